@@ -1,0 +1,1 @@
+//! Quantized block layouts, bit-identical to ggml-common.h.

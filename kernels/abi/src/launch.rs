@@ -1,0 +1,1 @@
+//! Kernel launch descriptors shared by the device crate, the host launcher and the tests.

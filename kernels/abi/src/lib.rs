@@ -1,0 +1,7 @@
+//! The one definition of what device code and host code must agree on: quantized block layouts
+//! (`blocks`) and kernel parameter/launch shapes (`launch`). `no_std` so the nvptx device crate
+//! compiles the very same structs.
+#![no_std]
+
+pub mod blocks;
+pub mod launch;
