@@ -1,0 +1,87 @@
+//! `GgufFile`: a memory-mapped, validated GGUF file with zero-copy tensor views.
+
+use std::fs::File;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::GgufError;
+use crate::header::{Gguf, TensorInfo};
+use crate::parse::parse_header;
+
+pub struct GgufFile {
+    path: PathBuf,
+    map: Mmap,
+    header: Gguf,
+}
+
+impl GgufFile {
+    /// Map `path`, parse its header and validate it (including that all tensor data lies in the
+    /// file). Every error names the path.
+    pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
+        let file = File::open(path).map_err(|e| GgufError::io(path, "open", e))?;
+        // SAFETY: the mapping is read-only and private to this process. Like every mmap-based model
+        // loader, it relies on the file not being truncated or rewritten while mapped; writers in
+        // this crate never modify a file in place (they write a temporary file and rename it).
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| GgufError::io(path, "mmap", e))?;
+        let header = parse_header(&map).map_err(|e| e.in_file(path))?;
+        Ok(GgufFile {
+            path: path.to_path_buf(),
+            map,
+            header,
+        })
+    }
+
+    pub fn header(&self) -> &Gguf {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The data of `t`, without copying. `t` must come from this file's header, whose ranges were
+    /// validated at open; a foreign `TensorInfo` that does not fit this file yields an empty slice.
+    pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
+        self.header
+            .data_range(t)
+            .and_then(|r| self.map.get(r))
+            .unwrap_or(&[])
+    }
+
+    /// The data of the tensor called `name`.
+    pub fn tensor_bytes(&self, name: &str) -> Result<&[u8], GgufError> {
+        let t = self
+            .header
+            .tensor(name)
+            .ok_or_else(|| GgufError::TensorNotFound {
+                name: name.to_owned(),
+            })?;
+        Ok(self.tensor_data(t))
+    }
+}
+
+impl Deref for GgufFile {
+    type Target = Gguf;
+
+    fn deref(&self) -> &Gguf {
+        &self.header
+    }
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .field("kv", &self.header.kv.len())
+            .field("tensors", &self.header.tensors.len())
+            .finish()
+    }
+}
