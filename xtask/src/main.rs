@@ -1,1 +1,25 @@
-fn main() {}
+//! Developer tasks: `cargo xtask kernels [--check]`, `cargo xtask tools`, `cargo xtask sass`.
+
+mod kernels;
+mod sass;
+mod tools;
+
+use anyhow::{bail, Result};
+
+const USAGE: &str = "usage: cargo xtask <command>
+  kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
+  kernels --check  rebuild into target/ and fail if the committed PTX differs
+  tools            install rust-src (nightly) and ptxas/cuobjdump/nvdisasm under .tools/
+  sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["kernels"] => kernels::build(),
+        ["kernels", "--check"] => kernels::check(),
+        ["tools"] => tools::install(),
+        ["sass"] => sass::report(),
+        _ => bail!("{USAGE}"),
+    }
+}

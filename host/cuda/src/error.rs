@@ -1,0 +1,55 @@
+//! Error type of the launcher.
+
+use cudarc::driver::DriverError;
+
+/// Why a CUDA operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    /// The driver library is not loadable, so no GPU can be used on this machine.
+    #[error(
+        "no CUDA driver: libcuda.so / libcuda.so.1 could not be loaded; install the NVIDIA \
+         driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH"
+    )]
+    NoDriver,
+    /// The driver works but has no device with this ordinal.
+    #[error("no CUDA device with ordinal {ordinal}: the driver reports {count} device(s)")]
+    NoDevice { ordinal: usize, count: i32 },
+    /// A driver call returned an error.
+    #[error("CUDA driver call `{call}` failed: {source}")]
+    Driver {
+        call: &'static str,
+        #[source]
+        source: DriverError,
+    },
+    /// The PTX text cannot be passed to the driver (it contains a NUL byte).
+    #[error("PTX text contains a NUL byte at offset {0}")]
+    PtxNul(usize),
+    /// The loaded module has no kernel of this name.
+    #[error("kernel `{name}` is not in the loaded module: {source}")]
+    UnknownKernel {
+        name: String,
+        #[source]
+        source: DriverError,
+    },
+    /// A host slice is longer than the device buffer it is copied to or from.
+    #[error("{op}: host slice of {host} bytes does not fit the device buffer of {device} bytes")]
+    SizeMismatch {
+        op: &'static str,
+        device: usize,
+        host: usize,
+    },
+    /// A zero-sized allocation was requested.
+    #[error("cannot allocate a zero-byte device buffer")]
+    EmptyAlloc,
+}
+
+/// Attaches the name of the failing driver call.
+pub(crate) trait Call<T> {
+    fn call(self, call: &'static str) -> Result<T, CudaError>;
+}
+
+impl<T> Call<T> for Result<T, DriverError> {
+    fn call(self, call: &'static str) -> Result<T, CudaError> {
+        self.map_err(|source| CudaError::Driver { call, source })
+    }
+}

@@ -1,0 +1,253 @@
+//! Device, module, buffer and launch.
+
+use crate::error::{Call, CudaError};
+use cudarc::driver::sys::{self, CUevent_flags};
+use cudarc::driver::{
+    result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// An open device with one stream.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+/// A loaded PTX module; kernels are looked up by name on first use and cached.
+pub struct Module {
+    module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
+}
+
+/// Device memory, `len` bytes, freed on drop. Allocations are at least 256-byte aligned.
+pub struct DeviceBuffer {
+    slice: CudaSlice<u8>,
+}
+
+impl DeviceBuffer {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.slice.len()
+    }
+
+    /// Whether the buffer holds no bytes (never true: zero-byte allocations are refused).
+    pub fn is_empty(&self) -> bool {
+        self.slice.is_empty()
+    }
+}
+
+/// One kernel argument, in PTX parameter order.
+#[derive(Clone, Copy)]
+pub enum Arg<'a> {
+    Buf(&'a DeviceBuffer),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    U64(u64),
+}
+
+/// Grid and block dimensions plus dynamic shared memory in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Fails with [`CudaError::NoDriver`] when libcuda is missing and
+    /// [`CudaError::NoDevice`] when the driver has no such device; never panics.
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        // SAFETY: only tries to dlopen the driver library; cudarc panics on the first driver
+        // call when this is false, so it must come first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CudaError::NoDriver);
+        }
+        result::init().call("cuInit")?;
+        let count = CudaContext::device_count().call("cuDeviceGetCount")?;
+        if ordinal >= count.max(0) as usize {
+            return Err(CudaError::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).call("cuDevicePrimaryCtxRetain")?;
+        let stream = ctx.default_stream();
+        Ok(Self { ctx, stream })
+    }
+
+    /// Device name as the driver reports it.
+    pub fn name(&self) -> Result<String, CudaError> {
+        self.ctx.name().call("cuDeviceGetName")
+    }
+
+    /// Compute capability `(major, minor)`.
+    pub fn compute_capability(&self) -> Result<(i32, i32), CudaError> {
+        self.ctx.compute_capability().call("cuDeviceGetAttribute")
+    }
+
+    /// JIT-compiles PTX text for this device (`cuModuleLoadData`).
+    pub fn load_ptx(&self, ptx: &str) -> Result<Module, CudaError> {
+        if let Some(at) = ptx.bytes().position(|b| b == 0) {
+            return Err(CudaError::PtxNul(at));
+        }
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .call("cuModuleLoadData")?;
+        Ok(Module {
+            module,
+            functions: HashMap::new(),
+        })
+    }
+
+    /// Allocates `bytes` bytes of zeroed device memory.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        if bytes == 0 {
+            return Err(CudaError::EmptyAlloc);
+        }
+        let slice = self.stream.alloc_zeros::<u8>(bytes).call("cuMemAlloc")?;
+        Ok(DeviceBuffer { slice })
+    }
+
+    /// Copies `data` to the start of `buf` and waits for the copy.
+    pub fn upload(&self, buf: &DeviceBuffer, data: &[u8]) -> Result<(), CudaError> {
+        check_len("upload", buf, data.len())?;
+        let (ptr, _sync) = buf.slice.device_ptr(&self.stream);
+        // SAFETY: `ptr` addresses `buf.len()` ≥ `data.len()` bytes; the copy is waited for
+        // before `data` can be released.
+        unsafe { result::memcpy_htod_async(ptr, data, self.stream.cu_stream()) }
+            .call("cuMemcpyHtoDAsync")?;
+        self.synchronize()
+    }
+
+    /// Copies the first `out.len()` bytes of `buf` into `out` and waits for the copy.
+    pub fn download(&self, buf: &DeviceBuffer, out: &mut [u8]) -> Result<(), CudaError> {
+        check_len("download", buf, out.len())?;
+        let (ptr, _sync) = buf.slice.device_ptr(&self.stream);
+        // SAFETY: as in `upload`, with the host side written.
+        unsafe { result::memcpy_dtoh_async(out, ptr, self.stream.cu_stream()) }
+            .call("cuMemcpyDtoHAsync")?;
+        self.synchronize()
+    }
+
+    /// Enqueues kernel `name` of `module`. The caller guarantees that `args` match the kernel's
+    /// PTX parameter list and that the buffers are large enough for `shape`; the launch is
+    /// asynchronous, errors of the kernel itself surface at the next synchronisation.
+    pub fn launch(
+        &self,
+        module: &mut Module,
+        name: &str,
+        shape: LaunchShape,
+        args: &[Arg<'_>],
+    ) -> Result<(), CudaError> {
+        let func = module.function(name)?;
+        // One 8-byte slot per argument; the driver reads as many bytes as the parameter has.
+        let mut slots: Vec<u64> = args
+            .iter()
+            .map(|a| match *a {
+                Arg::Buf(b) => b.slice.device_ptr(&self.stream).0,
+                Arg::U32(v) => u64::from(v),
+                Arg::I32(v) => u64::from(v as u32),
+                Arg::F32(v) => u64::from(v.to_bits()),
+                Arg::U64(v) => v,
+            })
+            .collect();
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| s as *mut u64 as *mut c_void)
+            .collect();
+        let [gx, gy, gz] = shape.grid;
+        let [bx, by, bz] = shape.block;
+        // SAFETY: every parameter pointer addresses a live slot holding the value in its low
+        // bytes (little-endian), which is what cuLaunchKernel reads for 4- and 8-byte params.
+        unsafe {
+            result::launch_kernel(
+                func.cu_function(),
+                (gx, gy, gz),
+                (bx, by, bz),
+                shape.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .call("cuLaunchKernel")
+    }
+
+    /// Waits for all work on the stream.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.stream.synchronize().call("cuStreamSynchronize")
+    }
+
+    /// Runs `work` between two timing events and returns the GPU time in milliseconds.
+    pub fn time_ms(
+        &self,
+        work: impl FnOnce(&Self) -> Result<(), CudaError>,
+    ) -> Result<f32, CudaError> {
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(flags).call("cuEventCreate")?;
+        let end = self.ctx.new_event(flags).call("cuEventCreate")?;
+        start.record(&self.stream).call("cuEventRecord")?;
+        work(self)?;
+        end.record(&self.stream).call("cuEventRecord")?;
+        end.synchronize().call("cuEventSynchronize")?;
+        start.elapsed_ms(&end).call("cuEventElapsedTime")
+    }
+}
+
+impl Module {
+    fn function(&mut self, name: &str) -> Result<&CudaFunction, CudaError> {
+        if !self.functions.contains_key(name) {
+            let f = self
+                .module
+                .load_function(name)
+                .map_err(|source| CudaError::UnknownKernel {
+                    name: name.to_owned(),
+                    source,
+                })?;
+            self.functions.insert(name.to_owned(), f);
+        }
+        Ok(&self.functions[name])
+    }
+}
+
+fn check_len(op: &'static str, buf: &DeviceBuffer, host: usize) -> Result<(), CudaError> {
+    if host <= buf.len() {
+        Ok(())
+    } else {
+        Err(CudaError::SizeMismatch {
+            op,
+            device: buf.len(),
+            host,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a GPU this must be a typed error, never a panic; with one, a usable device.
+    #[test]
+    fn open_reports_missing_driver_or_works() {
+        match Gpu::new(0) {
+            Ok(gpu) => {
+                let buf = gpu.alloc(64).expect("alloc");
+                let data: Vec<u8> = (0..64).collect();
+                gpu.upload(&buf, &data).expect("upload");
+                let mut back = vec![0u8; 64];
+                gpu.download(&buf, &mut back).expect("download");
+                assert_eq!(back, data);
+                let too_long = vec![0u8; 65];
+                assert!(matches!(
+                    gpu.upload(&buf, &too_long),
+                    Err(CudaError::SizeMismatch { .. })
+                ));
+            }
+            Err(e @ (CudaError::NoDriver | CudaError::NoDevice { .. })) => {
+                eprintln!("GPU half skipped: {e}");
+                assert!(e.to_string().contains("libcuda") || e.to_string().contains("device"));
+            }
+            Err(e) => panic!("unexpected error opening the GPU: {e}"),
+        }
+    }
+}

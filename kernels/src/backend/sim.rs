@@ -1,0 +1,86 @@
+//! [`Backend`] on the CPU PTX interpreter `ptx-sim` (feature `sim`).
+
+use super::{backend_err, Backend, KArg};
+use crate::{Result, PTX};
+use ptx_sim::{Arg, DevicePtr, LaunchConfig, Module, Sim, SimError};
+
+/// The simulator with [`PTX`] parsed.
+pub struct SimBackend {
+    sim: Sim,
+    module: Module,
+}
+
+/// A simulator allocation: device address and size in bytes.
+pub struct SimBuf {
+    ptr: DevicePtr,
+    len: usize,
+}
+
+fn err(e: SimError) -> crate::KernelError {
+    backend_err("ptx-sim", e)
+}
+
+impl SimBackend {
+    /// Parses the committed PTX into a fresh simulator.
+    pub fn new() -> Result<Self> {
+        let module = Module::parse(PTX).map_err(err)?;
+        Ok(Self {
+            sim: Sim::new(),
+            module,
+        })
+    }
+}
+
+impl Backend for SimBackend {
+    type Buf = SimBuf;
+
+    fn name(&self) -> &str {
+        "ptx-sim"
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<SimBuf> {
+        let ptr = self.sim.alloc(bytes).map_err(err)?;
+        Ok(SimBuf { ptr, len: bytes })
+    }
+
+    fn buf_len(&self, buf: &SimBuf) -> usize {
+        buf.len
+    }
+
+    fn upload(&mut self, buf: &SimBuf, data: &[u8]) -> Result<()> {
+        self.sim.write(buf.ptr, data).map_err(err)
+    }
+
+    fn download(&mut self, buf: &SimBuf, out: &mut [u8]) -> Result<()> {
+        self.sim.read(buf.ptr, out).map_err(err)
+    }
+
+    fn launch(
+        &mut self,
+        kernel: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &[KArg<'_, SimBuf>],
+    ) -> Result<()> {
+        let args: Vec<Arg> = args
+            .iter()
+            .map(|a| match *a {
+                KArg::Buf(b) => Arg::Ptr(b.ptr),
+                KArg::U32(v) => Arg::U32(v),
+                KArg::I32(v) => Arg::I32(v),
+                KArg::F32(v) => Arg::F32(v),
+                KArg::U64(v) => Arg::U64(v),
+            })
+            .collect();
+        let config = LaunchConfig {
+            grid,
+            block,
+            shared_bytes,
+        };
+        self.sim
+            .launch(&self.module, kernel, config, &args)
+            .map(|_stats| ())
+            .map_err(err)
+    }
+}

@@ -1,0 +1,219 @@
+//! Checked launches: each function validates the shape and every buffer size against what the
+//! kernel reads and writes, checks argument kinds against the kernel's parameter list, then
+//! launches with the grid from its [`KernelDesc`]. The kernels themselves carry no bounds checks,
+//! so these checks are what keeps a bad shape from reading or writing out of bounds.
+
+use crate::backend::{Backend, KArg};
+use crate::{KernelError, Result};
+use ingot_abi::blocks::{BlockQ3K, BlockQ4K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::launch::{KernelDesc, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, QUANTIZE_Q8_1, RMSNORM_F32};
+use std::mem::size_of;
+
+/// Launches `desc` over `items` work items after checking `args` against its parameter list.
+pub fn launch<B: Backend>(
+    b: &mut B,
+    desc: &KernelDesc,
+    items: u32,
+    args: &[KArg<'_, B::Buf>],
+) -> Result<()> {
+    if args.len() != desc.params.len() {
+        return Err(KernelError::ArgCount {
+            kernel: desc.name,
+            expected: desc.params.len(),
+            got: args.len(),
+        });
+    }
+    for (index, (arg, param)) in args.iter().zip(desc.params).enumerate() {
+        if arg.kind() != param.kind {
+            return Err(KernelError::ArgKind {
+                kernel: desc.name,
+                index,
+                param: param.name,
+                expected: param.kind,
+                got: arg.kind(),
+            });
+        }
+    }
+    if items == 0 {
+        return Err(shape(desc, "zero work items".into()));
+    }
+    b.launch(
+        desc.name,
+        desc.grid(items),
+        desc.block,
+        desc.shared_bytes,
+        args,
+    )
+}
+
+fn shape(desc: &KernelDesc, reason: String) -> KernelError {
+    KernelError::Shape {
+        kernel: desc.name,
+        reason,
+    }
+}
+
+/// `Some(a·b·c)` unless it overflows.
+fn bytes(a: usize, b: usize, c: usize) -> Option<usize> {
+    a.checked_mul(b)?.checked_mul(c)
+}
+
+fn need<B: Backend>(
+    b: &B,
+    desc: &KernelDesc,
+    param: &'static str,
+    buf: &B::Buf,
+    need: Option<usize>,
+) -> Result<()> {
+    let need = need.ok_or_else(|| shape(desc, format!("size of `{param}` overflows usize")))?;
+    let have = b.buf_len(buf);
+    if have < need {
+        return Err(KernelError::BufferTooSmall {
+            kernel: desc.name,
+            param,
+            have,
+            need,
+        });
+    }
+    Ok(())
+}
+
+fn to_u32(desc: &KernelDesc, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| shape(desc, format!("{what} = {v} exceeds u32")))
+}
+
+/// Quantizes `n` floats of `x` into `n/32` q8_1 blocks in `y` (CUDA variant: `s = Σx`).
+/// `n` must be a positive multiple of 32.
+pub fn quantize_q8_1<B: Backend>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize) -> Result<()> {
+    let d = &QUANTIZE_Q8_1;
+    if n == 0 || !n.is_multiple_of(QK8_1) {
+        return Err(shape(
+            d,
+            format!("n = {n} is not a positive multiple of {QK8_1}"),
+        ));
+    }
+    let n32 = to_u32(d, "n", n)?;
+    need(b, d, "x", x, bytes(n, 4, 1))?;
+    need(b, d, "y", y, bytes(n / QK8_1, size_of::<BlockQ8_1>(), 1))?;
+    launch(b, d, n32, &[KArg::Buf(x), KArg::Buf(y), KArg::U32(n32)])
+}
+
+/// `y[r] = x[r]·w / sqrt(mean(x[r]²) + eps)` for `rows` rows of `n` floats; `n` a positive
+/// multiple of 4. `y` may be `x` (each thread reads its chunk before writing it).
+pub fn rmsnorm_f32<B: Backend>(
+    b: &mut B,
+    x: &B::Buf,
+    w: &B::Buf,
+    y: &B::Buf,
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<()> {
+    let d = &RMSNORM_F32;
+    if n == 0 || !n.is_multiple_of(4) {
+        return Err(shape(d, format!("n = {n} is not a positive multiple of 4")));
+    }
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(shape(
+            d,
+            format!("eps = {eps} is not a finite non-negative number"),
+        ));
+    }
+    let n32 = to_u32(d, "n", n)?;
+    let rows32 = to_u32(d, "rows", rows)?;
+    need(b, d, "x", x, bytes(rows, n, 4))?;
+    need(b, d, "w", w, bytes(n, 4, 1))?;
+    need(b, d, "y", y, bytes(rows, n, 4))?;
+    launch(
+        b,
+        d,
+        rows32,
+        &[
+            KArg::Buf(x),
+            KArg::Buf(w),
+            KArg::Buf(y),
+            KArg::U32(n32),
+            KArg::F32(eps),
+        ],
+    )
+}
+
+/// A gemv kernel and the byte size of its weight super-block.
+struct GemvKernel {
+    desc: &'static KernelDesc,
+    block_bytes: usize,
+}
+
+const GEMV_Q4K: GemvKernel = GemvKernel {
+    desc: &GEMV_Q4K_Q8_1,
+    block_bytes: size_of::<BlockQ4K>(),
+};
+
+const GEMV_Q3K: GemvKernel = GemvKernel {
+    desc: &GEMV_Q3K_Q8_1,
+    block_bytes: size_of::<BlockQ3K>(),
+};
+
+fn gemv<B: Backend>(
+    b: &mut B,
+    k: &GemvKernel,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+) -> Result<()> {
+    let d = k.desc;
+    if ncols == 0 || !ncols.is_multiple_of(QK_K) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of {QK_K}"),
+        ));
+    }
+    let ncols32 = to_u32(d, "ncols", ncols)?;
+    let nrows32 = to_u32(d, "nrows", nrows)?;
+    need(b, d, "w", w, bytes(nrows, ncols / QK_K, k.block_bytes))?;
+    need(
+        b,
+        d,
+        "x",
+        x,
+        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
+    )?;
+    need(b, d, "y", y, bytes(nrows, 4, 1))?;
+    launch(
+        b,
+        d,
+        nrows32,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(y),
+            KArg::U32(ncols32),
+            KArg::U32(nrows32),
+        ],
+    )
+}
+
+/// `y = W·x`: `W` is `nrows` rows of `ncols/256` Q4_K blocks, `x` `ncols/32` q8_1 blocks,
+/// `y` `nrows` floats. `ncols` must be a positive multiple of 256.
+pub fn gemv_q4k_q8_1<B: Backend>(
+    b: &mut B,
+    w: &B::Buf,
+    x: &B::Buf,
+    y: &B::Buf,
+    nrows: usize,
+    ncols: usize,
+) -> Result<()> {
+    gemv(b, &GEMV_Q4K, (w, x, y), nrows, ncols)
+}
+
+/// As [`gemv_q4k_q8_1`] with Q3_K weights.
+pub fn gemv_q3k_q8_1<B: Backend>(
+    b: &mut B,
+    w: &B::Buf,
+    x: &B::Buf,
+    y: &B::Buf,
+    nrows: usize,
+    ncols: usize,
+) -> Result<()> {
+    gemv(b, &GEMV_Q3K, (w, x, y), nrows, ncols)
+}

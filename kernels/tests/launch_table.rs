@@ -1,0 +1,167 @@
+//! Host-only checks: the launch table matches the committed PTX, and the checked launchers turn
+//! bad shapes and undersized buffers into typed errors without launching.
+
+use ingot_kernels::{ops, Backend, KArg, KernelError, ParamKind, KERNELS, PTX};
+
+/// Parameter types of `.entry name(...)` in the PTX, in order.
+fn ptx_params(name: &str) -> Option<Vec<String>> {
+    let start = PTX.find(&format!(".entry {name}("))?;
+    let body = &PTX[start..];
+    let end = body.find(')')?;
+    Some(
+        body[..end]
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_prefix(".param "))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_owned())
+            .collect(),
+    )
+}
+
+#[test]
+fn every_table_kernel_is_in_the_ptx_with_matching_params() {
+    for k in KERNELS {
+        let params = ptx_params(k.name).unwrap_or_else(|| panic!("{} missing from PTX", k.name));
+        let want: Vec<&str> = k
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Ptr | ParamKind::U64 => ".u64",
+                ParamKind::U32 => ".u32",
+                ParamKind::I32 => ".s32",
+                ParamKind::F32 => ".f32",
+            })
+            .collect();
+        assert_eq!(params, want, "parameter types of {}", k.name);
+    }
+    let entries = PTX.matches(".visible .entry ").count();
+    assert_eq!(entries, KERNELS.len(), "PTX entries vs launch table");
+}
+
+/// Records launches; buffers are plain byte lengths.
+#[derive(Default)]
+struct Recorder {
+    launches: Vec<(String, [u32; 3], [u32; 3])>,
+}
+
+impl Backend for Recorder {
+    type Buf = usize;
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn alloc(&mut self, bytes: usize) -> ingot_kernels::Result<usize> {
+        Ok(bytes)
+    }
+    fn buf_len(&self, buf: &usize) -> usize {
+        *buf
+    }
+    fn upload(&mut self, _: &usize, _: &[u8]) -> ingot_kernels::Result<()> {
+        Ok(())
+    }
+    fn download(&mut self, _: &usize, _: &mut [u8]) -> ingot_kernels::Result<()> {
+        Ok(())
+    }
+    fn launch(
+        &mut self,
+        kernel: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        _: u32,
+        _: &[KArg<'_, usize>],
+    ) -> ingot_kernels::Result<()> {
+        self.launches.push((kernel.to_owned(), grid, block));
+        Ok(())
+    }
+}
+
+#[test]
+fn valid_shapes_launch_with_the_table_grid() {
+    let mut r = Recorder::default();
+    ops::gemv_q4k_q8_1(&mut r, &(37 * 8 * 144), &(64 * 36), &(37 * 4), 37, 2048).unwrap();
+    ops::quantize_q8_1(&mut r, &(1184 * 4), &(37 * 36), 1184).unwrap();
+    ops::rmsnorm_f32(
+        &mut r,
+        &(3 * 2048 * 4),
+        &(2048 * 4),
+        &(3 * 2048 * 4),
+        3,
+        2048,
+        1e-6,
+    )
+    .unwrap();
+    assert_eq!(
+        r.launches[0],
+        ("gemv_q4k_q8_1".into(), [10, 1, 1], [128, 1, 1])
+    );
+    assert_eq!(
+        r.launches[1],
+        ("quantize_q8_1".into(), [2, 1, 1], [256, 1, 1])
+    );
+    assert_eq!(
+        r.launches[2],
+        ("rmsnorm_f32".into(), [3, 1, 1], [256, 1, 1])
+    );
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_launches_nothing() {
+    let mut r = Recorder::default();
+    let e = ops::gemv_q3k_q8_1(&mut r, &1_000_000, &10_000, &100, 4, 300).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let e = ops::gemv_q3k_q8_1(&mut r, &(4 * 110 - 1), &(8 * 36), &16, 4, 256).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::BufferTooSmall {
+                param: "w",
+                have: 439,
+                need: 440,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = ops::quantize_q8_1(&mut r, &128, &36, 0).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let e = ops::quantize_q8_1(&mut r, &(1 << 20), &36, 64).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "y", .. }),
+        "{e}"
+    );
+    let e = ops::rmsnorm_f32(&mut r, &64, &64, &64, 1, 16, f32::NAN).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    // rows·n·4 overflows usize: reported, not wrapped into a small size.
+    let e = ops::rmsnorm_f32(&mut r, &64, &64, &64, usize::MAX / 2, 16, 1e-6).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let e = ops::launch(
+        &mut r,
+        &ingot_abi::launch::QUANTIZE_Q8_1,
+        32,
+        &[KArg::U32(1)],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::ArgCount {
+                expected: 3,
+                got: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = ops::launch(
+        &mut r,
+        &ingot_abi::launch::QUANTIZE_Q8_1,
+        32,
+        &[KArg::U32(0), KArg::Buf(&4), KArg::U32(32)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, KernelError::ArgKind { index: 0, .. }), "{e}");
+    assert!(
+        r.launches.is_empty(),
+        "nothing may launch: {:?}",
+        r.launches
+    );
+}

@@ -1,0 +1,67 @@
+//! `quantize_q8_1` against the CPU oracle `ingot_quant::quantize_q8_1`: bit-exact.
+
+mod support;
+
+use ingot_abi::blocks::QK8_1;
+use ingot_kernels::{ops, Backend};
+use rand::Rng;
+use support::{download, f32_bytes, poisoned, upload};
+
+/// Random non-zero floats of mixed magnitude, plus two hand-made blocks: one with exact
+/// rounding ties (`amax = 127` so `d = 1` and `x/d = k + 0.5` exactly; `roundf` must go away from
+/// zero) and one all-zero block (`amax = 0`: `d = 0`, all quants 0).
+fn inputs(rng: &mut impl Rng, n: usize) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..n)
+        .map(|_| {
+            let mag = 10f32.powi(rng.random_range(-3..3));
+            let v = rng.random_range(0.05f32..1.0) * mag;
+            if rng.random() {
+                v
+            } else {
+                -v
+            }
+        })
+        .collect();
+    let ties = &mut x[..QK8_1];
+    ties[0] = 127.0;
+    for (i, t) in ties.iter_mut().enumerate().skip(1) {
+        *t = (i as f32 - 16.0) + 0.5;
+    }
+    x[QK8_1..2 * QK8_1].fill(0.0);
+    x
+}
+
+fn check<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("quantize_q8_1");
+    // 1184 = 37 blocks: the last thread block is partial; 8192 fills whole thread blocks.
+    for n in [64usize, 1184, 8192] {
+        let x = inputs(&mut rng, n);
+        let expect: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&x)).to_vec();
+        let xb = upload(b, &f32_bytes(&x));
+        let yb = poisoned(b, expect.len());
+        ops::quantize_q8_1(b, &xb, &yb, n).expect("launch");
+        let got = download(b, &yb);
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != expect[i]) {
+            let blk = i / 36;
+            panic!(
+                "{}: n={n}: first mismatch at byte {i} (block {blk}, byte {}): got {:#04x}, \
+                 expected {:#04x}; block inputs {:?}",
+                b.name(),
+                i % 36,
+                got[i],
+                expect[i],
+                &x[blk * QK8_1..(blk + 1) * QK8_1]
+            );
+        }
+        eprintln!(
+            "{}: quantize_q8_1 n={n}: {} bytes bit-exact",
+            b.name(),
+            got.len()
+        );
+    }
+}
+
+#[test]
+fn quantize_q8_1_matches_oracle_bit_exactly() {
+    on_every_backend!(check);
+}
