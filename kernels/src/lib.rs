@@ -14,12 +14,12 @@ pub mod tools;
 
 pub use backend::{Backend, KArg};
 pub use error::{KernelError, Result};
-pub use ingot_abi::launch::{KernelDesc, Param, ParamKind, KERNELS};
+pub use ingot_abi::launch::{all_kernels, KernelDesc, Param, ParamKind, KERNELS};
 
 /// The committed PTX module (PTX ISA 7.8, sm_86; JIT-compiled by the driver for newer GPUs).
 pub const PTX: &str = include_str!("../ptx/ingot.ptx");
 
 /// The launch descriptor of kernel `name`, if the module has it.
 pub fn kernel(name: &str) -> Option<&'static KernelDesc> {
-    KERNELS.iter().find(|k| k.name == name)
+    all_kernels().find(|k| k.name == name)
 }

@@ -1,1 +1,251 @@
 //! Quantized block layouts, bit-identical to ggml-common.h.
+//!
+//! Every struct is `#[repr(C)]`, has no padding (checked by the size asserts below) and is
+//! `Pod`, so a GGUF tensor's bytes can be viewed as `&[Block…]` when suitably aligned. Field
+//! names follow ggml-common.h. Half-precision scales are stored as raw IEEE binary16 bits
+//! (`u16`) so this crate needs no `half`; the host converts with `half::f16::from_bits`, device
+//! code with its native conversion.
+//!
+//! The `#[inline(always)]` helpers at the bottom unpack packed scales; host reference code and
+//! device kernels both call them, which keeps the two sides bit-identical by construction.
+
+use bytemuck::{Pod, Zeroable};
+use core::mem::size_of;
+
+/// Elements per block of Q4_0.
+pub const QK4_0: usize = 32;
+/// Elements per block of Q4_1.
+pub const QK4_1: usize = 32;
+/// Elements per block of Q5_0.
+pub const QK5_0: usize = 32;
+/// Elements per block of Q5_1.
+pub const QK5_1: usize = 32;
+/// Elements per block of Q8_0.
+pub const QK8_0: usize = 32;
+/// Elements per block of Q8_1.
+pub const QK8_1: usize = 32;
+/// Elements per block of IQ4_NL.
+pub const QK4_NL: usize = 32;
+/// Elements per k-quant super-block (Q2_K…Q6_K, Q8_K, IQ4_XS).
+pub const QK_K: usize = 256;
+/// Bytes of packed 6-bit scales/mins in Q4_K and Q5_K (and of the 6-bit scales of Q3_K).
+pub const K_SCALE_SIZE: usize = 12;
+
+/// IQ4_NL / IQ4_XS non-linear 4-bit code book (`kvalues_iq4nl`), indexed by the nibble.
+pub const KVALUES_IQ4NL: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// 32 weights: `y = d·(q − 8)`. Element `j` is the low nibble of `qs[j]`, element `j+16` the high.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ4_0 {
+    pub d: u16,
+    pub qs: [u8; QK4_0 / 2],
+}
+
+/// 32 weights: `y = d·q + m`, nibble layout as [`BlockQ4_0`].
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ4_1 {
+    pub d: u16,
+    pub m: u16,
+    pub qs: [u8; QK4_1 / 2],
+}
+
+/// 32 weights: `y = d·(q − 16)`; bit 4 of element `e` is bit `e` of `qh` read as a LE u32.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ5_0 {
+    pub d: u16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK5_0 / 2],
+}
+
+/// 32 weights: `y = d·q + m`, 5-bit layout as [`BlockQ5_0`].
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ5_1 {
+    pub d: u16,
+    pub m: u16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK5_1 / 2],
+}
+
+/// 32 weights: `y = d·q`.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ8_0 {
+    pub d: u16,
+    pub qs: [i8; QK8_0],
+}
+
+/// 32 activations: `y = d·q`, plus `s` (ggml's `ds.y`). What `s` holds depends on the producer:
+/// the CPU reference stores `d·Σq`, the CUDA activation quantizer stores `Σx` of the float inputs.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ8_1 {
+    pub d: u16,
+    pub s: u16,
+    pub qs: [i8; QK8_1],
+}
+
+/// 256 weights in 16 sub-blocks of 16: `y = d·(sc&15)·q − dmin·(sc>>4)`, `q ∈ 0..=3`.
+/// `qs[32n+l]` holds elements `128n+l`, `+32`, `+64`, `+96` in bit pairs 0-1, 2-3, 4-5, 6-7.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: u16,
+    pub dmin: u16,
+}
+
+/// 256 weights in 16 sub-blocks of 16: `y = d·(S_j − 32)·q`, `q = low2 − (hbit ? 0 : 4)`.
+/// Low bits packed as in [`BlockQ2K`]; element `e`'s high bit is bit `e/32` of `hmask[e%32]`;
+/// 6-bit scales `S_j` packed as [`q3k_scale`] unpacks them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; K_SCALE_SIZE],
+    pub d: u16,
+}
+
+/// 256 weights in 8 sub-blocks of 32: `y = d·sc_j·q − dmin·m_j`, `q ∈ 0..=15`, with
+/// `(sc_j, m_j)` from [`get_scale_min_k4`]. `qs[32p+l]`: low nibble = element `64p+l`,
+/// high nibble = element `64p+32+l`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ4K {
+    pub d: u16,
+    pub dmin: u16,
+    pub scales: [u8; K_SCALE_SIZE],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// As [`BlockQ4K`] with a 5th bit: element `64p+l` uses bit `2p` of `qh[l]`, element
+/// `64p+32+l` bit `2p+1`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ5K {
+    pub d: u16,
+    pub dmin: u16,
+    pub scales: [u8; K_SCALE_SIZE],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// 256 weights in 16 sub-blocks of 16: `y = d·scales[e/16]·(q − 32)`, `q ∈ 0..=63`.
+/// Per 128-element chunk `n` (ql offset 64n, qh offset 32n), `l ∈ 0..32`: element `l` =
+/// `ql[l]&15 | (qh[l]&3)<<4`, `l+32` = `ql[l+32]&15 | (qh[l]>>2&3)<<4`, `l+64` =
+/// `ql[l]>>4 | (qh[l]>>4&3)<<4`, `l+96` = `ql[l+32]>>4 | (qh[l]>>6&3)<<4`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: u16,
+}
+
+/// 256 activations (CPU k-quant dot partner): `y = d·q` with an f32 `d`, and `bsums[k]` =
+/// Σ of the 16 quants of group `k`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+/// 32 weights: `y = d·KVALUES_IQ4NL[nibble]`, nibble layout as [`BlockQ4_0`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq4Nl {
+    pub d: u16,
+    pub qs: [u8; QK4_NL / 2],
+}
+
+/// 256 weights in 8 sub-blocks of 32: `y = d·(ls_ib − 32)·KVALUES_IQ4NL[nibble]` with `ls_ib`
+/// from [`iq4xs_scale`]; `qs[16ib+j]` low nibble = element `32ib+j`, high = `32ib+16+j`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq4Xs {
+    pub d: u16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ4K>() == 144);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ8K>() == 292);
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+
+impl BlockQ5_0 {
+    /// The 32 fifth bits, bit `e` belonging to element `e`.
+    #[inline(always)]
+    pub fn qh_bits(&self) -> u32 {
+        u32::from_le_bytes(self.qh)
+    }
+}
+
+impl BlockQ5_1 {
+    /// The 32 fifth bits, bit `e` belonging to element `e`.
+    #[inline(always)]
+    pub fn qh_bits(&self) -> u32 {
+        u32::from_le_bytes(self.qh)
+    }
+}
+
+/// 6-bit `(scale, min)` of sub-block `j ∈ 0..8` of Q4_K/Q5_K (ggml `get_scale_min_k4`).
+/// j < 4: low 6 bits of `q[j]` / `q[j+4]`; j ≥ 4: low/high nibble of `q[j+4]` plus the top two
+/// bits of `q[j−4]` / `q[j]` as bits 4-5.
+#[inline(always)]
+pub fn get_scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Signed scale `S_j − 32 ∈ −32..=31` of sub-block `j ∈ 0..16` of Q3_K. The low nibble of `S_j`
+/// is in `scales[j%8]` (bits 0-3 for j<8, 4-7 for j≥8), its top two bits in
+/// `scales[8 + j%4]` at bits `2·(j/4)`.
+#[inline(always)]
+pub fn q3k_scale(scales: &[u8; K_SCALE_SIZE], j: usize) -> i32 {
+    let low = (scales[j % 8] >> (4 * (j / 8))) & 0xF;
+    let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    i32::from(low | (high << 4)) - 32
+}
+
+/// Signed scale `ls − 32 ∈ −32..=31` of sub-block `ib ∈ 0..8` of IQ4_XS: low nibble from
+/// `scales_l[ib/2]` (bits `4·(ib%2)`), top two bits from `scales_h` bits `2·ib`.
+#[inline(always)]
+pub fn iq4xs_scale(scales_h: u16, scales_l: &[u8; QK_K / 64], ib: usize) -> i32 {
+    let low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+    let high = ((scales_h >> (2 * ib)) & 3) as u8;
+    i32::from(low | (high << 4)) - 32
+}

@@ -5,3 +5,4 @@
 
 pub mod blocks;
 pub mod launch;
+pub mod step;
