@@ -1,1 +1,328 @@
-//! ptx-sim
+//! `ptx-sim`: a CPU interpreter for the PTX that rustc's NVPTX backend (plus the project's inline asm) emits.
+//!
+//! It exists so kernels can be tested bit-for-bit and profiled (instruction mix, coalescing, bank conflicts)
+//! on machines without a GPU, and so that out-of-bounds accesses, barrier misuse and warp-sync misuse are
+//! reported like compute-sanitizer would, as [`SimError::Fault`] values that name the kernel, block, thread,
+//! PTX line and address.
+//!
+//! # Front end
+//! [`Module::parse`] validates the text with the `ptx-syntax` crate, then lowers each `.entry` into a compact
+//! IR: registers are dense indices into a per-warp register file of untyped 64-bit containers, labels are
+//! instruction indices, symbols are state-space addresses, immediates are raw bits of the operand type.
+//! Instructions the simulator does not implement still load; launching a kernel that contains one returns
+//! [`SimError::Unsupported`] naming the first such line (see [`Module::unsupported`]).
+//!
+//! # Execution model
+//! A launch runs a grid of blocks; blocks are independent and run in parallel on the host's cores (rayon).
+//! A block is split into warps of 32 consecutive linear thread ids (x fastest); the last warp may be partial.
+//! The 32 lanes of a warp execute in lockstep under an active mask. Each warp runs until it reaches `bar.sync`
+//! or exits, then the next warp runs (round robin); when every live warp waits at the barrier they are all
+//! released. A barrier that some thread of the block cannot reach — it exited, or its warp is diverged at the
+//! barrier — is a [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour).
+//!
+//! # Reconvergence
+//! At load, the control-flow graph of each kernel is built and the immediate post-dominator (ipdom) of every
+//! branch is computed. A warp keeps a stack of `(pc, reconvergence pc, mask)` entries: at a divergent branch
+//! the current entry waits at the branch's ipdom while the taken and not-taken lanes run as two new entries;
+//! an entry is popped when it reaches its reconvergence pc, which restores the union of the lanes. Loops
+//! with per-lane trip counts thus keep finished lanes parked at the loop exit until all lanes leave. Exited
+//! lanes are removed from every entry.
+//!
+//! # Memory
+//! Global allocations live at distinct 64 GiB-aligned addresses separated by unmapped red zones (see
+//! `memory.rs`), so any out-of-bounds or freed access faults. Shared memory is per block (static
+//! `.shared` variables first, then the dynamic `.extern .shared` region of `LaunchConfig::shared_bytes`);
+//! local memory is per thread; `.param` is the launch's argument buffer. Generic addresses of shared and
+//! local memory live in two fixed windows, and `cvta` converts to and from them. Every access must be
+//! naturally aligned to its full (vector) size, or it is a [`FaultKind::Misaligned`] fault.
+//!
+//! # Counters
+//! [`LaunchStats`] counts warp instructions by class, global bytes and 32-byte sectors per warp request
+//! (coalescing), shared-memory bank conflicts (32 banks of 4 bytes; extra wavefronts per request), barriers.
+//!
+//! # Arithmetic and approximate math
+//! Integer operations are exact with PTX wrap/clamp rules. f32 `.rn` add/sub/mul/div/fma/sqrt use the host's
+//! IEEE operations (bit-exact with the GPU). f16/bf16 arithmetic is computed exactly in f64 and rounded once;
+//! `mma.sync` accumulates exact products in f64 and rounds the sum to f32 once, whereas the hardware's
+//! accumulation order and intermediate precision are implementation-defined: compare tensor-core results
+//! with a tolerance. The `.approx` functions are computed exactly in f64 and rounded to nearest, so the
+//! simulator returns the correctly rounded value where the GPU returns an approximation. The PTX ISA bounds
+//! the hardware's error relative to that exact result as follows (values from the ISA's instruction pages
+//! as recalled by the author; check the ISA version you target):
+//! - `ex2.approx.f32`: maximum relative error 2^-22.5 (about 2 ulp) over the full range;
+//! - `lg2.approx.f32`: maximum absolute error 2^-22.6 for inputs in [0.5, 2], relative 2^-22 elsewhere;
+//! - `rcp.approx.f32`: maximum 1 ulp; `sqrt.approx.f32`: maximum relative error 2^-23;
+//! - `rsqrt.approx.f32`: maximum relative error 2^-22.9;
+//! - `sin.approx.f32` / `cos.approx.f32`: maximum absolute error 2^-20.9 (sin) / 2^-20.5 (cos) in [-pi, pi];
+//! - `tanh.approx.f32`: maximum relative error 2^-11 (about 5e-4).
+//!
+//! Kernel tests should therefore compare results of approximate functions with at least those tolerances.
+
+mod alu;
+mod cfg;
+mod error;
+mod exec;
+mod ir;
+mod lower;
+mod mem_ops;
+mod memory;
+mod numeric;
+mod stats;
+mod syntax;
+mod warp_ops;
+
+use rayon::prelude::*;
+
+pub use error::{Fault, FaultKind, SimError};
+pub use stats::{ClassCounts, LaunchStats};
+
+/// A loaded PTX module: its kernels lowered for execution.
+pub struct Module {
+    kernels: Vec<ir::Kernel>,
+}
+
+impl Module {
+    /// Parses and lowers PTX text. Malformed PTX is a [`SimError::Parse`] naming the line.
+    pub fn parse(ptx: &str) -> Result<Module, SimError> {
+        Ok(Module {
+            kernels: lower::lower_module(ptx)?,
+        })
+    }
+
+    /// Names of the `.entry` kernels, in source order.
+    pub fn kernels(&self) -> Vec<&str> {
+        self.kernels.iter().map(|k| k.name.as_str()).collect()
+    }
+
+    /// Instructions of `kernel` the simulator cannot execute, as `(PTX line, text)`.
+    pub fn unsupported(&self, kernel: &str) -> Vec<(usize, String)> {
+        self.kernel(kernel)
+            .map(|k| {
+                k.unsupported
+                    .iter()
+                    .map(|(l, t)| (*l as usize, t.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn kernel(&self, name: &str) -> Option<&ir::Kernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+}
+
+/// A device address returned by [`Sim::alloc`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The address `bytes` further on (for passing sub-buffers to kernels).
+    pub fn offset(self, bytes: u64) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes))
+    }
+}
+
+/// Grid and block dimensions and dynamic shared memory, like `cudaLaunchKernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Bytes of dynamic (`.extern .shared`) shared memory per block.
+    pub shared_bytes: u32,
+}
+
+/// One kernel argument; it must match the size of the corresponding `.param`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    U32(u32),
+    I32(i32),
+    U64(u64),
+    F32(f32),
+    Ptr(DevicePtr),
+}
+
+impl Arg {
+    fn bytes(&self) -> Vec<u8> {
+        match *self {
+            Arg::U32(v) => v.to_le_bytes().to_vec(),
+            Arg::I32(v) => v.to_le_bytes().to_vec(),
+            Arg::F32(v) => v.to_le_bytes().to_vec(),
+            Arg::U64(v) => v.to_le_bytes().to_vec(),
+            Arg::Ptr(p) => p.0.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+/// Default per-block step limit: warp instructions one block may execute before it is declared hung.
+pub const DEFAULT_STEP_LIMIT: u64 = 200_000_000;
+/// Default cap on live simulated global memory.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+/// Most threads per block (the CUDA limit).
+const MAX_THREADS_PER_BLOCK: u32 = 1024;
+
+/// The simulated device: global memory plus launch settings.
+pub struct Sim {
+    mem: memory::GlobalMem,
+    step_limit: u64,
+}
+
+impl Default for Sim {
+    fn default() -> Self {
+        Sim::new()
+    }
+}
+
+impl Sim {
+    pub fn new() -> Sim {
+        Sim {
+            mem: memory::GlobalMem::new(DEFAULT_MEMORY_LIMIT),
+            step_limit: DEFAULT_STEP_LIMIT,
+        }
+    }
+
+    /// Sets how many warp instructions one block may execute before a launch fails with
+    /// [`FaultKind::StepLimit`].
+    pub fn set_step_limit(&mut self, warp_instructions_per_block: u64) {
+        self.step_limit = warp_instructions_per_block;
+    }
+
+    /// Sets the cap on live global memory (allocations beyond it fail with [`SimError::OutOfMemory`]).
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        self.mem.limit = bytes;
+    }
+
+    /// Allocates `bytes` of zeroed global memory.
+    pub fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, SimError> {
+        self.mem.alloc(bytes).map(DevicePtr)
+    }
+
+    /// Frees an allocation; later accesses to it fault.
+    pub fn free(&mut self, p: DevicePtr) {
+        self.mem.free(p.0)
+    }
+
+    /// Copies host bytes to device memory at `p`.
+    pub fn write(&mut self, p: DevicePtr, data: &[u8]) -> Result<(), SimError> {
+        self.mem.write_bytes(p.0, data)
+    }
+
+    /// Copies device memory at `p` to `out`.
+    pub fn read(&self, p: DevicePtr, out: &mut [u8]) -> Result<(), SimError> {
+        self.mem.read_bytes(p.0, out)
+    }
+
+    /// Runs `kernel` to completion. Blocks run in parallel; the reported fault (if several blocks fault) is
+    /// the one of the lowest linear block index among the blocks that ran.
+    pub fn launch(
+        &mut self,
+        m: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+    ) -> Result<LaunchStats, SimError> {
+        let k = m
+            .kernel(kernel)
+            .ok_or_else(|| SimError::UnknownKernel(kernel.to_string()))?;
+        if let Some((line, text)) = k.unsupported.first() {
+            return Err(SimError::Unsupported {
+                kernel: k.name.clone(),
+                line: *line as usize,
+                text: text.clone(),
+            });
+        }
+        let bad = |detail: String| SimError::BadLaunch {
+            kernel: k.name.clone(),
+            detail,
+        };
+        let threads = u64::from(cfg.block[0]) * u64::from(cfg.block[1]) * u64::from(cfg.block[2]);
+        if threads == 0 || threads > u64::from(MAX_THREADS_PER_BLOCK) {
+            return Err(bad(format!(
+                "block {:?} has {threads} threads (1..=1024)",
+                cfg.block
+            )));
+        }
+        if cfg.grid.contains(&0) {
+            return Err(bad(format!("grid {:?} has a zero dimension", cfg.grid)));
+        }
+        if u64::from(k.static_shared) + u64::from(cfg.shared_bytes) > u64::from(lower::MAX_SHARED) {
+            return Err(bad(format!(
+                "{} bytes of static + {} bytes of dynamic shared memory exceed {}",
+                k.static_shared,
+                cfg.shared_bytes,
+                lower::MAX_SHARED
+            )));
+        }
+        if args.len() != k.params.len() {
+            return Err(SimError::BadArgs {
+                kernel: k.name.clone(),
+                detail: format!(
+                    "{} arguments given, kernel declares {}",
+                    args.len(),
+                    k.params.len()
+                ),
+            });
+        }
+        let mut params = vec![0u8; k.param_bytes as usize];
+        for (a, p) in args.iter().zip(&k.params) {
+            let b = a.bytes();
+            if b.len() != p.size as usize {
+                return Err(SimError::BadArgs {
+                    kernel: k.name.clone(),
+                    detail: format!(
+                        "parameter `{}` is {} bytes, argument {a:?} is {}",
+                        p.name,
+                        p.size,
+                        b.len()
+                    ),
+                });
+            }
+            params[p.offset as usize..p.offset as usize + b.len()].copy_from_slice(&b);
+        }
+        let ctx = exec::LaunchCtx {
+            kernel: k,
+            mem: &self.mem,
+            params: &params,
+            grid: cfg.grid,
+            block: cfg.block,
+            dyn_smem: cfg.shared_bytes,
+            step_limit: self.step_limit,
+        };
+        let [gx, gy, gz] = cfg.grid;
+        let nblocks = u64::from(gx) * u64::from(gy) * u64::from(gz);
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = (0..nblocks)
+            .into_par_iter()
+            .filter_map(|i| {
+                if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                    return None;
+                }
+                let ctaid = [
+                    (i % u64::from(gx)) as u32,
+                    ((i / u64::from(gx)) % u64::from(gy)) as u32,
+                    (i / (u64::from(gx) * u64::from(gy))) as u32,
+                ];
+                let r = exec::run_block(&ctx, ctaid);
+                if r.is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Some((i, r))
+            })
+            .collect();
+        let mut total = LaunchStats::default();
+        let mut first_fault: Option<(u64, Box<Fault>)> = None;
+        for (i, r) in results {
+            match r {
+                Ok(s) => total += s,
+                Err(f) => {
+                    if first_fault.as_ref().is_none_or(|(j, _)| i < *j) {
+                        first_fault = Some((i, f));
+                    }
+                }
+            }
+        }
+        match first_fault {
+            Some((_, f)) => Err(SimError::Fault(f)),
+            None => Ok(total),
+        }
+    }
+}

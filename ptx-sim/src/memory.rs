@@ -1,0 +1,227 @@
+//! Simulated device memory: the global allocations shared by all blocks, and the generic address map.
+//!
+//! Generic addresses are split into 64 GiB slots (`addr >> SLOT_SHIFT`). Global allocation `i` lives alone at
+//! the start of slot `i + 1`, so every allocation is 256-byte (indeed 64 GiB) aligned and followed by a red
+//! zone of unmapped addresses up to the next slot: an out-of-bounds index faults instead of reaching a
+//! neighbour, and a freed slot is never reused, so use-after-free faults too. Slot 0 (null) is unmapped.
+//! Two high slots are the generic windows of the block's shared memory and the thread's local memory.
+//!
+//! Global memory is accessed concurrently by blocks running on different host threads. It is stored as
+//! `AtomicU32` words accessed with relaxed ordering, so racing kernels are well-defined on the host (CUDA
+//! makes such races undefined; here they just produce one of the racing values), and `atom`/`red` are real
+//! atomic read-modify-writes (64-bit ones are serialised by a lock).
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use crate::error::SimError;
+
+pub(crate) const SLOT_SHIFT: u32 = 36;
+pub(crate) const SLOT_MASK: u64 = (1 << SLOT_SHIFT) - 1;
+/// Generic-address slot of the executing block's shared memory.
+pub(crate) const SHARED_SLOT: u64 = 0xF_FFF0;
+/// Generic-address slot of the executing thread's local memory.
+pub(crate) const LOCAL_SLOT: u64 = 0xF_FFE0;
+/// Highest slot usable by global allocations.
+const MAX_GLOBAL_SLOT: u64 = 0xF_0000;
+
+/// Why an access failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemErr {
+    OutOfBounds,
+    Misaligned,
+}
+
+struct Alloc {
+    words: Box<[AtomicU32]>,
+    len: u64,
+}
+
+/// All global allocations of a [`crate::Sim`].
+pub(crate) struct GlobalMem {
+    slots: Vec<Option<Alloc>>,
+    live_bytes: u64,
+    pub(crate) limit: u64,
+    wide_atomics: Mutex<()>,
+}
+
+impl GlobalMem {
+    pub(crate) fn new(limit: u64) -> GlobalMem {
+        GlobalMem {
+            slots: Vec::new(),
+            live_bytes: 0,
+            limit,
+            wide_atomics: Mutex::new(()),
+        }
+    }
+
+    /// Allocates `bytes` zeroed bytes and returns the base address.
+    pub(crate) fn alloc(&mut self, bytes: usize) -> Result<u64, SimError> {
+        let bytes = bytes as u64;
+        let available = self.limit.saturating_sub(self.live_bytes);
+        if bytes > available || self.slots.len() as u64 >= MAX_GLOBAL_SLOT - 1 {
+            return Err(SimError::OutOfMemory {
+                requested: bytes,
+                available,
+            });
+        }
+        let nwords = bytes.div_ceil(4).max(1) as usize;
+        let words: Box<[AtomicU32]> = (0..nwords).map(|_| AtomicU32::new(0)).collect();
+        self.slots.push(Some(Alloc { words, len: bytes }));
+        self.live_bytes += bytes;
+        Ok((self.slots.len() as u64) << SLOT_SHIFT)
+    }
+
+    /// Frees the allocation starting at `base`; anything else is ignored (like `cudaFree` of a bad pointer,
+    /// but without an error path).
+    pub(crate) fn free(&mut self, base: u64) {
+        if base & SLOT_MASK != 0 {
+            return;
+        }
+        let slot = (base >> SLOT_SHIFT) as usize;
+        if let Some(entry) = slot.checked_sub(1).and_then(|i| self.slots.get_mut(i)) {
+            if let Some(a) = entry.take() {
+                self.live_bytes -= a.len;
+            }
+        }
+    }
+
+    fn find(&self, addr: u64, size: u64) -> Result<(&Alloc, u64), MemErr> {
+        let slot = (addr >> SLOT_SHIFT) as usize;
+        let off = addr & SLOT_MASK;
+        match slot.checked_sub(1).and_then(|i| self.slots.get(i)) {
+            Some(Some(a)) if off + size <= a.len => Ok((a, off)),
+            _ => Err(MemErr::OutOfBounds),
+        }
+    }
+
+    /// Loads a naturally aligned value of 1, 2, 4 or 8 bytes.
+    pub(crate) fn load(&self, addr: u64, size: u32) -> Result<u64, MemErr> {
+        if !addr.is_multiple_of(u64::from(size)) {
+            return Err(MemErr::Misaligned);
+        }
+        let (a, off) = self.find(addr, u64::from(size))?;
+        let w = (off / 4) as usize;
+        Ok(match size {
+            8 => {
+                u64::from(a.words[w].load(Relaxed))
+                    | (u64::from(a.words[w + 1].load(Relaxed)) << 32)
+            }
+            4 => u64::from(a.words[w].load(Relaxed)),
+            _ => {
+                let shift = (off % 4) * 8;
+                (u64::from(a.words[w].load(Relaxed)) >> shift) & ((1u64 << (8 * size)) - 1)
+            }
+        })
+    }
+
+    /// Stores a naturally aligned value of 1, 2, 4 or 8 bytes.
+    pub(crate) fn store(&self, addr: u64, size: u32, v: u64) -> Result<(), MemErr> {
+        if !addr.is_multiple_of(u64::from(size)) {
+            return Err(MemErr::Misaligned);
+        }
+        let (a, off) = self.find(addr, u64::from(size))?;
+        let w = (off / 4) as usize;
+        match size {
+            8 => {
+                a.words[w].store(v as u32, Relaxed);
+                a.words[w + 1].store((v >> 32) as u32, Relaxed);
+            }
+            4 => a.words[w].store(v as u32, Relaxed),
+            _ => {
+                let shift = (off % 4) * 8;
+                let mask = (((1u64 << (8 * size)) - 1) << shift) as u32;
+                let bits = ((v << shift) as u32) & mask;
+                // Only this access's bytes change; the CAS loop keeps concurrent writers of the other bytes.
+                let _ = a.words[w].fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | bits));
+            }
+        }
+        Ok(())
+    }
+
+    /// Atomic read-modify-write of a naturally aligned 4- or 8-byte value; returns the old value.
+    pub(crate) fn rmw(&self, addr: u64, size: u32, f: impl Fn(u64) -> u64) -> Result<u64, MemErr> {
+        if !addr.is_multiple_of(u64::from(size)) {
+            return Err(MemErr::Misaligned);
+        }
+        let (a, off) = self.find(addr, u64::from(size))?;
+        let w = (off / 4) as usize;
+        if size == 4 {
+            let old = a.words[w]
+                .fetch_update(Relaxed, Relaxed, |old| Some(f(u64::from(old)) as u32))
+                .unwrap_or_else(|x| x);
+            return Ok(u64::from(old));
+        }
+        let _guard = self.wide_atomics.lock().unwrap_or_else(|p| p.into_inner());
+        let old =
+            u64::from(a.words[w].load(Relaxed)) | (u64::from(a.words[w + 1].load(Relaxed)) << 32);
+        let new = f(old);
+        a.words[w].store(new as u32, Relaxed);
+        a.words[w + 1].store((new >> 32) as u32, Relaxed);
+        Ok(old)
+    }
+
+    /// Host copy in.
+    pub(crate) fn write_bytes(&self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        let err = SimError::HostAccess {
+            address: addr,
+            len: data.len(),
+        };
+        let (a, off) = self.find(addr, data.len() as u64).map_err(|_| err)?;
+        for (i, &b) in data.iter().enumerate() {
+            let o = off + i as u64;
+            let shift = (o % 4) * 8;
+            let mask = 0xffu32 << shift;
+            let _ = a.words[(o / 4) as usize].fetch_update(Relaxed, Relaxed, |old| {
+                Some((old & !mask) | (u32::from(b) << shift))
+            });
+        }
+        Ok(())
+    }
+
+    /// Host copy out.
+    pub(crate) fn read_bytes(&self, addr: u64, out: &mut [u8]) -> Result<(), SimError> {
+        let err = SimError::HostAccess {
+            address: addr,
+            len: out.len(),
+        };
+        let (a, off) = self.find(addr, out.len() as u64).map_err(|_| err)?;
+        for (i, b) in out.iter_mut().enumerate() {
+            let o = off + i as u64;
+            *b = (a.words[(o / 4) as usize].load(Relaxed) >> ((o % 4) * 8)) as u8;
+        }
+        Ok(())
+    }
+}
+
+/// Loads from a byte buffer (shared or local memory) with bounds and alignment checks.
+pub(crate) fn buf_load(buf: &[u8], off: u64, size: u32) -> Result<u64, MemErr> {
+    if !off.is_multiple_of(u64::from(size)) {
+        return Err(MemErr::Misaligned);
+    }
+    let end = off
+        .checked_add(u64::from(size))
+        .ok_or(MemErr::OutOfBounds)?;
+    let s = buf
+        .get(off as usize..end as usize)
+        .filter(|_| end <= buf.len() as u64)
+        .ok_or(MemErr::OutOfBounds)?;
+    let mut b = [0u8; 8];
+    b[..s.len()].copy_from_slice(s);
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Stores into a byte buffer (shared or local memory) with bounds and alignment checks.
+pub(crate) fn buf_store(buf: &mut [u8], off: u64, size: u32, v: u64) -> Result<(), MemErr> {
+    if !off.is_multiple_of(u64::from(size)) {
+        return Err(MemErr::Misaligned);
+    }
+    let end = off
+        .checked_add(u64::from(size))
+        .ok_or(MemErr::OutOfBounds)?;
+    if end > buf.len() as u64 {
+        return Err(MemErr::OutOfBounds);
+    }
+    buf[off as usize..end as usize].copy_from_slice(&v.to_le_bytes()[..size as usize]);
+    Ok(())
+}

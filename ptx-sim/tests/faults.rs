@@ -1,0 +1,163 @@
+//! Every fault kind is reported as a typed error naming kernel, block, thread, line and address.
+mod common;
+use common::*;
+use ptx_sim::{Arg, FaultKind, Module, Sim, SimError};
+
+fn fault_of(body: &str, threads: u32) -> ptx_sim::Fault {
+    match run_io(&kernel(body), "k", threads, &[0u32; 64], 64) {
+        Err(SimError::Fault(f)) => *f,
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+/// 1-based line of the first line containing `needle` in the wrapped kernel text.
+fn line_of(body: &str, needle: &str) -> usize {
+    ptx(&kernel(body))
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap()
+        + 1
+}
+
+#[test]
+fn out_of_bounds_global() {
+    // Thread 5 reads one word past the 64-word input buffer.
+    let body = "setp.eq.u32 %p1, %r1, 5;\n @%p1 ld.global.u32 %r2, [%rd3+236];";
+    let f = fault_of(body, 32);
+    assert_eq!(f.kind, FaultKind::OutOfBounds);
+    assert_eq!(f.thread, [5, 0, 0]);
+    assert_eq!(f.ptx_line, line_of(body, "[%rd3+236]"));
+    assert_eq!(f.kernel, "k");
+    // Base of the first allocation (slot 1) plus 64 words.
+    assert_eq!(f.address, Some((1u64 << 36) + 256));
+    let msg = SimError::Fault(Box::new(f)).to_string();
+    assert!(
+        msg.contains("out-of-bounds") && msg.contains("thread (5,0,0)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn misaligned_global() {
+    let f = fault_of("ld.global.u32 %r2, [%rd3+2];", 32);
+    assert_eq!(f.kind, FaultKind::Misaligned);
+    assert_eq!(f.thread, [0, 0, 0]);
+    let f = fault_of("ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd3+4];", 32);
+    assert_eq!(f.kind, FaultKind::Misaligned);
+}
+
+#[test]
+fn out_of_bounds_shared() {
+    let src = kernel(
+        ".shared .align 4 .b8 tile[128];\n shl.b32 %r5, %r1, 3;\n st.shared.u32 [%r5], %r1;",
+    );
+    // Lane l stores at byte 8*l: lanes 16 and up are past the 128-byte tile.
+    match run_io(&src, "k", 32, &[0u32; 64], 64) {
+        Err(SimError::Fault(f)) => {
+            assert_eq!(f.kind, FaultKind::OutOfBounds);
+            assert_eq!(f.thread, [16, 0, 0]);
+            assert_eq!(f.address, Some(128));
+        }
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn barrier_divergence() {
+    // Threads of the second warp exit before the barrier.
+    let f = fault_of("setp.ge.u32 %p1, %r1, 32;\n @%p1 ret;\n bar.sync 0;", 64);
+    assert_eq!(f.kind, FaultKind::BarrierDivergence);
+    assert_eq!(f.thread, [32, 0, 0]);
+    // Half a warp exits: the remaining half cannot complete the barrier.
+    let f = fault_of("setp.ge.u32 %p1, %r1, 16;\n @%p1 ret;\n bar.sync 0;", 32);
+    assert_eq!(f.kind, FaultKind::BarrierDivergence);
+    assert_eq!(f.thread, [16, 0, 0]);
+}
+
+#[test]
+fn shfl_outside_membermask() {
+    // Lanes 0..15 shuffle with mask 0xffff but read lane (l ^ 16), outside the mask.
+    let body = "setp.lt.u32 %p1, %r1, 16;\n @!%p1 bra DONE;\n shfl.sync.bfly.b32 %r10, %r1, 16, 0x1f, 0xffff;\nDONE:";
+    let f = fault_of(body, 32);
+    assert_eq!(f.kind, FaultKind::WarpSync);
+    assert_eq!(f.ptx_line, line_of(body, "shfl"));
+    // Mask claims lanes that do not execute the shuffle.
+    let body = "setp.lt.u32 %p1, %r1, 16;\n @!%p1 bra DONE;\n shfl.sync.idx.b32 %r10, %r1, 0, 0x1f, 0xffffffff;\nDONE:";
+    assert_eq!(fault_of(body, 32).kind, FaultKind::WarpSync);
+}
+
+#[test]
+fn trap_and_unsupported() {
+    let f = fault_of("setp.eq.u32 %p1, %r1, 3;\n @%p1 trap;", 32);
+    assert_eq!(f.kind, FaultKind::Trap);
+    assert_eq!(f.thread, [3, 0, 0]);
+    // A texture fetch loads but cannot launch.
+    let src = ptx(&kernel("suq.width.b32 %r10, [%rd1];"));
+    let m = Module::parse(&src).unwrap();
+    assert_eq!(m.unsupported("k").len(), 1);
+    let mut sim = Sim::new();
+    let p = sim.alloc(4).unwrap();
+    match sim.launch(&m, "k", cfg(1, 32), &[Arg::Ptr(p), Arg::Ptr(p)]) {
+        Err(SimError::Unsupported { kernel, line, text }) => {
+            assert_eq!(kernel, "k");
+            assert!(text.starts_with("suq.width.b32"), "{text}");
+            assert_eq!(
+                line,
+                src.lines().position(|l| l.contains("suq")).unwrap() + 1
+            );
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn step_limit_stops_infinite_loop() {
+    let m = Module::parse(&ptx(&kernel(
+        "LOOP:\n add.s32 %r2, %r2, 1;\n bra.uni LOOP;",
+    )))
+    .unwrap();
+    let mut sim = Sim::new();
+    sim.set_step_limit(10_000);
+    let p = sim.alloc(256).unwrap();
+    match sim.launch(&m, "k", cfg(2, 64), &[Arg::Ptr(p), Arg::Ptr(p)]) {
+        Err(SimError::Fault(f)) => {
+            assert_eq!(f.kind, FaultKind::StepLimit);
+            assert_eq!(f.block, [0, 0, 0]);
+        }
+        other => panic!("expected a step-limit fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn use_after_free_and_bad_args() {
+    let m = Module::parse(&ptx(&kernel("ld.global.u32 %r2, [%rd3];"))).unwrap();
+    let mut sim = Sim::new();
+    let p = sim.alloc(256).unwrap();
+    let q = sim.alloc(256).unwrap();
+    sim.free(p);
+    let e = sim
+        .launch(&m, "k", cfg(1, 32), &[Arg::Ptr(p), Arg::Ptr(q)])
+        .unwrap_err();
+    assert!(
+        matches!(e, SimError::Fault(ref f) if f.kind == FaultKind::OutOfBounds),
+        "{e}"
+    );
+    let e = sim.launch(&m, "k", cfg(1, 32), &[Arg::Ptr(q)]).unwrap_err();
+    assert!(matches!(e, SimError::BadArgs { .. }), "{e}");
+    let e = sim
+        .launch(&m, "k", cfg(1, 32), &[Arg::U32(1), Arg::Ptr(q)])
+        .unwrap_err();
+    assert!(matches!(e, SimError::BadArgs { .. }), "{e}");
+    let e = sim
+        .launch(&m, "k", cfg(1, 2000), &[Arg::Ptr(q), Arg::Ptr(q)])
+        .unwrap_err();
+    assert!(matches!(e, SimError::BadLaunch { .. }), "{e}");
+    assert!(matches!(
+        sim.alloc(usize::MAX / 2),
+        Err(SimError::OutOfMemory { .. })
+    ));
+    assert!(matches!(
+        Module::parse("garbage !"),
+        Err(SimError::Parse { .. })
+    ));
+}
