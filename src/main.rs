@@ -1,1 +1,72 @@
-fn main() {}
+//! `ingot`: a thin command line over the project's libraries.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ingot",
+    version,
+    about = "DeepSeek-V2-class GGUF decoder with Rust-authored CUDA kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a deterministic synthetic deepseek2 GGUF model.
+    Synth(cmd::synth::Args),
+    /// Print a GGUF file's metadata, tensor table and derived model config.
+    Inspect(cmd::inspect::Args),
+    /// Generate text from a prompt, streamed to stdout.
+    Run(cmd::run::Args),
+    /// Make the tiny synthetic model (cached) and decode from it.
+    Demo(cmd::demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Synth(a) => cmd::synth::run(a),
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`ingot inspect f | head`) is the reader's choice, not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The error and its causes on one line, outermost first, skipping a cause whose text the
+/// previous message already contains (library errors often embed their source).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out.replace('\n', " ")
+}

@@ -1,0 +1,203 @@
+//! Per-tensor types of a quant mix, following llama.cpp's `llama_tensor_get_type_impl` and
+//! `tensor_type_fallback` (current mainline, spec §4.4) for the tensors a deepseek2 model has.
+
+use std::fmt;
+use std::str::FromStr;
+
+use ingot_gguf::GgmlType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantMix {
+    F32,
+    Q8_0,
+    Q4KM,
+    Q3KM,
+}
+
+impl QuantMix {
+    pub const ALL: [QuantMix; 4] = [
+        QuantMix::F32,
+        QuantMix::Q8_0,
+        QuantMix::Q4KM,
+        QuantMix::Q3KM,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantMix::F32 => "f32",
+            QuantMix::Q8_0 => "q8_0",
+            QuantMix::Q4KM => "q4_k_m",
+            QuantMix::Q3KM => "q3_k_m",
+        }
+    }
+
+    /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15.
+    pub fn file_type(self) -> u32 {
+        match self {
+            QuantMix::F32 => 0,
+            QuantMix::Q8_0 => 7,
+            QuantMix::Q3KM => 12,
+            QuantMix::Q4KM => 15,
+        }
+    }
+
+    fn default_type(self) -> GgmlType {
+        match self {
+            QuantMix::F32 => GgmlType::F32,
+            QuantMix::Q8_0 => GgmlType::Q8_0,
+            QuantMix::Q4KM => GgmlType::Q4K,
+            QuantMix::Q3KM => GgmlType::Q3K,
+        }
+    }
+}
+
+impl fmt::Display for QuantMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for QuantMix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        QuantMix::ALL
+            .into_iter()
+            .find(|m| m.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!("unknown quant mix '{s}' (expected one of: f32, q8_0, q4_k_m, q3_k_m)")
+            })
+    }
+}
+
+/// llama.cpp's `use_more_bits(i, n)`.
+fn use_more_bits(i: u64, n: u64) -> bool {
+    let (i, n) = (i as i64, n as i64);
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+}
+
+fn layer_of(name: &str) -> Option<u64> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+/// The type llama-quantize gives tensor `name` (row length `ne0`, `n_dims` dimensions) in a model
+/// of `n_layer` layers. 1-D tensors, norms and the router stay F32.
+pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: u64) -> GgmlType {
+    let quantizable = n_dims >= 2
+        && name.ends_with("weight")
+        && !name.contains("_norm.weight")
+        && !name.contains("ffn_gate_inp.weight");
+    if !quantizable || mix == QuantMix::F32 {
+        return GgmlType::F32;
+    }
+    let mut ty = mix.default_type();
+    if name == "output.weight" {
+        // Q8_0 if the row does not split into k-quant blocks, else Q6_K (unless the mix is Q8_0).
+        if ne0 % ty.block_size() != 0 {
+            ty = GgmlType::Q8_0;
+        } else if ty != GgmlType::Q8_0 {
+            ty = GgmlType::Q6K;
+        }
+        return fallback(ty, ne0);
+    }
+    let layer = layer_of(name).unwrap_or(0);
+    if name.contains("attn_kv_b.weight") {
+        // attention-v-like tensors count on their own counter: one per layer.
+        match mix {
+            QuantMix::Q4KM if use_more_bits(layer, n_layer) => ty = GgmlType::Q6K,
+            QuantMix::Q3KM => {
+                ty = if layer < 2 {
+                    GgmlType::Q5K
+                } else {
+                    GgmlType::Q4K
+                }
+            }
+            _ => {}
+        }
+    } else if name.contains("ffn_down") {
+        match mix {
+            QuantMix::Q4KM if use_more_bits(layer, n_layer) => ty = GgmlType::Q6K,
+            QuantMix::Q3KM => {
+                ty = if layer < n_layer / 16 {
+                    GgmlType::Q5K
+                } else {
+                    GgmlType::Q4K
+                }
+            }
+            _ => {}
+        }
+    } else if name.contains("attn_output.weight") && mix == QuantMix::Q3KM {
+        ty = GgmlType::Q4K;
+    }
+    fallback(ty, ne0)
+}
+
+/// `tensor_type_fallback`: rows that do not split into blocks of the chosen type.
+fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
+    if ne0 % ty.block_size() == 0 {
+        return ty;
+    }
+    let next = match ty {
+        GgmlType::Q2K | GgmlType::Q3K => GgmlType::Q4_0,
+        GgmlType::Q4K => GgmlType::Q5_0,
+        GgmlType::Q5K => GgmlType::Q5_1,
+        GgmlType::Q6K => GgmlType::Q8_0,
+        other => other,
+    };
+    if ne0 % next.block_size() == 0 {
+        next
+    } else {
+        GgmlType::F16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn use_more_bits_matches_spec_for_27_layers() {
+        let more: Vec<u64> = (0..27).filter(|&i| use_more_bits(i, 27)).collect();
+        assert_eq!(more, vec![0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 24, 25, 26]);
+    }
+
+    #[test]
+    fn v2_lite_q4_k_m_types_match_spec() {
+        let t = |name: &str, ne0: u64, nd: usize| tensor_type(QuantMix::Q4KM, name, ne0, nd, 27);
+        assert_eq!(t("output.weight", 2048, 2), GgmlType::Q6K);
+        assert_eq!(t("token_embd.weight", 2048, 2), GgmlType::Q4K);
+        assert_eq!(t("blk.3.attn_k_b.weight", 128, 3), GgmlType::Q5_0);
+        assert_eq!(t("blk.3.attn_v_b.weight", 512, 3), GgmlType::Q4K);
+        assert_eq!(t("blk.0.ffn_down.weight", 10944, 2), GgmlType::Q8_0);
+        assert_eq!(t("blk.5.ffn_down_exps.weight", 1408, 3), GgmlType::Q8_0);
+        assert_eq!(t("blk.4.ffn_down_exps.weight", 1408, 3), GgmlType::Q5_0);
+        assert_eq!(t("blk.4.ffn_down_shexp.weight", 2816, 2), GgmlType::Q4K);
+        assert_eq!(t("blk.5.ffn_down_shexp.weight", 2816, 2), GgmlType::Q6K);
+        assert_eq!(t("blk.4.ffn_gate_inp.weight", 2048, 2), GgmlType::F32);
+        assert_eq!(t("blk.4.attn_norm.weight", 2048, 1), GgmlType::F32);
+        assert_eq!(t("blk.5.attn_kv_b.weight", 512, 2), GgmlType::Q6K);
+    }
+
+    #[test]
+    fn spec_counts_for_v2_lite_q4_k_m() {
+        // Spec §4.4: Q4_K 229, Q5_0 41, Q6_K 13, Q8_0 13, F32 108 (new layout).
+        let plan = crate::plan::tensor_plan(
+            &crate::Preset::V2Lite.dims(),
+            crate::Layout::Mla,
+            QuantMix::Q4KM,
+        );
+        let count = |ty| plan.iter().filter(|t| t.ty == ty).count();
+        assert_eq!(count(GgmlType::Q4K), 229);
+        assert_eq!(count(GgmlType::Q5_0), 41);
+        assert_eq!(count(GgmlType::Q6K), 13);
+        assert_eq!(count(GgmlType::Q8_0), 13);
+        assert_eq!(count(GgmlType::F32), 108);
+    }
+
+    #[test]
+    fn fallbacks_follow_mainline() {
+        assert_eq!(fallback(GgmlType::Q3K, 128), GgmlType::Q4_0);
+        assert_eq!(fallback(GgmlType::Q5K, 96), GgmlType::Q5_1);
+        assert_eq!(fallback(GgmlType::Q6K, 16), GgmlType::F16);
+        assert_eq!(fallback(GgmlType::Q4K, 256), GgmlType::Q4K);
+    }
+}

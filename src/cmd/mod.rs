@@ -1,0 +1,4 @@
+pub mod demo;
+pub mod inspect;
+pub mod run;
+pub mod synth;

@@ -1,0 +1,212 @@
+//! `ingot run`: tokenize a prompt, prefill, then stream sampled tokens to stdout.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use ingot_gguf::GgufFile;
+use ingot_model::{CpuBackend, Decoder, ModelConfig, Oracle, Sampler, SamplerConfig};
+use ingot_tokenizer::{apply_chat_template_deepseek2, Role, Tokenizer};
+
+/// Which implementation decodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all cores.
+    Cpu,
+    /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to f32).
+    Oracle,
+    /// One CUDA graph per decode step.
+    Cuda,
+    /// The CUDA graph's plan run in the PTX simulator.
+    Sim,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(short, long)]
+    pub model: PathBuf,
+    /// The prompt.
+    #[arg(short, long, default_value = "")]
+    pub prompt: String,
+    /// Tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
+    pub n_predict: usize,
+    /// Wrap the prompt in the model's chat template (deepseek2: "User: ...\n\nAssistant:").
+    #[arg(long)]
+    pub chat: bool,
+    /// System prompt for --chat.
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
+    /// Context size in tokens (prompt + generated); at most the model's training context.
+    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
+    pub ctx: usize,
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Nucleus sampling threshold (1 = off).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens below min_p times the best one's probability (0 = off).
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalize recently seen tokens (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// How many recent tokens the repetition penalty looks at.
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Random seed; the same seed and arguments give the same output. Default: from the clock (printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the model config, backend and per-token time to stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+impl Args {
+    fn sampler_config(&self, seed: u64) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed,
+            ..SamplerConfig::default()
+        }
+    }
+}
+
+fn tokenize(tok: &Tokenizer, a: &Args) -> Vec<u32> {
+    if a.chat {
+        // The encoder adds BOS itself when the file asks for it, so the template gets no BOS text.
+        let bos = if tok.add_bos() {
+            ""
+        } else {
+            ingot_tokenizer::DEEPSEEK2_BOS_TEXT
+        };
+        let text = apply_chat_template_deepseek2(
+            bos,
+            a.system.as_deref(),
+            &[(Role::User, &a.prompt)],
+            true,
+        );
+        tok.encode(&text, true, true)
+    } else {
+        tok.encode(&a.prompt, true, false)
+    }
+}
+
+fn load_backend<'f>(file: &'f GgufFile, a: &Args) -> Result<Box<dyn Decoder + 'f>> {
+    Ok(match a.backend {
+        Backend::Cpu => Box::new(CpuBackend::load(file, a.ctx)?),
+        Backend::Oracle => Box::new(Oracle::load(file, a.ctx)?),
+        Backend::Cuda | Backend::Sim => bail!(
+            "backend {:?} needs the one-graph decode step, which is not built yet; use --backend cpu",
+            a.backend
+        ),
+    })
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let file =
+        GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
+    let config = ModelConfig::from_gguf(file.header()).context("model config")?;
+    if a.ctx > config.n_ctx_train {
+        bail!(
+            "--ctx {} is above the model's training context {}",
+            a.ctx,
+            config.n_ctx_train
+        );
+    }
+    let tok = Tokenizer::from_gguf(file.header()).context("tokenizer")?;
+    let prompt = tokenize(&tok, &a);
+    if prompt.is_empty() {
+        bail!("the prompt is empty and the model adds no BOS token: give a prompt with -p");
+    }
+    if prompt.len() >= a.ctx {
+        bail!(
+            "the prompt is {} tokens, longer than the context of {} (raise --ctx, at most {})",
+            prompt.len(),
+            a.ctx,
+            config.n_ctx_train
+        );
+    }
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let load_start = Instant::now();
+    let mut dec = load_backend(&file, &a)?;
+    if a.verbose {
+        eprintln!(
+            "backend {:?}: loaded in {:.2} s; {} layers, vocab {}, ctx {}, seed {seed}",
+            a.backend,
+            load_start.elapsed().as_secs_f64(),
+            config.n_layer,
+            config.vocab,
+            a.ctx
+        );
+    }
+    let mut sampler = Sampler::new(a.sampler_config(seed));
+    let mut history = prompt.clone();
+    let mut out = std::io::stdout().lock();
+    let mut stream = tok.stream_decoder();
+
+    let t0 = Instant::now();
+    let logits = dec.prefill(&prompt, 0)?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let last = logits.last().expect("prompt is not empty");
+    let mut next = sampler.sample(last, &history);
+
+    let budget = a.n_predict.min(a.ctx - prompt.len());
+    let t1 = Instant::now();
+    let mut generated = 0;
+    while generated < budget {
+        generated += 1;
+        history.push(next);
+        if tok.is_eog(next) {
+            break;
+        }
+        if let Some(text) = stream.push(next) {
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+        if generated == budget {
+            break;
+        }
+        let step = Instant::now();
+        let logits = dec.decode(next, prompt.len() + generated - 1)?;
+        next = sampler.sample(logits, &history);
+        if a.verbose {
+            eprintln!(
+                "[token {generated}: {:.2} ms]",
+                step.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
+    out.write_all(stream.flush().as_bytes())?;
+    writeln!(out)?;
+    let decode_s = t1.elapsed().as_secs_f64();
+    // Tokens decoded after the prefill: the first generated token came from the prefill's logits.
+    let decoded = generated.saturating_sub(1);
+    eprintln!(
+        "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {:?}, seed {seed}){}",
+        prompt.len(),
+        prompt.len() as f64 / prefill_s,
+        if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },
+        generated,
+        a.backend,
+        if generated == a.ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
+    );
+    Ok(())
+}

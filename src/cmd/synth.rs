@@ -1,0 +1,60 @@
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use ingot_synth::{planned_bytes, synthesize, Layout, Preset, QuantMix, SynthOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model shape: tiny, lite-4l (V2-Lite dims, 4 layers) or v2-lite (27 layers).
+    #[arg(long, default_value = "tiny")]
+    preset: Preset,
+    /// Attention tensors: mla (attn_k_b/attn_v_b) or legacy (attn_kv_b).
+    #[arg(long, default_value = "mla")]
+    layout: Layout,
+    /// Quant mix: f32, q8_0, q4_k_m or q3_k_m (llama-quantize's per-tensor rules).
+    #[arg(long, default_value = "q4_k_m")]
+    quant: QuantMix,
+    /// Random seed: the same seed gives the same file.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Output file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.output.exists() && !a.force {
+        bail!(
+            "{} already exists (pass --force to replace it)",
+            a.output.display()
+        );
+    }
+    let opts = SynthOptions {
+        preset: a.preset,
+        layout: a.layout,
+        mix: a.quant,
+        seed: a.seed,
+    };
+    let start = Instant::now();
+    eprintln!(
+        "synth: {} ({:.1} MB of tensor data) -> {}",
+        opts.model_name(),
+        planned_bytes(&opts) as f64 / 1e6,
+        a.output.display()
+    );
+    let s = synthesize(&opts, &a.output, std::io::stderr().is_terminal())
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    eprintln!(
+        "synth: wrote {} tensors, {} parameters, {:.1} MB in {:.1} s",
+        s.n_tensors,
+        s.n_params,
+        s.tensor_bytes as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
