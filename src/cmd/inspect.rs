@@ -93,6 +93,84 @@ pub fn run(a: Args) -> Result<()> {
         h.tensors.len(),
         total as f64 / 1e6
     )?;
+    config_section(&mut out, h)?;
     out.flush()?;
+    Ok(())
+}
+
+/// The deepseek2 config derived from the keys, and what one decoded token streams. A file that is a
+/// valid GGUF but not a usable deepseek2 model still prints everything above, then says why.
+fn config_section(out: &mut impl Write, h: &ingot_gguf::Gguf) -> Result<()> {
+    writeln!(
+        out,
+        "
+model config:"
+    )?;
+    let c = match ingot_model::ModelConfig::from_gguf(h) {
+        Ok(c) => c,
+        Err(e) => {
+            writeln!(out, "  not a usable deepseek2 model: {e}")?;
+            return Ok(());
+        }
+    };
+    let rows: [(&str, String); 16] = [
+        (
+            "layers (dense lead)",
+            format!("{} ({})", c.n_layer, c.n_dense_lead),
+        ),
+        ("embedding", c.n_embd.to_string()),
+        ("heads", c.n_head.to_string()),
+        ("attention layout", format!("{:?}", c.layout)),
+        (
+            "kv_lora / q_lora",
+            format!("{} / {:?}", c.kv_lora, c.q_lora),
+        ),
+        (
+            "d_nope / d_rope / d_v",
+            format!("{} / {} / {}", c.d_nope, c.d_rope, c.d_v),
+        ),
+        ("dense ffn", c.ff_dense.to_string()),
+        (
+            "experts (used, shared) x ffn",
+            format!(
+                "{} ({}, {}) x {}",
+                c.n_expert, c.n_expert_used, c.n_expert_shared, c.ff_expert
+            ),
+        ),
+        (
+            "expert groups (used)",
+            format!("{} ({})", c.n_expert_group, c.n_expert_group_used),
+        ),
+        (
+            "gating, norm, scale",
+            format!(
+                "{:?}, {}, {}",
+                c.gating, c.expert_weights_norm, c.expert_weights_scale
+            ),
+        ),
+        ("vocab", c.vocab.to_string()),
+        ("training context", c.n_ctx_train.to_string()),
+        ("rms eps", c.rms_eps.to_string()),
+        ("kq_scale (derived)", format!("{:.8}", c.kq_scale)),
+        (
+            "latent cache row (f16)",
+            format!(
+                "{} values = {} B per layer per token",
+                c.cache_row(),
+                2 * c.cache_row()
+            ),
+        ),
+        (
+            "weights streamed per token",
+            format!(
+                "{:.2} MB (+ {} B of latent cache per context token)",
+                c.bytes_per_token() as f64 / 1e6,
+                2 * c.cache_row() * c.n_layer
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        writeln!(out, "  {k:<30} {v}")?;
+    }
     Ok(())
 }
