@@ -1,1 +1,27 @@
-//! ingot-model
+//! deepseek2 (DeepSeek-V2 / V2-Lite / V3-style MoE with MLA) on the CPU.
+//!
+//! * [`ModelConfig`]: hyper-parameters from GGUF keys, derived YaRN/attention constants, tensor shape checks.
+//! * [`Oracle`]: the f32/f64 reference decoder that other backends are judged against.
+//! * [`CpuBackend`]: the fast decoder: weights stay quantized in the memory map, activations are quantized
+//!   like llama.cpp's CPU backend does, rows run in parallel.
+//! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
+
+pub mod config;
+pub mod cpu;
+mod decoder;
+mod dequant;
+pub mod error;
+pub mod math;
+pub mod oracle;
+pub mod rope;
+pub mod routing;
+pub mod sampling;
+pub mod tensors;
+
+pub use config::{AttnLayout, GatingFunc, ModelConfig};
+pub use cpu::CpuBackend;
+pub use decoder::Decoder;
+pub use error::ModelError;
+pub use oracle::{DecodeTrace, Oracle};
+pub use rope::{RopeParams, RopeScalingType};
+pub use sampling::{Sampler, SamplerConfig};

@@ -1,0 +1,507 @@
+//! `ModelConfig`: the deepseek2 hyper-parameters read from GGUF keys (spec §4.2) with llama.cpp's default rules,
+//! the derived attention/rope constants (§5.2, §5.3), the attention layout, and a shape check of every tensor.
+
+use ingot_gguf::{Gguf, MetaValue};
+
+use crate::error::{ModelError, Result};
+use crate::rope::{RopeParams, RopeScalingType};
+use crate::tensors;
+
+/// Prefix of every architecture-specific key.
+const ARCH: &str = "deepseek2";
+
+/// Upper bound accepted for any single dimension key. Keeps products of two dimensions far from overflow; real
+/// models are below 2^18 everywhere.
+const MAX_DIM: u64 = 1 << 31;
+
+/// How the per-head up-projection of the latent KV is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttnLayout {
+    /// MLA-era converters: `attn_k_b {d_nope, kv_lora, n_head}` and `attn_v_b {kv_lora, d_v, n_head}`.
+    Mla,
+    /// Older converters: one `attn_kv_b {kv_lora, n_head·(d_nope + d_v)}`; the absorbed matrices are derived.
+    Legacy,
+}
+
+/// Router scoring function (`expert_gating_func`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatingFunc {
+    /// DeepSeek-V2: softmax over all expert logits.
+    Softmax,
+    /// DeepSeek-V3: independent sigmoid per expert.
+    Sigmoid,
+}
+
+/// Every hyper-parameter the forward pass needs, validated against the tensors of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `general.name`, when present.
+    pub name: Option<String>,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    /// Layers `0..n_dense_lead` use a dense FFN, the rest are MoE.
+    pub n_dense_lead: usize,
+    pub n_head: usize,
+    /// `context_length`: the training context.
+    pub n_ctx_train: usize,
+    pub vocab: usize,
+    /// Width of the compressed KV latent `c`.
+    pub kv_lora: usize,
+    /// Width of the compressed query (`attn_q_a`); `None` for Lite models that project queries directly.
+    pub q_lora: Option<usize>,
+    /// Per-head query/key width without position (`qk_nope_head_dim`).
+    pub d_nope: usize,
+    /// Per-head rotary width (`qk_rope_head_dim` = `rope.dimension_count`).
+    pub d_rope: usize,
+    /// Per-head value width.
+    pub d_v: usize,
+    /// Hidden width of the dense FFN layers.
+    pub ff_dense: usize,
+    /// Hidden width of one routed expert (shared experts are `n_expert_shared` of these side by side).
+    pub ff_expert: usize,
+    pub n_expert: usize,
+    pub n_expert_used: usize,
+    pub n_expert_shared: usize,
+    /// Expert groups (V3); grouping is active only when this is greater than 1.
+    pub n_expert_group: usize,
+    pub n_expert_group_used: usize,
+    pub gating: GatingFunc,
+    /// Renormalise the selected experts' weights to sum to 1.
+    pub expert_weights_norm: bool,
+    /// Multiplier of the routed experts' weights (`routed_scaling_factor`); 0 in the file means 1.
+    pub expert_weights_scale: f32,
+    /// MoE layers carry `exp_probs_b.bias` (V3 selection bias).
+    pub has_expert_bias: bool,
+    pub rms_eps: f32,
+    pub layout: AttnLayout,
+    pub rope: RopeParams,
+    /// Attention logit scale derived from `rope` (§5.2).
+    pub kq_scale: f32,
+    bytes_per_token: u64,
+}
+
+impl ModelConfig {
+    /// Reads and validates the configuration: architecture, keys, derived values, and every tensor's shape.
+    pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
+        let keys = Keys { gguf };
+        let arch = keys.str_req("general.architecture")?;
+        if arch != ARCH {
+            return Err(ModelError::WrongArchitecture {
+                found: arch.to_owned(),
+            });
+        }
+        let name = keys.str_opt("general.name")?.map(str::to_owned);
+
+        let n_embd = keys.dim_req(&arch_key("embedding_length"))?;
+        let n_layer = keys.dim_req(&arch_key("block_count"))?;
+        let n_ctx_train = keys.dim_req(&arch_key("context_length"))?;
+        let n_head = keys
+            .uniform_dim_opt(&arch_key("attention.head_count"))?
+            .unwrap_or(1);
+        let n_dense_lead = keys.count_req(&arch_key("leading_dense_block_count"))?;
+        if n_dense_lead > n_layer {
+            return Err(invalid(
+                &arch_key("leading_dense_block_count"),
+                format!("{n_dense_lead} exceeds block_count {n_layer}"),
+            ));
+        }
+        let vocab = match keys.dim_opt(&arch_key("vocab_size"))? {
+            Some(v) => v,
+            None => keys.array_len("tokenizer.ggml.tokens")?,
+        };
+        let rms_eps = keys.f32_req(&arch_key("attention.layer_norm_rms_epsilon"))?;
+        if !(rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(invalid(
+                &arch_key("attention.layer_norm_rms_epsilon"),
+                format!("{rms_eps}"),
+            ));
+        }
+
+        // Attention widths. `key_length_mla`/`value_length_mla` exist in MLA-era files, where `key_length` is the
+        // absorbed row (kv_lora + d_rope); older files carry the per-head widths in `key_length`/`value_length`.
+        let kv_lora = keys.dim_req(&arch_key("attention.kv_lora_rank"))?;
+        let q_lora_key = arch_key("attention.q_lora_rank");
+        let q_lora = match keys.count_opt(&q_lora_key)? {
+            Some(0) => None,
+            Some(r) => Some(r),
+            // llama.cpp only lets the 26/27-layer Lite models omit it.
+            None if n_layer == 26 || n_layer == 27 => None,
+            None => return Err(ModelError::MissingKey { key: q_lora_key }),
+        };
+        let key_length = keys
+            .dim_opt(&arch_key("attention.key_length"))?
+            .unwrap_or(n_embd / n_head);
+        let value_length = keys
+            .dim_opt(&arch_key("attention.value_length"))?
+            .unwrap_or(key_length);
+        let d_qk = keys
+            .dim_opt(&arch_key("attention.key_length_mla"))?
+            .unwrap_or(key_length);
+        let d_v = keys
+            .dim_opt(&arch_key("attention.value_length_mla"))?
+            .unwrap_or(value_length);
+        let rot_key = arch_key("rope.dimension_count");
+        let d_rope = keys.dim_opt(&rot_key)?.unwrap_or(key_length);
+        if d_rope % 2 != 0 || d_rope >= d_qk {
+            return Err(invalid(
+                &rot_key,
+                format!("{d_rope} must be even and smaller than the per-head key width {d_qk}"),
+            ));
+        }
+        let d_nope = d_qk - d_rope;
+
+        // Feed-forward widths and routing.
+        let has_moe = n_layer > n_dense_lead;
+        let ff_key = arch_key("feed_forward_length");
+        let ff_dense = match keys.uniform_dim_opt(&ff_key)? {
+            Some(v) => v,
+            None if n_dense_lead == 0 => 0,
+            None => return Err(ModelError::MissingKey { key: ff_key }),
+        };
+        let (ff_expert, n_expert, n_expert_used, n_expert_shared, expert_weights_scale) = if has_moe
+        {
+            let n_expert = keys.dim_req(&arch_key("expert_count"))?;
+            let used_key = arch_key("expert_used_count");
+            let n_used = keys.dim_req(&used_key)?;
+            if n_used > n_expert {
+                return Err(invalid(
+                    &used_key,
+                    format!("{n_used} exceeds expert_count {n_expert}"),
+                ));
+            }
+            (
+                keys.dim_req(&arch_key("expert_feed_forward_length"))?,
+                n_expert,
+                n_used,
+                keys.count_req(&arch_key("expert_shared_count"))?,
+                keys.f32_req(&arch_key("expert_weights_scale"))?,
+            )
+        } else {
+            (0, 0, 0, 0, 1.0)
+        };
+        let expert_weights_scale = if expert_weights_scale == 0.0 {
+            1.0
+        } else {
+            expert_weights_scale
+        };
+        if !expert_weights_scale.is_finite() {
+            return Err(invalid(
+                &arch_key("expert_weights_scale"),
+                format!("{expert_weights_scale}"),
+            ));
+        }
+        let expert_weights_norm = keys
+            .bool_opt(&arch_key("expert_weights_norm"))?
+            .unwrap_or(false);
+        let gating_key = arch_key("expert_gating_func");
+        let gating = match keys.count_opt(&gating_key)? {
+            None | Some(0) | Some(1) => GatingFunc::Softmax,
+            Some(2) => GatingFunc::Sigmoid,
+            Some(other) => {
+                return Err(ModelError::Unsupported(format!(
+                    "{gating_key} = {other} (only 1 softmax and 2 sigmoid are implemented)"
+                )))
+            }
+        };
+        let n_expert_group = keys
+            .count_opt(&arch_key("expert_group_count"))?
+            .unwrap_or(0)
+            .max(1);
+        let group_used_key = arch_key("expert_group_used_count");
+        let n_expert_group_used = keys.count_opt(&group_used_key)?.unwrap_or(0).max(1);
+        if n_expert_group > 1 {
+            validate_groups(
+                n_expert,
+                n_expert_used,
+                n_expert_group,
+                n_expert_group_used,
+                &group_used_key,
+            )?;
+        }
+
+        let rope = read_rope(&keys, d_rope, n_ctx_train)?;
+        let kq_scale = rope.kq_scale(d_qk);
+
+        let layout = tensors::detect_layout(gguf)?;
+        let has_expert_bias = has_moe
+            && gguf
+                .tensor(&tensors::layer_name(n_dense_lead, "exp_probs_b.bias"))
+                .is_some();
+
+        let mut config = ModelConfig {
+            name,
+            n_embd,
+            n_layer,
+            n_dense_lead,
+            n_head,
+            n_ctx_train,
+            vocab,
+            kv_lora,
+            q_lora,
+            d_nope,
+            d_rope,
+            d_v,
+            ff_dense,
+            ff_expert,
+            n_expert,
+            n_expert_used,
+            n_expert_shared,
+            n_expert_group,
+            n_expert_group_used,
+            gating,
+            expert_weights_norm,
+            expert_weights_scale,
+            has_expert_bias,
+            rms_eps,
+            layout,
+            rope,
+            kq_scale,
+            bytes_per_token: 0,
+        };
+        config.bytes_per_token = tensors::validate_shapes(gguf, &config)?;
+        Ok(config)
+    }
+
+    /// Per-head query/key width of the un-absorbed attention (`d_nope + d_rope`).
+    pub fn d_qk(&self) -> usize {
+        self.d_nope + self.d_rope
+    }
+
+    /// Width of one latent cache row `[c | k_pe]`.
+    pub fn cache_row(&self) -> usize {
+        self.kv_lora + self.d_rope
+    }
+
+    /// Whether layer `il` is a MoE layer (as opposed to a dense lead layer).
+    pub fn is_moe_layer(&self, il: usize) -> bool {
+        il >= self.n_dense_lead
+    }
+
+    /// Width of the shared-expert FFN (all shared experts side by side).
+    pub fn ff_shared(&self) -> usize {
+        self.ff_expert * self.n_expert_shared
+    }
+
+    /// Weight bytes read to decode one token (spec §5.6): every non-expert tensor in full, the used fraction of
+    /// each stacked expert tensor, and one row of `token_embd`. Computed from this file's tensor sizes and types.
+    pub fn bytes_per_token(&self) -> u64 {
+        self.bytes_per_token
+    }
+}
+
+fn validate_groups(
+    n_expert: usize,
+    n_used: usize,
+    groups: usize,
+    groups_used: usize,
+    key: &str,
+) -> Result<()> {
+    if !n_expert.is_multiple_of(groups) {
+        return Err(invalid(
+            key,
+            format!("{n_expert} experts do not split into {groups} groups"),
+        ));
+    }
+    if groups_used > groups || groups_used * (n_expert / groups) < n_used {
+        return Err(invalid(
+            key,
+            format!("{groups_used} of {groups} groups cannot hold {n_used} selected experts"),
+        ));
+    }
+    if n_expert / groups < 2 {
+        return Err(invalid(
+            key,
+            "group scores sum the top 2 experts, so groups need at least 2".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn read_rope(keys: &Keys<'_>, n_rot: usize, n_ctx_train: usize) -> Result<RopeParams> {
+    let type_key = arch_key("rope.scaling.type");
+    let scaling = match keys.str_opt(&type_key)?.unwrap_or("linear") {
+        "none" => RopeScalingType::None,
+        "linear" => RopeScalingType::Linear,
+        "yarn" => RopeScalingType::Yarn,
+        other => {
+            return Err(ModelError::Unsupported(format!(
+                "{type_key} = {other:?} (none, linear and yarn are implemented)"
+            )))
+        }
+    };
+    let factor_key = arch_key("rope.scaling.factor");
+    let factor = match keys.f32_opt(&factor_key)? {
+        Some(f) if f != 0.0 => f,
+        _ => keys.f32_opt(&arch_key("rope.scale_linear"))?.unwrap_or(0.0),
+    };
+    let freq_scale = match (scaling, factor) {
+        (RopeScalingType::None, _) => 1.0,
+        (_, 0.0) => 1.0,
+        (_, f) if f.is_finite() && f > 0.0 => 1.0 / f,
+        (_, f) => return Err(invalid(&factor_key, format!("{f} (must be positive)"))),
+    };
+    let base_key = arch_key("rope.freq_base");
+    let freq_base = keys.f32_opt(&base_key)?.unwrap_or(10000.0);
+    if !(freq_base.is_finite() && freq_base > 1.0) {
+        return Err(invalid(&base_key, format!("{freq_base} (must be > 1)")));
+    }
+    let n_ctx_orig = keys
+        .dim_opt(&arch_key("rope.scaling.original_context_length"))?
+        .unwrap_or(n_ctx_train);
+    let attn_factor = keys
+        .f32_opt(&arch_key("rope.scaling.attn_factor"))?
+        .unwrap_or(1.0);
+    let yarn_log_mul = keys
+        .f32_opt(&arch_key("rope.scaling.yarn_log_multiplier"))?
+        .unwrap_or(0.0);
+    for (key, v) in [
+        ("rope.scaling.attn_factor", attn_factor),
+        ("rope.scaling.yarn_log_multiplier", yarn_log_mul),
+    ] {
+        if !v.is_finite() {
+            return Err(invalid(&arch_key(key), format!("{v}")));
+        }
+    }
+    Ok(RopeParams {
+        n_rot,
+        freq_base,
+        scaling,
+        freq_scale,
+        n_ctx_orig,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attn_factor,
+        yarn_log_mul,
+    })
+}
+
+fn arch_key(suffix: &str) -> String {
+    format!("{ARCH}.{suffix}")
+}
+
+fn invalid(key: &str, reason: String) -> ModelError {
+    ModelError::InvalidValue {
+        key: key.to_owned(),
+        reason,
+    }
+}
+
+/// Typed access to the key/value section with this crate's errors.
+struct Keys<'a> {
+    gguf: &'a Gguf,
+}
+
+impl<'a> Keys<'a> {
+    fn get(&self, key: &str) -> Option<&'a MetaValue> {
+        self.gguf.get(key)
+    }
+
+    fn str_opt(&self, key: &str) -> Result<Option<&'a str>> {
+        self.get(key)
+            .map(|v| v.as_str().ok_or_else(|| key_type(key, "string")))
+            .transpose()
+    }
+
+    fn str_req(&self, key: &str) -> Result<&'a str> {
+        self.str_opt(key)?.ok_or_else(|| missing(key))
+    }
+
+    fn f32_opt(&self, key: &str) -> Result<Option<f32>> {
+        self.get(key)
+            .map(|v| v.as_f32().ok_or_else(|| key_type(key, "float")))
+            .transpose()
+    }
+
+    fn f32_req(&self, key: &str) -> Result<f32> {
+        self.f32_opt(key)?.ok_or_else(|| missing(key))
+    }
+
+    fn bool_opt(&self, key: &str) -> Result<Option<bool>> {
+        self.get(key)
+            .map(|v| v.as_bool().ok_or_else(|| key_type(key, "bool")))
+            .transpose()
+    }
+
+    /// A count that may be 0 (bounded like a dimension).
+    fn count_opt(&self, key: &str) -> Result<Option<usize>> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        let n = v
+            .as_u64()
+            .ok_or_else(|| key_type(key, "unsigned integer"))?;
+        if n > MAX_DIM {
+            return Err(invalid(key, format!("{n} exceeds the limit {MAX_DIM}")));
+        }
+        Ok(Some(n as usize))
+    }
+
+    fn count_req(&self, key: &str) -> Result<usize> {
+        self.count_opt(key)?.ok_or_else(|| missing(key))
+    }
+
+    /// A dimension: an integer in `1..=MAX_DIM`.
+    fn dim_opt(&self, key: &str) -> Result<Option<usize>> {
+        match self.count_opt(key)? {
+            Some(0) => Err(invalid(key, "0 (must be at least 1)".into())),
+            other => Ok(other),
+        }
+    }
+
+    fn dim_req(&self, key: &str) -> Result<usize> {
+        self.dim_opt(key)?.ok_or_else(|| missing(key))
+    }
+
+    /// A dimension stored either as a scalar or as a per-layer array whose entries must all be equal.
+    fn uniform_dim_opt(&self, key: &str) -> Result<Option<usize>> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        let Some(array) = v.as_array() else {
+            return self.dim_opt(key);
+        };
+        let mut value = None;
+        for item in &array.items {
+            let n = item
+                .as_u64()
+                .ok_or_else(|| key_type(key, "array of unsigned integers"))?;
+            match value {
+                None => value = Some(n),
+                Some(first) if first != n => {
+                    return Err(ModelError::Unsupported(format!(
+                        "{key} differs between layers ({first} vs {n})"
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        match value {
+            None => Err(invalid(key, "empty array".into())),
+            Some(0) => Err(invalid(key, "0 (must be at least 1)".into())),
+            Some(n) if n > MAX_DIM => Err(invalid(key, format!("{n} exceeds the limit {MAX_DIM}"))),
+            Some(n) => Ok(Some(n as usize)),
+        }
+    }
+
+    fn array_len(&self, key: &str) -> Result<usize> {
+        let v = self.get(key).ok_or_else(|| missing(key))?;
+        let array = v.as_array().ok_or_else(|| key_type(key, "array"))?;
+        match array.len() {
+            0 => Err(invalid(key, "empty array".into())),
+            n => Ok(n),
+        }
+    }
+}
+
+fn missing(key: &str) -> ModelError {
+    ModelError::MissingKey {
+        key: key.to_owned(),
+    }
+}
+
+fn key_type(key: &str, expected: &'static str) -> ModelError {
+    ModelError::KeyType {
+        key: key.to_owned(),
+        expected,
+    }
+}

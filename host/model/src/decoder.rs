@@ -1,0 +1,65 @@
+//! The interface every backend implements, and the argument checks they share.
+
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
+
+/// A single-sequence autoregressive decoder with its own latent KV cache.
+pub trait Decoder {
+    fn config(&self) -> &ModelConfig;
+
+    /// Runs `token` at `pos` and returns the logits (length `vocab`). `pos` may be at most the number of cached
+    /// positions (appending) or smaller (rewinding: later positions are forgotten).
+    fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32]>;
+
+    /// Forgets every cached position.
+    fn reset(&mut self);
+
+    /// Feeds `tokens` at `start_pos..` one by one and returns the logits of every position.
+    fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>> {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| self.decode(t, start_pos + i).map(<[f32]>::to_vec))
+            .collect()
+    }
+}
+
+/// Elements of one layer's latent cache for `max_ctx` positions, rejecting sizes that cannot be meant.
+pub(crate) fn cache_len(c: &ModelConfig, max_ctx: usize) -> Result<usize> {
+    let err = |reason: String| ModelError::ContextSize { max_ctx, reason };
+    if max_ctx == 0 {
+        return Err(err("must be at least 1".into()));
+    }
+    if max_ctx > c.n_ctx_train {
+        return Err(err(format!(
+            "exceeds the training context {}",
+            c.n_ctx_train
+        )));
+    }
+    max_ctx
+        .checked_mul(c.cache_row())
+        .ok_or_else(|| err("cache size overflows".into()))
+}
+
+/// Rejects a token outside the vocabulary or a position outside the context or past the cache.
+pub(crate) fn check_step(
+    c: &ModelConfig,
+    max_ctx: usize,
+    filled: usize,
+    token: u32,
+    pos: usize,
+) -> Result<()> {
+    if token as usize >= c.vocab {
+        return Err(ModelError::TokenOutOfRange {
+            token,
+            vocab: c.vocab,
+        });
+    }
+    if pos >= max_ctx {
+        return Err(ModelError::PositionOutOfRange { pos, max_ctx });
+    }
+    if pos > filled {
+        return Err(ModelError::PositionGap { pos, filled });
+    }
+    Ok(())
+}

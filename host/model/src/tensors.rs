@@ -1,0 +1,197 @@
+//! Tensor names of the deepseek2 GGUF layout (spec §4.3), their expected shapes for a configuration, and the
+//! per-token weight traffic derived from the file's actual tensor sizes.
+
+use ingot_gguf::Gguf;
+
+use crate::config::{AttnLayout, ModelConfig};
+use crate::error::{ModelError, Result};
+
+pub const TOKEN_EMBD: &str = "token_embd.weight";
+pub const OUTPUT_NORM: &str = "output_norm.weight";
+pub const OUTPUT: &str = "output.weight";
+
+/// Name of a per-layer tensor, e.g. `layer_name(3, "attn_q.weight")` = `blk.3.attn_q.weight`.
+pub fn layer_name(il: usize, suffix: &str) -> String {
+    format!("blk.{il}.{suffix}")
+}
+
+/// How much of a tensor one decoded token reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Traffic {
+    /// The whole tensor.
+    Full,
+    /// One row (the embedding lookup).
+    OneRow,
+    /// The used fraction of a stacked expert tensor.
+    UsedExperts,
+}
+
+/// One tensor the configuration requires, with its shape in ggml order (innermost first).
+struct Expected {
+    name: String,
+    shape: Vec<u64>,
+    /// An equivalent flattened shape some converters write (ik_llama's 2-D `attn_k_b`/`attn_v_b`).
+    alt_shape: Option<Vec<u64>>,
+    traffic: Traffic,
+}
+
+/// Decides between the MLA (`attn_k_b`/`attn_v_b`) and legacy (`attn_kv_b`) layouts from layer 0's tensors.
+/// A file with both (ik_llama.cpp's converter) uses the MLA tensors.
+pub(crate) fn detect_layout(gguf: &Gguf) -> Result<AttnLayout> {
+    let has = |suffix: &str| gguf.tensor(&layer_name(0, suffix)).is_some();
+    if has("attn_k_b.weight") && has("attn_v_b.weight") {
+        Ok(AttnLayout::Mla)
+    } else if has("attn_kv_b.weight") {
+        Ok(AttnLayout::Legacy)
+    } else {
+        Err(ModelError::MissingTensor {
+            name: "blk.0.attn_k_b.weight + blk.0.attn_v_b.weight (or the legacy blk.0.attn_kv_b.weight)".into(),
+        })
+    }
+}
+
+fn expected_tensors(c: &ModelConfig) -> Vec<Expected> {
+    let d = |v: usize| v as u64;
+    let (embd, vocab, heads) = (d(c.n_embd), d(c.vocab), d(c.n_head));
+    let full = |name: String, shape: Vec<u64>| Expected {
+        name,
+        shape,
+        alt_shape: None,
+        traffic: Traffic::Full,
+    };
+    let mut out = vec![
+        Expected {
+            name: TOKEN_EMBD.into(),
+            shape: vec![embd, vocab],
+            alt_shape: None,
+            traffic: Traffic::OneRow,
+        },
+        full(OUTPUT_NORM.into(), vec![embd]),
+        full(OUTPUT.into(), vec![embd, vocab]),
+    ];
+    let q_rows = heads * d(c.d_qk());
+    for il in 0..c.n_layer {
+        let n = |suffix: &str| layer_name(il, suffix);
+        out.push(full(n("attn_norm.weight"), vec![embd]));
+        match c.q_lora {
+            None => out.push(full(n("attn_q.weight"), vec![embd, q_rows])),
+            Some(r) => {
+                out.push(full(n("attn_q_a.weight"), vec![embd, d(r)]));
+                out.push(full(n("attn_q_a_norm.weight"), vec![d(r)]));
+                out.push(full(n("attn_q_b.weight"), vec![d(r), q_rows]));
+            }
+        }
+        out.push(full(
+            n("attn_kv_a_mqa.weight"),
+            vec![embd, d(c.cache_row())],
+        ));
+        out.push(full(n("attn_kv_a_norm.weight"), vec![d(c.kv_lora)]));
+        match c.layout {
+            AttnLayout::Mla => {
+                let (lora, nope, v) = (d(c.kv_lora), d(c.d_nope), d(c.d_v));
+                out.push(Expected {
+                    name: n("attn_k_b.weight"),
+                    shape: vec![nope, lora, heads],
+                    alt_shape: Some(vec![nope, lora * heads]),
+                    traffic: Traffic::Full,
+                });
+                out.push(Expected {
+                    name: n("attn_v_b.weight"),
+                    shape: vec![lora, v, heads],
+                    alt_shape: Some(vec![lora, v * heads]),
+                    traffic: Traffic::Full,
+                });
+            }
+            AttnLayout::Legacy => out.push(full(
+                n("attn_kv_b.weight"),
+                vec![d(c.kv_lora), heads * d(c.d_nope + c.d_v)],
+            )),
+        }
+        out.push(full(n("attn_output.weight"), vec![heads * d(c.d_v), embd]));
+        out.push(full(n("ffn_norm.weight"), vec![embd]));
+        if !c.is_moe_layer(il) {
+            let ff = d(c.ff_dense);
+            out.push(full(n("ffn_gate.weight"), vec![embd, ff]));
+            out.push(full(n("ffn_up.weight"), vec![embd, ff]));
+            out.push(full(n("ffn_down.weight"), vec![ff, embd]));
+            continue;
+        }
+        let (ff, experts) = (d(c.ff_expert), d(c.n_expert));
+        out.push(full(n("ffn_gate_inp.weight"), vec![embd, experts]));
+        if c.has_expert_bias {
+            out.push(full(n("exp_probs_b.bias"), vec![experts]));
+        }
+        for (suffix, shape) in [
+            ("ffn_gate_exps.weight", vec![embd, ff, experts]),
+            ("ffn_up_exps.weight", vec![embd, ff, experts]),
+            ("ffn_down_exps.weight", vec![ff, embd, experts]),
+        ] {
+            out.push(Expected {
+                name: n(suffix),
+                shape,
+                alt_shape: None,
+                traffic: Traffic::UsedExperts,
+            });
+        }
+        if c.n_expert_shared > 0 {
+            let ffs = d(c.ff_shared());
+            out.push(full(n("ffn_gate_shexp.weight"), vec![embd, ffs]));
+            out.push(full(n("ffn_up_shexp.weight"), vec![embd, ffs]));
+            out.push(full(n("ffn_down_shexp.weight"), vec![ffs, embd]));
+        }
+    }
+    out
+}
+
+/// Drops trailing 1s so that `{n}` and `{n, 1}` compare equal.
+fn trimmed(shape: &[u64]) -> &[u64] {
+    let keep = shape.iter().rposition(|&x| x != 1).map_or(0, |i| i + 1);
+    &shape[..keep]
+}
+
+/// Checks that every required tensor exists with its expected shape; returns the weight bytes one decoded token
+/// reads (see [`ModelConfig::bytes_per_token`]).
+pub(crate) fn validate_shapes(gguf: &Gguf, config: &ModelConfig) -> Result<u64> {
+    let mut bytes = 0u64;
+    for want in expected_tensors(config) {
+        let Some(info) = gguf.tensor(&want.name) else {
+            if let Some(merged) =
+                merged_experts_name(&want.name).filter(|m| gguf.tensor(m).is_some())
+            {
+                return Err(ModelError::Unsupported(format!(
+                    "merged expert tensor {merged} (split gate/up experts are required)"
+                )));
+            }
+            return Err(ModelError::MissingTensor { name: want.name });
+        };
+        let found = trimmed(&info.ne);
+        let matches = found == trimmed(&want.shape)
+            || want
+                .alt_shape
+                .as_deref()
+                .is_some_and(|a| found == trimmed(a));
+        if !matches {
+            return Err(ModelError::TensorShape {
+                name: want.name,
+                expected: want.shape,
+                found: info.ne.clone(),
+            });
+        }
+        bytes += match want.traffic {
+            Traffic::Full => info.nbytes,
+            Traffic::OneRow => info.nbytes / config.vocab as u64,
+            Traffic::UsedExperts => {
+                info.nbytes / config.n_expert as u64 * config.n_expert_used as u64
+            }
+        };
+    }
+    Ok(bytes)
+}
+
+/// `blk.N.ffn_gate_up_exps.weight` for a missing split gate/up expert tensor name.
+fn merged_experts_name(name: &str) -> Option<String> {
+    ["ffn_gate_exps.weight", "ffn_up_exps.weight"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .map(|prefix| format!("{prefix}ffn_gate_up_exps.weight"))
+}

@@ -1,0 +1,126 @@
+//! Shared helpers of the integration tests: locating the golden data and reading NumPy `.npy` files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The golden-data directory: `$INGOT_GOLDEN_DIR`, else `shared/golden` next to or above the workspace.
+pub fn golden_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("INGOT_GOLDEN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for up in ["../../shared/golden", "../../../shared/golden"] {
+        let dir = manifest.join(up);
+        if dir.join("README.md").is_file() {
+            return dir;
+        }
+    }
+    panic!("golden data not found: set INGOT_GOLDEN_DIR to the folder holding tiny-mla-f32/ etc.");
+}
+
+/// A 2-D little-endian f32 array read from a NumPy v1 `.npy` file.
+pub struct Npy {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<f32>,
+}
+
+impl Npy {
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+}
+
+/// Reads a v1 `.npy` holding a C-order `<f4` matrix; panics with the reason on anything else.
+pub fn read_npy(path: &Path) -> Npy {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() >= 10 && &bytes[..6] == b"\x93NUMPY",
+        "{}: not a .npy file",
+        path.display()
+    );
+    assert_eq!(
+        bytes[6],
+        1,
+        "{}: only .npy version 1 is supported",
+        path.display()
+    );
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + header_len]).expect("header is ASCII");
+    assert!(
+        header.contains("'descr': '<f4'"),
+        "{}: dtype must be <f4: {header}",
+        path.display()
+    );
+    assert!(
+        header.contains("'fortran_order': False"),
+        "{}: must be C order",
+        path.display()
+    );
+    let shape = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .expect("header has a shape");
+    let dims: Vec<usize> = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("shape entries are integers"))
+        .collect();
+    assert_eq!(
+        dims.len(),
+        2,
+        "{}: expected a 2-D array, shape ({shape})",
+        path.display()
+    );
+    let payload = &bytes[10 + header_len..];
+    assert_eq!(
+        payload.len(),
+        dims[0] * dims[1] * 4,
+        "{}: payload size",
+        path.display()
+    );
+    let data = payload
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Npy {
+        rows: dims[0],
+        cols: dims[1],
+        data,
+    }
+}
+
+/// Reads a `greedy32.ids.txt`: line 1 the prompt, line 2 the generated ids.
+pub fn read_ids(path: &Path) -> (Vec<u32>, Vec<u32>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines().map(|l| {
+        l.split(',')
+            .map(|s| s.trim().parse::<u32>().expect("ids are integers"))
+            .collect::<Vec<_>>()
+    });
+    let prompt = lines.next().expect("prompt line");
+    let generated = lines.next().expect("generated line");
+    (prompt, generated)
+}
+
+/// The 16 prompt ids of `prefill16.npy` / `stepwise16.npy` (golden README).
+pub const PROMPT16: [u32; 16] = [
+    510, 299, 32, 113, 117, 365, 107, 274, 357, 110, 474, 32, 106, 117, 315, 115,
+];
+
+/// Largest absolute difference between two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Index of the largest value, lowest index on ties.
+pub fn argmax(v: &[f32]) -> usize {
+    ingot_model::math::argmax(v)
+}
