@@ -1,5 +1,7 @@
-//! Developer tasks: `cargo xtask kernels [--check]`, `cargo xtask tools`, `cargo xtask sass`.
+//! Developer tasks: `cargo xtask test`, `cargo xtask kernels [--check]`, `cargo xtask tools`,
+//! `cargo xtask sass`.
 
+mod gate;
 mod kernels;
 mod sass;
 mod tools;
@@ -7,6 +9,7 @@ mod tools;
 use anyhow::{bail, Result};
 
 const USAGE: &str = "usage: cargo xtask <command>
+  test             the whole gate CI runs: tools, kernels --check, ptx-audit check, cargo test
   kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
   kernels --check  rebuild into target/ and fail if the committed PTX differs
   tools            install rust-src (nightly) and ptxas/cuobjdump/nvdisasm under .tools/
@@ -16,6 +19,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
+        ["test"] => gate::run(),
         ["kernels"] => kernels::build(),
         ["kernels", "--check"] => kernels::check(),
         ["tools"] => tools::install(),

@@ -1,0 +1,67 @@
+//! `cargo xtask test`: the whole test gate, as CI runs it (`.ci/run`).
+//!
+//! Steps, each run even if an earlier one failed so one run shows every problem; the command
+//! fails if any step failed, and names which:
+//! 1. install the tools the kernel build and audit need (nightly rust-src, ptxas/cuobjdump wheels);
+//! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
+//! 3. `ptx-audit check`: hot-loop instruction counts, guards, traps, registers, spills vs budgets;
+//! 4. `cargo test --workspace`.
+
+use anyhow::{bail, Result};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::{kernels, tools};
+
+fn cargo(args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo).args(args).status()?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+pub fn run() -> Result<()> {
+    let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
+        ("tools", &tools::install),
+        ("kernels --check", &kernels::check),
+        ("ptx-audit check", &|| {
+            cargo(&[
+                "run",
+                "--quiet",
+                "--release",
+                "-p",
+                "ptx-audit",
+                "--",
+                "check",
+            ])
+        }),
+        ("cargo test --workspace", &|| {
+            cargo(&["test", "--workspace"])
+        }),
+    ];
+    let mut failed = Vec::new();
+    for (name, step) in steps {
+        println!("\n==> xtask test: {name}");
+        let start = Instant::now();
+        let result = step();
+        let secs = start.elapsed().as_secs_f64();
+        match result {
+            Ok(()) => println!("==> {name}: ok ({secs:.0} s)"),
+            Err(e) => {
+                println!("==> {name}: FAILED ({secs:.0} s): {e:#}");
+                failed.push(name);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "xtask test: {} step(s) failed: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    println!("\nxtask test: all steps passed");
+    Ok(())
+}
