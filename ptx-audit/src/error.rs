@@ -1,0 +1,70 @@
+//! Error types. Every failure names the file, tool, kernel or metric involved.
+
+use std::path::PathBuf;
+
+/// Errors of the PTX front end ([`crate::ptx`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PtxError {
+    #[error("PTX is {bytes} bytes, over the {limit}-byte limit")]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("PTX parse error at line {line}, column {column}: {message}")]
+    Parse {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("the PTX parser (ptx-syntax) panicked on this input")]
+    ParserPanic,
+    #[error("function `{function}` line {line}: branch to unknown label `{label}`")]
+    UnknownLabel {
+        function: String,
+        label: String,
+        line: usize,
+    },
+    #[error("function `{function}`: brx.idx names `{table}`, which is not a .branchtargets list")]
+    UnresolvedBranchTable { function: String, table: String },
+}
+
+/// Errors of the audit (tools, budgets, files).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Ptx {
+        path: PathBuf,
+        #[source]
+        source: PtxError,
+    },
+    #[error("{tool} not found ({searched}); run `cargo xtask tools` to install NVIDIA's ptxas/cuobjdump/nvdisasm under .tools/, or set {env_var}")]
+    ToolMissing {
+        tool: &'static str,
+        env_var: &'static str,
+        searched: String,
+    },
+    #[error("{tool} failed for {arch} (exit status {status}): {stderr}")]
+    ToolFailed {
+        tool: &'static str,
+        arch: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("{tool} did not finish within {seconds} s for {arch}")]
+    ToolTimeout {
+        tool: &'static str,
+        arch: String,
+        seconds: u64,
+    },
+    #[error("could not read {tool} output for {arch}: {message}")]
+    ToolOutput {
+        tool: &'static str,
+        arch: String,
+        message: String,
+    },
+    #[error("budget file {path}: {message}")]
+    Budget { path: PathBuf, message: String },
+}
