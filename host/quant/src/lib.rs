@@ -1,1 +1,49 @@
-//! ingot-quant
+//! ggml quantization formats for ingot (spec `deepseek2-gguf.md` §1.5–§3).
+//!
+//! * Dequantizers for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K, IQ4_NL, IQ4_XS
+//!   (plus the activation formats Q8_1 and Q8_K): [`dequantize_row`], [`dequantize_tensor`].
+//! * Reference quantizers, bit-identical to ggml's `quantize_row_*_ref` (what `llama-quantize`
+//!   runs without an importance matrix): [`quantize_row`], [`quantize_tensor`].
+//! * Activation quantizers: [`quantize_q8_1`] (the CUDA kernel's variant), [`quantize_q8_k`]
+//!   and [`quantize_q8_0`] (ggml's CPU reference).
+//! * Dot products: [`vec_dot_q8_1`], the oracle of the GPU `mul_mat_vec_q` kernels (one small
+//!   function per type in [`mmvq`], readable side by side with `vecdotq.cuh`), and
+//!   [`vec_dot_q8_k`] / [`vec_dot_q8_0`], the CPU backend's fast paths.
+//!
+//! Block layouts live in `ingot_abi::blocks`, shared with the device crate. Each format has its
+//! own module with `dequantize`/`quantize` for a single block.
+
+mod chunks;
+pub mod cpu_dot;
+mod dispatch;
+mod error;
+pub mod float;
+pub mod iq4_nl;
+pub mod iq4_xs;
+pub mod mmvq;
+pub mod q2_k;
+pub mod q3_k;
+pub mod q4_0;
+pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q5_1;
+pub mod q5_k;
+pub mod q6_k;
+pub mod q8_0;
+pub mod q8_1;
+pub mod q8_k;
+mod round;
+mod search;
+mod tensor;
+
+pub use dispatch::{
+    can_dequantize, can_quantize, can_vec_dot_q8_1, cpu_vec_dot_type, dequantize_row,
+    quantize_q8_0, quantize_row, vec_dot_q8_0, vec_dot_q8_1, vec_dot_q8_k,
+};
+pub use error::QuantError;
+pub use ingot_abi::blocks;
+pub use q8_1::quantize_q8_1;
+pub use q8_k::quantize_q8_k;
+pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+pub use tensor::{dequantize_tensor, quantize_tensor};

@@ -31,6 +31,35 @@ pub const QK_K: usize = 256;
 /// Bytes of packed 6-bit scales/mins in Q4_K and Q5_K (and of the 6-bit scales of Q3_K).
 pub const K_SCALE_SIZE: usize = 12;
 
+// ggml-common.h `QR*` (quants packed per byte, "ratio") and `QI*` (32-bit words of quants per
+// block, `QK/(4·QR)`): the geometry the CUDA dot products index blocks with.
+pub const QR4_0: usize = 2;
+pub const QI4_0: usize = QK4_0 / (4 * QR4_0);
+pub const QR4_1: usize = 2;
+pub const QI4_1: usize = QK4_1 / (4 * QR4_1);
+pub const QR5_0: usize = 2;
+pub const QI5_0: usize = QK5_0 / (4 * QR5_0);
+pub const QR5_1: usize = 2;
+pub const QI5_1: usize = QK5_1 / (4 * QR5_1);
+pub const QR8_0: usize = 1;
+pub const QI8_0: usize = QK8_0 / (4 * QR8_0);
+pub const QR8_1: usize = 1;
+pub const QI8_1: usize = QK8_1 / (4 * QR8_1);
+pub const QR2_K: usize = 4;
+pub const QI2_K: usize = QK_K / (4 * QR2_K);
+pub const QR3_K: usize = 4;
+pub const QI3_K: usize = QK_K / (4 * QR3_K);
+pub const QR4_K: usize = 2;
+pub const QI4_K: usize = QK_K / (4 * QR4_K);
+pub const QR5_K: usize = 2;
+pub const QI5_K: usize = QK_K / (4 * QR5_K);
+pub const QR6_K: usize = 2;
+pub const QI6_K: usize = QK_K / (4 * QR6_K);
+pub const QR4_NL: usize = 2;
+pub const QI4_NL: usize = QK4_NL / (4 * QR4_NL);
+pub const QR4_XS: usize = 2;
+pub const QI4_XS: usize = QK_K / (4 * QR4_XS);
+
 /// IQ4_NL / IQ4_XS non-linear 4-bit code book (`kvalues_iq4nl`), indexed by the nibble.
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
@@ -218,9 +247,11 @@ impl BlockQ5_1 {
 
 /// 6-bit `(scale, min)` of sub-block `j ∈ 0..8` of Q4_K/Q5_K (ggml `get_scale_min_k4`).
 /// j < 4: low 6 bits of `q[j]` / `q[j+4]`; j ≥ 4: low/high nibble of `q[j+4]` plus the top two
-/// bits of `q[j−4]` / `q[j]` as bits 4-5.
+/// bits of `q[j−4]` / `q[j]` as bits 4-5. `j` is taken mod 8, which makes every index provably
+/// in bounds (no panic branch in device code).
 #[inline(always)]
 pub fn get_scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
+    let j = j & 7;
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
@@ -233,18 +264,21 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
 
 /// Signed scale `S_j − 32 ∈ −32..=31` of sub-block `j ∈ 0..16` of Q3_K. The low nibble of `S_j`
 /// is in `scales[j%8]` (bits 0-3 for j<8, 4-7 for j≥8), its top two bits in
-/// `scales[8 + j%4]` at bits `2·(j/4)`.
+/// `scales[8 + j%4]` at bits `2·(j/4)`. `j` is taken mod 16 (indices provably in bounds).
 #[inline(always)]
 pub fn q3k_scale(scales: &[u8; K_SCALE_SIZE], j: usize) -> i32 {
+    let j = j & 15;
     let low = (scales[j % 8] >> (4 * (j / 8))) & 0xF;
     let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
     i32::from(low | (high << 4)) - 32
 }
 
 /// Signed scale `ls − 32 ∈ −32..=31` of sub-block `ib ∈ 0..8` of IQ4_XS: low nibble from
-/// `scales_l[ib/2]` (bits `4·(ib%2)`), top two bits from `scales_h` bits `2·ib`.
+/// `scales_l[ib/2]` (bits `4·(ib%2)`), top two bits from `scales_h` bits `2·ib`. `ib` is taken
+/// mod 8 (indices provably in bounds).
 #[inline(always)]
 pub fn iq4xs_scale(scales_h: u16, scales_l: &[u8; QK_K / 64], ib: usize) -> i32 {
+    let ib = ib & 7;
     let low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
     let high = ((scales_h >> (2 * ib)) & 3) as u8;
     i32::from(low | (high << 4)) - 32
