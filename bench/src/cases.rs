@@ -1,0 +1,453 @@
+//! The table of kernel benches at DeepSeek-V2-Lite's decode shapes (spec §4.1, §4.3, §4.4).
+//!
+//! One [`Case`] is one kernel launch as the decoder makes it: which tensor it stands for, its
+//! shape, the buffers it needs and a launch through the checked launcher of
+//! [`ingot_kernels::ops`]. Adding a kernel is one entry in [`CASES`]; a gemv type is one line
+//! per tensor through [`gemv`].
+
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::step::StepState;
+use ingot_gguf::GgmlType;
+use ingot_kernels::ops::embed::EmbedType;
+use ingot_kernels::ops::gemv::{GemvType, Grouping};
+use ingot_kernels::{ops, KernelError};
+
+use crate::device::{Buf, Device};
+
+/// DeepSeek-V2-Lite dimensions used by the shapes below.
+pub mod lite {
+    /// Hidden size.
+    pub const N_EMBD: usize = 2048;
+    /// Query projection rows: 16 heads × (128 nope + 64 rope).
+    pub const Q_ROWS: usize = 16 * 192;
+    /// `attn_kv_a_mqa` rows: 512 latent + 64 rope.
+    pub const KV_A_ROWS: usize = 512 + 64;
+    /// Latent (kv_lora) width.
+    pub const KV_LORA: usize = 512;
+    /// Dense FFN width of layer 0.
+    pub const FF_DENSE: usize = 10944;
+    /// Shared-expert FFN width (2 shared experts × 1408).
+    pub const FF_SHARED: usize = 2 * 1408;
+    /// Vocabulary (lm_head rows).
+    pub const VOCAB: usize = 102_400;
+    /// Attention heads.
+    pub const N_HEAD: usize = 16;
+    /// Per-head query width: 128 nope + 64 rope.
+    pub const D_QK: usize = 192;
+    /// Per-head nope (non-rotary) width.
+    pub const D_NOPE: usize = 128;
+    /// Per-head value width.
+    pub const D_V: usize = 128;
+    /// RMS norm epsilon.
+    pub const RMS_EPS: f32 = 1e-6;
+}
+
+/// Rows and row length of one launch. For a gemv a row is an output element; for
+/// element-wise kernels `rows` is 1 and `cols` the vector length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// What a bench buffer holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Contents {
+    /// `rows × cols` Gaussian weights quantized to `ty` by the reference quantizer.
+    Weights {
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+    },
+    /// `n` Gaussian activations as q8_1 blocks.
+    ActQ8_1 { n: usize },
+    /// `n` Gaussian f32 values with standard deviation `std`.
+    F32 { n: usize, std: f32 },
+    /// One `StepState` feeding `token` at position 0 (read, and written by argmax).
+    StepState { token: u32 },
+    /// `bytes` the kernel writes (uploaded as zeros).
+    Output { bytes: usize },
+}
+
+/// One buffer of a launch, in the order the launch function takes them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BufSpec {
+    /// The kernel parameter it fills.
+    pub param: &'static str,
+    pub contents: Contents,
+    /// Bytes of it the kernel must read or write; `None`: all of it. (A MoE kernel reads only
+    /// the selected experts of a stacked tensor.)
+    pub moved: Option<usize>,
+}
+
+impl BufSpec {
+    pub const fn new(param: &'static str, contents: Contents) -> BufSpec {
+        BufSpec {
+            param,
+            contents,
+            moved: None,
+        }
+    }
+
+    /// Whether the kernel writes this buffer (else it reads it).
+    pub fn is_output(&self) -> bool {
+        matches!(self.contents, Contents::Output { .. })
+    }
+
+    /// Size in bytes, `None` if the shape is not representable (see [`crate::inputs`]).
+    pub fn bytes(&self) -> Option<usize> {
+        match self.contents {
+            Contents::Weights { ty, rows, cols } => {
+                crate::inputs::weight_bytes(ty, rows, cols).ok()
+            }
+            Contents::ActQ8_1 { n } => {
+                (n.is_multiple_of(QK8_1)).then_some(n / QK8_1 * size_of::<BlockQ8_1>())
+            }
+            Contents::F32 { n, .. } => n.checked_mul(4),
+            Contents::StepState { .. } => Some(size_of::<StepState>()),
+            Contents::Output { bytes } => Some(bytes),
+        }
+    }
+
+    /// Bytes the kernel must move through this buffer.
+    pub fn moved_bytes(&self) -> Option<usize> {
+        self.moved.or_else(|| self.bytes())
+    }
+}
+
+/// Launches a case's kernel on `bufs` (ordered as the case's [`BufSpec`]s) at `shape`.
+pub type LaunchFn = fn(&mut Device, &[Buf], Shape) -> Result<(), KernelError>;
+
+/// One kernel bench.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// PTX symbol of the kernel.
+    pub kernel: &'static str,
+    /// The model tensor or step it stands for.
+    pub tensor: &'static str,
+    /// The real decode shape.
+    pub shape: Shape,
+    /// The buffers at a given shape (the simulator may run fewer rows than the real shape).
+    pub buffers: fn(Shape) -> Vec<BufSpec>,
+    pub launch: LaunchFn,
+}
+
+impl Case {
+    /// `kernel/tensor`, the bench's id.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.kernel, self.tensor)
+    }
+
+    /// Bytes the kernel must read and write at `shape`: `(read, written)`.
+    pub fn required_bytes(&self, shape: Shape) -> Option<(usize, usize)> {
+        let (mut read, mut written) = (0usize, 0usize);
+        for b in (self.buffers)(shape) {
+            let m = b.moved_bytes()?;
+            if b.is_output() {
+                written = written.checked_add(m)?;
+            } else {
+                read = read.checked_add(m)?;
+            }
+        }
+        Some((read, written))
+    }
+
+    /// Bytes of all buffers at `shape` (what one rotation set allocates).
+    pub fn buffer_bytes(&self, shape: Shape) -> Option<usize> {
+        (self.buffers)(shape)
+            .iter()
+            .try_fold(0usize, |acc, b| acc.checked_add(b.bytes()?))
+    }
+}
+
+fn gemv_buffers(ty: GgmlType, s: Shape) -> Vec<BufSpec> {
+    vec![
+        BufSpec::new(
+            "w",
+            Contents::Weights {
+                ty,
+                rows: s.rows,
+                cols: s.cols,
+            },
+        ),
+        BufSpec::new("x", Contents::ActQ8_1 { n: s.cols }),
+        BufSpec::new("y", Contents::Output { bytes: s.rows * 4 }),
+    ]
+}
+
+/// A plain gemv kernel: its symbol, the buffers for its weight type and its checked launcher.
+pub struct GemvKernel {
+    pub kernel: &'static str,
+    pub buffers: fn(Shape) -> Vec<BufSpec>,
+    pub launch: LaunchFn,
+}
+
+/// Declares the [`GemvKernel`] of one weight type (`ops::gemv::GemvType` variant, the
+/// matching `GgmlType` variant, the PTX symbol).
+macro_rules! gemv_kernel {
+    ($name:ident, $gemv:ident, $ggml:ident, $sym:literal) => {
+        pub const $name: GemvKernel = GemvKernel {
+            kernel: $sym,
+            buffers: |s| gemv_buffers(GgmlType::$ggml, s),
+            launch: |d, b, s| {
+                ops::gemv::gemv_q8_1(d, GemvType::$gemv, (&b[0], &b[1], &b[2]), s.rows, s.cols)
+            },
+        };
+    };
+}
+
+gemv_kernel!(GEMV_Q3K, Q3K, Q3K, "gemv_q3k_q8_1");
+gemv_kernel!(GEMV_Q4K, Q4K, Q4K, "gemv_q4k_q8_1");
+gemv_kernel!(GEMV_Q6K, Q6K, Q6K, "gemv_q6k_q8_1");
+gemv_kernel!(GEMV_Q8_0, Q8_0, Q8_0, "gemv_q8_0_q8_1");
+
+/// A `y = W·x` bench of tensor `tensor`: `W` is `rows × cols`, `x` q8_1, `y` f32.
+const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) -> Case {
+    Case {
+        kernel: k.kernel,
+        tensor,
+        shape: Shape { rows, cols },
+        buffers: k.buffers,
+        launch: k.launch,
+    }
+}
+
+/// MLA absorption (spec §5.1): `attn_k_b` is 16 heads × 512 rows of 128 weights, head `h`
+/// reading the 128 `q_nope` values at float `192·h` of the query (stride 6 q8_1 blocks).
+const K_B_GROUP: Grouping = Grouping {
+    rows_per_group: lite::KV_LORA,
+    x_group_stride: lite::D_QK / QK8_1,
+};
+/// `attn_v_b`: 16 heads × 128 rows of 512 weights, head `h` reading its 512 latent outputs.
+const V_B_GROUP: Grouping = Grouping {
+    rows_per_group: lite::D_V,
+    x_group_stride: lite::KV_LORA / QK8_1,
+};
+
+/// Buffers of a grouped gemv: `x` holds every group's slice (`ceil(rows / rows_per_group)`
+/// groups of `x_group_stride` blocks, the last one `cols / 32` blocks long).
+fn grouped_buffers(ty: GgmlType, g: Grouping, s: Shape) -> Vec<BufSpec> {
+    let groups = s.rows.div_ceil(g.rows_per_group).max(1);
+    let x_blocks = (groups - 1) * g.x_group_stride + s.cols / QK8_1;
+    let mut b = gemv_buffers(ty, s);
+    b[1] = BufSpec::new(
+        "x",
+        Contents::ActQ8_1 {
+            n: x_blocks * QK8_1,
+        },
+    );
+    b
+}
+
+/// The StepState buffer of the embedding and argmax kernels, feeding token `token`. Its 16
+/// bytes of bookkeeping (read, and written by argmax) are not counted as required traffic.
+fn step_state(token: usize) -> BufSpec {
+    BufSpec {
+        param: "state",
+        contents: Contents::StepState {
+            token: token as u32,
+        },
+        moved: Some(0),
+    }
+}
+
+/// Every kernel bench, in decode order (V2-Lite Q4_K_M types, spec §4.4).
+pub const CASES: &[Case] = &[
+    Case {
+        kernel: "embed_q4k",
+        tensor: "token_embd",
+        shape: Shape {
+            rows: lite::VOCAB,
+            cols: lite::N_EMBD,
+        },
+        buffers: |s| {
+            let mut table = BufSpec::new(
+                "table",
+                Contents::Weights {
+                    ty: GgmlType::Q4K,
+                    rows: s.rows,
+                    cols: s.cols,
+                },
+            );
+            // One row of the table is read: the token's.
+            table.moved = crate::inputs::weight_bytes(GgmlType::Q4K, 1, s.cols).ok();
+            vec![
+                table,
+                step_state(s.rows / 2),
+                BufSpec::new("y", Contents::Output { bytes: s.cols * 4 }),
+            ]
+        },
+        launch: |d, b, s| {
+            ops::embed::embed(d, EmbedType::Q4K, (&b[0], &b[1], &b[2]), s.cols, s.rows)
+        },
+    },
+    Case {
+        kernel: "rmsnorm_q8_1",
+        tensor: "attn_norm",
+        shape: Shape {
+            rows: 1,
+            cols: lite::N_EMBD,
+        },
+        buffers: |s| {
+            vec![
+                BufSpec::new(
+                    "x",
+                    Contents::F32 {
+                        n: s.rows * s.cols,
+                        std: 1.0,
+                    },
+                ),
+                BufSpec::new(
+                    "w",
+                    Contents::F32 {
+                        n: s.cols,
+                        std: 0.1,
+                    },
+                ),
+                BufSpec::new(
+                    "y",
+                    Contents::Output {
+                        bytes: s.rows * s.cols / QK8_1 * size_of::<BlockQ8_1>(),
+                    },
+                ),
+            ]
+        },
+        launch: |d, b, s| {
+            ops::norm::rmsnorm_q8_1(d, (&b[0], &b[1], &b[2]), s.rows, s.cols, lite::RMS_EPS)
+        },
+    },
+    Case {
+        kernel: "rmsnorm_f32",
+        tensor: "attn_norm",
+        shape: Shape {
+            rows: 1,
+            cols: lite::N_EMBD,
+        },
+        buffers: |s| {
+            vec![
+                BufSpec::new(
+                    "x",
+                    Contents::F32 {
+                        n: s.rows * s.cols,
+                        std: 1.0,
+                    },
+                ),
+                BufSpec::new(
+                    "w",
+                    Contents::F32 {
+                        n: s.cols,
+                        std: 0.1,
+                    },
+                ),
+                BufSpec::new(
+                    "y",
+                    Contents::Output {
+                        bytes: s.rows * s.cols * 4,
+                    },
+                ),
+            ]
+        },
+        launch: |d, b, s| ops::rmsnorm_f32(d, &b[0], &b[1], &b[2], s.rows, s.cols, lite::RMS_EPS),
+    },
+    Case {
+        kernel: "quantize_q8_1",
+        tensor: "attn_norm_out",
+        shape: Shape {
+            rows: 1,
+            cols: lite::N_EMBD,
+        },
+        buffers: |s| {
+            vec![
+                BufSpec::new(
+                    "x",
+                    Contents::F32 {
+                        n: s.cols,
+                        std: 1.0,
+                    },
+                ),
+                BufSpec::new(
+                    "y",
+                    Contents::Output {
+                        bytes: s.cols / QK8_1 * size_of::<BlockQ8_1>(),
+                    },
+                ),
+            ]
+        },
+        launch: |d, b, s| ops::quantize_q8_1(d, &b[0], &b[1], s.cols),
+    },
+    gemv(&GEMV_Q4K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_Q4K, "attn_kv_a_mqa", lite::KV_A_ROWS, lite::N_EMBD),
+    Case {
+        kernel: "gemv_grouped_q5_0_q8_1",
+        tensor: "attn_k_b",
+        shape: Shape {
+            rows: lite::N_HEAD * lite::KV_LORA,
+            cols: lite::D_NOPE,
+        },
+        buffers: |s| grouped_buffers(GgmlType::Q5_0, K_B_GROUP, s),
+        launch: |d, b, s| {
+            let bufs = (&b[0], &b[1], &b[2]);
+            ops::gemv::gemv_grouped_q8_1(d, GemvType::Q5_0, bufs, s.rows, s.cols, K_B_GROUP)
+        },
+    },
+    Case {
+        kernel: "gemv_grouped_q4k_q8_1",
+        tensor: "attn_v_b",
+        shape: Shape {
+            rows: lite::N_HEAD * lite::D_V,
+            cols: lite::KV_LORA,
+        },
+        buffers: |s| grouped_buffers(GgmlType::Q4K, V_B_GROUP, s),
+        launch: |d, b, s| {
+            let bufs = (&b[0], &b[1], &b[2]);
+            ops::gemv::gemv_grouped_q8_1(d, GemvType::Q4K, bufs, s.rows, s.cols, V_B_GROUP)
+        },
+    },
+    gemv(&GEMV_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_Q4K, "ffn_gate(dense)", lite::FF_DENSE, lite::N_EMBD),
+    gemv(&GEMV_Q8_0, "ffn_down(dense)", lite::N_EMBD, lite::FF_DENSE),
+    gemv(&GEMV_Q4K, "ffn_gate_shexp", lite::FF_SHARED, lite::N_EMBD),
+    gemv(&GEMV_Q6K, "ffn_down_shexp", lite::N_EMBD, lite::FF_SHARED),
+    gemv(&GEMV_Q3K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_Q3K, "ffn_gate_shexp", lite::FF_SHARED, lite::N_EMBD),
+    gemv(&GEMV_Q6K, "output", lite::VOCAB, lite::N_EMBD),
+    Case {
+        kernel: "argmax_step",
+        tensor: "logits",
+        shape: Shape {
+            rows: 1,
+            cols: lite::VOCAB,
+        },
+        buffers: |s| {
+            vec![
+                BufSpec::new(
+                    "logits",
+                    Contents::F32 {
+                        n: s.cols,
+                        std: 1.0,
+                    },
+                ),
+                step_state(0),
+            ]
+        },
+        launch: |d, b, s| ops::head::argmax_step(d, &b[0], &b[1], s.cols),
+    },
+];
+
+/// Every distinct weight type [`CASES`] quantizes (for the input checks).
+pub fn weight_types() -> Vec<GgmlType> {
+    let mut types = Vec::new();
+    for c in CASES {
+        for b in (c.buffers)(Shape {
+            rows: 1,
+            cols: c.shape.cols,
+        }) {
+            if let Contents::Weights { ty, .. } = b.contents {
+                if !types.contains(&ty) {
+                    types.push(ty);
+                }
+            }
+        }
+    }
+    types
+}

@@ -1,0 +1,205 @@
+//! Bench inputs: Gaussian weights run through the project's reference quantizers, random
+//! activations, and the checks that prove neither is degenerate.
+//!
+//! A gemv over zero or constant weights can run faster than over real ones (the hardware
+//! compresses nothing here, but a kernel may skip zero scales, and constant data hides
+//! unpacking mistakes), so every weight a bench uses comes from the quantizer `llama-quantize`
+//! itself runs, fed with seeded Gaussian noise, and [`Variety`] checks the result.
+
+use std::collections::HashSet;
+use std::mem::offset_of;
+
+use half::f16;
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
+};
+use ingot_gguf::GgmlType;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+use crate::error::{BenchError, Result};
+
+/// Standard deviation of bench weights: the order of a trained transformer's linear weights
+/// (DeepSeek initializes with 0.006..0.02). Only the spread of the quants matters to a kernel.
+pub const WEIGHT_STD: f32 = 0.02;
+
+/// Standard deviation of bench activations: a normed hidden state has unit RMS.
+pub const ACTIVATION_STD: f32 = 1.0;
+
+/// Largest tensor the bench builds, in elements (2^31: the V2-Lite lm_head is 2.1e8). A
+/// larger request is a shape mistake and is refused before any allocation.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+/// Fewest distinct dequantized values a quantized block of bench data must hold. Gaussian
+/// noise over the coarsest format used here (Q3_K: 8 levels per 16-weight sub-block, 16
+/// sub-block scales; Q4_0: 16 levels over 32 weights) gives far more than 8; a zero or constant
+/// block gives 1.
+pub const MIN_DISTINCT_PER_BLOCK: usize = 8;
+
+/// `n` samples of N(0, std²) from a seeded generator.
+pub fn gaussian(n: usize, std: f32, seed: u64) -> Result<Vec<f32>> {
+    check_elements("gaussian", n)?;
+    let normal = Normal::new(0.0f32, std).map_err(|e| BenchError::Shape {
+        case: "gaussian".into(),
+        reason: format!("standard deviation {std}: {e}"),
+    })?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    Ok((0..n).map(|_| normal.sample(&mut rng)).collect())
+}
+
+fn check_elements(what: &str, n: usize) -> Result<()> {
+    if n == 0 || n > MAX_ELEMENTS {
+        return Err(BenchError::Shape {
+            case: what.into(),
+            reason: format!("{n} elements (the bench builds 1..={MAX_ELEMENTS})"),
+        });
+    }
+    Ok(())
+}
+
+/// Bytes of `rows` rows of `cols` elements of type `ty`, or a shape error when `cols` is not a
+/// whole number of blocks or the size is beyond [`MAX_ELEMENTS`].
+pub fn weight_bytes(ty: GgmlType, rows: usize, cols: usize) -> Result<usize> {
+    let bad = |reason: String| BenchError::Shape {
+        case: format!("{} weights {rows}x{cols}", ty.name()),
+        reason,
+    };
+    let elements = rows
+        .checked_mul(cols)
+        .filter(|&n| n > 0 && n <= MAX_ELEMENTS)
+        .ok_or_else(|| bad(format!("1..={MAX_ELEMENTS} elements required")))?;
+    let bs = ty.block_size() as usize;
+    if !cols.is_multiple_of(bs) {
+        return Err(bad(format!("row length is not a multiple of {bs}")));
+    }
+    Ok(elements / bs * ty.type_size() as usize)
+}
+
+/// `rows × cols` Gaussian weights (std [`WEIGHT_STD`]) quantized to `ty` by
+/// `ingot_quant::quantize_tensor`, the bit-exact port of ggml's reference quantizers.
+pub fn quantized_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Result<Vec<u8>> {
+    let bytes = weight_bytes(ty, rows, cols)?;
+    let x = gaussian(rows * cols, WEIGHT_STD, seed)?;
+    let mut out = vec![0u8; bytes];
+    ingot_quant::quantize_tensor(ty, &x, &mut out)
+        .map_err(|source| BenchError::Quant { ty, source })?;
+    Ok(out)
+}
+
+/// `n` Gaussian activations (std [`ACTIVATION_STD`]) as q8_1 blocks, the CUDA variant the
+/// gemv kernels read. `n` must be a multiple of 32.
+pub fn q8_1_activation(n: usize, seed: u64) -> Result<Vec<u8>> {
+    weight_bytes(GgmlType::Q8_1, 1, n)?;
+    let x = gaussian(n, ACTIVATION_STD, seed)?;
+    Ok(bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&x)).to_vec())
+}
+
+/// `n` Gaussian f32 values with standard deviation `std`, little-endian bytes.
+pub fn f32_values(n: usize, std: f32, seed: u64) -> Result<Vec<u8>> {
+    Ok(bytemuck::cast_slice(&gaussian(n, std, seed)?).to_vec())
+}
+
+/// Byte offset of the f16 block scale `d` in a block of `ty`, for the block types the bench
+/// can produce; `None` for float types (no scale).
+pub fn scale_offset(ty: GgmlType) -> Option<usize> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => offset_of!(BlockQ4_0, d),
+        Q4_1 => offset_of!(BlockQ4_1, d),
+        Q5_0 => offset_of!(BlockQ5_0, d),
+        Q5_1 => offset_of!(BlockQ5_1, d),
+        Q8_0 => offset_of!(BlockQ8_0, d),
+        Q8_1 => offset_of!(BlockQ8_1, d),
+        Q2K => offset_of!(BlockQ2K, d),
+        Q3K => offset_of!(BlockQ3K, d),
+        Q4K => offset_of!(BlockQ4K, d),
+        Q5K => offset_of!(BlockQ5K, d),
+        Q6K => offset_of!(BlockQ6K, d),
+        Iq4Nl => offset_of!(BlockIq4Nl, d),
+        Iq4Xs => offset_of!(BlockIq4Xs, d),
+        _ => return None,
+    })
+}
+
+/// How varied a buffer of quantized blocks is. Float types are looked at in chunks of 32
+/// values, as if they were blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variety {
+    pub ty: GgmlType,
+    pub blocks: usize,
+    /// Distinct raw byte patterns among the blocks.
+    pub distinct_blocks: usize,
+    /// Blocks whose f16 scale `d` is zero (always 0 for float types).
+    pub zero_scales: usize,
+    /// Fewest distinct dequantized values in any one block.
+    pub min_distinct_values: usize,
+}
+
+impl Variety {
+    /// Measures `data`, a whole number of blocks of `ty`.
+    pub fn measure(ty: GgmlType, data: &[u8]) -> Result<Variety> {
+        let (block_elems, block_bytes) = if ty.is_quantized() {
+            (ty.block_size() as usize, ty.type_size() as usize)
+        } else {
+            (QK8_1, QK8_1 * ty.type_size() as usize)
+        };
+        if data.is_empty() || !data.len().is_multiple_of(block_bytes) {
+            return Err(BenchError::Shape {
+                case: format!("{} variety", ty.name()),
+                reason: format!(
+                    "{} bytes is not a positive number of {block_bytes}-byte blocks",
+                    data.len()
+                ),
+            });
+        }
+        let mut values = vec![0f32; block_elems];
+        let mut patterns = HashSet::new();
+        let mut zero_scales = 0;
+        let mut min_distinct_values = usize::MAX;
+        for block in data.chunks_exact(block_bytes) {
+            patterns.insert(block);
+            if let Some(at) = scale_offset(ty) {
+                let d = f16::from_le_bytes([block[at], block[at + 1]]);
+                if d.to_f32() == 0.0 {
+                    zero_scales += 1;
+                }
+            }
+            ingot_quant::dequantize_row(ty, block, &mut values)
+                .map_err(|source| BenchError::Quant { ty, source })?;
+            let distinct: HashSet<u32> = values.iter().map(|v| v.to_bits()).collect();
+            min_distinct_values = min_distinct_values.min(distinct.len());
+        }
+        Ok(Variety {
+            ty,
+            blocks: data.len() / block_bytes,
+            distinct_blocks: patterns.len(),
+            zero_scales,
+            min_distinct_values,
+        })
+    }
+
+    /// `Ok` when no scale is zero, every block holds at least [`MIN_DISTINCT_PER_BLOCK`]
+    /// distinct values and (with more than one block) not all blocks are equal; otherwise the
+    /// first problem found, in words.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let ty = self.ty.name();
+        if self.zero_scales > 0 {
+            return Err(format!(
+                "{ty}: {} of {} blocks have scale d = 0",
+                self.zero_scales, self.blocks
+            ));
+        }
+        if self.min_distinct_values < MIN_DISTINCT_PER_BLOCK {
+            return Err(format!(
+                "{ty}: a block holds only {} distinct values (need {MIN_DISTINCT_PER_BLOCK})",
+                self.min_distinct_values
+            ));
+        }
+        if self.blocks > 1 && self.distinct_blocks == 1 {
+            return Err(format!("{ty}: all {} blocks are identical", self.blocks));
+        }
+        Ok(())
+    }
+}

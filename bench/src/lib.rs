@@ -1,0 +1,22 @@
+//! Kernel microbenchmarks for ingot's decode kernels at DeepSeek-V2-Lite's shapes.
+//!
+//! * [`cases`]: the table of benches (one entry per kernel launch the decoder makes).
+//! * [`inputs`]: Gaussian weights through the reference quantizers, random activations, and
+//!   [`inputs::Variety`], the proof that they are not degenerate.
+//! * [`gpu`]: CUDA-event timing with L2-evicting buffer rotation and a copy-bandwidth reference.
+//! * [`sim`]: without a GPU, the PTX simulator's counters for the same cases (no time).
+//! * [`witness`]: the first line of every bench report (GPU state via NVML, or the CPU).
+//!
+//! `cargo bench -p ingot-bench` runs `benches/kernels.rs`, which picks the GPU or the simulator.
+
+pub mod cases;
+pub mod device;
+mod error;
+pub mod gpu;
+pub mod inputs;
+pub mod report;
+pub mod setup;
+pub mod sim;
+pub mod witness;
+
+pub use error::{BenchError, Result};

@@ -1,0 +1,63 @@
+//! Materializes a case's buffers: host bytes from [`crate::inputs`], then device buffers.
+
+use ingot_abi::step::StepState;
+use ingot_kernels::Backend;
+
+use crate::cases::{BufSpec, Case, Contents, Shape};
+use crate::device::{Buf, Device};
+use crate::error::{BenchError, Result};
+use crate::inputs;
+
+/// Seed of buffer `index` of `case`: a hash of the case id, so every tensor gets its own data
+/// and a run is reproducible.
+pub fn seed(case: &Case, index: usize) -> u64 {
+    // FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in case.id().bytes().chain((index as u64).to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Host bytes of one buffer.
+pub fn host_bytes(spec: &BufSpec, seed: u64) -> Result<Vec<u8>> {
+    match spec.contents {
+        Contents::Weights { ty, rows, cols } => inputs::quantized_weights(ty, rows, cols, seed),
+        Contents::ActQ8_1 { n } => inputs::q8_1_activation(n, seed),
+        Contents::F32 { n, std } => inputs::f32_values(n, std, seed),
+        Contents::StepState { token } => Ok(bytemuck::bytes_of(&StepState {
+            token,
+            ..StepState::default()
+        })
+        .to_vec()),
+        Contents::Output { bytes } => {
+            if bytes == 0 || bytes > inputs::MAX_ELEMENTS {
+                return Err(BenchError::Shape {
+                    case: spec.param.into(),
+                    reason: format!("output of {bytes} bytes"),
+                });
+            }
+            Ok(vec![0u8; bytes])
+        }
+    }
+}
+
+/// Host bytes of every buffer of `case` at `shape`, in launch order.
+pub fn host_buffers(case: &Case, shape: Shape) -> Result<Vec<Vec<u8>>> {
+    (case.buffers)(shape)
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| host_bytes(spec, seed(case, i)))
+        .collect()
+}
+
+/// Allocates one device buffer per host buffer and uploads it.
+pub fn upload(dev: &mut Device, host: &[Vec<u8>]) -> Result<Vec<Buf>> {
+    let mut bufs = Vec::with_capacity(host.len());
+    for data in host {
+        let buf = dev.alloc(data.len())?;
+        dev.upload(&buf, data)?;
+        bufs.push(buf);
+    }
+    Ok(bufs)
+}

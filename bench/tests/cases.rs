@@ -1,0 +1,132 @@
+//! The bench table matches the kernel table, and the simulator path measures what it claims.
+
+use ingot_bench::cases::{Shape, CASES};
+use ingot_bench::device::Device;
+use ingot_bench::sim::{self, SIM_MAX_BUFFER_BYTES, SIM_ROW_QUANTUM};
+
+#[test]
+fn every_case_names_a_kernel_of_the_module() {
+    for case in CASES {
+        assert!(
+            ingot_kernels::kernel(case.kernel).is_some(),
+            "{}: no such kernel in ingot_abi::launch",
+            case.id()
+        );
+        assert!(
+            ingot_kernels::PTX.contains(&format!(".entry {}(", case.kernel)),
+            "{}: kernel missing from the committed PTX",
+            case.id()
+        );
+    }
+    let mut ids: Vec<String> = CASES.iter().map(|c| c.id()).collect();
+    ids.sort();
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "case ids must be unique");
+}
+
+#[test]
+fn gemv_required_bytes_are_weights_plus_vectors() {
+    let case = CASES
+        .iter()
+        .find(|c| c.id() == "gemv_q4k_q8_1/attn_q")
+        .expect("case");
+    let s = case.shape;
+    // Q4_K: 144 bytes per 256 weights; q8_1: 36 bytes per 32 activations; f32 output.
+    let (read, written) = case.required_bytes(s).unwrap();
+    assert_eq!(read, s.rows * s.cols / 256 * 144 + s.cols / 32 * 36);
+    assert_eq!(written, s.rows * 4);
+}
+
+#[test]
+fn sim_shape_caps_large_cases_and_keeps_small_ones() {
+    for case in CASES {
+        let s = sim::sim_shape(case).unwrap();
+        assert_eq!(s.cols, case.shape.cols);
+        assert!(s.rows <= case.shape.rows);
+        if s != case.shape {
+            assert_eq!(s.rows % SIM_ROW_QUANTUM, 0, "{}", case.id());
+            assert!(
+                case.buffer_bytes(s).unwrap() <= SIM_MAX_BUFFER_BYTES || s.rows == SIM_ROW_QUANTUM,
+                "{}",
+                case.id()
+            );
+        } else {
+            let small = case.buffer_bytes(s).unwrap() <= SIM_MAX_BUFFER_BYTES;
+            assert!(small || s.rows <= SIM_ROW_QUANTUM, "{}", case.id());
+        }
+    }
+}
+
+/// Every case runs on the simulator; each must read at least every byte it needs once (a
+/// kernel that skipped weights would read less), write exactly its output, and the counters
+/// must be non-trivial.
+#[test]
+fn every_case_runs_on_the_simulator() {
+    let mut dev = Device::sim().unwrap();
+    for case in CASES {
+        // 64 rows: whole thread blocks, a few warps each, quick in a debug test build.
+        let shape = Shape {
+            rows: case.shape.rows.min(64),
+            ..case.shape
+        };
+        let r = sim::run_case_at(&mut dev, case, shape).unwrap();
+        eprintln!(
+            "{}: rows {} instr {} read {} need {} sectors/req {:.2}",
+            case.id(),
+            r.shape.rows,
+            r.stats.warp_instructions,
+            r.stats.global_bytes_read,
+            r.required_read,
+            r.sectors_per_request()
+        );
+        assert!(r.stats.warp_instructions > 0);
+        assert!(
+            r.stats.global_bytes_read as usize >= r.required_read,
+            "{}: read {} < required {}",
+            case.id(),
+            r.stats.global_bytes_read,
+            r.required_read
+        );
+        // Exactly the output, plus at most the 16-byte StepState the argmax kernel updates.
+        let written = r.stats.global_bytes_written as usize;
+        let state = std::mem::size_of::<ingot_abi::step::StepState>();
+        assert!(
+            (r.required_written..=r.required_written + state).contains(&written),
+            "{}: wrote {written}, output is {}",
+            case.id(),
+            r.required_written
+        );
+        let spr = r.sectors_per_request();
+        assert!((1.0..=32.0).contains(&spr), "{}: {spr}", case.id());
+    }
+}
+
+#[test]
+fn a_bad_shape_is_a_typed_error() {
+    let case = CASES
+        .iter()
+        .find(|c| c.kernel == "gemv_q4k_q8_1")
+        .expect("case");
+    let mut dev = Device::sim().unwrap();
+    let host = ingot_bench::setup::host_buffers(
+        case,
+        Shape {
+            rows: 8,
+            cols: 2048,
+        },
+    )
+    .unwrap();
+    let bufs = ingot_bench::setup::upload(&mut dev, &host).unwrap();
+    // 16 rows need twice the weight buffer that was uploaded for 8.
+    let err = (case.launch)(
+        &mut dev,
+        &bufs,
+        Shape {
+            rows: 16,
+            cols: 2048,
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("buffer `w`"), "{err}");
+}
