@@ -27,6 +27,10 @@ enum Command {
     Run(cmd::run::Args),
     /// Make the tiny synthetic model (cached) and decode from it.
     Demo(cmd::demo::Args),
+    /// Decode with a device backend beside the CPU oracle; fails when they disagree.
+    Gate(cmd::gate::Args),
+    /// Measure decode tokens/s at given cache depths (llama-bench style table).
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Gate(a) => cmd::gate::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,6 @@
+pub mod bench;
 pub mod demo;
+pub mod gate;
 pub mod inspect;
 pub mod run;
 pub mod synth;

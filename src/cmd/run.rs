@@ -106,13 +106,34 @@ fn tokenize(tok: &Tokenizer, a: &Args) -> Vec<u32> {
 }
 
 fn load_backend<'f>(file: &'f GgufFile, a: &Args) -> Result<Box<dyn Decoder + 'f>> {
+    use ingot_graph::exec::{cuda::CudaExecutor, sim::SimExecutor};
+    let plan = ingot_graph::PlanOptions::for_ctx(a.ctx);
     Ok(match a.backend {
         Backend::Cpu => Box::new(CpuBackend::load(file, a.ctx)?),
         Backend::Oracle => Box::new(Oracle::load(file, a.ctx)?),
-        Backend::Cuda | Backend::Sim => bail!(
-            "backend {:?} needs the one-graph decode step, which is not built yet; use --backend cpu",
-            a.backend
-        ),
+        Backend::Cuda => {
+            let (exec, info) = CudaExecutor::load(file, plan, true)?;
+            if a.verbose {
+                eprintln!(
+                    "cuda: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for \
+                     weights, cache and activations, uploaded in {:.2} s; prefill replays the graph \
+                     once per prompt token",
+                    info.device,
+                    info.nodes,
+                    info.nodes_per_layer,
+                    info.device_bytes as f64 / (1u64 << 20) as f64,
+                    info.upload_s
+                );
+            }
+            Box::new(exec)
+        }
+        Backend::Sim => {
+            let exec = SimExecutor::load(file, plan)?;
+            if a.verbose {
+                eprintln!("ptx-sim: {}", exec.plan().summary());
+            }
+            Box::new(exec)
+        }
     })
 }
 

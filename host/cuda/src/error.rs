@@ -38,6 +38,9 @@ pub enum CudaError {
         device: usize,
         host: usize,
     },
+    /// A stream capture recorded no work, so there is no graph to replay.
+    #[error("the stream capture recorded no work (empty CUDA graph)")]
+    EmptyGraph,
     /// A zero-sized allocation was requested.
     #[error("cannot allocate a zero-byte device buffer")]
     EmptyAlloc,

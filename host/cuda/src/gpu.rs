@@ -10,6 +10,12 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// An open device with one stream.
+///
+/// The stream is a non-default one and cudarc's per-buffer event tracking is off, so all work
+/// can be captured into a CUDA graph (the legacy NULL stream cannot be captured, and tracking
+/// events recorded before a capture break it). Ordering therefore rests on the single stream:
+/// every copy and launch goes to it, and the host waits with [`Gpu::synchronize`] or an
+/// [`Event`] before touching results.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -27,6 +33,10 @@ pub struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
+    pub(crate) fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.slice.len()
@@ -42,6 +52,8 @@ impl DeviceBuffer {
 #[derive(Clone, Copy)]
 pub enum Arg<'a> {
     Buf(&'a DeviceBuffer),
+    /// The address `offset` bytes into the buffer; the caller keeps `offset < len`.
+    BufAt(&'a DeviceBuffer, u64),
     U32(u32),
     I32(i32),
     F32(f32),
@@ -71,8 +83,22 @@ impl Gpu {
             return Err(CudaError::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).call("cuDevicePrimaryCtxRetain")?;
-        let stream = ctx.default_stream();
+        // SAFETY: called before any buffer exists; all work is ordered on the one stream below.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().call("cuStreamCreate")?;
         Ok(Self { ctx, stream })
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    pub(crate) fn cuda_stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(crate) fn stream_handle(&self) -> sys::CUstream {
+        self.stream.cu_stream()
     }
 
     /// Device name as the driver reports it.
@@ -146,6 +172,7 @@ impl Gpu {
             .iter()
             .map(|a| match *a {
                 Arg::Buf(b) => b.slice.device_ptr(&self.stream).0,
+                Arg::BufAt(b, offset) => b.slice.device_ptr(&self.stream).0 + offset,
                 Arg::U32(v) => u64::from(v),
                 Arg::I32(v) => u64::from(v as u32),
                 Arg::F32(v) => u64::from(v.to_bits()),
@@ -195,6 +222,12 @@ impl Gpu {
 }
 
 impl Module {
+    /// Looks kernel `name` up now, so that a later launch (e.g. during graph capture) makes no
+    /// module call.
+    pub fn prepare(&mut self, name: &str) -> Result<(), CudaError> {
+        self.function(name).map(|_| ())
+    }
+
     fn function(&mut self, name: &str) -> Result<&CudaFunction, CudaError> {
         if !self.functions.contains_key(name) {
             let f = self

@@ -1,0 +1,193 @@
+//! A gate run: oracle and backend side by side over a prompt and greedy continuation.
+
+use std::fmt;
+use std::time::Instant;
+
+use ingot_gguf::GgufFile;
+use ingot_graph::exec::cuda::CudaExecutor;
+use ingot_graph::exec::sim::SimExecutor;
+use ingot_graph::{ExecError, PlanOptions};
+use ingot_model::{ModelError, Oracle};
+
+use crate::band::Band;
+use crate::compare::{judge_step, StepReport, Verdict};
+
+/// Which executor is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateBackend {
+    /// The plan in ptx-sim; per-layer residuals are compared too.
+    Sim,
+    /// The plan as one CUDA graph on GPU 0; logits only.
+    Cuda,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct GateOptions {
+    pub backend: GateBackend,
+    /// Token ids fed first (non-empty), e.g. BOS plus the tokenized prompt.
+    pub prompt: Vec<u32>,
+    /// Greedy steps after the prompt.
+    pub steps: usize,
+    pub band: Band,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("the gate needs at least one prompt token")]
+    EmptyPrompt,
+    #[error("oracle: {0}")]
+    Oracle(#[from] ModelError),
+    #[error("{backend:?} backend: {source}")]
+    Backend {
+        backend: GateBackend,
+        #[source]
+        source: ExecError,
+    },
+}
+
+/// Every step of a run, in order.
+#[derive(Clone, Debug)]
+pub struct GateReport {
+    pub backend: GateBackend,
+    pub steps: Vec<StepReport>,
+    /// Wall time of the backend's steps (seconds).
+    pub backend_s: f64,
+    pub oracle_s: f64,
+    /// Per-node simulator counters per step, heaviest nodes first (sim backend only).
+    pub profile: Option<String>,
+}
+
+impl GateReport {
+    /// No step is a [`Verdict::Mismatch`].
+    pub fn passed(&self) -> bool {
+        self.steps.iter().all(|s| s.verdict != Verdict::Mismatch)
+    }
+
+    pub fn count(&self, v: Verdict) -> usize {
+        self.steps.iter().filter(|s| s.verdict == v).count()
+    }
+
+    /// The first failing step.
+    pub fn first_failure(&self) -> Option<&StepReport> {
+        self.steps.iter().find(|s| s.verdict == Verdict::Mismatch)
+    }
+}
+
+impl fmt::Display for GateReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.steps {
+            writeln!(f, "{s}")?;
+        }
+        if let Some(p) = &self.profile {
+            writeln!(f, "{p}")?;
+        }
+        write!(
+            f,
+            "{:?} gate: {} steps, {} match, {} near-tie, {} mismatch; backend {:.2} s/step, oracle {:.2} s/step: {}",
+            self.backend,
+            self.steps.len(),
+            self.count(Verdict::Match),
+            self.count(Verdict::NearTie),
+            self.count(Verdict::Mismatch),
+            self.backend_s / self.steps.len().max(1) as f64,
+            self.oracle_s / self.steps.len().max(1) as f64,
+            if self.passed() { "PASS" } else { "FAIL" }
+        )?;
+        if let Some(s) = self.first_failure() {
+            write!(f, "\nfirst failure at pos {}", s.pos)?;
+            match &s.first_drift {
+                Some(d) => match d.layer {
+                    Some(l) => write!(
+                        f,
+                        ": hidden state first leaves the band after layer blk.{l}"
+                    )?,
+                    None => write!(f, ": the embedding is already out of the band")?,
+                },
+                None if self.backend == GateBackend::Cuda => write!(
+                    f,
+                    "; rerun with --backend sim to find the first layer out of band"
+                )?,
+                None => write!(
+                    f,
+                    ": every layer is inside the band; the head (output norm / lm_head) differs"
+                )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Exec {
+    Sim(Box<SimExecutor>),
+    Cuda(Box<CudaExecutor>),
+}
+
+/// Runs the gate on `file`: the prompt, then `steps` greedy tokens chosen by the oracle, each
+/// fed to both decoders. Every position is judged.
+pub fn run_gate(file: &GgufFile, opts: &GateOptions) -> Result<GateReport, GateError> {
+    if opts.prompt.is_empty() {
+        return Err(GateError::EmptyPrompt);
+    }
+    let ctx = opts.prompt.len() + opts.steps;
+    let be = |source| GateError::Backend {
+        backend: opts.backend,
+        source,
+    };
+    let plan_opts = PlanOptions::for_ctx(ctx);
+    let mut exec = match opts.backend {
+        GateBackend::Sim => Exec::Sim(Box::new(SimExecutor::load(file, plan_opts).map_err(be)?)),
+        GateBackend::Cuda => {
+            let (e, _) = CudaExecutor::load(file, plan_opts, false).map_err(be)?;
+            Exec::Cuda(Box::new(e))
+        }
+    };
+    let mut oracle = Oracle::load(file, ctx)?;
+    let mut report = GateReport {
+        backend: opts.backend,
+        steps: Vec::with_capacity(ctx),
+        backend_s: 0.0,
+        oracle_s: 0.0,
+        profile: None,
+    };
+    let mut token = opts.prompt[0];
+    for pos in 0..ctx - 1 {
+        let t0 = Instant::now();
+        let o = oracle.decode_with_trace(token, pos)?;
+        report.oracle_s += t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let step = match &mut exec {
+            Exec::Sim(e) => {
+                let b = e.step_with_trace(token, pos).map_err(be)?;
+                report.backend_s += t1.elapsed().as_secs_f64();
+                let hidden_b: Vec<Vec<f32>> =
+                    std::iter::once(b.embedding).chain(b.layers).collect();
+                let hidden_o: Vec<Vec<f32>> = std::iter::once(o.embedding.clone())
+                    .chain(o.layers.iter().cloned())
+                    .collect();
+                judge_step(
+                    &opts.band,
+                    pos,
+                    token,
+                    &o.logits,
+                    &b.logits,
+                    Some((&hidden_b, &hidden_o)),
+                )
+            }
+            Exec::Cuda(e) => {
+                e.step(token, pos).map_err(be)?;
+                report.backend_s += t1.elapsed().as_secs_f64();
+                judge_step(&opts.band, pos, token, &o.logits, e.logits(), None)
+            }
+        };
+        token = match opts.prompt.get(pos + 1) {
+            Some(&t) => t,
+            None => step.oracle_top1,
+        };
+        report.steps.push(step);
+    }
+    if let Exec::Sim(e) = &exec {
+        report.profile = Some(e.profile(report.steps.len(), 12));
+    }
+    Ok(report)
+}

@@ -1,0 +1,335 @@
+//! Absorbed MLA attention of one layer (spec §5.1): norm, projections, rope + cache write,
+//! split-K attention over the latent cache, the per-head up-projection and `attn_output` with
+//! the residual add.
+
+use ingot_abi::launch::{
+    ATTN_MAX_ROPE, ATTN_MERGE, FLASH_LATENT, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    ROPE_KV,
+};
+use ingot_gguf::GgmlType;
+use ingot_model::AttnLayout;
+
+use super::kernels as k;
+use super::{buf, buf_at, u32a, Builder};
+use crate::error::PlanError;
+use crate::node::NodeArg;
+use crate::weights::Recipe;
+use ingot_abi::blocks::BlockQ8_1;
+
+/// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards.
+pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
+    let c = b.c;
+    check_shapes(b)?;
+    if c.q_lora.is_some() {
+        return Err(PlanError::UnsupportedModel(
+            "low-rank queries (attention.q_lora_rank, attn_q_a/attn_q_b) are not planned yet"
+                .into(),
+        ));
+    }
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| format!("blk.{il} {s}");
+    let layer = Some(il);
+    let (norm_q8, step) = (b.acts.norm_q8, b.acts.step);
+
+    let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
+    super::ffn::rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
+
+    let q_len = c.n_head * c.d_qk();
+    let q = b.f32_act("act.q", q_len)?;
+    let kv = b.f32_act("act.kv", c.cache_row())?;
+    super::ffn::gemv_into(b, &name("attn_q.weight"), norm_q8, q, label("attn_q"), il)?;
+    super::ffn::gemv_into(
+        b,
+        &name("attn_kv_a_mqa.weight"),
+        norm_q8,
+        kv,
+        label("attn_kv_a_mqa"),
+        il,
+    )?;
+
+    let (kv_norm, _) = b.weight(&name("attn_kv_a_norm.weight"), "rmsnorm", &is_f32)?;
+    let rope_freq = rope_table(b);
+    let q_pe = b.f32_act("act.q_pe", c.n_head * c.d_rope)?;
+    let cache = b.kv_cache(il)?;
+    b.node(
+        ROPE_KV.name,
+        label("rope_kv"),
+        layer,
+        1,
+        vec![
+            buf(q),
+            buf(kv),
+            buf(kv_norm),
+            buf(rope_freq),
+            buf(step),
+            buf(q_pe),
+            buf(cache),
+            u32a(c.n_head),
+            u32a(c.d_nope),
+            u32a(c.kv_lora),
+            u32a(c.d_rope),
+            u32a(b.opts.ctx),
+            NodeArg::F32(c.rms_eps),
+            NodeArg::F32(c.rope.rope_mscale()),
+        ],
+    )?;
+
+    // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at
+    // block h·stride: when d_qk is a whole number of q8_1 blocks the whole q is quantized once
+    // (stride d_qk/32); otherwise each head's nope part is quantized into its own blocks.
+    let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
+    let (q_nope_q8, stride) = if c.d_qk().is_multiple_of(32) {
+        let q8 = b.q8_act("act.q_q8", q_len)?;
+        super::ffn::quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
+        (q8, c.d_qk() / 32)
+    } else {
+        let q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
+        for h in 0..c.n_head {
+            let x = buf_at(q, (h * c.d_qk() * 4) as u64);
+            let y = buf_at(q8, (h * c.d_nope / 32 * size_of::<BlockQ8_1>()) as u64);
+            super::ffn::quantize(
+                b,
+                x,
+                y,
+                c.d_nope,
+                label(&format!("quantize q_nope head {h}")),
+                il,
+            )?;
+        }
+        (q8, c.d_nope / 32)
+    };
+    let q_abs = b.f32_act("act.q_abs", c.n_head * c.kv_lora)?;
+    grouped(
+        b,
+        (k_b, k_b_ty),
+        q_nope_q8,
+        q_abs,
+        (c.d_nope, c.n_head * c.kv_lora, c.kv_lora, stride),
+        label("attn_k_b"),
+        il,
+    )?;
+
+    let segs = b.opts.max_segments as usize;
+    let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
+    let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
+    b.node(
+        FLASH_LATENT.name,
+        label("flash_latent"),
+        layer,
+        segs,
+        vec![
+            buf(q_abs),
+            buf(q_pe),
+            buf(cache),
+            buf(step),
+            buf(part_o),
+            buf(part_ml),
+            u32a(c.n_head),
+            u32a(c.kv_lora),
+            u32a(c.d_rope),
+            u32a(b.opts.ctx),
+            u32a(segs),
+            NodeArg::F32(c.kq_scale),
+        ],
+    )?;
+    let o_lat = b.f32_act("act.o_lat", c.n_head * c.kv_lora)?;
+    b.node(
+        ATTN_MERGE.name,
+        label("attn_merge"),
+        layer,
+        c.n_head,
+        vec![
+            buf(part_o),
+            buf(part_ml),
+            buf(step),
+            buf(o_lat),
+            u32a(c.n_head),
+            u32a(c.kv_lora),
+            u32a(b.opts.ctx),
+            u32a(segs),
+        ],
+    )?;
+
+    let n_lat = c.n_head * c.kv_lora;
+    let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
+    super::ffn::quantize(
+        b,
+        buf(o_lat),
+        buf(o_lat_q8),
+        n_lat,
+        label("quantize o_lat"),
+        il,
+    )?;
+    let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
+    let o = b.f32_act("act.o", c.n_head * c.d_v)?;
+    grouped(
+        b,
+        (v_b, v_b_ty),
+        o_lat_q8,
+        o,
+        (c.kv_lora, c.n_head * c.d_v, c.d_v, c.kv_lora / 32),
+        label("attn_v_b"),
+        il,
+    )?;
+    let o_q8 = b.q8_act("act.o_q8", c.n_head * c.d_v)?;
+    super::ffn::quantize(
+        b,
+        buf(o),
+        buf(o_q8),
+        c.n_head * c.d_v,
+        label("quantize o"),
+        il,
+    )?;
+    super::ffn::gemv_add_residual(
+        b,
+        &name("attn_output.weight"),
+        o_q8,
+        label("attn_output"),
+        il,
+    )
+}
+
+/// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer.
+fn grouped(
+    b: &mut Builder<'_>,
+    (w, ty): (crate::BufId, GgmlType),
+    x: crate::BufId,
+    y: crate::BufId,
+    (ncols, nrows, rows_per_group, stride): (usize, usize, usize, usize),
+    label: String,
+    il: usize,
+) -> Result<(), PlanError> {
+    let m = k::row_multiple(ty);
+    if !ncols.is_multiple_of(m) {
+        return Err(PlanError::UnsupportedShape {
+            name: b.buffer_name(w),
+            reason: format!(
+                "rows of {ncols} {} weights; the grouped gemv needs a multiple of {m}",
+                ty.name()
+            ),
+        });
+    }
+    b.node(
+        k::gemv_grouped(ty),
+        label,
+        Some(il),
+        k::gemv_items(ty, ncols, nrows),
+        vec![
+            buf(w),
+            buf(x),
+            buf(y),
+            u32a(ncols),
+            u32a(nrows),
+            u32a(rows_per_group),
+            u32a(stride),
+        ],
+    )
+}
+
+fn is_f32(ty: GgmlType) -> bool {
+    ty == GgmlType::F32
+}
+
+/// The kernels' compile-time limits, checked once per layer (cheap) so the error names them.
+fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
+    let c = b.c;
+    let fail = |what: String| Err(PlanError::UnsupportedModel(what));
+    if c.n_head as u32 > FLASH_MAX_HEADS {
+        return fail(format!(
+            "{} heads (flash_latent serves at most {FLASH_MAX_HEADS})",
+            c.n_head
+        ));
+    }
+    if c.d_rope as u32 > ATTN_MAX_ROPE {
+        return fail(format!(
+            "rope width {} (rope_kv supports at most {ATTN_MAX_ROPE})",
+            c.d_rope
+        ));
+    }
+    if c.kv_lora as u32 > FLASH_MAX_LORA || c.cache_row() as u32 > FLASH_MAX_ROW {
+        return fail(format!(
+            "latent width {} + rope {} (flash_latent supports kv_lora <= {FLASH_MAX_LORA}, row <= {FLASH_MAX_ROW})",
+            c.kv_lora, c.d_rope
+        ));
+    }
+    for (what, v) in [("kv_lora", c.kv_lora), ("d_nope", c.d_nope), ("d_v", c.d_v)] {
+        if !v.is_multiple_of(32) {
+            return fail(format!(
+                "{what} = {v} is not a multiple of 32 (q8_1 blocks)"
+            ));
+        }
+    }
+    if !c.d_rope.is_multiple_of(8) {
+        return fail(format!("rope width {} is not a multiple of 8", c.d_rope));
+    }
+    Ok(())
+}
+
+/// `rope_freq[i] = θ_i(pos) / pos` as f64, the YaRN-blended angular frequency of pair `i`
+/// (θ is linear in the position), shared by all layers.
+fn rope_table(b: &mut Builder<'_>) -> crate::BufId {
+    const NAME: &str = "const.rope_freq";
+    if let Some(id) = b.existing(NAME) {
+        return id;
+    }
+    let data: Vec<u8> = (0..b.c.d_rope / 2)
+        .flat_map(|i| b.c.rope.theta(1, i).to_le_bytes())
+        .collect();
+    b.constant(NAME, data)
+}
+
+enum Absorbed {
+    K,
+    V,
+}
+
+/// `attn_k_b`/`attn_v_b` of layer `il`: the file's tensor for MLA-layout files, or derived from
+/// `attn_kv_b` at load for legacy files (k_b transposed and stored Q8_0 as ik_llama.cpp does;
+/// v_b rows gathered in the file's own type).
+fn absorbed_weight(
+    b: &mut Builder<'_>,
+    il: usize,
+    which: Absorbed,
+) -> Result<(crate::BufId, GgmlType), PlanError> {
+    let c = b.c;
+    let suffix = match which {
+        Absorbed::K => "attn_k_b.weight",
+        Absorbed::V => "attn_v_b.weight",
+    };
+    let name = format!("blk.{il}.{suffix}");
+    match c.layout {
+        AttnLayout::Mla => {
+            let (id, info) = b.weight(&name, "grouped gemv", &k::gemv_type)?;
+            Ok((id, info.ty))
+        }
+        AttnLayout::Legacy => {
+            let from = format!("blk.{il}.attn_kv_b.weight");
+            let info = b.tensor(&from)?;
+            let geometry = crate::weights::KvbGeometry {
+                n_head: c.n_head,
+                d_nope: c.d_nope,
+                d_v: c.d_v,
+                kv_lora: c.kv_lora,
+            };
+            let (recipe, ty) = match which {
+                Absorbed::K => (Recipe::KFromKvb(geometry), GgmlType::Q8_0),
+                Absorbed::V => (Recipe::VFromKvb(geometry), info.ty),
+            };
+            if !k::gemv_type(ty) || !ingot_quant::can_dequantize(info.ty) {
+                return Err(PlanError::UnsupportedType {
+                    name: from,
+                    ty: info.ty.name(),
+                    role: "absorbed attention (legacy attn_kv_b)",
+                    supported: "types with a q8_1 gemv".into(),
+                });
+            }
+            let bytes = recipe
+                .output_bytes(ty)
+                .ok_or_else(|| PlanError::UnsupportedShape {
+                    name: from.clone(),
+                    reason: format!("rows do not split into {} blocks", ty.name()),
+                })?;
+            Ok((b.derived(&name, &from, ty, recipe, bytes), ty))
+        }
+    }
+}

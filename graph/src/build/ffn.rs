@@ -1,0 +1,379 @@
+//! Feed-forward parts of a layer (spec §5.4) and the launch helpers every part uses.
+//!
+//! The dense FFN and every "matrix times activation plus residual" (`attn_output`) run on the
+//! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
+//! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
+
+use ingot_abi::launch::MOE_ROUTE;
+use ingot_gguf::{GgmlType, TensorInfo};
+use ingot_model::GatingFunc;
+
+use super::kernels as k;
+use super::{buf, u32a, Builder};
+use crate::buffer::BufId;
+use crate::error::PlanError;
+use crate::node::NodeArg;
+
+/// `norm_q8 = q8_1(rmsnorm(residual)·w)`, and the f32 `norm` too when `need_f32` (the
+/// router's input): one fused launch when the PTX has it and no f32 copy is needed, otherwise
+/// `rmsnorm_f32` then `quantize_q8_1`.
+pub(crate) fn rmsnorm_q8(
+    b: &mut Builder<'_>,
+    w: BufId,
+    label: String,
+    layer: Option<usize>,
+    need_f32: bool,
+) -> Result<(), PlanError> {
+    let (x, y, y_q8) = (b.acts.residual, b.acts.norm, b.acts.norm_q8);
+    let (n, eps) = (b.c.n_embd, b.c.rms_eps);
+    if !need_f32 && k::available(k::RMSNORM_Q8_1) {
+        return b.node(
+            k::RMSNORM_Q8_1,
+            label,
+            layer,
+            1,
+            vec![buf(x), buf(w), buf(y_q8), u32a(n), NodeArg::F32(eps)],
+        );
+    }
+    b.node(
+        k::RMSNORM_F32,
+        label.clone(),
+        layer,
+        1,
+        vec![buf(x), buf(w), buf(y), u32a(n), NodeArg::F32(eps)],
+    )?;
+    b.node(
+        k::QUANTIZE_Q8_1,
+        format!("{label} q8_1"),
+        layer,
+        n,
+        vec![buf(y), buf(y_q8), u32a(n)],
+    )
+}
+
+/// `y = x` quantized to q8_1 (`n` a multiple of 32).
+pub(crate) fn quantize(
+    b: &mut Builder<'_>,
+    x: NodeArg,
+    y: NodeArg,
+    n: usize,
+    label: String,
+    il: usize,
+) -> Result<(), PlanError> {
+    b.node(k::QUANTIZE_Q8_1, label, Some(il), n, vec![x, y, u32a(n)])
+}
+
+/// `(ncols, nrows)` of a weight whose rows the gemv kernels can read.
+pub(crate) fn gemv_shape(name: &str, info: &TensorInfo) -> Result<(usize, usize), PlanError> {
+    let ncols = info.ne.first().copied().unwrap_or(0) as usize;
+    let nrows = info.ne.iter().skip(1).product::<u64>() as usize;
+    let m = k::row_multiple(info.ty);
+    if ncols == 0 || !ncols.is_multiple_of(m) {
+        return Err(PlanError::UnsupportedShape {
+            name: name.into(),
+            reason: format!(
+                "rows of {ncols} {} weights; the gemv kernels need a multiple of {m}",
+                info.ty.name()
+            ),
+        });
+    }
+    Ok((ncols, nrows))
+}
+
+/// A weight read by the q8_1 gemv family, with its `(ncols, nrows)`.
+pub(crate) fn gemv_weight<'a>(
+    b: &mut Builder<'a>,
+    name: &str,
+    role: &'static str,
+) -> Result<(BufId, &'a TensorInfo, usize, usize), PlanError> {
+    let (id, info) = b.weight(name, role, &k::gemv_type)?;
+    let (ncols, nrows) = gemv_shape(name, info)?;
+    Ok((id, info, ncols, nrows))
+}
+
+/// `y = W·x` for the 2-D weight `name`, `x` q8_1.
+pub(crate) fn gemv_into(
+    b: &mut Builder<'_>,
+    name: &str,
+    x_q8: BufId,
+    y: BufId,
+    label: String,
+    il: usize,
+) -> Result<(), PlanError> {
+    let (w, info, ncols, nrows) = gemv_weight(b, name, "gemv")?;
+    b.node(
+        k::gemv(info.ty),
+        label,
+        Some(il),
+        k::gemv_items(info.ty, ncols, nrows),
+        vec![buf(w), buf(x_q8), buf(y), u32a(ncols), u32a(nrows)],
+    )
+}
+
+/// `residual += W·x` for the 2-D weight `name` (`x` q8_1), as a `moe_down` launch with no
+/// routed slot.
+pub(crate) fn gemv_add_residual(
+    b: &mut Builder<'_>,
+    name: &str,
+    x_q8: BufId,
+    label: String,
+    il: usize,
+) -> Result<(), PlanError> {
+    let (w, info, ncols, nrows) = gemv_weight(b, name, "gemv")?;
+    let (residual, sel) = (b.acts.residual, selection(b)?);
+    b.node(
+        k::moe_down(info.ty, info.ty),
+        label,
+        Some(il),
+        nrows,
+        // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
+        vec![
+            buf(x_q8),
+            buf(sel),
+            buf(w),
+            buf(w),
+            buf(residual),
+            buf(residual),
+            u32a(nrows),
+            u32a(ncols),
+            u32a(0),
+            u32a(ncols),
+            u32a(1),
+        ],
+    )
+}
+
+/// The router's output buffer (also a valid, unread `sel` for launches without routed slots).
+fn selection(b: &mut Builder<'_>) -> Result<BufId, PlanError> {
+    b.act(
+        "act.expert_selection",
+        size_of::<ingot_abi::launch::ExpertSelection>() as u64,
+    )
+}
+
+/// Dense FFN of a lead layer: `residual += W_down·(silu(W_gate·h) ⊙ W_up·h)`.
+pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| format!("blk.{il} {s}");
+    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
+    rmsnorm_q8(b, ffn_norm, label("ffn_norm"), Some(il), false)?;
+    let (gate, gate_info, ncols, ff) = gemv_weight(b, &name("ffn_gate.weight"), "dense FFN")?;
+    let (up, up_info, _, _) = gemv_weight(b, &name("ffn_up.weight"), "dense FFN")?;
+    same_type(&name("ffn_gate/ffn_up.weight"), &[gate_info.ty, up_info.ty])?;
+    let (down, down_info, down_cols, nrows) =
+        gemv_weight(b, &name("ffn_down.weight"), "dense FFN")?;
+    multiple_of_32(&name("ffn_gate.weight"), ff)?;
+    let mid_q8 = b.q8_act("act.dense_mid_q8", ff)?;
+    let (sel, norm_q8, residual) = (selection(b)?, b.acts.norm_q8, b.acts.residual);
+    b.node(
+        k::moe_gate_up(gate_info.ty),
+        label("ffn_gate_up_swiglu"),
+        Some(il),
+        ff,
+        vec![
+            buf(norm_q8),
+            buf(sel),
+            buf(gate),
+            buf(up),
+            buf(gate),
+            buf(up),
+            buf(mid_q8),
+            u32a(ncols),
+            u32a(ff),
+            u32a(0),
+            u32a(ff),
+            u32a(1),
+        ],
+    )?;
+    b.node(
+        k::moe_down(down_info.ty, down_info.ty),
+        label("ffn_down"),
+        Some(il),
+        nrows,
+        vec![
+            buf(mid_q8),
+            buf(sel),
+            buf(down),
+            buf(down),
+            buf(residual),
+            buf(residual),
+            u32a(nrows),
+            u32a(down_cols),
+            u32a(0),
+            u32a(down_cols),
+            u32a(1),
+        ],
+    )
+}
+
+/// MoE FFN: router, top-k, fused gate/up/SwiGLU over the selected and shared experts, and the
+/// weighted down projection added to the residual.
+pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
+    let c = b.c;
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| format!("blk.{il} {s}");
+    if c.n_expert_used > ingot_abi::launch::MAX_EXPERTS_USED
+        || c.n_expert as u32 > ingot_abi::launch::ROUTER_MAX_EXPERTS
+    {
+        return Err(PlanError::UnsupportedModel(format!(
+            "{} experts, {} used (the router supports at most {} and {})",
+            c.n_expert,
+            c.n_expert_used,
+            ingot_abi::launch::ROUTER_MAX_EXPERTS,
+            ingot_abi::launch::MAX_EXPERTS_USED
+        )));
+    }
+    if c.n_expert_shared == 0 {
+        return Err(PlanError::UnsupportedModel(
+            "MoE layers without shared experts are not planned".into(),
+        ));
+    }
+    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
+    rmsnorm_q8(b, ffn_norm, label("ffn_norm"), Some(il), true)?;
+
+    let router_logits = b.f32_act("act.router_logits", c.n_expert)?;
+    let (router, _) = b.weight(&name("ffn_gate_inp.weight"), "router gemv", &is_f32)?;
+    if !c.n_embd.is_multiple_of(4) {
+        return Err(PlanError::UnsupportedModel(format!(
+            "n_embd = {} is not a multiple of 4 (f32 router gemv)",
+            c.n_embd
+        )));
+    }
+    let norm = b.acts.norm;
+    b.node(
+        k::GEMV_F32,
+        label("ffn_gate_inp"),
+        Some(il),
+        c.n_expert,
+        vec![
+            buf(router),
+            buf(norm),
+            buf(router_logits),
+            u32a(c.n_embd),
+            u32a(c.n_expert),
+        ],
+    )?;
+    let sel = selection(b)?;
+    let mut flags = 0;
+    if c.gating == GatingFunc::Sigmoid {
+        flags |= ingot_abi::launch::ROUTE_SIGMOID;
+    }
+    if c.expert_weights_norm {
+        flags |= ingot_abi::launch::ROUTE_NORMALIZE;
+    }
+    // Without a selection bias the kernel never reads `bias`; the logits stand in as a valid
+    // pointer.
+    let bias = if c.has_expert_bias {
+        flags |= ingot_abi::launch::ROUTE_BIAS;
+        b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
+            .0
+    } else {
+        router_logits
+    };
+    b.node(
+        MOE_ROUTE.name,
+        label("moe_route"),
+        Some(il),
+        1,
+        vec![
+            buf(router_logits),
+            buf(bias),
+            buf(sel),
+            u32a(c.n_expert),
+            u32a(c.n_expert_used),
+            u32a(c.n_expert_group),
+            u32a(c.n_expert_group_used),
+            NodeArg::U32(flags),
+            NodeArg::F32(c.expert_weights_scale),
+        ],
+    )?;
+
+    let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
+    let (up_e, up_ty, _, _) = expert(b, &name("ffn_up_exps.weight"))?;
+    let (gate_s, gs, _, ffs) = gemv_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
+    let (up_s, us, _, _) = gemv_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
+    same_type(
+        &name("ffn_{gate,up}_{exps,shexp}.weight"),
+        &[gate_ty, up_ty, gs.ty, us.ty],
+    )?;
+    let ff = c.ff_expert;
+    multiple_of_32(&name("ffn_gate_exps.weight"), ff)?;
+    multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
+    let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
+    let norm_q8 = b.acts.norm_q8;
+    b.node(
+        k::moe_gate_up(gate_ty),
+        label("moe_gate_up_swiglu"),
+        Some(il),
+        c.n_expert_used * ff + ffs,
+        vec![
+            buf(norm_q8),
+            buf(sel),
+            buf(gate_e),
+            buf(up_e),
+            buf(gate_s),
+            buf(up_s),
+            buf(mid_q8),
+            u32a(ncols),
+            u32a(ff),
+            u32a(c.n_expert_used),
+            u32a(ffs),
+            u32a(c.n_expert),
+        ],
+    )?;
+    let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
+    let (down_s, ds, _, _) = gemv_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
+    let residual = b.acts.residual;
+    b.node(
+        k::moe_down(down_ty, ds.ty),
+        label("moe_down"),
+        Some(il),
+        c.n_embd,
+        vec![
+            buf(mid_q8),
+            buf(sel),
+            buf(down_e),
+            buf(down_s),
+            buf(residual),
+            buf(residual),
+            u32a(c.n_embd),
+            u32a(ff),
+            u32a(c.n_expert_used),
+            u32a(ffs),
+            u32a(c.n_expert),
+        ],
+    )
+}
+
+/// A stacked expert tensor `{ncols, rows, n_expert}`: buffer, type, `ncols`, rows per expert.
+fn expert(b: &mut Builder<'_>, name: &str) -> Result<(BufId, GgmlType, usize, usize), PlanError> {
+    let (id, info, ncols, _) = gemv_weight(b, name, "MoE expert")?;
+    let rows = info.ne.get(1).copied().unwrap_or(1) as usize;
+    Ok((id, info.ty, ncols, rows))
+}
+
+fn is_f32(ty: GgmlType) -> bool {
+    ty == GgmlType::F32
+}
+
+fn multiple_of_32(name: &str, n: usize) -> Result<(), PlanError> {
+    if n.is_multiple_of(32) {
+        return Ok(());
+    }
+    Err(PlanError::UnsupportedShape {
+        name: name.into(),
+        reason: format!("{n} output rows do not split into q8_1 blocks of 32"),
+    })
+}
+
+/// The fused gate/up kernel reads gate and up (routed and shared) with one dot routine.
+fn same_type(what: &str, types: &[GgmlType]) -> Result<(), PlanError> {
+    if types.windows(2).all(|w| w[0] == w[1]) {
+        return Ok(());
+    }
+    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+    Err(PlanError::UnsupportedShape {
+        name: what.into(),
+        reason: format!("mixed types {names:?}; the fused gate/up kernel reads one type"),
+    })
+}

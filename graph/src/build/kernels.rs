@@ -1,0 +1,115 @@
+//! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
+//!
+//! Names and parameter lists follow `ingot_abi::launch`. Where a fused kernel is not in the
+//! committed PTX yet (the embedding fetch, rmsnorm fused with q8_1 quantization, lm_head with
+//! argmax), the builder falls back to the unfused kernels or to a host step the plan records
+//! ([`crate::Plan::host_embedding`], [`crate::Plan::device_argmax`]); [`crate::Plan::check`]
+//! verifies every node against the table before anything runs.
+
+use ingot_abi::launch::{
+    gemv_rows_per_warp, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
+    GEMV_Q3K_LANES,
+};
+use ingot_gguf::GgmlType;
+
+/// Whether the committed PTX exports kernel `name` and the launch table describes it.
+pub fn available(name: &str) -> bool {
+    ingot_kernels::kernel(name).is_some() && ingot_kernels::PTX.contains(&format!(".entry {name}("))
+}
+
+/// The kernel-name spelling of a weight type: `Q4_K` → `q4k`, `Q5_0` → `q5_0`, `IQ4_NL` →
+/// `iq4_nl`.
+pub fn type_tag(ty: GgmlType) -> String {
+    ty.name().to_ascii_lowercase().replace("_k", "k")
+}
+
+/// Weight types the quantized gemv, grouped gemv and MoE kernels read (q8_1 activations).
+pub fn gemv_type(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4_0
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Iq4Nl
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+    )
+}
+
+fn is_kquant(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K
+    )
+}
+
+/// Row lengths the gemv kernels accept are multiples of this: 64 for the 32-element types (a
+/// lane takes a pair of blocks), 256 for k-quants.
+pub fn row_multiple(ty: GgmlType) -> usize {
+    if is_kquant(ty) {
+        GEMV_KQUANT_QK as usize
+    } else {
+        GEMV_PAIR_QK as usize
+    }
+}
+
+/// Work items (warps) of a gemv over `nrows` rows of `ncols` weights of type `ty`: the same
+/// formula as the kernels' thread mapping (`ingot_abi::launch::gemv_rows_per_warp`).
+pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
+    let lanes = match ty {
+        GgmlType::Q3K => GEMV_Q3K_LANES,
+        t if is_kquant(t) => GEMV_KQUANT_LANES,
+        _ => GEMV_PAIR_LANES,
+    };
+    let units = u32::try_from(ncols / row_multiple(ty)).unwrap_or(u32::MAX);
+    nrows.div_ceil(gemv_rows_per_warp(units, lanes) as usize)
+}
+
+/// `(w, x, y, ncols, nrows)`: `y = W·x` with `x` q8_1.
+pub fn gemv(ty: GgmlType) -> String {
+    format!("gemv_{}_q8_1", type_tag(ty))
+}
+
+/// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`.
+pub fn gemv_grouped(ty: GgmlType) -> String {
+    format!("gemv_grouped_{}_q8_1", type_tag(ty))
+}
+
+/// The f32 router gemv `(w, x, y, ncols, nrows)`; an item is a row.
+pub const GEMV_F32: &str = ingot_abi::launch::GEMV_F32.name;
+
+/// `(x, w, y, n, eps)` over rows; an item is a row.
+pub const RMSNORM_F32: &str = ingot_abi::launch::RMSNORM_F32.name;
+
+/// `(x, y, n)`; an item is an input float.
+pub const QUANTIZE_Q8_1: &str = ingot_abi::launch::QUANTIZE_Q8_1.name;
+
+/// Fused rmsnorm + q8_1 `(x, w, y_q8, n, eps)`, one item per row, used when the PTX has it.
+pub const RMSNORM_Q8_1: &str = "rmsnorm_q8_1";
+
+/// Embedding fetch `(table, state, y, n, n_vocab)` of row `state.token`, one item per output
+/// float, used when the PTX has it.
+pub fn embed(ty: GgmlType) -> String {
+    format!("embed_{}", type_tag(ty))
+}
+
+/// `(w, x, logits, state, ncols, nrows)`: logits and their argmax into the StepState (which
+/// then holds the next step's token and position), used when the PTX has it.
+pub fn lm_head_argmax(ty: GgmlType) -> String {
+    format!("lm_head_{}_argmax", type_tag(ty))
+}
+
+/// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert)`; an item is an
+/// output row of `n_used·ff + ff_sh`.
+pub fn moe_gate_up(ty: GgmlType) -> String {
+    format!("moe_gate_up_{}", type_tag(ty))
+}
+
+/// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an
+/// output row.
+pub fn moe_down(routed: GgmlType, shared: GgmlType) -> String {
+    format!("moe_down_{}_{}", type_tag(routed), type_tag(shared))
+}

@@ -1,0 +1,336 @@
+//! Building the decode plan from a model configuration and the file's tensor table.
+//!
+//! One function per part of the step (embedding, attention, FFN, head) appends its nodes; this
+//! module holds the bookkeeping they share: buffer declarations (each weight once, zero-copy),
+//! scratch activations, node creation. Kernel arguments follow the parameter lists in
+//! `ingot_abi::launch`; [`Plan::check`] verifies them against the table before anything runs.
+
+mod attention;
+mod ffn;
+mod head;
+pub mod kernels;
+
+use std::collections::HashMap;
+
+use ingot_abi::blocks::BlockQ8_1;
+use ingot_gguf::{GgmlType, Gguf, TensorInfo};
+use ingot_model::ModelConfig;
+
+use crate::buffer::{BufId, BufferDecl, BufferKind};
+use crate::error::PlanError;
+use crate::node::{BufRef, Node, NodeArg};
+use crate::plan::Plan;
+
+/// Choices that are not in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Positions the KV cache holds (`--ctx`).
+    pub ctx: usize,
+    /// Most blocks `flash_latent` splits the context over. The GPU executor sizes it to fill
+    /// the device (a few blocks per SM); any value ≥ 1 gives the same result up to f32
+    /// summation order.
+    pub max_segments: u32,
+}
+
+impl PlanOptions {
+    /// `ctx` positions with a split that gives every segment at least the minimum size
+    /// (`FLASH_MIN_SEGMENT_TILES` tiles) and at most 128 segments (about one per SM of the
+    /// largest GPUs this targets).
+    pub fn for_ctx(ctx: usize) -> Self {
+        let min_rows =
+            (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
+        let segments = ctx.div_ceil(min_rows).clamp(1, 128) as u32;
+        PlanOptions {
+            ctx,
+            max_segments: segments,
+        }
+    }
+}
+
+/// Builds the plan of one decode step for the model whose header is `gguf`.
+pub fn build_plan(gguf: &Gguf, opts: PlanOptions) -> Result<Plan, PlanError> {
+    let config = ModelConfig::from_gguf(gguf)?;
+    build_plan_for(&config, gguf, opts)
+}
+
+/// [`build_plan`] with the configuration already parsed.
+pub fn build_plan_for(
+    config: &ModelConfig,
+    gguf: &Gguf,
+    opts: PlanOptions,
+) -> Result<Plan, PlanError> {
+    if opts.ctx == 0 || opts.ctx > config.n_ctx_train {
+        return Err(PlanError::Context {
+            ctx: opts.ctx,
+            reason: format!("must be in 1..={}", config.n_ctx_train),
+        });
+    }
+    if u32::try_from(opts.ctx).is_err() {
+        return Err(PlanError::Context {
+            ctx: opts.ctx,
+            reason: "exceeds u32".into(),
+        });
+    }
+    let mut b = Builder::new(config, gguf, opts)?;
+    head::embedding(&mut b)?;
+    for il in 0..config.n_layer {
+        attention::layer(&mut b, il)?;
+        if config.is_moe_layer(il) {
+            ffn::moe(&mut b, il)?;
+        } else {
+            ffn::dense(&mut b, il)?;
+        }
+    }
+    head::output(&mut b)?;
+    Ok(b.finish())
+}
+
+/// Scratch activations shared by all layers (each layer overwrites them in order).
+pub(crate) struct Acts {
+    pub residual: BufId,
+    /// Normalized residual as f32 (the router's input) and as q8_1 blocks (every gemv's input).
+    pub norm: BufId,
+    pub norm_q8: BufId,
+    pub step: BufId,
+    pub logits: BufId,
+}
+
+pub(crate) struct Builder<'a> {
+    pub c: &'a ModelConfig,
+    gguf: &'a Gguf,
+    pub opts: PlanOptions,
+    buffers: Vec<BufferDecl>,
+    by_name: HashMap<String, BufId>,
+    nodes: Vec<Node>,
+    pub acts: Acts,
+    pub host_embedding: bool,
+    pub device_argmax: bool,
+}
+
+impl<'a> Builder<'a> {
+    fn new(c: &'a ModelConfig, gguf: &'a Gguf, opts: PlanOptions) -> Result<Self, PlanError> {
+        if !c.n_embd.is_multiple_of(32) {
+            return Err(PlanError::UnsupportedModel(format!(
+                "n_embd = {} is not a multiple of 32 (q8_1 activation blocks)",
+                c.n_embd
+            )));
+        }
+        let mut b = Builder {
+            c,
+            gguf,
+            opts,
+            buffers: Vec::new(),
+            by_name: HashMap::new(),
+            nodes: Vec::new(),
+            acts: Acts {
+                residual: BufId(0),
+                norm: BufId(0),
+                norm_q8: BufId(0),
+                step: BufId(0),
+                logits: BufId(0),
+            },
+            host_embedding: false,
+            device_argmax: false,
+        };
+        b.acts = Acts {
+            residual: b.f32_act("act.residual", c.n_embd)?,
+            norm: b.f32_act("act.norm", c.n_embd)?,
+            norm_q8: b.q8_act("act.norm_q8", c.n_embd)?,
+            step: b.declare(
+                "step",
+                BufferKind::StepState,
+                std::mem::size_of::<ingot_abi::step::StepState>() as u64,
+            ),
+            logits: b.f32_act("act.logits", c.vocab)?,
+        };
+        Ok(b)
+    }
+
+    fn finish(self) -> Plan {
+        Plan {
+            buffers: self.buffers,
+            nodes: self.nodes,
+            n_layer: self.c.n_layer,
+            ctx: self.opts.ctx,
+            vocab: self.c.vocab,
+            n_embd: self.c.n_embd,
+            residual: self.acts.residual,
+            logits: self.acts.logits,
+            step: self.acts.step,
+            host_embedding: self.host_embedding,
+            device_argmax: self.device_argmax,
+        }
+    }
+
+    fn declare(&mut self, name: &str, kind: BufferKind, bytes: u64) -> BufId {
+        let id = BufId(self.buffers.len() as u32);
+        self.buffers.push(BufferDecl {
+            name: name.to_owned(),
+            kind,
+            bytes,
+        });
+        self.by_name.insert(name.to_owned(), id);
+        id
+    }
+
+    /// The name of buffer `id`.
+    pub fn buffer_name(&self, id: BufId) -> String {
+        self.buffers[id.0 as usize].name.clone()
+    }
+
+    /// The buffer declared under `name`, if any.
+    pub fn existing(&self, name: &str) -> Option<BufId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// A scratch buffer of `bytes` bytes, declared once by name and shared by every layer.
+    pub fn act(&mut self, name: &str, bytes: u64) -> Result<BufId, PlanError> {
+        if let Some(&id) = self.by_name.get(name) {
+            return Ok(id);
+        }
+        if bytes == 0 {
+            return Err(PlanError::UnsupportedModel(format!(
+                "{name} would be empty"
+            )));
+        }
+        Ok(self.declare(name, BufferKind::Activation, bytes))
+    }
+
+    /// `n` f32 scratch values.
+    pub fn f32_act(&mut self, name: &str, n: usize) -> Result<BufId, PlanError> {
+        let bytes = (n as u64)
+            .checked_mul(4)
+            .ok_or_else(|| PlanError::Overflow(name.into()))?;
+        self.act(name, bytes)
+    }
+
+    /// `n` values (a multiple of 32) as q8_1 blocks.
+    pub fn q8_act(&mut self, name: &str, n: usize) -> Result<BufId, PlanError> {
+        if !n.is_multiple_of(32) {
+            return Err(PlanError::UnsupportedModel(format!(
+                "{name}: {n} values do not split into q8_1 blocks of 32"
+            )));
+        }
+        self.act(name, (n / 32 * size_of::<BlockQ8_1>()) as u64)
+    }
+
+    /// A host-computed constant buffer.
+    pub fn constant(&mut self, name: &str, data: Vec<u8>) -> BufId {
+        let bytes = data.len() as u64;
+        self.declare(name, BufferKind::Constant { data }, bytes)
+    }
+
+    /// Layer `il`'s latent cache: `ctx` rows of `kv_lora + d_rope` f16.
+    pub fn kv_cache(&mut self, il: usize) -> Result<BufId, PlanError> {
+        let bytes = (self.opts.ctx as u64)
+            .checked_mul(self.c.cache_row() as u64 * 2)
+            .ok_or_else(|| PlanError::Overflow(format!("kv cache of layer {il}")))?;
+        Ok(self.declare(
+            &format!("kv.{il}"),
+            BufferKind::KvCache { layer: il },
+            bytes,
+        ))
+    }
+
+    /// The tensor's header entry.
+    pub fn tensor(&self, name: &str) -> Result<&'a TensorInfo, PlanError> {
+        self.gguf
+            .tensor(name)
+            .ok_or_else(|| PlanError::MissingTensor { name: name.into() })
+    }
+
+    /// The tensor as a weight buffer (declared once, bytes taken from the file as they are),
+    /// after checking that its type is one of `allowed` for `role`.
+    pub fn weight(
+        &mut self,
+        name: &str,
+        role: &'static str,
+        allowed: &dyn Fn(GgmlType) -> bool,
+    ) -> Result<(BufId, &'a TensorInfo), PlanError> {
+        let info = self.tensor(name)?;
+        if !allowed(info.ty) {
+            let supported: Vec<&str> = GgmlType::ALL
+                .iter()
+                .filter(|t| allowed(**t))
+                .map(|t| t.name())
+                .collect();
+            return Err(PlanError::UnsupportedType {
+                name: name.into(),
+                ty: info.ty.name(),
+                role,
+                supported: supported.join(", "),
+            });
+        }
+        if let Some(&id) = self.by_name.get(name) {
+            return Ok((id, info));
+        }
+        let id = self.declare(
+            name,
+            BufferKind::Weight {
+                tensor: name.into(),
+                ty: info.ty,
+            },
+            info.nbytes,
+        );
+        Ok((id, info))
+    }
+
+    /// A weight derived on the host at load time (legacy-layout `attn_k_b`/`attn_v_b`).
+    pub fn derived(
+        &mut self,
+        name: &str,
+        from: &str,
+        ty: GgmlType,
+        recipe: crate::weights::Recipe,
+        bytes: u64,
+    ) -> BufId {
+        self.declare(
+            name,
+            BufferKind::Derived {
+                from: from.into(),
+                ty,
+                recipe,
+            },
+            bytes,
+        )
+    }
+
+    /// Appends a launch of `kernel` over `items` work items.
+    pub fn node(
+        &mut self,
+        kernel: impl Into<String>,
+        label: String,
+        layer: Option<usize>,
+        items: usize,
+        args: Vec<NodeArg>,
+    ) -> Result<(), PlanError> {
+        let items = u32::try_from(items)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| PlanError::UnsupportedModel(format!("{label}: {items} work items")))?;
+        self.nodes.push(Node {
+            kernel: kernel.into(),
+            label,
+            layer,
+            items,
+            args,
+        });
+        Ok(())
+    }
+}
+
+/// A buffer argument at offset 0.
+pub(crate) fn buf(id: BufId) -> NodeArg {
+    NodeArg::Buf(BufRef { buf: id, offset: 0 })
+}
+
+/// A buffer argument `offset` bytes in.
+pub(crate) fn buf_at(id: BufId, offset: u64) -> NodeArg {
+    NodeArg::Buf(BufRef { buf: id, offset })
+}
+
+/// A `u32` argument from a dimension; model dimensions are bounded far below `u32::MAX` by
+/// `ModelConfig`'s key checks.
+pub(crate) fn u32a(v: usize) -> NodeArg {
+    NodeArg::U32(v as u32)
+}

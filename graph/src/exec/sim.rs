@@ -1,0 +1,285 @@
+//! The plan interpreted in ptx-sim: node by node, with the simulator's counters per node.
+
+use ingot_abi::step::StepState;
+use ingot_gguf::GgufFile;
+use ingot_model::{DecodeTrace, Decoder, ModelConfig, ModelError};
+use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
+
+use crate::build::{build_plan_for, PlanOptions};
+use crate::error::ExecError;
+use crate::node::NodeArg;
+use crate::plan::Plan;
+use crate::weights::{initial_bytes, HostEmbedding};
+
+/// One node's launch, resolved to simulator addresses.
+struct Launch {
+    kernel: String,
+    config: LaunchConfig,
+    args: Vec<Arg>,
+}
+
+/// The decode plan on the PTX simulator.
+pub struct SimExecutor {
+    config: ModelConfig,
+    plan: Plan,
+    sim: Sim,
+    module: Module,
+    ptrs: Vec<DevicePtr>,
+    launches: Vec<Launch>,
+    /// Counters per node, summed over every step run so far.
+    stats: Vec<LaunchStats>,
+    /// Positions the cache holds.
+    filled: usize,
+    logits: Vec<f32>,
+    embedding: Option<HostEmbedding>,
+}
+
+impl SimExecutor {
+    /// Builds the plan for `file`, checks it against the committed PTX, and uploads weights
+    /// and constants into a fresh simulator.
+    pub fn load(file: &GgufFile, opts: PlanOptions) -> Result<Self, ExecError> {
+        let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
+        let plan = build_plan_for(&config, file.header(), opts)?;
+        let descs = plan.check_committed()?;
+        let module = Module::parse(ingot_kernels::PTX).map_err(ExecError::SimSetup)?;
+        let mut sim = Sim::new();
+        let device_bytes = plan.summary().device_bytes();
+        // Room for the plan plus the simulator's own bookkeeping; the default cap is 4 GiB.
+        sim.set_memory_limit(
+            device_bytes
+                .saturating_mul(2)
+                .max(ptx_sim::DEFAULT_MEMORY_LIMIT),
+        );
+        let mut ptrs = Vec::with_capacity(plan.buffers.len());
+        for decl in &plan.buffers {
+            let p = sim
+                .alloc(decl.bytes as usize)
+                .map_err(ExecError::SimSetup)?;
+            if let Some(bytes) = initial_bytes(file, decl)? {
+                sim.write(p, &bytes).map_err(ExecError::SimSetup)?;
+            }
+            ptrs.push(p);
+        }
+        let launches = plan
+            .nodes
+            .iter()
+            .zip(&descs)
+            .map(|(n, d)| Launch {
+                kernel: n.kernel.clone(),
+                config: LaunchConfig {
+                    grid: d.grid(n.items),
+                    block: d.block,
+                    shared_bytes: d.shared_bytes,
+                },
+                args: n
+                    .args
+                    .iter()
+                    .map(|a| match *a {
+                        NodeArg::Buf(r) => Arg::Ptr(ptrs[r.buf.0 as usize].offset(r.offset)),
+                        NodeArg::U32(v) => Arg::U32(v),
+                        NodeArg::I32(v) => Arg::I32(v),
+                        NodeArg::F32(v) => Arg::F32(v),
+                        NodeArg::U64(v) => Arg::U64(v),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(SimExecutor {
+            embedding: HostEmbedding::for_plan(file, &plan)?,
+            stats: vec![LaunchStats::default(); plan.nodes.len()],
+            logits: vec![0.0; config.vocab],
+            config,
+            plan,
+            sim,
+            module,
+            ptrs,
+            launches,
+            filled: 0,
+        })
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Counters of every node, summed over all steps run so far (same order as the plan's nodes).
+    pub fn node_stats(&self) -> &[LaunchStats] {
+        &self.stats
+    }
+
+    /// A table of the nodes, heaviest first by warp instructions, with their global traffic
+    /// per step (counters divided by `steps`), at most `top` rows plus a total.
+    pub fn profile(&self, steps: usize, top: usize) -> String {
+        use std::fmt::Write as _;
+        let per = |v: u64| v / steps.max(1) as u64;
+        let mut order: Vec<usize> = (0..self.stats.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.stats[i].warp_instructions));
+        let mut out = format!(
+            "{:>4} {:<28} {:<26} {:>12} {:>12} {:>10}\n",
+            "node", "label", "kernel", "warp instr", "global B rd", "sectors"
+        );
+        for &i in order.iter().take(top) {
+            let (n, s) = (&self.plan.nodes[i], &self.stats[i]);
+            let _ = writeln!(
+                out,
+                "{i:>4} {:<28} {:<26} {:>12} {:>12} {:>10}",
+                n.label,
+                n.kernel,
+                per(s.warp_instructions),
+                per(s.global_bytes_read),
+                per(s.sectors_read)
+            );
+        }
+        let total = self.stats.iter().fold(LaunchStats::default(), |mut a, s| {
+            a += *s;
+            a
+        });
+        let _ = write!(
+            out,
+            "     {:<55} {:>12} {:>12} {:>10}",
+            format!("total of {} nodes per step", self.stats.len()),
+            per(total.warp_instructions),
+            per(total.global_bytes_read),
+            per(total.sectors_read)
+        );
+        out
+    }
+
+    /// Runs one step and returns the residual stream after every layer (the embedding first)
+    /// and the logits, for comparison with [`ingot_model::Oracle::decode_with_trace`].
+    pub fn step_with_trace(&mut self, token: u32, pos: usize) -> Result<DecodeTrace, ExecError> {
+        self.begin_step(token, pos)?;
+        let mut trace = DecodeTrace {
+            embedding: Vec::new(),
+            layers: Vec::with_capacity(self.plan.n_layer),
+            logits: Vec::new(),
+        };
+        let first_layer = self.plan.nodes.iter().position(|n| n.layer.is_some());
+        let ends: Vec<usize> = (0..self.plan.n_layer)
+            .filter_map(|il| self.plan.layer_end(il))
+            .collect();
+        for i in 0..self.launches.len() {
+            if Some(i) == first_layer {
+                trace.embedding = self.read_f32(self.plan.residual, self.plan.n_embd)?;
+            }
+            self.run_node(i)?;
+            if ends.contains(&(i + 1)) {
+                trace
+                    .layers
+                    .push(self.read_f32(self.plan.residual, self.plan.n_embd)?);
+            }
+        }
+        self.finish_step(pos)?;
+        trace.logits = self.logits.clone();
+        Ok(trace)
+    }
+
+    /// Runs one step; the logits are then in [`SimExecutor::logits`].
+    pub fn step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+        self.begin_step(token, pos)?;
+        for i in 0..self.launches.len() {
+            self.run_node(i)?;
+        }
+        self.finish_step(pos)
+    }
+
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// The step state as the last step left it (`next_token` is the argmax of its logits).
+    pub fn step_state(&self) -> Result<StepState, ExecError> {
+        let mut s = StepState::default();
+        self.sim
+            .read(
+                self.ptrs[self.plan.step.0 as usize],
+                bytemuck::bytes_of_mut(&mut s),
+            )
+            .map_err(ExecError::SimSetup)?;
+        Ok(s)
+    }
+
+    fn begin_step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        let mut s = self.step_state()?;
+        s.token = token;
+        s.pos = pos as u32;
+        self.sim
+            .write(self.ptrs[self.plan.step.0 as usize], bytemuck::bytes_of(&s))
+            .map_err(ExecError::SimSetup)?;
+        if let Some(e) = &self.embedding {
+            let row = e.row(token)?;
+            self.sim
+                .write(self.ptrs[self.plan.residual.0 as usize], &row)
+                .map_err(ExecError::SimSetup)?;
+        }
+        Ok(())
+    }
+
+    fn finish_step(&mut self, pos: usize) -> Result<(), ExecError> {
+        self.logits = self.read_f32(self.plan.logits, self.plan.vocab)?;
+        self.filled = pos + 1;
+        Ok(())
+    }
+
+    fn run_node(&mut self, i: usize) -> Result<(), ExecError> {
+        let l = &self.launches[i];
+        let stats = self
+            .sim
+            .launch(&self.module, &l.kernel, l.config, &l.args)
+            .map_err(|source| ExecError::Sim {
+                node: i,
+                label: self.plan.nodes[i].label.clone(),
+                source,
+            })?;
+        self.stats[i] += stats;
+        Ok(())
+    }
+
+    fn read_f32(&self, buf: crate::BufId, n: usize) -> Result<Vec<f32>, ExecError> {
+        let mut v = vec![0f32; n];
+        self.sim
+            .read(self.ptrs[buf.0 as usize], bytemuck::cast_slice_mut(&mut v))
+            .map_err(ExecError::SimSetup)?;
+        Ok(v)
+    }
+}
+
+/// The argument checks every [`Decoder`] makes (token in the vocabulary, position in the
+/// context and not past the cached positions).
+pub(crate) fn check_step(
+    c: &ModelConfig,
+    ctx: usize,
+    filled: usize,
+    token: u32,
+    pos: usize,
+) -> Result<(), ModelError> {
+    if token as usize >= c.vocab {
+        return Err(ModelError::TokenOutOfRange {
+            token,
+            vocab: c.vocab,
+        });
+    }
+    if pos >= ctx {
+        return Err(ModelError::PositionOutOfRange { pos, max_ctx: ctx });
+    }
+    if pos > filled {
+        return Err(ModelError::PositionGap { pos, filled });
+    }
+    Ok(())
+}
+
+impl Decoder for SimExecutor {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32], ModelError> {
+        self.step(token, pos).map_err(super::to_model_error)?;
+        Ok(&self.logits)
+    }
+
+    fn reset(&mut self) {
+        self.filled = 0;
+    }
+}

@@ -1,0 +1,28 @@
+//! The deepseek2 decode step as data, and the two executors that run it.
+//!
+//! A [`Plan`] lists every buffer one decode step touches (weights in their GGUF types, taken
+//! zero-copy from the memory map; activations; the latent KV cache of every layer; the
+//! device-resident [`StepState`](ingot_abi::step::StepState); host-precomputed constants such
+//! as the rope table) and every kernel launch in order, each with its arguments as buffer
+//! references and scalars. It is built from a [`ModelConfig`](ingot_model::ModelConfig) and the
+//! file's tensor table alone, so it can be inspected (node counts, bytes) without the weights.
+//!
+//! Nothing that changes from token to token is a launch argument: kernels read the token and
+//! position from the `StepState` buffer and the last kernel writes the next token into it. The
+//! same node list is therefore captured once into a CUDA graph and replayed per token
+//! ([`exec::cuda`]), or interpreted node by node in the PTX simulator with per-node counters
+//! ([`exec::sim`]).
+
+pub mod buffer;
+pub mod build;
+pub mod error;
+pub mod exec;
+pub mod node;
+pub mod plan;
+pub mod weights;
+
+pub use buffer::{BufId, BufferDecl, BufferKind};
+pub use build::{build_plan, PlanOptions};
+pub use error::{ExecError, PlanError};
+pub use node::{BufRef, Node, NodeArg};
+pub use plan::{Plan, PlanSummary};

@@ -1,0 +1,181 @@
+//! The plan built from synthetic headers: node counts, buffer accounting, type errors, and the
+//! check against a kernel table.
+
+mod support;
+
+use ingot_abi::launch::{KernelDesc, Param};
+use ingot_gguf::GgmlType;
+use ingot_graph::{build_plan, BufferKind, NodeArg, PlanError, PlanOptions};
+use ingot_synth::{Layout, Preset, QuantMix};
+
+#[test]
+fn v2_lite_plan_counts_and_bytes() {
+    let h = support::header(Preset::V2Lite, Layout::Mla, QuantMix::Q4KM);
+    let ctx = 4096;
+    let plan = build_plan(&h, PlanOptions::for_ctx(ctx)).expect("v2-lite plan");
+    let s = plan.summary();
+    println!("v2-lite q4_k_m mla, ctx {ctx}: {s}");
+    println!("kernels: {}", s.kernels.join(" "));
+    for (i, n) in plan
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.layer.is_none_or(|l| l <= 1))
+    {
+        println!("  {i:3} {:<28} {}", n.label, n.kernel);
+    }
+    assert_eq!(s.nodes_per_layer.len(), 27);
+    assert_eq!(
+        s.nodes,
+        s.nodes_per_layer.iter().sum::<usize>() + s.nodes_outside_layers
+    );
+    // Every tensor of an MLA-layout file is read by some node and uploaded exactly once.
+    let file_bytes: u64 = h.tensors.iter().map(|t| t.nbytes).sum();
+    assert_eq!(s.weight_bytes, file_bytes);
+    // 27 layers x ctx rows x (512 + 64) f16.
+    assert_eq!(s.kv_cache_bytes, 27 * ctx as u64 * 576 * 2);
+    // All MoE layers have the same structure.
+    let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
+    assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
+}
+
+#[test]
+fn legacy_layout_derives_absorbed_weights() {
+    let h = support::header_for(&support::tiny64(), Layout::Legacy, QuantMix::Q4KM);
+    let plan = build_plan(&h, PlanOptions::for_ctx(64)).expect("tiny legacy plan");
+    let derived: Vec<&str> = plan
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.kind, BufferKind::Derived { .. }))
+        .map(|b| b.name.as_str())
+        .collect();
+    // k_b and v_b for each of the 3 layers.
+    assert_eq!(derived.len(), 6, "{derived:?}");
+    assert!(derived.contains(&"blk.2.attn_k_b.weight"));
+    let mla = build_plan(
+        &support::header_for(&support::tiny64(), Layout::Mla, QuantMix::Q4KM),
+        PlanOptions::for_ctx(64),
+    )
+    .expect("tiny mla plan");
+    // Same step, same launches; only where the absorbed weights come from differs.
+    let kernels =
+        |p: &ingot_graph::Plan| p.nodes.iter().map(|n| n.label.clone()).collect::<Vec<_>>();
+    assert_eq!(kernels(&plan), kernels(&mla));
+}
+
+#[test]
+fn unsupported_weight_type_names_the_tensor() {
+    let mut h = support::header_for(&support::tiny64(), Layout::Mla, QuantMix::Q4KM);
+    let t = h
+        .tensors
+        .iter_mut()
+        .find(|t| t.name == "blk.1.attn_q.weight")
+        .expect("tensor exists");
+    t.ty = GgmlType::Iq2Xxs;
+    t.nbytes = t.ty.row_bytes(t.ne[0]).expect("256-multiple rows") * t.ne[1];
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("IQ2_XXS has no gemv");
+    let msg = err.to_string();
+    assert!(matches!(err, PlanError::UnsupportedType { .. }), "{msg}");
+    assert!(
+        msg.contains("blk.1.attn_q.weight") && msg.contains("IQ2_XXS"),
+        "{msg}"
+    );
+}
+
+/// The tiny preset's rows of 32 weights are refused with an error naming the tensor.
+#[test]
+fn rows_the_gemv_cannot_take_name_the_tensor() {
+    let h = support::header(Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("rows of 32");
+    assert!(matches!(err, PlanError::UnsupportedShape { .. }), "{err}");
+    assert!(err.to_string().contains("blk.0.attn_k_b.weight"), "{err}");
+}
+
+#[test]
+fn bad_context_is_an_error() {
+    let h = support::header(Preset::Tiny, Layout::Mla, QuantMix::F32);
+    for ctx in [0, 163_841] {
+        let err = build_plan(&h, PlanOptions::for_ctx(ctx)).expect_err("ctx out of range");
+        assert!(matches!(err, PlanError::Context { .. }), "{err}");
+    }
+}
+
+/// A kernel table made from the plan's own nodes passes the check; changing one parameter's
+/// kind or count, or dropping a kernel, fails it with an error that names the node.
+#[test]
+fn check_against_a_kernel_table() {
+    let h = support::header_for(&support::tiny64(), Layout::Mla, QuantMix::Q4KM);
+    let plan = build_plan(&h, PlanOptions::for_ctx(64)).expect("plan");
+    let table: Vec<&'static KernelDesc> = plan
+        .summary()
+        .kernels
+        .iter()
+        .map(|name| {
+            let node = plan.nodes.iter().find(|n| &n.kernel == name).expect("used");
+            let params: Vec<Param> = node
+                .args
+                .iter()
+                .map(|a| Param {
+                    name: "p",
+                    kind: a.kind(),
+                })
+                .collect();
+            &*Box::leak(Box::new(KernelDesc {
+                name: Box::leak(name.clone().into_boxed_str()),
+                params: Box::leak(params.into_boxed_slice()),
+                block: [32, 1, 1],
+                items_per_block: 1,
+                shared_bytes: 0,
+            }))
+        })
+        .collect();
+    let ptx: String = table
+        .iter()
+        .map(|d| format!(".entry {}(\n", d.name))
+        .collect();
+    let lookup = |name: &str| table.iter().copied().find(|d| d.name == name);
+    assert_eq!(
+        plan.check(lookup, &ptx).expect("consistent").len(),
+        plan.nodes.len()
+    );
+
+    let missing = plan
+        .check(lookup, &ptx.replace(".entry flash_latent(", ""))
+        .expect_err("flash_latent removed");
+    assert!(missing.to_string().contains("flash_latent"), "{missing}");
+
+    let mut bad = plan.clone();
+    let i = bad
+        .nodes
+        .iter()
+        .position(|n| n.kernel == "moe_route")
+        .expect("moe");
+    bad.nodes[i].args[3] = NodeArg::F32(1.0);
+    let err = bad.check(lookup, &ptx).expect_err("kind changed");
+    assert!(
+        matches!(err, PlanError::ArgKind { node, index: 3, .. } if node == i),
+        "{err}"
+    );
+    bad.nodes[i].args.pop();
+    let err = bad.check(lookup, &ptx).expect_err("count changed");
+    assert!(matches!(err, PlanError::ArgCount { .. }), "{err}");
+}
+
+/// Every V2-Lite variant the synthesizer makes plans into kernels the committed PTX exports,
+/// with argument lists that match their descriptors.
+#[test]
+fn v2_lite_variants_fit_the_committed_kernels() {
+    let mut failures = Vec::new();
+    for layout in [Layout::Mla, Layout::Legacy] {
+        for mix in [QuantMix::Q4KM, QuantMix::Q3KM, QuantMix::Q8_0] {
+            let h = support::header(Preset::V2Lite, layout, mix);
+            let checked = build_plan(&h, PlanOptions::for_ctx(4096))
+                .and_then(|p| p.check_committed().map(|_| p.summary()));
+            match checked {
+                Ok(s) => println!("v2-lite {layout:?} {mix}: {s}"),
+                Err(e) => failures.push(format!("v2-lite {layout:?} {mix}: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

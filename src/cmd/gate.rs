@@ -1,0 +1,61 @@
+//! `ingot gate`: a device backend decoded beside the CPU oracle; fails (non-zero exit) when a
+//! step disagrees outside the band.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use ingot_gates::{run_gate, Band, GateBackend, GateOptions};
+use ingot_gguf::GgufFile;
+use ingot_tokenizer::Tokenizer;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The decode plan in the PTX simulator (also compares every layer's hidden state).
+    Sim,
+    /// The decode plan as one CUDA graph on GPU 0.
+    Cuda,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(short, long)]
+    pub model: PathBuf,
+    #[arg(long, value_enum)]
+    pub backend: Backend,
+    /// Greedy steps after the prompt.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 16)]
+    pub steps: usize,
+    /// The prompt (BOS is added when the model asks for it).
+    #[arg(short, long, default_value = "The quick brown fox")]
+    pub prompt: String,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let file =
+        GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
+    let tok = Tokenizer::from_gguf(file.header()).context("tokenizer")?;
+    let prompt = tok.encode(&a.prompt, true, false);
+    if prompt.is_empty() {
+        bail!("the prompt is empty and the model adds no BOS token: give a prompt with -p");
+    }
+    let opts = GateOptions {
+        backend: match a.backend {
+            Backend::Sim => GateBackend::Sim,
+            Backend::Cuda => GateBackend::Cuda,
+        },
+        prompt,
+        steps: a.steps,
+        band: Band::default(),
+    };
+    let report = run_gate(&file, &opts)?;
+    println!("{report}");
+    if !report.passed() {
+        bail!(
+            "gate failed: {} of {} steps outside the band",
+            report.count(ingot_gates::Verdict::Mismatch),
+            report.steps.len()
+        );
+    }
+    Ok(())
+}
