@@ -1,13 +1,14 @@
 //! Execution of one block: warps of 32 lanes in lockstep, a reconvergence stack per warp, and `bar.sync`
 //! scheduling across the warps of the block.
 
-use crate::alu;
+use crate::arith;
 use crate::error::{Fault, FaultKind};
 use crate::ir::*;
+pub(crate) use crate::lanes::lanes;
+use crate::lanes::{merge, Lanes, WARP};
 use crate::memory::{self, GlobalMem, MemErr, LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
-use crate::numeric;
 use crate::stats::LaunchStats;
-use crate::warp_ops;
+use crate::{mem_ops, warp_ops};
 
 /// Everything shared by the blocks of one launch.
 pub(crate) struct LaunchCtx<'a> {
@@ -31,36 +32,51 @@ struct Frame {
 
 pub(crate) struct Warp {
     pub id: u32,
-    /// Register file, register-major: `regs[r * 32 + lane]`.
-    pub regs: Vec<u64>,
+    /// Register file: `regs[r][lane]`.
+    pub regs: Vec<Lanes>,
     /// Local memory, `local_bytes` per lane, lane-major.
     pub local: Vec<u8>,
     stack: Vec<Frame>,
     /// Lanes that exist (the last warp of a block may be partial).
     pub valid: u32,
     exited: u32,
+    /// Per-lane carry flag (CC.CF) of `add.cc`/`addc`/`sub.cc`/`subc`; starts clear.
+    pub carry: u32,
     at_barrier: bool,
 }
 
 impl Warp {
     #[inline]
     pub(crate) fn set(&mut self, r: Reg, lane: usize, v: u64) {
-        self.regs[r as usize * 32 + lane] = v;
+        self.regs[r as usize][lane] = v;
+    }
+
+    /// Writes the lanes of `exec` of register `r` from `v`.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, r: Reg, v: &Lanes, exec: u32) {
+        merge(&mut self.regs[r as usize], v, exec);
     }
 }
 
-/// Iterates the set bits of a lane mask.
-#[inline]
-pub(crate) fn lanes(mut m: u32) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        if m == 0 {
-            None
-        } else {
-            let l = m.trailing_zeros() as usize;
-            m &= m - 1;
-            Some(l)
+/// A source operand's lane vector: a register row of the warp, or computed values.
+// Computed values stay inline: an operand lives on the stack for one instruction, and boxing them would
+// allocate per operand.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Operand<'w> {
+    Row(&'w Lanes),
+    Owned(Lanes),
+}
+
+impl std::ops::Deref for Operand<'_> {
+    type Target = Lanes;
+
+    #[inline(always)]
+    fn deref(&self) -> &Lanes {
+        match self {
+            Operand::Row(r) => r,
+            Operand::Owned(v) => v,
         }
-    })
+    }
 }
 
 /// Where a lane's access lands.
@@ -88,14 +104,30 @@ enum Yield {
     Done,
 }
 
-pub(crate) fn run_block(ctx: &LaunchCtx, ctaid: [u32; 3]) -> Result<LaunchStats, Box<Fault>> {
+/// Buffers reused by the blocks one host thread runs, so that starting a block allocates (and clears)
+/// almost nothing. Only used for blocks of one kernel.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    regs: Vec<Vec<Lanes>>,
+    local: Vec<Vec<u8>>,
+    shared: Vec<u8>,
+}
+
+pub(crate) fn run_block(
+    ctx: &LaunchCtx,
+    ctaid: [u32; 3],
+    scratch: &mut Scratch,
+) -> Result<LaunchStats, Box<Fault>> {
     let k = ctx.kernel;
     let nthreads = ctx.block[0] * ctx.block[1] * ctx.block[2];
     let nwarps = nthreads.div_ceil(32);
+    let mut shared = std::mem::take(&mut scratch.shared);
+    shared.clear();
+    shared.resize((k.static_shared + ctx.dyn_smem) as usize, 0);
     let mut b = Block {
         ctx,
         ctaid,
-        shared: vec![0u8; (k.static_shared + ctx.dyn_smem) as usize],
+        shared,
         stats: LaunchStats {
             blocks: 1,
             ..LaunchStats::default()
@@ -103,14 +135,29 @@ pub(crate) fn run_block(ctx: &LaunchCtx, ctaid: [u32; 3]) -> Result<LaunchStats,
         steps: 0,
         line: 0,
     };
+    let nregs = k.nregs as usize;
     let mut warps: Vec<Warp> = (0..nwarps)
         .map(|id| {
             let n = (nthreads - id * 32).min(32);
             let valid = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+            // A reused register file keeps stale values except in the registers that may be read
+            // before being written, which start at zero like a fresh one.
+            let regs = match scratch.regs.pop() {
+                Some(mut regs) if regs.len() == nregs => {
+                    for &r in &k.zero_regs {
+                        regs[r as usize] = [0; WARP];
+                    }
+                    regs
+                }
+                _ => vec![[0; WARP]; nregs],
+            };
+            let mut local = scratch.local.pop().unwrap_or_default();
+            local.clear();
+            local.resize(k.local_bytes as usize * 32, 0);
             Warp {
                 id,
-                regs: vec![0; k.nregs as usize * 32],
-                local: vec![0; k.local_bytes as usize * 32],
+                regs,
+                local,
                 stack: vec![Frame {
                     pc: 0,
                     reconv: u32::MAX,
@@ -118,10 +165,23 @@ pub(crate) fn run_block(ctx: &LaunchCtx, ctaid: [u32; 3]) -> Result<LaunchStats,
                 }],
                 valid,
                 exited: 0,
+                carry: 0,
                 at_barrier: false,
             }
         })
         .collect();
+    let result = schedule(&mut b, &mut warps);
+    scratch.shared = b.shared;
+    for w in warps {
+        scratch.regs.push(w.regs);
+        scratch.local.push(w.local);
+    }
+    result
+}
+
+/// Runs the warps of a block round robin, each until it exits or waits at `bar.sync`, releasing the
+/// barrier when every live warp waits at it.
+fn schedule(b: &mut Block, warps: &mut [Warp]) -> Result<LaunchStats, Box<Fault>> {
     loop {
         let mut waiting = 0;
         for w in warps.iter_mut() {
@@ -216,9 +276,20 @@ impl<'a> Block<'a> {
     #[inline]
     pub(crate) fn rd(&self, w: &Warp, s: Src, lane: usize) -> u64 {
         match s {
-            Src::Reg(r) => w.regs[r as usize * 32 + lane],
+            Src::Reg(r) => w.regs[r as usize][lane],
             Src::Imm(v) => v,
             Src::Special(sr) => self.special(w, sr, lane),
+        }
+    }
+
+    /// The operand's value in every lane (lanes that do not execute get harmless values). A register is
+    /// borrowed, not copied.
+    #[inline(always)]
+    pub(crate) fn fetch<'w>(&self, w: &'w Warp, s: Src) -> Operand<'w> {
+        match s {
+            Src::Reg(r) => Operand::Row(&w.regs[r as usize]),
+            Src::Imm(v) => Operand::Owned([v; WARP]),
+            Src::Special(sr) => Operand::Owned(std::array::from_fn(|l| self.special(w, sr, l))),
         }
     }
 
@@ -245,15 +316,18 @@ impl<'a> Block<'a> {
         })
     }
 
-    fn pred_mask(&self, w: &Warp, g: Guard, mask: u32) -> u32 {
-        let base = g.reg as usize * 32;
+    /// Lanes of `mask` whose guard predicate holds.
+    #[inline]
+    fn pred_mask(w: &Warp, g: Guard, mask: u32) -> u32 {
+        let row = &w.regs[g.reg as usize];
         let mut m = 0u32;
-        for l in lanes(mask) {
-            if (w.regs[base + l] & 1 != 0) != g.negate {
-                m |= 1 << l;
-            }
+        for (l, v) in row.iter().enumerate() {
+            m |= ((*v & 1) as u32) << l;
         }
-        m
+        if g.negate {
+            m = !m;
+        }
+        m & mask
     }
 
     fn exit_lanes(w: &mut Warp, m: u32) {
@@ -296,7 +370,7 @@ impl<'a> Block<'a> {
             }
             let exec = match inst.guard {
                 None => top.mask,
-                Some(g) => self.pred_mask(w, g, top.mask),
+                Some(g) => Self::pred_mask(w, g, top.mask),
             };
             self.count(inst, w, exec);
             let next = pc as u32 + 1;
@@ -341,10 +415,28 @@ impl<'a> Block<'a> {
                     }
                     w.stack.last_mut().expect("top exists").pc = next;
                 }
-                Op::Bar { .. } => {
+                Op::Bar { count, .. } => {
                     if exec == 0 {
                         w.stack.last_mut().expect("top exists").pc = next;
                         continue;
+                    }
+                    if let Some(c) = count {
+                        let lane = exec.trailing_zeros() as usize;
+                        let n = self.rd(w, c, lane);
+                        let threads: u32 = self.ctx.block.iter().product();
+                        let whole = u64::from(threads.next_multiple_of(32));
+                        if n != whole {
+                            return Err(self.fault(
+                                w,
+                                lane,
+                                FaultKind::BarrierDivergence,
+                                None,
+                                format!(
+                                    "bar.sync with a count of {n} threads: only the whole block \
+                                     ({whole} threads) is modelled"
+                                ),
+                            ));
+                        }
                     }
                     if exec != w.valid {
                         let missing = w.valid & !exec;
@@ -467,6 +559,8 @@ impl<'a> Block<'a> {
         }
     }
 
+    /// Executes a non-control instruction for the lanes of `exec` (`active`: the lanes of the current
+    /// reconvergence entry, guard ignored).
     fn exec(
         &mut self,
         w: &mut Warp,
@@ -475,365 +569,36 @@ impl<'a> Block<'a> {
         active: u32,
     ) -> Result<(), Box<Fault>> {
         match &inst.op {
-            &Op::Mov { ty, d, a } => {
-                let m = ty.mask();
-                for l in lanes(exec) {
-                    let v = self.rd(w, a, l) & m;
-                    w.set(d, l, v);
-                }
-            }
-            Op::Pack {
-                d,
-                parts,
-                part_bits,
-            } => {
-                let pm = if *part_bits >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << part_bits) - 1
-                };
-                for l in lanes(exec) {
-                    let mut v = 0u64;
-                    for (i, p) in parts.iter().enumerate() {
-                        v |= (self.rd(w, *p, l) & pm) << (i as u32 * part_bits);
-                    }
-                    w.set(*d, l, v);
-                }
-            }
-            Op::Unpack { ds, a, part_bits } => {
-                let pm = if *part_bits >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << part_bits) - 1
-                };
-                for l in lanes(exec) {
-                    let v = self.rd(w, *a, l);
-                    for (i, d) in ds.iter().enumerate() {
-                        if let Some(d) = d {
-                            w.set(*d, l, (v >> (i as u32 * part_bits)) & pm);
-                        }
-                    }
-                }
-            }
-            &Op::IntBin { op, ty, d, a, b } => {
-                if exec == u32::MAX && ty.bits() == 32 && op == IntBinOp::Add {
-                    // Fast path for the most common instruction: full-warp 32-bit add.
-                    for l in 0..32 {
-                        let v = (self.rd(w, a, l) as u32).wrapping_add(self.rd(w, b, l) as u32);
-                        w.set(d, l, u64::from(v));
-                    }
-                } else {
-                    for l in lanes(exec) {
-                        let v = alu::int_bin(op, ty, self.rd(w, a, l), self.rd(w, b, l));
-                        w.set(d, l, v);
-                    }
-                }
-            }
-            &Op::IntUn { op, ty, d, a } => {
-                for l in lanes(exec) {
-                    let v = alu::int_un(op, ty, self.rd(w, a, l));
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Mad {
-                mode,
-                ty,
-                d,
-                a,
-                b,
-                c,
-            } => {
-                for l in lanes(exec) {
-                    let v = alu::mad(
-                        mode,
-                        ty,
-                        self.rd(w, a, l),
-                        self.rd(w, b, l),
-                        self.rd(w, c, l),
-                    );
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Bfe { ty, d, a, pos, len } => {
-                for l in lanes(exec) {
-                    let v = numeric::bfe(
-                        ty,
-                        self.rd(w, a, l) & ty.mask(),
-                        self.rd(w, pos, l),
-                        self.rd(w, len, l),
-                    );
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Bfi {
-                ty,
-                d,
-                f,
-                b,
-                pos,
-                len,
-            } => {
-                for l in lanes(exec) {
-                    let v = numeric::bfi(
-                        ty,
-                        self.rd(w, f, l),
-                        self.rd(w, b, l),
-                        self.rd(w, pos, l),
-                        self.rd(w, len, l),
-                    );
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Prmt { mode, d, a, b, c } => {
-                for l in lanes(exec) {
-                    let v = numeric::prmt(
-                        mode,
-                        self.rd(w, a, l) as u32,
-                        self.rd(w, b, l) as u32,
-                        self.rd(w, c, l) as u32,
-                    );
-                    w.set(d, l, u64::from(v));
-                }
-            }
-            &Op::Dp {
-                a_signed,
-                b_signed,
-                dp2_hi,
-                d,
-                a,
-                b,
-                c,
-            } => {
-                for l in lanes(exec) {
-                    let (x, y, z) = (
-                        self.rd(w, a, l) as u32,
-                        self.rd(w, b, l) as u32,
-                        self.rd(w, c, l) as u32,
-                    );
-                    let v = warp_ops::dot(a_signed, b_signed, dp2_hi, x, y, z);
-                    w.set(d, l, u64::from(v));
-                }
-            }
-            &Op::Lop3 { d, a, b, c, lut } => {
-                for l in lanes(exec) {
-                    let (x, y, z) = (
-                        self.rd(w, a, l) as u32,
-                        self.rd(w, b, l) as u32,
-                        self.rd(w, c, l) as u32,
-                    );
-                    let mut v = 0u32;
-                    for i in 0..32 {
-                        let idx = (((x >> i) & 1) << 2) | (((y >> i) & 1) << 1) | ((z >> i) & 1);
-                        v |= u32::from((lut >> idx) & 1) << i;
-                    }
-                    w.set(d, l, u64::from(v));
-                }
-            }
-            &Op::Shf {
-                left,
-                clamp,
-                d,
-                a,
-                b,
-                c,
-            } => {
-                for l in lanes(exec) {
-                    let (x, y, s) = (
-                        self.rd(w, a, l),
-                        self.rd(w, b, l) & 0xffff_ffff,
-                        self.rd(w, c, l) as u32,
-                    );
-                    let n = if clamp { s.min(32) } else { s & 31 };
-                    let cat = (y << 32) | (x & 0xffff_ffff);
-                    let v = if left { (cat << n) >> 32 } else { cat >> n };
-                    w.set(d, l, v & 0xffff_ffff);
-                }
-            }
-            &Op::FBin {
-                op,
-                ty,
-                rnd,
-                ftz,
-                sat,
-                d,
-                a,
-                b,
-            } => {
-                for l in lanes(exec) {
-                    let v = alu::fbin(op, ty, rnd, ftz, sat, self.rd(w, a, l), self.rd(w, b, l));
-                    w.set(d, l, v);
-                }
-            }
-            &Op::FUn { op, ty, ftz, d, a } => {
-                for l in lanes(exec) {
-                    let v = alu::fun(op, ty, ftz, self.rd(w, a, l));
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Fma {
-                ty,
-                rnd,
-                ftz,
-                sat,
-                d,
-                a,
-                b,
-                c,
-            } => {
-                for l in lanes(exec) {
-                    let v = alu::fma(
-                        ty,
-                        rnd,
-                        ftz,
-                        sat,
-                        self.rd(w, a, l),
-                        self.rd(w, b, l),
-                        self.rd(w, c, l),
-                    );
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Setp {
-                cmp,
-                ty,
-                p,
-                q,
-                a,
-                b,
-                comb,
-            } => {
-                for l in lanes(exec) {
-                    let t = numeric::compare(cmp, ty, self.rd(w, a, l), self.rd(w, b, l));
-                    let (mut r1, mut r2) = (t, !t);
-                    if let Some((bop, c, neg)) = comb {
-                        let cv = (self.rd(w, c, l) & 1 != 0) != neg;
-                        let f = |x: bool| match bop {
-                            BoolOp::And => x && cv,
-                            BoolOp::Or => x || cv,
-                            BoolOp::Xor => x ^ cv,
-                        };
-                        r1 = f(r1);
-                        r2 = f(r2);
-                    }
-                    w.set(p, l, u64::from(r1));
-                    if let Some(q) = q {
-                        w.set(q, l, u64::from(r2));
-                    }
-                }
-            }
-            &Op::Set {
-                cmp,
-                dty,
-                sty,
-                d,
-                a,
-                b,
-            } => {
-                for l in lanes(exec) {
-                    let t = numeric::compare(cmp, sty, self.rd(w, a, l), self.rd(w, b, l));
-                    let v = match (dty, t) {
-                        (Ty::F32, true) => u64::from(1.0f32.to_bits()),
-                        (_, true) => dty.mask(),
-                        (_, false) => 0,
-                    };
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Selp { ty, d, a, b, c } => {
-                for l in lanes(exec) {
-                    let v = if self.rd(w, c, l) & 1 != 0 {
-                        self.rd(w, a, l)
-                    } else {
-                        self.rd(w, b, l)
-                    };
-                    w.set(d, l, v & ty.mask());
-                }
-            }
-            &Op::Cvt {
-                dty,
-                sty,
-                rnd,
-                sat,
-                ftz,
-                d,
-                a,
-                b,
-            } => {
-                for l in lanes(exec) {
-                    let x = self.rd(w, a, l);
-                    let v = match b {
-                        Some(b) => {
-                            let et = if dty == Ty::F16x2 { Ty::F16 } else { Ty::BF16 };
-                            let hi = alu::cvt(et, sty, rnd, sat, ftz, x);
-                            let lo = alu::cvt(et, sty, rnd, sat, ftz, self.rd(w, b, l));
-                            (hi << 16) | lo
-                        }
-                        None => alu::cvt(dty, sty, rnd, sat, ftz, x),
-                    };
-                    w.set(d, l, v);
-                }
-            }
-            &Op::Cvta {
-                to_generic,
-                space,
-                d,
-                a,
-                bits,
-            } => {
-                let slot = match space {
-                    Space::Shared => SHARED_SLOT,
-                    Space::Local => LOCAL_SLOT,
-                    _ => 0,
-                };
-                let m = if bits >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << bits) - 1
-                };
-                for l in lanes(exec) {
-                    let x = self.rd(w, a, l);
-                    let v = if slot == 0 {
-                        x
-                    } else if to_generic {
-                        (slot << SLOT_SHIFT) | (x & SLOT_MASK)
-                    } else if x >> SLOT_SHIFT == slot {
-                        x & SLOT_MASK
-                    } else {
-                        // Not an address of that window: the ISA leaves this undefined; keep the bits so the
-                        // access faults later with the offending address.
-                        x
-                    };
-                    w.set(d, l, v & m);
-                }
-            }
             Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } | Op::CpAsync { .. } => {
-                crate::mem_ops::exec_mem(self, w, inst, exec)?
+                mem_ops::exec_mem(self, w, inst, exec)
             }
             Op::Shfl { .. }
             | Op::Vote { .. }
             | Op::Redux { .. }
             | Op::Mma { .. }
-            | Op::Ldmatrix { .. } => warp_ops::exec_warp(self, w, inst, exec, active)?,
+            | Op::Ldmatrix { .. } => warp_ops::exec_warp(self, w, inst, exec, active),
             &Op::Activemask { d } => {
-                for l in lanes(exec) {
-                    w.set(d, l, u64::from(active));
-                }
+                w.put(d, &[u64::from(active); WARP], exec);
+                Ok(())
             }
-            Op::Nop => {}
+            Op::Nop => Ok(()),
             Op::Unsupported => {
                 let lane = exec.trailing_zeros() as usize;
-                return Err(self.fault(
+                Err(self.fault(
                     w,
                     lane,
                     FaultKind::Trap,
                     None,
                     "unsupported instruction".into(),
-                ));
+                ))
             }
             Op::Bra { .. } | Op::Exit | Op::Trap | Op::Bar { .. } => {
                 unreachable!("handled by run_warp")
             }
+            op => {
+                arith::exec(self, w, op, exec);
+                Ok(())
+            }
         }
-        Ok(())
     }
 }

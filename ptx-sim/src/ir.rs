@@ -365,6 +365,17 @@ pub(crate) enum Op {
         d: Reg,
         a: Src,
     },
+    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: 32/64-bit add or subtract with the per-thread carry
+    /// flag CC.CF, which `sub` uses as a borrow (`subc`: `d = a - (b + CF)`).
+    Carry {
+        sub: bool,
+        carry_in: bool,
+        carry_out: bool,
+        ty: Ty,
+        d: Reg,
+        a: Src,
+        b: Src,
+    },
     Mad {
         mode: MadMode,
         ty: Ty,
@@ -519,8 +530,10 @@ pub(crate) enum Op {
     },
     Exit,
     Trap,
+    /// `bar.sync id{, count}`: only a count covering the whole block is modelled (checked at run time).
     Bar {
         id: Src,
+        count: Option<Src>,
     },
     Nop,
     Shfl {
@@ -603,6 +616,9 @@ pub(crate) struct Kernel {
     pub name: String,
     pub insts: Vec<Inst>,
     pub nregs: u32,
+    /// Registers some thread may read before writing them: the only ones cleared when a register file is
+    /// reused for a new block (see `uninit.rs`).
+    pub zero_regs: Vec<Reg>,
     pub params: Vec<Param>,
     pub param_bytes: u32,
     /// Bytes of static `.shared` (module and function scope); dynamic shared memory starts after it.

@@ -10,7 +10,9 @@
 //! IR: registers are dense indices into a per-warp register file of untyped 64-bit containers, labels are
 //! instruction indices, symbols are state-space addresses, immediates are raw bits of the operand type.
 //! Instructions the simulator does not implement still load; launching a kernel that contains one returns
-//! [`SimError::Unsupported`] naming the first such line (see [`Module::unsupported`]).
+//! [`SimError::Unsupported`] naming the first such line (see [`Module::unsupported`]). `red` written in the
+//! ISA's modifier order (`red.global.add.u32`), which `ptx-syntax` 0.5 rejects, is reordered in place before
+//! parsing (`syntax.rs`).
 //!
 //! # Execution model
 //! A launch runs a grid of blocks; blocks are independent and run in parallel on the host's cores (rayon).
@@ -19,6 +21,17 @@
 //! or exits, then the next warp runs (round robin); when every live warp waits at the barrier they are all
 //! released. A barrier that some thread of the block cannot reach — it exited, or its warp is diverged at the
 //! barrier — is a [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour).
+//!
+//! # Speed
+//! Each warp instruction is executed for the whole warp at once: operands are lane vectors (`[u64; 32]`,
+//! borrowed straight from the register file), the per-lane function is chosen once per instruction and
+//! mapped over the executing lanes, with dedicated lane functions for the common integer, f32 and `cvt`
+//! forms (`arith.rs`, checked bit for bit against the general semantics in `alu.rs`). Global loads and
+//! stores whose lanes all hit one allocation in bounds take a warp-wide path with one bounds check;
+//! coalescing and bank-conflict counters use fixed arrays (`coalesce.rs`). Register files are reused from
+//! block to block on each host thread, and only the registers a thread may read before writing (found at
+//! load, `uninit.rs`) are cleared, so registers still read as zero until written. Counters are exact and do
+//! not depend on these paths (`tests/counters.rs` pins them for real kernels).
 //!
 //! # Reconvergence
 //! At load, the control-flow graph of each kernel is built and the immediate post-dominator (ipdom) of every
@@ -59,16 +72,20 @@
 //! Kernel tests should therefore compare results of approximate functions with at least those tolerances.
 
 mod alu;
+mod arith;
 mod cfg;
+mod coalesce;
 mod error;
 mod exec;
 mod ir;
+mod lanes;
 mod lower;
 mod mem_ops;
 mod memory;
 mod numeric;
 mod stats;
 mod syntax;
+mod uninit;
 mod warp_ops;
 
 use rayon::prelude::*;
@@ -292,7 +309,7 @@ impl Sim {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = (0..nblocks)
             .into_par_iter()
-            .filter_map(|i| {
+            .map_init(exec::Scratch::default, |scratch, i| {
                 if failed.load(std::sync::atomic::Ordering::Relaxed) {
                     return None;
                 }
@@ -301,12 +318,13 @@ impl Sim {
                     ((i / u64::from(gx)) % u64::from(gy)) as u32,
                     (i / (u64::from(gx) * u64::from(gy))) as u32,
                 ];
-                let r = exec::run_block(&ctx, ctaid);
+                let r = exec::run_block(&ctx, ctaid, scratch);
                 if r.is_err() {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 Some((i, r))
             })
+            .flatten()
             .collect();
         let mut total = LaunchStats::default();
         let mut first_fault: Option<(u64, Box<Fault>)> = None;

@@ -8,10 +8,10 @@ use ptx_syntax::r#type::{
 };
 use ptx_syntax::{PtxToken, Span};
 
-use crate::cfg;
 use crate::error::SimError;
 use crate::ir::*;
-use crate::syntax::{read_inst, Lit, Opnd, RawInst};
+use crate::syntax::{normalize_red, read_inst, Lit, Opnd, RawInst};
+use crate::{cfg, uninit};
 
 /// Why one instruction could not be lowered.
 enum LowerErr {
@@ -145,11 +145,13 @@ pub(crate) const MAX_LOCAL: u32 = 512 * 1024;
 
 pub(crate) fn lower_module(src: &str) -> Result<Vec<Kernel>, SimError> {
     let lines = Lines::new(src);
-    let module = ptx_syntax::parse_ptx(src).map_err(|e| SimError::Parse {
+    // Same length and offsets as `src`: spans index both (instruction texts are taken from `src`).
+    let normalized = normalize_red(src);
+    let module = ptx_syntax::parse_ptx(&normalized).map_err(|e| SimError::Parse {
         line: lines.line(e.span.start.min(src.len())),
         message: e.kind.to_string(),
     })?;
-    let toks = ptx_syntax::tokenize(src).map_err(|e| SimError::Parse {
+    let toks = ptx_syntax::tokenize(&normalized).map_err(|e| SimError::Parse {
         line: lines.line(e.span.start.min(src.len())),
         message: "invalid token".into(),
     })?;
@@ -299,10 +301,12 @@ impl<'a> KernelLowering<'a> {
             Some(a) => self.shared.size.next_multiple_of(a),
             None => self.shared.size,
         };
+        let nregs = self.reg_types.len() as u32;
         Ok(Kernel {
             name: self.name,
+            zero_regs: uninit::maybe_uninit_reads(&self.insts, nregs),
             insts: self.insts,
-            nregs: self.reg_types.len() as u32,
+            nregs,
             params,
             param_bytes: off,
             static_shared,
@@ -619,6 +623,9 @@ impl<'a> KernelLowering<'a> {
                         },
                         fclass(t),
                     ));
+                }
+                if r.has("cc") && matches!(op, "add" | "sub") {
+                    return self.carry(op == "sub", false, true, t, ops);
                 }
                 if r.has("cc") || t == Ty::F16x2 {
                     return unsup("carry or packed integer form");
@@ -1084,6 +1091,10 @@ impl<'a> KernelLowering<'a> {
                     None => invalid(format!("unknown label `{l}`")),
                 }
             }
+            "addc" | "subc" => {
+                n(3)?;
+                self.carry(op == "subc", true, r.has("cc"), need_ty()?, ops)
+            }
             "ret" | "exit" => Ok((Op::Exit, Class::Control)),
             "trap" => Ok((Op::Trap, Class::Control)),
             "bar" | "barrier" => {
@@ -1096,16 +1107,16 @@ impl<'a> KernelLowering<'a> {
                 {
                     return unsup("bar.arrive / bar.red");
                 }
-                match ops.len() {
-                    1 => Ok((
-                        Op::Bar {
-                            id: self.src(&ops[0], Ty::U32)?,
-                        },
-                        Class::Control,
-                    )),
-                    0 => Ok((Op::Bar { id: Src::Imm(0) }, Class::Control)),
-                    _ => unsup("bar.sync with a thread count"),
-                }
+                let count = match ops.len() {
+                    0 | 1 => None,
+                    2 => Some(self.src(&ops[1], Ty::U32)?),
+                    _ => return invalid("bar.sync takes a barrier id and an optional count"),
+                };
+                let id = match ops.first() {
+                    Some(o) => self.src(o, Ty::U32)?,
+                    None => Src::Imm(0),
+                };
+                Ok((Op::Bar { id, count }, Class::Control))
             }
             "membar" | "fence" | "prefetch" | "prefetchu" | "pmevent" | "nanosleep" => {
                 Ok((Op::Nop, Class::Other))
@@ -1265,6 +1276,32 @@ impl<'a> KernelLowering<'a> {
             }
             _ => unsup("opcode not implemented"),
         }
+    }
+
+    /// An add/subtract that writes the carry flag, and reads it when `carry_in`.
+    fn carry(
+        &self,
+        sub: bool,
+        carry_in: bool,
+        carry_out: bool,
+        t: Ty,
+        ops: &[Opnd],
+    ) -> LResult<(Op, Class)> {
+        if !matches!(t, Ty::U32 | Ty::S32 | Ty::U64 | Ty::S64) || ops.len() != 3 {
+            return unsup("carry arithmetic form");
+        }
+        Ok((
+            Op::Carry {
+                sub,
+                carry_in,
+                carry_out,
+                ty: t,
+                d: self.reg(&ops[0])?,
+                a: self.src(&ops[1], t)?,
+                b: self.src(&ops[2], t)?,
+            },
+            Class::Int,
+        ))
     }
 
     fn lower_mma(&self, r: &RawInst) -> LResult<(Op, Class)> {

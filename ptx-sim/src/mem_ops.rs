@@ -1,10 +1,12 @@
 //! Loads, stores, atomics and `cp.async`, with the coalescing and bank-conflict counters.
 
 use crate::alu;
+use crate::coalesce::Accesses;
 use crate::error::Fault;
 use crate::exec::{lanes, Block, Loc, Warp};
 use crate::ir::{Addr, Inst, Op, Space};
-use crate::memory::MemErr;
+use crate::lanes::{map1, Lanes};
+use crate::memory::{Alloc, GlobalMem, MemErr, LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
 use crate::numeric::sext;
 
 impl Loc {
@@ -23,23 +25,19 @@ impl Loc {
     }
 }
 
-/// Per-request accumulation of the lanes' accesses, for the counters.
+/// The lanes' accesses of one warp-level request, by memory space, for the counters.
+#[derive(Default)]
 struct Request {
-    global: Vec<(u64, u32)>,
-    shared: Vec<(u64, u32)>,
+    global: Accesses,
+    shared: Accesses,
 }
 
 impl Request {
-    fn new() -> Request {
-        Request {
-            global: Vec::with_capacity(32),
-            shared: Vec::new(),
-        }
-    }
+    #[inline]
     fn add(&mut self, loc: Loc, bytes: u32) {
         match loc {
-            Loc::Global(a) => self.global.push((a, bytes)),
-            Loc::Shared(a) => self.shared.push((a, bytes)),
+            Loc::Global(a) => self.global.push(a, bytes),
+            Loc::Shared(a) => self.shared.push(a, bytes),
             _ => {}
         }
     }
@@ -48,50 +46,88 @@ impl Request {
 impl Block<'_> {
     fn finish(&mut self, r: &Request, write: bool) {
         if !r.global.is_empty() {
-            let bytes: u64 = r.global.iter().map(|g| u64::from(g.1)).sum();
-            let mut sectors: Vec<u64> = r
-                .global
-                .iter()
-                .flat_map(|&(a, n)| (a >> 5)..=((a + u64::from(n) - 1) >> 5))
-                .collect();
-            sectors.sort_unstable();
-            sectors.dedup();
+            let (bytes, sectors) = (r.global.bytes(), r.global.sectors());
             let s = &mut self.stats;
             s.global_requests += 1;
             if write {
                 s.global_bytes_written += bytes;
-                s.sectors_written += sectors.len() as u64;
+                s.sectors_written += sectors;
             } else {
                 s.global_bytes_read += bytes;
-                s.sectors_read += sectors.len() as u64;
+                s.sectors_read += sectors;
             }
         }
         if !r.shared.is_empty() {
             self.stats.shared_requests += 1;
-            self.stats.shared_bank_conflicts += bank_conflicts(&r.shared);
+            self.stats.shared_bank_conflicts += r.shared.bank_conflicts();
         }
     }
 }
 
-/// Extra wavefronts of one shared-memory request (see [`crate::LaunchStats::shared_bank_conflicts`]).
-pub(crate) fn bank_conflicts(accesses: &[(u64, u32)]) -> u64 {
-    let mut words: Vec<u64> = accesses
-        .iter()
-        .flat_map(|&(a, n)| (a >> 2)..=((a + u64::from(n) - 1) >> 2))
-        .collect();
-    words.sort_unstable();
-    words.dedup();
-    let mut per_bank = [0u64; 32];
-    for w in &words {
-        per_bank[(w % 32) as usize] += 1;
+/// When every lane of `exec` accesses `total` bytes of global memory inside one allocation, naturally
+/// aligned: that allocation and each lane's offset in it. Otherwise `None`, and the caller takes the
+/// lane-by-lane path, which also finds and reports any fault.
+#[inline]
+fn warp_global<'m>(
+    mem: &'m GlobalMem,
+    space: Space,
+    addrs: &Lanes,
+    exec: u32,
+    total: u32,
+) -> Option<(&'m Alloc, Lanes)> {
+    let first = addrs[exec.trailing_zeros() as usize];
+    let slot = first >> SLOT_SHIFT;
+    let global = match space {
+        Space::Global | Space::Const => true,
+        Space::Generic => slot != SHARED_SLOT && slot != LOCAL_SLOT,
+        _ => false,
+    };
+    if !global {
+        return None;
     }
-    let wavefronts = per_bank.iter().copied().max().unwrap_or(0);
-    let ideal = (words.len() as u64).div_ceil(32);
-    wavefronts.saturating_sub(ideal)
+    let (mut other_slot, mut misaligned, mut end) = (0u64, 0u64, 0u64);
+    for l in lanes(exec) {
+        let a = addrs[l];
+        other_slot |= (a >> SLOT_SHIFT) ^ slot;
+        misaligned |= a & (u64::from(total) - 1);
+        end = end.max((a & SLOT_MASK) + u64::from(total));
+    }
+    let alloc = mem.region(first)?;
+    if other_slot != 0 || misaligned != 0 || end > alloc.len() {
+        return None;
+    }
+    Some((alloc, addrs.map(|a| a & SLOT_MASK)))
 }
 
-fn lane_addr(b: &Block, w: &Warp, a: &Addr, lane: usize) -> u64 {
-    b.rd(w, a.base, lane).wrapping_add(a.offset as u64)
+/// Per-lane addresses of `[base + offset]`.
+#[inline]
+fn lane_addrs(b: &Block, w: &Warp, a: &Addr) -> Lanes {
+    let base = b.fetch(w, a.base);
+    let off = a.offset as u64;
+    base.map(|x| x.wrapping_add(off))
+}
+
+/// The allocation holding `total` bytes at global address `a`, with the offset of `a` in it, when the whole
+/// range is inside it; `None` sends the caller to the element-by-element path, which reports the fault.
+/// `cache` keeps the last allocation found: a warp's lanes nearly always hit the same one.
+#[inline]
+fn global_range<'m>(
+    mem: &'m GlobalMem,
+    cache: &mut Option<(u64, &'m Alloc)>,
+    a: u64,
+    total: u32,
+) -> Option<(&'m Alloc, u64)> {
+    let slot = a >> SLOT_SHIFT;
+    let alloc = match *cache {
+        Some((s, alloc)) if s == slot => alloc,
+        _ => {
+            let alloc = mem.region(a)?;
+            *cache = Some((slot, alloc));
+            alloc
+        }
+    };
+    let off = a & SLOT_MASK;
+    (off + u64::from(total) <= alloc.len()).then_some((alloc, off))
 }
 
 pub(crate) fn exec_mem(
@@ -118,18 +154,46 @@ pub(crate) fn exec_mem(
                     "128-bit scalar loads are not supported".into(),
                 ));
             }
-            let mut req = Request::new();
+            let addrs = lane_addrs(b, w, addr);
+            let mem = b.ctx.mem;
+            let mut req = Request::default();
+            if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+                for l in lanes(exec) {
+                    req.global.push(addrs[l], total);
+                }
+                for (i, d) in ds.iter().enumerate() {
+                    let Some(d) = *d else { continue };
+                    let k = u64::from(size) * i as u64;
+                    let mut v = map1(exec, &offs, |off| alloc.load(off + k, size));
+                    if ty.is_signed() {
+                        v = map1(exec, &v, |x| sext(x, ty.bits()) as u64);
+                    }
+                    w.put(d, &v, exec);
+                }
+                b.finish(&req, false);
+                return Ok(());
+            }
+            let mut cache = None;
             for l in lanes(exec) {
-                let loc = b.locate(*space, lane_addr(b, w, addr, l));
+                let loc = b.locate(*space, addrs[l]);
                 if !loc.addr().is_multiple_of(u64::from(total)) {
                     return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
                 }
                 req.add(loc, total);
+                let fast = match loc {
+                    Loc::Global(a) => global_range(mem, &mut cache, a, total),
+                    _ => None,
+                };
                 for (i, d) in ds.iter().enumerate() {
-                    let el = loc.plus(u64::from(size) * i as u64);
-                    let v = b
-                        .load(w, l, el, size)
-                        .map_err(|e| b.mem_fault(w, l, e, el, size))?;
+                    let k = u64::from(size) * i as u64;
+                    let v = match fast {
+                        Some((alloc, off)) => alloc.load(off + k, size),
+                        None => {
+                            let el = loc.plus(k);
+                            b.load(w, l, el, size)
+                                .map_err(|e| b.mem_fault(w, l, e, el, size))?
+                        }
+                    };
                     let v = if ty.is_signed() {
                         sext(v, ty.bits()) as u64
                     } else {
@@ -150,18 +214,54 @@ pub(crate) fn exec_mem(
         } => {
             let size = ty.bytes();
             let total = size * srcs.len() as u32;
-            let mut req = Request::new();
+            if size > 8 {
+                return Err(b.fault(
+                    w,
+                    exec.trailing_zeros() as usize,
+                    crate::FaultKind::Misaligned,
+                    None,
+                    "128-bit scalar stores are not supported".into(),
+                ));
+            }
+            let addrs = lane_addrs(b, w, addr);
+            let mem = b.ctx.mem;
+            let mut req = Request::default();
+            if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+                for l in lanes(exec) {
+                    req.global.push(addrs[l], total);
+                }
+                for (i, s) in srcs.iter().enumerate() {
+                    let k = u64::from(size) * i as u64;
+                    let v = b.fetch(w, *s);
+                    for l in lanes(exec) {
+                        alloc.store(offs[l] + k, size, v[l] & ty.mask());
+                    }
+                }
+                b.finish(&req, true);
+                return Ok(());
+            }
+            let mut cache = None;
             for l in lanes(exec) {
-                let loc = b.locate(*space, lane_addr(b, w, addr, l));
+                let loc = b.locate(*space, addrs[l]);
                 if !loc.addr().is_multiple_of(u64::from(total)) {
                     return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
                 }
                 req.add(loc, total);
+                let fast = match loc {
+                    Loc::Global(a) => global_range(mem, &mut cache, a, total),
+                    _ => None,
+                };
                 for (i, s) in srcs.iter().enumerate() {
-                    let el = loc.plus(u64::from(size) * i as u64);
+                    let k = u64::from(size) * i as u64;
                     let v = b.rd(w, *s, l) & ty.mask();
-                    b.store(w, l, el, size, v)
-                        .map_err(|e| b.mem_fault(w, l, e, el, size))?;
+                    match fast {
+                        Some((alloc, off)) => alloc.store(off + k, size, v),
+                        None => {
+                            let el = loc.plus(k);
+                            b.store(w, l, el, size, v)
+                                .map_err(|e| b.mem_fault(w, l, e, el, size))?
+                        }
+                    }
                 }
             }
             b.finish(&req, true);
@@ -176,9 +276,10 @@ pub(crate) fn exec_mem(
             c,
         } => {
             let size = ty.bytes();
-            let mut req = Request::new();
+            let addrs = lane_addrs(b, w, &addr);
+            let mut req = Request::default();
             for l in lanes(exec) {
-                let loc = b.locate(space, lane_addr(b, w, &addr, l));
+                let loc = b.locate(space, addrs[l]);
                 let bv = b.rd(w, bsrc, l);
                 let cv = c.map(|c| b.rd(w, c, l)).unwrap_or(0);
                 let f = |old: u64| alu::atom(op, ty, old, bv, cv);
@@ -203,11 +304,12 @@ pub(crate) fn exec_mem(
             size,
             src_size,
         } => {
-            let mut reads = Request::new();
-            let mut writes = Request::new();
+            let (src_addrs, dst_addrs) = (lane_addrs(b, w, &src), lane_addrs(b, w, &dst));
+            let mut reads = Request::default();
+            let mut writes = Request::default();
             for l in lanes(exec) {
-                let from = b.locate(Space::Global, lane_addr(b, w, &src, l));
-                let to = b.locate(Space::Shared, lane_addr(b, w, &dst, l));
+                let from = b.locate(Space::Global, src_addrs[l]);
+                let to = b.locate(Space::Shared, dst_addrs[l]);
                 let valid = src_size
                     .map(|s| b.rd(w, s, l) as u32)
                     .unwrap_or(size)

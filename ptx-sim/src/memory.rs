@@ -32,9 +32,57 @@ pub(crate) enum MemErr {
     Misaligned,
 }
 
-struct Alloc {
+/// One global allocation: `len` bytes in little-endian 32-bit words.
+pub(crate) struct Alloc {
     words: Box<[AtomicU32]>,
     len: u64,
+}
+
+impl Alloc {
+    /// Bytes of the allocation.
+    #[inline]
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Loads a 1-, 2-, 4- or 8-byte value at `off`, which must be aligned to `size` with
+    /// `off + size <= len()` (the callers check; a violation would index past the words and panic).
+    #[inline]
+    pub(crate) fn load(&self, off: u64, size: u32) -> u64 {
+        let w = (off / 4) as usize;
+        match size {
+            8 => {
+                u64::from(self.words[w].load(Relaxed))
+                    | (u64::from(self.words[w + 1].load(Relaxed)) << 32)
+            }
+            4 => u64::from(self.words[w].load(Relaxed)),
+            _ => {
+                let shift = (off % 4) * 8;
+                (u64::from(self.words[w].load(Relaxed)) >> shift) & ((1u64 << (8 * size)) - 1)
+            }
+        }
+    }
+
+    /// Stores a 1-, 2-, 4- or 8-byte value at `off`, under the same conditions as [`Alloc::load`].
+    #[inline]
+    pub(crate) fn store(&self, off: u64, size: u32, v: u64) {
+        let w = (off / 4) as usize;
+        match size {
+            8 => {
+                self.words[w].store(v as u32, Relaxed);
+                self.words[w + 1].store((v >> 32) as u32, Relaxed);
+            }
+            4 => self.words[w].store(v as u32, Relaxed),
+            _ => {
+                let shift = (off % 4) * 8;
+                let mask = (((1u64 << (8 * size)) - 1) << shift) as u32;
+                let bits = ((v << shift) as u32) & mask;
+                // Only this access's bytes change; the CAS loop keeps concurrent writers of the other bytes.
+                let _ =
+                    self.words[w].fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | bits));
+            }
+        }
+    }
 }
 
 /// All global allocations of a [`crate::Sim`].
@@ -86,6 +134,15 @@ impl GlobalMem {
         }
     }
 
+    /// The live allocation whose slot contains `addr` (the address may still be past its end).
+    #[inline]
+    pub(crate) fn region(&self, addr: u64) -> Option<&Alloc> {
+        let slot = (addr >> SLOT_SHIFT) as usize;
+        slot.checked_sub(1)
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref)
+    }
+
     fn find(&self, addr: u64, size: u64) -> Result<(&Alloc, u64), MemErr> {
         let slot = (addr >> SLOT_SHIFT) as usize;
         let off = addr & SLOT_MASK;
@@ -101,18 +158,7 @@ impl GlobalMem {
             return Err(MemErr::Misaligned);
         }
         let (a, off) = self.find(addr, u64::from(size))?;
-        let w = (off / 4) as usize;
-        Ok(match size {
-            8 => {
-                u64::from(a.words[w].load(Relaxed))
-                    | (u64::from(a.words[w + 1].load(Relaxed)) << 32)
-            }
-            4 => u64::from(a.words[w].load(Relaxed)),
-            _ => {
-                let shift = (off % 4) * 8;
-                (u64::from(a.words[w].load(Relaxed)) >> shift) & ((1u64 << (8 * size)) - 1)
-            }
-        })
+        Ok(a.load(off, size))
     }
 
     /// Stores a naturally aligned value of 1, 2, 4 or 8 bytes.
@@ -121,21 +167,7 @@ impl GlobalMem {
             return Err(MemErr::Misaligned);
         }
         let (a, off) = self.find(addr, u64::from(size))?;
-        let w = (off / 4) as usize;
-        match size {
-            8 => {
-                a.words[w].store(v as u32, Relaxed);
-                a.words[w + 1].store((v >> 32) as u32, Relaxed);
-            }
-            4 => a.words[w].store(v as u32, Relaxed),
-            _ => {
-                let shift = (off % 4) * 8;
-                let mask = (((1u64 << (8 * size)) - 1) << shift) as u32;
-                let bits = ((v << shift) as u32) & mask;
-                // Only this access's bytes change; the CAS loop keeps concurrent writers of the other bytes.
-                let _ = a.words[w].fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | bits));
-            }
-        }
+        a.store(off, size, v);
         Ok(())
     }
 
@@ -168,13 +200,24 @@ impl GlobalMem {
             len: data.len(),
         };
         let (a, off) = self.find(addr, data.len() as u64).map_err(|_| err)?;
-        for (i, &b) in data.iter().enumerate() {
-            let o = off + i as u64;
-            let shift = (o % 4) * 8;
-            let mask = 0xffu32 << shift;
-            let _ = a.words[(o / 4) as usize].fetch_update(Relaxed, Relaxed, |old| {
-                Some((old & !mask) | (u32::from(b) << shift))
-            });
+        // Whole words are stored at once; the partial words at either end merge their bytes.
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let o = off + pos as u64;
+            let in_word = (o % 4) as usize;
+            let n = (4 - in_word).min(data.len() - pos);
+            let w = &a.words[(o / 4) as usize];
+            if n == 4 {
+                let bytes: [u8; 4] = data[pos..pos + 4].try_into().expect("4 bytes");
+                w.store(u32::from_le_bytes(bytes), Relaxed);
+            } else {
+                let mut word = [0u8; 4];
+                word[in_word..in_word + n].copy_from_slice(&data[pos..pos + n]);
+                let mask = (((1u64 << (8 * n)) - 1) << (8 * in_word)) as u32;
+                let bits = u32::from_le_bytes(word);
+                let _ = w.fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | bits));
+            }
+            pos += n;
         }
         Ok(())
     }
@@ -186,9 +229,14 @@ impl GlobalMem {
             len: out.len(),
         };
         let (a, off) = self.find(addr, out.len() as u64).map_err(|_| err)?;
-        for (i, b) in out.iter_mut().enumerate() {
-            let o = off + i as u64;
-            *b = (a.words[(o / 4) as usize].load(Relaxed) >> ((o % 4) * 8)) as u8;
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let o = off + pos as u64;
+            let in_word = (o % 4) as usize;
+            let n = (4 - in_word).min(out.len() - pos);
+            let word = a.words[(o / 4) as usize].load(Relaxed).to_le_bytes();
+            out[pos..pos + n].copy_from_slice(&word[in_word..in_word + n]);
+            pos += n;
         }
         Ok(())
     }

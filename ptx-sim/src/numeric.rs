@@ -253,9 +253,21 @@ pub(crate) fn compare(cmp: Cmp, t: Ty, a: u64, b: u64) -> bool {
     }
 }
 
-/// `bfe` per the ISA pseudocode (spec §6.7).
+/// Mask of the low `n` bits (all ones from 64 up).
+fn low_bits(n: u64) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// `bfe` per the ISA pseudocode (spec §6.7): bit `i` of the result is bit `pos + i` of `a` while
+/// `i < len` and `pos + i <= msb`, and the sign bit (bit `min(pos + len - 1, msb)` of `a` for signed types
+/// with `len > 0`, else 0) above that. `pos` and `len` use their low 8 bits.
 pub(crate) fn bfe(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
-    let msb = t.bits() as u64 - 1;
+    let bits = u64::from(t.bits());
+    let msb = bits - 1;
     let pos = pos & 0xff;
     let len = len & 0xff;
     let sbit = if !t.is_signed() || len == 0 {
@@ -263,30 +275,30 @@ pub(crate) fn bfe(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
     } else {
         (a >> (pos + len - 1).min(msb)) & 1
     };
-    let mut d = 0u64;
-    for i in 0..=msb {
-        let bit = if i < len && pos + i <= msb {
-            (a >> (pos + i)) & 1
-        } else {
-            sbit
-        };
-        d |= bit << i;
-    }
-    d
+    // The number of result bits taken from `a`.
+    let width = if pos > msb { 0 } else { len.min(bits - pos) };
+    let field = if width == 0 {
+        0
+    } else {
+        (a >> pos) & low_bits(width)
+    };
+    let fill = if sbit == 1 {
+        t.mask() & !low_bits(width)
+    } else {
+        0
+    };
+    field | fill
 }
 
-/// `bfi`: insert the low `len` bits of `f` into `b` at `pos`.
+/// `bfi`: insert the low `len` bits of `f` into `b` at `pos` (bits past the type's msb are dropped).
 pub(crate) fn bfi(t: Ty, f: u64, b: u64, pos: u64, len: u64) -> u64 {
-    let msb = t.bits() as u64 - 1;
+    let bits = u64::from(t.bits());
     let (pos, len) = (pos & 0xff, len & 0xff);
-    let mut d = b;
-    for i in 0..len {
-        if pos + i > msb {
-            break;
-        }
-        d = (d & !(1 << (pos + i))) | (((f >> i) & 1) << (pos + i));
+    if pos >= bits {
+        return b & t.mask();
     }
-    d & t.mask()
+    let m = low_bits(len.min(bits - pos)) << pos;
+    ((b & !m) | ((f << pos) & m)) & t.mask()
 }
 
 /// `prmt` per spec §6.6.
@@ -318,4 +330,96 @@ pub(crate) fn prmt(mode: crate::ir::PrmtMode, a: u32, b: u32, c: u32) -> u32 {
     sel.iter()
         .enumerate()
         .fold(0, |d, (k, &s)| d | (byte(s) << (8 * k)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ISA's per-bit pseudocode for `bfe`.
+    fn bfe_per_bit(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
+        let msb = t.bits() as u64 - 1;
+        let (pos, len) = (pos & 0xff, len & 0xff);
+        let sbit = if !t.is_signed() || len == 0 {
+            0
+        } else {
+            (a >> (pos + len - 1).min(msb)) & 1
+        };
+        let mut d = 0u64;
+        for i in 0..=msb {
+            let bit = if i < len && pos + i <= msb {
+                (a >> (pos + i)) & 1
+            } else {
+                sbit
+            };
+            d |= bit << i;
+        }
+        d
+    }
+
+    /// The ISA's per-bit pseudocode for `bfi`.
+    fn bfi_per_bit(t: Ty, f: u64, b: u64, pos: u64, len: u64) -> u64 {
+        let msb = t.bits() as u64 - 1;
+        let (pos, len) = (pos & 0xff, len & 0xff);
+        let mut d = b;
+        for i in 0..len {
+            if pos + i > msb {
+                break;
+            }
+            d = (d & !(1 << (pos + i))) | (((f >> i) & 1) << (pos + i));
+        }
+        d & t.mask()
+    }
+
+    #[test]
+    fn bit_field_closed_forms_match_the_per_bit_definition() {
+        let values = [
+            0u64,
+            1,
+            0x8000_0000,
+            0xffff_ffff,
+            0x1234_5678_9abc_def0,
+            u64::MAX,
+            0x8000_0000_0000_0000,
+            0x0f0f_f0f0,
+        ];
+        let positions = [
+            0u64,
+            1,
+            4,
+            8,
+            15,
+            16,
+            24,
+            31,
+            32,
+            33,
+            48,
+            63,
+            64,
+            100,
+            255,
+            256 + 3,
+        ];
+        for t in [Ty::U32, Ty::S32, Ty::U64, Ty::S64] {
+            for &a in &values {
+                let a = a & t.mask();
+                for &pos in &positions {
+                    for &len in &positions {
+                        assert_eq!(
+                            bfe(t, a, pos, len),
+                            bfe_per_bit(t, a, pos, len),
+                            "bfe {t:?} a={a:#x} pos={pos} len={len}"
+                        );
+                        let f = a.rotate_left(13);
+                        assert_eq!(
+                            bfi(t, f, a, pos, len),
+                            bfi_per_bit(t, f, a, pos, len),
+                            "bfi {t:?} f={f:#x} b={a:#x} pos={pos} len={len}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

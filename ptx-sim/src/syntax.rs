@@ -5,7 +5,58 @@
 //! its operands. So each validated instruction is re-read here from the same `ptx-syntax` token stream into
 //! that uniform shape, and `lower` maps it to the IR with one table for all forms.
 
+use std::borrow::Cow;
+
 use ptx_syntax::{PtxToken, Span};
+
+/// Reorders the modifiers of every `red` instruction to the order `ptx-syntax` 0.5 accepts.
+///
+/// The ISA writes `red{.sem}{.scope}{.space}.op{.noftz}.type` (`red.global.add.u32`, what compilers emit),
+/// but `ptx-syntax` only accepts the operation first and the state space second (`red.add.global.u32`).
+/// The rewrite permutes the dot-separated modifiers in place, so every byte offset, and thus every line
+/// number and token span, is unchanged; lowering reads modifiers as a set, so their order does not matter.
+pub(crate) fn normalize_red(src: &str) -> Cow<'_, str> {
+    const OPS: [&str; 8] = ["add", "inc", "dec", "min", "max", "and", "or", "xor"];
+    let bytes = src.as_bytes();
+    let mut out: Option<String> = None;
+    let mut from = 0;
+    while let Some(i) = src[from..].find("red.").map(|i| i + from) {
+        from = i + 4;
+        let starts_word = i == 0 || {
+            let p = bytes[i - 1];
+            !(p.is_ascii_alphanumeric() || matches!(p, b'_' | b'.' | b'%' | b'$'))
+        };
+        if !starts_word {
+            continue;
+        }
+        let end = src[i..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':')))
+            .map_or(src.len(), |e| i + e);
+        let mods: Vec<&str> = src[i + 4..end].split('.').collect();
+        let op = mods.iter().position(|m| OPS.contains(m));
+        let space = mods
+            .iter()
+            .position(|m| *m == "global" || m.starts_with("shared"));
+        let (Some(op), Some(space)) = (op, space) else {
+            continue;
+        };
+        if op == 0 && space == 1 {
+            continue;
+        }
+        let mut order = vec![mods[op], mods[space]];
+        order.extend(
+            mods.iter()
+                .enumerate()
+                .filter(|(k, _)| *k != op && *k != space)
+                .map(|(_, m)| *m),
+        );
+        let text = format!("red.{}", order.join("."));
+        debug_assert_eq!(text.len(), end - i);
+        out.get_or_insert_with(|| src.to_string())
+            .replace_range(i..end, &text);
+    }
+    out.map_or(Cow::Borrowed(src), Cow::Owned)
+}
 
 /// A literal as written in the PTX text.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,4 +304,31 @@ fn lit(c: &mut Cursor) -> Result<Lit, String> {
         }
         other => return Err(format!("expected an operand, found {other:?}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_red;
+
+    #[test]
+    fn red_modifiers_are_reordered_in_place() {
+        let src = "  red.global.add.u32 [%rd1], %r1;\n@%p1 red.relaxed.gpu.global.max.s32 [x], 1; // bred.x\n";
+        let out = normalize_red(src);
+        assert_eq!(
+            out,
+            "  red.add.global.u32 [%rd1], %r1;\n@%p1 red.max.global.relaxed.gpu.s32 [x], 1; // bred.x\n"
+        );
+        assert_eq!(out.len(), src.len());
+        // Already in the accepted order, or not a `red` instruction: untouched.
+        for s in [
+            "red.add.global.u32 [a], 1;",
+            "atom.global.add.u32 %r1, [a], 1;",
+            "mov.u32 %red.x, 1;",
+        ] {
+            assert!(
+                matches!(normalize_red(s), std::borrow::Cow::Borrowed(_)),
+                "{s}"
+            );
+        }
+    }
 }

@@ -314,13 +314,12 @@ pub(crate) fn exec_warp(
                 }
                 rows.push(loc);
             }
-            let accesses: Vec<(u64, u32)> = rows
-                .iter()
-                .filter_map(|l| match l {
-                    crate::exec::Loc::Shared(a) => Some((*a, 16)),
-                    _ => None,
-                })
-                .collect();
+            let mut accesses = crate::coalesce::Accesses::default();
+            for row in &rows {
+                if let crate::exec::Loc::Shared(a) = row {
+                    accesses.push(*a, 16);
+                }
+            }
             let mut out = vec![[0u64; 4]; 32];
             for m in 0..count as usize {
                 // Element (r, c) of matrix m is the b16 at row address r, byte 2c.
@@ -351,7 +350,7 @@ pub(crate) fn exec_warp(
                 }
             }
             b.stats.shared_requests += 1;
-            b.stats.shared_bank_conflicts += crate::mem_ops::bank_conflicts(&accesses);
+            b.stats.shared_bank_conflicts += accesses.bank_conflicts();
         }
         _ => unreachable!("exec_warp is only called for warp-synchronous instructions"),
     }
