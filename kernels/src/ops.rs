@@ -5,9 +5,16 @@
 
 use crate::backend::{Backend, KArg};
 use crate::{KernelError, Result};
-use ingot_abi::blocks::{BlockQ3K, BlockQ4K, BlockQ8_1, QK8_1, QK_K};
-use ingot_abi::launch::{KernelDesc, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, QUANTIZE_Q8_1, RMSNORM_F32};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{KernelDesc, QUANTIZE_Q8_1, RMSNORM_F32};
 use std::mem::size_of;
+
+pub mod attention;
+pub mod embed;
+pub mod gemv;
+pub mod head;
+pub mod moe;
+pub mod norm;
 
 /// Launches `desc` over `items` work items after checking `args` against its parameter list.
 pub fn launch<B: Backend>(
@@ -138,61 +145,6 @@ pub fn rmsnorm_f32<B: Backend>(
     )
 }
 
-/// A gemv kernel and the byte size of its weight super-block.
-struct GemvKernel {
-    desc: &'static KernelDesc,
-    block_bytes: usize,
-}
-
-const GEMV_Q4K: GemvKernel = GemvKernel {
-    desc: &GEMV_Q4K_Q8_1,
-    block_bytes: size_of::<BlockQ4K>(),
-};
-
-const GEMV_Q3K: GemvKernel = GemvKernel {
-    desc: &GEMV_Q3K_Q8_1,
-    block_bytes: size_of::<BlockQ3K>(),
-};
-
-fn gemv<B: Backend>(
-    b: &mut B,
-    k: &GemvKernel,
-    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    nrows: usize,
-    ncols: usize,
-) -> Result<()> {
-    let d = k.desc;
-    if ncols == 0 || !ncols.is_multiple_of(QK_K) {
-        return Err(shape(
-            d,
-            format!("ncols = {ncols} is not a positive multiple of {QK_K}"),
-        ));
-    }
-    let ncols32 = to_u32(d, "ncols", ncols)?;
-    let nrows32 = to_u32(d, "nrows", nrows)?;
-    need(b, d, "w", w, bytes(nrows, ncols / QK_K, k.block_bytes))?;
-    need(
-        b,
-        d,
-        "x",
-        x,
-        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
-    need(b, d, "y", y, bytes(nrows, 4, 1))?;
-    launch(
-        b,
-        d,
-        nrows32,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-        ],
-    )
-}
-
 /// `y = W·x`: `W` is `nrows` rows of `ncols/256` Q4_K blocks, `x` `ncols/32` q8_1 blocks,
 /// `y` `nrows` floats. `ncols` must be a positive multiple of 256.
 pub fn gemv_q4k_q8_1<B: Backend>(
@@ -203,7 +155,7 @@ pub fn gemv_q4k_q8_1<B: Backend>(
     nrows: usize,
     ncols: usize,
 ) -> Result<()> {
-    gemv(b, &GEMV_Q4K, (w, x, y), nrows, ncols)
+    gemv::gemv_q8_1(b, gemv::GemvType::Q4K, (w, x, y), nrows, ncols)
 }
 
 /// As [`gemv_q4k_q8_1`] with Q3_K weights.
@@ -215,5 +167,5 @@ pub fn gemv_q3k_q8_1<B: Backend>(
     nrows: usize,
     ncols: usize,
 ) -> Result<()> {
-    gemv(b, &GEMV_Q3K, (w, x, y), nrows, ncols)
+    gemv::gemv_q8_1(b, gemv::GemvType::Q3K, (w, x, y), nrows, ncols)
 }

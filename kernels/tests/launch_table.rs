@@ -35,7 +35,11 @@ fn every_table_kernel_is_in_the_ptx_with_matching_params() {
         assert_eq!(params, want, "parameter types of {}", k.name);
     }
     let entries = PTX.matches(".visible .entry ").count();
-    assert_eq!(entries, all_kernels().count(), "PTX entries vs launch table");
+    assert_eq!(
+        entries,
+        all_kernels().count(),
+        "PTX entries vs launch table"
+    );
 }
 
 /// Records launches; buffers are plain byte lengths.

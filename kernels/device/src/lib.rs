@@ -9,8 +9,17 @@
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)]
 #![allow(clippy::missing_safety_doc)]
 
-mod gemv_q3k;
-mod gemv_q4k;
+mod attention;
+mod argmax;
+mod embed;
+mod gemv;
+mod moe_dot;
+mod moe_down;
+mod moe_gate_up;
+mod moe_ptx;
+mod norm_q8;
 mod ptx;
 mod quantize;
 mod rmsnorm;
+mod router;
+mod vecdot;

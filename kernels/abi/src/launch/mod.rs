@@ -8,9 +8,45 @@
 //! One file per kernel family; each exports its descriptors and an `ALL` list, and [`KERNELS`]
 //! lists the families. A new family adds its module and one entry to [`KERNELS`].
 
+mod attention;
 mod basic;
+mod embed;
+mod gemv;
+mod head;
+pub mod moe;
+mod norm;
 
+pub use attention::{
+    flash_mma_smem, FLASH_LATENT_MMA, FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS,
+};
+pub use attention::{
+    flash_segments, flash_smem, FlashSplit, ATTN_MAX_ROPE, ATTN_MERGE, FLASH_LATENT,
+    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_THREADS,
+    FLASH_TILE, MERGE_THREADS, ROPE_KV, ROPE_KV_THREADS,
+};
 pub use basic::*;
+pub use embed::{
+    EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K, EMBED_Q4K,
+    EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
+};
+pub use gemv::{
+    gemv_lanes_per_row, gemv_rows_per_warp, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
+    GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
+    GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_Q3K_Q8_1,
+    GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5_0_Q8_1,
+    GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q8_0_Q8_1, GEMV_IQ4_NL_Q8_1,
+    GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES,
+    GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
+};
+pub use head::{
+    ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
+    GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
+};
+pub use moe::{
+    ExpertSelection, MAX_EXPERTS_USED, MOE_ROUTE, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
+    ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+};
+pub use norm::{RMSNORM_Q8_1, RMSNORM_Q8_1_THREADS};
 
 /// Threads per warp on every NVIDIA architecture this crate targets (sm_86, sm_90).
 pub const WARP_SIZE: u32 = 32;
@@ -88,9 +124,16 @@ impl KernelDesc {
     }
 }
 
-
 /// Every kernel the device crate exports, by family.
-pub const KERNELS: &[&[KernelDesc]] = &[basic::ALL];
+pub const KERNELS: &[&[KernelDesc]] = &[
+    basic::ALL,
+    moe::ALL,
+    attention::ALL,
+    gemv::ALL,
+    embed::ALL,
+    norm::ALL,
+    head::ALL,
+];
 
 /// Iterates every kernel descriptor of every family.
 pub fn all_kernels() -> impl Iterator<Item = &'static KernelDesc> {

@@ -1,0 +1,252 @@
+//! MLA attention for one decode token (spec §5.1 steps 4-10, §7.3): rope + latent cache write,
+//! split-K `flash_latent` over the latent cache, and the log-sum-exp merge of its segments.
+//!
+//! # Data layouts (all buffers 16-byte aligned, little-endian)
+//! * `q`: `n_head × (d_nope + n_rope)` f32, the `attn_q` gemv output; head `h`'s rope part is
+//!   `q[h·(d_nope+n_rope) + d_nope ..][..n_rope]`.
+//! * `kv`: `kv_lora + n_rope` f32, the `attn_kv_a_mqa` gemv output (`c | k_pe`).
+//! * `rope_freq`: `n_rope/2` f64, `rope_freq[i] = θ_i / pos`, i.e. the YaRN-blended angular
+//!   frequency of pair `i` (θ is linear in the position for every ggml rope mode). Computed once
+//!   at load time by the host (`ingot_model::RopeParams::theta(1, i)`).
+//! * `q_pe`: `n_head × n_rope` f32, the rotated query rope parts.
+//! * `cache`: the layer's latent KV cache, `ctx` rows of `kv_lora + n_rope` f16; row `t` is
+//!   `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order, spec §5.1 step 6).
+//! * `q_abs`: `n_head × kv_lora` f32, the output of the grouped `attn_k_b` gemv.
+//! * `part_o`: `max_segments × n_head × kv_lora` f32, un-normalized `Σ_t 2^(s_t − m)·c_t` of each
+//!   segment; `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m`
+//!   the running maximum of the base-2 scores `s_t = kq_scale·log2(e)·(Q·K_t)` and
+//!   `l = Σ_t 2^(s_t − m)`.
+//! * `o_lat`: `n_head × kv_lora` f32, `softmax(s)·c` per head (the input of the grouped
+//!   `attn_v_b` gemv; head `h`'s slice starts at `h·kv_lora`, a whole number of q8_1 blocks
+//!   when `kv_lora` is a multiple of 32, so `quantize_q8_1` over all `n_head·kv_lora` floats
+//!   gives each head its own blocks).
+//!
+//! # Per-token values
+//! The position comes from [`crate::step::StepState::pos`] in device memory; `ctx` (cache rows)
+//! and `max_segments` are fixed when a graph is captured. A step with `pos ≥ ctx` writes no cache
+//! row and the merge writes NaN to `o_lat`, so an overflowing context is visible, never silent.
+
+use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+
+/// Threads per block of [`ROPE_KV`].
+pub const ROPE_KV_THREADS: u32 = 256;
+/// Most rope dimensions per head [`ROPE_KV`] and [`FLASH_LATENT`] support (V2-Lite: 64).
+pub const ATTN_MAX_ROPE: u32 = 64;
+
+/// `rope_kv(q, kv, kv_norm, rope_freq, state, q_pe, cache, n_head, d_nope, kv_lora, n_rope, ctx,
+/// eps, mscale)`: rotates every head's query rope part into `q_pe` and, when `pos < ctx`, writes
+/// cache row `pos` = `[rmsnorm(c, kv_norm, eps) | rope(k_pe)]` as f16. Rotation of pair `i`
+/// (adjacent elements `2i, 2i+1`, ggml NORM mode) by `θ_i = pos·rope_freq[i]` with cos/sin
+/// multiplied by `mscale`. One block; an item is the whole token.
+pub const ROPE_KV: KernelDesc = KernelDesc {
+    name: "rope_kv",
+    params: &[
+        ptr("q"),
+        ptr("kv"),
+        ptr("kv_norm"),
+        ptr("rope_freq"),
+        ptr("state"),
+        ptr("q_pe"),
+        ptr("cache"),
+        u32_("n_head"),
+        u32_("d_nope"),
+        u32_("kv_lora"),
+        u32_("n_rope"),
+        u32_("ctx"),
+        f32_("eps"),
+        f32_("mscale"),
+    ],
+    block: [ROPE_KV_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
+/// Threads per block of [`FLASH_LATENT`].
+pub const FLASH_THREADS: u32 = 256;
+/// Cache rows one [`FLASH_LATENT`] block stages in shared memory at a time.
+pub const FLASH_TILE: u32 = 32;
+/// Most heads one [`FLASH_LATENT`] block serves (all heads of V2-Lite; every head shares the
+/// cache rows, so one block reads each row once for all of them).
+pub const FLASH_MAX_HEADS: u32 = 16;
+/// Widest cache row `kv_lora + n_rope` [`FLASH_LATENT`] supports, in f16 elements.
+pub const FLASH_MAX_ROW: u32 = 576;
+/// Widest latent `kv_lora` [`FLASH_LATENT`] supports.
+pub const FLASH_MAX_LORA: u32 = 512;
+/// Fewest tiles a segment holds before the context is split further. Each segment costs a
+/// re-read of the query (`n_head·576·4` B, L2-resident) and a partial output
+/// (`n_head·kv_lora·4` B written and merged): at 8 tiles (256 rows, 295 KB of f16 cache at
+/// V2-Lite shapes) both stay near a tenth of the cache bytes the segment streams.
+pub const FLASH_MIN_SEGMENT_TILES: u32 = 8;
+
+/// Byte offsets of [`FLASH_LATENT`]'s dynamic shared memory.
+pub mod flash_smem {
+    use super::{FLASH_MAX_HEADS, FLASH_MAX_ROW, FLASH_TILE};
+    /// The staged cache tile: `FLASH_TILE` rows of `kv_lora + n_rope` f16, packed.
+    pub const TILE: u32 = 0;
+    /// Probabilities `p[t][h]` of the tile, f32, `FLASH_MAX_HEADS` per token.
+    pub const P: u32 = TILE + FLASH_TILE * FLASH_MAX_ROW * 2;
+    /// Per-head rescale factor `2^(m_old − m_new)` of the current tile, f32.
+    pub const ALPHA: u32 = P + FLASH_TILE * FLASH_MAX_HEADS * 4;
+    /// Total bytes.
+    pub const BYTES: u32 = ALPHA + FLASH_MAX_HEADS * 4;
+}
+
+/// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
+/// max_segments, kq_scale)`: block `b` attends the query of every head to the cache rows of
+/// segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's `part_o` and
+/// `part_ml`; blocks without a segment exit at once. Requires `n_head ≤ 16`,
+/// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: `max_segments` blocks
+/// (an item is one potential segment).
+pub const FLASH_LATENT: KernelDesc = KernelDesc {
+    name: "flash_latent",
+    params: &[
+        ptr("q_abs"),
+        ptr("q_pe"),
+        ptr("cache"),
+        ptr("state"),
+        ptr("part_o"),
+        ptr("part_ml"),
+        u32_("n_head"),
+        u32_("kv_lora"),
+        u32_("n_rope"),
+        u32_("ctx"),
+        u32_("max_segments"),
+        f32_("kq_scale"),
+    ],
+    block: [FLASH_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: flash_smem::BYTES,
+};
+
+/// Threads per block of [`ATTN_MERGE`]; thread `i` owns latent dims `4i .. 4i+4`.
+pub const MERGE_THREADS: u32 = FLASH_MAX_LORA / 4;
+
+/// `attn_merge(part_o, part_ml, state, o_lat, n_head, kv_lora, ctx, max_segments)`: combines the
+/// segments [`FLASH_LATENT`] wrote for this step (their count is re-derived from `pos`) into
+/// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s` (spec §7.2).
+/// An item is one head.
+pub const ATTN_MERGE: KernelDesc = KernelDesc {
+    name: "attn_merge",
+    params: &[
+        ptr("part_o"),
+        ptr("part_ml"),
+        ptr("state"),
+        ptr("o_lat"),
+        u32_("n_head"),
+        u32_("kv_lora"),
+        u32_("ctx"),
+        u32_("max_segments"),
+    ],
+    block: [MERGE_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
+const _: () =
+    assert!(FLASH_THREADS == FLASH_MAX_HEADS * 16 && FLASH_THREADS.is_multiple_of(WARP_SIZE));
+const _: () = assert!(
+    flash_smem::BYTES <= 48 * 1024,
+    "more needs an opt-in launch attribute"
+);
+
+/// How `flash_latent` splits a context: `count` segments of `tokens` rows each (the last one
+/// may be shorter). Device and host derive it from the same inputs, so the merge knows how many
+/// segments hold work without any extra buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashSplit {
+    pub count: u32,
+    pub tokens: u32,
+}
+
+/// The split of a context of `len` rows (`pos + 1`) over at most `max_segments` blocks.
+///
+/// Segments are whole tiles and hold at least [`FLASH_MIN_SEGMENT_TILES`] tiles unless the
+/// context is shorter; beyond `max_segments · FLASH_MIN_SEGMENT_TILES` tiles they grow instead of
+/// multiplying. So a short context runs in one block (one merge input), and a long one spreads
+/// its rows evenly over up to `max_segments` blocks, which the host sizes to fill the GPU: the
+/// cache bytes of a step are then streamed by every SM at once, which is what keeps a deep
+/// context's attention cost proportional to its bytes (spec §7.3). `max_segments = 0` counts as 1.
+pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
+    let max_segments = if max_segments == 0 { 1 } else { max_segments };
+    let tiles = if len == 0 {
+        1
+    } else {
+        len.div_ceil(FLASH_TILE)
+    };
+    let mut per = tiles.div_ceil(max_segments);
+    if per < FLASH_MIN_SEGMENT_TILES {
+        per = FLASH_MIN_SEGMENT_TILES;
+    }
+    FlashSplit {
+        count: tiles.div_ceil(per),
+        tokens: per.saturating_mul(FLASH_TILE),
+    }
+}
+
+/// Threads per block of [`FLASH_LATENT_MMA`]: eight warps.
+pub const FLASH_MMA_THREADS: u32 = 256;
+/// Heads [`FLASH_LATENT_MMA`] requires: exactly the M = 16 rows of `mma.sync.m16n8k16`.
+pub const FLASH_MMA_HEADS: u32 = 16;
+/// Bytes between consecutive rows of [`FLASH_LATENT_MMA`]'s shared tile: the widest row
+/// (`FLASH_MAX_ROW` f16) plus 16 bytes, so the eight 16-byte rows of one `ldmatrix` matrix
+/// start 4 banks apart (292 words ≡ 4 mod 32) and never conflict.
+pub const FLASH_MMA_ROW_STRIDE: u32 = FLASH_MAX_ROW * 2 + 16;
+
+/// Byte offsets of [`FLASH_LATENT_MMA`]'s dynamic shared memory.
+pub mod flash_mma_smem {
+    use super::{FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_TILE};
+    /// The staged cache tile: `FLASH_TILE` rows of `kv_lora + n_rope` f16, row `t` at
+    /// `t·FLASH_MMA_ROW_STRIDE`; the bytes past each row stay zero. Before the first tile it
+    /// holds the f16 query, head `h` at `h·FLASH_MMA_ROW_STRIDE`.
+    pub const TILE: u32 = 0;
+    /// Scores of the tile, f32, as two partial sums (the two halves of the 576-deep dot
+    /// product), each `[h][t]` with rows `S_STRIDE` bytes apart.
+    pub const S: u32 = TILE + FLASH_TILE * FLASH_MMA_ROW_STRIDE;
+    /// `FLASH_TILE` f32 plus 8: the `mma` accumulator stores (8 heads × 8 scores per warp)
+    /// then spread over all 32 banks.
+    pub const S_STRIDE: u32 = (FLASH_TILE + 8) * 4;
+    /// Bytes of one partial-score half.
+    pub const S_HALF: u32 = FLASH_MMA_HEADS * S_STRIDE;
+    /// Probabilities of the tile, f16, `[h][t]` with rows `P_STRIDE` bytes apart.
+    pub const P: u32 = S + 2 * S_HALF;
+    /// `FLASH_TILE` f16 plus 16 bytes: 20 words, so an `ldmatrix` of 8 heads is conflict-free.
+    pub const P_STRIDE: u32 = FLASH_TILE * 2 + 16;
+    /// Per-head rescale factor `2^(m_old − m_new)` of the current tile, f32.
+    pub const ALPHA: u32 = P + FLASH_MMA_HEADS * P_STRIDE;
+    /// Total bytes.
+    pub const BYTES: u32 = ALPHA + FLASH_MMA_HEADS * 4;
+}
+
+/// `flash_latent_mma(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
+/// max_segments, kq_scale)`: [`FLASH_LATENT`] on tensor cores, with the same parameters, the
+/// same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
+/// [`ATTN_MERGE`] combines it unchanged. The 16 heads are the M side of
+/// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate
+/// in f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the
+/// tensor cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its
+/// precision: see the kernel's module docs. Requires `n_head = 16`, `kv_lora + n_rope ≤ 576`,
+/// `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
+/// element. Grid: `max_segments` blocks.
+pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
+    name: "flash_latent_mma",
+    params: FLASH_LATENT.params,
+    block: [FLASH_MMA_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: flash_mma_smem::BYTES,
+};
+
+const _: () = assert!(
+    flash_mma_smem::BYTES <= 48 * 1024,
+    "more needs an opt-in launch attribute"
+);
+const _: () =
+    assert!(FLASH_MMA_ROW_STRIDE.is_multiple_of(16) && (FLASH_MMA_ROW_STRIDE / 4) % 32 == 4);
+const _: () =
+    assert!(flash_mma_smem::P_STRIDE.is_multiple_of(16) && flash_mma_smem::P.is_multiple_of(16));
+const _: () = assert!(
+    FLASH_MMA_HEADS <= FLASH_TILE,
+    "the query is staged in the tile"
+);
+
+/// The kernels of this family.
+pub const ALL: &[KernelDesc] = &[ROPE_KV, FLASH_LATENT, ATTN_MERGE, FLASH_LATENT_MMA];

@@ -1,0 +1,61 @@
+//! Embedding fetch: the step's token row of `token_embd`, dequantized to f32.
+
+use super::{ptr, u32_, KernelDesc};
+
+/// Threads per block of the embedding kernels.
+pub const EMBED_THREADS: u32 = 256;
+/// Elements each embedding thread writes (a block covers `EMBED_THREADS · EMBED_PER_THREAD`).
+pub const EMBED_PER_THREAD: u32 = 8;
+
+const PARAMS: &[super::Param] = &[
+    ptr("table"),
+    ptr("state"),
+    ptr("y"),
+    u32_("n"),
+    u32_("n_vocab"),
+];
+
+macro_rules! embed {
+    ($desc:ident, $name:literal, $ty:literal) => {
+        #[doc = concat!("`", $name, "(table, state: *const StepState, y: *mut f32, n: u32, ",
+            "n_vocab: u32)`: `y = dequantize(table row StepState.token)`, ", $ty, " rows of `n` ",
+            "elements (a whole number of blocks); a token `≥ n_vocab` writes NaNs and reads ",
+            "nothing. An item is one output element.")]
+        pub const $desc: KernelDesc = KernelDesc {
+            name: $name,
+            params: PARAMS,
+            block: [EMBED_THREADS, 1, 1],
+            items_per_block: EMBED_THREADS * EMBED_PER_THREAD,
+            shared_bytes: 0,
+        };
+    };
+}
+
+embed!(EMBED_F32, "embed_f32", "F32");
+embed!(EMBED_F16, "embed_f16", "F16");
+embed!(EMBED_BF16, "embed_bf16", "BF16");
+embed!(EMBED_Q4_0, "embed_q4_0", "Q4_0");
+embed!(EMBED_Q5_0, "embed_q5_0", "Q5_0");
+embed!(EMBED_Q5_1, "embed_q5_1", "Q5_1");
+embed!(EMBED_Q8_0, "embed_q8_0", "Q8_0");
+embed!(EMBED_IQ4_NL, "embed_iq4_nl", "IQ4_NL");
+embed!(EMBED_Q3K, "embed_q3k", "Q3_K");
+embed!(EMBED_Q4K, "embed_q4k", "Q4_K");
+embed!(EMBED_Q5K, "embed_q5k", "Q5_K");
+embed!(EMBED_Q6K, "embed_q6k", "Q6_K");
+
+/// The kernels of this family.
+pub const ALL: &[KernelDesc] = &[
+    EMBED_F32,
+    EMBED_F16,
+    EMBED_BF16,
+    EMBED_Q4_0,
+    EMBED_Q5_0,
+    EMBED_Q5_1,
+    EMBED_Q8_0,
+    EMBED_IQ4_NL,
+    EMBED_Q3K,
+    EMBED_Q4K,
+    EMBED_Q5K,
+    EMBED_Q6K,
+];

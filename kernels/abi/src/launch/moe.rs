@@ -1,0 +1,215 @@
+//! Mixture-of-experts FFN: expert routing, the fused gate/up/SwiGLU pass over the selected and
+//! shared experts, and the weighted down projection with the residual add (spec §5.4).
+//!
+//! The routing result lives in device memory as an [`ExpertSelection`]: the later kernels read
+//! the expert ids and weights from it, never from launch arguments, so a captured graph replays
+//! unchanged token after token.
+
+use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+
+/// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 8).
+pub const MAX_EXPERTS_USED: usize = 8;
+/// Most routed experts a layer may have (`expert_count`; V2-Lite 64, V3 256). The router holds
+/// `ROUTER_MAX_EXPERTS / WARP_SIZE` scores per lane in registers.
+pub const ROUTER_MAX_EXPERTS: u32 = 256;
+/// Most expert groups (`expert_group_count`): the router keeps one group score per lane.
+pub const ROUTER_MAX_GROUPS: u32 = WARP_SIZE;
+
+/// The router's output, one per token: `ids[i]` / `weights[i]` for `i < n_used`, in selection
+/// order (best first). Entries past `n_used` are left as they were. 64 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ExpertSelection {
+    /// Routed expert index, `< n_expert`.
+    pub ids: [u32; MAX_EXPERTS_USED],
+    /// Gating weight of `ids[i]` after normalization and scaling.
+    pub weights: [f32; MAX_EXPERTS_USED],
+}
+
+const _: () = assert!(core::mem::size_of::<ExpertSelection>() == 64);
+
+/// Router flag: sigmoid gating (V3) instead of softmax (V2).
+pub const ROUTE_SIGMOID: u32 = 1;
+/// Router flag: add `bias[e]` (V3 `exp_probs_b`) to the scores used for selection only.
+pub const ROUTE_BIAS: u32 = 2;
+/// Router flag: divide the chosen weights by their sum (`expert_weights_norm`).
+pub const ROUTE_NORMALIZE: u32 = 4;
+
+/// `moe_route(logits: *const f32, bias: *const f32, sel: *mut ExpertSelection, n_expert: u32,
+/// n_used: u32, n_group: u32, n_group_used: u32, flags: u32, scale: f32)`.
+///
+/// Scores `softmax(logits)` (or `sigmoid`, flag [`ROUTE_SIGMOID`]); selection scores add `bias`
+/// when flag [`ROUTE_BIAS`] is set (`bias` is never read otherwise); with `n_group > 1` only the
+/// `n_group_used` groups of `n_expert / n_group` consecutive experts whose two best selection
+/// scores sum highest stay eligible; the `n_used` best eligible experts are chosen, lower index
+/// first on equal scores; their unbiased scores are renormalized (flag [`ROUTE_NORMALIZE`]) and
+/// multiplied by `scale`. One warp; the single item is the token.
+pub const MOE_ROUTE: KernelDesc = KernelDesc {
+    name: "moe_route",
+    params: &[
+        ptr("logits"),
+        ptr("bias"),
+        ptr("sel"),
+        u32_("n_expert"),
+        u32_("n_used"),
+        u32_("n_group"),
+        u32_("n_group_used"),
+        u32_("flags"),
+        f32_("scale"),
+    ],
+    block: [WARP_SIZE, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
+/// Warps per block of the `moe_gate_up_*` kernels.
+pub const MOE_GATE_UP_WARPS: u32 = 8;
+/// Output rows per `moe_gate_up_*` block: one q8_1 block of the SwiGLU output, so a block
+/// quantizes its own rows and the FFN widths must be multiples of 32.
+pub const MOE_GATE_UP_ROWS: u32 = 32;
+/// Rows each warp of a `moe_gate_up_*` block computes (gate and up row of each).
+pub const MOE_GATE_UP_ROWS_PER_WARP: u32 = MOE_GATE_UP_ROWS / MOE_GATE_UP_WARPS;
+const _: () = assert!(MOE_GATE_UP_ROWS.is_multiple_of(MOE_GATE_UP_WARPS));
+
+/// Warps per block of the `moe_down_*` kernels.
+pub const MOE_DOWN_WARPS: u32 = 4;
+/// Output rows each `moe_down_*` warp computes (they share the warp's activation loads).
+pub const MOE_DOWN_ROWS_PER_WARP: u32 = 2;
+
+const GATE_UP_PARAMS: &[super::Param] = &[
+    ptr("x"),
+    ptr("sel"),
+    ptr("gate"),
+    ptr("up"),
+    ptr("gate_sh"),
+    ptr("up_sh"),
+    ptr("act"),
+    u32_("ncols"),
+    u32_("ff"),
+    u32_("n_used"),
+    u32_("ff_sh"),
+    u32_("n_expert"),
+];
+
+const DOWN_PARAMS: &[super::Param] = &[
+    ptr("act"),
+    ptr("sel"),
+    ptr("down"),
+    ptr("down_sh"),
+    ptr("resid"),
+    ptr("y"),
+    u32_("nrows"),
+    u32_("ff"),
+    u32_("n_used"),
+    u32_("ff_sh"),
+    u32_("n_expert"),
+];
+
+const fn gate_up_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: GATE_UP_PARAMS,
+        block: [MOE_GATE_UP_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: MOE_GATE_UP_ROWS,
+        shared_bytes: 0,
+    }
+}
+
+const fn down_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: DOWN_PARAMS,
+        block: [MOE_DOWN_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: MOE_DOWN_WARPS * MOE_DOWN_ROWS_PER_WARP,
+        shared_bytes: 0,
+    }
+}
+
+macro_rules! gate_up {
+    ($name:ident, $sym:literal, $ty:literal) => {
+        #[doc = concat!("`", $sym, "(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ",
+            "ff_sh, n_expert)` with ", $ty, " gate/up weights: for slot `k < n_used` (expert ",
+            "`e = sel.ids[k]`) and row `r < ff`, `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the ",
+            "shared experts (`ff_sh` rows of `gate_sh`/`up_sh`, none if 0) likewise. `x`: ",
+            "`ncols/32` q8_1 blocks; `gate`/`up`: `[n_expert][ff][ncols]` stacked; `act` ",
+            "receives `h` quantized to q8_1 (CUDA `s = Σh`): slot `k`'s `ff/32` blocks at block ",
+            "`k·ff/32`, then the shared `ff_sh/32`. An item is an output row: launch ",
+            "`n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh` its width.")]
+        pub const $name: KernelDesc = gate_up_desc($sym);
+    };
+}
+
+macro_rules! down {
+    ($name:ident, $sym:literal, $r:literal, $s:literal) => {
+        #[doc = concat!("`", $sym, "(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ",
+            "ff_sh, n_expert)` with ", $r, " routed and ", $s, " shared down weights: ",
+            "`y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) + ",
+            "down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: ",
+            "`[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. ",
+            "An item is an output row: launch `nrows` items.")]
+        pub const $name: KernelDesc = down_desc($sym);
+    };
+}
+
+gate_up!(MOE_GATE_UP_Q4_0, "moe_gate_up_q4_0", "Q4_0");
+gate_up!(MOE_GATE_UP_Q5_0, "moe_gate_up_q5_0", "Q5_0");
+gate_up!(MOE_GATE_UP_Q5_1, "moe_gate_up_q5_1", "Q5_1");
+gate_up!(MOE_GATE_UP_Q8_0, "moe_gate_up_q8_0", "Q8_0");
+gate_up!(MOE_GATE_UP_IQ4_NL, "moe_gate_up_iq4_nl", "IQ4_NL");
+gate_up!(MOE_GATE_UP_Q3K, "moe_gate_up_q3k", "Q3_K");
+gate_up!(MOE_GATE_UP_Q4K, "moe_gate_up_q4k", "Q4_K");
+gate_up!(MOE_GATE_UP_Q5K, "moe_gate_up_q5k", "Q5_K");
+gate_up!(MOE_GATE_UP_Q6K, "moe_gate_up_q6k", "Q6_K");
+
+// Same type for routed and shared down weights (also every dense FFN: `n_used = 0`).
+down!(MOE_DOWN_Q4_0_Q4_0, "moe_down_q4_0_q4_0", "Q4_0", "Q4_0");
+down!(MOE_DOWN_Q5_0_Q5_0, "moe_down_q5_0_q5_0", "Q5_0", "Q5_0");
+down!(MOE_DOWN_Q5_1_Q5_1, "moe_down_q5_1_q5_1", "Q5_1", "Q5_1");
+down!(MOE_DOWN_Q8_0_Q8_0, "moe_down_q8_0_q8_0", "Q8_0", "Q8_0");
+down!(
+    MOE_DOWN_IQ4_NL_IQ4_NL,
+    "moe_down_iq4_nl_iq4_nl",
+    "IQ4_NL",
+    "IQ4_NL"
+);
+down!(MOE_DOWN_Q3K_Q3K, "moe_down_q3k_q3k", "Q3_K", "Q3_K");
+down!(MOE_DOWN_Q4K_Q4K, "moe_down_q4k_q4k", "Q4_K", "Q4_K");
+down!(MOE_DOWN_Q5K_Q5K, "moe_down_q5k_q5k", "Q5_K", "Q5_K");
+down!(MOE_DOWN_Q6K_Q6K, "moe_down_q6k_q6k", "Q6_K", "Q6_K");
+// Mixed pairs of the llama.cpp mixes: routed rows of 1408 fall back to a 32-element type while
+// the shared rows (2816 = 11·256) keep the k-quant (spec §4.4). Q4_K_M: Q5_0+Q4_K, and
+// Q8_0+Q6_K in its more-bits layers; Q5_K_M: Q5_1+Q5_K and Q8_0+Q6_K; Q3_K_S: Q4_0+Q3_K
+// (IQ4_NL+Q3_K from converters before the Q4_0 fallback).
+down!(MOE_DOWN_Q5_0_Q4K, "moe_down_q5_0_q4k", "Q5_0", "Q4_K");
+down!(MOE_DOWN_Q8_0_Q6K, "moe_down_q8_0_q6k", "Q8_0", "Q6_K");
+down!(MOE_DOWN_Q5_1_Q5K, "moe_down_q5_1_q5k", "Q5_1", "Q5_K");
+down!(MOE_DOWN_Q4_0_Q3K, "moe_down_q4_0_q3k", "Q4_0", "Q3_K");
+down!(MOE_DOWN_IQ4_NL_Q3K, "moe_down_iq4_nl_q3k", "IQ4_NL", "Q3_K");
+
+/// The kernels of this family.
+pub const ALL: &[KernelDesc] = &[
+    MOE_ROUTE,
+    MOE_GATE_UP_Q4_0,
+    MOE_GATE_UP_Q5_0,
+    MOE_GATE_UP_Q5_1,
+    MOE_GATE_UP_Q8_0,
+    MOE_GATE_UP_IQ4_NL,
+    MOE_GATE_UP_Q3K,
+    MOE_GATE_UP_Q4K,
+    MOE_GATE_UP_Q5K,
+    MOE_GATE_UP_Q6K,
+    MOE_DOWN_Q4_0_Q4_0,
+    MOE_DOWN_Q5_0_Q5_0,
+    MOE_DOWN_Q5_1_Q5_1,
+    MOE_DOWN_Q8_0_Q8_0,
+    MOE_DOWN_IQ4_NL_IQ4_NL,
+    MOE_DOWN_Q3K_Q3K,
+    MOE_DOWN_Q4K_Q4K,
+    MOE_DOWN_Q5K_Q5K,
+    MOE_DOWN_Q6K_Q6K,
+    MOE_DOWN_Q5_0_Q4K,
+    MOE_DOWN_Q8_0_Q6K,
+    MOE_DOWN_Q5_1_Q5K,
+    MOE_DOWN_Q4_0_Q3K,
+    MOE_DOWN_IQ4_NL_Q3K,
+];

@@ -1,0 +1,415 @@
+//! `flash_latent_mma`: `flash_latent` on tensor cores (spec §7.3) for exactly 16 heads, the
+//! M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`.
+//!
+//! Same contract as `flash_latent`: block `b` owns segment `b` of the rows `0..=pos`
+//! ([`flash_segments`]), streams it through shared memory one tile of `FLASH_TILE` (32) rows at
+//! a time (every cache row read once, serving all heads as key and value), keeps a base-2
+//! online softmax per head, and writes the segment's un-normalized output and `(m, l)` for
+//! `attn_merge`.
+//!
+//! Per tile, with warp `w` (8 warps):
+//! * scores: `S[16 × 32] = Q·Kᵀ`. Warp `w` computes the 8 rows `8(w%4) ..` over half `w/4` of
+//!   the 576-deep dot product (18 k-steps; its query fragments live in 72 registers, loaded
+//!   once), so a tile costs 18 `mma` + 9 `ldmatrix.x4` per warp. The two halves go to shared
+//!   memory as f32 partial sums.
+//! * softmax: thread `(h, k) = (tid/16, tid%16)` adds the halves of scores `k` and `k + 16` of
+//!   head `h`, updates the head's running `(m, l)` and writes the probabilities as f16.
+//! * values: `O[16 × 512] += P·V`, `V` = the first `kv_lora` dims of the same tile rows. Warp
+//!   `w` owns latent dims `64w .. 64w+64` (8 n-tiles, 32 f32 accumulators per thread): per tile
+//!   2 `ldmatrix.x4` of `P`, 8 `ldmatrix.x4.trans` of `V` and 16 `mma`.
+//!
+//! So a cache row costs `(8·18 + 8·16) / 32 = 8.5` `mma` (4.5 for the scores, 4 for the values).
+//!
+//! Precision: products and sums are f32 (tensor-core accumulation), but two operands are
+//! rounded to f16 on the way in, as in llama.cpp's MMA flash attention: the query, scaled first
+//! (`f16(kq_scale·log2(e)·q)`, relative error ≤ 2^-11 per element), and the probabilities
+//! `p = 2^(s − m) ∈ [0, 1]` (≤ 2^-11 relative, 2^-25 absolute below 2^-14). The sum `l` adds the
+//! same rounded `p` the values are weighted with, so the result stays a convex combination of
+//! the value rows. The scaled query must stay below 65504 in magnitude (f16 range).
+//!
+//! Shapes below the maximum run the same code: the f16 query is zero past `kv_lora + n_rope`
+//! and so is the tile past each row (it is zeroed once and rows are stored at a fixed
+//! `FLASH_MMA_ROW_STRIDE`), so the fixed 18 k-steps add exact zeros there; value columns past
+//! `kv_lora` are computed and not stored. Tile rows past the segment's end get probability 0
+//! and hold finite data (zeros, or the previous tile's rows), so they add exact zeros too.
+//!
+//! Pipelining: the next tile's 16-byte global loads (9 per thread) are issued into registers
+//! before the current tile's math, as in `flash_latent`. The tile loop holds no branch besides
+//! its own control: a segment's partial last tile uses predicated loads and stores (the same
+//! predicate on both), and rows past it are masked by a select. Registers: 72 query-fragment,
+//! 32 accumulator and 36 staging registers per thread (212 in all on sm_86, no spills); the
+//! grid is at most one block per SM anyway (`max_segments`), so occupancy is not the limit.
+
+use super::asm::{exp2, fma, half_warp_max, half_warp_sum, st_v2_f32};
+use super::mma::{
+    ld_v4_if, ld_v4_when, ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, pack_f16x2,
+    select_u64, sts_b16, sts_f32_if, sts_v2_f32, sts_v4_if,
+};
+use crate::ptx::{self, f16_to_f32, f32_to_f16, global, ld_u32};
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::offset_of;
+use core::num::NonZeroU32;
+use ingot_abi::launch::{
+    flash_mma_smem as sm, flash_segments, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS,
+    FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
+};
+use ingot_abi::step::StepState;
+
+// The dynamic shared memory of the launch (`flash_mma_smem::BYTES`, laid out by `flash_mma_smem`).
+global_asm!(".extern .shared .align 16 .b8 flash_latent_mma_smem[];");
+
+const STRIDE: u32 = FLASH_MMA_ROW_STRIDE;
+const THREADS: u32 = FLASH_MMA_THREADS;
+const HEADS: u32 = FLASH_MMA_HEADS;
+const WARPS: u32 = THREADS / 32;
+
+/// 16-byte chunks of a widest row and of a full tile of them; each thread moves `PER_THREAD`
+/// chunks of a tile.
+const ROW_CHUNKS: u32 = FLASH_MAX_ROW * 2 / 16;
+const TILE_CHUNKS: u32 = FLASH_TILE * ROW_CHUNKS;
+const PER_THREAD: usize = (TILE_CHUNKS / THREADS) as usize;
+const _: () = assert!(TILE_CHUNKS.is_multiple_of(THREADS));
+
+/// 16-byte chunks of the whole tile region (rows at `STRIDE`), zeroed once.
+const TILE_REGION_CHUNKS: u32 = FLASH_TILE * STRIDE / 16;
+const ZERO_PER_THREAD: u32 = TILE_REGION_CHUNKS.div_ceil(THREADS);
+
+/// Chunks of 8 query dims (16 bytes as f16), staged cooperatively once per block.
+const Q_CHUNKS: u32 = HEADS * ROW_CHUNKS;
+const Q_PER_THREAD: u32 = Q_CHUNKS.div_ceil(THREADS);
+
+/// Scores: warp `w` covers n-tile `w % N_TILES` (8 tile rows) and half `w / N_TILES` of the
+/// `K_STEPS` 16-dim k-steps of a widest row.
+const K_STEPS: u32 = FLASH_MAX_ROW / 16;
+const HALF_STEPS: usize = (K_STEPS / 2) as usize;
+const N_TILES: u32 = FLASH_TILE / 8;
+const _: () = assert!(2 * N_TILES == WARPS);
+/// Each half is read as whole pairs of k-steps (one `ldmatrix.x4` = two B fragments).
+const _: () = assert!(HALF_STEPS.is_multiple_of(2));
+
+/// Values: latent dims per warp, as n-tiles of 8, and the tile's 16-row k-steps.
+const V_COLS: u32 = FLASH_MAX_LORA / WARPS;
+const V_TILES: usize = (V_COLS / 8) as usize;
+const PV_STEPS: usize = (FLASH_TILE / 16) as usize;
+const _: () = assert!(V_TILES.is_multiple_of(2) && PV_STEPS == 2);
+
+/// Softmax role: lane `k` of head `h` keeps scores `k` and `k + 16` of the tile.
+const SOFTMAX_LANES: u32 = 16;
+const _: () = assert!(SOFTMAX_LANES * HEADS == THREADS && FLASH_TILE == 2 * SOFTMAX_LANES);
+
+const POS_OFF: u64 = offset_of!(StepState, pos) as u64;
+
+#[inline(always)]
+unsafe fn smem_base() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, flash_latent_mma_smem;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+type Staged = [[u32; 4]; PER_THREAD];
+/// Shared offsets (from the tile start) of a thread's staged chunks; the same for every tile.
+type Dst = [u32; PER_THREAD];
+
+/// Loads this thread's chunks of the first `chunks` 16-byte chunks of a tile starting at `src`
+/// (a tile's rows are contiguous in the cache); chunks past `chunks` are predicated off and
+/// left undefined: [`store_tile`] skips them with the same predicate.
+#[inline(always)]
+unsafe fn load_tile(src: u64, chunks: u32, tid: u32) -> Staged {
+    let mut r = [[0u32; 4]; PER_THREAD];
+    let mut k = 0;
+    while k < PER_THREAD {
+        let i = tid + k as u32 * THREADS;
+        r[k] = ld_v4_when(i < chunks, src + i as u64 * 16);
+        k += 1;
+    }
+    r
+}
+
+/// Where chunk `i` of a tile of packed cache rows goes: row `i / row_chunks` to offset
+/// `row·STRIDE`. (`NonZeroU32` division carries no divide-by-zero trap.)
+#[inline(always)]
+fn tile_dst(row_chunks: NonZeroU32, tid: u32) -> Dst {
+    let mut d = [0u32; PER_THREAD];
+    let mut k = 0;
+    while k < PER_THREAD {
+        let i = tid + k as u32 * THREADS;
+        d[k] = (i / row_chunks) * STRIDE + (i % row_chunks) * 16;
+        k += 1;
+    }
+    d
+}
+
+/// Stores what [`load_tile`] loaded into the shared tile.
+#[inline(always)]
+unsafe fn store_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, tid: u32) {
+    let mut k = 0;
+    while k < PER_THREAD {
+        sts_v4_if(tid + (k as u32) * THREADS < chunks, tile + dst[k], r[k]);
+        k += 1;
+    }
+}
+
+/// Writes this thread's chunk `k` of the scaled query as f16 to `dst`, head `h` at
+/// `h·STRIDE`: dims `< kv_lora` from `q_abs`, then `n_rope` dims from `q_pe`, zero up to
+/// `FLASH_MAX_ROW`. Branch-free (a select and predicated accesses).
+#[inline(always)]
+unsafe fn stage_query_chunk(q: QuerySrc, dst: u32, tid: u32, k: u32) {
+    let i = tid + k * THREADS;
+    let h = i / ROW_CHUNKS;
+    let c = i % ROW_CHUNKS;
+    let d = 8 * c;
+    let at = select_u64(
+        d < q.kv_lora,
+        q.q_abs + (h * q.kv_lora + d) as u64 * 4,
+        q.q_pe + (h * q.n_rope).wrapping_add(d.wrapping_sub(q.kv_lora)) as u64 * 4,
+    );
+    let live = i < Q_CHUNKS && d < q.kv_lora + q.n_rope;
+    let a = ld_v4_if(live, at).map(f32::from_bits);
+    let b = ld_v4_if(live, at + 16).map(f32::from_bits);
+    let qs = q.qs;
+    sts_v4_if(
+        i < Q_CHUNKS,
+        dst + h * STRIDE + c * 16,
+        [
+            pack_f16x2(a[0] * qs, a[1] * qs),
+            pack_f16x2(a[2] * qs, a[3] * qs),
+            pack_f16x2(b[0] * qs, b[1] * qs),
+            pack_f16x2(b[2] * qs, b[3] * qs),
+        ],
+    );
+}
+
+/// Where the query comes from and its scale `kq_scale·log2(e)`.
+#[derive(Clone, Copy)]
+struct QuerySrc {
+    q_abs: u64,
+    q_pe: u64,
+    kv_lora: u32,
+    n_rope: u32,
+    qs: f32,
+}
+
+/// Stages the whole query (one block-wide pass, written out so it needs no loop).
+#[inline(always)]
+unsafe fn stage_query(q: QuerySrc, dst: u32, tid: u32) {
+    const _: () = assert!(Q_PER_THREAD == 5);
+    stage_query_chunk(q, dst, tid, 0);
+    stage_query_chunk(q, dst, tid, 1);
+    stage_query_chunk(q, dst, tid, 2);
+    stage_query_chunk(q, dst, tid, 3);
+    stage_query_chunk(q, dst, tid, 4);
+}
+
+/// Zeroes the tile region (rows at `STRIDE`, including the bytes past each row).
+#[inline(always)]
+unsafe fn zero_tile(tile: u32, tid: u32) {
+    let mut k = 0;
+    while k < ZERO_PER_THREAD {
+        let i = tid + k * THREADS;
+        sts_v4_if(i < TILE_REGION_CHUNKS, tile + i * 16, [0; 4]);
+        k += 1;
+    }
+}
+
+/// See the module docs and `ingot_abi::launch::FLASH_LATENT_MMA` for the contract; the host
+/// launcher checks `n_head = 16`, the other shape limits and every buffer size.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn flash_latent_mma(
+    q_abs: *const f32,
+    q_pe: *const f32,
+    cache: *const u16,
+    state: *const StepState,
+    part_o: *mut f32,
+    part_ml: *mut f32,
+    _n_head: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    max_segments: u32,
+    kq_scale: f32,
+) {
+    let tid = ptx::tid();
+    let seg = ptx::bid();
+    let pos = ld_u32(global(state) + POS_OFF);
+    if pos >= ctx {
+        return;
+    }
+    let len = pos + 1;
+    let split = flash_segments(len, max_segments);
+    if seg >= split.count {
+        return;
+    }
+    let t0 = seg * split.tokens;
+    let t1 = t0.saturating_add(split.tokens).min(len);
+    // The launcher guarantees a non-empty row; the early exit only keeps the division below
+    // free of a trap.
+    let Some(row_chunks) = NonZeroU32::new((kv_lora + n_rope) / 8) else {
+        return;
+    };
+    let row_bytes = row_chunks.get() as u64 * 16;
+    let smem = smem_base();
+    let tile = smem + sm::TILE;
+
+    // The first tile's loads fly while the query is staged.
+    let src = global(cache);
+    let mut start = t0;
+    let mut staged = load_tile(
+        src + start as u64 * row_bytes,
+        (t1 - start).min(FLASH_TILE) * row_chunks.get(),
+        tid,
+    );
+    let qs = kq_scale * core::f32::consts::LOG2_E;
+    let q = QuerySrc {
+        q_abs: global(q_abs),
+        q_pe: global(q_pe),
+        kv_lora,
+        n_rope,
+        qs,
+    };
+    stage_query(q, tile, tid);
+    nvptx::_syncthreads();
+
+    let warp = tid / 32;
+    let lane = tid % 32;
+    let (g, tq) = (lane / 4, lane % 4);
+    // `ldmatrix` row and matrix this lane supplies the address of.
+    let (lr, lm) = (lane % 8, lane / 8);
+    let nt = warp % N_TILES;
+    let half = warp / N_TILES;
+    let half_dims = half * HALF_STEPS as u32 * 16;
+
+    // Query A fragments of the warp's k-steps: matrices (heads 0-7 | 8-15) × (dims 0-7 | 8-15).
+    let mut qf = [[0u32; 4]; HALF_STEPS];
+    let q_lane = tile + (lr + 8 * (lm & 1)) * STRIDE + (half_dims + 8 * (lm >> 1)) * 2;
+    let mut j = 0;
+    while j < HALF_STEPS {
+        qf[j] = ldmatrix_x4(q_lane + j as u32 * 32);
+        j += 1;
+    }
+    nvptx::_syncthreads();
+    zero_tile(tile, tid);
+    let dst = tile_dst(row_chunks, tid);
+
+    // Score B fragments: matrices = tile rows `8·nt ..` × 4 consecutive 8-dim groups.
+    let s_lane = tile + (8 * nt + lr) * STRIDE + (half_dims + 8 * lm) * 2;
+    let s_out = smem + sm::S + half * sm::S_HALF + g * sm::S_STRIDE + (8 * nt + 2 * tq) * 4;
+    // Value B fragments (transposed): matrices (rows 0-7 | 8-15) × (dims +0 | +8).
+    let v_lane = tile + (lr + 8 * (lm & 1)) * STRIDE + (warp * V_COLS + 8 * (lm >> 1)) * 2;
+    // Probability A fragments: matrices (heads 0-7 | 8-15) × (rows 0-7 | 8-15).
+    let p_lane = smem + sm::P + (lr + 8 * (lm & 1)) * sm::P_STRIDE + 8 * (lm >> 1) * 2;
+    let mut o = [[0.0f32; 4]; V_TILES];
+
+    // Softmax role.
+    let sh = tid / SOFTMAX_LANES;
+    let sk = tid % SOFTMAX_LANES;
+    let s_in = smem + sm::S + sh * sm::S_STRIDE + sk * 4;
+    let mut m = f32::NEG_INFINITY;
+    let mut l = 0.0f32;
+
+    loop {
+        let n = (t1 - start).min(FLASH_TILE);
+        // The previous tile's readers (and the zeroing) are done before it is overwritten.
+        nvptx::_syncthreads();
+        store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
+        nvptx::_syncthreads();
+        // The next tile's loads; all predicated off after the last tile.
+        let next = start + n;
+        let n_next = if next < t1 {
+            (t1 - next).min(FLASH_TILE)
+        } else {
+            0
+        };
+        staged = load_tile(
+            src + next as u64 * row_bytes,
+            n_next * row_chunks.get(),
+            tid,
+        );
+
+        // Partial scores of 8 rows over half of the dims.
+        let mut s = [0.0f32; 4];
+        let mut j = 0;
+        while j < HALF_STEPS / 2 {
+            let b = ldmatrix_x4(s_lane + j as u32 * 64);
+            s = mma_f16_f32(qf[2 * j], [b[0], b[1]], s);
+            s = mma_f16_f32(qf[2 * j + 1], [b[2], b[3]], s);
+            j += 1;
+        }
+        sts_v2_f32(s_out, [s[0], s[1]]);
+        sts_v2_f32(s_out + 8 * sm::S_STRIDE, [s[2], s[3]]);
+        nvptx::_syncthreads();
+
+        // Online softmax; rows past `n` get −inf, i.e. probability 0 (a select: their
+        // partial scores are finite, computed from zeroed or stale rows). Row 0 of the tile is
+        // always present, so `m_new` is finite.
+        let score = |t: u32| {
+            let at = s_in + (t - sk) * 4;
+            let s = lds_f32(at) + lds_f32(at + sm::S_HALF);
+            if t < n {
+                s
+            } else {
+                f32::NEG_INFINITY
+            }
+        };
+        let s_lo = score(sk);
+        let s_hi = score(sk + SOFTMAX_LANES);
+        let m_new = m.max(half_warp_max(s_lo.max(s_hi)));
+        let alpha = exp2(m - m_new);
+        let p_lo = f32_to_f16(exp2(s_lo - m_new));
+        let p_hi = f32_to_f16(exp2(s_hi - m_new));
+        l = fma(l, alpha, half_warp_sum(f16_to_f32(p_lo) + f16_to_f32(p_hi)));
+        m = m_new;
+        let p_row = smem + sm::P + sh * sm::P_STRIDE;
+        sts_b16(p_row + sk * 2, p_lo);
+        sts_b16(p_row + (sk + SOFTMAX_LANES) * 2, p_hi);
+        sts_f32_if(sk == 0, smem + sm::ALPHA + sh * 4, alpha);
+        nvptx::_syncthreads();
+
+        // O = α·O + P·V for the warp's 64 latent dims.
+        let al_g = lds_f32(smem + sm::ALPHA + g * 4);
+        let al_g8 = lds_f32(smem + sm::ALPHA + (g + 8) * 4);
+        let mut c = 0;
+        while c < V_TILES {
+            o[c] = [
+                o[c][0] * al_g,
+                o[c][1] * al_g,
+                o[c][2] * al_g8,
+                o[c][3] * al_g8,
+            ];
+            c += 1;
+        }
+        let pa = [ldmatrix_x4(p_lane), ldmatrix_x4(p_lane + 32)];
+        let mut c = 0;
+        while c < V_TILES {
+            let mut ks = 0;
+            while ks < PV_STEPS {
+                let b = ldmatrix_x4_trans(v_lane + ks as u32 * 16 * STRIDE + c as u32 * 16);
+                o[c] = mma_f16_f32(pa[ks], [b[0], b[1]], o[c]);
+                o[c + 1] = mma_f16_f32(pa[ks], [b[2], b[3]], o[c + 1]);
+                ks += 1;
+            }
+            c += 2;
+        }
+
+        if next >= t1 {
+            break;
+        }
+        start = next;
+    }
+
+    // Rows g and g + 8 of the accumulators; the launcher bounds seg·16 + 15 by max_segments·16.
+    let seg_head = seg * HEADS;
+    let o_row = global(part_o) + (seg_head + g) as u64 * kv_lora as u64 * 4;
+    let o_row8 = o_row + 8 * kv_lora as u64 * 4;
+    let mut c = 0;
+    while c < V_TILES {
+        let d = warp * V_COLS + 8 * c as u32 + 2 * tq;
+        if d < kv_lora {
+            st_v2_f32(o_row + d as u64 * 4, [o[c][0], o[c][1]]);
+            st_v2_f32(o_row8 + d as u64 * 4, [o[c][2], o[c][3]]);
+        }
+        c += 1;
+    }
+    if sk == 0 {
+        st_v2_f32(global(part_ml) + (seg_head + sh) as u64 * 8, [m, l]);
+    }
+}

@@ -1,0 +1,70 @@
+//! `attn_merge`: combines the segments `flash_latent` wrote for this step into the normalized
+//! latent attention output (spec §7.2, ggml's `flash_attn_combine_results` in base 2):
+//! `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s`, `M = max_s m_s`.
+//!
+//! Thread mapping: one block per head; thread `i` owns latent dims `4i .. 4i+4` and walks the
+//! segments in order (one 16-byte load of `O_s` and one 8-byte load of `(m_s, l_s)` each).
+//! The segment count is re-derived from `StepState::pos` exactly as `flash_latent` derived it.
+
+use super::asm::{exp2, fma, ld_v2_f32};
+use crate::ptx::{self, global, ld_u32, ld_v4_f32, st_v4_f32};
+use core::mem::offset_of;
+use ingot_abi::launch::flash_segments;
+use ingot_abi::step::StepState;
+
+/// See the module docs and `ingot_abi::launch::ATTN_MERGE` for the contract.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn attn_merge(
+    part_o: *const f32,
+    part_ml: *const f32,
+    state: *const StepState,
+    o_lat: *mut f32,
+    n_head: u32,
+    kv_lora: u32,
+    ctx: u32,
+    max_segments: u32,
+) {
+    let d = 4 * ptx::tid();
+    let h = ptx::bid();
+    if d >= kv_lora {
+        return;
+    }
+    let out = global(o_lat) + (h as u64 * kv_lora as u64 + d as u64) * 4;
+    let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
+    if pos >= ctx {
+        st_v4_f32(out, [f32::NAN; 4]);
+        return;
+    }
+    let count = flash_segments(pos + 1, max_segments).count;
+    let ml = global(part_ml) + h as u64 * 8;
+    let ml_stride = n_head as u64 * 8;
+    let po = global(part_o) + (h as u64 * kv_lora as u64 + d as u64) * 4;
+    let po_stride = n_head as u64 * kv_lora as u64 * 4;
+
+    let mut mx = f32::NEG_INFINITY;
+    let mut s = 0;
+    while s < count {
+        mx = mx.max(ld_v2_f32(ml + s as u64 * ml_stride)[0]);
+        s += 1;
+    }
+    let mut den = 0.0f32;
+    let mut acc = [0.0f32; 4];
+    let mut s = 0;
+    while s < count {
+        let [m, l] = ld_v2_f32(ml + s as u64 * ml_stride);
+        let o = ld_v4_f32(po + s as u64 * po_stride);
+        let w = exp2(m - mx);
+        den = fma(w, l, den);
+        let mut e = 0;
+        while e < 4 {
+            acc[e] = fma(w, o[e], acc[e]);
+            e += 1;
+        }
+        s += 1;
+    }
+    let inv = 1.0 / den;
+    st_v4_f32(
+        out,
+        [acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv],
+    );
+}

@@ -1,0 +1,150 @@
+//! `rope_kv`: everything of one token's attention that only needs the two projection outputs —
+//! the rotation of every head's query rope part (spec §5.1 step 4, §5.3) and the latent cache
+//! row `[rmsnorm(c) | rope(k_pe)]` as f16 at `StepState::pos` (steps 5-6). Fused because all of
+//! it is a few KB of element-wise work that one block does in a single pass.
+//!
+//! Angles: `θ_i = pos·rope_freq[i]` in f64 (exact integer position times the host's f64 table),
+//! reduced modulo 2π in f64, then `sin.approx`/`cos.approx` on the reduced f32 argument, so the
+//! rotation stays accurate to ~1e-6 at any position (f32 `pos·freq` would already be off by
+//! 2.4e-4 rad at pos 4096).
+//!
+//! Thread mapping: one block of `ROPE_KV_THREADS`; thread `t` takes query pairs `t, t + THREADS,
+//! …` (pair index over all heads), the float4 chunks `t, t + THREADS, …` of `c`, and k_pe pair
+//! `t`. Σc² is reduced per warp with shuffles, then across warps through shared memory.
+
+use super::asm::{cos, fma, ld_f64, ld_v2_f32, rint_f64, sin, st_v2_f32, st_v2_u32};
+use crate::ptx::{self, f32_to_f16, global, ld_u32, ld_v4_f32, sqrt, st_u32, warp_sum};
+use core::arch::{asm, global_asm, nvptx};
+use core::f64::consts::TAU;
+use core::mem::offset_of;
+use ingot_abi::launch::{ROPE_KV_THREADS, WARP_SIZE};
+use ingot_abi::step::StepState;
+
+const WARPS: u32 = ROPE_KV_THREADS / WARP_SIZE;
+const _: () = assert!(WARPS == 8, "rope_kv_partials below is sized for 8 warps");
+
+// One f32 partial Σc² per warp.
+global_asm!(".shared .align 16 .b8 rope_kv_partials[32];");
+
+/// 2π split so that `k·TAU_HI` is exact for |k| < 2^21 (positions up to ~13 M at frequency 1):
+/// TAU_HI keeps 32 significant bits, TAU_LO is the f64 rest.
+const TAU_HI: f64 = f64::from_bits(TAU.to_bits() & !((1u64 << 21) - 1));
+const TAU_LO: f64 = TAU - TAU_HI;
+const INV_TAU: f64 = 1.0 / TAU;
+
+/// `(mscale·cos θ, mscale·sin θ)` of pair `i` at `pos`.
+#[inline(always)]
+unsafe fn cos_sin(freq: u64, pos: u32, i: u32, mscale: f32) -> (f32, f32) {
+    let theta = pos as f64 * ld_f64(freq + i as u64 * 8);
+    let k = rint_f64(theta * INV_TAU);
+    let r = ((theta - k * TAU_HI) - k * TAU_LO) as f32;
+    (cos(r) * mscale, sin(r) * mscale)
+}
+
+/// `(a, b)` rotated by the angle whose scaled cosine and sine are `(c, s)`.
+#[inline(always)]
+fn rotate(a: f32, b: f32, (c, s): (f32, f32)) -> (f32, f32) {
+    (fma(a, c, -(b * s)), fma(a, s, b * c))
+}
+
+/// Two floats as an f16x2 word (low element first), each rounded to nearest even.
+#[inline(always)]
+fn pack_h2(lo: f32, hi: f32) -> u32 {
+    f32_to_f16(lo) | (f32_to_f16(hi) << 16)
+}
+
+/// See the module docs and `ingot_abi::launch::ROPE_KV` for the contract. The host launcher
+/// checks `n_rope ≤ 64` even, `d_nope` even, `kv_lora` a multiple of 8 and every buffer size.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rope_kv(
+    q: *const f32,
+    kv: *const f32,
+    kv_norm: *const f32,
+    rope_freq: *const f64,
+    state: *const StepState,
+    q_pe: *mut f32,
+    cache: *mut u16,
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    eps: f32,
+    mscale: f32,
+) {
+    let t = ptx::tid();
+    let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
+    let freq = global(rope_freq);
+    let pairs = n_rope / 2;
+    let kvg = global(kv);
+
+    // Query rope parts of all heads: pair `idx` is pair `i` of head `h`.
+    let q_stride = d_nope + n_rope;
+    let (qg, qpe) = (global(q), global(q_pe));
+    let mut idx = t;
+    while idx < n_head * pairs {
+        let h = idx / pairs;
+        let i = idx - h * pairs;
+        let [a, b] = ld_v2_f32(qg + (h * q_stride + d_nope + 2 * i) as u64 * 4);
+        let (x, y) = rotate(a, b, cos_sin(freq, pos, i, mscale));
+        st_v2_f32(qpe + (h * n_rope + 2 * i) as u64 * 4, [x, y]);
+        idx += ROPE_KV_THREADS;
+    }
+
+    // Σc² over the latent part.
+    let chunks = kv_lora / 4;
+    let mut ss = 0.0f32;
+    let mut ch = t;
+    while ch < chunks {
+        let v = ld_v4_f32(kvg + ch as u64 * 16);
+        ss = fma(
+            v[0],
+            v[0],
+            fma(v[1], v[1], fma(v[2], v[2], fma(v[3], v[3], ss))),
+        );
+        ch += ROPE_KV_THREADS;
+    }
+    ss = warp_sum(ss);
+    let partials: u32;
+    asm!("mov.u32 {a}, rope_kv_partials;", a = out(reg32) partials, options(pure, nomem, nostack));
+    if t % WARP_SIZE == 0 {
+        asm!("st.shared.f32 [{a}], {v};", a = in(reg32) partials + (t / WARP_SIZE) * 4,
+             v = in(reg32) ss, options(nostack));
+    }
+    nvptx::_syncthreads();
+    if pos >= ctx {
+        return;
+    }
+    let mut total = 0.0f32;
+    let mut w = 0;
+    while w < WARPS {
+        let p: f32;
+        asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + w * 4,
+             options(readonly, nostack));
+        total += p;
+        w += 1;
+    }
+    let scale = 1.0 / sqrt(total / kv_lora as f32 + eps);
+
+    // Cache row `pos`: normalized latent, then the rotated k_pe, as f16.
+    let row = global(cache) + pos as u64 * (kv_lora + n_rope) as u64 * 2;
+    let wg = global(kv_norm);
+    let mut ch = t;
+    while ch < chunks {
+        let v = ld_v4_f32(kvg + ch as u64 * 16);
+        let g = ld_v4_f32(wg + ch as u64 * 16);
+        st_v2_u32(
+            row + ch as u64 * 8,
+            [
+                pack_h2(v[0] * scale * g[0], v[1] * scale * g[1]),
+                pack_h2(v[2] * scale * g[2], v[3] * scale * g[3]),
+            ],
+        );
+        ch += ROPE_KV_THREADS;
+    }
+    if t < pairs {
+        let [a, b] = ld_v2_f32(kvg + (kv_lora + 2 * t) as u64 * 4);
+        let (x, y) = rotate(a, b, cos_sin(freq, pos, t, mscale));
+        st_u32(row + (kv_lora + 2 * t) as u64 * 2, pack_h2(x, y));
+    }
+}

@@ -1,0 +1,305 @@
+//! Quantized gemv kernels, `y = W·x` with q8_1 activations: per weight type a plain, a grouped
+//! and a two-matrix kernel, and for the lm_head types a gemv fused with the greedy argmax, all
+//! instances of [`gemv_rows_then`]; and the f32 gemv of the MoE router.
+//!
+//! Thread mapping (`ingot_abi::launch::gemv`): `lanes = gemv_lanes_per_row(units, T::LANES)`
+//! lanes per row, `32 / lanes` rows per warp, `GEMV_WARPS` warps per block. The per-type math
+//! and each lane's share of a unit are in [`crate::vecdot`].
+
+use crate::ptx::{self, global, ld_v4_f32, st_f32, warp_sum};
+use crate::vecdot::{
+    row_dot_lane, sub_sum, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
+};
+use core::arch::asm;
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
+    BlockQ8_1,
+};
+use ingot_abi::launch::{gemv_lanes_per_row, GEMV_WARPS, WARP_SIZE};
+
+/// Computes `nrows` row dot products of `ncols` weights of type `T`: `row(r)` gives row `r`'s
+/// weight address, activation address and output address. `ncols` a multiple of `T::QK`.
+#[inline(always)]
+unsafe fn gemv_rows<T: WeightType>(ncols: u32, nrows: u32, row: impl Fn(u32) -> (u64, u64, u64)) {
+    gemv_rows_then::<T>(ncols, nrows, row, |_, _| {});
+}
+
+/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`.
+#[inline(always)]
+unsafe fn gemv_rows_then<T: WeightType>(
+    ncols: u32,
+    nrows: u32,
+    row: impl Fn(u32) -> (u64, u64, u64),
+    then: impl Fn(u32, f32),
+) {
+    let nunits = ncols / T::QK;
+    let lanes = gemv_lanes_per_row(nunits, T::LANES);
+    let t = ptx::tid();
+    let lane = t % WARP_SIZE;
+    let first = (ptx::bid() * GEMV_WARPS + t / WARP_SIZE) * (WARP_SIZE / lanes);
+    // Whole warps leave together, so the shuffles below always see a full warp.
+    if first >= nrows {
+        return;
+    }
+    // A row past the end (last warp of a short-row launch) recomputes the last row so its lanes
+    // still take part in the shuffles; it stores nothing.
+    let want = first + lane / lanes;
+    let (wrow, xr, yr) = row(if want < nrows { want } else { nrows - 1 });
+    let sub = lane % lanes;
+    let total = sub_sum(row_dot_lane::<T>(wrow, xr, nunits, sub, lanes), lanes);
+    if want < nrows && sub == 0 {
+        st_f32(yr, total);
+        then(want, total);
+    }
+}
+
+/// `w`: `nrows` rows of `ncols/T::QK` units; `x`: q8_1 blocks; `y`: `nrows` floats. Row `r`
+/// reads `ncols/32` activation blocks from block `(r / rows_per_group)·x_group_stride` on.
+/// `rows_per_group ≥ 1`.
+#[inline(always)]
+unsafe fn gemv<T: WeightType>(
+    w: u64,
+    x: u64,
+    y: u64,
+    ncols: u32,
+    nrows: u32,
+    rows_per_group: u32,
+    x_group_stride: u32,
+) {
+    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    gemv_rows::<T>(ncols, nrows, |r| {
+        (
+            w + r as u64 * row_bytes,
+            x + (r / rows_per_group) as u64 * x_group_stride as u64 * Q8_BYTES,
+            y + r as u64 * 4,
+        )
+    });
+}
+
+/// Two matrices of the same type and width against one activation vector in one launch
+/// (`attn_q` and `attn_kv_a_mqa`): rows `0..nrows0` of the launch are `w0`'s into `y0`, the
+/// next `nrows1` are `w1`'s into `y1`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemv2<T: WeightType>(
+    (w0, w1): (u64, u64),
+    x: u64,
+    (y0, y1): (u64, u64),
+    ncols: u32,
+    nrows0: u32,
+    nrows1: u32,
+) {
+    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    gemv_rows::<T>(ncols, nrows0 + nrows1, |r| {
+        let (w, y, i) = if r < nrows0 {
+            (w0, y0, r)
+        } else {
+            (w1, y1, r - nrows0)
+        };
+        (w + i as u64 * row_bytes, x, y + i as u64 * 4)
+    });
+}
+
+/// The lm_head gemv fused with the greedy choice: as the plain gemv (logits still go to `y`),
+/// and each row's key (`argmax::key`: larger logit, then lower index) is folded into `*acc`
+/// with a 64-bit atomic maximum. `*acc` must be 0 before the launch; `argmax_finish` reads it,
+/// advances the step state and resets it, so a replayed graph needs no separate reset.
+#[inline(always)]
+unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
+    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    gemv_rows_then::<T>(
+        ncols,
+        nrows,
+        |r| (w + r as u64 * row_bytes, x, y + r as u64 * 4),
+        |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
+    );
+}
+
+/// `*a = max(*a, v)` on global memory (`atom.global.max.u64`; the old value is unused, so
+/// ptxas emits a reduction, no round trip).
+#[inline(always)]
+unsafe fn red_max_u64(a: u64, v: u64) {
+    let _old: u64;
+    asm!("atom.global.max.u64 {o}, [{a}], {v};", o = out(reg64) _old, a = in(reg64) a,
+         v = in(reg64) v, options(nostack));
+}
+
+macro_rules! gemv_argmax_kernel {
+    ($ty:ty, $block:ty, $name:ident) => {
+        /// Fused lm_head gemv + argmax; see [`gemv_argmax`] and `ingot_abi::launch::head`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            y: *mut f32,
+            ncols: u32,
+            nrows: u32,
+            acc: *mut u64,
+        ) {
+            gemv_argmax::<$ty>(global(w), global(x), global(y), ncols, nrows, global(acc));
+        }
+    };
+}
+
+gemv_argmax_kernel!(Q8_0, BlockQ8_0, gemv_argmax_q8_0_q8_1);
+gemv_argmax_kernel!(Q4K, BlockQ4K, gemv_argmax_q4k_q8_1);
+gemv_argmax_kernel!(Q5K, BlockQ5K, gemv_argmax_q5k_q8_1);
+gemv_argmax_kernel!(Q6K, BlockQ6K, gemv_argmax_q6k_q8_1);
+
+macro_rules! gemv_kernels {
+    ($ty:ty, $block:ty, $plain:ident, $grouped:ident, $pair:ident) => {
+        /// Plain gemv (one group); see [`gemv`] and `ingot_abi::launch` for the contract.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $plain(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            y: *mut f32,
+            ncols: u32,
+            nrows: u32,
+        ) {
+            gemv::<$ty>(global(w), global(x), global(y), ncols, nrows, nrows, 0);
+        }
+
+        /// Grouped gemv; see [`gemv`] and `ingot_abi::launch` for the contract.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $grouped(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            y: *mut f32,
+            ncols: u32,
+            nrows: u32,
+            rows_per_group: u32,
+            x_group_stride: u32,
+        ) {
+            gemv::<$ty>(
+                global(w),
+                global(x),
+                global(y),
+                ncols,
+                nrows,
+                rows_per_group,
+                x_group_stride,
+            );
+        }
+
+        /// Two-matrix gemv; see [`gemv2`] and `ingot_abi::launch` for the contract.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $pair(
+            w0: *const $block,
+            w1: *const $block,
+            x: *const BlockQ8_1,
+            y0: *mut f32,
+            y1: *mut f32,
+            ncols: u32,
+            nrows0: u32,
+            nrows1: u32,
+        ) {
+            gemv2::<$ty>(
+                (global(w0), global(w1)),
+                global(x),
+                (global(y0), global(y1)),
+                ncols,
+                nrows0,
+                nrows1,
+            );
+        }
+    };
+}
+
+gemv_kernels!(
+    Q4_0,
+    BlockQ4_0,
+    gemv_q4_0_q8_1,
+    gemv_grouped_q4_0_q8_1,
+    gemv2_q4_0_q8_1
+);
+gemv_kernels!(
+    Q5_0,
+    BlockQ5_0,
+    gemv_q5_0_q8_1,
+    gemv_grouped_q5_0_q8_1,
+    gemv2_q5_0_q8_1
+);
+gemv_kernels!(
+    Q5_1,
+    BlockQ5_1,
+    gemv_q5_1_q8_1,
+    gemv_grouped_q5_1_q8_1,
+    gemv2_q5_1_q8_1
+);
+gemv_kernels!(
+    Q8_0,
+    BlockQ8_0,
+    gemv_q8_0_q8_1,
+    gemv_grouped_q8_0_q8_1,
+    gemv2_q8_0_q8_1
+);
+gemv_kernels!(
+    Iq4Nl,
+    BlockIq4Nl,
+    gemv_iq4_nl_q8_1,
+    gemv_grouped_iq4_nl_q8_1,
+    gemv2_iq4_nl_q8_1
+);
+gemv_kernels!(
+    Q3K,
+    BlockQ3K,
+    gemv_q3k_q8_1,
+    gemv_grouped_q3k_q8_1,
+    gemv2_q3k_q8_1
+);
+gemv_kernels!(
+    Q4K,
+    BlockQ4K,
+    gemv_q4k_q8_1,
+    gemv_grouped_q4k_q8_1,
+    gemv2_q4k_q8_1
+);
+gemv_kernels!(
+    Q5K,
+    BlockQ5K,
+    gemv_q5k_q8_1,
+    gemv_grouped_q5k_q8_1,
+    gemv2_q5k_q8_1
+);
+gemv_kernels!(
+    Q6K,
+    BlockQ6K,
+    gemv_q6k_q8_1,
+    gemv_grouped_q6k_q8_1,
+    gemv2_q6k_q8_1
+);
+
+/// `w`: `nrows × ncols` floats, `x`: `ncols` floats, `y`: `nrows` floats; `ncols` a multiple
+/// of 4. One warp per row; lane `l` reads float4 chunks `l, l + 32, …` of the row and of `x`
+/// (16-byte loads, a warp reads 512 contiguous bytes per step).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn gemv_f32(
+    w: *const f32,
+    x: *const f32,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+) {
+    let t = ptx::tid();
+    let lane = t % WARP_SIZE;
+    let row = ptx::bid() * GEMV_WARPS + t / WARP_SIZE;
+    if row >= nrows {
+        return;
+    }
+    let chunks = ncols / 4;
+    let wrow = global(w) + row as u64 * ncols as u64 * 4;
+    let xg = global(x);
+    let mut acc = 0.0f32;
+    let mut c = lane;
+    while c < chunks {
+        let a = ld_v4_f32(wrow + c as u64 * 16);
+        let b = ld_v4_f32(xg + c as u64 * 16);
+        acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+        c += WARP_SIZE;
+    }
+    let total = warp_sum(acc);
+    if lane == 0 {
+        st_f32(global(y) + row as u64 * 4, total);
+    }
+}

@@ -1,0 +1,182 @@
+//! `moe_down_*`: the second half of a (mixture-of-experts) SwiGLU FFN for one token, with the
+//! residual add: `y[r] = resid[r] + Σ_k w_k·(down_{e_k}[r]·act_k) + down_sh[r]·act_sh`
+//! (spec §5.4), reading expert ids and weights from the device-resident [`ExpertSelection`]
+//! and the q8_1 activations the gate/up kernel wrote.
+//!
+//! Thread mapping: one warp per pair of output rows, `MOE_DOWN_WARPS` warps per block. The warp
+//! walks the routed experts two at a time ([`rows_dot_lane4`]: both rows of both experts in one
+//! pass, four units in flight per lane, each expert's activation loads shared by the two
+//! rows), then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each
+//! row once at the end. The
+//! routed and shared weights may have different types (`R`, `S`): real files store the 1408-wide
+//! expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
+//!
+//! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
+//! outside the stacked weights.
+
+use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
+use crate::moe_ptx::{ld_f32_coherent, shfl_idx_f32, shfl_idx_u32};
+use crate::ptx::{self, global, ld_u32, st_f32, warp_sum};
+use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
+use core::mem::offset_of;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::moe::{ExpertSelection, MOE_DOWN_ROWS_PER_WARP, MOE_DOWN_WARPS};
+use ingot_abi::launch::WARP_SIZE;
+
+/// The selection, spread over the warp: lane `k < n_used` holds slot `k`'s expert id
+/// (clamped to `n_expert − 1`) and weight, read with one coalesced request per field.
+#[inline(always)]
+unsafe fn load_selection(sel: u64, lane: u32, n_used: u32, n_expert: u32) -> (u32, f32) {
+    if lane < n_used {
+        let id = ld_u32(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * lane as u64);
+        let w = ld_u32(sel + offset_of!(ExpertSelection, weights) as u64 + 4 * lane as u64);
+        (id.min(n_expert - 1), f32::from_bits(w))
+    } else {
+        (0, 0.0)
+    }
+}
+
+/// Address of routed slot `k`'s expert in the stacked weights and its gating weight,
+/// broadcast from lane `k`.
+#[inline(always)]
+fn slot(ids: (u32, f32), k: u32, down: u64, expert_bytes: u64) -> (u64, f32) {
+    let id = shfl_idx_u32(ids.0, k);
+    let w = shfl_idx_f32(ids.1, k);
+    (down + id as u64 * expert_bytes, w)
+}
+
+/// Output rows per warp, as an array length.
+const ROWS: u32 = MOE_DOWN_ROWS_PER_WARP;
+const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows");
+
+/// See `ingot_abi::launch::moe` (`MOE_DOWN_*`). Preconditions (checked by the host launcher):
+/// `ff` a multiple of `R::QK` (or `n_used = 0`), `ff_sh` a multiple of `S::QK` (0: no shared
+/// experts), grid = `ceil(nrows / (MOE_DOWN_WARPS·MOE_DOWN_ROWS_PER_WARP))` blocks,
+/// `n_expert ≥ 1`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn down<R: WeightType, S: WeightType>(
+    act: u64,
+    sel: u64,
+    down: u64,
+    down_sh: u64,
+    resid: u64,
+    y: u64,
+    nrows: u32,
+    ff: u32,
+    n_used: u32,
+    ff_sh: u32,
+    n_expert: u32,
+) {
+    let t = ptx::tid();
+    let lane = t % WARP_SIZE;
+    let r0 = (ptx::bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
+    // Whole warps leave together, so the shuffles below always see a full warp.
+    if r0 >= nrows {
+        return;
+    }
+    // A second row past the end (odd nrows) recomputes row r0 and is not stored.
+    let r1 = if r0 + 1 < nrows { r0 + 1 } else { r0 };
+    let nunits = ff / R::QK;
+    let row_bytes = nunits as u64 * R::UNIT_BYTES;
+    let expert_bytes = nrows as u64 * row_bytes;
+    let (off0, off1) = (r0 as u64 * row_bytes, r1 as u64 * row_bytes);
+    let act_per_slot = (ff / QK8_1 as u32) as u64 * Q8_BYTES;
+
+    let mine = load_selection(sel, lane, n_used, n_expert);
+    let mut acc = [0.0f32; 2];
+    let mut k = 0;
+    while k + 1 < n_used {
+        let (ea, ga) = slot(mine, k, down, expert_bytes);
+        let (eb, gb) = slot(mine, k + 1, down, expert_bytes);
+        let xa = act + k as u64 * act_per_slot;
+        let xb = xa + act_per_slot;
+        let p = rows_dot_lane4::<R>(
+            &[ea + off0, ea + off1, eb + off0, eb + off1],
+            &[xa, xa, xb, xb],
+            nunits,
+            lane,
+        );
+        acc[0] += ga * p[0] + gb * p[2];
+        acc[1] += ga * p[1] + gb * p[3];
+        k += 2;
+    }
+    if k < n_used {
+        let (ea, ga) = slot(mine, k, down, expert_bytes);
+        let xa = act + k as u64 * act_per_slot;
+        let p = rows_dot_lane2::<R>(&[ea + off0, ea + off1], &[xa, xa], nunits, lane);
+        acc[0] += ga * p[0];
+        acc[1] += ga * p[1];
+    }
+    let sh_units = ff_sh / S::QK;
+    let sh_row_bytes = sh_units as u64 * S::UNIT_BYTES;
+    let xs = act + n_used as u64 * act_per_slot;
+    let p = rows_dot_lane2::<S>(
+        &[
+            down_sh + r0 as u64 * sh_row_bytes,
+            down_sh + r1 as u64 * sh_row_bytes,
+        ],
+        &[xs, xs],
+        sh_units,
+        lane,
+    );
+    let y0 = warp_sum(acc[0] + p[0]);
+    let y1 = warp_sum(acc[1] + p[1]);
+    if lane == 0 {
+        let a0 = r0 as u64 * 4;
+        st_f32(y + a0, ld_f32_coherent(resid + a0) + y0);
+        if r1 != r0 {
+            st_f32(y + a0 + 4, ld_f32_coherent(resid + a0 + 4) + y1);
+        }
+    }
+}
+
+macro_rules! down_kernel {
+    ($name:ident, $r:ty, $s:ty) => {
+        /// See [`down`] and `ingot_abi::launch::moe`.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            act: *const BlockQ8_1,
+            sel: *const ExpertSelection,
+            down_w: *const u8,
+            down_sh: *const u8,
+            resid: *const f32,
+            y: *mut f32,
+            nrows: u32,
+            ff: u32,
+            n_used: u32,
+            ff_sh: u32,
+            n_expert: u32,
+        ) {
+            down::<$r, $s>(
+                global(act),
+                global(sel),
+                global(down_w),
+                global(down_sh),
+                global(resid),
+                global(y),
+                nrows,
+                ff,
+                n_used,
+                ff_sh,
+                n_expert,
+            );
+        }
+    };
+}
+
+down_kernel!(moe_down_q4_0_q4_0, Q4_0, Q4_0);
+down_kernel!(moe_down_q5_0_q5_0, Q5_0, Q5_0);
+down_kernel!(moe_down_q5_1_q5_1, Q5_1, Q5_1);
+down_kernel!(moe_down_q8_0_q8_0, Q8_0, Q8_0);
+down_kernel!(moe_down_iq4_nl_iq4_nl, Iq4Nl, Iq4Nl);
+down_kernel!(moe_down_q3k_q3k, Q3K, Q3K);
+down_kernel!(moe_down_q4k_q4k, Q4K, Q4K);
+down_kernel!(moe_down_q5k_q5k, Q5K, Q5K);
+down_kernel!(moe_down_q6k_q6k, Q6K, Q6K);
+down_kernel!(moe_down_q5_0_q4k, Q5_0, Q4K);
+down_kernel!(moe_down_q8_0_q6k, Q8_0, Q6K);
+down_kernel!(moe_down_q5_1_q5k, Q5_1, Q5K);
+down_kernel!(moe_down_q4_0_q3k, Q4_0, Q3K);
+down_kernel!(moe_down_iq4_nl_q3k, Iq4Nl, Q3K);

@@ -1,0 +1,202 @@
+//! `moe_gate_up_*`: the first half of a (mixture-of-experts) SwiGLU FFN for one token:
+//! `h = silu(gate·x) ⊙ (up·x)` for the rows of every selected expert and of the shared experts,
+//! written as q8_1 blocks for the down kernels (spec §5.4, ik_llama's fused `moe_up_gate`).
+//!
+//! Thread mapping: a block computes `MOE_GATE_UP_ROWS` = 32 consecutive rows of one expert
+//! slot, i.e. exactly one q8_1 output block. Block `b < n_used·ff/32` belongs to routed slot
+//! `b / (ff/32)`, whose expert id it reads from the device-resident [`ExpertSelection`]; the
+//! remaining blocks cover the shared experts' `ff_sh` rows. Warp `w` computes rows
+//! `4w .. 4w+4` of the block, two rows per pass: the gate and up dots of both rows together
+//! ([`rows_dot_lane4`], per-type math from `crate::vecdot`; the four row dots share each
+//! activation load), reduces them over the warp and puts `h` in shared memory; warp 0 then
+//! quantizes the 32 values exactly as `quantize_q8_1` does (`d = amax/127`, `q = roundf(h/d)`,
+//! `s = Σh` by the same butterfly), so the down kernel sees what a separate quantize pass would
+//! have produced.
+//!
+//! The activation vector is quantized once, before this kernel, and every block reads it
+//! (through the read-only cache). Expert ids are clamped to `n_expert − 1`, so a corrupt
+//! selection cannot make the kernel read outside the stacked weights.
+
+use crate::moe_dot::rows_dot_lane4;
+use crate::moe_ptx::{ld_shared_f32, shfl_idx_u32, silu, st_shared_f32, warp_max_f32};
+use crate::ptx::{self, f32_to_f16, global, ld_u32, round_away, st_u32, warp_sum};
+use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::offset_of;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::moe::{
+    ExpertSelection, MOE_GATE_UP_ROWS, MOE_GATE_UP_ROWS_PER_WARP, MOE_GATE_UP_WARPS,
+};
+use ingot_abi::launch::WARP_SIZE;
+
+const _: () = assert!(MOE_GATE_UP_ROWS == QK8_1 as u32 && MOE_GATE_UP_ROWS == WARP_SIZE);
+const _: () = assert!(offset_of!(BlockQ8_1, d) == 0 && offset_of!(BlockQ8_1, s) == 2);
+const _: () = assert!(offset_of!(BlockQ8_1, qs) == 4);
+
+const _: () = assert!(
+    MOE_GATE_UP_ROWS_PER_WARP.is_multiple_of(2),
+    "rows go in pairs"
+);
+
+// The block's 32 SwiGLU outputs, row order.
+global_asm!(".shared .align 16 .b8 moe_gate_up_h[128];");
+
+#[inline(always)]
+unsafe fn h_addr() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, moe_gate_up_h;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+/// Quantizes lane `lane`'s value `h` (element `lane` of the block) into the q8_1 block at
+/// global address `out`. Bit-identical to `quantize_q8_1` on the same 32 floats.
+#[inline(always)]
+unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
+    let amax = warp_max_f32(h.abs());
+    let sum = warp_sum(h);
+    let d = amax / 127.0;
+    let q = if amax == 0.0 {
+        0
+    } else {
+        round_away(h / d) as i32
+    };
+    let byte = (q as u32) & 0xFF;
+    // Lane 4i gathers bytes 4i..4i+4 and stores them as one word.
+    let first = lane & !3;
+    let word = shfl_idx_u32(byte, first)
+        | (shfl_idx_u32(byte, first + 1) << 8)
+        | (shfl_idx_u32(byte, first + 2) << 16)
+        | (shfl_idx_u32(byte, first + 3) << 24);
+    if lane.is_multiple_of(4) {
+        st_u32(out + offset_of!(BlockQ8_1, qs) as u64 + lane as u64, word);
+    }
+    if lane == 0 {
+        st_u32(out, f32_to_f16(d) | (f32_to_f16(sum) << 16));
+    }
+}
+
+/// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
+/// launcher): `ncols` a multiple of `T::QK`, `ff` and `ff_sh` multiples of 32, grid =
+/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gate_up<T: WeightType>(
+    x: u64,
+    sel: u64,
+    gate: u64,
+    up: u64,
+    gate_sh: u64,
+    up_sh: u64,
+    act: u64,
+    ncols: u32,
+    ff: u32,
+    n_used: u32,
+    n_expert: u32,
+) {
+    let t = ptx::tid();
+    let lane = t % WARP_SIZE;
+    let warp = t / WARP_SIZE;
+    let b = ptx::bid();
+    let nunits = ncols / T::QK;
+    let row_bytes = nunits as u64 * T::UNIT_BYTES;
+
+    // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions below trap-free.
+    let blocks_per_expert = (ff / MOE_GATE_UP_ROWS).max(1);
+    let routed_blocks = n_used * blocks_per_expert;
+    let (g_base, u_base, first_row) = if b < routed_blocks {
+        let slot = b / blocks_per_expert;
+        // One lane reads the id and broadcasts it: one 4-byte request per warp.
+        let id = if lane == 0 {
+            ld_u32(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * slot as u64)
+        } else {
+            0
+        };
+        let e = shfl_idx_u32(id, 0).min(n_expert - 1) as u64;
+        let off = e * ff as u64 * row_bytes;
+        (
+            gate + off,
+            up + off,
+            (b % blocks_per_expert) * MOE_GATE_UP_ROWS,
+        )
+    } else {
+        (gate_sh, up_sh, (b - routed_blocks) * MOE_GATE_UP_ROWS)
+    };
+
+    // Two passes over x, each computing the gate and up dots of two of the warp's rows (four
+    // row dots sharing every activation load). Four rows in one pass would halve the
+    // activation reads again but needs up to 255 registers and spills for the pair types.
+    let first = first_row + warp * MOE_GATE_UP_ROWS_PER_WARP;
+    let h = h_addr();
+    let mut pass = 0;
+    while pass < MOE_GATE_UP_ROWS_PER_WARP / 2 {
+        let r = first + 2 * pass;
+        let (r0, r1) = (r as u64 * row_bytes, (r + 1) as u64 * row_bytes);
+        let p = rows_dot_lane4::<T>(
+            &[g_base + r0, u_base + r0, g_base + r1, u_base + r1],
+            &[x; 4],
+            nunits,
+            lane,
+        );
+        let h0 = silu(warp_sum(p[0])) * warp_sum(p[1]);
+        let h1 = silu(warp_sum(p[2])) * warp_sum(p[3]);
+        if lane == 0 {
+            let slot = warp * MOE_GATE_UP_ROWS_PER_WARP + 2 * pass;
+            st_shared_f32(h + 4 * slot, h0);
+            st_shared_f32(h + 4 * (slot + 1), h1);
+        }
+        pass += 1;
+    }
+    nvptx::_syncthreads();
+    if warp == 0 {
+        let v = ld_shared_f32(h + 4 * lane);
+        quantize_block(v, lane, act + b as u64 * Q8_BYTES);
+    }
+}
+
+const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
+
+macro_rules! gate_up_kernel {
+    ($name:ident, $ty:ty) => {
+        /// See [`gate_up`] and `ingot_abi::launch::moe`.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const BlockQ8_1,
+            sel: *const ExpertSelection,
+            gate: *const u8,
+            up: *const u8,
+            gate_sh: *const u8,
+            up_sh: *const u8,
+            act: *mut BlockQ8_1,
+            ncols: u32,
+            ff: u32,
+            n_used: u32,
+            _ff_sh: u32,
+            n_expert: u32,
+        ) {
+            gate_up::<$ty>(
+                global(x),
+                global(sel),
+                global(gate),
+                global(up),
+                global(gate_sh),
+                global(up_sh),
+                global(act),
+                ncols,
+                ff,
+                n_used,
+                n_expert,
+            );
+        }
+    };
+}
+
+gate_up_kernel!(moe_gate_up_q4_0, Q4_0);
+gate_up_kernel!(moe_gate_up_q5_0, Q5_0);
+gate_up_kernel!(moe_gate_up_q5_1, Q5_1);
+gate_up_kernel!(moe_gate_up_q8_0, Q8_0);
+gate_up_kernel!(moe_gate_up_iq4_nl, Iq4Nl);
+gate_up_kernel!(moe_gate_up_q3k, Q3K);
+gate_up_kernel!(moe_gate_up_q4k, Q4K);
+gate_up_kernel!(moe_gate_up_q5k, Q5K);
+gate_up_kernel!(moe_gate_up_q6k, Q6K);

@@ -1,0 +1,153 @@
+//! `rmsnorm_q8_1`: `y = quantize_q8_1(x·(1/sqrt(mean(x²) + eps))·w)` per row, the attention /
+//! FFN / output norm fused with the activation quantization of the gemv that follows
+//! (spec §5.1 step 1, §5.4, §5.5; quantization as ggml-cuda's `quantize_q8_1`, §3.1).
+//!
+//! Thread mapping: one block of `RMSNORM_Q8_1_THREADS` threads per row. Thread `t` owns the
+//! float4 chunks `t, t + THREADS, …` (16-byte loads); 8 consecutive threads of a warp cover one
+//! q8_1 block of 32 values in each pass. Σx² is reduced per warp with shuffles, then across
+//! warps through a static shared array; the second pass re-reads `x` (L1) and quantizes.
+//!
+//! The normalized value is `(x·scale)·w`, the order of ggml's `rms_norm` then `mul`; per q8_1
+//! block the amax / Σ reductions, `d = amax/127` and `q = roundf(v/d)` are the ones of
+//! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
+
+use crate::ptx::{
+    self, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, warp_sum,
+};
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::{offset_of, size_of};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{RMSNORM_Q8_1_THREADS as THREADS, WARP_SIZE};
+
+const WARPS: u32 = THREADS / WARP_SIZE;
+const LANES_PER_BLOCK: u32 = QK8_1 as u32 / 4;
+const _: () = assert!(
+    WARPS == 8,
+    "rmsnorm_q8_1_partials below is sized for 8 warps"
+);
+const _: () = assert!(offset_of!(BlockQ8_1, s) == offset_of!(BlockQ8_1, d) + 2);
+
+// One f32 partial sum per warp.
+global_asm!(".shared .align 16 .b8 rmsnorm_q8_1_partials[32];");
+
+#[inline(always)]
+unsafe fn partials_addr() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, rmsnorm_q8_1_partials;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+/// `x`: `rows × n` floats, `w`: `n` floats, `y`: `rows × n/32` q8_1 blocks; `n` a multiple of
+/// 32. Grid: one block per row.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1(
+    x: *const f32,
+    w: *const f32,
+    y: *mut BlockQ8_1,
+    n: u32,
+    eps: f32,
+) {
+    let t = ptx::tid();
+    let row = ptx::bid() as u64;
+    let xr = global(x) + row * n as u64 * 4;
+    let yr = global(y) + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
+    let wg = global(w);
+    let chunks = n / 4;
+
+    let mut ss = 0.0f32;
+    let mut i = t;
+    while i < chunks {
+        let v = ld_v4_f32(xr + i as u64 * 16);
+        ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+        i += THREADS;
+    }
+    ss = warp_sum(ss);
+    let lane = t % WARP_SIZE;
+    let partials = partials_addr();
+    if lane == 0 {
+        asm!("st.shared.f32 [{a}], {v};", a = in(reg32) partials + (t / WARP_SIZE) * 4,
+             v = in(reg32) ss, options(nostack));
+    }
+    nvptx::_syncthreads();
+    let mut total = 0.0f32;
+    let mut k = 0;
+    while k < WARPS {
+        let p: f32;
+        asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + k * 4,
+             options(readonly, nostack));
+        total += p;
+        k += 1;
+    }
+    let scale = 1.0 / sqrt(total / n as f32 + eps);
+
+    // Passes over the row; `n % 32 == 0` and THREADS % 8 == 0 make each 8-lane group either
+    // wholly inside the row or wholly past it, so the shuffles below always see whole groups.
+    // Every thread runs the same number of passes (lanes past the end compute on zeros and
+    // store nothing) so the whole warp takes part in every shuffle.
+    let passes = chunks.div_ceil(THREADS);
+    let mut pass = 0;
+    while pass < passes {
+        let c = pass * THREADS + t;
+        let in_row = c < chunks;
+        let v = if in_row {
+            let off = c as u64 * 16;
+            let xv = ld_v4_f32(xr + off);
+            let g = ld_v4_f32(wg + off);
+            [
+                (xv[0] * scale) * g[0],
+                (xv[1] * scale) * g[1],
+                (xv[2] * scale) * g[2],
+                (xv[3] * scale) * g[3],
+            ]
+        } else {
+            [0.0; 4]
+        };
+        quantize_store(v, yr, c, in_row);
+        pass += 1;
+    }
+}
+
+/// Quantizes thread chunk `c` (values `4c..4c+4`) as part of q8_1 block `c/8`, reducing amax
+/// and Σ over the block's 8 lanes exactly as `quantize.rs` does, and stores it if `store`.
+#[inline(always)]
+unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
+    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
+    // Same butterfly order as ggml's per-element reduction (see quantize.rs).
+    let mut s = v;
+    let mut m = LANES_PER_BLOCK / 2;
+    while m > 0 {
+        amax = amax.max(shfl_xor_f32(amax, m));
+        s[0] += shfl_xor_f32(s[0], m);
+        s[1] += shfl_xor_f32(s[1], m);
+        s[2] += shfl_xor_f32(s[2], m);
+        s[3] += shfl_xor_f32(s[3], m);
+        m >>= 1;
+    }
+    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let d = amax / 127.0;
+    let mut packed = 0u32;
+    let mut k = 0;
+    while k < 4 {
+        let q = if amax == 0.0 {
+            0
+        } else {
+            round_away(v[k] / d) as i32
+        };
+        packed |= ((q as u32) & 0xFF) << (8 * k);
+        k += 1;
+    }
+    if store {
+        let block = yr + (c / LANES_PER_BLOCK) as u64 * size_of::<BlockQ8_1>() as u64;
+        let lane_in_block = c % LANES_PER_BLOCK;
+        st_u32(
+            block + offset_of!(BlockQ8_1, qs) as u64 + 4 * lane_in_block as u64,
+            packed,
+        );
+        if lane_in_block == 0 {
+            st_u32(
+                block + offset_of!(BlockQ8_1, d) as u64,
+                f32_to_f16(d) | (f32_to_f16(sum) << 16),
+            );
+        }
+    }
+}

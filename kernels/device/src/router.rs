@@ -1,0 +1,280 @@
+//! `moe_route`: expert selection for one token from its router logits (spec §5.4, llama.cpp
+//! `build_moe_ffn`, ingot-model's `routing::Router`).
+//!
+//! Thread mapping: one warp. Expert `e` lives in lane `e % 32`, register slot `e / 32`, so the
+//! logits load is coalesced and every per-expert step is a fully unrolled loop over
+//! `SLOTS` registers (constant indices only: no local memory).
+//!
+//! Selection compares `order_key`s, a `u32` total order on the scores in which NaN sits below
+//! −inf, −0 equals +0, and 0 means "not selectable" (past `n_expert`, or already chosen). Each of
+//! the `n_used` rounds takes the warp maximum key, then the lowest expert index holding it, so
+//! equal scores go to the lower index, the oracle's tie rule.
+//!
+//! Precision: softmax and sigmoid use `ex2.approx` and an f32 sum where the oracle works in f64;
+//! a score differs from the oracle's by at most about 1e-5 relative (see the test for the band).
+//! Given the scores, the weights are bit-identical to the oracle's: the normalizing sum is added
+//! in selection order, clamped, divided and scaled as the oracle does.
+
+use crate::moe_ptx::{exp, shfl_idx_f32, warp_max_f32, warp_max_u32, warp_min_u32};
+use crate::ptx::{self, global, ld_u32, shfl_xor_f32, st_f32, st_u32, warp_sum};
+use core::mem::offset_of;
+use ingot_abi::launch::{
+    ExpertSelection, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID, WARP_SIZE,
+};
+
+/// Scores per lane.
+const SLOTS: usize = (ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
+
+/// llama.cpp clamps the weight sum from below before renormalizing
+/// (`ggml_clamp(sum, 6.103515625e-5, inf)`).
+const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
+
+/// Key of a score that can still be chosen: larger score, larger key; NaN is 1, below every
+/// number (−inf maps to 0x007F_FFFF). 0 is reserved for "not selectable".
+#[inline(always)]
+fn order_key(s: f32) -> u32 {
+    if s.is_nan() {
+        return 1;
+    }
+    // −0 and +0 compare equal in the oracle; give them one key.
+    let b = if s == 0.0 { 0 } else { s.to_bits() };
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// The two largest non-NaN values among `v[j]` with `member[j]`, merged over the warp; `−inf`
+/// fills missing places (a group of one expert scores `x + −inf`, as in the oracle).
+#[inline(always)]
+fn warp_top2(v: &[f32; SLOTS], member: &[bool; SLOTS]) -> (f32, f32) {
+    let mut first = f32::NEG_INFINITY;
+    let mut second = f32::NEG_INFINITY;
+    let mut j = 0;
+    while j < SLOTS {
+        // Branch-free top-two update; NaN and non-members enter as −inf (ignored).
+        let x = if member[j] && !v[j].is_nan() {
+            v[j]
+        } else {
+            f32::NEG_INFINITY
+        };
+        second = second.max(first.min(x));
+        first = first.max(x);
+        j += 1;
+    }
+    // The top two of a multiset are the top two of the union of any partition's top twos.
+    let mut m = WARP_SIZE / 2;
+    while m > 0 {
+        let of = shfl_xor_f32(first, m);
+        let os = shfl_xor_f32(second, m);
+        second = first.min(of).max(second.max(os));
+        first = first.max(of);
+        m >>= 1;
+    }
+    (first, second)
+}
+
+/// Index of the warp-wide best key (lowest index among equals); the whole warp gets it.
+#[inline(always)]
+fn warp_argmax<const N: usize>(key: &[u32; N], lane: u32) -> u32 {
+    let mut local = 0;
+    let mut j = 0;
+    while j < N {
+        local = local.max(key[j]);
+        j += 1;
+    }
+    let best = warp_max_u32(local);
+    let mut idx = u32::MAX;
+    let mut j = N;
+    while j > 0 {
+        j -= 1;
+        if key[j] == best {
+            idx = j as u32 * WARP_SIZE + lane;
+        }
+    }
+    warp_min_u32(idx)
+}
+
+/// See [`ingot_abi::launch::MOE_ROUTE`]. Preconditions (checked by the host launcher):
+/// `1 ≤ n_used ≤ min(MAX_EXPERTS_USED, n_expert)`, `n_expert ≤ ROUTER_MAX_EXPERTS`, and when
+/// `n_group > 1`: `n_group ≤ ROUTER_MAX_GROUPS`, `n_expert % n_group == 0`,
+/// `1 ≤ n_group_used ≤ n_group`. Launch: one block of one warp.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn moe_route(
+    logits: *const f32,
+    bias: *const f32,
+    sel: *mut ExpertSelection,
+    n_expert: u32,
+    n_used: u32,
+    n_group: u32,
+    n_group_used: u32,
+    flags: u32,
+    scale: f32,
+) {
+    let lane = ptx::tid();
+    let lg = global(logits);
+    let mut valid = [false; SLOTS];
+    let mut x = [f32::NEG_INFINITY; SLOTS];
+    let mut j = 0;
+    while j < SLOTS {
+        let e = j as u32 * WARP_SIZE + lane;
+        if e < n_expert {
+            valid[j] = true;
+            x[j] = f32::from_bits(ld_u32(lg + 4 * e as u64));
+        }
+        j += 1;
+    }
+
+    // Gating scores p (the weights) and selection scores s.
+    let mut p = [0.0f32; SLOTS];
+    if flags & ROUTE_SIGMOID != 0 {
+        let mut j = 0;
+        while j < SLOTS {
+            p[j] = 1.0 / (1.0 + exp(-x[j]));
+            j += 1;
+        }
+    } else {
+        let mut local = f32::NEG_INFINITY;
+        let mut j = 0;
+        while j < SLOTS {
+            local = local.max(x[j]);
+            j += 1;
+        }
+        let max = warp_max_f32(local);
+        let mut part = 0.0f32;
+        let mut j = 0;
+        while j < SLOTS {
+            p[j] = if valid[j] { exp(x[j] - max) } else { 0.0 };
+            part += p[j];
+            j += 1;
+        }
+        let sum = warp_sum(part);
+        let mut j = 0;
+        while j < SLOTS {
+            p[j] /= sum;
+            j += 1;
+        }
+    }
+    let mut s = p;
+    if flags & ROUTE_BIAS != 0 {
+        let bg = global(bias);
+        let mut j = 0;
+        while j < SLOTS {
+            if valid[j] {
+                let e = j as u32 * WARP_SIZE + lane;
+                s[j] += f32::from_bits(ld_u32(bg + 4 * e as u64));
+            }
+            j += 1;
+        }
+    }
+
+    if n_group > 1 {
+        limit_groups(&mut s, &valid, lane, n_expert, n_group, n_group_used);
+    }
+
+    let mut key = [0u32; SLOTS];
+    let mut j = 0;
+    while j < SLOTS {
+        if valid[j] {
+            key[j] = order_key(s[j]);
+        }
+        j += 1;
+    }
+
+    // Lane r keeps the r-th choice; every lane accumulates the weight sum in selection order.
+    let mut my_id = 0u32;
+    let mut my_w = 0.0f32;
+    let mut sum = 0.0f32;
+    let mut r = 0;
+    while r < n_used {
+        let e = warp_argmax(&key, lane);
+        let owner = e % WARP_SIZE;
+        // The owner lane takes its weight and marks the expert taken (selects, no branches).
+        let mut own_w = 0.0f32;
+        let mut j = 0;
+        while j < SLOTS {
+            let hit = lane == owner && j as u32 == e / WARP_SIZE;
+            own_w = if hit { p[j] } else { own_w };
+            key[j] = if hit { 0 } else { key[j] };
+            j += 1;
+        }
+        let w = shfl_idx_f32(own_w, owner);
+        sum += w;
+        my_id = if lane == r { e } else { my_id };
+        my_w = if lane == r { w } else { my_w };
+        r += 1;
+    }
+
+    if flags & ROUTE_NORMALIZE != 0 {
+        my_w /= sum.max(MIN_WEIGHT_SUM);
+    }
+    my_w *= scale;
+    if lane < n_used {
+        let base = global(sel);
+        st_u32(
+            base + (offset_of!(ExpertSelection, ids) as u64) + 4 * lane as u64,
+            my_id,
+        );
+        st_f32(
+            base + (offset_of!(ExpertSelection, weights) as u64) + 4 * lane as u64,
+            my_w,
+        );
+    }
+}
+
+/// Masks to −inf every expert outside the `n_group_used` groups whose two best selection scores
+/// sum highest (ties: lower group index).
+#[inline(always)]
+fn limit_groups(
+    s: &mut [f32; SLOTS],
+    valid: &[bool; SLOTS],
+    lane: u32,
+    n_expert: u32,
+    n_group: u32,
+    n_group_used: u32,
+) {
+    // The launcher guarantees n_group ≤ n_expert; max(1) keeps the division trap-free anyway.
+    let per_group = (n_expert / n_group).max(1);
+    let mut group = [0u32; SLOTS];
+    let mut j = 0;
+    while j < SLOTS {
+        group[j] = (j as u32 * WARP_SIZE + lane) / per_group;
+        j += 1;
+    }
+    // Lane g ends up holding group g's score key.
+    let mut gkey = [0u32; 1];
+    let mut g = 0;
+    while g < n_group {
+        let mut member = [false; SLOTS];
+        let mut j = 0;
+        while j < SLOTS {
+            member[j] = valid[j] && group[j] == g;
+            j += 1;
+        }
+        let (first, second) = warp_top2(s, &member);
+        if lane == g {
+            gkey[0] = order_key(first + second);
+        }
+        g += 1;
+    }
+    let mut keep = 0u32;
+    let mut r = 0;
+    while r < n_group_used {
+        let g = warp_argmax(&gkey, lane);
+        keep |= 1 << g;
+        if lane == g {
+            gkey[0] = 0;
+        }
+        r += 1;
+    }
+    let mut j = 0;
+    while j < SLOTS {
+        // Valid experts have group[j] < n_group ≤ 32.
+        if valid[j] && (keep >> group[j]) & 1 == 0 {
+            s[j] = f32::NEG_INFINITY;
+        }
+        j += 1;
+    }
+}

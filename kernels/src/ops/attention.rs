@@ -1,0 +1,359 @@
+//! Checked launches of the MLA attention kernels (`rope_kv`, `flash_latent`, `attn_merge`); the
+//! buffer layouts are documented on their descriptors in `ingot_abi::launch`.
+//!
+//! One decode step of a layer runs, after the `attn_q` and `attn_kv_a_mqa` gemvs:
+//! [`rope_kv`] → (grouped `attn_k_b` gemv of the query nope parts into `q_abs`) →
+//! [`flash_latent`] → [`attn_merge`] → (grouped `attn_v_b` gemv of `o_lat`).
+//! Nothing here depends on the token: the position is read from the `StepState` buffer.
+
+use super::{bytes, launch, need, shape, to_u32};
+use crate::backend::{Backend, KArg};
+use crate::Result;
+use ingot_abi::launch::{
+    flash_segments, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE, FLASH_LATENT,
+    FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES,
+    FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV,
+};
+use ingot_abi::step::StepState;
+use std::mem::size_of;
+
+/// Most segments one step may be split into (bounds `part_o` to 2 GiB at V2-Lite shapes).
+pub const MAX_SEGMENTS: usize = 1 << 16;
+
+/// Most heads [`rope_kv`] accepts (keeps its u32 index math far from overflow).
+pub const MAX_ROPE_HEADS: usize = 1024;
+
+/// Shape of one layer's absorbed MLA attention (spec §4.1: V2-Lite is 16 heads, `d_nope` 128,
+/// `kv_lora` 512, `n_rope` 64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnShape {
+    pub n_head: usize,
+    /// Non-rotated query dims per head (`qk_nope_head_dim`).
+    pub d_nope: usize,
+    /// Latent width (`kv_lora_rank`).
+    pub kv_lora: usize,
+    /// Rotated dims per head and of the shared rope key (`rope.dimension_count`).
+    pub n_rope: usize,
+    /// Cache capacity in rows (positions `0..ctx`).
+    pub ctx: usize,
+}
+
+impl AttnShape {
+    /// f16 elements per cache row (`kv_lora + n_rope`).
+    pub fn row(&self) -> usize {
+        self.kv_lora + self.n_rope
+    }
+
+    /// Bytes of one layer's latent cache (`ctx` rows of f16).
+    pub fn cache_bytes(&self) -> Option<usize> {
+        bytes(self.ctx, self.row(), 2)
+    }
+
+    /// Checks what every attention kernel relies on; `flash` adds `flash_latent`'s limits.
+    fn check(&self, d: &KernelDesc, flash: bool) -> Result<()> {
+        let s = self;
+        let max_heads = if flash {
+            FLASH_MAX_HEADS as usize
+        } else {
+            MAX_ROPE_HEADS
+        };
+        if s.n_head == 0 || s.n_head > max_heads {
+            return Err(shape(
+                d,
+                format!("n_head = {} is not in 1..={max_heads}", s.n_head),
+            ));
+        }
+        if s.kv_lora == 0 || !s.kv_lora.is_multiple_of(8) || s.kv_lora > FLASH_MAX_LORA as usize {
+            return Err(shape(
+                d,
+                format!(
+                    "kv_lora = {} is not a positive multiple of 8 up to {FLASH_MAX_LORA}",
+                    s.kv_lora
+                ),
+            ));
+        }
+        if s.n_rope == 0 || !s.n_rope.is_multiple_of(8) || s.n_rope > ATTN_MAX_ROPE as usize {
+            return Err(shape(
+                d,
+                format!(
+                    "n_rope = {} is not a positive multiple of 8 up to {ATTN_MAX_ROPE}",
+                    s.n_rope
+                ),
+            ));
+        }
+        if flash && s.row() > FLASH_MAX_ROW as usize {
+            return Err(shape(
+                d,
+                format!(
+                    "cache row kv_lora + n_rope = {} exceeds {FLASH_MAX_ROW}",
+                    s.row()
+                ),
+            ));
+        }
+        if !s.d_nope.is_multiple_of(2) || s.d_nope > u16::MAX as usize {
+            return Err(shape(
+                d,
+                format!("d_nope = {} is not even and below 65536", s.d_nope),
+            ));
+        }
+        if s.ctx == 0 || s.ctx >= u32::MAX as usize {
+            return Err(shape(
+                d,
+                format!("ctx = {} is not in 1..{}", s.ctx, u32::MAX),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of `part_o` for `max_segments` segments.
+pub fn part_o_bytes(s: &AttnShape, max_segments: usize) -> Option<usize> {
+    bytes(max_segments, s.n_head, s.kv_lora.checked_mul(4)?)
+}
+
+/// Bytes of `part_ml` for `max_segments` segments.
+pub fn part_ml_bytes(s: &AttnShape, max_segments: usize) -> Option<usize> {
+    bytes(max_segments, s.n_head, 8)
+}
+
+/// A `max_segments` for graphs that serve contexts up to `ctx` rows on a GPU with `sm_count`
+/// SMs: one block per SM once the context is long enough to give each SM a full segment
+/// (`FLASH_MIN_SEGMENT_TILES` tiles), fewer for short caches where more could never be used.
+pub fn recommended_max_segments(ctx: usize, sm_count: usize) -> usize {
+    let per = (FLASH_MIN_SEGMENT_TILES * FLASH_TILE) as usize;
+    ctx.div_ceil(per).clamp(1, sm_count.clamp(1, MAX_SEGMENTS))
+}
+
+/// How a step at position `pos` is split (the same function the kernels evaluate).
+pub fn split_at(pos: u32, max_segments: u32) -> FlashSplit {
+    flash_segments(pos.saturating_add(1), max_segments)
+}
+
+/// Buffers of [`rope_kv`].
+pub struct RopeKvBufs<'a, T> {
+    /// `n_head × (d_nope + n_rope)` f32 (`attn_q` output).
+    pub q: &'a T,
+    /// `kv_lora + n_rope` f32 (`attn_kv_a_mqa` output).
+    pub kv: &'a T,
+    /// `kv_lora` f32 (`attn_kv_a_norm`).
+    pub kv_norm: &'a T,
+    /// `n_rope / 2` f64: `θ_i / pos` per pair.
+    pub rope_freq: &'a T,
+    /// One `StepState`.
+    pub state: &'a T,
+    /// Out: `n_head × n_rope` f32.
+    pub q_pe: &'a T,
+    /// In/out: the layer's cache, `ctx × (kv_lora + n_rope)` f16.
+    pub cache: &'a T,
+}
+
+/// Rotates the query rope parts into `q_pe` and writes cache row `pos` (see
+/// `ingot_abi::launch::ROPE_KV`). `eps` is the latent rmsnorm epsilon, `mscale` the factor on
+/// cos/sin (`RopeParams::rope_mscale`, 1 for V2-Lite).
+pub fn rope_kv<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
+    let d = &ROPE_KV;
+    s.check(d, false)?;
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(shape(d, format!("eps = {eps} is not finite and >= 0")));
+    }
+    if !mscale.is_finite() {
+        return Err(shape(d, format!("mscale = {mscale} is not finite")));
+    }
+    need(b, d, "q", bufs.q, bytes(s.n_head, s.d_nope + s.n_rope, 4))?;
+    need(b, d, "kv", bufs.kv, bytes(s.row(), 4, 1))?;
+    need(b, d, "kv_norm", bufs.kv_norm, bytes(s.kv_lora, 4, 1))?;
+    need(b, d, "rope_freq", bufs.rope_freq, bytes(s.n_rope / 2, 8, 1))?;
+    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
+    need(b, d, "q_pe", bufs.q_pe, bytes(s.n_head, s.n_rope, 4))?;
+    need(b, d, "cache", bufs.cache, s.cache_bytes())?;
+    launch(
+        b,
+        d,
+        1,
+        &[
+            KArg::Buf(bufs.q),
+            KArg::Buf(bufs.kv),
+            KArg::Buf(bufs.kv_norm),
+            KArg::Buf(bufs.rope_freq),
+            KArg::Buf(bufs.state),
+            KArg::Buf(bufs.q_pe),
+            KArg::Buf(bufs.cache),
+            KArg::U32(to_u32(d, "n_head", s.n_head)?),
+            KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
+            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
+            KArg::U32(to_u32(d, "ctx", s.ctx)?),
+            KArg::F32(eps),
+            KArg::F32(mscale),
+        ],
+    )
+}
+
+/// Buffers of [`flash_latent`].
+pub struct FlashBufs<'a, T> {
+    /// `n_head × kv_lora` f32 (grouped `attn_k_b` gemv output).
+    pub q_abs: &'a T,
+    /// `n_head × n_rope` f32 ([`rope_kv`] output).
+    pub q_pe: &'a T,
+    /// The layer's cache, `ctx × (kv_lora + n_rope)` f16.
+    pub cache: &'a T,
+    /// One `StepState`.
+    pub state: &'a T,
+    /// Out: [`part_o_bytes`].
+    pub part_o: &'a T,
+    /// Out: [`part_ml_bytes`].
+    pub part_ml: &'a T,
+}
+
+fn check_segments(d: &KernelDesc, max_segments: usize) -> Result<u32> {
+    if max_segments == 0 || max_segments > MAX_SEGMENTS {
+        return Err(shape(
+            d,
+            format!("max_segments = {max_segments} is not in 1..={MAX_SEGMENTS}"),
+        ));
+    }
+    to_u32(d, "max_segments", max_segments)
+}
+
+/// Split-K attention of every head over cache rows `0..=pos` into per-segment partials (see
+/// `ingot_abi::launch::FLASH_LATENT`). `kq_scale` is the logit scale of spec §5.2
+/// (`RopeParams::kq_scale(d_nope + n_rope)`); `max_segments` is fixed for a captured graph.
+pub fn flash_latent<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &FlashBufs<'_, B::Buf>,
+    max_segments: usize,
+    kq_scale: f32,
+) -> Result<()> {
+    launch_flash(b, &FLASH_LATENT, s, bufs, max_segments, kq_scale)
+}
+
+/// The checks and launch shared by [`flash_latent`] and [`flash_latent_mma`] (same parameters,
+/// same buffers).
+fn launch_flash<B: Backend>(
+    b: &mut B,
+    d: &KernelDesc,
+    s: &AttnShape,
+    bufs: &FlashBufs<'_, B::Buf>,
+    max_segments: usize,
+    kq_scale: f32,
+) -> Result<()> {
+    s.check(d, true)?;
+    let segs = check_segments(d, max_segments)?;
+    if !kq_scale.is_finite() {
+        return Err(shape(d, format!("kq_scale = {kq_scale} is not finite")));
+    }
+    need(b, d, "q_abs", bufs.q_abs, bytes(s.n_head, s.kv_lora, 4))?;
+    need(b, d, "q_pe", bufs.q_pe, bytes(s.n_head, s.n_rope, 4))?;
+    need(b, d, "cache", bufs.cache, s.cache_bytes())?;
+    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
+    need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
+    need(
+        b,
+        d,
+        "part_ml",
+        bufs.part_ml,
+        part_ml_bytes(s, max_segments),
+    )?;
+    launch(
+        b,
+        d,
+        segs,
+        &[
+            KArg::Buf(bufs.q_abs),
+            KArg::Buf(bufs.q_pe),
+            KArg::Buf(bufs.cache),
+            KArg::Buf(bufs.state),
+            KArg::Buf(bufs.part_o),
+            KArg::Buf(bufs.part_ml),
+            KArg::U32(to_u32(d, "n_head", s.n_head)?),
+            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
+            KArg::U32(to_u32(d, "ctx", s.ctx)?),
+            KArg::U32(segs),
+            KArg::F32(kq_scale),
+        ],
+    )
+}
+
+/// [`flash_latent`] on tensor cores (see `ingot_abi::launch::FLASH_LATENT_MMA`): same buffers,
+/// segments and output, so [`attn_merge`] follows it unchanged. Only for `n_head = 16`
+/// (DeepSeek-V2-Lite); other head counts are a [`crate::KernelError::Shape`] error and use
+/// [`flash_latent`]. The query and the probabilities enter the tensor cores as f16.
+pub fn flash_latent_mma<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &FlashBufs<'_, B::Buf>,
+    max_segments: usize,
+    kq_scale: f32,
+) -> Result<()> {
+    let d = &FLASH_LATENT_MMA;
+    if s.n_head != FLASH_MMA_HEADS as usize {
+        return Err(shape(
+            d,
+            format!(
+                "n_head = {} but the tensor-core kernel needs exactly {FLASH_MMA_HEADS} \
+                 (use flash_latent)",
+                s.n_head
+            ),
+        ));
+    }
+    launch_flash(b, d, s, bufs, max_segments, kq_scale)
+}
+
+/// Buffers of [`attn_merge`].
+pub struct MergeBufs<'a, T> {
+    /// [`flash_latent`]'s partial outputs.
+    pub part_o: &'a T,
+    /// [`flash_latent`]'s `(m, l)` pairs.
+    pub part_ml: &'a T,
+    /// One `StepState`.
+    pub state: &'a T,
+    /// Out: `n_head × kv_lora` f32.
+    pub o_lat: &'a T,
+}
+
+/// Merges the segments of the step into `o_lat` (see `ingot_abi::launch::ATTN_MERGE`);
+/// `max_segments` must be the value [`flash_latent`] ran with.
+pub fn attn_merge<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &MergeBufs<'_, B::Buf>,
+    max_segments: usize,
+) -> Result<()> {
+    let d = &ATTN_MERGE;
+    s.check(d, true)?;
+    let segs = check_segments(d, max_segments)?;
+    need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
+    need(
+        b,
+        d,
+        "part_ml",
+        bufs.part_ml,
+        part_ml_bytes(s, max_segments),
+    )?;
+    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
+    need(b, d, "o_lat", bufs.o_lat, bytes(s.n_head, s.kv_lora, 4))?;
+    let heads = to_u32(d, "n_head", s.n_head)?;
+    launch(
+        b,
+        d,
+        heads,
+        &[
+            KArg::Buf(bufs.part_o),
+            KArg::Buf(bufs.part_ml),
+            KArg::Buf(bufs.state),
+            KArg::Buf(bufs.o_lat),
+            KArg::U32(heads),
+            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+            KArg::U32(to_u32(d, "ctx", s.ctx)?),
+            KArg::U32(segs),
+        ],
+    )
+}

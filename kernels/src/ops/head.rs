@@ -1,0 +1,97 @@
+//! Checked launches of the greedy head (`ingot_abi::launch` family `head`): either the lm_head
+//! [`super::gemv::gemv_q8_1`] then [`argmax_step`] over the logits, or the fused
+//! [`gemv_argmax_q8_1`] then [`argmax_finish`].
+
+use super::gemv::{check, GemvType};
+use super::{bytes, launch, need, shape, to_u32};
+use crate::backend::{Backend, KArg};
+use crate::Result;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{
+    KernelDesc, ARGMAX_FINISH, ARGMAX_STEP, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
+    GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
+};
+use ingot_abi::step::StepState;
+use std::mem::size_of;
+
+/// Picks the largest of the `n` logits (lowest index on ties, NaN below every number) as
+/// `StepState.next_token` and `.token`, and advances `pos` and `steps_done` by one, all on the
+/// device.
+pub fn argmax_step<B: Backend>(b: &mut B, logits: &B::Buf, state: &B::Buf, n: usize) -> Result<()> {
+    let d = &ARGMAX_STEP;
+    if n == 0 {
+        return Err(shape(d, "n = 0 logits".into()));
+    }
+    let n32 = to_u32(d, "n", n)?;
+    need(b, d, "logits", logits, bytes(n, 4, 1))?;
+    need(b, d, "state", state, Some(size_of::<StepState>()))?;
+    launch(
+        b,
+        d,
+        1,
+        &[KArg::Buf(logits), KArg::Buf(state), KArg::U32(n32)],
+    )
+}
+
+/// The fused lm_head kernel for `ty`, if there is one (the types `output.weight` has in the
+/// GGUF mixes: Q8_0, Q4_K, Q5_K, Q6_K).
+pub const fn gemv_argmax_kernel(ty: GemvType) -> Option<&'static KernelDesc> {
+    match ty {
+        GemvType::Q8_0 => Some(&GEMV_ARGMAX_Q8_0_Q8_1),
+        GemvType::Q4K => Some(&GEMV_ARGMAX_Q4K_Q8_1),
+        GemvType::Q5K => Some(&GEMV_ARGMAX_Q5K_Q8_1),
+        GemvType::Q6K => Some(&GEMV_ARGMAX_Q6K_Q8_1),
+        _ => None,
+    }
+}
+
+/// The lm_head gemv `y = W·x` (as [`super::gemv::gemv_q8_1`]) that also folds every row into
+/// the 8-byte accumulator `acc`, which must hold 0 (allocate it zeroed once; [`argmax_finish`]
+/// resets it). Types without a fused kernel are a [`crate::KernelError::Shape`] error.
+pub fn gemv_argmax_q8_1<B: Backend>(
+    b: &mut B,
+    ty: GemvType,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    acc: &B::Buf,
+    nrows: usize,
+    ncols: usize,
+) -> Result<()> {
+    let plain = ty.plain();
+    let d = gemv_argmax_kernel(ty).ok_or_else(|| {
+        shape(
+            plain,
+            format!("no fused lm_head argmax for {ty:?}; use gemv_q8_1 and argmax_step"),
+        )
+    })?;
+    let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
+    need(
+        b,
+        d,
+        "x",
+        x,
+        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
+    )?;
+    need(b, d, "acc", acc, Some(8))?;
+    launch(
+        b,
+        d,
+        warps,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(y),
+            KArg::U32(ncols32),
+            KArg::U32(nrows32),
+            KArg::Buf(acc),
+        ],
+    )
+}
+
+/// Turns the accumulator of [`gemv_argmax_q8_1`] into the next token and advances the step
+/// state exactly as [`argmax_step`] does; resets the accumulator to 0.
+pub fn argmax_finish<B: Backend>(b: &mut B, acc: &B::Buf, state: &B::Buf) -> Result<()> {
+    let d = &ARGMAX_FINISH;
+    need(b, d, "acc", acc, Some(8))?;
+    need(b, d, "state", state, Some(size_of::<StepState>()))?;
+    launch(b, d, 1, &[KArg::Buf(acc), KArg::Buf(state)])
+}

@@ -1,0 +1,468 @@
+//! Checked launches of the mixture-of-experts kernels (`ingot_abi::launch` family `moe`).
+
+use super::gemv::GemvType;
+use super::{bytes, launch, need, shape, to_u32};
+use crate::backend::{Backend, KArg};
+use crate::Result;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::moe::*;
+use ingot_abi::launch::KernelDesc;
+use std::mem::size_of;
+
+/// How router logits become gating scores (`expert_gating_func`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// `softmax` over all experts (DeepSeek-V2).
+    Softmax,
+    /// Element-wise `sigmoid` (DeepSeek-V3).
+    Sigmoid,
+}
+
+/// Routing hyper-parameters of one MoE layer (spec §4.2 keys, §5.4 math).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RouteParams {
+    pub gating: Gating,
+    /// `expert_count`.
+    pub n_expert: usize,
+    /// `expert_used_count` (top-k).
+    pub n_used: usize,
+    /// `expert_group_count`; groups are active only when it is above 1.
+    pub n_group: usize,
+    /// `expert_group_used_count`.
+    pub n_group_used: usize,
+    /// `expert_weights_norm`: divide the chosen weights by their sum.
+    pub normalize: bool,
+    /// `expert_weights_scale` (routed scaling factor).
+    pub scale: f32,
+}
+
+impl RouteParams {
+    fn check(&self) -> Result<()> {
+        let d = &MOE_ROUTE;
+        let max_experts = ROUTER_MAX_EXPERTS as usize;
+        if self.n_expert == 0 || self.n_expert > max_experts {
+            return Err(shape(
+                d,
+                format!("n_expert = {} is not in 1..={max_experts}", self.n_expert),
+            ));
+        }
+        let max_used = MAX_EXPERTS_USED.min(self.n_expert);
+        if self.n_used == 0 || self.n_used > max_used {
+            return Err(shape(
+                d,
+                format!("n_used = {} is not in 1..={max_used}", self.n_used),
+            ));
+        }
+        if self.n_group > 1 {
+            let max_groups = ROUTER_MAX_GROUPS as usize;
+            if self.n_group > max_groups || !self.n_expert.is_multiple_of(self.n_group) {
+                return Err(shape(
+                    d,
+                    format!(
+                        "n_group = {} must be at most {max_groups} and divide n_expert = {}",
+                        self.n_group, self.n_expert
+                    ),
+                ));
+            }
+            if self.n_group_used == 0 || self.n_group_used > self.n_group {
+                return Err(shape(
+                    d,
+                    format!(
+                        "n_group_used = {} is not in 1..={}",
+                        self.n_group_used, self.n_group
+                    ),
+                ));
+            }
+        }
+        if !self.scale.is_finite() {
+            return Err(shape(d, format!("scale = {} is not finite", self.scale)));
+        }
+        Ok(())
+    }
+}
+
+/// Chooses `p.n_used` experts from `logits` (`p.n_expert` floats) and writes their ids and
+/// weights into `sel` (one [`ExpertSelection`]). `bias` (`p.n_expert` floats, V3
+/// `exp_probs_b`) shifts the selection scores only.
+pub fn moe_route<B: Backend>(
+    b: &mut B,
+    logits: &B::Buf,
+    bias: Option<&B::Buf>,
+    sel: &B::Buf,
+    p: &RouteParams,
+) -> Result<()> {
+    let d = &MOE_ROUTE;
+    p.check()?;
+    need(b, d, "logits", logits, Some(p.n_expert * 4))?;
+    if let Some(bias) = bias {
+        need(b, d, "bias", bias, Some(p.n_expert * 4))?;
+    }
+    need(b, d, "sel", sel, Some(size_of::<ExpertSelection>()))?;
+    let mut flags = 0;
+    if p.gating == Gating::Sigmoid {
+        flags |= ROUTE_SIGMOID;
+    }
+    if bias.is_some() {
+        flags |= ROUTE_BIAS;
+    }
+    if p.normalize {
+        flags |= ROUTE_NORMALIZE;
+    }
+    // Without ROUTE_BIAS the kernel never reads `bias`; any valid buffer fills the slot.
+    let bias = bias.unwrap_or(logits);
+    let (n_group, n_group_used) = if p.n_group > 1 {
+        (p.n_group, p.n_group_used)
+    } else {
+        (1, 1)
+    };
+    launch(
+        b,
+        d,
+        1,
+        &[
+            KArg::Buf(logits),
+            KArg::Buf(bias),
+            KArg::Buf(sel),
+            KArg::U32(to_u32(d, "n_expert", p.n_expert)?),
+            KArg::U32(to_u32(d, "n_used", p.n_used)?),
+            KArg::U32(to_u32(d, "n_group", n_group)?),
+            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
+            KArg::U32(flags),
+            KArg::F32(p.scale),
+        ],
+    )
+}
+
+/// Shape of one FFN pass of the gate/up and down kernels. A MoE layer has `n_used` routed
+/// experts of width `ff` out of `n_expert` stacked ones, plus shared experts of total width
+/// `ff_sh` (0: none); a dense FFN is `n_used = 0` with `ff_sh` its width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FfnShape {
+    /// Model width: length of the gate/up rows and of the down output (`n_embd`).
+    pub n_embd: usize,
+    /// Experts stacked in the routed tensors (`expert_count`).
+    pub n_expert: usize,
+    /// Routed experts per token (`expert_used_count`), at most [`MAX_EXPERTS_USED`].
+    pub n_used: usize,
+    /// Width of one routed expert (`expert_feed_forward_length`).
+    pub ff: usize,
+    /// Width of the shared experts together (`expert_shared_count · ff`), or of a dense FFN.
+    pub ff_sh: usize,
+}
+
+impl FfnShape {
+    /// q8_1 blocks of the SwiGLU activations between the two kernels: `ff/32` per routed slot,
+    /// then `ff_sh/32`.
+    pub fn act_blocks(&self) -> Option<usize> {
+        self.n_used
+            .checked_mul(self.ff)?
+            .checked_add(self.ff_sh)
+            .map(|n| n / QK8_1)
+    }
+
+    /// Bytes of the SwiGLU activation buffer.
+    pub fn act_bytes(&self) -> Option<usize> {
+        self.act_blocks()?.checked_mul(size_of::<BlockQ8_1>())
+    }
+
+    /// Checks what both kernels need; `routed`/`shared` are the row multiples of the weight
+    /// types along the dimension each kernel reduces over.
+    fn check(&self, d: &KernelDesc) -> Result<()> {
+        if self.n_embd == 0 {
+            return Err(shape(d, "n_embd = 0".into()));
+        }
+        if self.n_used > MAX_EXPERTS_USED {
+            return Err(shape(
+                d,
+                format!("n_used = {} exceeds {MAX_EXPERTS_USED}", self.n_used),
+            ));
+        }
+        if self.n_used > 0 && (self.n_expert == 0 || self.ff == 0) {
+            return Err(shape(
+                d,
+                format!(
+                    "routed experts need n_expert ≥ 1 and ff ≥ 1 (n_expert = {}, ff = {})",
+                    self.n_expert, self.ff
+                ),
+            ));
+        }
+        if self.n_used == 0 && self.ff_sh == 0 {
+            return Err(shape(d, "no routed and no shared experts".into()));
+        }
+        for (what, v) in [("ff", self.ff), ("ff_sh", self.ff_sh)] {
+            if !v.is_multiple_of(QK8_1) {
+                return Err(shape(
+                    d,
+                    format!("{what} = {v} is not a multiple of {QK8_1}"),
+                ));
+            }
+        }
+        to_u32(d, "n_expert", self.n_expert)?;
+        to_u32(d, "n_embd", self.n_embd)?;
+        let rows = self
+            .n_used
+            .checked_mul(self.ff)
+            .and_then(|r| r.checked_add(self.ff_sh));
+        to_u32(d, "n_used·ff + ff_sh", rows.unwrap_or(usize::MAX))?;
+        Ok(())
+    }
+
+    /// Launch scalars `(n_embd, ff, n_used, ff_sh, n_expert)` after [`Self::check`].
+    fn scalars(&self) -> [u32; 5] {
+        // check() proved every value fits in u32.
+        [
+            self.n_embd as u32,
+            self.ff as u32,
+            self.n_used as u32,
+            self.ff_sh as u32,
+            self.n_expert.max(1) as u32,
+        ]
+    }
+}
+
+fn row_multiple(d: &KernelDesc, what: &str, ty: GemvType, len: usize) -> Result<()> {
+    let m = ty.row_multiple();
+    if !len.is_multiple_of(m) {
+        return Err(shape(
+            d,
+            format!("{what} = {len} is not a multiple of {m} for {ty:?} rows"),
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes of `rows` rows of `cols` weights of type `ty`.
+fn weight_bytes(ty: GemvType, experts: usize, rows: usize, cols: usize) -> Option<usize> {
+    bytes(experts, rows, cols / ty.block_elems())?.checked_mul(ty.block_bytes())
+}
+
+/// The buffers of [`moe_gate_up`]. The routed ones are `None` exactly when `n_used = 0`, the
+/// shared ones exactly when `ff_sh = 0`.
+pub struct GateUpBufs<'a, T> {
+    /// `n_embd/32` q8_1 blocks: the normalized FFN input, quantized once.
+    pub x: &'a T,
+    /// The router's [`ExpertSelection`].
+    pub sel: Option<&'a T>,
+    /// `[n_expert][ff][n_embd]` stacked gate and up weights.
+    pub gate: Option<&'a T>,
+    pub up: Option<&'a T>,
+    /// `[ff_sh][n_embd]` shared-expert (or dense) gate and up weights.
+    pub gate_sh: Option<&'a T>,
+    pub up_sh: Option<&'a T>,
+    /// Output: [`FfnShape::act_blocks`] q8_1 blocks.
+    pub act: &'a T,
+}
+
+/// The gate/up kernel for weights of type `ty`.
+pub fn gate_up_kernel(ty: GemvType) -> &'static KernelDesc {
+    match ty {
+        GemvType::Q4_0 => &MOE_GATE_UP_Q4_0,
+        GemvType::Q5_0 => &MOE_GATE_UP_Q5_0,
+        GemvType::Q5_1 => &MOE_GATE_UP_Q5_1,
+        GemvType::Q8_0 => &MOE_GATE_UP_Q8_0,
+        GemvType::Iq4Nl => &MOE_GATE_UP_IQ4_NL,
+        GemvType::Q3K => &MOE_GATE_UP_Q3K,
+        GemvType::Q4K => &MOE_GATE_UP_Q4K,
+        GemvType::Q5K => &MOE_GATE_UP_Q5K,
+        GemvType::Q6K => &MOE_GATE_UP_Q6K,
+    }
+}
+
+/// Whether exactly the parts the shape uses are present.
+fn parts<'a, T>(
+    d: &KernelDesc,
+    what: &str,
+    used: bool,
+    bufs: &[Option<&'a T>],
+) -> Result<Option<Vec<&'a T>>> {
+    match (
+        used,
+        bufs.iter().all(Option::is_some),
+        bufs.iter().all(Option::is_none),
+    ) {
+        (true, true, _) => Ok(Some(bufs.iter().flatten().copied().collect())),
+        (false, _, true) => Ok(None),
+        (true, _, _) => Err(shape(d, format!("the {what} buffers are missing"))),
+        (false, _, _) => Err(shape(
+            d,
+            format!("{what} buffers given for a shape without them"),
+        )),
+    }
+}
+
+/// `act = q8_1(silu(gate·x) ⊙ up·x)` for the routed experts the selection names and the
+/// shared experts, gate and up weights of type `ty` (spec §5.4). `n_embd` must be a multiple
+/// of [`GemvType::row_multiple`], `ff` and `ff_sh` multiples of 32.
+pub fn moe_gate_up<B: Backend>(
+    b: &mut B,
+    ty: GemvType,
+    s: &FfnShape,
+    bufs: &GateUpBufs<'_, B::Buf>,
+) -> Result<()> {
+    let d = gate_up_kernel(ty);
+    s.check(d)?;
+    row_multiple(d, "n_embd", ty, s.n_embd)?;
+    let routed = parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.gate, bufs.up])?;
+    let shared = parts(d, "shared", s.ff_sh > 0, &[bufs.gate_sh, bufs.up_sh])?;
+    need(
+        b,
+        d,
+        "x",
+        bufs.x,
+        bytes(s.n_embd / QK8_1, size_of::<BlockQ8_1>(), 1),
+    )?;
+    need(b, d, "act", bufs.act, s.act_bytes())?;
+    if let Some(r) = &routed {
+        need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;
+        let w = weight_bytes(ty, s.n_expert, s.ff, s.n_embd);
+        need(b, d, "gate", r[1], w)?;
+        need(b, d, "up", r[2], w)?;
+    }
+    if let Some(sh) = &shared {
+        let w = weight_bytes(ty, 1, s.ff_sh, s.n_embd);
+        need(b, d, "gate_sh", sh[0], w)?;
+        need(b, d, "up_sh", sh[1], w)?;
+    }
+    // A missing part is never read (no block maps to it); any buffer fills its slot.
+    let (sel, gate, up) = routed
+        .as_ref()
+        .map_or((bufs.x, bufs.x, bufs.x), |r| (r[0], r[1], r[2]));
+    let (gate_sh, up_sh) = shared
+        .as_ref()
+        .map_or((bufs.x, bufs.x), |sh| (sh[0], sh[1]));
+    let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
+    launch(
+        b,
+        d,
+        n_used * ff + ff_sh,
+        &[
+            KArg::Buf(bufs.x),
+            KArg::Buf(sel),
+            KArg::Buf(gate),
+            KArg::Buf(up),
+            KArg::Buf(gate_sh),
+            KArg::Buf(up_sh),
+            KArg::Buf(bufs.act),
+            KArg::U32(n_embd),
+            KArg::U32(ff),
+            KArg::U32(n_used),
+            KArg::U32(ff_sh),
+            KArg::U32(n_expert),
+        ],
+    )
+}
+
+/// The buffers of [`moe_down`]. The routed ones are `None` exactly when `n_used = 0`, the
+/// shared one exactly when `ff_sh = 0`.
+pub struct DownBufs<'a, T> {
+    /// The SwiGLU activations [`moe_gate_up`] wrote.
+    pub act: &'a T,
+    /// The router's [`ExpertSelection`].
+    pub sel: Option<&'a T>,
+    /// `[n_expert][n_embd][ff]` stacked down weights.
+    pub down: Option<&'a T>,
+    /// `[n_embd][ff_sh]` shared-expert (or dense) down weights.
+    pub down_sh: Option<&'a T>,
+    /// `n_embd` floats: the residual stream before the FFN.
+    pub resid: &'a T,
+    /// `n_embd` floats: the residual stream after it (may be `resid` itself).
+    pub y: &'a T,
+}
+
+/// The down kernel for routed weights of type `routed` and shared ones of type `shared`, when
+/// the module has one (see `ingot_abi::launch::moe`).
+pub fn down_kernel(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
+    use GemvType::*;
+    Some(match (routed, shared) {
+        (Q4_0, Q4_0) => &MOE_DOWN_Q4_0_Q4_0,
+        (Q5_0, Q5_0) => &MOE_DOWN_Q5_0_Q5_0,
+        (Q5_1, Q5_1) => &MOE_DOWN_Q5_1_Q5_1,
+        (Q8_0, Q8_0) => &MOE_DOWN_Q8_0_Q8_0,
+        (Iq4Nl, Iq4Nl) => &MOE_DOWN_IQ4_NL_IQ4_NL,
+        (Q3K, Q3K) => &MOE_DOWN_Q3K_Q3K,
+        (Q4K, Q4K) => &MOE_DOWN_Q4K_Q4K,
+        (Q5K, Q5K) => &MOE_DOWN_Q5K_Q5K,
+        (Q6K, Q6K) => &MOE_DOWN_Q6K_Q6K,
+        (Q5_0, Q4K) => &MOE_DOWN_Q5_0_Q4K,
+        (Q8_0, Q6K) => &MOE_DOWN_Q8_0_Q6K,
+        (Q5_1, Q5K) => &MOE_DOWN_Q5_1_Q5K,
+        (Q4_0, Q3K) => &MOE_DOWN_Q4_0_Q3K,
+        (Iq4Nl, Q3K) => &MOE_DOWN_IQ4_NL_Q3K,
+        _ => return None,
+    })
+}
+
+/// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (spec §5.4), routed down weights
+/// of type `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
+/// [`GemvType::row_multiple`], `ff_sh` of `shared`'s. With `n_used = 0` only `shared`
+/// matters, with `ff_sh = 0` only `routed`.
+pub fn moe_down<B: Backend>(
+    b: &mut B,
+    routed: GemvType,
+    shared: GemvType,
+    s: &FfnShape,
+    bufs: &DownBufs<'_, B::Buf>,
+) -> Result<()> {
+    let (routed, shared) = match (s.n_used, s.ff_sh) {
+        (0, _) => (shared, shared),
+        (_, 0) => (routed, routed),
+        _ => (routed, shared),
+    };
+    let d = down_kernel(routed, shared).ok_or_else(|| {
+        shape(
+            &MOE_DOWN_Q4_0_Q4_0,
+            format!("no moe_down kernel for routed {routed:?} with shared {shared:?} weights"),
+        )
+    })?;
+    s.check(d)?;
+    if s.n_used > 0 {
+        row_multiple(d, "ff", routed, s.ff)?;
+    }
+    row_multiple(d, "ff_sh", shared, s.ff_sh)?;
+    let r = parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.down])?;
+    let sh = parts(d, "shared", s.ff_sh > 0, &[bufs.down_sh])?;
+    need(b, d, "act", bufs.act, s.act_bytes())?;
+    need(b, d, "resid", bufs.resid, bytes(s.n_embd, 4, 1))?;
+    need(b, d, "y", bufs.y, bytes(s.n_embd, 4, 1))?;
+    if let Some(r) = &r {
+        need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;
+        need(
+            b,
+            d,
+            "down",
+            r[1],
+            weight_bytes(routed, s.n_expert, s.n_embd, s.ff),
+        )?;
+    }
+    if let Some(sh) = &sh {
+        need(
+            b,
+            d,
+            "down_sh",
+            sh[0],
+            weight_bytes(shared, 1, s.n_embd, s.ff_sh),
+        )?;
+    }
+    // A missing part is never read (zero units or zero slots); any buffer fills its slot.
+    let (sel, down) = r.as_ref().map_or((bufs.act, bufs.act), |r| (r[0], r[1]));
+    let down_sh = sh.as_ref().map_or(bufs.act, |sh| sh[0]);
+    let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
+    launch(
+        b,
+        d,
+        n_embd,
+        &[
+            KArg::Buf(bufs.act),
+            KArg::Buf(sel),
+            KArg::Buf(down),
+            KArg::Buf(down_sh),
+            KArg::Buf(bufs.resid),
+            KArg::Buf(bufs.y),
+            KArg::U32(n_embd),
+            KArg::U32(ff),
+            KArg::U32(n_used),
+            KArg::U32(ff_sh),
+            KArg::U32(n_expert),
+        ],
+    )
+}

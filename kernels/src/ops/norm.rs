@@ -1,0 +1,50 @@
+//! Checked launch of the fused rmsnorm + q8_1 quantization (`ingot_abi::launch` family `norm`).
+
+use super::{bytes, launch, need, shape, to_u32};
+use crate::backend::{Backend, KArg};
+use crate::Result;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::RMSNORM_Q8_1;
+use std::mem::size_of;
+
+/// `y[r] = quantize_q8_1(x[r]·w / sqrt(mean(x[r]²) + eps))` for `rows` rows of `n` floats
+/// (`n` a positive multiple of 32); `y` receives `rows · n/32` q8_1 blocks (`s = Σ` of the
+/// normalized floats, the CUDA variant the gemvs expect).
+pub fn rmsnorm_q8_1<B: Backend>(
+    b: &mut B,
+    (x, w, y): (&B::Buf, &B::Buf, &B::Buf),
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<()> {
+    let d = &RMSNORM_Q8_1;
+    if n == 0 || !n.is_multiple_of(QK8_1) {
+        return Err(shape(
+            d,
+            format!("n = {n} is not a positive multiple of {QK8_1}"),
+        ));
+    }
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(shape(
+            d,
+            format!("eps = {eps} is not a finite non-negative number"),
+        ));
+    }
+    let n32 = to_u32(d, "n", n)?;
+    let rows32 = to_u32(d, "rows", rows)?;
+    need(b, d, "x", x, bytes(rows, n, 4))?;
+    need(b, d, "w", w, bytes(n, 4, 1))?;
+    need(b, d, "y", y, bytes(rows, n / QK8_1, size_of::<BlockQ8_1>()))?;
+    launch(
+        b,
+        d,
+        rows32,
+        &[
+            KArg::Buf(x),
+            KArg::Buf(w),
+            KArg::Buf(y),
+            KArg::U32(n32),
+            KArg::F32(eps),
+        ],
+    )
+}

@@ -1,0 +1,664 @@
+//! `rope_kv`, `flash_latent` and `attn_merge` against f64 references written from the spec
+//! (§5.1 steps 4-10, §5.2, §5.3), on fresh random non-zero inputs with poisoned outputs.
+//!
+//! Rope angles come from `ingot_model::RopeParams` (the project's oracle) and are checked against
+//! the spec's own formulas; attention is recomputed in f64 from the very f16 cache contents the
+//! kernels wrote or read.
+
+mod support;
+
+use half::f16;
+use ingot_abi::launch::{FLASH_LATENT, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
+use ingot_abi::step::StepState;
+use ingot_kernels::ops::attention::{
+    attn_merge, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, split_at, AttnShape, FlashBufs,
+    MergeBufs, RopeKvBufs,
+};
+use ingot_kernels::{Backend, KernelError};
+use ingot_model::{RopeParams, RopeScalingType};
+use rand::rngs::StdRng;
+use rand::Rng;
+use support::{download, download_f32, f32_bytes, poisoned, upload};
+
+/// DeepSeek-V2-Lite's rope hyper-parameters (spec §4.1/§4.2) with `n_rot` rotated dims.
+fn yarn(n_rot: usize) -> RopeParams {
+    RopeParams {
+        n_rot,
+        freq_base: 10000.0,
+        scaling: RopeScalingType::Yarn,
+        freq_scale: 1.0 / 40.0,
+        n_ctx_orig: 4096,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attn_factor: 1.0,
+        yarn_log_mul: 0.0707,
+    }
+}
+
+/// The kernel's frequency table: `θ_i / pos`, taken from the oracle at pos 1 (θ is linear in pos).
+fn freq_table(p: &RopeParams) -> Vec<u8> {
+    (0..p.n_rot / 2)
+        .flat_map(|i| p.theta(1, i).to_le_bytes())
+        .collect()
+}
+
+fn state(pos: u32) -> Vec<u8> {
+    bytemuck::bytes_of(&StepState {
+        token: 11,
+        pos,
+        next_token: 0,
+        steps_done: 0,
+    })
+    .to_vec()
+}
+
+fn rand_vec(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            // Non-zero: a zero would hide a missing multiplication.
+            let v: f32 = rng.random_range(lo..hi);
+            if v == 0.0 {
+                hi
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+fn f16s(bytes: &[u8]) -> Vec<f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+        .collect()
+}
+
+/// Largest |a − b| / (1 + |b|)-free absolute error, for the report.
+fn max_abs_err(got: &[f32], want: &[f64]) -> f64 {
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn yarn_table_matches_spec() {
+    // Spec §5.3 for V2-Lite: correction dims 10 / 23, pairs 0..=10 unscaled, 23..=31 divided by
+    // 40, base^(−2i/64) frequencies.
+    let p = yarn(64);
+    assert_eq!(p.corr_dims(), [10.0, 23.0]);
+    for i in 0..32 {
+        let extrap = 10000f64.powf(-2.0 * i as f64 / 64.0);
+        let want = match i {
+            0..=10 => extrap,
+            23.. => extrap / 40.0,
+            _ => {
+                let mix = 1.0 - (i as f64 - 10.0) / 13.0;
+                extrap / 40.0 * (1.0 - mix) + extrap * mix
+            }
+        };
+        let got = p.theta(1, i);
+        // The oracle holds freq_scale = 1/40 as f32 (relative error ≤ 2^-24) and the
+        // correction dims as f32 integers; everything else is f64.
+        assert!(
+            (got - want).abs() <= 1e-7 * want,
+            "pair {i}: {got} vs {want}"
+        );
+        // Linearity in the position, which the kernel's `pos · rope_freq[i]` relies on.
+        let far = p.theta(100_000, i);
+        assert!((far - 100_000.0 * got).abs() <= 1e-10 * far);
+    }
+}
+
+/// One `rope_kv` check at `pos`: rotated query parts, the cache row, and no other row touched.
+fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: usize) {
+    let p = yarn(s.n_rope);
+    let eps = 1e-6f32;
+    let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -2.0, 2.0);
+    let kv = rand_vec(rng, s.row(), -1.5, 1.5);
+    let w = rand_vec(rng, s.kv_lora, 0.5, 1.5);
+    let cache_len = s.cache_bytes().unwrap();
+    let bufs = (
+        upload(b, &f32_bytes(&q)),
+        upload(b, &f32_bytes(&kv)),
+        upload(b, &f32_bytes(&w)),
+        upload(b, &freq_table(&p)),
+        upload(b, &state(pos as u32)),
+        poisoned(b, s.n_head * s.n_rope * 4),
+        poisoned(b, cache_len),
+    );
+    let rb = RopeKvBufs {
+        q: &bufs.0,
+        kv: &bufs.1,
+        kv_norm: &bufs.2,
+        rope_freq: &bufs.3,
+        state: &bufs.4,
+        q_pe: &bufs.5,
+        cache: &bufs.6,
+    };
+    rope_kv(b, s, &rb, eps, p.rope_mscale()).expect("rope_kv");
+
+    let rot = |x: &[f32], i: usize| -> (f64, f64) {
+        let (sn, cs) = p.theta(pos, i).sin_cos();
+        let m = p.rope_mscale() as f64;
+        let (a, bb) = (x[2 * i] as f64, x[2 * i + 1] as f64);
+        (m * (a * cs - bb * sn), m * (a * sn + bb * cs))
+    };
+    // Rotation error: cos/sin.approx on the f64-reduced f32 angle are within 2^-20.5 absolute
+    // (PTX ISA), the f32 rounding of the reduced angle adds ≤ π·2^-24 rad, and the two f32
+    // products/FMA ≤ 2 ulp: 2e-6·(|a| + |b|) covers all with margin.
+    let got = download_f32(b, &bufs.5, s.n_head * s.n_rope);
+    for h in 0..s.n_head {
+        let x = &q[h * (s.d_nope + s.n_rope) + s.d_nope..][..s.n_rope];
+        for i in 0..s.n_rope / 2 {
+            let (wa, wb) = rot(x, i);
+            let tol = 2e-6 * (x[2 * i].abs() + x[2 * i + 1].abs()) as f64;
+            let (ga, gb) = (got[h * s.n_rope + 2 * i], got[h * s.n_rope + 2 * i + 1]);
+            assert!(
+                (ga as f64 - wa).abs() <= tol && (gb as f64 - wb).abs() <= tol,
+                "{}: q_pe head {h} pair {i} at pos {pos}: ({ga}, {gb}) vs ({wa}, {wb})",
+                b.name()
+            );
+        }
+    }
+
+    let cache = download(b, &bufs.6);
+    let row_bytes = s.row() * 2;
+    for (r, chunk) in cache.chunks_exact(row_bytes).enumerate() {
+        if r != pos {
+            assert!(
+                chunk.iter().all(|&x| x == 0xFF),
+                "{}: rope_kv wrote cache row {r}, expected only {pos}",
+                b.name()
+            );
+        }
+    }
+    let row = f16s(&cache[pos * row_bytes..][..row_bytes]);
+    let ms = kv[..s.kv_lora]
+        .iter()
+        .map(|&v| (v as f64).powi(2))
+        .sum::<f64>()
+        / s.kv_lora as f64;
+    let scale = 1.0 / (ms + eps as f64).sqrt();
+    let mut want: Vec<f64> = (0..s.kv_lora)
+        .map(|j| kv[j] as f64 * scale * w[j] as f64)
+        .collect();
+    for i in 0..s.n_rope / 2 {
+        let (a, bb) = rot(&kv[s.kv_lora..], i);
+        want.extend([a, bb]);
+    }
+    // Stored as f16: the f32 value (≤ 1e-6 relative from the f64 one) rounds to nearest, so the
+    // stored value is within half an f16 ulp (2^-11 relative, 2^-25 absolute below the normal
+    // range) plus that f32 error.
+    for (j, (g, w)) in row.iter().zip(&want).enumerate() {
+        let tol = w.abs() * (2f64.powi(-11) + 2e-6) + 2f64.powi(-25);
+        assert!(
+            (g.to_f64() - w).abs() <= tol,
+            "{}: cache[{pos}][{j}] = {g} vs {w}",
+            b.name()
+        );
+    }
+}
+
+fn rope_kv_cases<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("rope_kv");
+    let small = AttnShape {
+        n_head: 4,
+        d_nope: 32,
+        kv_lora: 64,
+        n_rope: 16,
+        ctx: 163_840,
+    };
+    let lite = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 4096,
+    };
+    for pos in [0, 1, 17, 300, 4095, 163_839] {
+        check_rope_kv(b, &mut rng, &small, pos);
+    }
+    for pos in [0, 17, 300, 4095] {
+        check_rope_kv(b, &mut rng, &lite, pos);
+    }
+}
+
+#[test]
+fn rope_kv_matches_reference() {
+    on_every_backend!(rope_kv_cases);
+}
+
+/// One attention case: `depth` rows already cached, the step at `pos = depth` writes its own
+/// row with `rope_kv`, then `flash_latent` + `attn_merge` attend over all `depth + 1` rows.
+struct Case {
+    shape: AttnShape,
+    depth: usize,
+    max_segments: usize,
+    /// Query magnitude: large values make the softmax peaked, so the running max moves.
+    q_amp: f32,
+}
+
+fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+    let s = &c.shape;
+    let pos = c.depth;
+    let p = yarn(s.n_rope);
+    let kq_scale = p.kq_scale(s.d_nope + s.n_rope);
+    let row = s.row();
+
+    // Cache: random rows before `pos`, NaN (0xFFFF) from `pos` on, so a row read past the
+    // context poisons the result.
+    let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
+    for x in 0..pos * row {
+        let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+        let v = if v.to_f32() == 0.0 { f16::ONE } else { v };
+        cache[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+    }
+    let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
+    let kv = rand_vec(rng, row, -1.5, 1.5);
+    let w = rand_vec(rng, s.kv_lora, 0.5, 1.5);
+    let q_abs = rand_vec(rng, s.n_head * s.kv_lora, -c.q_amp, c.q_amp);
+
+    let cache_buf = upload(b, &cache);
+    let state_buf = upload(b, &state(pos as u32));
+    let q_pe_buf = poisoned(b, s.n_head * s.n_rope * 4);
+    let (q_buf, kv_buf, w_buf, freq_buf) = (
+        upload(b, &f32_bytes(&q)),
+        upload(b, &f32_bytes(&kv)),
+        upload(b, &f32_bytes(&w)),
+        upload(b, &freq_table(&p)),
+    );
+    let rb = RopeKvBufs {
+        q: &q_buf,
+        kv: &kv_buf,
+        kv_norm: &w_buf,
+        rope_freq: &freq_buf,
+        state: &state_buf,
+        q_pe: &q_pe_buf,
+        cache: &cache_buf,
+    };
+    rope_kv(b, s, &rb, 1e-6, p.rope_mscale()).expect("rope_kv");
+
+    let q_abs_buf = upload(b, &f32_bytes(&q_abs));
+    let part_o = poisoned(b, part_o_bytes(s, c.max_segments).unwrap());
+    let part_ml = poisoned(b, part_ml_bytes(s, c.max_segments).unwrap());
+    let o_lat = poisoned(b, s.n_head * s.kv_lora * 4);
+    let fb = FlashBufs {
+        q_abs: &q_abs_buf,
+        q_pe: &q_pe_buf,
+        cache: &cache_buf,
+        state: &state_buf,
+        part_o: &part_o,
+        part_ml: &part_ml,
+    };
+    let t = std::time::Instant::now();
+    flash_latent(b, s, &fb, c.max_segments, kq_scale).expect("flash_latent");
+    let mb = MergeBufs {
+        part_o: &part_o,
+        part_ml: &part_ml,
+        state: &state_buf,
+        o_lat: &o_lat,
+    };
+    attn_merge(b, s, &mb, c.max_segments).expect("attn_merge");
+    let elapsed = t.elapsed();
+
+    // f64 reference from the cache as the kernels saw it (row `pos` as rope_kv wrote it).
+    let cache = f16s(&download(b, &cache_buf));
+    let q_pe = download_f32(b, &q_pe_buf, s.n_head * s.n_rope);
+    let got = download_f32(b, &o_lat, s.n_head * s.kv_lora);
+    let len = pos + 1;
+    let mut worst = 0.0f64;
+    for h in 0..s.n_head {
+        let qh: Vec<f64> = q_abs[h * s.kv_lora..][..s.kv_lora]
+            .iter()
+            .chain(&q_pe[h * s.n_rope..][..s.n_rope])
+            .map(|&v| v as f64)
+            .collect();
+        let scores: Vec<f64> = (0..len)
+            .map(|t| {
+                let k = &cache[t * row..][..row];
+                kq_scale as f64 * qh.iter().zip(k).map(|(a, b)| a * b.to_f64()).sum::<f64>()
+            })
+            .collect();
+        let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+        let z: f64 = e.iter().sum();
+        let want: Vec<f64> = (0..s.kv_lora)
+            .map(|d| {
+                (0..len)
+                    .map(|t| e[t] * cache[t * row + d].to_f64())
+                    .sum::<f64>()
+                    / z
+            })
+            .collect();
+        let g = &got[h * s.kv_lora..][..s.kv_lora];
+        // Error model (f32 everywhere, |c| ≤ 1.5): each score is a 576-term f32 FMA chain plus
+        // a 16-lane tree, whose rounding error is ~√576·2^-24·√(Σ(q·k)²)·kq_scale ≈ 1e-6 at
+        // q_amp 8, shifting each weight by that much relatively; ex2.approx adds 2^-22.5
+        // relative; the weighted sums of ≤ 4097 rows add ~√4097·2^-24 ≈ 4e-6 relative.
+        // Observed worst case is ~2e-6; 2e-5 leaves 10× margin and stays 10× below what one
+        // dropped or duplicated row moves an output by at depth 4096 (~|c − o|/4096 ≈ 2e-4).
+        let tol = 2e-5;
+        for (d, (&gv, &wv)) in g.iter().zip(&want).enumerate() {
+            assert!(
+                (gv as f64 - wv).abs() <= tol,
+                "{}: head {h} dim {d} depth {} segs {}: {gv} vs {wv}",
+                b.name(),
+                c.depth,
+                c.max_segments
+            );
+        }
+        worst = worst.max(max_abs_err(g, &want));
+    }
+    let split = split_at(pos as u32, c.max_segments as u32);
+    eprintln!(
+        "{}: H={} R={} P={} depth {} max_segments {} → {} segment(s) of {} rows: max |err| {worst:.2e}, {:.2?}",
+        b.name(),
+        s.n_head,
+        s.kv_lora,
+        s.n_rope,
+        c.depth,
+        c.max_segments,
+        split.count,
+        split.tokens,
+        elapsed
+    );
+}
+
+fn attention_cases<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("attention");
+    let shape = |n_head, kv_lora, n_rope, depth: usize| AttnShape {
+        n_head,
+        d_nope: 128,
+        kv_lora,
+        n_rope,
+        ctx: depth + 3,
+    };
+    let cases = [
+        (4, 64, 16, 1, 1, 1.0),
+        (4, 64, 16, 17, 3, 1.0),
+        (4, 64, 16, 300, 1, 8.0),
+        (4, 64, 16, 300, 3, 1.0),
+        (16, 128, 64, 300, 2, 1.0),
+        (16, 128, 16, 17, 1, 8.0),
+        (16, 512, 64, 1, 4, 1.0),
+        (16, 512, 64, 17, 4, 8.0),
+        (16, 512, 64, 300, 2, 1.0),
+        (16, 512, 64, 4096, 16, 1.0),
+        (16, 512, 64, 4096, 3, 8.0),
+    ];
+    for (h, r, p, depth, max_segments, q_amp) in cases {
+        let c = Case {
+            shape: shape(h, r, p, depth),
+            depth,
+            max_segments,
+            q_amp,
+        };
+        check_attention(b, &mut rng, &c);
+    }
+}
+
+#[test]
+fn attention_matches_f64_reference() {
+    on_every_backend!(attention_cases);
+}
+
+#[test]
+fn segments_cover_the_context() {
+    for max_segments in [1u32, 2, 3, 16, 82, 132, 1000] {
+        for len in (1..5000).chain([163_840, 1 << 24]) {
+            let s = ingot_abi::launch::flash_segments(len, max_segments);
+            assert!(
+                s.count >= 1 && s.count <= max_segments,
+                "{len}/{max_segments}: {s:?}"
+            );
+            assert_eq!(s.tokens % FLASH_TILE, 0);
+            assert!(s.tokens >= FLASH_MIN_SEGMENT_TILES * FLASH_TILE);
+            // Every row in exactly one segment, no empty segment.
+            assert!(s.count as u64 * s.tokens as u64 >= len as u64);
+            assert!(((s.count - 1) as u64) * (s.tokens as u64) < len as u64);
+        }
+    }
+}
+
+#[cfg(feature = "sim")]
+#[test]
+fn bad_shapes_are_typed_errors() {
+    let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+    let good = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 64,
+    };
+    let buf = |b: &mut ingot_kernels::backend::sim::SimBackend, n| b.alloc(n).unwrap();
+    // Large enough for every buffer of `good` with 4 segments.
+    let big = buf(&mut b, 1 << 18);
+    let tiny = buf(&mut b, 16);
+    let fb = FlashBufs {
+        q_abs: &big,
+        q_pe: &big,
+        cache: &big,
+        state: &big,
+        part_o: &big,
+        part_ml: &big,
+    };
+    for bad in [
+        AttnShape { n_head: 17, ..good },
+        AttnShape { n_head: 0, ..good },
+        AttnShape {
+            kv_lora: 520,
+            ..good
+        },
+        AttnShape {
+            kv_lora: 60,
+            ..good
+        },
+        AttnShape { n_rope: 12, ..good },
+        AttnShape { n_rope: 72, ..good },
+        AttnShape {
+            d_nope: 127,
+            ..good
+        },
+        AttnShape { ctx: 0, ..good },
+    ] {
+        let e = flash_latent(&mut b, &bad, &fb, 4, 0.1).unwrap_err();
+        assert!(matches!(e, KernelError::Shape { .. }), "{bad:?}: {e}");
+    }
+    for segs in [0, ingot_kernels::ops::attention::MAX_SEGMENTS + 1] {
+        let e = flash_latent(&mut b, &good, &fb, segs, 0.1).unwrap_err();
+        assert!(matches!(e, KernelError::Shape { .. }), "{segs}: {e}");
+    }
+    let e = flash_latent(&mut b, &good, &fb, 4, f32::NAN).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let small = FlashBufs {
+        part_o: &tiny,
+        ..fb
+    };
+    let e = flash_latent(&mut b, &good, &small, 4, 0.1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::BufferTooSmall {
+                param: "part_o",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let rb = RopeKvBufs {
+        q: &big,
+        kv: &big,
+        kv_norm: &big,
+        rope_freq: &big,
+        state: &big,
+        q_pe: &big,
+        cache: &tiny,
+    };
+    let e = rope_kv(&mut b, &good, &rb, 1e-6, 1.0).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "cache", .. }),
+        "{e}"
+    );
+    let e = rope_kv(&mut b, &good, &RopeKvBufs { cache: &big, ..rb }, -1.0, 1.0).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let mb = MergeBufs {
+        part_o: &big,
+        part_ml: &big,
+        state: &big,
+        o_lat: &tiny,
+    };
+    let e = attn_merge(&mut b, &good, &mb, 4).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "o_lat", .. }),
+        "{e}"
+    );
+}
+
+/// A position at or past the cache capacity writes no row and turns `o_lat` into NaN.
+fn overflow_case<B: Backend>(b: &mut B) {
+    let s = AttnShape {
+        n_head: 4,
+        d_nope: 32,
+        kv_lora: 64,
+        n_rope: 16,
+        ctx: 40,
+    };
+    let p = yarn(s.n_rope);
+    let st = upload(b, &state(40));
+    let ones = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora.max(64) * 2]));
+    let freq = upload(b, &freq_table(&p));
+    let cache = poisoned(b, s.cache_bytes().unwrap());
+    let q_pe = poisoned(b, s.n_head * s.n_rope * 4);
+    let rb = RopeKvBufs {
+        q: &ones,
+        kv: &ones,
+        kv_norm: &ones,
+        rope_freq: &freq,
+        state: &st,
+        q_pe: &q_pe,
+        cache: &cache,
+    };
+    rope_kv(b, &s, &rb, 1e-6, 1.0).expect("rope_kv");
+    assert!(
+        download(b, &cache).iter().all(|&x| x == 0xFF),
+        "{}",
+        b.name()
+    );
+    let part_o = poisoned(b, part_o_bytes(&s, 2).unwrap());
+    let part_ml = poisoned(b, part_ml_bytes(&s, 2).unwrap());
+    let o_lat = upload(b, &vec![0u8; s.n_head * s.kv_lora * 4]);
+    let fb = FlashBufs {
+        q_abs: &ones,
+        q_pe: &q_pe,
+        cache: &cache,
+        state: &st,
+        part_o: &part_o,
+        part_ml: &part_ml,
+    };
+    flash_latent(b, &s, &fb, 2, 0.1).expect("flash_latent");
+    let mb = MergeBufs {
+        part_o: &part_o,
+        part_ml: &part_ml,
+        state: &st,
+        o_lat: &o_lat,
+    };
+    attn_merge(b, &s, &mb, 2).expect("attn_merge");
+    let out = download_f32(b, &o_lat, s.n_head * s.kv_lora);
+    assert!(out.iter().all(|v| v.is_nan()), "{}", b.name());
+}
+
+#[test]
+fn position_past_capacity_is_visible() {
+    on_every_backend!(overflow_case);
+}
+
+/// Memory traffic of `flash_latent` at depth 4096, V2-Lite shapes, from ptx-sim's counters:
+/// every cache row must be read exactly once; the query is re-read once per segment.
+#[cfg(feature = "sim")]
+#[test]
+fn flash_latent_traffic_at_depth_4096() {
+    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    let s = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 4096,
+    };
+    let pos = 4095u32;
+    let len = pos as u64 + 1;
+    let mut rng = support::rng("flash_latent traffic");
+    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    for max_segments in [1u32, 16, 82] {
+        let mut sim = Sim::new();
+        let up = |sim: &mut Sim, data: &[u8]| {
+            let p = sim.alloc(data.len()).unwrap();
+            sim.write(p, data).unwrap();
+            p
+        };
+        let cache: Vec<u8> = (0..s.ctx * s.row())
+            .flat_map(|_| {
+                f16::from_f32(rng.random_range(-1.0f32..1.0))
+                    .to_bits()
+                    .to_le_bytes()
+            })
+            .collect();
+        let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));
+        let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, -1.0, 1.0));
+        let args = [
+            Arg::Ptr(up(&mut sim, &q_abs)),
+            Arg::Ptr(up(&mut sim, &q_pe)),
+            Arg::Ptr(up(&mut sim, &cache)),
+            Arg::Ptr(up(&mut sim, &state(pos))),
+            Arg::Ptr(up(
+                &mut sim,
+                &vec![0xFF; part_o_bytes(&s, max_segments as usize).unwrap()],
+            )),
+            Arg::Ptr(up(
+                &mut sim,
+                &vec![0xFF; part_ml_bytes(&s, max_segments as usize).unwrap()],
+            )),
+            Arg::U32(s.n_head as u32),
+            Arg::U32(s.kv_lora as u32),
+            Arg::U32(s.n_rope as u32),
+            Arg::U32(s.ctx as u32),
+            Arg::U32(max_segments),
+            Arg::F32(0.1147),
+        ];
+        let cfg = LaunchConfig {
+            grid: FLASH_LATENT.grid(max_segments),
+            block: FLASH_LATENT.block,
+            shared_bytes: FLASH_LATENT.shared_bytes,
+        };
+        let st = sim
+            .launch(&module, FLASH_LATENT.name, cfg, &args)
+            .expect("flash_latent");
+        let split = split_at(pos, max_segments);
+        let cache_bytes = len * s.row() as u64 * 2;
+        let q_bytes = (s.n_head * (s.kv_lora + s.n_rope) * 4) as u64;
+        // StepState.pos is one 4-byte load per thread of every launched block.
+        let state_bytes = max_segments as u64 * FLASH_LATENT.threads() as u64 * 4;
+        let must = cache_bytes + q_bytes;
+        assert_eq!(
+            st.global_bytes_read,
+            cache_bytes + split.count as u64 * q_bytes + state_bytes,
+            "each cache row once, the query once per segment, the position once per thread"
+        );
+        eprintln!(
+            "flash_latent depth 4096, max_segments {max_segments}: {} segments × {} rows; read {} B \
+             vs {must} B must-read = {:.3} (cache rows alone: {:.3}); {:.2} sectors per global request (loads and stores); \
+             {} warp instr, {} shared bank conflicts",
+            split.count,
+            split.tokens,
+            st.global_bytes_read,
+            st.global_bytes_read as f64 / must as f64,
+            (st.global_bytes_read - split.count as u64 * q_bytes - state_bytes) as f64
+                / cache_bytes as f64,
+            st.sectors_read as f64 / st.global_requests as f64,
+            st.warp_instructions,
+            st.shared_bank_conflicts,
+        );
+    }
+}

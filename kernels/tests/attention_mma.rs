@@ -1,0 +1,541 @@
+//! `flash_latent_mma` (+ `attn_merge`) against f64 references written from the spec (§5.1 steps
+//! 8-10, §7.2-7.3) and against the scalar `flash_latent`, on fresh random non-zero inputs with
+//! poisoned outputs and NaN cache rows past the position.
+//!
+//! The kernel feeds the tensor cores two f16 operands: the scaled query and the probabilities.
+//! So every case is checked three ways:
+//! * against the exact f64 attention of the f32 inputs, within a bound computed per head from
+//!   the actual f16 rounding of the query (see [`Bounds`]);
+//! * against the f64 attention of the very f16 query the kernel uses, where only the f16
+//!   probabilities and f32 accumulation remain: a worst-case bound per element and a much
+//!   tighter statistical bound on the RMS error per head, which is what catches a dropped,
+//!   duplicated or misplaced row even at depth 4096;
+//! * against the scalar kernel, within the first bound plus the scalar kernel's own tolerance.
+
+mod support;
+
+use half::f16;
+use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
+use ingot_abi::step::StepState;
+use ingot_kernels::ops::attention::{
+    attn_merge, flash_latent, flash_latent_mma, part_ml_bytes, part_o_bytes, split_at, AttnShape,
+    FlashBufs, MergeBufs,
+};
+use ingot_kernels::{Backend, KernelError};
+use ingot_model::{RopeParams, RopeScalingType};
+use rand::rngs::StdRng;
+use rand::Rng;
+use support::{download_f32, f32_bytes, poisoned, upload};
+
+/// f16 unit roundoff: round-to-nearest of a normal value moves it by at most 2^-11 relative.
+const U16: f64 = 1.0 / 2048.0;
+/// f32 unit roundoff.
+const U32: f64 = 1.0 / 16_777_216.0;
+
+/// The logit scale of DeepSeek-V2-Lite (spec §5.2: YaRN mscale² / √(d_nope + n_rope)).
+fn kq_scale(s: &AttnShape) -> f32 {
+    RopeParams {
+        n_rot: s.n_rope,
+        freq_base: 10000.0,
+        scaling: RopeScalingType::Yarn,
+        freq_scale: 1.0 / 40.0,
+        n_ctx_orig: 4096,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attn_factor: 1.0,
+        yarn_log_mul: 0.0707,
+    }
+    .kq_scale(s.d_nope + s.n_rope)
+}
+
+fn state(pos: u32) -> Vec<u8> {
+    bytemuck::bytes_of(&StepState {
+        token: 11,
+        pos,
+        next_token: 0,
+        steps_done: 0,
+    })
+    .to_vec()
+}
+
+/// Uniform in `(-amp, amp)`, never zero (a zero would hide a missing multiplication).
+fn rand_vec(rng: &mut StdRng, n: usize, amp: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let v: f32 = rng.random_range(-amp..amp);
+            if v == 0.0 {
+                amp / 2.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// Softmax-weighted average of the value rows for one head, from base-2 scores, in f64.
+/// Returns the output and the weights.
+fn attend(scores: &[f64], cache: &[f64], row: usize, kv_lora: usize) -> (Vec<f64>, Vec<f64>) {
+    let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp2()).collect();
+    let z: f64 = e.iter().sum();
+    let w: Vec<f64> = e.iter().map(|x| x / z).collect();
+    let mut o = vec![0.0; kv_lora];
+    for (t, wt) in w.iter().enumerate() {
+        for (d, od) in o.iter_mut().enumerate() {
+            *od += wt * cache[t * row + d];
+        }
+    }
+    (o, w)
+}
+
+/// Error bounds of one head, from the error model of the kernel:
+/// * the query enters as `f16(qs·q)`; its effect on the base-2 scores, `dq = max_t |s̃_t − s_t|`,
+///   is computed exactly here;
+/// * the scores accumulate in f32 over 18 `mma` steps per half plus the sum of the halves; each
+///   step rounds (the hardware may truncate) by at most 2^-22 of the row's `A_t = Σ|q̃_i·k_ti|`:
+///   `dacc = 20·2^-22·max_t A_t`;
+/// * a score error `δ` scales a weight by `2^δ` before normalization and the probabilities are
+///   rounded to f16 (relative `U16`, ex2.approx adds 2^-22.5), so every normalized weight moves
+///   by a factor within `2^(±2δ)·(1 ± u)/(1 ∓ u)`; probabilities below 2^-14 (f16 subnormal)
+///   carry an absolute error up to 2^-25 each against a normalizer ≥ 1; a weight change
+///   `Σ|w' − w| = ρ` moves the output by at most `ρ·max_t|c_t − o|`;
+/// * the output accumulates in f32 (`mma` per 16 rows, a rescale per 32, the merge per
+///   segment): at most `(len/8 + 16)·2^-24·max|c|`.
+struct Bounds {
+    /// Per element, against the exact f64 attention.
+    exact: f64,
+    /// Per element, against the f64 attention of the kernel's f16 query.
+    q16: f64,
+    /// RMS over the head's dims, against the f64 attention of the kernel's f16 query.
+    q16_rms: f64,
+}
+
+fn bounds(dq: f64, dacc: f64, spread: f64, e_rms: f64, len: usize, c_max: f64) -> Bounds {
+    let u = U16 + 2f64.powf(-22.5);
+    let p16 = (1.0 + u) / (1.0 - u);
+    let sub = len as f64 * 2f64.powi(-25);
+    let acc = (len as f64 / 8.0 + 16.0) * U32 * c_max;
+    Bounds {
+        exact: (p16 * (2.0 * (dq + dacc)).exp2() - 1.0 + sub) * spread + acc,
+        q16: (p16 * (2.0 * dacc).exp2() - 1.0 + sub) * spread + acc,
+        // Statistical: the rounding errors ε_t of different rows are independent (random
+        // cache rows), so the RMS over dims of Σ_t w_t·ε_t·(c_t − o) is
+        // ≈ √(Σ_t w_t²·ε_t²·mean_d (c_td − o_d)²) ≤ U16·e_rms, and ≈ U16/√3·e_rms on average.
+        // 2·U16·e_rms leaves 2-3.5× margin; 2^-18·max|c| covers the f32 accumulations and
+        // ex2.approx (their relative error is ≤ 2^-20 at the depths tested). A dropped or
+        // duplicated row at depth 4096 moves the RMS by ~|c − o|/4096 ≈ 1.4e-4, ≥ 15× this.
+        q16_rms: 2.0 * U16 * e_rms + 2f64.powi(-18) * c_max,
+    }
+}
+
+struct Case {
+    kv_lora: usize,
+    n_rope: usize,
+    depth: usize,
+    max_segments: usize,
+    /// Query magnitude: large values make the softmax peaked, so the running max moves.
+    q_amp: f32,
+}
+
+/// Runs the step at `pos = depth` over cache rows `0..=pos` with `flash` and `attn_merge`.
+fn run<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    max_segments: usize,
+    mma: bool,
+) -> Vec<f32> {
+    let (q_abs, q_pe, cache, state) = bufs;
+    let part_o = poisoned(b, part_o_bytes(s, max_segments).unwrap());
+    let part_ml = poisoned(b, part_ml_bytes(s, max_segments).unwrap());
+    let o_lat = poisoned(b, s.n_head * s.kv_lora * 4);
+    let fb = FlashBufs {
+        q_abs,
+        q_pe,
+        cache,
+        state,
+        part_o: &part_o,
+        part_ml: &part_ml,
+    };
+    if mma {
+        flash_latent_mma(b, s, &fb, max_segments, kq_scale(s)).expect("flash_latent_mma");
+    } else {
+        flash_latent(b, s, &fb, max_segments, kq_scale(s)).expect("flash_latent");
+    }
+    let mb = MergeBufs {
+        part_o: &part_o,
+        part_ml: &part_ml,
+        state,
+        o_lat: &o_lat,
+    };
+    attn_merge(b, s, &mb, max_segments).expect("attn_merge");
+    download_f32(b, &o_lat, s.n_head * s.kv_lora)
+}
+
+fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+    let s = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: c.kv_lora,
+        n_rope: c.n_rope,
+        ctx: c.depth + 3,
+    };
+    let (h_n, r, row) = (s.n_head, s.kv_lora, s.row());
+    let pos = c.depth;
+    let len = pos + 1;
+
+    // Rows 0..=pos random non-zero f16, NaN (0xFFFF) from pos + 1 on: reading past the
+    // context poisons the result.
+    let mut cache_bytes = vec![0xFFu8; s.cache_bytes().unwrap()];
+    let mut cache = vec![0.0f64; len * row];
+    for (x, cx) in cache.iter_mut().enumerate() {
+        let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+        let v = if v.to_f32() == 0.0 { f16::ONE } else { v };
+        *cx = v.to_f64();
+        cache_bytes[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+    }
+    let q_abs = rand_vec(rng, h_n * r, c.q_amp);
+    let q_pe = rand_vec(rng, h_n * s.n_rope, c.q_amp);
+
+    let bufs = (
+        upload(b, &f32_bytes(&q_abs)),
+        upload(b, &f32_bytes(&q_pe)),
+        upload(b, &cache_bytes),
+        upload(b, &state(pos as u32)),
+    );
+    let refs = (&bufs.0, &bufs.1, &bufs.2, &bufs.3);
+    let t = std::time::Instant::now();
+    let got = run(b, &s, refs, c.max_segments, true);
+    let t_mma = t.elapsed();
+    let t = std::time::Instant::now();
+    let scalar = run(b, &s, refs, c.max_segments, false);
+    let t_scalar = t.elapsed();
+
+    // The kernel's query: f32 product with the f32 scale, rounded to f16 (cvt.rn).
+    let qs32 = kq_scale(&s) * std::f32::consts::LOG2_E;
+    let qs64 = kq_scale(&s) as f64 * std::f64::consts::LOG2_E;
+    let c_max = cache.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    let (mut worst_exact, mut worst_q16, mut worst_rms, mut worst_scalar) = (0.0, 0.0, 0.0, 0.0);
+    let mut rms_ratio = 0.0f64;
+    for h in 0..h_n {
+        let q: Vec<f32> = q_abs[h * r..][..r]
+            .iter()
+            .chain(&q_pe[h * s.n_rope..][..s.n_rope])
+            .copied()
+            .collect();
+        let q16: Vec<f64> = q
+            .iter()
+            .map(|&v| f16::from_f32(v * qs32).to_f64())
+            .collect();
+        let (mut dq, mut a_max) = (0.0f64, 0.0f64);
+        let mut s_exact = Vec::with_capacity(len);
+        let mut s_q16 = Vec::with_capacity(len);
+        for t in 0..len {
+            let k = &cache[t * row..][..row];
+            let se = qs64 * q.iter().zip(k).map(|(&a, b)| a as f64 * b).sum::<f64>();
+            let sq: f64 = q16.iter().zip(k).map(|(a, b)| a * b).sum();
+            let a: f64 = q16.iter().zip(k).map(|(a, b)| (a * b).abs()).sum();
+            dq = dq.max((se - sq).abs());
+            a_max = a_max.max(a);
+            s_exact.push(se);
+            s_q16.push(sq);
+        }
+        let dacc = 20.0 * 4.0 * U32 * a_max;
+        let (o_exact, _) = attend(&s_exact, &cache, row, r);
+        let (o_q16, w_q16) = attend(&s_q16, &cache, row, r);
+        let spread = |o: &[f64]| {
+            (0..len)
+                .flat_map(|t| (0..r).map(move |d| (t, d)))
+                .fold(0.0f64, |m, (t, d)| m.max((cache[t * row + d] - o[d]).abs()))
+        };
+        let e_rms = ((0..len)
+            .map(|t| {
+                w_q16[t].powi(2)
+                    * (0..r)
+                        .map(|d| (cache[t * row + d] - o_q16[d]).powi(2))
+                        .sum::<f64>()
+            })
+            .sum::<f64>()
+            / r as f64)
+            .sqrt();
+        let be = bounds(dq, dacc, spread(&o_exact), e_rms, len, c_max);
+        let bq = bounds(dq, dacc, spread(&o_q16), e_rms, len, c_max);
+        let g = &got[h * r..][..r];
+        let sc = &scalar[h * r..][..r];
+        let mut sq_err = 0.0;
+        for d in 0..r {
+            let gv = g[d] as f64;
+            let (ee, eq) = ((gv - o_exact[d]).abs(), (gv - o_q16[d]).abs());
+            let es = (gv - sc[d] as f64).abs();
+            let at = || {
+                format!(
+                    "{}: head {h} dim {d}, R={r} P={} depth {} segs {} q_amp {}",
+                    b.name(),
+                    s.n_rope,
+                    c.depth,
+                    c.max_segments,
+                    c.q_amp
+                )
+            };
+            assert!(
+                ee <= be.exact,
+                "{}: {gv} vs exact {} (bound {:.2e})",
+                at(),
+                o_exact[d],
+                be.exact
+            );
+            assert!(
+                eq <= bq.q16,
+                "{}: {gv} vs f16-query {} (bound {:.2e})",
+                at(),
+                o_q16[d],
+                bq.q16
+            );
+            // The scalar test's own tolerance is 2e-5 against the exact attention.
+            assert!(
+                es <= be.exact + 2e-5,
+                "{}: {gv} vs scalar {} (bound {:.2e})",
+                at(),
+                sc[d],
+                be.exact + 2e-5
+            );
+            worst_exact = f64::max(worst_exact, ee);
+            worst_q16 = f64::max(worst_q16, eq);
+            worst_scalar = f64::max(worst_scalar, es);
+            sq_err += eq * eq;
+        }
+        let rms = (sq_err / r as f64).sqrt();
+        assert!(
+            rms <= bq.q16_rms,
+            "{}: head {h} RMS error {rms:.2e} vs f16-query reference exceeds {:.2e} \
+             (depth {} segs {})",
+            b.name(),
+            bq.q16_rms,
+            c.depth,
+            c.max_segments
+        );
+        worst_rms = f64::max(worst_rms, rms);
+        rms_ratio = rms_ratio.max(rms / bq.q16_rms);
+    }
+    let split = split_at(pos as u32, c.max_segments as u32);
+    eprintln!(
+        "{}: R={r} P={} depth {} q_amp {} max_segments {} → {}×{} rows: max|err| exact {worst_exact:.2e}, \
+         f16-query {worst_q16:.2e} (RMS {worst_rms:.2e}, {:.0}% of bound), vs scalar {worst_scalar:.2e}; \
+         mma {t_mma:.2?}, scalar {t_scalar:.2?}",
+        b.name(),
+        s.n_rope,
+        c.depth,
+        c.q_amp,
+        c.max_segments,
+        split.count,
+        split.tokens,
+        100.0 * rms_ratio,
+    );
+}
+
+fn mma_cases<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("flash_latent_mma");
+    let cases = [
+        (512, 64, 1, 1, 1.0),
+        (512, 64, 17, 4, 8.0),
+        (512, 64, 300, 2, 1.0),
+        (512, 64, 300, 1, 8.0),
+        (512, 64, 4096, 16, 1.0),
+        (512, 64, 4096, 3, 8.0),
+        (128, 64, 300, 2, 1.0),
+        (128, 16, 17, 1, 8.0),
+        (64, 16, 40, 1, 1.0),
+        (256, 32, 600, 3, 4.0),
+    ];
+    for (kv_lora, n_rope, depth, max_segments, q_amp) in cases {
+        let c = Case {
+            kv_lora,
+            n_rope,
+            depth,
+            max_segments,
+            q_amp,
+        };
+        check_case(b, &mut rng, &c);
+    }
+}
+
+#[test]
+fn flash_latent_mma_matches_references_and_scalar_kernel() {
+    on_every_backend!(mma_cases);
+}
+
+#[cfg(feature = "sim")]
+#[test]
+fn mma_bad_shapes_are_typed_errors() {
+    let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+    let good = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 64,
+    };
+    let big = b.alloc(1 << 18).unwrap();
+    let tiny = b.alloc(16).unwrap();
+    let fb = FlashBufs {
+        q_abs: &big,
+        q_pe: &big,
+        cache: &big,
+        state: &big,
+        part_o: &big,
+        part_ml: &big,
+    };
+    for bad in [
+        AttnShape { n_head: 4, ..good },
+        AttnShape { n_head: 15, ..good },
+        AttnShape { n_head: 17, ..good },
+        AttnShape {
+            kv_lora: 520,
+            ..good
+        },
+        AttnShape { n_rope: 12, ..good },
+        AttnShape { ctx: 0, ..good },
+    ] {
+        let e = flash_latent_mma(&mut b, &bad, &fb, 4, 0.1).unwrap_err();
+        assert!(matches!(e, KernelError::Shape { .. }), "{bad:?}: {e}");
+    }
+    for segs in [0, ingot_kernels::ops::attention::MAX_SEGMENTS + 1] {
+        let e = flash_latent_mma(&mut b, &good, &fb, segs, 0.1).unwrap_err();
+        assert!(matches!(e, KernelError::Shape { .. }), "{segs}: {e}");
+    }
+    let e = flash_latent_mma(&mut b, &good, &fb, 4, f32::INFINITY).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let small = FlashBufs { cache: &tiny, ..fb };
+    let e = flash_latent_mma(&mut b, &good, &small, 4, 0.1).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "cache", .. }),
+        "{e}"
+    );
+}
+
+/// A position at or past the cache capacity: the kernel reads no row, and the merge turns
+/// `o_lat` into NaN.
+fn mma_overflow_case<B: Backend>(b: &mut B) {
+    let s = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 40,
+    };
+    let q = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora]));
+    let cache = poisoned(b, s.cache_bytes().unwrap());
+    let st = upload(b, &state(40));
+    let got = run(b, &s, (&q, &q, &cache, &st), 2, true);
+    assert!(got.iter().all(|v| v.is_nan()), "{}", b.name());
+}
+
+#[test]
+fn mma_position_past_capacity_is_visible() {
+    on_every_backend!(mma_overflow_case);
+}
+
+/// ptx-sim's counters for both kernels at depth 4096, V2-Lite shapes: every cache row read
+/// once, the query once per segment; tensor instructions per cache row.
+#[cfg(feature = "sim")]
+#[test]
+fn flash_latent_mma_traffic_at_depth_4096() {
+    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    let s = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 4096,
+    };
+    let pos = 4095u32;
+    let len = pos as u64 + 1;
+    let mut rng = support::rng("flash_latent_mma traffic");
+    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let cache: Vec<u8> = (0..s.ctx * s.row())
+        .flat_map(|_| {
+            f16::from_f32(rng.random_range(-1.0f32..1.0))
+                .to_bits()
+                .to_le_bytes()
+        })
+        .collect();
+    let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, 1.0));
+    let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, 1.0));
+    for max_segments in [1u32, 16, 82] {
+        let split = split_at(pos, max_segments);
+        let mut warp_instr = [0u64; 2];
+        for (k, desc) in [FLASH_LATENT_MMA, FLASH_LATENT].iter().enumerate() {
+            let mut sim = Sim::new();
+            let up = |sim: &mut Sim, data: &[u8]| {
+                let p = sim.alloc(data.len()).unwrap();
+                sim.write(p, data).unwrap();
+                p
+            };
+            let args = [
+                Arg::Ptr(up(&mut sim, &q_abs)),
+                Arg::Ptr(up(&mut sim, &q_pe)),
+                Arg::Ptr(up(&mut sim, &cache)),
+                Arg::Ptr(up(&mut sim, &state(pos))),
+                Arg::Ptr(up(
+                    &mut sim,
+                    &vec![0xFF; part_o_bytes(&s, max_segments as usize).unwrap()],
+                )),
+                Arg::Ptr(up(
+                    &mut sim,
+                    &vec![0xFF; part_ml_bytes(&s, max_segments as usize).unwrap()],
+                )),
+                Arg::U32(s.n_head as u32),
+                Arg::U32(s.kv_lora as u32),
+                Arg::U32(s.n_rope as u32),
+                Arg::U32(s.ctx as u32),
+                Arg::U32(max_segments),
+                Arg::F32(0.1147),
+            ];
+            let cfg = LaunchConfig {
+                grid: desc.grid(max_segments),
+                block: desc.block,
+                shared_bytes: desc.shared_bytes,
+            };
+            let st = sim
+                .launch(&module, desc.name, cfg, &args)
+                .unwrap_or_else(|e| panic!("{}: {e}", desc.name));
+            warp_instr[k] = st.warp_instructions;
+            if k == 1 {
+                break;
+            }
+            let cache_bytes = len * s.row() as u64 * 2;
+            let q_bytes = (s.n_head * (s.kv_lora + s.n_rope) * 4) as u64;
+            // StepState.pos is one 4-byte load per thread of every launched block.
+            let state_bytes = max_segments as u64 * desc.threads() as u64 * 4;
+            let must = cache_bytes + q_bytes;
+            assert_eq!(
+                st.global_bytes_read,
+                cache_bytes + split.count as u64 * q_bytes + state_bytes,
+                "each cache row once, the query once per segment, the position once per thread"
+            );
+            // 8 warps × (18 + 16) mma per 32-row tile; depth 4096 is whole tiles.
+            assert_eq!(st.by_class.tensor * 32, len * 8 * 34);
+            eprintln!(
+                "flash_latent_mma depth 4096, max_segments {max_segments}: {} segments × {} rows; \
+                 read {} B vs {must} B must-read = {:.3} (cache rows alone: {:.3}); \
+                 {:.2} sectors per global request; {:.2} mma per cache row; \
+                 {} shared requests, {} bank conflicts",
+                split.count,
+                split.tokens,
+                st.global_bytes_read,
+                st.global_bytes_read as f64 / must as f64,
+                (st.global_bytes_read - split.count as u64 * q_bytes - state_bytes) as f64
+                    / cache_bytes as f64,
+                st.sectors_read as f64 / st.global_requests as f64,
+                st.by_class.tensor as f64 / len as f64,
+                st.shared_requests,
+                st.shared_bank_conflicts,
+            );
+        }
+        eprintln!(
+            "  warp instructions per cache row: mma {:.1}, scalar {:.1}",
+            warp_instr[0] as f64 / len as f64,
+            warp_instr[1] as f64 / len as f64
+        );
+    }
+}

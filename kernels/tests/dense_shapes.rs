@@ -1,0 +1,108 @@
+//! The checked launchers of the gemv, embedding, norm and head families turn bad shapes and
+//! undersized buffers into typed errors before anything runs.
+
+#![cfg(feature = "sim")]
+
+use ingot_kernels::backend::sim::SimBackend;
+use ingot_kernels::ops::gemv::{
+    gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_q8_1, GemvType, Grouping,
+};
+use ingot_kernels::ops::head::argmax_step;
+use ingot_kernels::ops::norm::rmsnorm_q8_1;
+use ingot_kernels::{Backend, KernelError};
+
+fn sim() -> SimBackend {
+    SimBackend::new().expect("ptx-sim backend")
+}
+
+fn is_shape(e: KernelError) -> bool {
+    matches!(e, KernelError::Shape { .. })
+}
+
+fn is_small(e: KernelError, which: &str) -> bool {
+    matches!(e, KernelError::BufferTooSmall { param, .. } if param == which)
+}
+
+#[test]
+fn gemv_rejects_bad_shapes_and_buffers() {
+    let mut b = sim();
+    let big = b.alloc(1 << 20).expect("alloc");
+    let tiny = b.alloc(16).expect("alloc");
+    let bufs = (&big, &big, &big);
+    // Row lengths: Q4_K needs multiples of 256, the 32-element types multiples of 64.
+    assert!(is_shape(
+        gemv_q8_1(&mut b, GemvType::Q4K, bufs, 4, 300).unwrap_err()
+    ));
+    assert!(is_shape(
+        gemv_q8_1(&mut b, GemvType::Q8_0, bufs, 4, 32).unwrap_err()
+    ));
+    assert!(is_shape(
+        gemv_q8_1(&mut b, GemvType::Q5_0, bufs, 4, 0).unwrap_err()
+    ));
+    assert!(is_shape(
+        gemv_q8_1(&mut b, GemvType::Q6K, bufs, 0, 256).unwrap_err()
+    ));
+    // Undersized weight, activation and output buffers.
+    let e = gemv_q8_1(&mut b, GemvType::Q6K, (&tiny, &big, &big), 2, 256).unwrap_err();
+    assert!(is_small(e, "w"));
+    let e = gemv_q8_1(&mut b, GemvType::Q6K, (&big, &tiny, &big), 2, 256).unwrap_err();
+    assert!(is_small(e, "x"));
+    let e = gemv_q8_1(&mut b, GemvType::Q6K, (&big, &big, &tiny), 5, 256).unwrap_err();
+    assert!(is_small(e, "y"));
+    // Grouped: zero rows per group; an activation buffer missing the last group's slice
+    // (16 groups × stride 6 blocks + 4 blocks = 94 blocks = 3384 bytes > 3000).
+    let g0 = Grouping {
+        rows_per_group: 0,
+        x_group_stride: 6,
+    };
+    assert!(is_shape(
+        gemv_grouped_q8_1(&mut b, GemvType::Q5_0, bufs, 8, 128, g0).unwrap_err()
+    ));
+    let x = b.alloc(3000).expect("alloc");
+    let g = Grouping {
+        rows_per_group: 512,
+        x_group_stride: 6,
+    };
+    let e =
+        gemv_grouped_q8_1(&mut b, GemvType::Q5_0, (&big, &x, &big), 16 * 512, 128, g).unwrap_err();
+    assert!(is_small(e, "x"));
+    // Two matrices: each is checked on its own.
+    let e = gemv2_q8_1(
+        &mut b,
+        GemvType::Q4K,
+        (&big, &tiny),
+        &big,
+        (&big, &big),
+        (4, 4),
+        256,
+    )
+    .unwrap_err();
+    assert!(is_small(e, "w"));
+    // f32: a row length that is not a multiple of 4.
+    assert!(is_shape(gemv_f32(&mut b, bufs, 4, 6).unwrap_err()));
+}
+
+#[test]
+fn norm_and_argmax_reject_bad_shapes() {
+    let mut b = sim();
+    let big = b.alloc(1 << 16).expect("alloc");
+    let tiny = b.alloc(8).expect("alloc");
+    let bufs = (&big, &big, &big);
+    assert!(is_shape(
+        rmsnorm_q8_1(&mut b, bufs, 1, 48, 1e-6).unwrap_err()
+    ));
+    assert!(is_shape(
+        rmsnorm_q8_1(&mut b, bufs, 1, 64, f32::NAN).unwrap_err()
+    ));
+    let e = rmsnorm_q8_1(&mut b, (&big, &big, &tiny), 1, 64, 1e-6).unwrap_err();
+    assert!(is_small(e, "y"));
+    assert!(is_shape(argmax_step(&mut b, &big, &big, 0).unwrap_err()));
+    assert!(is_small(
+        argmax_step(&mut b, &big, &tiny, 4).unwrap_err(),
+        "state"
+    ));
+    assert!(is_small(
+        argmax_step(&mut b, &tiny, &big, 4).unwrap_err(),
+        "logits"
+    ));
+}

@@ -1,0 +1,226 @@
+//! Memory traffic of the gemv kernels at V2-Lite shapes, from ptx-sim's `LaunchStats`: bytes the
+//! lanes request from global memory against the bytes the launch must read, and 32-byte sectors
+//! per warp-level request.
+//!
+//! Activations are read again by every row (from L1 on a GPU: the whole q8_1 vector of a
+//! 2048-wide row is 2.3 KB), so the raw ratio counts them once per row; the weight-side ratio
+//! subtracts those re-reads, computed from each type's documented lane mapping
+//! (`kernels/device/src/vecdot.rs`), and must stay within the issue's 1.05 target.
+
+#![cfg(feature = "sim")]
+
+use ingot_abi::blocks::QK8_1;
+use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::PTX;
+use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+
+/// q8_1 bytes one row's lanes request per 32 activations, from the lane mappings: pair types
+/// read both whole 36-byte blocks; Q4_K/Q5_K/Q6_K lanes read `ds` (4 B) + 16 quant bytes of two
+/// blocks, 8 lanes per 8 blocks; Q3_K lanes read `ds` + 8 quant bytes of all 8 blocks, 4 lanes.
+fn act_bytes_per_block(ty: GemvType) -> u64 {
+    match ty {
+        GemvType::Q3K => 4 * (4 + 8),
+        GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => 2 * (4 + 16),
+        _ => 36,
+    }
+}
+
+fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
+    let mut sim = Sim::new();
+    let nb = (ncols as usize / ty.block_elems()) as u64;
+    let w_bytes = nrows as u64 * nb * ty.block_bytes() as u64;
+    let x_bytes = (ncols as usize / QK8_1 * 36) as u64;
+    // Random bytes are fine for traffic (no value-dependent control flow in these kernels).
+    let w = sim.alloc(w_bytes as usize).expect("alloc");
+    let x = sim.alloc(x_bytes as usize).expect("alloc");
+    let y = sim.alloc(nrows as usize * 4).expect("alloc");
+    let fill: Vec<u8> = (0..w_bytes)
+        .map(|i| ((i * 2654435761) >> 13) as u8)
+        .collect();
+    sim.write(w, &fill).expect("write");
+    let desc = ty.plain();
+    let units = ncols / ty.row_multiple() as u32;
+    let lanes = ingot_abi::launch::gemv_lanes_per_row(
+        units,
+        match ty {
+            GemvType::Q3K => 4,
+            GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => 8,
+            _ => 1,
+        },
+    );
+    let warps = nrows.div_ceil(32 / lanes);
+    let stats = sim
+        .launch(
+            module,
+            desc.name,
+            LaunchConfig {
+                grid: desc.grid(warps),
+                block: desc.block,
+                shared_bytes: 0,
+            },
+            &[
+                Arg::Ptr(w),
+                Arg::Ptr(x),
+                Arg::Ptr(y),
+                Arg::U32(ncols),
+                Arg::U32(nrows),
+            ],
+        )
+        .expect("launch");
+    let nb32 = (ncols as usize / QK8_1) as u64;
+    let act_reread = nrows as u64 * nb32 * act_bytes_per_block(ty);
+    let raw = stats.global_bytes_read as f64 / (w_bytes + x_bytes) as f64;
+    let weight_side = (stats.global_bytes_read - act_reread) as f64 / w_bytes as f64;
+    let sectors = stats.sectors_read as f64 / stats.global_requests as f64;
+    eprintln!(
+        "{}: {nrows}x{ncols}: read {} B, must {} B (w {w_bytes} + x {x_bytes}): raw {raw:.3}, \
+         weight-side {weight_side:.3}; {sectors:.1} sectors/request; {} warp instr",
+        desc.name,
+        stats.global_bytes_read,
+        w_bytes + x_bytes,
+        stats.warp_instructions
+    );
+    // Every weight byte is requested once, plus for the 2-byte aligned Q3_K / Q6_K blocks the
+    // re-alignment words and the scale windows (114/110 and 218/210 bytes, < 4% over).
+    assert!(
+        weight_side <= 1.05,
+        "{}: {nrows}x{ncols}: weight-side ratio {weight_side:.3} above the 1.05 target",
+        desc.name
+    );
+    assert!(
+        weight_side >= 1.0,
+        "{}: fewer bytes read than the weights",
+        desc.name
+    );
+}
+
+#[test]
+fn gemv_traffic_at_v2_lite_shapes() {
+    let m = Module::parse(PTX).expect("parse PTX");
+    run(&m, GemvType::Q4K, 3072, 2048);
+    run(&m, GemvType::Q4K, 576, 2048);
+    run(&m, GemvType::Q5K, 1408, 2048);
+    run(&m, GemvType::Q3K, 3072, 2048);
+    run(&m, GemvType::Q6K, 2048, 2048);
+    run(&m, GemvType::Q6K, 2048, 2816);
+    run(&m, GemvType::Q8_0, 2048, 10944);
+    run(&m, GemvType::Q8_0, 2048, 1408);
+    run(&m, GemvType::Q5_0, 2048, 1408);
+    // attn_k_b's short rows (128 weights: 2 lanes per row, 16 rows per warp).
+    run(&m, GemvType::Q5_0, 8192, 128);
+    // lm_head rows of the Q4_K_M mix (a slice of the 102400).
+    run(&m, GemvType::Q6K, 8192, 2048);
+    run(&m, GemvType::Q5_1, 2048, 1408);
+    run(&m, GemvType::Q4_0, 2048, 1408);
+    run(&m, GemvType::Iq4Nl, 2048, 1408);
+}
+
+/// One launch of `name` over `items` with `args`, returning its stats.
+fn launch(
+    sim: &mut Sim,
+    module: &Module,
+    name: &str,
+    items: u32,
+    args: &[Arg],
+) -> ptx_sim::LaunchStats {
+    let desc = ingot_kernels::kernel(name).expect("kernel in the launch table");
+    sim.launch(
+        module,
+        name,
+        LaunchConfig {
+            grid: desc.grid(items),
+            block: desc.block,
+            shared_bytes: desc.shared_bytes,
+        },
+        args,
+    )
+    .expect("launch")
+}
+
+#[test]
+fn norm_embed_argmax_traffic() {
+    let module = Module::parse(PTX).expect("parse PTX");
+    let mut sim = Sim::new();
+    let n = 2048u32;
+    let x = sim.alloc(n as usize * 4).expect("alloc");
+    let w = sim.alloc(n as usize * 4).expect("alloc");
+    let y = sim.alloc(n as usize / 32 * 36).expect("alloc");
+    let ones: Vec<u8> = (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    sim.write(x, &ones).expect("write");
+    let s = launch(
+        &mut sim,
+        &module,
+        "rmsnorm_q8_1",
+        1,
+        &[
+            Arg::Ptr(x),
+            Arg::Ptr(w),
+            Arg::Ptr(y),
+            Arg::U32(n),
+            Arg::F32(1e-6),
+        ],
+    );
+    let must = 2 * n as u64 * 4;
+    let ratio = s.global_bytes_read as f64 / must as f64;
+    eprintln!(
+        "rmsnorm_q8_1 1x{n}: read {} B, must {must} B (x + w): {ratio:.3}; {:.1} sectors/request",
+        s.global_bytes_read,
+        s.sectors_read as f64 / s.global_requests as f64
+    );
+    // x is read twice (Σx², then normalize; the second pass hits L1 on a GPU) and w once.
+    assert!(ratio <= 1.5 + 1e-9, "rmsnorm_q8_1 read ratio {ratio}");
+
+    let vocab = 102_400u32;
+    let logits = sim.alloc(vocab as usize * 4).expect("alloc");
+    let state = sim.alloc(16).expect("alloc");
+    let s = launch(
+        &mut sim,
+        &module,
+        "argmax_step",
+        1,
+        &[Arg::Ptr(logits), Arg::Ptr(state), Arg::U32(vocab)],
+    );
+    let must = vocab as u64 * 4 + 8;
+    let ratio = s.global_bytes_read as f64 / must as f64;
+    eprintln!(
+        "argmax_step {vocab}: read {} B, must {must} B (logits + pos, steps_done): {ratio:.4}; \
+         {:.1} sectors/request",
+        s.global_bytes_read,
+        s.sectors_read as f64 / s.global_requests as f64
+    );
+    assert!(ratio <= 1.001, "argmax_step read ratio {ratio}");
+
+    // Embedding: each element is decoded on its own (scales re-read per element, from L1 on a
+    // GPU); a row is a few KB per token, so the ratio is reported, not a target.
+    let rows = 4u32;
+    for (name, bytes_per_row) in [
+        ("embed_q4k", 1152u32),
+        ("embed_q6k", 1680),
+        ("embed_q8_0", 2176),
+        ("embed_f32", 8192),
+    ] {
+        let table = sim.alloc((rows * bytes_per_row) as usize).expect("alloc");
+        let out = sim.alloc(n as usize * 4).expect("alloc");
+        let s = launch(
+            &mut sim,
+            &module,
+            name,
+            n,
+            &[
+                Arg::Ptr(table),
+                Arg::Ptr(state),
+                Arg::Ptr(out),
+                Arg::U32(n),
+                Arg::U32(rows),
+            ],
+        );
+        let must = u64::from(bytes_per_row) + 4;
+        let ratio = s.global_bytes_read as f64 / must as f64;
+        eprintln!(
+            "{name} 1x{n}: read {} B, must {must} B: {ratio:.2}; {:.1} sectors/request",
+            s.global_bytes_read,
+            s.sectors_read as f64 / s.global_requests as f64
+        );
+        assert!(ratio < 16.0, "{name} read ratio {ratio}");
+    }
+}

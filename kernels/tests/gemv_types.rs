@@ -1,0 +1,363 @@
+//! Every quantized gemv kernel (plain and grouped, 9 weight types) against the CPU oracle
+//! `ingot_quant::vec_dot_q8_1`, and `gemv_f32` against an f64 dot product.
+//!
+//! Weights are random bytes in valid blocks (every quant, scale, min and high-bit pattern
+//! occurs) with random non-zero f16 scales; activations are random non-zero floats quantized by
+//! the CPU q8_1 oracle, so these tests do not depend on the quantize kernel. Outputs are
+//! poisoned (0xFF = NaN) and followed by a poisoned guard region that must stay untouched.
+
+mod quant_blocks;
+mod support;
+
+use half::f16;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_gguf::GgmlType;
+use ingot_kernels::ops::gemv::{
+    gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_q8_1, GemvType, Grouping,
+};
+use ingot_kernels::Backend;
+use quant_blocks::{get_f16, layout, put_f16, random_blocks};
+use rand::rngs::StdRng;
+use rand::Rng;
+use support::{download, download_f32, f32_bytes, poisoned, upload};
+
+/// Floats after `y` that the kernel must not write.
+const GUARD: usize = 64;
+
+fn ggml(ty: GemvType) -> GgmlType {
+    match ty {
+        GemvType::Q4_0 => GgmlType::Q4_0,
+        GemvType::Q5_0 => GgmlType::Q5_0,
+        GemvType::Q5_1 => GgmlType::Q5_1,
+        GemvType::Q8_0 => GgmlType::Q8_0,
+        GemvType::Iq4Nl => GgmlType::Iq4Nl,
+        GemvType::Q3K => GgmlType::Q3K,
+        GemvType::Q4K => GgmlType::Q4K,
+        GemvType::Q5K => GgmlType::Q5K,
+        GemvType::Q6K => GgmlType::Q6K,
+    }
+}
+
+/// The constant the 32-element kernels subtract from every unsigned quant through `s8`
+/// (Q4_0: 8, Q5_0: 16); it enters the rounding-error scale below.
+fn offset(ty: GemvType) -> f64 {
+    match ty {
+        GemvType::Q4_0 => 8.0,
+        GemvType::Q5_0 => 16.0,
+        _ => 0.0,
+    }
+}
+
+/// `Σ |term|` over the terms the kernel and the oracle add (`|d|·|q-part|·|a|` and
+/// `|m|·|min-part|·|a|` per element, plus the `s8` offset terms): the scale of their f32
+/// rounding error. The q- and min-parts come from dequantizing the block with `d = 1, m = 0`
+/// and with `d = 0, m = 1`.
+fn magnitude(ty: GemvType, row: &[u8], act: &[BlockQ8_1]) -> f64 {
+    let (bb, be) = (ty.block_bytes(), ty.block_elems());
+    let (d_at, m_at) = (layout(ggml(ty)).d_at, layout(ggml(ty)).m_at);
+    let deq = |block: &[u8], d: f32, m: f32| {
+        let mut b = block.to_vec();
+        put_f16(&mut b, d_at, d);
+        if let Some(at) = m_at {
+            put_f16(&mut b, at, m);
+        }
+        let mut out = vec![0f32; be];
+        ingot_quant::dequantize_row(ggml(ty), &b, &mut out).expect("dequantize");
+        out
+    };
+    let mut mag = 0.0;
+    for (i, block) in row.chunks_exact(bb).enumerate() {
+        let d = get_f16(block, d_at).abs();
+        let m = m_at.map_or(0.0, |at| get_f16(block, at).abs());
+        let qpart = deq(block, 1.0, 0.0);
+        let mpart = if m_at.is_some() {
+            deq(block, 0.0, 1.0)
+        } else {
+            vec![0.0; be]
+        };
+        for e in 0..be {
+            let a = &act[(i * be + e) / QK8_1];
+            let av = f16::from_bits(a.d).to_f64().abs() * f64::from(a.qs[e % QK8_1]).abs();
+            mag +=
+                (d * (f64::from(qpart[e]).abs() + offset(ty)) + m * f64::from(mpart[e]).abs()) * av;
+        }
+        for a in &act[i * be / QK8_1..(i + 1) * be / QK8_1] {
+            mag += d * offset(ty) * f16::from_bits(a.s).to_f64().abs();
+        }
+    }
+    mag
+}
+
+/// One launch: `nrows × ncols`, optionally grouped `(rows_per_group, x_group_stride)`.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    nrows: usize,
+    ncols: usize,
+    group: Option<(usize, usize)>,
+    what: &'static str,
+}
+
+const fn case(nrows: usize, ncols: usize, what: &'static str) -> Case {
+    Case {
+        nrows,
+        ncols,
+        group: None,
+        what,
+    }
+}
+
+/// Small shapes every type runs (in units of the type's row multiple `m`), then the V2-Lite
+/// shapes the type has in the Q4_K_M / Q3_K_M mixes (spec §4.3, §4.4).
+fn cases(ty: GemvType) -> Vec<Case> {
+    let m = ty.row_multiple();
+    let mut v = vec![
+        // One unit per row: the fewest lanes per row, many rows per warp, a partial last warp.
+        case(45, m, "1 unit/row"),
+        // An odd unit count: the unrolled loop's tail; 37 rows: a partial last block.
+        case(37, 5 * m, "5 units/row"),
+        case(9, 12 * m, "12 units/row"),
+    ];
+    let real: &[Case] = match ty {
+        GemvType::Q4K => &[
+            case(3072, 2048, "attn_q"),
+            case(576, 2048, "attn_kv_a_mqa"),
+            case(256, 2816, "ffn_down_shexp rows (2816 cols)"),
+            Case {
+                nrows: 16 * 128,
+                ncols: 512,
+                group: Some((128, 16)),
+                what: "attn_v_b grouped",
+            },
+        ],
+        GemvType::Q6K => &[
+            case(1024, 2048, "output (lm_head) rows"),
+            case(512, 2816, "ffn_down_shexp rows (2-byte aligned rows)"),
+        ],
+        GemvType::Q5_0 => &[
+            Case {
+                nrows: 16 * 512,
+                ncols: 128,
+                group: Some((512, 6)),
+                what: "attn_k_b grouped",
+            },
+            case(2048, 1408, "ffn_down_exps expert"),
+        ],
+        GemvType::Q8_0 => &[
+            case(256, 10944, "ffn_down rows (10944 cols)"),
+            case(2048, 1408, "ffn_down_exps expert"),
+        ],
+        GemvType::Q3K => &[case(3072, 2048, "attn_q"), case(576, 2048, "attn_kv_a_mqa")],
+        GemvType::Q5K => &[case(1408, 2048, "ffn_gate_exps expert")],
+        GemvType::Q5_1 => &[case(2048, 1408, "ffn_down_exps expert")],
+        GemvType::Iq4Nl => &[Case {
+            nrows: 16 * 512,
+            ncols: 128,
+            group: Some((512, 6)),
+            what: "attn_k_b grouped",
+        }],
+        GemvType::Q4_0 => &[case(2048, 1408, "ffn_down_exps expert")],
+    };
+    v.extend_from_slice(real);
+    // A grouped launch at a small shape for every type, with a stride larger than a slice.
+    v.push(Case {
+        nrows: 24,
+        ncols: 2 * m,
+        group: Some((5, 3 * m / QK8_1)),
+        what: "grouped small",
+    });
+    v
+}
+
+fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case) {
+    let (nrows, ncols) = (c.nrows, c.ncols);
+    let nb = ncols / ty.block_elems();
+    let w = random_blocks(rng, ggml(ty), nrows * nb);
+    let (rpg, stride) = c.group.unwrap_or((nrows, 0));
+    let ngroups = nrows.div_ceil(rpg);
+    let x_blocks = (ngroups - 1) * stride + ncols / QK8_1;
+    let xf: Vec<f32> = (0..x_blocks * QK8_1)
+        .map(|_| {
+            let v = rng.random_range(0.01f32..2.0);
+            if rng.random() {
+                v
+            } else {
+                -v
+            }
+        })
+        .collect();
+    let act = ingot_quant::quantize_q8_1(&xf);
+    let wb = upload(b, &w);
+    let xb = upload(b, bytemuck::cast_slice(&act));
+    let yb = poisoned(b, (nrows + GUARD) * 4);
+    let bufs = (&wb, &xb, &yb);
+    match c.group {
+        None => gemv_q8_1(b, ty, bufs, nrows, ncols),
+        Some((rows_per_group, x_group_stride)) => gemv_grouped_q8_1(
+            b,
+            ty,
+            bufs,
+            nrows,
+            ncols,
+            Grouping {
+                rows_per_group,
+                x_group_stride,
+            },
+        ),
+    }
+    .expect("launch");
+    let y = download_f32(b, &yb, nrows);
+    let tail = download(b, &yb);
+    assert!(
+        tail[nrows * 4..].iter().all(|&v| v == 0xFF),
+        "{}: {ty:?} {c:?}: wrote past y[nrows]",
+        b.name()
+    );
+    let row_bytes = nb * ty.block_bytes();
+    let mut worst = 0.0f64;
+    for r in 0..nrows {
+        let row = &w[r * row_bytes..(r + 1) * row_bytes];
+        let a0 = (r / rpg) * stride;
+        let a = &act[a0..a0 + ncols / QK8_1];
+        let want = ingot_quant::vec_dot_q8_1(ggml(ty), row, a).expect("oracle vec_dot");
+        // Integer dot products are exact on both sides; the f32 scale products and sums differ
+        // in order (and in FMA contraction). Each side rounds along chains of fewer than
+        // nb32 + 64 operations (nb32 = 32-element blocks per row: per-lane sequential adds,
+        // per-unit scale arithmetic, 5 shuffle levels), each within 2^-24·Σ|term|; the bound
+        // is twice that.
+        let mag = magnitude(ty, row, a);
+        let tol = 2.0 * (ncols / QK8_1 + 64) as f64 * f64::from(f32::EPSILON) / 2.0 * mag;
+        let err = (f64::from(y[r]) - f64::from(want)).abs();
+        assert!(
+            err <= tol,
+            "{}: {ty:?} {c:?} row {r}: got {}, oracle {want}, |err| {err:e} > tol {tol:e}",
+            b.name(),
+            y[r]
+        );
+        worst = worst.max(err / mag.max(f64::MIN_POSITIVE));
+    }
+    eprintln!(
+        "{}: {ty:?} {nrows}x{ncols} ({}): max |err|/Σ|term| = {worst:.2e}",
+        b.name(),
+        c.what
+    );
+}
+
+fn check_all_types<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("gemv_types");
+    for ty in GemvType::ALL {
+        for c in cases(ty) {
+            check_case(b, &mut rng, ty, c);
+        }
+    }
+}
+
+/// Random rows and activations, the two-matrix launch, and each output row against the oracle
+/// (same error bound as [`check_case`]).
+fn check_pair<B: Backend>(
+    b: &mut B,
+    rng: &mut StdRng,
+    ty: GemvType,
+    (n0, n1): (usize, usize),
+    ncols: usize,
+) {
+    let nb = ncols / ty.block_elems();
+    let row_bytes = nb * ty.block_bytes();
+    let w0 = random_blocks(rng, ggml(ty), n0 * nb);
+    let w1 = random_blocks(rng, ggml(ty), n1 * nb);
+    let xf: Vec<f32> = (0..ncols).map(|_| rng.random_range(0.01f32..2.0)).collect();
+    let act = ingot_quant::quantize_q8_1(&xf);
+    let (w0b, w1b) = (upload(b, &w0), upload(b, &w1));
+    let xb = upload(b, bytemuck::cast_slice(&act));
+    let (y0b, y1b) = (poisoned(b, (n0 + GUARD) * 4), poisoned(b, (n1 + GUARD) * 4));
+    gemv2_q8_1(b, ty, (&w0b, &w1b), &xb, (&y0b, &y1b), (n0, n1), ncols).expect("launch");
+    for (w, yb, n) in [(&w0, &y0b, n0), (&w1, &y1b, n1)] {
+        let y = download_f32(b, yb, n);
+        assert!(
+            download(b, yb)[n * 4..].iter().all(|&v| v == 0xFF),
+            "{}: gemv2 {ty:?}: wrote past y[{n}]",
+            b.name()
+        );
+        for r in 0..n {
+            let row = &w[r * row_bytes..(r + 1) * row_bytes];
+            let want = ingot_quant::vec_dot_q8_1(ggml(ty), row, &act).expect("oracle");
+            let mag = magnitude(ty, row, &act);
+            let tol = 2.0 * (ncols / QK8_1 + 64) as f64 * f64::from(f32::EPSILON) / 2.0 * mag;
+            let err = (f64::from(y[r]) - f64::from(want)).abs();
+            assert!(
+                err <= tol,
+                "{}: gemv2 {ty:?} {n0}+{n1}x{ncols} row {r} of {n}: got {}, oracle {want}, \
+                 |err| {err:e} > tol {tol:e}",
+                b.name(),
+                y[r]
+            );
+        }
+    }
+    eprintln!("{}: gemv2 {ty:?} {n0}+{n1}x{ncols} ok", b.name());
+}
+
+fn check_pairs<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("gemv2");
+    for ty in GemvType::ALL {
+        // Row counts that split a warp between the two matrices at one unit per row.
+        check_pair(b, &mut rng, ty, (5, 7), ty.row_multiple());
+        check_pair(b, &mut rng, ty, (37, 9), 4 * ty.row_multiple());
+    }
+    // attn_q and attn_kv_a_mqa of V2-Lite.
+    check_pair(b, &mut rng, GemvType::Q4K, (3072, 576), 2048);
+    check_pair(b, &mut rng, GemvType::Q3K, (3072, 576), 2048);
+}
+
+#[test]
+fn two_matrix_gemvs_match_oracle() {
+    on_every_backend!(check_pairs);
+}
+
+#[test]
+fn quantized_gemvs_match_oracle() {
+    on_every_backend!(check_all_types);
+}
+
+fn check_f32<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("gemv_f32");
+    // 64 × 2048: the V2-Lite router; 5 × 132: a chunk count that is not a multiple of 32.
+    for (nrows, ncols) in [(64usize, 2048usize), (5, 132)] {
+        let w: Vec<f32> = (0..nrows * ncols)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let x: Vec<f32> = (0..ncols).map(|_| rng.random_range(-3.0f32..3.0)).collect();
+        let (wb, xb) = (upload(b, &f32_bytes(&w)), upload(b, &f32_bytes(&x)));
+        let yb = poisoned(b, (nrows + GUARD) * 4);
+        gemv_f32(b, (&wb, &xb, &yb), nrows, ncols).expect("launch");
+        let y = download_f32(b, &yb, nrows);
+        assert!(download(b, &yb)[nrows * 4..].iter().all(|&v| v == 0xFF));
+        for r in 0..nrows {
+            let row = &w[r * ncols..(r + 1) * ncols];
+            let want: f64 = row
+                .iter()
+                .zip(&x)
+                .map(|(&a, &c)| f64::from(a) * f64::from(c))
+                .sum();
+            let mag: f64 = row
+                .iter()
+                .zip(&x)
+                .map(|(&a, &c)| (f64::from(a) * f64::from(c)).abs())
+                .sum();
+            // f32 products and sums: a lane adds ncols/128 float4 dot products (4 terms each)
+            // sequentially, then 5 shuffle levels: chains of < ncols/128 + 12 roundings.
+            let tol = (ncols / 128 + 12) as f64 * f64::from(f32::EPSILON) / 2.0 * mag;
+            let err = (f64::from(y[r]) - want).abs();
+            assert!(
+                err <= tol,
+                "{}: gemv_f32 {nrows}x{ncols} row {r}: got {}, want {want}, |err| {err:e} > {tol:e}",
+                b.name(),
+                y[r]
+            );
+        }
+        eprintln!("{}: gemv_f32 {nrows}x{ncols} ok", b.name());
+    }
+}
+
+#[test]
+fn f32_gemv_matches_f64_reference() {
+    on_every_backend!(check_f32);
+}

@@ -1,0 +1,844 @@
+//! `moe_gate_up_*` and `moe_down_*` against a CPU reference built from ingot-quant's CUDA-style
+//! dot oracle (`vec_dot_q8_1`) and the SwiGLU / weighted-sum math of spec §5.4.
+//!
+//! Weights are random bytes with random f16 scales of a sensible size, so every quant, scale
+//! and high-bit pattern occurs. The stacked expert tensors are allocated whole, but only the
+//! selected experts' slabs hold weights: the others are 0xFF, whose f16 scales are NaN, so a
+//! kernel that reads the wrong expert produces NaN. Outputs are poisoned (0xFF) before each
+//! launch. The down kernel is checked against the reference evaluated on the activations the
+//! gate/up kernel actually wrote, so each kernel's tolerance covers only its own rounding.
+
+mod support;
+
+use half::f16;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
+use ingot_gguf::GgmlType;
+use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::ops::moe::{
+    moe_down, moe_gate_up, moe_route, DownBufs, FfnShape, GateUpBufs, Gating, RouteParams,
+};
+use ingot_kernels::{Backend, KernelError};
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use rand::Rng;
+use support::{download, f32_bytes, poisoned, upload};
+
+/// f32 unit roundoff.
+const EPS: f64 = 1.0 / (1u64 << 24) as f64;
+
+fn ggml(t: GemvType) -> GgmlType {
+    match t {
+        GemvType::Q4_0 => GgmlType::Q4_0,
+        GemvType::Q5_0 => GgmlType::Q5_0,
+        GemvType::Q5_1 => GgmlType::Q5_1,
+        GemvType::Q8_0 => GgmlType::Q8_0,
+        GemvType::Iq4Nl => GgmlType::Iq4Nl,
+        GemvType::Q3K => GgmlType::Q3K,
+        GemvType::Q4K => GgmlType::Q4K,
+        GemvType::Q5K => GgmlType::Q5K,
+        GemvType::Q6K => GgmlType::Q6K,
+    }
+}
+
+/// The f16 scale fields of one block of `t`: `(byte offset, typical magnitude, signed)`.
+/// Magnitudes make a typical weight about 0.02 (e.g. Q4_0: `d·|q − 8|` ≈ d·4), so a 2048-wide
+/// dot of activations in ±1 lands around ±1, where silu is far from linear.
+fn scale_fields(t: GemvType) -> &'static [(usize, f32, bool)] {
+    match t {
+        GemvType::Q4_0 => &[(0, 5e-3, true)],
+        GemvType::Q5_0 => &[(0, 2.5e-3, true)],
+        GemvType::Q5_1 => &[(0, 1.3e-3, true), (2, 2e-2, true)],
+        GemvType::Q8_0 => &[(0, 3e-4, true)],
+        GemvType::Iq4Nl => &[(0, 3e-4, true)],
+        GemvType::Q3K => &[(108, 6e-4, true)],
+        GemvType::Q4K => &[(0, 1e-4, false), (2, 5e-4, false)],
+        GemvType::Q5K => &[(0, 5e-5, false), (2, 5e-4, false)],
+        GemvType::Q6K => &[(208, 2e-5, true)],
+    }
+}
+
+/// Fills `out` (whole blocks of `t`) with random quants and random scales.
+fn random_blocks(rng: &mut StdRng, t: GemvType, out: &mut [u8]) {
+    rng.fill(out);
+    for block in out.chunks_exact_mut(t.block_bytes()) {
+        for &(off, mag, signed) in scale_fields(t) {
+            let mut v = mag * rng.random_range(0.5f32..1.5);
+            if signed && rng.random() {
+                v = -v;
+            }
+            block[off..off + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
+        }
+    }
+}
+
+fn row_bytes(t: GemvType, cols: usize) -> usize {
+    cols / t.block_elems() * t.block_bytes()
+}
+
+/// A stacked `[n_expert][rows][cols]` tensor whose `filled` experts hold random weights and
+/// whose other experts are 0xFF (NaN scales).
+fn stacked(
+    rng: &mut StdRng,
+    t: GemvType,
+    n_expert: usize,
+    rows: usize,
+    cols: usize,
+    filled: &[usize],
+) -> Vec<u8> {
+    let slab = rows * row_bytes(t, cols);
+    let mut w = vec![0xFF; n_expert * slab];
+    for &e in filled {
+        random_blocks(rng, t, &mut w[e * slab..(e + 1) * slab]);
+    }
+    w
+}
+
+fn dense(rng: &mut StdRng, t: GemvType, rows: usize, cols: usize) -> Vec<u8> {
+    let mut w = vec![0u8; rows * row_bytes(t, cols)];
+    random_blocks(rng, t, &mut w);
+    w
+}
+
+/// |a_i| of dequantized q8_1 activations (`d·q`, d as stored in f16).
+fn act_abs(act: &[BlockQ8_1]) -> Vec<f64> {
+    act.iter()
+        .flat_map(|b| {
+            let d = f16::from_bits(b.d).to_f64().abs();
+            b.qs.iter().map(move |&q| d * f64::from(q).abs())
+        })
+        .collect()
+}
+
+/// A row's dot product per the oracle, and the bound on a kernel's deviation from it.
+struct Dot {
+    value: f64,
+    tol: f64,
+}
+
+/// The oracle dot of one weight row with `act`, and how far a kernel may be from it.
+///
+/// Kernel and oracle form the same integer dp4a sums and scale products; they differ only in
+/// f32 rounding. The kernel adds its per-unit results in f32 (a lane's units, 5 shuffle
+/// levels, at most 8 weighted expert terms): fewer than `units + 16` additions, and each
+/// unit's own float arithmetic rounds about 8 times, so the kernel is within
+/// `(units + 16)·EPS` times the sum of the magnitudes involved. Those are bounded by
+/// `Σ|w_i·a_i|` times the ratio between the offset form a type computes and its dequantized
+/// values (Q4_0's `d·(Σq·a − 8·Σa)` has parts up to (15 + 8)/4 ≈ 6 times `Σ|d(q−8)a|` for
+/// uniform quants; the k-quant min terms about 2 with the scales drawn here): factor 8.
+fn oracle_dot(
+    t: GemvType,
+    row: &[u8],
+    act: &[BlockQ8_1],
+    abs_a: &[f64],
+    scratch: &mut [f32],
+) -> Dot {
+    let value = f64::from(ingot_quant::vec_dot_q8_1(ggml(t), row, act).expect("oracle vec_dot"));
+    ingot_quant::dequantize_row(ggml(t), row, scratch).expect("dequantize");
+    let mag: f64 = scratch
+        .iter()
+        .zip(abs_a)
+        .map(|(&w, &a)| f64::from(w).abs() * a)
+        .sum();
+    let adds = (scratch.len() / t.row_multiple() + 16) as f64;
+    // The oracle's own f32 result is one more rounding.
+    Dot {
+        value,
+        tol: 8.0 * adds * EPS * mag + EPS * value.abs(),
+    }
+}
+
+/// `silu(z) = z/(1 + e^−z)` in f64.
+fn silu(z: f64) -> f64 {
+    z / (1.0 + (-z).exp())
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Types {
+    gate_up: GemvType,
+    down: GemvType,
+    down_sh: GemvType,
+}
+
+struct Case {
+    name: String,
+    types: Types,
+    shape: FfnShape,
+    /// Route on the device from random logits (softmax top-k) instead of uploading a selection.
+    route: bool,
+    /// Write the new residual over the old one (`y` = `resid`).
+    in_place: bool,
+}
+
+/// Weight tensors of one FFN.
+struct Weights {
+    gate: Vec<u8>,
+    up: Vec<u8>,
+    gate_sh: Vec<u8>,
+    up_sh: Vec<u8>,
+    down: Vec<u8>,
+    down_sh: Vec<u8>,
+}
+
+fn weights(rng: &mut StdRng, c: &Case, ids: &[usize]) -> Weights {
+    let s = &c.shape;
+    let t = c.types;
+    let (e, n) = (s.n_expert, s.n_embd);
+    Weights {
+        gate: stacked(rng, t.gate_up, e, s.ff, n, ids),
+        up: stacked(rng, t.gate_up, e, s.ff, n, ids),
+        gate_sh: dense(rng, t.gate_up, s.ff_sh, n),
+        up_sh: dense(rng, t.gate_up, s.ff_sh, n),
+        down: stacked(rng, t.down, e, n, s.ff, ids),
+        down_sh: dense(rng, t.down_sh, n, s.ff_sh),
+    }
+}
+
+/// The selection: routed on the device from random logits, or random distinct experts with
+/// random weights uploaded directly.
+fn selection<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) -> (B::Buf, ExpertSelection) {
+    let s = &c.shape;
+    let buf = poisoned(b, std::mem::size_of::<ExpertSelection>());
+    if s.n_used == 0 {
+        return (buf, bytemuck::Zeroable::zeroed());
+    }
+    if c.route {
+        let logits: Vec<f32> = (0..s.n_expert)
+            .map(|_| rng.random_range(-3.0f32..3.0))
+            .collect();
+        let lb = upload(b, &f32_bytes(&logits));
+        let p = RouteParams {
+            gating: Gating::Softmax,
+            n_expert: s.n_expert,
+            n_used: s.n_used,
+            n_group: 1,
+            n_group_used: 1,
+            normalize: false,
+            scale: 1.0,
+        };
+        moe_route(b, &lb, None, &buf, &p).expect("launch moe_route");
+        let sel: ExpertSelection = bytemuck::pod_read_unaligned(&download(b, &buf));
+        return (buf, sel);
+    }
+    let mut sel = ExpertSelection {
+        ids: [u32::MAX; MAX_EXPERTS_USED],
+        weights: [f32::NAN; MAX_EXPERTS_USED],
+    };
+    for (k, e) in sample(rng, s.n_expert, s.n_used).into_iter().enumerate() {
+        sel.ids[k] = e as u32;
+        sel.weights[k] = rng.random_range(0.05f32..0.5);
+    }
+    b.upload(&buf, bytemuck::bytes_of(&sel)).expect("upload");
+    (buf, sel)
+}
+
+fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+    let s = c.shape;
+    let t = c.types;
+    let n = s.n_embd;
+    let (sel_buf, sel) = selection(b, rng, c);
+    let ids: Vec<usize> = sel.ids[..s.n_used].iter().map(|&e| e as usize).collect();
+    for &e in &ids {
+        assert!(e < s.n_expert, "{}: router chose expert {e}", c.name);
+    }
+    let w = weights(rng, c, &ids);
+
+    // Gate/up.
+    let h2: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let x = ingot_quant::quantize_q8_1(&h2);
+    let xb = upload(b, bytemuck::cast_slice(&x));
+    let routed = s.n_used > 0;
+    let shared = s.ff_sh > 0;
+    let opt = |b: &mut B, used: bool, data: &[u8]| used.then(|| upload(b, data));
+    let gate = opt(b, routed, &w.gate);
+    let up = opt(b, routed, &w.up);
+    let gate_sh = opt(b, shared, &w.gate_sh);
+    let up_sh = opt(b, shared, &w.up_sh);
+    let act_len = s.act_bytes().expect("act size");
+    let act_buf = poisoned(b, act_len);
+    moe_gate_up(
+        b,
+        t.gate_up,
+        &s,
+        &GateUpBufs {
+            x: &xb,
+            sel: routed.then_some(&sel_buf),
+            gate: gate.as_ref(),
+            up: up.as_ref(),
+            gate_sh: gate_sh.as_ref(),
+            up_sh: up_sh.as_ref(),
+            act: &act_buf,
+        },
+    )
+    .expect("launch moe_gate_up");
+    let act: Vec<BlockQ8_1> = download(b, &act_buf)
+        .chunks_exact(std::mem::size_of::<BlockQ8_1>())
+        .map(bytemuck::pod_read_unaligned)
+        .collect();
+
+    // Reference SwiGLU rows: routed slot k's rows, then the shared rows.
+    let abs_x = act_abs(&x);
+    let mut scratch = vec![0.0f32; n];
+    let rb = row_bytes(t.gate_up, n);
+    let mut rows: Vec<(&[u8], &[u8])> = Vec::new();
+    for &e in &ids {
+        let slab = e * s.ff * rb;
+        for r in 0..s.ff {
+            let o = slab + r * rb;
+            rows.push((&w.gate[o..o + rb], &w.up[o..o + rb]));
+        }
+    }
+    for r in 0..s.ff_sh {
+        rows.push((
+            &w.gate_sh[r * rb..(r + 1) * rb],
+            &w.up_sh[r * rb..(r + 1) * rb],
+        ));
+    }
+    let mut worst_h = 0.0f64;
+    for (blk, chunk) in rows.chunks(QK8_1).enumerate() {
+        let mut h = [0.0f64; QK8_1];
+        let mut dh = [0.0f64; QK8_1];
+        for (i, (g_row, u_row)) in chunk.iter().enumerate() {
+            let g = oracle_dot(t.gate_up, g_row, &x, &abs_x, &mut scratch);
+            let u = oracle_dot(t.gate_up, u_row, &x, &abs_x, &mut scratch);
+            h[i] = silu(g.value) * u.value;
+            // silu' ≤ 1.1; the kernel's silu (ex2.approx of a rounded product, one add, one
+            // division) is within 1e-6·(1 + |g|) relative; the product adds one rounding.
+            dh[i] = 1.1 * g.tol * (u.value.abs() + u.tol)
+                + silu(g.value).abs() * u.tol
+                + (1e-6 * (1.0 + g.value.abs()) + EPS) * h[i].abs();
+        }
+        let got = &act[blk];
+        let d16 = f64::from(f16::from_bits(got.d).to_f32());
+        for i in 0..QK8_1 {
+            // q = roundf(h'/d) is within d/2 of h'; storing d as f16 moves q·d by at most
+            // 127·2^-11·d = 0.062·d: 0.57·d in all, plus the deviation dh of h' from h.
+            let deq = d16 * f64::from(got.qs[i]);
+            let err = (deq - h[i]).abs();
+            let tol = 0.57 * d16.abs() + dh[i];
+            assert!(
+                err <= tol,
+                "{}: {}: act block {blk} element {i}: dequantized {deq}, reference {}, \
+                 |err| {err:e} > tol {tol:e} (d {d16})",
+                b.name(),
+                c.name,
+                h[i]
+            );
+            worst_h = worst_h.max(err / d16.abs().max(f64::MIN_POSITIVE));
+        }
+        // s = Σh' rounded to f16, Σh' within Σdh plus 32 f32 additions of Σh.
+        let sum: f64 = h.iter().sum();
+        let s16 = f64::from(f16::from_bits(got.s).to_f32());
+        let abs_sum: f64 = h.iter().map(|v| v.abs()).sum();
+        let tol = 2f64.powi(-11) * (sum.abs() + dh.iter().sum::<f64>())
+            + dh.iter().sum::<f64>()
+            + 32.0 * EPS * abs_sum
+            + f64::from(f16::MIN_POSITIVE_SUBNORMAL.to_f32());
+        assert!(
+            (s16 - sum).abs() <= tol,
+            "{}: {}: act block {blk}: s {s16}, reference Σh {sum}, tol {tol:e}",
+            b.name(),
+            c.name
+        );
+    }
+
+    // Down, on the activations the kernel wrote.
+    let resid: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let rbuf = upload(b, &f32_bytes(&resid));
+    let down = opt(b, routed, &w.down);
+    let down_sh = opt(b, shared, &w.down_sh);
+    let fresh_y = (!c.in_place).then(|| poisoned(b, n * 4));
+    let y = fresh_y.as_ref().unwrap_or(&rbuf);
+    moe_down(
+        b,
+        t.down,
+        t.down_sh,
+        &s,
+        &DownBufs {
+            act: &act_buf,
+            sel: routed.then_some(&sel_buf),
+            down: down.as_ref(),
+            down_sh: down_sh.as_ref(),
+            resid: &rbuf,
+            y,
+        },
+    )
+    .expect("launch moe_down");
+    let got = support::download_f32(b, y, n);
+
+    let per_slot = s.ff / QK8_1;
+    let slot_act: Vec<&[BlockQ8_1]> = (0..s.n_used)
+        .map(|k| &act[k * per_slot..(k + 1) * per_slot])
+        .collect();
+    let sh_act = &act[s.n_used * per_slot..];
+    let slot_abs: Vec<Vec<f64>> = slot_act.iter().map(|a| act_abs(a)).collect();
+    let sh_abs = act_abs(sh_act);
+    let (rbr, rbs) = (row_bytes(t.down, s.ff), row_bytes(t.down_sh, s.ff_sh));
+    let mut scratch_r = vec![0.0f32; s.ff];
+    let mut scratch_s = vec![0.0f32; s.ff_sh];
+    let mut worst = 0.0f64;
+    for r in 0..n {
+        let mut want = f64::from(resid[r]);
+        let mut tol = EPS * want.abs();
+        let mut mag = want.abs();
+        for (k, &e) in ids.iter().enumerate() {
+            let o = (e * n + r) * rbr;
+            let d = oracle_dot(
+                t.down,
+                &w.down[o..o + rbr],
+                slot_act[k],
+                &slot_abs[k],
+                &mut scratch_r,
+            );
+            let wk = f64::from(sel.weights[k]);
+            want += wk * d.value;
+            tol += wk.abs() * d.tol;
+            mag += (wk * d.value).abs();
+        }
+        if s.ff_sh > 0 {
+            let d = oracle_dot(
+                t.down_sh,
+                &w.down_sh[r * rbs..(r + 1) * rbs],
+                sh_act,
+                &sh_abs,
+                &mut scratch_s,
+            );
+            want += d.value;
+            tol += d.tol;
+            mag += d.value.abs();
+        }
+        // The weighted terms, the shared term and the residual: 10 more f32 roundings.
+        tol += 10.0 * EPS * mag;
+        let err = (f64::from(got[r]) - want).abs();
+        assert!(
+            err <= tol,
+            "{}: {}: y[{r}] = {}, reference {want}, |err| {err:e} > tol {tol:e}",
+            b.name(),
+            c.name,
+            got[r]
+        );
+        worst = worst.max(err / tol);
+    }
+    eprintln!(
+        "{}: {}: act max |err|/d {worst_h:.3}, y max err/tol {worst:.2e}",
+        b.name(),
+        c.name
+    );
+}
+
+fn v2_lite(name: &str, down: GemvType, down_sh: GemvType, route: bool) -> Case {
+    Case {
+        name: name.into(),
+        types: Types {
+            gate_up: GemvType::Q4K,
+            down,
+            down_sh,
+        },
+        shape: FfnShape {
+            n_embd: 2048,
+            n_expert: 64,
+            n_used: 6,
+            ff: 1408,
+            ff_sh: 2816,
+        },
+        route,
+        in_place: false,
+    }
+}
+
+fn run_cases<B: Backend>(b: &mut B, test: &str, cases: &[Case]) {
+    let mut rng = support::rng(test);
+    for c in cases {
+        check_case(b, &mut rng, c);
+    }
+}
+
+/// Every gate/up type with the same down type, small shapes exercising one routed slot, an odd
+/// count (the single-expert tail of the down kernel), the maximum of 8, and no shared experts;
+/// then the mixed routed/shared down kernels.
+fn small_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (i, &t) in GemvType::ALL.iter().enumerate() {
+        let k = t.row_multiple();
+        let (n_used, ff_sh) = match i % 4 {
+            0 => (3, 2 * k),
+            1 => (1, k),
+            2 => (8, 0),
+            _ => (2, k),
+        };
+        cases.push(Case {
+            name: format!(
+                "{t:?} small n_used {n_used} ff_sh {ff_sh}{}",
+                if i == 3 { " in place" } else { "" }
+            ),
+            types: Types {
+                gate_up: t,
+                down: t,
+                down_sh: t,
+            },
+            shape: FfnShape {
+                n_embd: 512,
+                n_expert: 9,
+                n_used,
+                ff: 2 * k,
+                ff_sh,
+            },
+            route: false,
+            // The in-place residual update on one case.
+            in_place: i == 3,
+        });
+    }
+    for (down, down_sh) in [
+        (GemvType::Q5_0, GemvType::Q4K),
+        (GemvType::Q8_0, GemvType::Q6K),
+        (GemvType::Q5_1, GemvType::Q5K),
+        (GemvType::Q4_0, GemvType::Q3K),
+        (GemvType::Iq4Nl, GemvType::Q3K),
+    ] {
+        cases.push(Case {
+            name: format!("{down:?}+{down_sh:?} small"),
+            types: Types {
+                gate_up: GemvType::Q4K,
+                down,
+                down_sh,
+            },
+            shape: FfnShape {
+                n_embd: 256,
+                n_expert: 5,
+                n_used: 3,
+                ff: 192,
+                ff_sh: 512,
+            },
+            route: false,
+            in_place: false,
+        });
+    }
+    cases
+}
+
+fn check_small<B: Backend>(b: &mut B) {
+    run_cases(b, "moe_ffn small", &small_cases());
+}
+
+/// DeepSeek-V2-Lite Q4_K_M MoE layers: routed on the device, normal (Q5_0 + Q4_K down) and
+/// more-bits (Q8_0 + Q6_K down) layers.
+fn check_v2_lite<B: Backend>(b: &mut B) {
+    run_cases(
+        b,
+        "moe_ffn v2-lite",
+        &[
+            v2_lite(
+                "v2-lite Q4_K/Q5_0+Q4_K routed",
+                GemvType::Q5_0,
+                GemvType::Q4K,
+                true,
+            ),
+            v2_lite(
+                "v2-lite Q4_K/Q8_0+Q6_K",
+                GemvType::Q8_0,
+                GemvType::Q6K,
+                false,
+            ),
+        ],
+    );
+}
+
+/// DeepSeek-V2-Lite's dense layer 0 (Q4_K_M: gate/up Q4_K 10944 × 2048, down Q8_0) as the
+/// shared-only form of the same kernels.
+fn check_dense<B: Backend>(b: &mut B) {
+    run_cases(
+        b,
+        "moe_ffn dense",
+        &[Case {
+            name: "v2-lite dense layer 0".into(),
+            types: Types {
+                gate_up: GemvType::Q4K,
+                down: GemvType::Q8_0,
+                down_sh: GemvType::Q8_0,
+            },
+            shape: FfnShape {
+                n_embd: 2048,
+                n_expert: 1,
+                n_used: 0,
+                ff: 0,
+                ff_sh: 10944,
+            },
+            route: false,
+            in_place: false,
+        }],
+    );
+}
+
+#[test]
+fn moe_ffn_small_shapes_every_type() {
+    on_every_backend!(check_small);
+}
+
+#[test]
+fn moe_ffn_v2_lite_layers() {
+    on_every_backend!(check_v2_lite);
+}
+
+#[test]
+fn moe_ffn_dense_layer() {
+    on_every_backend!(check_dense);
+}
+
+/// Bad shapes and buffers are typed errors, before anything is launched.
+#[test]
+fn moe_ffn_rejects_bad_launches() {
+    #[cfg(feature = "sim")]
+    {
+        let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("sim");
+        let big = poisoned(&mut b, 1 << 20);
+        let small = poisoned(&mut b, 64);
+        let good = FfnShape {
+            n_embd: 256,
+            n_expert: 4,
+            n_used: 2,
+            ff: 64,
+            ff_sh: 64,
+        };
+        let gu =
+            |b: &mut ingot_kernels::backend::sim::SimBackend, s: &FfnShape, t: GemvType, act| {
+                moe_gate_up(
+                    b,
+                    t,
+                    s,
+                    &GateUpBufs {
+                        x: &big,
+                        sel: (s.n_used > 0).then_some(&big),
+                        gate: (s.n_used > 0).then_some(&big),
+                        up: (s.n_used > 0).then_some(&big),
+                        gate_sh: (s.ff_sh > 0).then_some(&big),
+                        up_sh: (s.ff_sh > 0).then_some(&big),
+                        act,
+                    },
+                )
+            };
+        let shape_err = |r: ingot_kernels::Result<()>, what: &str| match r {
+            Err(KernelError::Shape { .. }) => {}
+            other => panic!("{what}: expected a shape error, got {other:?}"),
+        };
+        shape_err(
+            gu(&mut b, &FfnShape { ff: 48, ..good }, GemvType::Q8_0, &big),
+            "ff % 32",
+        );
+        shape_err(
+            gu(
+                &mut b,
+                &FfnShape {
+                    n_embd: 320,
+                    ..good
+                },
+                GemvType::Q4K,
+                &big,
+            ),
+            "n_embd % 256",
+        );
+        shape_err(
+            gu(
+                &mut b,
+                &FfnShape { n_used: 9, ..good },
+                GemvType::Q8_0,
+                &big,
+            ),
+            "n_used > 8",
+        );
+        shape_err(
+            gu(
+                &mut b,
+                &FfnShape {
+                    n_used: 0,
+                    ff_sh: 0,
+                    ..good
+                },
+                GemvType::Q8_0,
+                &big,
+            ),
+            "empty FFN",
+        );
+        shape_err(
+            gu(
+                &mut b,
+                &FfnShape {
+                    n_expert: 0,
+                    ..good
+                },
+                GemvType::Q8_0,
+                &big,
+            ),
+            "no experts",
+        );
+        match gu(&mut b, &good, GemvType::Q8_0, &small) {
+            Err(KernelError::BufferTooSmall { param: "act", .. }) => {}
+            other => panic!("short act: {other:?}"),
+        }
+        // A shape with routed experts but no routed buffers.
+        let r = moe_gate_up(
+            &mut b,
+            GemvType::Q8_0,
+            &good,
+            &GateUpBufs {
+                x: &big,
+                sel: None,
+                gate: None,
+                up: None,
+                gate_sh: Some(&big),
+                up_sh: Some(&big),
+                act: &big,
+            },
+        );
+        shape_err(r, "missing routed buffers");
+        // Down: no kernel for this routed/shared pair; ff not a multiple of the type's unit.
+        let down = |b: &mut ingot_kernels::backend::sim::SimBackend,
+                    s: &FfnShape,
+                    r: GemvType,
+                    sh: GemvType| {
+            moe_down(
+                b,
+                r,
+                sh,
+                s,
+                &DownBufs {
+                    act: &big,
+                    sel: Some(&big),
+                    down: Some(&big),
+                    down_sh: Some(&big),
+                    resid: &big,
+                    y: &big,
+                },
+            )
+        };
+        shape_err(
+            down(&mut b, &good, GemvType::Q4K, GemvType::Q8_0),
+            "unsupported pair",
+        );
+        shape_err(
+            down(
+                &mut b,
+                &FfnShape { ff: 96, ..good },
+                GemvType::Q8_0,
+                GemvType::Q8_0,
+            ),
+            "ff % 64",
+        );
+        shape_err(
+            down(&mut b, &good, GemvType::Q4K, GemvType::Q4K),
+            "ff % 256",
+        );
+    }
+}
+
+/// Records launches instead of running them; buffers are plain byte lengths.
+#[derive(Default)]
+struct Recorder {
+    launches: Vec<(String, [u32; 3], [u32; 3])>,
+}
+
+impl Backend for Recorder {
+    type Buf = usize;
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn alloc(&mut self, bytes: usize) -> ingot_kernels::Result<usize> {
+        Ok(bytes)
+    }
+    fn buf_len(&self, buf: &usize) -> usize {
+        *buf
+    }
+    fn upload(&mut self, _: &usize, _: &[u8]) -> ingot_kernels::Result<()> {
+        Ok(())
+    }
+    fn download(&mut self, _: &usize, _: &mut [u8]) -> ingot_kernels::Result<()> {
+        Ok(())
+    }
+    fn launch(
+        &mut self,
+        kernel: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        _: u32,
+        _: &[ingot_kernels::KArg<'_, usize>],
+    ) -> ingot_kernels::Result<()> {
+        self.launches.push((kernel.to_owned(), grid, block));
+        Ok(())
+    }
+}
+
+/// V2-Lite's MoE layer launches one gate/up block per 32 SwiGLU rows (6·1408 + 2816 rows =
+/// 352 blocks of 8 warps) and one down warp per two output rows (2048 rows = 256 blocks of
+/// 4 warps),
+/// with the kernel of the weight types.
+#[test]
+fn moe_ffn_launch_grids() {
+    let mut r = Recorder::default();
+    let s = FfnShape {
+        n_embd: 2048,
+        n_expert: 64,
+        n_used: 6,
+        ff: 1408,
+        ff_sh: 2816,
+    };
+    let q4k_exps = 64 * 1408 * 8 * 144;
+    let q4k_sh = 2816 * 8 * 144;
+    let act = s.act_bytes().expect("act");
+    assert_eq!(act, 352 * 36);
+    moe_gate_up(
+        &mut r,
+        GemvType::Q4K,
+        &s,
+        &GateUpBufs {
+            x: &(64 * 36),
+            sel: Some(&64),
+            gate: Some(&q4k_exps),
+            up: Some(&q4k_exps),
+            gate_sh: Some(&q4k_sh),
+            up_sh: Some(&q4k_sh),
+            act: &act,
+        },
+    )
+    .expect("gate/up");
+    moe_down(
+        &mut r,
+        GemvType::Q5_0,
+        GemvType::Q4K,
+        &s,
+        &DownBufs {
+            act: &act,
+            sel: Some(&64),
+            down: Some(&(64 * 2048 * 44 * 22)),
+            down_sh: Some(&(2048 * 11 * 144)),
+            resid: &(2048 * 4),
+            y: &(2048 * 4),
+        },
+    )
+    .expect("down");
+    assert_eq!(
+        r.launches,
+        [
+            ("moe_gate_up_q4k".to_owned(), [352, 1, 1], [256, 1, 1]),
+            ("moe_down_q5_0_q4k".to_owned(), [256, 1, 1], [128, 1, 1]),
+        ]
+    );
+    // One byte short of the stacked down weights is refused.
+    let e = moe_down(
+        &mut r,
+        GemvType::Q5_0,
+        GemvType::Q4K,
+        &s,
+        &DownBufs {
+            act: &act,
+            sel: Some(&64),
+            down: Some(&(64 * 2048 * 44 * 22 - 1)),
+            down_sh: Some(&(2048 * 11 * 144)),
+            resid: &(2048 * 4),
+            y: &(2048 * 4),
+        },
+    )
+    .expect_err("short down weights accepted");
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "down", .. }),
+        "{e}"
+    );
+}

@@ -1,0 +1,227 @@
+//! Memory traffic of the MoE kernels at DeepSeek-V2-Lite shapes, from ptx-sim's `LaunchStats`:
+//! bytes the lanes request from global memory against the bytes the launch must read, and
+//! 32-byte sectors per warp-level request.
+//!
+//! "Must read" is the selected experts' and the shared experts' weights plus every input once
+//! (activations, selection, residual). The kernels read their activations through the per-type
+//! loaders of `vecdot.rs` once per pass of a warp over a pair of rows (from L1 on a GPU: a
+//! 2048-wide q8_1 vector is 2.3 KB, an expert's 1408-wide one 1.6 KB), so the raw ratio counts
+//! them once per pass; the weight-side ratio subtracts those re-reads, computed from the
+//! loaders' lane mappings, and is the figure the issue's 1.05 target applies to.
+
+#![cfg(feature = "sim")]
+
+use ingot_abi::blocks::QK8_1;
+use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
+use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::ops::moe::{down_kernel, FfnShape};
+use ingot_kernels::PTX;
+use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
+
+/// q8_1 bytes one row dot's lanes request per 32 activations (the lane mappings of
+/// `kernels/device/src/vecdot.rs`): pair types read both whole 36-byte blocks; Q4_K/Q5_K/Q6_K
+/// lanes read `ds` (4 B) + 16 quant bytes of two blocks, 8 lanes per 8 blocks; Q3_K lanes read
+/// `ds` + 8 quant bytes of all 8 blocks, 4 lanes.
+fn act_bytes_per_block(ty: GemvType) -> u64 {
+    match ty {
+        GemvType::Q3K => 4 * (4 + 8),
+        GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => 2 * (4 + 16),
+        _ => 36,
+    }
+}
+
+fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> u64 {
+    (rows * cols / ty.block_elems() * ty.block_bytes()) as u64
+}
+
+struct Run<'a> {
+    sim: Sim,
+    module: &'a Module,
+}
+
+impl Run<'_> {
+    /// Allocates `bytes` filled with a fixed pseudo-random pattern (traffic does not depend on
+    /// the values: no value-dependent control flow in these kernels).
+    fn buf(&mut self, bytes: usize) -> DevicePtr {
+        let p = self.sim.alloc(bytes.max(4)).expect("alloc");
+        let fill: Vec<u8> = (0..bytes as u64)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        self.sim.write(p, &fill).expect("write");
+        p
+    }
+
+    fn launch(&mut self, name: &str, grid: [u32; 3], block: [u32; 3], args: &[Arg]) -> LaunchStats {
+        let cfg = LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+        };
+        self.sim
+            .launch(self.module, name, cfg, args)
+            .expect("launch")
+    }
+}
+
+/// Prints the figures and returns the weight-side ratio.
+fn report(name: &str, s: &LaunchStats, must: u64, reread: u64, weights: u64) -> f64 {
+    let raw = s.global_bytes_read as f64 / must as f64;
+    let weight_side = (s.global_bytes_read as f64 - reread as f64) / must as f64;
+    let sectors = s.sectors_read as f64 / s.global_requests as f64;
+    eprintln!(
+        "{name}: read {} B, must {must} B (weights {weights}), activation re-reads {reread} B: \
+         raw {raw:.3}, weight-side {weight_side:.3}; {sectors:.2} sectors/request, {} sectors \
+         = {:.3}x must; {} warp instr, {} blocks",
+        s.global_bytes_read,
+        s.sectors_read,
+        (s.sectors_read * 32) as f64 / must as f64,
+        s.warp_instructions,
+        s.blocks
+    );
+    assert!(
+        s.global_bytes_read >= weights,
+        "{name}: read less than the weights it must read"
+    );
+    weight_side
+}
+
+/// The issue's target for gemv-like kernels: weight-side bytes read ≤ 1.05 × bytes needed.
+const TARGET: f64 = 1.05;
+
+/// A selection of `n_used` distinct experts spread over `n_expert`.
+fn selection(n_used: usize, n_expert: usize) -> ExpertSelection {
+    let mut sel = ExpertSelection::default();
+    for k in 0..n_used {
+        sel.ids[k] = ((k * 11 + 3) % n_expert) as u32;
+        sel.weights[k] = 0.1;
+    }
+    assert!(n_used <= MAX_EXPERTS_USED);
+    sel
+}
+
+fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
+    let n = s.n_embd;
+    let x = r.buf(n / QK8_1 * 36);
+    let sel = r.sim.alloc(64).expect("alloc");
+    r.sim
+        .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
+        .expect("write");
+    let routed = weight_bytes(ty, s.n_expert * s.ff, n) as usize;
+    let (gate, up) = (r.buf(routed), r.buf(routed));
+    let sh = weight_bytes(ty, s.ff_sh, n) as usize;
+    let (gate_sh, up_sh) = (r.buf(sh), r.buf(sh));
+    let act = r.buf(s.act_bytes().expect("act"));
+    let d = ingot_kernels::ops::moe::gate_up_kernel(ty);
+    let rows = (s.n_used * s.ff + s.ff_sh) as u32;
+    let stats = r.launch(
+        d.name,
+        d.grid(rows),
+        d.block,
+        &[
+            Arg::Ptr(x),
+            Arg::Ptr(sel),
+            Arg::Ptr(gate),
+            Arg::Ptr(up),
+            Arg::Ptr(gate_sh),
+            Arg::Ptr(up_sh),
+            Arg::Ptr(act),
+            Arg::U32(n as u32),
+            Arg::U32(s.ff as u32),
+            Arg::U32(s.n_used as u32),
+            Arg::U32(s.ff_sh as u32),
+            Arg::U32(s.n_expert as u32),
+        ],
+    );
+    let weights = 2 * weight_bytes(ty, s.n_used * s.ff + s.ff_sh, n);
+    let x_bytes = (n / QK8_1 * 36) as u64;
+    let must = weights + x_bytes + 4 * s.n_used as u64;
+    // Each warp of a routed block reads its slot's id (one 4-byte request).
+    let routed_blocks = (s.n_used * s.ff / 32) as u64;
+    let sel_reread = routed_blocks * 8 * 4 - 4 * s.n_used as u64;
+    // A warp takes its rows two at a time; the gate and up rows of both read the same
+    // activation words, and the loaders' asm is pure, so the compiler issues those loads once
+    // for the four row dots of a pass.
+    let passes = u64::from(rows) / 2;
+    let reread = passes * (n / QK8_1) as u64 * act_bytes_per_block(ty) - x_bytes + sel_reread;
+    report(d.name, &stats, must, reread, weights)
+}
+
+fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
+    let n = s.n_embd;
+    let act = r.buf(s.act_bytes().expect("act"));
+    let sel = r.sim.alloc(64).expect("alloc");
+    r.sim
+        .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
+        .expect("write");
+    let dw = r.buf(weight_bytes(routed, s.n_expert * n, s.ff) as usize);
+    let dsh = r.buf(weight_bytes(shared, n, s.ff_sh) as usize);
+    let resid = r.buf(n * 4);
+    let y = r.buf(n * 4);
+    let d = down_kernel(routed, shared).expect("kernel");
+    let stats = r.launch(
+        d.name,
+        d.grid(n as u32),
+        d.block,
+        &[
+            Arg::Ptr(act),
+            Arg::Ptr(sel),
+            Arg::Ptr(dw),
+            Arg::Ptr(dsh),
+            Arg::Ptr(resid),
+            Arg::Ptr(y),
+            Arg::U32(n as u32),
+            Arg::U32(s.ff as u32),
+            Arg::U32(s.n_used as u32),
+            Arg::U32(s.ff_sh as u32),
+            Arg::U32(s.n_expert as u32),
+        ],
+    );
+    let weights = weight_bytes(routed, s.n_used * n, s.ff) + weight_bytes(shared, n, s.ff_sh);
+    let act_bytes = s.act_bytes().expect("act") as u64;
+    let must = weights + act_bytes + 8 * s.n_used as u64 + 4 * n as u64;
+    // A warp computes two rows, which share its activation loads.
+    let per_warp = s.n_used as u64 * (s.ff / QK8_1) as u64 * act_bytes_per_block(routed)
+        + (s.ff_sh / QK8_1) as u64 * act_bytes_per_block(shared);
+    let warps = n.div_ceil(2) as u64;
+    // Each warp reads the selection once (ids and weights of the used slots).
+    let sel_reread = (warps - 1) * 8 * s.n_used as u64;
+    let reread = warps * per_warp - act_bytes + sel_reread;
+    report(d.name, &stats, must, reread, weights)
+}
+
+#[test]
+fn moe_traffic_at_v2_lite_shapes() {
+    let module = Module::parse(PTX).expect("parse PTX");
+    let mut r = Run {
+        sim: Sim::new(),
+        module: &module,
+    };
+    let moe = FfnShape {
+        n_embd: 2048,
+        n_expert: 64,
+        n_used: 6,
+        ff: 1408,
+        ff_sh: 2816,
+    };
+    let dense = FfnShape {
+        n_embd: 2048,
+        n_expert: 1,
+        n_used: 0,
+        ff: 0,
+        ff_sh: 10944,
+    };
+    // The Q4_K_M kernels of every V2-Lite layer meet the target.
+    let q4_k_m = [
+        gate_up(&mut r, GemvType::Q4K, &moe),
+        gate_up(&mut r, GemvType::Q4K, &dense),
+        down(&mut r, GemvType::Q5_0, GemvType::Q4K, &moe),
+        down(&mut r, GemvType::Q8_0, GemvType::Q6K, &moe),
+        down(&mut r, GemvType::Q8_0, GemvType::Q8_0, &dense),
+    ];
+    for ratio in q4_k_m {
+        assert!(ratio <= TARGET, "weight-side ratio {ratio:.3} > {TARGET}");
+    }
+    // Q3_K (Q3_K_M gate/up): reported only; its loader reads the 2-byte aligned blocks through
+    // funnel-shift windows, a few bytes beyond each field (see `vecdot.rs`).
+    gate_up(&mut r, GemvType::Q3K, &moe);
+}
