@@ -290,6 +290,7 @@ pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
             rnd,
             sat,
             ftz,
+            sext_to,
             d,
             a,
             b: lo,
@@ -302,6 +303,11 @@ pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
                         (alu::cvt(et, sty, rnd, sat, ftz, hi) << 16)
                             | alu::cvt(et, sty, rnd, sat, ftz, lo)
                     })
+                }
+                None if sext_to != 0 => {
+                    let (bits, m) = (dty.bits(), u64::MAX >> (64 - sext_to));
+                    let narrow = cvt(dty, sty, rnd, sat, ftz, exec, &x);
+                    map1(exec, &narrow, |v| sext(v, bits) as u64 & m)
                 }
                 None => cvt(dty, sty, rnd, sat, ftz, exec, &x),
             };

@@ -1,5 +1,13 @@
 //! Control-flow analysis done once per kernel at load: the immediate post-dominator of every branch, which is
 //! where lanes that diverged at that branch reconverge (the classic SIMT reconvergence stack rule).
+//!
+//! `trap` ends a path for good: a lane that executes it faults the launch, so it never reaches the kernel
+//! exit nor any later instruction. Post-dominance is therefore computed over the paths that can reach the
+//! exit only: a trap has no successor, and a block from which the exit is unreachable keeps the full set
+//! ("post-dominated by everything"), so it does not constrain the post-dominators of the blocks that branch
+//! to it. Without this, a bounds or divide-by-zero check that branches to a trap block (what rustc emits
+//! for `/` and slice indexing) would move the reconvergence point of every enclosing branch to the exit,
+//! and a later `bar.sync` would see a diverged warp.
 
 use crate::ir::{Inst, Op};
 
@@ -44,8 +52,14 @@ pub(crate) fn reconvergence_points(insts: &[Inst]) -> Vec<u32> {
                     succ[b].push(next);
                 }
             }
-            Op::Exit | Op::Trap => {
+            Op::Exit => {
                 succ[b].push(exit);
+                if guarded {
+                    succ[b].push(next);
+                }
+            }
+            // Trapping lanes never continue; the others (guard false) fall through.
+            Op::Trap => {
                 if guarded {
                     succ[b].push(next);
                 }
@@ -53,7 +67,9 @@ pub(crate) fn reconvergence_points(insts: &[Inst]) -> Vec<u32> {
             _ => succ[b].push(next),
         }
     }
-    // Post-dominator sets as bitsets over nb + 1 nodes, iterated to a fixed point.
+    // Post-dominator sets as bitsets over nb + 1 nodes, iterated from "everything" down to the greatest fixed
+    // point. Blocks that cannot reach the exit (only trap, or loop forever) have no successor set to shrink
+    // theirs, so they keep the full set, which is the identity of the intersection.
     let words = (nb + 1).div_ceil(64);
     let full = vec![u64::MAX; words];
     let mut pdom: Vec<Vec<u64>> = vec![full; nb + 1];
@@ -69,9 +85,6 @@ pub(crate) fn reconvergence_points(insts: &[Inst]) -> Vec<u32> {
                     *w &= x;
                 }
             }
-            if succ[b].is_empty() {
-                set = vec![0; words];
-            }
             set[b / 64] |= 1 << (b % 64);
             if set != pdom[b] {
                 pdom[b] = set;
@@ -79,10 +92,24 @@ pub(crate) fn reconvergence_points(insts: &[Inst]) -> Vec<u32> {
             }
         }
     }
+    // Which blocks can reach the exit (the others keep the full post-dominator set).
+    let mut reaches = vec![false; nb + 1];
+    reaches[exit] = true;
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..nb).rev() {
+            if !reaches[b] && succ[b].iter().any(|&s| reaches[s]) {
+                reaches[b] = true;
+                changed = true;
+            }
+        }
+    }
     let count = |v: &Vec<u64>| v.iter().map(|w| w.count_ones()).sum::<u32>();
     for (b, _) in starts.iter().enumerate() {
         let end = starts.get(b + 1).copied().unwrap_or(n) - 1;
-        if !matches!(insts[end].op, Op::Bra { .. }) {
+        // A branch from which the exit is unreachable never reconverges before the launch ends.
+        if !matches!(insts[end].op, Op::Bra { .. }) || !reaches[b] {
             continue;
         }
         // Post-dominators form a chain; the immediate one is the strict post-dominator with the largest set.

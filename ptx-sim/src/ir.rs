@@ -490,6 +490,10 @@ pub(crate) enum Op {
         rnd: Option<Rnd>,
         sat: bool,
         ftz: bool,
+        /// Width in bits of `d`'s register when `dty` is a signed integer type narrower than it (the ISA
+        /// sign-extends such results to the register size, e.g. `cvt.s8.s64` into a `.b32` register);
+        /// 0 otherwise.
+        sext_to: u32,
         d: Reg,
         a: Src,
         b: Option<Src>,

@@ -39,14 +39,19 @@
 //! the current entry waits at the branch's ipdom while the taken and not-taken lanes run as two new entries;
 //! an entry is popped when it reaches its reconvergence pc, which restores the union of the lanes. Loops
 //! with per-lane trip counts thus keep finished lanes parked at the loop exit until all lanes leave. Exited
-//! lanes are removed from every entry.
+//! lanes are removed from every entry. Paths that end in `trap` never reach the exit and are left out of the
+//! post-dominator computation, so a bounds or divide-by-zero check that branches to a trap block does not
+//! delay reconvergence to the kernel exit (a lane that takes it faults with [`FaultKind::Trap`]).
 //!
 //! # Memory
 //! Global allocations live at distinct 64 GiB-aligned addresses separated by unmapped red zones (see
-//! `memory.rs`), so any out-of-bounds or freed access faults. Shared memory is per block (static
-//! `.shared` variables first, then the dynamic `.extern .shared` region of `LaunchConfig::shared_bytes`);
-//! local memory is per thread; `.param` is the launch's argument buffer. Generic addresses of shared and
-//! local memory live in two fixed windows, and `cvta` converts to and from them. Every access must be
+//! `memory.rs`), so any out-of-bounds or freed access faults. Module-scope `.global`/`.const` variables
+//! (lookup tables) get one such slot each, created and initialised in a [`Sim`] at the first launch of
+//! their module and kept across launches (`module_vars.rs`, [`Sim::module_variable`]). Shared memory is
+//! per block (static `.shared` variables first, then the dynamic `.extern .shared` region of
+//! `LaunchConfig::shared_bytes`); local memory is per thread; `.param` is the launch's argument buffer.
+//! Generic addresses of shared and local memory live in two fixed windows, and `cvta` converts to and from
+//! them (`cvta.global`/`cvta.const` are the identity). Every access must be
 //! naturally aligned to its full (vector) size, or it is a [`FaultKind::Misaligned`] fault.
 //!
 //! # Counters
@@ -82,6 +87,7 @@ mod lanes;
 mod lower;
 mod mem_ops;
 mod memory;
+mod module_vars;
 mod numeric;
 mod stats;
 mod syntax;
@@ -92,18 +98,19 @@ use rayon::prelude::*;
 
 pub use error::{Fault, FaultKind, SimError};
 pub use stats::{ClassCounts, LaunchStats};
+pub use syntax::normalize_red;
 
-/// A loaded PTX module: its kernels lowered for execution.
+/// A loaded PTX module: its kernels lowered for execution, and its module-scope variables.
 pub struct Module {
     kernels: Vec<ir::Kernel>,
+    vars: module_vars::ModuleVars,
 }
 
 impl Module {
     /// Parses and lowers PTX text. Malformed PTX is a [`SimError::Parse`] naming the line.
     pub fn parse(ptx: &str) -> Result<Module, SimError> {
-        Ok(Module {
-            kernels: lower::lower_module(ptx)?,
-        })
+        let (kernels, vars) = lower::lower_module(ptx)?;
+        Ok(Module { kernels, vars })
     }
 
     /// Names of the `.entry` kernels, in source order.
@@ -228,6 +235,22 @@ impl Sim {
         self.mem.read_bytes(p.0, out)
     }
 
+    /// The address and size of module `m`'s `.global`/`.const` variable `name` in this simulator (like
+    /// `cudaGetSymbolAddress`), creating and initialising the module's variables if no launch has yet.
+    /// `None` if the module declares no such variable with storage.
+    pub fn module_variable(
+        &mut self,
+        m: &Module,
+        name: &str,
+    ) -> Result<Option<(DevicePtr, u64)>, SimError> {
+        self.mem.ensure_module_vars(&m.vars)?;
+        Ok(m.vars
+            .vars
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| (DevicePtr(v.address()), v.size)))
+    }
+
     /// Runs `kernel` to completion. Blocks run in parallel; the reported fault (if several blocks fault) is
     /// the one of the lowest linear block index among the blocks that ran.
     pub fn launch(
@@ -279,6 +302,7 @@ impl Sim {
                 ),
             });
         }
+        self.mem.ensure_module_vars(&m.vars)?;
         let mut params = vec![0u8; k.param_bytes as usize];
         for (a, p) in args.iter().zip(&k.params) {
             let b = a.bytes();

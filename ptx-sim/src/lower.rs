@@ -10,6 +10,7 @@ use ptx_syntax::{PtxToken, Span};
 
 use crate::error::SimError;
 use crate::ir::*;
+use crate::module_vars::ModuleVars;
 use crate::syntax::{normalize_red, read_inst, Lit, Opnd, RawInst};
 use crate::{cfg, uninit};
 
@@ -87,6 +88,11 @@ fn data_type_name(t: &DataType) -> Option<Ty> {
     })
 }
 
+/// The element type of a variable whose initializer values are scalars of at most 64 bits.
+pub(crate) fn scalar_type(t: &DataType) -> Option<Ty> {
+    data_type_name(t).filter(|t| !matches!(t, Ty::B128 | Ty::Pred))
+}
+
 /// Layout of one variable: (alignment, size in bytes; `None` for an unsized `[]` array).
 fn var_layout(v: &VariableDirective) -> (u32, Option<u64>) {
     let mut align = data_type_bytes(&v.ty);
@@ -143,7 +149,7 @@ pub(crate) const MAX_SHARED: u32 = 228 * 1024;
 /// Largest `.local` frame per thread accepted (the ISA's 512 KiB per-thread local memory limit).
 pub(crate) const MAX_LOCAL: u32 = 512 * 1024;
 
-pub(crate) fn lower_module(src: &str) -> Result<Vec<Kernel>, SimError> {
+pub(crate) fn lower_module(src: &str) -> Result<(Vec<Kernel>, ModuleVars), SimError> {
     let lines = Lines::new(src);
     // Same length and offsets as `src`: spans index both (instruction texts are taken from `src`).
     let normalized = normalize_red(src);
@@ -156,7 +162,7 @@ pub(crate) fn lower_module(src: &str) -> Result<Vec<Kernel>, SimError> {
         message: "invalid token".into(),
     })?;
     let mut shared = SharedLayout::default();
-    let mut module_globals = Vec::new();
+    let mut module_vars = ModuleVars::default();
     let mut kernels = Vec::new();
     for d in &module.directives {
         match d {
@@ -170,20 +176,28 @@ pub(crate) fn lower_module(src: &str) -> Result<Vec<Kernel>, SimError> {
                     })?
                 }
                 ModuleVariableDirective::Global { directive, .. }
-                | ModuleVariableDirective::Const { directive, .. }
-                | ModuleVariableDirective::Tex { directive, .. } => {
-                    module_globals.push(directive.name.val.clone())
+                | ModuleVariableDirective::Const { directive, .. } => module_vars
+                    .declare(directive, var_layout(directive).1, &toks)
+                    .map_err(|m| SimError::Parse {
+                        line: lines.line(span.start),
+                        message: m,
+                    })?,
+                ModuleVariableDirective::Tex { directive, .. } => {
+                    module_vars.unsupported.insert(
+                        directive.name.val.clone(),
+                        format!("texture reference `{}`", directive.name.val),
+                    );
                 }
             },
             ModuleDirective::EntryFunction { directive, .. } => {
-                let k = KernelLowering::new(src, &toks, &lines, shared.clone(), &module_globals)
+                let k = KernelLowering::new(src, &toks, &lines, shared.clone(), &module_vars)
                     .lower(directive)?;
                 kernels.push(k);
             }
             _ => {}
         }
     }
-    Ok(kernels)
+    Ok((kernels, module_vars))
 }
 
 struct KernelLowering<'a> {
@@ -191,7 +205,7 @@ struct KernelLowering<'a> {
     toks: &'a [(PtxToken, Span)],
     lines: &'a Lines,
     shared: SharedLayout,
-    module_globals: &'a [String],
+    module_vars: &'a ModuleVars,
     scopes: Vec<HashMap<String, Reg>>,
     reg_types: Vec<Ty>,
     labels: HashMap<String, u32>,
@@ -209,14 +223,14 @@ impl<'a> KernelLowering<'a> {
         toks: &'a [(PtxToken, Span)],
         lines: &'a Lines,
         shared: SharedLayout,
-        module_globals: &'a [String],
+        module_vars: &'a ModuleVars,
     ) -> Self {
         KernelLowering {
             src,
             toks,
             lines,
             shared,
-            module_globals,
+            module_vars,
             scopes: vec![HashMap::new()],
             reg_types: Vec::new(),
             labels: HashMap::new(),
@@ -456,8 +470,10 @@ impl<'a> KernelLowering<'a> {
         if let Some(o) = self.params.get(n) {
             return Ok((Space::Param, u64::from(*o)));
         }
-        if self.module_globals.iter().any(|g| g == n) {
-            return unsup(format!("module-scope .global/.const variable `{n}`"));
+        match self.module_vars.symbol(n) {
+            Some(Ok(s)) => return Ok(s),
+            Some(Err(why)) => return unsup(why),
+            None => {}
         }
         invalid(format!("unknown symbol `{n}`"))
     }
@@ -956,6 +972,9 @@ impl<'a> KernelLowering<'a> {
                 if ops.len() != 2 + usize::from(packed) {
                     return invalid("wrong operand count for cvt");
                 }
+                let d = self.reg(&ops[0])?;
+                let reg_bits = self.reg_types[d as usize].bits();
+                let signed_int = dty.is_signed() && !dty.is_float();
                 Ok((
                     Op::Cvt {
                         dty: *dty,
@@ -963,7 +982,12 @@ impl<'a> KernelLowering<'a> {
                         rnd,
                         sat,
                         ftz,
-                        d: self.reg(&ops[0])?,
+                        sext_to: if signed_int && reg_bits > dty.bits() {
+                            reg_bits.min(64)
+                        } else {
+                            0
+                        },
+                        d,
                         a: self.src(&ops[1], *sty)?,
                         b: if packed {
                             Some(self.src(&ops[2], *sty)?)
@@ -978,7 +1002,9 @@ impl<'a> KernelLowering<'a> {
                 n(2)?;
                 let t = need_ty()?;
                 let space = state_space(&r.mods).unwrap_or(Space::Generic);
-                if matches!(space, Space::Generic | Space::Param | Space::Const) {
+                // `.const` variables live in the global address map (`module_vars.rs`), so `cvta.const` is
+                // the identity, like `cvta.global`.
+                if matches!(space, Space::Generic | Space::Param) {
                     return unsup("cvta of this state space");
                 }
                 Ok((
@@ -1474,7 +1500,7 @@ pub(crate) fn wide(t: Ty) -> Ty {
 }
 
 /// Converts a literal to the raw bits of an operand of type `ty`.
-fn lit_bits(l: &Lit, ty: Ty) -> u64 {
+pub(crate) fn lit_bits(l: &Lit, ty: Ty) -> u64 {
     let float_of = |v: f64| match ty {
         Ty::F32 => u64::from((v as f32).to_bits()),
         Ty::F16 | Ty::F16x2 => u64::from(half::f16::from_f64(v).to_bits()),

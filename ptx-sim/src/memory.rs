@@ -11,10 +11,12 @@
 //! makes such races undefined; here they just produce one of the racing values), and `atom`/`red` are real
 //! atomic read-modify-writes (64-bit ones are serialised by a lock).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::error::SimError;
+use crate::module_vars::ModuleVars;
 
 pub(crate) const SLOT_SHIFT: u32 = 36;
 pub(crate) const SLOT_MASK: u64 = (1 << SLOT_SHIFT) - 1;
@@ -24,6 +26,10 @@ pub(crate) const SHARED_SLOT: u64 = 0xF_FFF0;
 pub(crate) const LOCAL_SLOT: u64 = 0xF_FFE0;
 /// Highest slot usable by global allocations.
 const MAX_GLOBAL_SLOT: u64 = 0xF_0000;
+/// Slots `VAR_FIRST_SLOT .. VAR_FIRST_SLOT + VAR_SLOTS` hold module-scope variables (`module_vars.rs`), one
+/// each, between the allocations and the shared/local windows.
+pub(crate) const VAR_FIRST_SLOT: u64 = MAX_GLOBAL_SLOT;
+pub(crate) const VAR_SLOTS: u64 = LOCAL_SLOT - VAR_FIRST_SLOT;
 
 /// Why an access failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +94,8 @@ impl Alloc {
 /// All global allocations of a [`crate::Sim`].
 pub(crate) struct GlobalMem {
     slots: Vec<Option<Alloc>>,
+    /// Storage of module-scope variables by slot, with the identity of the module that owns it.
+    vars: HashMap<u64, (u64, Alloc)>,
     live_bytes: u64,
     pub(crate) limit: u64,
     wide_atomics: Mutex<()>,
@@ -97,6 +105,7 @@ impl GlobalMem {
     pub(crate) fn new(limit: u64) -> GlobalMem {
         GlobalMem {
             slots: Vec::new(),
+            vars: HashMap::new(),
             live_bytes: 0,
             limit,
             wide_atomics: Mutex::new(()),
@@ -105,9 +114,21 @@ impl GlobalMem {
 
     /// Allocates `bytes` zeroed bytes and returns the base address.
     pub(crate) fn alloc(&mut self, bytes: usize) -> Result<u64, SimError> {
-        let bytes = bytes as u64;
+        if self.slots.len() as u64 >= MAX_GLOBAL_SLOT - 1 {
+            return Err(SimError::OutOfMemory {
+                requested: bytes as u64,
+                available: 0,
+            });
+        }
+        let a = self.new_alloc(bytes as u64)?;
+        self.slots.push(Some(a));
+        Ok((self.slots.len() as u64) << SLOT_SHIFT)
+    }
+
+    /// `bytes` zeroed bytes, counted against the limit.
+    fn new_alloc(&mut self, bytes: u64) -> Result<Alloc, SimError> {
         let available = self.limit.saturating_sub(self.live_bytes);
-        if bytes > available || self.slots.len() as u64 >= MAX_GLOBAL_SLOT - 1 {
+        if bytes > available {
             return Err(SimError::OutOfMemory {
                 requested: bytes,
                 available,
@@ -115,9 +136,41 @@ impl GlobalMem {
         }
         let nwords = bytes.div_ceil(4).max(1) as usize;
         let words: Box<[AtomicU32]> = (0..nwords).map(|_| AtomicU32::new(0)).collect();
-        self.slots.push(Some(Alloc { words, len: bytes }));
         self.live_bytes += bytes;
-        Ok((self.slots.len() as u64) << SLOT_SHIFT)
+        Ok(Alloc { words, len: bytes })
+    }
+
+    /// Creates the storage of `m`'s variables that does not exist yet (or belongs to another module whose
+    /// variable slot was reused), initialised from their initializers. Existing storage keeps its contents.
+    pub(crate) fn ensure_module_vars(&mut self, m: &ModuleVars) -> Result<(), SimError> {
+        for v in &m.vars {
+            if self
+                .vars
+                .get(&v.slot)
+                .is_some_and(|(id, _)| *id == m.module_id)
+            {
+                continue;
+            }
+            if let Some((_, old)) = self.vars.remove(&v.slot) {
+                self.live_bytes -= old.len;
+            }
+            let a = self.new_alloc(v.size)?;
+            self.vars.insert(v.slot, (m.module_id, a));
+            self.write_bytes(v.address(), &v.init)?;
+        }
+        Ok(())
+    }
+
+    /// The allocation or module variable in `slot`, if live.
+    #[inline]
+    fn slot(&self, slot: u64) -> Option<&Alloc> {
+        if slot >= VAR_FIRST_SLOT {
+            return self.vars.get(&slot).map(|(_, a)| a);
+        }
+        (slot as usize)
+            .checked_sub(1)
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref)
     }
 
     /// Frees the allocation starting at `base`; anything else is ignored (like `cudaFree` of a bad pointer,
@@ -137,17 +190,13 @@ impl GlobalMem {
     /// The live allocation whose slot contains `addr` (the address may still be past its end).
     #[inline]
     pub(crate) fn region(&self, addr: u64) -> Option<&Alloc> {
-        let slot = (addr >> SLOT_SHIFT) as usize;
-        slot.checked_sub(1)
-            .and_then(|i| self.slots.get(i))
-            .and_then(Option::as_ref)
+        self.slot(addr >> SLOT_SHIFT)
     }
 
     fn find(&self, addr: u64, size: u64) -> Result<(&Alloc, u64), MemErr> {
-        let slot = (addr >> SLOT_SHIFT) as usize;
         let off = addr & SLOT_MASK;
-        match slot.checked_sub(1).and_then(|i| self.slots.get(i)) {
-            Some(Some(a)) if off + size <= a.len => Ok((a, off)),
+        match self.slot(addr >> SLOT_SHIFT) {
+            Some(a) if off + size <= a.len => Ok((a, off)),
             _ => Err(MemErr::OutOfBounds),
         }
     }

@@ -15,7 +15,7 @@ use ptx_syntax::{PtxToken, Span};
 /// but `ptx-syntax` only accepts the operation first and the state space second (`red.add.global.u32`).
 /// The rewrite permutes the dot-separated modifiers in place, so every byte offset, and thus every line
 /// number and token span, is unchanged; lowering reads modifiers as a set, so their order does not matter.
-pub(crate) fn normalize_red(src: &str) -> Cow<'_, str> {
+pub fn normalize_red(src: &str) -> Cow<'_, str> {
     const OPS: [&str; 8] = ["add", "inc", "dec", "min", "max", "and", "or", "xor"];
     let bytes = src.as_bytes();
     let mut out: Option<String> = None;
@@ -275,6 +275,16 @@ fn atom(c: &mut Cursor) -> Result<Opnd, String> {
         }
         _ => Ok(Opnd::Lit(lit(c)?)),
     }
+}
+
+/// The literal whose token starts at byte `start` of the tokenized text (module variable initializers,
+/// whose values `ptx-syntax` keeps as token text).
+pub(crate) fn literal_at(toks: &[(PtxToken, Span)], start: usize) -> Result<Lit, String> {
+    let pos = toks.partition_point(|t| t.1.start < start);
+    if toks.get(pos).is_none_or(|t| t.1.start != start) {
+        return Err(format!("no literal token at byte {start}"));
+    }
+    lit(&mut Cursor { toks, pos })
 }
 
 fn lit(c: &mut Cursor) -> Result<Lit, String> {

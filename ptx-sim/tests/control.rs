@@ -1,6 +1,7 @@
 //! Divergence, reconvergence, loops and barriers.
 mod common;
 use common::*;
+use ptx_sim::{FaultKind, SimError};
 
 #[test]
 fn nested_if_else_reconverges() {
@@ -109,4 +110,53 @@ fn bank_conflicts_and_coalescing_counters() {
     // Each lane's word sits in its own 32-byte sector; the prologue's parameter loads are not global.
     assert_eq!(stats.sectors_read, 32);
     assert_eq!(stats.global_bytes_read, 128);
+}
+
+/// A divergent region holding a bounds/zero check that branches to a `trap` block which never rejoins (what
+/// rustc emits for a runtime `u32 /`), followed by `bar.sync`. Lanes that pass the check must reconverge
+/// before the barrier: the trap path does not reach the kernel exit, so it must not move the branch's
+/// reconvergence point to the exit.
+fn divide_then_barrier(divisors: &[u32; 64]) -> Result<Vec<u32>, SimError> {
+    let body = "
+    ld.global.u32 %r2, [%rd3];
+    mov.u32 %r10, 7;
+    and.b32 %r5, %r1, 1;
+    setp.eq.u32 %p1, %r5, 0;
+    @%p1 bra JOIN;
+    setp.ne.u32 %p2, %r2, 0;
+    @%p2 bra DIVIDE;
+    bra.uni PANIC;
+DIVIDE:
+    div.u32 %r10, 1000, %r2;
+JOIN:
+    bar.sync 0;
+    st.global.u32 [%rd4], %r10;
+    ret;
+PANIC:
+    trap;";
+    run_io(&kernel(body), "k", 64, divisors, 64).map(|(out, _)| out)
+}
+
+#[test]
+fn trap_path_does_not_block_reconvergence_before_barrier() {
+    let divisors: [u32; 64] = std::array::from_fn(|i| i as u32 % 5 + 1);
+    let out = divide_then_barrier(&divisors).unwrap_or_else(|e| panic!("{e}"));
+    for (t, (&got, &d)) in out.iter().zip(&divisors).enumerate() {
+        let want = if t % 2 == 1 { 1000 / d } else { 7 };
+        assert_eq!(got, want, "thread {t}");
+    }
+}
+
+#[test]
+fn lane_on_the_trap_path_still_traps() {
+    let mut divisors: [u32; 64] = std::array::from_fn(|i| i as u32 % 5 + 1);
+    // Only odd threads divide; thread 37 (warp 1, lane 5) divides by zero.
+    divisors[37] = 0;
+    match divide_then_barrier(&divisors) {
+        Err(SimError::Fault(f)) => {
+            assert_eq!(f.kind, FaultKind::Trap, "{f}");
+            assert_eq!(f.thread, [37, 0, 0]);
+        }
+        other => panic!("expected a trap fault, got {other:?}"),
+    }
 }

@@ -311,3 +311,38 @@ fn setp_selp_and_predication() {
         |a, _, _| a.rotate_left(16),
     );
 }
+
+/// PTX ISA, "Operand Size Exceeding Instruction-Type Size": a `cvt` whose destination register is wider than
+/// its destination type sign-extends the result to the register size for signed types and zero-extends
+/// it for unsigned ones.
+#[test]
+fn cvt_narrowing_extends_to_register_size() {
+    // s64 -> s8 into a .b32 register (what rustc emits for `x as i8 as i32`).
+    check(
+        "cvt.s64.s32 %rd6, %r2;\n cvt.s8.s64 %r10, %rd6;",
+        40,
+        |a, _, _| a as i8 as i32 as u32,
+    );
+    check("cvt.s16.s32 %r10, %r2;", 41, |a, _, _| {
+        a as i16 as i32 as u32
+    });
+    check("cvt.u8.u32 %r10, %r2;", 42, |a, _, _| a & 0xff);
+    // Into a .b16 register: extended to 16 bits only.
+    check(
+        "cvt.s8.s32 %h1, %r2;\n cvt.u32.u16 %r10, %h1;",
+        43,
+        |a, _, _| u32::from(a as i8 as i16 as u16),
+    );
+    // Into a .b64 register: the upper word is all sign bits.
+    check(
+        "cvt.s8.s32 %rd6, %r2;\n shr.u64 %rd7, %rd6, 32;\n cvt.u32.u64 %r10, %rd7;",
+        44,
+        |a, _, _| if (a as i8) < 0 { u32::MAX } else { 0 },
+    );
+    // Float -> s8 (in range [-128, 127], so no saturation is involved).
+    check(
+        "and.b32 %r5, %r2, 255;\n sub.s32 %r5, %r5, 128;\n cvt.rn.f32.s32 %f1, %r5;\n cvt.rzi.s8.f32 %r10, %f1;",
+        45,
+        |a, _, _| ((a & 0xff) as i32 - 128) as u32,
+    );
+}

@@ -6,10 +6,12 @@
 //! [`Cfg::build`] → [`LoopForest::find`].
 
 mod cfg;
+mod compat;
 mod loops;
 mod module;
 
 pub use cfg::{BasicBlock, BlockId, Cfg};
+pub use compat::normalize_red;
 pub use loops::{Loop, LoopForest, LoopId};
 pub use module::{
     Function, Instr, InstrKind, PredicateGuard, PtxModule, Stmt, VariableDecl, MAX_PTX_BYTES,

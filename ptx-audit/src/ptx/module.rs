@@ -137,8 +137,10 @@ impl PtxModule {
             });
         }
         let lines = LineIndex::new(source);
+        // Same length and offsets as `source`, so spans index both.
+        let normalized = super::compat::normalize_red(source);
         // The parser is generated code; a panic on some odd input becomes an error here.
-        let parsed = std::panic::catch_unwind(|| ptx_syntax::parse_ptx(source))
+        let parsed = std::panic::catch_unwind(|| ptx_syntax::parse_ptx(&normalized))
             .map_err(|_| PtxError::ParserPanic)?;
         let ast = parsed.map_err(|e| {
             let (line, column) = lines.line_col(e.span.start.min(source.len()));
