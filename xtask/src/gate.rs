@@ -4,7 +4,8 @@
 //! fails if any step failed, and names which:
 //! 1. install the tools the kernel build and audit need (nightly rust-src, ptxas/cuobjdump wheels);
 //! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
-//! 3. `ptx-audit check`: hot-loop instruction counts, guards, traps, registers, spills vs budgets;
+//! 3. `ptx-audit check` (debug build, shared with the tests): hot-loop instruction counts, guards,
+//!    traps, registers, spills vs budgets;
 //! 4. `cargo test --workspace`.
 
 use anyhow::{bail, Result};
