@@ -28,15 +28,7 @@ pub fn run() -> Result<()> {
         ("tools", &tools::install),
         ("kernels --check", &kernels::check),
         ("ptx-audit check", &|| {
-            cargo(&[
-                "run",
-                "--quiet",
-                "--release",
-                "-p",
-                "ptx-audit",
-                "--",
-                "check",
-            ])
+            cargo(&["run", "--quiet", "-p", "ptx-audit", "--", "check"])
         }),
         ("cargo test --workspace", &|| {
             cargo(&["test", "--workspace"])
