@@ -11,8 +11,8 @@ use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
 use ingot_abi::step::StepState;
 use ingot_kernels::ops::attention::{
-    attn_merge, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, split_at, AttnShape, FlashBufs,
-    MergeBufs, RopeKvBufs,
+    attn_merge, attn_merge_q8_1, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, rope_kv_q8_1,
+    split_at, AttnShape, FlashBufs, MergeBufs, RopeKvBufs,
 };
 use ingot_kernels::{Backend, KernelError};
 use ingot_model::{RopeParams, RopeScalingType};
@@ -137,6 +137,7 @@ fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: us
         cache: &bufs.6,
     };
     rope_kv(b, s, &rb, eps, p.rope_mscale()).expect("rope_kv");
+    check_rope_kv_q8_1(b, s, &rb, &q, (eps, p.rope_mscale()));
 
     let rot = |x: &[f32], i: usize| -> (f64, f64) {
         let (sn, cs) = p.theta(pos, i).sin_cos();
@@ -198,6 +199,47 @@ fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: us
             b.name()
         );
     }
+}
+
+/// `rope_kv_q8_1` on the inputs `rb` holds (after `rope_kv` ran on them): `q_pe` and the cache
+/// must equal `rope_kv`'s bytes (the same instructions), and the q8_1 blocks must equal the CPU
+/// `quantize_q8_1` of each head's nope slice bit for bit (same reduction order and rounding).
+fn check_rope_kv_q8_1<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    rb: &RopeKvBufs<'_, B::Buf>,
+    q: &[f32],
+    (eps, mscale): (f32, f32),
+) {
+    let q_pe = poisoned(b, s.n_head * s.n_rope * 4);
+    let cache = poisoned(b, s.cache_bytes().unwrap());
+    let q8 = poisoned(b, s.n_head * s.d_nope / 32 * 36);
+    let bufs = RopeKvBufs {
+        q_pe: &q_pe,
+        cache: &cache,
+        ..*rb
+    };
+    rope_kv_q8_1(b, s, &bufs, &q8, eps, mscale).expect("rope_kv_q8_1");
+    assert!(
+        download(b, &q_pe) == download(b, rb.q_pe),
+        "{}: rope_kv_q8_1 q_pe differs from rope_kv",
+        b.name()
+    );
+    assert!(
+        download(b, &cache) == download(b, rb.cache),
+        "{}: rope_kv_q8_1 cache differs from rope_kv",
+        b.name()
+    );
+    let nope: Vec<f32> = q
+        .chunks_exact(s.d_nope + s.n_rope)
+        .flat_map(|head| head[..s.d_nope].iter().copied())
+        .collect();
+    let want: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&nope)).to_vec();
+    assert!(
+        download(b, &q8) == want,
+        "{}: rope_kv_q8_1 q_nope blocks differ from quantize_q8_1",
+        b.name()
+    );
 }
 
 fn rope_kv_cases<B: Backend>(b: &mut B) {
@@ -350,6 +392,18 @@ fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
         }
         worst = worst.max(max_abs_err(g, &want));
     }
+    // The q8_1 variant runs the same f32 merge and the same quantization as
+    // `quantize_q8_1`, so its blocks must equal the CPU quantization of `o_lat` bit for bit.
+    let o_q8 = poisoned(b, s.n_head * s.kv_lora / 32 * 36);
+    let mb_q8 = MergeBufs { o_lat: &o_q8, ..mb };
+    attn_merge_q8_1(b, s, &mb_q8, c.max_segments).expect("attn_merge_q8_1");
+    let want_q8: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&got)).to_vec();
+    assert!(
+        download(b, &o_q8) == want_q8,
+        "{}: attn_merge_q8_1 differs from quantize_q8_1(attn_merge) at depth {}",
+        b.name(),
+        c.depth
+    );
     let split = split_at(pos as u32, c.max_segments as u32);
     eprintln!(
         "{}: H={} R={} P={} depth {} max_segments {} → {} segment(s) of {} rows: max |err| {worst:.2e}, {:.2?}",

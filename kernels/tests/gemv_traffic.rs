@@ -224,3 +224,71 @@ fn norm_embed_argmax_traffic() {
         assert!(ratio < 16.0, "{name} read ratio {ratio}");
     }
 }
+
+/// Rows of an odd number of 32-element blocks (tiny models): odd rows of 2-mod-4-byte blocks
+/// start 2 bytes off a word, so each of their units is read as one extra aligned word (4 of
+/// `unit + 4` bytes); the trailing block is read as exact 2-byte halves.
+#[test]
+fn gemv_traffic_odd_block_rows() {
+    let m = Module::parse(PTX).expect("parse PTX");
+    run(&m, GemvType::Q4_0, 2048, 96);
+    run(&m, GemvType::Q8_0, 2048, 160);
+    run(&m, GemvType::Iq4Nl, 1024, 32);
+    run(&m, GemvType::Q5_1, 1024, 96);
+}
+
+/// The grouped gemv with the q8_1 epilogue at V2-Lite's `attn_v_b` (16 heads × 128 rows of 512
+/// against each head's 512 latent values, x stride 16 blocks): the same weight-side bound as the
+/// f32 kernels; the epilogue itself reads no global memory.
+#[test]
+fn gemv_q8_1_out_traffic_attn_v_b() {
+    let module = Module::parse(PTX).expect("parse PTX");
+    let (nrows, ncols, rpg, stride) = (2048u32, 512u32, 128u32, 16u32);
+    for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q6K] {
+        let mut sim = Sim::new();
+        let nb = (ncols as usize / ty.block_elems()) as u64;
+        let w_bytes = nrows as u64 * nb * ty.block_bytes() as u64;
+        let groups = (nrows / rpg) as u64;
+        let x_bytes = groups * stride as u64 * 36;
+        let w = sim.alloc(w_bytes as usize).expect("alloc");
+        let x = sim.alloc(x_bytes as usize).expect("alloc");
+        let y = sim.alloc(nrows as usize / 32 * 36).expect("alloc");
+        let fill: Vec<u8> = (0..w_bytes)
+            .map(|i| ((i * 2654435761) >> 13) as u8)
+            .collect();
+        sim.write(w, &fill).expect("write");
+        let s = launch(
+            &mut sim,
+            &module,
+            ty.grouped_q8_1_out().name,
+            nrows / 32,
+            &[
+                Arg::Ptr(w),
+                Arg::Ptr(x),
+                Arg::Ptr(y),
+                Arg::U32(ncols),
+                Arg::U32(nrows),
+                Arg::U32(rpg),
+                Arg::U32(stride),
+            ],
+        );
+        let nb32 = (ncols as usize / QK8_1) as u64;
+        let act_reread = nrows as u64 * nb32 * act_bytes_per_block(ty);
+        let weight_side = (s.global_bytes_read - act_reread) as f64 / w_bytes as f64;
+        eprintln!(
+            "{}: {nrows}x{ncols} groups of {rpg}: read {} B, must {} B (w {w_bytes} + x \
+             {x_bytes}): weight-side {weight_side:.3}; {:.1} sectors/request; {} barriers",
+            ty.grouped_q8_1_out().name,
+            s.global_bytes_read,
+            w_bytes + x_bytes,
+            s.sectors_read as f64 / s.global_requests as f64,
+            s.barriers
+        );
+        // As in `run`: every weight byte once, plus Q6_K's re-alignment words (< 4%).
+        assert!(
+            (1.0..=1.05).contains(&weight_side),
+            "{}: weight-side ratio {weight_side:.3} outside [1, 1.05]",
+            ty.grouped_q8_1_out().name
+        );
+    }
+}

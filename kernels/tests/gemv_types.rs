@@ -13,13 +13,13 @@ use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::{
-    gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_q8_1, GemvType, Grouping,
+    gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_grouped_q8_1_out, gemv_q8_1, GemvType, Grouping,
 };
 use ingot_kernels::Backend;
 use quant_blocks::{get_f16, layout, put_f16, random_blocks};
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::{download, download_f32, f32_bytes, poisoned, upload};
+use support::{download, download_f32, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
 /// Floats after `y` that the kernel must not write.
 const GUARD: usize = 64;
@@ -158,6 +158,21 @@ fn cases(ty: GemvType) -> Vec<Case> {
         GemvType::Q4_0 => &[case(2048, 1408, "ffn_down_exps expert")],
     };
     v.extend_from_slice(real);
+    if ty.block_elems() == QK8_1 {
+        // Odd block counts (the tiny synthetic and golden models): a trailing unpaired block,
+        // and for 2-mod-4-byte blocks odd rows that start 2 bytes off a word. An even row
+        // count makes the last row a shifted one that ends exactly at the buffer's end.
+        v.push(case(45, 32, "32 cols: the unpaired block only"));
+        v.push(case(38, 96, "96 cols: 1 unit + tail, last row shifted"));
+        v.push(case(21, 160, "160 cols: 2 units + tail"));
+        v.push(Case {
+            nrows: 40,
+            ncols: 96,
+            group: Some((8, 5)),
+            what: "96 cols grouped",
+        });
+        v.push(case(6, 2080, "2080 cols: a full warp per row + tail"));
+    }
     // A grouped launch at a small shape for every type, with a stride larger than a slice.
     v.push(Case {
         nrows: 24,
@@ -301,6 +316,10 @@ fn check_pairs<B: Backend>(b: &mut B) {
         // Row counts that split a warp between the two matrices at one unit per row.
         check_pair(b, &mut rng, ty, (5, 7), ty.row_multiple());
         check_pair(b, &mut rng, ty, (37, 9), 4 * ty.row_multiple());
+        if ty.block_elems() == QK8_1 {
+            check_pair(b, &mut rng, ty, (6, 9), 96);
+            check_pair(b, &mut rng, ty, (3, 4), 160);
+        }
     }
     // attn_q and attn_kv_a_mqa of V2-Lite.
     check_pair(b, &mut rng, GemvType::Q4K, (3072, 576), 2048);
@@ -360,4 +379,147 @@ fn check_f32<B: Backend>(b: &mut B) {
 #[test]
 fn f32_gemv_matches_f64_reference() {
     on_every_backend!(check_f32);
+}
+
+/// Random weights and activations for one grouped launch (`rows_per_group`, `x_group_stride`).
+struct Grouped {
+    ty: GemvType,
+    nrows: usize,
+    ncols: usize,
+    g: Grouping,
+    w: Vec<u8>,
+    act: Vec<BlockQ8_1>,
+}
+
+impl Grouped {
+    fn new(rng: &mut StdRng, ty: GemvType, (nrows, ncols): (usize, usize), g: Grouping) -> Self {
+        let w = random_blocks(rng, ggml(ty), nrows * ncols / ty.block_elems());
+        let x_blocks = (nrows - 1) / g.rows_per_group * g.x_group_stride + ncols / QK8_1;
+        let xf: Vec<f32> = (0..x_blocks * QK8_1)
+            .map(|_| rng.random_range(-2.0f32..2.0))
+            .map(|v| if v.abs() < 0.01 { 0.5 } else { v })
+            .collect();
+        let act = ingot_quant::quantize_q8_1(&xf);
+        Self {
+            ty,
+            nrows,
+            ncols,
+            g,
+            w,
+            act,
+        }
+    }
+
+    /// The f32 grouped gemv's output.
+    fn f32_out<B: Backend>(&self, b: &mut B) -> Vec<f32> {
+        let (wb, xb) = (
+            upload(b, &self.w),
+            upload(b, bytemuck::cast_slice(&self.act)),
+        );
+        let yb = poisoned(b, self.nrows * 4);
+        gemv_grouped_q8_1(b, self.ty, (&wb, &xb, &yb), self.nrows, self.ncols, self.g)
+            .expect("launch");
+        download_f32(b, &yb, self.nrows)
+    }
+
+    /// The q8_1-epilogue kernel's output bytes, plus a poisoned guard block that must stay.
+    fn q8_out<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+        let (wb, xb) = (
+            upload(b, &self.w),
+            upload(b, bytemuck::cast_slice(&self.act)),
+        );
+        let out = self.nrows / QK8_1 * 36;
+        let yb = poisoned(b, out + 36);
+        gemv_grouped_q8_1_out(b, self.ty, (&wb, &xb, &yb), self.nrows, self.ncols, self.g)
+            .expect("launch");
+        let bytes = download(b, &yb);
+        assert!(
+            bytes[out..].iter().all(|&v| v == 0xFF),
+            "{}: {:?}: wrote past the last block",
+            b.name(),
+            self.ty
+        );
+        bytes[..out].to_vec()
+    }
+}
+
+impl SameLaunch for Grouped {
+    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+        f32_bytes(&self.f32_out(b))
+    }
+}
+
+fn check_q8_1_out<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("gemv_grouped_q8_1_out");
+    let g = |rows_per_group, x_group_stride| Grouping {
+        rows_per_group,
+        x_group_stride,
+    };
+    for ty in GemvType::ALL {
+        let m = ty.gemv_row_multiple();
+        let mut shapes = vec![
+            // One output block; short rows put many rows in a warp and idle whole warps.
+            ((32, m), g(5, 3 * m / QK8_1)),
+            // Several passes of the block's warps per group, 4 output blocks.
+            ((128, 4 * ty.row_multiple()), g(32, 0)),
+        ];
+        if m == QK8_1 {
+            shapes.push(((64, 96), g(16, 3)));
+        }
+        if matches!(ty, GemvType::Q4K | GemvType::Q5_0 | GemvType::Q8_0) {
+            // V2-Lite attn_v_b: 16 heads × 128 rows against each head's 512 latent values.
+            shapes.push(((16 * 128, 512), g(128, 16)));
+        }
+        for (shape, grouping) in shapes {
+            let l = Grouped::new(&mut rng, ty, shape, grouping);
+            let f = l.f32_out(b);
+            let want: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&f)).to_vec();
+            let got = l.q8_out(b);
+            // The epilogue kernel computes each row with the same lanes and reduction order as
+            // the f32 kernel (same bits), then quantizes as quantize_q8_1: bit-exact.
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+                panic!(
+                    "{}: {ty:?} {shape:?}: q8_1 output differs from quantize_q8_1(f32 gemv) at \
+                     byte {i} (block {}): {:#04x} vs {:#04x}",
+                    b.name(),
+                    i / 36,
+                    got[i],
+                    want[i]
+                );
+            }
+            eprintln!(
+                "{}: {} {shape:?}: {} bytes bit-exact",
+                b.name(),
+                ty.grouped_q8_1_out().name,
+                got.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn grouped_q8_1_out_is_quantize_of_f32_gemv() {
+    on_every_backend!(check_q8_1_out);
+}
+
+/// The simulator against the GPU on the same launches (skipped without a GPU): the kernels fix
+/// every f32 operation's order and rounding (`.rn`, no contraction), so the bits must agree.
+#[test]
+fn gemv_sim_matches_gpu() {
+    let mut rng = support::rng("gemv_sim_vs_gpu");
+    let g = |rows_per_group, x_group_stride| Grouping {
+        rows_per_group,
+        x_group_stride,
+    };
+    let launches = [
+        (GemvType::Q4K, (3072, 2048), g(3072, 0)),
+        (GemvType::Q5_0, (16 * 512, 128), g(512, 6)),
+        (GemvType::Q6K, (512, 2816), g(512, 0)),
+        (GemvType::Q4_0, (38, 96), g(38, 0)),
+        (GemvType::Q8_0, (21, 160), g(21, 0)),
+    ];
+    for (ty, shape, grouping) in launches {
+        let l = Grouped::new(&mut rng, ty, shape, grouping);
+        support::sim_matches_gpu(&format!("{ty:?} {shape:?}"), &l, Agree::Bits);
+    }
 }

@@ -5,7 +5,7 @@ mod support;
 use ingot_abi::blocks::QK8_1;
 use ingot_kernels::{ops, Backend};
 use rand::Rng;
-use support::{download, f32_bytes, poisoned, upload};
+use support::{download, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
 /// Random non-zero floats of mixed magnitude, plus two hand-made blocks: one with exact
 /// rounding ties (`amax = 127` so `d = 1` and `x/d = k + 0.5` exactly; `roundf` must go away from
@@ -64,4 +64,24 @@ fn check<B: Backend>(b: &mut B) {
 #[test]
 fn quantize_q8_1_matches_oracle_bit_exactly() {
     on_every_backend!(check);
+}
+
+/// One `quantize_q8_1` launch on fixed inputs, for the sim-vs-GPU comparison.
+struct Quantize(Vec<f32>);
+
+impl SameLaunch for Quantize {
+    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+        let xb = upload(b, &f32_bytes(&self.0));
+        let yb = poisoned(b, self.0.len() / QK8_1 * 36);
+        ops::quantize_q8_1(b, &xb, &yb, self.0.len()).expect("launch");
+        download(b, &yb)
+    }
+}
+
+/// Simulator against GPU on the same inputs (skipped without a GPU): q8_1 blocks, bit-exact.
+#[test]
+fn quantize_q8_1_sim_matches_gpu() {
+    let mut rng = support::rng("quantize_q8_1 sim-vs-GPU");
+    let l = Quantize(inputs(&mut rng, 8192));
+    support::sim_matches_gpu("quantize_q8_1 n=8192", &l, Agree::Bits);
 }

@@ -1,13 +1,15 @@
-//! `rmsnorm_q8_1` against an f64 rmsnorm followed by the CPU q8_1 quantizer.
+//! `rmsnorm_q8_1` against an f64 rmsnorm followed by the CPU q8_1 quantizer, and
+//! `rmsnorm_q8_1_f32` against `rmsnorm_q8_1` and the CPU quantizer of its own f32 output.
 
 mod support;
 
 use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_kernels::ops::norm::rmsnorm_q8_1;
+use ingot_kernels::ops::norm::{rmsnorm_q8_1, rmsnorm_q8_1_f32};
 use ingot_kernels::Backend;
+use rand::rngs::StdRng;
 use rand::Rng;
-use support::{download, f32_bytes, poisoned, upload};
+use support::{download, download_f32, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
 fn check<B: Backend>(b: &mut B) {
     let mut rng = support::rng("rmsnorm_q8_1");
@@ -104,4 +106,132 @@ fn check<B: Backend>(b: &mut B) {
 #[test]
 fn rmsnorm_q8_1_matches_f64_then_quantize() {
     on_every_backend!(check);
+}
+
+/// Random non-zero inputs of `rows × n` and a weight vector.
+fn inputs(rng: &mut StdRng, rows: usize, n: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..rows * n)
+        .map(|_| {
+            let v = rng.random_range(0.01f32..3.0);
+            if rng.random() {
+                v
+            } else {
+                -v
+            }
+        })
+        .collect();
+    let w = (0..n).map(|_| rng.random_range(0.5f32..1.5)).collect();
+    (x, w)
+}
+
+/// One `rmsnorm_q8_1_f32` launch; returns (q8_1 bytes, f32 row) after checking the guards.
+struct WithF32 {
+    x: Vec<f32>,
+    w: Vec<f32>,
+    rows: usize,
+    n: usize,
+}
+
+const EPS: f32 = 1e-6;
+
+impl WithF32 {
+    fn launch<B: Backend>(&self, b: &mut B) -> (Vec<u8>, Vec<f32>) {
+        let (rows, n) = (self.rows, self.n);
+        let (xb, wb) = (
+            upload(b, &f32_bytes(&self.x)),
+            upload(b, &f32_bytes(&self.w)),
+        );
+        let q8 = rows * n / QK8_1 * 36;
+        let (yb, fb) = (poisoned(b, q8 + 36), poisoned(b, (rows * n + 16) * 4));
+        rmsnorm_q8_1_f32(b, (&xb, &wb, &yb, &fb), rows, n, EPS).expect("launch");
+        let (y, f) = (download(b, &yb), download(b, &fb));
+        assert!(
+            y[q8..].iter().all(|&v| v == 0xFF),
+            "{}: q8_1 overrun",
+            b.name()
+        );
+        assert!(
+            f[rows * n * 4..].iter().all(|&v| v == 0xFF),
+            "{}: f32 overrun",
+            b.name()
+        );
+        (y[..q8].to_vec(), download_f32(b, &fb, rows * n))
+    }
+}
+
+impl SameLaunch for WithF32 {
+    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+        let (q8, f) = self.launch(b);
+        [q8, f32_bytes(&f)].concat()
+    }
+}
+
+fn check_f32<B: Backend>(b: &mut B) {
+    let mut rng = support::rng("rmsnorm_q8_1_f32");
+    for (rows, n) in [(1usize, 2048usize), (2, 4096), (3, 96)] {
+        let (x, w) = inputs(&mut rng, rows, n);
+        let l = WithF32 { x, w, rows, n };
+        let (q8, f) = l.launch(b);
+        // The q8_1 half is the plain kernel's: same code path, same bits.
+        let (xb, wb) = (upload(b, &f32_bytes(&l.x)), upload(b, &f32_bytes(&l.w)));
+        let yb = poisoned(b, q8.len());
+        rmsnorm_q8_1(b, (&xb, &wb, &yb), rows, n, EPS).expect("launch");
+        assert_eq!(
+            download(b, &yb),
+            q8,
+            "{}: q8_1 output differs from rmsnorm_q8_1",
+            b.name()
+        );
+        // The f32 half is exactly what was quantized: the CPU quantizer of it gives the bits.
+        let requant: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&f)).to_vec();
+        assert_eq!(
+            requant,
+            q8,
+            "{}: quantize_q8_1(y_f32) differs from y",
+            b.name()
+        );
+        let mut worst = 0.0f64;
+        for r in 0..rows {
+            let xr = &l.x[r * n..(r + 1) * n];
+            let ms = xr.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / n as f64;
+            let scale = 1.0 / (ms + f64::from(EPS)).sqrt();
+            for c in 0..n {
+                let exact = f64::from(xr[c]) * scale * f64::from(l.w[c]);
+                let got = f64::from(f[r * n + c]);
+                // f32 Σx² over a tree of depth < 30, one sqrt, a division and two products:
+                // < 1e-5 relative (as in the test above).
+                let rel = (got - exact).abs() / exact.abs();
+                assert!(
+                    rel <= 1e-5,
+                    "{}: row {r} col {c}: {got} vs {exact}",
+                    b.name()
+                );
+                worst = worst.max(rel);
+            }
+        }
+        eprintln!(
+            "{}: rmsnorm_q8_1_f32 rows={rows} n={n}: q8_1 bit-exact, f32 max rel err {worst:.1e}",
+            b.name()
+        );
+    }
+}
+
+#[test]
+fn rmsnorm_q8_1_f32_writes_what_it_quantizes() {
+    on_every_backend!(check_f32);
+}
+
+/// Simulator against GPU (skipped without a GPU): bit-exact, every f32 operation is `.rn`
+/// in a fixed order except the `sqrt`/division, which PTX defines as correctly rounded.
+#[test]
+fn rmsnorm_q8_1_f32_sim_matches_gpu() {
+    let mut rng = support::rng("rmsnorm_q8_1_f32 sim-vs-GPU");
+    let (x, w) = inputs(&mut rng, 2, 2048);
+    let l = WithF32 {
+        x,
+        w,
+        rows: 2,
+        n: 2048,
+    };
+    support::sim_matches_gpu("rmsnorm_q8_1_f32 2x2048", &l, Agree::Bits);
 }

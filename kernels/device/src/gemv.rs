@@ -6,11 +6,15 @@
 //! lanes per row, `32 / lanes` rows per warp, `GEMV_WARPS` warps per block. The per-type math
 //! and each lane's share of a unit are in [`crate::vecdot`].
 
+use crate::norm_q8::quantize_store;
 use crate::ptx::{self, global, ld_v4_f32, st_f32, warp_sum};
 use crate::vecdot::{
-    row_dot_lane, sub_sum, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
+    row_bytes, row_dot_lane, sub_sum, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K,
+    Q8_0, Q8_BYTES,
 };
-use core::arch::asm;
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::size_of;
+use ingot_abi::blocks::QK8_1;
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
     BlockQ8_1,
@@ -18,7 +22,8 @@ use ingot_abi::blocks::{
 use ingot_abi::launch::{gemv_lanes_per_row, GEMV_WARPS, WARP_SIZE};
 
 /// Computes `nrows` row dot products of `ncols` weights of type `T`: `row(r)` gives row `r`'s
-/// weight address, activation address and output address. `ncols` a multiple of `T::QK`.
+/// weight address, activation address and output address. `ncols` a multiple of `T::QK`, or
+/// for the 32-element types of 32 (a trailing unpaired block, see `row_dot_lane`).
 #[inline(always)]
 unsafe fn gemv_rows<T: WeightType>(ncols: u32, nrows: u32, row: impl Fn(u32) -> (u64, u64, u64)) {
     gemv_rows_then::<T>(ncols, nrows, row, |_, _| {});
@@ -46,7 +51,7 @@ unsafe fn gemv_rows_then<T: WeightType>(
     let want = first + lane / lanes;
     let (wrow, xr, yr) = row(if want < nrows { want } else { nrows - 1 });
     let sub = lane % lanes;
-    let total = sub_sum(row_dot_lane::<T>(wrow, xr, nunits, sub, lanes), lanes);
+    let total = sub_sum(row_dot_lane::<T>(wrow, xr, ncols, sub, lanes), lanes);
     if want < nrows && sub == 0 {
         st_f32(yr, total);
         then(want, total);
@@ -66,7 +71,7 @@ unsafe fn gemv<T: WeightType>(
     rows_per_group: u32,
     x_group_stride: u32,
 ) {
-    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    let row_bytes = row_bytes::<T>(ncols);
     gemv_rows::<T>(ncols, nrows, |r| {
         (
             w + r as u64 * row_bytes,
@@ -89,7 +94,7 @@ unsafe fn gemv2<T: WeightType>(
     nrows0: u32,
     nrows1: u32,
 ) {
-    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    let row_bytes = row_bytes::<T>(ncols);
     gemv_rows::<T>(ncols, nrows0 + nrows1, |r| {
         let (w, y, i) = if r < nrows0 {
             (w0, y0, r)
@@ -106,7 +111,7 @@ unsafe fn gemv2<T: WeightType>(
 /// advances the step state and resets it, so a replayed graph needs no separate reset.
 #[inline(always)]
 unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
-    let row_bytes = (ncols / T::QK) as u64 * T::UNIT_BYTES;
+    let row_bytes = row_bytes::<T>(ncols);
     gemv_rows_then::<T>(
         ncols,
         nrows,
@@ -146,8 +151,84 @@ gemv_argmax_kernel!(Q4K, BlockQ4K, gemv_argmax_q4k_q8_1);
 gemv_argmax_kernel!(Q5K, BlockQ5K, gemv_argmax_q5k_q8_1);
 gemv_argmax_kernel!(Q6K, BlockQ6K, gemv_argmax_q6k_q8_1);
 
+// The 32 f32 rows of the block's output group, handed from the computing warps to warp 0.
+global_asm!(".shared .align 16 .b8 gemv_q8_1_out_rows[128];");
+
+#[inline(always)]
+unsafe fn out_rows_addr() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, gemv_q8_1_out_rows;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+/// The grouped gemv with a q8_1 epilogue: block `b` computes rows `32b .. 32b + 32` exactly as
+/// [`gemv`] does (same lanes per row, same reduction order, so the same f32 bits), parks them
+/// in shared memory, and warp 0 quantizes them into q8_1 block `b` of `y` as `quantize_q8_1`
+/// would (`norm_q8::quantize_store`). `nrows` a multiple of 32; grid `nrows / 32` blocks.
+///
+/// The block's warps take the group's rows in passes of `GEMV_WARPS · rows_per_warp`; a warp
+/// whose rows of a pass all lie past the group skips it (rows per warp divide 32, so a warp is
+/// wholly in or out and its shuffles stay full-warp).
+#[inline(always)]
+unsafe fn gemv_q8_1_out<T: WeightType>(
+    w: u64,
+    x: u64,
+    y: u64,
+    ncols: u32,
+    rows_per_group: u32,
+    x_group_stride: u32,
+) {
+    const ROWS: u32 = QK8_1 as u32;
+    let lanes = gemv_lanes_per_row(ncols / T::QK, T::LANES);
+    let rows_per_warp = WARP_SIZE / lanes;
+    let per_pass = GEMV_WARPS * rows_per_warp;
+    let t = ptx::tid();
+    let lane = t % WARP_SIZE;
+    let warp = t / WARP_SIZE;
+    let sub = lane % lanes;
+    let row0 = ptx::bid() * ROWS;
+    let rbytes = row_bytes::<T>(ncols);
+    let rows = out_rows_addr();
+    let mut first = warp * rows_per_warp;
+    while first < ROWS {
+        let k = first + lane / lanes;
+        let r = row0 + k;
+        let xr = x + (r / rows_per_group) as u64 * x_group_stride as u64 * Q8_BYTES;
+        let total = sub_sum(
+            row_dot_lane::<T>(w + r as u64 * rbytes, xr, ncols, sub, lanes),
+            lanes,
+        );
+        if sub == 0 {
+            asm!("st.shared.f32 [{a}], {v};", a = in(reg32) rows + 4 * k, v = in(reg32) total,
+                 options(nostack));
+        }
+        first += per_pass;
+    }
+    nvptx::_syncthreads();
+    if warp == 0 {
+        // Lanes 0..8 hold rows 4·lane .. 4·lane + 4, the layout `quantize_store` expects; the
+        // other lanes join its shuffles with zeros and store nothing.
+        let own = lane < ROWS / 4;
+        let mut v = [0.0f32; 4];
+        if own {
+            let mut i = 0;
+            while i < 4 {
+                asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v[i],
+                     a = in(reg32) rows + 16 * lane + 4 * i as u32, options(readonly, nostack));
+                i += 1;
+            }
+        }
+        quantize_store(
+            v,
+            y + ptx::bid() as u64 * size_of::<BlockQ8_1>() as u64,
+            lane,
+            own,
+        );
+    }
+}
+
 macro_rules! gemv_kernels {
-    ($ty:ty, $block:ty, $plain:ident, $grouped:ident, $pair:ident) => {
+    ($ty:ty, $block:ty, $plain:ident, $grouped:ident, $pair:ident, $q8out:ident) => {
         /// Plain gemv (one group); see [`gemv`] and `ingot_abi::launch` for the contract.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $plain(
@@ -182,6 +263,27 @@ macro_rules! gemv_kernels {
             );
         }
 
+        /// Grouped gemv writing q8_1; see [`gemv_q8_1_out`] and `ingot_abi::launch::gemv`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $q8out(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            y: *mut BlockQ8_1,
+            ncols: u32,
+            _nrows: u32,
+            rows_per_group: u32,
+            x_group_stride: u32,
+        ) {
+            gemv_q8_1_out::<$ty>(
+                global(w),
+                global(x),
+                global(y),
+                ncols,
+                rows_per_group,
+                x_group_stride,
+            );
+        }
+
         /// Two-matrix gemv; see [`gemv2`] and `ingot_abi::launch` for the contract.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $pair(
@@ -211,63 +313,72 @@ gemv_kernels!(
     BlockQ4_0,
     gemv_q4_0_q8_1,
     gemv_grouped_q4_0_q8_1,
-    gemv2_q4_0_q8_1
+    gemv2_q4_0_q8_1,
+    gemv_grouped_q4_0_q8_1_out
 );
 gemv_kernels!(
     Q5_0,
     BlockQ5_0,
     gemv_q5_0_q8_1,
     gemv_grouped_q5_0_q8_1,
-    gemv2_q5_0_q8_1
+    gemv2_q5_0_q8_1,
+    gemv_grouped_q5_0_q8_1_out
 );
 gemv_kernels!(
     Q5_1,
     BlockQ5_1,
     gemv_q5_1_q8_1,
     gemv_grouped_q5_1_q8_1,
-    gemv2_q5_1_q8_1
+    gemv2_q5_1_q8_1,
+    gemv_grouped_q5_1_q8_1_out
 );
 gemv_kernels!(
     Q8_0,
     BlockQ8_0,
     gemv_q8_0_q8_1,
     gemv_grouped_q8_0_q8_1,
-    gemv2_q8_0_q8_1
+    gemv2_q8_0_q8_1,
+    gemv_grouped_q8_0_q8_1_out
 );
 gemv_kernels!(
     Iq4Nl,
     BlockIq4Nl,
     gemv_iq4_nl_q8_1,
     gemv_grouped_iq4_nl_q8_1,
-    gemv2_iq4_nl_q8_1
+    gemv2_iq4_nl_q8_1,
+    gemv_grouped_iq4_nl_q8_1_out
 );
 gemv_kernels!(
     Q3K,
     BlockQ3K,
     gemv_q3k_q8_1,
     gemv_grouped_q3k_q8_1,
-    gemv2_q3k_q8_1
+    gemv2_q3k_q8_1,
+    gemv_grouped_q3k_q8_1_out
 );
 gemv_kernels!(
     Q4K,
     BlockQ4K,
     gemv_q4k_q8_1,
     gemv_grouped_q4k_q8_1,
-    gemv2_q4k_q8_1
+    gemv2_q4k_q8_1,
+    gemv_grouped_q4k_q8_1_out
 );
 gemv_kernels!(
     Q5K,
     BlockQ5K,
     gemv_q5k_q8_1,
     gemv_grouped_q5k_q8_1,
-    gemv2_q5k_q8_1
+    gemv2_q5k_q8_1,
+    gemv_grouped_q5k_q8_1_out
 );
 gemv_kernels!(
     Q6K,
     BlockQ6K,
     gemv_q6k_q8_1,
     gemv_grouped_q6k_q8_1,
-    gemv2_q6k_q8_1
+    gemv2_q6k_q8_1,
+    gemv_grouped_q6k_q8_1_out
 );
 
 /// `w`: `nrows × ncols` floats, `x`: `ncols` floats, `y`: `nrows` floats; `ncols` a multiple

@@ -1,6 +1,7 @@
 //! `rmsnorm_q8_1`: `y = quantize_q8_1(x·(1/sqrt(mean(x²) + eps))·w)` per row, the attention /
 //! FFN / output norm fused with the activation quantization of the gemv that follows
 //! (spec §5.1 step 1, §5.4, §5.5; quantization as ggml-cuda's `quantize_q8_1`, §3.1).
+//! `rmsnorm_q8_1_f32` also stores the normalized floats (the MoE layers' router input).
 //!
 //! Thread mapping: one block of `RMSNORM_Q8_1_THREADS` threads per row. Thread `t` owns the
 //! float4 chunks `t, t + THREADS, …` (16-byte loads); 8 consecutive threads of a warp cover one
@@ -12,7 +13,8 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::ptx::{
-    self, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, warp_sum,
+    self, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, st_v4_f32,
+    warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
@@ -47,11 +49,31 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1(
     n: u32,
     eps: f32,
 ) {
+    rmsnorm_row::<false>(global(x), global(w), global(y), 0, n, eps);
+}
+
+/// As [`rmsnorm_q8_1`], and also stores the normalized floats (the values it quantizes) to
+/// `y_f32` (`rows × n` floats): the MoE router reads them in f32.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1_f32(
+    x: *const f32,
+    w: *const f32,
+    y: *mut BlockQ8_1,
+    y_f32: *mut f32,
+    n: u32,
+    eps: f32,
+) {
+    rmsnorm_row::<true>(global(x), global(w), global(y), global(y_f32), n, eps);
+}
+
+/// The row of block `bid`; with `F32` the normalized floats also go to `yf`.
+#[inline(always)]
+unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32, eps: f32) {
     let t = ptx::tid();
     let row = ptx::bid() as u64;
-    let xr = global(x) + row * n as u64 * 4;
-    let yr = global(y) + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
-    let wg = global(w);
+    let xr = x + row * n as u64 * 4;
+    let yr = y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
+    let yfr = yf + row * n as u64 * 4;
     let chunks = n / 4;
 
     let mut ss = 0.0f32;
@@ -102,6 +124,9 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1(
         } else {
             [0.0; 4]
         };
+        if F32 && in_row {
+            st_v4_f32(yfr + c as u64 * 16, v);
+        }
         quantize_store(v, yr, c, in_row);
         pass += 1;
     }
@@ -110,7 +135,7 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1(
 /// Quantizes thread chunk `c` (values `4c..4c+4`) as part of q8_1 block `c/8`, reducing amax
 /// and Σ over the block's 8 lanes exactly as `quantize.rs` does, and stores it if `store`.
 #[inline(always)]
-unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
+pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
     let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
     // Same butterfly order as ggml's per-element reduction (see quantize.rs).
     let mut s = v;

@@ -8,9 +8,10 @@
 //! A weight row is a sequence of *units*, each [`WeightType::LANES`] lanes work on together:
 //!
 //! * 32-element types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
-//!   blocks (64 weights) handled by one lane. Rows must hold an even number of blocks (`ncols`
-//!   a multiple of 64; every V2-Lite row is), so every unit starts 4-byte aligned and a lane
-//!   reads it with whole aligned 4-byte loads, never a byte twice.
+//!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a
+//!   byte twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is
+//!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
+//!   2 bytes off a word boundary (see [`row_dot_lane`]).
 //! * k-quants (Q3_K, Q4_K, Q5_K, Q6_K): a unit is one 256-element super-block shared by
 //!   4 (Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
@@ -21,7 +22,7 @@
 //!
 //! ```ignore
 //! // One warp computes one row: `w_row` and `x` are global addresses (see `ptx::global`).
-//! let partial = row_dot_lane::<Q4K>(w_row, x, ncols / Q4K::QK, lane, 32);
+//! let partial = row_dot_lane::<Q4K>(w_row, x, ncols, lane, 32);
 //! let y = ptx::warp_sum(partial);
 //! ```
 //!
@@ -43,7 +44,7 @@
 //! aligned; their loaders read aligned 4-byte words re-aligned by funnel shifts, and every
 //! word read lies inside the block (no read leaves the weight buffer).
 
-use crate::ptx::{dp4a, f16_to_f32, ld_u32, ld_v4, shfl_xor_f32};
+use crate::ptx::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_u32, ld_v4, shfl_xor_f32};
 use core::arch::asm;
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{
@@ -80,6 +81,32 @@ pub trait WeightType {
     /// the `LANES` lanes of a unit (each unit's lanes are consecutive and `LANES`-aligned within
     /// the warp): all 32 lanes of the warp must call it together.
     fn dot(l: &Self::Loads, part: u32) -> f32;
+    /// Whether a row may end in one unpaired 32-weight block after its whole units (the
+    /// 32-element types, rows of an odd number of blocks). k-quant rows are whole units, and
+    /// for them [`Self::load_shifted`] and [`Self::tail_dot`] are never called.
+    const TAIL: bool = false;
+    /// As [`Self::load`] for a unit whose weights start at `w ≡ 2 (mod 4)`: the odd rows of a
+    /// matrix whose rows hold an odd number of blocks of a type whose block size is `≡ 2 (mod
+    /// 4)`. Reads the aligned words around the unit; the 2 bytes before it belong to the
+    /// previous row and the 2 after it to the row's trailing block, so no read leaves the row
+    /// pair (see `row_dot_lane`).
+    #[inline(always)]
+    unsafe fn load_shifted(w: u64, act: u64, part: u32) -> Self::Loads {
+        Self::load(w, act, part)
+    }
+    /// The dot product of one trailing 32-weight block at `w` (2-byte aligned) with the q8_1
+    /// block at `act`; one lane computes it, no shuffles.
+    #[inline(always)]
+    unsafe fn tail_dot(_w: u64, _act: u64) -> f32 {
+        0.0
+    }
+}
+
+/// Bytes of a row of `ncols` weights of `T` (`ncols` a multiple of 32, and of `T::QK` for
+/// types without a tail).
+#[inline(always)]
+pub const fn row_bytes<T: WeightType>(ncols: u32) -> u64 {
+    ncols as u64 * T::UNIT_BYTES / T::QK as u64
 }
 
 /// Bytes of q8_1 activations per unit of `T`.
@@ -89,22 +116,67 @@ pub const fn act_bytes<T: WeightType>() -> u64 {
 }
 
 /// Lane `lane ∈ 0..lanes` of a group of `lanes` lanes computing one row's dot product: its
-/// partial sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the `nunits` units at
-/// `w_row` against the activations at `x`.
+/// partial sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the row of `ncols`
+/// weights at `w_row` against the activations at `x`. `ncols` is a multiple of `T::QK`, or for
+/// `T::TAIL` types of 32: such a row ends in one unpaired 32-weight block and may start 2 bytes
+/// past a 4-byte boundary.
 ///
 /// Every lane of the warp runs the same number of iterations (units are taken in rounds of
 /// `lanes/LANES`, two rounds per iteration so two units' loads are in flight), because the
 /// k-quant `dot`s shuffle within their lane group. The last one or two rounds, where some
 /// groups have no unit left, skip those groups' loads and discard their result; they run once,
 /// after the loop, so the loop itself has no per-lane guard.
+///
+/// The trailing block and the shift are decided once per row, outside the unit loop: a
+/// shifted row runs the loop with [`WeightType::load_shifted`], and the trailing block is added
+/// by the lane that would own the next unit. k-quants (`!T::TAIL`) run the plain loop only.
+///
+/// Why the shifted reads stay in bounds: a row of an odd number of `b`-byte blocks with
+/// `b ≡ 2 (mod 4)` is `≡ 2 (mod 4)` bytes long, so only odd rows start shifted; the 2 bytes
+/// read before such a row are the end of the previous row, and every unit is followed by at
+/// least the row's trailing block. Types with 4-byte multiple blocks (Q5_1) never shift.
 #[inline(always)]
 pub unsafe fn row_dot_lane<T: WeightType>(
+    w_row: u64,
+    x: u64,
+    ncols: u32,
+    lane: u32,
+    lanes: u32,
+) -> f32 {
+    let nunits = ncols / T::QK;
+    if !T::TAIL {
+        return units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes);
+    }
+    let mut acc = if w_row & 3 != 0 {
+        units_dot_lane::<T, true>(w_row, x, nunits, lane, lanes)
+    } else {
+        units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes)
+    };
+    if ncols % T::QK != 0 && lane / T::LANES == nunits % (lanes / T::LANES) {
+        acc += T::tail_dot(
+            w_row + nunits as u64 * T::UNIT_BYTES,
+            x + nunits as u64 * act_bytes::<T>(),
+        );
+    }
+    acc
+}
+
+/// The unit loop of [`row_dot_lane`]; `SHIFTED` selects [`WeightType::load_shifted`].
+#[inline(always)]
+unsafe fn units_dot_lane<T: WeightType, const SHIFTED: bool>(
     w_row: u64,
     x: u64,
     nunits: u32,
     lane: u32,
     lanes: u32,
 ) -> f32 {
+    let load = |w: u64, a: u64, part: u32| {
+        if SHIFTED {
+            T::load_shifted(w, a, part)
+        } else {
+            T::load(w, a, part)
+        }
+    };
     let part = lane % T::LANES;
     let step = lanes / T::LANES;
     let group = lane / T::LANES;
@@ -116,8 +188,8 @@ pub unsafe fn row_dot_lane<T: WeightType>(
     while i < iterations {
         let u0 = 2 * i * step + group;
         let u1 = u0 + step;
-        let l0 = T::load(w_at(u0), x_at(u0), part);
-        let l1 = T::load(w_at(u1), x_at(u1), part);
+        let l0 = load(w_at(u0), x_at(u0), part);
+        let l1 = load(w_at(u1), x_at(u1), part);
         acc += T::dot(&l0, part);
         acc += T::dot(&l1, part);
         i += 1;
@@ -126,7 +198,7 @@ pub unsafe fn row_dot_lane<T: WeightType>(
     while round < nunits {
         let u = round + group;
         let l = if u < nunits {
-            T::load(w_at(u), x_at(u), part)
+            load(w_at(u), x_at(u), part)
         } else {
             T::Loads::default()
         };
@@ -361,21 +433,49 @@ macro_rules! pair_type {
                 }
             }
             #[inline(always)]
-            fn dot($l: &Self::Loads, _part: u32) -> f32 {
-                // Written out for both blocks so every word index is a constant (a loop that
-                // LLVM leaves rolled would index the word arrays dynamically, in local memory).
-                let first = {
-                    let $j: usize = 0;
-                    let $base: usize = 0;
-                    $body
-                };
-                let second = {
-                    let $j: usize = 1;
-                    let $base: usize = size_of::<$block>();
-                    $body
-                };
-                first + second
+            fn dot(l: &Self::Loads, _part: u32) -> f32 {
+                // Both blocks written out with constant arguments so every word index is a
+                // constant once inlined (a dynamic index would put the arrays in local memory).
+                $name::block_dot(l, 0, 0) + $name::block_dot(l, 1, size_of::<$block>())
             }
+            const TAIL: bool = true;
+            #[inline(always)]
+            unsafe fn load_shifted(w: u64, act: u64, _part: u32) -> Self::Loads {
+                let raw = ld_words::<{ $words + 1 }>(w - 2);
+                let mut words = [0u32; $words];
+                let mut i = 0;
+                while i < $words {
+                    words[i] = funnel_r(raw[i], raw[i + 1], 16);
+                    i += 1;
+                }
+                PairLoads {
+                    w: words,
+                    a: ld_act_pair(act),
+                }
+            }
+            #[inline(always)]
+            unsafe fn tail_dot(w: u64, act: u64) -> f32 {
+                // The block as 2-byte halves: it may start at either alignment, and a word read
+                // past its end could leave the buffer (the last row's block ends 2 bytes short
+                // of a word boundary when the row count is odd).
+                let mut l = PairLoads::<$words>::default();
+                let mut h = 0;
+                while h < size_of::<$block>() / 2 {
+                    l.w[h / 2] |= ld_u16(w + 2 * h as u64) << (16 * (h % 2));
+                    h += 1;
+                }
+                let mut i = 0;
+                while i < 9 {
+                    l.a[i] = ld_u32(act + 4 * i as u64);
+                    i += 1;
+                }
+                $name::block_dot(&l, 0, 0)
+            }
+        }
+        impl $name {
+            /// Block `j` (at byte `base` of the unit) of a pair unit.
+            #[inline(always)]
+            fn block_dot($l: &PairLoads<$words>, $j: usize, $base: usize) -> f32 $body
         }
     };
 }

@@ -9,10 +9,11 @@
 use super::{bytes, launch, need, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    flash_segments, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE, FLASH_LATENT,
-    FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES,
-    FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV,
+    flash_segments, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1,
+    FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -157,7 +158,33 @@ pub fn rope_kv<B: Backend>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
-    let d = &ROPE_KV;
+    launch_rope(b, &ROPE_KV, s, bufs, None, eps, mscale)
+}
+
+/// [`rope_kv`] that also writes every head's query nope part into `q_nope_q8` as q8_1 blocks
+/// (`n_head · d_nope / 32` of them, head `h` at block `h · d_nope / 32`), the bits
+/// `quantize_q8_1` gives for each head's slice (see `ingot_abi::launch::ROPE_KV_Q8_1`).
+/// `d_nope` must be a multiple of 32 and `n_rope` of 4.
+pub fn rope_kv_q8_1<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    q_nope_q8: &B::Buf,
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
+    launch_rope(b, &ROPE_KV_Q8_1, s, bufs, Some(q_nope_q8), eps, mscale)
+}
+
+fn launch_rope<B: Backend>(
+    b: &mut B,
+    d: &'static KernelDesc,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    q_nope_q8: Option<&B::Buf>,
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
     s.check(d, false)?;
     if !(eps.is_finite() && eps >= 0.0) {
         return Err(shape(d, format!("eps = {eps} is not finite and >= 0")));
@@ -172,27 +199,39 @@ pub fn rope_kv<B: Backend>(
     need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
     need(b, d, "q_pe", bufs.q_pe, bytes(s.n_head, s.n_rope, 4))?;
     need(b, d, "cache", bufs.cache, s.cache_bytes())?;
-    launch(
-        b,
-        d,
-        1,
-        &[
-            KArg::Buf(bufs.q),
-            KArg::Buf(bufs.kv),
-            KArg::Buf(bufs.kv_norm),
-            KArg::Buf(bufs.rope_freq),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.q_pe),
-            KArg::Buf(bufs.cache),
-            KArg::U32(to_u32(d, "n_head", s.n_head)?),
-            KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::F32(eps),
-            KArg::F32(mscale),
-        ],
-    )
+    let mut args = vec![
+        KArg::Buf(bufs.q),
+        KArg::Buf(bufs.kv),
+        KArg::Buf(bufs.kv_norm),
+        KArg::Buf(bufs.rope_freq),
+        KArg::Buf(bufs.state),
+        KArg::Buf(bufs.q_pe),
+    ];
+    if let Some(q8) = q_nope_q8 {
+        if !s.d_nope.is_multiple_of(QK8_1) || !s.n_rope.is_multiple_of(4) {
+            return Err(shape(
+                d,
+                format!(
+                    "d_nope = {} must be a multiple of {QK8_1} and n_rope = {} of 4",
+                    s.d_nope, s.n_rope
+                ),
+            ));
+        }
+        let q8_bytes = bytes(s.n_head, s.d_nope / QK8_1, size_of::<BlockQ8_1>());
+        need(b, d, "q_nope_q8", q8, q8_bytes)?;
+        args.push(KArg::Buf(q8));
+    }
+    args.extend([
+        KArg::Buf(bufs.cache),
+        KArg::U32(to_u32(d, "n_head", s.n_head)?),
+        KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
+        KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+        KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
+        KArg::U32(to_u32(d, "ctx", s.ctx)?),
+        KArg::F32(eps),
+        KArg::F32(mscale),
+    ]);
+    launch(b, d, 1, &args)
 }
 
 /// Buffers of [`flash_latent`].
@@ -315,7 +354,8 @@ pub struct MergeBufs<'a, T> {
     pub part_ml: &'a T,
     /// One `StepState`.
     pub state: &'a T,
-    /// Out: `n_head × kv_lora` f32.
+    /// Out: `n_head × kv_lora` f32 ([`attn_merge`]) or their q8_1 blocks
+    /// ([`attn_merge_q8_1`]).
     pub o_lat: &'a T,
 }
 
@@ -327,7 +367,44 @@ pub fn attn_merge<B: Backend>(
     bufs: &MergeBufs<'_, B::Buf>,
     max_segments: usize,
 ) -> Result<()> {
-    let d = &ATTN_MERGE;
+    launch_merge(
+        b,
+        &ATTN_MERGE,
+        s,
+        bufs,
+        max_segments,
+        bytes(s.n_head, s.kv_lora, 4),
+    )
+}
+
+/// [`attn_merge`] with `bufs.o_lat` receiving q8_1 blocks (`n_head · kv_lora / 32` of them,
+/// the bits `quantize_q8_1` gives for [`attn_merge`]'s output); `kv_lora` must be a multiple
+/// of 32 (see `ingot_abi::launch::ATTN_MERGE_Q8_1`).
+pub fn attn_merge_q8_1<B: Backend>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &MergeBufs<'_, B::Buf>,
+    max_segments: usize,
+) -> Result<()> {
+    let d = &ATTN_MERGE_Q8_1;
+    if !s.kv_lora.is_multiple_of(QK8_1) {
+        return Err(shape(
+            d,
+            format!("kv_lora = {} is not a multiple of {QK8_1}", s.kv_lora),
+        ));
+    }
+    let out = bytes(s.n_head, s.kv_lora / QK8_1, size_of::<BlockQ8_1>());
+    launch_merge(b, d, s, bufs, max_segments, out)
+}
+
+fn launch_merge<B: Backend>(
+    b: &mut B,
+    d: &'static KernelDesc,
+    s: &AttnShape,
+    bufs: &MergeBufs<'_, B::Buf>,
+    max_segments: usize,
+    out_bytes: Option<usize>,
+) -> Result<()> {
     s.check(d, true)?;
     let segs = check_segments(d, max_segments)?;
     need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
@@ -339,7 +416,7 @@ pub fn attn_merge<B: Backend>(
         part_ml_bytes(s, max_segments),
     )?;
     need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
-    need(b, d, "o_lat", bufs.o_lat, bytes(s.n_head, s.kv_lora, 4))?;
+    need(b, d, "o_lat", bufs.o_lat, out_bytes)?;
     let heads = to_u32(d, "n_head", s.n_head)?;
     launch(
         b,

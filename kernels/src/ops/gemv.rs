@@ -1,5 +1,6 @@
 //! Checked launches of the gemv family (`ingot_abi::launch` family `gemv`): quantized weights
-//! times q8_1 activations, plain and grouped, and the f32 gemv of the MoE router.
+//! times q8_1 activations (plain, grouped, grouped with a q8_1 epilogue, two-matrix), and the
+//! f32 gemv of the MoE router.
 
 use super::{bytes, launch, need, shape, to_u32};
 use crate::backend::{Backend, KArg};
@@ -11,12 +12,15 @@ use ingot_abi::blocks::{
 use ingot_abi::launch::{
     gemv_rows_per_warp, KernelDesc, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
     GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
-    GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_Q3K_Q8_1,
-    GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5_0_Q8_1,
-    GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q8_0_Q8_1, GEMV_IQ4_NL_Q8_1,
-    GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES,
-    GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1,
-    GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
+    GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
+    GEMV_GROUPED_Q3K_Q8_1, GEMV_GROUPED_Q3K_Q8_1_OUT, GEMV_GROUPED_Q4K_Q8_1,
+    GEMV_GROUPED_Q4K_Q8_1_OUT, GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q4_0_Q8_1_OUT,
+    GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5K_Q8_1_OUT, GEMV_GROUPED_Q5_0_Q8_1,
+    GEMV_GROUPED_Q5_0_Q8_1_OUT, GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q5_1_Q8_1_OUT,
+    GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1,
+    GEMV_GROUPED_Q8_0_Q8_1_OUT, GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES, GEMV_KQUANT_QK,
+    GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1,
+    GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
 };
 use std::mem::size_of;
 
@@ -73,8 +77,15 @@ impl GemvType {
         }
     }
 
-    /// Row lengths must be multiples of this: 64 for the 32-element types (a lane takes a pair
-    /// of blocks), 256 for k-quants.
+    /// Row lengths of the gemv kernels must be multiples of this: one quant block (32, or 256
+    /// for k-quants); a 32-element row of an odd number of blocks ends in an unpaired block.
+    pub const fn gemv_row_multiple(self) -> usize {
+        self.block_elems()
+    }
+
+    /// Weights per unit of the kernels' thread mapping: 64 for the 32-element types (a lane
+    /// takes a pair of blocks), 256 for k-quants. The fused MoE kernels take rows of whole
+    /// units only.
     pub const fn row_multiple(self) -> usize {
         if self.is_kquant() {
             GEMV_KQUANT_QK as usize
@@ -136,6 +147,21 @@ impl GemvType {
 }
 
 impl GemvType {
+    /// The grouped kernel with a q8_1 epilogue (grouped parameters, `y` as q8_1 blocks).
+    pub const fn grouped_q8_1_out(self) -> &'static KernelDesc {
+        match self {
+            GemvType::Q4_0 => &GEMV_GROUPED_Q4_0_Q8_1_OUT,
+            GemvType::Q5_0 => &GEMV_GROUPED_Q5_0_Q8_1_OUT,
+            GemvType::Q5_1 => &GEMV_GROUPED_Q5_1_Q8_1_OUT,
+            GemvType::Q8_0 => &GEMV_GROUPED_Q8_0_Q8_1_OUT,
+            GemvType::Iq4Nl => &GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
+            GemvType::Q3K => &GEMV_GROUPED_Q3K_Q8_1_OUT,
+            GemvType::Q4K => &GEMV_GROUPED_Q4K_Q8_1_OUT,
+            GemvType::Q5K => &GEMV_GROUPED_Q5K_Q8_1_OUT,
+            GemvType::Q6K => &GEMV_GROUPED_Q6K_Q8_1_OUT,
+        }
+    }
+
     /// The two-matrix kernel (`w0, w1, x, y0, y1, ncols, nrows0, nrows1`).
     pub const fn pair(self) -> &'static KernelDesc {
         match self {
@@ -187,7 +213,7 @@ pub(super) fn check<B: Backend>(
 /// Checks `ncols` against the type's row multiple and `nrows > 0`; returns `(ncols, nrows,
 /// warps)` as launch scalars.
 fn check_rows(d: &KernelDesc, ty: GemvType, nrows: usize, ncols: usize) -> Result<(u32, u32, u32)> {
-    let m = ty.row_multiple();
+    let m = ty.gemv_row_multiple();
     if ncols == 0 || !ncols.is_multiple_of(m) {
         return Err(shape(
             d,
@@ -204,7 +230,7 @@ fn check_rows(d: &KernelDesc, ty: GemvType, nrows: usize, ncols: usize) -> Resul
 
 /// `y = W·x`: `W` is `nrows` rows of `ncols` weights of type `ty` (row-major blocks), `x` is
 /// `ncols/32` q8_1 blocks (CUDA variant, `s = Σx`), `y` is `nrows` floats. `ncols` must be a
-/// positive multiple of [`GemvType::row_multiple`].
+/// positive multiple of [`GemvType::gemv_row_multiple`].
 pub fn gemv_q8_1<B: Backend>(
     b: &mut B,
     ty: GemvType,
@@ -247,6 +273,33 @@ pub fn gemv_grouped_q8_1<B: Backend>(
 ) -> Result<()> {
     let d = ty.grouped();
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
+    let (rpg, stride) = check_grouping(b, d, x, nrows, ncols, g)?;
+    launch(
+        b,
+        d,
+        warps,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(y),
+            KArg::U32(ncols32),
+            KArg::U32(nrows32),
+            KArg::U32(rpg),
+            KArg::U32(stride),
+        ],
+    )
+}
+
+/// Checks `g` and that `x` holds every group's slice; returns `(rows_per_group,
+/// x_group_stride)` as launch scalars. `nrows > 0` (checked before).
+fn check_grouping<B: Backend>(
+    b: &B,
+    d: &KernelDesc,
+    x: &B::Buf,
+    nrows: usize,
+    ncols: usize,
+    g: Grouping,
+) -> Result<(u32, u32)> {
     if g.rows_per_group == 0 {
         return Err(shape(d, "rows_per_group = 0".into()));
     }
@@ -263,10 +316,48 @@ pub fn gemv_grouped_q8_1<B: Backend>(
         x,
         x_blocks.and_then(|n| bytes(n, size_of::<BlockQ8_1>(), 1)),
     )?;
+    Ok((rpg, stride))
+}
+
+/// As [`gemv_grouped_q8_1`], with `y` receiving `nrows/32` q8_1 blocks (CUDA variant, `s = Σ`):
+/// the bits `quantize_q8_1` gives for the f32 result of [`gemv_grouped_q8_1`]. `nrows` must be
+/// a positive multiple of 32 (each thread block owns one output block of 32 rows); this feeds
+/// `attn_output` straight from the `attn_v_b` gemv.
+pub fn gemv_grouped_q8_1_out<B: Backend>(
+    b: &mut B,
+    ty: GemvType,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+    g: Grouping,
+) -> Result<()> {
+    let d = ty.grouped_q8_1_out();
+    let (ncols32, nrows32, _) = check_rows(d, ty, nrows, ncols)?;
+    if !nrows.is_multiple_of(QK8_1) {
+        return Err(shape(
+            d,
+            format!("nrows = {nrows} is not a multiple of {QK8_1}"),
+        ));
+    }
+    need(
+        b,
+        d,
+        "w",
+        w,
+        bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()),
+    )?;
+    need(
+        b,
+        d,
+        "y",
+        y,
+        bytes(nrows / QK8_1, size_of::<BlockQ8_1>(), 1),
+    )?;
+    let (rpg, stride) = check_grouping(b, d, x, nrows, ncols, g)?;
     launch(
         b,
         d,
-        warps,
+        nrows32 / QK8_1 as u32,
         &[
             KArg::Buf(w),
             KArg::Buf(x),

@@ -1,10 +1,11 @@
-//! Checked launch of the fused rmsnorm + q8_1 quantization (`ingot_abi::launch` family `norm`).
+//! Checked launches of the fused rmsnorm + q8_1 quantization (`ingot_abi::launch` family
+//! `norm`), with or without the f32 copy of the normalized row.
 
 use super::{bytes, launch, need, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::RMSNORM_Q8_1;
+use ingot_abi::launch::{KernelDesc, RMSNORM_Q8_1, RMSNORM_Q8_1_F32};
 use std::mem::size_of;
 
 /// `y[r] = quantize_q8_1(x[r]·w / sqrt(mean(x[r]²) + eps))` for `rows` rows of `n` floats
@@ -18,6 +19,57 @@ pub fn rmsnorm_q8_1<B: Backend>(
     eps: f32,
 ) -> Result<()> {
     let d = &RMSNORM_Q8_1;
+    let (n32, rows32) = check(b, d, (x, w, y), rows, n, eps)?;
+    launch(
+        b,
+        d,
+        rows32,
+        &[
+            KArg::Buf(x),
+            KArg::Buf(w),
+            KArg::Buf(y),
+            KArg::U32(n32),
+            KArg::F32(eps),
+        ],
+    )
+}
+
+/// As [`rmsnorm_q8_1`], and `y_f32` (`rows · n` floats) receives the normalized floats that were
+/// quantized (the MoE router's input).
+pub fn rmsnorm_q8_1_f32<B: Backend>(
+    b: &mut B,
+    (x, w, y, y_f32): (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<()> {
+    let d = &RMSNORM_Q8_1_F32;
+    let (n32, rows32) = check(b, d, (x, w, y), rows, n, eps)?;
+    need(b, d, "y_f32", y_f32, bytes(rows, n, 4))?;
+    launch(
+        b,
+        d,
+        rows32,
+        &[
+            KArg::Buf(x),
+            KArg::Buf(w),
+            KArg::Buf(y),
+            KArg::Buf(y_f32),
+            KArg::U32(n32),
+            KArg::F32(eps),
+        ],
+    )
+}
+
+/// Checks the shape, `eps` and the buffers both kernels share; returns `(n, rows)` as scalars.
+fn check<B: Backend>(
+    b: &B,
+    d: &KernelDesc,
+    (x, w, y): (&B::Buf, &B::Buf, &B::Buf),
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<(u32, u32)> {
     if n == 0 || !n.is_multiple_of(QK8_1) {
         return Err(shape(
             d,
@@ -35,16 +87,5 @@ pub fn rmsnorm_q8_1<B: Backend>(
     need(b, d, "x", x, bytes(rows, n, 4))?;
     need(b, d, "w", w, bytes(n, 4, 1))?;
     need(b, d, "y", y, bytes(rows, n / QK8_1, size_of::<BlockQ8_1>()))?;
-    launch(
-        b,
-        d,
-        rows32,
-        &[
-            KArg::Buf(x),
-            KArg::Buf(w),
-            KArg::Buf(y),
-            KArg::U32(n32),
-            KArg::F32(eps),
-        ],
-    )
+    Ok((n32, rows32))
 }

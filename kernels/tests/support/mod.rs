@@ -88,3 +88,63 @@ pub fn download_f32<B: Backend>(b: &mut B, buf: &B::Buf, n: usize) -> Vec<f32> {
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
+
+/// One launch a test can run on any backend: uploads its inputs, launches, and returns the
+/// output bytes (fresh buffers per call, so each backend sees the same inputs).
+pub trait SameLaunch {
+    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8>;
+}
+
+/// How two backends' outputs of one launch must agree.
+#[derive(Clone, Copy, Debug)]
+pub enum Agree {
+    /// Every byte equal (integer results, q8_1 blocks, and f32 results whose summation order
+    /// the kernel fixes).
+    Bits,
+    /// Little-endian f32s within `rel·|sim| + abs` of each other.
+    F32 { rel: f32, abs: f32 },
+}
+
+/// Runs `l` on the simulator and on the GPU and checks that the outputs agree as `agree` says,
+/// so a GPU run is also the final word on the simulator. Prints why it was skipped when either
+/// backend is missing; returns whether the comparison ran.
+pub fn sim_matches_gpu<L: SameLaunch>(what: &str, l: &L, agree: Agree) -> bool {
+    #[cfg(not(feature = "sim"))]
+    {
+        let _ = (l, agree);
+        eprintln!("{what}: sim-vs-GPU skipped: ingot-kernels built without feature `sim`");
+        false
+    }
+    #[cfg(feature = "sim")]
+    {
+        let Some(mut gpu) = gpu() else {
+            eprintln!("{what}: sim-vs-GPU skipped: no GPU");
+            return false;
+        };
+        let mut sim = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+        let (s, g) = (l.run(&mut sim), l.run(&mut gpu));
+        assert_eq!(s.len(), g.len(), "{what}: output lengths differ");
+        match agree {
+            Agree::Bits => {
+                if let Some(i) = (0..s.len()).find(|&i| s[i] != g[i]) {
+                    panic!(
+                        "{what}: sim and GPU differ first at byte {i}: {:#04x} vs {:#04x}",
+                        s[i], g[i]
+                    );
+                }
+            }
+            Agree::F32 { rel, abs } => {
+                for (i, (a, c)) in s.chunks_exact(4).zip(g.chunks_exact(4)).enumerate() {
+                    let a = f32::from_le_bytes([a[0], a[1], a[2], a[3]]);
+                    let c = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    assert!(
+                        (a - c).abs() <= rel * a.abs() + abs,
+                        "{what}: float {i}: sim {a} vs GPU {c}"
+                    );
+                }
+            }
+        }
+        eprintln!("{what}: sim and GPU agree ({} bytes, {agree:?})", s.len());
+        true
+    }
+}

@@ -61,6 +61,36 @@ pub const ROPE_KV: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+/// `rope_kv_q8_1(q, kv, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache, n_head, d_nope,
+/// kv_lora, n_rope, ctx, eps, mscale)`: [`ROPE_KV`] that also writes every head's query nope
+/// part as q8_1 blocks (head `h` at block `h·d_nope/32`, CUDA variant `s = Σ`), the bits
+/// `quantize_q8_1` gives for each head's `d_nope` floats: the grouped `attn_k_b` gemv's input,
+/// without a quantization launch. Also requires `d_nope` a multiple of 32 and `n_rope` of 4.
+/// One block; an item is the whole token.
+pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
+    name: "rope_kv_q8_1",
+    params: &[
+        ptr("q"),
+        ptr("kv"),
+        ptr("kv_norm"),
+        ptr("rope_freq"),
+        ptr("state"),
+        ptr("q_pe"),
+        ptr("q_nope_q8"),
+        ptr("cache"),
+        u32_("n_head"),
+        u32_("d_nope"),
+        u32_("kv_lora"),
+        u32_("n_rope"),
+        u32_("ctx"),
+        f32_("eps"),
+        f32_("mscale"),
+    ],
+    block: [ROPE_KV_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
 /// Threads per block of [`FLASH_LATENT`].
 pub const FLASH_THREADS: u32 = 256;
 /// Cache rows one [`FLASH_LATENT`] block stages in shared memory at a time.
@@ -73,10 +103,12 @@ pub const FLASH_MAX_ROW: u32 = 576;
 /// Widest latent `kv_lora` [`FLASH_LATENT`] supports.
 pub const FLASH_MAX_LORA: u32 = 512;
 /// Fewest tiles a segment holds before the context is split further. Each segment costs a
-/// re-read of the query (`n_head·576·4` B, L2-resident) and a partial output
-/// (`n_head·kv_lora·4` B written and merged): at 8 tiles (256 rows, 295 KB of f16 cache at
-/// V2-Lite shapes) both stay near a tenth of the cache bytes the segment streams.
-pub const FLASH_MIN_SEGMENT_TILES: u32 = 8;
+/// re-read of the query (`n_head·576·4` B ≈ 36 KB at V2-Lite shapes, L2-resident) and a partial
+/// output (`n_head·kv_lora·4` B = 32 KB, written and merged), against 36 KB of f16 cache per
+/// tile. Two tiles keep that overhead near the cache bytes it streams while a 4096-deep context
+/// still splits into 64 blocks; eight tiles left it at 16 blocks, which cannot fill a GPU of
+/// 80+ SMs, and the step's attention time is then bound by a fifth of the SMs, not by bytes.
+pub const FLASH_MIN_SEGMENT_TILES: u32 = 2;
 
 /// Byte offsets of [`FLASH_LATENT`]'s dynamic shared memory.
 pub mod flash_smem {
@@ -132,6 +164,28 @@ pub const ATTN_MERGE: KernelDesc = KernelDesc {
         ptr("part_ml"),
         ptr("state"),
         ptr("o_lat"),
+        u32_("n_head"),
+        u32_("kv_lora"),
+        u32_("ctx"),
+        u32_("max_segments"),
+    ],
+    block: [MERGE_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
+/// `attn_merge_q8_1(part_o, part_ml, state, o_lat_q8, n_head, kv_lora, ctx, max_segments)`:
+/// [`ATTN_MERGE`] writing `o_lat` as q8_1 blocks (`kv_lora / 32` per head, CUDA variant
+/// `s = Σ`): the bits `quantize_q8_1` gives for [`ATTN_MERGE`]'s f32 output, so the grouped
+/// `attn_v_b` gemv reads it without a separate quantization launch. `kv_lora` a multiple of
+/// 32. An item is one head.
+pub const ATTN_MERGE_Q8_1: KernelDesc = KernelDesc {
+    name: "attn_merge_q8_1",
+    params: &[
+        ptr("part_o"),
+        ptr("part_ml"),
+        ptr("state"),
+        ptr("o_lat_q8"),
         u32_("n_head"),
         u32_("kv_lora"),
         u32_("ctx"),
@@ -249,4 +303,11 @@ const _: () = assert!(
 );
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[ROPE_KV, FLASH_LATENT, ATTN_MERGE, FLASH_LATENT_MMA];
+pub const ALL: &[KernelDesc] = &[
+    ROPE_KV,
+    ROPE_KV_Q8_1,
+    FLASH_LATENT,
+    ATTN_MERGE,
+    ATTN_MERGE_Q8_1,
+    FLASH_LATENT_MMA,
+];

@@ -17,8 +17,8 @@
 
 use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
 
-/// Weights per unit of a 32-element quant type: a lane takes two consecutive blocks, so rows of
-/// these types must hold a multiple of 64 weights.
+/// Weights per unit of a 32-element quant type: a lane takes two consecutive blocks. Rows of
+/// these types hold a multiple of 32 weights; an odd last block is handled after the unit loop.
 pub const GEMV_PAIR_QK: u32 = 64;
 /// Weights per unit of a k-quant type (one super-block).
 pub const GEMV_KQUANT_QK: u32 = 256;
@@ -76,6 +76,39 @@ const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> Kerne
         items_per_block: GEMV_WARPS,
         shared_bytes: 0,
     }
+}
+
+const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: GROUPED_PARAMS,
+        block: [GEMV_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: 1,
+        shared_bytes: 0,
+    }
+}
+
+macro_rules! q8_1_out {
+    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
+        #[doc = concat!("`", $name, "(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`: ",
+            "the grouped ", $ty, " gemv with `y` as q8_1 blocks (CUDA variant, `s = Σ`, the ",
+            "bits of `quantize_q8_1` of the f32 result). An item is one output block: 32 ",
+            "consecutive rows, so `nrows` is a multiple of 32 and the grid is `nrows / 32` ",
+            "blocks of [`GEMV_WARPS`] warps (`attn_v_b` feeding `attn_output`).")]
+        pub const $desc: KernelDesc = q8_1_out_desc($name);
+    )*};
+}
+
+q8_1_out! {
+    GEMV_GROUPED_Q4_0_Q8_1_OUT, "gemv_grouped_q4_0_q8_1_out", "Q4_0";
+    GEMV_GROUPED_Q5_0_Q8_1_OUT, "gemv_grouped_q5_0_q8_1_out", "Q5_0";
+    GEMV_GROUPED_Q5_1_Q8_1_OUT, "gemv_grouped_q5_1_q8_1_out", "Q5_1";
+    GEMV_GROUPED_Q8_0_Q8_1_OUT, "gemv_grouped_q8_0_q8_1_out", "Q8_0";
+    GEMV_GROUPED_IQ4_NL_Q8_1_OUT, "gemv_grouped_iq4_nl_q8_1_out", "IQ4_NL";
+    GEMV_GROUPED_Q3K_Q8_1_OUT, "gemv_grouped_q3k_q8_1_out", "Q3_K";
+    GEMV_GROUPED_Q4K_Q8_1_OUT, "gemv_grouped_q4k_q8_1_out", "Q4_K";
+    GEMV_GROUPED_Q5K_Q8_1_OUT, "gemv_grouped_q5k_q8_1_out", "Q5_K";
+    GEMV_GROUPED_Q6K_Q8_1_OUT, "gemv_grouped_q6k_q8_1_out", "Q6_K";
 }
 
 macro_rules! quant_gemv {
@@ -207,6 +240,15 @@ pub const ALL: &[KernelDesc] = &[
     GEMV2_Q5K_Q8_1,
     GEMV2_Q6K_Q8_1,
     GEMV_F32,
+    GEMV_GROUPED_Q4_0_Q8_1_OUT,
+    GEMV_GROUPED_Q5_0_Q8_1_OUT,
+    GEMV_GROUPED_Q5_1_Q8_1_OUT,
+    GEMV_GROUPED_Q8_0_Q8_1_OUT,
+    GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
+    GEMV_GROUPED_Q3K_Q8_1_OUT,
+    GEMV_GROUPED_Q4K_Q8_1_OUT,
+    GEMV_GROUPED_Q5K_Q8_1_OUT,
+    GEMV_GROUPED_Q6K_Q8_1_OUT,
 ];
 
 #[cfg(test)]

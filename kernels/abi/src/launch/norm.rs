@@ -16,5 +16,22 @@ pub const RMSNORM_Q8_1: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+/// `rmsnorm_q8_1_f32(x, w, y, y_f32, n, eps)`: as [`RMSNORM_Q8_1`], and `y_f32[r]` (`n`
+/// floats per row) receives the normalized floats that were quantized (the MoE router input).
+pub const RMSNORM_Q8_1_F32: KernelDesc = KernelDesc {
+    name: "rmsnorm_q8_1_f32",
+    params: &[
+        ptr("x"),
+        ptr("w"),
+        ptr("y"),
+        ptr("y_f32"),
+        u32_("n"),
+        f32_("eps"),
+    ],
+    block: [RMSNORM_Q8_1_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[RMSNORM_Q8_1];
+pub const ALL: &[KernelDesc] = &[RMSNORM_Q8_1, RMSNORM_Q8_1_F32];

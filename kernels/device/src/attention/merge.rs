@@ -5,10 +5,14 @@
 //! Thread mapping: one block per head; thread `i` owns latent dims `4i .. 4i+4` and walks the
 //! segments in order (one 16-byte load of `O_s` and one 8-byte load of `(m_s, l_s)` each).
 //! The segment count is re-derived from `StepState::pos` exactly as `flash_latent` derived it.
+//! `attn_merge_q8_1` is the same merge with a q8_1 epilogue: a q8_1 block is 32 dims, i.e. the
+//! 8 consecutive threads of a warp-aligned group, which reduce its scale and sum by shuffles.
 
 use super::asm::{exp2, fma, ld_v2_f32};
+use crate::norm_q8::quantize_store;
 use crate::ptx::{self, global, ld_u32, ld_v4_f32, st_v4_f32};
-use core::mem::offset_of;
+use core::mem::{offset_of, size_of};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::flash_segments;
 use ingot_abi::step::StepState;
 
@@ -25,15 +29,63 @@ pub unsafe extern "ptx-kernel" fn attn_merge(
     max_segments: u32,
 ) {
     let d = 4 * ptx::tid();
-    let h = ptx::bid();
     if d >= kv_lora {
         return;
     }
-    let out = global(o_lat) + (h as u64 * kv_lora as u64 + d as u64) * 4;
+    let h = ptx::bid();
+    let v = merge4(part_o, part_ml, state, n_head, kv_lora, ctx, max_segments);
+    st_v4_f32(
+        global(o_lat) + (h as u64 * kv_lora as u64 + d as u64) * 4,
+        v,
+    );
+}
+
+/// `attn_merge` with `o_lat` written as q8_1 blocks, `kv_lora/32` per head (the grouped
+/// `attn_v_b` gemv's input): the bits `quantize_q8_1` gives for `attn_merge`'s f32 output. See
+/// `ingot_abi::launch::ATTN_MERGE_Q8_1`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
+    part_o: *const f32,
+    part_ml: *const f32,
+    state: *const StepState,
+    o_lat_q8: *mut BlockQ8_1,
+    n_head: u32,
+    kv_lora: u32,
+    ctx: u32,
+    max_segments: u32,
+) {
+    let c = ptx::tid();
+    let h = ptx::bid();
+    // Every thread takes part in the 8-lane shuffles of the quantization; `kv_lora` is a
+    // multiple of 32, so a block's 8 lanes are all in range or all out of it.
+    let active = 4 * c < kv_lora;
+    let v = if active {
+        merge4(part_o, part_ml, state, n_head, kv_lora, ctx, max_segments)
+    } else {
+        [0.0; 4]
+    };
+    let row = global(o_lat_q8)
+        + h as u64 * (kv_lora / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
+    quantize_store(v, row, c, active);
+}
+
+/// Head `bid`'s latent dims `4·tid .. 4·tid+4` merged over this step's segments (NaN when
+/// `pos ≥ ctx`, so a step past the cache is visible downstream). Requires `4·tid < kv_lora`.
+#[inline(always)]
+unsafe fn merge4(
+    part_o: *const f32,
+    part_ml: *const f32,
+    state: *const StepState,
+    n_head: u32,
+    kv_lora: u32,
+    ctx: u32,
+    max_segments: u32,
+) -> [f32; 4] {
+    let d = 4 * ptx::tid();
+    let h = ptx::bid();
     let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
     if pos >= ctx {
-        st_v4_f32(out, [f32::NAN; 4]);
-        return;
+        return [f32::NAN; 4];
     }
     let count = flash_segments(pos + 1, max_segments).count;
     let ml = global(part_ml) + h as u64 * 8;
@@ -63,8 +115,5 @@ pub unsafe extern "ptx-kernel" fn attn_merge(
         s += 1;
     }
     let inv = 1.0 / den;
-    st_v4_f32(
-        out,
-        [acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv],
-    );
+    [acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv]
 }

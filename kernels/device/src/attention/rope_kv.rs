@@ -13,10 +13,12 @@
 //! `t`. Σc² is reduced per warp with shuffles, then across warps through shared memory.
 
 use super::asm::{cos, fma, ld_f64, ld_v2_f32, rint_f64, sin, st_v2_f32, st_v2_u32};
+use crate::norm_q8::quantize_store;
 use crate::ptx::{self, f32_to_f16, global, ld_u32, ld_v4_f32, sqrt, st_u32, warp_sum};
 use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
 use core::mem::offset_of;
+use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
@@ -72,6 +74,91 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
     eps: f32,
     mscale: f32,
 ) {
+    let dims = Dims {
+        n_head,
+        d_nope,
+        kv_lora,
+        n_rope,
+        ctx,
+    };
+    rope_kv_impl::<false>(
+        q, kv, kv_norm, rope_freq, state, q_pe, 0, cache, dims, eps, mscale,
+    );
+}
+
+/// [`rope_kv`] that also writes every head's `q_nope` as q8_1 blocks into `q_nope_q8` (head
+/// `h` at block `h·d_nope/32`): the input of the grouped `attn_k_b` gemv, bit-identical to
+/// `quantize_q8_1` of each head's slice. See `ingot_abi::launch::ROPE_KV_Q8_1`; the launcher
+/// also checks `d_nope` a multiple of 32 and `n_rope` of 4 (16-byte aligned head slices).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rope_kv_q8_1(
+    q: *const f32,
+    kv: *const f32,
+    kv_norm: *const f32,
+    rope_freq: *const f64,
+    state: *const StepState,
+    q_pe: *mut f32,
+    q_nope_q8: *mut BlockQ8_1,
+    cache: *mut u16,
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    eps: f32,
+    mscale: f32,
+) {
+    let dims = Dims {
+        n_head,
+        d_nope,
+        kv_lora,
+        n_rope,
+        ctx,
+    };
+    rope_kv_impl::<true>(
+        q,
+        kv,
+        kv_norm,
+        rope_freq,
+        state,
+        q_pe,
+        global(q_nope_q8),
+        cache,
+        dims,
+        eps,
+        mscale,
+    );
+}
+
+struct Dims {
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rope_kv_impl<const Q8: bool>(
+    q: *const f32,
+    kv: *const f32,
+    kv_norm: *const f32,
+    rope_freq: *const f64,
+    state: *const StepState,
+    q_pe: *mut f32,
+    q_nope_q8: u64,
+    cache: *mut u16,
+    Dims {
+        n_head,
+        d_nope,
+        kv_lora,
+        n_rope,
+        ctx,
+    }: Dims,
+    eps: f32,
+    mscale: f32,
+) {
     let t = ptx::tid();
     let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
     let freq = global(rope_freq);
@@ -89,6 +176,31 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
         let (x, y) = rotate(a, b, cos_sin(freq, pos, i, mscale));
         st_v2_f32(qpe + (h * n_rope + 2 * i) as u64 * 4, [x, y]);
         idx += ROPE_KV_THREADS;
+    }
+
+    // `per_head > 0` here lets the compiler drop the division-by-zero check inside the loop
+    // (the launcher guarantees d_nope ≥ 32).
+    let per_head = d_nope / 4;
+    if Q8 && per_head > 0 {
+        // Query nope parts as q8_1: chunk `c` holds 4 floats, 8 consecutive chunks one block,
+        // and a head has `d_nope/4` chunks (a multiple of 8). Every thread runs every round so
+        // the 8-lane shuffles see whole warps; ROPE_KV_THREADS is a multiple of 8, so a round
+        // keeps the chunk groups warp-aligned.
+        let chunks = n_head * per_head;
+        let mut base = 0;
+        while base < chunks {
+            let c = base + t;
+            let active = c < chunks;
+            let v = if active {
+                let h = c / per_head;
+                let j = c - h * per_head;
+                ld_v4_f32(qg + (h * q_stride + 4 * j) as u64 * 4)
+            } else {
+                [0.0; 4]
+            };
+            quantize_store(v, q_nope_q8, c, active);
+            base += ROPE_KV_THREADS;
+        }
     }
 
     // Σc² over the latent part.
