@@ -51,7 +51,8 @@ impl Preset {
     pub fn dims(self) -> Dims {
         match self {
             // Widths are chosen so that every quant-mix rule fires somewhere: rows of 256 take k-quants,
-            // rows of 32/96/128/192 exercise the llama-quantize fallbacks (spec §4.4).
+            // rows of 32/128 exercise the llama-quantize fallbacks (spec §4.4). Expert rows are a
+            // multiple of 64, which the fused MoE kernels need.
             Preset::Tiny => Dims {
                 n_embd: 256,
                 n_head: 4,
@@ -64,7 +65,7 @@ impl Preset {
                 n_expert: 16,
                 n_expert_used: 6,
                 n_shared: 2,
-                ff_expert: 96,
+                ff_expert: 128,
                 ff_dense: 512,
                 n_vocab: 512,
                 bos: 510,
