@@ -5,6 +5,17 @@
 //! product per group or block). They are written for speed: each super-block is first unpacked
 //! into a plain `[i8; 256]` of signed levels, then multiplied group by group in straight loops
 //! that LLVM vectorises. The results equal ggml's generic code up to f32 summation order.
+//!
+//! [`RowDot`] runs these over whole rows, on AVX2 kernels where the CPU has them; those produce
+//! the very same bits as the functions here.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+pub use rows::{Isa, RowDot};
 
 use crate::round::f16_to_f32;
 use crate::{q2_k, q3_k, q4_k, q5_k, q6_k};

@@ -2,15 +2,11 @@
 
 use ingot_abi::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use ingot_gguf::{GgmlType, GgufFile, TensorInfo};
-use rayon::prelude::*;
+use ingot_quant::cpu_dot::{Isa, RowDot};
 
 use crate::dequant::dequantize_into;
 use crate::error::{ModelError, Result};
 use crate::math::dot_f32;
-
-/// Multiply-accumulates below which a product runs on the calling thread: rayon's fork/join costs a few
-/// microseconds, more than a product this small takes.
-const PARALLEL_MIN_WORK: usize = 1 << 15;
 
 /// The activation format a weight type's dot product consumes (ggml-cpu `vec_dot_type`, spec §3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,16 +17,34 @@ pub(super) enum ActKind {
     Q8K,
 }
 
-impl ActKind {
-    fn of(ty: GgmlType) -> Option<ActKind> {
+/// How a matrix's rows are dotted with an activation.
+#[derive(Debug, Clone, Copy)]
+enum Kernel {
+    /// F32/F16/BF16 rows against f32 activations.
+    Float,
+    /// Q4_1/Q5_1 rows against q8_1, through the one-row reference dot product.
+    Q8_1,
+    /// Types with whole-row kernels (q8_K or q8_0 activations), SIMD where the CPU has it.
+    Rows(RowDot),
+}
+
+impl Kernel {
+    fn of(ty: GgmlType, isa: Isa) -> Option<Kernel> {
         use GgmlType::*;
         Some(match ty {
-            F32 | F16 | Bf16 => ActKind::F32,
-            Q4_0 | Q5_0 | Q8_0 | Iq4Nl => ActKind::Q8_0,
-            Q4_1 | Q5_1 => ActKind::Q8_1,
-            Q2K | Q3K | Q4K | Q5K | Q6K | Iq4Xs => ActKind::Q8K,
-            _ => return None,
+            F32 | F16 | Bf16 => Kernel::Float,
+            Q4_1 | Q5_1 => Kernel::Q8_1,
+            _ => Kernel::Rows(RowDot::with_isa(ty, isa).ok()?),
         })
+    }
+
+    fn act_kind(self) -> ActKind {
+        match self {
+            Kernel::Float => ActKind::F32,
+            Kernel::Q8_1 => ActKind::Q8_1,
+            Kernel::Rows(d) if d.act_type() == GgmlType::Q8K => ActKind::Q8K,
+            Kernel::Rows(_) => ActKind::Q8_0,
+        }
     }
 }
 
@@ -39,7 +53,7 @@ impl ActKind {
 #[derive(Clone, Copy)]
 pub(super) struct QMatrix<'f> {
     info: &'f TensorInfo,
-    kind: ActKind,
+    kernel: Kernel,
     rows: usize,
     cols: usize,
     row_bytes: usize,
@@ -47,15 +61,16 @@ pub(super) struct QMatrix<'f> {
 }
 
 impl<'f> QMatrix<'f> {
-    /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows.
-    pub fn from_tensor(file: &'f GgufFile, name: &str) -> Result<Self> {
+    /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows; its dot
+    /// products run on `isa` (which the caller has checked the CPU supports).
+    pub fn from_tensor(file: &'f GgufFile, name: &str, isa: Isa) -> Result<Self> {
         let info = file
             .header()
             .tensor(name)
             .ok_or_else(|| ModelError::MissingTensor {
                 name: name.to_owned(),
             })?;
-        let kind = ActKind::of(info.ty).ok_or_else(|| ModelError::TensorType {
+        let kernel = Kernel::of(info.ty, isa).ok_or_else(|| ModelError::TensorType {
             name: name.to_owned(),
             ty: info.ty.name().to_owned(),
             reason: "no CPU dot product for this type".into(),
@@ -76,7 +91,7 @@ impl<'f> QMatrix<'f> {
         }
         Ok(QMatrix {
             info,
-            kind,
+            kernel,
             rows,
             cols,
             row_bytes,
@@ -86,6 +101,15 @@ impl<'f> QMatrix<'f> {
 
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The activation format this matrix's products consume.
+    pub fn act_kind(&self) -> ActKind {
+        self.kernel.act_kind()
     }
 
     /// Slab `i` of `n` equal slabs along the rows (one expert of a stacked tensor, one head of `attn_k_b`).
@@ -111,42 +135,37 @@ impl<'f> QMatrix<'f> {
         dequantize_into(self.info, self.row(r), &mut out[..self.cols])
     }
 
-    /// `out = W·x`, rows split across rayon's pool when the product is large enough.
-    pub fn matvec(&self, x: &mut Activation, out: &mut [f32]) -> Result<()> {
-        if self.rows * self.cols < PARALLEL_MIN_WORK {
-            return self.matvec_serial(x, out);
-        }
-        x.prepare(self.kind, self)?;
-        let x = &*x;
-        let chunk = (PARALLEL_MIN_WORK / 4 / self.cols).max(1);
-        out[..self.rows]
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .try_for_each(|(ci, o)| self.dot_rows(ci * chunk, x, o))
-    }
-
     /// `out = W·x` on the calling thread.
     pub fn matvec_serial(&self, x: &mut Activation, out: &mut [f32]) -> Result<()> {
-        x.prepare(self.kind, self)?;
+        x.prepare(self)?;
         self.dot_rows(0, x, &mut out[..self.rows])
     }
 
-    fn dot_rows(&self, first: usize, x: &Activation, out: &mut [f32]) -> Result<()> {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = self.dot(self.row(first + i), x)?;
+    /// `out[i] = W[first + i]·x` for a prepared `x` (see [`Activation::prepare`]); `first + out.len()` must
+    /// not exceed the rows.
+    pub fn dot_rows(&self, first: usize, x: &Activation, out: &mut [f32]) -> Result<()> {
+        let rows = &self.data[first * self.row_bytes..(first + out.len()) * self.row_bytes];
+        match self.kernel {
+            Kernel::Rows(dot) => match dot.act_type() {
+                GgmlType::Q8K => dot.q8_k(rows, &x.q8k, out),
+                _ => dot.q8_0(rows, &x.q8_0, out),
+            }
+            .map_err(|e| self.quant_error(e)),
+            Kernel::Float => {
+                let ty = self.info.ty;
+                for (o, row) in out.iter_mut().zip(rows.chunks_exact(self.row_bytes)) {
+                    *o = dot_float_row(ty, row, &x.values[..x.len]);
+                }
+                Ok(())
+            }
+            Kernel::Q8_1 => {
+                for (o, row) in out.iter_mut().zip(rows.chunks_exact(self.row_bytes)) {
+                    *o = ingot_quant::vec_dot_q8_1(self.info.ty, row, &x.q8_1)
+                        .map_err(|e| self.quant_error(e))?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
-    }
-
-    fn dot(&self, row: &[u8], x: &Activation) -> Result<f32> {
-        let ty = self.info.ty;
-        let r = match self.kind {
-            ActKind::F32 => return Ok(dot_float_row(ty, row, &x.values[..x.len])),
-            ActKind::Q8_0 => ingot_quant::vec_dot_q8_0(ty, row, &x.q8_0),
-            ActKind::Q8_1 => ingot_quant::vec_dot_q8_1(ty, row, &x.q8_1),
-            ActKind::Q8K => ingot_quant::vec_dot_q8_k(ty, row, &x.q8k),
-        };
-        r.map_err(|e| self.quant_error(e))
     }
 
     fn quant_error(&self, e: impl std::fmt::Display) -> ModelError {
@@ -154,6 +173,10 @@ impl<'f> QMatrix<'f> {
             name: self.info.name.clone(),
             reason: e.to_string(),
         }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.info.name
     }
 }
 
@@ -224,8 +247,9 @@ impl Activation {
         self.ready = [false; 3];
     }
 
-    /// Makes the form `kind` available, quantizing if needed.
-    fn prepare(&mut self, kind: ActKind, m: &QMatrix<'_>) -> Result<()> {
+    /// Makes the form `kind` that `m` consumes available, quantizing if needed; refuses an input whose
+    /// length is not `m`'s row width.
+    pub fn prepare(&mut self, m: &QMatrix<'_>) -> Result<()> {
         if self.len != m.cols {
             return Err(ModelError::Quant {
                 name: m.info.name.clone(),
@@ -234,7 +258,7 @@ impl Activation {
         }
         // `len == cols` and weight rows are whole blocks, so the input splits into whole activation blocks.
         let x = &self.values[..self.len];
-        let slot = match kind {
+        let slot = match m.act_kind() {
             ActKind::F32 => return Ok(()),
             ActKind::Q8_0 if !self.ready[0] => {
                 fill_blocks(x, &mut self.q8_0, ingot_quant::q8_0::quantize);

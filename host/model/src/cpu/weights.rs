@@ -3,6 +3,8 @@
 
 use ingot_gguf::GgufFile;
 
+use ingot_quant::cpu_dot::Isa;
+
 use super::matmul::QMatrix;
 use crate::config::{AttnLayout, ModelConfig};
 use crate::dequant::tensor_f32;
@@ -27,6 +29,7 @@ pub(super) enum KeyUp<'f> {
     Legacy(QMatrix<'f>),
 }
 
+#[derive(Clone, Copy)]
 pub(super) struct DenseFfn<'f> {
     pub gate: QMatrix<'f>,
     pub up: QMatrix<'f>,
@@ -70,21 +73,22 @@ pub(super) struct CpuWeights<'f> {
 
 impl<'f> CpuWeights<'f> {
     /// Maps every tensor of a file whose shapes [`ModelConfig::from_gguf`] has validated.
-    pub fn map(file: &'f GgufFile, c: &ModelConfig) -> Result<Self> {
+    /// Dot products run on `isa`.
+    pub fn map(file: &'f GgufFile, c: &ModelConfig, isa: Isa) -> Result<Self> {
         Ok(CpuWeights {
-            token_embd: QMatrix::from_tensor(file, TOKEN_EMBD)?,
+            token_embd: QMatrix::from_tensor(file, TOKEN_EMBD, isa)?,
             layers: (0..c.n_layer)
-                .map(|il| map_layer(file, c, il))
+                .map(|il| map_layer(file, c, il, isa))
                 .collect::<Result<_>>()?,
             output_norm: tensor_f32(file, OUTPUT_NORM)?,
-            output: QMatrix::from_tensor(file, OUTPUT)?,
+            output: QMatrix::from_tensor(file, OUTPUT, isa)?,
         })
     }
 }
 
-fn map_layer<'f>(file: &'f GgufFile, c: &ModelConfig, il: usize) -> Result<Layer<'f>> {
+fn map_layer<'f>(file: &'f GgufFile, c: &ModelConfig, il: usize, isa: Isa) -> Result<Layer<'f>> {
     let name = |suffix: &str| layer_name(il, suffix);
-    let matrix = |suffix: &str| QMatrix::from_tensor(file, &name(suffix));
+    let matrix = |suffix: &str| QMatrix::from_tensor(file, &name(suffix), isa);
     let vector = |suffix: &str| tensor_f32(file, &name(suffix));
     let per_head = |m: QMatrix<'f>| {
         (0..c.n_head)

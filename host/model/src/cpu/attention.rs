@@ -1,0 +1,146 @@
+//! Absorbed MLA attention of the CPU backend (spec §5.1).
+
+use rayon::prelude::*;
+
+use super::batch::{self, Product};
+use super::matmul::Activation;
+use super::weights::{KeyUp, Layer, QueryProj};
+use super::Scratch;
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::math::{dot_f32, rmsnorm, rmsnorm_in_place};
+use crate::rope::apply_rope;
+
+/// Buffers of one head's attention, so heads can run in parallel without sharing.
+pub(super) struct HeadScratch {
+    q_nope: Activation,
+    q_abs: Vec<f32>,
+    scores: Vec<f32>,
+    o_lat: Activation,
+    out: Vec<f32>,
+    /// One dequantized `attn_kv_b` row (legacy layout only).
+    kv_b_row: Vec<f32>,
+}
+
+impl HeadScratch {
+    pub fn new(c: &ModelConfig, max_ctx: usize) -> Self {
+        HeadScratch {
+            q_nope: Activation::new(c.d_nope),
+            q_abs: vec![0.0; c.kv_lora],
+            scores: vec![0.0; max_ctx],
+            o_lat: Activation::new(c.kv_lora),
+            out: vec![0.0; c.d_v],
+            kv_b_row: vec![0.0; c.kv_lora],
+        }
+    }
+}
+
+/// Width of the first projection's output: the query (or its low-rank latent) followed by `[c | k_pe]`.
+pub(super) fn proj_width(c: &ModelConfig) -> usize {
+    c.q_lora.unwrap_or(c.n_head * c.d_qk()) + c.cache_row()
+}
+
+/// Attention for the token whose residual is `s.x` at `pos`, writing its cache row; leaves `W_o·o` in
+/// `s.delta`.
+pub(super) fn attention(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &mut [f32],
+    pos: usize,
+    s: &mut Scratch<'_>,
+) -> Result<()> {
+    let (lora, nope, row) = (c.kv_lora, c.d_nope, c.cache_row());
+    rmsnorm(&s.x, &layer.attn_norm, c.rms_eps, &mut s.h);
+    s.act_embd.load(&s.h);
+    // The query (or its latent) and the kv latent read the same input: one batch.
+    let first = match &layer.q {
+        QueryProj::Direct(w) => w,
+        QueryProj::LowRank { a, .. } => a,
+    };
+    let q_width = first.rows();
+    batch::run(
+        &[
+            Product {
+                m: *first,
+                input: 0,
+            },
+            Product {
+                m: layer.kv_a,
+                input: 0,
+            },
+        ],
+        std::slice::from_mut(&mut s.act_embd),
+        &mut s.proj,
+    )?;
+    let (q_part, kv) = s.proj[..q_width + row].split_at_mut(q_width);
+    match &layer.q {
+        QueryProj::Direct(_) => s.q.copy_from_slice(q_part),
+        QueryProj::LowRank { a_norm, b, .. } => {
+            rmsnorm_in_place(q_part, a_norm, c.rms_eps);
+            s.act_q_lora.load(q_part);
+            batch::matvec(b, &mut s.act_q_lora, &mut s.q)?;
+        }
+    }
+    rmsnorm_in_place(&mut kv[..lora], &layer.kv_a_norm, c.rms_eps);
+    apply_rope(&mut kv[lora..], &s.cos_sin);
+    cache[pos * row..(pos + 1) * row].copy_from_slice(kv);
+    for q_head in s.q.chunks_exact_mut(c.d_qk()) {
+        apply_rope(&mut q_head[nope..], &s.cos_sin);
+    }
+
+    let cache: &[f32] = cache;
+    let q = &s.q;
+    s.heads
+        .par_iter_mut()
+        .enumerate()
+        .try_for_each(|(hd, hs)| -> Result<()> {
+            let q_head = &q[hd * c.d_qk()..(hd + 1) * c.d_qk()];
+            let (q_nope, q_pe) = q_head.split_at(nope);
+            match &layer.k_up {
+                KeyUp::PerHead(k_b) => {
+                    hs.q_nope.load(q_nope);
+                    k_b[hd].matvec_serial(&mut hs.q_nope, &mut hs.q_abs)?;
+                }
+                KeyUp::Legacy(kv_b) => {
+                    // q_abs = Σ_d q_nope[d] · kv_b[h·(d_nope+d_v) + d]: the transposed product, row by row.
+                    hs.q_abs.fill(0.0);
+                    let first = hd * (nope + c.d_v);
+                    for (d, &qd) in q_nope.iter().enumerate() {
+                        kv_b.dequantize_row(first + d, &mut hs.kv_b_row)?;
+                        hs.q_abs
+                            .iter_mut()
+                            .zip(&hs.kv_b_row)
+                            .for_each(|(a, w)| *a += qd * w);
+                    }
+                }
+            }
+            let scores = &mut hs.scores[..=pos];
+            let mut max = f32::NEG_INFINITY;
+            for (t, sc) in scores.iter_mut().enumerate() {
+                let k = &cache[t * row..(t + 1) * row];
+                *sc = c.kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
+                max = max.max(*sc);
+            }
+            let mut sum = 0.0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
+            }
+            let o_lat = hs.o_lat.f32_mut();
+            o_lat.fill(0.0);
+            for (t, &p) in scores.iter().enumerate() {
+                let weight = p / sum;
+                o_lat
+                    .iter_mut()
+                    .zip(&cache[t * row..t * row + lora])
+                    .for_each(|(o, v)| *o += weight * v);
+            }
+            hs.o_lat.mark_loaded();
+            layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
+        })?;
+    for (hd, hs) in s.heads.iter().enumerate() {
+        s.heads_out[hd * c.d_v..(hd + 1) * c.d_v].copy_from_slice(&hs.out);
+    }
+    s.act_heads.load(&s.heads_out);
+    batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
+}

@@ -1,0 +1,89 @@
+//! Batches of matrix-vector products run as one parallel pass over their concatenated rows.
+//!
+//! A decode step is a chain of small products (per MoE layer: the gate and up projections of every chosen
+//! expert, then their down projections). Each fork/join on rayon's pool costs microseconds and, on a pool
+//! shared with other processes, waits for its slowest thread; so products that share a stage run as one
+//! batch, split into chunks of [`CHUNK_ROWS`] rows that rayon's work stealing balances across threads.
+
+use rayon::prelude::*;
+
+use super::matmul::{Activation, QMatrix};
+use crate::error::{ModelError, Result};
+
+/// Multiply-accumulates below which a batch runs on the calling thread: a fork/join costs a few
+/// microseconds, about what a product this small takes with SIMD kernels.
+const PARALLEL_MIN_WORK: usize = 1 << 16;
+
+/// Rows per parallel work item. Small enough to balance two or more threads over a 576-row product, large
+/// enough (16 rows of 2048 q4_K weights are 18 KiB) that per-item dispatch is noise.
+const CHUNK_ROWS: usize = 16;
+
+/// One product of a batch: `m · inputs[input]`.
+#[derive(Clone, Copy)]
+pub(super) struct Product<'f> {
+    pub m: QMatrix<'f>,
+    pub input: usize,
+}
+
+/// Runs `products` into consecutive ranges of `out` (product `i`'s rows follow product `i − 1`'s), each
+/// against its input in `inputs`, which are quantized here as needed. `out` must hold all rows.
+pub(super) fn run(
+    products: &[Product<'_>],
+    inputs: &mut [Activation],
+    out: &mut [f32],
+) -> Result<()> {
+    let mut rows = 0;
+    let mut work = 0;
+    for p in products {
+        let input = inputs.get_mut(p.input).ok_or_else(|| ModelError::Quant {
+            name: p.m.name().to_owned(),
+            reason: format!("input {} of a batch of {}", p.input, products.len()),
+        })?;
+        input.prepare(&p.m)?;
+        rows += p.m.rows();
+        work += p.m.rows() * p.m.cols();
+    }
+    let available = out.len();
+    let out = out.get_mut(..rows).ok_or_else(|| ModelError::Quant {
+        name: products.first().map_or("", |p| p.m.name()).to_owned(),
+        reason: format!("a batch of {rows} rows into {available} outputs"),
+    })?;
+    let inputs = &*inputs;
+    if work < PARALLEL_MIN_WORK || rayon::current_num_threads() == 1 {
+        return run_rows(products, inputs, 0, out);
+    }
+    out.par_chunks_mut(CHUNK_ROWS)
+        .enumerate()
+        .try_for_each(|(ci, o)| run_rows(products, inputs, ci * CHUNK_ROWS, o))
+}
+
+/// `out = m · x` as a batch of one.
+pub(super) fn matvec(m: &QMatrix<'_>, x: &mut Activation, out: &mut [f32]) -> Result<()> {
+    run(&[Product { m: *m, input: 0 }], std::slice::from_mut(x), out)
+}
+
+/// Rows `first..first + out.len()` of the concatenated products (prepared inputs, rows in range).
+fn run_rows(
+    products: &[Product<'_>],
+    inputs: &[Activation],
+    first: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    // Invariant: rows before `first + done` are written or not ours, and product `p` starts at `start`.
+    let mut start = 0;
+    let mut done = 0;
+    for p in products {
+        if done == out.len() {
+            break;
+        }
+        let end = start + p.m.rows();
+        if end > first + done {
+            let local = first + done - start;
+            let n = (end - first - done).min(out.len() - done);
+            p.m.dot_rows(local, &inputs[p.input], &mut out[done..done + n])?;
+            done += n;
+        }
+        start = end;
+    }
+    Ok(())
+}

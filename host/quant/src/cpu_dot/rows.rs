@@ -1,0 +1,300 @@
+//! Whole-row dot products: many weight rows against one quantized activation vector, with the
+//! block kernels chosen once for the running CPU. This is the CPU matrix-vector product's inner
+//! loop; [`crate::vec_dot_q8_k`] / [`crate::vec_dot_q8_0`] remain the one-row scalar reference.
+
+use core::mem::size_of;
+
+use bytemuck::Pod;
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K,
+    BlockQ8K, BlockQ8_0,
+};
+use ingot_gguf::GgmlType;
+
+use crate::cpu_dot;
+use crate::error::QuantError;
+
+/// The instruction set a [`RowDot`] runs its block kernels on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust: the block functions of [`crate::cpu_dot`].
+    Scalar,
+    /// x86-64 AVX2 + F16C kernels for every type [`RowDot`] covers, bit-identical to
+    /// [`Isa::Scalar`].
+    Avx2,
+}
+
+impl Isa {
+    /// The fastest instruction set of the running CPU.
+    pub fn detect() -> Isa {
+        if Isa::Avx2.is_available() {
+            Isa::Avx2
+        } else {
+            Isa::Scalar
+        }
+    }
+
+    /// Whether the running CPU executes this instruction set.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            Isa::Avx2 => avx2_available(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_available() -> bool {
+    false
+}
+
+/// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants and
+/// IQ4_XS, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed instruction set. Each row's result is
+/// bit-identical to [`crate::vec_dot_q8_k`] / [`crate::vec_dot_q8_0`] on that row, whatever the
+/// instruction set (Q6_K, like the mins of Q2_K/Q4_K/Q5_K, takes `Σq` per 16 activations from
+/// `bsums`, so activations must come from [`crate::quantize_q8_k`] or be equally consistent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowDot {
+    ty: GgmlType,
+    isa: Isa,
+}
+
+impl RowDot {
+    /// The kernels for `ty` on the fastest instruction set of this CPU.
+    pub fn new(ty: GgmlType) -> Result<Self, QuantError> {
+        Self::with_isa(ty, Isa::detect())
+    }
+
+    /// The kernels for `ty` on `isa`; refused when `ty` has no CPU dot product or the CPU
+    /// lacks `isa`.
+    pub fn with_isa(ty: GgmlType, isa: Isa) -> Result<Self, QuantError> {
+        if cpu_dot_type(ty).is_none() {
+            return Err(QuantError::Unsupported {
+                ty,
+                op: "the CPU row dot product",
+            });
+        }
+        if !isa.is_available() {
+            return Err(QuantError::Unsupported {
+                ty,
+                op: "AVX2 dot products (this CPU lacks AVX2 or F16C)",
+            });
+        }
+        Ok(RowDot { ty, isa })
+    }
+
+    /// The weight type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// The instruction set the kernels run on.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The activation type the rows are dotted with: Q8_K ([`RowDot::q8_k`]) or Q8_0
+    /// ([`RowDot::q8_0`]).
+    pub fn act_type(&self) -> GgmlType {
+        cpu_dot_type(self.ty).unwrap_or(GgmlType::Q8K)
+    }
+
+    /// `out[r] = row r · act` for `out.len()` consecutive rows in `rows`, each as many blocks as
+    /// `act` (one Q8_K block per 256 weights).
+    pub fn q8_k(&self, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> Result<(), QuantError> {
+        self.check(GgmlType::Q8K, rows.len(), act.len(), out.len())?;
+        use GgmlType::*;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_k(self.ty, rows, act, out) } {
+            return Ok(());
+        }
+        match self.ty {
+            Q2K => each_row::<BlockQ2K, _>(rows, act, out, cpu_dot::q2_k),
+            Q3K => each_row::<BlockQ3K, _>(rows, act, out, cpu_dot::q3_k),
+            Q4K => each_row::<BlockQ4K, _>(rows, act, out, cpu_dot::q4_k),
+            Q5K => each_row::<BlockQ5K, _>(rows, act, out, cpu_dot::q5_k),
+            Q6K => each_row::<BlockQ6K, _>(rows, act, out, cpu_dot::q6_k),
+            Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, cpu_dot::iq4_xs),
+            _ => unreachable_type(self.ty, "the q8_K row dot product")?,
+        }
+        Ok(())
+    }
+
+    /// `out[r] = row r · act` for `out.len()` consecutive rows in `rows`, each as many blocks as
+    /// `act` (one Q8_0 block per 32 weights).
+    pub fn q8_0(&self, rows: &[u8], act: &[BlockQ8_0], out: &mut [f32]) -> Result<(), QuantError> {
+        self.check(GgmlType::Q8_0, rows.len(), act.len(), out.len())?;
+        use GgmlType::*;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_0(self.ty, rows, act, out) } {
+            return Ok(());
+        }
+        match self.ty {
+            Q4_0 => each_row::<BlockQ4_0, _>(rows, act, out, cpu_dot::q4_0),
+            Q5_0 => each_row::<BlockQ5_0, _>(rows, act, out, cpu_dot::q5_0),
+            Q8_0 => each_row::<BlockQ8_0, _>(rows, act, out, cpu_dot::q8_0),
+            Iq4Nl => each_row::<BlockIq4Nl, _>(rows, act, out, cpu_dot::iq4_nl),
+            _ => unreachable_type(self.ty, "the q8_0 row dot product")?,
+        }
+        Ok(())
+    }
+
+    /// Checks the activation type and that `rows_len` bytes are exactly `out_len` rows of
+    /// `act_len` blocks (every supported weight block spans exactly one activation block).
+    fn check(
+        &self,
+        act_ty: GgmlType,
+        rows_len: usize,
+        act_len: usize,
+        out_len: usize,
+    ) -> Result<(), QuantError> {
+        if cpu_dot_type(self.ty) != Some(act_ty) {
+            return Err(QuantError::Unsupported {
+                ty: self.ty,
+                op: if act_ty == GgmlType::Q8K {
+                    "the q8_K row dot product"
+                } else {
+                    "the q8_0 row dot product"
+                },
+            });
+        }
+        let (bs, ts) = (self.ty.block_size() as usize, self.ty.type_size() as usize);
+        let expected = act_len.checked_mul(ts).and_then(|b| b.checked_mul(out_len));
+        if expected != Some(rows_len) {
+            return Err(QuantError::ByteLength {
+                ty: self.ty,
+                elements: act_len.saturating_mul(bs).saturating_mul(out_len),
+                expected: expected.unwrap_or(usize::MAX),
+                actual: rows_len,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The CPU activation type of the weight types [`RowDot`] covers.
+fn cpu_dot_type(ty: GgmlType) -> Option<GgmlType> {
+    crate::cpu_vec_dot_type(ty)
+}
+
+/// The refusal behind a match arm that `check` already excludes; keeps the matches total
+/// without a panicking path.
+fn unreachable_type(ty: GgmlType, op: &'static str) -> Result<(), QuantError> {
+    Err(QuantError::Unsupported { ty, op })
+}
+
+/// `out[r] = Σ_i f(block i of row r, act[i])`, adding block results to 0.0 in order, as
+/// [`crate::vec_dot_q8_k`] does. `data` holds `out.len()` rows of `act.len()` blocks of `B`
+/// (checked by the caller); rows not aligned for `B` are read block by block.
+#[inline(always)]
+fn each_row<B: Pod, A>(data: &[u8], act: &[A], out: &mut [f32], f: impl Fn(&B, &A) -> f32) {
+    each_row_with(data, act, out, |row, act| fold_blocks(row, act, &f), &f)
+}
+
+/// [`each_row`] with a whole-row kernel `row` for aligned data, which must return exactly what
+/// folding `block` over the row does.
+#[inline(always)]
+fn each_row_with<B: Pod, A>(
+    data: &[u8],
+    act: &[A],
+    out: &mut [f32],
+    row: impl Fn(&[B], &[A]) -> f32,
+    block: impl Fn(&B, &A) -> f32,
+) {
+    if act.is_empty() {
+        out.fill(0.0);
+        return;
+    }
+    match bytemuck::try_cast_slice::<u8, B>(data) {
+        Ok(blocks) => {
+            for (o, r) in out.iter_mut().zip(blocks.chunks_exact(act.len())) {
+                *o = row(r, act);
+            }
+        }
+        Err(_) => {
+            for (o, r) in out
+                .iter_mut()
+                .zip(data.chunks_exact(act.len() * size_of::<B>()))
+            {
+                *o = r
+                    .chunks_exact(size_of::<B>())
+                    .zip(act)
+                    .fold(0.0f32, |s, (c, y)| {
+                        s + block(&bytemuck::pod_read_unaligned::<B>(c), y)
+                    });
+            }
+        }
+    }
+}
+
+/// `Σ_i f(row[i], act[i])` added to 0.0 in order.
+#[inline(always)]
+fn fold_blocks<B, A>(row: &[B], act: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
+    row.iter().zip(act).fold(0.0f32, |s, (x, y)| s + f(x, y))
+}
+
+/// The AVX2 instantiations of [`each_row`]: one `#[target_feature]` function per activation
+/// type, so the block kernels inline into the row loop. Each returns whether `ty` has an AVX2
+/// kernel (and so whether `out` was written).
+#[cfg(target_arch = "x86_64")]
+mod avx2_rows {
+    use super::*;
+    use crate::cpu_dot::avx2;
+
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
+        match ty {
+            GgmlType::Q2K => each_row::<BlockQ2K, _>(rows, act, out, |x, y| avx2::q2_k(x, y)),
+            GgmlType::Q3K => each_row::<BlockQ3K, _>(rows, act, out, |x, y| avx2::q3_k(x, y)),
+            GgmlType::Q4K => each_row::<BlockQ4K, _>(rows, act, out, |x, y| avx2::q4_k(x, y)),
+            GgmlType::Q5K => each_row::<BlockQ5K, _>(rows, act, out, |x, y| avx2::q5_k(x, y)),
+            GgmlType::Q6K => each_row::<BlockQ6K, _>(rows, act, out, |x, y| avx2::q6_k(x, y)),
+            GgmlType::Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, |x, y| avx2::iq4_xs(x, y)),
+            _ => return false,
+        }
+        true
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn q8_0(ty: GgmlType, rows: &[u8], act: &[BlockQ8_0], out: &mut [f32]) -> bool {
+        match ty {
+            GgmlType::Q4_0 => each_row_with::<BlockQ4_0, _>(
+                rows,
+                act,
+                out,
+                |r, a| avx2::q4_0_row(r, a),
+                |x, y| avx2::q4_0(x, y),
+            ),
+            GgmlType::Iq4Nl => each_row_with::<BlockIq4Nl, _>(
+                rows,
+                act,
+                out,
+                |r, a| avx2::iq4_nl_row(r, a),
+                |x, y| avx2::iq4_nl(x, y),
+            ),
+            GgmlType::Q5_0 => each_row_with::<BlockQ5_0, _>(
+                rows,
+                act,
+                out,
+                |r, a| avx2::q5_0_row(r, a),
+                |x, y| avx2::q5_0(x, y),
+            ),
+            GgmlType::Q8_0 => each_row_with::<BlockQ8_0, _>(
+                rows,
+                act,
+                out,
+                |r, a| avx2::q8_0_row(r, a),
+                |x, y| avx2::q8_0(x, y),
+            ),
+            _ => return false,
+        }
+        true
+    }
+}

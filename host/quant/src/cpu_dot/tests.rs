@@ -1,0 +1,299 @@
+//! [`RowDot`] against the one-row scalar reference, on every instruction set this CPU has:
+//! the results must be bit-identical (all the kernels differ in is the order of exact integer
+//! additions), on real quantized rows, on random block bytes and on saturating extremes.
+
+use bytemuck::{Pod, Zeroable};
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K,
+    BlockQ8K, BlockQ8_0, QK_K,
+};
+use ingot_gguf::GgmlType;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+use super::{Isa, RowDot};
+use crate::round::f32_to_f16;
+use crate::{quantize_q8_0, quantize_q8_k, quantize_row, vec_dot_q8_0, vec_dot_q8_k, QuantError};
+
+const Q8K_TYPES: [GgmlType; 6] = [
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::Iq4Xs,
+];
+const Q8_0_TYPES: [GgmlType; 4] = [
+    GgmlType::Q4_0,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::Iq4Nl,
+];
+
+/// Row widths of the tests: 5 super-blocks, or 37 legacy blocks (not a multiple of the 4 blocks
+/// the AVX2 legacy kernels take at a time, so their tail runs too).
+const COLS_K: usize = 5 * QK_K;
+const COLS_0: usize = 37 * 32;
+const ROWS: usize = 8;
+
+fn cols(ty: GgmlType) -> usize {
+    if ty.block_size() as usize == QK_K {
+        COLS_K
+    } else {
+        COLS_0
+    }
+}
+
+fn gaussian(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    let normal = Normal::new(0.0f32, 1.0).unwrap();
+    (0..n).map(|_| normal.sample(rng)).collect()
+}
+
+fn isas() -> Vec<Isa> {
+    let all = [Isa::Scalar, Isa::Avx2];
+    let have: Vec<Isa> = all.into_iter().filter(|i| i.is_available()).collect();
+    if have.len() < all.len() {
+        eprintln!("note: this CPU runs only {have:?}; the other kernels are not compared");
+    }
+    have
+}
+
+/// Rows of `ty` quantized from Gaussian weights (realistic levels and scales).
+fn quantized_rows(rng: &mut StdRng, ty: GgmlType) -> Vec<u8> {
+    let x = gaussian(rng, ROWS * cols(ty));
+    let bytes = ROWS * cols(ty) / ty.block_size() as usize * ty.type_size() as usize;
+    let mut q = vec![0u8; bytes];
+    quantize_row(ty, &x, &mut q).unwrap();
+    q
+}
+
+/// A finite f16 scale of magnitude about 1e-2.
+fn random_scale(rng: &mut StdRng) -> u16 {
+    f32_to_f16(gaussian(rng, 1)[0] * 1e-2)
+}
+
+/// Random block bytes of `ty` (every level, scale and high bit pattern), with finite f16
+/// scales so that results are comparable numbers.
+fn random_rows(rng: &mut StdRng, ty: GgmlType) -> Vec<u8> {
+    fn blocks<B: Pod>(rng: &mut StdRng, n: usize, fix: fn(&mut B, u16, u16)) -> Vec<u8> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let mut b = B::zeroed();
+            rng.fill(bytemuck::bytes_of_mut(&mut b));
+            let (d, dmin) = (random_scale(rng), random_scale(rng));
+            fix(&mut b, d, dmin);
+            out.extend_from_slice(bytemuck::bytes_of(&b));
+        }
+        out
+    }
+    let n = ROWS * cols(ty) / ty.block_size() as usize;
+    match ty {
+        GgmlType::Q2K => blocks::<BlockQ2K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q3K => blocks::<BlockQ3K>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Q4K => blocks::<BlockQ4K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q5K => blocks::<BlockQ5K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q6K => blocks::<BlockQ6K>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq4Xs => blocks::<BlockIq4Xs>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Q4_0 => blocks::<BlockQ4_0>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Q5_0 => blocks::<BlockQ5_0>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Q8_0 => blocks::<BlockQ8_0>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq4Nl => blocks::<BlockIq4Nl>(rng, n, |b, d, _| b.d = d),
+        _ => unreachable!("not a CPU dot type: {ty}"),
+    }
+}
+
+/// Q8_K activations with arbitrary quants (−128 included) and consistent `bsums`.
+fn raw_q8_k(rng: &mut StdRng, fill: Option<i8>) -> Vec<BlockQ8K> {
+    (0..COLS_K / QK_K)
+        .map(|_| {
+            let mut b = BlockQ8K::zeroed();
+            match fill {
+                Some(v) => b.qs = [v; QK_K],
+                None => rng.fill(bytemuck::cast_slice_mut::<i8, u8>(&mut b.qs)),
+            }
+            for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+                *s = g.iter().map(|&q| i16::from(q)).sum();
+            }
+            b.d = 1e-2;
+            b
+        })
+        .collect()
+}
+
+/// Q8_0 activations with arbitrary quants (−128 included).
+fn raw_q8_0(rng: &mut StdRng, fill: Option<i8>) -> Vec<BlockQ8_0> {
+    (0..COLS_0 / 32)
+        .map(|_| {
+            let mut b = BlockQ8_0::zeroed();
+            match fill {
+                Some(v) => b.qs = [v; 32],
+                None => rng.fill(bytemuck::cast_slice_mut::<i8, u8>(&mut b.qs)),
+            }
+            b.d = random_scale(rng);
+            b
+        })
+        .collect()
+}
+
+/// Asserts every instruction set reproduces the one-row reference bit for bit on `rows`,
+/// read both in place and from a misaligned copy.
+fn check_rows(ty: GgmlType, what: &str, rows: &[u8], act: Act<'_>) {
+    let row_bytes = rows.len() / ROWS;
+    let want: Vec<f32> = rows
+        .chunks_exact(row_bytes)
+        .map(|r| match act {
+            Act::Q8K(a) => vec_dot_q8_k(ty, r, a).unwrap(),
+            Act::Q8_0(a) => vec_dot_q8_0(ty, r, a).unwrap(),
+        })
+        .collect();
+    let mut shifted = vec![0u8; rows.len() + 1];
+    shifted[1..].copy_from_slice(rows);
+    for isa in isas() {
+        let dot = RowDot::with_isa(ty, isa).unwrap();
+        for (layout, data) in [("aligned", rows), ("misaligned", &shifted[1..])] {
+            let mut got = vec![f32::NAN; ROWS];
+            match act {
+                Act::Q8K(a) => dot.q8_k(data, a, &mut got).unwrap(),
+                Act::Q8_0(a) => dot.q8_0(data, a, &mut got).unwrap(),
+            }
+            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits(),
+                    "{ty} {what} {isa:?} {layout} row {r}: {g:e} vs reference {w:e}"
+                );
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Act<'a> {
+    Q8K(&'a [BlockQ8K]),
+    Q8_0(&'a [BlockQ8_0]),
+}
+
+#[test]
+fn every_isa_matches_the_reference_on_quantized_rows() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let q8k = quantize_q8_k(&gaussian(&mut rng, COLS_K));
+    let q80 = quantize_q8_0(&gaussian(&mut rng, COLS_0));
+    for ty in Q8K_TYPES {
+        check_rows(
+            ty,
+            "quantized",
+            &quantized_rows(&mut rng, ty),
+            Act::Q8K(&q8k),
+        );
+    }
+    for ty in Q8_0_TYPES {
+        check_rows(
+            ty,
+            "quantized",
+            &quantized_rows(&mut rng, ty),
+            Act::Q8_0(&q80),
+        );
+    }
+}
+
+#[test]
+fn every_isa_matches_the_reference_on_random_blocks() {
+    let mut rng = StdRng::seed_from_u64(8);
+    for trial in 0..20 {
+        let (q8k, q80) = (raw_q8_k(&mut rng, None), raw_q8_0(&mut rng, None));
+        for ty in Q8K_TYPES {
+            let rows = random_rows(&mut rng, ty);
+            check_rows(ty, &format!("random #{trial}"), &rows, Act::Q8K(&q8k));
+        }
+        for ty in Q8_0_TYPES {
+            let rows = random_rows(&mut rng, ty);
+            check_rows(ty, &format!("random #{trial}"), &rows, Act::Q8_0(&q80));
+        }
+    }
+}
+
+/// All-ones weight bytes (largest levels, scales and high bits) against ±127 and −128
+/// activations: the bounds under which the SIMD products must not saturate.
+#[test]
+fn every_isa_matches_the_reference_on_extremes() {
+    let mut rng = StdRng::seed_from_u64(9);
+    for fill in [-128i8, 127, -127] {
+        let q8k = raw_q8_k(&mut rng, Some(fill));
+        let q80 = raw_q8_0(&mut rng, Some(fill));
+        for byte in [0xFFu8, 0x00, 0xAA] {
+            let what = format!("bytes {byte:#04x}, activations {fill}");
+            for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+                let mut rows = random_rows(&mut rng, ty);
+                let block = ty.type_size() as usize;
+                // Keep each block's f16 fields (finite) and saturate everything else. The f16
+                // fields sit at offset 0 (d, dmin) except for Q2_K/Q3_K/Q6_K (at the end).
+                let scale_bytes = match ty {
+                    GgmlType::Q2K | GgmlType::Q4K | GgmlType::Q5K => 4,
+                    _ => 2,
+                };
+                let at_end = matches!(ty, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q6K);
+                for b in rows.chunks_exact_mut(block) {
+                    let body = if at_end {
+                        0..block - scale_bytes
+                    } else {
+                        scale_bytes..block
+                    };
+                    b[body].fill(byte);
+                }
+                match ty.block_size() {
+                    256 => check_rows(ty, &what, &rows, Act::Q8K(&q8k)),
+                    _ => check_rows(ty, &what, &rows, Act::Q8_0(&q80)),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let q8k = vec![BlockQ8K::zeroed(); 2];
+    let q80 = vec![BlockQ8_0::zeroed(); 2];
+    let dot = RowDot::new(GgmlType::Q4K).unwrap();
+    let mut out = [0.0f32; 3];
+    // 3 rows of 2 blocks of 144 bytes are 864 bytes, not 863.
+    assert_eq!(
+        dot.q8_k(&[0u8; 863], &q8k, &mut out),
+        Err(QuantError::ByteLength {
+            ty: GgmlType::Q4K,
+            elements: 3 * 512,
+            expected: 864,
+            actual: 863
+        })
+    );
+    assert!(dot.q8_k(&[0u8; 864], &q8k, &mut out).is_ok());
+    assert!(matches!(
+        dot.q8_0(&[0u8; 864], &q80, &mut out),
+        Err(QuantError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        RowDot::new(GgmlType::Q4_1),
+        Err(QuantError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        RowDot::new(GgmlType::F32),
+        Err(QuantError::Unsupported { .. })
+    ));
+    // No activation blocks: empty rows, whose dot product is 0.
+    let mut out = [f32::NAN; 2];
+    dot.q8_k(&[], &[], &mut out).unwrap();
+    assert_eq!(out, [0.0, 0.0]);
+}
+
+#[test]
+fn isa_reports_what_it_runs_on() {
+    let dot = RowDot::with_isa(GgmlType::Q6K, Isa::Scalar).unwrap();
+    assert_eq!((dot.ty(), dot.isa()), (GgmlType::Q6K, Isa::Scalar));
+    assert_eq!(dot.act_type(), GgmlType::Q8K);
+    assert_eq!(
+        RowDot::new(GgmlType::Q5_0).unwrap().act_type(),
+        GgmlType::Q8_0
+    );
+    assert_eq!(RowDot::new(GgmlType::Q4K).unwrap().isa(), Isa::detect());
+    if !Isa::Avx2.is_available() {
+        assert!(RowDot::with_isa(GgmlType::Q4K, Isa::Avx2).is_err());
+    }
+}
