@@ -27,8 +27,8 @@ fn gate(layout: Layout, mix: QuantMix) {
     check(&path, &opts.model_name());
 }
 
-/// The tiny preset with rows the gemv kernels take (`support::tiny64`: every row a multiple
-/// of 64; the preset's rows of 32 and 96 are not).
+/// A tiny model whose rows are all multiples of 64 (`support::tiny64`: the gemv kernels'
+/// paired-block path throughout; the preset has `attn_k_b` rows of one block).
 fn gate64(layout: Layout, mix: QuantMix) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
@@ -79,25 +79,21 @@ fn check(path: &Path, name: &str) {
 }
 
 #[test]
-#[ignore = "the preset's attn_k_b rows (32) and expert rows (96) are not multiples of 64, which the gemv kernels need"]
 fn tiny_mla_q4_k_m() {
     gate(Layout::Mla, QuantMix::Q4KM);
 }
 
 #[test]
-#[ignore = "the preset's attn_k_b rows (32) and expert rows (96) are not multiples of 64, which the gemv kernels need"]
 fn tiny_legacy_q4_k_m() {
     gate(Layout::Legacy, QuantMix::Q4KM);
 }
 
 #[test]
-#[ignore = "the preset's attn_k_b rows (32) and expert rows (96) are not multiples of 64, which the gemv kernels need"]
 fn tiny_mla_q3_k_m() {
     gate(Layout::Mla, QuantMix::Q3KM);
 }
 
 #[test]
-#[ignore = "the preset's attn_k_b rows (32) and expert rows (96) are not multiples of 64, which the gemv kernels need"]
 fn tiny_legacy_q3_k_m() {
     gate(Layout::Legacy, QuantMix::Q3KM);
 }

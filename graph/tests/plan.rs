@@ -37,6 +37,42 @@ fn v2_lite_plan_counts_and_bytes() {
     // All MoE layers have the same structure.
     let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
     assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
+    // With every fused kernel in the committed PTX, a dense layer is attn_norm, attn_q+kv_a,
+    // rope_kv(+q8_1), attn_k_b, flash, merge(+q8_1), attn_v_b(+q8_1), attn_output, ffn_norm,
+    // gate_up, down (11); a MoE layer adds the router gemv and moe_route (13). The head is
+    // output_norm, lm_head+argmax, argmax_finish, after the embedding fetch.
+    assert_eq!(s.nodes_per_layer[0], 11, "dense layer");
+    assert_eq!(moe[0], 13, "MoE layer");
+    assert_eq!(s.nodes_outside_layers, 4);
+    let kernels = |k: &str| plan.nodes.iter().filter(|n| n.kernel == k).count();
+    assert_eq!(
+        kernels("flash_latent_mma"),
+        27,
+        "16 heads run on tensor cores"
+    );
+    assert_eq!(kernels("argmax_finish"), 1);
+    assert!(plan.device_argmax);
+}
+
+#[test]
+fn attention_split_fills_the_gpu() {
+    use ingot_abi::launch::flash_segments;
+    // Two blocks per SM at most, and segments of at least 2 tiles of 32 rows (64 rows).
+    let o = PlanOptions::for_device(4096, 82);
+    assert_eq!(o.max_segments, 4096 / 64);
+    assert_eq!(flash_segments(4096, o.max_segments).count, 64);
+    let deep = PlanOptions::for_device(32_768, 82);
+    assert_eq!(deep.max_segments, 2 * 82);
+    // Segments are whole tiles: 1024 tiles over at most 164 blocks is 7 tiles each, so 147
+    // blocks, still well above one per SM.
+    let count = flash_segments(32_768, deep.max_segments).count;
+    assert!(count > 82 && count <= 2 * 82, "{count} blocks");
+    // A short context never asks for more blocks than it has 64-row segments.
+    assert_eq!(PlanOptions::for_device(100, 132).max_segments, 2);
+    assert_eq!(
+        PlanOptions::for_ctx(4096),
+        PlanOptions::for_device(4096, 82)
+    );
 }
 
 #[test]
@@ -85,10 +121,21 @@ fn unsupported_weight_type_names_the_tensor() {
 /// The tiny preset's rows of 32 weights are refused with an error naming the tensor.
 #[test]
 fn rows_the_gemv_cannot_take_name_the_tensor() {
+    // The preset's attn_k_b rows of 32 (one q8_1 block) suit the grouped gemv.
     let h = support::header(Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
-    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("rows of 32");
+    let plan = build_plan(&h, PlanOptions::for_ctx(64)).expect("tiny plan");
+    assert!(plan.nodes.iter().any(|n| n.label == "blk.0 attn_k_b"));
+    // Expert rows of 96 (an odd number of 32-weight blocks) do not suit the fused MoE kernels,
+    // which take 64-weight units.
+    let dims = ingot_synth::Dims {
+        ff_expert: 96,
+        ..Preset::Tiny.dims()
+    };
+    let h = support::header_for(&dims, Layout::Mla, QuantMix::Q4KM);
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("expert rows of 96");
     assert!(matches!(err, PlanError::UnsupportedShape { .. }), "{err}");
-    assert!(err.to_string().contains("blk.0.attn_k_b.weight"), "{err}");
+    assert!(err.to_string().contains("ffn_down_exps.weight"), "{err}");
+    assert!(err.to_string().contains("multiple of 64"), "{err}");
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    ATTN_MAX_ROPE, ATTN_MERGE, FLASH_LATENT, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
-    ROPE_KV,
+    ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS,
+    FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -37,66 +37,52 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let q_len = c.n_head * c.d_qk();
     let q = b.f32_act("act.q", q_len)?;
     let kv = b.f32_act("act.kv", c.cache_row())?;
-    super::ffn::gemv_into(b, &name("attn_q.weight"), norm_q8, q, label("attn_q"), il)?;
-    super::ffn::gemv_into(
-        b,
-        &name("attn_kv_a_mqa.weight"),
-        norm_q8,
-        kv,
-        label("attn_kv_a_mqa"),
-        il,
-    )?;
+    projections(b, il, norm_q8, (q, kv))?;
 
     let (kv_norm, _) = b.weight(&name("attn_kv_a_norm.weight"), "rmsnorm", &is_f32)?;
     let rope_freq = rope_table(b);
     let q_pe = b.f32_act("act.q_pe", c.n_head * c.d_rope)?;
     let cache = b.kv_cache(il)?;
-    b.node(
-        ROPE_KV.name,
-        label("rope_kv"),
-        layer,
-        1,
-        vec![
-            buf(q),
-            buf(kv),
-            buf(kv_norm),
-            buf(rope_freq),
-            buf(step),
-            buf(q_pe),
-            buf(cache),
-            u32a(c.n_head),
-            u32a(c.d_nope),
-            u32a(c.kv_lora),
-            u32a(c.d_rope),
-            u32a(b.opts.ctx),
-            NodeArg::F32(c.rms_eps),
-            NodeArg::F32(c.rope.rope_mscale()),
-        ],
-    )?;
-
-    // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at
-    // block h·stride: when d_qk is a whole number of q8_1 blocks the whole q is quantized once
-    // (stride d_qk/32); otherwise each head's nope part is quantized into its own blocks.
-    let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
-    let (q_nope_q8, stride) = if c.d_qk().is_multiple_of(32) {
-        let q8 = b.q8_act("act.q_q8", q_len)?;
-        super::ffn::quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
-        (q8, c.d_qk() / 32)
+    // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at block
+    // h·stride. rope_kv writes them itself (packed, stride d_nope/32) when the PTX has the
+    // q8_1 variant; otherwise the whole q is quantized at once (stride d_qk/32) when d_qk is a
+    // whole number of blocks, or each head's nope part into its own blocks.
+    let fused_q8 = k::available(ROPE_KV_Q8_1.name);
+    let q_nope_q8 = if fused_q8 {
+        Some(b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?)
     } else {
-        let q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
-        for h in 0..c.n_head {
-            let x = buf_at(q, (h * c.d_qk() * 4) as u64);
-            let y = buf_at(q8, (h * c.d_nope / 32 * size_of::<BlockQ8_1>()) as u64);
-            super::ffn::quantize(
-                b,
-                x,
-                y,
-                c.d_nope,
-                label(&format!("quantize q_nope head {h}")),
-                il,
-            )?;
-        }
-        (q8, c.d_nope / 32)
+        None
+    };
+    let mut args = vec![
+        buf(q),
+        buf(kv),
+        buf(kv_norm),
+        buf(rope_freq),
+        buf(step),
+        buf(q_pe),
+    ];
+    args.extend(q_nope_q8.map(buf));
+    args.extend([
+        buf(cache),
+        u32a(c.n_head),
+        u32a(c.d_nope),
+        u32a(c.kv_lora),
+        u32a(c.d_rope),
+        u32a(b.opts.ctx),
+        NodeArg::F32(c.rms_eps),
+        NodeArg::F32(c.rope.rope_mscale()),
+    ]);
+    let rope = if fused_q8 {
+        ROPE_KV_Q8_1.name
+    } else {
+        ROPE_KV.name
+    };
+    b.node(rope, label("rope_kv"), layer, 1, args)?;
+
+    let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
+    let (q_nope_q8, stride) = match q_nope_q8 {
+        Some(q8) => (q8, c.d_nope / 32),
+        None => quantize_q_nope(b, q, il)?,
     };
     let q_abs = b.f32_act("act.q_abs", c.n_head * c.kv_lora)?;
     grouped(
@@ -112,8 +98,14 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let segs = b.opts.max_segments as usize;
     let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
+    // Tensor cores when the heads fill the 16 rows of an mma tile; same arguments and output.
+    let flash = if c.n_head as u32 == FLASH_MMA_HEADS && k::available(FLASH_LATENT_MMA.name) {
+        FLASH_LATENT_MMA.name
+    } else {
+        FLASH_LATENT.name
+    };
     b.node(
-        FLASH_LATENT.name,
+        flash,
         label("flash_latent"),
         layer,
         segs,
@@ -132,9 +124,22 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             NodeArg::F32(c.kq_scale),
         ],
     )?;
-    let o_lat = b.f32_act("act.o_lat", c.n_head * c.kv_lora)?;
+    // attn_merge writes attn_v_b's q8_1 input itself when the PTX has the q8_1 epilogue.
+    let n_lat = c.n_head * c.kv_lora;
+    let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
+    let merge_q8 = k::available(ATTN_MERGE_Q8_1.name);
+    let o_lat = if merge_q8 {
+        o_lat_q8
+    } else {
+        b.f32_act("act.o_lat", n_lat)?
+    };
+    let merge = if merge_q8 {
+        ATTN_MERGE_Q8_1.name
+    } else {
+        ATTN_MERGE.name
+    };
     b.node(
-        ATTN_MERGE.name,
+        merge,
         label("attn_merge"),
         layer,
         c.n_head,
@@ -149,37 +154,54 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(segs),
         ],
     )?;
+    if !merge_q8 {
+        super::ffn::quantize(
+            b,
+            buf(o_lat),
+            buf(o_lat_q8),
+            n_lat,
+            label("quantize o_lat"),
+            il,
+        )?;
+    }
 
-    let n_lat = c.n_head * c.kv_lora;
-    let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
-    super::ffn::quantize(
-        b,
-        buf(o_lat),
-        buf(o_lat_q8),
-        n_lat,
-        label("quantize o_lat"),
-        il,
-    )?;
+    // attn_v_b writes attn_output's q8_1 input itself when the PTX has the q8_1 epilogue
+    // (its rows, n_head·d_v, are whole q8_1 blocks: d_v is checked to be a multiple of 32).
     let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
-    let o = b.f32_act("act.o", c.n_head * c.d_v)?;
-    grouped(
-        b,
-        (v_b, v_b_ty),
-        o_lat_q8,
-        o,
-        (c.kv_lora, c.n_head * c.d_v, c.d_v, c.kv_lora / 32),
-        label("attn_v_b"),
-        il,
-    )?;
-    let o_q8 = b.q8_act("act.o_q8", c.n_head * c.d_v)?;
-    super::ffn::quantize(
-        b,
-        buf(o),
-        buf(o_q8),
-        c.n_head * c.d_v,
-        label("quantize o"),
-        il,
-    )?;
+    let n_o = c.n_head * c.d_v;
+    let o_q8 = b.q8_act("act.o_q8", n_o)?;
+    let v_b_shape = (c.kv_lora, n_o, c.d_v, c.kv_lora / 32);
+    let fused = k::gemv_grouped_q8_out(v_b_ty);
+    if k::available(&fused) {
+        check_grouped_row(b, v_b, v_b_ty, c.kv_lora)?;
+        b.node(
+            fused,
+            label("attn_v_b"),
+            layer,
+            n_o / 32,
+            vec![
+                buf(v_b),
+                buf(o_lat_q8),
+                buf(o_q8),
+                u32a(c.kv_lora),
+                u32a(n_o),
+                u32a(c.d_v),
+                u32a(c.kv_lora / 32),
+            ],
+        )?;
+    } else {
+        let o = b.f32_act("act.o", n_o)?;
+        grouped(
+            b,
+            (v_b, v_b_ty),
+            o_lat_q8,
+            o,
+            v_b_shape,
+            label("attn_v_b"),
+            il,
+        )?;
+        super::ffn::quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
+    }
     super::ffn::gemv_add_residual(
         b,
         &name("attn_output.weight"),
@@ -187,6 +209,75 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         label("attn_output"),
         il,
     )
+}
+
+/// `q = W_q·x` and `kv = W_kv_a·x`: one `gemv2_*` launch when both weights share a type and
+/// width (and the PTX has the kernel), otherwise two plain gemvs.
+fn projections(
+    b: &mut Builder<'_>,
+    il: usize,
+    x_q8: crate::BufId,
+    (q, kv): (crate::BufId, crate::BufId),
+) -> Result<(), PlanError> {
+    let (q_name, kv_name) = (
+        format!("blk.{il}.attn_q.weight"),
+        format!("blk.{il}.attn_kv_a_mqa.weight"),
+    );
+    let label = |s: &str| format!("blk.{il} {s}");
+    let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
+    let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
+    let pair = k::gemv2(q_info.ty);
+    if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&pair) {
+        return b.node(
+            pair,
+            label("attn_q+attn_kv_a_mqa"),
+            Some(il),
+            k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
+            vec![
+                buf(wq),
+                buf(wkv),
+                buf(x_q8),
+                buf(q),
+                buf(kv),
+                u32a(q_cols),
+                u32a(q_rows),
+                u32a(kv_rows),
+            ],
+        );
+    }
+    super::ffn::gemv_into(b, &q_name, x_q8, q, label("attn_q"), il)?;
+    super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)
+}
+
+/// The query nope parts as q8_1 blocks for the grouped `attn_k_b` gemv, by separate
+/// `quantize_q8_1` launches: returns the buffer and its per-head block stride.
+fn quantize_q_nope(
+    b: &mut Builder<'_>,
+    q: crate::BufId,
+    il: usize,
+) -> Result<(crate::BufId, usize), PlanError> {
+    let c = b.c;
+    let label = |s: &str| format!("blk.{il} {s}");
+    let q_len = c.n_head * c.d_qk();
+    if c.d_qk().is_multiple_of(32) {
+        let q8 = b.q8_act("act.q_q8", q_len)?;
+        super::ffn::quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
+        return Ok((q8, c.d_qk() / 32));
+    }
+    let q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
+    for h in 0..c.n_head {
+        let x = buf_at(q, (h * c.d_qk() * 4) as u64);
+        let y = buf_at(q8, (h * c.d_nope / 32 * size_of::<BlockQ8_1>()) as u64);
+        super::ffn::quantize(
+            b,
+            x,
+            y,
+            c.d_nope,
+            label(&format!("quantize q_nope head {h}")),
+            il,
+        )?;
+    }
+    Ok((q8, c.d_nope / 32))
 }
 
 /// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer.
@@ -199,16 +290,7 @@ fn grouped(
     label: String,
     il: usize,
 ) -> Result<(), PlanError> {
-    let m = k::row_multiple(ty);
-    if !ncols.is_multiple_of(m) {
-        return Err(PlanError::UnsupportedShape {
-            name: b.buffer_name(w),
-            reason: format!(
-                "rows of {ncols} {} weights; the grouped gemv needs a multiple of {m}",
-                ty.name()
-            ),
-        });
-    }
+    check_grouped_row(b, w, ty, ncols)?;
     b.node(
         k::gemv_grouped(ty),
         label,
@@ -224,6 +306,26 @@ fn grouped(
             u32a(stride),
         ],
     )
+}
+
+/// The grouped gemv kernels read rows of whole quant blocks (32 or 256 weights).
+fn check_grouped_row(
+    b: &Builder<'_>,
+    w: crate::BufId,
+    ty: GgmlType,
+    ncols: usize,
+) -> Result<(), PlanError> {
+    let m = k::gemv_row_multiple(ty);
+    if ncols.is_multiple_of(m) {
+        return Ok(());
+    }
+    Err(PlanError::UnsupportedShape {
+        name: b.buffer_name(w),
+        reason: format!(
+            "rows of {ncols} {} weights; the grouped gemv needs a multiple of {m}",
+            ty.name()
+        ),
+    })
 }
 
 fn is_f32(ty: GgmlType) -> bool {

@@ -15,8 +15,8 @@ use crate::error::PlanError;
 use crate::node::NodeArg;
 
 /// `norm_q8 = q8_1(rmsnorm(residual)·w)`, and the f32 `norm` too when `need_f32` (the
-/// router's input): one fused launch when the PTX has it and no f32 copy is needed, otherwise
-/// `rmsnorm_f32` then `quantize_q8_1`.
+/// router's input): one fused launch (`rmsnorm_q8_1`, or `rmsnorm_q8_1_f32` with the f32 copy)
+/// when the PTX has it, otherwise `rmsnorm_f32` then `quantize_q8_1`.
 pub(crate) fn rmsnorm_q8(
     b: &mut Builder<'_>,
     w: BufId,
@@ -26,6 +26,22 @@ pub(crate) fn rmsnorm_q8(
 ) -> Result<(), PlanError> {
     let (x, y, y_q8) = (b.acts.residual, b.acts.norm, b.acts.norm_q8);
     let (n, eps) = (b.c.n_embd, b.c.rms_eps);
+    if need_f32 && k::available(k::RMSNORM_Q8_1_F32) {
+        return b.node(
+            k::RMSNORM_Q8_1_F32,
+            label,
+            layer,
+            1,
+            vec![
+                buf(x),
+                buf(w),
+                buf(y_q8),
+                buf(y),
+                u32a(n),
+                NodeArg::F32(eps),
+            ],
+        );
+    }
     if !need_f32 && k::available(k::RMSNORM_Q8_1) {
         return b.node(
             k::RMSNORM_Q8_1,
@@ -63,16 +79,21 @@ pub(crate) fn quantize(
     b.node(k::QUANTIZE_Q8_1, label, Some(il), n, vec![x, y, u32a(n)])
 }
 
-/// `(ncols, nrows)` of a weight whose rows the gemv kernels can read.
-pub(crate) fn gemv_shape(name: &str, info: &TensorInfo) -> Result<(usize, usize), PlanError> {
+/// `(ncols, nrows)` of a weight whose rows are a positive multiple of `m` weights, which
+/// `kernels` (named in the error) need.
+pub(crate) fn weight_shape(
+    name: &str,
+    info: &TensorInfo,
+    m: usize,
+    kernels: &str,
+) -> Result<(usize, usize), PlanError> {
     let ncols = info.ne.first().copied().unwrap_or(0) as usize;
     let nrows = info.ne.iter().skip(1).product::<u64>() as usize;
-    let m = k::row_multiple(info.ty);
     if ncols == 0 || !ncols.is_multiple_of(m) {
         return Err(PlanError::UnsupportedShape {
             name: name.into(),
             reason: format!(
-                "rows of {ncols} {} weights; the gemv kernels need a multiple of {m}",
+                "rows of {ncols} {} weights; {kernels} need a multiple of {m}",
                 info.ty.name()
             ),
         });
@@ -80,14 +101,29 @@ pub(crate) fn gemv_shape(name: &str, info: &TensorInfo) -> Result<(usize, usize)
     Ok((ncols, nrows))
 }
 
-/// A weight read by the q8_1 gemv family, with its `(ncols, nrows)`.
+/// A weight read by the plain, grouped or paired q8_1 gemv (rows of whole quant blocks), with
+/// its `(ncols, nrows)`.
 pub(crate) fn gemv_weight<'a>(
     b: &mut Builder<'a>,
     name: &str,
     role: &'static str,
 ) -> Result<(BufId, &'a TensorInfo, usize, usize), PlanError> {
     let (id, info) = b.weight(name, role, &k::gemv_type)?;
-    let (ncols, nrows) = gemv_shape(name, info)?;
+    let m = k::gemv_row_multiple(info.ty);
+    let (ncols, nrows) = weight_shape(name, info, m, "the gemv kernels")?;
+    Ok((id, info, ncols, nrows))
+}
+
+/// A weight read by the fused FFN kernels (`moe_gate_up_*`, `moe_down_*`: rows of whole
+/// 64- or 256-weight units), with its `(ncols, nrows)`.
+pub(crate) fn ffn_weight<'a>(
+    b: &mut Builder<'a>,
+    name: &str,
+    role: &'static str,
+) -> Result<(BufId, &'a TensorInfo, usize, usize), PlanError> {
+    let (id, info) = b.weight(name, role, &k::gemv_type)?;
+    let m = k::row_multiple(info.ty);
+    let (ncols, nrows) = weight_shape(name, info, m, "the fused FFN kernels")?;
     Ok((id, info, ncols, nrows))
 }
 
@@ -119,7 +155,7 @@ pub(crate) fn gemv_add_residual(
     label: String,
     il: usize,
 ) -> Result<(), PlanError> {
-    let (w, info, ncols, nrows) = gemv_weight(b, name, "gemv")?;
+    let (w, info, ncols, nrows) = ffn_weight(b, name, "gemv")?;
     let (residual, sel) = (b.acts.residual, selection(b)?);
     b.node(
         k::moe_down(info.ty, info.ty),
@@ -157,11 +193,10 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let label = |s: &str| format!("blk.{il} {s}");
     let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
     rmsnorm_q8(b, ffn_norm, label("ffn_norm"), Some(il), false)?;
-    let (gate, gate_info, ncols, ff) = gemv_weight(b, &name("ffn_gate.weight"), "dense FFN")?;
-    let (up, up_info, _, _) = gemv_weight(b, &name("ffn_up.weight"), "dense FFN")?;
+    let (gate, gate_info, ncols, ff) = ffn_weight(b, &name("ffn_gate.weight"), "dense FFN")?;
+    let (up, up_info, _, _) = ffn_weight(b, &name("ffn_up.weight"), "dense FFN")?;
     same_type(&name("ffn_gate/ffn_up.weight"), &[gate_info.ty, up_info.ty])?;
-    let (down, down_info, down_cols, nrows) =
-        gemv_weight(b, &name("ffn_down.weight"), "dense FFN")?;
+    let (down, down_info, down_cols, nrows) = ffn_weight(b, &name("ffn_down.weight"), "dense FFN")?;
     multiple_of_32(&name("ffn_gate.weight"), ff)?;
     let mid_q8 = b.q8_act("act.dense_mid_q8", ff)?;
     let (sel, norm_q8, residual) = (selection(b)?, b.acts.norm_q8, b.acts.residual);
@@ -290,8 +325,8 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
 
     let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
     let (up_e, up_ty, _, _) = expert(b, &name("ffn_up_exps.weight"))?;
-    let (gate_s, gs, _, ffs) = gemv_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
-    let (up_s, us, _, _) = gemv_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
+    let (gate_s, gs, _, ffs) = ffn_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
+    let (up_s, us, _, _) = ffn_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
     same_type(
         &name("ffn_{gate,up}_{exps,shexp}.weight"),
         &[gate_ty, up_ty, gs.ty, us.ty],
@@ -322,7 +357,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         ],
     )?;
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
-    let (down_s, ds, _, _) = gemv_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
+    let (down_s, ds, _, _) = ffn_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
     let residual = b.acts.residual;
     b.node(
         k::moe_down(down_ty, ds.ty),
@@ -347,7 +382,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
 
 /// A stacked expert tensor `{ncols, rows, n_expert}`: buffer, type, `ncols`, rows per expert.
 fn expert(b: &mut Builder<'_>, name: &str) -> Result<(BufId, GgmlType, usize, usize), PlanError> {
-    let (id, info, ncols, _) = gemv_weight(b, name, "MoE expert")?;
+    let (id, info, ncols, _) = ffn_weight(b, name, "MoE expert")?;
     let rows = info.ne.get(1).copied().unwrap_or(1) as usize;
     Ok((id, info.ty, ncols, rows))
 }

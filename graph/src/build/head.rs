@@ -1,5 +1,6 @@
 //! The parts outside the layers: the embedding fetch and the output head.
 
+use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
 
@@ -29,36 +30,61 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
     )
 }
 
-/// `logits = W_out·rmsnorm(residual)`, and the argmax into the step state when the PTX has
-/// the fused kernel (otherwise the host takes the argmax of the logits).
+/// `logits = W_out·rmsnorm(residual)` and the greedy choice on the device: the fused
+/// `gemv_argmax_*` then `argmax_finish` for the types that have it, otherwise the plain gemv
+/// then `argmax_step`. Either way the last node writes `StepState.next_token` (= `token`) and
+/// advances `pos`, so replays follow each other without the host; the logits stay in their
+/// buffer for other samplers.
 pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let (norm_w, _) = b.weight(OUTPUT_NORM, "rmsnorm", &|t| t == GgmlType::F32)?;
     rmsnorm_q8(b, norm_w, "output_norm".into(), None, false)?;
     let (w, info, ncols, nrows) = gemv_weight(b, OUTPUT, "lm_head")?;
     let (x, logits, step) = (b.acts.norm_q8, b.acts.logits, b.acts.step);
-    let fused = k::lm_head_argmax(info.ty);
-    if k::available(&fused) {
-        b.device_argmax = true;
-        return b.node(
+    let items = k::gemv_items(info.ty, ncols, nrows);
+    let fused = k::gemv_argmax(info.ty);
+    if k::available(&fused) && k::available(ARGMAX_FINISH.name) {
+        // The 64-bit argmax key must hold 0 before the fused gemv: activations are zeroed at
+        // allocation and `argmax_finish` resets it, so every replay finds it at 0.
+        let acc = b.act("act.argmax_key", 8)?;
+        b.node(
             fused,
             "output".into(),
             None,
-            k::gemv_items(info.ty, ncols, nrows),
+            items,
             vec![
                 buf(w),
                 buf(x),
                 buf(logits),
-                buf(step),
                 u32a(ncols),
                 u32a(nrows),
+                buf(acc),
             ],
+        )?;
+        b.device_argmax = true;
+        return b.node(
+            ARGMAX_FINISH.name,
+            "argmax".into(),
+            None,
+            1,
+            vec![buf(acc), buf(step)],
         );
     }
     b.node(
         k::gemv(info.ty),
         "output".into(),
         None,
-        k::gemv_items(info.ty, ncols, nrows),
+        items,
         vec![buf(w), buf(x), buf(logits), u32a(ncols), u32a(nrows)],
+    )?;
+    if !k::available(ARGMAX_STEP.name) {
+        return Ok(());
+    }
+    b.device_argmax = true;
+    b.node(
+        ARGMAX_STEP.name,
+        "argmax".into(),
+        None,
+        1,
+        vec![buf(logits), buf(step), u32a(nrows)],
     )
 }

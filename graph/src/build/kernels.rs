@@ -1,8 +1,9 @@
 //! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
 //!
 //! Names and parameter lists follow `ingot_abi::launch`. Where a fused kernel is not in the
-//! committed PTX yet (the embedding fetch, rmsnorm fused with q8_1 quantization, lm_head with
-//! argmax), the builder falls back to the unfused kernels or to a host step the plan records
+//! committed PTX (the embedding fetch, the q8_1-writing variants of rmsnorm, rope_kv,
+//! attn_merge and the grouped gemv, the paired gemv, the lm_head argmax), the builder falls
+//! back to the unfused kernels or to a host step the plan records
 //! ([`crate::Plan::host_embedding`], [`crate::Plan::device_argmax`]); [`crate::Plan::check`]
 //! verifies every node against the table before anything runs.
 
@@ -46,13 +47,24 @@ fn is_kquant(ty: GgmlType) -> bool {
     )
 }
 
-/// Row lengths the gemv kernels accept are multiples of this: 64 for the 32-element types (a
-/// lane takes a pair of blocks), 256 for k-quants.
+/// Weights per unit of the gemv thread mapping, and the row multiple of the fused FFN kernels:
+/// 64 for the 32-element types (a lane takes a pair of blocks), 256 for k-quants.
 pub fn row_multiple(ty: GgmlType) -> usize {
     if is_kquant(ty) {
         GEMV_KQUANT_QK as usize
     } else {
         GEMV_PAIR_QK as usize
+    }
+}
+
+/// Row lengths the plain, grouped and paired gemv kernels accept are multiples of this: one
+/// quant block (32, or 256 for k-quants; an odd number of 32-element blocks ends in an
+/// unpaired block the kernels handle).
+pub fn gemv_row_multiple(ty: GgmlType) -> usize {
+    if is_kquant(ty) {
+        GEMV_KQUANT_QK as usize
+    } else {
+        ingot_abi::blocks::QK8_1
     }
 }
 
@@ -73,9 +85,21 @@ pub fn gemv(ty: GgmlType) -> String {
     format!("gemv_{}_q8_1", type_tag(ty))
 }
 
+/// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1)`: two gemvs of one type and width against one
+/// `x`; an item is a warp over the `nrows0 + nrows1` rows.
+pub fn gemv2(ty: GgmlType) -> String {
+    format!("gemv2_{}_q8_1", type_tag(ty))
+}
+
 /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`.
 pub fn gemv_grouped(ty: GgmlType) -> String {
     format!("gemv_grouped_{}_q8_1", type_tag(ty))
+}
+
+/// The grouped gemv with a q8_1 epilogue, same parameters as [`gemv_grouped`]; an item is one
+/// output block of 32 rows.
+pub fn gemv_grouped_q8_out(ty: GgmlType) -> String {
+    format!("gemv_grouped_{}_q8_1_out", type_tag(ty))
 }
 
 /// The f32 router gemv `(w, x, y, ncols, nrows)`; an item is a row.
@@ -90,16 +114,20 @@ pub const QUANTIZE_Q8_1: &str = ingot_abi::launch::QUANTIZE_Q8_1.name;
 /// Fused rmsnorm + q8_1 `(x, w, y_q8, n, eps)`, one item per row, used when the PTX has it.
 pub const RMSNORM_Q8_1: &str = "rmsnorm_q8_1";
 
+/// Fused rmsnorm + q8_1 that also writes the normalized f32 row `(x, w, y_q8, y_f32, n, eps)`
+/// (the MoE router's input), one item per row, used when the PTX has it.
+pub const RMSNORM_Q8_1_F32: &str = "rmsnorm_q8_1_f32";
+
 /// Embedding fetch `(table, state, y, n, n_vocab)` of row `state.token`, one item per output
 /// float, used when the PTX has it.
 pub fn embed(ty: GgmlType) -> String {
     format!("embed_{}", type_tag(ty))
 }
 
-/// `(w, x, logits, state, ncols, nrows)`: logits and their argmax into the StepState (which
-/// then holds the next step's token and position), used when the PTX has it.
-pub fn lm_head_argmax(ty: GgmlType) -> String {
-    format!("lm_head_{}_argmax", type_tag(ty))
+/// `(w, x, y, ncols, nrows, acc)`: the lm_head gemv that also folds every row into the 64-bit
+/// argmax key `acc` (see `ingot_abi::launch::head`); an item is a warp, as for [`gemv`].
+pub fn gemv_argmax(ty: GgmlType) -> String {
+    format!("gemv_argmax_{}_q8_1", type_tag(ty))
 }
 
 /// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert)`; an item is an

@@ -32,14 +32,24 @@ pub struct PlanOptions {
     pub max_segments: u32,
 }
 
+/// Streaming multiprocessors of the GPU the default split is sized for (an RTX 3090).
+pub const TARGET_SM_COUNT: u32 = 82;
+
 impl PlanOptions {
-    /// `ctx` positions with a split that gives every segment at least the minimum size
-    /// (`FLASH_MIN_SEGMENT_TILES` tiles) and at most 128 segments (about one per SM of the
-    /// largest GPUs this targets).
+    /// `ctx` positions with the split sized for [`TARGET_SM_COUNT`] SMs
+    /// (see [`PlanOptions::for_device`]).
     pub fn for_ctx(ctx: usize) -> Self {
+        Self::for_device(ctx, TARGET_SM_COUNT)
+    }
+
+    /// `ctx` positions with up to two `flash_latent` blocks per SM of a GPU with `sm_count`
+    /// SMs (two, so one SM's second block hides the other's tile-load latency), and no more
+    /// segments than a full context of `FLASH_MIN_SEGMENT_TILES`-tile segments can use.
+    pub fn for_device(ctx: usize, sm_count: u32) -> Self {
         let min_rows =
             (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
-        let segments = ctx.div_ceil(min_rows).clamp(1, 128) as u32;
+        let cap = sm_count.clamp(1, 1024) as usize * 2;
+        let segments = ctx.div_ceil(min_rows).clamp(1, cap) as u32;
         PlanOptions {
             ctx,
             max_segments: segments,

@@ -75,11 +75,14 @@ impl CudaExecutor {
         progress: bool,
     ) -> Result<(Self, CudaInfo), ExecError> {
         let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
+        let gpu = Gpu::new(0)?;
+        // The attention split is sized to this GPU (two blocks per SM), whatever the caller
+        // chose: any split gives the same result up to f32 summation order.
+        let opts = PlanOptions::for_device(opts.ctx, gpu.sm_count()?);
         let plan = build_plan_for(&config, file.header(), opts)?;
         let descs = plan.check_committed()?;
         let summary = plan.summary();
 
-        let gpu = Gpu::new(0)?;
         let device_name = gpu.name()?;
         let (free, _total) = gpu.mem_info()?;
         let needed = summary.device_bytes() + VRAM_HEADROOM;

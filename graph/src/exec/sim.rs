@@ -187,6 +187,53 @@ impl SimExecutor {
         &self.logits
     }
 
+    /// Greedy decoding of `n` tokens after feeding `token` at `pos`, the way a replayed graph
+    /// does it: the host writes the StepState once, then each step's last node puts its argmax
+    /// into `StepState.next_token`/`token` and advances `pos`, and the next step starts from
+    /// that. Returns the `n` chosen tokens; the logits of the last step stay readable.
+    pub fn generate_greedy(
+        &mut self,
+        token: u32,
+        pos: usize,
+        n: usize,
+    ) -> Result<Vec<u32>, ExecError> {
+        if !self.plan.device_argmax {
+            return Err(ExecError::NeedsHost(
+                "greedy decoding on the device needs an argmax kernel for the lm_head",
+            ));
+        }
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        if pos + n > self.plan.ctx {
+            return Err(ModelError::PositionOutOfRange {
+                pos: pos + n - 1,
+                max_ctx: self.plan.ctx,
+            }
+            .into());
+        }
+        self.begin_step(token, pos)?;
+        let mut out = Vec::with_capacity(n);
+        for k in 0..n {
+            if k > 0 {
+                if let Some(e) = &self.embedding {
+                    // No embedding-fetch kernel: the host copies the row of the token the
+                    // device chose (the only host step between replays).
+                    let row = e.row(self.step_state()?.token)?;
+                    self.sim
+                        .write(self.ptrs[self.plan.residual.0 as usize], &row)
+                        .map_err(ExecError::SimSetup)?;
+                }
+            }
+            for i in 0..self.launches.len() {
+                self.run_node(i)?;
+            }
+            out.push(self.step_state()?.next_token);
+        }
+        if n > 0 {
+            self.finish_step(pos + n - 1)?;
+        }
+        Ok(out)
+    }
+
     /// The step state as the last step left it (`next_token` is the argmax of its logits).
     pub fn step_state(&self) -> Result<StepState, ExecError> {
         let mut s = StepState::default();

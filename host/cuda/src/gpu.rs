@@ -111,6 +111,15 @@ impl Gpu {
         self.ctx.compute_capability().call("cuDeviceGetAttribute")
     }
 
+    /// Streaming multiprocessors of the device (82 on an RTX 3090, 132 on an H200).
+    pub fn sm_count(&self) -> Result<u32, CudaError> {
+        let n = self
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .call("cuDeviceGetAttribute")?;
+        Ok(n.max(1) as u32)
+    }
+
     /// JIT-compiles PTX text for this device (`cuModuleLoadData`).
     pub fn load_ptx(&self, ptx: &str) -> Result<Module, CudaError> {
         if let Some(at) = ptx.bytes().position(|b| b == 0) {
