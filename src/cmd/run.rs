@@ -12,6 +12,8 @@ use ingot_tokenizer::{apply_chat_template_deepseek2, Role, Tokenizer};
 /// Which implementation decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
+    /// cuda when a usable GPU is present, else cpu.
+    Auto,
     /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all cores.
     Cpu,
     /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to f32).
@@ -42,7 +44,7 @@ pub struct Args {
     /// Context size in tokens (prompt + generated); at most the model's training context.
     #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
     pub ctx: usize,
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
@@ -105,10 +107,27 @@ fn tokenize(tok: &Tokenizer, a: &Args) -> Vec<u32> {
     }
 }
 
+/// `auto` becomes cuda when a GPU answers, else cpu (saying why with -v).
+fn resolve(backend: Backend, verbose: bool) -> Backend {
+    if backend != Backend::Auto {
+        return backend;
+    }
+    match ingot_cuda::Gpu::new(0) {
+        Ok(_) => Backend::Cuda,
+        Err(e) => {
+            if verbose {
+                eprintln!("backend auto: cpu ({e})");
+            }
+            Backend::Cpu
+        }
+    }
+}
+
 fn load_backend<'f>(file: &'f GgufFile, a: &Args) -> Result<Box<dyn Decoder + 'f>> {
     use ingot_graph::exec::{cuda::CudaExecutor, sim::SimExecutor};
     let plan = ingot_graph::PlanOptions::for_ctx(a.ctx);
     Ok(match a.backend {
+        Backend::Auto => unreachable!("resolved before loading"),
         Backend::Cpu => Box::new(CpuBackend::load(file, a.ctx)?),
         Backend::Oracle => Box::new(Oracle::load(file, a.ctx)?),
         Backend::Cuda => {
@@ -137,7 +156,8 @@ fn load_backend<'f>(file: &'f GgufFile, a: &Args) -> Result<Box<dyn Decoder + 'f
     })
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    a.backend = resolve(a.backend, a.verbose);
     let file =
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
