@@ -28,6 +28,10 @@ pub use plan::{tensor_plan, Init, TensorPlan};
 pub use preset::{Dims, Layout, Preset};
 use rng::Rng;
 
+/// Bumped whenever the same options would make different bytes (preset dims, draw order, vocabulary),
+/// so caches keyed by the options (e.g. `ingot demo`'s) know a stored file is stale.
+pub const REVISION: u32 = 2;
+
 /// Elements per random stream: big enough to amortise seeding, small enough to spread over cores.
 const CHUNK_ELEMENTS: u64 = 1 << 18;
 
