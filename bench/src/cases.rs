@@ -3,9 +3,16 @@
 //! One [`Case`] is one kernel launch as the decoder makes it: which tensor it stands for, its
 //! shape, the buffers it needs and a launch through the checked launcher of
 //! [`ingot_kernels::ops`]. Adding a kernel is one entry in [`CASES`]; a gemv type is one line
-//! per tensor through [`gemv`].
+//! per tensor through `gemv`. The cases with structured buffers live in submodules:
+//! `attention` (fused q/kv_a gemv, rope, flash at two cache depths, merge, `attn_v_b` to q8_1),
+//! `moe` (router norm and gemv, selection, gate/up, down) and `head` (fused lm_head argmax).
+
+mod attention;
+mod head;
+mod moe;
 
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::ExpertSelection;
 use ingot_abi::step::StepState;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::embed::EmbedType;
@@ -38,6 +45,19 @@ pub mod lite {
     pub const D_NOPE: usize = 128;
     /// Per-head value width.
     pub const D_V: usize = 128;
+    /// Routed experts stacked in each MoE tensor (`expert_count`).
+    pub const N_EXPERT: usize = 64;
+    /// Routed experts per token (`expert_used_count`).
+    pub const N_USED: usize = 6;
+    /// Width of one routed expert (`expert_feed_forward_length`).
+    pub const FF_EXPERT: usize = 1408;
+    /// Rotary dims per head and of the shared rope key.
+    pub const N_ROPE: usize = 64;
+    /// f16 elements per latent cache row: 512 latent + 64 rope (1152 bytes).
+    pub const CACHE_ROW: usize = KV_LORA + N_ROPE;
+    /// SMs of the H200 the GPU benches run on; flash segments are sized from it as the
+    /// decoder's plan does (two blocks per SM at most).
+    pub const BENCH_SMS: usize = 132;
     /// RMS norm epsilon.
     pub const RMS_EPS: f32 = 1e-6;
 }
@@ -63,8 +83,18 @@ pub enum Contents {
     ActQ8_1 { n: usize },
     /// `n` Gaussian f32 values with standard deviation `std`.
     F32 { n: usize, std: f32 },
-    /// One `StepState` feeding `token` at position 0 (read, and written by argmax).
-    StepState { token: u32 },
+    /// `n` Gaussian f16 values with standard deviation `std` (the latent cache rows).
+    F16 { n: usize, std: f32 },
+    /// One `StepState` feeding `token` at position `pos` (read, and written by argmax).
+    StepState { token: u32, pos: u32 },
+    /// One `ExpertSelection` naming `n_used` distinct experts below `n_expert`, spread over
+    /// the stacked tensor, with positive weights summing to 1.
+    Selection { n_expert: usize, n_used: usize },
+    /// `pairs` f64 rope frequencies `base^(-2i / (2·pairs))` (base 10000).
+    RopeFreq { pairs: usize },
+    /// `pairs` flash-attention partial `(m, l)` pairs: a Gaussian running maximum and a
+    /// positive softmax denominator.
+    SoftmaxStats { pairs: usize },
     /// `bytes` the kernel writes (uploaded as zeros).
     Output { bytes: usize },
 }
@@ -104,7 +134,11 @@ impl BufSpec {
                 (n.is_multiple_of(QK8_1)).then_some(n / QK8_1 * size_of::<BlockQ8_1>())
             }
             Contents::F32 { n, .. } => n.checked_mul(4),
+            Contents::F16 { n, .. } => n.checked_mul(2),
             Contents::StepState { .. } => Some(size_of::<StepState>()),
+            Contents::Selection { .. } => Some(size_of::<ExpertSelection>()),
+            Contents::RopeFreq { pairs } => pairs.checked_mul(8),
+            Contents::SoftmaxStats { pairs } => pairs.checked_mul(8),
             Contents::Output { bytes } => Some(bytes),
         }
     }
@@ -196,8 +230,12 @@ macro_rules! gemv_kernel {
     };
 }
 
+gemv_kernel!(GEMV_Q4_0, Q4_0, Q4_0, "gemv_q4_0_q8_1");
+gemv_kernel!(GEMV_Q5_0, Q5_0, Q5_0, "gemv_q5_0_q8_1");
+gemv_kernel!(GEMV_IQ4_NL, Iq4Nl, Iq4Nl, "gemv_iq4_nl_q8_1");
 gemv_kernel!(GEMV_Q3K, Q3K, Q3K, "gemv_q3k_q8_1");
 gemv_kernel!(GEMV_Q4K, Q4K, Q4K, "gemv_q4k_q8_1");
+gemv_kernel!(GEMV_Q5K, Q5K, Q5K, "gemv_q5k_q8_1");
 gemv_kernel!(GEMV_Q6K, Q6K, Q6K, "gemv_q6k_q8_1");
 gemv_kernel!(GEMV_Q8_0, Q8_0, Q8_0, "gemv_q8_0_q8_1");
 
@@ -239,16 +277,22 @@ fn grouped_buffers(ty: GgmlType, g: Grouping, s: Shape) -> Vec<BufSpec> {
     b
 }
 
-/// The StepState buffer of the embedding and argmax kernels, feeding token `token`. Its 16
-/// bytes of bookkeeping (read, and written by argmax) are not counted as required traffic.
-fn step_state(token: usize) -> BufSpec {
+/// The StepState buffer feeding token `token` at position `pos`. Its 16 bytes of bookkeeping
+/// (read, and written by argmax) are not counted as required traffic.
+fn step_state_at(token: usize, pos: usize) -> BufSpec {
     BufSpec {
         param: "state",
         contents: Contents::StepState {
-            token: token as u32,
+            token: u32::try_from(token).unwrap_or(u32::MAX),
+            pos: u32::try_from(pos).unwrap_or(u32::MAX),
         },
         moved: Some(0),
     }
+}
+
+/// The StepState buffer of the embedding and argmax kernels, feeding `token` at position 0.
+fn step_state(token: usize) -> BufSpec {
+    step_state_at(token, 0)
 }
 
 /// Every kernel bench, in decode order (V2-Lite Q4_K_M types, spec §4.4).
@@ -377,6 +421,8 @@ pub const CASES: &[Case] = &[
     },
     gemv(&GEMV_Q4K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
     gemv(&GEMV_Q4K, "attn_kv_a_mqa", lite::KV_A_ROWS, lite::N_EMBD),
+    attention::GEMV2_Q4K,
+    attention::ROPE_KV_Q8_1,
     Case {
         kernel: "gemv_grouped_q5_0_q8_1",
         tensor: "attn_k_b",
@@ -390,6 +436,11 @@ pub const CASES: &[Case] = &[
             ops::gemv::gemv_grouped_q8_1(d, GemvType::Q5_0, bufs, s.rows, s.cols, K_B_GROUP)
         },
     },
+    attention::FLASH_MMA_1024,
+    attention::FLASH_MMA_4096,
+    attention::FLASH_1024,
+    attention::FLASH_4096,
+    attention::MERGE_Q8_1,
     Case {
         kernel: "gemv_grouped_q4k_q8_1",
         tensor: "attn_v_b",
@@ -403,9 +454,22 @@ pub const CASES: &[Case] = &[
             ops::gemv::gemv_grouped_q8_1(d, GemvType::Q4K, bufs, s.rows, s.cols, V_B_GROUP)
         },
     },
+    attention::V_B_Q8_1_OUT,
     gemv(&GEMV_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    // The same matrix in the other weight types of the llama.cpp mixes.
+    gemv(&GEMV_Q5K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_Q5_0, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_Q4_0, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_IQ4_NL, "attn_output", lite::N_EMBD, lite::N_EMBD),
     gemv(&GEMV_Q4K, "ffn_gate(dense)", lite::FF_DENSE, lite::N_EMBD),
     gemv(&GEMV_Q8_0, "ffn_down(dense)", lite::N_EMBD, lite::FF_DENSE),
+    moe::RMSNORM_Q8_1_F32,
+    moe::ROUTER_GEMV,
+    moe::ROUTE_CASE,
+    moe::GATE_UP_Q4K,
+    moe::GATE_UP_Q3K,
+    moe::DOWN_Q5_0_Q4K,
+    moe::DOWN_Q8_0_Q6K,
     gemv(&GEMV_Q4K, "ffn_gate_shexp", lite::FF_SHARED, lite::N_EMBD),
     gemv(&GEMV_Q6K, "ffn_down_shexp", lite::N_EMBD, lite::FF_SHARED),
     gemv(&GEMV_Q3K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
@@ -432,6 +496,8 @@ pub const CASES: &[Case] = &[
         },
         launch: |d, b, s| ops::head::argmax_step(d, &b[0], &b[1], s.cols),
     },
+    head::GEMV_ARGMAX_Q6K,
+    head::ARGMAX_FINISH,
 ];
 
 /// Every distinct weight type [`CASES`] quantizes (for the input checks).

@@ -27,6 +27,9 @@ pub struct GpuDevice {
 }
 
 /// A bench device.
+// One per process: the simulator variant's size costs nothing, and boxing it would only add an
+// indirection to every launch.
+#[allow(clippy::large_enum_variant)]
 pub enum Device {
     Sim(SimDevice),
     Gpu(GpuDevice),

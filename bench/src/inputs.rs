@@ -14,6 +14,7 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
 };
+use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_gguf::GgmlType;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -32,11 +33,26 @@ pub const ACTIVATION_STD: f32 = 1.0;
 /// larger request is a shape mistake and is refused before any allocation.
 pub const MAX_ELEMENTS: usize = 1 << 31;
 
-/// Fewest distinct dequantized values a quantized block of bench data must hold. Gaussian
-/// noise over the coarsest format used here (Q3_K: 8 levels per 16-weight sub-block, 16
-/// sub-block scales; Q4_0: 16 levels over 32 weights) gives far more than 8; a zero or constant
+/// Fewest distinct dequantized values a 256-weight (k-quant) block, or a 32-value chunk of a
+/// float type, must hold. Gaussian noise over the coarsest k-quant used here (Q3_K: 8 levels
+/// per 16-weight sub-block, 16 sub-block scales) gives far more than 8; a zero or constant
 /// block gives 1.
 pub const MIN_DISTINCT_PER_BLOCK: usize = 8;
+
+/// Fewest distinct values a 32-weight block must hold. Q4_0 and IQ4_NL map 32 Gaussian
+/// samples onto 16 levels scaled to the block's largest magnitude, so most samples fall on the
+/// 6-8 central levels: among the 2048 blocks of a 32 × 2048 bench slice the sparsest Q4_0
+/// block has 7. A zero or constant block still gives 1.
+pub const MIN_DISTINCT_PER_SMALL_BLOCK: usize = 5;
+
+/// The distinct-value floor of one block of `ty` (see the two constants above).
+pub fn min_distinct_per_block(ty: GgmlType) -> usize {
+    if ty.is_quantized() && ty.block_size() as usize <= QK8_1 {
+        MIN_DISTINCT_PER_SMALL_BLOCK
+    } else {
+        MIN_DISTINCT_PER_BLOCK
+    }
+}
 
 /// `n` samples of N(0, std²) from a seeded generator.
 pub fn gaussian(n: usize, std: f32, seed: u64) -> Result<Vec<f32>> {
@@ -99,6 +115,67 @@ pub fn q8_1_activation(n: usize, seed: u64) -> Result<Vec<u8>> {
 /// `n` Gaussian f32 values with standard deviation `std`, little-endian bytes.
 pub fn f32_values(n: usize, std: f32, seed: u64) -> Result<Vec<u8>> {
     Ok(bytemuck::cast_slice(&gaussian(n, std, seed)?).to_vec())
+}
+
+/// `n` Gaussian values with standard deviation `std` as little-endian f16 (the latent cache).
+pub fn f16_values(n: usize, std: f32, seed: u64) -> Result<Vec<u8>> {
+    Ok(gaussian(n, std, seed)?
+        .into_iter()
+        .flat_map(|v| f16::from_f32(v).to_le_bytes())
+        .collect())
+}
+
+/// One `ExpertSelection` of `n_used` distinct experts out of `n_expert`: slot `k` names
+/// expert `(offset + k·n_expert/n_used) mod n_expert` (`offset` from the seed), so the routed
+/// rows a MoE kernel reads are spread over the stacked tensor as a real router's are; the
+/// weights are positive and sum to 1 (V2-Lite's softmax gating).
+pub fn expert_selection(n_expert: usize, n_used: usize, seed: u64) -> Result<Vec<u8>> {
+    if n_used == 0 || n_used > MAX_EXPERTS_USED || n_used > n_expert || n_expert > u32::MAX as usize
+    {
+        return Err(BenchError::Shape {
+            case: "expert selection".into(),
+            reason: format!(
+                "{n_used} of {n_expert} experts (1..={MAX_EXPERTS_USED} distinct ones required)"
+            ),
+        });
+    }
+    let offset = (seed % n_expert as u64) as usize;
+    let raw: Vec<f32> = gaussian(n_used, 1.0, seed)?
+        .into_iter()
+        .map(|g| g.abs() + 0.1)
+        .collect();
+    let sum: f32 = raw.iter().sum();
+    let mut sel = ExpertSelection::default();
+    for (k, w) in raw.iter().enumerate() {
+        // k·n_expert/n_used < n_expert, strictly increasing in k: the ids are distinct.
+        sel.ids[k] = ((offset + k * n_expert / n_used) % n_expert) as u32;
+        sel.weights[k] = w / sum;
+    }
+    Ok(bytemuck::bytes_of(&sel).to_vec())
+}
+
+/// Rope base of DeepSeek-V2 (`rope.freq_base`).
+pub const ROPE_BASE: f64 = 10_000.0;
+
+/// `pairs` rope frequencies `ROPE_BASE^(-i/pairs)` as little-endian f64 (no YaRN blend: the
+/// kernel's cost does not depend on the angles).
+pub fn rope_freq(pairs: usize) -> Result<Vec<u8>> {
+    check_elements("rope_freq", pairs)?;
+    Ok((0..pairs)
+        .flat_map(|i| ROPE_BASE.powf(-(i as f64) / pairs as f64).to_le_bytes())
+        .collect())
+}
+
+/// `pairs` flash partials `(m, l)` as f32: `m` ~ N(0, 1), `l = 1 + min(|g|, 3)` in `[1, 4]` (a
+/// softmax denominator is at least 1: the maximum's own term).
+pub fn softmax_stats(pairs: usize, seed: u64) -> Result<Vec<u8>> {
+    let g = gaussian(pairs.checked_mul(2).unwrap_or(0), 1.0, seed)?;
+    let mut out = Vec::with_capacity(pairs * 8);
+    for p in g.chunks_exact(2) {
+        out.extend_from_slice(&p[0].to_le_bytes());
+        out.extend_from_slice(&(1.0 + p[1].abs().min(3.0)).to_le_bytes());
+    }
+    Ok(out)
 }
 
 /// Byte offset of the f16 block scale `d` in a block of `ty`, for the block types the bench
@@ -180,7 +257,7 @@ impl Variety {
         })
     }
 
-    /// `Ok` when no scale is zero, every block holds at least [`MIN_DISTINCT_PER_BLOCK`]
+    /// `Ok` when no scale is zero, every block holds at least [`min_distinct_per_block`]
     /// distinct values and (with more than one block) not all blocks are equal; otherwise the
     /// first problem found, in words.
     pub fn check(&self) -> std::result::Result<(), String> {
@@ -191,9 +268,10 @@ impl Variety {
                 self.zero_scales, self.blocks
             ));
         }
-        if self.min_distinct_values < MIN_DISTINCT_PER_BLOCK {
+        let need = min_distinct_per_block(self.ty);
+        if self.min_distinct_values < need {
             return Err(format!(
-                "{ty}: a block holds only {} distinct values (need {MIN_DISTINCT_PER_BLOCK})",
+                "{ty}: a block holds only {} distinct values (need {need})",
                 self.min_distinct_values
             ));
         }

@@ -35,13 +35,13 @@ pub fn gpu_table(results: &[GpuResult], copy_gbps: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<22} {:<18} {:>12} {:>10} {:>9} {:>7} {:>9}  L2",
+        "{:<25} {:<22} {:>12} {:>10} {:>9} {:>7} {:>9}  L2",
         "kernel", "tensor", "shape", "median us", "GB/s", "% copy", "set MB"
     );
     for r in results {
         let _ = writeln!(
             s,
-            "{:<22} {:<18} {:>12} {:>10.2} {:>9.1} {:>6.1}% {:>9.1}  {}",
+            "{:<25} {:<22} {:>12} {:>10.2} {:>9.1} {:>6.1}% {:>9.1}  {}",
             r.case.kernel,
             r.case.tensor,
             shape(&r.case),
@@ -60,7 +60,7 @@ pub fn sim_table(reports: &[SimReport]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<22} {:<18} {:>13} {:>11} {:>9} {:>10} {:>10} {:>9} {:>8} {:>7}",
+        "{:<25} {:<22} {:>13} {:>11} {:>9} {:>10} {:>10} {:>9} {:>8} {:>7}",
         "kernel",
         "tensor",
         "rows run/real",
@@ -75,7 +75,7 @@ pub fn sim_table(reports: &[SimReport]) -> String {
     for r in reports {
         let _ = writeln!(
             s,
-            "{:<22} {:<18} {:>13} {:>11} {:>9.0} {:>10.1} {:>10.1} {:>9.3} {:>8.2} {:>6.1}%",
+            "{:<25} {:<22} {:>13} {:>11} {:>9.0} {:>10.1} {:>10.1} {:>9.3} {:>8.2} {:>6.1}%",
             r.case.kernel,
             r.case.tensor,
             format!(

@@ -25,11 +25,18 @@ pub fn host_bytes(spec: &BufSpec, seed: u64) -> Result<Vec<u8>> {
         Contents::Weights { ty, rows, cols } => inputs::quantized_weights(ty, rows, cols, seed),
         Contents::ActQ8_1 { n } => inputs::q8_1_activation(n, seed),
         Contents::F32 { n, std } => inputs::f32_values(n, std, seed),
-        Contents::StepState { token } => Ok(bytemuck::bytes_of(&StepState {
+        Contents::F16 { n, std } => inputs::f16_values(n, std, seed),
+        Contents::StepState { token, pos } => Ok(bytemuck::bytes_of(&StepState {
             token,
+            pos,
             ..StepState::default()
         })
         .to_vec()),
+        Contents::Selection { n_expert, n_used } => {
+            inputs::expert_selection(n_expert, n_used, seed)
+        }
+        Contents::RopeFreq { pairs } => inputs::rope_freq(pairs),
+        Contents::SoftmaxStats { pairs } => inputs::softmax_stats(pairs, seed),
         Contents::Output { bytes } => {
             if bytes == 0 || bytes > inputs::MAX_ELEMENTS {
                 return Err(BenchError::Shape {

@@ -130,3 +130,54 @@ fn a_bad_shape_is_a_typed_error() {
     .unwrap_err();
     assert!(err.to_string().contains("buffer `w`"), "{err}");
 }
+
+fn case(id: &str) -> &'static ingot_bench::cases::Case {
+    CASES
+        .iter()
+        .find(|c| c.id() == id)
+        .unwrap_or_else(|| panic!("no case {id}"))
+}
+
+/// MoE cases require the 6 selected experts' rows and the shared experts' (spec §5.4), but
+/// allocate all 64 stacked experts. Block sizes: Q4_K 144 B / 256, Q5_0 22 B / 32, q8_1
+/// 36 B / 32; the selection's 6 ids and 6 weights are 48 bytes.
+#[test]
+fn moe_required_bytes_are_the_selected_experts_and_the_shared_ones() {
+    let (n_embd, ff, ff_sh, used, experts) = (2048, 1408, 2816, 6, 64);
+    let q4k = |rows: usize, cols: usize| rows * cols / 256 * 144;
+    let q5_0 = |rows: usize, cols: usize| rows * cols / 32 * 22;
+    let q8_1 = |n: usize| n / 32 * 36;
+
+    let gate_up = case("moe_gate_up_q4k/ffn_gate_up_exps+shexp");
+    let (read, written) = gate_up.required_bytes(gate_up.shape).unwrap();
+    let expect = q8_1(n_embd) + 48 + 2 * q4k(used * ff, n_embd) + 2 * q4k(ff_sh, n_embd);
+    assert_eq!(read, expect);
+    assert_eq!(written, q8_1(used * ff) + q8_1(ff_sh));
+    let allocated = gate_up.buffer_bytes(gate_up.shape).unwrap();
+    assert!(allocated >= 2 * q4k(experts * ff, n_embd), "{allocated}");
+
+    let down = case("moe_down_q5_0_q4k/ffn_down_exps+shexp");
+    let (read, written) = down.required_bytes(down.shape).unwrap();
+    let expect =
+        q8_1(used * ff + ff_sh) + 48 + q5_0(used * n_embd, ff) + q4k(n_embd, ff_sh) + n_embd * 4;
+    assert_eq!(read, expect);
+    assert_eq!(written, n_embd * 4);
+}
+
+/// Flash attention at depth 4096 requires the 4096 cache rows of 1152 bytes (512 latent + 64
+/// rope f16) and the query (16 heads × (512 + 64) f32) once, and writes the partials of the
+/// segments it uses: 4096 rows are 128 tiles of 32, at least 2 tiles per segment, so 64
+/// segments (under the 264-block cap), each 16 heads × (512 f32 + an (m, l) pair).
+#[test]
+fn flash_required_bytes_are_the_cache_rows_and_the_query() {
+    for kernel in ["flash_latent", "flash_latent_mma"] {
+        let c = case(&format!("{kernel}/kv_cache@4096"));
+        let (read, written) = c.required_bytes(c.shape).unwrap();
+        assert_eq!(read, 4096 * 1152 + 16 * (512 + 64) * 4, "{kernel}");
+        assert_eq!(written, 64 * 16 * (512 * 4 + 8), "{kernel}");
+    }
+    let c = case("flash_latent/kv_cache@1024");
+    let (read, written) = c.required_bytes(c.shape).unwrap();
+    assert_eq!(read, 1024 * 1152 + 16 * (512 + 64) * 4);
+    assert_eq!(written, 16 * 16 * (512 * 4 + 8));
+}

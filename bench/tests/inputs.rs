@@ -15,10 +15,22 @@ const COLS: usize = 2048;
 #[test]
 fn every_bench_weight_type_is_varied() {
     let types = weight_types();
-    assert!(
-        types.contains(&GgmlType::Q4K) && types.contains(&GgmlType::Q3K),
-        "the table should bench Q4_K and Q3_K weights, has {types:?}"
-    );
+    // Every gemv weight type of the llama.cpp mixes V2-Lite ships in (spec §4.4).
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Iq4Nl,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+    ] {
+        assert!(
+            types.contains(&ty),
+            "the table does not bench {ty:?}: {types:?}"
+        );
+    }
     for ty in types {
         let data = inputs::quantized_weights(ty, ROWS, COLS, 7).expect("quantize");
         let v = Variety::measure(ty, &data).expect("measure");
@@ -31,10 +43,11 @@ fn every_bench_weight_type_is_varied() {
 
 #[test]
 fn every_case_buffer_as_built_is_varied() {
-    // The buffers exactly as the benches build them (seeded per case), at a few rows each.
+    // The buffers exactly as the benches build them (seeded per case), at a few rows each:
+    // one simulator row quantum, so that row-sized f32 vectors are whole 32-value chunks.
     for case in CASES {
         let shape = Shape {
-            rows: case.shape.rows.min(8),
+            rows: case.shape.rows.min(ingot_bench::sim::SIM_ROW_QUANTUM),
             cols: case.shape.cols,
         };
         for (i, spec) in (case.buffers)(shape).iter().enumerate() {
@@ -42,6 +55,11 @@ fn every_case_buffer_as_built_is_varied() {
                 Contents::Weights { ty, .. } => ty,
                 Contents::ActQ8_1 { .. } => GgmlType::Q8_1,
                 Contents::F32 { .. } => GgmlType::F32,
+                Contents::F16 { .. } => GgmlType::F16,
+                // Structured inputs, checked by their own tests below.
+                Contents::Selection { .. }
+                | Contents::RopeFreq { .. }
+                | Contents::SoftmaxStats { .. } => continue,
                 Contents::Output { .. } | Contents::StepState { .. } => continue,
             };
             let data = setup::host_bytes(spec, setup::seed(case, i)).expect("build");
@@ -64,7 +82,7 @@ fn different_tensors_get_different_data() {
 
 #[test]
 fn zero_weights_are_rejected() {
-    for ty in [GgmlType::Q4K, GgmlType::Q3K, GgmlType::Q8_0] {
+    for ty in [GgmlType::Q4K, GgmlType::Q3K, GgmlType::Q8_0, GgmlType::Q4_0] {
         let zeros = vec![0.0f32; ROWS * 256];
         let mut data = vec![0u8; inputs::weight_bytes(ty, ROWS, 256).unwrap()];
         ingot_quant::quantize_tensor(ty, &zeros, &mut data).unwrap();
@@ -104,4 +122,54 @@ fn bad_shapes_are_errors_not_panics() {
     assert!(inputs::gaussian(1 << 40, 1.0, 1).is_err());
     assert!(Variety::measure(GgmlType::Q4K, &[0u8; 100]).is_err());
     assert!(Variety::measure(GgmlType::Q4K, &[]).is_err());
+}
+
+#[test]
+fn expert_selections_are_distinct_spread_and_normalized() {
+    use ingot_abi::launch::ExpertSelection;
+    for seed in 0..50u64 {
+        let bytes = inputs::expert_selection(64, 6, seed).unwrap();
+        let sel: ExpertSelection = bytemuck::pod_read_unaligned(&bytes);
+        let mut ids = sel.ids[..6].to_vec();
+        assert!(ids.iter().all(|&i| i < 64), "{sel:?}");
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 6, "{sel:?}");
+        // Sum of six f32 in [0, 1]: a few ulps of rounding.
+        let sum: f32 = sel.weights[..6].iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{sel:?}");
+        assert!(sel.weights[..6].iter().all(|&w| w > 0.0), "{sel:?}");
+    }
+    assert!(inputs::expert_selection(64, 0, 1).is_err());
+    assert!(inputs::expert_selection(4, 6, 1).is_err());
+    assert!(inputs::expert_selection(64, 9, 1).is_err());
+}
+
+#[test]
+fn softmax_stats_and_rope_freqs_are_valid() {
+    let stats = inputs::softmax_stats(1000, 5).unwrap();
+    let v: Vec<f32> = stats
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let (m, l): (Vec<f32>, Vec<f32>) = v.chunks_exact(2).map(|p| (p[0], p[1])).unzip();
+    assert!(
+        l.iter().all(|&l| (1.0..=4.0).contains(&l)),
+        "l out of [1, 4]"
+    );
+    let distinct: std::collections::HashSet<u32> = m.iter().map(|x| x.to_bits()).collect();
+    assert!(
+        distinct.len() > 900,
+        "m is not varied: {} distinct",
+        distinct.len()
+    );
+
+    let f: Vec<f64> = inputs::rope_freq(32)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(f[0], 1.0);
+    assert!(f.windows(2).all(|w| w[1] < w[0] && w[1] > 0.0), "{f:?}");
+    assert!(inputs::rope_freq(0).is_err());
 }

@@ -1,0 +1,319 @@
+//! Absorbed MLA attention of a V2-Lite layer (spec §5.1-§5.3): the fused `attn_q` +
+//! `attn_kv_a_mqa` gemv, rope and cache write, split-K flash attention over the latent cache
+//! at two depths, the merge of its segments, and the `attn_v_b` gemv feeding `attn_output`.
+//!
+//! For the cache-depth cases `Shape::rows` is the depth `pos + 1` (the cache holds exactly
+//! that many rows and `StepState::pos` is `rows - 1`) and `Shape::cols` the cache row width.
+
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_gguf::GgmlType;
+use ingot_kernels::ops::attention::{self as attn, AttnShape, FlashBufs, MergeBufs, RopeKvBufs};
+use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::{ops, KernelError};
+
+use super::{grouped_buffers, lite, step_state_at, BufSpec, Case, Contents, Shape, V_B_GROUP};
+use crate::device::{Buf, Device};
+
+/// The attention shape with a cache of `depth` rows.
+fn attn_shape(depth: usize) -> AttnShape {
+    AttnShape {
+        n_head: lite::N_HEAD,
+        d_nope: lite::D_NOPE,
+        kv_lora: lite::KV_LORA,
+        n_rope: lite::N_ROPE,
+        ctx: depth,
+    }
+}
+
+/// Segments a plan for a `depth`-row context uses on the bench GPU: one per
+/// `FLASH_MIN_SEGMENT_TILES` tiles, at most two per SM (as `graph`'s `PlanOptions`).
+fn max_segments(depth: usize) -> usize {
+    let min_rows =
+        (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
+    depth.div_ceil(min_rows).clamp(1, 2 * lite::BENCH_SMS)
+}
+
+/// Segments a step at the last row of a `depth`-row cache actually writes.
+fn used_segments(depth: usize) -> usize {
+    let pos = u32::try_from(depth.saturating_sub(1)).unwrap_or(u32::MAX);
+    let max = u32::try_from(max_segments(depth)).unwrap_or(u32::MAX);
+    attn::split_at(pos, max).count as usize
+}
+
+/// Logit scale `1/sqrt(d_nope + n_rope)` (spec §5.2; V2-Lite has no YaRN mscale).
+fn kq_scale() -> f32 {
+    1.0 / ((lite::D_NOPE + lite::N_ROPE) as f32).sqrt()
+}
+
+fn f32s(param: &'static str, n: usize) -> BufSpec {
+    BufSpec::new(param, Contents::F32 { n, std: 1.0 })
+}
+
+/// Per-segment partials of the flash kernel for a `depth`-row cache: `(part_o, part_ml)`
+/// allocated for `max_segments`, of which the used segments are moved.
+fn partials(depth: usize, contents: bool) -> [BufSpec; 2] {
+    let s = attn_shape(depth);
+    let (max, used) = (max_segments(depth), used_segments(depth));
+    let o = |n: usize| attn::part_o_bytes(&s, n).unwrap_or(usize::MAX);
+    let ml = |n: usize| attn::part_ml_bytes(&s, n).unwrap_or(usize::MAX);
+    let (o_contents, ml_contents) = if contents {
+        (
+            Contents::F32 {
+                n: o(max) / 4,
+                std: 1.0,
+            },
+            Contents::SoftmaxStats { pairs: ml(max) / 8 },
+        )
+    } else {
+        (
+            Contents::Output { bytes: o(max) },
+            Contents::Output { bytes: ml(max) },
+        )
+    };
+    [
+        BufSpec {
+            param: "part_o",
+            contents: o_contents,
+            moved: Some(o(used)),
+        },
+        BufSpec {
+            param: "part_ml",
+            contents: ml_contents,
+            moved: Some(ml(used)),
+        },
+    ]
+}
+
+/// `q_abs`, `q_pe`, the cache filled with `rows` random f16 rows, the state at the last row,
+/// and the partials.
+fn flash_buffers(s: Shape) -> Vec<BufSpec> {
+    let [part_o, part_ml] = partials(s.rows, false);
+    vec![
+        f32s("q_abs", lite::N_HEAD * lite::KV_LORA),
+        f32s("q_pe", lite::N_HEAD * lite::N_ROPE),
+        BufSpec::new(
+            "cache",
+            Contents::F16 {
+                n: s.rows * s.cols,
+                std: 1.0,
+            },
+        ),
+        step_state_at(0, s.rows.saturating_sub(1)),
+        part_o,
+        part_ml,
+    ]
+}
+
+fn flash_bufs(b: &[Buf]) -> FlashBufs<'_, Buf> {
+    FlashBufs {
+        q_abs: &b[0],
+        q_pe: &b[1],
+        cache: &b[2],
+        state: &b[3],
+        part_o: &b[4],
+        part_ml: &b[5],
+    }
+}
+
+fn flash_launch(d: &mut Device, b: &[Buf], s: Shape, mma: bool) -> Result<(), KernelError> {
+    let shape = attn_shape(s.rows);
+    let f = if mma {
+        attn::flash_latent_mma::<Device>
+    } else {
+        attn::flash_latent::<Device>
+    };
+    f(d, &shape, &flash_bufs(b), max_segments(s.rows), kq_scale())
+}
+
+const fn flash(kernel: &'static str, tensor: &'static str, depth: usize, mma: bool) -> Case {
+    Case {
+        kernel,
+        tensor,
+        shape: Shape {
+            rows: depth,
+            cols: lite::CACHE_ROW,
+        },
+        buffers: flash_buffers,
+        launch: if mma {
+            |d, b, s| flash_launch(d, b, s, true)
+        } else {
+            |d, b, s| flash_launch(d, b, s, false)
+        },
+    }
+}
+
+pub const FLASH_MMA_1024: Case = flash("flash_latent_mma", "kv_cache@1024", 1024, true);
+pub const FLASH_MMA_4096: Case = flash("flash_latent_mma", "kv_cache@4096", 4096, true);
+pub const FLASH_1024: Case = flash("flash_latent", "kv_cache@1024", 1024, false);
+pub const FLASH_4096: Case = flash("flash_latent", "kv_cache@4096", 4096, false);
+
+/// Merge of the segments a step at depth 4096 wrote, into q8_1 for `attn_v_b`.
+pub const MERGE_Q8_1: Case = Case {
+    kernel: "attn_merge_q8_1",
+    tensor: "kv_cache@4096",
+    shape: Shape {
+        rows: 4096,
+        cols: lite::CACHE_ROW,
+    },
+    buffers: |s| {
+        let [part_o, part_ml] = partials(s.rows, true);
+        vec![
+            part_o,
+            part_ml,
+            step_state_at(0, s.rows.saturating_sub(1)),
+            BufSpec::new(
+                "o_lat",
+                Contents::Output {
+                    bytes: lite::N_HEAD * lite::KV_LORA / QK8_1 * size_of::<BlockQ8_1>(),
+                },
+            ),
+        ]
+    },
+    launch: |d, b, s| {
+        let bufs = MergeBufs {
+            part_o: &b[0],
+            part_ml: &b[1],
+            state: &b[2],
+            o_lat: &b[3],
+        };
+        attn::attn_merge_q8_1(d, &attn_shape(s.rows), &bufs, max_segments(s.rows))
+    },
+};
+
+/// Rope of the query and the new key, cache row `pos` written and the query nope parts
+/// quantized for `attn_k_b`, at depth 4096 (the cost does not depend on the depth).
+pub const ROPE_KV_Q8_1: Case = Case {
+    kernel: "rope_kv_q8_1",
+    tensor: "kv_cache@4096",
+    shape: Shape {
+        rows: 4096,
+        cols: lite::CACHE_ROW,
+    },
+    buffers: |s| {
+        vec![
+            f32s("q", lite::N_HEAD * lite::D_QK),
+            f32s("kv", lite::CACHE_ROW),
+            BufSpec::new(
+                "kv_norm",
+                Contents::F32 {
+                    n: lite::KV_LORA,
+                    std: 0.1,
+                },
+            ),
+            BufSpec::new(
+                "rope_freq",
+                Contents::RopeFreq {
+                    pairs: lite::N_ROPE / 2,
+                },
+            ),
+            step_state_at(0, s.rows.saturating_sub(1)),
+            BufSpec::new(
+                "q_pe",
+                Contents::Output {
+                    bytes: lite::N_HEAD * lite::N_ROPE * 4,
+                },
+            ),
+            BufSpec::new(
+                "q_nope_q8",
+                Contents::Output {
+                    bytes: lite::N_HEAD * lite::D_NOPE / QK8_1 * size_of::<BlockQ8_1>(),
+                },
+            ),
+            // The whole cache is allocated; the kernel writes row `pos` only.
+            BufSpec {
+                param: "cache",
+                contents: Contents::Output {
+                    bytes: s.rows * s.cols * 2,
+                },
+                moved: Some(s.cols * 2),
+            },
+        ]
+    },
+    launch: |d, b, s| {
+        let bufs = RopeKvBufs {
+            q: &b[0],
+            kv: &b[1],
+            kv_norm: &b[2],
+            rope_freq: &b[3],
+            state: &b[4],
+            q_pe: &b[5],
+            cache: &b[7],
+        };
+        attn::rope_kv_q8_1(d, &attn_shape(s.rows), &bufs, &b[6], lite::RMS_EPS, 1.0)
+    },
+};
+
+/// Rows of `attn_kv_a_mqa` in a fused launch of `rows` rows in all: the real 576 of 3648,
+/// and the same proportion (at least one row each) when the simulator runs fewer.
+fn kv_a_rows(rows: usize) -> usize {
+    (rows * lite::KV_A_ROWS / (lite::Q_ROWS + lite::KV_A_ROWS))
+        .clamp(1, rows.saturating_sub(1).max(1))
+}
+
+/// `attn_q` and `attn_kv_a_mqa` (Q4_K) in one launch over the normed hidden state.
+pub const GEMV2_Q4K: Case = Case {
+    kernel: "gemv2_q4k_q8_1",
+    tensor: "attn_q+attn_kv_a_mqa",
+    shape: Shape {
+        rows: lite::Q_ROWS + lite::KV_A_ROWS,
+        cols: lite::N_EMBD,
+    },
+    buffers: |s| {
+        let r1 = kv_a_rows(s.rows);
+        let r0 = s.rows - r1;
+        let w = |param, rows| {
+            BufSpec::new(
+                param,
+                Contents::Weights {
+                    ty: GgmlType::Q4K,
+                    rows,
+                    cols: s.cols,
+                },
+            )
+        };
+        vec![
+            w("w0", r0),
+            w("w1", r1),
+            BufSpec::new("x", Contents::ActQ8_1 { n: s.cols }),
+            BufSpec::new("y0", Contents::Output { bytes: r0 * 4 }),
+            BufSpec::new("y1", Contents::Output { bytes: r1 * 4 }),
+        ]
+    },
+    launch: |d, b, s| {
+        let r1 = kv_a_rows(s.rows);
+        let rows = (s.rows - r1, r1);
+        ops::gemv::gemv2_q8_1(
+            d,
+            GemvType::Q4K,
+            (&b[0], &b[1]),
+            &b[2],
+            (&b[3], &b[4]),
+            rows,
+            s.cols,
+        )
+    },
+};
+
+/// `attn_v_b` (Q4_K) writing q8_1 straight for `attn_output`.
+pub const V_B_Q8_1_OUT: Case = Case {
+    kernel: "gemv_grouped_q4k_q8_1_out",
+    tensor: "attn_v_b",
+    shape: Shape {
+        rows: lite::N_HEAD * lite::D_V,
+        cols: lite::KV_LORA,
+    },
+    buffers: |s| {
+        let mut b = grouped_buffers(GgmlType::Q4K, V_B_GROUP, s);
+        b[2] = BufSpec::new(
+            "y",
+            Contents::Output {
+                bytes: s.rows.div_ceil(QK8_1) * size_of::<BlockQ8_1>(),
+            },
+        );
+        b
+    },
+    launch: |d, b, s| {
+        let bufs = (&b[0], &b[1], &b[2]);
+        ops::gemv::gemv_grouped_q8_1_out(d, GemvType::Q4K, bufs, s.rows, s.cols, V_B_GROUP)
+    },
+};
