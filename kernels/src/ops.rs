@@ -65,6 +65,12 @@ fn bytes(a: usize, b: usize, c: usize) -> Option<usize> {
     a.checked_mul(b)?.checked_mul(c)
 }
 
+/// `Some(bytes)` of `rows` rows of `n` values each stored as q8_1 blocks (`n` a multiple of
+/// [`QK8_1`], checked by the caller), unless it overflows.
+fn q8_1_bytes(rows: usize, n: usize) -> Option<usize> {
+    bytes(rows, n / QK8_1, size_of::<BlockQ8_1>())
+}
+
 fn need<B: Backend>(
     b: &B,
     desc: &KernelDesc,
@@ -101,7 +107,7 @@ pub fn quantize_q8_1<B: Backend>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize) ->
     }
     let n32 = to_u32(d, "n", n)?;
     need(b, d, "x", x, bytes(n, 4, 1))?;
-    need(b, d, "y", y, bytes(n / QK8_1, size_of::<BlockQ8_1>(), 1))?;
+    need(b, d, "y", y, q8_1_bytes(1, n))?;
     launch(b, d, n32, &[KArg::Buf(x), KArg::Buf(y), KArg::U32(n32)])
 }
 
@@ -117,19 +123,7 @@ pub fn rmsnorm_f32<B: Backend>(
     eps: f32,
 ) -> Result<()> {
     let d = &RMSNORM_F32;
-    if n == 0 || !n.is_multiple_of(4) {
-        return Err(shape(d, format!("n = {n} is not a positive multiple of 4")));
-    }
-    if !(eps.is_finite() && eps >= 0.0) {
-        return Err(shape(
-            d,
-            format!("eps = {eps} is not a finite non-negative number"),
-        ));
-    }
-    let n32 = to_u32(d, "n", n)?;
-    let rows32 = to_u32(d, "rows", rows)?;
-    need(b, d, "x", x, bytes(rows, n, 4))?;
-    need(b, d, "w", w, bytes(n, 4, 1))?;
+    let (n32, rows32) = norm::check_rmsnorm(b, d, (x, w), rows, n, 4, eps)?;
     need(b, d, "y", y, bytes(rows, n, 4))?;
     launch(
         b,

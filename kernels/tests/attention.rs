@@ -9,47 +9,22 @@ mod support;
 
 use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
-use ingot_abi::step::StepState;
 use ingot_kernels::ops::attention::{
     attn_merge, attn_merge_q8_1, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, rope_kv_q8_1,
     split_at, AttnShape, FlashBufs, MergeBufs, RopeKvBufs,
 };
 use ingot_kernels::{Backend, KernelError};
-use ingot_model::{RopeParams, RopeScalingType};
+use ingot_model::RopeParams;
 use rand::rngs::StdRng;
 use rand::Rng;
+use support::attention::{step_state, v2_lite_rope};
 use support::{download, download_f32, f32_bytes, poisoned, upload};
-
-/// DeepSeek-V2-Lite's rope hyper-parameters (spec §4.1/§4.2) with `n_rot` rotated dims.
-fn yarn(n_rot: usize) -> RopeParams {
-    RopeParams {
-        n_rot,
-        freq_base: 10000.0,
-        scaling: RopeScalingType::Yarn,
-        freq_scale: 1.0 / 40.0,
-        n_ctx_orig: 4096,
-        beta_fast: 32.0,
-        beta_slow: 1.0,
-        attn_factor: 1.0,
-        yarn_log_mul: 0.0707,
-    }
-}
 
 /// The kernel's frequency table: `θ_i / pos`, taken from the oracle at pos 1 (θ is linear in pos).
 fn freq_table(p: &RopeParams) -> Vec<u8> {
     (0..p.n_rot / 2)
         .flat_map(|i| p.theta(1, i).to_le_bytes())
         .collect()
-}
-
-fn state(pos: u32) -> Vec<u8> {
-    bytemuck::bytes_of(&StepState {
-        token: 11,
-        pos,
-        next_token: 0,
-        steps_done: 0,
-    })
-    .to_vec()
 }
 
 fn rand_vec(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
@@ -85,7 +60,7 @@ fn max_abs_err(got: &[f32], want: &[f64]) -> f64 {
 fn yarn_table_matches_spec() {
     // Spec §5.3 for V2-Lite: correction dims 10 / 23, pairs 0..=10 unscaled, 23..=31 divided by
     // 40, base^(−2i/64) frequencies.
-    let p = yarn(64);
+    let p = v2_lite_rope(64);
     assert_eq!(p.corr_dims(), [10.0, 23.0]);
     for i in 0..32 {
         let extrap = 10000f64.powf(-2.0 * i as f64 / 64.0);
@@ -112,7 +87,7 @@ fn yarn_table_matches_spec() {
 
 /// One `rope_kv` check at `pos`: rotated query parts, the cache row, and no other row touched.
 fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: usize) {
-    let p = yarn(s.n_rope);
+    let p = v2_lite_rope(s.n_rope);
     let eps = 1e-6f32;
     let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -2.0, 2.0);
     let kv = rand_vec(rng, s.row(), -1.5, 1.5);
@@ -123,7 +98,7 @@ fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: us
         upload(b, &f32_bytes(&kv)),
         upload(b, &f32_bytes(&w)),
         upload(b, &freq_table(&p)),
-        upload(b, &state(pos as u32)),
+        upload(b, &step_state(pos as u32)),
         poisoned(b, s.n_head * s.n_rope * 4),
         poisoned(b, cache_len),
     );
@@ -284,7 +259,7 @@ struct Case {
 fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let s = &c.shape;
     let pos = c.depth;
-    let p = yarn(s.n_rope);
+    let p = v2_lite_rope(s.n_rope);
     let kq_scale = p.kq_scale(s.d_nope + s.n_rope);
     let row = s.row();
 
@@ -302,7 +277,7 @@ fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let q_abs = rand_vec(rng, s.n_head * s.kv_lora, -c.q_amp, c.q_amp);
 
     let cache_buf = upload(b, &cache);
-    let state_buf = upload(b, &state(pos as u32));
+    let state_buf = upload(b, &step_state(pos as u32));
     let q_pe_buf = poisoned(b, s.n_head * s.n_rope * 4);
     let (q_buf, kv_buf, w_buf, freq_buf) = (
         upload(b, &f32_bytes(&q)),
@@ -579,8 +554,8 @@ fn overflow_case<B: Backend>(b: &mut B) {
         n_rope: 16,
         ctx: 40,
     };
-    let p = yarn(s.n_rope);
-    let st = upload(b, &state(40));
+    let p = v2_lite_rope(s.n_rope);
+    let st = upload(b, &step_state(40));
     let ones = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora.max(64) * 2]));
     let freq = upload(b, &freq_table(&p));
     let cache = poisoned(b, s.cache_bytes().unwrap());
@@ -633,7 +608,7 @@ fn position_past_capacity_is_visible() {
 #[cfg(feature = "sim")]
 #[test]
 fn flash_latent_traffic_at_depth_4096() {
-    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use support::attention::{flash_on_sim, random_f16_bytes, FlashReads};
     let s = AttnShape {
         n_head: 16,
         d_nope: 128,
@@ -642,74 +617,39 @@ fn flash_latent_traffic_at_depth_4096() {
         ctx: 4096,
     };
     let pos = 4095u32;
-    let len = pos as u64 + 1;
     let mut rng = support::rng("flash_latent traffic");
-    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let module = ptx_sim::Module::parse(ingot_kernels::PTX).expect("parse PTX");
     for max_segments in [1u32, 16, 82] {
-        let mut sim = Sim::new();
-        let up = |sim: &mut Sim, data: &[u8]| {
-            let p = sim.alloc(data.len()).unwrap();
-            sim.write(p, data).unwrap();
-            p
-        };
-        let cache: Vec<u8> = (0..s.ctx * s.row())
-            .flat_map(|_| {
-                f16::from_f32(rng.random_range(-1.0f32..1.0))
-                    .to_bits()
-                    .to_le_bytes()
-            })
-            .collect();
+        let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
         let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));
         let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, -1.0, 1.0));
-        let args = [
-            Arg::Ptr(up(&mut sim, &q_abs)),
-            Arg::Ptr(up(&mut sim, &q_pe)),
-            Arg::Ptr(up(&mut sim, &cache)),
-            Arg::Ptr(up(&mut sim, &state(pos))),
-            Arg::Ptr(up(
-                &mut sim,
-                &vec![0xFF; part_o_bytes(&s, max_segments as usize).unwrap()],
-            )),
-            Arg::Ptr(up(
-                &mut sim,
-                &vec![0xFF; part_ml_bytes(&s, max_segments as usize).unwrap()],
-            )),
-            Arg::U32(s.n_head as u32),
-            Arg::U32(s.kv_lora as u32),
-            Arg::U32(s.n_rope as u32),
-            Arg::U32(s.ctx as u32),
-            Arg::U32(max_segments),
-            Arg::F32(0.1147),
-        ];
-        let cfg = LaunchConfig {
-            grid: FLASH_LATENT.grid(max_segments),
-            block: FLASH_LATENT.block,
-            shared_bytes: FLASH_LATENT.shared_bytes,
-        };
-        let st = sim
-            .launch(&module, FLASH_LATENT.name, cfg, &args)
-            .expect("flash_latent");
+        let inputs = (&q_abs[..], &q_pe[..], &cache[..]);
+        let st = flash_on_sim(
+            &module,
+            &FLASH_LATENT,
+            &s,
+            pos,
+            max_segments,
+            inputs,
+            0.1147,
+        );
         let split = split_at(pos, max_segments);
-        let cache_bytes = len * s.row() as u64 * 2;
-        let q_bytes = (s.n_head * (s.kv_lora + s.n_rope) * 4) as u64;
-        // StepState.pos is one 4-byte load per thread of every launched block.
-        let state_bytes = max_segments as u64 * FLASH_LATENT.threads() as u64 * 4;
-        let must = cache_bytes + q_bytes;
+        let reads = FlashReads::new(&s, pos, max_segments, &FLASH_LATENT);
         assert_eq!(
             st.global_bytes_read,
-            cache_bytes + split.count as u64 * q_bytes + state_bytes,
+            reads.expected(),
             "each cache row once, the query once per segment, the position once per thread"
         );
         eprintln!(
             "flash_latent depth 4096, max_segments {max_segments}: {} segments × {} rows; read {} B \
-             vs {must} B must-read = {:.3} (cache rows alone: {:.3}); {:.2} sectors per global request (loads and stores); \
+             vs {} B must-read = {:.3} (cache rows alone: {:.3}); {:.2} sectors per global request (loads and stores); \
              {} warp instr, {} shared bank conflicts",
             split.count,
             split.tokens,
             st.global_bytes_read,
-            st.global_bytes_read as f64 / must as f64,
-            (st.global_bytes_read - split.count as u64 * q_bytes - state_bytes) as f64
-                / cache_bytes as f64,
+            reads.must(),
+            st.global_bytes_read as f64 / reads.must() as f64,
+            reads.cache_ratio(st.global_bytes_read),
             st.sectors_read as f64 / st.global_requests as f64,
             st.warp_instructions,
             st.shared_bank_conflicts,

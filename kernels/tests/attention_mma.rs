@@ -16,15 +16,14 @@ mod support;
 
 use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
-use ingot_abi::step::StepState;
 use ingot_kernels::ops::attention::{
     attn_merge, flash_latent, flash_latent_mma, part_ml_bytes, part_o_bytes, split_at, AttnShape,
     FlashBufs, MergeBufs,
 };
 use ingot_kernels::{Backend, KernelError};
-use ingot_model::{RopeParams, RopeScalingType};
 use rand::rngs::StdRng;
 use rand::Rng;
+use support::attention::{step_state, v2_lite_rope};
 use support::{download_f32, f32_bytes, poisoned, upload};
 
 /// f16 unit roundoff: round-to-nearest of a normal value moves it by at most 2^-11 relative.
@@ -34,28 +33,7 @@ const U32: f64 = 1.0 / 16_777_216.0;
 
 /// The logit scale of DeepSeek-V2-Lite (spec §5.2: YaRN mscale² / √(d_nope + n_rope)).
 fn kq_scale(s: &AttnShape) -> f32 {
-    RopeParams {
-        n_rot: s.n_rope,
-        freq_base: 10000.0,
-        scaling: RopeScalingType::Yarn,
-        freq_scale: 1.0 / 40.0,
-        n_ctx_orig: 4096,
-        beta_fast: 32.0,
-        beta_slow: 1.0,
-        attn_factor: 1.0,
-        yarn_log_mul: 0.0707,
-    }
-    .kq_scale(s.d_nope + s.n_rope)
-}
-
-fn state(pos: u32) -> Vec<u8> {
-    bytemuck::bytes_of(&StepState {
-        token: 11,
-        pos,
-        next_token: 0,
-        steps_done: 0,
-    })
-    .to_vec()
+    v2_lite_rope(s.n_rope).kq_scale(s.d_nope + s.n_rope)
 }
 
 /// Uniform in `(-amp, amp)`, never zero (a zero would hide a missing multiplication).
@@ -201,7 +179,7 @@ fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
         upload(b, &f32_bytes(&q_abs)),
         upload(b, &f32_bytes(&q_pe)),
         upload(b, &cache_bytes),
-        upload(b, &state(pos as u32)),
+        upload(b, &step_state(pos as u32)),
     );
     let refs = (&bufs.0, &bufs.1, &bufs.2, &bufs.3);
     let t = std::time::Instant::now();
@@ -425,7 +403,7 @@ fn mma_overflow_case<B: Backend>(b: &mut B) {
     };
     let q = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora]));
     let cache = poisoned(b, s.cache_bytes().unwrap());
-    let st = upload(b, &state(40));
+    let st = upload(b, &step_state(40));
     let got = run(b, &s, (&q, &q, &cache, &st), 2, true);
     assert!(got.iter().all(|v| v.is_nan()), "{}", b.name());
 }
@@ -440,7 +418,7 @@ fn mma_position_past_capacity_is_visible() {
 #[cfg(feature = "sim")]
 #[test]
 fn flash_latent_mma_traffic_at_depth_4096() {
-    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use support::attention::{flash_on_sim, random_f16_bytes, FlashReads};
     let s = AttnShape {
         n_head: 16,
         d_nope: 128,
@@ -451,81 +429,39 @@ fn flash_latent_mma_traffic_at_depth_4096() {
     let pos = 4095u32;
     let len = pos as u64 + 1;
     let mut rng = support::rng("flash_latent_mma traffic");
-    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
-    let cache: Vec<u8> = (0..s.ctx * s.row())
-        .flat_map(|_| {
-            f16::from_f32(rng.random_range(-1.0f32..1.0))
-                .to_bits()
-                .to_le_bytes()
-        })
-        .collect();
+    let module = ptx_sim::Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
     let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, 1.0));
     let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, 1.0));
+    let inputs = (&q_abs[..], &q_pe[..], &cache[..]);
     for max_segments in [1u32, 16, 82] {
         let split = split_at(pos, max_segments);
         let mut warp_instr = [0u64; 2];
         for (k, desc) in [FLASH_LATENT_MMA, FLASH_LATENT].iter().enumerate() {
-            let mut sim = Sim::new();
-            let up = |sim: &mut Sim, data: &[u8]| {
-                let p = sim.alloc(data.len()).unwrap();
-                sim.write(p, data).unwrap();
-                p
-            };
-            let args = [
-                Arg::Ptr(up(&mut sim, &q_abs)),
-                Arg::Ptr(up(&mut sim, &q_pe)),
-                Arg::Ptr(up(&mut sim, &cache)),
-                Arg::Ptr(up(&mut sim, &state(pos))),
-                Arg::Ptr(up(
-                    &mut sim,
-                    &vec![0xFF; part_o_bytes(&s, max_segments as usize).unwrap()],
-                )),
-                Arg::Ptr(up(
-                    &mut sim,
-                    &vec![0xFF; part_ml_bytes(&s, max_segments as usize).unwrap()],
-                )),
-                Arg::U32(s.n_head as u32),
-                Arg::U32(s.kv_lora as u32),
-                Arg::U32(s.n_rope as u32),
-                Arg::U32(s.ctx as u32),
-                Arg::U32(max_segments),
-                Arg::F32(0.1147),
-            ];
-            let cfg = LaunchConfig {
-                grid: desc.grid(max_segments),
-                block: desc.block,
-                shared_bytes: desc.shared_bytes,
-            };
-            let st = sim
-                .launch(&module, desc.name, cfg, &args)
-                .unwrap_or_else(|e| panic!("{}: {e}", desc.name));
+            let st = flash_on_sim(&module, desc, &s, pos, max_segments, inputs, 0.1147);
             warp_instr[k] = st.warp_instructions;
             if k == 1 {
                 break;
             }
-            let cache_bytes = len * s.row() as u64 * 2;
-            let q_bytes = (s.n_head * (s.kv_lora + s.n_rope) * 4) as u64;
-            // StepState.pos is one 4-byte load per thread of every launched block.
-            let state_bytes = max_segments as u64 * desc.threads() as u64 * 4;
-            let must = cache_bytes + q_bytes;
+            let reads = FlashReads::new(&s, pos, max_segments, desc);
             assert_eq!(
                 st.global_bytes_read,
-                cache_bytes + split.count as u64 * q_bytes + state_bytes,
+                reads.expected(),
                 "each cache row once, the query once per segment, the position once per thread"
             );
             // 8 warps × (18 + 16) mma per 32-row tile; depth 4096 is whole tiles.
             assert_eq!(st.by_class.tensor * 32, len * 8 * 34);
             eprintln!(
                 "flash_latent_mma depth 4096, max_segments {max_segments}: {} segments × {} rows; \
-                 read {} B vs {must} B must-read = {:.3} (cache rows alone: {:.3}); \
+                 read {} B vs {} B must-read = {:.3} (cache rows alone: {:.3}); \
                  {:.2} sectors per global request; {:.2} mma per cache row; \
                  {} shared requests, {} bank conflicts",
                 split.count,
                 split.tokens,
                 st.global_bytes_read,
-                st.global_bytes_read as f64 / must as f64,
-                (st.global_bytes_read - split.count as u64 * q_bytes - state_bytes) as f64
-                    / cache_bytes as f64,
+                reads.must(),
+                st.global_bytes_read as f64 / reads.must() as f64,
+                reads.cache_ratio(st.global_bytes_read),
                 st.sectors_read as f64 / st.global_requests as f64,
                 st.by_class.tensor as f64 / len as f64,
                 st.shared_requests,

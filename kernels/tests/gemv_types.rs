@@ -11,7 +11,6 @@ mod support;
 
 use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::{
     gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_grouped_q8_1_out, gemv_q8_1, GemvType, Grouping,
 };
@@ -19,24 +18,11 @@ use ingot_kernels::Backend;
 use quant_blocks::{get_f16, layout, put_f16, random_blocks};
 use rand::rngs::StdRng;
 use rand::Rng;
+use support::gemv_type::ggml;
 use support::{download, download_f32, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
 /// Floats after `y` that the kernel must not write.
 const GUARD: usize = 64;
-
-fn ggml(ty: GemvType) -> GgmlType {
-    match ty {
-        GemvType::Q4_0 => GgmlType::Q4_0,
-        GemvType::Q5_0 => GgmlType::Q5_0,
-        GemvType::Q5_1 => GgmlType::Q5_1,
-        GemvType::Q8_0 => GgmlType::Q8_0,
-        GemvType::Iq4Nl => GgmlType::Iq4Nl,
-        GemvType::Q3K => GgmlType::Q3K,
-        GemvType::Q4K => GgmlType::Q4K,
-        GemvType::Q5K => GgmlType::Q5K,
-        GemvType::Q6K => GgmlType::Q6K,
-    }
-}
 
 /// The constant the 32-element kernels subtract from every unsigned quant through `s8`
 /// (Q4_0: 8, Q5_0: 16); it enters the rounding-error scale below.

@@ -1,7 +1,10 @@
 //! Host-only checks: the launch table matches the committed PTX, and the checked launchers turn
 //! bad shapes and undersized buffers into typed errors without launching.
 
-use ingot_kernels::{all_kernels, ops, Backend, KArg, KernelError, ParamKind, PTX};
+mod support;
+
+use ingot_kernels::{all_kernels, ops, KArg, KernelError, ParamKind, PTX};
+use support::recorder::Recorder;
 
 /// Parameter types of `.entry name(...)` in the PTX, in order.
 fn ptx_params(name: &str) -> Option<Vec<String>> {
@@ -40,42 +43,6 @@ fn every_table_kernel_is_in_the_ptx_with_matching_params() {
         all_kernels().count(),
         "PTX entries vs launch table"
     );
-}
-
-/// Records launches; buffers are plain byte lengths.
-#[derive(Default)]
-struct Recorder {
-    launches: Vec<(String, [u32; 3], [u32; 3])>,
-}
-
-impl Backend for Recorder {
-    type Buf = usize;
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn alloc(&mut self, bytes: usize) -> ingot_kernels::Result<usize> {
-        Ok(bytes)
-    }
-    fn buf_len(&self, buf: &usize) -> usize {
-        *buf
-    }
-    fn upload(&mut self, _: &usize, _: &[u8]) -> ingot_kernels::Result<()> {
-        Ok(())
-    }
-    fn download(&mut self, _: &usize, _: &mut [u8]) -> ingot_kernels::Result<()> {
-        Ok(())
-    }
-    fn launch(
-        &mut self,
-        kernel: &str,
-        grid: [u32; 3],
-        block: [u32; 3],
-        _: u32,
-        _: &[KArg<'_, usize>],
-    ) -> ingot_kernels::Result<()> {
-        self.launches.push((kernel.to_owned(), grid, block));
-        Ok(())
-    }
 }
 
 #[test]

@@ -13,7 +13,6 @@ mod support;
 use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
-use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{
     moe_down, moe_gate_up, moe_route, DownBufs, FfnShape, GateUpBufs, Gating, RouteParams,
@@ -22,24 +21,12 @@ use ingot_kernels::{Backend, KernelError};
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use rand::Rng;
+use support::gemv_type::ggml;
+use support::recorder::Recorder;
 use support::{download, f32_bytes, poisoned, upload};
 
 /// f32 unit roundoff.
 const EPS: f64 = 1.0 / (1u64 << 24) as f64;
-
-fn ggml(t: GemvType) -> GgmlType {
-    match t {
-        GemvType::Q4_0 => GgmlType::Q4_0,
-        GemvType::Q5_0 => GgmlType::Q5_0,
-        GemvType::Q5_1 => GgmlType::Q5_1,
-        GemvType::Q8_0 => GgmlType::Q8_0,
-        GemvType::Iq4Nl => GgmlType::Iq4Nl,
-        GemvType::Q3K => GgmlType::Q3K,
-        GemvType::Q4K => GgmlType::Q4K,
-        GemvType::Q5K => GgmlType::Q5K,
-        GemvType::Q6K => GgmlType::Q6K,
-    }
-}
 
 /// The f16 scale fields of one block of `t`: `(byte offset, typical magnitude, signed)`.
 /// Magnitudes make a typical weight about 0.02 (e.g. Q4_0: `d·|q − 8|` ≈ d·4), so a 2048-wide
@@ -727,42 +714,6 @@ fn moe_ffn_rejects_bad_launches() {
             down(&mut b, &good, GemvType::Q4K, GemvType::Q4K),
             "ff % 256",
         );
-    }
-}
-
-/// Records launches instead of running them; buffers are plain byte lengths.
-#[derive(Default)]
-struct Recorder {
-    launches: Vec<(String, [u32; 3], [u32; 3])>,
-}
-
-impl Backend for Recorder {
-    type Buf = usize;
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn alloc(&mut self, bytes: usize) -> ingot_kernels::Result<usize> {
-        Ok(bytes)
-    }
-    fn buf_len(&self, buf: &usize) -> usize {
-        *buf
-    }
-    fn upload(&mut self, _: &usize, _: &[u8]) -> ingot_kernels::Result<()> {
-        Ok(())
-    }
-    fn download(&mut self, _: &usize, _: &mut [u8]) -> ingot_kernels::Result<()> {
-        Ok(())
-    }
-    fn launch(
-        &mut self,
-        kernel: &str,
-        grid: [u32; 3],
-        block: [u32; 3],
-        _: u32,
-        _: &[ingot_kernels::KArg<'_, usize>],
-    ) -> ingot_kernels::Result<()> {
-        self.launches.push((kernel.to_owned(), grid, block));
-        Ok(())
     }
 }
 

@@ -11,24 +11,15 @@
 
 #![cfg(feature = "sim")]
 
+mod support;
+
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{down_kernel, FfnShape};
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
-
-/// q8_1 bytes one row dot's lanes request per 32 activations (the lane mappings of
-/// `kernels/device/src/vecdot.rs`): pair types read both whole 36-byte blocks; Q4_K/Q5_K/Q6_K
-/// lanes read `ds` (4 B) + 16 quant bytes of two blocks, 8 lanes per 8 blocks; Q3_K lanes read
-/// `ds` + 8 quant bytes of all 8 blocks, 4 lanes.
-fn act_bytes_per_block(ty: GemvType) -> u64 {
-    match ty {
-        GemvType::Q3K => 4 * (4 + 8),
-        GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => 2 * (4 + 16),
-        _ => 36,
-    }
-}
+use support::gemv_type::act_bytes_per_block;
 
 fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> u64 {
     (rows * cols / ty.block_elems() * ty.block_bytes()) as u64

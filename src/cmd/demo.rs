@@ -42,7 +42,11 @@ pub fn run(a: Args) -> Result<()> {
     let dir = cache_dir()?;
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating cache directory {}", dir.display()))?;
-    let model = dir.join(format!("{}-r{}.gguf", opts.model_name(), ingot_synth::REVISION));
+    let model = dir.join(format!(
+        "{}-r{}.gguf",
+        opts.model_name(),
+        ingot_synth::REVISION
+    ));
     if !model.exists() {
         eprintln!("demo: making {} (first run only)", model.display());
         synthesize(&opts, &model, false).with_context(|| format!("writing {}", model.display()))?;

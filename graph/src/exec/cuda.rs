@@ -16,11 +16,10 @@ use std::time::Instant;
 use ingot_abi::step::StepState;
 use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module, PinnedBuffer};
 use ingot_gguf::GgufFile;
-use ingot_model::{Decoder, ModelConfig, ModelError};
+use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
 use crate::build::{build_plan_for, PlanOptions};
 use crate::error::ExecError;
-use crate::exec::sim::check_step;
 use crate::node::NodeArg;
 use crate::plan::Plan;
 use crate::weights::{initial_bytes, HostEmbedding};
@@ -241,13 +240,7 @@ impl CudaExecutor {
                 "pipelined greedy decoding needs the device embedding fetch and lm_head argmax kernels",
             ));
         }
-        if pos + n > self.plan.ctx {
-            return Err(ModelError::PositionOutOfRange {
-                pos: pos + n - 1,
-                max_ctx: self.plan.ctx,
-            }
-            .into());
-        }
+        super::check_greedy_span(self.plan.ctx, pos, n)?;
         self.enqueue_state(token, pos)?;
         let mut out = Vec::with_capacity(n);
         for k in 0..n {

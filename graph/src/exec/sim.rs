@@ -2,7 +2,7 @@
 
 use ingot_abi::step::StepState;
 use ingot_gguf::GgufFile;
-use ingot_model::{DecodeTrace, Decoder, ModelConfig, ModelError};
+use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::build::{build_plan_for, PlanOptions};
@@ -203,13 +203,7 @@ impl SimExecutor {
             ));
         }
         check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
-        if pos + n > self.plan.ctx {
-            return Err(ModelError::PositionOutOfRange {
-                pos: pos + n - 1,
-                max_ctx: self.plan.ctx,
-            }
-            .into());
-        }
+        super::check_greedy_span(self.plan.ctx, pos, n)?;
         self.begin_step(token, pos)?;
         let mut out = Vec::with_capacity(n);
         for k in 0..n {
@@ -290,30 +284,6 @@ impl SimExecutor {
             .map_err(ExecError::SimSetup)?;
         Ok(v)
     }
-}
-
-/// The argument checks every [`Decoder`] makes (token in the vocabulary, position in the
-/// context and not past the cached positions).
-pub(crate) fn check_step(
-    c: &ModelConfig,
-    ctx: usize,
-    filled: usize,
-    token: u32,
-    pos: usize,
-) -> Result<(), ModelError> {
-    if token as usize >= c.vocab {
-        return Err(ModelError::TokenOutOfRange {
-            token,
-            vocab: c.vocab,
-        });
-    }
-    if pos >= ctx {
-        return Err(ModelError::PositionOutOfRange { pos, max_ctx: ctx });
-    }
-    if pos > filled {
-        return Err(ModelError::PositionGap { pos, filled });
-    }
-    Ok(())
 }
 
 impl Decoder for SimExecutor {

@@ -41,8 +41,10 @@ pub(crate) fn cache_len(c: &ModelConfig, max_ctx: usize) -> Result<usize> {
         .ok_or_else(|| err("cache size overflows".into()))
 }
 
-/// Rejects a token outside the vocabulary or a position outside the context or past the cache.
-pub(crate) fn check_step(
+/// Rejects a token outside the vocabulary or a position outside the context or past the cache:
+/// the argument checks every [`Decoder`] makes before a step (`max_ctx` positions fit the cache,
+/// `filled` of them hold rows; `pos == filled` appends, `pos < filled` rewinds).
+pub fn check_step(
     c: &ModelConfig,
     max_ctx: usize,
     filled: usize,

@@ -6,12 +6,7 @@ use crate::error::{ModelError, Result};
 
 /// Dequantizes the named tensor (shape already validated) into a new f32 vector.
 pub(crate) fn tensor_f32(file: &GgufFile, name: &str) -> Result<Vec<f32>> {
-    let info = file
-        .header()
-        .tensor(name)
-        .ok_or_else(|| ModelError::MissingTensor {
-            name: name.to_owned(),
-        })?;
+    let info = crate::tensors::tensor_info(file, name)?;
     let mut out = vec![0.0f32; info.n_elements() as usize];
     dequantize_into(info, file.tensor_data(info), &mut out)?;
     Ok(out)

@@ -20,7 +20,7 @@ pub mod tensors;
 
 pub use config::{AttnLayout, GatingFunc, ModelConfig};
 pub use cpu::CpuBackend;
-pub use decoder::Decoder;
+pub use decoder::{check_step, Decoder};
 pub use error::ModelError;
 pub use oracle::{DecodeTrace, Oracle};
 pub use rope::{RopeParams, RopeScalingType};

@@ -1,7 +1,7 @@
 //! Tensor names of the deepseek2 GGUF layout (spec §4.3), their expected shapes for a configuration, and the
 //! per-token weight traffic derived from the file's actual tensor sizes.
 
-use ingot_gguf::Gguf;
+use ingot_gguf::{Gguf, GgufFile, TensorInfo};
 
 use crate::config::{AttnLayout, ModelConfig};
 use crate::error::{ModelError, Result};
@@ -33,6 +33,15 @@ struct Expected {
     /// An equivalent flattened shape some converters write (ik_llama's 2-D `attn_k_b`/`attn_v_b`).
     alt_shape: Option<Vec<u64>>,
     traffic: Traffic,
+}
+
+/// The named tensor's header entry, or [`ModelError::MissingTensor`].
+pub(crate) fn tensor_info<'f>(file: &'f GgufFile, name: &str) -> Result<&'f TensorInfo> {
+    file.header()
+        .tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor {
+            name: name.to_owned(),
+        })
 }
 
 /// Decides between the MLA (`attn_k_b`/`attn_v_b`) and legacy (`attn_kv_b`) layouts from layer 0's tensors.

@@ -36,30 +36,10 @@ fn cpu_run(file: &GgufFile, tokens: &[u32]) -> Vec<Vec<f32>> {
 /// Compares per position: max |diff| must stay below `band`; the top-1 must agree wherever the oracle's margin
 /// between its two best logits exceeds twice the band (closer calls may legitimately flip).
 fn compare(model: &str, band: f32, tokens: &[u32], want: &[Vec<f32>], got: &[Vec<f32>]) {
-    let mut worst = 0.0f32;
-    let mut compared = 0;
-    let mut agree = 0;
-    for (pos, (w, g)) in want.iter().zip(got).enumerate() {
-        let diff = max_abs_diff(w, g);
-        worst = worst.max(diff);
-        let top = argmax(w);
-        let runner_up = w
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != top)
-            .map(|(_, &v)| v)
-            .fold(f32::NEG_INFINITY, f32::max);
-        agree += usize::from(argmax(g) == top);
-        if w[top] - runner_up > 2.0 * band {
-            compared += 1;
-            assert_eq!(
-                argmax(g),
-                top,
-                "{model}: top-1 at position {pos} (token {})",
-                tokens[pos]
-            );
-        }
-    }
+    let seen = compare_logits(want, got, band, |pos| {
+        format!("{model}, token {}", tokens[pos])
+    });
+    let (worst, agree, compared) = (seen.worst, seen.agree, seen.clear);
     println!(
         "{model}: {} positions, max |cpu - oracle| = {worst:.3e} (band {band}), same top-1 at {agree}, \
          required (clear margin) at {compared}",

@@ -3,14 +3,15 @@
 
 mod common;
 
-use common::{argmax, max_abs_diff};
+use common::{argmax, compare_logits};
 use ingot_gguf::GgufFile;
-use ingot_model::{CpuBackend, Decoder, Oracle};
+use ingot_model::{CpuBackend, Oracle};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
 const PROMPT: [u32; 6] = [510, 84, 104, 101, 32, 113];
 const STEPS: usize = 16;
 
+/// Standard deviation of `v` (the "spread" the bands below are relative to).
 fn std_dev(v: &[f32]) -> f32 {
     let n = v.len() as f64;
     let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
@@ -57,25 +58,10 @@ fn cpu_backend_matches_oracle_on_every_layout_and_mix() {
             // logits on a spread of ~2 (12%); on these 256-wide synthetic models it measures 12-21% of the spread
             // (2026-11-29), so the band is 30% of the spread. The top-1 must agree where the oracle's margin is
             // clear of twice the band; elsewhere agreement is counted and printed.
+            let spread = std_dev(&want.concat());
             let band = if mix == QuantMix::F32 { 1e-4 } else { 0.3 } * spread;
-            let mut worst = 0.0f32;
-            let (mut clear, mut agree) = (0, 0);
-            for (pos, (w, g)) in want.iter().zip(&got).enumerate() {
-                worst = worst.max(max_abs_diff(w, g));
-                let top = argmax(w);
-                let second = w
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i != top)
-                    .map(|(_, &v)| v)
-                    .fold(f32::NEG_INFINITY, f32::max);
-                agree += usize::from(argmax(g) == top);
-                // The top-1 must agree wherever the oracle's margin exceeds twice the band.
-                if w[top] - second > 2.0 * band {
-                    clear += 1;
-                    assert_eq!(argmax(g), top, "{layout} {mix}: top-1 at position {pos}");
-                }
-            }
+            let seen = compare_logits(&want, &got, band, |_| format!("{layout} {mix}"));
+            let (worst, clear, agree) = (seen.worst, seen.clear, seen.agree);
             println!(
                 "{layout} {mix}: {} positions, max |cpu - oracle| {worst:.3e} (band {band:.3e}, logit spread \
                  {spread:.2}), same top-1 at {agree}, required at {clear}",

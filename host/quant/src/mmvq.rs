@@ -140,12 +140,15 @@ fn q5_high_bits(vh: u32) -> (i32, i32) {
     (lo as i32, hi as i32)
 }
 
-/// `vec_dot_q5_0_q8_1` (vdr 2): 5-bit quants, offset −16 applied as `−(16·vdr/qi)·s8 = −8·s8`.
-pub fn q5_0_call(bq: &BlockQ5_0, bq8: &BlockQ8_1, iqs: usize) -> f32 {
+/// The integer part of a Q5_0/Q5_1 call (vdr 2): words `iqs`, `iqs+1` of `qs`, each byte's low
+/// nibble with its fifth bit from `qh` against Q8_1 word `iqs+i`, its high nibble against word
+/// `iqs+i+4`. Scales and offsets are the caller's.
+#[inline(always)]
+fn q5_sumi(qs: &[u8], qh: u32, bq8: &BlockQ8_1, iqs: usize) -> i32 {
     let mut sumi = 0;
     for i in 0..2 {
-        let vl = int_at(&bq.qs, iqs + i);
-        let (h0, h1) = q5_high_bits(bq.qh_bits() >> (4 * (iqs + i)));
+        let vl = int_at(qs, iqs + i);
+        let (h0, h1) = q5_high_bits(qh >> (4 * (iqs + i)));
         sumi = dp4a((vl & 0x0F0F_0F0F) | h0, q8_int(bq8, iqs + i), sumi);
         sumi = dp4a(
             ((vl >> 4) & 0x0F0F_0F0F) | h1,
@@ -153,23 +156,19 @@ pub fn q5_0_call(bq: &BlockQ5_0, bq8: &BlockQ8_1, iqs: usize) -> f32 {
             sumi,
         );
     }
+    sumi
+}
+
+/// `vec_dot_q5_0_q8_1` (vdr 2): 5-bit quants, offset −16 applied as `−(16·vdr/qi)·s8 = −8·s8`.
+pub fn q5_0_call(bq: &BlockQ5_0, bq8: &BlockQ8_1, iqs: usize) -> f32 {
+    let sumi = q5_sumi(&bq.qs, bq.qh_bits(), bq8, iqs);
     let (d8, s8) = ds(bq8);
     f16_to_f32(bq.d) * (sumi as f32 * d8 - 8.0 * s8)
 }
 
 /// `vec_dot_q5_1_q8_1` (vdr 2): `sumi·d5·d8 + m5·s8/2` per call (f32 scale products).
 pub fn q5_1_call(bq: &BlockQ5_1, bq8: &BlockQ8_1, iqs: usize) -> f32 {
-    let mut sumi = 0;
-    for i in 0..2 {
-        let vl = int_at(&bq.qs, iqs + i);
-        let (h0, h1) = q5_high_bits(bq.qh_bits() >> (4 * (iqs + i)));
-        sumi = dp4a((vl & 0x0F0F_0F0F) | h0, q8_int(bq8, iqs + i), sumi);
-        sumi = dp4a(
-            ((vl >> 4) & 0x0F0F_0F0F) | h1,
-            q8_int(bq8, iqs + i + 4),
-            sumi,
-        );
-    }
+    let sumi = q5_sumi(&bq.qs, bq.qh_bits(), bq8, iqs);
     let (d8, s8) = ds(bq8);
     let d5d8 = f16_to_f32(bq.d) * d8;
     let m5s8 = f16_to_f32(bq.m) * s8;

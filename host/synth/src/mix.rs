@@ -92,7 +92,7 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
     let mut ty = mix.default_type();
     if name == "output.weight" {
         // Q8_0 if the row does not split into k-quant blocks, else Q6_K (unless the mix is Q8_0).
-        if ne0 % ty.block_size() != 0 {
+        if !ne0.is_multiple_of(ty.block_size()) {
             ty = GgmlType::Q8_0;
         } else if ty != GgmlType::Q8_0 {
             ty = GgmlType::Q6K;
@@ -133,7 +133,7 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
 
 /// `tensor_type_fallback`: rows that do not split into blocks of the chosen type.
 fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
-    if ne0 % ty.block_size() == 0 {
+    if ne0.is_multiple_of(ty.block_size()) {
         return ty;
     }
     let next = match ty {
@@ -143,7 +143,7 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
         GgmlType::Q6K => GgmlType::Q8_0,
         other => other,
     };
-    if ne0 % next.block_size() == 0 {
+    if ne0.is_multiple_of(next.block_size()) {
         next
     } else {
         GgmlType::F16

@@ -6,10 +6,10 @@
 //! [`flash_latent`] → [`attn_merge`] → (grouped `attn_v_b` gemv of `o_lat`).
 //! Nothing here depends on the token: the position is read from the `StepState` buffer.
 
-use super::{bytes, launch, need, shape, to_u32};
+use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
     flash_segments, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1,
     FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
@@ -217,7 +217,7 @@ fn launch_rope<B: Backend>(
                 ),
             ));
         }
-        let q8_bytes = bytes(s.n_head, s.d_nope / QK8_1, size_of::<BlockQ8_1>());
+        let q8_bytes = q8_1_bytes(s.n_head, s.d_nope);
         need(b, d, "q_nope_q8", q8, q8_bytes)?;
         args.push(KArg::Buf(q8));
     }
@@ -393,7 +393,7 @@ pub fn attn_merge_q8_1<B: Backend>(
             format!("kv_lora = {} is not a multiple of {QK8_1}", s.kv_lora),
         ));
     }
-    let out = bytes(s.n_head, s.kv_lora / QK8_1, size_of::<BlockQ8_1>());
+    let out = q8_1_bytes(s.n_head, s.kv_lora);
     launch_merge(b, d, s, bufs, max_segments, out)
 }
 

@@ -2,7 +2,7 @@
 //! times q8_1 activations (plain, grouped, grouped with a q8_1 epilogue, two-matrix), and the
 //! f32 gemv of the MoE router.
 
-use super::{bytes, launch, need, shape, to_u32};
+use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
 use ingot_abi::blocks::{
@@ -240,13 +240,7 @@ pub fn gemv_q8_1<B: Backend>(
 ) -> Result<()> {
     let d = ty.plain();
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
-    need(
-        b,
-        d,
-        "x",
-        x,
-        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     launch(
         b,
         d,
@@ -346,13 +340,7 @@ pub fn gemv_grouped_q8_1_out<B: Backend>(
         w,
         bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()),
     )?;
-    need(
-        b,
-        d,
-        "y",
-        y,
-        bytes(nrows / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
+    need(b, d, "y", y, q8_1_bytes(1, nrows))?;
     let (rpg, stride) = check_grouping(b, d, x, nrows, ncols, g)?;
     launch(
         b,
@@ -388,13 +376,7 @@ pub fn gemv2_q8_1<B: Backend>(
         .checked_add(nrows1)
         .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
     let (ncols32, _, warps) = check_rows(d, ty, total, ncols)?;
-    need(
-        b,
-        d,
-        "x",
-        x,
-        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     launch(
         b,
         d,

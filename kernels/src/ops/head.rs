@@ -3,10 +3,9 @@
 //! [`gemv_argmax_q8_1`] then [`argmax_finish`].
 
 use super::gemv::{check, GemvType};
-use super::{bytes, launch, need, shape, to_u32};
+use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     KernelDesc, ARGMAX_FINISH, ARGMAX_STEP, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
     GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
@@ -64,13 +63,7 @@ pub fn gemv_argmax_q8_1<B: Backend>(
         )
     })?;
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
-    need(
-        b,
-        d,
-        "x",
-        x,
-        bytes(ncols / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     need(b, d, "acc", acc, Some(8))?;
     launch(
         b,

@@ -1,7 +1,7 @@
 //! Checked launches of the mixture-of-experts kernels (`ingot_abi::launch` family `moe`).
 
 use super::gemv::GemvType;
-use super::{bytes, launch, need, shape, to_u32};
+use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -304,13 +304,7 @@ pub fn moe_gate_up<B: Backend>(
     row_multiple(d, "n_embd", ty, s.n_embd)?;
     let routed = parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.gate, bufs.up])?;
     let shared = parts(d, "shared", s.ff_sh > 0, &[bufs.gate_sh, bufs.up_sh])?;
-    need(
-        b,
-        d,
-        "x",
-        bufs.x,
-        bytes(s.n_embd / QK8_1, size_of::<BlockQ8_1>(), 1),
-    )?;
+    need(b, d, "x", bufs.x, q8_1_bytes(1, s.n_embd))?;
     need(b, d, "act", bufs.act, s.act_bytes())?;
     if let Some(r) = &routed {
         need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;

@@ -1,12 +1,11 @@
 //! Checked launches of the fused rmsnorm + q8_1 quantization (`ingot_abi::launch` family
 //! `norm`), with or without the f32 copy of the normalized row.
 
-use super::{bytes, launch, need, shape, to_u32};
+use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Backend, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{KernelDesc, RMSNORM_Q8_1, RMSNORM_Q8_1_F32};
-use std::mem::size_of;
 
 /// `y[r] = quantize_q8_1(x[r]·w / sqrt(mean(x[r]²) + eps))` for `rows` rows of `n` floats
 /// (`n` a positive multiple of 32); `y` receives `rows · n/32` q8_1 blocks (`s = Σ` of the
@@ -70,10 +69,27 @@ fn check<B: Backend>(
     n: usize,
     eps: f32,
 ) -> Result<(u32, u32)> {
-    if n == 0 || !n.is_multiple_of(QK8_1) {
+    let scalars = check_rmsnorm(b, d, (x, w), rows, n, QK8_1, eps)?;
+    need(b, d, "y", y, q8_1_bytes(rows, n))?;
+    Ok(scalars)
+}
+
+/// Checks what every rmsnorm launch shares: `n` a positive multiple of `multiple` (the
+/// kernel's per-thread chunk), a finite non-negative `eps`, `x` of `rows × n` floats and `w` of
+/// `n` floats; returns `(n, rows)` as launch scalars. The output is the caller's to check.
+pub(super) fn check_rmsnorm<B: Backend>(
+    b: &B,
+    d: &KernelDesc,
+    (x, w): (&B::Buf, &B::Buf),
+    rows: usize,
+    n: usize,
+    multiple: usize,
+    eps: f32,
+) -> Result<(u32, u32)> {
+    if n == 0 || !n.is_multiple_of(multiple) {
         return Err(shape(
             d,
-            format!("n = {n} is not a positive multiple of {QK8_1}"),
+            format!("n = {n} is not a positive multiple of {multiple}"),
         ));
     }
     if !(eps.is_finite() && eps >= 0.0) {
@@ -86,6 +102,5 @@ fn check<B: Backend>(
     let rows32 = to_u32(d, "rows", rows)?;
     need(b, d, "x", x, bytes(rows, n, 4))?;
     need(b, d, "w", w, bytes(n, 4, 1))?;
-    need(b, d, "y", y, bytes(rows, n / QK8_1, size_of::<BlockQ8_1>()))?;
     Ok((n32, rows32))
 }

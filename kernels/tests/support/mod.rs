@@ -2,6 +2,10 @@
 
 #![allow(dead_code)]
 
+pub mod attention;
+pub mod gemv_type;
+pub mod recorder;
+
 use ingot_kernels::backend::cuda::CudaBackend;
 use ingot_kernels::Backend;
 use rand::rngs::StdRng;

@@ -64,12 +64,7 @@ impl<'f> QMatrix<'f> {
     /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows; its dot
     /// products run on `isa` (which the caller has checked the CPU supports).
     pub fn from_tensor(file: &'f GgufFile, name: &str, isa: Isa) -> Result<Self> {
-        let info = file
-            .header()
-            .tensor(name)
-            .ok_or_else(|| ModelError::MissingTensor {
-                name: name.to_owned(),
-            })?;
+        let info = crate::tensors::tensor_info(file, name)?;
         let kernel = Kernel::of(info.ty, isa).ok_or_else(|| ModelError::TensorType {
             name: name.to_owned(),
             ty: info.ty.name().to_owned(),

@@ -124,3 +124,46 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 pub fn argmax(v: &[f32]) -> usize {
     ingot_model::math::argmax(v)
 }
+
+/// What [`compare_logits`] saw over a run of positions.
+pub struct LogitAgreement {
+    /// Largest |want − got| over every position and logit.
+    pub worst: f32,
+    /// Positions whose top-1 had to agree (the oracle's margin exceeds twice the band).
+    pub clear: usize,
+    /// Positions whose top-1 agreed, clear margin or not.
+    pub agree: usize,
+}
+
+/// Compares two runs' logits position by position. The top-1 must agree wherever the oracle's
+/// margin between its two best logits exceeds twice `band` (a difference within the band cannot
+/// flip it there); closer calls may legitimately flip and are only counted. `label(pos)` says
+/// in a failure what was compared at that position. The caller asserts `worst` against its band.
+pub fn compare_logits(
+    want: &[Vec<f32>],
+    got: &[Vec<f32>],
+    band: f32,
+    label: impl Fn(usize) -> String,
+) -> LogitAgreement {
+    let mut seen = LogitAgreement {
+        worst: 0.0,
+        clear: 0,
+        agree: 0,
+    };
+    for (pos, (w, g)) in want.iter().zip(got).enumerate() {
+        seen.worst = seen.worst.max(max_abs_diff(w, g));
+        let top = argmax(w);
+        let runner_up = w
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != top)
+            .map(|(_, &v)| v)
+            .fold(f32::NEG_INFINITY, f32::max);
+        seen.agree += usize::from(argmax(g) == top);
+        if w[top] - runner_up > 2.0 * band {
+            seen.clear += 1;
+            assert_eq!(argmax(g), top, "top-1 at position {pos} ({})", label(pos));
+        }
+    }
+    seen
+}

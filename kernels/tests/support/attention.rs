@@ -1,0 +1,132 @@
+//! Inputs and traffic expectations shared by the latent-attention tests.
+
+use half::f16;
+use ingot_abi::launch::KernelDesc;
+use ingot_abi::step::StepState;
+use ingot_kernels::ops::attention::{split_at, AttnShape};
+use ingot_model::{RopeParams, RopeScalingType};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// DeepSeek-V2-Lite's rope hyper-parameters (spec §4.1/§4.2) with `n_rot` rotated dims.
+pub fn v2_lite_rope(n_rot: usize) -> RopeParams {
+    RopeParams {
+        n_rot,
+        freq_base: 10000.0,
+        scaling: RopeScalingType::Yarn,
+        freq_scale: 1.0 / 40.0,
+        n_ctx_orig: 4096,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attn_factor: 1.0,
+        yarn_log_mul: 0.0707,
+    }
+}
+
+/// The bytes of a `StepState` at `pos` (token 11, nothing decoded yet).
+pub fn step_state(pos: u32) -> Vec<u8> {
+    bytemuck::bytes_of(&StepState {
+        token: 11,
+        pos,
+        next_token: 0,
+        steps_done: 0,
+    })
+    .to_vec()
+}
+
+/// `n` f16 values uniform in `(-1, 1)`, little-endian.
+pub fn random_f16_bytes(rng: &mut StdRng, n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| {
+            f16::from_f32(rng.random_range(-1.0f32..1.0))
+                .to_bits()
+                .to_le_bytes()
+        })
+        .collect()
+}
+
+/// Global bytes a flash-attention launch (`flash_latent` or `flash_latent_mma`) at `pos` must
+/// read: every cache row once, the query once per segment, `StepState.pos` once per thread.
+pub struct FlashReads {
+    /// Cache rows `0..=pos`, f16.
+    pub cache: u64,
+    /// One head-major query (`q_abs` and `q_pe`, f32).
+    pub query: u64,
+    /// One 4-byte `pos` load per thread of every launched block.
+    pub state: u64,
+    /// Segments that hold work (each re-reads the query).
+    pub segments: u64,
+}
+
+impl FlashReads {
+    pub fn new(s: &AttnShape, pos: u32, max_segments: u32, desc: &KernelDesc) -> Self {
+        FlashReads {
+            cache: (pos as u64 + 1) * s.row() as u64 * 2,
+            query: (s.n_head * (s.kv_lora + s.n_rope) * 4) as u64,
+            state: max_segments as u64 * desc.threads() as u64 * 4,
+            segments: split_at(pos, max_segments).count as u64,
+        }
+    }
+
+    /// The bytes a launch reads when it meets the contract.
+    pub fn expected(&self) -> u64 {
+        self.cache + self.segments * self.query + self.state
+    }
+
+    /// The bytes no launch can avoid: the cache rows and the query once.
+    pub fn must(&self) -> u64 {
+        self.cache + self.query
+    }
+
+    /// Bytes read per must-read cache byte once the query re-reads and `pos` loads are taken
+    /// off `read` (1.0 when every cache row is read exactly once).
+    pub fn cache_ratio(&self, read: u64) -> f64 {
+        (read - self.segments * self.query - self.state) as f64 / self.cache as f64
+    }
+}
+
+/// Launches a flash-attention kernel (`flash_latent` or `flash_latent_mma`, same parameters) on
+/// a fresh simulator with poisoned partial outputs and returns its counters.
+#[cfg(feature = "sim")]
+pub fn flash_on_sim(
+    module: &ptx_sim::Module,
+    desc: &KernelDesc,
+    s: &AttnShape,
+    pos: u32,
+    max_segments: u32,
+    (q_abs, q_pe, cache): (&[u8], &[u8], &[u8]),
+    kq_scale: f32,
+) -> ptx_sim::LaunchStats {
+    use ingot_kernels::ops::attention::{part_ml_bytes, part_o_bytes};
+    use ptx_sim::{Arg, LaunchConfig, Sim};
+    let mut sim = Sim::new();
+    let mut up = |data: &[u8]| {
+        let p = sim.alloc(data.len()).unwrap();
+        sim.write(p, data).unwrap();
+        Arg::Ptr(p)
+    };
+    let args = [
+        up(q_abs),
+        up(q_pe),
+        up(cache),
+        up(&step_state(pos)),
+        up(&vec![0xFF; part_o_bytes(s, max_segments as usize).unwrap()]),
+        up(&vec![
+            0xFF;
+            part_ml_bytes(s, max_segments as usize).unwrap()
+        ]),
+        Arg::U32(s.n_head as u32),
+        Arg::U32(s.kv_lora as u32),
+        Arg::U32(s.n_rope as u32),
+        Arg::U32(s.ctx as u32),
+        Arg::U32(max_segments),
+        Arg::F32(kq_scale),
+    ];
+    let cfg = LaunchConfig {
+        grid: desc.grid(max_segments),
+        block: desc.block,
+        shared_bytes: desc.shared_bytes,
+    };
+    sim.launch(module, desc.name, cfg, &args)
+        .unwrap_or_else(|e| panic!("{}: {e}", desc.name))
+}
