@@ -48,6 +48,17 @@ pub fn run() -> Result<()> {
             }
         }
     }
+    // The GPU halves of the kernel and gate tests print their skip reason into captured test output;
+    // say it once here too, so a run without a GPU never reads as a GPU pass.
+    match ingot_cuda::Gpu::new(0) {
+        Ok(gpu) => println!(
+            "\nGPU: {} (GPU halves of the kernel and gate tests ran)",
+            gpu.name().unwrap_or_else(|e| e.to_string())
+        ),
+        Err(e) => {
+            println!("\nGPU: none ({e}): the GPU halves of the kernel and gate tests were skipped")
+        }
+    }
     if !failed.is_empty() {
         bail!(
             "xtask test: {} step(s) failed: {}",
