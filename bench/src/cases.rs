@@ -279,6 +279,31 @@ fn grouped_buffers(ty: GgmlType, g: Grouping, s: Shape) -> Vec<BufSpec> {
 
 /// The StepState buffer feeding token `token` at position `pos`. Its 16 bytes of bookkeeping
 /// (read, and written by argmax) are not counted as required traffic.
+/// Bytes of the q8_1 blocks holding `values` activations (padded to whole 32-value blocks).
+fn q8_1_bytes(values: usize) -> usize {
+    values.div_ceil(QK8_1) * size_of::<BlockQ8_1>()
+}
+
+/// The residual row and the norm weights every rmsnorm case reads.
+fn norm_inputs(s: Shape) -> [BufSpec; 2] {
+    [
+        BufSpec::new(
+            "x",
+            Contents::F32 {
+                n: s.rows * s.cols,
+                std: 1.0,
+            },
+        ),
+        BufSpec::new(
+            "w",
+            Contents::F32 {
+                n: s.cols,
+                std: 0.1,
+            },
+        ),
+    ]
+}
+
 fn step_state_at(token: usize, pos: usize) -> BufSpec {
     BufSpec {
         param: "state",
@@ -333,25 +358,14 @@ pub const CASES: &[Case] = &[
             cols: lite::N_EMBD,
         },
         buffers: |s| {
+            let [x, w] = norm_inputs(s);
             vec![
-                BufSpec::new(
-                    "x",
-                    Contents::F32 {
-                        n: s.rows * s.cols,
-                        std: 1.0,
-                    },
-                ),
-                BufSpec::new(
-                    "w",
-                    Contents::F32 {
-                        n: s.cols,
-                        std: 0.1,
-                    },
-                ),
+                x,
+                w,
                 BufSpec::new(
                     "y",
                     Contents::Output {
-                        bytes: s.rows * s.cols / QK8_1 * size_of::<BlockQ8_1>(),
+                        bytes: q8_1_bytes(s.rows * s.cols),
                     },
                 ),
             ]
@@ -368,21 +382,10 @@ pub const CASES: &[Case] = &[
             cols: lite::N_EMBD,
         },
         buffers: |s| {
+            let [x, w] = norm_inputs(s);
             vec![
-                BufSpec::new(
-                    "x",
-                    Contents::F32 {
-                        n: s.rows * s.cols,
-                        std: 1.0,
-                    },
-                ),
-                BufSpec::new(
-                    "w",
-                    Contents::F32 {
-                        n: s.cols,
-                        std: 0.1,
-                    },
-                ),
+                x,
+                w,
                 BufSpec::new(
                     "y",
                     Contents::Output {
@@ -412,7 +415,7 @@ pub const CASES: &[Case] = &[
                 BufSpec::new(
                     "y",
                     Contents::Output {
-                        bytes: s.cols / QK8_1 * size_of::<BlockQ8_1>(),
+                        bytes: q8_1_bytes(s.cols),
                     },
                 ),
             ]

@@ -5,13 +5,14 @@
 //! For the cache-depth cases `Shape::rows` is the depth `pos + 1` (the cache holds exactly
 //! that many rows and `StepState::pos` is `rows - 1`) and `Shape::cols` the cache row width.
 
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{self as attn, AttnShape, FlashBufs, MergeBufs, RopeKvBufs};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::{ops, KernelError};
 
-use super::{grouped_buffers, lite, step_state_at, BufSpec, Case, Contents, Shape, V_B_GROUP};
+use super::{
+    grouped_buffers, lite, q8_1_bytes, step_state_at, BufSpec, Case, Contents, Shape, V_B_GROUP,
+};
 use crate::device::{Buf, Device};
 
 /// The attention shape with a cache of `depth` rows.
@@ -164,7 +165,7 @@ pub const MERGE_Q8_1: Case = Case {
             BufSpec::new(
                 "o_lat",
                 Contents::Output {
-                    bytes: lite::N_HEAD * lite::KV_LORA / QK8_1 * size_of::<BlockQ8_1>(),
+                    bytes: q8_1_bytes(lite::N_HEAD * lite::KV_LORA),
                 },
             ),
         ]
@@ -216,7 +217,7 @@ pub const ROPE_KV_Q8_1: Case = Case {
             BufSpec::new(
                 "q_nope_q8",
                 Contents::Output {
-                    bytes: lite::N_HEAD * lite::D_NOPE / QK8_1 * size_of::<BlockQ8_1>(),
+                    bytes: q8_1_bytes(lite::N_HEAD * lite::D_NOPE),
                 },
             ),
             // The whole cache is allocated; the kernel writes row `pos` only.
@@ -307,7 +308,7 @@ pub const V_B_Q8_1_OUT: Case = Case {
         b[2] = BufSpec::new(
             "y",
             Contents::Output {
-                bytes: s.rows.div_ceil(QK8_1) * size_of::<BlockQ8_1>(),
+                bytes: q8_1_bytes(s.rows),
             },
         );
         b

@@ -5,22 +5,17 @@
 //! must not find them in L2), but a step reads only the `N_USED` selected experts: their rows
 //! and the shared experts' are the required bytes.
 
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::ExpertSelection;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{DownBufs, FfnShape, GateUpBufs, Gating, RouteParams};
 use ingot_kernels::{ops, KernelError};
 
-use super::{lite, BufSpec, Case, Contents, Shape};
+use super::{lite, norm_inputs, q8_1_bytes, BufSpec, Case, Contents, Shape};
 use crate::device::{Buf, Device};
 
 /// Bytes of `values` activations as q8_1 blocks, rounded up to whole blocks (the reduced-rows probe asks for
 /// shapes whose widths are not multiples of 32).
-fn q8_1_bytes(values: usize) -> usize {
-    values.div_ceil(QK8_1) * size_of::<BlockQ8_1>()
-}
-
 /// The router's selection, 64 bytes: `N_USED` ids and weights are what the kernels use.
 fn selection() -> BufSpec {
     BufSpec {
@@ -166,21 +161,10 @@ pub const RMSNORM_Q8_1_F32: Case = Case {
         cols: lite::N_EMBD,
     },
     buffers: |s| {
+        let [x, w] = norm_inputs(s);
         vec![
-            BufSpec::new(
-                "x",
-                Contents::F32 {
-                    n: s.rows * s.cols,
-                    std: 1.0,
-                },
-            ),
-            BufSpec::new(
-                "w",
-                Contents::F32 {
-                    n: s.cols,
-                    std: 0.1,
-                },
-            ),
+            x,
+            w,
             BufSpec::new(
                 "y",
                 Contents::Output {
