@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Seed the gguf_parse corpus: the headers (first 32 KiB: all metadata and tensor infos, plus the
 # start of the data) of the golden models, and the malformed-file corpus of the gguf tests.
-# Usage: fuzz/seed.sh [GOLDEN_DIR]   (default: shared/golden beside the repository)
+# Usage: fuzz/seed.sh [GOLDEN_DIR]   (default: testdata/golden in the repository)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-golden="${1:-$here/../../shared/golden}"
+golden="${1:-$here/../testdata/golden}"
 corpus="$here/corpus/gguf_parse"
 mkdir -p "$corpus"
 for model in "$golden"/*/model.gguf; do

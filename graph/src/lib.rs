@@ -14,7 +14,7 @@
 //! ([`exec::sim`]).
 
 pub mod buffer;
-pub mod build;
+pub mod planner;
 pub mod error;
 pub mod exec;
 pub mod node;
@@ -22,7 +22,7 @@ pub mod plan;
 pub mod weights;
 
 pub use buffer::{BufId, BufferDecl, BufferKind};
-pub use build::{build_plan, PlanOptions};
+pub use planner::{build_plan, PlanOptions};
 pub use error::{ExecError, PlanError};
 pub use node::{BufRef, Node, NodeArg};
 pub use plan::{Plan, PlanSummary};

@@ -18,7 +18,7 @@ use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module, Pinn
 use ingot_gguf::GgufFile;
 use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
-use crate::build::{build_plan_for, PlanOptions};
+use crate::planner::{build_plan_for, PlanOptions};
 use crate::error::ExecError;
 use crate::node::NodeArg;
 use crate::plan::Plan;

@@ -5,7 +5,7 @@ use ingot_gguf::GgufFile;
 use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
-use crate::build::{build_plan_for, PlanOptions};
+use crate::planner::{build_plan_for, PlanOptions};
 use crate::error::ExecError;
 use crate::node::NodeArg;
 use crate::plan::Plan;

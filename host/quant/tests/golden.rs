@@ -3,27 +3,13 @@
 //! `golden/tiny-mla-q4_k_m/model.gguf` was produced from `golden/tiny-mla-f32/model.gguf`;
 //! re-quantizing each f32 tensor to the type llama.cpp chose must reproduce its bytes exactly
 //! if the reference quantizers are faithful.
-//! The golden folder is `$INGOT_GOLDEN_DIR`, else `shared/golden` two or three levels above
-//! this crate (the workspace convention).
+//! The golden folder is `testdata/golden` (see `ingot-testdata`).
 
 use ingot_gguf::{GgmlType, GgufFile};
 use ingot_quant::{can_quantize, dequantize_row, quantize_row};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-fn golden_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("INGOT_GOLDEN_DIR") {
-        return PathBuf::from(dir);
-    }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../../shared/golden", "../../../shared/golden"] {
-        let dir = here.join(up);
-        if dir.join("tiny-mla-f32").is_dir() {
-            return dir;
-        }
-    }
-    panic!("golden data not found: set INGOT_GOLDEN_DIR to the folder holding tiny-mla-f32/");
-}
+use ingot_testdata::golden_dir;
 
 #[test]
 fn requantized_f32_tensors_match_llama_quantize_bytes() {

@@ -21,7 +21,7 @@
 //! leftmost-longest, it retypes known FIM/end-of-turn texts as control tokens, and `llama3` skips BPE for
 //! whole-vocabulary words. Each would need a workaround on top of `tokenizers`; the BPE itself is ~150 lines here.
 //!
-//! Evidence of exactness: the golden ids of `shared/golden/tokenize.tsv` (llama.cpp) are reproduced exactly
+//! Evidence of exactness: the golden ids of `testdata/golden/tokenize.tsv` (llama.cpp) are reproduced exactly
 //! (`tests/golden.rs`); in a one-off differential run against Python `tokenizers` 0.23 configured with the same
 //! regex sequences, 20 000 random mixed-script strings per pre-tokenizer split identically (deepseek-llm,
 //! deepseek-v3, llama3) and encoded to identical ids with the golden vocabulary; the only differences were the

@@ -91,14 +91,7 @@ impl Builder {
     }
 }
 
-/// `$INGOT_GOLDEN_DIR`, else `shared/golden` beside the repository root (`/work/shared/golden`
-/// for `/work/main`, and the same relative place in CI).
-pub fn golden_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("INGOT_GOLDEN_DIR") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/golden")
-}
+pub use ingot_testdata::golden_dir;
 
 pub const GOLDEN_MODELS: [&str; 3] = ["tiny-mla-f32", "tiny-legacy-f32", "tiny-mla-q4_k_m"];
 

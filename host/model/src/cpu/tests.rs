@@ -2,7 +2,6 @@
 //! computation is the same whichever thread runs it and whichever kernel set is used, so every comparison
 //! here is bit-exact.
 
-use std::path::{Path, PathBuf};
 
 use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;
@@ -12,18 +11,7 @@ use super::matmul::{Activation, QMatrix};
 use super::CpuBackend;
 use crate::error::ModelError;
 
-/// The golden-data directory: `$INGOT_GOLDEN_DIR`, else `shared/golden` next to or above the workspace.
-fn golden_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("INGOT_GOLDEN_DIR") {
-        return PathBuf::from(dir);
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    ["../../shared/golden", "../../../shared/golden"]
-        .iter()
-        .map(|up| manifest.join(up))
-        .find(|dir| dir.join("README.md").is_file())
-        .expect("golden data not found: set INGOT_GOLDEN_DIR to the folder holding tiny-mla-q4_k_m/ etc.")
-}
+use ingot_testdata::golden_dir;
 
 fn open_tiny() -> GgufFile {
     let path = golden_dir().join("tiny-mla-q4_k_m/model.gguf");

@@ -2,22 +2,10 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The golden-data directory: `$INGOT_GOLDEN_DIR`, else `shared/golden` next to or above the workspace.
-pub fn golden_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("INGOT_GOLDEN_DIR") {
-        return PathBuf::from(dir);
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../../shared/golden", "../../../shared/golden"] {
-        let dir = manifest.join(up);
-        if dir.join("README.md").is_file() {
-            return dir;
-        }
-    }
-    panic!("golden data not found: set INGOT_GOLDEN_DIR to the folder holding tiny-mla-f32/ etc.");
-}
+#[allow(unused_imports)]
+pub use ingot_testdata::golden_dir;
 
 /// A 2-D little-endian f32 array read from a NumPy v1 `.npy` file.
 pub struct Npy {
