@@ -1,81 +1,124 @@
 #!/usr/bin/env bash
-# GPU checks of the decode graph, for a machine with an NVIDIA GPU (CUDA 13 driver, Python) but
-# no Rust toolchain. Two steps:
+# The GPU check of ingot: correctness first, then speed, on a machine with an NVIDIA GPU (CUDA 13
+# driver, Python 3) and no Rust toolchain.
 #
-#   scripts/device-check.sh prepare   # here, with Rust: release binaries into dist/ (stripped)
-#   scripts/device-check.sh           # on the GPU machine, in the repository root (< 10 min)
+#   scripts/device-check.sh prepare     # here, with Rust: builds only the binaries that touch
+#                                       # the GPU (release, stripped) into one gzip archive,
+#                                       # dist/device-bundle.tar.gz; prints its size and fails
+#                                       # above 40 MiB
+#   scripts/device-check.sh [run]       # on the GPU machine, in the repository root, with
+#                                       # dist/device-bundle.tar.gz carried along
+#   scripts/device-check.sh --rehearse  # the whole path (dev-profile bundle, unpack, every step)
+#                                       # on a machine without a GPU: must exit 3 saying
+#                                       # "no GPU found"; `cargo xtask test` (CI) runs it
 #
-# The run: a witness line (card, driver, clocks), every kernel test binary (their GPU halves run
-# when a GPU is present), the CUDA gate on tiny models of both layouts (test binary cuda_gate:
-# the captured graph against the CPU oracle), then lite-4l synthesized on the spot and its decode
-# tok/s at cache depths 0, 1024 and 4096. Exits non-zero on the first failing step.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# Steps, in order, each run even when an earlier one failed, all within one 8.5-minute deadline:
+#   smoke          open GPU 0, JIT the committed PTX (its time and info log), one kernel on the
+#                  GPU vs ptx-sim bit for bit (fails fast: 90 s)
+#   model          `ingot synth` lite-4l q4_k_m (a tiny model instead when smoke found no GPU)
+#   gate           the captured CUDA graph vs the oracle (tiny models) and vs the CPU backend
+#                  (lite-4l, 16 heads: the flash_latent_mma path)
+#   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons
+#   decode         `ingot bench --backend cuda` on lite-4l at depths 0, 1024, 4096
+#   bench          the kernel benches (CUDA events on the kernels' stream, copy-bandwidth sanity)
+# then a summary table of every step's exit status and key figure. INGOT_REQUIRE_GPU=1 is set, so
+# no GPU half can be skipped silently; CUDA_CACHE_PATH points at a fresh writable folder, so the
+# smoke step's JIT time is a real compile.
+#
+# Exit status: 0 every step passed; 3 every failing step failed because no GPU was found; 1 any
+# other failure; 2 usage or a missing bundle. With $OUT set, the full log (device-check.log),
+# every step's log (logs/), the JIT info log and the JSON summary (device-check.json) go there.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/device-lib.sh
+. scripts/device-lib.sh
+
 DIST=dist
 
 prepare() {
-    rm -rf "$DIST" && mkdir -p "$DIST/tests"
-    cargo build --release --bin ingot
-    cp target/release/ingot "$DIST/"
-    # Test binaries of the kernel and gate crates, located through cargo's JSON messages.
-    for pkg in ingot-kernels ingot-gates; do
-        cargo test --release --no-run -p "$pkg" --message-format=json | PKG="$pkg" DIST="$DIST" python3 -c '
-import json, os, shutil, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
-        continue
-    # Of the gate crate only the GPU gate is needed (the sim gates run in CI).
-    if os.environ["PKG"] == "ingot-gates" and m["target"]["name"] != "cuda_gate":
-        continue
-    dest = os.environ["DIST"] + "/tests/" + os.environ["PKG"] + "-" + m["target"]["name"]
-    shutil.copy(m["executable"], dest)
-'
-    done
-    if command -v strip >/dev/null; then strip "$DIST/ingot" "$DIST"/tests/*; fi
-    du -sh "$DIST"
+    local dir=$1 profile=$2 level=$3 limit=$4
+    mkdir -p "$dir" || return 1
+    build_bundle "$dir" "$profile" "$level" || return 1
+    local bytes
+    bytes=$(stat -c %s "$dir/device-bundle.tar.gz")
+    printf 'bundle: %s, %d bytes (%.1f MiB; limit %s MiB)\n' "$dir/device-bundle.tar.gz" "$bytes" \
+        "$(echo "$bytes" | awk '{print $1 / 1048576}')" "$limit"
+    if [[ $limit != none ]] && ((bytes > limit * 1048576)); then
+        echo "bundle: over the ${limit} MiB limit: it would not travel with the working tree" >&2
+        return 1
+    fi
+    echo "carry $dir/device-bundle.tar.gz to the GPU machine and run: scripts/device-check.sh"
 }
 
-step() { echo; echo "=== $* ($(date +%T))"; }
-
 run() {
-    [ -x "$DIST/ingot" ] || { echo "no $DIST/ingot: run '$0 prepare' on a machine with Rust first" >&2; exit 2; }
-    step "witness"
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu \
-        --format=csv,noheader | sed 's/^/gpu: /'
-    nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current --format=csv,noheader | sed 's/^/pcie: /'
-
-    step "kernel tests on the GPU"
-    for t in "$DIST"/tests/ingot-kernels-*; do
-        echo "--- $(basename "$t")"
-        timeout 240 "$t" --test-threads 1
-    done
-
-    step "ingot gate --backend cuda on tiny models (mla + legacy, q4_k_m + q3_k_m)"
-    for t in "$DIST"/tests/ingot-gates-cuda_gate; do
-        timeout 240 "$t" --nocapture --test-threads 1
-    done
-
-    step "lite-4l decode speed"
-    local model=/tmp/ingot-lite-4l-q4_k_m.gguf
-    [ -f "$model" ] || "$DIST/ingot" synth --preset lite-4l --quant q4_k_m -o "$model"
-    if "$DIST/ingot" bench -m "$model" --backend cuda --depths 0 -n 1 --reps 1 >/dev/null 2>&1; then
-        timeout 300 "$DIST/ingot" bench -m "$model" --backend cuda --depths 0,1024,4096 -n 64 --reps 3
-    else
-        # No CUDA arm in `ingot bench` yet: `ingot run -v` prefills a prompt of the wanted depth
-        # (one graph replay per prompt token) and prints its decode tok/s.
-        for depth in 0 1024 4096; do
-            local prompt
-            prompt=$(python3 -c "import sys; print(('the quick brown fox ' * 4096)[:max(1, 4 * $depth)])")
-            echo "--- depth ~$depth"
-            timeout 200 "$DIST/ingot" run -m "$model" --backend cuda --temp 0 -n 64 --ctx $((depth * 2 + 256)) \
-                -p "$prompt" -v 2>&1 >/dev/null | grep -E 'cuda:|prompt tokens' || true
-        done
+    local bundle=$1
+    if [[ ! -f $bundle ]]; then
+        echo "device-check: no $bundle: run 'scripts/device-check.sh prepare' on a machine with Rust and carry it" >&2
+        exit 2
     fi
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/ingot-device-check.XXXXXX") || exit 2
+    local out=${OUT:-$work/out}
+    mkdir -p "$out/logs" || exit 2
+    LOGS=$out/logs
+    RESULTS=$work/results.tsv
+    : >"$RESULTS"
+    DEADLINE=$((SECONDS + RUN_DEADLINE_S))
+    # Everything printed also goes to the full log.
+    exec > >(tee -a "$out/device-check.log") 2>&1
+
+    echo "device-check $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    witness
+    unpack_bundle "$bundle" "$work/bundle" || { echo "device-check: cannot unpack $bundle"; exit 2; }
+    sed 's/^/bundle: /' "$work/bundle/MANIFEST"
+    local bin=$work/bundle/bin tests=$work/bundle/tests
+
+    export INGOT_REQUIRE_GPU=1 INGOT_GPU_ONLY=1 RUST_BACKTRACE=1
+    export CUDA_CACHE_PATH=$work/cuda-cache INGOT_JIT_LOG=$out/jit-info.log
+    mkdir -p "$CUDA_CACHE_PATH"
+
+    run_step smoke 90 fig_smoke "$tests/ingot-kernels-smoke" --test-threads 1 --nocapture
+
+    local model=$work/lite-4l-q4_k_m.gguf
+    if grep -q 'no GPU found' "$LOGS/smoke.log"; then
+        # No GPU: the later steps fail at once; a tiny model keeps the rehearsal quick.
+        model=$work/tiny-q4_k_m.gguf
+        run_step model 60 fig_none "$bin/ingot" synth --preset tiny --quant q4_k_m -o "$model"
+    else
+        run_step model 120 fig_none "$bin/ingot" synth --preset lite-4l --quant q4_k_m -o "$model"
+        export INGOT_LITE4L_GGUF=$model
+    fi
+
+    run_step gate 150 fig_gate "$tests/ingot-gates-cuda_gate" --test-threads 1 --nocapture
+
+    local t
+    for t in "$tests"/ingot-kernels-*; do
+        [[ $(basename "$t") == ingot-kernels-smoke ]] && continue
+        run_step "kernels:${t##*/ingot-kernels-}" 60 fig_tests "$t" --test-threads 4
+    done
+
+    run_step decode 120 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
+        --depths 0,1024,4096 -n 64 --reps 3
+
+    run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
+
+    summarize device-check "$out/device-check.json"
+    local code=$?
+    echo "full log: $out/device-check.log; step logs: $LOGS; JSON: $out/device-check.json"
+    exit "$code"
 }
 
 case "${1:-run}" in
-    prepare) prepare ;;
-    run) run ;;
-    *) echo "usage: $0 [prepare|run]" >&2; exit 2 ;;
+prepare) prepare "$DIST" release 9 "$BUNDLE_MAX_MIB" || exit 1 ;;
+run) run "$DIST/device-bundle.tar.gz" ;;
+--rehearse)
+    # A dev-profile bundle (the test binaries CI has already built; fast gzip, no size limit),
+    # then the real run path.
+    prepare "$DIST/rehearse" dev 1 none || { echo "device-check --rehearse: prepare failed" >&2; exit 1; }
+    run "$DIST/rehearse/device-bundle.tar.gz"
+    ;;
+*)
+    echo "usage: $0 [prepare|run|--rehearse]" >&2
+    exit 2
+    ;;
 esac

@@ -2,7 +2,8 @@
 //!
 //! On a GPU: criterion drives CUDA-event timings (`iter_custom`), then a summary table gives
 //! each kernel's median time, GB/s of the bytes it must move, and that as a fraction of the
-//! card's device-to-device copy bandwidth measured in the same run. Without a GPU: each case
+//! card's device-to-device copy bandwidth measured in the same run (a cold case above it marks
+//! the bench invalid: exit status 2). Without a GPU: each case
 //! runs once in the PTX simulator and its counters are printed; no time is measured.
 //!
 //! A non-flag argument filters cases by substring of `kernel/tensor` (as criterion does).
@@ -14,7 +15,7 @@ use criterion::Criterion;
 use ingot_bench::cases::{Case, CASES};
 use ingot_bench::device::Device;
 use ingot_bench::gpu::{median, GpuRig};
-use ingot_bench::report::{gpu_table, sim_table, GpuResult};
+use ingot_bench::report::{gpu_table, over_copy, sim_table, GpuResult};
 use ingot_bench::{sim, witness};
 
 /// Criterion samples per case; each is one `iter_custom` call.
@@ -40,6 +41,12 @@ fn selected() -> Vec<&'static Case> {
 fn main() {
     let code = match GpuRig::open(0) {
         Ok(rig) => run_gpu(rig),
+        Err(ingot_bench::BenchError::Cuda(
+            e @ (ingot_cuda::CudaError::NoDriver | ingot_cuda::CudaError::NoDevice { .. }),
+        )) if ingot_cuda::gpu_required() => {
+            eprintln!("{}", ingot_cuda::no_gpu_message("kernel bench", &e));
+            1
+        }
         Err(e) => run_sim(&e.to_string()),
     };
     std::process::exit(code);
@@ -128,6 +135,18 @@ fn run_gpu(mut rig: GpuRig) -> i32 {
         "\nsummary (median of {SAMPLES} samples; GB/s = bytes the kernel must read + write / time)"
     );
     print!("{}", gpu_table(&results, copy));
+    let invalid = over_copy(&results, copy);
+    if !invalid.is_empty() {
+        println!(
+            "bench INVALID: {} cold case(s) above the {copy:.1} GB/s device-to-device copy of this run \
+             (first: {}/{}); the timing does not measure the kernels",
+            invalid.len(),
+            invalid[0].case.kernel,
+            invalid[0].case.tensor
+        );
+        return 2;
+    }
+    println!("bench valid: every cold case is below the {copy:.1} GB/s copy of this run");
     i32::from(failed > 0)
 }
 

@@ -1,13 +1,13 @@
 //! The device a bench runs on: the PTX simulator (keeping each launch's counters) or a GPU
 //! (launching without waiting, so a batch of launches can be timed between two events).
 //!
-//! Both are one type implementing [`ingot_kernels::Backend`], so a bench case's launch
+//! Both are one type implementing [`ingot_kernels::Accelerator`], so a bench case's launch
 //! function is a plain `fn` through the checked launchers of [`ingot_kernels::ops`], written
 //! once for both devices.
 
 use std::fmt;
 
-use ingot_kernels::{Backend, KArg, KernelError, PTX};
+use ingot_kernels::{Accelerator, KArg, KernelError, PTX};
 use ptx_sim::{DevicePtr, LaunchConfig, LaunchStats};
 
 use crate::error::Result;
@@ -81,6 +81,14 @@ impl Device {
         Ok(Device::Gpu(GpuDevice { gpu, module, name }))
     }
 
+    /// The GPU, if this is one (its stream is the one every launch goes to).
+    pub fn cuda(&self) -> Option<&ingot_cuda::Gpu> {
+        match self {
+            Device::Sim(_) => None,
+            Device::Gpu(g) => Some(&g.gpu),
+        }
+    }
+
     /// The simulator's counters of the last launch, if this is the simulator and a launch ran.
     pub fn last_stats(&self) -> Option<LaunchStats> {
         match self {
@@ -97,7 +105,7 @@ impl Device {
     }
 }
 
-impl Backend for Device {
+impl Accelerator for Device {
     type Buf = Buf;
 
     fn name(&self) -> &str {

@@ -24,13 +24,6 @@ pub enum BenchError {
     /// A CUDA driver call failed.
     #[error("CUDA: {0}")]
     Cuda(#[from] ingot_cuda::CudaError),
-    /// A CUDA driver call made through cudarc directly (copies, events, attributes) failed.
-    #[error("CUDA driver call `{call}` failed: {source}")]
-    Driver {
-        call: &'static str,
-        #[source]
-        source: cudarc::driver::DriverError,
-    },
 }
 
 /// Result of bench operations.

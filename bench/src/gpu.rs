@@ -5,18 +5,18 @@
 //! * No launch gaps in the timing: before each chunk of [`LAUNCHES_PER_CHUNK`] launches the
 //!   stream gets a large device-to-device copy (about 0.3 ms on an H200), during which the host
 //!   enqueues the whole chunk; the events around the chunk then see kernels back to back.
-//! * The copy doubles as the bandwidth reference: [`GpuRig::copy_gbps`] times it alone.
+//! * The copy doubles as the bandwidth reference: [`GpuRig::copy_gbps`] times it alone, in the
+//!   same run; a cold case whose figure exceeds it is impossible, so the bench is invalid
+//!   ([`crate::report::over_copy`]).
 //!
-//! Kernels are launched through `ingot_cuda` on the legacy default stream of the primary
-//! context; the copies and events here use cudarc's handle to that same stream, so everything
-//! is ordered on one queue.
+//! Kernels, copies and events all go to the one stream of the `ingot_cuda::Gpu` the kernels run
+//! on (a non-blocking stream: events recorded on any other stream would not be ordered with the
+//! kernels and would time nothing).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
-use ingot_kernels::Backend;
+use ingot_cuda::{DeviceBuffer, Event, Gpu};
+use ingot_kernels::Accelerator;
 
 use crate::cases::{Case, Shape};
 use crate::device::{Buf, Device};
@@ -38,17 +38,11 @@ pub const MAX_SETS: usize = 256;
 /// At least this many sets, so no launch reads what the previous one just left in L2.
 pub const MIN_SETS: usize = 2;
 
-fn driver(call: &'static str) -> impl FnOnce(DriverError) -> BenchError {
-    move |source| BenchError::Driver { call, source }
-}
-
 /// A GPU with the kernels loaded and the copy buffers allocated.
 pub struct GpuRig {
     pub dev: Device,
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    copy_src: CudaSlice<u8>,
-    copy_dst: CudaSlice<u8>,
+    copy_src: DeviceBuffer,
+    copy_dst: DeviceBuffer,
     /// L2 size in bytes as the driver reports it.
     pub l2_bytes: usize,
 }
@@ -73,65 +67,52 @@ impl Prepared {
 impl GpuRig {
     /// Opens GPU `ordinal`; `Err(BenchError::Cuda(NoDriver | NoDevice))` when there is none.
     pub fn open(ordinal: usize) -> Result<GpuRig> {
-        // Opening through ingot-cuda first checks that libcuda loads: cudarc panics otherwise.
         let dev = Device::gpu(ordinal)?;
-        let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
-        let stream = ctx.default_stream();
-        let l2 = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-            .map_err(driver("cuDeviceGetAttribute"))?;
-        let l2_bytes = usize::try_from(l2)
-            .ok()
-            .filter(|&b| b > 0)
-            .unwrap_or(L2_FALLBACK_BYTES);
-        let copy_src = stream
-            .alloc_zeros::<u8>(COPY_BYTES)
-            .map_err(driver("cuMemAlloc"))?;
-        let copy_dst = stream
-            .alloc_zeros::<u8>(COPY_BYTES)
-            .map_err(driver("cuMemAlloc"))?;
+        let gpu = dev.cuda().expect("Device::gpu opens a GPU");
+        let l2_bytes = match gpu.l2_bytes()? {
+            0 => L2_FALLBACK_BYTES,
+            b => b,
+        };
+        let copy_src = gpu.alloc(COPY_BYTES)?;
+        let copy_dst = gpu.alloc(COPY_BYTES)?;
         Ok(GpuRig {
             dev,
-            ctx,
-            stream,
             copy_src,
             copy_dst,
             l2_bytes,
         })
     }
 
-    fn events(&self) -> Result<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)> {
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        Ok((
-            self.ctx.new_event(flags).map_err(driver("cuEventCreate"))?,
-            self.ctx.new_event(flags).map_err(driver("cuEventCreate"))?,
-        ))
+    fn gpu(&self) -> &Gpu {
+        self.dev.cuda().expect("a GpuRig holds a GPU")
     }
 
-    fn copy(&mut self) -> Result<()> {
-        self.stream
-            .memcpy_dtod(&self.copy_src, &mut self.copy_dst)
-            .map_err(driver("cuMemcpyDtoDAsync"))
+    fn events(&self) -> Result<(Event, Event)> {
+        Ok((self.gpu().event(true)?, self.gpu().event(true)?))
+    }
+
+    /// Milliseconds between `start` and `end` once `end` has completed.
+    fn elapsed_ms(start: &Event, end: &Event) -> Result<f64> {
+        end.synchronize()?;
+        Ok(f64::from(start.elapsed_ms(end)?))
+    }
+
+    fn copy(&self) -> Result<()> {
+        Ok(self.gpu().copy_device(&self.copy_src, &self.copy_dst)?)
     }
 
     /// The card's copy bandwidth in GB/s (10^9 B/s), counting bytes read plus bytes written
     /// (as the kernel figures do): median over `reps` device-to-device copies of
-    /// [`COPY_BYTES`].
+    /// [`COPY_BYTES`], on the kernels' stream.
     pub fn copy_gbps(&mut self, reps: usize) -> Result<f64> {
         let (start, end) = self.events()?;
         self.copy()?; // warm-up
         let mut ms = Vec::with_capacity(reps);
         for _ in 0..reps.max(1) {
-            start
-                .record(&self.stream)
-                .map_err(driver("cuEventRecord"))?;
+            self.gpu().record(&start)?;
             self.copy()?;
-            end.record(&self.stream).map_err(driver("cuEventRecord"))?;
-            ms.push(f64::from(
-                start
-                    .elapsed_ms(&end)
-                    .map_err(driver("cuEventElapsedTime"))?,
-            ));
+            self.gpu().record(&end)?;
+            ms.push(Self::elapsed_ms(&start, &end)?);
         }
         let t = median(&mut ms).unwrap_or(f64::NAN) * 1e-3;
         Ok(2.0 * COPY_BYTES as f64 / t / 1e9)
@@ -176,19 +157,13 @@ impl GpuRig {
         while done < iters {
             let n = LAUNCHES_PER_CHUNK.min(iters - done);
             self.copy()?;
-            start
-                .record(&self.stream)
-                .map_err(driver("cuEventRecord"))?;
+            self.gpu().record(&start)?;
             for _ in 0..n {
                 (case.launch)(&mut self.dev, &p.sets[set], p.shape)?;
                 set = (set + 1) % p.sets.len();
             }
-            end.record(&self.stream).map_err(driver("cuEventRecord"))?;
-            total_ms += f64::from(
-                start
-                    .elapsed_ms(&end)
-                    .map_err(driver("cuEventElapsedTime"))?,
-            );
+            self.gpu().record(&end)?;
+            total_ms += Self::elapsed_ms(&start, &end)?;
             done += n;
         }
         Ok(Duration::from_secs_f64(total_ms * 1e-3))

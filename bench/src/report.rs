@@ -1,5 +1,6 @@
 //! The tables the kernel bench prints.
 
+use std::cmp::Ordering::{Equal, Less};
 use std::fmt::Write;
 
 use crate::cases::Case;
@@ -26,6 +27,18 @@ impl GpuResult {
     }
 }
 
+/// The cold cases whose figure exceeds the device-to-device copy bandwidth measured in the same
+/// run. A kernel that reads its weights from DRAM cannot move bytes faster than a copy does, so
+/// any such case means the timing is broken (events not ordered with the kernels, launches that
+/// did not run) and the whole bench is invalid. Warm cases (working set inside the L2 rotation
+/// target) are exempt: reading from L2 may legitimately beat a DRAM copy.
+pub fn over_copy(results: &[GpuResult], copy_gbps: f64) -> Vec<&GpuResult> {
+    results
+        .iter()
+        .filter(|r| r.cold && !matches!(r.gbps().partial_cmp(&copy_gbps), Some(Less | Equal)))
+        .collect()
+}
+
 fn shape(c: &Case) -> String {
     format!("{}x{}", c.shape.rows, c.shape.cols)
 }
@@ -49,7 +62,12 @@ pub fn gpu_table(results: &[GpuResult], copy_gbps: f64) -> String {
             r.gbps(),
             100.0 * r.gbps() / copy_gbps,
             r.working_set as f64 / 1e6,
-            if r.cold { "cold" } else { "warm" },
+            match (r.cold, r.gbps() > copy_gbps) {
+                (true, true) => "cold  INVALID: above the copy bandwidth",
+                (true, false) => "cold",
+                (false, true) => "warm (L2-resident, above the DRAM copy)",
+                (false, false) => "warm",
+            },
         );
     }
     s
@@ -94,4 +112,33 @@ pub fn sim_table(reports: &[SimReport]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cases::CASES;
+
+    fn result(cold: bool, median_s: f64) -> GpuResult {
+        GpuResult {
+            case: CASES[0],
+            median_s,
+            required: 1_000_000_000,
+            working_set: 0,
+            cold,
+        }
+    }
+
+    #[test]
+    fn a_cold_case_above_the_copy_invalidates_the_bench() {
+        // 1 GB in 1 s = 1 GB/s, in 0.25 s = 4 GB/s; the copy ran at 2 GB/s.
+        let rs = [result(true, 1.0), result(true, 0.25), result(false, 0.25)];
+        let bad = over_copy(&rs, 2.0);
+        assert_eq!(bad.len(), 1, "only the cold case above the copy");
+        assert!(bad[0].cold && bad[0].gbps() > 2.0);
+        assert!(gpu_table(&rs, 2.0).contains("INVALID"));
+        // A zero time (events that timed nothing) gives an infinite figure: invalid too.
+        assert_eq!(over_copy(&[result(true, 0.0)], 2.0).len(), 1);
+        assert_eq!(over_copy(&[result(true, f64::NAN)], 2.0).len(), 1);
+    }
 }

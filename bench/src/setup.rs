@@ -1,7 +1,7 @@
 //! Materializes a case's buffers: host bytes from [`crate::inputs`], then device buffers.
 
 use ingot_abi::step::StepState;
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 
 use crate::cases::{BufSpec, Case, Contents, Shape};
 use crate::device::{Buf, Device};

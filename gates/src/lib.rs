@@ -13,4 +13,6 @@ mod run;
 
 pub use band::Band;
 pub use compare::{judge_step, LayerDrift, StepReport, Verdict};
-pub use run::{run_gate, GateBackend, GateError, GateOptions, GateReport};
+pub use run::{
+    run_gate, run_gate_against, GateBackend, GateError, GateOptions, GateReport, Reference,
+};

@@ -7,7 +7,7 @@ use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::CudaExecutor;
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{ExecError, PlanOptions};
-use ingot_model::{ModelError, Oracle};
+use ingot_model::{CpuBackend, ModelError, Oracle};
 
 use crate::band::Band;
 use crate::compare::{judge_step, StepReport, Verdict};
@@ -32,11 +32,25 @@ pub struct GateOptions {
     pub band: Band,
 }
 
+/// What the backend is judged against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// The f32/f64 oracle (dequantized weights: ~4 bytes per parameter of host memory and
+    /// slow); gives per-layer hidden states, so a sim run names the first layer out of band.
+    Oracle,
+    /// The fast quantized CPU backend (weights stay in the memory map), for models too large
+    /// for the oracle in a device check's time (lite-4l); logits only. Both it and the GPU
+    /// quantize activations, each its own way (q8_K/q8_0 vs q8_1), so their distance stays
+    /// within the sum of their distances to the oracle, which the default band covers (see
+    /// [`crate::band`]).
+    Cpu,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
     #[error("the gate needs at least one prompt token")]
     EmptyPrompt,
-    #[error("oracle: {0}")]
+    #[error("reference decoder: {0}")]
     Oracle(#[from] ModelError),
     #[error("{backend:?} backend: {source}")]
     Backend {
@@ -50,6 +64,8 @@ pub enum GateError {
 #[derive(Clone, Debug)]
 pub struct GateReport {
     pub backend: GateBackend,
+    /// What the backend was judged against.
+    pub reference: Reference,
     pub steps: Vec<StepReport>,
     /// Wall time of the backend's steps (seconds).
     pub backend_s: f64,
@@ -84,8 +100,9 @@ impl fmt::Display for GateReport {
         }
         write!(
             f,
-            "{:?} gate: {} steps, {} match, {} near-tie, {} mismatch; backend {:.2} s/step, oracle {:.2} s/step: {}",
+            "{:?} gate vs {:?}: {} steps, {} match, {} near-tie, {} mismatch; backend {:.2} s/step, reference {:.2} s/step: {}",
             self.backend,
+            self.reference,
             self.steps.len(),
             self.count(Verdict::Match),
             self.count(Verdict::NearTie),
@@ -123,9 +140,48 @@ enum Exec {
     Cuda(Box<CudaExecutor>),
 }
 
-/// Runs the gate on `file`: the prompt, then `steps` greedy tokens chosen by the oracle, each
-/// fed to both decoders. Every position is judged.
+/// The reference decoder of a run.
+enum RefDecoder<'f> {
+    Oracle(Box<Oracle>),
+    Cpu(Box<CpuBackend<'f>>),
+}
+
+/// One reference step: logits, plus embedding and per-layer residuals where available.
+struct RefStep {
+    logits: Vec<f32>,
+    hidden: Option<Vec<Vec<f32>>>,
+}
+
+impl RefDecoder<'_> {
+    fn step(&mut self, token: u32, pos: usize) -> Result<RefStep, ModelError> {
+        Ok(match self {
+            RefDecoder::Oracle(o) => {
+                let t = o.decode_with_trace(token, pos)?;
+                RefStep {
+                    hidden: Some(std::iter::once(t.embedding).chain(t.layers).collect()),
+                    logits: t.logits,
+                }
+            }
+            RefDecoder::Cpu(c) => RefStep {
+                logits: c.decode(token, pos)?.to_vec(),
+                hidden: None,
+            },
+        })
+    }
+}
+
+/// Runs the gate on `file` against the oracle: the prompt, then `steps` greedy tokens chosen
+/// by the oracle, each fed to both decoders. Every position is judged.
 pub fn run_gate(file: &GgufFile, opts: &GateOptions) -> Result<GateReport, GateError> {
+    run_gate_against(file, opts, Reference::Oracle)
+}
+
+/// [`run_gate`] against `reference` (its greedy tokens drive the continuation).
+pub fn run_gate_against(
+    file: &GgufFile,
+    opts: &GateOptions,
+    reference: Reference,
+) -> Result<GateReport, GateError> {
     if opts.prompt.is_empty() {
         return Err(GateError::EmptyPrompt);
     }
@@ -142,9 +198,13 @@ pub fn run_gate(file: &GgufFile, opts: &GateOptions) -> Result<GateReport, GateE
             Exec::Cuda(Box::new(e))
         }
     };
-    let mut oracle = Oracle::load(file, ctx)?;
+    let mut oracle = match reference {
+        Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(file, ctx)?)),
+        Reference::Cpu => RefDecoder::Cpu(Box::new(CpuBackend::load(file, ctx)?)),
+    };
     let mut report = GateReport {
         backend: opts.backend,
+        reference,
         steps: Vec::with_capacity(ctx),
         backend_s: 0.0,
         oracle_s: 0.0,
@@ -153,7 +213,7 @@ pub fn run_gate(file: &GgufFile, opts: &GateOptions) -> Result<GateReport, GateE
     let mut token = opts.prompt[0];
     for pos in 0..ctx - 1 {
         let t0 = Instant::now();
-        let o = oracle.decode_with_trace(token, pos)?;
+        let o = oracle.step(token, pos)?;
         report.oracle_s += t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let step = match &mut exec {
@@ -162,16 +222,15 @@ pub fn run_gate(file: &GgufFile, opts: &GateOptions) -> Result<GateReport, GateE
                 report.backend_s += t1.elapsed().as_secs_f64();
                 let hidden_b: Vec<Vec<f32>> =
                     std::iter::once(b.embedding).chain(b.layers).collect();
-                let hidden_o: Vec<Vec<f32>> = std::iter::once(o.embedding.clone())
-                    .chain(o.layers.iter().cloned())
-                    .collect();
                 judge_step(
                     &opts.band,
                     pos,
                     token,
                     &o.logits,
                     &b.logits,
-                    Some((&hidden_b, &hidden_o)),
+                    o.hidden
+                        .as_ref()
+                        .map(|h| (hidden_b.as_slice(), h.as_slice())),
                 )
             }
             Exec::Cuda(e) => {

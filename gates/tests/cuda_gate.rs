@@ -1,53 +1,117 @@
-//! `ingot gate --backend cuda` on a tiny model: the captured CUDA graph must pick the oracle's
-//! tokens (near-ties excepted). Without a GPU the executor must fail with the typed "no GPU"
-//! error instead of panicking; `scripts/device-check.sh` runs this binary on a GPU machine.
+//! `ingot gate --backend cuda`: the captured CUDA graph must pick the reference's tokens
+//! (near-ties excepted) on tiny models of both layouts against the oracle, and on lite-4l
+//! (DeepSeek-V2-Lite's real dimensions, 16 heads, so attention takes the `flash_latent_mma`
+//! path that only 16-head models use) against the CPU backend.
+//!
+//! Without a GPU each test says so and passes; with `INGOT_REQUIRE_GPU=1` (set by
+//! `scripts/device-check.sh`) it fails instead, before any model is made. The lite-4l model is
+//! read from `INGOT_LITE4L_GGUF` when that names a file (the device script makes it once with
+//! `ingot synth --preset lite-4l --quant q4_k_m`) and synthesized into a temporary folder
+//! otherwise.
 
 #[path = "../../graph/tests/support/mod.rs"]
 mod support;
 
-use ingot_gates::{run_gate, Band, GateBackend, GateError, GateOptions};
-use ingot_gguf::GgufFile;
-use ingot_graph::ExecError;
-use ingot_synth::{Layout, QuantMix};
+use std::path::PathBuf;
 
-fn gate(layout: Layout, mix: QuantMix) {
+use ingot_gates::{run_gate_against, Band, GateBackend, GateOptions, Reference};
+use ingot_gguf::GgufFile;
+use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+
+/// BOS then "The quick" in the synthetic vocabularies' byte-level tokens.
+const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
+
+/// Whether GPU 0 opens; without one, prints why and returns false, or fails the test when
+/// `INGOT_REQUIRE_GPU=1`.
+fn gpu_present(what: &str) -> bool {
+    use ingot_cuda::CudaError;
+    match ingot_cuda::Gpu::new(0) {
+        Ok(_) => true,
+        Err(e @ (CudaError::NoDriver | CudaError::NoDevice { .. })) => {
+            let msg = ingot_cuda::no_gpu_message(what, &e);
+            assert!(!ingot_cuda::gpu_required(), "{msg}");
+            eprintln!("{msg}");
+            false
+        }
+        Err(e) => panic!("{what}: the CUDA driver failed to open GPU 0: {e}"),
+    }
+}
+
+fn gate(path: &std::path::Path, name: &str, reference: Reference, steps: usize) {
+    let file = GgufFile::open(path).expect("open");
+    let opts = GateOptions {
+        backend: GateBackend::Cuda,
+        prompt: PROMPT.to_vec(),
+        steps,
+        band: Band::default(),
+    };
+    let report = run_gate_against(&file, &opts, reference)
+        .unwrap_or_else(|e| panic!("{name}: cuda gate could not run: {e}"));
+    println!("{name} on the GPU vs {reference:?}\n{report}");
+    assert!(report.passed(), "{name}: cuda gate failed");
+}
+
+fn tiny64(layout: Layout, mix: QuantMix) {
+    let name = format!("tiny64 {layout:?} {mix}");
+    if !gpu_present(&name) {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
     support::write_model(&path, &support::tiny64(), layout, mix, 7);
-    let file = GgufFile::open(&path).expect("open");
-    let opts = GateOptions {
-        backend: GateBackend::Cuda,
-        prompt: vec![510, 84, 104, 101, 32, 113],
-        steps: 16,
-        band: Band::default(),
-    };
-    match run_gate(&file, &opts) {
-        Ok(report) => {
-            println!("tiny64 {layout:?} {mix} on the GPU\n{report}");
-            assert!(report.passed(), "cuda gate failed");
-        }
-        Err(GateError::Backend {
-            source:
-                ExecError::Cuda(
-                    e @ (ingot_cuda::CudaError::NoDriver | ingot_cuda::CudaError::NoDevice { .. }),
-                ),
-            ..
-        }) => eprintln!("no GPU here, the typed error is: {e}"),
-        Err(e) => panic!("cuda gate could not run: {e}"),
-    }
+    gate(&path, &name, Reference::Oracle, 16);
 }
 
 #[test]
 fn tiny64_mla_q4_k_m_cuda() {
-    gate(Layout::Mla, QuantMix::Q4KM);
+    tiny64(Layout::Mla, QuantMix::Q4KM);
 }
 
 #[test]
 fn tiny64_legacy_q4_k_m_cuda() {
-    gate(Layout::Legacy, QuantMix::Q4KM);
+    tiny64(Layout::Legacy, QuantMix::Q4KM);
 }
 
 #[test]
 fn tiny64_mla_q3_k_m_cuda() {
-    gate(Layout::Mla, QuantMix::Q3KM);
+    tiny64(Layout::Mla, QuantMix::Q3KM);
+}
+
+/// 16 heads: the plan launches `flash_latent_mma`; judged against the CPU backend because the
+/// oracle's f32 copy of lite-4l's weights would need about 10 GB and minutes per step.
+#[test]
+fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
+    let name = "lite-4l mla q4_k_m";
+    if !gpu_present(name) {
+        return;
+    }
+    let given = std::env::var_os("INGOT_LITE4L_GGUF")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = match given {
+        Some(p) => p,
+        None => {
+            let p = dir.path().join("lite-4l.gguf");
+            let opts = SynthOptions {
+                preset: Preset::Lite4l,
+                layout: Layout::Mla,
+                mix: QuantMix::Q4KM,
+                seed: 42,
+            };
+            synthesize(&opts, &p, false).expect("synthesize lite-4l");
+            p
+        }
+    };
+    let file = GgufFile::open(&path).expect("open lite-4l");
+    let plan = ingot_graph::build_plan(
+        file.header(),
+        ingot_graph::PlanOptions::for_ctx(PROMPT.len() + 8),
+    )
+    .expect("plan");
+    assert!(
+        plan.nodes.iter().any(|n| n.kernel == "flash_latent_mma"),
+        "lite-4l must take the mma flash path"
+    );
+    gate(&path, name, Reference::Cpu, 8);
 }

@@ -87,6 +87,37 @@ pub enum ExecError {
     /// A CUDA call failed.
     #[error("cuda: {0}")]
     Cuda(#[from] ingot_cuda::CudaError),
+    /// A node failed in eager mode (launch or the synchronisation after it): the first
+    /// failing node of the step, with its launch spelled out.
+    #[error(
+        "first failing node {node} of {nodes}: {label} (kernel {kernel}, {}), grid {grid:?}, block {block:?}, \
+         {shared_bytes} B shared, args [{args}]: {source}",
+        match layer { Some(l) => format!("layer {l}"), None => "outside the layers".to_string() }
+    )]
+    Node {
+        node: usize,
+        nodes: usize,
+        label: String,
+        kernel: String,
+        layer: Option<usize>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: String,
+        #[source]
+        source: ingot_cuda::CudaError,
+    },
+    /// A CUDA graph replay failed; `localised` is what the automatic eager re-run found.
+    #[error("CUDA graph replay at pos {pos} failed: {source}\n{localised}")]
+    Replay {
+        pos: usize,
+        #[source]
+        source: Box<ExecError>,
+        localised: String,
+    },
+    /// A replay failed earlier and its context was released; load the model again.
+    #[error("the CUDA executor is unusable after a failed replay (see the first error); load the model again")]
+    Faulted,
     /// The device has less free memory than the plan needs.
     #[error("not enough GPU memory: the model needs {needed} bytes ({needed_gib:.2} GiB) of device memory, {free} bytes ({free_gib:.2} GiB) are free; lower --ctx or use a smaller model", needed_gib = *.needed as f64 / GIB, free_gib = *.free as f64 / GIB)]
     OutOfMemory { needed: u64, free: u64 },

@@ -1,4 +1,27 @@
-//! The [`Backend`] trait: what a kernel test or the decoder needs from a device.
+//! The [`Accelerator`] trait: what a kernel test or a bench needs from a device that runs the
+//! committed PTX, either the PTX simulator ([`sim`]) or a CUDA device ([`cuda`]).
+//!
+//! # Which results must be bit-identical between ptx-sim and a GPU
+//!
+//! ptx-sim computes integer arithmetic exactly and every `.rn` f32 operation (add, sub, mul,
+//! fma, div, sqrt, rcp) with the host's IEEE operations, as the GPU does; the committed PTX has
+//! only explicitly rounded f32 arithmetic (`add.rn`, `mul.rn`, `fma.rn`, ...), which ptxas may not
+//! contract or reorder, and every reduction has a fixed order (warp shuffles, shared memory).
+//! So a kernel built only from those is **bit-identical** on both:
+//! `embed_*`, `rmsnorm_*`, `quantize_q8_1`, every `gemv*` (plain, `gemv2`, grouped, `_out`,
+//! `gemv_f32`, and `gemv_argmax`, whose one atomic is an integer max of a packed key),
+//! `moe_down_*`, `argmax_step`, `argmax_finish`.
+//!
+//! **Not bit-identical**, compared with a tolerance, because the GPU's result is
+//! implementation-defined where the simulator's is exact:
+//! - `ex2.approx` (softmax / sigmoid / SiLU): `flash_latent`, `attn_merge*`, `moe_gate_up_*`,
+//!   `moe_route` (the selected expert ids agree except at near-ties of the router scores);
+//! - `sin.approx` / `cos.approx` (rotary embedding): `rope_kv*`;
+//! - `mma.sync` (tensor-core accumulation order and intermediate precision are unspecified)
+//!   plus `ex2.approx`: `flash_latent_mma`.
+//!
+//! Where such a kernel quantizes its result (q8_1, f16), an approximation one ulp off can move
+//! a value across a rounding boundary, so the quantized output may differ by one level.
 
 pub mod cuda;
 #[cfg(feature = "sim")]
@@ -32,7 +55,7 @@ impl<B> KArg<'_, B> {
 ///
 /// `launch` takes raw launch dimensions; the checked entry points are in [`crate::ops`], which
 /// validate shapes, buffer sizes and argument kinds first.
-pub trait Backend {
+pub trait Accelerator {
     /// Device buffer handle.
     type Buf;
     /// Human-readable backend name, e.g. `"cuda:NVIDIA H200"` or `"ptx-sim"`.

@@ -1,5 +1,5 @@
-//! ingot's GPU kernels as committed PTX, the table of their launch shapes, and a [`Backend`]
-//! trait that runs them on a real GPU ([`backend::cuda`]) or on the PTX simulator
+//! ingot's GPU kernels as committed PTX, the table of their launch shapes, and the
+//! [`Accelerator`] trait that runs them on a real GPU ([`backend::cuda`]) or on the PTX simulator
 //! (`backend::sim`, feature `sim`).
 //!
 //! The PTX is generated from `kernels/device` by `cargo xtask kernels` and committed, so this
@@ -12,12 +12,15 @@ mod error;
 pub mod ops;
 pub mod tools;
 
-pub use backend::{Backend, KArg};
+pub use backend::{Accelerator, KArg};
 pub use error::{KernelError, Result};
 pub use ingot_abi::launch::{all_kernels, KernelDesc, Param, ParamKind, KERNELS};
 
 /// The committed PTX module (PTX ISA 7.8, sm_86; JIT-compiled by the driver for newer GPUs).
-pub const PTX: &str = include_str!("../ptx/ingot.ptx");
+///
+/// A `static`, not a `const`: a `const` is inlined at every use site, so each crate that names
+/// it would embed its own 5 MB copy; a `static` is one object, so a binary holds it once.
+pub static PTX: &str = include_str!("../ptx/ingot.ptx");
 
 /// The launch descriptor of kernel `name`, if the module has it.
 pub fn kernel(name: &str) -> Option<&'static KernelDesc> {

@@ -3,7 +3,7 @@
 //! launches with the grid from its [`KernelDesc`]. The kernels themselves carry no bounds checks,
 //! so these checks are what keeps a bad shape from reading or writing out of bounds.
 
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::{KernelError, Result};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{KernelDesc, QUANTIZE_Q8_1, RMSNORM_F32};
@@ -17,7 +17,7 @@ pub mod moe;
 pub mod norm;
 
 /// Launches `desc` over `items` work items after checking `args` against its parameter list.
-pub fn launch<B: Backend>(
+pub fn launch<B: Accelerator>(
     b: &mut B,
     desc: &KernelDesc,
     items: u32,
@@ -71,7 +71,7 @@ fn q8_1_bytes(rows: usize, n: usize) -> Option<usize> {
     bytes(rows, n / QK8_1, size_of::<BlockQ8_1>())
 }
 
-fn need<B: Backend>(
+fn need<B: Accelerator>(
     b: &B,
     desc: &KernelDesc,
     param: &'static str,
@@ -97,7 +97,7 @@ fn to_u32(desc: &KernelDesc, what: &str, v: usize) -> Result<u32> {
 
 /// Quantizes `n` floats of `x` into `n/32` q8_1 blocks in `y` (CUDA variant: `s = Σx`).
 /// `n` must be a positive multiple of 32.
-pub fn quantize_q8_1<B: Backend>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize) -> Result<()> {
+pub fn quantize_q8_1<B: Accelerator>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize) -> Result<()> {
     let d = &QUANTIZE_Q8_1;
     if n == 0 || !n.is_multiple_of(QK8_1) {
         return Err(shape(
@@ -113,7 +113,7 @@ pub fn quantize_q8_1<B: Backend>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize) ->
 
 /// `y[r] = x[r]·w / sqrt(mean(x[r]²) + eps)` for `rows` rows of `n` floats; `n` a positive
 /// multiple of 4. `y` may be `x` (each thread reads its chunk before writing it).
-pub fn rmsnorm_f32<B: Backend>(
+pub fn rmsnorm_f32<B: Accelerator>(
     b: &mut B,
     x: &B::Buf,
     w: &B::Buf,
@@ -141,7 +141,7 @@ pub fn rmsnorm_f32<B: Backend>(
 
 /// `y = W·x`: `W` is `nrows` rows of `ncols/256` Q4_K blocks, `x` `ncols/32` q8_1 blocks,
 /// `y` `nrows` floats. `ncols` must be a positive multiple of 256.
-pub fn gemv_q4k_q8_1<B: Backend>(
+pub fn gemv_q4k_q8_1<B: Accelerator>(
     b: &mut B,
     w: &B::Buf,
     x: &B::Buf,
@@ -153,7 +153,7 @@ pub fn gemv_q4k_q8_1<B: Backend>(
 }
 
 /// As [`gemv_q4k_q8_1`] with Q3_K weights.
-pub fn gemv_q3k_q8_1<B: Backend>(
+pub fn gemv_q3k_q8_1<B: Accelerator>(
     b: &mut B,
     w: &B::Buf,
     x: &B::Buf,

@@ -9,7 +9,7 @@ use ingot_abi::step::StepState;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::head::{argmax_finish, argmax_step, gemv_argmax_q8_1};
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 use rand::Rng;
 use support::{download, f32_bytes, upload};
 
@@ -27,14 +27,14 @@ fn reference(v: &[f32]) -> u32 {
     best.map_or(0, |(_, i)| i as u32)
 }
 
-fn run<B: Backend>(b: &mut B, logits: &[f32], start: StepState) -> StepState {
+fn run<B: Accelerator>(b: &mut B, logits: &[f32], start: StepState) -> StepState {
     let lb = upload(b, &f32_bytes(logits));
     let sb = upload(b, bytemuck::bytes_of(&start));
     argmax_step(b, &lb, &sb, logits.len()).expect("launch");
     *bytemuck::from_bytes(&download(b, &sb))
 }
 
-fn check<B: Backend>(b: &mut B) {
+fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("argmax_step");
     // 102400: the V2-Lite vocabulary; 102403: a scalar tail; 5: fewer values than threads.
     for n in [102_400usize, 102_403, 5] {
@@ -106,7 +106,7 @@ fn argmax_is_exact_and_advances_the_state() {
 
 /// The fused lm_head: random weight rows with the best row copied to a lower index (a planted
 /// exact tie: identical bytes give identical bits), replayed twice on the same accumulator.
-fn check_fused<B: Backend>(b: &mut B) {
+fn check_fused<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv_argmax");
     for (ty, gg, nrows, ncols) in [
         (GemvType::Q6K, GgmlType::Q6K, 4099usize, 2048usize),

@@ -13,7 +13,7 @@ use ingot_kernels::ops::attention::{
     attn_merge, attn_merge_q8_1, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, rope_kv_q8_1,
     split_at, AttnShape, FlashBufs, MergeBufs, RopeKvBufs,
 };
-use ingot_kernels::{Backend, KernelError};
+use ingot_kernels::{Accelerator, KernelError};
 use ingot_model::RopeParams;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -86,7 +86,7 @@ fn yarn_table_matches_spec() {
 }
 
 /// One `rope_kv` check at `pos`: rotated query parts, the cache row, and no other row touched.
-fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: usize) {
+fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: usize) {
     let p = v2_lite_rope(s.n_rope);
     let eps = 1e-6f32;
     let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -2.0, 2.0);
@@ -179,7 +179,7 @@ fn check_rope_kv<B: Backend>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: us
 /// `rope_kv_q8_1` on the inputs `rb` holds (after `rope_kv` ran on them): `q_pe` and the cache
 /// must equal `rope_kv`'s bytes (the same instructions), and the q8_1 blocks must equal the CPU
 /// `quantize_q8_1` of each head's nope slice bit for bit (same reduction order and rounding).
-fn check_rope_kv_q8_1<B: Backend>(
+fn check_rope_kv_q8_1<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     rb: &RopeKvBufs<'_, B::Buf>,
@@ -217,7 +217,7 @@ fn check_rope_kv_q8_1<B: Backend>(
     );
 }
 
-fn rope_kv_cases<B: Backend>(b: &mut B) {
+fn rope_kv_cases<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("rope_kv");
     let small = AttnShape {
         n_head: 4,
@@ -256,7 +256,7 @@ struct Case {
     q_amp: f32,
 }
 
-fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let s = &c.shape;
     let pos = c.depth;
     let p = v2_lite_rope(s.n_rope);
@@ -394,7 +394,7 @@ fn check_attention<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
     );
 }
 
-fn attention_cases<B: Backend>(b: &mut B) {
+fn attention_cases<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("attention");
     let shape = |n_head, kv_lora, n_rope, depth: usize| AttnShape {
         n_head,
@@ -453,7 +453,7 @@ fn segments_cover_the_context() {
 #[cfg(feature = "sim")]
 #[test]
 fn bad_shapes_are_typed_errors() {
-    let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+    let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("ptx-sim backend");
     let good = AttnShape {
         n_head: 16,
         d_nope: 128,
@@ -461,7 +461,7 @@ fn bad_shapes_are_typed_errors() {
         n_rope: 64,
         ctx: 64,
     };
-    let buf = |b: &mut ingot_kernels::backend::sim::SimBackend, n| b.alloc(n).unwrap();
+    let buf = |b: &mut ingot_kernels::backend::sim::SimAccelerator, n| b.alloc(n).unwrap();
     // Large enough for every buffer of `good` with 4 segments.
     let big = buf(&mut b, 1 << 18);
     let tiny = buf(&mut b, 16);
@@ -546,7 +546,7 @@ fn bad_shapes_are_typed_errors() {
 }
 
 /// A position at or past the cache capacity writes no row and turns `o_lat` into NaN.
-fn overflow_case<B: Backend>(b: &mut B) {
+fn overflow_case<B: Accelerator>(b: &mut B) {
     let s = AttnShape {
         n_head: 4,
         d_nope: 32,

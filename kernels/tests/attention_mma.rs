@@ -20,7 +20,7 @@ use ingot_kernels::ops::attention::{
     attn_merge, flash_latent, flash_latent_mma, part_ml_bytes, part_o_bytes, split_at, AttnShape,
     FlashBufs, MergeBufs,
 };
-use ingot_kernels::{Backend, KernelError};
+use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
 use rand::Rng;
 use support::attention::{step_state, v2_lite_rope};
@@ -116,7 +116,7 @@ struct Case {
 }
 
 /// Runs the step at `pos = depth` over cache rows `0..=pos` with `flash` and `attn_merge`.
-fn run<B: Backend>(
+fn run<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
@@ -150,7 +150,7 @@ fn run<B: Backend>(
     download_f32(b, &o_lat, s.n_head * s.kv_lora)
 }
 
-fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let s = AttnShape {
         n_head: 16,
         d_nope: 128,
@@ -311,7 +311,7 @@ fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
     );
 }
 
-fn mma_cases<B: Backend>(b: &mut B) {
+fn mma_cases<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("flash_latent_mma");
     let cases = [
         (512, 64, 1, 1, 1.0),
@@ -345,7 +345,7 @@ fn flash_latent_mma_matches_references_and_scalar_kernel() {
 #[cfg(feature = "sim")]
 #[test]
 fn mma_bad_shapes_are_typed_errors() {
-    let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+    let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("ptx-sim backend");
     let good = AttnShape {
         n_head: 16,
         d_nope: 128,
@@ -393,7 +393,7 @@ fn mma_bad_shapes_are_typed_errors() {
 
 /// A position at or past the cache capacity: the kernel reads no row, and the merge turns
 /// `o_lat` into NaN.
-fn mma_overflow_case<B: Backend>(b: &mut B) {
+fn mma_overflow_case<B: Accelerator>(b: &mut B) {
     let s = AttnShape {
         n_head: 16,
         d_nope: 128,

@@ -3,16 +3,16 @@
 
 #![cfg(feature = "sim")]
 
-use ingot_kernels::backend::sim::SimBackend;
+use ingot_kernels::backend::sim::SimAccelerator;
 use ingot_kernels::ops::gemv::{
     gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_grouped_q8_1_out, gemv_q8_1, GemvType, Grouping,
 };
 use ingot_kernels::ops::head::argmax_step;
 use ingot_kernels::ops::norm::{rmsnorm_q8_1, rmsnorm_q8_1_f32};
-use ingot_kernels::{Backend, KernelError};
+use ingot_kernels::{Accelerator, KernelError};
 
-fn sim() -> SimBackend {
-    SimBackend::new().expect("ptx-sim backend")
+fn sim() -> SimAccelerator {
+    SimAccelerator::new().expect("ptx-sim backend")
 }
 
 fn is_shape(e: KernelError) -> bool {

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use ingot_abi::step::StepState;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::embed::{embed, EmbedType};
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 use rand::Rng;
 use support::{download, download_f32, poisoned, upload};
 
@@ -63,7 +63,7 @@ fn state(token: u32) -> Vec<u8> {
     .to_vec()
 }
 
-fn check<B: Backend>(b: &mut B) {
+fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("embed");
     for ty in EmbedType::ALL {
         let qk = ty.block().0.max(32);
@@ -125,7 +125,7 @@ fn embedding_rows_match_dequantize_row() {
 fn bad_embedding_shapes_are_typed_errors() {
     #[cfg(feature = "sim")]
     {
-        let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("sim");
+        let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
         let t = b.alloc(1024).expect("alloc");
         let s = b.alloc(16).expect("alloc");
         let y = b.alloc(4096).expect("alloc");

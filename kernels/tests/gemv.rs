@@ -9,7 +9,7 @@ mod support;
 use half::f16;
 use ingot_abi::blocks::{get_scale_min_k4, q3k_scale, BlockQ3K, BlockQ4K, BlockQ8_1, QK8_1, QK_K};
 use ingot_gguf::GgmlType;
-use ingot_kernels::{ops, Backend};
+use ingot_kernels::{ops, Accelerator};
 use rand::Rng;
 use support::{download_f32, poisoned, upload};
 
@@ -90,7 +90,7 @@ fn magnitude_q3k(row: &[BlockQ3K], act: &[BlockQ8_1]) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check_gemv<B: Backend, T: bytemuck::Pod>(
+fn check_gemv<B: Accelerator, T: bytemuck::Pod>(
     b: &mut B,
     kernel: &str,
     ty: GgmlType,
@@ -137,7 +137,7 @@ fn check_gemv<B: Backend, T: bytemuck::Pod>(
     }
 }
 
-fn check_q4k<B: Backend>(b: &mut B) {
+fn check_q4k<B: Accelerator>(b: &mut B) {
     check_gemv(
         b,
         "gemv_q4k_q8_1",
@@ -148,7 +148,7 @@ fn check_q4k<B: Backend>(b: &mut B) {
     );
 }
 
-fn check_q3k<B: Backend>(b: &mut B) {
+fn check_q3k<B: Accelerator>(b: &mut B) {
     check_gemv(
         b,
         "gemv_q3k_q8_1",

@@ -14,7 +14,7 @@ use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_kernels::ops::gemv::{
     gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_grouped_q8_1_out, gemv_q8_1, GemvType, Grouping,
 };
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 use quant_blocks::{get_f16, layout, put_f16, random_blocks};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -169,7 +169,7 @@ fn cases(ty: GemvType) -> Vec<Case> {
     v
 }
 
-fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case) {
+fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case) {
     let (nrows, ncols) = (c.nrows, c.ncols);
     let nb = ncols / ty.block_elems();
     let w = random_blocks(rng, ggml(ty), nrows * nb);
@@ -243,7 +243,7 @@ fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case) {
     );
 }
 
-fn check_all_types<B: Backend>(b: &mut B) {
+fn check_all_types<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv_types");
     for ty in GemvType::ALL {
         for c in cases(ty) {
@@ -254,7 +254,7 @@ fn check_all_types<B: Backend>(b: &mut B) {
 
 /// Random rows and activations, the two-matrix launch, and each output row against the oracle
 /// (same error bound as [`check_case`]).
-fn check_pair<B: Backend>(
+fn check_pair<B: Accelerator>(
     b: &mut B,
     rng: &mut StdRng,
     ty: GemvType,
@@ -296,7 +296,7 @@ fn check_pair<B: Backend>(
     eprintln!("{}: gemv2 {ty:?} {n0}+{n1}x{ncols} ok", b.name());
 }
 
-fn check_pairs<B: Backend>(b: &mut B) {
+fn check_pairs<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv2");
     for ty in GemvType::ALL {
         // Row counts that split a warp between the two matrices at one unit per row.
@@ -322,7 +322,7 @@ fn quantized_gemvs_match_oracle() {
     on_every_backend!(check_all_types);
 }
 
-fn check_f32<B: Backend>(b: &mut B) {
+fn check_f32<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv_f32");
     // 64 × 2048: the V2-Lite router; 5 × 132: a chunk count that is not a multiple of 32.
     for (nrows, ncols) in [(64usize, 2048usize), (5, 132)] {
@@ -397,7 +397,7 @@ impl Grouped {
     }
 
     /// The f32 grouped gemv's output.
-    fn f32_out<B: Backend>(&self, b: &mut B) -> Vec<f32> {
+    fn f32_out<B: Accelerator>(&self, b: &mut B) -> Vec<f32> {
         let (wb, xb) = (
             upload(b, &self.w),
             upload(b, bytemuck::cast_slice(&self.act)),
@@ -409,7 +409,7 @@ impl Grouped {
     }
 
     /// The q8_1-epilogue kernel's output bytes, plus a poisoned guard block that must stay.
-    fn q8_out<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+    fn q8_out<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
         let (wb, xb) = (
             upload(b, &self.w),
             upload(b, bytemuck::cast_slice(&self.act)),
@@ -430,12 +430,12 @@ impl Grouped {
 }
 
 impl SameLaunch for Grouped {
-    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
         f32_bytes(&self.f32_out(b))
     }
 }
 
-fn check_q8_1_out<B: Backend>(b: &mut B) {
+fn check_q8_1_out<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv_grouped_q8_1_out");
     let g = |rows_per_group, x_group_stride| Grouping {
         rows_per_group,

@@ -17,7 +17,7 @@ use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{
     moe_down, moe_gate_up, moe_route, DownBufs, FfnShape, GateUpBufs, Gating, RouteParams,
 };
-use ingot_kernels::{Backend, KernelError};
+use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use rand::Rng;
@@ -183,7 +183,7 @@ fn weights(rng: &mut StdRng, c: &Case, ids: &[usize]) -> Weights {
 
 /// The selection: routed on the device from random logits, or random distinct experts with
 /// random weights uploaded directly.
-fn selection<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) -> (B::Buf, ExpertSelection) {
+fn selection<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) -> (B::Buf, ExpertSelection) {
     let s = &c.shape;
     let buf = poisoned(b, std::mem::size_of::<ExpertSelection>());
     if s.n_used == 0 {
@@ -219,7 +219,7 @@ fn selection<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) -> (B::Buf, Expe
     (buf, sel)
 }
 
-fn check_case<B: Backend>(b: &mut B, rng: &mut StdRng, c: &Case) {
+fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let s = c.shape;
     let t = c.types;
     let n = s.n_embd;
@@ -433,7 +433,7 @@ fn v2_lite(name: &str, down: GemvType, down_sh: GemvType, route: bool) -> Case {
     }
 }
 
-fn run_cases<B: Backend>(b: &mut B, test: &str, cases: &[Case]) {
+fn run_cases<B: Accelerator>(b: &mut B, test: &str, cases: &[Case]) {
     let mut rng = support::rng(test);
     for c in cases {
         check_case(b, &mut rng, c);
@@ -503,13 +503,13 @@ fn small_cases() -> Vec<Case> {
     cases
 }
 
-fn check_small<B: Backend>(b: &mut B) {
+fn check_small<B: Accelerator>(b: &mut B) {
     run_cases(b, "moe_ffn small", &small_cases());
 }
 
 /// DeepSeek-V2-Lite Q4_K_M MoE layers: routed on the device, normal (Q5_0 + Q4_K down) and
 /// more-bits (Q8_0 + Q6_K down) layers.
-fn check_v2_lite<B: Backend>(b: &mut B) {
+fn check_v2_lite<B: Accelerator>(b: &mut B) {
     run_cases(
         b,
         "moe_ffn v2-lite",
@@ -532,7 +532,7 @@ fn check_v2_lite<B: Backend>(b: &mut B) {
 
 /// DeepSeek-V2-Lite's dense layer 0 (Q4_K_M: gate/up Q4_K 10944 × 2048, down Q8_0) as the
 /// shared-only form of the same kernels.
-fn check_dense<B: Backend>(b: &mut B) {
+fn check_dense<B: Accelerator>(b: &mut B) {
     run_cases(
         b,
         "moe_ffn dense",
@@ -576,7 +576,7 @@ fn moe_ffn_dense_layer() {
 fn moe_ffn_rejects_bad_launches() {
     #[cfg(feature = "sim")]
     {
-        let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("sim");
+        let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
         let big = poisoned(&mut b, 1 << 20);
         let small = poisoned(&mut b, 64);
         let good = FfnShape {
@@ -586,23 +586,25 @@ fn moe_ffn_rejects_bad_launches() {
             ff: 64,
             ff_sh: 64,
         };
-        let gu =
-            |b: &mut ingot_kernels::backend::sim::SimBackend, s: &FfnShape, t: GemvType, act| {
-                moe_gate_up(
-                    b,
-                    t,
-                    s,
-                    &GateUpBufs {
-                        x: &big,
-                        sel: (s.n_used > 0).then_some(&big),
-                        gate: (s.n_used > 0).then_some(&big),
-                        up: (s.n_used > 0).then_some(&big),
-                        gate_sh: (s.ff_sh > 0).then_some(&big),
-                        up_sh: (s.ff_sh > 0).then_some(&big),
-                        act,
-                    },
-                )
-            };
+        let gu = |b: &mut ingot_kernels::backend::sim::SimAccelerator,
+                  s: &FfnShape,
+                  t: GemvType,
+                  act| {
+            moe_gate_up(
+                b,
+                t,
+                s,
+                &GateUpBufs {
+                    x: &big,
+                    sel: (s.n_used > 0).then_some(&big),
+                    gate: (s.n_used > 0).then_some(&big),
+                    up: (s.n_used > 0).then_some(&big),
+                    gate_sh: (s.ff_sh > 0).then_some(&big),
+                    up_sh: (s.ff_sh > 0).then_some(&big),
+                    act,
+                },
+            )
+        };
         let shape_err = |r: ingot_kernels::Result<()>, what: &str| match r {
             Err(KernelError::Shape { .. }) => {}
             other => panic!("{what}: expected a shape error, got {other:?}"),
@@ -678,7 +680,7 @@ fn moe_ffn_rejects_bad_launches() {
         );
         shape_err(r, "missing routed buffers");
         // Down: no kernel for this routed/shared pair; ff not a multiple of the type's unit.
-        let down = |b: &mut ingot_kernels::backend::sim::SimBackend,
+        let down = |b: &mut ingot_kernels::backend::sim::SimAccelerator,
                     s: &FfnShape,
                     r: GemvType,
                     sh: GemvType| {

@@ -10,7 +10,7 @@ mod support;
 
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::moe::{moe_route, Gating, RouteParams};
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 use ingot_model::routing::{Router, RouterParams};
 use ingot_model::GatingFunc;
 use rand::rngs::StdRng;
@@ -196,7 +196,7 @@ fn draw(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Option<Vec<f32>>) {
     panic!("{}: could not draw inputs without near-ties", c.name);
 }
 
-fn check_route<B: Backend>(b: &mut B) {
+fn check_route<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("moe_route");
     for c in cases() {
         let mut worst = 0.0f64;
@@ -262,7 +262,7 @@ fn check_route<B: Backend>(b: &mut B) {
 }
 
 /// All logits equal: every expert ties, so the lowest indices win in order.
-fn check_all_equal<B: Backend>(b: &mut B) {
+fn check_all_equal<B: Accelerator>(b: &mut B) {
     let p = RouteParams {
         gating: Gating::Softmax,
         n_expert: 64,
@@ -298,7 +298,7 @@ fn moe_route_rejects_bad_params() {
     use ingot_kernels::KernelError;
     #[cfg(feature = "sim")]
     {
-        let mut b = ingot_kernels::backend::sim::SimBackend::new().expect("sim");
+        let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
         let lb = upload(&mut b, &[0u8; 1024]);
         let sb = poisoned(&mut b, 64);
         let base = RouteParams {

@@ -3,7 +3,7 @@
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_kernels::{ops, Backend};
+use ingot_kernels::{ops, Accelerator};
 use rand::Rng;
 use support::{download, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
@@ -31,7 +31,7 @@ fn inputs(rng: &mut impl Rng, n: usize) -> Vec<f32> {
     x
 }
 
-fn check<B: Backend>(b: &mut B) {
+fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("quantize_q8_1");
     // 1184 = 37 blocks: the last thread block is partial; 8192 fills whole thread blocks.
     for n in [64usize, 1184, 8192] {
@@ -70,7 +70,7 @@ fn quantize_q8_1_matches_oracle_bit_exactly() {
 struct Quantize(Vec<f32>);
 
 impl SameLaunch for Quantize {
-    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
         let xb = upload(b, &f32_bytes(&self.0));
         let yb = poisoned(b, self.0.len() / QK8_1 * 36);
         ops::quantize_q8_1(b, &xb, &yb, self.0.len()).expect("launch");

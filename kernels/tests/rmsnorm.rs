@@ -2,11 +2,11 @@
 
 mod support;
 
-use ingot_kernels::{ops, Backend};
+use ingot_kernels::{ops, Accelerator};
 use rand::Rng;
 use support::{download_f32, f32_bytes, poisoned, upload};
 
-fn check<B: Backend>(b: &mut B) {
+fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("rmsnorm_f32");
     let eps = 1e-6f32;
     // 2048: the model width; 2052: a chunk count that is not a multiple of the block size.

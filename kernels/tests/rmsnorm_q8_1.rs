@@ -6,12 +6,12 @@ mod support;
 use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_kernels::ops::norm::{rmsnorm_q8_1, rmsnorm_q8_1_f32};
-use ingot_kernels::Backend;
+use ingot_kernels::Accelerator;
 use rand::rngs::StdRng;
 use rand::Rng;
 use support::{download, download_f32, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
-fn check<B: Backend>(b: &mut B) {
+fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("rmsnorm_q8_1");
     let eps = 1e-6f32;
     // 2048: attn_norm / ffn_norm / output_norm width; 2 rows × 4096: two passes per thread
@@ -135,7 +135,7 @@ struct WithF32 {
 const EPS: f32 = 1e-6;
 
 impl WithF32 {
-    fn launch<B: Backend>(&self, b: &mut B) -> (Vec<u8>, Vec<f32>) {
+    fn launch<B: Accelerator>(&self, b: &mut B) -> (Vec<u8>, Vec<f32>) {
         let (rows, n) = (self.rows, self.n);
         let (xb, wb) = (
             upload(b, &f32_bytes(&self.x)),
@@ -160,13 +160,13 @@ impl WithF32 {
 }
 
 impl SameLaunch for WithF32 {
-    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8> {
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
         let (q8, f) = self.launch(b);
         [q8, f32_bytes(&f)].concat()
     }
 }
 
-fn check_f32<B: Backend>(b: &mut B) {
+fn check_f32<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("rmsnorm_q8_1_f32");
     for (rows, n) in [(1usize, 2048usize), (2, 4096), (3, 96)] {
         let (x, w) = inputs(&mut rng, rows, n);

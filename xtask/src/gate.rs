@@ -6,13 +6,15 @@
 //! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
 //! 3. `ptx-audit check` (debug build, shared with the tests): hot-loop instruction counts, guards,
 //!    traps, registers, spills vs budgets;
-//! 4. `cargo test --workspace`.
+//! 4. `cargo test --workspace`;
+//! 5. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
+//!    fail only because no GPU was found (see [`crate::rehearse`]).
 
 use anyhow::{bail, Result};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{kernels, tools};
+use crate::{kernels, rehearse, tools};
 
 fn cargo(args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -24,7 +26,7 @@ fn cargo(args: &[&str]) -> Result<()> {
 }
 
 pub fn run() -> Result<()> {
-    let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
+    let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
         ("tools", &tools::install),
         ("kernels --check", &kernels::check),
         ("ptx-audit check", &|| {
@@ -33,6 +35,7 @@ pub fn run() -> Result<()> {
         ("cargo test --workspace", &|| {
             cargo(&["test", "--workspace"])
         }),
+        ("device-check --rehearse", &rehearse::run),
     ];
     let mut failed = Vec::new();
     for (name, step) in steps {

@@ -3,13 +3,15 @@
 
 mod gate;
 mod kernels;
+mod rehearse;
 mod sass;
 mod tools;
 
 use anyhow::{bail, Result};
 
 const USAGE: &str = "usage: cargo xtask <command>
-  test             the whole gate CI runs: tools, kernels --check, ptx-audit check, cargo test
+  test             the whole gate CI runs: tools, kernels --check, ptx-audit check, cargo test,
+                   scripts/device-check.sh --rehearse
   kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
   kernels --check  rebuild into target/ and fail if the committed PTX differs
   tools            install rust-src (nightly) and ptxas/cuobjdump/nvdisasm under .tools/

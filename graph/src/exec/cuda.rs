@@ -10,19 +10,37 @@
 //! kernel writes the argmax into the `StepState` and advances it, so replay `k+1` is enqueued
 //! before the host has read token `k`, which arrives through a pinned copy enqueued between the
 //! two replays. Prefill runs the same graph once per prompt token.
+//!
+//! **Eager mode** (`INGOT_EAGER=1`, see [`EAGER_VAR`]) skips the capture and runs the nodes one by
+//! one with a synchronisation after each, so the first node that faults is named (kernel, layer,
+//! grid, arguments: [`ExecError::Node`]). A failing replay enters it by itself: the faulted
+//! context is released (a fault poisons a CUDA context for good), the model is loaded again in a
+//! fresh one, and the failing step is re-run eagerly; the replay's error then carries the first
+//! failing node ([`ExecError::Replay`]). The re-run starts from a zeroed KV cache, so a fault
+//! that depends on addresses (position, offsets, grid) reproduces, one that depends on values
+//! written by earlier steps may not (the message says so). The executor is unusable after a
+//! failed replay.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
+use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
-use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module, PinnedBuffer};
+use ingot_cuda::{
+    Arg, DeviceBuffer, Event, Gpu, Graph, JitReport, LaunchShape, Module, PinnedBuffer,
+};
 use ingot_gguf::GgufFile;
 use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
-use crate::planner::{build_plan_for, PlanOptions};
 use crate::error::ExecError;
 use crate::node::NodeArg;
 use crate::plan::Plan;
+use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
+
+/// `INGOT_EAGER=1`: run every step node by node with a synchronisation after each instead of
+/// replaying the captured graph (slow; for localising a GPU fault).
+pub const EAGER_VAR: &str = "INGOT_EAGER";
 
 /// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
 /// the graph's own resources and cudarc's bookkeeping.
@@ -33,15 +51,34 @@ const IN_FLIGHT: usize = 2;
 
 const STATE_BYTES: usize = size_of::<StepState>();
 
-/// The decode plan as one CUDA graph.
+fn eager_requested() -> bool {
+    std::env::var(EAGER_VAR).is_ok_and(|v| v.trim() == "1")
+}
+
+/// The decode plan as one CUDA graph (or node by node in eager mode).
 pub struct CudaExecutor {
     config: ModelConfig,
     plan: Plan,
+    /// The model file, reopened to re-run a failing step eagerly in a fresh context.
+    path: PathBuf,
+    eager: bool,
+    /// Everything on the device; `None` once a replay failed (dropping it released the
+    /// faulted context).
+    dev: Option<Box<Loaded>>,
+    filled: usize,
+    logits: Vec<f32>,
+    device_name: String,
+}
+
+/// The plan's state on one device.
+struct Loaded {
     gpu: Gpu,
-    /// Kept alive for the graph's kernels.
-    _module: Module,
+    module: Module,
     bufs: Vec<DeviceBuffer>,
-    graph: Graph,
+    /// Launch geometry of every node, in plan order.
+    shapes: Vec<LaunchShape>,
+    /// The captured step; `None` in eager mode.
+    graph: Option<Graph>,
     /// Host staging of the StepState written before a replay.
     state_in: PinnedBuffer,
     /// `IN_FLIGHT` StepState slots read back by greedy decoding.
@@ -51,9 +88,6 @@ pub struct CudaExecutor {
     /// Host copy of the embedding table and its pinned staging row, for plans without a
     /// device embedding fetch.
     embedding: Option<(HostEmbedding, PinnedBuffer)>,
-    filled: usize,
-    logits: Vec<f32>,
-    device_name: String,
 }
 
 /// Where a loaded executor stands; printed by `ingot run -v`.
@@ -64,10 +98,15 @@ pub struct CudaInfo {
     pub nodes_per_layer: usize,
     pub device_bytes: u64,
     pub upload_s: f64,
+    /// The driver's JIT of the committed PTX: its wall time and info log.
+    pub jit: JitReport,
+    /// Node by node with a sync after each (`INGOT_EAGER=1`) instead of a graph replay.
+    pub eager: bool,
 }
 
 impl CudaExecutor {
-    /// Opens GPU 0 and loads `file` into one captured graph. `progress` draws an upload bar.
+    /// Opens GPU 0 and loads `file` into one captured graph (or, with `INGOT_EAGER=1`, for
+    /// node-by-node execution). `progress` draws an upload bar.
     pub fn load(
         file: &GgufFile,
         opts: PlanOptions,
@@ -81,8 +120,211 @@ impl CudaExecutor {
         let plan = build_plan_for(&config, file.header(), opts)?;
         let descs = plan.check_committed()?;
         let summary = plan.summary();
-
         let device_name = gpu.name()?;
+        let eager = eager_requested();
+        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, progress, !eager)?;
+        let info = CudaInfo {
+            device: device_name.clone(),
+            nodes: summary.nodes,
+            nodes_per_layer: summary.max_nodes_per_layer(),
+            device_bytes: summary.device_bytes(),
+            upload_s,
+            jit: dev.module.jit_report().clone(),
+            eager,
+        };
+        let exec = CudaExecutor {
+            logits: vec![0.0; config.vocab],
+            filled: 0,
+            config,
+            plan,
+            path: file.path().to_owned(),
+            eager,
+            dev: Some(Box::new(dev)),
+            device_name,
+        };
+        Ok((exec, info))
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// Whether steps run node by node (`INGOT_EAGER=1`).
+    pub fn is_eager(&self) -> bool {
+        self.eager
+    }
+
+    /// One step at `pos` with `token`; the logits are then in [`CudaExecutor::logits`].
+    pub fn step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        let n = self.plan.vocab * 4;
+        let plan = &self.plan;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| {
+                d.enqueue_state(plan, token, pos)?;
+                d.run(plan)?;
+                let logits = &d.bufs[plan.logits.0 as usize];
+                d.gpu.copy_to_pinned(logits, 0, &mut d.logits_out, 0, n)?;
+                d.gpu.record(&d.events[0])?;
+                d.events[0].synchronize()?;
+                Ok(())
+            });
+        if let Err(e) = result {
+            return Err(self.after_failure(e, token, pos));
+        }
+        let d = self.dev.as_deref().ok_or(ExecError::Faulted)?;
+        for (v, b) in self
+            .logits
+            .iter_mut()
+            .zip(d.logits_out.bytes()[..n].chunks_exact(4))
+        {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        self.filled = pos + 1;
+        Ok(())
+    }
+
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Greedy decoding of `n` tokens after feeding `token` at `pos`: returns the argmax chosen
+    /// by each of the `n` replays. Replay `k+1` is queued before the host reads token `k`
+    /// (the graph advances the StepState itself), so the GPU never idles on the host.
+    /// Logits are not read back. A failure is localised by an eager re-run at `pos` (the
+    /// pipelined replays do not say which of them faulted).
+    pub fn generate_greedy(
+        &mut self,
+        token: u32,
+        pos: usize,
+        n: usize,
+    ) -> Result<Vec<u32>, ExecError> {
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        if self.plan.host_embedding || !self.plan.device_argmax {
+            return Err(ExecError::NeedsHost(
+                "pipelined greedy decoding needs the device embedding fetch and lm_head argmax kernels",
+            ));
+        }
+        super::check_greedy_span(self.plan.ctx, pos, n)?;
+        let plan = &self.plan;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| {
+                d.enqueue_state(plan, token, pos)?;
+                let mut out = Vec::with_capacity(n);
+                for k in 0..n {
+                    d.run(plan)?;
+                    let slot = k % IN_FLIGHT;
+                    let step = &d.bufs[plan.step.0 as usize];
+                    d.gpu.copy_to_pinned(
+                        step,
+                        0,
+                        &mut d.state_out,
+                        slot * STATE_BYTES,
+                        STATE_BYTES,
+                    )?;
+                    d.gpu.record(&d.events[slot])?;
+                    if k >= 1 {
+                        out.push(d.read_slot((k - 1) % IN_FLIGHT)?);
+                    }
+                }
+                if n >= 1 {
+                    out.push(d.read_slot((n - 1) % IN_FLIGHT)?);
+                }
+                Ok(out)
+            });
+        match result {
+            Ok(out) => {
+                self.filled = pos + n;
+                Ok(out)
+            }
+            Err(e) => Err(self.after_failure(e, token, pos)),
+        }
+    }
+
+    /// GPU milliseconds of `reps` back-to-back replays at the current state (no readback).
+    pub fn time_replays_ms(&mut self, reps: usize) -> Result<f32, ExecError> {
+        let plan = &self.plan;
+        let d = self.dev.as_deref_mut().ok_or(ExecError::Faulted)?;
+        let start = d.gpu.event(true)?;
+        let end = d.gpu.event(true)?;
+        d.gpu.record(&start)?;
+        for _ in 0..reps {
+            d.run(plan)?;
+        }
+        d.gpu.record(&end)?;
+        end.synchronize()?;
+        Ok(start.elapsed_ms(&end)?)
+    }
+
+    /// Turns a failed step into the error to report. A failed graph replay releases the
+    /// faulted context and re-runs the step eagerly in a fresh one to name the first failing
+    /// node; an eager step's error already names it.
+    fn after_failure(&mut self, e: ExecError, token: u32, pos: usize) -> ExecError {
+        let replay_fault = matches!(e, ExecError::Cuda(_)) && !self.eager;
+        if !replay_fault {
+            return e;
+        }
+        // Drops every buffer, event, the graph, the module and the context reference: with
+        // the last reference gone the driver destroys the faulted primary context.
+        self.dev = None;
+        let localised = self.localise(token, pos);
+        ExecError::Replay {
+            pos,
+            source: Box::new(e),
+            localised,
+        }
+    }
+
+    /// Loads the model again in a fresh context and runs step `(token, pos)` node by node.
+    fn localise(&self, token: u32, pos: usize) -> String {
+        let rerun = || -> Result<(), ExecError> {
+            let file = GgufFile::open(&self.path).map_err(|e| ExecError::Weight {
+                name: self.path.display().to_string(),
+                reason: format!("reopening the model for the eager re-run: {e}"),
+            })?;
+            let descs = self.plan.check_committed()?;
+            let (mut d, _) = Loaded::open(Gpu::new(0)?, &file, &self.plan, &descs, false, false)?;
+            d.enqueue_state(&self.plan, token, pos)?;
+            d.run(&self.plan)?;
+            d.gpu.synchronize()?;
+            Ok(())
+        };
+        match rerun() {
+            Err(e @ ExecError::Node { .. }) => format!(
+                "eager re-run of pos {pos} in a fresh context ({EAGER_VAR}=1 mode, sync after every node): {e}"
+            ),
+            Err(e) => format!("the eager re-run of pos {pos} failed before naming a node: {e}"),
+            Ok(()) => format!(
+                "the eager re-run of pos {pos} passed every node: the fault needs state that earlier \
+                 steps left (the re-run starts from a zeroed KV cache) or lies in the graph itself; \
+                 decode from the start with {EAGER_VAR}=1 to find it"
+            ),
+        }
+    }
+}
+
+impl Loaded {
+    /// Uploads the plan's buffers to `gpu`, loads the PTX, and captures the nodes into one
+    /// graph when `capture`. Returns the upload's wall time in seconds too.
+    fn open(
+        gpu: Gpu,
+        file: &GgufFile,
+        plan: &Plan,
+        descs: &[&'static KernelDesc],
+        progress: bool,
+        capture: bool,
+    ) -> Result<(Self, f64), ExecError> {
+        let summary = plan.summary();
         let (free, _total) = gpu.mem_info()?;
         let needed = summary.device_bytes() + VRAM_HEADROOM;
         if needed > free as u64 {
@@ -95,7 +337,6 @@ impl CudaExecutor {
         for k in &summary.kernels {
             module.prepare(k)?;
         }
-
         let started = Instant::now();
         let bar = upload_bar(progress, summary.device_bytes());
         let mut bufs = Vec::with_capacity(plan.buffers.len());
@@ -110,75 +351,90 @@ impl CudaExecutor {
         }
         bar.finish_and_clear();
         let upload_s = started.elapsed().as_secs_f64();
-
-        gpu.begin_capture()?;
-        let captured = plan.nodes.iter().zip(&descs).try_for_each(|(n, d)| {
-            let args: Vec<Arg<'_>> = n
-                .args
-                .iter()
-                .map(|a| match *a {
-                    NodeArg::Buf(r) => Arg::BufAt(&bufs[r.buf.0 as usize], r.offset),
-                    NodeArg::U32(v) => Arg::U32(v),
-                    NodeArg::I32(v) => Arg::I32(v),
-                    NodeArg::F32(v) => Arg::F32(v),
-                    NodeArg::U64(v) => Arg::U64(v),
-                })
-                .collect();
-            let shape = LaunchShape {
+        let shapes = plan
+            .nodes
+            .iter()
+            .zip(descs)
+            .map(|(n, d)| LaunchShape {
                 grid: d.grid(n.items),
                 block: d.block,
                 shared_bytes: d.shared_bytes,
-            };
-            gpu.launch(&mut module, &n.kernel, shape, &args)
-        });
+            })
+            .collect();
+        let embedding = match HostEmbedding::for_plan(file, plan)? {
+            Some(e) => Some((e, gpu.alloc_pinned(plan.n_embd * 4)?)),
+            None => None,
+        };
+        let mut dev = Loaded {
+            state_in: gpu.alloc_pinned(STATE_BYTES)?,
+            state_out: gpu.alloc_pinned(STATE_BYTES * IN_FLIGHT)?,
+            logits_out: gpu.alloc_pinned(plan.vocab * 4)?,
+            events: (0..IN_FLIGHT)
+                .map(|_| gpu.event(false))
+                .collect::<Result<_, _>>()?,
+            embedding,
+            gpu,
+            module,
+            bufs,
+            shapes,
+            graph: None,
+        };
+        if capture {
+            dev.capture(plan)?;
+        }
+        Ok((dev, upload_s))
+    }
+
+    /// Captures every node in order into one graph.
+    fn capture(&mut self, plan: &Plan) -> Result<(), ExecError> {
+        let Loaded {
+            gpu,
+            module,
+            bufs,
+            shapes,
+            ..
+        } = self;
+        gpu.begin_capture()?;
+        let captured = plan
+            .nodes
+            .iter()
+            .zip(shapes.iter())
+            .try_for_each(|(n, &shape)| gpu.launch(module, &n.kernel, shape, &node_args(bufs, n)));
         // The capture must end whatever happened, or the stream stays in capture mode.
         let graph = gpu.end_capture();
         captured?;
         let graph = graph?;
         graph.upload()?;
+        self.graph = Some(graph);
+        Ok(())
+    }
 
-        let info = CudaInfo {
-            device: device_name.clone(),
-            nodes: summary.nodes,
-            nodes_per_layer: summary.max_nodes_per_layer(),
-            device_bytes: summary.device_bytes(),
-            upload_s,
-        };
-        let embedding = match HostEmbedding::for_plan(file, &plan)? {
-            Some(e) => Some((e, gpu.alloc_pinned(plan.n_embd * 4)?)),
-            None => None,
-        };
-        let exec = CudaExecutor {
-            embedding,
-            state_in: gpu.alloc_pinned(STATE_BYTES)?,
-            state_out: gpu.alloc_pinned(STATE_BYTES * IN_FLIGHT)?,
-            logits_out: gpu.alloc_pinned(config.vocab * 4)?,
-            events: (0..IN_FLIGHT)
-                .map(|_| gpu.event(false))
-                .collect::<Result<_, _>>()?,
-            logits: vec![0.0; config.vocab],
-            filled: 0,
-            config,
-            plan,
+    /// Enqueues one step: the graph replay (asynchronous), or in eager mode every node with a
+    /// synchronisation after each, stopping at the first failing one.
+    fn run(&mut self, plan: &Plan) -> Result<(), ExecError> {
+        if let Some(graph) = &self.graph {
+            return Ok(graph.launch()?);
+        }
+        let Loaded {
             gpu,
-            _module: module,
+            module,
             bufs,
-            graph,
-            device_name,
-        };
-        Ok((exec, info))
+            shapes,
+            ..
+        } = self;
+        for (i, (n, &shape)) in plan.nodes.iter().zip(shapes.iter()).enumerate() {
+            let done = gpu
+                .launch(module, &n.kernel, shape, &node_args(bufs, n))
+                .and_then(|()| gpu.synchronize());
+            if let Err(source) = done {
+                return Err(node_error(plan, i, shape, source));
+            }
+        }
+        Ok(())
     }
 
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-
-    pub fn device_name(&self) -> &str {
-        &self.device_name
-    }
-
-    /// Enqueues the StepState `{token, pos}` (through pinned memory) before the next replay.
-    fn enqueue_state(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+    /// Enqueues the StepState `{token, pos}` (through pinned memory) before the next step.
+    fn enqueue_state(&mut self, plan: &Plan, token: u32, pos: usize) -> Result<(), ExecError> {
         let s = StepState {
             token,
             pos: pos as u32,
@@ -188,82 +444,17 @@ impl CudaExecutor {
         self.state_in
             .bytes_mut()
             .copy_from_slice(bytemuck::bytes_of(&s));
-        let step = &self.bufs[self.plan.step.0 as usize];
+        let step = &self.bufs[plan.step.0 as usize];
         self.gpu
             .copy_from_pinned(&self.state_in, 0, step, 0, STATE_BYTES)?;
         if let Some((e, staging)) = &mut self.embedding {
             let row = e.row(token)?;
             staging.bytes_mut().copy_from_slice(&row);
-            let residual = &self.bufs[self.plan.residual.0 as usize];
+            let residual = &self.bufs[plan.residual.0 as usize];
             self.gpu
                 .copy_from_pinned(staging, 0, residual, 0, row.len())?;
         }
         Ok(())
-    }
-
-    /// One replay at `pos` with `token`; the logits are then in [`CudaExecutor::logits`].
-    pub fn step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
-        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
-        self.enqueue_state(token, pos)?;
-        self.graph.launch()?;
-        let logits = &self.bufs[self.plan.logits.0 as usize];
-        let n = self.plan.vocab * 4;
-        self.gpu
-            .copy_to_pinned(logits, 0, &mut self.logits_out, 0, n)?;
-        self.gpu.record(&self.events[0])?;
-        self.events[0].synchronize()?;
-        let bytes = &self.logits_out.bytes()[..n];
-        for (v, b) in self.logits.iter_mut().zip(bytes.chunks_exact(4)) {
-            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        self.filled = pos + 1;
-        Ok(())
-    }
-
-    pub fn logits(&self) -> &[f32] {
-        &self.logits
-    }
-
-    /// Greedy decoding of `n` tokens after feeding `token` at `pos`: returns the argmax chosen
-    /// by each of the `n` replays. Replay `k+1` is queued before the host reads token `k`
-    /// (the graph advances the StepState itself), so the GPU never idles on the host.
-    /// Logits are not read back.
-    pub fn generate_greedy(
-        &mut self,
-        token: u32,
-        pos: usize,
-        n: usize,
-    ) -> Result<Vec<u32>, ExecError> {
-        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
-        if self.plan.host_embedding || !self.plan.device_argmax {
-            return Err(ExecError::NeedsHost(
-                "pipelined greedy decoding needs the device embedding fetch and lm_head argmax kernels",
-            ));
-        }
-        super::check_greedy_span(self.plan.ctx, pos, n)?;
-        self.enqueue_state(token, pos)?;
-        let mut out = Vec::with_capacity(n);
-        for k in 0..n {
-            self.graph.launch()?;
-            let slot = k % IN_FLIGHT;
-            let step = &self.bufs[self.plan.step.0 as usize];
-            self.gpu.copy_to_pinned(
-                step,
-                0,
-                &mut self.state_out,
-                slot * STATE_BYTES,
-                STATE_BYTES,
-            )?;
-            self.gpu.record(&self.events[slot])?;
-            if k >= 1 {
-                out.push(self.read_slot((k - 1) % IN_FLIGHT)?);
-            }
-        }
-        if n >= 1 {
-            out.push(self.read_slot((n - 1) % IN_FLIGHT)?);
-        }
-        self.filled = pos + n;
-        Ok(out)
     }
 
     /// Waits for the copy into `slot` and returns the token it holds.
@@ -273,18 +464,60 @@ impl CudaExecutor {
         let s: StepState = bytemuck::pod_read_unaligned(bytes);
         Ok(s.next_token)
     }
+}
 
-    /// GPU milliseconds of `reps` back-to-back replays at the current state (no readback).
-    pub fn time_replays_ms(&mut self, reps: usize) -> Result<f32, ExecError> {
-        let start = self.gpu.event(true)?;
-        let end = self.gpu.event(true)?;
-        self.gpu.record(&start)?;
-        for _ in 0..reps {
-            self.graph.launch()?;
-        }
-        self.gpu.record(&end)?;
-        end.synchronize()?;
-        Ok(start.elapsed_ms(&end)?)
+/// The launch arguments of node `n`, in PTX parameter order.
+fn node_args<'a>(bufs: &'a [DeviceBuffer], n: &crate::node::Node) -> Vec<Arg<'a>> {
+    n.args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => Arg::BufAt(&bufs[r.buf.0 as usize], r.offset),
+            NodeArg::U32(v) => Arg::U32(v),
+            NodeArg::I32(v) => Arg::I32(v),
+            NodeArg::F32(v) => Arg::F32(v),
+            NodeArg::U64(v) => Arg::U64(v),
+        })
+        .collect()
+}
+
+/// [`ExecError::Node`] for node `i` of `plan`, with its arguments spelled out (buffers by name
+/// and byte offset).
+fn node_error(
+    plan: &Plan,
+    i: usize,
+    shape: LaunchShape,
+    source: ingot_cuda::CudaError,
+) -> ExecError {
+    let n = &plan.nodes[i];
+    let args = n
+        .args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => {
+                let name = plan
+                    .buffers
+                    .get(r.buf.0 as usize)
+                    .map_or("?", |b| b.name.as_str());
+                format!("{name}+{}", r.offset)
+            }
+            NodeArg::U32(v) => format!("u32 {v}"),
+            NodeArg::I32(v) => format!("i32 {v}"),
+            NodeArg::F32(v) => format!("f32 {v}"),
+            NodeArg::U64(v) => format!("u64 {v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    ExecError::Node {
+        node: i,
+        nodes: plan.nodes.len(),
+        label: n.label.clone(),
+        kernel: n.kernel.clone(),
+        layer: n.layer,
+        grid: shape.grid,
+        block: shape.block,
+        shared_bytes: shape.shared_bytes,
+        args,
+        source,
     }
 }
 
@@ -313,5 +546,70 @@ impl Decoder for CudaExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{BufId, BufferDecl, BufferKind};
+    use crate::node::{BufRef, Node};
+
+    /// The eager mode's report must name the node, its kernel, layer, geometry and every
+    /// argument (buffers by name and offset), and keep the driver's error.
+    #[test]
+    fn a_failing_node_is_named_with_its_launch() {
+        let buf = |name: &str| BufferDecl {
+            name: name.into(),
+            kind: BufferKind::Activation,
+            bytes: 4096,
+        };
+        let node = |kernel: &str, layer| Node {
+            kernel: kernel.into(),
+            label: format!("blk.{layer} attn_q"),
+            layer: Some(layer),
+            items: 8,
+            args: vec![
+                NodeArg::Buf(BufRef {
+                    buf: BufId(1),
+                    offset: 256,
+                }),
+                NodeArg::U32(2048),
+                NodeArg::F32(0.5),
+            ],
+        };
+        let plan = Plan {
+            buffers: vec![buf("act.residual"), buf("blk.3.attn_q.weight")],
+            nodes: vec![node("rmsnorm_q8_1", 3), node("gemv_q4k_q8_1", 3)],
+            n_layer: 4,
+            ctx: 16,
+            vocab: 8,
+            n_embd: 8,
+            residual: BufId(0),
+            logits: BufId(0),
+            step: BufId(0),
+            host_embedding: false,
+            device_argmax: true,
+        };
+        let shape = LaunchShape {
+            grid: [64, 1, 1],
+            block: [128, 1, 1],
+            shared_bytes: 512,
+        };
+        let e = node_error(&plan, 1, shape, ingot_cuda::CudaError::EmptyGraph);
+        let msg = e.to_string();
+        for part in [
+            "first failing node 1 of 2",
+            "blk.3 attn_q",
+            "kernel gemv_q4k_q8_1",
+            "layer 3",
+            "grid [64, 1, 1]",
+            "block [128, 1, 1]",
+            "512 B shared",
+            "blk.3.attn_q.weight+256, u32 2048, f32 0.5",
+            "empty CUDA graph",
+        ] {
+            assert!(msg.contains(part), "`{part}` missing from: {msg}");
+        }
     }
 }

@@ -6,13 +6,16 @@ use cudarc::driver::DriverError;
 #[derive(Debug, thiserror::Error)]
 pub enum CudaError {
     /// The driver library is not loadable, so no GPU can be used on this machine.
+    ///
+    /// Both "no GPU" messages start with `no GPU found`: the device scripts' rehearsal tells an
+    /// expected failure on a machine without a GPU from any other by those words.
     #[error(
-        "no CUDA driver: libcuda.so / libcuda.so.1 could not be loaded; install the NVIDIA \
-         driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH"
+        "no GPU found: no CUDA driver (libcuda.so / libcuda.so.1 could not be loaded); install \
+         the NVIDIA driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH"
     )]
     NoDriver,
     /// The driver works but has no device with this ordinal.
-    #[error("no CUDA device with ordinal {ordinal}: the driver reports {count} device(s)")]
+    #[error("no GPU found: no CUDA device with ordinal {ordinal} (the driver reports {count} device(s))")]
     NoDevice { ordinal: usize, count: i32 },
     /// A driver call returned an error.
     #[error("CUDA driver call `{call}` failed: {source}")]
@@ -20,6 +23,18 @@ pub enum CudaError {
         call: &'static str,
         #[source]
         source: DriverError,
+    },
+    /// The driver's JIT rejected the PTX; its error log names the line and the reason.
+    /// The info log (verbose, one block per kernel) is kept but not printed.
+    #[error(
+        "cuModuleLoadDataEx (PTX JIT) failed: {source}\nJIT error log:\n{}",
+        or_none(error_log)
+    )]
+    Jit {
+        #[source]
+        source: DriverError,
+        error_log: String,
+        info_log: String,
     },
     /// The PTX text cannot be passed to the driver (it contains a NUL byte).
     #[error("PTX text contains a NUL byte at offset {0}")]
@@ -54,5 +69,13 @@ pub(crate) trait Call<T> {
 impl<T> Call<T> for Result<T, DriverError> {
     fn call(self, call: &'static str) -> Result<T, CudaError> {
         self.map_err(|source| CudaError::Driver { call, source })
+    }
+}
+
+fn or_none(log: &str) -> &str {
+    if log.is_empty() {
+        "(empty)"
+    } else {
+        log
     }
 }

@@ -1,11 +1,9 @@
 //! Device, module, buffer and launch.
 
 use crate::error::{Call, CudaError};
+use crate::module::Module;
 use cudarc::driver::sys::{self, CUevent_flags};
-use cudarc::driver::{
-    result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
-};
-use std::collections::HashMap;
+use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -19,12 +17,6 @@ use std::sync::Arc;
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-}
-
-/// A loaded PTX module; kernels are looked up by name on first use and cached.
-pub struct Module {
-    module: Arc<CudaModule>,
-    functions: HashMap<String, CudaFunction>,
 }
 
 /// Device memory, `len` bytes, freed on drop. Allocations are at least 256-byte aligned.
@@ -120,19 +112,20 @@ impl Gpu {
         Ok(n.max(1) as u32)
     }
 
-    /// JIT-compiles PTX text for this device (`cuModuleLoadData`).
-    pub fn load_ptx(&self, ptx: &str) -> Result<Module, CudaError> {
-        if let Some(at) = ptx.bytes().position(|b| b == 0) {
-            return Err(CudaError::PtxNul(at));
-        }
-        let module = self
+    /// L2 cache size in bytes as the driver reports it (0 when it reports none).
+    pub fn l2_bytes(&self) -> Result<usize, CudaError> {
+        let n = self
             .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .call("cuModuleLoadData")?;
-        Ok(Module {
-            module,
-            functions: HashMap::new(),
-        })
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .call("cuDeviceGetAttribute")?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// JIT-compiles PTX text for this device (`cuModuleLoadDataEx`). A module the JIT rejects
+    /// is [`CudaError::Jit`] with the JIT's error log; a loaded one carries its
+    /// [`crate::JitReport`] (wall time, verbose info log).
+    pub fn load_ptx(&self, ptx: &str) -> Result<Module, CudaError> {
+        Module::load(&self.ctx, ptx)
     }
 
     /// Allocates `bytes` bytes of zeroed device memory.
@@ -198,7 +191,7 @@ impl Gpu {
         // bytes (little-endian), which is what cuLaunchKernel reads for 4- and 8-byte params.
         unsafe {
             result::launch_kernel(
-                func.cu_function(),
+                func,
                 (gx, gy, gz),
                 (bx, by, bz),
                 shape.shared_bytes,
@@ -207,6 +200,17 @@ impl Gpu {
             )
         }
         .call("cuLaunchKernel")
+    }
+
+    /// Enqueues a device-to-device copy of `min(src.len(), dst.len())` bytes on the stream.
+    pub fn copy_device(&self, src: &DeviceBuffer, dst: &DeviceBuffer) -> Result<(), CudaError> {
+        let n = src.len().min(dst.len());
+        let (s, _s) = src.slice.device_ptr(&self.stream);
+        let (d, _d) = dst.slice.device_ptr(&self.stream);
+        // SAFETY: both buffers hold at least `n` bytes and stay alive (borrowed) while the
+        // caller orders later use after the copy on the same stream.
+        unsafe { result::memcpy_dtod_async(d, s, n, self.stream.cu_stream()) }
+            .call("cuMemcpyDtoDAsync")
     }
 
     /// Waits for all work on the stream.
@@ -227,28 +231,6 @@ impl Gpu {
         end.record(&self.stream).call("cuEventRecord")?;
         end.synchronize().call("cuEventSynchronize")?;
         start.elapsed_ms(&end).call("cuEventElapsedTime")
-    }
-}
-
-impl Module {
-    /// Looks kernel `name` up now, so that a later launch (e.g. during graph capture) makes no
-    /// module call.
-    pub fn prepare(&mut self, name: &str) -> Result<(), CudaError> {
-        self.function(name).map(|_| ())
-    }
-
-    fn function(&mut self, name: &str) -> Result<&CudaFunction, CudaError> {
-        if !self.functions.contains_key(name) {
-            let f = self
-                .module
-                .load_function(name)
-                .map_err(|source| CudaError::UnknownKernel {
-                    name: name.to_owned(),
-                    source,
-                })?;
-            self.functions.insert(name.to_owned(), f);
-        }
-        Ok(&self.functions[name])
     }
 }
 
@@ -286,7 +268,9 @@ mod tests {
                 ));
             }
             Err(e @ (CudaError::NoDriver | CudaError::NoDevice { .. })) => {
-                eprintln!("GPU half skipped: {e}");
+                let msg = crate::no_gpu_message("ingot-cuda open", &e);
+                assert!(!crate::gpu_required(), "{msg}");
+                eprintln!("{msg}");
                 assert!(e.to_string().contains("libcuda") || e.to_string().contains("device"));
             }
             Err(e) => panic!("unexpected error opening the GPU: {e}"),

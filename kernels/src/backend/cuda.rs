@@ -1,24 +1,30 @@
-//! [`Backend`] on a real GPU through `ingot-cuda`.
+//! [`Accelerator`] on a real GPU through `ingot-cuda`.
 
-use super::{backend_err, Backend, KArg};
+use super::{backend_err, Accelerator, KArg};
 use crate::{KernelError, Result, PTX};
-use ingot_cuda::{Arg, CudaError, DeviceBuffer, Gpu, LaunchShape, Module};
+use ingot_cuda::{Arg, CudaError, DeviceBuffer, Gpu, JitReport, LaunchShape, Module};
 
 /// A GPU with [`PTX`] loaded.
-pub struct CudaBackend {
+pub struct CudaAccelerator {
     gpu: Gpu,
     module: Module,
     name: String,
 }
 
-impl CudaBackend {
+impl CudaAccelerator {
     /// Opens device `ordinal` and JIT-loads the committed PTX. Without a driver or device this
-    /// is `Err(CudaError::NoDriver | NoDevice)`, which callers report as "no GPU".
+    /// is `Err(CudaError::NoDriver | NoDevice)`, which callers report as "no GPU"; a module the
+    /// JIT rejects is `Err(CudaError::Jit)` with the JIT's error log.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
         let gpu = Gpu::new(ordinal)?;
         let module = gpu.load_ptx(PTX)?;
         let name = format!("cuda:{}", gpu.name()?);
         Ok(Self { gpu, module, name })
+    }
+
+    /// What the driver's JIT reported for the committed PTX (wall time, verbose info log).
+    pub fn jit_report(&self) -> &JitReport {
+        self.module.jit_report()
     }
 
     /// The underlying device, e.g. for event timing.
@@ -31,7 +37,7 @@ fn err(e: CudaError) -> KernelError {
     backend_err("cuda", e)
 }
 
-impl Backend for CudaBackend {
+impl Accelerator for CudaAccelerator {
     type Buf = DeviceBuffer;
 
     fn name(&self) -> &str {

@@ -1,11 +1,11 @@
-//! [`Backend`] on the CPU PTX interpreter `ptx-sim` (feature `sim`).
+//! [`Accelerator`] on the CPU PTX interpreter `ptx-sim` (feature `sim`).
 
-use super::{backend_err, Backend, KArg};
+use super::{backend_err, Accelerator, KArg};
 use crate::{Result, PTX};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, Module, Sim, SimError};
 
 /// The simulator with [`PTX`] parsed.
-pub struct SimBackend {
+pub struct SimAccelerator {
     sim: Sim,
     module: Module,
 }
@@ -20,7 +20,7 @@ fn err(e: SimError) -> crate::KernelError {
     backend_err("ptx-sim", e)
 }
 
-impl SimBackend {
+impl SimAccelerator {
     /// Parses the committed PTX into a fresh simulator.
     pub fn new() -> Result<Self> {
         let module = Module::parse(PTX).map_err(err)?;
@@ -31,7 +31,7 @@ impl SimBackend {
     }
 }
 
-impl Backend for SimBackend {
+impl Accelerator for SimAccelerator {
     type Buf = SimBuf;
 
     fn name(&self) -> &str {

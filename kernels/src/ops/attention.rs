@@ -7,7 +7,7 @@
 //! Nothing here depends on the token: the position is read from the `StepState` buffer.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
@@ -151,7 +151,7 @@ pub struct RopeKvBufs<'a, T> {
 /// Rotates the query rope parts into `q_pe` and writes cache row `pos` (see
 /// `ingot_abi::launch::ROPE_KV`). `eps` is the latent rmsnorm epsilon, `mscale` the factor on
 /// cos/sin (`RopeParams::rope_mscale`, 1 for V2-Lite).
-pub fn rope_kv<B: Backend>(
+pub fn rope_kv<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &RopeKvBufs<'_, B::Buf>,
@@ -165,7 +165,7 @@ pub fn rope_kv<B: Backend>(
 /// (`n_head · d_nope / 32` of them, head `h` at block `h · d_nope / 32`), the bits
 /// `quantize_q8_1` gives for each head's slice (see `ingot_abi::launch::ROPE_KV_Q8_1`).
 /// `d_nope` must be a multiple of 32 and `n_rope` of 4.
-pub fn rope_kv_q8_1<B: Backend>(
+pub fn rope_kv_q8_1<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &RopeKvBufs<'_, B::Buf>,
@@ -176,7 +176,7 @@ pub fn rope_kv_q8_1<B: Backend>(
     launch_rope(b, &ROPE_KV_Q8_1, s, bufs, Some(q_nope_q8), eps, mscale)
 }
 
-fn launch_rope<B: Backend>(
+fn launch_rope<B: Accelerator>(
     b: &mut B,
     d: &'static KernelDesc,
     s: &AttnShape,
@@ -263,7 +263,7 @@ fn check_segments(d: &KernelDesc, max_segments: usize) -> Result<u32> {
 /// Split-K attention of every head over cache rows `0..=pos` into per-segment partials (see
 /// `ingot_abi::launch::FLASH_LATENT`). `kq_scale` is the logit scale of spec §5.2
 /// (`RopeParams::kq_scale(d_nope + n_rope)`); `max_segments` is fixed for a captured graph.
-pub fn flash_latent<B: Backend>(
+pub fn flash_latent<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &FlashBufs<'_, B::Buf>,
@@ -275,7 +275,7 @@ pub fn flash_latent<B: Backend>(
 
 /// The checks and launch shared by [`flash_latent`] and [`flash_latent_mma`] (same parameters,
 /// same buffers).
-fn launch_flash<B: Backend>(
+fn launch_flash<B: Accelerator>(
     b: &mut B,
     d: &KernelDesc,
     s: &AttnShape,
@@ -325,7 +325,7 @@ fn launch_flash<B: Backend>(
 /// segments and output, so [`attn_merge`] follows it unchanged. Only for `n_head = 16`
 /// (DeepSeek-V2-Lite); other head counts are a [`crate::KernelError::Shape`] error and use
 /// [`flash_latent`]. The query and the probabilities enter the tensor cores as f16.
-pub fn flash_latent_mma<B: Backend>(
+pub fn flash_latent_mma<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &FlashBufs<'_, B::Buf>,
@@ -361,7 +361,7 @@ pub struct MergeBufs<'a, T> {
 
 /// Merges the segments of the step into `o_lat` (see `ingot_abi::launch::ATTN_MERGE`);
 /// `max_segments` must be the value [`flash_latent`] ran with.
-pub fn attn_merge<B: Backend>(
+pub fn attn_merge<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &MergeBufs<'_, B::Buf>,
@@ -380,7 +380,7 @@ pub fn attn_merge<B: Backend>(
 /// [`attn_merge`] with `bufs.o_lat` receiving q8_1 blocks (`n_head · kv_lora / 32` of them,
 /// the bits `quantize_q8_1` gives for [`attn_merge`]'s output); `kv_lora` must be a multiple
 /// of 32 (see `ingot_abi::launch::ATTN_MERGE_Q8_1`).
-pub fn attn_merge_q8_1<B: Backend>(
+pub fn attn_merge_q8_1<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
     bufs: &MergeBufs<'_, B::Buf>,
@@ -397,7 +397,7 @@ pub fn attn_merge_q8_1<B: Backend>(
     launch_merge(b, d, s, bufs, max_segments, out)
 }
 
-fn launch_merge<B: Backend>(
+fn launch_merge<B: Accelerator>(
     b: &mut B,
     d: &'static KernelDesc,
     s: &AttnShape,

@@ -1,7 +1,7 @@
 //! Checked launches of the embedding kernels (`ingot_abi::launch` family `embed`).
 
 use super::{bytes, launch, need, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
@@ -88,7 +88,7 @@ impl EmbedType {
 /// elements of type `ty` (`n` a positive multiple of the type's block size), `state` one
 /// [`StepState`], `y` `n` floats. The token is read on the device; one outside `0..n_vocab`
 /// yields a NaN row.
-pub fn embed<B: Backend>(
+pub fn embed<B: Accelerator>(
     b: &mut B,
     ty: EmbedType,
     (table, state, y): (&B::Buf, &B::Buf, &B::Buf),

@@ -3,7 +3,7 @@
 //! f32 gemv of the MoE router.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
@@ -190,7 +190,7 @@ pub struct Grouping {
 
 /// Checks the shape and buffers shared by the plain and grouped launches; returns
 /// `(ncols, nrows, warps)` as launch scalars.
-pub(super) fn check<B: Backend>(
+pub(super) fn check<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     ty: GemvType,
@@ -231,7 +231,7 @@ fn check_rows(d: &KernelDesc, ty: GemvType, nrows: usize, ncols: usize) -> Resul
 /// `y = W·x`: `W` is `nrows` rows of `ncols` weights of type `ty` (row-major blocks), `x` is
 /// `ncols/32` q8_1 blocks (CUDA variant, `s = Σx`), `y` is `nrows` floats. `ncols` must be a
 /// positive multiple of [`GemvType::gemv_row_multiple`].
-pub fn gemv_q8_1<B: Backend>(
+pub fn gemv_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
@@ -257,7 +257,7 @@ pub fn gemv_q8_1<B: Backend>(
 
 /// As [`gemv_q8_1`], row `r` reading its activations from the slice of group
 /// `r / rows_per_group` (see [`Grouping`]); `x` must hold every group's slice.
-pub fn gemv_grouped_q8_1<B: Backend>(
+pub fn gemv_grouped_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
@@ -286,7 +286,7 @@ pub fn gemv_grouped_q8_1<B: Backend>(
 
 /// Checks `g` and that `x` holds every group's slice; returns `(rows_per_group,
 /// x_group_stride)` as launch scalars. `nrows > 0` (checked before).
-fn check_grouping<B: Backend>(
+fn check_grouping<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     x: &B::Buf,
@@ -317,7 +317,7 @@ fn check_grouping<B: Backend>(
 /// the bits `quantize_q8_1` gives for the f32 result of [`gemv_grouped_q8_1`]. `nrows` must be
 /// a positive multiple of 32 (each thread block owns one output block of 32 rows); this feeds
 /// `attn_output` straight from the `attn_v_b` gemv.
-pub fn gemv_grouped_q8_1_out<B: Backend>(
+pub fn gemv_grouped_q8_1_out<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
@@ -360,7 +360,7 @@ pub fn gemv_grouped_q8_1_out<B: Backend>(
 
 /// `y0 = W0·x` and `y1 = W1·x` in one launch: two matrices of type `ty` with `nrows0` and
 /// `nrows1` rows of the same `ncols` (`attn_q` and `attn_kv_a_mqa` after `attn_norm`).
-pub fn gemv2_q8_1<B: Backend>(
+pub fn gemv2_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w0, w1): (&B::Buf, &B::Buf),
@@ -396,7 +396,7 @@ pub fn gemv2_q8_1<B: Backend>(
 
 /// `y = W·x` in f32: `W` is `nrows × ncols` floats, `x` `ncols` floats, `y` `nrows` floats;
 /// `ncols` a positive multiple of 4 (the MoE router: 64 × 2048).
-pub fn gemv_f32<B: Backend>(
+pub fn gemv_f32<B: Accelerator>(
     b: &mut B,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
     nrows: usize,

@@ -4,7 +4,7 @@
 
 use super::gemv::{check, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::launch::{
     KernelDesc, ARGMAX_FINISH, ARGMAX_STEP, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
@@ -16,7 +16,12 @@ use std::mem::size_of;
 /// Picks the largest of the `n` logits (lowest index on ties, NaN below every number) as
 /// `StepState.next_token` and `.token`, and advances `pos` and `steps_done` by one, all on the
 /// device.
-pub fn argmax_step<B: Backend>(b: &mut B, logits: &B::Buf, state: &B::Buf, n: usize) -> Result<()> {
+pub fn argmax_step<B: Accelerator>(
+    b: &mut B,
+    logits: &B::Buf,
+    state: &B::Buf,
+    n: usize,
+) -> Result<()> {
     let d = &ARGMAX_STEP;
     if n == 0 {
         return Err(shape(d, "n = 0 logits".into()));
@@ -47,7 +52,7 @@ pub const fn gemv_argmax_kernel(ty: GemvType) -> Option<&'static KernelDesc> {
 /// The lm_head gemv `y = W·x` (as [`super::gemv::gemv_q8_1`]) that also folds every row into
 /// the 8-byte accumulator `acc`, which must hold 0 (allocate it zeroed once; [`argmax_finish`]
 /// resets it). Types without a fused kernel are a [`crate::KernelError::Shape`] error.
-pub fn gemv_argmax_q8_1<B: Backend>(
+pub fn gemv_argmax_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
@@ -82,7 +87,7 @@ pub fn gemv_argmax_q8_1<B: Backend>(
 
 /// Turns the accumulator of [`gemv_argmax_q8_1`] into the next token and advances the step
 /// state exactly as [`argmax_step`] does; resets the accumulator to 0.
-pub fn argmax_finish<B: Backend>(b: &mut B, acc: &B::Buf, state: &B::Buf) -> Result<()> {
+pub fn argmax_finish<B: Accelerator>(b: &mut B, acc: &B::Buf, state: &B::Buf) -> Result<()> {
     let d = &ARGMAX_FINISH;
     need(b, d, "acc", acc, Some(8))?;
     need(b, d, "state", state, Some(size_of::<StepState>()))?;

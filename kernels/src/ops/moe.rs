@@ -2,7 +2,7 @@
 
 use super::gemv::GemvType;
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::*;
@@ -84,7 +84,7 @@ impl RouteParams {
 /// Chooses `p.n_used` experts from `logits` (`p.n_expert` floats) and writes their ids and
 /// weights into `sel` (one [`ExpertSelection`]). `bias` (`p.n_expert` floats, V3
 /// `exp_probs_b`) shifts the selection scores only.
-pub fn moe_route<B: Backend>(
+pub fn moe_route<B: Accelerator>(
     b: &mut B,
     logits: &B::Buf,
     bias: Option<&B::Buf>,
@@ -293,7 +293,7 @@ fn parts<'a, T>(
 /// `act = q8_1(silu(gate·x) ⊙ up·x)` for the routed experts the selection names and the
 /// shared experts, gate and up weights of type `ty` (spec §5.4). `n_embd` must be a multiple
 /// of [`GemvType::row_multiple`], `ff` and `ff_sh` multiples of 32.
-pub fn moe_gate_up<B: Backend>(
+pub fn moe_gate_up<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     s: &FfnShape,
@@ -390,7 +390,7 @@ pub fn down_kernel(routed: GemvType, shared: GemvType) -> Option<&'static Kernel
 /// of type `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
 /// [`GemvType::row_multiple`], `ff_sh` of `shared`'s. With `n_used = 0` only `shared`
 /// matters, with `ff_sh = 0` only `routed`.
-pub fn moe_down<B: Backend>(
+pub fn moe_down<B: Accelerator>(
     b: &mut B,
     routed: GemvType,
     shared: GemvType,

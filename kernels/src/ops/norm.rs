@@ -2,7 +2,7 @@
 //! `norm`), with or without the f32 copy of the normalized row.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Backend, KArg};
+use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{KernelDesc, RMSNORM_Q8_1, RMSNORM_Q8_1_F32};
@@ -10,7 +10,7 @@ use ingot_abi::launch::{KernelDesc, RMSNORM_Q8_1, RMSNORM_Q8_1_F32};
 /// `y[r] = quantize_q8_1(x[r]·w / sqrt(mean(x[r]²) + eps))` for `rows` rows of `n` floats
 /// (`n` a positive multiple of 32); `y` receives `rows · n/32` q8_1 blocks (`s = Σ` of the
 /// normalized floats, the CUDA variant the gemvs expect).
-pub fn rmsnorm_q8_1<B: Backend>(
+pub fn rmsnorm_q8_1<B: Accelerator>(
     b: &mut B,
     (x, w, y): (&B::Buf, &B::Buf, &B::Buf),
     rows: usize,
@@ -35,7 +35,7 @@ pub fn rmsnorm_q8_1<B: Backend>(
 
 /// As [`rmsnorm_q8_1`], and `y_f32` (`rows · n` floats) receives the normalized floats that were
 /// quantized (the MoE router's input).
-pub fn rmsnorm_q8_1_f32<B: Backend>(
+pub fn rmsnorm_q8_1_f32<B: Accelerator>(
     b: &mut B,
     (x, w, y, y_f32): (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
     rows: usize,
@@ -61,7 +61,7 @@ pub fn rmsnorm_q8_1_f32<B: Backend>(
 }
 
 /// Checks the shape, `eps` and the buffers both kernels share; returns `(n, rows)` as scalars.
-fn check<B: Backend>(
+fn check<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     (x, w, y): (&B::Buf, &B::Buf, &B::Buf),
@@ -77,7 +77,7 @@ fn check<B: Backend>(
 /// Checks what every rmsnorm launch shares: `n` a positive multiple of `multiple` (the
 /// kernel's per-thread chunk), a finite non-negative `eps`, `x` of `rows × n` floats and `w` of
 /// `n` floats; returns `(n, rows)` as launch scalars. The output is the caller's to check.
-pub(super) fn check_rmsnorm<B: Backend>(
+pub(super) fn check_rmsnorm<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     (x, w): (&B::Buf, &B::Buf),

@@ -6,20 +6,22 @@ pub mod attention;
 pub mod gemv_type;
 pub mod recorder;
 
-use ingot_kernels::backend::cuda::CudaBackend;
-use ingot_kernels::Backend;
+use ingot_kernels::backend::cuda::CudaAccelerator;
+use ingot_kernels::Accelerator;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-/// Runs a generic test body on every available backend: the PTX simulator (feature `sim`) and
-/// the GPU when `ingot_cuda` finds one. A missing backend is reported on stderr, never silently.
-/// A GPU that exists but fails to load the module fails the test.
+/// Runs a generic test body on every available accelerator: the PTX simulator (feature `sim`)
+/// and the GPU when `ingot_cuda` finds one. A missing GPU is reported on stderr, never silently,
+/// and fails the test when `INGOT_REQUIRE_GPU=1` (see [`gpu`]). A GPU that exists but fails to
+/// load the module fails the test.
 #[macro_export]
 macro_rules! on_every_backend {
     ($body:ident) => {{
         #[cfg(feature = "sim")]
-        {
-            let mut sim = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+        if $crate::support::sim_half_wanted() {
+            let mut sim =
+                ingot_kernels::backend::sim::SimAccelerator::new().expect("ptx-sim backend");
             $body(&mut sim);
         }
         #[cfg(not(feature = "sim"))]
@@ -31,13 +33,34 @@ macro_rules! on_every_backend {
     }};
 }
 
-/// The GPU backend, or `None` after printing why the GPU half is skipped.
-pub fn gpu() -> Option<CudaBackend> {
+/// Whether [`on_every_backend`]'s simulator half runs: always, except with `INGOT_GPU_ONLY=1`,
+/// which the device script sets because CI runs the simulator halves on every commit and the
+/// GPU machine's minutes are scarce (the sim-vs-GPU comparisons still run the simulator).
+pub fn sim_half_wanted() -> bool {
+    if gpu_only() {
+        eprintln!("sim half skipped: INGOT_GPU_ONLY=1");
+    }
+    !gpu_only()
+}
+
+/// `INGOT_GPU_ONLY=1`: skip the simulator halves; the GPU halves then must run (no GPU fails).
+fn gpu_only() -> bool {
+    std::env::var("INGOT_GPU_ONLY").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The GPU accelerator, or `None` after printing why the GPU half is skipped. Without a GPU
+/// and with `INGOT_REQUIRE_GPU=1` (set by `scripts/device-check.sh`) this panics instead, so a
+/// skipped GPU half can never pass silently.
+pub fn gpu() -> Option<CudaAccelerator> {
     use ingot_cuda::CudaError;
-    match CudaBackend::new(0) {
+    match CudaAccelerator::new(0) {
         Ok(g) => Some(g),
         Err(e @ (CudaError::NoDriver | CudaError::NoDevice { .. })) => {
-            eprintln!("GPU half skipped: {e}");
+            let msg = ingot_cuda::no_gpu_message("kernel test", &e);
+            if ingot_cuda::gpu_required() || gpu_only() {
+                panic!("{msg}");
+            }
+            eprintln!("{msg}");
             None
         }
         Err(e) => panic!("a CUDA device exists but the kernels could not be loaded: {e}"),
@@ -60,7 +83,7 @@ pub fn rng(test: &str) -> StdRng {
 }
 
 /// Allocates a buffer and uploads `data`.
-pub fn upload<B: Backend>(b: &mut B, data: &[u8]) -> B::Buf {
+pub fn upload<B: Accelerator>(b: &mut B, data: &[u8]) -> B::Buf {
     let buf = b.alloc(data.len()).expect("alloc");
     b.upload(&buf, data).expect("upload");
     buf
@@ -68,19 +91,19 @@ pub fn upload<B: Backend>(b: &mut B, data: &[u8]) -> B::Buf {
 
 /// Allocates an output buffer filled with 0xFF (NaN as f32, an impossible q8_1 block), so a
 /// byte the kernel fails to write cannot match the oracle.
-pub fn poisoned<B: Backend>(b: &mut B, bytes: usize) -> B::Buf {
+pub fn poisoned<B: Accelerator>(b: &mut B, bytes: usize) -> B::Buf {
     upload(b, &vec![0xFF; bytes])
 }
 
 /// Downloads a whole buffer.
-pub fn download<B: Backend>(b: &mut B, buf: &B::Buf) -> Vec<u8> {
+pub fn download<B: Accelerator>(b: &mut B, buf: &B::Buf) -> Vec<u8> {
     let mut out = vec![0u8; b.buf_len(buf)];
     b.download(buf, &mut out).expect("download");
     out
 }
 
 /// Downloads `n` floats.
-pub fn download_f32<B: Backend>(b: &mut B, buf: &B::Buf, n: usize) -> Vec<f32> {
+pub fn download_f32<B: Accelerator>(b: &mut B, buf: &B::Buf, n: usize) -> Vec<f32> {
     let mut out = vec![0u8; n * 4];
     b.download(buf, &mut out).expect("download");
     out.chunks_exact(4)
@@ -96,7 +119,7 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 /// One launch a test can run on any backend: uploads its inputs, launches, and returns the
 /// output bytes (fresh buffers per call, so each backend sees the same inputs).
 pub trait SameLaunch {
-    fn run<B: Backend>(&self, b: &mut B) -> Vec<u8>;
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8>;
 }
 
 /// How two backends' outputs of one launch must agree.
@@ -125,7 +148,7 @@ pub fn sim_matches_gpu<L: SameLaunch>(what: &str, l: &L, agree: Agree) -> bool {
             eprintln!("{what}: sim-vs-GPU skipped: no GPU");
             return false;
         };
-        let mut sim = ingot_kernels::backend::sim::SimBackend::new().expect("ptx-sim backend");
+        let mut sim = ingot_kernels::backend::sim::SimAccelerator::new().expect("ptx-sim backend");
         let (s, g) = (l.run(&mut sim), l.run(&mut gpu));
         assert_eq!(s.len(), g.len(), "{what}: output lengths differ");
         match agree {

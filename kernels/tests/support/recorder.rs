@@ -1,6 +1,6 @@
 //! A backend that records launches instead of running them, for host-only launcher checks.
 
-use ingot_kernels::{Backend, KArg};
+use ingot_kernels::{Accelerator, KArg};
 
 /// Records `(kernel, grid, block)` of every launch; a buffer is its byte length, so the
 /// launchers' size checks see real lengths without any memory behind them.
@@ -9,7 +9,7 @@ pub struct Recorder {
     pub launches: Vec<(String, [u32; 3], [u32; 3])>,
 }
 
-impl Backend for Recorder {
+impl Accelerator for Recorder {
     type Buf = usize;
     fn name(&self) -> &str {
         "recorder"

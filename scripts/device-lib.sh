@@ -1,0 +1,207 @@
+# Shared by scripts/device-check.sh and scripts/device-bench.sh (sourced, not run).
+#
+# The GPU machine has Python 3, a CUDA driver and 16 cores but no Rust and no network; what
+# travels there is the working tree plus at most 64 MiB of carried files, and only the last
+# 12 KB of a run's output comes back. So: binaries are built here and packed into one
+# gzip archive (Python's tarfile unpacks it, no xz needed); a run prints only each step's tail
+# and a summary table, and writes full logs and a JSON summary under $OUT when it is set.
+
+# Bundle layout: $BUNDLE unpacks to bin/ingot, bin/ingot-bench-kernels, tests/<crate>-<test>,
+# MANIFEST (one "size path" line per binary).
+BUNDLE_MAX_MIB=40
+# Every step of a run shares this deadline (seconds): 8.5 minutes.
+RUN_DEADLINE_S=510
+
+# The kernel test files that have a GPU half (a test that runs only in the simulator is left
+# out of the bundle): they use one of the GPU entry points of kernels/tests/support.
+gpu_kernel_tests() {
+    grep -l -E 'on_every_backend!|sim_matches_gpu\(|support::gpu\(\)|CudaAccelerator' kernels/tests/*.rs |
+        xargs -n1 basename | sed 's/\.rs$//' | sort
+}
+
+# build_bundle DIR PROFILE LEVEL: builds the GPU binaries with cargo PROFILE (release|dev),
+# stages them stripped under DIR/stage and packs DIR/device-bundle.tar.gz (gzip LEVEL).
+build_bundle() {
+    local dir=$1 profile=$2 level=$3
+    local flag=()
+    [[ $profile == release ]] && flag=(--release)
+    local stage=$dir/stage
+    rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests" || return 1
+    local tests
+    tests=$(gpu_kernel_tests | tr '\n' ' ')
+    echo "device bundle ($profile): kernel tests with a GPU half: $tests"
+    {
+        cargo build "${flag[@]}" -p ingot --bin ingot --message-format=json &&
+            # One invocation for the tests and the bench (built as a test target; with
+            # `--bench` it benchmarks), so they share one feature resolution and one build.
+            cargo test "${flag[@]}" --no-run -p ingot-kernels -p ingot-gates -p ingot-bench \
+                --tests --benches --message-format=json
+    } | STAGE=$stage TESTS="$tests" python3 -c '
+import json, os, shutil, sys
+stage, tests = os.environ["STAGE"], set(os.environ["TESTS"].split())
+for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
+    m = json.loads(line)
+    exe = m.get("executable") if m.get("reason") == "compiler-artifact" else None
+    if not exe:
+        continue
+    pkg, name, kind = m["package_id"], m["target"]["name"], m["target"]["kind"]
+    if kind == ["bin"] and name == "ingot":
+        dest = "bin/ingot"
+    elif kind == ["bench"] and name == "kernels":
+        dest = "bin/ingot-bench-kernels"
+    elif kind == ["test"] and "ingot-kernels" in pkg and name in tests:
+        dest = "tests/ingot-kernels-" + name
+    elif kind == ["test"] and "ingot-gates" in pkg and name == "cuda_gate":
+        dest = "tests/ingot-gates-cuda_gate"
+    else:
+        continue
+    shutil.copy(exe, os.path.join(stage, dest))
+' || { echo "device bundle: the build failed" >&2; return 1; }
+    local want=$(($(wc -w <<<"$tests") + 3)) have
+    have=$(find "$stage/bin" "$stage/tests" -type f | wc -l)
+    if ((have != want)); then
+        echo "device bundle: expected $want binaries, cargo produced $have" >&2
+        return 1
+    fi
+    if command -v strip >/dev/null; then
+        strip "$stage"/bin/* "$stage"/tests/* || return 1
+    else
+        echo "device bundle: no strip here; binaries keep their debug info" >&2
+    fi
+    (cd "$stage" && find bin tests -type f -exec stat -c '%s %n' {} + | sort -k2 >MANIFEST)
+    python3 - "$stage" "$dir/device-bundle.tar.gz" "$level" <<'EOF' || return 1
+import os, sys, tarfile
+stage, out, level = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with tarfile.open(out, "w:gz", compresslevel=level) as tar:
+    for name in sorted(os.listdir(stage)):
+        tar.add(os.path.join(stage, name), arcname=name)
+EOF
+    echo "stripped binaries (bytes):"
+    sed 's/^/  /' "$stage/MANIFEST"
+}
+
+# unpack_bundle ARCHIVE DIR: unpacks with Python's tarfile (no tar/xz needed).
+unpack_bundle() {
+    python3 - "$1" "$2" <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "r:gz") as tar:
+    tar.extractall(sys.argv[2])
+EOF
+}
+
+# Step bookkeeping: RESULTS (tab-separated: name, exit status, seconds, key figure) and one
+# log per step under LOGS. DEADLINE is in bash SECONDS.
+RESULTS=""
+LOGS=""
+DEADLINE=0
+
+left_s() {
+    echo $((DEADLINE - SECONDS))
+}
+
+# record NAME STATUS SECONDS FIGURE
+record() {
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4//$'\t'/ }" >>"$RESULTS"
+}
+
+# run_step NAME LIMIT_S FIGURE_FN CMD...: runs CMD with its output in LOGS/NAME.log, under
+# min(LIMIT_S, time left); prints the log's tail; records the status and FIGURE_FN's figure.
+# A failing step never stops the run.
+run_step() {
+    local name=$1 limit=$2 figure_fn=$3
+    shift 3
+    local left
+    left=$(left_s)
+    if ((left < 5)); then
+        echo "=== $name: not run, the ${RUN_DEADLINE_S} s deadline is reached"
+        record "$name" 124 0 "not run: deadline reached"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    local log="$LOGS/$name.log" t0=$SECONDS rc
+    echo "=== $name (limit ${limit} s, $(date -u +%T))"
+    timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+    rc=$?
+    ((rc == 124 || rc == 137)) && echo "(timed out after ${limit} s)" >>"$log"
+    tail -n 6 "$log" | cut -c1-240 | sed 's/^/  | /'
+    local figure
+    figure=$("$figure_fn" "$log" 2>/dev/null | head -n 1 | cut -c1-160)
+    if ((rc != 0)) && grep -q 'no GPU found' "$log"; then
+        figure="no GPU found${figure:+; $figure}"
+    fi
+    record "$name" "$rc" $((SECONDS - t0)) "$figure"
+}
+
+# Key figures of the steps (first line of output is used).
+fig_tests() { grep -E '^test result:' "$1" | tail -n 1 | sed 's/^test result: //; s/ finished in.*//'; }
+fig_smoke() {
+    local jit
+    jit=$(grep -m 1 -o 'jit [0-9]* ms, cuModuleLoadDataEx [0-9]* ms' "$1")
+    grep -q 'agree bit for bit' "$1" && echo "$jit; quantize_q8_1 GPU = ptx-sim bit for bit" || echo "$jit"
+}
+fig_gate() {
+    local s
+    s=$(grep -E 'gate vs' "$1" | sed -E 's/.*(gate vs [A-Za-z]+).*: (PASS|FAIL)$/\1 \2/' | sort | uniq -c |
+        awk '{printf "%s%s", sep, $0; sep="; "}')
+    echo "${s:-$(fig_tests "$1")}"
+}
+fig_decode() {
+    awk -F'|' '/ tg[0-9]/ {gsub(/ +/, " ", $7); gsub(/ +/, " ", $8); printf "%s%s:%s t/s", sep, $7, $8; sep=";"}' "$1"
+}
+fig_bench() {
+    grep -m 1 -o 'device-to-device copy: [0-9.]* GB/s' "$1" | tr '\n' ' '
+    grep -m 1 -oE 'bench (valid|INVALID)' "$1"
+}
+fig_none() { :; }
+
+# witness: the card and driver, never failing (nvidia-smi may be missing).
+witness() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu \
+            --format=csv,noheader 2>&1 | sed 's/^/gpu: /' || true
+    else
+        echo "gpu: nvidia-smi not found (the steps below say whether the driver opens a GPU)"
+    fi
+}
+
+# summarize TITLE JSON_PATH: prints the table of RESULTS and writes the JSON summary (Python's
+# json module) to JSON_PATH when it is not empty. Exit status: 0 when every step passed, 3 when
+# every failing step failed for want of a GPU ("no GPU found"), 1 otherwise.
+summarize() {
+    python3 - "$RESULTS" "$1" "${2:-}" "$SECONDS" <<'EOF'
+import json, sys
+results, title, out, elapsed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+steps = []
+with open(results) as f:
+    for line in f:
+        name, status, secs, figure = (line.rstrip("\n").split("\t") + [""])[:4]
+        steps.append({"step": name, "exit": int(status), "seconds": int(secs), "figure": figure})
+failed = [s for s in steps if s["exit"] != 0]
+no_gpu = [s for s in failed if s["figure"].startswith("no GPU found")]
+if not failed:
+    verdict, code = "pass", 0
+elif len(no_gpu) == len(failed):
+    verdict, code = "no GPU found", 3
+else:
+    verdict, code = "fail", 1
+w = max([len(s["step"]) for s in steps] + [4])
+print(f"\n==== {title}: {verdict} ({len(steps) - len(failed)}/{len(steps)} steps passed, {elapsed} s)")
+print(f"{'step':<{w}}  exit  secs  key figure")
+for s in steps:
+    mark = "ok" if s["exit"] == 0 else str(s["exit"])
+    print(f"{s['step']:<{w}}  {mark:>4}  {s['seconds']:>4}  {s['figure']}")
+summary = {"title": title, "verdict": verdict, "exit": code, "seconds": elapsed, "steps": steps}
+if out:
+    with open(out, "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+if code == 3:
+    print(f"{title}: no GPU found: all {len(failed)} failing step(s) failed because no GPU was found")
+elif code == 1:
+    others = ", ".join(s["step"] for s in failed if s not in no_gpu)
+    print(f"{title}: FAILED: {others}")
+sys.exit(code)
+EOF
+}
