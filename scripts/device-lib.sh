@@ -128,10 +128,19 @@ run_step() {
     tail -n 6 "$log" | cut -c1-240 | sed 's/^/  | /'
     local figure
     figure=$("$figure_fn" "$log" 2>/dev/null | head -n 1 | cut -c1-160)
-    if ((rc != 0)) && grep -q 'no GPU found' "$log"; then
+    if ((rc != 0)) && failed_for_no_gpu "$log"; then
         figure="no GPU found${figure:+; $figure}"
     fi
     record "$name" "$rc" $((SECONDS - t0)) "$figure"
+}
+
+# failed_for_no_gpu LOG: whether LOG says "no GPU found" and every panic in it (the line after
+# libtest's "panicked at") says so too, so one test failing for another reason is not hidden
+# among tests that failed for want of a GPU.
+failed_for_no_gpu() {
+    awk '/panicked at/ { if ((getline m) > 0) { if (m ~ /no GPU found/) seen = 1; else bad = 1 } next }
+         /no GPU found/ { seen = 1 }
+         END { exit !(seen && !bad) }' "$1"
 }
 
 # Key figures of the steps (first line of output is used).

@@ -22,6 +22,15 @@
 //!
 //! Where such a kernel quantizes its result (q8_1, f16), an approximation one ulp off can move
 //! a value across a rounding boundary, so the quantized output may differ by one level.
+//!
+//! How the bit-identical families are held to it on a GPU: the kernel tests' `sim_matches_gpu`
+//! compares the two byte for byte for the gemv types (plain and grouped), `quantize_q8_1` and
+//! `rmsnorm_q8_1_f32`, and the device check's smoke step for `quantize_q8_1`; `embed_*` and
+//! `quantize_q8_1` must equal a CPU oracle bit for bit on both accelerators, hence each other,
+//! and `argmax_step`, `gemv_argmax_*` + `argmax_finish` must pick the oracle's row (an integer).
+//! `moe_down_*`, `rmsnorm_f32`, `gemv_f32`, `gemv2_*` and the logits `gemv_argmax_*` writes
+//! have no direct sim-vs-GPU byte comparison yet: on the GPU they are held to their oracle
+//! tolerance only.
 
 pub mod cuda;
 #[cfg(feature = "sim")]
