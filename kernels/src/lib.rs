@@ -10,7 +10,6 @@
 pub mod backend;
 mod error;
 pub mod ops;
-pub mod tools;
 
 pub use backend::{Accelerator, KArg};
 pub use error::{KernelError, Result};

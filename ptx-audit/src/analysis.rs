@@ -1,7 +1,7 @@
 //! PTX-level metrics of each kernel: instruction counts, loops and which of them are hot,
 //! guards and traps in loops, calls, local and shared memory.
 
-use crate::ptx::{BlockId, Cfg, Function, InstrKind, LoopForest, PtxModule};
+use ptx_front::{BlockId, Cfg, Function, InstrKind, LoopForest, PtxModule};
 
 /// Why a conditional branch inside a loop counts as a guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use crate::analysis::{analyze_module, KernelPtx};
 use crate::error::AuditError;
-use crate::ptx::PtxModule;
 use crate::ptxas::{self, Resources, ARCHS};
 use crate::sass::{self, SassLoop};
 use crate::tools::Tools;
+use ptx_front::PtxModule;
 
 /// How the SASS innermost loops of a kernel were matched to its PTX innermost loops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,12 +177,12 @@ pub fn read_ptx(path: &Path) -> Result<PtxModule, AuditError> {
         source,
     };
     let size = std::fs::metadata(path).map_err(io)?.len();
-    if size > crate::ptx::MAX_PTX_BYTES as u64 {
+    if size > ptx_front::MAX_PTX_BYTES as u64 {
         return Err(AuditError::Ptx {
             path: path.to_path_buf(),
             source: crate::PtxError::TooLarge {
                 bytes: usize::try_from(size).unwrap_or(usize::MAX),
-                limit: crate::ptx::MAX_PTX_BYTES,
+                limit: ptx_front::MAX_PTX_BYTES,
             },
         });
     }

@@ -2,28 +2,7 @@
 
 use std::path::PathBuf;
 
-/// Errors of the PTX front end ([`crate::ptx`]).
-#[derive(Debug, thiserror::Error)]
-pub enum PtxError {
-    #[error("PTX is {bytes} bytes, over the {limit}-byte limit")]
-    TooLarge { bytes: usize, limit: usize },
-    #[error("PTX parse error at line {line}, column {column}: {message}")]
-    Parse {
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("the PTX parser (ptx-syntax) panicked on this input")]
-    ParserPanic,
-    #[error("function `{function}` line {line}: branch to unknown label `{label}`")]
-    UnknownLabel {
-        function: String,
-        label: String,
-        line: usize,
-    },
-    #[error("function `{function}`: brx.idx names `{table}`, which is not a .branchtargets list")]
-    UnresolvedBranchTable { function: String, table: String },
-}
+use ptx_front::PtxError;
 
 /// Errors of the audit (tools, budgets, files).
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +19,7 @@ pub enum AuditError {
         #[source]
         source: PtxError,
     },
-    #[error("{tool} not found ({searched}); run `cargo xtask tools` to install NVIDIA's ptxas/cuobjdump/nvdisasm under .tools/, or set {env_var}")]
+    #[error("{tool} not found ({searched}); run `cargo xtask tools` to install NVIDIA's ptxas/cuobjdump/nvdisasm under .tools/, then `cargo xtask audit` (which passes their paths), or set {env_var} to the executable")]
     ToolMissing {
         tool: &'static str,
         env_var: &'static str,

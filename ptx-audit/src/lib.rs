@@ -12,7 +12,7 @@
 //!
 //! # Metrics
 //!
-//! From the PTX (parsed with `ptx-syntax`; see [`ptx`] for the control-flow graph and loops):
+//! From the PTX (parsed by the `ptx-front` crate, which also builds the control-flow graph and loops):
 //! - `ptx`: PTX instructions in the kernel. A *loop* is a natural loop (a back edge whose target
 //!   dominates its source); `hot_ptx` (`hot_loop_ptx_insts`) sums the PTX instructions of the
 //!   hot loops' bodies.
@@ -95,15 +95,15 @@
 //! # Tools
 //!
 //! ptxas and cuobjdump/nvdisasm come from `INGOT_PTXAS`, `INGOT_CUOBJDUMP`, `INGOT_NVDISASM`, else
-//! `bin/` under a `.tools/` folder (filled by `cargo xtask tools`), else `PATH` ([`tools`]).
-//! Without them the audit fails and says to run `cargo xtask tools`; `report --ptx-only` gives
-//! the PTX metrics alone.
+//! `PATH` ([`tools`]). `cargo xtask tools` installs them under `.tools/`, and `cargo xtask audit`
+//! / `cargo xtask test` pass their paths in those variables (xtask is the one place that knows
+//! where they are). Without them the audit fails and says so; `report --ptx-only` gives the PTX
+//! metrics alone.
 
 pub mod analysis;
 pub mod audit;
 pub mod budget;
 pub mod error;
-pub mod ptx;
 pub mod ptxas;
 pub mod report;
 pub mod sass;
@@ -111,5 +111,6 @@ pub mod tools;
 
 pub use audit::{audit, audit_ptx_only, read_ptx, KernelReport, LoopMatch, MetricKind, METRICS};
 pub use budget::{Budgets, Change, Violation};
-pub use error::{AuditError, PtxError};
+pub use error::AuditError;
+pub use ptx_front::PtxError;
 pub use tools::{ToolSearch, Tools};

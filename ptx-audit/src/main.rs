@@ -12,7 +12,10 @@ use ptx_audit::{audit, audit_ptx_only, report, Budgets, KernelReport, ToolSearch
 #[derive(Parser)]
 #[command(
     name = "ptx-audit",
-    about = "Audit the kernels' PTX and SASS: hot-loop sizes, guards, traps, spills, registers"
+    about = "Audit the kernels' PTX and SASS: hot-loop sizes, guards, traps, spills, registers",
+    after_help = "Tools: ptxas and cuobjdump (or nvdisasm) are taken from INGOT_PTXAS, INGOT_CUOBJDUMP and \
+INGOT_NVDISASM (paths to the executables), else from PATH. `cargo xtask tools` installs them under .tools/; \
+`cargo xtask audit [ARGS]` runs this tool with those variables set. `report --ptx-only` needs no tools."
 )]
 struct Cli {
     #[command(subcommand)]

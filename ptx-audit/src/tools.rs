@@ -1,22 +1,18 @@
-//! Locating and running NVIDIA's offline tools (ptxas, cuobjdump, nvdisasm).
+//! Finding and running NVIDIA's offline tools (ptxas, cuobjdump, nvdisasm).
 //!
-//! Each tool is looked up, in order, at the path in its environment variable (`INGOT_PTXAS`,
-//! `INGOT_CUOBJDUMP`, `INGOT_NVDISASM`), then as `bin/<tool>` anywhere under a `.tools/` folder
-//! (the one `cargo xtask tools` fills) of the current directory or its ancestors or of this
-//! workspace, then on `PATH`. A tool that is not found is an error that says to run
-//! `cargo xtask tools`; the audit never skips a check silently.
+//! Each tool is taken from its environment variable (`INGOT_PTXAS`, `INGOT_CUOBJDUMP`,
+//! `INGOT_NVDISASM`), else from `PATH`. Where the workspace installs them (`.tools/`, filled by
+//! `cargo xtask tools`) is xtask's knowledge alone: `cargo xtask audit` and `cargo xtask test` set
+//! the variables. A tool that is not found is an error that says so; the audit never skips a check
+//! silently.
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::AuditError;
-
-/// How deep under a `.tools/` folder `bin/<tool>` is searched (the wheels put it at
-/// `nvidia/cu13/bin/`, depth 3).
-const MAX_SEARCH_DEPTH: usize = 6;
 
 /// Longest a single tool run may take. ptxas needs well under a second per kernel here; the
 /// limit only turns a hung process into an error.
@@ -54,8 +50,6 @@ impl Tool {
 pub struct ToolSearch {
     /// Explicit paths, as the `INGOT_*` variables would give them.
     pub explicit: Vec<(Tool, PathBuf)>,
-    /// `.tools/` folders to search.
-    pub tool_dirs: Vec<PathBuf>,
     /// The `PATH` value.
     pub path: Option<OsString>,
 }
@@ -77,24 +71,14 @@ pub struct Tools {
 }
 
 impl ToolSearch {
-    /// The search the CLI uses: `INGOT_*` variables, `.tools/` of the current directory and its
-    /// ancestors and of this workspace, then `PATH`.
+    /// The search the CLI uses: the `INGOT_*` variables, then `PATH`.
     pub fn from_env() -> ToolSearch {
         let explicit = [Tool::Ptxas, Tool::Cuobjdump, Tool::Nvdisasm]
             .into_iter()
             .filter_map(|t| std::env::var_os(t.env_var()).map(|p| (t, PathBuf::from(p))))
             .collect();
-        let mut tool_dirs = Vec::new();
-        if let Ok(cwd) = std::env::current_dir() {
-            tool_dirs.extend(cwd.ancestors().map(|a| a.join(".tools")));
-        }
-        if let Some(workspace) = Path::new(env!("CARGO_MANIFEST_DIR")).parent() {
-            tool_dirs.push(workspace.join(".tools"));
-        }
-        tool_dirs.dedup();
         ToolSearch {
             explicit,
-            tool_dirs,
             path: std::env::var_os("PATH"),
         }
     }
@@ -113,11 +97,6 @@ impl ToolSearch {
                 })
             };
         }
-        for dir in self.tool_dirs.iter().filter(|d| d.is_dir()) {
-            if let Some(found) = find_bin(dir, tool.name(), MAX_SEARCH_DEPTH) {
-                return Ok(found);
-            }
-        }
         if let Some(path) = &self.path {
             for dir in std::env::split_paths(path) {
                 let candidate = dir.join(tool.name());
@@ -126,20 +105,10 @@ impl ToolSearch {
                 }
             }
         }
-        let dirs: Vec<String> = self
-            .tool_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect();
         Err(AuditError::ToolMissing {
             tool: tool.name(),
             env_var: tool.env_var(),
-            searched: format!(
-                "{} unset, no bin/{} under [{}], not on PATH",
-                tool.env_var(),
-                tool.name(),
-                dirs.join(", ")
-            ),
+            searched: format!("{} unset, not on PATH", tool.env_var()),
         })
     }
 
@@ -158,33 +127,6 @@ impl ToolSearch {
             disassembler,
         })
     }
-}
-
-/// Breadth-first search for `<dir>/**/bin/<name>` down to `depth` levels (symlinks to
-/// folders are not followed, so a link cycle cannot make it loop).
-fn find_bin(root: &Path, name: &str, depth: usize) -> Option<PathBuf> {
-    let mut level = vec![root.to_path_buf()];
-    for _ in 0..=depth {
-        let mut next = Vec::new();
-        for dir in level {
-            let candidate = dir.join("bin").join(name);
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut subdirs: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect();
-            subdirs.sort();
-            next.extend(subdirs);
-        }
-        level = next;
-    }
-    None
 }
 
 /// Output of a finished tool run.
@@ -265,8 +207,7 @@ mod tests {
     fn missing_tool_says_to_run_xtask_tools() {
         let search = ToolSearch {
             explicit: Vec::new(),
-            tool_dirs: vec![PathBuf::from("/nonexistent/.tools")],
-            path: Some(OsString::new()),
+            path: Some(OsString::from("/nonexistent/bin")),
         };
         let message = search.tools().unwrap_err().to_string();
         assert!(message.contains("ptxas not found"), "{message}");
@@ -288,16 +229,16 @@ mod tests {
     }
 
     #[test]
-    fn finds_bin_under_a_tools_folder_and_prefers_cuobjdump() {
+    fn finds_tools_on_path_and_prefers_cuobjdump() {
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("nvidia/cu13/bin");
+        let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         for name in ["ptxas", "nvdisasm"] {
             std::fs::write(bin.join(name), b"").unwrap();
         }
+        let path = std::env::join_paths([PathBuf::from("/nonexistent"), bin.clone()]).unwrap();
         let search = ToolSearch {
-            tool_dirs: vec![dir.path().to_path_buf()],
-            path: Some(OsString::new()),
+            path: Some(path),
             ..ToolSearch::default()
         };
         let tools = search.tools().unwrap();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ptx_audit::ptx::PtxModule;
+use ptx_front::PtxModule;
 
 fn fixture_text(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,5 +1,6 @@
 //! Each audit rule against the fixtures: it fails on the kernel built to break it and passes on
-//! the clean one. These tests run ptxas and cuobjdump/nvdisasm; without them they fail with the
+//! the clean one. These tests run ptxas and cuobjdump/nvdisasm, found like the CLI finds them
+//! (`INGOT_*` variables, which `cargo xtask test` sets, else `PATH`); without them they fail with the
 //! message to run `cargo xtask tools`.
 
 use std::collections::BTreeSet;

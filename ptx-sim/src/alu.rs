@@ -24,7 +24,7 @@ pub(crate) fn int_bin(op: IntBinOp, ty: Ty, a: u64, b: u64) -> u64 {
             }
         }
         IntBinOp::MulWide => {
-            let wm = crate::lower::wide(ty).mask();
+            let wm = crate::types::wide(ty).mask();
             if signed {
                 (sa.wrapping_mul(sb)) as u64 & wm
             } else {
@@ -123,7 +123,7 @@ pub(crate) fn mad(mode: MadMode, ty: Ty, a: u64, b: u64, c: u64) -> u64 {
         MadMode::Lo => int_bin(IntBinOp::MulLo, ty, a, b).wrapping_add(c) & ty.mask(),
         MadMode::Hi => int_bin(IntBinOp::MulHi, ty, a, b).wrapping_add(c) & ty.mask(),
         MadMode::Wide => {
-            let w = crate::lower::wide(ty);
+            let w = crate::types::wide(ty);
             int_bin(IntBinOp::MulWide, ty, a, b).wrapping_add(c) & w.mask()
         }
     }

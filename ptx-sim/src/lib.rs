@@ -6,13 +6,14 @@
 //! PTX line and address.
 //!
 //! # Front end
-//! [`Module::parse`] validates the text with the `ptx-syntax` crate, then lowers each `.entry` into a compact
+//! [`Module::parse`] validates the text with the `ptx-front` crate (the front end shared with `ptx-audit`, on
+//! `ptx-syntax`), then lowers each `.entry` into a compact
 //! IR: registers are dense indices into a per-warp register file of untyped 64-bit containers, labels are
 //! instruction indices, symbols are state-space addresses, immediates are raw bits of the operand type.
 //! Instructions the simulator does not implement still load; launching a kernel that contains one returns
 //! [`SimError::Unsupported`] naming the first such line (see [`Module::unsupported`]). `red` written in the
 //! ISA's modifier order (`red.global.add.u32`), which `ptx-syntax` 0.5 rejects, is reordered in place before
-//! parsing (`syntax.rs`).
+//! parsing (`ptx_front::normalize_red`).
 //!
 //! # Execution model
 //! A launch runs a grid of blocks; blocks are independent and run in parallel on the host's cores (rayon).
@@ -82,6 +83,7 @@ mod cfg;
 mod coalesce;
 mod error;
 mod exec;
+mod fast_lanes;
 mod ir;
 mod lanes;
 mod lower;
@@ -89,8 +91,10 @@ mod mem_ops;
 mod memory;
 mod module_vars;
 mod numeric;
+mod slots;
+mod state;
 mod stats;
-mod syntax;
+mod types;
 mod uninit;
 mod warp_ops;
 
@@ -98,7 +102,6 @@ use rayon::prelude::*;
 
 pub use error::{Fault, FaultKind, SimError};
 pub use stats::{ClassCounts, LaunchStats};
-pub use syntax::normalize_red;
 
 /// A loaded PTX module: its kernels lowered for execution, and its module-scope variables.
 pub struct Module {
@@ -319,7 +322,7 @@ impl Sim {
             }
             params[p.offset as usize..p.offset as usize + b.len()].copy_from_slice(&b);
         }
-        let ctx = exec::LaunchCtx {
+        let ctx = state::LaunchCtx {
             kernel: k,
             mem: &self.mem,
             params: &params,
@@ -333,7 +336,7 @@ impl Sim {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = (0..nblocks)
             .into_par_iter()
-            .map_init(exec::Scratch::default, |scratch, i| {
+            .map_init(state::Scratch::default, |scratch, i| {
                 if failed.load(std::sync::atomic::Ordering::Relaxed) {
                     return None;
                 }

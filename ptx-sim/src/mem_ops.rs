@@ -3,11 +3,13 @@
 use crate::alu;
 use crate::coalesce::Accesses;
 use crate::error::Fault;
-use crate::exec::{lanes, Block, Loc, Warp};
 use crate::ir::{Addr, Inst, Op, Space};
+use crate::lanes::lanes;
 use crate::lanes::{map1, Lanes};
-use crate::memory::{Alloc, GlobalMem, MemErr, LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
+use crate::memory::{Alloc, GlobalMem, MemErr};
 use crate::numeric::sext;
+use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
+use crate::state::{Block, Loc, Warp};
 
 impl Loc {
     fn plus(self, k: u64) -> Loc {

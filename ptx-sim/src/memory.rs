@@ -17,19 +17,7 @@ use std::sync::Mutex;
 
 use crate::error::SimError;
 use crate::module_vars::ModuleVars;
-
-pub(crate) const SLOT_SHIFT: u32 = 36;
-pub(crate) const SLOT_MASK: u64 = (1 << SLOT_SHIFT) - 1;
-/// Generic-address slot of the executing block's shared memory.
-pub(crate) const SHARED_SLOT: u64 = 0xF_FFF0;
-/// Generic-address slot of the executing thread's local memory.
-pub(crate) const LOCAL_SLOT: u64 = 0xF_FFE0;
-/// Highest slot usable by global allocations.
-const MAX_GLOBAL_SLOT: u64 = 0xF_0000;
-/// Slots `VAR_FIRST_SLOT .. VAR_FIRST_SLOT + VAR_SLOTS` hold module-scope variables (`module_vars.rs`), one
-/// each, between the allocations and the shared/local windows.
-pub(crate) const VAR_FIRST_SLOT: u64 = MAX_GLOBAL_SLOT;
-pub(crate) const VAR_SLOTS: u64 = LOCAL_SLOT - VAR_FIRST_SLOT;
+use crate::slots::{MAX_GLOBAL_SLOT, SLOT_MASK, SLOT_SHIFT, VAR_FIRST_SLOT};
 
 /// Why an access failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use ptx_syntax::r#type::{GlobalInitializer, InitializerValue, VariableDirective}
 use ptx_syntax::{PtxToken, Span};
 
 use crate::ir::Space;
-use crate::memory::{SLOT_SHIFT, VAR_FIRST_SLOT, VAR_SLOTS};
-use crate::syntax::literal_at;
+use crate::slots::{SLOT_SHIFT, VAR_FIRST_SLOT, VAR_SLOTS};
+use ptx_front::statement::literal_at;
 
 /// Largest module variable accepted: one global-memory slot.
 const MAX_VAR_BYTES: u64 = 1 << SLOT_SHIFT;
@@ -73,7 +73,7 @@ impl ModuleVars {
         toks: &[(PtxToken, Span)],
     ) -> Result<(), String> {
         let name = v.name.val.clone();
-        let elem_ty = crate::lower::scalar_type(&v.ty);
+        let elem_ty = crate::types::scalar_type(&v.ty);
         let init = match (&v.initializer, elem_ty) {
             (None, _) => Ok(Vec::new()),
             (Some(_), None) => Err("an initializer of this element type".to_string()),
@@ -141,7 +141,7 @@ fn initial_bytes(
         match v {
             InitializerValue::NumericLiteral { value, .. } => {
                 let lit = literal_at(toks, value.span.start)?;
-                let bits = crate::lower::lit_bits(&lit, ty);
+                let bits = crate::types::lit_bits(&lit, ty);
                 out.extend_from_slice(&bits.to_le_bytes()[..elem]);
             }
             InitializerValue::StringLiteral { value, .. } if elem == 1 => {

@@ -3,9 +3,10 @@
 
 use crate::alu;
 use crate::error::{Fault, FaultKind};
-use crate::exec::{lanes, Block, Warp};
 use crate::ir::{Inst, MmaKind, Op, ShflMode, Space, Ty, VoteMode};
+use crate::lanes::lanes;
 use crate::memory::MemErr;
+use crate::state::{Block, Loc, Warp};
 
 /// `dp4a` (`dp2_hi == None`) or `dp2a.lo/.hi`: `c` plus the sum of byte (and for dp2a, halfword x byte)
 /// products, each factor sign- or zero-extended per its type, wrapping at 32 bits.
@@ -316,7 +317,7 @@ pub(crate) fn exec_warp(
             }
             let mut accesses = crate::coalesce::Accesses::default();
             for row in &rows {
-                if let crate::exec::Loc::Shared(a) = row {
+                if let Loc::Shared(a) = row {
                     accesses.push(*a, 16);
                 }
             }
@@ -326,10 +327,10 @@ pub(crate) fn exec_warp(
                 let elem = |r: usize, c: usize, b: &Block, w: &Warp| -> Result<u64, Box<Fault>> {
                     let loc = rows[8 * m + r];
                     let at = match loc {
-                        crate::exec::Loc::Shared(x) => crate::exec::Loc::Shared(x + 2 * c as u64),
-                        crate::exec::Loc::Global(x) => crate::exec::Loc::Global(x + 2 * c as u64),
-                        crate::exec::Loc::Local(x) => crate::exec::Loc::Local(x + 2 * c as u64),
-                        crate::exec::Loc::Param(x) => crate::exec::Loc::Param(x + 2 * c as u64),
+                        Loc::Shared(x) => Loc::Shared(x + 2 * c as u64),
+                        Loc::Global(x) => Loc::Global(x + 2 * c as u64),
+                        Loc::Local(x) => Loc::Local(x + 2 * c as u64),
+                        Loc::Param(x) => Loc::Param(x + 2 * c as u64),
                     };
                     b.load(w, 8 * m + r, at, 2)
                         .map_err(|e| b.mem_fault(w, 8 * m + r, e, at, 2))

@@ -9,20 +9,38 @@
 //! 4. `cargo test --workspace`;
 //! 5. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
 //!    fail only because no GPU was found (see [`crate::rehearse`]).
+//!
+//! Steps 3 and 4 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
+//! ([`crate::paths::tool_env`]): `ptx-audit` and its tests do not search for them.
 
 use anyhow::{bail, Result};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{kernels, rehearse, tools};
+use crate::{kernels, paths, rehearse, tools};
 
+/// Runs cargo with the tools' paths in the environment.
 fn cargo(args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo).args(args).status()?;
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(paths::tool_env())
+        .status()?;
     if !status.success() {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// `cargo xtask audit [ARGS]`: `ptx-audit ARGS` (`check` when none) with the tools passed to it.
+pub fn audit(args: &[&str]) -> Result<()> {
+    let mut full = vec!["run", "--quiet", "-p", "ptx-audit", "--"];
+    full.extend(if args.is_empty() {
+        &["check"][..]
+    } else {
+        args
+    });
+    cargo(&full)
 }
 
 pub fn run() -> Result<()> {

@@ -1,7 +1,7 @@
 //! Builds the device crate to PTX and installs or checks the committed copy.
 
+use crate::paths::{committed_ptx_path, workspace_root};
 use anyhow::{bail, Context, Result};
-use ingot_kernels::tools::{committed_ptx_path, workspace_root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,8 +1,9 @@
 //! Developer tasks: `cargo xtask test`, `cargo xtask kernels [--check]`, `cargo xtask tools`,
-//! `cargo xtask sass`.
+//! `cargo xtask audit`, `cargo xtask sass`.
 
 mod gate;
 mod kernels;
+mod paths;
 mod rehearse;
 mod sass;
 mod tools;
@@ -15,6 +16,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
   kernels --check  rebuild into target/ and fail if the committed PTX differs
   tools            install rust-src (nightly) and ptxas/cuobjdump/nvdisasm under .tools/
+  audit [ARGS]     ptx-audit ARGS (default: check) with the tools under .tools/ passed to it
   sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/";
 
 fn main() -> Result<()> {
@@ -26,6 +28,7 @@ fn main() -> Result<()> {
         ["kernels", "--check"] => kernels::check(),
         ["tools"] => tools::install(),
         ["sass"] => sass::report(),
+        ["audit", rest @ ..] => gate::audit(rest),
         _ => bail!("{USAGE}"),
     }
 }

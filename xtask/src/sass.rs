@@ -1,7 +1,7 @@
 //! `cargo xtask sass`: resource usage and SASS of the committed PTX for sm_86 and sm_90.
 
+use crate::paths::{committed_ptx_path, workspace_root, CUOBJDUMP, PTXAS};
 use anyhow::{bail, Context, Result};
-use ingot_kernels::tools::{committed_ptx_path, cuobjdump, ptxas, workspace_root};
 use std::process::Command;
 
 const ARCHS: [&str; 2] = ["sm_86", "sm_90"];
@@ -10,25 +10,26 @@ pub fn report() -> Result<()> {
     let ptx = committed_ptx_path();
     let out = workspace_root().join("target").join("sass");
     std::fs::create_dir_all(&out)?;
+    let (ptxas, cuobjdump) = (PTXAS.path(), CUOBJDUMP.path());
     for arch in ARCHS {
         let cubin = out.join(format!("ingot.{arch}.cubin"));
-        let res = Command::new(ptxas())
+        let res = Command::new(&ptxas)
             .arg(format!("-arch={arch}"))
             .arg("-v")
             .arg(&ptx)
             .arg("-o")
             .arg(&cubin)
             .output()
-            .with_context(|| format!("running {} (try `cargo xtask tools`)", ptxas().display()))?;
+            .with_context(|| format!("running {} (try `cargo xtask tools`)", ptxas.display()))?;
         print!("{}", String::from_utf8_lossy(&res.stderr));
         if !res.status.success() {
             bail!("ptxas -arch={arch} rejected {}", ptx.display());
         }
-        let sass = Command::new(cuobjdump())
+        let sass = Command::new(&cuobjdump)
             .arg("-sass")
             .arg(&cubin)
             .output()
-            .with_context(|| format!("running {}", cuobjdump().display()))?;
+            .with_context(|| format!("running {}", cuobjdump.display()))?;
         if !sass.status.success() {
             bail!("cuobjdump -sass {} failed", cubin.display());
         }

@@ -2,22 +2,23 @@
 //! (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`. Idempotent: an
 //! installed tool is detected and nothing is downloaded.
 
+use crate::paths::{tools_dir, TOOLS};
 use anyhow::{bail, Context, Result};
-use ingot_kernels::tools::{cuobjdump, nvdisasm, ptxas, tools_dir};
 use std::path::Path;
 use std::process::Command;
 
-/// Pinned wheels, and the binary each provides.
-const WHEELS: [(&str, &str); 3] = [
-    ("nvidia-cuda-nvcc==13.5.37", "ptxas"),
-    ("nvidia-cuda-cuobjdump==13.5.37", "cuobjdump"),
-    ("nvidia-cuda-nvdisasm==13.5.37", "nvdisasm"),
+/// Pinned wheels, in the order of `paths::TOOLS` (ptxas, cuobjdump, nvdisasm), each providing that tool.
+const WHEELS: [&str; 3] = [
+    "nvidia-cuda-nvcc==13.5.37",
+    "nvidia-cuda-cuobjdump==13.5.37",
+    "nvidia-cuda-nvdisasm==13.5.37",
 ];
 
 pub fn install() -> Result<()> {
     rust_src()?;
-    let bins = [ptxas(), cuobjdump(), nvdisasm()];
-    for ((wheel, name), bin) in WHEELS.iter().zip(&bins) {
+    let bins = TOOLS.map(|t| t.path());
+    for ((wheel, tool), bin) in WHEELS.iter().zip(&TOOLS).zip(&bins) {
+        let name = tool.name;
         if bin.is_file() {
             continue;
         }

@@ -3,64 +3,15 @@
 //! `ptx-syntax` validates the whole module and gives each instruction's byte span; its typed AST has one struct
 //! per instruction form (hundreds), while execution semantics depend only on the opcode, its dot-modifiers and
 //! its operands. So each validated instruction is re-read here from the same `ptx-syntax` token stream into
-//! that uniform shape, and `lower` maps it to the IR with one table for all forms.
-
-use std::borrow::Cow;
+//! that uniform shape ([`RawInst`]), which a consumer (the simulator's lowering) maps with one table for all
+//! forms. Read the tokens of the normalized text ([`crate::Source::tokens`]): modifiers come in the order
+//! [`crate::normalize_red`] left them, so consumers must treat them as a set.
 
 use ptx_syntax::{PtxToken, Span};
 
-/// Reorders the modifiers of every `red` instruction to the order `ptx-syntax` 0.5 accepts.
-///
-/// The ISA writes `red{.sem}{.scope}{.space}.op{.noftz}.type` (`red.global.add.u32`, what compilers emit),
-/// but `ptx-syntax` only accepts the operation first and the state space second (`red.add.global.u32`).
-/// The rewrite permutes the dot-separated modifiers in place, so every byte offset, and thus every line
-/// number and token span, is unchanged; lowering reads modifiers as a set, so their order does not matter.
-pub fn normalize_red(src: &str) -> Cow<'_, str> {
-    const OPS: [&str; 8] = ["add", "inc", "dec", "min", "max", "and", "or", "xor"];
-    let bytes = src.as_bytes();
-    let mut out: Option<String> = None;
-    let mut from = 0;
-    while let Some(i) = src[from..].find("red.").map(|i| i + from) {
-        from = i + 4;
-        let starts_word = i == 0 || {
-            let p = bytes[i - 1];
-            !(p.is_ascii_alphanumeric() || matches!(p, b'_' | b'.' | b'%' | b'$'))
-        };
-        if !starts_word {
-            continue;
-        }
-        let end = src[i..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':')))
-            .map_or(src.len(), |e| i + e);
-        let mods: Vec<&str> = src[i + 4..end].split('.').collect();
-        let op = mods.iter().position(|m| OPS.contains(m));
-        let space = mods
-            .iter()
-            .position(|m| *m == "global" || m.starts_with("shared"));
-        let (Some(op), Some(space)) = (op, space) else {
-            continue;
-        };
-        if op == 0 && space == 1 {
-            continue;
-        }
-        let mut order = vec![mods[op], mods[space]];
-        order.extend(
-            mods.iter()
-                .enumerate()
-                .filter(|(k, _)| *k != op && *k != space)
-                .map(|(_, m)| *m),
-        );
-        let text = format!("red.{}", order.join("."));
-        debug_assert_eq!(text.len(), end - i);
-        out.get_or_insert_with(|| src.to_string())
-            .replace_range(i..end, &text);
-    }
-    out.map_or(Cow::Borrowed(src), Cow::Owned)
-}
-
 /// A literal as written in the PTX text.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Lit {
+pub enum Lit {
     /// An integer literal with its sign applied (fits i128 for every 64-bit literal, signed or not).
     Int(i128),
     /// `0fXXXXXXXX`.
@@ -73,7 +24,7 @@ pub(crate) enum Lit {
 
 /// One operand as written.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Opnd {
+pub enum Opnd {
     /// A `%name` register, with an optional `.x`-style component (special registers).
     Reg(String, Option<String>),
     /// A bare identifier: a scoped inline-asm register, a label, or a variable symbol.
@@ -93,7 +44,7 @@ pub(crate) enum Opnd {
 
 /// An instruction statement split into guard, opcode, modifiers and operands.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct RawInst {
+pub struct RawInst {
     pub guard: Option<(Opnd, bool)>,
     pub opcode: String,
     pub mods: Vec<String>,
@@ -101,7 +52,7 @@ pub(crate) struct RawInst {
 }
 
 impl RawInst {
-    pub(crate) fn has(&self, m: &str) -> bool {
+    pub fn has(&self, m: &str) -> bool {
         self.mods.iter().any(|x| x == m)
     }
 }
@@ -137,7 +88,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// Reads one instruction from its tokens (the trailing `;`, if included, is ignored).
-pub(crate) fn read_inst(toks: &[(PtxToken, Span)]) -> Result<RawInst, String> {
+pub fn read_inst(toks: &[(PtxToken, Span)]) -> Result<RawInst, String> {
     let mut c = Cursor { toks, pos: 0 };
     let mut guard = None;
     if c.eat(&PtxToken::At) {
@@ -279,7 +230,7 @@ fn atom(c: &mut Cursor) -> Result<Opnd, String> {
 
 /// The literal whose token starts at byte `start` of the tokenized text (module variable initializers,
 /// whose values `ptx-syntax` keeps as token text).
-pub(crate) fn literal_at(toks: &[(PtxToken, Span)], start: usize) -> Result<Lit, String> {
+pub fn literal_at(toks: &[(PtxToken, Span)], start: usize) -> Result<Lit, String> {
     let pos = toks.partition_point(|t| t.1.start < start);
     if toks.get(pos).is_none_or(|t| t.1.start != start) {
         return Err(format!("no literal token at byte {start}"));
@@ -314,31 +265,4 @@ fn lit(c: &mut Cursor) -> Result<Lit, String> {
         }
         other => return Err(format!("expected an operand, found {other:?}")),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::normalize_red;
-
-    #[test]
-    fn red_modifiers_are_reordered_in_place() {
-        let src = "  red.global.add.u32 [%rd1], %r1;\n@%p1 red.relaxed.gpu.global.max.s32 [x], 1; // bred.x\n";
-        let out = normalize_red(src);
-        assert_eq!(
-            out,
-            "  red.add.global.u32 [%rd1], %r1;\n@%p1 red.max.global.relaxed.gpu.s32 [x], 1; // bred.x\n"
-        );
-        assert_eq!(out.len(), src.len());
-        // Already in the accepted order, or not a `red` instruction: untouched.
-        for s in [
-            "red.add.global.u32 [a], 1;",
-            "atom.global.add.u32 %r1, [a], 1;",
-            "mov.u32 %red.x, 1;",
-        ] {
-            assert!(
-                matches!(normalize_red(s), std::borrow::Cow::Borrowed(_)),
-                "{s}"
-            );
-        }
-    }
 }

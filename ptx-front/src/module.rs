@@ -15,6 +15,8 @@ use ptx_syntax::r#type::{
 };
 
 use crate::error::PtxError;
+use crate::lines::LineIndex;
+use crate::source::Source;
 
 /// Largest PTX text accepted (bytes). rustc's PTX for the whole kernel crate is well under 10 MiB;
 /// the cap keeps a wrong path (a model file, say) from being read and parsed into gigabytes.
@@ -136,20 +138,9 @@ impl PtxModule {
                 limit: MAX_PTX_BYTES,
             });
         }
-        let lines = LineIndex::new(source);
-        // Same length and offsets as `source`, so spans index both.
-        let normalized = super::compat::normalize_red(source);
-        // The parser is generated code; a panic on some odd input becomes an error here.
-        let parsed = std::panic::catch_unwind(|| ptx_syntax::parse_ptx(&normalized))
-            .map_err(|_| PtxError::ParserPanic)?;
-        let ast = parsed.map_err(|e| {
-            let (line, column) = lines.line_col(e.span.start.min(source.len()));
-            PtxError::Parse {
-                line,
-                column,
-                message: e.kind.to_string(),
-            }
-        })?;
+        let source_text = Source::new(source);
+        let ast = source_text.parse()?;
+        let lines = source_text.lines();
         let markers = hot_marker_offsets(source);
 
         let mut functions = Vec::new();
@@ -159,14 +150,14 @@ impl PtxModule {
                 ModuleDirective::EntryFunction { directive, .. } => {
                     if let Some(body) = &directive.body {
                         let header = directive.name.span.start;
-                        let builder = FunctionBuilder::new(source, &lines, &directive.name.val);
+                        let builder = FunctionBuilder::new(source, lines, &directive.name.val);
                         functions.push(builder.build(true, header, &[], body, &markers)?);
                     }
                 }
                 ModuleDirective::FuncFunction { directive, .. } => {
                     if let Some(body) = &directive.body {
                         let header = directive.name.span.start;
-                        let builder = FunctionBuilder::new(source, &lines, &directive.name.val);
+                        let builder = FunctionBuilder::new(source, lines, &directive.name.val);
                         functions.push(builder.build(
                             false,
                             header,
@@ -235,28 +226,6 @@ fn hot_marker_offsets(source: &str) -> Vec<usize> {
         line_start += line.len();
     }
     offsets
-}
-
-/// Maps byte offsets to 1-based line and column numbers.
-struct LineIndex {
-    starts: Vec<usize>,
-}
-
-impl LineIndex {
-    fn new(source: &str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
-        LineIndex { starts }
-    }
-
-    fn line_col(&self, offset: usize) -> (usize, usize) {
-        let line = self.starts.partition_point(|&s| s <= offset).max(1);
-        (line, offset - self.starts[line - 1] + 1)
-    }
-
-    fn line(&self, offset: usize) -> usize {
-        self.line_col(offset).0
-    }
 }
 
 struct FunctionBuilder<'a> {

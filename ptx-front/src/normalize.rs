@@ -4,8 +4,9 @@
 //! (`red.global.max.u64`), but `ptx-syntax` only accepts the operation first and the state space second
 //! (`red.max.global.u64`). [`normalize_red`] permutes the dot-separated modifiers of every `red` in
 //! place: every byte offset, and thus every line number and span, is unchanged, and analyses that read
-//! mnemonics back from the original text still see the compiler's spelling. `ptx-sim` applies the same
-//! rewrite (`ptx_sim::normalize_red`); a test checks that the two agree.
+//! mnemonics back from the original text still see the compiler's spelling. Consumers that read
+//! modifiers from the tokens of the rewritten text (the simulator's lowering) treat them as a set, so
+//! their order does not matter there either.
 
 use std::borrow::Cow;
 
@@ -69,6 +70,16 @@ mod tests {
             "red.max.global.u64 [%rd1], %rd2;\n red.add.global.relaxed.gpu.f32 [%rd3], %f1;"
         );
         assert_eq!(out.len(), src.len());
+        // Guarded, after other text on the line, with a comment that mentions `red.` as a word part.
+        let src = "  red.global.add.u32 [%rd1], %r1;\n@%p1 red.relaxed.gpu.global.max.s32 [x], 1; // bred.x\n";
+        assert_eq!(
+            normalize_red(src),
+            "  red.add.global.u32 [%rd1], %r1;\n@%p1 red.max.global.relaxed.gpu.s32 [x], 1; // bred.x\n"
+        );
+        assert_eq!(
+            normalize_red("red.shared::cta.min.s32 [%r1], %r2;"),
+            "red.min.shared::cta.s32 [%r1], %r2;"
+        );
     }
 
     #[test]
@@ -77,6 +88,8 @@ mod tests {
             "red.add.global.u32 [%rd1], %r1;",
             "shred.global.add x;",
             "mov.u32 %red.global, 1;",
+            "atom.global.add.u32 %r1, [a], 1;",
+            "mov.u32 %red.x, 1; // bred.global.add",
             "red.",
             "",
         ] {

@@ -5,7 +5,7 @@
 //! through the header. Back edges sharing a header form one loop. Loops nest by body
 //! containment; an innermost loop contains no other loop.
 
-use super::cfg::{BlockId, Cfg};
+use crate::cfg::{BlockId, Cfg};
 
 /// Index of a loop in [`LoopForest::loops`].
 pub type LoopId = usize;
@@ -194,7 +194,7 @@ fn intersect(idom: &[Option<BlockId>], rpo_index: &[usize], a: BlockId, b: Block
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ptx::PtxModule;
+    use crate::PtxModule;
 
     fn forest_of(body: &str) -> (Cfg, LoopForest) {
         let src = format!(
