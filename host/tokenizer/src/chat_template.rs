@@ -7,7 +7,7 @@
 //! Python string and dict methods (`.strip()`, `.split()`, `.items()`, ...) come from `minijinja-contrib`'s pycompat.
 
 use minijinja::syntax::SyntaxConfig;
-use minijinja::{Environment, Error, ErrorKind, Value};
+use minijinja::{context, Environment, Error, ErrorKind, Value};
 
 use crate::chat::{apply_chat_template_deepseek2, Role};
 
@@ -120,21 +120,18 @@ fn render_jinja(source: &str, r: &ChatRequest<'_>) -> Result<String, Error> {
         .into_iter()
         .chain(r.turns.iter().copied())
         .map(|(role, content)| {
-            Value::from_iter([
-                ("role", Value::from(role_name(role))),
-                ("content", Value::from(content)),
-            ])
+            context! {
+                role => Value::from(role_name(role)),
+                content => Value::from(content),
+            }
         })
         .collect();
-    let ctx = Value::from_iter([
-        ("messages", Value::from(messages)),
-        (
-            "add_generation_prompt",
-            Value::from(r.add_generation_prompt),
-        ),
-        ("bos_token", Value::from(r.bos)),
-        ("eos_token", Value::from(r.eos)),
-    ]);
+    let ctx = context! {
+        messages => Value::from(messages),
+        add_generation_prompt => Value::from(r.add_generation_prompt),
+        bos_token => Value::from(r.bos),
+        eos_token => Value::from(r.eos),
+    };
     env.get_template("chat_template")?.render(ctx)
 }
 
