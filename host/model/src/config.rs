@@ -32,13 +32,67 @@ pub enum GatingFunc {
     Sigmoid,
 }
 
+impl GatingFunc {
+    /// How a group of experts is scored when expert groups are active, by the model family's own rule:
+    /// HF DeepSeek-V2 (softmax, `group_limited_greedy`) takes a group's best expert, DeepSeek-V3 (sigmoid,
+    /// `noaux_tc`) the sum of its best two. llama.cpp applies the top-2 sum to both, so a softmax model with
+    /// groups (DeepSeek-V2/V2.5 236B) routes differently there; this follows the model.
+    pub fn group_score(self) -> GroupScore {
+        match self {
+            GatingFunc::Softmax => GroupScore::Best,
+            GatingFunc::Sigmoid => GroupScore::TopTwoSum,
+        }
+    }
+}
+
+/// Score of an expert group in group-limited routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupScore {
+    /// The group's highest selection score (DeepSeek-V2).
+    Best,
+    /// The sum of the group's two highest selection scores (DeepSeek-V3); groups need at least 2 experts.
+    TopTwoSum,
+}
+
+/// How the routed experts' gate and up projections are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertGateUp {
+    /// `ffn_gate_exps` and `ffn_up_exps`, `{n_embd, ff_expert, n_expert}` each.
+    Split,
+    /// One `ffn_gate_up_exps {n_embd, 2·ff_expert, n_expert}`: per expert the `ff_expert` gate rows, then the
+    /// `ff_expert` up rows (llama.cpp splits the product into those two halves).
+    Merged,
+}
+
+/// Position-dependent query scaling of Mistral Large 3 (llama.cpp `llm_graph_input_attn_temp`): the query of
+/// the token at `pos` is multiplied by `ln(floor((pos + offset) / length) + 1) · scale + 1`, offset 0 for deepseek2.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnTemperature {
+    /// `attention.temperature_scale`.
+    pub scale: f32,
+    /// `attention.temperature_length`: positions per step of the floor.
+    pub length: u32,
+}
+
+impl AttnTemperature {
+    /// The query multiplier at `pos`, computed as llama.cpp does (f32 position, f64 log, f32 result).
+    pub fn factor(&self, pos: usize) -> f32 {
+        let steps = ((pos as f32) / self.length as f32).floor() as f64;
+        ((steps + 1.0).ln() * self.scale as f64 + 1.0) as f32
+    }
+}
+
 /// Every hyper-parameter the forward pass needs, validated against the tensors of the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// `general.name`, when present.
     pub name: Option<String>,
     pub n_embd: usize,
+    /// Layers a decoded token runs through: `block_count` minus the NextN/MTP blocks.
     pub n_layer: usize,
+    /// NextN/MTP blocks (`nextn_predict_layers`): the last blocks of `block_count`, numbered `n_layer..`. Their
+    /// tensors are checked when present, never run when decoding (llama.cpp runs them only to draft tokens).
+    pub n_nextn: usize,
     /// Layers `0..n_dense_lead` use a dense FFN, the rest are MoE.
     pub n_dense_lead: usize,
     pub n_head: usize,
@@ -66,6 +120,8 @@ pub struct ModelConfig {
     pub n_expert_group: usize,
     pub n_expert_group_used: usize,
     pub gating: GatingFunc,
+    /// Split or merged gate/up expert tensors (the same in every MoE layer).
+    pub gate_up: ExpertGateUp,
     /// Renormalise the selected experts' weights to sum to 1.
     pub expert_weights_norm: bool,
     /// Multiplier of the routed experts' weights (`routed_scaling_factor`); 0 in the file means 1.
@@ -74,9 +130,13 @@ pub struct ModelConfig {
     pub has_expert_bias: bool,
     pub rms_eps: f32,
     pub layout: AttnLayout,
+    /// No `output.weight`: the logits use `token_embd` (tied embeddings, as llama.cpp accepts).
+    pub tied_output: bool,
     pub rope: RopeParams,
     /// Attention logit scale derived from `rope` (§5.2).
     pub kq_scale: f32,
+    /// Mistral Large 3's attention temperature, when the file sets `attention.temperature_scale`.
+    pub attn_temperature: Option<AttnTemperature>,
     bytes_per_token: u64,
 }
 
@@ -93,7 +153,16 @@ impl ModelConfig {
         let name = keys.str_opt("general.name")?.map(str::to_owned);
 
         let n_embd = keys.dim_req(&arch_key("embedding_length"))?;
-        let n_layer = keys.dim_req(&arch_key("block_count"))?;
+        let block_count = keys.dim_req(&arch_key("block_count"))?;
+        let nextn_key = arch_key("nextn_predict_layers");
+        let n_nextn = keys.count_opt(&nextn_key)?.unwrap_or(0);
+        if n_nextn >= block_count {
+            return Err(invalid(
+                &nextn_key,
+                format!("{n_nextn} leaves no decoding layer of block_count {block_count}"),
+            ));
+        }
+        let n_layer = block_count - n_nextn;
         let n_ctx_train = keys.dim_req(&arch_key("context_length"))?;
         let n_head = keys
             .uniform_dim_opt(&arch_key("attention.head_count"))?
@@ -102,7 +171,7 @@ impl ModelConfig {
         if n_dense_lead > n_layer {
             return Err(invalid(
                 &arch_key("leading_dense_block_count"),
-                format!("{n_dense_lead} exceeds block_count {n_layer}"),
+                format!("{n_dense_lead} exceeds the {n_layer} decoding layers"),
             ));
         }
         let vocab = match keys.dim_opt(&arch_key("vocab_size"))? {
@@ -124,8 +193,9 @@ impl ModelConfig {
         let q_lora = match keys.count_opt(&q_lora_key)? {
             Some(0) => None,
             Some(r) => Some(r),
-            // llama.cpp only lets the 26/27-layer Lite models omit it.
-            None if n_layer == 26 || n_layer == 27 => None,
+            // llama.cpp only lets the 26/27-layer Lite models (and Kanana-2's 48 layers with a 128,256 vocabulary)
+            // omit it.
+            None if n_layer == 26 || n_layer == 27 || (n_layer == 48 && vocab == 128_256) => None,
             None => return Err(ModelError::MissingKey { key: q_lora_key }),
         };
         let key_length = keys
@@ -151,7 +221,7 @@ impl ModelConfig {
         let d_nope = d_qk - d_rope;
 
         // Feed-forward widths and routing.
-        let has_moe = n_layer > n_dense_lead;
+        let has_moe = block_count > n_dense_lead;
         let ff_key = arch_key("feed_forward_length");
         let ff_dense = match keys.uniform_dim_opt(&ff_key)? {
             Some(v) => v,
@@ -195,6 +265,15 @@ impl ModelConfig {
             .unwrap_or(false);
         let gating_key = arch_key("expert_gating_func");
         let gating = match keys.count_opt(&gating_key)? {
+            // llama.cpp's fallback for files without the key: GLM-4.7-Flash (47 layers + 1 MTP block, 154,880
+            // tokens) routes by sigmoid, older DeepSeek-V2/V2.5 files by softmax. Newer llama.cpp counts the 47
+            // without the MTP block, older the 48 with it; both are accepted.
+            None | Some(0)
+                if [n_layer, block_count].iter().any(|&n| n == 47 || n == 48)
+                    && vocab == 154_880 =>
+            {
+                GatingFunc::Sigmoid
+            }
             None | Some(0) | Some(1) => GatingFunc::Softmax,
             Some(2) => GatingFunc::Sigmoid,
             Some(other) => {
@@ -215,23 +294,39 @@ impl ModelConfig {
                 n_expert_used,
                 n_expert_group,
                 n_expert_group_used,
+                gating.group_score(),
                 &group_used_key,
             )?;
         }
 
         let rope = read_rope(&keys, d_rope, n_ctx_train)?;
         let kq_scale = rope.kq_scale(d_qk);
+        let attn_temperature = read_attn_temperature(&keys)?;
 
         let layout = tensors::detect_layout(gguf)?;
         let has_expert_bias = has_moe
             && gguf
                 .tensor(&tensors::layer_name(n_dense_lead, "exp_probs_b.bias"))
                 .is_some();
+        let gate_up = if has_moe
+            && gguf
+                .tensor(&tensors::layer_name(
+                    n_dense_lead,
+                    "ffn_gate_up_exps.weight",
+                ))
+                .is_some()
+        {
+            ExpertGateUp::Merged
+        } else {
+            ExpertGateUp::Split
+        };
+        let tied_output = gguf.tensor(tensors::OUTPUT).is_none();
 
         let mut config = ModelConfig {
             name,
             n_embd,
             n_layer,
+            n_nextn,
             n_dense_lead,
             n_head,
             n_ctx_train,
@@ -249,13 +344,16 @@ impl ModelConfig {
             n_expert_group,
             n_expert_group_used,
             gating,
+            gate_up,
             expert_weights_norm,
             expert_weights_scale,
             has_expert_bias,
             rms_eps,
             layout,
+            tied_output,
             rope,
             kq_scale,
+            attn_temperature,
             bytes_per_token: 0,
         };
         config.bytes_per_token = tensors::validate_shapes(gguf, &config)?;
@@ -270,6 +368,29 @@ impl ModelConfig {
     /// Width of one latent cache row `[c | k_pe]`.
     pub fn cache_row(&self) -> usize {
         self.kv_lora + self.d_rope
+    }
+
+    /// Attention logit scale of the query at `pos`: [`ModelConfig::kq_scale`] times the attention temperature
+    /// when the model has one (multiplying the query or the scores is the same product).
+    pub fn kq_scale_at(&self, pos: usize) -> f32 {
+        match &self.attn_temperature {
+            None => self.kq_scale,
+            Some(t) => self.kq_scale * t.factor(pos),
+        }
+    }
+
+    /// The tensor the logits are computed with: `output.weight`, or `token_embd.weight` when tied.
+    pub fn output_tensor(&self) -> &'static str {
+        if self.tied_output {
+            tensors::TOKEN_EMBD
+        } else {
+            tensors::OUTPUT
+        }
+    }
+
+    /// `block_count`: the decoding layers plus the NextN/MTP blocks.
+    pub fn block_count(&self) -> usize {
+        self.n_layer + self.n_nextn
     }
 
     /// Whether layer `il` is a MoE layer (as opposed to a dense lead layer).
@@ -294,6 +415,7 @@ fn validate_groups(
     n_used: usize,
     groups: usize,
     groups_used: usize,
+    score: GroupScore,
     key: &str,
 ) -> Result<()> {
     if !n_expert.is_multiple_of(groups) {
@@ -308,13 +430,36 @@ fn validate_groups(
             format!("{groups_used} of {groups} groups cannot hold {n_used} selected experts"),
         ));
     }
-    if n_expert / groups < 2 {
+    if score == GroupScore::TopTwoSum && n_expert / groups < 2 {
         return Err(invalid(
             key,
             "group scores sum the top 2 experts, so groups need at least 2".into(),
         ));
     }
     Ok(())
+}
+
+fn read_attn_temperature(keys: &Keys<'_>) -> Result<Option<AttnTemperature>> {
+    let scale_key = arch_key("attention.temperature_scale");
+    let length_key = arch_key("attention.temperature_length");
+    let scale = keys.f32_opt(&scale_key)?.unwrap_or(0.0);
+    if scale == 0.0 {
+        return Ok(None);
+    }
+    if !scale.is_finite() {
+        return Err(invalid(&scale_key, format!("{scale}")));
+    }
+    let length = match keys.count_opt(&length_key)? {
+        Some(n) if n > 0 && n <= u32::MAX as usize => n as u32,
+        Some(n) => return Err(invalid(&length_key, format!("{n} (must be 1..2^32)"))),
+        None => {
+            return Err(invalid(
+                &length_key,
+                format!("missing while {scale_key} = {scale} (the temperature needs its period)"),
+            ))
+        }
+    };
+    Ok(Some(AttnTemperature { scale, length }))
 }
 
 fn read_rope(keys: &Keys<'_>, n_rot: usize, n_ctx_train: usize) -> Result<RopeParams> {

@@ -1,10 +1,14 @@
 //! MoE expert selection (spec §5.4, llama.cpp `build_moe_ffn`): softmax or sigmoid scores, an optional selection
 //! bias (V3 `exp_probs_b`), optional group limiting, top-k, optional renormalisation and scaling.
 //!
+//! Group limiting scores a group by the model family's own rule ([`GroupScore`]): its best expert for softmax
+//! models (HF DeepSeek-V2), the sum of its best two for sigmoid models (DeepSeek-V3). llama.cpp uses the top-2
+//! sum for both, so on a softmax model with groups (DeepSeek-V2/V2.5 236B) its routing departs from the model's.
+//!
 //! Tie rule: among equal selection scores the lower expert index is chosen first (a stable descending sort).
 //! ggml's CPU argsort does not promise any order for exact ties; with real-valued router logits ties do not occur.
 
-use crate::config::{GatingFunc, ModelConfig};
+use crate::config::{GatingFunc, GroupScore, ModelConfig};
 
 /// llama.cpp clamps the weight sum from below before renormalising (`ggml_clamp(sum, 6.103515625e-5, inf)`).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
@@ -101,7 +105,7 @@ impl Router {
         }
     }
 
-    /// Keeps the `n_group_used` groups whose two best selection scores sum highest; masks the rest to -inf.
+    /// Keeps the `n_group_used` groups with the highest [`GroupScore`]; masks the rest to -inf.
     fn limit_groups(&mut self) {
         let p = self.params;
         let per_group = p.n_expert / p.n_group;
@@ -116,7 +120,10 @@ impl Router {
                     second = s;
                 }
             }
-            *score = first + second;
+            *score = match p.gating.group_score() {
+                GroupScore::Best => first,
+                GroupScore::TopTwoSum => first + second,
+            };
         }
         self.group_taken.fill(false);
         for _ in 0..p.n_group_used {
@@ -199,16 +206,31 @@ mod tests {
         assert!((out[1].1 as f64 - 2.5 * sig(1.0) / sum).abs() < 1e-6);
     }
 
+    /// Group 0 = experts 0..4 holds the single best expert, group 1 = 4..8 has the best pair sum.
+    const GROUP_LOGITS: [f32; 8] = [4.0, -5.0, -5.0, -5.0, 3.0, 3.0, -5.0, -5.0];
+
     #[test]
-    fn groups_score_by_top_two_sum() {
-        // Group 0 = experts 0..4 holds the single best expert, group 1 = 4..8 has the best pair sum.
-        let logits = [4.0, -5.0, -5.0, -5.0, 3.0, 3.0, -5.0, -5.0];
+    fn sigmoid_groups_score_by_top_two_sum() {
         let p = RouterParams {
             n_group: 2,
             n_group_used: 1,
             ..params(GatingFunc::Sigmoid, 2)
         };
-        let out = route(p, &logits, None);
+        assert_eq!(p.gating.group_score(), GroupScore::TopTwoSum);
+        let out = route(p, &GROUP_LOGITS, None);
         assert_eq!(out.iter().map(|&(e, _)| e).collect::<Vec<_>>(), [4, 5]);
+    }
+
+    #[test]
+    fn softmax_groups_score_by_best_expert() {
+        // DeepSeek-V2's group_limited_greedy keeps group 0 (best single expert 4.0), where V3's rule keeps group 1.
+        let p = RouterParams {
+            n_group: 2,
+            n_group_used: 1,
+            ..params(GatingFunc::Softmax, 2)
+        };
+        assert_eq!(p.gating.group_score(), GroupScore::Best);
+        let out = route(p, &GROUP_LOGITS, None);
+        assert_eq!(out.iter().map(|&(e, _)| e).collect::<Vec<_>>(), [0, 1]);
     }
 }

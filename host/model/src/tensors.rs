@@ -3,7 +3,7 @@
 
 use ingot_gguf::{Gguf, GgufFile, TensorInfo};
 
-use crate::config::{AttnLayout, ModelConfig};
+use crate::config::{AttnLayout, ExpertGateUp, ModelConfig};
 use crate::error::{ModelError, Result};
 
 pub const TOKEN_EMBD: &str = "token_embd.weight";
@@ -24,6 +24,8 @@ enum Traffic {
     OneRow,
     /// The used fraction of a stacked expert tensor.
     UsedExperts,
+    /// Nothing: the NextN/MTP blocks, which decoding never runs.
+    NotRun,
 }
 
 /// One tensor the configuration requires, with its shape in ggml order (innermost first).
@@ -33,6 +35,8 @@ struct Expected {
     /// An equivalent flattened shape some converters write (ik_llama's 2-D `attn_k_b`/`attn_v_b`).
     alt_shape: Option<Vec<u64>>,
     traffic: Traffic,
+    /// A missing tensor is an error; the NextN/MTP blocks are optional (llama.cpp loads files stripped of them).
+    required: bool,
 }
 
 /// The named tensor's header entry, or [`ModelError::MissingTensor`].
@@ -61,93 +65,150 @@ pub(crate) fn detect_layout(gguf: &Gguf) -> Result<AttnLayout> {
 
 fn expected_tensors(c: &ModelConfig) -> Vec<Expected> {
     let d = |v: usize| v as u64;
-    let (embd, vocab, heads) = (d(c.n_embd), d(c.vocab), d(c.n_head));
-    let full = |name: String, shape: Vec<u64>| Expected {
-        name,
-        shape,
-        alt_shape: None,
-        traffic: Traffic::Full,
-    };
+    let (embd, vocab) = (d(c.n_embd), d(c.vocab));
     let mut out = vec![
-        Expected {
-            name: TOKEN_EMBD.into(),
-            shape: vec![embd, vocab],
-            alt_shape: None,
-            traffic: Traffic::OneRow,
-        },
-        full(OUTPUT_NORM.into(), vec![embd]),
-        full(OUTPUT.into(), vec![embd, vocab]),
+        Expected::new(TOKEN_EMBD.into(), vec![embd, vocab], Traffic::OneRow),
+        Expected::new(OUTPUT_NORM.into(), vec![embd], Traffic::Full),
     ];
-    let q_rows = heads * d(c.d_qk());
-    for il in 0..c.n_layer {
-        let n = |suffix: &str| layer_name(il, suffix);
-        out.push(full(n("attn_norm.weight"), vec![embd]));
-        match c.q_lora {
-            None => out.push(full(n("attn_q.weight"), vec![embd, q_rows])),
-            Some(r) => {
-                out.push(full(n("attn_q_a.weight"), vec![embd, d(r)]));
-                out.push(full(n("attn_q_a_norm.weight"), vec![d(r)]));
-                out.push(full(n("attn_q_b.weight"), vec![d(r), q_rows]));
-            }
-        }
-        out.push(full(
-            n("attn_kv_a_mqa.weight"),
-            vec![embd, d(c.cache_row())],
-        ));
-        out.push(full(n("attn_kv_a_norm.weight"), vec![d(c.kv_lora)]));
-        match c.layout {
-            AttnLayout::Mla => {
-                let (lora, nope, v) = (d(c.kv_lora), d(c.d_nope), d(c.d_v));
-                out.push(Expected {
-                    name: n("attn_k_b.weight"),
-                    shape: vec![nope, lora, heads],
-                    alt_shape: Some(vec![nope, lora * heads]),
-                    traffic: Traffic::Full,
-                });
-                out.push(Expected {
-                    name: n("attn_v_b.weight"),
-                    shape: vec![lora, v, heads],
-                    alt_shape: Some(vec![lora, v * heads]),
-                    traffic: Traffic::Full,
-                });
-            }
-            AttnLayout::Legacy => out.push(full(
-                n("attn_kv_b.weight"),
-                vec![d(c.kv_lora), heads * d(c.d_nope + c.d_v)],
-            )),
-        }
-        out.push(full(n("attn_output.weight"), vec![heads * d(c.d_v), embd]));
-        out.push(full(n("ffn_norm.weight"), vec![embd]));
-        if !c.is_moe_layer(il) {
-            let ff = d(c.ff_dense);
-            out.push(full(n("ffn_gate.weight"), vec![embd, ff]));
-            out.push(full(n("ffn_up.weight"), vec![embd, ff]));
-            out.push(full(n("ffn_down.weight"), vec![ff, embd]));
+    // Tied output: lm_head reads all of token_embd on top of the embedding row.
+    out.push(Expected::new(
+        c.output_tensor().into(),
+        vec![embd, vocab],
+        Traffic::Full,
+    ));
+    for il in 0..c.block_count() {
+        let layer = layer_tensors(c, il);
+        if il < c.n_layer {
+            out.extend(layer);
             continue;
         }
-        let (ff, experts) = (d(c.ff_expert), d(c.n_expert));
-        out.push(full(n("ffn_gate_inp.weight"), vec![embd, experts]));
-        if c.has_expert_bias {
-            out.push(full(n("exp_probs_b.bias"), vec![experts]));
+        out.extend(layer.into_iter().map(Expected::mtp));
+        let n = |suffix: &str| layer_name(il, suffix);
+        out.extend(
+            [
+                Expected::new(
+                    n("nextn.eh_proj.weight"),
+                    vec![2 * embd, embd],
+                    Traffic::NotRun,
+                ),
+                Expected::new(n("nextn.enorm.weight"), vec![embd], Traffic::NotRun),
+                Expected::new(n("nextn.hnorm.weight"), vec![embd], Traffic::NotRun),
+                Expected::new(
+                    n("nextn.shared_head_norm.weight"),
+                    vec![embd],
+                    Traffic::NotRun,
+                ),
+                Expected::new(
+                    n("nextn.embed_tokens.weight"),
+                    vec![embd, vocab],
+                    Traffic::NotRun,
+                ),
+                Expected::new(
+                    n("nextn.shared_head_head.weight"),
+                    vec![embd, vocab],
+                    Traffic::NotRun,
+                ),
+            ]
+            .map(Expected::mtp),
+        );
+    }
+    out
+}
+
+impl Expected {
+    fn new(name: String, shape: Vec<u64>, traffic: Traffic) -> Self {
+        Expected {
+            name,
+            shape,
+            alt_shape: None,
+            traffic,
+            required: true,
         }
-        for (suffix, shape) in [
-            ("ffn_gate_exps.weight", vec![embd, ff, experts]),
-            ("ffn_up_exps.weight", vec![embd, ff, experts]),
-            ("ffn_down_exps.weight", vec![ff, embd, experts]),
-        ] {
+    }
+
+    /// The same tensor in a NextN/MTP block: optional, and never read when decoding.
+    fn mtp(self) -> Self {
+        Expected {
+            traffic: Traffic::NotRun,
+            required: false,
+            ..self
+        }
+    }
+}
+
+/// The tensors of block `il` (a decoding layer, or the trunk part of an MTP block).
+fn layer_tensors(c: &ModelConfig, il: usize) -> Vec<Expected> {
+    let d = |v: usize| v as u64;
+    let (embd, heads) = (d(c.n_embd), d(c.n_head));
+    let full = |name: String, shape: Vec<u64>| Expected::new(name, shape, Traffic::Full);
+    let n = |suffix: &str| layer_name(il, suffix);
+    let q_rows = heads * d(c.d_qk());
+    let mut out = vec![full(n("attn_norm.weight"), vec![embd])];
+    match c.q_lora {
+        None => out.push(full(n("attn_q.weight"), vec![embd, q_rows])),
+        Some(r) => {
+            out.push(full(n("attn_q_a.weight"), vec![embd, d(r)]));
+            out.push(full(n("attn_q_a_norm.weight"), vec![d(r)]));
+            out.push(full(n("attn_q_b.weight"), vec![d(r), q_rows]));
+        }
+    }
+    out.push(full(
+        n("attn_kv_a_mqa.weight"),
+        vec![embd, d(c.cache_row())],
+    ));
+    out.push(full(n("attn_kv_a_norm.weight"), vec![d(c.kv_lora)]));
+    match c.layout {
+        AttnLayout::Mla => {
+            let (lora, nope, v) = (d(c.kv_lora), d(c.d_nope), d(c.d_v));
             out.push(Expected {
-                name: n(suffix),
-                shape,
-                alt_shape: None,
-                traffic: Traffic::UsedExperts,
+                alt_shape: Some(vec![nope, lora * heads]),
+                ..full(n("attn_k_b.weight"), vec![nope, lora, heads])
+            });
+            out.push(Expected {
+                alt_shape: Some(vec![lora, v * heads]),
+                ..full(n("attn_v_b.weight"), vec![lora, v, heads])
             });
         }
-        if c.n_expert_shared > 0 {
-            let ffs = d(c.ff_shared());
-            out.push(full(n("ffn_gate_shexp.weight"), vec![embd, ffs]));
-            out.push(full(n("ffn_up_shexp.weight"), vec![embd, ffs]));
-            out.push(full(n("ffn_down_shexp.weight"), vec![ffs, embd]));
-        }
+        AttnLayout::Legacy => out.push(full(
+            n("attn_kv_b.weight"),
+            vec![d(c.kv_lora), heads * d(c.d_nope + c.d_v)],
+        )),
+    }
+    out.push(full(n("attn_output.weight"), vec![heads * d(c.d_v), embd]));
+    out.push(full(n("ffn_norm.weight"), vec![embd]));
+    if !c.is_moe_layer(il) {
+        let ff = d(c.ff_dense);
+        out.push(full(n("ffn_gate.weight"), vec![embd, ff]));
+        out.push(full(n("ffn_up.weight"), vec![embd, ff]));
+        out.push(full(n("ffn_down.weight"), vec![ff, embd]));
+        return out;
+    }
+    let (ff, experts) = (d(c.ff_expert), d(c.n_expert));
+    out.push(full(n("ffn_gate_inp.weight"), vec![embd, experts]));
+    if c.has_expert_bias {
+        out.push(full(n("exp_probs_b.bias"), vec![experts]));
+    }
+    let gate_up: &[(&str, u64)] = match c.gate_up {
+        ExpertGateUp::Split => &[("ffn_gate_exps.weight", ff), ("ffn_up_exps.weight", ff)],
+        ExpertGateUp::Merged => &[("ffn_gate_up_exps.weight", 2 * ff)],
+    };
+    for &(suffix, rows) in gate_up {
+        out.push(Expected::new(
+            n(suffix),
+            vec![embd, rows, experts],
+            Traffic::UsedExperts,
+        ));
+    }
+    out.push(Expected::new(
+        n("ffn_down_exps.weight"),
+        vec![ff, embd, experts],
+        Traffic::UsedExperts,
+    ));
+    if c.n_expert_shared > 0 {
+        let ffs = d(c.ff_shared());
+        out.push(full(n("ffn_gate_shexp.weight"), vec![embd, ffs]));
+        out.push(full(n("ffn_up_shexp.weight"), vec![embd, ffs]));
+        out.push(full(n("ffn_down_shexp.weight"), vec![ffs, embd]));
     }
     out
 }
@@ -164,12 +225,8 @@ pub(crate) fn validate_shapes(gguf: &Gguf, config: &ModelConfig) -> Result<u64> 
     let mut bytes = 0u64;
     for want in expected_tensors(config) {
         let Some(info) = gguf.tensor(&want.name) else {
-            if let Some(merged) =
-                merged_experts_name(&want.name).filter(|m| gguf.tensor(m).is_some())
-            {
-                return Err(ModelError::Unsupported(format!(
-                    "merged expert tensor {merged} (split gate/up experts are required)"
-                )));
+            if !want.required {
+                continue;
             }
             return Err(ModelError::MissingTensor { name: want.name });
         };
@@ -192,15 +249,8 @@ pub(crate) fn validate_shapes(gguf: &Gguf, config: &ModelConfig) -> Result<u64> 
             Traffic::UsedExperts => {
                 info.nbytes / config.n_expert as u64 * config.n_expert_used as u64
             }
+            Traffic::NotRun => 0,
         };
     }
     Ok(bytes)
-}
-
-/// `blk.N.ffn_gate_up_exps.weight` for a missing split gate/up expert tensor name.
-fn merged_experts_name(name: &str) -> Option<String> {
-    ["ffn_gate_exps.weight", "ffn_up_exps.weight"]
-        .iter()
-        .find_map(|s| name.strip_suffix(s))
-        .map(|prefix| format!("{prefix}ffn_gate_up_exps.weight"))
 }

@@ -219,3 +219,58 @@ fn file_without_any_attention_up_projection_is_rejected() {
         matches!(ModelConfig::from_gguf(&g), Err(ModelError::MissingTensor { name }) if name.contains("attn_kv_b"))
     );
 }
+
+/// The full-size family headers of `ingot synth` (no weights) configure as the released models do.
+#[test]
+fn full_size_family_headers_configure() {
+    use ingot_synth::{header, Layout, Preset, QuantMix, SynthOptions};
+    let config = |preset| {
+        let opts = SynthOptions {
+            preset,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 1,
+        };
+        ModelConfig::from_gguf(&header(&opts).unwrap()).unwrap()
+    };
+    let v3 = config(Preset::V3);
+    assert_eq!((v3.n_layer, v3.n_dense_lead, v3.n_head), (61, 3, 128));
+    assert_eq!(
+        (v3.q_lora, v3.n_expert, v3.n_expert_used),
+        (Some(1536), 256, 8)
+    );
+    assert_eq!((v3.n_expert_group, v3.n_expert_group_used), (8, 4));
+    assert_eq!((v3.gating, v3.has_expert_bias), (GatingFunc::Sigmoid, true));
+    let k2 = config(Preset::K2);
+    assert_eq!((k2.n_head, k2.n_expert, k2.n_expert_used), (64, 384, 8));
+    // GLM-4.7-Flash: 47 decoding layers plus the MTP block, no gating key: llama.cpp's fallback picks sigmoid.
+    let glm = config(Preset::Glm47Flash);
+    assert_eq!((glm.n_layer, glm.n_nextn, glm.n_head), (47, 1, 20));
+    assert_eq!((glm.q_lora, glm.d_nope, glm.d_v), (Some(768), 192, 256));
+    assert_eq!(glm.gating, GatingFunc::Sigmoid);
+    for (name, c) in [("v3", &v3), ("k2", &k2), ("glm-4.7-flash", &glm)] {
+        println!(
+            "{name}: {:.2} GB of weights per token (q4_k_m)",
+            c.bytes_per_token() as f64 / 1e9
+        );
+    }
+    // The fallback needs both the layer count and the vocabulary: the same header with another vocabulary size
+    // routes by softmax (the DeepSeek-V2/V2.5 rule).
+    let opts = SynthOptions {
+        preset: Preset::Glm47Flash,
+        layout: Layout::Mla,
+        mix: QuantMix::Q4KM,
+        seed: 1,
+    };
+    let mut g = header(&opts).unwrap();
+    set_key(&mut g, "deepseek2.vocab_size", MetaValue::U32(154_881));
+    for t in g.tensors.iter_mut() {
+        if t.name == "token_embd.weight" || t.name == "output.weight" {
+            t.ne[1] = 154_881;
+        }
+    }
+    assert_eq!(
+        ModelConfig::from_gguf(&g).unwrap().gating,
+        GatingFunc::Softmax
+    );
+}

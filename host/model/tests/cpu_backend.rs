@@ -52,7 +52,12 @@ fn compare(model: &str, band: f32, tokens: &[u32], want: &[Vec<f32>], got: &[Vec
 /// logits of magnitude ~5 accumulate relative errors ~1e-6 per op over ~1000-term sums: 1e-3 is a wide margin.
 #[test]
 fn f32_models_match_oracle() {
-    for model in ["tiny-mla-f32", "tiny-legacy-f32"] {
+    for model in [
+        "tiny-mla-f32",
+        "tiny-legacy-f32",
+        "tiny-v3-f32",
+        "tiny-glm-f32",
+    ] {
         let file = open(model);
         let (tokens, want) = oracle_greedy_run(&file, 32);
         let got = cpu_run(&file, &tokens);
@@ -63,6 +68,10 @@ fn f32_models_match_oracle() {
 /// Q4_K_M weights: the backend quantizes activations to q8_0 (Q5_0/Q8_0 weights) and q8_K (Q4_K weights),
 /// one 8-bit step per 32 or 256 inputs; the golden README measures llama.cpp's identical scheme moving logits by
 /// up to ~0.25 from the f32 computation, so the band is 0.3.
+///
+/// Not run on `tiny-v3-q4_k_m`: there, activation quantization flips near-tied expert choices (sigmoid routing
+/// with groups) and a flipped choice moves a position's logits by ~2.5; the next test holds the CPU backend to
+/// llama.cpp's own quantized run of that model instead.
 #[test]
 fn q4_k_m_matches_oracle_within_activation_quantization() {
     let file = open("tiny-mla-q4_k_m");
@@ -94,6 +103,52 @@ fn q4_k_m_reproduces_llama_cpp_quantized_activations() {
         "only {identical} leading positions match llama.cpp to 1e-4: {diffs:?}"
     );
     assert!(diffs.iter().all(|&d| d < 0.3), "{diffs:?}");
+}
+
+/// V3-style q4_k_m (low-rank query, sigmoid routing with bias and groups): the CPU backend reproduces llama.cpp's
+/// quantized run to f32 rounding at all 16 prompt positions (measured <= 1e-6). Teacher-forced on llama.cpp's
+/// greedy ids, the first 9 steps are as close; later a q8 rounding boundary falls the other way and the runs drift
+/// by up to ~0.1 (measured 2026-11-30), inside the 0.3 quantization band, and the top-1 must agree wherever
+/// llama.cpp's margin exceeds twice the band (one near tie, margin 0.014, flips).
+#[test]
+fn v3_q4_k_m_reproduces_llama_cpp_quantized_activations() {
+    let model = "tiny-v3-q4_k_m";
+    let file = open(model);
+    let dir = golden_dir().join(model);
+    let want = read_npy(&dir.join("stepwise16.npy"));
+    let got = cpu_run(&file, &PROMPT16);
+    let worst = (0..want.rows)
+        .map(|r| max_abs_diff(&got[r], want.row(r)))
+        .fold(0.0f32, f32::max);
+    println!("{model} stepwise16: max |cpu - llama.cpp| = {worst:.3e}");
+    assert!(worst < 1e-4, "{model} stepwise16: {worst}");
+
+    let (prompt, generated) = read_ids(&dir.join("greedy32.ids.txt"));
+    let tokens: Vec<u32> = prompt.iter().chain(&generated).copied().collect();
+    let got = cpu_run(&file, &tokens);
+    let greedy = read_npy(&dir.join("greedy32.npy"));
+    let want: Vec<Vec<f32>> = (0..greedy.rows).map(|r| greedy.row(r).to_vec()).collect();
+    // Row i of greedy32.npy holds the logits after tokens[..prompt.len() + i].
+    let got = &got[prompt.len() - 1..tokens.len() - 1];
+    let identical = want
+        .iter()
+        .zip(got)
+        .take_while(|(w, g)| max_abs_diff(w, g) < 1e-4)
+        .count();
+    let seen = compare_logits(&want, got, 0.3, |pos| format!("{model} greedy step {pos}"));
+    println!(
+        "{model} greedy32: {identical} leading steps within 1e-4, max |cpu - llama.cpp| = {:.3e}, same top-1 at \
+         {}/{}, required at {}",
+        seen.worst,
+        seen.agree,
+        want.len(),
+        seen.clear
+    );
+    assert!(
+        identical >= 9,
+        "only {identical} leading greedy steps match llama.cpp to 1e-4"
+    );
+    assert!(seen.worst < 0.3, "{model} greedy32: {}", seen.worst);
 }
 
 #[test]

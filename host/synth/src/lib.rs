@@ -20,17 +20,17 @@ pub mod vocab;
 
 use std::path::Path;
 
-use ingot_gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaType, MetaValue};
+use ingot_gguf::{GgmlType, Gguf, GgufError, GgufWriter, MetaArray, MetaType, MetaValue};
 use rayon::prelude::*;
 
 pub use mix::{tensor_type, QuantMix};
 pub use plan::{tensor_plan, Init, TensorPlan};
-pub use preset::{Dims, Layout, Preset};
+pub use preset::{Dims, Layout, Preset, Routing};
 use rng::Rng;
 
 /// Bumped whenever the same options would make different bytes (preset dims, draw order, vocabulary),
 /// so caches keyed by the options (e.g. `ingot demo`'s) know a stored file is stale.
-pub const REVISION: u32 = 2;
+pub const REVISION: u32 = 3;
 
 /// Elements per random stream: big enough to amortise seeding, small enough to spread over cores.
 const CHUNK_ELEMENTS: u64 = 1 << 18;
@@ -45,6 +45,11 @@ pub enum SynthError {
         ty: &'static str,
         msg: String,
     },
+    #[error(
+        "preset {0} is a full-size header for plan counts and bytes per token; its weights are not written \
+         (use a tiny-* preset for a model that runs)"
+    )]
+    HeaderOnly(Preset),
 }
 
 #[derive(Clone, Debug)]
@@ -80,21 +85,45 @@ pub fn planned_bytes(opts: &SynthOptions) -> u64 {
         .sum()
 }
 
-/// Writes the model to `out` atomically (temp file + rename). `progress` draws a bar on stderr.
+/// The header writer of the model: every key and the tensor table.
+fn writer(opts: &SynthOptions, dims: &Dims, plan: &[TensorPlan]) -> Result<GgufWriter, SynthError> {
+    let mut w = GgufWriter::new(3);
+    for (k, v) in metadata(opts, dims) {
+        w.set_kv(&k, v);
+    }
+    for t in plan {
+        w.add_tensor(&t.name, t.ty, &t.ne)?;
+    }
+    Ok(w)
+}
+
+/// The header `synthesize` would write (keys, tokenizer and tensor table with their offsets), without any
+/// tensor data: what a plan or a bytes-per-token count needs, for any preset including the full-size ones.
+pub fn header(opts: &SynthOptions) -> Result<Gguf, SynthError> {
+    let dims = opts.preset.dims();
+    let w = writer(opts, &dims, &tensor_plan(&dims, opts.layout, opts.mix))?;
+    Ok(Gguf {
+        version: 3,
+        alignment: ingot_gguf::DEFAULT_ALIGNMENT,
+        kv: w.kv().to_vec(),
+        tensors: w.tensor_infos()?,
+        data_offset: w.header_bytes()?.len() as u64,
+    })
+}
+
+/// Writes the model to `out` atomically (temp file + rename). `progress` draws a bar on stderr. Refuses the
+/// header-only presets ([`Preset::header_only`]).
 pub fn synthesize(
     opts: &SynthOptions,
     out: &Path,
     progress: bool,
 ) -> Result<SynthSummary, SynthError> {
+    if opts.preset.header_only() {
+        return Err(SynthError::HeaderOnly(opts.preset));
+    }
     let dims = opts.preset.dims();
     let plan = tensor_plan(&dims, opts.layout, opts.mix);
-    let mut w = GgufWriter::new(3);
-    for (k, v) in metadata(opts, &dims) {
-        w.set_kv(&k, v);
-    }
-    for t in &plan {
-        w.add_tensor(&t.name, t.ty, &t.ne)?;
-    }
+    let w = writer(opts, &dims, &plan)?;
     let total: u64 = plan.iter().map(TensorPlan::nbytes).sum();
     let bar = if progress {
         let bar = indicatif::ProgressBar::new(total);
@@ -252,7 +281,7 @@ fn metadata(opts: &SynthOptions, d: &Dims) -> Vec<(String, MetaValue)> {
         ("general.name".into(), MetaValue::String(opts.model_name())),
         (a("context_length"), u32v(d.context_length)),
         (a("embedding_length"), u32v(d.n_embd)),
-        (a("block_count"), u32v(d.n_layer)),
+        (a("block_count"), u32v(d.block_count())),
         (a("feed_forward_length"), u32v(d.ff_dense)),
         (a("attention.head_count"), u32v(d.n_head)),
         (a("rope.freq_base"), MetaValue::F32(10000.0)),
@@ -261,7 +290,7 @@ fn metadata(opts: &SynthOptions, d: &Dims) -> Vec<(String, MetaValue)> {
         (a("expert_count"), u32v(d.n_expert)),
         (a("leading_dense_block_count"), u32v(d.n_dense_lead)),
         (a("vocab_size"), u32v(d.n_vocab)),
-        (a("attention.q_lora_rank"), u32v(0)),
+        (a("attention.q_lora_rank"), u32v(d.q_lora)),
         (a("attention.kv_lora_rank"), u32v(d.kv_lora)),
     ];
     match opts.layout {
@@ -278,11 +307,24 @@ fn metadata(opts: &SynthOptions, d: &Dims) -> Vec<(String, MetaValue)> {
             (a("attention.value_length"), u32v(d.d_v)),
         ]),
     }
+    if d.n_nextn > 0 {
+        kv.push((a("nextn_predict_layers"), u32v(d.n_nextn)));
+    }
+    let r = &d.routing;
     kv.extend([
         (a("expert_feed_forward_length"), u32v(d.ff_expert)),
         (a("expert_shared_count"), u32v(d.n_shared)),
-        (a("expert_weights_scale"), MetaValue::F32(1.0)),
-        (a("expert_gating_func"), u32v(1)),
+        (a("expert_weights_scale"), MetaValue::F32(r.weights_scale)),
+        (a("expert_weights_norm"), MetaValue::Bool(r.weights_norm)),
+    ]);
+    if r.gating_key {
+        kv.push((a("expert_gating_func"), u32v(if r.sigmoid { 2 } else { 1 })));
+    }
+    if r.n_group > 1 {
+        kv.push((a("expert_group_count"), u32v(r.n_group)));
+        kv.push((a("expert_group_used_count"), u32v(r.n_group_used)));
+    }
+    kv.extend([
         (a("rope.dimension_count"), u32v(d.d_rope)),
         (a("rope.scaling.type"), MetaValue::String("yarn".into())),
         (a("rope.scaling.factor"), MetaValue::F32(40.0)),
@@ -300,10 +342,7 @@ fn metadata(opts: &SynthOptions, d: &Dims) -> Vec<(String, MetaValue)> {
             "tokenizer.ggml.model".into(),
             MetaValue::String("gpt2".into()),
         ),
-        (
-            "tokenizer.ggml.pre".into(),
-            MetaValue::String("deepseek-llm".into()),
-        ),
+        ("tokenizer.ggml.pre".into(), MetaValue::String(d.pre.into())),
         ("tokenizer.ggml.tokens".into(), strings(vocab.tokens)),
         (
             "tokenizer.ggml.token_type".into(),

@@ -58,7 +58,7 @@ pub fn kv_b_name(name: &str) -> String {
 pub fn tensor_plan(d: &Dims, layout: Layout, mix: QuantMix) -> Vec<TensorPlan> {
     let mut out = Vec::new();
     let mut push = |name: String, ne: Vec<u64>, init: Init| {
-        let ty = tensor_type(mix, &name, ne[0], ne.len(), d.n_layer);
+        let ty = tensor_type(mix, &name, ne[0], ne.len(), d.block_count());
         out.push(TensorPlan { name, ne, ty, init });
     };
     let proj = |fan_in: u64| Init::Normal {
@@ -72,10 +72,21 @@ pub fn tensor_plan(d: &Dims, layout: Layout, mix: QuantMix) -> Vec<TensorPlan> {
         vec![e, d.n_vocab],
         Init::Normal { std: 1.0 },
     );
-    for l in 0..d.n_layer {
+    // The NextN/MTP blocks (`l >= n_layer`) are whole MoE layers plus their `nextn.*` tensors.
+    for l in 0..d.block_count() {
         let b = |t: &str| format!("blk.{l}.{t}.weight");
         push(b("attn_norm"), vec![e], Init::NormWeight);
-        push(b("attn_q"), vec![e, d.n_head * d_qk], proj(e));
+        if d.q_lora == 0 {
+            push(b("attn_q"), vec![e, d.n_head * d_qk], proj(e));
+        } else {
+            push(b("attn_q_a"), vec![e, d.q_lora], proj(e));
+            push(b("attn_q_a_norm"), vec![d.q_lora], Init::NormWeight);
+            push(
+                b("attn_q_b"),
+                vec![d.q_lora, d.n_head * d_qk],
+                proj(d.q_lora),
+            );
+        }
         push(b("attn_kv_a_mqa"), vec![e, d.kv_lora + d.d_rope], proj(e));
         push(b("attn_kv_a_norm"), vec![d.kv_lora], Init::NormWeight);
         match layout {
@@ -110,6 +121,14 @@ pub fn tensor_plan(d: &Dims, layout: Layout, mix: QuantMix) -> Vec<TensorPlan> {
         } else {
             let ff_sh = d.ff_expert * d.n_shared;
             push(b("ffn_gate_inp"), vec![e, d.n_expert], proj(e));
+            if d.routing.expert_bias {
+                // V3's learned biases are small next to sigmoid scores in (0, 1) but move the selection.
+                push(
+                    format!("blk.{l}.exp_probs_b.bias"),
+                    vec![d.n_expert],
+                    Init::Normal { std: 0.1 },
+                );
+            }
             push(
                 b("ffn_gate_exps"),
                 vec![e, d.ff_expert, d.n_expert],
@@ -124,6 +143,12 @@ pub fn tensor_plan(d: &Dims, layout: Layout, mix: QuantMix) -> Vec<TensorPlan> {
             push(b("ffn_gate_shexp"), vec![e, ff_sh], proj(e));
             push(b("ffn_up_shexp"), vec![e, ff_sh], proj(e));
             push(b("ffn_down_shexp"), vec![ff_sh, e], proj(ff_sh));
+        }
+        if l >= d.n_layer {
+            push(b("nextn.eh_proj"), vec![2 * e, e], proj(2 * e));
+            push(b("nextn.enorm"), vec![e], Init::NormWeight);
+            push(b("nextn.hnorm"), vec![e], Init::NormWeight);
+            push(b("nextn.shared_head_norm"), vec![e], Init::NormWeight);
         }
     }
     push("output_norm.weight".into(), vec![e], Init::NormWeight);

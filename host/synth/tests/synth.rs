@@ -121,3 +121,90 @@ fn mla_slices_are_the_legacy_kv_b() {
         assert_eq!(dequant(&mla, &q), dequant(&legacy, &q));
     }
 }
+
+/// The family's tiny presets are deterministic, and `header` is exactly the header `synthesize` writes.
+#[test]
+fn family_presets_write_their_structure_and_header_matches_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for preset in [
+        Preset::TinyV3,
+        Preset::TinyMoonlight,
+        Preset::TinyK2,
+        Preset::TinyGlm,
+    ] {
+        let opts = SynthOptions {
+            preset,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 5,
+        };
+        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
+        synthesize(&opts, &path, false).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let again = dir.path().join("again.gguf");
+        synthesize(&opts, &again, false).unwrap();
+        assert!(
+            bytes == std::fs::read(&again).unwrap(),
+            "{preset}: not deterministic"
+        );
+
+        let f = GgufFile::open(&path).unwrap();
+        assert_eq!(f.header(), &ingot_synth::header(&opts).unwrap(), "{preset}");
+        let h = f.header();
+        let d = preset.dims();
+        let key = |k: &str| h.get(&format!("deepseek2.{k}")).and_then(|v| v.as_u64());
+        assert_eq!(key("block_count"), Some(d.n_layer + d.n_nextn), "{preset}");
+        assert_eq!(key("attention.q_lora_rank"), Some(d.q_lora), "{preset}");
+        assert_eq!(key("expert_gating_func"), Some(2), "{preset}");
+        assert_eq!(
+            h.get("tokenizer.ggml.pre").and_then(|v| v.as_str()),
+            Some(d.pre)
+        );
+        assert!(h.tensor("blk.1.exp_probs_b.bias").is_some(), "{preset}");
+        assert_eq!(
+            h.tensor("blk.0.attn_q_a.weight").is_some(),
+            d.q_lora > 0,
+            "{preset}"
+        );
+        let mtp = format!("blk.{}.nextn.eh_proj.weight", d.n_layer);
+        assert_eq!(h.tensor(&mtp).is_some(), d.n_nextn > 0, "{preset}");
+    }
+}
+
+/// The full-size presets give a header (for plan counts and bytes per token) and refuse to write weights.
+#[test]
+fn full_size_presets_are_header_only() {
+    let dir = tempfile::tempdir().unwrap();
+    for preset in [Preset::V3, Preset::K2, Preset::Glm47Flash] {
+        assert!(preset.header_only());
+        let opts = SynthOptions {
+            preset,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 1,
+        };
+        let h = ingot_synth::header(&opts).unwrap();
+        let d = preset.dims();
+        assert_eq!(
+            h.get("deepseek2.block_count").and_then(|v| v.as_u64()),
+            Some(d.n_layer + d.n_nextn)
+        );
+        let gb = h.total_tensor_bytes() as f64 / 1e9;
+        println!(
+            "{preset}: {} tensors, {gb:.0} GB of q4_k_m weights",
+            h.tensors.len()
+        );
+        let err = synthesize(&opts, &dir.path().join("x.gguf"), false).unwrap_err();
+        assert!(err.to_string().contains("header"), "{err}");
+        assert!(!dir.path().join("x.gguf").exists());
+    }
+    // GLM-4.7-Flash files carry no gating key (llama.cpp's fallback picks sigmoid for them).
+    let glm = ingot_synth::header(&SynthOptions {
+        preset: Preset::Glm47Flash,
+        layout: Layout::Mla,
+        mix: QuantMix::Q4KM,
+        seed: 1,
+    })
+    .unwrap();
+    assert!(glm.get("deepseek2.expert_gating_func").is_none());
+}

@@ -3,8 +3,12 @@
 //!
 //! Pipeline of [`Tokenizer::encode`]:
 //! 1. special-token partition (`special.rs`): text spelling a control/user-defined token becomes that token;
-//! 2. pre-tokenization ([`pretokenize`]): llama.cpp's regex sequence for the file's `tokenizer.ggml.pre`;
+//! 2. pre-tokenization ([`pretokenize`]): llama.cpp's regex sequence for the file's `tokenizer.ggml.pre`
+//!    (`deepseek-llm`, `deepseek-v3`, `llama3`, `glm4`, `kimi-k2`);
 //! 3. byte-level BPE (`bpe.rs`) on each pre-token, merges ranked by their index in `tokenizer.ggml.merges`.
+//!
+//! Chat prompts come from the file's Jinja `tokenizer.chat_template` ([`ChatTemplate`], rendered with `minijinja`),
+//! with DeepSeek-V2's format built in as the fallback.
 //!
 //! Decoding maps tokens back through GPT-2's byte<->unicode table (`byte_level.rs`); [`StreamDecoder`] does it
 //! incrementally without ever emitting half a UTF-8 character.
@@ -38,6 +42,7 @@
 mod bpe;
 mod byte_level;
 pub mod chat;
+pub mod chat_template;
 mod error;
 #[cfg(feature = "gguf")]
 mod from_gguf;
@@ -50,6 +55,7 @@ mod tokenizer;
 mod vocab;
 
 pub use chat::{apply_chat_template_deepseek2, Role, DEEPSEEK2_BOS_TEXT, DEEPSEEK2_EOS_TEXT};
+pub use chat_template::{ChatRequest, ChatTemplate, ChatTemplateError, CHAT_TEMPLATE_KEY};
 pub use error::TokenizerError;
 #[cfg(feature = "gguf")]
 pub use from_gguf::vocab_parts_from_gguf;

@@ -26,6 +26,15 @@ pub enum PreTokenizerKind {
     /// `llama3` and the names llama.cpp maps to the same rules (`llama-v3`, `llama-bpe`, `falcon3`, `falcon-h1`,
     /// `pixtral`, `midm-2.0`, `lfm2`): llama.cpp `LLAMA_VOCAB_PRE_TYPE_LLAMA3`.
     Llama3,
+    /// `glm4` and `chatglm-bpe` (GLM-4 / GLM-4.5 / GLM-4.7): llama.cpp `LLAMA_VOCAB_PRE_TYPE_CHATGLM4`. The split is
+    /// llama3's (llama.cpp routes the identical regex to the same custom splitter), but BPE always runs and no BOS
+    /// is added unless the file asks for it.
+    Glm4,
+    /// `kimi-k2` (Kimi-K2, Moonlight): llama.cpp `LLAMA_VOCAB_PRE_TYPE_KIMI_K2`, whose custom splitter
+    /// (`unicode_regex_split_custom_kimi_k2`) is reproduced, not Moonshot's tiktoken pattern: a letter run takes
+    /// upper and lower case alike (`getUserName` is one piece, where the tiktoken pattern splits it at each capital).
+    /// Such files may carry no merges; BPE then leaves every character a token of its own, as in llama.cpp.
+    KimiK2,
 }
 
 impl PreTokenizerKind {
@@ -36,6 +45,8 @@ impl PreTokenizerKind {
             "deepseek-v3" => Some(Self::DeepseekV3),
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
             | "midm-2.0" | "lfm2" => Some(Self::Llama3),
+            "glm4" | "chatglm-bpe" => Some(Self::Glm4),
+            "kimi-k2" => Some(Self::KimiK2),
             _ => None,
         }
     }
@@ -69,7 +80,8 @@ impl PreTokenizerKind {
                 ),
                 (DEEPSEEK_V3_WORDS, LookAhead::TrailingSpaceRun),
             ],
-            Self::Llama3 => vec![(LLAMA3_WORDS, LookAhead::TrailingSpaceRun)],
+            Self::Llama3 | Self::Glm4 => vec![(LLAMA3_WORDS, LookAhead::TrailingSpaceRun)],
+            Self::KimiK2 => vec![(KIMI_K2_WORDS, LookAhead::TrailingSpaceRun)],
         }
     }
 }
@@ -114,6 +126,30 @@ const DEEPSEEK_V3_WORDS: &str = concat!(
 const LLAMA3_WORDS: &str = concat!(
     r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}",
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+",
+);
+
+/// llama.cpp's `unicode_cpt_is_han` ranges: CJK Unified Ideographs and Extensions A-F, and the two compatibility
+/// blocks. (Not Unicode's Han script, which also holds radicals and ideographic marks.)
+macro_rules! han {
+    () => {
+        concat!(
+            r"\u{4E00}-\u{9FFF}\u{3400}-\u{4DBF}\u{20000}-\u{2A6DF}\u{2A700}-\u{2B73F}\u{2B740}-\u{2B81F}",
+            r"\u{2B820}-\u{2CEAF}\u{2CEB0}-\u{2EBEF}\u{F900}-\u{FAFF}\u{2F800}-\u{2FA1F}",
+        )
+    };
+}
+
+/// llama.cpp's kimi-k2 splitter as one regex, alternatives in its order: a Han run; an optional leading character
+/// that is not a newline, letter or digit, then a run of non-Han letters with an optional English contraction
+/// (case-insensitive); 1-3 digits; punctuation runs; newline runs; `\s+(?!\S)|\s+` written as `\s+` (see
+/// [`LookAhead`]).
+const KIMI_K2_WORDS: &str = concat!(
+    "[",
+    han!(),
+    r"]+|[^\r\n\p{L}\p{N}]?[\p{L}--[",
+    han!(),
+    r"]]+(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?",
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+",
 );
 
 /// How a rule's matches are post-processed.
@@ -254,6 +290,8 @@ mod tests {
             PreTokenizerKind::DeepseekLlm,
             PreTokenizerKind::DeepseekV3,
             PreTokenizerKind::Llama3,
+            PreTokenizerKind::Glm4,
+            PreTokenizerKind::KimiK2,
         ] {
             let pre = PreTokenizer::new(kind);
             assert!(!pre.rules.is_empty());

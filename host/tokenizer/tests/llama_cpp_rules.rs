@@ -147,11 +147,15 @@ fn random_unicode_round_trips_with_every_pre_tokenizer() {
         PreTokenizerKind::DeepseekLlm,
         PreTokenizerKind::DeepseekV3,
         PreTokenizerKind::Llama3,
+        PreTokenizerKind::Glm4,
+        PreTokenizerKind::KimiK2,
     ] {
         let name = match kind {
             PreTokenizerKind::DeepseekLlm => "deepseek-llm",
             PreTokenizerKind::DeepseekV3 => "deepseek-v3",
             PreTokenizerKind::Llama3 => "llama3",
+            PreTokenizerKind::Glm4 => "glm4",
+            PreTokenizerKind::KimiK2 => "kimi-k2",
         };
         let tok = build(&tokens, &types, &merges, name, bos, None);
         for _ in 0..300 {

@@ -90,6 +90,7 @@ pub(super) fn attention(
 
     let cache: &[f32] = cache;
     let q = &s.q;
+    let kq_scale = c.kq_scale_at(pos);
     s.heads
         .par_iter_mut()
         .enumerate()
@@ -118,7 +119,7 @@ pub(super) fn attention(
             let mut max = f32::NEG_INFINITY;
             for (t, sc) in scores.iter_mut().enumerate() {
                 let k = &cache[t * row..(t + 1) * row];
-                *sc = c.kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
+                *sc = kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
                 max = max.max(*sc);
             }
             let mut sum = 0.0f32;

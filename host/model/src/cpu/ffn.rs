@@ -53,9 +53,10 @@ fn moe<'f>(
     router.route(&s.router_logits, m.bias.as_deref(), &mut s.chosen);
     s.ffns.clear();
     for &(e, _) in &s.chosen {
+        let (gate, up) = m.gate_up_exps.expert(e, c.n_expert);
         s.ffns.push(DenseFfn {
-            gate: m.gate_exps.slab(e, c.n_expert),
-            up: m.up_exps.slab(e, c.n_expert),
+            gate,
+            up,
             down: m.down_exps.slab(e, c.n_expert),
         });
     }

@@ -2,7 +2,6 @@
 //! computation is the same whichever thread runs it and whichever kernel set is used, so every comparison
 //! here is bit-exact.
 
-
 use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;
 

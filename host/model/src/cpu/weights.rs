@@ -6,10 +6,10 @@ use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;
 
 use super::matmul::QMatrix;
-use crate::config::{AttnLayout, ModelConfig};
+use crate::config::{AttnLayout, ExpertGateUp, ModelConfig};
 use crate::dequant::tensor_f32;
 use crate::error::Result;
-use crate::tensors::{layer_name, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use crate::tensors::{layer_name, OUTPUT_NORM, TOKEN_EMBD};
 
 pub(super) enum QueryProj<'f> {
     Direct(QMatrix<'f>),
@@ -40,10 +40,29 @@ pub(super) struct MoeFfn<'f> {
     pub router: QMatrix<'f>,
     pub bias: Option<Vec<f32>>,
     /// Stacked experts; expert `e` is slab `e` of `n_expert`.
-    pub gate_exps: QMatrix<'f>,
-    pub up_exps: QMatrix<'f>,
+    pub gate_up_exps: GateUpExps<'f>,
     pub down_exps: QMatrix<'f>,
     pub shared: Option<DenseFfn<'f>>,
+}
+
+/// The routed experts' gate and up projections, split or merged (see [`ExpertGateUp`]).
+pub(super) enum GateUpExps<'f> {
+    Split { gate: QMatrix<'f>, up: QMatrix<'f> },
+    Merged(QMatrix<'f>),
+}
+
+impl<'f> GateUpExps<'f> {
+    /// Expert `e` of `n`: its gate and up matrices (views, no copy).
+    pub fn expert(&self, e: usize, n: usize) -> (QMatrix<'f>, QMatrix<'f>) {
+        match self {
+            GateUpExps::Split { gate, up } => (gate.slab(e, n), up.slab(e, n)),
+            GateUpExps::Merged(m) => {
+                let both = m.slab(e, n);
+                let ff = both.rows() / 2;
+                (both.row_range(0, ff), both.row_range(ff, ff))
+            }
+        }
+    }
 }
 
 pub(super) enum Ffn<'f> {
@@ -72,7 +91,8 @@ pub(super) struct CpuWeights<'f> {
 }
 
 impl<'f> CpuWeights<'f> {
-    /// Maps every tensor of a file whose shapes [`ModelConfig::from_gguf`] has validated.
+    /// Maps every tensor of the decoding layers (not the NextN/MTP blocks, which never run) of a file whose
+    /// shapes [`ModelConfig::from_gguf`] has validated.
     /// Dot products run on `isa`.
     pub fn map(file: &'f GgufFile, c: &ModelConfig, isa: Isa) -> Result<Self> {
         Ok(CpuWeights {
@@ -81,7 +101,7 @@ impl<'f> CpuWeights<'f> {
                 .map(|il| map_layer(file, c, il, isa))
                 .collect::<Result<_>>()?,
             output_norm: tensor_f32(file, OUTPUT_NORM)?,
-            output: QMatrix::from_tensor(file, OUTPUT, isa)?,
+            output: QMatrix::from_tensor(file, c.output_tensor(), isa)?,
         })
     }
 }
@@ -134,8 +154,13 @@ fn map_layer<'f>(file: &'f GgufFile, c: &ModelConfig, il: usize, isa: Isa) -> Re
             } else {
                 None
             },
-            gate_exps: matrix("ffn_gate_exps.weight")?,
-            up_exps: matrix("ffn_up_exps.weight")?,
+            gate_up_exps: match c.gate_up {
+                ExpertGateUp::Split => GateUpExps::Split {
+                    gate: matrix("ffn_gate_exps.weight")?,
+                    up: matrix("ffn_up_exps.weight")?,
+                },
+                ExpertGateUp::Merged => GateUpExps::Merged(matrix("ffn_gate_up_exps.weight")?),
+            },
             down_exps: matrix("ffn_down_exps.weight")?,
             shared,
         }))

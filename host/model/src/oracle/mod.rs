@@ -179,6 +179,7 @@ fn attention(
     rmsnorm_in_place(&mut cache_row[..lora], &a.kv_a_norm, c.rms_eps);
     apply_rope(&mut cache_row[lora..], cos_sin);
 
+    let kq_scale = c.kq_scale_at(pos) as f64;
     let mut heads_out = vec![0.0f32; c.n_head * c.d_v];
     let mut scores = vec![0.0f64; pos + 1];
     let mut q_abs = vec![0.0f32; lora];
@@ -190,7 +191,7 @@ fn attention(
             let k = &cache[t * row..(t + 1) * row];
             let dot = crate::math::dot_f64(&q_abs, &k[..lora])
                 + crate::math::dot_f64(q_pe, &k[lora..lora + rope]);
-            *s = c.kq_scale as f64 * dot;
+            *s = kq_scale * dot;
         }
         softmax_f64(&mut scores);
         let mut o_lat = vec![0.0f64; lora];

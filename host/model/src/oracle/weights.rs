@@ -2,10 +2,10 @@
 
 use ingot_gguf::GgufFile;
 
-use crate::config::{AttnLayout, ModelConfig};
+use crate::config::{AttnLayout, ExpertGateUp, ModelConfig};
 use crate::dequant::tensor_f32;
 use crate::error::Result;
-use crate::tensors::{layer_name, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use crate::tensors::{layer_name, OUTPUT_NORM, TOKEN_EMBD};
 
 /// A row-major f32 matrix: `rows` outputs, each a contiguous row of `cols` inputs (ggml `ne = [cols, rows]`).
 #[derive(Debug, Clone)]
@@ -98,7 +98,8 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// Dequantizes every tensor. Shapes were validated by [`ModelConfig::from_gguf`].
+    /// Dequantizes every tensor the decoding layers use (not the NextN/MTP blocks, which never run). Shapes
+    /// were validated by [`ModelConfig::from_gguf`].
     pub fn load(file: &GgufFile, c: &ModelConfig) -> Result<Self> {
         let vector = |name: &str| tensor_f32(file, name);
         let matrix = |name: &str, rows: usize, cols: usize| {
@@ -111,7 +112,7 @@ impl Weights {
             token_embd: matrix(TOKEN_EMBD, c.vocab, c.n_embd)?,
             layers,
             output_norm: vector(OUTPUT_NORM)?,
-            output: matrix(OUTPUT, c.vocab, c.n_embd)?,
+            output: matrix(c.output_tensor(), c.vocab, c.n_embd)?,
         })
     }
 }
@@ -160,8 +161,26 @@ fn load_layer(file: &GgufFile, c: &ModelConfig, il: usize) -> Result<Layer> {
                 c.n_expert,
             ))
         };
-        let gates = stacked("ffn_gate_exps.weight", c.ff_expert, c.n_embd)?;
-        let ups = stacked("ffn_up_exps.weight", c.ff_expert, c.n_embd)?;
+        let (gates, ups) = match c.gate_up {
+            ExpertGateUp::Split => (
+                stacked("ffn_gate_exps.weight", c.ff_expert, c.n_embd)?,
+                stacked("ffn_up_exps.weight", c.ff_expert, c.n_embd)?,
+            ),
+            ExpertGateUp::Merged => {
+                // Per expert: ff_expert gate rows, then ff_expert up rows.
+                let half = c.ff_expert * c.n_embd;
+                stacked("ffn_gate_up_exps.weight", 2 * c.ff_expert, c.n_embd)?
+                    .into_iter()
+                    .map(|m| {
+                        let (gate, up) = m.data.split_at(half);
+                        (
+                            Matrix::from_vec(c.ff_expert, c.n_embd, gate.to_vec()),
+                            Matrix::from_vec(c.ff_expert, c.n_embd, up.to_vec()),
+                        )
+                    })
+                    .unzip()
+            }
+        };
         let downs = stacked("ffn_down_exps.weight", c.n_embd, c.ff_expert)?;
         let experts = gates
             .into_iter()

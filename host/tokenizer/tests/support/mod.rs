@@ -2,7 +2,6 @@
 
 #![allow(dead_code)]
 
-
 use ingot_gguf::GgufFile;
 use ingot_tokenizer::Tokenizer;
 
