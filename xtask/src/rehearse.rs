@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 const NO_GPU_EXIT: i32 = 3;
 
 pub fn run() -> Result<()> {
-    let script = ingot_kernels::tools::workspace_root()
+    let script = crate::paths::workspace_root()
         .join("scripts")
         .join("device-check.sh");
     let mut child = Command::new("bash")
