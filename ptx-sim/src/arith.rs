@@ -18,6 +18,32 @@ use crate::warp_ops;
 
 /// Executes `op` (not a memory, warp-synchronous or control instruction) for the lanes of `exec`.
 pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
+    match op {
+        Op::Mov { .. } | Op::Pack { .. } | Op::Unpack { .. } | Op::Cvt { .. } | Op::Cvta { .. } => {
+            moves_and_conversions(b, w, op, exec)
+        }
+        Op::IntBin { .. }
+        | Op::Carry { .. }
+        | Op::IntUn { .. }
+        | Op::Mad { .. }
+        | Op::Bfe { .. }
+        | Op::Bfi { .. }
+        | Op::Prmt { .. }
+        | Op::Dp { .. }
+        | Op::Lop3 { .. }
+        | Op::Shf { .. } => integer(b, w, op, exec),
+        Op::FBin { .. }
+        | Op::FUn { .. }
+        | Op::Fma { .. }
+        | Op::Setp { .. }
+        | Op::Set { .. }
+        | Op::Selp { .. } => float_and_compare(b, w, op, exec),
+        _ => unreachable!("arith::exec is only called for arithmetic instructions"),
+    }
+}
+
+/// `mov` (scalar, pack, unpack), `cvt` and `cvta`.
+fn moves_and_conversions(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
     match *op {
         Op::Mov { ty, d, a } => {
             let m = ty.mask();
@@ -60,6 +86,71 @@ pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
                 }
             }
         }
+        Op::Cvt {
+            dty,
+            sty,
+            rnd,
+            sat,
+            ftz,
+            sext_to,
+            d,
+            a,
+            b: lo,
+        } => {
+            let x = b.fetch(w, a);
+            let v = match lo {
+                Some(lo) => {
+                    let et = if dty == Ty::F16x2 { Ty::F16 } else { Ty::BF16 };
+                    map2(exec, &x, &b.fetch(w, lo), |hi, lo| {
+                        (alu::cvt(et, sty, rnd, sat, ftz, hi) << 16)
+                            | alu::cvt(et, sty, rnd, sat, ftz, lo)
+                    })
+                }
+                None if sext_to != 0 => {
+                    let (bits, m) = (dty.bits(), u64::MAX >> (64 - sext_to));
+                    let narrow = cvt(dty, sty, rnd, sat, ftz, exec, &x);
+                    map1(exec, &narrow, |v| sext(v, bits) as u64 & m)
+                }
+                None => cvt(dty, sty, rnd, sat, ftz, exec, &x),
+            };
+            w.put(d, &v, exec);
+        }
+        Op::Cvta {
+            to_generic,
+            space,
+            d,
+            a,
+            bits,
+        } => {
+            let slot = match space {
+                Space::Shared => SHARED_SLOT,
+                Space::Local => LOCAL_SLOT,
+                _ => 0,
+            };
+            let m = low_mask(bits);
+            let v = map1(exec, &b.fetch(w, a), |x| {
+                let v = if slot == 0 {
+                    x
+                } else if to_generic {
+                    (slot << SLOT_SHIFT) | (x & SLOT_MASK)
+                } else if x >> SLOT_SHIFT == slot {
+                    x & SLOT_MASK
+                } else {
+                    // Not an address of that window: the ISA leaves this undefined; keep the bits so the
+                    // access faults later with the offending address.
+                    x
+                };
+                v & m
+            });
+            w.put(d, &v, exec);
+        }
+        _ => unreachable!("arith::moves_and_conversions is only called for moves and conversions"),
+    }
+}
+
+/// Integer and bit-manipulation instructions.
+fn integer(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
+    match *op {
         Op::IntBin {
             op,
             ty,
@@ -202,6 +293,13 @@ pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
             });
             w.put(d, &v, exec);
         }
+        _ => unreachable!("arith::integer is only called for integer instructions"),
+    }
+}
+
+/// Floating-point arithmetic, comparisons and selection.
+fn float_and_compare(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
+    match *op {
         Op::FBin {
             op,
             ty,
@@ -285,65 +383,9 @@ pub(crate) fn exec(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
             );
             w.put(d, &v, exec);
         }
-        Op::Cvt {
-            dty,
-            sty,
-            rnd,
-            sat,
-            ftz,
-            sext_to,
-            d,
-            a,
-            b: lo,
-        } => {
-            let x = b.fetch(w, a);
-            let v = match lo {
-                Some(lo) => {
-                    let et = if dty == Ty::F16x2 { Ty::F16 } else { Ty::BF16 };
-                    map2(exec, &x, &b.fetch(w, lo), |hi, lo| {
-                        (alu::cvt(et, sty, rnd, sat, ftz, hi) << 16)
-                            | alu::cvt(et, sty, rnd, sat, ftz, lo)
-                    })
-                }
-                None if sext_to != 0 => {
-                    let (bits, m) = (dty.bits(), u64::MAX >> (64 - sext_to));
-                    let narrow = cvt(dty, sty, rnd, sat, ftz, exec, &x);
-                    map1(exec, &narrow, |v| sext(v, bits) as u64 & m)
-                }
-                None => cvt(dty, sty, rnd, sat, ftz, exec, &x),
-            };
-            w.put(d, &v, exec);
-        }
-        Op::Cvta {
-            to_generic,
-            space,
-            d,
-            a,
-            bits,
-        } => {
-            let slot = match space {
-                Space::Shared => SHARED_SLOT,
-                Space::Local => LOCAL_SLOT,
-                _ => 0,
-            };
-            let m = low_mask(bits);
-            let v = map1(exec, &b.fetch(w, a), |x| {
-                let v = if slot == 0 {
-                    x
-                } else if to_generic {
-                    (slot << SLOT_SHIFT) | (x & SLOT_MASK)
-                } else if x >> SLOT_SHIFT == slot {
-                    x & SLOT_MASK
-                } else {
-                    // Not an address of that window: the ISA leaves this undefined; keep the bits so the
-                    // access faults later with the offending address.
-                    x
-                };
-                v & m
-            });
-            w.put(d, &v, exec);
-        }
-        _ => unreachable!("arith::exec is only called for arithmetic instructions"),
+        _ => unreachable!(
+            "arith::float_and_compare is only called for float, compare and select instructions"
+        ),
     }
 }
 

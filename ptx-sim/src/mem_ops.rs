@@ -139,135 +139,8 @@ pub(crate) fn exec_mem(
     exec: u32,
 ) -> Result<(), Box<Fault>> {
     match &inst.op {
-        Op::Ld {
-            space,
-            ty,
-            ds,
-            addr,
-        } => {
-            let size = ty.bytes();
-            let total = size * ds.len() as u32;
-            if size > 8 {
-                return Err(b.fault(
-                    w,
-                    exec.trailing_zeros() as usize,
-                    crate::FaultKind::Misaligned,
-                    None,
-                    "128-bit scalar loads are not supported".into(),
-                ));
-            }
-            let addrs = lane_addrs(b, w, addr);
-            let mem = b.ctx.mem;
-            let mut req = Request::default();
-            if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
-                for l in lanes(exec) {
-                    req.global.push(addrs[l], total);
-                }
-                for (i, d) in ds.iter().enumerate() {
-                    let Some(d) = *d else { continue };
-                    let k = u64::from(size) * i as u64;
-                    let mut v = map1(exec, &offs, |off| alloc.load(off + k, size));
-                    if ty.is_signed() {
-                        v = map1(exec, &v, |x| sext(x, ty.bits()) as u64);
-                    }
-                    w.put(d, &v, exec);
-                }
-                b.finish(&req, false);
-                return Ok(());
-            }
-            let mut cache = None;
-            for l in lanes(exec) {
-                let loc = b.locate(*space, addrs[l]);
-                if !loc.addr().is_multiple_of(u64::from(total)) {
-                    return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
-                }
-                req.add(loc, total);
-                let fast = match loc {
-                    Loc::Global(a) => global_range(mem, &mut cache, a, total),
-                    _ => None,
-                };
-                for (i, d) in ds.iter().enumerate() {
-                    let k = u64::from(size) * i as u64;
-                    let v = match fast {
-                        Some((alloc, off)) => alloc.load(off + k, size),
-                        None => {
-                            let el = loc.plus(k);
-                            b.load(w, l, el, size)
-                                .map_err(|e| b.mem_fault(w, l, e, el, size))?
-                        }
-                    };
-                    let v = if ty.is_signed() {
-                        sext(v, ty.bits()) as u64
-                    } else {
-                        v
-                    };
-                    if let Some(d) = d {
-                        w.set(*d, l, v);
-                    }
-                }
-            }
-            b.finish(&req, false);
-        }
-        Op::St {
-            space,
-            ty,
-            srcs,
-            addr,
-        } => {
-            let size = ty.bytes();
-            let total = size * srcs.len() as u32;
-            if size > 8 {
-                return Err(b.fault(
-                    w,
-                    exec.trailing_zeros() as usize,
-                    crate::FaultKind::Misaligned,
-                    None,
-                    "128-bit scalar stores are not supported".into(),
-                ));
-            }
-            let addrs = lane_addrs(b, w, addr);
-            let mem = b.ctx.mem;
-            let mut req = Request::default();
-            if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
-                for l in lanes(exec) {
-                    req.global.push(addrs[l], total);
-                }
-                for (i, s) in srcs.iter().enumerate() {
-                    let k = u64::from(size) * i as u64;
-                    let v = b.fetch(w, *s);
-                    for l in lanes(exec) {
-                        alloc.store(offs[l] + k, size, v[l] & ty.mask());
-                    }
-                }
-                b.finish(&req, true);
-                return Ok(());
-            }
-            let mut cache = None;
-            for l in lanes(exec) {
-                let loc = b.locate(*space, addrs[l]);
-                if !loc.addr().is_multiple_of(u64::from(total)) {
-                    return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
-                }
-                req.add(loc, total);
-                let fast = match loc {
-                    Loc::Global(a) => global_range(mem, &mut cache, a, total),
-                    _ => None,
-                };
-                for (i, s) in srcs.iter().enumerate() {
-                    let k = u64::from(size) * i as u64;
-                    let v = b.rd(w, *s, l) & ty.mask();
-                    match fast {
-                        Some((alloc, off)) => alloc.store(off + k, size, v),
-                        None => {
-                            let el = loc.plus(k);
-                            b.store(w, l, el, size, v)
-                                .map_err(|e| b.mem_fault(w, l, e, el, size))?
-                        }
-                    }
-                }
-            }
-            b.finish(&req, true);
-        }
+        Op::Ld { .. } => load(b, w, &inst.op, exec)?,
+        Op::St { .. } => store(b, w, &inst.op, exec)?,
         &Op::Atom {
             space,
             op,
@@ -348,5 +221,148 @@ pub(crate) fn exec_mem(
         }
         _ => unreachable!("exec_mem is only called for memory instructions"),
     }
+    Ok(())
+}
+
+/// `ld` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one allocation.
+fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault>> {
+    let Op::Ld {
+        space,
+        ty,
+        ds,
+        addr,
+    } = op
+    else {
+        unreachable!("load is only called for ld");
+    };
+    let size = ty.bytes();
+    let total = size * ds.len() as u32;
+    if size > 8 {
+        return Err(b.fault(
+            w,
+            exec.trailing_zeros() as usize,
+            crate::FaultKind::Misaligned,
+            None,
+            "128-bit scalar loads are not supported".into(),
+        ));
+    }
+    let addrs = lane_addrs(b, w, addr);
+    let mem = b.ctx.mem;
+    let mut req = Request::default();
+    if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+        for l in lanes(exec) {
+            req.global.push(addrs[l], total);
+        }
+        for (i, d) in ds.iter().enumerate() {
+            let Some(d) = *d else { continue };
+            let k = u64::from(size) * i as u64;
+            let mut v = map1(exec, &offs, |off| alloc.load(off + k, size));
+            if ty.is_signed() {
+                v = map1(exec, &v, |x| sext(x, ty.bits()) as u64);
+            }
+            w.put(d, &v, exec);
+        }
+        b.finish(&req, false);
+        return Ok(());
+    }
+    let mut cache = None;
+    for l in lanes(exec) {
+        let loc = b.locate(*space, addrs[l]);
+        if !loc.addr().is_multiple_of(u64::from(total)) {
+            return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
+        }
+        req.add(loc, total);
+        let fast = match loc {
+            Loc::Global(a) => global_range(mem, &mut cache, a, total),
+            _ => None,
+        };
+        for (i, d) in ds.iter().enumerate() {
+            let k = u64::from(size) * i as u64;
+            let v = match fast {
+                Some((alloc, off)) => alloc.load(off + k, size),
+                None => {
+                    let el = loc.plus(k);
+                    b.load(w, l, el, size)
+                        .map_err(|e| b.mem_fault(w, l, e, el, size))?
+                }
+            };
+            let v = if ty.is_signed() {
+                sext(v, ty.bits()) as u64
+            } else {
+                v
+            };
+            if let Some(d) = d {
+                w.set(*d, l, v);
+            }
+        }
+    }
+    b.finish(&req, false);
+    Ok(())
+}
+
+/// `st` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one allocation.
+fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault>> {
+    let Op::St {
+        space,
+        ty,
+        srcs,
+        addr,
+    } = op
+    else {
+        unreachable!("store is only called for st");
+    };
+    let size = ty.bytes();
+    let total = size * srcs.len() as u32;
+    if size > 8 {
+        return Err(b.fault(
+            w,
+            exec.trailing_zeros() as usize,
+            crate::FaultKind::Misaligned,
+            None,
+            "128-bit scalar stores are not supported".into(),
+        ));
+    }
+    let addrs = lane_addrs(b, w, addr);
+    let mem = b.ctx.mem;
+    let mut req = Request::default();
+    if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+        for l in lanes(exec) {
+            req.global.push(addrs[l], total);
+        }
+        for (i, s) in srcs.iter().enumerate() {
+            let k = u64::from(size) * i as u64;
+            let v = b.fetch(w, *s);
+            for l in lanes(exec) {
+                alloc.store(offs[l] + k, size, v[l] & ty.mask());
+            }
+        }
+        b.finish(&req, true);
+        return Ok(());
+    }
+    let mut cache = None;
+    for l in lanes(exec) {
+        let loc = b.locate(*space, addrs[l]);
+        if !loc.addr().is_multiple_of(u64::from(total)) {
+            return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
+        }
+        req.add(loc, total);
+        let fast = match loc {
+            Loc::Global(a) => global_range(mem, &mut cache, a, total),
+            _ => None,
+        };
+        for (i, s) in srcs.iter().enumerate() {
+            let k = u64::from(size) * i as u64;
+            let v = b.rd(w, *s, l) & ty.mask();
+            match fast {
+                Some((alloc, off)) => alloc.store(off + k, size, v),
+                None => {
+                    let el = loc.plus(k);
+                    b.store(w, l, el, size, v)
+                        .map_err(|e| b.mem_fault(w, l, e, el, size))?
+                }
+            }
+        }
+    }
+    b.finish(&req, true);
     Ok(())
 }
