@@ -2,7 +2,7 @@
 
 use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
 use ingot_gguf::GgmlType;
-use ingot_model::tensors::{OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
 
 use super::ffn::{gemv_weight, rmsnorm_q8};
 use super::kernels as k;
@@ -38,7 +38,9 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
 pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let (norm_w, _) = b.weight(OUTPUT_NORM, "rmsnorm", &|t| t == GgmlType::F32)?;
     rmsnorm_q8(b, norm_w, "output_norm".into(), None, false)?;
-    let (w, info, ncols, nrows) = gemv_weight(b, OUTPUT, "lm_head")?;
+    // Tied output (no `output.weight`) reads the token embedding, as llama.cpp does.
+    let out_name = b.c.output_tensor();
+    let (w, info, ncols, nrows) = gemv_weight(b, out_name, "lm_head")?;
     let (x, logits, step) = (b.acts.norm_q8, b.acts.logits, b.acts.step);
     let items = k::gemv_items(info.ty, ncols, nrows);
     let fused = k::gemv_argmax(info.ty);
