@@ -20,7 +20,10 @@ pub mod vocab;
 
 use std::path::Path;
 
-use ingot_gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaType, MetaValue};
+use ingot_gguf::{
+    GgmlType, Gguf, GgufError, GgufWriter, MetaArray, MetaType, MetaValue, ALIGNMENT_KEY,
+    DEFAULT_ALIGNMENT,
+};
 use rayon::prelude::*;
 
 pub use mix::{tensor_type, QuantMix};
@@ -80,6 +83,39 @@ pub fn planned_bytes(opts: &SynthOptions) -> u64 {
         .sum()
 }
 
+/// The header the model's file would have (metadata and tensor table, offsets included), without
+/// drawing or writing any tensor data: for planning and counting a full-size model (`v2-lite` is
+/// ~10 GB of data) when no weight values are needed.
+pub fn header(opts: &SynthOptions) -> Result<Gguf, SynthError> {
+    let dims = opts.preset.dims();
+    let w = writer(opts, &dims)?;
+    let tensors = w.tensor_infos()?;
+    let data_offset = w.header_bytes()?.len() as u64;
+    let alignment = match w.kv().iter().find(|(k, _)| k == ALIGNMENT_KEY) {
+        Some((_, MetaValue::U32(a))) => u64::from(*a),
+        _ => DEFAULT_ALIGNMENT,
+    };
+    Ok(Gguf {
+        version: 3,
+        alignment,
+        kv: w.kv().to_vec(),
+        tensors,
+        data_offset,
+    })
+}
+
+/// A writer holding the model's metadata and tensor table.
+fn writer(opts: &SynthOptions, dims: &Dims) -> Result<GgufWriter, SynthError> {
+    let mut w = GgufWriter::new(3);
+    for (k, v) in metadata(opts, dims) {
+        w.set_kv(&k, v);
+    }
+    for t in &tensor_plan(dims, opts.layout, opts.mix) {
+        w.add_tensor(&t.name, t.ty, &t.ne)?;
+    }
+    Ok(w)
+}
+
 /// Writes the model to `out` atomically (temp file + rename). `progress` draws a bar on stderr.
 pub fn synthesize(
     opts: &SynthOptions,
@@ -88,13 +124,7 @@ pub fn synthesize(
 ) -> Result<SynthSummary, SynthError> {
     let dims = opts.preset.dims();
     let plan = tensor_plan(&dims, opts.layout, opts.mix);
-    let mut w = GgufWriter::new(3);
-    for (k, v) in metadata(opts, &dims) {
-        w.set_kv(&k, v);
-    }
-    for t in &plan {
-        w.add_tensor(&t.name, t.ty, &t.ne)?;
-    }
+    let w = writer(opts, &dims)?;
     let total: u64 = plan.iter().map(TensorPlan::nbytes).sum();
     let bar = if progress {
         let bar = indicatif::ProgressBar::new(total);

@@ -121,3 +121,20 @@ fn mla_slices_are_the_legacy_kv_b() {
         assert_eq!(dequant(&mla, &q), dequant(&legacy, &q));
     }
 }
+
+#[test]
+fn header_alone_is_the_written_files_header() {
+    let dir = tempfile::tempdir().unwrap();
+    for layout in [Layout::Mla, Layout::Legacy] {
+        let path = make(dir.path(), layout, QuantMix::Q4KM, 7);
+        let written = GgufFile::open(&path).unwrap();
+        let planned = ingot_synth::header(&SynthOptions {
+            preset: Preset::Tiny,
+            layout,
+            mix: QuantMix::Q4KM,
+            seed: 7,
+        })
+        .unwrap();
+        assert_eq!(&planned, written.header(), "{layout:?}");
+    }
+}
