@@ -31,6 +31,8 @@ enum Command {
     Gate(cmd::gate::Args),
     /// Measure decode tokens/s at given cache depths (llama-bench style table).
     Bench(cmd::bench::Args),
+    /// The decode plan as a table of simulator counts; `--predict CARD` adds a predicted time.
+    Plan(cmd::plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,8 @@
 //!   [`inputs::Variety`], the proof that they are not degenerate.
 //! * [`gpu`]: CUDA-event timing with L2-evicting buffer rotation and a copy-bandwidth reference.
 //! * [`sim`]: without a GPU, the PTX simulator's counters for the same cases (no time).
+//! * [`predict`]: the decode plan as a table of simulator counts, and a model of a card's
+//!   decode time from them (predictions, never measurements).
 //! * [`witness`]: the first line of every bench report (GPU state via NVML, or the CPU).
 //!
 //! `cargo bench -p ingot-bench` runs `benches/kernels.rs`, which picks the GPU or the simulator.
@@ -14,6 +16,7 @@ pub mod device;
 mod error;
 pub mod gpu;
 pub mod inputs;
+pub mod predict;
 pub mod report;
 pub mod setup;
 pub mod sim;

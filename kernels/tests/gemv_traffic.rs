@@ -5,7 +5,7 @@
 //! Activations are read again by every row (from L1 on a GPU: the whole q8_1 vector of a
 //! 2048-wide row is 2.3 KB), so the raw ratio counts them once per row; the weight-side ratio
 //! subtracts those re-reads, computed from each type's documented lane mapping
-//! (`kernels/device/src/vecdot.rs`), and must stay within the 1.05 target.
+//! (`kernels/device/src/vecdot/`), and must stay within the 1.05 target.
 
 #![cfg(feature = "sim")]
 

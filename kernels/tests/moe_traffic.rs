@@ -4,7 +4,7 @@
 //!
 //! "Must read" is the selected experts' and the shared experts' weights plus every input once
 //! (activations, selection, residual). The kernels read their activations through the per-type
-//! loaders of `vecdot.rs` once per pass of a warp over a pair of rows (from L1 on a GPU: a
+//! loaders of `vecdot/` once per pass of a warp over a pair of rows (from L1 on a GPU: a
 //! 2048-wide q8_1 vector is 2.3 KB, an expert's 1408-wide one 1.6 KB), so the raw ratio counts
 //! them once per pass; the weight-side ratio subtracts those re-reads, computed from the
 //! loaders' lane mappings, and is the figure the 1.05 target applies to.
@@ -213,6 +213,6 @@ fn moe_traffic_at_v2_lite_shapes() {
         assert!(ratio <= TARGET, "weight-side ratio {ratio:.3} > {TARGET}");
     }
     // Q3_K (Q3_K_M gate/up): reported only; its loader reads the 2-byte aligned blocks through
-    // funnel-shift windows, a few bytes beyond each field (see `vecdot.rs`).
+    // funnel-shift windows, a few bytes beyond each field (see `vecdot/q3k.rs`).
     gate_up(&mut r, GemvType::Q3K, &moe);
 }

@@ -123,7 +123,8 @@ impl GlobalMem {
             });
         }
         let nwords = bytes.div_ceil(4).max(1) as usize;
-        let words: Box<[AtomicU32]> = (0..nwords).map(|_| AtomicU32::new(0)).collect();
+        // alloc_zeroed: the OS maps pages on first write, so untouched memory costs nothing.
+        let words: Box<[AtomicU32]> = bytemuck::allocation::zeroed_slice_box(nwords);
         self.live_bytes += bytes;
         Ok(Alloc { words, len: bytes })
     }

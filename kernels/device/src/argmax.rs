@@ -11,7 +11,7 @@
 //! warp with shuffles, then across warps through a static shared array; thread 0 writes the
 //! state. The kernel keeps no state between launches, so replays need no reset.
 
-use crate::ptx::{self, global, ld_u32, ld_v4_f32, shfl_xor_f32, st_u32};
+use crate::intrinsics::{global, ld_u32, ld_v4_f32, shfl_xor_f32, st_u32, tid};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::launch::{ARGMAX_THREADS as THREADS, WARP_SIZE};
@@ -55,7 +55,7 @@ fn shfl_xor_u64(v: u64, m: u32) -> u64 {
 /// Grid: one block.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn argmax_step(logits: *const f32, state: *mut StepState, n: u32) {
-    let t = ptx::tid();
+    let t = tid();
     let lg = global(logits);
     let chunks = n / 4;
     let mut best = 0u64;
@@ -104,7 +104,7 @@ pub unsafe extern "ptx-kernel" fn argmax_step(logits: *const f32, state: *mut St
 /// state as `argmax_step` does, and resets `acc` to 0 so the next replay starts clean.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn argmax_finish(acc: *mut u64, state: *mut StepState) {
-    if ptx::tid() != 0 {
+    if tid() != 0 {
         return;
     }
     // Plain loads: `acc` and the state are written by this kernel.

@@ -11,7 +11,7 @@
 //! Products that ggml rounds separately (`d·sc·q − dmin·m`, `q·d + m`) use explicitly rounded
 //! PTX instructions, which ptxas never contracts into an FMA, to stay bit-identical to the CPU.
 
-use crate::ptx::{self, f16_to_f32, global, ld_u32, st_f32};
+use crate::intrinsics::{bid, f16_to_f32, global, ld_u32, st_f32, tid};
 use core::arch::asm;
 use core::mem::offset_of;
 use ingot_abi::blocks::{
@@ -248,7 +248,7 @@ unsafe fn embed<T: RowType>(
     let valid = token < n_vocab;
     let row = table.add(if valid { token as usize } else { 0 } * (n as usize / T::QK));
     let yg = global(y);
-    let first = ptx::bid() * EMBED_THREADS * EMBED_PER_THREAD + ptx::tid();
+    let first = bid() * EMBED_THREADS * EMBED_PER_THREAD + tid();
     let mut k = 0;
     while k < EMBED_PER_THREAD {
         let e = first + k * EMBED_THREADS;

@@ -6,11 +6,11 @@
 //! lanes per row, `32 / lanes` rows per warp, `GEMV_WARPS` warps per block. The per-type math
 //! and each lane's share of a unit are in [`crate::vecdot`].
 
+use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
 use crate::norm_q8::quantize_store;
-use crate::ptx::{self, global, ld_v4_f32, st_f32, warp_sum};
 use crate::vecdot::{
-    row_bytes, row_dot_lane, sub_sum, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K,
-    Q8_0, Q8_BYTES,
+    row_bytes, row_dot_lane, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
+    Q8_BYTES,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
@@ -39,9 +39,9 @@ unsafe fn gemv_rows_then<T: WeightType>(
 ) {
     let nunits = ncols / T::QK;
     let lanes = gemv_lanes_per_row(nunits, T::LANES);
-    let t = ptx::tid();
+    let t = tid();
     let lane = t % WARP_SIZE;
-    let first = (ptx::bid() * GEMV_WARPS + t / WARP_SIZE) * (WARP_SIZE / lanes);
+    let first = (bid() * GEMV_WARPS + t / WARP_SIZE) * (WARP_SIZE / lanes);
     // Whole warps leave together, so the shuffles below always see a full warp.
     if first >= nrows {
         return;
@@ -182,11 +182,11 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
     let lanes = gemv_lanes_per_row(ncols / T::QK, T::LANES);
     let rows_per_warp = WARP_SIZE / lanes;
     let per_pass = GEMV_WARPS * rows_per_warp;
-    let t = ptx::tid();
+    let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
     let sub = lane % lanes;
-    let row0 = ptx::bid() * ROWS;
+    let row0 = bid() * ROWS;
     let rbytes = row_bytes::<T>(ncols);
     let rows = out_rows_addr();
     let mut first = warp * rows_per_warp;
@@ -220,7 +220,7 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
         }
         quantize_store(
             v,
-            y + ptx::bid() as u64 * size_of::<BlockQ8_1>() as u64,
+            y + bid() as u64 * size_of::<BlockQ8_1>() as u64,
             lane,
             own,
         );
@@ -392,9 +392,9 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
     ncols: u32,
     nrows: u32,
 ) {
-    let t = ptx::tid();
+    let t = tid();
     let lane = t % WARP_SIZE;
-    let row = ptx::bid() * GEMV_WARPS + t / WARP_SIZE;
+    let row = bid() * GEMV_WARPS + t / WARP_SIZE;
     if row >= nrows {
         return;
     }

@@ -9,17 +9,20 @@
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)]
 #![allow(clippy::missing_safety_doc)]
 
-mod attention;
-mod argmax;
 mod embed;
 mod gemv;
+mod intrinsics;
 mod moe_dot;
 mod moe_down;
 mod moe_gate_up;
-mod moe_ptx;
 mod norm_q8;
-mod ptx;
 mod quantize;
 mod rmsnorm;
 mod router;
 mod vecdot;
+// Declared last and in this order, not sorted: rustc emits kernels sorted by name but the
+// module-level asm (`.shared` declarations) in module order, and this order keeps those
+// declarations where the committed PTX has them.
+mod attention;
+// (not sorted: see above)
+mod argmax;

@@ -14,9 +14,10 @@
 //! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
 //! outside the stacked weights.
 
+use crate::intrinsics::{
+    bid, global, ld_f32_coherent, ld_u32, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
+};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
-use crate::moe_ptx::{ld_f32_coherent, shfl_idx_f32, shfl_idx_u32};
-use crate::ptx::{self, global, ld_u32, st_f32, warp_sum};
 use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -68,9 +69,9 @@ unsafe fn down<R: WeightType, S: WeightType>(
     ff_sh: u32,
     n_expert: u32,
 ) {
-    let t = ptx::tid();
+    let t = tid();
     let lane = t % WARP_SIZE;
-    let r0 = (ptx::bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
+    let r0 = (bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
     // Whole warps leave together, so the shuffles below always see a full warp.
     if r0 >= nrows {
         return;

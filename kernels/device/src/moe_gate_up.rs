@@ -17,9 +17,11 @@
 //! (through the read-only cache). Expert ids are clamped to `n_expert − 1`, so a corrupt
 //! selection cannot make the kernel read outside the stacked weights.
 
+use crate::intrinsics::{
+    bid, f32_to_f16, global, ld_shared_f32, ld_u32, round_away, shfl_idx_u32, silu, st_u32,
+    sts_f32, tid, warp_max_f32, warp_sum,
+};
 use crate::moe_dot::rows_dot_lane4;
-use crate::moe_ptx::{ld_shared_f32, shfl_idx_u32, silu, st_shared_f32, warp_max_f32};
-use crate::ptx::{self, f32_to_f16, global, ld_u32, round_away, st_u32, warp_sum};
 use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
@@ -93,10 +95,10 @@ unsafe fn gate_up<T: WeightType>(
     n_used: u32,
     n_expert: u32,
 ) {
-    let t = ptx::tid();
+    let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
-    let b = ptx::bid();
+    let b = bid();
     let nunits = ncols / T::QK;
     let row_bytes = nunits as u64 * T::UNIT_BYTES;
 
@@ -141,8 +143,8 @@ unsafe fn gate_up<T: WeightType>(
         let h1 = silu(warp_sum(p[2])) * warp_sum(p[3]);
         if lane == 0 {
             let slot = warp * MOE_GATE_UP_ROWS_PER_WARP + 2 * pass;
-            st_shared_f32(h + 4 * slot, h0);
-            st_shared_f32(h + 4 * (slot + 1), h1);
+            sts_f32(h + 4 * slot, h0);
+            sts_f32(h + 4 * (slot + 1), h1);
         }
         pass += 1;
     }

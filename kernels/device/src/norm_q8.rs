@@ -12,8 +12,8 @@
 //! block the amax / Σ reductions, `d = amax/127` and `q = roundf(v/d)` are the ones of
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
-use crate::ptx::{
-    self, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, st_v4_f32,
+use crate::intrinsics::{
+    bid, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, st_v4_f32, tid,
     warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
@@ -69,8 +69,8 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1_f32(
 /// The row of block `bid`; with `F32` the normalized floats also go to `yf`.
 #[inline(always)]
 unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32, eps: f32) {
-    let t = ptx::tid();
-    let row = ptx::bid() as u64;
+    let t = tid();
+    let row = bid() as u64;
     let xr = x + row * n as u64 * 4;
     let yr = y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
     let yfr = yf + row * n as u64 * 4;

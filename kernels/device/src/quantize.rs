@@ -5,7 +5,9 @@
 //! 8 lanes `8b..8b+8` of a warp-aligned group cover q8_1 block `b` (32 floats). Reductions run
 //! over those 8 lanes with butterfly shuffles.
 
-use crate::ptx::{self, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, st_u32};
+use crate::intrinsics::{
+    bid, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, st_u32, tid,
+};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{QUANTIZE_Q8_1_PER_THREAD as PER_THREAD, QUANTIZE_Q8_1_THREADS};
@@ -18,7 +20,7 @@ const _: () = assert!(LANES_PER_BLOCK == 8 && QUANTIZE_Q8_1_THREADS % 32 == 0);
 /// and store nothing.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn quantize_q8_1(x: *const f32, y: *mut BlockQ8_1, n: u32) {
-    let g = ptx::bid() * QUANTIZE_Q8_1_THREADS + ptx::tid();
+    let g = bid() * QUANTIZE_Q8_1_THREADS + tid();
     let first = g as u64 * PER_THREAD as u64;
     let in_range = first < n as u64;
     let v = if in_range {

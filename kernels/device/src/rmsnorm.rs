@@ -4,7 +4,7 @@
 //! chunks `t, t + THREADS, …` of the row (16-byte loads). Σx² is reduced per warp with shuffles,
 //! then across warps through a small static shared array.
 
-use crate::ptx::{self, global, ld_v4_f32, sqrt, st_v4_f32, warp_sum};
+use crate::intrinsics::{bid, global, ld_v4_f32, sqrt, st_v4_f32, tid, warp_sum};
 use core::arch::{asm, global_asm, nvptx};
 use ingot_abi::launch::{RMSNORM_THREADS, WARP_SIZE};
 
@@ -30,8 +30,8 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_f32(
     n: u32,
     eps: f32,
 ) {
-    let t = ptx::tid();
-    let row_off = ptx::bid() as u64 * n as u64 * 4;
+    let t = tid();
+    let row_off = bid() as u64 * n as u64 * 4;
     let xr = global(x) + row_off;
     let yr = global(y) + row_off;
     let wg = global(w);

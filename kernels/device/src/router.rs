@@ -15,8 +15,10 @@
 //! Given the scores, the weights are bit-identical to the oracle's: the normalizing sum is added
 //! in selection order, clamped, divided and scaled as the oracle does.
 
-use crate::moe_ptx::{exp, shfl_idx_f32, warp_max_f32, warp_max_u32, warp_min_u32};
-use crate::ptx::{self, global, ld_u32, shfl_xor_f32, st_f32, st_u32, warp_sum};
+use crate::intrinsics::{
+    exp, global, ld_u32, shfl_idx_f32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32,
+    warp_max_u32, warp_min_u32, warp_sum,
+};
 use core::mem::offset_of;
 use ingot_abi::launch::{
     ExpertSelection, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID, WARP_SIZE,
@@ -113,7 +115,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     flags: u32,
     scale: f32,
 ) {
-    let lane = ptx::tid();
+    let lane = tid();
     let lg = global(logits);
     let mut valid = [false; SLOTS];
     let mut x = [f32::NEG_INFINITY; SLOTS];

@@ -19,7 +19,7 @@ pub fn ggml(ty: GemvType) -> GgmlType {
 }
 
 /// q8_1 bytes one row dot's lanes request per 32 activations (the lane mappings of
-/// `kernels/device/src/vecdot.rs`): pair types read both whole 36-byte blocks; Q4_K/Q5_K/Q6_K
+/// `kernels/device/src/vecdot/`): pair types read both whole 36-byte blocks; Q4_K/Q5_K/Q6_K
 /// lanes read `ds` (4 B) + 16 quant bytes of two blocks, 8 lanes per 8 blocks; Q3_K lanes read
 /// `ds` + 8 quant bytes of all 8 blocks, 4 lanes.
 pub fn act_bytes_per_block(ty: GemvType) -> u64 {

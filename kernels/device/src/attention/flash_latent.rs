@@ -25,11 +25,10 @@
 //! into registers before the current tile is computed, so a block keeps 36 KB of cache reads in
 //! flight while it does the math.
 
-use super::asm::{
-    exp2, fma, h2_to_f32, half_warp_max, half_warp_sum, lds_v2, lds_v4, lds_v4_f32, st_v2_f32,
-    sts_f32, sts_v4,
+use crate::intrinsics::{
+    bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4, ld_v4_f32,
+    lds_v2, lds_v4, lds_v4_f32, st_v2_f32, st_v4_f32, sts_f32, sts_v4, tid,
 };
-use crate::ptx::{self, global, ld_u32, ld_v4, ld_v4_f32, st_v4_f32};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::launch::{
@@ -152,8 +151,8 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     max_segments: u32,
     kq_scale: f32,
 ) {
-    let tid = ptx::tid();
-    let seg = ptx::bid();
+    let tid = tid();
+    let seg = bid();
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;

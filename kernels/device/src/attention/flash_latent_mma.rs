@@ -40,12 +40,11 @@
 //! 32 accumulator and 36 staging registers per thread (212 in all on sm_86, no spills); the
 //! grid is at most one block per SM anyway (`max_segments`), so occupancy is not the limit.
 
-use super::asm::{exp2, fma, half_warp_max, half_warp_sum, st_v2_f32};
-use super::mma::{
-    ld_v4_if, ld_v4_when, ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, pack_f16x2,
-    select_u64, sts_b16, sts_f32_if, sts_v2_f32, sts_v4_if,
+use crate::intrinsics::{
+    bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32, ld_v4_if,
+    ld_v4_when, ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, pack_f16x2, select_u64,
+    st_v2_f32, sts_b16, sts_f32_if, sts_v2_f32, sts_v4_if, tid,
 };
-use crate::ptx::{self, f16_to_f32, f32_to_f16, global, ld_u32};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use core::num::NonZeroU32;
@@ -228,8 +227,8 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     max_segments: u32,
     kq_scale: f32,
 ) {
-    let tid = ptx::tid();
-    let seg = ptx::bid();
+    let tid = tid();
+    let seg = bid();
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;

@@ -8,9 +8,8 @@
 //! `attn_merge_q8_1` is the same merge with a q8_1 epilogue: a q8_1 block is 32 dims, i.e. the
 //! 8 consecutive threads of a warp-aligned group, which reduce its scale and sum by shuffles.
 
-use super::asm::{exp2, fma, ld_v2_f32};
+use crate::intrinsics::{bid, exp2, fma, global, ld_u32, ld_v2_f32, ld_v4_f32, st_v4_f32, tid};
 use crate::norm_q8::quantize_store;
-use crate::ptx::{self, global, ld_u32, ld_v4_f32, st_v4_f32};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::flash_segments;
@@ -28,11 +27,11 @@ pub unsafe extern "ptx-kernel" fn attn_merge(
     ctx: u32,
     max_segments: u32,
 ) {
-    let d = 4 * ptx::tid();
+    let d = 4 * tid();
     if d >= kv_lora {
         return;
     }
-    let h = ptx::bid();
+    let h = bid();
     let v = merge4(part_o, part_ml, state, n_head, kv_lora, ctx, max_segments);
     st_v4_f32(
         global(o_lat) + (h as u64 * kv_lora as u64 + d as u64) * 4,
@@ -54,8 +53,8 @@ pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
     ctx: u32,
     max_segments: u32,
 ) {
-    let c = ptx::tid();
-    let h = ptx::bid();
+    let c = tid();
+    let h = bid();
     // Every thread takes part in the 8-lane shuffles of the quantization; `kv_lora` is a
     // multiple of 32, so a block's 8 lanes are all in range or all out of it.
     let active = 4 * c < kv_lora;
@@ -81,8 +80,8 @@ unsafe fn merge4(
     ctx: u32,
     max_segments: u32,
 ) -> [f32; 4] {
-    let d = 4 * ptx::tid();
-    let h = ptx::bid();
+    let d = 4 * tid();
+    let h = bid();
     let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
     if pos >= ctx {
         return [f32::NAN; 4];

@@ -3,9 +3,7 @@
 //! `attn_merge` (log-sum-exp merge of the segments). Buffer layouts: the docs of
 //! `ingot_abi::launch::{ROPE_KV, FLASH_LATENT, ATTN_MERGE}` and their module.
 
-mod asm;
 mod flash_latent;
 mod flash_latent_mma;
 mod merge;
-mod mma;
 mod rope_kv;

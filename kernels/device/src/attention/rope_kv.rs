@@ -12,9 +12,11 @@
 //! …` (pair index over all heads), the float4 chunks `t, t + THREADS, …` of `c`, and k_pe pair
 //! `t`. Σc² is reduced per warp with shuffles, then across warps through shared memory.
 
-use super::asm::{cos, fma, ld_f64, ld_v2_f32, rint_f64, sin, st_v2_f32, st_v2_u32};
+use crate::intrinsics::{
+    cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v4_f32, rint_f64, sin, sqrt,
+    st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
+};
 use crate::norm_q8::quantize_store;
-use crate::ptx::{self, f32_to_f16, global, ld_u32, ld_v4_f32, sqrt, st_u32, warp_sum};
 use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
 use core::mem::offset_of;
@@ -159,7 +161,7 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     eps: f32,
     mscale: f32,
 ) {
-    let t = ptx::tid();
+    let t = tid();
     let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
     let freq = global(rope_freq);
     let pairs = n_rope / 2;

@@ -1,0 +1,103 @@
+//! Counting a plan's nodes in the PTX simulator without the weights: every buffer is allocated
+//! zeroed (weights included), constants are written, the `StepState` says the step decodes at
+//! position `depth`, and each node runs on a sample of its blocks ([`super::sample`]).
+//!
+//! Zero weights are enough for counts: the hot loops are branch-free (the audit requires it), so
+//! warp instructions and bytes do not depend on the values; what does (the q8_1 rounding
+//! branches, the router's top-k on tied scores) is a few instructions per block. The cache rows
+//! `0..=depth` hold zeros, which the attention kernels read like any other rows.
+
+use ingot_abi::launch::KernelDesc;
+use ingot_abi::step::StepState;
+use ingot_graph::{BufferKind, NodeArg, Plan};
+use ptx_sim::{Arg, LaunchConfig, LaunchStats, Module, Sim};
+
+use super::sample::{sample_blocks, scale};
+use super::PredictError;
+
+/// One node's counters and how they were obtained.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeCounts {
+    /// Counters of the whole launch (scaled from the sample when `blocks_run < blocks`).
+    pub stats: LaunchStats,
+    pub blocks: u64,
+    pub blocks_run: u64,
+}
+
+/// Runs every node of `plan` (descriptors `descs`, from [`Plan::check_committed`]) at cache
+/// position `depth`, at most `max_blocks` blocks per node (≥ 2).
+pub fn count_nodes(
+    plan: &Plan,
+    descs: &[&'static KernelDesc],
+    depth: usize,
+    max_blocks: u64,
+) -> Result<Vec<NodeCounts>, PredictError> {
+    if depth >= plan.ctx {
+        return Err(PredictError::Depth {
+            depth,
+            ctx: plan.ctx,
+        });
+    }
+    let module = Module::parse(ingot_kernels::PTX)?;
+    let mut sim = Sim::new();
+    let total: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
+    sim.set_memory_limit(total.saturating_add(ptx_sim::DEFAULT_MEMORY_LIMIT));
+    let mut ptrs = Vec::with_capacity(plan.buffers.len());
+    for b in &plan.buffers {
+        let p = sim.alloc(b.bytes as usize)?;
+        if let BufferKind::Constant { data } = &b.kind {
+            sim.write(p, data)?;
+        }
+        ptrs.push(p);
+    }
+    let state = StepState {
+        token: 1,
+        pos: depth as u32,
+        next_token: 0,
+        steps_done: 0,
+    };
+    sim.write(ptrs[plan.step.0 as usize], bytemuck::bytes_of(&state))?;
+
+    let mut out = Vec::with_capacity(plan.nodes.len());
+    for (n, d) in plan.nodes.iter().zip(descs) {
+        let cfg = LaunchConfig {
+            grid: d.grid(n.items),
+            block: d.block,
+            shared_bytes: d.shared_bytes,
+        };
+        let args: Vec<Arg> = n
+            .args
+            .iter()
+            .map(|a| match *a {
+                NodeArg::Buf(r) => Arg::Ptr(ptrs[r.buf.0 as usize].offset(r.offset)),
+                NodeArg::U32(v) => Arg::U32(v),
+                NodeArg::I32(v) => Arg::I32(v),
+                NodeArg::F32(v) => Arg::F32(v),
+                NodeArg::U64(v) => Arg::U64(v),
+            })
+            .collect();
+        let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
+        let sample = sample_blocks(blocks, max_blocks);
+        let launch = |sim: &mut Sim, which: &[u64]| {
+            sim.launch_blocks(&module, &n.kernel, cfg, &args, which)
+                .map_err(|source| PredictError::Sim {
+                    label: n.label.clone(),
+                    source,
+                })
+        };
+        let stats = if sample.len() as u64 == blocks {
+            launch(&mut sim, &sample)?
+        } else {
+            let (last, others) = sample.split_last().expect("a sample holds the last block");
+            let o = launch(&mut sim, others)?;
+            let l = launch(&mut sim, std::slice::from_ref(last))?;
+            scale(&o, others.len() as u64, &l, blocks)
+        };
+        out.push(NodeCounts {
+            stats,
+            blocks,
+            blocks_run: sample.len() as u64,
+        });
+    }
+    Ok(out)
+}

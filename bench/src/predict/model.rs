@@ -1,0 +1,252 @@
+//! The time model of one node (see the module docs of [`crate::predict`] for the formulas).
+
+use serde::Serialize;
+
+use super::card::Card;
+
+/// A constant of the model that is not a published figure: its value, where it came from, and
+/// that it is to be fitted when a GPU is lent (the device bench then prints predicted beside
+/// measured per node).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Fitted {
+    pub value: f64,
+    pub unit: &'static str,
+    pub origin: &'static str,
+}
+
+/// The model's unpublished constants.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Constants {
+    /// Cost of one kernel node inside a replayed CUDA graph, added to every node.
+    pub launch_in_graph_s: Fitted,
+    /// Fraction of peak DRAM bandwidth a streaming kernel reaches when every SM takes part.
+    pub dram_efficiency: Fitted,
+    /// Bytes per clock per SM at which re-read bytes are served (mostly L1 hits, some L2).
+    pub reread_bytes_per_sm_clock: Fitted,
+    /// Resident warps per scheduler needed to issue every cycle (latency hiding); fewer warps
+    /// issue proportionally less often.
+    pub warps_to_hide_latency: Fitted,
+    /// Shared memory the driver reserves per resident block (bytes).
+    pub reserved_shared_per_block: Fitted,
+}
+
+/// The constants as shipped, before any fit.
+pub const DEFAULT_CONSTANTS: Constants = Constants {
+    launch_in_graph_s: Fitted {
+        value: 0.80e-6,
+        unit: "s per node",
+        origin: "anchor of issue 17: the reference build log's graph node cost on an RTX 3090 \
+                 (~0.80 us); to be fitted per card",
+    },
+    dram_efficiency: Fitted {
+        value: 0.90,
+        unit: "fraction of peak",
+        origin: "assumption, no anchor: typical fraction of peak reached by long streaming \
+                 reads on GDDR6X/HBM; to be fitted",
+    },
+    reread_bytes_per_sm_clock: Fitted {
+        value: 64.0,
+        unit: "bytes per clock per SM",
+        origin: "assumption, no anchor: half of the 128 B/clock/SM L1 load bandwidth commonly \
+                 cited for Volta to Hopper, as re-reads (activation vectors, queries) mostly hit L1 \
+                 and some go to L2; to be fitted",
+    },
+    warps_to_hide_latency: Fitted {
+        value: 4.0,
+        unit: "warps per scheduler",
+        origin: "assumption, no anchor: a dependent arithmetic chain of ~4 cycles per issue; \
+                 to be fitted",
+    },
+    reserved_shared_per_block: Fitted {
+        value: 1024.0,
+        unit: "bytes",
+        origin: "CUDA C++ Programming Guide: 1 KB of shared memory per block is reserved for \
+                 system use on compute capability 8.x and 9.0 (published)",
+    },
+};
+
+/// What the model needs to know about one node.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct NodeLoad {
+    pub blocks: u64,
+    pub threads_per_block: u32,
+    /// Registers per thread (from the audit).
+    pub registers: u32,
+    /// Static + dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+    pub warp_instructions: u64,
+    /// Bytes the node must move from DRAM: each distinct byte read once, plus the writes.
+    pub dram_bytes: u64,
+    /// Bytes read again after their first read (served by L2/L1 on a GPU).
+    pub reread_bytes: u64,
+}
+
+/// Resident blocks per SM for a node, and which limit decided it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Occupancy {
+    pub blocks_per_sm: u32,
+    pub limit: &'static str,
+}
+
+/// The node's predicted time and its parts, seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct NodeTime {
+    pub dram_s: f64,
+    pub l2_s: f64,
+    pub issue_s: f64,
+    pub launch_s: f64,
+    /// `max(dram, l2, issue) + launch`.
+    pub total_s: f64,
+    /// Which of dram/l2/issue is the largest.
+    pub bound: &'static str,
+    pub occupancy: Occupancy,
+    /// Blocks on the busiest SM (`ceil(blocks / SMs)`: wave quantisation).
+    pub blocks_on_busiest_sm: u64,
+}
+
+/// Register allocation granularity: registers are allocated per warp in units of 256
+/// (CUDA occupancy calculator, compute capability 8.x/9.0).
+const REG_ALLOC_UNIT: u32 = 256;
+
+/// Resident blocks per SM: the tightest of the block, warp, register and shared-memory limits.
+pub fn occupancy(card: &Card, k: &Constants, load: &NodeLoad) -> Occupancy {
+    let warps = load.threads_per_block.div_ceil(32).max(1);
+    let regs_per_warp = (load.registers.max(1) * 32).div_ceil(REG_ALLOC_UNIT) * REG_ALLOC_UNIT;
+    let by_regs = card.registers_per_sm / (regs_per_warp * warps);
+    let shared = load.shared_bytes + k.reserved_shared_per_block.value as u32;
+    let by_shared = card.shared_per_sm / shared;
+    let limits = [
+        (card.max_blocks_per_sm, "blocks"),
+        (card.max_warps_per_sm / warps, "warps"),
+        (by_regs, "registers"),
+        (by_shared, "shared memory"),
+    ];
+    let (blocks_per_sm, limit) = limits
+        .into_iter()
+        .min_by_key(|&(n, _)| n)
+        .expect("four limits");
+    Occupancy {
+        blocks_per_sm: blocks_per_sm.max(1),
+        limit,
+    }
+}
+
+/// The time of one node on `card`.
+pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
+    let occ = occupancy(card, k, load);
+    let sms = u64::from(card.sms);
+    let blocks = load.blocks.max(1);
+    let busiest = blocks.div_ceil(sms);
+    // Bandwidth scales with the SMs that have work: one SM alone cannot draw the whole DRAM
+    // bandwidth.
+    let active = blocks.min(sms) as f64 / sms as f64;
+    let dram_bw = card.dram_gbps * 1e9 * k.dram_efficiency.value * active;
+    let l2_bw = k.reread_bytes_per_sm_clock.value
+        * blocks.min(sms) as f64
+        * card.boost_clock_ghz
+        * 1e9;
+    let dram_s = load.dram_bytes as f64 / dram_bw;
+    let l2_s = load.reread_bytes as f64 / l2_bw;
+    // Issue: the busiest SM's share of warp instructions over its schedulers, slowed when too
+    // few warps are resident to hide latency.
+    let warps = u64::from(load.threads_per_block.div_ceil(32).max(1));
+    let resident = busiest.min(u64::from(occ.blocks_per_sm)) * warps;
+    let per_scheduler = resident as f64 / f64::from(card.schedulers_per_sm);
+    let efficiency = (per_scheduler / k.warps_to_hide_latency.value).min(1.0);
+    let per_block = load.warp_instructions as f64 / blocks as f64;
+    let issue_rate = f64::from(card.schedulers_per_sm) * card.boost_clock_ghz * 1e9 * efficiency;
+    let issue_s = busiest as f64 * per_block / issue_rate;
+    let (bound, longest) = [("dram", dram_s), ("l2", l2_s), ("issue", issue_s)]
+        .into_iter()
+        .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
+    let launch_s = k.launch_in_graph_s.value;
+    NodeTime {
+        dram_s,
+        l2_s,
+        issue_s,
+        launch_s,
+        total_s: longest + launch_s,
+        bound,
+        occupancy: occ,
+        blocks_on_busiest_sm: busiest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::card::card_named;
+
+    fn load() -> NodeLoad {
+        NodeLoad {
+            blocks: 82 * 4,
+            threads_per_block: 256,
+            registers: 32,
+            shared_bytes: 0,
+            warp_instructions: 0,
+            dram_bytes: 0,
+            reread_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn streaming_node_is_dram_bound_at_the_efficient_bandwidth() {
+        let c = card_named("3090").unwrap();
+        let k = DEFAULT_CONSTANTS;
+        let l = NodeLoad {
+            dram_bytes: 936_000_000,
+            ..load()
+        };
+        let t = node_time(c, &k, &l);
+        assert_eq!(t.bound, "dram");
+        // 0.936 GB at 0.9 x 936 GB/s.
+        assert!((t.dram_s - 1.0 / 0.9e3).abs() < 1e-12, "{}", t.dram_s);
+        assert!((t.total_s - t.dram_s - 0.8e-6).abs() < 1e-15);
+    }
+
+    #[test]
+    fn occupancy_takes_the_tightest_limit() {
+        let c = card_named("3090").unwrap();
+        let k = DEFAULT_CONSTANTS;
+        // 256 threads x 32 regs: 8 warps x 1024 regs -> 8 blocks by registers, 6 by warps.
+        assert_eq!(occupancy(c, &k, &load()).blocks_per_sm, 6);
+        assert_eq!(occupancy(c, &k, &load()).limit, "warps");
+        // 128 registers: 4096 per warp x 8 warps -> 2 blocks.
+        let heavy = NodeLoad {
+            registers: 128,
+            ..load()
+        };
+        assert_eq!(occupancy(c, &k, &heavy).blocks_per_sm, 2);
+        // 40 KB shared + 1 KB reserved -> 2 blocks in 100 KB.
+        let smem = NodeLoad {
+            shared_bytes: 40 * 1024,
+            ..load()
+        };
+        assert_eq!(occupancy(c, &k, &smem).limit, "shared memory");
+        assert_eq!(occupancy(c, &k, &smem).blocks_per_sm, 2);
+    }
+
+    #[test]
+    fn issue_time_counts_waves_and_latency_hiding() {
+        let c = card_named("3090").unwrap();
+        let k = DEFAULT_CONSTANTS;
+        let clock = c.boost_clock_ghz * 1e9;
+        // One block per SM of 8 warps: 2 warps per scheduler, half of the 4 needed.
+        let l = NodeLoad {
+            blocks: 82,
+            warp_instructions: 82 * 4000,
+            ..load()
+        };
+        let t = node_time(c, &k, &l);
+        assert!((t.issue_s - 4000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
+        // One more block than SMs: the busiest SM runs two (a second wave's worth).
+        let l2 = NodeLoad {
+            blocks: 83,
+            warp_instructions: 83 * 4000,
+            ..load()
+        };
+        let t2 = node_time(c, &k, &l2);
+        assert_eq!(t2.blocks_on_busiest_sm, 2);
+        assert!((t2.issue_s - 8000.0 / (4.0 * clock)).abs() < 1e-15);
+    }
+}

@@ -1,0 +1,50 @@
+//! Per-kernel resources from the audit: registers per thread (the ratcheted ceilings of
+//! `kernels/audit-budgets.toml`, which `ptx-audit check` keeps at or above ptxas's figures) and
+//! static shared memory (the PTX analysis of `ptx-audit`).
+
+use std::collections::BTreeMap;
+
+use ptx_audit::analysis::analyze_module;
+use ptx_audit::ptx::PtxModule;
+use ptx_audit::Budgets;
+
+use super::PredictError;
+
+/// The audit budgets as committed beside the PTX.
+const BUDGETS: &str = include_str!("../../../kernels/audit-budgets.toml");
+
+/// Registers and static shared memory of one kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelResources {
+    /// Registers per thread; `None` when the budgets do not list the kernel.
+    pub registers: Option<u32>,
+    pub static_shared: u32,
+}
+
+/// Resources of every kernel of the committed PTX for `arch` (`sm_86` or `sm_90`; other
+/// architectures take the sm_86 figures, the closest ptxas target the audit runs).
+pub fn kernel_resources(arch: &str) -> Result<BTreeMap<String, KernelResources>, PredictError> {
+    let budgets = Budgets::parse(BUDGETS).map_err(PredictError::Audit)?;
+    let module = PtxModule::parse(ingot_kernels::PTX)
+        .map_err(|e| PredictError::Audit(e.to_string()))?;
+    let key = if arch == "sm_90" {
+        "registers_sm90"
+    } else {
+        "registers_sm86"
+    };
+    Ok(analyze_module(&module)
+        .into_iter()
+        .map(|k| {
+            let registers = budgets
+                .kernels
+                .get(&k.name)
+                .and_then(|m| m.get(key))
+                .map(|&r| r as u32);
+            let r = KernelResources {
+                registers,
+                static_shared: k.shared_bytes as u32,
+            };
+            (k.name, r)
+        })
+        .collect())
+}

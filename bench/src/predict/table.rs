@@ -1,0 +1,338 @@
+//! The plan table: one row per node with its counts, the node-count line, and the prediction.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ingot_gguf::Gguf;
+use ingot_graph::planner::build_plan_for;
+use ingot_graph::{BufferKind, NodeArg, Plan, PlanOptions};
+use ingot_model::ModelConfig;
+use serde::Serialize;
+
+use super::card::Card;
+use super::counts::{count_nodes, NodeCounts};
+use super::model::{node_time, Constants, NodeLoad, NodeTime};
+use super::resources::kernel_resources;
+use super::PredictError;
+
+/// What to plan and count.
+#[derive(Clone, Copy, Debug)]
+pub struct TableOptions {
+    /// Positions the cache holds.
+    pub ctx: usize,
+    /// Cached positions before the decoded token (its position).
+    pub depth: usize,
+    /// Card to predict for; the plan's attention split is then sized for its SMs.
+    pub card: Option<&'static Card>,
+    /// Most blocks simulated per node (≥ 2).
+    pub max_blocks: u64,
+    pub constants: Constants,
+}
+
+/// `nodes: N total, D per dense layer, M per MoE layer, K outside layers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeCountLine {
+    pub total: usize,
+    /// Distinct per-layer counts of the dense layers (one value when they agree).
+    pub per_dense_layer: Vec<usize>,
+    pub per_moe_layer: Vec<usize>,
+    pub outside_layers: usize,
+}
+
+/// One node of the plan with its counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeRow {
+    pub index: usize,
+    pub label: String,
+    pub kernel: String,
+    pub layer: Option<usize>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Blocks the simulator ran (the counts are scaled from them when fewer than the grid's).
+    pub blocks_run: u64,
+    /// Unique bytes read plus bytes written (DRAM traffic).
+    pub dram_bytes: u64,
+    /// Bytes read again after their first read.
+    pub reread_bytes: u64,
+    pub warp_instructions: u64,
+    /// Registers per thread from the audit budgets (`None`: the kernel is not budgeted).
+    pub registers: Option<u32>,
+    /// Static + dynamic shared memory per block.
+    pub shared_bytes: u32,
+    pub time: Option<NodeTime>,
+}
+
+/// The prediction for one card.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub card: Card,
+    pub constants: Constants,
+    /// Sum of the node times, seconds.
+    pub step_s: f64,
+    pub tok_s: f64,
+    /// Sum of the launch costs alone, seconds.
+    pub launch_s: f64,
+    /// Nodes bound by DRAM, L2 and issue.
+    pub bound_dram: usize,
+    pub bound_l2: usize,
+    pub bound_issue: usize,
+    /// tok/s if the step streamed its DRAM bytes at full peak bandwidth and nothing else.
+    pub dram_limit_tok_s: f64,
+}
+
+/// The whole table.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanTable {
+    pub model: String,
+    pub ctx: usize,
+    pub depth: usize,
+    pub max_blocks_per_node: u64,
+    pub nodes: NodeCountLine,
+    pub dram_bytes: u64,
+    pub reread_bytes: u64,
+    pub warp_instructions: u64,
+    pub rows: Vec<NodeRow>,
+    pub prediction: Option<Prediction>,
+}
+
+/// Plans the decode step of the model whose header is `gguf`, counts every node in the
+/// simulator and, with a card, predicts its time.
+pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictError> {
+    if opts.max_blocks < 2 {
+        return Err(PredictError::MaxBlocks(opts.max_blocks));
+    }
+    let config = ModelConfig::from_gguf(gguf)?;
+    let plan_opts = match opts.card {
+        Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
+        None => PlanOptions::for_ctx(opts.ctx),
+    };
+    let plan = build_plan_for(&config, gguf, plan_opts)?;
+    let descs = plan.check_committed()?;
+    let counts = count_nodes(&plan, &descs, opts.depth, opts.max_blocks)?;
+    let arch = opts.card.map_or("sm_86", |c| c.arch);
+    let resources = kernel_resources(arch)?;
+    let mut rows = Vec::with_capacity(plan.nodes.len());
+    for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
+        let res = resources.get(&n.kernel).copied().unwrap_or_default();
+        let (unique, reread) = read_split(&plan, &config, i, opts.depth, c);
+        let dram_bytes = unique + 32 * c.stats.sectors_written;
+        let shared_bytes = res.static_shared + d.shared_bytes;
+        let time = opts.card.map(|card| {
+            let load = NodeLoad {
+                blocks: c.blocks,
+                threads_per_block: d.threads(),
+                // A kernel missing from the budgets is charged the most registers a thread
+                // can have, so its occupancy is not overstated.
+                registers: res.registers.unwrap_or(255),
+                shared_bytes,
+                warp_instructions: c.stats.warp_instructions,
+                dram_bytes,
+                reread_bytes: reread,
+            };
+            node_time(card, &opts.constants, &load)
+        });
+        rows.push(NodeRow {
+            index: i,
+            label: n.label.clone(),
+            kernel: n.kernel.clone(),
+            layer: n.layer,
+            grid: d.grid(n.items),
+            block: d.block,
+            blocks_run: c.blocks_run,
+            dram_bytes,
+            reread_bytes: reread,
+            warp_instructions: c.stats.warp_instructions,
+            registers: res.registers,
+            shared_bytes,
+            time,
+        });
+    }
+    let prediction = opts.card.map(|card| predict(card, opts.constants, &rows));
+    Ok(PlanTable {
+        model: config_name(gguf),
+        ctx: opts.ctx,
+        depth: opts.depth,
+        max_blocks_per_node: opts.max_blocks,
+        nodes: node_counts(&plan, &config),
+        dram_bytes: rows.iter().map(|r| r.dram_bytes).sum(),
+        reread_bytes: rows.iter().map(|r| r.reread_bytes).sum(),
+        warp_instructions: rows.iter().map(|r| r.warp_instructions).sum(),
+        rows,
+        prediction,
+    })
+}
+
+fn config_name(gguf: &Gguf) -> String {
+    gguf.kv
+        .iter()
+        .find(|(k, _)| k == "general.name")
+        .and_then(|(_, v)| match v {
+            ingot_gguf::MetaValue::String(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "(unnamed)".into())
+}
+
+/// Unique and re-read bytes of node `i` (see the module docs of [`super`]).
+fn read_split(
+    plan: &Plan,
+    config: &ModelConfig,
+    i: usize,
+    depth: usize,
+    c: &NodeCounts,
+) -> (u64, u64) {
+    let bufs: BTreeSet<u32> = plan.nodes[i]
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            NodeArg::Buf(r) => Some(r.buf.0),
+            _ => None,
+        })
+        .collect();
+    let footprint: u64 = bufs
+        .into_iter()
+        .map(|b| {
+            let decl = &plan.buffers[b as usize];
+            match &decl.kind {
+                BufferKind::Weight { tensor, .. } if tensor.contains("_exps") => {
+                    decl.bytes * config.n_expert_used as u64 / config.n_expert.max(1) as u64
+                }
+                BufferKind::KvCache { .. } => {
+                    decl.bytes / plan.ctx as u64 * (depth as u64 + 1).min(plan.ctx as u64)
+                }
+                _ => decl.bytes,
+            }
+        })
+        .sum();
+    let read = 32 * c.stats.sectors_read;
+    let unique = footprint.min(read);
+    (unique, read - unique)
+}
+
+fn node_counts(plan: &Plan, config: &ModelConfig) -> NodeCountLine {
+    let summary = plan.summary();
+    let mut dense = BTreeSet::new();
+    let mut moe = BTreeSet::new();
+    for (il, &n) in summary.nodes_per_layer.iter().enumerate() {
+        if config.is_moe_layer(il) {
+            moe.insert(n);
+        } else {
+            dense.insert(n);
+        }
+    }
+    NodeCountLine {
+        total: summary.nodes,
+        per_dense_layer: dense.into_iter().collect(),
+        per_moe_layer: moe.into_iter().collect(),
+        outside_layers: summary.nodes_outside_layers,
+    }
+}
+
+fn predict(card: &Card, constants: Constants, rows: &[NodeRow]) -> Prediction {
+    let times: Vec<&NodeTime> = rows.iter().filter_map(|r| r.time.as_ref()).collect();
+    let step_s: f64 = times.iter().map(|t| t.total_s).sum();
+    let count = |b: &str| times.iter().filter(|t| t.bound == b).count();
+    let dram: u64 = rows.iter().map(|r| r.dram_bytes).sum();
+    Prediction {
+        card: *card,
+        constants,
+        step_s,
+        tok_s: 1.0 / step_s,
+        launch_s: times.iter().map(|t| t.launch_s).sum(),
+        bound_dram: count("dram"),
+        bound_l2: count("l2"),
+        bound_issue: count("issue"),
+        dram_limit_tok_s: card.dram_gbps * 1e9 / dram.max(1) as f64,
+    }
+}
+
+impl fmt::Display for NodeCountLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[usize]| match v {
+            [] => "0".to_string(),
+            [one] => one.to_string(),
+            many => many
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+        };
+        write!(
+            f,
+            "nodes: {} total, {} per dense layer, {} per MoE layer, {} outside layers",
+            self.total,
+            list(&self.per_dense_layer),
+            list(&self.per_moe_layer),
+            self.outside_layers
+        )
+    }
+}
+
+impl fmt::Display for PlanTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let timed = self.prediction.is_some();
+        write!(
+            f,
+            "{:>4} {:<26} {:<28} {:>5} {:>7} {:>5} {:>12} {:>11} {:>12} {:>4} {:>6}",
+            "node", "label", "kernel", "layer", "grid", "run", "DRAM B", "re-read B",
+            "warp instr", "regs", "smem"
+        )?;
+        if timed {
+            write!(f, " {:>9} {:<5}", "time us", "bound")?;
+        }
+        writeln!(f)?;
+        for r in &self.rows {
+            let layer = r.layer.map_or_else(|| "-".into(), |l| l.to_string());
+            let regs = r.registers.map_or_else(|| "?".into(), |v| v.to_string());
+            write!(
+                f,
+                "{:>4} {:<26} {:<28} {:>5} {:>7} {:>5} {:>12} {:>11} {:>12} {:>4} {:>6}",
+                r.index,
+                r.label,
+                r.kernel,
+                layer,
+                r.grid[0] * r.grid[1] * r.grid[2],
+                r.blocks_run,
+                r.dram_bytes,
+                r.reread_bytes,
+                r.warp_instructions,
+                regs,
+                r.shared_bytes
+            )?;
+            if let Some(t) = &r.time {
+                write!(f, " {:>9.2} {:<5}", t.total_s * 1e6, t.bound)?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "{}", self.nodes)?;
+        write!(
+            f,
+            "per step: {:.1} MB from DRAM, {:.1} MB re-read, {} warp instructions \
+             (ctx {}, depth {}, at most {} blocks simulated per node)",
+            self.dram_bytes as f64 / 1e6,
+            self.reread_bytes as f64 / 1e6,
+            self.warp_instructions,
+            self.ctx,
+            self.depth,
+            self.max_blocks_per_node
+        )?;
+        if let Some(p) = &self.prediction {
+            write!(
+                f,
+                "\nPREDICTED (model, not a measurement) on {} ({}): {:.1} us per token = {:.1} tok/s \
+                 ({:.1} us of it launch cost; nodes bound by DRAM {}, L2 {}, issue {}); \
+                 DRAM-only limit {:.1} tok/s",
+                p.card.display,
+                p.card.arch,
+                p.step_s * 1e6,
+                p.tok_s,
+                p.launch_s * 1e6,
+                p.bound_dram,
+                p.bound_l2,
+                p.bound_issue,
+                p.dram_limit_tok_s
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,183 @@
+//! Global-memory loads and stores. Read-only loads use `ld.global.nc`; the `_if` forms are
+//! predicated (a lane whose predicate is false reads nothing and gets zeros), so lanes that read
+//! nothing do not branch around them.
+
+use core::arch::asm;
+
+/// 16-byte read-only load. `a` must be a 16-byte aligned global address of readable memory.
+#[inline(always)]
+pub unsafe fn ld_v4(a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 16-byte read-only load of four floats. Same contract as [`ld_v4`].
+#[inline(always)]
+pub unsafe fn ld_v4_f32(a: u64) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("ld.global.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 4-byte read-only load. `a` must be a 4-byte aligned global address of readable memory.
+#[inline(always)]
+pub unsafe fn ld_u32(a: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.nc.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// 2-byte read-only load, zero-extended. `a` must be a 2-byte aligned global address.
+#[inline(always)]
+pub unsafe fn ld_u16(a: u64) -> u32 {
+    let v: u32;
+    asm!("ld.global.nc.u16 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// `ld_u32(a)` on lanes where `p` holds, 0 elsewhere: a predicated load, so lanes that read
+/// nothing do not branch around it (the other lanes get the value by shuffle).
+#[inline(always)]
+pub unsafe fn ld_u32_if(p: bool, a: u64) -> u32 {
+    let v: u32;
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {v}, 0; @p ld.global.nc.u32 {v}, [{a}]; }}",
+         c = in(reg32) p as u32, v = out(reg32) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// `ld_u16(a)` (zero-extended) where `p` holds, 0 elsewhere; see [`ld_u32_if`].
+#[inline(always)]
+pub unsafe fn ld_u16_if(p: bool, a: u64) -> u32 {
+    let v: u32;
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {v}, 0; @p ld.global.nc.u16 {v}, [{a}]; }}",
+         c = in(reg32) p as u32, v = out(reg32) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// 16-byte read-only global load where `p` holds, zeros elsewhere: a predicated load, so a
+/// partial tile needs no branch in the tile loop. `a` must be a valid 16-byte aligned global
+/// address where `p` holds.
+#[inline(always)]
+pub unsafe fn ld_v4_if(p: bool, a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {x}, 0; mov.u32 {y}, 0; \
+          mov.u32 {z}, 0; mov.u32 {w}, 0; @p ld.global.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z,
+         w = out(reg32) w, a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// Four aligned words from `a` where `p` holds, zeros elsewhere; see [`ld_u32_if`].
+#[inline(always)]
+pub unsafe fn ld_words4_if(p: bool, a: u64) -> [u32; 4] {
+    [
+        ld_u32_if(p, a),
+        ld_u32_if(p, a + 4),
+        ld_u32_if(p, a + 8),
+        ld_u32_if(p, a + 12),
+    ]
+}
+
+/// 1-byte read-only load, zero-extended.
+#[inline(always)]
+pub unsafe fn ld_u8(a: u64) -> u32 {
+    let v: u16;
+    asm!("ld.global.nc.u8 {v}, [{a}];", v = out(reg16) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    u32::from(v)
+}
+
+/// `N` consecutive 4-byte words from the 4-byte aligned global address `a`.
+#[inline(always)]
+pub unsafe fn ld_words<const N: usize>(a: u64) -> [u32; N] {
+    let mut w = [0u32; N];
+    let mut i = 0;
+    while i < N {
+        w[i] = ld_u32(a + 4 * i as u64);
+        i += 1;
+    }
+    w
+}
+
+/// 8-byte read-only global load of a double; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_f64(a: u64) -> f64 {
+    let v: f64;
+    asm!("ld.global.nc.f64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// 8-byte read-only global load of two floats; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_v2_f32(a: u64) -> [f32; 2] {
+    let (x, y): (f32, f32);
+    asm!("ld.global.nc.v2.f32 {{{x}, {y}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+         a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y]
+}
+
+/// 4-byte coherent load (`ld.global.f32`), for data the same launch may write elsewhere (the
+/// residual when `y` aliases it), where `ld.global.nc` would not be allowed.
+#[inline(always)]
+pub unsafe fn ld_f32_coherent(a: u64) -> f32 {
+    let v: f32;
+    asm!("ld.global.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a,
+         options(readonly, nostack));
+    v
+}
+
+/// 16-byte read-only global load where `p` holds; where it does not, the result is whatever
+/// the registers held (no zero fill), so it must only feed accesses predicated the same way.
+#[inline(always)]
+pub unsafe fn ld_v4_when(p: bool, a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; \
+          @p ld.global.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z,
+         w = out(reg32) w, a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 4-byte store to global memory; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn st_u32(a: u64, v: u32) {
+    asm!("st.global.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
+}
+
+/// 4-byte store of a float to global memory; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn st_f32(a: u64, v: f32) {
+    asm!("st.global.f32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
+}
+
+/// 16-byte store of four floats to global memory; `a` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn st_v4_f32(a: u64, v: [f32; 4]) {
+    asm!("st.global.v4.f32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg64) a,
+         x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
+         options(nostack));
+}
+
+/// 8-byte global store of two floats; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn st_v2_f32(a: u64, v: [f32; 2]) {
+    asm!("st.global.v2.f32 [{a}], {{{x}, {y}}};", a = in(reg64) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], options(nostack));
+}
+
+/// 8-byte global store of two words; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn st_v2_u32(a: u64, v: [u32; 2]) {
+    asm!("st.global.v2.u32 [{a}], {{{x}, {y}}};", a = in(reg64) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], options(nostack));
+}

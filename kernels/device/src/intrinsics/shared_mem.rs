@@ -1,0 +1,90 @@
+//! Shared-memory loads and stores at 32-bit `.shared` addresses.
+
+use core::arch::asm;
+
+/// 4-byte shared load of a float; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn lds_f32(a: u32) -> f32 {
+    let v: f32;
+    asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) a,
+         options(pure, readonly, nostack));
+    v
+}
+
+/// 4-byte load from shared memory at the 32-bit shared address `a`.
+#[inline(always)]
+pub unsafe fn ld_shared_f32(a: u32) -> f32 {
+    let v: f32;
+    asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) a,
+         options(readonly, nostack));
+    v
+}
+
+/// 8-byte shared load; `a` an 8-byte aligned `.shared` address.
+#[inline(always)]
+pub unsafe fn lds_v2(a: u32) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    asm!("ld.shared.v2.u32 {{{x}, {y}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+         a = in(reg32) a, options(pure, readonly, nostack));
+    [x, y]
+}
+
+/// 16-byte shared load; `a` a 16-byte aligned `.shared` address.
+#[inline(always)]
+pub unsafe fn lds_v4(a: u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.shared.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+         z = out(reg32) z, w = out(reg32) w, a = in(reg32) a, options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 16-byte shared load of four floats; `a` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn lds_v4_f32(a: u32) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("ld.shared.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+         z = out(reg32) z, w = out(reg32) w, a = in(reg32) a, options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 4-byte shared store of a float; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_f32(a: u32, v: f32) {
+    asm!("st.shared.f32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack));
+}
+
+/// 2-byte shared store of the low 16 bits of `v`; `a` 2-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_b16(a: u32, v: u32) {
+    asm!("st.shared.b16 [{a}], {v};", a = in(reg32) a, v = in(reg16) v as u16,
+         options(nostack));
+}
+
+/// 8-byte shared store of two floats; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_v2_f32(a: u32, v: [f32; 2]) {
+    asm!("st.shared.v2.f32 [{a}], {{{x}, {y}}};", a = in(reg32) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], options(nostack));
+}
+
+/// 16-byte shared store; `a` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_v4(a: u32, v: [u32; 4]) {
+    asm!("st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg32) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
+}
+
+/// 16-byte shared store where `p` holds (predicated, no branch); `a` 16-byte aligned there.
+#[inline(always)]
+pub unsafe fn sts_v4_if(p: bool, a: u32, v: [u32; 4]) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.shared.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}}; }}",
+         c = in(reg32) p as u32, a = in(reg32) a, x = in(reg32) v[0], y = in(reg32) v[1],
+         z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
+}
+
+/// 4-byte shared store of a float where `p` holds (predicated, no branch); `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_f32_if(p: bool, a: u32, v: f32) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.shared.f32 [{a}], {v}; }}",
+         c = in(reg32) p as u32, a = in(reg32) a, v = in(reg32) v, options(nostack));
+}

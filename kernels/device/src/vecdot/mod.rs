@@ -1,0 +1,216 @@
+//! Per-type dot products of quantized weights with q8_1 activations: the integer math of
+//! ggml-cuda's `vecdotq.cuh` (spec §3.1, oracle `ingot_quant::vec_dot_q8_1`), kept together in
+//! one module the way ggml keeps them (one file per quant family), so every kernel that multiplies weights by q8_1 activations
+//! (the gemvs here, the fused MoE kernels) shares one implementation per type.
+//!
+//! # Model
+//!
+//! A weight row is a sequence of *units*, each [`WeightType::LANES`] lanes work on together:
+//!
+//! * 32-element types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
+//!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a
+//!   byte twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is
+//!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
+//!   2 bytes off a word boundary (see [`row_dot_lane`]).
+//! * k-quants (Q3_K, Q4_K, Q5_K, Q6_K): a unit is one 256-element super-block shared by
+//!   4 (Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
+//!
+//! The q8_1 activations matching unit `u` are the `QK/32` consecutive q8_1 blocks starting at
+//! block `u·QK/32` of the activation vector.
+//!
+//! # Calling it from another kernel
+//!
+//! ```ignore
+//! // One warp computes one row: `w_row` and `x` are global addresses (see `intrinsics::global`).
+//! let partial = row_dot_lane::<Q4K>(w_row, x, ncols, lane, 32);
+//! let y = intrinsics::warp_sum(partial);
+//! ```
+//!
+//! `row_dot_lane` returns the lane's partial sum; the caller reduces over the lanes of the row
+//! (every lane of the warp must take part in the shuffles). A sub-warp of `lanes` lanes (a power
+//! of two, at least `LANES`) may compute one row, for short rows; `intrinsics::sub_sum` reduces it.
+//!
+//! # Convergence
+//!
+//! Each weight byte is loaded by one lane only; the k-quant `dot`s hand the shared fields (the
+//! Q4_K/Q5_K header, Q5_K `qh`, the Q3_K/Q6_K scales, `d` and re-alignment words) to the other
+//! lanes of their unit with `shfl.sync` over the full warp. So all 32 lanes must call `dot`
+//! together: a loop over units must run the same number of iterations on every lane, and a lane
+//! without a unit passes `Loads::default()` and discards the result, as [`row_dot_lane`] does.
+//!
+//! # Alignment
+//!
+//! Weight and activation buffers start 16-byte aligned. Q3_K and Q6_K blocks are only 2-byte
+//! aligned; their loaders read aligned 4-byte words re-aligned by funnel shifts, and every
+//! word read lies inside the block (no read leaves the weight buffer).
+
+mod kquant45;
+mod pair;
+mod q3k;
+mod q6k;
+
+pub use kquant45::{Q4K, Q5K};
+pub use pair::{Iq4Nl, Q4_0, Q5_0, Q5_1, Q8_0};
+pub use q3k::Q3K;
+pub use q6k::Q6K;
+
+use core::mem::{offset_of, size_of};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_PAIR_QK};
+
+const _: () = assert!(GEMV_KQUANT_QK as usize == QK_K && GEMV_PAIR_QK as usize == 2 * QK8_1);
+
+/// Bytes of one q8_1 activation block.
+pub const Q8_BYTES: u64 = size_of::<BlockQ8_1>() as u64;
+/// Byte offset of the quant ints in a q8_1 block.
+const Q8_QS_OFF: u64 = offset_of!(BlockQ8_1, qs) as u64;
+const _: () = assert!(offset_of!(BlockQ8_1, d) == 0 && Q8_QS_OFF == 4 && Q8_BYTES == 36);
+
+/// One quantized weight type as seen by a dot-product kernel.
+pub trait WeightType {
+    /// Weights per unit (see the module docs).
+    const QK: u32;
+    /// Bytes per unit.
+    const UNIT_BYTES: u64;
+    /// Lanes that share one unit; a power of two dividing 32.
+    const LANES: u32;
+    /// What one lane loads from one unit and its activations, held in registers so the loads of
+    /// several units can be in flight before the first is used. `Default` is what a lane
+    /// without a unit passes to `dot` so that it still takes part in the group's shuffles.
+    type Loads: Default;
+    /// Issues the loads of lane `part ∈ 0..LANES` for the unit at global address `w` whose
+    /// activations are the q8_1 blocks starting at global address `act`.
+    unsafe fn load(w: u64, act: u64, part: u32) -> Self::Loads;
+    /// The lane's share of the unit's dot product. The k-quant impls shuffle values between
+    /// the `LANES` lanes of a unit (each unit's lanes are consecutive and `LANES`-aligned within
+    /// the warp): all 32 lanes of the warp must call it together.
+    fn dot(l: &Self::Loads, part: u32) -> f32;
+    /// Whether a row may end in one unpaired 32-weight block after its whole units (the
+    /// 32-element types, rows of an odd number of blocks). k-quant rows are whole units, and
+    /// for them [`Self::load_shifted`] and [`Self::tail_dot`] are never called.
+    const TAIL: bool = false;
+    /// As [`Self::load`] for a unit whose weights start at `w ≡ 2 (mod 4)`: the odd rows of a
+    /// matrix whose rows hold an odd number of blocks of a type whose block size is `≡ 2 (mod
+    /// 4)`. Reads the aligned words around the unit; the 2 bytes before it belong to the
+    /// previous row and the 2 after it to the row's trailing block, so no read leaves the row
+    /// pair (see `row_dot_lane`).
+    #[inline(always)]
+    unsafe fn load_shifted(w: u64, act: u64, part: u32) -> Self::Loads {
+        Self::load(w, act, part)
+    }
+    /// The dot product of one trailing 32-weight block at `w` (2-byte aligned) with the q8_1
+    /// block at `act`; one lane computes it, no shuffles.
+    #[inline(always)]
+    unsafe fn tail_dot(_w: u64, _act: u64) -> f32 {
+        0.0
+    }
+}
+
+/// Bytes of a row of `ncols` weights of `T` (`ncols` a multiple of 32, and of `T::QK` for
+/// types without a tail).
+#[inline(always)]
+pub const fn row_bytes<T: WeightType>(ncols: u32) -> u64 {
+    ncols as u64 * T::UNIT_BYTES / T::QK as u64
+}
+
+/// Bytes of q8_1 activations per unit of `T`.
+#[inline(always)]
+pub const fn act_bytes<T: WeightType>() -> u64 {
+    (T::QK as u64 / QK8_1 as u64) * Q8_BYTES
+}
+
+/// Lane `lane ∈ 0..lanes` of a group of `lanes` lanes computing one row's dot product: its
+/// partial sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the row of `ncols`
+/// weights at `w_row` against the activations at `x`. `ncols` is a multiple of `T::QK`, or for
+/// `T::TAIL` types of 32: such a row ends in one unpaired 32-weight block and may start 2 bytes
+/// past a 4-byte boundary.
+///
+/// Every lane of the warp runs the same number of iterations (units are taken in rounds of
+/// `lanes/LANES`, two rounds per iteration so two units' loads are in flight), because the
+/// k-quant `dot`s shuffle within their lane group. The last one or two rounds, where some
+/// groups have no unit left, skip those groups' loads and discard their result; they run once,
+/// after the loop, so the loop itself has no per-lane guard.
+///
+/// The trailing block and the shift are decided once per row, outside the unit loop: a
+/// shifted row runs the loop with [`WeightType::load_shifted`], and the trailing block is added
+/// by the lane that would own the next unit. k-quants (`!T::TAIL`) run the plain loop only.
+///
+/// Why the shifted reads stay in bounds: a row of an odd number of `b`-byte blocks with
+/// `b ≡ 2 (mod 4)` is `≡ 2 (mod 4)` bytes long, so only odd rows start shifted; the 2 bytes
+/// read before such a row are the end of the previous row, and every unit is followed by at
+/// least the row's trailing block. Types with 4-byte multiple blocks (Q5_1) never shift.
+#[inline(always)]
+pub unsafe fn row_dot_lane<T: WeightType>(
+    w_row: u64,
+    x: u64,
+    ncols: u32,
+    lane: u32,
+    lanes: u32,
+) -> f32 {
+    let nunits = ncols / T::QK;
+    if !T::TAIL {
+        return units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes);
+    }
+    let mut acc = if w_row & 3 != 0 {
+        units_dot_lane::<T, true>(w_row, x, nunits, lane, lanes)
+    } else {
+        units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes)
+    };
+    if ncols % T::QK != 0 && lane / T::LANES == nunits % (lanes / T::LANES) {
+        acc += T::tail_dot(
+            w_row + nunits as u64 * T::UNIT_BYTES,
+            x + nunits as u64 * act_bytes::<T>(),
+        );
+    }
+    acc
+}
+
+/// The unit loop of [`row_dot_lane`]; `SHIFTED` selects [`WeightType::load_shifted`].
+#[inline(always)]
+unsafe fn units_dot_lane<T: WeightType, const SHIFTED: bool>(
+    w_row: u64,
+    x: u64,
+    nunits: u32,
+    lane: u32,
+    lanes: u32,
+) -> f32 {
+    let load = |w: u64, a: u64, part: u32| {
+        if SHIFTED {
+            T::load_shifted(w, a, part)
+        } else {
+            T::load(w, a, part)
+        }
+    };
+    let part = lane % T::LANES;
+    let step = lanes / T::LANES;
+    let group = lane / T::LANES;
+    let w_at = |u: u32| w_row + u as u64 * T::UNIT_BYTES;
+    let x_at = |u: u32| x + u as u64 * act_bytes::<T>();
+    let iterations = nunits / (2 * step);
+    let mut acc = 0.0f32;
+    let mut i = 0;
+    while i < iterations {
+        let u0 = 2 * i * step + group;
+        let u1 = u0 + step;
+        let l0 = load(w_at(u0), x_at(u0), part);
+        let l1 = load(w_at(u1), x_at(u1), part);
+        acc += T::dot(&l0, part);
+        acc += T::dot(&l1, part);
+        i += 1;
+    }
+    let mut round = iterations * 2 * step;
+    while round < nunits {
+        let u = round + group;
+        let l = if u < nunits {
+            load(w_at(u), x_at(u), part)
+        } else {
+            T::Loads::default()
+        };
+        let v = T::dot(&l, part);
+        if u < nunits {
+            acc += v;
+        }
+        round += step;
+    }
+    acc
+}
