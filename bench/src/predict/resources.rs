@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use ptx_audit::analysis::analyze_module;
-use ptx_audit::ptx::PtxModule;
+use ptx_front::PtxModule;
 use ptx_audit::Budgets;
 
 use super::PredictError;

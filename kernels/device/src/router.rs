@@ -173,7 +173,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     }
 
     if n_group > 1 {
-        limit_groups(&mut s, &valid, lane, n_expert, n_group, n_group_used);
+        limit_groups(&mut s, &valid, lane, n_expert, n_group, n_group_used, flags & ROUTE_SIGMOID != 0);
     }
 
     let mut key = [0u32; SLOTS];
@@ -226,8 +226,10 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     }
 }
 
-/// Masks to −inf every expert outside the `n_group_used` groups whose two best selection scores
-/// sum highest (ties: lower group index).
+/// Masks to −inf every expert outside the `n_group_used` best-scoring groups (ties: lower group
+/// index). A group scores the sum of its two best selection scores when `top_two` (DeepSeek-V3,
+/// sigmoid gating), else its best one (HF DeepSeek-V2, softmax gating), as the oracle's
+/// `GatingFunc::group_score` does.
 #[inline(always)]
 fn limit_groups(
     s: &mut [f32; SLOTS],
@@ -236,6 +238,7 @@ fn limit_groups(
     n_expert: u32,
     n_group: u32,
     n_group_used: u32,
+    top_two: bool,
 ) {
     // The launcher guarantees n_group ≤ n_expert; max(1) keeps the division trap-free anyway.
     let per_group = (n_expert / n_group).max(1);
@@ -257,7 +260,7 @@ fn limit_groups(
         }
         let (first, second) = warp_top2(s, &member);
         if lane == g {
-            gkey[0] = order_key(first + second);
+            gkey[0] = order_key(if top_two { first + second } else { first });
         }
         g += 1;
     }
