@@ -5,11 +5,13 @@
 //!   [`inputs::Variety`], the proof that they are not degenerate.
 //! * [`gpu`]: CUDA-event timing with L2-evicting buffer rotation and a copy-bandwidth reference.
 //! * [`sim`]: without a GPU, the PTX simulator's counters for the same cases (no time).
+//! * [`decode`]: the end-to-end decode bench behind `ingot bench` (tokens/s at cache depths).
 //! * [`witness`]: the first line of every bench report (GPU state via NVML, or the CPU).
 //!
 //! `cargo bench -p ingot-bench` runs `benches/kernels.rs`, which picks the GPU or the simulator.
 
 pub mod cases;
+pub mod decode;
 pub mod device;
 mod error;
 pub mod gpu;
