@@ -7,11 +7,13 @@
 //! * [`sim`]: without a GPU, the PTX simulator's counters for the same cases (no time).
 //! * [`predict`]: the decode plan as a table of simulator counts, and a model of a card's
 //!   decode time from them (predictions, never measurements).
+//! * [`decode`]: the end-to-end decode bench behind `ingot bench` (tokens/s at cache depths).
 //! * [`witness`]: the first line of every bench report (GPU state via NVML, or the CPU).
 //!
 //! `cargo bench -p ingot-bench` runs `benches/kernels.rs`, which picks the GPU or the simulator.
 
 pub mod cases;
+pub mod decode;
 pub mod device;
 mod error;
 pub mod gpu;

@@ -6,7 +6,7 @@ use std::time::Instant;
 use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::CudaExecutor;
 use ingot_graph::exec::sim::SimExecutor;
-use ingot_graph::{ExecError, PlanOptions};
+use ingot_graph::ExecError;
 use ingot_model::{CpuBackend, ModelError, Oracle};
 
 use crate::band::Band;
@@ -52,6 +52,8 @@ pub enum GateError {
     EmptyPrompt,
     #[error("reference decoder: {0}")]
     Oracle(#[from] ModelError),
+    #[error(transparent)]
+    Open(#[from] ingot_engine::EngineError),
     #[error("{backend:?} backend: {source}")]
     Backend {
         backend: GateBackend,
@@ -190,13 +192,9 @@ pub fn run_gate_against(
         backend: opts.backend,
         source,
     };
-    let plan_opts = PlanOptions::for_ctx(ctx);
     let mut exec = match opts.backend {
-        GateBackend::Sim => Exec::Sim(Box::new(SimExecutor::load(file, plan_opts).map_err(be)?)),
-        GateBackend::Cuda => {
-            let (e, _) = CudaExecutor::load(file, plan_opts, false).map_err(be)?;
-            Exec::Cuda(Box::new(e))
-        }
+        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim(file, ctx)?)),
+        GateBackend::Cuda => Exec::Cuda(Box::new(ingot_engine::open_cuda(file, ctx, false)?.0)),
     };
     let mut oracle = match reference {
         Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(file, ctx)?)),

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use ingot_engine::BackendKind;
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
-use super::run::{self, Backend};
+use super::run;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -62,7 +63,7 @@ pub fn run(a: Args) -> Result<()> {
         chat: false,
         system: None,
         ctx: 256,
-        backend: Backend::Cpu,
+        backend: BackendKind::Cpu,
         temp: 0.0,
         top_k: 40,
         top_p: 0.95,

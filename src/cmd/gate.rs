@@ -4,31 +4,37 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use ingot_engine::BackendKind;
 use ingot_gates::{run_gate, Band, GateBackend, GateOptions};
 use ingot_gguf::GgufFile;
 use ingot_tokenizer::Tokenizer;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
-    /// The decode plan in the PTX simulator (also compares every layer's hidden state).
-    Sim,
-    /// The decode plan as one CUDA graph on GPU 0.
-    Cuda,
-}
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
     /// The GGUF model file.
     #[arg(short, long)]
     pub model: PathBuf,
-    #[arg(long, value_enum)]
-    pub backend: Backend,
+    /// The backend judged against the oracle: `sim` (the decode plan in the PTX simulator, every
+    /// layer's hidden state compared too) or `cuda` (the plan as one CUDA graph on GPU 0).
+    #[arg(long, value_parser = device_backend)]
+    pub backend: GateBackend,
     /// Greedy steps after the prompt.
     #[arg(short = 'n', long = "n-predict", default_value_t = 16)]
     pub steps: usize,
     /// The prompt (BOS is added when the model asks for it).
     #[arg(short, long, default_value = "The quick brown fox")]
     pub prompt: String,
+}
+
+/// `--backend`: a [`BackendKind`] name, of the two kinds a gate can judge layer by layer.
+fn device_backend(name: &str) -> Result<GateBackend, String> {
+    match name.parse::<BackendKind>().map_err(|e| e.to_string())? {
+        BackendKind::Sim => Ok(GateBackend::Sim),
+        BackendKind::Cuda => Ok(GateBackend::Cuda),
+        other => Err(format!(
+            "the gate judges a device backend (sim or cuda) against the oracle; {other} is not one"
+        )),
+    }
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -40,10 +46,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("the prompt is empty and the model adds no BOS token: give a prompt with -p");
     }
     let opts = GateOptions {
-        backend: match a.backend {
-            Backend::Sim => GateBackend::Sim,
-            Backend::Cuda => GateBackend::Cuda,
-        },
+        backend: a.backend,
         prompt,
         steps: a.steps,
         band: Band::default(),

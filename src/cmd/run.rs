@@ -6,23 +6,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use ingot_gguf::GgufFile;
-use ingot_model::{CpuBackend, Decoder, ModelConfig, Oracle, Sampler, SamplerConfig};
+use ingot_engine::BackendKind;
+use ingot_model::{ModelConfig, Sampler, SamplerConfig};
 use ingot_tokenizer::{apply_chat_template_deepseek2, Role, Tokenizer};
-
-/// Which implementation decodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
-    /// cuda when a usable GPU is present, else cpu.
-    Auto,
-    /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all cores.
-    Cpu,
-    /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to f32).
-    Oracle,
-    /// One CUDA graph per decode step.
-    Cuda,
-    /// The CUDA graph's plan run in the PTX simulator.
-    Sim,
-}
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
@@ -44,8 +30,8 @@ pub struct Args {
     /// Context size in tokens (prompt + generated); at most the model's training context.
     #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
     pub ctx: usize,
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    pub backend: BackendKind,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -107,57 +93,12 @@ fn tokenize(tok: &Tokenizer, a: &Args) -> Vec<u32> {
     }
 }
 
-/// `auto` becomes cuda when a GPU answers, else cpu (saying why with -v).
-fn resolve(backend: Backend, verbose: bool) -> Backend {
-    if backend != Backend::Auto {
-        return backend;
-    }
-    match ingot_cuda::Gpu::new(0) {
-        Ok(_) => Backend::Cuda,
-        Err(e) => {
-            if verbose {
-                eprintln!("backend auto: cpu ({e})");
-            }
-            Backend::Cpu
-        }
-    }
-}
-
-fn load_backend<'f>(file: &'f GgufFile, a: &Args) -> Result<Box<dyn Decoder + 'f>> {
-    use ingot_graph::exec::{cuda::CudaExecutor, sim::SimExecutor};
-    let plan = ingot_graph::PlanOptions::for_ctx(a.ctx);
-    Ok(match a.backend {
-        Backend::Auto => unreachable!("resolved before loading"),
-        Backend::Cpu => Box::new(CpuBackend::load(file, a.ctx)?),
-        Backend::Oracle => Box::new(Oracle::load(file, a.ctx)?),
-        Backend::Cuda => {
-            let (exec, info) = CudaExecutor::load(file, plan, true)?;
-            if a.verbose {
-                eprintln!(
-                    "cuda: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for \
-                     weights, cache and activations, uploaded in {:.2} s; prefill replays the graph \
-                     once per prompt token",
-                    info.device,
-                    info.nodes,
-                    info.nodes_per_layer,
-                    info.device_bytes as f64 / (1u64 << 20) as f64,
-                    info.upload_s
-                );
-            }
-            Box::new(exec)
-        }
-        Backend::Sim => {
-            let exec = SimExecutor::load(file, plan)?;
-            if a.verbose {
-                eprintln!("ptx-sim: {}", exec.plan().summary());
-            }
-            Box::new(exec)
-        }
-    })
-}
-
 pub fn run(mut a: Args) -> Result<()> {
-    a.backend = resolve(a.backend, a.verbose);
+    let (backend, why_cpu) = a.backend.resolve();
+    if let (Some(why), true) = (why_cpu, a.verbose) {
+        eprintln!("backend auto: cpu ({why})");
+    }
+    a.backend = backend;
     let file =
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
@@ -187,10 +128,12 @@ pub fn run(mut a: Args) -> Result<()> {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let load_start = Instant::now();
-    let mut dec = load_backend(&file, &a)?;
+    let engine = ingot_engine::open(&file, a.backend, a.ctx, true)?;
+    let mut dec = engine.decoder;
     if a.verbose {
+        eprintln!("{}", engine.description);
         eprintln!(
-            "backend {:?}: loaded in {:.2} s; {} layers, vocab {}, ctx {}, seed {seed}",
+            "backend {}: loaded in {:.2} s; {} layers, vocab {}, ctx {}, seed {seed}",
             a.backend,
             load_start.elapsed().as_secs_f64(),
             config.n_layer,
@@ -241,7 +184,7 @@ pub fn run(mut a: Args) -> Result<()> {
     // Tokens decoded after the prefill: the first generated token came from the prefill's logits.
     let decoded = generated.saturating_sub(1);
     eprintln!(
-        "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {:?}, seed {seed}){}",
+        "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {}, seed {seed}){}",
         prompt.len(),
         prompt.len() as f64 / prefill_s,
         if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },

@@ -1,0 +1,203 @@
+//! One way to open a decoder, whatever the backend.
+//!
+//! The CLI's `run`, `bench` and `gate` (and any server) name a backend with [`BackendKind`] and
+//! get a [`Decoder`] from [`open`]; the graph executors are constructed here and nowhere else
+//! ([`open_sim`], [`open_cuda`]), so plan options and device sizing are decided once.
+//!
+//! Invariant: this crate holds no decoding logic of its own; it only chooses and constructs.
+
+use std::fmt;
+use std::str::FromStr;
+
+use ingot_gguf::GgufFile;
+use ingot_graph::exec::cuda::{CudaExecutor, CudaInfo};
+use ingot_graph::exec::sim::SimExecutor;
+use ingot_graph::{ExecError, PlanOptions};
+use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
+
+/// Which implementation decodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum BackendKind {
+    /// cuda when a usable GPU is present, else cpu.
+    Auto,
+    /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all cores.
+    Cpu,
+    /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to f32).
+    Oracle,
+    /// The CUDA graph's plan run in the PTX simulator.
+    Sim,
+    /// One CUDA graph per decode step on GPU 0.
+    Cuda,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 5] = [Self::Auto, Self::Cpu, Self::Oracle, Self::Sim, Self::Cuda];
+
+    /// The name on the command line (`cpu`, `sim`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Oracle => "oracle",
+            Self::Sim => "sim",
+            Self::Cuda => "cuda",
+        }
+    }
+
+    /// `Auto` becomes `Cuda` when GPU 0 opens, else `Cpu` with the reason; others are unchanged.
+    pub fn resolve(self) -> (BackendKind, Option<String>) {
+        if self != Self::Auto {
+            return (self, None);
+        }
+        match ingot_cuda::Gpu::new(0) {
+            Ok(_) => (Self::Cuda, None),
+            Err(e) => (Self::Cpu, Some(e.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| EngineError::UnknownBackend(s.to_string()))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
+    UnknownBackend(String),
+    #[error("{kind} backend: {source}")]
+    Model {
+        kind: BackendKind,
+        #[source]
+        source: ModelError,
+    },
+    #[error("{kind} backend: {source}")]
+    Graph {
+        kind: BackendKind,
+        #[source]
+        source: ExecError,
+    },
+}
+
+/// An opened decoder and what it is.
+pub struct Engine<'f> {
+    pub decoder: Box<dyn Decoder + 'f>,
+    /// The backend that was opened (`Auto` already resolved).
+    pub kind: BackendKind,
+    /// One line on what was loaded (device, graph size, VRAM, upload time), for `-v` and benches.
+    pub description: String,
+}
+
+/// Opens `kind` on `file` with a cache of `ctx` positions. `Auto` is resolved first;
+/// `progress` draws an upload bar where a backend has one.
+pub fn open(
+    file: &GgufFile,
+    kind: BackendKind,
+    ctx: usize,
+    progress: bool,
+) -> Result<Engine<'_>, EngineError> {
+    let (kind, _) = kind.resolve();
+    let model = |source| EngineError::Model { kind, source };
+    let (decoder, description): (Box<dyn Decoder + '_>, String) = match kind {
+        BackendKind::Auto => unreachable!("resolve never returns Auto"),
+        BackendKind::Cpu => (
+            Box::new(CpuBackend::load(file, ctx).map_err(model)?),
+            "cpu: quantized weights, all cores".to_string(),
+        ),
+        BackendKind::Oracle => (
+            Box::new(Oracle::load(file, ctx).map_err(model)?),
+            "oracle: weights dequantized to f32".to_string(),
+        ),
+        BackendKind::Sim => {
+            let exec = open_sim(file, ctx)?;
+            let description = format!("ptx-sim: {}", exec.plan().summary());
+            (Box::new(exec), description)
+        }
+        BackendKind::Cuda => {
+            let (exec, info) = open_cuda(file, ctx, progress)?;
+            (Box::new(exec), describe_cuda(&info))
+        }
+    };
+    Ok(Engine {
+        decoder,
+        kind,
+        description,
+    })
+}
+
+/// The decode plan for `ctx` positions in the PTX simulator.
+pub fn open_sim(file: &GgufFile, ctx: usize) -> Result<SimExecutor, EngineError> {
+    SimExecutor::load(file, PlanOptions::for_ctx(ctx)).map_err(|source| EngineError::Graph {
+        kind: BackendKind::Sim,
+        source,
+    })
+}
+
+/// The decode plan for `ctx` positions as one CUDA graph on GPU 0 (the attention split is
+/// sized to the device by the executor).
+pub fn open_cuda(
+    file: &GgufFile,
+    ctx: usize,
+    progress: bool,
+) -> Result<(CudaExecutor, CudaInfo), EngineError> {
+    CudaExecutor::load(file, PlanOptions::for_ctx(ctx), progress).map_err(|source| {
+        EngineError::Graph {
+            kind: BackendKind::Cuda,
+            source,
+        }
+    })
+}
+
+fn describe_cuda(info: &CudaInfo) -> String {
+    format!(
+        "cuda: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for weights, cache \
+         and activations, uploaded in {:.2} s; prefill replays the graph once per prompt token",
+        info.device,
+        info.nodes,
+        info.nodes_per_layer,
+        info.device_bytes as f64 / (1u64 << 20) as f64,
+        info.upload_s
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in BackendKind::ALL {
+            assert_eq!(k.name().parse::<BackendKind>().unwrap(), k);
+        }
+        let err = "gpu".parse::<BackendKind>().unwrap_err().to_string();
+        assert!(err.contains("\"gpu\"") && err.contains("cuda"), "{err}");
+    }
+
+    #[test]
+    fn explicit_kinds_resolve_to_themselves() {
+        for k in [BackendKind::Cpu, BackendKind::Oracle, BackendKind::Sim, BackendKind::Cuda] {
+            assert_eq!(k.resolve(), (k, None));
+        }
+    }
+
+    #[test]
+    fn auto_resolves_to_a_concrete_backend_with_a_reason_for_cpu() {
+        match BackendKind::Auto.resolve() {
+            (BackendKind::Cuda, None) => {}
+            (BackendKind::Cpu, Some(why)) => assert!(!why.is_empty()),
+            other => panic!("auto resolved to {other:?}"),
+        }
+    }
+}
