@@ -93,7 +93,7 @@ impl DecodeBench {
         &self,
         dec: &mut dyn Decoder,
         mut log: impl FnMut(&str),
-    ) -> ingot_model::Result<Vec<DepthResult>> {
+    ) -> Result<Vec<DepthResult>, ingot_model::ModelError> {
         let mut filled = 0usize;
         let mut results = Vec::with_capacity(self.depths.len());
         for &depth in &self.depths {
@@ -108,7 +108,7 @@ impl DecodeBench {
         filled: &mut usize,
         depth: usize,
         log: &mut impl FnMut(&str),
-    ) -> ingot_model::Result<DepthResult> {
+    ) -> Result<DepthResult, ingot_model::ModelError> {
         let vocab = dec.config().vocab;
         fill(dec, filled, depth, log)?;
         // Warm-up: one untimed token (first touch of pages and caches), then rewound.
@@ -139,7 +139,7 @@ fn fill(
     filled: &mut usize,
     depth: usize,
     log: &mut impl FnMut(&str),
-) -> ingot_model::Result<()> {
+) -> Result<(), ingot_model::ModelError> {
     if *filled >= depth {
         // Decoding at `depth` next forgets the later positions.
         *filled = depth;
