@@ -102,10 +102,10 @@ run() {
 
     run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
 
-    summarize device-check "$out/device-check.json"
-    local code=$?
+    # The verdict is the last line (CI's rehearsal judges it), so the paths come first.
     echo "full log: $out/device-check.log; step logs: $LOGS; JSON: $out/device-check.json"
-    exit "$code"
+    summarize device-check "$out/device-check.json"
+    exit $?
 }
 
 case "${1:-run}" in
