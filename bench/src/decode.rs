@@ -120,7 +120,11 @@ impl DecodeBench {
                 dec.decode(token_at(pos, vocab), pos)?;
             }
             let tps = self.n_gen as f64 / start.elapsed().as_secs_f64();
-            log(&format!("d{depth} rep {}/{}: {tps:.2} t/s", rep + 1, self.reps));
+            log(&format!(
+                "d{depth} rep {}/{}: {tps:.2} t/s",
+                rep + 1,
+                self.reps
+            ));
             samples.push(tps);
         }
         *filled = depth + self.n_gen;
@@ -317,7 +321,10 @@ mod tests {
             samples: vec![1.5, f64::INFINITY],
         }];
         let j = json(&meta(), &results);
-        assert!(j.starts_with(r#"{"witness":"cpu: \"Q\" \\ x | 2 threads""#), "{j}");
+        assert!(
+            j.starts_with(r#"{"witness":"cpu: \"Q\" \\ x | 2 threads""#),
+            "{j}"
+        );
         let v: serde_json::Value = serde_json::from_str(&j).expect("valid JSON");
         assert_eq!(v["witness"], "cpu: \"Q\" \\ x | 2 threads");
         assert_eq!(v["size_bytes"], 3u64 << 30);
@@ -326,6 +333,9 @@ mod tests {
         assert_eq!(row["test"], "tg4 @ d1024");
         assert_eq!(row["n_depth"], 1024);
         assert_eq!(row["samples_ts"], serde_json::json!([1.5, null]));
-        assert!(row["avg_ts"].is_null(), "an infinite mean has no JSON number: {row}");
+        assert!(
+            row["avg_ts"].is_null(),
+            "an infinite mean has no JSON number: {row}"
+        );
     }
 }

@@ -44,7 +44,12 @@ fn compare(preset: Preset, ctx: usize, depth: usize, max_blocks: u64) -> (f64, f
             worst_sectors = worst_sectors.max(s);
         }
     }
-    (worst_instr, worst_sectors, rel(total_part, total_full), sampled)
+    (
+        worst_instr,
+        worst_sectors,
+        rel(total_part, total_full),
+        sampled,
+    )
 }
 
 /// Tolerances: blocks of one launch do the same work except at the edges the sample always

@@ -187,7 +187,12 @@ mod tests {
 
     #[test]
     fn explicit_kinds_resolve_to_themselves() {
-        for k in [BackendKind::Cpu, BackendKind::Oracle, BackendKind::Sim, BackendKind::Cuda] {
+        for k in [
+            BackendKind::Cpu,
+            BackendKind::Oracle,
+            BackendKind::Sim,
+            BackendKind::Cuda,
+        ] {
             assert_eq!(k.resolve(), (k, None));
         }
     }

@@ -14,15 +14,15 @@
 //! ([`exec::sim`]).
 
 pub mod buffer;
-pub mod planner;
 pub mod error;
 pub mod exec;
 pub mod node;
 pub mod plan;
+pub mod planner;
 pub mod weights;
 
 pub use buffer::{BufId, BufferDecl, BufferKind};
-pub use planner::{build_plan, PlanOptions};
 pub use error::{ExecError, PlanError};
 pub use node::{BufRef, Node, NodeArg};
 pub use plan::{Plan, PlanSummary};
+pub use planner::{build_plan, PlanOptions};

@@ -363,7 +363,9 @@ impl Sim {
             None => (0..nblocks).collect(),
             Some(b) => {
                 if let Some(&i) = b.iter().find(|&&i| i >= nblocks) {
-                    return Err(bad(format!("block {i} is outside the grid of {nblocks} blocks")));
+                    return Err(bad(format!(
+                        "block {i} is outside the grid of {nblocks} blocks"
+                    )));
                 }
                 b.to_vec()
             }

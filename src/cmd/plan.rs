@@ -12,7 +12,12 @@ use ingot_synth::{Layout, Preset, QuantMix, SynthOptions};
 #[derive(clap::Args)]
 pub struct Args {
     /// The GGUF model (only its header is read).
-    #[arg(short, long, required_unless_present = "synth", conflicts_with = "synth")]
+    #[arg(
+        short,
+        long,
+        required_unless_present = "synth",
+        conflicts_with = "synth"
+    )]
     model: Option<PathBuf>,
     /// Plan a synthetic model from its header alone, no file written (tiny, lite-4l, v2-lite).
     #[arg(long)]
@@ -56,7 +61,10 @@ pub fn run(a: Args) -> Result<()> {
     };
     let card = match &a.predict {
         Some(name) => Some(card_named(name).with_context(|| {
-            format!("unknown card `{name}` for --predict (known: {})", card_names())
+            format!(
+                "unknown card `{name}` for --predict (known: {})",
+                card_names()
+            )
         })?),
         None => None,
     };

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use ingot_gguf::GgufFile;
 use ingot_engine::BackendKind;
+use ingot_gguf::GgufFile;
 use ingot_model::{ModelConfig, Sampler, SamplerConfig};
 use ingot_tokenizer::{apply_chat_template_deepseek2, Role, Tokenizer};
 

@@ -33,8 +33,21 @@ pub fn golden(relative: &str) -> PathBuf {
 mod tests {
     #[test]
     fn every_model_folder_has_its_files() {
-        for model in ["tiny-mla-f32", "tiny-legacy-f32", "tiny-mla-q4_k_m", "tiny-v3-f32", "tiny-v3-q4_k_m", "tiny-glm-f32"] {
-            for file in ["model.gguf", "prefill16.npy", "stepwise16.npy", "greedy32.npy", "greedy32.ids.txt"] {
+        for model in [
+            "tiny-mla-f32",
+            "tiny-legacy-f32",
+            "tiny-mla-q4_k_m",
+            "tiny-v3-f32",
+            "tiny-v3-q4_k_m",
+            "tiny-glm-f32",
+        ] {
+            for file in [
+                "model.gguf",
+                "prefill16.npy",
+                "stepwise16.npy",
+                "greedy32.npy",
+                "greedy32.ids.txt",
+            ] {
                 super::golden(&format!("{model}/{file}"));
             }
         }

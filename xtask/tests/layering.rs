@@ -53,7 +53,13 @@ struct Edge {
 
 fn workspace_edges() -> (Vec<String>, Vec<Edge>) {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("cargo metadata runs");
@@ -84,10 +90,7 @@ fn workspace_edges() -> (Vec<String>, Vec<Edge>) {
     (names, edges)
 }
 
-fn violation(
-    layer: &HashMap<&str, (u32, Family)>,
-    e: &Edge,
-) -> Option<String> {
+fn violation(layer: &HashMap<&str, (u32, Family)>, e: &Edge) -> Option<String> {
     let (lf, ff) = layer[e.from.as_str()];
     let (lt, ft) = layer[e.to.as_str()];
     let what = format!("{} -> {} ({} dependency)", e.from, e.to, e.kind);
@@ -98,7 +101,9 @@ fn violation(
         return Some(format!("{what}: the PTX tools know nothing of ingot"));
     }
     if ff == Family::Ingot && ft == Family::Tool && lf < FIRST_TOOL_USER && e.kind != "dev" {
-        return Some(format!("{what}: only the kernels and above use the PTX tools"));
+        return Some(format!(
+            "{what}: only the kernels and above use the PTX tools"
+        ));
     }
     let ok = match e.kind.as_str() {
         "dev" => lt <= lf,
@@ -109,23 +114,32 @@ fn violation(
 
 #[test]
 fn crates_depend_only_on_lower_layers() {
-    let layer: HashMap<&str, (u32, Family)> =
-        LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
+    let layer: HashMap<&str, (u32, Family)> = LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
     let (names, edges) = workspace_edges();
-    let unplaced: Vec<&String> = names.iter().filter(|n| !layer.contains_key(n.as_str())).collect();
+    let unplaced: Vec<&String> = names
+        .iter()
+        .filter(|n| !layer.contains_key(n.as_str()))
+        .collect();
     assert!(
         unplaced.is_empty(),
         "workspace crates missing from the layer table in xtask/tests/layering.rs: {unplaced:?}"
     );
-    assert!(edges.len() > 20, "too few edges read from cargo metadata: {}", edges.len());
+    assert!(
+        edges.len() > 20,
+        "too few edges read from cargo metadata: {}",
+        edges.len()
+    );
     let bad: Vec<String> = edges.iter().filter_map(|e| violation(&layer, e)).collect();
-    assert!(bad.is_empty(), "layering violations:\n  {}", bad.join("\n  "));
+    assert!(
+        bad.is_empty(),
+        "layering violations:\n  {}",
+        bad.join("\n  ")
+    );
 }
 
 #[test]
 fn the_rules_reject_upward_edges() {
-    let layer: HashMap<&str, (u32, Family)> =
-        LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
+    let layer: HashMap<&str, (u32, Family)> = LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
     let edge = |from: &str, to: &str, kind: &str| Edge {
         from: from.into(),
         to: to.into(),

@@ -141,10 +141,8 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
     // bandwidth.
     let active = blocks.min(sms) as f64 / sms as f64;
     let dram_bw = card.dram_gbps * 1e9 * k.dram_efficiency.value * active;
-    let l2_bw = k.reread_bytes_per_sm_clock.value
-        * blocks.min(sms) as f64
-        * card.boost_clock_ghz
-        * 1e9;
+    let l2_bw =
+        k.reread_bytes_per_sm_clock.value * blocks.min(sms) as f64 * card.boost_clock_ghz * 1e9;
     let dram_s = load.dram_bytes as f64 / dram_bw;
     let l2_s = load.reread_bytes as f64 / l2_bw;
     // Issue: the busiest SM's share of warp instructions over its schedulers, slowed when too

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use ptx_audit::analysis::analyze_module;
-use ptx_front::PtxModule;
 use ptx_audit::Budgets;
+use ptx_front::PtxModule;
 
 use super::PredictError;
 
@@ -25,8 +25,8 @@ pub struct KernelResources {
 /// architectures take the sm_86 figures, the closest ptxas target the audit runs).
 pub fn kernel_resources(arch: &str) -> Result<BTreeMap<String, KernelResources>, PredictError> {
     let budgets = Budgets::parse(BUDGETS).map_err(PredictError::Audit)?;
-    let module = PtxModule::parse(ingot_kernels::PTX)
-        .map_err(|e| PredictError::Audit(e.to_string()))?;
+    let module =
+        PtxModule::parse(ingot_kernels::PTX).map_err(|e| PredictError::Audit(e.to_string()))?;
     let key = if arch == "sm_90" {
         "registers_sm90"
     } else {

@@ -274,8 +274,17 @@ impl fmt::Display for PlanTable {
         write!(
             f,
             "{:>4} {:<26} {:<28} {:>5} {:>7} {:>5} {:>12} {:>11} {:>12} {:>4} {:>6}",
-            "node", "label", "kernel", "layer", "grid", "run", "DRAM B", "re-read B",
-            "warp instr", "regs", "smem"
+            "node",
+            "label",
+            "kernel",
+            "layer",
+            "grid",
+            "run",
+            "DRAM B",
+            "re-read B",
+            "warp instr",
+            "regs",
+            "smem"
         )?;
         if timed {
             write!(f, " {:>9} {:<5}", "time us", "bound")?;

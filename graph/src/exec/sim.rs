@@ -5,10 +5,10 @@ use ingot_gguf::GgufFile;
 use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
-use crate::planner::{build_plan_for, PlanOptions};
 use crate::error::ExecError;
 use crate::node::NodeArg;
 use crate::plan::Plan;
+use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
 
 /// One node's launch, resolved to simulator addresses.
