@@ -9,8 +9,9 @@
 
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
-use ingot_graph::{BufferKind, NodeArg, Plan};
-use ptx_sim::{Arg, LaunchConfig, LaunchStats, Module, Sim};
+use ingot_graph::exec::sim::{sim_args, sim_config};
+use ingot_graph::{BufferKind, Plan};
+use ptx_sim::{LaunchStats, Module, Sim};
 
 use super::sample::{sample_blocks, scale};
 use super::PredictError;
@@ -60,22 +61,8 @@ pub fn count_nodes(
 
     let mut out = Vec::with_capacity(plan.nodes.len());
     for (n, d) in plan.nodes.iter().zip(descs) {
-        let cfg = LaunchConfig {
-            grid: d.grid(n.items),
-            block: d.block,
-            shared_bytes: d.shared_bytes,
-        };
-        let args: Vec<Arg> = n
-            .args
-            .iter()
-            .map(|a| match *a {
-                NodeArg::Buf(r) => Arg::Ptr(ptrs[r.buf.0 as usize].offset(r.offset)),
-                NodeArg::U32(v) => Arg::U32(v),
-                NodeArg::I32(v) => Arg::I32(v),
-                NodeArg::F32(v) => Arg::F32(v),
-                NodeArg::U64(v) => Arg::U64(v),
-            })
-            .collect();
+        let cfg = sim_config(n, d);
+        let args = sim_args(n, &ptrs);
         let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
         let sample = sample_blocks(blocks, max_blocks);
         let launch = |sim: &mut Sim, which: &[u64]| {

@@ -6,7 +6,7 @@ use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::error::ExecError;
-use crate::node::NodeArg;
+use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
@@ -66,22 +66,8 @@ impl SimExecutor {
             .zip(&descs)
             .map(|(n, d)| Launch {
                 kernel: n.kernel.clone(),
-                config: LaunchConfig {
-                    grid: d.grid(n.items),
-                    block: d.block,
-                    shared_bytes: d.shared_bytes,
-                },
-                args: n
-                    .args
-                    .iter()
-                    .map(|a| match *a {
-                        NodeArg::Buf(r) => Arg::Ptr(ptrs[r.buf.0 as usize].offset(r.offset)),
-                        NodeArg::U32(v) => Arg::U32(v),
-                        NodeArg::I32(v) => Arg::I32(v),
-                        NodeArg::F32(v) => Arg::F32(v),
-                        NodeArg::U64(v) => Arg::U64(v),
-                    })
-                    .collect(),
+                config: sim_config(n, d),
+                args: sim_args(n, &ptrs),
             })
             .collect();
         Ok(SimExecutor {
@@ -299,4 +285,27 @@ impl Decoder for SimExecutor {
     fn reset(&mut self) {
         self.filled = 0;
     }
+}
+
+/// A node's launch shape in the simulator: its grid from the launch table for its item count.
+pub fn sim_config(n: &Node, d: &ingot_abi::launch::KernelDesc) -> LaunchConfig {
+    LaunchConfig {
+        grid: d.grid(n.items),
+        block: d.block,
+        shared_bytes: d.shared_bytes,
+    }
+}
+
+/// A node's arguments in the simulator, each buffer resolved to `ptrs[buffer] + offset`.
+pub fn sim_args(n: &Node, ptrs: &[DevicePtr]) -> Vec<Arg> {
+    n.args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => Arg::Ptr(ptrs[r.buf.0 as usize].offset(r.offset)),
+            NodeArg::U32(v) => Arg::U32(v),
+            NodeArg::I32(v) => Arg::I32(v),
+            NodeArg::F32(v) => Arg::F32(v),
+            NodeArg::U64(v) => Arg::U64(v),
+        })
+        .collect()
 }
