@@ -2,9 +2,11 @@
 # Kernel microbenchmarks and end-to-end decode throughput on a GPU machine with a CUDA driver
 # and Python 3 but no Rust toolchain. Uses the bundle of scripts/device-check.sh.
 #
-#   scripts/device-check.sh prepare   # here, with Rust: dist/device-bundle.tar.gz (<= 40 MiB)
-#   scripts/device-bench.sh           # on the GPU machine, in the repository root, with the
+#   scripts/device-check.sh prepare   # here, with Rust: dist/device-bundle.tar.xz (<= 40 MiB)
+#   scripts/device-bench.sh [run]     # on the GPU machine, in the repository root, with the
 #                                     # bundle carried along
+#   scripts/device-bench.sh decode    # model and decode only (device-check has run the kernel
+#                                     # benches in the same lease)
 #
 # Steps, each run even when an earlier one failed, within one 8.5-minute deadline:
 #   bench   the kernel benches: CUDA events on the kernels' own stream, a device-to-device copy
@@ -19,11 +21,12 @@ cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/device-lib.sh
 . scripts/device-lib.sh
 
-BUNDLE=dist/device-bundle.tar.gz
+BUNDLE=dist/device-bundle.tar.xz
 BENCH_TMP=${BENCH_TMP:-/tmp}
 
-if [[ ${1:-run} != run ]]; then
-    echo "usage: $0 [run]   (build the bundle with: scripts/device-check.sh prepare)" >&2
+mode=${1:-run}
+if [[ $mode != run && $mode != decode ]]; then
+    echo "usage: $0 [run|decode]   (build the bundle with: scripts/device-check.sh prepare)" >&2
     exit 2
 fi
 if [[ ! -f $BUNDLE ]]; then
@@ -47,7 +50,7 @@ mkdir -p "$CUDA_CACHE_PATH"
 bin=$work/bundle/bin
 model=$BENCH_TMP/ingot-v2-lite-q4_k_m.gguf
 
-run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
+[[ $mode == run ]] && run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
 if [[ -f $model ]]; then
     record model 0 0 "reused $model"
 else

@@ -3,11 +3,11 @@
 # driver, Python 3) and no Rust toolchain.
 #
 #   scripts/device-check.sh prepare     # here, with Rust: builds only the binaries that touch
-#                                       # the GPU (release, stripped) into one gzip archive,
-#                                       # dist/device-bundle.tar.gz; prints its size and fails
+#                                       # the GPU (release, stripped) into one xz archive,
+#                                       # dist/device-bundle.tar.xz; prints its size and fails
 #                                       # above 40 MiB
 #   scripts/device-check.sh [run]       # on the GPU machine, in the repository root, with
-#                                       # dist/device-bundle.tar.gz carried along
+#                                       # dist/device-bundle.tar.xz carried along
 #   scripts/device-check.sh --rehearse  # the whole path (dev-profile bundle, unpack, every step)
 #                                       # on a machine without a GPU: must exit 3 saying
 #                                       # "no GPU found"; `cargo xtask test` (CI) runs it
@@ -40,14 +40,22 @@ prepare() {
     mkdir -p "$dir" || return 1
     build_bundle "$dir" "$profile" "$level" || return 1
     local bytes
-    bytes=$(stat -c %s "$dir/device-bundle.tar.gz")
-    printf 'bundle: %s, %d bytes (%.1f MiB; limit %s MiB)\n' "$dir/device-bundle.tar.gz" "$bytes" \
+    bytes=$(stat -c %s "$dir/device-bundle.tar.xz")
+    printf 'bundle: %s, %d bytes (%.1f MiB; limit %s MiB)\n' "$dir/device-bundle.tar.xz" "$bytes" \
         "$(echo "$bytes" | awk '{print $1 / 1048576}')" "$limit"
     if [[ $limit != none ]] && ((bytes > limit * 1048576)); then
         echo "bundle: over the ${limit} MiB limit: it would not travel with the working tree" >&2
         return 1
     fi
-    echo "carry $dir/device-bundle.tar.gz to the GPU machine and run: scripts/device-check.sh"
+    # What travels is the tracked tree plus the bundle, 64 MiB in all.
+    local tree
+    tree=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+    printf 'bundle + tracked tree: %.1f MiB (limit 64 MiB)\n' "$(echo "$bytes $tree" | awk '{print ($1 + $2) / 1048576}')"
+    if [[ $limit != none ]] && ((bytes + tree > 64 * 1048576)); then
+        echo "bundle: with the tracked tree it is over the 64 MiB that travels" >&2
+        return 1
+    fi
+    echo "carry $dir/device-bundle.tar.xz to the GPU machine and run: scripts/device-check.sh"
 }
 
 run() {
@@ -110,12 +118,12 @@ run() {
 
 case "${1:-run}" in
 prepare) prepare "$DIST" release 9 "$BUNDLE_MAX_MIB" || exit 1 ;;
-run) run "$DIST/device-bundle.tar.gz" ;;
+run) run "$DIST/device-bundle.tar.xz" ;;
 --rehearse)
-    # A dev-profile bundle (the test binaries CI has already built; fast gzip, no size limit),
+    # A dev-profile bundle (the test binaries CI has already built; fast xz preset, no size limit),
     # then the real run path.
-    prepare "$DIST/rehearse" dev 1 none || { echo "device-check --rehearse: prepare failed" >&2; exit 1; }
-    run "$DIST/rehearse/device-bundle.tar.gz"
+    prepare "$DIST/rehearse" dev 0 none || { echo "device-check --rehearse: prepare failed" >&2; exit 1; }
+    run "$DIST/rehearse/device-bundle.tar.xz"
     ;;
 *)
     echo "usage: $0 [prepare|run|--rehearse]" >&2
