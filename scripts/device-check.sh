@@ -41,8 +41,10 @@ prepare() {
     build_bundle "$dir" "$profile" "$level" || return 1
     local bytes
     bytes=$(stat -c %s "$dir/device-bundle.tar.xz")
-    printf 'bundle: %s, %d bytes (%.1f MiB; limit %s MiB)\n' "$dir/device-bundle.tar.xz" "$bytes" \
-        "$(echo "$bytes" | awk '{print $1 / 1048576}')" "$limit"
+    local shown="limit $limit MiB"
+    [[ $limit == none ]] && shown="a rehearsal bundle: no limit"
+    printf 'bundle: %s, %d bytes (%.1f MiB; %s)\n' "$dir/device-bundle.tar.xz" "$bytes" \
+        "$(echo "$bytes" | awk '{print $1 / 1048576}')" "$shown"
     if [[ $limit != none ]] && ((bytes > limit * 1048576)); then
         echo "bundle: over the ${limit} MiB limit: it would not travel with the working tree" >&2
         return 1
@@ -50,7 +52,8 @@ prepare() {
     # What travels is the tracked tree plus the bundle, 64 MiB in all.
     local tree
     tree=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-    printf 'bundle + tracked tree: %.1f MiB (limit 64 MiB)\n' "$(echo "$bytes $tree" | awk '{print ($1 + $2) / 1048576}')"
+    printf 'bundle + tracked tree: %.1f MiB (%s)\n' "$(echo "$bytes $tree" | awk '{print ($1 + $2) / 1048576}')" \
+        "$([[ $limit == none ]] && echo 'not checked' || echo 'limit 64 MiB')"
     if [[ $limit != none ]] && ((bytes + tree > 64 * 1048576)); then
         echo "bundle: with the tracked tree it is over the 64 MiB that travels" >&2
         return 1
