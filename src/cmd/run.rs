@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
 use ingot_model::{ModelConfig, Sampler, SamplerConfig};
-use ingot_tokenizer::{apply_chat_template_deepseek2, Role, Tokenizer};
+use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
@@ -21,7 +21,8 @@ pub struct Args {
     /// Tokens to generate.
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     pub n_predict: usize,
-    /// Wrap the prompt in the model's chat template (deepseek2: "User: ...\n\nAssistant:").
+    /// Wrap the prompt in the model's chat template: the file's `tokenizer.chat_template`, or the built-in
+    /// deepseek2 format ("User: ...\n\nAssistant:") when it has none.
     #[arg(long)]
     pub chat: bool,
     /// System prompt for --chat.
@@ -73,20 +74,27 @@ impl Args {
     }
 }
 
-fn tokenize(tok: &Tokenizer, a: &Args) -> Vec<u32> {
+/// The prompt's tokens: with `--chat`, the file's own chat template (`tokenizer.chat_template`), or the built-in
+/// DeepSeek-V2 format when the file has none or its template does not render (said on stderr).
+fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
     if a.chat {
-        // The encoder adds BOS itself when the file asks for it, so the template gets no BOS text.
+        // The encoder adds BOS itself when the file asks for it, so the template then gets no BOS text.
         let bos = if tok.add_bos() {
             ""
         } else {
             ingot_tokenizer::DEEPSEEK2_BOS_TEXT
         };
-        let text = apply_chat_template_deepseek2(
+        let eos = tok
+            .eos()
+            .map(|id| tok.decode_with_special(&[id]))
+            .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
+        let text = template.render(&ChatRequest {
             bos,
-            a.system.as_deref(),
-            &[(Role::User, &a.prompt)],
-            true,
-        );
+            eos: &eos,
+            system: a.system.as_deref(),
+            turns: &[(Role::User, &a.prompt)],
+            add_generation_prompt: true,
+        });
         tok.encode(&text, true, true)
     } else {
         tok.encode(&a.prompt, true, false)
@@ -110,7 +118,8 @@ pub fn run(mut a: Args) -> Result<()> {
         );
     }
     let tok = Tokenizer::from_gguf(file.header()).context("tokenizer")?;
-    let prompt = tokenize(&tok, &a);
+    let template = ChatTemplate::from_gguf(file.header());
+    let prompt = tokenize(&tok, &template, &a);
     if prompt.is_empty() {
         bail!("the prompt is empty and the model adds no BOS token: give a prompt with -p");
     }
