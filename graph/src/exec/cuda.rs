@@ -53,11 +53,14 @@ const STATE_BYTES: usize = size_of::<StepState>();
 
 /// Bytes of each of the two scratch buffers whose device-to-device copies keep the GPU busy
 /// while the host enqueues a timed step ([`CudaExecutor::measure_step`]).
-const FILLER_BYTES: usize = 256 << 20;
-/// Filler copies before the first timed step (about 0.1 ms each on an H200); doubled after
-/// every repetition whose enqueueing outlasted the filler, up to [`MAX_FILLER_COPIES`].
+const FILLER_BYTES: usize = 512 << 20;
+/// Filler copies before the first timed step (about 0.3 ms each on an H200, so 16 outlast
+/// the ~700 launches and event records of a V2-Lite step at a few us each); doubled after
+/// every repetition whose enqueueing outlasted the filler, up to [`MAX_FILLER_COPIES`]. The cap
+/// keeps the copies plus the step's launches within the stream's queue of pending work (about
+/// a thousand entries), past which the host blocks and every repetition would look host-bound.
 const FIRST_FILLER_COPIES: usize = 16;
-const MAX_FILLER_COPIES: usize = 512;
+const MAX_FILLER_COPIES: usize = 128;
 
 /// How [`Loaded::run_nodes`] paces the nodes.
 #[derive(Clone, Copy)]
