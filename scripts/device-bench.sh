@@ -5,8 +5,9 @@
 #   scripts/device-check.sh prepare   # here, with Rust: dist/device-bundle.tar.xz (<= 40 MiB)
 #   scripts/device-bench.sh [run]     # on the GPU machine, in the repository root, with the
 #                                     # bundle carried along
-#   scripts/device-bench.sh decode    # model and decode only (device-check has run the kernel
-#                                     # benches in the same lease)
+#   scripts/device-bench.sh decode    # model, decode and nodes only (device-check has run the
+#                                     # kernel benches in the same lease)
+#   scripts/device-bench.sh nodes     # model and nodes only (the per-node times)
 #
 # Steps, each run even when an earlier one failed, within one 8.5-minute deadline:
 #   bench   the kernel benches: CUDA events on the kernels' own stream, a device-to-device copy
@@ -14,6 +15,11 @@
 #           invalid (exit 2 of the bench binary)
 #   model   a synthetic DeepSeek-V2-Lite q4_k_m (~10.4 GB, in $BENCH_TMP, default /tmp)
 #   decode  `ingot bench --backend cuda` on it at depths 0, 1024, 4096
+#   nodes-d0, nodes-d4096
+#           `ingot plan --measure --predict h200` on it: every node of one decode step timed
+#           between CUDA events (median of 20 reps) beside its predicted time, the graph replay
+#           and the eager step of the same run, and measured/predicted per kernel; the full
+#           table is in the step's log
 # then a summary table. With $OUT set: full log, step logs and device-bench.json go there.
 # INGOT_REQUIRE_GPU=1 is set: without a GPU every step fails saying "no GPU found" (exit 3).
 set -uo pipefail
@@ -25,8 +31,8 @@ BUNDLE=dist/device-bundle.tar.xz
 BENCH_TMP=${BENCH_TMP:-/tmp}
 
 mode=${1:-run}
-if [[ $mode != run && $mode != decode ]]; then
-    echo "usage: $0 [run|decode]   (build the bundle with: scripts/device-check.sh prepare)" >&2
+if [[ $mode != run && $mode != decode && $mode != nodes ]]; then
+    echo "usage: $0 [run|decode|nodes]   (build the bundle with: scripts/device-check.sh prepare)" >&2
     exit 2
 fi
 if [[ ! -f $BUNDLE ]]; then
@@ -56,8 +62,14 @@ if [[ -f $model ]]; then
 else
     run_step model 240 fig_none "$bin/ingot" synth --preset v2-lite --quant q4_k_m -o "$model"
 fi
-run_step decode 300 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
-    --depths 0,1024,4096 -n 64 --reps 5
+if [[ $mode != nodes ]]; then
+    run_step decode 300 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
+        --depths 0,1024,4096 -n 64 --reps 5
+fi
+for depth in 0 4096; do
+    run_step "nodes-d$depth" 150 fig_nodes "$bin/ingot" plan -m "$model" --backend cuda --measure \
+        --reps 20 --depth "$depth" --predict h200
+done
 
 summarize device-bench "$out/device-bench.json"
 code=$?

@@ -166,6 +166,7 @@ fig_bench() {
     grep -m 1 -o 'device-to-device copy: [0-9.]* GB/s' "$1" | tr '\n' ' '
     grep -m 1 -oE 'bench (valid|INVALID)' "$1"
 }
+fig_nodes() { grep -m 1 -o 'measured d[0-9]*: node sum [^(]*' "$1"; }
 fig_none() { :; }
 
 # witness: the card and driver, never failing (nvidia-smi may be missing).

@@ -138,7 +138,8 @@ impl DecodeBench {
 
 /// Decodes the fixed sequence from position `*filled` up to `depth` (or rewinds to it), with
 /// progress about every 5 s. Afterwards the cache holds exactly the sequence's first `depth` tokens.
-fn fill(
+/// (Also the cache fill of `ingot plan --measure`.)
+pub fn fill(
     dec: &mut dyn Decoder,
     filled: &mut usize,
     depth: usize,

@@ -1,13 +1,29 @@
 //! `ingot plan`: the decode plan as a table of simulator counts, and with `--predict` a card's
-//! predicted time per node and tok/s (the model: `ingot_bench::predict`).
+//! predicted time per node and tok/s (the model: `ingot_bench::predict`). With `--measure` the
+//! GPU's time of every node sits beside the prediction (`ingot_bench::predict::measured`).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use ingot_bench::predict::{card_named, card_names, plan_table, TableOptions, DEFAULT_CONSTANTS};
+use anyhow::{bail, ensure, Context, Result};
+use ingot_bench::decode::{fill, token_at};
+use ingot_bench::predict::{
+    card_named, card_names, measured, plan_table, TableOptions, DEFAULT_CONSTANTS,
+};
+use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
+use ingot_graph::exec::cuda::StepTiming;
+use ingot_graph::Plan;
+use ingot_model::Decoder;
 use ingot_synth::{Layout, Preset, QuantMix, SynthOptions};
+
+/// Default timed repetitions of `--measure`.
+const DEFAULT_REPS: usize = 20;
+/// Most repetitions accepted: beyond this a typo, not a measurement.
+const MAX_REPS: usize = 10_000;
+/// Back-to-back graph replays per sample of the graph's step time.
+const GRAPH_REPLAYS: usize = 10;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -43,9 +59,110 @@ pub struct Args {
     /// Print the table as JSON.
     #[arg(long)]
     json: bool,
+    /// Time every node of one decode step on the GPU (needs -m MODEL; the cache is first
+    /// filled to --depth by decoding) and print it beside the prediction, with the graph
+    /// replay and the eager step measured in the same run.
+    #[arg(long, requires = "model")]
+    measure: bool,
+    /// Backend of --measure; only cuda times nodes [default: cuda].
+    #[arg(long, value_enum, requires = "measure")]
+    backend: Option<BackendKind>,
+    /// Timed repetitions of the step with --measure; per node the median is shown [default: 20].
+    #[arg(long, requires = "measure")]
+    reps: Option<usize>,
+}
+
+/// What `--measure` took on the GPU.
+struct Measured {
+    device: String,
+    plan: Plan,
+    timing: StepTiming,
+}
+
+/// Opens the CUDA backend on `path`, decodes the fixed sequence of `ingot bench` up to `depth`
+/// and times one step at `depth` `reps` times ([`ingot_graph::exec::cuda::CudaExecutor::measure_step`]).
+fn measure(
+    path: &Path,
+    backend: BackendKind,
+    ctx: usize,
+    depth: usize,
+    reps: usize,
+) -> Result<Measured> {
+    let (backend, why_cpu) = backend.resolve();
+    if backend != BackendKind::Cuda {
+        bail!(
+            "--measure times nodes on a GPU: only --backend cuda{}",
+            why_cpu.map_or_else(String::new, |why| format!(" (auto chose cpu: {why})"))
+        );
+    }
+    ensure!(
+        depth.checked_add(GRAPH_REPLAYS).is_some_and(|end| end <= ctx),
+        "--measure replays the graph {GRAPH_REPLAYS} times from depth {depth}: --ctx must be at least {}",
+        depth.saturating_add(GRAPH_REPLAYS)
+    );
+    let file = GgufFile::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let load = Instant::now();
+    let (mut exec, info) = ingot_engine::open_cuda(&file, ctx, false)?;
+    eprintln!(
+        "plan: measuring on {}: {} nodes, loaded in {:.1} s{}",
+        info.device,
+        info.nodes,
+        load.elapsed().as_secs_f64(),
+        if info.eager {
+            " (INGOT_EAGER=1: no graph captured, no graph replay time)"
+        } else {
+            ""
+        }
+    );
+    let mut filled = 0;
+    fill(&mut exec, &mut filled, depth, &mut |line: &str| {
+        eprintln!("plan: {line}")
+    })?;
+    let vocab = exec.config().vocab;
+    let timing = exec.measure_step(token_at(depth, vocab), depth, reps, GRAPH_REPLAYS)?;
+    // Said at once: the simulator's counts that follow take a while.
+    let sum_us: f64 = (0..exec.plan().nodes.len())
+        .map(|i| {
+            let mut v: Vec<f64> = timing.node_ms.iter().map(|r| f64::from(r[i])).collect();
+            ingot_bench::gpu::median(&mut v).unwrap_or(f64::NAN) * 1e3
+        })
+        .sum();
+    let med = |v: &[f32]| {
+        let mut v: Vec<f64> = v.iter().map(|&x| f64::from(x) * 1e3).collect();
+        ingot_bench::gpu::median(&mut v).map_or_else(|| "-".into(), |m| format!("{m:.1}"))
+    };
+    eprintln!(
+        "plan: measured d{depth}: node sum {sum_us:.1} us, graph replay {} us, eager {} us per \
+         token ({} reps, {} host-bound, {} filler copies); counting in the simulator next",
+        med(&timing.graph_ms),
+        med(&timing.eager_ms),
+        timing.node_ms.len(),
+        timing.host_bound_reps,
+        timing.filler_copies
+    );
+    Ok(Measured {
+        device: exec.device_name().to_string(),
+        plan: exec.plan().clone(),
+        timing,
+    })
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let ctx = a.ctx.unwrap_or(a.depth + 128);
+    // The GPU first: without one, --measure fails at once, before minutes of simulation.
+    let measured = match (&a.model, a.measure) {
+        (Some(path), true) => {
+            let reps = a.reps.unwrap_or(DEFAULT_REPS);
+            ensure!(
+                (1..=MAX_REPS).contains(&reps),
+                "--reps {reps} is out of range 1..={MAX_REPS}"
+            );
+            let backend = a.backend.unwrap_or(BackendKind::Cuda);
+            Some(measure(path, backend, ctx, a.depth, reps)?)
+        }
+        (None, true) => bail!("--measure needs a model file: -m FILE"),
+        _ => None,
+    };
     let header = match (&a.model, a.synth) {
         (Some(path), _) => GgufFile::open(path)
             .with_context(|| format!("reading {}", path.display()))?
@@ -69,13 +186,23 @@ pub fn run(a: Args) -> Result<()> {
         None => None,
     };
     let opts = TableOptions {
-        ctx: a.ctx.unwrap_or(a.depth + 128),
+        ctx,
         depth: a.depth,
         card,
         max_blocks: a.max_blocks,
         constants: DEFAULT_CONSTANTS,
     };
-    let table = plan_table(&header, opts)?;
+    let mut table = plan_table(&header, opts)?;
+    if let Some(m) = &measured {
+        let warnings = measured::attach(&mut table, &m.device, &m.plan, &m.timing)?;
+        if let Some(first) = warnings.first() {
+            eprintln!(
+                "plan: warning: {} node(s) have another grid on the device than in the table \
+                 (pass the --predict card matching the device); first: {first}",
+                warnings.len()
+            );
+        }
+    }
     let mut out = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &table)?;

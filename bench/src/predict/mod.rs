@@ -1,5 +1,6 @@
 //! The decode plan as a table, and a prediction of a card's decode speed from the simulator's
-//! counts. Everything here is a **prediction**, never a measurement.
+//! counts. Everything here is a **prediction**, never a measurement, except [`measured`]: the
+//! GPU's node times put beside the prediction by `ingot plan --measure`.
 //!
 //! # Counts
 //! The plan is built from the model's header alone ([`ingot_graph::build_plan_for`]); each node
@@ -36,12 +37,14 @@
 
 pub mod card;
 pub mod counts;
+pub mod measured;
 pub mod model;
 pub mod resources;
 pub mod sample;
 pub mod table;
 
 pub use card::{card_named, card_names, Card, CARDS};
+pub use measured::{Family, Measurement};
 pub use model::{Constants, NodeTime, DEFAULT_CONSTANTS};
 pub use table::{plan_table, NodeRow, PlanTable, Prediction, TableOptions};
 
@@ -66,4 +69,6 @@ pub enum PredictError {
     Depth { depth: usize, ctx: usize },
     #[error("--max-blocks must be at least 2 (got {0})")]
     MaxBlocks(u64),
+    #[error("measured times do not fit the table: {0}")]
+    Measured(String),
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::card::Card;
 use super::counts::{count_nodes, NodeCounts};
+use super::measured::Measurement;
 use super::model::{node_time, Constants, NodeLoad, NodeTime};
 use super::resources::kernel_resources;
 use super::PredictError;
@@ -60,6 +61,9 @@ pub struct NodeRow {
     /// Static + dynamic shared memory per block.
     pub shared_bytes: u32,
     pub time: Option<NodeTime>,
+    /// Measured on a GPU (`--measure`): the median event-to-event time, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_s: Option<f64>,
 }
 
 /// The prediction for one card.
@@ -93,6 +97,9 @@ pub struct PlanTable {
     pub warp_instructions: u64,
     pub rows: Vec<NodeRow>,
     pub prediction: Option<Prediction>,
+    /// Measured on a GPU (`--measure`, [`super::measured::attach`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<Measurement>,
 }
 
 /// Plans the decode step of the model whose header is `gguf`, counts every node in the
@@ -145,6 +152,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
             registers: res.registers,
             shared_bytes,
             time,
+            measured_s: None,
         });
     }
     let prediction = opts.card.map(|card| predict(card, opts.constants, &rows));
@@ -159,6 +167,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         warp_instructions: rows.iter().map(|r| r.warp_instructions).sum(),
         rows,
         prediction,
+        measurement: None,
     })
 }
 
@@ -271,6 +280,7 @@ impl fmt::Display for NodeCountLine {
 impl fmt::Display for PlanTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let timed = self.prediction.is_some();
+        let measured = self.measurement.is_some();
         write!(
             f,
             "{:>4} {:<26} {:<28} {:>5} {:>7} {:>5} {:>12} {:>11} {:>12} {:>4} {:>6}",
@@ -288,6 +298,9 @@ impl fmt::Display for PlanTable {
         )?;
         if timed {
             write!(f, " {:>9} {:<5}", "time us", "bound")?;
+        }
+        if measured {
+            write!(f, " {:>11}", "measured us")?;
         }
         writeln!(f)?;
         for r in &self.rows {
@@ -310,6 +323,12 @@ impl fmt::Display for PlanTable {
             )?;
             if let Some(t) = &r.time {
                 write!(f, " {:>9.2} {:<5}", t.total_s * 1e6, t.bound)?;
+            }
+            if measured {
+                match r.measured_s {
+                    Some(m) => write!(f, " {:>11.2}", m * 1e6)?,
+                    None => write!(f, " {:>11}", "-")?,
+                }
             }
             writeln!(f)?;
         }
@@ -341,6 +360,9 @@ impl fmt::Display for PlanTable {
                 p.bound_issue,
                 p.dram_limit_tok_s
             )?;
+        }
+        if let Some(m) = &self.measurement {
+            write!(f, "\n{m}")?;
         }
         Ok(())
     }
