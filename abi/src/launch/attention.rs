@@ -150,13 +150,28 @@ pub const FLASH_LATENT: KernelDesc = KernelDesc {
     shared_bytes: flash_smem::BYTES,
 };
 
-/// Threads per block of [`ATTN_MERGE`]; thread `i` owns latent dims `4i .. 4i+4`.
-pub const MERGE_THREADS: u32 = FLASH_MAX_LORA / 4;
+/// Latent dims of one head that one [`ATTN_MERGE`] block merges: one warp's worth, lane `i`
+/// owning dims `4i .. 4i+4` of the slice.
+pub const MERGE_DIMS: u32 = 4 * WARP_SIZE;
+/// Warps per [`ATTN_MERGE`] block. Every warp merges the same dims over its own share of the
+/// segments (warp `w` takes segments `w, w + MERGE_WARPS, ...`), then the block adds the warps'
+/// partial sums in shared memory. A 4096-deep context on a 132-SM GPU has ~65 segments, so each
+/// warp walks ~8 of them instead of one thread walking all 65.
+pub const MERGE_WARPS: u32 = 8;
+/// Threads per block of [`ATTN_MERGE`] and [`ATTN_MERGE_Q8_1`].
+pub const MERGE_THREADS: u32 = MERGE_WARPS * WARP_SIZE;
+
+/// Items (= blocks) of [`ATTN_MERGE`] / [`ATTN_MERGE_Q8_1`] for `n_head` heads of `kv_lora`
+/// latent dims: one per [`MERGE_DIMS`]-wide slice of each head (V2-Lite: 16 × 4 = 64).
+pub const fn merge_items(n_head: u32, kv_lora: u32) -> u32 {
+    n_head * kv_lora.div_ceil(MERGE_DIMS)
+}
 
 /// `attn_merge(part_o, part_ml, state, o_lat, n_head, kv_lora, ctx, max_segments)`: combines the
 /// segments [`FLASH_LATENT`] wrote for this step (their count is re-derived from `pos`) into
 /// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s` (spec §7.2).
-/// An item is one head.
+/// An item is one [`MERGE_DIMS`]-wide slice of one head, block `b` taking head
+/// `b / ceil(kv_lora / MERGE_DIMS)`, slice `b % ceil(kv_lora / MERGE_DIMS)`; see [`merge_items`].
 pub const ATTN_MERGE: KernelDesc = KernelDesc {
     name: "attn_merge",
     params: &[
@@ -178,7 +193,7 @@ pub const ATTN_MERGE: KernelDesc = KernelDesc {
 /// [`ATTN_MERGE`] writing `o_lat` as q8_1 blocks (`kv_lora / 32` per head, CUDA variant
 /// `s = Σ`): the bits `quantize_q8_1` gives for [`ATTN_MERGE`]'s f32 output, so the grouped
 /// `attn_v_b` gemv reads it without a separate quantization launch. `kv_lora` a multiple of
-/// 32. An item is one head.
+/// 32. Items and blocks as [`ATTN_MERGE`].
 pub const ATTN_MERGE_Q8_1: KernelDesc = KernelDesc {
     name: "attn_merge_q8_1",
     params: &[
@@ -196,6 +211,10 @@ pub const ATTN_MERGE_Q8_1: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+const _: () = assert!(
+    MERGE_DIMS.is_multiple_of(32),
+    "q8_1 blocks must not straddle slices"
+);
 const _: () =
     assert!(FLASH_THREADS == FLASH_MAX_HEADS * 16 && FLASH_THREADS.is_multiple_of(WARP_SIZE));
 const _: () = assert!(

@@ -3,8 +3,8 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS,
-    FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1,
+    merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA,
+    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -142,7 +142,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         merge,
         label("attn_merge"),
         layer,
-        c.n_head,
+        merge_items(c.n_head as u32, c.kv_lora as u32) as usize,
         vec![
             buf(part_o),
             buf(part_ml),

@@ -11,9 +11,9 @@ use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
-    flash_segments, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1,
-    FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
-    FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
+    flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
+    ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA,
+    FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -418,17 +418,18 @@ fn launch_merge<B: Accelerator>(
     need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
     need(b, d, "o_lat", bufs.o_lat, out_bytes)?;
     let heads = to_u32(d, "n_head", s.n_head)?;
+    let kv_lora = to_u32(d, "kv_lora", s.kv_lora)?;
     launch(
         b,
         d,
-        heads,
+        merge_items(heads, kv_lora),
         &[
             KArg::Buf(bufs.part_o),
             KArg::Buf(bufs.part_ml),
             KArg::Buf(bufs.state),
             KArg::Buf(bufs.o_lat),
             KArg::U32(heads),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+            KArg::U32(kv_lora),
             KArg::U32(to_u32(d, "ctx", s.ctx)?),
             KArg::U32(segs),
         ],

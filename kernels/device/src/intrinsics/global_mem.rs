@@ -63,6 +63,21 @@ pub unsafe fn ld_u16_if(p: bool, a: u64) -> u32 {
     v
 }
 
+/// 8-byte read-only global load of two floats where `p` holds, `fill` elsewhere: a predicated
+/// load whose fill value is the neutral element the caller needs (so no select on `p`
+/// follows it, which LLVM would turn back into a branch around the load). `a` must be a valid
+/// 8-byte aligned global address where `p` holds.
+#[inline(always)]
+pub unsafe fn ld_v2_f32_or(p: bool, a: u64, fill: [f32; 2]) -> [f32; 2] {
+    let (x, y): (f32, f32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.b32 {x}, {fx}; mov.b32 {y}, {fy}; \
+          @p ld.global.nc.v2.f32 {{{x}, {y}}}, [{a}]; }}",
+         c = in(reg32) p as u32, fx = in(reg32) fill[0], fy = in(reg32) fill[1],
+         x = out(reg32) x, y = out(reg32) y, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y]
+}
+
 /// 16-byte read-only global load where `p` holds, zeros elsewhere: a predicated load, so a
 /// partial tile needs no branch in the tile loop. `a` must be a valid 16-byte aligned global
 /// address where `p` holds.
