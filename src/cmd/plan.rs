@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use ingot_bench::decode::{fill, token_at};
 use ingot_bench::predict::{
-    card_named, card_names, measured, plan_table, TableOptions, DEFAULT_CONSTANTS,
+    card_named, card_names, constants_for, measured, plan_table, TableOptions,
 };
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
@@ -190,7 +190,7 @@ pub fn run(a: Args) -> Result<()> {
         depth: a.depth,
         card,
         max_blocks: a.max_blocks,
-        constants: DEFAULT_CONSTANTS,
+        constants: constants_for(card),
     };
     let mut table = plan_table(&header, opts)?;
     if let Some(m) = &measured {

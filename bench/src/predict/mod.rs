@@ -45,7 +45,7 @@ pub mod table;
 
 pub use card::{card_named, card_names, Card, CARDS};
 pub use measured::{Family, Measurement};
-pub use model::{Constants, NodeTime, DEFAULT_CONSTANTS};
+pub use model::{constants_for, Constants, NodeTime, DEFAULT_CONSTANTS};
 pub use table::{plan_table, NodeRow, PlanTable, Prediction, TableOptions};
 
 /// Why a plan could not be counted or predicted.

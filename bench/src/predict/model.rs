@@ -65,6 +65,25 @@ pub const DEFAULT_CONSTANTS: Constants = Constants {
     },
 };
 
+/// The constants for `card`: [`DEFAULT_CONSTANTS`] with what has been fitted on that card
+/// replacing the defaults. Only the H200's node cost is fitted so far.
+pub fn constants_for(card: Option<&Card>) -> Constants {
+    let mut k = DEFAULT_CONSTANTS;
+    if card.is_some_and(|c| c.name == "h200") {
+        k.launch_in_graph_s = Fitted {
+            value: 2.45e-6,
+            unit: "s per node",
+            origin: "fitted on an H200 (driver 580.159.04, a Firecracker VM), 2026-11-30: \
+                     `ingot plan --measure` on synthetic v2-lite q4_k_m measured a graph replay of \
+                     1867.4 us per token at depth 0, where the other terms predict 1003.8 us: \
+                     (1867.4 - 1003.8) / 353 nodes = 2.45 us. Checked at depth 4096: 1954.6 \
+                     predicted vs 1986.8 measured (-1.6%). It holds all the fixed cost of a node \
+                     on that card (launch, ramp-up, tail), not only the launch",
+        };
+    }
+    k
+}
+
 /// What the model needs to know about one node.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct NodeLoad {
