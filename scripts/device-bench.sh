@@ -51,6 +51,7 @@ exec > >(tee -a "$out/device-bench.log") 2>&1
 echo "device-bench $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 witness
 unpack_bundle "$BUNDLE" "$work/bundle" || { echo "device-bench: cannot unpack $BUNDLE"; exit 2; }
+echo "bundle built from commit $(cat "$work/bundle/COMMIT" 2>/dev/null || echo '?')"
 export INGOT_REQUIRE_GPU=1 CUDA_CACHE_PATH=$work/cuda-cache
 mkdir -p "$CUDA_CACHE_PATH"
 bin=$work/bundle/bin

@@ -78,9 +78,10 @@ run() {
     # Everything printed also goes to the full log.
     exec > >(tee -a "$out/device-check.log") 2>&1
 
-    echo "device-check $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "device-check $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     witness
     unpack_bundle "$bundle" "$work/bundle" || { echo "device-check: cannot unpack $bundle"; exit 2; }
+    echo "bundle built from commit $(cat "$work/bundle/COMMIT" 2>/dev/null || echo '?')"
     sed 's/^/bundle: /' "$work/bundle/MANIFEST"
     local bin=$work/bundle/bin tests=$work/bundle/tests
 

@@ -9,7 +9,8 @@
 # and a summary table, and writes full logs and a JSON summary under $OUT when it is set.
 
 # Bundle layout: $BUNDLE unpacks to bin/ingot, bin/ingot-bench-kernels, tests/<crate>-<test>,
-# MANIFEST (one "size path" line per binary).
+# MANIFEST (one "size path" line per binary), COMMIT (the commit the binaries were built from,
+# "-dirty" when the tree had changes: the GPU machine's copy of .git may be older than its tree).
 BUNDLE_MAX_MIB=40
 # Every step of a run shares this deadline (seconds): 8.5 minutes unless INGOT_DEVICE_DEADLINE_S
 # says less (a lease with little device time left).
@@ -74,6 +75,7 @@ for line in sys.stdin:
         echo "device bundle: no strip here; binaries keep their debug info" >&2
     fi
     (cd "$stage" && find bin tests -type f -exec stat -c '%s %n' {} + | sort -k2 >MANIFEST)
+    git describe --always --dirty >"$stage/COMMIT" 2>/dev/null || echo unknown >"$stage/COMMIT"
     python3 - "$stage" "$dir/device-bundle.tar.xz" "$level" <<'EOF' || return 1
 import os, sys, tarfile
 stage, out, level = sys.argv[1], sys.argv[2], int(sys.argv[3])
