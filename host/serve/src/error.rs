@@ -12,14 +12,14 @@ pub enum ServeError {
     Gguf {
         path: String,
         #[source]
-        source: ingot_gguf::GgufError,
+        source: Box<ingot_gguf::GgufError>,
     },
     #[error("model config: {0}")]
-    Config(#[source] ingot_model::ModelError),
+    Config(#[source] Box<ingot_model::ModelError>),
     #[error("tokenizer: {0}")]
-    Tokenizer(#[source] ingot_tokenizer::TokenizerError),
+    Tokenizer(#[source] Box<ingot_tokenizer::TokenizerError>),
     #[error(transparent)]
-    Engine(#[from] ingot_engine::EngineError),
+    Engine(Box<ingot_engine::EngineError>),
     #[error("{0}")]
     Options(String),
     #[error("the decoder thread: {0}")]
@@ -30,6 +30,12 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<ingot_engine::EngineError> for ServeError {
+    fn from(e: ingot_engine::EngineError) -> Self {
+        ServeError::Engine(Box::new(e))
+    }
 }
 
 /// A failed request: the status and the OpenAI-style error body.

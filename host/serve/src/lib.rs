@@ -131,20 +131,22 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 Err(source) => {
                     let _ = ready_tx.send(Err(ServeError::Gguf {
                         path: path.display().to_string(),
-                        source,
+                        source: Box::new(source),
                     }));
                     return;
                 }
             };
             let opened = (|| {
-                let config = ModelConfig::from_gguf(file.header()).map_err(ServeError::Config)?;
+                let config = ModelConfig::from_gguf(file.header())
+                    .map_err(|e| ServeError::Config(Box::new(e)))?;
                 if ctx == 0 || ctx > config.n_ctx_train {
                     return Err(ServeError::Options(format!(
                         "--ctx {ctx} must be between 1 and the model's training context {}",
                         config.n_ctx_train
                     )));
                 }
-                let tok = Tokenizer::from_gguf(file.header()).map_err(ServeError::Tokenizer)?;
+                let tok = Tokenizer::from_gguf(file.header())
+                    .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
                 let engine = ingot_engine::open(&file, backend, ctx, log)?;
                 Ok((tok, template, engine))
@@ -681,6 +683,17 @@ fn stream(reply: Reply, rx: mpsc::UnboundedReceiver<Event>) -> Response {
     Sse::new(events).into_response()
 }
 
+/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads.
+async fn off_runtime<T: Send + 'static>(
+    s: &Arc<AppState>,
+    f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let s = s.clone();
+    tokio::task::spawn_blocking(move || f(&s))
+        .await
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+}
+
 async fn chat_completions(
     State(s): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
@@ -689,7 +702,8 @@ async fn chat_completions(
     let req: api::ChatCompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;
     let generation = req.sampling.generation()?;
-    let prompt = s.chat_prompt(&req.messages)?;
+    let messages = req.messages;
+    let prompt = off_runtime(&s, move |s| s.chat_prompt(&messages)).await?;
     s.check_length(&prompt)?;
     let reply = Reply {
         shape: Shape::Chat,
@@ -714,7 +728,8 @@ async fn completions(
     let req: api::CompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;
     let generation = req.sampling.generation()?;
-    let prompt = s.tok.encode(req.prompt.text()?, true, false);
+    let text = req.prompt.text()?.to_string();
+    let prompt = off_runtime(&s, move |s| Ok(s.tok.encode(&text, true, false))).await?;
     s.check_length(&prompt)?;
     let reply = Reply {
         shape: Shape::Text,

@@ -491,3 +491,89 @@ async fn a_client_leaving_mid_stream_does_not_stall_the_next() {
         "{generated} tokens generated: the abandoned stream ran on"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_a_plain_request_cancels_it() {
+    let mut opts = options();
+    opts.ctx = 2048;
+    let base = start(opts).await;
+    let body = json!({
+        "messages": [{ "role": "user", "content": "Tell me everything" }],
+        "temperature": 0,
+    });
+    let gone = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await;
+    assert!(gone.is_err(), "the whole context was generated in 300 ms");
+    let next = tokio::time::timeout(
+        LIMIT,
+        post(&base, "/v1/chat/completions", &chat_body("next", 4)),
+    )
+    .await
+    .expect("the next request is answered in time");
+    assert_eq!(next.0, 200, "{}", next.1);
+    assert_eq!(metric(&base, "ingot_requests_cancelled_total").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_strings_cut_the_text_streamed_or_not() {
+    let base = start(options()).await;
+    let (want, _) = cli_greedy("Stop here", 16);
+    let chars: Vec<char> = want.chars().collect();
+    assert!(chars.len() >= 6, "too short a greedy text: {want:?}");
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 2].iter().collect();
+    let cut = &want[..want.find(&stop).unwrap()];
+
+    let mut body = chat_body("Stop here", 16);
+    body["stop"] = json!([stop, "never appears \u{1F600}"]);
+    let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], cut);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    body["stream"] = json!(true);
+    let text = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let data = sse_data(&text);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let mut content = String::new();
+    for d in &data[..data.len() - 1] {
+        let c: Value = serde_json::from_str(d).unwrap();
+        if let Some(t) = c["choices"][0]["delta"]["content"].as_str() {
+            content.push_str(t);
+        }
+    }
+    assert_eq!(content, cut);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_text_completion_ends_with_done() {
+    let base = start(options()).await;
+    let resp = client()
+        .post(format!("{base}/v1/completions"))
+        .json(&json!({ "prompt": ["Once upon"], "max_tokens": 6, "stream": true, "seed": 1 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let last: Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
+    assert_eq!(last["object"], "text_completion");
+    assert_eq!(last["choices"][0]["finish_reason"], "length");
+    // At most one chunk per token (a token that ends inside a UTF-8 character sends nothing yet), the finish
+    // chunk and [DONE].
+    assert!((3..=6 + 2).contains(&data.len()), "{data:?}");
+}
