@@ -269,6 +269,7 @@ impl Service {
             .route("/health", get(health))
             .merge(protected)
             .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_body))
             .layer(middleware::from_fn_with_state(s.clone(), count_status))
             .with_state(s)
@@ -300,12 +301,34 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
         );
         eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");
         axum::serve(listener, service.router(opts.max_body))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(io("serving"))
     })
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = ctrl_c => {}
+            () = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
 }
 
 async fn count_status(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
@@ -340,6 +363,15 @@ async fn require_key(
 
 async fn not_found() -> ApiError {
     ApiError::not_found("not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        "this route does not take that method",
+    )
 }
 
 async fn health() -> Json<Value> {
