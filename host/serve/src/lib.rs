@@ -374,8 +374,18 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// 200 while the decoder thread runs; 503 once it has stopped (it panicked).
+async fn health(State(s): State<Arc<AppState>>) -> Response {
+    if s.jobs.is_closed() {
+        return ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "decoder_stopped",
+            "the decoder thread has stopped",
+        )
+        .into_response();
+    }
+    Json(json!({ "status": "ok" })).into_response()
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {

@@ -361,6 +361,17 @@ async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
+    assert_eq!(error_code(&resp.json().await.unwrap()), "not_found");
+    let resp = client()
+        .get(format!("{base}/v1/chat/completions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(
+        error_code(&resp.json().await.unwrap()),
+        "method_not_allowed"
+    );
 
     // Still serving.
     let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 3)).await;
