@@ -25,6 +25,8 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Generate text from a prompt, streamed to stdout.
     Run(cmd::run::Args),
+    /// Serve the model over an OpenAI-compatible HTTP API (chat and text completions, streaming, metrics).
+    Serve(cmd::serve::Args),
     /// Make the tiny synthetic model (cached) and decode from it.
     Demo(cmd::demo::Args),
     /// Decode with a device backend beside the CPU oracle; fails when they disagree.
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Command::Synth(a) => cmd::synth::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Bench(a) => cmd::bench::run(a),

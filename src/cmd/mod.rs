@@ -4,4 +4,5 @@ pub mod gate;
 pub mod inspect;
 pub mod plan;
 pub mod run;
+pub mod serve;
 pub mod synth;

@@ -38,6 +38,7 @@ const LAYERS: &[(&str, u32, Family)] = &[
     ("ingot-engine", 6, Family::Ingot),
     ("ingot-gates", 7, Family::Ingot),
     ("ingot-bench", 7, Family::Ingot),
+    ("ingot-serve", 7, Family::Ingot),
     ("ingot", 8, Family::Ingot),
     ("xtask", 9, Family::Ingot),
 ];

@@ -1,0 +1,789 @@
+//! `ingot serve`: an OpenAI-compatible HTTP server over one decoder.
+//!
+//! Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (JSON, or server-sent events with
+//! `"stream": true`, OpenAI's chunk format ending with `data: [DONE]`), `GET /v1/models`, `GET /health`,
+//! `GET /metrics` (Prometheus text). The `/v1` routes also answer without the prefix, as llama-server's do.
+//!
+//! One thread owns the decoder ([`worker`]); requests wait in a bounded FIFO queue and get 429 beyond it. A
+//! client that disconnects stops its generation at the next token. Errors are OpenAI-style JSON bodies
+//! ([`ApiError`]). The server never reads a path from a request: the model is fixed at start.
+
+pub mod api;
+pub mod error;
+pub mod metrics;
+pub mod worker;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ingot_engine::BackendKind;
+use ingot_gguf::GgufFile;
+use ingot_model::ModelConfig;
+use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+pub use error::{ApiError, ServeError};
+use metrics::Metrics;
+use worker::{Event, Finish, Job};
+
+/// Default request body limit: 1 MiB.
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// What to serve and how.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub model: PathBuf,
+    pub backend: BackendKind,
+    /// Context size in tokens (prompt + generated); at most the model's training context.
+    pub ctx: usize,
+    /// When set, every route but `/health` needs `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Requests that may wait while one runs; more get 429.
+    pub queue: usize,
+    /// Largest request body in bytes; larger gets 413.
+    pub max_body: usize,
+    /// The model's id in `/v1/models` and the `model` a request may name; default: the file name without `.gguf`.
+    pub model_id: Option<String>,
+    /// One line per request on stderr.
+    pub log: bool,
+}
+
+impl ServeOptions {
+    pub fn new(model: impl Into<PathBuf>) -> Self {
+        ServeOptions {
+            model: model.into(),
+            backend: BackendKind::Auto,
+            ctx: 4096,
+            api_key: None,
+            queue: 16,
+            max_body: DEFAULT_MAX_BODY,
+            model_id: None,
+            log: false,
+        }
+    }
+}
+
+/// A loaded model with its decoder thread running: make a [`Router`] of it and serve.
+pub struct Service {
+    state: Arc<AppState>,
+}
+
+struct AppState {
+    model_id: String,
+    file_name: String,
+    created: u64,
+    ctx: usize,
+    backend: BackendKind,
+    description: String,
+    api_key: Option<String>,
+    queue_bound: usize,
+    tok: Arc<Tokenizer>,
+    template: ChatTemplate,
+    jobs: mpsc::Sender<Job>,
+    metrics: Arc<Metrics>,
+    next_id: AtomicU64,
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What the decoder thread reports once the model is open.
+struct Loaded {
+    tok: Arc<Tokenizer>,
+    template: ChatTemplate,
+    kind: BackendKind,
+    description: String,
+}
+
+/// Opens the model on its decoder thread (blocking until loaded) and checks the options.
+pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
+    if opts.queue == 0 {
+        return Err(ServeError::Options("--queue must be at least 1".into()));
+    }
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Loaded, ServeError>>();
+    let (jobs_tx, jobs_rx) = mpsc::channel::<Job>(opts.queue);
+    let metrics = Arc::new(Metrics::default());
+    let path = opts.model.clone();
+    let (backend, ctx, log) = (opts.backend, opts.ctx, opts.log);
+    let worker_metrics = metrics.clone();
+    std::thread::Builder::new()
+        .name("ingot-decoder".into())
+        .spawn(move || {
+            let file = match GgufFile::open(&path) {
+                Ok(f) => f,
+                Err(source) => {
+                    let _ = ready_tx.send(Err(ServeError::Gguf {
+                        path: path.display().to_string(),
+                        source: Box::new(source),
+                    }));
+                    return;
+                }
+            };
+            let opened = (|| {
+                let config = ModelConfig::from_gguf(file.header())
+                    .map_err(|e| ServeError::Config(Box::new(e)))?;
+                if ctx == 0 || ctx > config.n_ctx_train {
+                    return Err(ServeError::Options(format!(
+                        "--ctx {ctx} must be between 1 and the model's training context {}",
+                        config.n_ctx_train
+                    )));
+                }
+                let tok = Tokenizer::from_gguf(file.header())
+                    .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
+                let template = ChatTemplate::from_gguf(file.header());
+                let engine = ingot_engine::open(&file, backend, ctx, log)?;
+                Ok((tok, template, engine))
+            })();
+            match opened {
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+                Ok((tok, template, engine)) => {
+                    let tok = Arc::new(tok);
+                    let _ = ready_tx.send(Ok(Loaded {
+                        tok: tok.clone(),
+                        template,
+                        kind: engine.kind,
+                        description: engine.description,
+                    }));
+                    worker::run(engine.decoder, tok, ctx, jobs_rx, worker_metrics, log);
+                }
+            }
+        })
+        .map_err(|source| ServeError::Io {
+            what: "starting the decoder thread".into(),
+            source,
+        })?;
+    let loaded = ready_rx
+        .recv()
+        .map_err(|_| ServeError::Worker("it ended while loading the model".into()))??;
+    let file_name = opts
+        .model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let model_id = opts.model_id.clone().unwrap_or_else(|| {
+        file_name
+            .strip_suffix(".gguf")
+            .unwrap_or(&file_name)
+            .to_string()
+    });
+    let template = usable_template(loaded.template, &loaded.tok, log);
+    Ok(Service {
+        state: Arc::new(AppState {
+            model_id,
+            file_name,
+            created: now_s(),
+            ctx,
+            backend: loaded.kind,
+            description: loaded.description,
+            api_key: opts.api_key.clone().filter(|k| !k.is_empty()),
+            queue_bound: opts.queue,
+            tok: loaded.tok,
+            template,
+            jobs: jobs_tx,
+            metrics,
+            next_id: AtomicU64::new(1),
+        }),
+    })
+}
+
+/// The file's template if it renders a plain conversation; the built-in format otherwise (said once).
+fn usable_template(t: ChatTemplate, tok: &Tokenizer, log: bool) -> ChatTemplate {
+    if t.source().is_none() {
+        return t;
+    }
+    let (bos, eos) = special_texts(tok);
+    let probe = ChatRequest {
+        bos,
+        eos: &eos,
+        system: Some("s"),
+        turns: &[(Role::User, "u")],
+        add_generation_prompt: true,
+    };
+    match t.try_render(&probe) {
+        Ok(_) => t,
+        Err(e) => {
+            if log {
+                eprintln!("chat template: {e}; using the built-in DeepSeek-V2 template");
+            }
+            ChatTemplate::builtin()
+        }
+    }
+}
+
+/// BOS text for the template (none when the encoder adds BOS itself) and the EOS text, as `ingot run --chat`.
+fn special_texts(tok: &Tokenizer) -> (&'static str, String) {
+    let bos = if tok.add_bos() {
+        ""
+    } else {
+        ingot_tokenizer::DEEPSEEK2_BOS_TEXT
+    };
+    let eos = tok
+        .eos()
+        .map(|id| tok.decode_with_special(&[id]))
+        .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
+    (bos, eos)
+}
+
+impl Service {
+    pub fn model_id(&self) -> &str {
+        &self.state.model_id
+    }
+
+    /// The backend that was opened and what it loaded.
+    pub fn backend(&self) -> (BackendKind, &str) {
+        (self.state.backend, &self.state.description)
+    }
+
+    /// Every route, with the body limit, the API key check and the per-status counter.
+    pub fn router(&self, max_body: usize) -> Router {
+        let s = self.state.clone();
+        let protected = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route("/chat/completions", post(chat_completions))
+            .route("/v1/completions", post(completions))
+            .route("/completions", post(completions))
+            .route("/v1/models", get(models))
+            .route("/models", get(models))
+            .route("/metrics", get(metrics_text))
+            .route_layer(middleware::from_fn_with_state(s.clone(), require_key));
+        Router::new()
+            .route("/health", get(health))
+            .merge(protected)
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(DefaultBodyLimit::max(max_body))
+            .layer(middleware::from_fn_with_state(s.clone(), count_status))
+            .with_state(s)
+    }
+}
+
+/// Loads the model, binds `addr` and serves until Ctrl-C. Prints where it listens on stderr.
+pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), ServeError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| ServeError::Io { what, source }
+    };
+    let service = load(opts)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime"))?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(io(&format!("binding {addr}")))?;
+        let local = listener.local_addr().map_err(io("local address"))?;
+        let (kind, description) = service.backend();
+        eprintln!(
+            "ingot serve: model {:?} on backend {kind} ({description}), ctx {}, queue {}",
+            service.model_id(),
+            opts.ctx,
+            opts.queue
+        );
+        eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");
+        axum::serve(listener, service.router(opts.max_body))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(io("serving"))
+    })
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = ctrl_c => {}
+            () = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+async fn count_status(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    s.metrics.count_status(resp.status().as_u16());
+    resp
+}
+
+/// Compares in time independent of where the strings differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn require_key(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(key) = &s.api_key {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes())) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// 200 while the decoder thread runs; 503 once it has stopped (it panicked).
+async fn health(State(s): State<Arc<AppState>>) -> Response {
+    if s.jobs.is_closed() {
+        return ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "decoder_stopped",
+            "the decoder thread has stopped",
+        )
+        .into_response();
+    }
+    Json(json!({ "status": "ok" })).into_response()
+}
+
+async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn models(State(s): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": s.model_id,
+            "object": "model",
+            "created": s.created,
+            "owned_by": "ingot",
+            "meta": { "n_ctx": s.ctx, "backend": s.backend.name() },
+        }],
+    }))
+}
+
+impl AppState {
+    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        match model {
+            None => Ok(()),
+            Some(m) if m == self.model_id || m == self.file_name => Ok(()),
+            Some(m) => Err(ApiError::not_found(
+                "model_not_found",
+                format!(
+                    "the model {m:?} does not exist; this server has {:?}",
+                    self.model_id
+                ),
+            )),
+        }
+    }
+
+    fn check_length(&self, prompt: &[u32]) -> Result<(), ApiError> {
+        if prompt.is_empty() {
+            return Err(ApiError::bad_request(
+                "empty_prompt",
+                "the prompt is empty and the model adds no BOS token",
+            ));
+        }
+        if prompt.len() >= self.ctx {
+            return Err(ApiError::bad_request(
+                "context_length_exceeded",
+                format!(
+                    "the prompt is {} tokens; this server's context is {} tokens (prompt + completion)",
+                    prompt.len(),
+                    self.ctx
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The conversation through the model's chat template, tokenized as `ingot run --chat` does.
+    fn chat_prompt(&self, messages: &[api::Message]) -> Result<Vec<u32>, ApiError> {
+        if messages.is_empty() {
+            return Err(ApiError::bad_request(
+                "invalid_messages",
+                "`messages` must not be empty",
+            ));
+        }
+        let mut system: Option<String> = None;
+        let mut turns: Vec<(Role, String)> = Vec::new();
+        for m in messages {
+            let text = m.content.text()?;
+            match m.role.as_str() {
+                "system" | "developer" => match &mut system {
+                    Some(s) => {
+                        s.push_str("\n\n");
+                        s.push_str(&text);
+                    }
+                    None => system = Some(text),
+                },
+                "user" => turns.push((Role::User, text)),
+                "assistant" => turns.push((Role::Assistant, text)),
+                other => {
+                    return Err(ApiError::bad_request(
+                        "invalid_role",
+                        format!("unsupported message role {other:?} (system, user, assistant)"),
+                    ))
+                }
+            }
+        }
+        let turns: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
+        let (bos, eos) = special_texts(&self.tok);
+        let request = ChatRequest {
+            bos,
+            eos: &eos,
+            system: system.as_deref(),
+            turns: &turns,
+            add_generation_prompt: true,
+        };
+        let text = match self.template.try_render(&request) {
+            Ok(text) => text,
+            // As `ChatTemplate::render` falls back, without its note on stderr per request.
+            Err(ingot_tokenizer::ChatTemplateError::Absent) => {
+                ingot_tokenizer::apply_chat_template_deepseek2(
+                    bos,
+                    request.system,
+                    request.turns,
+                    true,
+                )
+            }
+            Err(e) => return Err(ApiError::bad_request("invalid_messages", e.to_string())),
+        };
+        Ok(self.tok.encode(&text, true, true))
+    }
+
+    /// Queues a job; 429 when the queue is full.
+    fn submit(
+        &self,
+        prompt: Vec<u32>,
+        generation: api::Generation,
+    ) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+        let (events, rx) = mpsc::unbounded_channel();
+        // Counted before the send so the worker's decrement never underflows.
+        self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+        let job = Job {
+            prompt,
+            generation,
+            events,
+        };
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(rx),
+            Err(e) => {
+                self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                Err(match e {
+                    mpsc::error::TrySendError::Full(_) => ApiError::queue_full(self.queue_bound),
+                    mpsc::error::TrySendError::Closed(_) => {
+                        ApiError::internal("the decoder thread has stopped")
+                    }
+                })
+            }
+        }
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}-{}-{}",
+            self.created,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+/// Which OpenAI response shape to build.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Chat,
+    Text,
+}
+
+struct Reply {
+    shape: Shape,
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+}
+
+fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    })
+}
+
+impl Reply {
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.shape, chunk) {
+            (Shape::Chat, false) => "chat.completion",
+            (Shape::Chat, true) => "chat.completion.chunk",
+            (Shape::Text, _) => "text_completion",
+        }
+    }
+
+    fn whole(&self, text: String, finish: Finish, prompt: usize, completion: usize) -> Value {
+        let choice = match self.shape {
+            Shape::Chat => json!({
+                "index": 0,
+                "message": { "role": "assistant", "content": text },
+                "logprobs": null,
+                "finish_reason": finish.as_str(),
+            }),
+            Shape::Text => json!({
+                "index": 0,
+                "text": text,
+                "logprobs": null,
+                "finish_reason": finish.as_str(),
+            }),
+        };
+        json!({
+            "id": self.id,
+            "object": self.object(false),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage(prompt, completion),
+        })
+    }
+
+    /// One streamed chunk: `delta` is the chat delta (or, for text completions, the text).
+    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<Finish>) -> Value {
+        let finish = finish.map(Finish::as_str);
+        let choice = match self.shape {
+            Shape::Chat => {
+                let mut delta = serde_json::Map::new();
+                if first {
+                    delta.insert("role".into(), json!("assistant"));
+                }
+                if let Some(t) = text {
+                    delta.insert("content".into(), json!(t));
+                }
+                json!({ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish })
+            }
+            Shape::Text => json!({
+                "index": 0,
+                "text": text.unwrap_or(""),
+                "logprobs": null,
+                "finish_reason": finish,
+            }),
+        };
+        let mut v = json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+        });
+        if self.include_usage {
+            v["usage"] = Value::Null;
+        }
+        v
+    }
+
+    fn usage_chunk(&self, prompt: usize, completion: usize) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage(prompt, completion),
+        })
+    }
+}
+
+/// Waits for the whole completion.
+async fn collect(reply: Reply, mut rx: mpsc::UnboundedReceiver<Event>) -> Response {
+    let mut text = String::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Text(t) => text.push_str(&t),
+            Event::Done {
+                finish,
+                prompt_tokens,
+                completion_tokens,
+            } => {
+                return Json(reply.whole(text, finish, prompt_tokens, completion_tokens))
+                    .into_response()
+            }
+            Event::Error(e) => return ApiError::internal(e).into_response(),
+        }
+    }
+    ApiError::internal("the decoder thread stopped during the request").into_response()
+}
+
+/// Server-sent events: a role chunk (chat), a chunk per piece of text, a chunk with the finish reason, the usage
+/// chunk when `stream_options.include_usage`, then `[DONE]`. Dropping the stream (the client left) drops the
+/// receiver, which stops the generation at its next token.
+fn stream(reply: Reply, rx: mpsc::UnboundedReceiver<Event>) -> Response {
+    enum Phase {
+        Start,
+        Body,
+        Usage(usize, usize),
+        Done,
+        End,
+    }
+    let data = |v: Value| Ok::<_, Infallible>(SseEvent::default().data(v.to_string()));
+    let events = futures_util::stream::unfold(
+        (reply, rx, Phase::Start),
+        move |(reply, mut rx, phase)| async move {
+            match phase {
+                Phase::Start if reply.shape == Shape::Chat => {
+                    let ev = data(reply.chunk(Some(""), true, None));
+                    Some((ev, (reply, rx, Phase::Body)))
+                }
+                Phase::Start | Phase::Body => match rx.recv().await {
+                    Some(Event::Text(t)) => {
+                        let ev = data(reply.chunk(Some(&t), false, None));
+                        Some((ev, (reply, rx, Phase::Body)))
+                    }
+                    Some(Event::Done {
+                        finish,
+                        prompt_tokens,
+                        completion_tokens,
+                    }) => {
+                        let text = (reply.shape == Shape::Text).then_some("");
+                        let ev = data(reply.chunk(text, false, Some(finish)));
+                        let next = if reply.include_usage {
+                            Phase::Usage(prompt_tokens, completion_tokens)
+                        } else {
+                            Phase::Done
+                        };
+                        Some((ev, (reply, rx, next)))
+                    }
+                    Some(Event::Error(e)) => {
+                        let ev = data(ApiError::internal(e).body());
+                        Some((ev, (reply, rx, Phase::Done)))
+                    }
+                    None => {
+                        let ev = data(
+                            ApiError::internal("the decoder thread stopped during the request")
+                                .body(),
+                        );
+                        Some((ev, (reply, rx, Phase::Done)))
+                    }
+                },
+                Phase::Usage(p, c) => {
+                    let ev = data(reply.usage_chunk(p, c));
+                    Some((ev, (reply, rx, Phase::Done)))
+                }
+                Phase::Done => {
+                    let ev = Ok(SseEvent::default().data("[DONE]"));
+                    Some((ev, (reply, rx, Phase::End)))
+                }
+                Phase::End => None,
+            }
+        },
+    );
+    Sse::new(events).into_response()
+}
+
+/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads.
+async fn off_runtime<T: Send + 'static>(
+    s: &Arc<AppState>,
+    f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let s = s.clone();
+    tokio::task::spawn_blocking(move || f(&s))
+        .await
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+}
+
+async fn chat_completions(
+    State(s): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(ApiError::from_body_rejection)?;
+    let req: api::ChatCompletionRequest = api::parse(&body)?;
+    s.check_model(req.model.as_deref())?;
+    let generation = req.sampling.generation()?;
+    let messages = req.messages;
+    let prompt = off_runtime(&s, move |s| s.chat_prompt(&messages)).await?;
+    s.check_length(&prompt)?;
+    let reply = Reply {
+        shape: Shape::Chat,
+        id: s.new_id("chatcmpl"),
+        model: s.model_id.clone(),
+        created: now_s(),
+        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+    };
+    let rx = s.submit(prompt, generation)?;
+    Ok(if req.stream {
+        stream(reply, rx)
+    } else {
+        collect(reply, rx).await
+    })
+}
+
+async fn completions(
+    State(s): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(ApiError::from_body_rejection)?;
+    let req: api::CompletionRequest = api::parse(&body)?;
+    s.check_model(req.model.as_deref())?;
+    let generation = req.sampling.generation()?;
+    let text = req.prompt.text()?.to_string();
+    let prompt = off_runtime(&s, move |s| Ok(s.tok.encode(&text, true, false))).await?;
+    s.check_length(&prompt)?;
+    let reply = Reply {
+        shape: Shape::Text,
+        id: s.new_id("cmpl"),
+        model: s.model_id.clone(),
+        created: now_s(),
+        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+    };
+    let rx = s.submit(prompt, generation)?;
+    Ok(if req.stream {
+        stream(reply, rx)
+    } else {
+        collect(reply, rx).await
+    })
+}

@@ -1,0 +1,590 @@
+//! The server end to end over HTTP on 127.0.0.1, with the tiny synthetic model on the CPU backend: responses,
+//! streaming, greedy output equal to `ingot run --temp 0`'s decode path, every error status, a full queue,
+//! and a client that leaves mid-stream. Every wait is bounded by a timeout.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ingot_engine::BackendKind;
+use ingot_gguf::GgufFile;
+use ingot_model::{Sampler, SamplerConfig};
+use ingot_serve::ServeOptions;
+use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
+use serde_json::{json, Value};
+
+const CTX: usize = 256;
+/// No single request in these tests may take longer.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The tiny synthetic model, made once per test binary.
+fn model() -> &'static Path {
+    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &MODEL
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("tiny.gguf");
+            let opts = SynthOptions {
+                preset: Preset::Tiny,
+                layout: Layout::Mla,
+                mix: QuantMix::Q4KM,
+                seed: 42,
+            };
+            synthesize(&opts, &path, false).expect("synthesize the tiny model");
+            (dir, path)
+        })
+        .1
+}
+
+fn options() -> ServeOptions {
+    ServeOptions {
+        backend: BackendKind::Cpu,
+        ctx: CTX,
+        queue: 4,
+        ..ServeOptions::new(model())
+    }
+}
+
+/// Starts a server on 127.0.0.1, port 0; returns its base URL.
+async fn start(opts: ServeOptions) -> String {
+    let max_body = opts.max_body;
+    let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
+        .await
+        .expect("join")
+        .expect("load the model");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, service.router(max_body))
+            .await
+            .expect("serve")
+    });
+    format!("http://{addr}")
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(LIMIT)
+        .build()
+        .expect("client")
+}
+
+async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let resp = client()
+        .post(format!("{base}{path}"))
+        .json(body)
+        .send()
+        .await
+        .expect("send");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, v)
+}
+
+async fn post_raw(base: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+    let resp = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("send");
+    let status = resp.status().as_u16();
+    let v = resp.json().await.expect("JSON error body");
+    (status, v)
+}
+
+fn chat_body(prompt: &str, max_tokens: usize) -> Value {
+    json!({
+        "model": "tiny",
+        "messages": [{ "role": "user", "content": prompt }],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "seed": 0,
+    })
+}
+
+/// Asserts an OpenAI-style error body and returns its code.
+fn error_code(v: &Value) -> String {
+    let e = &v["error"];
+    assert!(e["message"].is_string(), "no error.message in {v}");
+    assert!(e["type"].is_string(), "no error.type in {v}");
+    e["code"].as_str().expect("error.code").to_string()
+}
+
+/// What `ingot run --chat --temp 0 -n N -p PROMPT --backend cpu` prints, from the same library calls as
+/// src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::open`, prefill, greedy sampling, the
+/// streaming detokenizer.
+fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
+    let file = GgufFile::open(model()).expect("open");
+    let tok = Tokenizer::from_gguf(file.header()).expect("tokenizer");
+    let template = ChatTemplate::from_gguf(file.header());
+    let bos = if tok.add_bos() {
+        ""
+    } else {
+        ingot_tokenizer::DEEPSEEK2_BOS_TEXT
+    };
+    let eos = tok
+        .eos()
+        .map(|id| tok.decode_with_special(&[id]))
+        .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
+    let text = template.render(&ChatRequest {
+        bos,
+        eos: &eos,
+        system: None,
+        turns: &[(Role::User, prompt)],
+        add_generation_prompt: true,
+    });
+    let prompt = tok.encode(&text, true, true);
+    let mut dec = ingot_engine::open(&file, BackendKind::Cpu, CTX, false)
+        .expect("engine")
+        .decoder;
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 0.0,
+        seed: 0,
+        ..SamplerConfig::default()
+    });
+    let mut history = prompt.clone();
+    let mut stream = tok.stream_decoder();
+    let mut out = String::new();
+    let logits = dec.prefill(&prompt, 0).expect("prefill");
+    let mut next = sampler.sample(logits.last().expect("logits"), &history);
+    let budget = n_predict.min(CTX - prompt.len());
+    let mut generated = 0;
+    while generated < budget {
+        generated += 1;
+        history.push(next);
+        if tok.is_eog(next) {
+            break;
+        }
+        if let Some(t) = stream.push(next) {
+            out.push_str(&t);
+        }
+        if generated == budget {
+            break;
+        }
+        let logits = dec
+            .decode(next, prompt.len() + generated - 1)
+            .expect("decode");
+        next = sampler.sample(logits, &history);
+    }
+    out.push_str(&stream.flush());
+    (out, generated)
+}
+
+/// The `data:` payloads of a server-sent event stream.
+fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            e.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|l| l.strip_prefix(' ').unwrap_or(l))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+async fn metric(base: &str, name: &str) -> f64 {
+    let text = client()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_completion_has_usage_and_equals_the_cli_greedy_output() {
+    let base = start(options()).await;
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("Hello there", 12)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["model"], "tiny");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["message"]["role"], "assistant");
+    let text = choice["message"]["content"].as_str().expect("content");
+    let (want, generated) = cli_greedy("Hello there", 12);
+    assert_eq!(text, want, "server and `ingot run --temp 0` disagree");
+    let usage = &v["usage"];
+    assert_eq!(usage["completion_tokens"], generated);
+    let p = usage["prompt_tokens"].as_u64().expect("prompt_tokens");
+    assert!(p > 0);
+    assert_eq!(usage["total_tokens"].as_u64(), Some(p + generated as u64));
+    let finish = choice["finish_reason"].as_str().expect("finish_reason");
+    assert!(finish == "length" || finish == "stop", "{finish}");
+
+    // A second conversation sharing the template's prefix: the cache's common prefix is reused, and the
+    // output is still exactly a fresh decoder's.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("Hello world", 12)).await;
+    assert_eq!(status, 200, "{v}");
+    let (want, _) = cli_greedy("Hello world", 12);
+    assert_eq!(v["choices"][0]["message"]["content"], want.as_str());
+    assert!(metric(&base, "ingot_prompt_tokens_reused_total").await > 0.0);
+    assert!(metric(&base, "ingot_tokens_generated_total").await > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_chat_is_openai_chunks_ending_with_done() {
+    let base = start(options()).await;
+    let mut body = chat_body("Stream me", 10);
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({ "include_usage": true });
+    let resp = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let text = resp.text().await.expect("body");
+    let data = sse_data(&text);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{text}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let mut content = String::new();
+    let mut finish = None;
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk");
+        if let Some(choice) = c["choices"].get(0) {
+            if let Some(t) = choice["delta"]["content"].as_str() {
+                content.push_str(t);
+            }
+            if let Some(f) = choice["finish_reason"].as_str() {
+                finish = Some(f.to_string());
+            }
+        }
+    }
+    assert!(finish.is_some(), "no finish_reason in {text}");
+    let usage = &chunks.last().unwrap()["usage"];
+    let (want, generated) = cli_greedy("Stream me", 10);
+    assert_eq!(content, want);
+    assert_eq!(usage["completion_tokens"], generated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_models_health_and_metrics() {
+    let base = start(options()).await;
+    let (status, v) = post(
+        &base,
+        "/v1/completions",
+        &json!({ "prompt": "The quick brown fox", "max_tokens": 5, "temperature": 0, "stop": ["\n\n"] }),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "text_completion");
+    assert!(v["choices"][0]["text"].is_string());
+    assert!(v["usage"]["completion_tokens"].as_u64().unwrap() <= 5);
+
+    let models: Value = client()
+        .get(format!("{base}/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "tiny");
+    let health = client().get(format!("{base}/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(metric(&base, "ingot_queue_depth").await, 0.0);
+    assert!(metric(&base, "ingot_tokens_generated_total").await >= 1.0);
+    assert!(metric(&base, "ingot_requests_total{status=\"200\"}").await >= 3.0);
+    assert!(metric(&base, "ingot_tokens_per_second").await >= 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
+    let mut opts = options();
+    opts.max_body = 1 << 20;
+    let base = start(opts).await;
+
+    let (status, v) = post_raw(&base, "{\"messages\": [").await;
+    assert_eq!((status, error_code(&v).as_str()), (400, "invalid_json"));
+    let (status, v) = post_raw(&base, r#"{"messages": "hi"}"#).await;
+    assert_eq!((status, error_code(&v).as_str()), (400, "invalid_json"));
+    let (status, v) = post_raw(
+        &base,
+        r#"{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}"#,
+    )
+    .await;
+    assert_eq!((status, error_code(&v).as_str()), (400, "invalid_json"));
+    let (status, v) = post_raw(
+        &base,
+        r#"{"messages": [{"role": "user", "content": "hi"}], "top_p": 7}"#,
+    )
+    .await;
+    assert_eq!((status, error_code(&v).as_str()), (400, "invalid_value"));
+
+    let long = "many words ".repeat(CTX);
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body(&long, 4)).await;
+    assert_eq!(
+        (status, error_code(&v).as_str()),
+        (400, "context_length_exceeded")
+    );
+
+    let mut body = chat_body("hi", 4);
+    body["model"] = json!("gpt-4o");
+    let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!((status, error_code(&v).as_str()), (404, "model_not_found"));
+
+    let huge = format!(
+        r#"{{"messages": [{{"role": "user", "content": "{}"}}]}}"#,
+        "a".repeat(2 << 20)
+    );
+    let (status, v) = post_raw(&base, huge).await;
+    assert_eq!(
+        (status, error_code(&v).as_str()),
+        (413, "request_too_large")
+    );
+
+    let resp = client()
+        .get(format!("{base}/nowhere"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(error_code(&resp.json().await.unwrap()), "not_found");
+    let resp = client()
+        .get(format!("{base}/v1/chat/completions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(
+        error_code(&resp.json().await.unwrap()),
+        "method_not_allowed"
+    );
+
+    // Still serving.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 3)).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(metric(&base, "ingot_requests_total{status=\"400\"}").await >= 5.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key_is_required_when_set() {
+    let mut opts = options();
+    opts.api_key = Some("sekret".into());
+    let base = start(opts).await;
+    let url = format!("{base}/v1/chat/completions");
+    let body = chat_body("hi", 2);
+
+    let resp = client().post(&url).json(&body).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(error_code(&resp.json().await.unwrap()), "invalid_api_key");
+    let resp = client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = client()
+        .get(format!("{base}/v1/models"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+
+    let resp = client()
+        .post(&url)
+        .bearer_auth("sekret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = client().get(format!("{base}/health")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_two_clients_with_a_small_queue_are_all_answered() {
+    let mut opts = options();
+    opts.queue = 2;
+    let base = start(opts).await;
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                let resp = client()
+                    .post(format!("{base}/v1/chat/completions"))
+                    .json(&chat_body(&format!("client {i}"), 8))
+                    .send()
+                    .await
+                    .expect("send");
+                let status = resp.status().as_u16();
+                let v: Value = resp.json().await.expect("JSON");
+                (status, v)
+            })
+        })
+        .collect();
+    let all = tokio::time::timeout(LIMIT, futures_util::future::join_all(tasks))
+        .await
+        .expect("every client is answered in time");
+    let (mut ok, mut busy) = (0, 0);
+    for r in all {
+        let (status, v) = r.expect("client task");
+        match status {
+            200 => {
+                assert!(v["choices"][0]["message"]["content"].is_string());
+                ok += 1;
+            }
+            429 => {
+                assert_eq!(error_code(&v), "queue_full");
+                busy += 1;
+            }
+            other => panic!("status {other}: {v}"),
+        }
+    }
+    assert_eq!(ok + busy, 32);
+    assert!(ok >= 1, "nothing was served");
+    eprintln!("32 clients, queue 2: {ok} served, {busy} told 429");
+    assert_eq!(metric(&base, "ingot_queue_depth").await, 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_stream_does_not_stall_the_next() {
+    let mut opts = options();
+    opts.ctx = 2048;
+    let base = start(opts).await;
+    let body = json!({
+        "messages": [{ "role": "user", "content": "Tell me everything" }],
+        "stream": true,
+        "temperature": 1.0,
+        "seed": 7,
+    });
+    let mut resp = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    let first = tokio::time::timeout(LIMIT, resp.chunk())
+        .await
+        .expect("a first chunk in time")
+        .expect("chunk");
+    assert!(first.is_some());
+    drop(resp);
+
+    let next = tokio::time::timeout(
+        LIMIT,
+        post(&base, "/v1/chat/completions", &chat_body("next", 4)),
+    )
+    .await
+    .expect("the next request is answered in time");
+    assert_eq!(next.0, 200, "{}", next.1);
+    // The abandoned generation was stopped, not run to the end of the context.
+    let generated = metric(&base, "ingot_tokens_generated_total").await;
+    assert_eq!(metric(&base, "ingot_requests_cancelled_total").await, 1.0);
+    assert!(
+        generated < 1000.0,
+        "{generated} tokens generated: the abandoned stream ran on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_a_plain_request_cancels_it() {
+    let mut opts = options();
+    opts.ctx = 2048;
+    let base = start(opts).await;
+    let body = json!({
+        "messages": [{ "role": "user", "content": "Tell me everything" }],
+        "temperature": 0,
+    });
+    let gone = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await;
+    assert!(gone.is_err(), "the whole context was generated in 300 ms");
+    let next = tokio::time::timeout(
+        LIMIT,
+        post(&base, "/v1/chat/completions", &chat_body("next", 4)),
+    )
+    .await
+    .expect("the next request is answered in time");
+    assert_eq!(next.0, 200, "{}", next.1);
+    assert_eq!(metric(&base, "ingot_requests_cancelled_total").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_strings_cut_the_text_streamed_or_not() {
+    let base = start(options()).await;
+    let (want, _) = cli_greedy("Stop here", 16);
+    let chars: Vec<char> = want.chars().collect();
+    assert!(chars.len() >= 6, "too short a greedy text: {want:?}");
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 2].iter().collect();
+    let cut = &want[..want.find(&stop).unwrap()];
+
+    let mut body = chat_body("Stop here", 16);
+    body["stop"] = json!([stop, "never appears \u{1F600}"]);
+    let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], cut);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    body["stream"] = json!(true);
+    let text = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let data = sse_data(&text);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let mut content = String::new();
+    for d in &data[..data.len() - 1] {
+        let c: Value = serde_json::from_str(d).unwrap();
+        if let Some(t) = c["choices"][0]["delta"]["content"].as_str() {
+            content.push_str(t);
+        }
+    }
+    assert_eq!(content, cut);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_text_completion_ends_with_done() {
+    let base = start(options()).await;
+    let resp = client()
+        .post(format!("{base}/v1/completions"))
+        .json(&json!({ "prompt": ["Once upon"], "max_tokens": 6, "stream": true, "seed": 1 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let last: Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
+    assert_eq!(last["object"], "text_completion");
+    assert_eq!(last["choices"][0]["finish_reason"], "length");
+    // At most one chunk per token (a token that ends inside a UTF-8 character sends nothing yet), the finish
+    // chunk and [DONE].
+    assert!((3..=6 + 2).contains(&data.len()), "{data:?}");
+}

@@ -1,0 +1,56 @@
+//! `ingot serve`: the OpenAI-compatible server of `ingot-serve`, bound to 127.0.0.1 unless told otherwise.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use ingot_engine::BackendKind;
+use ingot_serve::ServeOptions;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(short, long)]
+    pub model: PathBuf,
+    /// Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to listen on (0: any free port, printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Context size in tokens (prompt + completion); at most the model's training context.
+    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
+    pub ctx: usize,
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    pub backend: BackendKind,
+    /// Require `Authorization: Bearer KEY` on every route but /health.
+    #[arg(long, env = "INGOT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Requests that may wait while one runs; more are answered 429.
+    #[arg(long, default_value_t = 16)]
+    pub queue: usize,
+    /// Model id for /v1/models and the `model` field (default: the file name without .gguf).
+    #[arg(long)]
+    pub alias: Option<String>,
+    /// Largest request body in bytes (larger: 413).
+    #[arg(long, default_value_t = ingot_serve::DEFAULT_MAX_BODY)]
+    pub max_body: usize,
+    /// Print nothing per request.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let opts = ServeOptions {
+        model: a.model.clone(),
+        backend: a.backend,
+        ctx: a.ctx,
+        api_key: a.api_key,
+        queue: a.queue,
+        max_body: a.max_body,
+        model_id: a.alias,
+        log: !a.quiet,
+    };
+    ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
+        .with_context(|| format!("serving {}", a.model.display()))
+}
