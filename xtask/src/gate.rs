@@ -2,7 +2,8 @@
 //!
 //! Steps, each run even if an earlier one failed so one run shows every problem; the command
 //! fails if any step failed, and names which:
-//! 1. install the tools the kernel build and audit need (nightly rust-src, ptxas/cuobjdump wheels);
+//! 1. install the tools the kernel build, audit and tests need (nightly rust-src, ptxas/cuobjdump wheels,
+//!    the `openai` Python client);
 //! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
 //! 3. `ptx-audit check` (debug build, shared with the tests): hot-loop instruction counts, guards,
 //!    traps, registers, spills vs budgets;

@@ -15,7 +15,7 @@ const USAGE: &str = "usage: cargo xtask <command>
                    scripts/device-check.sh --rehearse
   kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
   kernels --check  rebuild into target/ and fail if the committed PTX differs
-  tools            install rust-src (nightly) and ptxas/cuobjdump/nvdisasm under .tools/
+  tools            install rust-src (nightly), ptxas/cuobjdump/nvdisasm and the openai Python client under .tools/
   audit [ARGS]     ptx-audit ARGS (default: check) with the tools under .tools/ passed to it
   sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/";
 

@@ -27,6 +27,12 @@ pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")
 }
 
+/// `<workspace>/.tools/python`, where `cargo xtask tools` installs the `openai` client (a `PYTHONPATH`
+/// directory; `tests/serve_clients.rs` knows the same path).
+pub fn python_dir() -> PathBuf {
+    tools_dir().join("python")
+}
+
 /// A tool, the variable that overrides (and passes on) its path, and the file its wheel installs.
 pub struct Tool {
     pub name: &'static str,

@@ -1,8 +1,9 @@
-//! Installs what the PTX build and audit need: rust-src for nightly, and NVIDIA's offline tools
-//! (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`. Idempotent: an
-//! installed tool is detected and nothing is downloaded.
+//! Installs what the PTX build, the audit and the tests need: rust-src for nightly, NVIDIA's offline
+//! tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, and the `openai`
+//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`).
+//! Idempotent: an installed tool is detected and nothing is downloaded.
 
-use crate::paths::{tools_dir, TOOLS};
+use crate::paths::{python_dir, tools_dir, TOOLS};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
@@ -14,8 +15,29 @@ const WHEELS: [&str; 3] = [
     "nvidia-cuda-nvdisasm==13.5.37",
 ];
 
+/// The `openai` Python client and every package it imports, each pinned, installed with `--no-deps`
+/// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs` runs
+/// `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`.
+const PYTHON_PACKAGES: [&str; 14] = [
+    "openai==3.57.0",
+    "annotated-types==0.8.0",
+    "anyio==4.16.0",
+    "h11==0.16.0",
+    "httpcore2==2.16.2",
+    "httpx2==2.16.2",
+    "idna==3.20",
+    "jiter==0.19.0",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "sniffio==1.3.1",
+    "truststore==0.10.5",
+    "typing-extensions==4.16.0",
+    "typing-inspection==0.4.5",
+];
+
 pub fn install() -> Result<()> {
     rust_src()?;
+    python_packages()?;
     let bins = TOOLS.map(|t| t.path());
     for ((wheel, tool), bin) in WHEELS.iter().zip(&TOOLS).zip(&bins) {
         let name = tool.name;
@@ -54,6 +76,33 @@ fn rust_src() -> Result<()> {
     if !status.success() {
         bail!("`rustup component add rust-src --toolchain nightly` failed ({status})");
     }
+    Ok(())
+}
+
+/// `pip install --no-deps --target .tools/python` the pinned [`PYTHON_PACKAGES`], unless the stamp file
+/// there already lists exactly them (a changed pin reinstalls from scratch).
+fn python_packages() -> Result<()> {
+    let dir = python_dir();
+    let stamp = dir.join(".ingot-pins");
+    let want = PYTHON_PACKAGES.join("\n");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == want) {
+        return Ok(());
+    }
+    println!("installing the openai Python client into {}", dir.display());
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let status = Command::new("python3")
+        .args(["-m", "pip", "install", "--no-deps", "--quiet", "--target"])
+        .arg(&dir)
+        .args(PYTHON_PACKAGES)
+        .status()
+        .context("running `python3 -m pip install`")?;
+    if !status.success() {
+        bail!("pip install of the openai client failed ({status})");
+    }
+    std::fs::write(&stamp, want)?;
     Ok(())
 }
 
