@@ -1,0 +1,291 @@
+//! `ingot serve` as a process, against real clients: the `openai` Python package (non-streaming and
+//! streaming greedy chat must agree with a raw HTTP request), and 1,000 sequential requests with the
+//! server's resident memory measured before and after. Every wait is bounded.
+//!
+//! The Python client is installed by `cargo xtask tools` (a step of `cargo xtask test`) into
+//! `.tools/python`; when Python or the package is missing the test fails, unless
+//! `INGOT_SKIP_PYTHON_TESTS=1`, in which case it says on stdout that it skipped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const EXE: &str = env!("CARGO_BIN_EXE_ingot");
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// One HTTP/1.0 request; returns the status line and the body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    let (head, body) = out.split_once("\r\n\r\n").expect("headers end");
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// A running `ingot serve` on the tiny synthetic model; killed on drop.
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        let synth = Command::new(EXE)
+            .args([
+                "synth", "--preset", "tiny", "--layout", "mla", "--quant", "q4_k_m", "--seed",
+                "42", "-o",
+            ])
+            .arg(&model)
+            .output()
+            .expect("ingot synth");
+        assert!(
+            synth.status.success(),
+            "{}",
+            String::from_utf8_lossy(&synth.stderr)
+        );
+        let mut child = Command::new(EXE)
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--ctx",
+                "128",
+                "--backend",
+                "cpu",
+                "-q",
+                "-m",
+            ])
+            .arg(&model)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ingot serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("listening on http://") {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(LIMIT) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no 'listening on' line: {e}");
+            }
+        };
+        assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+        Server {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    /// The server's resident set size in bytes, from `/proc/<pid>/status`.
+    #[cfg(target_os = "linux")]
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("read /proc/<pid>/status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS in /proc/<pid>/status");
+        kb * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `INGOT_SKIP_PYTHON_TESTS` set to anything but empty or `0`.
+fn skip_python() -> bool {
+    std::env::var("INGOT_SKIP_PYTHON_TESTS").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Where `cargo xtask tools` installs the `openai` package (xtask's `paths::python_dir`).
+fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/python")
+}
+
+#[cfg(unix)]
+#[test]
+fn openai_python_client_streams_the_same_greedy_text() {
+    let python = std::env::var("INGOT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let pythonpath = python_dir();
+    let probe = Command::new(&python)
+        .args(["-c", "import openai; print(openai.__version__)"])
+        .env("PYTHONPATH", &pythonpath)
+        .output();
+    let missing = match &probe {
+        Err(e) => Some(format!("cannot run `{python}`: {e}")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "`{python}` cannot import openai with PYTHONPATH={} (run `cargo xtask tools`): {}",
+            pythonpath.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    };
+    if let Some(why) = missing {
+        if skip_python() {
+            println!(
+                "SKIPPED the openai Python client test (INGOT_SKIP_PYTHON_TESTS is set): {why}"
+            );
+            return;
+        }
+        panic!("{why}; set INGOT_SKIP_PYTHON_TESTS=1 to skip this test");
+    }
+
+    let server = Server::start();
+    // The expected greedy reply, from a raw request with the same messages and limits as the script's.
+    let (status, body) = http(
+        &server.addr,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0}"#,
+    );
+    assert!(status.contains(" 200 "), "{status} {body}");
+    let v: Value = serde_json::from_str(&body).expect("JSON body");
+    let expected = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string();
+    assert!(!expected.is_empty(), "{body}");
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/serve/tests/openai_client.py");
+    let mut child = Command::new(&python)
+        .arg(&script)
+        .arg(format!("http://{}", server.addr))
+        .arg(&expected)
+        .env("PYTHONPATH", &pythonpath)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run openai_client.py");
+    let deadline = Instant::now() + LIMIT;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("openai_client.py did not finish within {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "openai_client.py failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("the script's JSON line");
+    assert_eq!(report["text"], expected.as_str(), "{stdout}");
+    assert!(report["chunks"].as_u64().unwrap() >= 2, "{stdout}");
+    println!("openai client: {}", stdout.trim());
+}
+
+/// Requests before the first measurement: the allocator's arenas, the KV cache pages, the tokenizer's
+/// caches and the HTTP stack's buffers all reach their steady size here.
+const WARM_UP: usize = 50;
+const REQUESTS: usize = 1000;
+/// The bound on resident growth over the 1,000 measured requests. The whole server sits at about 16 MiB
+/// resident after the warm-up (tiny model, ctx 128) and grew 0.2 MiB over the 1,000 when this was
+/// written. A leak of 8 KiB per request (one lost response body, prompt buffer or token vector) would
+/// exceed the bound; what stays below it is allocator noise: glibc keeps freed memory in its per-thread
+/// arenas and returns it lazily, so RSS wobbles by a MiB or two without any leak.
+const MAX_GROWTH: u64 = 8 << 20;
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_thousand_sequential_requests_do_not_grow_memory() {
+    let server = Server::start();
+    // Chat, plain completion and streamed chat in turn, so every response path is exercised.
+    let request = |i: usize| {
+        let (path, body) = match i % 3 {
+            0 => (
+                "/v1/chat/completions",
+                format!(
+                    r#"{{"messages":[{{"role":"user","content":"Hi {i}"}}],"max_tokens":1,"temperature":0}}"#
+                ),
+            ),
+            1 => (
+                "/v1/completions",
+                format!(r#"{{"prompt":"Count {i}","max_tokens":1,"temperature":0}}"#),
+            ),
+            _ => (
+                "/v1/chat/completions",
+                format!(
+                    r#"{{"messages":[{{"role":"user","content":"Go {i}"}}],"max_tokens":1,"temperature":0,"stream":true}}"#
+                ),
+            ),
+        };
+        let (status, resp) = http(&server.addr, "POST", path, &body);
+        assert!(status.contains(" 200 "), "request {i}: {status} {resp}");
+        if i % 3 == 2 {
+            assert!(resp.contains("data: [DONE]"), "request {i}: {resp}");
+        }
+    };
+    for i in 0..WARM_UP {
+        request(i);
+    }
+    let before = server.rss();
+    let start = Instant::now();
+    let mut mid = 0;
+    for i in 0..REQUESTS {
+        request(WARM_UP + i);
+        if i + 1 == REQUESTS / 2 {
+            mid = server.rss();
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let after = server.rss();
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "{REQUESTS} requests in {secs:.1} s; VmRSS {:.1} MiB after {WARM_UP} warm-up, {:.1} MiB at {}, {:.1} MiB at the end",
+        mib(before),
+        mib(mid),
+        REQUESTS / 2,
+        mib(after)
+    );
+    assert!(
+        after.saturating_sub(before) < MAX_GROWTH,
+        "resident memory grew {:.1} MiB over {REQUESTS} requests (bound {:.0} MiB)",
+        mib(after.saturating_sub(before)),
+        mib(MAX_GROWTH)
+    );
+    // The metrics agree that every request was answered.
+    let (status, text) = http(&server.addr, "GET", "/metrics", "");
+    assert!(status.contains(" 200 "), "{status}");
+    let ok = format!(
+        "ingot_requests_total{{status=\"200\"}} {}",
+        WARM_UP + REQUESTS
+    );
+    assert!(text.lines().any(|l| l == ok), "no `{ok}` in:\n{text}");
+    let generated = format!("ingot_tokens_generated_total {}", WARM_UP + REQUESTS);
+    assert!(
+        text.lines().any(|l| l == generated),
+        "no `{generated}` in:\n{text}"
+    );
+}
