@@ -2,7 +2,8 @@
 //!
 //! Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (JSON, or server-sent events with
 //! `"stream": true`, OpenAI's chunk format ending with `data: [DONE]`), `GET /v1/models`, `GET /health`,
-//! `GET /metrics` (Prometheus text). The `/v1` routes also answer without the prefix, as llama-server's do.
+//! `GET /metrics` (Prometheus text), and a chat page at `GET /` (`chat.html`, streaming from
+//! `/v1/chat/completions`; `/?prompt=TEXT` sends TEXT on load). The `/v1` routes also answer without the prefix, as llama-server's do.
 //!
 //! One thread owns the decoder ([`worker`]); requests wait in a bounded FIFO queue and get 429 beyond it. A
 //! client that disconnects stops its generation at the next token. Errors are OpenAI-style JSON bodies
@@ -266,6 +267,7 @@ impl Service {
             .route("/metrics", get(metrics_text))
             .route_layer(middleware::from_fn_with_state(s.clone(), require_key));
         Router::new()
+            .route("/", get(chat_page))
             .route("/health", get(health))
             .merge(protected)
             .fallback(not_found)
@@ -372,6 +374,27 @@ async fn method_not_allowed() -> ApiError {
         "method_not_allowed",
         "this route does not take that method",
     )
+}
+
+/// The chat page: one static file with its script inline, no external assets. It carries no secret, so it
+/// is served without the API key (its requests send the key the user types in). The CSP lets it talk only
+/// to this server.
+const CHAT_PAGE: &str = include_str!("chat.html");
+
+async fn chat_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; base-uri 'none'; form-action 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        CHAT_PAGE,
+    )
+        .into_response()
 }
 
 /// 200 while the decoder thread runs; 503 once it has stopped (it panicked).

@@ -588,3 +588,47 @@ async fn streamed_text_completion_ends_with_done() {
     // chunk and [DONE].
     assert!((3..=6 + 2).contains(&data.len()), "{data:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_page_is_html_that_streams_from_chat_completions() {
+    // Served without the key even when one is set: the page holds no secret, its requests send the key.
+    let mut opts = options();
+    opts.api_key = Some("sekret".into());
+    let base = start(opts).await;
+    let resp = client().get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        header("content-type").starts_with("text/html"),
+        "{:?}",
+        resp.headers()
+    );
+    // No external assets: the policy allows requests to this server only.
+    let csp = header("content-security-policy");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    let page = resp.text().await.unwrap();
+    assert!(page.contains("/v1/chat/completions"), "{page}");
+    assert!(page.contains("stream: true"), "the page asks for a stream");
+    assert!(page.contains("get(\"prompt\")"), "the page reads ?prompt=");
+    for external in [
+        "src=\"http",
+        "href=\"http",
+        "src=\"//",
+        "href=\"//",
+        "@import",
+    ] {
+        assert!(!page.contains(external), "external asset {external:?}");
+    }
+    // Another path is still a JSON 404.
+    let resp = client().get(format!("{base}/nope")).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+}
