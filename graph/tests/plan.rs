@@ -39,10 +39,16 @@ fn v2_lite_plan_counts_and_bytes() {
     assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
     // With every fused kernel in the committed PTX, a dense layer is attn_norm, attn_q+kv_a,
     // rope_kv(+q8_1), attn_k_b, flash, merge(+q8_1), attn_v_b(+q8_1), attn_output, ffn_norm,
-    // gate_up, down (11); a MoE layer adds the router gemv and moe_route (13). The head is
+    // gate_up, down (11); a MoE layer adds the router gemv fused with the routing
+    // (moe_router_f32; 12, was 13 with gemv_f32 and moe_route apart). The head is
     // output_norm, lm_head+argmax, argmax_finish, after the embedding fetch.
     assert_eq!(s.nodes_per_layer[0], 11, "dense layer");
-    assert_eq!(moe[0], 13, "MoE layer");
+    assert_eq!(moe[0], 12, "MoE layer");
+    assert_eq!(kernels_in(&plan, "moe_router_f32"), 26);
+    assert_eq!(
+        kernels_in(&plan, "moe_route") + kernels_in(&plan, "gemv_f32"),
+        0
+    );
     assert_eq!(s.nodes_outside_layers, 4);
     let kernels = |k: &str| plan.nodes.iter().filter(|n| n.kernel == k).count();
     assert_eq!(
@@ -195,7 +201,7 @@ fn check_against_a_kernel_table() {
     let i = bad
         .nodes
         .iter()
-        .position(|n| n.kernel == "moe_route")
+        .position(|n| n.kernel == "moe_router_f32")
         .expect("moe");
     bad.nodes[i].args[3] = NodeArg::F32(1.0);
     let err = bad.check(lookup, &ptx).expect_err("kind changed");
@@ -225,4 +231,8 @@ fn v2_lite_variants_fit_the_committed_kernels() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn kernels_in(plan: &ingot_graph::Plan, k: &str) -> usize {
+    plan.nodes.iter().filter(|n| n.kernel == k).count()
 }

@@ -15,7 +15,8 @@
 //! **Not bit-identical**, compared with a tolerance, because the GPU's result is
 //! implementation-defined where the simulator's is exact:
 //! - `ex2.approx` (softmax / sigmoid / SiLU): `flash_latent`, `attn_merge*`, `moe_gate_up_*`,
-//!   `moe_route` (the selected expert ids agree except at near-ties of the router scores);
+//!   `moe_route` and `moe_router_f32` (the selected expert ids agree except at near-ties of the
+//!   router scores; the fused kernel's logits are `gemv_f32`'s, bit-identical);
 //! - `sin.approx` / `cos.approx` (rotary embedding): `rope_kv*`;
 //! - `mma.sync` (tensor-core accumulation order and intermediate precision are unspecified)
 //!   plus `ex2.approx`: `flash_latent_mma`.

@@ -9,13 +9,13 @@
 mod support;
 
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
-use ingot_kernels::ops::moe::{moe_route, Gating, RouteParams};
+use ingot_kernels::ops::moe::{moe_route, moe_router_f32, Gating, RouteParams};
 use ingot_kernels::Accelerator;
 use ingot_model::routing::{Router, RouterParams};
 use ingot_model::GatingFunc;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::{download, f32_bytes, poisoned, upload};
+use support::{download, download_f32, f32_bytes, poisoned, upload};
 
 /// Relative band between the kernel's and the oracle's gating scores. The kernel computes
 /// `exp` as `ex2.approx(x·log2 e)` (relative error 2^-22.5 ≈ 1.7e-7, plus about 1e-6 from
@@ -152,8 +152,10 @@ fn near_tie(values: &mut [(f64, Vec<i64>)]) -> bool {
     })
 }
 
-/// Draws grid logits (and biases) without near-ties among experts or group scores.
-fn draw(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Option<Vec<f32>>) {
+/// Draws grid logits (and biases) without near-ties among experts or group scores, with the
+/// integer grid values `(k, b)` of each expert.
+#[allow(clippy::type_complexity)]
+fn draw_keyed(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Option<Vec<f32>>, Vec<Vec<i64>>) {
     let n = c.p.n_expert;
     for _ in 0..1000 {
         let ks: Vec<i32> = (0..n).map(|_| rng.random_range(-c.span..=c.span)).collect();
@@ -162,38 +164,54 @@ fn draw(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Option<Vec<f32>>) {
         let bias: Option<Vec<f32>> = c
             .with_bias
             .then(|| bs.iter().map(|&b| b as f32 / 8.0).collect());
-        let (_, sel) = scores(&c.p, &logits, bias.as_deref());
-        let input = |e: usize| {
-            vec![
-                i64::from(ks[e]),
-                i64::from(if c.with_bias { bs[e] } else { 0 }),
-            ]
-        };
-        let mut experts: Vec<(f64, Vec<i64>)> = (0..n).map(|e| (sel[e], input(e))).collect();
-        if near_tie(&mut experts) {
-            continue;
+        let keys: Vec<Vec<i64>> = (0..n)
+            .map(|e| {
+                vec![
+                    i64::from(ks[e]),
+                    i64::from(if c.with_bias { bs[e] } else { 0 }),
+                ]
+            })
+            .collect();
+        if tie_free(c, &logits, bias.as_deref(), &keys) {
+            return (logits, bias, keys);
         }
-        if c.p.n_group > 1 {
-            let per = n / c.p.n_group;
-            let mut groups: Vec<(f64, Vec<i64>)> = (0..c.p.n_group)
-                .map(|g| {
-                    let mut m: Vec<(f64, Vec<i64>)> = (g * per..(g + 1) * per)
-                        .map(|e| (sel[e], input(e)))
-                        .collect();
-                    m.sort_by(|a, b| b.0.total_cmp(&a.0));
-                    let top2 = m[0].0 + m.get(1).map_or(f64::NEG_INFINITY, |x| x.0);
-                    let mut key = m[0].1.clone();
-                    key.extend(m.get(1).map_or(vec![], |x| x.1.clone()));
-                    (top2, key)
-                })
-                .collect();
-            if near_tie(&mut groups) {
-                continue;
-            }
-        }
-        return (logits, bias);
     }
     panic!("{}: could not draw inputs without near-ties", c.name);
+}
+
+fn draw(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Option<Vec<f32>>) {
+    let (logits, bias, _) = draw_keyed(rng, c);
+    (logits, bias)
+}
+
+/// Whether scores of experts (and group scores) with different input keys are all far enough
+/// apart for kernel and oracle to order them alike (equal keys: equal logits, exact ties).
+fn tie_free(c: &Case, logits: &[f32], bias: Option<&[f32]>, keys: &[Vec<i64>]) -> bool {
+    let n = c.p.n_expert;
+    let (_, sel) = scores(&c.p, logits, bias);
+    let mut experts: Vec<(f64, Vec<i64>)> = (0..n).map(|e| (sel[e], keys[e].clone())).collect();
+    if near_tie(&mut experts) {
+        return false;
+    }
+    if c.p.n_group > 1 {
+        let per = n / c.p.n_group;
+        let mut groups: Vec<(f64, Vec<i64>)> = (0..c.p.n_group)
+            .map(|g| {
+                let mut m: Vec<(f64, Vec<i64>)> = (g * per..(g + 1) * per)
+                    .map(|e| (sel[e], keys[e].clone()))
+                    .collect();
+                m.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let top2 = m[0].0 + m.get(1).map_or(f64::NEG_INFINITY, |x| x.0);
+                let mut key = m[0].1.clone();
+                key.extend(m.get(1).map_or(vec![], |x| x.1.clone()));
+                (top2, key)
+            })
+            .collect();
+        if near_tie(&mut groups) {
+            return false;
+        }
+    }
+    true
 }
 
 fn check_route<B: Accelerator>(b: &mut B) {
@@ -345,4 +363,162 @@ fn moe_route_rejects_bad_params() {
         let e = moe_route(&mut b, &small, None, &sb, &base).expect_err("short logits accepted");
         assert!(matches!(e, KernelError::BufferTooSmall { .. }), "{e}");
     }
+}
+
+/// `W·x` in the order of the f32 gemv thread mapping (`gemv_f32`, `moe_router_f32`): lane `l`
+/// adds the float4 dot products of chunks `l, l + 32, …` (each `((a0·b0 + a1·b1) + a2·b2) +
+/// a3·b3`), then the warp's xor butterfly (16, 8, 4, 2, 1). Every step is one f32 `.rn`
+/// operation, so the kernel's logits equal these bit for bit.
+fn gemv_f32_kernel_order(w: &[f32], x: &[f32], nrows: usize) -> Vec<f32> {
+    let ncols = x.len();
+    (0..nrows)
+        .map(|r| {
+            let row = &w[r * ncols..(r + 1) * ncols];
+            let mut v: Vec<f32> = (0..32)
+                .map(|lane| {
+                    let mut acc = 0.0f32;
+                    let mut c = lane;
+                    while c < ncols / 4 {
+                        let (a, b) = (&row[4 * c..4 * c + 4], &x[4 * c..4 * c + 4]);
+                        acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+                        c += 32;
+                    }
+                    acc
+                })
+                .collect();
+            for m in [16, 8, 4, 2, 1] {
+                v = (0..32).map(|l| v[l] + v[l ^ m]).collect();
+            }
+            v[0]
+        })
+        .collect()
+}
+
+/// Router weights and input whose product is close to grid logits `want`: random rows (the
+/// same row for experts with equal grid keys, so exact ties stay exact) with the first column
+/// solved for, and a random input with no zero.
+fn router_inputs(
+    rng: &mut StdRng,
+    want: &[f32],
+    keys: &[Vec<i64>],
+    ncols: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..ncols)
+        .map(|_| {
+            let m = rng.random_range(0.5f32..2.0);
+            if rng.random_bool(0.5) {
+                m
+            } else {
+                -m
+            }
+        })
+        .collect();
+    let mut rows: std::collections::HashMap<&[i64], Vec<f32>> = Default::default();
+    let mut w = Vec::with_capacity(want.len() * ncols);
+    for (e, key) in keys.iter().enumerate() {
+        let row = rows.entry(key.as_slice()).or_insert_with(|| {
+            let mut row: Vec<f32> = (0..ncols)
+                .map(|_| rng.random_range(-0.01f32..0.01))
+                .collect();
+            let rest: f64 = (1..ncols)
+                .map(|c| f64::from(row[c]) * f64::from(x[c]))
+                .sum();
+            row[0] = ((f64::from(want[e]) - rest) / f64::from(x[0])) as f32;
+            row
+        });
+        w.extend_from_slice(row);
+    }
+    (w, x)
+}
+
+/// `moe_router_f32` (router gemv + routing in one launch) against the CPU gemv in the kernel's
+/// summation order and the oracle router, on fresh random inputs per launch with the logits
+/// and the selection poisoned. One counter buffer, zeroed once, serves every launch (three per
+/// case, back to back): it must read 0 after each, and the routing must be right each time,
+/// which it is only if the last warp (and only it) saw the count reach the warp total.
+fn check_fused<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("moe_router_f32");
+    let count = upload(b, &[0u8; 4]);
+    for c in cases() {
+        // The V2-Lite router width for the model cases; 132 (33 float4 chunks) elsewhere.
+        let ncols = if c.p.n_expert >= 64 { 2048 } else { 132 };
+        let n = c.p.n_expert;
+        for launch in 0..3 {
+            let (logits, bias, w, x) = loop {
+                let (grid, bias, keys) = draw_keyed(&mut rng, &c);
+                let (w, x) = router_inputs(&mut rng, &grid, &keys, ncols);
+                let logits = gemv_f32_kernel_order(&w, &x, n);
+                if tie_free(&c, &logits, bias.as_deref(), &keys) {
+                    break (logits, bias, w, x);
+                }
+            };
+            let mut want = vec![(0usize, 0.0f32); c.p.n_used];
+            Router::new(oracle_params(&c.p)).route(&logits, bias.as_deref(), &mut want);
+
+            let (wb, xb) = (upload(b, &f32_bytes(&w)), upload(b, &f32_bytes(&x)));
+            let lb = poisoned(b, n * 4);
+            let bb = bias.as_ref().map(|v| upload(b, &f32_bytes(v)));
+            let sb = poisoned(b, std::mem::size_of::<ExpertSelection>());
+            moe_router_f32(b, (&wb, &xb, &lb), bb.as_ref(), &sb, &count, ncols, &c.p)
+                .expect("launch moe_router_f32");
+            let got_logits = download_f32(b, &lb, n);
+            for e in 0..n {
+                assert_eq!(
+                    got_logits[e].to_bits(),
+                    logits[e].to_bits(),
+                    "{}: {} launch {launch}: logit {e}: got {}, want {}",
+                    b.name(),
+                    c.name,
+                    got_logits[e],
+                    logits[e]
+                );
+            }
+            assert_eq!(
+                download(b, &count),
+                [0u8; 4],
+                "{}: {} launch {launch}: counter not reset",
+                b.name(),
+                c.name
+            );
+            let got: ExpertSelection = bytemuck::pod_read_unaligned(&download(b, &sb));
+            let ids: Vec<usize> = got.ids[..c.p.n_used].iter().map(|&e| e as usize).collect();
+            let want_ids: Vec<usize> = want.iter().map(|&(e, _)| e).collect();
+            assert_eq!(
+                ids,
+                want_ids,
+                "{}: {} launch {launch}: expert ids",
+                b.name(),
+                c.name
+            );
+            for (i, &(_, wt)) in want.iter().enumerate() {
+                let g = got.weights[i];
+                let err = (f64::from(g) - f64::from(wt)).abs() / f64::from(wt).abs();
+                assert!(
+                    err <= WEIGHT_BAND,
+                    "{}: {} launch {launch}: weight {i}: got {g}, oracle {wt}, rel err {err:e}",
+                    b.name(),
+                    c.name
+                );
+            }
+            for i in c.p.n_used..MAX_EXPERTS_USED {
+                assert_eq!(got.ids[i], u32::MAX, "{}: id slot {i} written", c.name);
+                assert!(
+                    got.weights[i].is_nan(),
+                    "{}: weight slot {i} written",
+                    c.name
+                );
+            }
+        }
+        eprintln!(
+            "{}: moe_router_f32 {}: {n} x {ncols}, 3 launches on one counter, logits \
+             bit-exact, ids exact",
+            b.name(),
+            c.name
+        );
+    }
+}
+
+#[test]
+fn moe_router_f32_matches_gemv_and_oracle() {
+    on_every_backend!(check_fused);
 }

@@ -5,7 +5,7 @@
 //! the expert ids and weights from it, never from launch arguments, so a captured graph replays
 //! unchanged token after token.
 
-use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+use super::{f32_, ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
 
 /// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 8).
 pub const MAX_EXPERTS_USED: usize = 8;
@@ -60,6 +60,39 @@ pub const MOE_ROUTE: KernelDesc = KernelDesc {
     ],
     block: [WARP_SIZE, 1, 1],
     items_per_block: 1,
+    shared_bytes: 0,
+};
+
+/// `moe_router_f32(w: *const f32, x: *const f32, logits: *mut f32, bias: *const f32, sel: *mut
+/// ExpertSelection, count: *mut u32, ncols: u32, n_expert: u32, n_used: u32, n_group: u32,
+/// n_group_used: u32, flags: u32, scale: f32)`: the f32 router gemv `logits = W·x` (`W`
+/// `n_expert × ncols` floats, `ncols` a multiple of 4; the thread mapping of
+/// [`super::GEMV_F32`]: one warp per row) fused with [`MOE_ROUTE`] (same routing parameters and
+/// result in `sel`). Each warp writes its row's logit, then fences (`fence.acq_rel.gpu`) and
+/// counts itself in `*count` with one atomic add; the warp that counts last (old value
+/// `grid·GEMV_WARPS − 1`) runs the routing of `moe_route` on all `n_expert` logits and resets
+/// `*count` to 0. Invariant: `*count` is 0 before the first launch and 0 after every launch
+/// (a replayed graph needs no reset); launches sharing one counter must not overlap. An item
+/// is a row.
+pub const MOE_ROUTER_F32: KernelDesc = KernelDesc {
+    name: "moe_router_f32",
+    params: &[
+        ptr("w"),
+        ptr("x"),
+        ptr("logits"),
+        ptr("bias"),
+        ptr("sel"),
+        ptr("count"),
+        u32_("ncols"),
+        u32_("n_expert"),
+        u32_("n_used"),
+        u32_("n_group"),
+        u32_("n_group_used"),
+        u32_("flags"),
+        f32_("scale"),
+    ],
+    block: [GEMV_WARPS * WARP_SIZE, 1, 1],
+    items_per_block: GEMV_WARPS,
     shared_bytes: 0,
 };
 
@@ -190,6 +223,7 @@ down!(MOE_DOWN_IQ4_NL_Q3K, "moe_down_iq4_nl_q3k", "IQ4_NL", "Q3_K");
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
     MOE_ROUTE,
+    MOE_ROUTER_F32,
     MOE_GATE_UP_Q4_0,
     MOE_GATE_UP_Q5_0,
     MOE_GATE_UP_Q5_1,

@@ -4,7 +4,7 @@
 //! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
-use ingot_abi::launch::MOE_ROUTE;
+use ingot_abi::launch::{MOE_ROUTE, MOE_ROUTER_F32};
 use ingot_gguf::{GgmlType, TensorInfo};
 use ingot_model::GatingFunc;
 
@@ -275,19 +275,6 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         )));
     }
     let norm = b.acts.norm;
-    b.node(
-        k::GEMV_F32,
-        label("ffn_gate_inp"),
-        Some(il),
-        c.n_expert,
-        vec![
-            buf(router),
-            buf(norm),
-            buf(router_logits),
-            u32a(c.n_embd),
-            u32a(c.n_expert),
-        ],
-    )?;
     let sel = selection(b)?;
     let mut flags = 0;
     if c.gating == GatingFunc::Sigmoid {
@@ -296,7 +283,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     if c.expert_weights_norm {
         flags |= ingot_abi::launch::ROUTE_NORMALIZE;
     }
-    // Without a selection bias the kernel never reads `bias`; the logits stand in as a valid
+    // Without a selection bias the kernels never read `bias`; the logits stand in as a valid
     // pointer.
     let bias = if c.has_expert_bias {
         flags |= ingot_abi::launch::ROUTE_BIAS;
@@ -305,23 +292,51 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     } else {
         router_logits
     };
-    b.node(
-        MOE_ROUTE.name,
-        label("moe_route"),
-        Some(il),
-        1,
-        vec![
-            buf(router_logits),
-            buf(bias),
-            buf(sel),
-            u32a(c.n_expert),
-            u32a(c.n_expert_used),
-            u32a(c.n_expert_group),
-            u32a(c.n_expert_group_used),
-            NodeArg::U32(flags),
-            NodeArg::F32(c.expert_weights_scale),
-        ],
-    )?;
+    let route_args = [
+        buf(bias),
+        buf(sel),
+        u32a(c.n_expert),
+        u32a(c.n_expert_used),
+        u32a(c.n_expert_group),
+        u32a(c.n_expert_group_used),
+        NodeArg::U32(flags),
+        NodeArg::F32(c.expert_weights_scale),
+    ];
+    if k::available(MOE_ROUTER_F32.name) {
+        // Router gemv and routing in one launch. Its warp counter must be 0 before every
+        // launch: activations are zeroed at allocation and each launch resets it, so one
+        // counter serves every layer and every replay.
+        let count = b.act("act.moe_router_count", 4)?;
+        let mut args = vec![buf(router), buf(norm), buf(router_logits)];
+        args.extend(route_args[..2].iter().cloned());
+        args.push(buf(count));
+        args.push(u32a(c.n_embd));
+        args.extend(route_args[2..].iter().cloned());
+        b.node(
+            MOE_ROUTER_F32.name,
+            label("ffn_gate_inp+moe_route"),
+            Some(il),
+            c.n_expert,
+            args,
+        )?;
+    } else {
+        b.node(
+            k::GEMV_F32,
+            label("ffn_gate_inp"),
+            Some(il),
+            c.n_expert,
+            vec![
+                buf(router),
+                buf(norm),
+                buf(router_logits),
+                u32a(c.n_embd),
+                u32a(c.n_expert),
+            ],
+        )?;
+        let mut args = vec![buf(router_logits)];
+        args.extend(route_args.iter().cloned());
+        b.node(MOE_ROUTE.name, label("moe_route"), Some(il), 1, args)?;
+    }
 
     let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
     let (up_e, up_ty, _, _) = expert(b, &name("ffn_up_exps.weight"))?;

@@ -398,19 +398,25 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
     if row >= nrows {
         return;
     }
+    let total = f32_row_dot(global(w), global(x), ncols, row, lane);
+    if lane == 0 {
+        st_f32(global(y) + row as u64 * 4, total);
+    }
+}
+
+/// `W[row]·x` for the f32 gemv thread mapping (one warp per row, float4 chunks `lane, lane +
+/// 32, …`), summed over the warp: every lane gets the total. `w`, `x` global addresses.
+#[inline(always)]
+pub(crate) unsafe fn f32_row_dot(w: u64, x: u64, ncols: u32, row: u32, lane: u32) -> f32 {
     let chunks = ncols / 4;
-    let wrow = global(w) + row as u64 * ncols as u64 * 4;
-    let xg = global(x);
+    let wrow = w + row as u64 * ncols as u64 * 4;
     let mut acc = 0.0f32;
     let mut c = lane;
     while c < chunks {
         let a = ld_v4_f32(wrow + c as u64 * 16);
-        let b = ld_v4_f32(xg + c as u64 * 16);
+        let b = ld_v4_f32(x + c as u64 * 16);
         acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
         c += WARP_SIZE;
     }
-    let total = warp_sum(acc);
-    if lane == 0 {
-        st_f32(global(y) + row as u64 * 4, total);
-    }
+    warp_sum(acc)
 }

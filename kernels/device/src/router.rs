@@ -1,4 +1,4 @@
-//! `moe_route`: expert selection for one token from its router logits (spec §5.4, llama.cpp
+//! `moe_route`, and `moe_router_f32` (the f32 router gemv fused with it): expert selection for one token from its router logits (spec §5.4, llama.cpp
 //! `build_moe_ffn`, ingot-model's `routing::Router`).
 //!
 //! Thread mapping: one warp. Expert `e` lives in lane `e % 32`, register slot `e / 32`, so the
@@ -15,13 +15,16 @@
 //! Given the scores, the weights are bit-identical to the oracle's: the normalizing sum is added
 //! in selection order, clamped, divided and scaled as the oracle does.
 
+use crate::gemv::f32_row_dot;
 use crate::intrinsics::{
-    exp, global, ld_u32, shfl_idx_f32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32,
+    bid, exp, fence_acq_rel_gpu, fence_atom_add_u32_if, global, ld_u32, ld_u32_relaxed,
+    nblocks, shfl_idx_f32, shfl_idx_u32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32,
     warp_max_u32, warp_min_u32, warp_sum,
 };
 use core::mem::offset_of;
 use ingot_abi::launch::{
-    ExpertSelection, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID, WARP_SIZE,
+    ExpertSelection, GEMV_WARPS, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+    WARP_SIZE,
 };
 
 /// Scores per lane.
@@ -115,8 +118,95 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     flags: u32,
     scale: f32,
 ) {
-    let lane = tid();
+    route(
+        global(logits),
+        |a| ld_u32(a),
+        tid(),
+        bias,
+        sel,
+        n_expert,
+        n_used,
+        n_group,
+        n_group_used,
+        flags,
+        scale,
+    );
+}
+
+/// See [`ingot_abi::launch::MOE_ROUTER_F32`]: the f32 router gemv, and the warp that finishes
+/// last routes. Preconditions as for [`moe_route`], plus `ncols % 4 == 0` and `*count == 0`
+/// at launch (it is 0 again when the launch ends). Launch: `n_expert` items (rows).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn moe_router_f32(
+    w: *const f32,
+    x: *const f32,
+    logits: *mut f32,
+    bias: *const f32,
+    sel: *mut ExpertSelection,
+    count: *mut u32,
+    ncols: u32,
+    n_expert: u32,
+    n_used: u32,
+    n_group: u32,
+    n_group_used: u32,
+    flags: u32,
+    scale: f32,
+) {
+    let t = tid();
+    let lane = t % WARP_SIZE;
+    let row = bid() * GEMV_WARPS + t / WARP_SIZE;
     let lg = global(logits);
+    // Warp-uniform; warps past the last row only count themselves.
+    if row < n_expert {
+        let total = f32_row_dot(global(w), global(x), ncols, row, lane);
+        if lane == 0 {
+            st_f32(lg + row as u64 * 4, total);
+        }
+    }
+    // Lane 0 (which stored the logit) fences, publishing it, then counts the warp; the warp
+    // that sees every other warp counted reads all the logits after an acquiring fence.
+    let cg = global(count as *const u32);
+    let old = shfl_idx_u32(fence_atom_add_u32_if(lane == 0, cg, 1), 0);
+    if old == nblocks() * GEMV_WARPS - 1 {
+        fence_acq_rel_gpu();
+        route(
+            lg,
+            |a| ld_u32_relaxed(a),
+            lane,
+            bias,
+            sel,
+            n_expert,
+            n_used,
+            n_group,
+            n_group_used,
+            flags,
+            scale,
+        );
+        // Every warp has counted: nothing else touches the counter in this launch.
+        if lane == 0 {
+            st_u32(cg, 0);
+        }
+    }
+}
+
+/// The routing of [`moe_route`] by one full warp (`lane` its lane), reading the `n_expert`
+/// logits at global address `lg` with `load`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn route(
+    lg: u64,
+    load: impl Fn(u64) -> u32,
+    lane: u32,
+    bias: *const f32,
+    sel: *mut ExpertSelection,
+    n_expert: u32,
+    n_used: u32,
+    n_group: u32,
+    n_group_used: u32,
+    flags: u32,
+    scale: f32,
+) {
     let mut valid = [false; SLOTS];
     let mut x = [f32::NEG_INFINITY; SLOTS];
     let mut j = 0;
@@ -124,7 +214,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(
         let e = j as u32 * WARP_SIZE + lane;
         if e < n_expert {
             valid[j] = true;
-            x[j] = f32::from_bits(ld_u32(lg + 4 * e as u64));
+            x[j] = f32::from_bits(load(lg + 4 * e as u64));
         }
         j += 1;
     }

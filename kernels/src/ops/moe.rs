@@ -98,23 +98,9 @@ pub fn moe_route<B: Accelerator>(
         need(b, d, "bias", bias, Some(p.n_expert * 4))?;
     }
     need(b, d, "sel", sel, Some(size_of::<ExpertSelection>()))?;
-    let mut flags = 0;
-    if p.gating == Gating::Sigmoid {
-        flags |= ROUTE_SIGMOID;
-    }
-    if bias.is_some() {
-        flags |= ROUTE_BIAS;
-    }
-    if p.normalize {
-        flags |= ROUTE_NORMALIZE;
-    }
+    let (flags, n_group, n_group_used) = route_flags(p, bias.is_some());
     // Without ROUTE_BIAS the kernel never reads `bias`; any valid buffer fills the slot.
     let bias = bias.unwrap_or(logits);
-    let (n_group, n_group_used) = if p.n_group > 1 {
-        (p.n_group, p.n_group_used)
-    } else {
-        (1, 1)
-    };
     launch(
         b,
         d,
@@ -131,6 +117,83 @@ pub fn moe_route<B: Accelerator>(
             KArg::F32(p.scale),
         ],
     )
+}
+
+/// The f32 router gemv `logits = W·x` (`W`: `p.n_expert × ncols` floats, `x`: `ncols` floats,
+/// `ncols` a positive multiple of 4) and [`moe_route`] on its result, in one launch
+/// ([`MOE_ROUTER_F32`]): the last warp to finish its row routes. `count` is a 4-byte counter
+/// that must hold 0 before the launch; the launch leaves it 0 again, so one zeroed counter
+/// serves any number of launches in sequence (not concurrent ones).
+#[allow(clippy::too_many_arguments)]
+pub fn moe_router_f32<B: Accelerator>(
+    b: &mut B,
+    (w, x, logits): (&B::Buf, &B::Buf, &B::Buf),
+    bias: Option<&B::Buf>,
+    sel: &B::Buf,
+    count: &B::Buf,
+    ncols: usize,
+    p: &RouteParams,
+) -> Result<()> {
+    let d = &MOE_ROUTER_F32;
+    p.check()?;
+    if ncols == 0 || !ncols.is_multiple_of(4) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of 4"),
+        ));
+    }
+    need(b, d, "w", w, bytes(p.n_expert, ncols, 4))?;
+    need(b, d, "x", x, bytes(ncols, 4, 1))?;
+    need(b, d, "logits", logits, Some(p.n_expert * 4))?;
+    if let Some(bias) = bias {
+        need(b, d, "bias", bias, Some(p.n_expert * 4))?;
+    }
+    need(b, d, "sel", sel, Some(size_of::<ExpertSelection>()))?;
+    need(b, d, "count", count, Some(4))?;
+    let (flags, n_group, n_group_used) = route_flags(p, bias.is_some());
+    // Without ROUTE_BIAS the kernel never reads `bias`; any valid buffer fills the slot.
+    let bias = bias.unwrap_or(logits);
+    let n_expert = to_u32(d, "n_expert", p.n_expert)?;
+    launch(
+        b,
+        d,
+        n_expert,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(logits),
+            KArg::Buf(bias),
+            KArg::Buf(sel),
+            KArg::Buf(count),
+            KArg::U32(to_u32(d, "ncols", ncols)?),
+            KArg::U32(n_expert),
+            KArg::U32(to_u32(d, "n_used", p.n_used)?),
+            KArg::U32(to_u32(d, "n_group", n_group)?),
+            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
+            KArg::U32(flags),
+            KArg::F32(p.scale),
+        ],
+    )
+}
+
+/// The kernels' `flags` and `(n_group, n_group_used)` (groups off: `(1, 1)`).
+fn route_flags(p: &RouteParams, bias: bool) -> (u32, usize, usize) {
+    let mut flags = 0;
+    if p.gating == Gating::Sigmoid {
+        flags |= ROUTE_SIGMOID;
+    }
+    if bias {
+        flags |= ROUTE_BIAS;
+    }
+    if p.normalize {
+        flags |= ROUTE_NORMALIZE;
+    }
+    let (n_group, n_group_used) = if p.n_group > 1 {
+        (p.n_group, p.n_group_used)
+    } else {
+        (1, 1)
+    };
+    (flags, n_group, n_group_used)
 }
 
 /// Shape of one FFN pass of the gate/up and down kernels. A MoE layer has `n_used` routed

@@ -151,6 +151,36 @@ pub unsafe fn ld_f32_coherent(a: u64) -> f32 {
     v
 }
 
+/// 4-byte load with `.relaxed.gpu` semantics, for data other blocks of the same launch wrote
+/// and published through a fence and an atomic (a last-block-done pattern), which neither
+/// `ld.global.nc` nor a possibly L1-cached weak load may read.
+#[inline(always)]
+pub unsafe fn ld_u32_relaxed(a: u64) -> u32 {
+    let v: u32;
+    asm!("ld.relaxed.gpu.global.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a,
+         options(readonly, nostack));
+    v
+}
+
+/// `fence.acq_rel.gpu` (`__threadfence()`): this thread's earlier memory accesses are ordered
+/// before its later ones for every thread of the GPU.
+#[inline(always)]
+pub unsafe fn fence_acq_rel_gpu() {
+    asm!("fence.acq_rel.gpu;", options(nostack));
+}
+
+/// Where `p` holds, `fence.acq_rel.gpu` then `atom.relaxed.gpu.global.add.u32` of `v` at `a`,
+/// returning the old value; where it does not, nothing and 0 (no branch).
+#[inline(always)]
+pub unsafe fn fence_atom_add_u32_if(p: bool, a: u64, v: u32) -> u32 {
+    let old: u32;
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {o}, 0; \
+          fence.acq_rel.gpu; @p atom.relaxed.gpu.global.add.u32 {o}, [{a}], {v}; }}",
+         c = in(reg32) p as u32, o = out(reg32) old, a = in(reg64) a, v = in(reg32) v,
+         options(nostack));
+    old
+}
+
 /// 16-byte read-only global load where `p` holds; where it does not, the result is whatever
 /// the registers held (no zero fill), so it must only feed accesses predicated the same way.
 #[inline(always)]

@@ -29,6 +29,13 @@ pub fn bid() -> u32 {
     unsafe { nvptx::_block_idx_x() as u32 }
 }
 
+/// `gridDim.x`.
+#[inline(always)]
+pub fn nblocks() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
 /// This lane's index in its warp (`%laneid`).
 #[inline(always)]
 pub fn lane_id() -> u32 {
