@@ -6,118 +6,27 @@
 //! `.tools/python`; when Python or the package is missing the test fails, unless
 //! `INGOT_SKIP_PYTHON_TESTS=1`, in which case it says on stdout that it skipped.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{http, Server, LIMIT};
 
-const EXE: &str = env!("CARGO_BIN_EXE_ingot");
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// One HTTP/1.0 request; returns the status line and the body.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("response");
-    let (head, body) = out.split_once("\r\n\r\n").expect("headers end");
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
-/// A running `ingot serve` on the tiny synthetic model; killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("tiny.gguf");
-        let synth = Command::new(EXE)
-            .args([
-                "synth", "--preset", "tiny", "--layout", "mla", "--quant", "q4_k_m", "--seed",
-                "42", "-o",
-            ])
-            .arg(&model)
-            .output()
-            .expect("ingot synth");
-        assert!(
-            synth.status.success(),
-            "{}",
-            String::from_utf8_lossy(&synth.stderr)
-        );
-        let mut child = Command::new(EXE)
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--ctx",
-                "128",
-                "--backend",
-                "cpu",
-                "-q",
-                "-m",
-            ])
-            .arg(&model)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ingot serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("listening on http://") {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
-                }
-            }
-        });
-        let addr = match rx.recv_timeout(LIMIT) {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = child.kill();
-                panic!("no 'listening on' line: {e}");
-            }
-        };
-        assert!(addr.starts_with("127.0.0.1:"), "{addr}");
-        Server {
-            child,
-            addr,
-            _dir: dir,
-        }
-    }
-
-    /// The server's resident set size in bytes, from `/proc/<pid>/status`.
-    #[cfg(target_os = "linux")]
-    fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("read /proc/<pid>/status");
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmRSS in /proc/<pid>/status");
-        kb * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The server's resident set size in bytes, from `/proc/<pid>/status`.
+#[cfg(target_os = "linux")]
+fn rss(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .expect("read /proc/<pid>/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/<pid>/status");
+    kb * 1024
 }
 
 /// `INGOT_SKIP_PYTHON_TESTS` set to anything but empty or `0`.
@@ -250,17 +159,17 @@ fn a_thousand_sequential_requests_do_not_grow_memory() {
     for i in 0..WARM_UP {
         request(i);
     }
-    let before = server.rss();
+    let before = rss(&server);
     let start = Instant::now();
     let mut mid = 0;
     for i in 0..REQUESTS {
         request(WARM_UP + i);
         if i + 1 == REQUESTS / 2 {
-            mid = server.rss();
+            mid = rss(&server);
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let after = server.rss();
+    let after = rss(&server);
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
         "{REQUESTS} requests in {secs:.1} s; VmRSS {:.1} MiB after {WARM_UP} warm-up, {:.1} MiB at {}, {:.1} MiB at the end",

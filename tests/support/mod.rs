@@ -1,0 +1,101 @@
+//! Shared by the tests that run `ingot serve` as a process: a bounded HTTP/1.0 request, and a
+//! server on the tiny synthetic model at a free port on 127.0.0.1 (learned from its
+//! "listening on" line), killed on drop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_ingot");
+/// Bound of every wait on the server.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// One HTTP/1.0 request; returns the status line and the body.
+pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    let (head, body) = out.split_once("\r\n\r\n").expect("headers end");
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// A running `ingot serve` on the tiny synthetic model; killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        let synth = Command::new(EXE)
+            .args([
+                "synth", "--preset", "tiny", "--layout", "mla", "--quant", "q4_k_m", "--seed",
+                "42", "-o",
+            ])
+            .arg(&model)
+            .output()
+            .expect("ingot synth");
+        assert!(
+            synth.status.success(),
+            "{}",
+            String::from_utf8_lossy(&synth.stderr)
+        );
+        let mut child = Command::new(EXE)
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--ctx",
+                "128",
+                "--backend",
+                "cpu",
+                "-q",
+                "-m",
+            ])
+            .arg(&model)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ingot serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("listening on http://") {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(LIMIT) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no 'listening on' line: {e}");
+            }
+        };
+        assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+        Server {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
