@@ -78,16 +78,7 @@ impl Args {
 /// DeepSeek-V2 format when the file has none or its template does not render (said on stderr).
 fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
     if a.chat {
-        // The encoder adds BOS itself when the file asks for it, so the template then gets no BOS text.
-        let bos = if tok.add_bos() {
-            ""
-        } else {
-            ingot_tokenizer::DEEPSEEK2_BOS_TEXT
-        };
-        let eos = tok
-            .eos()
-            .map(|id| tok.decode_with_special(&[id]))
-            .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
+        let (bos, eos) = tok.chat_specials();
         let text = template.render(&ChatRequest {
             bos,
             eos: &eos,

@@ -211,7 +211,7 @@ fn usable_template(t: ChatTemplate, tok: &Tokenizer, log: bool) -> ChatTemplate 
     if t.source().is_none() {
         return t;
     }
-    let (bos, eos) = special_texts(tok);
+    let (bos, eos) = tok.chat_specials();
     let probe = ChatRequest {
         bos,
         eos: &eos,
@@ -228,20 +228,6 @@ fn usable_template(t: ChatTemplate, tok: &Tokenizer, log: bool) -> ChatTemplate 
             ChatTemplate::builtin()
         }
     }
-}
-
-/// BOS text for the template (none when the encoder adds BOS itself) and the EOS text, as `ingot run --chat`.
-fn special_texts(tok: &Tokenizer) -> (&'static str, String) {
-    let bos = if tok.add_bos() {
-        ""
-    } else {
-        ingot_tokenizer::DEEPSEEK2_BOS_TEXT
-    };
-    let eos = tok
-        .eos()
-        .map(|id| tok.decode_with_special(&[id]))
-        .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
-    (bos, eos)
 }
 
 impl Service {
@@ -498,7 +484,7 @@ impl AppState {
             }
         }
         let turns: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
-        let (bos, eos) = special_texts(&self.tok);
+        let (bos, eos) = self.tok.chat_specials();
         let request = ChatRequest {
             bos,
             eos: &eos,
@@ -506,19 +492,10 @@ impl AppState {
             turns: &turns,
             add_generation_prompt: true,
         };
-        let text = match self.template.try_render(&request) {
-            Ok(text) => text,
-            // As `ChatTemplate::render` falls back, without its note on stderr per request.
-            Err(ingot_tokenizer::ChatTemplateError::Absent) => {
-                ingot_tokenizer::apply_chat_template_deepseek2(
-                    bos,
-                    request.system,
-                    request.turns,
-                    true,
-                )
-            }
-            Err(e) => return Err(ApiError::bad_request("invalid_messages", e.to_string())),
-        };
+        let text = self
+            .template
+            .render_or_builtin(&request)
+            .map_err(|e| ApiError::bad_request("invalid_messages", e.to_string()))?;
         Ok(self.tok.encode(&text, true, true))
     }
 

@@ -123,15 +123,7 @@ fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
     let file = GgufFile::open(model()).expect("open");
     let tok = Tokenizer::from_gguf(file.header()).expect("tokenizer");
     let template = ChatTemplate::from_gguf(file.header());
-    let bos = if tok.add_bos() {
-        ""
-    } else {
-        ingot_tokenizer::DEEPSEEK2_BOS_TEXT
-    };
-    let eos = tok
-        .eos()
-        .map(|id| tok.decode_with_special(&[id]))
-        .unwrap_or_else(|| ingot_tokenizer::DEEPSEEK2_EOS_TEXT.to_string());
+    let (bos, eos) = tok.chat_specials();
     let text = template.render(&ChatRequest {
         bos,
         eos: &eos,

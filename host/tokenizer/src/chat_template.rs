@@ -76,17 +76,27 @@ impl ChatTemplate {
         render_jinja(source, r).map_err(|e| ChatTemplateError::Render(describe(&e)))
     }
 
-    /// Renders with the Jinja template; without one, or when it fails, says why on stderr and uses the built-in
-    /// DeepSeek-V2 format. Never panics.
-    pub fn render(&self, r: &ChatRequest<'_>) -> String {
+    /// Renders with the Jinja template, or with the built-in DeepSeek-V2 format when the model has none; says
+    /// why a template does not render.
+    pub fn render_or_builtin(&self, r: &ChatRequest<'_>) -> Result<String, ChatTemplateError> {
         match self.try_render(r) {
-            Ok(text) => text,
-            Err(e) => {
-                eprintln!("chat template: {e}; using the built-in DeepSeek-V2 template");
-                apply_chat_template_deepseek2(r.bos, r.system, r.turns, r.add_generation_prompt)
-            }
+            Err(ChatTemplateError::Absent) => Ok(builtin(r)),
+            other => other,
         }
     }
+
+    /// Renders with the Jinja template; without one, or when it fails, uses the built-in DeepSeek-V2 format
+    /// (saying why on stderr when a template fails). Never panics.
+    pub fn render(&self, r: &ChatRequest<'_>) -> String {
+        self.render_or_builtin(r).unwrap_or_else(|e| {
+            eprintln!("chat template: {e}; using the built-in DeepSeek-V2 template");
+            builtin(r)
+        })
+    }
+}
+
+fn builtin(r: &ChatRequest<'_>) -> String {
+    apply_chat_template_deepseek2(r.bos, r.system, r.turns, r.add_generation_prompt)
 }
 
 fn role_name(role: Role) -> &'static str {

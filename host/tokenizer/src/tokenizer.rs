@@ -221,6 +221,21 @@ impl Tokenizer {
         self.add_bos
     }
 
+    /// The chat template's `bos_token` and `eos_token` texts: no BOS text when [`Tokenizer::encode`] adds BOS
+    /// itself (else the prompt would start with two), and the vocabulary's EOS text (DeepSeek-V2's without one).
+    pub fn chat_specials(&self) -> (&'static str, String) {
+        let bos = if self.add_bos {
+            ""
+        } else {
+            crate::DEEPSEEK2_BOS_TEXT
+        };
+        let eos = self
+            .eos
+            .map(|id| self.decode_with_special(&[id]))
+            .unwrap_or_else(|| crate::DEEPSEEK2_EOS_TEXT.to_string());
+        (bos, eos)
+    }
+
     /// Whether generation should stop after `id` (EOS, or a known end-of-turn token of the vocabulary).
     pub fn is_eog(&self, id: u32) -> bool {
         self.eog.contains(&id)
