@@ -214,6 +214,31 @@ fn tie_free(c: &Case, logits: &[f32], bias: Option<&[f32]>, keys: &[Vec<i64>]) -
     true
 }
 
+/// Checks a kernel's selection against the oracle's `(expert, weight)` list: the same expert ids in
+/// order, weights within [`WEIGHT_BAND`], and slots past `n_used` still poisoned (0xFFFFFFFF ids,
+/// NaN weights). Returns the worst relative weight error.
+fn check_selection(got: &ExpertSelection, want: &[(usize, f32)], n_used: usize, what: &str) -> f64 {
+    let ids: Vec<usize> = got.ids[..n_used].iter().map(|&e| e as usize).collect();
+    let want_ids: Vec<usize> = want.iter().map(|&(e, _)| e).collect();
+    assert_eq!(ids, want_ids, "{what}: expert ids");
+    let mut worst = 0.0f64;
+    for (i, &(_, w)) in want.iter().enumerate() {
+        let g = got.weights[i];
+        let err = (f64::from(g) - f64::from(w)).abs() / f64::from(w).abs();
+        assert!(
+            err <= WEIGHT_BAND,
+            "{what}: weight {i} of expert {}: got {g}, oracle {w}, rel err {err:e}",
+            ids[i]
+        );
+        worst = worst.max(err);
+    }
+    for i in n_used..MAX_EXPERTS_USED {
+        assert_eq!(got.ids[i], u32::MAX, "{what}: id slot {i} written");
+        assert!(got.weights[i].is_nan(), "{what}: weight slot {i} written");
+    }
+    worst
+}
+
 fn check_route<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("moe_route");
     for c in cases() {
@@ -230,36 +255,13 @@ fn check_route<B: Accelerator>(b: &mut B) {
             moe_route(b, &lb, bb.as_ref(), &sb, &c.p).expect("launch moe_route");
             let got: ExpertSelection = bytemuck::pod_read_unaligned(&download(b, &sb));
 
-            let ids: Vec<usize> = got.ids[..c.p.n_used].iter().map(|&e| e as usize).collect();
-            let want_ids: Vec<usize> = want.iter().map(|&(e, _)| e).collect();
-            assert_eq!(
-                ids,
-                want_ids,
-                "{}: {}: expert ids (logits {logits:?}, bias {bias:?})",
+            let what = format!(
+                "{}: {} (logits {logits:?}, bias {bias:?})",
                 b.name(),
                 c.name
             );
-            for (i, &(_, w)) in want.iter().enumerate() {
-                let g = got.weights[i];
-                let err = (f64::from(g) - f64::from(w)).abs() / f64::from(w).abs();
-                assert!(
-                    err <= WEIGHT_BAND,
-                    "{}: {}: weight {i} of expert {}: got {g}, oracle {w}, rel err {err:e}",
-                    b.name(),
-                    c.name,
-                    ids[i]
-                );
-                worst = worst.max(err);
-            }
-            // Slots past n_used keep the poison (0xFFFFFFFF ids, NaN weights).
-            for i in c.p.n_used..MAX_EXPERTS_USED {
-                assert_eq!(got.ids[i], u32::MAX, "{}: id slot {i} written", c.name);
-                assert!(
-                    got.weights[i].is_nan(),
-                    "{}: weight slot {i} written",
-                    c.name
-                );
-            }
+            worst = worst.max(check_selection(&got, &want, c.p.n_used, &what));
+            let want_ids: Vec<usize> = want.iter().map(|&(e, _)| e).collect();
             let (_, sel) = scores(&c.p, &logits, bias.as_deref());
             let last = sel[want_ids[c.p.n_used - 1]];
             if sel
@@ -481,33 +483,8 @@ fn check_fused<B: Accelerator>(b: &mut B) {
                 c.name
             );
             let got: ExpertSelection = bytemuck::pod_read_unaligned(&download(b, &sb));
-            let ids: Vec<usize> = got.ids[..c.p.n_used].iter().map(|&e| e as usize).collect();
-            let want_ids: Vec<usize> = want.iter().map(|&(e, _)| e).collect();
-            assert_eq!(
-                ids,
-                want_ids,
-                "{}: {} launch {launch}: expert ids",
-                b.name(),
-                c.name
-            );
-            for (i, &(_, wt)) in want.iter().enumerate() {
-                let g = got.weights[i];
-                let err = (f64::from(g) - f64::from(wt)).abs() / f64::from(wt).abs();
-                assert!(
-                    err <= WEIGHT_BAND,
-                    "{}: {} launch {launch}: weight {i}: got {g}, oracle {wt}, rel err {err:e}",
-                    b.name(),
-                    c.name
-                );
-            }
-            for i in c.p.n_used..MAX_EXPERTS_USED {
-                assert_eq!(got.ids[i], u32::MAX, "{}: id slot {i} written", c.name);
-                assert!(
-                    got.weights[i].is_nan(),
-                    "{}: weight slot {i} written",
-                    c.name
-                );
-            }
+            let what = format!("{}: {} launch {launch}", b.name(), c.name);
+            check_selection(&got, &want, c.p.n_used, &what);
         }
         eprintln!(
             "{}: moe_router_f32 {}: {n} x {ncols}, 3 launches on one counter, logits \
