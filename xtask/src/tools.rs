@@ -1,6 +1,7 @@
 //! Installs what the PTX build, the audit and the tests need: rust-src for nightly, NVIDIA's offline
 //! tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, and the `openai`
-//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`).
+//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`), and
+//! Debian's `chromium` (for `tests/serve_browser.rs`), from apt when running as root.
 //! Idempotent: an installed tool is detected and nothing is downloaded.
 
 use crate::paths::{python_dir, tools_dir, TOOLS};
@@ -38,6 +39,7 @@ const PYTHON_PACKAGES: [&str; 14] = [
 pub fn install() -> Result<()> {
     rust_src()?;
     python_packages()?;
+    chromium()?;
     let bins = TOOLS.map(|t| t.path());
     for ((wheel, tool), bin) in WHEELS.iter().zip(&TOOLS).zip(&bins) {
         let name = tool.name;
@@ -103,6 +105,52 @@ fn python_packages() -> Result<()> {
         bail!("pip install of the openai client failed ({status})");
     }
     std::fs::write(&stamp, want)?;
+    Ok(())
+}
+
+/// Debian's `chromium`, which `tests/serve_browser.rs` drives headless. Present: nothing to do. Missing:
+/// `apt-get install` it when running as root (after `apt-get update` if the first try fails);
+/// otherwise the error says how to install it or skip the browser test.
+fn chromium() -> Result<()> {
+    let runs = |bin: &str| {
+        Command::new(bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if let Ok(bin) = std::env::var("INGOT_CHROMIUM") {
+        if runs(&bin) {
+            return Ok(());
+        }
+        bail!("INGOT_CHROMIUM={bin} does not run (`{bin} --version` failed)");
+    }
+    if runs("chromium") || runs("chromium-browser") {
+        return Ok(());
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let fix = "install Debian's chromium (`apt-get install chromium`) or set \
+               INGOT_SKIP_BROWSER_TESTS=1 to skip the chat page's browser test";
+    if !root {
+        bail!("chromium is missing and this is not root, so apt cannot install it: {fix}");
+    }
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let install = ["install", "-y", "-q", "--no-install-recommends", "chromium"];
+    println!("installing chromium with apt-get (for tests/serve_browser.rs)");
+    if !apt(&install) && !(apt(&["update", "-q"]) && apt(&install)) {
+        bail!("apt-get could not install chromium: {fix}");
+    }
+    if !runs("chromium") {
+        bail!("apt-get installed chromium but `chromium --version` fails: {fix}");
+    }
     Ok(())
 }
 
