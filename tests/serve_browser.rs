@@ -222,7 +222,9 @@ fn chat_page_streams_the_greedy_reply_into_the_dom() {
         Ok(bin) => bin,
         Err(why) => {
             if std::env::var("INGOT_SKIP_BROWSER_TESTS").is_ok_and(|v| !v.is_empty() && v != "0") {
-                println!("SKIPPED the chat page browser test (INGOT_SKIP_BROWSER_TESTS is set): {why}");
+                println!(
+                    "SKIPPED the chat page browser test (INGOT_SKIP_BROWSER_TESTS is set): {why}"
+                );
                 return;
             }
             panic!("{why}; set INGOT_SKIP_BROWSER_TESTS=1 to skip this test");
