@@ -228,6 +228,39 @@ async fn chat_completion_has_usage_and_equals_the_cli_greedy_output() {
     assert!(metric(&base, "ingot_tokens_generated_total").await > 0.0);
 }
 
+/// A follow-up turn (the first turn, its reply, a new message) prefills only what is new: the tokens reused
+/// from the cache are at least the whole first prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_turn_reuses_the_previous_conversation() {
+    let base = start(options()).await;
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("Hello there", 6)).await;
+    assert_eq!(status, 200, "{v}");
+    let first_prompt = v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens");
+    let reply = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string();
+    let before = metric(&base, "ingot_prompt_tokens_reused_total").await;
+    let body = json!({
+        "model": "tiny",
+        "messages": [
+            { "role": "user", "content": "Hello there" },
+            { "role": "assistant", "content": reply },
+            { "role": "user", "content": "And then?" },
+        ],
+        "temperature": 0,
+        "max_tokens": 6,
+    });
+    let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{v}");
+    let second_prompt = v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens");
+    let reused = metric(&base, "ingot_prompt_tokens_reused_total").await - before;
+    assert!(
+        reused >= first_prompt as f64 && reused < second_prompt as f64,
+        "turn 2 reused {reused} of its {second_prompt} prompt tokens; turn 1 had {first_prompt}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_chat_is_openai_chunks_ending_with_done() {
     let base = start(options()).await;
