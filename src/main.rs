@@ -35,6 +35,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// The decode plan as a table of simulator counts; `--predict CARD` adds a predicted time.
     Plan(cmd::plan::Args),
+    /// Copy a model keeping a subset (or a permutation) of its routed experts.
+    Slice(cmd::slice::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Command::Gate(a) => cmd::gate::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Plan(a) => cmd::plan::run(a),
+        Command::Slice(a) => cmd::slice::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

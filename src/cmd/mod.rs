@@ -5,4 +5,5 @@ pub mod inspect;
 pub mod plan;
 pub mod run;
 pub mod serve;
+pub mod slice;
 pub mod synth;

@@ -29,5 +29,5 @@ pub use header::{Gguf, TensorInfo};
 pub use layout::{align_up, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NAME_BYTES};
 pub use meta::{MetaArray, MetaType, MetaValue};
 pub use parse::{parse_header, MAGIC};
-pub use rewrite::rewrite;
+pub use rewrite::{refuse_same_file, rewrite};
 pub use writer::{GgufWriter, TensorDataWriter, MAX_WRITER_ALIGNMENT};

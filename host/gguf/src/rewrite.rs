@@ -13,18 +13,26 @@ use crate::writer::GgufWriter;
 /// Refuses when `output` is the same file as `input` (same canonical path, or same device and
 /// inode through a hard link), since the atomic rename would replace the file being read.
 pub fn rewrite(input: &Path, output: &Path) -> Result<(), GgufError> {
-    if is_same_file(input, output)? {
-        return Err(GgufError::SameFile {
-            input: input.to_path_buf(),
-            output: output.to_path_buf(),
-        });
-    }
+    refuse_same_file(input, output)?;
     let src = GgufFile::open(input)?;
     let mut data = GgufWriter::from_header(src.header())?.begin(output)?;
     for t in &src.tensors {
         data.write_tensor(src.tensor_data(t))?;
     }
     data.finish()
+}
+
+/// [`GgufError::SameFile`] when writing `output` would replace `input` (same canonical path, or the same
+/// device and inode through a hard link): every tool that reads one GGUF file and writes another checks
+/// this first, since the atomic rename would replace the file being read.
+pub fn refuse_same_file(input: &Path, output: &Path) -> Result<(), GgufError> {
+    if is_same_file(input, output)? {
+        return Err(GgufError::SameFile {
+            input: input.to_path_buf(),
+            output: output.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 fn is_same_file(input: &Path, output: &Path) -> Result<bool, GgufError> {

@@ -348,18 +348,45 @@ pub struct TensorDataWriter {
 impl TensorDataWriter {
     /// Append the data of the next declared tensor; its length must equal the tensor's size.
     pub fn write_tensor(&mut self, data: &[u8]) -> Result<(), GgufError> {
-        let (name, nbytes) = self.tensors.get(self.next).ok_or(GgufError::ExtraTensor {
-            declared: self.tensors.len(),
-        })?;
-        if data.len() as u64 != *nbytes {
+        self.write_tensor_parts([data])
+    }
+
+    /// Append the data of the next declared tensor in parts (e.g. one expert's slab at a time, so a
+    /// tensor larger than memory is never held whole); the parts must add up to the tensor's size.
+    /// A part that would overrun it is refused before any of it is written.
+    pub fn write_tensor_parts<'a>(
+        &mut self,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), GgufError> {
+        let (name, nbytes) =
+            self.tensors
+                .get(self.next)
+                .cloned()
+                .ok_or(GgufError::ExtraTensor {
+                    declared: self.tensors.len(),
+                })?;
+        let mut written = 0u64;
+        for part in parts {
+            // A short last part is only known at the end; an overrun is caught before its bytes go out.
+            let after = written + part.len() as u64;
+            if after > nbytes {
+                return Err(GgufError::TensorSize {
+                    name,
+                    expected: nbytes,
+                    got: after,
+                });
+            }
+            self.write_all(part)?;
+            written = after;
+        }
+        if written != nbytes {
             return Err(GgufError::TensorSize {
-                name: name.clone(),
-                expected: *nbytes,
-                got: data.len() as u64,
+                name,
+                expected: nbytes,
+                got: written,
             });
         }
-        let pad = align_up(*nbytes, self.alignment).unwrap_or(*nbytes) - nbytes;
-        self.write_all(data)?;
+        let pad = align_up(nbytes, self.alignment).unwrap_or(nbytes) - nbytes;
         self.write_zeros(pad)?;
         self.next += 1;
         Ok(())

@@ -4,6 +4,7 @@
 //! * [`Oracle`]: the f32/f64 reference decoder that other backends are judged against.
 //! * [`CpuBackend`]: the fast decoder: weights stay quantized in the memory map, activations are quantized
 //!   like llama.cpp's CPU backend does, rows run in parallel.
+//! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
 //! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
 
 pub mod config;
@@ -16,6 +17,7 @@ pub mod oracle;
 pub mod rope;
 pub mod routing;
 pub mod sampling;
+pub mod slice;
 pub mod tensors;
 
 pub use config::{AttnLayout, GatingFunc, ModelConfig};
