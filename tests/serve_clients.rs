@@ -8,8 +8,8 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -29,44 +29,12 @@ fn rss(server: &Server) -> u64 {
     kb * 1024
 }
 
-/// `INGOT_SKIP_PYTHON_TESTS` set to anything but empty or `0`.
-fn skip_python() -> bool {
-    std::env::var("INGOT_SKIP_PYTHON_TESTS").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// Where `cargo xtask tools` installs the `openai` package (xtask's `paths::python_dir`).
-fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/python")
-}
-
 #[cfg(unix)]
 #[test]
 fn openai_python_client_streams_the_same_greedy_text() {
-    let python = std::env::var("INGOT_PYTHON").unwrap_or_else(|_| "python3".into());
-    let pythonpath = python_dir();
-    let probe = Command::new(&python)
-        .args(["-c", "import openai; print(openai.__version__)"])
-        .env("PYTHONPATH", &pythonpath)
-        .output();
-    let missing = match &probe {
-        Err(e) => Some(format!("cannot run `{python}`: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "`{python}` cannot import openai with PYTHONPATH={} (run `cargo xtask tools`): {}",
-            pythonpath.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
+    let Some(mut python) = support::python("openai") else {
+        return;
     };
-    if let Some(why) = missing {
-        if skip_python() {
-            println!(
-                "SKIPPED the openai Python client test (INGOT_SKIP_PYTHON_TESTS is set): {why}"
-            );
-            return;
-        }
-        panic!("{why}; set INGOT_SKIP_PYTHON_TESTS=1 to skip this test");
-    }
-
     let server = Server::start();
     // The expected greedy reply, from a raw request with the same messages and limits as the script's.
     let (status, body) = http(
@@ -84,11 +52,10 @@ fn openai_python_client_streams_the_same_greedy_text() {
     assert!(!expected.is_empty(), "{body}");
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/serve/tests/openai_client.py");
-    let mut child = Command::new(&python)
+    let mut child = python
         .arg(&script)
         .arg(format!("http://{}", server.addr))
         .arg(&expected)
-        .env("PYTHONPATH", &pythonpath)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -72,5 +72,6 @@ pub fn run(a: Args) -> Result<()> {
         repeat_last_n: 64,
         seed: Some(42),
         verbose: false,
+        trace_routing: None,
     })
 }

@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
-use ingot_model::{ModelConfig, Sampler, SamplerConfig};
+use ingot_model::trace::{Phase, TraceHeader, TraceRecord, TraceWriter};
+use ingot_model::{Decoder, ModelConfig, Sampler, SamplerConfig};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 
 #[derive(clap::Args, Clone)]
@@ -57,6 +58,10 @@ pub struct Args {
     /// Print the model config, backend and per-token time to stderr.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Record every MoE layer's chosen experts and weights for each token (prompt and generated) into FILE:
+    /// the routing-trace format of docs/routing-trace.md, which numpy can memory-map. CPU backend only.
+    #[arg(long, value_name = "FILE")]
+    pub trace_routing: Option<PathBuf>,
 }
 
 impl Args {
@@ -146,11 +151,38 @@ pub fn run(mut a: Args) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut stream = tok.stream_decoder();
 
+    let mut trace = match &a.trace_routing {
+        Some(path) => {
+            if dec.routing().is_none() {
+                bail!(
+                    "--trace-routing: backend {} does not report its routing; use --backend cpu",
+                    a.backend
+                );
+            }
+            let header = TraceHeader::new(file.header(), &config);
+            Some(TraceWriter::create(path, header)?)
+        }
+        None => None,
+    };
+
     let t0 = Instant::now();
-    let logits = dec.prefill(&prompt, 0)?;
+    let last = match trace.as_mut() {
+        // Token by token, as the CPU backend's prefill runs anyway, recording each token's routing.
+        Some(trace) => {
+            let mut last = Vec::new();
+            for (pos, &t) in prompt.iter().enumerate() {
+                let logits = dec.decode(t, pos)?;
+                if pos + 1 == prompt.len() {
+                    last = logits.to_vec();
+                }
+                record(trace, &*dec, Phase::Prefill, t, pos)?;
+            }
+            last
+        }
+        None => dec.prefill(&prompt, 0)?.pop().expect("prompt is not empty"),
+    };
     let prefill_s = t0.elapsed().as_secs_f64();
-    let last = logits.last().expect("prompt is not empty");
-    let mut next = sampler.sample(last, &history);
+    let mut next = sampler.sample(&last, &history);
 
     let budget = a.n_predict.min(a.ctx - prompt.len());
     let t1 = Instant::now();
@@ -169,8 +201,13 @@ pub fn run(mut a: Args) -> Result<()> {
             break;
         }
         let step = Instant::now();
-        let logits = dec.decode(next, prompt.len() + generated - 1)?;
+        let pos = prompt.len() + generated - 1;
+        let logits = dec.decode(next, pos)?;
+        let token = next;
         next = sampler.sample(logits, &history);
+        if let Some(trace) = trace.as_mut() {
+            record(trace, &*dec, Phase::Decode, token, pos)?;
+        }
         if a.verbose {
             eprintln!(
                 "[token {generated}: {:.2} ms]",
@@ -180,6 +217,10 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     out.write_all(stream.flush().as_bytes())?;
     writeln!(out)?;
+    if let (Some(trace), Some(path)) = (trace, &a.trace_routing) {
+        trace.finish()?;
+        eprintln!("routing trace: {}", path.display());
+    }
     let decode_s = t1.elapsed().as_secs_f64();
     // Tokens decoded after the prefill: the first generated token came from the prefill's logits.
     let decoded = generated.saturating_sub(1);
@@ -192,5 +233,27 @@ pub fn run(mut a: Args) -> Result<()> {
         a.backend,
         if generated == a.ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
     );
+    Ok(())
+}
+
+/// Appends the routing of the step `dec` just ran (session 0, turn 0: one `ingot run` is one turn).
+fn record(
+    trace: &mut TraceWriter,
+    dec: &dyn Decoder,
+    phase: Phase,
+    token: u32,
+    pos: usize,
+) -> Result<()> {
+    let routing = dec
+        .routing()
+        .context("the backend stopped reporting routing")?;
+    trace.record(&TraceRecord {
+        session: 0,
+        turn: 0,
+        pos: pos as u32,
+        token,
+        phase,
+        routing: routing.to_vec(),
+    })?;
     Ok(())
 }

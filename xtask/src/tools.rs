@@ -18,9 +18,11 @@ const WHEELS: [&str; 3] = [
 
 /// The `openai` Python client and every package it imports, each pinned, installed with `--no-deps`
 /// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs` runs
-/// `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`.
-const PYTHON_PACKAGES: [&str; 14] = [
+/// `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
+/// `tests/routing_trace.rs`, which memory-maps a routing trace as users do.
+const PYTHON_PACKAGES: [&str; 15] = [
     "openai==3.57.0",
+    "numpy==2.3.5",
     "annotated-types==0.8.0",
     "anyio==4.16.0",
     "h11==0.16.0",

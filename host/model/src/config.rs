@@ -393,6 +393,11 @@ impl ModelConfig {
         self.n_layer + self.n_nextn
     }
 
+    /// MoE layers among the decoding layers (NextN/MTP blocks excluded).
+    pub fn n_moe_layers(&self) -> usize {
+        self.n_layer.saturating_sub(self.n_dense_lead)
+    }
+
     /// Whether layer `il` is a MoE layer (as opposed to a dense lead layer).
     pub fn is_moe_layer(&self, il: usize) -> bool {
         il >= self.n_dense_lead

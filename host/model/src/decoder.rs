@@ -14,6 +14,13 @@ pub trait Decoder {
     /// Forgets every cached position.
     fn reset(&mut self);
 
+    /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP blocks are
+    /// not run), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
+    /// record it.
+    fn routing(&self) -> Option<&[(u32, f32)]> {
+        None
+    }
+
     /// Feeds `tokens` at `start_pos..` one by one and returns the logits of every position.
     fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>> {
         tokens

@@ -19,6 +19,7 @@ pub mod routing;
 pub mod sampling;
 pub mod slice;
 pub mod tensors;
+pub mod trace;
 
 pub use config::{AttnLayout, GatingFunc, ModelConfig};
 pub use cpu::CpuBackend;

@@ -38,6 +38,8 @@ pub struct CpuBackend<'f> {
     router: Router,
     scratch: Scratch<'f>,
     logits: Vec<f32>,
+    /// The last step's routing: per MoE decoding layer, `n_expert_used` `(expert, weight)` in routing order.
+    routing: Vec<(u32, f32)>,
 }
 
 /// Every per-token buffer, sized at load for the largest use.
@@ -124,6 +126,7 @@ impl<'f> CpuBackend<'f> {
             router: Router::new(RouterParams::from_config(&config)),
             scratch: Scratch::new(&config, max_ctx),
             logits: vec![0.0; config.vocab],
+            routing: vec![(0, 0.0); config.n_moe_layers() * config.n_expert_used],
             weights,
             max_ctx,
             filled: 0,
@@ -154,6 +157,13 @@ impl<'f> CpuBackend<'f> {
             rmsnorm(&s.x, &layer.ffn_norm, c.rms_eps, &mut s.h);
             s.act_embd.load(&s.h);
             ffn::ffn(c, &layer.ffn, &mut self.router, s)?;
+            if c.is_moe_layer(il) {
+                let k = c.n_expert_used;
+                let slot = (il - c.n_dense_lead) * k;
+                for (r, &(e, w)) in self.routing[slot..slot + k].iter_mut().zip(&s.chosen) {
+                    *r = (e as u32, w);
+                }
+            }
         }
         rmsnorm_in_place(&mut s.x, &self.weights.output_norm, c.rms_eps);
         s.act_embd.load(&s.x);
@@ -179,5 +189,9 @@ impl Decoder for CpuBackend<'_> {
 
     fn reset(&mut self) {
         CpuBackend::reset(self)
+    }
+
+    fn routing(&self) -> Option<&[(u32, f32)]> {
+        Some(&self.routing)
     }
 }
