@@ -37,6 +37,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Copy a model keeping a subset (or a permutation) of its routed experts.
     Slice(cmd::slice::Args),
+    /// Replay an expert cache over a routing trace: hit rates, PCIe bytes and predicted speed per policy.
+    Replay(cmd::replay::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Slice(a) => cmd::slice::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,6 +19,7 @@ mod error;
 pub mod gpu;
 pub mod inputs;
 pub mod predict;
+pub mod replay;
 pub mod report;
 pub mod setup;
 pub mod sim;

@@ -3,6 +3,7 @@ pub mod demo;
 pub mod gate;
 pub mod inspect;
 pub mod plan;
+pub mod replay;
 pub mod run;
 pub mod serve;
 pub mod slice;

@@ -20,6 +20,9 @@ pub struct Card {
     pub boost_clock_ghz: f64,
     /// Peak DRAM bandwidth, GB/s (10^9 bytes per second).
     pub dram_gbps: f64,
+    /// Host link bandwidth per direction, GB/s: PCIe 4.0 x16 is 16 GT/s x 16 lanes x 128/130 / 8 = 31.5,
+    /// PCIe 5.0 x16 twice that (PCI-SIG base specifications); the host interface is in each card's datasheet.
+    pub pcie_gbps: f64,
     pub l2_bytes: u64,
     /// 32-bit registers per SM.
     pub registers_per_sm: u32,
@@ -46,6 +49,7 @@ const fn card(
     sms: u32,
     boost_clock_ghz: f64,
     dram_gbps: f64,
+    pcie_gbps: f64,
     l2_mib: u64,
     source: &'static str,
 ) -> Card {
@@ -57,6 +61,7 @@ const fn card(
         schedulers_per_sm: 4,
         boost_clock_ghz,
         dram_gbps,
+        pcie_gbps,
         l2_bytes: l2_mib << 20,
         registers_per_sm: limits.0,
         max_warps_per_sm: limits.1,
@@ -76,9 +81,10 @@ pub const CARDS: [Card; 5] = [
         82,
         1.695,
         936.0,
+        31.5,
         6,
         "NVIDIA Ampere GA102 GPU Architecture whitepaper (appendix A, RTX 3090: 82 SMs, \
-         1695 MHz boost, 936 GB/s GDDR6X, 6144 KB L2)",
+         1695 MHz boost, 936 GB/s GDDR6X, 6144 KB L2; PCIe 4.0 x16)",
     ),
     card(
         "a6000",
@@ -88,9 +94,10 @@ pub const CARDS: [Card; 5] = [
         84,
         1.800,
         768.0,
+        31.5,
         6,
         "NVIDIA RTX A6000 datasheet (84 SMs / 10752 CUDA cores, 1800 MHz boost, 768 GB/s \
-         GDDR6) and the GA102 whitepaper (6144 KB L2)",
+         GDDR6, PCIe 4.0 x16) and the GA102 whitepaper (6144 KB L2)",
     ),
     card(
         "4090",
@@ -100,9 +107,10 @@ pub const CARDS: [Card; 5] = [
         128,
         2.520,
         1008.0,
+        31.5,
         72,
         "NVIDIA Ada GPU Architecture whitepaper (table 1, RTX 4090: 128 SMs, 2520 MHz boost, \
-         1008 GB/s GDDR6X, 73728 KB L2)",
+         1008 GB/s GDDR6X, 73728 KB L2; PCIe 4.0 x16)",
     ),
     card(
         "h100",
@@ -112,8 +120,9 @@ pub const CARDS: [Card; 5] = [
         132,
         1.980,
         3350.0,
+        63.0,
         50,
-        "NVIDIA H100 Tensor Core GPU datasheet (SXM: 3.35 TB/s HBM3, 67 TFLOPS FP32 = \
+        "NVIDIA H100 Tensor Core GPU datasheet (SXM: 3.35 TB/s HBM3, PCIe 5.0 x16, 67 TFLOPS FP32 = \
          132 SMs x 128 lanes x 2 x 1.98 GHz) and the Hopper architecture whitepaper (50 MB L2)",
     ),
     card(
@@ -124,8 +133,9 @@ pub const CARDS: [Card; 5] = [
         132,
         1.980,
         4800.0,
+        63.0,
         50,
-        "NVIDIA H200 Tensor Core GPU datasheet (SXM: 4.8 TB/s HBM3e, 67 TFLOPS FP32, same \
+        "NVIDIA H200 Tensor Core GPU datasheet (SXM: 4.8 TB/s HBM3e, PCIe 5.0 x16, 67 TFLOPS FP32, same \
          GH100 with 132 SMs and 50 MB L2 as the H100 SXM)",
     ),
 ];
