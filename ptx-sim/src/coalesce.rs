@@ -49,6 +49,19 @@ impl Accesses {
         self.len == 0
     }
 
+    /// The accesses for which `pred(addr)` holds, and the rest.
+    pub(crate) fn split(&self, pred: impl Fn(u64) -> bool) -> (Accesses, Accesses) {
+        let (mut yes, mut no) = (Accesses::default(), Accesses::default());
+        for (a, n) in self.iter() {
+            if pred(a) {
+                yes.push(a, n);
+            } else {
+                no.push(a, n);
+            }
+        }
+        (yes, no)
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.addr[..self.len]
             .iter()

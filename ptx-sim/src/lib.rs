@@ -223,6 +223,14 @@ impl Sim {
         self.mem.alloc(bytes).map(DevicePtr)
     }
 
+    /// Allocates `bytes` of zeroed host-mapped memory: host memory the device reads over the host link
+    /// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`). Kernels access it as global memory; its
+    /// traffic is counted in [`LaunchStats::host_bytes_read`]/[`LaunchStats::host_bytes_written`], not
+    /// in the global (DRAM) counters.
+    pub fn alloc_host_mapped(&mut self, bytes: usize) -> Result<DevicePtr, SimError> {
+        self.mem.alloc_host_mapped(bytes).map(DevicePtr)
+    }
+
     /// Frees an allocation; later accesses to it fault.
     pub fn free(&mut self, p: DevicePtr) {
         self.mem.free(p.0)

@@ -47,6 +47,26 @@ impl Request {
 
 impl Block<'_> {
     fn finish(&mut self, r: &Request, write: bool) {
+        if !r.global.is_empty() && self.ctx.mem.any_host_mapped {
+            let (host, device) = r.global.split(|a| self.ctx.mem.is_host_mapped(a));
+            if !host.is_empty() {
+                if write {
+                    self.stats.host_bytes_written += host.bytes();
+                } else {
+                    self.stats.host_bytes_read += host.bytes();
+                }
+            }
+            let r = Request {
+                global: device,
+                shared: r.shared,
+            };
+            return self.finish_counted(&r, write);
+        }
+        self.finish_counted(r, write)
+    }
+
+    /// [`Block::finish`] of a request without host-mapped accesses.
+    fn finish_counted(&mut self, r: &Request, write: bool) {
         if !r.global.is_empty() {
             let (bytes, sectors) = (r.global.bytes(), r.global.sectors());
             let s = &mut self.stats;

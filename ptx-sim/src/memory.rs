@@ -30,6 +30,9 @@ pub(crate) enum MemErr {
 pub(crate) struct Alloc {
     words: Box<[AtomicU32]>,
     len: u64,
+    /// Host memory mapped into the device's address space (`cuMemHostAlloc` with `DEVICEMAP`): kernels
+    /// access it like global memory, but its traffic crosses the host link and is counted apart.
+    host_mapped: bool,
 }
 
 impl Alloc {
@@ -82,6 +85,8 @@ impl Alloc {
 /// All global allocations of a [`crate::Sim`].
 pub(crate) struct GlobalMem {
     slots: Vec<Option<Alloc>>,
+    /// Whether any allocation was ever host-mapped: until then the counters skip the per-access split.
+    pub(crate) any_host_mapped: bool,
     /// Storage of module-scope variables by slot, with the identity of the module that owns it.
     vars: HashMap<u64, (u64, Alloc)>,
     live_bytes: u64,
@@ -93,11 +98,29 @@ impl GlobalMem {
     pub(crate) fn new(limit: u64) -> GlobalMem {
         GlobalMem {
             slots: Vec::new(),
+            any_host_mapped: false,
             vars: HashMap::new(),
             live_bytes: 0,
             limit,
             wide_atomics: Mutex::new(()),
         }
+    }
+
+    /// Allocates `bytes` zeroed bytes of host-mapped memory (see [`Alloc`]) and returns the base address.
+    pub(crate) fn alloc_host_mapped(&mut self, bytes: usize) -> Result<u64, SimError> {
+        let base = self.alloc(bytes)?;
+        let slot = (base >> SLOT_SHIFT) as usize - 1;
+        if let Some(a) = self.slots[slot].as_mut() {
+            a.host_mapped = true;
+        }
+        self.any_host_mapped = true;
+        Ok(base)
+    }
+
+    /// Whether `addr` lies in a host-mapped allocation's slot.
+    #[inline]
+    pub(crate) fn is_host_mapped(&self, addr: u64) -> bool {
+        self.region(addr).is_some_and(|a| a.host_mapped)
     }
 
     /// Allocates `bytes` zeroed bytes and returns the base address.
@@ -126,7 +149,11 @@ impl GlobalMem {
         // alloc_zeroed: the OS maps pages on first write, so untouched memory costs nothing.
         let words: Box<[AtomicU32]> = bytemuck::allocation::zeroed_slice_box(nwords);
         self.live_bytes += bytes;
-        Ok(Alloc { words, len: bytes })
+        Ok(Alloc {
+            words,
+            len: bytes,
+            host_mapped: false,
+        })
     }
 
     /// Creates the storage of `m`'s variables that does not exist yet (or belongs to another module whose

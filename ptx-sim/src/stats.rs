@@ -29,9 +29,14 @@ pub struct LaunchStats {
     /// Sum over warp instructions of the number of lanes that executed them (guard true, lane active).
     pub thread_instructions: u64,
     pub by_class: ClassCounts,
-    /// Bytes requested by active lanes from global memory (loads, and the read half of atomics).
+    /// Bytes requested by active lanes from global memory (loads, and the read half of atomics), host-mapped
+    /// allocations excluded.
     pub global_bytes_read: u64,
     pub global_bytes_written: u64,
+    /// Bytes requested from host-mapped allocations ([`crate::Sim::alloc_host_mapped`]): what crosses the
+    /// host link.
+    pub host_bytes_read: u64,
+    pub host_bytes_written: u64,
     /// Distinct 32-byte sectors touched per warp-level global request, summed (a perfectly coalesced 4-byte
     /// load by 32 lanes touches 4 sectors).
     pub sectors_read: u64,
@@ -71,6 +76,8 @@ impl AddAssign for LaunchStats {
         self.by_class += o.by_class;
         self.global_bytes_read += o.global_bytes_read;
         self.global_bytes_written += o.global_bytes_written;
+        self.host_bytes_read += o.host_bytes_read;
+        self.host_bytes_written += o.host_bytes_written;
         self.sectors_read += o.sectors_read;
         self.sectors_written += o.sectors_written;
         self.global_requests += o.global_requests;
