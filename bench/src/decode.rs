@@ -1,7 +1,8 @@
-//! The end-to-end decode bench behind `ingot bench`: tokens/s at given cache depths, reported as
-//! a table shaped like llama-bench's or as JSON.
+//! The end-to-end bench behind `ingot bench`: prompt processing (`ppP`: a `P`-token prompt fed at once
+//! through [`Decoder::prefill_last`]) and generation (`tgN`: `N` tokens decoded one by one) at given
+//! cache depths, reported as a table shaped like llama-bench's or as JSON.
 //!
-//! Depth `d` means `d` tokens are already in the cache when the `n` timed tokens are decoded.
+//! Depth `d` means `d` tokens are already in the cache when the timed tokens are fed.
 //! The cache is filled by decoding a fixed token sequence (no backend offers a cheaper fill);
 //! the timed tokens continue that sequence, so every repetition does the same work: it rewinds
 //! to position `d` and decodes the same `n` tokens. No sampling happens in the timed loop
@@ -24,22 +25,30 @@ pub fn token_at(pos: usize, vocab: usize) -> u32 {
     ((SEQ_START + pos as u64 * SEQ_STRIDE) % vocab.max(1) as u64) as u32
 }
 
-/// Decode throughput of one depth.
+/// Throughput of one test at one depth.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DepthResult {
     pub depth: usize,
+    /// Prompt tokens fed at once (a `pp` test), 0 for a `tg` test.
+    pub n_prompt: usize,
+    /// Tokens generated one by one (a `tg` test), 0 for a `pp` test.
     pub n_gen: usize,
     /// Tokens per second of each repetition.
     pub samples: Vec<f64>,
 }
 
 impl DepthResult {
-    /// llama-bench's test name: `tg64`, or `tg64 @ d1024` with a filled cache.
+    /// llama-bench's test name: `pp512` or `tg64`, with ` @ d1024` over a filled cache.
     pub fn test(&self) -> String {
-        if self.depth == 0 {
-            format!("tg{}", self.n_gen)
+        let t = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
         } else {
-            format!("tg{} @ d{}", self.n_gen, self.depth)
+            format!("tg{}", self.n_gen)
+        };
+        if self.depth == 0 {
+            t
+        } else {
+            format!("{t} @ d{}", self.depth)
         }
     }
 
@@ -81,7 +90,9 @@ pub struct Meta {
 pub struct DecodeBench {
     /// Cache depths, in the order they are measured.
     pub depths: Vec<usize>,
-    /// Timed tokens per repetition.
+    /// Prompt lengths of the `pp` tests at each depth (none: no `pp` test).
+    pub n_prompt: Vec<usize>,
+    /// Tokens per repetition of the `tg` test at each depth (0: no `tg` test).
     pub n_gen: usize,
     pub reps: usize,
 }
@@ -97,9 +108,51 @@ impl DecodeBench {
         let mut filled = 0usize;
         let mut results = Vec::with_capacity(self.depths.len());
         for &depth in &self.depths {
-            results.push(self.depth(dec, &mut filled, depth, &mut log)?);
+            for &p in self.n_prompt.iter().filter(|&&p| p > 0) {
+                results.push(self.prompt(dec, &mut filled, depth, p, &mut log)?);
+            }
+            if self.n_gen > 0 {
+                results.push(self.depth(dec, &mut filled, depth, &mut log)?);
+            }
         }
         Ok(results)
+    }
+
+    /// `pp{n_prompt}` at `depth`: each repetition feeds the same prompt at `depth..` at once (rewinding
+    /// to `depth` first), after one untimed repetition.
+    fn prompt(
+        &self,
+        dec: &mut dyn Decoder,
+        filled: &mut usize,
+        depth: usize,
+        n_prompt: usize,
+        log: &mut impl FnMut(&str),
+    ) -> Result<DepthResult, ingot_model::ModelError> {
+        let vocab = dec.config().vocab;
+        fill(dec, filled, depth, log)?;
+        let prompt: Vec<u32> = (depth..depth + n_prompt)
+            .map(|pos| token_at(pos, vocab))
+            .collect();
+        dec.prefill_last(&prompt, depth)?;
+        let mut samples = Vec::with_capacity(self.reps);
+        for rep in 0..self.reps {
+            let start = Instant::now();
+            dec.prefill_last(&prompt, depth)?;
+            let tps = n_prompt as f64 / start.elapsed().as_secs_f64();
+            log(&format!(
+                "pp{n_prompt} d{depth} rep {}/{}: {tps:.2} t/s",
+                rep + 1,
+                self.reps
+            ));
+            samples.push(tps);
+        }
+        *filled = depth + n_prompt;
+        Ok(DepthResult {
+            depth,
+            n_prompt,
+            n_gen: 0,
+            samples,
+        })
     }
 
     fn depth(
@@ -130,6 +183,7 @@ impl DecodeBench {
         *filled = depth + self.n_gen;
         Ok(DepthResult {
             depth,
+            n_prompt: 0,
             n_gen: self.n_gen,
             samples,
         })
@@ -211,6 +265,7 @@ pub fn table(m: &Meta, results: &[DepthResult]) -> String {
 #[derive(Serialize)]
 struct JsonRow<'a> {
     test: String,
+    n_prompt: usize,
     n_gen: usize,
     n_depth: usize,
     avg_ts: f64,
@@ -233,6 +288,7 @@ pub fn json(m: &Meta, results: &[DepthResult]) -> String {
             .iter()
             .map(|r| JsonRow {
                 test: r.test(),
+                n_prompt: r.n_prompt,
                 n_gen: r.n_gen,
                 n_depth: r.depth,
                 avg_ts: r.mean(),
@@ -260,13 +316,16 @@ mod tests {
 
     #[test]
     fn test_names_follow_llama_bench() {
-        let r = |depth| DepthResult {
+        let r = |depth, n_prompt, n_gen| DepthResult {
             depth,
-            n_gen: 64,
+            n_prompt,
+            n_gen,
             samples: vec![1.0],
         };
-        assert_eq!(r(0).test(), "tg64");
-        assert_eq!(r(1024).test(), "tg64 @ d1024");
+        assert_eq!(r(0, 0, 64).test(), "tg64");
+        assert_eq!(r(1024, 0, 64).test(), "tg64 @ d1024");
+        assert_eq!(r(0, 512, 0).test(), "pp512");
+        assert_eq!(r(4096, 64, 0).test(), "pp64 @ d4096");
     }
 
     #[test]
@@ -293,6 +352,7 @@ mod tests {
     fn table_rows_show_mean_and_sd() {
         let results = [DepthResult {
             depth: 256,
+            n_prompt: 0,
             n_gen: 16,
             samples: vec![10.0, 12.0],
         }];
@@ -318,6 +378,7 @@ mod tests {
     fn json_parses_back_with_every_field() {
         let results = [DepthResult {
             depth: 1024,
+            n_prompt: 0,
             n_gen: 4,
             samples: vec![1.5, f64::INFINITY],
         }];

@@ -1,5 +1,5 @@
-//! `ingot bench`: decode throughput at given cache depths, as a table shaped like llama-bench's
-//! (or one JSON object). The measuring lives in `ingot_bench::decode`; this file reads the flags.
+//! `ingot bench`: prompt processing (`pp`) and decode (`tg`) throughput at given cache depths, as a
+//! table shaped like llama-bench's (or one JSON object). The measuring lives in `ingot_bench::decode`; this file reads the flags.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -19,7 +19,15 @@ pub struct Args {
     /// Cache depths, comma-separated: tokens already in the cache before the timed tokens.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     depths: Vec<usize>,
-    /// Tokens decoded (and timed) per repetition.
+    /// Prompt lengths, comma-separated: a `ppP` test feeds P tokens at once per repetition (0: none).
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    n_prompt: Vec<usize>,
+    /// Tokens decoded one by one (and timed) per repetition of the `tg` test (0: no `tg` test).
     #[arg(short = 'n', long = "n-gen", default_value_t = 64)]
     n_gen: usize,
     /// Repetitions per depth; the table shows their mean and standard deviation.
@@ -47,9 +55,16 @@ fn witness(backend: BackendKind) -> String {
 fn check_args(a: &Args) -> Result<()> {
     ensure!(!a.depths.is_empty(), "--depths is empty");
     ensure!(
-        (1..=MAX_COUNT).contains(&a.n_gen),
-        "-n {} is out of range 1..={MAX_COUNT}",
+        a.n_gen <= MAX_COUNT,
+        "-n {} is out of range 0..={MAX_COUNT}",
         a.n_gen
+    );
+    if let Some(p) = a.n_prompt.iter().find(|&&p| p > MAX_COUNT) {
+        anyhow::bail!("-p {p} is out of range 0..={MAX_COUNT}");
+    }
+    ensure!(
+        a.n_gen > 0 || a.n_prompt.iter().any(|&p| p > 0),
+        "-p 0 and -n 0: nothing to measure"
     );
     ensure!(
         (1..=MAX_COUNT).contains(&a.reps),
@@ -69,13 +84,14 @@ pub fn run(a: Args) -> Result<()> {
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
+    let timed = a.n_prompt.iter().copied().fold(a.n_gen, usize::max);
     let ctx = max_depth
-        .checked_add(a.n_gen)
+        .checked_add(timed)
         .filter(|&c| c <= config.n_ctx_train)
         .with_context(|| {
             format!(
-                "depth {max_depth} + {} tokens exceeds the model's training context {}",
-                a.n_gen, config.n_ctx_train
+                "depth {max_depth} + {timed} tokens exceeds the model's training context {}",
+                config.n_ctx_train
             )
         })?;
     let meta = Meta {
@@ -102,15 +118,17 @@ pub fn run(a: Args) -> Result<()> {
     let mut engine = ingot_engine::open(&file, backend, ctx, true)?;
     eprintln!("bench: {}", engine.description);
     eprintln!(
-        "bench: loaded {} in {:.1} s; depths {:?}, {} tokens x {} reps each",
+        "bench: loaded {} in {:.1} s; depths {:?}, prompts {:?}, {} generated tokens, {} reps each",
         meta.model,
         load.elapsed().as_secs_f64(),
         a.depths,
+        a.n_prompt,
         a.n_gen,
         a.reps
     );
     let bench = DecodeBench {
         depths: a.depths.clone(),
+        n_prompt: a.n_prompt.clone(),
         n_gen: a.n_gen,
         reps: a.reps,
     };

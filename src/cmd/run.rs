@@ -167,7 +167,7 @@ pub fn run(mut a: Args) -> Result<()> {
 
     let t0 = Instant::now();
     let last = match trace.as_mut() {
-        // Token by token, as the CPU backend's prefill runs anyway, recording each token's routing.
+        // Token by token (the chunked prefill does not record routing), recording each token's routing.
         Some(trace) => {
             let mut last = Vec::new();
             for (pos, &t) in prompt.iter().enumerate() {
@@ -179,7 +179,7 @@ pub fn run(mut a: Args) -> Result<()> {
             }
             last
         }
-        None => dec.prefill(&prompt, 0)?.pop().expect("prompt is not empty"),
+        None => dec.prefill_last(&prompt, 0)?,
     };
     let prefill_s = t0.elapsed().as_secs_f64();
     let mut next = sampler.sample(&last, &history);

@@ -14,6 +14,18 @@ pub trait Decoder {
     /// Forgets every cached position.
     fn reset(&mut self);
 
+    /// Feeds `tokens` at `start_pos..` and returns the last position's logits (what generation needs). A
+    /// backend with a batched prefill overrides this; the default feeds the tokens one by one.
+    fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        let Some((&last, rest)) = tokens.split_last() else {
+            return Err(ModelError::EmptyPrompt);
+        };
+        for (i, &t) in rest.iter().enumerate() {
+            self.decode(t, start_pos + i)?;
+        }
+        Ok(self.decode(last, start_pos + rest.len())?.to_vec())
+    }
+
     /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP blocks are
     /// not run), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
     /// record it.

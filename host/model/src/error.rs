@@ -39,6 +39,8 @@ pub enum ModelError {
     PositionGap { pos: usize, filled: usize },
     #[error("invalid context size {max_ctx}: {reason}")]
     ContextSize { max_ctx: usize, reason: String },
+    #[error("the prompt is empty: there are no logits to return")]
+    EmptyPrompt,
     #[error("dequantizing or multiplying tensor {name} failed: {reason}")]
     Quant { name: String, reason: String },
 }

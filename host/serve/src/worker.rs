@@ -194,7 +194,7 @@ fn generate(
         .count();
     let reused = common.min(prompt.len() - 1);
     cached.truncate(reused);
-    let logits = dec.prefill(&prompt[reused..], reused)?;
+    let last = dec.prefill_last(&prompt[reused..], reused)?;
     cached.extend_from_slice(&prompt[reused..]);
     metrics.add_prompt(prompt.len(), reused);
 
@@ -202,9 +202,7 @@ fn generate(
     let mut history = prompt.clone();
     let mut stream = tok.stream_decoder();
     let mut scan = StopScan::new(job.generation.stops.clone());
-    let last = logits.last().expect("the prompt is not empty");
-    let mut next = sampler.sample(last, &history);
-    drop(logits);
+    let mut next = sampler.sample(&last, &history);
 
     let room = ctx - prompt.len();
     let budget = job.generation.max_tokens.map_or(room, |m| m.min(room));

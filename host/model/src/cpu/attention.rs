@@ -35,6 +35,13 @@ impl HeadScratch {
     }
 }
 
+impl HeadScratch {
+    /// The head's output after [`head`]: `d_v` values.
+    pub fn output(&self) -> &[f32] {
+        &self.out
+    }
+}
+
 /// Width of the first projection's output: the query (or its low-rank latent) followed by `[c | k_pe]`.
 pub(super) fn proj_width(c: &ModelConfig) -> usize {
     c.q_lora.unwrap_or(c.n_head * c.d_qk()) + c.cache_row()
@@ -49,7 +56,7 @@ pub(super) fn attention(
     pos: usize,
     s: &mut Scratch<'_>,
 ) -> Result<()> {
-    let (lora, nope, row) = (c.kv_lora, c.d_nope, c.cache_row());
+    let row = c.cache_row();
     rmsnorm(&s.x, &layer.attn_norm, c.rms_eps, &mut s.h);
     s.act_embd.load(&s.h);
     // The query (or its latent) and the kv latent read the same input: one batch.
@@ -81,67 +88,102 @@ pub(super) fn attention(
             batch::matvec(b, &mut s.act_q_lora, &mut s.q)?;
         }
     }
-    rmsnorm_in_place(&mut kv[..lora], &layer.kv_a_norm, c.rms_eps);
-    apply_rope(&mut kv[lora..], &s.cos_sin);
-    cache[pos * row..(pos + 1) * row].copy_from_slice(kv);
-    for q_head in s.q.chunks_exact_mut(c.d_qk()) {
-        apply_rope(&mut q_head[nope..], &s.cos_sin);
-    }
+    store_latent(c, layer, kv, &s.cos_sin, cache, pos);
+    rope_query(c, &mut s.q, &s.cos_sin);
 
     let cache: &[f32] = cache;
     let q = &s.q;
-    let kq_scale = c.kq_scale_at(pos);
     s.heads
         .par_iter_mut()
         .enumerate()
-        .try_for_each(|(hd, hs)| -> Result<()> {
+        .try_for_each(|(hd, hs)| {
             let q_head = &q[hd * c.d_qk()..(hd + 1) * c.d_qk()];
-            let (q_nope, q_pe) = q_head.split_at(nope);
-            match &layer.k_up {
-                KeyUp::PerHead(k_b) => {
-                    hs.q_nope.load(q_nope);
-                    k_b[hd].matvec_serial(&mut hs.q_nope, &mut hs.q_abs)?;
-                }
-                KeyUp::Legacy(kv_b) => {
-                    // q_abs = Σ_d q_nope[d] · kv_b[h·(d_nope+d_v) + d]: the transposed product, row by row.
-                    hs.q_abs.fill(0.0);
-                    let first = hd * (nope + c.d_v);
-                    for (d, &qd) in q_nope.iter().enumerate() {
-                        kv_b.dequantize_row(first + d, &mut hs.kv_b_row)?;
-                        hs.q_abs
-                            .iter_mut()
-                            .zip(&hs.kv_b_row)
-                            .for_each(|(a, w)| *a += qd * w);
-                    }
-                }
-            }
-            let scores = &mut hs.scores[..=pos];
-            let mut max = f32::NEG_INFINITY;
-            for (t, sc) in scores.iter_mut().enumerate() {
-                let k = &cache[t * row..(t + 1) * row];
-                *sc = kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
-                max = max.max(*sc);
-            }
-            let mut sum = 0.0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - max).exp();
-                sum += *sc;
-            }
-            let o_lat = hs.o_lat.f32_mut();
-            o_lat.fill(0.0);
-            for (t, &p) in scores.iter().enumerate() {
-                let weight = p / sum;
-                o_lat
-                    .iter_mut()
-                    .zip(&cache[t * row..t * row + lora])
-                    .for_each(|(o, v)| *o += weight * v);
-            }
-            hs.o_lat.mark_loaded();
-            layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
+            head(c, layer, cache, pos, hd, q_head, hs)
         })?;
     for (hd, hs) in s.heads.iter().enumerate() {
         s.heads_out[hd * c.d_v..(hd + 1) * c.d_v].copy_from_slice(&hs.out);
     }
     s.act_heads.load(&s.heads_out);
     batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
+}
+
+/// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in place,
+/// and stores it as cache row `pos`.
+pub(super) fn store_latent(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    kv: &mut [f32],
+    cos_sin: &[(f32, f32)],
+    cache: &mut [f32],
+    pos: usize,
+) {
+    let (lora, row) = (c.kv_lora, c.cache_row());
+    rmsnorm_in_place(&mut kv[..lora], &layer.kv_a_norm, c.rms_eps);
+    apply_rope(&mut kv[lora..], cos_sin);
+    cache[pos * row..(pos + 1) * row].copy_from_slice(kv);
+}
+
+/// Ropes the `q_pe` part of every head of `q`.
+pub(super) fn rope_query(c: &ModelConfig, q: &mut [f32], cos_sin: &[(f32, f32)]) {
+    for q_head in q.chunks_exact_mut(c.d_qk()) {
+        apply_rope(&mut q_head[c.d_nope..], cos_sin);
+    }
+}
+
+/// Head `hd`'s attention for the query `q_head` (`[q_nope | q_pe]`, roped) at `pos`, over cache rows
+/// `0..=pos`; leaves the head's output (`W_UV·o_lat`) in `hs.out`. Shared by the stepwise and the chunked
+/// paths, so both compute the same values in the same order.
+pub(super) fn head(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &[f32],
+    pos: usize,
+    hd: usize,
+    q_head: &[f32],
+    hs: &mut HeadScratch,
+) -> Result<()> {
+    let (lora, nope, row) = (c.kv_lora, c.d_nope, c.cache_row());
+    let (q_nope, q_pe) = q_head.split_at(nope);
+    match &layer.k_up {
+        KeyUp::PerHead(k_b) => {
+            hs.q_nope.load(q_nope);
+            k_b[hd].matvec_serial(&mut hs.q_nope, &mut hs.q_abs)?;
+        }
+        KeyUp::Legacy(kv_b) => {
+            // q_abs = Σ_d q_nope[d] · kv_b[h·(d_nope+d_v) + d]: the transposed product, row by row.
+            hs.q_abs.fill(0.0);
+            let first = hd * (nope + c.d_v);
+            for (d, &qd) in q_nope.iter().enumerate() {
+                kv_b.dequantize_row(first + d, &mut hs.kv_b_row)?;
+                hs.q_abs
+                    .iter_mut()
+                    .zip(&hs.kv_b_row)
+                    .for_each(|(a, w)| *a += qd * w);
+            }
+        }
+    }
+    let kq_scale = c.kq_scale_at(pos);
+    let scores = &mut hs.scores[..=pos];
+    let mut max = f32::NEG_INFINITY;
+    for (t, sc) in scores.iter_mut().enumerate() {
+        let k = &cache[t * row..(t + 1) * row];
+        *sc = kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
+        max = max.max(*sc);
+    }
+    let mut sum = 0.0f32;
+    for sc in scores.iter_mut() {
+        *sc = (*sc - max).exp();
+        sum += *sc;
+    }
+    let o_lat = hs.o_lat.f32_mut();
+    o_lat.fill(0.0);
+    for (t, &p) in scores.iter().enumerate() {
+        let weight = p / sum;
+        o_lat
+            .iter_mut()
+            .zip(&cache[t * row..t * row + lora])
+            .for_each(|(o, v)| *o += weight * v);
+    }
+    hs.o_lat.mark_loaded();
+    layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
 }

@@ -87,3 +87,59 @@ fn run_rows(
     }
     Ok(())
 }
+
+/// `out[i·rows + r] = m[r]·xs[tokens[i]]`: one matrix against several inputs (the tokens of a prefill chunk),
+/// token-major. Each work item takes [`CHUNK_ROWS`] rows and runs them against every input while those
+/// rows are in cache, so the matrix is read from memory once per call instead of once per token. Each value
+/// is the same dot product [`run`] computes for one input, bit for bit.
+pub(super) fn matmul(
+    m: &QMatrix<'_>,
+    xs: &mut [Activation],
+    tokens: &[usize],
+    out: &mut [f32],
+) -> Result<()> {
+    let (rows, n) = (m.rows(), tokens.len());
+    if n == 0 {
+        return Ok(());
+    }
+    for &t in tokens {
+        let x = xs.get_mut(t).ok_or_else(|| ModelError::Quant {
+            name: m.name().to_owned(),
+            reason: format!("input {t} of {}", tokens.len()),
+        })?;
+        x.prepare(m)?;
+    }
+    let available = out.len();
+    let out = out.get_mut(..rows * n).ok_or_else(|| ModelError::Quant {
+        name: m.name().to_owned(),
+        reason: format!("{n} inputs x {rows} rows into {available} outputs"),
+    })?;
+    let xs = &*xs;
+    let part = |ci: usize| -> Result<Vec<f32>> {
+        let first = ci * CHUNK_ROWS;
+        let nr = CHUNK_ROWS.min(rows - first);
+        let mut buf = vec![0.0; nr * n];
+        for (o, &t) in buf.chunks_exact_mut(nr).zip(tokens) {
+            m.dot_rows(first, &xs[t], o)?;
+        }
+        Ok(buf)
+    };
+    let chunks = rows.div_ceil(CHUNK_ROWS);
+    let parts: Vec<Vec<f32>> =
+        if rows * m.cols() * n < PARALLEL_MIN_WORK || rayon::current_num_threads() == 1 {
+            (0..chunks).map(part).collect::<Result<_>>()?
+        } else {
+            (0..chunks)
+                .into_par_iter()
+                .map(part)
+                .collect::<Result<_>>()?
+        };
+    for (ci, buf) in parts.iter().enumerate() {
+        let first = ci * CHUNK_ROWS;
+        let nr = buf.len() / n;
+        for (i, src) in buf.chunks_exact(nr).enumerate() {
+            out[i * rows + first..i * rows + first + nr].copy_from_slice(src);
+        }
+    }
+    Ok(())
+}

@@ -10,12 +10,14 @@ mod attention;
 mod batch;
 mod ffn;
 mod matmul;
+mod prefill;
 #[cfg(test)]
 mod tests;
 mod weights;
 
 use ingot_gguf::GgufFile;
 pub use ingot_quant::cpu_dot::Isa;
+pub use prefill::DEFAULT_UBATCH;
 
 use crate::config::ModelConfig;
 use crate::decoder::{cache_len, check_step, Decoder};
@@ -189,6 +191,10 @@ impl Decoder for CpuBackend<'_> {
 
     fn reset(&mut self) {
         CpuBackend::reset(self)
+    }
+
+    fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        self.prefill_chunked(tokens, start_pos, prefill::DEFAULT_UBATCH)
     }
 
     fn routing(&self) -> Option<&[(u32, f32)]> {

@@ -151,3 +151,78 @@ fn an_unavailable_isa_is_refused() {
     }
     assert!(CpuBackend::load_with_isa(&file, 4, Isa::Scalar).is_ok());
 }
+
+/// The chunked prefill leaves the cache and the last logits exactly as feeding the tokens one by one: on
+/// both attention layouts, the low-rank query and sigmoid/group routing of tiny-v3, for chunk sizes that
+/// split the prompt unevenly, after a rewind, and continuing after earlier positions.
+#[test]
+fn chunked_prefill_equals_stepwise_bit_for_bit() {
+    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (Preset::Tiny, Layout::Mla, QuantMix::Q4KM),
+        (Preset::Tiny, Layout::Legacy, QuantMix::Q3KM),
+        (Preset::TinyV3, Layout::Mla, QuantMix::Q4KM),
+        (Preset::TinyGlm, Layout::Mla, QuantMix::Q8_0),
+    ];
+    let prompt: Vec<u32> = (0..23).map(|i| (i * 37 + 11) % 300).collect();
+    for (preset, layout, mix) in cases {
+        let opts = SynthOptions {
+            preset,
+            layout,
+            mix,
+            seed: 9,
+        };
+        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
+        synthesize(&opts, &path, false).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        let mut step = CpuBackend::load(&file, 64).unwrap();
+        // Two positions decoded first, so the chunks continue a cache (start_pos = 2).
+        let mut want = Vec::new();
+        for (pos, &t) in [5u32, 6].iter().chain(&prompt).enumerate() {
+            want = step.decode(t, pos).unwrap().to_vec();
+        }
+        for ubatch in [1, 4, 7, 23, 512] {
+            let mut chunked = CpuBackend::load(&file, 64).unwrap();
+            // A rewind first: positions 0..5 are written, then 2.. is prefilled again over them.
+            chunked.decode(5, 0).unwrap();
+            chunked.decode(6, 1).unwrap();
+            chunked.prefill_chunked(&[1, 2, 3], 2, ubatch).unwrap();
+            let got = chunked.prefill_chunked(&prompt, 2, ubatch).unwrap();
+            let case = format!("{preset:?} {layout:?} {mix:?} ubatch {ubatch}");
+            assert!(bits(&got) == bits(&want), "{case}: last logits differ");
+            let filled = 2 + prompt.len();
+            let row = step.config.cache_row();
+            for (il, (a, b)) in chunked.cache.iter().zip(&step.cache).enumerate() {
+                let same = bits(&a[..filled * row]) == bits(&b[..filled * row]);
+                assert!(same, "{case}: cache of layer {il} differs");
+            }
+            assert_eq!(chunked.filled, filled);
+        }
+    }
+}
+
+#[test]
+fn chunked_prefill_refuses_what_decode_refuses_and_changes_nothing() {
+    let file = open_tiny();
+    let mut dec = CpuBackend::load(&file, 8).unwrap();
+    dec.decode(1, 0).unwrap();
+    let before = dec.cache.clone();
+    for (tokens, start, want) in [
+        (vec![1u32, 2], 2usize, "skips positions"),
+        (vec![1; 8], 1, "outside the context"),
+        (vec![1, 999_999], 1, "outside the vocabulary"),
+        (vec![], 1, "prompt is empty"),
+    ] {
+        let err = dec
+            .prefill_chunked(&tokens, start, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{tokens:?} at {start}: {err}");
+        assert!(
+            dec.cache == before,
+            "{tokens:?} at {start}: the cache changed"
+        );
+        assert_eq!(dec.filled, 1);
+    }
+}

@@ -1,0 +1,293 @@
+//! Chunked prefill of the CPU backend: the prompt runs through each layer as a chunk of tokens, so every
+//! weight matrix is read once per chunk instead of once per token ([`batch::matmul`]), and routed experts
+//! run once per chunk on the tokens that chose them.
+//!
+//! Invariant: the results are the stepwise path's bit for bit: every value is the same dot product, norm,
+//! rope and attention ([`attention::head`]) on the same inputs, and each token's expert outputs are summed
+//! in its routing order, then the shared experts, as [`super::ffn`] does. Only the order in which tokens
+//! are processed differs, and tokens interact only through the cache, whose rows are all written before
+//! any token of the chunk attends. So a chunked prefill leaves the same cache and the same last logits as
+//! feeding the tokens one by one (`tests.rs` checks both exactly).
+
+use rayon::prelude::*;
+
+use super::attention::{self, HeadScratch};
+use super::batch;
+use super::ffn::add;
+use super::matmul::Activation;
+use super::weights::{DenseFfn, Ffn, Layer, MoeFfn, QueryProj};
+use super::CpuBackend;
+use crate::config::ModelConfig;
+use crate::decoder::check_step;
+use crate::error::Result;
+use crate::math::{rmsnorm, rmsnorm_in_place, swiglu_in_place};
+
+/// Most tokens per chunk (llama.cpp's default `-ub`): bounds the chunk's buffers (about 60 KiB per token at
+/// V2-Lite's dimensions) while amortizing each weight read over many tokens.
+pub const DEFAULT_UBATCH: usize = 512;
+
+/// The activations of one chunk, token-major.
+struct Chunk {
+    n: usize,
+    /// Residual stream, `n × n_embd`.
+    x: Vec<f32>,
+    /// Normed residual, `n × n_embd`, and its activations (one per token).
+    h: Vec<f32>,
+    act: Vec<Activation>,
+    cos_sin: Vec<Vec<(f32, f32)>>,
+}
+
+impl<'f> CpuBackend<'f> {
+    /// Feeds `tokens` at `start_pos..` in chunks of up to `ubatch` tokens and returns the last position's
+    /// logits; the cache ends as after feeding them one by one with [`CpuBackend::decode`].
+    pub fn prefill_chunked(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        ubatch: usize,
+    ) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(crate::error::ModelError::EmptyPrompt);
+        }
+        for (i, &t) in tokens.iter().enumerate() {
+            // Every position is checked before the cache is touched: a refused prompt changes nothing.
+            // Token `i > 0` follows token `i − 1`.
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.max_ctx, filled, t, start_pos + i)?;
+        }
+        let ubatch = ubatch.max(1);
+        let mut logits = Vec::new();
+        for (i, chunk) in tokens.chunks(ubatch).enumerate() {
+            let pos = start_pos + i * ubatch;
+            let last = (i + 1) * ubatch >= tokens.len();
+            self.chunk(chunk, pos, last.then_some(&mut logits))?;
+        }
+        Ok(logits)
+    }
+
+    /// One chunk at `start..start + tokens.len()`; with `logits`, the last token's logits go there.
+    fn chunk(&mut self, tokens: &[u32], start: usize, logits: Option<&mut Vec<f32>>) -> Result<()> {
+        let c = &self.config;
+        let n = tokens.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let d = c.n_embd;
+        let mut ch = Chunk {
+            n,
+            x: vec![0.0; n * d],
+            h: vec![0.0; n * d],
+            act: (0..n).map(|_| Activation::new(d)).collect(),
+            cos_sin: (0..n)
+                .map(|i| {
+                    let mut cs = vec![(0.0, 0.0); c.d_rope / 2];
+                    c.rope.fill_cos_sin(start + i, &mut cs);
+                    cs
+                })
+                .collect(),
+        };
+        for (x, &t) in ch.x.chunks_exact_mut(d).zip(tokens) {
+            self.weights.token_embd.dequantize_row(t as usize, x)?;
+        }
+        for (il, layer) in self.weights.layers.iter().enumerate() {
+            attention_chunk(c, layer, &mut self.cache[il], start, self.max_ctx, &mut ch)?;
+            normed(&mut ch, &layer.ffn_norm, c.rms_eps);
+            match &layer.ffn {
+                Ffn::Dense(f) => dense_chunk(c, f, &mut ch)?,
+                Ffn::Moe(m) => moe_chunk(c, m, &mut self.router, &mut ch)?,
+            }
+        }
+        self.filled = start + n;
+        if let Some(logits) = logits {
+            let x = &mut ch.x[(n - 1) * d..];
+            rmsnorm_in_place(x, &self.weights.output_norm, c.rms_eps);
+            let mut act = Activation::new(d);
+            act.load(x);
+            logits.resize(c.vocab, 0.0);
+            batch::matvec(&self.weights.output, &mut act, logits)?;
+        }
+        Ok(())
+    }
+}
+
+/// `h[t] = rmsnorm(x[t])`, loaded into each token's activation.
+fn normed(ch: &mut Chunk, gain: &[f32], eps: f32) {
+    let d = gain.len();
+    for ((x, h), act) in
+        ch.x.chunks_exact(d)
+            .zip(ch.h.chunks_exact_mut(d))
+            .zip(&mut ch.act)
+    {
+        rmsnorm(x, gain, eps, h);
+        act.load(h);
+    }
+}
+
+fn attention_chunk(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &mut [f32],
+    start: usize,
+    max_ctx: usize,
+    ch: &mut Chunk,
+) -> Result<()> {
+    let n = ch.n;
+    let all: Vec<usize> = (0..n).collect();
+    normed(ch, &layer.attn_norm, c.rms_eps);
+    let first = match &layer.q {
+        QueryProj::Direct(w) => w,
+        QueryProj::LowRank { a, .. } => a,
+    };
+    let (q_width, row) = (first.rows(), c.cache_row());
+    let mut q_part = vec![0.0; n * q_width];
+    let mut kv = vec![0.0; n * row];
+    batch::matmul(first, &mut ch.act, &all, &mut q_part)?;
+    batch::matmul(&layer.kv_a, &mut ch.act, &all, &mut kv)?;
+    let q_len = c.n_head * c.d_qk();
+    let q = match &layer.q {
+        QueryProj::Direct(_) => q_part,
+        QueryProj::LowRank { a_norm, b, .. } => {
+            let mut acts: Vec<Activation> = q_part
+                .chunks_exact_mut(q_width)
+                .map(|qp| {
+                    rmsnorm_in_place(qp, a_norm, c.rms_eps);
+                    let mut a = Activation::new(q_width);
+                    a.load(qp);
+                    a
+                })
+                .collect();
+            let mut q = vec![0.0; n * q_len];
+            batch::matmul(b, &mut acts, &all, &mut q)?;
+            q
+        }
+    };
+    let mut q = q;
+    for (i, (kv, qt)) in kv
+        .chunks_exact_mut(row)
+        .zip(q.chunks_exact_mut(q_len))
+        .enumerate()
+    {
+        attention::store_latent(c, layer, kv, &ch.cos_sin[i], cache, start + i);
+        attention::rope_query(c, qt, &ch.cos_sin[i]);
+    }
+
+    // Every (token, head) pair attends to the cache rows up to its own position: rows of later tokens of
+    // the chunk are written but never read by it, as in the stepwise path where they do not exist yet.
+    let cache: &[f32] = cache;
+    let (heads, dv) = (c.n_head, c.d_v);
+    let mut heads_out = vec![0.0; n * heads * dv];
+    heads_out.par_chunks_mut(dv).enumerate().try_for_each_init(
+        || HeadScratch::new(c, max_ctx),
+        |hs, (j, out)| -> Result<()> {
+            let (i, hd) = (j / heads, j % heads);
+            let q_head = &q[i * q_len + hd * c.d_qk()..i * q_len + (hd + 1) * c.d_qk()];
+            attention::head(c, layer, cache, start + i, hd, q_head, hs)?;
+            out.copy_from_slice(hs.output());
+            Ok(())
+        },
+    )?;
+    let mut acts: Vec<Activation> = heads_out
+        .chunks_exact(heads * dv)
+        .map(|o| {
+            let mut a = Activation::new(heads * dv);
+            a.load(o);
+            a
+        })
+        .collect();
+    let mut delta = vec![0.0; n * c.n_embd];
+    batch::matmul(&layer.out, &mut acts, &all, &mut delta)?;
+    add(&mut ch.x, &delta);
+    Ok(())
+}
+
+/// SwiGLU FFN `f` on the chunk's tokens `tokens` (normed activations in `act`); returns the down outputs,
+/// token-major in the order of `tokens`.
+fn swiglu_chunk(f: &DenseFfn<'_>, act: &mut [Activation], tokens: &[usize]) -> Result<Vec<f32>> {
+    let (ff, d, n) = (f.gate.rows(), f.down.rows(), tokens.len());
+    let mut gate = vec![0.0; n * ff];
+    let mut up = vec![0.0; n * ff];
+    batch::matmul(&f.gate, act, tokens, &mut gate)?;
+    batch::matmul(&f.up, act, tokens, &mut up)?;
+    let mut mids: Vec<Activation> = gate
+        .chunks_exact_mut(ff)
+        .zip(up.chunks_exact_mut(ff))
+        .map(|(g, u)| {
+            swiglu_in_place(g, u);
+            let mut a = Activation::new(ff);
+            a.load(g);
+            a
+        })
+        .collect();
+    let mut down = vec![0.0; n * d];
+    let own: Vec<usize> = (0..n).collect();
+    batch::matmul(&f.down, &mut mids, &own, &mut down)?;
+    Ok(down)
+}
+
+fn dense_chunk(c: &ModelConfig, f: &DenseFfn<'_>, ch: &mut Chunk) -> Result<()> {
+    let all: Vec<usize> = (0..ch.n).collect();
+    let down = swiglu_chunk(f, &mut ch.act, &all)?;
+    debug_assert_eq!(down.len(), ch.n * c.n_embd);
+    add(&mut ch.x, &down);
+    Ok(())
+}
+
+fn moe_chunk(
+    c: &ModelConfig,
+    m: &MoeFfn<'_>,
+    router: &mut crate::routing::Router,
+    ch: &mut Chunk,
+) -> Result<()> {
+    let (n, d, k) = (ch.n, c.n_embd, c.n_expert_used);
+    let all: Vec<usize> = (0..n).collect();
+    let mut logits = vec![0.0; n * c.n_expert];
+    batch::matmul(&m.router, &mut ch.act, &all, &mut logits)?;
+    let mut chosen = vec![(0usize, 0.0f32); n * k];
+    for (l, ch_t) in logits
+        .chunks_exact(c.n_expert)
+        .zip(chosen.chunks_exact_mut(k))
+    {
+        router.route(l, m.bias.as_deref(), ch_t);
+    }
+    // Per expert, the (token, slot) pairs that chose it; each expert runs once on its tokens.
+    let mut users: Vec<Vec<(usize, usize)>> = vec![Vec::new(); c.n_expert];
+    for (j, &(e, _)) in chosen.iter().enumerate() {
+        users[e].push((j / k, j % k));
+    }
+    // `outs[(t·k + slot)·d..]`: expert output of token t's slot, summed below in routing order.
+    let mut outs = vec![0.0; n * k * d];
+    for (e, pairs) in users.iter().enumerate() {
+        if pairs.is_empty() {
+            continue;
+        }
+        let (gate, up) = m.gate_up_exps.expert(e, c.n_expert);
+        let f = DenseFfn {
+            gate,
+            up,
+            down: m.down_exps.slab(e, c.n_expert),
+        };
+        let tokens: Vec<usize> = pairs.iter().map(|&(t, _)| t).collect();
+        let down = swiglu_chunk(&f, &mut ch.act, &tokens)?;
+        for (&(t, slot), y) in pairs.iter().zip(down.chunks_exact(d)) {
+            outs[(t * k + slot) * d..(t * k + slot + 1) * d].copy_from_slice(y);
+        }
+    }
+    let shared = match &m.shared {
+        Some(f) => Some(swiglu_chunk(f, &mut ch.act, &all)?),
+        None => None,
+    };
+    let mut acc = vec![0.0f32; d];
+    for t in 0..n {
+        acc.fill(0.0);
+        for (slot, &(_, w)) in chosen[t * k..(t + 1) * k].iter().enumerate() {
+            acc.iter_mut()
+                .zip(&outs[(t * k + slot) * d..(t * k + slot + 1) * d])
+                .for_each(|(a, v)| *a += w * v);
+        }
+        if let Some(s) = &shared {
+            add(&mut acc, &s[t * d..(t + 1) * d]);
+        }
+        add(&mut ch.x[t * d..(t + 1) * d], &acc);
+    }
+    Ok(())
+}
