@@ -216,7 +216,7 @@ mod browser {
 #[test]
 fn chat_page_streams_the_greedy_reply_into_the_dom() {
     use serde_json::Value;
-    use support::{http, Server};
+    use support::{greedy_chat, Server};
 
     let bin = match browser::find() {
         Ok(bin) => bin,
@@ -234,21 +234,7 @@ fn chat_page_streams_the_greedy_reply_into_the_dom() {
     let server = Server::start();
     let prompt = "Hi there";
     // The page sends the history [user: prompt] with the settings from the URL; the same request raw:
-    let (status, body) = http(
-        &server.addr,
-        "POST",
-        "/v1/chat/completions",
-        &format!(
-            r#"{{"messages":[{{"role":"user","content":"{prompt}"}}],"max_tokens":8,"temperature":0}}"#
-        ),
-    );
-    assert!(status.contains(" 200 "), "{status} {body}");
-    let v: Value = serde_json::from_str(&body).expect("JSON body");
-    let expected = v["choices"][0]["message"]["content"]
-        .as_str()
-        .expect("content")
-        .to_string();
-    assert!(!expected.is_empty(), "the greedy reply is empty: {body}");
+    let expected = greedy_chat(&server.addr, prompt, 8);
 
     let mut chrome = browser::Browser::start(&bin);
     let session = chrome.open(&format!(

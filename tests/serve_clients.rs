@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{http, Server, LIMIT};
+use support::{greedy_chat, http, Server, LIMIT};
 
 /// The server's resident set size in bytes, from `/proc/<pid>/status`.
 #[cfg(target_os = "linux")]
@@ -37,19 +37,7 @@ fn openai_python_client_streams_the_same_greedy_text() {
     };
     let server = Server::start();
     // The expected greedy reply, from a raw request with the same messages and limits as the script's.
-    let (status, body) = http(
-        &server.addr,
-        "POST",
-        "/v1/chat/completions",
-        r#"{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0}"#,
-    );
-    assert!(status.contains(" 200 "), "{status} {body}");
-    let v: Value = serde_json::from_str(&body).expect("JSON body");
-    let expected = v["choices"][0]["message"]["content"]
-        .as_str()
-        .expect("content")
-        .to_string();
-    assert!(!expected.is_empty(), "{body}");
+    let expected = greedy_chat(&server.addr, "Hi", 8);
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/serve/tests/openai_client.py");
     let mut child = python

@@ -32,6 +32,24 @@ pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
+/// The greedy reply of a raw, non-streamed chat request with one user message.
+pub fn greedy_chat(addr: &str, prompt: &str, max_tokens: usize) -> String {
+    let body = serde_json::json!({
+        "messages": [{ "role": "user", "content": prompt }],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    });
+    let (status, body) = http(addr, "POST", "/v1/chat/completions", &body.to_string());
+    assert!(status.contains(" 200 "), "{status} {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    let reply = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string();
+    assert!(!reply.is_empty(), "the greedy reply is empty: {body}");
+    reply
+}
+
 /// A running `ingot serve` on the tiny synthetic model; killed on drop.
 pub struct Server {
     pub child: Child,
