@@ -119,9 +119,8 @@ pub(super) fn matmul(
         let first = ci * CHUNK_ROWS;
         let nr = CHUNK_ROWS.min(rows - first);
         let mut buf = vec![0.0; nr * n];
-        for (o, &t) in buf.chunks_exact_mut(nr).zip(tokens) {
-            m.dot_rows(first, &xs[t], o)?;
-        }
+        let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
+        m.dot_rows_multi(first, &inputs, &mut buf)?;
         Ok(buf)
     };
     let chunks = rows.div_ceil(CHUNK_ROWS);

@@ -156,6 +156,42 @@ pub(super) fn q4_k(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
     k4_finish(isum, m, x.d, x.dmin, y)
 }
 
+/// Activations [`q4_k_multi`] dots at once: enough to amortize the weight unpacking, few enough that
+/// each one's accumulators stay in registers.
+pub(super) const MULTI: usize = 4;
+
+/// Q4_K · Q8_K for [`MULTI`] activations: the weight block's nibbles, scales and mins are unpacked
+/// once and shared; each result is exactly [`q4_k`]'s (the same exact integer sums, the same f32
+/// tail via [`k4_finish`]).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q4_k_multi(x: &BlockQ4K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let (sc, m) = scales_mins_k4(&x.scales);
+    let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.qs);
+    let nibble = _mm256_set1_epi8(0x0F);
+    let scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for (p, q) in qs.iter().enumerate() {
+        let v = load(q);
+        levels[2 * p] = _mm256_and_si256(v, nibble);
+        levels[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+        scales[2 * p] = splat_i16(scv, 2 * p as i16);
+        scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
+    }
+    let mut out = [0.0; MULTI];
+    for (o, y) in out.iter_mut().zip(ys) {
+        let groups = q8k_groups(y);
+        let mut acc = _mm256_setzero_si256();
+        for j in 0..8 {
+            let prod = _mm256_maddubs_epi16(levels[j], load(&groups[j]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales[j]));
+        }
+        *o = k4_finish(hsum_i32(acc), m, x.d, x.dmin, y);
+    }
+    out
+}
+
 /// Q5_K · Q8_K.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]

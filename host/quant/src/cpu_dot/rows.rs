@@ -126,6 +126,42 @@ impl RowDot {
         Ok(())
     }
 
+    /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
+    /// and every activation in `acts` (token-major): [`RowDot::q8_k`] for several inputs, with the
+    /// same bits. Q4_K on AVX2 unpacks each weight block once for several inputs; other types run
+    /// the rows once per input (from cache, when the caller keeps `rows` small).
+    pub fn q8_k_multi(
+        &self,
+        rows: &[u8],
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+    ) -> Result<(), QuantError> {
+        if acts.is_empty() {
+            return Ok(());
+        }
+        let n = out.len() / acts.len();
+        for a in acts {
+            self.check(GgmlType::Q8K, rows.len(), a.len(), n)?;
+        }
+        if out.len() != n * acts.len() {
+            return Err(QuantError::ByteLength {
+                ty: self.ty,
+                elements: out.len(),
+                expected: n * acts.len(),
+                actual: out.len(),
+            });
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_k_multi(self.ty, rows, acts, out) } {
+            return Ok(());
+        }
+        for (a, o) in acts.iter().zip(out.chunks_exact_mut(n)) {
+            self.q8_k(rows, a, o)?;
+        }
+        Ok(())
+    }
+
     /// `out[r] = row r · act` for `out.len()` consecutive rows in `rows`, each as many blocks as
     /// `act` (one Q8_0 block per 32 weights).
     pub fn q8_0(&self, rows: &[u8], act: &[BlockQ8_0], out: &mut [f32]) -> Result<(), QuantError> {
@@ -258,6 +294,51 @@ mod avx2_rows {
             GgmlType::Q6K => each_row::<BlockQ6K, _>(rows, act, out, |x, y| avx2::q6_k(x, y)),
             GgmlType::Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, |x, y| avx2::iq4_xs(x, y)),
             _ => return false,
+        }
+        true
+    }
+
+    /// [`super::RowDot::q8_k_multi`] for Q4_K: per row, [`avx2::MULTI`] activations at a time share
+    /// each block's unpacking; each activation's block results are added to 0.0 in block order, as
+    /// [`fold_blocks`] does. Other types (and unaligned rows) return false.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn q8_k_multi(
+        ty: GgmlType,
+        rows: &[u8],
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+    ) -> bool {
+        if ty != GgmlType::Q4K {
+            return false;
+        }
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, BlockQ4K>(rows) else {
+            return false;
+        };
+        let nb = acts[0].len();
+        let n = out.len() / acts.len();
+        if nb == 0 {
+            out.fill(0.0);
+            return true;
+        }
+        for (r, row) in blocks.chunks_exact(nb).enumerate() {
+            let mut t = 0;
+            while t + avx2::MULTI <= acts.len() {
+                let mut sums = [0.0f32; avx2::MULTI];
+                for (b, x) in row.iter().enumerate() {
+                    let ys = core::array::from_fn(|i| &acts[t + i][b]);
+                    let v = avx2::q4_k_multi(x, ys);
+                    for (s, v) in sums.iter_mut().zip(v) {
+                        *s += v;
+                    }
+                }
+                for (i, s) in sums.into_iter().enumerate() {
+                    out[(t + i) * n + r] = s;
+                }
+                t += avx2::MULTI;
+            }
+            for (i, a) in acts.iter().enumerate().skip(t) {
+                out[i * n + r] = fold_blocks(row, a, |x, y| avx2::q4_k(x, y));
+            }
         }
         true
     }

@@ -297,3 +297,34 @@ fn isa_reports_what_it_runs_on() {
         assert!(RowDot::with_isa(GgmlType::Q4K, Isa::Avx2).is_err());
     }
 }
+
+/// Several activations at once give each one's single-activation result, bit for bit: Q4_K through
+/// its shared-unpacking AVX2 kernel (with input counts around its group of four), the other types
+/// through the per-input fallback; on every instruction set, on random blocks and activations.
+#[test]
+fn multi_activation_rows_equal_one_activation_at_a_time() {
+    let mut rng = StdRng::seed_from_u64(41);
+    for isa in isas() {
+        for ty in Q8K_TYPES {
+            let dot = RowDot::with_isa(ty, isa).unwrap();
+            let rows = random_rows(&mut rng, ty);
+            for count in [1, 3, 4, 5, 8, 9] {
+                let acts: Vec<Vec<BlockQ8K>> =
+                    (0..count).map(|_| raw_q8_k(&mut rng, None)).collect();
+                let views: Vec<&[BlockQ8K]> = acts.iter().map(Vec::as_slice).collect();
+                let mut got = vec![f32::NAN; count * ROWS];
+                dot.q8_k_multi(&rows, &views, &mut got).unwrap();
+                for (t, a) in acts.iter().enumerate() {
+                    let mut want = vec![0.0f32; ROWS];
+                    dot.q8_k(&rows, a, &mut want).unwrap();
+                    let got_bits: Vec<u32> = got[t * ROWS..(t + 1) * ROWS]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    let want_bits: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got_bits, want_bits, "{ty} {isa:?}: input {t} of {count}");
+                }
+            }
+        }
+    }
+}
