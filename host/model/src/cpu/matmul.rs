@@ -165,7 +165,7 @@ impl<'f> QMatrix<'f> {
 
     /// `out[i·n + r] = W[first + r]·xs[i]` for `n = out.len() / xs.len()` rows and every prepared input in
     /// `xs` (token-major): [`QMatrix::dot_rows`] for several inputs, with the same bits, sharing the weight
-    /// unpacking across inputs where the dot product can (Q4_K with q8_K inputs).
+    /// unpacking across inputs where the dot product can (Q4_K and Q6_K with q8_K inputs).
     pub fn dot_rows_multi(&self, first: usize, xs: &[&Activation], out: &mut [f32]) -> Result<()> {
         if xs.is_empty() {
             return Ok(());

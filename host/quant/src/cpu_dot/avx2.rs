@@ -267,6 +267,56 @@ pub(super) fn q6_k(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
     f16(x.d) * y.d * isum as f32
 }
 
+/// Q6_K · Q8_K for [`MULTI`] activations: the 6-bit levels and scales are unpacked once and shared;
+/// each result is exactly [`q6_k`]'s.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let ql: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.ql);
+    let qh: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qh);
+    let nibble = _mm256_set1_epi8(0x0F);
+    let two_bits = _mm256_set1_epi8(3);
+    let raw = load128(&x.scales);
+    let sc = even_odd_scales(raw);
+    let wide = _mm256_cvtepi8_epi16(raw);
+    let high = |shifted: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, two_bits));
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for n in 0..2 {
+        let (l0, l1, h) = (load(&ql[2 * n]), load(&ql[2 * n + 1]), load(&qh[n]));
+        levels[4 * n] = _mm256_or_si256(_mm256_and_si256(l0, nibble), high(h));
+        levels[4 * n + 1] = _mm256_or_si256(
+            _mm256_and_si256(l1, nibble),
+            high(_mm256_srli_epi16::<2>(h)),
+        );
+        levels[4 * n + 2] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(l0), nibble),
+            high(_mm256_srli_epi16::<4>(h)),
+        );
+        levels[4 * n + 3] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(l1), nibble),
+            high(_mm256_srli_epi16::<6>(h)),
+        );
+        for g in 0..4 {
+            scales[4 * n + g] = pair_scales(sc, 4 * n + g);
+        }
+    }
+    let d = f16(x.d);
+    let mut out = [0.0; MULTI];
+    for (o, y) in out.iter_mut().zip(ys) {
+        let groups = q8k_groups(y);
+        let mut acc = _mm256_setzero_si256();
+        for k in 0..8 {
+            let p = _mm256_maddubs_epi16(levels[k], load(&groups[k]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales[k]));
+        }
+        let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
+        let isum = hsum_i32(acc).wrapping_sub(offset.wrapping_mul(32));
+        *o = d * y.d * isum as f32;
+    }
+    out
+}
+
 /// The sixteen signed Q3_K scales `S_j − 32` (ggml's 32-bit unpacking of `q3k_scale`) in the
 /// [`even_odd_scales`] arrangement.
 #[inline]

@@ -128,8 +128,8 @@ impl RowDot {
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
     /// and every activation in `acts` (token-major): [`RowDot::q8_k`] for several inputs, with the
-    /// same bits. Q4_K on AVX2 unpacks each weight block once for several inputs; other types run
-    /// the rows once per input (from cache, when the caller keeps `rows` small).
+    /// same bits. Q4_K and Q6_K on AVX2 unpack each weight block once for several inputs; other
+    /// types run the rows once per input (from cache, when the caller keeps `rows` small).
     pub fn q8_k_multi(
         &self,
         rows: &[u8],
@@ -298,9 +298,8 @@ mod avx2_rows {
         true
     }
 
-    /// [`super::RowDot::q8_k_multi`] for Q4_K: per row, [`avx2::MULTI`] activations at a time share
-    /// each block's unpacking; each activation's block results are added to 0.0 in block order, as
-    /// [`fold_blocks`] does. Other types (and unaligned rows) return false.
+    /// [`super::RowDot::q8_k_multi`] for Q4_K and Q6_K, whose kernels share each block's unpacking
+    /// among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
         ty: GgmlType,
@@ -308,10 +307,37 @@ mod avx2_rows {
         acts: &[&[BlockQ8K]],
         out: &mut [f32],
     ) -> bool {
-        if ty != GgmlType::Q4K {
-            return false;
+        match ty {
+            GgmlType::Q4K => multi_rows::<BlockQ4K>(
+                rows,
+                acts,
+                out,
+                |x, ys| avx2::q4_k_multi(x, ys),
+                |x, y| avx2::q4_k(x, y),
+            ),
+            GgmlType::Q6K => multi_rows::<BlockQ6K>(
+                rows,
+                acts,
+                out,
+                |x, ys| avx2::q6_k_multi(x, ys),
+                |x, y| avx2::q6_k(x, y),
+            ),
+            _ => false,
         }
-        let Ok(blocks) = bytemuck::try_cast_slice::<u8, BlockQ4K>(rows) else {
+    }
+
+    /// Per row, [`avx2::MULTI`] activations at a time through `multi`, the rest through `single`;
+    /// each activation's block results are added to 0.0 in block order, as [`fold_blocks`] does, so
+    /// the sums are [`each_row`]'s. False (nothing written) for rows not aligned for `B`.
+    #[inline(always)]
+    fn multi_rows<B: Pod>(
+        rows: &[u8],
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+        multi: impl Fn(&B, [&BlockQ8K; avx2::MULTI]) -> [f32; avx2::MULTI],
+        single: impl Fn(&B, &BlockQ8K) -> f32,
+    ) -> bool {
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, B>(rows) else {
             return false;
         };
         let nb = acts[0].len();
@@ -325,8 +351,7 @@ mod avx2_rows {
             while t + avx2::MULTI <= acts.len() {
                 let mut sums = [0.0f32; avx2::MULTI];
                 for (b, x) in row.iter().enumerate() {
-                    let ys = core::array::from_fn(|i| &acts[t + i][b]);
-                    let v = avx2::q4_k_multi(x, ys);
+                    let v = multi(x, core::array::from_fn(|i| &acts[t + i][b]));
                     for (s, v) in sums.iter_mut().zip(v) {
                         *s += v;
                     }
@@ -337,7 +362,7 @@ mod avx2_rows {
                 t += avx2::MULTI;
             }
             for (i, a) in acts.iter().enumerate().skip(t) {
-                out[i * n + r] = fold_blocks(row, a, |x, y| avx2::q4_k(x, y));
+                out[i * n + r] = fold_blocks(row, a, &single);
             }
         }
         true

@@ -298,8 +298,8 @@ fn isa_reports_what_it_runs_on() {
     }
 }
 
-/// Several activations at once give each one's single-activation result, bit for bit: Q4_K through
-/// its shared-unpacking AVX2 kernel (with input counts around its group of four), the other types
+/// Several activations at once give each one's single-activation result, bit for bit: Q4_K and Q6_K
+/// through their shared-unpacking AVX2 kernels (with input counts around its group of four), the other types
 /// through the per-input fallback; on every instruction set, on random blocks and activations.
 #[test]
 fn multi_activation_rows_equal_one_activation_at_a_time() {
