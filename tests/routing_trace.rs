@@ -1,4 +1,4 @@
-//! `ingot run --trace-routing` as a user runs it: the trace has one record per token run (prompt tokens as
+//! `ingot run --trace-routing`, `ingot replay` and `ingot slice` as a user runs them: the trace has one record per token run (prompt tokens as
 //! prefill, generated tokens as decode, consecutive positions), valid routing in every record, and numpy
 //! memory-maps it (tests/read_routing_trace.py, the recipe of docs/routing-trace.md) to the same values
 //! ingot's own reader gives. A trace from another model is refused by name.
@@ -134,4 +134,87 @@ fn a_routing_trace_records_every_token_and_numpy_maps_it() {
     let other = GgufFile::open(&other).unwrap();
     let err = trace.check_model(other.header()).unwrap_err().to_string();
     assert!(err.contains("recorded on model"), "{err}");
+}
+
+/// `ingot replay` and `ingot slice` as a user runs them on a recorded trace: a table per MoE layer and a
+/// PREDICTED line; bad input ends in one line naming the problem, exit code 1, nothing written.
+#[test]
+fn replay_and_slice_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    let m = model.to_str().unwrap();
+    ingot(&[
+        "synth", "--preset", "tiny", "--quant", "q4_k_m", "--seed", "3", "-o", m,
+    ]);
+    let trace = dir.path().join("t.rtr");
+    let t = trace.to_str().unwrap();
+    ingot(&[
+        "run",
+        "-m",
+        m,
+        "-p",
+        "Hello there",
+        "-n",
+        "12",
+        "--temp",
+        "0",
+        "--backend",
+        "cpu",
+        "--trace-routing",
+        t,
+    ]);
+    let out = ingot(&["replay", t, "--cache", "8", "--policy", "belady", "-m", m]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| 1 |") && text.contains("| 2 |"), "{text}");
+    assert!(
+        text.contains("PREDICTED (model, not a measurement)"),
+        "{text}"
+    );
+
+    let refused = |args: &[&str], want: &str| {
+        let out = Command::new(EXE).args(args).output().expect("run ingot");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(want),
+            "{args:?}: {err:?} does not say {want:?}"
+        );
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: more than one line: {err}"
+        );
+    };
+    refused(&["replay", t, "--cache", "2"], "below the 6 experts");
+    refused(
+        &["replay", t, "--cache", "8", "--warmup", "999"],
+        "nothing would be measured",
+    );
+    refused(&["replay", m, "--cache", "8"], "not a routing trace");
+    let keep = dir.path().join("keep.json");
+    std::fs::write(&keep, r#"{"1": [0, 1, 2, 3, 4, 5, 6, 7]}"#).unwrap();
+    let out_model = dir.path().join("half.gguf");
+    let (k, o) = (keep.to_str().unwrap(), out_model.to_str().unwrap());
+    refused(&["slice", m, o, "--keep", k], "MoE layer 2 is not named");
+    assert!(!out_model.exists());
+    std::fs::write(
+        &keep,
+        r#"{"1": [0, 1, 2, 3, 4, 5, 6, 7], "2": [8, 9, 10, 11, 12, 13, 14, 15]}"#,
+    )
+    .unwrap();
+    ingot(&["slice", m, o, "--keep", k]);
+    let out = ingot(&[
+        "run",
+        "-m",
+        o,
+        "-p",
+        "Hello",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("4 tokens generated"));
 }
