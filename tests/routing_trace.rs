@@ -1,7 +1,8 @@
-//! `ingot run --trace-routing`, `ingot replay` and `ingot slice` as a user runs them: the trace has one record per token run (prompt tokens as
-//! prefill, generated tokens as decode, consecutive positions), valid routing in every record, and numpy
-//! memory-maps it (tests/read_routing_trace.py, the recipe of docs/routing-trace.md) to the same values
-//! ingot's own reader gives. A trace from another model is refused by name.
+//! `ingot run --trace-routing`, `ingot replay` and `ingot slice` as a user runs them. The trace has one
+//! record per token run (prompt tokens as prefill, generated tokens as decode, consecutive positions), valid
+//! routing in every record, and numpy memory-maps it (tests/read_routing_trace.py, the recipe of
+//! docs/routing-trace.md) to the same values ingot's own reader gives. A trace from another model is refused
+//! by name; replay and slice print their tables, refuse bad input in one line, and a sliced file decodes.
 
 mod support;
 
