@@ -236,3 +236,46 @@ fn v2_lite_variants_fit_the_committed_kernels() {
 fn kernels_in(plan: &ingot_graph::Plan, k: &str) -> usize {
     plan.nodes.iter().filter(|n| n.kernel == k).count()
 }
+
+/// A low-rank query (tiny-v3: `attn_q_a`, `attn_q_a_norm`, `attn_q_b`) plans as the first
+/// product beside `attn_kv_a_mqa`, the fused rmsnorm + q8_1 of its output, and the `attn_q_b`
+/// gemv; every other node of the layer is the full-rank plan's.
+#[test]
+fn low_rank_query_plans_q_a_norm_q_b() {
+    for mix in [QuantMix::Q4KM, QuantMix::Q8_0] {
+        let h = synth_header(Preset::TinyV3, mix);
+        let plan = build_plan(&h, PlanOptions::for_ctx(256)).expect("tiny-v3 plan");
+        plan.check_committed().expect("committed kernels");
+        let labels: Vec<&str> = plan.nodes.iter().map(|n| n.label.as_str()).collect();
+        for il in 0..3 {
+            let at = |s: &str| {
+                labels
+                    .iter()
+                    .position(|l| *l == format!("blk.{il} {s}"))
+                    .unwrap_or_else(|| panic!("{mix}: no node blk.{il} {s} in {labels:?}"))
+            };
+            let first = labels
+                .iter()
+                .position(|l| l.starts_with(&format!("blk.{il} attn_q_a")))
+                .expect("attn_q_a");
+            assert!(first < at("attn_q_a_norm"));
+            assert!(at("attn_q_a_norm") < at("attn_q_b"));
+            assert!(at("attn_q_b") < at("rope_kv"));
+        }
+        assert!(!labels.iter().any(|l| l.ends_with(" attn_q")), "{labels:?}");
+        let s = plan.summary();
+        let file_bytes: u64 = h.tensors.iter().map(|t| t.nbytes).sum();
+        assert_eq!(s.weight_bytes, file_bytes, "{mix}: every tensor read once");
+    }
+}
+
+/// The header `ingot synth` writes for `preset` (every key of the family: q_lora, routing).
+fn synth_header(preset: Preset, mix: QuantMix) -> ingot_gguf::Gguf {
+    ingot_synth::header(&ingot_synth::SynthOptions {
+        preset,
+        layout: Layout::Mla,
+        mix,
+        seed: 0,
+    })
+    .expect("synthetic header")
+}

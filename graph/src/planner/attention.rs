@@ -20,12 +20,6 @@ use ingot_abi::blocks::BlockQ8_1;
 pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     check_shapes(b)?;
-    if c.q_lora.is_some() {
-        return Err(PlanError::UnsupportedModel(
-            "low-rank queries (attention.q_lora_rank, attn_q_a/attn_q_b) are not planned yet"
-                .into(),
-        ));
-    }
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| format!("blk.{il} {s}");
     let layer = Some(il);
@@ -211,16 +205,81 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     )
 }
 
-/// `q = W_q·x` and `kv = W_kv_a·x`: one `gemv2_*` launch when both weights share a type and
-/// width (and the PTX has the kernel), otherwise two plain gemvs.
+/// `q` and `kv = W_kv_a·x`. A full-rank query is `q = W_q·x`; a low-rank one (V3, Kimi-K2,
+/// GLM-4.7: `attention.q_lora_rank`) is `q = W_q_b·q8_1(rmsnorm(W_q_a·x)·q_a_norm)`, the
+/// oracle's order. The first product (`W_q` or `W_q_a`) shares `x` with `W_kv_a`: one `gemv2_*`
+/// launch when both weights share a type and width (and the PTX has the kernel), otherwise two
+/// plain gemvs.
 fn projections(
     b: &mut Builder<'_>,
     il: usize,
     x_q8: crate::BufId,
     (q, kv): (crate::BufId, crate::BufId),
 ) -> Result<(), PlanError> {
+    let c = b.c;
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| format!("blk.{il} {s}");
+    let Some(q_lora) = c.q_lora else {
+        return pair(b, il, "attn_q", x_q8, (q, kv));
+    };
+    if !q_lora.is_multiple_of(32) {
+        return Err(PlanError::UnsupportedModel(format!(
+            "q_lora_rank = {q_lora} is not a multiple of 32 (q8_1 blocks of attn_q_b's input)"
+        )));
+    }
+    let q_a = b.f32_act("act.q_a", q_lora)?;
+    pair(b, il, "attn_q_a", x_q8, (q_a, kv))?;
+    let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
+    let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
+    let eps = NodeArg::F32(c.rms_eps);
+    if k::available(k::RMSNORM_Q8_1) {
+        b.node(
+            k::RMSNORM_Q8_1,
+            label("attn_q_a_norm"),
+            Some(il),
+            1,
+            vec![buf(q_a), buf(q_a_norm), buf(q_a_q8), u32a(q_lora), eps],
+        )?;
+    } else {
+        let normed = b.f32_act("act.q_a_normed", q_lora)?;
+        b.node(
+            k::RMSNORM_F32,
+            label("attn_q_a_norm"),
+            Some(il),
+            1,
+            vec![buf(q_a), buf(q_a_norm), buf(normed), u32a(q_lora), eps],
+        )?;
+        super::ffn::quantize(
+            b,
+            buf(normed),
+            buf(q_a_q8),
+            q_lora,
+            label("quantize q_a"),
+            il,
+        )?;
+    }
+    super::ffn::gemv_into(
+        b,
+        &name("attn_q_b.weight"),
+        q_a_q8,
+        q,
+        label("attn_q_b"),
+        il,
+    )
+}
+
+/// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
+/// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width (and the PTX has
+/// the kernel), otherwise two plain gemvs.
+fn pair(
+    b: &mut Builder<'_>,
+    il: usize,
+    first: &str,
+    x_q8: crate::BufId,
+    (y, kv): (crate::BufId, crate::BufId),
+) -> Result<(), PlanError> {
     let (q_name, kv_name) = (
-        format!("blk.{il}.attn_q.weight"),
+        format!("blk.{il}.{first}.weight"),
         format!("blk.{il}.attn_kv_a_mqa.weight"),
     );
     let label = |s: &str| format!("blk.{il} {s}");
@@ -230,14 +289,14 @@ fn projections(
     if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&pair) {
         return b.node(
             pair,
-            label("attn_q+attn_kv_a_mqa"),
+            label(&format!("{first}+attn_kv_a_mqa")),
             Some(il),
             k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
             vec![
                 buf(wq),
                 buf(wkv),
                 buf(x_q8),
-                buf(q),
+                buf(y),
                 buf(kv),
                 u32a(q_cols),
                 u32a(q_rows),
@@ -245,7 +304,7 @@ fn projections(
             ],
         );
     }
-    super::ffn::gemv_into(b, &q_name, x_q8, q, label("attn_q"), il)?;
+    super::ffn::gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)
 }
 
