@@ -628,11 +628,14 @@ fn moe_ffn_rejects_bad_launches() {
         shape_err(
             gu(
                 &mut b,
-                &FfnShape { n_used: 9, ..good },
+                &FfnShape {
+                    n_used: MAX_EXPERTS_USED + 1,
+                    ..good
+                },
                 GemvType::Q8_0,
                 &big,
             ),
-            "n_used > 8",
+            "n_used > MAX_EXPERTS_USED",
         );
         shape_err(
             gu(
@@ -743,7 +746,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &GateUpBufs {
             x: &(64 * 36),
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             gate: Some(&q4k_exps),
             up: Some(&q4k_exps),
             gate_sh: Some(&q4k_sh),
@@ -759,7 +762,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &DownBufs {
             act: &act,
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             down: Some(&(64 * 2048 * 44 * 22)),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
@@ -782,7 +785,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &DownBufs {
             act: &act,
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             down: Some(&(64 * 2048 * 44 * 22 - 1)),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
