@@ -3,8 +3,9 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA,
-    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1,
+    flash_items, merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT,
+    FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV,
+    ROPE_KV_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -92,8 +93,10 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let segs = b.opts.max_segments as usize;
     let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
-    // Tensor cores when the heads fill the 16 rows of an mma tile; same arguments and output.
-    let flash = if c.n_head as u32 == FLASH_MMA_HEADS && k::available(FLASH_LATENT_MMA.name) {
+    // Tensor cores when the heads fill whole 16-row mma tiles; same arguments and output.
+    // Heads past 16 run in groups of 16, one block per (group, segment).
+    let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
+    let flash = if mma && k::available(FLASH_LATENT_MMA.name) {
         FLASH_LATENT_MMA.name
     } else {
         FLASH_LATENT.name
@@ -102,7 +105,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         flash,
         label("flash_latent"),
         layer,
-        segs,
+        flash_items(c.n_head as u32, segs as u32) as usize,
         vec![
             buf(q_abs),
             buf(q_pe),
