@@ -279,3 +279,40 @@ fn synth_header(preset: Preset, mix: QuantMix) -> ingot_gguf::Gguf {
     })
     .expect("synthetic header")
 }
+
+/// The full-size members of the family plan from their headers alone (no weights) into kernels
+/// the committed PTX exports: DeepSeek-V3 (128 heads, 256 experts in 8 groups), Kimi-K2 (64
+/// heads, 384 experts) and GLM-4.7-Flash (20 heads: two head groups on the scalar kernel).
+#[test]
+fn full_size_family_plans() {
+    let mut failures = Vec::new();
+    for (preset, flash) in [
+        (Preset::V3, "flash_latent_mma"),
+        (Preset::K2, "flash_latent_mma"),
+        (Preset::Glm47Flash, "flash_latent"),
+    ] {
+        let h = synth_header(preset, QuantMix::Q4KM);
+        match build_plan(&h, PlanOptions::for_ctx(4096)).and_then(|p| {
+            p.check_committed()?;
+            Ok(p)
+        }) {
+            Ok(plan) => {
+                let s = plan.summary();
+                println!("{preset} q4_k_m: {s}");
+                let c = ingot_model::ModelConfig::from_gguf(&h).expect("config");
+                assert_eq!(kernels_in(&plan, flash), c.n_layer, "{preset}");
+                assert_eq!(kernels_in(&plan, "attn_q_b"), 0);
+                assert_eq!(
+                    plan.nodes
+                        .iter()
+                        .filter(|n| n.label.ends_with(" attn_q_b"))
+                        .count(),
+                    c.n_layer,
+                    "{preset}: one attn_q_b per layer"
+                );
+            }
+            Err(e) => failures.push(format!("{preset}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
