@@ -450,7 +450,8 @@ fn small_cases() -> Vec<Case> {
         let (n_used, ff_sh) = match i % 4 {
             0 => (3, 2 * k),
             1 => (1, k),
-            2 => (8, 0),
+            // The most slots a selection holds (Kimi-K2 and V3 use 8).
+            2 => (MAX_EXPERTS_USED, 0),
             _ => (2, k),
         };
         cases.push(Case {
@@ -465,7 +466,7 @@ fn small_cases() -> Vec<Case> {
             },
             shape: FfnShape {
                 n_embd: 512,
-                n_expert: 9,
+                n_expert: MAX_EXPERTS_USED + 1,
                 n_used,
                 ff: 2 * k,
                 ff_sh,
