@@ -316,3 +316,24 @@ fn full_size_family_plans() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A per-position query scale (Mistral Large 3's attention temperature) cannot be a captured
+/// kernel argument: the plan refuses it by name instead of decoding with a fixed scale.
+#[test]
+fn attention_temperature_is_refused() {
+    use ingot_gguf::MetaValue;
+    let mut h = synth_header(Preset::TinyV3, QuantMix::Q4KM);
+    h.kv.push((
+        "deepseek2.attention.temperature_scale".into(),
+        MetaValue::F32(0.1),
+    ));
+    h.kv.push((
+        "deepseek2.attention.temperature_length".into(),
+        MetaValue::U32(8192),
+    ));
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("temperature planned");
+    assert!(
+        matches!(&err, PlanError::UnsupportedModel(m) if m.contains("temperature")),
+        "{err}"
+    );
+}

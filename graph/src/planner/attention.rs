@@ -398,6 +398,15 @@ fn is_f32(ty: GgmlType) -> bool {
 fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
     let c = b.c;
     let fail = |what: String| Err(PlanError::UnsupportedModel(what));
+    // The query scale is a kernel argument fixed at capture; a per-position scale would
+    // silently decode with the wrong one.
+    if c.attn_temperature.is_some() {
+        return fail(
+            "attention temperature scaling (attention.temperature_scale, Mistral Large 3): the \
+             query scale would change with the position"
+                .into(),
+        );
+    }
     if c.n_head as u32 > FLASH_MAX_HEADS {
         return fail(format!(
             "{} heads (flash_latent serves at most {FLASH_MAX_HEADS})",
