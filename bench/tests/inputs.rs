@@ -126,7 +126,7 @@ fn bad_shapes_are_errors_not_panics() {
 
 #[test]
 fn expert_selections_are_distinct_spread_and_normalized() {
-    use ingot_abi::launch::ExpertSelection;
+    use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
     for seed in 0..50u64 {
         let bytes = inputs::expert_selection(64, 6, seed).unwrap();
         let sel: ExpertSelection = bytemuck::pod_read_unaligned(&bytes);
@@ -142,7 +142,7 @@ fn expert_selections_are_distinct_spread_and_normalized() {
     }
     assert!(inputs::expert_selection(64, 0, 1).is_err());
     assert!(inputs::expert_selection(4, 6, 1).is_err());
-    assert!(inputs::expert_selection(64, 9, 1).is_err());
+    assert!(inputs::expert_selection(64, MAX_EXPERTS_USED + 1, 1).is_err());
 }
 
 #[test]

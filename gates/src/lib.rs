@@ -12,7 +12,7 @@ pub mod compare;
 mod run;
 
 pub use band::Band;
-pub use compare::{judge_step, LayerDrift, StepReport, Verdict};
+pub use compare::{excuse_route_tie, judge_step, LayerDrift, StepReport, Verdict};
 pub use run::{
     run_gate, run_gate_against, GateBackend, GateError, GateOptions, GateReport, Reference,
 };

@@ -10,7 +10,7 @@ use ingot_graph::ExecError;
 use ingot_model::{CpuBackend, ModelError, Oracle};
 
 use crate::band::Band;
-use crate::compare::{judge_step, StepReport, Verdict};
+use crate::compare::{excuse_route_tie, judge_step, StepReport, Verdict};
 
 /// Which executor is judged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,12 +102,13 @@ impl fmt::Display for GateReport {
         }
         write!(
             f,
-            "{:?} gate vs {:?}: {} steps, {} match, {} near-tie, {} mismatch; backend {:.2} s/step, reference {:.2} s/step: {}",
+            "{:?} gate vs {:?}: {} steps, {} match, {} near-tie, {} route-tie, {} mismatch; backend {:.2} s/step, reference {:.2} s/step: {}",
             self.backend,
             self.reference,
             self.steps.len(),
             self.count(Verdict::Match),
             self.count(Verdict::NearTie),
+            self.count(Verdict::RouteTie),
             self.count(Verdict::Mismatch),
             self.backend_s / self.steps.len().max(1) as f64,
             self.oracle_s / self.steps.len().max(1) as f64,
@@ -152,6 +153,8 @@ enum RefDecoder<'f> {
 struct RefStep {
     logits: Vec<f32>,
     hidden: Option<Vec<Vec<f32>>>,
+    /// Per layer, the routing margin of MoE layers (oracle only; empty otherwise).
+    route_margins: Vec<Option<f32>>,
 }
 
 impl RefDecoder<'_> {
@@ -162,11 +165,13 @@ impl RefDecoder<'_> {
                 RefStep {
                     hidden: Some(std::iter::once(t.embedding).chain(t.layers).collect()),
                     logits: t.logits,
+                    route_margins: t.route_margins,
                 }
             }
             RefDecoder::Cpu(c) => RefStep {
                 logits: c.decode(token, pos)?.to_vec(),
                 hidden: None,
+                route_margins: Vec::new(),
             },
         })
     }
@@ -220,7 +225,7 @@ pub fn run_gate_against(
                 report.backend_s += t1.elapsed().as_secs_f64();
                 let hidden_b: Vec<Vec<f32>> =
                     std::iter::once(b.embedding).chain(b.layers).collect();
-                judge_step(
+                let mut step = judge_step(
                     &opts.band,
                     pos,
                     token,
@@ -229,7 +234,9 @@ pub fn run_gate_against(
                     o.hidden
                         .as_ref()
                         .map(|h| (hidden_b.as_slice(), h.as_slice())),
-                )
+                );
+                excuse_route_tie(&opts.band, &mut step, &o.route_margins);
+                step
             }
             Exec::Cuda(e) => {
                 e.step(token, pos).map_err(be)?;

@@ -236,3 +236,104 @@ fn v2_lite_variants_fit_the_committed_kernels() {
 fn kernels_in(plan: &ingot_graph::Plan, k: &str) -> usize {
     plan.nodes.iter().filter(|n| n.kernel == k).count()
 }
+
+/// A low-rank query (tiny-v3: `attn_q_a`, `attn_q_a_norm`, `attn_q_b`) plans as the first
+/// product beside `attn_kv_a_mqa`, the fused rmsnorm + q8_1 of its output, and the `attn_q_b`
+/// gemv; every other node of the layer is the full-rank plan's.
+#[test]
+fn low_rank_query_plans_q_a_norm_q_b() {
+    for mix in [QuantMix::Q4KM, QuantMix::Q8_0] {
+        let h = synth_header(Preset::TinyV3, mix);
+        let plan = build_plan(&h, PlanOptions::for_ctx(256)).expect("tiny-v3 plan");
+        plan.check_committed().expect("committed kernels");
+        let labels: Vec<&str> = plan.nodes.iter().map(|n| n.label.as_str()).collect();
+        for il in 0..3 {
+            let at = |s: &str| {
+                labels
+                    .iter()
+                    .position(|l| *l == format!("blk.{il} {s}"))
+                    .unwrap_or_else(|| panic!("{mix}: no node blk.{il} {s} in {labels:?}"))
+            };
+            let first = labels
+                .iter()
+                .position(|l| l.starts_with(&format!("blk.{il} attn_q_a")))
+                .expect("attn_q_a");
+            assert!(first < at("attn_q_a_norm"));
+            assert!(at("attn_q_a_norm") < at("attn_q_b"));
+            assert!(at("attn_q_b") < at("rope_kv"));
+        }
+        assert!(!labels.iter().any(|l| l.ends_with(" attn_q")), "{labels:?}");
+        let s = plan.summary();
+        let file_bytes: u64 = h.tensors.iter().map(|t| t.nbytes).sum();
+        assert_eq!(s.weight_bytes, file_bytes, "{mix}: every tensor read once");
+    }
+}
+
+/// The header `ingot synth` writes for `preset` (every key of the family: q_lora, routing).
+fn synth_header(preset: Preset, mix: QuantMix) -> ingot_gguf::Gguf {
+    ingot_synth::header(&ingot_synth::SynthOptions {
+        preset,
+        layout: Layout::Mla,
+        mix,
+        seed: 0,
+    })
+    .expect("synthetic header")
+}
+
+/// The full-size members of the family plan from their headers alone (no weights) into kernels
+/// the committed PTX exports: DeepSeek-V3 (128 heads, 256 experts in 8 groups), Kimi-K2 (64
+/// heads, 384 experts) and GLM-4.7-Flash (20 heads: two head groups on the scalar kernel).
+#[test]
+fn full_size_family_plans() {
+    let mut failures = Vec::new();
+    for (preset, flash) in [
+        (Preset::V3, "flash_latent_mma"),
+        (Preset::K2, "flash_latent_mma"),
+        (Preset::Glm47Flash, "flash_latent"),
+    ] {
+        let h = synth_header(preset, QuantMix::Q4KM);
+        match build_plan(&h, PlanOptions::for_ctx(4096)).and_then(|p| {
+            p.check_committed()?;
+            Ok(p)
+        }) {
+            Ok(plan) => {
+                let s = plan.summary();
+                println!("{preset} q4_k_m: {s}");
+                let c = ingot_model::ModelConfig::from_gguf(&h).expect("config");
+                assert_eq!(kernels_in(&plan, flash), c.n_layer, "{preset}");
+                assert_eq!(kernels_in(&plan, "attn_q_b"), 0);
+                assert_eq!(
+                    plan.nodes
+                        .iter()
+                        .filter(|n| n.label.ends_with(" attn_q_b"))
+                        .count(),
+                    c.n_layer,
+                    "{preset}: one attn_q_b per layer"
+                );
+            }
+            Err(e) => failures.push(format!("{preset}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A per-position query scale (Mistral Large 3's attention temperature) cannot be a captured
+/// kernel argument: the plan refuses it by name instead of decoding with a fixed scale.
+#[test]
+fn attention_temperature_is_refused() {
+    use ingot_gguf::MetaValue;
+    let mut h = synth_header(Preset::TinyV3, QuantMix::Q4KM);
+    h.kv.push((
+        "deepseek2.attention.temperature_scale".into(),
+        MetaValue::F32(0.1),
+    ));
+    h.kv.push((
+        "deepseek2.attention.temperature_length".into(),
+        MetaValue::U32(8192),
+    ));
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("temperature planned");
+    assert!(
+        matches!(&err, PlanError::UnsupportedModel(m) if m.contains("temperature")),
+        "{err}"
+    );
+}

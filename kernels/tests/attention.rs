@@ -422,6 +422,11 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
         (16, 512, 64, 300, 2, 1.0),
         (16, 512, 64, 4096, 16, 1.0),
         (16, 512, 64, 4096, 3, 8.0),
+        // Head groups: GLM-4.7-Flash's 20 heads (a partial second group), Kimi-K2's 64,
+        // DeepSeek-V3's 128 (8 groups), each over more than one segment.
+        (20, 512, 64, 300, 2, 1.0),
+        (64, 128, 64, 100, 3, 8.0),
+        (128, 512, 64, 100, 2, 1.0),
     ];
     for (h, r, p, depth, max_segments, q_amp) in cases {
         let c = Case {
@@ -481,7 +486,10 @@ fn bad_shapes_are_typed_errors() {
         part_ml: &big,
     };
     for bad in [
-        AttnShape { n_head: 17, ..good },
+        AttnShape {
+            n_head: 129,
+            ..good
+        },
         AttnShape { n_head: 0, ..good },
         AttnShape {
             kv_lora: 520,

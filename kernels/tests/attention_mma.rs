@@ -107,6 +107,7 @@ fn bounds(dq: f64, dacc: f64, spread: f64, e_rms: f64, len: usize, c_max: f64) -
 }
 
 struct Case {
+    n_head: usize,
     kv_lora: usize,
     n_rope: usize,
     depth: usize,
@@ -152,7 +153,7 @@ fn run<B: Accelerator>(
 
 fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let s = AttnShape {
-        n_head: 16,
+        n_head: c.n_head,
         d_nope: 128,
         kv_lora: c.kv_lora,
         n_rope: c.n_rope,
@@ -297,7 +298,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     }
     let split = split_at(pos as u32, c.max_segments as u32);
     eprintln!(
-        "{}: R={r} P={} depth {} q_amp {} max_segments {} → {}×{} rows: max|err| exact {worst_exact:.2e}, \
+        "{}: H={h_n} R={r} P={} depth {} q_amp {} max_segments {} → {}×{} rows: max|err| exact {worst_exact:.2e}, \
          f16-query {worst_q16:.2e} (RMS {worst_rms:.2e}, {:.0}% of bound), vs scalar {worst_scalar:.2e}; \
          mma {t_mma:.2?}, scalar {t_scalar:.2?}",
         b.name(),
@@ -314,19 +315,23 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
 fn mma_cases<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("flash_latent_mma");
     let cases = [
-        (512, 64, 1, 1, 1.0),
-        (512, 64, 17, 4, 8.0),
-        (512, 64, 300, 2, 1.0),
-        (512, 64, 300, 1, 8.0),
-        (512, 64, 4096, 16, 1.0),
-        (512, 64, 4096, 3, 8.0),
-        (128, 64, 300, 2, 1.0),
-        (128, 16, 17, 1, 8.0),
-        (64, 16, 40, 1, 1.0),
-        (256, 32, 600, 3, 4.0),
+        (16, 512, 64, 1, 1, 1.0),
+        (16, 512, 64, 17, 4, 8.0),
+        (16, 512, 64, 300, 2, 1.0),
+        (16, 512, 64, 300, 1, 8.0),
+        (16, 512, 64, 4096, 16, 1.0),
+        (16, 512, 64, 4096, 3, 8.0),
+        (16, 128, 64, 300, 2, 1.0),
+        (16, 128, 16, 17, 1, 8.0),
+        (16, 64, 16, 40, 1, 1.0),
+        (16, 256, 32, 600, 3, 4.0),
+        // Head groups: Kimi-K2's 64 heads (4 groups), DeepSeek-V3's 128 (8 groups).
+        (64, 512, 64, 100, 2, 1.0),
+        (128, 512, 64, 100, 3, 8.0),
     ];
-    for (kv_lora, n_rope, depth, max_segments, q_amp) in cases {
+    for (n_head, kv_lora, n_rope, depth, max_segments, q_amp) in cases {
         let c = Case {
+            n_head,
             kv_lora,
             n_rope,
             depth,
@@ -367,6 +372,10 @@ fn mma_bad_shapes_are_typed_errors() {
         AttnShape { n_head: 4, ..good },
         AttnShape { n_head: 15, ..good },
         AttnShape { n_head: 17, ..good },
+        AttnShape {
+            n_head: 144,
+            ..good
+        },
         AttnShape {
             kv_lora: 520,
             ..good

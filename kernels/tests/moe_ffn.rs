@@ -450,7 +450,8 @@ fn small_cases() -> Vec<Case> {
         let (n_used, ff_sh) = match i % 4 {
             0 => (3, 2 * k),
             1 => (1, k),
-            2 => (8, 0),
+            // The most slots a selection holds (Kimi-K2 and V3 use 8).
+            2 => (MAX_EXPERTS_USED, 0),
             _ => (2, k),
         };
         cases.push(Case {
@@ -465,7 +466,7 @@ fn small_cases() -> Vec<Case> {
             },
             shape: FfnShape {
                 n_embd: 512,
-                n_expert: 9,
+                n_expert: MAX_EXPERTS_USED + 1,
                 n_used,
                 ff: 2 * k,
                 ff_sh,
@@ -628,11 +629,14 @@ fn moe_ffn_rejects_bad_launches() {
         shape_err(
             gu(
                 &mut b,
-                &FfnShape { n_used: 9, ..good },
+                &FfnShape {
+                    n_used: MAX_EXPERTS_USED + 1,
+                    ..good
+                },
                 GemvType::Q8_0,
                 &big,
             ),
-            "n_used > 8",
+            "n_used > MAX_EXPERTS_USED",
         );
         shape_err(
             gu(
@@ -743,7 +747,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &GateUpBufs {
             x: &(64 * 36),
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             gate: Some(&q4k_exps),
             up: Some(&q4k_exps),
             gate_sh: Some(&q4k_sh),
@@ -759,7 +763,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &DownBufs {
             act: &act,
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             down: Some(&(64 * 2048 * 44 * 22)),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
@@ -782,7 +786,7 @@ fn moe_ffn_launch_grids() {
         &s,
         &DownBufs {
             act: &act,
-            sel: Some(&64),
+            sel: Some(&size_of::<ExpertSelection>()),
             down: Some(&(64 * 2048 * 44 * 22 - 1)),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),

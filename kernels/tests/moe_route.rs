@@ -19,10 +19,12 @@ use support::{download, download_f32, f32_bytes, poisoned, upload};
 
 /// Relative band between the kernel's and the oracle's gating scores. The kernel computes
 /// `exp` as `ex2.approx(x·log2 e)` (relative error 2^-22.5 ≈ 1.7e-7, plus about 1e-6 from
-/// rounding the product for |x| ≤ 16), sums at most 256 terms in f32 in a tree of depth 13
-/// (≤ 13·2^-24 ≈ 8e-7 relative) and divides once: a few 1e-6 in all. 1e-5 leaves margin.
+/// rounding the product for |x| ≤ 16), sums at most 512 terms in f32 (16 per lane in a row,
+/// then a 5-level shuffle tree: depth 21, ≤ 21·2^-24 ≈ 1.3e-6 relative) and divides once: a
+/// few 1e-6 in all. 1e-5 leaves margin.
 const SCORE_BAND: f64 = 1e-5;
-/// Weights after renormalization add the errors of up to 8 weights in the sum: twice the band.
+/// Weights after renormalization: the weight's own error plus its sum's, whose relative error
+/// is at most the largest of its (up to 16) terms': twice the band.
 const WEIGHT_BAND: f64 = 2.0 * SCORE_BAND;
 /// Distinct inputs must give scores at least this far apart (relative), so that kernel and
 /// oracle, each within `SCORE_BAND` of the exact value, order them alike.
@@ -73,6 +75,51 @@ fn cases() -> Vec<Case> {
                 n_group_used: 4,
                 normalize: true,
                 scale: 2.5,
+            },
+            span: 48,
+            with_bias: true,
+        },
+        // Kimi-K2: 384 experts, sigmoid, selection bias, no groups, top-8, scale 2.827.
+        Case {
+            name: "k2",
+            p: RouteParams {
+                gating: Gating::Sigmoid,
+                n_expert: 384,
+                n_used: 8,
+                n_group: 1,
+                n_group_used: 1,
+                normalize: true,
+                scale: 2.827,
+            },
+            span: 48,
+            with_bias: true,
+        },
+        // 384 experts in 8 groups of 48 (4 kept), top-8, sigmoid with bias.
+        Case {
+            name: "384-groups",
+            p: RouteParams {
+                gating: Gating::Sigmoid,
+                n_expert: 384,
+                n_used: 8,
+                n_group: 8,
+                n_group_used: 4,
+                normalize: true,
+                scale: 2.5,
+            },
+            span: 48,
+            with_bias: true,
+        },
+        // The limits: 512 experts in 32 groups of 16 (8 kept), 16 used, sigmoid with bias.
+        Case {
+            name: "512-16",
+            p: RouteParams {
+                gating: Gating::Sigmoid,
+                n_expert: 512,
+                n_used: 16,
+                n_group: 32,
+                n_group_used: 8,
+                normalize: true,
+                scale: 1.8,
             },
             span: 48,
             with_bias: true,
@@ -319,8 +366,8 @@ fn moe_route_rejects_bad_params() {
     #[cfg(feature = "sim")]
     {
         let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
-        let lb = upload(&mut b, &[0u8; 1024]);
-        let sb = poisoned(&mut b, 64);
+        let lb = upload(&mut b, &[0u8; 4096]);
+        let sb = poisoned(&mut b, std::mem::size_of::<ExpertSelection>());
         let base = RouteParams {
             gating: Gating::Softmax,
             n_expert: 64,
@@ -331,10 +378,10 @@ fn moe_route_rejects_bad_params() {
             scale: 1.0,
         };
         let bad = [
-            RouteParams { n_used: 9, ..base },
+            RouteParams { n_used: 17, ..base },
             RouteParams { n_used: 0, ..base },
             RouteParams {
-                n_expert: 257,
+                n_expert: 513,
                 ..base
             },
             RouteParams {

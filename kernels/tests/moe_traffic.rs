@@ -93,7 +93,7 @@ fn selection(n_used: usize, n_expert: usize) -> ExpertSelection {
 fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
     let n = s.n_embd;
     let x = r.buf(n / QK8_1 * 36);
-    let sel = r.sim.alloc(64).expect("alloc");
+    let sel = r.sim.alloc(size_of::<ExpertSelection>()).expect("alloc");
     r.sim
         .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
         .expect("write");
@@ -140,7 +140,7 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
 fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
     let n = s.n_embd;
     let act = r.buf(s.act_bytes().expect("act"));
-    let sel = r.sim.alloc(64).expect("alloc");
+    let sel = r.sim.alloc(size_of::<ExpertSelection>()).expect("alloc");
     r.sim
         .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
         .expect("write");

@@ -35,7 +35,8 @@ pub struct Args {
         conflicts_with = "synth"
     )]
     model: Option<PathBuf>,
-    /// Plan a synthetic model from its header alone, no file written (tiny, lite-4l, v2-lite).
+    /// Plan a synthetic model from its header alone, no file written: any `ingot synth` preset,
+    /// including the full-size header-only v3, k2 and glm-4.7-flash.
     #[arg(long)]
     synth: Option<Preset>,
     /// Quant mix of `--synth`.

@@ -95,9 +95,14 @@ pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
 pub const FLASH_THREADS: u32 = 256;
 /// Cache rows one [`FLASH_LATENT`] block stages in shared memory at a time.
 pub const FLASH_TILE: u32 = 32;
-/// Most heads one [`FLASH_LATENT`] block serves (all heads of V2-Lite; every head shares the
-/// cache rows, so one block reads each row once for all of them).
-pub const FLASH_MAX_HEADS: u32 = 16;
+/// Heads one [`FLASH_LATENT`] / [`FLASH_LATENT_MMA`] block serves: a head group (all heads of
+/// V2-Lite; every head shares the cache rows, so one block reads each row once for all of its
+/// heads).
+pub const FLASH_GROUP_HEADS: u32 = 16;
+/// Most heads the flash kernels serve (DeepSeek-V3: 128). Heads past [`FLASH_GROUP_HEADS`] run
+/// in more blocks, one per (head group, segment) (see [`flash_items`]); each group re-reads the
+/// segment's cache rows, from L2 once the first group has fetched them.
+pub const FLASH_MAX_HEADS: u32 = 128;
 /// Widest cache row `kv_lora + n_rope` [`FLASH_LATENT`] supports, in f16 elements.
 pub const FLASH_MAX_ROW: u32 = 576;
 /// Widest latent `kv_lora` [`FLASH_LATENT`] supports.
@@ -112,23 +117,38 @@ pub const FLASH_MIN_SEGMENT_TILES: u32 = 2;
 
 /// Byte offsets of [`FLASH_LATENT`]'s dynamic shared memory.
 pub mod flash_smem {
-    use super::{FLASH_MAX_HEADS, FLASH_MAX_ROW, FLASH_TILE};
+    use super::{FLASH_GROUP_HEADS, FLASH_MAX_ROW, FLASH_TILE};
     /// The staged cache tile: `FLASH_TILE` rows of `kv_lora + n_rope` f16, packed.
     pub const TILE: u32 = 0;
-    /// Probabilities `p[t][h]` of the tile, f32, `FLASH_MAX_HEADS` per token.
+    /// Probabilities `p[t][h]` of the tile, f32, `FLASH_GROUP_HEADS` per token.
     pub const P: u32 = TILE + FLASH_TILE * FLASH_MAX_ROW * 2;
     /// Per-head rescale factor `2^(m_old − m_new)` of the current tile, f32.
-    pub const ALPHA: u32 = P + FLASH_TILE * FLASH_MAX_HEADS * 4;
+    pub const ALPHA: u32 = P + FLASH_TILE * FLASH_GROUP_HEADS * 4;
     /// Total bytes.
-    pub const BYTES: u32 = ALPHA + FLASH_MAX_HEADS * 4;
+    pub const BYTES: u32 = ALPHA + FLASH_GROUP_HEADS * 4;
+}
+
+/// Head groups of `n_head` heads: blocks per segment of the flash kernels.
+pub const fn flash_head_groups(n_head: u32) -> u32 {
+    n_head.div_ceil(FLASH_GROUP_HEADS)
+}
+
+/// Items (= blocks) of [`FLASH_LATENT`] / [`FLASH_LATENT_MMA`]: one per (head group, potential
+/// segment). Block `b` serves head group `b / max_segments` (heads `16·g .. 16·g + 16`, those
+/// below `n_head`) and segment `b % max_segments`; `max_segments = 0` counts as 1.
+pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
+    let ms = if max_segments == 0 { 1 } else { max_segments };
+    flash_head_groups(n_head) * ms
 }
 
 /// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
 /// max_segments, kq_scale)`: block `b` attends the query of every head to the cache rows of
 /// segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's `part_o` and
-/// `part_ml`; blocks without a segment exit at once. Requires `n_head ≤ 16`,
-/// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: `max_segments` blocks
-/// (an item is one potential segment).
+/// `part_ml`; blocks without a segment exit at once. With more than [`FLASH_GROUP_HEADS`] heads
+/// the heads run in groups of 16, one block per (group, segment): see [`flash_items`]; the
+/// output layout does not depend on the grouping. Requires `n_head ≤ 128`,
+/// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: [`flash_items`]
+/// blocks (an item is one potential segment of one head group).
 pub const FLASH_LATENT: KernelDesc = KernelDesc {
     name: "flash_latent",
     params: &[
@@ -216,7 +236,8 @@ const _: () = assert!(
     "q8_1 blocks must not straddle slices"
 );
 const _: () =
-    assert!(FLASH_THREADS == FLASH_MAX_HEADS * 16 && FLASH_THREADS.is_multiple_of(WARP_SIZE));
+    assert!(FLASH_THREADS == FLASH_GROUP_HEADS * 16 && FLASH_THREADS.is_multiple_of(WARP_SIZE));
+const _: () = assert!(FLASH_MAX_HEADS.is_multiple_of(FLASH_GROUP_HEADS));
 const _: () = assert!(
     flash_smem::BYTES <= 48 * 1024,
     "more needs an opt-in launch attribute"
@@ -258,8 +279,9 @@ pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
 
 /// Threads per block of [`FLASH_LATENT_MMA`]: eight warps.
 pub const FLASH_MMA_THREADS: u32 = 256;
-/// Heads [`FLASH_LATENT_MMA`] requires: exactly the M = 16 rows of `mma.sync.m16n8k16`.
-pub const FLASH_MMA_HEADS: u32 = 16;
+/// Heads of one [`FLASH_LATENT_MMA`] block: exactly the M = 16 rows of `mma.sync.m16n8k16`.
+/// The kernel requires `n_head` a multiple of it (16, 64, 128: V2-Lite, Kimi-K2, V3).
+pub const FLASH_MMA_HEADS: u32 = FLASH_GROUP_HEADS;
 /// Bytes between consecutive rows of [`FLASH_LATENT_MMA`]'s shared tile: the widest row
 /// (`FLASH_MAX_ROW` f16) plus 16 bytes, so the eight 16-byte rows of one `ldmatrix` matrix
 /// start 4 banks apart (292 words ≡ 4 mod 32) and never conflict.
@@ -297,9 +319,9 @@ pub mod flash_mma_smem {
 /// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate
 /// in f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the
 /// tensor cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its
-/// precision: see the kernel's module docs. Requires `n_head = 16`, `kv_lora + n_rope ≤ 576`,
+/// precision: see the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`,
 /// `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
-/// element. Grid: `max_segments` blocks.
+/// element. Heads in groups of 16 as [`FLASH_LATENT`]. Grid: [`flash_items`] blocks.
 pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
     name: "flash_latent_mma",
     params: FLASH_LATENT.params,

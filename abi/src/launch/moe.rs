@@ -7,16 +7,18 @@
 
 use super::{f32_, ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
 
-/// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 8).
-pub const MAX_EXPERTS_USED: usize = 8;
-/// Most routed experts a layer may have (`expert_count`; V2-Lite 64, V3 256). The router holds
-/// `ROUTER_MAX_EXPERTS / WARP_SIZE` scores per lane in registers.
-pub const ROUTER_MAX_EXPERTS: u32 = 256;
+/// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 and
+/// Kimi-K2 8, GLM-4.7-Flash 4). The router keeps choice `r` in lane `r`, so this may not pass
+/// `WARP_SIZE`.
+pub const MAX_EXPERTS_USED: usize = 16;
+/// Most routed experts a layer may have (`expert_count`; V2-Lite 64, V3 256, Kimi-K2 384). The
+/// router holds `ROUTER_MAX_EXPERTS / WARP_SIZE` (16) scores per lane in registers.
+pub const ROUTER_MAX_EXPERTS: u32 = 512;
 /// Most expert groups (`expert_group_count`): the router keeps one group score per lane.
 pub const ROUTER_MAX_GROUPS: u32 = WARP_SIZE;
 
 /// The router's output, one per token: `ids[i]` / `weights[i]` for `i < n_used`, in selection
-/// order (best first). Entries past `n_used` are left as they were. 64 bytes.
+/// order (best first). Entries past `n_used` are left as they were. 128 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ExpertSelection {
@@ -26,7 +28,9 @@ pub struct ExpertSelection {
     pub weights: [f32; MAX_EXPERTS_USED],
 }
 
-const _: () = assert!(core::mem::size_of::<ExpertSelection>() == 64);
+const _: () = assert!(core::mem::size_of::<ExpertSelection>() == 128);
+const _: () = assert!(MAX_EXPERTS_USED <= WARP_SIZE as usize);
+const _: () = assert!(ROUTER_MAX_EXPERTS.is_multiple_of(WARP_SIZE));
 
 /// Router flag: sigmoid gating (V3) instead of softmax (V2).
 pub const ROUTE_SIGMOID: u32 = 1;

@@ -16,7 +16,7 @@ use crate::device::{Buf, Device};
 
 /// Bytes of `values` activations as q8_1 blocks, rounded up to whole blocks (the reduced-rows probe asks for
 /// shapes whose widths are not multiples of 32).
-/// The router's selection, 64 bytes: `N_USED` ids and weights are what the kernels use.
+/// The router's selection (`ExpertSelection`, 128 bytes): `N_USED` ids and weights are what the kernels use.
 fn selection() -> BufSpec {
     BufSpec {
         param: "sel",

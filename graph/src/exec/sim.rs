@@ -138,6 +138,7 @@ impl SimExecutor {
         let mut trace = DecodeTrace {
             embedding: Vec::new(),
             layers: Vec::with_capacity(self.plan.n_layer),
+            route_margins: Vec::new(),
             logits: Vec::new(),
         };
         let first_layer = self.plan.nodes.iter().position(|n| n.layer.is_some());

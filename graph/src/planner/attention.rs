@@ -3,8 +3,9 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA,
-    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1,
+    flash_items, merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT,
+    FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV,
+    ROPE_KV_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -20,12 +21,6 @@ use ingot_abi::blocks::BlockQ8_1;
 pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     check_shapes(b)?;
-    if c.q_lora.is_some() {
-        return Err(PlanError::UnsupportedModel(
-            "low-rank queries (attention.q_lora_rank, attn_q_a/attn_q_b) are not planned yet"
-                .into(),
-        ));
-    }
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| format!("blk.{il} {s}");
     let layer = Some(il);
@@ -98,8 +93,10 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let segs = b.opts.max_segments as usize;
     let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
-    // Tensor cores when the heads fill the 16 rows of an mma tile; same arguments and output.
-    let flash = if c.n_head as u32 == FLASH_MMA_HEADS && k::available(FLASH_LATENT_MMA.name) {
+    // Tensor cores when the heads fill whole 16-row mma tiles; same arguments and output.
+    // Heads past 16 run in groups of 16, one block per (group, segment).
+    let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
+    let flash = if mma && k::available(FLASH_LATENT_MMA.name) {
         FLASH_LATENT_MMA.name
     } else {
         FLASH_LATENT.name
@@ -108,7 +105,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         flash,
         label("flash_latent"),
         layer,
-        segs,
+        flash_items(c.n_head as u32, segs as u32) as usize,
         vec![
             buf(q_abs),
             buf(q_pe),
@@ -211,16 +208,81 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     )
 }
 
-/// `q = W_q·x` and `kv = W_kv_a·x`: one `gemv2_*` launch when both weights share a type and
-/// width (and the PTX has the kernel), otherwise two plain gemvs.
+/// `q` and `kv = W_kv_a·x`. A full-rank query is `q = W_q·x`; a low-rank one (V3, Kimi-K2,
+/// GLM-4.7: `attention.q_lora_rank`) is `q = W_q_b·q8_1(rmsnorm(W_q_a·x)·q_a_norm)`, the
+/// oracle's order. The first product (`W_q` or `W_q_a`) shares `x` with `W_kv_a`: one `gemv2_*`
+/// launch when both weights share a type and width (and the PTX has the kernel), otherwise two
+/// plain gemvs.
 fn projections(
     b: &mut Builder<'_>,
     il: usize,
     x_q8: crate::BufId,
     (q, kv): (crate::BufId, crate::BufId),
 ) -> Result<(), PlanError> {
+    let c = b.c;
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| format!("blk.{il} {s}");
+    let Some(q_lora) = c.q_lora else {
+        return pair(b, il, "attn_q", x_q8, (q, kv));
+    };
+    if !q_lora.is_multiple_of(32) {
+        return Err(PlanError::UnsupportedModel(format!(
+            "q_lora_rank = {q_lora} is not a multiple of 32 (q8_1 blocks of attn_q_b's input)"
+        )));
+    }
+    let q_a = b.f32_act("act.q_a", q_lora)?;
+    pair(b, il, "attn_q_a", x_q8, (q_a, kv))?;
+    let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
+    let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
+    let eps = NodeArg::F32(c.rms_eps);
+    if k::available(k::RMSNORM_Q8_1) {
+        b.node(
+            k::RMSNORM_Q8_1,
+            label("attn_q_a_norm"),
+            Some(il),
+            1,
+            vec![buf(q_a), buf(q_a_norm), buf(q_a_q8), u32a(q_lora), eps],
+        )?;
+    } else {
+        let normed = b.f32_act("act.q_a_normed", q_lora)?;
+        b.node(
+            k::RMSNORM_F32,
+            label("attn_q_a_norm"),
+            Some(il),
+            1,
+            vec![buf(q_a), buf(q_a_norm), buf(normed), u32a(q_lora), eps],
+        )?;
+        super::ffn::quantize(
+            b,
+            buf(normed),
+            buf(q_a_q8),
+            q_lora,
+            label("quantize q_a"),
+            il,
+        )?;
+    }
+    super::ffn::gemv_into(
+        b,
+        &name("attn_q_b.weight"),
+        q_a_q8,
+        q,
+        label("attn_q_b"),
+        il,
+    )
+}
+
+/// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
+/// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width (and the PTX has
+/// the kernel), otherwise two plain gemvs.
+fn pair(
+    b: &mut Builder<'_>,
+    il: usize,
+    first: &str,
+    x_q8: crate::BufId,
+    (y, kv): (crate::BufId, crate::BufId),
+) -> Result<(), PlanError> {
     let (q_name, kv_name) = (
-        format!("blk.{il}.attn_q.weight"),
+        format!("blk.{il}.{first}.weight"),
         format!("blk.{il}.attn_kv_a_mqa.weight"),
     );
     let label = |s: &str| format!("blk.{il} {s}");
@@ -230,14 +292,14 @@ fn projections(
     if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&pair) {
         return b.node(
             pair,
-            label("attn_q+attn_kv_a_mqa"),
+            label(&format!("{first}+attn_kv_a_mqa")),
             Some(il),
             k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
             vec![
                 buf(wq),
                 buf(wkv),
                 buf(x_q8),
-                buf(q),
+                buf(y),
                 buf(kv),
                 u32a(q_cols),
                 u32a(q_rows),
@@ -245,7 +307,7 @@ fn projections(
             ],
         );
     }
-    super::ffn::gemv_into(b, &q_name, x_q8, q, label("attn_q"), il)?;
+    super::ffn::gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)
 }
 
@@ -336,6 +398,15 @@ fn is_f32(ty: GgmlType) -> bool {
 fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
     let c = b.c;
     let fail = |what: String| Err(PlanError::UnsupportedModel(what));
+    // The query scale is a kernel argument fixed at capture; a per-position scale would
+    // silently decode with the wrong one.
+    if c.attn_temperature.is_some() {
+        return fail(
+            "attention temperature scaling (attention.temperature_scale, Mistral Large 3): the \
+             query scale would change with the position"
+                .into(),
+        );
+    }
     if c.n_head as u32 > FLASH_MAX_HEADS {
         return fail(format!(
             "{} heads (flash_latent serves at most {FLASH_MAX_HEADS})",

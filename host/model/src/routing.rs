@@ -49,6 +49,8 @@ pub struct Router {
     taken: Vec<bool>,
     group_scores: Vec<f32>,
     group_taken: Vec<bool>,
+    /// See [`Router::margin`].
+    margin: f32,
 }
 
 impl Router {
@@ -60,6 +62,7 @@ impl Router {
             taken: vec![false; params.n_expert],
             group_scores: vec![0.0; params.n_group],
             group_taken: vec![false; params.n_group],
+            margin: f32::INFINITY,
         }
     }
 
@@ -83,6 +86,7 @@ impl Router {
                 }
             }
         }
+        self.margin = f32::INFINITY;
         // The bias only steers which experts are chosen; the weights come from the unbiased scores.
         for (e, s) in self.selection.iter_mut().enumerate() {
             *s = self.probs[e] + bias.map_or(0.0, |b| b[e]);
@@ -96,6 +100,15 @@ impl Router {
             self.taken[e] = true;
             *slot = (e, self.probs[e]);
         }
+        if let Some(&(last, _)) = out.last() {
+            let rest = self
+                .selection
+                .iter()
+                .zip(&self.taken)
+                .filter(|&(_, &t)| !t)
+                .fold(f32::NEG_INFINITY, |m, (&s, _)| m.max(s));
+            self.margin = self.margin.min(self.selection[last] - rest);
+        }
         if p.normalize {
             let sum: f32 = out.iter().map(|&(_, w)| w).sum::<f32>().max(MIN_WEIGHT_SUM);
             out.iter_mut().for_each(|(_, w)| *w /= sum);
@@ -103,6 +116,15 @@ impl Router {
         if p.scale != 1.0 {
             out.iter_mut().for_each(|(_, w)| *w *= p.scale);
         }
+    }
+
+    /// How close the last [`Router::route`] came to another choice, in selection-score units
+    /// (gating score plus bias): the smallest of the last chosen expert's selection score minus
+    /// the best unchosen one's and, with groups, the last kept group's score minus the best
+    /// dropped group's. Infinite when nothing was left out. A backend whose router inputs
+    /// differ from these by about this much may legitimately choose differently.
+    pub fn margin(&self) -> f32 {
+        self.margin
     }
 
     /// Keeps the `n_group_used` groups with the highest [`GroupScore`]; masks the rest to -inf.
@@ -130,6 +152,16 @@ impl Router {
             let g = best_untaken(&self.group_scores, &self.group_taken);
             self.group_taken[g] = true;
         }
+        let score = |keep: bool| {
+            self.group_scores
+                .iter()
+                .zip(&self.group_taken)
+                .filter(move |&(_, &k)| k == keep)
+                .map(|(&s, _)| s)
+        };
+        let kept = score(true).fold(f32::INFINITY, f32::min);
+        let dropped = score(false).fold(f32::NEG_INFINITY, f32::max);
+        self.margin = self.margin.min(kept - dropped);
         for (g, &keep) in self.group_taken.iter().enumerate() {
             if !keep {
                 self.selection[g * per_group..(g + 1) * per_group].fill(f32::NEG_INFINITY);
@@ -232,5 +264,36 @@ mod tests {
         assert_eq!(p.gating.group_score(), GroupScore::Best);
         let out = route(p, &GROUP_LOGITS, None);
         assert_eq!(out.iter().map(|&(e, _)| e).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn margin_is_the_closest_decision() {
+        let sig = |l: f64| (1.0 / (1.0 + (-l).exp())) as f32;
+        let mut r = Router::new(params(GatingFunc::Sigmoid, 2));
+        let mut out = vec![(0, 0.0); 2];
+        r.route(
+            &[3.0, 2.0, 1.9, 0.0, -1.0, -2.0, -3.0, -4.0],
+            None,
+            &mut out,
+        );
+        assert_eq!(r.margin(), sig(2.0) - sig(1.9));
+        // Groups of two, two kept: group 1 (experts 2, 3) beats group 2 (4, 5) by 0.01 in
+        // logits, far less than the experts' own boundary.
+        let grouped = RouterParams {
+            n_group: 4,
+            n_group_used: 2,
+            ..params(GatingFunc::Sigmoid, 2)
+        };
+        let mut r = Router::new(grouped);
+        let logits = [4.0, 3.0, 0.51, 0.5, 0.5, 0.5, -3.0, -4.0];
+        r.route(&logits, None, &mut out);
+        let g1 = sig(0.51) + sig(0.5);
+        let g2 = sig(0.5) + sig(0.5);
+        assert_eq!(r.margin(), g1 - g2);
+        // Nothing left out: no decision, infinite margin.
+        let mut r = Router::new(params(GatingFunc::Softmax, 8));
+        let mut all = vec![(0, 0.0); 8];
+        r.route(&[0.0; 8], None, &mut all);
+        assert_eq!(r.margin(), f32::INFINITY);
     }
 }

@@ -1,4 +1,5 @@
-//! `moe_route`, and `moe_router_f32` (the f32 router gemv fused with it): expert selection for one token from its router logits (spec §5.4, llama.cpp
+//! `moe_route`, and `moe_router_f32` (the f32 router gemv fused with it): expert selection for
+//! one token from its router logits (spec §5.4, llama.cpp
 //! `build_moe_ffn`, ingot-model's `routing::Router`).
 //!
 //! Thread mapping: one warp. Expert `e` lives in lane `e % 32`, register slot `e / 32`, so the
@@ -17,9 +18,9 @@
 
 use crate::gemv::f32_row_dot;
 use crate::intrinsics::{
-    bid, exp, fence_acq_rel_gpu, fence_atom_add_u32_if, global, ld_u32, ld_u32_relaxed,
-    nblocks, shfl_idx_f32, shfl_idx_u32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32,
-    warp_max_u32, warp_min_u32, warp_sum,
+    bid, exp, fence_acq_rel_gpu, fence_atom_add_u32_if, global, ld_u32, ld_u32_relaxed, nblocks,
+    shfl_idx_f32, shfl_idx_u32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32, warp_max_u32,
+    warp_min_u32, warp_sum,
 };
 use core::mem::offset_of;
 use ingot_abi::launch::{
@@ -35,31 +36,37 @@ const SLOTS: usize = (ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
 /// Key of a score that can still be chosen: larger score, larger key; NaN is 1, below every
-/// number (−inf maps to 0x007F_FFFF). 0 is reserved for "not selectable".
+/// number (−inf maps to 0x007F_FFFF). 0 is reserved for "not selectable". Selects only, no
+/// branches, so the per-slot loops stay small enough to unroll fully (registers, not local
+/// memory).
 #[inline(always)]
 fn order_key(s: f32) -> u32 {
-    if s.is_nan() {
-        return 1;
-    }
     // −0 and +0 compare equal in the oracle; give them one key.
     let b = if s == 0.0 { 0 } else { s.to_bits() };
-    if b & 0x8000_0000 != 0 {
+    let k = if b & 0x8000_0000 != 0 {
         !b
     } else {
         b | 0x8000_0000
+    };
+    if s.is_nan() {
+        1
+    } else {
+        k
     }
 }
 
-/// The two largest non-NaN values among `v[j]` with `member[j]`, merged over the warp; `−inf`
-/// fills missing places (a group of one expert scores `x + −inf`, as in the oracle).
+/// The two largest non-NaN values among `v[j]` of the experts `lo <= e < hi` (expert `e` of
+/// slot `j` is `32·j + lane`), merged over the warp; `−inf` fills missing places (a group of one
+/// expert scores `x + −inf`, as in the oracle).
 #[inline(always)]
-fn warp_top2(v: &[f32; SLOTS], member: &[bool; SLOTS]) -> (f32, f32) {
+fn warp_top2(v: &[f32; SLOTS], lane: u32, lo: u32, hi: u32) -> (f32, f32) {
     let mut first = f32::NEG_INFINITY;
     let mut second = f32::NEG_INFINITY;
     let mut j = 0;
     while j < SLOTS {
         // Branch-free top-two update; NaN and non-members enter as −inf (ignored).
-        let x = if member[j] && !v[j].is_nan() {
+        let e = j as u32 * WARP_SIZE + lane;
+        let x = if e >= lo && e < hi && !v[j].is_nan() {
             v[j]
         } else {
             f32::NEG_INFINITY
@@ -207,38 +214,37 @@ unsafe fn route(
     flags: u32,
     scale: f32,
 ) {
-    let mut valid = [false; SLOTS];
-    let mut x = [f32::NEG_INFINITY; SLOTS];
+    // Expert `32·j + lane` of slot `j` exists when it is below `n_expert`; the others keep
+    // −inf logits, score 0 and key 0 (never chosen). No per-slot flag array: every slot loop
+    // recomputes the bound, which keeps the arrays in registers.
+    let exists = |j: usize| j as u32 * WARP_SIZE + lane < n_expert;
+    // Gating scores p (the weights), from the logits in place.
+    let mut p = [f32::NEG_INFINITY; SLOTS];
     let mut j = 0;
     while j < SLOTS {
-        let e = j as u32 * WARP_SIZE + lane;
-        if e < n_expert {
-            valid[j] = true;
-            x[j] = f32::from_bits(load(lg + 4 * e as u64));
+        if exists(j) {
+            p[j] = f32::from_bits(load(lg + 4 * (j as u32 * WARP_SIZE + lane) as u64));
         }
         j += 1;
     }
-
-    // Gating scores p (the weights) and selection scores s.
-    let mut p = [0.0f32; SLOTS];
     if flags & ROUTE_SIGMOID != 0 {
         let mut j = 0;
         while j < SLOTS {
-            p[j] = 1.0 / (1.0 + exp(-x[j]));
+            p[j] = 1.0 / (1.0 + exp(-p[j]));
             j += 1;
         }
     } else {
         let mut local = f32::NEG_INFINITY;
         let mut j = 0;
         while j < SLOTS {
-            local = local.max(x[j]);
+            local = local.max(p[j]);
             j += 1;
         }
         let max = warp_max_f32(local);
         let mut part = 0.0f32;
         let mut j = 0;
         while j < SLOTS {
-            p[j] = if valid[j] { exp(x[j] - max) } else { 0.0 };
+            p[j] = if exists(j) { exp(p[j] - max) } else { 0.0 };
             part += p[j];
             j += 1;
         }
@@ -249,12 +255,13 @@ unsafe fn route(
             j += 1;
         }
     }
+    // Selection scores s: p plus the bias when there is one.
     let mut s = p;
     if flags & ROUTE_BIAS != 0 {
         let bg = global(bias);
         let mut j = 0;
         while j < SLOTS {
-            if valid[j] {
+            if exists(j) {
                 let e = j as u32 * WARP_SIZE + lane;
                 s[j] += f32::from_bits(ld_u32(bg + 4 * e as u64));
             }
@@ -263,15 +270,27 @@ unsafe fn route(
     }
 
     if n_group > 1 {
-        limit_groups(&mut s, &valid, lane, n_expert, n_group, n_group_used, flags & ROUTE_SIGMOID != 0);
+        limit_groups(
+            &mut s,
+            lane,
+            n_expert,
+            n_group,
+            n_group_used,
+            flags & ROUTE_SIGMOID != 0,
+        );
     }
 
+    // Key 0 (not selectable) past n_expert, by a mask: the loop stays branch-free. Two loops of
+    // SLOTS / 2: LLVM unrolls each fully, while one loop of 16 exceeds its full-unroll size
+    // budget, stays a loop, and puts `s` and `key` in local memory.
     let mut key = [0u32; SLOTS];
     let mut j = 0;
+    while j < SLOTS / 2 {
+        key[j] = order_key(s[j]) & (exists(j) as u32).wrapping_neg();
+        j += 1;
+    }
     while j < SLOTS {
-        if valid[j] {
-            key[j] = order_key(s[j]);
-        }
+        key[j] = order_key(s[j]) & (exists(j) as u32).wrapping_neg();
         j += 1;
     }
 
@@ -319,11 +338,10 @@ unsafe fn route(
 /// Masks to −inf every expert outside the `n_group_used` best-scoring groups (ties: lower group
 /// index). A group scores the sum of its two best selection scores when `top_two` (DeepSeek-V3,
 /// sigmoid gating), else its best one (HF DeepSeek-V2, softmax gating), as the oracle's
-/// `GatingFunc::group_score` does.
+/// `GatingFunc::group_score` does. Group `g` holds experts `g·per_group .. (g+1)·per_group`.
 #[inline(always)]
 fn limit_groups(
     s: &mut [f32; SLOTS],
-    valid: &[bool; SLOTS],
     lane: u32,
     n_expert: u32,
     n_group: u32,
@@ -332,23 +350,12 @@ fn limit_groups(
 ) {
     // The launcher guarantees n_group ≤ n_expert; max(1) keeps the division trap-free anyway.
     let per_group = (n_expert / n_group).max(1);
-    let mut group = [0u32; SLOTS];
-    let mut j = 0;
-    while j < SLOTS {
-        group[j] = (j as u32 * WARP_SIZE + lane) / per_group;
-        j += 1;
-    }
     // Lane g ends up holding group g's score key.
     let mut gkey = [0u32; 1];
     let mut g = 0;
     while g < n_group {
-        let mut member = [false; SLOTS];
-        let mut j = 0;
-        while j < SLOTS {
-            member[j] = valid[j] && group[j] == g;
-            j += 1;
-        }
-        let (first, second) = warp_top2(s, &member);
+        let lo = g * per_group;
+        let (first, second) = warp_top2(s, lane, lo, lo + per_group);
         if lane == g {
             gkey[0] = order_key(if top_two { first + second } else { first });
         }
@@ -366,8 +373,10 @@ fn limit_groups(
     }
     let mut j = 0;
     while j < SLOTS {
-        // Valid experts have group[j] < n_group ≤ 32.
-        if valid[j] && (keep >> group[j]) & 1 == 0 {
+        // An existing expert's group is below n_group ≤ 32; the others are never chosen, and
+        // `& 31` keeps their shift in range.
+        let group = (j as u32 * WARP_SIZE + lane) / per_group;
+        if (keep >> (group & 31)) & 1 == 0 {
             s[j] = f32::NEG_INFINITY;
         }
         j += 1;

@@ -11,7 +11,7 @@ use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
-    flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
+    flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA,
     FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
 };
@@ -300,10 +300,11 @@ fn launch_flash<B: Accelerator>(
         bufs.part_ml,
         part_ml_bytes(s, max_segments),
     )?;
+    let n_head = to_u32(d, "n_head", s.n_head)?;
     launch(
         b,
         d,
-        segs,
+        flash_items(n_head, segs),
         &[
             KArg::Buf(bufs.q_abs),
             KArg::Buf(bufs.q_pe),
@@ -322,9 +323,10 @@ fn launch_flash<B: Accelerator>(
 }
 
 /// [`flash_latent`] on tensor cores (see `ingot_abi::launch::FLASH_LATENT_MMA`): same buffers,
-/// segments and output, so [`attn_merge`] follows it unchanged. Only for `n_head = 16`
-/// (DeepSeek-V2-Lite); other head counts are a [`crate::KernelError::Shape`] error and use
-/// [`flash_latent`]. The query and the probabilities enter the tensor cores as f16.
+/// segments and output, so [`attn_merge`] follows it unchanged. Only for `n_head` a multiple
+/// of 16 (DeepSeek-V2-Lite 16, Kimi-K2 64, V3 128); other head counts are a
+/// [`crate::KernelError::Shape`] error and use [`flash_latent`]. The query and the
+/// probabilities enter the tensor cores as f16.
 pub fn flash_latent_mma<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
@@ -333,11 +335,11 @@ pub fn flash_latent_mma<B: Accelerator>(
     kq_scale: f32,
 ) -> Result<()> {
     let d = &FLASH_LATENT_MMA;
-    if s.n_head != FLASH_MMA_HEADS as usize {
+    if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
         return Err(shape(
             d,
             format!(
-                "n_head = {} but the tensor-core kernel needs exactly {FLASH_MMA_HEADS} \
+                "n_head = {} but the tensor-core kernel needs a multiple of {FLASH_MMA_HEADS} \
                  (use flash_latent)",
                 s.n_head
             ),

@@ -23,6 +23,9 @@ pub struct DecodeTrace {
     pub embedding: Vec<f32>,
     /// `layers[il]` = the residual stream after layer `il` (attention and FFN added).
     pub layers: Vec<Vec<f32>>,
+    /// `route_margins[il]`: the routing margin of MoE layer `il` ([`crate::routing::Router::margin`]),
+    /// `None` for dense layers; empty when the decoder does not report it.
+    pub route_margins: Vec<Option<f32>>,
     pub logits: Vec<f32>,
 }
 
@@ -86,6 +89,7 @@ impl Oracle {
         let mut trace = DecodeTrace {
             embedding: Vec::new(),
             layers: Vec::with_capacity(self.config.n_layer),
+            route_margins: Vec::with_capacity(self.config.n_layer),
             logits: Vec::new(),
         };
         self.forward(token, pos, Some(&mut trace))?;
@@ -136,6 +140,10 @@ impl Oracle {
             add(&mut x, &ffn);
             if let Some(t) = trace.as_deref_mut() {
                 t.layers.push(x.clone());
+                t.route_margins.push(match &layer.ffn {
+                    Ffn::Dense(_) => None,
+                    Ffn::Moe(_) => Some(self.router.margin()),
+                });
             }
         }
         rmsnorm_in_place(&mut x, &self.weights.output_norm, c.rms_eps);

@@ -9,6 +9,9 @@
 //! accumulators are f32, and the segment's un-normalized output and `(m, l)` go to `part_o` /
 //! `part_ml` for `attn_merge`.
 //!
+//! Head groups: block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`, those below
+//! `n_head`) over segment `b % max_segments`; below, "head `h`" is the `h`-th head of the group.
+//!
 //! Thread roles (256 threads):
 //! * score: head `h = tid/16`, lane `k = tid%16` holds the scaled query dims `4(k + 16j) + e`
 //!   (`j < 9`, `e < 4`) in registers; per row it dots them with the f16 row and the 16 lanes of
@@ -32,7 +35,7 @@ use crate::intrinsics::{
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::launch::{
-    flash_segments, flash_smem, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_THREADS,
+    flash_segments, flash_smem, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_THREADS,
     FLASH_TILE,
 };
 use ingot_abi::step::StepState;
@@ -49,14 +52,14 @@ const _: () = assert!(TILE_CHUNKS % FLASH_THREADS == 0);
 const SCORE_LANES: u32 = 16;
 const Q_CHUNKS: usize = (FLASH_MAX_ROW / 4 / SCORE_LANES) as usize;
 const _: () = assert!(FLASH_MAX_ROW % (4 * SCORE_LANES) == 0);
-const _: () = assert!(SCORE_LANES * FLASH_MAX_HEADS == FLASH_THREADS);
+const _: () = assert!(SCORE_LANES * FLASH_GROUP_HEADS == FLASH_THREADS);
 /// Score-role lane `k` keeps the scores of tile rows `k` and `k + 16`.
 const _: () = assert!(FLASH_TILE == 2 * SCORE_LANES);
 
 /// Value role: 8-dim chunks of the latent and heads per thread.
 const V_CHUNKS: u32 = FLASH_MAX_LORA / 8;
 const V_HEADS: usize = 4;
-const _: () = assert!(V_CHUNKS * FLASH_MAX_HEADS / V_HEADS as u32 == FLASH_THREADS);
+const _: () = assert!(V_CHUNKS * FLASH_GROUP_HEADS / V_HEADS as u32 == FLASH_THREADS);
 
 const POS_OFF: u64 = offset_of!(StepState, pos) as u64;
 
@@ -152,7 +155,11 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     kq_scale: f32,
 ) {
     let tid = tid();
-    let seg = bid();
+    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
+    // into (head group, segment) without overflow; max(1) keeps the division trap-free.
+    let ms = max_segments.max(1);
+    let seg = bid() % ms;
+    let h0 = bid() / ms * FLASH_GROUP_HEADS;
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;
@@ -180,14 +187,15 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     let kl = tid % SCORE_LANES;
     let qs = kq_scale * core::f32::consts::LOG2_E;
     let mut q = [[0.0f32; 4]; Q_CHUNKS];
-    if h < n_head {
+    if h0 + h < n_head {
+        let qh = h0 + h;
         let mut j = 0;
         while j < Q_CHUNKS {
             let d = 4 * (kl + SCORE_LANES * j as u32);
             let v = if d < kv_lora {
-                ld_v4_f32(global(q_abs) + (h * kv_lora + d) as u64 * 4)
+                ld_v4_f32(global(q_abs) + (qh * kv_lora + d) as u64 * 4)
             } else if d < row {
-                ld_v4_f32(global(q_pe) + (h * n_rope + d - kv_lora) as u64 * 4)
+                ld_v4_f32(global(q_pe) + (qh * n_rope + d - kv_lora) as u64 * 4)
             } else {
                 [0.0; 4]
             };
@@ -248,9 +256,9 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         let p_hi = exp2(s_hi - m_new);
         l = fma(l, alpha, half_warp_sum(p_lo + p_hi));
         m = m_new;
-        sts_f32(smem + flash_smem::P + (kl * FLASH_MAX_HEADS + h) * 4, p_lo);
+        sts_f32(smem + flash_smem::P + (kl * FLASH_GROUP_HEADS + h) * 4, p_lo);
         sts_f32(
-            smem + flash_smem::P + ((kl + SCORE_LANES) * FLASH_MAX_HEADS + h) * 4,
+            smem + flash_smem::P + ((kl + SCORE_LANES) * FLASH_GROUP_HEADS + h) * 4,
             p_hi,
         );
         if kl == 0 {
@@ -274,7 +282,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         let mut t = 0;
         while t < n {
             let w = lds_v4(lane_v + t * row_bytes);
-            let p = lds_v4_f32(lane_p + t * FLASH_MAX_HEADS * 4);
+            let p = lds_v4_f32(lane_p + t * FLASH_GROUP_HEADS * 4);
             let mut v = [0.0f32; 8];
             let mut e = 0;
             while e < 4 {
@@ -301,12 +309,13 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         start = next;
     }
 
-    let seg_head = seg * n_head; // < max_segments·n_head, which the launcher bounds
+    // < max_segments·n_head, which the launcher bounds.
+    let seg_head = seg * n_head + h0;
     if c * 8 < kv_lora {
         let mut hh = 0;
         while hh < V_HEADS {
             let head = g * V_HEADS as u32 + hh as u32;
-            if head < n_head {
+            if h0 + head < n_head {
                 let a =
                     global(part_o) + ((seg_head + head) as u64 * kv_lora as u64 + 8 * c as u64) * 4;
                 st_v4_f32(a, [o[hh][0], o[hh][1], o[hh][2], o[hh][3]]);
@@ -315,7 +324,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
             hh += 1;
         }
     }
-    if kl == 0 && h < n_head {
+    if kl == 0 && h0 + h < n_head {
         st_v2_f32(global(part_ml) + (seg_head + h) as u64 * 8, [m, l]);
     }
 }

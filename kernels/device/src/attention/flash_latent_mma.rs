@@ -1,5 +1,7 @@
-//! `flash_latent_mma`: `flash_latent` on tensor cores (spec §7.3) for exactly 16 heads, the
-//! M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`.
+//! `flash_latent_mma`: `flash_latent` on tensor cores (spec §7.3) for heads in groups of
+//! exactly 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block `b` serves
+//! heads `16g .. 16g + 16` (`g = b / max_segments`) over segment `b % max_segments`, so
+//! `n_head` is a multiple of 16 (16, 64, 128: V2-Lite, Kimi-K2, V3).
 //!
 //! Same contract as `flash_latent`: block `b` owns segment `b` of the rows `0..=pos`
 //! ([`flash_segments`]), streams it through shared memory one tile of `FLASH_TILE` (32) rows at
@@ -38,7 +40,8 @@
 //! its own control: a segment's partial last tile uses predicated loads and stores (the same
 //! predicate on both), and rows past it are masked by a select. Registers: 72 query-fragment,
 //! 32 accumulator and 36 staging registers per thread (212 in all on sm_86, no spills); the
-//! grid is at most one block per SM anyway (`max_segments`), so occupancy is not the limit.
+//! grid is at most one block per SM per head group anyway (`max_segments`), so occupancy is
+//! not the limit.
 
 use crate::intrinsics::{
     bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32, ld_v4_if,
@@ -211,7 +214,8 @@ unsafe fn zero_tile(tile: u32, tid: u32) {
 }
 
 /// See the module docs and `ingot_abi::launch::FLASH_LATENT_MMA` for the contract; the host
-/// launcher checks `n_head = 16`, the other shape limits and every buffer size.
+/// launcher checks `n_head` (a multiple of 16 up to 128), the other shape limits and every
+/// buffer size.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     q_abs: *const f32,
@@ -220,7 +224,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     state: *const StepState,
     part_o: *mut f32,
     part_ml: *mut f32,
-    _n_head: u32,
+    n_head: u32,
     kv_lora: u32,
     n_rope: u32,
     ctx: u32,
@@ -228,7 +232,11 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     kq_scale: f32,
 ) {
     let tid = tid();
-    let seg = bid();
+    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
+    // into (head group, segment) without overflow; max(1) keeps the division trap-free.
+    let ms = max_segments.max(1);
+    let seg = bid() % ms;
+    let h0 = bid() / ms * HEADS;
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;
@@ -258,9 +266,10 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
         tid,
     );
     let qs = kq_scale * core::f32::consts::LOG2_E;
+    // The group's 16 heads are consecutive rows of q_abs and q_pe.
     let q = QuerySrc {
-        q_abs: global(q_abs),
-        q_pe: global(q_pe),
+        q_abs: global(q_abs) + (h0 * kv_lora) as u64 * 4,
+        q_pe: global(q_pe) + (h0 * n_rope) as u64 * 4,
         kv_lora,
         n_rope,
         qs,
@@ -395,8 +404,9 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
         start = next;
     }
 
-    // Rows g and g + 8 of the accumulators; the launcher bounds seg·16 + 15 by max_segments·16.
-    let seg_head = seg * HEADS;
+    // Rows g and g + 8 of the accumulators; the launcher bounds seg·n_head + h0 + 15 by
+    // max_segments·n_head (n_head a multiple of 16).
+    let seg_head = seg * n_head + h0;
     let o_row = global(part_o) + (seg_head + g) as u64 * kv_lora as u64 * 4;
     let o_row8 = o_row + 8 * kv_lora as u64 * 4;
     let mut c = 0;
