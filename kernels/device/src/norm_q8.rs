@@ -21,15 +21,14 @@ use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{RMSNORM_Q8_1_THREADS as THREADS, WARP_SIZE};
 
-const WARPS: u32 = THREADS / WARP_SIZE;
 const LANES_PER_BLOCK: u32 = QK8_1 as u32 / 4;
 const _: () = assert!(
-    WARPS == 8,
-    "rmsnorm_q8_1_partials below is sized for 8 warps"
+    THREADS / WARP_SIZE <= 8,
+    "rmsnorm_q8_1_partials below holds 8 warps' sums"
 );
 const _: () = assert!(offset_of!(BlockQ8_1, s) == offset_of!(BlockQ8_1, d) + 2);
 
-// One f32 partial sum per warp.
+// One f32 partial sum per warp (at most 8 warps).
 global_asm!(".shared .align 16 .b8 rmsnorm_q8_1_partials[32];");
 
 #[inline(always)]
@@ -69,19 +68,42 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1_f32(
 /// The row of block `bid`; with `F32` the normalized floats also go to `yf`.
 #[inline(always)]
 unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32, eps: f32) {
-    let t = tid();
     let row = bid() as u64;
-    let xr = x + row * n as u64 * 4;
-    let yr = y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
-    let yfr = yf + row * n as u64 * 4;
+    rmsnorm_block::<THREADS, F32>(
+        x + row * n as u64 * 4,
+        |a| ld_v4_f32(a),
+        wg,
+        y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64,
+        yf + row * n as u64 * 4,
+        n,
+        eps,
+    );
+}
+
+/// One row of `n` floats at `xr` (read with `load`, four floats at a 16-byte aligned address)
+/// normalized with weights `wg` and quantized to `yr` (`n/32` q8_1 blocks) by the whole block
+/// of `BLOCK` threads (a multiple of 32, at most 256); with `F32` the normalized floats also
+/// go to `yfr`. Every thread of the block must call it (it holds a barrier).
+#[inline(always)]
+pub(crate) unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
+    xr: u64,
+    load: impl Fn(u64) -> [f32; 4],
+    wg: u64,
+    yr: u64,
+    yfr: u64,
+    n: u32,
+    eps: f32,
+) {
+    const { assert!(BLOCK.is_multiple_of(WARP_SIZE) && BLOCK <= 8 * WARP_SIZE) };
+    let t = tid();
     let chunks = n / 4;
 
     let mut ss = 0.0f32;
     let mut i = t;
     while i < chunks {
-        let v = ld_v4_f32(xr + i as u64 * 16);
+        let v = load(xr + i as u64 * 16);
         ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-        i += THREADS;
+        i += BLOCK;
     }
     ss = warp_sum(ss);
     let lane = t % WARP_SIZE;
@@ -93,7 +115,7 @@ unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32,
     nvptx::_syncthreads();
     let mut total = 0.0f32;
     let mut k = 0;
-    while k < WARPS {
+    while k < BLOCK / WARP_SIZE {
         let p: f32;
         asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + k * 4,
              options(readonly, nostack));
@@ -102,18 +124,18 @@ unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32,
     }
     let scale = 1.0 / sqrt(total / n as f32 + eps);
 
-    // Passes over the row; `n % 32 == 0` and THREADS % 8 == 0 make each 8-lane group either
+    // Passes over the row; `n % 32 == 0` and BLOCK % 8 == 0 make each 8-lane group either
     // wholly inside the row or wholly past it, so the shuffles below always see whole groups.
     // Every thread runs the same number of passes (lanes past the end compute on zeros and
     // store nothing) so the whole warp takes part in every shuffle.
-    let passes = chunks.div_ceil(THREADS);
+    let passes = chunks.div_ceil(BLOCK);
     let mut pass = 0;
     while pass < passes {
-        let c = pass * THREADS + t;
+        let c = pass * BLOCK + t;
         let in_row = c < chunks;
         let v = if in_row {
             let off = c as u64 * 16;
-            let xv = ld_v4_f32(xr + off);
+            let xv = load(xr + off);
             let g = ld_v4_f32(wg + off);
             [
                 (xv[0] * scale) * g[0],
