@@ -592,23 +592,44 @@ fn check_dense<B: Accelerator>(b: &mut B) {
     run_cases(
         b,
         "moe_ffn dense",
-        &[Case {
-            name: "v2-lite dense layer 0".into(),
-            types: Types {
-                gate_up: GemvType::Q4K,
-                down: GemvType::Q8_0,
-                down_sh: GemvType::Q8_0,
+        &[
+            Case {
+                name: "v2-lite dense layer 0".into(),
+                types: Types {
+                    gate_up: GemvType::Q4K,
+                    down: GemvType::Q8_0,
+                    down_sh: GemvType::Q8_0,
+                },
+                shape: FfnShape {
+                    n_embd: 2048,
+                    n_expert: 1,
+                    n_used: 0,
+                    ff: 0,
+                    ff_sh: 10944,
+                },
+                route: false,
+                in_place: false,
             },
-            shape: FfnShape {
-                n_embd: 2048,
-                n_expert: 1,
-                n_used: 0,
-                ff: 0,
-                ff_sh: 10944,
+            Case {
+                // DeepSeek-V2's width: 1280 float4 chunks, so the norm tail's 128 threads take
+                // three rounds of four chunks, the last one half past the row.
+                name: "dense 5120 wide".into(),
+                types: Types {
+                    gate_up: GemvType::Q4K,
+                    down: GemvType::Q8_0,
+                    down_sh: GemvType::Q8_0,
+                },
+                shape: FfnShape {
+                    n_embd: 5120,
+                    n_expert: 1,
+                    n_used: 0,
+                    ff: 0,
+                    ff_sh: 256,
+                },
+                route: false,
+                in_place: true,
             },
-            route: false,
-            in_place: false,
-        }],
+        ],
     );
 }
 

@@ -15,17 +15,17 @@
 //! outside the stacked weights.
 //!
 //! Norm tail: with `norm` set, the block that finishes last ([`last_block_done`]) normalizes
-//! the updated stream `y` with its four warps ([`rmsnorm_block`], the code of `rmsnorm_q8_1`,
-//! same bits) into the next gemv's q8_1 input and the router's f32 input, which saves the
-//! norm its own launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
+//! the updated stream `y` with its four warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)
+//! into the next gemv's q8_1 input and the router's f32 input, which saves the norm its own
+//! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, ld_v4_f32_relaxed, shfl_idx_f32, shfl_idx_u32, st_f32,
+    bid, global, ld_f32_coherent, ld_u32, shfl_idx_f32, shfl_idx_u32, st_f32,
     tid, warp_sum,
 };
 use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
-use crate::norm_q8::rmsnorm_block;
+use crate::norm_q8::rmsnorm_tail;
 use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -181,9 +181,8 @@ unsafe fn down<R: WeightType, S: WeightType>(
     if !last_block_done(count, MOE_DOWN_WARPS) {
         return;
     }
-    rmsnorm_block::<{ MOE_DOWN_WARPS * WARP_SIZE }, true>(
+    rmsnorm_tail::<{ MOE_DOWN_WARPS * WARP_SIZE }>(
         y,
-        |a| ld_v4_f32_relaxed(a),
         global(tail.w),
         global(tail.q8),
         global(tail.f32),
