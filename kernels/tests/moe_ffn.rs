@@ -15,7 +15,7 @@ use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{
-    moe_down, moe_gate_up, moe_route, DownBufs, FfnShape, GateUpBufs, Gating, RouteParams,
+    moe_down, moe_gate_up, moe_route, DownBufs, DownNorm, FfnShape, GateUpBufs, Gating, RouteParams,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
@@ -336,6 +336,14 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let down_sh = opt(b, shared, &w.down_sh);
     let fresh_y = (!c.in_place).then(|| poisoned(b, n * 4));
     let y = fresh_y.as_ref().unwrap_or(&rbuf);
+    // The norm tail on every case, into poisoned outputs with one extra poisoned block / float
+    // to catch overruns.
+    let norm_w: Vec<f32> = (0..n).map(|_| rng.random_range(0.5f32..1.5)).collect();
+    let norm_wb = upload(b, &f32_bytes(&norm_w));
+    let q8_len = n / QK8_1 * std::mem::size_of::<BlockQ8_1>();
+    let norm_q8 = poisoned(b, q8_len + std::mem::size_of::<BlockQ8_1>());
+    let norm_f32 = poisoned(b, (n + 1) * 4);
+    let count = upload(b, &[0; 4]);
     moe_down(
         b,
         t.down,
@@ -348,10 +356,18 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
             down_sh: down_sh.as_ref(),
             resid: &rbuf,
             y,
+            norm: Some(DownNorm {
+                w: &norm_wb,
+                q8: &norm_q8,
+                f32: &norm_f32,
+                count: &count,
+                eps: NORM_EPS,
+            }),
         },
     )
     .expect("launch moe_down");
     let got = support::download_f32(b, y, n);
+    check_norm_tail(b, c, (&got, &norm_w), (&norm_q8, &norm_f32, &count));
 
     let per_slot = s.ff / QK8_1;
     let slot_act: Vec<&[BlockQ8_1]> = (0..s.n_used)
@@ -411,6 +427,46 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         b.name(),
         c.name
     );
+}
+
+/// The norm tail's eps (V2-Lite's `attention.layer_norm_rms_epsilon`).
+const NORM_EPS: f32 = 1e-6;
+
+/// The norm tail of one `moe_down` launch against the f64 rmsnorm of the `y` it wrote (the
+/// tolerances of `rmsnorm_q8_1`'s test, whose code the tail runs), no byte past the outputs,
+/// and the done counter back at 0 for the next launch.
+fn check_norm_tail<B: Accelerator>(
+    b: &mut B,
+    c: &Case,
+    (y, w): (&[f32], &[f32]),
+    (q8, f32_out, count): (&B::Buf, &B::Buf, &B::Buf),
+) {
+    let n = y.len();
+    let who = format!("{}: {}: norm tail", b.name(), c.name);
+    let q8_len = n / QK8_1 * std::mem::size_of::<BlockQ8_1>();
+    let bytes = download(b, q8);
+    assert!(
+        bytes[q8_len..].iter().all(|&v| v == 0xFF),
+        "{who}: q8_1 overrun"
+    );
+    let got: &[BlockQ8_1] = bytemuck::cast_slice(&bytes[..q8_len]);
+    let worst_q = support::rmsnorm::check_q8_1(&who, y, w, NORM_EPS, got);
+    let all = download(b, f32_out);
+    assert!(
+        all[n * 4..].iter().all(|&v| v == 0xFF),
+        "{who}: f32 overrun"
+    );
+    let f = support::download_f32(b, f32_out, n);
+    support::rmsnorm::check_f32(&who, y, w, NORM_EPS, &f);
+    // What was quantized is what was stored: the CPU quantizer of it gives the bits.
+    let requant: Vec<u8> = bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&f)).to_vec();
+    assert_eq!(
+        requant,
+        bytes[..q8_len],
+        "{who}: quantize_q8_1(norm_f32) differs"
+    );
+    assert_eq!(download(b, count), [0; 4], "{who}: done counter not reset");
+    eprintln!("{who}: max quant difference from the oracle {worst_q}");
 }
 
 fn v2_lite(name: &str, down: GemvType, down_sh: GemvType, route: bool) -> Case {
@@ -537,23 +593,44 @@ fn check_dense<B: Accelerator>(b: &mut B) {
     run_cases(
         b,
         "moe_ffn dense",
-        &[Case {
-            name: "v2-lite dense layer 0".into(),
-            types: Types {
-                gate_up: GemvType::Q4K,
-                down: GemvType::Q8_0,
-                down_sh: GemvType::Q8_0,
+        &[
+            Case {
+                name: "v2-lite dense layer 0".into(),
+                types: Types {
+                    gate_up: GemvType::Q4K,
+                    down: GemvType::Q8_0,
+                    down_sh: GemvType::Q8_0,
+                },
+                shape: FfnShape {
+                    n_embd: 2048,
+                    n_expert: 1,
+                    n_used: 0,
+                    ff: 0,
+                    ff_sh: 10944,
+                },
+                route: false,
+                in_place: false,
             },
-            shape: FfnShape {
-                n_embd: 2048,
-                n_expert: 1,
-                n_used: 0,
-                ff: 0,
-                ff_sh: 10944,
+            Case {
+                // DeepSeek-V2's width: 1280 float4 chunks, so the norm tail's 128 threads take
+                // three rounds of four chunks, the last one half past the row.
+                name: "dense 5120 wide".into(),
+                types: Types {
+                    gate_up: GemvType::Q4K,
+                    down: GemvType::Q8_0,
+                    down_sh: GemvType::Q8_0,
+                },
+                shape: FfnShape {
+                    n_embd: 5120,
+                    n_expert: 1,
+                    n_used: 0,
+                    ff: 0,
+                    ff_sh: 256,
+                },
+                route: false,
+                in_place: true,
             },
-            route: false,
-            in_place: false,
-        }],
+        ],
     );
 }
 
@@ -700,6 +777,7 @@ fn moe_ffn_rejects_bad_launches() {
                     down_sh: Some(&big),
                     resid: &big,
                     y: &big,
+                    norm: None,
                 },
             )
         };
@@ -768,6 +846,7 @@ fn moe_ffn_launch_grids() {
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
             y: &(2048 * 4),
+            norm: None,
         },
     )
     .expect("down");
@@ -791,6 +870,7 @@ fn moe_ffn_launch_grids() {
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
             y: &(2048 * 4),
+            norm: None,
         },
     )
     .expect_err("short down weights accepted");

@@ -49,8 +49,9 @@ pub use head::{
     GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
 };
 pub use moe::{
-    ExpertSelection, MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32, ROUTER_MAX_EXPERTS,
-    ROUTER_MAX_GROUPS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+    ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, MAX_EXPERTS_USED, MOE_ROUTE,
+    MOE_ROUTER_F32, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS, ROUTE_BIAS, ROUTE_NORMALIZE,
+    ROUTE_SIGMOID,
 };
 pub use norm::{RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
 
@@ -104,6 +105,12 @@ pub(crate) const fn f32_(name: &'static str) -> Param {
 ///
 /// The grid is one-dimensional: a kernel covers `items` work items (rows, or elements for
 /// element-wise kernels), `items_per_block` per thread block.
+///
+/// Done counters: a pointer parameter named `count` is a `u32` that counts the launch's warps
+/// as they finish (a block may count all its warps at once). The launch that brings it to
+/// `grid·warps per block` runs its tail (the work that needs every block's results) and sets
+/// it back to 0, so it is 0 before and after every launch and a replayed graph needs no reset;
+/// launches that share one counter must not overlap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelDesc {
     /// Exported (`#[no_mangle]`) symbol name in the PTX.

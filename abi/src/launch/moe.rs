@@ -129,6 +129,13 @@ const GATE_UP_PARAMS: &[super::Param] = &[
     u32_("n_expert"),
 ];
 
+/// `moe_down_*` `norm` value: no norm tail (`norm_w`, `norm_q8`, `norm_f32`, `count` are never
+/// read).
+pub const DOWN_NORM_NONE: u32 = 0;
+/// `moe_down_*` `norm` value: the last block writes `norm_q8 = q8_1(rmsnorm(y)·norm_w)` and
+/// the normalized floats to `norm_f32` (the MoE router's input; one code path for both uses).
+pub const DOWN_NORM_Q8_1_F32: u32 = 1;
+
 const DOWN_PARAMS: &[super::Param] = &[
     ptr("act"),
     ptr("sel"),
@@ -141,6 +148,12 @@ const DOWN_PARAMS: &[super::Param] = &[
     u32_("n_used"),
     u32_("ff_sh"),
     u32_("n_expert"),
+    ptr("norm_w"),
+    ptr("norm_q8"),
+    ptr("norm_f32"),
+    ptr("count"),
+    u32_("norm"),
+    f32_("eps"),
 ];
 
 const fn gate_up_desc(name: &'static str) -> KernelDesc {
@@ -184,7 +197,15 @@ macro_rules! down {
             "`y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) + ",
             "down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: ",
             "`[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. ",
-            "An item is an output row: launch `nrows` items.")]
+            "An item is an output row: launch `nrows` items.\n\n",
+            "Norm tail `(norm_w, norm_q8, norm_f32, count, norm, eps)`: with `norm` ",
+            "[`DOWN_NORM_Q8_1_F32`] (`nrows` a multiple of 32) the block that finishes last ",
+            "also writes the next norm of the updated stream, ",
+            "`norm_q8 = q8_1(y·(1/sqrt(mean(y²) + eps))·norm_w)` (`nrows/32` blocks, as ",
+            "[`super::RMSNORM_Q8_1`]) and the normalized floats to `norm_f32` (`nrows` floats), ",
+            "so the norm after `attn_output` and after the FFN needs no launch of its own. `count` is a ",
+            "done counter (see [`super::KernelDesc`]): 0 before and after every launch. With ",
+            "[`DOWN_NORM_NONE`] there is no tail.")]
         pub const $name: KernelDesc = down_desc($sym);
     };
 }

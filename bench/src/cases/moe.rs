@@ -137,6 +137,7 @@ fn down_launch(
         down_sh: Some(&b[3]),
         resid: &b[4],
         y: &b[5],
+        norm: None,
     };
     ops::moe::moe_down(d, routed, shared, &down_shape(s), &bufs)
 }

@@ -5,12 +5,13 @@
 //! Zero weights are enough for counts: the hot loops are branch-free (the audit requires it), so
 //! warp instructions and bytes do not depend on the values; what does (the q8_1 rounding
 //! branches, the router's top-k on tied scores) is a few instructions per block. The cache rows
-//! `0..=depth` hold zeros, which the attention kernels read like any other rows.
+//! `0..=depth` hold zeros, which the attention kernels read like any other rows. A launch with a
+//! done counter runs its tail in its last block, sampled or not.
 
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
 use ingot_graph::exec::sim::{sim_args, sim_config};
-use ingot_graph::{BufferKind, Plan};
+use ingot_graph::{BufferKind, NodeArg, Plan};
 use ptx_sim::{LaunchStats, Module, Sim};
 
 use super::sample::{sample_blocks, scale};
@@ -77,6 +78,16 @@ pub fn count_nodes(
         } else {
             let (last, others) = sample.split_last().expect("a sample holds the last block");
             let o = launch(&mut sim, others)?;
+            // A done counter (see `KernelDesc`) now holds the sampled blocks' warps only: set
+            // it to every other block's, so the last block runs the launch's tail (counted
+            // once, as on the GPU) and leaves the counter at 0.
+            if let Some(i) = d.params.iter().position(|p| p.name == "count") {
+                if let NodeArg::Buf(r) = &n.args[i] {
+                    let warps = u64::from(d.threads().div_ceil(32));
+                    let done = u32::try_from((blocks - 1) * warps).unwrap_or(u32::MAX);
+                    sim.write(ptrs[r.buf.0 as usize].offset(r.offset), &done.to_le_bytes())?;
+                }
+            }
             let l = launch(&mut sim, std::slice::from_ref(last))?;
             scale(&o, others.len() as u64, &l, blocks)
         };

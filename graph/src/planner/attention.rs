@@ -17,7 +17,8 @@ use crate::node::NodeArg;
 use crate::weights::Recipe;
 use ingot_abi::blocks::BlockQ8_1;
 
-/// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards.
+/// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards, and the
+/// norm buffers its `ffn_norm` (the `attn_output` launch's tail).
 pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     check_shapes(b)?;
@@ -26,8 +27,11 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let layer = Some(il);
     let (norm_q8, step) = (b.acts.norm_q8, b.acts.step);
 
-    let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
-    super::ffn::rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
+    // Later layers find their attn_norm written by the previous FFN's down launch.
+    if il == 0 {
+        let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
+        super::ffn::rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
+    }
 
     let q_len = c.n_head * c.d_qk();
     let q = b.f32_act("act.q", q_len)?;
@@ -199,12 +203,13 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         )?;
         super::ffn::quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
     }
+    let next = super::ffn::NextNorm::ffn(b, il)?;
     super::ffn::gemv_add_residual(
         b,
         &name("attn_output.weight"),
         o_q8,
-        label("attn_output"),
-        il,
+        (label("attn_output"), il),
+        next,
     )
 }
 

@@ -4,7 +4,7 @@
 //! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
-use ingot_abi::launch::{MOE_ROUTE, MOE_ROUTER_F32};
+use ingot_abi::launch::{DOWN_NORM_Q8_1_F32, MOE_ROUTE, MOE_ROUTER_F32};
 use ingot_gguf::{GgmlType, TensorInfo};
 use ingot_model::GatingFunc;
 
@@ -65,6 +65,45 @@ pub(crate) fn rmsnorm_q8(
         n,
         vec![buf(y), buf(y_q8), u32a(n)],
     )
+}
+
+/// The norm a residual-updating `moe_down` launch writes in its tail (the next part's input),
+/// by its weights.
+#[derive(Clone, Copy)]
+pub(crate) struct NextNorm(BufId);
+
+impl NextNorm {
+    /// Layer `il`'s `ffn_norm`, written after its `attn_output`.
+    pub fn ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
+        let name = format!("blk.{il}.ffn_norm.weight");
+        Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
+    }
+
+    /// What follows layer `il`'s FFN: the next layer's `attn_norm`, or `output_norm`.
+    pub fn after_ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
+        let name = if il + 1 < b.c.n_layer {
+            format!("blk.{}.attn_norm.weight", il + 1)
+        } else {
+            ingot_model::tensors::OUTPUT_NORM.to_owned()
+        };
+        Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
+    }
+
+    /// The tail arguments of `moe_down_*` `(norm_w, norm_q8, norm_f32, count, norm, eps)`: the
+    /// outputs are the shared `act.norm_q8` and `act.norm` (the router's f32 input; written
+    /// after every down launch, read by the MoE layers' router). One done counter serves every
+    /// launch: activations are zeroed at allocation and each launch leaves it at 0.
+    fn args(self, b: &mut Builder<'_>) -> Result<Vec<NodeArg>, PlanError> {
+        let count = b.act("act.norm_count", 4)?;
+        Ok(vec![
+            buf(self.0),
+            buf(b.acts.norm_q8),
+            buf(b.acts.norm),
+            buf(count),
+            NodeArg::U32(DOWN_NORM_Q8_1_F32),
+            NodeArg::F32(b.c.rms_eps),
+        ])
+    }
 }
 
 /// `y = x` quantized to q8_1 (`n` a multiple of 32).
@@ -147,36 +186,32 @@ pub(crate) fn gemv_into(
 }
 
 /// `residual += W·x` for the 2-D weight `name` (`x` q8_1), as a `moe_down` launch with no
-/// routed slot.
+/// routed slot, whose tail writes `next`.
 pub(crate) fn gemv_add_residual(
     b: &mut Builder<'_>,
     name: &str,
     x_q8: BufId,
-    label: String,
-    il: usize,
+    (label, il): (String, usize),
+    next: NextNorm,
 ) -> Result<(), PlanError> {
     let (w, info, ncols, nrows) = ffn_weight(b, name, "gemv")?;
     let (residual, sel) = (b.acts.residual, selection(b)?);
-    b.node(
-        k::moe_down(info.ty, info.ty),
-        label,
-        Some(il),
-        nrows,
-        // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
-        vec![
-            buf(x_q8),
-            buf(sel),
-            buf(w),
-            buf(w),
-            buf(residual),
-            buf(residual),
-            u32a(nrows),
-            u32a(ncols),
-            u32a(0),
-            u32a(ncols),
-            u32a(1),
-        ],
-    )
+    // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
+    let mut args = vec![
+        buf(x_q8),
+        buf(sel),
+        buf(w),
+        buf(w),
+        buf(residual),
+        buf(residual),
+        u32a(nrows),
+        u32a(ncols),
+        u32a(0),
+        u32a(ncols),
+        u32a(1),
+    ];
+    args.extend(next.args(b)?);
+    b.node(k::moe_down(info.ty, info.ty), label, Some(il), nrows, args)
 }
 
 /// The router's output buffer (also a valid, unread `sel` for launches without routed slots).
@@ -187,12 +222,12 @@ fn selection(b: &mut Builder<'_>) -> Result<BufId, PlanError> {
     )
 }
 
-/// Dense FFN of a lead layer: `residual += W_down·(silu(W_gate·h) ⊙ W_up·h)`.
+/// Dense FFN of a lead layer: `residual += W_down·(silu(W_gate·h) ⊙ W_up·h)`, `h` the
+/// `ffn_norm` output that `attn_output`'s tail wrote; the down launch's tail writes the next
+/// norm ([`NextNorm::after_ffn`]).
 pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| format!("blk.{il} {s}");
-    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
-    rmsnorm_q8(b, ffn_norm, label("ffn_norm"), Some(il), false)?;
     let (gate, gate_info, ncols, ff) = ffn_weight(b, &name("ffn_gate.weight"), "dense FFN")?;
     let (up, up_info, _, _) = ffn_weight(b, &name("ffn_up.weight"), "dense FFN")?;
     same_type(&name("ffn_gate/ffn_up.weight"), &[gate_info.ty, up_info.ty])?;
@@ -220,29 +255,32 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(1),
         ],
     )?;
+    let mut args = vec![
+        buf(mid_q8),
+        buf(sel),
+        buf(down),
+        buf(down),
+        buf(residual),
+        buf(residual),
+        u32a(nrows),
+        u32a(down_cols),
+        u32a(0),
+        u32a(down_cols),
+        u32a(1),
+    ];
+    args.extend(NextNorm::after_ffn(b, il)?.args(b)?);
     b.node(
         k::moe_down(down_info.ty, down_info.ty),
         label("ffn_down"),
         Some(il),
         nrows,
-        vec![
-            buf(mid_q8),
-            buf(sel),
-            buf(down),
-            buf(down),
-            buf(residual),
-            buf(residual),
-            u32a(nrows),
-            u32a(down_cols),
-            u32a(0),
-            u32a(down_cols),
-            u32a(1),
-        ],
+        args,
     )
 }
 
-/// MoE FFN: router, top-k, fused gate/up/SwiGLU over the selected and shared experts, and the
-/// weighted down projection added to the residual.
+/// MoE FFN on the `ffn_norm` output that `attn_output`'s tail wrote: router, top-k, fused
+/// gate/up/SwiGLU over the selected and shared experts, and the weighted down projection
+/// added to the residual, whose tail writes the next norm ([`NextNorm::after_ffn`]).
 pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
@@ -263,9 +301,6 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             "MoE layers without shared experts are not planned".into(),
         ));
     }
-    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
-    rmsnorm_q8(b, ffn_norm, label("ffn_norm"), Some(il), true)?;
-
     let router_logits = b.f32_act("act.router_logits", c.n_expert)?;
     let (router, _) = b.weight(&name("ffn_gate_inp.weight"), "router gemv", &is_f32)?;
     if !c.n_embd.is_multiple_of(4) {
@@ -374,24 +409,26 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
     let (down_s, ds, _, _) = ffn_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
     let residual = b.acts.residual;
+    let mut args = vec![
+        buf(mid_q8),
+        buf(sel),
+        buf(down_e),
+        buf(down_s),
+        buf(residual),
+        buf(residual),
+        u32a(c.n_embd),
+        u32a(ff),
+        u32a(c.n_expert_used),
+        u32a(ffs),
+        u32a(c.n_expert),
+    ];
+    args.extend(NextNorm::after_ffn(b, il)?.args(b)?);
     b.node(
         k::moe_down(down_ty, ds.ty),
         label("moe_down"),
         Some(il),
         c.n_embd,
-        vec![
-            buf(mid_q8),
-            buf(sel),
-            buf(down_e),
-            buf(down_s),
-            buf(residual),
-            buf(residual),
-            u32a(c.n_embd),
-            u32a(ff),
-            u32a(c.n_expert_used),
-            u32a(ffs),
-            u32a(c.n_expert),
-        ],
+        args,
     )
 }
 

@@ -30,14 +30,18 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
     )
 }
 
-/// `logits = W_out·rmsnorm(residual)` and the greedy choice on the device: the fused
+/// `logits = W_out·output_norm(residual)` and the greedy choice on the device: the fused
 /// `gemv_argmax_*` then `argmax_finish` for the types that have it, otherwise the plain gemv
 /// then `argmax_step`. Either way the last node writes `StepState.next_token` (= `token`) and
 /// advances `pos`, so replays follow each other without the host; the logits stay in their
 /// buffer for other samplers.
 pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
-    let (norm_w, _) = b.weight(OUTPUT_NORM, "rmsnorm", &|t| t == GgmlType::F32)?;
-    rmsnorm_q8(b, norm_w, "output_norm".into(), None, false)?;
+    // The last layer's FFN down launch wrote output_norm in its tail; a model without layers
+    // needs the node.
+    if b.c.n_layer == 0 {
+        let (norm_w, _) = b.weight(OUTPUT_NORM, "rmsnorm", &|t| t == GgmlType::F32)?;
+        rmsnorm_q8(b, norm_w, "output_norm".into(), None, false)?;
+    }
     // Tied output (no `output.weight`) reads the token embedding, as llama.cpp does.
     let out_name = b.c.output_tensor();
     let (w, info, ncols, nrows) = gemv_weight(b, out_name, "lm_head")?;

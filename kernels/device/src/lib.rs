@@ -12,6 +12,7 @@
 mod embed;
 mod gemv;
 mod intrinsics;
+mod last_block;
 mod moe_dot;
 mod moe_down;
 mod moe_gate_up;

@@ -13,15 +13,25 @@
 //!
 //! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
 //! outside the stacked weights.
+//!
+//! Norm tail: with `norm` set, the block that finishes last ([`last_block_done`]) normalizes
+//! the updated stream `y` with its four warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)
+//! into the next gemv's q8_1 input and the router's f32 input, which saves the norm its own
+//! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
+    bid, global, ld_f32_coherent, ld_u32, shfl_idx_f32, shfl_idx_u32, st_f32,
+    tid, warp_sum,
 };
+use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
+use crate::norm_q8::rmsnorm_tail;
 use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::moe::{ExpertSelection, MOE_DOWN_ROWS_PER_WARP, MOE_DOWN_WARPS};
+use ingot_abi::launch::moe::{
+    ExpertSelection, DOWN_NORM_NONE, MOE_DOWN_ROWS_PER_WARP, MOE_DOWN_WARPS,
+};
 use ingot_abi::launch::WARP_SIZE;
 
 /// The selection, spread over the warp: lane `k < n_used` holds slot `k`'s expert id
@@ -56,7 +66,7 @@ const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows
 /// `n_expert ≥ 1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn down<R: WeightType, S: WeightType>(
+unsafe fn rows<R: WeightType, S: WeightType>(
     act: u64,
     sel: u64,
     down: u64,
@@ -71,11 +81,13 @@ unsafe fn down<R: WeightType, S: WeightType>(
 ) {
     let t = tid();
     let lane = t % WARP_SIZE;
-    let r0 = (bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
-    // Whole warps leave together, so the shuffles below always see a full warp.
-    if r0 >= nrows {
-        return;
-    }
+    // A warp past the last row computes the last row again and stores nothing: every warp
+    // stays to the end (the norm tail's barriers), and without an early exit ptxas keeps the
+    // row loops at the registers they had before the tail (an exit path to a barrier raised
+    // them from 96 to 165 on sm_86).
+    let first = (bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
+    let valid = first < nrows;
+    let r0 = if valid { first } else { nrows - 1 };
     // A second row past the end (odd nrows) recomputes row r0 and is not stored.
     let r1 = if r0 + 1 < nrows { r0 + 1 } else { r0 };
     let nunits = ff / R::QK;
@@ -123,13 +135,61 @@ unsafe fn down<R: WeightType, S: WeightType>(
     );
     let y0 = warp_sum(acc[0] + p[0]);
     let y1 = warp_sum(acc[1] + p[1]);
-    if lane == 0 {
+    if lane == 0 && valid {
         let a0 = r0 as u64 * 4;
         st_f32(y + a0, ld_f32_coherent(resid + a0) + y0);
         if r1 != r0 {
             st_f32(y + a0 + 4, ld_f32_coherent(resid + a0 + 4) + y1);
         }
     }
+}
+
+/// The norm tail's arguments (see `ingot_abi::launch::moe`, `MOE_DOWN_*`), still as pointer
+/// parameters: converting them only inside the tail keeps them out of the row loops'
+/// registers.
+struct NormTail {
+    w: *const f32,
+    q8: *mut BlockQ8_1,
+    f32: *mut f32,
+    count: *mut u32,
+    mode: u32,
+    eps: f32,
+}
+
+/// The rows of this block, then the norm tail in the block that finishes last. Preconditions
+/// as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn down<R: WeightType, S: WeightType>(
+    act: u64,
+    sel: u64,
+    down: u64,
+    down_sh: u64,
+    resid: u64,
+    y: u64,
+    (nrows, ff, n_used, ff_sh, n_expert): (u32, u32, u32, u32, u32),
+    tail: NormTail,
+) {
+    rows::<R, S>(
+        act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
+    );
+    // Launch-uniform: without a tail no block waits for the others.
+    if tail.mode == DOWN_NORM_NONE {
+        return;
+    }
+    let count = global(tail.count as *const u32);
+    if !last_block_done(count, MOE_DOWN_WARPS) {
+        return;
+    }
+    rmsnorm_tail::<{ MOE_DOWN_WARPS * WARP_SIZE }>(
+        y,
+        global(tail.w),
+        global(tail.q8),
+        global(tail.f32),
+        nrows,
+        tail.eps,
+    );
+    reset(count);
 }
 
 macro_rules! down_kernel {
@@ -149,6 +209,12 @@ macro_rules! down_kernel {
             n_used: u32,
             ff_sh: u32,
             n_expert: u32,
+            norm_w: *const f32,
+            norm_q8: *mut BlockQ8_1,
+            norm_f32: *mut f32,
+            count: *mut u32,
+            norm: u32,
+            eps: f32,
         ) {
             down::<$r, $s>(
                 global(act),
@@ -157,11 +223,15 @@ macro_rules! down_kernel {
                 global(down_sh),
                 global(resid),
                 global(y),
-                nrows,
-                ff,
-                n_used,
-                ff_sh,
-                n_expert,
+                (nrows, ff, n_used, ff_sh, n_expert),
+                NormTail {
+                    w: norm_w,
+                    q8: norm_q8,
+                    f32: norm_f32,
+                    count,
+                    mode: norm,
+                    eps,
+                },
             );
         }
     };

@@ -13,23 +13,22 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, sqrt, st_u32, st_v4_f32, tid,
-    warp_sum,
+    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, round_away, shfl_xor_f32,
+    sqrt, st_u32, st_v4_f32, st_v4_f32_if, tid, warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{RMSNORM_Q8_1_THREADS as THREADS, WARP_SIZE};
 
-const WARPS: u32 = THREADS / WARP_SIZE;
 const LANES_PER_BLOCK: u32 = QK8_1 as u32 / 4;
 const _: () = assert!(
-    WARPS == 8,
-    "rmsnorm_q8_1_partials below is sized for 8 warps"
+    THREADS / WARP_SIZE <= 8,
+    "rmsnorm_q8_1_partials below holds 8 warps' sums"
 );
 const _: () = assert!(offset_of!(BlockQ8_1, s) == offset_of!(BlockQ8_1, d) + 2);
 
-// One f32 partial sum per warp.
+// One f32 partial sum per warp (at most 8 warps).
 global_asm!(".shared .align 16 .b8 rmsnorm_q8_1_partials[32];");
 
 #[inline(always)]
@@ -69,58 +68,53 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1_f32(
 /// The row of block `bid`; with `F32` the normalized floats also go to `yf`.
 #[inline(always)]
 unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32, eps: f32) {
-    let t = tid();
     let row = bid() as u64;
-    let xr = x + row * n as u64 * 4;
-    let yr = y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
-    let yfr = yf + row * n as u64 * 4;
+    rmsnorm_block::<THREADS, F32>(
+        x + row * n as u64 * 4,
+        wg,
+        y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64,
+        yf + row * n as u64 * 4,
+        n,
+        eps,
+    );
+}
+
+/// One row of `n` floats at `xr` normalized with weights `wg` and quantized to `yr` (`n/32`
+/// q8_1 blocks) by the whole block of `BLOCK` threads (a multiple of 32, at most 256); with
+/// `F32` the normalized floats also go to `yfr`. Every thread of the block must call it (it
+/// holds a barrier).
+#[inline(always)]
+unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
+    xr: u64,
+    wg: u64,
+    yr: u64,
+    yfr: u64,
+    n: u32,
+    eps: f32,
+) {
+    let t = tid();
     let chunks = n / 4;
 
     let mut ss = 0.0f32;
     let mut i = t;
     while i < chunks {
-        let v = ld_v4_f32(xr + i as u64 * 16);
-        ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-        i += THREADS;
+        ss += sum_sq(ld_v4_f32(xr + i as u64 * 16));
+        i += BLOCK;
     }
-    ss = warp_sum(ss);
-    let lane = t % WARP_SIZE;
-    let partials = partials_addr();
-    if lane == 0 {
-        asm!("st.shared.f32 [{a}], {v};", a = in(reg32) partials + (t / WARP_SIZE) * 4,
-             v = in(reg32) ss, options(nostack));
-    }
-    nvptx::_syncthreads();
-    let mut total = 0.0f32;
-    let mut k = 0;
-    while k < WARPS {
-        let p: f32;
-        asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + k * 4,
-             options(readonly, nostack));
-        total += p;
-        k += 1;
-    }
-    let scale = 1.0 / sqrt(total / n as f32 + eps);
+    let scale = 1.0 / sqrt(block_sum::<BLOCK>(ss) / n as f32 + eps);
 
-    // Passes over the row; `n % 32 == 0` and THREADS % 8 == 0 make each 8-lane group either
+    // Passes over the row; `n % 32 == 0` and BLOCK % 8 == 0 make each 8-lane group either
     // wholly inside the row or wholly past it, so the shuffles below always see whole groups.
     // Every thread runs the same number of passes (lanes past the end compute on zeros and
     // store nothing) so the whole warp takes part in every shuffle.
-    let passes = chunks.div_ceil(THREADS);
+    let passes = chunks.div_ceil(BLOCK);
     let mut pass = 0;
     while pass < passes {
-        let c = pass * THREADS + t;
+        let c = pass * BLOCK + t;
         let in_row = c < chunks;
         let v = if in_row {
             let off = c as u64 * 16;
-            let xv = ld_v4_f32(xr + off);
-            let g = ld_v4_f32(wg + off);
-            [
-                (xv[0] * scale) * g[0],
-                (xv[1] * scale) * g[1],
-                (xv[2] * scale) * g[2],
-                (xv[3] * scale) * g[3],
-            ]
+            normalized(ld_v4_f32(xr + off), ld_v4_f32(wg + off), scale)
         } else {
             [0.0; 4]
         };
@@ -130,6 +124,123 @@ unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32,
         quantize_store(v, yr, c, in_row);
         pass += 1;
     }
+}
+
+/// Chunks of four floats each thread of [`rmsnorm_tail`] loads before using any (the four
+/// loads are written out below).
+const TAIL_CHUNKS: u32 = 4;
+
+/// [`rmsnorm_block`] with the f32 output for a row that other blocks of the same launch wrote
+/// (a last-block-done tail): `x` is read with `.relaxed.gpu` loads, and each thread issues
+/// `TAIL_CHUNKS` loads before it uses one, so a row of up to `BLOCK·4·TAIL_CHUNKS` floats
+/// (2048 with 128 threads) costs one memory round trip per pass, not one per chunk (the
+/// last block runs alone: nothing hides its latency). Same sums in the same order per
+/// thread as `rmsnorm_block::<BLOCK, true>`: the missing chunks load as zeros and add
+/// nothing (Σx² ≥ 0).
+#[inline(always)]
+pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
+    xr: u64,
+    wg: u64,
+    yr: u64,
+    yfr: u64,
+    n: u32,
+    eps: f32,
+) {
+    let t = tid();
+    let chunks = n / 4;
+    // TAIL_CHUNKS loads written out one by one: an array indexed in a loop went to local
+    // memory.
+    let load = |first: u32, k: u32| {
+        let c = first + k * BLOCK + t;
+        (c, ld_v4_f32_relaxed_if(c < chunks, xr + c as u64 * 16))
+    };
+
+    let mut ss = 0.0f32;
+    let mut first = 0;
+    while first < chunks {
+        let (x0, x1, x2, x3) = (
+            load(first, 0).1,
+            load(first, 1).1,
+            load(first, 2).1,
+            load(first, 3).1,
+        );
+        ss += sum_sq(x0);
+        ss += sum_sq(x1);
+        ss += sum_sq(x2);
+        ss += sum_sq(x3);
+        first += BLOCK * TAIL_CHUNKS;
+    }
+    let scale = 1.0 / sqrt(block_sum::<BLOCK>(ss) / n as f32 + eps);
+
+    // As in `rmsnorm_block`, every thread runs every pass; chunks past the row (also those of
+    // the last group's passes beyond `chunks`) compute on zeros and store nothing.
+    let weights = |c: u32| ld_v4_if(c < chunks, wg + c as u64 * 16).map(f32::from_bits);
+    let store = |(c, x): (u32, [f32; 4]), g: [f32; 4]| {
+        let v = normalized(x, g, scale);
+        st_v4_f32_if(c < chunks, yfr + c as u64 * 16, v);
+        quantize_store(v, yr, c, c < chunks);
+    };
+    let mut first = 0;
+    while first < chunks {
+        let (x0, x1, x2, x3) = (
+            load(first, 0),
+            load(first, 1),
+            load(first, 2),
+            load(first, 3),
+        );
+        let (g0, g1, g2, g3) = (
+            weights(x0.0),
+            weights(x1.0),
+            weights(x2.0),
+            weights(x3.0),
+        );
+        store(x0, g0);
+        store(x1, g1);
+        store(x2, g2);
+        store(x3, g3);
+        first += BLOCK * TAIL_CHUNKS;
+    }
+}
+
+#[inline(always)]
+fn sum_sq(v: [f32; 4]) -> f32 {
+    v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]
+}
+
+/// `(x·scale)·g`, the order of ggml's `rms_norm` then `mul`.
+#[inline(always)]
+fn normalized(x: [f32; 4], g: [f32; 4], scale: f32) -> [f32; 4] {
+    [
+        (x[0] * scale) * g[0],
+        (x[1] * scale) * g[1],
+        (x[2] * scale) * g[2],
+        (x[3] * scale) * g[3],
+    ]
+}
+
+/// The sum over the block of every thread's `ss`: per warp with shuffles, then across the
+/// `BLOCK/32` warps through `rmsnorm_q8_1_partials` (one barrier; every thread must call it).
+#[inline(always)]
+unsafe fn block_sum<const BLOCK: u32>(ss: f32) -> f32 {
+    const { assert!(BLOCK.is_multiple_of(WARP_SIZE) && BLOCK <= 8 * WARP_SIZE) };
+    let t = tid();
+    let ss = warp_sum(ss);
+    let partials = partials_addr();
+    if t % WARP_SIZE == 0 {
+        asm!("st.shared.f32 [{a}], {v};", a = in(reg32) partials + (t / WARP_SIZE) * 4,
+             v = in(reg32) ss, options(nostack));
+    }
+    nvptx::_syncthreads();
+    let mut total = 0.0f32;
+    let mut k = 0;
+    while k < BLOCK / WARP_SIZE {
+        let p: f32;
+        asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + k * 4,
+             options(readonly, nostack));
+        total += p;
+        k += 1;
+    }
+    total
 }
 
 /// Quantizes thread chunk `c` (values `4c..4c+4`) as part of q8_1 block `c/8`, reducing amax

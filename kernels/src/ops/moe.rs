@@ -424,6 +424,23 @@ pub struct DownBufs<'a, T> {
     pub resid: &'a T,
     /// `n_embd` floats: the residual stream after it (may be `resid` itself).
     pub y: &'a T,
+    /// The norm of `y` the last block writes (the kernel's norm tail), or `None`.
+    pub norm: Option<DownNorm<'a, T>>,
+}
+
+/// The norm tail of [`moe_down`]: `q8 = q8_1(rmsnorm(y)·w)` and `f32` the normalized floats,
+/// written by the block that finishes last (`n_embd` a multiple of 32).
+pub struct DownNorm<'a, T> {
+    /// `n_embd` floats: the norm weights.
+    pub w: &'a T,
+    /// `n_embd/32` q8_1 blocks.
+    pub q8: &'a T,
+    /// `n_embd` floats.
+    pub f32: &'a T,
+    /// A 4-byte done counter holding 0 (the launch leaves it 0 again, so one zeroed counter
+    /// serves launch after launch).
+    pub count: &'a T,
+    pub eps: f32,
 }
 
 /// The down kernel for routed weights of type `routed` and shared ones of type `shared`, when
@@ -449,7 +466,8 @@ pub fn down_kernel(routed: GemvType, shared: GemvType) -> Option<&'static Kernel
     })
 }
 
-/// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (spec §5.4), routed down weights
+/// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (spec §5.4), then the norm tail
+/// when `bufs.norm` is given ([`DownNorm`]), routed down weights
 /// of type `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
 /// [`GemvType::row_multiple`], `ff_sh` of `shared`'s. With `n_used = 0` only `shared`
 /// matters, with `ff_sh = 0` only `routed`.
@@ -503,6 +521,28 @@ pub fn moe_down<B: Accelerator>(
     // A missing part is never read (zero units or zero slots); any buffer fills its slot.
     let (sel, down) = r.as_ref().map_or((bufs.act, bufs.act), |r| (r[0], r[1]));
     let down_sh = sh.as_ref().map_or(bufs.act, |sh| sh[0]);
+    let (norm_w, norm_q8, norm_f32, count, mode, eps) = match &bufs.norm {
+        None => (bufs.act, bufs.act, bufs.act, bufs.act, DOWN_NORM_NONE, 0.0),
+        Some(n) => {
+            if !s.n_embd.is_multiple_of(QK8_1) {
+                return Err(shape(
+                    d,
+                    format!("norm tail over {} rows: not whole q8_1 blocks", s.n_embd),
+                ));
+            }
+            if !(n.eps.is_finite() && n.eps >= 0.0) {
+                return Err(shape(
+                    d,
+                    format!("eps = {} is not a finite non-negative number", n.eps),
+                ));
+            }
+            need(b, d, "norm_w", n.w, bytes(s.n_embd, 4, 1))?;
+            need(b, d, "norm_q8", n.q8, q8_1_bytes(1, s.n_embd))?;
+            need(b, d, "norm_f32", n.f32, bytes(s.n_embd, 4, 1))?;
+            need(b, d, "count", n.count, Some(4))?;
+            (n.w, n.q8, n.f32, n.count, DOWN_NORM_Q8_1_F32, n.eps)
+        }
+    };
     let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
     launch(
         b,
@@ -520,6 +560,12 @@ pub fn moe_down<B: Accelerator>(
             KArg::U32(n_used),
             KArg::U32(ff_sh),
             KArg::U32(n_expert),
+            KArg::Buf(norm_w),
+            KArg::Buf(norm_q8),
+            KArg::Buf(norm_f32),
+            KArg::Buf(count),
+            KArg::U32(mode),
+            KArg::F32(eps),
         ],
     )
 }

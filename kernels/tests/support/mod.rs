@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod gemv_type;
 pub mod recorder;
+pub mod rmsnorm;
 
 use ingot_kernels::backend::cuda::CudaAccelerator;
 use ingot_kernels::Accelerator;

@@ -162,6 +162,19 @@ pub unsafe fn ld_u32_relaxed(a: u64) -> u32 {
     v
 }
 
+/// 16-byte load of four floats with `.relaxed.gpu` semantics (see [`ld_u32_relaxed`]) where
+/// `p` holds, zeros elsewhere (predicated, no branch); `a` 16-byte aligned where `p` holds.
+#[inline(always)]
+pub unsafe fn ld_v4_f32_relaxed_if(p: bool, a: u64) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.f32 {x}, 0f00000000; \
+          mov.f32 {y}, 0f00000000; mov.f32 {z}, 0f00000000; mov.f32 {w}, 0f00000000; \
+          @p ld.relaxed.gpu.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z,
+         w = out(reg32) w, a = in(reg64) a, options(readonly, nostack));
+    [x, y, z, w]
+}
+
 /// `fence.acq_rel.gpu` (`__threadfence()`): this thread's earlier memory accesses are ordered
 /// before its later ones for every thread of the GPU.
 #[inline(always)]
@@ -191,6 +204,15 @@ pub unsafe fn ld_v4_when(p: bool, a: u64) -> [u32; 4] {
          c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z,
          w = out(reg32) w, a = in(reg64) a, options(pure, readonly, nostack));
     [x, y, z, w]
+}
+
+/// 16-byte global store of four floats where `p` holds (predicated, no branch); `a` 16-byte
+/// aligned there.
+#[inline(always)]
+pub unsafe fn st_v4_f32_if(p: bool, a: u64, v: [f32; 4]) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.global.v4.f32 [{a}], {{{x}, {y}, {z}, {w}}}; }}",
+         c = in(reg32) p as u32, a = in(reg64) a, x = in(reg32) v[0], y = in(reg32) v[1],
+         z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
 }
 
 /// 4-byte store to global memory; `a` 4-byte aligned.

@@ -47,6 +47,21 @@ pub unsafe fn lds_v4_f32(a: u32) -> [f32; 4] {
     [x, y, z, w]
 }
 
+/// 4-byte shared load of a `u32`; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn lds_u32(a: u32) -> u32 {
+    let v: u32;
+    asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) a,
+         options(readonly, nostack));
+    v
+}
+
+/// 4-byte shared store of a `u32`; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_u32(a: u32, v: u32) {
+    asm!("st.shared.u32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack));
+}
+
 /// 4-byte shared store of a float; `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn sts_f32(a: u32, v: f32) {
