@@ -14,7 +14,7 @@
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
+use ingot_abi::launch::{ExpertSelection, DOWN_NORM_NONE, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{down_kernel, FfnShape};
 use ingot_kernels::PTX;
@@ -165,6 +165,13 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
             Arg::U32(s.n_used as u32),
             Arg::U32(s.ff_sh as u32),
             Arg::U32(s.n_expert as u32),
+            // No norm tail: this measures the down product's own traffic; its buffers are never read.
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::U32(DOWN_NORM_NONE),
+            Arg::F32(0.0),
         ],
     );
     let weights = weight_bytes(routed, s.n_used * n, s.ff) + weight_bytes(shared, n, s.ff_sh);
