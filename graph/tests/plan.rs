@@ -341,3 +341,29 @@ fn attention_temperature_is_refused() {
         "{err}"
     );
 }
+
+/// A file with merged expert gate/up tensors is refused by name (the CPU backend runs it).
+#[test]
+fn merged_gate_up_experts_are_refused() {
+    let mut h = synth_header(Preset::TinyV3, QuantMix::Q4KM);
+    let mut merged = Vec::new();
+    for t in &h.tensors {
+        if t.name.ends_with("ffn_up_exps.weight") {
+            continue;
+        }
+        let mut t = t.clone();
+        if let Some(prefix) = t.name.strip_suffix("ffn_gate_exps.weight") {
+            t.name = format!("{prefix}ffn_gate_up_exps.weight");
+            t.ne[1] *= 2;
+        }
+        merged.push(t);
+    }
+    h.tensors = merged;
+    let c = ingot_model::ModelConfig::from_gguf(&h).expect("a merged file configures");
+    assert_eq!(c.gate_up, ingot_model::config::ExpertGateUp::Merged);
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("merged gate/up planned");
+    assert!(
+        matches!(&err, PlanError::UnsupportedModel(m) if m.contains("ffn_gate_up_exps")),
+        "{err}"
+    );
+}

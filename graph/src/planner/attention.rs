@@ -412,6 +412,15 @@ fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
                 .into(),
         );
     }
+    // The fused gate/up kernel addresses expert `e` as `e · ff` rows of separate gate and up
+    // tensors; a merged `[gate | up]` slab per expert needs a stride argument it does not take yet.
+    if c.gate_up == ingot_model::config::ExpertGateUp::Merged {
+        return fail(
+            "merged expert gate/up tensors (ffn_gate_up_exps): the fused gate/up kernel reads \
+             separate ffn_gate_exps and ffn_up_exps; --backend cpu runs this file"
+                .into(),
+        );
+    }
     if c.n_head as u32 > FLASH_MAX_HEADS {
         return fail(format!(
             "{} heads (flash_latent serves at most {FLASH_MAX_HEADS})",
