@@ -109,84 +109,67 @@ impl DecodeBench {
         let mut results = Vec::with_capacity(self.depths.len());
         for &depth in &self.depths {
             for &p in self.n_prompt.iter().filter(|&&p| p > 0) {
-                results.push(self.prompt(dec, &mut filled, depth, p, &mut log)?);
+                results.push(self.test(dec, &mut filled, depth, (p, 0), &mut log)?);
             }
             if self.n_gen > 0 {
-                results.push(self.depth(dec, &mut filled, depth, &mut log)?);
+                results.push(self.test(dec, &mut filled, depth, (0, self.n_gen), &mut log)?);
             }
         }
         Ok(results)
     }
 
-    /// `pp{n_prompt}` at `depth`: each repetition feeds the same prompt at `depth..` at once (rewinding
-    /// to `depth` first), after one untimed repetition.
-    fn prompt(
+    /// One test at `depth`: `ppN` (`n_prompt` = N) feeds an N-token prompt at once through
+    /// [`Decoder::prefill_last`], `tgN` (`n_gen` = N) decodes N tokens one by one. Every repetition
+    /// rewinds to `depth` and does the same work, after an untimed warm-up (the whole prompt, or one
+    /// token: first touch of pages and caches).
+    fn test(
         &self,
         dec: &mut dyn Decoder,
         filled: &mut usize,
         depth: usize,
-        n_prompt: usize,
+        (n_prompt, n_gen): (usize, usize),
         log: &mut impl FnMut(&str),
     ) -> Result<DepthResult, ingot_model::ModelError> {
         let vocab = dec.config().vocab;
         fill(dec, filled, depth, log)?;
-        let prompt: Vec<u32> = (depth..depth + n_prompt)
+        let tokens: Vec<u32> = (depth..depth + n_prompt.max(n_gen))
             .map(|pos| token_at(pos, vocab))
             .collect();
-        dec.prefill_last(&prompt, depth)?;
-        let mut samples = Vec::with_capacity(self.reps);
-        for rep in 0..self.reps {
-            let start = Instant::now();
-            dec.prefill_last(&prompt, depth)?;
-            let tps = n_prompt as f64 / start.elapsed().as_secs_f64();
-            log(&format!(
-                "pp{n_prompt} d{depth} rep {}/{}: {tps:.2} t/s",
-                rep + 1,
-                self.reps
-            ));
-            samples.push(tps);
+        let run = |dec: &mut dyn Decoder| -> Result<(), ingot_model::ModelError> {
+            if n_prompt > 0 {
+                dec.prefill_last(&tokens, depth)?;
+            } else {
+                for (i, &t) in tokens.iter().enumerate() {
+                    dec.decode(t, depth + i)?;
+                }
+            }
+            Ok(())
+        };
+        if n_prompt > 0 {
+            run(dec)?;
+        } else {
+            dec.decode(tokens[0], depth)?;
         }
-        *filled = depth + n_prompt;
-        Ok(DepthResult {
+        let mut result = DepthResult {
             depth,
             n_prompt,
-            n_gen: 0,
-            samples,
-        })
-    }
-
-    fn depth(
-        &self,
-        dec: &mut dyn Decoder,
-        filled: &mut usize,
-        depth: usize,
-        log: &mut impl FnMut(&str),
-    ) -> Result<DepthResult, ingot_model::ModelError> {
-        let vocab = dec.config().vocab;
-        fill(dec, filled, depth, log)?;
-        // Warm-up: one untimed token (first touch of pages and caches), then rewound.
-        dec.decode(token_at(depth, vocab), depth)?;
-        let mut samples = Vec::with_capacity(self.reps);
+            n_gen,
+            samples: Vec::with_capacity(self.reps),
+        };
         for rep in 0..self.reps {
             let start = Instant::now();
-            for pos in depth..depth + self.n_gen {
-                dec.decode(token_at(pos, vocab), pos)?;
-            }
-            let tps = self.n_gen as f64 / start.elapsed().as_secs_f64();
+            run(dec)?;
+            let tps = tokens.len() as f64 / start.elapsed().as_secs_f64();
             log(&format!(
-                "d{depth} rep {}/{}: {tps:.2} t/s",
+                "{} rep {}/{}: {tps:.2} t/s",
+                result.test(),
                 rep + 1,
                 self.reps
             ));
-            samples.push(tps);
+            result.samples.push(tps);
         }
-        *filled = depth + self.n_gen;
-        Ok(DepthResult {
-            depth,
-            n_prompt: 0,
-            n_gen: self.n_gen,
-            samples,
-        })
+        *filled = depth + tokens.len();
+        Ok(result)
     }
 }
 

@@ -21,8 +21,6 @@
 //! over the card's PCIe bandwidth times [`PCIE_EFFICIENCY`]; with `base_tok_s` (the all-in-VRAM speed,
 //! measured or predicted), the two times add.
 
-use std::collections::HashMap;
-
 use ingot_model::trace::{Phase, Trace, TraceError};
 use thiserror::Error;
 
@@ -272,11 +270,11 @@ impl LayerCache {
 
     /// The resident expert not in `used` that `policy` evicts first.
     fn victim(&mut self, used: &[u32], now: u64, policy: Policy) -> Option<usize> {
-        let candidates: Vec<usize> = (0..self.resident.len())
-            .filter(|&e| self.resident[e] && !used.contains(&(e as u32)))
-            .collect();
         let mut best: Option<(usize, (f64, f64))> = None;
-        for e in candidates {
+        for e in 0..self.resident.len() {
+            if !self.resident[e] || used.contains(&(e as u32)) {
+                continue;
+            }
             // Smaller key = evicted first.
             let key = match policy {
                 Policy::Lru => (self.last_used[e] as f64, 0.0),
@@ -347,10 +345,13 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, Repla
             ..LayerStats::default()
         })
         .collect();
-    let mut phases: HashMap<bool, PhaseStats> = HashMap::new();
+    let (mut decode, mut prefill) = (PhaseStats::default(), PhaseStats::default());
     for (s, step) in steps.iter().enumerate() {
         let measured = step.first_token >= opts.warmup;
-        let phase = phases.entry(step.phase == Phase::Decode).or_default();
+        let phase = match step.phase {
+            Phase::Decode => &mut decode,
+            Phase::Prefill => &mut prefill,
+        };
         if measured {
             phase.steps += 1;
             phase.tokens += step.tokens as u64;
@@ -377,8 +378,8 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, Repla
         tokens: trace.len(),
         warmup: opts.warmup,
         layers,
-        decode: phases.remove(&true).unwrap_or_default(),
-        prefill: phases.remove(&false).unwrap_or_default(),
+        decode,
+        prefill,
     })
 }
 

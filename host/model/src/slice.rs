@@ -5,16 +5,16 @@
 //! dimension (the outermost one, so each expert's slab is contiguous): every per-expert tensor
 //! (`ffn_{gate,up,down,gate_up}_exps.*`, whatever its suffix: weights, biases, scales), the router
 //! (`ffn_gate_inp.*`, one row per expert) and the selection bias (`exp_probs_b.*`), in every MoE block,
-//! NextN/MTP blocks included. Anything else is copied byte for byte, except that a `blk.*` tensor this module
-//! does not know and that has a dimension equal to the old expert count is an error: it may be a per-expert
-//! tensor that would be left with the old count.
+//! NextN/MTP blocks included. Anything else is copied byte for byte, except that a tensor of a MoE block that
+//! the deepseek2 layout does not name ([`crate::tensors`]) and that has a dimension equal to the old expert
+//! count is an error: it may be a per-expert tensor that would be left with the old count.
 //!
 //! Invariants: the input is never written (same file refused, output written to a temporary file and renamed
 //! by [`ingot_gguf::GgufWriter`]); a tensor is read and written one expert slab at a time from the memory map,
 //! never whole; every check runs before the first byte is written, so bad input writes nothing; keeping all
 //! experts in order reproduces a canonical input byte for byte.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use ingot_gguf::{refuse_same_file, Gguf, GgufError, GgufFile, GgufWriter, MetaValue, TensorInfo};
@@ -22,6 +22,7 @@ use thiserror::Error;
 
 use crate::config::ModelConfig;
 use crate::error::ModelError;
+use crate::tensors::expected_names;
 
 /// Why a file could not be sliced. Nothing was written.
 #[derive(Debug, Error)]
@@ -47,29 +48,6 @@ const PER_EXPERT: [&str; 6] = [
     "ffn_gate_up_exps",
     "ffn_gate_inp",
     "exp_probs_b",
-];
-
-/// Stems of the deepseek2 layout that are not per-expert, though a dimension may equal the expert count by
-/// coincidence (e.g. `attn_k_b`'s head count).
-const NOT_PER_EXPERT: [&str; 18] = [
-    "attn_norm",
-    "attn_q",
-    "attn_q_a",
-    "attn_q_a_norm",
-    "attn_q_b",
-    "attn_kv_a_mqa",
-    "attn_kv_a_norm",
-    "attn_k_b",
-    "attn_v_b",
-    "attn_kv_b",
-    "attn_output",
-    "ffn_norm",
-    "ffn_gate",
-    "ffn_up",
-    "ffn_down",
-    "ffn_gate_shexp",
-    "ffn_up_shexp",
-    "ffn_down_shexp",
 ];
 
 /// The experts each MoE layer keeps, in their new order.
@@ -202,7 +180,7 @@ impl KeepList {
     }
 }
 
-/// `0-3, 5` style list of layer indices.
+/// `a..=b` for consecutive layer indices, else the list.
 fn ranges(layers: &[usize]) -> String {
     match (layers.first(), layers.last()) {
         (Some(a), Some(b)) if b - a + 1 == layers.len() => format!("{a}..={b}"),
@@ -224,6 +202,8 @@ pub struct SliceReport {
 struct Plan<'a> {
     info: &'a TensorInfo,
     ne: Vec<u64>,
+    /// Sliced along the expert dimension (else copied whole).
+    sliced: bool,
     /// Byte ranges of the input tensor's data, in output order.
     parts: Vec<std::ops::Range<usize>>,
 }
@@ -239,12 +219,14 @@ fn block_stem(name: &str) -> Option<(usize, &str)> {
 fn plan_tensor<'a>(
     info: &'a TensorInfo,
     c: &ModelConfig,
+    known: &HashSet<String>,
     keep: &KeepList,
     kept: usize,
 ) -> Result<Plan<'a>> {
     let whole = Plan {
         info,
         ne: info.ne.clone(),
+        sliced: false,
         parts: vec![0..info.nbytes as usize],
     };
     let Some((il, stem)) = block_stem(&info.name) else {
@@ -255,8 +237,10 @@ fn plan_tensor<'a>(
         reason,
     };
     if !PER_EXPERT.contains(&stem) {
-        let known = NOT_PER_EXPERT.contains(&stem) || stem == "nextn";
-        if !known && c.is_moe_layer(il) && info.ne.contains(&(c.n_expert as u64)) {
+        if !known.contains(&info.name)
+            && c.is_moe_layer(il)
+            && info.ne.contains(&(c.n_expert as u64))
+        {
             return Err(tensor_error(format!(
                 "shape {:?} has the expert count {} but this tensor is unknown to ingot slice, which \
                  would leave it with the old count",
@@ -283,6 +267,7 @@ fn plan_tensor<'a>(
     Ok(Plan {
         info,
         ne,
+        sliced: true,
         parts: ids.iter().map(|&e| e * slab..(e + 1) * slab).collect(),
     })
 }
@@ -309,10 +294,11 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
         ));
     }
     let kept = keep.check(&c)?;
+    let known = expected_names(&c);
     let plans = header
         .tensors
         .iter()
-        .map(|t| plan_tensor(t, &c, keep, kept))
+        .map(|t| plan_tensor(t, &c, &known, keep, kept))
         .collect::<Result<Vec<_>>>()?;
 
     let mut writer = GgufWriter::new(header.version);
@@ -338,10 +324,7 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
         bytes_written += p.parts.iter().map(|r| r.len() as u64).sum::<u64>();
     }
     data.finish()?;
-    let tensors_sliced = plans
-        .iter()
-        .filter(|p| block_stem(&p.info.name).is_some_and(|(_, s)| PER_EXPERT.contains(&s)))
-        .count();
+    let tensors_sliced = plans.iter().filter(|p| p.sliced).count();
     Ok(SliceReport {
         experts_before: c.n_expert,
         experts_after: kept,

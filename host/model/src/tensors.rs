@@ -213,6 +213,12 @@ fn layer_tensors(c: &ModelConfig, il: usize) -> Vec<Expected> {
     out
 }
 
+/// Names of every tensor the configuration describes (required or optional), for tools that must tell a
+/// known tensor from one this crate does not model.
+pub(crate) fn expected_names(c: &ModelConfig) -> std::collections::HashSet<String> {
+    expected_tensors(c).into_iter().map(|e| e.name).collect()
+}
+
 /// Drops trailing 1s so that `{n}` and `{n, 1}` compare equal.
 fn trimmed(shape: &[u64]) -> &[u64] {
     let keep = shape.iter().rposition(|&x| x != 1).map_or(0, |i| i + 1);

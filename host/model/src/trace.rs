@@ -93,13 +93,7 @@ impl TraceHeader {
             .collect();
         let (l, k) = (moe_layers.len(), config.n_expert_used);
         TraceHeader {
-            model: gguf
-                .get("general.name")
-                .and_then(|v| match v {
-                    ingot_gguf::MetaValue::String(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default(),
+            model: config.name.clone().unwrap_or_default(),
             fingerprint: format!("{:016x}", fingerprint(gguf)),
             n_expert: config.n_expert,
             n_expert_used: k,

@@ -114,12 +114,11 @@ pub(super) fn matmul(
         name: m.name().to_owned(),
         reason: format!("{n} inputs x {rows} rows into {available} outputs"),
     })?;
-    let xs = &*xs;
+    let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
     let part = |ci: usize| -> Result<Vec<f32>> {
         let first = ci * CHUNK_ROWS;
         let nr = CHUNK_ROWS.min(rows - first);
         let mut buf = vec![0.0; nr * n];
-        let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
         m.dot_rows_multi(first, &inputs, &mut buf)?;
         Ok(buf)
     };

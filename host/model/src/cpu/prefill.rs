@@ -144,7 +144,7 @@ fn attention_chunk(
     batch::matmul(first, &mut ch.act, &all, &mut q_part)?;
     batch::matmul(&layer.kv_a, &mut ch.act, &all, &mut kv)?;
     let q_len = c.n_head * c.d_qk();
-    let q = match &layer.q {
+    let mut q = match &layer.q {
         QueryProj::Direct(_) => q_part,
         QueryProj::LowRank { a_norm, b, .. } => {
             let mut acts: Vec<Activation> = q_part
@@ -161,7 +161,6 @@ fn attention_chunk(
             q
         }
     };
-    let mut q = q;
     for (i, (kv, qt)) in kv
         .chunks_exact_mut(row)
         .zip(q.chunks_exact_mut(q_len))
