@@ -91,6 +91,70 @@ pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+/// Parameters of the `gemv2_rope_*` kernels: the two-matrix gemv's (`w0, w1, x, q, kv, ncols,
+/// nrows0, nrows1`), then [`ROPE_KV_Q8_1`]'s that the gemv does not already give, and the done
+/// counter of the tail.
+const GEMV2_ROPE_PARAMS: &[super::Param] = &[
+    ptr("w0"),
+    ptr("w1"),
+    ptr("x"),
+    ptr("q"),
+    ptr("kv"),
+    u32_("ncols"),
+    u32_("nrows0"),
+    u32_("nrows1"),
+    ptr("kv_norm"),
+    ptr("rope_freq"),
+    ptr("state"),
+    ptr("q_pe"),
+    ptr("q_nope_q8"),
+    ptr("cache"),
+    ptr("count"),
+    u32_("n_head"),
+    u32_("d_nope"),
+    u32_("kv_lora"),
+    u32_("n_rope"),
+    u32_("ctx"),
+    f32_("eps"),
+    f32_("mscale"),
+];
+
+macro_rules! gemv2_rope {
+    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
+        #[doc = concat!("`", $name, "(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, ",
+            "rope_freq, state, q_pe, q_nope_q8, cache, count, n_head, d_nope, kv_lora, n_rope, ",
+            "ctx, eps, mscale)`: the two-matrix ", $ty, " gemv (`q = attn_q·x`, `nrows0 = ",
+            "n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`, `nrows1 = kv_lora + n_rope`) ",
+            "whose last block to finish runs [`ROPE_KV_Q8_1`] on `q` and `kv` with the same ",
+            "arguments and requirements (a last-block-done tail; `count` a done counter, see ",
+            "[`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a ",
+            "warp, `GEMV_WARPS` per block.")]
+        pub const $desc: KernelDesc = KernelDesc {
+            name: $name,
+            params: GEMV2_ROPE_PARAMS,
+            block: [super::GEMV_WARPS * WARP_SIZE, 1, 1],
+            items_per_block: super::GEMV_WARPS,
+            shared_bytes: 0,
+        };
+    )*
+        /// The `gemv2_rope_*` kernels.
+        pub const GEMV2_ROPE: &[KernelDesc] = &[$($desc),*];
+    };
+}
+
+gemv2_rope! {
+    GEMV2_ROPE_Q4_0_Q8_1, "gemv2_rope_q4_0_q8_1", "Q4_0";
+    GEMV2_ROPE_Q5_0_Q8_1, "gemv2_rope_q5_0_q8_1", "Q5_0";
+    GEMV2_ROPE_Q5_1_Q8_1, "gemv2_rope_q5_1_q8_1", "Q5_1";
+    GEMV2_ROPE_Q8_0_Q8_1, "gemv2_rope_q8_0_q8_1", "Q8_0";
+    GEMV2_ROPE_IQ4_NL_Q8_1, "gemv2_rope_iq4_nl_q8_1", "IQ4_NL";
+    GEMV2_ROPE_Q3K_Q8_1, "gemv2_rope_q3k_q8_1", "Q3_K";
+    GEMV2_ROPE_Q4K_Q8_1, "gemv2_rope_q4k_q8_1", "Q4_K";
+    GEMV2_ROPE_Q5K_Q8_1, "gemv2_rope_q5k_q8_1", "Q5_K";
+    GEMV2_ROPE_Q6K_Q8_1, "gemv2_rope_q6k_q8_1", "Q6_K";
+}
+const _: () = assert!(ATTN_MAX_ROPE / 2 <= super::GEMV_WARPS * WARP_SIZE);
+
 /// Threads per block of [`FLASH_LATENT`].
 pub const FLASH_THREADS: u32 = 256;
 /// Cache rows one [`FLASH_LATENT`] block stages in shared memory at a time.
@@ -351,4 +415,13 @@ pub const ALL: &[KernelDesc] = &[
     ATTN_MERGE,
     ATTN_MERGE_Q8_1,
     FLASH_LATENT_MMA,
+    GEMV2_ROPE_Q4_0_Q8_1,
+    GEMV2_ROPE_Q5_0_Q8_1,
+    GEMV2_ROPE_Q5_1_Q8_1,
+    GEMV2_ROPE_Q8_0_Q8_1,
+    GEMV2_ROPE_IQ4_NL_Q8_1,
+    GEMV2_ROPE_Q3K_Q8_1,
+    GEMV2_ROPE_Q4K_Q8_1,
+    GEMV2_ROPE_Q5K_Q8_1,
+    GEMV2_ROPE_Q6K_Q8_1,
 ];

@@ -36,14 +36,12 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let q_len = c.n_head * c.d_qk();
     let q = b.f32_act("act.q", q_len)?;
     let kv = b.f32_act("act.kv", c.cache_row())?;
-    projections(b, il, norm_q8, (q, kv))?;
-
     let (kv_norm, _) = b.weight(&name("attn_kv_a_norm.weight"), "rmsnorm", &is_f32)?;
     let rope_freq = rope_table(b);
     let q_pe = b.f32_act("act.q_pe", c.n_head * c.d_rope)?;
     let cache = b.kv_cache(il)?;
     // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at block
-    // h·stride. rope_kv writes them itself (packed, stride d_nope/32) when the PTX has the
+    // h·stride. The rope writes them itself (packed, stride d_nope/32) when the PTX has the
     // q8_1 variant; otherwise the whole q is quantized at once (stride d_qk/32) when d_qk is a
     // whole number of blocks, or each head's nope part into its own blocks.
     let fused_q8 = k::available(ROPE_KV_Q8_1.name);
@@ -52,17 +50,13 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     } else {
         None
     };
-    let mut args = vec![
-        buf(q),
-        buf(kv),
-        buf(kv_norm),
-        buf(rope_freq),
-        buf(step),
-        buf(q_pe),
-    ];
-    args.extend(q_nope_q8.map(buf));
-    args.extend([
-        buf(cache),
+    let rope_args = |q_nope_q8: Option<crate::BufId>| {
+        let mut args = vec![buf(kv_norm), buf(rope_freq), buf(step), buf(q_pe)];
+        args.extend(q_nope_q8.map(buf));
+        args.push(buf(cache));
+        args
+    };
+    let rope_scalars = [
         u32a(c.n_head),
         u32a(c.d_nope),
         u32a(c.kv_lora),
@@ -70,13 +64,30 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         u32a(b.opts.ctx),
         NodeArg::F32(c.rms_eps),
         NodeArg::F32(c.rope.rope_mscale()),
-    ]);
-    let rope = if fused_q8 {
-        ROPE_KV_Q8_1.name
-    } else {
-        ROPE_KV.name
+    ];
+    // Without a low-rank query, attn_q and attn_kv_a_mqa run in one launch whose last block
+    // runs the rope (`gemv2_rope_*`), when the PTX has it.
+    let fused_rope = match (c.q_lora, q_nope_q8) {
+        (None, Some(q8)) => {
+            let mut tail = rope_args(Some(q8));
+            tail.push(buf(b.act("act.rope_count", 4)?));
+            tail.extend(rope_scalars.clone());
+            projections_with_rope(b, il, norm_q8, (q, kv), tail)?
+        }
+        _ => false,
     };
-    b.node(rope, label("rope_kv"), layer, 1, args)?;
+    if !fused_rope {
+        projections(b, il, norm_q8, (q, kv))?;
+        let mut args = vec![buf(q), buf(kv)];
+        args.extend(rope_args(q_nope_q8));
+        args.extend(rope_scalars);
+        let rope = if fused_q8 {
+            ROPE_KV_Q8_1.name
+        } else {
+            ROPE_KV.name
+        };
+        b.node(rope, label("rope_kv"), layer, 1, args)?;
+    }
 
     let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
     let (q_nope_q8, stride) = match q_nope_q8 {
@@ -274,6 +285,47 @@ fn projections(
         label("attn_q_b"),
         il,
     )
+}
+
+/// `attn_q` and `attn_kv_a_mqa` in one `gemv2_rope_*` launch whose tail (`tail`: the rope
+/// arguments after the gemv's, see `ingot_abi::launch::GEMV2_ROPE`) runs `rope_kv_q8_1`; false
+/// (nothing planned) when the two weights differ in type or width or the PTX lacks the kernel.
+fn projections_with_rope(
+    b: &mut Builder<'_>,
+    il: usize,
+    x_q8: crate::BufId,
+    (q, kv): (crate::BufId, crate::BufId),
+    tail: Vec<NodeArg>,
+) -> Result<bool, PlanError> {
+    let (q_name, kv_name) = (
+        format!("blk.{il}.attn_q.weight"),
+        format!("blk.{il}.attn_kv_a_mqa.weight"),
+    );
+    let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
+    let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
+    let kernel = k::gemv2_rope(q_info.ty);
+    if q_info.ty != kv_info.ty || q_cols != kv_cols || !k::available(&kernel) {
+        return Ok(false);
+    }
+    let mut args = vec![
+        buf(wq),
+        buf(wkv),
+        buf(x_q8),
+        buf(q),
+        buf(kv),
+        u32a(q_cols),
+        u32a(q_rows),
+        u32a(kv_rows),
+    ];
+    args.extend(tail);
+    b.node(
+        kernel,
+        format!("blk.{il} attn_q+attn_kv_a_mqa+rope_kv"),
+        Some(il),
+        k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
+        args,
+    )?;
+    Ok(true)
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or

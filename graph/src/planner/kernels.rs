@@ -91,6 +91,12 @@ pub fn gemv2(ty: GgmlType) -> String {
     format!("gemv2_{}_q8_1", type_tag(ty))
 }
 
+/// The two-matrix gemv with the rope tail (`ingot_abi::launch::GEMV2_ROPE`); same items as
+/// [`gemv2`].
+pub fn gemv2_rope(ty: GgmlType) -> String {
+    format!("gemv2_rope_{}_q8_1", type_tag(ty))
+}
+
 /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`.
 pub fn gemv_grouped(ty: GgmlType) -> String {
     format!("gemv_grouped_{}_q8_1", type_tag(ty))

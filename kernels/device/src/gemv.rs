@@ -86,7 +86,7 @@ unsafe fn gemv<T: WeightType>(
 /// next `nrows1` are `w1`'s into `y1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemv2<T: WeightType>(
+pub(crate) unsafe fn gemv2<T: WeightType>(
     (w0, w1): (u64, u64),
     x: u64,
     (y0, y1): (u64, u64),

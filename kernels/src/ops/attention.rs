@@ -2,10 +2,12 @@
 //! buffer layouts are documented on their descriptors in `ingot_abi::launch`.
 //!
 //! One decode step of a layer runs, after the `attn_q` and `attn_kv_a_mqa` gemvs:
-//! [`rope_kv`] → (grouped `attn_k_b` gemv of the query nope parts into `q_abs`) →
+//! [`rope_kv`] (or both gemvs and the rope in one launch, [`gemv2_rope_q8_1`]) →
+//! (grouped `attn_k_b` gemv of the query nope parts into `q_abs`) →
 //! [`flash_latent`] → [`attn_merge`] → (grouped `attn_v_b` gemv of `o_lat`).
 //! Nothing here depends on the token: the position is read from the `StepState` buffer.
 
+use super::gemv::{check as check_gemv, check_rows, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
@@ -185,6 +187,77 @@ fn launch_rope<B: Accelerator>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
+    check_rope(b, d, s, bufs, q_nope_q8, eps, mscale)?;
+    let mut args = vec![
+        KArg::Buf(bufs.q),
+        KArg::Buf(bufs.kv),
+        KArg::Buf(bufs.kv_norm),
+        KArg::Buf(bufs.rope_freq),
+        KArg::Buf(bufs.state),
+        KArg::Buf(bufs.q_pe),
+    ];
+    args.extend(q_nope_q8.map(KArg::Buf));
+    args.push(KArg::Buf(bufs.cache));
+    args.extend(rope_scalars(d, s, eps, mscale)?);
+    launch(b, d, 1, &args)
+}
+
+/// `attn_q` (`w0`, into `bufs.q`) and `attn_kv_a_mqa` (`w1`, into `bufs.kv`), two matrices of
+/// type `ty` and width `ncols` against the q8_1 `x`, then [`rope_kv_q8_1`] on their outputs in
+/// the launch's last block (`ingot_abi::launch::GEMV2_ROPE`). `count` is the tail's done
+/// counter: a `u32` that is 0 before the launch and is 0 again after it.
+#[allow(clippy::too_many_arguments)]
+pub fn gemv2_rope_q8_1<B: Accelerator>(
+    b: &mut B,
+    ty: GemvType,
+    (w0, w1): (&B::Buf, &B::Buf),
+    x: &B::Buf,
+    ncols: usize,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    (q_nope_q8, count): (&B::Buf, &B::Buf),
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
+    let d = ty.pair_rope();
+    check_rope(b, d, s, bufs, Some(q_nope_q8), eps, mscale)?;
+    let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
+    check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
+    check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
+    let (ncols32, _, warps) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
+    need(b, d, "count", count, Some(4))?;
+    let mut args = vec![
+        KArg::Buf(w0),
+        KArg::Buf(w1),
+        KArg::Buf(x),
+        KArg::Buf(bufs.q),
+        KArg::Buf(bufs.kv),
+        KArg::U32(ncols32),
+        KArg::U32(to_u32(d, "nrows0", nrows0)?),
+        KArg::U32(to_u32(d, "nrows1", nrows1)?),
+        KArg::Buf(bufs.kv_norm),
+        KArg::Buf(bufs.rope_freq),
+        KArg::Buf(bufs.state),
+        KArg::Buf(bufs.q_pe),
+        KArg::Buf(q_nope_q8),
+        KArg::Buf(bufs.cache),
+        KArg::Buf(count),
+    ];
+    args.extend(rope_scalars(d, s, eps, mscale)?);
+    launch(b, d, warps, &args)
+}
+
+/// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants).
+fn check_rope<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    q_nope_q8: Option<&B::Buf>,
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
     s.check(d, false)?;
     if !(eps.is_finite() && eps >= 0.0) {
         return Err(shape(d, format!("eps = {eps} is not finite and >= 0")));
@@ -199,14 +272,6 @@ fn launch_rope<B: Accelerator>(
     need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
     need(b, d, "q_pe", bufs.q_pe, bytes(s.n_head, s.n_rope, 4))?;
     need(b, d, "cache", bufs.cache, s.cache_bytes())?;
-    let mut args = vec![
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(bufs.q_pe),
-    ];
     if let Some(q8) = q_nope_q8 {
         if !s.d_nope.is_multiple_of(QK8_1) || !s.n_rope.is_multiple_of(4) {
             return Err(shape(
@@ -217,12 +282,19 @@ fn launch_rope<B: Accelerator>(
                 ),
             ));
         }
-        let q8_bytes = q8_1_bytes(s.n_head, s.d_nope);
-        need(b, d, "q_nope_q8", q8, q8_bytes)?;
-        args.push(KArg::Buf(q8));
+        need(b, d, "q_nope_q8", q8, q8_1_bytes(s.n_head, s.d_nope))?;
     }
-    args.extend([
-        KArg::Buf(bufs.cache),
+    Ok(())
+}
+
+/// The rope's trailing scalars: `n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale`.
+fn rope_scalars<'a, T>(
+    d: &KernelDesc,
+    s: &AttnShape,
+    eps: f32,
+    mscale: f32,
+) -> Result<[KArg<'a, T>; 7]> {
+    Ok([
         KArg::U32(to_u32(d, "n_head", s.n_head)?),
         KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
         KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
@@ -230,8 +302,7 @@ fn launch_rope<B: Accelerator>(
         KArg::U32(to_u32(d, "ctx", s.ctx)?),
         KArg::F32(eps),
         KArg::F32(mscale),
-    ]);
-    launch(b, d, 1, &args)
+    ])
 }
 
 /// Buffers of [`flash_latent`].

@@ -12,15 +12,17 @@ use ingot_abi::blocks::{
 use ingot_abi::launch::{
     gemv_rows_per_warp, KernelDesc, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
     GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
-    GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
-    GEMV_GROUPED_Q3K_Q8_1, GEMV_GROUPED_Q3K_Q8_1_OUT, GEMV_GROUPED_Q4K_Q8_1,
-    GEMV_GROUPED_Q4K_Q8_1_OUT, GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q4_0_Q8_1_OUT,
-    GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5K_Q8_1_OUT, GEMV_GROUPED_Q5_0_Q8_1,
-    GEMV_GROUPED_Q5_0_Q8_1_OUT, GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q5_1_Q8_1_OUT,
-    GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1,
-    GEMV_GROUPED_Q8_0_Q8_1_OUT, GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES, GEMV_KQUANT_QK,
-    GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1,
-    GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
+    GEMV2_Q8_0_Q8_1, GEMV2_ROPE_IQ4_NL_Q8_1, GEMV2_ROPE_Q3K_Q8_1, GEMV2_ROPE_Q4K_Q8_1,
+    GEMV2_ROPE_Q4_0_Q8_1, GEMV2_ROPE_Q5K_Q8_1, GEMV2_ROPE_Q5_0_Q8_1, GEMV2_ROPE_Q5_1_Q8_1,
+    GEMV2_ROPE_Q6K_Q8_1, GEMV2_ROPE_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1,
+    GEMV_GROUPED_IQ4_NL_Q8_1_OUT, GEMV_GROUPED_Q3K_Q8_1, GEMV_GROUPED_Q3K_Q8_1_OUT,
+    GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4K_Q8_1_OUT, GEMV_GROUPED_Q4_0_Q8_1,
+    GEMV_GROUPED_Q4_0_Q8_1_OUT, GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5K_Q8_1_OUT,
+    GEMV_GROUPED_Q5_0_Q8_1, GEMV_GROUPED_Q5_0_Q8_1_OUT, GEMV_GROUPED_Q5_1_Q8_1,
+    GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q6K_Q8_1_OUT,
+    GEMV_GROUPED_Q8_0_Q8_1, GEMV_GROUPED_Q8_0_Q8_1_OUT, GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES,
+    GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1,
+    GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
 };
 use std::mem::size_of;
 
@@ -176,6 +178,21 @@ impl GemvType {
             GemvType::Q6K => &GEMV2_Q6K_Q8_1,
         }
     }
+
+    /// The two-matrix kernel with the `rope_kv_q8_1` tail (`ingot_abi::launch::GEMV2_ROPE`).
+    pub const fn pair_rope(self) -> &'static KernelDesc {
+        match self {
+            GemvType::Q4_0 => &GEMV2_ROPE_Q4_0_Q8_1,
+            GemvType::Q5_0 => &GEMV2_ROPE_Q5_0_Q8_1,
+            GemvType::Q5_1 => &GEMV2_ROPE_Q5_1_Q8_1,
+            GemvType::Q8_0 => &GEMV2_ROPE_Q8_0_Q8_1,
+            GemvType::Iq4Nl => &GEMV2_ROPE_IQ4_NL_Q8_1,
+            GemvType::Q3K => &GEMV2_ROPE_Q3K_Q8_1,
+            GemvType::Q4K => &GEMV2_ROPE_Q4K_Q8_1,
+            GemvType::Q5K => &GEMV2_ROPE_Q5K_Q8_1,
+            GemvType::Q6K => &GEMV2_ROPE_Q6K_Q8_1,
+        }
+    }
 }
 
 /// How the rows of a grouped gemv read the activation vector: row `r` reads `ncols/32` q8_1
@@ -212,7 +229,12 @@ pub(super) fn check<B: Accelerator>(
 
 /// Checks `ncols` against the type's row multiple and `nrows > 0`; returns `(ncols, nrows,
 /// warps)` as launch scalars.
-fn check_rows(d: &KernelDesc, ty: GemvType, nrows: usize, ncols: usize) -> Result<(u32, u32, u32)> {
+pub(super) fn check_rows(
+    d: &KernelDesc,
+    ty: GemvType,
+    nrows: usize,
+    ncols: usize,
+) -> Result<(u32, u32, u32)> {
     let m = ty.gemv_row_multiple();
     if ncols == 0 || !ncols.is_multiple_of(m) {
         return Err(shape(

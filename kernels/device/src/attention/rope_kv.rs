@@ -8,13 +8,15 @@
 //! rotation stays accurate to ~1e-6 at any position (f32 `pos·freq` would already be off by
 //! 2.4e-4 rad at pos 4096).
 //!
-//! Thread mapping: one block of `ROPE_KV_THREADS`; thread `t` takes query pairs `t, t + THREADS,
-//! …` (pair index over all heads), the float4 chunks `t, t + THREADS, …` of `c`, and k_pe pair
-//! `t`. Σc² is reduced per warp with shuffles, then across warps through shared memory.
+//! Thread mapping: one block of `BLOCK` threads (`ROPE_KV_THREADS` in the `rope_kv` kernels; the
+//! gemv's block in the tail of the `gemv2_rope_*` kernels, see `crate::gemv`); thread `t` takes
+//! query pairs `t, t + BLOCK, …` (pair index over all heads), the float4 chunks `t, t + BLOCK, …`
+//! of `c`, and k_pe pair `t` (`n_rope/2 ≤ 32 ≤ BLOCK`). Σc² is reduced per warp with shuffles,
+//! then across warps through shared memory.
 
 use crate::intrinsics::{
-    cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v4_f32, rint_f64, sin, sqrt,
-    st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
+    cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
+    ld_v4_f32_relaxed, rint_f64, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
 };
 use crate::norm_q8::quantize_store;
 use core::arch::{asm, global_asm, nvptx};
@@ -24,8 +26,9 @@ use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
-const WARPS: u32 = ROPE_KV_THREADS / WARP_SIZE;
-const _: () = assert!(WARPS == 8, "rope_kv_partials below is sized for 8 warps");
+/// Most warps of a block that runs the rope: `rope_kv_partials` holds one f32 per warp.
+const MAX_WARPS: u32 = 8;
+const _: () = assert!(ROPE_KV_THREADS / WARP_SIZE <= MAX_WARPS);
 
 // One f32 partial Σc² per warp.
 global_asm!(".shared .align 16 .b8 rope_kv_partials[32];");
@@ -83,8 +86,18 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
         n_rope,
         ctx,
     };
-    rope_kv_impl::<false>(
-        q, kv, kv_norm, rope_freq, state, q_pe, 0, cache, dims, eps, mscale,
+    rope_kv_impl::<false, ROPE_KV_THREADS, false>(
+        global(q),
+        global(kv),
+        global(kv_norm),
+        global(rope_freq),
+        global(state),
+        global(q_pe),
+        0,
+        global(cache),
+        dims,
+        eps,
+        mscale,
     );
 }
 
@@ -117,40 +130,45 @@ pub unsafe extern "ptx-kernel" fn rope_kv_q8_1(
         n_rope,
         ctx,
     };
-    rope_kv_impl::<true>(
-        q,
-        kv,
-        kv_norm,
-        rope_freq,
-        state,
-        q_pe,
+    rope_kv_impl::<true, ROPE_KV_THREADS, false>(
+        global(q),
+        global(kv),
+        global(kv_norm),
+        global(rope_freq),
+        global(state),
+        global(q_pe),
         global(q_nope_q8),
-        cache,
+        global(cache),
         dims,
         eps,
         mscale,
     );
 }
 
-struct Dims {
-    n_head: u32,
-    d_nope: u32,
-    kv_lora: u32,
-    n_rope: u32,
-    ctx: u32,
+/// The shape of one token's attention inputs (see `ingot_abi::launch::ROPE_KV`).
+pub(crate) struct Dims {
+    pub(crate) n_head: u32,
+    pub(crate) d_nope: u32,
+    pub(crate) kv_lora: u32,
+    pub(crate) n_rope: u32,
+    pub(crate) ctx: u32,
 }
 
+/// The rope and cache write with `BLOCK` threads (every thread of the block must call it: it
+/// holds a barrier). Addresses are global. With `COHERENT`, `q` and `kv` are read with
+/// `.relaxed.gpu` loads, as a last-block-done tail must read what other blocks of its launch
+/// wrote; otherwise with `ld.global.nc`. `q_nope_q8` is only written when `Q8`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rope_kv_impl<const Q8: bool>(
-    q: *const f32,
-    kv: *const f32,
-    kv_norm: *const f32,
-    rope_freq: *const f64,
-    state: *const StepState,
-    q_pe: *mut f32,
+pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERENT: bool>(
+    qg: u64,
+    kvg: u64,
+    wg: u64,
+    freq: u64,
+    state: u64,
+    qpe: u64,
     q_nope_q8: u64,
-    cache: *mut u16,
+    cache: u64,
     Dims {
         n_head,
         d_nope,
@@ -161,23 +179,35 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     eps: f32,
     mscale: f32,
 ) {
+    const { assert!(BLOCK.is_multiple_of(WARP_SIZE) && BLOCK <= MAX_WARPS * WARP_SIZE) };
+    let load2 = |a: u64| {
+        if COHERENT {
+            ld_v2_f32_relaxed(a)
+        } else {
+            ld_v2_f32(a)
+        }
+    };
+    let load4 = |a: u64| {
+        if COHERENT {
+            ld_v4_f32_relaxed(a)
+        } else {
+            ld_v4_f32(a)
+        }
+    };
     let t = tid();
-    let pos = ld_u32(global(state) + offset_of!(StepState, pos) as u64);
-    let freq = global(rope_freq);
+    let pos = ld_u32(state + offset_of!(StepState, pos) as u64);
     let pairs = n_rope / 2;
-    let kvg = global(kv);
 
     // Query rope parts of all heads: pair `idx` is pair `i` of head `h`.
     let q_stride = d_nope + n_rope;
-    let (qg, qpe) = (global(q), global(q_pe));
     let mut idx = t;
     while idx < n_head * pairs {
         let h = idx / pairs;
         let i = idx - h * pairs;
-        let [a, b] = ld_v2_f32(qg + (h * q_stride + d_nope + 2 * i) as u64 * 4);
+        let [a, b] = load2(qg + (h * q_stride + d_nope + 2 * i) as u64 * 4);
         let (x, y) = rotate(a, b, cos_sin(freq, pos, i, mscale));
         st_v2_f32(qpe + (h * n_rope + 2 * i) as u64 * 4, [x, y]);
-        idx += ROPE_KV_THREADS;
+        idx += BLOCK;
     }
 
     // `per_head > 0` here lets the compiler drop the division-by-zero check inside the loop
@@ -186,7 +216,7 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     if Q8 && per_head > 0 {
         // Query nope parts as q8_1: chunk `c` holds 4 floats, 8 consecutive chunks one block,
         // and a head has `d_nope/4` chunks (a multiple of 8). Every thread runs every round so
-        // the 8-lane shuffles see whole warps; ROPE_KV_THREADS is a multiple of 8, so a round
+        // the 8-lane shuffles see whole warps; BLOCK is a multiple of 8, so a round
         // keeps the chunk groups warp-aligned.
         let chunks = n_head * per_head;
         let mut base = 0;
@@ -196,12 +226,12 @@ unsafe fn rope_kv_impl<const Q8: bool>(
             let v = if active {
                 let h = c / per_head;
                 let j = c - h * per_head;
-                ld_v4_f32(qg + (h * q_stride + 4 * j) as u64 * 4)
+                load4(qg + (h * q_stride + 4 * j) as u64 * 4)
             } else {
                 [0.0; 4]
             };
             quantize_store(v, q_nope_q8, c, active);
-            base += ROPE_KV_THREADS;
+            base += BLOCK;
         }
     }
 
@@ -210,13 +240,13 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     let mut ss = 0.0f32;
     let mut ch = t;
     while ch < chunks {
-        let v = ld_v4_f32(kvg + ch as u64 * 16);
+        let v = load4(kvg + ch as u64 * 16);
         ss = fma(
             v[0],
             v[0],
             fma(v[1], v[1], fma(v[2], v[2], fma(v[3], v[3], ss))),
         );
-        ch += ROPE_KV_THREADS;
+        ch += BLOCK;
     }
     ss = warp_sum(ss);
     let partials: u32;
@@ -231,7 +261,7 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     }
     let mut total = 0.0f32;
     let mut w = 0;
-    while w < WARPS {
+    while w < BLOCK / WARP_SIZE {
         let p: f32;
         asm!("ld.shared.f32 {p}, [{a}];", p = out(reg32) p, a = in(reg32) partials + w * 4,
              options(readonly, nostack));
@@ -241,11 +271,10 @@ unsafe fn rope_kv_impl<const Q8: bool>(
     let scale = 1.0 / sqrt(total / kv_lora as f32 + eps);
 
     // Cache row `pos`: normalized latent, then the rotated k_pe, as f16.
-    let row = global(cache) + pos as u64 * (kv_lora + n_rope) as u64 * 2;
-    let wg = global(kv_norm);
+    let row = cache + pos as u64 * (kv_lora + n_rope) as u64 * 2;
     let mut ch = t;
     while ch < chunks {
-        let v = ld_v4_f32(kvg + ch as u64 * 16);
+        let v = load4(kvg + ch as u64 * 16);
         let g = ld_v4_f32(wg + ch as u64 * 16);
         st_v2_u32(
             row + ch as u64 * 8,
@@ -254,10 +283,10 @@ unsafe fn rope_kv_impl<const Q8: bool>(
                 pack_h2(v[2] * scale * g[2], v[3] * scale * g[3]),
             ],
         );
-        ch += ROPE_KV_THREADS;
+        ch += BLOCK;
     }
     if t < pairs {
-        let [a, b] = ld_v2_f32(kvg + (kv_lora + 2 * t) as u64 * 4);
+        let [a, b] = load2(kvg + (kv_lora + 2 * t) as u64 * 4);
         let (x, y) = rotate(a, b, cos_sin(freq, pos, t, mscale));
         st_u32(row + (kv_lora + 2 * t) as u64 * 2, pack_h2(x, y));
     }

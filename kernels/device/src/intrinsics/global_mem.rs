@@ -175,6 +175,27 @@ pub unsafe fn ld_v4_f32_relaxed_if(p: bool, a: u64) -> [f32; 4] {
     [x, y, z, w]
 }
 
+/// 8-byte load of two floats with `.relaxed.gpu` semantics (see [`ld_u32_relaxed`]); `a`
+/// 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_v2_f32_relaxed(a: u64) -> [f32; 2] {
+    let (x, y): (f32, f32);
+    asm!("ld.relaxed.gpu.global.v2.f32 {{{x}, {y}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+         a = in(reg64) a, options(readonly, nostack));
+    [x, y]
+}
+
+/// 16-byte load of four floats with `.relaxed.gpu` semantics (see [`ld_u32_relaxed`]); `a`
+/// 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_v4_f32_relaxed(a: u64) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("ld.relaxed.gpu.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];", x = out(reg32) x,
+         y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(readonly, nostack));
+    [x, y, z, w]
+}
+
 /// `fence.acq_rel.gpu` (`__threadfence()`): this thread's earlier memory accesses are ordered
 /// before its later ones for every thread of the GPU.
 #[inline(always)]

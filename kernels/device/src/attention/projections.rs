@@ -1,0 +1,98 @@
+//! `gemv2_rope_*`: the attention's two projections of the normed token (`attn_q`, `attn_kv_a_mqa`;
+//! the two-matrix gemv of `crate::gemv`) with `rope_kv` as a last-block-done tail: the block that
+//! finishes its rows last ([`last_block_done`]) rotates the query rope parts, writes every head's
+//! `q_nope` as q8_1 and the latent cache row, exactly as `rope_kv_q8_1` does but with the gemv's
+//! `GEMV_WARPS` warps, then resets the done counter. One launch instead of two.
+//!
+//! The tail reads `q` and `kv`, which every block of the launch wrote, with `.relaxed.gpu` loads
+//! after the acquire in [`last_block_done`]; its Σc² is reduced over 4 warps instead of 8, so the
+//! latent norm's f32 sum may differ from `rope_kv_q8_1`'s in the last bits (same terms, other
+//! order).
+
+use crate::attention::rope_kv::{rope_kv_impl, Dims};
+use crate::gemv::gemv2;
+use crate::intrinsics::global;
+use crate::last_block::{last_block_done, reset};
+use crate::vecdot::{Iq4Nl, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0};
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
+    BlockQ8_1,
+};
+use ingot_abi::launch::{GEMV_WARPS, WARP_SIZE};
+use ingot_abi::step::StepState;
+
+macro_rules! gemv2_rope_kernel {
+    ($name:ident, $ty:ty, $block:ty) => {
+        /// See the module docs and `ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` for the contract.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            w0: *const $block,
+            w1: *const $block,
+            x: *const BlockQ8_1,
+            q: *mut f32,
+            kv: *mut f32,
+            ncols: u32,
+            nrows0: u32,
+            nrows1: u32,
+            kv_norm: *const f32,
+            rope_freq: *const f64,
+            state: *const StepState,
+            q_pe: *mut f32,
+            q_nope_q8: *mut BlockQ8_1,
+            cache: *mut u16,
+            count: *mut u32,
+            n_head: u32,
+            d_nope: u32,
+            kv_lora: u32,
+            n_rope: u32,
+            ctx: u32,
+            eps: f32,
+            mscale: f32,
+        ) {
+            let (q, kv) = (global(q), global(kv));
+            gemv2::<$ty>(
+                (global(w0), global(w1)),
+                global(x),
+                (q, kv),
+                ncols,
+                nrows0,
+                nrows1,
+            );
+            let count = global(count);
+            if !last_block_done(count, GEMV_WARPS) {
+                return;
+            }
+            rope_kv_impl::<true, { GEMV_WARPS * WARP_SIZE }, true>(
+                q,
+                kv,
+                global(kv_norm),
+                global(rope_freq),
+                global(state),
+                global(q_pe),
+                global(q_nope_q8),
+                global(cache),
+                Dims {
+                    n_head,
+                    d_nope,
+                    kv_lora,
+                    n_rope,
+                    ctx,
+                },
+                eps,
+                mscale,
+            );
+            reset(count);
+        }
+    };
+}
+
+gemv2_rope_kernel!(gemv2_rope_q4_0_q8_1, Q4_0, BlockQ4_0);
+gemv2_rope_kernel!(gemv2_rope_q5_0_q8_1, Q5_0, BlockQ5_0);
+gemv2_rope_kernel!(gemv2_rope_q5_1_q8_1, Q5_1, BlockQ5_1);
+gemv2_rope_kernel!(gemv2_rope_q8_0_q8_1, Q8_0, BlockQ8_0);
+gemv2_rope_kernel!(gemv2_rope_iq4_nl_q8_1, Iq4Nl, BlockIq4Nl);
+gemv2_rope_kernel!(gemv2_rope_q3k_q8_1, Q3K, BlockQ3K);
+gemv2_rope_kernel!(gemv2_rope_q4k_q8_1, Q4K, BlockQ4K);
+gemv2_rope_kernel!(gemv2_rope_q5k_q8_1, Q5K, BlockQ5K);
+gemv2_rope_kernel!(gemv2_rope_q6k_q8_1, Q6K, BlockQ6K);

@@ -1,0 +1,167 @@
+//! `gemv2_rope_*` (the attention's two projections with `rope_kv_q8_1` as a last-block-done
+//! tail) against the two launches it replaces, on every weight type: `gemv2_q8_1` (checked
+//! against the CPU oracle in `gemv_types.rs`) then `rope_kv_q8_1` on its outputs (checked against
+//! the f64 spec reference in `attention.rs`). Random valid weight blocks, random non-zero
+//! activations, poisoned outputs, and two launches in a row at different positions so the done
+//! counter must have gone back to 0 after the first.
+
+mod quant_blocks;
+mod support;
+
+use half::f16;
+use ingot_kernels::ops::attention::{gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, RopeKvBufs};
+use ingot_kernels::ops::gemv::{gemv2_q8_1, GemvType};
+use ingot_kernels::Accelerator;
+use quant_blocks::random_blocks;
+use rand::rngs::StdRng;
+use rand::Rng;
+use support::attention::{step_state, v2_lite_rope};
+use support::gemv_type::ggml;
+use support::{download, f32_bytes, poisoned, upload};
+
+fn nonzero(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| match rng.random_range(lo..hi) {
+            0.0 => hi,
+            v => v,
+        })
+        .collect()
+}
+
+fn f16s(bytes: &[u8]) -> Vec<f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+        .collect()
+}
+
+/// The fused launch at `pos` (twice: `pos` and `pos + 1`, one shared counter) against
+/// `gemv2_q8_1` + `rope_kv_q8_1` on fresh buffers.
+fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: &AttnShape) {
+    let p = v2_lite_rope(s.n_rope);
+    let (eps, mscale) = (1e-6f32, p.rope_mscale());
+    let ncols = 512;
+    let nb = ncols / ty.block_elems();
+    let (n0, n1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
+    let w0 = upload(b, &random_blocks(rng, ggml(ty), n0 * nb));
+    let w1 = upload(b, &random_blocks(rng, ggml(ty), n1 * nb));
+    let xf = nonzero(rng, ncols, -2.0, 2.0);
+    let x = upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
+    let kv_norm = upload(b, &f32_bytes(&nonzero(rng, s.kv_lora, 0.5, 1.5)));
+    let freq: Vec<u8> = (0..s.n_rope / 2)
+        .flat_map(|i| p.theta(1, i).to_le_bytes())
+        .collect();
+    let rope_freq = upload(b, &freq);
+    let q8_bytes = s.n_head * s.d_nope / 32 * 36;
+    let cache_bytes = s.cache_bytes().unwrap();
+    let count = upload(b, &[0; 4]);
+    // Both paths write into their own poisoned buffers; the cache accumulates both positions.
+    let (q, kv, q_pe, q8, cache) = (
+        poisoned(b, n0 * 4),
+        poisoned(b, n1 * 4),
+        poisoned(b, s.n_head * s.n_rope * 4),
+        poisoned(b, q8_bytes),
+        poisoned(b, cache_bytes),
+    );
+    let (rq, rkv, rq_pe, rq8, rcache) = (
+        poisoned(b, n0 * 4),
+        poisoned(b, n1 * 4),
+        poisoned(b, s.n_head * s.n_rope * 4),
+        poisoned(b, q8_bytes),
+        poisoned(b, cache_bytes),
+    );
+    let pos0 = rng.random_range(0..s.ctx - 1);
+    for pos in [pos0, pos0 + 1] {
+        let state = upload(b, &step_state(pos as u32));
+        let fused = RopeKvBufs {
+            q: &q,
+            kv: &kv,
+            kv_norm: &kv_norm,
+            rope_freq: &rope_freq,
+            state: &state,
+            q_pe: &q_pe,
+            cache: &cache,
+        };
+        gemv2_rope_q8_1(
+            b,
+            ty,
+            (&w0, &w1),
+            &x,
+            ncols,
+            s,
+            &fused,
+            (&q8, &count),
+            eps,
+            mscale,
+        )
+        .expect("gemv2_rope");
+        gemv2_q8_1(b, ty, (&w0, &w1), &x, (&rq, &rkv), (n0, n1), ncols).expect("gemv2");
+        let reference = RopeKvBufs {
+            q: &rq,
+            kv: &rkv,
+            q_pe: &rq_pe,
+            cache: &rcache,
+            ..fused
+        };
+        rope_kv_q8_1(b, s, &reference, &rq8, eps, mscale).expect("rope_kv_q8_1");
+
+        let who = format!("{}: gemv2_rope {ty:?} {s:?} pos {pos}", b.name());
+        assert_eq!(download(b, &count), [0; 4], "{who}: done counter not reset");
+        // Same device code for the rows, the rotation and the quantization: same bits.
+        for (what, got, want) in [
+            ("q", &q, &rq),
+            ("kv", &kv, &rkv),
+            ("q_pe", &q_pe, &rq_pe),
+            ("q_nope_q8", &q8, &rq8),
+        ] {
+            assert!(
+                download(b, got) == download(b, want),
+                "{who}: {what} differs"
+            );
+        }
+        // The latent norm's Σc² is summed over 4 warps here and 8 in rope_kv_q8_1: the same
+        // terms in another order, a relative difference of at most kv_lora·2^-24 (3e-5 at 512)
+        // in the scale, far below an f16 ulp (2^-10 relative), so a stored value can only land
+        // on the neighbouring f16 when its f32 value sits next to a rounding boundary: at most
+        // one ulp apart. The rotated k_pe dims do not depend on the sum: equal bits.
+        let (got, want) = (f16s(&download(b, &cache)), f16s(&download(b, &rcache)));
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (row, col) = (i / s.row(), i % s.row());
+            let ulps = (g.to_bits() as i32 - w.to_bits() as i32).abs();
+            let ok = if col < s.kv_lora {
+                ulps <= 1
+            } else {
+                ulps == 0
+            };
+            assert!(ok, "{who}: cache[{row}][{col}] = {g} vs {w}");
+        }
+    }
+    eprintln!("{}: gemv2_rope {ty:?} {s:?} ok", b.name());
+}
+
+fn all_types<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("gemv2_rope");
+    let small = AttnShape {
+        n_head: 4,
+        d_nope: 32,
+        kv_lora: 64,
+        n_rope: 16,
+        ctx: 64,
+    };
+    let lite = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 128,
+    };
+    for ty in GemvType::ALL {
+        check_case(b, &mut rng, ty, &small);
+    }
+    check_case(b, &mut rng, GemvType::Q4K, &lite);
+}
+
+#[test]
+fn gemv2_rope_equals_gemv2_then_rope_kv() {
+    on_every_backend!(all_types);
+}
