@@ -75,7 +75,7 @@ fn random_blocks(ty: GgmlType, n_blocks: usize, rms: f32, bits: &mut Bits) -> Ve
 /// whole 256-blocks, except the router (kept as the mixes keep it) and the embedding.
 fn converted(name: &str, ne: &[u64]) -> bool {
     ne.len() >= 2
-        && ne[0] % 256 == 0
+        && ne[0].is_multiple_of(256)
         && !name.contains("ffn_gate_inp")
         && !name.starts_with("token_embd")
 }
