@@ -214,6 +214,109 @@ pub struct BlockIq4Xs {
     pub qs: [u8; QK_K / 2],
 }
 
+/// 256 weights in 8 sub-blocks of 32, each 4 groups of 8 on the [`IQ2XXS_GRID`] code book.
+/// Sub-block `ib` is `qs[4ib..4ib+4]` read as two little-endian u32 `(a, b)`: byte `l` of `a`
+/// is the grid index of group `l`; bits `7l..7l+7` of `b` index [`KSIGNS_IQ2XS`] for its signs;
+/// `b >> 28` is the 4-bit scale `s`. `y = d·(0.5 + s)·0.25·grid·sign`.
+///
+/// [`IQ2XXS_GRID`]: crate::iq_grids::IQ2XXS_GRID
+/// [`KSIGNS_IQ2XS`]: crate::iq_grids::KSIGNS_IQ2XS
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq2Xxs {
+    pub d: u16,
+    pub qs: [u16; QK_K / 8],
+}
+
+/// 256 weights in 32 groups of 8 on the [`IQ2XS_GRID`] code book: `qs[g]` bits 0-8 are the grid
+/// index of group `g`, bits 9-15 its [`KSIGNS_IQ2XS`] index. Sub-block `ib` of 32 has two
+/// 4-bit scales, `scales[ib] & 15` for its first 16 weights and `scales[ib] >> 4` for the
+/// next 16: `y = d·(0.5 + s)·0.25·grid·sign`.
+///
+/// [`IQ2XS_GRID`]: crate::iq_grids::IQ2XS_GRID
+/// [`KSIGNS_IQ2XS`]: crate::iq_grids::KSIGNS_IQ2XS
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq2Xs {
+    pub d: u16,
+    pub qs: [u16; QK_K / 8],
+    pub scales: [u8; QK_K / 32],
+}
+
+/// 256 weights in 32 groups of 8 on the [`IQ2S_GRID`] code book. Group `g = 4ib + l` has the
+/// 10-bit grid index `qs[g] | ((qh[ib] >> 2l) & 3) << 8` and its 8 sign bits in `qs[32 + g]`
+/// (bit `j` set: value `j` negative, no parity rule). Scales as [`BlockIq2Xs`]:
+/// `y = d·(0.5 + s)·0.25·grid·sign`.
+///
+/// [`IQ2S_GRID`]: crate::iq_grids::IQ2S_GRID
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq2S {
+    pub d: u16,
+    pub qs: [u8; QK_K / 4],
+    pub qh: [u8; QK_K / 32],
+    pub scales: [u8; QK_K / 32],
+}
+
+/// 256 weights in 8 sub-blocks of 32 on the [`IQ3XXS_GRID`] code book (4 values per point).
+/// `qs[0..64]` are grid indices, element `4k..4k+4` from `qs[k]`; `qs[64..96]` are 8 little-endian
+/// u32 `b`, one per sub-block: bits `7l..7l+7` index [`KSIGNS_IQ2XS`] for group `l` (8 values,
+/// two grid points), `b >> 28` is the 4-bit scale `s`. `y = d·(0.5 + s)·0.5·grid·sign`.
+///
+/// [`IQ3XXS_GRID`]: crate::iq_grids::IQ3XXS_GRID
+/// [`KSIGNS_IQ2XS`]: crate::iq_grids::KSIGNS_IQ2XS
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq3Xxs {
+    pub d: u16,
+    pub qs: [u8; 3 * QK_K / 8],
+}
+
+/// 256 weights on the [`IQ3S_GRID`] code book (4 values per point): element `4k..4k+4` has the
+/// 9-bit index `qs[k] | ((qh[k/8] >> k%8) & 1) << 8`; bit `e%8` of `signs[e/8]` set makes element
+/// `e` negative; sub-block `ib` of 32 has the 4-bit scale `s = scales[ib/2] >> 4·(ib%2) & 15`:
+/// `y = d·(1 + 2s)·grid·sign`.
+///
+/// [`IQ3S_GRID`]: crate::iq_grids::IQ3S_GRID
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq3S {
+    pub d: u16,
+    pub qs: [u8; QK_K / 4],
+    pub qh: [u8; QK_K / 32],
+    pub signs: [u8; QK_K / 8],
+    pub scales: [u8; QK_K / 64],
+}
+
+/// 256 weights in 8 sub-blocks of 32 on the [`IQ1S_GRID`] code book (values −1, 0, 1). Group
+/// `4ib + l` has the 11-bit index `qs[4ib+l] | ((qh[ib] >> 3l) & 7) << 8`; `qh[ib]` bits 12-14
+/// are the sub-block's 3-bit scale `s`, bit 15 the sign of its shift:
+/// `y = d·(2s + 1)·(grid ± IQ1S_DELTA)`.
+///
+/// [`IQ1S_GRID`]: crate::iq_grids::IQ1S_GRID
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq1S {
+    pub d: u16,
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u16; QK_K / 32],
+}
+
+/// 256 weights in 32 groups of 8 on the [`IQ1S_GRID`] code book, with no stored `d`: its f16
+/// bits are the top nibbles of the four little-endian u16 of `scales` ([`iq1m_d`]). Group
+/// `g = 4ib + l` has the 11-bit index `qs[g] | (qh[g/2] >> 4·(g%2) & 7) << 8` and shift sign bit
+/// `qh[g/2] & (8 << 4·(g%2))`; each 16-weight half `h` of sub-block `ib` has the 3-bit scale
+/// `s` of [`iq1m_scale`]: `y = d·(2s + 1)·(grid ± IQ1M_DELTA)`.
+///
+/// [`IQ1S_GRID`]: crate::iq_grids::IQ1S_GRID
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockIq1M {
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 16],
+    pub scales: [u8; QK_K / 32],
+}
+
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -228,6 +331,13 @@ const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
+const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
+const _: () = assert!(size_of::<BlockIq2S>() == 82);
+const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
+const _: () = assert!(size_of::<BlockIq3S>() == 110);
+const _: () = assert!(size_of::<BlockIq1S>() == 50);
+const _: () = assert!(size_of::<BlockIq1M>() == 56);
 
 impl BlockQ5_0 {
     /// The 32 fifth bits, bit `e` belonging to element `e`.
@@ -282,4 +392,42 @@ pub fn iq4xs_scale(scales_h: u16, scales_l: &[u8; QK_K / 64], ib: usize) -> i32 
     let low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
     let high = ((scales_h >> (2 * ib)) & 3) as u8;
     i32::from(low | (high << 4)) - 32
+}
+
+/// The 4-bit scale of sub-block `ib ∈ 0..8` of IQ2_XXS (bits 28-31 of its second u32) and that
+/// u32 itself, whose bits `7l..7l+7` are the sign indices of its groups. `ib` is taken mod 8.
+#[inline(always)]
+pub fn iq2xxs_signs_scale(qs: &[u16; QK_K / 8], ib: usize) -> (u32, u32) {
+    let ib = ib & 7;
+    let b = u32::from(qs[4 * ib + 2]) | (u32::from(qs[4 * ib + 3]) << 16);
+    (b, b >> 28)
+}
+
+/// The f16 bits of an IQ1_M block's `d`: bits 12-15 of the four little-endian u16 of `scales`,
+/// the first one's in bits 0-3 (ggml's `iq1m_scale_t` assembly).
+#[inline(always)]
+pub fn iq1m_d(scales: &[u8; QK_K / 32]) -> u16 {
+    let sc = |k: usize| u16::from_le_bytes([scales[2 * k], scales[2 * k + 1]]);
+    (sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000)
+}
+
+/// `scales` with its `d` set to the f16 bits `d` (the inverse of [`iq1m_d`]; the 3-bit scales in
+/// bits 0-11 of each u16 are kept).
+#[inline(always)]
+pub fn iq1m_set_d(scales: &mut [u8; QK_K / 32], d: u16) {
+    for k in 0..4 {
+        let sc = u16::from_le_bytes([scales[2 * k], scales[2 * k + 1]]);
+        let sc = (sc & 0x0fff) | (((d >> (4 * k)) & 0xf) << 12);
+        [scales[2 * k], scales[2 * k + 1]] = sc.to_le_bytes();
+    }
+}
+
+/// The 3-bit scale of half `h ∈ 0..2` (16 weights) of sub-block `ib ∈ 0..8` of IQ1_M: bits
+/// `6·(ib%2) + 3h ..+3` of the little-endian u16 number `ib/2` of `scales`. Indices are taken
+/// mod their ranges (provably in bounds).
+#[inline(always)]
+pub fn iq1m_scale(scales: &[u8; QK_K / 32], ib: usize, h: usize) -> u32 {
+    let (ib, h) = (ib & 7, h & 1);
+    let sc = u16::from_le_bytes([scales[2 * (ib / 2)], scales[2 * (ib / 2) + 1]]);
+    u32::from((sc >> (6 * (ib % 2) + 3 * h)) & 7)
 }

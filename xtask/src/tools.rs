@@ -1,6 +1,7 @@
 //! Installs what the PTX build, the audit and the tests need: rust-src for nightly, NVIDIA's offline
-//! tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, and the `openai`
-//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`), and
+//! tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, the `openai`
+//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`), with
+//! numpy and gguf-py beside it (for `tests/routing_trace.rs` and `host/quant/tests/gguf_py.rs`), and
 //! Debian's `chromium` (for `tests/serve_browser.rs`), from apt when running as root.
 //! Idempotent: an installed tool is detected and nothing is downloaded.
 
@@ -19,10 +20,15 @@ const WHEELS: [&str; 3] = [
 /// The `openai` Python client and every package it imports, each pinned, installed with `--no-deps`
 /// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs` runs
 /// `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
-/// `tests/routing_trace.rs`, which memory-maps a routing trace as users do.
-const PYTHON_PACKAGES: [&str; 15] = [
+/// `tests/routing_trace.rs`, which memory-maps a routing trace as users do, and for gguf-py
+/// (`gguf`), whose numpy dequantizers `host/quant/tests/gguf_py.rs` compares against; importing
+/// `gguf.quants` runs the package's `__init__`, which imports `yaml` (its other dependencies,
+/// tqdm and requests, are imported only inside functions the test does not call).
+const PYTHON_PACKAGES: [&str; 17] = [
     "openai==3.57.0",
     "numpy==2.3.5",
+    "gguf==0.19.0",
+    "pyyaml==6.0.3",
     "annotated-types==0.8.0",
     "anyio==4.16.0",
     "h11==0.16.0",
@@ -92,7 +98,10 @@ fn python_packages() -> Result<()> {
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == want) {
         return Ok(());
     }
-    println!("installing the openai Python client into {}", dir.display());
+    println!(
+        "installing the pinned Python packages into {}",
+        dir.display()
+    );
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
@@ -104,7 +113,7 @@ fn python_packages() -> Result<()> {
         .status()
         .context("running `python3 -m pip install`")?;
     if !status.success() {
-        bail!("pip install of the openai client failed ({status})");
+        bail!("pip install of the pinned Python packages failed ({status})");
     }
     std::fs::write(&stamp, want)?;
     Ok(())

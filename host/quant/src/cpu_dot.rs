@@ -1,5 +1,6 @@
-//! Weight-block × activation-block dot products of ggml's CPU backend (spec §3.2): k-quants and
-//! IQ4_XS against Q8_K, Q4_0/Q5_0/Q8_0/IQ4_NL against Q8_0.
+//! Weight-block × activation-block dot products of ggml's CPU backend (spec §3.2): k-quants,
+//! IQ4_XS and the grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K,
+//! Q4_0/Q5_0/Q8_0/IQ4_NL against Q8_0.
 //!
 //! These follow ggml's generic formulas (integer sums per scale group, then one f32 scale
 //! product per group or block). They are written for speed: each super-block is first unpacked
@@ -18,11 +19,13 @@ mod tests;
 pub use rows::{Isa, RowDot};
 
 use crate::round::f16_to_f32;
-use crate::{q2_k, q3_k, q4_k, q5_k, q6_k};
+use crate::{iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs, q2_k, q3_k, q4_k, q5_k, q6_k};
 use ingot_abi::blocks::{
-    get_scale_min_k4, iq4xs_scale, q3k_scale, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K,
-    BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, QK_K,
+    get_scale_min_k4, iq1m_d, iq1m_scale, iq4xs_scale, q3k_scale, BlockIq1M, BlockIq1S, BlockIq2S,
+    BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K,
+    BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, QK_K,
 };
+use ingot_abi::iq_grids::{IQ1M_DELTA, IQ1S_DELTA};
 
 /// Σ a·b over `N` signed bytes in i32 (|sum| ≤ N·128·128, far inside i32 for N ≤ 256).
 #[inline(always)]
@@ -115,6 +118,120 @@ pub fn iq4_xs(x: &BlockIq4Xs, y: &BlockQ8K) -> f32 {
         isum += iq4xs_scale(x.scales_h, &x.scales_l, ib) * idot::<32>(&v, &y.qs[32 * ib..]);
     }
     f16_to_f32(x.d) * y.d * isum as f32
+}
+
+// The grid types follow ggml's `ggml_vec_dot_iq*_q8_K_generic`: exact integer sums `Σ level·q8`
+// per scale group, combined with the integer scales into one i32 per block (|·| < 2^27 for
+// every type: at most 256 products of |level| ≤ 62 and |q8| ≤ 128, times a scale ≤ 31), then
+// one f32 expression per block. Where ggml multiplies the row's f32 sum by a power of two at the
+// end (0.125 for IQ2_*, 0.25 for IQ3_XXS), this applies it to each block's term instead: scaling
+// by a power of two is exact and commutes with every f32 rounding of the sum, so the row result
+// is ggml's unless one of our scaled terms or partial sums is subnormal (below 2^-126), or one of
+// ggml's unscaled partial sums overflows f32 (which ours then would not).
+
+/// `Σ_ib ls(s_ib)·Σ level·q8` over the 8 sub-blocks of 32 with 4-bit scales `s`, `ls = 2s + 1`.
+#[inline(always)]
+fn isum_per_32(q: &[i8; QK_K], scales: &[u8; 8], y: &BlockQ8K) -> i32 {
+    let mut bsum = 0i32;
+    for (ib, &s) in scales.iter().enumerate() {
+        bsum += (2 * i32::from(s) + 1) * idot::<32>(&q[32 * ib..], &y.qs[32 * ib..]);
+    }
+    bsum
+}
+
+/// `Σ_ib (ls1·Σ_first16 + ls2·Σ_last16)` with the two nibbles of `scales[ib]` (IQ2_XS, IQ2_S).
+#[inline(always)]
+fn isum_per_16(q: &[i8; QK_K], scales: &[u8; 8], y: &BlockQ8K) -> i32 {
+    let mut bsum = 0i32;
+    for (ib, &sc) in scales.iter().enumerate() {
+        let (ls1, ls2) = (2 * i32::from(sc & 0xF) + 1, 2 * i32::from(sc >> 4) + 1);
+        let at = 32 * ib;
+        bsum += ls1 * idot::<16>(&q[at..], &y.qs[at..]);
+        bsum += ls2 * idot::<16>(&q[at + 16..], &y.qs[at + 16..]);
+    }
+    bsum
+}
+
+/// IQ2_XXS · Q8_K: `0.125·(d·y.d)·Σ_ib (2s_ib + 1)·Σ level·q8`.
+pub fn iq2_xxs(x: &BlockIq2Xxs, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    let scales = iq2_xxs::unpack(x, &mut q);
+    let d = f16_to_f32(x.d) * y.d;
+    0.125 * (d * isum_per_32(&q, &scales, y) as f32)
+}
+
+/// IQ2_XS · Q8_K: `0.125·(d·y.d)·Σ (2s + 1)·Σ level·q8` over 16-weight scale groups.
+pub fn iq2_xs(x: &BlockIq2Xs, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    iq2_xs::unpack(x, &mut q);
+    let d = f16_to_f32(x.d) * y.d;
+    0.125 * (d * isum_per_16(&q, &x.scales, y) as f32)
+}
+
+/// IQ2_S · Q8_K: as IQ2_XS.
+pub fn iq2_s(x: &BlockIq2S, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    iq2_s::unpack(x, &mut q);
+    let d = f16_to_f32(x.d) * y.d;
+    0.125 * (d * isum_per_16(&q, &x.scales, y) as f32)
+}
+
+/// IQ3_XXS · Q8_K: `0.25·(d·y.d)·Σ_ib (2s_ib + 1)·Σ level·q8`.
+pub fn iq3_xxs(x: &BlockIq3Xxs, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    let scales = iq3_xxs::unpack(x, &mut q);
+    let d = f16_to_f32(x.d) * y.d;
+    0.25 * (d * isum_per_32(&q, &scales, y) as f32)
+}
+
+/// IQ3_S · Q8_K: `(d·y.d)·Σ_ib (2s_ib + 1)·Σ level·q8`.
+pub fn iq3_s(x: &BlockIq3S, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    iq3_s::unpack(x, &mut q);
+    let scales: [u8; 8] = core::array::from_fn(|ib| iq3_s::scale(x, ib));
+    let d = f16_to_f32(x.d) * y.d;
+    d * isum_per_32(&q, &scales, y) as f32
+}
+
+/// IQ1_S · Q8_K: `d·y.d·(Σ_ib ls·Σ grid·q8 + IQ1S_DELTA·Σ_ib ls·sign_ib·Σ q8)`, `ls = 2s + 1`,
+/// the activation sums `Σ q8` taken from `bsums` as ggml does (so activations must come from
+/// [`crate::quantize_q8_k`] or have equally consistent `bsums`).
+pub fn iq1_s(x: &BlockIq1S, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    iq1_s::unpack(x, &mut q);
+    let (mut sumi, mut sumi1) = (0i32, 0i32);
+    for ib in 0..QK_K / 32 {
+        let (s, sign) = iq1_s::scale_sign(x, ib);
+        let ls = 2 * s + 1;
+        sumi += ls * idot::<32>(&q[32 * ib..], &y.qs[32 * ib..]);
+        let qsum = i32::from(y.bsums[2 * ib]) + i32::from(y.bsums[2 * ib + 1]);
+        sumi1 += ls * sign * qsum;
+    }
+    f16_to_f32(x.d) * y.d * (sumi as f32 + IQ1S_DELTA * sumi1 as f32)
+}
+
+/// IQ1_M · Q8_K: `d·y.d·(Σ ls·Σ grid·q8 + IQ1M_DELTA·Σ ls·Σ_groups sign_g·Σ q8)` over 16-weight
+/// scale halves; the per-group activation sums are taken from `qs` (ggml does not use `bsums`
+/// here: the shift signs change every 8 weights).
+pub fn iq1_m(x: &BlockIq1M, y: &BlockQ8K) -> f32 {
+    let mut q = [0i8; QK_K];
+    let signs = iq1_m::unpack(x, &mut q);
+    let (mut sumi1, mut sumi2) = (0i32, 0i32);
+    for ib in 0..QK_K / 32 {
+        for h in 0..2 {
+            let ls = 2 * iq1m_scale(&x.scales, ib, h) as i32 + 1;
+            let at = 32 * ib + 16 * h;
+            sumi1 += ls * idot::<16>(&q[at..], &y.qs[at..]);
+            let mut shift = 0i32;
+            for g in 0..2 {
+                let group = &y.qs[at + 8 * g..at + 8 * g + 8];
+                let qsum: i32 = group.iter().map(|&v| i32::from(v)).sum();
+                shift += i32::from(signs[(at + 8 * g) / 8]) * qsum;
+            }
+            sumi2 += ls * shift;
+        }
+    }
+    f16_to_f32(iq1m_d(&x.scales)) * y.d * (sumi1 as f32 + IQ1M_DELTA * sumi2 as f32)
 }
 
 /// The 32 signed levels of a legacy block laid out like its Q8_0 partner (low nibbles are

@@ -7,14 +7,15 @@
 use crate::chunks::{arrays, arrays_mut};
 use crate::error::QuantError;
 use crate::{
-    cpu_dot, float, iq4_nl, iq4_xs, mmvq, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k,
-    q8_0, q8_1, q8_k,
+    cpu_dot, float, iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs, iq4_nl, iq4_xs, mmvq,
+    q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k,
 };
 use bytemuck::Pod;
 use core::mem::size_of;
 use ingot_abi::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK8_1, QK_K,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK8_1, QK_K,
 };
 use ingot_gguf::GgmlType;
 
@@ -39,6 +40,13 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
             | Q8K
             | Iq4Nl
             | Iq4Xs
+            | Iq2Xxs
+            | Iq2Xs
+            | Iq2S
+            | Iq3Xxs
+            | Iq3S
+            | Iq1S
+            | Iq1M
     )
 }
 
@@ -75,12 +83,13 @@ pub fn can_vec_dot_q8_1(ty: GgmlType) -> bool {
 }
 
 /// The activation type ggml's CPU backend pairs with weights of type `ty` (`vec_dot_type`,
-/// spec §3.2), for the types this crate can dot: Q8_K for k-quants and IQ4_XS
-/// ([`vec_dot_q8_k`]), Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL ([`vec_dot_q8_0`]).
+/// spec §3.2), for the types this crate can dot: Q8_K for k-quants, IQ4_XS and the grid types
+/// IQ1_S…IQ3_S ([`vec_dot_q8_k`]), Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL ([`vec_dot_q8_0`]).
 pub fn cpu_vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
     use GgmlType::*;
     match ty {
         Q2K | Q3K | Q4K | Q5K | Q6K | Iq4Xs => Some(Q8K),
+        Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S | Iq1M => Some(Q8K),
         Q4_0 | Q5_0 | Q8_0 | Iq4Nl => Some(Q8_0),
         _ => None,
     }
@@ -192,6 +201,13 @@ pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), 
         Q8K => dequant_blocks::<BlockQ8K, QK_K>(data, out, q8_k::dequantize),
         Iq4Nl => dequant_blocks::<BlockIq4Nl, 32>(data, out, iq4_nl::dequantize),
         Iq4Xs => dequant_blocks::<BlockIq4Xs, QK_K>(data, out, iq4_xs::dequantize),
+        Iq2Xxs => dequant_blocks::<BlockIq2Xxs, QK_K>(data, out, iq2_xxs::dequantize),
+        Iq2Xs => dequant_blocks::<BlockIq2Xs, QK_K>(data, out, iq2_xs::dequantize),
+        Iq2S => dequant_blocks::<BlockIq2S, QK_K>(data, out, iq2_s::dequantize),
+        Iq3Xxs => dequant_blocks::<BlockIq3Xxs, QK_K>(data, out, iq3_xxs::dequantize),
+        Iq3S => dequant_blocks::<BlockIq3S, QK_K>(data, out, iq3_s::dequantize),
+        Iq1S => dequant_blocks::<BlockIq1S, QK_K>(data, out, iq1_s::dequantize),
+        Iq1M => dequant_blocks::<BlockIq1M, QK_K>(data, out, iq1_m::dequantize),
         _ => return Err(unsupported(ty, "dequantization")),
     }
     Ok(())
@@ -331,7 +347,7 @@ fn cpu_rows<B: Pod, A>(row: &[u8], act: &[A], f: fn(&B, &A) -> f32) -> f32 {
     sum
 }
 
-/// Dot product of one k-quant (or IQ4_XS) weight row with Q8_K activations (from
+/// Dot product of one k-quant (or IQ4_XS, or grid-type) weight row with Q8_K activations (from
 /// [`crate::quantize_q8_k`]) the way ggml's CPU backend computes it. `act` must hold exactly
 /// one block per 256 row elements.
 pub fn vec_dot_q8_k(ty: GgmlType, row: &[u8], act: &[BlockQ8K]) -> Result<f32, QuantError> {
@@ -348,6 +364,13 @@ pub fn vec_dot_q8_k(ty: GgmlType, row: &[u8], act: &[BlockQ8K]) -> Result<f32, Q
         Q5K => cpu_rows::<BlockQ5K, _>(row, act, cpu_dot::q5_k),
         Q6K => cpu_rows::<BlockQ6K, _>(row, act, cpu_dot::q6_k),
         Iq4Xs => cpu_rows::<BlockIq4Xs, _>(row, act, cpu_dot::iq4_xs),
+        Iq2Xxs => cpu_rows::<BlockIq2Xxs, _>(row, act, cpu_dot::iq2_xxs),
+        Iq2Xs => cpu_rows::<BlockIq2Xs, _>(row, act, cpu_dot::iq2_xs),
+        Iq2S => cpu_rows::<BlockIq2S, _>(row, act, cpu_dot::iq2_s),
+        Iq3Xxs => cpu_rows::<BlockIq3Xxs, _>(row, act, cpu_dot::iq3_xxs),
+        Iq3S => cpu_rows::<BlockIq3S, _>(row, act, cpu_dot::iq3_s),
+        Iq1S => cpu_rows::<BlockIq1S, _>(row, act, cpu_dot::iq1_s),
+        Iq1M => cpu_rows::<BlockIq1M, _>(row, act, cpu_dot::iq1_m),
         _ => return Err(unsupported(ty, "the q8_K dot product")),
     })
 }

@@ -7,7 +7,7 @@ use ingot_gguf::GgmlType;
 /// it returns one of these before touching the data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantError {
-    /// The operation exists in ggml but not here (e.g. dequantizing IQ2_XXS, quantizing Q8_K).
+    /// The operation exists in ggml but not here (e.g. quantizing IQ2_XXS or Q8_K).
     #[error("{op} is not supported for {ty}")]
     Unsupported { ty: GgmlType, op: &'static str },
     /// An element count that does not split into whole blocks of the type.

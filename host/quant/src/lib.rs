@@ -1,14 +1,16 @@
 //! ggml quantization formats for ingot (spec `deepseek2-gguf.md` §1.5–§3).
 //!
-//! * Dequantizers for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K, IQ4_NL, IQ4_XS
-//!   (plus the activation formats Q8_1 and Q8_K): [`dequantize_row`], [`dequantize_tensor`].
+//! * Dequantizers for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K, IQ4_NL, IQ4_XS,
+//!   the grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (plus the activation
+//!   formats Q8_1 and Q8_K): [`dequantize_row`], [`dequantize_tensor`].
 //! * Reference quantizers, bit-identical to ggml's `quantize_row_*_ref` (what `llama-quantize`
 //!   runs without an importance matrix): [`quantize_row`], [`quantize_tensor`].
 //! * Activation quantizers: [`quantize_q8_1`] (the CUDA kernel's variant), [`quantize_q8_k`]
 //!   and [`quantize_q8_0`] (ggml's CPU reference).
 //! * Dot products: [`vec_dot_q8_1`], the oracle of the GPU `mul_mat_vec_q` kernels (one small
 //!   function per type in [`mmvq`], readable side by side with `vecdotq.cuh`), and
-//!   [`vec_dot_q8_k`] / [`vec_dot_q8_0`], the CPU backend's fast paths.
+//!   [`vec_dot_q8_k`] / [`vec_dot_q8_0`], the CPU backend's fast paths (the grid types dot
+//!   against Q8_K there; they have no quantizer here, as ggml's needs an importance matrix).
 //!
 //! Block layouts live in `ingot_abi::blocks`, shared with the device crate. Each format has its
 //! own module with `dequantize`/`quantize` for a single block.
@@ -18,6 +20,13 @@ pub mod cpu_dot;
 mod dispatch;
 mod error;
 pub mod float;
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod mmvq;

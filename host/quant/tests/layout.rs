@@ -252,3 +252,163 @@ fn iq4_xs() {
         &[(179, 4.0 * 53.0), (163, 4.0 * -127.0)],
     );
 }
+
+// The grid types. Grid points used below, from ggml-common.h (value `j` = byte `j` of the
+// little-endian entry): iq2xxs_grid[1] = 0x080808080808082b → [43, 8, 8, 8, 8, 8, 8, 8];
+// iq2xs_grid[2] = 0x0808080808081919 → [25, 25, 8, …]; iq2s_grid[256] = 0x0819081919191919 →
+// [25, 25, 25, 25, 25, 8, 25, 8]; iq3xxs_grid[1] = 0x04040414 → [20, 4, 4, 4]; iq3s_grid[1] =
+// 0x01010103 → [3, 1, 1, 1]; iq3s_grid[256] = 0x05090507 → [7, 5, 9, 5]; iq1s_grid[5] =
+// 0xffffffffff00ff00 → [0, −1, 0, −1, −1, −1, −1, −1]; iq1s_grid[256] = 0xff00ff01000100ff →
+// [−1, 0, 1, 0, 1, −1, 0, −1]. Point 0 is all 8s (IQ2), all 4s (IQ3_XXS), all 1s (IQ3_S).
+// ksigns_iq2xs[1] = 129: values 0 and 7 of the group negative.
+
+#[test]
+fn iq2_xxs() {
+    // {d @0, qs[32] u16 @2}; sub-block ib is u32 a @2+8ib (grid indices, one byte per group of
+    // 8), u32 b @6+8ib (7-bit sign indices at 7l, scale at 28): y = d·(0.5 + s)·0.25·grid·sign.
+    let mut b = [0u8; 66];
+    b[0..2].copy_from_slice(&F16_1);
+    b[2 + 8 + 2] = 1; // sub-block 1, group 2 → grid point 1
+    let signs_scale: u32 = (3 << 28) | (1 << 14); // group 2: sign index 1; s = 3 → db = 0.875
+    b[2 + 8 + 4..2 + 8 + 8].copy_from_slice(&signs_scale.to_le_bytes());
+    let y = deq(GgmlType::Iq2Xxs, &b);
+    check(
+        GgmlType::Iq2Xxs,
+        &y,
+        // Sub-block 0 is all zero: point 0, no signs, s = 0 → 8·0.125.
+        &[(48, -37.625), (49, 7.0), (55, -7.0), (32, 7.0), (0, 1.0)],
+    );
+}
+
+#[test]
+fn iq2_xs() {
+    // {d @0, qs[32] u16 @2 (index bits 0-8, sign index bits 9-15), scales[8] @66}: sub-block
+    // ib's first 16 weights use scales[ib] & 15, the next 16 scales[ib] >> 4.
+    let mut b = [0u8; 74];
+    b[0..2].copy_from_slice(&F16_1);
+    b[2 + 2 * 5..2 + 2 * 5 + 2].copy_from_slice(&(2u16 | (1 << 9)).to_le_bytes()); // group 5
+    b[66 + 1] = 0x51; // sub-block 1: s = 1 (db 0.375) for 32..48, s = 5 (db 1.375) for 48..64
+    let y = deq(GgmlType::Iq2Xs, &b);
+    check(
+        GgmlType::Iq2Xs,
+        &y,
+        &[(40, -9.375), (41, 9.375), (42, 3.0), (47, -3.0), (48, 11.0)],
+    );
+}
+
+#[test]
+fn iq2_s() {
+    // {d @0, qs[64] @2 (32 low index bytes, then 32 sign bytes), qh[8] @66 (2 high index bits
+    // per group), scales[8] @74}. Group 6 = sub-block 1, l = 2: high bits at qh[1] bits 4-5.
+    let mut b = [0u8; 82];
+    b[0..2].copy_from_slice(&F16_1);
+    b[66 + 1] = 1 << 4; // index 256
+    b[2 + 32 + 6] = 0x81; // values 0 and 7 negative
+    b[74 + 1] = 0x30; // elements 48..64: s = 3 → db 0.875
+    let y = deq(GgmlType::Iq2S, &b);
+    check(
+        GgmlType::Iq2S,
+        &y,
+        &[
+            (48, -21.875),
+            (52, 21.875),
+            (53, 7.0),
+            (55, -7.0),
+            (56, 7.0),
+        ],
+    );
+}
+
+#[test]
+fn iq3_xxs() {
+    // {d @0, qs[96] @2}: bytes 0..64 grid indices (4 values each), then one u32 per sub-block
+    // (sign indices at 7l for its groups of 8, scale at 28): y = d·(0.5 + s)·0.5·grid·sign.
+    let mut b = [0u8; 98];
+    b[0..2].copy_from_slice(&F16_1);
+    b[2 + 18] = 1; // sub-block 2, group 1: elements 72..76 from point 1, 76..80 from point 0
+    let signs_scale: u32 = (5 << 28) | (1 << 7); // group 1: sign index 1; s = 5 → db 2.75
+    b[2 + 64 + 8..2 + 64 + 12].copy_from_slice(&signs_scale.to_le_bytes());
+    let y = deq(GgmlType::Iq3Xxs, &b);
+    check(
+        GgmlType::Iq3Xxs,
+        &y,
+        &[(72, -55.0), (73, 11.0), (76, 11.0), (79, -11.0), (80, 11.0)],
+    );
+}
+
+#[test]
+fn iq3_s() {
+    // {d @0, qs[64] @2, qh[8] @66 (9th index bit of qs[k] at qh[k/8] bit k%8), signs[32] @74
+    // (bit e%8 of signs[e/8]), scales[4] @106 (sub-block ib: nibble ib%2 of scales[ib/2])}:
+    // y = d·(1 + 2s)·grid·sign.
+    let mut b = [0u8; 110];
+    b[0..2].copy_from_slice(&F16_1);
+    b[2 + 9] = 1; // elements 36..40 from point 1
+    b[66 + 1] = 1 << 2; // qs[10] → point 256: elements 40..44
+    b[74 + 4] = 1 << 4; // element 36 negative
+    b[106] = 0x20; // sub-block 1: s = 2 → db 5
+    let y = deq(GgmlType::Iq3S, &b);
+    check(
+        GgmlType::Iq3S,
+        &y,
+        &[
+            (36, -15.0),
+            (37, 5.0),
+            (40, 35.0),
+            (42, 45.0),
+            (32, 5.0),
+            (0, 1.0),
+        ],
+    );
+}
+
+#[test]
+fn iq1_s() {
+    // {d @0, qs[32] @2, qh[8] u16 @34}: group 4ib + l has index qs[4ib+l] | (qh[ib] >> 3l & 7)
+    // << 8; qh[ib] bits 12-14 are the scale, bit 15 the shift's sign: y = d·(2s+1)·(grid ± 1/8).
+    let mut b = [0u8; 50];
+    b[0..2].copy_from_slice(&F16_1);
+    let qh: u16 = 0x8000 | (2 << 12) | (1 << 3); // sub-block 3: s = 2, shift −1/8; group 1 → 256
+    b[34 + 6..34 + 8].copy_from_slice(&qh.to_le_bytes());
+    let y = deq(GgmlType::Iq1S, &b);
+    check(
+        GgmlType::Iq1S,
+        &y,
+        // Elements 104..112: 5·([−1, 0, 1, 0, 1, −1, 0, −1] − 0.125); 96..104 point 0 (all −1).
+        &[
+            (104, -5.625),
+            (105, -0.625),
+            (106, 4.375),
+            (109, -5.625),
+            (96, -5.625),
+        ],
+    );
+}
+
+#[test]
+fn iq1_m() {
+    // {qs[32] @0, qh[16] @32, scales[8] @48}: group g has index qs[g] | (qh[g/2] >> 4(g%2) & 7)
+    // << 8 and shift sign qh[g/2] bit 3 + 4(g%2); scales are four u16 whose bits 12-15 make d
+    // (first u16 lowest), half h of sub-block ib has scale bits 6(ib%2) + 3h of u16 ib/2.
+    let mut b = [0u8; 56];
+    b[10] = 5; // group 10 (sub-block 2, half 1) → point 5
+    b[32 + 5] = 0x08; // group 10: shift −1/8
+    let d = 0x3C00u16; // 1.0: nibbles 0, 0, 0xC, 0x3
+    let scales: [u16; 4] = [0, 3 << 3, (d >> 8 & 0xF) << 12, (d >> 12) << 12];
+    for (k, s) in scales.iter().enumerate() {
+        b[48 + 2 * k..48 + 2 * k + 2].copy_from_slice(&s.to_le_bytes());
+    }
+    let y = deq(GgmlType::Iq1M, &b);
+    check(
+        GgmlType::Iq1M,
+        &y,
+        // Elements 80..88: 7·([0, −1, 0, −1, …] − 0.125); 88..96 (point 0, shift +1/8, scale 3).
+        &[
+            (80, -0.875),
+            (81, -7.875),
+            (82, -0.875),
+            (88, -6.125),
+            (0, -0.875),
+        ],
+    );
+}

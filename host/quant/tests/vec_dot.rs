@@ -1,6 +1,8 @@
 //! Dot products against the f64 dot of the dequantized operands, and the activation
 //! quantizers on vectors whose quantization is known exactly.
 
+mod support;
+
 use ingot_gguf::GgmlType;
 use ingot_quant::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use ingot_quant::{
@@ -152,6 +154,42 @@ fn q8_k_dot_matches_dequantized_dot() {
     }
 }
 
+/// The grid types (no quantizer: random valid blocks, scales about 1e-2 of either sign) against
+/// Q8_K, each block's term `c·(d·y.d)·Σ ls·Σ level·q8` (IQ1: `d·y.d·(Σ… + δ·Σ…)`) with `c` a
+/// power of two. Per block: exact integer sums, at most three f32 roundings, each term at most
+/// the block's Σ|w·a|; one rounding per f32 addition of the 4 block terms; the reference's own
+/// f32 roundings in `w = db·level` (two) and `a = d8·q` (one). About 9·2⁻²⁴ ≈ 5.4e-7 of Σ|w·a|
+/// in all: bound 1e-6. A wrong scale, sign or grid point is off by far more (≫ 1e-3).
+#[test]
+fn grid_type_dots_match_dequantized_dot() {
+    use rand::{rngs::StdRng, SeedableRng};
+    for seed in 0..8u64 {
+        let x = gaussian(300 + seed, N);
+        let act = quantize_q8_k(&x);
+        let a: Vec<f32> = act
+            .iter()
+            .flat_map(|b: &BlockQ8K| b.qs.map(|q| b.d * q as f32))
+            .collect();
+        let mut rng = StdRng::seed_from_u64(seed);
+        for (k, ty) in support::GRID_TYPES.into_iter().enumerate() {
+            assert_eq!(cpu_vec_dot_type(ty), Some(GgmlType::Q8K));
+            let scales = gaussian(400 + 10 * seed + k as u64, N / 256);
+            let q = support::grid_blocks(&mut rng, ty, N / 256, |i| {
+                ingot_quant::f32_to_f16(scales[i] * 1e-2)
+            });
+            let mut w = vec![0.0f32; N];
+            dequantize_row(ty, &q, &mut w).unwrap();
+            let got = f64::from(vec_dot_q8_k(ty, &q, &act).unwrap());
+            let (want, mag) = dot64(&w, &a);
+            let rel = (got - want).abs() / mag;
+            if seed == 0 {
+                eprintln!("{ty:>7} · q8_K: {got:.6} vs {want:.6}, |diff|/Σ|wa| = {rel:.2e}");
+            }
+            assert!(rel <= 1e-6, "{ty} seed {seed}: {got} vs {want} ({rel:e})");
+        }
+    }
+}
+
 #[test]
 fn q8_0_dot_matches_dequantized_dot() {
     let x = gaussian(3, N);
@@ -269,7 +307,7 @@ fn length_and_type_errors_are_typed() {
         })
     ));
     assert!(matches!(
-        dequantize_row(GgmlType::Iq2Xxs, &[0u8; 66], &mut out),
+        dequantize_row(GgmlType::I32, &[0u8; 1024], &mut out),
         Err(QuantError::Unsupported { .. })
     ));
     let mut q = vec![0u8; 292];

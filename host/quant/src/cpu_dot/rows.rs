@@ -6,8 +6,9 @@ use core::mem::size_of;
 
 use bytemuck::Pod;
 use ingot_abi::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K,
-    BlockQ8K, BlockQ8_0,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K,
+    BlockQ8_0,
 };
 use ingot_gguf::GgmlType;
 
@@ -53,11 +54,12 @@ fn avx2_available() -> bool {
     false
 }
 
-/// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants and
-/// IQ4_XS, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed instruction set. Each row's result is
-/// bit-identical to [`crate::vec_dot_q8_k`] / [`crate::vec_dot_q8_0`] on that row, whatever the
-/// instruction set (Q6_K, like the mins of Q2_K/Q4_K/Q5_K, takes `Σq` per 16 activations from
-/// `bsums`, so activations must come from [`crate::quantize_q8_k`] or be equally consistent).
+/// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants,
+/// IQ4_XS and the IQ1/IQ2/IQ3 grid types, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed
+/// instruction set. Each row's result is bit-identical to [`crate::vec_dot_q8_k`] /
+/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K, like the mins of
+/// Q2_K/Q4_K/Q5_K, takes `Σq` per 16 activations from `bsums`, so activations must come from
+/// [`crate::quantize_q8_k`] or be equally consistent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDot {
     ty: GgmlType,
@@ -121,6 +123,13 @@ impl RowDot {
             Q5K => each_row::<BlockQ5K, _>(rows, act, out, cpu_dot::q5_k),
             Q6K => each_row::<BlockQ6K, _>(rows, act, out, cpu_dot::q6_k),
             Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, cpu_dot::iq4_xs),
+            Iq2Xxs => each_row::<BlockIq2Xxs, _>(rows, act, out, cpu_dot::iq2_xxs),
+            Iq2Xs => each_row::<BlockIq2Xs, _>(rows, act, out, cpu_dot::iq2_xs),
+            Iq2S => each_row::<BlockIq2S, _>(rows, act, out, cpu_dot::iq2_s),
+            Iq3Xxs => each_row::<BlockIq3Xxs, _>(rows, act, out, cpu_dot::iq3_xxs),
+            Iq3S => each_row::<BlockIq3S, _>(rows, act, out, cpu_dot::iq3_s),
+            Iq1S => each_row::<BlockIq1S, _>(rows, act, out, cpu_dot::iq1_s),
+            Iq1M => each_row::<BlockIq1M, _>(rows, act, out, cpu_dot::iq1_m),
             _ => unreachable_type(self.ty, "the q8_K row dot product")?,
         }
         Ok(())
@@ -293,6 +302,17 @@ mod avx2_rows {
             GgmlType::Q5K => each_row::<BlockQ5K, _>(rows, act, out, |x, y| avx2::q5_k(x, y)),
             GgmlType::Q6K => each_row::<BlockQ6K, _>(rows, act, out, |x, y| avx2::q6_k(x, y)),
             GgmlType::Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, |x, y| avx2::iq4_xs(x, y)),
+            GgmlType::Iq2Xxs => {
+                each_row::<BlockIq2Xxs, _>(rows, act, out, |x, y| avx2::iq2_xxs(x, y))
+            }
+            GgmlType::Iq2Xs => each_row::<BlockIq2Xs, _>(rows, act, out, |x, y| avx2::iq2_xs(x, y)),
+            GgmlType::Iq2S => each_row::<BlockIq2S, _>(rows, act, out, |x, y| avx2::iq2_s(x, y)),
+            GgmlType::Iq3Xxs => {
+                each_row::<BlockIq3Xxs, _>(rows, act, out, |x, y| avx2::iq3_xxs(x, y))
+            }
+            GgmlType::Iq3S => each_row::<BlockIq3S, _>(rows, act, out, |x, y| avx2::iq3_s(x, y)),
+            GgmlType::Iq1S => each_row::<BlockIq1S, _>(rows, act, out, |x, y| avx2::iq1_s(x, y)),
+            GgmlType::Iq1M => each_row::<BlockIq1M, _>(rows, act, out, |x, y| avx2::iq1_m(x, y)),
             _ => return false,
         }
         true

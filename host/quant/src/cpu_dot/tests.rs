@@ -4,8 +4,9 @@
 
 use bytemuck::{Pod, Zeroable};
 use ingot_abi::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K,
-    BlockQ8K, BlockQ8_0, QK_K,
+    iq1m_d, iq1m_set_d, BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S,
+    BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K,
+    BlockQ5_0, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K,
 };
 use ingot_gguf::GgmlType;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -13,15 +14,25 @@ use rand_distr::{Distribution, Normal};
 
 use super::{Isa, RowDot};
 use crate::round::f32_to_f16;
-use crate::{quantize_q8_0, quantize_q8_k, quantize_row, vec_dot_q8_0, vec_dot_q8_k, QuantError};
+use crate::{
+    can_quantize, quantize_q8_0, quantize_q8_k, quantize_row, vec_dot_q8_0, vec_dot_q8_k,
+    QuantError,
+};
 
-const Q8K_TYPES: [GgmlType; 6] = [
+const Q8K_TYPES: [GgmlType; 13] = [
     GgmlType::Q2K,
     GgmlType::Q3K,
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
     GgmlType::Iq4Xs,
+    GgmlType::Iq2Xxs,
+    GgmlType::Iq2Xs,
+    GgmlType::Iq2S,
+    GgmlType::Iq3Xxs,
+    GgmlType::Iq3S,
+    GgmlType::Iq1S,
+    GgmlType::Iq1M,
 ];
 const Q8_0_TYPES: [GgmlType; 4] = [
     GgmlType::Q4_0,
@@ -72,8 +83,8 @@ fn random_scale(rng: &mut StdRng) -> u16 {
     f32_to_f16(gaussian(rng, 1)[0] * 1e-2)
 }
 
-/// Random block bytes of `ty` (every level, scale and high bit pattern), with finite f16
-/// scales so that results are comparable numbers.
+/// Random block bytes of `ty` (every level, scale and high bit pattern; for the grid types every
+/// grid index and sign), with finite f16 scales so that results are comparable numbers.
 fn random_rows(rng: &mut StdRng, ty: GgmlType) -> Vec<u8> {
     fn blocks<B: Pod>(rng: &mut StdRng, n: usize, fix: fn(&mut B, u16, u16)) -> Vec<u8> {
         let mut out = Vec::new();
@@ -98,6 +109,13 @@ fn random_rows(rng: &mut StdRng, ty: GgmlType) -> Vec<u8> {
         GgmlType::Q5_0 => blocks::<BlockQ5_0>(rng, n, |b, d, _| b.d = d),
         GgmlType::Q8_0 => blocks::<BlockQ8_0>(rng, n, |b, d, _| b.d = d),
         GgmlType::Iq4Nl => blocks::<BlockIq4Nl>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq2Xxs => blocks::<BlockIq2Xxs>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq2Xs => blocks::<BlockIq2Xs>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq2S => blocks::<BlockIq2S>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq3Xxs => blocks::<BlockIq3Xxs>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq3S => blocks::<BlockIq3S>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq1S => blocks::<BlockIq1S>(rng, n, |b, d, _| b.d = d),
+        GgmlType::Iq1M => blocks::<BlockIq1M>(rng, n, |b, d, _| iq1m_set_d(&mut b.scales, d)),
         _ => unreachable!("not a CPU dot type: {ty}"),
     }
 }
@@ -177,7 +195,7 @@ fn every_isa_matches_the_reference_on_quantized_rows() {
     let mut rng = StdRng::seed_from_u64(7);
     let q8k = quantize_q8_k(&gaussian(&mut rng, COLS_K));
     let q80 = quantize_q8_0(&gaussian(&mut rng, COLS_0));
-    for ty in Q8K_TYPES {
+    for ty in Q8K_TYPES.into_iter().filter(|&t| can_quantize(t)) {
         check_rows(
             ty,
             "quantized",
@@ -232,6 +250,16 @@ fn every_isa_matches_the_reference_on_extremes() {
                 };
                 let at_end = matches!(ty, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q6K);
                 for b in rows.chunks_exact_mut(block) {
+                    if ty == GgmlType::Iq1M {
+                        // IQ1_M keeps its f16 `d` in the top nibbles of its last 8 bytes.
+                        let scales = |b: &[u8]| -> [u8; 8] { b[48..56].try_into().unwrap() };
+                        let d = iq1m_d(&scales(b));
+                        b.fill(byte);
+                        let mut sc = scales(b);
+                        iq1m_set_d(&mut sc, d);
+                        b[48..56].copy_from_slice(&sc);
+                        continue;
+                    }
                     let body = if at_end {
                         0..block - scale_bytes
                     } else {

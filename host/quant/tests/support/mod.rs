@@ -1,0 +1,98 @@
+//! Shared by this crate's integration tests: random valid blocks of the grid types, and the
+//! Python interpreter with the packages `cargo xtask tools` pins under `.tools/python`.
+
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use ingot_gguf::GgmlType;
+use ingot_quant::blocks::iq1m_set_d;
+use rand::{rngs::StdRng, Rng};
+
+/// The IQ1/IQ2/IQ3 grid types, which have dequantizers and Q8_K dot products but no quantizer.
+pub const GRID_TYPES: [GgmlType; 7] = [
+    GgmlType::Iq2Xxs,
+    GgmlType::Iq2Xs,
+    GgmlType::Iq2S,
+    GgmlType::Iq3Xxs,
+    GgmlType::Iq3S,
+    GgmlType::Iq1S,
+    GgmlType::Iq1M,
+];
+
+/// `n` random blocks of grid type `ty`, with the f16 scale of each block from `d(block)`. Every
+/// byte pattern of these types is a valid block apart from its `d` (every grid index is in range
+/// and every sign pattern allowed), so the bodies are uniform random bytes.
+pub fn grid_blocks(
+    rng: &mut StdRng,
+    ty: GgmlType,
+    n: usize,
+    mut d: impl FnMut(usize) -> u16,
+) -> Vec<u8> {
+    let ts = ty.type_size() as usize;
+    let mut out = vec![0u8; n * ts];
+    rng.fill(out.as_mut_slice());
+    for (i, b) in out.chunks_exact_mut(ts).enumerate() {
+        set_d(ty, b, d(i));
+    }
+    out
+}
+
+/// Sets the f16 scale of one grid-type block: the first two bytes, or for IQ1_M the top nibbles
+/// of its last 8 bytes (`scales`).
+pub fn set_d(ty: GgmlType, block: &mut [u8], d: u16) {
+    if ty == GgmlType::Iq1M {
+        let at = block.len() - 8;
+        let mut sc: [u8; 8] = block[at..].try_into().expect("8 scale bytes");
+        iq1m_set_d(&mut sc, d);
+        block[at..].copy_from_slice(&sc);
+    } else {
+        block[..2].copy_from_slice(&d.to_le_bytes());
+    }
+}
+
+/// A finite, non-zero f16 of either sign and any exponent: subnormals (exponent field 0),
+/// every normal binade up to 65504 (exponent field 30).
+pub fn any_finite_f16(rng: &mut StdRng) -> u16 {
+    loop {
+        let v: u16 = rng.random::<u16>();
+        let exp = (v >> 10) & 0x1F;
+        if exp != 0x1F && v & 0x7FFF != 0 {
+            return v;
+        }
+    }
+}
+
+/// `python3` (or `INGOT_PYTHON`) with `PYTHONPATH` at the repository's `.tools/python`, where
+/// `cargo xtask tools` installs the pinned packages, after checking that it can import `module`.
+/// When it cannot, the test fails, unless `INGOT_SKIP_PYTHON_TESTS` is set (not empty or `0`):
+/// then this says on stdout that it skipped and returns `None` (as the root crate's tests do).
+pub fn python(module: &str) -> Option<Command> {
+    let python = std::env::var("INGOT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/python");
+    let probe = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .env("PYTHONPATH", &path)
+        .output();
+    let missing = match &probe {
+        Err(e) => Some(format!("cannot run `{python}`: {e}")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "`{python}` cannot import {module} with PYTHONPATH={} (run `cargo xtask tools`): {}",
+            path.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    };
+    if let Some(why) = missing {
+        if std::env::var("INGOT_SKIP_PYTHON_TESTS").is_ok_and(|v| !v.is_empty() && v != "0") {
+            println!("SKIPPED a Python test (INGOT_SKIP_PYTHON_TESTS is set): {why}");
+            return None;
+        }
+        panic!("{why}; set INGOT_SKIP_PYTHON_TESTS=1 to skip this test");
+    }
+    let mut cmd = Command::new(python);
+    cmd.env("PYTHONPATH", path);
+    Some(cmd)
+}
