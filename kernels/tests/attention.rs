@@ -17,34 +17,13 @@ use ingot_kernels::{Accelerator, KernelError};
 use ingot_model::RopeParams;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{step_state, v2_lite_rope};
+use support::attention::{f16s, rand_nonzero, step_state, v2_lite_rope};
 use support::{download, download_f32, f32_bytes, poisoned, upload};
 
 /// The kernel's frequency table: `θ_i / pos`, taken from the oracle at pos 1 (θ is linear in pos).
 fn freq_table(p: &RopeParams) -> Vec<u8> {
     (0..p.n_rot / 2)
         .flat_map(|i| p.theta(1, i).to_le_bytes())
-        .collect()
-}
-
-fn rand_vec(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            // Non-zero: a zero would hide a missing multiplication.
-            let v: f32 = rng.random_range(lo..hi);
-            if v == 0.0 {
-                hi
-            } else {
-                v
-            }
-        })
-        .collect()
-}
-
-fn f16s(bytes: &[u8]) -> Vec<f16> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
         .collect()
 }
 
@@ -89,9 +68,9 @@ fn yarn_table_matches_spec() {
 fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos: usize) {
     let p = v2_lite_rope(s.n_rope);
     let eps = 1e-6f32;
-    let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -2.0, 2.0);
-    let kv = rand_vec(rng, s.row(), -1.5, 1.5);
-    let w = rand_vec(rng, s.kv_lora, 0.5, 1.5);
+    let q = rand_nonzero(rng, s.n_head * (s.d_nope + s.n_rope), -2.0, 2.0);
+    let kv = rand_nonzero(rng, s.row(), -1.5, 1.5);
+    let w = rand_nonzero(rng, s.kv_lora, 0.5, 1.5);
     let cache_len = s.cache_bytes().unwrap();
     let bufs = (
         upload(b, &f32_bytes(&q)),
@@ -278,10 +257,10 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         let v = if v.to_f32() == 0.0 { f16::ONE } else { v };
         cache[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
     }
-    let q = rand_vec(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
-    let kv = rand_vec(rng, row, -1.5, 1.5);
-    let w = rand_vec(rng, s.kv_lora, 0.5, 1.5);
-    let q_abs = rand_vec(rng, s.n_head * s.kv_lora, -c.q_amp, c.q_amp);
+    let q = rand_nonzero(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
+    let kv = rand_nonzero(rng, row, -1.5, 1.5);
+    let w = rand_nonzero(rng, s.kv_lora, 0.5, 1.5);
+    let q_abs = rand_nonzero(rng, s.n_head * s.kv_lora, -c.q_amp, c.q_amp);
 
     let cache_buf = upload(b, &cache);
     let state_buf = upload(b, &step_state(pos as u32));
@@ -636,8 +615,8 @@ fn flash_latent_traffic_at_depth_4096() {
     let module = ptx_sim::Module::parse(ingot_kernels::PTX).expect("parse PTX");
     for max_segments in [1u32, 16, 82] {
         let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
-        let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));
-        let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, -1.0, 1.0));
+        let q_abs = f32_bytes(&rand_nonzero(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));
+        let q_pe = f32_bytes(&rand_nonzero(&mut rng, s.n_head * s.n_rope, -1.0, 1.0));
         let inputs = (&q_abs[..], &q_pe[..], &cache[..]);
         let st = flash_on_sim(
             &module,

@@ -8,32 +8,15 @@
 mod quant_blocks;
 mod support;
 
-use half::f16;
 use ingot_kernels::ops::attention::{gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, RopeKvBufs};
 use ingot_kernels::ops::gemv::{gemv2_q8_1, GemvType};
 use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{step_state, v2_lite_rope};
+use support::attention::{f16s, rand_nonzero, step_state, v2_lite_rope};
 use support::gemv_type::ggml;
 use support::{download, f32_bytes, poisoned, upload};
-
-fn nonzero(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    (0..n)
-        .map(|_| match rng.random_range(lo..hi) {
-            0.0 => hi,
-            v => v,
-        })
-        .collect()
-}
-
-fn f16s(bytes: &[u8]) -> Vec<f16> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-        .collect()
-}
 
 /// The fused launch at `pos` (twice: `pos` and `pos + 1`, one shared counter) against
 /// `gemv2_q8_1` + `rope_kv_q8_1` on fresh buffers.
@@ -45,9 +28,9 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: &Att
     let (n0, n1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     let w0 = upload(b, &random_blocks(rng, ggml(ty), n0 * nb));
     let w1 = upload(b, &random_blocks(rng, ggml(ty), n1 * nb));
-    let xf = nonzero(rng, ncols, -2.0, 2.0);
+    let xf = rand_nonzero(rng, ncols, -2.0, 2.0);
     let x = upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
-    let kv_norm = upload(b, &f32_bytes(&nonzero(rng, s.kv_lora, 0.5, 1.5)));
+    let kv_norm = upload(b, &f32_bytes(&rand_nonzero(rng, s.kv_lora, 0.5, 1.5)));
     let freq: Vec<u8> = (0..s.n_rope / 2)
         .flat_map(|i| p.theta(1, i).to_le_bytes())
         .collect();

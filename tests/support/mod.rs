@@ -7,7 +7,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -122,34 +121,4 @@ impl Drop for Server {
     }
 }
 
-/// `python3` (or `INGOT_PYTHON`) with `PYTHONPATH` at `.tools/python`, where `cargo xtask tools` installs the
-/// pinned packages, after checking that it can import `module`. When it cannot, the test fails, unless
-/// `INGOT_SKIP_PYTHON_TESTS` is set (not empty or `0`): then this says on stdout that it skipped and returns
-/// `None`.
-pub fn python(module: &str) -> Option<Command> {
-    let python = std::env::var("INGOT_PYTHON").unwrap_or_else(|_| "python3".into());
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/python");
-    let probe = Command::new(&python)
-        .args(["-c", &format!("import {module}")])
-        .env("PYTHONPATH", &path)
-        .output();
-    let missing = match &probe {
-        Err(e) => Some(format!("cannot run `{python}`: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "`{python}` cannot import {module} with PYTHONPATH={} (run `cargo xtask tools`): {}",
-            path.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    };
-    if let Some(why) = missing {
-        if std::env::var("INGOT_SKIP_PYTHON_TESTS").is_ok_and(|v| !v.is_empty() && v != "0") {
-            println!("SKIPPED a Python test (INGOT_SKIP_PYTHON_TESTS is set): {why}");
-            return None;
-        }
-        panic!("{why}; set INGOT_SKIP_PYTHON_TESTS=1 to skip this test");
-    }
-    let mut cmd = Command::new(python);
-    cmd.env("PYTHONPATH", path);
-    Some(cmd)
-}
+pub use ingot_testdata::python;

@@ -26,12 +26,16 @@ use ingot_abi::launch::{gemv_lanes_per_row, GEMV_WARPS, WARP_SIZE};
 /// for the 32-element types of 32 (a trailing unpaired block, see `row_dot_lane`).
 #[inline(always)]
 unsafe fn gemv_rows<T: WeightType>(ncols: u32, nrows: u32, row: impl Fn(u32) -> (u64, u64, u64)) {
-    gemv_rows_then::<T>(ncols, nrows, row, |_, _| {});
+    gemv_rows_then::<T, true>(ncols, nrows, row, |_, _| {});
 }
 
-/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`.
+/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. With `EXIT`, warps whose
+/// rows all lie past the end leave at once; without it they compute the last row and store
+/// nothing, for kernels that meet at a barrier afterwards (a last-block-done tail): an early
+/// exit into a barrier made ptxas allocate far more registers for the whole kernel (48 -> 79
+/// for the Q4_K pair gemv with the rope tail, 80 -> 140 for Q3_K, sm_86).
 #[inline(always)]
-unsafe fn gemv_rows_then<T: WeightType>(
+unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
     ncols: u32,
     nrows: u32,
     row: impl Fn(u32) -> (u64, u64, u64),
@@ -43,11 +47,12 @@ unsafe fn gemv_rows_then<T: WeightType>(
     let lane = t % WARP_SIZE;
     let first = (bid() * GEMV_WARPS + t / WARP_SIZE) * (WARP_SIZE / lanes);
     // Whole warps leave together, so the shuffles below always see a full warp.
-    if first >= nrows {
+    if EXIT && first >= nrows {
         return;
     }
-    // A row past the end (last warp of a short-row launch) recomputes the last row so its lanes
-    // still take part in the shuffles; it stores nothing.
+    // A row past the end (last warp of a short-row launch, or every row of a warp past the end
+    // without `EXIT`) recomputes the last row so its lanes still take part in the shuffles; it
+    // stores nothing.
     let want = first + lane / lanes;
     let (wrow, xr, yr) = row(if want < nrows { want } else { nrows - 1 });
     let sub = lane % lanes;
@@ -86,7 +91,7 @@ unsafe fn gemv<T: WeightType>(
 /// next `nrows1` are `w1`'s into `y1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemv2<T: WeightType>(
+pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
     (w0, w1): (u64, u64),
     x: u64,
     (y0, y1): (u64, u64),
@@ -95,14 +100,19 @@ pub(crate) unsafe fn gemv2<T: WeightType>(
     nrows1: u32,
 ) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows::<T>(ncols, nrows0 + nrows1, |r| {
-        let (w, y, i) = if r < nrows0 {
-            (w0, y0, r)
-        } else {
-            (w1, y1, r - nrows0)
-        };
-        (w + i as u64 * row_bytes, x, y + i as u64 * 4)
-    });
+    gemv_rows_then::<T, EXIT>(
+        ncols,
+        nrows0 + nrows1,
+        |r| {
+            let (w, y, i) = if r < nrows0 {
+                (w0, y0, r)
+            } else {
+                (w1, y1, r - nrows0)
+            };
+            (w + i as u64 * row_bytes, x, y + i as u64 * 4)
+        },
+        |_, _| {},
+    );
 }
 
 /// The lm_head gemv fused with the greedy choice: as the plain gemv (logits still go to `y`),
@@ -112,7 +122,7 @@ pub(crate) unsafe fn gemv2<T: WeightType>(
 #[inline(always)]
 unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T>(
+    gemv_rows_then::<T, true>(
         ncols,
         nrows,
         |r| (w + r as u64 * row_bytes, x, y + r as u64 * 4),
@@ -296,7 +306,7 @@ macro_rules! gemv_kernels {
             nrows0: u32,
             nrows1: u32,
         ) {
-            gemv2::<$ty>(
+            gemv2::<$ty, true>(
                 (global(w0), global(w1)),
                 global(x),
                 (global(y0), global(y1)),

@@ -8,6 +8,24 @@ use ingot_model::{RopeParams, RopeScalingType};
 use rand::rngs::StdRng;
 use rand::Rng;
 
+/// `n` random floats in `lo..hi`, none zero (a zero would hide a missing multiplication).
+pub fn rand_nonzero(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| match rng.random_range(lo..hi) {
+            0.0 => hi,
+            v => v,
+        })
+        .collect()
+}
+
+/// Little-endian f16 bytes as values.
+pub fn f16s(bytes: &[u8]) -> Vec<f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+        .collect()
+}
+
 /// DeepSeek-V2-Lite's rope hyper-parameters (spec §4.1/§4.2) with `n_rot` rotated dims.
 pub fn v2_lite_rope(n_rot: usize) -> RopeParams {
     RopeParams {

@@ -4,9 +4,6 @@
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::Command;
-
 use ingot_gguf::GgmlType;
 use ingot_quant::blocks::iq1m_set_d;
 use rand::{rngs::StdRng, Rng};
@@ -65,34 +62,4 @@ pub fn any_finite_f16(rng: &mut StdRng) -> u16 {
     }
 }
 
-/// `python3` (or `INGOT_PYTHON`) with `PYTHONPATH` at the repository's `.tools/python`, where
-/// `cargo xtask tools` installs the pinned packages, after checking that it can import `module`.
-/// When it cannot, the test fails, unless `INGOT_SKIP_PYTHON_TESTS` is set (not empty or `0`):
-/// then this says on stdout that it skipped and returns `None` (as the root crate's tests do).
-pub fn python(module: &str) -> Option<Command> {
-    let python = std::env::var("INGOT_PYTHON").unwrap_or_else(|_| "python3".into());
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/python");
-    let probe = Command::new(&python)
-        .args(["-c", &format!("import {module}")])
-        .env("PYTHONPATH", &path)
-        .output();
-    let missing = match &probe {
-        Err(e) => Some(format!("cannot run `{python}`: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "`{python}` cannot import {module} with PYTHONPATH={} (run `cargo xtask tools`): {}",
-            path.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    };
-    if let Some(why) = missing {
-        if std::env::var("INGOT_SKIP_PYTHON_TESTS").is_ok_and(|v| !v.is_empty() && v != "0") {
-            println!("SKIPPED a Python test (INGOT_SKIP_PYTHON_TESTS is set): {why}");
-            return None;
-        }
-        panic!("{why}; set INGOT_SKIP_PYTHON_TESTS=1 to skip this test");
-    }
-    let mut cmd = Command::new(python);
-    cmd.env("PYTHONPATH", path);
-    Some(cmd)
-}
+pub use ingot_testdata::python;

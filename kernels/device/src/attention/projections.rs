@@ -51,7 +51,8 @@ macro_rules! gemv2_rope_kernel {
             mscale: f32,
         ) {
             let (q, kv) = (global(q), global(kv));
-            gemv2::<$ty>(
+            // No early exit: every warp reaches the done counter's barriers.
+            gemv2::<$ty, false>(
                 (global(w0), global(w1)),
                 global(x),
                 (q, kv),
