@@ -24,6 +24,10 @@ pub struct NodeCounts {
     pub stats: LaunchStats,
     pub blocks: u64,
     pub blocks_run: u64,
+    /// Warp instructions of the launch's last-block-done tail (a kernel with a `count`
+    /// parameter): what the block that ran it executed beyond the mean of the others. They are
+    /// part of `stats` too. 0 for kernels without a tail.
+    pub tail_warp_instructions: u64,
 }
 
 /// Runs every node of `plan` (descriptors `descs`, from [`Plan::check_committed`]) at cache
@@ -73,7 +77,11 @@ pub fn count_nodes(
                     source,
                 })
         };
-        let stats = if sample.len() as u64 == blocks {
+        let count = d.params.iter().position(|p| p.name == "count");
+        let mut tail_warp_instructions = 0;
+        // A launch with a done counter always runs its last block alone, so its tail's
+        // instructions can be told apart from the rows'.
+        let stats = if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
             launch(&mut sim, &sample)?
         } else {
             let (last, others) = sample.split_last().expect("a sample holds the last block");
@@ -81,7 +89,7 @@ pub fn count_nodes(
             // A done counter (see `KernelDesc`) now holds the sampled blocks' warps only: set
             // it to every other block's, so the last block runs the launch's tail (counted
             // once, as on the GPU) and leaves the counter at 0.
-            if let Some(i) = d.params.iter().position(|p| p.name == "count") {
+            if let Some(i) = count {
                 if let NodeArg::Buf(r) = &n.args[i] {
                     let warps = u64::from(d.threads().div_ceil(32));
                     let done = u32::try_from((blocks - 1) * warps).unwrap_or(u32::MAX);
@@ -89,12 +97,17 @@ pub fn count_nodes(
                 }
             }
             let l = launch(&mut sim, std::slice::from_ref(last))?;
+            if count.is_some() && !others.is_empty() {
+                let mean = o.warp_instructions / others.len() as u64;
+                tail_warp_instructions = l.warp_instructions.saturating_sub(mean);
+            }
             scale(&o, others.len() as u64, &l, blocks)
         };
         out.push(NodeCounts {
             stats,
             blocks,
             blocks_run: sample.len() as u64,
+            tail_warp_instructions,
         });
     }
     Ok(out)

@@ -9,20 +9,25 @@
 //! - *unique bytes*: the smaller of the sectors the simulator saw read (32 B each) and the
 //!   node's footprint: the buffers its arguments point to, whole, except the routed experts'
 //!   tensors (`*_exps`, `n_expert_used / n_expert` of them) and the latent cache (rows
-//!   `0..=depth`);
+//!   `0..=depth` for the attention kernels, none for the rope, which only writes a row);
 //! - *re-read bytes*: sectors read beyond the unique bytes (activation vectors read by every
 //!   warp, a query read per segment);
 //! - *DRAM bytes*: unique bytes plus the sectors written;
 //! - registers per thread and static shared memory from the audit ([`resources`]).
 //!
 //! # Time of one node ([`model::node_time`])
-//! `max(DRAM, L2, issue) + launch`, with, for a grid of `B` blocks on a card of `S` SMs:
+//! `max(DRAM, L2, issue) + tail + launch`, with, for a grid of `B` blocks on a card of `S` SMs:
 //! - DRAM = DRAM bytes / (bandwidth · `dram_efficiency` · min(B, S)/S);
 //! - L2 (re-reads) = re-read bytes / (`reread_bytes_per_sm_clock` · min(B, S) · clock);
 //! - issue = ⌈B/S⌉ · (warp instructions / B) / (schedulers · clock · e), where
 //!   e = min(1, resident warps per scheduler / `warps_to_hide_latency`) and the resident warps
 //!   are min(⌈B/S⌉, blocks per SM) · warps per block; blocks per SM is the tightest of the
 //!   card's block, warp, register (256-register granules per warp) and shared-memory limits;
+//! - tail = a last-block-done tail's warp instructions (what the block that ran it executed
+//!   beyond the mean of the launch's other blocks; kernels with a `count` parameter always run
+//!   their last block alone in the simulator so this can be told) issued by that one block's
+//!   warps with the same latency rule, after the rest (serial: no other block is left);
+//!   these instructions are taken out of the issue term;
 //! - launch = `launch_in_graph_s` per node (a replayed CUDA graph).
 //!
 //! The step is the sum of its nodes (a graph runs them one after the other); tok/s = 1 / step.

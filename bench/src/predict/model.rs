@@ -98,6 +98,9 @@ pub struct NodeLoad {
     pub dram_bytes: u64,
     /// Bytes read again after their first read (served by L2/L1 on a GPU).
     pub reread_bytes: u64,
+    /// Warp instructions of a last-block-done tail (included in `warp_instructions`), which
+    /// one block runs after all the others: serial time, not spread over the SMs.
+    pub tail_warp_instructions: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -114,7 +117,9 @@ pub struct NodeTime {
     pub l2_s: f64,
     pub issue_s: f64,
     pub launch_s: f64,
-    /// `max(dram, l2, issue) + launch`.
+    /// The last-block-done tail: its instructions issued by one block's warps on one SM.
+    pub tail_s: f64,
+    /// `max(dram, l2, issue) + tail + launch`.
     pub total_s: f64,
     /// Which of dram/l2/issue is the largest.
     pub bound: &'static str,
@@ -170,9 +175,17 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
     let resident = busiest.min(u64::from(occ.blocks_per_sm)) * warps;
     let per_scheduler = resident as f64 / f64::from(card.schedulers_per_sm);
     let efficiency = (per_scheduler / k.warps_to_hide_latency.value).min(1.0);
-    let per_block = load.warp_instructions as f64 / blocks as f64;
-    let issue_rate = f64::from(card.schedulers_per_sm) * card.boost_clock_ghz * 1e9 * efficiency;
+    let tail = load.tail_warp_instructions.min(load.warp_instructions);
+    let per_block = (load.warp_instructions - tail) as f64 / blocks as f64;
+    let clock = card.boost_clock_ghz * 1e9;
+    let issue_rate = f64::from(card.schedulers_per_sm) * clock * efficiency;
     let issue_s = busiest as f64 * per_block / issue_rate;
+    // The tail starts when the last other block is done and has its block's warps alone.
+    let tail_efficiency = (warps as f64
+        / f64::from(card.schedulers_per_sm)
+        / k.warps_to_hide_latency.value)
+        .min(1.0);
+    let tail_s = tail as f64 / (f64::from(card.schedulers_per_sm) * clock * tail_efficiency);
     let (bound, longest) = [("dram", dram_s), ("l2", l2_s), ("issue", issue_s)]
         .into_iter()
         .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
@@ -182,7 +195,8 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
         l2_s,
         issue_s,
         launch_s,
-        total_s: longest + launch_s,
+        tail_s,
+        total_s: longest + tail_s + launch_s,
         bound,
         occupancy: occ,
         blocks_on_busiest_sm: busiest,
@@ -203,6 +217,7 @@ mod tests {
             warp_instructions: 0,
             dram_bytes: 0,
             reread_bytes: 0,
+            tail_warp_instructions: 0,
         }
     }
 
@@ -241,6 +256,29 @@ mod tests {
         };
         assert_eq!(occupancy(c, &k, &smem).limit, "shared memory");
         assert_eq!(occupancy(c, &k, &smem).blocks_per_sm, 2);
+    }
+
+    #[test]
+    fn a_tail_is_serial_and_leaves_the_spread_part() {
+        let c = card_named("3090").unwrap();
+        let k = DEFAULT_CONSTANTS;
+        let clock = c.boost_clock_ghz * 1e9;
+        let spread = NodeLoad {
+            blocks: 82,
+            warp_instructions: 82 * 4000,
+            ..load()
+        };
+        // The same launch plus a 6000-instruction tail in one block of 8 warps: the rows'
+        // issue time is unchanged and the tail adds 6000 / (4 schedulers x clock x 0.5).
+        let with_tail = NodeLoad {
+            warp_instructions: 82 * 4000 + 6000,
+            tail_warp_instructions: 6000,
+            ..spread
+        };
+        let (a, b) = (node_time(c, &k, &spread), node_time(c, &k, &with_tail));
+        assert!((a.issue_s - b.issue_s).abs() < 1e-15);
+        assert!((b.tail_s - 6000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
+        assert!((b.total_s - a.total_s - b.tail_s).abs() < 1e-15);
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
                 warp_instructions: c.stats.warp_instructions,
                 dram_bytes,
                 reread_bytes: reread,
+                tail_warp_instructions: c.tail_warp_instructions,
             };
             node_time(card, &opts.constants, &load)
         });
@@ -182,6 +183,12 @@ fn config_name(gguf: &Gguf) -> String {
         .unwrap_or_else(|| "(unnamed)".into())
 }
 
+/// Whether `kernel` reads the latent cache (rows `0..=depth`).
+fn reads_cache(kernel: &str) -> bool {
+    use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
+    kernel == FLASH_LATENT.name || kernel == FLASH_LATENT_MMA.name
+}
+
 /// Unique and re-read bytes of node `i` (see the module docs of [`super`]).
 fn read_split(
     plan: &Plan,
@@ -206,9 +213,12 @@ fn read_split(
                 BufferKind::Weight { tensor, .. } if tensor.contains("_exps") => {
                     decl.bytes * config.n_expert_used as u64 / config.n_expert.max(1) as u64
                 }
-                BufferKind::KvCache { .. } => {
+                // Only attention reads the cache; the rope (alone or as a gemv's tail) writes
+                // one row and reads none, so the cache is no part of its read footprint.
+                BufferKind::KvCache { .. } if reads_cache(&plan.nodes[i].kernel) => {
                     decl.bytes / plan.ctx as u64 * (depth as u64 + 1).min(plan.ctx as u64)
                 }
+                BufferKind::KvCache { .. } => 0,
                 _ => decl.bytes,
             }
         })
