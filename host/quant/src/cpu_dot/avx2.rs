@@ -173,16 +173,55 @@ pub(super) const MULTI: usize = 4;
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q4_k_multi(x: &BlockQ4K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
-    let (sc, m) = scales_mins_k4(&x.scales);
-    let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.qs);
+    k4_multi(&x.qs, None, &x.scales, x.d, x.dmin, ys)
+}
+
+/// Q5_K · Q8_K for [`MULTI`] activations: [`q4_k_multi`] with the 5th bits `qh`; each result is
+/// exactly [`q5_k`]'s.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q5_k_multi(x: &BlockQ5K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    k4_multi(&x.qs, Some(&x.qh), &x.scales, x.d, x.dmin, ys)
+}
+
+/// The shared body of [`q4_k_multi`] and [`q5_k_multi`]: [`k4_isum`]'s levels and scale vectors
+/// built once, then per activation [`k4_isum`]'s products (maddubs of levels `≤ 31`, madd by the
+/// 6-bit scale) and [`k4_finish`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k4_multi(
+    qs: &[u8; QK_K / 2],
+    qh: Option<&[u8; 32]>,
+    scales6: &[u8; 12],
+    d: u16,
+    dmin: u16,
+    ys: [&BlockQ8K; MULTI],
+) -> [f32; MULTI] {
+    let (sc, m) = scales_mins_k4(scales6);
+    let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(qs);
     let nibble = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
     let scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+    let mut hbits = match qh {
+        Some(h) => load(h),
+        None => _mm256_setzero_si256(),
+    };
     let mut levels = [_mm256_setzero_si256(); 8];
     let mut scales = [_mm256_setzero_si256(); 8];
     for (p, q) in qs.iter().enumerate() {
         let v = load(q);
-        levels[2 * p] = _mm256_and_si256(v, nibble);
-        levels[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+        let mut lo = _mm256_and_si256(v, nibble);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+        if qh.is_some() {
+            // As in `k4_isum`: bit 2p of qh[l] is bit 4 of element 64p+l, bit 2p+1 that of
+            // element 64p+32+l.
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(_mm256_and_si256(hbits, one)));
+            let h1 = _mm256_and_si256(_mm256_srli_epi16::<1>(hbits), one);
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h1));
+            hbits = _mm256_srli_epi16::<2>(hbits);
+        }
+        levels[2 * p] = lo;
+        levels[2 * p + 1] = hi;
         scales[2 * p] = splat_i16(scv, 2 * p as i16);
         scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
     }
@@ -194,7 +233,7 @@ pub(super) fn q4_k_multi(x: &BlockQ4K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
             let prod = _mm256_maddubs_epi16(levels[j], load(&groups[j]));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales[j]));
         }
-        *o = k4_finish(hsum_i32(acc), m, x.d, x.dmin, y);
+        *o = k4_finish(hsum_i32(acc), m, d, dmin, y);
     }
     out
 }

@@ -137,7 +137,7 @@ impl RowDot {
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
     /// and every activation in `acts` (token-major): [`RowDot::q8_k`] for several inputs, with the
-    /// same bits. Q4_K and Q6_K on AVX2 unpack each weight block once for several inputs;
+    /// same bits. Q4_K, Q5_K and Q6_K on AVX2 unpack each weight block once for several inputs;
     /// other types run the rows once per input (from cache, when the caller keeps `rows` small).
     pub fn q8_k_multi(
         &self,
@@ -358,7 +358,7 @@ mod avx2_rows {
         true
     }
 
-    /// [`super::RowDot::q8_k_multi`] for Q4_K and Q6_K, whose kernels share each block's
+    /// [`super::RowDot::q8_k_multi`] for Q4_K, Q5_K and Q6_K, whose kernels share each block's
     /// unpacking among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
@@ -374,6 +374,13 @@ mod avx2_rows {
                 out,
                 |r, ys| fold_multi(r, ys, |x, y| avx2::q4_k_multi(x, y)),
                 |r, y| fold_blocks(r, y, |x, y| avx2::q4_k(x, y)),
+            ),
+            GgmlType::Q5K => multi_rows::<BlockQ5K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q5_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q5_k(x, y)),
             ),
             GgmlType::Q6K => multi_rows::<BlockQ6K, _>(
                 rows,
