@@ -165,7 +165,7 @@ impl<'f> QMatrix<'f> {
 
     /// `out[i·n + r] = W[first + r]·xs[i]` for `n = out.len() / xs.len()` rows and every prepared input in
     /// `xs` (token-major): [`QMatrix::dot_rows`] for several inputs, with the same bits, sharing the weight
-    /// unpacking across inputs where the dot product can (on AVX2: Q4_K, Q5_K and Q6_K with q8_K inputs;
+    /// unpacking across inputs where the dot product can (on AVX2: the k-quants Q2_K…Q6_K with q8_K inputs;
     /// Q4_0, Q5_0, Q8_0 and IQ4_NL with q8_0 inputs).
     pub fn dot_rows_multi(&self, first: usize, xs: &[&Activation], out: &mut [f32]) -> Result<()> {
         if xs.is_empty() {

@@ -167,6 +167,33 @@ pub(super) fn q4_k(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
 /// each one's accumulators stay in registers.
 pub(super) const MULTI: usize = 4;
 
+/// The per-activation half of the k-quant multi kernels: for each of [`MULTI`] activations,
+/// `isum = Σ_k Σ maddubs(levels[k], group k)·scales[k]` over the eight 32-element groups, then
+/// `finish(isum, activation)`. The weight half is unpacked once by the caller: `levels[k]` the
+/// group's unsigned levels (`≤ 63`), `scales[k]` its i16 scales per 16-element half
+/// (`|s| ≤ 128`), within the bounds of the module notes. These are the single kernels' products,
+/// so `isum` is their integer.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k_multi(
+    levels: &[__m256i; 8],
+    scales: &[__m256i; 8],
+    ys: [&BlockQ8K; MULTI],
+    finish: impl Fn(i32, &BlockQ8K) -> f32,
+) -> [f32; MULTI] {
+    let mut out = [0.0; MULTI];
+    for (o, y) in out.iter_mut().zip(ys) {
+        let groups = q8k_groups(y);
+        let mut acc = _mm256_setzero_si256();
+        for k in 0..8 {
+            let p = _mm256_maddubs_epi16(levels[k], load(&groups[k]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales[k]));
+        }
+        *o = finish(hsum_i32(acc), y);
+    }
+    out
+}
+
 /// Q4_K · Q8_K for [`MULTI`] activations: the weight block's nibbles, scales and mins are unpacked
 /// once and shared; each result is exactly [`q4_k`]'s (the same exact integer sums, the same f32
 /// tail via [`k4_finish`]).
@@ -225,17 +252,9 @@ fn k4_multi(
         scales[2 * p] = splat_i16(scv, 2 * p as i16);
         scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
     }
-    let mut out = [0.0; MULTI];
-    for (o, y) in out.iter_mut().zip(ys) {
-        let groups = q8k_groups(y);
-        let mut acc = _mm256_setzero_si256();
-        for j in 0..8 {
-            let prod = _mm256_maddubs_epi16(levels[j], load(&groups[j]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales[j]));
-        }
-        *o = k4_finish(hsum_i32(acc), m, d, dmin, y);
-    }
-    out
+    k_multi(&levels, &scales, ys, |isum, y| {
+        k4_finish(isum, m, d, dmin, y)
+    })
 }
 
 /// Q5_K · Q8_K.
@@ -348,19 +367,11 @@ pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
         }
     }
     let d = f16(x.d);
-    let mut out = [0.0; MULTI];
-    for (o, y) in out.iter_mut().zip(ys) {
-        let groups = q8k_groups(y);
-        let mut acc = _mm256_setzero_si256();
-        for k in 0..8 {
-            let p = _mm256_maddubs_epi16(levels[k], load(&groups[k]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales[k]));
-        }
+    k_multi(&levels, &scales, ys, |acc, y| {
         let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
-        let isum = hsum_i32(acc).wrapping_sub(offset.wrapping_mul(32));
-        *o = d * y.d * isum as f32;
-    }
-    out
+        let isum = acc.wrapping_sub(offset.wrapping_mul(32));
+        d * y.d * isum as f32
+    })
 }
 
 /// The sixteen signed Q3_K scales `S_j − 32` (ggml's 32-bit unpacking of `q3k_scale`) in the
@@ -368,6 +379,13 @@ pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q3_k_scales(s: &[u8; 12]) -> __m256i {
+    even_odd_scales(q3_k_scale_bytes(s))
+}
+
+/// The sixteen signed Q3_K scales `S_j − 32` as i8, `j` in order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q3_k_scale_bytes(s: &[u8; 12]) -> __m128i {
     let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
     let (w0, w1, hi) = (word(0), word(1), word(2));
     // Low nibble of S_j: scales[j%8] bits 4·(j/8); top two bits: scales[8 + j%4] bits 2·(j/4).
@@ -381,8 +399,8 @@ fn q3_k_scales(s: &[u8; 12]) -> __m256i {
         words[2] as i32,
         words[3] as i32,
     );
-    // S_j ≤ 63, so `S_j − 32` fits i8 and the signed widening keeps it.
-    even_odd_scales(_mm_sub_epi8(bytes, _mm_set1_epi8(32)))
+    // S_j ≤ 63, so `S_j − 32` fits i8 (and the signed widenings keep it).
+    _mm_sub_epi8(bytes, _mm_set1_epi8(32))
 }
 
 /// Q3_K · Q8_K: `Σ_j S_j·Σ q3·q8` with `q3 = low2 − 4·[high bit clear]`, evaluated as
@@ -443,6 +461,78 @@ pub(super) fn q2_k(x: &BlockQ2K, y: &BlockQ8K) -> f32 {
     let dall = y.d * f16(x.d);
     let dmin = y.d * f16(x.dmin);
     dall * hsum_i32(acc) as f32 - dmin * summs as f32
+}
+
+/// Q3_K · Q8_K for [`MULTI`] activations, with each weight block's levels and scales unpacked
+/// once. The levels go in unsigned: `q3 = u − 4` with `u = low2 + 4·[high bit set] ∈ 0..=7`, so
+/// `Σ_j S_j·Σ q3·q8 = Σ_j S_j·Σ u·q8 − 4·Σ_j S_j·bsums_j`. That is [`q3_k`]'s integer (so its
+/// result) when `bsums` are the 16-element sums of `qs`, which [`crate::quantize_q8_k`]
+/// guarantees and [`q6_k`] relies on in the same way.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q3_k_multi(x: &BlockQ3K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let qs: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qs);
+    let raw = q3_k_scale_bytes(&x.scales);
+    let sc = even_odd_scales(raw);
+    let wide = _mm256_cvtepi8_epi16(raw);
+    let hmask = load(&x.hmask);
+    let three = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for (n, q) in qs.iter().enumerate() {
+        let mut bits = load(q);
+        for s in 0..4 {
+            // As in `q3_k`: element 128n + 32s + l has low bits 2s..2s+2 of qs[32n+l] and high
+            // bit 4n+s of hmask[l].
+            let k = 4 * n + s;
+            let low = _mm256_and_si256(bits, three);
+            bits = _mm256_srli_epi16::<2>(bits);
+            let bit = _mm256_set1_epi8((1u8 << k) as i8);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+            levels[k] = _mm256_or_si256(low, _mm256_and_si256(set, four));
+            scales[k] = pair_scales(sc, k);
+        }
+    }
+    let d = f16(x.d);
+    k_multi(&levels, &scales, ys, |acc, y| {
+        // |S·bsums| ≤ 32·2048 per group, 16 groups: exact in i32.
+        let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
+        let isum = acc.wrapping_sub(offset.wrapping_mul(4));
+        d * y.d * isum as f32
+    })
+}
+
+/// Q2_K · Q8_K for [`MULTI`] activations: [`q2_k`] with the 2-bit levels, scales and mins
+/// unpacked once; each result is exactly [`q2_k`]'s.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q2_k_multi(x: &BlockQ2K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let qs: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qs);
+    let raw = load128(&x.scales);
+    let nibble = _mm_set1_epi8(0x0F);
+    let sc = even_odd_scales(_mm_and_si128(raw, nibble));
+    let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), nibble));
+    let three = _mm256_set1_epi8(3);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for (n, q) in qs.iter().enumerate() {
+        let mut bits = load(q);
+        for s in 0..4 {
+            // Element 128n + 32s + l: bits 2s..2s+2 of qs[32n+l].
+            let k = 4 * n + s;
+            levels[k] = _mm256_and_si256(bits, three);
+            bits = _mm256_srli_epi16::<2>(bits);
+            scales[k] = pair_scales(sc, k);
+        }
+    }
+    let (d, dmin) = (f16(x.d), f16(x.dmin));
+    k_multi(&levels, &scales, ys, |isum, y| {
+        let summs = hsum_i32(_mm256_madd_epi16(mins, load_bsums(y)));
+        let dall = y.d * d;
+        let dmin = y.d * dmin;
+        dall * isum as f32 - dmin * summs as f32
+    })
 }
 
 /// The IQ4_NL code book as a byte-shuffle table (both 128-bit halves).

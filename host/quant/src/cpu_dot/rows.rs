@@ -57,8 +57,8 @@ fn avx2_available() -> bool {
 /// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants,
 /// IQ4_XS and the IQ1/IQ2/IQ3 grid types, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed
 /// instruction set. Each row's result is bit-identical to [`crate::vec_dot_q8_k`] /
-/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K, like the mins of
-/// Q2_K/Q4_K/Q5_K, takes `Σq` per 16 activations from `bsums`, so activations must come from
+/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K and the multi-activation
+/// Q3_K, like the mins of Q2_K/Q4_K/Q5_K, take `Σq` per 16 activations from `bsums`, so activations must come from
 /// [`crate::quantize_q8_k`] or be equally consistent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDot {
@@ -137,7 +137,7 @@ impl RowDot {
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
     /// and every activation in `acts` (token-major): [`RowDot::q8_k`] for several inputs, with the
-    /// same bits. Q4_K, Q5_K and Q6_K on AVX2 unpack each weight block once for several inputs;
+    /// same bits. The k-quants Q2_K…Q6_K on AVX2 unpack each weight block once for several inputs;
     /// other types run the rows once per input (from cache, when the caller keeps `rows` small).
     pub fn q8_k_multi(
         &self,
@@ -358,7 +358,7 @@ mod avx2_rows {
         true
     }
 
-    /// [`super::RowDot::q8_k_multi`] for Q4_K, Q5_K and Q6_K, whose kernels share each block's
+    /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, whose kernels share each block's
     /// unpacking among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
@@ -368,6 +368,20 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
+            GgmlType::Q2K => multi_rows::<BlockQ2K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q2_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q2_k(x, y)),
+            ),
+            GgmlType::Q3K => multi_rows::<BlockQ3K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q3_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q3_k(x, y)),
+            ),
             GgmlType::Q4K => multi_rows::<BlockQ4K, _>(
                 rows,
                 acts,

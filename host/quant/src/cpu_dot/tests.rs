@@ -418,7 +418,7 @@ fn check_multi(ty: GgmlType, what: &str, rows: &[u8], nrows: usize, acts: &Acts)
 const COUNTS: [usize; 8] = [1, 3, 4, 5, 7, 8, 9, 13];
 
 /// Several activations at once give each one's single-activation scalar result, bit for bit,
-/// for every weight type (Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0 and IQ4_NL through their
+/// for every weight type (Q2_K…Q6_K, Q4_0, Q5_0, Q8_0 and IQ4_NL through their
 /// shared-unpacking AVX2 kernels, the others through the per-input fallback), every input count
 /// in [`COUNTS`], on random blocks and random activations (−128 included), in place and
 /// misaligned.
