@@ -158,7 +158,7 @@ impl KeepList {
         if c.n_expert_group > 1 {
             let groups = c.n_expert_group;
             let old_size = c.n_expert / groups;
-            if kept % groups != 0 {
+            if !kept.is_multiple_of(groups) {
                 return Err(SliceError::Keep(format!(
                     "{kept} experts kept per layer do not split into the model's {groups} expert groups"
                 )));
@@ -227,7 +227,7 @@ fn plan_tensor<'a>(
         info,
         ne: info.ne.clone(),
         sliced: false,
-        parts: vec![0..info.nbytes as usize],
+        parts: std::iter::once(0..info.nbytes as usize).collect(),
     };
     let Some((il, stem)) = block_stem(&info.name) else {
         return Ok(whole);
@@ -255,7 +255,7 @@ fn plan_tensor<'a>(
         ))
     })?;
     let outer = *info.ne.last().unwrap_or(&0);
-    if outer != c.n_expert as u64 || info.nbytes % outer != 0 {
+    if outer != c.n_expert as u64 || !info.nbytes.is_multiple_of(outer) {
         return Err(tensor_error(format!(
             "shape {:?} ({} bytes) is not {} experts along its outermost dimension",
             info.ne, info.nbytes, c.n_expert

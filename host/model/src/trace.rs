@@ -194,7 +194,7 @@ impl TraceWriter {
         let file = File::create(&tmp).map_err(|e| io("create", e))?;
         let mut out = BufWriter::new(file);
         let mut json = serde_json::to_string(&header).expect("a header serializes");
-        while (16 + json.len()) % 64 != 0 {
+        while !(16 + json.len()).is_multiple_of(64) {
             json.push(' ');
         }
         let mut head = Vec::with_capacity(16 + json.len());
@@ -338,7 +338,7 @@ impl Trace {
         }
         let body_len = bytes.len() - 16 - h;
         let r = header.record_bytes;
-        if body_len % r != 0 {
+        if !body_len.is_multiple_of(r) {
             return Err(bad(format!(
                 "truncated: {body_len} bytes of records is not a whole number of {r}-byte records"
             )));

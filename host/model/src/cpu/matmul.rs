@@ -165,20 +165,26 @@ impl<'f> QMatrix<'f> {
 
     /// `out[i·n + r] = W[first + r]·xs[i]` for `n = out.len() / xs.len()` rows and every prepared input in
     /// `xs` (token-major): [`QMatrix::dot_rows`] for several inputs, with the same bits, sharing the weight
-    /// unpacking across inputs where the dot product can (Q4_K and Q6_K with q8_K inputs).
+    /// unpacking across inputs where the dot product can (on AVX2: the k-quants Q2_K…Q6_K with q8_K inputs;
+    /// Q4_0, Q5_0, Q8_0 and IQ4_NL with q8_0 inputs).
     pub fn dot_rows_multi(&self, first: usize, xs: &[&Activation], out: &mut [f32]) -> Result<()> {
         if xs.is_empty() {
             return Ok(());
         }
         let n = out.len() / xs.len();
         if let Kernel::Rows(dot) = self.kernel {
-            if dot.act_type() == GgmlType::Q8K {
-                let rows = &self.data[first * self.row_bytes..(first + n) * self.row_bytes];
-                let acts: Vec<&[BlockQ8K]> = xs.iter().map(|x| x.q8k.as_slice()).collect();
-                return dot
-                    .q8_k_multi(rows, &acts, out)
-                    .map_err(|e| self.quant_error(e));
+            let rows = &self.data[first * self.row_bytes..(first + n) * self.row_bytes];
+            return match dot.act_type() {
+                GgmlType::Q8K => {
+                    let acts: Vec<&[BlockQ8K]> = xs.iter().map(|x| x.q8k.as_slice()).collect();
+                    dot.q8_k_multi(rows, &acts, out)
+                }
+                _ => {
+                    let acts: Vec<&[BlockQ8_0]> = xs.iter().map(|x| x.q8_0.as_slice()).collect();
+                    dot.q8_0_multi(rows, &acts, out)
+                }
             }
+            .map_err(|e| self.quant_error(e));
         }
         for (x, o) in xs.iter().zip(out.chunks_exact_mut(n)) {
             self.dot_rows(first, x, o)?;

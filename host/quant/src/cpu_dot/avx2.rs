@@ -167,36 +167,94 @@ pub(super) fn q4_k(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
 /// each one's accumulators stay in registers.
 pub(super) const MULTI: usize = 4;
 
+/// The per-activation half of the k-quant multi kernels: for each of [`MULTI`] activations,
+/// `isum = Σ_k Σ maddubs(levels[k], group k)·scales[k]` over the eight 32-element groups, then
+/// `finish(isum, activation)`. The weight half is unpacked once by the caller: `levels[k]` the
+/// group's unsigned levels (`≤ 63`), `scales[k]` its i16 scales per 16-element half
+/// (`|s| ≤ 128`), within the bounds of the module notes. These are the single kernels' products,
+/// so `isum` is their integer.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k_multi(
+    levels: &[__m256i; 8],
+    scales: &[__m256i; 8],
+    ys: [&BlockQ8K; MULTI],
+    finish: impl Fn(i32, &BlockQ8K) -> f32,
+) -> [f32; MULTI] {
+    let mut out = [0.0; MULTI];
+    for (o, y) in out.iter_mut().zip(ys) {
+        let groups = q8k_groups(y);
+        let mut acc = _mm256_setzero_si256();
+        for k in 0..8 {
+            let p = _mm256_maddubs_epi16(levels[k], load(&groups[k]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales[k]));
+        }
+        *o = finish(hsum_i32(acc), y);
+    }
+    out
+}
+
 /// Q4_K · Q8_K for [`MULTI`] activations: the weight block's nibbles, scales and mins are unpacked
 /// once and shared; each result is exactly [`q4_k`]'s (the same exact integer sums, the same f32
 /// tail via [`k4_finish`]).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q4_k_multi(x: &BlockQ4K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
-    let (sc, m) = scales_mins_k4(&x.scales);
-    let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.qs);
+    k4_multi(&x.qs, None, &x.scales, x.d, x.dmin, ys)
+}
+
+/// Q5_K · Q8_K for [`MULTI`] activations: [`q4_k_multi`] with the 5th bits `qh`; each result is
+/// exactly [`q5_k`]'s.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q5_k_multi(x: &BlockQ5K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    k4_multi(&x.qs, Some(&x.qh), &x.scales, x.d, x.dmin, ys)
+}
+
+/// The shared body of [`q4_k_multi`] and [`q5_k_multi`]: [`k4_isum`]'s levels and scale vectors
+/// built once, then per activation [`k4_isum`]'s products (maddubs of levels `≤ 31`, madd by the
+/// 6-bit scale) and [`k4_finish`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k4_multi(
+    qs: &[u8; QK_K / 2],
+    qh: Option<&[u8; 32]>,
+    scales6: &[u8; 12],
+    d: u16,
+    dmin: u16,
+    ys: [&BlockQ8K; MULTI],
+) -> [f32; MULTI] {
+    let (sc, m) = scales_mins_k4(scales6);
+    let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(qs);
     let nibble = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
     let scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+    let mut hbits = match qh {
+        Some(h) => load(h),
+        None => _mm256_setzero_si256(),
+    };
     let mut levels = [_mm256_setzero_si256(); 8];
     let mut scales = [_mm256_setzero_si256(); 8];
     for (p, q) in qs.iter().enumerate() {
         let v = load(q);
-        levels[2 * p] = _mm256_and_si256(v, nibble);
-        levels[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+        let mut lo = _mm256_and_si256(v, nibble);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+        if qh.is_some() {
+            // As in `k4_isum`: bit 2p of qh[l] is bit 4 of element 64p+l, bit 2p+1 that of
+            // element 64p+32+l.
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(_mm256_and_si256(hbits, one)));
+            let h1 = _mm256_and_si256(_mm256_srli_epi16::<1>(hbits), one);
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h1));
+            hbits = _mm256_srli_epi16::<2>(hbits);
+        }
+        levels[2 * p] = lo;
+        levels[2 * p + 1] = hi;
         scales[2 * p] = splat_i16(scv, 2 * p as i16);
         scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
     }
-    let mut out = [0.0; MULTI];
-    for (o, y) in out.iter_mut().zip(ys) {
-        let groups = q8k_groups(y);
-        let mut acc = _mm256_setzero_si256();
-        for j in 0..8 {
-            let prod = _mm256_maddubs_epi16(levels[j], load(&groups[j]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales[j]));
-        }
-        *o = k4_finish(hsum_i32(acc), m, x.d, x.dmin, y);
-    }
-    out
+    k_multi(&levels, &scales, ys, |isum, y| {
+        k4_finish(isum, m, d, dmin, y)
+    })
 }
 
 /// Q5_K · Q8_K.
@@ -309,19 +367,11 @@ pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
         }
     }
     let d = f16(x.d);
-    let mut out = [0.0; MULTI];
-    for (o, y) in out.iter_mut().zip(ys) {
-        let groups = q8k_groups(y);
-        let mut acc = _mm256_setzero_si256();
-        for k in 0..8 {
-            let p = _mm256_maddubs_epi16(levels[k], load(&groups[k]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales[k]));
-        }
+    k_multi(&levels, &scales, ys, |acc, y| {
         let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
-        let isum = hsum_i32(acc).wrapping_sub(offset.wrapping_mul(32));
-        *o = d * y.d * isum as f32;
-    }
-    out
+        let isum = acc.wrapping_sub(offset.wrapping_mul(32));
+        d * y.d * isum as f32
+    })
 }
 
 /// The sixteen signed Q3_K scales `S_j − 32` (ggml's 32-bit unpacking of `q3k_scale`) in the
@@ -329,6 +379,13 @@ pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q3_k_scales(s: &[u8; 12]) -> __m256i {
+    even_odd_scales(q3_k_scale_bytes(s))
+}
+
+/// The sixteen signed Q3_K scales `S_j − 32` as i8, `j` in order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q3_k_scale_bytes(s: &[u8; 12]) -> __m128i {
     let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
     let (w0, w1, hi) = (word(0), word(1), word(2));
     // Low nibble of S_j: scales[j%8] bits 4·(j/8); top two bits: scales[8 + j%4] bits 2·(j/4).
@@ -342,8 +399,8 @@ fn q3_k_scales(s: &[u8; 12]) -> __m256i {
         words[2] as i32,
         words[3] as i32,
     );
-    // S_j ≤ 63, so `S_j − 32` fits i8 and the signed widening keeps it.
-    even_odd_scales(_mm_sub_epi8(bytes, _mm_set1_epi8(32)))
+    // S_j ≤ 63, so `S_j − 32` fits i8 (and the signed widenings keep it).
+    _mm_sub_epi8(bytes, _mm_set1_epi8(32))
 }
 
 /// Q3_K · Q8_K: `Σ_j S_j·Σ q3·q8` with `q3 = low2 − 4·[high bit clear]`, evaluated as
@@ -406,6 +463,78 @@ pub(super) fn q2_k(x: &BlockQ2K, y: &BlockQ8K) -> f32 {
     dall * hsum_i32(acc) as f32 - dmin * summs as f32
 }
 
+/// Q3_K · Q8_K for [`MULTI`] activations, with each weight block's levels and scales unpacked
+/// once. The levels go in unsigned: `q3 = u − 4` with `u = low2 + 4·[high bit set] ∈ 0..=7`, so
+/// `Σ_j S_j·Σ q3·q8 = Σ_j S_j·Σ u·q8 − 4·Σ_j S_j·bsums_j`. That is [`q3_k`]'s integer (so its
+/// result) when `bsums` are the 16-element sums of `qs`, which [`crate::quantize_q8_k`]
+/// guarantees and [`q6_k`] relies on in the same way.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q3_k_multi(x: &BlockQ3K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let qs: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qs);
+    let raw = q3_k_scale_bytes(&x.scales);
+    let sc = even_odd_scales(raw);
+    let wide = _mm256_cvtepi8_epi16(raw);
+    let hmask = load(&x.hmask);
+    let three = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for (n, q) in qs.iter().enumerate() {
+        let mut bits = load(q);
+        for s in 0..4 {
+            // As in `q3_k`: element 128n + 32s + l has low bits 2s..2s+2 of qs[32n+l] and high
+            // bit 4n+s of hmask[l].
+            let k = 4 * n + s;
+            let low = _mm256_and_si256(bits, three);
+            bits = _mm256_srli_epi16::<2>(bits);
+            let bit = _mm256_set1_epi8((1u8 << k) as i8);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+            levels[k] = _mm256_or_si256(low, _mm256_and_si256(set, four));
+            scales[k] = pair_scales(sc, k);
+        }
+    }
+    let d = f16(x.d);
+    k_multi(&levels, &scales, ys, |acc, y| {
+        // |S·bsums| ≤ 32·2048 per group, 16 groups: exact in i32.
+        let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
+        let isum = acc.wrapping_sub(offset.wrapping_mul(4));
+        d * y.d * isum as f32
+    })
+}
+
+/// Q2_K · Q8_K for [`MULTI`] activations: [`q2_k`] with the 2-bit levels, scales and mins
+/// unpacked once; each result is exactly [`q2_k`]'s.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q2_k_multi(x: &BlockQ2K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+    let qs: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qs);
+    let raw = load128(&x.scales);
+    let nibble = _mm_set1_epi8(0x0F);
+    let sc = even_odd_scales(_mm_and_si128(raw, nibble));
+    let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(raw), nibble));
+    let three = _mm256_set1_epi8(3);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
+    for (n, q) in qs.iter().enumerate() {
+        let mut bits = load(q);
+        for s in 0..4 {
+            // Element 128n + 32s + l: bits 2s..2s+2 of qs[32n+l].
+            let k = 4 * n + s;
+            levels[k] = _mm256_and_si256(bits, three);
+            bits = _mm256_srli_epi16::<2>(bits);
+            scales[k] = pair_scales(sc, k);
+        }
+    }
+    let (d, dmin) = (f16(x.d), f16(x.dmin));
+    k_multi(&levels, &scales, ys, |isum, y| {
+        let summs = hsum_i32(_mm256_madd_epi16(mins, load_bsums(y)));
+        let dall = y.d * d;
+        let dmin = y.d * dmin;
+        dall * isum as f32 - dmin * summs as f32
+    })
+}
+
 /// The IQ4_NL code book as a byte-shuffle table (both 128-bit halves).
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -413,22 +542,47 @@ fn iq4nl_table() -> __m256i {
     _mm256_broadcastsi128_si256(load128(&KVALUES_IQ4NL))
 }
 
-/// `Σ v·q8` of 32 signed code-book values against 32 activations, as 8 partial i32 sums, on
-/// sign-extended 16-bit lanes (`|v| ≤ 127` but `q8` may be −128, where `maddubs`' sign trick
-/// would overflow).
+/// 32 signed bytes as two vectors of 16 sign-extended i16 (elements 0..16, 16..32).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn widen(v: __m256i) -> (__m256i, __m256i) {
+    (
+        _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
+        _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v)),
+    )
+}
+
+/// `Σ w·q8` of 32 [`widen`]ed signed weights against 32 activations, as 8 partial i32 sums, on
+/// sign-extended 16-bit lanes: exact for every pair of i8 (`|pair sum| ≤ 2·128·128 = 2¹⁵`, which
+/// `madd` widens to i32 before adding), −128·−128 included, where `maddubs`' sign trick would
+/// overflow.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn wide_isums(w: (__m256i, __m256i), y: &[i8; 32]) -> __m256i {
+    let (y0, y1) = widen(load(y));
+    _mm256_add_epi32(_mm256_madd_epi16(w.0, y0), _mm256_madd_epi16(w.1, y1))
+}
+
+/// `Σ v·q8` of 32 signed code-book values against 32 activations, as 8 partial i32 sums
+/// ([`wide_isums`]).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn signed_isums(v: __m256i, y: &[i8; 32]) -> __m256i {
-    let [y0, y1] = bytemuck::cast_ref::<[i8; 32], [[i8; 16]; 2]>(y);
-    let lo = _mm256_madd_epi16(
-        _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
-        _mm256_cvtepi8_epi16(load128(y0)),
+    wide_isums(widen(v), y)
+}
+
+/// `Σ (u − zero)·q8` of 32 unsigned levels `u ≤ 31` against 32 activations, as 8 partial i32 sums:
+/// `maddubs(u, q8) − maddubs(zero, q8)`, each pair at most `2·31·128` and `2·16·128` in magnitude,
+/// so neither product nor their difference saturates i16.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn offset_isums(u: __m256i, zero: i8, y: &[i8; 32]) -> __m256i {
+    let y8 = load(y);
+    let p = _mm256_sub_epi16(
+        _mm256_maddubs_epi16(u, y8),
+        _mm256_maddubs_epi16(_mm256_set1_epi8(zero), y8),
     );
-    let hi = _mm256_madd_epi16(
-        _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v)),
-        _mm256_cvtepi8_epi16(load128(y1)),
-    );
-    _mm256_add_epi32(lo, hi)
+    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
 }
 
 /// IQ4_XS · Q8_K: `d·y.d·Σ_ib (ls_ib − 32)·Σ kvalues·q8` over 8 sub-blocks of 32.
@@ -474,54 +628,54 @@ fn bytes_from_bits(bits: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select)
 }
 
-/// Q5_0 · Q8_0 as 8 partial i32 sums: `Σ (u − 16)·q8` with `u = nibble | bit·16`, as `u·q8 − 16·q8`.
+/// The 32 unsigned Q5_0 levels `u = nibble | fifth bit·16` (value `u − 16`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_0_levels(x: &BlockQ5_0) -> __m256i {
+    let fifth = _mm256_and_si256(bytes_from_bits(x.qh_bits()), _mm256_set1_epi8(16));
+    _mm256_or_si256(nibbles32(&x.qs), fifth)
+}
+
+/// The 32 Q8_0 weights, [`widen`]ed.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q8_0_levels(x: &BlockQ8_0) -> (__m256i, __m256i) {
+    widen(load(&x.qs))
+}
+
+/// The 32 IQ4_NL code-book values, [`widen`]ed.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn iq4_nl_levels(x: &BlockIq4Nl) -> (__m256i, __m256i) {
+    widen(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&x.qs)))
+}
+
+/// Q5_0 · Q8_0 as 8 partial i32 sums: `Σ (u − 16)·q8`.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q5_0_isums(x: &BlockQ5_0, y: &BlockQ8_0) -> __m256i {
-    let fifth = _mm256_and_si256(bytes_from_bits(x.qh_bits()), _mm256_set1_epi8(16));
-    let u = _mm256_or_si256(nibbles32(&x.qs), fifth);
-    let y8 = load(&y.qs);
-    let p = _mm256_sub_epi16(
-        _mm256_maddubs_epi16(u, y8),
-        _mm256_maddubs_epi16(_mm256_set1_epi8(16), y8),
-    );
-    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    offset_isums(q5_0_levels(x), 16, &y.qs)
 }
 
-/// Q8_0 · Q8_0 as 8 partial i32 sums, on sign-extended 16-bit lanes (exact for all i8 pairs,
-/// −128·−128 included).
+/// Q8_0 · Q8_0 as 8 partial i32 sums ([`wide_isums`]).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q8_0_isums(x: &BlockQ8_0, y: &BlockQ8_0) -> __m256i {
-    let halves = |q: &[i8; 32]| -> (__m256i, __m256i) {
-        let [a, b] = bytemuck::cast_ref::<[i8; 32], [[i8; 16]; 2]>(q);
-        (
-            _mm256_cvtepi8_epi16(load128(a)),
-            _mm256_cvtepi8_epi16(load128(b)),
-        )
-    };
-    let (x0, x1) = halves(&x.qs);
-    let (y0, y1) = halves(&y.qs);
-    _mm256_add_epi32(_mm256_madd_epi16(x0, y0), _mm256_madd_epi16(x1, y1))
+    wide_isums(q8_0_levels(x), &y.qs)
 }
 
-/// Q4_0 · Q8_0 as 8 partial i32 sums: `Σ (u − 8)·q8` as `u·q8 − 8·q8`.
+/// Q4_0 · Q8_0 as 8 partial i32 sums: `Σ (u − 8)·q8`.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q4_0_isums(x: &BlockQ4_0, y: &BlockQ8_0) -> __m256i {
-    let y8 = load(&y.qs);
-    let p = _mm256_sub_epi16(
-        _mm256_maddubs_epi16(nibbles32(&x.qs), y8),
-        _mm256_maddubs_epi16(_mm256_set1_epi8(8), y8),
-    );
-    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    offset_isums(nibbles32(&x.qs), 8, &y.qs)
 }
 
 /// IQ4_NL · Q8_0 as 8 partial i32 sums: `Σ kvalues·q8`.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn iq4_nl_isums(x: &BlockIq4Nl, y: &BlockQ8_0) -> __m256i {
-    signed_isums(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&x.qs)), &y.qs)
+    wide_isums(iq4_nl_levels(x), &y.qs)
 }
 
 /// Q4_0 · Q8_0 for one block: `isum as f32 · d · d8`, the scalar expression.
@@ -561,120 +715,193 @@ enum Order {
     ScalesFirst,
 }
 
-/// A row of 32-element blocks with f16 scale `d` against Q8_0: `Σ_i isum_i·d_i·d8_i` in the
-/// factor order `order`, added to 0.0 in block order. Four blocks at a time share one horizontal
-/// reduction and one vector of scale products (each lane the scalar expression, so the same
-/// bits); the running sum stays sequential.
+/// Four f16 scales as the low four f32 lanes (exact conversions; the upper lanes are 0).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn scales4(d: [u16; 4]) -> __m128 {
+    _mm_cvtph_ps(_mm_setr_epi16(
+        d[0] as i16,
+        d[1] as i16,
+        d[2] as i16,
+        d[3] as i16,
+        0,
+        0,
+        0,
+        0,
+    ))
+}
+
+/// The results of four blocks from their partial sums `isums` and scales `dx`, `dy`: each lane
+/// the scalar expression in the factor order `order` on `Σ isums[k]` (one shared horizontal
+/// reduction: exact i32 additions).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scaled4(isums: [__m256i; 4], dx: __m128, dy: __m128, order: Order) -> [f32; 4] {
+    let a = _mm256_hadd_epi32(isums[0], isums[1]);
+    let b = _mm256_hadd_epi32(isums[2], isums[3]);
+    // Lanes 0..4 hold the low-half sums of blocks 0..4, lanes 4..8 the high-half sums.
+    let c = _mm256_hadd_epi32(a, b);
+    let s = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
+    let isum = _mm_cvtepi32_ps(s);
+    let r = match order {
+        Order::SumFirst => _mm_mul_ps(_mm_mul_ps(isum, dx), dy),
+        Order::ScalesFirst => _mm_mul_ps(_mm_mul_ps(dx, dy), isum),
+    };
+    bytemuck::cast(r)
+}
+
+/// One block's result from its partial sums, in the scalar factor order `order`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scaled1(isums: __m256i, dx: f32, dy: f32, order: Order) -> f32 {
+    let isum = hsum_i32(isums) as f32;
+    match order {
+        Order::SumFirst => isum * dx * dy,
+        Order::ScalesFirst => dx * dy * isum,
+    }
+}
+
+/// A row of 32-element blocks with f16 scale `d` against `N` Q8_0 activations (each as many blocks
+/// as `row`): per activation `Σ_i isum_i·d_i·d8_i` in the factor order `order`, added to 0.0 in
+/// block order, which is the scalar row. Four blocks at a time share one horizontal reduction and
+/// one vector of scale products (each lane the scalar expression, so the same bits); each running
+/// sum stays sequential. Each group of four weight blocks is unpacked once (`unpack`, into the
+/// form that `isums` dots with 32 activations) and its scales converted once for all `N`
+/// activations, which take exactly the steps they would take alone: `N = 1` is the one-row
+/// kernel, and every `N` gives its bits.
 #[inline(always)]
-fn legacy_row<B>(
+fn legacy_row_multi<B, W: Copy, const N: usize>(
     row: &[B],
-    act: &[BlockQ8_0],
+    acts: [&[BlockQ8_0]; N],
     order: Order,
     d: impl Fn(&B) -> u16,
-    isums: impl Fn(&B, &BlockQ8_0) -> __m256i,
-    block: impl Fn(&B, &BlockQ8_0) -> f32,
-) -> f32 {
-    let mut sum = 0.0f32;
-    let (xs4, ys4) = (row.chunks_exact(4), act.chunks_exact(4));
-    let (x_tail, y_tail) = (xs4.remainder(), ys4.remainder());
-    for (x, y) in xs4.zip(ys4) {
-        // SAFETY (all intrinsics below): callers are `#[target_feature(enable = "avx2,f16c")]`.
-        let r = unsafe {
-            let a = _mm256_hadd_epi32(isums(&x[0], &y[0]), isums(&x[1], &y[1]));
-            let b = _mm256_hadd_epi32(isums(&x[2], &y[2]), isums(&x[3], &y[3]));
-            // Lanes 0..4 hold the low-half sums of blocks 0..4, lanes 4..8 the high-half sums.
-            let c = _mm256_hadd_epi32(a, b);
-            let s = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
-            let dx = _mm_setr_epi16(
-                d(&x[0]) as i16,
-                d(&x[1]) as i16,
-                d(&x[2]) as i16,
-                d(&x[3]) as i16,
-                0,
-                0,
-                0,
-                0,
-            );
-            let dy = _mm_setr_epi16(
-                y[0].d as i16,
-                y[1].d as i16,
-                y[2].d as i16,
-                y[3].d as i16,
-                0,
-                0,
-                0,
-                0,
-            );
-            let (isum, dx, dy) = (_mm_cvtepi32_ps(s), _mm_cvtph_ps(dx), _mm_cvtph_ps(dy));
-            match order {
-                Order::SumFirst => _mm_mul_ps(_mm_mul_ps(isum, dx), dy),
-                Order::ScalesFirst => _mm_mul_ps(_mm_mul_ps(dx, dy), isum),
+    unpack: impl Fn(&B) -> W,
+    isums: impl Fn(W, &[i8; 32]) -> __m256i,
+) -> [f32; N] {
+    let mut sums = [0.0f32; N];
+    let groups = row.len() / 4;
+    for g in 0..groups {
+        let x = &row[4 * g..4 * g + 4];
+        let w: [W; 4] = core::array::from_fn(|k| unpack(&x[k]));
+        // SAFETY (all target-feature calls below): callers are
+        // `#[target_feature(enable = "avx2,f16c")]`.
+        let dx = unsafe { scales4(core::array::from_fn(|k| d(&x[k]))) };
+        for (s, a) in sums.iter_mut().zip(acts) {
+            let y = &a[4 * g..4 * g + 4];
+            let r = unsafe {
+                let dy = scales4(core::array::from_fn(|k| y[k].d));
+                let i = core::array::from_fn(|k| isums(w[k], &y[k].qs));
+                scaled4(i, dx, dy, order)
+            };
+            for v in r {
+                *s += v;
             }
-        };
-        let r: [f32; 4] = bytemuck::cast(r);
-        for v in r {
-            sum += v;
         }
     }
-    for (x, y) in x_tail.iter().zip(y_tail) {
-        sum += block(x, y);
+    for (i, x) in row.iter().enumerate().skip(4 * groups) {
+        let w = unpack(x);
+        let dx = unsafe { f16(d(x)) };
+        for (s, a) in sums.iter_mut().zip(acts) {
+            *s += unsafe { scaled1(isums(w, &a[i].qs), dx, f16(a[i].d), order) };
+        }
     }
-    sum
+    sums
 }
 
 /// A Q4_0 row against Q8_0 activations (`act.len()` blocks).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q4_0_row(row: &[BlockQ4_0], act: &[BlockQ8_0]) -> f32 {
-    legacy_row(
-        row,
-        act,
-        Order::SumFirst,
-        |x| x.d,
-        |x, y| q4_0_isums(x, y),
-        |x, y| q4_0(x, y),
-    )
+    q4_0_row_multi(row, [act])[0]
 }
 
 /// A Q5_0 row against Q8_0 activations (`act.len()` blocks).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q5_0_row(row: &[BlockQ5_0], act: &[BlockQ8_0]) -> f32 {
-    legacy_row(
-        row,
-        act,
-        Order::SumFirst,
-        |x| x.d,
-        |x, y| q5_0_isums(x, y),
-        |x, y| q5_0(x, y),
-    )
+    q5_0_row_multi(row, [act])[0]
 }
 
 /// A Q8_0 row against Q8_0 activations (`act.len()` blocks).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q8_0_row(row: &[BlockQ8_0], act: &[BlockQ8_0]) -> f32 {
-    legacy_row(
-        row,
-        act,
-        Order::SumFirst,
-        |x| x.d,
-        |x, y| q8_0_isums(x, y),
-        |x, y| q8_0(x, y),
-    )
+    q8_0_row_multi(row, [act])[0]
 }
 
 /// A IQ4_NL row against Q8_0 activations (`act.len()` blocks).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn iq4_nl_row(row: &[BlockIq4Nl], act: &[BlockQ8_0]) -> f32 {
-    legacy_row(
+    iq4_nl_row_multi(row, [act])[0]
+}
+
+/// A Q4_0 row against `N` Q8_0 activations: [`q4_0_row`] for each, the nibbles unpacked once.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q4_0_row_multi<const N: usize>(
+    row: &[BlockQ4_0],
+    acts: [&[BlockQ8_0]; N],
+) -> [f32; N] {
+    legacy_row_multi(
         row,
-        act,
+        acts,
+        Order::SumFirst,
+        |x| x.d,
+        |x| nibbles32(&x.qs),
+        |u, y| offset_isums(u, 8, y),
+    )
+}
+
+/// A Q5_0 row against `N` Q8_0 activations: [`q5_0_row`] for each, the 5-bit levels unpacked once.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q5_0_row_multi<const N: usize>(
+    row: &[BlockQ5_0],
+    acts: [&[BlockQ8_0]; N],
+) -> [f32; N] {
+    legacy_row_multi(
+        row,
+        acts,
+        Order::SumFirst,
+        |x| x.d,
+        |x| q5_0_levels(x),
+        |u, y| offset_isums(u, 16, y),
+    )
+}
+
+/// A Q8_0 row against `N` Q8_0 activations: [`q8_0_row`] for each, the weights widened once.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn q8_0_row_multi<const N: usize>(
+    row: &[BlockQ8_0],
+    acts: [&[BlockQ8_0]; N],
+) -> [f32; N] {
+    legacy_row_multi(
+        row,
+        acts,
+        Order::SumFirst,
+        |x| x.d,
+        |x| q8_0_levels(x),
+        |w, y| wide_isums(w, y),
+    )
+}
+
+/// An IQ4_NL row against `N` Q8_0 activations: [`iq4_nl_row`] for each, the code-book values
+/// looked up and widened once.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn iq4_nl_row_multi<const N: usize>(
+    row: &[BlockIq4Nl],
+    acts: [&[BlockQ8_0]; N],
+) -> [f32; N] {
+    legacy_row_multi(
+        row,
+        acts,
         Order::ScalesFirst,
         |x| x.d,
-        |x, y| iq4_nl_isums(x, y),
-        |x, y| iq4_nl(x, y),
+        |x| iq4_nl_levels(x),
+        |w, y| wide_isums(w, y),
     )
 }
 

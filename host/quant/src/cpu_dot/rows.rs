@@ -57,8 +57,8 @@ fn avx2_available() -> bool {
 /// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants,
 /// IQ4_XS and the IQ1/IQ2/IQ3 grid types, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed
 /// instruction set. Each row's result is bit-identical to [`crate::vec_dot_q8_k`] /
-/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K, like the mins of
-/// Q2_K/Q4_K/Q5_K, takes `Σq` per 16 activations from `bsums`, so activations must come from
+/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K and the multi-activation
+/// Q3_K, like the mins of Q2_K/Q4_K/Q5_K, take `Σq` per 16 activations from `bsums`, so activations must come from
 /// [`crate::quantize_q8_k`] or be equally consistent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDot {
@@ -137,29 +137,17 @@ impl RowDot {
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
     /// and every activation in `acts` (token-major): [`RowDot::q8_k`] for several inputs, with the
-    /// same bits. Q4_K and Q6_K on AVX2 unpack each weight block once for several inputs; other
-    /// types run the rows once per input (from cache, when the caller keeps `rows` small).
+    /// same bits. The k-quants Q2_K…Q6_K on AVX2 unpack each weight block once for several inputs;
+    /// other types run the rows once per input (from cache, when the caller keeps `rows` small).
     pub fn q8_k_multi(
         &self,
         rows: &[u8],
         acts: &[&[BlockQ8K]],
         out: &mut [f32],
     ) -> Result<(), QuantError> {
-        if acts.is_empty() {
+        let Some(n) = self.check_multi(GgmlType::Q8K, rows.len(), acts, out.len())? else {
             return Ok(());
-        }
-        let n = out.len() / acts.len();
-        for a in acts {
-            self.check(GgmlType::Q8K, rows.len(), a.len(), n)?;
-        }
-        if out.len() != n * acts.len() {
-            return Err(QuantError::ByteLength {
-                ty: self.ty,
-                elements: out.len(),
-                expected: n * acts.len(),
-                actual: out.len(),
-            });
-        }
+        };
         #[cfg(target_arch = "x86_64")]
         // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
         if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_k_multi(self.ty, rows, acts, out) } {
@@ -189,6 +177,58 @@ impl RowDot {
             _ => unreachable_type(self.ty, "the q8_0 row dot product")?,
         }
         Ok(())
+    }
+
+    /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
+    /// and every activation in `acts` (token-major): [`RowDot::q8_0`] for several inputs, with the
+    /// same bits. On AVX2 every Q8_0-activation type unpacks each weight block once for several
+    /// inputs; unaligned rows and the scalar instruction set run the rows once per input.
+    pub fn q8_0_multi(
+        &self,
+        rows: &[u8],
+        acts: &[&[BlockQ8_0]],
+        out: &mut [f32],
+    ) -> Result<(), QuantError> {
+        let Some(n) = self.check_multi(GgmlType::Q8_0, rows.len(), acts, out.len())? else {
+            return Ok(());
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_0_multi(self.ty, rows, acts, out) } {
+            return Ok(());
+        }
+        for (a, o) in acts.iter().zip(out.chunks_exact_mut(n)) {
+            self.q8_0(rows, a, o)?;
+        }
+        Ok(())
+    }
+
+    /// The checks of the multi-activation products: every activation against `rows_len` bytes of
+    /// `n` rows, and `out_len` exactly `n` per activation. Returns `n`, or `None` for no
+    /// activations (nothing to write).
+    fn check_multi<A>(
+        &self,
+        act_ty: GgmlType,
+        rows_len: usize,
+        acts: &[&[A]],
+        out_len: usize,
+    ) -> Result<Option<usize>, QuantError> {
+        if acts.is_empty() {
+            return Ok(None);
+        }
+        let n = out_len / acts.len();
+        for a in acts {
+            self.check(act_ty, rows_len, a.len(), n)?;
+        }
+        if out_len != n * acts.len() {
+            return Err(QuantError::ByteLength {
+                ty: self.ty,
+                elements: out_len,
+                expected: n * acts.len(),
+                actual: out_len,
+            });
+        }
+        Ok(Some(n))
     }
 
     /// Checks the activation type and that `rows_len` bytes are exactly `out_len` rows of
@@ -318,8 +358,8 @@ mod avx2_rows {
         true
     }
 
-    /// [`super::RowDot::q8_k_multi`] for Q4_K and Q6_K, whose kernels share each block's unpacking
-    /// among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
+    /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, whose kernels share each block's
+    /// unpacking among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
         ty: GgmlType,
@@ -328,34 +368,117 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
-            GgmlType::Q4K => multi_rows::<BlockQ4K>(
+            GgmlType::Q2K => multi_rows::<BlockQ2K, _>(
                 rows,
                 acts,
                 out,
-                |x, ys| avx2::q4_k_multi(x, ys),
-                |x, y| avx2::q4_k(x, y),
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q2_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q2_k(x, y)),
             ),
-            GgmlType::Q6K => multi_rows::<BlockQ6K>(
+            GgmlType::Q3K => multi_rows::<BlockQ3K, _>(
                 rows,
                 acts,
                 out,
-                |x, ys| avx2::q6_k_multi(x, ys),
-                |x, y| avx2::q6_k(x, y),
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q3_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q3_k(x, y)),
+            ),
+            GgmlType::Q4K => multi_rows::<BlockQ4K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q4_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q4_k(x, y)),
+            ),
+            GgmlType::Q5K => multi_rows::<BlockQ5K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q5_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q5_k(x, y)),
+            ),
+            GgmlType::Q6K => multi_rows::<BlockQ6K, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| fold_multi(r, ys, |x, y| avx2::q6_k_multi(x, y)),
+                |r, y| fold_blocks(r, y, |x, y| avx2::q6_k(x, y)),
             ),
             _ => false,
         }
     }
 
-    /// Per row, [`avx2::MULTI`] activations at a time through `multi`, the rest through `single`;
-    /// each activation's block results are added to 0.0 in block order, as [`fold_blocks`] does, so
-    /// the sums are [`each_row`]'s. False (nothing written) for rows not aligned for `B`.
-    #[inline(always)]
-    fn multi_rows<B: Pod>(
+    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL, whose row kernels share each
+    /// group of weight blocks' unpacking among [`avx2::MULTI`] activations. Unaligned rows (and
+    /// other types) return false.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn q8_0_multi(
+        ty: GgmlType,
         rows: &[u8],
-        acts: &[&[BlockQ8K]],
+        acts: &[&[BlockQ8_0]],
         out: &mut [f32],
-        multi: impl Fn(&B, [&BlockQ8K; avx2::MULTI]) -> [f32; avx2::MULTI],
-        single: impl Fn(&B, &BlockQ8K) -> f32,
+    ) -> bool {
+        match ty {
+            GgmlType::Q4_0 => multi_rows::<BlockQ4_0, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| avx2::q4_0_row_multi(r, ys),
+                |r, y| avx2::q4_0_row(r, y),
+            ),
+            GgmlType::Q5_0 => multi_rows::<BlockQ5_0, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| avx2::q5_0_row_multi(r, ys),
+                |r, y| avx2::q5_0_row(r, y),
+            ),
+            GgmlType::Q8_0 => multi_rows::<BlockQ8_0, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| avx2::q8_0_row_multi(r, ys),
+                |r, y| avx2::q8_0_row(r, y),
+            ),
+            GgmlType::Iq4Nl => multi_rows::<BlockIq4Nl, _>(
+                rows,
+                acts,
+                out,
+                |r, ys| avx2::iq4_nl_row_multi(r, ys),
+                |r, y| avx2::iq4_nl_row(r, y),
+            ),
+            _ => false,
+        }
+    }
+
+    /// A row against [`avx2::MULTI`] activations through a block kernel `multi` that takes one
+    /// block of each: each activation's block results added to 0.0 in block order, as
+    /// [`fold_blocks`] adds them.
+    #[inline(always)]
+    fn fold_multi<B, A>(
+        row: &[B],
+        acts: [&[A]; avx2::MULTI],
+        multi: impl Fn(&B, [&A; avx2::MULTI]) -> [f32; avx2::MULTI],
+    ) -> [f32; avx2::MULTI] {
+        let mut sums = [0.0f32; avx2::MULTI];
+        for (b, x) in row.iter().enumerate() {
+            let v = multi(x, core::array::from_fn(|i| &acts[i][b]));
+            for (s, v) in sums.iter_mut().zip(v) {
+                *s += v;
+            }
+        }
+        sums
+    }
+
+    /// Per row, [`avx2::MULTI`] activations at a time through the row kernel `multi`, the rest
+    /// through `single`, both of which must give [`each_row`]'s sums. False (nothing written) for
+    /// rows not aligned for `B`.
+    #[inline(always)]
+    fn multi_rows<B: Pod, A>(
+        rows: &[u8],
+        acts: &[&[A]],
+        out: &mut [f32],
+        multi: impl Fn(&[B], [&[A]; avx2::MULTI]) -> [f32; avx2::MULTI],
+        single: impl Fn(&[B], &[A]) -> f32,
     ) -> bool {
         let Ok(blocks) = bytemuck::try_cast_slice::<u8, B>(rows) else {
             return false;
@@ -369,20 +492,14 @@ mod avx2_rows {
         for (r, row) in blocks.chunks_exact(nb).enumerate() {
             let mut t = 0;
             while t + avx2::MULTI <= acts.len() {
-                let mut sums = [0.0f32; avx2::MULTI];
-                for (b, x) in row.iter().enumerate() {
-                    let v = multi(x, core::array::from_fn(|i| &acts[t + i][b]));
-                    for (s, v) in sums.iter_mut().zip(v) {
-                        *s += v;
-                    }
-                }
+                let sums = multi(row, core::array::from_fn(|i| acts[t + i]));
                 for (i, s) in sums.into_iter().enumerate() {
                     out[(t + i) * n + r] = s;
                 }
                 t += avx2::MULTI;
             }
             for (i, a) in acts.iter().enumerate().skip(t) {
-                out[i * n + r] = fold_blocks(row, a, &single);
+                out[i * n + r] = single(row, a);
             }
         }
         true

@@ -229,6 +229,39 @@ fn every_isa_matches_the_reference_on_random_blocks() {
     }
 }
 
+/// Random rows of `ty` with every byte set to `byte` except each block's f16 scale fields, which
+/// stay finite: the largest levels, scales and high bits for `0xFF`.
+fn saturated_rows(rng: &mut StdRng, ty: GgmlType, byte: u8) -> Vec<u8> {
+    let mut rows = random_rows(rng, ty);
+    let block = ty.type_size() as usize;
+    // Keep each block's f16 fields (finite) and saturate everything else. The f16 fields sit at
+    // offset 0 (d, dmin) except for Q2_K/Q3_K/Q6_K (at the end).
+    let scale_bytes = match ty {
+        GgmlType::Q2K | GgmlType::Q4K | GgmlType::Q5K => 4,
+        _ => 2,
+    };
+    let at_end = matches!(ty, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q6K);
+    for b in rows.chunks_exact_mut(block) {
+        if ty == GgmlType::Iq1M {
+            // IQ1_M keeps its f16 `d` in the top nibbles of its last 8 bytes.
+            let scales = |b: &[u8]| -> [u8; 8] { b[48..56].try_into().unwrap() };
+            let d = iq1m_d(&scales(b));
+            b.fill(byte);
+            let mut sc = scales(b);
+            iq1m_set_d(&mut sc, d);
+            b[48..56].copy_from_slice(&sc);
+            continue;
+        }
+        let body = if at_end {
+            0..block - scale_bytes
+        } else {
+            scale_bytes..block
+        };
+        b[body].fill(byte);
+    }
+    rows
+}
+
 /// All-ones weight bytes (largest levels, scales and high bits) against ±127 and −128
 /// activations: the bounds under which the SIMD products must not saturate.
 #[test]
@@ -240,33 +273,7 @@ fn every_isa_matches_the_reference_on_extremes() {
         for byte in [0xFFu8, 0x00, 0xAA] {
             let what = format!("bytes {byte:#04x}, activations {fill}");
             for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
-                let mut rows = random_rows(&mut rng, ty);
-                let block = ty.type_size() as usize;
-                // Keep each block's f16 fields (finite) and saturate everything else. The f16
-                // fields sit at offset 0 (d, dmin) except for Q2_K/Q3_K/Q6_K (at the end).
-                let scale_bytes = match ty {
-                    GgmlType::Q2K | GgmlType::Q4K | GgmlType::Q5K => 4,
-                    _ => 2,
-                };
-                let at_end = matches!(ty, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q6K);
-                for b in rows.chunks_exact_mut(block) {
-                    if ty == GgmlType::Iq1M {
-                        // IQ1_M keeps its f16 `d` in the top nibbles of its last 8 bytes.
-                        let scales = |b: &[u8]| -> [u8; 8] { b[48..56].try_into().unwrap() };
-                        let d = iq1m_d(&scales(b));
-                        b.fill(byte);
-                        let mut sc = scales(b);
-                        iq1m_set_d(&mut sc, d);
-                        b[48..56].copy_from_slice(&sc);
-                        continue;
-                    }
-                    let body = if at_end {
-                        0..block - scale_bytes
-                    } else {
-                        scale_bytes..block
-                    };
-                    b[body].fill(byte);
-                }
+                let rows = saturated_rows(&mut rng, ty, byte);
                 match ty.block_size() {
                     256 => check_rows(ty, &what, &rows, Act::Q8K(&q8k)),
                     _ => check_rows(ty, &what, &rows, Act::Q8_0(&q80)),
@@ -326,33 +333,181 @@ fn isa_reports_what_it_runs_on() {
     }
 }
 
-/// Several activations at once give each one's single-activation result, bit for bit: Q4_K and Q6_K
-/// through their shared-unpacking AVX2 kernels (with input counts around its group of four), the other types
-/// through the per-input fallback; on every instruction set, on random blocks and activations.
+/// Activations for the multi-activation products: one list per activation type.
+enum Acts {
+    Q8K(Vec<Vec<BlockQ8K>>),
+    Q8_0(Vec<Vec<BlockQ8_0>>),
+}
+
+impl Acts {
+    /// `count` activations for `ty`'s activation type, each `blocks` blocks: random quants
+    /// (−128 included), or, for `fill`, every quant `fill` in the even-numbered activations and
+    /// random ones in the others (so that the activations of one group differ).
+    fn new(rng: &mut StdRng, ty: GgmlType, count: usize, blocks: usize, fill: Option<i8>) -> Acts {
+        let pick = |t: usize| if t.is_multiple_of(2) { fill } else { None };
+        if ty.block_size() as usize == QK_K {
+            Acts::Q8K(
+                (0..count)
+                    .map(|t| raw_q8_k(rng, pick(t))[..blocks].to_vec())
+                    .collect(),
+            )
+        } else {
+            Acts::Q8_0(
+                (0..count)
+                    .map(|t| raw_q8_0(rng, pick(t))[..blocks].to_vec())
+                    .collect(),
+            )
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Acts::Q8K(a) => a.len(),
+            Acts::Q8_0(a) => a.len(),
+        }
+    }
+}
+
+/// Asserts that the multi-activation product of `nrows` rows (`rows`) against every activation
+/// equals the one-row scalar reference ([`vec_dot_q8_k`] / [`vec_dot_q8_0`]) of each (row,
+/// activation) pair bit for bit, on every instruction set, read in place and from a misaligned
+/// copy.
+fn check_multi(ty: GgmlType, what: &str, rows: &[u8], nrows: usize, acts: &Acts) {
+    let row_bytes = rows.len() / nrows;
+    let count = acts.len();
+    let mut want = Vec::with_capacity(count * nrows);
+    for t in 0..count {
+        for r in rows.chunks_exact(row_bytes) {
+            want.push(match acts {
+                Acts::Q8K(a) => vec_dot_q8_k(ty, r, &a[t]).unwrap(),
+                Acts::Q8_0(a) => vec_dot_q8_0(ty, r, &a[t]).unwrap(),
+            });
+        }
+    }
+    let mut shifted = vec![0u8; rows.len() + 1];
+    shifted[1..].copy_from_slice(rows);
+    for isa in isas() {
+        let dot = RowDot::with_isa(ty, isa).unwrap();
+        for (layout, data) in [("aligned", rows), ("misaligned", &shifted[1..])] {
+            let mut got = vec![f32::NAN; count * nrows];
+            match acts {
+                Acts::Q8K(a) => {
+                    let views: Vec<&[BlockQ8K]> = a.iter().map(Vec::as_slice).collect();
+                    dot.q8_k_multi(data, &views, &mut got).unwrap();
+                }
+                Acts::Q8_0(a) => {
+                    let views: Vec<&[BlockQ8_0]> = a.iter().map(Vec::as_slice).collect();
+                    dot.q8_0_multi(data, &views, &mut got).unwrap();
+                }
+            }
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits(),
+                    "{ty} {what} {isa:?} {layout}: input {} of {count}, row {}: {g:e} vs \
+                     reference {w:e}",
+                    i / nrows,
+                    i % nrows
+                );
+            }
+        }
+    }
+}
+
+/// Input counts around the AVX2 kernels' group of four: one short group, whole groups, and whole
+/// groups with a partial last one.
+const COUNTS: [usize; 8] = [1, 3, 4, 5, 7, 8, 9, 13];
+
+/// Several activations at once give each one's single-activation scalar result, bit for bit,
+/// for every weight type (Q2_K…Q6_K, Q4_0, Q5_0, Q8_0 and IQ4_NL through their
+/// shared-unpacking AVX2 kernels, the others through the per-input fallback), every input count
+/// in [`COUNTS`], on random blocks and random activations (−128 included), in place and
+/// misaligned.
 #[test]
 fn multi_activation_rows_equal_one_activation_at_a_time() {
     let mut rng = StdRng::seed_from_u64(41);
-    for isa in isas() {
-        for ty in Q8K_TYPES {
-            let dot = RowDot::with_isa(ty, isa).unwrap();
+    for trial in 0..3 {
+        for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
             let rows = random_rows(&mut rng, ty);
-            for count in [1, 3, 4, 5, 8, 9] {
-                let acts: Vec<Vec<BlockQ8K>> =
-                    (0..count).map(|_| raw_q8_k(&mut rng, None)).collect();
-                let views: Vec<&[BlockQ8K]> = acts.iter().map(Vec::as_slice).collect();
-                let mut got = vec![f32::NAN; count * ROWS];
-                dot.q8_k_multi(&rows, &views, &mut got).unwrap();
-                for (t, a) in acts.iter().enumerate() {
-                    let mut want = vec![0.0f32; ROWS];
-                    dot.q8_k(&rows, a, &mut want).unwrap();
-                    let got_bits: Vec<u32> = got[t * ROWS..(t + 1) * ROWS]
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .collect();
-                    let want_bits: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
-                    assert_eq!(got_bits, want_bits, "{ty} {isa:?}: input {t} of {count}");
+            let blocks = cols(ty) / ty.block_size() as usize;
+            for count in COUNTS {
+                let acts = Acts::new(&mut rng, ty, count, blocks, None);
+                check_multi(ty, &format!("random #{trial}"), &rows, ROWS, &acts);
+            }
+        }
+    }
+}
+
+/// Rows of 1 to 9 blocks (1 to 5 super-blocks): the legacy kernels' groups of four blocks with
+/// every tail length, including rows shorter than one group, against several input counts.
+#[test]
+fn multi_activation_rows_of_every_width() {
+    let mut rng = StdRng::seed_from_u64(42);
+    for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+        let all = random_rows(&mut rng, ty);
+        let max = if ty.block_size() as usize == QK_K {
+            5
+        } else {
+            9
+        };
+        for blocks in 1..=max {
+            let nrows = 3;
+            let rows = &all[..nrows * blocks * ty.type_size() as usize];
+            for count in [4, 6] {
+                let acts = Acts::new(&mut rng, ty, count, blocks, None);
+                check_multi(ty, &format!("{blocks} blocks"), rows, nrows, &acts);
+            }
+        }
+    }
+}
+
+/// Saturated weight bytes (all-0xFF, all-0x00, 0xAA, scales kept finite) against activations
+/// that are all −128, 127 or −127 (every other input; the others random): the bounds under which
+/// the shared-unpacking products must not saturate, for every input count in [`COUNTS`].
+#[test]
+fn multi_activation_rows_on_extremes() {
+    let mut rng = StdRng::seed_from_u64(43);
+    for fill in [-128i8, 127, -127] {
+        for byte in [0xFFu8, 0x00, 0xAA] {
+            let what = format!("bytes {byte:#04x}, activations {fill}");
+            for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+                let rows = saturated_rows(&mut rng, ty, byte);
+                let blocks = cols(ty) / ty.block_size() as usize;
+                for count in COUNTS {
+                    let acts = Acts::new(&mut rng, ty, count, blocks, Some(fill));
+                    check_multi(ty, &what, &rows, ROWS, &acts);
                 }
             }
         }
     }
+}
+
+/// The multi-activation products refuse what the one-activation ones refuse: a mismatched
+/// activation type, an activation of another width, and an output that is not a whole number of
+/// rows per input; no inputs writes nothing.
+#[test]
+fn multi_activation_bad_arguments_are_refused() {
+    let q80 = [BlockQ8_0::zeroed(); 2];
+    let short = [BlockQ8_0::zeroed(); 1];
+    let dot = RowDot::new(GgmlType::Q5_0).unwrap();
+    // 3 rows of 2 blocks of 22 bytes.
+    let rows = [0u8; 3 * 2 * 22];
+    let mut out = [0.0f32; 6];
+    dot.q8_0_multi(&rows, &[&q80[..], &q80[..]], &mut out)
+        .unwrap();
+    assert_eq!(out, [0.0; 6]);
+    assert!(matches!(
+        dot.q8_0_multi(&rows, &[&q80[..], &short[..]], &mut out),
+        Err(QuantError::ByteLength { .. })
+    ));
+    assert!(matches!(
+        dot.q8_0_multi(&rows, &[&q80[..], &q80[..]], &mut out[..5]),
+        Err(QuantError::ByteLength { .. })
+    ));
+    let q8k = [BlockQ8K::zeroed(); 2];
+    assert!(matches!(
+        dot.q8_k_multi(&rows, &[&q8k[..]], &mut out[..3]),
+        Err(QuantError::Unsupported { .. })
+    ));
+    let mut none = [f32::NAN; 0];
+    dot.q8_0_multi(&rows, &[], &mut none).unwrap();
 }
