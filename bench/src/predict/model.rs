@@ -181,10 +181,8 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
     let issue_rate = f64::from(card.schedulers_per_sm) * clock * efficiency;
     let issue_s = busiest as f64 * per_block / issue_rate;
     // The tail starts when the last other block is done and has its block's warps alone.
-    let tail_efficiency = (warps as f64
-        / f64::from(card.schedulers_per_sm)
-        / k.warps_to_hide_latency.value)
-        .min(1.0);
+    let tail_efficiency =
+        (warps as f64 / f64::from(card.schedulers_per_sm) / k.warps_to_hide_latency.value).min(1.0);
     let tail_s = tail as f64 / (f64::from(card.schedulers_per_sm) * clock * tail_efficiency);
     let (bound, longest) = [("dram", dram_s), ("l2", l2_s), ("issue", issue_s)]
         .into_iter()
