@@ -121,4 +121,5 @@ impl Drop for Server {
     }
 }
 
+#[allow(unused_imports)]
 pub use ingot_testdata::python;

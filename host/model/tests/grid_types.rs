@@ -10,20 +10,11 @@
 
 mod common;
 
-use common::{argmax, compare_logits, max_abs_diff};
+use common::{compare_logits, max_abs_diff, oracle_and_cpu, std_dev};
 use ingot_gguf::{GgmlType, GgufFile, GgufWriter};
-use ingot_model::{CpuBackend, Oracle};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
-const GRID_TYPES: [GgmlType; 7] = [
-    GgmlType::Iq2Xxs,
-    GgmlType::Iq2Xs,
-    GgmlType::Iq2S,
-    GgmlType::Iq3Xxs,
-    GgmlType::Iq3S,
-    GgmlType::Iq1S,
-    GgmlType::Iq1M,
-];
+use ingot_quant::GRID_TYPES;
 
 const PROMPT: [u32; 6] = [510, 84, 104, 101, 32, 113];
 const STEPS: usize = 12;
@@ -133,32 +124,13 @@ fn grid_type_projections_decode_alike_on_oracle_and_cpu() {
     data.finish().unwrap();
 
     let file = GgufFile::open(&path).unwrap();
-    let mut oracle = Oracle::load(&file, 64).unwrap();
-    let mut tokens = PROMPT.to_vec();
-    let mut want = oracle.prefill(&PROMPT, 0).unwrap();
-    for _ in 0..STEPS {
-        let next = argmax(want.last().unwrap()) as u32;
-        let pos = tokens.len();
-        tokens.push(next);
-        want.push(oracle.decode(next, pos).unwrap().to_vec());
-    }
-    let got = CpuBackend::load(&file, 64)
-        .unwrap()
-        .prefill(&tokens, 0)
-        .unwrap();
+    let (want, got) = oracle_and_cpu(&file, &PROMPT, STEPS);
 
     // The band of the quantized mixes in synth_mixes.rs (30% of the logits' spread, from the
     // 8-bit activation rounding the CPU backend adds), with no position allowed outside it
     // (softmax routing); a misread block (wrong scale, sign or grid point) moves the logits by
     // the whole spread.
-    let all = want.concat();
-    let mean = all.iter().map(|&v| f64::from(v)).sum::<f64>() / all.len() as f64;
-    let spread = (all
-        .iter()
-        .map(|&v| (f64::from(v) - mean).powi(2))
-        .sum::<f64>()
-        / all.len() as f64)
-        .sqrt() as f32;
+    let spread = std_dev(&want.concat());
     let band = 0.3 * spread;
     let worst = want
         .iter()

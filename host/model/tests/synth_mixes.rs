@@ -4,25 +4,14 @@
 
 mod common;
 
-use common::{argmax, compare_logits};
+use common::{compare_logits, oracle_and_cpu, std_dev};
 use ingot_gguf::GgufFile;
-use ingot_model::{CpuBackend, Oracle};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
 const PROMPT: [u32; 6] = [510, 84, 104, 101, 32, 113];
 const STEPS: usize = 16;
 
 /// Standard deviation of `v` (the "spread" the bands below are relative to).
-fn std_dev(v: &[f32]) -> f32 {
-    let n = v.len() as f64;
-    let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    (v.iter()
-        .map(|&x| (f64::from(x) - mean).powi(2))
-        .sum::<f64>()
-        / n)
-        .sqrt() as f32
-}
-
 /// Synthesizes `preset` in `layout`/`mix`, runs the oracle greedily from [`PROMPT`] for [`STEPS`] tokens and the CPU
 /// backend teacher-forced on the same tokens, and holds them to the band below.
 fn check_cpu_against_oracle(dir: &std::path::Path, preset: Preset, layout: Layout, mix: QuantMix) {
@@ -36,19 +25,7 @@ fn check_cpu_against_oracle(dir: &std::path::Path, preset: Preset, layout: Layou
     synthesize(&opts, &path, false).unwrap();
     let file = GgufFile::open(&path).unwrap();
 
-    let mut oracle = Oracle::load(&file, 64).unwrap();
-    let mut tokens = PROMPT.to_vec();
-    let mut want = oracle.prefill(&PROMPT, 0).unwrap();
-    for _ in 0..STEPS {
-        let next = argmax(want.last().unwrap()) as u32;
-        let pos = tokens.len();
-        tokens.push(next);
-        want.push(oracle.decode(next, pos).unwrap().to_vec());
-    }
-    let got = CpuBackend::load(&file, 64)
-        .unwrap()
-        .prefill(&tokens, 0)
-        .unwrap();
+    let (want, got) = oracle_and_cpu(&file, &PROMPT, STEPS);
 
     // Band, relative to the spread of the logits: f32 weights differ from the oracle only by f32 vs f64
     // rounding (1e-4 of the spread is ~40x the observed error); quantized mixes also quantize every

@@ -56,3 +56,15 @@ pub use q8_1::quantize_q8_1;
 pub use q8_k::quantize_q8_k;
 pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use tensor::{dequantize_tensor, quantize_tensor};
+
+/// The IQ1/IQ2/IQ3 types, whose weights are indices into code-book grids
+/// (`ingot_abi::iq_grids`): dequantized and dotted against Q8_K on the CPU, no GPU kernel yet.
+pub const GRID_TYPES: [ingot_gguf::GgmlType; 7] = [
+    ingot_gguf::GgmlType::Iq2Xxs,
+    ingot_gguf::GgmlType::Iq2Xs,
+    ingot_gguf::GgmlType::Iq2S,
+    ingot_gguf::GgmlType::Iq3Xxs,
+    ingot_gguf::GgmlType::Iq3S,
+    ingot_gguf::GgmlType::Iq1S,
+    ingot_gguf::GgmlType::Iq1M,
+];

@@ -155,3 +155,38 @@ pub fn compare_logits(
     }
     seen
 }
+
+/// The oracle greedy from `prompt` for `steps` tokens, and the CPU backend teacher-forced on the
+/// same tokens: the logits of every position, `(oracle, cpu)`.
+pub fn oracle_and_cpu(
+    file: &ingot_gguf::GgufFile,
+    prompt: &[u32],
+    steps: usize,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    use ingot_model::{CpuBackend, Oracle};
+    let mut oracle = Oracle::load(file, 64).unwrap();
+    let mut tokens = prompt.to_vec();
+    let mut want = oracle.prefill(prompt, 0).unwrap();
+    for _ in 0..steps {
+        let next = argmax(want.last().unwrap()) as u32;
+        let pos = tokens.len();
+        tokens.push(next);
+        want.push(oracle.decode(next, pos).unwrap().to_vec());
+    }
+    let got = CpuBackend::load(file, 64)
+        .unwrap()
+        .prefill(&tokens, 0)
+        .unwrap();
+    (want, got)
+}
+
+/// Standard deviation of `v` (the spread the quantized-model bands are relative to).
+pub fn std_dev(v: &[f32]) -> f32 {
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    (v.iter()
+        .map(|&x| (f64::from(x) - mean).powi(2))
+        .sum::<f64>()
+        / n)
+        .sqrt() as f32
+}

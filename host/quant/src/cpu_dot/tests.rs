@@ -19,21 +19,19 @@ use crate::{
     QuantError,
 };
 
-const Q8K_TYPES: [GgmlType; 13] = [
-    GgmlType::Q2K,
-    GgmlType::Q3K,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-    GgmlType::Iq4Xs,
-    GgmlType::Iq2Xxs,
-    GgmlType::Iq2Xs,
-    GgmlType::Iq2S,
-    GgmlType::Iq3Xxs,
-    GgmlType::Iq3S,
-    GgmlType::Iq1S,
-    GgmlType::Iq1M,
-];
+/// The Q8_K-activation types: k-quants, IQ4_XS and the grid types.
+fn q8k_types() -> impl Iterator<Item = GgmlType> {
+    [
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::Iq4Xs,
+    ]
+    .into_iter()
+    .chain(crate::GRID_TYPES)
+}
 const Q8_0_TYPES: [GgmlType; 4] = [
     GgmlType::Q4_0,
     GgmlType::Q5_0,
@@ -195,7 +193,7 @@ fn every_isa_matches_the_reference_on_quantized_rows() {
     let mut rng = StdRng::seed_from_u64(7);
     let q8k = quantize_q8_k(&gaussian(&mut rng, COLS_K));
     let q80 = quantize_q8_0(&gaussian(&mut rng, COLS_0));
-    for ty in Q8K_TYPES.into_iter().filter(|&t| can_quantize(t)) {
+    for ty in q8k_types().filter(|&t| can_quantize(t)) {
         check_rows(
             ty,
             "quantized",
@@ -218,7 +216,7 @@ fn every_isa_matches_the_reference_on_random_blocks() {
     let mut rng = StdRng::seed_from_u64(8);
     for trial in 0..20 {
         let (q8k, q80) = (raw_q8_k(&mut rng, None), raw_q8_0(&mut rng, None));
-        for ty in Q8K_TYPES {
+        for ty in q8k_types() {
             let rows = random_rows(&mut rng, ty);
             check_rows(ty, &format!("random #{trial}"), &rows, Act::Q8K(&q8k));
         }
@@ -272,7 +270,7 @@ fn every_isa_matches_the_reference_on_extremes() {
         let q80 = raw_q8_0(&mut rng, Some(fill));
         for byte in [0xFFu8, 0x00, 0xAA] {
             let what = format!("bytes {byte:#04x}, activations {fill}");
-            for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+            for ty in q8k_types().chain(Q8_0_TYPES) {
                 let rows = saturated_rows(&mut rng, ty, byte);
                 match ty.block_size() {
                     256 => check_rows(ty, &what, &rows, Act::Q8K(&q8k)),
@@ -426,7 +424,7 @@ const COUNTS: [usize; 8] = [1, 3, 4, 5, 7, 8, 9, 13];
 fn multi_activation_rows_equal_one_activation_at_a_time() {
     let mut rng = StdRng::seed_from_u64(41);
     for trial in 0..3 {
-        for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+        for ty in q8k_types().chain(Q8_0_TYPES) {
             let rows = random_rows(&mut rng, ty);
             let blocks = cols(ty) / ty.block_size() as usize;
             for count in COUNTS {
@@ -442,7 +440,7 @@ fn multi_activation_rows_equal_one_activation_at_a_time() {
 #[test]
 fn multi_activation_rows_of_every_width() {
     let mut rng = StdRng::seed_from_u64(42);
-    for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+    for ty in q8k_types().chain(Q8_0_TYPES) {
         let all = random_rows(&mut rng, ty);
         let max = if ty.block_size() as usize == QK_K {
             5
@@ -469,7 +467,7 @@ fn multi_activation_rows_on_extremes() {
     for fill in [-128i8, 127, -127] {
         for byte in [0xFFu8, 0x00, 0xAA] {
             let what = format!("bytes {byte:#04x}, activations {fill}");
-            for ty in Q8K_TYPES.into_iter().chain(Q8_0_TYPES) {
+            for ty in q8k_types().chain(Q8_0_TYPES) {
                 let rows = saturated_rows(&mut rng, ty, byte);
                 let blocks = cols(ty) / ty.block_size() as usize;
                 for count in COUNTS {

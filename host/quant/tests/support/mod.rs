@@ -8,16 +8,7 @@ use ingot_gguf::GgmlType;
 use ingot_quant::blocks::iq1m_set_d;
 use rand::{rngs::StdRng, Rng};
 
-/// The IQ1/IQ2/IQ3 grid types, which have dequantizers and Q8_K dot products but no quantizer.
-pub const GRID_TYPES: [GgmlType; 7] = [
-    GgmlType::Iq2Xxs,
-    GgmlType::Iq2Xs,
-    GgmlType::Iq2S,
-    GgmlType::Iq3Xxs,
-    GgmlType::Iq3S,
-    GgmlType::Iq1S,
-    GgmlType::Iq1M,
-];
+pub use ingot_quant::GRID_TYPES;
 
 /// `n` random blocks of grid type `ty`, with the f16 scale of each block from `d(block)`. Every
 /// byte pattern of these types is a valid block apart from its `d` (every grid index is in range
@@ -62,4 +53,5 @@ pub fn any_finite_f16(rng: &mut StdRng) -> u16 {
     }
 }
 
+#[allow(unused_imports)]
 pub use ingot_testdata::python;
