@@ -32,32 +32,6 @@ pub fn golden(relative: &str) -> PathBuf {
     path
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_model_folder_has_its_files() {
-        for model in [
-            "tiny-mla-f32",
-            "tiny-legacy-f32",
-            "tiny-mla-q4_k_m",
-            "tiny-v3-f32",
-            "tiny-v3-q4_k_m",
-            "tiny-glm-f32",
-        ] {
-            for file in [
-                "model.gguf",
-                "prefill16.npy",
-                "stepwise16.npy",
-                "greedy32.npy",
-                "greedy32.ids.txt",
-            ] {
-                super::golden(&format!("{model}/{file}"));
-            }
-        }
-        super::golden("tokenize.tsv");
-    }
-}
-
 /// `python3` (or `INGOT_PYTHON`) with `PYTHONPATH` at the repository's `.tools/python`, where
 /// `cargo xtask tools` installs the pinned packages, after checking that it can import `module`.
 /// When it cannot, the test fails, unless `INGOT_SKIP_PYTHON_TESTS` is set (not empty or `0`):
@@ -88,4 +62,30 @@ pub fn python(module: &str) -> Option<Command> {
     let mut cmd = Command::new(python);
     cmd.env("PYTHONPATH", path);
     Some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_model_folder_has_its_files() {
+        for model in [
+            "tiny-mla-f32",
+            "tiny-legacy-f32",
+            "tiny-mla-q4_k_m",
+            "tiny-v3-f32",
+            "tiny-v3-q4_k_m",
+            "tiny-glm-f32",
+        ] {
+            for file in [
+                "model.gguf",
+                "prefill16.npy",
+                "stepwise16.npy",
+                "greedy32.npy",
+                "greedy32.ids.txt",
+            ] {
+                super::golden(&format!("{model}/{file}"));
+            }
+        }
+        super::golden("tokenize.tsv");
+    }
 }

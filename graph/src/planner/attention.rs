@@ -71,7 +71,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         (None, Some(q8)) => {
             let mut tail = rope_args(Some(q8));
             tail.push(buf(b.act("act.rope_count", 4)?));
-            tail.extend(rope_scalars.clone());
+            tail.extend(rope_scalars);
             projections_with_rope(b, il, norm_q8, (q, kv), tail)?
         }
         _ => false,
