@@ -426,6 +426,7 @@ pub const CASES: &[Case] = &[
     gemv(&GEMV_Q4K, "attn_kv_a_mqa", lite::KV_A_ROWS, lite::N_EMBD),
     attention::GEMV2_Q4K,
     attention::ROPE_KV_Q8_1,
+    attention::GEMV2_ROPE_Q4K,
     Case {
         kernel: "gemv_grouped_q5_0_q8_1",
         tensor: "attn_k_b",

@@ -295,6 +295,90 @@ pub const GEMV2_Q4K: Case = Case {
     },
 };
 
+/// Cache rows of [`GEMV2_ROPE_Q4K`]: the rope writes one row, at the last position.
+const GEMV2_ROPE_CTX: usize = 64;
+
+/// `attn_q` and `attn_kv_a_mqa` (Q4_K) with the rope as the last block's tail
+/// (`gemv2_rope_q4k_q8_1`): [`GEMV2_Q4K`] and [`ROPE_KV_Q8_1`] in one launch. The tail needs the
+/// real head layout, so the simulator runs it at full size (well under its buffer cap).
+pub const GEMV2_ROPE_Q4K: Case = Case {
+    kernel: "gemv2_rope_q4k_q8_1",
+    tensor: "attn_q+attn_kv_a_mqa+rope_kv",
+    shape: Shape {
+        rows: lite::Q_ROWS + lite::KV_A_ROWS,
+        cols: lite::N_EMBD,
+    },
+    buffers: |s| {
+        let w = |param, rows| {
+            BufSpec::new(
+                param,
+                Contents::Weights {
+                    ty: GgmlType::Q4K,
+                    rows,
+                    cols: s.cols,
+                },
+            )
+        };
+        let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
+        vec![
+            w("w0", lite::Q_ROWS),
+            w("w1", lite::KV_A_ROWS),
+            BufSpec::new("x", Contents::ActQ8_1 { n: s.cols }),
+            out("q", lite::Q_ROWS * 4),
+            out("kv", lite::KV_A_ROWS * 4),
+            BufSpec::new(
+                "kv_norm",
+                Contents::F32 {
+                    n: lite::KV_LORA,
+                    std: 0.1,
+                },
+            ),
+            BufSpec::new(
+                "rope_freq",
+                Contents::RopeFreq {
+                    pairs: lite::N_ROPE / 2,
+                },
+            ),
+            step_state_at(0, GEMV2_ROPE_CTX - 1),
+            out("q_pe", lite::N_HEAD * lite::N_ROPE * 4),
+            out("q_nope_q8", q8_1_bytes(lite::N_HEAD * lite::D_NOPE)),
+            // The whole cache is allocated; the tail writes row `pos` only.
+            BufSpec {
+                param: "cache",
+                contents: Contents::Output {
+                    bytes: GEMV2_ROPE_CTX * lite::CACHE_ROW * 2,
+                },
+                moved: Some(lite::CACHE_ROW * 2),
+            },
+            // The done counter, 0 before and after the launch.
+            out("count", 4),
+        ]
+    },
+    launch: |d, b, s| {
+        let bufs = RopeKvBufs {
+            q: &b[3],
+            kv: &b[4],
+            kv_norm: &b[5],
+            rope_freq: &b[6],
+            state: &b[7],
+            q_pe: &b[8],
+            cache: &b[10],
+        };
+        attn::gemv2_rope_q8_1(
+            d,
+            GemvType::Q4K,
+            (&b[0], &b[1]),
+            &b[2],
+            s.cols,
+            &attn_shape(GEMV2_ROPE_CTX),
+            &bufs,
+            (&b[9], &b[11]),
+            lite::RMS_EPS,
+            1.0,
+        )
+    },
+};
+
 /// `attn_v_b` (Q4_K) writing q8_1 straight for `attn_output`.
 pub const V_B_Q8_1_OUT: Case = Case {
     kernel: "gemv_grouped_q4k_q8_1_out",
