@@ -136,10 +136,7 @@ macro_rules! gemv2_rope {
             items_per_block: super::GEMV_WARPS,
             shared_bytes: 0,
         };
-    )*
-        /// The `gemv2_rope_*` kernels.
-        pub const GEMV2_ROPE: &[KernelDesc] = &[$($desc),*];
-    };
+    )*};
 }
 
 gemv2_rope! {

@@ -181,6 +181,52 @@ pub const MERGE_Q8_1: Case = Case {
     },
 };
 
+/// The rope's buffers after `q` and `kv` (`kv_norm, rope_freq, state, q_pe, q_nope_q8, cache`),
+/// for a cache of `ctx` rows written at its last row.
+fn rope_buffers(ctx: usize) -> [BufSpec; 6] {
+    let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
+    [
+        BufSpec::new(
+            "kv_norm",
+            Contents::F32 {
+                n: lite::KV_LORA,
+                std: 0.1,
+            },
+        ),
+        BufSpec::new(
+            "rope_freq",
+            Contents::RopeFreq {
+                pairs: lite::N_ROPE / 2,
+            },
+        ),
+        step_state_at(0, ctx.saturating_sub(1)),
+        out("q_pe", lite::N_HEAD * lite::N_ROPE * 4),
+        out("q_nope_q8", q8_1_bytes(lite::N_HEAD * lite::D_NOPE)),
+        // The whole cache is allocated; the kernel writes row `pos` only.
+        BufSpec {
+            param: "cache",
+            contents: Contents::Output {
+                bytes: ctx * lite::CACHE_ROW * 2,
+            },
+            moved: Some(lite::CACHE_ROW * 2),
+        },
+    ]
+}
+
+/// The [`RopeKvBufs`] of a launch whose `q` and `kv` are `b[q]`, `b[kv]` and whose
+/// [`rope_buffers`] start at `b[first]`.
+fn rope_kv_bufs(b: &[Buf], (q, kv): (usize, usize), first: usize) -> RopeKvBufs<'_, Buf> {
+    RopeKvBufs {
+        q: &b[q],
+        kv: &b[kv],
+        kv_norm: &b[first],
+        rope_freq: &b[first + 1],
+        state: &b[first + 2],
+        q_pe: &b[first + 3],
+        cache: &b[first + 5],
+    }
+}
+
 /// Rope of the query and the new key, cache row `pos` written and the query nope parts
 /// quantized for `attn_k_b`, at depth 4096 (the cost does not depend on the depth).
 pub const ROPE_KV_Q8_1: Case = Case {
@@ -191,55 +237,15 @@ pub const ROPE_KV_Q8_1: Case = Case {
         cols: lite::CACHE_ROW,
     },
     buffers: |s| {
-        vec![
+        let mut b = vec![
             f32s("q", lite::N_HEAD * lite::D_QK),
             f32s("kv", lite::CACHE_ROW),
-            BufSpec::new(
-                "kv_norm",
-                Contents::F32 {
-                    n: lite::KV_LORA,
-                    std: 0.1,
-                },
-            ),
-            BufSpec::new(
-                "rope_freq",
-                Contents::RopeFreq {
-                    pairs: lite::N_ROPE / 2,
-                },
-            ),
-            step_state_at(0, s.rows.saturating_sub(1)),
-            BufSpec::new(
-                "q_pe",
-                Contents::Output {
-                    bytes: lite::N_HEAD * lite::N_ROPE * 4,
-                },
-            ),
-            BufSpec::new(
-                "q_nope_q8",
-                Contents::Output {
-                    bytes: q8_1_bytes(lite::N_HEAD * lite::D_NOPE),
-                },
-            ),
-            // The whole cache is allocated; the kernel writes row `pos` only.
-            BufSpec {
-                param: "cache",
-                contents: Contents::Output {
-                    bytes: s.rows * s.cols * 2,
-                },
-                moved: Some(s.cols * 2),
-            },
-        ]
+        ];
+        b.extend(rope_buffers(s.rows));
+        b
     },
     launch: |d, b, s| {
-        let bufs = RopeKvBufs {
-            q: &b[0],
-            kv: &b[1],
-            kv_norm: &b[2],
-            rope_freq: &b[3],
-            state: &b[4],
-            q_pe: &b[5],
-            cache: &b[7],
-        };
+        let bufs = rope_kv_bufs(b, (0, 1), 2);
         attn::rope_kv_q8_1(d, &attn_shape(s.rows), &bufs, &b[6], lite::RMS_EPS, 1.0)
     },
 };
@@ -320,50 +326,20 @@ pub const GEMV2_ROPE_Q4K: Case = Case {
             )
         };
         let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
-        vec![
+        let mut b = vec![
             w("w0", lite::Q_ROWS),
             w("w1", lite::KV_A_ROWS),
             BufSpec::new("x", Contents::ActQ8_1 { n: s.cols }),
             out("q", lite::Q_ROWS * 4),
             out("kv", lite::KV_A_ROWS * 4),
-            BufSpec::new(
-                "kv_norm",
-                Contents::F32 {
-                    n: lite::KV_LORA,
-                    std: 0.1,
-                },
-            ),
-            BufSpec::new(
-                "rope_freq",
-                Contents::RopeFreq {
-                    pairs: lite::N_ROPE / 2,
-                },
-            ),
-            step_state_at(0, GEMV2_ROPE_CTX - 1),
-            out("q_pe", lite::N_HEAD * lite::N_ROPE * 4),
-            out("q_nope_q8", q8_1_bytes(lite::N_HEAD * lite::D_NOPE)),
-            // The whole cache is allocated; the tail writes row `pos` only.
-            BufSpec {
-                param: "cache",
-                contents: Contents::Output {
-                    bytes: GEMV2_ROPE_CTX * lite::CACHE_ROW * 2,
-                },
-                moved: Some(lite::CACHE_ROW * 2),
-            },
-            // The done counter, 0 before and after the launch.
-            out("count", 4),
-        ]
+        ];
+        b.extend(rope_buffers(GEMV2_ROPE_CTX));
+        // The done counter, 0 before and after the launch.
+        b.push(out("count", 4));
+        b
     },
     launch: |d, b, s| {
-        let bufs = RopeKvBufs {
-            q: &b[3],
-            kv: &b[4],
-            kv_norm: &b[5],
-            rope_freq: &b[6],
-            state: &b[7],
-            q_pe: &b[8],
-            cache: &b[10],
-        };
+        let bufs = rope_kv_bufs(b, (3, 4), 5);
         attn::gemv2_rope_q8_1(
             d,
             GemvType::Q4K,

@@ -65,19 +65,18 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         NodeArg::F32(c.rms_eps),
         NodeArg::F32(c.rope.rope_mscale()),
     ];
-    // Without a low-rank query, attn_q and attn_kv_a_mqa run in one launch whose last block
-    // runs the rope (`gemv2_rope_*`), when the PTX has it.
-    let fused_rope = match (c.q_lora, q_nope_q8) {
-        (None, Some(q8)) => {
+    // The paired attn_q + attn_kv_a_mqa launch runs the rope as its last block's tail
+    // (`gemv2_rope_*`) when it can; otherwise the rope is a node of its own.
+    let tail = match q_nope_q8 {
+        Some(q8) => {
             let mut tail = rope_args(Some(q8));
             tail.push(buf(b.act("act.rope_count", 4)?));
             tail.extend(rope_scalars);
-            projections_with_rope(b, il, norm_q8, (q, kv), tail)?
+            Some(tail)
         }
-        _ => false,
+        None => None,
     };
-    if !fused_rope {
-        projections(b, il, norm_q8, (q, kv))?;
+    if !projections(b, il, norm_q8, (q, kv), tail)? {
         let mut args = vec![buf(q), buf(kv)];
         args.extend(rope_args(q_nope_q8));
         args.extend(rope_scalars);
@@ -234,12 +233,13 @@ fn projections(
     il: usize,
     x_q8: crate::BufId,
     (q, kv): (crate::BufId, crate::BufId),
-) -> Result<(), PlanError> {
+    rope_tail: Option<Vec<NodeArg>>,
+) -> Result<bool, PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| format!("blk.{il} {s}");
     let Some(q_lora) = c.q_lora else {
-        return pair(b, il, "attn_q", x_q8, (q, kv));
+        return pair(b, il, "attn_q", x_q8, (q, kv), rope_tail);
     };
     if !q_lora.is_multiple_of(32) {
         return Err(PlanError::UnsupportedModel(format!(
@@ -247,7 +247,8 @@ fn projections(
         )));
     }
     let q_a = b.f32_act("act.q_a", q_lora)?;
-    pair(b, il, "attn_q_a", x_q8, (q_a, kv))?;
+    // The rope needs attn_q_b's output, so it cannot ride on this launch.
+    pair(b, il, "attn_q_a", x_q8, (q_a, kv), None)?;
     let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
     let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
     let eps = NodeArg::F32(c.rms_eps);
@@ -284,60 +285,23 @@ fn projections(
         q,
         label("attn_q_b"),
         il,
-    )
-}
-
-/// `attn_q` and `attn_kv_a_mqa` in one `gemv2_rope_*` launch whose tail (`tail`: the rope
-/// arguments after the gemv's, see `ingot_abi::launch::GEMV2_ROPE`) runs `rope_kv_q8_1`; false
-/// (nothing planned) when the two weights differ in type or width or the PTX lacks the kernel.
-fn projections_with_rope(
-    b: &mut Builder<'_>,
-    il: usize,
-    x_q8: crate::BufId,
-    (q, kv): (crate::BufId, crate::BufId),
-    tail: Vec<NodeArg>,
-) -> Result<bool, PlanError> {
-    let (q_name, kv_name) = (
-        format!("blk.{il}.attn_q.weight"),
-        format!("blk.{il}.attn_kv_a_mqa.weight"),
-    );
-    let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
-    let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
-    let kernel = k::gemv2_rope(q_info.ty);
-    if q_info.ty != kv_info.ty || q_cols != kv_cols || !k::available(&kernel) {
-        return Ok(false);
-    }
-    let mut args = vec![
-        buf(wq),
-        buf(wkv),
-        buf(x_q8),
-        buf(q),
-        buf(kv),
-        u32a(q_cols),
-        u32a(q_rows),
-        u32a(kv_rows),
-    ];
-    args.extend(tail);
-    b.node(
-        kernel,
-        format!("blk.{il} attn_q+attn_kv_a_mqa+rope_kv"),
-        Some(il),
-        k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
-        args,
     )?;
-    Ok(true)
+    Ok(false)
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
 /// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width (and the PTX has
-/// the kernel), otherwise two plain gemvs.
+/// the kernel), otherwise two plain gemvs. With `rope_tail` (the rope's arguments after the
+/// gemv's, see `ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings) the one launch is `gemv2_rope_*`, whose last
+/// block runs `rope_kv_q8_1`; returns whether it did (the caller plans the rope otherwise).
 fn pair(
     b: &mut Builder<'_>,
     il: usize,
     first: &str,
     x_q8: crate::BufId,
     (y, kv): (crate::BufId, crate::BufId),
-) -> Result<(), PlanError> {
+    rope_tail: Option<Vec<NodeArg>>,
+) -> Result<bool, PlanError> {
     let (q_name, kv_name) = (
         format!("blk.{il}.{first}.weight"),
         format!("blk.{il}.attn_kv_a_mqa.weight"),
@@ -345,27 +309,35 @@ fn pair(
     let label = |s: &str| format!("blk.{il} {s}");
     let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
     let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
-    let pair = k::gemv2(q_info.ty);
-    if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&pair) {
-        return b.node(
-            pair,
-            label(&format!("{first}+attn_kv_a_mqa")),
+    let (pair, with_rope) = (k::gemv2(q_info.ty), k::gemv2_rope(q_info.ty));
+    let rope_tail = rope_tail.filter(|_| k::available(&with_rope));
+    let kernel = if rope_tail.is_some() { with_rope } else { pair };
+    if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&kernel) {
+        let rope = rope_tail.is_some();
+        let mut args = vec![
+            buf(wq),
+            buf(wkv),
+            buf(x_q8),
+            buf(y),
+            buf(kv),
+            u32a(q_cols),
+            u32a(q_rows),
+            u32a(kv_rows),
+        ];
+        args.extend(rope_tail.into_iter().flatten());
+        let what = if rope { "+rope_kv" } else { "" };
+        b.node(
+            kernel,
+            label(&format!("{first}+attn_kv_a_mqa{what}")),
             Some(il),
             k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
-            vec![
-                buf(wq),
-                buf(wkv),
-                buf(x_q8),
-                buf(y),
-                buf(kv),
-                u32a(q_cols),
-                u32a(q_rows),
-                u32a(kv_rows),
-            ],
-        );
+            args,
+        )?;
+        return Ok(rope);
     }
     super::ffn::gemv_into(b, &q_name, x_q8, y, label(first), il)?;
-    super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)
+    super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
+    Ok(false)
 }
 
 /// The query nope parts as q8_1 blocks for the grouped `attn_k_b` gemv, by separate

@@ -91,7 +91,7 @@ pub fn gemv2(ty: GgmlType) -> String {
     format!("gemv2_{}_q8_1", type_tag(ty))
 }
 
-/// The two-matrix gemv with the rope tail (`ingot_abi::launch::GEMV2_ROPE`); same items as
+/// The two-matrix gemv with the rope tail (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings); same items as
 /// [`gemv2`].
 pub fn gemv2_rope(ty: GgmlType) -> String {
     format!("gemv2_rope_{}_q8_1", type_tag(ty))

@@ -4,6 +4,7 @@
 //!
 //! No quantizer: ggml's needs an importance matrix.
 
+use crate::iq2_xs::scale_halves;
 use crate::iq2_xxs::signed_group;
 use crate::round::f16_to_f32;
 use ingot_abi::blocks::{BlockIq2S, QK_K};
@@ -21,16 +22,7 @@ pub fn unpack(b: &BlockIq2S, q: &mut [i8; QK_K]) {
 
 /// Dequantize one super-block (`db·level`, equal to ggml's `db·grid·(±1)`).
 pub fn dequantize(b: &BlockIq2S, y: &mut [f32; QK_K]) {
-    let d = f16_to_f32(b.d);
     let mut q = [0i8; QK_K];
     unpack(b, &mut q);
-    for (ib, &sc) in b.scales.iter().enumerate() {
-        for (h, s) in [sc & 0xF, sc >> 4].into_iter().enumerate() {
-            let db = d * (0.5 + f32::from(s)) * 0.25;
-            let at = 32 * ib + 16 * h;
-            for k in at..at + 16 {
-                y[k] = db * f32::from(q[k]);
-            }
-        }
-    }
+    scale_halves(f16_to_f32(b.d), &b.scales, &q, y);
 }

@@ -21,10 +21,15 @@ pub fn unpack(b: &BlockIq2Xs, q: &mut [i8; QK_K]) {
 
 /// Dequantize one super-block (`db·level`, equal to ggml's `db·grid·(±1)`).
 pub fn dequantize(b: &BlockIq2Xs, y: &mut [f32; QK_K]) {
-    let d = f16_to_f32(b.d);
     let mut q = [0i8; QK_K];
     unpack(b, &mut q);
-    for (ib, &sc) in b.scales.iter().enumerate() {
+    scale_halves(f16_to_f32(b.d), &b.scales, &q, y);
+}
+
+/// `y = d·(0.5 + s)·0.25·q` with `s` the low nibble of `scales[ib]` for the first 16 levels of
+/// sub-block `ib` and the high nibble for the next 16 (IQ2_XS and IQ2_S).
+pub(crate) fn scale_halves(d: f32, scales: &[u8; QK_K / 32], q: &[i8; QK_K], y: &mut [f32; QK_K]) {
+    for (ib, &sc) in scales.iter().enumerate() {
         for (h, s) in [sc & 0xF, sc >> 4].into_iter().enumerate() {
             let db = d * (0.5 + f32::from(s)) * 0.25;
             let at = 32 * ib + 16 * h;

@@ -179,7 +179,7 @@ impl GemvType {
         }
     }
 
-    /// The two-matrix kernel with the `rope_kv_q8_1` tail (`ingot_abi::launch::GEMV2_ROPE`).
+    /// The two-matrix kernel with the `rope_kv_q8_1` tail (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings).
     pub const fn pair_rope(self) -> &'static KernelDesc {
         match self {
             GemvType::Q4_0 => &GEMV2_ROPE_Q4_0_Q8_1,

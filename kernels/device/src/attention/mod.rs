@@ -1,7 +1,8 @@
 //! MLA attention of one decode token: `rope_kv` (query/key rotation, latent norm, cache row
-//! write; also as the tail of the `gemv2_rope_*` projections), `flash_latent` (split-K attention over the latent cache, all heads per block) and
-//! `attn_merge` (log-sum-exp merge of the segments). Buffer layouts: the docs of
-//! `ingot_abi::launch::{ROPE_KV, FLASH_LATENT, ATTN_MERGE}` and their module.
+//! write; also the tail of the `gemv2_rope_*` projections), `flash_latent` (split-K attention
+//! over the latent cache, all heads per block) and `attn_merge` (log-sum-exp merge of the
+//! segments). Buffer layouts: the docs of `ingot_abi::launch::{ROPE_KV, FLASH_LATENT,
+//! ATTN_MERGE}` and their module.
 
 mod flash_latent;
 mod flash_latent_mma;
