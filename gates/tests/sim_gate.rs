@@ -7,7 +7,8 @@ mod support;
 use std::path::Path;
 
 use ingot_gates::{run_gate, Band, GateBackend, GateOptions, Verdict};
-use ingot_gguf::GgufFile;
+use ingot_gguf::{GgufFile, MetaValue};
+use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
 /// BOS then "The quick" in the tiny vocabulary's byte-level tokens (ids below 256 are bytes).
@@ -138,4 +139,38 @@ fn tiny_k2_q4_k_m() {
 #[test]
 fn tiny_glm_q4_k_m() {
     gate_preset(Preset::TinyGlm, Layout::Mla, QuantMix::Q4KM);
+}
+
+/// Arrangements of the golden V3 twin that only some files of the family use, each against the
+/// oracle on the same file: the experts' gate and up rows merged into one `ffn_gate_up_exps`
+/// tensor (read through the gate pointer with a doubled expert stride), and Mistral Large 3's
+/// attention temperature with a period of 4 positions, so that 18 of the 22 positions run with a
+/// factor above 1 (up to 1.54 at the last one) from the plan's per-position table.
+fn golden_v3_variant(name: &str, set: &[(&str, MetaValue)], merge: bool) {
+    let src = GgufFile::open(&ingot_testdata::golden("tiny-v3-q4_k_m/model.gguf")).expect("open");
+    let mut tensors = tensors_of(&src);
+    if merge {
+        tensors = merge_gate_up(&tensors).expect("merge gate/up");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    write_variant(&path, &src, set, &tensors).expect("write variant");
+    check(&path, name);
+}
+
+#[test]
+fn golden_tiny_v3_q4_k_m_merged_gate_up() {
+    golden_v3_variant("tiny-v3-q4_k_m merged gate/up", &[], true);
+}
+
+#[test]
+fn golden_tiny_v3_q4_k_m_attention_temperature() {
+    golden_v3_variant(
+        "tiny-v3-q4_k_m attention temperature",
+        &[
+            ("deepseek2.attention.temperature_scale", MetaValue::F32(0.3)),
+            ("deepseek2.attention.temperature_length", MetaValue::U32(4)),
+        ],
+        false,
+    );
 }

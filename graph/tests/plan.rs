@@ -323,11 +323,18 @@ fn full_size_family_plans() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A per-position query scale (Mistral Large 3's attention temperature) cannot be a captured
-/// kernel argument: the plan refuses it by name instead of decoding with a fixed scale.
+/// Mistral Large 3's attention temperature: the position advances on the device, so the plan
+/// carries the factor of every position as one constant table (llama.cpp's formula, evaluated
+/// by the host as the CPU backends do) and every flash node reads it.
 #[test]
-fn attention_temperature_is_refused() {
+fn attention_temperature_is_a_per_position_table() {
+    use ingot_abi::launch::{TEMPERATURE_NONE, TEMPERATURE_TABLE};
     use ingot_gguf::MetaValue;
+    let plain = build_plan(
+        &synth_header(Preset::TinyV3, QuantMix::Q4KM),
+        PlanOptions::for_ctx(64),
+    )
+    .expect("plan");
     let mut h = synth_header(Preset::TinyV3, QuantMix::Q4KM);
     h.kv.push((
         "deepseek2.attention.temperature_scale".into(),
@@ -335,19 +342,54 @@ fn attention_temperature_is_refused() {
     ));
     h.kv.push((
         "deepseek2.attention.temperature_length".into(),
-        MetaValue::U32(8192),
+        MetaValue::U32(8),
     ));
-    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("temperature planned");
-    assert!(
-        matches!(&err, PlanError::UnsupportedModel(m) if m.contains("temperature")),
-        "{err}"
-    );
+    let plan = build_plan(&h, PlanOptions::for_ctx(64)).expect("temperature planned");
+    assert_eq!(plan.nodes.len(), plain.nodes.len(), "no extra launch");
+    let c = ingot_model::ModelConfig::from_gguf(&h).expect("config");
+    let t = c.attn_temperature.as_ref().expect("temperature");
+    let table = plan
+        .buffers
+        .iter()
+        .position(|b| b.name == "const.attn_temperature")
+        .expect("table");
+    let BufferKind::Constant { data } = &plan.buffers[table].kind else {
+        panic!("the table is not a constant");
+    };
+    let want: Vec<u8> = (0..64).flat_map(|p| t.factor(p).to_le_bytes()).collect();
+    assert_eq!(data, &want);
+    let flags = |plan: &ingot_graph::Plan| -> Vec<(Option<usize>, NodeArg)> {
+        plan.nodes
+            .iter()
+            .filter(|n| n.kernel.starts_with("flash_latent"))
+            .map(|n| {
+                (
+                    n.args.get(n.args.len() - 2).and_then(|a| match a {
+                        NodeArg::Buf(r) => Some(r.buf.0 as usize),
+                        _ => None,
+                    }),
+                    *n.args.last().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let with = flags(&plan);
+    assert_eq!(with.len(), c.n_layer);
+    assert!(with
+        .iter()
+        .all(|&(b, f)| b == Some(table) && f == NodeArg::U32(TEMPERATURE_TABLE)));
+    assert!(flags(&plain)
+        .iter()
+        .all(|&(_, f)| f == NodeArg::U32(TEMPERATURE_NONE)));
 }
 
-/// A file with merged expert gate/up tensors is refused by name (the CPU backend runs it).
+/// Merged expert gate/up tensors: the same launches, the gate/up kernel reading both halves
+/// through its gate pointer (`GATE_UP_MERGED`).
 #[test]
-fn merged_gate_up_experts_are_refused() {
-    let mut h = synth_header(Preset::TinyV3, QuantMix::Q4KM);
+fn merged_gate_up_experts_are_planned() {
+    use ingot_abi::launch::{GATE_UP_MERGED, GATE_UP_SEPARATE};
+    let split = synth_header(Preset::TinyV3, QuantMix::Q4KM);
+    let mut h = split.clone();
     let mut merged = Vec::new();
     for t in &h.tensors {
         if t.name.ends_with("ffn_up_exps.weight") {
@@ -363,9 +405,34 @@ fn merged_gate_up_experts_are_refused() {
     h.tensors = merged;
     let c = ingot_model::ModelConfig::from_gguf(&h).expect("a merged file configures");
     assert_eq!(c.gate_up, ingot_model::config::ExpertGateUp::Merged);
-    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("merged gate/up planned");
-    assert!(
-        matches!(&err, PlanError::UnsupportedModel(m) if m.contains("ffn_gate_up_exps")),
-        "{err}"
-    );
+    let layouts = |h: &ingot_gguf::Gguf| -> (usize, Vec<(String, NodeArg)>) {
+        let plan = build_plan(h, PlanOptions::for_ctx(64)).expect("plan");
+        let gate_up = plan
+            .nodes
+            .iter()
+            .filter(|n| n.label.ends_with("moe_gate_up_swiglu"))
+            .map(|n| {
+                let NodeArg::Buf(gate) = n.args[2] else {
+                    panic!("gate is not a buffer")
+                };
+                (
+                    plan.buffers[gate.buf.0 as usize].name.clone(),
+                    *n.args.last().unwrap(),
+                )
+            })
+            .collect();
+        (plan.nodes.len(), gate_up)
+    };
+    let (n_split, split) = layouts(&split);
+    let (n_merged, merged) = layouts(&h);
+    assert_eq!(n_split, n_merged);
+    assert_eq!(merged.len(), c.n_moe_layers());
+    for ((sname, sflag), (mname, mflag)) in split.iter().zip(&merged) {
+        assert!(
+            sname.ends_with("ffn_gate_exps.weight") && *sflag == NodeArg::U32(GATE_UP_SEPARATE)
+        );
+        assert!(
+            mname.ends_with("ffn_gate_up_exps.weight") && *mflag == NodeArg::U32(GATE_UP_MERGED)
+        );
+    }
 }

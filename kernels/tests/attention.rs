@@ -240,6 +240,9 @@ struct Case {
     max_segments: usize,
     /// Query magnitude: large values make the softmax peaked, so the running max moves.
     q_amp: f32,
+    /// The attention-temperature factor at `pos` (a table of `ctx` factors, NaN everywhere
+    /// else, so a read of any other entry poisons the output); `None`: no table.
+    temperature: Option<f32>,
 }
 
 fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
@@ -286,6 +289,12 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let part_o = poisoned(b, part_o_bytes(s, c.max_segments).unwrap());
     let part_ml = poisoned(b, part_ml_bytes(s, c.max_segments).unwrap());
     let o_lat = poisoned(b, s.n_head * s.kv_lora * 4);
+    let temp_buf = c.temperature.map(|f| {
+        let mut table = vec![f32::NAN; s.ctx];
+        table[pos] = f;
+        upload(b, &f32_bytes(&table))
+    });
+    let logit_scale = kq_scale as f64 * c.temperature.map_or(1.0, f64::from);
     let fb = FlashBufs {
         q_abs: &q_abs_buf,
         q_pe: &q_pe_buf,
@@ -293,6 +302,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         state: &state_buf,
         part_o: &part_o,
         part_ml: &part_ml,
+        temperature: temp_buf.as_ref(),
     };
     let t = std::time::Instant::now();
     flash_latent(b, s, &fb, c.max_segments, kq_scale).expect("flash_latent");
@@ -320,7 +330,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         let scores: Vec<f64> = (0..len)
             .map(|t| {
                 let k = &cache[t * row..][..row];
-                kq_scale as f64 * qh.iter().zip(k).map(|(a, b)| a * b.to_f64()).sum::<f64>()
+                logit_scale * qh.iter().zip(k).map(|(a, b)| a * b.to_f64()).sum::<f64>()
             })
             .collect();
         let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -413,6 +423,21 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
             depth,
             max_segments,
             q_amp,
+            temperature: None,
+        };
+        check_attention(b, &mut rng, &c);
+    }
+    // Attention temperature: the factor at `pos` sharpens (> 1) or flattens (< 1) the softmax.
+    for (h, r, p, depth, max_segments, q_amp, factor) in [
+        (4, 64, 16, 17, 3, 8.0, 1.7f32),
+        (20, 512, 64, 300, 2, 1.0, 0.6),
+    ] {
+        let c = Case {
+            shape: shape(h, r, p, depth),
+            depth,
+            max_segments,
+            q_amp,
+            temperature: Some(factor),
         };
         check_attention(b, &mut rng, &c);
     }
@@ -463,6 +488,7 @@ fn bad_shapes_are_typed_errors() {
         state: &big,
         part_o: &big,
         part_ml: &big,
+        temperature: None,
     };
     for bad in [
         AttnShape {
@@ -579,6 +605,7 @@ fn overflow_case<B: Accelerator>(b: &mut B) {
         state: &st,
         part_o: &part_o,
         part_ml: &part_ml,
+        temperature: None,
     };
     flash_latent(b, &s, &fb, 2, 0.1).expect("flash_latent");
     let mb = MergeBufs {

@@ -124,6 +124,18 @@ fn run<B: Accelerator>(
     max_segments: usize,
     mma: bool,
 ) -> Vec<f32> {
+    run_scaled(b, s, bufs, max_segments, mma, (kq_scale(s), None))
+}
+
+/// [`run`] with the logit scale `kq` and an optional attention-temperature table.
+fn run_scaled<B: Accelerator>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    max_segments: usize,
+    mma: bool,
+    (kq, temperature): (f32, Option<&B::Buf>),
+) -> Vec<f32> {
     let (q_abs, q_pe, cache, state) = bufs;
     let part_o = poisoned(b, part_o_bytes(s, max_segments).unwrap());
     let part_ml = poisoned(b, part_ml_bytes(s, max_segments).unwrap());
@@ -135,11 +147,12 @@ fn run<B: Accelerator>(
         state,
         part_o: &part_o,
         part_ml: &part_ml,
+        temperature,
     };
     if mma {
-        flash_latent_mma(b, s, &fb, max_segments, kq_scale(s)).expect("flash_latent_mma");
+        flash_latent_mma(b, s, &fb, max_segments, kq).expect("flash_latent_mma");
     } else {
-        flash_latent(b, s, &fb, max_segments, kq_scale(s)).expect("flash_latent");
+        flash_latent(b, s, &fb, max_segments, kq).expect("flash_latent");
     }
     let mb = MergeBufs {
         part_o: &part_o,
@@ -367,6 +380,7 @@ fn mma_bad_shapes_are_typed_errors() {
         state: &big,
         part_o: &big,
         part_ml: &big,
+        temperature: None,
     };
     for bad in [
         AttnShape { n_head: 4, ..good },
@@ -420,6 +434,63 @@ fn mma_overflow_case<B: Accelerator>(b: &mut B) {
 #[test]
 fn mma_position_past_capacity_is_visible() {
     on_every_backend!(mma_overflow_case);
+}
+
+/// The attention temperature multiplies the logit scale by the table's factor at `pos` (f32,
+/// the same product the host would form): both kernels must give bit for bit what they give
+/// with the product passed as `kq_scale`. Every other entry of the table is NaN, so reading
+/// the wrong position poisons the output.
+fn temperature_case<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("flash temperature");
+    let s = AttnShape {
+        n_head: 16,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 64,
+    };
+    let pos = 41;
+    let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
+    for x in 0..(pos + 1) * s.row() {
+        let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+        cache[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+    }
+    let bufs = (
+        upload(
+            b,
+            &f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, 4.0)),
+        ),
+        upload(b, &f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, 4.0))),
+        upload(b, &cache),
+        upload(b, &step_state(pos as u32)),
+    );
+    let refs = (&bufs.0, &bufs.1, &bufs.2, &bufs.3);
+    let factor = 1.0 + 0.3 * 11f32.ln();
+    let mut table = vec![f32::NAN; s.ctx];
+    table[pos] = factor;
+    let table = upload(b, &f32_bytes(&table));
+    for mma in [true, false] {
+        let with = run_scaled(b, &s, refs, 3, mma, (kq_scale(&s), Some(&table)));
+        let folded = run_scaled(b, &s, refs, 3, mma, (kq_scale(&s) * factor, None));
+        let plain = run(b, &s, refs, 3, mma);
+        assert!(
+            with.iter()
+                .map(|v| v.to_bits())
+                .eq(folded.iter().map(|v| v.to_bits())),
+            "{}: mma {mma}: the temperature table differs from the folded scale",
+            b.name()
+        );
+        assert!(
+            with != plain,
+            "{}: mma {mma}: the factor had no effect",
+            b.name()
+        );
+    }
+}
+
+#[test]
+fn temperature_scales_the_logits() {
+    on_every_backend!(temperature_case);
 }
 
 /// ptx-sim's counters for both kernels at depth 4096, V2-Lite shapes: every cache row read

@@ -252,6 +252,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
             sel: routed.then_some(&sel_buf),
             gate: gate.as_ref(),
             up: up.as_ref(),
+            merged: false,
             gate_sh: gate_sh.as_ref(),
             up_sh: up_sh.as_ref(),
             act: &act_buf,
@@ -262,6 +263,42 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         .chunks_exact(std::mem::size_of::<BlockQ8_1>())
         .map(bytemuck::pod_read_unaligned)
         .collect();
+
+    // The same experts as one merged tensor (each expert's gate rows, then its up rows): the
+    // kernel must read the same rows, so the output is bit-equal.
+    if routed {
+        let slab = s.ff * row_bytes(t.gate_up, n);
+        let merged: Vec<u8> = (0..s.n_expert)
+            .flat_map(|e| {
+                let r = e * slab..(e + 1) * slab;
+                w.gate[r.clone()].iter().chain(&w.up[r]).copied()
+            })
+            .collect();
+        let merged = upload(b, &merged);
+        let merged_act = poisoned(b, act_len);
+        moe_gate_up(
+            b,
+            t.gate_up,
+            &s,
+            &GateUpBufs {
+                x: &xb,
+                sel: Some(&sel_buf),
+                gate: Some(&merged),
+                up: None,
+                merged: true,
+                gate_sh: gate_sh.as_ref(),
+                up_sh: up_sh.as_ref(),
+                act: &merged_act,
+            },
+        )
+        .expect("launch moe_gate_up (merged)");
+        assert!(
+            download(b, &merged_act) == download(b, &act_buf),
+            "{}: {}: merged gate/up tensor gives another output",
+            b.name(),
+            c.name
+        );
+    }
 
     // Reference SwiGLU rows: routed slot k's rows, then the shared rows.
     let abs_x = act_abs(&x);
@@ -677,6 +714,7 @@ fn moe_ffn_rejects_bad_launches() {
                     sel: (s.n_used > 0).then_some(&big),
                     gate: (s.n_used > 0).then_some(&big),
                     up: (s.n_used > 0).then_some(&big),
+                    merged: false,
                     gate_sh: (s.ff_sh > 0).then_some(&big),
                     up_sh: (s.ff_sh > 0).then_some(&big),
                     act,
@@ -754,12 +792,40 @@ fn moe_ffn_rejects_bad_launches() {
                 sel: None,
                 gate: None,
                 up: None,
+                merged: false,
                 gate_sh: Some(&big),
                 up_sh: Some(&big),
                 act: &big,
             },
         );
         shape_err(r, "missing routed buffers");
+        // A merged gate/up tensor has no separate up tensor, and is twice an expert's rows.
+        let merged = |b: &mut ingot_kernels::backend::sim::SimAccelerator, gate, up| {
+            moe_gate_up(
+                b,
+                GemvType::Q8_0,
+                &good,
+                &GateUpBufs {
+                    x: &big,
+                    sel: Some(&big),
+                    gate: Some(gate),
+                    up,
+                    merged: true,
+                    gate_sh: Some(&big),
+                    up_sh: Some(&big),
+                    act: &big,
+                },
+            )
+        };
+        shape_err(merged(&mut b, &big, Some(&big)), "merged with an up buffer");
+        // 4 experts × 64 rows × 256 Q8_0 columns = 69,632 bytes: one tensor's worth, not two.
+        let one = poisoned(&mut b, 4 * 64 * 8 * 34);
+        match merged(&mut b, &one, None) {
+            Err(KernelError::BufferTooSmall {
+                param: "gate_up", ..
+            }) => {}
+            other => panic!("merged tensor of one expert's rows: {other:?}"),
+        }
         // Down: no kernel for this routed/shared pair; ff not a multiple of the type's unit.
         let down = |b: &mut ingot_kernels::backend::sim::SimAccelerator,
                     s: &FfnShape,
@@ -828,6 +894,7 @@ fn moe_ffn_launch_grids() {
             sel: Some(&size_of::<ExpertSelection>()),
             gate: Some(&q4k_exps),
             up: Some(&q4k_exps),
+            merged: false,
             gate_sh: Some(&q4k_sh),
             up_sh: Some(&q4k_sh),
             act: &act,

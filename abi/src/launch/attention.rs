@@ -203,13 +203,20 @@ pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
 }
 
 /// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale)`: block `b` attends the query of every head to the cache rows of
+/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of every head to the cache rows of
 /// segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's `part_o` and
 /// `part_ml`; blocks without a segment exit at once. With more than [`FLASH_GROUP_HEADS`] heads
 /// the heads run in groups of 16, one block per (group, segment): see [`flash_items`]; the
 /// output layout does not depend on the grouping. Requires `n_head ≤ 128`,
 /// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: [`flash_items`]
 /// blocks (an item is one potential segment of one head group).
+///
+/// Attention temperature (Mistral Large 3's `attention.temperature_scale`): with
+/// `temperature` = [`TEMPERATURE_TABLE`] the logit scale at position `pos` is
+/// `kq_scale · temp[pos]`, `temp` holding `ctx` f32 factors the host computed once; with
+/// [`TEMPERATURE_NONE`] it is `kq_scale` and `temp` is never read. A table, not a formula: the
+/// position advances on the device inside a captured graph, and the host's factors are the
+/// reference's to the bit.
 pub const FLASH_LATENT: KernelDesc = KernelDesc {
     name: "flash_latent",
     params: &[
@@ -225,11 +232,18 @@ pub const FLASH_LATENT: KernelDesc = KernelDesc {
         u32_("ctx"),
         u32_("max_segments"),
         f32_("kq_scale"),
+        ptr("temp"),
+        u32_("temperature"),
     ],
     block: [FLASH_THREADS, 1, 1],
     items_per_block: 1,
     shared_bytes: flash_smem::BYTES,
 };
+
+/// [`FLASH_LATENT`] `temperature` value: the logit scale is `kq_scale` (`temp` is not read).
+pub const TEMPERATURE_NONE: u32 = 0;
+/// [`FLASH_LATENT`] `temperature` value: the logit scale is `kq_scale · temp[pos]`.
+pub const TEMPERATURE_TABLE: u32 = 1;
 
 /// Latent dims of one head that one [`ATTN_MERGE`] block merges: one warp's worth, lane `i`
 /// owning dims `4i .. 4i+4` of the slice.
@@ -374,7 +388,7 @@ pub mod flash_mma_smem {
 }
 
 /// `flash_latent_mma(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale)`: [`FLASH_LATENT`] on tensor cores, with the same parameters, the
+/// max_segments, kq_scale, temp, temperature)`: [`FLASH_LATENT`] on tensor cores, with the same parameters, the
 /// same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
 /// [`ATTN_MERGE`] combines it unchanged. The 16 heads are the M side of
 /// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate
@@ -382,7 +396,7 @@ pub mod flash_mma_smem {
 /// tensor cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its
 /// precision: see the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`,
 /// `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
-/// element. Heads in groups of 16 as [`FLASH_LATENT`]. Grid: [`flash_items`] blocks.
+/// element (the temperature factor included). Heads in groups of 16 as [`FLASH_LATENT`]. Grid: [`flash_items`] blocks.
 pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
     name: "flash_latent_mma",
     params: FLASH_LATENT.params,

@@ -127,7 +127,15 @@ const GATE_UP_PARAMS: &[super::Param] = &[
     u32_("n_used"),
     u32_("ff_sh"),
     u32_("n_expert"),
+    u32_("layout"),
 ];
+
+/// `moe_gate_up_*` `layout` value: `gate` and `up` are separate `[n_expert][ff][ncols]`
+/// tensors (`ffn_gate_exps`, `ffn_up_exps`).
+pub const GATE_UP_SEPARATE: u32 = 0;
+/// `moe_gate_up_*` `layout` value: `gate` is one merged `[n_expert][2·ff][ncols]` tensor
+/// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows); `up` is not read.
+pub const GATE_UP_MERGED: u32 = 1;
 
 /// `moe_down_*` `norm` value: no norm tail (`norm_w`, `norm_q8`, `norm_f32`, `count` are never
 /// read).
@@ -179,10 +187,11 @@ const fn down_desc(name: &'static str) -> KernelDesc {
 macro_rules! gate_up {
     ($name:ident, $sym:literal, $ty:literal) => {
         #[doc = concat!("`", $sym, "(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ",
-            "ff_sh, n_expert)` with ", $ty, " gate/up weights: for slot `k < n_used` (expert ",
+            "ff_sh, n_expert, layout)` with ", $ty, " gate/up weights: for slot `k < n_used` (expert ",
             "`e = sel.ids[k]`) and row `r < ff`, `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the ",
             "shared experts (`ff_sh` rows of `gate_sh`/`up_sh`, none if 0) likewise. `x`: ",
-            "`ncols/32` q8_1 blocks; `gate`/`up`: `[n_expert][ff][ncols]` stacked; `act` ",
+            "`ncols/32` q8_1 blocks; `gate`/`up`: `[n_expert][ff][ncols]` stacked, or with ",
+            "`layout` [`GATE_UP_MERGED`] one `[n_expert][2·ff][ncols]` tensor in `gate`; `act` ",
             "receives `h` quantized to q8_1 (CUDA `s = Σh`): slot `k`'s `ff/32` blocks at block ",
             "`k·ff/32`, then the shared `ff_sh/32`. An item is an output row: launch ",
             "`n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh` its width.")]

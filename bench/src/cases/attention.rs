@@ -113,6 +113,7 @@ fn flash_bufs(b: &[Buf]) -> FlashBufs<'_, Buf> {
         state: &b[3],
         part_o: &b[4],
         part_ml: &b[5],
+        temperature: None,
     }
 }
 

@@ -82,6 +82,7 @@ fn gate_up_launch(d: &mut Device, ty: GemvType, b: &[Buf], s: Shape) -> Result<(
         sel: Some(&b[1]),
         gate: Some(&b[2]),
         up: Some(&b[3]),
+        merged: false,
         gate_sh: Some(&b[4]),
         up_sh: Some(&b[5]),
         act: &b[6],

@@ -5,7 +5,7 @@
 use ingot_abi::launch::{
     flash_items, merge_items, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT,
     FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV,
-    ROPE_KV_Q8_1,
+    ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -110,6 +110,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Tensor cores when the heads fill whole 16-row mma tiles; same arguments and output.
     // Heads past 16 run in groups of 16, one block per (group, segment).
     let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
+    let temperature = temperature_table(b);
     let flash = if mma && k::available(FLASH_LATENT_MMA.name) {
         FLASH_LATENT_MMA.name
     } else {
@@ -133,6 +134,12 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(b.opts.ctx),
             u32a(segs),
             NodeArg::F32(c.kq_scale),
+            buf(temperature.unwrap_or(q_abs)),
+            NodeArg::U32(if temperature.is_some() {
+                TEMPERATURE_TABLE
+            } else {
+                TEMPERATURE_NONE
+            }),
         ],
     )?;
     // attn_merge writes attn_v_b's q8_1 input itself when the PTX has the q8_1 epilogue.
@@ -427,24 +434,6 @@ fn is_f32(ty: GgmlType) -> bool {
 fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
     let c = b.c;
     let fail = |what: String| Err(PlanError::UnsupportedModel(what));
-    // The query scale is a kernel argument fixed at capture; a per-position scale would
-    // silently decode with the wrong one.
-    if c.attn_temperature.is_some() {
-        return fail(
-            "attention temperature scaling (attention.temperature_scale, Mistral Large 3): the \
-             query scale would change with the position"
-                .into(),
-        );
-    }
-    // The fused gate/up kernel addresses expert `e` as `e · ff` rows of separate gate and up
-    // tensors; a merged `[gate | up]` slab per expert needs a stride argument it does not take yet.
-    if c.gate_up == ingot_model::config::ExpertGateUp::Merged {
-        return fail(
-            "merged expert gate/up tensors (ffn_gate_up_exps): the fused gate/up kernel reads \
-             separate ffn_gate_exps and ffn_up_exps; --backend cpu runs this file"
-                .into(),
-        );
-    }
     if c.n_head as u32 > FLASH_MAX_HEADS {
         return fail(format!(
             "{} heads (flash_latent serves at most {FLASH_MAX_HEADS})",
@@ -487,6 +476,20 @@ fn rope_table(b: &mut Builder<'_>) -> crate::BufId {
         .flat_map(|i| b.c.rope.theta(1, i).to_le_bytes())
         .collect();
     b.constant(NAME, data)
+}
+
+/// The attention temperature's factor at every position of the context (llama.cpp's formula,
+/// evaluated on the host as the CPU backends do), shared by all layers; `None` without one.
+fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
+    const NAME: &str = "const.attn_temperature";
+    let t = b.c.attn_temperature.as_ref()?;
+    if let Some(id) = b.existing(NAME) {
+        return Some(id);
+    }
+    let data: Vec<u8> = (0..b.opts.ctx as usize)
+        .flat_map(|pos| t.factor(pos).to_le_bytes())
+        .collect();
+    Some(b.constant(NAME, data))
 }
 
 enum Absorbed {

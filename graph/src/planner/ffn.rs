@@ -4,8 +4,11 @@
 //! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
-use ingot_abi::launch::{DOWN_NORM_Q8_1_F32, MOE_ROUTE, MOE_ROUTER_F32};
+use ingot_abi::launch::{
+    DOWN_NORM_Q8_1_F32, GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTE, MOE_ROUTER_F32,
+};
 use ingot_gguf::{GgmlType, TensorInfo};
+use ingot_model::config::ExpertGateUp;
 use ingot_model::GatingFunc;
 
 use super::kernels as k;
@@ -253,6 +256,7 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(0),
             u32a(ff),
             u32a(1),
+            NodeArg::U32(GATE_UP_SEPARATE),
         ],
     )?;
     let mut args = vec![
@@ -373,8 +377,19 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         b.node(MOE_ROUTE.name, label("moe_route"), Some(il), 1, args)?;
     }
 
-    let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
-    let (up_e, up_ty, _, _) = expert(b, &name("ffn_up_exps.weight"))?;
+    // Separate gate and up tensors, or one merged `[gate | up]` tensor read through `gate`
+    // (the kernel never reads `up` then; the merged buffer stands in for it).
+    let (gate_e, up_e, gate_ty, up_ty, ncols, layout) = match c.gate_up {
+        ExpertGateUp::Split => {
+            let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
+            let (up_e, up_ty, _, _) = expert(b, &name("ffn_up_exps.weight"))?;
+            (gate_e, up_e, gate_ty, up_ty, ncols, GATE_UP_SEPARATE)
+        }
+        ExpertGateUp::Merged => {
+            let (e, ty, ncols, _) = expert(b, &name("ffn_gate_up_exps.weight"))?;
+            (e, e, ty, ty, ncols, GATE_UP_MERGED)
+        }
+    };
     let (gate_s, gs, _, ffs) = ffn_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
     let (up_s, us, _, _) = ffn_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
     same_type(
@@ -404,6 +419,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(c.n_expert_used),
             u32a(ffs),
             u32a(c.n_expert),
+            NodeArg::U32(layout),
         ],
     )?;
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;

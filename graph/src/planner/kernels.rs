@@ -136,8 +136,8 @@ pub fn gemv_argmax(ty: GgmlType) -> String {
     format!("gemv_argmax_{}_q8_1", type_tag(ty))
 }
 
-/// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert)`; an item is an
-/// output row of `n_used·ff + ff_sh`.
+/// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`; an
+/// item is an output row of `n_used·ff + ff_sh`.
 pub fn moe_gate_up(ty: GgmlType) -> String {
     format!("moe_gate_up_{}", type_tag(ty))
 }

@@ -8,37 +8,16 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use ingot_gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
+use ingot_gguf::{GgufFile, MetaValue};
 use ingot_model::{
     config::{AttnTemperature, ExpertGateUp},
     CpuBackend, ModelConfig, ModelError, Oracle,
 };
-
-/// One tensor of a file being assembled: name, type, shape and bytes.
-#[derive(Clone)]
-struct Tensor {
-    name: String,
-    ty: GgmlType,
-    ne: Vec<u64>,
-    data: Vec<u8>,
-}
+use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant, Tensor};
 
 fn golden_file(model: &str) -> GgufFile {
     let path = golden_dir().join(model).join("model.gguf");
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn tensors_of(f: &GgufFile) -> Vec<Tensor> {
-    f.header()
-        .tensors
-        .iter()
-        .map(|t| Tensor {
-            name: t.name.clone(),
-            ty: t.ty,
-            ne: t.ne.clone(),
-            data: f.tensor_data(t).to_vec(),
-        })
-        .collect()
 }
 
 /// Writes `src`'s keys (with `set` applied) and `tensors` to `dir/name`.
@@ -49,22 +28,8 @@ fn write(
     set: &[(&str, MetaValue)],
     tensors: &[Tensor],
 ) -> PathBuf {
-    let mut w = GgufWriter::new(3);
-    for (k, v) in &src.header().kv {
-        w.set_kv(k, v.clone());
-    }
-    for (k, v) in set {
-        w.set_kv(k, v.clone());
-    }
-    for t in tensors {
-        w.add_tensor(&t.name, t.ty, &t.ne).unwrap();
-    }
     let path = dir.join(name);
-    let mut data = w.begin(&path).unwrap();
-    for t in tensors {
-        data.write_tensor(&t.data).unwrap();
-    }
-    data.finish().unwrap();
+    write_variant(&path, src, set, tensors).unwrap();
     path
 }
 
@@ -115,42 +80,7 @@ fn merged_gate_up_experts_give_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
     for model in ["tiny-v3-f32", "tiny-v3-q4_k_m", "tiny-glm-f32"] {
         let src = golden_file(model);
-        let split = tensors_of(&src);
-        let mut merged = Vec::new();
-        for t in &split {
-            if t.name.ends_with("ffn_up_exps.weight") {
-                continue;
-            }
-            let Some(prefix) = t.name.strip_suffix("ffn_gate_exps.weight") else {
-                merged.push(t.clone());
-                continue;
-            };
-            let up = split
-                .iter()
-                .find(|u| u.name == format!("{prefix}ffn_up_exps.weight"))
-                .unwrap();
-            assert_eq!(
-                up.ty, t.ty,
-                "{model}: merging needs one type for gate and up"
-            );
-            let n_expert = t.ne[2] as usize;
-            let slab = t.data.len() / n_expert;
-            // Per expert: its gate rows, then its up rows.
-            let data = (0..n_expert)
-                .flat_map(|e| {
-                    t.data[e * slab..(e + 1) * slab]
-                        .iter()
-                        .chain(&up.data[e * slab..(e + 1) * slab])
-                        .copied()
-                })
-                .collect();
-            merged.push(Tensor {
-                name: format!("{prefix}ffn_gate_up_exps.weight"),
-                ty: t.ty,
-                ne: vec![t.ne[0], 2 * t.ne[1], t.ne[2]],
-                data,
-            });
-        }
+        let merged = merge_gate_up(&tensors_of(&src)).unwrap();
         let path = write(dir.path(), "merged.gguf", &src, &[], &merged);
         let c = ModelConfig::from_gguf(GgufFile::open(&path).unwrap().header()).unwrap();
         assert_eq!(c.gate_up, ExpertGateUp::Merged);

@@ -16,6 +16,7 @@ mod mix;
 mod plan;
 mod preset;
 mod rng;
+pub mod variant;
 pub mod vocab;
 
 use std::path::Path;

@@ -14,7 +14,9 @@
 //! have produced.
 //!
 //! The activation vector is quantized once, before this kernel, and every block reads it
-//! (through the read-only cache). Expert ids are clamped to `n_expert − 1`, so a corrupt
+//! (through the read-only cache). Routed gate and up rows come from two stacked tensors, or from
+//! one merged tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at
+//! `(2e + 1)·ff`); only the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`, so a corrupt
 //! selection cannot make the kernel read outside the stacked weights.
 
 use crate::intrinsics::{
@@ -27,7 +29,7 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::{
-    ExpertSelection, MOE_GATE_UP_ROWS, MOE_GATE_UP_ROWS_PER_WARP, MOE_GATE_UP_WARPS,
+    ExpertSelection, GATE_UP_MERGED, MOE_GATE_UP_ROWS, MOE_GATE_UP_ROWS_PER_WARP, MOE_GATE_UP_WARPS,
 };
 use ingot_abi::launch::WARP_SIZE;
 
@@ -79,7 +81,8 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
 /// launcher): `ncols` a multiple of `T::QK`, `ff` and `ff_sh` multiples of 32, grid =
-/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`.
+/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`; with `merged`, `gate` holds
+/// `[n_expert][2·ff][ncols]` and `up` is not read.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gate_up<T: WeightType>(
@@ -94,6 +97,7 @@ unsafe fn gate_up<T: WeightType>(
     ff: u32,
     n_used: u32,
     n_expert: u32,
+    merged: bool,
 ) {
     let t = tid();
     let lane = t % WARP_SIZE;
@@ -114,10 +118,16 @@ unsafe fn gate_up<T: WeightType>(
             0
         };
         let e = shfl_idx_u32(id, 0).min(n_expert - 1) as u64;
-        let off = e * ff as u64 * row_bytes;
+        // Merged: expert e's gate rows at 2e·ff, its up rows right after them.
+        let half = ff as u64 * row_bytes;
+        let (stride, up) = if merged {
+            (2 * half, gate + half)
+        } else {
+            (half, up)
+        };
         (
-            gate + off,
-            up + off,
+            gate + e * stride,
+            up + e * stride,
             (b % blocks_per_expert) * MOE_GATE_UP_ROWS,
         )
     } else {
@@ -175,6 +185,7 @@ macro_rules! gate_up_kernel {
             n_used: u32,
             _ff_sh: u32,
             n_expert: u32,
+            layout: u32,
         ) {
             gate_up::<$ty>(
                 global(x),
@@ -188,6 +199,7 @@ macro_rules! gate_up_kernel {
                 ff,
                 n_used,
                 n_expert,
+                layout == GATE_UP_MERGED,
             );
         }
     };

@@ -16,6 +16,7 @@ use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA,
     FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
+    TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -319,6 +320,9 @@ pub struct FlashBufs<'a, T> {
     pub part_o: &'a T,
     /// Out: [`part_ml_bytes`].
     pub part_ml: &'a T,
+    /// `ctx` f32 attention-temperature factors, one per position (the logit scale at `pos` is
+    /// `kq_scale · temperature[pos]`), or `None` for models without a temperature.
+    pub temperature: Option<&'a T>,
 }
 
 fn check_segments(d: &KernelDesc, max_segments: usize) -> Result<u32> {
@@ -371,6 +375,9 @@ fn launch_flash<B: Accelerator>(
         bufs.part_ml,
         part_ml_bytes(s, max_segments),
     )?;
+    if let Some(t) = bufs.temperature {
+        need(b, d, "temperature", t, s.ctx.checked_mul(4))?;
+    }
     let n_head = to_u32(d, "n_head", s.n_head)?;
     launch(
         b,
@@ -389,6 +396,13 @@ fn launch_flash<B: Accelerator>(
             KArg::U32(to_u32(d, "ctx", s.ctx)?),
             KArg::U32(segs),
             KArg::F32(kq_scale),
+            // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
+            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
+            KArg::U32(if bufs.temperature.is_some() {
+                TEMPERATURE_TABLE
+            } else {
+                TEMPERATURE_NONE
+            }),
         ],
     )
 }

@@ -306,9 +306,11 @@ pub struct GateUpBufs<'a, T> {
     pub x: &'a T,
     /// The router's [`ExpertSelection`].
     pub sel: Option<&'a T>,
-    /// `[n_expert][ff][n_embd]` stacked gate and up weights.
+    /// `[n_expert][ff][n_embd]` stacked gate and up weights; with `merged`, `gate` is the
+    /// `[n_expert][2·ff][n_embd]` merged tensor (`ffn_gate_up_exps`) and `up` is `None`.
     pub gate: Option<&'a T>,
     pub up: Option<&'a T>,
+    pub merged: bool,
     /// `[ff_sh][n_embd]` shared-expert (or dense) gate and up weights.
     pub gate_sh: Option<&'a T>,
     pub up_sh: Option<&'a T>,
@@ -365,15 +367,29 @@ pub fn moe_gate_up<B: Accelerator>(
     let d = gate_up_kernel(ty);
     s.check(d)?;
     row_multiple(d, "n_embd", ty, s.n_embd)?;
-    let routed = parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.gate, bufs.up])?;
+    let routed = if bufs.merged {
+        if bufs.up.is_some() {
+            return Err(shape(
+                d,
+                "an up buffer given with merged gate/up experts".into(),
+            ));
+        }
+        parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.gate, bufs.gate])?
+    } else {
+        parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.gate, bufs.up])?
+    };
     let shared = parts(d, "shared", s.ff_sh > 0, &[bufs.gate_sh, bufs.up_sh])?;
     need(b, d, "x", bufs.x, q8_1_bytes(1, s.n_embd))?;
     need(b, d, "act", bufs.act, s.act_bytes())?;
     if let Some(r) = &routed {
         need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;
         let w = weight_bytes(ty, s.n_expert, s.ff, s.n_embd);
-        need(b, d, "gate", r[1], w)?;
-        need(b, d, "up", r[2], w)?;
+        if bufs.merged {
+            need(b, d, "gate_up", r[1], w.and_then(|w| w.checked_mul(2)))?;
+        } else {
+            need(b, d, "gate", r[1], w)?;
+            need(b, d, "up", r[2], w)?;
+        }
     }
     if let Some(sh) = &shared {
         let w = weight_bytes(ty, 1, s.ff_sh, s.n_embd);
@@ -405,6 +421,11 @@ pub fn moe_gate_up<B: Accelerator>(
             KArg::U32(n_used),
             KArg::U32(ff_sh),
             KArg::U32(n_expert),
+            KArg::U32(if bufs.merged {
+                GATE_UP_MERGED
+            } else {
+                GATE_UP_SEPARATE
+            }),
         ],
     )
 }

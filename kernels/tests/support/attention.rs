@@ -123,8 +123,9 @@ pub fn flash_on_sim(
         sim.write(p, data).unwrap();
         Arg::Ptr(p)
     };
+    let q_abs = up(q_abs);
     let args = [
-        up(q_abs),
+        q_abs,
         up(q_pe),
         up(cache),
         up(&step_state(pos)),
@@ -139,6 +140,9 @@ pub fn flash_on_sim(
         Arg::U32(s.ctx as u32),
         Arg::U32(max_segments),
         Arg::F32(kq_scale),
+        // No temperature: `temp` is never read.
+        q_abs,
+        Arg::U32(ingot_abi::launch::TEMPERATURE_NONE),
     ];
     let cfg = LaunchConfig {
         grid: desc.grid(max_segments),

@@ -28,6 +28,7 @@
 //! into registers before the current tile is computed, so a block keeps 36 KB of cache reads in
 //! flight while it does the math.
 
+use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4, ld_v4_f32,
     lds_v2, lds_v4, lds_v4_f32, st_v2_f32, st_v4_f32, sts_f32, sts_v4, tid,
@@ -153,6 +154,8 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     ctx: u32,
     max_segments: u32,
     kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
 ) {
     let tid = tid();
     // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
@@ -185,7 +188,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     // Score role: the head's query, scaled so that scores come out in base 2.
     let h = tid / SCORE_LANES;
     let kl = tid % SCORE_LANES;
-    let qs = kq_scale * core::f32::consts::LOG2_E;
+    let qs = logit_scale(kq_scale, global(temp), temperature, pos) * core::f32::consts::LOG2_E;
     let mut q = [[0.0f32; 4]; Q_CHUNKS];
     if h0 + h < n_head {
         let qh = h0 + h;

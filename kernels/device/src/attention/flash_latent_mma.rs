@@ -43,6 +43,7 @@
 //! grid is at most one block per SM per head group anyway (`max_segments`), so occupancy is
 //! not the limit.
 
+use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32, ld_v4_if,
     ld_v4_when, ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, pack_f16x2, select_u64,
@@ -230,6 +231,8 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     ctx: u32,
     max_segments: u32,
     kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
 ) {
     let tid = tid();
     // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
@@ -265,7 +268,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
         (t1 - start).min(FLASH_TILE) * row_chunks.get(),
         tid,
     );
-    let qs = kq_scale * core::f32::consts::LOG2_E;
+    let qs = logit_scale(kq_scale, global(temp), temperature, pos) * core::f32::consts::LOG2_E;
     // The group's 16 heads are consecutive rows of q_abs and q_pe.
     let q = QuerySrc {
         q_abs: global(q_abs) + (h0 * kv_lora) as u64 * 4,

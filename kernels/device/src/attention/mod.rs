@@ -1,6 +1,7 @@
 //! MLA attention of one decode token: `rope_kv` (query/key rotation, latent norm, cache row
 //! write; also the tail of the `gemv2_rope_*` projections), `flash_latent` (split-K attention
-//! over the latent cache, all heads per block) and `attn_merge` (log-sum-exp merge of the
+//! over the latent cache, all heads per block, with the attention temperature's
+//! per-position logit scale) and `attn_merge` (log-sum-exp merge of the
 //! segments). Buffer layouts: the docs of `ingot_abi::launch::{ROPE_KV, FLASH_LATENT,
 //! ATTN_MERGE}` and their module.
 
@@ -9,3 +10,4 @@ mod flash_latent_mma;
 mod merge;
 mod projections;
 pub(crate) mod rope_kv;
+mod temperature;
