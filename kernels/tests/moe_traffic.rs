@@ -121,6 +121,7 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
             Arg::U32(s.n_used as u32),
             Arg::U32(s.ff_sh as u32),
             Arg::U32(s.n_expert as u32),
+            Arg::U32(ingot_abi::launch::GATE_UP_SEPARATE),
         ],
     );
     let weights = 2 * weight_bytes(ty, s.n_used * s.ff + s.ff_sh, n);

@@ -62,7 +62,7 @@ impl Accesses {
         (yes, no)
     }
 
-    fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.addr[..self.len]
             .iter()
             .copied()

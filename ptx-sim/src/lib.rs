@@ -356,6 +356,9 @@ impl Sim {
             }
             params[p.offset as usize..p.offset as usize + b.len()].copy_from_slice(&b);
         }
+        if self.mem.any_host_mapped {
+            self.mem.reset_fetched();
+        }
         let ctx = state::LaunchCtx {
             kernel: k,
             mem: &self.mem,

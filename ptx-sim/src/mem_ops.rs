@@ -54,6 +54,10 @@ impl Block<'_> {
                     self.stats.host_bytes_written += host.bytes();
                 } else {
                     self.stats.host_bytes_read += host.bytes();
+                    self.stats.host_bytes_fetched += host
+                        .iter()
+                        .map(|(a, n)| self.ctx.mem.fetch_new(a, n))
+                        .sum::<u64>();
                 }
             }
             let r = Request {

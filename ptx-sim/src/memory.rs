@@ -12,7 +12,7 @@
 //! atomic read-modify-writes (64-bit ones are serialised by a lock).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::error::SimError;
@@ -33,6 +33,10 @@ pub(crate) struct Alloc {
     /// Host memory mapped into the device's address space (`cuMemHostAlloc` with `DEVICEMAP`): kernels
     /// access it like global memory, but its traffic crosses the host link and is counted apart.
     host_mapped: bool,
+    /// For host-mapped allocations, one bit per byte: read in the current launch. A GPU fetches a
+    /// host line over the link once and serves a repeat from its caches, so
+    /// [`crate::LaunchStats::host_bytes_fetched`] counts each byte once per launch.
+    fetched: Option<Box<[AtomicU64]>>,
 }
 
 impl Alloc {
@@ -112,9 +116,42 @@ impl GlobalMem {
         let slot = (base >> SLOT_SHIFT) as usize - 1;
         if let Some(a) = self.slots[slot].as_mut() {
             a.host_mapped = true;
+            a.fetched = Some(bytemuck::allocation::zeroed_slice_box(
+                (bytes as u64).div_ceil(64).max(1) as usize,
+            ));
         }
         self.any_host_mapped = true;
         Ok(base)
+    }
+
+    /// Forgets which host-mapped bytes were read: called at the start of each launch.
+    pub(crate) fn reset_fetched(&self) {
+        for a in self.slots.iter().flatten() {
+            if let Some(bits) = &a.fetched {
+                bits.iter().for_each(|w| w.store(0, Relaxed));
+            }
+        }
+    }
+
+    /// Of the `bytes` (at most 32, naturally aligned, so within one 64-byte bit word) read at host-mapped
+    /// `addr`, how many no access of this launch has read before; marks them read.
+    #[inline]
+    pub(crate) fn fetch_new(&self, addr: u64, bytes: u32) -> u64 {
+        let Some(bits) = self.region(addr).and_then(|a| a.fetched.as_ref()) else {
+            return 0;
+        };
+        let off = addr & SLOT_MASK;
+        let Some(word) = bits.get((off / 64) as usize) else {
+            return 0;
+        };
+        let n = bytes.min(64 - (off % 64) as u32);
+        let mask = if n >= 64 {
+            u64::MAX
+        } else {
+            ((1u64 << n) - 1) << (off % 64)
+        };
+        let old = word.fetch_or(mask, Relaxed);
+        u64::from((mask & !old).count_ones())
     }
 
     /// Whether `addr` lies in a host-mapped allocation's slot.
@@ -153,6 +190,7 @@ impl GlobalMem {
             words,
             len: bytes,
             host_mapped: false,
+            fetched: None,
         })
     }
 

@@ -36,6 +36,9 @@ pub struct LaunchStats {
     /// Bytes requested from host-mapped allocations ([`crate::Sim::alloc_host_mapped`]): what crosses the
     /// host link.
     pub host_bytes_read: u64,
+    /// Distinct host-mapped bytes read in the launch (each byte once however often it is requested): what
+    /// crosses the link when the GPU's caches serve repeats. Sums over launches count a byte again.
+    pub host_bytes_fetched: u64,
     pub host_bytes_written: u64,
     /// Distinct 32-byte sectors touched per warp-level global request, summed (a perfectly coalesced 4-byte
     /// load by 32 lanes touches 4 sectors).
@@ -77,6 +80,7 @@ impl AddAssign for LaunchStats {
         self.global_bytes_read += o.global_bytes_read;
         self.global_bytes_written += o.global_bytes_written;
         self.host_bytes_read += o.host_bytes_read;
+        self.host_bytes_fetched += o.host_bytes_fetched;
         self.host_bytes_written += o.host_bytes_written;
         self.sectors_read += o.sectors_read;
         self.sectors_written += o.sectors_written;

@@ -139,6 +139,7 @@ fn stats(warp: u64, thread: u64, class: [u64; 10], rest: [u64; 10]) -> LaunchSta
         global_bytes_read,
         global_bytes_written,
         host_bytes_read: 0,
+        host_bytes_fetched: 0,
         host_bytes_written: 0,
         sectors_read,
         sectors_written,

@@ -66,6 +66,12 @@ fn host_mapped_traffic_is_counted_apart_from_global() {
     // Reads: a (128 B, device), b (128 B, host), then the mixed request: 16 lanes from each.
     assert_eq!(stats.global_bytes_read, 128 + 64);
     assert_eq!(stats.host_bytes_read, 128 + 64);
+    // Fetched: each host-mapped byte once per launch; the mixed request re-reads b's odd words.
+    assert_eq!(stats.host_bytes_fetched, 128);
+    let again = sim
+        .launch(&m, "add", cfg, &[Arg::Ptr(a), Arg::Ptr(b), Arg::Ptr(out)])
+        .unwrap();
+    assert_eq!(again.host_bytes_fetched, 128, "a new launch fetches again");
     // Writes: out is host-mapped.
     assert_eq!(
         (stats.global_bytes_written, stats.host_bytes_written),

@@ -130,13 +130,13 @@ const GATE_UP_PARAMS: &[super::Param] = &[
     u32_("layout"),
 ];
 
-/// `moe_gate_up_*` `layout` value: `gate` and `up` are separate `[n_expert][ff][ncols]`
+/// `moe_gate_up_*` `layout` bits, 0: `gate` and `up` are separate `[n_expert][ff][ncols]`
 /// tensors (`ffn_gate_exps`, `ffn_up_exps`).
 pub const GATE_UP_SEPARATE: u32 = 0;
-/// `moe_gate_up_*` `layout` value: `gate` is one merged `[n_expert][2·ff][ncols]` tensor
-/// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows); `up` is not read.
+/// `moe_gate_up_*` `layout` bit: the experts are one merged `[n_expert][2·ff][ncols]` tensor
+/// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows) read through
+/// `gate`; `up` is not read.
 pub const GATE_UP_MERGED: u32 = 1;
-
 /// `moe_down_*` `norm` value: no norm tail (`norm_w`, `norm_q8`, `norm_f32`, `count` are never
 /// read).
 pub const DOWN_NORM_NONE: u32 = 0;
@@ -202,7 +202,7 @@ macro_rules! gate_up {
 macro_rules! down {
     ($name:ident, $sym:literal, $r:literal, $s:literal) => {
         #[doc = concat!("`", $sym, "(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ",
-            "ff_sh, n_expert)` with ", $r, " routed and ", $s, " shared down weights: ",
+            "ff_sh, n_expert, norm_w, norm_q8, norm_f32, count, norm, eps)` with ", $r, " routed and ", $s, " shared down weights: ",
             "`y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) + ",
             "down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: ",
             "`[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. ",
@@ -254,6 +254,94 @@ down!(MOE_DOWN_Q5_1_Q5K, "moe_down_q5_1_q5k", "Q5_1", "Q5_K");
 down!(MOE_DOWN_Q4_0_Q3K, "moe_down_q4_0_q3k", "Q4_0", "Q3_K");
 down!(MOE_DOWN_IQ4_NL_Q3K, "moe_down_iq4_nl_q3k", "IQ4_NL", "Q3_K");
 
+/// The slot-table twin of a stacked-expert kernel (issue 18, experts beyond VRAM): the same
+/// parameters, grid and output, but the routed weight arguments (`gate` and `up` of the gate/up
+/// kernels, `down` of the down kernels) are tables of `n_expert` `u64` addresses, entry `e` the
+/// first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
+/// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
+/// steps; a kernel reads each used entry once per block. Separate entry points, not a runtime
+/// flag: the flag cost the stacked kernels up to 25 registers (moe_down Q4_K 103 -> 128).
+const fn slots_desc(name: &'static str, of: KernelDesc) -> KernelDesc {
+    KernelDesc { name, ..of }
+}
+
+/// [`MOE_GATE_UP_Q4_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q4_0: KernelDesc =
+    slots_desc("moe_gate_up_slots_q4_0", MOE_GATE_UP_Q4_0);
+/// [`MOE_GATE_UP_Q5_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q5_0: KernelDesc =
+    slots_desc("moe_gate_up_slots_q5_0", MOE_GATE_UP_Q5_0);
+/// [`MOE_GATE_UP_Q5_1`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q5_1: KernelDesc =
+    slots_desc("moe_gate_up_slots_q5_1", MOE_GATE_UP_Q5_1);
+/// [`MOE_GATE_UP_Q8_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q8_0: KernelDesc =
+    slots_desc("moe_gate_up_slots_q8_0", MOE_GATE_UP_Q8_0);
+/// [`MOE_GATE_UP_IQ4_NL`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_IQ4_NL: KernelDesc =
+    slots_desc("moe_gate_up_slots_iq4_nl", MOE_GATE_UP_IQ4_NL);
+/// [`MOE_GATE_UP_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q3K: KernelDesc = slots_desc("moe_gate_up_slots_q3k", MOE_GATE_UP_Q3K);
+/// [`MOE_GATE_UP_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q4K: KernelDesc = slots_desc("moe_gate_up_slots_q4k", MOE_GATE_UP_Q4K);
+/// [`MOE_GATE_UP_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q5K: KernelDesc = slots_desc("moe_gate_up_slots_q5k", MOE_GATE_UP_Q5K);
+/// [`MOE_GATE_UP_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_GATE_UP_SLOTS_Q6K: KernelDesc = slots_desc("moe_gate_up_slots_q6k", MOE_GATE_UP_Q6K);
+/// [`MOE_DOWN_Q4_0_Q4_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q4_0_Q4_0: KernelDesc =
+    slots_desc("moe_down_slots_q4_0_q4_0", MOE_DOWN_Q4_0_Q4_0);
+/// [`MOE_DOWN_Q5_0_Q5_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q5_0_Q5_0: KernelDesc =
+    slots_desc("moe_down_slots_q5_0_q5_0", MOE_DOWN_Q5_0_Q5_0);
+/// [`MOE_DOWN_Q5_1_Q5_1`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q5_1_Q5_1: KernelDesc =
+    slots_desc("moe_down_slots_q5_1_q5_1", MOE_DOWN_Q5_1_Q5_1);
+/// [`MOE_DOWN_Q8_0_Q8_0`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q8_0_Q8_0: KernelDesc =
+    slots_desc("moe_down_slots_q8_0_q8_0", MOE_DOWN_Q8_0_Q8_0);
+/// [`MOE_DOWN_IQ4_NL_IQ4_NL`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_IQ4_NL_IQ4_NL: KernelDesc =
+    slots_desc("moe_down_slots_iq4_nl_iq4_nl", MOE_DOWN_IQ4_NL_IQ4_NL);
+/// [`MOE_DOWN_Q3K_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q3K_Q3K: KernelDesc =
+    slots_desc("moe_down_slots_q3k_q3k", MOE_DOWN_Q3K_Q3K);
+/// [`MOE_DOWN_Q4K_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q4K_Q4K: KernelDesc =
+    slots_desc("moe_down_slots_q4k_q4k", MOE_DOWN_Q4K_Q4K);
+/// [`MOE_DOWN_Q5K_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q5K_Q5K: KernelDesc =
+    slots_desc("moe_down_slots_q5k_q5k", MOE_DOWN_Q5K_Q5K);
+/// [`MOE_DOWN_Q6K_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q6K_Q6K: KernelDesc =
+    slots_desc("moe_down_slots_q6k_q6k", MOE_DOWN_Q6K_Q6K);
+/// [`MOE_DOWN_Q5_0_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q5_0_Q4K: KernelDesc =
+    slots_desc("moe_down_slots_q5_0_q4k", MOE_DOWN_Q5_0_Q4K);
+/// [`MOE_DOWN_Q8_0_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q8_0_Q6K: KernelDesc =
+    slots_desc("moe_down_slots_q8_0_q6k", MOE_DOWN_Q8_0_Q6K);
+/// [`MOE_DOWN_Q5_1_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q5_1_Q5K: KernelDesc =
+    slots_desc("moe_down_slots_q5_1_q5k", MOE_DOWN_Q5_1_Q5K);
+/// [`MOE_DOWN_Q4_0_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_Q4_0_Q3K: KernelDesc =
+    slots_desc("moe_down_slots_q4_0_q3k", MOE_DOWN_Q4_0_Q3K);
+/// [`MOE_DOWN_IQ4_NL_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
+pub const MOE_DOWN_SLOTS_IQ4_NL_Q3K: KernelDesc =
+    slots_desc("moe_down_slots_iq4_nl_q3k", MOE_DOWN_IQ4_NL_Q3K);
+
+/// The slot-table twin of the stacked-expert kernel `d` (see `slots_desc`), if it has one.
+pub fn slots_twin(d: &KernelDesc) -> Option<&'static KernelDesc> {
+    let (prefix, rest) = if let Some(r) = d.name.strip_prefix("moe_gate_up_") {
+        ("moe_gate_up_slots_", r)
+    } else {
+        ("moe_down_slots_", d.name.strip_prefix("moe_down_")?)
+    };
+    ALL.iter()
+        .find(|k| k.name.strip_prefix(prefix) == Some(rest))
+}
+
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
     MOE_ROUTE,
@@ -281,4 +369,27 @@ pub const ALL: &[KernelDesc] = &[
     MOE_DOWN_Q5_1_Q5K,
     MOE_DOWN_Q4_0_Q3K,
     MOE_DOWN_IQ4_NL_Q3K,
+    MOE_GATE_UP_SLOTS_Q4_0,
+    MOE_GATE_UP_SLOTS_Q5_0,
+    MOE_GATE_UP_SLOTS_Q5_1,
+    MOE_GATE_UP_SLOTS_Q8_0,
+    MOE_GATE_UP_SLOTS_IQ4_NL,
+    MOE_GATE_UP_SLOTS_Q3K,
+    MOE_GATE_UP_SLOTS_Q4K,
+    MOE_GATE_UP_SLOTS_Q5K,
+    MOE_GATE_UP_SLOTS_Q6K,
+    MOE_DOWN_SLOTS_Q4_0_Q4_0,
+    MOE_DOWN_SLOTS_Q5_0_Q5_0,
+    MOE_DOWN_SLOTS_Q5_1_Q5_1,
+    MOE_DOWN_SLOTS_Q8_0_Q8_0,
+    MOE_DOWN_SLOTS_IQ4_NL_IQ4_NL,
+    MOE_DOWN_SLOTS_Q3K_Q3K,
+    MOE_DOWN_SLOTS_Q4K_Q4K,
+    MOE_DOWN_SLOTS_Q5K_Q5K,
+    MOE_DOWN_SLOTS_Q6K_Q6K,
+    MOE_DOWN_SLOTS_Q5_0_Q4K,
+    MOE_DOWN_SLOTS_Q8_0_Q6K,
+    MOE_DOWN_SLOTS_Q5_1_Q5K,
+    MOE_DOWN_SLOTS_Q4_0_Q3K,
+    MOE_DOWN_SLOTS_IQ4_NL_Q3K,
 ];

@@ -52,6 +52,7 @@ pub fn scale(others: &LaunchStats, sampled_others: u64, last: &LaunchStats, n: u
         global_bytes_read: s(others.global_bytes_read),
         global_bytes_written: s(others.global_bytes_written),
         host_bytes_read: s(others.host_bytes_read),
+        host_bytes_fetched: s(others.host_bytes_fetched),
         host_bytes_written: s(others.host_bytes_written),
         sectors_read: s(others.sectors_read),
         sectors_written: s(others.sectors_written),

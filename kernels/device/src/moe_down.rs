@@ -20,7 +20,7 @@
 //! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, shfl_idx_f32, shfl_idx_u32, st_f32,
+    bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32,
     tid, warp_sum,
 };
 use crate::last_block::{last_block_done, reset};
@@ -47,13 +47,18 @@ unsafe fn load_selection(sel: u64, lane: u32, n_used: u32, n_expert: u32) -> (u3
     }
 }
 
-/// Address of routed slot `k`'s expert in the stacked weights and its gating weight,
-/// broadcast from lane `k`.
+/// Address of routed slot `k`'s expert and its gating weight, broadcast from lane `k`: in the
+/// stacked weights at `down`, or with `SLOTS` the entry of the slot table at `down` (one
+/// uniform 8-byte request per expert and warp).
 #[inline(always)]
-fn slot(ids: (u32, f32), k: u32, down: u64, expert_bytes: u64) -> (u64, f32) {
-    let id = shfl_idx_u32(ids.0, k);
+unsafe fn slot<const SLOTS: bool>(ids: (u32, f32), k: u32, down: u64, expert_bytes: u64) -> (u64, f32) {
+    let id = shfl_idx_u32(ids.0, k) as u64;
     let w = shfl_idx_f32(ids.1, k);
-    (down + id as u64 * expert_bytes, w)
+    if SLOTS {
+        (ld_u64(down + 8 * id), w)
+    } else {
+        (down + id * expert_bytes, w)
+    }
 }
 
 /// Output rows per warp, as an array length.
@@ -66,7 +71,7 @@ const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows
 /// `n_expert ≥ 1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<R: WeightType, S: WeightType>(
+unsafe fn rows<R: WeightType, S: WeightType, const SLOTS: bool>(
     act: u64,
     sel: u64,
     down: u64,
@@ -100,8 +105,8 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     let mut acc = [0.0f32; 2];
     let mut k = 0;
     while k + 1 < n_used {
-        let (ea, ga) = slot(mine, k, down, expert_bytes);
-        let (eb, gb) = slot(mine, k + 1, down, expert_bytes);
+        let (ea, ga) = slot::<SLOTS>(mine, k, down, expert_bytes);
+        let (eb, gb) = slot::<SLOTS>(mine, k + 1, down, expert_bytes);
         let xa = act + k as u64 * act_per_slot;
         let xb = xa + act_per_slot;
         let p = rows_dot_lane4::<R>(
@@ -115,7 +120,7 @@ unsafe fn rows<R: WeightType, S: WeightType>(
         k += 2;
     }
     if k < n_used {
-        let (ea, ga) = slot(mine, k, down, expert_bytes);
+        let (ea, ga) = slot::<SLOTS>(mine, k, down, expert_bytes);
         let xa = act + k as u64 * act_per_slot;
         let p = rows_dot_lane2::<R>(&[ea + off0, ea + off1], &[xa, xa], nunits, lane);
         acc[0] += ga * p[0];
@@ -160,7 +165,7 @@ struct NormTail {
 /// as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn down<R: WeightType, S: WeightType>(
+unsafe fn down<R: WeightType, S: WeightType, const SLOTS: bool>(
     act: u64,
     sel: u64,
     down: u64,
@@ -170,7 +175,7 @@ unsafe fn down<R: WeightType, S: WeightType>(
     (nrows, ff, n_used, ff_sh, n_expert): (u32, u32, u32, u32, u32),
     tail: NormTail,
 ) {
-    rows::<R, S>(
+    rows::<R, S, SLOTS>(
         act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
     );
     // Launch-uniform: without a tail no block waits for the others.
@@ -193,7 +198,11 @@ unsafe fn down<R: WeightType, S: WeightType>(
 }
 
 macro_rules! down_kernel {
-    ($name:ident, $r:ty, $s:ty) => {
+    ($name:ident, $slots:ident, $r:ty, $s:ty) => {
+        down_kernel!(@one $name, $r, $s, false);
+        down_kernel!(@one $slots, $r, $s, true);
+    };
+    (@one $name:ident, $r:ty, $s:ty, $tables:literal) => {
         /// See [`down`] and `ingot_abi::launch::moe`.
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
@@ -216,7 +225,7 @@ macro_rules! down_kernel {
             norm: u32,
             eps: f32,
         ) {
-            down::<$r, $s>(
+            down::<$r, $s, $tables>(
                 global(act),
                 global(sel),
                 global(down_w),
@@ -237,17 +246,17 @@ macro_rules! down_kernel {
     };
 }
 
-down_kernel!(moe_down_q4_0_q4_0, Q4_0, Q4_0);
-down_kernel!(moe_down_q5_0_q5_0, Q5_0, Q5_0);
-down_kernel!(moe_down_q5_1_q5_1, Q5_1, Q5_1);
-down_kernel!(moe_down_q8_0_q8_0, Q8_0, Q8_0);
-down_kernel!(moe_down_iq4_nl_iq4_nl, Iq4Nl, Iq4Nl);
-down_kernel!(moe_down_q3k_q3k, Q3K, Q3K);
-down_kernel!(moe_down_q4k_q4k, Q4K, Q4K);
-down_kernel!(moe_down_q5k_q5k, Q5K, Q5K);
-down_kernel!(moe_down_q6k_q6k, Q6K, Q6K);
-down_kernel!(moe_down_q5_0_q4k, Q5_0, Q4K);
-down_kernel!(moe_down_q8_0_q6k, Q8_0, Q6K);
-down_kernel!(moe_down_q5_1_q5k, Q5_1, Q5K);
-down_kernel!(moe_down_q4_0_q3k, Q4_0, Q3K);
-down_kernel!(moe_down_iq4_nl_q3k, Iq4Nl, Q3K);
+down_kernel!(moe_down_q4_0_q4_0, moe_down_slots_q4_0_q4_0, Q4_0, Q4_0);
+down_kernel!(moe_down_q5_0_q5_0, moe_down_slots_q5_0_q5_0, Q5_0, Q5_0);
+down_kernel!(moe_down_q5_1_q5_1, moe_down_slots_q5_1_q5_1, Q5_1, Q5_1);
+down_kernel!(moe_down_q8_0_q8_0, moe_down_slots_q8_0_q8_0, Q8_0, Q8_0);
+down_kernel!(moe_down_iq4_nl_iq4_nl, moe_down_slots_iq4_nl_iq4_nl, Iq4Nl, Iq4Nl);
+down_kernel!(moe_down_q3k_q3k, moe_down_slots_q3k_q3k, Q3K, Q3K);
+down_kernel!(moe_down_q4k_q4k, moe_down_slots_q4k_q4k, Q4K, Q4K);
+down_kernel!(moe_down_q5k_q5k, moe_down_slots_q5k_q5k, Q5K, Q5K);
+down_kernel!(moe_down_q6k_q6k, moe_down_slots_q6k_q6k, Q6K, Q6K);
+down_kernel!(moe_down_q5_0_q4k, moe_down_slots_q5_0_q4k, Q5_0, Q4K);
+down_kernel!(moe_down_q8_0_q6k, moe_down_slots_q8_0_q6k, Q8_0, Q6K);
+down_kernel!(moe_down_q5_1_q5k, moe_down_slots_q5_1_q5k, Q5_1, Q5K);
+down_kernel!(moe_down_q4_0_q3k, moe_down_slots_q4_0_q3k, Q4_0, Q3K);
+down_kernel!(moe_down_iq4_nl_q3k, moe_down_slots_iq4_nl_q3k, Iq4Nl, Q3K);

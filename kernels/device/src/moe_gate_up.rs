@@ -20,7 +20,7 @@
 //! selection cannot make the kernel read outside the stacked weights.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_shared_f32, ld_u32, round_away, shfl_idx_u32, silu, st_u32,
+    bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u64, round_away, shfl_idx_u32, silu, st_u32,
     sts_f32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
@@ -82,10 +82,11 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
 /// launcher): `ncols` a multiple of `T::QK`, `ff` and `ff_sh` multiples of 32, grid =
 /// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`; with `merged`, `gate` holds
-/// `[n_expert][2·ff][ncols]` and `up` is not read.
+/// `[n_expert][2·ff][ncols]` and `up` is not read. With `SLOTS`, `gate` (and `up`) are tables of
+/// `n_expert` expert addresses (`ingot_abi::launch::moe::slots_desc`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gate_up<T: WeightType>(
+unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
     x: u64,
     sel: u64,
     gate: u64,
@@ -97,7 +98,7 @@ unsafe fn gate_up<T: WeightType>(
     ff: u32,
     n_used: u32,
     n_expert: u32,
-    merged: bool,
+    layout: u32,
 ) {
     let t = tid();
     let lane = t % WARP_SIZE;
@@ -120,14 +121,21 @@ unsafe fn gate_up<T: WeightType>(
         let e = shfl_idx_u32(id, 0).min(n_expert - 1) as u64;
         // Merged: expert e's gate rows at 2e·ff, its up rows right after them.
         let half = ff as u64 * row_bytes;
-        let (stride, up) = if merged {
-            (2 * half, gate + half)
+        let merged = layout & GATE_UP_MERGED != 0;
+        let (g, u) = if SLOTS {
+            let g = ld_u64(gate + 8 * e);
+            (g, if merged { g + half } else { ld_u64(up + 8 * e) })
         } else {
-            (half, up)
+            let (stride, up) = if merged {
+                (2 * half, gate + half)
+            } else {
+                (half, up)
+            };
+            (gate + e * stride, up + e * stride)
         };
         (
-            gate + e * stride,
-            up + e * stride,
+            g,
+            u,
             (b % blocks_per_expert) * MOE_GATE_UP_ROWS,
         )
     } else {
@@ -168,7 +176,11 @@ unsafe fn gate_up<T: WeightType>(
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
 macro_rules! gate_up_kernel {
-    ($name:ident, $ty:ty) => {
+    ($name:ident, $slots:ident, $ty:ty) => {
+        gate_up_kernel!(@one $name, $ty, false);
+        gate_up_kernel!(@one $slots, $ty, true);
+    };
+    (@one $name:ident, $ty:ty, $tables:literal) => {
         /// See [`gate_up`] and `ingot_abi::launch::moe`.
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
@@ -187,7 +199,7 @@ macro_rules! gate_up_kernel {
             n_expert: u32,
             layout: u32,
         ) {
-            gate_up::<$ty>(
+            gate_up::<$ty, $tables>(
                 global(x),
                 global(sel),
                 global(gate),
@@ -199,18 +211,18 @@ macro_rules! gate_up_kernel {
                 ff,
                 n_used,
                 n_expert,
-                layout == GATE_UP_MERGED,
+                layout,
             );
         }
     };
 }
 
-gate_up_kernel!(moe_gate_up_q4_0, Q4_0);
-gate_up_kernel!(moe_gate_up_q5_0, Q5_0);
-gate_up_kernel!(moe_gate_up_q5_1, Q5_1);
-gate_up_kernel!(moe_gate_up_q8_0, Q8_0);
-gate_up_kernel!(moe_gate_up_iq4_nl, Iq4Nl);
-gate_up_kernel!(moe_gate_up_q3k, Q3K);
-gate_up_kernel!(moe_gate_up_q4k, Q4K);
-gate_up_kernel!(moe_gate_up_q5k, Q5K);
-gate_up_kernel!(moe_gate_up_q6k, Q6K);
+gate_up_kernel!(moe_gate_up_q4_0, moe_gate_up_slots_q4_0, Q4_0);
+gate_up_kernel!(moe_gate_up_q5_0, moe_gate_up_slots_q5_0, Q5_0);
+gate_up_kernel!(moe_gate_up_q5_1, moe_gate_up_slots_q5_1, Q5_1);
+gate_up_kernel!(moe_gate_up_q8_0, moe_gate_up_slots_q8_0, Q8_0);
+gate_up_kernel!(moe_gate_up_iq4_nl, moe_gate_up_slots_iq4_nl, Iq4Nl);
+gate_up_kernel!(moe_gate_up_q3k, moe_gate_up_slots_q3k, Q3K);
+gate_up_kernel!(moe_gate_up_q4k, moe_gate_up_slots_q4k, Q4K);
+gate_up_kernel!(moe_gate_up_q5k, moe_gate_up_slots_q5k, Q5K);
+gate_up_kernel!(moe_gate_up_q6k, moe_gate_up_slots_q6k, Q6K);

@@ -33,6 +33,15 @@ pub unsafe fn ld_u32(a: u64) -> u32 {
     v
 }
 
+/// 8-byte read-only load. `a` must be an 8-byte aligned global address of readable memory.
+#[inline(always)]
+pub unsafe fn ld_u64(a: u64) -> u64 {
+    let v: u64;
+    asm!("ld.global.nc.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
 /// 2-byte read-only load, zero-extended. `a` must be a 2-byte aligned global address.
 #[inline(always)]
 pub unsafe fn ld_u16(a: u64) -> u32 {

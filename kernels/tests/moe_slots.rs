@@ -1,0 +1,242 @@
+//! The slot-table twins of the MoE kernels (issue 18, experts beyond VRAM), in ptx-sim: routed experts
+//! read through a table of per-expert addresses, some in VRAM slots (in any order), the rest in host-mapped
+//! memory. Each twin must give the stacked kernel's output bit for bit, and the bytes it fetches over the
+//! host link must be exactly the slabs of the selected experts that are not in a slot: what `ingot replay`
+//! charges a miss. Only the simulator models host-mapped memory here; no GPU half.
+
+#![cfg(feature = "sim")]
+
+use ingot_abi::blocks::QK8_1;
+use ingot_abi::launch::moe::slots_twin;
+use ingot_abi::launch::{
+    ExpertSelection, KernelDesc, DOWN_NORM_NONE, GATE_UP_MERGED, GATE_UP_SEPARATE,
+};
+use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::ops::moe::{down_kernel, gate_up_kernel, FfnShape};
+use ingot_kernels::PTX;
+use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
+
+fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> usize {
+    rows * cols / ty.block_elems() * ty.block_bytes()
+}
+
+/// Pseudo-random bytes (the kernels' control flow does not depend on values; outputs are compared bit
+/// for bit, so any values serve).
+fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    (0..n as u64)
+        .map(|i| ((i ^ seed).wrapping_mul(2654435761) >> 13) as u8)
+        .collect()
+}
+
+const SHAPE: FfnShape = FfnShape {
+    n_embd: 512,
+    n_expert: 8,
+    n_used: 3,
+    ff: 256,
+    ff_sh: 256,
+};
+/// Slot `s` holds expert `RESIDENT[s]`; the others stay in host memory.
+const RESIDENT: [u32; 4] = [6, 1, 4, 7];
+/// Selected experts: one resident (4), two not (2, 5).
+const SELECTED: [u32; 3] = [2, 4, 5];
+
+struct Experts {
+    /// The stacked tensor in device memory.
+    stacked: DevicePtr,
+    /// The slot table.
+    table: DevicePtr,
+    /// Bytes of one expert's slab.
+    slab: usize,
+}
+
+/// One routed tensor, stacked and as slots + host copy + table.
+fn experts(sim: &mut Sim, slab: usize, seed: u64) -> Experts {
+    let data = bytes(slab * SHAPE.n_expert, seed);
+    let stacked = sim.alloc(data.len()).unwrap();
+    sim.write(stacked, &data).unwrap();
+    let host = sim.alloc_host_mapped(data.len()).unwrap();
+    sim.write(host, &data).unwrap();
+    let pool = sim.alloc(slab * RESIDENT.len()).unwrap();
+    let mut table: Vec<u64> = (0..SHAPE.n_expert)
+        .map(|e| host.offset((e * slab) as u64).0)
+        .collect();
+    for (s, &e) in RESIDENT.iter().enumerate() {
+        let e = e as usize;
+        sim.write(pool.offset((s * slab) as u64), &data[e * slab..][..slab])
+            .unwrap();
+        table[e] = pool.offset((s * slab) as u64).0;
+    }
+    let t = sim.alloc(8 * SHAPE.n_expert).unwrap();
+    sim.write(t, bytemuck::cast_slice(&table)).unwrap();
+    Experts {
+        stacked,
+        table: t,
+        slab,
+    }
+}
+
+/// Bytes the missed (selected, not resident) experts' slabs hold.
+fn missed(slab: usize) -> u64 {
+    let n = SELECTED.iter().filter(|e| !RESIDENT.contains(e)).count();
+    (n * slab) as u64
+}
+
+fn buf(sim: &mut Sim, data: &[u8]) -> DevicePtr {
+    let p = sim.alloc(data.len().max(4)).unwrap();
+    sim.write(p, data).unwrap();
+    p
+}
+
+fn launch(sim: &mut Sim, m: &Module, d: &KernelDesc, items: u32, args: &[Arg]) -> LaunchStats {
+    let cfg = LaunchConfig {
+        grid: d.grid(items),
+        block: d.block,
+        shared_bytes: d.shared_bytes,
+    };
+    sim.launch(m, d.name, cfg, args)
+        .unwrap_or_else(|e| panic!("{}: {e}", d.name))
+}
+
+fn selection(sim: &mut Sim) -> DevicePtr {
+    let mut sel = ExpertSelection::default();
+    for (k, &e) in SELECTED.iter().enumerate() {
+        sel.ids[k] = e;
+        sel.weights[k] = 0.25 + k as f32 * 0.125;
+    }
+    buf(sim, bytemuck::bytes_of(&sel))
+}
+
+fn read(sim: &Sim, p: DevicePtr, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    sim.read(p, &mut v).unwrap();
+    v
+}
+
+/// The gate/up kernel of `ty`, separate or merged, stacked against its slot-table twin.
+fn gate_up(m: &Module, ty: GemvType, merged: bool) {
+    let s = SHAPE;
+    let mut sim = Sim::new();
+    let n = s.n_embd;
+    let x = buf(&mut sim, &bytes(n / QK8_1 * 36, 1));
+    let sel = selection(&mut sim);
+    let rows = weight_bytes(ty, s.ff, n);
+    let (gate, up) = if merged {
+        let g = experts(&mut sim, 2 * rows, 2);
+        (g, None)
+    } else {
+        (experts(&mut sim, rows, 2), Some(experts(&mut sim, rows, 3)))
+    };
+    let sh = weight_bytes(ty, s.ff_sh, n);
+    let (gate_sh, up_sh) = (buf(&mut sim, &bytes(sh, 4)), buf(&mut sim, &bytes(sh, 5)));
+    let act_len = s.act_bytes().unwrap();
+    let d = gate_up_kernel(ty);
+    let twin = slots_twin(d).expect("slot-table twin");
+    let layout = if merged {
+        GATE_UP_MERGED
+    } else {
+        GATE_UP_SEPARATE
+    };
+    let items = (s.n_used * s.ff + s.ff_sh) as u32;
+    let mut run = |d: &KernelDesc, slots: bool| {
+        let act = buf(&mut sim, &vec![0xFF; act_len]);
+        let pick = |e: &Experts| Arg::Ptr(if slots { e.table } else { e.stacked });
+        let g = pick(&gate);
+        let u = up.as_ref().map_or(g, pick);
+        let args = [
+            Arg::Ptr(x),
+            Arg::Ptr(sel),
+            g,
+            u,
+            Arg::Ptr(gate_sh),
+            Arg::Ptr(up_sh),
+            Arg::Ptr(act),
+            Arg::U32(n as u32),
+            Arg::U32(s.ff as u32),
+            Arg::U32(s.n_used as u32),
+            Arg::U32(s.ff_sh as u32),
+            Arg::U32(s.n_expert as u32),
+            Arg::U32(layout),
+        ];
+        let stats = launch(&mut sim, m, d, items, &args);
+        (read(&sim, act, act_len), stats)
+    };
+    let (want, plain) = run(d, false);
+    let (got, stats) = run(twin, true);
+    let what = format!("{} (merged {merged})", twin.name);
+    assert!(got == want, "{what}: output differs from {}", d.name);
+    assert_eq!(plain.host_bytes_fetched, 0);
+    let slabs = if merged { gate.slab } else { 2 * rows };
+    assert_eq!(
+        stats.host_bytes_fetched,
+        missed(slabs),
+        "{what}: bytes over the link"
+    );
+    assert!(stats.host_bytes_read >= stats.host_bytes_fetched);
+    eprintln!(
+        "{what}: {} B fetched over the link (2 missed experts), {} B requested",
+        stats.host_bytes_fetched, stats.host_bytes_read
+    );
+}
+
+fn down(m: &Module, routed: GemvType, shared: GemvType) {
+    let s = SHAPE;
+    let mut sim = Sim::new();
+    let n = s.n_embd;
+    let act = buf(&mut sim, &bytes(s.act_bytes().unwrap(), 6));
+    let sel = selection(&mut sim);
+    let down = experts(&mut sim, weight_bytes(routed, n, s.ff), 7);
+    let dsh = buf(&mut sim, &bytes(weight_bytes(shared, n, s.ff_sh), 8));
+    let resid = buf(&mut sim, &bytes(4 * n, 9));
+    let d = down_kernel(routed, shared).expect("kernel");
+    let twin = slots_twin(d).expect("slot-table twin");
+    let mut run = |d: &KernelDesc, slots: bool| {
+        let y = buf(&mut sim, &vec![0xFF; 4 * n]);
+        let args = [
+            Arg::Ptr(act),
+            Arg::Ptr(sel),
+            Arg::Ptr(if slots { down.table } else { down.stacked }),
+            Arg::Ptr(dsh),
+            Arg::Ptr(resid),
+            Arg::Ptr(y),
+            Arg::U32(n as u32),
+            Arg::U32(s.ff as u32),
+            Arg::U32(s.n_used as u32),
+            Arg::U32(s.ff_sh as u32),
+            Arg::U32(s.n_expert as u32),
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::Ptr(act),
+            Arg::U32(DOWN_NORM_NONE),
+            Arg::F32(0.0),
+        ];
+        let stats = launch(&mut sim, m, d, n as u32, &args);
+        (read(&sim, y, 4 * n), stats)
+    };
+    let (want, _) = run(d, false);
+    let (got, stats) = run(twin, true);
+    assert!(got == want, "{}: output differs from {}", twin.name, d.name);
+    assert_eq!(
+        stats.host_bytes_fetched,
+        missed(down.slab),
+        "{}: bytes over the link",
+        twin.name
+    );
+}
+
+#[test]
+fn slot_tables_read_missed_experts_over_the_link() {
+    let m = Module::parse(PTX).expect("parse PTX");
+    for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q3K] {
+        gate_up(&m, ty, false);
+        gate_up(&m, ty, true);
+    }
+    for (r, s) in [
+        (GemvType::Q5_0, GemvType::Q4K),
+        (GemvType::Q8_0, GemvType::Q6K),
+        (GemvType::Q4K, GemvType::Q4K),
+        (GemvType::Q3K, GemvType::Q3K),
+    ] {
+        down(&m, r, s);
+    }
+}
