@@ -21,6 +21,8 @@
 //! over the card's PCIe bandwidth times [`PCIE_EFFICIENCY`]; with `base_tok_s` (the all-in-VRAM speed,
 //! measured or predicted), the two times add.
 
+use ingot_model::expert_cache::LayerCache;
+pub use ingot_model::expert_cache::Policy;
 use ingot_model::trace::{Phase, Trace, TraceError};
 use thiserror::Error;
 
@@ -36,26 +38,6 @@ pub enum ReplayError {
     Trace(#[from] TraceError),
     #[error("{0}")]
     Options(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Policy {
-    Lru,
-    Lfu,
-    /// Exponential moving average of use with this decay per step (0 < decay < 1).
-    Ema(f64),
-    Belady,
-}
-
-impl Policy {
-    pub fn name(&self) -> String {
-        match self {
-            Policy::Lru => "lru".into(),
-            Policy::Lfu => "lfu".into(),
-            Policy::Ema(d) => format!("ema (decay {d})"),
-            Policy::Belady => "belady".into(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -195,101 +177,6 @@ fn steps(trace: &Trace, ubatch: usize) -> Result<Vec<Step>, ReplayError> {
     Ok(out)
 }
 
-/// One layer's cache.
-struct LayerCache {
-    resident: Vec<bool>,
-    count: usize,
-    last_used: Vec<u64>,
-    uses: Vec<u64>,
-    ema: Vec<f64>,
-    /// For Belady: the steps at which each expert is used, and a cursor into each list.
-    future: Vec<Vec<u64>>,
-    cursor: Vec<usize>,
-}
-
-impl LayerCache {
-    fn new(n_expert: usize) -> Self {
-        LayerCache {
-            resident: vec![false; n_expert],
-            count: 0,
-            last_used: vec![0; n_expert],
-            uses: vec![0; n_expert],
-            ema: vec![0.0; n_expert],
-            future: vec![Vec::new(); n_expert],
-            cursor: vec![0; n_expert],
-        }
-    }
-
-    /// The step after `now` at which `e` is next used (`u64::MAX`: never).
-    fn next_use(&mut self, e: usize, now: u64) -> u64 {
-        let list = &self.future[e];
-        let c = &mut self.cursor[e];
-        while *c < list.len() && list[*c] <= now {
-            *c += 1;
-        }
-        list.get(*c).copied().unwrap_or(u64::MAX)
-    }
-
-    /// Runs step `now` using `used`; returns (hits, misses, admissions).
-    fn step(&mut self, used: &[u32], now: u64, policy: Policy, capacity: usize) -> (u64, u64, u64) {
-        let hits = used.iter().filter(|&&e| self.resident[e as usize]).count() as u64;
-        let misses = used.len() as u64 - hits;
-        if let Policy::Ema(decay) = policy {
-            // Every expert decays every step, resident or not.
-            self.ema.iter_mut().for_each(|v| *v *= decay);
-            for &e in used {
-                self.ema[e as usize] += 1.0 - decay;
-            }
-        }
-        for &e in used {
-            self.last_used[e as usize] = now + 1;
-            self.uses[e as usize] += 1;
-        }
-        let mut admissions = 0;
-        for &e in used {
-            let e = e as usize;
-            if self.resident[e] {
-                continue;
-            }
-            if self.count == capacity {
-                match self.victim(used, now, policy) {
-                    Some(v) => {
-                        self.resident[v] = false;
-                        self.count -= 1;
-                    }
-                    // Every resident expert is used by this step: the rest stay uncached.
-                    None => break,
-                }
-            }
-            self.resident[e] = true;
-            self.count += 1;
-            admissions += 1;
-        }
-        (hits, misses, admissions)
-    }
-
-    /// The resident expert not in `used` that `policy` evicts first.
-    fn victim(&mut self, used: &[u32], now: u64, policy: Policy) -> Option<usize> {
-        let mut best: Option<(usize, (f64, f64))> = None;
-        for e in 0..self.resident.len() {
-            if !self.resident[e] || used.contains(&(e as u32)) {
-                continue;
-            }
-            // Smaller key = evicted first.
-            let key = match policy {
-                Policy::Lru => (self.last_used[e] as f64, 0.0),
-                Policy::Lfu => (self.uses[e] as f64, self.last_used[e] as f64),
-                Policy::Ema(_) => (self.ema[e], self.last_used[e] as f64),
-                Policy::Belady => (-(self.next_use(e, now) as f64), 0.0),
-            };
-            if best.is_none_or(|(_, b)| key < b) {
-                best = Some((e, key));
-            }
-        }
-        best.map(|(e, _)| e)
-    }
-}
-
 /// Replays `trace` through per-layer caches of `opts.capacity` slots. See the module documentation.
 pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
     let h = &trace.header;
@@ -332,7 +219,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, Repla
         for (s, step) in steps.iter().enumerate() {
             for (cache, used) in caches.iter_mut().zip(&step.experts) {
                 for &e in used {
-                    cache.future[e as usize].push(s as u64);
+                    cache.will_use(e, s as u64);
                 }
             }
         }
@@ -357,7 +244,8 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, Repla
             phase.tokens += step.tokens as u64;
         }
         for (li, (cache, used)) in caches.iter_mut().zip(&step.experts).enumerate() {
-            let (hits, misses, admissions) = cache.step(used, s as u64, opts.policy, opts.capacity);
+            let out = cache.step(used, s as u64, opts.policy, opts.capacity);
+            let (hits, misses, admissions) = (out.hits, out.misses, out.admitted.len() as u64);
             if measured {
                 let bytes = h.expert_bytes[li];
                 let l = &mut layers[li];
@@ -381,31 +269,4 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayReport, Repla
         decode,
         prefill,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The EMA decays every expert every step, resident or not: expert 0, used 5 times and then evicted by 10
-    /// uses of expert 1 (one slot), holds `(1 − d⁵)·d¹⁰`, not the `1 − d⁵` it had when it left the cache.
-    #[test]
-    fn ema_decays_experts_outside_the_cache() {
-        let d = 0.9;
-        let mut cache = LayerCache::new(2);
-        for s in 0..5 {
-            cache.step(&[0], s, Policy::Ema(d), 1);
-        }
-        for s in 5..15 {
-            cache.step(&[1], s, Policy::Ema(d), 1);
-        }
-        assert!(!cache.resident[0] && cache.resident[1]);
-        let want = (1.0 - d.powi(5)) * d.powi(10);
-        assert!(
-            (cache.ema[0] - want).abs() < 1e-12,
-            "{} vs {want}",
-            cache.ema[0]
-        );
-        assert!((cache.ema[1] - (1.0 - d.powi(10))).abs() < 1e-12);
-    }
 }

@@ -11,6 +11,9 @@ pub enum BufferKind {
     Weight {
         tensor: String,
         ty: ingot_gguf::GgmlType,
+        /// Kept in pinned host memory mapped into the device's address space (routed experts
+        /// beyond the VRAM budget, read over the host link on a miss; issue 18), not in VRAM.
+        host_mapped: bool,
     },
     /// Bytes computed on the host at load from the file's tensors (e.g. the absorbed `attn_k_b`
     /// of a legacy-layout file), uploaded once, never written.
@@ -27,6 +30,19 @@ pub enum BufferKind {
     KvCache { layer: usize },
     /// The single [`ingot_abi::step::StepState`].
     StepState,
+    /// VRAM slots of one MoE layer's expert cache for one routed tensor: `slots` slabs, zeroed at
+    /// allocation, filled by the executor as experts are admitted.
+    ExpertSlots { layer: usize },
+    /// The slot table the `*_slots_*` MoE kernels read for one routed tensor: `n_expert` `u64`
+    /// addresses, entry `e` expert `e`'s slab in `pool` when it holds a slot, else in the
+    /// host-mapped `weight`. Written by the executor (at load: every entry in `weight`).
+    ExpertTable {
+        layer: usize,
+        weight: BufId,
+        pool: BufId,
+        /// Bytes of one expert's slab.
+        slab: u64,
+    },
 }
 
 /// One buffer of the plan.

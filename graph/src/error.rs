@@ -128,6 +128,9 @@ pub enum ExecError {
     /// mode of execution cannot interleave.
     #[error("{0}")]
     NeedsHost(&'static str),
+    /// The routed experts' cache (`--vram-budget`) cannot run as asked.
+    #[error("expert cache: {0}")]
+    ExpertCache(String),
     /// The host asked for a step the cache cannot hold.
     #[error(transparent)]
     Step(#[from] ingot_model::ModelError),

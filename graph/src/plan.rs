@@ -34,6 +34,31 @@ pub struct Plan {
     /// The last node writes the argmax into `StepState.next_token` and advances the state, so
     /// replays can follow each other without the host; otherwise the host takes the argmax.
     pub device_argmax: bool,
+    /// The routed experts' cache when the plan keeps them beyond VRAM (issue 18): after each step
+    /// the executor reads each layer's selection, runs the policy and rewrites the slot tables.
+    pub expert_cache: Option<ExpertCachePlan>,
+}
+
+/// The expert cache of a plan: `slots` VRAM slots per MoE layer, the rest in host-mapped memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpertCachePlan {
+    pub slots: usize,
+    pub policy: ingot_model::expert_cache::Policy,
+    pub n_expert: usize,
+    pub n_expert_used: usize,
+    /// Per MoE layer, in layer order.
+    pub layers: Vec<ExpertCacheLayer>,
+}
+
+/// One MoE layer's part of [`ExpertCachePlan`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpertCacheLayer {
+    pub layer: usize,
+    /// The layer's own [`ingot_abi::launch::ExpertSelection`] (not shared with other layers, so it
+    /// is still there after the step).
+    pub selection: BufId,
+    /// The [`BufferKind::ExpertTable`] of each routed tensor (gate and up, or merged; down).
+    pub tables: Vec<BufId>,
 }
 
 /// Node and byte counts of a plan.
@@ -48,6 +73,8 @@ pub struct PlanSummary {
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
     pub constant_bytes: u64,
+    /// Routed expert weights kept in host-mapped memory (not part of [`Self::device_bytes`]).
+    pub host_weight_bytes: u64,
     /// Distinct kernels launched.
     pub kernels: Vec<String>,
 }
@@ -108,13 +135,21 @@ impl Plan {
             kv_cache_bytes: 0,
             activation_bytes: 0,
             constant_bytes: 0,
+            host_weight_bytes: 0,
             kernels: Vec::new(),
         };
         for b in &self.buffers {
             let slot = match b.kind {
-                BufferKind::Weight { .. } | BufferKind::Derived { .. } => &mut s.weight_bytes,
+                BufferKind::Weight {
+                    host_mapped: true, ..
+                } => &mut s.host_weight_bytes,
+                BufferKind::Weight { .. }
+                | BufferKind::Derived { .. }
+                | BufferKind::ExpertSlots { .. } => &mut s.weight_bytes,
                 BufferKind::KvCache { .. } => &mut s.kv_cache_bytes,
-                BufferKind::Activation | BufferKind::StepState => &mut s.activation_bytes,
+                BufferKind::Activation | BufferKind::StepState | BufferKind::ExpertTable { .. } => {
+                    &mut s.activation_bytes
+                }
                 BufferKind::Constant { .. } => &mut s.constant_bytes,
             };
             *slot += b.bytes;

@@ -126,7 +126,11 @@ pub fn initial_bytes<'f>(
             Some(std::borrow::Cow::Owned(out))
         }
         BufferKind::Constant { data } => Some(std::borrow::Cow::Borrowed(data.as_slice())),
-        BufferKind::Activation | BufferKind::KvCache { .. } | BufferKind::StepState => None,
+        BufferKind::Activation
+        | BufferKind::KvCache { .. }
+        | BufferKind::StepState
+        | BufferKind::ExpertSlots { .. }
+        | BufferKind::ExpertTable { .. } => None,
     })
 }
 

@@ -156,6 +156,14 @@ impl CudaExecutor {
         opts: PlanOptions,
         progress: bool,
     ) -> Result<(Self, CudaInfo), ExecError> {
+        if opts.expert_cache.is_some() {
+            return Err(ExecError::ExpertCache(
+                "the CUDA executor does not keep experts in host memory yet (the slot-table \
+                 kernels and the cache run in the simulator: --backend sim); drop --vram-budget \
+                 to run with every expert in VRAM"
+                    .into(),
+            ));
+        }
         let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
         let gpu = Gpu::new(0)?;
         // The attention split is sized to this GPU (two blocks per SM), whatever the caller
@@ -764,6 +772,7 @@ mod tests {
             step: BufId(0),
             host_embedding: false,
             device_argmax: true,
+            expert_cache: None,
         };
         let shape = LaunchShape {
             grid: [64, 1, 1],

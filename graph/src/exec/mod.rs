@@ -2,6 +2,7 @@
 //! it in ptx-sim with per-node counters. Both implement [`ingot_model::Decoder`].
 
 pub mod cuda;
+pub mod expert_cache;
 pub mod sim;
 
 use ingot_model::ModelError;

@@ -6,6 +6,7 @@ use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::error::ExecError;
+use crate::exec::expert_cache::{ExpertCache, SlotMemory};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::{build_plan_for, PlanOptions};
@@ -32,6 +33,32 @@ pub struct SimExecutor {
     filled: usize,
     logits: Vec<f32>,
     embedding: Option<HostEmbedding>,
+    /// The routed experts' cache, when the plan keeps experts beyond VRAM.
+    experts: Option<ExpertCache>,
+}
+
+/// The simulator's memory as the expert cache sees it.
+struct SimSlots<'a>(&'a mut Sim);
+
+impl SlotMemory for SimSlots<'_> {
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), ExecError> {
+        self.0
+            .read(DevicePtr(addr), out)
+            .map_err(ExecError::SimSetup)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), ExecError> {
+        self.0
+            .write(DevicePtr(addr), data)
+            .map_err(ExecError::SimSetup)
+    }
+
+    /// A copy outside any launch: no kernel counter sees it (a copy engine's transfer).
+    fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<(), ExecError> {
+        let mut buf = vec![0u8; bytes as usize];
+        self.read(src, &mut buf)?;
+        self.write(dst, &buf)
+    }
 }
 
 impl SimExecutor {
@@ -52,9 +79,13 @@ impl SimExecutor {
         );
         let mut ptrs = Vec::with_capacity(plan.buffers.len());
         for decl in &plan.buffers {
-            let p = sim
-                .alloc(decl.bytes as usize)
-                .map_err(ExecError::SimSetup)?;
+            let p = match decl.kind {
+                crate::BufferKind::Weight {
+                    host_mapped: true, ..
+                } => sim.alloc_host_mapped(decl.bytes as usize),
+                _ => sim.alloc(decl.bytes as usize),
+            }
+            .map_err(ExecError::SimSetup)?;
             if let Some(bytes) = initial_bytes(file, decl)? {
                 sim.write(p, &bytes).map_err(ExecError::SimSetup)?;
             }
@@ -70,7 +101,16 @@ impl SimExecutor {
                 args: sim_args(n, &ptrs),
             })
             .collect();
+        let experts = match plan.expert_cache {
+            Some(_) => Some(ExpertCache::new(
+                &plan,
+                |b| ptrs[b.0 as usize].0,
+                &mut SimSlots(&mut sim),
+            )?),
+            None => None,
+        };
         Ok(SimExecutor {
+            experts,
             embedding: HostEmbedding::for_plan(file, &plan)?,
             stats: vec![LaunchStats::default(); plan.nodes.len()],
             logits: vec![0.0; config.vocab],
@@ -156,6 +196,7 @@ impl SimExecutor {
                     .push(self.read_f32(self.plan.residual, self.plan.n_embd)?);
             }
         }
+        self.update_experts()?;
         self.finish_step(pos)?;
         trace.logits = self.logits.clone();
         Ok(trace)
@@ -167,7 +208,22 @@ impl SimExecutor {
         for i in 0..self.launches.len() {
             self.run_node(i)?;
         }
+        self.update_experts()?;
         self.finish_step(pos)
+    }
+
+    /// After a step: the expert cache (if any) admits what the step missed.
+    fn update_experts(&mut self) -> Result<(), ExecError> {
+        match &mut self.experts {
+            Some(c) => c.update(&mut SimSlots(&mut self.sim)),
+            None => Ok(()),
+        }
+    }
+
+    /// Bytes the kernels fetched from host-mapped memory (routed experts outside the VRAM
+    /// slots) over every step run so far: what would cross the host link.
+    pub fn host_bytes_fetched(&self) -> u64 {
+        self.stats.iter().map(|s| s.host_bytes_fetched).sum()
     }
 
     pub fn logits(&self) -> &[f32] {
@@ -207,6 +263,7 @@ impl SimExecutor {
             for i in 0..self.launches.len() {
                 self.run_node(i)?;
             }
+            self.update_experts()?;
             out.push(self.step_state()?.next_token);
         }
         if n > 0 {
@@ -285,6 +342,12 @@ impl Decoder for SimExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+    }
+
+    /// The last step's routing, when the plan has an expert cache (each layer's selection is
+    /// kept then); `None` otherwise.
+    fn routing(&self) -> Option<&[(u32, f32)]> {
+        self.experts.as_ref().map(|c| c.routing())
     }
 }
 

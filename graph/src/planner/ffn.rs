@@ -314,7 +314,25 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         )));
     }
     let norm = b.acts.norm;
-    let sel = selection(b)?;
+    let cache = b.opts.expert_cache;
+    if let Some(o) = cache {
+        if o.slots < c.n_expert_used || o.slots > c.n_expert {
+            return Err(PlanError::UnsupportedModel(format!(
+                "{} expert slots per layer: the cache needs at least the {} experts a token uses \
+                 and at most the {} there are",
+                o.slots, c.n_expert_used, c.n_expert
+            )));
+        }
+    }
+    // With an expert cache each layer keeps its own selection, which the host reads after the
+    // step; otherwise one buffer serves every layer.
+    let sel = match cache {
+        Some(_) => b.act(
+            &format!("act.expert_selection.{il}"),
+            size_of::<ingot_abi::launch::ExpertSelection>() as u64,
+        )?,
+        None => selection(b)?,
+    };
     let mut flags = 0;
     if c.gating == GatingFunc::Sigmoid {
         flags |= ingot_abi::launch::ROUTE_SIGMOID;
@@ -390,6 +408,22 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             (e, e, ty, ty, ncols, GATE_UP_MERGED)
         }
     };
+    // With an expert cache the kernels read the routed tensors through slot tables.
+    let routed = |b: &mut Builder<'_>, id: BufId| -> Result<BufId, PlanError> {
+        match cache {
+            Some(o) => {
+                let tensor = b.buffer_name(id);
+                b.expert_table(il, &tensor, o.slots, c.n_expert)
+            }
+            None => Ok(id),
+        }
+    };
+    let gate_e = routed(b, gate_e)?;
+    let up_e = if layout == GATE_UP_MERGED {
+        gate_e
+    } else {
+        routed(b, up_e)?
+    };
     let (gate_s, gs, _, ffs) = ffn_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
     let (up_s, us, _, _) = ffn_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
     same_type(
@@ -401,8 +435,13 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
+    let (gate_up_kernel, down_kernel): (fn(GgmlType) -> String, fn(GgmlType, GgmlType) -> String) =
+        match cache {
+            Some(_) => (k::moe_gate_up_slots, k::moe_down_slots),
+            None => (k::moe_gate_up, k::moe_down),
+        };
     b.node(
-        k::moe_gate_up(gate_ty),
+        gate_up_kernel(gate_ty),
         label("moe_gate_up_swiglu"),
         Some(il),
         c.n_expert_used * ff + ffs,
@@ -423,6 +462,15 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         ],
     )?;
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
+    let down_e = routed(b, down_e)?;
+    if cache.is_some() {
+        let mut tables = vec![gate_e];
+        if up_e != gate_e {
+            tables.push(up_e);
+        }
+        tables.push(down_e);
+        b.expert_layer(il, sel, tables);
+    }
     let (down_s, ds, _, _) = ffn_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
     let residual = b.acts.residual;
     let mut args = vec![
@@ -440,7 +488,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     ];
     args.extend(NextNorm::after_ffn(b, il)?.args(b)?);
     b.node(
-        k::moe_down(down_ty, ds.ty),
+        down_kernel(down_ty, ds.ty),
         label("moe_down"),
         Some(il),
         c.n_embd,

@@ -142,6 +142,16 @@ pub fn moe_gate_up(ty: GgmlType) -> String {
     format!("moe_gate_up_{}", type_tag(ty))
 }
 
+/// [`moe_gate_up`] reading the routed experts through slot tables (issue 18).
+pub fn moe_gate_up_slots(ty: GgmlType) -> String {
+    format!("moe_gate_up_slots_{}", type_tag(ty))
+}
+
+/// [`moe_down`] reading the routed experts through a slot table (issue 18).
+pub fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> String {
+    format!("moe_down_slots_{}_{}", type_tag(routed), type_tag(shared))
+}
+
 /// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an
 /// output row.
 pub fn moe_down(routed: GgmlType, shared: GgmlType) -> String {

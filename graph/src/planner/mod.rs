@@ -22,7 +22,7 @@ use crate::node::{BufRef, Node, NodeArg};
 use crate::plan::Plan;
 
 /// Choices that are not in the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PlanOptions {
     /// Positions the KV cache holds (`--ctx`).
     pub ctx: usize,
@@ -30,6 +30,16 @@ pub struct PlanOptions {
     /// the device (a few blocks per SM); any value ≥ 1 gives the same result up to f32
     /// summation order.
     pub max_segments: u32,
+    /// Routed experts beyond VRAM (issue 18): each MoE layer keeps this many experts in VRAM
+    /// slots and the rest in host-mapped memory, read through slot tables. `None`: all in VRAM.
+    pub expert_cache: Option<ExpertCacheOptions>,
+}
+
+/// Slots per MoE layer and the policy that fills them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpertCacheOptions {
+    pub slots: usize,
+    pub policy: ingot_model::expert_cache::Policy,
 }
 
 /// Streaming multiprocessors of the GPU the default split is sized for (an RTX 3090).
@@ -53,6 +63,7 @@ impl PlanOptions {
         PlanOptions {
             ctx,
             max_segments: segments,
+            expert_cache: None,
         }
     }
 }
@@ -115,6 +126,7 @@ pub(crate) struct Builder<'a> {
     pub acts: Acts,
     pub host_embedding: bool,
     pub device_argmax: bool,
+    expert_layers: Vec<crate::plan::ExpertCacheLayer>,
 }
 
 impl<'a> Builder<'a> {
@@ -141,6 +153,7 @@ impl<'a> Builder<'a> {
             },
             host_embedding: false,
             device_argmax: false,
+            expert_layers: Vec::new(),
         };
         b.acts = Acts {
             residual: b.f32_act("act.residual", c.n_embd)?,
@@ -169,6 +182,16 @@ impl<'a> Builder<'a> {
             step: self.acts.step,
             host_embedding: self.host_embedding,
             device_argmax: self.device_argmax,
+            expert_cache: self
+                .opts
+                .expert_cache
+                .map(|o| crate::plan::ExpertCachePlan {
+                    slots: o.slots,
+                    policy: o.policy,
+                    n_expert: self.c.n_expert,
+                    n_expert_used: self.c.n_expert_used,
+                    layers: self.expert_layers,
+                }),
         }
     }
 
@@ -279,10 +302,65 @@ impl<'a> Builder<'a> {
             BufferKind::Weight {
                 tensor: name.into(),
                 ty: info.ty,
+                host_mapped: false,
             },
             info.nbytes,
         );
         Ok((id, info))
+    }
+
+    /// The routed expert tensor `name` as the `*_slots_*` MoE kernels read it: the tensor in
+    /// host-mapped memory, a pool of `slots` VRAM slabs and the slot table over both (returned),
+    /// for layer `il`'s expert cache. `n_expert` slabs of equal size.
+    pub fn expert_table(
+        &mut self,
+        il: usize,
+        name: &str,
+        slots: usize,
+        n_expert: usize,
+    ) -> Result<BufId, PlanError> {
+        let weight = self
+            .existing(name)
+            .ok_or_else(|| PlanError::MissingTensor { name: name.into() })?;
+        let decl = &mut self.buffers[weight.0 as usize];
+        if let BufferKind::Weight { host_mapped, .. } = &mut decl.kind {
+            *host_mapped = true;
+        }
+        let bytes = decl.bytes;
+        if n_expert == 0 || !bytes.is_multiple_of(n_expert as u64) {
+            return Err(PlanError::UnsupportedShape {
+                name: name.into(),
+                reason: format!("{bytes} bytes do not split into {n_expert} expert slabs"),
+            });
+        }
+        let slab = bytes / n_expert as u64;
+        let pool_bytes = slab
+            .checked_mul(slots as u64)
+            .ok_or_else(|| PlanError::Overflow(format!("slots of {name}")))?;
+        let pool = self.declare(
+            &format!("slots.{name}"),
+            BufferKind::ExpertSlots { layer: il },
+            pool_bytes,
+        );
+        Ok(self.declare(
+            &format!("table.{name}"),
+            BufferKind::ExpertTable {
+                layer: il,
+                weight,
+                pool,
+                slab,
+            },
+            8 * n_expert as u64,
+        ))
+    }
+
+    /// Records layer `il`'s expert cache: its own selection buffer and its slot tables.
+    pub fn expert_layer(&mut self, il: usize, selection: BufId, tables: Vec<BufId>) {
+        self.expert_layers.push(crate::plan::ExpertCacheLayer {
+            layer: il,
+            selection,
+            tables,
+        });
     }
 
     /// A weight derived on the host at load time (legacy-layout `attn_k_b`/`attn_v_b`).

@@ -12,6 +12,7 @@ pub mod cpu;
 mod decoder;
 mod dequant;
 pub mod error;
+pub mod expert_cache;
 pub mod math;
 pub mod oracle;
 pub mod rope;
