@@ -6,13 +6,18 @@
 //!
 //! Invariant: this crate holds no decoding logic of its own; it only chooses and constructs.
 
+mod budget;
+
 use std::fmt;
 use std::str::FromStr;
+
+pub use budget::expert_slots;
+pub use ingot_model::expert_cache::Policy;
 
 use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::{CudaExecutor, CudaInfo};
 use ingot_graph::exec::sim::SimExecutor;
-use ingot_graph::{ExecError, PlanOptions};
+use ingot_graph::{ExecError, ExpertCacheOptions, PlanOptions};
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
 
 /// Which implementation decodes.
@@ -75,6 +80,9 @@ impl FromStr for BackendKind {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// `--vram-budget` cannot be met, or was given to a backend without VRAM.
+    #[error("{0}")]
+    Budget(String),
     #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
     UnknownBackend(String),
     #[error("{kind} backend: {source}")]
@@ -100,6 +108,14 @@ pub struct Engine<'f> {
     pub description: String,
 }
 
+/// A VRAM budget for the GPU plan: routed experts that do not fit live in host memory, cached in
+/// VRAM slots by `policy` (issue 18).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VramBudget {
+    pub bytes: u64,
+    pub policy: Policy,
+}
+
 /// Opens `kind` on `file` with a cache of `ctx` positions. `Auto` is resolved first;
 /// `progress` draws an upload bar where a backend has one.
 pub fn open(
@@ -108,7 +124,34 @@ pub fn open(
     ctx: usize,
     progress: bool,
 ) -> Result<Engine<'_>, EngineError> {
+    open_with_budget(file, kind, ctx, progress, None)
+}
+
+/// [`open`] with an optional [`VramBudget`] (the sim and cuda backends only).
+pub fn open_with_budget(
+    file: &GgufFile,
+    kind: BackendKind,
+    ctx: usize,
+    progress: bool,
+    budget: Option<VramBudget>,
+) -> Result<Engine<'_>, EngineError> {
     let (kind, _) = kind.resolve();
+    let cache = match budget {
+        None => None,
+        Some(_) if matches!(kind, BackendKind::Cpu | BackendKind::Oracle) => {
+            return Err(EngineError::Budget(format!(
+                "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
+            )))
+        }
+        Some(b) => expert_slots(file, ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
+            slots,
+            policy: b.policy,
+        }),
+    };
+    let plan_opts = PlanOptions {
+        expert_cache: cache,
+        ..PlanOptions::for_ctx(ctx)
+    };
     let model = |source| EngineError::Model { kind, source };
     let (decoder, description): (Box<dyn Decoder + '_>, String) = match kind {
         BackendKind::Auto => unreachable!("resolve never returns Auto"),
@@ -121,12 +164,27 @@ pub fn open(
             "oracle: weights dequantized to f32".to_string(),
         ),
         BackendKind::Sim => {
-            let exec = open_sim(file, ctx)?;
-            let description = format!("ptx-sim: {}", exec.plan().summary());
+            let exec = SimExecutor::load(file, plan_opts).map_err(|source| EngineError::Graph {
+                kind: BackendKind::Sim,
+                source,
+            })?;
+            let mut description = format!("ptx-sim: {}", exec.plan().summary());
+            if let Some(c) = cache {
+                description += &format!(
+                    "; {} expert slots per MoE layer in VRAM ({}), the rest in host memory",
+                    c.slots,
+                    c.policy.name()
+                );
+            }
             (Box::new(exec), description)
         }
         BackendKind::Cuda => {
-            let (exec, info) = open_cuda(file, ctx, progress)?;
+            let (exec, info) = CudaExecutor::load(file, plan_opts, progress).map_err(|source| {
+                EngineError::Graph {
+                    kind: BackendKind::Cuda,
+                    source,
+                }
+            })?;
             (Box::new(exec), describe_cuda(&info))
         }
     };

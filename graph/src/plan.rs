@@ -108,7 +108,15 @@ impl fmt::Display for PlanSummary {
             mib(self.kv_cache_bytes),
             mib(self.activation_bytes),
             mib(self.constant_bytes),
-        )
+        )?;
+        if self.host_weight_bytes > 0 {
+            write!(
+                f,
+                "; {:.1} MiB of routed experts in host-mapped memory",
+                mib(self.host_weight_bytes)
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Args {
     reps: usize,
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     backend: BackendKind,
+    #[command(flatten)]
+    experts: super::experts::ExpertArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -115,7 +117,8 @@ pub fn run(a: Args) -> Result<()> {
         std::io::stdout().flush()?;
     }
     let load = Instant::now();
-    let mut engine = ingot_engine::open(&file, backend, ctx, true)?;
+    let mut engine =
+        ingot_engine::open_with_budget(&file, backend, ctx, true, a.experts.budget()?)?;
     eprintln!("bench: {}", engine.description);
     eprintln!(
         "bench: loaded {} in {:.1} s; depths {:?}, prompts {:?}, {} generated tokens, {} reps each",

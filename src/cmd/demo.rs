@@ -64,6 +64,11 @@ pub fn run(a: Args) -> Result<()> {
         system: None,
         ctx: 256,
         backend: BackendKind::Cpu,
+        experts: super::experts::ExpertArgs {
+            vram_budget: None,
+            expert_policy: super::experts::PolicyArg::Lru,
+            ema_decay: 0.9,
+        },
         temp: 0.0,
         top_k: 40,
         top_p: 0.95,

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod demo;
+pub mod experts;
 pub mod gate;
 pub mod inspect;
 pub mod plan;

@@ -4,17 +4,12 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use ingot_bench::predict::{card_named, card_names};
-use ingot_bench::replay::{replay, Policy, ReplayOptions, PCIE_EFFICIENCY};
+use ingot_bench::replay::{replay, ReplayOptions, PCIE_EFFICIENCY};
+
+use super::experts::PolicyArg;
 use ingot_gguf::GgufFile;
 use ingot_model::trace::Trace;
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum PolicyArg {
-    Lru,
-    Lfu,
-    Ema,
-    Belady,
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -58,12 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         let file = GgufFile::open(model).with_context(|| format!("reading {}", model.display()))?;
         trace.check_model(file.header())?;
     }
-    let policy = match a.policy {
-        PolicyArg::Lru => Policy::Lru,
-        PolicyArg::Lfu => Policy::Lfu,
-        PolicyArg::Ema => Policy::Ema(a.ema_decay),
-        PolicyArg::Belady => Policy::Belady,
-    };
+    let policy = a.policy.policy(a.ema_decay);
     let opts = ReplayOptions {
         capacity: a.cache,
         policy,

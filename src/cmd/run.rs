@@ -34,6 +34,8 @@ pub struct Args {
     pub ctx: usize,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
+    #[command(flatten)]
+    pub experts: super::experts::ExpertArgs,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -133,7 +135,8 @@ pub fn run(mut a: Args) -> Result<()> {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let load_start = Instant::now();
-    let engine = ingot_engine::open(&file, a.backend, a.ctx, true)?;
+    let engine =
+        ingot_engine::open_with_budget(&file, a.backend, a.ctx, true, a.experts.budget()?)?;
     let mut dec = engine.decoder;
     if a.verbose {
         eprintln!("{}", engine.description);

@@ -38,6 +38,8 @@ pub struct Args {
     /// Print nothing per request.
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub experts: super::experts::ExpertArgs,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -50,6 +52,7 @@ pub fn run(a: Args) -> Result<()> {
         max_body: a.max_body,
         model_id: a.alias,
         log: !a.quiet,
+        vram_budget: a.experts.budget()?,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .with_context(|| format!("serving {}", a.model.display()))

@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub model_id: Option<String>,
     /// One line per request on stderr.
     pub log: bool,
+    /// VRAM budget of the GPU plan (`--vram-budget`): routed experts beyond it stay in host memory.
+    pub vram_budget: Option<ingot_engine::VramBudget>,
 }
 
 impl ServeOptions {
@@ -74,6 +76,7 @@ impl ServeOptions {
             max_body: DEFAULT_MAX_BODY,
             model_id: None,
             log: false,
+            vram_budget: None,
         }
     }
 }
@@ -122,7 +125,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     let (jobs_tx, jobs_rx) = mpsc::channel::<Job>(opts.queue);
     let metrics = Arc::new(Metrics::default());
     let path = opts.model.clone();
-    let (backend, ctx, log) = (opts.backend, opts.ctx, opts.log);
+    let (backend, ctx, log, budget) = (opts.backend, opts.ctx, opts.log, opts.vram_budget);
     let worker_metrics = metrics.clone();
     std::thread::Builder::new()
         .name("ingot-decoder".into())
@@ -149,7 +152,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 let tok = Tokenizer::from_gguf(file.header())
                     .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
-                let engine = ingot_engine::open(&file, backend, ctx, log)?;
+                let engine = ingot_engine::open_with_budget(&file, backend, ctx, log, budget)?;
                 Ok((tok, template, engine))
             })();
             match opened {
