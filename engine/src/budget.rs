@@ -1,7 +1,7 @@
 //! `--vram-budget`: how many of each MoE layer's routed experts fit in VRAM next to everything else
 //! the plan allocates (issue 18). The rest stay in host-mapped memory behind the slot tables.
 
-use ingot_gguf::GgufFile;
+use ingot_gguf::Gguf;
 use ingot_graph::{build_plan, PlanOptions};
 use ingot_model::trace::TraceHeader;
 use ingot_model::ModelConfig;
@@ -21,11 +21,10 @@ fn size(bytes: u64) -> String {
 /// Expert slots per MoE layer for a plan of `ctx` positions in `vram_bytes`: `None` when the whole
 /// plan fits, else the most slots that fit (at least the experts a token uses, at most all of them).
 pub fn expert_slots(
-    file: &GgufFile,
+    header: &Gguf,
     ctx: usize,
     vram_bytes: u64,
 ) -> Result<Option<usize>, EngineError> {
-    let header = file.header();
     let config = ModelConfig::from_gguf(header).map_err(|source| EngineError::Model {
         kind: crate::BackendKind::Sim,
         source,

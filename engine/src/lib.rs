@@ -143,7 +143,7 @@ pub fn open_with_budget(
                 "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
             )))
         }
-        Some(b) => expert_slots(file, ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
+        Some(b) => expert_slots(file.header(), ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
             slots,
             policy: b.policy,
         }),

@@ -71,6 +71,13 @@ pub struct Args {
     /// Timed repetitions of the step with --measure; per node the median is shown [default: 20].
     #[arg(long, requires = "measure")]
     reps: Option<usize>,
+    /// GiB of VRAM the plan may use: routed experts beyond it are read over the host link (the
+    /// simulator runs the expert cache cold; see --expert-hit-rate).
+    #[arg(long, value_name = "GB", conflicts_with = "measure")]
+    vram_budget: Option<f64>,
+    /// Share of the routed experts found in VRAM slots, e.g. `ingot replay`'s hit rate (0: cold).
+    #[arg(long, default_value_t = 0.0, requires = "vram_budget")]
+    expert_hit_rate: f64,
 }
 
 /// What `--measure` took on the GPU.
@@ -186,12 +193,48 @@ pub fn run(a: Args) -> Result<()> {
         })?),
         None => None,
     };
+    let expert_cache = match a.vram_budget {
+        None => None,
+        Some(gb) => {
+            ensure!(
+                gb.is_finite() && gb > 0.0,
+                "--vram-budget {gb} must be a positive number of GiB"
+            );
+            ensure!(
+                (0.0..=1.0).contains(&a.expert_hit_rate),
+                "--expert-hit-rate {} is not in 0..=1",
+                a.expert_hit_rate
+            );
+            let bytes = (gb * (1u64 << 30) as f64) as u64;
+            match ingot_engine::expert_slots(&header, ctx, bytes)? {
+                Some(slots) => {
+                    eprintln!(
+                        "plan: --vram-budget {gb} GiB keeps {slots} experts per MoE layer in VRAM; \
+                         the rest are read over the host link ({:.0}% hits assumed)",
+                        100.0 * a.expert_hit_rate
+                    );
+                    Some((
+                        ingot_graph::ExpertCacheOptions {
+                            slots,
+                            policy: ingot_engine::Policy::Lru,
+                        },
+                        a.expert_hit_rate,
+                    ))
+                }
+                None => {
+                    eprintln!("plan: the whole plan fits in --vram-budget {gb} GiB");
+                    None
+                }
+            }
+        }
+    };
     let opts = TableOptions {
         ctx,
         depth: a.depth,
         card,
         max_blocks: a.max_blocks,
         constants: constants_for(card),
+        expert_cache,
     };
     let mut table = plan_table(&header, opts)?;
     if let Some(m) = &measured {

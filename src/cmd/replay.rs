@@ -10,7 +10,6 @@ use super::experts::PolicyArg;
 use ingot_gguf::GgufFile;
 use ingot_model::trace::Trace;
 
-
 #[derive(clap::Args)]
 pub struct Args {
     /// A routing trace from `ingot run --trace-routing`.

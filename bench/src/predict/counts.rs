@@ -50,11 +50,25 @@ pub fn count_nodes(
     sim.set_memory_limit(total.saturating_add(ptx_sim::DEFAULT_MEMORY_LIMIT));
     let mut ptrs = Vec::with_capacity(plan.buffers.len());
     for b in &plan.buffers {
-        let p = sim.alloc(b.bytes as usize)?;
+        let p = match b.kind {
+            BufferKind::Weight {
+                host_mapped: true, ..
+            } => sim.alloc_host_mapped(b.bytes as usize)?,
+            _ => sim.alloc(b.bytes as usize)?,
+        };
         if let BufferKind::Constant { data } = &b.kind {
             sim.write(p, data)?;
         }
         ptrs.push(p);
+    }
+    // An expert cache starts cold: every table entry points at the host-mapped tensor, so every
+    // routed expert is read over the host link (the caller scales that by a hit rate).
+    for (b, &p) in plan.buffers.iter().zip(&ptrs) {
+        if let BufferKind::ExpertTable { weight, slab, .. } = b.kind {
+            let base = ptrs[weight.0 as usize].0;
+            let entries: Vec<u64> = (0..b.bytes / 8).map(|e| base + e * slab).collect();
+            sim.write(p, bytemuck::cast_slice(&entries))?;
+        }
     }
     let state = StepState {
         token: 1,

@@ -223,6 +223,7 @@ mod tests {
             card: Some(card),
             max_blocks: 2,
             constants: DEFAULT_CONSTANTS,
+            expert_cache: None,
         };
         let table = plan_table(&h, opts).unwrap();
         let config = ModelConfig::from_gguf(&h).unwrap();

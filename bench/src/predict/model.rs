@@ -101,6 +101,8 @@ pub struct NodeLoad {
     /// Warp instructions of a last-block-done tail (included in `warp_instructions`), which
     /// one block runs after all the others: serial time, not spread over the SMs.
     pub tail_warp_instructions: u64,
+    /// Bytes read over the host link from host-mapped memory (routed experts outside VRAM).
+    pub host_bytes: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -119,9 +121,12 @@ pub struct NodeTime {
     pub launch_s: f64,
     /// The last-block-done tail: its instructions issued by one block's warps on one SM.
     pub tail_s: f64,
-    /// `max(dram, l2, issue) + tail + launch`.
+    /// The host link: [`NodeLoad::host_bytes`] over the card's PCIe bandwidth times
+    /// [`crate::replay::PCIE_EFFICIENCY`].
+    pub pcie_s: f64,
+    /// `max(dram, l2, issue, pcie) + tail + launch`.
     pub total_s: f64,
-    /// Which of dram/l2/issue is the largest.
+    /// Which of dram/l2/issue/pcie is the largest.
     pub bound: &'static str,
     pub occupancy: Occupancy,
     /// Blocks on the busiest SM (`ceil(blocks / SMs)`: wave quantisation).
@@ -184,9 +189,15 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
     let tail_efficiency =
         (warps as f64 / f64::from(card.schedulers_per_sm) / k.warps_to_hide_latency.value).min(1.0);
     let tail_s = tail as f64 / (f64::from(card.schedulers_per_sm) * clock * tail_efficiency);
-    let (bound, longest) = [("dram", dram_s), ("l2", l2_s), ("issue", issue_s)]
-        .into_iter()
-        .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
+    let pcie_s = load.host_bytes as f64 / (card.pcie_gbps * 1e9 * crate::replay::PCIE_EFFICIENCY);
+    let (bound, longest) = [
+        ("dram", dram_s),
+        ("l2", l2_s),
+        ("issue", issue_s),
+        ("pcie", pcie_s),
+    ]
+    .into_iter()
+    .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
     let launch_s = k.launch_in_graph_s.value;
     NodeTime {
         dram_s,
@@ -194,6 +205,7 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
         issue_s,
         launch_s,
         tail_s,
+        pcie_s,
         total_s: longest + tail_s + launch_s,
         bound,
         occupancy: occ,
@@ -216,7 +228,25 @@ mod tests {
             dram_bytes: 0,
             reread_bytes: 0,
             tail_warp_instructions: 0,
+            host_bytes: 0,
         }
+    }
+
+    #[test]
+    fn host_link_bytes_take_pcie_time() {
+        let c = card_named("3090").unwrap();
+        let k = DEFAULT_CONSTANTS;
+        // 100 MB over the link dwarfs 1 MB from DRAM: the node is link-bound.
+        let l = NodeLoad {
+            dram_bytes: 1_000_000,
+            host_bytes: 100_000_000,
+            ..load()
+        };
+        let t = node_time(c, &k, &l);
+        let want = 1e8 / (c.pcie_gbps * 1e9 * crate::replay::PCIE_EFFICIENCY);
+        assert!((t.pcie_s - want).abs() < 1e-12);
+        assert_eq!(t.bound, "pcie");
+        assert!((t.total_s - t.pcie_s - t.launch_s).abs() < 1e-12);
     }
 
     #[test]

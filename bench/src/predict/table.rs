@@ -5,7 +5,7 @@ use std::fmt;
 
 use ingot_gguf::Gguf;
 use ingot_graph::planner::build_plan_for;
-use ingot_graph::{BufferKind, NodeArg, Plan, PlanOptions};
+use ingot_graph::{BufferKind, ExpertCacheOptions, NodeArg, Plan, PlanOptions};
 use ingot_model::ModelConfig;
 use serde::Serialize;
 
@@ -28,6 +28,11 @@ pub struct TableOptions {
     /// Most blocks simulated per node (≥ 2).
     pub max_blocks: u64,
     pub constants: Constants,
+    /// Routed experts beyond VRAM: the plan's expert cache, and the fraction of the experts a
+    /// token uses that are found in a VRAM slot (e.g. `ingot replay`'s hit rate). The simulator
+    /// runs the cache cold (every routed expert over the link); hits move that share of the
+    /// bytes back to DRAM.
+    pub expert_cache: Option<(ExpertCacheOptions, f64)>,
 }
 
 /// `nodes: N total, D per dense layer, M per MoE layer, K outside layers`.
@@ -55,6 +60,8 @@ pub struct NodeRow {
     pub dram_bytes: u64,
     /// Bytes read again after their first read.
     pub reread_bytes: u64,
+    /// Bytes read over the host link (routed experts outside VRAM).
+    pub host_bytes: u64,
     pub warp_instructions: u64,
     /// Registers per thread from the audit budgets (`None`: the kernel is not budgeted).
     pub registers: Option<u32>,
@@ -80,6 +87,7 @@ pub struct Prediction {
     pub bound_dram: usize,
     pub bound_l2: usize,
     pub bound_issue: usize,
+    pub bound_pcie: usize,
     /// tok/s if the step streamed its DRAM bytes at full peak bandwidth and nothing else.
     pub dram_limit_tok_s: f64,
 }
@@ -94,6 +102,8 @@ pub struct PlanTable {
     pub nodes: NodeCountLine,
     pub dram_bytes: u64,
     pub reread_bytes: u64,
+    /// Bytes over the host link per step (routed experts outside VRAM).
+    pub host_bytes: u64,
     pub warp_instructions: u64,
     pub rows: Vec<NodeRow>,
     pub prediction: Option<Prediction>,
@@ -109,10 +119,14 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         return Err(PredictError::MaxBlocks(opts.max_blocks));
     }
     let config = ModelConfig::from_gguf(gguf)?;
-    let plan_opts = match opts.card {
-        Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
-        None => PlanOptions::for_ctx(opts.ctx),
+    let plan_opts = PlanOptions {
+        expert_cache: opts.expert_cache.map(|(c, _)| c),
+        ..match opts.card {
+            Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
+            None => PlanOptions::for_ctx(opts.ctx),
+        }
     };
+    let hit_rate = opts.expert_cache.map_or(0.0, |(_, h)| h.clamp(0.0, 1.0));
     let plan = build_plan_for(&config, gguf, plan_opts)?;
     let descs = plan.check_committed()?;
     let counts = count_nodes(&plan, &descs, opts.depth, opts.max_blocks)?;
@@ -122,7 +136,10 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
     for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
         let res = resources.get(&n.kernel).copied().unwrap_or_default();
         let (unique, reread) = read_split(&plan, &config, i, opts.depth, c);
-        let dram_bytes = unique + 32 * c.stats.sectors_written;
+        // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
+        let cold = c.stats.host_bytes_fetched;
+        let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
+        let dram_bytes = unique + 32 * c.stats.sectors_written + (cold - host_bytes);
         let shared_bytes = res.static_shared + d.shared_bytes;
         let time = opts.card.map(|card| {
             let load = NodeLoad {
@@ -136,6 +153,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
                 dram_bytes,
                 reread_bytes: reread,
                 tail_warp_instructions: c.tail_warp_instructions,
+                host_bytes,
             };
             node_time(card, &opts.constants, &load)
         });
@@ -149,6 +167,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
             blocks_run: c.blocks_run,
             dram_bytes,
             reread_bytes: reread,
+            host_bytes,
             warp_instructions: c.stats.warp_instructions,
             registers: res.registers,
             shared_bytes,
@@ -165,6 +184,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         nodes: node_counts(&plan, &config),
         dram_bytes: rows.iter().map(|r| r.dram_bytes).sum(),
         reread_bytes: rows.iter().map(|r| r.reread_bytes).sum(),
+        host_bytes: rows.iter().map(|r| r.host_bytes).sum(),
         warp_instructions: rows.iter().map(|r| r.warp_instructions).sum(),
         rows,
         prediction,
@@ -261,6 +281,7 @@ fn predict(card: &Card, constants: Constants, rows: &[NodeRow]) -> Prediction {
         bound_dram: count("dram"),
         bound_l2: count("l2"),
         bound_issue: count("issue"),
+        bound_pcie: count("pcie"),
         dram_limit_tok_s: card.dram_gbps * 1e9 / dram.max(1) as f64,
     }
 }
@@ -354,11 +375,18 @@ impl fmt::Display for PlanTable {
             self.depth,
             self.max_blocks_per_node
         )?;
+        if self.host_bytes > 0 {
+            write!(
+                f,
+                "; {:.1} MB over the host link (routed experts outside VRAM)",
+                self.host_bytes as f64 / 1e6
+            )?;
+        }
         if let Some(p) = &self.prediction {
             write!(
                 f,
                 "\nPREDICTED (model, not a measurement) on {} ({}): {:.1} us per token = {:.1} tok/s \
-                 ({:.1} us of it launch cost; nodes bound by DRAM {}, L2 {}, issue {}); \
+                 ({:.1} us of it launch cost; nodes bound by DRAM {}, L2 {}, issue {}, PCIe {}); \
                  DRAM-only limit {:.1} tok/s",
                 p.card.display,
                 p.card.arch,
@@ -368,6 +396,7 @@ impl fmt::Display for PlanTable {
                 p.bound_dram,
                 p.bound_l2,
                 p.bound_issue,
+                p.bound_pcie,
                 p.dram_limit_tok_s
             )?;
         }
