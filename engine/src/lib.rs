@@ -114,6 +114,8 @@ pub struct Engine<'f> {
 pub struct VramBudget {
     pub bytes: u64,
     pub policy: Policy,
+    /// Cache-aware routing bonus (see [`ExpertCacheOptions::route_bonus`]); 0: off.
+    pub route_bonus: f32,
 }
 
 /// Opens `kind` on `file` with a cache of `ctx` positions. `Auto` is resolved first;
@@ -136,22 +138,13 @@ pub fn open_with_budget(
     budget: Option<VramBudget>,
 ) -> Result<Engine<'_>, EngineError> {
     let (kind, _) = kind.resolve();
-    let cache = match budget {
-        None => None,
-        Some(_) if matches!(kind, BackendKind::Cpu | BackendKind::Oracle) => {
-            return Err(EngineError::Budget(format!(
-                "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
-            )))
-        }
-        Some(b) => expert_slots(file.header(), ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
-            slots,
-            policy: b.policy,
-        }),
-    };
-    let plan_opts = PlanOptions {
-        expert_cache: cache,
-        ..PlanOptions::for_ctx(ctx)
-    };
+    if budget.is_some() && matches!(kind, BackendKind::Cpu | BackendKind::Oracle) {
+        return Err(EngineError::Budget(format!(
+            "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
+        )));
+    }
+    let plan_opts = plan_options(file, ctx, budget)?;
+    let cache = plan_opts.expert_cache;
     let model = |source| EngineError::Model { kind, source };
     let (decoder, description): (Box<dyn Decoder + '_>, String) = match kind {
         BackendKind::Auto => unreachable!("resolve never returns Auto"),
@@ -164,10 +157,7 @@ pub fn open_with_budget(
             "oracle: weights dequantized to f32".to_string(),
         ),
         BackendKind::Sim => {
-            let exec = SimExecutor::load(file, plan_opts).map_err(|source| EngineError::Graph {
-                kind: BackendKind::Sim,
-                source,
-            })?;
+            let exec = open_sim_with(file, plan_opts)?;
             let mut description = format!("ptx-sim: {}", exec.plan().summary());
             if let Some(c) = cache {
                 description += &format!(
@@ -195,9 +185,35 @@ pub fn open_with_budget(
     })
 }
 
+/// The plan options for `ctx` positions within `budget`: an expert cache when the plan does not
+/// fit in it (see [`expert_slots`]).
+pub fn plan_options(
+    file: &GgufFile,
+    ctx: usize,
+    budget: Option<VramBudget>,
+) -> Result<PlanOptions, EngineError> {
+    let expert_cache = match budget {
+        None => None,
+        Some(b) => expert_slots(file.header(), ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
+            slots,
+            policy: b.policy,
+            route_bonus: b.route_bonus,
+        }),
+    };
+    Ok(PlanOptions {
+        expert_cache,
+        ..PlanOptions::for_ctx(ctx)
+    })
+}
+
 /// The decode plan for `ctx` positions in the PTX simulator.
 pub fn open_sim(file: &GgufFile, ctx: usize) -> Result<SimExecutor, EngineError> {
-    SimExecutor::load(file, PlanOptions::for_ctx(ctx)).map_err(|source| EngineError::Graph {
+    open_sim_with(file, PlanOptions::for_ctx(ctx))
+}
+
+/// [`open_sim`] with explicit plan options (e.g. from [`plan_options`]).
+pub fn open_sim_with(file: &GgufFile, opts: PlanOptions) -> Result<SimExecutor, EngineError> {
+    SimExecutor::load(file, opts).map_err(|source| EngineError::Graph {
         kind: BackendKind::Sim,
         source,
     })

@@ -30,6 +30,9 @@ pub struct GateOptions {
     /// Greedy steps after the prompt.
     pub steps: usize,
     pub band: Band,
+    /// A VRAM budget for the backend's plan (routed experts beyond it in host memory, with the
+    /// optional cache-aware routing bonus, whose cost the gate then measures).
+    pub vram: Option<ingot_engine::VramBudget>,
 }
 
 /// What the backend is judged against.
@@ -198,7 +201,10 @@ pub fn run_gate_against(
         source,
     };
     let mut exec = match opts.backend {
-        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim(file, ctx)?)),
+        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim_with(
+            file,
+            ingot_engine::plan_options(file, ctx, opts.vram)?,
+        )?)),
         GateBackend::Cuda => Exec::Cuda(Box::new(ingot_engine::open_cuda(file, ctx, false)?.0)),
     };
     let mut oracle = match reference {

@@ -44,6 +44,7 @@ fn gate(path: &std::path::Path, name: &str, reference: Reference, steps: usize) 
         prompt: PROMPT.to_vec(),
         steps,
         band: Band::default(),
+        vram: None,
     };
     let report = run_gate_against(&file, &opts, reference)
         .unwrap_or_else(|e| panic!("{name}: cuda gate could not run: {e}"));

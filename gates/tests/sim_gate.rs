@@ -71,6 +71,7 @@ fn check(path: &Path, name: &str) {
             prompt: PROMPT.to_vec(),
             steps: STEPS,
             band: Band::default(),
+            vram: None,
         },
     )
     .unwrap_or_else(|e| panic!("{opts_name}: {e}"));
@@ -172,5 +173,61 @@ fn golden_tiny_v3_q4_k_m_attention_temperature() {
             ("deepseek2.attention.temperature_length", MetaValue::U32(4)),
         ],
         false,
+    );
+}
+
+/// Cache-aware routing (issue 18): with 10 of the tiny model's 16 experts per layer in VRAM (a
+/// 2.2 MiB budget) the router's selection score of each cached expert gets a bonus. Its cost is
+/// what the gate measures against the oracle, which routes by the model alone: without a bonus
+/// the plan is the all-in-VRAM one (it must pass as every gate does); a large bonus overrides
+/// the model's choices and moves the logits further from the oracle's.
+#[test]
+fn cache_aware_routing_cost() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    let opts = SynthOptions {
+        preset: Preset::Tiny,
+        layout: Layout::Mla,
+        mix: QuantMix::Q4KM,
+        seed: 42,
+    };
+    synthesize(&opts, &path, false).expect("synthesize");
+    let file = GgufFile::open(&path).expect("open");
+    let worst = |bonus: f32| {
+        let report = run_gate(
+            &file,
+            &GateOptions {
+                backend: GateBackend::Sim,
+                prompt: PROMPT.to_vec(),
+                steps: STEPS,
+                band: Band::default(),
+                vram: Some(ingot_engine::VramBudget {
+                    bytes: 2_300_000,
+                    policy: ingot_engine::Policy::Lru,
+                    route_bonus: bonus,
+                }),
+            },
+        )
+        .expect("gate");
+        let worst = report
+            .steps
+            .iter()
+            .map(|s| s.max_abs_diff)
+            .fold(0.0f32, f32::max);
+        println!(
+            "route bonus {bonus}: {} of {} steps match the oracle's top-1, {} mismatch; largest logit \
+             difference {worst:.4}",
+            report.count(Verdict::Match),
+            report.steps.len(),
+            report.count(Verdict::Mismatch)
+        );
+        (report.passed(), worst)
+    };
+    let (exact_passed, exact) = worst(0.0);
+    assert!(exact_passed, "without a bonus the cached plan must pass");
+    let (_, large) = worst(0.5);
+    assert!(
+        large > exact,
+        "a bonus of 0.5 left the logits as close to the oracle's ({large} vs {exact})"
     );
 }

@@ -24,5 +24,5 @@ pub mod weights;
 pub use buffer::{BufId, BufferDecl, BufferKind};
 pub use error::{ExecError, PlanError};
 pub use node::{BufRef, Node, NodeArg};
-pub use plan::{ExpertCacheLayer, ExpertCachePlan, Plan, PlanSummary};
+pub use plan::{ExpertCacheLayer, ExpertCachePlan, Plan, PlanSummary, RouteBias};
 pub use planner::{build_plan, ExpertCacheOptions, PlanOptions};

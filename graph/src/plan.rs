@@ -46,6 +46,8 @@ pub struct ExpertCachePlan {
     pub policy: ingot_model::expert_cache::Policy,
     pub n_expert: usize,
     pub n_expert_used: usize,
+    /// See [`crate::ExpertCacheOptions::route_bonus`].
+    pub route_bonus: f32,
     /// Per MoE layer, in layer order.
     pub layers: Vec<ExpertCacheLayer>,
 }
@@ -59,6 +61,16 @@ pub struct ExpertCacheLayer {
     pub selection: BufId,
     /// The [`BufferKind::ExpertTable`] of each routed tensor (gate and up, or merged; down).
     pub tables: Vec<BufId>,
+    /// With cache-aware routing, the router's selection bias for this layer.
+    pub route_bias: Option<RouteBias>,
+}
+
+/// A layer's cache-aware selection bias: `n_expert` f32, the model's `exp_probs_b` (`base`, or
+/// 0) plus the routing bonus for each expert in a VRAM slot. Written by the executor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RouteBias {
+    pub buf: BufId,
+    pub base: Option<BufId>,
 }
 
 /// Node and byte counts of a plan.

@@ -68,6 +68,7 @@ pub fn run(a: Args) -> Result<()> {
             vram_budget: None,
             expert_policy: super::experts::PolicyArg::Lru,
             ema_decay: 0.9,
+            expert_bonus: 0.0,
         },
         temp: 0.0,
         top_k: 40,

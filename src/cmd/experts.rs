@@ -36,6 +36,10 @@ pub struct ExpertArgs {
     /// Decay per token of the ema policy.
     #[arg(long, default_value_t = 0.9, requires = "vram_budget")]
     pub ema_decay: f64,
+    /// Cache-aware routing: added to the selection score of experts in VRAM (0: off, the model's
+    /// own routing; `ingot gate` measures what it costs).
+    #[arg(long, default_value_t = 0.0, requires = "vram_budget")]
+    pub expert_bonus: f32,
 }
 
 impl ExpertArgs {
@@ -52,9 +56,13 @@ impl ExpertArgs {
         if matches!(self.expert_policy, PolicyArg::Belady) {
             bail!("--expert-policy belady needs the future of the routing: it is for `ingot replay`; use lru, lfu or ema");
         }
+        if !(self.expert_bonus.is_finite() && self.expert_bonus >= 0.0) {
+            bail!("--expert-bonus {} must be 0 or positive", self.expert_bonus);
+        }
         Ok(Some(VramBudget {
             bytes: (gb * (1u64 << 30) as f64) as u64,
             policy: self.expert_policy.policy(self.ema_decay),
+            route_bonus: self.expert_bonus,
         }))
     }
 }

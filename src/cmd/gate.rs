@@ -24,6 +24,8 @@ pub struct Args {
     /// The prompt (BOS is added when the model asks for it).
     #[arg(short, long, default_value = "The quick brown fox")]
     pub prompt: String,
+    #[command(flatten)]
+    pub experts: super::experts::ExpertArgs,
 }
 
 /// `--backend`: a [`BackendKind`] name, of the two kinds a gate can judge layer by layer.
@@ -50,6 +52,7 @@ pub fn run(a: Args) -> Result<()> {
         prompt,
         steps: a.steps,
         band: Band::default(),
+        vram: a.experts.budget()?,
     };
     let report = run_gate(&file, &opts)?;
     println!("{report}");

@@ -217,6 +217,7 @@ pub fn run(a: Args) -> Result<()> {
                         ingot_graph::ExpertCacheOptions {
                             slots,
                             policy: ingot_engine::Policy::Lru,
+                            route_bonus: 0.0,
                         },
                         a.expert_hit_rate,
                     ))

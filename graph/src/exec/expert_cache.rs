@@ -35,6 +35,8 @@ struct Layer {
     free: Vec<usize>,
     selection: u64,
     tables: Vec<Table>,
+    /// Cache-aware routing: the selection bias's address and the model's own bias (or zeros).
+    bias: Option<(u64, Vec<f32>)>,
 }
 
 /// The live expert cache of one executor.
@@ -44,8 +46,12 @@ pub struct ExpertCache {
     n_used: usize,
     step: u64,
     layers: Vec<Layer>,
+    route_bonus: f32,
     /// The last step's selections, `n_used` (expert, weight) pairs per MoE layer in layer order.
     routing: Vec<(u32, f32)>,
+    /// Expert uses found in a slot, and not, over every step so far.
+    hits: u64,
+    misses: u64,
 }
 
 impl ExpertCache {
@@ -92,12 +98,24 @@ impl ExpertCache {
                 mem.write(t.table, bytemuck::cast_slice(&entries))?;
                 tables.push(t);
             }
+            let bias = match l.route_bias {
+                None => None,
+                Some(b) => {
+                    let mut base = vec![0f32; p.n_expert];
+                    if let Some(src) = b.base {
+                        mem.read(addr(src), bytemuck::cast_slice_mut(&mut base))?;
+                    }
+                    mem.write(addr(b.buf), bytemuck::cast_slice(&base))?;
+                    Some((addr(b.buf), base))
+                }
+            };
             layers.push(Layer {
                 cache: LayerCache::new(p.n_expert),
                 slot_of: vec![None; p.n_expert],
                 free: (0..p.slots).rev().collect(),
                 selection: addr(l.selection),
                 tables,
+                bias,
             });
         }
         Ok(ExpertCache {
@@ -106,7 +124,10 @@ impl ExpertCache {
             n_used: p.n_expert_used,
             step: 0,
             layers,
+            route_bonus: p.route_bonus,
             routing: Vec::new(),
+            hits: 0,
+            misses: 0,
         })
     }
 
@@ -132,6 +153,8 @@ impl ExpertCache {
                 }
             }
             let out = l.cache.step(&used, self.step, self.policy, self.slots);
+            self.hits += out.hits;
+            self.misses += out.misses;
             for (e, replaced) in out.admitted {
                 let slot = match replaced {
                     Some(v) => l.slot_of[v as usize].take(),
@@ -149,9 +172,27 @@ impl ExpertCache {
                 }
                 l.slot_of[e as usize] = Some(slot);
             }
+            if let Some((at, base)) = &l.bias {
+                let biased: Vec<f32> = base
+                    .iter()
+                    .zip(&l.slot_of)
+                    .map(|(&b, s)| if s.is_some() { b + self.route_bonus } else { b })
+                    .collect();
+                mem.write(*at, bytemuck::cast_slice(&biased))?;
+            }
         }
         self.step += 1;
         Ok(())
+    }
+
+    /// Share of the expert uses so far that found their expert in a VRAM slot.
+    pub fn hit_rate(&self) -> f64 {
+        let n = self.hits + self.misses;
+        if n == 0 {
+            0.0
+        } else {
+            self.hits as f64 / n as f64
+        }
     }
 
     /// The last step's routing: `n_expert_used` (expert, weight) pairs per MoE layer, in layer order.

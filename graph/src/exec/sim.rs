@@ -220,6 +220,11 @@ impl SimExecutor {
         }
     }
 
+    /// The expert cache's hit rate so far (`None` without an expert cache).
+    pub fn expert_hit_rate(&self) -> Option<f64> {
+        self.experts.as_ref().map(|c| c.hit_rate())
+    }
+
     /// Bytes the kernels fetched from host-mapped memory (routed experts outside the VRAM
     /// slots) over every step run so far: what would cross the host link.
     pub fn host_bytes_fetched(&self) -> u64 {

@@ -340,15 +340,27 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     if c.expert_weights_norm {
         flags |= ingot_abi::launch::ROUTE_NORMALIZE;
     }
+    let model_bias = if c.has_expert_bias {
+        flags |= ingot_abi::launch::ROUTE_BIAS;
+        Some(
+            b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
+                .0,
+        )
+    } else {
+        None
+    };
+    // Cache-aware routing: the layer's own selection bias, the model's bias plus the bonus of
+    // the experts in VRAM, rewritten by the executor after each step.
+    let cache_bias = match cache {
+        Some(o) if o.route_bonus != 0.0 => {
+            flags |= ingot_abi::launch::ROUTE_BIAS;
+            Some(b.f32_act(&format!("act.route_bias.{il}"), c.n_expert)?)
+        }
+        _ => None,
+    };
     // Without a selection bias the kernels never read `bias`; the logits stand in as a valid
     // pointer.
-    let bias = if c.has_expert_bias {
-        flags |= ingot_abi::launch::ROUTE_BIAS;
-        b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
-            .0
-    } else {
-        router_logits
-    };
+    let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
     let route_args = [
         buf(bias),
         buf(sel),
@@ -469,7 +481,15 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             tables.push(up_e);
         }
         tables.push(down_e);
-        b.expert_layer(il, sel, tables);
+        b.expert_layer(
+            il,
+            sel,
+            tables,
+            cache_bias.map(|buf| crate::plan::RouteBias {
+                buf,
+                base: model_bias,
+            }),
+        );
     }
     let (down_s, ds, _, _) = ffn_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
     let residual = b.acts.residual;

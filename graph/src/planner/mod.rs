@@ -40,6 +40,9 @@ pub struct PlanOptions {
 pub struct ExpertCacheOptions {
     pub slots: usize,
     pub policy: ingot_model::expert_cache::Policy,
+    /// Cache-aware routing: added to the selection score (not the weight) of every expert that
+    /// holds a VRAM slot, so near-ties go to cached experts. 0: off, the model's own routing.
+    pub route_bonus: f32,
 }
 
 /// Streaming multiprocessors of the GPU the default split is sized for (an RTX 3090).
@@ -190,6 +193,7 @@ impl<'a> Builder<'a> {
                     policy: o.policy,
                     n_expert: self.c.n_expert,
                     n_expert_used: self.c.n_expert_used,
+                    route_bonus: o.route_bonus,
                     layers: self.expert_layers,
                 }),
         }
@@ -355,11 +359,18 @@ impl<'a> Builder<'a> {
     }
 
     /// Records layer `il`'s expert cache: its own selection buffer and its slot tables.
-    pub fn expert_layer(&mut self, il: usize, selection: BufId, tables: Vec<BufId>) {
+    pub fn expert_layer(
+        &mut self,
+        il: usize,
+        selection: BufId,
+        tables: Vec<BufId>,
+        route_bias: Option<crate::plan::RouteBias>,
+    ) {
         self.expert_layers.push(crate::plan::ExpertCacheLayer {
             layer: il,
             selection,
             tables,
+            route_bias,
         });
     }
 
