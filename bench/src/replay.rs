@@ -21,8 +21,8 @@
 //! over the card's PCIe bandwidth times [`PCIE_EFFICIENCY`]; with `base_tok_s` (the all-in-VRAM speed,
 //! measured or predicted), the two times add.
 
-use ingot_model::expert_cache::LayerCache;
 pub use ingot_model::expert_cache::Policy;
+use ingot_model::expert_cache::{hit_rate, LayerCache};
 use ingot_model::trace::{Phase, Trace, TraceError};
 use thiserror::Error;
 
@@ -66,12 +66,7 @@ pub struct LayerStats {
 
 impl LayerStats {
     pub fn hit_rate(&self) -> f64 {
-        let n = self.hits + self.misses;
-        if n == 0 {
-            0.0
-        } else {
-            self.hits as f64 / n as f64
-        }
+        hit_rate(self.hits, self.misses)
     }
 }
 
@@ -102,11 +97,7 @@ impl ReplayReport {
             .layers
             .iter()
             .fold((0, 0), |(h, m), l| (h + l.hits, m + l.misses));
-        if h + m == 0 {
-            0.0
-        } else {
-            h as f64 / (h + m) as f64
-        }
+        hit_rate(h, m)
     }
 
     /// Bytes over the link per measured decoded token: read-through misses plus admissions.

@@ -15,16 +15,6 @@ use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
 const STEPS: usize = 10;
 
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 /// Prompt then `steps` greedy steps; every step's logits, and its routing when the executor records it.
 fn run(
     exec: &mut SimExecutor,
@@ -42,7 +32,10 @@ fn run(
         if let Some(r) = exec.routing() {
             routing.push((token, phase, r.to_vec()));
         }
-        token = PROMPT.get(pos + 1).copied().unwrap_or_else(|| argmax(&l));
+        token = PROMPT
+            .get(pos + 1)
+            .copied()
+            .unwrap_or_else(|| ingot_model::math::argmax(&l) as u32);
         logits.push(l);
     }
     (logits, routing)

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use ingot_gates::{run_gate, Band, GateBackend, GateOptions, Verdict};
+use ingot_gates::{run_gate, Band, GateBackend, GateOptions, GateReport, Verdict};
 use ingot_gguf::{GgufFile, MetaValue};
 use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
@@ -61,20 +61,22 @@ fn tiny64_legacy_q3_k_m() {
     gate64(Layout::Legacy, QuantMix::Q3KM);
 }
 
+/// The sim gate's report on `file` (the prompt, then `STEPS` greedy steps), within `vram` if given.
+fn gate_report(file: &GgufFile, name: &str, vram: Option<ingot_engine::VramBudget>) -> GateReport {
+    let opts = GateOptions {
+        backend: GateBackend::Sim,
+        prompt: PROMPT.to_vec(),
+        steps: STEPS,
+        band: Band::default(),
+        vram,
+    };
+    run_gate(file, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 fn check(path: &Path, name: &str) {
     let opts_name = name;
     let file = GgufFile::open(path).expect("open");
-    let report = run_gate(
-        &file,
-        &GateOptions {
-            backend: GateBackend::Sim,
-            prompt: PROMPT.to_vec(),
-            steps: STEPS,
-            band: Band::default(),
-            vram: None,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{opts_name}: {e}"));
+    let report = gate_report(&file, name, None);
     println!("{opts_name}\n{report}");
     assert_eq!(report.steps.len(), PROMPT.len() + STEPS - 1);
     assert!(report.passed(), "{opts_name}: gate failed");
@@ -194,21 +196,12 @@ fn cache_aware_routing_cost() {
     synthesize(&opts, &path, false).expect("synthesize");
     let file = GgufFile::open(&path).expect("open");
     let worst = |bonus: f32| {
-        let report = run_gate(
-            &file,
-            &GateOptions {
-                backend: GateBackend::Sim,
-                prompt: PROMPT.to_vec(),
-                steps: STEPS,
-                band: Band::default(),
-                vram: Some(ingot_engine::VramBudget {
-                    bytes: 2_300_000,
-                    policy: ingot_engine::Policy::Lru,
-                    route_bonus: bonus,
-                }),
-            },
-        )
-        .expect("gate");
+        let budget = ingot_engine::VramBudget {
+            bytes: 2_300_000,
+            policy: ingot_engine::Policy::Lru,
+            route_bonus: bonus,
+        };
+        let report = gate_report(&file, "tiny with a routing bonus", Some(budget));
         let worst = report
             .steps
             .iter()

@@ -6,15 +6,16 @@
 
 #![cfg(feature = "sim")]
 
+mod support;
+
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::moe::slots_twin;
-use ingot_abi::launch::{
-    ExpertSelection, KernelDesc, DOWN_NORM_NONE, GATE_UP_MERGED, GATE_UP_SEPARATE,
-};
+use ingot_abi::launch::{ExpertSelection, KernelDesc, GATE_UP_MERGED, GATE_UP_SEPARATE};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{down_kernel, gate_up_kernel, FfnShape};
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
+use support::moe_args;
 
 fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> usize {
     rows * cols / ty.block_elems() * ty.block_bytes()
@@ -139,24 +140,15 @@ fn gate_up(m: &Module, ty: GemvType, merged: bool) {
     let items = (s.n_used * s.ff + s.ff_sh) as u32;
     let mut run = |d: &KernelDesc, slots: bool| {
         let act = buf(&mut sim, &vec![0xFF; act_len]);
-        let pick = |e: &Experts| Arg::Ptr(if slots { e.table } else { e.stacked });
+        let pick = |e: &Experts| if slots { e.table } else { e.stacked };
         let g = pick(&gate);
-        let u = up.as_ref().map_or(g, pick);
-        let args = [
-            Arg::Ptr(x),
-            Arg::Ptr(sel),
-            g,
-            u,
-            Arg::Ptr(gate_sh),
-            Arg::Ptr(up_sh),
-            Arg::Ptr(act),
-            Arg::U32(n as u32),
-            Arg::U32(s.ff as u32),
-            Arg::U32(s.n_used as u32),
-            Arg::U32(s.ff_sh as u32),
-            Arg::U32(s.n_expert as u32),
-            Arg::U32(layout),
-        ];
+        let w = moe_args::GateUpWeights {
+            gate: g,
+            up: up.as_ref().map_or(g, pick),
+            gate_sh,
+            up_sh,
+        };
+        let args = moe_args::gate_up(x, sel, &w, act, &s, layout);
         let stats = launch(&mut sim, m, d, items, &args);
         (read(&sim, act, act_len), stats)
     };
@@ -191,25 +183,8 @@ fn down(m: &Module, routed: GemvType, shared: GemvType) {
     let twin = slots_twin(d).expect("slot-table twin");
     let mut run = |d: &KernelDesc, slots: bool| {
         let y = buf(&mut sim, &vec![0xFF; 4 * n]);
-        let args = [
-            Arg::Ptr(act),
-            Arg::Ptr(sel),
-            Arg::Ptr(if slots { down.table } else { down.stacked }),
-            Arg::Ptr(dsh),
-            Arg::Ptr(resid),
-            Arg::Ptr(y),
-            Arg::U32(n as u32),
-            Arg::U32(s.ff as u32),
-            Arg::U32(s.n_used as u32),
-            Arg::U32(s.ff_sh as u32),
-            Arg::U32(s.n_expert as u32),
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::U32(DOWN_NORM_NONE),
-            Arg::F32(0.0),
-        ];
+        let routed = if slots { down.table } else { down.stacked };
+        let args = moe_args::down(act, sel, (routed, dsh), (resid, y), &s);
         let stats = launch(&mut sim, m, d, n as u32, &args);
         (read(&sim, y, 4 * n), stats)
     };

@@ -14,12 +14,13 @@
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{ExpertSelection, DOWN_NORM_NONE, MAX_EXPERTS_USED};
+use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{down_kernel, FfnShape};
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 use support::gemv_type::act_bytes_per_block;
+use support::moe_args;
 
 fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> u64 {
     (rows * cols / ty.block_elems() * ty.block_bytes()) as u64
@@ -108,21 +109,19 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
         d.name,
         d.grid(rows),
         d.block,
-        &[
-            Arg::Ptr(x),
-            Arg::Ptr(sel),
-            Arg::Ptr(gate),
-            Arg::Ptr(up),
-            Arg::Ptr(gate_sh),
-            Arg::Ptr(up_sh),
-            Arg::Ptr(act),
-            Arg::U32(n as u32),
-            Arg::U32(s.ff as u32),
-            Arg::U32(s.n_used as u32),
-            Arg::U32(s.ff_sh as u32),
-            Arg::U32(s.n_expert as u32),
-            Arg::U32(ingot_abi::launch::GATE_UP_SEPARATE),
-        ],
+        &moe_args::gate_up(
+            x,
+            sel,
+            &moe_args::GateUpWeights {
+                gate,
+                up,
+                gate_sh,
+                up_sh,
+            },
+            act,
+            s,
+            ingot_abi::launch::GATE_UP_SEPARATE,
+        ),
     );
     let weights = 2 * weight_bytes(ty, s.n_used * s.ff + s.ff_sh, n);
     let x_bytes = (n / QK8_1 * 36) as u64;
@@ -154,26 +153,8 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
         d.name,
         d.grid(n as u32),
         d.block,
-        &[
-            Arg::Ptr(act),
-            Arg::Ptr(sel),
-            Arg::Ptr(dw),
-            Arg::Ptr(dsh),
-            Arg::Ptr(resid),
-            Arg::Ptr(y),
-            Arg::U32(n as u32),
-            Arg::U32(s.ff as u32),
-            Arg::U32(s.n_used as u32),
-            Arg::U32(s.ff_sh as u32),
-            Arg::U32(s.n_expert as u32),
-            // No norm tail: this measures the down product's own traffic; its buffers are never read.
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::Ptr(act),
-            Arg::U32(DOWN_NORM_NONE),
-            Arg::F32(0.0),
-        ],
+        // No norm tail: this measures the down product's own traffic.
+        &moe_args::down(act, sel, (dw, dsh), (resid, y), s),
     );
     let weights = weight_bytes(routed, s.n_used * n, s.ff) + weight_bytes(shared, n, s.ff_sh);
     let act_bytes = s.act_bytes().expect("act") as u64;

@@ -187,12 +187,7 @@ impl ExpertCache {
 
     /// Share of the expert uses so far that found their expert in a VRAM slot.
     pub fn hit_rate(&self) -> f64 {
-        let n = self.hits + self.misses;
-        if n == 0 {
-            0.0
-        } else {
-            self.hits as f64 / n as f64
-        }
+        ingot_model::expert_cache::hit_rate(self.hits, self.misses)
     }
 
     /// The last step's routing: `n_expert_used` (expert, weight) pairs per MoE layer, in layer order.

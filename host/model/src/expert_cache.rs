@@ -27,6 +27,14 @@ impl Policy {
     }
 }
 
+/// `hits / (hits + misses)`, 0 before any use.
+pub fn hit_rate(hits: u64, misses: u64) -> f64 {
+    match hits + misses {
+        0 => 0.0,
+        n => hits as f64 / n as f64,
+    }
+}
+
 /// What one step did: counts, and the experts admitted in order with the expert each one replaced
 /// (`None`: it took a free slot).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,6 +4,8 @@
 
 pub mod attention;
 pub mod gemv_type;
+#[cfg(feature = "sim")]
+pub mod moe_args;
 pub mod recorder;
 pub mod rmsnorm;
 
