@@ -169,12 +169,7 @@ pub fn open_with_budget(
             (Box::new(exec), description)
         }
         BackendKind::Cuda => {
-            let (exec, info) = CudaExecutor::load(file, plan_opts, progress).map_err(|source| {
-                EngineError::Graph {
-                    kind: BackendKind::Cuda,
-                    source,
-                }
-            })?;
+            let (exec, info) = open_cuda_with(file, plan_opts, progress)?;
             (Box::new(exec), describe_cuda(&info))
         }
     };
@@ -226,11 +221,19 @@ pub fn open_cuda(
     ctx: usize,
     progress: bool,
 ) -> Result<(CudaExecutor, CudaInfo), EngineError> {
-    CudaExecutor::load(file, PlanOptions::for_ctx(ctx), progress).map_err(|source| {
-        EngineError::Graph {
-            kind: BackendKind::Cuda,
-            source,
-        }
+    open_cuda_with(file, PlanOptions::for_ctx(ctx), progress)
+}
+
+/// [`open_cuda`] with explicit plan options (e.g. from [`plan_options`]); the attention split
+/// is still sized to the device.
+pub fn open_cuda_with(
+    file: &GgufFile,
+    opts: PlanOptions,
+    progress: bool,
+) -> Result<(CudaExecutor, CudaInfo), EngineError> {
+    CudaExecutor::load(file, opts, progress).map_err(|source| EngineError::Graph {
+        kind: BackendKind::Cuda,
+        source,
     })
 }
 

@@ -200,12 +200,12 @@ pub fn run_gate_against(
         backend: opts.backend,
         source,
     };
+    let plan_opts = ingot_engine::plan_options(file, ctx, opts.vram)?;
     let mut exec = match opts.backend {
-        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim_with(
-            file,
-            ingot_engine::plan_options(file, ctx, opts.vram)?,
-        )?)),
-        GateBackend::Cuda => Exec::Cuda(Box::new(ingot_engine::open_cuda(file, ctx, false)?.0)),
+        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim_with(file, plan_opts)?)),
+        GateBackend::Cuda => Exec::Cuda(Box::new(
+            ingot_engine::open_cuda_with(file, plan_opts, false)?.0,
+        )),
     };
     let mut oracle = match reference {
         Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(file, ctx)?)),

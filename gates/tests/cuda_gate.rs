@@ -38,13 +38,23 @@ fn gpu_present(what: &str) -> bool {
 }
 
 fn gate(path: &std::path::Path, name: &str, reference: Reference, steps: usize) {
+    gate_within(path, name, reference, steps, None);
+}
+
+fn gate_within(
+    path: &std::path::Path,
+    name: &str,
+    reference: Reference,
+    steps: usize,
+    vram: Option<ingot_engine::VramBudget>,
+) {
     let file = GgufFile::open(path).expect("open");
     let opts = GateOptions {
         backend: GateBackend::Cuda,
         prompt: PROMPT.to_vec(),
         steps,
         band: Band::default(),
-        vram: None,
+        vram,
     };
     let report = run_gate_against(&file, &opts, reference)
         .unwrap_or_else(|e| panic!("{name}: cuda gate could not run: {e}"));
@@ -76,6 +86,33 @@ fn tiny64_legacy_q4_k_m_cuda() {
 #[test]
 fn tiny64_mla_q3_k_m_cuda() {
     tiny64(Layout::Mla, QuantMix::Q3KM);
+}
+
+/// Experts beyond VRAM on the GPU (issue 18): a 2.2 MiB budget keeps 10 of the tiny model's 16
+/// experts per layer in VRAM slots, the rest in host-mapped memory read over the link, the LRU
+/// cache refilled between replays. Proven in ptx-sim (`ingot-bench`'s `expert_cache` test); this
+/// runs the same plan through the CUDA executor's host-mapped path.
+#[test]
+fn tiny_experts_beyond_vram_cuda() {
+    let name = "tiny mla q4_k_m, experts beyond VRAM";
+    if !gpu_present(name) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    let opts = SynthOptions {
+        preset: Preset::Tiny,
+        layout: Layout::Mla,
+        mix: QuantMix::Q4KM,
+        seed: 42,
+    };
+    synthesize(&opts, &path, false).expect("synthesize");
+    let budget = ingot_engine::VramBudget {
+        bytes: 2_300_000,
+        policy: ingot_engine::Policy::Lru,
+        route_bonus: 0.0,
+    };
+    gate_within(&path, name, Reference::Oracle, 16, Some(budget));
 }
 
 /// 16 heads: the plan launches `flash_latent_mma`; judged against the CPU backend because the

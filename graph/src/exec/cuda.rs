@@ -27,12 +27,15 @@ use std::time::Instant;
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
 use ingot_cuda::{
-    Arg, DeviceBuffer, Event, Gpu, Graph, JitReport, LaunchShape, Module, PinnedBuffer,
+    Arg, DeviceBuffer, Event, Gpu, Graph, JitReport, LaunchShape, MappedBuffer, Module,
+    PinnedBuffer,
 };
 use ingot_gguf::GgufFile;
 use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
+use crate::buffer::BufferKind;
 use crate::error::ExecError;
+use crate::exec::expert_cache::{ExpertCache, SlotMemory};
 use crate::node::NodeArg;
 use crate::plan::Plan;
 use crate::planner::{build_plan_for, PlanOptions};
@@ -45,6 +48,9 @@ pub const EAGER_VAR: &str = "INGOT_EAGER";
 /// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
 /// the graph's own resources and cudarc's bookkeeping.
 const VRAM_HEADROOM: u64 = 512 << 20;
+
+/// Bytes of the unused device buffer that stands at a host-mapped buffer's index in `bufs`.
+const MAPPED_PLACEHOLDER: usize = 256;
 
 /// Pipelined greedy decoding keeps this many step results in flight.
 const IN_FLIGHT: usize = 2;
@@ -132,6 +138,29 @@ struct Loaded {
     /// Host copy of the embedding table and its pinned staging row, for plans without a
     /// device embedding fetch.
     embedding: Option<(HostEmbedding, PinnedBuffer)>,
+    /// The host-mapped buffers (routed experts outside VRAM), by plan buffer index; `bufs`
+    /// holds a small unused placeholder at their index.
+    mapped: Vec<Option<MappedBuffer>>,
+    /// The routed experts' cache, when the plan keeps experts beyond VRAM.
+    experts: Option<ExpertCache>,
+}
+
+/// The GPU's memory as the expert cache sees it: slab copies are enqueued on the decode stream
+/// (ordered before the next replay), table writes and selection reads wait for it.
+struct CudaSlots<'a>(&'a Gpu);
+
+impl SlotMemory for CudaSlots<'_> {
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), ExecError> {
+        Ok(self.0.read_at(addr, out)?)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), ExecError> {
+        Ok(self.0.write_at(addr, data)?)
+    }
+
+    fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<(), ExecError> {
+        Ok(self.0.copy_at(dst, src, bytes as usize)?)
+    }
 }
 
 /// Where a loaded executor stands; printed by `ingot run -v`.
@@ -156,19 +185,14 @@ impl CudaExecutor {
         opts: PlanOptions,
         progress: bool,
     ) -> Result<(Self, CudaInfo), ExecError> {
-        if opts.expert_cache.is_some() {
-            return Err(ExecError::ExpertCache(
-                "the CUDA executor does not keep experts in host memory yet (the slot-table \
-                 kernels and the cache run in the simulator: --backend sim); drop --vram-budget \
-                 to run with every expert in VRAM"
-                    .into(),
-            ));
-        }
         let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
         let gpu = Gpu::new(0)?;
         // The attention split is sized to this GPU (two blocks per SM), whatever the caller
         // chose: any split gives the same result up to f32 summation order.
-        let opts = PlanOptions::for_device(opts.ctx, gpu.sm_count()?);
+        let opts = PlanOptions {
+            expert_cache: opts.expert_cache,
+            ..PlanOptions::for_device(opts.ctx, gpu.sm_count()?)
+        };
         let plan = build_plan_for(&config, file.header(), opts)?;
         let descs = plan.check_committed()?;
         let summary = plan.summary();
@@ -226,7 +250,7 @@ impl CudaExecutor {
                 d.gpu.copy_to_pinned(logits, 0, &mut d.logits_out, 0, n)?;
                 d.gpu.record(&d.events[0])?;
                 d.events[0].synchronize()?;
-                Ok(())
+                d.update_experts()
             });
         if let Err(e) = result {
             return Err(self.after_failure(e, token, pos));
@@ -273,6 +297,19 @@ impl CudaExecutor {
             .and_then(|d| {
                 d.enqueue_state(plan, token, pos)?;
                 let mut out = Vec::with_capacity(n);
+                if d.experts.is_some() {
+                    // The cache's host step sits between replays: one token at a time.
+                    for _ in 0..n {
+                        d.run(plan)?;
+                        let step = &d.bufs[plan.step.0 as usize];
+                        d.gpu
+                            .copy_to_pinned(step, 0, &mut d.state_out, 0, STATE_BYTES)?;
+                        d.gpu.record(&d.events[0])?;
+                        out.push(d.read_slot(0)?);
+                        d.update_experts()?;
+                    }
+                    return Ok(out);
+                }
                 for k in 0..n {
                     d.run(plan)?;
                     let slot = k % IN_FLIGHT;
@@ -506,14 +543,28 @@ impl Loaded {
         let started = Instant::now();
         let bar = upload_bar(progress, summary.device_bytes());
         let mut bufs = Vec::with_capacity(plan.buffers.len());
+        let mut mapped = Vec::with_capacity(plan.buffers.len());
         for decl in &plan.buffers {
             bar.set_message(decl.name.clone());
+            if let BufferKind::Weight {
+                host_mapped: true, ..
+            } = decl.kind
+            {
+                let mut m = gpu.alloc_mapped(decl.bytes as usize)?;
+                if let Some(bytes) = initial_bytes(file, decl)? {
+                    m.bytes_mut().copy_from_slice(&bytes);
+                }
+                bufs.push(gpu.alloc(MAPPED_PLACEHOLDER)?);
+                mapped.push(Some(m));
+                continue;
+            }
             let b = gpu.alloc(decl.bytes as usize)?;
             if let Some(bytes) = initial_bytes(file, decl)? {
                 gpu.upload(&b, &bytes)?;
             }
             bar.inc(decl.bytes);
             bufs.push(b);
+            mapped.push(None);
         }
         bar.finish_and_clear();
         let upload_s = started.elapsed().as_secs_f64();
@@ -544,7 +595,22 @@ impl Loaded {
             bufs,
             shapes,
             graph: None,
+            mapped,
+            experts: None,
         };
+        if plan.expert_cache.is_some() {
+            let addrs: Vec<u64> = dev
+                .bufs
+                .iter()
+                .zip(&dev.mapped)
+                .map(|(b, m)| match m {
+                    Some(m) => m.device_address(),
+                    None => dev.gpu.device_address(b),
+                })
+                .collect();
+            let cache = ExpertCache::new(plan, |b| addrs[b.0 as usize], &mut CudaSlots(&dev.gpu))?;
+            dev.experts = Some(cache);
+        }
         if capture {
             dev.capture(plan)?;
         }
@@ -558,6 +624,7 @@ impl Loaded {
             module,
             bufs,
             shapes,
+            mapped,
             ..
         } = self;
         gpu.begin_capture()?;
@@ -565,7 +632,9 @@ impl Loaded {
             .nodes
             .iter()
             .zip(shapes.iter())
-            .try_for_each(|(n, &shape)| gpu.launch(module, &n.kernel, shape, &node_args(bufs, n)));
+            .try_for_each(|(n, &shape)| {
+                gpu.launch(module, &n.kernel, shape, &node_args(bufs, mapped, n))
+            });
         // The capture must end whatever happened, or the stream stays in capture mode.
         let graph = gpu.end_capture();
         captured?;
@@ -593,10 +662,11 @@ impl Loaded {
             module,
             bufs,
             shapes,
+            mapped,
             ..
         } = self;
         for (i, (n, &shape)) in plan.nodes.iter().zip(shapes.iter()).enumerate() {
-            let args = node_args(bufs, n);
+            let args = node_args(bufs, mapped, n);
             let done = match pace {
                 Pace::Sync => gpu
                     .launch(module, &n.kernel, shape, &args)
@@ -639,6 +709,15 @@ impl Loaded {
         Ok(())
     }
 
+    /// After a completed step: the expert cache (if any) admits what the step missed; its slab
+    /// copies are ordered before the next replay on the same stream.
+    fn update_experts(&mut self) -> Result<(), ExecError> {
+        match &mut self.experts {
+            Some(c) => c.update(&mut CudaSlots(&self.gpu)),
+            None => Ok(()),
+        }
+    }
+
     /// Waits for the copy into `slot` and returns the token it holds.
     fn read_slot(&self, slot: usize) -> Result<u32, ExecError> {
         self.events[slot].synchronize()?;
@@ -648,12 +727,20 @@ impl Loaded {
     }
 }
 
-/// The launch arguments of node `n`, in PTX parameter order.
-fn node_args<'a>(bufs: &'a [DeviceBuffer], n: &crate::node::Node) -> Vec<Arg<'a>> {
+/// The launch arguments of node `n`, in PTX parameter order (a host-mapped buffer by its device
+/// address).
+fn node_args<'a>(
+    bufs: &'a [DeviceBuffer],
+    mapped: &[Option<MappedBuffer>],
+    n: &crate::node::Node,
+) -> Vec<Arg<'a>> {
     n.args
         .iter()
         .map(|a| match *a {
-            NodeArg::Buf(r) => Arg::BufAt(&bufs[r.buf.0 as usize], r.offset),
+            NodeArg::Buf(r) => match &mapped[r.buf.0 as usize] {
+                Some(m) => Arg::U64(m.device_address() + r.offset),
+                None => Arg::BufAt(&bufs[r.buf.0 as usize], r.offset),
+            },
             NodeArg::U32(v) => Arg::U32(v),
             NodeArg::I32(v) => Arg::I32(v),
             NodeArg::F32(v) => Arg::F32(v),
@@ -728,6 +815,14 @@ impl Decoder for CudaExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+    }
+
+    /// The last step's routing, when the plan has an expert cache; `None` otherwise.
+    fn routing(&self) -> Option<&[(u32, f32)]> {
+        self.dev
+            .as_deref()
+            .and_then(|d| d.experts.as_ref())
+            .map(|c| c.routing())
     }
 }
 
