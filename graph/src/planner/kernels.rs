@@ -8,7 +8,7 @@
 //! verifies every node against the table before anything runs.
 
 use ingot_abi::launch::{
-    gemv_rows_per_warp, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
+    gemv_rows_per_warp, GemvUnit, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
     GEMV_Q3K_LANES,
 };
 use ingot_gguf::GgmlType;
@@ -76,8 +76,14 @@ pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
         t if is_kquant(t) => GEMV_KQUANT_LANES,
         _ => GEMV_PAIR_LANES,
     };
-    let units = u32::try_from(ncols / row_multiple(ty)).unwrap_or(u32::MAX);
-    nrows.div_ceil(gemv_rows_per_warp(units, lanes) as usize)
+    let elems = row_multiple(ty);
+    let unit = GemvUnit {
+        lanes,
+        elems: elems as u32,
+        bytes: (ty.type_size() * elems as u64 / ty.block_size()) as u32,
+    };
+    let units = u32::try_from(ncols / elems).unwrap_or(u32::MAX);
+    nrows.div_ceil(gemv_rows_per_warp(units, unit) as usize)
 }
 
 /// `(w, x, y, ncols, nrows)`: `y = W·x` with `x` q8_1.
