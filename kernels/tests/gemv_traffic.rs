@@ -4,11 +4,10 @@
 //!
 //! Each thread block stages the activation blocks its rows read once
 //! (`ingot_abi::launch::gemv_stage_blocks`), so a launch reads its weights plus one activation
-//! copy per block. The weight-side ratio (the staged copies subtracted) must stay within 1.05,
-//! and the activation-side ratio (weights plus the staged copies over the bytes the launch must
-//! read) within the issue's 1.10. The raw ratio is their combination (bytes read / bytes the
-//! launch must read): within 1.10 too except for Q3_K (1.117 at 3072 × 2048), whose 2-byte
-//! aligned blocks cost 3.6% of re-alignment reads on the weight side.
+//! copy per block, blocks being sized so that this stays within the issue's 1.10 of the bytes
+//! the launch must read (`ingot_abi::launch::gemv_min_block_rows`, which counts the 2-byte
+//! aligned Q3_K and Q6_K blocks' re-alignment reads too). The weight-side ratio (the staged
+//! copies subtracted) must stay within 1.05.
 
 #![cfg(feature = "sim")]
 
@@ -25,10 +24,9 @@ fn check_ratios(name: &str, shape: &str, read: u64, (w_bytes, x_bytes, staged): 
     let must = (w_bytes + x_bytes) as f64;
     let raw = read as f64 / must;
     let weight_side = (read - staged) as f64 / w_bytes as f64;
-    let act_side = (w_bytes + staged) as f64 / must;
     eprintln!(
         "{name}: {shape}: read {read} B, must {must} B (w {w_bytes} + x {x_bytes}), staged \
-         {staged} B: raw {raw:.3}, weight-side {weight_side:.3}, activation-side {act_side:.3}"
+         {staged} B: raw {raw:.3}, weight-side {weight_side:.3}"
     );
     // Every weight byte is requested once, plus for the 2-byte aligned Q3_K / Q6_K blocks the
     // re-alignment words and the scale windows (114/110 and 218/210 bytes, < 4% over).
@@ -37,8 +35,8 @@ fn check_ratios(name: &str, shape: &str, read: u64, (w_bytes, x_bytes, staged): 
         "{name}: {shape}: weight-side ratio {weight_side:.3} outside [1, 1.05]"
     );
     assert!(
-        act_side <= 1.10,
-        "{name}: {shape}: activation-side ratio {act_side:.3} above the 1.10 target"
+        raw <= 1.10,
+        "{name}: {shape}: read ratio {raw:.3} above the 1.10 target"
     );
 }
 

@@ -31,9 +31,15 @@ use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
 /// many warps in flight per SM, and the rope tail of `gemv2_rope_*` runs with the block of
 /// `rope_kv_q8_1` (`ROPE_KV_THREADS`).
 pub const GEMV_BLOCK_WARPS: u32 = 8;
-/// A block's weight bytes are at least this many times the activation bytes it stages, so the
-/// staged copies add at most a tenth to what a launch reads (issue 17's 1.10).
+/// A launch reads at most `1 + 1/GEMV_WEIGHT_PER_ACT` times the bytes it must (issue 17's 1.10):
+/// a block's weight bytes are at least this many times what it reads beyond them (the staged
+/// activation plus the type's re-alignment reads, [`GemvUnit::read_bytes`]).
 pub const GEMV_WEIGHT_PER_ACT: u32 = 10;
+/// Bytes a Q3_K unit's lanes read per 110-byte block: aligned words around the 2-byte aligned
+/// block and the scale window (`kernels/device/src/vecdot/q3k.rs`).
+pub const GEMV_Q3K_READ_BYTES: u32 = 114;
+/// Bytes a Q6_K unit's lanes read per 210-byte block (`kernels/device/src/vecdot/q6k.rs`).
+pub const GEMV_Q6K_READ_BYTES: u32 = 218;
 /// q8_1 blocks a gemv block can stage in shared memory: 16384 activations (every hidden width of
 /// the family, 7168 for V3, and V2-Lite's dense `ffn_down` rows of 10944); the stage holds their
 /// quant ints (32 B each) and `ds` words (4 B), 18 KB, which leaves 5 blocks of 8 warps per SM
@@ -84,21 +90,26 @@ pub const fn gemv_rows_per_pass(units: u32, lanes_per_unit: u32) -> u32 {
 
 /// The thread mapping of one quantized weight type: a unit is `elems` weights in `bytes` bytes,
 /// shared by `lanes` lanes (`GEMV_PAIR_*` for the 32-element types, whose unit is a block pair;
-/// `GEMV_KQUANT_*` and `GEMV_Q3K_LANES` for the k-quants).
+/// `GEMV_KQUANT_*` and `GEMV_Q3K_LANES` for the k-quants), whose lanes read `read_bytes` of
+/// weights per unit (`bytes`, or [`GEMV_Q3K_READ_BYTES`] / [`GEMV_Q6K_READ_BYTES`] for the
+/// 2-byte aligned k-quants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvUnit {
     pub lanes: u32,
     pub elems: u32,
     pub bytes: u32,
+    pub read_bytes: u32,
 }
 
-/// Rows whose weights are [`GEMV_WEIGHT_PER_ACT`] times the activation they read (36 bytes per
-/// 32 weights), whatever the row length: Q8_0 11, Q6_K 14, Q5_0 and Q5_K 17, Q4_0 and Q4_K 20,
-/// Q3_K 27.
+/// Rows whose weights are [`GEMV_WEIGHT_PER_ACT`] times what their block reads beyond them: the
+/// staged activation (36 bytes per 32 weights, once per block) and the re-alignment reads
+/// (per row). Whatever the row length: Q8_0 11, Q5_0 and Q5_K 17, Q4_0 and Q4_K 20, Q6_K 23,
+/// Q3_K 42.
 #[inline]
 pub const fn gemv_min_block_rows(unit: GemvUnit) -> u32 {
     let act = 36 * unit.elems / 32;
-    (GEMV_WEIGHT_PER_ACT * act).div_ceil(unit.bytes)
+    let extra = unit.read_bytes - unit.bytes;
+    (GEMV_WEIGHT_PER_ACT * act).div_ceil(unit.bytes - GEMV_WEIGHT_PER_ACT * extra)
 }
 
 /// Passes a warp makes over its rows of `units` units: the fewest with which a block covers
@@ -382,32 +393,36 @@ mod tests {
         lanes: 8,
         elems: 256,
         bytes: 144,
+        read_bytes: 144,
     };
     const Q3K: GemvUnit = GemvUnit {
         lanes: 4,
         elems: 256,
         bytes: 110,
+        read_bytes: GEMV_Q3K_READ_BYTES,
     };
     const Q6K: GemvUnit = GemvUnit {
         lanes: 8,
         elems: 256,
         bytes: 210,
+        read_bytes: GEMV_Q6K_READ_BYTES,
     };
     const Q5_0: GemvUnit = GemvUnit {
         lanes: 1,
         elems: 64,
         bytes: 44,
+        read_bytes: 44,
     };
 
     #[test]
     fn blocks_cover_the_target_rows() {
         assert_eq!(gemv_min_block_rows(Q4K), 20);
-        assert_eq!(gemv_min_block_rows(Q3K), 27);
-        assert_eq!(gemv_min_block_rows(Q6K), 14);
-        // Whole-warp rows (2048 weights): 3 passes of 8 warps for Q4_K, 4 for Q3_K, 2 for Q6_K.
+        assert_eq!(gemv_min_block_rows(Q3K), 42);
+        assert_eq!(gemv_min_block_rows(Q6K), 23);
+        // Whole-warp rows (2048 weights): 3 passes of 8 warps for Q4_K and Q6_K, 6 for Q3_K.
         assert_eq!(gemv_block_rows(8, Q4K), 24);
-        assert_eq!(gemv_block_rows(8, Q3K), 32);
-        assert_eq!(gemv_block_rows(8, Q6K), 16);
+        assert_eq!(gemv_block_rows(8, Q3K), 48);
+        assert_eq!(gemv_block_rows(8, Q6K), 24);
         // attn_v_b in Q4_K (512 weights, 2 rows per warp and pass): 2 passes.
         assert_eq!(gemv_rows_per_warp(2, Q4K), 4);
         // attn_k_b in Q5_0 (16 rows per warp): one pass already covers 128 rows.

@@ -37,7 +37,8 @@ pub use embed::{
 };
 pub use gemv::{
     gemv_block_rows, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass, gemv_stage_blocks,
-    GemvUnit, GEMV_BLOCK_WARPS, GEMV_STAGE_BLOCKS, GEMV_WEIGHT_PER_ACT,
+    GemvUnit, GEMV_BLOCK_WARPS, GEMV_Q3K_READ_BYTES, GEMV_Q6K_READ_BYTES, GEMV_STAGE_BLOCKS,
+    GEMV_WEIGHT_PER_ACT,
 };
 pub use gemv::{
     gemv_lanes_per_row, gemv_rows_per_warp, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,

@@ -22,8 +22,9 @@ use ingot_abi::launch::{
     GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1,
     GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1, GEMV_GROUPED_Q8_0_Q8_1_OUT,
     GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
-    GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1,
-    GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1, GEMV_STAGE_BLOCKS,
+    GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q3K_READ_BYTES, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1,
+    GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q6K_READ_BYTES,
+    GEMV_Q8_0_Q8_1, GEMV_STAGE_BLOCKS,
 };
 use std::mem::size_of;
 
@@ -115,10 +116,16 @@ impl GemvType {
     /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
     pub const fn unit(self) -> GemvUnit {
         let elems = self.row_multiple();
+        let bytes = (self.block_bytes() * elems / self.block_elems()) as u32;
         GemvUnit {
             lanes: self.lanes_per_unit(),
             elems: elems as u32,
-            bytes: (self.block_bytes() * elems / self.block_elems()) as u32,
+            bytes,
+            read_bytes: match self {
+                GemvType::Q3K => GEMV_Q3K_READ_BYTES,
+                GemvType::Q6K => GEMV_Q6K_READ_BYTES,
+                _ => bytes,
+            },
         }
     }
 

@@ -78,6 +78,9 @@ pub trait WeightType {
     const UNIT_BYTES: u64;
     /// Lanes that share one unit; a power of two dividing 32.
     const LANES: u32;
+    /// Weight bytes the lanes of a unit read: `UNIT_BYTES`, or more for the 2-byte aligned
+    /// k-quants, which read whole aligned words around their blocks.
+    const READ_BYTES: u32 = Self::UNIT_BYTES as u32;
     /// What one lane loads from one unit and its activations, held in registers so the loads of
     /// several units can be in flight before the first is used. `Default` is what a lane
     /// without a unit passes to `dot` so that it still takes part in the group's shuffles.
@@ -117,6 +120,7 @@ pub const fn gemv_unit<T: WeightType>() -> GemvUnit {
         lanes: T::LANES,
         elems: T::QK,
         bytes: T::UNIT_BYTES as u32,
+        read_bytes: T::READ_BYTES,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::intrinsics::{
 };
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ3K;
-use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_Q3K_LANES};
+use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_Q3K_LANES, GEMV_Q3K_READ_BYTES};
 
 /// What a Q3_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -46,6 +46,7 @@ impl WeightType for Q3K {
     const QK: u32 = GEMV_KQUANT_QK;
     const UNIT_BYTES: u64 = size_of::<BlockQ3K>() as u64;
     const LANES: u32 = GEMV_Q3K_LANES;
+    const READ_BYTES: u32 = GEMV_Q3K_READ_BYTES;
     type Loads = Q3KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, t: u32) -> Q3KLoads {

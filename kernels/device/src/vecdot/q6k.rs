@@ -18,7 +18,7 @@ use crate::intrinsics::{
 };
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ6K;
-use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK};
+use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_Q6K_READ_BYTES};
 
 /// What a Q6_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -66,6 +66,7 @@ impl WeightType for Q6K {
     const QK: u32 = GEMV_KQUANT_QK;
     const UNIT_BYTES: u64 = size_of::<BlockQ6K>() as u64;
     const LANES: u32 = GEMV_KQUANT_LANES;
+    const READ_BYTES: u32 = GEMV_Q6K_READ_BYTES;
     type Loads = Q6KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, p: u32) -> Q6KLoads {
