@@ -11,8 +11,8 @@
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
 use crate::norm_q8::quantize_store;
 use crate::vecdot::{
-    gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, Iq4Nl, SharedAct, WeightType, Q3K, Q4K, Q4_0,
-    Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
+    gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, Iq4Nl, SharedAct, WeightType, Q3K,
+    Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
