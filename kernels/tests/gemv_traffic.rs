@@ -2,10 +2,12 @@
 //! lanes request from global memory against the bytes the launch must read, and 32-byte sectors
 //! per warp-level request.
 //!
-//! Activations are read again by every row (from L1 on a GPU: the whole q8_1 vector of a
-//! 2048-wide row is 2.3 KB), so the raw ratio counts them once per row; the weight-side ratio
-//! subtracts those re-reads, computed from each type's documented lane mapping
-//! (`kernels/device/src/vecdot/`), and must stay within the issue's 1.05 target.
+//! Each thread block stages the activation blocks its rows read once
+//! (`ingot_abi::launch::gemv_stage_blocks`), so a launch reads its weights plus one activation
+//! copy per block, blocks being sized so that this stays within the issue's 1.10 of the bytes
+//! the launch must read (`ingot_abi::launch::gemv_min_block_rows`, which counts the 2-byte
+//! aligned Q3_K and Q6_K blocks' re-alignment reads too). The weight-side ratio (the staged
+//! copies subtracted) must stay within 1.05.
 
 #![cfg(feature = "sim")]
 
@@ -15,7 +17,28 @@ use ingot_abi::blocks::QK8_1;
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, LaunchConfig, Module, Sim};
-use support::gemv_type::act_bytes_per_block;
+
+/// The bounds every gemv launch here meets: `read` bytes against `w_bytes` of weights, `x_bytes`
+/// of activation the launch must read and `staged` bytes its blocks copied.
+fn check_ratios(name: &str, shape: &str, read: u64, (w_bytes, x_bytes, staged): (u64, u64, u64)) {
+    let must = (w_bytes + x_bytes) as f64;
+    let raw = read as f64 / must;
+    let weight_side = (read - staged) as f64 / w_bytes as f64;
+    eprintln!(
+        "{name}: {shape}: read {read} B, must {must} B (w {w_bytes} + x {x_bytes}), staged \
+         {staged} B: raw {raw:.3}, weight-side {weight_side:.3}"
+    );
+    // Every weight byte is requested once, plus for the 2-byte aligned Q3_K / Q6_K blocks the
+    // re-alignment words and the scale windows (114/110 and 218/210 bytes, < 4% over).
+    assert!(
+        (1.0..=1.05).contains(&weight_side),
+        "{name}: {shape}: weight-side ratio {weight_side:.3} outside [1, 1.05]"
+    );
+    assert!(
+        raw <= 1.10,
+        "{name}: {shape}: read ratio {raw:.3} above the 1.10 target"
+    );
+}
 
 fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
     let mut sim = Sim::new();
@@ -32,21 +55,14 @@ fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
     sim.write(w, &fill).expect("write");
     let desc = ty.plain();
     let units = ncols / ty.row_multiple() as u32;
-    let lanes = ingot_abi::launch::gemv_lanes_per_row(
-        units,
-        match ty {
-            GemvType::Q3K => 4,
-            GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => 8,
-            _ => 1,
-        },
-    );
-    let warps = nrows.div_ceil(32 / lanes);
+    let warps = nrows.div_ceil(ingot_abi::launch::gemv_rows_per_warp(units, ty.unit()));
+    let grid = desc.grid(warps);
     let stats = sim
         .launch(
             module,
             desc.name,
             LaunchConfig {
-                grid: desc.grid(warps),
+                grid,
                 block: desc.block,
                 shared_bytes: 0,
             },
@@ -59,30 +75,18 @@ fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
             ],
         )
         .expect("launch");
-    let nb32 = (ncols as usize / QK8_1) as u64;
-    let act_reread = nrows as u64 * nb32 * act_bytes_per_block(ty);
-    let raw = stats.global_bytes_read as f64 / (w_bytes + x_bytes) as f64;
-    let weight_side = (stats.global_bytes_read - act_reread) as f64 / w_bytes as f64;
-    let sectors = stats.sectors_read as f64 / stats.global_requests as f64;
+    let staged = u64::from(grid[0]) * x_bytes;
     eprintln!(
-        "{}: {nrows}x{ncols}: read {} B, must {} B (w {w_bytes} + x {x_bytes}): raw {raw:.3}, \
-         weight-side {weight_side:.3}; {sectors:.1} sectors/request; {} warp instr",
+        "{}: {:.1} sectors/request; {} warp instr",
         desc.name,
-        stats.global_bytes_read,
-        w_bytes + x_bytes,
+        stats.sectors_read as f64 / stats.global_requests as f64,
         stats.warp_instructions
     );
-    // Every weight byte is requested once, plus for the 2-byte aligned Q3_K / Q6_K blocks the
-    // re-alignment words and the scale windows (114/110 and 218/210 bytes, < 4% over).
-    assert!(
-        weight_side <= 1.05,
-        "{}: {nrows}x{ncols}: weight-side ratio {weight_side:.3} above the 1.05 target",
-        desc.name
-    );
-    assert!(
-        weight_side >= 1.0,
-        "{}: fewer bytes read than the weights",
-        desc.name
+    check_ratios(
+        desc.name,
+        &format!("{nrows}x{ncols}"),
+        stats.global_bytes_read,
+        (w_bytes, x_bytes, staged),
     );
 }
 
@@ -230,8 +234,8 @@ fn gemv_traffic_odd_block_rows() {
 }
 
 /// The grouped gemv with the q8_1 epilogue at V2-Lite's `attn_v_b` (16 heads × 128 rows of 512
-/// against each head's 512 latent values, x stride 16 blocks): the same weight-side bound as the
-/// f32 kernels; the epilogue itself reads no global memory.
+/// against each head's 512 latent values, x stride 16 blocks): the same bounds as the f32
+/// kernels, each block staging its head's 16 blocks; the epilogue itself reads no global memory.
 #[test]
 fn gemv_q8_1_out_traffic_attn_v_b() {
     let module = Module::parse(PTX).expect("parse PTX");
@@ -264,23 +268,19 @@ fn gemv_q8_1_out_traffic_attn_v_b() {
                 Arg::U32(stride),
             ],
         );
-        let nb32 = (ncols as usize / QK8_1) as u64;
-        let act_reread = nrows as u64 * nb32 * act_bytes_per_block(ty);
-        let weight_side = (s.global_bytes_read - act_reread) as f64 / w_bytes as f64;
+        // 32 rows per block, inside one 128-row group: one head's 16 blocks each.
+        let staged = u64::from(nrows / 32) * (ncols as usize / QK8_1 * 36) as u64;
         eprintln!(
-            "{}: {nrows}x{ncols} groups of {rpg}: read {} B, must {} B (w {w_bytes} + x \
-             {x_bytes}): weight-side {weight_side:.3}; {:.1} sectors/request; {} barriers",
+            "{}: {:.1} sectors/request; {} barriers",
             ty.grouped_q8_1_out().name,
-            s.global_bytes_read,
-            w_bytes + x_bytes,
             s.sectors_read as f64 / s.global_requests as f64,
             s.barriers
         );
-        // As in `run`: every weight byte once, plus Q6_K's re-alignment words (< 4%).
-        assert!(
-            (1.0..=1.05).contains(&weight_side),
-            "{}: weight-side ratio {weight_side:.3} outside [1, 1.05]",
-            ty.grouped_q8_1_out().name
+        check_ratios(
+            ty.grouped_q8_1_out().name,
+            &format!("{nrows}x{ncols} groups of {rpg}"),
+            s.global_bytes_read,
+            (w_bytes, x_bytes, staged),
         );
     }
 }

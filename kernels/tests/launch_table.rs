@@ -60,9 +60,10 @@ fn valid_shapes_launch_with_the_table_grid() {
         1e-6,
     )
     .unwrap();
+    // 37 rows of 2048 Q4_K weights: 32 rows per block of 8 warps (4 passes of one row each).
     assert_eq!(
         r.launches[0],
-        ("gemv_q4k_q8_1".into(), [10, 1, 1], [128, 1, 1])
+        ("gemv_q4k_q8_1".into(), [2, 1, 1], [256, 1, 1])
     );
     assert_eq!(
         r.launches[1],

@@ -128,12 +128,13 @@ macro_rules! gemv2_rope {
             "whose last block to finish runs [`ROPE_KV_Q8_1`] on `q` and `kv` with the same ",
             "arguments and requirements (a last-block-done tail; `count` a done counter, see ",
             "[`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a ",
-            "warp, `GEMV_WARPS` per block.")]
+            "warp, `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as ",
+            "`rope_kv_q8_1`).")]
         pub const $desc: KernelDesc = KernelDesc {
             name: $name,
             params: GEMV2_ROPE_PARAMS,
-            block: [super::GEMV_WARPS * WARP_SIZE, 1, 1],
-            items_per_block: super::GEMV_WARPS,
+            block: [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+            items_per_block: super::GEMV_BLOCK_WARPS,
             shared_bytes: 0,
         };
     )*};
@@ -150,7 +151,7 @@ gemv2_rope! {
     GEMV2_ROPE_Q5K_Q8_1, "gemv2_rope_q5k_q8_1", "Q5_K";
     GEMV2_ROPE_Q6K_Q8_1, "gemv2_rope_q6k_q8_1", "Q6_K";
 }
-const _: () = assert!(ATTN_MAX_ROPE / 2 <= super::GEMV_WARPS * WARP_SIZE);
+const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == ROPE_KV_THREADS);
 
 /// Threads per block of [`FLASH_LATENT`].
 pub const FLASH_THREADS: u32 = 256;

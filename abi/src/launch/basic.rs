@@ -1,6 +1,6 @@
 //! Activation quantization, rmsnorm and the first gemv kernels.
 
-use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+use super::{f32_, ptr, u32_, KernelDesc, GEMV_BLOCK_WARPS, WARP_SIZE};
 
 /// Threads per block of [`QUANTIZE_Q8_1`].
 pub const QUANTIZE_Q8_1_THREADS: u32 = 256;
@@ -31,17 +31,19 @@ pub const RMSNORM_F32: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
-/// Warps per block of the gemv kernels; each warp computes one output row.
+/// Warps per block of the f32 gemv, the MoE router and the MoE kernels (one output row or
+/// row pair per warp); the quantized gemvs use `GEMV_BLOCK_WARPS`.
 pub const GEMV_WARPS: u32 = 4;
 
 /// `gemv_q4k_q8_1(w: *const BlockQ4K, x: *const BlockQ8_1, y: *mut f32, ncols: u32, nrows: u32)`:
 /// `y[r] = Σ_c W[r][c]·x[c]` with `W` row-major Q4_K (`ncols` a multiple of 256, each row
-/// `ncols/256` super-blocks) and `x` the q8_1 activation vector. An item is one output row.
+/// `ncols/256` super-blocks) and `x` the q8_1 activation vector. An item is a warp (see the
+/// `gemv` family).
 pub const GEMV_Q4K_Q8_1: KernelDesc = KernelDesc {
     name: "gemv_q4k_q8_1",
     params: &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")],
-    block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_WARPS,
+    block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+    items_per_block: GEMV_BLOCK_WARPS,
     shared_bytes: 0,
 };
 
@@ -50,8 +52,8 @@ pub const GEMV_Q4K_Q8_1: KernelDesc = KernelDesc {
 pub const GEMV_Q3K_Q8_1: KernelDesc = KernelDesc {
     name: "gemv_q3k_q8_1",
     params: &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")],
-    block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_WARPS,
+    block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+    items_per_block: GEMV_BLOCK_WARPS,
     shared_bytes: 0,
 };
 

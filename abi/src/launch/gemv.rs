@@ -4,8 +4,17 @@
 //!
 //! Thread mapping shared by the quantized kernels: a group of [`gemv_lanes_per_row`] lanes
 //! computes one output row (a whole warp for rows of 1024 weights or more; fewer lanes, several
-//! rows per warp, for short rows such as `attn_k_b`'s 128). An item is one **warp**: launch
-//! `ceil(nrows / gemv_rows_per_warp(..))` items, [`GEMV_WARPS`] per block.
+//! rows per warp, for short rows such as `attn_k_b`'s 128). A warp computes its rows in
+//! [`gemv_passes`] passes, so a block of [`GEMV_BLOCK_WARPS`] warps covers at least
+//! [`gemv_min_block_rows`] consecutive rows ([`gemv_block_rows`]). An item is one **warp**:
+//! launch `ceil(nrows / gemv_rows_per_warp(..))` items, [`GEMV_BLOCK_WARPS`] per block.
+//!
+//! Activation staging: a block first copies the q8_1 blocks its rows read into shared memory
+//! (at most [`GEMV_STAGE_BLOCKS`], see [`gemv_stage_blocks`]), and every row reads them from
+//! there, so the activation crosses the memory system once per block instead of once per row:
+//! bytes read / weight bytes ≈ `1 + activation / (block rows · row bytes)`, which
+//! [`gemv_min_block_rows`] keeps ≤ 1.10 for every type and width. The activation must not be
+//! written by the same launch (it is read with `ld.global.nc`).
 //!
 //! Row `r` of a grouped kernel reads the activation blocks starting at q8_1 block
 //! `(r / rows_per_group) · x_group_stride` of `x`: MLA absorption multiplies each head's
@@ -16,6 +25,26 @@
 //! width against one `x` in one launch (`attn_q` and `attn_kv_a_mqa`).
 
 use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
+
+/// Warps per block of the quantized gemv kernels (plain, grouped, two-matrix, with the rope
+/// tail, with the argmax, with the q8_1 epilogue). Eight, so a block of a few dozen rows keeps
+/// many warps in flight per SM, and the rope tail of `gemv2_rope_*` runs with the block of
+/// `rope_kv_q8_1` (`ROPE_KV_THREADS`).
+pub const GEMV_BLOCK_WARPS: u32 = 8;
+/// A launch reads at most `1 + 1/GEMV_WEIGHT_PER_ACT` times the bytes it must (issue 17's 1.10):
+/// a block's weight bytes are at least this many times what it reads beyond them (the staged
+/// activation plus the type's re-alignment reads, [`GemvUnit::read_bytes`]).
+pub const GEMV_WEIGHT_PER_ACT: u32 = 10;
+/// Bytes a Q3_K unit's lanes read per 110-byte block: aligned words around the 2-byte aligned
+/// block and the scale window (`kernels/device/src/vecdot/q3k.rs`).
+pub const GEMV_Q3K_READ_BYTES: u32 = 114;
+/// Bytes a Q6_K unit's lanes read per 210-byte block (`kernels/device/src/vecdot/q6k.rs`).
+pub const GEMV_Q6K_READ_BYTES: u32 = 218;
+/// q8_1 blocks a gemv block can stage in shared memory: 16384 activations (every hidden width of
+/// the family, 7168 for V3, and V2-Lite's dense `ffn_down` rows of 10944); the stage holds their
+/// quant ints (32 B each) and `ds` words (4 B), 18 KB, which leaves 5 blocks of 8 warps per SM
+/// on an sm_86 (100 KB), no fewer than 64 registers per thread leave.
+pub const GEMV_STAGE_BLOCKS: u32 = 512;
 
 /// Weights per unit of a 32-element quant type: a lane takes two consecutive blocks. Rows of
 /// these types hold a multiple of 32 weights; an odd last block is handled after the unit loop.
@@ -29,20 +58,98 @@ pub const GEMV_Q3K_LANES: u32 = 4;
 /// Lanes per Q4_K, Q5_K and Q6_K super-block.
 pub const GEMV_KQUANT_LANES: u32 = 8;
 
-/// Lanes that compute one row of `units` units when `lanes_per_unit` lanes share a unit: the
-/// smallest power of two covering every unit once, at least `lanes_per_unit`, at most a warp.
-/// Device and host both call this, so the thread mapping and the grid cannot disagree.
+/// Lanes that compute one row of `units` units when `lanes_per_unit` (a power of two ≤ 32)
+/// lanes share a unit: the smallest power of two covering every unit once, at least
+/// `lanes_per_unit`, at most a warp. Device and host both call this, so the thread mapping and
+/// the grid cannot disagree. Loop-free (a count of leading zeros), so the kernels that compute
+/// it at run time carry no loop for it.
+#[inline]
 pub const fn gemv_lanes_per_row(units: u32, lanes_per_unit: u32) -> u32 {
-    let mut lanes = lanes_per_unit;
-    while lanes < WARP_SIZE && lanes < units.saturating_mul(lanes_per_unit) {
-        lanes *= 2;
+    let need = units.saturating_mul(lanes_per_unit);
+    if need >= WARP_SIZE {
+        return WARP_SIZE;
     }
-    lanes
+    // The next power of two ≥ need, for 0 < need < 32 (1 for need ≤ 1).
+    let pow2 = if need <= 1 {
+        1
+    } else {
+        1 << (32 - (need - 1).leading_zeros())
+    };
+    if pow2 > lanes_per_unit {
+        pow2
+    } else {
+        lanes_per_unit
+    }
 }
 
-/// Rows one warp computes (see [`gemv_lanes_per_row`]).
-pub const fn gemv_rows_per_warp(units: u32, lanes_per_unit: u32) -> u32 {
+/// Rows one warp computes in one pass (see [`gemv_lanes_per_row`]).
+#[inline]
+pub const fn gemv_rows_per_pass(units: u32, lanes_per_unit: u32) -> u32 {
     WARP_SIZE / gemv_lanes_per_row(units, lanes_per_unit)
+}
+
+/// The thread mapping of one quantized weight type: a unit is `elems` weights in `bytes` bytes,
+/// shared by `lanes` lanes (`GEMV_PAIR_*` for the 32-element types, whose unit is a block pair;
+/// `GEMV_KQUANT_*` and `GEMV_Q3K_LANES` for the k-quants), whose lanes read `read_bytes` of
+/// weights per unit (`bytes`, or [`GEMV_Q3K_READ_BYTES`] / [`GEMV_Q6K_READ_BYTES`] for the
+/// 2-byte aligned k-quants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvUnit {
+    pub lanes: u32,
+    pub elems: u32,
+    pub bytes: u32,
+    pub read_bytes: u32,
+}
+
+/// Rows whose weights are [`GEMV_WEIGHT_PER_ACT`] times what their block reads beyond them: the
+/// staged activation (36 bytes per 32 weights, once per block) and the re-alignment reads
+/// (per row). Whatever the row length: Q8_0 11, Q5_0 and Q5_K 17, Q4_0 and Q4_K 20, Q6_K 23,
+/// Q3_K 42.
+#[inline]
+pub const fn gemv_min_block_rows(unit: GemvUnit) -> u32 {
+    let act = 36 * unit.elems / 32;
+    let extra = unit.read_bytes - unit.bytes;
+    (GEMV_WEIGHT_PER_ACT * act).div_ceil(unit.bytes - GEMV_WEIGHT_PER_ACT * extra)
+}
+
+/// Passes a warp makes over its rows of `units` units: the fewest with which a block covers
+/// [`gemv_min_block_rows`] rows (one when a single pass of the block's warps already does), so
+/// a launch keeps as many blocks as the 1.10 bound allows.
+#[inline]
+pub const fn gemv_passes(units: u32, unit: GemvUnit) -> u32 {
+    let per_pass = GEMV_BLOCK_WARPS * gemv_rows_per_pass(units, unit.lanes);
+    gemv_min_block_rows(unit).div_ceil(per_pass)
+}
+
+/// Rows one warp computes over all its passes: a gemv item.
+#[inline]
+pub const fn gemv_rows_per_warp(units: u32, unit: GemvUnit) -> u32 {
+    gemv_rows_per_pass(units, unit.lanes) * gemv_passes(units, unit)
+}
+
+/// Consecutive rows one block of [`GEMV_BLOCK_WARPS`] warps computes.
+#[inline]
+pub const fn gemv_block_rows(units: u32, unit: GemvUnit) -> u32 {
+    GEMV_BLOCK_WARPS * gemv_rows_per_warp(units, unit)
+}
+
+/// The most q8_1 blocks one block of `block_rows` rows stages, for `nrows` rows of `ncols`
+/// weights in groups of `rows_per_group ≥ 1` rows whose slices are `x_group_stride` blocks
+/// apart: the groups a block's rows touch span `(last − first) · stride + ncols/32` blocks, and
+/// `block_rows` consecutive rows cross at most `(block_rows + rows_per_group − 2) /
+/// rows_per_group` group boundaries. A launch needs this ≤ [`GEMV_STAGE_BLOCKS`].
+pub const fn gemv_stage_blocks(
+    block_rows: u32,
+    nrows: u32,
+    ncols: u32,
+    rows_per_group: u32,
+    x_group_stride: u32,
+) -> u64 {
+    let rpg = rows_per_group as u64;
+    let crossed = (block_rows as u64 + rpg - 2) / rpg;
+    let groups = (nrows as u64).saturating_sub(1) / rpg;
+    let crossed = if crossed < groups { crossed } else { groups };
+    crossed * x_group_stride as u64 + ncols as u64 / 32
 }
 
 const PLAIN_PARAMS: &[super::Param] = &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")];
@@ -72,8 +179,8 @@ const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> Kerne
     KernelDesc {
         name,
         params,
-        block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: GEMV_WARPS,
+        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: GEMV_BLOCK_WARPS,
         shared_bytes: 0,
     }
 }
@@ -82,7 +189,7 @@ const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
         params: GROUPED_PARAMS,
-        block: [GEMV_WARPS * WARP_SIZE, 1, 1],
+        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
         items_per_block: 1,
         shared_bytes: 0,
     }
@@ -94,7 +201,7 @@ macro_rules! q8_1_out {
             "the grouped ", $ty, " gemv with `y` as q8_1 blocks (CUDA variant, `s = Σ`, the ",
             "bits of `quantize_q8_1` of the f32 result). An item is one output block: 32 ",
             "consecutive rows, so `nrows` is a multiple of 32 and the grid is `nrows / 32` ",
-            "blocks of [`GEMV_WARPS`] warps (`attn_v_b` feeding `attn_output`).")]
+            "blocks of [`GEMV_BLOCK_WARPS`] warps (`attn_v_b` feeding `attn_output`).")]
         pub const $desc: KernelDesc = q8_1_out_desc($name);
     )*};
 }
@@ -259,12 +366,87 @@ mod tests {
     fn lanes_per_row_covers_units_within_a_warp() {
         // attn_k_b in Q5_0: 128 weights = 2 pair units, one lane each → 2 lanes, 16 rows/warp.
         assert_eq!(gemv_lanes_per_row(2, 1), 2);
-        assert_eq!(gemv_rows_per_warp(2, 1), 16);
+        assert_eq!(gemv_rows_per_pass(2, 1), 16);
         // 2048 weights of Q4_K: 8 super-blocks × 8 lanes = 64 > 32 → a whole warp.
         assert_eq!(gemv_lanes_per_row(8, 8), 32);
         // One super-block of Q3_K (4 lanes) → 4 lanes, never fewer than a unit needs.
         assert_eq!(gemv_lanes_per_row(1, 4), 4);
         assert_eq!(gemv_lanes_per_row(0, 8), 8);
         assert_eq!(gemv_lanes_per_row(3, 1), 4);
+        // The loop-free form equals doubling from `lanes_per_unit` while it covers fewer units.
+        for units in 0..100 {
+            for lpu in [1, 2, 4, 8, 16, 32] {
+                let mut lanes = lpu;
+                while lanes < WARP_SIZE && lanes < units * lpu {
+                    lanes *= 2;
+                }
+                assert_eq!(
+                    gemv_lanes_per_row(units, lpu),
+                    lanes,
+                    "{units} units, {lpu}"
+                );
+            }
+        }
+    }
+
+    const Q4K: GemvUnit = GemvUnit {
+        lanes: 8,
+        elems: 256,
+        bytes: 144,
+        read_bytes: 144,
+    };
+    const Q3K: GemvUnit = GemvUnit {
+        lanes: 4,
+        elems: 256,
+        bytes: 110,
+        read_bytes: GEMV_Q3K_READ_BYTES,
+    };
+    const Q6K: GemvUnit = GemvUnit {
+        lanes: 8,
+        elems: 256,
+        bytes: 210,
+        read_bytes: GEMV_Q6K_READ_BYTES,
+    };
+    const Q5_0: GemvUnit = GemvUnit {
+        lanes: 1,
+        elems: 64,
+        bytes: 44,
+        read_bytes: 44,
+    };
+
+    #[test]
+    fn blocks_cover_the_target_rows() {
+        assert_eq!(gemv_min_block_rows(Q4K), 20);
+        assert_eq!(gemv_min_block_rows(Q3K), 42);
+        assert_eq!(gemv_min_block_rows(Q6K), 23);
+        // Whole-warp rows (2048 weights): 3 passes of 8 warps for Q4_K and Q6_K, 6 for Q3_K.
+        assert_eq!(gemv_block_rows(8, Q4K), 24);
+        assert_eq!(gemv_block_rows(8, Q3K), 48);
+        assert_eq!(gemv_block_rows(8, Q6K), 24);
+        // attn_v_b in Q4_K (512 weights, 2 rows per warp and pass): 2 passes.
+        assert_eq!(gemv_rows_per_warp(2, Q4K), 4);
+        // attn_k_b in Q5_0 (16 rows per warp): one pass already covers 128 rows.
+        assert_eq!(gemv_block_rows(2, Q5_0), 128);
+        // Every block covers at least the target, for every row length, with at most one pass
+        // more than needed.
+        for units in 0..64 {
+            for unit in [Q4K, Q3K, Q6K, Q5_0] {
+                let rows = gemv_block_rows(units, unit);
+                let per_pass = GEMV_BLOCK_WARPS * gemv_rows_per_pass(units, unit.lanes);
+                assert!(rows >= gemv_min_block_rows(unit));
+                assert!(rows < gemv_min_block_rows(unit) + per_pass);
+            }
+        }
+    }
+
+    #[test]
+    fn stage_spans_the_groups_a_block_touches() {
+        // One group: the row's own blocks.
+        assert_eq!(gemv_stage_blocks(32, 3648, 2048, u32::MAX, 0), 64);
+        // attn_k_b: 128-row blocks inside 512-row groups still may straddle one boundary.
+        assert_eq!(gemv_stage_blocks(128, 8192, 128, 512, 6), 6 + 4);
+        // A group per row: every row of the block its own slice, capped by the launch's groups.
+        assert_eq!(gemv_stage_blocks(32, 32, 64, 1, 2), 31 * 2 + 2);
+        assert_eq!(gemv_stage_blocks(32, 4, 64, 1, 2), 3 * 2 + 2);
     }
 }

@@ -2,7 +2,7 @@
 //! lm_head gemv ([`ARGMAX_STEP`] over the logits) or fused into it (`GEMV_ARGMAX_*` folding each
 //! row into a 64-bit atomic maximum, then [`ARGMAX_FINISH`]).
 
-use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
+use super::{ptr, u32_, KernelDesc, GEMV_BLOCK_WARPS, WARP_SIZE};
 
 /// Threads of the single [`ARGMAX_STEP`] block.
 pub const ARGMAX_THREADS: u32 = 1024;
@@ -37,8 +37,8 @@ macro_rules! gemv_argmax {
         pub const $desc: KernelDesc = KernelDesc {
             name: $name,
             params: GEMV_ARGMAX_PARAMS,
-            block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-            items_per_block: GEMV_WARPS,
+            block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+            items_per_block: GEMV_BLOCK_WARPS,
             shared_bytes: 0,
         };
     };

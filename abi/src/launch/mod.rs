@@ -37,6 +37,11 @@ pub use embed::{
     EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
 pub use gemv::{
+    gemv_block_rows, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass, gemv_stage_blocks,
+    GemvUnit, GEMV_BLOCK_WARPS, GEMV_Q3K_READ_BYTES, GEMV_Q6K_READ_BYTES, GEMV_STAGE_BLOCKS,
+    GEMV_WEIGHT_PER_ACT,
+};
+pub use gemv::{
     gemv_lanes_per_row, gemv_rows_per_warp, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
     GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
     GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_Q3K_Q8_1,

@@ -8,8 +8,8 @@
 //! verifies every node against the table before anything runs.
 
 use ingot_abi::launch::{
-    gemv_rows_per_warp, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
-    GEMV_Q3K_LANES,
+    gemv_rows_per_warp, GemvUnit, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
+    GEMV_Q3K_LANES, GEMV_Q3K_READ_BYTES, GEMV_Q6K_READ_BYTES,
 };
 use ingot_gguf::GgmlType;
 
@@ -76,8 +76,20 @@ pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
         t if is_kquant(t) => GEMV_KQUANT_LANES,
         _ => GEMV_PAIR_LANES,
     };
-    let units = u32::try_from(ncols / row_multiple(ty)).unwrap_or(u32::MAX);
-    nrows.div_ceil(gemv_rows_per_warp(units, lanes) as usize)
+    let elems = row_multiple(ty);
+    let bytes = (ty.type_size() * elems as u64 / ty.block_size()) as u32;
+    let unit = GemvUnit {
+        lanes,
+        elems: elems as u32,
+        bytes,
+        read_bytes: match ty {
+            GgmlType::Q3K => GEMV_Q3K_READ_BYTES,
+            GgmlType::Q6K => GEMV_Q6K_READ_BYTES,
+            _ => bytes,
+        },
+    };
+    let units = u32::try_from(ncols / elems).unwrap_or(u32::MAX);
+    nrows.div_ceil(gemv_rows_per_warp(units, unit) as usize)
 }
 
 /// `(w, x, y, ncols, nrows)`: `y = W·x` with `x` q8_1.

@@ -3,14 +3,16 @@
 //! instances of [`gemv_rows_then`]; and the f32 gemv of the MoE router.
 //!
 //! Thread mapping (`ingot_abi::launch::gemv`): `lanes = gemv_lanes_per_row(units, T::LANES)`
-//! lanes per row, `32 / lanes` rows per warp, `GEMV_WARPS` warps per block. The per-type math
-//! and each lane's share of a unit are in [`crate::vecdot`].
+//! lanes per row, `32 / lanes` rows per warp and pass, `gemv_passes` passes, `GEMV_BLOCK_WARPS`
+//! warps per block; a block's rows are consecutive. Each block first stages the activation
+//! blocks its rows read in shared memory (`vecdot::stage_act`) and its rows read them there.
+//! The per-type math and each lane's share of a unit are in [`crate::vecdot`].
 
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
 use crate::norm_q8::quantize_store;
 use crate::vecdot::{
-    row_bytes, row_dot_lane, Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
-    Q8_BYTES,
+    gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, Iq4Nl, SharedAct, WeightType, Q3K,
+    Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
@@ -19,47 +21,108 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
     BlockQ8_1,
 };
-use ingot_abi::launch::{gemv_lanes_per_row, GEMV_WARPS, WARP_SIZE};
+use ingot_abi::launch::{gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE};
 
-/// Computes `nrows` row dot products of `ncols` weights of type `T`: `row(r)` gives row `r`'s
-/// weight address, activation address and output address. `ncols` a multiple of `T::QK`, or
-/// for the 32-element types of 32 (a trailing unpaired block, see `row_dot_lane`).
-#[inline(always)]
-unsafe fn gemv_rows<T: WeightType>(ncols: u32, nrows: u32, row: impl Fn(u32) -> (u64, u64, u64)) {
-    gemv_rows_then::<T, true>(ncols, nrows, row, |_, _| {});
+/// Threads of a quantized gemv block.
+const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;
+
+/// How a launch's rows read the activation: row `r` reads `ncols/32` q8_1 blocks from block
+/// `(r / rows_per_group) · stride` of `x` on (`rows_per_group ≥ 1`).
+#[derive(Clone, Copy)]
+struct Groups {
+    rows_per_group: u32,
+    stride: u32,
 }
 
-/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. With `EXIT`, warps whose
-/// rows all lie past the end leave at once; without it they compute the last row and store
-/// nothing, for kernels that meet at a barrier afterwards (a last-block-done tail): an early
-/// exit into a barrier made ptxas allocate far more registers for the whole kernel (48 -> 79
-/// for the Q4_K pair gemv with the rope tail, 80 -> 140 for Q3_K, sm_86).
+/// Every row reads the same activation (constant, so the divisions fold away).
+const ONE_GROUP: Groups = Groups {
+    rows_per_group: u32::MAX,
+    stride: 0,
+};
+
+/// Stages the activation blocks that rows `first ..= last` read (`x` a global address) and
+/// returns the group of `first`: row `r` then reads the staged blocks from `(r /
+/// rows_per_group − that group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
+/// (`ingot_abi::launch::gemv_stage_blocks`). Every thread of the block must call it.
+#[inline(always)]
+unsafe fn stage_rows(x: u64, g: Groups, ncols: u32, first: u32, last: u32) -> u32 {
+    let (g0, g1) = (first / g.rows_per_group, last / g.rows_per_group);
+    let nblocks = (g1 - g0) * g.stride + ncols / QK8_1 as u32;
+    stage_act(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
+    g0
+}
+
+/// Row `r`'s activation in the stage filled by [`stage_rows`] (`g0` its result).
+#[inline(always)]
+fn staged_row(g: Groups, g0: u32, r: u32) -> SharedAct {
+    SharedAct(stage_base() + (r / g.rows_per_group - g0) * g.stride * Q8_BYTES as u32)
+}
+
+/// Computes `nrows` row dot products of `ncols` weights of type `T` against `x` read as `g`
+/// says: `row(r)` gives row `r`'s weight address and output address. `ncols` a multiple of
+/// `T::QK`, or for the 32-element types of 32 (a trailing unpaired block, see `row_dot_lane`).
+#[inline(always)]
+unsafe fn gemv_rows<T: WeightType>(
+    ncols: u32,
+    nrows: u32,
+    x: u64,
+    g: Groups,
+    row: impl Fn(u32) -> (u64, u64),
+) {
+    gemv_rows_then::<T, true>(ncols, nrows, x, g, row, |_, _| {});
+}
+
+/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. Block `b` computes rows
+/// `b·R .. b·R + R` (`R = gemv_block_rows`): pass `p` of warp `w` takes the `32 / lanes` rows
+/// from `b·R + (p·GEMV_BLOCK_WARPS + w)·32/lanes` on. With `EXIT`, a warp whose rows of a pass
+/// all lie past the end stops there; without it, it computes the last row and stores nothing,
+/// for kernels that meet at a barrier afterwards (a last-block-done tail): an early exit into a
+/// barrier made ptxas allocate far more registers for the whole kernel (48 -> 79 for the Q4_K
+/// pair gemv with the rope tail, 80 -> 140 for Q3_K, sm_86). No warp leaves before the staging
+/// barrier.
 #[inline(always)]
 unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
     ncols: u32,
     nrows: u32,
-    row: impl Fn(u32) -> (u64, u64, u64),
+    x: u64,
+    g: Groups,
+    row: impl Fn(u32) -> (u64, u64),
     then: impl Fn(u32, f32),
 ) {
     let nunits = ncols / T::QK;
     let lanes = gemv_lanes_per_row(nunits, T::LANES);
+    let per_pass = WARP_SIZE / lanes;
+    let passes = gemv_passes(nunits, gemv_unit::<T>());
+    let row0 = bid() * (GEMV_BLOCK_WARPS * per_pass * passes);
+    let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
+    let g0 = stage_rows(x, g, ncols, row0, last);
     let t = tid();
     let lane = t % WARP_SIZE;
-    let first = (bid() * GEMV_WARPS + t / WARP_SIZE) * (WARP_SIZE / lanes);
-    // Whole warps leave together, so the shuffles below always see a full warp.
-    if EXIT && first >= nrows {
-        return;
-    }
-    // A row past the end (last warp of a short-row launch, or every row of a warp past the end
-    // without `EXIT`) recomputes the last row so its lanes still take part in the shuffles; it
-    // stores nothing.
-    let want = first + lane / lanes;
-    let (wrow, xr, yr) = row(if want < nrows { want } else { nrows - 1 });
     let sub = lane % lanes;
-    let total = sub_sum(row_dot_lane::<T>(wrow, xr, ncols, sub, lanes), lanes);
-    if want < nrows && sub == 0 {
-        st_f32(yr, total);
-        then(want, total);
+    let mut first = row0 + (t / WARP_SIZE) * per_pass;
+    let mut p = 0;
+    while p < passes {
+        // Whole warps stop together, so the shuffles below always see a full warp.
+        if EXIT && first >= nrows {
+            break;
+        }
+        // A row past the end (last warp of a short-row launch, or every row of a warp past the
+        // end without `EXIT`) recomputes the last row so its lanes still take part in the
+        // shuffles; it stores nothing.
+        let want = first + lane / lanes;
+        let r = if want < nrows { want } else { nrows - 1 };
+        let (wrow, yr) = row(r);
+        let xr = staged_row(g, g0, r);
+        let total = sub_sum(
+            row_dot_lane::<T, SharedAct>(wrow, xr, ncols, sub, lanes),
+            lanes,
+        );
+        if want < nrows && sub == 0 {
+            st_f32(yr, total);
+            then(want, total);
+        }
+        first += GEMV_BLOCK_WARPS * per_pass;
+        p += 1;
     }
 }
 
@@ -77,12 +140,12 @@ unsafe fn gemv<T: WeightType>(
     x_group_stride: u32,
 ) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows::<T>(ncols, nrows, |r| {
-        (
-            w + r as u64 * row_bytes,
-            x + (r / rows_per_group) as u64 * x_group_stride as u64 * Q8_BYTES,
-            y + r as u64 * 4,
-        )
+    let g = Groups {
+        rows_per_group,
+        stride: x_group_stride,
+    };
+    gemv_rows::<T>(ncols, nrows, x, g, |r| {
+        (w + r as u64 * row_bytes, y + r as u64 * 4)
     });
 }
 
@@ -103,13 +166,15 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
     gemv_rows_then::<T, EXIT>(
         ncols,
         nrows0 + nrows1,
+        x,
+        ONE_GROUP,
         |r| {
             let (w, y, i) = if r < nrows0 {
                 (w0, y0, r)
             } else {
                 (w1, y1, r - nrows0)
             };
-            (w + i as u64 * row_bytes, x, y + i as u64 * 4)
+            (w + i as u64 * row_bytes, y + i as u64 * 4)
         },
         |_, _| {},
     );
@@ -125,7 +190,9 @@ unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: 
     gemv_rows_then::<T, true>(
         ncols,
         nrows,
-        |r| (w + r as u64 * row_bytes, x, y + r as u64 * 4),
+        x,
+        ONE_GROUP,
+        |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
     );
 }
@@ -176,9 +243,10 @@ unsafe fn out_rows_addr() -> u32 {
 /// in shared memory, and warp 0 quantizes them into q8_1 block `b` of `y` as `quantize_q8_1`
 /// would (`norm_q8::quantize_store`). `nrows` a multiple of 32; grid `nrows / 32` blocks.
 ///
-/// The block's warps take the group's rows in passes of `GEMV_WARPS · rows_per_warp`; a warp
-/// whose rows of a pass all lie past the group skips it (rows per warp divide 32, so a warp is
-/// wholly in or out and its shuffles stay full-warp).
+/// The block stages the activation of its 32 rows' groups, then its warps take the rows in
+/// passes of `GEMV_BLOCK_WARPS · rows_per_warp`; a warp whose rows of a pass all lie past the
+/// block's 32 skips it (rows per warp divide 32, so a warp is wholly in or out and its shuffles
+/// stay full-warp).
 #[inline(always)]
 unsafe fn gemv_q8_1_out<T: WeightType>(
     w: u64,
@@ -191,21 +259,31 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
     const ROWS: u32 = QK8_1 as u32;
     let lanes = gemv_lanes_per_row(ncols / T::QK, T::LANES);
     let rows_per_warp = WARP_SIZE / lanes;
-    let per_pass = GEMV_WARPS * rows_per_warp;
+    let per_pass = GEMV_BLOCK_WARPS * rows_per_warp;
+    let row0 = bid() * ROWS;
+    let g = Groups {
+        rows_per_group,
+        stride: x_group_stride,
+    };
+    let g0 = stage_rows(x, g, ncols, row0, row0 + ROWS - 1);
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
     let sub = lane % lanes;
-    let row0 = bid() * ROWS;
     let rbytes = row_bytes::<T>(ncols);
     let rows = out_rows_addr();
     let mut first = warp * rows_per_warp;
     while first < ROWS {
         let k = first + lane / lanes;
         let r = row0 + k;
-        let xr = x + (r / rows_per_group) as u64 * x_group_stride as u64 * Q8_BYTES;
         let total = sub_sum(
-            row_dot_lane::<T>(w + r as u64 * rbytes, xr, ncols, sub, lanes),
+            row_dot_lane::<T, SharedAct>(
+                w + r as u64 * rbytes,
+                staged_row(g, g0, r),
+                ncols,
+                sub,
+                lanes,
+            ),
             lanes,
         );
         if sub == 0 {
@@ -248,7 +326,7 @@ macro_rules! gemv_kernels {
             ncols: u32,
             nrows: u32,
         ) {
-            gemv::<$ty>(global(w), global(x), global(y), ncols, nrows, nrows, 0);
+            gemv::<$ty>(global(w), global(x), global(y), ncols, nrows, u32::MAX, 0);
         }
 
         /// Grouped gemv; see [`gemv`] and `ingot_abi::launch` for the contract.

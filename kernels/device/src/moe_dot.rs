@@ -10,7 +10,7 @@
 //! partial round after it, where lanes without a unit pass default loads and discard the
 //! result, so the loop itself carries no per-lane guard.
 
-use crate::vecdot::{act_bytes, WeightType};
+use crate::vecdot::{act_blocks, ActSource, GlobalAct, WeightType};
 use ingot_abi::launch::WARP_SIZE;
 
 macro_rules! rows_dot_lane {
@@ -35,7 +35,7 @@ macro_rules! rows_dot_lane {
                 unsafe {
                     T::load(
                         w[j] + u as u64 * T::UNIT_BYTES,
-                        x[j] + u as u64 * act_bytes::<T>(),
+                        GlobalAct(x[j]).skip(u as u64 * act_blocks::<T>()),
                         part,
                     )
                 }

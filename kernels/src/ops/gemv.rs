@@ -10,19 +10,21 @@ use ingot_abi::blocks::{
     BlockQ8_1, QK8_1,
 };
 use ingot_abi::launch::{
-    gemv_rows_per_warp, KernelDesc, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
-    GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
-    GEMV2_Q8_0_Q8_1, GEMV2_ROPE_IQ4_NL_Q8_1, GEMV2_ROPE_Q3K_Q8_1, GEMV2_ROPE_Q4K_Q8_1,
-    GEMV2_ROPE_Q4_0_Q8_1, GEMV2_ROPE_Q5K_Q8_1, GEMV2_ROPE_Q5_0_Q8_1, GEMV2_ROPE_Q5_1_Q8_1,
-    GEMV2_ROPE_Q6K_Q8_1, GEMV2_ROPE_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1,
-    GEMV_GROUPED_IQ4_NL_Q8_1_OUT, GEMV_GROUPED_Q3K_Q8_1, GEMV_GROUPED_Q3K_Q8_1_OUT,
-    GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4K_Q8_1_OUT, GEMV_GROUPED_Q4_0_Q8_1,
-    GEMV_GROUPED_Q4_0_Q8_1_OUT, GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5K_Q8_1_OUT,
-    GEMV_GROUPED_Q5_0_Q8_1, GEMV_GROUPED_Q5_0_Q8_1_OUT, GEMV_GROUPED_Q5_1_Q8_1,
-    GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q6K_Q8_1_OUT,
-    GEMV_GROUPED_Q8_0_Q8_1, GEMV_GROUPED_Q8_0_Q8_1_OUT, GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES,
-    GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q4K_Q8_1,
-    GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
+    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, GemvUnit, KernelDesc,
+    GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1, GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1,
+    GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1, GEMV2_Q8_0_Q8_1, GEMV2_ROPE_IQ4_NL_Q8_1,
+    GEMV2_ROPE_Q3K_Q8_1, GEMV2_ROPE_Q4K_Q8_1, GEMV2_ROPE_Q4_0_Q8_1, GEMV2_ROPE_Q5K_Q8_1,
+    GEMV2_ROPE_Q5_0_Q8_1, GEMV2_ROPE_Q5_1_Q8_1, GEMV2_ROPE_Q6K_Q8_1, GEMV2_ROPE_Q8_0_Q8_1,
+    GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_IQ4_NL_Q8_1_OUT, GEMV_GROUPED_Q3K_Q8_1,
+    GEMV_GROUPED_Q3K_Q8_1_OUT, GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4K_Q8_1_OUT,
+    GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q4_0_Q8_1_OUT, GEMV_GROUPED_Q5K_Q8_1,
+    GEMV_GROUPED_Q5K_Q8_1_OUT, GEMV_GROUPED_Q5_0_Q8_1, GEMV_GROUPED_Q5_0_Q8_1_OUT,
+    GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1,
+    GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1, GEMV_GROUPED_Q8_0_Q8_1_OUT,
+    GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
+    GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q3K_READ_BYTES, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1,
+    GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q6K_READ_BYTES,
+    GEMV_Q8_0_Q8_1, GEMV_STAGE_BLOCKS,
 };
 use std::mem::size_of;
 
@@ -111,10 +113,34 @@ impl GemvType {
         }
     }
 
+    /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
+    pub const fn unit(self) -> GemvUnit {
+        let elems = self.row_multiple();
+        let bytes = (self.block_bytes() * elems / self.block_elems()) as u32;
+        GemvUnit {
+            lanes: self.lanes_per_unit(),
+            elems: elems as u32,
+            bytes,
+            read_bytes: match self {
+                GemvType::Q3K => GEMV_Q3K_READ_BYTES,
+                GemvType::Q6K => GEMV_Q6K_READ_BYTES,
+                _ => bytes,
+            },
+        }
+    }
+
     /// Rows one warp computes for rows of `ncols` weights.
     fn rows_per_warp(self, ncols: usize) -> u32 {
-        let units = u32::try_from(ncols / self.row_multiple()).unwrap_or(u32::MAX);
-        gemv_rows_per_warp(units, self.lanes_per_unit())
+        gemv_rows_per_warp(self.units(ncols), self.unit())
+    }
+
+    /// Rows one thread block computes for rows of `ncols` weights.
+    fn block_rows(self, ncols: usize) -> u32 {
+        gemv_block_rows(self.units(ncols), self.unit())
+    }
+
+    fn units(self, ncols: usize) -> u32 {
+        u32::try_from(ncols / self.row_multiple()).unwrap_or(u32::MAX)
     }
 
     /// The plain kernel (`w, x, y, ncols, nrows`).
@@ -227,8 +253,8 @@ pub(super) fn check<B: Accelerator>(
     Ok(scalars)
 }
 
-/// Checks `ncols` against the type's row multiple and `nrows > 0`; returns `(ncols, nrows,
-/// warps)` as launch scalars.
+/// Checks `ncols` against the type's row multiple and the activation stage, and `nrows > 0`;
+/// returns `(ncols, nrows, warps)` as launch scalars.
 pub(super) fn check_rows(
     d: &KernelDesc,
     ty: GemvType,
@@ -240,6 +266,15 @@ pub(super) fn check_rows(
         return Err(shape(
             d,
             format!("ncols = {ncols} is not a positive multiple of {m} for {ty:?}"),
+        ));
+    }
+    if ncols / QK8_1 > GEMV_STAGE_BLOCKS as usize {
+        return Err(shape(
+            d,
+            format!(
+                "ncols = {ncols}: a block stages at most {} activations",
+                GEMV_STAGE_BLOCKS as usize * QK8_1
+            ),
         ));
     }
     if nrows == 0 {
@@ -289,7 +324,7 @@ pub fn gemv_grouped_q8_1<B: Accelerator>(
 ) -> Result<()> {
     let d = ty.grouped();
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
-    let (rpg, stride) = check_grouping(b, d, x, nrows, ncols, g)?;
+    let (rpg, stride) = check_grouping(b, d, x, (nrows, ncols), g, ty.block_rows(ncols))?;
     launch(
         b,
         d,
@@ -306,21 +341,38 @@ pub fn gemv_grouped_q8_1<B: Accelerator>(
     )
 }
 
-/// Checks `g` and that `x` holds every group's slice; returns `(rows_per_group,
-/// x_group_stride)` as launch scalars. `nrows > 0` (checked before).
+/// Checks `g`, that `x` holds every group's slice and that the slices one thread block of
+/// `block_rows` rows reads fit its stage; returns `(rows_per_group, x_group_stride)` as launch
+/// scalars. `nrows > 0` and `ncols` (checked before).
 fn check_grouping<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     x: &B::Buf,
-    nrows: usize,
-    ncols: usize,
+    (nrows, ncols): (usize, usize),
     g: Grouping,
+    block_rows: u32,
 ) -> Result<(u32, u32)> {
     if g.rows_per_group == 0 {
         return Err(shape(d, "rows_per_group = 0".into()));
     }
     let rpg = to_u32(d, "rows_per_group", g.rows_per_group)?;
     let stride = to_u32(d, "x_group_stride", g.x_group_stride)?;
+    let staged = gemv_stage_blocks(
+        block_rows,
+        to_u32(d, "nrows", nrows)?,
+        to_u32(d, "ncols", ncols)?,
+        rpg,
+        stride,
+    );
+    if staged > u64::from(GEMV_STAGE_BLOCKS) {
+        return Err(shape(
+            d,
+            format!(
+                "a block of {block_rows} rows reads {staged} activation blocks of groups of {rpg} \
+                 rows {stride} blocks apart; its stage holds {GEMV_STAGE_BLOCKS}"
+            ),
+        ));
+    }
     let last_group = (nrows - 1) / g.rows_per_group;
     let x_blocks = last_group
         .checked_mul(g.x_group_stride)
@@ -363,7 +415,7 @@ pub fn gemv_grouped_q8_1_out<B: Accelerator>(
         bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()),
     )?;
     need(b, d, "y", y, q8_1_bytes(1, nrows))?;
-    let (rpg, stride) = check_grouping(b, d, x, nrows, ncols, g)?;
+    let (rpg, stride) = check_grouping(b, d, x, (nrows, ncols), g, QK8_1 as u32)?;
     launch(
         b,
         d,

@@ -1,13 +1,12 @@
 //! `gemv2_rope_*`: the attention's two projections of the normed token (`attn_q`, `attn_kv_a_mqa`;
 //! the two-matrix gemv of `crate::gemv`) with `rope_kv` as a last-block-done tail: the block that
 //! finishes its rows last ([`last_block_done`]) rotates the query rope parts, writes every head's
-//! `q_nope` as q8_1 and the latent cache row, exactly as `rope_kv_q8_1` does but with the gemv's
-//! `GEMV_WARPS` warps, then resets the done counter. One launch instead of two.
+//! `q_nope` as q8_1 and the latent cache row, exactly as `rope_kv_q8_1` does with the gemv's
+//! `GEMV_BLOCK_WARPS` warps (as many threads as `rope_kv_q8_1`'s block, so the same reduction
+//! order and the same bits), then resets the done counter. One launch instead of two.
 //!
 //! The tail reads `q` and `kv`, which every block of the launch wrote, with `.relaxed.gpu` loads
-//! after the acquire in [`last_block_done`]; its Σc² is reduced over 4 warps instead of 8, so the
-//! latent norm's f32 sum may differ from `rope_kv_q8_1`'s in the last bits (same terms, other
-//! order).
+//! after the acquire in [`last_block_done`].
 
 use crate::attention::rope_kv::{rope_kv_impl, Dims};
 use crate::gemv::gemv2;
@@ -18,7 +17,7 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
     BlockQ8_1,
 };
-use ingot_abi::launch::{GEMV_WARPS, WARP_SIZE};
+use ingot_abi::launch::{GEMV_BLOCK_WARPS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 macro_rules! gemv2_rope_kernel {
@@ -61,10 +60,10 @@ macro_rules! gemv2_rope_kernel {
                 nrows1,
             );
             let count = global(count);
-            if !last_block_done(count, GEMV_WARPS) {
+            if !last_block_done(count, GEMV_BLOCK_WARPS) {
                 return;
             }
-            rope_kv_impl::<true, { GEMV_WARPS * WARP_SIZE }, true>(
+            rope_kv_impl::<true, { GEMV_BLOCK_WARPS * WARP_SIZE }, true>(
                 q,
                 kv,
                 global(kv_norm),

@@ -47,6 +47,17 @@ pub unsafe fn lds_v4_f32(a: u32) -> [f32; 4] {
     [x, y, z, w]
 }
 
+/// 4-byte shared load of data that stays unchanged after the barrier that published it (a
+/// staged input): `pure`, so LLVM may schedule it like a read-only global load; `a` 4-byte
+/// aligned.
+#[inline(always)]
+pub unsafe fn lds_u32_staged(a: u32) -> u32 {
+    let v: u32;
+    asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) a,
+         options(pure, readonly, nostack));
+    v
+}
+
 /// 4-byte shared load of a `u32`; `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn lds_u32(a: u32) -> u32 {

@@ -7,10 +7,8 @@
 //! shuffled to the others; Q5_K's two 16-byte `qh` chunks likewise by two lanes. Each lane reads
 //! `ds` and 4 ints of q8_1 blocks 2p and 2p+1.
 
-use super::{WeightType, Q8_BYTES, Q8_QS_OFF};
-use crate::intrinsics::{
-    dp4a, f16_to_f32, lane_id, ld_u32, ld_u32_if, ld_v4, ld_v4_if, ld_words, shfl_idx,
-};
+use super::{ActSource, WeightType};
+use crate::intrinsics::{dp4a, f16_to_f32, lane_id, ld_u32_if, ld_v4, ld_v4_if, shfl_idx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ4K, BlockQ5K};
 use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK};
@@ -32,16 +30,13 @@ pub struct KLoads {
 const Q4K_HEAD_LANE: u32 = 0;
 const Q5K_HEAD_LANE: u32 = 4;
 
+/// Lane `c`'s activations: `ds` and ints `4·(c%2) ..+4` of blocks `2p` and `2p+1`, `p = c/2`.
 #[inline(always)]
-unsafe fn k_act(act: u64, c: u32) -> ([u32; 2], [[u32; 4]; 2]) {
-    let pair = (c / 2) as u64;
-    let lo = act + 2 * pair * Q8_BYTES;
-    let hi = lo + Q8_BYTES;
-    let pos = Q8_QS_OFF + 16 * (c % 2) as u64;
-    (
-        [ld_u32(lo), ld_u32(hi)],
-        [ld_words::<4>(lo + pos), ld_words::<4>(hi + pos)],
-    )
+unsafe fn k_act<A: ActSource>(act: A, c: u32) -> ([u32; 2], [[u32; 4]; 2]) {
+    let lo = act.skip(2 * (c / 2) as u64);
+    let hi = lo.skip(1);
+    let i = 4 * (c % 2) as u64;
+    ([lo.ds(0), hi.ds(0)], [lo.qs::<4>(0, i), hi.qs::<4>(0, i)])
 }
 
 /// Lane `c`'s header word if it is one of the four header lanes starting at `first`.
@@ -120,7 +115,7 @@ impl WeightType for Q4K {
     const LANES: u32 = GEMV_KQUANT_LANES;
     type Loads = KLoads;
     #[inline(always)]
-    unsafe fn load(w: u64, act: u64, c: u32) -> KLoads {
+    unsafe fn load<A: ActSource>(w: u64, act: A, c: u32) -> KLoads {
         let (ds, u) = k_act(act, c);
         KLoads {
             head: k_head_word(w, c, Q4K_HEAD_LANE),
@@ -149,7 +144,7 @@ impl WeightType for Q5K {
     const LANES: u32 = GEMV_KQUANT_LANES;
     type Loads = KLoads;
     #[inline(always)]
-    unsafe fn load(w: u64, act: u64, c: u32) -> KLoads {
+    unsafe fn load<A: ActSource>(w: u64, act: A, c: u32) -> KLoads {
         let (ds, u) = k_act(act, c);
         KLoads {
             head: k_head_word(w, c, Q5K_HEAD_LANE),

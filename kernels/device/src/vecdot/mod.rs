@@ -16,13 +16,15 @@
 //!   4 (Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
 //! The q8_1 activations matching unit `u` are the `QK/32` consecutive q8_1 blocks starting at
-//! block `u·QK/32` of the activation vector.
+//! block `u·QK/32` of the activation vector. Each type's `load` reads its weights from global
+//! memory and its activations through an [`ActSource`]: global memory ([`GlobalAct`]), or the
+//! shared-memory stage a gemv block fills once ([`SharedAct`], [`stage_act`]).
 //!
 //! # Calling it from another kernel
 //!
 //! ```ignore
 //! // One warp computes one row: `w_row` and `x` are global addresses (see `intrinsics::global`).
-//! let partial = row_dot_lane::<Q4K>(w_row, x, ncols, lane, 32);
+//! let partial = row_dot_lane::<Q4K, _>(w_row, GlobalAct(x), ncols, lane, 32);
 //! let y = intrinsics::warp_sum(partial);
 //! ```
 //!
@@ -44,11 +46,13 @@
 //! aligned; their loaders read aligned 4-byte words re-aligned by funnel shifts, and every
 //! word read lies inside the block (no read leaves the weight buffer).
 
+mod act;
 mod kquant45;
 mod pair;
 mod q3k;
 mod q6k;
 
+pub use act::{stage_act, stage_base, ActSource, GlobalAct, SharedAct};
 pub use kquant45::{Q4K, Q5K};
 pub use pair::{Iq4Nl, Q4_0, Q5_0, Q5_1, Q8_0};
 pub use q3k::Q3K;
@@ -56,7 +60,7 @@ pub use q6k::Q6K;
 
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1, QK_K};
-use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_PAIR_QK};
+use ingot_abi::launch::{GemvUnit, GEMV_KQUANT_QK, GEMV_PAIR_QK};
 
 const _: () = assert!(GEMV_KQUANT_QK as usize == QK_K && GEMV_PAIR_QK as usize == 2 * QK8_1);
 
@@ -74,13 +78,16 @@ pub trait WeightType {
     const UNIT_BYTES: u64;
     /// Lanes that share one unit; a power of two dividing 32.
     const LANES: u32;
+    /// Weight bytes the lanes of a unit read: `UNIT_BYTES`, or more for the 2-byte aligned
+    /// k-quants, which read whole aligned words around their blocks.
+    const READ_BYTES: u32 = Self::UNIT_BYTES as u32;
     /// What one lane loads from one unit and its activations, held in registers so the loads of
     /// several units can be in flight before the first is used. `Default` is what a lane
     /// without a unit passes to `dot` so that it still takes part in the group's shuffles.
     type Loads: Default;
     /// Issues the loads of lane `part ∈ 0..LANES` for the unit at global address `w` whose
-    /// activations are the q8_1 blocks starting at global address `act`.
-    unsafe fn load(w: u64, act: u64, part: u32) -> Self::Loads;
+    /// activations are the q8_1 blocks of `act` from its block 0 on.
+    unsafe fn load<A: ActSource>(w: u64, act: A, part: u32) -> Self::Loads;
     /// The lane's share of the unit's dot product. The k-quant impls shuffle values between
     /// the `LANES` lanes of a unit (each unit's lanes are consecutive and `LANES`-aligned within
     /// the warp): all 32 lanes of the warp must call it together.
@@ -95,14 +102,25 @@ pub trait WeightType {
     /// previous row and the 2 after it to the row's trailing block, so no read leaves the row
     /// pair (see `row_dot_lane`).
     #[inline(always)]
-    unsafe fn load_shifted(w: u64, act: u64, part: u32) -> Self::Loads {
+    unsafe fn load_shifted<A: ActSource>(w: u64, act: A, part: u32) -> Self::Loads {
         Self::load(w, act, part)
     }
-    /// The dot product of one trailing 32-weight block at `w` (2-byte aligned) with the q8_1
-    /// block at `act`; one lane computes it, no shuffles.
+    /// The dot product of one trailing 32-weight block at `w` (2-byte aligned) with block 0 of
+    /// `act`; one lane computes it, no shuffles.
     #[inline(always)]
-    unsafe fn tail_dot(_w: u64, _act: u64) -> f32 {
+    unsafe fn tail_dot<A: ActSource>(_w: u64, _act: A) -> f32 {
         0.0
+    }
+}
+
+/// `T`'s unit as the launch shapes of `ingot_abi::launch::gemv` see it.
+#[inline(always)]
+pub const fn gemv_unit<T: WeightType>() -> GemvUnit {
+    GemvUnit {
+        lanes: T::LANES,
+        elems: T::QK,
+        bytes: T::UNIT_BYTES as u32,
+        read_bytes: T::READ_BYTES,
     }
 }
 
@@ -113,15 +131,15 @@ pub const fn row_bytes<T: WeightType>(ncols: u32) -> u64 {
     ncols as u64 * T::UNIT_BYTES / T::QK as u64
 }
 
-/// Bytes of q8_1 activations per unit of `T`.
+/// q8_1 activation blocks per unit of `T`.
 #[inline(always)]
-pub const fn act_bytes<T: WeightType>() -> u64 {
-    (T::QK as u64 / QK8_1 as u64) * Q8_BYTES
+pub const fn act_blocks<T: WeightType>() -> u64 {
+    (T::QK / QK8_1 as u32) as u64
 }
 
 /// Lane `lane ∈ 0..lanes` of a group of `lanes` lanes computing one row's dot product: its
 /// partial sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the row of `ncols`
-/// weights at `w_row` against the activations at `x`. `ncols` is a multiple of `T::QK`, or for
+/// weights at `w_row` against the activations of `x` (from its block 0 on). `ncols` is a multiple of `T::QK`, or for
 /// `T::TAIL` types of 32: such a row ends in one unpaired 32-weight block and may start 2 bytes
 /// past a 4-byte boundary.
 ///
@@ -140,26 +158,26 @@ pub const fn act_bytes<T: WeightType>() -> u64 {
 /// read before such a row are the end of the previous row, and every unit is followed by at
 /// least the row's trailing block. Types with 4-byte multiple blocks (Q5_1) never shift.
 #[inline(always)]
-pub unsafe fn row_dot_lane<T: WeightType>(
+pub unsafe fn row_dot_lane<T: WeightType, A: ActSource>(
     w_row: u64,
-    x: u64,
+    x: A,
     ncols: u32,
     lane: u32,
     lanes: u32,
 ) -> f32 {
     let nunits = ncols / T::QK;
     if !T::TAIL {
-        return units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes);
+        return units_dot_lane::<T, A, false>(w_row, x, nunits, lane, lanes);
     }
     let mut acc = if w_row & 3 != 0 {
-        units_dot_lane::<T, true>(w_row, x, nunits, lane, lanes)
+        units_dot_lane::<T, A, true>(w_row, x, nunits, lane, lanes)
     } else {
-        units_dot_lane::<T, false>(w_row, x, nunits, lane, lanes)
+        units_dot_lane::<T, A, false>(w_row, x, nunits, lane, lanes)
     };
     if ncols % T::QK != 0 && lane / T::LANES == nunits % (lanes / T::LANES) {
         acc += T::tail_dot(
             w_row + nunits as u64 * T::UNIT_BYTES,
-            x + nunits as u64 * act_bytes::<T>(),
+            x.skip(nunits as u64 * act_blocks::<T>()),
         );
     }
     acc
@@ -167,14 +185,14 @@ pub unsafe fn row_dot_lane<T: WeightType>(
 
 /// The unit loop of [`row_dot_lane`]; `SHIFTED` selects [`WeightType::load_shifted`].
 #[inline(always)]
-unsafe fn units_dot_lane<T: WeightType, const SHIFTED: bool>(
+unsafe fn units_dot_lane<T: WeightType, A: ActSource, const SHIFTED: bool>(
     w_row: u64,
-    x: u64,
+    x: A,
     nunits: u32,
     lane: u32,
     lanes: u32,
 ) -> f32 {
-    let load = |w: u64, a: u64, part: u32| {
+    let load = |w: u64, a: A, part: u32| {
         if SHIFTED {
             T::load_shifted(w, a, part)
         } else {
@@ -185,7 +203,7 @@ unsafe fn units_dot_lane<T: WeightType, const SHIFTED: bool>(
     let step = lanes / T::LANES;
     let group = lane / T::LANES;
     let w_at = |u: u32| w_row + u as u64 * T::UNIT_BYTES;
-    let x_at = |u: u32| x + u as u64 * act_bytes::<T>();
+    let x_at = |u: u32| x.skip(u as u64 * act_blocks::<T>());
     let iterations = nunits / (2 * step);
     let mut acc = 0.0f32;
     let mut i = 0;

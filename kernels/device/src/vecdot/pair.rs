@@ -1,7 +1,7 @@
 //! 32-element types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane per pair of blocks.
 
-use super::WeightType;
-use crate::intrinsics::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_u32, ld_words, prmt};
+use super::{ActSource, WeightType};
+use crate::intrinsics::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_words, prmt};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ5_1, BlockQ8_0, KVALUES_IQ4NL};
 use ingot_abi::launch::{GEMV_PAIR_LANES, GEMV_PAIR_QK};
@@ -28,11 +28,27 @@ fn ds(word: u32) -> (f32, f32) {
     (f16_to_f32(word), f16_to_f32(word >> 16))
 }
 
-/// The activations of one pair unit: two q8_1 blocks (72 bytes, 4-byte aligned) as words;
-/// block `j`'s `ds` is word `9j`, its quant ints words `9j+1 ..= 9j+8`.
+/// The activations of one q8_1 block as its 9 words in place: `ds`, then the 8 quant ints.
 #[inline(always)]
-unsafe fn ld_act_pair(act: u64) -> [u32; 18] {
-    ld_words::<18>(act)
+unsafe fn ld_act_block<A: ActSource>(act: A, b: u64) -> [u32; 9] {
+    let d = act.ds(b);
+    let q = act.qs::<8>(b, 0);
+    [d, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]]
+}
+
+/// The activations of one pair unit: two q8_1 blocks as words; block `j`'s `ds` is word `9j`,
+/// its quant ints words `9j+1 ..= 9j+8`.
+#[inline(always)]
+unsafe fn ld_act_pair<A: ActSource>(act: A) -> [u32; 18] {
+    let (b0, b1) = (ld_act_block(act, 0), ld_act_block(act, 1));
+    let mut a = [0u32; 18];
+    let mut i = 0;
+    while i < 9 {
+        a[i] = b0[i];
+        a[9 + i] = b1[i];
+        i += 1;
+    }
+    a
 }
 
 /// Weights and activations of one pair unit of a 32-element type, `W` words of weights.
@@ -103,7 +119,7 @@ macro_rules! pair_type {
             const LANES: u32 = GEMV_PAIR_LANES;
             type Loads = PairLoads<$words>;
             #[inline(always)]
-            unsafe fn load(w: u64, act: u64, _part: u32) -> Self::Loads {
+            unsafe fn load<A: ActSource>(w: u64, act: A, _part: u32) -> Self::Loads {
                 PairLoads {
                     w: ld_words::<$words>(w),
                     a: ld_act_pair(act),
@@ -117,7 +133,7 @@ macro_rules! pair_type {
             }
             const TAIL: bool = true;
             #[inline(always)]
-            unsafe fn load_shifted(w: u64, act: u64, _part: u32) -> Self::Loads {
+            unsafe fn load_shifted<A: ActSource>(w: u64, act: A, _part: u32) -> Self::Loads {
                 let raw = ld_words::<{ $words + 1 }>(w - 2);
                 let mut words = [0u32; $words];
                 let mut i = 0;
@@ -131,7 +147,7 @@ macro_rules! pair_type {
                 }
             }
             #[inline(always)]
-            unsafe fn tail_dot(w: u64, act: u64) -> f32 {
+            unsafe fn tail_dot<A: ActSource>(w: u64, act: A) -> f32 {
                 // The block as 2-byte halves: it may start at either alignment, and a word read
                 // past its end could leave the buffer (the last row's block ends 2 bytes short
                 // of a word boundary when the row count is odd).
@@ -141,9 +157,10 @@ macro_rules! pair_type {
                     l.w[h / 2] |= ld_u16(w + 2 * h as u64) << (16 * (h % 2));
                     h += 1;
                 }
+                let b = ld_act_block(act, 0);
                 let mut i = 0;
                 while i < 9 {
-                    l.a[i] = ld_u32(act + 4 * i as u64);
+                    l.a[i] = b[i];
                     i += 1;
                 }
                 $name::block_dot(&l, 0, 0)

@@ -10,13 +10,13 @@
 //! `t+1` (lane 3 from the lane holding the next field's first word); the scales are four words
 //! from `(w + 94) & !3`, one per lane, ending inside the block; lane 0 reads `d`.
 
-use super::{WeightType, Q8_BYTES, Q8_QS_OFF};
+use super::{ActSource, WeightType};
 use crate::intrinsics::{
     dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32, ld_words, shfl_idx,
 };
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ3K;
-use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_Q3K_LANES};
+use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_Q3K_LANES, GEMV_Q3K_READ_BYTES};
 
 /// What a Q3_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -46,17 +46,17 @@ impl WeightType for Q3K {
     const QK: u32 = GEMV_KQUANT_QK;
     const UNIT_BYTES: u64 = size_of::<BlockQ3K>() as u64;
     const LANES: u32 = GEMV_Q3K_LANES;
+    const READ_BYTES: u32 = GEMV_Q3K_READ_BYTES;
     type Loads = Q3KLoads;
     #[inline(always)]
-    unsafe fn load(w: u64, act: u64, t: u32) -> Q3KLoads {
+    unsafe fn load<A: ActSource>(w: u64, act: A, t: u32) -> Q3KLoads {
         let pos = 8 * t as u64;
         let mut ds = [0u32; 8];
         let mut u = [[0u32; 2]; 8];
         let mut g = 0;
         while g < 8 {
-            let q8 = act + g as u64 * Q8_BYTES;
-            ds[g] = ld_u32(q8);
-            u[g] = ld_words::<2>(q8 + Q8_QS_OFF + pos);
+            ds[g] = act.ds(g as u64);
+            u[g] = act.qs::<2>(g as u64, pos / 4);
             g += 1;
         }
         let wa = w & !3;

@@ -11,14 +11,14 @@
 //! it); `qh` is read by lanes 0, 1, 4, 5 (chunk `(n, p%2)`) and shuffled to lanes 2, 3, 6, 7, each
 //! reader taking its fifth word from the next reader (lane 5 reads it); lane 0 reads `d`.
 
-use super::{WeightType, Q8_BYTES, Q8_QS_OFF};
+use super::{ActSource, WeightType};
 use crate::intrinsics::{
-    dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32, ld_u32_if, ld_u8, ld_words,
-    ld_words4_if, shfl_idx,
+    dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32_if, ld_u8, ld_words, ld_words4_if,
+    shfl_idx,
 };
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ6K;
-use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK};
+use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_Q6K_READ_BYTES};
 
 /// What a Q6_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -66,15 +66,16 @@ impl WeightType for Q6K {
     const QK: u32 = GEMV_KQUANT_QK;
     const UNIT_BYTES: u64 = size_of::<BlockQ6K>() as u64;
     const LANES: u32 = GEMV_KQUANT_LANES;
+    const READ_BYTES: u32 = GEMV_Q6K_READ_BYTES;
     type Loads = Q6KLoads;
     #[inline(always)]
-    unsafe fn load(w: u64, act: u64, p: u32) -> Q6KLoads {
+    unsafe fn load<A: ActSource>(w: u64, act: A, p: u32) -> Q6KLoads {
         let n = (p / 4) as u64;
         let so = 8 * n + (p % 4) as u64;
         let bq8 = 4 * n + ((p % 4) / 2) as u64;
-        let lo = act + bq8 * Q8_BYTES;
-        let hi = lo + 2 * Q8_BYTES;
-        let pos = Q8_QS_OFF + 16 * (p % 2) as u64;
+        let lo = act.skip(bq8);
+        let hi = lo.skip(2);
+        let ints = 4 * (p % 2) as u64;
         let sc = w + offset_of!(BlockQ6K, scales) as u64 + so;
         // Aligned base of the block; every word read below lies inside the block (the last
         // `ql` and `qh` tails end at most 2 bytes into `qh` and `scales`).
@@ -87,8 +88,8 @@ impl WeightType for Q6K {
             qh: ld_words4_if(p % 4 < 2, qh_at + 32 * n + 16 * (p % 2) as u64),
             sc: [ld_u8(sc), ld_u8(sc + 4)],
             d: ld_u16_if(p == 0, w + offset_of!(BlockQ6K, d) as u64),
-            ds: [ld_u32(lo), ld_u32(hi)],
-            u: [ld_words::<4>(lo + pos), ld_words::<4>(hi + pos)],
+            ds: [lo.ds(0), hi.ds(0)],
+            u: [lo.qs::<4>(0, ints), hi.qs::<4>(0, ints)],
         }
     }
     #[inline(always)]

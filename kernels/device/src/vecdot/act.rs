@@ -1,0 +1,102 @@
+//! Where a dot product reads its q8_1 activations ([`ActSource`]): global memory as the blocks
+//! lie in the buffer ([`GlobalAct`], `ld.global.nc`), or a block's shared-memory stage
+//! ([`SharedAct`]), which a gemv block fills once ([`stage_act`]) so that its rows stop reading
+//! the activation from global memory once per row.
+//!
+//! The stage keeps the blocks as they lie in global memory (36 bytes each) and lanes read it
+//! with 4-byte loads: lanes reading the same word of consecutive blocks are 9 words apart, so 32
+//! of them hit 32 different banks (9 is odd); 16-byte loads would need a padded layout and, in
+//! ptxas's allocation, 8-24 more registers per thread for the pair types.
+
+use super::{Q8_BYTES, Q8_QS_OFF};
+use crate::intrinsics::{ld_u32, ld_words, lds_u32_staged, sts_u32, tid};
+use core::arch::{asm, global_asm, nvptx};
+use ingot_abi::launch::GEMV_STAGE_BLOCKS;
+
+global_asm!(
+    ".shared .align 16 .b8 gemv_act_stage[{bytes}];",
+    bytes = const GEMV_STAGE_BLOCKS * Q8_BYTES as u32,
+);
+
+/// Shared address of staged block 0.
+#[inline(always)]
+pub fn stage_base() -> u32 {
+    let a: u32;
+    unsafe {
+        asm!("mov.u32 {a}, gemv_act_stage;", a = out(reg32) a, options(pure, nomem, nostack));
+    }
+    a
+}
+
+/// The q8_1 activation blocks of one unit or row, from block 0 of the source on.
+pub trait ActSource: Copy {
+    /// The source from block `blocks` on.
+    fn skip(self, blocks: u64) -> Self;
+    /// The `ds` word of block `b` (`d` in the low half, `s` in the high half, binary16 bits).
+    unsafe fn ds(self, b: u64) -> u32;
+    /// Quant ints `i .. i + N` of block `b` (`i + N ≤ 8`).
+    unsafe fn qs<const N: usize>(self, b: u64, i: u64) -> [u32; N];
+}
+
+/// Blocks in global memory from address `.0` on (4-byte aligned), read with `ld.global.nc`.
+/// Indices are `u64` so the addresses are the plain 64-bit sums the compiler can fold.
+#[derive(Clone, Copy)]
+pub struct GlobalAct(pub u64);
+
+impl ActSource for GlobalAct {
+    #[inline(always)]
+    fn skip(self, blocks: u64) -> Self {
+        GlobalAct(self.0 + blocks * Q8_BYTES)
+    }
+    #[inline(always)]
+    unsafe fn ds(self, b: u64) -> u32 {
+        ld_u32(self.0 + b * Q8_BYTES)
+    }
+    #[inline(always)]
+    unsafe fn qs<const N: usize>(self, b: u64, i: u64) -> [u32; N] {
+        ld_words::<N>(self.0 + b * Q8_BYTES + (Q8_QS_OFF + 4 * i))
+    }
+}
+
+/// Staged blocks from shared address `.0` on (inside the stage, so the 32-bit sums below
+/// cannot wrap).
+#[derive(Clone, Copy)]
+pub struct SharedAct(pub u32);
+
+impl ActSource for SharedAct {
+    #[inline(always)]
+    fn skip(self, blocks: u64) -> Self {
+        SharedAct(self.0 + blocks as u32 * Q8_BYTES as u32)
+    }
+    #[inline(always)]
+    unsafe fn ds(self, b: u64) -> u32 {
+        lds_u32_staged(self.0 + b as u32 * Q8_BYTES as u32)
+    }
+    #[inline(always)]
+    unsafe fn qs<const N: usize>(self, b: u64, i: u64) -> [u32; N] {
+        let a = self.0 + b as u32 * Q8_BYTES as u32 + Q8_QS_OFF as u32 + 4 * i as u32;
+        let mut w = [0u32; N];
+        let mut k = 0;
+        while k < N {
+            w[k] = lds_u32_staged(a + 4 * k as u32);
+            k += 1;
+        }
+        w
+    }
+}
+
+/// Copies the `nblocks ≤ GEMV_STAGE_BLOCKS` q8_1 blocks at global address `x` (4-byte aligned)
+/// into the stage and waits for the whole block: afterwards `SharedAct(stage_base() + 36·j)`
+/// reads block `j`. Every thread of the block (`threads` of them) must call it. Thread `t`
+/// copies words `t, t + threads, …`, so each warp reads 128 consecutive bytes per request.
+#[inline(always)]
+pub unsafe fn stage_act(x: u64, nblocks: u32, threads: u32) {
+    let words = nblocks * (Q8_BYTES / 4) as u32;
+    let stage = stage_base();
+    let mut k = tid();
+    while k < words {
+        sts_u32(stage + 4 * k, ld_u32(x + 4 * k as u64));
+        k += threads;
+    }
+    nvptx::_syncthreads();
+}
