@@ -44,13 +44,7 @@ fn run(
 fn check(preset: Preset, policy: Policy, steps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset,
-        layout: Layout::Mla,
-        mix: QuantMix::Q4KM,
-        seed: 42,
-    };
-    synthesize(&opts, &path, false).unwrap();
+    synthesize(&SynthOptions::q4_k_m(preset), &path, false).unwrap();
     let file = GgufFile::open(&path).unwrap();
     let ctx = 64;
     let mut plain = SimExecutor::load(&file, PlanOptions::for_ctx(ctx)).unwrap();
@@ -151,12 +145,7 @@ fn half_the_experts_in_host_memory_lite_4l_lru() {
 fn routing_bonus_raises_the_hit_rate() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        layout: Layout::Mla,
-        mix: QuantMix::Q4KM,
-        seed: 42,
-    };
+    let opts = SynthOptions::q4_k_m(Preset::Tiny);
     synthesize(&opts, &path, false).unwrap();
     let file = GgufFile::open(&path).unwrap();
     let hit_rate = |route_bonus: f32| {

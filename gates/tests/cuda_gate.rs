@@ -100,12 +100,7 @@ fn tiny_experts_beyond_vram_cuda() {
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        layout: Layout::Mla,
-        mix: QuantMix::Q4KM,
-        seed: 42,
-    };
+    let opts = SynthOptions::q4_k_m(Preset::Tiny);
     synthesize(&opts, &path, false).expect("synthesize");
     let budget = ingot_engine::VramBudget {
         bytes: 2_300_000,
@@ -131,12 +126,7 @@ fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
         Some(p) => p,
         None => {
             let p = dir.path().join("lite-4l.gguf");
-            let opts = SynthOptions {
-                preset: Preset::Lite4l,
-                layout: Layout::Mla,
-                mix: QuantMix::Q4KM,
-                seed: 42,
-            };
+            let opts = SynthOptions::q4_k_m(Preset::Lite4l);
             synthesize(&opts, &p, false).expect("synthesize lite-4l");
             p
         }

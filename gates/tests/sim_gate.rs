@@ -187,12 +187,7 @@ fn golden_tiny_v3_q4_k_m_attention_temperature() {
 fn cache_aware_routing_cost() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        layout: Layout::Mla,
-        mix: QuantMix::Q4KM,
-        seed: 42,
-    };
+    let opts = SynthOptions::q4_k_m(Preset::Tiny);
     synthesize(&opts, &path, false).expect("synthesize");
     let file = GgufFile::open(&path).expect("open");
     let worst = |bonus: f32| {

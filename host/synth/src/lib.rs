@@ -62,6 +62,16 @@ pub struct SynthOptions {
 }
 
 impl SynthOptions {
+    /// `preset` as `ingot synth` makes it by default: MLA layout, Q4_K_M, seed 42.
+    pub fn q4_k_m(preset: Preset) -> Self {
+        SynthOptions {
+            preset,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 42,
+        }
+    }
+
     /// The model's `general.name`, e.g. `ingot-synth-tiny-mla-q4_k_m-s42`.
     pub fn model_name(&self) -> String {
         format!(
