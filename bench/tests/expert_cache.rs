@@ -9,7 +9,7 @@ use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{ExpertCacheOptions, PlanOptions};
 use ingot_model::trace::{Phase, Trace, TraceHeader, TraceRecord, TraceWriter};
 use ingot_model::Decoder;
-use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+use ingot_synth::{synthesize, Preset, SynthOptions};
 
 /// BOS then "The quick" in the tiny vocabulary's byte-level tokens.
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
