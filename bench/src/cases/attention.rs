@@ -269,16 +269,7 @@ pub const GEMV2_Q4K: Case = Case {
     buffers: |s| {
         let r1 = kv_a_rows(s.rows);
         let r0 = s.rows - r1;
-        let w = |param, rows| {
-            BufSpec::new(
-                param,
-                Contents::Weights {
-                    ty: GgmlType::Q4K,
-                    rows,
-                    cols: s.cols,
-                },
-            )
-        };
+        let w = |param, rows| q4k_weights(param, rows, s.cols);
         vec![
             w("w0", r0),
             w("w1", r1),
@@ -302,6 +293,18 @@ pub const GEMV2_Q4K: Case = Case {
     },
 };
 
+/// A Q4_K weight matrix of `rows` x `cols` for parameter `param`.
+fn q4k_weights(param: &'static str, rows: usize, cols: usize) -> BufSpec {
+    BufSpec::new(
+        param,
+        Contents::Weights {
+            ty: GgmlType::Q4K,
+            rows,
+            cols,
+        },
+    )
+}
+
 /// Cache rows of [`GEMV2_ROPE_Q4K`]: the rope writes one row, at the last position.
 const GEMV2_ROPE_CTX: usize = 64;
 
@@ -316,16 +319,7 @@ pub const GEMV2_ROPE_Q4K: Case = Case {
         cols: lite::N_EMBD,
     },
     buffers: |s| {
-        let w = |param, rows| {
-            BufSpec::new(
-                param,
-                Contents::Weights {
-                    ty: GgmlType::Q4K,
-                    rows,
-                    cols: s.cols,
-                },
-            )
-        };
+        let w = |param, rows| q4k_weights(param, rows, s.cols);
         let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
         let mut b = vec![
             w("w0", lite::Q_ROWS),

@@ -28,6 +28,24 @@ struct Table {
     slab: u64,
 }
 
+impl Table {
+    /// Where expert `e`'s slab lives: slot `slot` of the pool, or the host-mapped tensor.
+    fn home(&self, e: u32, slot: Option<usize>) -> u64 {
+        match slot {
+            Some(s) => self.pool + s as u64 * self.slab,
+            None => self.weight + e as u64 * self.slab,
+        }
+    }
+
+    /// Writes every entry of the table from `slot_of` (expert -> slot).
+    fn write(&self, slot_of: &[Option<usize>], mem: &mut impl SlotMemory) -> Result<(), ExecError> {
+        let entries: Vec<u64> = (0..slot_of.len() as u32)
+            .map(|e| self.home(e, slot_of[e as usize]))
+            .collect();
+        mem.write(self.table, bytemuck::cast_slice(&entries))
+    }
+}
+
 struct Layer {
     cache: LayerCache,
     /// The slot each expert holds.
@@ -92,10 +110,7 @@ impl ExpertCache {
                     pool: addr(pool),
                     slab,
                 };
-                let entries: Vec<u64> = (0..p.n_expert as u64)
-                    .map(|e| t.weight + e * t.slab)
-                    .collect();
-                mem.write(t.table, bytemuck::cast_slice(&entries))?;
+                t.write(&vec![None; p.n_expert], mem)?;
                 tables.push(t);
             }
             let bias = match l.route_bias {
@@ -155,6 +170,7 @@ impl ExpertCache {
             let out = l.cache.step(&used, self.step, self.policy, self.slots);
             self.hits += out.hits;
             self.misses += out.misses;
+            let admitted_any = !out.admitted.is_empty();
             for (e, replaced) in out.admitted {
                 let slot = match replaced {
                     Some(v) => l.slot_of[v as usize].take(),
@@ -162,15 +178,15 @@ impl ExpertCache {
                 }
                 .ok_or_else(|| ExecError::ExpertCache("no slot for an admitted expert".into()))?;
                 for t in &l.tables {
-                    let home = t.pool + slot as u64 * t.slab;
-                    mem.copy(home, t.weight + e as u64 * t.slab, t.slab)?;
-                    mem.write(t.table + 8 * e as u64, &home.to_le_bytes())?;
-                    if let Some(v) = replaced {
-                        let back = t.weight + v as u64 * t.slab;
-                        mem.write(t.table + 8 * v as u64, &back.to_le_bytes())?;
-                    }
+                    mem.copy(t.home(e, Some(slot)), t.home(e, None), t.slab)?;
                 }
                 l.slot_of[e as usize] = Some(slot);
+            }
+            // One write per table and step (each is a synchronising copy on a GPU).
+            if admitted_any {
+                for t in &l.tables {
+                    t.write(&l.slot_of, mem)?;
+                }
             }
             if let Some((at, base)) = &l.bias {
                 let biased: Vec<f32> = base

@@ -423,10 +423,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // With an expert cache the kernels read the routed tensors through slot tables.
     let routed = |b: &mut Builder<'_>, id: BufId| -> Result<BufId, PlanError> {
         match cache {
-            Some(o) => {
-                let tensor = b.buffer_name(id);
-                b.expert_table(il, &tensor, o.slots, c.n_expert)
-            }
+            Some(o) => b.expert_table(il, id, o.slots, c.n_expert),
             None => Ok(id),
         }
     };

@@ -313,27 +313,25 @@ impl<'a> Builder<'a> {
         Ok((id, info))
     }
 
-    /// The routed expert tensor `name` as the `*_slots_*` MoE kernels read it: the tensor in
+    /// The routed expert tensor `weight` as the `*_slots_*` MoE kernels read it: the tensor in
     /// host-mapped memory, a pool of `slots` VRAM slabs and the slot table over both (returned),
     /// for layer `il`'s expert cache. `n_expert` slabs of equal size.
     pub fn expert_table(
         &mut self,
         il: usize,
-        name: &str,
+        weight: BufId,
         slots: usize,
         n_expert: usize,
     ) -> Result<BufId, PlanError> {
-        let weight = self
-            .existing(name)
-            .ok_or_else(|| PlanError::MissingTensor { name: name.into() })?;
         let decl = &mut self.buffers[weight.0 as usize];
+        let name = decl.name.clone();
         if let BufferKind::Weight { host_mapped, .. } = &mut decl.kind {
             *host_mapped = true;
         }
         let bytes = decl.bytes;
         if n_expert == 0 || !bytes.is_multiple_of(n_expert as u64) {
             return Err(PlanError::UnsupportedShape {
-                name: name.into(),
+                name,
                 reason: format!("{bytes} bytes do not split into {n_expert} expert slabs"),
             });
         }
