@@ -459,6 +459,7 @@ pub const CASES: &[Case] = &[
         },
     },
     attention::V_B_Q8_1_OUT,
+    attention::MERGE_V_B_Q4K,
     gemv(&GEMV_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
     // The same matrix in the other weight types of the llama.cpp mixes.
     gemv(&GEMV_Q5K, "attn_output", lite::N_EMBD, lite::N_EMBD),

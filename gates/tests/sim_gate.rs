@@ -41,6 +41,32 @@ fn gate64(layout: Layout, mix: QuantMix) {
     check(&path, &format!("tiny64-{layout:?}-{mix}"));
 }
 
+/// The tiny model at `kv_lora` = 512: its plan takes `attn_merge_v_b_*` (checked here, so the
+/// gate cannot pass on the two-node path by accident).
+#[test]
+fn tiny512_mla_q4_k_m() {
+    let (layout, mix) = (Layout::Mla, QuantMix::Q4KM);
+    let d = support::tiny512();
+    let plan = ingot_graph::build_plan(
+        &support::header_for(&d, layout, mix),
+        ingot_graph::PlanOptions::for_ctx(64),
+    )
+    .expect("tiny512 plan");
+    let fused = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kernel.starts_with("attn_merge_v_b_"))
+        .count();
+    assert_eq!(
+        fused, d.n_layer as usize,
+        "one attn_merge_v_b node per layer"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    support::write_model(&path, &d, layout, mix, 11);
+    check(&path, "tiny512-mla-q4_k_m");
+}
+
 #[test]
 fn tiny64_mla_q4_k_m() {
     gate64(Layout::Mla, QuantMix::Q4KM);

@@ -38,14 +38,16 @@ fn v2_lite_plan_counts_and_bytes() {
     let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
     assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
     // With every fused kernel in the committed PTX, a layer is attn_q+kv_a with the rope as
-    // its tail (gemv2_rope), attn_k_b, flash, merge(+q8_1), attn_v_b(+q8_1), attn_output
-    // (whose tail writes ffn_norm), then a dense layer's gate_up and down (8), a MoE layer's
-    // router gemv fused with the routing (moe_router_f32), gate_up and down (9); each FFN
-    // down launch's tail writes the next layer's attn_norm (the last layer's: output_norm),
-    // so only layer 0 has an attn_norm node (9 in the dense layer 0). The head is
-    // lm_head+argmax and argmax_finish, after the embedding fetch.
-    assert_eq!(s.nodes_per_layer[0], 9, "dense layer 0");
-    assert_eq!(moe[0], 9, "MoE layer");
+    // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b (attn_merge_v_b, q8_1
+    // out), attn_output (whose tail writes ffn_norm), then a dense layer's gate_up and down
+    // (7), a MoE layer's router gemv fused with the routing (moe_router_f32), gate_up and down
+    // (8); each FFN down launch's tail writes the next layer's attn_norm (the last layer's:
+    // output_norm), so only layer 0 has an attn_norm node (8 in the dense layer 0). The head
+    // is lm_head+argmax and argmax_finish, after the embedding fetch.
+    assert_eq!(s.nodes_per_layer[0], 8, "dense layer 0");
+    assert_eq!(moe[0], 8, "MoE layer");
+    assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 27);
+    assert_eq!(kernels_in(&plan, "attn_merge_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "gemv2_rope_q4k_q8_1"), 27);
     assert_eq!(kernels_in(&plan, "rope_kv_q8_1"), 0);
     let norms = |k: &str| kernels_in(&plan, k);

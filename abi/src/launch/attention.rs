@@ -319,6 +319,102 @@ const _: () = assert!(
     "more needs an opt-in launch attribute"
 );
 
+/// Rows of `attn_v_b` one [`ATTN_MERGE_V_B_Q4K`] block computes: two q8_1 output blocks.
+pub const MERGE_V_B_ROWS: u32 = 64;
+/// Column parts of each head's latent in [`ATTN_MERGE_V_B_Q4K`]: block pairs split `kv_lora`
+/// in halves, each block merging and dotting one half, so the merge reads its partials twice
+/// (once per row block), not once per 32 rows.
+pub const MERGE_V_B_SPLIT: u32 = 2;
+
+/// Items (= blocks) of [`ATTN_MERGE_V_B_Q4K`] and its siblings: one per (head, block of
+/// [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
+/// `pair / (d_v / 64)`, rows `64·(pair % (d_v / 64)) ..` of the head), half `b % 2`.
+pub const fn merge_v_b_items(n_head: u32, d_v: u32) -> u32 {
+    merge_v_b_pairs(n_head, d_v) * MERGE_V_B_SPLIT
+}
+
+/// Block pairs of [`ATTN_MERGE_V_B_Q4K`]: the `u32` done counters `pair_count` holds, and the
+/// `f32` pairs of [`MERGE_V_B_ROWS`] partial rows `scratch` holds (`scratch` is
+/// `pairs · MERGE_V_B_SPLIT · MERGE_V_B_ROWS` floats).
+pub const fn merge_v_b_pairs(n_head: u32, d_v: u32) -> u32 {
+    n_head * (d_v / MERGE_V_B_ROWS)
+}
+
+/// The latent width `kv_lora` [`ATTN_MERGE_V_B_Q4K`] and its siblings are built for (every
+/// model of the family: V2-Lite, V3, Kimi-K2, GLM-4.7-Flash): a compile-time width gives the
+/// half rows a constant unit count, so their dot loops carry no remainder guard.
+pub const MERGE_V_B_KV_LORA: u32 = 512;
+
+/// Whether [`ATTN_MERGE_V_B_Q4K`] and its siblings take a layer of `kv_lora` latent dims and
+/// `d_v` value dims per head with a weight type whose gemv unit is `unit_elems` weights
+/// (`GemvUnit::elems`: 64 for the 32-element types, 256 for k-quants): `kv_lora` is
+/// [`MERGE_V_B_KV_LORA`], each half of it whole merge slices and whole units, and the rows
+/// whole [`MERGE_V_B_ROWS`]-row blocks.
+pub const fn merge_v_b_fits(kv_lora: u32, d_v: u32, unit_elems: u32) -> bool {
+    let half = MERGE_V_B_KV_LORA / MERGE_V_B_SPLIT;
+    kv_lora == MERGE_V_B_KV_LORA
+        && unit_elems > 0
+        && half.is_multiple_of(unit_elems)
+        && d_v > 0
+        && d_v.is_multiple_of(MERGE_V_B_ROWS)
+}
+const _: () = assert!(
+    MERGE_V_B_KV_LORA <= FLASH_MAX_LORA
+        && (MERGE_V_B_KV_LORA / MERGE_V_B_SPLIT).is_multiple_of(MERGE_DIMS)
+);
+
+/// Parameters of the `attn_merge_v_b_*` kernels: [`ATTN_MERGE`]'s inputs, the grouped
+/// `attn_v_b` gemv's weights and q8_1 output, the halves' scratch and the pairs' done counters.
+const MERGE_V_B_PARAMS: &[super::Param] = &[
+    ptr("part_o"),
+    ptr("part_ml"),
+    ptr("state"),
+    ptr("w"),
+    ptr("y"),
+    ptr("scratch"),
+    ptr("pair_count"),
+    u32_("n_head"),
+    u32_("d_v"),
+    u32_("ctx"),
+    u32_("max_segments"),
+];
+
+macro_rules! merge_v_b {
+    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
+        #[doc = concat!("`", $name, "(part_o, part_ml, state, w, y, scratch, pair_count, ",
+            "n_head, d_v, ctx, max_segments)`: [`ATTN_MERGE_Q8_1`] and the grouped ",
+            $ty, " `attn_v_b` gemv with q8_1 output in one launch. Each block merges its half ",
+            "of its head's latent exactly as `attn_merge_q8_1` does (the same q8_1 bits, kept ",
+            "in shared memory), dots it with its 64 rows' half of `w` (`n_head·d_v` rows of ",
+            "`kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from `h·d_v` on) and parks the 64 sums in ",
+            "`scratch`; the second block of the pair to finish (`pair_count`: one `u32` per ",
+            "pair, 0 before and after the launch) adds half 0 and half 1 in that order and ",
+            "writes the rows' two q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid: ",
+            "[`merge_v_b_items`] blocks.")]
+        pub const $desc: KernelDesc = KernelDesc {
+            name: $name,
+            params: MERGE_V_B_PARAMS,
+            block: [MERGE_THREADS, 1, 1],
+            items_per_block: 1,
+            shared_bytes: 0,
+        };
+    )*};
+}
+
+merge_v_b! {
+    ATTN_MERGE_V_B_Q4_0, "attn_merge_v_b_q4_0", "Q4_0";
+    ATTN_MERGE_V_B_Q5_0, "attn_merge_v_b_q5_0", "Q5_0";
+    ATTN_MERGE_V_B_Q5_1, "attn_merge_v_b_q5_1", "Q5_1";
+    ATTN_MERGE_V_B_Q8_0, "attn_merge_v_b_q8_0", "Q8_0";
+    ATTN_MERGE_V_B_IQ4_NL, "attn_merge_v_b_iq4_nl", "IQ4_NL";
+    ATTN_MERGE_V_B_Q3K, "attn_merge_v_b_q3k", "Q3_K";
+    ATTN_MERGE_V_B_Q4K, "attn_merge_v_b_q4k", "Q4_K";
+    ATTN_MERGE_V_B_Q5K, "attn_merge_v_b_q5k", "Q5_K";
+    ATTN_MERGE_V_B_Q6K, "attn_merge_v_b_q6k", "Q6_K";
+}
+const _: () = assert!(MERGE_THREADS == super::GEMV_BLOCK_WARPS * WARP_SIZE);
+const _: () = assert!(MERGE_V_B_ROWS.is_multiple_of(32) && MERGE_V_B_ROWS / 4 <= WARP_SIZE);
+
 /// How `flash_latent` splits a context: `count` segments of `tokens` rows each (the last one
 /// may be shorter). Device and host derive it from the same inputs, so the merge knows how many
 /// segments hold work without any extra buffer.
@@ -436,4 +532,13 @@ pub const ALL: &[KernelDesc] = &[
     GEMV2_ROPE_Q4K_Q8_1,
     GEMV2_ROPE_Q5K_Q8_1,
     GEMV2_ROPE_Q6K_Q8_1,
+    ATTN_MERGE_V_B_Q4_0,
+    ATTN_MERGE_V_B_Q5_0,
+    ATTN_MERGE_V_B_Q5_1,
+    ATTN_MERGE_V_B_Q8_0,
+    ATTN_MERGE_V_B_IQ4_NL,
+    ATTN_MERGE_V_B_Q3K,
+    ATTN_MERGE_V_B_Q4K,
+    ATTN_MERGE_V_B_Q5K,
+    ATTN_MERGE_V_B_Q6K,
 ];

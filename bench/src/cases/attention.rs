@@ -6,7 +6,9 @@
 //! that many rows and `StepState::pos` is `rows - 1`) and `Shape::cols` the cache row width.
 
 use ingot_gguf::GgmlType;
-use ingot_kernels::ops::attention::{self as attn, AttnShape, FlashBufs, MergeBufs, RopeKvBufs};
+use ingot_kernels::ops::attention::{
+    self as attn, AttnShape, FlashBufs, MergeBufs, MergeVbBufs, RopeKvBufs,
+};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::{ops, KernelError};
 
@@ -371,5 +373,50 @@ pub const V_B_Q8_1_OUT: Case = Case {
     launch: |d, b, s| {
         let bufs = (&b[0], &b[1], &b[2]);
         ops::gemv::gemv_grouped_q8_1_out(d, GemvType::Q4K, bufs, s.rows, s.cols, V_B_GROUP)
+    },
+};
+
+/// The merge of a depth-4096 step and `attn_v_b` (Q4_K) in one launch
+/// (`attn_merge_v_b_q4k`): [`MERGE_Q8_1`] and [`V_B_Q8_1_OUT`] as the plan runs them now.
+pub const MERGE_V_B_Q4K: Case = Case {
+    kernel: "attn_merge_v_b_q4k",
+    tensor: "kv_cache@4096+attn_v_b",
+    shape: Shape {
+        rows: 4096,
+        cols: lite::CACHE_ROW,
+    },
+    buffers: |s| {
+        let rows = lite::N_HEAD * lite::D_V;
+        let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
+        let [part_o, part_ml] = partials(s.rows, true);
+        vec![
+            part_o,
+            part_ml,
+            step_state_at(0, s.rows.saturating_sub(1)),
+            q4k_weights("w", rows, lite::KV_LORA),
+            out("y", q8_1_bytes(rows)),
+            out("scratch", rows * 2 * 4),
+            // The pairs' done counters, 0 before and after the launch.
+            out("pair_count", rows / 64 * 4),
+        ]
+    },
+    launch: |d, b, s| {
+        let bufs = MergeVbBufs {
+            part_o: &b[0],
+            part_ml: &b[1],
+            state: &b[2],
+            w: &b[3],
+            y: &b[4],
+            scratch: &b[5],
+            pair_count: &b[6],
+        };
+        attn::attn_merge_v_b(
+            d,
+            GemvType::Q4K,
+            &attn_shape(s.rows),
+            lite::D_V,
+            &bufs,
+            max_segments(s.rows),
+        )
     },
 };

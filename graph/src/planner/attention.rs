@@ -7,6 +7,7 @@ use ingot_abi::launch::{
     FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV,
     ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
+use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
 
@@ -142,6 +143,66 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             }),
         ],
     )?;
+    let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
+    let n_o = c.n_head * c.d_v;
+    let o_q8 = b.q8_act("act.o_q8", n_o)?;
+    let merge_args = [buf(part_o), buf(part_ml), buf(step)];
+    // The merge and attn_v_b in one launch when the PTX has it for this type and shape.
+    let fused = k::merge_v_b(v_b_ty);
+    let fits = merge_v_b_fits(
+        c.kv_lora as u32,
+        c.d_v as u32,
+        k::row_multiple(v_b_ty) as u32,
+    );
+    if k::available(&fused) && fits {
+        check_grouped_row(b, v_b, v_b_ty, c.kv_lora)?;
+        let halves = b.f32_act("act.v_b_halves", n_o * MERGE_V_B_SPLIT as usize)?;
+        let pairs = merge_v_b_pairs(c.n_head as u32, c.d_v as u32);
+        let pair_count = b.act("act.v_b_pair_count", u64::from(pairs) * 4)?;
+        let mut args = merge_args.to_vec();
+        args.extend([
+            buf(v_b),
+            buf(o_q8),
+            buf(halves),
+            buf(pair_count),
+            u32a(c.n_head),
+            u32a(c.d_v),
+            u32a(b.opts.ctx),
+            u32a(segs),
+        ]);
+        b.node(
+            &fused,
+            label("attn_merge+attn_v_b"),
+            layer,
+            merge_v_b_items(c.n_head as u32, c.d_v as u32) as usize,
+            args,
+        )?;
+    } else {
+        merge_then_v_b(b, il, (v_b, v_b_ty), merge_args, o_q8)?;
+    }
+    let next = super::ffn::NextNorm::ffn(b, il)?;
+    super::ffn::gemv_add_residual(
+        b,
+        &name("attn_output.weight"),
+        o_q8,
+        (label("attn_output"), il),
+        next,
+    )
+}
+
+/// `attn_merge` and `attn_v_b` as separate launches (a type or shape `attn_merge_v_b_*` does
+/// not take): the merge writes `o_lat`, `attn_v_b` reads it and writes `o_q8`.
+fn merge_then_v_b(
+    b: &mut Builder<'_>,
+    il: usize,
+    (v_b, v_b_ty): (crate::BufId, GgmlType),
+    merge_args: [NodeArg; 3],
+    o_q8: crate::BufId,
+) -> Result<(), PlanError> {
+    let c = b.c;
+    let label = |s: &str| format!("blk.{il} {s}");
+    let layer = Some(il);
+    let segs = b.opts.max_segments as usize;
     // attn_merge writes attn_v_b's q8_1 input itself when the PTX has the q8_1 epilogue.
     let n_lat = c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
@@ -156,21 +217,20 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     } else {
         ATTN_MERGE.name
     };
+    let mut args = merge_args.to_vec();
+    args.extend([
+        buf(o_lat),
+        u32a(c.n_head),
+        u32a(c.kv_lora),
+        u32a(b.opts.ctx),
+        u32a(segs),
+    ]);
     b.node(
         merge,
         label("attn_merge"),
         layer,
         merge_items(c.n_head as u32, c.kv_lora as u32) as usize,
-        vec![
-            buf(part_o),
-            buf(part_ml),
-            buf(step),
-            buf(o_lat),
-            u32a(c.n_head),
-            u32a(c.kv_lora),
-            u32a(b.opts.ctx),
-            u32a(segs),
-        ],
+        args,
     )?;
     if !merge_q8 {
         super::ffn::quantize(
@@ -185,9 +245,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
 
     // attn_v_b writes attn_output's q8_1 input itself when the PTX has the q8_1 epilogue
     // (its rows, n_head·d_v, are whole q8_1 blocks: d_v is checked to be a multiple of 32).
-    let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
     let n_o = c.n_head * c.d_v;
-    let o_q8 = b.q8_act("act.o_q8", n_o)?;
     let v_b_shape = (c.kv_lora, n_o, c.d_v, c.kv_lora / 32);
     let fused = k::gemv_grouped_q8_out(v_b_ty);
     if k::available(&fused) {
@@ -220,14 +278,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         )?;
         super::ffn::quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
     }
-    let next = super::ffn::NextNorm::ffn(b, il)?;
-    super::ffn::gemv_add_residual(
-        b,
-        &name("attn_output.weight"),
-        o_q8,
-        (label("attn_output"), il),
-        next,
-    )
+    Ok(())
 }
 
 /// `q` and `kv = W_kv_a·x`. A full-rank query is `q = W_q·x`; a low-rank one (V3, Kimi-K2,

@@ -120,6 +120,13 @@ pub fn gemv_grouped_q8_out(ty: GgmlType) -> String {
     format!("gemv_grouped_{}_q8_1_out", type_tag(ty))
 }
 
+/// `attn_merge_q8_1` and [`gemv_grouped_q8_out`] in one launch `(part_o, part_ml, state, w, y,
+/// scratch, pair_count, n_head, d_v, ctx, max_segments)`; an item is a block
+/// (`ingot_abi::launch::merge_v_b_items`).
+pub fn merge_v_b(ty: GgmlType) -> String {
+    format!("attn_merge_v_b_{}", type_tag(ty))
+}
+
 /// The f32 router gemv `(w, x, y, ncols, nrows)`; an item is a row.
 pub const GEMV_F32: &str = ingot_abi::launch::GEMV_F32.name;
 

@@ -23,6 +23,15 @@ pub fn tiny64() -> Dims {
     }
 }
 
+/// [`tiny64`] with V2-Lite's latent width `kv_lora` = 512, the width `attn_merge_v_b_*` is
+/// built for, so its plan runs the merge and `attn_v_b` as one node.
+pub fn tiny512() -> Dims {
+    Dims {
+        kv_lora: 512,
+        ..tiny64()
+    }
+}
+
 /// [`header`] for any dimensions.
 pub fn header_for(d: &Dims, layout: Layout, mix: QuantMix) -> Gguf {
     let d = d.clone();

@@ -28,6 +28,13 @@ unsafe fn flag_addr() -> u32 {
 /// loads that bypass the non-coherent caches (`ld.relaxed.gpu`).
 #[inline(always)]
 pub(crate) unsafe fn last_block_done(count: u64, warps: u32) -> bool {
+    last_of(count, warps, nblocks())
+}
+
+/// [`last_block_done`] among `blocks` blocks that share the counter at `count` (a group of the
+/// launch's blocks, each group with its own counter).
+#[inline(always)]
+pub(crate) unsafe fn last_of(count: u64, warps: u32, blocks: u32) -> bool {
     fence_acq_rel_gpu();
     nvptx::_syncthreads();
     let t = tid();
@@ -35,7 +42,7 @@ pub(crate) unsafe fn last_block_done(count: u64, warps: u32) -> bool {
     let flag = flag_addr();
     if t == 0 {
         fence_acq_rel_gpu();
-        sts_u32(flag, (old == (nblocks() - 1) * warps) as u32);
+        sts_u32(flag, (old == (blocks - 1) * warps) as u32);
     }
     nvptx::_syncthreads();
     lds_u32(flag) != 0

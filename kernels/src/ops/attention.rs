@@ -18,6 +18,10 @@ use ingot_abi::launch::{
     FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
     TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
+use ingot_abi::launch::{
+    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
+    MERGE_V_B_SPLIT,
+};
 use ingot_abi::step::StepState;
 use std::mem::size_of;
 
@@ -482,6 +486,96 @@ pub fn attn_merge_q8_1<B: Accelerator>(
     }
     let out = q8_1_bytes(s.n_head, s.kv_lora);
     launch_merge(b, d, s, bufs, max_segments, out)
+}
+
+/// Buffers of [`attn_merge_v_b`].
+pub struct MergeVbBufs<'a, T> {
+    /// [`flash_latent`]'s partial outputs.
+    pub part_o: &'a T,
+    /// [`flash_latent`]'s `(m, l)` pairs.
+    pub part_ml: &'a T,
+    /// One `StepState`.
+    pub state: &'a T,
+    /// `attn_v_b`: `n_head · d_v` rows of `kv_lora` weights, head `h`'s rows from `h · d_v` on.
+    pub w: &'a T,
+    /// Out: `n_head · d_v / 32` q8_1 blocks.
+    pub y: &'a T,
+    /// Scratch: `n_head · d_v · 2` f32 (each row's two half sums).
+    pub scratch: &'a T,
+    /// Done counters: one `u32` per block pair (`merge_v_b_pairs`), 0 before the launch and
+    /// 0 again after it.
+    pub pair_count: &'a T,
+}
+
+/// [`attn_merge_q8_1`] and the grouped `attn_v_b` gemv with the q8_1 epilogue in one launch
+/// (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K`): `y = q8_1(W_v_b[h] · o_lat[h])` per head, with
+/// `d_v` value dims per head. `max_segments` must be the value [`flash_latent`] ran with.
+pub fn attn_merge_v_b<B: Accelerator>(
+    b: &mut B,
+    ty: GemvType,
+    s: &AttnShape,
+    d_v: usize,
+    bufs: &MergeVbBufs<'_, B::Buf>,
+    max_segments: usize,
+) -> Result<()> {
+    let d = ty.merge_v_b();
+    s.check(d, true)?;
+    let segs = check_segments(d, max_segments)?;
+    let heads = to_u32(d, "n_head", s.n_head)?;
+    let kv_lora = to_u32(d, "kv_lora", s.kv_lora)?;
+    let d_v32 = to_u32(d, "d_v", d_v)?;
+    if !merge_v_b_fits(kv_lora, d_v32, ty.row_multiple() as u32) {
+        return Err(shape(
+            d,
+            format!(
+                "kv_lora = {} and d_v = {d_v} do not split: the kernel takes kv_lora = \
+                 {MERGE_V_B_KV_LORA} in halves of whole {}-weight units, and rows in whole \
+                 {MERGE_V_B_ROWS}-row blocks",
+                s.kv_lora,
+                ty.row_multiple()
+            ),
+        ));
+    }
+    let rows = s.n_head.checked_mul(d_v);
+    let w_bytes = rows.and_then(|r| bytes(r, s.kv_lora / ty.block_elems(), ty.block_bytes()));
+    let pairs = merge_v_b_pairs(heads, d_v32) as usize;
+    need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
+    need(
+        b,
+        d,
+        "part_ml",
+        bufs.part_ml,
+        part_ml_bytes(s, max_segments),
+    )?;
+    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
+    need(b, d, "w", bufs.w, w_bytes)?;
+    need(b, d, "y", bufs.y, rows.and_then(|r| q8_1_bytes(1, r)))?;
+    need(
+        b,
+        d,
+        "scratch",
+        bufs.scratch,
+        rows.and_then(|r| bytes(r, MERGE_V_B_SPLIT as usize, 4)),
+    )?;
+    need(b, d, "pair_count", bufs.pair_count, bytes(pairs, 1, 4))?;
+    launch(
+        b,
+        d,
+        merge_v_b_items(heads, d_v32),
+        &[
+            KArg::Buf(bufs.part_o),
+            KArg::Buf(bufs.part_ml),
+            KArg::Buf(bufs.state),
+            KArg::Buf(bufs.w),
+            KArg::Buf(bufs.y),
+            KArg::Buf(bufs.scratch),
+            KArg::Buf(bufs.pair_count),
+            KArg::U32(heads),
+            KArg::U32(d_v32),
+            KArg::U32(to_u32(d, "ctx", s.ctx)?),
+            KArg::U32(segs),
+        ],
+    )
 }
 
 fn launch_merge<B: Accelerator>(

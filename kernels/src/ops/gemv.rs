@@ -26,6 +26,11 @@ use ingot_abi::launch::{
     GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q6K_READ_BYTES,
     GEMV_Q8_0_Q8_1, GEMV_STAGE_BLOCKS,
 };
+use ingot_abi::launch::{
+    ATTN_MERGE_V_B_IQ4_NL, ATTN_MERGE_V_B_Q3K, ATTN_MERGE_V_B_Q4K, ATTN_MERGE_V_B_Q4_0,
+    ATTN_MERGE_V_B_Q5K, ATTN_MERGE_V_B_Q5_0, ATTN_MERGE_V_B_Q5_1, ATTN_MERGE_V_B_Q6K,
+    ATTN_MERGE_V_B_Q8_0,
+};
 use std::mem::size_of;
 
 /// A weight type the quantized gemv kernels take.
@@ -187,6 +192,22 @@ impl GemvType {
             GemvType::Q4K => &GEMV_GROUPED_Q4K_Q8_1_OUT,
             GemvType::Q5K => &GEMV_GROUPED_Q5K_Q8_1_OUT,
             GemvType::Q6K => &GEMV_GROUPED_Q6K_Q8_1_OUT,
+        }
+    }
+
+    /// `attn_merge_q8_1` and the grouped gemv with the q8_1 epilogue in one launch
+    /// (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K` and its siblings).
+    pub const fn merge_v_b(self) -> &'static KernelDesc {
+        match self {
+            GemvType::Q4_0 => &ATTN_MERGE_V_B_Q4_0,
+            GemvType::Q5_0 => &ATTN_MERGE_V_B_Q5_0,
+            GemvType::Q5_1 => &ATTN_MERGE_V_B_Q5_1,
+            GemvType::Q8_0 => &ATTN_MERGE_V_B_Q8_0,
+            GemvType::Iq4Nl => &ATTN_MERGE_V_B_IQ4_NL,
+            GemvType::Q3K => &ATTN_MERGE_V_B_Q3K,
+            GemvType::Q4K => &ATTN_MERGE_V_B_Q4K,
+            GemvType::Q5K => &ATTN_MERGE_V_B_Q5K,
+            GemvType::Q6K => &ATTN_MERGE_V_B_Q6K,
         }
     }
 

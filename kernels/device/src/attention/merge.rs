@@ -35,7 +35,7 @@ use ingot_abi::step::StepState;
 /// denominators `[MERGE_WARPS]` f32.
 const PARTIALS: u32 = 0;
 const DENS: u32 = PARTIALS + MERGE_WARPS * MERGE_DIMS * 4;
-const SMEM_BYTES: u32 = DENS + MERGE_WARPS * 4;
+pub(crate) const SMEM_BYTES: u32 = DENS + MERGE_WARPS * 4;
 const _: () = assert!(SMEM_BYTES == 4128, "keep the .shared declaration below in step");
 const _: () = assert!(MERGE_DIMS == 4 * WARP_SIZE);
 global_asm!(".shared .align 16 .b8 attn_merge_partials[4128];");
@@ -91,6 +91,7 @@ pub unsafe extern "ptx-kernel" fn attn_merge(
         max_segments,
         h,
         c,
+        smem_base(),
     ) else {
         return;
     };
@@ -128,6 +129,7 @@ pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
         max_segments,
         h,
         c,
+        smem_base(),
     ) else {
         return;
     };
@@ -143,10 +145,13 @@ pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
 /// Head `h`'s latent dims `4c .. 4c+4` merged over this step's segments (NaN when
 /// `pos ≥ ctx`, so a step past the cache is visible downstream), returned to warp 0 only
 /// (`None` elsewhere, after the block's barrier). Lanes with `4c ≥ kv_lora` read no `part_o`
-/// and get 0 (NaN past the cache).
+/// and get 0 (NaN past the cache). `smem` is the shared address of [`SMEM_BYTES`] bytes
+/// (16-byte aligned) the warps' partial sums meet in; warp 0 reads it after the barrier, so a
+/// caller that merges again at once must pass another buffer (the next call's barrier then
+/// orders warp 0's reads before the third call's writes).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn merge4(
+pub(crate) unsafe fn merge4(
     part_o: *const f32,
     part_ml: *const f32,
     state: *const StepState,
@@ -156,6 +161,7 @@ unsafe fn merge4(
     max_segments: u32,
     h: u32,
     c: u32,
+    smem: u32,
 ) -> Option<[f32; 4]> {
     let warp = tid() / WARP_SIZE;
     let lane = tid() % WARP_SIZE;
@@ -230,7 +236,6 @@ unsafe fn merge4(
     }
 
     // 3. Warp 0 adds the warps' partials in warp order.
-    let smem = smem_base();
     sts_v4(
         smem + PARTIALS + (warp * MERGE_DIMS + 4 * lane) * 4,
         [

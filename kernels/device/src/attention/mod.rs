@@ -8,6 +8,7 @@
 mod flash_latent;
 mod flash_latent_mma;
 mod merge;
+mod merge_v_b;
 mod projections;
 pub(crate) mod rope_kv;
 mod temperature;

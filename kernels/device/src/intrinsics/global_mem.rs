@@ -257,6 +257,14 @@ pub unsafe fn st_f32(a: u64, v: f32) {
     asm!("st.global.f32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
 }
 
+/// 4-byte global store of a float where `p` holds (predicated, no branch); `a` 4-byte aligned
+/// there.
+#[inline(always)]
+pub unsafe fn st_f32_if(p: bool, a: u64, v: f32) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.global.f32 [{a}], {v}; }}",
+         c = in(reg32) p as u32, a = in(reg64) a, v = in(reg32) v, options(nostack));
+}
+
 /// 16-byte store of four floats to global memory; `a` 16-byte aligned.
 #[inline(always)]
 pub unsafe fn st_v4_f32(a: u64, v: [f32; 4]) {

@@ -1,0 +1,252 @@
+//! `attn_merge_v_b_*`: `attn_merge_q8_1` and the grouped `attn_v_b` gemv with its q8_1
+//! epilogue in one launch (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K`), which saves the step a
+//! node per layer.
+//!
+//! Block `b` is half `b % 2` of pair `b / 2`; a pair is one head `h` and 64 of its `d_v` rows.
+//! 1. Merge: the block merges its half of head `h`'s latent (256 of `MERGE_V_B_KV_LORA` = 512
+//!    dims, two `MERGE_DIMS` slices) with `attn_merge`'s `merge4`, so every dim has the bits
+//!    `attn_merge` gives it, and warp 0 quantizes them into q8_1 blocks in shared memory as
+//!    `attn_merge_q8_1` does: the activation the gemv reads is bit for bit the one the unfused
+//!    path writes to global memory.
+//! 2. Half gemv: the 64 rows' dots over that half (the gemv's thread mapping for a row of
+//!    256 weights: `row_dot_lane` reading the stage), parked in `scratch`. The width is a
+//!    constant so the unit loop's remainder rounds resolve at compile time (no guard).
+//! 3. The pair's second block to finish (its done counter in `pair_count`) adds half 0 and
+//!    half 1 in that order and quantizes the 64 sums into the rows' two q8_1 blocks of `y`.
+//!
+//! Why halves: each of the 4 gemv blocks of a V2-Lite head re-merging the whole head would read
+//! the partials 4 times (8 MB per layer at depth 4096); a block per head would leave 16 blocks
+//! to stream `attn_v_b`. Halves read the partials twice (once per 64-row block) with 64 blocks.
+//! The sum `half 0 + half 1` is a different f32 association than the unfused gemv's lanes, so
+//! the output is that of the unfused path up to f32 rounding, not to the bit.
+
+use super::merge::{merge4, SMEM_BYTES as MERGE_BYTES};
+use crate::intrinsics::{
+    bid, f32_to_f16, global, ld_v4_f32_relaxed_if, round_away, shfl_xor_f32, st_f32_if, sts_u32,
+    sub_sum, tid,
+};
+use crate::last_block::{last_of, reset};
+use crate::norm_q8::quantize_store;
+use crate::vecdot::{
+    row_bytes, row_dot_lane, Iq4Nl, SharedAct, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K,
+    Q8_0, Q8_BYTES,
+};
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::{offset_of, size_of};
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, QK8_1,
+};
+use ingot_abi::launch::{
+    gemv_lanes_per_row, GEMV_BLOCK_WARPS, MERGE_DIMS, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS as ROWS,
+    MERGE_V_B_SPLIT as SPLIT, WARP_SIZE,
+};
+use ingot_abi::step::StepState;
+
+/// Shared memory: two merge buffers (consecutive slices alternate, see `merge4`), then the
+/// half's q8_1 blocks.
+const MERGE_BUF: u32 = MERGE_BYTES.next_multiple_of(16);
+const STAGE: u32 = 2 * MERGE_BUF;
+const STAGE_BLOCKS: u32 = MERGE_V_B_KV_LORA / SPLIT / QK8_1 as u32;
+const SMEM: u32 = STAGE + STAGE_BLOCKS * Q8_BYTES as u32;
+global_asm!(
+    ".shared .align 16 .b8 attn_merge_v_b_smem[{bytes}];",
+    bytes = const SMEM,
+);
+const _: () = assert!(SPLIT == 2, "the tail adds exactly two halves");
+const _: () = assert!(ROWS / 4 <= WARP_SIZE, "warp 0 quantizes the pair's rows");
+
+#[inline(always)]
+unsafe fn smem_base() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, attn_merge_v_b_smem;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+/// See the module docs and `ingot_abi::launch::ATTN_MERGE_V_B_Q4K` for the contract.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn merge_v_b<T: WeightType>(
+    part_o: *const f32,
+    part_ml: *const f32,
+    state: *const StepState,
+    w: u64,
+    y: u64,
+    scratch: u64,
+    pair_count: u64,
+    n_head: u32,
+    d_v: u32,
+    ctx: u32,
+    max_segments: u32,
+) {
+    const KV_LORA: u32 = MERGE_V_B_KV_LORA;
+    const HALF_COLS: u32 = KV_LORA / SPLIT;
+    const SLICES: u32 = HALF_COLS / MERGE_DIMS;
+    let pair = bid() / SPLIT;
+    let half = bid() % SPLIT;
+    let row_blocks = d_v / ROWS;
+    let h = pair / row_blocks;
+    let row0 = h * d_v + (pair % row_blocks) * ROWS;
+    let t = tid();
+    let lane = t % WARP_SIZE;
+    let warp = t / WARP_SIZE;
+    let smem = smem_base();
+
+    // 1. This half's latent, as q8_1 blocks in the stage (warp 0 holds each slice's dims).
+    let mut j = 0;
+    while j < SLICES {
+        let c = (half * SLICES + j) * (MERGE_DIMS / 4) + lane;
+        let buf = smem + (j % 2) * MERGE_BUF;
+        let merged = merge4(
+            part_o,
+            part_ml,
+            state,
+            n_head,
+            KV_LORA,
+            ctx,
+            max_segments,
+            h,
+            c,
+            buf,
+        );
+        if let Some(v) = merged {
+            quantize_store_shared(v, smem + STAGE, j * (MERGE_DIMS / 4) + lane);
+        }
+        j += 1;
+    }
+    nvptx::_syncthreads();
+
+    // 2. The pair's 64 rows over this half, in `scratch[pair][half][row]`.
+    let lanes = gemv_lanes_per_row(HALF_COLS / T::QK, T::LANES);
+    let rows_per_warp = WARP_SIZE / lanes;
+    let sub = lane % lanes;
+    let row_stride = row_bytes::<T>(KV_LORA);
+    let w_half = w + half as u64 * row_bytes::<T>(HALF_COLS);
+    let pair_rows = scratch + (pair * SPLIT * ROWS) as u64 * 4;
+    let mut first = warp * rows_per_warp;
+    while first < ROWS {
+        let k = first + lane / lanes;
+        let total = sub_sum(
+            row_dot_lane::<T, SharedAct>(
+                w_half + (row0 + k) as u64 * row_stride,
+                SharedAct(smem + STAGE),
+                HALF_COLS,
+                sub,
+                lanes,
+            ),
+            lanes,
+        );
+        // Predicated, not branched: with one unit per half row (k-quants) this is the
+        // innermost loop.
+        st_f32_if(sub == 0, pair_rows + ((half * ROWS + k) * 4) as u64, total);
+        first += GEMV_BLOCK_WARPS * rows_per_warp;
+    }
+
+    // 3. The pair's last block: half 0 + half 1, quantized; lane `l < 16` owns rows 4l .. 4l+4.
+    let count = pair_count + pair as u64 * 4;
+    if !last_of(count, GEMV_BLOCK_WARPS, SPLIT) {
+        return;
+    }
+    if warp == 0 {
+        let own = lane < ROWS / 4;
+        let a = ld_v4_f32_relaxed_if(own, pair_rows + 16 * lane as u64);
+        let b = ld_v4_f32_relaxed_if(own, pair_rows + (ROWS * 4 + 16 * lane) as u64);
+        let v = [a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]];
+        let out = y + (row0 / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
+        quantize_store(v, out, lane, own);
+    }
+    reset(count);
+}
+
+/// `norm_q8::quantize_store` into the stage at shared address `stage`: lane chunk `c` (values
+/// `4c .. 4c+4`) of q8_1 block `c / 8`, every lane of the warp taking part. A copy of its
+/// arithmetic (same butterfly, same rounding, so the same bits) rather than a generic store: a
+/// store-generic `quantize_store` moved ptxas's block layout in every kernel with a norm tail
+/// (`moe_down_q4k_q4k` 103 -> 128 registers on sm_86).
+#[inline(always)]
+unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
+    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
+    let mut s = v;
+    let mut m = LANES_PER_BLOCK / 2;
+    while m > 0 {
+        amax = amax.max(shfl_xor_f32(amax, m));
+        s[0] += shfl_xor_f32(s[0], m);
+        s[1] += shfl_xor_f32(s[1], m);
+        s[2] += shfl_xor_f32(s[2], m);
+        s[3] += shfl_xor_f32(s[3], m);
+        m >>= 1;
+    }
+    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let d = amax / 127.0;
+    let mut packed = 0u32;
+    let mut k = 0;
+    while k < 4 {
+        let q = if amax == 0.0 {
+            0
+        } else {
+            round_away(v[k] / d) as i32
+        };
+        packed |= ((q as u32) & 0xFF) << (8 * k);
+        k += 1;
+    }
+    let block = stage + (c / LANES_PER_BLOCK) * Q8_BYTES as u32;
+    let lane_in_block = c % LANES_PER_BLOCK;
+    sts_u32(
+        block + offset_of!(BlockQ8_1, qs) as u32 + 4 * lane_in_block,
+        packed,
+    );
+    if lane_in_block == 0 {
+        sts_u32(
+            block + offset_of!(BlockQ8_1, d) as u32,
+            f32_to_f16(d) | (f32_to_f16(sum) << 16),
+        );
+    }
+}
+
+/// Lanes of one q8_1 block in the quantization above: 8 lanes × 4 values.
+const LANES_PER_BLOCK: u32 = QK8_1 as u32 / 4;
+
+macro_rules! merge_v_b_kernel {
+    ($ty:ty, $block:ty, $name:ident) => {
+        /// See `ingot_abi::launch::ATTN_MERGE_V_B_Q4K` and the module docs.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            part_o: *const f32,
+            part_ml: *const f32,
+            state: *const StepState,
+            w: *const $block,
+            y: *mut BlockQ8_1,
+            scratch: *mut f32,
+            pair_count: *mut u32,
+            n_head: u32,
+            d_v: u32,
+            ctx: u32,
+            max_segments: u32,
+        ) {
+            merge_v_b::<$ty>(
+                part_o,
+                part_ml,
+                state,
+                global(w),
+                global(y),
+                global(scratch),
+                global(pair_count),
+                n_head,
+                d_v,
+                ctx,
+                max_segments,
+            );
+        }
+    };
+}
+
+merge_v_b_kernel!(Q4_0, BlockQ4_0, attn_merge_v_b_q4_0);
+merge_v_b_kernel!(Q5_0, BlockQ5_0, attn_merge_v_b_q5_0);
+merge_v_b_kernel!(Q5_1, BlockQ5_1, attn_merge_v_b_q5_1);
+merge_v_b_kernel!(Q8_0, BlockQ8_0, attn_merge_v_b_q8_0);
+merge_v_b_kernel!(Iq4Nl, BlockIq4Nl, attn_merge_v_b_iq4_nl);
+merge_v_b_kernel!(Q3K, BlockQ3K, attn_merge_v_b_q3k);
+merge_v_b_kernel!(Q4K, BlockQ4K, attn_merge_v_b_q4k);
+merge_v_b_kernel!(Q5K, BlockQ5K, attn_merge_v_b_q5k);
+merge_v_b_kernel!(Q6K, BlockQ6K, attn_merge_v_b_q6k);
