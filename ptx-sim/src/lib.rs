@@ -241,6 +241,18 @@ impl Sim {
         self.mem.write_bytes(p.0, data)
     }
 
+    /// Whether a kernel has read (loaded from, or atomically updated) the allocation holding `p`
+    /// since the last [`Sim::clear_read_marks`]; host reads and writes ([`Sim::read`],
+    /// [`Sim::write`]) do not count. Tells the buffers a launch reads from those it only writes.
+    pub fn was_read(&self, p: DevicePtr) -> bool {
+        self.mem.was_read(p.0)
+    }
+
+    /// Forgets which allocations kernels have read (see [`Sim::was_read`]).
+    pub fn clear_read_marks(&self) {
+        self.mem.clear_read()
+    }
+
     /// Copies device memory at `p` to `out`.
     pub fn read(&self, p: DevicePtr, out: &mut [u8]) -> Result<(), SimError> {
         self.mem.read_bytes(p.0, out)

@@ -274,6 +274,7 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     let mem = b.ctx.mem;
     let mut req = Request::default();
     if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+        alloc.mark_read();
         for l in lanes(exec) {
             req.global.push(addrs[l], total);
         }
@@ -303,7 +304,10 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
         for (i, d) in ds.iter().enumerate() {
             let k = u64::from(size) * i as u64;
             let v = match fast {
-                Some((alloc, off)) => alloc.load(off + k, size),
+                Some((alloc, off)) => {
+                    alloc.mark_read();
+                    alloc.load(off + k, size)
+                }
                 None => {
                     let el = loc.plus(k);
                     b.load(w, l, el, size)

@@ -12,7 +12,7 @@
 //! atomic read-modify-writes (64-bit ones are serialised by a lock).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::error::SimError;
@@ -37,9 +37,20 @@ pub(crate) struct Alloc {
     /// host line over the link once and serves a repeat from its caches, so
     /// [`crate::LaunchStats::host_bytes_fetched`] counts each byte once per launch.
     fetched: Option<Box<[AtomicU64]>>,
+    /// Whether a kernel loaded from (or atomically read) the allocation since the last
+    /// [`GlobalMem::clear_read`]: what tells a buffer a launch reads from one it only writes.
+    read: AtomicBool,
 }
 
 impl Alloc {
+    /// Records that a kernel read the allocation (one relaxed load when already recorded).
+    #[inline]
+    pub(crate) fn mark_read(&self) {
+        if !self.read.load(Relaxed) {
+            self.read.store(true, Relaxed);
+        }
+    }
+
     /// Bytes of the allocation.
     #[inline]
     pub(crate) fn len(&self) -> u64 {
@@ -124,6 +135,18 @@ impl GlobalMem {
         Ok(base)
     }
 
+    /// Forgets which allocations kernels read (see [`GlobalMem::was_read`]).
+    pub(crate) fn clear_read(&self) {
+        for a in self.slots.iter().flatten() {
+            a.read.store(false, Relaxed);
+        }
+    }
+
+    /// Whether a kernel read the allocation holding `addr` since the last [`GlobalMem::clear_read`].
+    pub(crate) fn was_read(&self, addr: u64) -> bool {
+        self.region(addr).is_some_and(|a| a.read.load(Relaxed))
+    }
+
     /// Forgets which host-mapped bytes were read: called at the start of each launch.
     pub(crate) fn reset_fetched(&self) {
         for a in self.slots.iter().flatten() {
@@ -191,6 +214,7 @@ impl GlobalMem {
             len: bytes,
             host_mapped: false,
             fetched: None,
+            read: AtomicBool::new(false),
         })
     }
 
@@ -261,6 +285,7 @@ impl GlobalMem {
             return Err(MemErr::Misaligned);
         }
         let (a, off) = self.find(addr, u64::from(size))?;
+        a.mark_read();
         Ok(a.load(off, size))
     }
 
@@ -280,6 +305,7 @@ impl GlobalMem {
             return Err(MemErr::Misaligned);
         }
         let (a, off) = self.find(addr, u64::from(size))?;
+        a.mark_read();
         let w = (off / 4) as usize;
         if size == 4 {
             let old = a.words[w]

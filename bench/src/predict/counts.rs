@@ -28,6 +28,9 @@ pub struct NodeCounts {
     /// parameter): what the block that ran it executed beyond the mean of the others. They are
     /// part of `stats` too. 0 for kernels without a tail.
     pub tail_warp_instructions: u64,
+    /// Bit `i` set: the launch read the buffer of argument `i` (`Sim::was_read`); a buffer it
+    /// only writes is no part of what it must read.
+    pub read_args: u64,
 }
 
 /// Runs every node of `plan` (descriptors `descs`, from [`Plan::check_committed`]) at cache
@@ -93,6 +96,7 @@ pub fn count_nodes(
         };
         let count = d.params.iter().position(|p| p.name == "count");
         let mut tail_warp_instructions = 0;
+        sim.clear_read_marks();
         // A launch with a done counter always runs its last block alone, so its tail's
         // instructions can be told apart from the rows'.
         let stats = if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
@@ -117,11 +121,21 @@ pub fn count_nodes(
             }
             scale(&o, others.len() as u64, &l, blocks)
         };
+        let read_args = n
+            .args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| match a {
+                NodeArg::Buf(r) => sim.was_read(ptrs[r.buf.0 as usize]),
+                _ => false,
+            })
+            .fold(0u64, |m, (i, _)| m | 1 << i);
         out.push(NodeCounts {
             stats,
             blocks,
             blocks_run: sample.len() as u64,
             tail_warp_instructions,
+            read_args,
         });
     }
     Ok(out)

@@ -217,11 +217,13 @@ fn read_split(
     depth: usize,
     c: &NodeCounts,
 ) -> (u64, u64) {
+    // The buffers the launch read (an output it only writes is no part of its read footprint).
     let bufs: BTreeSet<u32> = plan.nodes[i]
         .args
         .iter()
-        .filter_map(|a| match a {
-            NodeArg::Buf(r) => Some(r.buf.0),
+        .enumerate()
+        .filter_map(|(k, a)| match a {
+            NodeArg::Buf(r) if c.read_args >> k & 1 == 1 => Some(r.buf.0),
             _ => None,
         })
         .collect();
