@@ -5,7 +5,7 @@
 //! the expert ids and weights from it, never from launch arguments, so a captured graph replays
 //! unchanged token after token.
 
-use super::{f32_, ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
+use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
 
 /// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 and
 /// Kimi-K2 8, GLM-4.7-Flash 4). The router keeps choice `r` in lane `r`, so this may not pass
@@ -74,7 +74,7 @@ pub const MOE_ROUTE: KernelDesc = KernelDesc {
 /// [`super::GEMV_F32`]: one warp per row) fused with [`MOE_ROUTE`] (same routing parameters and
 /// result in `sel`). Each warp writes its row's logit, then fences (`fence.acq_rel.gpu`) and
 /// counts itself in `*count` with one atomic add; the warp that counts last (old value
-/// `grid·GEMV_WARPS − 1`) runs the routing of `moe_route` on all `n_expert` logits and resets
+/// `grid·ROUTER_WARPS − 1`) runs the routing of `moe_route` on all `n_expert` logits and resets
 /// `*count` to 0. Invariant: `*count` is 0 before the first launch and 0 after every launch
 /// (a replayed graph needs no reset); launches sharing one counter must not overlap. An item
 /// is a row.
@@ -95,10 +95,15 @@ pub const MOE_ROUTER_F32: KernelDesc = KernelDesc {
         u32_("flags"),
         f32_("scale"),
     ],
-    block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_WARPS,
+    block: [ROUTER_WARPS * WARP_SIZE, 1, 1],
+    items_per_block: ROUTER_WARPS,
     shared_bytes: 0,
 };
+
+/// Warps (= router rows) per [`MOE_ROUTER_F32`] block. Two, not the f32 gemv's four: V2-Lite's
+/// 64 experts then stream their 512 KB of router rows from 32 SMs instead of 16, and the
+/// routing tail is one warp's work however the rows are grouped.
+pub const ROUTER_WARPS: u32 = 2;
 
 /// Warps per block of the `moe_gate_up_*` kernels.
 pub const MOE_GATE_UP_WARPS: u32 = 8;

@@ -24,7 +24,7 @@ use crate::intrinsics::{
 };
 use core::mem::offset_of;
 use ingot_abi::launch::{
-    ExpertSelection, GEMV_WARPS, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+    ExpertSelection, ROUTER_MAX_EXPERTS, ROUTER_WARPS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
     WARP_SIZE,
 };
 
@@ -162,7 +162,7 @@ pub unsafe extern "ptx-kernel" fn moe_router_f32(
 ) {
     let t = tid();
     let lane = t % WARP_SIZE;
-    let row = bid() * GEMV_WARPS + t / WARP_SIZE;
+    let row = bid() * ROUTER_WARPS + t / WARP_SIZE;
     let lg = global(logits);
     // Warp-uniform; warps past the last row only count themselves.
     if row < n_expert {
@@ -175,7 +175,7 @@ pub unsafe extern "ptx-kernel" fn moe_router_f32(
     // that sees every other warp counted reads all the logits after an acquiring fence.
     let cg = global(count as *const u32);
     let old = shfl_idx_u32(fence_atom_add_u32_if(lane == 0, cg, 1), 0);
-    if old == nblocks() * GEMV_WARPS - 1 {
+    if old == nblocks() * ROUTER_WARPS - 1 {
         fence_acq_rel_gpu();
         route(
             lg,
