@@ -7,7 +7,8 @@
 //! runs in ptx-sim on zeroed weights at the real shapes, at most `max_blocks` blocks per node,
 //! scaled to the whole grid ([`sample`], [`counts`]). Per node:
 //! - *unique bytes*: the smaller of the sectors the simulator saw read (32 B each) and the
-//!   node's footprint: the buffers its arguments point to, whole, except the routed experts'
+//!   node's footprint: the buffers its arguments point to that the launch read from (ptx-sim's
+//!   `Sim::was_read`; an output it only writes is not read), whole, except the routed experts'
 //!   tensors (`*_exps`, `n_expert_used / n_expert` of them) and the latent cache (rows
 //!   `0..=depth` for the attention kernels, none for the rope, which only writes a row);
 //! - *re-read bytes*: sectors read beyond the unique bytes (activation vectors read by every
