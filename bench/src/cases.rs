@@ -56,7 +56,7 @@ pub mod lite {
     /// f16 elements per latent cache row: 512 latent + 64 rope (1152 bytes).
     pub const CACHE_ROW: usize = KV_LORA + N_ROPE;
     /// SMs of the H200 the GPU benches run on; flash segments are sized from it as the
-    /// decoder's plan does (two blocks per SM at most).
+    /// decoder's plan does (one block per SM at most).
     pub const BENCH_SMS: usize = 132;
     /// RMS norm epsilon.
     pub const RMS_EPS: f32 = 1e-6;

@@ -28,12 +28,10 @@ fn attn_shape(depth: usize) -> AttnShape {
     }
 }
 
-/// Segments a plan for a `depth`-row context uses on the bench GPU: one per
-/// `FLASH_MIN_SEGMENT_TILES` tiles, at most two per SM (as `graph`'s `PlanOptions`).
+/// Segments a plan for a `depth`-row context uses on the bench GPU (`graph`'s
+/// `PlanOptions::for_device`).
 fn max_segments(depth: usize) -> usize {
-    let min_rows =
-        (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
-    depth.div_ceil(min_rows).clamp(1, 2 * lite::BENCH_SMS)
+    ingot_graph::PlanOptions::for_device(depth, lite::BENCH_SMS as u32).max_segments as usize
 }
 
 /// Segments a step at the last row of a `depth`-row cache actually writes.

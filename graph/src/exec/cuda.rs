@@ -187,7 +187,7 @@ impl CudaExecutor {
     ) -> Result<(Self, CudaInfo), ExecError> {
         let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
         let gpu = Gpu::new(0)?;
-        // The attention split is sized to this GPU (two blocks per SM), whatever the caller
+        // The attention split is sized to this GPU (one block per SM), whatever the caller
         // chose: any split gives the same result up to f32 summation order.
         let opts = PlanOptions {
             expert_cache: opts.expert_cache,

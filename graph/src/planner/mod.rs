@@ -55,13 +55,17 @@ impl PlanOptions {
         Self::for_device(ctx, TARGET_SM_COUNT)
     }
 
-    /// `ctx` positions with up to two `flash_latent` blocks per SM of a GPU with `sm_count`
-    /// SMs (two, so one SM's second block hides the other's tile-load latency), and no more
-    /// segments than a full context of `FLASH_MIN_SEGMENT_TILES`-tile segments can use.
+    /// `ctx` positions with up to one `flash_latent` block per SM of a GPU with `sm_count` SMs,
+    /// and no more segments than a full context of `FLASH_MIN_SEGMENT_TILES`-tile segments can
+    /// use. One, because one is all an SM holds: 256 threads of 214 (`flash_latent_mma`) or 151
+    /// (`flash_latent`) registers take most of an SM's 65536 (sm_86 and sm_90, audit budgets),
+    /// so a second block per SM only ran as a second wave, and each segment costs a partial
+    /// output (`n_head·kv_lora·4` B = 32 KB at V2-Lite shapes) written by the flash and read by
+    /// the merge: at depth 32768 two per SM were 5.4 MB of the 43 MB a layer's attention moved.
     pub fn for_device(ctx: usize, sm_count: u32) -> Self {
         let min_rows =
             (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
-        let cap = sm_count.clamp(1, 1024) as usize * 2;
+        let cap = sm_count.clamp(1, 1024) as usize;
         let segments = ctx.div_ceil(min_rows).clamp(1, cap) as u32;
         PlanOptions {
             ctx,
