@@ -332,6 +332,7 @@ fn fold_blocks<B, A>(row: &[B], act: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
 mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
+    use crate::cpu_dot::avx2::tiles;
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
@@ -382,34 +383,15 @@ mod avx2_rows {
                 |r, ys| fold_multi(r, ys, |x, y| avx2::q3_k_multi(x, y)),
                 |r, y| fold_blocks(r, y, |x, y| avx2::q3_k(x, y)),
             ),
-            GgmlType::Q4K => multi_rows::<BlockQ4K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q4_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q4_k(x, y)),
-            ),
-            GgmlType::Q5K => multi_rows::<BlockQ5K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q5_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q5_k(x, y)),
-            ),
-            GgmlType::Q6K => multi_rows::<BlockQ6K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q6_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q6_k(x, y)),
-            ),
+            GgmlType::Q4K => tiled::<tiles::Q4K>(rows, acts, out),
+            GgmlType::Q5K => tiled::<tiles::Q5K>(rows, acts, out),
+            GgmlType::Q6K => tiled::<tiles::Q6K>(rows, acts, out),
             _ => false,
         }
     }
 
-    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL, whose row kernels share each
-    /// group of weight blocks' unpacking among [`avx2::MULTI`] activations. Unaligned rows (and
-    /// other types) return false.
+    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL through their register-blocked
+    /// kernels ([`tiles`]). Unaligned rows (and other types) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_0_multi(
         ty: GgmlType,
@@ -418,36 +400,31 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
-            GgmlType::Q4_0 => multi_rows::<BlockQ4_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q4_0_row_multi(r, ys),
-                |r, y| avx2::q4_0_row(r, y),
-            ),
-            GgmlType::Q5_0 => multi_rows::<BlockQ5_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q5_0_row_multi(r, ys),
-                |r, y| avx2::q5_0_row(r, y),
-            ),
-            GgmlType::Q8_0 => multi_rows::<BlockQ8_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q8_0_row_multi(r, ys),
-                |r, y| avx2::q8_0_row(r, y),
-            ),
-            GgmlType::Iq4Nl => multi_rows::<BlockIq4Nl, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::iq4_nl_row_multi(r, ys),
-                |r, y| avx2::iq4_nl_row(r, y),
-            ),
+            GgmlType::Q4_0 => tiled::<tiles::Q4_0>(rows, acts, out),
+            GgmlType::Q5_0 => tiled::<tiles::Q5_0>(rows, acts, out),
+            GgmlType::Q8_0 => tiled::<tiles::Q8_0>(rows, acts, out),
+            GgmlType::Iq4Nl => tiled::<tiles::Iq4Nl>(rows, acts, out),
             _ => false,
         }
+    }
+
+    /// The register-blocked product of `K` ([`tiles::rows`]): `out[t·n + r] = row r · acts[t]`,
+    /// bit-identical to [`each_row`] per activation. False (nothing written) for rows not aligned
+    /// for `K::Block`, and for a single activation, which the one-activation row kernels serve
+    /// faster.
+    #[inline(always)]
+    fn tiled<K: tiles::Tile>(rows: &[u8], acts: &[&[K::Act]], out: &mut [f32]) -> bool {
+        if acts.len() < 2 {
+            return false;
+        }
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, K::Block>(rows) else {
+            return false;
+        };
+        // SAFETY: called only from `#[target_feature(enable = "avx2,f16c")]` functions, which
+        // run after `with_isa` saw AVX2 and F16C; `check_multi` gave `acts` (not empty) equal
+        // lengths and `blocks` `out.len() / acts.len()` rows of them.
+        unsafe { tiles::rows::<K>(blocks, acts, out) };
+        true
     }
 
     /// A row against [`avx2::MULTI`] activations through a block kernel `multi` that takes one
