@@ -21,6 +21,7 @@
 
 use core::arch::x86_64::*;
 
+pub(super) mod interleaved;
 pub(super) mod tiles;
 
 use ingot_abi::blocks::{

@@ -332,7 +332,7 @@ fn fold_blocks<B, A>(row: &[B], act: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
 mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
-    use crate::cpu_dot::avx2::tiles;
+    use crate::cpu_dot::avx2::{interleaved, tiles};
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
@@ -390,8 +390,9 @@ mod avx2_rows {
         }
     }
 
-    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL through their register-blocked
-    /// kernels ([`tiles`]). Unaligned rows (and other types) return false.
+    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL: groups of eight rows
+    /// interleaved across vector lanes ([`interleaved`]), the rows left over through the
+    /// register-blocked kernels ([`tiles`]). Unaligned rows (and other types) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_0_multi(
         ty: GgmlType,
@@ -400,10 +401,10 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
-            GgmlType::Q4_0 => tiled::<tiles::Q4_0>(rows, acts, out),
-            GgmlType::Q5_0 => tiled::<tiles::Q5_0>(rows, acts, out),
-            GgmlType::Q8_0 => tiled::<tiles::Q8_0>(rows, acts, out),
-            GgmlType::Iq4Nl => tiled::<tiles::Iq4Nl>(rows, acts, out),
+            GgmlType::Q4_0 => grouped::<interleaved::Q4_0, tiles::Q4_0>(rows, acts, out),
+            GgmlType::Q5_0 => grouped::<interleaved::Q5_0, tiles::Q5_0>(rows, acts, out),
+            GgmlType::Q8_0 => grouped::<interleaved::Q8_0, tiles::Q8_0>(rows, acts, out),
+            GgmlType::Iq4Nl => grouped::<interleaved::Iq4Nl, tiles::Iq4Nl>(rows, acts, out),
             _ => false,
         }
     }
@@ -420,10 +421,39 @@ mod avx2_rows {
         let Ok(blocks) = bytemuck::try_cast_slice::<u8, K::Block>(rows) else {
             return false;
         };
+        let n = out.len() / acts.len();
         // SAFETY: called only from `#[target_feature(enable = "avx2,f16c")]` functions, which
         // run after `with_isa` saw AVX2 and F16C; `check_multi` gave `acts` (not empty) equal
-        // lengths and `blocks` `out.len() / acts.len()` rows of them.
-        unsafe { tiles::rows::<K>(blocks, acts, out) };
+        // lengths and `blocks` `n` rows of them.
+        unsafe { tiles::rows::<K>(blocks, acts, out, n, 0) };
+        true
+    }
+
+    /// [`tiled`] with the rows in groups of eight through `I` ([`interleaved::rows`]), `K` taking
+    /// the rows left over; the same bits. False (the one-activation row kernels, once per
+    /// activation) for fewer than `I::MIN_ACTS` activations.
+    #[inline(always)]
+    fn grouped<I, K>(rows: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) -> bool
+    where
+        I: interleaved::Interleaved,
+        K: tiles::Tile<Block = I::Block, Act = BlockQ8_0>,
+    {
+        if acts.len() < I::MIN_ACTS.max(2) {
+            return false;
+        }
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, I::Block>(rows) else {
+            return false;
+        };
+        let n = out.len() / acts.len();
+        let nb = acts[0].len();
+        if nb == 0 {
+            out.fill(0.0);
+            return true;
+        }
+        // SAFETY: as in `tiled`.
+        let done = unsafe { interleaved::rows::<I>(blocks, acts, out) };
+        // SAFETY: as in `tiled`; `done` whole rows of `nb` blocks lie before the rest.
+        unsafe { tiles::rows::<K>(&blocks[done * nb..], acts, out, n, done) };
         true
     }
 

@@ -554,9 +554,10 @@ impl Acts {
     }
 }
 
-/// The register-blocked products (steps of 2 or 4 rows by 4 or 2 activations) against every
-/// (row count, activation count) from 1 to 7 rows and 1 to 10 activations, so that every step
-/// shape and every remainder of rows and of activations runs, on random blocks whose scales are
+/// The register-blocked products (steps of 2 or 4 rows by 4 or 2 activations; groups of eight
+/// interleaved rows for the legacy types) against every (row count, activation count) from 1 to
+/// 10 rows (and 15 to 17) and 1 to 10 activations, so that every step shape and every remainder
+/// of rows and of activations runs, on random blocks whose scales are
 /// the f16 extremes and activations whose scales reach the f32 extremes (overflowing to ±inf and
 /// NaN in places, as the scalar dot does): every output is the scalar reference's, bit for bit.
 #[test]
@@ -568,7 +569,7 @@ fn multi_activation_tiles_of_every_shape_on_extreme_scales() {
         } else {
             5
         };
-        for nrows in 1..=7 {
+        for nrows in (1..=10).chain(15..=17) {
             let rows = random_blocks(&mut rng, ty, nrows * blocks, extreme_f16);
             for count in 1..=10 {
                 let acts =

@@ -69,22 +69,26 @@ pub(in crate::cpu_dot) trait Tile {
     ) -> __m256;
 }
 
-/// `out[t·n + r] = row r · acts[t]` for the `n = out.len() / acts.len()` rows in `blocks` (each
-/// `acts[0].len()` blocks; every activation as long, `acts` not empty, checked by the caller),
-/// bit-identical to the scalar row dot of every pair.
+/// `out[t·n + first + r] = row r · acts[t]` for the rows `r` in `blocks` (each `acts[0].len()`
+/// blocks; every activation as long, `acts` not empty, checked by the caller), bit-identical to
+/// the scalar row dot of every pair.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(in crate::cpu_dot) fn rows<K: Tile>(blocks: &[K::Block], acts: &[&[K::Act]], out: &mut [f32]) {
+pub(in crate::cpu_dot) fn rows<K: Tile>(
+    blocks: &[K::Block],
+    acts: &[&[K::Act]],
+    out: &mut [f32],
+    n: usize,
+    first: usize,
+) {
     let nb = acts.first().map_or(0, |a| a.len());
     if nb == 0 {
-        out.fill(0.0);
         return;
     }
-    let n = out.len() / acts.len();
     let mut unpacked = Vec::with_capacity(K::ROWS * nb);
     let mut groups = blocks.chunks_exact(K::ROWS * nb);
     for (g, group) in (&mut groups).enumerate() {
-        let first = g * K::ROWS;
+        let first = first + g * K::ROWS;
         if K::ROWS == 4 {
             row_group::<K, 4>(group, nb, &mut unpacked, acts, out, n, first);
         } else {
@@ -92,7 +96,7 @@ pub(in crate::cpu_dot) fn rows<K: Tile>(blocks: &[K::Block], acts: &[&[K::Act]],
         }
     }
     let rest = groups.remainder();
-    let first = n - rest.len() / nb;
+    let first = first + (blocks.len() - rest.len()) / nb;
     match rest.len() / nb {
         0 => {}
         1 => row_group::<K, 1>(rest, nb, &mut unpacked, acts, out, n, first),
