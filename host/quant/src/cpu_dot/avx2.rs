@@ -197,11 +197,12 @@ fn k_multi(
     out
 }
 
-/// A Q4_K/Q5_K block's unsigned levels (`≤ 31`) per 32-element group `k` and, for each group, its
-/// 6-bit scale `sc_k` in every i16 lane: [`k4_isum`]'s operands, for kernels that reuse them.
+/// A Q4_K/Q5_K block's unsigned levels (`≤ 31`) per 32-element group `k`, and its 6-bit scales
+/// `sc_0..sc_7` as i16 in both 128-bit halves (group `k`'s scale in every lane is
+/// `splat_i16(·, k)`): [`k4_isum`]'s operands, for kernels that reuse them.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn k4_unpack(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, sc: u64) -> ([__m256i; 8], [__m256i; 8]) {
+fn k4_unpack(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, sc: u64) -> ([__m256i; 8], __m256i) {
     let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(qs);
     let nibble = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
@@ -211,7 +212,6 @@ fn k4_unpack(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, sc: u64) -> ([__m256i; 
         None => _mm256_setzero_si256(),
     };
     let mut levels = [_mm256_setzero_si256(); 8];
-    let mut scales = [_mm256_setzero_si256(); 8];
     for (p, q) in qs.iter().enumerate() {
         let v = load(q);
         let mut lo = _mm256_and_si256(v, nibble);
@@ -226,10 +226,8 @@ fn k4_unpack(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, sc: u64) -> ([__m256i; 
         }
         levels[2 * p] = lo;
         levels[2 * p + 1] = hi;
-        scales[2 * p] = splat_i16(scv, 2 * p as i16);
-        scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
     }
-    (levels, scales)
+    (levels, scv)
 }
 
 /// Q5_K · Q8_K.
@@ -307,11 +305,12 @@ pub(super) fn q6_k(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
     f16(x.d) * y.d * isum as f32
 }
 
-/// A Q6_K block's unsigned levels (`≤ 63`) per 32-element group `k` and the group's two
-/// sub-block scales ([`pair_scales`]): [`q6_k`]'s operands, for kernels that reuse them.
+/// A Q6_K block's unsigned levels (`≤ 63`) per 32-element group `k`, and its sixteen scales in
+/// the [`even_odd_scales`] arrangement (group `k`'s two sub-block scales are
+/// [`pair_scales`]`(·, k)`): [`q6_k`]'s operands, for kernels that reuse them.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q6_k_unpack(x: &BlockQ6K) -> ([__m256i; 8], [__m256i; 8]) {
+fn q6_k_unpack(x: &BlockQ6K) -> ([__m256i; 8], __m256i) {
     let ql: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.ql);
     let qh: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qh);
     let nibble = _mm256_set1_epi8(0x0F);
@@ -319,7 +318,6 @@ fn q6_k_unpack(x: &BlockQ6K) -> ([__m256i; 8], [__m256i; 8]) {
     let sc = even_odd_scales(load128(&x.scales));
     let high = |shifted: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, two_bits));
     let mut levels = [_mm256_setzero_si256(); 8];
-    let mut scales = [_mm256_setzero_si256(); 8];
     for n in 0..2 {
         // As in `q6_k`: bits 2g..2g+2 of qh[l] are bits 4-5 of element 128n + 32g + l.
         let (l0, l1, h) = (load(&ql[2 * n]), load(&ql[2 * n + 1]), load(&qh[n]));
@@ -336,11 +334,8 @@ fn q6_k_unpack(x: &BlockQ6K) -> ([__m256i; 8], [__m256i; 8]) {
             _mm256_and_si256(_mm256_srli_epi16::<4>(l1), nibble),
             high(_mm256_srli_epi16::<6>(h)),
         );
-        for g in 0..4 {
-            scales[4 * n + g] = pair_scales(sc, 4 * n + g);
-        }
     }
-    (levels, scales)
+    (levels, sc)
 }
 
 /// The sixteen signed Q3_K scales `S_j − 32` (ggml's 32-bit unpacking of `q3k_scale`) in the

@@ -19,7 +19,7 @@ use ingot_abi::blocks::{
 
 use super::{
     f16, iq4_nl_levels, k4_unpack, load, load128, load_bsums, nibbles32, q5_0_levels, q6_k_unpack,
-    q8_0_levels, q8k_groups, scales_mins_k4, widen,
+    q8_0_levels, q8k_groups, scales_mins_k4, splat_i16, widen,
 };
 
 /// Most (row, activation) pairs a step dots at once: the eight f32 lanes of one tail vector, whose
@@ -50,13 +50,6 @@ pub(in crate::cpu_dot) trait Tile {
     /// # Safety
     /// The CPU has AVX2 and F16C.
     unsafe fn unpack(x: &Self::Block) -> Self::Unpacked;
-
-    /// One row against one activation (the one-activation kernel, which a step of one
-    /// activation would not beat): the scalar row dot, bit for bit.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and F16C.
-    unsafe fn row(x: &[Self::Block], y: &[Self::Act]) -> f32;
 
     /// Lane `t·R + r` (`r < R`, `t < T`, `R·T ≤ 8`): the scalar block dot of weight block `w[r]`
     /// with activation block `y[t]`, bit for bit; the other lanes are unspecified.
@@ -131,18 +124,17 @@ fn row_group<K: Tile, const R: usize>(
     let w = &w[..nb];
     // `PAIRS / R` activations per step (R = 1 takes 4: the accumulators of eight would not fit).
     if R >= 3 {
-        steps::<K, R, 2>(group, w, acts, out, n, first);
+        steps::<K, R, 2>(w, acts, out, n, first);
     } else {
-        steps::<K, R, 4>(group, w, acts, out, n, first);
+        steps::<K, R, 4>(w, acts, out, n, first);
     }
 }
 
-/// [`step`]s of `T` activations over all of `acts`, the last one taking what is left (a last
-/// single activation through [`Tile::row`] on each row of `group`, whose unpacked blocks are `w`).
+/// [`step`]s of `T` activations over all of `acts`, the last one taking what is left (on the
+/// blocks `w` already unpacked, even for one activation).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn steps<K: Tile, const R: usize, const T: usize>(
-    group: &[K::Block],
     w: &[[K::Unpacked; R]],
     acts: &[&[K::Act]],
     out: &mut [f32],
@@ -160,11 +152,8 @@ fn steps<K: Tile, const R: usize, const T: usize>(
     match ys.len() {
         0 => {}
         1 => {
-            let at = t0 * n + first;
-            for (o, row) in out[at..at + R].iter_mut().zip(group.chunks_exact(nb)) {
-                // SAFETY: this function runs with AVX2 and F16C.
-                *o = unsafe { K::row(row, ys[0]) };
-            }
+            let sums = step::<K, R, 1>(w, [&ys[0][..nb]]);
+            store::<R, 1>(sums, out, n, first, t0);
         }
         2 => {
             let sums = step::<K, R, 2>(w, core::array::from_fn(|t| &ys[t][..nb]));
@@ -195,12 +184,6 @@ fn step<K: Tile, const R: usize, const T: usize>(
         sums = _mm256_add_ps(sums, v);
     }
     sums
-}
-
-/// `Σ_b f(x[b], y[b])` added to 0.0 in block order: the scalar row fold of a block kernel.
-#[inline(always)]
-fn fold<B, A>(x: &[B], y: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
-    x.iter().zip(y).fold(0.0f32, |s, (x, y)| s + f(x, y))
 }
 
 /// Lane `t·R + r` of `sums` into `out[(t0 + t)·n + first + r]`.
@@ -273,35 +256,37 @@ fn act_lanes<const R: usize, const T: usize>(f: impl Fn(usize) -> f32) -> __m256
     bytemuck::cast(v)
 }
 
-/// `Σ_k maddubs(levels_r[k], group k of y_t)·scales_r[k]` per pair, the k-quant kernels' exact
-/// products ([`super::k_multi`]), as `[t][r]` vectors of eight partial i32 sums.
+/// `Σ_k maddubs(levels_r[k], group k of y_t)·scale_r(k)` per pair, the k-quant kernels' exact
+/// products ([`super::k_multi`]), as `[t][r]` vectors of eight partial i32 sums. Group `k`'s i16
+/// scale vector is `splat_i16(scales_r, k)`, built once per step for its activations.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn k_isums<const R: usize, const T: usize>(
     levels: [&[__m256i; 8]; R],
-    scales: [&[__m256i; 8]; R],
+    scales: [__m256i; R],
     y: [&BlockQ8K; T],
 ) -> [[__m256i; R]; T] {
     let mut acc = [[_mm256_setzero_si256(); R]; T];
     for k in 0..8 {
+        let sk: [__m256i; R] = core::array::from_fn(|r| splat_i16(scales[r], k as i16));
         for (acc_t, y_t) in acc.iter_mut().zip(y) {
             let yk = load(&q8k_groups(y_t)[k]);
-            for (a, (l, s)) in acc_t.iter_mut().zip(levels.iter().zip(scales)) {
+            for (a, (l, s)) in acc_t.iter_mut().zip(levels.iter().zip(sk)) {
                 let p = _mm256_maddubs_epi16(l[k], yk);
-                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(p, s[k]));
+                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(p, s));
             }
         }
     }
     acc
 }
 
-/// A Q4_K/Q5_K block unpacked: [`k4_unpack`]'s levels and scales, the mins `m_j` as i16 at lanes
+/// A Q4_K/Q5_K block unpacked: [`k4_unpack`]'s levels and scale vector, the mins `m_j` as i16 at lanes
 /// `2j` and `2j + 1` (so that `madd` with `bsums` gives `m_j·(bsums_{2j} + bsums_{2j+1})`), and
 /// the f32 scales.
 #[derive(Clone, Copy)]
 pub(in crate::cpu_dot) struct K4 {
     levels: [__m256i; 8],
-    scales: [__m256i; 8],
+    scales: __m256i,
     mins: __m256i,
     d: f32,
     dmin: f32,
@@ -332,7 +317,7 @@ fn k4(qs: &[u8; 128], qh: Option<&[u8; 32]>, s: &[u8; 12], d: u16, dmin: u16) ->
 fn k4_dot<const R: usize, const T: usize>(w: &[K4; R], y: [&BlockQ8K; T]) -> __m256 {
     let acc = k_isums::<R, T>(
         core::array::from_fn(|r| &w[r].levels),
-        core::array::from_fn(|r| &w[r].scales),
+        core::array::from_fn(|r| w[r].scales),
         y,
     );
     let mins: [[__m256i; R]; T] = core::array::from_fn(|t| {
@@ -363,12 +348,6 @@ impl Tile for Q4K {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        fold(x, y, |x, y| super::q4_k(x, y))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot<const R: usize, const T: usize>(w: &[K4; R], y: [&BlockQ8K; T]) -> __m256 {
         k4_dot(w, y)
     }
@@ -391,23 +370,17 @@ impl Tile for Q5K {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-        fold(x, y, |x, y| super::q5_k(x, y))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot<const R: usize, const T: usize>(w: &[K4; R], y: [&BlockQ8K; T]) -> __m256 {
         k4_dot(w, y)
     }
 }
 
-/// A Q6_K block unpacked: [`q6_k_unpack`]'s levels and scales, the sixteen scales as i16 (for
+/// A Q6_K block unpacked: [`q6_k_unpack`]'s levels and scale vector, the sixteen scales as i16 (for
 /// the `−32` offset against `bsums`) and the f32 scale.
 #[derive(Clone, Copy)]
 pub(in crate::cpu_dot) struct K6 {
     levels: [__m256i; 8],
-    scales: [__m256i; 8],
+    scales: __m256i,
     wide: __m256i,
     d: f32,
 }
@@ -437,16 +410,10 @@ impl Tile for Q6K {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        fold(x, y, |x, y| super::q6_k(x, y))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot<const R: usize, const T: usize>(w: &[K6; R], y: [&BlockQ8K; T]) -> __m256 {
         let mut acc = k_isums::<R, T>(
             core::array::from_fn(|r| &w[r].levels),
-            core::array::from_fn(|r| &w[r].scales),
+            core::array::from_fn(|r| w[r].scales),
             y,
         );
         for (acc_t, y_t) in acc.iter_mut().zip(y) {
@@ -552,12 +519,6 @@ impl Tile for Q4_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        super::q4_0_row(x, y)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot<const R: usize, const T: usize>(w: &[Offset; R], y: [&BlockQ8_0; T]) -> __m256 {
         offset_dot::<8, R, T>(w, y)
     }
@@ -579,12 +540,6 @@ impl Tile for Q5_0 {
             u: q5_0_levels(x),
             d: f16(x.d),
         }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-        super::q5_0_row(x, y)
     }
 
     #[inline]
@@ -614,12 +569,6 @@ impl Tile for Q8_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        super::q8_0_row(x, y)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot<const R: usize, const T: usize>(w: &[Wide; R], y: [&BlockQ8_0; T]) -> __m256 {
         wide_dot::<false, R, T>(w, y)
     }
@@ -641,12 +590,6 @@ impl Tile for Iq4Nl {
             w: iq4_nl_levels(x),
             d: f16(x.d),
         }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn row(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
-        super::iq4_nl_row(x, y)
     }
 
     #[inline]
