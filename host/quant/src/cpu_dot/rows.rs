@@ -392,7 +392,9 @@ mod avx2_rows {
 
     /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL: groups of eight rows
     /// interleaved across vector lanes ([`interleaved`]), the rows left over through the
-    /// register-blocked kernels ([`tiles`]). Unaligned rows (and other types) return false.
+    /// register-blocked kernels ([`tiles`]); Q8_0 and IQ4_NL below their
+    /// [`interleaved::Interleaved::MIN_ACTS`] through the row kernels that unpack each block once
+    /// for [`avx2::MULTI`] activations. Unaligned rows (and other types) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_0_multi(
         ty: GgmlType,
@@ -403,8 +405,26 @@ mod avx2_rows {
         match ty {
             GgmlType::Q4_0 => grouped::<interleaved::Q4_0, tiles::Q4_0>(rows, acts, out),
             GgmlType::Q5_0 => grouped::<interleaved::Q5_0, tiles::Q5_0>(rows, acts, out),
-            GgmlType::Q8_0 => grouped::<interleaved::Q8_0, tiles::Q8_0>(rows, acts, out),
-            GgmlType::Iq4Nl => grouped::<interleaved::Iq4Nl, tiles::Iq4Nl>(rows, acts, out),
+            GgmlType::Q8_0 => {
+                grouped::<interleaved::Q8_0, tiles::Q8_0>(rows, acts, out)
+                    || multi_rows::<BlockQ8_0, _>(
+                        rows,
+                        acts,
+                        out,
+                        |r, ys| avx2::q8_0_row_multi(r, ys),
+                        |r, y| avx2::q8_0_row(r, y),
+                    )
+            }
+            GgmlType::Iq4Nl => {
+                grouped::<interleaved::Iq4Nl, tiles::Iq4Nl>(rows, acts, out)
+                    || multi_rows::<BlockIq4Nl, _>(
+                        rows,
+                        acts,
+                        out,
+                        |r, ys| avx2::iq4_nl_row_multi(r, ys),
+                        |r, y| avx2::iq4_nl_row(r, y),
+                    )
+            }
             _ => false,
         }
     }
@@ -430,8 +450,8 @@ mod avx2_rows {
     }
 
     /// [`tiled`] with the rows in groups of eight through `I` ([`interleaved::rows`]), `K` taking
-    /// the rows left over; the same bits. False (the one-activation row kernels, once per
-    /// activation) for fewer than `I::MIN_ACTS` activations.
+    /// the rows left over; the same bits. False (nothing written) for fewer than `I::MIN_ACTS`
+    /// activations.
     #[inline(always)]
     fn grouped<I, K>(rows: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) -> bool
     where

@@ -317,7 +317,7 @@ impl Interleaved for Q8_0 {
     type Block = BlockQ8_0;
     type Unpacked = Wide;
     type Prepared = WideAct;
-    const MIN_ACTS: usize = 4;
+    const MIN_ACTS: usize = 5;
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
@@ -345,7 +345,7 @@ impl Interleaved for Iq4Nl {
     type Block = BlockIq4Nl;
     type Unpacked = Wide;
     type Prepared = WideAct;
-    const MIN_ACTS: usize = 4;
+    const MIN_ACTS: usize = 5;
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
