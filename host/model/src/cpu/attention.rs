@@ -132,7 +132,7 @@ pub(super) fn rope_query(c: &ModelConfig, q: &mut [f32], cos_sin: &[(f32, f32)])
 
 /// Head `hd`'s attention for the query `q_head` (`[q_nope | q_pe]`, roped) at `pos`, over cache rows
 /// `0..=pos`; leaves the head's output (`W_UV·o_lat`) in `hs.out`. Shared by the stepwise and the chunked
-/// paths, so both compute the same values in the same order.
+/// paths, so both compute the same values in the same order: [`key_up`], [`attend`], then `v_b`.
 pub(super) fn head(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -142,8 +142,20 @@ pub(super) fn head(
     q_head: &[f32],
     hs: &mut HeadScratch,
 ) -> Result<()> {
-    let (lora, nope, row) = (c.kv_lora, c.d_nope, c.cache_row());
-    let (q_nope, q_pe) = q_head.split_at(nope);
+    let (q_nope, q_pe) = q_head.split_at(c.d_nope);
+    key_up(c, layer, hd, q_nope, hs)?;
+    attend(c, cache, pos, q_pe, hs);
+    layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
+}
+
+/// `hs.q_abs = W_UK[hd]ᵀ·q_nope`, the query absorbed into the latent space.
+fn key_up(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    hd: usize,
+    q_nope: &[f32],
+    hs: &mut HeadScratch,
+) -> Result<()> {
     match &layer.k_up {
         KeyUp::PerHead(k_b) => {
             hs.q_nope.load(q_nope);
@@ -152,7 +164,7 @@ pub(super) fn head(
         KeyUp::Legacy(kv_b) => {
             // q_abs = Σ_d q_nope[d] · kv_b[h·(d_nope+d_v) + d]: the transposed product, row by row.
             hs.q_abs.fill(0.0);
-            let first = hd * (nope + c.d_v);
+            let first = hd * (c.d_nope + c.d_v);
             for (d, &qd) in q_nope.iter().enumerate() {
                 kv_b.dequantize_row(first + d, &mut hs.kv_b_row)?;
                 hs.q_abs
@@ -162,6 +174,13 @@ pub(super) fn head(
             }
         }
     }
+    Ok(())
+}
+
+/// Softmax attention of the absorbed query `hs.q_abs` (with `q_pe`) at `pos` over cache rows `0..=pos`;
+/// leaves the attended latent in `hs.o_lat`.
+fn attend(c: &ModelConfig, cache: &[f32], pos: usize, q_pe: &[f32], hs: &mut HeadScratch) {
+    let (lora, row) = (c.kv_lora, c.cache_row());
     let kq_scale = c.kq_scale_at(pos);
     let scores = &mut hs.scores[..=pos];
     let mut max = f32::NEG_INFINITY;
@@ -185,5 +204,76 @@ pub(super) fn head(
             .for_each(|(o, v)| *o += weight * v);
     }
     hs.o_lat.mark_loaded();
-    layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
+}
+
+/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
+/// token), into `out` (token-major, `n_head·d_v` per token): [`head`]'s values bit for bit. With per-head
+/// `attn_k_b`, the key and value up-projections of each head run as one product over the chunk's tokens
+/// (each weight row read once per chunk); the legacy layout runs [`head`] per (token, head).
+pub(super) fn heads_chunk(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &[f32],
+    start: usize,
+    max_ctx: usize,
+    q: &[f32],
+    out: &mut [f32],
+) -> Result<()> {
+    let (heads, dv, dqk, lora) = (c.n_head, c.d_v, c.d_qk(), c.kv_lora);
+    let n = out.len() / (heads * dv);
+    let KeyUp::PerHead(k_b) = &layer.k_up else {
+        return out.par_chunks_mut(dv).enumerate().try_for_each_init(
+            || HeadScratch::new(c, max_ctx),
+            |hs, (j, o)| -> Result<()> {
+                let (i, hd) = (j / heads, j % heads);
+                let q_head = &q[i * heads * dqk + hd * dqk..i * heads * dqk + (hd + 1) * dqk];
+                head(c, layer, cache, start + i, hd, q_head, hs)?;
+                o.copy_from_slice(hs.output());
+                Ok(())
+            },
+        );
+    };
+    // Head-major from here: `acts[hd·n + i]` is token i's input to head hd's up-projections.
+    let mut acts: Vec<Activation> = (0..heads * n)
+        .map(|j| {
+            let (hd, i) = (j / n, j % n);
+            let mut a = Activation::new(lora.max(c.d_nope));
+            a.load(&q[i * heads * dqk + hd * dqk..][..c.d_nope]);
+            a
+        })
+        .collect();
+    let mut q_abs = vec![0.0; heads * n * lora];
+    for (hd, (k, qa)) in k_b.iter().zip(q_abs.chunks_exact_mut(n * lora)).enumerate() {
+        let own: Vec<usize> = (hd * n..(hd + 1) * n).collect();
+        batch::matmul(k, &mut acts, &own, qa)?;
+    }
+    let mut o_lat = vec![0.0; heads * n * lora];
+    o_lat
+        .par_chunks_mut(lora)
+        .zip(q_abs.par_chunks(lora))
+        .enumerate()
+        .try_for_each_init(
+            || HeadScratch::new(c, max_ctx),
+            |hs, (j, (o, qa))| -> Result<()> {
+                let (hd, i) = (j / n, j % n);
+                hs.q_abs.copy_from_slice(qa);
+                let q_pe =
+                    &q[i * heads * dqk + hd * dqk + c.d_nope..i * heads * dqk + (hd + 1) * dqk];
+                attend(c, cache, start + i, q_pe, hs);
+                o.copy_from_slice(&hs.o_lat.f32_mut()[..lora]);
+                Ok(())
+            },
+        )?;
+    for (a, o) in acts.iter_mut().zip(o_lat.chunks_exact(lora)) {
+        a.load(o);
+    }
+    let mut values = vec![0.0; n * dv];
+    for (hd, v) in layer.v_b.iter().enumerate() {
+        let own: Vec<usize> = (hd * n..(hd + 1) * n).collect();
+        batch::matmul(v, &mut acts, &own, &mut values)?;
+        for (i, val) in values.chunks_exact(dv).enumerate() {
+            out[i * heads * dv + hd * dv..][..dv].copy_from_slice(val);
+        }
+    }
+    Ok(())
 }

@@ -9,9 +9,7 @@
 //! any token of the chunk attends. So a chunked prefill leaves the same cache and the same last logits as
 //! feeding the tokens one by one (`tests.rs` checks both exactly).
 
-use rayon::prelude::*;
-
-use super::attention::{self, HeadScratch};
+use super::attention;
 use super::batch;
 use super::ffn::add;
 use super::matmul::Activation;
@@ -175,16 +173,7 @@ fn attention_chunk(
     let cache: &[f32] = cache;
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
-    heads_out.par_chunks_mut(dv).enumerate().try_for_each_init(
-        || HeadScratch::new(c, max_ctx),
-        |hs, (j, out)| -> Result<()> {
-            let (i, hd) = (j / heads, j % heads);
-            let q_head = &q[i * q_len + hd * c.d_qk()..i * q_len + (hd + 1) * c.d_qk()];
-            attention::head(c, layer, cache, start + i, hd, q_head, hs)?;
-            out.copy_from_slice(hs.output());
-            Ok(())
-        },
-    )?;
+    attention::heads_chunk(c, layer, cache, start, max_ctx, &q, &mut heads_out)?;
     let mut acts: Vec<Activation> = heads_out
         .chunks_exact(heads * dv)
         .map(|o| {

@@ -21,6 +21,9 @@
 
 use core::arch::x86_64::*;
 
+pub(super) mod interleaved;
+pub(super) mod tiles;
+
 use ingot_abi::blocks::{
     iq1m_d, iq1m_scale, iq2xxs_signs_scale, iq4xs_scale, BlockIq1M, BlockIq1S, BlockIq2S,
     BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K,
@@ -163,8 +166,8 @@ pub(super) fn q4_k(x: &BlockQ4K, y: &BlockQ8K) -> f32 {
     k4_finish(isum, m, x.d, x.dmin, y)
 }
 
-/// Activations [`q4_k_multi`] dots at once: enough to amortize the weight unpacking, few enough that
-/// each one's accumulators stay in registers.
+/// Activations [`q2_k_multi`] and [`q3_k_multi`] dot at once: enough to amortize the weight
+/// unpacking, few enough that each one's accumulators stay in registers.
 pub(super) const MULTI: usize = 4;
 
 /// The per-activation half of the k-quant multi kernels: for each of [`MULTI`] activations,
@@ -194,37 +197,12 @@ fn k_multi(
     out
 }
 
-/// Q4_K · Q8_K for [`MULTI`] activations: the weight block's nibbles, scales and mins are unpacked
-/// once and shared; each result is exactly [`q4_k`]'s (the same exact integer sums, the same f32
-/// tail via [`k4_finish`]).
+/// A Q4_K/Q5_K block's unsigned levels (`≤ 31`) per 32-element group `k`, and its 6-bit scales
+/// `sc_0..sc_7` as i16 in both 128-bit halves (group `k`'s scale in every lane is
+/// `splat_i16(·, k)`): [`k4_isum`]'s operands, for kernels that reuse them.
 #[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q4_k_multi(x: &BlockQ4K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
-    k4_multi(&x.qs, None, &x.scales, x.d, x.dmin, ys)
-}
-
-/// Q5_K · Q8_K for [`MULTI`] activations: [`q4_k_multi`] with the 5th bits `qh`; each result is
-/// exactly [`q5_k`]'s.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q5_k_multi(x: &BlockQ5K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
-    k4_multi(&x.qs, Some(&x.qh), &x.scales, x.d, x.dmin, ys)
-}
-
-/// The shared body of [`q4_k_multi`] and [`q5_k_multi`]: [`k4_isum`]'s levels and scale vectors
-/// built once, then per activation [`k4_isum`]'s products (maddubs of levels `≤ 31`, madd by the
-/// 6-bit scale) and [`k4_finish`].
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn k4_multi(
-    qs: &[u8; QK_K / 2],
-    qh: Option<&[u8; 32]>,
-    scales6: &[u8; 12],
-    d: u16,
-    dmin: u16,
-    ys: [&BlockQ8K; MULTI],
-) -> [f32; MULTI] {
-    let (sc, m) = scales_mins_k4(scales6);
+#[target_feature(enable = "avx2")]
+fn k4_unpack(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, sc: u64) -> ([__m256i; 8], __m256i) {
     let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(qs);
     let nibble = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
@@ -234,7 +212,6 @@ fn k4_multi(
         None => _mm256_setzero_si256(),
     };
     let mut levels = [_mm256_setzero_si256(); 8];
-    let mut scales = [_mm256_setzero_si256(); 8];
     for (p, q) in qs.iter().enumerate() {
         let v = load(q);
         let mut lo = _mm256_and_si256(v, nibble);
@@ -249,12 +226,8 @@ fn k4_multi(
         }
         levels[2 * p] = lo;
         levels[2 * p + 1] = hi;
-        scales[2 * p] = splat_i16(scv, 2 * p as i16);
-        scales[2 * p + 1] = splat_i16(scv, 2 * p as i16 + 1);
     }
-    k_multi(&levels, &scales, ys, |isum, y| {
-        k4_finish(isum, m, d, dmin, y)
-    })
+    (levels, scv)
 }
 
 /// Q5_K · Q8_K.
@@ -332,22 +305,21 @@ pub(super) fn q6_k(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
     f16(x.d) * y.d * isum as f32
 }
 
-/// Q6_K · Q8_K for [`MULTI`] activations: the 6-bit levels and scales are unpacked once and shared;
-/// each result is exactly [`q6_k`]'s.
+/// A Q6_K block's unsigned levels (`≤ 63`) per 32-element group `k`, and its sixteen scales in
+/// the [`even_odd_scales`] arrangement (group `k`'s two sub-block scales are
+/// [`pair_scales`]`(·, k)`): [`q6_k`]'s operands, for kernels that reuse them.
 #[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
+#[target_feature(enable = "avx2")]
+fn q6_k_unpack(x: &BlockQ6K) -> ([__m256i; 8], __m256i) {
     let ql: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.ql);
     let qh: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qh);
     let nibble = _mm256_set1_epi8(0x0F);
     let two_bits = _mm256_set1_epi8(3);
-    let raw = load128(&x.scales);
-    let sc = even_odd_scales(raw);
-    let wide = _mm256_cvtepi8_epi16(raw);
+    let sc = even_odd_scales(load128(&x.scales));
     let high = |shifted: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, two_bits));
     let mut levels = [_mm256_setzero_si256(); 8];
-    let mut scales = [_mm256_setzero_si256(); 8];
     for n in 0..2 {
+        // As in `q6_k`: bits 2g..2g+2 of qh[l] are bits 4-5 of element 128n + 32g + l.
         let (l0, l1, h) = (load(&ql[2 * n]), load(&ql[2 * n + 1]), load(&qh[n]));
         levels[4 * n] = _mm256_or_si256(_mm256_and_si256(l0, nibble), high(h));
         levels[4 * n + 1] = _mm256_or_si256(
@@ -362,16 +334,8 @@ pub(super) fn q6_k_multi(x: &BlockQ6K, ys: [&BlockQ8K; MULTI]) -> [f32; MULTI] {
             _mm256_and_si256(_mm256_srli_epi16::<4>(l1), nibble),
             high(_mm256_srli_epi16::<6>(h)),
         );
-        for g in 0..4 {
-            scales[4 * n + g] = pair_scales(sc, 4 * n + g);
-        }
     }
-    let d = f16(x.d);
-    k_multi(&levels, &scales, ys, |acc, y| {
-        let offset = hsum_i32(_mm256_madd_epi16(wide, load_bsums(y)));
-        let isum = acc.wrapping_sub(offset.wrapping_mul(32));
-        d * y.d * isum as f32
-    })
+    (levels, sc)
 }
 
 /// The sixteen signed Q3_K scales `S_j − 32` (ggml's 32-bit unpacking of `q3k_scale`) in the

@@ -332,6 +332,7 @@ fn fold_blocks<B, A>(row: &[B], act: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
 mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
+    use crate::cpu_dot::avx2::{interleaved, tiles};
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
@@ -382,34 +383,18 @@ mod avx2_rows {
                 |r, ys| fold_multi(r, ys, |x, y| avx2::q3_k_multi(x, y)),
                 |r, y| fold_blocks(r, y, |x, y| avx2::q3_k(x, y)),
             ),
-            GgmlType::Q4K => multi_rows::<BlockQ4K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q4_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q4_k(x, y)),
-            ),
-            GgmlType::Q5K => multi_rows::<BlockQ5K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q5_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q5_k(x, y)),
-            ),
-            GgmlType::Q6K => multi_rows::<BlockQ6K, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| fold_multi(r, ys, |x, y| avx2::q6_k_multi(x, y)),
-                |r, y| fold_blocks(r, y, |x, y| avx2::q6_k(x, y)),
-            ),
+            GgmlType::Q4K => tiled::<tiles::Q4K>(rows, acts, out),
+            GgmlType::Q5K => tiled::<tiles::Q5K>(rows, acts, out),
+            GgmlType::Q6K => tiled::<tiles::Q6K>(rows, acts, out),
             _ => false,
         }
     }
 
-    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL, whose row kernels share each
-    /// group of weight blocks' unpacking among [`avx2::MULTI`] activations. Unaligned rows (and
-    /// other types) return false.
+    /// [`super::RowDot::q8_0_multi`] for Q4_0, Q5_0, Q8_0 and IQ4_NL: groups of eight rows
+    /// interleaved across vector lanes ([`interleaved`]), the rows left over through the
+    /// register-blocked kernels ([`tiles`]); Q8_0 and IQ4_NL below their
+    /// [`interleaved::Interleaved::MIN_ACTS`] through the row kernels that unpack each block once
+    /// for [`avx2::MULTI`] activations. Unaligned rows (and other types) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_0_multi(
         ty: GgmlType,
@@ -418,36 +403,78 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
-            GgmlType::Q4_0 => multi_rows::<BlockQ4_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q4_0_row_multi(r, ys),
-                |r, y| avx2::q4_0_row(r, y),
-            ),
-            GgmlType::Q5_0 => multi_rows::<BlockQ5_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q5_0_row_multi(r, ys),
-                |r, y| avx2::q5_0_row(r, y),
-            ),
-            GgmlType::Q8_0 => multi_rows::<BlockQ8_0, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::q8_0_row_multi(r, ys),
-                |r, y| avx2::q8_0_row(r, y),
-            ),
-            GgmlType::Iq4Nl => multi_rows::<BlockIq4Nl, _>(
-                rows,
-                acts,
-                out,
-                |r, ys| avx2::iq4_nl_row_multi(r, ys),
-                |r, y| avx2::iq4_nl_row(r, y),
-            ),
+            GgmlType::Q4_0 => grouped::<interleaved::Q4_0, tiles::Q4_0>(rows, acts, out),
+            GgmlType::Q5_0 => grouped::<interleaved::Q5_0, tiles::Q5_0>(rows, acts, out),
+            GgmlType::Q8_0 => {
+                grouped::<interleaved::Q8_0, tiles::Q8_0>(rows, acts, out)
+                    || multi_rows::<BlockQ8_0, _>(
+                        rows,
+                        acts,
+                        out,
+                        |r, ys| avx2::q8_0_row_multi(r, ys),
+                        |r, y| avx2::q8_0_row(r, y),
+                    )
+            }
+            GgmlType::Iq4Nl => {
+                grouped::<interleaved::Iq4Nl, tiles::Iq4Nl>(rows, acts, out)
+                    || multi_rows::<BlockIq4Nl, _>(
+                        rows,
+                        acts,
+                        out,
+                        |r, ys| avx2::iq4_nl_row_multi(r, ys),
+                        |r, y| avx2::iq4_nl_row(r, y),
+                    )
+            }
             _ => false,
         }
+    }
+
+    /// The register-blocked product of `K` ([`tiles::rows`]): `out[t·n + r] = row r · acts[t]`,
+    /// bit-identical to [`each_row`] per activation. False (nothing written) for rows not aligned
+    /// for `K::Block`, and for a single activation, which the one-activation row kernels serve
+    /// faster.
+    #[inline(always)]
+    fn tiled<K: tiles::Tile>(rows: &[u8], acts: &[&[K::Act]], out: &mut [f32]) -> bool {
+        if acts.len() < 2 {
+            return false;
+        }
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, K::Block>(rows) else {
+            return false;
+        };
+        let n = out.len() / acts.len();
+        // SAFETY: called only from `#[target_feature(enable = "avx2,f16c")]` functions, which
+        // run after `with_isa` saw AVX2 and F16C; `check_multi` gave `acts` (not empty) equal
+        // lengths and `blocks` `n` rows of them.
+        unsafe { tiles::rows::<K>(blocks, acts, out, n, 0) };
+        true
+    }
+
+    /// [`tiled`] with the rows in groups of eight through `I` ([`interleaved::rows`]), `K` taking
+    /// the rows left over; the same bits. False (nothing written) for fewer than `I::MIN_ACTS`
+    /// activations.
+    #[inline(always)]
+    fn grouped<I, K>(rows: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) -> bool
+    where
+        I: interleaved::Interleaved,
+        K: tiles::Tile<Block = I::Block, Act = BlockQ8_0>,
+    {
+        if acts.len() < I::MIN_ACTS.max(2) {
+            return false;
+        }
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, I::Block>(rows) else {
+            return false;
+        };
+        let n = out.len() / acts.len();
+        let nb = acts[0].len();
+        if nb == 0 {
+            out.fill(0.0);
+            return true;
+        }
+        // SAFETY: as in `tiled`.
+        let done = unsafe { interleaved::rows::<I>(blocks, acts, out) };
+        // SAFETY: as in `tiled`; `done` whole rows of `nb` blocks lie before the rest.
+        unsafe { tiles::rows::<K>(&blocks[done * nb..], acts, out, n, done) };
+        true
     }
 
     /// A row against [`avx2::MULTI`] activations through a block kernel `multi` that takes one

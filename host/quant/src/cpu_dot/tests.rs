@@ -84,36 +84,53 @@ fn random_scale(rng: &mut StdRng) -> u16 {
 /// Random block bytes of `ty` (every level, scale and high bit pattern; for the grid types every
 /// grid index and sign), with finite f16 scales so that results are comparable numbers.
 fn random_rows(rng: &mut StdRng, ty: GgmlType) -> Vec<u8> {
-    fn blocks<B: Pod>(rng: &mut StdRng, n: usize, fix: fn(&mut B, u16, u16)) -> Vec<u8> {
+    let n = ROWS * cols(ty) / ty.block_size() as usize;
+    random_blocks(rng, ty, n, random_scale)
+}
+
+/// `n` blocks of random bytes of `ty` whose f16 scale fields (`d`, and `dmin` where the type has
+/// one) are drawn from `scale`.
+fn random_blocks(
+    rng: &mut StdRng,
+    ty: GgmlType,
+    n: usize,
+    scale: fn(&mut StdRng) -> u16,
+) -> Vec<u8> {
+    fn blocks<B: Pod>(
+        rng: &mut StdRng,
+        n: usize,
+        scale: fn(&mut StdRng) -> u16,
+        fix: fn(&mut B, u16, u16),
+    ) -> Vec<u8> {
         let mut out = Vec::new();
         for _ in 0..n {
             let mut b = B::zeroed();
             rng.fill(bytemuck::bytes_of_mut(&mut b));
-            let (d, dmin) = (random_scale(rng), random_scale(rng));
+            let (d, dmin) = (scale(rng), scale(rng));
             fix(&mut b, d, dmin);
             out.extend_from_slice(bytemuck::bytes_of(&b));
         }
         out
     }
-    let n = ROWS * cols(ty) / ty.block_size() as usize;
+    let s = scale;
     match ty {
-        GgmlType::Q2K => blocks::<BlockQ2K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
-        GgmlType::Q3K => blocks::<BlockQ3K>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Q4K => blocks::<BlockQ4K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
-        GgmlType::Q5K => blocks::<BlockQ5K>(rng, n, |b, d, m| (b.d, b.dmin) = (d, m)),
-        GgmlType::Q6K => blocks::<BlockQ6K>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq4Xs => blocks::<BlockIq4Xs>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Q4_0 => blocks::<BlockQ4_0>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Q5_0 => blocks::<BlockQ5_0>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Q8_0 => blocks::<BlockQ8_0>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq4Nl => blocks::<BlockIq4Nl>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq2Xxs => blocks::<BlockIq2Xxs>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq2Xs => blocks::<BlockIq2Xs>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq2S => blocks::<BlockIq2S>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq3Xxs => blocks::<BlockIq3Xxs>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq3S => blocks::<BlockIq3S>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq1S => blocks::<BlockIq1S>(rng, n, |b, d, _| b.d = d),
-        GgmlType::Iq1M => blocks::<BlockIq1M>(rng, n, |b, d, _| iq1m_set_d(&mut b.scales, d)),
+        GgmlType::Q2K => blocks::<BlockQ2K>(rng, n, s, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q3K => blocks::<BlockQ3K>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Q4K => blocks::<BlockQ4K>(rng, n, s, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q5K => blocks::<BlockQ5K>(rng, n, s, |b, d, m| (b.d, b.dmin) = (d, m)),
+        GgmlType::Q6K => blocks::<BlockQ6K>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq4Xs => blocks::<BlockIq4Xs>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Q4_0 => blocks::<BlockQ4_0>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Q5_0 => blocks::<BlockQ5_0>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Q8_0 => blocks::<BlockQ8_0>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq4Nl => blocks::<BlockIq4Nl>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq2Xxs => blocks::<BlockIq2Xxs>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq2Xs => blocks::<BlockIq2Xs>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq2S => blocks::<BlockIq2S>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq3Xxs => blocks::<BlockIq3Xxs>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq3S => blocks::<BlockIq3S>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq1S => blocks::<BlockIq1S>(rng, n, s, |b, d, _| b.d = d),
+        GgmlType::Iq1M => blocks::<BlockIq1M>(rng, n, s, |b, d, _| iq1m_set_d(&mut b.scales, d)),
         _ => unreachable!("not a CPU dot type: {ty}"),
     }
 }
@@ -508,4 +525,58 @@ fn multi_activation_bad_arguments_are_refused() {
     ));
     let mut none = [f32::NAN; 0];
     dot.q8_0_multi(&rows, &[], &mut none).unwrap();
+}
+
+/// f16 scales at the edges of the format: the largest finite magnitude, the smallest normal and
+/// subnormal ones, both zeros, and ±1.
+const EXTREME_F16: [u16; 8] = [
+    0x7BFF, 0xFBFF, 0x0400, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00,
+];
+
+/// Q8_K activation scales from subnormal to near the f32 limit, both signs.
+const EXTREME_F32: [f32; 7] = [1e-45, 1.2e-38, 1e-2, 1.0, 3e38, -3e38, -1e-30];
+
+fn extreme_f16(rng: &mut StdRng) -> u16 {
+    EXTREME_F16[rng.random_range(0..EXTREME_F16.len())]
+}
+
+impl Acts {
+    /// Every activation block's scale replaced by an extreme one.
+    fn with_extreme_scales(mut self, rng: &mut StdRng) -> Acts {
+        match &mut self {
+            Acts::Q8K(a) => a
+                .iter_mut()
+                .flatten()
+                .for_each(|b| b.d = EXTREME_F32[rng.random_range(0..EXTREME_F32.len())]),
+            Acts::Q8_0(a) => a.iter_mut().flatten().for_each(|b| b.d = extreme_f16(rng)),
+        }
+        self
+    }
+}
+
+/// The register-blocked products (steps of 2 or 4 rows by 4 or 2 activations; groups of eight
+/// interleaved rows for the legacy types) against every (row count, activation count) from 1 to
+/// 10 rows (and 15 to 17) and 1 to 10 activations, so that every step shape and every remainder
+/// of rows and of activations runs, on random blocks whose scales are
+/// the f16 extremes and activations whose scales reach the f32 extremes (overflowing to ±inf and
+/// NaN in places, as the scalar dot does): every output is the scalar reference's, bit for bit.
+#[test]
+fn multi_activation_tiles_of_every_shape_on_extreme_scales() {
+    let mut rng = StdRng::seed_from_u64(44);
+    for ty in q8k_types().chain(Q8_0_TYPES) {
+        let blocks = if ty.block_size() as usize == QK_K {
+            2
+        } else {
+            5
+        };
+        for nrows in (1..=10).chain(15..=17) {
+            let rows = random_blocks(&mut rng, ty, nrows * blocks, extreme_f16);
+            for count in 1..=10 {
+                let acts =
+                    Acts::new(&mut rng, ty, count, blocks, None).with_extreme_scales(&mut rng);
+                let what = format!("{nrows} rows, extreme scales");
+                check_multi(ty, &what, &rows, nrows, &acts);
+            }
+        }
+    }
 }

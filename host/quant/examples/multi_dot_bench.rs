@@ -1,0 +1,62 @@
+//! Throughput of the multi-activation row products ([`RowDot::q8_k_multi`] / [`RowDot::q8_0_multi`])
+//! at a prefill's shapes: `ROWS` rows (the CPU matmul's work item is 16) of Q4_K/Q6_K (2048 wide) or
+//! Q5_0/Q8_0 (1408 wide, lite-4l's expert down rows) against `ACTS` activations (a routed expert
+//! sees about 6 of a 64-token chunk; dense products all 64).
+//!
+//! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS]` with
+//! TYPE one of q4k, q6k, q50, q80. Prints the multiply-adds done and a checksum of the outputs;
+//! divide the first by the process's CPU time (`perf stat -e task-clock`) for a rate that a
+//! machine shared with other work disturbs less than wall time.
+
+use ingot_gguf::GgmlType;
+use ingot_quant::cpu_dot::RowDot;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let ty = match args.get(1).map(String::as_str) {
+        Some("q6k") => GgmlType::Q6K,
+        Some("q50") => GgmlType::Q5_0,
+        Some("q80") => GgmlType::Q8_0,
+        _ => GgmlType::Q4K,
+    };
+    let acts: usize = args.get(2).map_or(64, |s| s.parse().expect("ACTS"));
+    let rows: usize = args.get(3).map_or(16, |s| s.parse().expect("ROWS"));
+    let cols = match ty {
+        GgmlType::Q5_0 | GgmlType::Q8_0 => 1408,
+        _ => 2048,
+    };
+    // A fixed linear congruential sequence in [-0.5, 0.5): the same data on every run.
+    let mut seed = 1u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();
+    let bytes = rows * cols / ty.block_size() as usize * ty.type_size() as usize;
+    let mut q = vec![0u8; bytes];
+    ingot_quant::quantize_row(ty, &w, &mut q).expect("quantize");
+    let dot = RowDot::new(ty).expect("a CPU dot product");
+    let xs: Vec<Vec<f32>> = (0..acts)
+        .map(|_| (0..cols).map(|_| next()).collect())
+        .collect();
+    let mut out = vec![0.0f32; rows * acts];
+    // About 4 G multiply-adds whatever the shape.
+    let iters = (4_000_000_000 / (rows * cols * acts)).max(1);
+    if dot.act_type() == GgmlType::Q8K {
+        let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_k(x)).collect();
+        let v: Vec<&[_]> = a.iter().map(Vec::as_slice).collect();
+        for _ in 0..iters {
+            dot.q8_k_multi(&q, &v, &mut out).expect("q8_K product");
+        }
+    } else {
+        let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_0(x)).collect();
+        let v: Vec<&[_]> = a.iter().map(Vec::as_slice).collect();
+        for _ in 0..iters {
+            dot.q8_0_multi(&q, &v, &mut out).expect("q8_0 product");
+        }
+    }
+    let macs = rows * cols * acts * iters;
+    println!("{macs} {}", out.iter().sum::<f32>());
+}

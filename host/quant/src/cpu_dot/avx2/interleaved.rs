@@ -1,0 +1,367 @@
+//! Eight weight rows interleaved across the eight lanes of a vector, for the legacy 32-weight
+//! blocks (Q4_0, Q5_0, Q8_0, IQ4_NL) against several Q8_0 activations.
+//!
+//! A group of eight rows is unpacked block by block and transposed so that lane `r` of weight
+//! vector `k` holds row `r`'s weights `4k..4k + 4` (or, widened to i16, `2k..2k + 2`). Each
+//! activation's matching bytes are broadcast to all lanes, so the products accumulate row `r`'s
+//! block sum in lane `r` directly: no horizontal reduction per block, and the per-block f32 tail
+//! of all eight rows is one vector. The integer sums are the exact ones of the one-row kernels
+//! (bounds at each step below), and each lane takes the scalar code's f32 steps in its order, so
+//! every result has the scalar dot's bits.
+
+use core::arch::x86_64::*;
+
+use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0};
+
+use super::{f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, q5_0_levels, q8_0_levels};
+
+/// Rows of a group: the eight i32 (or f32) lanes of a vector.
+pub(in crate::cpu_dot) const GROUP: usize = 8;
+
+/// A legacy type's interleaved kernel.
+pub(in crate::cpu_dot) trait Interleaved {
+    /// The weight block.
+    type Block: bytemuck::Pod;
+    /// One block of a group of eight rows, interleaved.
+    type Unpacked: Copy;
+    /// One activation block in the form the products take.
+    type Prepared: Copy;
+    /// Fewest activations for which the interleaved rows beat the one-activation row kernels
+    /// (the transposes are shared by the activations of a call).
+    const MIN_ACTS: usize;
+
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    unsafe fn unpack(x: [&Self::Block; GROUP]) -> Self::Unpacked;
+
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    unsafe fn prepare(y: &BlockQ8_0) -> Self::Prepared;
+
+    /// Lane `r`: the scalar block dot of row `r`'s block in `w` with the activation block `y`
+    /// was prepared from, bit for bit.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    unsafe fn dot(w: &Self::Unpacked, y: &Self::Prepared) -> __m256;
+}
+
+/// `out[t·n + r] = row r · acts[t]` for the first `8·⌊n/8⌋` of the `n = out.len() / acts.len()`
+/// rows in `blocks` (each `acts[0].len()` blocks, every activation as long, `acts` not empty and
+/// not 0 blocks: checked by the caller). Returns how many rows it wrote.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(in crate::cpu_dot) fn rows<K: Interleaved>(
+    blocks: &[K::Block],
+    acts: &[&[BlockQ8_0]],
+    out: &mut [f32],
+) -> usize {
+    let nb = acts[0].len();
+    let n = out.len() / acts.len();
+    // Every activation block prepared once for all groups: token-major, `nb` per activation.
+    let mut prepared = Vec::with_capacity(acts.len() * nb);
+    for a in acts {
+        for y in &a[..nb] {
+            // SAFETY: this function runs with AVX2 and F16C.
+            prepared.push(unsafe { K::prepare(y) });
+        }
+    }
+    let mut unpacked = Vec::with_capacity(nb);
+    let mut groups = blocks.chunks_exact(GROUP * nb);
+    for (g, group) in (&mut groups).enumerate() {
+        unpacked.clear();
+        for b in 0..nb {
+            let x = core::array::from_fn(|r| &group[r * nb + b]);
+            // SAFETY: as above.
+            unpacked.push(unsafe { K::unpack(x) });
+        }
+        let w = &unpacked[..nb];
+        for (t, ys) in prepared.chunks_exact(nb).enumerate() {
+            let mut sums = _mm256_setzero_ps();
+            for (wb, yb) in w.iter().zip(ys) {
+                // SAFETY: as above.
+                sums = _mm256_add_ps(sums, unsafe { K::dot(wb, yb) });
+            }
+            let at = t * n + g * GROUP;
+            let lanes: [f32; GROUP] = bytemuck::cast(sums);
+            out[at..at + GROUP].copy_from_slice(&lanes);
+        }
+    }
+    n - groups.remainder().len() / nb
+}
+
+/// The 8×8 transpose of 32-bit elements: lane `r` of result `k` is element `k` of `v[r]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose(v: [__m256i; 8]) -> [__m256i; 8] {
+    let [v0, v1, v2, v3, v4, v5, v6, v7] = v;
+    // [a0 b0 a1 b1 | a4 b4 a5 b5] and [a2 b2 a3 b3 | a6 b6 a7 b7].
+    let (t0, t1) = (_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    let (t2, t3) = (_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    let (t4, t5) = (_mm256_unpacklo_epi32(v4, v5), _mm256_unpackhi_epi32(v4, v5));
+    let (t6, t7) = (_mm256_unpacklo_epi32(v6, v7), _mm256_unpackhi_epi32(v6, v7));
+    // Element k of rows 0..4 in the low half, element k + 4 in the high half.
+    let s0 = _mm256_unpacklo_epi64(t0, t2);
+    let s1 = _mm256_unpackhi_epi64(t0, t2);
+    let s2 = _mm256_unpacklo_epi64(t1, t3);
+    let s3 = _mm256_unpackhi_epi64(t1, t3);
+    let s4 = _mm256_unpacklo_epi64(t4, t6);
+    let s5 = _mm256_unpackhi_epi64(t4, t6);
+    let s6 = _mm256_unpacklo_epi64(t5, t7);
+    let s7 = _mm256_unpackhi_epi64(t5, t7);
+    [
+        _mm256_permute2x128_si256::<0x20>(s0, s4),
+        _mm256_permute2x128_si256::<0x20>(s1, s5),
+        _mm256_permute2x128_si256::<0x20>(s2, s6),
+        _mm256_permute2x128_si256::<0x20>(s3, s7),
+        _mm256_permute2x128_si256::<0x31>(s0, s4),
+        _mm256_permute2x128_si256::<0x31>(s1, s5),
+        _mm256_permute2x128_si256::<0x31>(s2, s6),
+        _mm256_permute2x128_si256::<0x31>(s3, s7),
+    ]
+}
+
+/// The eight rows' f16 scales as f32 lanes (exact conversions).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn scales(d: [u16; GROUP]) -> __m256 {
+    _mm256_cvtph_ps(load128(bytemuck::cast_ref::<[u16; GROUP], [u8; 16]>(&d)))
+}
+
+/// Eight rows of unsigned levels `u ≤ 31` with zero point `Z` (Q4_0, Q5_0), interleaved by 4
+/// bytes, and their scales.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct Offset {
+    u: [__m256i; 8],
+    dx: __m256,
+}
+
+/// An activation block for [`Offset`] rows: its quants, `Z·Σ q8` (`|Σ q8| ≤ 32·128`, so exact
+/// for `Z ≤ 16`) and its f32 scale.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct OffsetAct {
+    qs: [i32; 8],
+    zsum: i32,
+    dy: f32,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn offset_prepare<const Z: i32>(y: &BlockQ8_0) -> OffsetAct {
+    // maddubs of 1 by q8 adds exact pairs; madd by 1 widens them to i32.
+    let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load(&y.qs));
+    let sum = hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    OffsetAct {
+        qs: bytemuck::cast(y.qs),
+        zsum: Z * sum,
+        dy: f16(y.d),
+    }
+}
+
+/// `Σ (u − Z)·q8 = Σ u·q8 − Z·Σ q8` per lane: `maddubs` pairs are at most `2·31·128 = 7936`, so
+/// four of them add exactly in i16 (`≤ 31744`) before `madd` widens to i32; then
+/// `(isum·dx)·dy`, the scalar Q4_0/Q5_0 order.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn offset_dot(w: &Offset, y: &OffsetAct) -> __m256 {
+    let ones = _mm256_set1_epi16(1);
+    let quad = |k: usize| {
+        let p = |j: usize| _mm256_maddubs_epi16(w.u[k + j], _mm256_set1_epi32(y.qs[k + j]));
+        _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_add_epi16(p(0), p(1)), _mm256_add_epi16(p(2), p(3))),
+            ones,
+        )
+    };
+    let acc = _mm256_add_epi32(quad(0), quad(4));
+    let isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, _mm256_set1_epi32(y.zsum)));
+    _mm256_mul_ps(_mm256_mul_ps(isum, w.dx), _mm256_set1_ps(y.dy))
+}
+
+/// Eight rows' 32 unsigned levels each, interleaved by 4 bytes.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn offset_unpack(levels: [__m256i; GROUP], d: [u16; GROUP]) -> Offset {
+    Offset {
+        u: transpose(levels),
+        dx: scales(d),
+    }
+}
+
+/// Q4_0 rows (zero point 8).
+pub(in crate::cpu_dot) struct Q4_0;
+
+impl Interleaved for Q4_0 {
+    type Block = BlockQ4_0;
+    type Unpacked = Offset;
+    type Prepared = OffsetAct;
+    const MIN_ACTS: usize = 2;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn unpack(x: [&BlockQ4_0; GROUP]) -> Offset {
+        offset_unpack(x.map(|b| nibbles32(&b.qs)), x.map(|b| b.d))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(y: &BlockQ8_0) -> OffsetAct {
+        offset_prepare::<8>(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dot(w: &Offset, y: &OffsetAct) -> __m256 {
+        offset_dot(w, y)
+    }
+}
+
+/// Q5_0 rows (zero point 16).
+pub(in crate::cpu_dot) struct Q5_0;
+
+impl Interleaved for Q5_0 {
+    type Block = BlockQ5_0;
+    type Unpacked = Offset;
+    type Prepared = OffsetAct;
+    const MIN_ACTS: usize = 2;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn unpack(x: [&BlockQ5_0; GROUP]) -> Offset {
+        offset_unpack(x.map(|b| q5_0_levels(b)), x.map(|b| b.d))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(y: &BlockQ8_0) -> OffsetAct {
+        offset_prepare::<16>(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dot(w: &Offset, y: &OffsetAct) -> __m256 {
+        offset_dot(w, y)
+    }
+}
+
+/// Eight rows of signed weights widened to i16, interleaved by pairs (lane `r` of vector `k`
+/// holds row `r`'s weights `2k` and `2k + 1`), and their scales.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct Wide {
+    w: [__m256i; 16],
+    dx: __m256,
+}
+
+/// An activation block for [`Wide`] rows: its quants widened to i16 (pairs as i32) and its f32
+/// scale.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct WideAct {
+    pairs: [i32; 16],
+    dy: f32,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn wide_prepare(y: &BlockQ8_0) -> WideAct {
+    let v = load(&y.qs);
+    let lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+    let hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v));
+    let halves: [[i32; 8]; 2] = [bytemuck::cast(lo), bytemuck::cast(hi)];
+    WideAct {
+        pairs: bytemuck::cast(halves),
+        dy: f16(y.d),
+    }
+}
+
+/// Eight rows' widened weights (`q8_0_levels`, `iq4_nl_levels`: elements 0..16, 16..32),
+/// interleaved by i16 pairs.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn wide_unpack(levels: [(__m256i, __m256i); GROUP], d: [u16; GROUP]) -> Wide {
+    let lo = transpose(levels.map(|l| l.0));
+    let hi = transpose(levels.map(|l| l.1));
+    let mut w = [_mm256_setzero_si256(); 16];
+    w[..8].copy_from_slice(&lo);
+    w[8..].copy_from_slice(&hi);
+    Wide { w, dx: scales(d) }
+}
+
+/// `Σ w·q8` per lane on sign-extended i16 (`madd` of two products, each at most `128·128`
+/// in magnitude, widened to i32; sixteen of them per block: exact), then `(isum·dx)·dy` (Q8_0)
+/// or `(dx·dy)·isum` (IQ4_NL).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn wide_dot<const SCALES_FIRST: bool>(w: &Wide, y: &WideAct) -> __m256 {
+    let p = |k: usize| _mm256_madd_epi16(w.w[k], _mm256_set1_epi32(y.pairs[k]));
+    let quad = |k: usize| {
+        _mm256_add_epi32(
+            _mm256_add_epi32(p(k), p(k + 1)),
+            _mm256_add_epi32(p(k + 2), p(k + 3)),
+        )
+    };
+    let isum = _mm256_cvtepi32_ps(_mm256_add_epi32(
+        _mm256_add_epi32(quad(0), quad(4)),
+        _mm256_add_epi32(quad(8), quad(12)),
+    ));
+    let dy = _mm256_set1_ps(y.dy);
+    if SCALES_FIRST {
+        _mm256_mul_ps(_mm256_mul_ps(w.dx, dy), isum)
+    } else {
+        _mm256_mul_ps(_mm256_mul_ps(isum, w.dx), dy)
+    }
+}
+
+/// Q8_0 rows.
+pub(in crate::cpu_dot) struct Q8_0;
+
+impl Interleaved for Q8_0 {
+    type Block = BlockQ8_0;
+    type Unpacked = Wide;
+    type Prepared = WideAct;
+    const MIN_ACTS: usize = 5;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn unpack(x: [&BlockQ8_0; GROUP]) -> Wide {
+        wide_unpack(x.map(|b| q8_0_levels(b)), x.map(|b| b.d))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(y: &BlockQ8_0) -> WideAct {
+        wide_prepare(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dot(w: &Wide, y: &WideAct) -> __m256 {
+        wide_dot::<false>(w, y)
+    }
+}
+
+/// IQ4_NL rows.
+pub(in crate::cpu_dot) struct Iq4Nl;
+
+impl Interleaved for Iq4Nl {
+    type Block = BlockIq4Nl;
+    type Unpacked = Wide;
+    type Prepared = WideAct;
+    const MIN_ACTS: usize = 5;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn unpack(x: [&BlockIq4Nl; GROUP]) -> Wide {
+        wide_unpack(x.map(|b| iq4_nl_levels(b)), x.map(|b| b.d))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(y: &BlockQ8_0) -> WideAct {
+        wide_prepare(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dot(w: &Wide, y: &WideAct) -> __m256 {
+        wide_dot::<true>(w, y)
+    }
+}
