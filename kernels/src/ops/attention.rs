@@ -539,15 +539,13 @@ pub fn attn_merge_v_b<B: Accelerator>(
     let rows = s.n_head.checked_mul(d_v);
     let w_bytes = rows.and_then(|r| bytes(r, s.kv_lora / ty.block_elems(), ty.block_bytes()));
     let pairs = merge_v_b_pairs(heads, d_v32) as usize;
-    need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
-    need(
+    need_merge_inputs(
         b,
         d,
-        "part_ml",
-        bufs.part_ml,
-        part_ml_bytes(s, max_segments),
+        s,
+        (bufs.part_o, bufs.part_ml, bufs.state),
+        max_segments,
     )?;
-    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
     need(b, d, "w", bufs.w, w_bytes)?;
     need(b, d, "y", bufs.y, rows.and_then(|r| q8_1_bytes(1, r)))?;
     need(
@@ -578,6 +576,20 @@ pub fn attn_merge_v_b<B: Accelerator>(
     )
 }
 
+/// The merge kernels' inputs: `flash_latent`'s partials for `max_segments` segments and the
+/// step state.
+fn need_merge_inputs<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    s: &AttnShape,
+    (part_o, part_ml, state): (&B::Buf, &B::Buf, &B::Buf),
+    max_segments: usize,
+) -> Result<()> {
+    need(b, d, "part_o", part_o, part_o_bytes(s, max_segments))?;
+    need(b, d, "part_ml", part_ml, part_ml_bytes(s, max_segments))?;
+    need(b, d, "state", state, Some(size_of::<StepState>()))
+}
+
 fn launch_merge<B: Accelerator>(
     b: &mut B,
     d: &'static KernelDesc,
@@ -588,15 +600,13 @@ fn launch_merge<B: Accelerator>(
 ) -> Result<()> {
     s.check(d, true)?;
     let segs = check_segments(d, max_segments)?;
-    need(b, d, "part_o", bufs.part_o, part_o_bytes(s, max_segments))?;
-    need(
+    need_merge_inputs(
         b,
         d,
-        "part_ml",
-        bufs.part_ml,
-        part_ml_bytes(s, max_segments),
+        s,
+        (bufs.part_o, bufs.part_ml, bufs.state),
+        max_segments,
     )?;
-    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
     need(b, d, "o_lat", bufs.o_lat, out_bytes)?;
     let heads = to_u32(d, "n_head", s.n_head)?;
     let kv_lora = to_u32(d, "kv_lora", s.kv_lora)?;
