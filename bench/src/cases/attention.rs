@@ -5,6 +5,7 @@
 //! For the cache-depth cases `Shape::rows` is the depth `pos + 1` (the cache holds exactly
 //! that many rows and `StepState::pos` is `rows - 1`) and `Shape::cols` the cache row width.
 
+use ingot_abi::launch::merge_v_b_pairs;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{
     self as attn, AttnShape, FlashBufs, MergeBufs, MergeVbBufs, RopeKvBufs,
@@ -395,7 +396,10 @@ pub const MERGE_V_B_Q4K: Case = Case {
             out("y", q8_1_bytes(rows)),
             out("scratch", rows * 2 * 4),
             // The pairs' done counters, 0 before and after the launch.
-            out("pair_count", rows / 64 * 4),
+            out(
+                "pair_count",
+                merge_v_b_pairs(lite::N_HEAD as u32, lite::D_V as u32) as usize * 4,
+            ),
         ]
     },
     launch: |d, b, s| {

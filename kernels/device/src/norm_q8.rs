@@ -14,7 +14,7 @@
 
 use crate::intrinsics::{
     bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, round_away, shfl_xor_f32,
-    sqrt, st_u32, st_v4_f32, st_v4_f32_if, tid, warp_sum,
+    sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
@@ -285,5 +285,50 @@ pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
                 f32_to_f16(d) | (f32_to_f16(sum) << 16),
             );
         }
+    }
+}
+
+/// [`quantize_store`] into a shared-memory stage at shared address `stage`: lane chunk `c` (values
+/// `4c .. 4c+4`) of q8_1 block `c / 8`, every lane of the warp taking part. A copy of its
+/// arithmetic (same butterfly, same rounding, so the same bits) rather than a generic store: a
+/// store-generic `quantize_store` moved ptxas's block layout in every kernel with a norm tail
+/// (`moe_down_q4k_q4k` 103 -> 128 registers on sm_86).
+#[inline(always)]
+pub(crate) unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
+    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
+    let mut s = v;
+    let mut m = LANES_PER_BLOCK / 2;
+    while m > 0 {
+        amax = amax.max(shfl_xor_f32(amax, m));
+        s[0] += shfl_xor_f32(s[0], m);
+        s[1] += shfl_xor_f32(s[1], m);
+        s[2] += shfl_xor_f32(s[2], m);
+        s[3] += shfl_xor_f32(s[3], m);
+        m >>= 1;
+    }
+    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let d = amax / 127.0;
+    let mut packed = 0u32;
+    let mut k = 0;
+    while k < 4 {
+        let q = if amax == 0.0 {
+            0
+        } else {
+            round_away(v[k] / d) as i32
+        };
+        packed |= ((q as u32) & 0xFF) << (8 * k);
+        k += 1;
+    }
+    let block = stage + (c / LANES_PER_BLOCK) * size_of::<BlockQ8_1>() as u32;
+    let lane_in_block = c % LANES_PER_BLOCK;
+    sts_u32(
+        block + offset_of!(BlockQ8_1, qs) as u32 + 4 * lane_in_block,
+        packed,
+    );
+    if lane_in_block == 0 {
+        sts_u32(
+            block + offset_of!(BlockQ8_1, d) as u32,
+            f32_to_f16(d) | (f32_to_f16(sum) << 16),
+        );
     }
 }

@@ -21,18 +21,15 @@
 //! the output is that of the unfused path up to f32 rounding, not to the bit.
 
 use super::merge::{merge4, SMEM_BYTES as MERGE_BYTES};
-use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32_relaxed_if, round_away, shfl_xor_f32, st_f32_if, sts_u32,
-    sub_sum, tid,
-};
+use crate::intrinsics::{bid, global, ld_v4_f32_relaxed_if, st_f32_if, sub_sum, tid};
 use crate::last_block::{last_of, reset};
-use crate::norm_q8::quantize_store;
+use crate::norm_q8::{quantize_store, quantize_store_shared};
 use crate::vecdot::{
     row_bytes, row_dot_lane, Iq4Nl, SharedAct, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K,
     Q8_0, Q8_BYTES,
 };
 use core::arch::{asm, global_asm, nvptx};
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
     BlockQ8_1, QK8_1,
@@ -157,54 +154,6 @@ unsafe fn merge_v_b<T: WeightType>(
     }
     reset(count);
 }
-
-/// `norm_q8::quantize_store` into the stage at shared address `stage`: lane chunk `c` (values
-/// `4c .. 4c+4`) of q8_1 block `c / 8`, every lane of the warp taking part. A copy of its
-/// arithmetic (same butterfly, same rounding, so the same bits) rather than a generic store: a
-/// store-generic `quantize_store` moved ptxas's block layout in every kernel with a norm tail
-/// (`moe_down_q4k_q4k` 103 -> 128 registers on sm_86).
-#[inline(always)]
-unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
-    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
-    let mut s = v;
-    let mut m = LANES_PER_BLOCK / 2;
-    while m > 0 {
-        amax = amax.max(shfl_xor_f32(amax, m));
-        s[0] += shfl_xor_f32(s[0], m);
-        s[1] += shfl_xor_f32(s[1], m);
-        s[2] += shfl_xor_f32(s[2], m);
-        s[3] += shfl_xor_f32(s[3], m);
-        m >>= 1;
-    }
-    let sum = (s[0] + s[2]) + (s[1] + s[3]);
-    let d = amax / 127.0;
-    let mut packed = 0u32;
-    let mut k = 0;
-    while k < 4 {
-        let q = if amax == 0.0 {
-            0
-        } else {
-            round_away(v[k] / d) as i32
-        };
-        packed |= ((q as u32) & 0xFF) << (8 * k);
-        k += 1;
-    }
-    let block = stage + (c / LANES_PER_BLOCK) * Q8_BYTES as u32;
-    let lane_in_block = c % LANES_PER_BLOCK;
-    sts_u32(
-        block + offset_of!(BlockQ8_1, qs) as u32 + 4 * lane_in_block,
-        packed,
-    );
-    if lane_in_block == 0 {
-        sts_u32(
-            block + offset_of!(BlockQ8_1, d) as u32,
-            f32_to_f16(d) | (f32_to_f16(sum) << 16),
-        );
-    }
-}
-
-/// Lanes of one q8_1 block in the quantization above: 8 lanes × 4 values.
-const LANES_PER_BLOCK: u32 = QK8_1 as u32 / 4;
 
 macro_rules! merge_v_b_kernel {
     ($ty:ty, $block:ty, $name:ident) => {
