@@ -79,6 +79,37 @@ fn cases() -> Vec<Case> {
             span: 48,
             with_bias: true,
         },
+        // DeepSeek-V2 (full): 160 experts (5 of the 8 score slots), softmax, 8 groups keep 3,
+        // top-6, scaled by 16 without renormalization.
+        Case {
+            name: "v2",
+            p: RouteParams {
+                gating: Gating::Softmax,
+                n_expert: 160,
+                n_used: 6,
+                n_group: 8,
+                n_group_used: 3,
+                normalize: false,
+                scale: 16.0,
+            },
+            span: 48,
+            with_bias: false,
+        },
+        // 128 experts (the 4-slot routing), sigmoid with bias, top-8, renormalized.
+        Case {
+            name: "128-sigmoid",
+            p: RouteParams {
+                gating: Gating::Sigmoid,
+                n_expert: 128,
+                n_used: 8,
+                n_group: 1,
+                n_group_used: 1,
+                normalize: true,
+                scale: 1.0,
+            },
+            span: 48,
+            with_bias: true,
+        },
         // Kimi-K2: 384 experts, sigmoid, selection bias, no groups, top-8, scale 2.827.
         Case {
             name: "k2",

@@ -4,7 +4,8 @@
 //!
 //! Thread mapping: one warp. Expert `e` lives in lane `e % 32`, register slot `e / 32`, so the
 //! logits load is coalesced and every per-expert step is a fully unrolled loop over
-//! `SLOTS` registers (constant indices only: no local memory).
+//! `SLOTS` registers (constant indices only: no local memory), 2, 4, 8 or 16 of them: the
+//! fewest that hold the model's experts.
 //!
 //! Selection compares `order_key`s, a `u32` total order on the scores in which NaN sits below
 //! −inf, −0 equals +0, and 0 means "not selectable" (past `n_expert`, or already chosen). Each of
@@ -28,8 +29,9 @@ use ingot_abi::launch::{
     WARP_SIZE,
 };
 
-/// Scores per lane.
-const SLOTS: usize = (ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
+/// Scores per lane at the largest expert count.
+const MAX_SLOTS: usize = (ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
+const _: () = assert!(MAX_SLOTS == 16, "route_any dispatches 2, 4, 8 or 16 slots");
 
 /// llama.cpp clamps the weight sum from below before renormalizing
 /// (`ggml_clamp(sum, 6.103515625e-5, inf)`).
@@ -59,7 +61,7 @@ fn order_key(s: f32) -> u32 {
 /// slot `j` is `32·j + lane`), merged over the warp; `−inf` fills missing places (a group of one
 /// expert scores `x + −inf`, as in the oracle).
 #[inline(always)]
-fn warp_top2(v: &[f32; SLOTS], lane: u32, lo: u32, hi: u32) -> (f32, f32) {
+fn warp_top2<const SLOTS: usize>(v: &[f32; SLOTS], lane: u32, lo: u32, hi: u32) -> (f32, f32) {
     let mut first = f32::NEG_INFINITY;
     let mut second = f32::NEG_INFINITY;
     let mut j = 0;
@@ -125,7 +127,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     flags: u32,
     scale: f32,
 ) {
-    route(
+    route_any(
         global(logits),
         |a| ld_u32(a),
         tid(),
@@ -177,7 +179,7 @@ pub unsafe extern "ptx-kernel" fn moe_router_f32(
     let old = shfl_idx_u32(fence_atom_add_u32_if(lane == 0, cg, 1), 0);
     if old == nblocks() * ROUTER_WARPS - 1 {
         fence_acq_rel_gpu();
-        route(
+        route_any(
             lg,
             |a| ld_u32_relaxed(a),
             lane,
@@ -198,10 +200,50 @@ pub unsafe extern "ptx-kernel" fn moe_router_f32(
 }
 
 /// The routing of [`moe_route`] by one full warp (`lane` its lane), reading the `n_expert`
-/// logits at global address `lg` with `load`.
+/// logits at global address `lg` with `load`, in the smallest of 2, 4, 8 or 16 slots per lane
+/// that holds `n_expert`. Each size is its own fully unrolled copy, so the routing's serial
+/// work scales with the model's experts (V2-Lite's 64: 2 slots), not with
+/// [`ROUTER_MAX_EXPERTS`]: in `moe_router_f32` it runs as a tail after every other warp, on the
+/// step's critical path.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn route(
+unsafe fn route_any(
+    lg: u64,
+    load: impl Fn(u64) -> u32 + Copy,
+    lane: u32,
+    bias: *const f32,
+    sel: *mut ExpertSelection,
+    n_expert: u32,
+    n_used: u32,
+    n_group: u32,
+    n_group_used: u32,
+    flags: u32,
+    scale: f32,
+) {
+    let slots = n_expert.div_ceil(WARP_SIZE);
+    if slots <= 2 {
+        route::<2>(
+            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+        );
+    } else if slots <= 4 {
+        route::<4>(
+            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+        );
+    } else if slots <= 8 {
+        route::<8>(
+            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+        );
+    } else {
+        route::<MAX_SLOTS>(
+            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+        );
+    }
+}
+
+/// [`route_any`] with `SLOTS` scores per lane (`32·SLOTS >= n_expert`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn route<const SLOTS: usize>(
     lg: u64,
     load: impl Fn(u64) -> u32,
     lane: u32,
@@ -340,7 +382,7 @@ unsafe fn route(
 /// sigmoid gating), else its best one (HF DeepSeek-V2, softmax gating), as the oracle's
 /// `GatingFunc::group_score` does. Group `g` holds experts `g·per_group .. (g+1)·per_group`.
 #[inline(always)]
-fn limit_groups(
+fn limit_groups<const SLOTS: usize>(
     s: &mut [f32; SLOTS],
     lane: u32,
     n_expert: u32,
