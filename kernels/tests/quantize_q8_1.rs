@@ -7,9 +7,11 @@ use ingot_kernels::{ops, Accelerator};
 use rand::Rng;
 use support::{download, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
-/// Random non-zero floats of mixed magnitude, plus two hand-made blocks: one with exact
-/// rounding ties (`amax = 127` so `d = 1` and `x/d = k + 0.5` exactly; `roundf` must go away from
-/// zero) and one all-zero block (`amax = 0`: `d = 0`, all quants 0).
+/// Random non-zero floats of mixed magnitude, plus hand-made blocks: one with exact rounding
+/// ties (`amax = 127` so `d = 1` and `x/d = k + 0.5` exactly; `roundf` must go away from zero),
+/// one all-zero block (`amax = 0`: `d = 0`, all quants 0), and (when `n` has a third block) the
+/// floats just above and below ties (`k + 0.5 ± 1 ulp`), which the branch-free rounding
+/// (`round_away_i32`) must send to the nearer integer.
 fn inputs(rng: &mut impl Rng, n: usize) -> Vec<f32> {
     let mut x: Vec<f32> = (0..n)
         .map(|_| {
@@ -28,6 +30,16 @@ fn inputs(rng: &mut impl Rng, n: usize) -> Vec<f32> {
         *t = (i as f32 - 16.0) + 0.5;
     }
     x[QK8_1..2 * QK8_1].fill(0.0);
+    if n >= 3 * QK8_1 {
+        let near = &mut x[2 * QK8_1..3 * QK8_1];
+        near[0] = -127.0;
+        for (i, t) in near.iter_mut().enumerate().skip(1) {
+            let tie = (i as f32 - 16.0) + 0.5;
+            let bits = tie.to_bits();
+            // Odd i: one ulp away from zero; even i: one ulp toward zero.
+            *t = f32::from_bits(if i % 2 == 1 { bits + 1 } else { bits - 1 });
+        }
+    }
     x
 }
 

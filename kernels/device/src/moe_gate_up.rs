@@ -53,7 +53,8 @@ unsafe fn h_addr() -> u32 {
 }
 
 /// Quantizes lane `lane`'s value `h` (element `lane` of the block) into the q8_1 block at
-/// global address `out`. Bit-identical to `quantize_q8_1` on the same 32 floats.
+/// global address `out`. Bit-identical to `quantize_q8_1` on the same 32 floats (with
+/// [`round_away`], not `round_away_i32`: see there).
 #[inline(always)]
 unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
     let amax = warp_max_f32(h.abs());

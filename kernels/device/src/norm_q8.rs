@@ -13,7 +13,7 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, round_away, shfl_xor_f32,
+    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, round_away_i32, shfl_xor_f32,
     sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
@@ -267,7 +267,7 @@ pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
         let q = if amax == 0.0 {
             0
         } else {
-            round_away(v[k] / d) as i32
+            round_away_i32(v[k] / d)
         };
         packed |= ((q as u32) & 0xFF) << (8 * k);
         k += 1;
@@ -314,7 +314,7 @@ pub(crate) unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
         let q = if amax == 0.0 {
             0
         } else {
-            round_away(v[k] / d) as i32
+            round_away_i32(v[k] / d)
         };
         packed |= ((q as u32) & 0xFF) << (8 * k);
         k += 1;

@@ -6,7 +6,7 @@
 //! over those 8 lanes with butterfly shuffles.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, round_away, shfl_xor_f32, st_u32, tid,
+    bid, f32_to_f16, global, ld_v4_f32, round_away_i32, shfl_xor_f32, st_u32, tid,
 };
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -49,11 +49,9 @@ pub unsafe extern "ptx-kernel" fn quantize_q8_1(x: *const f32, y: *mut BlockQ8_1
     let mut packed = 0u32;
     let mut c = 0;
     while c < PER_THREAD as usize {
-        let q = if amax == 0.0 {
-            0
-        } else {
-            round_away(v[c] / d) as i32
-        };
+        // amax = 0: every value is ±0 (or NaN), 0/0 is NaN and converts to 0, ggml's q = 0,
+        // with no branch (the same instructions run on any data, zeros too).
+        let q = round_away_i32(v[c] / d);
         packed |= ((q as u32) & 0xFF) << (8 * c);
         c += 1;
     }

@@ -47,6 +47,25 @@ pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
     d
 }
 
+/// C `roundf` (nearest integer, ties away from zero) converted to i32 as Rust's `as` does
+/// (saturating, NaN to 0): `trunc(x + copysign(0.5 − 2⁻²⁵, x))` in three integer/float
+/// instructions and one conversion. Adding the largest float below one half carries the
+/// round-to-nearest-even sum past the next integer exactly when `|x − trunc(x)| ≥ 0.5`, and
+/// `cvt.rzi.s32.f32` truncates, saturates and maps NaN to 0. Equal to `x.round() as i32` for all
+/// 2³² inputs (checked exhaustively on the host; `kernels/tests/quantize_q8_1.rs` runs ties and
+/// their neighbours through the quantizers).
+#[inline(always)]
+pub fn round_away_i32(x: f32) -> i32 {
+    let d: i32;
+    // SAFETY: register-only instructions.
+    unsafe {
+        asm!("{{ .reg .b32 h; and.b32 h, {x}, 0x80000000; or.b32 h, h, 0x3EFFFFFF; \
+              add.rn.f32 h, {x}, h; cvt.rzi.s32.f32 {d}, h; }}",
+             d = out(reg32) d, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    d
+}
+
 /// `x` rounded toward zero to an integral float.
 #[inline(always)]
 pub fn trunc(x: f32) -> f32 {
@@ -60,7 +79,9 @@ pub fn trunc(x: f32) -> f32 {
 }
 
 /// C `roundf`: nearest integer, ties away from zero. `x − trunc(x)` is exact for every finite
-/// f32, so comparing it with 0.5 decides the tie direction without double rounding.
+/// f32, so comparing it with 0.5 decides the tie direction without double rounding. The same
+/// result as [`round_away_i32`] in more instructions and two branches; `moe_gate_up` keeps it
+/// because the branch-free form gave its slot-table variants 8-16 more registers (sm_86/sm_90).
 #[inline(always)]
 pub fn round_away(x: f32) -> f32 {
     let t = trunc(x);
