@@ -225,6 +225,17 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
     for pos in [0, 17, 300, 4095] {
         check_rope_kv(b, &mut rng, &lite, pos);
     }
+    // 12 rope pairs do not divide the block: each query pair computes its own angle (the
+    // kernels' second loop), not the thread's one; 32 heads make 384 pairs, more than a block
+    // of threads, so a thread's second pair has another angle than its first.
+    let odd_pairs = AttnShape {
+        n_head: 32,
+        n_rope: 24,
+        ..small
+    };
+    for pos in [0, 17, 4095] {
+        check_rope_kv(b, &mut rng, &odd_pairs, pos);
+    }
 }
 
 #[test]

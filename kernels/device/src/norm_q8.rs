@@ -13,7 +13,7 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, round_away_i32, shfl_xor_f32,
+    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, pack_low_bytes, round_away_i32, shfl_xor_f32,
     sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
@@ -126,17 +126,19 @@ unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
     }
 }
 
-/// Chunks of four floats each thread of [`rmsnorm_tail`] loads before using any (the four
-/// loads are written out below).
-const TAIL_CHUNKS: u32 = 4;
-
 /// [`rmsnorm_block`] with the f32 output for a row that other blocks of the same launch wrote
-/// (a last-block-done tail): `x` is read with `.relaxed.gpu` loads, and each thread issues
-/// `TAIL_CHUNKS` loads before it uses one, so a row of up to `BLOCK·4·TAIL_CHUNKS` floats
-/// (2048 with 128 threads) costs one memory round trip per pass, not one per chunk (the
-/// last block runs alone: nothing hides its latency). Same sums in the same order per
-/// thread as `rmsnorm_block::<BLOCK, true>`: the missing chunks load as zeros and add
-/// nothing (Σx² ≥ 0).
+/// (a last-block-done tail): `x` is read with `.relaxed.gpu` loads.
+///
+/// Thread mapping: four threads per q8_1 block. Thread `t` takes lane `i = t % 4` of block
+/// `t / 4` (plus `BLOCK/4` blocks per round), i.e. chunks `8b + i` and `8b + i + 4`, so the
+/// quantizer's butterfly adds its first level (elements `e` and `e + 16`) in-thread and two
+/// shuffle levels remain ([`quantize_pair_store`]). A pass is two rounds whose loads are all
+/// issued before any is used. The first pass's `x` and weights stay in registers from the Σx²
+/// loop to the stores, so a row of up to `BLOCK·16` floats (2048 with 128 threads) costs one
+/// memory round trip in all (the last block runs alone: nothing hides its latency); longer
+/// rows re-read their later passes. Every thread runs every pass: blocks past the row compute
+/// on zeros (Σx² adds nothing) and store nothing. Σx² is summed in this mapping's order, not
+/// `rmsnorm_block`'s: the same value within f32 rounding.
 #[inline(always)]
 pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
     xr: u64,
@@ -147,58 +149,57 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
     eps: f32,
 ) {
     let t = tid();
-    let chunks = n / 4;
-    // TAIL_CHUNKS loads written out one by one: an array indexed in a loop went to local
-    // memory.
-    let load = |first: u32, k: u32| {
-        let c = first + k * BLOCK + t;
-        (c, ld_v4_f32_relaxed_if(c < chunks, xr + c as u64 * 16))
+    let blocks = n / QK8_1 as u32;
+    let round = BLOCK / PAIR_LANES;
+    // Loads written out one by one: an array indexed in a loop went to local memory.
+    let load_pair = |first: u32, k: u32| {
+        let b = first + k * round + t / PAIR_LANES;
+        let lo = LANES_PER_BLOCK * b + t % PAIR_LANES;
+        let live = b < blocks;
+        (
+            (b, live),
+            ld_v4_f32_relaxed_if(live, xr + lo as u64 * 16),
+            ld_v4_f32_relaxed_if(live, xr + (lo + PAIR_LANES) as u64 * 16),
+        )
     };
+    let weights = |(b, live): (u32, bool)| {
+        let lo = LANES_PER_BLOCK * b + t % PAIR_LANES;
+        (
+            ld_v4_if(live, wg + lo as u64 * 16).map(f32::from_bits),
+            ld_v4_if(live, wg + (lo + PAIR_LANES) as u64 * 16).map(f32::from_bits),
+        )
+    };
+    let pair_sq = |(_, x_lo, x_hi): ((u32, bool), [f32; 4], [f32; 4])| sum_sq(x_lo) + sum_sq(x_hi);
 
-    let mut ss = 0.0f32;
-    let mut first = 0;
-    while first < chunks {
-        let (x0, x1, x2, x3) = (
-            load(first, 0).1,
-            load(first, 1).1,
-            load(first, 2).1,
-            load(first, 3).1,
-        );
-        ss += sum_sq(x0);
-        ss += sum_sq(x1);
-        ss += sum_sq(x2);
-        ss += sum_sq(x3);
-        first += BLOCK * TAIL_CHUNKS;
+    let (p0, p1) = (load_pair(0, 0), load_pair(0, 1));
+    let (g0, g1) = (weights(p0.0), weights(p1.0));
+    let mut ss = pair_sq(p0) + pair_sq(p1);
+    let mut first = 2 * round;
+    while first < blocks {
+        let (a, b) = (load_pair(first, 0), load_pair(first, 1));
+        ss += pair_sq(a) + pair_sq(b);
+        first += 2 * round;
     }
     let scale = 1.0 / sqrt(block_sum::<BLOCK>(ss) / n as f32 + eps);
 
-    // As in `rmsnorm_block`, every thread runs every pass; chunks past the row (also those of
-    // the last group's passes beyond `chunks`) compute on zeros and store nothing.
-    let weights = |c: u32| ld_v4_if(c < chunks, wg + c as u64 * 16).map(f32::from_bits);
-    let store = |(c, x): (u32, [f32; 4]), g: [f32; 4]| {
-        let v = normalized(x, g, scale);
-        st_v4_f32_if(c < chunks, yfr + c as u64 * 16, v);
-        quantize_store(v, yr, c, c < chunks);
+    let store = |((b, live), x_lo, x_hi): ((u32, bool), [f32; 4], [f32; 4]),
+                 (g_lo, g_hi): ([f32; 4], [f32; 4])| {
+        let lo = LANES_PER_BLOCK * b + t % PAIR_LANES;
+        let v_lo = normalized(x_lo, g_lo, scale);
+        let v_hi = normalized(x_hi, g_hi, scale);
+        st_v4_f32_if(live, yfr + lo as u64 * 16, v_lo);
+        st_v4_f32_if(live, yfr + (lo + PAIR_LANES) as u64 * 16, v_hi);
+        quantize_pair_store(v_lo, v_hi, yr, b, t % PAIR_LANES, live);
     };
-    let mut first = 0;
-    while first < chunks {
-        let (x0, x1, x2, x3) = (
-            load(first, 0),
-            load(first, 1),
-            load(first, 2),
-            load(first, 3),
-        );
-        let (g0, g1, g2, g3) = (
-            weights(x0.0),
-            weights(x1.0),
-            weights(x2.0),
-            weights(x3.0),
-        );
-        store(x0, g0);
-        store(x1, g1);
-        store(x2, g2);
-        store(x3, g3);
-        first += BLOCK * TAIL_CHUNKS;
+    store(p0, g0);
+    store(p1, g1);
+    let mut first = 2 * round;
+    while first < blocks {
+        let (a, b) = (load_pair(first, 0), load_pair(first, 1));
+        let (ga, gb) = (weights(a.0), weights(b.0));
+        store(a, ga);
+        store(b, gb);
+        first += 2 * round;
     }
 }
 
@@ -280,6 +281,55 @@ pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
             packed,
         );
         if lane_in_block == 0 {
+            st_u32(
+                block + offset_of!(BlockQ8_1, d) as u64,
+                f32_to_f16(d) | (f32_to_f16(sum) << 16),
+            );
+        }
+    }
+}
+
+/// Threads per q8_1 block in [`quantize_pair_store`].
+pub(crate) const PAIR_LANES: u32 = LANES_PER_BLOCK / 2;
+
+/// [`quantize_store`] with two chunks per thread: lane `i < 4` of q8_1 block `b` holds chunks
+/// `i` (`lo`, values `4i .. 4i+4`) and `i + 4` (`hi`, values `16 + 4i ..`), and stores them if
+/// `store`. The same butterfly, so the same bits: its first level (values `e` and `e + 16`) is
+/// `lo + hi` in-thread, the other two are shuffles over the block's four lanes.
+#[inline(always)]
+pub(crate) unsafe fn quantize_pair_store(lo: [f32; 4], hi: [f32; 4], yr: u64, b: u32, i: u32, store: bool) {
+    let abs_max = |v: [f32; 4]| v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
+    let mut amax = abs_max(lo).max(abs_max(hi));
+    let mut s = [lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2], lo[3] + hi[3]];
+    let mut m = PAIR_LANES / 2;
+    while m > 0 {
+        amax = amax.max(shfl_xor_f32(amax, m));
+        s[0] += shfl_xor_f32(s[0], m);
+        s[1] += shfl_xor_f32(s[1], m);
+        s[2] += shfl_xor_f32(s[2], m);
+        s[3] += shfl_xor_f32(s[3], m);
+        m >>= 1;
+    }
+    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let d = amax / 127.0;
+    // amax = 0: every value is ±0 (or NaN), 0/0 is NaN and converts to 0, ggml's q = 0, with
+    // no branch: the same instructions on any data (zeros too, so the simulator's counts on
+    // zero weights include the rounding).
+    let pack = |v: [f32; 4]| {
+        pack_low_bytes([
+            round_away_i32(v[0] / d),
+            round_away_i32(v[1] / d),
+            round_away_i32(v[2] / d),
+            round_away_i32(v[3] / d),
+        ])
+    };
+    let (q_lo, q_hi) = (pack(lo), pack(hi));
+    if store {
+        let block = yr + b as u64 * size_of::<BlockQ8_1>() as u64;
+        let qs = block + offset_of!(BlockQ8_1, qs) as u64 + 4 * i as u64;
+        st_u32(qs, q_lo);
+        st_u32(qs + 4 * PAIR_LANES as u64, q_hi);
+        if i == 0 {
             st_u32(
                 block + offset_of!(BlockQ8_1, d) as u64,
                 f32_to_f16(d) | (f32_to_f16(sum) << 16),

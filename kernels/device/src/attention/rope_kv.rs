@@ -18,11 +18,11 @@ use crate::intrinsics::{
     cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
     ld_v4_f32_relaxed, rint_f64, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
 };
-use crate::norm_q8::quantize_store;
+use crate::norm_q8::{quantize_pair_store, PAIR_LANES};
 use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
 use core::mem::offset_of;
-use ingot_abi::blocks::BlockQ8_1;
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
@@ -198,40 +198,56 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
     let pos = ld_u32(state + offset_of!(StepState, pos) as u64);
     let pairs = n_rope / 2;
 
-    // Query rope parts of all heads: pair `idx` is pair `i` of head `h`.
+    // Query rope parts of all heads: pair `idx` is pair `i` of head `h`. The angle of pair
+    // `t % pairs` is computed once per thread: when `pairs` divides BLOCK (every power-of-two
+    // rope width up to 64, the family's 64 included) it is the angle of every pair the thread
+    // rotates, and of the k_pe pair below; otherwise each pair computes its own. The sine and
+    // cosine take f64 work that consumer GPUs run at 1/64 of the f32 rate.
     let q_stride = d_nope + n_rope;
-    let mut idx = t;
-    while idx < n_head * pairs {
-        let h = idx / pairs;
-        let i = idx - h * pairs;
-        let [a, b] = load2(qg + (h * q_stride + d_nope + 2 * i) as u64 * 4);
-        let (x, y) = rotate(a, b, cos_sin(freq, pos, i, mscale));
-        st_v2_f32(qpe + (h * n_rope + 2 * i) as u64 * 4, [x, y]);
-        idx += BLOCK;
+    let pairs_nz = pairs.max(1);
+    let own_i = t % pairs_nz;
+    let own = cos_sin(freq, pos, own_i, mscale);
+    // Two copies of the loop rather than a branch in it (no guard in the loop).
+    let rotate_q = |angle: &dyn Fn(u32) -> (f32, f32)| {
+        let mut idx = t;
+        while idx < n_head * pairs {
+            let h = idx / pairs;
+            let i = idx - h * pairs;
+            let [a, b] = load2(qg + (h * q_stride + d_nope + 2 * i) as u64 * 4);
+            let (x, y) = rotate(a, b, angle(i));
+            st_v2_f32(qpe + (h * n_rope + 2 * i) as u64 * 4, [x, y]);
+            idx += BLOCK;
+        }
+    };
+    if BLOCK % pairs_nz == 0 {
+        rotate_q(&|_| own);
+    } else {
+        rotate_q(&|i| cos_sin(freq, pos, i, mscale));
     }
 
     // `per_head > 0` here lets the compiler drop the division-by-zero check inside the loop
     // (the launcher guarantees d_nope ≥ 32).
-    let per_head = d_nope / 4;
+    let per_head = d_nope / QK8_1 as u32;
     if Q8 && per_head > 0 {
-        // Query nope parts as q8_1: chunk `c` holds 4 floats, 8 consecutive chunks one block,
-        // and a head has `d_nope/4` chunks (a multiple of 8). Every thread runs every round so
-        // the 8-lane shuffles see whole warps; BLOCK is a multiple of 8, so a round
-        // keeps the chunk groups warp-aligned.
-        let chunks = n_head * per_head;
+        // Query nope parts as q8_1, four threads per block ([`quantize_pair_store`]): q8_1
+        // block `b` is block `j` of head `h`, and a head has `d_nope/32` of them. Every thread
+        // runs every round so the 4-lane shuffles see whole groups (BLOCK is a multiple of 4).
+        let blocks = n_head * per_head;
+        let lane = t % PAIR_LANES;
         let mut base = 0;
-        while base < chunks {
-            let c = base + t;
-            let active = c < chunks;
-            let v = if active {
-                let h = c / per_head;
-                let j = c - h * per_head;
-                load4(qg + (h * q_stride + 4 * j) as u64 * 4)
+        while base < blocks {
+            let b = base + t / PAIR_LANES;
+            let active = b < blocks;
+            let (lo, hi) = if active {
+                let h = b / per_head;
+                let j = b - h * per_head;
+                let at = qg + (h * q_stride + QK8_1 as u32 * j + 4 * lane) as u64 * 4;
+                (load4(at), load4(at + 4 * PAIR_LANES as u64 * 4))
             } else {
-                [0.0; 4]
+                ([0.0; 4], [0.0; 4])
             };
-            quantize_store(v, q_nope_q8, c, active);
-            base += BLOCK;
+            quantize_pair_store(lo, hi, q_nope_q8, b, lane, active);
+            base += BLOCK / PAIR_LANES;
         }
     }
 
@@ -286,8 +302,9 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
         ch += BLOCK;
     }
     if t < pairs {
+        // `t < pairs`: the thread's own angle is pair `t`'s.
         let [a, b] = load2(kvg + (kv_lora + 2 * t) as u64 * 4);
-        let (x, y) = rotate(a, b, cos_sin(freq, pos, t, mscale));
+        let (x, y) = rotate(a, b, own);
         st_u32(row + (kv_lora + 2 * t) as u64 * 2, pack_h2(x, y));
     }
 }

@@ -40,6 +40,15 @@ pub fn prmt(lo: u32, hi: u32, sel: u32) -> u32 {
     d
 }
 
+/// The low bytes of `q[0..4]` as one word, `q[0]` lowest: `Σ (q[k] & 0xFF) << 8k` in three
+/// `prmt` (pairs first, then the two pairs' low halves).
+#[inline(always)]
+pub fn pack_low_bytes(q: [i32; 4]) -> u32 {
+    let lo = prmt(q[0] as u32, q[1] as u32, 0x40);
+    let hi = prmt(q[2] as u32, q[3] as u32, 0x40);
+    prmt(lo, hi, 0x5410)
+}
+
 /// `if p { a } else { b }` as one `selp.b64`, which LLVM cannot turn back into a branch.
 #[inline(always)]
 pub fn select_u64(p: bool, a: u64, b: u64) -> u64 {
