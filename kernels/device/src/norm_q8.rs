@@ -262,17 +262,13 @@ pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
     }
     let sum = (s[0] + s[2]) + (s[1] + s[3]);
     let d = amax / 127.0;
-    let mut packed = 0u32;
-    let mut k = 0;
-    while k < 4 {
-        let q = if amax == 0.0 {
-            0
-        } else {
-            round_away_i32(v[k] / d)
-        };
-        packed |= ((q as u32) & 0xFF) << (8 * k);
-        k += 1;
-    }
+    // amax = 0: 0/0 is NaN, which converts to 0 (see `quantize_pair_store`).
+    let packed = pack_low_bytes([
+        round_away_i32(v[0] / d),
+        round_away_i32(v[1] / d),
+        round_away_i32(v[2] / d),
+        round_away_i32(v[3] / d),
+    ]);
     if store {
         let block = yr + (c / LANES_PER_BLOCK) as u64 * size_of::<BlockQ8_1>() as u64;
         let lane_in_block = c % LANES_PER_BLOCK;
@@ -358,17 +354,13 @@ pub(crate) unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
     }
     let sum = (s[0] + s[2]) + (s[1] + s[3]);
     let d = amax / 127.0;
-    let mut packed = 0u32;
-    let mut k = 0;
-    while k < 4 {
-        let q = if amax == 0.0 {
-            0
-        } else {
-            round_away_i32(v[k] / d)
-        };
-        packed |= ((q as u32) & 0xFF) << (8 * k);
-        k += 1;
-    }
+    // amax = 0: 0/0 is NaN, which converts to 0 (see `quantize_pair_store`).
+    let packed = pack_low_bytes([
+        round_away_i32(v[0] / d),
+        round_away_i32(v[1] / d),
+        round_away_i32(v[2] / d),
+        round_away_i32(v[3] / d),
+    ]);
     let block = stage + (c / LANES_PER_BLOCK) * size_of::<BlockQ8_1>() as u32;
     let lane_in_block = c % LANES_PER_BLOCK;
     sts_u32(
