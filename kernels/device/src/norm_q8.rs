@@ -244,14 +244,19 @@ unsafe fn block_sum<const BLOCK: u32>(ss: f32) -> f32 {
     total
 }
 
-/// Quantizes thread chunk `c` (values `4c..4c+4`) as part of q8_1 block `c/8`, reducing amax
-/// and Σ over the block's 8 lanes exactly as `quantize.rs` does, and stores it if `store`.
+/// `max |v[k]|`.
 #[inline(always)]
-pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
-    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
-    // Same butterfly order as ggml's per-element reduction (see quantize.rs).
-    let mut s = v;
-    let mut m = LANES_PER_BLOCK / 2;
+pub(crate) fn abs_max(v: [f32; 4]) -> f32 {
+    v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs())
+}
+
+/// The q8_1 block's `amax` and `Σ` from each lane's partial `amax` and four partial sums: the
+/// butterfly levels over lanes `xor first_m, first_m/2, … 1`, then the in-thread pairs (0, 2),
+/// (1, 3) and the two halves: ggml's order over element indices (xor 16, 8, 4, 2, 1) when
+/// element `e` of the block is component `e % 4` of lane-chunk `e / 4` (see quantize.rs).
+#[inline(always)]
+pub(crate) fn block_amax_sum(mut amax: f32, mut s: [f32; 4], first_m: u32) -> (f32, f32) {
+    let mut m = first_m;
     while m > 0 {
         amax = amax.max(shfl_xor_f32(amax, m));
         s[0] += shfl_xor_f32(s[0], m);
@@ -260,15 +265,31 @@ pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
         s[3] += shfl_xor_f32(s[3], m);
         m >>= 1;
     }
-    let sum = (s[0] + s[2]) + (s[1] + s[3]);
-    let d = amax / 127.0;
-    // amax = 0: 0/0 is NaN, which converts to 0 (see `quantize_pair_store`).
-    let packed = pack_low_bytes([
+    (amax, (s[0] + s[2]) + (s[1] + s[3]))
+}
+
+/// The four quants `roundf(v[k] / d)` as one word, `v[0]` lowest. No branch for `amax = 0`
+/// (`d = 0`): every value is then ±0 (or NaN), 0/0 is NaN and converts to 0, ggml's q = 0, so
+/// the same instructions run on any data (zeros too, and the simulator's counts on zero weights
+/// include the rounding).
+#[inline(always)]
+pub(crate) fn quants(v: [f32; 4], d: f32) -> u32 {
+    pack_low_bytes([
         round_away_i32(v[0] / d),
         round_away_i32(v[1] / d),
         round_away_i32(v[2] / d),
         round_away_i32(v[3] / d),
-    ]);
+    ])
+}
+
+/// Quantizes thread chunk `c` (values `4c..4c+4`) as part of q8_1 block `c/8`, reducing amax
+/// and Σ over the block's 8 lanes exactly as `quantize.rs` does, and stores it if `store`.
+#[inline(always)]
+pub(crate) unsafe fn quantize_store(v: [f32; 4], yr: u64, c: u32, store: bool) {
+    // Same butterfly order as ggml's per-element reduction (see quantize.rs).
+    let (amax, sum) = block_amax_sum(abs_max(v), v, LANES_PER_BLOCK / 2);
+    let d = amax / 127.0;
+    let packed = quants(v, d);
     if store {
         let block = yr + (c / LANES_PER_BLOCK) as u64 * size_of::<BlockQ8_1>() as u64;
         let lane_in_block = c % LANES_PER_BLOCK;
@@ -294,32 +315,13 @@ pub(crate) const PAIR_LANES: u32 = LANES_PER_BLOCK / 2;
 /// `lo + hi` in-thread, the other two are shuffles over the block's four lanes.
 #[inline(always)]
 pub(crate) unsafe fn quantize_pair_store(lo: [f32; 4], hi: [f32; 4], yr: u64, b: u32, i: u32, store: bool) {
-    let abs_max = |v: [f32; 4]| v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
-    let mut amax = abs_max(lo).max(abs_max(hi));
-    let mut s = [lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2], lo[3] + hi[3]];
-    let mut m = PAIR_LANES / 2;
-    while m > 0 {
-        amax = amax.max(shfl_xor_f32(amax, m));
-        s[0] += shfl_xor_f32(s[0], m);
-        s[1] += shfl_xor_f32(s[1], m);
-        s[2] += shfl_xor_f32(s[2], m);
-        s[3] += shfl_xor_f32(s[3], m);
-        m >>= 1;
-    }
-    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let (amax, sum) = block_amax_sum(
+        abs_max(lo).max(abs_max(hi)),
+        [lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2], lo[3] + hi[3]],
+        PAIR_LANES / 2,
+    );
     let d = amax / 127.0;
-    // amax = 0: every value is ±0 (or NaN), 0/0 is NaN and converts to 0, ggml's q = 0, with
-    // no branch: the same instructions on any data (zeros too, so the simulator's counts on
-    // zero weights include the rounding).
-    let pack = |v: [f32; 4]| {
-        pack_low_bytes([
-            round_away_i32(v[0] / d),
-            round_away_i32(v[1] / d),
-            round_away_i32(v[2] / d),
-            round_away_i32(v[3] / d),
-        ])
-    };
-    let (q_lo, q_hi) = (pack(lo), pack(hi));
+    let (q_lo, q_hi) = (quants(lo, d), quants(hi, d));
     if store {
         let block = yr + b as u64 * size_of::<BlockQ8_1>() as u64;
         let qs = block + offset_of!(BlockQ8_1, qs) as u64 + 4 * i as u64;
@@ -341,26 +343,9 @@ pub(crate) unsafe fn quantize_pair_store(lo: [f32; 4], hi: [f32; 4], yr: u64, b:
 /// (`moe_down_q4k_q4k` 103 -> 128 registers on sm_86).
 #[inline(always)]
 pub(crate) unsafe fn quantize_store_shared(v: [f32; 4], stage: u32, c: u32) {
-    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
-    let mut s = v;
-    let mut m = LANES_PER_BLOCK / 2;
-    while m > 0 {
-        amax = amax.max(shfl_xor_f32(amax, m));
-        s[0] += shfl_xor_f32(s[0], m);
-        s[1] += shfl_xor_f32(s[1], m);
-        s[2] += shfl_xor_f32(s[2], m);
-        s[3] += shfl_xor_f32(s[3], m);
-        m >>= 1;
-    }
-    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    let (amax, sum) = block_amax_sum(abs_max(v), v, LANES_PER_BLOCK / 2);
     let d = amax / 127.0;
-    // amax = 0: 0/0 is NaN, which converts to 0 (see `quantize_pair_store`).
-    let packed = pack_low_bytes([
-        round_away_i32(v[0] / d),
-        round_away_i32(v[1] / d),
-        round_away_i32(v[2] / d),
-        round_away_i32(v[3] / d),
-    ]);
+    let packed = quants(v, d);
     let block = stage + (c / LANES_PER_BLOCK) * size_of::<BlockQ8_1>() as u32;
     let lane_in_block = c % LANES_PER_BLOCK;
     sts_u32(

@@ -6,8 +6,9 @@
 //! over those 8 lanes with butterfly shuffles.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, round_away_i32, shfl_xor_f32, st_u32, tid,
+    bid, f32_to_f16, global, ld_v4_f32, st_u32, tid,
 };
+use crate::norm_q8::{abs_max, block_amax_sum, quants};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{QUANTIZE_Q8_1_PER_THREAD as PER_THREAD, QUANTIZE_Q8_1_THREADS};
@@ -29,32 +30,12 @@ pub unsafe extern "ptx-kernel" fn quantize_q8_1(x: *const f32, y: *mut BlockQ8_1
         [0.0; 4]
     };
 
-    let mut amax = v[0].abs().max(v[1].abs()).max(v[2].abs()).max(v[3].abs());
     // Element i of the block lives in lane i/4, component i%4. ggml sums with a butterfly over
     // element indices xor 16, 8, 4, 2, 1; xor 16/8/4 are lane xor 4/2/1 per component, and
     // xor 2/1 are the in-thread pairs (0,2),(1,3) then the two halves. Same order, same bits.
-    let mut s = v;
-    let mut m = LANES_PER_BLOCK / 2;
-    while m > 0 {
-        amax = amax.max(shfl_xor_f32(amax, m));
-        s[0] += shfl_xor_f32(s[0], m);
-        s[1] += shfl_xor_f32(s[1], m);
-        s[2] += shfl_xor_f32(s[2], m);
-        s[3] += shfl_xor_f32(s[3], m);
-        m >>= 1;
-    }
-    let sum = (s[0] + s[2]) + (s[1] + s[3]);
-
+    let (amax, sum) = block_amax_sum(abs_max(v), v, LANES_PER_BLOCK / 2);
     let d = amax / 127.0;
-    let mut packed = 0u32;
-    let mut c = 0;
-    while c < PER_THREAD as usize {
-        // amax = 0: every value is ±0 (or NaN), 0/0 is NaN and converts to 0, ggml's q = 0,
-        // with no branch (the same instructions run on any data, zeros too).
-        let q = round_away_i32(v[c] / d);
-        packed |= ((q as u32) & 0xFF) << (8 * c);
-        c += 1;
-    }
+    let packed = quants(v, d);
 
     if in_range {
         let block = g as u64 / LANES_PER_BLOCK as u64;

@@ -220,23 +220,22 @@ unsafe fn route_any(
     flags: u32,
     scale: f32,
 ) {
+    macro_rules! route_in {
+        ($slots:expr) => {
+            route::<{ $slots }>(
+                lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+            )
+        };
+    }
     let slots = n_expert.div_ceil(WARP_SIZE);
     if slots <= 2 {
-        route::<2>(
-            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
-        );
+        route_in!(2);
     } else if slots <= 4 {
-        route::<4>(
-            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
-        );
+        route_in!(4);
     } else if slots <= 8 {
-        route::<8>(
-            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
-        );
+        route_in!(8);
     } else {
-        route::<MAX_SLOTS>(
-            lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
-        );
+        route_in!(MAX_SLOTS);
     }
 }
 
