@@ -8,10 +8,12 @@
 //! whose hidden state left the band.
 
 pub mod band;
+mod cache;
 pub mod compare;
 mod run;
 
 pub use band::Band;
+pub use cache::{run_cache_gate, CacheReport};
 pub use compare::{excuse_route_tie, judge_step, LayerDrift, StepReport, Verdict};
 pub use run::{
     run_gate, run_gate_against, GateBackend, GateError, GateOptions, GateReport, Reference,

@@ -7,6 +7,7 @@
 //! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
 //! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
 
+mod cache_type;
 pub mod config;
 pub mod cpu;
 mod decoder;
@@ -22,6 +23,7 @@ pub mod slice;
 pub mod tensors;
 pub mod trace;
 
+pub use cache_type::CacheType;
 pub use config::{AttnLayout, GatingFunc, ModelConfig};
 pub use cpu::CpuBackend;
 pub use decoder::{check_step, Decoder};

@@ -6,6 +6,7 @@ use super::batch::{self, Product};
 use super::matmul::Activation;
 use super::weights::{KeyUp, Layer, QueryProj};
 use super::Scratch;
+use crate::cache_type::CacheType;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::math::{dot_f32, rmsnorm, rmsnorm_in_place};
@@ -52,7 +53,7 @@ pub(super) fn proj_width(c: &ModelConfig) -> usize {
 pub(super) fn attention(
     c: &ModelConfig,
     layer: &Layer<'_>,
-    cache: &mut [f32],
+    cache: &mut LatentCache,
     pos: usize,
     s: &mut Scratch<'_>,
 ) -> Result<()> {
@@ -91,7 +92,7 @@ pub(super) fn attention(
     store_latent(c, layer, kv, &s.cos_sin, cache, pos);
     rope_query(c, &mut s.q, &s.cos_sin);
 
-    let cache: &[f32] = cache;
+    let cache: &[f32] = &cache.rows;
     let q = &s.q;
     s.heads
         .par_iter_mut()
@@ -107,20 +108,30 @@ pub(super) fn attention(
     batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
 }
 
+/// One layer's latent cache: rows of `[c (kv_lora) | k_pe (d_rope)]`, f32, holding the values of
+/// its [`CacheType`] (a q8_0 cache's rows are the dequantized blocks).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct LatentCache {
+    pub(super) rows: Vec<f32>,
+    pub(super) ty: CacheType,
+}
+
 /// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in place,
-/// and stores it as cache row `pos`.
+/// and stores it as cache row `pos` in the cache's number format.
 pub(super) fn store_latent(
     c: &ModelConfig,
     layer: &Layer<'_>,
     kv: &mut [f32],
     cos_sin: &[(f32, f32)],
-    cache: &mut [f32],
+    cache: &mut LatentCache,
     pos: usize,
 ) {
     let (lora, row) = (c.kv_lora, c.cache_row());
     rmsnorm_in_place(&mut kv[..lora], &layer.kv_a_norm, c.rms_eps);
     apply_rope(&mut kv[lora..], cos_sin);
-    cache[pos * row..(pos + 1) * row].copy_from_slice(kv);
+    let dst = &mut cache.rows[pos * row..(pos + 1) * row];
+    dst.copy_from_slice(kv);
+    cache.ty.round_row(dst);
 }
 
 /// Ropes the `q_pe` part of every head of `q`.

@@ -4,7 +4,7 @@
 //! and output rows run in parallel on rayon's pool, products of the same stage batched into one parallel pass.
 //! Dot products run on AVX2 kernels where the CPU has them (bit-identical to the portable ones). All buffers
 //! are allocated at load; decoding a token does not allocate. The latent cache is f32 (`[c | k_pe]` per
-//! position), like the oracle's.
+//! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
 mod attention;
 mod batch;
@@ -19,12 +19,13 @@ use ingot_gguf::GgufFile;
 pub use ingot_quant::cpu_dot::Isa;
 pub use prefill::DEFAULT_UBATCH;
 
+use crate::cache_type::CacheType;
 use crate::config::ModelConfig;
 use crate::decoder::{cache_len, check_step, Decoder};
 use crate::error::{ModelError, Result};
 use crate::math::{rmsnorm, rmsnorm_in_place};
 use crate::routing::{Router, RouterParams};
-use attention::HeadScratch;
+use attention::{HeadScratch, LatentCache};
 use batch::Product;
 use matmul::Activation;
 use weights::{CpuWeights, DenseFfn};
@@ -34,8 +35,8 @@ pub struct CpuBackend<'f> {
     config: ModelConfig,
     weights: CpuWeights<'f>,
     max_ctx: usize,
-    /// Per layer, `max_ctx` rows of `[c (kv_lora) | k_pe (d_rope)]`, f32.
-    cache: Vec<Vec<f32>>,
+    /// Per layer, `max_ctx` rows of `[c (kv_lora) | k_pe (d_rope)]`.
+    cache: Vec<LatentCache>,
     filled: usize,
     router: Router,
     scratch: Scratch<'f>,
@@ -124,7 +125,12 @@ impl<'f> CpuBackend<'f> {
         let cache_len = cache_len(&config, max_ctx)?;
         let weights = CpuWeights::map(file, &config, isa)?;
         Ok(CpuBackend {
-            cache: vec![vec![0.0; cache_len]; config.n_layer],
+            cache: (0..config.n_layer)
+                .map(|_| LatentCache {
+                    rows: vec![0.0; cache_len],
+                    ty: CacheType::default(),
+                })
+                .collect(),
             router: Router::new(RouterParams::from_config(&config)),
             scratch: Scratch::new(&config, max_ctx),
             logits: vec![0.0; config.vocab],
@@ -141,6 +147,20 @@ impl<'f> CpuBackend<'f> {
     }
 
     pub fn reset(&mut self) {
+        self.filled = 0;
+    }
+
+    /// The latent cache's number format (default [`CacheType::F16`]: f32 rows on the CPU).
+    pub fn cache_type(&self) -> CacheType {
+        self.cache.first().map_or(CacheType::default(), |l| l.ty)
+    }
+
+    /// Stores the rows written from now on as `ty` holds them, and forgets every cached position (rows
+    /// of two formats are never mixed).
+    pub fn set_cache_type(&mut self, ty: CacheType) {
+        for layer in &mut self.cache {
+            layer.ty = ty;
+        }
         self.filled = 0;
     }
 

@@ -9,7 +9,7 @@
 //! any token of the chunk attends. So a chunked prefill leaves the same cache and the same last logits as
 //! feeding the tokens one by one (`tests.rs` checks both exactly).
 
-use super::attention;
+use super::attention::{self, LatentCache};
 use super::batch;
 use super::ffn::add;
 use super::matmul::Activation;
@@ -124,7 +124,7 @@ fn normed(ch: &mut Chunk, gain: &[f32], eps: f32) {
 fn attention_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
-    cache: &mut [f32],
+    cache: &mut LatentCache,
     start: usize,
     max_ctx: usize,
     ch: &mut Chunk,
@@ -170,7 +170,7 @@ fn attention_chunk(
 
     // Every (token, head) pair attends to the cache rows up to its own position: rows of later tokens of
     // the chunk are written but never read by it, as in the stepwise path where they do not exist yet.
-    let cache: &[f32] = cache;
+    let cache: &[f32] = &cache.rows;
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
     attention::heads_chunk(c, layer, cache, start, max_ctx, &q, &mut heads_out)?;

@@ -194,7 +194,7 @@ fn chunked_prefill_equals_stepwise_bit_for_bit() {
             let filled = 2 + prompt.len();
             let row = step.config.cache_row();
             for (il, (a, b)) in chunked.cache.iter().zip(&step.cache).enumerate() {
-                let same = bits(&a[..filled * row]) == bits(&b[..filled * row]);
+                let same = bits(&a.rows[..filled * row]) == bits(&b.rows[..filled * row]);
                 assert!(same, "{case}: cache of layer {il} differs");
             }
             assert_eq!(chunked.filled, filled);

@@ -1,0 +1,139 @@
+//! What a narrower latent cache costs (issue 17's `--cache-type q8_0`): the fast CPU backend with
+//! the cache type under test, judged step by step against the same backend with the
+//! full-precision cache, both fed the same tokens (the prompt, then the full-precision run's
+//! greedy choices). The same weights and activation quantization on both sides, so every
+//! difference is the cache's. A step where the two runs chose different experts in some MoE
+//! layer is a [`Verdict::RouteTie`]: the cache's perturbation can only flip a choice whose
+//! margin is below it, and that layer's residual then moves by a whole expert's share, outside
+//! the logit band (as in the device gates, see [`crate::band`]); the report counts those steps.
+
+use std::fmt;
+
+use ingot_gguf::GgufFile;
+use ingot_model::{CacheType, CpuBackend, Decoder};
+
+use crate::band::Band;
+use crate::compare::{judge_step, StepReport, Verdict};
+use crate::run::GateError;
+
+/// Every step of a cache-type run.
+#[derive(Clone, Debug)]
+pub struct CacheReport {
+    pub cache_type: CacheType,
+    /// `oracle_*` fields: the full-precision cache; `backend_*`: the cache under test.
+    pub steps: Vec<StepReport>,
+}
+
+impl CacheReport {
+    /// No step is a [`Verdict::Mismatch`].
+    pub fn passed(&self) -> bool {
+        self.steps.iter().all(|s| s.verdict != Verdict::Mismatch)
+    }
+
+    pub fn count(&self, v: Verdict) -> usize {
+        self.steps.iter().filter(|s| s.verdict == v).count()
+    }
+
+    /// The largest `|Δlogit|` of any step.
+    pub fn max_abs_diff(&self) -> f32 {
+        self.steps
+            .iter()
+            .map(|s| s.max_abs_diff)
+            .fold(0.0, f32::max)
+    }
+
+    /// The largest `|Δlogit|` of the steps not judged [`Verdict::RouteTie`].
+    pub fn max_abs_diff_without_route_ties(&self) -> f32 {
+        self.steps
+            .iter()
+            .filter(|s| s.verdict != Verdict::RouteTie)
+            .map(|s| s.max_abs_diff)
+            .fold(0.0, f32::max)
+    }
+
+    /// The largest `|Δlogit|` of any step over that step's logit band.
+    pub fn max_band_fraction(&self) -> f32 {
+        self.steps
+            .iter()
+            .map(|s| s.max_abs_diff / s.logit_band)
+            .fold(0.0, f32::max)
+    }
+}
+
+impl fmt::Display for CacheReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.steps {
+            writeln!(f, "{s}")?;
+        }
+        write!(
+            f,
+            "{} cache vs f16 cache (CPU backend): {} steps, {} match, {} near-tie, {} route-tie, \
+             {} mismatch; max |Δlogit| {:.4} ({:.0}% of its step's band; {:.4} outside the \
+             route-tie steps): {}",
+            self.cache_type,
+            self.steps.len(),
+            self.count(Verdict::Match),
+            self.count(Verdict::NearTie),
+            self.count(Verdict::RouteTie),
+            self.count(Verdict::Mismatch),
+            self.max_abs_diff(),
+            100.0 * self.max_band_fraction(),
+            self.max_abs_diff_without_route_ties(),
+            if self.passed() { "PASS" } else { "FAIL" }
+        )
+    }
+}
+
+/// Runs `prompt` (non-empty) and `steps` greedy tokens with a `cache_type` cache and with the
+/// full-precision cache, judging each position with `band`.
+pub fn run_cache_gate(
+    file: &GgufFile,
+    prompt: &[u32],
+    steps: usize,
+    band: &Band,
+    cache_type: CacheType,
+) -> Result<CacheReport, GateError> {
+    let Some(&first) = prompt.first() else {
+        return Err(GateError::EmptyPrompt);
+    };
+    let ctx = prompt.len() + steps;
+    let mut full = CpuBackend::load(file, ctx)?;
+    let mut narrow = CpuBackend::load(file, ctx)?;
+    narrow.set_cache_type(cache_type);
+    let mut report = CacheReport {
+        cache_type,
+        steps: Vec::with_capacity(ctx),
+    };
+    let mut token = first;
+    for pos in 0..ctx - 1 {
+        let reference = full.decode(token, pos)?.to_vec();
+        let mut step = judge_step(
+            band,
+            pos,
+            token,
+            &reference,
+            narrow.decode(token, pos)?,
+            None,
+        );
+        if step.verdict != Verdict::Match && experts(&full) != experts(&narrow) {
+            step.verdict = Verdict::RouteTie;
+        }
+        token = prompt.get(pos + 1).copied().unwrap_or(step.oracle_top1);
+        report.steps.push(step);
+    }
+    Ok(report)
+}
+
+/// The last step's experts, per MoE layer as sorted ids.
+fn experts(d: &CpuBackend<'_>) -> Vec<Vec<u32>> {
+    let n_used = d.config().n_expert_used.max(1);
+    d.routing()
+        .unwrap_or_default()
+        .chunks(n_used)
+        .map(|layer| {
+            let mut ids: Vec<u32> = layer.iter().map(|&(e, _)| e).collect();
+            ids.sort_unstable();
+            ids
+        })
+        .collect()
+}
