@@ -12,7 +12,7 @@ pub enum CacheType {
     /// Full precision: f16 rows on the GPU, f32 rows on the CPU backends.
     #[default]
     F16,
-    /// ggml's q8_0 per 32 values of a row (`d = f16(amax/127)`, `q = roundf(x/d)`): about half the
+    /// ggml's q8_0 per 32 values of a row (`d = amax/127` stored as f16, `q = roundf(x·(1/d))`): about half the
     /// bytes of an f16 row where a backend stores the blocks. The CPU backend keeps the dequantized
     /// values (`q·d`, exact in f32) in its f32 rows: the values a q8_0 cache holds, which is what the
     /// gates compare, not its memory saving.
