@@ -20,8 +20,7 @@
 //! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32,
-    tid, warp_sum,
+    bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
 };
 use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
@@ -51,7 +50,12 @@ unsafe fn load_selection(sel: u64, lane: u32, n_used: u32, n_expert: u32) -> (u3
 /// stacked weights at `down`, or with `SLOTS` the entry of the slot table at `down` (one
 /// uniform 8-byte request per expert and warp).
 #[inline(always)]
-unsafe fn slot<const SLOTS: bool>(ids: (u32, f32), k: u32, down: u64, expert_bytes: u64) -> (u64, f32) {
+unsafe fn slot<const SLOTS: bool>(
+    ids: (u32, f32),
+    k: u32,
+    down: u64,
+    expert_bytes: u64,
+) -> (u64, f32) {
     let id = shfl_idx_u32(ids.0, k) as u64;
     let w = shfl_idx_f32(ids.1, k);
     if SLOTS {
@@ -250,7 +254,12 @@ down_kernel!(moe_down_q4_0_q4_0, moe_down_slots_q4_0_q4_0, Q4_0, Q4_0);
 down_kernel!(moe_down_q5_0_q5_0, moe_down_slots_q5_0_q5_0, Q5_0, Q5_0);
 down_kernel!(moe_down_q5_1_q5_1, moe_down_slots_q5_1_q5_1, Q5_1, Q5_1);
 down_kernel!(moe_down_q8_0_q8_0, moe_down_slots_q8_0_q8_0, Q8_0, Q8_0);
-down_kernel!(moe_down_iq4_nl_iq4_nl, moe_down_slots_iq4_nl_iq4_nl, Iq4Nl, Iq4Nl);
+down_kernel!(
+    moe_down_iq4_nl_iq4_nl,
+    moe_down_slots_iq4_nl_iq4_nl,
+    Iq4Nl,
+    Iq4Nl
+);
 down_kernel!(moe_down_q3k_q3k, moe_down_slots_q3k_q3k, Q3K, Q3K);
 down_kernel!(moe_down_q4k_q4k, moe_down_slots_q4k_q4k, Q4K, Q4K);
 down_kernel!(moe_down_q5k_q5k, moe_down_slots_q5k_q5k, Q5K, Q5K);

@@ -134,11 +134,7 @@ unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
             };
             (gate + e * stride, up + e * stride)
         };
-        (
-            g,
-            u,
-            (b % blocks_per_expert) * MOE_GATE_UP_ROWS,
-        )
+        (g, u, (b % blocks_per_expert) * MOE_GATE_UP_ROWS)
     } else {
         (gate_sh, up_sh, (b - routed_blocks) * MOE_GATE_UP_ROWS)
     };

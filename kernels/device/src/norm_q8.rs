@@ -13,8 +13,8 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, pack_low_bytes, round_away_i32, shfl_xor_f32,
-    sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
+    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, pack_low_bytes,
+    round_away_i32, shfl_xor_f32, sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
@@ -314,7 +314,14 @@ pub(crate) const PAIR_LANES: u32 = LANES_PER_BLOCK / 2;
 /// `store`. The same butterfly, so the same bits: its first level (values `e` and `e + 16`) is
 /// `lo + hi` in-thread, the other two are shuffles over the block's four lanes.
 #[inline(always)]
-pub(crate) unsafe fn quantize_pair_store(lo: [f32; 4], hi: [f32; 4], yr: u64, b: u32, i: u32, store: bool) {
+pub(crate) unsafe fn quantize_pair_store(
+    lo: [f32; 4],
+    hi: [f32; 4],
+    yr: u64,
+    b: u32,
+    i: u32,
+    store: bool,
+) {
     let (amax, sum) = block_amax_sum(
         abs_max(lo).max(abs_max(hi)),
         [lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2], lo[3] + hi[3]],

@@ -5,9 +5,7 @@
 //! 8 lanes `8b..8b+8` of a warp-aligned group cover q8_1 block `b` (32 floats). Reductions run
 //! over those 8 lanes with butterfly shuffles.
 
-use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, st_u32, tid,
-};
+use crate::intrinsics::{bid, f32_to_f16, global, ld_v4_f32, st_u32, tid};
 use crate::norm_q8::{abs_max, block_amax_sum, quants};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};

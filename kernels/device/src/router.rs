@@ -223,7 +223,17 @@ unsafe fn route_any(
     macro_rules! route_in {
         ($slots:expr) => {
             route::<{ $slots }>(
-                lg, load, lane, bias, sel, n_expert, n_used, n_group, n_group_used, flags, scale,
+                lg,
+                load,
+                lane,
+                bias,
+                sel,
+                n_expert,
+                n_used,
+                n_group,
+                n_group_used,
+                flags,
+                scale,
             )
         };
     }

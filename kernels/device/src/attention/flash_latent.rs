@@ -259,7 +259,10 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         let p_hi = exp2(s_hi - m_new);
         l = fma(l, alpha, half_warp_sum(p_lo + p_hi));
         m = m_new;
-        sts_f32(smem + flash_smem::P + (kl * FLASH_GROUP_HEADS + h) * 4, p_lo);
+        sts_f32(
+            smem + flash_smem::P + (kl * FLASH_GROUP_HEADS + h) * 4,
+            p_lo,
+        );
         sts_f32(
             smem + flash_smem::P + ((kl + SCORE_LANES) * FLASH_GROUP_HEADS + h) * 4,
             p_hi,

@@ -21,8 +21,8 @@
 //! 8 consecutive lanes of warp 0, which reduce its scale and sum by shuffles.
 
 use crate::intrinsics::{
-    bid, exp2, fma, global, ld_u32, ld_v2_f32_or, ld_v4_if, lds_f32, lds_v4_f32,
-    st_v4_f32, sts_f32, sts_v4, tid, warp_max_f32,
+    bid, exp2, fma, global, ld_u32, ld_v2_f32_or, ld_v4_if, lds_f32, lds_v4_f32, st_v4_f32,
+    sts_f32, sts_v4, tid, warp_max_f32,
 };
 use crate::norm_q8::quantize_store;
 use core::arch::{asm, global_asm, nvptx};
@@ -36,7 +36,10 @@ use ingot_abi::step::StepState;
 const PARTIALS: u32 = 0;
 const DENS: u32 = PARTIALS + MERGE_WARPS * MERGE_DIMS * 4;
 pub(crate) const SMEM_BYTES: u32 = DENS + MERGE_WARPS * 4;
-const _: () = assert!(SMEM_BYTES == 4128, "keep the .shared declaration below in step");
+const _: () = assert!(
+    SMEM_BYTES == 4128,
+    "keep the .shared declaration below in step"
+);
 const _: () = assert!(MERGE_DIMS == 4 * WARP_SIZE);
 global_asm!(".shared .align 16 .b8 attn_merge_partials[4128];");
 
@@ -168,11 +171,7 @@ pub(crate) unsafe fn merge4(
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         // Uniform over the block: no thread reaches the barrier below.
-        return if warp == 0 {
-            Some([f32::NAN; 4])
-        } else {
-            None
-        };
+        return if warp == 0 { Some([f32::NAN; 4]) } else { None };
     }
     let count = flash_segments(pos + 1, max_segments).count;
     let ml = global(part_ml) + h as u64 * 8;
