@@ -67,14 +67,8 @@ pub fn run(a: Args) -> Result<()> {
         (None, ty) => {
             let report = run_cache_gate(&file, &prompt, a.steps, &Band::default(), ty)?;
             println!("{report}");
-            if !report.passed() {
-                bail!(
-                    "cache gate failed: {} of {} steps outside the band",
-                    report.count(ingot_gates::Verdict::Mismatch),
-                    report.steps.len()
-                );
-            }
-            return Ok(());
+            let mismatches = report.count(ingot_gates::Verdict::Mismatch);
+            return verdict("cache gate", mismatches, report.steps.len());
         }
         (Some(b), CacheType::F16) => b,
         (Some(b), ty) => bail!(
@@ -91,12 +85,17 @@ pub fn run(a: Args) -> Result<()> {
     };
     let report = run_gate(&file, &opts)?;
     println!("{report}");
-    if !report.passed() {
-        bail!(
-            "gate failed: {} of {} steps outside the band",
-            report.count(ingot_gates::Verdict::Mismatch),
-            report.steps.len()
-        );
+    verdict(
+        "gate",
+        report.count(ingot_gates::Verdict::Mismatch),
+        report.steps.len(),
+    )
+}
+
+/// A non-zero exit when any step of `steps` was a mismatch.
+fn verdict(what: &str, mismatches: usize, steps: usize) -> Result<()> {
+    if mismatches > 0 {
+        bail!("{what} failed: {mismatches} of {steps} steps outside the band");
     }
     Ok(())
 }
