@@ -9,7 +9,7 @@ mod support;
 use ingot_gates::{run_cache_gate, Band};
 use ingot_gguf::GgufFile;
 use ingot_model::CacheType;
-use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+use ingot_synth::{Layout, Preset, QuantMix};
 
 /// BOS then "The quick" in the tiny vocabulary's byte-level tokens, as the sim gate.
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
@@ -32,14 +32,8 @@ fn check(path: &std::path::Path, name: &str) {
 fn synth(preset: Preset, layout: Layout, mix: QuantMix) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset,
-        layout,
-        mix,
-        seed: 42,
-    };
-    synthesize(&opts, &path, false).expect("synthesize");
-    check(&path, &opts.model_name());
+    let name = support::write_preset(&path, preset, layout, mix);
+    check(&path, &name);
 }
 
 #[test]

@@ -22,14 +22,8 @@ fn gate(layout: Layout, mix: QuantMix) {
 fn gate_preset(preset: Preset, layout: Layout, mix: QuantMix) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
-    let opts = SynthOptions {
-        preset,
-        layout,
-        mix,
-        seed: 42,
-    };
-    synthesize(&opts, &path, false).expect("synthesize");
-    check(&path, &opts.model_name());
+    let name = support::write_preset(&path, preset, layout, mix);
+    check(&path, &name);
 }
 
 /// A tiny model whose rows are all multiples of 64 (`support::tiny64`: the gemv kernels'

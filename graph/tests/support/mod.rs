@@ -110,6 +110,24 @@ pub fn keys(d: &Dims, layout: Layout) -> Vec<(String, MetaValue)> {
     kv
 }
 
+/// Writes `ingot synth`'s model of `preset`/`layout`/`mix` with seed 42 to `path` and returns
+/// its model name.
+pub fn write_preset(
+    path: &std::path::Path,
+    preset: Preset,
+    layout: Layout,
+    mix: QuantMix,
+) -> String {
+    let opts = ingot_synth::SynthOptions {
+        preset,
+        layout,
+        mix,
+        seed: 42,
+    };
+    ingot_synth::synthesize(&opts, path, false).expect("synthesize");
+    opts.model_name()
+}
+
 /// Writes a deepseek2 model of any dimensions: the tensor list and per-tensor types of
 /// `ingot_synth` for `layout`/`mix`, values Normal(0, 1/sqrt(row length)) for projections and
 /// uniform in [0.8, 1.2] for norms, drawn from a fixed seed. (`ingot synth` only makes its

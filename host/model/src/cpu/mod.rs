@@ -150,13 +150,8 @@ impl<'f> CpuBackend<'f> {
         self.filled = 0;
     }
 
-    /// The latent cache's number format (default [`CacheType::F16`]: f32 rows on the CPU).
-    pub fn cache_type(&self) -> CacheType {
-        self.cache.first().map_or(CacheType::default(), |l| l.ty)
-    }
-
-    /// Stores the rows written from now on as `ty` holds them, and forgets every cached position (rows
-    /// of two formats are never mixed).
+    /// Stores the rows written from now on as `ty` holds them (default [`CacheType::F16`]: f32 rows
+    /// on the CPU), and forgets every cached position (rows of two formats are never mixed).
     pub fn set_cache_type(&mut self, ty: CacheType) {
         for layer in &mut self.cache {
             layer.ty = ty;
