@@ -69,6 +69,9 @@ run() {
     fi
     local work
     work=$(mktemp -d "${TMPDIR:-/tmp}/ingot-device-check.XXXXXX") || exit 2
+    # A rehearsal's unpacked bundle and logs (hundreds of MiB) go when it ends; a real run keeps
+    # them for whoever reads its logs.
+    [[ ${REHEARSAL:-0} == 1 ]] && trap "rm -rf '$work'" EXIT
     local out=${OUT:-$work/out}
     mkdir -p "$out/logs" || exit 2
     LOGS=$out/logs
@@ -127,7 +130,7 @@ run) run "$DIST/device-bundle.tar.xz" ;;
     # A dev-profile bundle (the test binaries CI has already built; fast xz preset, no size limit),
     # then the real run path.
     prepare "$DIST/rehearse" dev 0 none || { echo "device-check --rehearse: prepare failed" >&2; exit 1; }
-    run "$DIST/rehearse/device-bundle.tar.xz"
+    REHEARSAL=1 run "$DIST/rehearse/device-bundle.tar.xz"
     ;;
 *)
     echo "usage: $0 [prepare|run|--rehearse]" >&2

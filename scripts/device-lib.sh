@@ -27,19 +27,23 @@ gpu_kernel_tests() {
 # stages them stripped under DIR/stage and packs DIR/device-bundle.tar.xz (xz preset LEVEL, 0-9).
 build_bundle() {
     local dir=$1 profile=$2 level=$3
-    local flag=()
-    [[ $profile == release ]] && flag=(--release)
     local stage=$dir/stage
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests" || return 1
     local tests
     tests=$(gpu_kernel_tests | tr '\n' ' ')
     echo "device bundle ($profile): kernel tests with a GPU half: $tests"
     {
-        cargo build "${flag[@]}" -p ingot --bin ingot --message-format=json &&
-            # One invocation for the tests and the bench (built as a test target; with
-            # `--bench` it benchmarks), so they share one feature resolution and one build.
-            cargo test "${flag[@]}" --no-run -p ingot-kernels -p ingot-gates -p ingot-bench \
-                --tests --benches --message-format=json
+        if [[ $profile == release ]]; then
+            cargo build --release -p ingot --bin ingot --message-format=json &&
+                # One invocation for the tests and the bench (built as a test target; with
+                # `--bench` it benchmarks), so they share one feature resolution and one build.
+                cargo test --release --no-run -p ingot-kernels -p ingot-gates -p ingot-bench \
+                    --tests --benches --message-format=json
+        else
+            # The rehearsal selects what `cargo test --workspace` selected (same packages, so the
+            # same features): everything but the bench's test build is already built and reused.
+            cargo test --no-run --workspace --tests --benches --message-format=json
+        fi
     } | STAGE=$stage TESTS="$tests" python3 -c '
 import json, os, shutil, sys
 stage, tests = os.environ["STAGE"], set(os.environ["TESTS"].split())
@@ -51,7 +55,7 @@ for line in sys.stdin:
     if not exe:
         continue
     pkg, name, kind = m["package_id"], m["target"]["name"], m["target"]["kind"]
-    if kind == ["bin"] and name == "ingot":
+    if kind == ["bin"] and name == "ingot" and not m["profile"]["test"]:
         dest = "bin/ingot"
     elif kind == ["bench"] and name == "kernels":
         dest = "bin/ingot-bench-kernels"
