@@ -18,6 +18,7 @@ use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::{CudaExecutor, CudaInfo};
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{ExecError, ExpertCacheOptions, PlanOptions};
+pub use ingot_model::CacheType;
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
 
 /// Which implementation decodes.
@@ -83,6 +84,9 @@ pub enum EngineError {
     /// `--vram-budget` cannot be met, or was given to a backend without VRAM.
     #[error("{0}")]
     Budget(String),
+    /// `--cache-type` given to a backend that has no such cache.
+    #[error("{0}")]
+    CacheType(String),
     #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
     UnknownBackend(String),
     #[error("{kind} backend: {source}")]
@@ -126,16 +130,18 @@ pub fn open(
     ctx: usize,
     progress: bool,
 ) -> Result<Engine<'_>, EngineError> {
-    open_with_budget(file, kind, ctx, progress, None)
+    open_with_budget(file, kind, ctx, progress, None, CacheType::F16)
 }
 
-/// [`open`] with an optional [`VramBudget`] (the sim and cuda backends only).
+/// [`open`] with an optional [`VramBudget`] (the sim and cuda backends only) and the latent
+/// cache's number format (`--cache-type`; the oracle keeps full precision only).
 pub fn open_with_budget(
     file: &GgufFile,
     kind: BackendKind,
     ctx: usize,
     progress: bool,
     budget: Option<VramBudget>,
+    cache_type: CacheType,
 ) -> Result<Engine<'_>, EngineError> {
     let (kind, _) = kind.resolve();
     if budget.is_some() && matches!(kind, BackendKind::Cpu | BackendKind::Oracle) {
@@ -143,15 +149,25 @@ pub fn open_with_budget(
             "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
         )));
     }
-    let plan_opts = plan_options(file, ctx, budget)?;
+    if cache_type != CacheType::F16 && kind == BackendKind::Oracle {
+        return Err(EngineError::CacheType(format!(
+            "the oracle keeps its cache in full precision; --cache-type {cache_type} applies to \
+             the cpu, sim and cuda backends"
+        )));
+    }
+    let plan_opts = plan_options(file, ctx, budget, cache_type)?;
     let cache = plan_opts.expert_cache;
     let model = |source| EngineError::Model { kind, source };
-    let (decoder, description): (Box<dyn Decoder + '_>, String) = match kind {
+    let (decoder, mut description): (Box<dyn Decoder + '_>, String) = match kind {
         BackendKind::Auto => unreachable!("resolve never returns Auto"),
-        BackendKind::Cpu => (
-            Box::new(CpuBackend::load(file, ctx).map_err(model)?),
-            "cpu: quantized weights, all cores".to_string(),
-        ),
+        BackendKind::Cpu => {
+            let mut cpu = CpuBackend::load(file, ctx).map_err(model)?;
+            cpu.set_cache_type(cache_type);
+            (
+                Box::new(cpu),
+                "cpu: quantized weights, all cores".to_string(),
+            )
+        }
         BackendKind::Oracle => (
             Box::new(Oracle::load(file, ctx).map_err(model)?),
             "oracle: weights dequantized to f32".to_string(),
@@ -173,6 +189,9 @@ pub fn open_with_budget(
             (Box::new(exec), describe_cuda(&info))
         }
     };
+    if cache_type != CacheType::F16 {
+        description += &format!("; {cache_type} latent cache");
+    }
     Ok(Engine {
         decoder,
         kind,
@@ -186,6 +205,7 @@ pub fn plan_options(
     file: &GgufFile,
     ctx: usize,
     budget: Option<VramBudget>,
+    cache_type: CacheType,
 ) -> Result<PlanOptions, EngineError> {
     let expert_cache = match budget {
         None => None,
@@ -197,6 +217,7 @@ pub fn plan_options(
     };
     Ok(PlanOptions {
         expert_cache,
+        cache_type,
         ..PlanOptions::for_ctx(ctx)
     })
 }

@@ -7,7 +7,7 @@ use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::CudaExecutor;
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::ExecError;
-use ingot_model::{CpuBackend, ModelError, Oracle};
+use ingot_model::{CacheType, CpuBackend, ModelError, Oracle};
 
 use crate::band::Band;
 use crate::compare::{excuse_route_tie, judge_step, StepReport, Verdict};
@@ -33,6 +33,9 @@ pub struct GateOptions {
     /// A VRAM budget for the backend's plan (routed experts beyond it in host memory, with the
     /// optional cache-aware routing bonus, whose cost the gate then measures).
     pub vram: Option<ingot_engine::VramBudget>,
+    /// The backend's latent cache format. Other than f16 the reference is the CPU backend with
+    /// the same cache type (the oracle keeps full precision), whatever `run_gate_against` asks.
+    pub cache_type: CacheType,
 }
 
 /// What the backend is judged against.
@@ -200,7 +203,12 @@ pub fn run_gate_against(
         backend: opts.backend,
         source,
     };
-    let plan_opts = ingot_engine::plan_options(file, ctx, opts.vram)?;
+    let plan_opts = ingot_engine::plan_options(file, ctx, opts.vram, opts.cache_type)?;
+    let reference = if opts.cache_type == CacheType::F16 {
+        reference
+    } else {
+        Reference::Cpu
+    };
     let mut exec = match opts.backend {
         GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim_with(file, plan_opts)?)),
         GateBackend::Cuda => Exec::Cuda(Box::new(
@@ -209,7 +217,11 @@ pub fn run_gate_against(
     };
     let mut oracle = match reference {
         Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(file, ctx)?)),
-        Reference::Cpu => RefDecoder::Cpu(Box::new(CpuBackend::load(file, ctx)?)),
+        Reference::Cpu => {
+            let mut cpu = CpuBackend::load(file, ctx)?;
+            cpu.set_cache_type(opts.cache_type);
+            RefDecoder::Cpu(Box::new(cpu))
+        }
     };
     let mut report = GateReport {
         backend: opts.backend,

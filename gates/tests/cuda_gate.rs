@@ -55,6 +55,7 @@ fn gate_within(
         steps,
         band: Band::default(),
         vram,
+        cache_type: Default::default(),
     };
     let report = run_gate_against(&file, &opts, reference)
         .unwrap_or_else(|e| panic!("{name}: cuda gate could not run: {e}"));

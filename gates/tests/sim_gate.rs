@@ -89,6 +89,7 @@ fn gate_report(file: &GgufFile, name: &str, vram: Option<ingot_engine::VramBudge
         steps: STEPS,
         band: Band::default(),
         vram,
+        cache_type: Default::default(),
     };
     run_gate(file, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
 }

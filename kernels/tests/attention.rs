@@ -11,13 +11,13 @@ use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
 use ingot_kernels::ops::attention::{
     attn_merge, attn_merge_q8_1, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, rope_kv_q8_1,
-    split_at, AttnShape, FlashBufs, MergeBufs, RopeKvBufs,
+    split_at, AttnShape, FlashBufs, LatentCache, MergeBufs, RopeKvBufs,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use ingot_model::RopeParams;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{f16s, rand_nonzero, step_state, v2_lite_rope};
+use support::attention::{cache_row, cache_values, f16s, rand_nonzero, step_state, v2_lite_rope};
 use support::{download, download_f32, f32_bytes, poisoned, upload};
 
 /// The kernel's frequency table: `θ_i / pos`, taken from the oracle at pos 1 (θ is linear in pos).
@@ -118,7 +118,7 @@ fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos
     }
 
     let cache = download(b, &bufs.6);
-    let row_bytes = s.row() * 2;
+    let row_bytes = s.row_bytes().unwrap();
     for (r, chunk) in cache.chunks_exact(row_bytes).enumerate() {
         if r != pos {
             assert!(
@@ -128,7 +128,7 @@ fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos
             );
         }
     }
-    let row = f16s(&cache[pos * row_bytes..][..row_bytes]);
+    let row = &cache[pos * row_bytes..][..row_bytes];
     let ms = kv[..s.kv_lora]
         .iter()
         .map(|&v| (v as f64).powi(2))
@@ -150,15 +150,64 @@ fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos
         let e = 2e-6 * (x[2 * i].abs() + x[2 * i + 1].abs()) as f64;
         f32_err.extend([e, e]);
     }
+    match s.cache {
+        LatentCache::F16 => check_f16_row(b.name(), pos, &f16s(row), &want, &f32_err),
+        LatentCache::Q8_0 => check_q8_0_row(b.name(), pos, row, &want, &f32_err),
+    }
+}
+
+/// An f16 cache row against the f64 values `want`, whose f32 computation may be `f32_err` off.
+fn check_f16_row(name: &str, pos: usize, row: &[f16], want: &[f64], f32_err: &[f64]) {
     // Stored as f16: the f32 value rounds to nearest, so the stored value is within half an f16
     // ulp of it (2^-11 relative, 2^-25 absolute below the normal range) plus that f32 error.
-    for (j, (g, w)) in row.iter().zip(&want).enumerate() {
+    for (j, (g, w)) in row.iter().zip(want).enumerate() {
         let tol = (w.abs() + f32_err[j]) * 2f64.powi(-11) + f32_err[j] + 2f64.powi(-25);
         assert!(
             (g.to_f64() - w).abs() <= tol,
-            "{}: cache[{pos}][{j}] = {g} vs {w}",
-            b.name()
+            "{name}: cache[{pos}][{j}] = {g} vs {w}"
         );
+    }
+}
+
+/// A q8_0 cache row (`LatentCache::Q8_0`'s split layout: quants, then f16 scales) against the
+/// f64 values `want`, whose f32 computation may be `f32_err` off.
+fn check_q8_0_row(name: &str, pos: usize, row: &[u8], want: &[f64], f32_err: &[f64]) {
+    let blocks = want.len().div_ceil(32);
+    let (quants, scales) = row.split_at(blocks * 32);
+    for b in 0..blocks {
+        let idx = |l: usize| b * 32 + l;
+        let x = |l: usize| want.get(idx(l)).copied().unwrap_or(0.0);
+        let err = |l: usize| f32_err.get(idx(l)).copied().unwrap_or(0.0);
+        let amax = (0..32).map(|l| x(l).abs()).fold(0.0, f64::max);
+        let amax_err = (0..32).map(err).fold(0.0, f64::max);
+        let d_want = amax / 127.0;
+        let d = f16::from_le_bytes([scales[2 * b], scales[2 * b + 1]]).to_f64();
+        // d = f16(amax_f32 / 127): the f32 amax is off by at most the values' f32 error, the
+        // division by ≤ 1 ulp of f32, and the f16 rounding by half an ulp (2^-11 relative).
+        let d_tol = (d_want + amax_err / 127.0) * (2f64.powi(-11) + 2f64.powi(-23))
+            + amax_err / 127.0
+            + 2f64.powi(-25);
+        assert!(
+            (d - d_want).abs() <= d_tol,
+            "{name}: cache[{pos}] block {b}: d = {d} vs amax/127 = {d_want}"
+        );
+        for l in 0..32 {
+            let q = quants[idx(l)] as i8 as f64;
+            // q = roundf(x_f32 · (1/d_f32)): within half a step of x_f32 (plus the f32 rounding
+            // of 1/d and the product, 2 ulp of x/d), and d_f32 is d to 2^-11; the values past
+            // the row are exactly 0.
+            let tol =
+                0.5 * d + 127.0 * d * 2f64.powi(-11) + err(l) + 2.0 * 2f64.powi(-23) * x(l).abs();
+            assert!(
+                (q * d - x(l)).abs() <= tol,
+                "{name}: cache[{pos}][{}] = {q}·{d} vs {}",
+                idx(l),
+                x(l)
+            );
+            if idx(l) >= want.len() {
+                assert_eq!(q, 0.0, "{name}: cache[{pos}] quant {} past the row", idx(l));
+            }
+        }
     }
 }
 
@@ -211,6 +260,7 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 163_840,
+        cache: LatentCache::F16,
     };
     let lite = AttnShape {
         n_head: 16,
@@ -218,6 +268,7 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
+        cache: LatentCache::F16,
     };
     for pos in [0, 1, 17, 300, 4095, 163_839] {
         check_rope_kv(b, &mut rng, &small, pos);
@@ -235,6 +286,21 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
     };
     for pos in [0, 17, 4095] {
         check_rope_kv(b, &mut rng, &odd_pairs, pos);
+    }
+    // The q8_0 cache: V2-Lite's 18 whole blocks, and 88-value rows (kv_lora 72 + 16 rope) whose
+    // last block holds latent dims, rope dims and 8 values of padding.
+    let straddling = AttnShape {
+        kv_lora: 72,
+        ..small
+    };
+    for (shape, positions) in [(lite, [0, 300, 4095]), (straddling, [0, 17, 163_839])] {
+        let q8 = AttnShape {
+            cache: LatentCache::Q8_0,
+            ..shape
+        };
+        for pos in positions {
+            check_rope_kv(b, &mut rng, &q8, pos);
+        }
     }
 }
 
@@ -263,13 +329,22 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let kq_scale = p.kq_scale(s.d_nope + s.n_rope);
     let row = s.row();
 
-    // Cache: random rows before `pos`, NaN (0xFFFF) from `pos` on, so a row read past the
-    // context poisons the result.
+    // Cache: random rows before `pos`, NaN (0xFFFF; a q8_0 row's scales too) from `pos` on, so
+    // a row read past the context poisons the result.
     let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
-    for x in 0..pos * row {
-        let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
-        let v = if v.to_f32() == 0.0 { f16::ONE } else { v };
-        cache[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+    let row_bytes = s.row_bytes().unwrap();
+    for r in 0..pos {
+        let values: Vec<f32> = (0..row)
+            .map(|_| {
+                let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+                if v.to_f32() == 0.0 {
+                    1.0
+                } else {
+                    v.to_f32()
+                }
+            })
+            .collect();
+        cache_row(s.cache, &values, &mut cache[r * row_bytes..][..row_bytes]);
     }
     let q = rand_nonzero(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
     let kv = rand_nonzero(rng, row, -1.5, 1.5);
@@ -327,7 +402,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let elapsed = t.elapsed();
 
     // f64 reference from the cache as the kernels saw it (row `pos` as rope_kv wrote it).
-    let cache = f16s(&download(b, &cache_buf));
+    let cache = cache_values(s, &download(b, &cache_buf));
     let q_pe = download_f32(b, &q_pe_buf, s.n_head * s.n_rope);
     let got = download_f32(b, &o_lat, s.n_head * s.kv_lora);
     let len = pos + 1;
@@ -341,19 +416,14 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         let scores: Vec<f64> = (0..len)
             .map(|t| {
                 let k = &cache[t * row..][..row];
-                logit_scale * qh.iter().zip(k).map(|(a, b)| a * b.to_f64()).sum::<f64>()
+                logit_scale * qh.iter().zip(k).map(|(a, b)| a * b).sum::<f64>()
             })
             .collect();
         let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
         let z: f64 = e.iter().sum();
         let want: Vec<f64> = (0..s.kv_lora)
-            .map(|d| {
-                (0..len)
-                    .map(|t| e[t] * cache[t * row + d].to_f64())
-                    .sum::<f64>()
-                    / z
-            })
+            .map(|d| (0..len).map(|t| e[t] * cache[t * row + d]).sum::<f64>() / z)
             .collect();
         let g = &got[h * s.kv_lora..][..s.kv_lora];
         // Error model (f32 everywhere, |c| ≤ 1.5): each score is a 576-term f32 FMA chain plus
@@ -409,6 +479,7 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
         kv_lora,
         n_rope,
         ctx: depth + 3,
+        cache: LatentCache::F16,
     };
     let cases = [
         (4, 64, 16, 1, 1, 1.0),
@@ -431,6 +502,26 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
     for (h, r, p, depth, max_segments, q_amp) in cases {
         let c = Case {
             shape: shape(h, r, p, depth),
+            depth,
+            max_segments,
+            q_amp,
+            temperature: None,
+        };
+        check_attention(b, &mut rng, &c);
+    }
+    // The q8_0 cache (`flash_latent_q8_0`): the tiny models' 144-value rows (a last block of
+    // 16 values and 16 of padding), V2-Lite's 576 over several segments, and 20 heads.
+    for (h, r, p, depth, max_segments, q_amp) in [
+        (4, 128, 16, 17, 3, 8.0),
+        (4, 128, 16, 300, 2, 1.0),
+        (16, 512, 64, 300, 3, 1.0),
+        (20, 512, 64, 100, 2, 8.0),
+    ] {
+        let c = Case {
+            shape: AttnShape {
+                cache: LatentCache::Q8_0,
+                ..shape(h, r, p, depth)
+            },
             depth,
             max_segments,
             q_amp,
@@ -487,6 +578,7 @@ fn bad_shapes_are_typed_errors() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
+        cache: LatentCache::F16,
     };
     let buf = |b: &mut ingot_kernels::backend::sim::SimAccelerator, n| b.alloc(n).unwrap();
     // Large enough for every buffer of `good` with 4 segments.
@@ -584,6 +676,7 @@ fn overflow_case<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 40,
+        cache: LatentCache::F16,
     };
     let p = v2_lite_rope(s.n_rope);
     let st = upload(b, &step_state(40));
@@ -647,6 +740,7 @@ fn flash_latent_traffic_at_depth_4096() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
+        cache: LatentCache::F16,
     };
     let pos = 4095u32;
     let mut rng = support::rng("flash_latent traffic");

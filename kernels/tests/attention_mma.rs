@@ -18,12 +18,12 @@ use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
 use ingot_kernels::ops::attention::{
     attn_merge, flash_latent, flash_latent_mma, part_ml_bytes, part_o_bytes, split_at, AttnShape,
-    FlashBufs, MergeBufs,
+    FlashBufs, LatentCache, MergeBufs,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{step_state, v2_lite_rope};
+use support::attention::{cache_row, cache_values, step_state, v2_lite_rope};
 use support::{download_f32, f32_bytes, poisoned, upload};
 
 /// f16 unit roundoff: round-to-nearest of a normal value moves it by at most 2^-11 relative.
@@ -114,6 +114,7 @@ struct Case {
     max_segments: usize,
     /// Query magnitude: large values make the softmax peaked, so the running max moves.
     q_amp: f32,
+    cache: LatentCache,
 }
 
 /// Runs the step at `pos = depth` over cache rows `0..=pos` with `flash` and `attn_merge`.
@@ -171,21 +172,35 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         kv_lora: c.kv_lora,
         n_rope: c.n_rope,
         ctx: c.depth + 3,
+        cache: c.cache,
     };
     let (h_n, r, row) = (s.n_head, s.kv_lora, s.row());
     let pos = c.depth;
     let len = pos + 1;
 
-    // Rows 0..=pos random non-zero f16, NaN (0xFFFF) from pos + 1 on: reading past the
-    // context poisons the result.
+    // Rows 0..=pos random non-zero f16 values (stored as the cache type holds them), NaN
+    // (0xFFFF; a q8_0 row's scales too) from pos + 1 on: reading past the context poisons the
+    // result. `cache`: the values the kernels read (a q8_0 block's f16(q·d)).
     let mut cache_bytes = vec![0xFFu8; s.cache_bytes().unwrap()];
-    let mut cache = vec![0.0f64; len * row];
-    for (x, cx) in cache.iter_mut().enumerate() {
-        let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
-        let v = if v.to_f32() == 0.0 { f16::ONE } else { v };
-        *cx = v.to_f64();
-        cache_bytes[2 * x..2 * x + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+    let row_bytes = s.row_bytes().unwrap();
+    for t in 0..len {
+        let values: Vec<f32> = (0..row)
+            .map(|_| {
+                let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+                if v.to_f32() == 0.0 {
+                    1.0
+                } else {
+                    v.to_f32()
+                }
+            })
+            .collect();
+        cache_row(
+            s.cache,
+            &values,
+            &mut cache_bytes[t * row_bytes..][..row_bytes],
+        );
     }
+    let cache = cache_values(&s, &cache_bytes[..len * row_bytes]);
     let q_abs = rand_vec(rng, h_n * r, c.q_amp);
     let q_pe = rand_vec(rng, h_n * s.n_rope, c.q_amp);
 
@@ -350,6 +365,26 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
             depth,
             max_segments,
             q_amp,
+            cache: LatentCache::F16,
+        };
+        check_case(b, &mut rng, &c);
+    }
+    // The q8_0 cache (`flash_latent_mma_q8_0`, and `flash_latent_q8_0` beside it): V2-Lite's
+    // rows, deep and split; 80-value rows whose last block is half padding; two head groups.
+    for (n_head, kv_lora, n_rope, depth, max_segments, q_amp) in [
+        (16, 512, 64, 300, 2, 1.0),
+        (16, 512, 64, 4096, 16, 8.0),
+        (16, 64, 16, 40, 1, 1.0),
+        (32, 512, 64, 100, 3, 1.0),
+    ] {
+        let c = Case {
+            n_head,
+            kv_lora,
+            n_rope,
+            depth,
+            max_segments,
+            q_amp,
+            cache: LatentCache::Q8_0,
         };
         check_case(b, &mut rng, &c);
     }
@@ -370,6 +405,7 @@ fn mma_bad_shapes_are_typed_errors() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
+        cache: LatentCache::F16,
     };
     let big = b.alloc(1 << 18).unwrap();
     let tiny = b.alloc(16).unwrap();
@@ -423,6 +459,7 @@ fn mma_overflow_case<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 40,
+        cache: LatentCache::F16,
     };
     let q = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora]));
     let cache = poisoned(b, s.cache_bytes().unwrap());
@@ -448,6 +485,7 @@ fn temperature_case<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
+        cache: LatentCache::F16,
     };
     let pos = 41;
     let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
@@ -505,6 +543,7 @@ fn flash_latent_mma_traffic_at_depth_4096() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
+        cache: LatentCache::F16,
     };
     let pos = 4095u32;
     let len = pos as u64 + 1;

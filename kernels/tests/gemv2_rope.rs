@@ -125,6 +125,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 64,
+        cache: ingot_kernels::ops::attention::LatentCache::F16,
     };
     let lite = AttnShape {
         n_head: 16,
@@ -132,6 +133,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 128,
+        cache: ingot_kernels::ops::attention::LatentCache::F16,
     };
     for ty in GemvType::ALL {
         check_case(b, &mut rng, ty, &small);

@@ -37,6 +37,8 @@ pub struct Args {
     backend: BackendKind,
     #[command(flatten)]
     experts: super::experts::ExpertArgs,
+    #[command(flatten)]
+    cache: super::cache::CacheArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -117,8 +119,14 @@ pub fn run(a: Args) -> Result<()> {
         std::io::stdout().flush()?;
     }
     let load = Instant::now();
-    let mut engine =
-        ingot_engine::open_with_budget(&file, backend, ctx, true, a.experts.budget()?)?;
+    let mut engine = ingot_engine::open_with_budget(
+        &file,
+        backend,
+        ctx,
+        true,
+        a.experts.budget()?,
+        a.cache.cache_type,
+    )?;
     eprintln!("bench: {}", engine.description);
     eprintln!(
         "bench: loaded {} in {:.1} s; depths {:?}, prompts {:?}, {} generated tokens, {} reps each",

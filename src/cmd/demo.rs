@@ -70,6 +70,9 @@ pub fn run(a: Args) -> Result<()> {
             ema_decay: 0.9,
             expert_bonus: 0.0,
         },
+        cache: super::cache::CacheArgs {
+            cache_type: ingot_model::CacheType::F16,
+        },
         temp: 0.0,
         top_k: 40,
         top_p: 0.95,

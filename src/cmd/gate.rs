@@ -1,5 +1,6 @@
-//! `ingot gate`: a device backend decoded beside the CPU oracle, or (`--cache-type q8_0`) the
-//! CPU backend with a q8_0 latent cache beside the same backend with the full-precision cache;
+//! `ingot gate`: a device backend decoded beside the CPU oracle (beside the CPU backend with the
+//! same cache when `--cache-type` is not f16), or (`--cache-type q8_0` alone) the CPU backend
+//! with a q8_0 latent cache beside the same backend with the full-precision cache;
 //! fails (non-zero exit) when a step disagrees outside the band.
 
 use std::path::PathBuf;
@@ -24,7 +25,8 @@ pub struct Args {
     /// The latent cache's number format: `f16` (default) or `q8_0`. With `q8_0` and no
     /// `--backend`, the gate measures what the q8_0 cache costs: the CPU backend with a q8_0
     /// cache judged against the same backend with the full-precision cache, on the same tokens.
-    #[arg(long, default_value = "f16", value_parser = cache_type)]
+    /// With a backend, its q8_0 plan is judged against the CPU backend with a q8_0 cache.
+    #[arg(long, default_value = "f16", value_parser = super::cache::parse)]
     pub cache_type: CacheType,
     /// Greedy steps after the prompt.
     #[arg(short = 'n', long = "n-predict", default_value_t = 16)]
@@ -47,11 +49,6 @@ fn device_backend(name: &str) -> Result<GateBackend, String> {
     }
 }
 
-/// `--cache-type`: a [`CacheType`] name.
-fn cache_type(name: &str) -> Result<CacheType, String> {
-    name.parse()
-}
-
 pub fn run(a: Args) -> Result<()> {
     let file =
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
@@ -70,11 +67,7 @@ pub fn run(a: Args) -> Result<()> {
             let mismatches = report.count(ingot_gates::Verdict::Mismatch);
             return verdict("cache gate", mismatches, report.steps.len());
         }
-        (Some(b), CacheType::F16) => b,
-        (Some(b), ty) => bail!(
-            "the {b:?} plan keeps an f16 latent cache: a {ty} cache exists on the CPU backend \
-             only so far (issue 17); drop --backend to measure its cost there"
-        ),
+        (Some(b), _) => b,
     };
     let opts = GateOptions {
         backend,
@@ -82,6 +75,7 @@ pub fn run(a: Args) -> Result<()> {
         steps: a.steps,
         band: Band::default(),
         vram: a.experts.budget()?,
+        cache_type: a.cache_type,
     };
     let report = run_gate(&file, &opts)?;
     println!("{report}");

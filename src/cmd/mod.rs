@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod cache;
 pub mod demo;
 pub mod experts;
 pub mod gate;

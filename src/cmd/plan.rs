@@ -15,7 +15,7 @@ use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::StepTiming;
 use ingot_graph::Plan;
-use ingot_model::Decoder;
+use ingot_model::{CacheType, Decoder};
 use ingot_synth::{Layout, Preset, QuantMix, SynthOptions};
 
 /// Default timed repetitions of `--measure`.
@@ -78,6 +78,8 @@ pub struct Args {
     /// Share of the routed experts found in VRAM slots, e.g. `ingot replay`'s hit rate (0: cold).
     #[arg(long, default_value_t = 0.0, requires = "vram_budget")]
     expert_hit_rate: f64,
+    #[command(flatten)]
+    cache: super::cache::CacheArgs,
 }
 
 /// What `--measure` took on the GPU.
@@ -95,6 +97,7 @@ fn measure(
     ctx: usize,
     depth: usize,
     reps: usize,
+    cache_type: CacheType,
 ) -> Result<Measured> {
     let (backend, why_cpu) = backend.resolve();
     if backend != BackendKind::Cuda {
@@ -110,7 +113,8 @@ fn measure(
     );
     let file = GgufFile::open(path).with_context(|| format!("reading {}", path.display()))?;
     let load = Instant::now();
-    let (mut exec, info) = ingot_engine::open_cuda(&file, ctx, false)?;
+    let opts = ingot_engine::plan_options(&file, ctx, None, cache_type)?;
+    let (mut exec, info) = ingot_engine::open_cuda_with(&file, opts, false)?;
     eprintln!(
         "plan: measuring on {}: {} nodes, loaded in {:.1} s{}",
         info.device,
@@ -166,7 +170,14 @@ pub fn run(a: Args) -> Result<()> {
                 "--reps {reps} is out of range 1..={MAX_REPS}"
             );
             let backend = a.backend.unwrap_or(BackendKind::Cuda);
-            Some(measure(path, backend, ctx, a.depth, reps)?)
+            Some(measure(
+                path,
+                backend,
+                ctx,
+                a.depth,
+                reps,
+                a.cache.cache_type,
+            )?)
         }
         (None, true) => bail!("--measure needs a model file: -m FILE"),
         _ => None,
@@ -236,6 +247,7 @@ pub fn run(a: Args) -> Result<()> {
         max_blocks: a.max_blocks,
         constants: constants_for(card),
         expert_cache,
+        cache_type: a.cache.cache_type,
     };
     let mut table = plan_table(&header, opts)?;
     if let Some(m) = &measured {

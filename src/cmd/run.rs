@@ -36,6 +36,8 @@ pub struct Args {
     pub backend: BackendKind,
     #[command(flatten)]
     pub experts: super::experts::ExpertArgs,
+    #[command(flatten)]
+    pub cache: super::cache::CacheArgs,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -135,8 +137,14 @@ pub fn run(mut a: Args) -> Result<()> {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let load_start = Instant::now();
-    let engine =
-        ingot_engine::open_with_budget(&file, a.backend, a.ctx, true, a.experts.budget()?)?;
+    let engine = ingot_engine::open_with_budget(
+        &file,
+        a.backend,
+        a.ctx,
+        true,
+        a.experts.budget()?,
+        a.cache.cache_type,
+    )?;
     let mut dec = engine.decoder;
     if a.verbose {
         eprintln!("{}", engine.description);

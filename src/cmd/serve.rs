@@ -40,6 +40,8 @@ pub struct Args {
     pub quiet: bool,
     #[command(flatten)]
     pub experts: super::experts::ExpertArgs,
+    #[command(flatten)]
+    pub cache: super::cache::CacheArgs,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -53,6 +55,7 @@ pub fn run(a: Args) -> Result<()> {
         model_id: a.alias,
         log: !a.quiet,
         vram_budget: a.experts.budget()?,
+        cache_type: a.cache.cache_type,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .with_context(|| format!("serving {}", a.model.display()))

@@ -9,8 +9,9 @@
 //!   frequency of pair `i` (θ is linear in the position for every ggml rope mode). Computed once
 //!   at load time by the host (`ingot_model::RopeParams::theta(1, i)`).
 //! * `q_pe`: `n_head × n_rope` f32, the rotated query rope parts.
-//! * `cache`: the layer's latent KV cache, `ctx` rows of `kv_lora + n_rope` f16; row `t` is
-//!   `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order, spec §5.1 step 6).
+//! * `cache`: the layer's latent KV cache, `ctx` rows of [`LatentCache::row_bytes`] each; row `t`
+//!   holds the `kv_lora + n_rope` values `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order,
+//!   spec §5.1 step 6) as f16 or as q8_0 blocks (see [`LatentCache`]).
 //! * `q_abs`: `n_head × kv_lora` f32, the output of the grouped `attn_k_b` gemv.
 //! * `part_o`: `max_segments × n_head × kv_lora` f32, un-normalized `Σ_t 2^(s_t − m)·c_t` of each
 //!   segment; `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m`
@@ -27,6 +28,49 @@
 //! row and the merge writes NaN to `o_lat`, so an overflowing context is visible, never silent.
 
 use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+use crate::blocks::QK8_0;
+
+/// How the latent cache stores a row of `width = kv_lora + n_rope` values (`--cache-type`): the
+/// `cache_type` parameter of the rope kernels that write rows, and which flash kernel reads them
+/// ([`FLASH_LATENT`] / [`FLASH_LATENT_MMA`] or their `_q8_0` twins).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum LatentCache {
+    /// `width` f16, packed.
+    #[default]
+    F16 = 0,
+    /// ggml's q8_0 per 32 values (`d = amax/127`, `q = roundf(x·(1/d))`, a last short group
+    /// padded with zeros), split: the [`LatentCache::q8_0_blocks`]` · 32` quants (i8), then the
+    /// blocks' `d` (f16), then zeros up to a multiple of 16 bytes so every row stays 16-byte
+    /// aligned for the flash kernels' vector loads. V2-Lite: 576 + 36 + 12 = 624 bytes, 0.54x
+    /// the 1152 of an f16 row.
+    Q8_0 = 1,
+}
+
+impl LatentCache {
+    /// q8_0 blocks of a row of `width` values.
+    pub const fn q8_0_blocks(width: u32) -> u32 {
+        width.div_ceil(QK8_0 as u32)
+    }
+
+    /// Bytes of one cache row of `width` values.
+    pub const fn row_bytes(self, width: u32) -> u32 {
+        match self {
+            LatentCache::F16 => width * 2,
+            LatentCache::Q8_0 => {
+                let blocks = Self::q8_0_blocks(width);
+                (blocks * (QK8_0 as u32 + 2)).next_multiple_of(16)
+            }
+        }
+    }
+
+    /// The value of the rope kernels' `cache_type` parameter.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+const _: () = assert!(LatentCache::Q8_0.row_bytes(576) == 624);
 
 /// Threads per block of [`ROPE_KV`].
 pub const ROPE_KV_THREADS: u32 = 256;
@@ -34,8 +78,9 @@ pub const ROPE_KV_THREADS: u32 = 256;
 pub const ATTN_MAX_ROPE: u32 = 64;
 
 /// `rope_kv(q, kv, kv_norm, rope_freq, state, q_pe, cache, n_head, d_nope, kv_lora, n_rope, ctx,
-/// eps, mscale)`: rotates every head's query rope part into `q_pe` and, when `pos < ctx`, writes
-/// cache row `pos` = `[rmsnorm(c, kv_norm, eps) | rope(k_pe)]` as f16. Rotation of pair `i`
+/// eps, mscale, cache_type)`: rotates every head's query rope part into `q_pe` and, when
+/// `pos < ctx`, writes cache row `pos` = `[rmsnorm(c, kv_norm, eps) | rope(k_pe)]` in the
+/// format `cache_type` ([`LatentCache::code`]) names. Rotation of pair `i`
 /// (adjacent elements `2i, 2i+1`, ggml NORM mode) by `θ_i = pos·rope_freq[i]` with cos/sin
 /// multiplied by `mscale`. One block; an item is the whole token.
 pub const ROPE_KV: KernelDesc = KernelDesc {
@@ -55,6 +100,7 @@ pub const ROPE_KV: KernelDesc = KernelDesc {
         u32_("ctx"),
         f32_("eps"),
         f32_("mscale"),
+        u32_("cache_type"),
     ],
     block: [ROPE_KV_THREADS, 1, 1],
     items_per_block: 1,
@@ -62,7 +108,7 @@ pub const ROPE_KV: KernelDesc = KernelDesc {
 };
 
 /// `rope_kv_q8_1(q, kv, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache, n_head, d_nope,
-/// kv_lora, n_rope, ctx, eps, mscale)`: [`ROPE_KV`] that also writes every head's query nope
+/// kv_lora, n_rope, ctx, eps, mscale, cache_type)`: [`ROPE_KV`] that also writes every head's query nope
 /// part as q8_1 blocks (head `h` at block `h·d_nope/32`, CUDA variant `s = Σ`), the bits
 /// `quantize_q8_1` gives for each head's `d_nope` floats: the grouped `attn_k_b` gemv's input,
 /// without a quantization launch. Also requires `d_nope` a multiple of 32 and `n_rope` of 4.
@@ -85,6 +131,7 @@ pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
         u32_("ctx"),
         f32_("eps"),
         f32_("mscale"),
+        u32_("cache_type"),
     ],
     block: [ROPE_KV_THREADS, 1, 1],
     items_per_block: 1,
@@ -117,13 +164,14 @@ const GEMV2_ROPE_PARAMS: &[super::Param] = &[
     u32_("ctx"),
     f32_("eps"),
     f32_("mscale"),
+    u32_("cache_type"),
 ];
 
 macro_rules! gemv2_rope {
     ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
         #[doc = concat!("`", $name, "(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, ",
             "rope_freq, state, q_pe, q_nope_q8, cache, count, n_head, d_nope, kv_lora, n_rope, ",
-            "ctx, eps, mscale)`: the two-matrix ", $ty, " gemv (`q = attn_q·x`, `nrows0 = ",
+            "ctx, eps, mscale, cache_type)`: the two-matrix ", $ty, " gemv (`q = attn_q·x`, `nrows0 = ",
             "n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`, `nrows1 = kv_lora + n_rope`) ",
             "whose last block to finish runs [`ROPE_KV_Q8_1`] on `q` and `kv` with the same ",
             "arguments and requirements (a last-block-done tail; `count` a done counter, see ",
@@ -239,6 +287,15 @@ pub const FLASH_LATENT: KernelDesc = KernelDesc {
     block: [FLASH_THREADS, 1, 1],
     items_per_block: 1,
     shared_bytes: flash_smem::BYTES,
+};
+
+/// [`FLASH_LATENT`] over a [`LatentCache::Q8_0`] cache: same parameters, limits, grid and
+/// output. Each tile's q8_0 blocks are widened into the same shared f16 tile (`f16(q·d)`, one
+/// more rounding of at most 2⁻¹¹ relative than the q8_0 values), so the attention math is
+/// [`FLASH_LATENT`]'s.
+pub const FLASH_LATENT_Q8_0: KernelDesc = KernelDesc {
+    name: "flash_latent_q8_0",
+    ..FLASH_LATENT
 };
 
 /// [`FLASH_LATENT`] `temperature` value: the logit scale is `kq_scale` (`temp` is not read).
@@ -502,6 +559,14 @@ pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
     shared_bytes: flash_mma_smem::BYTES,
 };
 
+/// [`FLASH_LATENT_MMA`] over a [`LatentCache::Q8_0`] cache: same parameters, limits, grid and
+/// output; each tile's q8_0 blocks are widened into the same shared f16 tile as
+/// [`FLASH_LATENT_Q8_0`] does, so the tensor-core loop is [`FLASH_LATENT_MMA`]'s.
+pub const FLASH_LATENT_MMA_Q8_0: KernelDesc = KernelDesc {
+    name: "flash_latent_mma_q8_0",
+    ..FLASH_LATENT_MMA
+};
+
 const _: () = assert!(
     flash_mma_smem::BYTES <= 48 * 1024,
     "more needs an opt-in launch attribute"
@@ -523,6 +588,8 @@ pub const ALL: &[KernelDesc] = &[
     ATTN_MERGE,
     ATTN_MERGE_Q8_1,
     FLASH_LATENT_MMA,
+    FLASH_LATENT_Q8_0,
+    FLASH_LATENT_MMA_Q8_0,
     GEMV2_ROPE_Q4_0_Q8_1,
     GEMV2_ROPE_Q5_0_Q8_1,
     GEMV2_ROPE_Q5_1_Q8_1,

@@ -8,7 +8,7 @@
 use ingot_abi::launch::merge_v_b_pairs;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{
-    self as attn, AttnShape, FlashBufs, MergeBufs, MergeVbBufs, RopeKvBufs,
+    self as attn, AttnShape, FlashBufs, LatentCache, MergeBufs, MergeVbBufs, RopeKvBufs,
 };
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::{ops, KernelError};
@@ -26,6 +26,7 @@ fn attn_shape(depth: usize) -> AttnShape {
         kv_lora: lite::KV_LORA,
         n_rope: lite::N_ROPE,
         ctx: depth,
+        cache: LatentCache::F16,
     }
 }
 

@@ -224,6 +224,7 @@ mod tests {
             max_blocks: 2,
             constants: DEFAULT_CONSTANTS,
             expert_cache: None,
+            cache_type: Default::default(),
         };
         let table = plan_table(&h, opts).unwrap();
         let config = ModelConfig::from_gguf(&h).unwrap();

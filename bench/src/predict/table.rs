@@ -33,6 +33,8 @@ pub struct TableOptions {
     /// runs the cache cold (every routed expert over the link); hits move that share of the
     /// bytes back to DRAM.
     pub expert_cache: Option<(ExpertCacheOptions, f64)>,
+    /// How the latent cache stores its rows.
+    pub cache_type: ingot_model::CacheType,
 }
 
 /// `nodes: N total, D per dense layer, M per MoE layer, K outside layers`.
@@ -121,6 +123,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
     let config = ModelConfig::from_gguf(gguf)?;
     let plan_opts = PlanOptions {
         expert_cache: opts.expert_cache.map(|(c, _)| c),
+        cache_type: opts.cache_type,
         ..match opts.card {
             Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
             None => PlanOptions::for_ctx(opts.ctx),
@@ -205,8 +208,17 @@ fn config_name(gguf: &Gguf) -> String {
 
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).
 fn reads_cache(kernel: &str) -> bool {
-    use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
-    kernel == FLASH_LATENT.name || kernel == FLASH_LATENT_MMA.name
+    use ingot_abi::launch::{
+        FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
+    };
+    [
+        FLASH_LATENT,
+        FLASH_LATENT_MMA,
+        FLASH_LATENT_Q8_0,
+        FLASH_LATENT_MMA_Q8_0,
+    ]
+    .iter()
+    .any(|d| d.name == kernel)
 }
 
 /// Unique and re-read bytes of node `i` (see the module docs of [`super`]).

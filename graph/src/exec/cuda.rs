@@ -191,6 +191,7 @@ impl CudaExecutor {
         // chose: any split gives the same result up to f32 summation order.
         let opts = PlanOptions {
             expert_cache: opts.expert_cache,
+            cache_type: opts.cache_type,
             ..PlanOptions::for_device(opts.ctx, gpu.sm_count()?)
         };
         let plan = build_plan_for(&config, file.header(), opts)?;

@@ -13,8 +13,9 @@ pub mod kernels;
 use std::collections::HashMap;
 
 use ingot_abi::blocks::BlockQ8_1;
+use ingot_abi::launch::LatentCache;
 use ingot_gguf::{GgmlType, Gguf, TensorInfo};
-use ingot_model::ModelConfig;
+use ingot_model::{CacheType, ModelConfig};
 
 use crate::buffer::{BufId, BufferDecl, BufferKind};
 use crate::error::PlanError;
@@ -33,6 +34,8 @@ pub struct PlanOptions {
     /// Routed experts beyond VRAM (issue 18): each MoE layer keeps this many experts in VRAM
     /// slots and the rest in host-mapped memory, read through slot tables. `None`: all in VRAM.
     pub expert_cache: Option<ExpertCacheOptions>,
+    /// How the latent cache stores its rows (`--cache-type`).
+    pub cache_type: CacheType,
 }
 
 /// Slots per MoE layer and the policy that fills them.
@@ -71,6 +74,7 @@ impl PlanOptions {
             ctx,
             max_segments: segments,
             expert_cache: None,
+            cache_type: CacheType::F16,
         }
     }
 }
@@ -261,11 +265,23 @@ impl<'a> Builder<'a> {
         self.declare(name, BufferKind::Constant { data }, bytes)
     }
 
-    /// Layer `il`'s latent cache: `ctx` rows of `kv_lora + d_rope` f16.
+    /// The kernels' name of the cache's row format.
+    pub fn latent_cache(&self) -> LatentCache {
+        match self.opts.cache_type {
+            CacheType::F16 => LatentCache::F16,
+            CacheType::Q8_0 => LatentCache::Q8_0,
+        }
+    }
+
+    /// Layer `il`'s latent cache: `ctx` rows of `kv_lora + d_rope` values in the format of
+    /// [`Builder::latent_cache`].
     pub fn kv_cache(&mut self, il: usize) -> Result<BufId, PlanError> {
+        let overflow = || PlanError::Overflow(format!("kv cache of layer {il}"));
+        let width = u32::try_from(self.c.cache_row()).map_err(|_| overflow())?;
+        let row_bytes = self.latent_cache().row_bytes(width);
         let bytes = (self.opts.ctx as u64)
-            .checked_mul(self.c.cache_row() as u64 * 2)
-            .ok_or_else(|| PlanError::Overflow(format!("kv cache of layer {il}")))?;
+            .checked_mul(u64::from(row_bytes))
+            .ok_or_else(overflow)?;
         Ok(self.declare(
             &format!("kv.{il}"),
             BufferKind::KvCache { layer: il },

@@ -63,6 +63,8 @@ pub struct ServeOptions {
     pub log: bool,
     /// VRAM budget of the GPU plan (`--vram-budget`): routed experts beyond it stay in host memory.
     pub vram_budget: Option<ingot_engine::VramBudget>,
+    /// The latent cache's number format (`--cache-type`).
+    pub cache_type: ingot_engine::CacheType,
 }
 
 impl ServeOptions {
@@ -77,6 +79,7 @@ impl ServeOptions {
             model_id: None,
             log: false,
             vram_budget: None,
+            cache_type: ingot_engine::CacheType::F16,
         }
     }
 }
@@ -126,6 +129,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     let metrics = Arc::new(Metrics::default());
     let path = opts.model.clone();
     let (backend, ctx, log, budget) = (opts.backend, opts.ctx, opts.log, opts.vram_budget);
+    let cache_type = opts.cache_type;
     let worker_metrics = metrics.clone();
     std::thread::Builder::new()
         .name("ingot-decoder".into())
@@ -152,7 +156,8 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 let tok = Tokenizer::from_gguf(file.header())
                     .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
-                let engine = ingot_engine::open_with_budget(&file, backend, ctx, log, budget)?;
+                let engine =
+                    ingot_engine::open_with_budget(&file, backend, ctx, log, budget, cache_type)?;
                 Ok((tok, template, engine))
             })();
             match opened {

@@ -12,11 +12,12 @@ use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
+pub use ingot_abi::launch::LatentCache;
 use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
-    ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_MAX_HEADS, FLASH_MAX_LORA,
-    FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS, FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1,
-    TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
+    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS,
+    FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
@@ -44,17 +45,28 @@ pub struct AttnShape {
     pub n_rope: usize,
     /// Cache capacity in rows (positions `0..ctx`).
     pub ctx: usize,
+    /// How a cache row is stored: the rope kernels write it so, and the flash launchers pick
+    /// the kernels that read it.
+    pub cache: LatentCache,
 }
 
 impl AttnShape {
-    /// f16 elements per cache row (`kv_lora + n_rope`).
+    /// Values per cache row (`kv_lora + n_rope`).
     pub fn row(&self) -> usize {
         self.kv_lora + self.n_rope
     }
 
-    /// Bytes of one layer's latent cache (`ctx` rows of f16).
+    /// Bytes of one cache row ([`LatentCache::row_bytes`]).
+    pub fn row_bytes(&self) -> Option<usize> {
+        let width = u32::try_from(self.row())
+            .ok()
+            .filter(|&w| w <= u32::MAX / 4)?;
+        Some(self.cache.row_bytes(width) as usize)
+    }
+
+    /// Bytes of one layer's latent cache (`ctx` rows).
     pub fn cache_bytes(&self) -> Option<usize> {
-        bytes(self.ctx, self.row(), 2)
+        bytes(self.ctx, self.row_bytes()?, 1)
     }
 
     /// Checks what every attention kernel relies on; `flash` adds `flash_latent`'s limits.
@@ -151,7 +163,7 @@ pub struct RopeKvBufs<'a, T> {
     pub state: &'a T,
     /// Out: `n_head × n_rope` f32.
     pub q_pe: &'a T,
-    /// In/out: the layer's cache, `ctx × (kv_lora + n_rope)` f16.
+    /// In/out: the layer's cache, `ctx` rows of [`AttnShape::row_bytes`].
     pub cache: &'a T,
 }
 
@@ -292,13 +304,13 @@ fn check_rope<B: Accelerator>(
     Ok(())
 }
 
-/// The rope's trailing scalars: `n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale`.
+/// The rope's trailing scalars: `n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type`.
 fn rope_scalars<'a, T>(
     d: &KernelDesc,
     s: &AttnShape,
     eps: f32,
     mscale: f32,
-) -> Result<[KArg<'a, T>; 7]> {
+) -> Result<[KArg<'a, T>; 8]> {
     Ok([
         KArg::U32(to_u32(d, "n_head", s.n_head)?),
         KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
@@ -307,6 +319,7 @@ fn rope_scalars<'a, T>(
         KArg::U32(to_u32(d, "ctx", s.ctx)?),
         KArg::F32(eps),
         KArg::F32(mscale),
+        KArg::U32(s.cache.code()),
     ])
 }
 
@@ -316,7 +329,7 @@ pub struct FlashBufs<'a, T> {
     pub q_abs: &'a T,
     /// `n_head × n_rope` f32 ([`rope_kv`] output).
     pub q_pe: &'a T,
-    /// The layer's cache, `ctx × (kv_lora + n_rope)` f16.
+    /// The layer's cache, `ctx` rows of [`AttnShape::row_bytes`].
     pub cache: &'a T,
     /// One `StepState`.
     pub state: &'a T,
@@ -349,7 +362,11 @@ pub fn flash_latent<B: Accelerator>(
     max_segments: usize,
     kq_scale: f32,
 ) -> Result<()> {
-    launch_flash(b, &FLASH_LATENT, s, bufs, max_segments, kq_scale)
+    let d = match s.cache {
+        LatentCache::F16 => &FLASH_LATENT,
+        LatentCache::Q8_0 => &FLASH_LATENT_Q8_0,
+    };
+    launch_flash(b, d, s, bufs, max_segments, kq_scale)
 }
 
 /// The checks and launch shared by [`flash_latent`] and [`flash_latent_mma`] (same parameters,
@@ -423,7 +440,10 @@ pub fn flash_latent_mma<B: Accelerator>(
     max_segments: usize,
     kq_scale: f32,
 ) -> Result<()> {
-    let d = &FLASH_LATENT_MMA;
+    let d = match s.cache {
+        LatentCache::F16 => &FLASH_LATENT_MMA,
+        LatentCache::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
+    };
     if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
         return Err(shape(
             d,

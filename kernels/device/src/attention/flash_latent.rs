@@ -28,6 +28,7 @@
 //! into registers before the current tile is computed, so a block keeps 36 KB of cache reads in
 //! flight while it does the math.
 
+use super::cache_q8;
 use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4, ld_v4_f32,
@@ -35,9 +36,11 @@ use crate::intrinsics::{
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
+use core::num::NonZeroU32;
+use ingot_abi::blocks::QK8_0;
 use ingot_abi::launch::{
-    flash_segments, flash_smem, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_THREADS,
-    FLASH_TILE,
+    flash_segments, flash_smem, LatentCache, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    FLASH_THREADS, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
 
@@ -157,6 +160,65 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     temp: *const f32,
     temperature: u32,
 ) {
+    flash_latent_impl::<false>(
+        q_abs,
+        q_pe,
+        cache,
+        state,
+        (part_o, part_ml),
+        [n_head, kv_lora, n_rope, ctx, max_segments],
+        kq_scale,
+        temp,
+        temperature,
+    );
+}
+
+/// [`flash_latent`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_Q8_0`): each tile's
+/// blocks are widened into the shared f16 tile ([`cache_q8`]), rows `32·blocks` values apart.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn flash_latent_q8_0(
+    q_abs: *const f32,
+    q_pe: *const f32,
+    cache: *const u16,
+    state: *const StepState,
+    part_o: *mut f32,
+    part_ml: *mut f32,
+    n_head: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    max_segments: u32,
+    kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
+) {
+    flash_latent_impl::<true>(
+        q_abs,
+        q_pe,
+        cache,
+        state,
+        (part_o, part_ml),
+        [n_head, kv_lora, n_rope, ctx, max_segments],
+        kq_scale,
+        temp,
+        temperature,
+    );
+}
+
+/// The kernel, over an f16 cache or, with `Q8`, a q8_0 one.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn flash_latent_impl<const Q8: bool>(
+    q_abs: *const f32,
+    q_pe: *const f32,
+    cache: *const u16,
+    state: *const StepState,
+    (part_o, part_ml): (*mut f32, *mut f32),
+    [n_head, kv_lora, n_rope, ctx, max_segments]: [u32; 5],
+    kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
+) {
     let tid = tid();
     // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
     // into (head group, segment) without overflow; max(1) keeps the division trap-free.
@@ -175,7 +237,25 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     let t0 = seg * split.tokens;
     let t1 = t0.saturating_add(split.tokens).min(len);
     let row = kv_lora + n_rope;
-    let row_bytes = row * 2;
+    // Bytes between rows of the cache (`row_bytes`) and of the shared tile (`tile_stride`): a
+    // q8_0 tile holds whole blocks, so its rows are `32·blocks` values apart, the zero quants
+    // past `row` included.
+    let q8_blocks = LatentCache::q8_0_blocks(row);
+    let (row_bytes, tile_stride) = if Q8 {
+        (
+            LatentCache::Q8_0.row_bytes(row),
+            q8_blocks * QK8_0 as u32 * 2,
+        )
+    } else {
+        (row * 2, row * 2)
+    };
+    // Only read with `Q8`; `row ≥ 16` here, so the fallback is never taken.
+    let q8_map = cache_q8::Map::new(
+        NonZeroU32::new(q8_blocks).unwrap_or(NonZeroU32::MIN),
+        row_bytes,
+        tile_stride,
+        tid,
+    );
     let smem = smem_base();
     let tile = smem + flash_smem::TILE;
 
@@ -217,24 +297,41 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
     let src = global(cache);
     let chunks_of = |n: u32| n * row / 8;
     let mut start = t0;
-    let mut staged = load_tile(
-        src + start as u64 * row_bytes as u64,
-        chunks_of((t1 - start).min(FLASH_TILE)),
-        tid,
-    );
+    let first = (t1 - start).min(FLASH_TILE);
+    let mut staged = if Q8 {
+        [[0; 4]; PER_THREAD]
+    } else {
+        load_tile(src + start as u64 * row_bytes as u64, chunks_of(first), tid)
+    };
+    let mut staged8 = if Q8 {
+        cache_q8::load_tile(
+            src + start as u64 * row_bytes as u64,
+            q8_map.units(first),
+            &q8_map,
+            tid,
+        )
+    } else {
+        cache_q8::EMPTY
+    };
     loop {
         let n = (t1 - start).min(FLASH_TILE);
         // The previous tile's readers (and the zeroing) are done before it is overwritten.
         nvptx::_syncthreads();
-        store_tile(tile, &staged, chunks_of(n), tid);
+        if Q8 {
+            cache_q8::store_tile(tile, &staged8, q8_map.units(n), &q8_map, tid);
+        } else {
+            store_tile(tile, &staged, chunks_of(n), tid);
+        }
         nvptx::_syncthreads();
         let next = start + n;
         if next < t1 {
-            staged = load_tile(
-                src + next as u64 * row_bytes as u64,
-                chunks_of((t1 - next).min(FLASH_TILE)),
-                tid,
-            );
+            let rows = (t1 - next).min(FLASH_TILE);
+            let at = src + next as u64 * row_bytes as u64;
+            if Q8 {
+                staged8 = cache_q8::load_tile(at, q8_map.units(rows), &q8_map, tid);
+            } else {
+                staged = load_tile(at, chunks_of(rows), tid);
+            }
         }
 
         // Scores of the tile's rows; rows past `n` keep −inf and get probability 0.
@@ -243,7 +340,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         let lane_row = tile + kl * 8;
         let mut t = 0;
         while t < n {
-            let s = half_warp_sum(row_dot(&q, lane_row + t * row_bytes));
+            let s = half_warp_sum(row_dot(&q, lane_row + t * tile_stride));
             if t == kl {
                 s_lo = s;
             }
@@ -287,7 +384,7 @@ pub unsafe extern "ptx-kernel" fn flash_latent(
         let lane_p = smem + flash_smem::P + g * 16;
         let mut t = 0;
         while t < n {
-            let w = lds_v4(lane_v + t * row_bytes);
+            let w = lds_v4(lane_v + t * tile_stride);
             let p = lds_v4_f32(lane_p + t * FLASH_GROUP_HEADS * 4);
             let mut v = [0.0f32; 8];
             let mut e = 0;

@@ -43,6 +43,7 @@
 //! grid is at most one block per SM per head group anyway (`max_segments`), so occupancy is
 //! not the limit.
 
+use super::cache_q8;
 use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32, ld_v4_if,
@@ -53,8 +54,8 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::launch::{
-    flash_mma_smem as sm, flash_segments, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS,
-    FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
+    flash_mma_smem as sm, flash_segments, LatentCache, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
 
@@ -234,6 +235,65 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     temp: *const f32,
     temperature: u32,
 ) {
+    flash_latent_mma_impl::<false>(
+        q_abs,
+        q_pe,
+        cache,
+        state,
+        (part_o, part_ml),
+        [n_head, kv_lora, n_rope, ctx, max_segments],
+        kq_scale,
+        temp,
+        temperature,
+    );
+}
+
+/// [`flash_latent_mma`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_MMA_Q8_0`): each
+/// tile's blocks are widened into the same f16 tile ([`cache_q8`]).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn flash_latent_mma_q8_0(
+    q_abs: *const f32,
+    q_pe: *const f32,
+    cache: *const u16,
+    state: *const StepState,
+    part_o: *mut f32,
+    part_ml: *mut f32,
+    n_head: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    max_segments: u32,
+    kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
+) {
+    flash_latent_mma_impl::<true>(
+        q_abs,
+        q_pe,
+        cache,
+        state,
+        (part_o, part_ml),
+        [n_head, kv_lora, n_rope, ctx, max_segments],
+        kq_scale,
+        temp,
+        temperature,
+    );
+}
+
+/// The kernel, over an f16 cache or, with `Q8`, a q8_0 one.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn flash_latent_mma_impl<const Q8: bool>(
+    q_abs: *const f32,
+    q_pe: *const f32,
+    cache: *const u16,
+    state: *const StepState,
+    (part_o, part_ml): (*mut f32, *mut f32),
+    [n_head, kv_lora, n_rope, ctx, max_segments]: [u32; 5],
+    kq_scale: f32,
+    temp: *const f32,
+    temperature: u32,
+) {
     let tid = tid();
     // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
     // into (head group, segment) without overflow; max(1) keeps the division trap-free.
@@ -256,18 +316,41 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
     let Some(row_chunks) = NonZeroU32::new((kv_lora + n_rope) / 8) else {
         return;
     };
-    let row_bytes = row_chunks.get() as u64 * 16;
+    let width = kv_lora + n_rope;
+    let row_bytes = if Q8 {
+        LatentCache::Q8_0.row_bytes(width) as u64
+    } else {
+        row_chunks.get() as u64 * 16
+    };
+    // Only read with `Q8`; `width ≥ 8` here, so the fallback is never taken.
+    let q8_blocks = NonZeroU32::new(LatentCache::q8_0_blocks(width)).unwrap_or(NonZeroU32::MIN);
+    let q8_map = cache_q8::Map::new(q8_blocks, row_bytes as u32, STRIDE, tid);
     let smem = smem_base();
     let tile = smem + sm::TILE;
 
     // The first tile's loads fly while the query is staged.
     let src = global(cache);
     let mut start = t0;
-    let mut staged = load_tile(
-        src + start as u64 * row_bytes,
-        (t1 - start).min(FLASH_TILE) * row_chunks.get(),
-        tid,
-    );
+    let first = (t1 - start).min(FLASH_TILE);
+    let mut staged = if Q8 {
+        [[0; 4]; PER_THREAD]
+    } else {
+        load_tile(
+            src + start as u64 * row_bytes,
+            first * row_chunks.get(),
+            tid,
+        )
+    };
+    let mut staged8 = if Q8 {
+        cache_q8::load_tile(
+            src + start as u64 * row_bytes,
+            q8_map.units(first),
+            &q8_map,
+            tid,
+        )
+    } else {
+        cache_q8::EMPTY
+    };
     let qs = logit_scale(kq_scale, global(temp), temperature, pos) * core::f32::consts::LOG2_E;
     // The group's 16 heads are consecutive rows of q_abs and q_pe.
     let q = QuerySrc {
@@ -321,7 +404,11 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
         let n = (t1 - start).min(FLASH_TILE);
         // The previous tile's readers (and the zeroing) are done before it is overwritten.
         nvptx::_syncthreads();
-        store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
+        if Q8 {
+            cache_q8::store_tile(tile, &staged8, q8_map.units(n), &q8_map, tid);
+        } else {
+            store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
+        }
         nvptx::_syncthreads();
         // The next tile's loads; all predicated off after the last tile.
         let next = start + n;
@@ -330,11 +417,20 @@ pub unsafe extern "ptx-kernel" fn flash_latent_mma(
         } else {
             0
         };
-        staged = load_tile(
-            src + next as u64 * row_bytes,
-            n_next * row_chunks.get(),
-            tid,
-        );
+        if Q8 {
+            staged8 = cache_q8::load_tile(
+                src + next as u64 * row_bytes,
+                q8_map.units(n_next),
+                &q8_map,
+                tid,
+            );
+        } else {
+            staged = load_tile(
+                src + next as u64 * row_bytes,
+                n_next * row_chunks.get(),
+                tid,
+            );
+        }
 
         // Partial scores of 8 rows over half of the dims.
         let mut s = [0.0f32; 4];

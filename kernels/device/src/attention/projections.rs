@@ -48,6 +48,7 @@ macro_rules! gemv2_rope_kernel {
             ctx: u32,
             eps: f32,
             mscale: f32,
+            cache_type: u32,
         ) {
             let (q, kv) = (global(q), global(kv));
             // No early exit: every warp reaches the done counter's barriers.
@@ -78,6 +79,7 @@ macro_rules! gemv2_rope_kernel {
                     kv_lora,
                     n_rope,
                     ctx,
+                    cache_type,
                 },
                 eps,
                 mscale,

@@ -1,6 +1,7 @@
 //! `rope_kv`: everything of one token's attention that only needs the two projection outputs —
 //! the rotation of every head's query rope part (spec §5.1 step 4, §5.3) and the latent cache
-//! row `[rmsnorm(c) | rope(k_pe)]` as f16 at `StepState::pos` (steps 5-6). Fused because all of
+//! row `[rmsnorm(c) | rope(k_pe)]` at `StepState::pos` (steps 5-6), as f16 or as q8_0 blocks
+//! (`crate::attention::cache_q8`). Fused because all of
 //! it is a few KB of element-wise work that one block does in a single pass.
 //!
 //! Angles: `θ_i = pos·rope_freq[i]` in f64 (exact integer position times the host's f64 table),
@@ -14,6 +15,7 @@
 //! of `c`, and k_pe pair `t` (`n_rope/2 ≤ 32 ≤ BLOCK`). Σc² is reduced per warp with shuffles,
 //! then across warps through shared memory.
 
+use super::cache_q8::store_q8_0_value;
 use crate::intrinsics::{
     cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
     ld_v4_f32_relaxed, rint_f64, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
@@ -23,7 +25,7 @@ use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{ROPE_KV_THREADS, WARP_SIZE};
+use ingot_abi::launch::{LatentCache, ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 /// Most warps of a block that runs the rope: `rope_kv_partials` holds one f32 per warp.
@@ -78,6 +80,7 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
     ctx: u32,
     eps: f32,
     mscale: f32,
+    cache_type: u32,
 ) {
     let dims = Dims {
         n_head,
@@ -85,6 +88,7 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
         kv_lora,
         n_rope,
         ctx,
+        cache_type,
     };
     rope_kv_impl::<false, ROPE_KV_THREADS, false>(
         global(q),
@@ -122,6 +126,7 @@ pub unsafe extern "ptx-kernel" fn rope_kv_q8_1(
     ctx: u32,
     eps: f32,
     mscale: f32,
+    cache_type: u32,
 ) {
     let dims = Dims {
         n_head,
@@ -129,6 +134,7 @@ pub unsafe extern "ptx-kernel" fn rope_kv_q8_1(
         kv_lora,
         n_rope,
         ctx,
+        cache_type,
     };
     rope_kv_impl::<true, ROPE_KV_THREADS, false>(
         global(q),
@@ -152,6 +158,8 @@ pub(crate) struct Dims {
     pub(crate) kv_lora: u32,
     pub(crate) n_rope: u32,
     pub(crate) ctx: u32,
+    /// `LatentCache::code` of the cache's row format.
+    pub(crate) cache_type: u32,
 }
 
 /// The rope and cache write with `BLOCK` threads (every thread of the block must call it: it
@@ -175,6 +183,7 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
         kv_lora,
         n_rope,
         ctx,
+        cache_type,
     }: Dims,
     eps: f32,
     mscale: f32,
@@ -286,8 +295,46 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
     }
     let scale = 1.0 / sqrt(total / kv_lora as f32 + eps);
 
+    let width = kv_lora + n_rope;
+    if cache_type == LatentCache::Q8_0.code() {
+        // Cache row `pos` as q8_0: warp `w` quantizes blocks `w, w + warps, …`, lane `l` value
+        // `32b + l` (the same products as the f16 row below; zero past the row).
+        let blocks = LatentCache::q8_0_blocks(width);
+        let row = cache + pos as u64 * LatentCache::Q8_0.row_bytes(width) as u64;
+        let lane = t % WARP_SIZE;
+        let mut b = t / WARP_SIZE;
+        while b < blocks {
+            let j = b * WARP_SIZE + lane;
+            // `kv_lora` is even, so a pair never straddles the latent and the rope part.
+            let e = j & !1;
+            let odd = j & 1 == 1;
+            let x = if j < kv_lora {
+                let v = load2(kvg + e as u64 * 4);
+                let g = ld_v2_f32(wg + e as u64 * 4);
+                if odd {
+                    v[1] * scale * g[1]
+                } else {
+                    v[0] * scale * g[0]
+                }
+            } else if j < width {
+                let [re, im] = load2(kvg + e as u64 * 4);
+                let (x, y) = rotate(re, im, cos_sin(freq, pos, (e - kv_lora) / 2, mscale));
+                if odd {
+                    y
+                } else {
+                    x
+                }
+            } else {
+                0.0
+            };
+            store_q8_0_value(row, blocks, b, lane, x);
+            b += BLOCK / WARP_SIZE;
+        }
+        return;
+    }
+
     // Cache row `pos`: normalized latent, then the rotated k_pe, as f16.
-    let row = cache + pos as u64 * (kv_lora + n_rope) as u64 * 2;
+    let row = cache + pos as u64 * LatentCache::F16.row_bytes(width) as u64;
     let mut ch = t;
     while ch < chunks {
         let v = load4(kvg + ch as u64 * 16);

@@ -47,6 +47,30 @@ pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
     d
 }
 
+/// `a − b` per f16 half (`sub.rn.f16x2`).
+#[inline(always)]
+pub fn sub_f16x2(a: u32, b: u32) -> u32 {
+    let d: u32;
+    // SAFETY: register-only instruction.
+    unsafe {
+        asm!("sub.rn.f16x2 {d}, {a}, {b};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b,
+             options(pure, nomem, nostack));
+    }
+    d
+}
+
+/// `a · b` per f16 half (`mul.rn.f16x2`): each product rounded once to binary16.
+#[inline(always)]
+pub fn mul_f16x2(a: u32, b: u32) -> u32 {
+    let d: u32;
+    // SAFETY: register-only instruction.
+    unsafe {
+        asm!("mul.rn.f16x2 {d}, {a}, {b};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b,
+             options(pure, nomem, nostack));
+    }
+    d
+}
+
 /// C `roundf` (nearest integer, ties away from zero) converted to i32 as Rust's `as` does
 /// (saturating, NaN to 0): `trunc(x + copysign(0.5 − 2⁻²⁵, x))` in three integer/float
 /// instructions and one conversion. Adding the largest float below one half carries the

@@ -245,6 +245,18 @@ pub unsafe fn st_v4_f32_if(p: bool, a: u64, v: [f32; 4]) {
          z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
 }
 
+/// 1-byte store of the low 8 bits of `v` to global memory.
+#[inline(always)]
+pub unsafe fn st_u8(a: u64, v: u32) {
+    asm!("st.global.u8 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
+}
+
+/// 2-byte store of the low 16 bits of `v` to global memory; `a` 2-byte aligned.
+#[inline(always)]
+pub unsafe fn st_u16(a: u64, v: u32) {
+    asm!("st.global.u16 [{a}], {v};", a = in(reg64) a, v = in(reg16) v as u16, options(nostack));
+}
+
 /// 4-byte store to global memory; `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn st_u32(a: u64, v: u32) {
