@@ -7,7 +7,7 @@
 //! past `width` are 0.
 
 use crate::intrinsics::{
-    f32_to_f16, ld_u16_if, ld_v4_when, mul_f16x2, prmt, round_away_i32, st_u16, st_u8, sts_v4_if,
+    f32_to_f16, ld_u16_if, ld_v4_when, mul_f16x2, prmt, round_away_i32, st_u16_if, st_u8, sts_v4_if,
     sub_f16x2, warp_max_f32,
 };
 use core::num::NonZeroU32;
@@ -30,9 +30,7 @@ pub(crate) unsafe fn store_q8_0_value(row: u64, blocks: u32, b: u32, lane: u32, 
     let d = amax / 127.0;
     let id = 1.0 / d;
     st_u8(row + (b * QK + lane) as u64, round_away_i32(x * id) as u32);
-    if lane == 0 {
-        st_u16(row + (blocks * QK + 2 * b) as u64, f32_to_f16(d));
-    }
+    st_u16_if(lane == 0, row + (blocks * QK + 2 * b) as u64, f32_to_f16(d));
 }
 
 /// q8_0 blocks of a tile of the widest rows, and per thread (both flash kernels run

@@ -18,7 +18,7 @@
 use super::cache_q8::store_q8_0_value;
 use crate::intrinsics::{
     cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
-    ld_v4_f32_relaxed, rint_f64, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
+    ld_v4_f32_relaxed, rint_f64, select_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
 };
 use crate::norm_q8::{quantize_pair_store, PAIR_LANES};
 use core::arch::{asm, global_asm, nvptx};
@@ -305,28 +305,18 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
         let mut b = t / WARP_SIZE;
         while b < blocks {
             let j = b * WARP_SIZE + lane;
-            // `kv_lora` is even, so a pair never straddles the latent and the rope part.
-            let e = j & !1;
+            // Branch-free: every lane loads its pair from an address clamped into the buffers
+            // and computes both candidates; selects keep the latent value, the rotated one, or
+            // 0 past the row. `kv_lora` is even, so a pair never straddles the two parts.
             let odd = j & 1 == 1;
-            let x = if j < kv_lora {
-                let v = load2(kvg + e as u64 * 4);
-                let g = ld_v2_f32(wg + e as u64 * 4);
-                if odd {
-                    v[1] * scale * g[1]
-                } else {
-                    v[0] * scale * g[0]
-                }
-            } else if j < width {
-                let [re, im] = load2(kvg + e as u64 * 4);
-                let (x, y) = rotate(re, im, cos_sin(freq, pos, (e - kv_lora) / 2, mscale));
-                if odd {
-                    y
-                } else {
-                    x
-                }
-            } else {
-                0.0
-            };
+            let e = (j & !1).min(width - 2);
+            let v = load2(kvg + e as u64 * 4);
+            let g = ld_v2_f32(wg + e.min(kv_lora - 2) as u64 * 4);
+            let latent = select_f32(odd, v[1] * scale * g[1], v[0] * scale * g[0]);
+            let angle = cos_sin(freq, pos, e.saturating_sub(kv_lora) / 2, mscale);
+            let (re, im) = rotate(v[0], v[1], angle);
+            let roped = select_f32(odd, im, re);
+            let x = select_f32(j < kv_lora, latent, select_f32(j < width, roped, 0.0));
             store_q8_0_value(row, blocks, b, lane, x);
             b += BLOCK / WARP_SIZE;
         }

@@ -251,10 +251,12 @@ pub unsafe fn st_u8(a: u64, v: u32) {
     asm!("st.global.u8 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
 }
 
-/// 2-byte store of the low 16 bits of `v` to global memory; `a` 2-byte aligned.
+/// 2-byte store of the low 16 bits of `v` to global memory where `p` holds (predicated, no
+/// branch); `a` 2-byte aligned there.
 #[inline(always)]
-pub unsafe fn st_u16(a: u64, v: u32) {
-    asm!("st.global.u16 [{a}], {v};", a = in(reg64) a, v = in(reg16) v as u16, options(nostack));
+pub unsafe fn st_u16_if(p: bool, a: u64, v: u32) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.global.u16 [{a}], {v}; }}",
+         c = in(reg32) p as u32, a = in(reg64) a, v = in(reg16) v as u16, options(nostack));
 }
 
 /// 4-byte store to global memory; `a` 4-byte aligned.

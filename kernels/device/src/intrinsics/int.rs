@@ -49,6 +49,19 @@ pub fn pack_low_bytes(q: [i32; 4]) -> u32 {
     prmt(lo, hi, 0x5410)
 }
 
+/// `if p { a } else { b }` as one `selp.f32`, which LLVM cannot turn back into a branch.
+#[inline(always)]
+pub fn select_f32(p: bool, a: f32, b: f32) -> f32 {
+    let d: f32;
+    // SAFETY: register-only instructions.
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; selp.f32 {d}, {a}, {b}, p; }}",
+             c = in(reg32) p as u32, d = out(reg32) d, a = in(reg32) a, b = in(reg32) b,
+             options(pure, nomem, nostack));
+    }
+    d
+}
+
 /// `if p { a } else { b }` as one `selp.b64`, which LLVM cannot turn back into a branch.
 #[inline(always)]
 pub fn select_u64(p: bool, a: u64, b: u64) -> u64 {
