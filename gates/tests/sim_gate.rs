@@ -6,7 +6,8 @@ mod support;
 
 use std::path::Path;
 
-use ingot_gates::{run_gate, Band, GateBackend, GateOptions, GateReport, Verdict};
+use ingot_gates::{run_gate, Band, GateBackend, GateOptions, GateReport, Reference, Verdict};
+use ingot_model::CacheType;
 use ingot_gguf::{GgufFile, MetaValue};
 use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
@@ -92,6 +93,40 @@ fn gate_report(file: &GgufFile, name: &str, vram: Option<ingot_engine::VramBudge
         cache_type: Default::default(),
     };
     run_gate(file, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The q8_0 latent cache in the simulator (`--backend sim --cache-type q8_0`): the plan writes
+/// q8_0 rows and reads them with `flash_latent_q8_0`; judged against the CPU backend with the
+/// same q8_0 cache. The tiny model's 144-value rows end in a block with 16 values of padding.
+#[test]
+fn tiny_mla_q4_k_m_q8_0_cache() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    let name = support::write_preset(&path, Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
+    let file = GgufFile::open(&path).expect("open");
+    let opts = ingot_graph::PlanOptions {
+        cache_type: CacheType::Q8_0,
+        ..ingot_graph::PlanOptions::for_ctx(64)
+    };
+    let plan = ingot_graph::build_plan(file.header(), opts).expect("plan");
+    assert!(
+        plan.nodes.iter().any(|n| n.kernel == "flash_latent_q8_0")
+            && !plan.nodes.iter().any(|n| n.kernel == "flash_latent"),
+        "{name}: the q8_0 plan reads its cache with flash_latent_q8_0"
+    );
+    let opts = GateOptions {
+        backend: GateBackend::Sim,
+        prompt: PROMPT.to_vec(),
+        steps: STEPS,
+        band: Band::default(),
+        vram: None,
+        cache_type: CacheType::Q8_0,
+    };
+    let report = run_gate(&file, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    println!("{name} q8_0 cache\n{report}");
+    assert_eq!(report.reference, Reference::Cpu);
+    assert_eq!(report.steps.len(), PROMPT.len() + STEPS - 1);
+    assert!(report.passed(), "{name} q8_0 cache: gate failed");
 }
 
 fn check(path: &Path, name: &str) {

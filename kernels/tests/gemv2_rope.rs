@@ -8,7 +8,9 @@
 mod quant_blocks;
 mod support;
 
-use ingot_kernels::ops::attention::{gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, RopeKvBufs};
+use ingot_kernels::ops::attention::{
+    gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, LatentCache, RopeKvBufs,
+};
 use ingot_kernels::ops::gemv::{gemv2_q8_1, GemvType};
 use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
@@ -110,8 +112,9 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: &Att
             .step_by(2)
             .find(|&i| got[i..i + 2] != want[i..i + 2])
         {
-            let (row, col) = (i / 2 / s.row(), i / 2 % s.row());
-            panic!("{who}: cache[{row}][{col}] differs from rope_kv_q8_1's");
+            let row_bytes = s.row_bytes().unwrap();
+            let (row, byte) = (i / row_bytes, i % row_bytes);
+            panic!("{who}: cache row {row} byte {byte} differs from rope_kv_q8_1's");
         }
     }
     eprintln!("{}: gemv2_rope {ty:?} {s:?} ok", b.name());
@@ -125,7 +128,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 64,
-        cache: ingot_kernels::ops::attention::LatentCache::F16,
+        cache: LatentCache::F16,
     };
     let lite = AttnShape {
         n_head: 16,
@@ -133,12 +136,18 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 128,
-        cache: ingot_kernels::ops::attention::LatentCache::F16,
+        cache: LatentCache::F16,
     };
     for ty in GemvType::ALL {
         check_case(b, &mut rng, ty, &small);
     }
     check_case(b, &mut rng, GemvType::Q4K, &lite);
+    // The tail's q8_0 cache-row writer (the same code as rope_kv_q8_1's, on coherent loads).
+    let q8 = AttnShape {
+        cache: LatentCache::Q8_0,
+        ..lite
+    };
+    check_case(b, &mut rng, GemvType::Q4K, &q8);
 }
 
 #[test]
