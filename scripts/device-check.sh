@@ -20,6 +20,7 @@
 #                  (lite-4l, 16 heads: the flash_latent_mma path)
 #   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons
 #   decode         `ingot bench --backend cuda` on lite-4l at depths 0, 1024, 4096
+#   decode_q8_0    the same with `--cache-type q8_0` at depths 0 and 4096
 #   bench          the kernel benches (CUDA events on the kernels' stream, copy-bandwidth sanity)
 # then a summary table of every step's exit status and key figure. INGOT_REQUIRE_GPU=1 is set, so
 # no GPU half can be skipped silently; CUDA_CACHE_PATH points at a fresh writable folder, so the
@@ -114,6 +115,8 @@ run() {
 
     run_step decode 120 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
         --depths 0,1024,4096 -n 64 --reps 3
+    run_step decode_q8_0 90 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
+        --cache-type q8_0 --depths 0,4096 -n 64 --reps 3
 
     run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
 

@@ -1,7 +1,8 @@
 //! `ingot gate --cache-type` through the real binary: `q8_0` without `--backend` measures the
 //! q8_0 latent cache against the full-precision one on the CPU backend and passes on the tiny
-//! model; asking a device plan for a q8_0 cache, or no backend with the f16 cache, is one clear
-//! error line and exit code 1, no panic.
+//! model, and so does the simulated plan with a q8_0 cache against the CPU backend with one;
+//! the oracle with a q8_0 cache, an unknown cache type, or no backend with the f16 cache is one
+//! clear error line and exit code 1 (2 for clap's usage errors), no panic.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -49,10 +50,28 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
     );
     assert!(stdout.trim_end().ends_with("PASS"), "{stdout}");
 
+    // The simulated plan with a q8_0 cache, judged against the CPU backend with one.
+    let sim = ingot(
+        &["gate", "--cache-type", "q8_0", "--backend", "sim", "-n", "4", "-m"],
+        &model,
+    );
+    let stdout = String::from_utf8_lossy(&sim.stdout);
+    assert!(
+        sim.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    assert!(stdout.contains("Sim gate vs Cpu"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("PASS"), "{stdout}");
+
     for (args, want) in [
         (
-            &["gate", "--cache-type", "q8_0", "--backend", "sim", "-m"][..],
-            "keeps an f16 latent cache",
+            &["run", "--backend", "oracle", "--cache-type", "q8_0", "-p", "x", "-m"][..],
+            "the oracle keeps its cache in full precision",
+        ),
+        (
+            &["gate", "--cache-type", "q4_0", "-m"][..],
+            "unknown cache type `q4_0`",
         ),
         (
             &["gate", "-m"][..],
@@ -61,7 +80,12 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
     ] {
         let out = ingot(args, &model);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let usage = args.contains(&"q4_0");
+        assert_eq!(
+            out.status.code(),
+            Some(if usage { 2 } else { 1 }),
+            "{args:?}: {stderr}"
+        );
         assert!(stderr.contains(want), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
