@@ -52,7 +52,16 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
 
     // The simulated plan with a q8_0 cache, judged against the CPU backend with one.
     let sim = ingot(
-        &["gate", "--cache-type", "q8_0", "--backend", "sim", "-n", "4", "-m"],
+        &[
+            "gate",
+            "--cache-type",
+            "q8_0",
+            "--backend",
+            "sim",
+            "-n",
+            "4",
+            "-m",
+        ],
         &model,
     );
     let stdout = String::from_utf8_lossy(&sim.stdout);
@@ -66,7 +75,16 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
 
     for (args, want) in [
         (
-            &["run", "--backend", "oracle", "--cache-type", "q8_0", "-p", "x", "-m"][..],
+            &[
+                "run",
+                "--backend",
+                "oracle",
+                "--cache-type",
+                "q8_0",
+                "-p",
+                "x",
+                "-m",
+            ][..],
             "the oracle keeps its cache in full precision",
         ),
         (

@@ -7,8 +7,8 @@ mod support;
 use std::path::Path;
 
 use ingot_gates::{run_gate, Band, GateBackend, GateOptions, GateReport, Reference, Verdict};
-use ingot_model::CacheType;
 use ingot_gguf::{GgufFile, MetaValue};
+use ingot_model::CacheType;
 use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 

@@ -16,8 +16,9 @@ use ingot_kernels::ops::attention::{
 use ingot_kernels::{Accelerator, KernelError};
 use ingot_model::RopeParams;
 use rand::rngs::StdRng;
-use rand::Rng;
-use support::attention::{cache_row, cache_values, f16s, rand_nonzero, step_state, v2_lite_rope};
+use support::attention::{
+    cache_values, f16s, fill_random_rows, rand_nonzero, step_state, v2_lite_rope,
+};
 use support::{download, download_f32, f32_bytes, poisoned, upload};
 
 /// The kernel's frequency table: `θ_i / pos`, taken from the oracle at pos 1 (θ is linear in pos).
@@ -288,12 +289,17 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         check_rope_kv(b, &mut rng, &odd_pairs, pos);
     }
     // The q8_0 cache: V2-Lite's 18 whole blocks, and 88-value rows (kv_lora 72 + 16 rope) whose
-    // last block holds latent dims, rope dims and 8 values of padding.
+    // last block holds latent dims, rope dims and 8 values of padding (both with rope pairs that
+    // divide a warp: angles by shuffle), and 12 pairs (each lane computes its angle).
     let straddling = AttnShape {
         kv_lora: 72,
         ..small
     };
-    for (shape, positions) in [(lite, [0, 300, 4095]), (straddling, [0, 17, 163_839])] {
+    for (shape, positions) in [
+        (lite, [0, 300, 4095]),
+        (straddling, [0, 17, 163_839]),
+        (odd_pairs, [0, 17, 4095]),
+    ] {
         let q8 = AttnShape {
             cache: LatentCache::Q8_0,
             ..shape
@@ -332,20 +338,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     // Cache: random rows before `pos`, NaN (0xFFFF; a q8_0 row's scales too) from `pos` on, so
     // a row read past the context poisons the result.
     let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
-    let row_bytes = s.row_bytes().unwrap();
-    for r in 0..pos {
-        let values: Vec<f32> = (0..row)
-            .map(|_| {
-                let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
-                if v.to_f32() == 0.0 {
-                    1.0
-                } else {
-                    v.to_f32()
-                }
-            })
-            .collect();
-        cache_row(s.cache, &values, &mut cache[r * row_bytes..][..row_bytes]);
-    }
+    fill_random_rows(rng, &s, pos, &mut cache);
     let q = rand_nonzero(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
     let kv = rand_nonzero(rng, row, -1.5, 1.5);
     let w = rand_nonzero(rng, s.kv_lora, 0.5, 1.5);

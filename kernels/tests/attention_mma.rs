@@ -23,7 +23,7 @@ use ingot_kernels::ops::attention::{
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{cache_row, cache_values, step_state, v2_lite_rope};
+use support::attention::{cache_values, fill_random_rows, step_state, v2_lite_rope};
 use support::{download_f32, f32_bytes, poisoned, upload};
 
 /// f16 unit roundoff: round-to-nearest of a normal value moves it by at most 2^-11 relative.
@@ -182,25 +182,8 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     // (0xFFFF; a q8_0 row's scales too) from pos + 1 on: reading past the context poisons the
     // result. `cache`: the values the kernels read (a q8_0 block's f16(q·d)).
     let mut cache_bytes = vec![0xFFu8; s.cache_bytes().unwrap()];
-    let row_bytes = s.row_bytes().unwrap();
-    for t in 0..len {
-        let values: Vec<f32> = (0..row)
-            .map(|_| {
-                let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
-                if v.to_f32() == 0.0 {
-                    1.0
-                } else {
-                    v.to_f32()
-                }
-            })
-            .collect();
-        cache_row(
-            s.cache,
-            &values,
-            &mut cache_bytes[t * row_bytes..][..row_bytes],
-        );
-    }
-    let cache = cache_values(&s, &cache_bytes[..len * row_bytes]);
+    fill_random_rows(rng, &s, len, &mut cache_bytes);
+    let cache = cache_values(&s, &cache_bytes[..len * s.row_bytes().unwrap()]);
     let q_abs = rand_vec(rng, h_n * r, c.q_amp);
     let q_pe = rand_vec(rng, h_n * s.n_rope, c.q_amp);
 

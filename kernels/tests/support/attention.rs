@@ -202,3 +202,22 @@ pub fn cache_values(s: &AttnShape, cache: &[u8]) -> Vec<f64> {
         }
     }
 }
+
+/// Rows `0..rows` of `cache` (all rows of `s`'s format) as random non-zero f16 values in
+/// (-1, 1), stored as `s.cache` holds them.
+pub fn fill_random_rows(rng: &mut StdRng, s: &AttnShape, rows: usize, cache: &mut [u8]) {
+    let row_bytes = s.row_bytes().unwrap();
+    for r in 0..rows {
+        let values: Vec<f32> = (0..s.row())
+            .map(|_| {
+                let v = f16::from_f32(rng.random_range(-1.0f32..1.0));
+                if v.to_f32() == 0.0 {
+                    1.0
+                } else {
+                    v.to_f32()
+                }
+            })
+            .collect();
+        cache_row(s.cache, &values, &mut cache[r * row_bytes..][..row_bytes]);
+    }
+}

@@ -7,8 +7,8 @@
 //! past `width` are 0.
 
 use crate::intrinsics::{
-    f32_to_f16, ld_u16_if, ld_v4_when, mul_f16x2, prmt, round_away_i32, st_u16_if, st_u8, sts_v4_if,
-    sub_f16x2, warp_max_f32,
+    f32_to_f16, ld_u16_if, ld_v4_when, mul_f16x2, prmt, round_away_i32, st_u16_if, st_u8,
+    sts_v4_if, sub_f16x2, warp_max_f32,
 };
 use core::num::NonZeroU32;
 use ingot_abi::blocks::QK8_0;

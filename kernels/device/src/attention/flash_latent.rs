@@ -141,68 +141,14 @@ unsafe fn row_dot(q: &[[f32; 4]; Q_CHUNKS], row: u32) -> f32 {
     acc
 }
 
-/// See the module docs and `ingot_abi::launch::FLASH_LATENT` for the contract; the host
-/// launcher checks the shape limits and every buffer size.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn flash_latent(
-    q_abs: *const f32,
-    q_pe: *const f32,
-    cache: *const u16,
-    state: *const StepState,
-    part_o: *mut f32,
-    part_ml: *mut f32,
-    n_head: u32,
-    kv_lora: u32,
-    n_rope: u32,
-    ctx: u32,
-    max_segments: u32,
-    kq_scale: f32,
-    temp: *const f32,
-    temperature: u32,
-) {
-    flash_latent_impl::<false>(
-        q_abs,
-        q_pe,
-        cache,
-        state,
-        (part_o, part_ml),
-        [n_head, kv_lora, n_rope, ctx, max_segments],
-        kq_scale,
-        temp,
-        temperature,
-    );
-}
-
-/// [`flash_latent`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_Q8_0`): each tile's
-/// blocks are widened into the shared f16 tile ([`cache_q8`]), rows `32·blocks` values apart.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn flash_latent_q8_0(
-    q_abs: *const f32,
-    q_pe: *const f32,
-    cache: *const u16,
-    state: *const StepState,
-    part_o: *mut f32,
-    part_ml: *mut f32,
-    n_head: u32,
-    kv_lora: u32,
-    n_rope: u32,
-    ctx: u32,
-    max_segments: u32,
-    kq_scale: f32,
-    temp: *const f32,
-    temperature: u32,
-) {
-    flash_latent_impl::<true>(
-        q_abs,
-        q_pe,
-        cache,
-        state,
-        (part_o, part_ml),
-        [n_head, kv_lora, n_rope, ctx, max_segments],
-        kq_scale,
-        temp,
-        temperature,
-    );
+flash_entry_points! {
+    flash_latent_impl;
+    /// See the module docs and `ingot_abi::launch::FLASH_LATENT` for the contract; the host
+    /// launcher checks the shape limits and every buffer size.
+    flash_latent => false;
+    /// [`flash_latent`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_Q8_0`): each tile's
+    /// blocks are widened into the shared f16 tile (`super::cache_q8`), rows `32·blocks` values apart.
+    flash_latent_q8_0 => true;
 }
 
 /// The kernel, over an f16 cache or, with `Q8`, a q8_0 one.

@@ -5,6 +5,43 @@
 //! segments); `cache_q8` holds the q8_0 cache rows' writer and tile loader. Buffer layouts: the docs of `ingot_abi::launch::{ROPE_KV, FLASH_LATENT,
 //! ATTN_MERGE}` and their module.
 
+/// The `#[no_mangle]` entry points of a flash kernel body `impl::<Q8>` (f16 cache, or q8_0 with
+/// `Q8`), all with the parameters of `ingot_abi::launch::FLASH_LATENT`.
+macro_rules! flash_entry_points {
+    ($body:ident; $($(#[$doc:meta])* $name:ident => $q8:literal;)*) => {$(
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            q_abs: *const f32,
+            q_pe: *const f32,
+            cache: *const u16,
+            state: *const StepState,
+            part_o: *mut f32,
+            part_ml: *mut f32,
+            n_head: u32,
+            kv_lora: u32,
+            n_rope: u32,
+            ctx: u32,
+            max_segments: u32,
+            kq_scale: f32,
+            temp: *const f32,
+            temperature: u32,
+        ) {
+            $body::<$q8>(
+                q_abs,
+                q_pe,
+                cache,
+                state,
+                (part_o, part_ml),
+                [n_head, kv_lora, n_rope, ctx, max_segments],
+                kq_scale,
+                temp,
+                temperature,
+            );
+        }
+    )*};
+}
+
 mod cache_q8;
 mod flash_latent;
 mod flash_latent_mma;

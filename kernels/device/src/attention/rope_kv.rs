@@ -18,7 +18,8 @@
 use super::cache_q8::store_q8_0_value;
 use crate::intrinsics::{
     cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
-    ld_v4_f32_relaxed, rint_f64, select_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid, warp_sum,
+    ld_v4_f32_relaxed, rint_f64, select_f32, shfl_idx_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid,
+    warp_sum,
 };
 use crate::norm_q8::{quantize_pair_store, PAIR_LANES};
 use core::arch::{asm, global_asm, nvptx};
@@ -302,18 +303,31 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
         let blocks = LatentCache::q8_0_blocks(width);
         let row = cache + pos as u64 * LatentCache::Q8_0.row_bytes(width) as u64;
         let lane = t % WARP_SIZE;
+        // Lane `p` of every warp holds pair `p`'s angle (`n_rope ≤ 64`: at most 32 pairs), and
+        // a lane takes its pair's angle from there by shuffle. When the pairs divide a warp
+        // that is `own` (pair `t % pairs`); otherwise one more angle per thread, before the loop.
+        let lane_angle = if WARP_SIZE % pairs_nz == 0 {
+            own
+        } else {
+            cos_sin(freq, pos, lane.min(pairs_nz - 1), mscale)
+        };
         let mut b = t / WARP_SIZE;
         while b < blocks {
             let j = b * WARP_SIZE + lane;
             // Branch-free: every lane loads its pair from an address clamped into the buffers
             // and computes both candidates; selects keep the latent value, the rotated one, or
-            // 0 past the row. `kv_lora` is even, so a pair never straddles the two parts.
+            // 0 past the row. `kv_lora` is even, so a pair never straddles the two parts. On
+            // lanes whose value is not rotated the shuffled angle is some pair's, unselected.
             let odd = j & 1 == 1;
             let e = (j & !1).min(width - 2);
             let v = load2(kvg + e as u64 * 4);
             let g = ld_v2_f32(wg + e.min(kv_lora - 2) as u64 * 4);
             let latent = select_f32(odd, v[1] * scale * g[1], v[0] * scale * g[0]);
-            let angle = cos_sin(freq, pos, e.saturating_sub(kv_lora) / 2, mscale);
+            let src = (e.saturating_sub(kv_lora) / 2).min(pairs_nz - 1);
+            let angle = (
+                shfl_idx_f32(lane_angle.0, src),
+                shfl_idx_f32(lane_angle.1, src),
+            );
             let (re, im) = rotate(v[0], v[1], angle);
             let roped = select_f32(odd, im, re);
             let x = select_f32(j < kv_lora, latent, select_f32(j < width, roped, 0.0));
