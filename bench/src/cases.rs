@@ -85,6 +85,9 @@ pub enum Contents {
     F32 { n: usize, std: f32 },
     /// `n` Gaussian f16 values with standard deviation `std` (the latent cache rows).
     F16 { n: usize, std: f32 },
+    /// `rows` latent cache rows of `width` Gaussian values (standard deviation 1) in the q8_0
+    /// row format (`LatentCache::Q8_0`).
+    LatentQ8_0 { rows: usize, width: usize },
     /// One `StepState` feeding `token` at position `pos` (read, and written by argmax).
     StepState { token: u32, pos: u32 },
     /// One `ExpertSelection` naming `n_used` distinct experts below `n_expert`, spread over
@@ -135,6 +138,9 @@ impl BufSpec {
             }
             Contents::F32 { n, .. } => n.checked_mul(4),
             Contents::F16 { n, .. } => n.checked_mul(2),
+            Contents::LatentQ8_0 { rows, width } => rows.checked_mul(
+                ingot_abi::launch::LatentCache::Q8_0.row_bytes(u32::try_from(width).ok()?) as usize,
+            ),
             Contents::StepState { .. } => Some(size_of::<StepState>()),
             Contents::Selection { .. } => Some(size_of::<ExpertSelection>()),
             Contents::RopeFreq { pairs } => pairs.checked_mul(8),
@@ -444,6 +450,7 @@ pub const CASES: &[Case] = &[
     attention::FLASH_MMA_4096,
     attention::FLASH_1024,
     attention::FLASH_4096,
+    attention::FLASH_MMA_Q8_0_4096,
     attention::MERGE_Q8_1,
     Case {
         kernel: "gemv_grouped_q4k_q8_1",

@@ -83,6 +83,8 @@ pub struct Meta {
     pub params: u64,
     pub backend: String,
     pub threads: usize,
+    /// The latent cache's number format (`--cache-type`; llama-bench's `type_k`).
+    pub type_k: String,
 }
 
 /// What one bench run measures.
@@ -214,24 +216,36 @@ fn billions(n: u64) -> String {
     format!("{:.2} B", n as f64 / 1e9)
 }
 
-/// The llama-bench markdown table; the model column widens to fit the name.
+/// The llama-bench markdown table; the model column widens to fit the name. As llama-bench, a
+/// `type_k` column appears only for a cache other than the default f16.
 pub fn table(m: &Meta, results: &[DepthResult]) -> String {
     let w = m.model.chars().count().max(30);
+    let type_k = m.type_k != "f16";
+    let (k_head, k_rule) = if type_k {
+        (format!(" {:>6} |", "type_k"), format!(" {:->5}: |", ""))
+    } else {
+        (String::new(), String::new())
+    };
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| {:<w$} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |",
+        "| {:<w$} | {:>10} | {:>10} | {:<10} | {:>7} |{k_head} {:>15} | {:>20} |",
         "model", "size", "params", "backend", "threads", "test", "t/s"
     );
     let _ = writeln!(
         s,
-        "| {:-<w$} | {:->9}: | {:->9}: | {:-<10} | {:->6}: | {:->14}: | {:->19}: |",
+        "| {:-<w$} | {:->9}: | {:->9}: | {:-<10} | {:->6}: |{k_rule} {:->14}: | {:->19}: |",
         "", "", "", "", "", "", ""
     );
+    let k_cell = if type_k {
+        format!(" {:>6} |", m.type_k)
+    } else {
+        String::new()
+    };
     for r in results {
         let _ = writeln!(
             s,
-            "| {:<w$} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |",
+            "| {:<w$} | {:>10} | {:>10} | {:<10} | {:>7} |{k_cell} {:>15} | {:>20} |",
             m.model,
             gib(m.size_bytes),
             billions(m.params),
@@ -328,6 +342,7 @@ mod tests {
             params: 2_500_000_000,
             backend: "CPU".into(),
             threads: 2,
+            type_k: "f16".into(),
         }
     }
 
@@ -355,6 +370,20 @@ mod tests {
         };
         let first = bars(t.lines().next().unwrap());
         assert!(t.lines().all(|l| bars(l) == first), "{t}");
+        assert!(
+            !t.contains("type_k"),
+            "the default cache has no column: {t}"
+        );
+        // A q8_0 cache: llama-bench's type_k column, still aligned.
+        let q8 = Meta {
+            type_k: "q8_0".into(),
+            ..meta()
+        };
+        let t = table(&q8, &results);
+        assert!(t.lines().next().unwrap().contains("type_k"), "{t}");
+        assert!(t.lines().nth(2).unwrap().contains("q8_0"), "{t}");
+        let first = bars(t.lines().next().unwrap());
+        assert!(t.lines().all(|l| bars(l) == first), "{t}");
     }
 
     #[test]
@@ -374,6 +403,7 @@ mod tests {
         assert_eq!(v["witness"], "cpu: \"Q\" \\ x | 2 threads");
         assert_eq!(v["size_bytes"], 3u64 << 30);
         assert_eq!(v["threads"], 2);
+        assert_eq!(v["type_k"], "f16");
         let row = &v["results"][0];
         assert_eq!(row["test"], "tg4 @ d1024");
         assert_eq!(row["n_depth"], 1024);

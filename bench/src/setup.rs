@@ -26,6 +26,9 @@ pub fn host_bytes(spec: &BufSpec, seed: u64) -> Result<Vec<u8>> {
         Contents::ActQ8_1 { n } => inputs::q8_1_activation(n, seed),
         Contents::F32 { n, std } => inputs::f32_values(n, std, seed),
         Contents::F16 { n, std } => inputs::f16_values(n, std, seed),
+        Contents::LatentQ8_0 { rows, width } => {
+            inputs::latent_q8_0_rows(rows, width, inputs::ACTIVATION_STD, seed)
+        }
         Contents::StepState { token, pos } => Ok(bytemuck::bytes_of(&StepState {
             token,
             pos,

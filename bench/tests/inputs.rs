@@ -56,6 +56,8 @@ fn every_case_buffer_as_built_is_varied() {
                 Contents::ActQ8_1 { .. } => GgmlType::Q8_1,
                 Contents::F32 { .. } => GgmlType::F32,
                 Contents::F16 { .. } => GgmlType::F16,
+                // Its own layout (quants, then scales), checked by its own test below.
+                Contents::LatentQ8_0 { .. } => continue,
                 // Structured inputs, checked by their own tests below.
                 Contents::Selection { .. }
                 | Contents::RopeFreq { .. }
@@ -172,4 +174,29 @@ fn softmax_stats_and_rope_freqs_are_valid() {
     assert_eq!(f[0], 1.0);
     assert!(f.windows(2).all(|w| w[1] < w[0] && w[1] > 0.0), "{f:?}");
     assert!(inputs::rope_freq(0).is_err());
+}
+
+#[test]
+fn q8_0_latent_rows_are_varied_and_in_the_split_layout() {
+    // V2-Lite rows: 576 values = 18 blocks, 624 bytes (576 quants, 36 scale bytes, 12 of padding).
+    let data = ingot_bench::inputs::latent_q8_0_rows(4, 576, 1.0, 7).expect("rows");
+    assert_eq!(data.len(), 4 * 624);
+    for row in data.chunks_exact(624) {
+        let quants: std::collections::HashSet<u8> = row[..576].iter().copied().collect();
+        assert!(
+            quants.len() > 100,
+            "quants take many values: {}",
+            quants.len()
+        );
+        for b in 0..18 {
+            let d = half::f16::from_le_bytes([row[576 + 2 * b], row[577 + 2 * b]]).to_f32();
+            // Gaussian values of unit deviation: a block's maximum is well above 0.
+            assert!(d > 0.005 && d < 0.1, "block {b}: d = {d}");
+            // One value of each block reaches ±127 (d = amax/127).
+            assert!(row[32 * b..32 * b + 32]
+                .iter()
+                .any(|&q| q as i8 == 127 || q as i8 == -127));
+        }
+        assert!(row[612..].iter().all(|&x| x == 0), "padding is zero");
+    }
 }

@@ -112,6 +112,7 @@ pub fn run(a: Args) -> Result<()> {
             BackendKind::Cuda => 1,
             _ => ingot_bench::witness::rayon_threads(),
         },
+        type_k: a.cache.cache_type.name().to_string(),
     };
     // The witness goes first, before minutes of loading and filling.
     if !a.json {

@@ -90,17 +90,32 @@ fn partials(depth: usize, contents: bool) -> [BufSpec; 2] {
 /// `q_abs`, `q_pe`, the cache filled with `rows` random f16 rows, the state at the last row,
 /// and the partials.
 fn flash_buffers(s: Shape) -> Vec<BufSpec> {
+    flash_buffers_with(
+        s,
+        Contents::F16 {
+            n: s.rows * s.cols,
+            std: 1.0,
+        },
+    )
+}
+
+/// [`flash_buffers`] over a q8_0 cache.
+fn flash_buffers_q8_0(s: Shape) -> Vec<BufSpec> {
+    flash_buffers_with(
+        s,
+        Contents::LatentQ8_0 {
+            rows: s.rows,
+            width: s.cols,
+        },
+    )
+}
+
+fn flash_buffers_with(s: Shape, cache: Contents) -> Vec<BufSpec> {
     let [part_o, part_ml] = partials(s.rows, false);
     vec![
         f32s("q_abs", lite::N_HEAD * lite::KV_LORA),
         f32s("q_pe", lite::N_HEAD * lite::N_ROPE),
-        BufSpec::new(
-            "cache",
-            Contents::F16 {
-                n: s.rows * s.cols,
-                std: 1.0,
-            },
-        ),
+        BufSpec::new("cache", cache),
         step_state_at(0, s.rows.saturating_sub(1)),
         part_o,
         part_ml,
@@ -120,13 +135,35 @@ fn flash_bufs(b: &[Buf]) -> FlashBufs<'_, Buf> {
 }
 
 fn flash_launch(d: &mut Device, b: &[Buf], s: Shape, mma: bool) -> Result<(), KernelError> {
-    let shape = attn_shape(s.rows);
+    flash_launch_with(d, b, attn_shape(s.rows), mma)
+}
+
+fn flash_launch_q8_0(d: &mut Device, b: &[Buf], s: Shape) -> Result<(), KernelError> {
+    let shape = AttnShape {
+        cache: LatentCache::Q8_0,
+        ..attn_shape(s.rows)
+    };
+    flash_launch_with(d, b, shape, true)
+}
+
+fn flash_launch_with(
+    d: &mut Device,
+    b: &[Buf],
+    shape: AttnShape,
+    mma: bool,
+) -> Result<(), KernelError> {
     let f = if mma {
         attn::flash_latent_mma::<Device>
     } else {
         attn::flash_latent::<Device>
     };
-    f(d, &shape, &flash_bufs(b), max_segments(s.rows), kq_scale())
+    f(
+        d,
+        &shape,
+        &flash_bufs(b),
+        max_segments(shape.ctx),
+        kq_scale(),
+    )
 }
 
 const fn flash(kernel: &'static str, tensor: &'static str, depth: usize, mma: bool) -> Case {
@@ -150,6 +187,17 @@ pub const FLASH_MMA_1024: Case = flash("flash_latent_mma", "kv_cache@1024", 1024
 pub const FLASH_MMA_4096: Case = flash("flash_latent_mma", "kv_cache@4096", 4096, true);
 pub const FLASH_1024: Case = flash("flash_latent", "kv_cache@1024", 1024, false);
 pub const FLASH_4096: Case = flash("flash_latent", "kv_cache@4096", 4096, false);
+/// `flash_latent_mma_q8_0` at depth 4096: the q8_0 cache's 624-byte rows.
+pub const FLASH_MMA_Q8_0_4096: Case = Case {
+    kernel: "flash_latent_mma_q8_0",
+    tensor: "kv_cache_q8_0@4096",
+    shape: Shape {
+        rows: 4096,
+        cols: lite::CACHE_ROW,
+    },
+    buffers: flash_buffers_q8_0,
+    launch: flash_launch_q8_0,
+};
 
 /// Merge of the segments a step at depth 4096 wrote, into q8_1 for `attn_v_b`.
 pub const MERGE_Q8_1: Case = Case {
