@@ -340,26 +340,17 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
         (64, 512, 64, 100, 2, 1.0),
         (128, 512, 64, 100, 3, 8.0),
     ];
-    for (n_head, kv_lora, n_rope, depth, max_segments, q_amp) in cases {
-        let c = Case {
-            n_head,
-            kv_lora,
-            n_rope,
-            depth,
-            max_segments,
-            q_amp,
-            cache: LatentCache::F16,
-        };
-        check_case(b, &mut rng, &c);
-    }
     // The q8_0 cache (`flash_latent_mma_q8_0`, and `flash_latent_q8_0` beside it): V2-Lite's
     // rows, deep and split; 80-value rows whose last block is half padding; two head groups.
-    for (n_head, kv_lora, n_rope, depth, max_segments, q_amp) in [
+    let q8_0_cases = [
         (16, 512, 64, 300, 2, 1.0),
         (16, 512, 64, 4096, 16, 8.0),
         (16, 64, 16, 40, 1, 1.0),
         (32, 512, 64, 100, 3, 1.0),
-    ] {
+    ];
+    let all = (cases.into_iter().map(|c| (c, LatentCache::F16)))
+        .chain(q8_0_cases.into_iter().map(|c| (c, LatentCache::Q8_0)));
+    for ((n_head, kv_lora, n_rope, depth, max_segments, q_amp), cache) in all {
         let c = Case {
             n_head,
             kv_lora,
@@ -367,7 +358,7 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
             depth,
             max_segments,
             q_amp,
-            cache: LatentCache::Q8_0,
+            cache,
         };
         check_case(b, &mut rng, &c);
     }
