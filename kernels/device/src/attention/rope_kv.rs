@@ -18,8 +18,8 @@
 use super::cache_q8::store_q8_0_value;
 use crate::intrinsics::{
     cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
-    ld_v4_f32_relaxed, rint_f64, select_f32, shfl_idx_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32, tid,
-    warp_sum,
+    ld_v4_f32_relaxed, rint_f64, select_f32, shfl_idx_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32,
+    tid, warp_sum,
 };
 use crate::norm_q8::{quantize_pair_store, PAIR_LANES};
 use core::arch::{asm, global_asm, nvptx};
