@@ -7,3 +7,4 @@ pub mod blocks;
 pub mod iq_grids;
 pub mod launch;
 pub mod step;
+pub mod weight_types;

@@ -86,7 +86,7 @@ pub enum Contents {
     /// `n` Gaussian f16 values with standard deviation `std` (the latent cache rows).
     F16 { n: usize, std: f32 },
     /// `rows` latent cache rows of `width` Gaussian values (standard deviation 1) in the q8_0
-    /// row format (`LatentCache::Q8_0`).
+    /// row format (`CacheType::Q8_0`).
     LatentQ8_0 { rows: usize, width: usize },
     /// One `StepState` feeding `token` at position `pos` (read, and written by argmax).
     StepState { token: u32, pos: u32 },
@@ -139,7 +139,7 @@ impl BufSpec {
             Contents::F32 { n, .. } => n.checked_mul(4),
             Contents::F16 { n, .. } => n.checked_mul(2),
             Contents::LatentQ8_0 { rows, width } => rows.checked_mul(
-                ingot_abi::launch::LatentCache::Q8_0.row_bytes(u32::try_from(width).ok()?) as usize,
+                ingot_abi::launch::CacheType::Q8_0.row_bytes(u32::try_from(width).ok()?) as usize,
             ),
             Contents::StepState { .. } => Some(size_of::<StepState>()),
             Contents::Selection { .. } => Some(size_of::<ExpertSelection>()),

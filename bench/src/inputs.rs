@@ -14,7 +14,7 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
 };
-use ingot_abi::launch::{ExpertSelection, LatentCache, MAX_EXPERTS_USED};
+use ingot_abi::launch::{CacheType, ExpertSelection, MAX_EXPERTS_USED};
 use ingot_gguf::GgmlType;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -126,42 +126,26 @@ pub fn f16_values(n: usize, std: f32, seed: u64) -> Result<Vec<u8>> {
 }
 
 /// `rows` latent cache rows of `width` Gaussian values (standard deviation `std`) in the q8_0
-/// row format (`LatentCache::Q8_0`: each row's quants, then its f16 scales, then zero padding),
+/// row format (`CacheType::Q8_0`: each row's quants, then its f16 scales, then zero padding),
 /// quantized by the reference `q8_0` quantizer, as the rope kernels would write them.
 pub fn latent_q8_0_rows(rows: usize, width: usize, std: f32, seed: u64) -> Result<Vec<u8>> {
     let shape = |reason: String| BenchError::Shape {
         case: "q8_0 latent cache".into(),
         reason,
     };
-    let w32 = u32::try_from(width)
-        .ok()
-        .filter(|&w| w > 0 && w <= MAX_ELEMENTS as u32)
-        .ok_or_else(|| shape(format!("row width {width}")))?;
-    let row_bytes = LatentCache::Q8_0.row_bytes(w32) as usize;
-    let blocks = LatentCache::q8_0_blocks(w32) as usize;
+    if width == 0 || width > MAX_ELEMENTS {
+        return Err(shape(format!("row width {width}")));
+    }
     let values = gaussian(
         rows.checked_mul(width)
             .ok_or_else(|| shape(format!("{rows} rows of {width}")))?,
         std,
         seed,
     )?;
-    let mut out = vec![0u8; rows * row_bytes];
-    for (row, x) in out
-        .chunks_exact_mut(row_bytes)
-        .zip(values.chunks_exact(width))
-    {
-        for b in 0..blocks {
-            let mut block = [0.0f32; QK8_1];
-            let part = &x[b * QK8_1..width.min(b * QK8_1 + QK8_1)];
-            block[..part.len()].copy_from_slice(part);
-            let q = ingot_quant::q8_0::quantize(&block);
-            for (o, &v) in row[b * QK8_1..][..QK8_1].iter_mut().zip(&q.qs) {
-                *o = v as u8;
-            }
-            row[blocks * QK8_1 + 2 * b..][..2].copy_from_slice(&q.d.to_le_bytes());
-        }
-    }
-    Ok(out)
+    Ok(values
+        .chunks_exact(width)
+        .flat_map(|x| ingot_model::cache_type::encode_row(CacheType::Q8_0, x))
+        .collect())
 }
 
 /// One `ExpertSelection` of `n_used` distinct experts out of `n_expert`: slot `k` names

@@ -11,7 +11,7 @@ use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
 use ingot_kernels::ops::attention::{
     attn_merge, attn_merge_q8_1, flash_latent, part_ml_bytes, part_o_bytes, rope_kv, rope_kv_q8_1,
-    split_at, AttnShape, FlashBufs, LatentCache, MergeBufs, RopeKvBufs,
+    split_at, AttnShape, CacheType, FlashBufs, MergeBufs, RopeKvBufs,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use ingot_model::RopeParams;
@@ -152,8 +152,8 @@ fn check_rope_kv<B: Accelerator>(b: &mut B, rng: &mut StdRng, s: &AttnShape, pos
         f32_err.extend([e, e]);
     }
     match s.cache {
-        LatentCache::F16 => check_f16_row(b.name(), pos, &f16s(row), &want, &f32_err),
-        LatentCache::Q8_0 => check_q8_0_row(b.name(), pos, row, &want, &f32_err),
+        CacheType::F16 => check_f16_row(b.name(), pos, &f16s(row), &want, &f32_err),
+        CacheType::Q8_0 => check_q8_0_row(b.name(), pos, row, &want, &f32_err),
     }
 }
 
@@ -170,7 +170,7 @@ fn check_f16_row(name: &str, pos: usize, row: &[f16], want: &[f64], f32_err: &[f
     }
 }
 
-/// A q8_0 cache row (`LatentCache::Q8_0`'s split layout: quants, then f16 scales) against the
+/// A q8_0 cache row (`CacheType::Q8_0`'s split layout: quants, then f16 scales) against the
 /// f64 values `want`, whose f32 computation may be `f32_err` off.
 fn check_q8_0_row(name: &str, pos: usize, row: &[u8], want: &[f64], f32_err: &[f64]) {
     let blocks = want.len().div_ceil(32);
@@ -261,7 +261,7 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 163_840,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let lite = AttnShape {
         n_head: 16,
@@ -269,7 +269,7 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     for pos in [0, 1, 17, 300, 4095, 163_839] {
         check_rope_kv(b, &mut rng, &small, pos);
@@ -301,7 +301,7 @@ fn rope_kv_cases<B: Accelerator>(b: &mut B) {
         (odd_pairs, [0, 17, 4095]),
     ] {
         let q8 = AttnShape {
-            cache: LatentCache::Q8_0,
+            cache: CacheType::Q8_0,
             ..shape
         };
         for pos in positions {
@@ -472,7 +472,7 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
         kv_lora,
         n_rope,
         ctx: depth + 3,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let cases = [
         (4, 64, 16, 1, 1, 1.0),
@@ -512,7 +512,7 @@ fn attention_cases<B: Accelerator>(b: &mut B) {
     ] {
         let c = Case {
             shape: AttnShape {
-                cache: LatentCache::Q8_0,
+                cache: CacheType::Q8_0,
                 ..shape(h, r, p, depth)
             },
             depth,
@@ -571,7 +571,7 @@ fn bad_shapes_are_typed_errors() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let buf = |b: &mut ingot_kernels::backend::sim::SimAccelerator, n| b.alloc(n).unwrap();
     // Large enough for every buffer of `good` with 4 segments.
@@ -669,7 +669,7 @@ fn overflow_case<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 40,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let p = v2_lite_rope(s.n_rope);
     let st = upload(b, &step_state(40));
@@ -733,7 +733,7 @@ fn flash_latent_traffic_at_depth_4096() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let pos = 4095u32;
     let mut rng = support::rng("flash_latent traffic");

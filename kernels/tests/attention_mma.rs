@@ -18,7 +18,7 @@ use half::f16;
 use ingot_abi::launch::{FLASH_LATENT, FLASH_LATENT_MMA};
 use ingot_kernels::ops::attention::{
     attn_merge, flash_latent, flash_latent_mma, part_ml_bytes, part_o_bytes, split_at, AttnShape,
-    FlashBufs, LatentCache, MergeBufs,
+    CacheType, FlashBufs, MergeBufs,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
@@ -114,7 +114,7 @@ struct Case {
     max_segments: usize,
     /// Query magnitude: large values make the softmax peaked, so the running max moves.
     q_amp: f32,
-    cache: LatentCache,
+    cache: CacheType,
 }
 
 /// Runs the step at `pos = depth` over cache rows `0..=pos` with `flash` and `attn_merge`.
@@ -348,8 +348,8 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
         (16, 64, 16, 40, 1, 1.0),
         (32, 512, 64, 100, 3, 1.0),
     ];
-    let all = (cases.into_iter().map(|c| (c, LatentCache::F16)))
-        .chain(q8_0_cases.into_iter().map(|c| (c, LatentCache::Q8_0)));
+    let all = (cases.into_iter().map(|c| (c, CacheType::F16)))
+        .chain(q8_0_cases.into_iter().map(|c| (c, CacheType::Q8_0)));
     for ((n_head, kv_lora, n_rope, depth, max_segments, q_amp), cache) in all {
         let c = Case {
             n_head,
@@ -379,7 +379,7 @@ fn mma_bad_shapes_are_typed_errors() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let big = b.alloc(1 << 18).unwrap();
     let tiny = b.alloc(16).unwrap();
@@ -433,7 +433,7 @@ fn mma_overflow_case<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 40,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let q = upload(b, &f32_bytes(&vec![0.5; s.n_head * s.kv_lora]));
     let cache = poisoned(b, s.cache_bytes().unwrap());
@@ -459,7 +459,7 @@ fn temperature_case<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 64,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let pos = 41;
     let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
@@ -517,7 +517,7 @@ fn flash_latent_mma_traffic_at_depth_4096() {
         kv_lora: 512,
         n_rope: 64,
         ctx: 4096,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let pos = 4095u32;
     let len = pos as u64 + 1;

@@ -9,7 +9,7 @@ mod quant_blocks;
 mod support;
 
 use ingot_kernels::ops::attention::{
-    gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, LatentCache, RopeKvBufs,
+    gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, CacheType, RopeKvBufs,
 };
 use ingot_kernels::ops::gemv::{gemv2_q8_1, GemvType};
 use ingot_kernels::Accelerator;
@@ -128,7 +128,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 64,
         n_rope: 16,
         ctx: 64,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     let lite = AttnShape {
         n_head: 16,
@@ -136,7 +136,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
         kv_lora: 512,
         n_rope: 64,
         ctx: 128,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     };
     for ty in GemvType::ALL {
         check_case(b, &mut rng, ty, &small);
@@ -144,7 +144,7 @@ fn all_types<B: Accelerator>(b: &mut B) {
     check_case(b, &mut rng, GemvType::Q4K, &lite);
     // The tail's q8_0 cache-row writer (the same code as rope_kv_q8_1's, on coherent loads).
     let q8 = AttnShape {
-        cache: LatentCache::Q8_0,
+        cache: CacheType::Q8_0,
         ..lite
     };
     check_case(b, &mut rng, GemvType::Q4K, &q8);

@@ -142,6 +142,7 @@ fn cases(ty: GemvType) -> Vec<Case> {
             what: "attn_k_b grouped",
         }],
         GemvType::Q4_0 => &[case(2048, 1408, "ffn_down_exps expert")],
+        GemvType::Q4_1 => &[case(2048, 1408, "ffn_down_exps expert")],
     };
     v.extend_from_slice(real);
     if ty.block_elems() == QK8_1 {

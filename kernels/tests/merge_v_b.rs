@@ -194,7 +194,7 @@ fn cases<B: Accelerator>(b: &mut B) {
             kv_lora,
             n_rope: 64,
             ctx: pos + 2,
-            cache: ingot_kernels::ops::attention::LatentCache::F16,
+            cache: ingot_kernels::ops::attention::CacheType::F16,
         },
         d_v,
         pos,
@@ -247,7 +247,7 @@ fn unsplittable_shapes_are_refused() {
                 kv_lora,
                 n_rope: 64,
                 ctx: 8,
-                cache: ingot_kernels::ops::attention::LatentCache::F16,
+                cache: ingot_kernels::ops::attention::CacheType::F16,
             };
             let e = attn_merge_v_b(&mut b, ty, &s, d_v, &bufs, 2).unwrap_err();
             assert!(e.to_string().contains("do not split"), "{e}");

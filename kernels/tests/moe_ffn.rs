@@ -34,6 +34,7 @@ const EPS: f64 = 1.0 / (1u64 << 24) as f64;
 fn scale_fields(t: GemvType) -> &'static [(usize, f32, bool)] {
     match t {
         GemvType::Q4_0 => &[(0, 5e-3, true)],
+        GemvType::Q4_1 => &[(0, 2.5e-3, true), (2, 2e-2, true)],
         GemvType::Q5_0 => &[(0, 2.5e-3, true)],
         GemvType::Q5_1 => &[(0, 1.3e-3, true), (2, 2e-2, true)],
         GemvType::Q8_0 => &[(0, 3e-4, true)],

@@ -9,10 +9,9 @@
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::moe::slots_twin;
 use ingot_abi::launch::{ExpertSelection, KernelDesc, GATE_UP_MERGED, GATE_UP_SEPARATE};
 use ingot_kernels::ops::gemv::GemvType;
-use ingot_kernels::ops::moe::{down_kernel, gate_up_kernel, FfnShape};
+use ingot_kernels::ops::moe::FfnShape;
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 use support::moe_args;
@@ -130,8 +129,7 @@ fn gate_up(m: &Module, ty: GemvType, merged: bool) {
     let sh = weight_bytes(ty, s.ff_sh, n);
     let (gate_sh, up_sh) = (buf(&mut sim, &bytes(sh, 4)), buf(&mut sim, &bytes(sh, 5)));
     let act_len = s.act_bytes().unwrap();
-    let d = gate_up_kernel(ty);
-    let twin = slots_twin(d).expect("slot-table twin");
+    let (d, twin) = (ty.gate_up(), ty.gate_up_slots());
     let layout = if merged {
         GATE_UP_MERGED
     } else {
@@ -179,8 +177,8 @@ fn down(m: &Module, routed: GemvType, shared: GemvType) {
     let down = experts(&mut sim, weight_bytes(routed, n, s.ff), 7);
     let dsh = buf(&mut sim, &bytes(weight_bytes(shared, n, s.ff_sh), 8));
     let resid = buf(&mut sim, &bytes(4 * n, 9));
-    let d = down_kernel(routed, shared).expect("kernel");
-    let twin = slots_twin(d).expect("slot-table twin");
+    let d = GemvType::down(routed, shared).expect("kernel");
+    let twin = GemvType::down_slots(routed, shared).expect("slot-table twin");
     let mut run = |d: &KernelDesc, slots: bool| {
         let y = buf(&mut sim, &vec![0xFF; 4 * n]);
         let routed = if slots { down.table } else { down.stacked };

@@ -16,7 +16,7 @@ mod support;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
-use ingot_kernels::ops::moe::{down_kernel, FfnShape};
+use ingot_kernels::ops::moe::FfnShape;
 use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 use support::gemv_type::act_bytes_per_block;
@@ -103,7 +103,7 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
     let sh = weight_bytes(ty, s.ff_sh, n) as usize;
     let (gate_sh, up_sh) = (r.buf(sh), r.buf(sh));
     let act = r.buf(s.act_bytes().expect("act"));
-    let d = ingot_kernels::ops::moe::gate_up_kernel(ty);
+    let d = ty.gate_up();
     let rows = (s.n_used * s.ff + s.ff_sh) as u32;
     let stats = r.launch(
         d.name,
@@ -148,7 +148,7 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
     let dsh = r.buf(weight_bytes(shared, n, s.ff_sh) as usize);
     let resid = r.buf(n * 4);
     let y = r.buf(n * 4);
-    let d = down_kernel(routed, shared).expect("kernel");
+    let d = GemvType::down(routed, shared).expect("kernel");
     let stats = r.launch(
         d.name,
         d.grid(n as u32),

@@ -26,7 +26,7 @@ pub struct Args {
     /// `--backend`, the gate measures what the q8_0 cache costs: the CPU backend with a q8_0
     /// cache judged against the same backend with the full-precision cache, on the same tokens.
     /// With a backend, its q8_0 plan is judged against the CPU backend with a q8_0 cache.
-    #[arg(long, default_value = "f16", value_parser = super::cache::parse)]
+    #[arg(long, default_value = "f16", value_parser = ingot_model::cache_type::parse)]
     pub cache_type: CacheType,
     /// Greedy steps after the prompt.
     #[arg(short = 'n', long = "n-predict", default_value_t = 16)]

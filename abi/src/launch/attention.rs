@@ -9,9 +9,9 @@
 //!   frequency of pair `i` (θ is linear in the position for every ggml rope mode). Computed once
 //!   at load time by the host (`ingot_model::RopeParams::theta(1, i)`).
 //! * `q_pe`: `n_head × n_rope` f32, the rotated query rope parts.
-//! * `cache`: the layer's latent KV cache, `ctx` rows of [`LatentCache::row_bytes`] each; row `t`
+//! * `cache`: the layer's latent KV cache, `ctx` rows of [`CacheType::row_bytes`] each; row `t`
 //!   holds the `kv_lora + n_rope` values `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order,
-//!   spec §5.1 step 6) as f16 or as q8_0 blocks (see [`LatentCache`]).
+//!   spec §5.1 step 6) as f16 or as q8_0 blocks (see [`CacheType`]).
 //! * `q_abs`: `n_head × kv_lora` f32, the output of the grouped `attn_k_b` gemv.
 //! * `part_o`: `max_segments × n_head × kv_lora` f32, un-normalized `Σ_t 2^(s_t − m)·c_t` of each
 //!   segment; `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m`
@@ -35,19 +35,19 @@ use crate::blocks::QK8_0;
 /// ([`FLASH_LATENT`] / [`FLASH_LATENT_MMA`] or their `_q8_0` twins).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u32)]
-pub enum LatentCache {
+pub enum CacheType {
     /// `width` f16, packed.
     #[default]
     F16 = 0,
     /// ggml's q8_0 per 32 values (`d = amax/127`, `q = roundf(x·(1/d))`, a last short group
-    /// padded with zeros), split: the [`LatentCache::q8_0_blocks`]` · 32` quants (i8), then the
+    /// padded with zeros), split: the [`CacheType::q8_0_blocks`]` · 32` quants (i8), then the
     /// blocks' `d` (f16), then zeros up to a multiple of 16 bytes so every row stays 16-byte
     /// aligned for the flash kernels' vector loads. V2-Lite: 576 + 36 + 12 = 624 bytes, 0.54x
     /// the 1152 of an f16 row.
     Q8_0 = 1,
 }
 
-impl LatentCache {
+impl CacheType {
     /// q8_0 blocks of a row of `width` values.
     pub const fn q8_0_blocks(width: u32) -> u32 {
         width.div_ceil(QK8_0 as u32)
@@ -56,8 +56,8 @@ impl LatentCache {
     /// Bytes of one cache row of `width` values.
     pub const fn row_bytes(self, width: u32) -> u32 {
         match self {
-            LatentCache::F16 => width * 2,
-            LatentCache::Q8_0 => {
+            CacheType::F16 => width * 2,
+            CacheType::Q8_0 => {
                 let blocks = Self::q8_0_blocks(width);
                 (blocks * (QK8_0 as u32 + 2)).next_multiple_of(16)
             }
@@ -68,9 +68,31 @@ impl LatentCache {
     pub const fn code(self) -> u32 {
         self as u32
     }
+
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [CacheType; 2] = [CacheType::F16, CacheType::Q8_0];
+
+    /// The format's `--cache-type` name (llama.cpp's `-ctk` names).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CacheType::F16 => "f16",
+            CacheType::Q8_0 => "q8_0",
+        }
+    }
+
+    /// The format named `name` ([`CacheType::name`]), if there is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
-const _: () = assert!(LatentCache::Q8_0.row_bytes(576) == 624);
+impl core::fmt::Display for CacheType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+const _: () = assert!(CacheType::Q8_0.row_bytes(576) == 624);
 
 /// Threads per block of [`ROPE_KV`].
 pub const ROPE_KV_THREADS: u32 = 256;
@@ -80,7 +102,7 @@ pub const ATTN_MAX_ROPE: u32 = 64;
 /// `rope_kv(q, kv, kv_norm, rope_freq, state, q_pe, cache, n_head, d_nope, kv_lora, n_rope, ctx,
 /// eps, mscale, cache_type)`: rotates every head's query rope part into `q_pe` and, when
 /// `pos < ctx`, writes cache row `pos` = `[rmsnorm(c, kv_norm, eps) | rope(k_pe)]` in the
-/// format `cache_type` ([`LatentCache::code`]) names. Rotation of pair `i`
+/// format `cache_type` ([`CacheType::code`]) names. Rotation of pair `i`
 /// (adjacent elements `2i, 2i+1`, ggml NORM mode) by `θ_i = pos·rope_freq[i]` with cos/sin
 /// multiplied by `mscale`. One block; an item is the whole token.
 pub const ROPE_KV: KernelDesc = KernelDesc {
@@ -167,37 +189,22 @@ const GEMV2_ROPE_PARAMS: &[super::Param] = &[
     u32_("cache_type"),
 ];
 
-macro_rules! gemv2_rope {
-    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
-        #[doc = concat!("`", $name, "(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, ",
-            "rope_freq, state, q_pe, q_nope_q8, cache, count, n_head, d_nope, kv_lora, n_rope, ",
-            "ctx, eps, mscale, cache_type)`: the two-matrix ", $ty, " gemv (`q = attn_q·x`, `nrows0 = ",
-            "n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`, `nrows1 = kv_lora + n_rope`) ",
-            "whose last block to finish runs [`ROPE_KV_Q8_1`] on `q` and `kv` with the same ",
-            "arguments and requirements (a last-block-done tail; `count` a done counter, see ",
-            "[`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a ",
-            "warp, `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as ",
-            "`rope_kv_q8_1`).")]
-        pub const $desc: KernelDesc = KernelDesc {
-            name: $name,
-            params: GEMV2_ROPE_PARAMS,
-            block: [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-            items_per_block: super::GEMV_BLOCK_WARPS,
-            shared_bytes: 0,
-        };
-    )*};
-}
-
-gemv2_rope! {
-    GEMV2_ROPE_Q4_0_Q8_1, "gemv2_rope_q4_0_q8_1", "Q4_0";
-    GEMV2_ROPE_Q5_0_Q8_1, "gemv2_rope_q5_0_q8_1", "Q5_0";
-    GEMV2_ROPE_Q5_1_Q8_1, "gemv2_rope_q5_1_q8_1", "Q5_1";
-    GEMV2_ROPE_Q8_0_Q8_1, "gemv2_rope_q8_0_q8_1", "Q8_0";
-    GEMV2_ROPE_IQ4_NL_Q8_1, "gemv2_rope_iq4_nl_q8_1", "IQ4_NL";
-    GEMV2_ROPE_Q3K_Q8_1, "gemv2_rope_q3k_q8_1", "Q3_K";
-    GEMV2_ROPE_Q4K_Q8_1, "gemv2_rope_q4k_q8_1", "Q4_K";
-    GEMV2_ROPE_Q5K_Q8_1, "gemv2_rope_q5k_q8_1", "Q5_K";
-    GEMV2_ROPE_Q6K_Q8_1, "gemv2_rope_q6k_q8_1", "Q6_K";
+/// The descriptor of a `gemv2_rope_*` kernel (`crate::weight_types::GemvType::pair_rope`):
+/// `(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache,
+/// count, n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type)`, the two-matrix gemv
+/// of the type (`q = attn_q·x`, `nrows0 = n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`,
+/// `nrows1 = kv_lora + n_rope`) whose last block to finish runs [`ROPE_KV_Q8_1`] on `q` and `kv`
+/// with the same arguments and requirements (a last-block-done tail; `count` a done counter, see
+/// [`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a warp,
+/// `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as `rope_kv_q8_1`).
+pub(crate) const fn gemv2_rope_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: GEMV2_ROPE_PARAMS,
+        block: [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: super::GEMV_BLOCK_WARPS,
+        shared_bytes: 0,
+    }
 }
 const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == ROPE_KV_THREADS);
 
@@ -289,7 +296,7 @@ pub const FLASH_LATENT: KernelDesc = KernelDesc {
     shared_bytes: flash_smem::BYTES,
 };
 
-/// [`FLASH_LATENT`] over a [`LatentCache::Q8_0`] cache: same parameters, limits, grid and
+/// [`FLASH_LATENT`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid and
 /// output. Each tile's q8_0 blocks are widened into the same shared f16 tile (`f16(q·d)`, one
 /// more rounding of at most 2⁻¹¹ relative than the q8_0 values), so the attention math is
 /// [`FLASH_LATENT`]'s.
@@ -376,33 +383,33 @@ const _: () = assert!(
     "more needs an opt-in launch attribute"
 );
 
-/// Rows of `attn_v_b` one [`ATTN_MERGE_V_B_Q4K`] block computes: two q8_1 output blocks.
+/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: two q8_1 output blocks.
 pub const MERGE_V_B_ROWS: u32 = 64;
-/// Column parts of each head's latent in [`ATTN_MERGE_V_B_Q4K`]: block pairs split `kv_lora`
+/// Column parts of each head's latent in `attn_merge_v_b_*` (`GemvType::merge_v_b`): block pairs split `kv_lora`
 /// in halves, each block merging and dotting one half, so the merge reads its partials twice
 /// (once per row block), not once per 32 rows.
 pub const MERGE_V_B_SPLIT: u32 = 2;
 
-/// Items (= blocks) of [`ATTN_MERGE_V_B_Q4K`] and its siblings: one per (head, block of
+/// Items (= blocks) of `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings: one per (head, block of
 /// [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
 /// `pair / (d_v / 64)`, rows `64·(pair % (d_v / 64)) ..` of the head), half `b % 2`.
 pub const fn merge_v_b_items(n_head: u32, d_v: u32) -> u32 {
     merge_v_b_pairs(n_head, d_v) * MERGE_V_B_SPLIT
 }
 
-/// Block pairs of [`ATTN_MERGE_V_B_Q4K`]: the `u32` done counters `pair_count` holds, and the
+/// Block pairs of `attn_merge_v_b_*` (`GemvType::merge_v_b`): the `u32` done counters `pair_count` holds, and the
 /// `f32` pairs of [`MERGE_V_B_ROWS`] partial rows `scratch` holds (`scratch` is
 /// `pairs · MERGE_V_B_SPLIT · MERGE_V_B_ROWS` floats).
 pub const fn merge_v_b_pairs(n_head: u32, d_v: u32) -> u32 {
     n_head * (d_v / MERGE_V_B_ROWS)
 }
 
-/// The latent width `kv_lora` [`ATTN_MERGE_V_B_Q4K`] and its siblings are built for (every
+/// The latent width `kv_lora` `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings are built for (every
 /// model of the family: V2-Lite, V3, Kimi-K2, GLM-4.7-Flash): a compile-time width gives the
 /// half rows a constant unit count, so their dot loops carry no remainder guard.
 pub const MERGE_V_B_KV_LORA: u32 = 512;
 
-/// Whether [`ATTN_MERGE_V_B_Q4K`] and its siblings take a layer of `kv_lora` latent dims and
+/// Whether `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings take a layer of `kv_lora` latent dims and
 /// `d_v` value dims per head with a weight type whose gemv unit is `unit_elems` weights
 /// (`GemvUnit::elems`: 64 for the 32-element types, 256 for k-quants): `kv_lora` is
 /// [`MERGE_V_B_KV_LORA`], each half of it whole merge slices and whole units, and the rows
@@ -436,38 +443,24 @@ const MERGE_V_B_PARAMS: &[super::Param] = &[
     u32_("max_segments"),
 ];
 
-macro_rules! merge_v_b {
-    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
-        #[doc = concat!("`", $name, "(part_o, part_ml, state, w, y, scratch, pair_count, ",
-            "n_head, d_v, ctx, max_segments)`: [`ATTN_MERGE_Q8_1`] and the grouped ",
-            $ty, " `attn_v_b` gemv with q8_1 output in one launch. Each block merges its half ",
-            "of its head's latent exactly as `attn_merge_q8_1` does (the same q8_1 bits, kept ",
-            "in shared memory), dots it with its 64 rows' half of `w` (`n_head·d_v` rows of ",
-            "`kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from `h·d_v` on) and parks the 64 sums in ",
-            "`scratch`; the second block of the pair to finish (`pair_count`: one `u32` per ",
-            "pair, 0 before and after the launch) adds half 0 and half 1 in that order and ",
-            "writes the rows' two q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid: ",
-            "[`merge_v_b_items`] blocks.")]
-        pub const $desc: KernelDesc = KernelDesc {
-            name: $name,
-            params: MERGE_V_B_PARAMS,
-            block: [MERGE_THREADS, 1, 1],
-            items_per_block: 1,
-            shared_bytes: 0,
-        };
-    )*};
-}
-
-merge_v_b! {
-    ATTN_MERGE_V_B_Q4_0, "attn_merge_v_b_q4_0", "Q4_0";
-    ATTN_MERGE_V_B_Q5_0, "attn_merge_v_b_q5_0", "Q5_0";
-    ATTN_MERGE_V_B_Q5_1, "attn_merge_v_b_q5_1", "Q5_1";
-    ATTN_MERGE_V_B_Q8_0, "attn_merge_v_b_q8_0", "Q8_0";
-    ATTN_MERGE_V_B_IQ4_NL, "attn_merge_v_b_iq4_nl", "IQ4_NL";
-    ATTN_MERGE_V_B_Q3K, "attn_merge_v_b_q3k", "Q3_K";
-    ATTN_MERGE_V_B_Q4K, "attn_merge_v_b_q4k", "Q4_K";
-    ATTN_MERGE_V_B_Q5K, "attn_merge_v_b_q5k", "Q5_K";
-    ATTN_MERGE_V_B_Q6K, "attn_merge_v_b_q6k", "Q6_K";
+/// The descriptor of an `attn_merge_v_b_*` kernel (`crate::weight_types::GemvType::merge_v_b`):
+/// `(part_o, part_ml, state, w, y, scratch, pair_count, n_head, d_v, ctx, max_segments)`,
+/// [`ATTN_MERGE_Q8_1`] and the grouped `attn_v_b` gemv of the type with q8_1 output in one
+/// launch. Each block merges its half of its head's latent exactly as `attn_merge_q8_1` does
+/// (the same q8_1 bits, kept in shared memory), dots it with its 64 rows' half of `w`
+/// (`n_head·d_v` rows of `kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from
+/// `h·d_v` on) and parks the 64 sums in `scratch`; the second block of the pair to finish
+/// (`pair_count`: one `u32` per pair, 0 before and after the launch) adds half 0 and half 1 in
+/// that order and writes the rows' two q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid:
+/// [`merge_v_b_items`] blocks.
+pub(crate) const fn merge_v_b_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: MERGE_V_B_PARAMS,
+        block: [MERGE_THREADS, 1, 1],
+        items_per_block: 1,
+        shared_bytes: 0,
+    }
 }
 const _: () = assert!(MERGE_THREADS == super::GEMV_BLOCK_WARPS * WARP_SIZE);
 const _: () = assert!(MERGE_V_B_ROWS.is_multiple_of(32) && MERGE_V_B_ROWS / 4 <= WARP_SIZE);
@@ -559,7 +552,7 @@ pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
     shared_bytes: flash_mma_smem::BYTES,
 };
 
-/// [`FLASH_LATENT_MMA`] over a [`LatentCache::Q8_0`] cache: same parameters, limits, grid and
+/// [`FLASH_LATENT_MMA`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid and
 /// output; each tile's q8_0 blocks are widened into the same shared f16 tile as
 /// [`FLASH_LATENT_Q8_0`] does, so the tensor-core loop is [`FLASH_LATENT_MMA`]'s.
 pub const FLASH_LATENT_MMA_Q8_0: KernelDesc = KernelDesc {
@@ -590,22 +583,4 @@ pub const ALL: &[KernelDesc] = &[
     FLASH_LATENT_MMA,
     FLASH_LATENT_Q8_0,
     FLASH_LATENT_MMA_Q8_0,
-    GEMV2_ROPE_Q4_0_Q8_1,
-    GEMV2_ROPE_Q5_0_Q8_1,
-    GEMV2_ROPE_Q5_1_Q8_1,
-    GEMV2_ROPE_Q8_0_Q8_1,
-    GEMV2_ROPE_IQ4_NL_Q8_1,
-    GEMV2_ROPE_Q3K_Q8_1,
-    GEMV2_ROPE_Q4K_Q8_1,
-    GEMV2_ROPE_Q5K_Q8_1,
-    GEMV2_ROPE_Q6K_Q8_1,
-    ATTN_MERGE_V_B_Q4_0,
-    ATTN_MERGE_V_B_Q5_0,
-    ATTN_MERGE_V_B_Q5_1,
-    ATTN_MERGE_V_B_Q8_0,
-    ATTN_MERGE_V_B_IQ4_NL,
-    ATTN_MERGE_V_B_Q3K,
-    ATTN_MERGE_V_B_Q4K,
-    ATTN_MERGE_V_B_Q5K,
-    ATTN_MERGE_V_B_Q6K,
 ];

@@ -1,6 +1,6 @@
-//! Activation quantization, rmsnorm and the first gemv kernels.
+//! Activation quantization and rmsnorm.
 
-use super::{f32_, ptr, u32_, KernelDesc, GEMV_BLOCK_WARPS, WARP_SIZE};
+use super::{f32_, ptr, u32_, KernelDesc};
 
 /// Threads per block of [`QUANTIZE_Q8_1`].
 pub const QUANTIZE_Q8_1_THREADS: u32 = 256;
@@ -35,27 +35,5 @@ pub const RMSNORM_F32: KernelDesc = KernelDesc {
 /// row pair per warp); the quantized gemvs use `GEMV_BLOCK_WARPS`.
 pub const GEMV_WARPS: u32 = 4;
 
-/// `gemv_q4k_q8_1(w: *const BlockQ4K, x: *const BlockQ8_1, y: *mut f32, ncols: u32, nrows: u32)`:
-/// `y[r] = Σ_c W[r][c]·x[c]` with `W` row-major Q4_K (`ncols` a multiple of 256, each row
-/// `ncols/256` super-blocks) and `x` the q8_1 activation vector. An item is a warp (see the
-/// `gemv` family).
-pub const GEMV_Q4K_Q8_1: KernelDesc = KernelDesc {
-    name: "gemv_q4k_q8_1",
-    params: &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")],
-    block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_BLOCK_WARPS,
-    shared_bytes: 0,
-};
-
-/// `gemv_q3k_q8_1(w: *const BlockQ3K, x: *const BlockQ8_1, y: *mut f32, ncols: u32, nrows: u32)`:
-/// as [`GEMV_Q4K_Q8_1`] with Q3_K weights.
-pub const GEMV_Q3K_Q8_1: KernelDesc = KernelDesc {
-    name: "gemv_q3k_q8_1",
-    params: &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")],
-    block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_BLOCK_WARPS,
-    shared_bytes: 0,
-};
-
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[QUANTIZE_Q8_1, RMSNORM_F32, GEMV_Q4K_Q8_1, GEMV_Q3K_Q8_1];
+pub const ALL: &[KernelDesc] = &[QUANTIZE_Q8_1, RMSNORM_F32];

@@ -1,6 +1,7 @@
 //! Matrix-vector products for batch-1 decode: quantized weights times a q8_1 activation vector
-//! (per weight type a plain, a grouped and a two-matrix kernel; the fused lm_head + argmax
-//! kernels are in `head`), and an f32 gemv for the MoE router.
+//! (per weight type a plain, a grouped, a grouped with q8_1 output and a two-matrix kernel, named
+//! and described per type by `crate::weight_types::GemvType`; the fused lm_head + argmax kernels
+//! are in `head`), and an f32 gemv for the MoE router.
 //!
 //! Thread mapping shared by the quantized kernels: a group of [`gemv_lanes_per_row`] lanes
 //! computes one output row (a whole warp for rows of 1024 weights or more; fewer lanes, several
@@ -35,28 +36,11 @@ pub const GEMV_BLOCK_WARPS: u32 = 8;
 /// a block's weight bytes are at least this many times what it reads beyond them (the staged
 /// activation plus the type's re-alignment reads, [`GemvUnit::read_bytes`]).
 pub const GEMV_WEIGHT_PER_ACT: u32 = 10;
-/// Bytes a Q3_K unit's lanes read per 110-byte block: aligned words around the 2-byte aligned
-/// block and the scale window (`kernels/device/src/vecdot/q3k.rs`).
-pub const GEMV_Q3K_READ_BYTES: u32 = 114;
-/// Bytes a Q6_K unit's lanes read per 210-byte block (`kernels/device/src/vecdot/q6k.rs`).
-pub const GEMV_Q6K_READ_BYTES: u32 = 218;
 /// q8_1 blocks a gemv block can stage in shared memory: 16384 activations (every hidden width of
 /// the family, 7168 for V3, and V2-Lite's dense `ffn_down` rows of 10944); the stage holds their
 /// quant ints (32 B each) and `ds` words (4 B), 18 KB, which leaves 5 blocks of 8 warps per SM
 /// on an sm_86 (100 KB), no fewer than 64 registers per thread leave.
 pub const GEMV_STAGE_BLOCKS: u32 = 512;
-
-/// Weights per unit of a 32-element quant type: a lane takes two consecutive blocks. Rows of
-/// these types hold a multiple of 32 weights; an odd last block is handled after the unit loop.
-pub const GEMV_PAIR_QK: u32 = 64;
-/// Weights per unit of a k-quant type (one super-block).
-pub const GEMV_KQUANT_QK: u32 = 256;
-/// Lanes per unit of the 32-element types (one lane per block pair).
-pub const GEMV_PAIR_LANES: u32 = 1;
-/// Lanes per Q3_K super-block.
-pub const GEMV_Q3K_LANES: u32 = 4;
-/// Lanes per Q4_K, Q5_K and Q6_K super-block.
-pub const GEMV_KQUANT_LANES: u32 = 8;
 
 /// Lanes that compute one row of `units` units when `lanes_per_unit` (a power of two ≤ 32)
 /// lanes share a unit: the smallest power of two covering every unit once, at least
@@ -88,11 +72,11 @@ pub const fn gemv_rows_per_pass(units: u32, lanes_per_unit: u32) -> u32 {
     WARP_SIZE / gemv_lanes_per_row(units, lanes_per_unit)
 }
 
-/// The thread mapping of one quantized weight type: a unit is `elems` weights in `bytes` bytes,
-/// shared by `lanes` lanes (`GEMV_PAIR_*` for the 32-element types, whose unit is a block pair;
-/// `GEMV_KQUANT_*` and `GEMV_Q3K_LANES` for the k-quants), whose lanes read `read_bytes` of
-/// weights per unit (`bytes`, or [`GEMV_Q3K_READ_BYTES`] / [`GEMV_Q6K_READ_BYTES`] for the
-/// 2-byte aligned k-quants).
+/// The thread mapping of one quantized weight type (each type's is in its
+/// `crate::weight_types` row): a unit is `elems` weights in `bytes` bytes (a block pair of a
+/// 32-element type, whose rows may end in one unpaired block; a k-quant super-block), shared by
+/// `lanes` lanes, which read `read_bytes` of weights per unit (`bytes`, or more for the 2-byte
+/// aligned Q3_K and Q6_K blocks, whose lanes read the aligned words around them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvUnit {
     pub lanes: u32,
@@ -152,9 +136,10 @@ pub const fn gemv_stage_blocks(
     crossed * x_group_stride as u64 + ncols as u64 / 32
 }
 
-const PLAIN_PARAMS: &[super::Param] = &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")];
+pub(crate) const PLAIN_PARAMS: &[super::Param] =
+    &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")];
 
-const GROUPED_PARAMS: &[super::Param] = &[
+pub(crate) const GROUPED_PARAMS: &[super::Param] = &[
     ptr("w"),
     ptr("x"),
     ptr("y"),
@@ -164,7 +149,7 @@ const GROUPED_PARAMS: &[super::Param] = &[
     u32_("x_group_stride"),
 ];
 
-const PAIR_PARAMS: &[super::Param] = &[
+pub(crate) const PAIR_PARAMS: &[super::Param] = &[
     ptr("w0"),
     ptr("w1"),
     ptr("x"),
@@ -175,7 +160,7 @@ const PAIR_PARAMS: &[super::Param] = &[
     u32_("nrows1"),
 ];
 
-const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> KernelDesc {
+pub(crate) const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> KernelDesc {
     KernelDesc {
         name,
         params,
@@ -185,7 +170,7 @@ const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> Kerne
     }
 }
 
-const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
+pub(crate) const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
         params: GROUPED_PARAMS,
@@ -194,119 +179,6 @@ const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
         shared_bytes: 0,
     }
 }
-
-macro_rules! q8_1_out {
-    ($($desc:ident, $name:literal, $ty:literal;)*) => {$(
-        #[doc = concat!("`", $name, "(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`: ",
-            "the grouped ", $ty, " gemv with `y` as q8_1 blocks (CUDA variant, `s = Σ`, the ",
-            "bits of `quantize_q8_1` of the f32 result). An item is one output block: 32 ",
-            "consecutive rows, so `nrows` is a multiple of 32 and the grid is `nrows / 32` ",
-            "blocks of [`GEMV_BLOCK_WARPS`] warps (`attn_v_b` feeding `attn_output`).")]
-        pub const $desc: KernelDesc = q8_1_out_desc($name);
-    )*};
-}
-
-q8_1_out! {
-    GEMV_GROUPED_Q4_0_Q8_1_OUT, "gemv_grouped_q4_0_q8_1_out", "Q4_0";
-    GEMV_GROUPED_Q5_0_Q8_1_OUT, "gemv_grouped_q5_0_q8_1_out", "Q5_0";
-    GEMV_GROUPED_Q5_1_Q8_1_OUT, "gemv_grouped_q5_1_q8_1_out", "Q5_1";
-    GEMV_GROUPED_Q8_0_Q8_1_OUT, "gemv_grouped_q8_0_q8_1_out", "Q8_0";
-    GEMV_GROUPED_IQ4_NL_Q8_1_OUT, "gemv_grouped_iq4_nl_q8_1_out", "IQ4_NL";
-    GEMV_GROUPED_Q3K_Q8_1_OUT, "gemv_grouped_q3k_q8_1_out", "Q3_K";
-    GEMV_GROUPED_Q4K_Q8_1_OUT, "gemv_grouped_q4k_q8_1_out", "Q4_K";
-    GEMV_GROUPED_Q5K_Q8_1_OUT, "gemv_grouped_q5k_q8_1_out", "Q5_K";
-    GEMV_GROUPED_Q6K_Q8_1_OUT, "gemv_grouped_q6k_q8_1_out", "Q6_K";
-}
-
-macro_rules! quant_gemv {
-    ($plain:ident, $pname:literal, $grouped:ident, $gname:literal, $pair:ident, $paname:literal,
-     $ty:literal) => {
-        #[doc = concat!("`", $pname, "(w, x, y, ncols, nrows)`: `y[r] = Σ_c W[r][c]·x[c]` with ",
-                    $ty, " weight rows and q8_1 activations; an item is a warp (module docs).")]
-        pub const $plain: KernelDesc = gemv_desc($pname, PLAIN_PARAMS);
-        #[doc = concat!("`", $gname, "(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`: ",
-                    "as the plain ", $ty, " gemv, row `r` reading `x` from block ",
-                    "`(r / rows_per_group)·x_group_stride`.")]
-        pub const $grouped: KernelDesc = gemv_desc($gname, GROUPED_PARAMS);
-        #[doc = concat!("`", $paname, "(w0, w1, x, y0, y1, ncols, nrows0, nrows1)`: the ", $ty,
-            " gemvs `y0 = W0·x` (`nrows0` rows) and `y1 = W1·x` (`nrows1` rows) of one width in ",
-            "one launch over `nrows0 + nrows1` rows (`attn_q` with `attn_kv_a_mqa`).")]
-        pub const $pair: KernelDesc = gemv_desc($paname, PAIR_PARAMS);
-    };
-}
-
-quant_gemv!(
-    GEMV_Q4_0_Q8_1,
-    "gemv_q4_0_q8_1",
-    GEMV_GROUPED_Q4_0_Q8_1,
-    "gemv_grouped_q4_0_q8_1",
-    GEMV2_Q4_0_Q8_1,
-    "gemv2_q4_0_q8_1",
-    "Q4_0"
-);
-quant_gemv!(
-    GEMV_Q5_0_Q8_1,
-    "gemv_q5_0_q8_1",
-    GEMV_GROUPED_Q5_0_Q8_1,
-    "gemv_grouped_q5_0_q8_1",
-    GEMV2_Q5_0_Q8_1,
-    "gemv2_q5_0_q8_1",
-    "Q5_0"
-);
-quant_gemv!(
-    GEMV_Q5_1_Q8_1,
-    "gemv_q5_1_q8_1",
-    GEMV_GROUPED_Q5_1_Q8_1,
-    "gemv_grouped_q5_1_q8_1",
-    GEMV2_Q5_1_Q8_1,
-    "gemv2_q5_1_q8_1",
-    "Q5_1"
-);
-quant_gemv!(
-    GEMV_Q8_0_Q8_1,
-    "gemv_q8_0_q8_1",
-    GEMV_GROUPED_Q8_0_Q8_1,
-    "gemv_grouped_q8_0_q8_1",
-    GEMV2_Q8_0_Q8_1,
-    "gemv2_q8_0_q8_1",
-    "Q8_0"
-);
-quant_gemv!(
-    GEMV_IQ4_NL_Q8_1,
-    "gemv_iq4_nl_q8_1",
-    GEMV_GROUPED_IQ4_NL_Q8_1,
-    "gemv_grouped_iq4_nl_q8_1",
-    GEMV2_IQ4_NL_Q8_1,
-    "gemv2_iq4_nl_q8_1",
-    "IQ4_NL"
-);
-quant_gemv!(
-    GEMV_Q5K_Q8_1,
-    "gemv_q5k_q8_1",
-    GEMV_GROUPED_Q5K_Q8_1,
-    "gemv_grouped_q5k_q8_1",
-    GEMV2_Q5K_Q8_1,
-    "gemv2_q5k_q8_1",
-    "Q5_K"
-);
-quant_gemv!(
-    GEMV_Q6K_Q8_1,
-    "gemv_q6k_q8_1",
-    GEMV_GROUPED_Q6K_Q8_1,
-    "gemv_grouped_q6k_q8_1",
-    GEMV2_Q6K_Q8_1,
-    "gemv2_q6k_q8_1",
-    "Q6_K"
-);
-// The plain Q3_K / Q4_K kernels are described in `basic` (same parameters and block shape).
-/// Grouped Q3_K gemv (see [`GEMV_GROUPED_Q4_0_Q8_1`]).
-pub const GEMV_GROUPED_Q3K_Q8_1: KernelDesc = gemv_desc("gemv_grouped_q3k_q8_1", GROUPED_PARAMS);
-/// Grouped Q4_K gemv (see [`GEMV_GROUPED_Q4_0_Q8_1`]).
-pub const GEMV_GROUPED_Q4K_Q8_1: KernelDesc = gemv_desc("gemv_grouped_q4k_q8_1", GROUPED_PARAMS);
-/// Two-matrix Q3_K gemv (see [`GEMV2_Q4_0_Q8_1`]).
-pub const GEMV2_Q3K_Q8_1: KernelDesc = gemv_desc("gemv2_q3k_q8_1", PAIR_PARAMS);
-/// Two-matrix Q4_K gemv (see [`GEMV2_Q4_0_Q8_1`]).
-pub const GEMV2_Q4K_Q8_1: KernelDesc = gemv_desc("gemv2_q4k_q8_1", PAIR_PARAMS);
 
 /// `gemv_f32(w: *const f32, x: *const f32, y: *mut f32, ncols: u32, nrows: u32)`:
 /// `y[r] = Σ_c W[r][c]·x[c]`, all f32 (the MoE router, `ffn_gate_inp` 64 × 2048); `ncols` a
@@ -319,44 +191,8 @@ pub const GEMV_F32: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
-/// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[
-    GEMV_Q4_0_Q8_1,
-    GEMV_GROUPED_Q4_0_Q8_1,
-    GEMV_Q5_0_Q8_1,
-    GEMV_GROUPED_Q5_0_Q8_1,
-    GEMV_Q5_1_Q8_1,
-    GEMV_GROUPED_Q5_1_Q8_1,
-    GEMV_Q8_0_Q8_1,
-    GEMV_GROUPED_Q8_0_Q8_1,
-    GEMV_IQ4_NL_Q8_1,
-    GEMV_GROUPED_IQ4_NL_Q8_1,
-    GEMV_GROUPED_Q3K_Q8_1,
-    GEMV_GROUPED_Q4K_Q8_1,
-    GEMV_Q5K_Q8_1,
-    GEMV_GROUPED_Q5K_Q8_1,
-    GEMV_Q6K_Q8_1,
-    GEMV_GROUPED_Q6K_Q8_1,
-    GEMV2_Q4_0_Q8_1,
-    GEMV2_Q5_0_Q8_1,
-    GEMV2_Q5_1_Q8_1,
-    GEMV2_Q8_0_Q8_1,
-    GEMV2_IQ4_NL_Q8_1,
-    GEMV2_Q3K_Q8_1,
-    GEMV2_Q4K_Q8_1,
-    GEMV2_Q5K_Q8_1,
-    GEMV2_Q6K_Q8_1,
-    GEMV_F32,
-    GEMV_GROUPED_Q4_0_Q8_1_OUT,
-    GEMV_GROUPED_Q5_0_Q8_1_OUT,
-    GEMV_GROUPED_Q5_1_Q8_1_OUT,
-    GEMV_GROUPED_Q8_0_Q8_1_OUT,
-    GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
-    GEMV_GROUPED_Q3K_Q8_1_OUT,
-    GEMV_GROUPED_Q4K_Q8_1_OUT,
-    GEMV_GROUPED_Q5K_Q8_1_OUT,
-    GEMV_GROUPED_Q6K_Q8_1_OUT,
-];
+/// The kernels of this family (the per-type quantized ones are in `crate::weight_types`).
+pub const ALL: &[KernelDesc] = &[GEMV_F32];
 
 #[cfg(test)]
 mod tests {
@@ -389,30 +225,12 @@ mod tests {
         }
     }
 
-    const Q4K: GemvUnit = GemvUnit {
-        lanes: 8,
-        elems: 256,
-        bytes: 144,
-        read_bytes: 144,
-    };
-    const Q3K: GemvUnit = GemvUnit {
-        lanes: 4,
-        elems: 256,
-        bytes: 110,
-        read_bytes: GEMV_Q3K_READ_BYTES,
-    };
-    const Q6K: GemvUnit = GemvUnit {
-        lanes: 8,
-        elems: 256,
-        bytes: 210,
-        read_bytes: GEMV_Q6K_READ_BYTES,
-    };
-    const Q5_0: GemvUnit = GemvUnit {
-        lanes: 1,
-        elems: 64,
-        bytes: 44,
-        read_bytes: 44,
-    };
+    use crate::weight_types::GemvType;
+
+    const Q4K: GemvUnit = GemvType::Q4K.unit();
+    const Q3K: GemvUnit = GemvType::Q3K.unit();
+    const Q6K: GemvUnit = GemvType::Q6K.unit();
+    const Q5_0: GemvUnit = GemvType::Q5_0.unit();
 
     #[test]
     fn blocks_cover_the_target_rows() {

@@ -28,26 +28,19 @@ const GEMV_ARGMAX_PARAMS: &[super::Param] = &[
     ptr("acc"),
 ];
 
-macro_rules! gemv_argmax {
-    ($desc:ident, $name:literal, $ty:literal) => {
-        #[doc = concat!("`", $name, "(w, x, y, ncols, nrows, acc: *mut u64)`: the plain ", $ty,
-            " gemv (same grid: an item is a warp), each row also folded into `*acc` as the key ",
-            "`orderable(logit) << 32 | !row` by `red.global.max.u64`. `*acc` must be 0 before; ",
-            "[`ARGMAX_FINISH`] consumes and resets it.")]
-        pub const $desc: KernelDesc = KernelDesc {
-            name: $name,
-            params: GEMV_ARGMAX_PARAMS,
-            block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-            items_per_block: GEMV_BLOCK_WARPS,
-            shared_bytes: 0,
-        };
-    };
+/// The descriptor of a `gemv_argmax_*` kernel (`crate::weight_types::GemvType::argmax`):
+/// `(w, x, y, ncols, nrows, acc: *mut u64)`, the plain gemv of the type (same grid: an item is a
+/// warp), each row also folded into `*acc` as the key `orderable(logit) << 32 | !row` by
+/// `red.global.max.u64`. `*acc` must be 0 before; [`ARGMAX_FINISH`] consumes and resets it.
+pub(crate) const fn gemv_argmax_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: GEMV_ARGMAX_PARAMS,
+        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+        items_per_block: GEMV_BLOCK_WARPS,
+        shared_bytes: 0,
+    }
 }
-
-gemv_argmax!(GEMV_ARGMAX_Q8_0_Q8_1, "gemv_argmax_q8_0_q8_1", "Q8_0");
-gemv_argmax!(GEMV_ARGMAX_Q4K_Q8_1, "gemv_argmax_q4k_q8_1", "Q4_K");
-gemv_argmax!(GEMV_ARGMAX_Q5K_Q8_1, "gemv_argmax_q5k_q8_1", "Q5_K");
-gemv_argmax!(GEMV_ARGMAX_Q6K_Q8_1, "gemv_argmax_q6k_q8_1", "Q6_K");
 
 /// `argmax_finish(acc: *mut u64, state: *mut StepState)`: the token in the key `*acc` becomes
 /// `next_token` and `token`, `pos` and `steps_done` grow by one, and `*acc` is reset to 0. One
@@ -61,11 +54,4 @@ pub const ARGMAX_FINISH: KernelDesc = KernelDesc {
 };
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[
-    ARGMAX_STEP,
-    GEMV_ARGMAX_Q8_0_Q8_1,
-    GEMV_ARGMAX_Q4K_Q8_1,
-    GEMV_ARGMAX_Q5K_Q8_1,
-    GEMV_ARGMAX_Q6K_Q8_1,
-    ARGMAX_FINISH,
-];
+pub const ALL: &[KernelDesc] = &[ARGMAX_STEP, ARGMAX_FINISH];

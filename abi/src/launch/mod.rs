@@ -6,13 +6,15 @@
 //! argument kinds before a launch and [`KernelDesc::grid`] to size the grid.
 //!
 //! One file per kernel family; each exports its descriptors and an `ALL` list, and [`KERNELS`]
-//! lists the families. A new family adds its module and one entry to [`KERNELS`].
+//! lists the families. A new family adds its module and one entry to [`KERNELS`]. The kernels
+//! instantiated once per weight type are named and described by the registry,
+//! [`crate::weight_types::GemvType`], whose `KERNELS` list is one of the families.
 
-mod attention;
+pub(crate) mod attention;
 mod basic;
 mod embed;
-mod gemv;
-mod head;
+pub(crate) mod gemv;
+pub(crate) mod head;
 pub mod moe;
 mod norm;
 
@@ -27,45 +29,21 @@ pub use attention::{
     flash_mma_smem, FLASH_LATENT_MMA, FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS,
 };
 pub use attention::{
-    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, ATTN_MERGE_V_B_IQ4_NL, ATTN_MERGE_V_B_Q3K,
-    ATTN_MERGE_V_B_Q4K, ATTN_MERGE_V_B_Q4_0, ATTN_MERGE_V_B_Q5K, ATTN_MERGE_V_B_Q5_0,
-    ATTN_MERGE_V_B_Q5_1, ATTN_MERGE_V_B_Q6K, ATTN_MERGE_V_B_Q8_0, MERGE_V_B_KV_LORA,
-    MERGE_V_B_ROWS, MERGE_V_B_SPLIT,
+    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
+    MERGE_V_B_SPLIT,
 };
-pub use attention::{LatentCache, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
-pub use attention::{
-    GEMV2_ROPE_IQ4_NL_Q8_1, GEMV2_ROPE_Q3K_Q8_1, GEMV2_ROPE_Q4K_Q8_1, GEMV2_ROPE_Q4_0_Q8_1,
-    GEMV2_ROPE_Q5K_Q8_1, GEMV2_ROPE_Q5_0_Q8_1, GEMV2_ROPE_Q5_1_Q8_1, GEMV2_ROPE_Q6K_Q8_1,
-    GEMV2_ROPE_Q8_0_Q8_1,
-};
+pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
 pub use basic::*;
 pub use embed::{
     EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K, EMBED_Q4K,
     EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
 pub use gemv::{
-    gemv_block_rows, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass, gemv_stage_blocks,
-    GemvUnit, GEMV_BLOCK_WARPS, GEMV_Q3K_READ_BYTES, GEMV_Q6K_READ_BYTES, GEMV_STAGE_BLOCKS,
+    gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass,
+    gemv_rows_per_warp, gemv_stage_blocks, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32, GEMV_STAGE_BLOCKS,
     GEMV_WEIGHT_PER_ACT,
 };
-pub use gemv::{
-    gemv_lanes_per_row, gemv_rows_per_warp, GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1,
-    GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1, GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1,
-    GEMV2_Q8_0_Q8_1, GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_Q3K_Q8_1,
-    GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q5K_Q8_1, GEMV_GROUPED_Q5_0_Q8_1,
-    GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q6K_Q8_1, GEMV_GROUPED_Q8_0_Q8_1, GEMV_IQ4_NL_Q8_1,
-    GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK, GEMV_Q3K_LANES,
-    GEMV_Q4_0_Q8_1, GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q8_0_Q8_1,
-};
-pub use gemv::{
-    GEMV_GROUPED_IQ4_NL_Q8_1_OUT, GEMV_GROUPED_Q3K_Q8_1_OUT, GEMV_GROUPED_Q4K_Q8_1_OUT,
-    GEMV_GROUPED_Q4_0_Q8_1_OUT, GEMV_GROUPED_Q5K_Q8_1_OUT, GEMV_GROUPED_Q5_0_Q8_1_OUT,
-    GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1_OUT,
-};
-pub use head::{
-    ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
-    GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
-};
+pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
 pub use moe::{
     ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, GATE_UP_MERGED, GATE_UP_SEPARATE,
     MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
@@ -164,6 +142,7 @@ pub const KERNELS: &[&[KernelDesc]] = &[
     embed::ALL,
     norm::ALL,
     head::ALL,
+    crate::weight_types::KERNELS,
 ];
 
 /// Iterates every kernel descriptor of every family.

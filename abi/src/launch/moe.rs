@@ -169,7 +169,25 @@ const DOWN_PARAMS: &[super::Param] = &[
     f32_("eps"),
 ];
 
-const fn gate_up_desc(name: &'static str) -> KernelDesc {
+/// The descriptor of a `moe_gate_up_*` kernel (`crate::weight_types::GemvType::gate_up`):
+/// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`. For
+/// slot `k < n_used` (expert `e = sel.ids[k]`) and row `r < ff`,
+/// `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the shared experts (`ff_sh` rows of
+/// `gate_sh`/`up_sh`, none if 0) likewise. `x`: `ncols/32` q8_1 blocks; `gate`/`up`:
+/// `[n_expert][ff][ncols]` stacked, or with `layout` [`GATE_UP_MERGED`] one
+/// `[n_expert][2·ff][ncols]` tensor in `gate`; `act` receives `h` quantized to q8_1 (CUDA
+/// `s = Σh`): slot `k`'s `ff/32` blocks at block `k·ff/32`, then the shared `ff_sh/32`. An item
+/// is an output row: launch `n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh`
+/// its width.
+///
+/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`]; issue
+/// 18, experts beyond VRAM) take the same parameters, grid and output, but the routed weight
+/// arguments (`gate` and `up`, or `down`) are tables of `n_expert` `u64` addresses, entry `e`
+/// the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
+/// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
+/// steps; a kernel reads each used entry once per block. Separate entry points, not a runtime
+/// flag: the flag cost the stacked kernels up to 25 registers (moe_down Q4_K 103 -> 128).
+pub(crate) const fn gate_up_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
         params: GATE_UP_PARAMS,
@@ -179,7 +197,23 @@ const fn gate_up_desc(name: &'static str) -> KernelDesc {
     }
 }
 
-const fn down_desc(name: &'static str) -> KernelDesc {
+/// The descriptor of a `moe_down_*` kernel (`crate::weight_types::GemvType::down`): `(act, sel,
+/// down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert, norm_w, norm_q8, norm_f32, count,
+/// norm, eps)`: `y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) +
+/// down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`:
+/// `[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. An item is
+/// an output row: launch `nrows` items. Routed and shared weights have one type, or a pair of
+/// the llama.cpp mixes (routed rows of 1408 fall back to a 32-element type while the shared
+/// rows, 2816 = 11·256, keep the k-quant; spec §4.4).
+///
+/// Norm tail `(norm_w, norm_q8, norm_f32, count, norm, eps)`: with `norm`
+/// [`DOWN_NORM_Q8_1_F32`] (`nrows` a multiple of 32) the block that finishes last also writes
+/// the next norm of the updated stream, `norm_q8 = q8_1(y·(1/sqrt(mean(y²) + eps))·norm_w)`
+/// (`nrows/32` blocks, as [`super::RMSNORM_Q8_1`]) and the normalized floats to `norm_f32`
+/// (`nrows` floats), so the norm after `attn_output` and after the FFN needs no launch of its
+/// own. `count` is a done counter (see [`super::KernelDesc`]): 0 before and after every launch.
+/// With [`DOWN_NORM_NONE`] there is no tail.
+pub(crate) const fn down_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
         params: DOWN_PARAMS,
@@ -189,212 +223,5 @@ const fn down_desc(name: &'static str) -> KernelDesc {
     }
 }
 
-macro_rules! gate_up {
-    ($name:ident, $sym:literal, $ty:literal) => {
-        #[doc = concat!("`", $sym, "(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ",
-            "ff_sh, n_expert, layout)` with ", $ty, " gate/up weights: for slot `k < n_used` (expert ",
-            "`e = sel.ids[k]`) and row `r < ff`, `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the ",
-            "shared experts (`ff_sh` rows of `gate_sh`/`up_sh`, none if 0) likewise. `x`: ",
-            "`ncols/32` q8_1 blocks; `gate`/`up`: `[n_expert][ff][ncols]` stacked, or with ",
-            "`layout` [`GATE_UP_MERGED`] one `[n_expert][2·ff][ncols]` tensor in `gate`; `act` ",
-            "receives `h` quantized to q8_1 (CUDA `s = Σh`): slot `k`'s `ff/32` blocks at block ",
-            "`k·ff/32`, then the shared `ff_sh/32`. An item is an output row: launch ",
-            "`n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh` its width.")]
-        pub const $name: KernelDesc = gate_up_desc($sym);
-    };
-}
-
-macro_rules! down {
-    ($name:ident, $sym:literal, $r:literal, $s:literal) => {
-        #[doc = concat!("`", $sym, "(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ",
-            "ff_sh, n_expert, norm_w, norm_q8, norm_f32, count, norm, eps)` with ", $r, " routed and ", $s, " shared down weights: ",
-            "`y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) + ",
-            "down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: ",
-            "`[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. ",
-            "An item is an output row: launch `nrows` items.\n\n",
-            "Norm tail `(norm_w, norm_q8, norm_f32, count, norm, eps)`: with `norm` ",
-            "[`DOWN_NORM_Q8_1_F32`] (`nrows` a multiple of 32) the block that finishes last ",
-            "also writes the next norm of the updated stream, ",
-            "`norm_q8 = q8_1(y·(1/sqrt(mean(y²) + eps))·norm_w)` (`nrows/32` blocks, as ",
-            "[`super::RMSNORM_Q8_1`]) and the normalized floats to `norm_f32` (`nrows` floats), ",
-            "so the norm after `attn_output` and after the FFN needs no launch of its own. `count` is a ",
-            "done counter (see [`super::KernelDesc`]): 0 before and after every launch. With ",
-            "[`DOWN_NORM_NONE`] there is no tail.")]
-        pub const $name: KernelDesc = down_desc($sym);
-    };
-}
-
-gate_up!(MOE_GATE_UP_Q4_0, "moe_gate_up_q4_0", "Q4_0");
-gate_up!(MOE_GATE_UP_Q5_0, "moe_gate_up_q5_0", "Q5_0");
-gate_up!(MOE_GATE_UP_Q5_1, "moe_gate_up_q5_1", "Q5_1");
-gate_up!(MOE_GATE_UP_Q8_0, "moe_gate_up_q8_0", "Q8_0");
-gate_up!(MOE_GATE_UP_IQ4_NL, "moe_gate_up_iq4_nl", "IQ4_NL");
-gate_up!(MOE_GATE_UP_Q3K, "moe_gate_up_q3k", "Q3_K");
-gate_up!(MOE_GATE_UP_Q4K, "moe_gate_up_q4k", "Q4_K");
-gate_up!(MOE_GATE_UP_Q5K, "moe_gate_up_q5k", "Q5_K");
-gate_up!(MOE_GATE_UP_Q6K, "moe_gate_up_q6k", "Q6_K");
-
-// Same type for routed and shared down weights (also every dense FFN: `n_used = 0`).
-down!(MOE_DOWN_Q4_0_Q4_0, "moe_down_q4_0_q4_0", "Q4_0", "Q4_0");
-down!(MOE_DOWN_Q5_0_Q5_0, "moe_down_q5_0_q5_0", "Q5_0", "Q5_0");
-down!(MOE_DOWN_Q5_1_Q5_1, "moe_down_q5_1_q5_1", "Q5_1", "Q5_1");
-down!(MOE_DOWN_Q8_0_Q8_0, "moe_down_q8_0_q8_0", "Q8_0", "Q8_0");
-down!(
-    MOE_DOWN_IQ4_NL_IQ4_NL,
-    "moe_down_iq4_nl_iq4_nl",
-    "IQ4_NL",
-    "IQ4_NL"
-);
-down!(MOE_DOWN_Q3K_Q3K, "moe_down_q3k_q3k", "Q3_K", "Q3_K");
-down!(MOE_DOWN_Q4K_Q4K, "moe_down_q4k_q4k", "Q4_K", "Q4_K");
-down!(MOE_DOWN_Q5K_Q5K, "moe_down_q5k_q5k", "Q5_K", "Q5_K");
-down!(MOE_DOWN_Q6K_Q6K, "moe_down_q6k_q6k", "Q6_K", "Q6_K");
-// Mixed pairs of the llama.cpp mixes: routed rows of 1408 fall back to a 32-element type while
-// the shared rows (2816 = 11·256) keep the k-quant (spec §4.4). Q4_K_M: Q5_0+Q4_K, and
-// Q8_0+Q6_K in its more-bits layers; Q5_K_M: Q5_1+Q5_K and Q8_0+Q6_K; Q3_K_S: Q4_0+Q3_K
-// (IQ4_NL+Q3_K from converters before the Q4_0 fallback).
-down!(MOE_DOWN_Q5_0_Q4K, "moe_down_q5_0_q4k", "Q5_0", "Q4_K");
-down!(MOE_DOWN_Q8_0_Q6K, "moe_down_q8_0_q6k", "Q8_0", "Q6_K");
-down!(MOE_DOWN_Q5_1_Q5K, "moe_down_q5_1_q5k", "Q5_1", "Q5_K");
-down!(MOE_DOWN_Q4_0_Q3K, "moe_down_q4_0_q3k", "Q4_0", "Q3_K");
-down!(MOE_DOWN_IQ4_NL_Q3K, "moe_down_iq4_nl_q3k", "IQ4_NL", "Q3_K");
-
-/// The slot-table twin of a stacked-expert kernel (issue 18, experts beyond VRAM): the same
-/// parameters, grid and output, but the routed weight arguments (`gate` and `up` of the gate/up
-/// kernels, `down` of the down kernels) are tables of `n_expert` `u64` addresses, entry `e` the
-/// first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
-/// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
-/// steps; a kernel reads each used entry once per block. Separate entry points, not a runtime
-/// flag: the flag cost the stacked kernels up to 25 registers (moe_down Q4_K 103 -> 128).
-const fn slots_desc(name: &'static str, of: KernelDesc) -> KernelDesc {
-    KernelDesc { name, ..of }
-}
-
-/// [`MOE_GATE_UP_Q4_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q4_0: KernelDesc =
-    slots_desc("moe_gate_up_slots_q4_0", MOE_GATE_UP_Q4_0);
-/// [`MOE_GATE_UP_Q5_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q5_0: KernelDesc =
-    slots_desc("moe_gate_up_slots_q5_0", MOE_GATE_UP_Q5_0);
-/// [`MOE_GATE_UP_Q5_1`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q5_1: KernelDesc =
-    slots_desc("moe_gate_up_slots_q5_1", MOE_GATE_UP_Q5_1);
-/// [`MOE_GATE_UP_Q8_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q8_0: KernelDesc =
-    slots_desc("moe_gate_up_slots_q8_0", MOE_GATE_UP_Q8_0);
-/// [`MOE_GATE_UP_IQ4_NL`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_IQ4_NL: KernelDesc =
-    slots_desc("moe_gate_up_slots_iq4_nl", MOE_GATE_UP_IQ4_NL);
-/// [`MOE_GATE_UP_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q3K: KernelDesc = slots_desc("moe_gate_up_slots_q3k", MOE_GATE_UP_Q3K);
-/// [`MOE_GATE_UP_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q4K: KernelDesc = slots_desc("moe_gate_up_slots_q4k", MOE_GATE_UP_Q4K);
-/// [`MOE_GATE_UP_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q5K: KernelDesc = slots_desc("moe_gate_up_slots_q5k", MOE_GATE_UP_Q5K);
-/// [`MOE_GATE_UP_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_GATE_UP_SLOTS_Q6K: KernelDesc = slots_desc("moe_gate_up_slots_q6k", MOE_GATE_UP_Q6K);
-/// [`MOE_DOWN_Q4_0_Q4_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q4_0_Q4_0: KernelDesc =
-    slots_desc("moe_down_slots_q4_0_q4_0", MOE_DOWN_Q4_0_Q4_0);
-/// [`MOE_DOWN_Q5_0_Q5_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q5_0_Q5_0: KernelDesc =
-    slots_desc("moe_down_slots_q5_0_q5_0", MOE_DOWN_Q5_0_Q5_0);
-/// [`MOE_DOWN_Q5_1_Q5_1`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q5_1_Q5_1: KernelDesc =
-    slots_desc("moe_down_slots_q5_1_q5_1", MOE_DOWN_Q5_1_Q5_1);
-/// [`MOE_DOWN_Q8_0_Q8_0`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q8_0_Q8_0: KernelDesc =
-    slots_desc("moe_down_slots_q8_0_q8_0", MOE_DOWN_Q8_0_Q8_0);
-/// [`MOE_DOWN_IQ4_NL_IQ4_NL`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_IQ4_NL_IQ4_NL: KernelDesc =
-    slots_desc("moe_down_slots_iq4_nl_iq4_nl", MOE_DOWN_IQ4_NL_IQ4_NL);
-/// [`MOE_DOWN_Q3K_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q3K_Q3K: KernelDesc =
-    slots_desc("moe_down_slots_q3k_q3k", MOE_DOWN_Q3K_Q3K);
-/// [`MOE_DOWN_Q4K_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q4K_Q4K: KernelDesc =
-    slots_desc("moe_down_slots_q4k_q4k", MOE_DOWN_Q4K_Q4K);
-/// [`MOE_DOWN_Q5K_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q5K_Q5K: KernelDesc =
-    slots_desc("moe_down_slots_q5k_q5k", MOE_DOWN_Q5K_Q5K);
-/// [`MOE_DOWN_Q6K_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q6K_Q6K: KernelDesc =
-    slots_desc("moe_down_slots_q6k_q6k", MOE_DOWN_Q6K_Q6K);
-/// [`MOE_DOWN_Q5_0_Q4K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q5_0_Q4K: KernelDesc =
-    slots_desc("moe_down_slots_q5_0_q4k", MOE_DOWN_Q5_0_Q4K);
-/// [`MOE_DOWN_Q8_0_Q6K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q8_0_Q6K: KernelDesc =
-    slots_desc("moe_down_slots_q8_0_q6k", MOE_DOWN_Q8_0_Q6K);
-/// [`MOE_DOWN_Q5_1_Q5K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q5_1_Q5K: KernelDesc =
-    slots_desc("moe_down_slots_q5_1_q5k", MOE_DOWN_Q5_1_Q5K);
-/// [`MOE_DOWN_Q4_0_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_Q4_0_Q3K: KernelDesc =
-    slots_desc("moe_down_slots_q4_0_q3k", MOE_DOWN_Q4_0_Q3K);
-/// [`MOE_DOWN_IQ4_NL_Q3K`] reading its routed experts through a slot table (see `slots_desc`).
-pub const MOE_DOWN_SLOTS_IQ4_NL_Q3K: KernelDesc =
-    slots_desc("moe_down_slots_iq4_nl_q3k", MOE_DOWN_IQ4_NL_Q3K);
-
-/// The slot-table twin of the stacked-expert kernel `d` (see `slots_desc`), if it has one.
-pub fn slots_twin(d: &KernelDesc) -> Option<&'static KernelDesc> {
-    let (prefix, rest) = if let Some(r) = d.name.strip_prefix("moe_gate_up_") {
-        ("moe_gate_up_slots_", r)
-    } else {
-        ("moe_down_slots_", d.name.strip_prefix("moe_down_")?)
-    };
-    ALL.iter()
-        .find(|k| k.name.strip_prefix(prefix) == Some(rest))
-}
-
-/// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[
-    MOE_ROUTE,
-    MOE_ROUTER_F32,
-    MOE_GATE_UP_Q4_0,
-    MOE_GATE_UP_Q5_0,
-    MOE_GATE_UP_Q5_1,
-    MOE_GATE_UP_Q8_0,
-    MOE_GATE_UP_IQ4_NL,
-    MOE_GATE_UP_Q3K,
-    MOE_GATE_UP_Q4K,
-    MOE_GATE_UP_Q5K,
-    MOE_GATE_UP_Q6K,
-    MOE_DOWN_Q4_0_Q4_0,
-    MOE_DOWN_Q5_0_Q5_0,
-    MOE_DOWN_Q5_1_Q5_1,
-    MOE_DOWN_Q8_0_Q8_0,
-    MOE_DOWN_IQ4_NL_IQ4_NL,
-    MOE_DOWN_Q3K_Q3K,
-    MOE_DOWN_Q4K_Q4K,
-    MOE_DOWN_Q5K_Q5K,
-    MOE_DOWN_Q6K_Q6K,
-    MOE_DOWN_Q5_0_Q4K,
-    MOE_DOWN_Q8_0_Q6K,
-    MOE_DOWN_Q5_1_Q5K,
-    MOE_DOWN_Q4_0_Q3K,
-    MOE_DOWN_IQ4_NL_Q3K,
-    MOE_GATE_UP_SLOTS_Q4_0,
-    MOE_GATE_UP_SLOTS_Q5_0,
-    MOE_GATE_UP_SLOTS_Q5_1,
-    MOE_GATE_UP_SLOTS_Q8_0,
-    MOE_GATE_UP_SLOTS_IQ4_NL,
-    MOE_GATE_UP_SLOTS_Q3K,
-    MOE_GATE_UP_SLOTS_Q4K,
-    MOE_GATE_UP_SLOTS_Q5K,
-    MOE_GATE_UP_SLOTS_Q6K,
-    MOE_DOWN_SLOTS_Q4_0_Q4_0,
-    MOE_DOWN_SLOTS_Q5_0_Q5_0,
-    MOE_DOWN_SLOTS_Q5_1_Q5_1,
-    MOE_DOWN_SLOTS_Q8_0_Q8_0,
-    MOE_DOWN_SLOTS_IQ4_NL_IQ4_NL,
-    MOE_DOWN_SLOTS_Q3K_Q3K,
-    MOE_DOWN_SLOTS_Q4K_Q4K,
-    MOE_DOWN_SLOTS_Q5K_Q5K,
-    MOE_DOWN_SLOTS_Q6K_Q6K,
-    MOE_DOWN_SLOTS_Q5_0_Q4K,
-    MOE_DOWN_SLOTS_Q8_0_Q6K,
-    MOE_DOWN_SLOTS_Q5_1_Q5K,
-    MOE_DOWN_SLOTS_Q4_0_Q3K,
-    MOE_DOWN_SLOTS_IQ4_NL_Q3K,
-];
+/// The kernels of this family (the per-type ones are in `crate::weight_types`).
+pub const ALL: &[KernelDesc] = &[MOE_ROUTE, MOE_ROUTER_F32];

@@ -8,7 +8,7 @@
 use ingot_abi::launch::merge_v_b_pairs;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{
-    self as attn, AttnShape, FlashBufs, LatentCache, MergeBufs, MergeVbBufs, RopeKvBufs,
+    self as attn, AttnShape, CacheType, FlashBufs, MergeBufs, MergeVbBufs, RopeKvBufs,
 };
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::{ops, KernelError};
@@ -26,7 +26,7 @@ fn attn_shape(depth: usize) -> AttnShape {
         kv_lora: lite::KV_LORA,
         n_rope: lite::N_ROPE,
         ctx: depth,
-        cache: LatentCache::F16,
+        cache: CacheType::F16,
     }
 }
 
@@ -140,7 +140,7 @@ fn flash_launch(d: &mut Device, b: &[Buf], s: Shape, mma: bool) -> Result<(), Ke
 
 fn flash_launch_q8_0(d: &mut Device, b: &[Buf], s: Shape) -> Result<(), KernelError> {
     let shape = AttnShape {
-        cache: LatentCache::Q8_0,
+        cache: CacheType::Q8_0,
         ..attn_shape(s.rows)
     };
     flash_launch_with(d, b, shape, true)

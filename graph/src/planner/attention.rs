@@ -3,10 +3,9 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    flash_items, merge_items, LatentCache, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1,
-    FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0, FLASH_MAX_HEADS,
-    FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE,
-    TEMPERATURE_TABLE,
+    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT,
+    FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA,
+    FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_gguf::GgmlType;
@@ -66,7 +65,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         u32a(b.opts.ctx),
         NodeArg::F32(c.rms_eps),
         NodeArg::F32(c.rope.rope_mscale()),
-        NodeArg::U32(b.latent_cache().code()),
+        NodeArg::U32(b.opts.cache_type.code()),
     ];
     // The paired attn_q + attn_kv_a_mqa launch runs the rope as its last block's tail
     // (`gemv2_rope_*`) when it can; otherwise the rope is a node of its own.
@@ -114,9 +113,9 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Heads past 16 run in groups of 16, one block per (group, segment).
     let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
     let temperature = temperature_table(b);
-    let (flash_mma, flash_scalar) = match b.latent_cache() {
-        LatentCache::F16 => (FLASH_LATENT_MMA.name, FLASH_LATENT.name),
-        LatentCache::Q8_0 => (FLASH_LATENT_MMA_Q8_0.name, FLASH_LATENT_Q8_0.name),
+    let (flash_mma, flash_scalar) = match b.opts.cache_type {
+        CacheType::F16 => (FLASH_LATENT_MMA.name, FLASH_LATENT.name),
+        CacheType::Q8_0 => (FLASH_LATENT_MMA_Q8_0.name, FLASH_LATENT_Q8_0.name),
     };
     let flash = if mma && k::available(flash_mma) {
         flash_mma

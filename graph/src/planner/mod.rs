@@ -13,7 +13,6 @@ pub mod kernels;
 use std::collections::HashMap;
 
 use ingot_abi::blocks::BlockQ8_1;
-use ingot_abi::launch::LatentCache;
 use ingot_gguf::{GgmlType, Gguf, TensorInfo};
 use ingot_model::{CacheType, ModelConfig};
 
@@ -265,20 +264,12 @@ impl<'a> Builder<'a> {
         self.declare(name, BufferKind::Constant { data }, bytes)
     }
 
-    /// The kernels' name of the cache's row format.
-    pub fn latent_cache(&self) -> LatentCache {
-        match self.opts.cache_type {
-            CacheType::F16 => LatentCache::F16,
-            CacheType::Q8_0 => LatentCache::Q8_0,
-        }
-    }
-
     /// Layer `il`'s latent cache: `ctx` rows of `kv_lora + d_rope` values in the format of
-    /// [`Builder::latent_cache`].
+    /// `PlanOptions::cache_type`.
     pub fn kv_cache(&mut self, il: usize) -> Result<BufId, PlanError> {
         let overflow = || PlanError::Overflow(format!("kv cache of layer {il}"));
         let width = u32::try_from(self.c.cache_row()).map_err(|_| overflow())?;
-        let row_bytes = self.latent_cache().row_bytes(width);
+        let row_bytes = self.opts.cache_type.row_bytes(width);
         let bytes = (self.opts.ctx as u64)
             .checked_mul(u64::from(row_bytes))
             .ok_or_else(overflow)?;

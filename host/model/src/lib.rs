@@ -7,7 +7,7 @@
 //! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
 //! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
 
-mod cache_type;
+pub mod cache_type;
 pub mod config;
 pub mod cpu;
 mod decoder;

@@ -11,16 +11,13 @@
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
 use crate::norm_q8::quantize_store;
 use crate::vecdot::{
-    gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, Iq4Nl, SharedAct, WeightType, Q3K,
-    Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES,
+    self, gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, SharedAct, WeightType,
+    Q8_BYTES,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
+use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
-    BlockQ8_1,
-};
 use ingot_abi::launch::{gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE};
 
 /// Threads of a quantized gemv block.
@@ -206,27 +203,26 @@ unsafe fn red_max_u64(a: u64, v: u64) {
          v = in(reg64) v, options(nostack));
 }
 
-macro_rules! gemv_argmax_kernel {
-    ($ty:ty, $block:ty, $name:ident) => {
-        /// Fused lm_head gemv + argmax; see [`gemv_argmax`] and `ingot_abi::launch::head`.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(
-            w: *const $block,
-            x: *const BlockQ8_1,
-            y: *mut f32,
-            ncols: u32,
-            nrows: u32,
-            acc: *mut u64,
-        ) {
-            gemv_argmax::<$ty>(global(w), global(x), global(y), ncols, nrows, global(acc));
-        }
-    };
+macro_rules! gemv_argmax_kernels {
+    (types { $($t:tt)* } mixed_down { $($m:tt)* } argmax { $($v:ident $tag:ident $block:ident;)* }) => {$(
+        const _: () = {
+            /// Fused lm_head gemv + argmax; see [`gemv_argmax`] and `ingot_abi::launch::head`.
+            #[export_name = ingot_abi::kernel_name!(argmax, $tag)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                w: *const ingot_abi::blocks::$block,
+                x: *const BlockQ8_1,
+                y: *mut f32,
+                ncols: u32,
+                nrows: u32,
+                acc: *mut u64,
+            ) {
+                gemv_argmax::<vecdot::$v>(global(w), global(x), global(y), ncols, nrows, global(acc));
+            }
+        };
+    )*};
 }
 
-gemv_argmax_kernel!(Q8_0, BlockQ8_0, gemv_argmax_q8_0_q8_1);
-gemv_argmax_kernel!(Q4K, BlockQ4K, gemv_argmax_q4k_q8_1);
-gemv_argmax_kernel!(Q5K, BlockQ5K, gemv_argmax_q5k_q8_1);
-gemv_argmax_kernel!(Q6K, BlockQ6K, gemv_argmax_q6k_q8_1);
+ingot_abi::weight_types!(gemv_argmax_kernels);
 
 // The 32 f32 rows of the block's output group, handed from the computing warps to warp 0.
 global_asm!(".shared .align 16 .b8 gemv_q8_1_out_rows[128];");
@@ -316,158 +312,89 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
 }
 
 macro_rules! gemv_kernels {
-    ($ty:ty, $block:ty, $plain:ident, $grouped:ident, $pair:ident, $q8out:ident) => {
-        /// Plain gemv (one group); see [`gemv`] and `ingot_abi::launch` for the contract.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $plain(
-            w: *const $block,
-            x: *const BlockQ8_1,
-            y: *mut f32,
-            ncols: u32,
-            nrows: u32,
-        ) {
-            gemv::<$ty>(global(w), global(x), global(y), ncols, nrows, u32::MAX, 0);
-        }
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)*;)* } $($rest:tt)*) => {$(
+        const _: () = {
+            /// Plain gemv (one group); see [`gemv`] and `ingot_abi::launch` for the contract.
+            #[export_name = ingot_abi::kernel_name!(plain, $tag)]
+            pub unsafe extern "ptx-kernel" fn plain(
+                w: *const ingot_abi::blocks::$block,
+                x: *const BlockQ8_1,
+                y: *mut f32,
+                ncols: u32,
+                nrows: u32,
+            ) {
+                gemv::<vecdot::$v>(global(w), global(x), global(y), ncols, nrows, u32::MAX, 0);
+            }
 
-        /// Grouped gemv; see [`gemv`] and `ingot_abi::launch` for the contract.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $grouped(
-            w: *const $block,
-            x: *const BlockQ8_1,
-            y: *mut f32,
-            ncols: u32,
-            nrows: u32,
-            rows_per_group: u32,
-            x_group_stride: u32,
-        ) {
-            gemv::<$ty>(
-                global(w),
-                global(x),
-                global(y),
-                ncols,
-                nrows,
-                rows_per_group,
-                x_group_stride,
-            );
-        }
+            /// Grouped gemv; see [`gemv`] and `ingot_abi::launch` for the contract.
+            #[export_name = ingot_abi::kernel_name!(grouped, $tag)]
+            pub unsafe extern "ptx-kernel" fn grouped(
+                w: *const ingot_abi::blocks::$block,
+                x: *const BlockQ8_1,
+                y: *mut f32,
+                ncols: u32,
+                nrows: u32,
+                rows_per_group: u32,
+                x_group_stride: u32,
+            ) {
+                gemv::<vecdot::$v>(
+                    global(w),
+                    global(x),
+                    global(y),
+                    ncols,
+                    nrows,
+                    rows_per_group,
+                    x_group_stride,
+                );
+            }
 
-        /// Grouped gemv writing q8_1; see [`gemv_q8_1_out`] and `ingot_abi::launch::gemv`.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $q8out(
-            w: *const $block,
-            x: *const BlockQ8_1,
-            y: *mut BlockQ8_1,
-            ncols: u32,
-            _nrows: u32,
-            rows_per_group: u32,
-            x_group_stride: u32,
-        ) {
-            gemv_q8_1_out::<$ty>(
-                global(w),
-                global(x),
-                global(y),
-                ncols,
-                rows_per_group,
-                x_group_stride,
-            );
-        }
+            /// Grouped gemv writing q8_1; see [`gemv_q8_1_out`] and `ingot_abi::launch::gemv`.
+            #[export_name = ingot_abi::kernel_name!(q8_1_out, $tag)]
+            pub unsafe extern "ptx-kernel" fn q8_1_out(
+                w: *const ingot_abi::blocks::$block,
+                x: *const BlockQ8_1,
+                y: *mut BlockQ8_1,
+                ncols: u32,
+                _nrows: u32,
+                rows_per_group: u32,
+                x_group_stride: u32,
+            ) {
+                gemv_q8_1_out::<vecdot::$v>(
+                    global(w),
+                    global(x),
+                    global(y),
+                    ncols,
+                    rows_per_group,
+                    x_group_stride,
+                );
+            }
 
-        /// Two-matrix gemv; see [`gemv2`] and `ingot_abi::launch` for the contract.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $pair(
-            w0: *const $block,
-            w1: *const $block,
-            x: *const BlockQ8_1,
-            y0: *mut f32,
-            y1: *mut f32,
-            ncols: u32,
-            nrows0: u32,
-            nrows1: u32,
-        ) {
-            gemv2::<$ty, true>(
-                (global(w0), global(w1)),
-                global(x),
-                (global(y0), global(y1)),
-                ncols,
-                nrows0,
-                nrows1,
-            );
-        }
-    };
+            /// Two-matrix gemv; see [`gemv2`] and `ingot_abi::launch` for the contract.
+            #[export_name = ingot_abi::kernel_name!(pair, $tag)]
+            pub unsafe extern "ptx-kernel" fn pair(
+                w0: *const ingot_abi::blocks::$block,
+                w1: *const ingot_abi::blocks::$block,
+                x: *const BlockQ8_1,
+                y0: *mut f32,
+                y1: *mut f32,
+                ncols: u32,
+                nrows0: u32,
+                nrows1: u32,
+            ) {
+                gemv2::<vecdot::$v, true>(
+                    (global(w0), global(w1)),
+                    global(x),
+                    (global(y0), global(y1)),
+                    ncols,
+                    nrows0,
+                    nrows1,
+                );
+            }
+        };
+    )*};
 }
 
-gemv_kernels!(
-    Q4_0,
-    BlockQ4_0,
-    gemv_q4_0_q8_1,
-    gemv_grouped_q4_0_q8_1,
-    gemv2_q4_0_q8_1,
-    gemv_grouped_q4_0_q8_1_out
-);
-gemv_kernels!(
-    Q5_0,
-    BlockQ5_0,
-    gemv_q5_0_q8_1,
-    gemv_grouped_q5_0_q8_1,
-    gemv2_q5_0_q8_1,
-    gemv_grouped_q5_0_q8_1_out
-);
-gemv_kernels!(
-    Q5_1,
-    BlockQ5_1,
-    gemv_q5_1_q8_1,
-    gemv_grouped_q5_1_q8_1,
-    gemv2_q5_1_q8_1,
-    gemv_grouped_q5_1_q8_1_out
-);
-gemv_kernels!(
-    Q8_0,
-    BlockQ8_0,
-    gemv_q8_0_q8_1,
-    gemv_grouped_q8_0_q8_1,
-    gemv2_q8_0_q8_1,
-    gemv_grouped_q8_0_q8_1_out
-);
-gemv_kernels!(
-    Iq4Nl,
-    BlockIq4Nl,
-    gemv_iq4_nl_q8_1,
-    gemv_grouped_iq4_nl_q8_1,
-    gemv2_iq4_nl_q8_1,
-    gemv_grouped_iq4_nl_q8_1_out
-);
-gemv_kernels!(
-    Q3K,
-    BlockQ3K,
-    gemv_q3k_q8_1,
-    gemv_grouped_q3k_q8_1,
-    gemv2_q3k_q8_1,
-    gemv_grouped_q3k_q8_1_out
-);
-gemv_kernels!(
-    Q4K,
-    BlockQ4K,
-    gemv_q4k_q8_1,
-    gemv_grouped_q4k_q8_1,
-    gemv2_q4k_q8_1,
-    gemv_grouped_q4k_q8_1_out
-);
-gemv_kernels!(
-    Q5K,
-    BlockQ5K,
-    gemv_q5k_q8_1,
-    gemv_grouped_q5k_q8_1,
-    gemv2_q5k_q8_1,
-    gemv_grouped_q5k_q8_1_out
-);
-gemv_kernels!(
-    Q6K,
-    BlockQ6K,
-    gemv_q6k_q8_1,
-    gemv_grouped_q6k_q8_1,
-    gemv2_q6k_q8_1,
-    gemv_grouped_q6k_q8_1_out
-);
+ingot_abi::weight_types!(gemv_kernels);
 
 /// `w`: `nrows × ncols` floats, `x`: `ncols` floats, `y`: `nrows` floats; `ncols` a multiple
 /// of 4. One warp per row; lane `l` reads float4 chunks `l, l + 32, …` of the row and of `x`

@@ -25,7 +25,7 @@ use crate::intrinsics::{
 use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
 use crate::norm_q8::rmsnorm_tail;
-use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
+use crate::vecdot::{self, WeightType, Q8_BYTES};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::{
@@ -202,70 +202,68 @@ unsafe fn down<R: WeightType, S: WeightType, const SLOTS: bool>(
 }
 
 macro_rules! down_kernel {
-    ($name:ident, $slots:ident, $r:ty, $s:ty) => {
-        down_kernel!(@one $name, $r, $s, false);
-        down_kernel!(@one $slots, $r, $s, true);
-    };
-    (@one $name:ident, $r:ty, $s:ty, $tables:literal) => {
-        /// See [`down`] and `ingot_abi::launch::moe`.
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            act: *const BlockQ8_1,
-            sel: *const ExpertSelection,
-            down_w: *const u8,
-            down_sh: *const u8,
-            resid: *const f32,
-            y: *mut f32,
-            nrows: u32,
-            ff: u32,
-            n_used: u32,
-            ff_sh: u32,
-            n_expert: u32,
-            norm_w: *const f32,
-            norm_q8: *mut BlockQ8_1,
-            norm_f32: *mut f32,
-            count: *mut u32,
-            norm: u32,
-            eps: f32,
-        ) {
-            down::<$r, $s, $tables>(
-                global(act),
-                global(sel),
-                global(down_w),
-                global(down_sh),
-                global(resid),
-                global(y),
-                (nrows, ff, n_used, ff_sh, n_expert),
-                NormTail {
-                    w: norm_w,
-                    q8: norm_q8,
-                    f32: norm_f32,
-                    count,
-                    mode: norm,
-                    eps,
-                },
-            );
-        }
+    ($name:expr, $r:ident, $s:ident, $tables:literal) => {
+        const _: () = {
+            /// See [`down`] and `ingot_abi::launch::moe`.
+            #[export_name = $name]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                act: *const BlockQ8_1,
+                sel: *const ExpertSelection,
+                down_w: *const u8,
+                down_sh: *const u8,
+                resid: *const f32,
+                y: *mut f32,
+                nrows: u32,
+                ff: u32,
+                n_used: u32,
+                ff_sh: u32,
+                n_expert: u32,
+                norm_w: *const f32,
+                norm_q8: *mut BlockQ8_1,
+                norm_f32: *mut f32,
+                count: *mut u32,
+                norm: u32,
+                eps: f32,
+            ) {
+                down::<vecdot::$r, vecdot::$s, $tables>(
+                    global(act),
+                    global(sel),
+                    global(down_w),
+                    global(down_sh),
+                    global(resid),
+                    global(y),
+                    (nrows, ff, n_used, ff_sh, n_expert),
+                    NormTail {
+                        w: norm_w,
+                        q8: norm_q8,
+                        f32: norm_f32,
+                        count,
+                        mode: norm,
+                        eps,
+                    },
+                );
+            }
+        };
     };
 }
 
-down_kernel!(moe_down_q4_0_q4_0, moe_down_slots_q4_0_q4_0, Q4_0, Q4_0);
-down_kernel!(moe_down_q5_0_q5_0, moe_down_slots_q5_0_q5_0, Q5_0, Q5_0);
-down_kernel!(moe_down_q5_1_q5_1, moe_down_slots_q5_1_q5_1, Q5_1, Q5_1);
-down_kernel!(moe_down_q8_0_q8_0, moe_down_slots_q8_0_q8_0, Q8_0, Q8_0);
-down_kernel!(
-    moe_down_iq4_nl_iq4_nl,
-    moe_down_slots_iq4_nl_iq4_nl,
-    Iq4Nl,
-    Iq4Nl
-);
-down_kernel!(moe_down_q3k_q3k, moe_down_slots_q3k_q3k, Q3K, Q3K);
-down_kernel!(moe_down_q4k_q4k, moe_down_slots_q4k_q4k, Q4K, Q4K);
-down_kernel!(moe_down_q5k_q5k, moe_down_slots_q5k_q5k, Q5K, Q5K);
-down_kernel!(moe_down_q6k_q6k, moe_down_slots_q6k_q6k, Q6K, Q6K);
-down_kernel!(moe_down_q5_0_q4k, moe_down_slots_q5_0_q4k, Q5_0, Q4K);
-down_kernel!(moe_down_q8_0_q6k, moe_down_slots_q8_0_q6k, Q8_0, Q6K);
-down_kernel!(moe_down_q5_1_q5k, moe_down_slots_q5_1_q5k, Q5_1, Q5K);
-down_kernel!(moe_down_q4_0_q3k, moe_down_slots_q4_0_q3k, Q4_0, Q3K);
-down_kernel!(moe_down_iq4_nl_q3k, moe_down_slots_iq4_nl_q3k, Iq4Nl, Q3K);
+// Every type with itself (also every dense FFN: `n_used = 0`), then the registry's mixed pairs.
+macro_rules! down_kernels {
+    (
+        types { $($v:ident $tag:ident $block:ident $($col:literal)*;)* }
+        mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
+        $($rest:tt)*
+    ) => {
+        $(
+            down_kernel!(ingot_abi::kernel_name!(down, $tag, $tag), $v, $v, false);
+            down_kernel!(ingot_abi::kernel_name!(down_slots, $tag, $tag), $v, $v, true);
+        )*
+        $(
+            down_kernel!(ingot_abi::kernel_name!(down, $rt, $st), $rv, $sv, false);
+            down_kernel!(ingot_abi::kernel_name!(down_slots, $rt, $st), $rv, $sv, true);
+        )*
+    };
+}
+
+ingot_abi::weight_types!(down_kernels);

@@ -24,7 +24,7 @@ use crate::intrinsics::{
     sts_f32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
-use crate::vecdot::{Iq4Nl, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0, Q8_BYTES};
+use crate::vecdot::{self, WeightType, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -173,53 +173,50 @@ unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
 macro_rules! gate_up_kernel {
-    ($name:ident, $slots:ident, $ty:ty) => {
-        gate_up_kernel!(@one $name, $ty, false);
-        gate_up_kernel!(@one $slots, $ty, true);
-    };
-    (@one $name:ident, $ty:ty, $tables:literal) => {
-        /// See [`gate_up`] and `ingot_abi::launch::moe`.
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            x: *const BlockQ8_1,
-            sel: *const ExpertSelection,
-            gate: *const u8,
-            up: *const u8,
-            gate_sh: *const u8,
-            up_sh: *const u8,
-            act: *mut BlockQ8_1,
-            ncols: u32,
-            ff: u32,
-            n_used: u32,
-            _ff_sh: u32,
-            n_expert: u32,
-            layout: u32,
-        ) {
-            gate_up::<$ty, $tables>(
-                global(x),
-                global(sel),
-                global(gate),
-                global(up),
-                global(gate_sh),
-                global(up_sh),
-                global(act),
-                ncols,
-                ff,
-                n_used,
-                n_expert,
-                layout,
-            );
-        }
+    ($name:expr, $v:ident, $tables:literal) => {
+        const _: () = {
+            /// See [`gate_up`] and `ingot_abi::launch::moe`.
+            #[export_name = $name]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                x: *const BlockQ8_1,
+                sel: *const ExpertSelection,
+                gate: *const u8,
+                up: *const u8,
+                gate_sh: *const u8,
+                up_sh: *const u8,
+                act: *mut BlockQ8_1,
+                ncols: u32,
+                ff: u32,
+                n_used: u32,
+                _ff_sh: u32,
+                n_expert: u32,
+                layout: u32,
+            ) {
+                gate_up::<vecdot::$v, $tables>(
+                    global(x),
+                    global(sel),
+                    global(gate),
+                    global(up),
+                    global(gate_sh),
+                    global(up_sh),
+                    global(act),
+                    ncols,
+                    ff,
+                    n_used,
+                    n_expert,
+                    layout,
+                );
+            }
+        };
     };
 }
 
-gate_up_kernel!(moe_gate_up_q4_0, moe_gate_up_slots_q4_0, Q4_0);
-gate_up_kernel!(moe_gate_up_q5_0, moe_gate_up_slots_q5_0, Q5_0);
-gate_up_kernel!(moe_gate_up_q5_1, moe_gate_up_slots_q5_1, Q5_1);
-gate_up_kernel!(moe_gate_up_q8_0, moe_gate_up_slots_q8_0, Q8_0);
-gate_up_kernel!(moe_gate_up_iq4_nl, moe_gate_up_slots_iq4_nl, Iq4Nl);
-gate_up_kernel!(moe_gate_up_q3k, moe_gate_up_slots_q3k, Q3K);
-gate_up_kernel!(moe_gate_up_q4k, moe_gate_up_slots_q4k, Q4K);
-gate_up_kernel!(moe_gate_up_q5k, moe_gate_up_slots_q5k, Q5K);
-gate_up_kernel!(moe_gate_up_q6k, moe_gate_up_slots_q6k, Q6K);
+macro_rules! gate_up_kernels {
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)*;)* } $($rest:tt)*) => {$(
+        gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, false);
+        gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $tag), $v, true);
+    )*};
+}
+
+ingot_abi::weight_types!(gate_up_kernels);

@@ -12,7 +12,7 @@ use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
-pub use ingot_abi::launch::LatentCache;
+pub use ingot_abi::launch::CacheType;
 use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
@@ -47,7 +47,7 @@ pub struct AttnShape {
     pub ctx: usize,
     /// How a cache row is stored: the rope kernels write it so, and the flash launchers pick
     /// the kernels that read it.
-    pub cache: LatentCache,
+    pub cache: CacheType,
 }
 
 impl AttnShape {
@@ -56,7 +56,7 @@ impl AttnShape {
         self.kv_lora + self.n_rope
     }
 
-    /// Bytes of one cache row ([`LatentCache::row_bytes`]).
+    /// Bytes of one cache row ([`CacheType::row_bytes`]).
     pub fn row_bytes(&self) -> Option<usize> {
         let width = u32::try_from(self.row())
             .ok()
@@ -363,8 +363,8 @@ pub fn flash_latent<B: Accelerator>(
     kq_scale: f32,
 ) -> Result<()> {
     let d = match s.cache {
-        LatentCache::F16 => &FLASH_LATENT,
-        LatentCache::Q8_0 => &FLASH_LATENT_Q8_0,
+        CacheType::F16 => &FLASH_LATENT,
+        CacheType::Q8_0 => &FLASH_LATENT_Q8_0,
     };
     launch_flash(b, d, s, bufs, max_segments, kq_scale)
 }
@@ -441,8 +441,8 @@ pub fn flash_latent_mma<B: Accelerator>(
     kq_scale: f32,
 ) -> Result<()> {
     let d = match s.cache {
-        LatentCache::F16 => &FLASH_LATENT_MMA,
-        LatentCache::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
+        CacheType::F16 => &FLASH_LATENT_MMA,
+        CacheType::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
     };
     if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
         return Err(shape(

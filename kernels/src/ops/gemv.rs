@@ -5,241 +5,26 @@
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
-use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, QK8_1,
-};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, GemvUnit, KernelDesc,
-    GEMV2_IQ4_NL_Q8_1, GEMV2_Q3K_Q8_1, GEMV2_Q4K_Q8_1, GEMV2_Q4_0_Q8_1, GEMV2_Q5K_Q8_1,
-    GEMV2_Q5_0_Q8_1, GEMV2_Q5_1_Q8_1, GEMV2_Q6K_Q8_1, GEMV2_Q8_0_Q8_1, GEMV2_ROPE_IQ4_NL_Q8_1,
-    GEMV2_ROPE_Q3K_Q8_1, GEMV2_ROPE_Q4K_Q8_1, GEMV2_ROPE_Q4_0_Q8_1, GEMV2_ROPE_Q5K_Q8_1,
-    GEMV2_ROPE_Q5_0_Q8_1, GEMV2_ROPE_Q5_1_Q8_1, GEMV2_ROPE_Q6K_Q8_1, GEMV2_ROPE_Q8_0_Q8_1,
-    GEMV_F32, GEMV_GROUPED_IQ4_NL_Q8_1, GEMV_GROUPED_IQ4_NL_Q8_1_OUT, GEMV_GROUPED_Q3K_Q8_1,
-    GEMV_GROUPED_Q3K_Q8_1_OUT, GEMV_GROUPED_Q4K_Q8_1, GEMV_GROUPED_Q4K_Q8_1_OUT,
-    GEMV_GROUPED_Q4_0_Q8_1, GEMV_GROUPED_Q4_0_Q8_1_OUT, GEMV_GROUPED_Q5K_Q8_1,
-    GEMV_GROUPED_Q5K_Q8_1_OUT, GEMV_GROUPED_Q5_0_Q8_1, GEMV_GROUPED_Q5_0_Q8_1_OUT,
-    GEMV_GROUPED_Q5_1_Q8_1, GEMV_GROUPED_Q5_1_Q8_1_OUT, GEMV_GROUPED_Q6K_Q8_1,
-    GEMV_GROUPED_Q6K_Q8_1_OUT, GEMV_GROUPED_Q8_0_Q8_1, GEMV_GROUPED_Q8_0_Q8_1_OUT,
-    GEMV_IQ4_NL_Q8_1, GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_PAIR_LANES, GEMV_PAIR_QK,
-    GEMV_Q3K_LANES, GEMV_Q3K_Q8_1, GEMV_Q3K_READ_BYTES, GEMV_Q4K_Q8_1, GEMV_Q4_0_Q8_1,
-    GEMV_Q5K_Q8_1, GEMV_Q5_0_Q8_1, GEMV_Q5_1_Q8_1, GEMV_Q6K_Q8_1, GEMV_Q6K_READ_BYTES,
-    GEMV_Q8_0_Q8_1, GEMV_STAGE_BLOCKS,
+    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
 };
-use ingot_abi::launch::{
-    ATTN_MERGE_V_B_IQ4_NL, ATTN_MERGE_V_B_Q3K, ATTN_MERGE_V_B_Q4K, ATTN_MERGE_V_B_Q4_0,
-    ATTN_MERGE_V_B_Q5K, ATTN_MERGE_V_B_Q5_0, ATTN_MERGE_V_B_Q5_1, ATTN_MERGE_V_B_Q6K,
-    ATTN_MERGE_V_B_Q8_0,
-};
+pub use ingot_abi::weight_types::GemvType;
 use std::mem::size_of;
 
-/// A weight type the quantized gemv kernels take.
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GemvType {
-    Q4_0,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Iq4Nl,
-    Q3K,
-    Q4K,
-    Q5K,
-    Q6K,
+/// Units of `ty` in a row of `ncols` weights.
+fn units(ty: GemvType, ncols: usize) -> u32 {
+    u32::try_from(ncols / ty.row_multiple()).unwrap_or(u32::MAX)
 }
 
-impl GemvType {
-    /// Every type, in declaration order.
-    pub const ALL: [GemvType; 9] = [
-        GemvType::Q4_0,
-        GemvType::Q5_0,
-        GemvType::Q5_1,
-        GemvType::Q8_0,
-        GemvType::Iq4Nl,
-        GemvType::Q3K,
-        GemvType::Q4K,
-        GemvType::Q5K,
-        GemvType::Q6K,
-    ];
-
-    /// Weights per quant block (32, or 256 for k-quants).
-    pub const fn block_elems(self) -> usize {
-        if self.is_kquant() {
-            256
-        } else {
-            32
-        }
-    }
-
-    /// Bytes per quant block.
-    pub const fn block_bytes(self) -> usize {
-        match self {
-            GemvType::Q4_0 => size_of::<BlockQ4_0>(),
-            GemvType::Q5_0 => size_of::<BlockQ5_0>(),
-            GemvType::Q5_1 => size_of::<BlockQ5_1>(),
-            GemvType::Q8_0 => size_of::<BlockQ8_0>(),
-            GemvType::Iq4Nl => size_of::<BlockIq4Nl>(),
-            GemvType::Q3K => size_of::<BlockQ3K>(),
-            GemvType::Q4K => size_of::<BlockQ4K>(),
-            GemvType::Q5K => size_of::<BlockQ5K>(),
-            GemvType::Q6K => size_of::<BlockQ6K>(),
-        }
-    }
-
-    /// Row lengths of the gemv kernels must be multiples of this: one quant block (32, or 256
-    /// for k-quants); a 32-element row of an odd number of blocks ends in an unpaired block.
-    pub const fn gemv_row_multiple(self) -> usize {
-        self.block_elems()
-    }
-
-    /// Weights per unit of the kernels' thread mapping: 64 for the 32-element types (a lane
-    /// takes a pair of blocks), 256 for k-quants. The fused MoE kernels take rows of whole
-    /// units only.
-    pub const fn row_multiple(self) -> usize {
-        if self.is_kquant() {
-            GEMV_KQUANT_QK as usize
-        } else {
-            GEMV_PAIR_QK as usize
-        }
-    }
-
-    const fn is_kquant(self) -> bool {
-        matches!(
-            self,
-            GemvType::Q3K | GemvType::Q4K | GemvType::Q5K | GemvType::Q6K
-        )
-    }
-
-    const fn lanes_per_unit(self) -> u32 {
-        match self {
-            GemvType::Q3K => GEMV_Q3K_LANES,
-            GemvType::Q4K | GemvType::Q5K | GemvType::Q6K => GEMV_KQUANT_LANES,
-            _ => GEMV_PAIR_LANES,
-        }
-    }
-
-    /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
-    pub const fn unit(self) -> GemvUnit {
-        let elems = self.row_multiple();
-        let bytes = (self.block_bytes() * elems / self.block_elems()) as u32;
-        GemvUnit {
-            lanes: self.lanes_per_unit(),
-            elems: elems as u32,
-            bytes,
-            read_bytes: match self {
-                GemvType::Q3K => GEMV_Q3K_READ_BYTES,
-                GemvType::Q6K => GEMV_Q6K_READ_BYTES,
-                _ => bytes,
-            },
-        }
-    }
-
-    /// Rows one warp computes for rows of `ncols` weights.
-    fn rows_per_warp(self, ncols: usize) -> u32 {
-        gemv_rows_per_warp(self.units(ncols), self.unit())
-    }
-
-    /// Rows one thread block computes for rows of `ncols` weights.
-    fn block_rows(self, ncols: usize) -> u32 {
-        gemv_block_rows(self.units(ncols), self.unit())
-    }
-
-    fn units(self, ncols: usize) -> u32 {
-        u32::try_from(ncols / self.row_multiple()).unwrap_or(u32::MAX)
-    }
-
-    /// The plain kernel (`w, x, y, ncols, nrows`).
-    pub const fn plain(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &GEMV_Q4_0_Q8_1,
-            GemvType::Q5_0 => &GEMV_Q5_0_Q8_1,
-            GemvType::Q5_1 => &GEMV_Q5_1_Q8_1,
-            GemvType::Q8_0 => &GEMV_Q8_0_Q8_1,
-            GemvType::Iq4Nl => &GEMV_IQ4_NL_Q8_1,
-            GemvType::Q3K => &GEMV_Q3K_Q8_1,
-            GemvType::Q4K => &GEMV_Q4K_Q8_1,
-            GemvType::Q5K => &GEMV_Q5K_Q8_1,
-            GemvType::Q6K => &GEMV_Q6K_Q8_1,
-        }
-    }
-
-    /// The grouped kernel (`… , rows_per_group, x_group_stride`).
-    pub const fn grouped(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &GEMV_GROUPED_Q4_0_Q8_1,
-            GemvType::Q5_0 => &GEMV_GROUPED_Q5_0_Q8_1,
-            GemvType::Q5_1 => &GEMV_GROUPED_Q5_1_Q8_1,
-            GemvType::Q8_0 => &GEMV_GROUPED_Q8_0_Q8_1,
-            GemvType::Iq4Nl => &GEMV_GROUPED_IQ4_NL_Q8_1,
-            GemvType::Q3K => &GEMV_GROUPED_Q3K_Q8_1,
-            GemvType::Q4K => &GEMV_GROUPED_Q4K_Q8_1,
-            GemvType::Q5K => &GEMV_GROUPED_Q5K_Q8_1,
-            GemvType::Q6K => &GEMV_GROUPED_Q6K_Q8_1,
-        }
-    }
+/// Rows one warp computes for rows of `ncols` weights of `ty`.
+fn rows_per_warp(ty: GemvType, ncols: usize) -> u32 {
+    gemv_rows_per_warp(units(ty, ncols), ty.unit())
 }
 
-impl GemvType {
-    /// The grouped kernel with a q8_1 epilogue (grouped parameters, `y` as q8_1 blocks).
-    pub const fn grouped_q8_1_out(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &GEMV_GROUPED_Q4_0_Q8_1_OUT,
-            GemvType::Q5_0 => &GEMV_GROUPED_Q5_0_Q8_1_OUT,
-            GemvType::Q5_1 => &GEMV_GROUPED_Q5_1_Q8_1_OUT,
-            GemvType::Q8_0 => &GEMV_GROUPED_Q8_0_Q8_1_OUT,
-            GemvType::Iq4Nl => &GEMV_GROUPED_IQ4_NL_Q8_1_OUT,
-            GemvType::Q3K => &GEMV_GROUPED_Q3K_Q8_1_OUT,
-            GemvType::Q4K => &GEMV_GROUPED_Q4K_Q8_1_OUT,
-            GemvType::Q5K => &GEMV_GROUPED_Q5K_Q8_1_OUT,
-            GemvType::Q6K => &GEMV_GROUPED_Q6K_Q8_1_OUT,
-        }
-    }
-
-    /// `attn_merge_q8_1` and the grouped gemv with the q8_1 epilogue in one launch
-    /// (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K` and its siblings).
-    pub const fn merge_v_b(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &ATTN_MERGE_V_B_Q4_0,
-            GemvType::Q5_0 => &ATTN_MERGE_V_B_Q5_0,
-            GemvType::Q5_1 => &ATTN_MERGE_V_B_Q5_1,
-            GemvType::Q8_0 => &ATTN_MERGE_V_B_Q8_0,
-            GemvType::Iq4Nl => &ATTN_MERGE_V_B_IQ4_NL,
-            GemvType::Q3K => &ATTN_MERGE_V_B_Q3K,
-            GemvType::Q4K => &ATTN_MERGE_V_B_Q4K,
-            GemvType::Q5K => &ATTN_MERGE_V_B_Q5K,
-            GemvType::Q6K => &ATTN_MERGE_V_B_Q6K,
-        }
-    }
-
-    /// The two-matrix kernel (`w0, w1, x, y0, y1, ncols, nrows0, nrows1`).
-    pub const fn pair(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &GEMV2_Q4_0_Q8_1,
-            GemvType::Q5_0 => &GEMV2_Q5_0_Q8_1,
-            GemvType::Q5_1 => &GEMV2_Q5_1_Q8_1,
-            GemvType::Q8_0 => &GEMV2_Q8_0_Q8_1,
-            GemvType::Iq4Nl => &GEMV2_IQ4_NL_Q8_1,
-            GemvType::Q3K => &GEMV2_Q3K_Q8_1,
-            GemvType::Q4K => &GEMV2_Q4K_Q8_1,
-            GemvType::Q5K => &GEMV2_Q5K_Q8_1,
-            GemvType::Q6K => &GEMV2_Q6K_Q8_1,
-        }
-    }
-
-    /// The two-matrix kernel with the `rope_kv_q8_1` tail (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings).
-    pub const fn pair_rope(self) -> &'static KernelDesc {
-        match self {
-            GemvType::Q4_0 => &GEMV2_ROPE_Q4_0_Q8_1,
-            GemvType::Q5_0 => &GEMV2_ROPE_Q5_0_Q8_1,
-            GemvType::Q5_1 => &GEMV2_ROPE_Q5_1_Q8_1,
-            GemvType::Q8_0 => &GEMV2_ROPE_Q8_0_Q8_1,
-            GemvType::Iq4Nl => &GEMV2_ROPE_IQ4_NL_Q8_1,
-            GemvType::Q3K => &GEMV2_ROPE_Q3K_Q8_1,
-            GemvType::Q4K => &GEMV2_ROPE_Q4K_Q8_1,
-            GemvType::Q5K => &GEMV2_ROPE_Q5K_Q8_1,
-            GemvType::Q6K => &GEMV2_ROPE_Q6K_Q8_1,
-        }
-    }
+/// Rows one thread block computes for rows of `ncols` weights of `ty`.
+fn block_rows(ty: GemvType, ncols: usize) -> u32 {
+    gemv_block_rows(units(ty, ncols), ty.unit())
 }
 
 /// How the rows of a grouped gemv read the activation vector: row `r` reads `ncols/32` q8_1
@@ -303,7 +88,7 @@ pub(super) fn check_rows(
     }
     let ncols32 = to_u32(d, "ncols", ncols)?;
     let nrows32 = to_u32(d, "nrows", nrows)?;
-    Ok((ncols32, nrows32, nrows32.div_ceil(ty.rows_per_warp(ncols))))
+    Ok((ncols32, nrows32, nrows32.div_ceil(rows_per_warp(ty, ncols))))
 }
 
 /// `y = W·x`: `W` is `nrows` rows of `ncols` weights of type `ty` (row-major blocks), `x` is
@@ -345,7 +130,7 @@ pub fn gemv_grouped_q8_1<B: Accelerator>(
 ) -> Result<()> {
     let d = ty.grouped();
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
-    let (rpg, stride) = check_grouping(b, d, x, (nrows, ncols), g, ty.block_rows(ncols))?;
+    let (rpg, stride) = check_grouping(b, d, x, (nrows, ncols), g, block_rows(ty, ncols))?;
     launch(
         b,
         d,

@@ -6,10 +6,7 @@ use super::gemv::{check, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
-use ingot_abi::launch::{
-    KernelDesc, ARGMAX_FINISH, ARGMAX_STEP, GEMV_ARGMAX_Q4K_Q8_1, GEMV_ARGMAX_Q5K_Q8_1,
-    GEMV_ARGMAX_Q6K_Q8_1, GEMV_ARGMAX_Q8_0_Q8_1,
-};
+use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
 use ingot_abi::step::StepState;
 use std::mem::size_of;
 
@@ -37,18 +34,6 @@ pub fn argmax_step<B: Accelerator>(
     )
 }
 
-/// The fused lm_head kernel for `ty`, if there is one (the types `output.weight` has in the
-/// GGUF mixes: Q8_0, Q4_K, Q5_K, Q6_K).
-pub const fn gemv_argmax_kernel(ty: GemvType) -> Option<&'static KernelDesc> {
-    match ty {
-        GemvType::Q8_0 => Some(&GEMV_ARGMAX_Q8_0_Q8_1),
-        GemvType::Q4K => Some(&GEMV_ARGMAX_Q4K_Q8_1),
-        GemvType::Q5K => Some(&GEMV_ARGMAX_Q5K_Q8_1),
-        GemvType::Q6K => Some(&GEMV_ARGMAX_Q6K_Q8_1),
-        _ => None,
-    }
-}
-
 /// The lm_head gemv `y = W·x` (as [`super::gemv::gemv_q8_1`]) that also folds every row into
 /// the 8-byte accumulator `acc`, which must hold 0 (allocate it zeroed once; [`argmax_finish`]
 /// resets it). Types without a fused kernel are a [`crate::KernelError::Shape`] error.
@@ -61,7 +46,7 @@ pub fn gemv_argmax_q8_1<B: Accelerator>(
     ncols: usize,
 ) -> Result<()> {
     let plain = ty.plain();
-    let d = gemv_argmax_kernel(ty).ok_or_else(|| {
+    let d = ty.argmax().ok_or_else(|| {
         shape(
             plain,
             format!("no fused lm_head argmax for {ty:?}; use gemv_q8_1 and argmax_step"),

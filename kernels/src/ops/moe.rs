@@ -318,21 +318,6 @@ pub struct GateUpBufs<'a, T> {
     pub act: &'a T,
 }
 
-/// The gate/up kernel for weights of type `ty`.
-pub fn gate_up_kernel(ty: GemvType) -> &'static KernelDesc {
-    match ty {
-        GemvType::Q4_0 => &MOE_GATE_UP_Q4_0,
-        GemvType::Q5_0 => &MOE_GATE_UP_Q5_0,
-        GemvType::Q5_1 => &MOE_GATE_UP_Q5_1,
-        GemvType::Q8_0 => &MOE_GATE_UP_Q8_0,
-        GemvType::Iq4Nl => &MOE_GATE_UP_IQ4_NL,
-        GemvType::Q3K => &MOE_GATE_UP_Q3K,
-        GemvType::Q4K => &MOE_GATE_UP_Q4K,
-        GemvType::Q5K => &MOE_GATE_UP_Q5K,
-        GemvType::Q6K => &MOE_GATE_UP_Q6K,
-    }
-}
-
 /// Whether exactly the parts the shape uses are present.
 fn parts<'a, T>(
     d: &KernelDesc,
@@ -364,7 +349,7 @@ pub fn moe_gate_up<B: Accelerator>(
     s: &FfnShape,
     bufs: &GateUpBufs<'_, B::Buf>,
 ) -> Result<()> {
-    let d = gate_up_kernel(ty);
+    let d = ty.gate_up();
     s.check(d)?;
     row_multiple(d, "n_embd", ty, s.n_embd)?;
     let routed = if bufs.merged {
@@ -464,29 +449,6 @@ pub struct DownNorm<'a, T> {
     pub eps: f32,
 }
 
-/// The down kernel for routed weights of type `routed` and shared ones of type `shared`, when
-/// the module has one (see `ingot_abi::launch::moe`).
-pub fn down_kernel(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
-    use GemvType::*;
-    Some(match (routed, shared) {
-        (Q4_0, Q4_0) => &MOE_DOWN_Q4_0_Q4_0,
-        (Q5_0, Q5_0) => &MOE_DOWN_Q5_0_Q5_0,
-        (Q5_1, Q5_1) => &MOE_DOWN_Q5_1_Q5_1,
-        (Q8_0, Q8_0) => &MOE_DOWN_Q8_0_Q8_0,
-        (Iq4Nl, Iq4Nl) => &MOE_DOWN_IQ4_NL_IQ4_NL,
-        (Q3K, Q3K) => &MOE_DOWN_Q3K_Q3K,
-        (Q4K, Q4K) => &MOE_DOWN_Q4K_Q4K,
-        (Q5K, Q5K) => &MOE_DOWN_Q5K_Q5K,
-        (Q6K, Q6K) => &MOE_DOWN_Q6K_Q6K,
-        (Q5_0, Q4K) => &MOE_DOWN_Q5_0_Q4K,
-        (Q8_0, Q6K) => &MOE_DOWN_Q8_0_Q6K,
-        (Q5_1, Q5K) => &MOE_DOWN_Q5_1_Q5K,
-        (Q4_0, Q3K) => &MOE_DOWN_Q4_0_Q3K,
-        (Iq4Nl, Q3K) => &MOE_DOWN_IQ4_NL_Q3K,
-        _ => return None,
-    })
-}
-
 /// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (spec §5.4), then the norm tail
 /// when `bufs.norm` is given ([`DownNorm`]), routed down weights
 /// of type `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
@@ -504,12 +466,14 @@ pub fn moe_down<B: Accelerator>(
         (_, 0) => (routed, routed),
         _ => (routed, shared),
     };
-    let d = down_kernel(routed, shared).ok_or_else(|| {
-        shape(
-            &MOE_DOWN_Q4_0_Q4_0,
+    let Some(d) = GemvType::down(routed, shared) else {
+        // Every registry type has a down kernel with itself; the error names that family.
+        let family = GemvType::down(routed, routed).unwrap_or(routed.gate_up());
+        return Err(shape(
+            family,
             format!("no moe_down kernel for routed {routed:?} with shared {shared:?} weights"),
-        )
-    })?;
+        ));
+    };
     s.check(d)?;
     if s.n_used > 0 {
         row_multiple(d, "ff", routed, s.ff)?;

@@ -20,6 +20,7 @@ pub struct Layout {
 pub fn layout(ty: GgmlType) -> Layout {
     let (elems, bytes, d_at, m_at) = match ty {
         GgmlType::Q4_0 | GgmlType::Iq4Nl => (32, 18, 0, None),
+        GgmlType::Q4_1 => (32, 20, 0, Some(2)),
         GgmlType::Q5_0 => (32, 22, 0, None),
         GgmlType::Q5_1 => (32, 24, 0, Some(2)),
         GgmlType::Q8_0 => (32, 34, 0, None),

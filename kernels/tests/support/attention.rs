@@ -3,7 +3,7 @@
 use half::f16;
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
-use ingot_kernels::ops::attention::{split_at, AttnShape, LatentCache};
+use ingot_kernels::ops::attention::{split_at, AttnShape, CacheType};
 use ingot_model::{RopeParams, RopeScalingType};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -153,39 +153,14 @@ pub fn flash_on_sim(
         .unwrap_or_else(|e| panic!("{}: {e}", desc.name))
 }
 
-/// `values` (one row, f16-exact) stored in the row format `ty` into `out` (one row's bytes).
-pub fn cache_row(ty: LatentCache, values: &[f32], out: &mut [u8]) {
-    match ty {
-        LatentCache::F16 => {
-            for (o, &v) in out.chunks_exact_mut(2).zip(values) {
-                o.copy_from_slice(&f16::from_f32(v).to_le_bytes());
-            }
-        }
-        LatentCache::Q8_0 => {
-            let blocks = values.len().div_ceil(32);
-            out.fill(0);
-            for b in 0..blocks {
-                let mut x = [0.0f32; 32];
-                let part = &values[b * 32..values.len().min(b * 32 + 32)];
-                x[..part.len()].copy_from_slice(part);
-                let q = ingot_quant::q8_0::quantize(&x);
-                for (o, &v) in out[b * 32..][..32].iter_mut().zip(&q.qs) {
-                    *o = v as u8;
-                }
-                out[blocks * 32 + 2 * b..][..2].copy_from_slice(&q.d.to_le_bytes());
-            }
-        }
-    }
-}
-
 /// Every row's `s.row()` values as the flash kernels read them: the f16 values, or a q8_0
 /// block's `f16(q·d)` (the kernels widen each tile to f16 before the math). A poisoned q8_0 row
 /// (NaN scales) gives NaN values, like a poisoned f16 row.
 pub fn cache_values(s: &AttnShape, cache: &[u8]) -> Vec<f64> {
     let row = s.row();
     match s.cache {
-        LatentCache::F16 => f16s(cache).iter().map(|v| v.to_f64()).collect(),
-        LatentCache::Q8_0 => {
+        CacheType::F16 => f16s(cache).iter().map(|v| v.to_f64()).collect(),
+        CacheType::Q8_0 => {
             let blocks = row.div_ceil(32);
             cache
                 .chunks_exact(s.row_bytes().unwrap())
@@ -218,6 +193,7 @@ pub fn fill_random_rows(rng: &mut StdRng, s: &AttnShape, rows: usize, cache: &mu
                 }
             })
             .collect();
-        cache_row(s.cache, &values, &mut cache[r * row_bytes..][..row_bytes]);
+        cache[r * row_bytes..][..row_bytes]
+            .copy_from_slice(&ingot_model::cache_type::encode_row(s.cache, &values));
     }
 }

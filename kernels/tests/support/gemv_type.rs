@@ -3,19 +3,10 @@
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::GemvType;
 
-/// The GGUF type of a gemv weight type, for the CPU oracles in `ingot_quant`.
+/// The GGUF type of a gemv weight type (its registry row's ggml id), for the CPU oracles in
+/// `ingot_quant`.
 pub fn ggml(ty: GemvType) -> GgmlType {
-    match ty {
-        GemvType::Q4_0 => GgmlType::Q4_0,
-        GemvType::Q5_0 => GgmlType::Q5_0,
-        GemvType::Q5_1 => GgmlType::Q5_1,
-        GemvType::Q8_0 => GgmlType::Q8_0,
-        GemvType::Iq4Nl => GgmlType::Iq4Nl,
-        GemvType::Q3K => GgmlType::Q3K,
-        GemvType::Q4K => GgmlType::Q4K,
-        GemvType::Q5K => GgmlType::Q5K,
-        GemvType::Q6K => GgmlType::Q6K,
-    }
+    GgmlType::from_u32(ty.ggml_id()).expect("every registry row names a ggml type")
 }
 
 /// q8_1 bytes one row dot's lanes request per 32 activations (the lane mappings of

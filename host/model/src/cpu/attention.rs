@@ -131,7 +131,7 @@ pub(super) fn store_latent(
     apply_rope(&mut kv[lora..], cos_sin);
     let dst = &mut cache.rows[pos * row..(pos + 1) * row];
     dst.copy_from_slice(kv);
-    cache.ty.round_row(dst);
+    crate::cache_type::round_row(cache.ty, dst);
 }
 
 /// Ropes the `q_pe` part of every head of `q`.

@@ -1,8 +1,8 @@
-//! The q8_0 latent cache (`ingot_abi::launch::LatentCache::Q8_0`) on both sides: the rope
+//! The q8_0 latent cache (`ingot_abi::launch::CacheType::Q8_0`) on both sides: the rope
 //! kernels' row writer and the flash kernels' tile loader, which widens each tile's blocks into
 //! the shared f16 tile the f16 cache is copied into, so the flash kernels' math does not change.
 //!
-//! Row layout (one source of truth: `LatentCache::row_bytes`): `blocks·32` i8 quants, then the
+//! Row layout (one source of truth: `CacheType::row_bytes`): `blocks·32` i8 quants, then the
 //! `blocks` f16 scales, then zeros to a multiple of 16 bytes; `blocks = ⌈width/32⌉` and quants
 //! past `width` are 0.
 

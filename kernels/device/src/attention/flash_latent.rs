@@ -39,7 +39,7 @@ use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::blocks::QK8_0;
 use ingot_abi::launch::{
-    flash_segments, flash_smem, LatentCache, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    flash_segments, flash_smem, CacheType, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
     FLASH_THREADS, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
@@ -186,12 +186,9 @@ unsafe fn flash_latent_impl<const Q8: bool>(
     // Bytes between rows of the cache (`row_bytes`) and of the shared tile (`tile_stride`): a
     // q8_0 tile holds whole blocks, so its rows are `32·blocks` values apart, the zero quants
     // past `row` included.
-    let q8_blocks = LatentCache::q8_0_blocks(row);
+    let q8_blocks = CacheType::q8_0_blocks(row);
     let (row_bytes, tile_stride) = if Q8 {
-        (
-            LatentCache::Q8_0.row_bytes(row),
-            q8_blocks * QK8_0 as u32 * 2,
-        )
+        (CacheType::Q8_0.row_bytes(row), q8_blocks * QK8_0 as u32 * 2)
     } else {
         (row * 2, row * 2)
     };

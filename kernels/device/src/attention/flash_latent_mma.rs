@@ -54,7 +54,7 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::launch::{
-    flash_mma_smem as sm, flash_segments, LatentCache, FLASH_MAX_LORA, FLASH_MAX_ROW,
+    flash_mma_smem as sm, flash_segments, CacheType, FLASH_MAX_LORA, FLASH_MAX_ROW,
     FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
@@ -264,12 +264,12 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     };
     let width = kv_lora + n_rope;
     let row_bytes = if Q8 {
-        LatentCache::Q8_0.row_bytes(width) as u64
+        CacheType::Q8_0.row_bytes(width) as u64
     } else {
         row_chunks.get() as u64 * 16
     };
     // Only read with `Q8`; `width ≥ 8` here, so the fallback is never taken.
-    let q8_blocks = NonZeroU32::new(LatentCache::q8_0_blocks(width)).unwrap_or(NonZeroU32::MIN);
+    let q8_blocks = NonZeroU32::new(CacheType::q8_0_blocks(width)).unwrap_or(NonZeroU32::MIN);
     let q8_map = cache_q8::Map::new(q8_blocks, row_bytes as u32, STRIDE, tid);
     let smem = smem_base();
     let tile = smem + sm::TILE;

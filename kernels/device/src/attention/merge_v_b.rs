@@ -24,16 +24,10 @@ use super::merge::{merge4, SMEM_BYTES as MERGE_BYTES};
 use crate::intrinsics::{bid, global, ld_v4_f32_relaxed_if, st_f32_if, sub_sum, tid};
 use crate::last_block::{last_of, reset};
 use crate::norm_q8::{quantize_store, quantize_store_shared};
-use crate::vecdot::{
-    row_bytes, row_dot_lane, Iq4Nl, SharedAct, WeightType, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K,
-    Q8_0, Q8_BYTES,
-};
+use crate::vecdot::{self, row_bytes, row_dot_lane, SharedAct, WeightType, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
-use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, QK8_1,
-};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     gemv_lanes_per_row, GEMV_BLOCK_WARPS, MERGE_DIMS, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS as ROWS,
     MERGE_V_B_SPLIT as SPLIT, WARP_SIZE,
@@ -155,47 +149,41 @@ unsafe fn merge_v_b<T: WeightType>(
     reset(count);
 }
 
-macro_rules! merge_v_b_kernel {
-    ($ty:ty, $block:ty, $name:ident) => {
-        /// See `ingot_abi::launch::ATTN_MERGE_V_B_Q4K` and the module docs.
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            part_o: *const f32,
-            part_ml: *const f32,
-            state: *const StepState,
-            w: *const $block,
-            y: *mut BlockQ8_1,
-            scratch: *mut f32,
-            pair_count: *mut u32,
-            n_head: u32,
-            d_v: u32,
-            ctx: u32,
-            max_segments: u32,
-        ) {
-            merge_v_b::<$ty>(
-                part_o,
-                part_ml,
-                state,
-                global(w),
-                global(y),
-                global(scratch),
-                global(pair_count),
-                n_head,
-                d_v,
-                ctx,
-                max_segments,
-            );
-        }
-    };
+macro_rules! merge_v_b_kernels {
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)*;)* } $($rest:tt)*) => {$(
+        const _: () = {
+            /// See `ingot_abi::weight_types::GemvType::merge_v_b` and the module docs.
+            #[export_name = ingot_abi::kernel_name!(merge_v_b, $tag)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                part_o: *const f32,
+                part_ml: *const f32,
+                state: *const StepState,
+                w: *const ingot_abi::blocks::$block,
+                y: *mut BlockQ8_1,
+                scratch: *mut f32,
+                pair_count: *mut u32,
+                n_head: u32,
+                d_v: u32,
+                ctx: u32,
+                max_segments: u32,
+            ) {
+                merge_v_b::<vecdot::$v>(
+                    part_o,
+                    part_ml,
+                    state,
+                    global(w),
+                    global(y),
+                    global(scratch),
+                    global(pair_count),
+                    n_head,
+                    d_v,
+                    ctx,
+                    max_segments,
+                );
+            }
+        };
+    )*};
 }
 
-merge_v_b_kernel!(Q4_0, BlockQ4_0, attn_merge_v_b_q4_0);
-merge_v_b_kernel!(Q5_0, BlockQ5_0, attn_merge_v_b_q5_0);
-merge_v_b_kernel!(Q5_1, BlockQ5_1, attn_merge_v_b_q5_1);
-merge_v_b_kernel!(Q8_0, BlockQ8_0, attn_merge_v_b_q8_0);
-merge_v_b_kernel!(Iq4Nl, BlockIq4Nl, attn_merge_v_b_iq4_nl);
-merge_v_b_kernel!(Q3K, BlockQ3K, attn_merge_v_b_q3k);
-merge_v_b_kernel!(Q4K, BlockQ4K, attn_merge_v_b_q4k);
-merge_v_b_kernel!(Q5K, BlockQ5K, attn_merge_v_b_q5k);
-merge_v_b_kernel!(Q6K, BlockQ6K, attn_merge_v_b_q6k);
+ingot_abi::weight_types!(merge_v_b_kernels);

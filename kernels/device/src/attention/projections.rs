@@ -12,22 +12,20 @@ use crate::attention::rope_kv::{rope_kv_impl, Dims};
 use crate::gemv::gemv2;
 use crate::intrinsics::global;
 use crate::last_block::{last_block_done, reset};
-use crate::vecdot::{Iq4Nl, Q3K, Q4K, Q4_0, Q5K, Q5_0, Q5_1, Q6K, Q8_0};
-use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
-    BlockQ8_1,
-};
+use crate::vecdot;
+use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{GEMV_BLOCK_WARPS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
-macro_rules! gemv2_rope_kernel {
-    ($name:ident, $ty:ty, $block:ty) => {
-        /// See the module docs and `ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` for the contract.
-        #[no_mangle]
+macro_rules! gemv2_rope_kernels {
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)*;)* } $($rest:tt)*) => {$(
+        const _: () = {
+        /// See the module docs and `ingot_abi::weight_types::GemvType::pair_rope`.
+        #[export_name = ingot_abi::kernel_name!(pair_rope, $tag)]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            w0: *const $block,
-            w1: *const $block,
+        pub unsafe extern "ptx-kernel" fn kernel(
+            w0: *const ingot_abi::blocks::$block,
+            w1: *const ingot_abi::blocks::$block,
             x: *const BlockQ8_1,
             q: *mut f32,
             kv: *mut f32,
@@ -52,7 +50,7 @@ macro_rules! gemv2_rope_kernel {
         ) {
             let (q, kv) = (global(q), global(kv));
             // No early exit: every warp reaches the done counter's barriers.
-            gemv2::<$ty, false>(
+            gemv2::<vecdot::$v, false>(
                 (global(w0), global(w1)),
                 global(x),
                 (q, kv),
@@ -86,15 +84,8 @@ macro_rules! gemv2_rope_kernel {
             );
             reset(count);
         }
-    };
+        };
+    )*};
 }
 
-gemv2_rope_kernel!(gemv2_rope_q4_0_q8_1, Q4_0, BlockQ4_0);
-gemv2_rope_kernel!(gemv2_rope_q5_0_q8_1, Q5_0, BlockQ5_0);
-gemv2_rope_kernel!(gemv2_rope_q5_1_q8_1, Q5_1, BlockQ5_1);
-gemv2_rope_kernel!(gemv2_rope_q8_0_q8_1, Q8_0, BlockQ8_0);
-gemv2_rope_kernel!(gemv2_rope_iq4_nl_q8_1, Iq4Nl, BlockIq4Nl);
-gemv2_rope_kernel!(gemv2_rope_q3k_q8_1, Q3K, BlockQ3K);
-gemv2_rope_kernel!(gemv2_rope_q4k_q8_1, Q4K, BlockQ4K);
-gemv2_rope_kernel!(gemv2_rope_q5k_q8_1, Q5K, BlockQ5K);
-gemv2_rope_kernel!(gemv2_rope_q6k_q8_1, Q6K, BlockQ6K);
+ingot_abi::weight_types!(gemv2_rope_kernels);

@@ -26,7 +26,7 @@ use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{LatentCache, ROPE_KV_THREADS, WARP_SIZE};
+use ingot_abi::launch::{CacheType, ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 /// Most warps of a block that runs the rope: `rope_kv_partials` holds one f32 per warp.
@@ -159,7 +159,7 @@ pub(crate) struct Dims {
     pub(crate) kv_lora: u32,
     pub(crate) n_rope: u32,
     pub(crate) ctx: u32,
-    /// `LatentCache::code` of the cache's row format.
+    /// `CacheType::code` of the cache's row format.
     pub(crate) cache_type: u32,
 }
 
@@ -297,11 +297,11 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
     let scale = 1.0 / sqrt(total / kv_lora as f32 + eps);
 
     let width = kv_lora + n_rope;
-    if cache_type == LatentCache::Q8_0.code() {
+    if cache_type == CacheType::Q8_0.code() {
         // Cache row `pos` as q8_0: warp `w` quantizes blocks `w, w + warps, …`, lane `l` value
         // `32b + l` (the same products as the f16 row below; zero past the row).
-        let blocks = LatentCache::q8_0_blocks(width);
-        let row = cache + pos as u64 * LatentCache::Q8_0.row_bytes(width) as u64;
+        let blocks = CacheType::q8_0_blocks(width);
+        let row = cache + pos as u64 * CacheType::Q8_0.row_bytes(width) as u64;
         let lane = t % WARP_SIZE;
         // Lane `p` of every warp holds pair `p`'s angle (`n_rope ≤ 64`: at most 32 pairs), and
         // a lane takes its pair's angle from there by shuffle. When the pairs divide a warp
@@ -338,7 +338,7 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
     }
 
     // Cache row `pos`: normalized latent, then the rotated k_pe, as f16.
-    let row = cache + pos as u64 * LatentCache::F16.row_bytes(width) as u64;
+    let row = cache + pos as u64 * CacheType::F16.row_bytes(width) as u64;
     let mut ch = t;
     while ch < chunks {
         let v = load4(kvg + ch as u64 * 16);

@@ -33,14 +33,6 @@ pub fn shfl_idx_u32(v: u32, src: u32) -> u32 {
     shfl_idx_f32(f32::from_bits(v), src).to_bits()
 }
 
-/// [`shfl_idx_u32`] of a 64-bit value (two shuffles).
-#[inline(always)]
-pub fn shfl_idx_u64(v: u64, src: u32) -> u64 {
-    let lo = shfl_idx_u32(v as u32, src) as u64;
-    let hi = shfl_idx_u32((v >> 32) as u32, src) as u64;
-    lo | (hi << 32)
-}
-
 /// `v` of lane `src` of the warp (`shfl.sync.idx`). Every lane of the warp must execute it.
 #[inline(always)]
 pub fn shfl_idx(v: u32, src: u32) -> u32 {

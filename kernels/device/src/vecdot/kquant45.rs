@@ -11,7 +11,8 @@ use super::{ActSource, WeightType};
 use crate::intrinsics::{dp4a, f16_to_f32, lane_id, ld_u32_if, ld_v4, ld_v4_if, shfl_idx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ4K, BlockQ5K};
-use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK};
+use ingot_abi::launch::GemvUnit;
+use ingot_abi::weight_types::GemvType;
 
 /// What a Q4_K/Q5_K lane loads from one super-block.
 #[derive(Default)]
@@ -110,9 +111,7 @@ const _: () = assert!(size_of::<BlockQ4K>().is_multiple_of(16) && offset_of!(Blo
 const _: () = assert!(offset_of!(BlockQ4K, dmin) == 2 && offset_of!(BlockQ4K, scales) == 4);
 
 impl WeightType for Q4K {
-    const QK: u32 = GEMV_KQUANT_QK;
-    const UNIT_BYTES: u64 = size_of::<BlockQ4K>() as u64;
-    const LANES: u32 = GEMV_KQUANT_LANES;
+    const UNIT: GemvUnit = GemvType::Q4K.unit();
     type Loads = KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, c: u32) -> KLoads {
@@ -139,9 +138,7 @@ const _: () = assert!(size_of::<BlockQ5K>().is_multiple_of(16) && offset_of!(Blo
 const _: () = assert!(offset_of!(BlockQ5K, qs) == 48 && offset_of!(BlockQ5K, scales) == 4);
 
 impl WeightType for Q5K {
-    const QK: u32 = GEMV_KQUANT_QK;
-    const UNIT_BYTES: u64 = size_of::<BlockQ5K>() as u64;
-    const LANES: u32 = GEMV_KQUANT_LANES;
+    const UNIT: GemvUnit = GemvType::Q5K.unit();
     type Loads = KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, c: u32) -> KLoads {

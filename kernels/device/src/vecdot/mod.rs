@@ -54,15 +54,13 @@ mod q6k;
 
 pub use act::{stage_act, stage_base, ActSource, GlobalAct, SharedAct};
 pub use kquant45::{Q4K, Q5K};
-pub use pair::{Iq4Nl, Q4_0, Q5_0, Q5_1, Q8_0};
+pub use pair::{Iq4Nl, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 pub use q3k::Q3K;
 pub use q6k::Q6K;
 
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockQ8_1, QK8_1, QK_K};
-use ingot_abi::launch::{GemvUnit, GEMV_KQUANT_QK, GEMV_PAIR_QK};
-
-const _: () = assert!(GEMV_KQUANT_QK as usize == QK_K && GEMV_PAIR_QK as usize == 2 * QK8_1);
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::GemvUnit;
 
 /// Bytes of one q8_1 activation block.
 pub const Q8_BYTES: u64 = size_of::<BlockQ8_1>() as u64;
@@ -72,15 +70,15 @@ const _: () = assert!(offset_of!(BlockQ8_1, d) == 0 && Q8_QS_OFF == 4 && Q8_BYTE
 
 /// One quantized weight type as seen by a dot-product kernel.
 pub trait WeightType {
+    /// The type's unit, from its row of the registry (`ingot_abi::weight_types`), so the
+    /// device's thread mapping and the host's launch shapes cannot differ.
+    const UNIT: GemvUnit;
     /// Weights per unit (see the module docs).
-    const QK: u32;
+    const QK: u32 = Self::UNIT.elems;
     /// Bytes per unit.
-    const UNIT_BYTES: u64;
+    const UNIT_BYTES: u64 = Self::UNIT.bytes as u64;
     /// Lanes that share one unit; a power of two dividing 32.
-    const LANES: u32;
-    /// Weight bytes the lanes of a unit read: `UNIT_BYTES`, or more for the 2-byte aligned
-    /// k-quants, which read whole aligned words around their blocks.
-    const READ_BYTES: u32 = Self::UNIT_BYTES as u32;
+    const LANES: u32 = Self::UNIT.lanes;
     /// What one lane loads from one unit and its activations, held in registers so the loads of
     /// several units can be in flight before the first is used. `Default` is what a lane
     /// without a unit passes to `dot` so that it still takes part in the group's shuffles.
@@ -116,12 +114,7 @@ pub trait WeightType {
 /// `T`'s unit as the launch shapes of `ingot_abi::launch::gemv` see it.
 #[inline(always)]
 pub const fn gemv_unit<T: WeightType>() -> GemvUnit {
-    GemvUnit {
-        lanes: T::LANES,
-        elems: T::QK,
-        bytes: T::UNIT_BYTES as u32,
-        read_bytes: T::READ_BYTES,
-    }
+    T::UNIT
 }
 
 /// Bytes of a row of `ncols` weights of `T` (`ncols` a multiple of 32, and of `T::QK` for

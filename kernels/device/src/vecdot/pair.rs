@@ -1,10 +1,13 @@
-//! 32-element types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane per pair of blocks.
+//! 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane per pair of blocks.
 
 use super::{ActSource, WeightType};
 use crate::intrinsics::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_words, prmt};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ5_1, BlockQ8_0, KVALUES_IQ4NL};
-use ingot_abi::launch::{GEMV_PAIR_LANES, GEMV_PAIR_QK};
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, KVALUES_IQ4NL,
+};
+use ingot_abi::launch::GemvUnit;
+use ingot_abi::weight_types::GemvType;
 
 /// Int at byte offset `off` (even) of a word array: a whole word, or the two middle bytes of two.
 #[inline(always)]
@@ -114,9 +117,7 @@ macro_rules! pair_type {
         pub struct $name;
         const _: () = assert!(2 * size_of::<$block>() == 4 * $words);
         impl WeightType for $name {
-            const QK: u32 = GEMV_PAIR_QK;
-            const UNIT_BYTES: u64 = 2 * size_of::<$block>() as u64;
-            const LANES: u32 = GEMV_PAIR_LANES;
+            const UNIT: GemvUnit = GemvType::$name.unit();
             type Loads = PairLoads<$words>;
             #[inline(always)]
             unsafe fn load<A: ActSource>(w: u64, act: A, _part: u32) -> Self::Loads {
@@ -185,6 +186,21 @@ pair_type!(
         let sumi = nibble_dot(q, &l.a, j, |_| (0, 0));
         let (d8, s8) = ds(l.a[9 * j]);
         d * (sumi as f32 * d8 - 8.0 * s8)
+    }
+);
+
+pair_type!(
+    Q4_1,
+    BlockQ4_1,
+    10,
+    "Q4_1: `sumi·d·d8 + m·s8` per block (f32 scale products, as the oracle; Q5_1 without `qh`).",
+    |l, j, base| {
+        let d = f16_to_f32(half_at(&l.w, base + offset_of!(BlockQ4_1, d)));
+        let m = f16_to_f32(half_at(&l.w, base + offset_of!(BlockQ4_1, m)));
+        let q = ints4(&l.w, base + offset_of!(BlockQ4_1, qs));
+        let sumi = nibble_dot(q, &l.a, j, |_| (0, 0));
+        let (d8, s8) = ds(l.a[9 * j]);
+        sumi as f32 * (d * d8) + m * s8
     }
 );
 

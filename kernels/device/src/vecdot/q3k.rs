@@ -14,9 +14,10 @@ use super::{ActSource, WeightType};
 use crate::intrinsics::{
     dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32, ld_words, shfl_idx,
 };
-use core::mem::{offset_of, size_of};
+use core::mem::offset_of;
 use ingot_abi::blocks::BlockQ3K;
-use ingot_abi::launch::{GEMV_KQUANT_QK, GEMV_Q3K_LANES, GEMV_Q3K_READ_BYTES};
+use ingot_abi::launch::GemvUnit;
+use ingot_abi::weight_types::GemvType;
 
 /// What a Q3_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -43,10 +44,7 @@ fn funnel2(w: [u32; 2], next: u32, s: u32) -> [u32; 2] {
 }
 
 impl WeightType for Q3K {
-    const QK: u32 = GEMV_KQUANT_QK;
-    const UNIT_BYTES: u64 = size_of::<BlockQ3K>() as u64;
-    const LANES: u32 = GEMV_Q3K_LANES;
-    const READ_BYTES: u32 = GEMV_Q3K_READ_BYTES;
+    const UNIT: GemvUnit = GemvType::Q3K.unit();
     type Loads = Q3KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, t: u32) -> Q3KLoads {

@@ -16,9 +16,10 @@ use crate::intrinsics::{
     dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32_if, ld_u8, ld_words, ld_words4_if,
     shfl_idx,
 };
-use core::mem::{offset_of, size_of};
+use core::mem::offset_of;
 use ingot_abi::blocks::BlockQ6K;
-use ingot_abi::launch::{GEMV_KQUANT_LANES, GEMV_KQUANT_QK, GEMV_Q6K_READ_BYTES};
+use ingot_abi::launch::GemvUnit;
+use ingot_abi::weight_types::GemvType;
 
 /// What a Q6_K lane loads from one super-block (own words before the shuffles).
 #[derive(Default)]
@@ -63,10 +64,7 @@ fn funnel4(w: [u32; 4], next: u32, s: u32) -> [u32; 4] {
 }
 
 impl WeightType for Q6K {
-    const QK: u32 = GEMV_KQUANT_QK;
-    const UNIT_BYTES: u64 = size_of::<BlockQ6K>() as u64;
-    const LANES: u32 = GEMV_KQUANT_LANES;
-    const READ_BYTES: u32 = GEMV_Q6K_READ_BYTES;
+    const UNIT: GemvUnit = GemvType::Q6K.unit();
     type Loads = Q6KLoads;
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, p: u32) -> Q6KLoads {

@@ -1,0 +1,387 @@
+//! The registry of weight types the quantized GPU kernels read (q8_1 activations): one row per
+//! type, read by the device crate (which kernels it instantiates, under which names), the host
+//! launchers, the planner, the tests and the benches. Nothing else lists the types.
+//!
+//! A row says: the [`GemvType`] variant (also the name of the type's `WeightType` impl in
+//! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`],
+//! its ggml type id, the weights per block, and the unit of the kernels' thread mapping (lanes
+//! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]). Every type gets
+//! every per-type kernel (plain, grouped, grouped with the q8_1 epilogue, two-matrix, two-matrix
+//! with the rope tail, `attn_merge_v_b`, MoE gate/up and down, their slot-table twins); the
+//! `mixed_down` rows add MoE down kernels whose routed and shared weights differ (the llama.cpp
+//! mixes, spec §4.4) and the `argmax` rows the fused lm_head kernels.
+//!
+//! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
+//! device crate's `vecdot/` (and the `use` there), then `cargo xtask kernels`.
+
+use crate::launch::{GemvUnit, KernelDesc};
+
+/// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
+/// crate instantiates its kernels through it; [`GemvType`] is defined through it.
+#[macro_export]
+macro_rules! weight_types {
+    ($m:ident) => {
+        $m! {
+            types {
+                // variant tag     block       ggml  qk   lanes unit read
+                Q4_0    q4_0   BlockQ4_0    2    32   1    64   36;
+                Q4_1    q4_1   BlockQ4_1    3    32   1    64   40;
+                Q5_0    q5_0   BlockQ5_0    6    32   1    64   44;
+                Q5_1    q5_1   BlockQ5_1    7    32   1    64   48;
+                Q8_0    q8_0   BlockQ8_0    8    32   1    64   68;
+                Iq4Nl   iq4_nl BlockIq4Nl   20   32   1    64   36;
+                Q3K     q3k    BlockQ3K     11   256  4    256  114;
+                Q4K     q4k    BlockQ4K     12   256  8    256  144;
+                Q5K     q5k    BlockQ5K     13   256  8    256  176;
+                Q6K     q6k    BlockQ6K     14   256  8    256  218;
+            }
+            mixed_down {
+                // routed         shared
+                Q5_0  q5_0    Q4K q4k;
+                Q8_0  q8_0    Q6K q6k;
+                Q5_1  q5_1    Q5K q5k;
+                Q4_0  q4_0    Q3K q3k;
+                Iq4Nl iq4_nl  Q3K q3k;
+            }
+            argmax {
+                Q8_0 q8_0 BlockQ8_0;
+                Q4K  q4k  BlockQ4K;
+                Q5K  q5k  BlockQ5K;
+                Q6K  q6k  BlockQ6K;
+            }
+        }
+    };
+}
+
+/// The exported name of a per-type kernel, by kind and type tag(s): the one spelling the device
+/// crate's `export_name`s and this crate's descriptors share.
+#[macro_export]
+macro_rules! kernel_name {
+    (plain, $t:ident) => {
+        concat!("gemv_", stringify!($t), "_q8_1")
+    };
+    (grouped, $t:ident) => {
+        concat!("gemv_grouped_", stringify!($t), "_q8_1")
+    };
+    (q8_1_out, $t:ident) => {
+        concat!("gemv_grouped_", stringify!($t), "_q8_1_out")
+    };
+    (pair, $t:ident) => {
+        concat!("gemv2_", stringify!($t), "_q8_1")
+    };
+    (pair_rope, $t:ident) => {
+        concat!("gemv2_rope_", stringify!($t), "_q8_1")
+    };
+    (merge_v_b, $t:ident) => {
+        concat!("attn_merge_v_b_", stringify!($t))
+    };
+    (gate_up, $t:ident) => {
+        concat!("moe_gate_up_", stringify!($t))
+    };
+    (gate_up_slots, $t:ident) => {
+        concat!("moe_gate_up_slots_", stringify!($t))
+    };
+    (down, $r:ident, $s:ident) => {
+        concat!("moe_down_", stringify!($r), "_", stringify!($s))
+    };
+    (down_slots, $r:ident, $s:ident) => {
+        concat!("moe_down_slots_", stringify!($r), "_", stringify!($s))
+    };
+    (argmax, $t:ident) => {
+        concat!("gemv_argmax_", stringify!($t), "_q8_1")
+    };
+}
+
+macro_rules! define_registry {
+    (
+        types { $($v:ident $tag:ident $block:ident $ggml:literal $qk:literal $lanes:literal
+                  $unit:literal $read:literal;)* }
+        mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
+        argmax { $($av:ident $at:ident $ab:ident;)* }
+    ) => {
+        /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum GemvType {
+            $(
+                #[doc = concat!("Blocks of [`crate::blocks::", stringify!($block), "`].")]
+                $v,
+            )*
+        }
+
+        impl GemvType {
+            /// Every type, in registry order.
+            pub const ALL: [GemvType; [$(stringify!($v)),*].len()] = [$(GemvType::$v),*];
+
+            /// The kernel-name spelling: `q4k`, `q5_0`, `iq4_nl`.
+            pub const fn tag(self) -> &'static str {
+                match self { $(GemvType::$v => stringify!($tag),)* }
+            }
+
+            /// The ggml type id (GGUF's `ggml_type`).
+            pub const fn ggml_id(self) -> u32 {
+                match self { $(GemvType::$v => $ggml,)* }
+            }
+
+            /// The type with ggml id `id`, if the kernels take it.
+            pub const fn from_ggml_id(id: u32) -> Option<GemvType> {
+                match id { $($ggml => Some(GemvType::$v),)* _ => None }
+            }
+
+            /// Weights per quant block (32, or 256 for k-quants).
+            pub const fn block_elems(self) -> usize {
+                match self { $(GemvType::$v => $qk,)* }
+            }
+
+            /// Bytes per quant block.
+            pub const fn block_bytes(self) -> usize {
+                match self { $(GemvType::$v => core::mem::size_of::<crate::blocks::$block>(),)* }
+            }
+
+            /// Row lengths of the gemv kernels must be multiples of this: one quant block (32, or
+            /// 256 for k-quants); a 32-element row of an odd number of blocks ends in an unpaired
+            /// block.
+            pub const fn gemv_row_multiple(self) -> usize {
+                self.block_elems()
+            }
+
+            /// Weights per unit of the kernels' thread mapping: 64 for the 32-element types (a
+            /// lane takes a pair of blocks), 256 for k-quants. The fused MoE kernels and
+            /// `attn_merge_v_b` take rows of whole units only.
+            pub const fn row_multiple(self) -> usize {
+                self.unit().elems as usize
+            }
+
+            /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
+            pub const fn unit(self) -> GemvUnit {
+                match self {
+                    $(GemvType::$v => GemvUnit {
+                        lanes: $lanes,
+                        elems: $unit,
+                        bytes: ($unit / $qk) * core::mem::size_of::<crate::blocks::$block>() as u32,
+                        read_bytes: $read,
+                    },)*
+                }
+            }
+
+            #[doc = concat!("`", kernel_name!(plain, q4k), "(w, x, y, ncols, nrows)` and its ",
+                "siblings: `y[r] = Σ_c W[r][c]·x[c]` with q8_1 activations; an item is a warp ",
+                "(`ingot_abi::launch::gemv`).")]
+            pub const fn plain(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
+                            kernel_name!(plain, $tag), crate::launch::gemv::PLAIN_PARAMS);
+                        &D
+                    })*
+                }
+            }
+
+            /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`: as [`Self::plain`],
+            /// row `r` reading `x` from block `(r / rows_per_group)·x_group_stride`.
+            pub const fn grouped(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
+                            kernel_name!(grouped, $tag), crate::launch::gemv::GROUPED_PARAMS);
+                        &D
+                    })*
+                }
+            }
+
+            /// The grouped gemv with `y` as q8_1 blocks (CUDA variant, `s = Σ`, the bits of
+            /// `quantize_q8_1` of the f32 result). An item is one output block: 32 consecutive
+            /// rows, so `nrows` is a multiple of 32 (`attn_v_b` feeding `attn_output`).
+            pub const fn grouped_q8_1_out(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc =
+                            crate::launch::gemv::q8_1_out_desc(kernel_name!(q8_1_out, $tag));
+                        &D
+                    })*
+                }
+            }
+
+            /// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1)`: `y0 = W0·x` and `y1 = W1·x` of one
+            /// width in one launch over `nrows0 + nrows1` rows (`attn_q` with `attn_kv_a_mqa`).
+            pub const fn pair(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
+                            kernel_name!(pair, $tag), crate::launch::gemv::PAIR_PARAMS);
+                        &D
+                    })*
+                }
+            }
+
+            /// The two-matrix gemv with the `rope_kv_q8_1` tail
+            /// (`ingot_abi::launch::attention`'s `gemv2_rope` contract).
+            pub const fn pair_rope(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc =
+                            crate::launch::attention::gemv2_rope_desc(kernel_name!(pair_rope, $tag));
+                        &D
+                    })*
+                }
+            }
+
+            /// `attn_merge_q8_1` and the grouped `attn_v_b` gemv with q8_1 output in one launch
+            /// (`ingot_abi::launch::attention`'s `attn_merge_v_b` contract).
+            pub const fn merge_v_b(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc =
+                            crate::launch::attention::merge_v_b_desc(kernel_name!(merge_v_b, $tag));
+                        &D
+                    })*
+                }
+            }
+
+            /// The fused MoE gate/up/SwiGLU kernel (`ingot_abi::launch::moe`).
+            pub const fn gate_up(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc =
+                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up, $tag));
+                        &D
+                    })*
+                }
+            }
+
+            /// [`Self::gate_up`] reading its routed experts through slot tables (issue 18).
+            pub const fn gate_up_slots(self) -> &'static KernelDesc {
+                match self {
+                    $(GemvType::$v => {
+                        const D: KernelDesc =
+                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up_slots, $tag));
+                        &D
+                    })*
+                }
+            }
+
+            /// The MoE down kernel with `routed` and `shared` down weights
+            /// (`ingot_abi::launch::moe`), if the registry has the pair: every type with itself,
+            /// and the `mixed_down` rows.
+            pub const fn down(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
+                match (routed, shared) {
+                    $((GemvType::$v, GemvType::$v) => {
+                        const D: KernelDesc =
+                            crate::launch::moe::down_desc(kernel_name!(down, $tag, $tag));
+                        Some(&D)
+                    })*
+                    $((GemvType::$rv, GemvType::$sv) => {
+                        const D: KernelDesc =
+                            crate::launch::moe::down_desc(kernel_name!(down, $rt, $st));
+                        Some(&D)
+                    })*
+                    _ => None,
+                }
+            }
+
+            /// [`Self::down`] reading its routed experts through a slot table (issue 18).
+            pub const fn down_slots(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
+                match (routed, shared) {
+                    $((GemvType::$v, GemvType::$v) => {
+                        const D: KernelDesc =
+                            crate::launch::moe::down_desc(kernel_name!(down_slots, $tag, $tag));
+                        Some(&D)
+                    })*
+                    $((GemvType::$rv, GemvType::$sv) => {
+                        const D: KernelDesc =
+                            crate::launch::moe::down_desc(kernel_name!(down_slots, $rt, $st));
+                        Some(&D)
+                    })*
+                    _ => None,
+                }
+            }
+
+            /// The lm_head gemv fused with the argmax (`ingot_abi::launch::head`), if the type
+            /// has one.
+            pub const fn argmax(self) -> Option<&'static KernelDesc> {
+                match self {
+                    $(GemvType::$av => {
+                        const D: KernelDesc =
+                            crate::launch::head::gemv_argmax_desc(kernel_name!(argmax, $at));
+                        Some(&D)
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+        }
+
+        // Each read-bytes column covers at least the unit's own bytes.
+        $(const _: () = assert!(
+            $read >= ($unit / $qk) * core::mem::size_of::<crate::blocks::$block>() as u32
+                && $unit % $qk == 0
+        );)*
+
+        /// Every kernel the registry names, for the launch table (`crate::launch::KERNELS`).
+        pub const KERNELS: &[KernelDesc] = &[
+            $(
+                *GemvType::$v.plain(),
+                *GemvType::$v.grouped(),
+                *GemvType::$v.grouped_q8_1_out(),
+                *GemvType::$v.pair(),
+                *GemvType::$v.pair_rope(),
+                *GemvType::$v.merge_v_b(),
+                *GemvType::$v.gate_up(),
+                *GemvType::$v.gate_up_slots(),
+            )*
+            $(
+                *match GemvType::down(GemvType::$v, GemvType::$v) { Some(d) => d, None => panic!() },
+                *match GemvType::down_slots(GemvType::$v, GemvType::$v) {
+                    Some(d) => d,
+                    None => panic!(),
+                },
+            )*
+            $(
+                *match GemvType::down(GemvType::$rv, GemvType::$sv) { Some(d) => d, None => panic!() },
+                *match GemvType::down_slots(GemvType::$rv, GemvType::$sv) {
+                    Some(d) => d,
+                    None => panic!(),
+                },
+            )*
+            $(*match GemvType::$av.argmax() { Some(d) => d, None => panic!() },)*
+        ];
+    };
+}
+
+weight_types!(define_registry);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_distinct_and_round_trip() {
+        for (i, &t) in GemvType::ALL.iter().enumerate() {
+            assert_eq!(GemvType::from_ggml_id(t.ggml_id()), Some(t));
+            for &u in &GemvType::ALL[i + 1..] {
+                assert_ne!(t.tag(), u.tag());
+                assert_ne!(t.ggml_id(), u.ggml_id());
+            }
+            assert_eq!(t.unit().elems as usize % t.block_elems(), 0);
+        }
+        assert_eq!(GemvType::from_ggml_id(0), None);
+        assert_eq!(GemvType::Q4K.plain().name, "gemv_q4k_q8_1");
+        assert_eq!(
+            GemvType::down(GemvType::Q5_0, GemvType::Q4K).map(|d| d.name),
+            Some("moe_down_q5_0_q4k")
+        );
+        assert_eq!(GemvType::down(GemvType::Q4K, GemvType::Q5_0), None);
+        assert_eq!(GemvType::Q5_0.argmax(), None);
+    }
+
+    #[test]
+    fn kernel_names_are_unique() {
+        for (i, a) in KERNELS.iter().enumerate() {
+            assert!(
+                KERNELS[i + 1..].iter().all(|b| b.name != a.name),
+                "{}",
+                a.name
+            );
+        }
+    }
+}
