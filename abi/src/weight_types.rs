@@ -4,15 +4,18 @@
 //!
 //! A row says: the [`GemvType`] variant (also the name of the type's `WeightType` impl in
 //! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`],
-//! its ggml type id, the weights per block, and the unit of the kernels' thread mapping (lanes
-//! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]). Every type gets
+//! its ggml type id, the weights per block, the unit of the kernels' thread mapping (lanes
+//! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte
+//! offsets of the block's f16 scale fields. Every type gets
 //! every per-type kernel (plain, grouped, grouped with the q8_1 epilogue, two-matrix, two-matrix
 //! with the rope tail, `attn_merge_v_b`, MoE gate/up and down, their slot-table twins); the
 //! `mixed_down` rows add MoE down kernels whose routed and shared weights differ (the llama.cpp
 //! mixes, spec §4.4) and the `argmax` rows the fused lm_head kernels.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
-//! device crate's `vecdot/` (and the `use` there), then `cargo xtask kernels`.
+//! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
+//! `cargo xtask audit check --ratchet --add-new` (the budget file gains the new kernels; a
+//! guard allowance needs its reason written there). The kernel tests iterate the registry.
 
 use crate::launch::{GemvUnit, KernelDesc};
 
@@ -23,17 +26,19 @@ macro_rules! weight_types {
     ($m:ident) => {
         $m! {
             types {
-                // variant tag     block       ggml  qk   lanes unit read
-                Q4_0    q4_0   BlockQ4_0    2    32   1    64   36;
-                Q4_1    q4_1   BlockQ4_1    3    32   1    64   40;
-                Q5_0    q5_0   BlockQ5_0    6    32   1    64   44;
-                Q5_1    q5_1   BlockQ5_1    7    32   1    64   48;
-                Q8_0    q8_0   BlockQ8_0    8    32   1    64   68;
-                Iq4Nl   iq4_nl BlockIq4Nl   20   32   1    64   36;
-                Q3K     q3k    BlockQ3K     11   256  4    256  114;
-                Q4K     q4k    BlockQ4K     12   256  8    256  144;
-                Q5K     q5k    BlockQ5K     13   256  8    256  176;
-                Q6K     q6k    BlockQ6K     14   256  8    256  218;
+                // variant tag    block       ggml  qk   lanes unit read  f16 fields
+                Q4_0    q4_0   BlockQ4_0    2    32   1     64   36    [0];
+                Q4_1    q4_1   BlockQ4_1    3    32   1     64   40    [0, 2];
+                Q5_0    q5_0   BlockQ5_0    6    32   1     64   44    [0];
+                Q5_1    q5_1   BlockQ5_1    7    32   1     64   48    [0, 2];
+                Q8_0    q8_0   BlockQ8_0    8    32   1     64   68    [0];
+                Iq4Nl   iq4_nl BlockIq4Nl   20   32   1     64   36    [0];
+                Q2K     q2k    BlockQ2K     10   256  4     256  84    [80, 82];
+                Q3K     q3k    BlockQ3K     11   256  4     256  114   [108];
+                Q4K     q4k    BlockQ4K     12   256  8     256  144   [0, 2];
+                Q5K     q5k    BlockQ5K     13   256  8     256  176   [0, 2];
+                Q6K     q6k    BlockQ6K     14   256  8     256  218   [208];
+                Iq4Xs   iq4_xs BlockIq4Xs   23   256  8     256  136   [0];
             }
             mixed_down {
                 // routed         shared
@@ -42,6 +47,7 @@ macro_rules! weight_types {
                 Q5_1  q5_1    Q5K q5k;
                 Q4_0  q4_0    Q3K q3k;
                 Iq4Nl iq4_nl  Q3K q3k;
+                Iq4Nl iq4_nl  Iq4Xs iq4_xs;
             }
             argmax {
                 Q8_0 q8_0 BlockQ8_0;
@@ -95,7 +101,7 @@ macro_rules! kernel_name {
 macro_rules! define_registry {
     (
         types { $($v:ident $tag:ident $block:ident $ggml:literal $qk:literal $lanes:literal
-                  $unit:literal $read:literal;)* }
+                  $unit:literal $read:literal [$($f16:literal),+];)* }
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
         argmax { $($av:ident $at:ident $ab:ident;)* }
     ) => {
@@ -150,6 +156,12 @@ macro_rules! define_registry {
             /// `attn_merge_v_b` take rows of whole units only.
             pub const fn row_multiple(self) -> usize {
                 self.unit().elems as usize
+            }
+
+            /// Byte offsets of the block's f16 fields: the scale `d`, then the min (`m`, `dmin`)
+            /// where the type has one (what tests fill with finite random scales).
+            pub const fn f16_fields(self) -> &'static [usize] {
+                match self { $(GemvType::$v => &[$($f16),+],)* }
             }
 
             /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
@@ -363,6 +375,10 @@ mod tests {
                 assert_ne!(t.ggml_id(), u.ggml_id());
             }
             assert_eq!(t.unit().elems as usize % t.block_elems(), 0);
+            // d first; every field inside the block, two bytes apart at least.
+            let f = t.f16_fields();
+            assert!(f.iter().all(|&o| o + 2 <= t.block_bytes()));
+            assert!(f.windows(2).all(|w| w[0].abs_diff(w[1]) >= 2));
         }
         assert_eq!(GemvType::from_ggml_id(0), None);
         assert_eq!(GemvType::Q4K.plain().name, "gemv_q4k_q8_1");

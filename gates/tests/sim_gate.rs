@@ -170,6 +170,38 @@ fn tiny_legacy_q3_k_m() {
     gate(Layout::Legacy, QuantMix::Q3KM);
 }
 
+/// A mix whose own type must reach the GPU plan: the gate runs the tiny model only after
+/// checking that the plan launches `tag`'s kernels (`attn_q` + `attn_kv_a_mqa`, the experts'
+/// gate/up), so it cannot pass on fallback types alone.
+fn gate_mix_kernels(mix: QuantMix, tag: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    let name = support::write_preset(&path, Preset::Tiny, Layout::Mla, mix);
+    let file = GgufFile::open(&path).expect("open");
+    let plan = ingot_graph::build_plan(file.header(), ingot_graph::PlanOptions::for_ctx(64))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    for kernel in [
+        format!("gemv2_rope_{tag}_q8_1"),
+        format!("moe_gate_up_{tag}"),
+    ] {
+        assert!(
+            plan.nodes.iter().any(|n| n.kernel == kernel),
+            "{name}: the plan has no {kernel} node"
+        );
+    }
+    check(&path, &name);
+}
+
+#[test]
+fn tiny_mla_q2_k() {
+    gate_mix_kernels(QuantMix::Q2K, "q2k");
+}
+
+#[test]
+fn tiny_mla_iq4_xs() {
+    gate_mix_kernels(QuantMix::Iq4Xs, "iq4_xs");
+}
+
 /// The golden DeepSeek-V3-style twin (`testdata/golden/tiny-v3-q4_k_m`, quantized by
 /// llama.cpp's `llama-quantize`): low-rank query, sigmoid gating with the `exp_probs_b`
 /// selection bias, 4 expert groups of which 2 are used, normalized weights scaled by 2.5.

@@ -133,16 +133,15 @@ fn cases(ty: GemvType) -> Vec<Case> {
             case(2048, 1408, "ffn_down_exps expert"),
         ],
         GemvType::Q3K => &[case(3072, 2048, "attn_q"), case(576, 2048, "attn_kv_a_mqa")],
-        GemvType::Q5K => &[case(1408, 2048, "ffn_gate_exps expert")],
-        GemvType::Q5_1 => &[case(2048, 1408, "ffn_down_exps expert")],
         GemvType::Iq4Nl => &[Case {
             nrows: 16 * 512,
             ncols: 128,
             group: Some((512, 6)),
             what: "attn_k_b grouped",
         }],
-        GemvType::Q4_0 => &[case(2048, 1408, "ffn_down_exps expert")],
-        GemvType::Q4_1 => &[case(2048, 1408, "ffn_down_exps expert")],
+        // Every other type: the expert rows its unit can hold.
+        _ if m == 256 => &[case(1408, 2048, "ffn_gate_exps expert")],
+        _ => &[case(2048, 1408, "ffn_down_exps expert")],
     };
     v.extend_from_slice(real);
     if ty.block_elems() == QK8_1 {

@@ -20,7 +20,7 @@ use ingot_kernels::ops::moe::{
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use support::gemv_type::ggml;
 use support::recorder::Recorder;
 use support::{download, f32_bytes, poisoned, upload};
@@ -28,31 +28,42 @@ use support::{download, f32_bytes, poisoned, upload};
 /// f32 unit roundoff.
 const EPS: f64 = 1.0 / (1u64 << 24) as f64;
 
-/// The f16 scale fields of one block of `t`: `(byte offset, typical magnitude, signed)`.
-/// Magnitudes make a typical weight about 0.02 (e.g. Q4_0: `d·|q − 8|` ≈ d·4), so a 2048-wide
-/// dot of activations in ±1 lands around ±1, where silu is far from linear.
-fn scale_fields(t: GemvType) -> &'static [(usize, f32, bool)] {
-    match t {
-        GemvType::Q4_0 => &[(0, 5e-3, true)],
-        GemvType::Q4_1 => &[(0, 2.5e-3, true), (2, 2e-2, true)],
-        GemvType::Q5_0 => &[(0, 2.5e-3, true)],
-        GemvType::Q5_1 => &[(0, 1.3e-3, true), (2, 2e-2, true)],
-        GemvType::Q8_0 => &[(0, 3e-4, true)],
-        GemvType::Iq4Nl => &[(0, 3e-4, true)],
-        GemvType::Q3K => &[(108, 6e-4, true)],
-        GemvType::Q4K => &[(0, 1e-4, false), (2, 5e-4, false)],
-        GemvType::Q5K => &[(0, 5e-5, false), (2, 5e-4, false)],
-        GemvType::Q6K => &[(208, 2e-5, true)],
-    }
+/// The f16 scale fields of one block of `t` (its registry row: `d`, then the min where the type
+/// has one), each with the magnitude that makes a typical weight about 0.02 through that field
+/// alone (measured on random blocks by the oracle's dequantizer, the other fields 0), so a
+/// 2048-wide dot of activations in ±1 lands around ±1, where silu is far from linear.
+fn scale_fields(t: GemvType) -> Vec<(usize, f32)> {
+    let fields = t.f16_fields();
+    let mut rng = StdRng::seed_from_u64(0x5CA1E);
+    let mut out = vec![0f32; t.block_elems()];
+    fields
+        .iter()
+        .map(|&at| {
+            let mut sum = 0.0f64;
+            for _ in 0..16 {
+                let mut b = vec![0u8; t.block_bytes()];
+                rng.fill(&mut b[..]);
+                for &o in fields {
+                    let v = if o == at { 1.0f32 } else { 0.0 };
+                    b[o..o + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
+                }
+                ingot_quant::dequantize_row(ggml(t), &b, &mut out).expect("dequantize");
+                sum += out.iter().map(|v| f64::from(v.abs())).sum::<f64>();
+            }
+            let mean = sum / (16 * t.block_elems()) as f64;
+            (at, (0.02 / mean) as f32)
+        })
+        .collect()
 }
 
 /// Fills `out` (whole blocks of `t`) with random quants and random scales.
 fn random_blocks(rng: &mut StdRng, t: GemvType, out: &mut [u8]) {
     rng.fill(out);
+    let fields = scale_fields(t);
     for block in out.chunks_exact_mut(t.block_bytes()) {
-        for &(off, mag, signed) in scale_fields(t) {
+        for &(off, mag) in &fields {
             let mut v = mag * rng.random_range(0.5f32..1.5);
-            if signed && rng.random() {
+            if rng.random() {
                 v = -v;
             }
             block[off..off + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());

@@ -15,7 +15,8 @@ pub struct Args {
     /// Attention tensors: mla (attn_k_b/attn_v_b) or legacy (attn_kv_b).
     #[arg(long, default_value = "mla")]
     layout: Layout,
-    /// Quant mix: f32, q8_0, q4_k_m or q3_k_m (llama-quantize's per-tensor rules).
+    /// Quant mix: f32, q8_0, q4_k_m, q3_k_m, q2_k or iq4_xs (llama-quantize's per-tensor rules,
+    /// without an importance matrix).
     #[arg(long, default_value = "q4_k_m")]
     quant: QuantMix,
     /// Random seed: the same seed gives the same file.

@@ -12,14 +12,18 @@ pub enum QuantMix {
     Q8_0,
     Q4KM,
     Q3KM,
+    Q2K,
+    Iq4Xs,
 }
 
 impl QuantMix {
-    pub const ALL: [QuantMix; 4] = [
+    pub const ALL: [QuantMix; 6] = [
         QuantMix::F32,
         QuantMix::Q8_0,
         QuantMix::Q4KM,
         QuantMix::Q3KM,
+        QuantMix::Q2K,
+        QuantMix::Iq4Xs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -28,16 +32,21 @@ impl QuantMix {
             QuantMix::Q8_0 => "q8_0",
             QuantMix::Q4KM => "q4_k_m",
             QuantMix::Q3KM => "q3_k_m",
+            QuantMix::Q2K => "q2_k",
+            QuantMix::Iq4Xs => "iq4_xs",
         }
     }
 
-    /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15.
+    /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q2_K 10,
+    /// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_IQ4_XS 30.
     pub fn file_type(self) -> u32 {
         match self {
             QuantMix::F32 => 0,
             QuantMix::Q8_0 => 7,
             QuantMix::Q3KM => 12,
             QuantMix::Q4KM => 15,
+            QuantMix::Q2K => 10,
+            QuantMix::Iq4Xs => 30,
         }
     }
 
@@ -47,6 +56,8 @@ impl QuantMix {
             QuantMix::Q8_0 => GgmlType::Q8_0,
             QuantMix::Q4KM => GgmlType::Q4K,
             QuantMix::Q3KM => GgmlType::Q3K,
+            QuantMix::Q2K => GgmlType::Q2K,
+            QuantMix::Iq4Xs => GgmlType::Iq4Xs,
         }
     }
 }
@@ -64,7 +75,11 @@ impl FromStr for QuantMix {
             .into_iter()
             .find(|m| m.name() == s.to_ascii_lowercase())
             .ok_or_else(|| {
-                format!("unknown quant mix '{s}' (expected one of: f32, q8_0, q4_k_m, q3_k_m)")
+                let names: Vec<&str> = QuantMix::ALL.iter().map(|m| m.name()).collect();
+                format!(
+                    "unknown quant mix '{s}' (expected one of: {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -80,7 +95,11 @@ fn layer_of(name: &str) -> Option<u64> {
 }
 
 /// The type llama-quantize gives tensor `name` (row length `ne0`, `n_dims` dimensions) in a model
-/// of `n_layer` layers. 1-D tensors, norms and the router stay F32.
+/// of `n_layer` layers, without an importance matrix. 1-D tensors, norms and the router stay F32.
+/// The Q2_K and IQ4_XS rules are mainline's `llama_tensor_get_type_impl` (read at commit
+/// 007dbbf3): `attn_kv_b` is attn_v-like (Q2_K: Q4_K if `n_gqa ≥ 4`, else Q3_K; IQ4_XS: Q5_K if
+/// `n_gqa ≥ 4`), where the legacy layout that has it writes `head_count_kv = n_head`, so
+/// `n_gqa = 1`; `attn_k_b`, `attn_v_b`, `attn_kv_a_mqa` and `attn_q*` keep the default.
 pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: u64) -> GgmlType {
     let quantizable = n_dims >= 2
         && name.ends_with("weight")
@@ -111,6 +130,7 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
                     GgmlType::Q4K
                 }
             }
+            QuantMix::Q2K => ty = GgmlType::Q3K,
             _ => {}
         }
     } else if name.contains("ffn_down") {
@@ -123,10 +143,16 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
                     GgmlType::Q4K
                 }
             }
+            QuantMix::Q2K => ty = GgmlType::Q3K,
+            QuantMix::Iq4Xs if layer < n_layer / 8 => ty = GgmlType::Q5K,
             _ => {}
         }
-    } else if name.contains("attn_output.weight") && mix == QuantMix::Q3KM {
-        ty = GgmlType::Q4K;
+    } else if name.contains("attn_output.weight") {
+        match mix {
+            QuantMix::Q3KM => ty = GgmlType::Q4K,
+            QuantMix::Q2K => ty = GgmlType::Q3K,
+            _ => {}
+        }
     }
     fallback(ty, ne0)
 }
@@ -141,6 +167,7 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
         GgmlType::Q4K => GgmlType::Q5_0,
         GgmlType::Q5K => GgmlType::Q5_1,
         GgmlType::Q6K => GgmlType::Q8_0,
+        GgmlType::Iq4Xs => GgmlType::Iq4Nl,
         other => other,
     };
     if ne0.is_multiple_of(next.block_size()) {
@@ -191,6 +218,33 @@ mod tests {
         assert_eq!(count(GgmlType::Q6K), 13);
         assert_eq!(count(GgmlType::Q8_0), 13);
         assert_eq!(count(GgmlType::F32), 108);
+    }
+
+    #[test]
+    fn v2_lite_q2_k_and_iq4_xs_types_match_mainline() {
+        let q2 = |name: &str, ne0: u64, nd: usize| tensor_type(QuantMix::Q2K, name, ne0, nd, 27);
+        assert_eq!(q2("token_embd.weight", 2048, 2), GgmlType::Q2K);
+        assert_eq!(q2("output.weight", 2048, 2), GgmlType::Q6K);
+        assert_eq!(q2("blk.3.attn_q.weight", 2048, 2), GgmlType::Q2K);
+        assert_eq!(q2("blk.3.attn_k_b.weight", 128, 3), GgmlType::Q4_0);
+        assert_eq!(q2("blk.3.attn_v_b.weight", 512, 3), GgmlType::Q2K);
+        assert_eq!(q2("blk.3.attn_kv_b.weight", 512, 2), GgmlType::Q3K);
+        assert_eq!(q2("blk.3.attn_output.weight", 2048, 2), GgmlType::Q3K);
+        assert_eq!(q2("blk.0.ffn_down.weight", 10944, 2), GgmlType::Q4_0);
+        assert_eq!(q2("blk.4.ffn_down_exps.weight", 1408, 3), GgmlType::Q4_0);
+        assert_eq!(q2("blk.4.ffn_down_shexp.weight", 2816, 2), GgmlType::Q3K);
+        assert_eq!(q2("blk.4.ffn_gate_exps.weight", 2048, 3), GgmlType::Q2K);
+        let iq = |name: &str, ne0: u64, nd: usize| tensor_type(QuantMix::Iq4Xs, name, ne0, nd, 27);
+        assert_eq!(iq("token_embd.weight", 2048, 2), GgmlType::Iq4Xs);
+        assert_eq!(iq("output.weight", 2048, 2), GgmlType::Q6K);
+        assert_eq!(iq("blk.3.attn_k_b.weight", 128, 3), GgmlType::Iq4Nl);
+        assert_eq!(iq("blk.3.attn_output.weight", 2048, 2), GgmlType::Iq4Xs);
+        // Layers below n_layer/8 = 3: Q5_K (no importance matrix), 1408-wide rows as Q5_1.
+        assert_eq!(iq("blk.0.ffn_down.weight", 10944, 2), GgmlType::Q5_1);
+        assert_eq!(iq("blk.2.ffn_down_exps.weight", 1408, 3), GgmlType::Q5_1);
+        assert_eq!(iq("blk.2.ffn_down_shexp.weight", 2816, 2), GgmlType::Q5K);
+        assert_eq!(iq("blk.3.ffn_down_exps.weight", 1408, 3), GgmlType::Iq4Nl);
+        assert_eq!(iq("blk.3.ffn_down_shexp.weight", 2816, 2), GgmlType::Iq4Xs);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use half::f16;
+use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
 use rand::Rng;
 
@@ -16,25 +17,17 @@ pub struct Layout {
     pub m_at: Option<usize>,
 }
 
-/// The layout of a quantized type, from `ggml-common.h` (spec §2).
+/// The layout of a type the GPU kernels read, from its registry row
+/// (`ingot_abi::weight_types`): block size and bytes, and its f16 fields.
 pub fn layout(ty: GgmlType) -> Layout {
-    let (elems, bytes, d_at, m_at) = match ty {
-        GgmlType::Q4_0 | GgmlType::Iq4Nl => (32, 18, 0, None),
-        GgmlType::Q4_1 => (32, 20, 0, Some(2)),
-        GgmlType::Q5_0 => (32, 22, 0, None),
-        GgmlType::Q5_1 => (32, 24, 0, Some(2)),
-        GgmlType::Q8_0 => (32, 34, 0, None),
-        GgmlType::Q3K => (256, 110, 108, None),
-        GgmlType::Q4K => (256, 144, 0, Some(2)),
-        GgmlType::Q5K => (256, 176, 0, Some(2)),
-        GgmlType::Q6K => (256, 210, 208, None),
-        other => panic!("no test layout for {other:?}"),
-    };
+    let t = GemvType::from_ggml_id(ty.id())
+        .unwrap_or_else(|| panic!("no GPU weight type {ty:?} in the registry"));
+    let f = t.f16_fields();
     Layout {
-        elems,
-        bytes,
-        d_at,
-        m_at,
+        elems: t.block_elems(),
+        bytes: t.block_bytes(),
+        d_at: f[0],
+        m_at: f.get(1).copied(),
     }
 }
 

@@ -7,13 +7,13 @@
 //!
 //! A weight row is a sequence of *units*, each [`WeightType::LANES`] lanes work on together:
 //!
-//! * 32-element types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
+//! * 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
 //!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a
 //!   byte twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is
 //!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
 //!   2 bytes off a word boundary (see [`row_dot_lane`]).
-//! * k-quants (Q3_K, Q4_K, Q5_K, Q6_K): a unit is one 256-element super-block shared by
-//!   4 (Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
+//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS: a unit is one 256-element super-block
+//!   shared by 4 (Q2_K, Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
 //! The q8_1 activations matching unit `u` are the `QK/32` consecutive q8_1 blocks starting at
 //! block `u·QK/32` of the activation vector. Each type's `load` reads its weights from global
@@ -47,14 +47,18 @@
 //! word read lies inside the block (no read leaves the weight buffer).
 
 mod act;
+mod iq4xs;
 mod kquant45;
 mod pair;
+mod q2k;
 mod q3k;
 mod q6k;
 
 pub use act::{stage_act, stage_base, ActSource, GlobalAct, SharedAct};
+pub use iq4xs::Iq4Xs;
 pub use kquant45::{Q4K, Q5K};
 pub use pair::{Iq4Nl, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+pub use q2k::Q2K;
 pub use q3k::Q3K;
 pub use q6k::Q6K;
 
