@@ -222,12 +222,12 @@ pub struct GemvKernel {
     pub launch: LaunchFn,
 }
 
-/// Declares the [`GemvKernel`] of one weight type (`ops::gemv::GemvType` variant, the
-/// matching `GgmlType` variant, the PTX symbol).
+/// Declares the [`GemvKernel`] of one weight type (`ops::gemv::GemvType` variant, whose
+/// registry row names the kernel, and the matching `GgmlType` variant).
 macro_rules! gemv_kernel {
-    ($name:ident, $gemv:ident, $ggml:ident, $sym:literal) => {
+    ($name:ident, $gemv:ident, $ggml:ident) => {
         pub const $name: GemvKernel = GemvKernel {
-            kernel: $sym,
+            kernel: GemvType::$gemv.plain().name,
             buffers: |s| gemv_buffers(GgmlType::$ggml, s),
             launch: |d, b, s| {
                 ops::gemv::gemv_q8_1(d, GemvType::$gemv, (&b[0], &b[1], &b[2]), s.rows, s.cols)
@@ -236,14 +236,17 @@ macro_rules! gemv_kernel {
     };
 }
 
-gemv_kernel!(GEMV_Q4_0, Q4_0, Q4_0, "gemv_q4_0_q8_1");
-gemv_kernel!(GEMV_Q5_0, Q5_0, Q5_0, "gemv_q5_0_q8_1");
-gemv_kernel!(GEMV_IQ4_NL, Iq4Nl, Iq4Nl, "gemv_iq4_nl_q8_1");
-gemv_kernel!(GEMV_Q3K, Q3K, Q3K, "gemv_q3k_q8_1");
-gemv_kernel!(GEMV_Q4K, Q4K, Q4K, "gemv_q4k_q8_1");
-gemv_kernel!(GEMV_Q5K, Q5K, Q5K, "gemv_q5k_q8_1");
-gemv_kernel!(GEMV_Q6K, Q6K, Q6K, "gemv_q6k_q8_1");
-gemv_kernel!(GEMV_Q8_0, Q8_0, Q8_0, "gemv_q8_0_q8_1");
+gemv_kernel!(GEMV_Q4_0, Q4_0, Q4_0);
+gemv_kernel!(GEMV_Q4_1, Q4_1, Q4_1);
+gemv_kernel!(GEMV_Q5_0, Q5_0, Q5_0);
+gemv_kernel!(GEMV_IQ4_NL, Iq4Nl, Iq4Nl);
+gemv_kernel!(GEMV_Q2K, Q2K, Q2K);
+gemv_kernel!(GEMV_Q3K, Q3K, Q3K);
+gemv_kernel!(GEMV_Q4K, Q4K, Q4K);
+gemv_kernel!(GEMV_Q5K, Q5K, Q5K);
+gemv_kernel!(GEMV_Q6K, Q6K, Q6K);
+gemv_kernel!(GEMV_Q8_0, Q8_0, Q8_0);
+gemv_kernel!(GEMV_IQ4_XS, Iq4Xs, Iq4Xs);
 
 /// A `y = W·x` bench of tensor `tensor`: `W` is `rows × cols`, `x` q8_1, `y` f32.
 const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) -> Case {
@@ -487,6 +490,10 @@ pub const CASES: &[Case] = &[
     gemv(&GEMV_Q3K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
     gemv(&GEMV_Q3K, "ffn_gate_shexp", lite::FF_SHARED, lite::N_EMBD),
     gemv(&GEMV_Q6K, "output", lite::VOCAB, lite::N_EMBD),
+    // The q2_k and iq4_xs mixes' attn_q, and Q4_1 (GLM-4.7-Flash files) at the same shape.
+    gemv(&GEMV_Q2K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ4_XS, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_Q4_1, "attn_output", lite::N_EMBD, lite::N_EMBD),
     Case {
         kernel: "argmax_step",
         tensor: "logits",
