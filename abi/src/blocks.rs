@@ -317,6 +317,30 @@ pub struct BlockIq1M {
     pub scales: [u8; QK_K / 32],
 }
 
+/// 32 consecutive F32 weights: the unit in which the GPU kernels read an F32 row (ggml's F32
+/// has no blocks; a row of a multiple of 32 values is a whole number of these).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockF32 {
+    pub v: [f32; 32],
+}
+
+/// 32 consecutive F16 weights (raw binary16 bits), as [`BlockF32`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockF16 {
+    pub v: [u16; 32],
+}
+
+/// 32 consecutive BF16 weights (the high 16 bits of an f32), as [`BlockF32`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockBf16 {
+    pub v: [u16; 32],
+}
+
+const _: () = assert!(size_of::<BlockF32>() == 128 && size_of::<BlockF16>() == 64);
+const _: () = assert!(size_of::<BlockBf16>() == 64);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);

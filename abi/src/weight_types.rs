@@ -39,6 +39,9 @@ macro_rules! weight_types {
                 Q5K     q5k    BlockQ5K     13   256  8     256  176   [0, 2];
                 Q6K     q6k    BlockQ6K     14   256  8     256  218   [208];
                 Iq4Xs   iq4_xs BlockIq4Xs   23   256  8     256  136   [0];
+                F32     f32    BlockF32     0    32   4     32   128   [];
+                F16     f16    BlockF16     1    32   4     32   64    [];
+                Bf16    bf16   BlockBf16    30   32   4     32   64    [];
             }
             mixed_down {
                 // routed         shared
@@ -101,7 +104,7 @@ macro_rules! kernel_name {
 macro_rules! define_registry {
     (
         types { $($v:ident $tag:ident $block:ident $ggml:literal $qk:literal $lanes:literal
-                  $unit:literal $read:literal [$($f16:literal),+];)* }
+                  $unit:literal $read:literal [$($f16:literal),*];)* }
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
         argmax { $($av:ident $at:ident $ab:ident;)* }
     ) => {
@@ -159,9 +162,15 @@ macro_rules! define_registry {
             }
 
             /// Byte offsets of the block's f16 fields: the scale `d`, then the min (`m`, `dmin`)
-            /// where the type has one (what tests fill with finite random scales).
+            /// where the type has one (what tests fill with finite random scales); none for the
+            /// float types, whose every element is a weight.
             pub const fn f16_fields(self) -> &'static [usize] {
-                match self { $(GemvType::$v => &[$($f16),+],)* }
+                match self { $(GemvType::$v => &[$($f16),*],)* }
+            }
+
+            /// Whether the type is a float type (F32, F16, BF16: no scales, no quants).
+            pub const fn is_float(self) -> bool {
+                self.f16_fields().is_empty()
             }
 
             /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
@@ -377,6 +386,10 @@ mod tests {
             assert_eq!(t.unit().elems as usize % t.block_elems(), 0);
             // d first; every field inside the block, two bytes apart at least.
             let f = t.f16_fields();
+            assert_eq!(
+                f.is_empty(),
+                matches!(t, GemvType::F32 | GemvType::F16 | GemvType::Bf16)
+            );
             assert!(f.iter().all(|&o| o + 2 <= t.block_bytes()));
             assert!(f.windows(2).all(|w| w[0].abs_diff(w[1]) >= 2));
         }

@@ -247,6 +247,9 @@ gemv_kernel!(GEMV_Q5K, Q5K, Q5K);
 gemv_kernel!(GEMV_Q6K, Q6K, Q6K);
 gemv_kernel!(GEMV_Q8_0, Q8_0, Q8_0);
 gemv_kernel!(GEMV_IQ4_XS, Iq4Xs, Iq4Xs);
+gemv_kernel!(GEMV_F32, F32, F32);
+gemv_kernel!(GEMV_F16, F16, F16);
+gemv_kernel!(GEMV_BF16, Bf16, Bf16);
 
 /// A `y = W·x` bench of tensor `tensor`: `W` is `rows × cols`, `x` q8_1, `y` f32.
 const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) -> Case {
@@ -494,6 +497,10 @@ pub const CASES: &[Case] = &[
     gemv(&GEMV_Q2K, "attn_q", lite::Q_ROWS, lite::N_EMBD),
     gemv(&GEMV_IQ4_XS, "attn_q", lite::Q_ROWS, lite::N_EMBD),
     gemv(&GEMV_Q4_1, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    // Float projections (F32/F16/BF16 files) at the same shape.
+    gemv(&GEMV_F32, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_F16, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_BF16, "attn_output", lite::N_EMBD, lite::N_EMBD),
     Case {
         kernel: "argmax_step",
         tensor: "logits",

@@ -213,6 +213,44 @@ fn golden_tiny_v3_q4_k_m() {
     );
 }
 
+/// The golden f32 models (written by the `gguf` Python package; every projection F32): the plan
+/// reads them with the float gemv and MoE kernels (`*_f32`), checked before the gate.
+fn golden_f32(name: &str) {
+    let path = ingot_testdata::golden(&format!("{name}/model.gguf"));
+    let file = GgufFile::open(&path).expect("open");
+    let plan = ingot_graph::build_plan(file.header(), ingot_graph::PlanOptions::for_ctx(64))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(
+        plan.nodes.iter().any(|n| n.kernel == "moe_gate_up_f32")
+            && plan
+                .nodes
+                .iter()
+                .any(|n| n.kernel.starts_with("gemv2_rope_f32") || n.kernel == "gemv_f32_q8_1"),
+        "{name}: the plan reads the F32 projections with the float kernels"
+    );
+    check(&path, name);
+}
+
+#[test]
+fn golden_tiny_mla_f32() {
+    golden_f32("tiny-mla-f32");
+}
+
+#[test]
+fn golden_tiny_legacy_f32() {
+    golden_f32("tiny-legacy-f32");
+}
+
+#[test]
+fn golden_tiny_v3_f32() {
+    golden_f32("tiny-v3-f32");
+}
+
+#[test]
+fn golden_tiny_glm_f32() {
+    golden_f32("tiny-glm-f32");
+}
+
 /// Synthetic twins of the rest of the family (`ingot synth` presets, Q4_K_M): DeepSeek-V3
 /// (low-rank query, sigmoid + bias, 4 groups keep 2, scale 2.5), Kimi-K2 (32 heads: two head
 /// groups on the tensor-core flash kernel; 32 experts, 8 used) and GLM-4.7-Flash (20 heads: a

@@ -18,7 +18,7 @@ use ingot_kernels::Accelerator;
 use quant_blocks::{get_f16, layout, put_f16, random_blocks};
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::gemv_type::ggml;
+use support::gemv_type::{ggml, oracle_dot};
 use support::{download, download_f32, f32_bytes, poisoned, upload, Agree, SameLaunch};
 
 /// Floats after `y` that the kernel must not write.
@@ -40,6 +40,19 @@ fn offset(ty: GemvType) -> f64 {
 /// and with `d = 0, m = 1`.
 fn magnitude(ty: GemvType, row: &[u8], act: &[BlockQ8_1]) -> f64 {
     let (bb, be) = (ty.block_bytes(), ty.block_elems());
+    if ty.is_float() {
+        let mut w = vec![0f32; act.len() * QK8_1];
+        ingot_quant::dequantize_row(ggml(ty), row, &mut w).expect("dequantize");
+        return w
+            .iter()
+            .enumerate()
+            .map(|(e, &x)| {
+                let a = &act[e / QK8_1];
+                let av = f16::from_bits(a.d).to_f64().abs() * f64::from(a.qs[e % QK8_1]).abs();
+                f64::from(x).abs() * av
+            })
+            .sum();
+    }
     let (d_at, m_at) = (layout(ggml(ty)).d_at, layout(ggml(ty)).m_at);
     let deq = |block: &[u8], d: f32, m: f32| {
         let mut b = block.to_vec();
@@ -219,7 +232,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case
         let row = &w[r * row_bytes..(r + 1) * row_bytes];
         let a0 = (r / rpg) * stride;
         let a = &act[a0..a0 + ncols / QK8_1];
-        let want = ingot_quant::vec_dot_q8_1(ggml(ty), row, a).expect("oracle vec_dot");
+        let want = oracle_dot(ty, row, a);
         // Integer dot products are exact on both sides; the f32 scale products and sums differ
         // in order (and in FMA contraction). Each side rounds along chains of fewer than
         // nb32 + 64 operations (nb32 = 32-element blocks per row: per-lane sequential adds,
@@ -280,7 +293,7 @@ fn check_pair<B: Accelerator>(
         );
         for r in 0..n {
             let row = &w[r * row_bytes..(r + 1) * row_bytes];
-            let want = ingot_quant::vec_dot_q8_1(ggml(ty), row, &act).expect("oracle");
+            let want = oracle_dot(ty, row, &act);
             let mag = magnitude(ty, row, &act);
             let tol = 2.0 * (ncols / QK8_1 + 64) as f64 * f64::from(f32::EPSILON) / 2.0 * mag;
             let err = (f64::from(y[r]) - f64::from(want)).abs();

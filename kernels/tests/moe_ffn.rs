@@ -8,6 +8,7 @@
 //! launch. The down kernel is checked against the reference evaluated on the activations the
 //! gate/up kernel actually wrote, so each kernel's tolerance covers only its own rounding.
 
+mod quant_blocks;
 mod support;
 
 use half::f16;
@@ -58,6 +59,12 @@ fn scale_fields(t: GemvType) -> Vec<(usize, f32)> {
 
 /// Fills `out` (whole blocks of `t`) with random quants and random scales.
 fn random_blocks(rng: &mut StdRng, t: GemvType, out: &mut [u8]) {
+    if t.is_float() {
+        // Weights of about 0.02 (see `scale_fields`), finite, of either sign.
+        let n = out.len() / t.block_bytes() * t.block_elems();
+        out.copy_from_slice(&quant_blocks::random_floats(rng, ggml(t), n, 0.01, 0.03));
+        return;
+    }
     rng.fill(out);
     let fields = scale_fields(t);
     for block in out.chunks_exact_mut(t.block_bytes()) {
@@ -132,7 +139,7 @@ fn oracle_dot(
     abs_a: &[f64],
     scratch: &mut [f32],
 ) -> Dot {
-    let value = f64::from(ingot_quant::vec_dot_q8_1(ggml(t), row, act).expect("oracle vec_dot"));
+    let value = f64::from(support::gemv_type::oracle_dot(t, row, act));
     ingot_quant::dequantize_row(ggml(t), row, scratch).expect("dequantize");
     let mag: f64 = scratch
         .iter()

@@ -312,7 +312,7 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
 }
 
 macro_rules! gemv_kernels {
-    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),+];)* } $($rest:tt)*) => {$(
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
         const _: () = {
             /// Plain gemv (one group); see [`gemv`] and `ingot_abi::launch` for the contract.
             #[export_name = ingot_abi::kernel_name!(plain, $tag)]

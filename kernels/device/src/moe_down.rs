@@ -251,7 +251,7 @@ macro_rules! down_kernel {
 // Every type with itself (also every dense FFN: `n_used = 0`), then the registry's mixed pairs.
 macro_rules! down_kernels {
     (
-        types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),+];)* }
+        types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* }
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
         $($rest:tt)*
     ) => {

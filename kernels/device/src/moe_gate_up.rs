@@ -213,7 +213,7 @@ macro_rules! gate_up_kernel {
 }
 
 macro_rules! gate_up_kernels {
-    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),+];)* } $($rest:tt)*) => {$(
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
         gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, false);
         gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $tag), $v, true);
     )*};

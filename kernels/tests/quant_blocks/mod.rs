@@ -31,6 +31,23 @@ pub fn layout(ty: GgmlType) -> Layout {
     }
 }
 
+/// `n` random finite weights of float type `ty` (F32, F16, BF16), each of random sign and
+/// magnitude in `[lo, hi)`, encoded as `ty` stores them.
+pub fn random_floats(rng: &mut impl Rng, ty: GgmlType, n: usize, lo: f32, hi: f32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * 4);
+    for _ in 0..n {
+        let m = rng.random_range(lo..hi);
+        let v = if rng.random() { m } else { -m };
+        match ty {
+            GgmlType::F32 => out.extend_from_slice(&v.to_le_bytes()),
+            GgmlType::F16 => out.extend_from_slice(&f16::from_f32(v).to_bits().to_le_bytes()),
+            GgmlType::Bf16 => out.extend_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes()),
+            other => panic!("{other:?} is not a float type"),
+        }
+    }
+    out
+}
+
 /// Writes `v` as f16 bits at byte `at`.
 pub fn put_f16(block: &mut [u8], at: usize, v: f32) {
     block[at..at + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
@@ -41,8 +58,12 @@ pub fn get_f16(block: &[u8], at: usize) -> f64 {
     f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f64()
 }
 
-/// `nblocks` random blocks of `ty` with scales of random sign and magnitude in [1e-3, 1e-2].
+/// `nblocks` random blocks of `ty` with scales of random sign and magnitude in [1e-3, 1e-2];
+/// for the float types, 32 weights per block of random sign and magnitude in [1e-3, 1e-2].
 pub fn random_blocks(rng: &mut impl Rng, ty: GgmlType, nblocks: usize) -> Vec<u8> {
+    if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16) {
+        return random_floats(rng, ty, nblocks * 32, 1e-3, 1e-2);
+    }
     let l = layout(ty);
     let mut w = vec![0u8; nblocks * l.bytes];
     rng.fill(&mut w[..]);

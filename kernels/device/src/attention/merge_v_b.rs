@@ -150,7 +150,7 @@ unsafe fn merge_v_b<T: WeightType>(
 }
 
 macro_rules! merge_v_b_kernels {
-    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),+];)* } $($rest:tt)*) => {$(
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
         const _: () = {
             /// See `ingot_abi::weight_types::GemvType::merge_v_b` and the module docs.
             #[export_name = ingot_abi::kernel_name!(merge_v_b, $tag)]

@@ -18,7 +18,7 @@ use ingot_abi::launch::{GEMV_BLOCK_WARPS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 macro_rules! gemv2_rope_kernels {
-    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),+];)* } $($rest:tt)*) => {$(
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
         const _: () = {
         /// See the module docs and `ingot_abi::weight_types::GemvType::pair_rope`.
         #[export_name = ingot_abi::kernel_name!(pair_rope, $tag)]

@@ -12,6 +12,7 @@
 //!   byte twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is
 //!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
 //!   2 bytes off a word boundary (see [`row_dot_lane`]).
+//! * float types (F32, F16, BF16): a unit is 32 weights shared by 4 lanes (`float.rs`).
 //! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS: a unit is one 256-element super-block
 //!   shared by 4 (Q2_K, Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
@@ -47,6 +48,7 @@
 //! word read lies inside the block (no read leaves the weight buffer).
 
 mod act;
+mod float;
 mod iq4xs;
 mod kquant45;
 mod pair;
@@ -55,6 +57,7 @@ mod q3k;
 mod q6k;
 
 pub use act::{stage_act, stage_base, ActSource, GlobalAct, SharedAct};
+pub use float::{Bf16, F16, F32};
 pub use iq4xs::Iq4Xs;
 pub use kquant45::{Q4K, Q5K};
 pub use pair::{Iq4Nl, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
