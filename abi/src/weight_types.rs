@@ -393,7 +393,7 @@ mod tests {
             assert!(f.iter().all(|&o| o + 2 <= t.block_bytes()));
             assert!(f.windows(2).all(|w| w[0].abs_diff(w[1]) >= 2));
         }
-        assert_eq!(GemvType::from_ggml_id(0), None);
+        assert_eq!(GemvType::from_ggml_id(9), None); // Q8_1: activations only
         assert_eq!(GemvType::Q4K.plain().name, "gemv_q4k_q8_1");
         assert_eq!(
             GemvType::down(GemvType::Q5_0, GemvType::Q4K).map(|d| d.name),
