@@ -26,19 +26,20 @@ pub fn type_tag(ty: GgmlType) -> String {
     }
 }
 
-/// The registry's row for `ty`, if the quantized gemv and MoE kernels take it.
+/// The registry's row for `ty`, if the gemv and MoE kernels take it (quantized or float).
 pub fn gemv_ty(ty: GgmlType) -> Option<GemvType> {
     GemvType::from_ggml_id(ty.id())
 }
 
-/// Weight types the quantized gemv, grouped gemv and MoE kernels read (q8_1 activations).
+/// Weight types the gemv, grouped gemv and MoE kernels read (q8_1 activations).
 pub fn gemv_type(ty: GgmlType) -> bool {
     gemv_ty(ty).is_some()
 }
 
 /// Weights per unit of the gemv thread mapping, and the row multiple of the fused FFN kernels:
-/// 64 for the 32-element types (a lane takes a pair of blocks), 256 for k-quants (1 for a type
-/// without kernels, which the planner refuses before asking).
+/// 64 for the 32-element quant types (a lane takes a pair of blocks), 32 for the float types,
+/// 256 for k-quants and IQ4_XS (1 for a type without kernels, which the planner refuses before
+/// asking).
 pub fn row_multiple(ty: GgmlType) -> usize {
     gemv_ty(ty).map_or(1, GemvType::row_multiple)
 }
