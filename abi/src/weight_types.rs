@@ -1,6 +1,7 @@
 //! The registry of weight types the GPU gemv and MoE kernels read (quantized, and F32/F16/BF16;
-//! q8_1 activations): one row per type, read by the device crate (which kernels it instantiates, under which names), the host
-//! launchers, the planner, the tests and the benches. Nothing else lists the types.
+//! q8_1 activations): one row per type, read by the device crate (which kernels it instantiates,
+//! under which names), the host launchers, the planner, the tests and the benches. Nothing else
+//! lists the types.
 //!
 //! A row says: the [`GemvType`] variant (also the name of the type's `WeightType` impl in
 //! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`],
