@@ -40,6 +40,12 @@ macro_rules! weight_types {
                 Q5K     q5k    BlockQ5K     13   256  8     256  176   [0, 2];
                 Q6K     q6k    BlockQ6K     14   256  8     256  218   [208];
                 Iq4Xs   iq4_xs BlockIq4Xs   23   256  8     256  136   [0];
+                Iq2Xxs  iq2_xxs BlockIq2Xxs 16   256  8     256  66    [0];
+                Iq2Xs   iq2_xs BlockIq2Xs   17   256  8     256  74    [0];
+                Iq2S    iq2_s  BlockIq2S    22   256  8     256  82    [0];
+                Iq3Xxs  iq3_xxs BlockIq3Xxs 18   256  8     256  98    [0];
+                Iq3S    iq3_s  BlockIq3S    21   256  8     256  110   [0];
+                Iq1S    iq1_s  BlockIq1S    19   256  8     256  50    [0];
                 F32     f32    BlockF32     0    32   4     32   128   [];
                 F16     f16    BlockF16     1    32   4     32   64    [];
                 Bf16    bf16   BlockBf16    30   32   4     32   64    [];

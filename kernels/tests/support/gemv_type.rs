@@ -10,10 +10,11 @@ pub fn ggml(ty: GemvType) -> GgmlType {
 }
 
 /// The CPU oracle of one row's dot product with q8_1 activations: ggml's CUDA formula
-/// (`ingot_quant::vec_dot_q8_1`) for the quantized types; for the float types (which ggml
-/// multiplies in float) `Σ w·(d8·q)` accumulated in f64.
+/// (`ingot_quant::vec_dot_q8_1`) for the types it has; for the float types (which ggml
+/// multiplies in float) and the code-book types (IQ1_S, IQ2_*, IQ3_*) `Σ w·(d8·q)` of the
+/// dequantized weights (equal to ggml's bit for bit), accumulated in f64.
 pub fn oracle_dot(ty: GemvType, row: &[u8], act: &[ingot_abi::blocks::BlockQ8_1]) -> f32 {
-    if !ty.is_float() {
+    if ingot_quant::can_vec_dot_q8_1(ggml(ty)) {
         return ingot_quant::vec_dot_q8_1(ggml(ty), row, act).expect("oracle vec_dot");
     }
     let mut w = vec![0f32; act.len() * 32];
