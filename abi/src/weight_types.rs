@@ -46,6 +46,7 @@ macro_rules! weight_types {
                 Iq3Xxs  iq3_xxs BlockIq3Xxs 18   256  8     256  98    [0];
                 Iq3S    iq3_s  BlockIq3S    21   256  8     256  110   [0];
                 Iq1S    iq1_s  BlockIq1S    19   256  8     256  50    [0];
+                Iq1M    iq1_m  BlockIq1M    29   256  8     256  56    [];
                 F32     f32    BlockF32     0    32   4     32   128   [];
                 F16     f16    BlockF16     1    32   4     32   64    [];
                 Bf16    bf16   BlockBf16    30   32   4     32   64    [];
@@ -58,6 +59,10 @@ macro_rules! weight_types {
                 Q4_0  q4_0    Q3K q3k;
                 Iq4Nl iq4_nl  Q3K q3k;
                 Iq4Nl iq4_nl  Iq4Xs iq4_xs;
+                Iq4Nl iq4_nl  Q6K q6k;
+                Iq2Xxs iq2_xxs Q6K q6k;
+                Iq2S  iq2_s   Q6K q6k;
+                Iq1S  iq1_s   Q6K q6k;
             }
             argmax {
                 Q8_0 q8_0 BlockQ8_0;
@@ -170,14 +175,15 @@ macro_rules! define_registry {
 
             /// Byte offsets of the block's f16 fields: the scale `d`, then the min (`m`, `dmin`)
             /// where the type has one (what tests fill with finite random scales); none for the
-            /// float types, whose every element is a weight.
+            /// float types, whose every element is a weight, and for IQ1_M, whose `d` is spread
+            /// over the top nibbles of its scales (`crate::blocks::iq1m_d`).
             pub const fn f16_fields(self) -> &'static [usize] {
                 match self { $(GemvType::$v => &[$($f16),*],)* }
             }
 
             /// Whether the type is a float type (F32, F16, BF16: no scales, no quants).
             pub const fn is_float(self) -> bool {
-                self.f16_fields().is_empty()
+                matches!(self, GemvType::F32 | GemvType::F16 | GemvType::Bf16)
             }
 
             /// The type's unit in the kernels' thread mapping (`ingot_abi::launch::gemv`).
@@ -393,10 +399,7 @@ mod tests {
             assert_eq!(t.unit().elems as usize % t.block_elems(), 0);
             // d first; every field inside the block, two bytes apart at least.
             let f = t.f16_fields();
-            assert_eq!(
-                f.is_empty(),
-                matches!(t, GemvType::F32 | GemvType::F16 | GemvType::Bf16)
-            );
+            assert_eq!(f.is_empty(), t.is_float() || t == GemvType::Iq1M);
             assert!(f.iter().all(|&o| o + 2 <= t.block_bytes()));
             assert!(f.windows(2).all(|w| w[0].abs_diff(w[1]) >= 2));
         }

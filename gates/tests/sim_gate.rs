@@ -170,36 +170,54 @@ fn tiny_legacy_q3_k_m() {
     gate(Layout::Legacy, QuantMix::Q3KM);
 }
 
-/// A mix whose own type must reach the GPU plan: the gate runs the tiny model only after
-/// checking that the plan launches `tag`'s kernels (`attn_q` + `attn_kv_a_mqa`, the experts'
-/// gate/up), so it cannot pass on fallback types alone.
-fn gate_mix_kernels(mix: QuantMix, tag: &str) {
+/// A mix whose own types must reach the GPU plan: the gate runs the tiny model only after
+/// checking that the plan launches each of `kernels`, so it cannot pass on fallback types alone.
+fn gate_mix_kernels(mix: QuantMix, kernels: &[&str]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("model.gguf");
     let name = support::write_preset(&path, Preset::Tiny, Layout::Mla, mix);
     let file = GgufFile::open(&path).expect("open");
     let plan = ingot_graph::build_plan(file.header(), ingot_graph::PlanOptions::for_ctx(64))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    for kernel in [
-        format!("gemv2_rope_{tag}_q8_1"),
-        format!("moe_gate_up_{tag}"),
-    ] {
+    for kernel in kernels {
         assert!(
-            plan.nodes.iter().any(|n| n.kernel == kernel),
+            plan.nodes.iter().any(|n| n.kernel == *kernel),
             "{name}: the plan has no {kernel} node"
         );
     }
     check(&path, &name);
 }
 
+/// Q2_K in `attn_q` + `attn_kv_a_mqa` and in the experts' gate/up.
 #[test]
 fn tiny_mla_q2_k() {
-    gate_mix_kernels(QuantMix::Q2K, "q2k");
+    gate_mix_kernels(QuantMix::Q2K, &["gemv2_rope_q2k_q8_1", "moe_gate_up_q2k"]);
 }
 
 #[test]
 fn tiny_mla_iq4_xs() {
-    gate_mix_kernels(QuantMix::Iq4Xs, "iq4_xs");
+    gate_mix_kernels(
+        QuantMix::Iq4Xs,
+        &["gemv2_rope_iq4_xs_q8_1", "moe_gate_up_iq4_xs"],
+    );
+}
+
+/// The unsloth-style dynamic mixes: the grid type in the routed experts' gate/up (the tiny
+/// model's 128-wide down rows fall back to IQ4_NL, beside Q6_K shared experts).
+#[test]
+fn tiny_mla_iq2_xxs() {
+    gate_mix_kernels(
+        QuantMix::Iq2Xxs,
+        &["moe_gate_up_iq2_xxs", "moe_down_iq4_nl_q6k"],
+    );
+}
+
+#[test]
+fn tiny_mla_iq1_s() {
+    gate_mix_kernels(
+        QuantMix::Iq1S,
+        &["moe_gate_up_iq1_s", "moe_down_iq4_nl_q6k"],
+    );
 }
 
 /// The golden DeepSeek-V3-style twin (`testdata/golden/tiny-v3-q4_k_m`, quantized by

@@ -15,7 +15,7 @@ use ingot_kernels::ops::gemv::{
     gemv2_q8_1, gemv_f32, gemv_grouped_q8_1, gemv_grouped_q8_1_out, gemv_q8_1, GemvType, Grouping,
 };
 use ingot_kernels::Accelerator;
-use quant_blocks::{get_f16, layout, put_f16, random_blocks};
+use quant_blocks::{layout, put_scale, random_blocks, scale};
 use rand::rngs::StdRng;
 use rand::Rng;
 use support::gemv_type::{ggml, oracle_dot};
@@ -53,23 +53,23 @@ fn magnitude(ty: GemvType, row: &[u8], act: &[BlockQ8_1]) -> f64 {
             })
             .sum();
     }
-    let (d_at, m_at) = (layout(ggml(ty)).d_at, layout(ggml(ty)).m_at);
+    let (g, has_m) = (ggml(ty), layout(ggml(ty)).scales > 1);
     let deq = |block: &[u8], d: f32, m: f32| {
         let mut b = block.to_vec();
-        put_f16(&mut b, d_at, d);
-        if let Some(at) = m_at {
-            put_f16(&mut b, at, m);
+        put_scale(g, &mut b, 0, d);
+        if has_m {
+            put_scale(g, &mut b, 1, m);
         }
         let mut out = vec![0f32; be];
-        ingot_quant::dequantize_row(ggml(ty), &b, &mut out).expect("dequantize");
+        ingot_quant::dequantize_row(g, &b, &mut out).expect("dequantize");
         out
     };
     let mut mag = 0.0;
     for (i, block) in row.chunks_exact(bb).enumerate() {
-        let d = get_f16(block, d_at).abs();
-        let m = m_at.map_or(0.0, |at| get_f16(block, at).abs());
+        let d = scale(g, block, 0).abs();
+        let m = if has_m { scale(g, block, 1).abs() } else { 0.0 };
         let qpart = deq(block, 1.0, 0.0);
-        let mpart = if m_at.is_some() {
+        let mpart = if has_m {
             deq(block, 0.0, 1.0)
         } else {
             vec![0.0; be]

@@ -29,30 +29,28 @@ use support::{download, f32_bytes, poisoned, upload};
 /// f32 unit roundoff.
 const EPS: f64 = 1.0 / (1u64 << 24) as f64;
 
-/// The f16 scale fields of one block of `t` (its registry row: `d`, then the min where the type
-/// has one), each with the magnitude that makes a typical weight about 0.02 through that field
-/// alone (measured on random blocks by the oracle's dequantizer, the other fields 0), so a
-/// 2048-wide dot of activations in ±1 lands around ±1, where silu is far from linear.
-fn scale_fields(t: GemvType) -> Vec<(usize, f32)> {
-    let fields = t.f16_fields();
+/// The f16 scales of one block of `t` (`quant_blocks::Layout::scales`: `d`, then the min where
+/// the type has one), each with the magnitude that makes a typical weight about 0.02 through
+/// that scale alone (measured on random blocks by the oracle's dequantizer, the other scales 0),
+/// so a 2048-wide dot of activations in ±1 lands around ±1, where silu is far from linear.
+fn scale_magnitudes(t: GemvType) -> Vec<f32> {
+    let n = quant_blocks::layout(ggml(t)).scales;
     let mut rng = StdRng::seed_from_u64(0x5CA1E);
     let mut out = vec![0f32; t.block_elems()];
-    fields
-        .iter()
-        .map(|&at| {
+    (0..n)
+        .map(|k| {
             let mut sum = 0.0f64;
             for _ in 0..16 {
                 let mut b = vec![0u8; t.block_bytes()];
                 rng.fill(&mut b[..]);
-                for &o in fields {
-                    let v = if o == at { 1.0f32 } else { 0.0 };
-                    b[o..o + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
+                for j in 0..n {
+                    quant_blocks::put_scale(ggml(t), &mut b, j, if j == k { 1.0 } else { 0.0 });
                 }
                 ingot_quant::dequantize_row(ggml(t), &b, &mut out).expect("dequantize");
                 sum += out.iter().map(|v| f64::from(v.abs())).sum::<f64>();
             }
             let mean = sum / (16 * t.block_elems()) as f64;
-            (at, (0.02 / mean) as f32)
+            (0.02 / mean) as f32
         })
         .collect()
 }
@@ -60,20 +58,20 @@ fn scale_fields(t: GemvType) -> Vec<(usize, f32)> {
 /// Fills `out` (whole blocks of `t`) with random quants and random scales.
 fn random_blocks(rng: &mut StdRng, t: GemvType, out: &mut [u8]) {
     if t.is_float() {
-        // Weights of about 0.02 (see `scale_fields`), finite, of either sign.
+        // Weights of about 0.02 (see `scale_magnitudes`), finite, of either sign.
         let n = out.len() / t.block_bytes() * t.block_elems();
         out.copy_from_slice(&quant_blocks::random_floats(rng, ggml(t), n, 0.01, 0.03));
         return;
     }
     rng.fill(out);
-    let fields = scale_fields(t);
+    let mags = scale_magnitudes(t);
     for block in out.chunks_exact_mut(t.block_bytes()) {
-        for &(off, mag) in &fields {
+        for (k, &mag) in mags.iter().enumerate() {
             let mut v = mag * rng.random_range(0.5f32..1.5);
             if rng.random() {
                 v = -v;
             }
-            block[off..off + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
+            quant_blocks::put_scale(ggml(t), block, k, v);
         }
     }
 }

@@ -113,7 +113,7 @@ fn whole_blocks(ty: GgmlType, elements: usize) -> Result<usize, QuantError> {
 }
 
 /// Checks that `bytes` is exactly the encoding of `elements` values of `ty`.
-fn check_bytes(ty: GgmlType, elements: usize, bytes: usize) -> Result<(), QuantError> {
+pub(crate) fn check_bytes(ty: GgmlType, elements: usize, bytes: usize) -> Result<(), QuantError> {
     let (_, ts) = geometry(ty);
     let expected = whole_blocks(ty, elements)? * ts;
     if bytes != expected {
@@ -242,7 +242,7 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), Quant
 
 /// The refusal for a type an operation does not cover. (In the `match` fallbacks below it is
 /// unreachable, as the `can_*` predicates refuse first; it keeps the matches total.)
-fn unsupported(ty: GgmlType, op: &'static str) -> QuantError {
+pub(crate) fn unsupported(ty: GgmlType, op: &'static str) -> QuantError {
     QuantError::Unsupported { ty, op }
 }
 

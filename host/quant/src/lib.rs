@@ -44,6 +44,7 @@ pub mod q8_1;
 pub mod q8_k;
 mod round;
 mod search;
+mod stand_in;
 mod tensor;
 
 pub use dispatch::{
@@ -55,10 +56,12 @@ pub use ingot_abi::blocks;
 pub use q8_1::quantize_q8_1;
 pub use q8_k::quantize_q8_k;
 pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+pub use stand_in::{can_stand_in, stand_in_row};
 pub use tensor::{dequantize_tensor, quantize_tensor};
 
 /// The IQ1/IQ2/IQ3 types, whose weights are indices into code-book grids
-/// (`ingot_abi::iq_grids`): dequantized and dotted against Q8_K on the CPU, no GPU kernel yet.
+/// (`ingot_abi::iq_grids`): dequantized and dotted against Q8_K on the CPU; no quantizer here
+/// (ggml's need an importance matrix), stand-in blocks ([`stand_in_row`]) for synthetic files.
 pub const GRID_TYPES: [ingot_gguf::GgmlType; 7] = [
     ingot_gguf::GgmlType::Iq2Xxs,
     ingot_gguf::GgmlType::Iq2Xs,

@@ -14,16 +14,20 @@ pub enum QuantMix {
     Q3KM,
     Q2K,
     Iq4Xs,
+    Iq2Xxs,
+    Iq1S,
 }
 
 impl QuantMix {
-    pub const ALL: [QuantMix; 6] = [
+    pub const ALL: [QuantMix; 8] = [
         QuantMix::F32,
         QuantMix::Q8_0,
         QuantMix::Q4KM,
         QuantMix::Q3KM,
         QuantMix::Q2K,
         QuantMix::Iq4Xs,
+        QuantMix::Iq2Xxs,
+        QuantMix::Iq1S,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,11 +38,13 @@ impl QuantMix {
             QuantMix::Q3KM => "q3_k_m",
             QuantMix::Q2K => "q2_k",
             QuantMix::Iq4Xs => "iq4_xs",
+            QuantMix::Iq2Xxs => "iq2_xxs",
+            QuantMix::Iq1S => "iq1_s",
         }
     }
 
     /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q2_K 10,
-    /// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_IQ4_XS 30.
+    /// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_IQ2_XXS 19, MOSTLY_IQ1_S 24, MOSTLY_IQ4_XS 30.
     pub fn file_type(self) -> u32 {
         match self {
             QuantMix::F32 => 0,
@@ -47,6 +53,8 @@ impl QuantMix {
             QuantMix::Q4KM => 15,
             QuantMix::Q2K => 10,
             QuantMix::Iq4Xs => 30,
+            QuantMix::Iq2Xxs => 19,
+            QuantMix::Iq1S => 24,
         }
     }
 
@@ -58,6 +66,8 @@ impl QuantMix {
             QuantMix::Q3KM => GgmlType::Q3K,
             QuantMix::Q2K => GgmlType::Q2K,
             QuantMix::Iq4Xs => GgmlType::Iq4Xs,
+            QuantMix::Iq2Xxs => GgmlType::Iq2Xxs,
+            QuantMix::Iq1S => GgmlType::Iq1S,
         }
     }
 }
@@ -108,6 +118,9 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
     if !quantizable || mix == QuantMix::F32 {
         return GgmlType::F32;
     }
+    if matches!(mix, QuantMix::Iq2Xxs | QuantMix::Iq1S) {
+        return fallback(dynamic_type(mix, name, n_layer), ne0);
+    }
     let mut ty = mix.default_type();
     if name == "output.weight" {
         // Q8_0 if the row does not split into k-quant blocks, else Q6_K (unless the mix is Q8_0).
@@ -157,6 +170,34 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
     fallback(ty, ne0)
 }
 
+/// The IQ2_XXS and IQ1_S mixes, modelled on unsloth's dynamic DeepSeek-V3/R1 files (UD-IQ2_XXS,
+/// UD-IQ1_S; unsloth.ai/blog/deepseekr1-dynamic), not on llama-quantize (which refuses these
+/// types without an importance matrix): only the routed experts take the low-bit type, their
+/// `ffn_down_exps` one step up in some layers (the blog's "2.5/2.06-bit" and "2.06/1.56-bit"
+/// down projections; which layers is not published, so llama.cpp's `use_more_bits` split
+/// picks them); the shared experts and the dense FFN's down projection are 6-bit (Q6_K),
+/// the attention, the dense FFN's gate/up and the embedding 4-bit (Q4_K), `output` Q6_K.
+fn dynamic_type(mix: QuantMix, name: &str, n_layer: u64) -> GgmlType {
+    let (low, down_more) = match mix {
+        QuantMix::Iq1S => (GgmlType::Iq1S, GgmlType::Iq2Xxs),
+        _ => (GgmlType::Iq2Xxs, GgmlType::Iq2S),
+    };
+    let layer = layer_of(name).unwrap_or(0);
+    if name.contains("ffn_down_exps") {
+        if use_more_bits(layer, n_layer) {
+            down_more
+        } else {
+            low
+        }
+    } else if name.contains("_exps") {
+        low
+    } else if name.contains("_shexp") || name.contains("ffn_down") || name == "output.weight" {
+        GgmlType::Q6K
+    } else {
+        GgmlType::Q4K
+    }
+}
+
 /// `tensor_type_fallback`: rows that do not split into blocks of the chosen type.
 fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
     if ne0.is_multiple_of(ty.block_size()) {
@@ -167,7 +208,14 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
         GgmlType::Q4K => GgmlType::Q5_0,
         GgmlType::Q5K => GgmlType::Q5_1,
         GgmlType::Q6K => GgmlType::Q8_0,
-        GgmlType::Iq4Xs => GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs
+        | GgmlType::Iq2Xxs
+        | GgmlType::Iq2Xs
+        | GgmlType::Iq2S
+        | GgmlType::Iq3Xxs
+        | GgmlType::Iq3S
+        | GgmlType::Iq1S
+        | GgmlType::Iq1M => GgmlType::Iq4Nl,
         other => other,
     };
     if ne0.is_multiple_of(next.block_size()) {
@@ -218,6 +266,38 @@ mod tests {
         assert_eq!(count(GgmlType::Q6K), 13);
         assert_eq!(count(GgmlType::Q8_0), 13);
         assert_eq!(count(GgmlType::F32), 108);
+    }
+
+    #[test]
+    fn v3_dynamic_iq_mixes_take_the_low_bit_types_in_the_routed_experts_only() {
+        let t = |mix, name: &str, ne0: u64, nd: usize| tensor_type(mix, name, ne0, nd, 61);
+        for (mix, low, more) in [
+            (QuantMix::Iq2Xxs, GgmlType::Iq2Xxs, GgmlType::Iq2S),
+            (QuantMix::Iq1S, GgmlType::Iq1S, GgmlType::Iq2Xxs),
+        ] {
+            assert_eq!(t(mix, "blk.9.ffn_gate_exps.weight", 7168, 3), low);
+            assert_eq!(t(mix, "blk.9.ffn_up_exps.weight", 7168, 3), low);
+            // use_more_bits(i, 61): i < 7, i ≥ 53, or (i − 7) % 3 == 2.
+            assert_eq!(t(mix, "blk.3.ffn_down_exps.weight", 2048, 3), more);
+            assert_eq!(t(mix, "blk.10.ffn_down_exps.weight", 2048, 3), low);
+            assert_eq!(t(mix, "blk.9.ffn_down_exps.weight", 2048, 3), more);
+            assert_eq!(
+                t(mix, "blk.9.ffn_down_shexp.weight", 2048, 2),
+                GgmlType::Q6K
+            );
+            assert_eq!(t(mix, "blk.0.ffn_down.weight", 18432, 2), GgmlType::Q6K);
+            assert_eq!(t(mix, "blk.0.ffn_gate.weight", 7168, 2), GgmlType::Q4K);
+            assert_eq!(t(mix, "blk.9.attn_q_b.weight", 1536, 2), GgmlType::Q4K);
+            assert_eq!(t(mix, "blk.9.attn_k_b.weight", 128, 3), GgmlType::Q5_0);
+            assert_eq!(t(mix, "token_embd.weight", 7168, 2), GgmlType::Q4K);
+            assert_eq!(t(mix, "output.weight", 7168, 2), GgmlType::Q6K);
+            assert_eq!(t(mix, "blk.9.ffn_gate_inp.weight", 7168, 2), GgmlType::F32);
+            // V2-Lite's 1408-wide expert rows do not split into 256-blocks.
+            assert_eq!(
+                t(mix, "blk.10.ffn_down_exps.weight", 1408, 3),
+                GgmlType::Iq4Nl
+            );
+        }
     }
 
     #[test]

@@ -8,27 +8,58 @@ use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
 use rand::Rng;
 
-/// `(elements, bytes)` per block and the byte offsets of the f16 scale `d` and of the f16 min
-/// (`m` / `dmin`) where the type has one.
+/// `(elements, bytes)` per block and the number of f16 scales (`d`, then `m` / `dmin` where the
+/// type has one), which [`put_scale`] and [`scale`] address.
 pub struct Layout {
     pub elems: usize,
     pub bytes: usize,
-    pub d_at: usize,
-    pub m_at: Option<usize>,
+    pub scales: usize,
 }
 
 /// The layout of a type the GPU kernels read, from its registry row
-/// (`ingot_abi::weight_types`): block size and bytes, and its f16 fields.
+/// (`ingot_abi::weight_types`): block size and bytes, and its scales (IQ1_M's `d` has no field
+/// of its own: it is spread over the top nibbles of its 3-bit scales).
 pub fn layout(ty: GgmlType) -> Layout {
-    let t = GemvType::from_ggml_id(ty.id())
-        .unwrap_or_else(|| panic!("no GPU weight type {ty:?} in the registry"));
-    let f = t.f16_fields();
+    let t = gemv_type(ty);
     Layout {
         elems: t.block_elems(),
         bytes: t.block_bytes(),
-        d_at: f[0],
-        m_at: f.get(1).copied(),
+        scales: if t == GemvType::Iq1M {
+            1
+        } else {
+            t.f16_fields().len()
+        },
     }
+}
+
+fn gemv_type(ty: GgmlType) -> GemvType {
+    GemvType::from_ggml_id(ty.id())
+        .unwrap_or_else(|| panic!("no GPU weight type {ty:?} in the registry"))
+}
+
+/// Sets scale `k` (see [`Layout::scales`]) of one block of `ty` to `v`, rounded to f16.
+pub fn put_scale(ty: GgmlType, block: &mut [u8], k: usize, v: f32) {
+    let bits = f16::from_f32(v).to_bits();
+    let t = gemv_type(ty);
+    if t == GemvType::Iq1M {
+        let sc: &mut [u8; 8] = (&mut block[48..56]).try_into().unwrap();
+        ingot_abi::blocks::iq1m_set_d(sc, bits);
+    } else {
+        let at = t.f16_fields()[k];
+        block[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+    }
+}
+
+/// Scale `k` of one block of `ty`, widened.
+pub fn scale(ty: GgmlType, block: &[u8], k: usize) -> f64 {
+    let t = gemv_type(ty);
+    let bits = if t == GemvType::Iq1M {
+        ingot_abi::blocks::iq1m_d(block[48..56].try_into().unwrap())
+    } else {
+        let at = t.f16_fields()[k];
+        u16::from_le_bytes([block[at], block[at + 1]])
+    };
+    f16::from_bits(bits).to_f64()
 }
 
 /// `n` random finite weights of float type `ty` (F32, F16, BF16), each of random sign and
@@ -48,16 +79,6 @@ pub fn random_floats(rng: &mut impl Rng, ty: GgmlType, n: usize, lo: f32, hi: f3
     out
 }
 
-/// Writes `v` as f16 bits at byte `at`.
-pub fn put_f16(block: &mut [u8], at: usize, v: f32) {
-    block[at..at + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
-}
-
-/// The f16 at byte `at`, widened.
-pub fn get_f16(block: &[u8], at: usize) -> f64 {
-    f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f64()
-}
-
 /// `nblocks` random blocks of `ty` with scales of random sign and magnitude in [1e-3, 1e-2];
 /// for the float types, 32 weights per block of random sign and magnitude in [1e-3, 1e-2].
 pub fn random_blocks(rng: &mut impl Rng, ty: GgmlType, nblocks: usize) -> Vec<u8> {
@@ -68,9 +89,9 @@ pub fn random_blocks(rng: &mut impl Rng, ty: GgmlType, nblocks: usize) -> Vec<u8
     let mut w = vec![0u8; nblocks * l.bytes];
     rng.fill(&mut w[..]);
     for block in w.chunks_exact_mut(l.bytes) {
-        for at in std::iter::once(l.d_at).chain(l.m_at) {
+        for k in 0..l.scales {
             let v = rng.random_range(1e-3f32..1e-2);
-            put_f16(block, at, if rng.random() { v } else { -v });
+            put_scale(ty, block, k, if rng.random() { v } else { -v });
         }
     }
     w

@@ -13,7 +13,7 @@
 //!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
 //!   2 bytes off a word boundary (see [`row_dot_lane`]).
 //! * float types (F32, F16, BF16): a unit is 32 weights shared by 4 lanes (`float.rs`).
-//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_XS and the code-book types (IQ1_S, IQ2_XXS,
+//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_XS and the code-book types (IQ1_S, IQ1_M, IQ2_XXS,
 //!   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): a unit is one 256-element super-block shared by 4 (Q2_K,
 //!   Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
@@ -63,7 +63,7 @@ mod q6k;
 
 pub use act::{stage_act, stage_base, ActSource, GlobalAct, SharedAct};
 pub use float::{Bf16, F16, F32};
-pub use iq1::Iq1S;
+pub use iq1::{Iq1M, Iq1S};
 pub use iq2::{Iq2S, Iq2Xs, Iq2Xxs};
 pub use iq3::{Iq3S, Iq3Xxs};
 pub use iq4xs::Iq4Xs;
