@@ -250,6 +250,13 @@ gemv_kernel!(GEMV_IQ4_XS, Iq4Xs, Iq4Xs);
 gemv_kernel!(GEMV_F32, F32, F32);
 gemv_kernel!(GEMV_F16, F16, F16);
 gemv_kernel!(GEMV_BF16, Bf16, Bf16);
+gemv_kernel!(GEMV_IQ2_XXS, Iq2Xxs, Iq2Xxs);
+gemv_kernel!(GEMV_IQ2_XS, Iq2Xs, Iq2Xs);
+gemv_kernel!(GEMV_IQ2_S, Iq2S, Iq2S);
+gemv_kernel!(GEMV_IQ3_XXS, Iq3Xxs, Iq3Xxs);
+gemv_kernel!(GEMV_IQ3_S, Iq3S, Iq3S);
+gemv_kernel!(GEMV_IQ1_S, Iq1S, Iq1S);
+gemv_kernel!(GEMV_IQ1_M, Iq1M, Iq1M);
 
 /// A `y = W·x` bench of tensor `tensor`: `W` is `rows × cols`, `x` q8_1, `y` f32.
 const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) -> Case {
@@ -501,6 +508,14 @@ pub const CASES: &[Case] = &[
     gemv(&GEMV_F32, "attn_output", lite::N_EMBD, lite::N_EMBD),
     gemv(&GEMV_F16, "attn_output", lite::N_EMBD, lite::N_EMBD),
     gemv(&GEMV_BF16, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    // The grid types (unsloth's dynamic V3/R1 files) at the attn_q shape.
+    gemv(&GEMV_IQ2_XXS, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ2_XS, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ2_S, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ3_XXS, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ3_S, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ1_S, "attn_q", lite::Q_ROWS, lite::N_EMBD),
+    gemv(&GEMV_IQ1_M, "attn_q", lite::Q_ROWS, lite::N_EMBD),
     Case {
         kernel: "argmax_step",
         tensor: "logits",

@@ -94,13 +94,19 @@ pub fn weight_bytes(ty: GgmlType, rows: usize, cols: usize) -> Result<usize> {
 }
 
 /// `rows × cols` Gaussian weights (std [`WEIGHT_STD`]) quantized to `ty` by
-/// `ingot_quant::quantize_tensor`, the bit-exact port of ggml's reference quantizers.
+/// `ingot_quant::quantize_tensor`, the bit-exact port of ggml's reference quantizers; for the
+/// grid types (no quantizer without an importance matrix) stand-in blocks of the same
+/// magnitude (`ingot_quant::stand_in_row`).
 pub fn quantized_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Result<Vec<u8>> {
     let bytes = weight_bytes(ty, rows, cols)?;
     let x = gaussian(rows * cols, WEIGHT_STD, seed)?;
     let mut out = vec![0u8; bytes];
-    ingot_quant::quantize_tensor(ty, &x, &mut out)
-        .map_err(|source| BenchError::Quant { ty, source })?;
+    if ingot_quant::can_stand_in(ty) {
+        ingot_quant::stand_in_row(ty, &x, &mut out)
+    } else {
+        ingot_quant::quantize_tensor(ty, &x, &mut out)
+    }
+    .map_err(|source| BenchError::Quant { ty, source })?;
     Ok(out)
 }
 
@@ -202,7 +208,7 @@ pub fn softmax_stats(pairs: usize, seed: u64) -> Result<Vec<u8>> {
 }
 
 /// Byte offset of the f16 block scale `d` in a block of `ty`, for the block types the bench
-/// can produce; `None` for float types (no scale).
+/// can produce; `None` for float types (no scale) and IQ1_M (`d` spread over its scales).
 pub fn scale_offset(ty: GgmlType) -> Option<usize> {
     use GgmlType::*;
     Some(match ty {
@@ -219,6 +225,7 @@ pub fn scale_offset(ty: GgmlType) -> Option<usize> {
         Q6K => offset_of!(BlockQ6K, d),
         Iq4Nl => offset_of!(BlockIq4Nl, d),
         Iq4Xs => offset_of!(BlockIq4Xs, d),
+        Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S => 0,
         _ => return None,
     })
 }

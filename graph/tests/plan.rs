@@ -123,13 +123,13 @@ fn unsupported_weight_type_names_the_tensor() {
         .iter_mut()
         .find(|t| t.name == "blk.1.attn_q.weight")
         .expect("tensor exists");
-    t.ty = GgmlType::Iq2Xxs;
+    t.ty = GgmlType::Tq2_0;
     t.nbytes = t.ty.row_bytes(t.ne[0]).expect("256-multiple rows") * t.ne[1];
-    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("IQ2_XXS has no gemv");
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("TQ2_0 has no gemv");
     let msg = err.to_string();
     assert!(matches!(err, PlanError::UnsupportedType { .. }), "{msg}");
     assert!(
-        msg.contains("blk.1.attn_q.weight") && msg.contains("IQ2_XXS"),
+        msg.contains("blk.1.attn_q.weight") && msg.contains("TQ2_0"),
         "{msg}"
     );
 }

@@ -1,5 +1,6 @@
-//! Every quantized gemv kernel (plain and grouped, 9 weight types) against the CPU oracle
-//! `ingot_quant::vec_dot_q8_1`, and `gemv_f32` against an f64 dot product.
+//! Every gemv kernel of the weight-type registry (plain and grouped) against the CPU oracle
+//! (`support::gemv_type::oracle_dot`: ggml's CUDA formula where `ingot_quant::vec_dot_q8_1` has
+//! it, else an f64 dot of the dequantized weights), and `gemv_f32` against an f64 dot product.
 //!
 //! Weights are random bytes in valid blocks (every quant, scale, min and high-bit pattern
 //! occurs) with random non-zero f16 scales; activations are random non-zero floats quantized by
@@ -183,9 +184,34 @@ fn cases(ty: GemvType) -> Vec<Case> {
 }
 
 fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case) {
+    let w = random_blocks(rng, ggml(ty), c.nrows * c.ncols / ty.block_elems());
+    check_weights(b, rng, ty, c, &w);
+}
+
+/// Random blocks whose scales span f16's range, one magnitude per row: row `r` of `nrows` has
+/// every scale at `±2^e·[1, 1.99)`, `e` from −24 (the smallest subnormal) up to 15 (below
+/// f16's largest finite value), so both ends of the range reach the kernel's f16 widening
+/// and its f32 scale products.
+fn extreme_scale_blocks(rng: &mut StdRng, ty: GemvType, nrows: usize, ncols: usize) -> Vec<u8> {
+    let g = ggml(ty);
+    let mut w = random_blocks(rng, g, nrows * ncols / ty.block_elems());
+    let row_bytes = ncols / ty.block_elems() * ty.block_bytes();
+    for (r, row) in w.chunks_exact_mut(row_bytes).enumerate() {
+        let e = -24.0 + 39.0 * r as f32 / (nrows - 1) as f32;
+        for block in row.chunks_exact_mut(ty.block_bytes()) {
+            for k in 0..layout(g).scales {
+                let v = e.floor().exp2() * rng.random_range(1.0f32..1.99);
+                put_scale(g, block, k, if rng.random() { v } else { -v });
+            }
+        }
+    }
+    w
+}
+
+/// One launch of `c` on the weights `w` (whole rows of `ty`), checked row by row.
+fn check_weights<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case, w: &[u8]) {
     let (nrows, ncols) = (c.nrows, c.ncols);
     let nb = ncols / ty.block_elems();
-    let w = random_blocks(rng, ggml(ty), nrows * nb);
     let (rpg, stride) = c.group.unwrap_or((nrows, 0));
     let ngroups = nrows.div_ceil(rpg);
     let x_blocks = (ngroups - 1) * stride + ncols / QK8_1;
@@ -200,7 +226,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, c: Case
         })
         .collect();
     let act = ingot_quant::quantize_q8_1(&xf);
-    let wb = upload(b, &w);
+    let wb = upload(b, w);
     let xb = upload(b, bytemuck::cast_slice(&act));
     let yb = poisoned(b, (nrows + GUARD) * 4);
     let bufs = (&wb, &xb, &yb);
@@ -261,6 +287,12 @@ fn check_all_types<B: Accelerator>(b: &mut B) {
     for ty in GemvType::ALL {
         for c in cases(ty) {
             check_case(b, &mut rng, ty, c);
+        }
+        if !ty.is_float() {
+            let m = ty.row_multiple();
+            let w = extreme_scale_blocks(&mut rng, ty, 16, 2 * m);
+            let c = case(16, 2 * m, "scales 2^-24 .. 2^15, one magnitude per row");
+            check_weights(b, &mut rng, ty, c, &w);
         }
     }
 }

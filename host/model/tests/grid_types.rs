@@ -4,63 +4,21 @@
 //!
 //! ggml's quantizers for these types need an importance matrix, and this project has none (nor
 //! a quantizer for them), so the file is `ingot synth`'s tiny model with every projection whose
-//! rows split into 256-blocks replaced by random valid blocks of a grid type (the seven types in
-//! turn), each block's `d` set so its weights have the synthetic model's RMS, 1/sqrt(fan_in).
+//! rows split into 256-blocks replaced by stand-in blocks of a grid type (the seven types in
+//! turn; `ingot_quant::stand_in_row`: random valid blocks with the RMS of the weights they
+//! replace).
 //! The model means nothing; what is checked is that both backends read the types the same way.
 
 mod common;
 
 use common::{compare_logits, max_abs_diff, oracle_and_cpu, std_dev};
-use ingot_gguf::{GgmlType, GgufFile, GgufWriter};
+use ingot_gguf::{GgufFile, GgufWriter};
 use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
 use ingot_quant::GRID_TYPES;
 
 const PROMPT: [u32; 6] = [510, 84, 104, 101, 32, 113];
 const STEPS: usize = 12;
-
-/// xorshift64* (the test needs reproducible bytes, not quality).
-struct Bits(u64);
-
-impl Bits {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-/// Sets the f16 `d` of one grid-type block (IQ1_M keeps it in the top nibbles of its scales).
-fn set_d(ty: GgmlType, block: &mut [u8], d: u16) {
-    if ty == GgmlType::Iq1M {
-        let at = block.len() - 8;
-        let mut sc: [u8; 8] = block[at..].try_into().unwrap();
-        ingot_quant::blocks::iq1m_set_d(&mut sc, d);
-        block[at..].copy_from_slice(&sc);
-    } else {
-        block[..2].copy_from_slice(&d.to_le_bytes());
-    }
-}
-
-/// `n_blocks` random blocks of `ty` (every byte pattern is valid apart from `d`), each scaled so
-/// that its 256 weights have RMS `rms`.
-fn random_blocks(ty: GgmlType, n_blocks: usize, rms: f32, bits: &mut Bits) -> Vec<u8> {
-    let ts = ty.type_size() as usize;
-    let mut out = vec![0u8; n_blocks * ts];
-    let mut w = [0.0f32; 256];
-    for b in out.chunks_exact_mut(ts) {
-        for c in b.chunks_mut(8) {
-            let v = bits.next().to_le_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
-        set_d(ty, b, ingot_quant::f32_to_f16(1.0));
-        ingot_quant::dequantize_row(ty, b, &mut w).unwrap();
-        let at_one = (w.iter().map(|v| v * v).sum::<f32>() / 256.0).sqrt();
-        set_d(ty, b, ingot_quant::f32_to_f16(rms / at_one));
-    }
-    out
-}
 
 /// Whether a tensor of the tiny model becomes a grid type: 2-D or 3-D projections with rows of
 /// whole 256-blocks, except the router (kept as the mixes keep it) and the embedding.
@@ -110,13 +68,14 @@ fn grid_type_projections_decode_alike_on_oracle_and_cpu() {
     );
     let path = dir.path().join("grid.gguf");
     let mut data = w.begin(&path).unwrap();
-    let mut bits = Bits(0x9e37_79b9_7f4a_7c15);
     for (t, &(ty, conv)) in header.tensors.iter().zip(&types) {
         if conv {
-            let n_blocks = (t.n_elements() / 256) as usize;
-            let rms = 1.0 / (t.ne[0] as f32).sqrt();
-            data.write_tensor(&random_blocks(ty, n_blocks, rms, &mut bits))
-                .unwrap();
+            // Stand-in blocks of the Q8_0 weights' magnitude (`ingot_quant::stand_in_row`).
+            let mut x = vec![0f32; t.n_elements() as usize];
+            ingot_quant::dequantize_row(t.ty, src.tensor_data(t), &mut x).unwrap();
+            let mut q = vec![0u8; x.len() / 256 * ty.type_size() as usize];
+            ingot_quant::stand_in_row(ty, &x, &mut q).unwrap();
+            data.write_tensor(&q).unwrap();
         } else {
             data.write_tensor(src.tensor_data(t)).unwrap();
         }

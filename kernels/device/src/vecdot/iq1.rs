@@ -124,7 +124,9 @@ impl WeightType for Iq1M {
             | (head[1] >> 4 & 0xF00)
             | (head[1] >> 16 & 0xF000);
         // `iq1m_scale`: u16 `c/2` of `scales`, bits `6(c%2) + 3h ..` for half `h`.
-        let sc = head[(c / 4) as usize & 1] >> (16 * (c / 2 % 2) + 6 * (c % 2));
+        // (A select, not `head[c / 4]`: an indexed pair would live in local memory.)
+        let word = if c < 4 { head[0] } else { head[1] };
+        let sc = word >> (16 * (c / 2 % 2) + 6 * (c % 2));
         let mut sum = [0.0f32; 2];
         let mut k = 0;
         while k < 4 {
