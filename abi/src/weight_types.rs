@@ -11,7 +11,9 @@
 //! every per-type kernel (plain, grouped, grouped with the q8_1 epilogue, two-matrix, two-matrix
 //! with the rope tail, `attn_merge_v_b`, MoE gate/up and down, their slot-table twins); the
 //! `mixed_down` rows add MoE down kernels whose routed and shared weights differ (the llama.cpp
-//! mixes, spec §4.4) and the `argmax` rows the fused lm_head kernels.
+//! mixes, spec §4.4), the `mixed_gate_up` rows fused gate/up kernels whose routed and shared
+//! weights differ (the dynamic low-bit files: routed experts in a grid type, shared experts at 6
+//! bits) and the `argmax` rows the fused lm_head kernels.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
@@ -64,6 +66,11 @@ macro_rules! weight_types {
                 Iq2S  iq2_s   Q6K q6k;
                 Iq1S  iq1_s   Q6K q6k;
             }
+            mixed_gate_up {
+                // routed         shared
+                Iq2Xxs iq2_xxs Q6K q6k;
+                Iq1S  iq1_s   Q6K q6k;
+            }
             argmax {
                 Q8_0 q8_0 BlockQ8_0;
                 Q4K  q4k  BlockQ4K;
@@ -102,6 +109,12 @@ macro_rules! kernel_name {
     (gate_up_slots, $t:ident) => {
         concat!("moe_gate_up_slots_", stringify!($t))
     };
+    (gate_up, $r:ident, $s:ident) => {
+        concat!("moe_gate_up_", stringify!($r), "_", stringify!($s))
+    };
+    (gate_up_slots, $r:ident, $s:ident) => {
+        concat!("moe_gate_up_slots_", stringify!($r), "_", stringify!($s))
+    };
     (down, $r:ident, $s:ident) => {
         concat!("moe_down_", stringify!($r), "_", stringify!($s))
     };
@@ -118,6 +131,7 @@ macro_rules! define_registry {
         types { $($v:ident $tag:ident $block:ident $ggml:literal $qk:literal $lanes:literal
                   $unit:literal $read:literal [$($f16:literal),*];)* }
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
+        mixed_gate_up { $($gv:ident $gt:ident $gsv:ident $gst:ident;)* }
         argmax { $($av:ident $at:ident $ab:ident;)* }
     ) => {
         /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
@@ -294,6 +308,51 @@ macro_rules! define_registry {
                 }
             }
 
+            /// The `mixed_down` rows: (routed, shared) down types of the MoE down kernels beyond
+            /// every type with itself.
+            pub const MIXED_DOWN: &'static [(GemvType, GemvType)] =
+                &[$((GemvType::$rv, GemvType::$sv)),*];
+
+            /// The `mixed_gate_up` rows: (routed, shared) gate/up types of the fused gate/up
+            /// kernels beyond every type with itself.
+            pub const MIXED_GATE_UP: &'static [(GemvType, GemvType)] =
+                &[$((GemvType::$gv, GemvType::$gsv)),*];
+
+            /// The fused gate/up kernel with `routed` and `shared` gate/up weights, if the
+            /// registry has the pair: every type with itself ([`Self::gate_up`]), and the
+            /// `mixed_gate_up` rows (routed experts in a grid type, shared experts at 6 bits).
+            pub const fn gate_up_mixed(
+                routed: GemvType,
+                shared: GemvType,
+            ) -> Option<&'static KernelDesc> {
+                match (routed, shared) {
+                    $((GemvType::$gv, GemvType::$gsv) => {
+                        const D: KernelDesc =
+                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up, $gt, $gst));
+                        Some(&D)
+                    })*
+                    (r, s) if r as u32 == s as u32 => Some(r.gate_up()),
+                    _ => None,
+                }
+            }
+
+            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (issue 18).
+            pub const fn gate_up_mixed_slots(
+                routed: GemvType,
+                shared: GemvType,
+            ) -> Option<&'static KernelDesc> {
+                match (routed, shared) {
+                    $((GemvType::$gv, GemvType::$gsv) => {
+                        const D: KernelDesc = crate::launch::moe::gate_up_desc(
+                            kernel_name!(gate_up_slots, $gt, $gst),
+                        );
+                        Some(&D)
+                    })*
+                    (r, s) if r as u32 == s as u32 => Some(r.gate_up_slots()),
+                    _ => None,
+                }
+            }
+
             /// The MoE down kernel with `routed` and `shared` down weights
             /// (`ingot_abi::launch::moe`), if the registry has the pair: every type with itself,
             /// and the `mixed_down` rows.
@@ -373,6 +432,16 @@ macro_rules! define_registry {
             $(
                 *match GemvType::down(GemvType::$rv, GemvType::$sv) { Some(d) => d, None => panic!() },
                 *match GemvType::down_slots(GemvType::$rv, GemvType::$sv) {
+                    Some(d) => d,
+                    None => panic!(),
+                },
+            )*
+            $(
+                *match GemvType::gate_up_mixed(GemvType::$gv, GemvType::$gsv) {
+                    Some(d) => d,
+                    None => panic!(),
+                },
+                *match GemvType::gate_up_mixed_slots(GemvType::$gv, GemvType::$gsv) {
                     Some(d) => d,
                     None => panic!(),
                 },

@@ -16,7 +16,8 @@ use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{
-    moe_down, moe_gate_up, moe_route, DownBufs, DownNorm, FfnShape, GateUpBufs, Gating, RouteParams,
+    moe_down, moe_gate_up, moe_gate_up_mixed, moe_route, DownBufs, DownNorm, FfnShape, GateUpBufs,
+    Gating, RouteParams,
 };
 use ingot_kernels::{Accelerator, KernelError};
 use rand::rngs::StdRng;
@@ -159,7 +160,9 @@ fn silu(z: f64) -> f64 {
 
 #[derive(Clone, Copy, Debug)]
 struct Types {
+    /// Routed and shared gate/up weights (different types: a `mixed_gate_up` row).
     gate_up: GemvType,
+    gate_up_sh: GemvType,
     down: GemvType,
     down_sh: GemvType,
 }
@@ -191,8 +194,8 @@ fn weights(rng: &mut StdRng, c: &Case, ids: &[usize]) -> Weights {
     Weights {
         gate: stacked(rng, t.gate_up, e, s.ff, n, ids),
         up: stacked(rng, t.gate_up, e, s.ff, n, ids),
-        gate_sh: dense(rng, t.gate_up, s.ff_sh, n),
-        up_sh: dense(rng, t.gate_up, s.ff_sh, n),
+        gate_sh: dense(rng, t.gate_up_sh, s.ff_sh, n),
+        up_sh: dense(rng, t.gate_up_sh, s.ff_sh, n),
         down: stacked(rng, t.down, e, n, s.ff, ids),
         down_sh: dense(rng, t.down_sh, n, s.ff_sh),
     }
@@ -260,9 +263,10 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let up_sh = opt(b, shared, &w.up_sh);
     let act_len = s.act_bytes().expect("act size");
     let act_buf = poisoned(b, act_len);
-    moe_gate_up(
+    moe_gate_up_mixed(
         b,
         t.gate_up,
+        t.gate_up_sh,
         &s,
         &GateUpBufs {
             x: &xb,
@@ -293,9 +297,10 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
             .collect();
         let merged = upload(b, &merged);
         let merged_act = poisoned(b, act_len);
-        moe_gate_up(
+        moe_gate_up_mixed(
             b,
             t.gate_up,
+            t.gate_up_sh,
             &s,
             &GateUpBufs {
                 x: &xb,
@@ -321,27 +326,29 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let abs_x = act_abs(&x);
     let mut scratch = vec![0.0f32; n];
     let rb = row_bytes(t.gate_up, n);
-    let mut rows: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut rows: Vec<(GemvType, &[u8], &[u8])> = Vec::new();
     for &e in &ids {
         let slab = e * s.ff * rb;
         for r in 0..s.ff {
             let o = slab + r * rb;
-            rows.push((&w.gate[o..o + rb], &w.up[o..o + rb]));
+            rows.push((t.gate_up, &w.gate[o..o + rb], &w.up[o..o + rb]));
         }
     }
+    let rb_sh = row_bytes(t.gate_up_sh, n);
     for r in 0..s.ff_sh {
         rows.push((
-            &w.gate_sh[r * rb..(r + 1) * rb],
-            &w.up_sh[r * rb..(r + 1) * rb],
+            t.gate_up_sh,
+            &w.gate_sh[r * rb_sh..(r + 1) * rb_sh],
+            &w.up_sh[r * rb_sh..(r + 1) * rb_sh],
         ));
     }
     let mut worst_h = 0.0f64;
     for (blk, chunk) in rows.chunks(QK8_1).enumerate() {
         let mut h = [0.0f64; QK8_1];
         let mut dh = [0.0f64; QK8_1];
-        for (i, (g_row, u_row)) in chunk.iter().enumerate() {
-            let g = oracle_dot(t.gate_up, g_row, &x, &abs_x, &mut scratch);
-            let u = oracle_dot(t.gate_up, u_row, &x, &abs_x, &mut scratch);
+        for (i, &(ty, g_row, u_row)) in chunk.iter().enumerate() {
+            let g = oracle_dot(ty, g_row, &x, &abs_x, &mut scratch);
+            let u = oracle_dot(ty, u_row, &x, &abs_x, &mut scratch);
             h[i] = silu(g.value) * u.value;
             // silu' ≤ 1.1; the kernel's silu (ex2.approx of a rounded product, one add, one
             // division) is within 1e-6·(1 + |g|) relative; the product adds one rounding.
@@ -528,6 +535,7 @@ fn v2_lite(name: &str, down: GemvType, down_sh: GemvType, route: bool) -> Case {
         name: name.into(),
         types: Types {
             gate_up: GemvType::Q4K,
+            gate_up_sh: GemvType::Q4K,
             down,
             down_sh,
         },
@@ -552,7 +560,7 @@ fn run_cases<B: Accelerator>(b: &mut B, test: &str, cases: &[Case]) {
 
 /// Every gate/up type with the same down type, small shapes exercising one routed slot, an odd
 /// count (the single-expert tail of the down kernel), the maximum of 8, and no shared experts;
-/// then the mixed routed/shared down kernels.
+/// then the registry's mixed routed/shared down and gate/up kernels.
 fn small_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (i, &t) in GemvType::ALL.iter().enumerate() {
@@ -571,6 +579,7 @@ fn small_cases() -> Vec<Case> {
             ),
             types: Types {
                 gate_up: t,
+                gate_up_sh: t,
                 down: t,
                 down_sh: t,
             },
@@ -586,17 +595,12 @@ fn small_cases() -> Vec<Case> {
             in_place: i == 3,
         });
     }
-    for (down, down_sh) in [
-        (GemvType::Q5_0, GemvType::Q4K),
-        (GemvType::Q8_0, GemvType::Q6K),
-        (GemvType::Q5_1, GemvType::Q5K),
-        (GemvType::Q4_0, GemvType::Q3K),
-        (GemvType::Iq4Nl, GemvType::Q3K),
-    ] {
+    for &(down, down_sh) in GemvType::MIXED_DOWN {
         cases.push(Case {
             name: format!("{down:?}+{down_sh:?} small"),
             types: Types {
                 gate_up: GemvType::Q4K,
+                gate_up_sh: GemvType::Q4K,
                 down,
                 down_sh,
             },
@@ -604,8 +608,30 @@ fn small_cases() -> Vec<Case> {
                 n_embd: 256,
                 n_expert: 5,
                 n_used: 3,
-                ff: 192,
+                // Routed down rows of whole units (192 takes the 32-weight types' pairs and
+                // an odd count of them).
+                ff: if down.row_multiple() == 256 { 256 } else { 192 },
                 ff_sh: 512,
+            },
+            route: false,
+            in_place: false,
+        });
+    }
+    for &(gate_up, gate_up_sh) in GemvType::MIXED_GATE_UP {
+        cases.push(Case {
+            name: format!("{gate_up:?}+{gate_up_sh:?} gate/up small"),
+            types: Types {
+                gate_up,
+                gate_up_sh,
+                down: GemvType::Q8_0,
+                down_sh: GemvType::Q8_0,
+            },
+            shape: FfnShape {
+                n_embd: 512,
+                n_expert: 5,
+                n_used: 3,
+                ff: 64,
+                ff_sh: 128,
             },
             route: false,
             in_place: false,
@@ -652,6 +678,7 @@ fn check_dense<B: Accelerator>(b: &mut B) {
                 name: "v2-lite dense layer 0".into(),
                 types: Types {
                     gate_up: GemvType::Q4K,
+                    gate_up_sh: GemvType::Q4K,
                     down: GemvType::Q8_0,
                     down_sh: GemvType::Q8_0,
                 },
@@ -671,6 +698,7 @@ fn check_dense<B: Accelerator>(b: &mut B) {
                 name: "dense 5120 wide".into(),
                 types: Types {
                     gate_up: GemvType::Q4K,
+                    gate_up_sh: GemvType::Q4K,
                     down: GemvType::Q8_0,
                     down_sh: GemvType::Q8_0,
                 },

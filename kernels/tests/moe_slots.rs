@@ -112,8 +112,9 @@ fn read(sim: &Sim, p: DevicePtr, n: usize) -> Vec<u8> {
     v
 }
 
-/// The gate/up kernel of `ty`, separate or merged, stacked against its slot-table twin.
-fn gate_up(m: &Module, ty: GemvType, merged: bool) {
+/// The gate/up kernel of routed type `ty` and shared type `ty_sh`, separate or merged, stacked
+/// against its slot-table twin.
+fn gate_up(m: &Module, (ty, ty_sh): (GemvType, GemvType), merged: bool) {
     let s = SHAPE;
     let mut sim = Sim::new();
     let n = s.n_embd;
@@ -126,10 +127,11 @@ fn gate_up(m: &Module, ty: GemvType, merged: bool) {
     } else {
         (experts(&mut sim, rows, 2), Some(experts(&mut sim, rows, 3)))
     };
-    let sh = weight_bytes(ty, s.ff_sh, n);
+    let sh = weight_bytes(ty_sh, s.ff_sh, n);
     let (gate_sh, up_sh) = (buf(&mut sim, &bytes(sh, 4)), buf(&mut sim, &bytes(sh, 5)));
     let act_len = s.act_bytes().unwrap();
-    let (d, twin) = (ty.gate_up(), ty.gate_up_slots());
+    let d = GemvType::gate_up_mixed(ty, ty_sh).expect("kernel");
+    let twin = GemvType::gate_up_mixed_slots(ty, ty_sh).expect("slot-table twin");
     let layout = if merged {
         GATE_UP_MERGED
     } else {
@@ -201,14 +203,18 @@ fn down(m: &Module, routed: GemvType, shared: GemvType) {
 fn slot_tables_read_missed_experts_over_the_link() {
     let m = Module::parse(PTX).expect("parse PTX");
     for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q3K] {
-        gate_up(&m, ty, false);
-        gate_up(&m, ty, true);
+        gate_up(&m, (ty, ty), false);
+        gate_up(&m, (ty, ty), true);
+    }
+    for &pair in GemvType::MIXED_GATE_UP {
+        gate_up(&m, pair, false);
     }
     for (r, s) in [
         (GemvType::Q5_0, GemvType::Q4K),
         (GemvType::Q8_0, GemvType::Q6K),
         (GemvType::Q4K, GemvType::Q4K),
         (GemvType::Q3K, GemvType::Q3K),
+        (GemvType::Iq2Xxs, GemvType::Q6K),
     ] {
         down(&m, r, s);
     }

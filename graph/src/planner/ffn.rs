@@ -435,22 +435,23 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     };
     let (gate_s, gs, _, ffs) = ffn_weight(b, &name("ffn_gate_shexp.weight"), "shared expert")?;
     let (up_s, us, _, _) = ffn_weight(b, &name("ffn_up_shexp.weight"), "shared expert")?;
-    same_type(
-        &name("ffn_{gate,up}_{exps,shexp}.weight"),
-        &[gate_ty, up_ty, gs.ty, us.ty],
-    )?;
+    // Gate and up share a type on each side; the routed and shared sides may differ where the
+    // registry has the pair (`mixed_gate_up`: a kernel name no PTX exports otherwise, which
+    // `Plan::check` reports).
+    same_type(&name("ffn_{gate,up}_exps.weight"), &[gate_ty, up_ty])?;
+    same_type(&name("ffn_{gate,up}_shexp.weight"), &[gs.ty, us.ty])?;
     let ff = c.ff_expert;
     multiple_of_32(&name("ffn_gate_exps.weight"), ff)?;
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
-    let (gate_up_kernel, down_kernel): (fn(GgmlType) -> String, fn(GgmlType, GgmlType) -> String) =
-        match cache {
-            Some(_) => (k::moe_gate_up_slots, k::moe_down_slots),
-            None => (k::moe_gate_up, k::moe_down),
-        };
+    type Name = fn(GgmlType, GgmlType) -> String;
+    let (gate_up_kernel, down_kernel): (Name, Name) = match cache {
+        Some(_) => (k::moe_gate_up_mixed_slots, k::moe_down_slots),
+        None => (k::moe_gate_up_mixed, k::moe_down),
+    };
     b.node(
-        gate_up_kernel(gate_ty),
+        gate_up_kernel(gate_ty, gs.ty),
         label("moe_gate_up_swiglu"),
         Some(il),
         c.n_expert_used * ff + ffs,
@@ -534,7 +535,7 @@ fn multiple_of_32(name: &str, n: usize) -> Result<(), PlanError> {
     })
 }
 
-/// The fused gate/up kernel reads gate and up (routed and shared) with one dot routine.
+/// The fused gate/up kernel reads gate and up with one dot routine.
 fn same_type(what: &str, types: &[GgmlType]) -> Result<(), PlanError> {
     if types.windows(2).all(|w| w[0] == w[1]) {
         return Ok(());

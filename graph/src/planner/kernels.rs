@@ -143,9 +143,25 @@ pub fn moe_gate_up(ty: GgmlType) -> String {
     registry_name(ty, "moe_gate_up", |t| Some(t.gate_up()))
 }
 
-/// [`moe_gate_up`] reading the routed experts through slot tables (issue 18).
-pub fn moe_gate_up_slots(ty: GgmlType) -> String {
-    registry_name(ty, "moe_gate_up_slots", |t| Some(t.gate_up_slots()))
+/// [`moe_gate_up`] with routed and shared gate/up weights of the given types (the type's own
+/// kernel when they are equal, else a `mixed_gate_up` row of the registry).
+pub fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> String {
+    let s = gemv_ty(shared);
+    registry_name(
+        routed,
+        &format!("moe_gate_up with shared {}", shared.name()),
+        |r| GemvType::gate_up_mixed(r, s?),
+    )
+}
+
+/// [`moe_gate_up_mixed`] reading the routed experts through slot tables (issue 18).
+pub fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> String {
+    let s = gemv_ty(shared);
+    registry_name(
+        routed,
+        &format!("moe_gate_up_slots with shared {}", shared.name()),
+        |r| GemvType::gate_up_mixed_slots(r, s?),
+    )
 }
 
 /// [`moe_down`] reading the routed experts through a slot table (issue 18).

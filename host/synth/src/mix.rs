@@ -175,11 +175,8 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
 /// types without an importance matrix): only the routed experts take the low-bit type, their
 /// `ffn_down_exps` one step up in some layers (the blog's "2.5/2.06-bit" and "2.06/1.56-bit"
 /// down projections; which layers is not published, so llama.cpp's `use_more_bits` split
-/// picks them); the shared experts' and the dense FFN's down projections are 6-bit (Q6_K),
-/// the attention, the dense FFN's gate/up and the embedding 4-bit (Q4_K), `output` Q6_K.
-/// One departure: unsloth keeps the shared experts' gate/up at 6 bits too, but the fused MoE
-/// gate/up kernel reads the routed and shared experts as one type (the planner refuses a file
-/// where they differ), so here they take the routed experts' type.
+/// picks them); the shared experts and the dense FFN's down projection are 6-bit (Q6_K), the
+/// attention, the dense FFN's gate/up and the embedding 4-bit (Q4_K), `output` Q6_K.
 fn dynamic_type(mix: QuantMix, name: &str, n_layer: u64) -> GgmlType {
     let (low, down_more) = match mix {
         QuantMix::Iq1S => (GgmlType::Iq1S, GgmlType::Iq2Xxs),
@@ -192,9 +189,9 @@ fn dynamic_type(mix: QuantMix, name: &str, n_layer: u64) -> GgmlType {
         } else {
             low
         }
-    } else if name.contains("_exps") || (name.contains("_shexp") && !name.contains("ffn_down")) {
+    } else if name.contains("_exps") {
         low
-    } else if name.contains("ffn_down") || name == "output.weight" {
+    } else if name.contains("_shexp") || name.contains("ffn_down") || name == "output.weight" {
         GgmlType::Q6K
     } else {
         GgmlType::Q4K

@@ -81,13 +81,15 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 }
 
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
-/// launcher): `ncols` a multiple of `T::QK`, `ff` and `ff_sh` multiples of 32, grid =
+/// launcher): `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
 /// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`; with `merged`, `gate` holds
 /// `[n_expert][2·ff][ncols]` and `up` is not read. With `SLOTS`, `gate` (and `up`) are tables of
-/// `n_expert` expert addresses (`ingot_abi::launch::moe::slots_desc`).
+/// `n_expert` expert addresses (`ingot_abi::launch::moe::slots_desc`). The routed experts' weights
+/// are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S` (a block reads one type, so
+/// the branch between the two is uniform per block; without `MIXED` only `R`'s path exists).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
+unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool, const SLOTS: bool>(
     x: u64,
     sel: u64,
     gate: u64,
@@ -105,13 +107,13 @@ unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
     let b = bid();
-    let nunits = ncols / T::QK;
-    let row_bytes = nunits as u64 * T::UNIT_BYTES;
+    let row_bytes = (ncols / R::QK) as u64 * R::UNIT_BYTES;
 
     // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions below trap-free.
     let blocks_per_expert = (ff / MOE_GATE_UP_ROWS).max(1);
     let routed_blocks = n_used * blocks_per_expert;
-    let (g_base, u_base, first_row) = if b < routed_blocks {
+    let routed = b < routed_blocks;
+    let (g_base, u_base, first_row) = if routed {
         let slot = b / blocks_per_expert;
         // One lane reads the id and broadcasts it: one 4-byte request per warp.
         let id = if lane == 0 {
@@ -138,11 +140,36 @@ unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
     } else {
         (gate_sh, up_sh, (b - routed_blocks) * MOE_GATE_UP_ROWS)
     };
-
-    // Two passes over x, each computing the gate and up dots of two of the warp's rows (four
-    // row dots sharing every activation load). Four rows in one pass would halve the
-    // activation reads again but needs up to 255 registers and spills for the pair types.
     let first = first_row + warp * MOE_GATE_UP_ROWS_PER_WARP;
+    if MIXED && !routed {
+        swiglu_rows::<S>(x, g_base, u_base, first, ncols, lane, warp);
+    } else {
+        swiglu_rows::<R>(x, g_base, u_base, first, ncols, lane, warp);
+    }
+    nvptx::_syncthreads();
+    if warp == 0 {
+        let v = ld_shared_f32(h_addr() + 4 * lane);
+        quantize_block(v, lane, act + b as u64 * Q8_BYTES);
+    }
+}
+
+/// Warp `warp`'s `MOE_GATE_UP_ROWS_PER_WARP` SwiGLU values, rows `first..` of the gate and up
+/// matrices at `g_base` and `u_base` (rows of `ncols` weights of `T`), into the block's shared
+/// `h`. Two passes over x, each computing the gate and up dots of two rows (four row dots
+/// sharing every activation load). Four rows in one pass would halve the activation reads
+/// again but needs up to 255 registers and spills for the pair types.
+#[inline(always)]
+unsafe fn swiglu_rows<T: WeightType>(
+    x: u64,
+    g_base: u64,
+    u_base: u64,
+    first: u32,
+    ncols: u32,
+    lane: u32,
+    warp: u32,
+) {
+    let nunits = ncols / T::QK;
+    let row_bytes = nunits as u64 * T::UNIT_BYTES;
     let h = h_addr();
     let mut pass = 0;
     while pass < MOE_GATE_UP_ROWS_PER_WARP / 2 {
@@ -163,17 +190,12 @@ unsafe fn gate_up<T: WeightType, const SLOTS: bool>(
         }
         pass += 1;
     }
-    nvptx::_syncthreads();
-    if warp == 0 {
-        let v = ld_shared_f32(h + 4 * lane);
-        quantize_block(v, lane, act + b as u64 * Q8_BYTES);
-    }
 }
 
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
 macro_rules! gate_up_kernel {
-    ($name:expr, $v:ident, $tables:literal) => {
+    ($name:expr, $r:ident, $s:ident, $mixed:literal, $tables:literal) => {
         const _: () = {
             /// See [`gate_up`] and `ingot_abi::launch::moe`.
             #[export_name = $name]
@@ -193,7 +215,7 @@ macro_rules! gate_up_kernel {
                 n_expert: u32,
                 layout: u32,
             ) {
-                gate_up::<vecdot::$v, $tables>(
+                gate_up::<vecdot::$r, vecdot::$s, $mixed, $tables>(
                     global(x),
                     global(sel),
                     global(gate),
@@ -212,11 +234,23 @@ macro_rules! gate_up_kernel {
     };
 }
 
+// Every type with itself (also every dense FFN: `n_used = 0`), then the registry's mixed pairs.
 macro_rules! gate_up_kernels {
-    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
-        gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, false);
-        gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $tag), $v, true);
-    )*};
+    (
+        types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* }
+        mixed_down { $($down:tt)* }
+        mixed_gate_up { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
+        $($rest:tt)*
+    ) => {
+        $(
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, $v, false, false);
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $tag), $v, $v, false, true);
+        )*
+        $(
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $rt, $st), $rv, $sv, true, false);
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $rt, $st), $rv, $sv, true, true);
+        )*
+    };
 }
 
 ingot_abi::weight_types!(gate_up_kernels);

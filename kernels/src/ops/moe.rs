@@ -349,9 +349,34 @@ pub fn moe_gate_up<B: Accelerator>(
     s: &FfnShape,
     bufs: &GateUpBufs<'_, B::Buf>,
 ) -> Result<()> {
-    let d = ty.gate_up();
+    moe_gate_up_mixed(b, ty, ty, s, bufs)
+}
+
+/// [`moe_gate_up`] with routed gate/up weights of type `routed` and shared ones of type
+/// `shared`: a pair of the registry (`GemvType::gate_up_mixed`; a type with itself always is).
+/// `n_embd` must be a multiple of both types' row multiples.
+pub fn moe_gate_up_mixed<B: Accelerator>(
+    b: &mut B,
+    routed: GemvType,
+    shared: GemvType,
+    s: &FfnShape,
+    bufs: &GateUpBufs<'_, B::Buf>,
+) -> Result<()> {
+    // A part the shape does not use does not choose the kernel.
+    let (ty, shared_ty) = match (s.n_used, s.ff_sh) {
+        (0, _) => (shared, shared),
+        (_, 0) => (routed, routed),
+        _ => (routed, shared),
+    };
+    let Some(d) = GemvType::gate_up_mixed(ty, shared_ty) else {
+        return Err(shape(
+            ty.gate_up(),
+            format!("no moe_gate_up kernel for routed {ty:?} with shared {shared_ty:?} weights"),
+        ));
+    };
     s.check(d)?;
     row_multiple(d, "n_embd", ty, s.n_embd)?;
+    row_multiple(d, "n_embd", shared_ty, s.n_embd)?;
     let routed = if bufs.merged {
         if bufs.up.is_some() {
             return Err(shape(
@@ -377,7 +402,7 @@ pub fn moe_gate_up<B: Accelerator>(
         }
     }
     if let Some(sh) = &shared {
-        let w = weight_bytes(ty, 1, s.ff_sh, s.n_embd);
+        let w = weight_bytes(shared_ty, 1, s.ff_sh, s.n_embd);
         need(b, d, "gate_sh", sh[0], w)?;
         need(b, d, "up_sh", sh[1], w)?;
     }
