@@ -92,7 +92,8 @@ fn run_sim(no_gpu: &str) -> i32 {
     println!(
         "read/need: global bytes loaded over bytes the kernel must read (1.000 = each once); \
          sect/req: 32-byte sectors per warp-level global request; sect eff: bytes requested over \
-         bytes of sectors touched"
+         bytes of sectors touched; table KB: code-book bytes loaded (module-scope tables the L1 \
+         serves once warm; not in read KB)"
     );
     i32::from(failed > 0)
 }

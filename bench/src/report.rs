@@ -78,7 +78,7 @@ pub fn sim_table(reports: &[SimReport]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<25} {:<22} {:>13} {:>11} {:>9} {:>10} {:>10} {:>9} {:>8} {:>7}",
+        "{:<25} {:<22} {:>13} {:>11} {:>9} {:>10} {:>10} {:>9} {:>8} {:>7} {:>9}",
         "kernel",
         "tensor",
         "rows run/real",
@@ -88,12 +88,13 @@ pub fn sim_table(reports: &[SimReport]) -> String {
         "need KB",
         "read/need",
         "sect/req",
-        "sect eff"
+        "sect eff",
+        "table KB"
     );
     for r in reports {
         let _ = writeln!(
             s,
-            "{:<25} {:<22} {:>13} {:>11} {:>9.0} {:>10.1} {:>10.1} {:>9.3} {:>8.2} {:>6.1}%",
+            "{:<25} {:<22} {:>13} {:>11} {:>9.0} {:>10.1} {:>10.1} {:>9.3} {:>8.2} {:>6.1}% {:>9.1}",
             r.case.kernel,
             r.case.tensor,
             format!(
@@ -109,6 +110,7 @@ pub fn sim_table(reports: &[SimReport]) -> String {
             r.read_ratio(),
             r.sectors_per_request(),
             100.0 * r.sector_efficiency(),
+            r.stats.module_bytes_read as f64 / 1e3,
         );
     }
     s

@@ -8,7 +8,7 @@ use crate::lanes::lanes;
 use crate::lanes::{map1, Lanes};
 use crate::memory::{Alloc, GlobalMem, MemErr};
 use crate::numeric::sext;
-use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
+use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT, VAR_FIRST_SLOT, VAR_SLOTS};
 use crate::state::{Block, Loc, Warp};
 
 impl Loc {
@@ -71,6 +71,16 @@ impl Block<'_> {
 
     /// [`Block::finish`] of a request without host-mapped accesses.
     fn finish_counted(&mut self, r: &Request, write: bool) {
+        if !write && r.global.iter().any(|(a, _)| is_module_var(a)) {
+            let (vars, rest) = r.global.split(is_module_var);
+            self.stats.module_bytes_read += vars.bytes();
+            self.stats.module_requests += 1;
+            let r = Request {
+                global: rest,
+                shared: r.shared,
+            };
+            return self.finish_counted(&r, write);
+        }
         if !r.global.is_empty() {
             let (bytes, sectors) = (r.global.bytes(), r.global.sectors());
             let s = &mut self.stats;
@@ -88,6 +98,12 @@ impl Block<'_> {
             self.stats.shared_bank_conflicts += r.shared.bank_conflicts();
         }
     }
+}
+
+/// Whether `a` lies in a module-scope variable's slot (`module_vars.rs`).
+#[inline]
+fn is_module_var(a: u64) -> bool {
+    (VAR_FIRST_SLOT..VAR_FIRST_SLOT + VAR_SLOTS).contains(&(a >> SLOT_SHIFT))
 }
 
 /// When every lane of `exec` accesses `total` bytes of global memory inside one allocation, naturally

@@ -40,6 +40,12 @@ pub struct LaunchStats {
     /// crosses the link when the GPU's caches serve repeats. Sums over launches count a byte again.
     pub host_bytes_fetched: u64,
     pub host_bytes_written: u64,
+    /// Bytes requested by active lanes from module-scope variables (the code-book tables of the grid
+    /// types): constant data a GPU's L1 serves once warm, so counted apart from `global_bytes_read`
+    /// (and from the sector and request counts below).
+    pub module_bytes_read: u64,
+    /// Warp-level loads from module-scope variables.
+    pub module_requests: u64,
     /// Distinct 32-byte sectors touched per warp-level global request, summed (a perfectly coalesced 4-byte
     /// load by 32 lanes touches 4 sectors).
     pub sectors_read: u64,
@@ -82,6 +88,8 @@ impl AddAssign for LaunchStats {
         self.host_bytes_read += o.host_bytes_read;
         self.host_bytes_fetched += o.host_bytes_fetched;
         self.host_bytes_written += o.host_bytes_written;
+        self.module_bytes_read += o.module_bytes_read;
+        self.module_requests += o.module_requests;
         self.sectors_read += o.sectors_read;
         self.sectors_written += o.sectors_written;
         self.global_requests += o.global_requests;

@@ -141,6 +141,8 @@ fn stats(warp: u64, thread: u64, class: [u64; 10], rest: [u64; 10]) -> LaunchSta
         host_bytes_read: 0,
         host_bytes_fetched: 0,
         host_bytes_written: 0,
+        module_bytes_read: 0,
+        module_requests: 0,
         sectors_read,
         sectors_written,
         global_requests,

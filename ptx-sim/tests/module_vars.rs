@@ -46,6 +46,39 @@ fn global_table_is_initialised_and_addressable() {
     }
 }
 
+/// Table loads count as module-variable bytes, apart from the buffer traffic: 64 lanes load one
+/// table byte each (both addressing paths) and one input word, and store one word.
+#[test]
+fn table_loads_are_counted_apart_from_global_bytes() {
+    let body = "
+    ld.global.u32 %r9, [%rd3];
+    mov.u64 %rd6, table;
+    and.b32 %r5, %r1, 15;
+    cvt.u64.u32 %rd7, %r5;
+    cvta.global.u64 %rd10, %rd6;
+    add.s64 %rd10, %rd10, %rd7;
+    ld.u8 %r10, [%rd10];
+    add.u32 %r10, %r10, %r9;
+    st.global.u32 [%rd4], %r10;";
+    let (out, stats) = run_io(
+        &format!("{}{}", table_decl(), kernel(body)),
+        "k",
+        64,
+        &[7; 64],
+        64,
+    )
+    .unwrap();
+    for (t, &got) in out.iter().enumerate() {
+        assert_eq!(got, u32::from(TABLE[t % 16]) + 7, "thread {t}");
+    }
+    assert_eq!(stats.module_bytes_read, 64);
+    assert_eq!(stats.module_requests, 2);
+    assert_eq!(stats.global_bytes_read, 4 * 64);
+    assert_eq!(stats.global_bytes_written, 4 * 64);
+    // Two warps: one input load and one store each; the table loads are not global requests.
+    assert_eq!(stats.global_requests, 4);
+}
+
 #[test]
 fn const_and_float_tables() {
     // out[t] = ctab[t % 4] via ld.const (register address), ctab[2] via a symbol+offset address, and the

@@ -54,6 +54,8 @@ pub fn scale(others: &LaunchStats, sampled_others: u64, last: &LaunchStats, n: u
         host_bytes_read: s(others.host_bytes_read),
         host_bytes_fetched: s(others.host_bytes_fetched),
         host_bytes_written: s(others.host_bytes_written),
+        module_bytes_read: s(others.module_bytes_read),
+        module_requests: s(others.module_requests),
         sectors_read: s(others.sectors_read),
         sectors_written: s(others.sectors_written),
         global_requests: s(others.global_requests),

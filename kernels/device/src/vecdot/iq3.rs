@@ -2,7 +2,8 @@
 //!
 //! Lane part `c ∈ 0..8` owns sub-block `c` (32 weights: eight 4-value points of the type's
 //! code book, in four 8-value sign groups) and q8_1 block `c`, read as 2-byte aligned words
-//! (see `grid.rs`); lane 0 reads `d` and shuffles it to the other seven. The lane's share is
+//! (see `grid.rs`); lane 0 reads `d` and shuffles it to the other seven (IQ3_S: lanes 0 and 1
+//! read its four scale bytes the same way). The lane's share is
 //! `d·d8·db·sumi` (ggml's dequantization multiplied out).
 
 use super::grid::{grid4, ksigns, ld_u32_a2, signed_group_dot, IQ3S_GRID, IQ3XXS_GRID};
@@ -14,14 +15,17 @@ use ingot_abi::launch::GemvUnit;
 use ingot_abi::weight_types::GemvType;
 
 /// What an IQ3 lane loads from one super-block: `d` (lane 0 only), its 8 grid-index bytes, its
-/// sign word, IQ3_S's `qh` byte and scale byte, and its q8_1 block.
+/// sign word, IQ3_S's `qh` byte and scale bytes, and its q8_1 block.
 #[derive(Default)]
 pub struct Iq3Loads {
     d: u32,
     q: [u32; 2],
     signs: u32,
-    /// IQ3_S: `qh[c] | scales[c/2] << 8`.
-    extra: u32,
+    /// IQ3_S: `qh[c]`.
+    qh: u32,
+    /// IQ3_S, lanes 0 and 1: `scales[2c..2c+2]` (the four scale bytes are read once per
+    /// super-block and shuffled); 0 on the other lanes.
+    sc: u32,
     ds: u32,
     u: [u32; 8],
 }
@@ -53,7 +57,8 @@ impl WeightType for Iq3Xxs {
             d: ld_u16_if(c == 0, w),
             q: [ld_u32_a2(qs), ld_u32_a2(qs + 4)],
             signs: ld_u32_a2(w + 2 + 64 + 4 * c as u64),
-            extra: 0,
+            qh: 0,
+            sc: 0,
             ds: act.ds(c as u64),
             u: act.qs::<8>(c as u64, 0),
         }
@@ -92,21 +97,23 @@ impl WeightType for Iq3S {
     #[inline(always)]
     unsafe fn load<A: ActSource>(w: u64, act: A, c: u32) -> Iq3Loads {
         let qs = w + 2 + 8 * c as u64;
-        let qh = ld_u8(w + offset_of!(BlockIq3S, qh) as u64 + c as u64);
-        let sc = ld_u8(w + offset_of!(BlockIq3S, scales) as u64 + (c / 2) as u64);
+        let scales = w + offset_of!(BlockIq3S, scales) as u64;
         Iq3Loads {
             d: ld_u16_if(c == 0, w),
             q: [ld_u32_a2(qs), ld_u32_a2(qs + 4)],
             signs: ld_u32_a2(w + offset_of!(BlockIq3S, signs) as u64 + 4 * c as u64),
-            extra: qh | (sc >> (4 * (c % 2)) & 15) << 8,
+            qh: ld_u8(w + offset_of!(BlockIq3S, qh) as u64 + c as u64),
+            sc: ld_u16_if(c < 2, scales + 2 * (c % 2) as u64),
             ds: act.ds(c as u64),
             u: act.qs::<8>(c as u64, 0),
         }
     }
     #[inline(always)]
-    fn dot(l: &Iq3Loads, _c: u32) -> f32 {
+    fn dot(l: &Iq3Loads, c: u32) -> f32 {
         let dd8 = unit_dd8(l);
-        let index = |j: usize| index_byte(l, j) | (l.extra >> j & 1) << 8;
+        // Scale byte c/2 is in the word of lane c/4, nibble c%2.
+        let sc = shfl_idx(l.sc, (lane_id() & !7) + c / 4) >> (8 * (c / 2 % 2) + 4 * (c % 2));
+        let index = |j: usize| index_byte(l, j) | (l.qh >> j & 1) << 8;
         let mut sumi = 0;
         let mut k = 0;
         while k < 4 {
@@ -116,7 +123,7 @@ impl WeightType for Iq3S {
             sumi = signed_group_dot(g, l.signs >> (8 * k), [l.u[2 * k], l.u[2 * k + 1]], sumi);
             k += 1;
         }
-        let s = (l.extra >> 8 & 15) as f32;
+        let s = (sc & 15) as f32;
         dd8 * (1.0 + 2.0 * s) * sumi as f32
     }
 }
