@@ -2,7 +2,8 @@
 //! bits in `qs`, the 9th in `qh`), one explicit sign bit per weight and a 4-bit scale per
 //! sub-block of 32: `y = d·(1 + 2s)·grid·sign` (ggml `dequantize_row_iq3_s`).
 //!
-//! No quantizer: ggml's needs an importance matrix for this type's mixes.
+//! No quantizer yet: ggml's runs without an importance matrix (`llama-quantize` accepts IQ3_S
+//! without one), but it is not ported (issue 15); synthetic files use stand-in blocks.
 
 use crate::round::f16_to_f32;
 use ingot_abi::blocks::{BlockIq3S, QK_K};

@@ -10,7 +10,8 @@
 //! * Dot products: [`vec_dot_q8_1`], the oracle of the GPU `mul_mat_vec_q` kernels (one small
 //!   function per type in [`mmvq`], readable side by side with `vecdotq.cuh`), and
 //!   [`vec_dot_q8_k`] / [`vec_dot_q8_0`], the CPU backend's fast paths (the grid types dot
-//!   against Q8_K there; they have no quantizer here, as ggml's needs an importance matrix).
+//!   against Q8_K there; they have no quantizer here: ggml's IQ1/IQ2 ones need an importance
+//!   matrix, its IQ3 ones are not ported yet).
 //!
 //! Block layouts live in `ingot_abi::blocks`, shared with the device crate. Each format has its
 //! own module with `dequantize`/`quantize` for a single block.
@@ -61,7 +62,8 @@ pub use tensor::{dequantize_tensor, quantize_tensor};
 
 /// The IQ1/IQ2/IQ3 types, whose weights are indices into code-book grids
 /// (`ingot_abi::iq_grids`): dequantized and dotted against Q8_K on the CPU; no quantizer here
-/// (ggml's need an importance matrix), stand-in blocks ([`stand_in_row`]) for synthetic files.
+/// (ggml's IQ1/IQ2 ones need an importance matrix; its IQ3 ones are not ported), stand-in blocks
+/// ([`stand_in_row`]) for synthetic files.
 pub const GRID_TYPES: [ingot_gguf::GgmlType; 7] = [
     ingot_gguf::GgmlType::Iq2Xxs,
     ingot_gguf::GgmlType::Iq2Xs,

@@ -1,5 +1,6 @@
-//! Stand-in blocks for the types this crate cannot quantize: the IQ1/IQ2/IQ3 grid types, whose
-//! ggml quantizers need an importance matrix (`llama-quantize` refuses them without one).
+//! Stand-in blocks for the types this crate cannot quantize: the IQ1/IQ2/IQ3 grid types. ggml's
+//! IQ1_* and IQ2_* quantizers need an importance matrix (`llama-quantize` refuses them without
+//! one); its IQ3_XXS and IQ3_S quantizers do not, but are not ported here yet.
 //!
 //! A stand-in row is valid blocks of the type with pseudo-random grid points, signs and
 //! sub-block scales, each block's `d` set so that its 256 weights have the RMS of the values it
