@@ -10,11 +10,9 @@ use std::collections::HashSet;
 use std::mem::offset_of;
 
 use half::f16;
-use ingot_abi::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
-};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{CacheType, ExpertSelection, MAX_EXPERTS_USED};
+use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -95,7 +93,7 @@ pub fn weight_bytes(ty: GgmlType, rows: usize, cols: usize) -> Result<usize> {
 
 /// `rows × cols` Gaussian weights (std [`WEIGHT_STD`]) quantized to `ty` by
 /// `ingot_quant::quantize_tensor`, the bit-exact port of ggml's reference quantizers; for the
-/// grid types (no quantizer without an importance matrix) stand-in blocks of the same
+/// grid types (no quantizer here) stand-in blocks of the same
 /// magnitude (`ingot_quant::stand_in_row`).
 pub fn quantized_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Result<Vec<u8>> {
     let bytes = weight_bytes(ty, rows, cols)?;
@@ -207,27 +205,17 @@ pub fn softmax_stats(pairs: usize, seed: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Byte offset of the f16 block scale `d` in a block of `ty`, for the block types the bench
-/// can produce; `None` for float types (no scale) and IQ1_M (`d` spread over its scales).
+/// Byte offset of the f16 block scale `d` in a block of `ty`: the first f16 field of its row in
+/// the weight-type registry (`ingot_abi::weight_types`), or Q8_1's `d`; `None` for float types
+/// (no scale), IQ1_M (`d` spread over its scales) and types without a row.
 pub fn scale_offset(ty: GgmlType) -> Option<usize> {
-    use GgmlType::*;
-    Some(match ty {
-        Q4_0 => offset_of!(BlockQ4_0, d),
-        Q4_1 => offset_of!(BlockQ4_1, d),
-        Q5_0 => offset_of!(BlockQ5_0, d),
-        Q5_1 => offset_of!(BlockQ5_1, d),
-        Q8_0 => offset_of!(BlockQ8_0, d),
-        Q8_1 => offset_of!(BlockQ8_1, d),
-        Q2K => offset_of!(BlockQ2K, d),
-        Q3K => offset_of!(BlockQ3K, d),
-        Q4K => offset_of!(BlockQ4K, d),
-        Q5K => offset_of!(BlockQ5K, d),
-        Q6K => offset_of!(BlockQ6K, d),
-        Iq4Nl => offset_of!(BlockIq4Nl, d),
-        Iq4Xs => offset_of!(BlockIq4Xs, d),
-        Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S => 0,
-        _ => return None,
-    })
+    if ty == GgmlType::Q8_1 {
+        return Some(offset_of!(BlockQ8_1, d));
+    }
+    GemvType::from_ggml_id(ty.id())?
+        .f16_fields()
+        .first()
+        .copied()
 }
 
 /// How varied a buffer of quantized blocks is. Float types are looked at in chunks of 32

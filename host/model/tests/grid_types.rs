@@ -2,8 +2,8 @@
 //! IQ1_S, IQ1_M) decode on the oracle (dequantized weights) and on the CPU backend (the grid
 //! types' Q8_K dot products), and the two agree within the band of the other quantized mixes.
 //!
-//! ggml's quantizers for these types need an importance matrix, and this project has none (nor
-//! a quantizer for them), so the file is `ingot synth`'s tiny model with every projection whose
+//! This project has no quantizer for these types (ggml's IQ1/IQ2 ones need an importance matrix,
+//! its IQ3 ones are not ported), so the file is `ingot synth`'s tiny model with every projection whose
 //! rows split into 256-blocks replaced by stand-in blocks of a grid type (the seven types in
 //! turn; `ingot_quant::stand_in_row`: random valid blocks with the RMS of the weights they
 //! replace).

@@ -32,6 +32,12 @@ pub fn layout(ty: GgmlType) -> Layout {
     }
 }
 
+/// IQ1_M's `scales`, which hold its `d`.
+const IQ1M_SCALES: std::ops::Range<usize> = {
+    let at = std::mem::offset_of!(ingot_abi::blocks::BlockIq1M, scales);
+    at..at + 8
+};
+
 fn gemv_type(ty: GgmlType) -> GemvType {
     GemvType::from_ggml_id(ty.id())
         .unwrap_or_else(|| panic!("no GPU weight type {ty:?} in the registry"))
@@ -42,7 +48,7 @@ pub fn put_scale(ty: GgmlType, block: &mut [u8], k: usize, v: f32) {
     let bits = f16::from_f32(v).to_bits();
     let t = gemv_type(ty);
     if t == GemvType::Iq1M {
-        let sc: &mut [u8; 8] = (&mut block[48..56]).try_into().unwrap();
+        let sc: &mut [u8; 8] = (&mut block[IQ1M_SCALES]).try_into().unwrap();
         ingot_abi::blocks::iq1m_set_d(sc, bits);
     } else {
         let at = t.f16_fields()[k];
@@ -54,7 +60,7 @@ pub fn put_scale(ty: GgmlType, block: &mut [u8], k: usize, v: f32) {
 pub fn scale(ty: GgmlType, block: &[u8], k: usize) -> f64 {
     let t = gemv_type(ty);
     let bits = if t == GemvType::Iq1M {
-        ingot_abi::blocks::iq1m_d(block[48..56].try_into().unwrap())
+        ingot_abi::blocks::iq1m_d(block[IQ1M_SCALES].try_into().unwrap())
     } else {
         let at = t.f16_fields()[k];
         u16::from_le_bytes([block[at], block[at + 1]])
