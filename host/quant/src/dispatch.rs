@@ -70,6 +70,10 @@ pub fn can_quantize(ty: GgmlType) -> bool {
             | Q6K
             | Iq4Nl
             | Iq4Xs
+            | Iq2S
+            | Iq3Xxs
+            | Iq3S
+            | Iq1M
     )
 }
 
@@ -235,6 +239,10 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), Quant
         Q6K => quant_blocks::<BlockQ6K, QK_K>(x, out, q6_k::quantize),
         Iq4Nl => quant_blocks::<BlockIq4Nl, 32>(x, out, iq4_nl::quantize),
         Iq4Xs => quant_blocks::<BlockIq4Xs, QK_K>(x, out, iq4_xs::quantize),
+        Iq2S => quant_blocks::<BlockIq2S, QK_K>(x, out, iq2_s::quantize),
+        Iq3Xxs => quant_blocks::<BlockIq3Xxs, QK_K>(x, out, iq3_xxs::quantize),
+        Iq3S => quant_blocks::<BlockIq3S, QK_K>(x, out, iq3_s::quantize),
+        Iq1M => quant_blocks::<BlockIq1M, QK_K>(x, out, iq1_m::quantize),
         _ => return Err(unsupported(ty, "quantization")),
     }
     Ok(())

@@ -2,10 +2,11 @@
 //! bits in `qs`, the 9th in `qh`), one explicit sign bit per weight and a 4-bit scale per
 //! sub-block of 32: `y = d·(1 + 2s)·grid·sign` (ggml `dequantize_row_iq3_s`).
 //!
-//! No quantizer yet: ggml's runs without an importance matrix (`llama-quantize` accepts IQ3_S
-//! without one), but it is not ported (issue 15); synthetic files use stand-in blocks.
+//! [`quantize`] is ggml's `quantize_row_iq3_s_ref` (no importance matrix), byte for byte.
 
-use crate::round::f16_to_f32;
+use crate::codebook::{ggml_max, scale_code, ScaleSearch, IQ3S};
+use crate::round::{f16_to_f32, f32_to_f16};
+use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq3S, QK_K};
 use ingot_abi::iq_grids::IQ3S_GRID;
 
@@ -44,4 +45,69 @@ pub fn dequantize(b: &BlockIq3S, y: &mut [f32; QK_K]) {
             y[k] = db * f32::from(q[k]);
         }
     }
+}
+
+/// Quantize one super-block as ggml's `quantize_row_iq3_s_impl(32, …, quant_weights = NULL)`:
+/// weights `x²`, explicit signs, all groups re-rounded at the winning scale.
+///
+/// ggml's quirk kept for byte identity: an all-zero sub-block does not advance the write
+/// position of the `qs` and `signs` bytes (its `qh` bits and scale stay in place), so the
+/// following sub-blocks' bytes land one slot early and the last slots stay zero.
+pub fn quantize(x: &[f32; QK_K]) -> BlockIq3S {
+    let search = ScaleSearch {
+        steps: 9,
+        step: 0.2,
+        refine_all: true,
+        start_on_grid: false,
+    };
+    let mut b = BlockIq3S::zeroed();
+    let mut scales = [0.0f32; QK_K / 32];
+    let mut max_scale = 0.0f32;
+    let (mut qs_at, mut signs_at) = (0, 0);
+    for (ib, xb) in x.chunks_exact(32).enumerate() {
+        let mut weight = [0.0f32; 32];
+        let mut xval = [0.0f32; 32];
+        let mut signs = [0u8; 4];
+        for i in 0..32 {
+            weight[i] = xb[i] * xb[i];
+            // ggml's test: `>= 0` keeps the value (−0.0 included); anything else (NaN
+            // included) is negated and signed.
+            if xb[i] >= 0.0 {
+                xval[i] = xb[i];
+            } else {
+                xval[i] = -xb[i];
+                signs[i / 8] |= 1 << (i % 8);
+            }
+        }
+        let max = ggml_max(&xval);
+        if max == 0.0 {
+            continue;
+        }
+        let fit = search.fit(&IQ3S, &xval, &weight, max);
+        let mut scale = fit.scale;
+        if scale < 0.0 {
+            scale = -scale;
+            signs = signs.map(|s| !s);
+        }
+        for (k, &p) in fit.points.iter().enumerate() {
+            let g = 8 * ib + k;
+            b.qs[qs_at + k] = p as u8;
+            b.qh[g / 8] |= ((p >> 8) as u8) << (g % 8);
+        }
+        qs_at += 8;
+        b.signs[signs_at..signs_at + 4].copy_from_slice(&signs);
+        signs_at += 4;
+        scales[ib] = scale;
+        max_scale = if max_scale > scale { max_scale } else { scale };
+    }
+    if max_scale == 0.0 {
+        return b;
+    }
+    let d = max_scale / 31.0;
+    b.d = f32_to_f16(d * 1.033);
+    let id = 1.0 / d;
+    for (pair, s) in b.scales.iter_mut().enumerate() {
+        *s = scale_code(id, scales[2 * pair]) | scale_code(id, scales[2 * pair + 1]) << 4;
+    }
+    b
 }

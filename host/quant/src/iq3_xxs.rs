@@ -2,11 +2,12 @@
 //! point), 7 stored sign bits per 8 weights and a 4-bit scale per sub-block:
 //! `y = d·(0.5 + s)·0.5·grid·sign` (ggml `dequantize_row_iq3_xxs`).
 //!
-//! No quantizer yet: ggml's runs without an importance matrix (`llama-quantize` accepts IQ3_XXS
-//! without one), but it is not ported (issue 15); synthetic files use stand-in blocks.
+//! [`quantize`] is ggml's `quantize_row_iq3_xxs_ref` (no importance matrix), byte for byte.
 
+use crate::codebook::{ggml_max, scale_code, ScaleSearch, IQ3XXS};
 use crate::iq2_xxs::signed_group;
-use crate::round::f16_to_f32;
+use crate::round::{f16_to_f32, f32_to_f16};
+use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq3Xxs, QK_K};
 use ingot_abi::iq_grids::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 
@@ -41,4 +42,86 @@ pub fn dequantize(b: &BlockIq3Xxs, y: &mut [f32; QK_K]) {
             y[k] = db * f32::from(q[k]);
         }
     }
+}
+
+/// ggml `GROUP_MAX_EPS_IQ3_XXS`: a sub-block whose largest |x| is below this gets scale 0.
+const GROUP_MAX_EPS: f32 = 1e-8;
+
+/// Quantize one super-block as ggml's `quantize_row_iq3_xxs_impl(256, …, quant_weights =
+/// NULL)`: weights `x²`; each group of 8 must carry an even number of negative signs (the
+/// stored 7 bits imply the 8th), so an odd group flips the sign of its least-weighted value.
+pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
+    let search = ScaleSearch {
+        steps: 15,
+        step: 0.2,
+        refine_all: false,
+        start_on_grid: true,
+    };
+    let mut b = BlockIq3Xxs::zeroed();
+    let mut words = [0u32; QK_K / 32];
+    let mut scales = [0.0f32; QK_K / 32];
+    let mut max_scale = 0.0f32;
+    for (ib, xb) in x.chunks_exact(32).enumerate() {
+        let mut weight = [0.0f32; 32];
+        let mut xval = [0.0f32; 32];
+        for i in 0..32 {
+            weight[i] = xb[i] * xb[i];
+        }
+        let mut signs = [0u32; 4];
+        for k in 0..4 {
+            let mut s = 0u32;
+            let mut flips = 0;
+            for i in 8 * k..8 * k + 8 {
+                if xb[i] >= 0.0 {
+                    xval[i] = xb[i];
+                } else {
+                    xval[i] = -xb[i];
+                    s |= 1 << (i - 8 * k);
+                    flips += 1;
+                }
+            }
+            if flips % 2 == 1 {
+                let mut imin = 8 * k;
+                let mut min = weight[imin] * xb[imin] * xb[imin];
+                for i in 8 * k + 1..8 * k + 8 {
+                    let ax = weight[i] * xb[i] * xb[i];
+                    if ax < min {
+                        min = ax;
+                        imin = i;
+                    }
+                }
+                xval[imin] = -xval[imin];
+                s ^= 1 << (imin - 8 * k);
+            }
+            signs[k] = s & 127;
+        }
+        let max = ggml_max(&xval);
+        if max < GROUP_MAX_EPS {
+            continue;
+        }
+        let fit = search.fit(&IQ3XXS, &xval, &weight, max);
+        let mut scale = fit.scale;
+        if scale < 0.0 {
+            scale = -scale;
+            signs = signs.map(|s| !s & 127);
+        }
+        for k in 0..8 {
+            b.qs[8 * ib + k] = fit.points[k] as u8;
+        }
+        words[ib] = signs[0] | signs[1] << 7 | signs[2] << 14 | signs[3] << 21;
+        scales[ib] = scale;
+        max_scale = if max_scale > scale { max_scale } else { scale };
+    }
+    if max_scale == 0.0 {
+        return BlockIq3Xxs::zeroed();
+    }
+    let d = max_scale / 31.0;
+    // ggml's fudge factor ("small improvement") on the stored super-block scale.
+    b.d = f32_to_f16(d * 1.0125);
+    let id = 1.0 / d;
+    for (ib, w) in words.iter().enumerate() {
+        let w = w | u32::from(scale_code(id, scales[ib])) << 28;
+        b.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    b
 }

@@ -17,6 +17,7 @@
 //! own module with `dequantize`/`quantize` for a single block.
 
 mod chunks;
+mod codebook;
 pub mod cpu_dot;
 mod dispatch;
 mod error;

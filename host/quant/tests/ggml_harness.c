@@ -63,6 +63,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(t, "Q6_K")) sz = quantize_q6_K(x, out, n / 256, 256, NULL);
     else if (!strcmp(t, "IQ4_NL")) sz = quantize_iq4_nl(x, out, n / 256, 256, NULL);
     else if (!strcmp(t, "IQ4_XS")) sz = quantize_iq4_xs(x, out, n / 256, 256, NULL);
+    else if (!strcmp(t, "IQ3_XXS")) { iq3xs_init_impl(256); sz = quantize_iq3_xxs(x, out, n / 256, 256, NULL); }
+    else if (!strcmp(t, "IQ3_S")) { iq3xs_init_impl(512); sz = quantize_iq3_s(x, out, n / 256, 256, NULL); }
+    else if (!strcmp(t, "IQ1_M")) { iq2xs_init_impl(GGML_TYPE_IQ1_M); sz = quantize_iq1_m(x, out, n / 256, 256, NULL); }
+    else if (!strcmp(t, "IQ2_S")) { iq2xs_init_impl(GGML_TYPE_IQ2_S); sz = quantize_iq2_s(x, out, n / 256, 256, NULL); }
     else { fprintf(stderr, "unknown type %s\n", t); return 2; }
     FILE *o = fopen(argv[3], "wb");
     if (!o) return 2;

@@ -5,8 +5,8 @@
 //! with `gcc -O2 -std=gnu11` for baseline x86-64 (no FMA contraction) and driven by
 //! `tests/ggml_harness.c` (build line inside), which calls
 //! `quantize_row_{q4_0,q4_1,q5_0,q5_1,q8_0,q8_K}_ref` and
-//! `quantize_{q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs}(…, imatrix = NULL)` (the functions
-//! `llama-quantize` calls) on the input of [`input`], dumped with
+//! `quantize_{q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,iq2_s,iq3_xxs,iq3_s,iq1_m}(…, imatrix = NULL)`
+//! (the functions `llama-quantize` calls; the grid ones after `iq{2,3}xs_init_impl`) on the input of [`input`], dumped with
 //! `INGOT_QUANT_DUMP_INPUT=/path/x.f32 cargo test -p ingot-quant --test ggml_reference`.
 //!
 //! Why no-FMA: built with `-march=haswell`, GCC contracts `a*b+c` into FMAs and Q2_K, Q4_K,
@@ -78,6 +78,10 @@ const EXPECTED: &[(GgmlType, u64)] = &[
     (GgmlType::Q6K, 0x668f_d190_f97a_9213),
     (GgmlType::Iq4Nl, 0xecad_1cbe_4c75_c7f8),
     (GgmlType::Iq4Xs, 0x2571_7156_fc00_6bd6),
+    (GgmlType::Iq2S, 0xa565_13d7_5512_864f),
+    (GgmlType::Iq3Xxs, 0xce47_6084_5294_3893),
+    (GgmlType::Iq3S, 0x89d0_0756_1bc4_8de9),
+    (GgmlType::Iq1M, 0x634f_bfbd_2301_9dc4),
 ];
 
 /// Same for `quantize_row_q8_K_ref` (ggml leaves `bsums` of an all-zero block unwritten; the
@@ -107,6 +111,6 @@ fn quantizers_reproduce_ggml_bytes() {
     if got != EXPECTED_Q8K {
         failures.push(format!("Q8_K: hash {got:#018x}, ggml {EXPECTED_Q8K:#018x}"));
     }
-    assert_eq!(EXPECTED.len(), 12, "one hash per quantizable block type");
+    assert_eq!(EXPECTED.len(), 16, "one hash per quantizable block type");
     assert!(failures.is_empty(), "{failures:#?}");
 }
