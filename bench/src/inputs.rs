@@ -92,19 +92,14 @@ pub fn weight_bytes(ty: GgmlType, rows: usize, cols: usize) -> Result<usize> {
 }
 
 /// `rows × cols` Gaussian weights (std [`WEIGHT_STD`]) quantized to `ty` by
-/// `ingot_quant::quantize_tensor`, the bit-exact port of ggml's reference quantizers; for the
-/// grid types (no quantizer here) stand-in blocks of the same
-/// magnitude (`ingot_quant::stand_in_row`).
+/// `ingot_quant::quantize_or_stand_in`: the bit-exact port of ggml's reference quantizers, or
+/// for IQ2_XXS, IQ2_XS and IQ1_S (no quantizer here) stand-in blocks of the same magnitude.
 pub fn quantized_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Result<Vec<u8>> {
     let bytes = weight_bytes(ty, rows, cols)?;
     let x = gaussian(rows * cols, WEIGHT_STD, seed)?;
     let mut out = vec![0u8; bytes];
-    if ingot_quant::can_stand_in(ty) {
-        ingot_quant::stand_in_row(ty, &x, &mut out)
-    } else {
-        ingot_quant::quantize_tensor(ty, &x, &mut out)
-    }
-    .map_err(|source| BenchError::Quant { ty, source })?;
+    ingot_quant::quantize_or_stand_in(ty, &x, &mut out)
+        .map_err(|source| BenchError::Quant { ty, source })?;
     Ok(out)
 }
 

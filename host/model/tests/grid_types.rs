@@ -2,11 +2,10 @@
 //! IQ1_S, IQ1_M) decode on the oracle (dequantized weights) and on the CPU backend (the grid
 //! types' Q8_K dot products), and the two agree within the band of the other quantized mixes.
 //!
-//! This project has no quantizer for these types (ggml's IQ1/IQ2 ones need an importance matrix,
-//! its IQ3 ones are not ported), so the file is `ingot synth`'s tiny model with every projection whose
-//! rows split into 256-blocks replaced by stand-in blocks of a grid type (the seven types in
-//! turn; `ingot_quant::stand_in_row`: random valid blocks with the RMS of the weights they
-//! replace).
+//! The file is `ingot synth`'s tiny model with every projection whose rows split into 256-blocks
+//! re-encoded as a grid type (the seven types in turn; `ingot_quant::quantize_or_stand_in`:
+//! ggml's reference quantizer for IQ3_XXS, IQ3_S, IQ2_S and IQ1_M, stand-in blocks with the RMS of
+//! the weights they replace for IQ2_XXS, IQ2_XS and IQ1_S, which have no quantizer here).
 //! The model means nothing; what is checked is that both backends read the types the same way.
 
 mod common;
@@ -70,11 +69,11 @@ fn grid_type_projections_decode_alike_on_oracle_and_cpu() {
     let mut data = w.begin(&path).unwrap();
     for (t, &(ty, conv)) in header.tensors.iter().zip(&types) {
         if conv {
-            // Stand-in blocks of the Q8_0 weights' magnitude (`ingot_quant::stand_in_row`).
+            // The Q8_0 weights, re-encoded.
             let mut x = vec![0f32; t.n_elements() as usize];
             ingot_quant::dequantize_row(t.ty, src.tensor_data(t), &mut x).unwrap();
             let mut q = vec![0u8; x.len() / 256 * ty.type_size() as usize];
-            ingot_quant::stand_in_row(ty, &x, &mut q).unwrap();
+            ingot_quant::quantize_or_stand_in(ty, &x, &mut q).unwrap();
             data.write_tensor(&q).unwrap();
         } else {
             data.write_tensor(src.tensor_data(t)).unwrap();

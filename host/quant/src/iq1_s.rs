@@ -2,7 +2,7 @@
 //! 1), each sub-block with a 3-bit scale and a shared shift `±IQ1S_DELTA`:
 //! `y = d·(2s + 1)·(grid + delta)` (ggml `dequantize_row_iq1_s`).
 //!
-//! No quantizer: ggml's needs an importance matrix.
+//! No quantizer: ggml's needs an importance matrix (`ggml_quantize_requires_imatrix`).
 
 use crate::round::f16_to_f32;
 use ingot_abi::blocks::{BlockIq1S, QK_K};

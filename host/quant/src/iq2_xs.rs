@@ -2,7 +2,7 @@
 //! 9-bit grid index and a 7-bit sign index in one u16, and 4-bit scales per 16 weights:
 //! `y = d·(0.5 + s)·0.25·grid·sign` (ggml `dequantize_row_iq2_xs`).
 //!
-//! No quantizer: ggml's needs an importance matrix.
+//! No quantizer: ggml's needs an importance matrix (`ggml_quantize_requires_imatrix`).
 
 use crate::iq2_xxs::signed_group;
 use crate::round::f16_to_f32;

@@ -1,6 +1,6 @@
-//! Stand-in blocks for the types this crate cannot quantize: the IQ1/IQ2/IQ3 grid types. ggml's
-//! IQ1_* and IQ2_* quantizers need an importance matrix (`llama-quantize` refuses them without
-//! one); its IQ3_XXS and IQ3_S quantizers do not, but are not ported here yet.
+//! Stand-in blocks for the grid types this crate cannot quantize: IQ2_XXS, IQ2_XS and IQ1_S,
+//! whose ggml quantizers need an importance matrix (`ggml_quantize_requires_imatrix`); the other
+//! grid types have reference quantizers here.
 //!
 //! A stand-in row is valid blocks of the type with pseudo-random grid points, signs and
 //! sub-block scales, each block's `d` set so that its 256 weights have the RMS of the values it
@@ -10,13 +10,23 @@
 //! decoder path does.
 
 use crate::dispatch::check_bytes;
-use crate::{dequantize_row, f32_to_f16, QuantError, GRID_TYPES};
+use crate::{can_quantize, dequantize_row, f32_to_f16, quantize_row, QuantError, GRID_TYPES};
 use ingot_abi::blocks::{iq1m_set_d, QK_K};
 use ingot_gguf::GgmlType;
 
-/// Whether [`stand_in_row`] takes `ty`.
+/// Whether [`stand_in_row`] takes `ty`: a grid type without a quantizer here.
 pub fn can_stand_in(ty: GgmlType) -> bool {
-    GRID_TYPES.contains(&ty)
+    GRID_TYPES.contains(&ty) && !can_quantize(ty)
+}
+
+/// How synthetic files and benches encode weights: [`quantize_row`] where this crate has the
+/// quantizer, stand-in blocks ([`stand_in_row`]) for the grid types it has not.
+pub fn quantize_or_stand_in(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
+    if can_stand_in(ty) {
+        stand_in_row(ty, x, out)
+    } else {
+        quantize_row(ty, x, out)
+    }
 }
 
 /// Stand-in blocks of grid type `ty` for the values `x` (a whole number of 256-blocks); see the
@@ -84,7 +94,7 @@ mod tests {
         let x: Vec<f32> = (0..4 * QK_K)
             .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-4)
             .collect();
-        for ty in GRID_TYPES {
+        for ty in GRID_TYPES.into_iter().filter(|&t| can_stand_in(t)) {
             let n = 4 * ty.type_size() as usize;
             let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
             stand_in_row(ty, &x, &mut a).unwrap();
@@ -99,5 +109,6 @@ mod tests {
             }
         }
         assert!(stand_in_row(GgmlType::Q4K, &x, &mut [0u8; 4 * 144]).is_err());
+        assert!(stand_in_row(GgmlType::Iq3S, &x, &mut [0u8; 4 * 110]).is_err());
     }
 }

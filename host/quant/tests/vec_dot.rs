@@ -154,7 +154,7 @@ fn q8_k_dot_matches_dequantized_dot() {
     }
 }
 
-/// The grid types (no quantizer: random valid blocks, scales about 1e-2 of either sign) against
+/// The grid types (random valid blocks, scales about 1e-2 of either sign) against
 /// Q8_K, each block's term `c·(d·y.d)·Σ ls·Σ level·q8` (IQ1: `d·y.d·(Σ… + δ·Σ…)`) with `c` a
 /// power of two. Per block: exact integer sums, at most three f32 roundings, each term at most
 /// the block's Σ|w·a|; one rounding per f32 addition of the 4 block terms; the reference's own

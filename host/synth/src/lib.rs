@@ -8,8 +8,8 @@
 //!
 //! Weights are random but realistic: Normal(0, 1/sqrt(fan_in)) projections, norm weights near 1,
 //! so activations neither vanish nor blow up through the layers, and quantized with the project's
-//! reference quantizers, or for the grid types (no quantizer here: ggml's IQ1/IQ2 ones need an
-//! importance matrix, its IQ3 ones are not ported) encoded as stand-in blocks of the drawn rows'
+//! reference quantizers, or for IQ2_XXS, IQ2_XS and IQ1_S (no quantizer here: ggml's needs an
+//! importance matrix) encoded as stand-in blocks of the drawn rows'
 //! magnitude (never zeros, never constants: zeros make decode paths look faster than they are).
 //! The same `(preset, layout, mix, seed)` always gives the same bytes, whatever the thread
 //! count: every chunk of every tensor has its own random stream.
@@ -241,15 +241,8 @@ fn sliced_from_kv_b(seed: u64, d: &Dims, t: &TensorPlan) -> Vec<f32> {
 fn quantize_rows(t: &TensorPlan, rows: &[f32], out: &mut [u8]) -> Result<(), SynthError> {
     let row_len = t.row_len() as usize;
     let row_bytes = out.len() / (rows.len() / row_len);
-    // The grid types have no quantizer here: stand-in blocks of the rows' magnitude
-    // (`ingot_quant::stand_in_row`).
-    let encode = if ingot_quant::can_stand_in(t.ty) {
-        ingot_quant::stand_in_row
-    } else {
-        ingot_quant::quantize_row
-    };
     for (x, q) in rows.chunks(row_len).zip(out.chunks_mut(row_bytes)) {
-        encode(t.ty, x, q).map_err(|e| SynthError::Quant {
+        ingot_quant::quantize_or_stand_in(t.ty, x, q).map_err(|e| SynthError::Quant {
             tensor: t.name.clone(),
             ty: t.ty.name(),
             msg: e.to_string(),
