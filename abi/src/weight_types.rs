@@ -65,11 +65,13 @@ macro_rules! weight_types {
                 Iq2Xxs iq2_xxs Q6K q6k;
                 Iq2S  iq2_s   Q6K q6k;
                 Iq1S  iq1_s   Q6K q6k;
+                Iq3Xxs iq3_xxs Q6K q6k;
             }
             mixed_gate_up {
                 // routed         shared
                 Iq2Xxs iq2_xxs Q6K q6k;
                 Iq1S  iq1_s   Q6K q6k;
+                Iq3Xxs iq3_xxs Q6K q6k;
             }
             argmax {
                 Q8_0 q8_0 BlockQ8_0;

@@ -221,6 +221,16 @@ fn tiny_mla_iq1_s() {
     );
 }
 
+/// The IQ3_XXS mix: unlike the two above, its routed weights are quantized by the reference
+/// quantizer (ggml's IQ3_XXS, byte for byte), not stand-in blocks.
+#[test]
+fn tiny_mla_iq3_xxs() {
+    gate_mix_kernels(
+        QuantMix::Iq3Xxs,
+        &["moe_gate_up_iq3_xxs_q6k", "moe_down_iq4_nl_q6k"],
+    );
+}
+
 /// The golden DeepSeek-V3-style twin (`testdata/golden/tiny-v3-q4_k_m`, quantized by
 /// llama.cpp's `llama-quantize`): low-rank query, sigmoid gating with the `exp_probs_b`
 /// selection bias, 4 expert groups of which 2 are used, normalized weights scaled by 2.5.

@@ -16,9 +16,9 @@ pub struct Args {
     #[arg(long, default_value = "mla")]
     layout: Layout,
     /// Quant mix: f32, q8_0, q4_k_m, q3_k_m, q2_k or iq4_xs (llama-quantize's per-tensor rules,
-    /// without an importance matrix); iq2_xxs or iq1_s (unsloth-style dynamic mixes: grid types
-    /// in the routed experts; IQ2_XXS, IQ2_XS and IQ1_S as stand-in blocks, which need an
-    /// importance matrix to quantize).
+    /// without an importance matrix); iq2_xxs, iq1_s or iq3_xxs (unsloth-style dynamic mixes:
+    /// grid types in the routed experts; IQ2_XXS, IQ2_XS and IQ1_S as stand-in blocks, which need
+    /// an importance matrix to quantize).
     #[arg(long, default_value = "q4_k_m")]
     quant: QuantMix,
     /// Random seed: the same seed gives the same file.

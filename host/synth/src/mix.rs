@@ -16,10 +16,11 @@ pub enum QuantMix {
     Iq4Xs,
     Iq2Xxs,
     Iq1S,
+    Iq3Xxs,
 }
 
 impl QuantMix {
-    pub const ALL: [QuantMix; 8] = [
+    pub const ALL: [QuantMix; 9] = [
         QuantMix::F32,
         QuantMix::Q8_0,
         QuantMix::Q4KM,
@@ -28,6 +29,7 @@ impl QuantMix {
         QuantMix::Iq4Xs,
         QuantMix::Iq2Xxs,
         QuantMix::Iq1S,
+        QuantMix::Iq3Xxs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,11 +42,13 @@ impl QuantMix {
             QuantMix::Iq4Xs => "iq4_xs",
             QuantMix::Iq2Xxs => "iq2_xxs",
             QuantMix::Iq1S => "iq1_s",
+            QuantMix::Iq3Xxs => "iq3_xxs",
         }
     }
 
     /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q2_K 10,
-    /// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_IQ2_XXS 19, MOSTLY_IQ1_S 24, MOSTLY_IQ4_XS 30.
+    /// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_IQ2_XXS 19, MOSTLY_IQ3_XXS 23, MOSTLY_IQ1_S 24,
+    /// MOSTLY_IQ4_XS 30.
     pub fn file_type(self) -> u32 {
         match self {
             QuantMix::F32 => 0,
@@ -55,6 +59,7 @@ impl QuantMix {
             QuantMix::Iq4Xs => 30,
             QuantMix::Iq2Xxs => 19,
             QuantMix::Iq1S => 24,
+            QuantMix::Iq3Xxs => 23,
         }
     }
 
@@ -68,6 +73,7 @@ impl QuantMix {
             QuantMix::Iq4Xs => GgmlType::Iq4Xs,
             QuantMix::Iq2Xxs => GgmlType::Iq2Xxs,
             QuantMix::Iq1S => GgmlType::Iq1S,
+            QuantMix::Iq3Xxs => GgmlType::Iq3Xxs,
         }
     }
 }
@@ -118,7 +124,7 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
     if !quantizable || mix == QuantMix::F32 {
         return GgmlType::F32;
     }
-    if matches!(mix, QuantMix::Iq2Xxs | QuantMix::Iq1S) {
+    if matches!(mix, QuantMix::Iq2Xxs | QuantMix::Iq1S | QuantMix::Iq3Xxs) {
         return fallback(dynamic_type(mix, name, n_layer), ne0);
     }
     let mut ty = mix.default_type();
@@ -170,16 +176,17 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
     fallback(ty, ne0)
 }
 
-/// The IQ2_XXS and IQ1_S mixes, modelled on unsloth's dynamic DeepSeek-V3/R1 files (UD-IQ2_XXS,
-/// UD-IQ1_S; unsloth.ai/blog/deepseekr1-dynamic), not on llama-quantize (which refuses these
-/// types without an importance matrix): only the routed experts take the low-bit type, their
-/// `ffn_down_exps` one step up in some layers (the blog's "2.5/2.06-bit" and "2.06/1.56-bit"
-/// down projections; which layers is not published, so llama.cpp's `use_more_bits` split
-/// picks them); the shared experts and the dense FFN's down projection are 6-bit (Q6_K), the
+/// The IQ2_XXS, IQ1_S and IQ3_XXS mixes, modelled on unsloth's dynamic DeepSeek-V3/R1 files
+/// (UD-IQ2_XXS, UD-IQ1_S; unsloth.ai/blog/deepseekr1-dynamic; UD-IQ3_XXS of the later R1/V3
+/// uploads), not on llama-quantize (which refuses these types without an importance matrix):
+/// only the routed experts take the low-bit type, their `ffn_down_exps` one step up in some
+/// layers (the blog's "2.5/2.06-bit" and "2.06/1.56-bit" down projections, IQ3_S beside
+/// IQ3_XXS; which layers is not published, so llama.cpp's `use_more_bits` split picks them); the shared experts and the dense FFN's down projection are 6-bit (Q6_K), the
 /// attention, the dense FFN's gate/up and the embedding 4-bit (Q4_K), `output` Q6_K.
 fn dynamic_type(mix: QuantMix, name: &str, n_layer: u64) -> GgmlType {
     let (low, down_more) = match mix {
         QuantMix::Iq1S => (GgmlType::Iq1S, GgmlType::Iq2Xxs),
+        QuantMix::Iq3Xxs => (GgmlType::Iq3Xxs, GgmlType::Iq3S),
         _ => (GgmlType::Iq2Xxs, GgmlType::Iq2S),
     };
     let layer = layer_of(name).unwrap_or(0);
@@ -274,6 +281,7 @@ mod tests {
         for (mix, low, more) in [
             (QuantMix::Iq2Xxs, GgmlType::Iq2Xxs, GgmlType::Iq2S),
             (QuantMix::Iq1S, GgmlType::Iq1S, GgmlType::Iq2Xxs),
+            (QuantMix::Iq3Xxs, GgmlType::Iq3Xxs, GgmlType::Iq3S),
         ] {
             assert_eq!(t(mix, "blk.9.ffn_gate_exps.weight", 7168, 3), low);
             assert_eq!(t(mix, "blk.9.ffn_up_exps.weight", 7168, 3), low);
