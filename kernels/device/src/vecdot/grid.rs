@@ -6,7 +6,7 @@
 //! (`ingot_abi::iq_grids`) are module-scope `.global` tables the PTX carries; a lookup is an
 //! `ld.global.nc` of one entry, its index masked to the table's size.
 
-use crate::intrinsics::{global, ld_u16, ld_u32, ld_u64};
+use crate::intrinsics::{f16_to_f32, global, lane_id, ld_u16, ld_u32, ld_u64, shfl_idx};
 use ingot_abi::iq_grids as abi;
 
 // The code books, defined in this crate so that its PTX carries them (a static of another
@@ -23,6 +23,13 @@ pub static IQ3XXS_GRID: [u32; 256] = abi::IQ3XXS_GRID;
 pub static IQ3S_GRID: [u32; 512] = abi::IQ3S_GRID;
 #[no_mangle]
 pub static IQ1S_GRID: [u64; 2048] = abi::IQ1S_GRID;
+
+/// The f16 `d` that lane 0 of this lane's group of 8 loaded (the unit's super-block scale, read
+/// once and shuffled); all 32 lanes must call it together.
+#[inline(always)]
+pub fn lane0_d(d: u32) -> f32 {
+    f16_to_f32(shfl_idx(d, lane_id() & !7))
+}
 
 /// The little-endian word of the 4 bytes at the 2-byte aligned global address `a`.
 #[inline(always)]

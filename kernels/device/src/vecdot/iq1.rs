@@ -14,7 +14,7 @@
 //! u16; lanes 0 and 1 read the two words of `scales` (where `d` lives, in the top nibbles of
 //! its four u16) and shuffle them to the other six.
 
-use super::grid::{grid8, ld_u32_a2, IQ1S_GRID};
+use super::grid::{grid8, lane0_d, ld_u32_a2, IQ1S_GRID};
 use super::{ActSource, WeightType};
 use crate::intrinsics::{
     dp4a, f16_to_f32, lane_id, ld_u16, ld_u16_if, ld_u32, ld_u32_if, select_f32, shfl_idx,
@@ -54,32 +54,28 @@ impl WeightType for Iq1S {
     }
     #[inline(always)]
     fn dot(l: &Iq1SLoads, _c: u32) -> f32 {
-        let d = f16_to_f32(shfl_idx(l.d, lane_id() & !7));
-        let mut sumi = 0;
-        let mut sumq = 0;
+        let d = lane0_d(l.d);
+        let mut sums = (0, 0);
         let mut k = 0;
         while k < 4 {
             let i = (l.qs >> (8 * k) & 0xFF) | ((l.qh >> (3 * k) & 7) << 8);
-            let g = grid8(&IQ1S_GRID, i);
-            sumi = dp4a(g as u32, l.u[2 * k], sumi);
-            sumi = dp4a((g >> 32) as u32, l.u[2 * k + 1], sumi);
-            sumq = dp4a(0x0101_0101, l.u[2 * k], sumq);
-            sumq = dp4a(0x0101_0101, l.u[2 * k + 1], sumq);
+            sums = ternary_group(i, [l.u[2 * k], l.u[2 * k + 1]], sums);
             k += 1;
         }
+        let (sumi, sumq) = sums;
         let delta = select_f32(l.qh & 0x8000 != 0, -IQ1S_DELTA, IQ1S_DELTA);
         let dl = d * (2 * (l.qh >> 12 & 7) + 1) as f32;
         dl * f16_to_f32(l.ds) * (sumi as f32 + delta * sumq as f32)
     }
 }
 
-/// `Σ grid·q` and `Σ q` of one 8-value group: grid point `i` of `IQ1S_GRID` (signed bytes)
-/// against the activation ints `u`.
+/// `(sumi, sumq)` plus `Σ grid·q` and `Σ q` of one 8-value group: grid point `i` of
+/// `IQ1S_GRID` (signed bytes) against the activation ints `u`.
 #[inline(always)]
-fn ternary_group(i: u32, u: [u32; 2]) -> (i32, i32) {
+fn ternary_group(i: u32, u: [u32; 2], (sumi, sumq): (i32, i32)) -> (i32, i32) {
     let g = grid8(&IQ1S_GRID, i);
-    let sumi = dp4a((g >> 32) as u32, u[1], dp4a(g as u32, u[0], 0));
-    let sumq = dp4a(0x0101_0101, u[1], dp4a(0x0101_0101, u[0], 0));
+    let sumi = dp4a((g >> 32) as u32, u[1], dp4a(g as u32, u[0], sumi));
+    let sumq = dp4a(0x0101_0101, u[1], dp4a(0x0101_0101, u[0], sumq));
     (sumi, sumq)
 }
 
@@ -132,7 +128,7 @@ impl WeightType for Iq1M {
         while k < 4 {
             let n = l.qh >> (4 * k);
             let i = (l.qs >> (8 * k) & 0xFF) | ((n & 7) << 8);
-            let (sumi, sumq) = ternary_group(i, [l.u[2 * k], l.u[2 * k + 1]]);
+            let (sumi, sumq) = ternary_group(i, [l.u[2 * k], l.u[2 * k + 1]], (0, 0));
             let delta = select_f32(n & 8 != 0, -IQ1M_DELTA, IQ1M_DELTA);
             sum[k / 2] += sumi as f32 + delta * sumq as f32;
             k += 1;

@@ -7,7 +7,9 @@
 //! dot `sumi_h` of the signed grid values of each scale's weights (ggml's dequantization
 //! `d·(0.5 + s)·0.25·grid·sign`, multiplied out per scale).
 
-use super::grid::{grid8, ksigns, ld_u32_a2, signed_group_dot, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+use super::grid::{
+    grid8, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID,
+};
 use super::{ActSource, WeightType};
 use crate::intrinsics::{f16_to_f32, lane_id, ld_u16_if, ld_u8, shfl_idx};
 use core::mem::offset_of;
@@ -25,12 +27,6 @@ pub struct Iq2Loads {
     extra: u32,
     ds: u32,
     u: [u32; 8],
-}
-
-/// `d` of the lane's unit, from lane 0 of its group of 8; all 32 lanes must call it together.
-#[inline(always)]
-fn unit_d(l: &Iq2Loads) -> f32 {
-    f16_to_f32(shfl_idx(l.d, lane_id() & !7))
 }
 
 /// The activation ints of group `k` of the sub-block.
@@ -66,7 +62,7 @@ impl WeightType for Iq2Xxs {
     }
     #[inline(always)]
     fn dot(l: &Iq2Loads, _c: u32) -> f32 {
-        let d = unit_d(l);
+        let d = lane0_d(l.d);
         let mut sumi = 0;
         let mut k = 0;
         while k < 4 {
@@ -100,7 +96,7 @@ impl WeightType for Iq2Xs {
     }
     #[inline(always)]
     fn dot(l: &Iq2Loads, _c: u32) -> f32 {
-        let d = unit_d(l);
+        let d = lane0_d(l.d);
         let mut sumi = [0i32; 2];
         let mut k = 0;
         while k < 4 {
@@ -138,7 +134,7 @@ impl WeightType for Iq2S {
     }
     #[inline(always)]
     fn dot(l: &Iq2Loads, _c: u32) -> f32 {
-        let d = unit_d(l);
+        let d = lane0_d(l.d);
         let mut sumi = [0i32; 2];
         let mut k = 0;
         while k < 4 {

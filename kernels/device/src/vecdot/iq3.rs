@@ -6,7 +6,7 @@
 //! read its four scale bytes the same way). The lane's share is
 //! `d·d8·db·sumi` (ggml's dequantization multiplied out).
 
-use super::grid::{grid4, ksigns, ld_u32_a2, signed_group_dot, IQ3S_GRID, IQ3XXS_GRID};
+use super::grid::{grid4, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ3S_GRID, IQ3XXS_GRID};
 use super::{ActSource, WeightType};
 use crate::intrinsics::{f16_to_f32, lane_id, ld_u16_if, ld_u8, shfl_idx};
 use core::mem::offset_of;
@@ -33,7 +33,7 @@ pub struct Iq3Loads {
 /// `d·d8` of the lane's unit (`d` from lane 0 of its group of 8); all 32 lanes call it together.
 #[inline(always)]
 fn unit_dd8(l: &Iq3Loads) -> f32 {
-    f16_to_f32(shfl_idx(l.d, lane_id() & !7)) * f16_to_f32(l.ds)
+    lane0_d(l.d) * f16_to_f32(l.ds)
 }
 
 /// Index byte `j ∈ 0..8` of the lane's grid-index bytes.
