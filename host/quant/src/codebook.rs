@@ -11,7 +11,7 @@
 //! As in [`crate::search`], every operation is transcribed in f32 and in ggml's order, because the
 //! goal is byte-identical output: a different order changes which candidate wins on near-ties.
 
-use crate::round::nearest_int;
+use crate::round::{f32_to_f16, nearest_int};
 use ingot_abi::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use std::sync::LazyLock;
 
@@ -307,9 +307,22 @@ pub(crate) fn ggml_max(x: &[f32]) -> f32 {
     x[1..].iter().fold(x[0], |m, &v| if m > v { m } else { v })
 }
 
-/// The 4-bit sub-block scale code `nearest_int((id·scale − 1)/2)` clamped to `0..=15`.
-pub(crate) fn scale_code(id: f32, scale: f32) -> u8 {
-    nearest_int(0.5 * (id * scale - 1.0)).clamp(0, 15) as u8
+/// The super-block scale of the IQ2_S/IQ3 quantizers: `d = max_scale/31`, stored as the f16 of
+/// `d·fudge` (ggml's per-type fudge factor), and each sub-block scale's 4-bit code
+/// `nearest_int((scale/d − 1)/2)` clamped to `0..=15`. `None` when every scale is 0 (the block
+/// keeps `d = 0`).
+pub(crate) fn super_block_scale<const N: usize>(
+    scales: &[f32; N],
+    max_scale: f32,
+    fudge: f32,
+) -> Option<(u16, [u8; N])> {
+    if max_scale == 0.0 {
+        return None;
+    }
+    let d = max_scale / 31.0;
+    let id = 1.0 / d;
+    let codes = scales.map(|s| nearest_int(0.5 * (id * s - 1.0)).clamp(0, 15) as u8);
+    Some((f32_to_f16(d * fudge), codes))
 }
 
 #[cfg(test)]

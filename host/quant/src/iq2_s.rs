@@ -6,10 +6,10 @@
 //! (`llama-quantize` itself refuses IQ2_S without an importance matrix; ggml's function
 //! does not.)
 
-use crate::codebook::{ggml_max, scale_code, ScaleSearch, IQ2S};
+use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ2S};
 use crate::iq2_xs::scale_halves;
 use crate::iq2_xxs::signed_group;
-use crate::round::{f16_to_f32, f32_to_f16};
+use crate::round::f16_to_f32;
 use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq2S, QK_K};
 use ingot_abi::iq_grids::IQ2S_GRID;
@@ -86,14 +86,11 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq2S {
         scales[ib] = scale;
         max_scale = if max_scale > scale { max_scale } else { scale };
     }
-    if max_scale == 0.0 {
-        return b;
-    }
-    let d = max_scale / 31.0;
-    b.d = f32_to_f16(d * 0.9875);
-    let id = 1.0 / d;
-    for (pair, s) in b.scales.iter_mut().enumerate() {
-        *s = scale_code(id, scales[2 * pair]) | scale_code(id, scales[2 * pair + 1]) << 4;
+    if let Some((d, codes)) = super_block_scale(&scales, max_scale, 0.9875) {
+        b.d = d;
+        for (pair, s) in b.scales.iter_mut().enumerate() {
+            *s = codes[2 * pair] | codes[2 * pair + 1] << 4;
+        }
     }
     b
 }

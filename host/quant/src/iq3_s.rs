@@ -4,8 +4,8 @@
 //!
 //! [`quantize`] is ggml's `quantize_row_iq3_s_ref` (no importance matrix), byte for byte.
 
-use crate::codebook::{ggml_max, scale_code, ScaleSearch, IQ3S};
-use crate::round::{f16_to_f32, f32_to_f16};
+use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ3S};
+use crate::round::f16_to_f32;
 use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq3S, QK_K};
 use ingot_abi::iq_grids::IQ3S_GRID;
@@ -100,14 +100,11 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3S {
         scales[ib] = scale;
         max_scale = if max_scale > scale { max_scale } else { scale };
     }
-    if max_scale == 0.0 {
-        return b;
-    }
-    let d = max_scale / 31.0;
-    b.d = f32_to_f16(d * 1.033);
-    let id = 1.0 / d;
-    for (pair, s) in b.scales.iter_mut().enumerate() {
-        *s = scale_code(id, scales[2 * pair]) | scale_code(id, scales[2 * pair + 1]) << 4;
+    if let Some((d, codes)) = super_block_scale(&scales, max_scale, 1.033) {
+        b.d = d;
+        for (pair, s) in b.scales.iter_mut().enumerate() {
+            *s = codes[2 * pair] | codes[2 * pair + 1] << 4;
+        }
     }
     b
 }

@@ -4,9 +4,9 @@
 //!
 //! [`quantize`] is ggml's `quantize_row_iq3_xxs_ref` (no importance matrix), byte for byte.
 
-use crate::codebook::{ggml_max, scale_code, ScaleSearch, IQ3XXS};
+use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ3XXS};
 use crate::iq2_xxs::signed_group;
-use crate::round::{f16_to_f32, f32_to_f16};
+use crate::round::f16_to_f32;
 use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq3Xxs, QK_K};
 use ingot_abi::iq_grids::{IQ3XXS_GRID, KSIGNS_IQ2XS};
@@ -112,15 +112,12 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
         scales[ib] = scale;
         max_scale = if max_scale > scale { max_scale } else { scale };
     }
-    if max_scale == 0.0 {
+    let Some((d, codes)) = super_block_scale(&scales, max_scale, 1.0125) else {
         return BlockIq3Xxs::zeroed();
-    }
-    let d = max_scale / 31.0;
-    // ggml's fudge factor ("small improvement") on the stored super-block scale.
-    b.d = f32_to_f16(d * 1.0125);
-    let id = 1.0 / d;
+    };
+    b.d = d;
     for (ib, w) in words.iter().enumerate() {
-        let w = w | u32::from(scale_code(id, scales[ib])) << 28;
+        let w = w | u32::from(codes[ib]) << 28;
         b.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&w.to_le_bytes());
     }
     b
