@@ -53,6 +53,12 @@ pub fn grid4<const N: usize>(grid: &'static [u32; N], i: u32) -> u32 {
     unsafe { ld_u32(global(grid.as_ptr()) + 4 * i) }
 }
 
+/// The activation ints of 8-value group `k ∈ 0..4` of a lane's q8_1 block.
+#[inline(always)]
+pub fn group_act(u: &[u32; 8], k: usize) -> [u32; 2] {
+    [u[2 * k], u[2 * k + 1]]
+}
+
 /// Byte `j` of the result is `0xFF` where bit `j` of `s` is set, else 0 (`j ∈ 0..4`): the
 /// multiply moves bit `j` to bit `8j` (the partial products land on distinct bits, none on
 /// another byte's bit 0) and `× 0xFF` widens each byte's bit 0 without carries.

@@ -14,7 +14,7 @@
 //! u16; lanes 0 and 1 read the two words of `scales` (where `d` lives, in the top nibbles of
 //! its four u16) and shuffle them to the other six.
 
-use super::grid::{grid8, lane0_d, ld_u32_a2, IQ1S_GRID};
+use super::grid::{grid8, group_act, lane0_d, ld_u32_a2, IQ1S_GRID};
 use super::{ActSource, WeightType};
 use crate::intrinsics::{
     dp4a, f16_to_f32, lane_id, ld_u16, ld_u16_if, ld_u32, ld_u32_if, select_f32, shfl_idx,
@@ -59,7 +59,7 @@ impl WeightType for Iq1S {
         let mut k = 0;
         while k < 4 {
             let i = (l.qs >> (8 * k) & 0xFF) | ((l.qh >> (3 * k) & 7) << 8);
-            sums = ternary_group(i, [l.u[2 * k], l.u[2 * k + 1]], sums);
+            sums = ternary_group(i, group_act(&l.u, k), sums);
             k += 1;
         }
         let (sumi, sumq) = sums;
@@ -128,7 +128,7 @@ impl WeightType for Iq1M {
         while k < 4 {
             let n = l.qh >> (4 * k);
             let i = (l.qs >> (8 * k) & 0xFF) | ((n & 7) << 8);
-            let (sumi, sumq) = ternary_group(i, [l.u[2 * k], l.u[2 * k + 1]], (0, 0));
+            let (sumi, sumq) = ternary_group(i, group_act(&l.u, k), (0, 0));
             let delta = select_f32(n & 8 != 0, -IQ1M_DELTA, IQ1M_DELTA);
             sum[k / 2] += sumi as f32 + delta * sumq as f32;
             k += 1;

@@ -8,7 +8,8 @@
 //! `d·(0.5 + s)·0.25·grid·sign`, multiplied out per scale).
 
 use super::grid::{
-    grid8, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID,
+    grid8, group_act, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ2S_GRID, IQ2XS_GRID,
+    IQ2XXS_GRID,
 };
 use super::{ActSource, WeightType};
 use crate::intrinsics::{f16_to_f32, lane_id, ld_u16_if, ld_u8, shfl_idx};
@@ -27,12 +28,6 @@ pub struct Iq2Loads {
     extra: u32,
     ds: u32,
     u: [u32; 8],
-}
-
-/// The activation ints of group `k` of the sub-block.
-#[inline(always)]
-fn group_act(l: &Iq2Loads, k: usize) -> [u32; 2] {
-    [l.u[2 * k], l.u[2 * k + 1]]
 }
 
 /// `0.25·((0.5 + s_lo)·lo + (0.5 + s_hi)·hi)` for the two 4-bit scales of byte `sc`.
@@ -67,7 +62,7 @@ impl WeightType for Iq2Xxs {
         let mut k = 0;
         while k < 4 {
             let g = grid8(&IQ2XXS_GRID, l.q[0] >> (8 * k));
-            sumi = signed_group_dot(g, ksigns(l.q[1] >> (7 * k)), group_act(l, k), sumi);
+            sumi = signed_group_dot(g, ksigns(l.q[1] >> (7 * k)), group_act(&l.u, k), sumi);
             k += 1;
         }
         let s = (l.q[1] >> 28) as f32;
@@ -102,7 +97,7 @@ impl WeightType for Iq2Xs {
         while k < 4 {
             let v = l.q[k / 2] >> (16 * (k % 2));
             let g = grid8(&IQ2XS_GRID, v);
-            sumi[k / 2] = signed_group_dot(g, ksigns(v >> 9), group_act(l, k), sumi[k / 2]);
+            sumi[k / 2] = signed_group_dot(g, ksigns(v >> 9), group_act(&l.u, k), sumi[k / 2]);
             k += 1;
         }
         d * f16_to_f32(l.ds) * two_scales(l.extra, sumi[0], sumi[1])
@@ -141,7 +136,7 @@ impl WeightType for Iq2S {
             let i = (l.q[0] >> (8 * k) & 0xFF) | ((l.extra >> (2 * k) & 3) << 8);
             let g = grid8(&IQ2S_GRID, i);
             let signs = l.q[1] >> (8 * k);
-            sumi[k / 2] = signed_group_dot(g, signs, group_act(l, k), sumi[k / 2]);
+            sumi[k / 2] = signed_group_dot(g, signs, group_act(&l.u, k), sumi[k / 2]);
             k += 1;
         }
         d * f16_to_f32(l.ds) * two_scales(l.extra >> 8, sumi[0], sumi[1])

@@ -6,7 +6,9 @@
 //! read its four scale bytes the same way). The lane's share is
 //! `d·d8·db·sumi` (ggml's dequantization multiplied out).
 
-use super::grid::{grid4, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ3S_GRID, IQ3XXS_GRID};
+use super::grid::{
+    grid4, group_act, ksigns, lane0_d, ld_u32_a2, signed_group_dot, IQ3S_GRID, IQ3XXS_GRID,
+};
 use super::{ActSource, WeightType};
 use crate::intrinsics::{f16_to_f32, lane_id, ld_u16_if, ld_u8, shfl_idx};
 use core::mem::offset_of;
@@ -34,6 +36,19 @@ pub struct Iq3Loads {
 #[inline(always)]
 fn unit_dd8(l: &Iq3Loads) -> f32 {
     lane0_d(l.d) * f16_to_f32(l.ds)
+}
+
+/// Points `2k` and `2k + 1` of `grid` (indices from `index`) as one 8-value group; each index
+/// is computed just before its lookup (that order keeps the IQ3_S loop within its SASS budget).
+#[inline(always)]
+fn group_points<const N: usize>(
+    grid: &'static [u32; N],
+    index: impl Fn(usize) -> u32,
+    k: usize,
+) -> u64 {
+    let lo = grid4(grid, index(2 * k));
+    let hi = grid4(grid, index(2 * k + 1));
+    lo as u64 | (hi as u64) << 32
 }
 
 /// Index byte `j ∈ 0..8` of the lane's grid-index bytes.
@@ -69,15 +84,9 @@ impl WeightType for Iq3Xxs {
         let mut sumi = 0;
         let mut k = 0;
         while k < 4 {
-            let lo = grid4(&IQ3XXS_GRID, index_byte(l, 2 * k));
-            let hi = grid4(&IQ3XXS_GRID, index_byte(l, 2 * k + 1));
-            let g = lo as u64 | (hi as u64) << 32;
-            sumi = signed_group_dot(
-                g,
-                ksigns(l.signs >> (7 * k)),
-                [l.u[2 * k], l.u[2 * k + 1]],
-                sumi,
-            );
+            let g = group_points(&IQ3XXS_GRID, |j| index_byte(l, j), k);
+            let signs = ksigns(l.signs >> (7 * k));
+            sumi = signed_group_dot(g, signs, group_act(&l.u, k), sumi);
             k += 1;
         }
         let s = (l.signs >> 28) as f32;
@@ -117,10 +126,8 @@ impl WeightType for Iq3S {
         let mut sumi = 0;
         let mut k = 0;
         while k < 4 {
-            let lo = grid4(&IQ3S_GRID, index(2 * k));
-            let hi = grid4(&IQ3S_GRID, index(2 * k + 1));
-            let g = lo as u64 | (hi as u64) << 32;
-            sumi = signed_group_dot(g, l.signs >> (8 * k), [l.u[2 * k], l.u[2 * k + 1]], sumi);
+            let g = group_points(&IQ3S_GRID, index, k);
+            sumi = signed_group_dot(g, l.signs >> (8 * k), group_act(&l.u, k), sumi);
             k += 1;
         }
         let s = (sc & 15) as f32;
