@@ -105,11 +105,11 @@ impl Codebook {
         }
         let mut neighbours = Vec::new();
         let mut dist: Vec<(i32, u16)> = Vec::with_capacity(odd.len());
-        for key in 0..map.len() {
+        for (key, slot) in map.iter_mut().enumerate() {
             let pos: Vec<i32> = (0..dims)
                 .map(|i| ((key >> (bits as usize * i)) & ((1 << bits) - 1)) as i32)
                 .collect();
-            if matches!(map[key], Slot::Point(_)) || pos.iter().any(|&l| l >= levels) {
+            if matches!(slot, Slot::Point(_)) || pos.iter().any(|&l| l >= levels) {
                 continue;
             }
             dist.clear();
@@ -135,7 +135,7 @@ impl Codebook {
                 }
                 neighbours.push(j);
             }
-            map[key] = Slot::Near {
+            *slot = Slot::Near {
                 start: start as u32,
                 len: (neighbours.len() - start) as u16,
             };
@@ -299,6 +299,20 @@ fn moments(xval: &[f32], weight: &[f32], l: &[i8]) -> (f32, f32) {
         sumq2 += w * q * q;
     }
     (sumqx, sumq2)
+}
+
+/// Splits a sub-block into magnitudes `xval` and sign bits (bit `i % 8` of `signs[i / 8]` set
+/// where `x[i]` was negated), by ggml's test: `>= 0` keeps the value (−0.0 included); anything
+/// else (NaN included) is negated and signed.
+pub(crate) fn split_signs(x: &[f32], xval: &mut [f32], signs: &mut [u8]) {
+    for (i, &v) in x.iter().enumerate() {
+        if v >= 0.0 {
+            xval[i] = v;
+        } else {
+            xval[i] = -v;
+            signs[i / 8] |= 1 << (i % 8);
+        }
+    }
 }
 
 /// ggml's `MAX(a, b)` fold (`a > b ? a : b`, so a NaN running maximum gives way to the next

@@ -164,7 +164,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq1M {
         }
         let mut index = [0u16; 2];
         let mut all_on_grid = true;
-        for k in 0..2 {
+        for (k, point) in index.iter_mut().enumerate() {
             let xx = shifted(best_k, k);
             let g = 8 * k..8 * k + 8;
             let (p, on) = IQ1S.snap(
@@ -175,7 +175,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq1M {
                 &mut l[g],
             );
             all_on_grid &= on;
-            index[k] = p;
+            *point = p;
         }
         if !all_on_grid {
             let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);

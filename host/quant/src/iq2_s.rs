@@ -6,7 +6,7 @@
 //! (`llama-quantize` itself refuses IQ2_S without an importance matrix; ggml's function
 //! does not.)
 
-use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ2S};
+use crate::codebook::{ggml_max, split_signs, super_block_scale, ScaleSearch, IQ2S};
 use crate::iq2_xs::scale_halves;
 use crate::iq2_xxs::signed_group;
 use crate::round::f16_to_f32;
@@ -57,15 +57,8 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq2S {
         let mut signs = [0u8; 2];
         for i in 0..16 {
             weight[i] = 0.25 * sigma2 + xb[i] * xb[i];
-            // ggml's test: `>= 0` keeps the value (−0.0 included); anything else (NaN
-            // included) is negated and signed.
-            if xb[i] >= 0.0 {
-                xval[i] = xb[i];
-            } else {
-                xval[i] = -xb[i];
-                signs[i / 8] |= 1 << (i % 8);
-            }
         }
+        split_signs(xb, &mut xval, &mut signs);
         let max = ggml_max(&xval);
         if max < GROUP_MAX_EPS {
             continue;
@@ -76,12 +69,11 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq2S {
             scale = -scale;
             signs = signs.map(|s| !s);
         }
-        for k in 0..2 {
+        for (k, (&p, &s)) in fit.points.iter().zip(&signs).enumerate() {
             let g = 2 * ib + k;
-            let p = fit.points[k];
             b.qs[g] = p as u8;
             b.qh[g / 4] |= ((p >> 8) as u8) << (2 * (g % 4));
-            b.qs[QK_K / 8 + g] = signs[k];
+            b.qs[QK_K / 8 + g] = s;
         }
         scales[ib] = scale;
         max_scale = if max_scale > scale { max_scale } else { scale };

@@ -4,7 +4,7 @@
 //!
 //! [`quantize`] is ggml's `quantize_row_iq3_s_ref` (no importance matrix), byte for byte.
 
-use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ3S};
+use crate::codebook::{ggml_max, split_signs, super_block_scale, ScaleSearch, IQ3S};
 use crate::round::f16_to_f32;
 use bytemuck::Zeroable;
 use ingot_abi::blocks::{BlockIq3S, QK_K};
@@ -70,15 +70,8 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3S {
         let mut signs = [0u8; 4];
         for i in 0..32 {
             weight[i] = xb[i] * xb[i];
-            // ggml's test: `>= 0` keeps the value (−0.0 included); anything else (NaN
-            // included) is negated and signed.
-            if xb[i] >= 0.0 {
-                xval[i] = xb[i];
-            } else {
-                xval[i] = -xb[i];
-                signs[i / 8] |= 1 << (i % 8);
-            }
         }
+        split_signs(xb, &mut xval, &mut signs);
         let max = ggml_max(&xval);
         if max == 0.0 {
             continue;

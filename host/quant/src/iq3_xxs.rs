@@ -4,7 +4,7 @@
 //!
 //! [`quantize`] is ggml's `quantize_row_iq3_xxs_ref` (no importance matrix), byte for byte.
 
-use crate::codebook::{ggml_max, super_block_scale, ScaleSearch, IQ3XXS};
+use crate::codebook::{ggml_max, split_signs, super_block_scale, ScaleSearch, IQ3XXS};
 use crate::iq2_xxs::signed_group;
 use crate::round::f16_to_f32;
 use bytemuck::Zeroable;
@@ -67,20 +67,12 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
         for i in 0..32 {
             weight[i] = xb[i] * xb[i];
         }
+        let mut bits = [0u8; 4];
+        split_signs(xb, &mut xval, &mut bits);
         let mut signs = [0u32; 4];
-        for k in 0..4 {
-            let mut s = 0u32;
-            let mut flips = 0;
-            for i in 8 * k..8 * k + 8 {
-                if xb[i] >= 0.0 {
-                    xval[i] = xb[i];
-                } else {
-                    xval[i] = -xb[i];
-                    s |= 1 << (i - 8 * k);
-                    flips += 1;
-                }
-            }
-            if flips % 2 == 1 {
+        for (k, sign) in signs.iter_mut().enumerate() {
+            let mut s = u32::from(bits[k]);
+            if s.count_ones() % 2 == 1 {
                 let mut imin = 8 * k;
                 let mut min = weight[imin] * xb[imin] * xb[imin];
                 for i in 8 * k + 1..8 * k + 8 {
@@ -93,7 +85,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
                 xval[imin] = -xval[imin];
                 s ^= 1 << (imin - 8 * k);
             }
-            signs[k] = s & 127;
+            *sign = s & 127;
         }
         let max = ggml_max(&xval);
         if max < GROUP_MAX_EPS {
