@@ -15,7 +15,7 @@ use criterion::Criterion;
 use ingot_bench::cases::{Case, CASES};
 use ingot_bench::device::Device;
 use ingot_bench::gpu::{median, GpuRig};
-use ingot_bench::report::{gpu_table, over_copy, sim_table, GpuResult};
+use ingot_bench::report::{gpu_table, over_copy, sass_table, sim_table, GpuResult};
 use ingot_bench::{sim, witness};
 
 /// Criterion samples per case; each is one `iter_custom` call.
@@ -89,6 +89,7 @@ fn run_sim(no_gpu: &str) -> i32 {
             sim::SIM_MAX_BUFFER_BYTES / 1024
         );
     }
+    print_sass(&reports.iter().map(|r| r.case.kernel).collect::<Vec<_>>());
     println!(
         "read/need: global bytes loaded over bytes the kernel must read (1.000 = each once); \
          sect/req: 32-byte sectors per warp-level global request; sect eff: bytes requested over \
@@ -136,6 +137,7 @@ fn run_gpu(mut rig: GpuRig) -> i32 {
         "\nsummary (median of {SAMPLES} samples; GB/s = bytes the kernel must read + write / time)"
     );
     print!("{}", gpu_table(&results, copy));
+    print_sass(&results.iter().map(|r| r.case.kernel).collect::<Vec<_>>());
     let invalid = over_copy(&results, copy);
     if !invalid.is_empty() {
         println!(
@@ -200,4 +202,22 @@ fn bench_case(
         working_set: prepared.working_set,
         cold: prepared.cold(l2),
     })
+}
+
+/// The gemv kernels' SASS per 256 weights (`ingot_bench::sass`), or the announced reason it is
+/// skipped (no ptxas/cuobjdump).
+fn print_sass(kernels: &[&'static str]) {
+    match ingot_bench::sass::gemv_sass(kernels) {
+        Ok(rows) if rows.is_empty() => {}
+        Ok(rows) => {
+            print!("{}", sass_table(&rows));
+            println!(
+                "loop: SASS instructions of the weight-streaming loop (ptxas --entry, cuobjdump); \
+                 weights/iter: weights one iteration of a warp covers; SASS/256w: per super-block"
+            );
+        }
+        Err(e) => println!(
+            "SASS per 256 weights: SKIPPED ({e}; `cargo xtask tools` installs ptxas and cuobjdump)"
+        ),
+    }
 }

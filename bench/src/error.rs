@@ -24,6 +24,16 @@ pub enum BenchError {
     /// A CUDA driver call failed.
     #[error("CUDA: {0}")]
     Cuda(#[from] ingot_cuda::CudaError),
+    /// ptxas or the disassembler (SASS counts) failed or is missing.
+    #[error("SASS counts: {0}")]
+    Audit(#[from] ptx_audit::AuditError),
+    /// A scratch file could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Result of bench operations.

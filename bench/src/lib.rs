@@ -21,6 +21,7 @@ pub mod inputs;
 pub mod predict;
 pub mod replay;
 pub mod report;
+pub mod sass;
 pub mod setup;
 pub mod sim;
 pub mod witness;

@@ -4,6 +4,7 @@ use std::cmp::Ordering::{Equal, Less};
 use std::fmt::Write;
 
 use crate::cases::Case;
+use crate::sass::{GemvSass, ARCHS};
 use crate::sim::SimReport;
 
 /// One timed case on a GPU.
@@ -111,6 +112,36 @@ pub fn sim_table(reports: &[SimReport]) -> String {
             r.sectors_per_request(),
             100.0 * r.sector_efficiency(),
             r.stats.module_bytes_read as f64 / 1e3,
+        );
+    }
+    s
+}
+
+/// The SASS table: each gemv's weight-streaming loop and its instructions per 256 weights.
+pub fn sass_table(rows: &[GemvSass]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<25} {:>11} {:>11} {:>12} {:>15} {:>15}",
+        "kernel",
+        format!("loop {}", ARCHS[0]),
+        format!("loop {}", ARCHS[1]),
+        "weights/iter",
+        format!("SASS/256w {}", ARCHS[0]),
+        format!("SASS/256w {}", ARCHS[1]),
+    );
+    let count = |n: Option<usize>| n.map_or("unpaired".to_string(), |n| n.to_string());
+    let per = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<25} {:>11} {:>11} {:>12} {:>15} {:>15}",
+            r.kernel,
+            count(r.loop_insts[0]),
+            count(r.loop_insts[1]),
+            r.weights_per_iteration,
+            per(r.per_256_weights(0)),
+            per(r.per_256_weights(1)),
         );
     }
     s

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::analysis::{analyze_module, KernelPtx};
+use crate::analysis::{analyze_kernel, analyze_module, KernelPtx};
 use crate::error::AuditError;
 use crate::ptxas::{self, Resources, ARCHS};
 use crate::sass::{self, SassLoop};
@@ -207,7 +207,45 @@ pub fn audit_ptx_only(path: &Path) -> Result<Vec<KernelReport>, AuditError> {
 
 /// The full audit: PTX metrics plus, for each of [`ARCHS`], ptxas resources and SASS loops.
 pub fn audit(path: &Path, tools: &Tools) -> Result<Vec<KernelReport>, AuditError> {
-    let mut reports = audit_ptx_only(path)?;
+    audit_some(path, tools, None)
+}
+
+/// [`audit`] of the kernels named `names` only (ptxas compiles just those entries); an unknown
+/// name is an error.
+pub fn audit_kernels(
+    path: &Path,
+    tools: &Tools,
+    names: &[&str],
+) -> Result<Vec<KernelReport>, AuditError> {
+    audit_some(path, tools, Some(names))
+}
+
+fn audit_some(
+    path: &Path,
+    tools: &Tools,
+    names: Option<&[&str]>,
+) -> Result<Vec<KernelReport>, AuditError> {
+    let mut reports = match names {
+        None => audit_ptx_only(path)?,
+        // Only the named kernels' PTX is analysed (a bench asks for a few of hundreds).
+        Some(names) => {
+            let module = read_ptx(path)?;
+            let mut reports = Vec::with_capacity(names.len());
+            for &name in names {
+                let kernel = module.kernels().find(|k| k.name == name).ok_or_else(|| {
+                    AuditError::UnknownKernel {
+                        name: name.to_string(),
+                        path: path.to_path_buf(),
+                    }
+                })?;
+                reports.push(KernelReport {
+                    ptx: analyze_kernel(&module, kernel),
+                    archs: Vec::new(),
+                });
+            }
+            reports
+        }
+    };
     let scratch = tempfile::tempdir().map_err(|source| AuditError::Io {
         path: std::env::temp_dir(),
         source,
@@ -218,7 +256,7 @@ pub fn audit(path: &Path, tools: &Tools) -> Result<Vec<KernelReport>, AuditError
             .map(|arch| {
                 let cubin = scratch.path().join(format!("audit-{arch}.cubin"));
                 scope.spawn(move || {
-                    let resources = ptxas::assemble(&tools.ptxas, path, arch, &cubin)?;
+                    let resources = ptxas::assemble(&tools.ptxas, path, arch, &cubin, names)?;
                     let listing = sass::disassemble(&tools.disassembler, &cubin, arch)?;
                     Ok::<_, AuditError>((arch, resources, listing))
                 })

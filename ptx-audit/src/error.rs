@@ -46,4 +46,6 @@ pub enum AuditError {
     },
     #[error("budget file {path}: {message}")]
     Budget { path: PathBuf, message: String },
+    #[error("no kernel `{name}` in {path}")]
+    UnknownKernel { name: String, path: PathBuf },
 }

@@ -23,20 +23,22 @@ pub struct Resources {
     pub shared_bytes: u64,
 }
 
-/// Assembles `ptx` for `arch` into `cubin` and returns each function's resources.
+/// Assembles `ptx` for `arch` into `cubin` and returns each function's resources: every
+/// function, or with `entries` only those kernels (`ptxas --entry`, seconds instead of minutes
+/// for a bench that wants a few).
 pub fn assemble(
     ptxas: &Path,
     ptx: &Path,
     arch: &str,
     cubin: &Path,
+    entries: Option<&[&str]>,
 ) -> Result<BTreeMap<String, Resources>, AuditError> {
     let mut command = Command::new(ptxas);
-    command
-        .arg(format!("-arch={arch}"))
-        .arg("-v")
-        .arg(ptx)
-        .arg("-o")
-        .arg(cubin);
+    command.arg(format!("-arch={arch}")).arg("-v");
+    if let Some(entries) = entries {
+        command.arg(format!("--entry={}", entries.join(",")));
+    }
+    command.arg(ptx).arg("-o").arg(cubin);
     let output = run_tool(command, Tool::Ptxas, arch, TOOL_TIMEOUT)?;
     // ptxas writes its `info` lines to stdout or stderr depending on the version.
     let text = format!("{}\n{}", output.stdout, output.stderr);

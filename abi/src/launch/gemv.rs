@@ -41,6 +41,11 @@ pub const GEMV_WEIGHT_PER_ACT: u32 = 10;
 /// quant ints (32 B each) and `ds` words (4 B), 18 KB, which leaves 5 blocks of 8 warps per SM
 /// on an sm_86 (100 KB), no fewer than 64 registers per thread leave.
 pub const GEMV_STAGE_BLOCKS: u32 = 512;
+/// Units a lane group loads per iteration of the gemv's weight-streaming loop (the device's
+/// `units_dot_lane` issues both loads before either dot product, so two units' bytes are in
+/// flight). One iteration of a warp covers `GEMV_UNITS_IN_FLIGHT · 32 / lanes_per_unit` units,
+/// which turns the loop's SASS count into instructions per weight (the kernel bench).
+pub const GEMV_UNITS_IN_FLIGHT: u32 = 2;
 
 /// Lanes that compute one row of `units` units when `lanes_per_unit` (a power of two ≤ 32)
 /// lanes share a unit: the smallest power of two covering every unit once, at least

@@ -41,7 +41,7 @@ pub use embed::{
 pub use gemv::{
     gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass,
     gemv_rows_per_warp, gemv_stage_blocks, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32, GEMV_STAGE_BLOCKS,
-    GEMV_WEIGHT_PER_ACT,
+    GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
 pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
 pub use moe::{

@@ -75,7 +75,7 @@ pub use q6k::Q6K;
 
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::GemvUnit;
+use ingot_abi::launch::{GemvUnit, GEMV_UNITS_IN_FLIGHT};
 
 /// Bytes of one q8_1 activation block.
 pub const Q8_BYTES: u64 = size_of::<BlockQ8_1>() as u64;
@@ -212,7 +212,9 @@ unsafe fn units_dot_lane<T: WeightType, A: ActSource, const SHIFTED: bool>(
     let group = lane / T::LANES;
     let w_at = |u: u32| w_row + u as u64 * T::UNIT_BYTES;
     let x_at = |u: u32| x.skip(u as u64 * act_blocks::<T>());
-    let iterations = nunits / (2 * step);
+    // Two loads written out below: `GEMV_UNITS_IN_FLIGHT` units per iteration.
+    const _: () = assert!(GEMV_UNITS_IN_FLIGHT == 2);
+    let iterations = nunits / (GEMV_UNITS_IN_FLIGHT * step);
     let mut acc = 0.0f32;
     let mut i = 0;
     while i < iterations {
@@ -224,7 +226,7 @@ unsafe fn units_dot_lane<T: WeightType, A: ActSource, const SHIFTED: bool>(
         acc += T::dot(&l1, part);
         i += 1;
     }
-    let mut round = iterations * 2 * step;
+    let mut round = iterations * GEMV_UNITS_IN_FLIGHT * step;
     while round < nunits {
         let u = round + group;
         let l = if u < nunits {
