@@ -217,7 +217,8 @@ fn print_sass(kernels: &[&'static str]) {
             );
         }
         Err(e) => println!(
-            "SASS per 256 weights: SKIPPED ({e}; `cargo xtask tools` installs ptxas and cuobjdump)"
+            "SASS per 256 weights: SKIPPED ({e}; `cargo xtask tools` installs ptxas and cuobjdump \
+             and prints the paths to set in INGOT_PTXAS and INGOT_CUOBJDUMP)"
         ),
     }
 }

@@ -1,12 +1,12 @@
 //! SASS instructions per 256 weights in the gemv kernels' weight-streaming loop (issue 15's
-//! "SASS per super-block"): ptxas and cuobjdump, the audit's tools (`cargo xtask tools`), on the
-//! PTX the bench simulates, compiling only the benched kernels (`ptxas --entry`).
+//! "SASS per super-block"): ptxas and cuobjdump, the audit's tools, from `INGOT_PTXAS` and
+//! `INGOT_CUOBJDUMP` (or `PATH`; `cargo xtask tools` installs them and prints their paths;
+//! `cargo xtask test` passes them), on the PTX the bench simulates, compiling only the benched
+//! kernels (`ptxas --entry`).
 //!
 //! The figure is the loop's static instruction count over the weights one iteration of a warp
 //! covers ([`GEMV_UNITS_IN_FLIGHT`] units per lane group); at a card's bandwidth it gives the
 //! issue rate a gemv needs to stay bandwidth-bound (docs/perf.md derives it per card).
-
-use std::path::{Path, PathBuf};
 
 use crate::error::{BenchError, Result};
 use ingot_abi::launch::GEMV_UNITS_IN_FLIGHT;
@@ -48,9 +48,7 @@ pub fn gemv_sass(kernels: &[&'static str]) -> Result<Vec<GemvSass>> {
     if gemvs.is_empty() {
         return Ok(Vec::new());
     }
-    let tools = ToolSearch::from_env()
-        .then_dir(&workspace().join(".tools/nvidia/cu13/bin"))
-        .tools()?;
+    let tools = ToolSearch::from_env().tools()?;
     let ptx = std::env::temp_dir().join(format!("ingot-bench-{}.ptx", std::process::id()));
     std::fs::write(&ptx, ingot_kernels::PTX).map_err(|source| BenchError::Io {
         path: ptx.clone(),
@@ -92,10 +90,6 @@ fn weight_loop(r: &KernelReport) -> [Option<usize>; 2] {
     })
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +101,7 @@ mod tests {
         let rows = match gemv_sass(&["gemv_q4k_q8_1", "rmsnorm_f32", "gemv_q4k_q8_1"]) {
             Ok(rows) => rows,
             Err(BenchError::Audit(ptx_audit::AuditError::ToolMissing { .. })) => {
-                println!("SKIPPED: ptxas/cuobjdump not installed (`cargo xtask tools`)");
+                println!("SKIPPED: ptxas/cuobjdump not found (INGOT_PTXAS/INGOT_CUOBJDUMP unset; `cargo xtask test` sets them)");
                 return;
             }
             Err(e) => panic!("{e}"),

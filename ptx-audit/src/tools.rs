@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -81,18 +81,6 @@ impl ToolSearch {
             explicit,
             path: std::env::var_os("PATH"),
         }
-    }
-
-    /// The same search, then `dir` after `PATH` (e.g. where `cargo xtask tools` installs them).
-    pub fn then_dir(mut self, dir: &Path) -> ToolSearch {
-        let mut dirs: Vec<PathBuf> = self
-            .path
-            .as_deref()
-            .map(|p| std::env::split_paths(p).collect())
-            .unwrap_or_default();
-        dirs.push(dir.to_path_buf());
-        self.path = std::env::join_paths(dirs).ok().or(self.path);
-        self
     }
 
     /// Finds one tool. An explicit path that does not exist is an error rather than a reason
