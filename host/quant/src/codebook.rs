@@ -78,8 +78,10 @@ pub(crate) struct Codebook {
 }
 
 impl Codebook {
-    /// Builds the book from the dequantization grid (`points[p][i]` is the magnitude of
-    /// coordinate `i`, one of `magnitudes`, whose position is the level).
+    /// Builds the book from the dequantization grid: `points[p][i]` (`i < dims`) is the magnitude
+    /// of coordinate `i`, one of `magnitudes`, whose position is the level; a key packs `bits`
+    /// per level; an off-grid tuple's neighbours are the points at its `nwant` smallest distinct
+    /// distances (ggml's `nwant`: IQ3_XXS 2, IQ3_S 3, IQ2_S 1, IQ1 3).
     fn new(magnitudes: &[u8], dims: usize, bits: u32, nwant: usize, points: &[[u8; 8]]) -> Self {
         let levels = magnitudes.len() as i32;
         let odd: Vec<[i8; 8]> = points
