@@ -317,10 +317,12 @@ pub(crate) fn split_signs(x: &[f32], xval: &mut [f32], signs: &mut [u8]) {
     }
 }
 
-/// ggml's `MAX(a, b)` fold (`a > b ? a : b`, so a NaN running maximum gives way to the next
-/// value), the order its quantizers take the largest magnitude in.
-pub(crate) fn ggml_max(x: &[f32]) -> f32 {
-    x[1..].iter().fold(x[0], |m, &v| if m > v { m } else { v })
+/// ggml's `MAX(a, b)` fold from the first value (`a > b ? a : b`, so a NaN running maximum
+/// gives way to the next value), the order its quantizers take maxima in; 0 for no values.
+pub(crate) fn ggml_max(values: impl IntoIterator<Item = f32>) -> f32 {
+    let mut values = values.into_iter();
+    let first = values.next().unwrap_or(0.0);
+    values.fold(first, |m, v| if m > v { m } else { v })
 }
 
 /// The super-block scale of the IQ2_S/IQ3 quantizers: `d = max_scale/31`, stored as the f16 of

@@ -6,7 +6,7 @@
 //! (`llama-quantize` itself refuses IQ1_M without one except for the embedding and output;
 //! ggml's function does not).
 
-use crate::codebook::IQ1S;
+use crate::codebook::{ggml_max, IQ1S};
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use bytemuck::Zeroable;
 use ingot_abi::blocks::{iq1m_d, iq1m_scale, iq1m_set_d, BlockIq1M, QK_K};
@@ -49,8 +49,8 @@ const GROUP_MAX_EPS: f32 = 1e-7;
 const X_P: [f32; 3] = [-1.0 + IQ1M_DELTA, IQ1M_DELTA, 1.0 + IQ1M_DELTA];
 const X_M: [f32; 3] = [-1.0 - IQ1M_DELTA, -IQ1M_DELTA, 1.0 - IQ1M_DELTA];
 
-/// The shifts of the two groups of 8 in a group of 16 for split kind `k` (0: +,+; 1: +,−;
-/// 2: −,+; 3: −,−), and the `qh` bits that store them.
+/// The shifted values of group `group ∈ 0..2` (8 weights) of a group of 16 for split kind `k`
+/// (0: +,+; 1: +,−; 2: −,+; 3: −,−).
 fn shifted(k: u8, group: usize) -> &'static [f32; 3] {
     let minus = if group == 0 { k >= 2 } else { k % 2 == 1 };
     if minus {
@@ -59,6 +59,7 @@ fn shifted(k: u8, group: usize) -> &'static [f32; 3] {
         &X_P
     }
 }
+/// The `qh` bits that store split kind `k` (bit 3 of each group's nibble set for −).
 const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
 
 /// Quantize one super-block as ggml's `quantize_row_iq1_m_impl(…, quant_weights = NULL)`:
@@ -76,9 +77,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq1M {
         for i in 0..BS {
             weight[i] = xb[i] * xb[i];
         }
-        let max = xb[1..]
-            .iter()
-            .fold(xb[0].abs(), |m, &v| if m > v.abs() { m } else { v.abs() });
+        let max = ggml_max(xb.iter().map(|v| v.abs()));
         if max < GROUP_MAX_EPS {
             continue;
         }
@@ -198,7 +197,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq1M {
         b.qh[ib] = (index[0] >> 8) as u8 | ((index[1] >> 8) as u8) << 4;
         scales[ib] = scale;
         shifts[ib] = best_k;
-        max_scale = if max_scale > scale { max_scale } else { scale };
+        max_scale = ggml_max([max_scale, scale]);
     }
     if max_scale == 0.0 {
         return b;

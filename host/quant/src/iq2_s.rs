@@ -59,7 +59,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq2S {
             weight[i] = 0.25 * sigma2 + xb[i] * xb[i];
         }
         split_signs(xb, &mut xval, &mut signs);
-        let max = ggml_max(&xval);
+        let max = ggml_max(xval);
         if max < GROUP_MAX_EPS {
             continue;
         }
@@ -76,7 +76,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq2S {
             b.qs[QK_K / 8 + g] = s;
         }
         scales[ib] = scale;
-        max_scale = if max_scale > scale { max_scale } else { scale };
+        max_scale = ggml_max([max_scale, scale]);
     }
     if let Some((d, codes)) = super_block_scale(&scales, max_scale, 0.9875) {
         b.d = d;

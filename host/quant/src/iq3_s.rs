@@ -72,7 +72,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3S {
             weight[i] = xb[i] * xb[i];
         }
         split_signs(xb, &mut xval, &mut signs);
-        let max = ggml_max(&xval);
+        let max = ggml_max(xval);
         if max == 0.0 {
             continue;
         }
@@ -91,7 +91,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3S {
         b.signs[signs_at..signs_at + 4].copy_from_slice(&signs);
         signs_at += 4;
         scales[ib] = scale;
-        max_scale = if max_scale > scale { max_scale } else { scale };
+        max_scale = ggml_max([max_scale, scale]);
     }
     if let Some((d, codes)) = super_block_scale(&scales, max_scale, 1.033) {
         b.d = d;

@@ -87,7 +87,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
             }
             *sign = s & 127;
         }
-        let max = ggml_max(&xval);
+        let max = ggml_max(xval);
         if max < GROUP_MAX_EPS {
             continue;
         }
@@ -102,7 +102,7 @@ pub fn quantize(x: &[f32; QK_K]) -> BlockIq3Xxs {
         }
         words[ib] = signs[0] | signs[1] << 7 | signs[2] << 14 | signs[3] << 21;
         scales[ib] = scale;
-        max_scale = if max_scale > scale { max_scale } else { scale };
+        max_scale = ggml_max([max_scale, scale]);
     }
     let Some((d, codes)) = super_block_scale(&scales, max_scale, 1.0125) else {
         return BlockIq3Xxs::zeroed();
