@@ -3,13 +3,14 @@
 //! Q5_0/Q8_0 (1408 wide, lite-4l's expert down rows) against `ACTS` activations (a routed expert
 //! sees about 6 of a 64-token chunk; dense products all 64).
 //!
-//! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS]` with
-//! TYPE one of q4k, q6k, q50, q80. Prints the multiply-adds done and a checksum of the outputs;
+//! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS [ISA]]` with
+//! TYPE one of q4k, q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
+//! fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the multiply-adds done and a checksum of the outputs;
 //! divide the first by the process's CPU time (`perf stat -e task-clock`) for a rate that a
 //! machine shared with other work disturbs less than wall time.
 
 use ingot_gguf::GgmlType;
-use ingot_quant::cpu_dot::RowDot;
+use ingot_quant::cpu_dot::{Isa, RowDot};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -37,13 +38,20 @@ fn main() {
     let bytes = rows * cols / ty.block_size() as usize * ty.type_size() as usize;
     let mut q = vec![0u8; bytes];
     ingot_quant::quantize_row(ty, &w, &mut q).expect("quantize");
-    let dot = RowDot::new(ty).expect("a CPU dot product");
+    let isa = match args.get(4).map(String::as_str) {
+        Some("scalar") => Isa::Scalar,
+        Some("avx2") => Isa::Avx2,
+        Some("vnni") => Isa::AvxVnni,
+        Some("avx512") => Isa::Avx512,
+        _ => Isa::detect(),
+    };
+    let dot = RowDot::with_isa(ty, isa).expect("a CPU dot product on this instruction set");
     let xs: Vec<Vec<f32>> = (0..acts)
         .map(|_| (0..cols).map(|_| next()).collect())
         .collect();
     let mut out = vec![0.0f32; rows * acts];
-    // About 4 G multiply-adds whatever the shape.
-    let iters = (4_000_000_000 / (rows * cols * acts)).max(1);
+    // About 20 G multiply-adds whatever the shape (a second or so: start-up and quantization are noise).
+    let iters = (20_000_000_000 / (rows * cols * acts)).max(1);
     if dot.act_type() == GgmlType::Q8K {
         let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_k(x)).collect();
         let v: Vec<&[_]> = a.iter().map(Vec::as_slice).collect();
@@ -58,5 +66,5 @@ fn main() {
         }
     }
     let macs = rows * cols * acts * iters;
-    println!("{macs} {}", out.iter().sum::<f32>());
+    println!("{macs} {} {isa:?}", out.iter().sum::<f32>());
 }

@@ -98,46 +98,76 @@ pub(super) fn matmul(
     tokens: &[usize],
     out: &mut [f32],
 ) -> Result<()> {
-    let (rows, n) = (m.rows(), tokens.len());
-    if n == 0 {
-        return Ok(());
-    }
+    prepare(m, xs, tokens)?;
+    let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
+    let parallel =
+        m.rows() * m.cols() * tokens.len() >= PARALLEL_MIN_WORK && rayon::current_num_threads() > 1;
+    matmul_prepared(m, &inputs, out, parallel)
+}
+
+/// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes).
+pub(super) fn prepare(m: &QMatrix<'_>, xs: &mut [Activation], tokens: &[usize]) -> Result<()> {
+    let n = xs.len();
     for &t in tokens {
         let x = xs.get_mut(t).ok_or_else(|| ModelError::Quant {
             name: m.name().to_owned(),
-            reason: format!("input {t} of {}", tokens.len()),
+            reason: format!("input {t} of {n}"),
         })?;
         x.prepare(m)?;
+    }
+    Ok(())
+}
+
+/// [`matmul`] on inputs already [`prepare`]d for `m`, split over rayon's pool when `parallel`, on the
+/// calling thread otherwise (a caller that is itself one of many parallel work items).
+pub(super) fn matmul_prepared(
+    m: &QMatrix<'_>,
+    inputs: &[&Activation],
+    out: &mut [f32],
+    parallel: bool,
+) -> Result<()> {
+    let (rows, n) = (m.rows(), inputs.len());
+    if n == 0 {
+        return Ok(());
     }
     let available = out.len();
     let out = out.get_mut(..rows * n).ok_or_else(|| ModelError::Quant {
         name: m.name().to_owned(),
         reason: format!("{n} inputs x {rows} rows into {available} outputs"),
     })?;
-    let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
+    if !parallel {
+        let mut buf = vec![0.0; CHUNK_ROWS * n];
+        for first in (0..rows).step_by(CHUNK_ROWS) {
+            let nr = CHUNK_ROWS.min(rows - first);
+            let buf = &mut buf[..nr * n];
+            m.dot_rows_multi(first, inputs, buf)?;
+            scatter(buf, out, rows, first);
+        }
+        return Ok(());
+    }
     let part = |ci: usize| -> Result<Vec<f32>> {
         let first = ci * CHUNK_ROWS;
         let nr = CHUNK_ROWS.min(rows - first);
         let mut buf = vec![0.0; nr * n];
-        m.dot_rows_multi(first, &inputs, &mut buf)?;
+        m.dot_rows_multi(first, inputs, &mut buf)?;
         Ok(buf)
     };
-    let chunks = rows.div_ceil(CHUNK_ROWS);
-    let parts: Vec<Vec<f32>> =
-        if rows * m.cols() * n < PARALLEL_MIN_WORK || rayon::current_num_threads() == 1 {
-            (0..chunks).map(part).collect::<Result<_>>()?
-        } else {
-            (0..chunks)
-                .into_par_iter()
-                .map(part)
-                .collect::<Result<_>>()?
-        };
+    let parts: Vec<Vec<f32>> = (0..rows.div_ceil(CHUNK_ROWS))
+        .into_par_iter()
+        .map(part)
+        .collect::<Result<_>>()?;
     for (ci, buf) in parts.iter().enumerate() {
-        let first = ci * CHUNK_ROWS;
-        let nr = buf.len() / n;
-        for (i, src) in buf.chunks_exact(nr).enumerate() {
-            out[i * rows + first..i * rows + first + nr].copy_from_slice(src);
-        }
+        scatter(buf, out, rows, ci * CHUNK_ROWS);
     }
     Ok(())
+}
+
+/// Rows `first..` of every input from `buf` (input-major, `buf.len() / n` rows each) into `out` (input-major,
+/// `rows` rows each), `n` being `out.len() / rows`.
+fn scatter(buf: &[f32], out: &mut [f32], rows: usize, first: usize) {
+    let n = out.len() / rows;
+    let nr = buf.len() / n;
+    for (i, src) in buf.chunks_exact(nr).enumerate() {
+        out[i * rows + first..i * rows + first + nr].copy_from_slice(src);
+    }
 }

@@ -9,6 +9,8 @@
 //! any token of the chunk attends. So a chunked prefill leaves the same cache and the same last logits as
 //! feeding the tokens one by one (`tests.rs` checks both exactly).
 
+use rayon::prelude::*;
+
 use super::attention::{self, LatentCache};
 use super::batch;
 use super::ffn::add;
@@ -191,11 +193,20 @@ fn attention_chunk(
 /// SwiGLU FFN `f` on the chunk's tokens `tokens` (normed activations in `act`); returns the down outputs,
 /// token-major in the order of `tokens`.
 fn swiglu_chunk(f: &DenseFfn<'_>, act: &mut [Activation], tokens: &[usize]) -> Result<Vec<f32>> {
-    let (ff, d, n) = (f.gate.rows(), f.down.rows(), tokens.len());
+    batch::prepare(&f.gate, act, tokens)?;
+    batch::prepare(&f.up, act, tokens)?;
+    let inputs: Vec<&Activation> = tokens.iter().map(|&t| &act[t]).collect();
+    swiglu_prepared(f, &inputs, rayon::current_num_threads() > 1)
+}
+
+/// [`swiglu_chunk`] on inputs already prepared for `f`'s gate and up; each product split over rayon's
+/// pool when `parallel`.
+fn swiglu_prepared(f: &DenseFfn<'_>, inputs: &[&Activation], parallel: bool) -> Result<Vec<f32>> {
+    let (ff, d, n) = (f.gate.rows(), f.down.rows(), inputs.len());
     let mut gate = vec![0.0; n * ff];
     let mut up = vec![0.0; n * ff];
-    batch::matmul(&f.gate, act, tokens, &mut gate)?;
-    batch::matmul(&f.up, act, tokens, &mut up)?;
+    batch::matmul_prepared(&f.gate, inputs, &mut gate, parallel)?;
+    batch::matmul_prepared(&f.up, inputs, &mut up, parallel)?;
     let mut mids: Vec<Activation> = gate
         .chunks_exact_mut(ff)
         .zip(up.chunks_exact_mut(ff))
@@ -206,9 +217,11 @@ fn swiglu_chunk(f: &DenseFfn<'_>, act: &mut [Activation], tokens: &[usize]) -> R
             a
         })
         .collect();
-    let mut down = vec![0.0; n * d];
     let own: Vec<usize> = (0..n).collect();
-    batch::matmul(&f.down, &mut mids, &own, &mut down)?;
+    batch::prepare(&f.down, &mut mids, &own)?;
+    let mids: Vec<&Activation> = mids.iter().collect();
+    let mut down = vec![0.0; n * d];
+    batch::matmul_prepared(&f.down, &mids, &mut down, parallel)?;
     Ok(down)
 }
 
@@ -242,21 +255,35 @@ fn moe_chunk(
     for (j, &(e, _)) in chosen.iter().enumerate() {
         users[e].push((j / k, j % k));
     }
-    // `outs[(t·k + slot)·d..]`: expert output of token t's slot, summed below in routing order.
-    let mut outs = vec![0.0; n * k * d];
-    for (e, pairs) in users.iter().enumerate() {
-        if pairs.is_empty() {
-            continue;
-        }
+    // Routed experts run in parallel, each whole on one thread (its three products back to back, no
+    // fork/join inside): a chunk's experts see a few tokens each, too little work to split their rows.
+    // Every expert's gate and up read the same activations, quantized once here before the fan-out.
+    let (gate0, up0) = m.gate_up_exps.expert(0, c.n_expert);
+    batch::prepare(&gate0, &mut ch.act, &all)?;
+    batch::prepare(&up0, &mut ch.act, &all)?;
+    let mut jobs: Vec<usize> = (0..c.n_expert).filter(|&e| !users[e].is_empty()).collect();
+    // Largest first, so the last jobs to start are the short ones (longest-processing-time order).
+    jobs.sort_by_key(|&e| std::cmp::Reverse(users[e].len()));
+    let acts: &[Activation] = &ch.act;
+    let run = |&e: &usize| -> Result<Vec<f32>> {
         let (gate, up) = m.gate_up_exps.expert(e, c.n_expert);
         let f = DenseFfn {
             gate,
             up,
             down: m.down_exps.slab(e, c.n_expert),
         };
-        let tokens: Vec<usize> = pairs.iter().map(|&(t, _)| t).collect();
-        let down = swiglu_chunk(&f, &mut ch.act, &tokens)?;
-        for (&(t, slot), y) in pairs.iter().zip(down.chunks_exact(d)) {
+        let inputs: Vec<&Activation> = users[e].iter().map(|&(t, _)| &acts[t]).collect();
+        swiglu_prepared(&f, &inputs, false)
+    };
+    let downs: Vec<Vec<f32>> = if rayon::current_num_threads() > 1 {
+        jobs.par_iter().map(run).collect::<Result<_>>()?
+    } else {
+        jobs.iter().map(run).collect::<Result<_>>()?
+    };
+    // `outs[(t·k + slot)·d..]`: expert output of token t's slot, summed below in routing order.
+    let mut outs = vec![0.0; n * k * d];
+    for (&e, down) in jobs.iter().zip(&downs) {
+        for (&(t, slot), y) in users[e].iter().zip(down.chunks_exact(d)) {
             outs[(t * k + slot) * d..(t * k + slot + 1) * d].copy_from_slice(y);
         }
     }

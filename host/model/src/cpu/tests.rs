@@ -126,7 +126,7 @@ fn every_isa_and_thread_count_decodes_the_same_bits() {
     let file = open_tiny();
     let tokens: Vec<u32> = (0..12).map(|i| (i * 37 + 5) % 512).collect();
     let want = logits(&file, Isa::Scalar, 1, &tokens);
-    for isa in [Isa::Scalar, Isa::Avx2] {
+    for isa in [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512] {
         if !isa.is_available() {
             eprintln!("note: this CPU lacks {isa:?}; not compared");
             continue;

@@ -21,8 +21,10 @@
 
 use core::arch::x86_64::*;
 
+pub(super) mod avx512;
 pub(super) mod interleaved;
 pub(super) mod tiles;
+pub(super) mod vnni;
 
 use ingot_abi::blocks::{
     iq1m_d, iq1m_scale, iq2xxs_signs_scale, iq4xs_scale, BlockIq1M, BlockIq1S, BlockIq2S,
@@ -58,6 +60,19 @@ fn load128<T: Copy>(a: &[T; 16]) -> __m128i {
 fn load_bsums(y: &BlockQ8K) -> __m256i {
     // SAFETY: `bsums` is 16 i16 = 32 readable bytes; `loadu` has no alignment requirement.
     unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) }
+}
+
+/// `[f(0), f(1), …]` in a plain loop that inlines. `array::map` and `array::from_fn` are not
+/// compiled with the kernels' target features, so the closures they call (which are) cannot
+/// inline into them: each element of an unpacking would become a call with its vectors passed
+/// through memory.
+#[inline(always)]
+fn per_row<const N: usize, T: Copy>(zero: T, mut f: impl FnMut(usize) -> T) -> [T; N] {
+    let mut out = [zero; N];
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = f(r);
+    }
+    out
 }
 
 /// Σ of the 8 i32 lanes (wrapping, which the callers' bounds make exact).

@@ -23,12 +23,24 @@ pub enum Isa {
     /// x86-64 AVX2 + F16C kernels for every type [`RowDot`] covers, bit-identical to
     /// [`Isa::Scalar`].
     Avx2,
+    /// [`Isa::Avx2`] plus AVX-VNNI (`vpdpbusd` on 256-bit vectors: Intel since Alder Lake and
+    /// Sapphire Rapids, AMD since Zen 5) for the multi-activation products of the legacy types,
+    /// bit-identical too.
+    AvxVnni,
+    /// [`Isa::Avx2`] plus AVX-512 F/BW/VL and AVX-512 VNNI (Intel since Ice Lake server and
+    /// Sapphire Rapids, AMD since Zen 4): sixteen-row kernels for the multi-activation products of
+    /// Q4_K, Q5_K and the legacy types, bit-identical too.
+    Avx512,
 }
 
 impl Isa {
     /// The fastest instruction set of the running CPU.
     pub fn detect() -> Isa {
-        if Isa::Avx2.is_available() {
+        if Isa::Avx512.is_available() {
+            Isa::Avx512
+        } else if Isa::AvxVnni.is_available() {
+            Isa::AvxVnni
+        } else if Isa::Avx2.is_available() {
             Isa::Avx2
         } else {
             Isa::Scalar
@@ -40,6 +52,8 @@ impl Isa {
         match self {
             Isa::Scalar => true,
             Isa::Avx2 => avx2_available(),
+            Isa::AvxVnni => avx2_available() && avx_vnni_available(),
+            Isa::Avx512 => avx2_available() && avx512_vnni_available(),
         }
     }
 }
@@ -51,6 +65,27 @@ fn avx2_available() -> bool {
 
 #[cfg(not(target_arch = "x86_64"))]
 fn avx2_available() -> bool {
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx_vnni_available() -> bool {
+    std::arch::is_x86_feature_detected!("avxvnni")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx_vnni_available() -> bool {
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512_vnni_available() -> bool {
+    use std::arch::is_x86_feature_detected as has;
+    has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx512_vnni_available() -> bool {
     false
 }
 
@@ -84,7 +119,11 @@ impl RowDot {
         if !isa.is_available() {
             return Err(QuantError::Unsupported {
                 ty,
-                op: "AVX2 dot products (this CPU lacks AVX2 or F16C)",
+                op: match isa {
+                    Isa::AvxVnni => "AVX-VNNI dot products (this CPU lacks AVX2, F16C or AVX-VNNI)",
+                    Isa::Avx512 => "AVX-512 VNNI dot products (this CPU lacks AVX2, F16C, AVX-512 F/BW/VL or VNNI)",
+                    _ => "AVX2 dot products (this CPU lacks AVX2 or F16C)",
+                },
             });
         }
         Ok(RowDot { ty, isa })
@@ -112,8 +151,8 @@ impl RowDot {
         self.check(GgmlType::Q8K, rows.len(), act.len(), out.len())?;
         use GgmlType::*;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
-        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_k(self.ty, rows, act, out) } {
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_k(self.ty, rows, act, out) } {
             return Ok(());
         }
         match self.ty {
@@ -149,8 +188,22 @@ impl RowDot {
             return Ok(());
         };
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
-        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_k_multi(self.ty, rows, acts, out) } {
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa == Isa::Avx512
+            && unsafe { avx2_rows::q8_k_multi_avx512(self.ty, rows, acts, out) }
+        {
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and AVX-VNNI.
+        if self.isa == Isa::AvxVnni
+            && unsafe { avx2_rows::q8_k_multi_vnni(self.ty, rows, acts, out) }
+        {
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_k_multi(self.ty, rows, acts, out) } {
             return Ok(());
         }
         for (a, o) in acts.iter().zip(out.chunks_exact_mut(n)) {
@@ -165,8 +218,8 @@ impl RowDot {
         self.check(GgmlType::Q8_0, rows.len(), act.len(), out.len())?;
         use GgmlType::*;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
-        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_0(self.ty, rows, act, out) } {
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_0(self.ty, rows, act, out) } {
             return Ok(());
         }
         match self.ty {
@@ -193,8 +246,23 @@ impl RowDot {
             return Ok(());
         };
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::Avx2` RowDot exists only after `with_isa` saw AVX2 and F16C.
-        if self.isa == Isa::Avx2 && unsafe { avx2_rows::q8_0_multi(self.ty, rows, acts, out) } {
+        // SAFETY: an `Isa::Avx512` RowDot exists only after `with_isa` saw AVX2, F16C and AVX-512
+        // F/BW/VL/VNNI.
+        if self.isa == Isa::Avx512
+            && unsafe { avx2_rows::q8_0_multi_avx512(self.ty, rows, acts, out) }
+        {
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and AVX-VNNI.
+        if self.isa == Isa::AvxVnni
+            && unsafe { avx2_rows::q8_0_multi_vnni(self.ty, rows, acts, out) }
+        {
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_0_multi(self.ty, rows, acts, out) } {
             return Ok(());
         }
         for (a, o) in acts.iter().zip(out.chunks_exact_mut(n)) {
@@ -332,7 +400,8 @@ fn fold_blocks<B, A>(row: &[B], act: &[A], f: impl Fn(&B, &A) -> f32) -> f32 {
 mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
-    use crate::cpu_dot::avx2::{interleaved, tiles};
+    use crate::cpu_dot::avx2::interleaved::Interleaved;
+    use crate::cpu_dot::avx2::{avx512, interleaved, tiles, vnni};
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
@@ -403,27 +472,49 @@ mod avx2_rows {
         out: &mut [f32],
     ) -> bool {
         match ty {
-            GgmlType::Q4_0 => grouped::<interleaved::Q4_0, tiles::Q4_0>(rows, acts, out),
-            GgmlType::Q5_0 => grouped::<interleaved::Q5_0, tiles::Q5_0>(rows, acts, out),
+            GgmlType::Q4_0 => grouped::<tiles::Q4_0>(
+                rows,
+                acts,
+                out,
+                interleaved::Q4_0::MIN_ACTS,
+                interleaved::rows::<interleaved::Q4_0>,
+            ),
+            GgmlType::Q5_0 => grouped::<tiles::Q5_0>(
+                rows,
+                acts,
+                out,
+                interleaved::Q5_0::MIN_ACTS,
+                interleaved::rows::<interleaved::Q5_0>,
+            ),
             GgmlType::Q8_0 => {
-                grouped::<interleaved::Q8_0, tiles::Q8_0>(rows, acts, out)
-                    || multi_rows::<BlockQ8_0, _>(
-                        rows,
-                        acts,
-                        out,
-                        |r, ys| avx2::q8_0_row_multi(r, ys),
-                        |r, y| avx2::q8_0_row(r, y),
-                    )
+                grouped::<tiles::Q8_0>(
+                    rows,
+                    acts,
+                    out,
+                    interleaved::Q8_0::MIN_ACTS,
+                    interleaved::rows::<interleaved::Q8_0>,
+                ) || multi_rows::<BlockQ8_0, _>(
+                    rows,
+                    acts,
+                    out,
+                    |r, ys| avx2::q8_0_row_multi(r, ys),
+                    |r, y| avx2::q8_0_row(r, y),
+                )
             }
             GgmlType::Iq4Nl => {
-                grouped::<interleaved::Iq4Nl, tiles::Iq4Nl>(rows, acts, out)
-                    || multi_rows::<BlockIq4Nl, _>(
-                        rows,
-                        acts,
-                        out,
-                        |r, ys| avx2::iq4_nl_row_multi(r, ys),
-                        |r, y| avx2::iq4_nl_row(r, y),
-                    )
+                grouped::<tiles::Iq4Nl>(
+                    rows,
+                    acts,
+                    out,
+                    interleaved::Iq4Nl::MIN_ACTS,
+                    interleaved::rows::<interleaved::Iq4Nl>,
+                ) || multi_rows::<BlockIq4Nl, _>(
+                    rows,
+                    acts,
+                    out,
+                    |r, ys| avx2::iq4_nl_row_multi(r, ys),
+                    |r, y| avx2::iq4_nl_row(r, y),
+                )
             }
             _ => false,
         }
@@ -449,19 +540,22 @@ mod avx2_rows {
         true
     }
 
-    /// [`tiled`] with the rows in groups of eight through `I` ([`interleaved::rows`]), `K` taking
-    /// the rows left over; the same bits. False (nothing written) for fewer than `I::MIN_ACTS`
-    /// activations.
+    /// [`tiled`] with most rows in groups through `interleaved` (eight rows of
+    /// [`interleaved::rows`] or [`vnni::rows`], sixteen of [`avx512::rows`], which return how many
+    /// rows they wrote), `K` taking the rows left over; the same bits. False (nothing written) for
+    /// fewer than `min_acts` activations (and at least two).
     #[inline(always)]
-    fn grouped<I, K>(rows: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) -> bool
-    where
-        I: interleaved::Interleaved,
-        K: tiles::Tile<Block = I::Block, Act = BlockQ8_0>,
-    {
-        if acts.len() < I::MIN_ACTS.max(2) {
+    fn grouped<K: tiles::Tile>(
+        rows: &[u8],
+        acts: &[&[K::Act]],
+        out: &mut [f32],
+        min_acts: usize,
+        interleaved: unsafe fn(&[K::Block], &[&[K::Act]], &mut [f32]) -> usize,
+    ) -> bool {
+        if acts.len() < min_acts.max(2) {
             return false;
         }
-        let Ok(blocks) = bytemuck::try_cast_slice::<u8, I::Block>(rows) else {
+        let Ok(blocks) = bytemuck::try_cast_slice::<u8, K::Block>(rows) else {
             return false;
         };
         let n = out.len() / acts.len();
@@ -470,11 +564,124 @@ mod avx2_rows {
             out.fill(0.0);
             return true;
         }
-        // SAFETY: as in `tiled`.
-        let done = unsafe { interleaved::rows::<I>(blocks, acts, out) };
+        // SAFETY: as in `tiled`; the callers pass the interleaved kernels of an instruction set
+        // they checked.
+        let done = unsafe { interleaved(blocks, acts, out) };
         // SAFETY: as in `tiled`; `done` whole rows of `nb` blocks lie before the rest.
         unsafe { tiles::rows::<K>(&blocks[done * nb..], acts, out, n, done) };
         true
+    }
+
+    /// [`q8_k_multi`] with the AVX-512 sixteen-row kernels ([`avx512`]) for Q4_K and Q5_K from two
+    /// activations on; otherwise false.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn q8_k_multi_avx512(
+        ty: GgmlType,
+        rows: &[u8],
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+    ) -> bool {
+        match ty {
+            GgmlType::Q4K => grouped::<tiles::Q4K>(rows, acts, out, 2, avx512::rows::<avx512::Q4K>),
+            GgmlType::Q5K => grouped::<tiles::Q5K>(rows, acts, out, 2, avx512::rows::<avx512::Q5K>),
+            _ => false,
+        }
+    }
+
+    /// [`q8_0_multi`] with the AVX-512 sixteen-row kernels ([`avx512`]) for Q4_0, Q5_0, Q8_0 and
+    /// IQ4_NL from two activations on; otherwise false.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn q8_0_multi_avx512(
+        ty: GgmlType,
+        rows: &[u8],
+        acts: &[&[BlockQ8_0]],
+        out: &mut [f32],
+    ) -> bool {
+        match ty {
+            GgmlType::Q4_0 => {
+                grouped::<tiles::Q4_0>(rows, acts, out, 2, avx512::rows::<avx512::Q4_0>)
+            }
+            GgmlType::Q5_0 => {
+                grouped::<tiles::Q5_0>(rows, acts, out, 2, avx512::rows::<avx512::Q5_0>)
+            }
+            GgmlType::Q8_0 => {
+                grouped::<tiles::Q8_0>(rows, acts, out, 2, avx512::rows::<avx512::Q8_0>)
+            }
+            GgmlType::Iq4Nl => {
+                grouped::<tiles::Iq4Nl>(rows, acts, out, 2, avx512::rows::<avx512::Iq4Nl>)
+            }
+            _ => false,
+        }
+    }
+
+    /// [`q8_k_multi`] with the AVX-VNNI interleaved kernels ([`vnni`]) for Q4_K and Q5_K from two
+    /// activations on; otherwise false.
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    pub(super) fn q8_k_multi_vnni(
+        ty: GgmlType,
+        rows: &[u8],
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+    ) -> bool {
+        match ty {
+            GgmlType::Q4K => grouped::<tiles::Q4K>(
+                rows,
+                acts,
+                out,
+                vnni::Q4K::MIN_ACTS,
+                vnni::rows::<vnni::Q4K>,
+            ),
+            GgmlType::Q5K => grouped::<tiles::Q5K>(
+                rows,
+                acts,
+                out,
+                vnni::Q5K::MIN_ACTS,
+                vnni::rows::<vnni::Q5K>,
+            ),
+            _ => false,
+        }
+    }
+
+    /// [`q8_0_multi`] with the AVX-VNNI interleaved kernels ([`vnni`]) for Q4_0, Q5_0, Q8_0 and
+    /// IQ4_NL from two activations on; otherwise false.
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    pub(super) fn q8_0_multi_vnni(
+        ty: GgmlType,
+        rows: &[u8],
+        acts: &[&[BlockQ8_0]],
+        out: &mut [f32],
+    ) -> bool {
+        match ty {
+            GgmlType::Q4_0 => grouped::<tiles::Q4_0>(
+                rows,
+                acts,
+                out,
+                vnni::Q4_0::MIN_ACTS,
+                vnni::rows::<vnni::Q4_0>,
+            ),
+            GgmlType::Q5_0 => grouped::<tiles::Q5_0>(
+                rows,
+                acts,
+                out,
+                vnni::Q5_0::MIN_ACTS,
+                vnni::rows::<vnni::Q5_0>,
+            ),
+            GgmlType::Q8_0 => grouped::<tiles::Q8_0>(
+                rows,
+                acts,
+                out,
+                vnni::Q8_0::MIN_ACTS,
+                vnni::rows::<vnni::Q8_0>,
+            ),
+            GgmlType::Iq4Nl => grouped::<tiles::Iq4Nl>(
+                rows,
+                acts,
+                out,
+                vnni::Iq4Nl::MIN_ACTS,
+                vnni::rows::<vnni::Iq4Nl>,
+            ),
+            _ => false,
+        }
     }
 
     /// A row against [`avx2::MULTI`] activations through a block kernel `multi` that takes one

@@ -59,7 +59,7 @@ fn gaussian(rng: &mut StdRng, n: usize) -> Vec<f32> {
 }
 
 fn isas() -> Vec<Isa> {
-    let all = [Isa::Scalar, Isa::Avx2];
+    let all = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
     let have: Vec<Isa> = all.into_iter().filter(|i| i.is_available()).collect();
     if have.len() < all.len() {
         eprintln!("note: this CPU runs only {have:?}; the other kernels are not compared");
@@ -450,6 +450,15 @@ fn multi_activation_rows_equal_one_activation_at_a_time() {
             }
         }
     }
+    // 33 rows: two groups of sixteen (AVX-512) or four of eight interleaved rows, and one left over.
+    for ty in q8k_types().chain(Q8_0_TYPES) {
+        let blocks = cols(ty) / ty.block_size() as usize;
+        let rows = random_blocks(&mut rng, ty, 33 * blocks, random_scale);
+        for count in COUNTS {
+            let acts = Acts::new(&mut rng, ty, count, blocks, None);
+            check_multi(ty, "random, 33 rows", &rows, 33, &acts);
+        }
+    }
 }
 
 /// Rows of 1 to 9 blocks (1 to 5 super-blocks): the legacy kernels' groups of four blocks with
@@ -555,8 +564,8 @@ impl Acts {
 }
 
 /// The register-blocked products (steps of 2 or 4 rows by 4 or 2 activations; groups of eight
-/// interleaved rows for the legacy types) against every (row count, activation count) from 1 to
-/// 10 rows (and 15 to 17) and 1 to 10 activations, so that every step shape and every remainder
+/// or sixteen interleaved rows) against every (row count, activation count) from 1 to 10 rows
+/// (and 15 to 17, 31 to 33) and 1 to 10 activations, so that every step shape and every remainder
 /// of rows and of activations runs, on random blocks whose scales are
 /// the f16 extremes and activations whose scales reach the f32 extremes (overflowing to ±inf and
 /// NaN in places, as the scalar dot does): every output is the scalar reference's, bit for bit.
@@ -569,7 +578,7 @@ fn multi_activation_tiles_of_every_shape_on_extreme_scales() {
         } else {
             5
         };
-        for nrows in (1..=10).chain(15..=17) {
+        for nrows in (1..=10).chain(15..=17).chain(31..=33) {
             let rows = random_blocks(&mut rng, ty, nrows * blocks, extreme_f16);
             for count in 1..=10 {
                 let acts =

@@ -13,7 +13,9 @@ use core::arch::x86_64::*;
 
 use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
-use super::{f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, q5_0_levels, q8_0_levels};
+use super::{
+    f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, per_row, q5_0_levels, q8_0_levels,
+};
 
 /// Rows of a group: the eight i32 (or f32) lanes of a vector.
 pub(in crate::cpu_dot) const GROUP: usize = 8;
@@ -22,28 +24,31 @@ pub(in crate::cpu_dot) const GROUP: usize = 8;
 pub(in crate::cpu_dot) trait Interleaved {
     /// The weight block.
     type Block: bytemuck::Pod;
+    /// The activation block (Q8_0, or Q8_K for the k-quants).
+    type Act;
     /// One block of a group of eight rows, interleaved.
     type Unpacked: Copy;
-    /// One activation block in the form the products take.
+    /// What the products take of an activation block besides its quants (read in place).
     type Prepared: Copy;
     /// Fewest activations for which the interleaved rows beat the one-activation row kernels
     /// (the transposes are shared by the activations of a call).
     const MIN_ACTS: usize;
 
     /// # Safety
-    /// The CPU has AVX2 and F16C.
+    /// The CPU has AVX2 and F16C (and AVX-VNNI for the kernels of [`super::vnni`]), as for
+    /// every method here.
     unsafe fn unpack(x: [&Self::Block; GROUP]) -> Self::Unpacked;
 
     /// # Safety
-    /// The CPU has AVX2 and F16C.
-    unsafe fn prepare(y: &BlockQ8_0) -> Self::Prepared;
+    /// As [`Interleaved::unpack`].
+    unsafe fn prepare(y: &Self::Act) -> Self::Prepared;
 
     /// Lane `r`: the scalar block dot of row `r`'s block in `w` with the activation block `y`
-    /// was prepared from, bit for bit.
+    /// (`p` prepared from it), bit for bit.
     ///
     /// # Safety
-    /// The CPU has AVX2 and F16C.
-    unsafe fn dot(w: &Self::Unpacked, y: &Self::Prepared) -> __m256;
+    /// As [`Interleaved::unpack`].
+    unsafe fn dot(w: &Self::Unpacked, y: &Self::Act, p: &Self::Prepared) -> __m256;
 }
 
 /// `out[t·n + r] = row r · acts[t]` for the first `8·⌊n/8⌋` of the `n = out.len() / acts.len()`
@@ -53,7 +58,22 @@ pub(in crate::cpu_dot) trait Interleaved {
 #[target_feature(enable = "avx2,f16c")]
 pub(in crate::cpu_dot) fn rows<K: Interleaved>(
     blocks: &[K::Block],
-    acts: &[&[BlockQ8_0]],
+    acts: &[&[K::Act]],
+    out: &mut [f32],
+) -> usize {
+    // SAFETY: this function runs with AVX2 and F16C, all that the kernels of this module need.
+    unsafe { rows_body::<K>(blocks, acts, out) }
+}
+
+/// The body of [`rows`] and of its twins on other instruction sets: always inlined, so that `K`'s
+/// kernels inline into a caller compiled with their target features.
+///
+/// # Safety
+/// The CPU has every target feature `K`'s kernels are compiled with.
+#[inline(always)]
+pub(in crate::cpu_dot) unsafe fn rows_body<K: Interleaved>(
+    blocks: &[K::Block],
+    acts: &[&[K::Act]],
     out: &mut [f32],
 ) -> usize {
     let nb = acts[0].len();
@@ -62,7 +82,7 @@ pub(in crate::cpu_dot) fn rows<K: Interleaved>(
     let mut prepared = Vec::with_capacity(acts.len() * nb);
     for a in acts {
         for y in &a[..nb] {
-            // SAFETY: this function runs with AVX2 and F16C.
+            // SAFETY: the caller's CPU has `K`'s features.
             prepared.push(unsafe { K::prepare(y) });
         }
     }
@@ -71,16 +91,17 @@ pub(in crate::cpu_dot) fn rows<K: Interleaved>(
     for (g, group) in (&mut groups).enumerate() {
         unpacked.clear();
         for b in 0..nb {
-            let x = core::array::from_fn(|r| &group[r * nb + b]);
+            let x = per_row(&group[0], |r| &group[r * nb + b]);
             // SAFETY: as above.
             unpacked.push(unsafe { K::unpack(x) });
         }
         let w = &unpacked[..nb];
-        for (t, ys) in prepared.chunks_exact(nb).enumerate() {
-            let mut sums = _mm256_setzero_ps();
-            for (wb, yb) in w.iter().zip(ys) {
+        for (t, (ps, ys)) in prepared.chunks_exact(nb).zip(acts).enumerate() {
+            // SAFETY: as above (AVX is part of every instruction set the kernels use).
+            let mut sums = unsafe { _mm256_setzero_ps() };
+            for ((wb, pb), yb) in w.iter().zip(ps).zip(*ys) {
                 // SAFETY: as above.
-                sums = _mm256_add_ps(sums, unsafe { K::dot(wb, yb) });
+                sums = unsafe { _mm256_add_ps(sums, K::dot(wb, yb, pb)) };
             }
             let at = t * n + g * GROUP;
             let lanes: [f32; GROUP] = bytemuck::cast(sums);
@@ -93,7 +114,7 @@ pub(in crate::cpu_dot) fn rows<K: Interleaved>(
 /// The 8×8 transpose of 32-bit elements: lane `r` of result `k` is element `k` of `v[r]`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn transpose(v: [__m256i; 8]) -> [__m256i; 8] {
+pub(super) fn transpose(v: [__m256i; 8]) -> [__m256i; 8] {
     let [v0, v1, v2, v3, v4, v5, v6, v7] = v;
     // [a0 b0 a1 b1 | a4 b4 a5 b5] and [a2 b2 a3 b3 | a6 b6 a7 b7].
     let (t0, t1) = (_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
@@ -124,7 +145,7 @@ fn transpose(v: [__m256i; 8]) -> [__m256i; 8] {
 /// The eight rows' f16 scales as f32 lanes (exact conversions).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn scales(d: [u16; GROUP]) -> __m256 {
+pub(super) fn scales(d: [u16; GROUP]) -> __m256 {
     _mm256_cvtph_ps(load128(bytemuck::cast_ref::<[u16; GROUP], [u8; 16]>(&d)))
 }
 
@@ -192,6 +213,7 @@ pub(in crate::cpu_dot) struct Q4_0;
 
 impl Interleaved for Q4_0 {
     type Block = BlockQ4_0;
+    type Act = BlockQ8_0;
     type Unpacked = Offset;
     type Prepared = OffsetAct;
     const MIN_ACTS: usize = 2;
@@ -199,7 +221,8 @@ impl Interleaved for Q4_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn unpack(x: [&BlockQ4_0; GROUP]) -> Offset {
-        offset_unpack(x.map(|b| nibbles32(&b.qs)), x.map(|b| b.d))
+        let z = _mm256_setzero_si256();
+        offset_unpack(per_row(z, |r| nibbles32(&x[r].qs)), per_row(0, |r| x[r].d))
     }
 
     #[inline]
@@ -210,8 +233,8 @@ impl Interleaved for Q4_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn dot(w: &Offset, y: &OffsetAct) -> __m256 {
-        offset_dot(w, y)
+    unsafe fn dot(w: &Offset, _: &BlockQ8_0, p: &OffsetAct) -> __m256 {
+        offset_dot(w, p)
     }
 }
 
@@ -220,6 +243,7 @@ pub(in crate::cpu_dot) struct Q5_0;
 
 impl Interleaved for Q5_0 {
     type Block = BlockQ5_0;
+    type Act = BlockQ8_0;
     type Unpacked = Offset;
     type Prepared = OffsetAct;
     const MIN_ACTS: usize = 2;
@@ -227,7 +251,8 @@ impl Interleaved for Q5_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn unpack(x: [&BlockQ5_0; GROUP]) -> Offset {
-        offset_unpack(x.map(|b| q5_0_levels(b)), x.map(|b| b.d))
+        let z = _mm256_setzero_si256();
+        offset_unpack(per_row(z, |r| q5_0_levels(x[r])), per_row(0, |r| x[r].d))
     }
 
     #[inline]
@@ -238,8 +263,8 @@ impl Interleaved for Q5_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn dot(w: &Offset, y: &OffsetAct) -> __m256 {
-        offset_dot(w, y)
+    unsafe fn dot(w: &Offset, _: &BlockQ8_0, p: &OffsetAct) -> __m256 {
+        offset_dot(w, p)
     }
 }
 
@@ -277,8 +302,9 @@ fn wide_prepare(y: &BlockQ8_0) -> WideAct {
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn wide_unpack(levels: [(__m256i, __m256i); GROUP], d: [u16; GROUP]) -> Wide {
-    let lo = transpose(levels.map(|l| l.0));
-    let hi = transpose(levels.map(|l| l.1));
+    let z = _mm256_setzero_si256();
+    let lo = transpose(per_row(z, |r| levels[r].0));
+    let hi = transpose(per_row(z, |r| levels[r].1));
     let mut w = [_mm256_setzero_si256(); 16];
     w[..8].copy_from_slice(&lo);
     w[8..].copy_from_slice(&hi);
@@ -315,6 +341,7 @@ pub(in crate::cpu_dot) struct Q8_0;
 
 impl Interleaved for Q8_0 {
     type Block = BlockQ8_0;
+    type Act = BlockQ8_0;
     type Unpacked = Wide;
     type Prepared = WideAct;
     const MIN_ACTS: usize = 5;
@@ -322,7 +349,8 @@ impl Interleaved for Q8_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn unpack(x: [&BlockQ8_0; GROUP]) -> Wide {
-        wide_unpack(x.map(|b| q8_0_levels(b)), x.map(|b| b.d))
+        let z = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        wide_unpack(per_row(z, |r| q8_0_levels(x[r])), per_row(0, |r| x[r].d))
     }
 
     #[inline]
@@ -333,8 +361,8 @@ impl Interleaved for Q8_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn dot(w: &Wide, y: &WideAct) -> __m256 {
-        wide_dot::<false>(w, y)
+    unsafe fn dot(w: &Wide, _: &BlockQ8_0, p: &WideAct) -> __m256 {
+        wide_dot::<false>(w, p)
     }
 }
 
@@ -343,6 +371,7 @@ pub(in crate::cpu_dot) struct Iq4Nl;
 
 impl Interleaved for Iq4Nl {
     type Block = BlockIq4Nl;
+    type Act = BlockQ8_0;
     type Unpacked = Wide;
     type Prepared = WideAct;
     const MIN_ACTS: usize = 5;
@@ -350,7 +379,8 @@ impl Interleaved for Iq4Nl {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn unpack(x: [&BlockIq4Nl; GROUP]) -> Wide {
-        wide_unpack(x.map(|b| iq4_nl_levels(b)), x.map(|b| b.d))
+        let z = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        wide_unpack(per_row(z, |r| iq4_nl_levels(x[r])), per_row(0, |r| x[r].d))
     }
 
     #[inline]
@@ -361,7 +391,7 @@ impl Interleaved for Iq4Nl {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn dot(w: &Wide, y: &WideAct) -> __m256 {
-        wide_dot::<true>(w, y)
+    unsafe fn dot(w: &Wide, _: &BlockQ8_0, p: &WideAct) -> __m256 {
+        wide_dot::<true>(w, p)
     }
 }

@@ -1,0 +1,436 @@
+//! AVX-512 VNNI kernels: sixteen weight rows across the sixteen i32 lanes of a 512-bit vector,
+//! `vpdpbusd` adding four u8·i8 products per lane per instruction (twice the rows of
+//! [`super::vnni`]'s 256-bit kernels per instruction, on the CPUs that have AVX-512 VNNI: Intel
+//! since Ice Lake server and Sapphire Rapids, AMD since Zen 4).
+//!
+//! Same arithmetic as [`super::vnni`], so the same exactness argument and the same bits as the
+//! scalar dot: levels made unsigned by a zero point (legacy types) or already unsigned
+//! (Q4_K/Q5_K), exact i32 sums per row lane, each type's scalar f32 tail lane by lane, and block
+//! results added to a per-activation running sum in block order.
+//!
+//! The loop runs block by block over all activations (each sixteen-row block unpacked once,
+//! while it is in registers and L1), where [`super::interleaved`] unpacks a whole row group
+//! first: a sixteen-row Q4_K block takes 5 KiB unpacked.
+
+use core::arch::x86_64::*;
+
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0,
+};
+
+use super::interleaved::{scales, transpose};
+use super::{f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, scales_mins_k4};
+
+/// Rows of a group: the sixteen i32 (or f32) lanes of a 512-bit vector.
+pub(in crate::cpu_dot) const GROUP: usize = 16;
+
+/// A weight type's sixteen-row kernel.
+pub(in crate::cpu_dot) trait Rows16 {
+    /// The weight block.
+    type Block: bytemuck::Pod;
+    /// The activation block (Q8_0, or Q8_K for the k-quants).
+    type Act;
+    /// One block of sixteen rows, interleaved: SIMD vectors only, so that all-zero bits are a
+    /// value (the buffer the unpacking writes into starts as that).
+    type Unpacked;
+    /// What the products take of an activation block besides its quants (read in place).
+    type Prepared: Copy;
+
+    /// Writes the sixteen blocks `x` into `w`, in place (a sixteen-row Q4_K block is 5 KiB).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, F16C, AVX-512 F/BW/VL and AVX-512 VNNI, as for every method here.
+    unsafe fn unpack(x: [&Self::Block; GROUP], w: &mut Self::Unpacked);
+
+    /// # Safety
+    /// As [`Rows16::unpack`].
+    unsafe fn prepare(y: &Self::Act) -> Self::Prepared;
+
+    /// Lane `r`: the scalar block dot of row `r`'s block in `w` with `y` (`p` prepared from it).
+    ///
+    /// # Safety
+    /// As [`Rows16::unpack`].
+    unsafe fn dot(w: &Self::Unpacked, y: &Self::Act, p: &Self::Prepared) -> __m512;
+}
+
+/// `out[t·n + r] = row r · acts[t]` for the first `16·⌊n/16⌋` of the `n = out.len() / acts.len()`
+/// rows in `blocks` (each `acts[0].len()` blocks, every activation as long, `acts` not empty and
+/// not 0 blocks: checked by the caller). Returns how many rows it wrote.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(in crate::cpu_dot) fn rows<K: Rows16>(
+    blocks: &[K::Block],
+    acts: &[&[K::Act]],
+    out: &mut [f32],
+) -> usize {
+    let nb = acts[0].len();
+    let n = out.len() / acts.len();
+    let mut prepared = Vec::with_capacity(acts.len() * nb);
+    for a in acts {
+        for y in &a[..nb] {
+            // SAFETY: this function runs with every feature the kernels need.
+            prepared.push(unsafe { K::prepare(y) });
+        }
+    }
+    let mut sums = vec![_mm512_setzero_ps(); acts.len()];
+    // SAFETY: `Unpacked` holds SIMD vectors only, for which all-zero bits are a value.
+    let mut w: K::Unpacked = unsafe { core::mem::zeroed() };
+    let mut groups = blocks.chunks_exact(GROUP * nb);
+    for (g, group) in (&mut groups).enumerate() {
+        sums.fill(_mm512_setzero_ps());
+        for b in 0..nb {
+            // SAFETY: as above.
+            unsafe { K::unpack(per_row(&group[0], |r| &group[r * nb + b]), &mut w) };
+            for ((s, a), p) in sums
+                .iter_mut()
+                .zip(acts)
+                .zip(prepared[b..].iter().step_by(nb))
+            {
+                // SAFETY: as above.
+                *s = _mm512_add_ps(*s, unsafe { K::dot(&w, &a[b], p) });
+            }
+        }
+        for (t, s) in sums.iter().enumerate() {
+            let at = t * n + g * GROUP;
+            let lanes = &mut out[at..at + GROUP];
+            // SAFETY: `lanes` is sixteen writable f32; `storeu` has no alignment requirement.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *s) };
+        }
+    }
+    n - groups.remainder().len() / nb
+}
+
+/// Two 256-bit halves as one 512-bit vector (`lo` in lanes 0..8).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// The 16×8 transpose of 32-bit elements: lane `r` of result `k` is element `k` of `v[r]`.
+#[inline]
+#[target_feature(enable = "avx2,avx512f")]
+fn transpose16(v: [__m256i; GROUP]) -> [__m512i; 8] {
+    let [v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, va, vb, vc, vd, ve, vf] = v;
+    let lo = transpose([v0, v1, v2, v3, v4, v5, v6, v7]);
+    let hi = transpose([v8, v9, va, vb, vc, vd, ve, vf]);
+    let mut out = [_mm512_setzero_si512(); 8];
+    for k in 0..8 {
+        out[k] = join(lo[k], hi[k]);
+    }
+    out
+}
+
+/// The sixteen rows' f16 scales as f32 lanes (exact conversions).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f")]
+fn scales16(d: [u16; GROUP]) -> __m512 {
+    let [d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, da, db, dc, dd, de, df] = d;
+    let lo = scales([d0, d1, d2, d3, d4, d5, d6, d7]);
+    let hi = scales([d8, d9, da, db, dc, dd, de, df]);
+    _mm512_castsi512_ps(join(_mm256_castps_si256(lo), _mm256_castps_si256(hi)))
+}
+
+/// Sixteen rows of unsigned levels interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
+/// levels `4k..4k + 4`), and their f32 scales.
+pub(in crate::cpu_dot) struct Unsigned {
+    u: [__m512i; 8],
+    dx: __m512,
+}
+
+/// An activation block for [`Unsigned`] rows: `Z·Σ q8` and its f32 scale.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct UnsignedAct {
+    zsum: i32,
+    dy: f32,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn prepare_unsigned<const Z: i32>(y: &BlockQ8_0) -> UnsignedAct {
+    let ones = _mm256_set1_epi8(1);
+    let sum = hsum_i32(_mm256_dpbusd_epi32(
+        _mm256_setzero_si256(),
+        ones,
+        load(&y.qs),
+    ));
+    UnsignedAct {
+        zsum: Z * sum,
+        dy: f16(y.d),
+    }
+}
+
+/// Lane `r`: `Σ (u − Z)·q8`, then `(isum·dx)·dy` or (`SCALES_FIRST`, IQ4_NL) `(dx·dy)·isum`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dot_unsigned<const SCALES_FIRST: bool>(w: &Unsigned, y: &BlockQ8_0, p: &UnsignedAct) -> __m512 {
+    // Four chains, so that `vpdpbusd`'s latency overlaps.
+    let mut acc = [_mm512_setzero_si512(); 4];
+    for k in 0..8 {
+        let q = _mm512_set1_epi32(quad(&y.qs, k));
+        acc[k % 4] = _mm512_dpbusd_epi32(acc[k % 4], w.u[k], q);
+    }
+    let acc = _mm512_add_epi32(
+        _mm512_add_epi32(acc[0], acc[1]),
+        _mm512_add_epi32(acc[2], acc[3]),
+    );
+    let isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_set1_epi32(p.zsum)));
+    let dy = _mm512_set1_ps(p.dy);
+    if SCALES_FIRST {
+        _mm512_mul_ps(_mm512_mul_ps(w.dx, dy), isum)
+    } else {
+        _mm512_mul_ps(_mm512_mul_ps(isum, w.dx), dy)
+    }
+}
+
+/// Four quants `qs[4j..4j + 4]` of an activation block as one i32.
+#[inline(always)]
+fn quad<const N: usize>(qs: &[i8; N], j: usize) -> i32 {
+    i32::from_le_bytes([
+        qs[4 * j] as u8,
+        qs[4 * j + 1] as u8,
+        qs[4 * j + 2] as u8,
+        qs[4 * j + 3] as u8,
+    ])
+}
+
+/// The signed bytes `v` as unsigned `v + 128`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn offset_128(v: __m256i) -> __m256i {
+    _mm256_xor_si256(v, _mm256_set1_epi8(i8::MIN))
+}
+
+macro_rules! legacy {
+    ($(#[$doc:meta])* $name:ident, $block:ty, $z:literal, $scales_first:literal, |$x:ident| $levels:expr) => {
+        $(#[$doc])*
+        pub(in crate::cpu_dot) struct $name;
+
+        impl Rows16 for $name {
+            type Block = $block;
+            type Act = BlockQ8_0;
+            type Unpacked = Unsigned;
+            type Prepared = UnsignedAct;
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn unpack(x: [&$block; GROUP], w: &mut Unsigned) {
+                let z = _mm256_setzero_si256();
+                w.u = transpose16(per_row(z, |r| {
+                    let $x = x[r];
+                    $levels
+                }));
+                w.dx = scales16(per_row(0, |r| x[r].d));
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn prepare(y: &BlockQ8_0) -> UnsignedAct {
+                prepare_unsigned::<$z>(y)
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn dot(w: &Unsigned, y: &BlockQ8_0, p: &UnsignedAct) -> __m512 {
+                dot_unsigned::<$scales_first>(w, y, p)
+            }
+        }
+    };
+}
+
+legacy!(
+    /// Q4_0 rows: nibbles, zero point 8.
+    Q4_0, BlockQ4_0, 8, false, |b| nibbles32(&b.qs)
+);
+legacy!(
+    /// Q5_0 rows: five-bit levels, zero point 16.
+    Q5_0, BlockQ5_0, 16, false, |b| q5_0_levels(b)
+);
+legacy!(
+    /// Q8_0 rows: the signed weights offset by 128.
+    Q8_0, BlockQ8_0, 128, false, |b| offset_128(load(&b.qs))
+);
+legacy!(
+    /// IQ4_NL rows: the code-book values offset by 128.
+    Iq4Nl, BlockIq4Nl, 128, true, |b| offset_128(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&b.qs)))
+);
+
+/// Sixteen Q4_K/Q5_K rows' super-block, interleaved (the layout of [`super::vnni::K4Rows`] on
+/// sixteen lanes).
+pub(in crate::cpu_dot) struct K4Rows {
+    /// `u[8k + i]`: lane `r` holds row `r`'s levels `4i..4i + 4` of group `k` (`≤ 31`).
+    u: [__m512i; 64],
+    /// `sc[k]`: group `k`'s scale of each row, as i32 lanes.
+    sc: [__m512i; 8],
+    /// `mins[q]`: lane `r` holds row `r`'s mins `m_2q`, `m_2q+1` as an i16 pair.
+    mins: [__m512i; 4],
+    d: __m512,
+    dmin: __m512,
+}
+
+/// The pairwise `bsums` of a Q8_K block, as [`super::vnni::K4Act`].
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct K4Act {
+    pairs: [i32; 4],
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn k4_prepare(y: &BlockQ8K) -> K4Act {
+    // |B_j| ≤ 2·16·128: an i16.
+    let b = |j: usize| (y.bsums[2 * j] + y.bsums[2 * j + 1]) as u16 as u32;
+    K4Act {
+        pairs: core::array::from_fn(|q| (b(2 * q) | (b(2 * q + 1) << 16)) as i32),
+    }
+}
+
+/// Rows `r` and `r + 4` of eight rows' mins (`m`, bytes per row) as four i16 pairs each, then the
+/// pairs transposed within the 128-bit halves: result `q`, lane `r` = row `r`'s pair `q`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
+    let m16 = |v: u64| _mm_cvtepu8_epi16(_mm_cvtsi64_si128(v as i64));
+    let rows = |r: usize| _mm256_set_m128i(m16(m[r + 4]), m16(m[r]));
+    let (a, b) = (
+        _mm256_unpacklo_epi32(rows(0), rows(1)),
+        _mm256_unpackhi_epi32(rows(0), rows(1)),
+    );
+    let (c, e) = (
+        _mm256_unpacklo_epi32(rows(2), rows(3)),
+        _mm256_unpackhi_epi32(rows(2), rows(3)),
+    );
+    [
+        _mm256_unpacklo_epi64(a, c),
+        _mm256_unpackhi_epi64(a, c),
+        _mm256_unpacklo_epi64(b, e),
+        _mm256_unpackhi_epi64(b, e),
+    ]
+}
+
+/// The sixteen rows' quants `qs` (and fifth bits `qh`, Q5_K), 12-byte scales, `d`, `dmin`, into
+/// `w`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw")]
+fn k4_rows(
+    qs: [&[u8; 128]; GROUP],
+    qh: Option<[&[u8; 32]; GROUP]>,
+    s: [&[u8; 12]; GROUP],
+    d: [u16; GROUP],
+    dmin: [u16; GROUP],
+    w: &mut K4Rows,
+) {
+    let nibble = _mm512_set1_epi8(0x0F);
+    let fifth = _mm512_set1_epi8(0x10);
+    let u = &mut w.u;
+    // Bit 2p of qh byte l is bit 4 of element l of group 2p, bit 2p + 1 that of group 2p + 1:
+    // the interleaved fifth bits sit under the interleaved quants, shifted down 2 per p.
+    let z = _mm256_setzero_si256();
+    let mut high = match qh {
+        Some(h) => Some(transpose16(per_row(z, |r| load(h[r])))),
+        None => None,
+    };
+    for p in 0..4 {
+        let t = transpose16(per_row(z, |r| {
+            load(&bytemuck::cast_ref::<_, [[u8; 32]; 4]>(qs[r])[p])
+        }));
+        for i in 0..8 {
+            let mut lo = _mm512_and_si512(t[i], nibble);
+            let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(t[i]), nibble);
+            if let Some(h) = &mut high {
+                lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16::<4>(h[i]), fifth));
+                hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16::<3>(h[i]), fifth));
+                h[i] = _mm512_srli_epi16::<2>(h[i]);
+            }
+            u[16 * p + i] = lo;
+            u[16 * p + 8 + i] = hi;
+        }
+    }
+    let sm: [(u64, u64); GROUP] = per_row((0, 0), |r| scales_mins_k4(s[r]));
+    let sc = transpose16(per_row(z, |r| {
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sm[r].0 as i64))
+    }));
+    let [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, ma, mb, mc, md, me, mf] = per_row(0, |r| sm[r].1);
+    let lo = min_pairs([m0, m1, m2, m3, m4, m5, m6, m7]);
+    let hi = min_pairs([m8, m9, ma, mb, mc, md, me, mf]);
+    for q in 0..4 {
+        w.mins[q] = join(lo[q], hi[q]);
+    }
+    w.sc = sc;
+    w.d = scales16(d);
+    w.dmin = scales16(dmin);
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m512 {
+    // The eight groups' sums as eight chains advanced side by side, so that `vpdpbusd`'s latency
+    // is hidden behind the other chains' work.
+    let mut acc = [_mm512_setzero_si512(); 8];
+    for i in 0..8 {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let q = _mm512_set1_epi32(quad(&y.qs, 8 * k + i));
+            *a = _mm512_dpbusd_epi32(*a, w.u[8 * k + i], q);
+        }
+    }
+    let mut isum = _mm512_setzero_si512();
+    for (a, sc) in acc.iter().zip(&w.sc) {
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(*a, *sc));
+    }
+    let mut summs = _mm512_setzero_si512();
+    for (m, &b) in w.mins.iter().zip(&p.pairs) {
+        summs = _mm512_add_epi32(summs, _mm512_madd_epi16(*m, _mm512_set1_epi32(b)));
+    }
+    let yd = _mm512_set1_ps(y.d);
+    _mm512_sub_ps(
+        _mm512_mul_ps(_mm512_mul_ps(w.d, yd), _mm512_cvtepi32_ps(isum)),
+        _mm512_mul_ps(_mm512_mul_ps(w.dmin, yd), _mm512_cvtepi32_ps(summs)),
+    )
+}
+
+macro_rules! k4 {
+    ($(#[$doc:meta])* $name:ident, $block:ty, |$x:ident| $qh:expr) => {
+        $(#[$doc])*
+        pub(in crate::cpu_dot) struct $name;
+
+        impl Rows16 for $name {
+            type Block = $block;
+            type Act = BlockQ8K;
+            type Unpacked = K4Rows;
+            type Prepared = K4Act;
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn unpack($x: [&$block; GROUP], w: &mut K4Rows) {
+                k4_rows(
+                    per_row(&$x[0].qs, |r| &$x[r].qs),
+                    $qh,
+                    per_row(&$x[0].scales, |r| &$x[r].scales),
+                    per_row(0, |r| $x[r].d),
+                    per_row(0, |r| $x[r].dmin),
+                    w,
+                )
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn prepare(y: &BlockQ8K) -> K4Act {
+                k4_prepare(y)
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m512 {
+                k4_dot(w, y, p)
+            }
+        }
+    };
+}
+
+k4!(
+    /// Q4_K rows against Q8_K activations.
+    Q4K, BlockQ4K, |x| None
+);
+k4!(
+    /// Q5_K rows against Q8_K activations.
+    Q5K, BlockQ5K, |x| Some(per_row(&x[0].qh, |r| &x[r].qh))
+);

@@ -1,0 +1,370 @@
+//! AVX-VNNI kernels. `vpdpbusd` multiplies four unsigned weight bytes by four signed activation
+//! bytes and adds the four products to an i32 lane in one instruction, exactly (no i16 step, so
+//! no saturation), where AVX2 takes `maddubs` + `madd` + `add`.
+//!
+//! Legacy types (Q4_0, Q5_0, Q8_0, IQ4_NL): eight rows interleaved across the lanes as in
+//! [`super::interleaved`], each row's weights made unsigned by a zero point `Z`
+//! (`u = level + Z`: the nibble's own offset for Q4_0 and Q5_0, 128 for the signed Q8_0 weights
+//! and IQ4_NL code-book values), so that `Σ level·q8 = Σ u·q8 − Z·Σ q8`. Bounds: `u ≤ 255`,
+//! `|q8| ≤ 128`, so a lane's block sum is at most `32·255·128 ≈ 1.0e6` and `Z·|Σ q8| ≤
+//! 128·4096`: every step exact in i32. The f32 tail is each type's scalar expression lane by
+//! lane, so results keep the scalar dot's bits.
+//!
+//! Q4_K and Q5_K: eight rows interleaved the same way, per 32-weight group `k` of the
+//! super-block. Lane `r` sums group `k`'s products `S_rk = Σ u·q8` exactly (`u ≤ 31`, so
+//! `|S_rk| ≤ 32·31·128 < 2^17`), multiplies it by its 6-bit scale (`vpmulld`, `< 2^23`) and adds
+//! the eight groups (`< 2^26`); the mins term `Σ_j m_j·(bsums_2j + bsums_2j+1)` is `madd` of i16
+//! pairs (`63·4096` each). Then `d·y.d·isum − dmin·y.d·summs` lane by lane, the scalar order.
+
+use core::arch::x86_64::*;
+
+use ingot_abi::blocks::{
+    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0,
+};
+
+use super::interleaved::{self, scales, transpose, Interleaved, GROUP};
+use super::{f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, scales_mins_k4};
+
+/// Eight rows of unsigned levels, interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
+/// levels `4k..4k + 4`), and their f32 scales.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct Unsigned {
+    u: [__m256i; 8],
+    dx: __m256,
+}
+
+/// An activation block for [`Unsigned`] rows: its quants as 4-byte groups, `Z·Σ q8`, its f32
+/// scale.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct UnsignedAct {
+    qs: [i32; 8],
+    zsum: i32,
+    dy: f32,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avxvnni")]
+fn prepare<const Z: i32>(y: &BlockQ8_0) -> UnsignedAct {
+    let ones = _mm256_set1_epi8(1);
+    let sum = hsum_i32(_mm256_dpbusd_avx_epi32(
+        _mm256_setzero_si256(),
+        ones,
+        load(&y.qs),
+    ));
+    UnsignedAct {
+        qs: bytemuck::cast(y.qs),
+        zsum: Z * sum,
+        dy: f16(y.d),
+    }
+}
+
+/// Lane `r`: row `r`'s block `Σ (u − Z)·q8`, then `(isum·dx)·dy` (Q4_0, Q5_0, Q8_0) or
+/// `(dx·dy)·isum` (IQ4_NL), the scalar orders.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avxvnni")]
+fn dot<const SCALES_FIRST: bool>(w: &Unsigned, y: &UnsignedAct) -> __m256 {
+    // Four independent accumulators: `vpdpbusd` has a latency of several cycles, and one chain of
+    // eight would bound the loop by it.
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for k in 0..8 {
+        acc[k % 4] = _mm256_dpbusd_avx_epi32(acc[k % 4], w.u[k], _mm256_set1_epi32(y.qs[k]));
+    }
+    let acc = _mm256_add_epi32(
+        _mm256_add_epi32(acc[0], acc[1]),
+        _mm256_add_epi32(acc[2], acc[3]),
+    );
+    let isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, _mm256_set1_epi32(y.zsum)));
+    let dy = _mm256_set1_ps(y.dy);
+    if SCALES_FIRST {
+        _mm256_mul_ps(_mm256_mul_ps(w.dx, dy), isum)
+    } else {
+        _mm256_mul_ps(_mm256_mul_ps(isum, w.dx), dy)
+    }
+}
+
+/// Eight rows' unsigned levels (32 bytes each), interleaved.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn unpack(levels: [__m256i; GROUP], d: [u16; GROUP]) -> Unsigned {
+    Unsigned {
+        u: transpose(levels),
+        dx: scales(d),
+    }
+}
+
+/// The signed bytes `v` as unsigned `v + 128`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn offset_128(v: __m256i) -> __m256i {
+    _mm256_xor_si256(v, _mm256_set1_epi8(i8::MIN))
+}
+
+/// `out[t·n + r] = row r · acts[t]` for the first `8·⌊n/8⌋` rows: [`interleaved::rows`] on these
+/// kernels.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avxvnni")]
+pub(in crate::cpu_dot) fn rows<K: Interleaved>(
+    blocks: &[K::Block],
+    acts: &[&[K::Act]],
+    out: &mut [f32],
+) -> usize {
+    // SAFETY: this function runs with every feature `K`'s kernels need (AVX2, F16C, AVX-VNNI).
+    unsafe { interleaved::rows_body::<K>(blocks, acts, out) }
+}
+
+macro_rules! legacy {
+    ($(#[$doc:meta])* $name:ident, $block:ty, $z:literal, $scales_first:literal, |$x:ident| $levels:expr) => {
+        $(#[$doc])*
+        pub(in crate::cpu_dot) struct $name;
+
+        impl Interleaved for $name {
+            type Block = $block;
+            type Act = BlockQ8_0;
+            type Unpacked = Unsigned;
+            type Prepared = UnsignedAct;
+            const MIN_ACTS: usize = 2;
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn unpack(x: [&$block; GROUP]) -> Unsigned {
+                let levels = per_row(_mm256_setzero_si256(), |r| {
+                    let $x = x[r];
+                    $levels
+                });
+                unpack(levels, per_row(0, |r| x[r].d))
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn prepare(y: &BlockQ8_0) -> UnsignedAct {
+                prepare::<$z>(y)
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn dot(w: &Unsigned, _: &BlockQ8_0, p: &UnsignedAct) -> __m256 {
+                dot::<$scales_first>(w, p)
+            }
+        }
+    };
+}
+
+legacy!(
+    /// Q4_0 rows: nibbles, zero point 8.
+    Q4_0, BlockQ4_0, 8, false, |b| nibbles32(&b.qs)
+);
+legacy!(
+    /// Q5_0 rows: five-bit levels, zero point 16.
+    Q5_0, BlockQ5_0, 16, false, |b| q5_0_levels(b)
+);
+legacy!(
+    /// Q8_0 rows: the signed weights offset by 128.
+    Q8_0, BlockQ8_0, 128, false, |b| offset_128(load(&b.qs))
+);
+legacy!(
+    /// IQ4_NL rows: the code-book values offset by 128.
+    Iq4Nl, BlockIq4Nl, 128, true, |b| offset_128(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&b.qs)))
+);
+
+/// Eight Q4_K/Q5_K rows' super-block, interleaved.
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct K4Rows {
+    /// `u[8k + i]`: lane `r` holds row `r`'s levels `4i..4i + 4` of group `k` (`≤ 31`).
+    u: [__m256i; 64],
+    /// `sc[k]`: group `k`'s scale of each row, as i32 lanes.
+    sc: [__m256i; 8],
+    /// `mins[q]`: lane `r` holds row `r`'s mins `m_2q`, `m_2q+1` as an i16 pair.
+    mins: [__m256i; 4],
+    d: __m256,
+    dmin: __m256,
+}
+
+/// The pairwise `bsums` of a Q8_K block, `B_j = bsums_2j + bsums_2j+1` (`|B_j| ≤ 2·16·128`, an
+/// i16), packed two to an i32 (`B_2q` low, `B_2q+1` high) to meet [`K4Rows::mins`].
+#[derive(Clone, Copy)]
+pub(in crate::cpu_dot) struct K4Act {
+    pairs: [i32; 4],
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avxvnni")]
+fn k4_prepare(y: &BlockQ8K) -> K4Act {
+    let b = |j: usize| (y.bsums[2 * j] + y.bsums[2 * j + 1]) as u16 as u32;
+    K4Act {
+        pairs: core::array::from_fn(|q| (b(2 * q) | (b(2 * q + 1) << 16)) as i32),
+    }
+}
+
+/// The eight rows' quants `qs` (and fifth bits `qh`, Q5_K), 12-byte scales, `d`, `dmin`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k4_rows(
+    qs: [&[u8; 128]; GROUP],
+    qh: Option<[&[u8; 32]; GROUP]>,
+    s: [&[u8; 12]; GROUP],
+    d: [u16; GROUP],
+    dmin: [u16; GROUP],
+) -> K4Rows {
+    let nibble = _mm256_set1_epi8(0x0F);
+    let fifth = _mm256_set1_epi8(0x10);
+    let mut u = [_mm256_setzero_si256(); 64];
+    // Bit 2p of qh byte l is bit 4 of element l of group 2p, bit 2p + 1 that of group 2p + 1:
+    // the interleaved fifth bits sit under the interleaved quants, shifted down 2 per p.
+    let z = _mm256_setzero_si256();
+    let mut high = match qh {
+        Some(h) => Some(transpose(per_row(z, |r| load(h[r])))),
+        None => None,
+    };
+    for p in 0..4 {
+        let t = transpose(per_row(z, |r| {
+            load(&bytemuck::cast_ref::<_, [[u8; 32]; 4]>(qs[r])[p])
+        }));
+        for i in 0..8 {
+            let mut lo = _mm256_and_si256(t[i], nibble);
+            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(t[i]), nibble);
+            if let Some(h) = &mut high {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16::<4>(h[i]), fifth));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16::<3>(h[i]), fifth));
+                h[i] = _mm256_srli_epi16::<2>(h[i]);
+            }
+            u[16 * p + i] = lo;
+            u[16 * p + 8 + i] = hi;
+        }
+    }
+    let sm: [(u64, u64); GROUP] = per_row((0, 0), |r| scales_mins_k4(s[r]));
+    let m: [u64; GROUP] = per_row(0, |r| sm[r].1);
+    let sc = transpose(per_row(z, |r| {
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sm[r].0 as i64))
+    }));
+    // Rows r and r + 4 share a vector: four i16 pairs each, transposed within the 128-bit halves.
+    let pairs = |r: usize| {
+        let m16 = |v: u64| _mm_cvtepu8_epi16(_mm_cvtsi64_si128(v as i64));
+        _mm256_set_m128i(m16(m[r + 4]), m16(m[r]))
+    };
+    let (a, b) = (
+        _mm256_unpacklo_epi32(pairs(0), pairs(1)),
+        _mm256_unpackhi_epi32(pairs(0), pairs(1)),
+    );
+    let (c, e) = (
+        _mm256_unpacklo_epi32(pairs(2), pairs(3)),
+        _mm256_unpackhi_epi32(pairs(2), pairs(3)),
+    );
+    K4Rows {
+        u,
+        sc,
+        mins: [
+            _mm256_unpacklo_epi64(a, c),
+            _mm256_unpackhi_epi64(a, c),
+            _mm256_unpacklo_epi64(b, e),
+            _mm256_unpackhi_epi64(b, e),
+        ],
+        d: scales(d),
+        dmin: scales(dmin),
+    }
+}
+
+/// Four quants of a Q8_K block, `qs[4j..4j + 4]`, as one i32.
+#[inline(always)]
+fn quad(qs: &[i8; 256], j: usize) -> i32 {
+    i32::from_le_bytes([
+        qs[4 * j] as u8,
+        qs[4 * j + 1] as u8,
+        qs[4 * j + 2] as u8,
+        qs[4 * j + 3] as u8,
+    ])
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avxvnni")]
+fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
+    let mut isum = _mm256_setzero_si256();
+    for k in 0..8 {
+        // Two chains, so that `vpdpbusd`'s latency overlaps.
+        let mut acc = [_mm256_setzero_si256(); 2];
+        for i in 0..8 {
+            let q = _mm256_set1_epi32(quad(&y.qs, 8 * k + i));
+            acc[i % 2] = _mm256_dpbusd_avx_epi32(acc[i % 2], w.u[8 * k + i], q);
+        }
+        let s = _mm256_add_epi32(acc[0], acc[1]);
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, w.sc[k]));
+    }
+    let mut summs = _mm256_setzero_si256();
+    for (m, &b) in w.mins.iter().zip(&p.pairs) {
+        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(*m, _mm256_set1_epi32(b)));
+    }
+    let yd = _mm256_set1_ps(y.d);
+    _mm256_sub_ps(
+        _mm256_mul_ps(_mm256_mul_ps(w.d, yd), _mm256_cvtepi32_ps(isum)),
+        _mm256_mul_ps(_mm256_mul_ps(w.dmin, yd), _mm256_cvtepi32_ps(summs)),
+    )
+}
+
+/// Q4_K rows against Q8_K activations.
+pub(in crate::cpu_dot) struct Q4K;
+
+impl Interleaved for Q4K {
+    type Block = BlockQ4K;
+    type Act = BlockQ8K;
+    type Unpacked = K4Rows;
+    type Prepared = K4Act;
+    const MIN_ACTS: usize = 2;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn unpack(x: [&BlockQ4K; GROUP]) -> K4Rows {
+        k4_rows(
+            per_row(&x[0].qs, |r| &x[r].qs),
+            None,
+            per_row(&x[0].scales, |r| &x[r].scales),
+            per_row(0, |r| x[r].d),
+            per_row(0, |r| x[r].dmin),
+        )
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn prepare(y: &BlockQ8K) -> K4Act {
+        k4_prepare(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
+        k4_dot(w, y, p)
+    }
+}
+
+/// Q5_K rows against Q8_K activations.
+pub(in crate::cpu_dot) struct Q5K;
+
+impl Interleaved for Q5K {
+    type Block = BlockQ5K;
+    type Act = BlockQ8K;
+    type Unpacked = K4Rows;
+    type Prepared = K4Act;
+    const MIN_ACTS: usize = 2;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn unpack(x: [&BlockQ5K; GROUP]) -> K4Rows {
+        k4_rows(
+            per_row(&x[0].qs, |r| &x[r].qs),
+            Some(per_row(&x[0].qh, |r| &x[r].qh)),
+            per_row(&x[0].scales, |r| &x[r].scales),
+            per_row(0, |r| x[r].d),
+            per_row(0, |r| x[r].dmin),
+        )
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn prepare(y: &BlockQ8K) -> K4Act {
+        k4_prepare(y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avxvnni")]
+    unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
+        k4_dot(w, y, p)
+    }
+}
