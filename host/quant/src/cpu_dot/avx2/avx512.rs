@@ -15,11 +15,11 @@
 use core::arch::x86_64::*;
 
 use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0,
+    BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL,
 };
 
 use super::interleaved::{scales, transpose};
-use super::{f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, scales_mins_k4};
+use super::{f16, hsum_i32, load, load128, per_row, scales_mins_k4};
 
 /// Rows of a group: the sixteen i32 (or f32) lanes of a 512-bit vector.
 pub(in crate::cpu_dot) const GROUP: usize = 16;
@@ -214,13 +214,9 @@ macro_rules! legacy {
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-            unsafe fn unpack(x: [&$block; GROUP], w: &mut Unsigned) {
-                let z = _mm256_setzero_si256();
-                w.u = transpose16(per_row(z, |r| {
-                    let $x = x[r];
-                    $levels
-                }));
-                w.dx = scales16(per_row(0, |r| x[r].d));
+            unsafe fn unpack($x: [&$block; GROUP], w: &mut Unsigned) {
+                w.u = $levels;
+                w.dx = scales16(per_row(0, |r| $x[r].d));
             }
 
             #[inline]
@@ -240,19 +236,32 @@ macro_rules! legacy {
 
 legacy!(
     /// Q4_0 rows: nibbles, zero point 8.
-    Q4_0, BlockQ4_0, 8, false, |b| nibbles32(&b.qs)
+    Q4_0, BlockQ4_0, 8, false, |x| nibble_rows(per_row(&x[0].qs, |r| &x[r].qs))
 );
 legacy!(
     /// Q5_0 rows: five-bit levels, zero point 16.
-    Q5_0, BlockQ5_0, 16, false, |b| q5_0_levels(b)
+    Q5_0, BlockQ5_0, 16, false, |x| {
+        let mut u = nibble_rows(per_row(&x[0].qs, |r| &x[r].qs));
+        add_fifth_bits(&mut u, per_row(0, |r| x[r].qh_bits()));
+        u
+    }
 );
 legacy!(
     /// Q8_0 rows: the signed weights offset by 128.
-    Q8_0, BlockQ8_0, 128, false, |b| offset_128(load(&b.qs))
+    Q8_0, BlockQ8_0, 128, false, |x| {
+        transpose16(per_row(_mm256_setzero_si256(), |r| offset_128(load(&x[r].qs))))
+    }
 );
 legacy!(
     /// IQ4_NL rows: the code-book values offset by 128.
-    Iq4Nl, BlockIq4Nl, 128, true, |b| offset_128(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&b.qs)))
+    Iq4Nl, BlockIq4Nl, 128, true, |x| {
+        let table = _mm512_broadcast_i32x4(load128(&KVALUES_IQ4NL));
+        let mut u = nibble_rows(per_row(&x[0].qs, |r| &x[r].qs));
+        for v in &mut u {
+            *v = _mm512_xor_si512(_mm512_shuffle_epi8(table, *v), _mm512_set1_epi8(i8::MIN));
+        }
+        u
+    }
 );
 
 /// Sixteen Q4_K/Q5_K rows' super-block, interleaved (the layout of [`super::vnni::K4Rows`] on
@@ -284,13 +293,12 @@ fn k4_prepare(y: &BlockQ8K) -> K4Act {
     }
 }
 
-/// Rows `r` and `r + 4` of eight rows' mins (`m`, bytes per row) as four i16 pairs each, then the
-/// pairs transposed within the 128-bit halves: result `q`, lane `r` = row `r`'s pair `q`.
+/// Eight rows of four dwords each (`v[r]`), transposed: result `m`, lane `r` = dword `m` of row
+/// `r`. Rows `r` and `r + 4` share a vector, transposed within its 128-bit halves.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
-    let m16 = |v: u64| _mm_cvtepu8_epi16(_mm_cvtsi64_si128(v as i64));
-    let rows = |r: usize| _mm256_set_m128i(m16(m[r + 4]), m16(m[r]));
+fn dwords4(v: [__m128i; 8]) -> [__m256i; 4] {
+    let rows = |r: usize| _mm256_set_m128i(v[r + 4], v[r]);
     let (a, b) = (
         _mm256_unpacklo_epi32(rows(0), rows(1)),
         _mm256_unpackhi_epi32(rows(0), rows(1)),
@@ -305,6 +313,67 @@ fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
         _mm256_unpacklo_epi64(b, e),
         _mm256_unpackhi_epi64(b, e),
     ]
+}
+
+/// [`dwords4`] of sixteen rows.
+#[inline]
+#[target_feature(enable = "avx2,avx512f")]
+fn dwords4x16(v: [__m128i; GROUP]) -> [__m512i; 4] {
+    let [v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, va, vb, vc, vd, ve, vf] = v;
+    let lo = dwords4([v0, v1, v2, v3, v4, v5, v6, v7]);
+    let hi = dwords4([v8, v9, va, vb, vc, vd, ve, vf]);
+    let mut out = [_mm512_setzero_si512(); 4];
+    for m in 0..4 {
+        out[m] = join(lo[m], hi[m]);
+    }
+    out
+}
+
+/// Eight rows' mins (bytes of `m[r]`) as four i16 pairs each: result `q`, lane `r` = row `r`'s
+/// pair `q`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
+    dwords4(per_row(_mm_setzero_si128(), |r| {
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m[r] as i64))
+    }))
+}
+
+/// Sixteen rows of the nibble layout (`qs[j]`: low nibble element `j`, high nibble element
+/// `j + 16`), interleaved: vector `k`, lane `r` = row `r`'s elements `4k..4k + 4`. Elements
+/// `4m..4m + 4` are the low nibbles of row dword `m`, elements `16 + 4m..` its high nibbles, so
+/// one 16×4 dword transpose of the packed bytes interleaves all 32.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+fn nibble_rows(qs: [&[u8; 16]; GROUP]) -> [__m512i; 8] {
+    let q = dwords4x16(per_row(_mm_setzero_si128(), |r| load128(qs[r])));
+    let nibble = _mm512_set1_epi8(0x0F);
+    let mut u = [_mm512_setzero_si512(); 8];
+    for m in 0..4 {
+        u[m] = _mm512_and_si512(q[m], nibble);
+        u[m + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(q[m]), nibble);
+    }
+    u
+}
+
+/// Adds the Q5_0 fifth bits (bit `e` of row `r`'s `bits[r]` is bit 4 of element `e`) to
+/// interleaved nibbles `u`. For vector `k` the four bits `4k..4k + 4` of each lane go to bit 4
+/// of its four bytes: `t·(2^4 + 2^11 + 2^18 + 2^25)` puts bit `b` of `t < 16` at `8b + 4` and
+/// every other product at a distinct position (no carries), which the mask keeps out.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+fn add_fifth_bits(u: &mut [__m512i; 8], bits: [u32; GROUP]) {
+    // SAFETY: `bits` is sixteen u32 = 64 readable bytes; `loadu` has no alignment requirement.
+    let h = unsafe { _mm512_loadu_si512(bits.as_ptr().cast()) };
+    let spread = _mm512_set1_epi32((1 << 4) | (1 << 11) | (1 << 18) | (1 << 25));
+    let four = _mm512_set1_epi32(0xF);
+    let fifth = _mm512_set1_epi32(0x1010_1010);
+    let mut t = h;
+    for v in u.iter_mut() {
+        let b = _mm512_and_si512(_mm512_mullo_epi32(_mm512_and_si512(t, four), spread), fifth);
+        *v = _mm512_or_si512(*v, b);
+        t = _mm512_srli_epi32::<4>(t);
+    }
 }
 
 /// The sixteen rows' quants `qs` (and fifth bits `qh`, Q5_K), 12-byte scales, `d`, `dmin`, into
