@@ -51,6 +51,16 @@ pub(in crate::cpu_dot) trait Rows16 {
     /// # Safety
     /// As [`Rows16::unpack`].
     unsafe fn dot(w: &Self::Unpacked, y: &Self::Act, p: &Self::Prepared) -> __m512;
+
+    /// [`Rows16::dot`] of two activations (a kernel may share each weight load between them).
+    ///
+    /// # Safety
+    /// As [`Rows16::unpack`].
+    #[inline(always)]
+    unsafe fn dot2(w: &Self::Unpacked, y: [&Self::Act; 2], p: [&Self::Prepared; 2]) -> [__m512; 2] {
+        // SAFETY: the caller's CPU has the kernels' features.
+        unsafe { [Self::dot(w, y[0], p[0]), Self::dot(w, y[1], p[1])] }
+    }
 }
 
 /// `out[t·n + r] = row r · acts[t]` for the first `16·⌊n/16⌋` of the `n = out.len() / acts.len()`
@@ -81,13 +91,21 @@ pub(in crate::cpu_dot) fn rows<K: Rows16>(
         for b in 0..nb {
             // SAFETY: as above.
             unsafe { K::unpack(per_row(&group[0], |r| &group[r * nb + b]), &mut w) };
-            for ((s, a), p) in sums
-                .iter_mut()
-                .zip(acts)
-                .zip(prepared[b..].iter().step_by(nb))
-            {
+            // Two activations per step, then the odd one.
+            let mut t = 0;
+            while t + 2 <= acts.len() {
+                let y = [&acts[t][b], &acts[t + 1][b]];
+                let p = [&prepared[t * nb + b], &prepared[(t + 1) * nb + b]];
                 // SAFETY: as above.
-                *s = _mm512_add_ps(*s, unsafe { K::dot(&w, &a[b], p) });
+                let [d0, d1] = unsafe { K::dot2(&w, y, p) };
+                sums[t] = _mm512_add_ps(sums[t], d0);
+                sums[t + 1] = _mm512_add_ps(sums[t + 1], d1);
+                t += 2;
+            }
+            if t < acts.len() {
+                // SAFETY: as above.
+                let d = unsafe { K::dot(&w, &acts[t][b], &prepared[t * nb + b]) };
+                sums[t] = _mm512_add_ps(sums[t], d);
             }
         }
         for (t, s) in sums.iter().enumerate() {
@@ -431,29 +449,37 @@ fn k4_rows(
 
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m512 {
-    // The eight groups' sums as eight chains advanced side by side, so that `vpdpbusd`'s latency
-    // is hidden behind the other chains' work.
-    let mut acc = [_mm512_setzero_si512(); 8];
+fn k4_dot<const T: usize>(w: &K4Rows, y: [&BlockQ8K; T], p: [&K4Act; T]) -> [__m512; T] {
+    // The eight groups' sums of each activation as chains advanced side by side, so that
+    // `vpdpbusd`'s latency is hidden behind the other chains' work; each weight vector loaded
+    // once for the `T` activations.
+    let mut acc = [[_mm512_setzero_si512(); 8]; T];
     for i in 0..8 {
-        for (k, a) in acc.iter_mut().enumerate() {
-            let q = _mm512_set1_epi32(quad(&y.qs, 8 * k + i));
-            *a = _mm512_dpbusd_epi32(*a, w.u[8 * k + i], q);
+        for k in 0..8 {
+            let u = w.u[8 * k + i];
+            for t in 0..T {
+                let q = _mm512_set1_epi32(quad(&y[t].qs, 8 * k + i));
+                acc[t][k] = _mm512_dpbusd_epi32(acc[t][k], u, q);
+            }
         }
     }
-    let mut isum = _mm512_setzero_si512();
-    for (a, sc) in acc.iter().zip(&w.sc) {
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(*a, *sc));
+    let mut out = [_mm512_setzero_ps(); T];
+    for t in 0..T {
+        let mut isum = _mm512_setzero_si512();
+        for (a, sc) in acc[t].iter().zip(&w.sc) {
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(*a, *sc));
+        }
+        let mut summs = _mm512_setzero_si512();
+        for (m, &b) in w.mins.iter().zip(&p[t].pairs) {
+            summs = _mm512_add_epi32(summs, _mm512_madd_epi16(*m, _mm512_set1_epi32(b)));
+        }
+        let yd = _mm512_set1_ps(y[t].d);
+        out[t] = _mm512_sub_ps(
+            _mm512_mul_ps(_mm512_mul_ps(w.d, yd), _mm512_cvtepi32_ps(isum)),
+            _mm512_mul_ps(_mm512_mul_ps(w.dmin, yd), _mm512_cvtepi32_ps(summs)),
+        );
     }
-    let mut summs = _mm512_setzero_si512();
-    for (m, &b) in w.mins.iter().zip(&p.pairs) {
-        summs = _mm512_add_epi32(summs, _mm512_madd_epi16(*m, _mm512_set1_epi32(b)));
-    }
-    let yd = _mm512_set1_ps(y.d);
-    _mm512_sub_ps(
-        _mm512_mul_ps(_mm512_mul_ps(w.d, yd), _mm512_cvtepi32_ps(isum)),
-        _mm512_mul_ps(_mm512_mul_ps(w.dmin, yd), _mm512_cvtepi32_ps(summs)),
-    )
+    out
 }
 
 macro_rules! k4 {
@@ -489,7 +515,13 @@ macro_rules! k4 {
             #[inline]
             #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
             unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m512 {
-                k4_dot(w, y, p)
+                k4_dot::<1>(w, [y], [p])[0]
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            unsafe fn dot2(w: &K4Rows, y: [&BlockQ8K; 2], p: [&K4Act; 2]) -> [__m512; 2] {
+                k4_dot::<2>(w, y, p)
             }
         }
     };
