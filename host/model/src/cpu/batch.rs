@@ -89,8 +89,8 @@ fn run_rows(
 }
 
 /// `out[i·rows + r] = m[r]·xs[tokens[i]]`: one matrix against several inputs (the tokens of a prefill chunk),
-/// token-major. Each work item takes [`CHUNK_ROWS`] rows and runs them against every input while those
-/// rows are in cache, so the matrix is read from memory once per call instead of once per token. Each value
+/// token-major. Each work item takes a few groups of [`CHUNK_ROWS`] rows ([`multi_chunk_rows`]) and runs
+/// them against every input while those rows are in cache, so the matrix is read from memory once per call instead of once per token. Each value
 /// is the same dot product [`run`] computes for one input, bit for bit.
 pub(super) fn matmul(
     m: &QMatrix<'_>,
@@ -136,30 +136,35 @@ pub(super) fn matmul_prepared(
         reason: format!("{n} inputs x {rows} rows into {available} outputs"),
     })?;
     if !parallel {
-        let mut buf = vec![0.0; CHUNK_ROWS * n];
-        for first in (0..rows).step_by(CHUNK_ROWS) {
-            let nr = CHUNK_ROWS.min(rows - first);
-            let buf = &mut buf[..nr * n];
-            m.dot_rows_multi(first, inputs, buf)?;
-            scatter(buf, out, rows, first);
-        }
+        let mut buf = vec![0.0; rows * n];
+        m.dot_rows_multi(0, inputs, &mut buf)?;
+        scatter(&buf, out, rows, 0);
         return Ok(());
     }
+    let chunk = multi_chunk_rows(rows, rayon::current_num_threads());
     let part = |ci: usize| -> Result<Vec<f32>> {
-        let first = ci * CHUNK_ROWS;
-        let nr = CHUNK_ROWS.min(rows - first);
+        let first = ci * chunk;
+        let nr = chunk.min(rows - first);
         let mut buf = vec![0.0; nr * n];
         m.dot_rows_multi(first, inputs, &mut buf)?;
         Ok(buf)
     };
-    let parts: Vec<Vec<f32>> = (0..rows.div_ceil(CHUNK_ROWS))
+    let parts: Vec<Vec<f32>> = (0..rows.div_ceil(chunk))
         .into_par_iter()
         .map(part)
         .collect::<Result<_>>()?;
     for (ci, buf) in parts.iter().enumerate() {
-        scatter(buf, out, rows, ci * CHUNK_ROWS);
+        scatter(buf, out, rows, ci * chunk);
     }
     Ok(())
+}
+
+/// Rows per work item of a multi-input product on `threads` threads: about eight items per thread
+/// for work stealing to balance, in whole groups of [`CHUNK_ROWS`], at most 128. Larger items than
+/// a matrix-vector product's because each call prepares every input's blocks for its kernels once
+/// (and the kernels run all inputs against each row group while it is in cache whatever the item).
+fn multi_chunk_rows(rows: usize, threads: usize) -> usize {
+    (rows / (8 * threads.max(1)) / CHUNK_ROWS * CHUNK_ROWS).clamp(CHUNK_ROWS, 8 * CHUNK_ROWS)
 }
 
 /// Rows `first..` of every input from `buf` (input-major, `buf.len() / n` rows each) into `out` (input-major,
