@@ -253,11 +253,18 @@ pub(super) fn heads_chunk(
             a
         })
         .collect();
+    // Heads in parallel, each head's product on one thread: per head it is small (`n` tokens through a
+    // 512 × 128 matrix), so splitting its rows would cost more in fork/join than it saves.
+    let own: Vec<usize> = (0..n).collect();
     let mut q_abs = vec![0.0; heads * n * lora];
-    for (hd, (k, qa)) in k_b.iter().zip(q_abs.chunks_exact_mut(n * lora)).enumerate() {
-        let own: Vec<usize> = (hd * n..(hd + 1) * n).collect();
-        batch::matmul(k, &mut acts, &own, qa)?;
-    }
+    acts.par_chunks_mut(n)
+        .zip(q_abs.par_chunks_mut(n * lora))
+        .zip(k_b.par_iter())
+        .try_for_each(|((acts, qa), k)| -> Result<()> {
+            batch::prepare(k, acts, &own)?;
+            let inputs: Vec<&Activation> = acts.iter().collect();
+            batch::matmul_prepared(k, &inputs, qa, false)
+        })?;
     let mut o_lat = vec![0.0; heads * n * lora];
     o_lat
         .par_chunks_mut(lora)
@@ -278,11 +285,17 @@ pub(super) fn heads_chunk(
     for (a, o) in acts.iter_mut().zip(o_lat.chunks_exact(lora)) {
         a.load(o);
     }
-    let mut values = vec![0.0; n * dv];
-    for (hd, v) in layer.v_b.iter().enumerate() {
-        let own: Vec<usize> = (hd * n..(hd + 1) * n).collect();
-        batch::matmul(v, &mut acts, &own, &mut values)?;
-        for (i, val) in values.chunks_exact(dv).enumerate() {
+    let mut values = vec![0.0; heads * n * dv];
+    acts.par_chunks_mut(n)
+        .zip(values.par_chunks_mut(n * dv))
+        .zip(layer.v_b.par_iter())
+        .try_for_each(|((acts, vals), v)| -> Result<()> {
+            batch::prepare(v, acts, &own)?;
+            let inputs: Vec<&Activation> = acts.iter().collect();
+            batch::matmul_prepared(v, &inputs, vals, false)
+        })?;
+    for (hd, vals) in values.chunks_exact(n * dv).enumerate() {
+        for (i, val) in vals.chunks_exact(dv).enumerate() {
             out[i * heads * dv + hd * dv..][..dv].copy_from_slice(val);
         }
     }
