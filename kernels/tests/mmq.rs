@@ -15,7 +15,7 @@ use ingot_abi::launch::{mmq_token_tiles, MMQ_ROWS};
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::{download_f32, poisoned, upload};
+use support::{download, poisoned, upload, Agree, SameLaunch};
 
 const TOKENS: [usize; 4] = [1, 7, 64, 130];
 const ROWS: [usize; 3] = [64, 100, 576];
@@ -93,14 +93,25 @@ impl Case {
     }
 }
 
+impl SameLaunch for Case {
+    /// Uploads the inputs, launches on a poisoned output and returns its bytes.
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
+        let wb = upload(b, bytemuck::cast_slice(&self.w));
+        let xb = upload(b, bytemuck::cast_slice(&self.act));
+        let yb = poisoned(b, self.ntok * self.nrows * 4);
+        ops::mmq::mmq_q4k(b, (&wb, &xb, &yb), self.nrows, self.ncols, self.ntok).expect("launch");
+        download(b, &yb)
+    }
+}
+
 fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
     let (nrows, ncols, ntok) = (c.nrows, c.ncols, c.ntok);
     let nsb = ncols / QK_K;
-    let wb = upload(b, bytemuck::cast_slice(&c.w));
-    let xb = upload(b, bytemuck::cast_slice(&c.act));
-    let yb = poisoned(b, ntok * nrows * 4);
-    ops::mmq::mmq_q4k(b, (&wb, &xb, &yb), nrows, ncols, ntok).expect("launch");
-    let y = download_f32(b, &yb, ntok * nrows);
+    let y: Vec<f32> = c
+        .run(b)
+        .chunks_exact(4)
+        .map(|v| f32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        .collect();
     // Every output written: the poison (NaN) is gone everywhere.
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!(
@@ -161,6 +172,22 @@ fn check_q4k<B: Accelerator>(b: &mut B) {
 #[test]
 fn mmq_q4k_matches_reference() {
     on_every_backend!(check_q4k);
+}
+
+/// The simulator against the GPU on the same launches (skipped without a GPU): the integer
+/// `mma` is exact on both and every f32 operation is `.rn` in a fixed order, so the bits must
+/// agree.
+#[test]
+fn mmq_q4k_sim_matches_gpu() {
+    let mut rng = support::rng("mmq_q4k sim vs GPU");
+    for (nrows, ncols, ntok) in [(576, 2048, 130), (100, 256, 7)] {
+        let c = Case::draw(&mut rng, nrows, ncols, ntok);
+        support::sim_matches_gpu(
+            &format!("mmq_q4k {nrows}x{ncols}, {ntok} tokens"),
+            &c,
+            Agree::Bits,
+        );
+    }
 }
 
 /// Global bytes a launch reads: each weight byte once per token tile and each activation byte
