@@ -9,12 +9,14 @@
 //!
 //! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It
 //! walks the row in super-blocks of 256 weights: it stages the tile's weights (unpacked to s8,
-//! with each 32-weight sub-block's scale and min as f32) and the tile's activations (s8, with
-//! each q8_1 block's `d` and `d·Σq`) in shared memory, then each of its [`MMQ_WARPS`] warps
-//! multiplies a 16-row slice by a [`MMQ_WARP_TOKENS`]-token slice, one `mma` per 32-deep
-//! sub-block and 8-token column. So every weight byte is read once per token tile and every
-//! activation byte once per row tile. Rows past `nrows` and tokens past `ntok` are staged as
-//! zeros and never stored.
+//! with each 32-weight sub-block's factors: Q4_K's scale and min, Q6_K's `d` and two group
+//! scales) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
+//! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
+//! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K:
+//! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
+//! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of
+//! `d` again) and every activation byte once per row tile. Rows past `nrows` and tokens past
+//! `ntok` are staged from zero bytes and never stored.
 //!
 //! An item is one tile: launch [`mmq_items`] items, one per block; block `b` computes token
 //! tile `b % mmq_token_tiles(ntok)` of row tile `b / mmq_token_tiles(ntok)` (the blocks that
@@ -77,8 +79,12 @@ const fn mmq_desc(name: &'static str) -> KernelDesc {
 /// the f32 additions in another order.
 pub const MMQ_Q4K: KernelDesc = mmq_desc("mmq_q4k");
 
+/// `mmq_q6k(w: *const BlockQ6K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q6_K weights
+/// (`d·Σ d8·sc·Σ(q − 32)·q8` per super-block, the decode gemv's formula).
+pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
+
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[MMQ_Q4K];
+pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K];
 
 #[cfg(test)]
 mod tests {

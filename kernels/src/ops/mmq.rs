@@ -4,8 +4,8 @@
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ4K, QK_K};
-use ingot_abi::launch::{mmq_items, KernelDesc, MMQ_Q4K};
+use ingot_abi::blocks::{BlockQ4K, BlockQ6K, QK_K};
+use ingot_abi::launch::{mmq_items, KernelDesc, MMQ_Q4K, MMQ_Q6K};
 use std::mem::size_of;
 
 /// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok`: `W` is `nrows` rows of `ncols/256`
@@ -23,6 +23,23 @@ pub fn mmq_q4k<B: Accelerator>(
         b,
         &MMQ_Q4K,
         size_of::<BlockQ4K>(),
+        (w, x, y),
+        [nrows, ncols, ntok],
+    )
+}
+
+/// As [`mmq_q4k`] with Q6_K weights (`ncols/256` blocks of 210 bytes per row).
+pub fn mmq_q6k<B: Accelerator>(
+    b: &mut B,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+    ntok: usize,
+) -> Result<()> {
+    mmq(
+        b,
+        &MMQ_Q6K,
+        size_of::<BlockQ6K>(),
         (w, x, y),
         [nrows, ncols, ntok],
     )

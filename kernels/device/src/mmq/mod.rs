@@ -3,34 +3,41 @@
 //! rows × `MMQ_TOKENS` tokens per block.
 //!
 //! Per step of 256 weights (one super-block of each row), the block stages in shared memory:
-//! * the weight tile: each row's 256 levels as s8 (`MmqWeights::stage`, per type), and per
-//!   32-weight sub-block `j` a pair `(scale, min)` in f32 with `W[r][32j+i] = scale·level −
-//!   min`;
+//! * the weight tile: each row's 256 levels as s8, and per 32-weight sub-block `j` an 8-byte
+//!   pair of the row's factors for it (`MmqWeights::stage`, per type: Q4_K's `(scale, min)`,
+//!   Q6_K's `d` and two group scales);
 //! * the activation tile: each token's 8 q8_1 blocks as s8, and per block `(d, d·Σq)` in f32
 //!   (the integer sum, as the decode gemv's min correction uses).
 //!
 //! Then warp `w` multiplies rows `16·(w % 4) ..+16` by tokens `32·(w / 4) ..+32`: per sub-block
-//! one `ldmatrix` of the weights, two of the activations and four `mma.m16n8k32` (the integer
-//! dot products of 16 rows × 8 tokens over the sub-block, exact), each folded into the f32
-//! accumulator as `acc += scale·d·dot − min·(d·Σq)`. That is the gemv's per-sub-block formula,
-//! so the result differs from it only in the order of the f32 additions.
+//! one `ldmatrix` of the weights and two of the activations, and per 8-token column the type's
+//! `MmqWeights::fold`: `mma.m16n8k32` (the integer dot products of 16 rows × 8 tokens over
+//! the sub-block, exact) folded into f32 accumulators with the pairs, by the decode gemv's
+//! per-sub-block formula, so the result differs from the gemv's only in the order of the f32
+//! additions.
 //!
-//! Edges: rows past `nrows` and tokens past `ntok` are staged as zeros (predicated loads), so the
-//! step loop is the same straight-line code on every tile; only the final stores are
-//! predicated. Each row's staged bytes sit at a stride of 272 = 17·16 bytes, so the eight rows
-//! of every `ldmatrix` matrix fall in eight different 16-byte bank groups.
+//! Edges: rows past `nrows` and tokens past `ntok` are staged from zero bytes (predicated
+//! loads: zero scales, so they add zeros), so the step loop is the same straight-line code on
+//! every tile; only the final stores are predicated. Each row's staged bytes sit at a stride of
+//! 272 = 17·16 bytes, so the eight rows of every `ldmatrix` matrix fall in eight different
+//! 16-byte bank groups.
+
+mod q4k;
+mod q6k;
 
 use crate::intrinsics::{
-    bid, dp4a, f16_to_f32, fma, global, ld_u32_if, ld_v4_if, ldmatrix_x4, lds_v2, lds_v4_f32,
-    mma_s8_s32, shfl_idx, st_f32_if, sts_v2_f32, sts_v4, tid,
+    bid, dp4a, f16_to_f32, global, ld_u32_if, ldmatrix_x4, lds_v2, lds_v4_f32, st_f32_if,
+    sts_v2_f32, sts_v4, tid,
 };
-use crate::vecdot::{k_scales, Q8_BYTES};
+use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1};
+use ingot_abi::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     mmq_token_tiles, MMQ_K_STEP, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
+use q4k::Q4K;
+use q6k::Q6K;
 
 /// Sub-blocks of 32 weights (and q8_1 blocks) per step.
 const SUBS: u32 = MMQ_K_STEP / QK8_1 as u32;
@@ -72,56 +79,16 @@ pub trait MmqWeights {
     const BLOCK_BYTES: u32;
     /// Stages thread `tid`'s share of one block of each of the tile's rows: `w` is the block's
     /// global address in the tile's first row, rows are `row_bytes` apart, rows `rows ..` of
-    /// the tile lie past the matrix and are staged as level 0 with `(scale, min) = (0, 0)`.
-    /// Writes levels to `tile + r·STRIDE + k` and pairs to `pairs + (j·MMQ_ROWS + r)·8`.
+    /// the tile lie past the matrix: they read nothing and are staged from zero bytes, whose
+    /// pairs make `fold` add zeros. Writes levels to `tile + r·STRIDE + k` and pairs to
+    /// `pairs + (j·MMQ_ROWS + r)·8`.
     unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32);
-}
-
-/// Q4_K: levels 0..15, `scale = d·sc_j`, `min = dmin·m_j`.
-pub struct Q4K;
-const _: () = assert!(offset_of!(BlockQ4K, qs) == 16 && size_of::<BlockQ4K>() == 144);
-/// Q4_K staging: each row's 8 `qs` chunks of 16 bytes (`MMQ_ROWS·8` chunks, `Q4K_CHUNKS` per
-/// thread) and 4 header words (one per thread).
-const Q4K_CHUNKS: u32 = MMQ_ROWS * 8 / MMQ_THREADS;
-const _: () = assert!(MMQ_ROWS * 8 == Q4K_CHUNKS * MMQ_THREADS && MMQ_ROWS * 4 == MMQ_THREADS);
-
-impl MmqWeights for Q4K {
-    const BLOCK_BYTES: u32 = size_of::<BlockQ4K>() as u32;
-
-    #[inline(always)]
-    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32) {
-        // qs chunk c of a row holds positions 16·(c%2) ..+16 of sub-blocks 2·(c/2) (low
-        // nibbles) and 2·(c/2)+1 (high nibbles).
-        let mut h = 0;
-        while h < Q4K_CHUNKS {
-            let i = tid + h * MMQ_THREADS;
-            let (r, c) = (i / 8, i % 8);
-            let q = ld_v4_if(r < rows, w + r as u64 * row_bytes + 16 + 16 * c as u64);
-            let dst = tile + r * STRIDE + 64 * (c / 2) + 16 * (c % 2);
-            sts_v4(dst, q.map(|v| v & 0x0F0F_0F0F));
-            sts_v4(dst + 32, q.map(|v| (v >> 4) & 0x0F0F_0F0F));
-            h += 1;
-        }
-        // Header: the four lanes of row r read one word each and share them; lane q decodes
-        // the (scale, min) of sub-blocks 2q and 2q+1.
-        let (r, q) = (tid / 4, tid % 4);
-        let own = ld_u32_if(r < rows, w + r as u64 * row_bytes + 4 * q as u64);
-        let first = (tid % WARP_SIZE) & !3;
-        let head = [
-            shfl_idx(own, first),
-            shfl_idx(own, first + 1),
-            shfl_idx(own, first + 2),
-            shfl_idx(own, first + 3),
-        ];
-        let (sc, m) = k_scales(&head, 2 * q);
-        let (d, dmin) = (f16_to_f32(head[0]), f16_to_f32(head[0] >> 16));
-        let at = pairs + (2 * q * MMQ_ROWS + r) * 8;
-        sts_v2_f32(at, [d * (sc & 0xFF) as f32, dmin * (m & 0xFF) as f32]);
-        sts_v2_f32(
-            at + MMQ_ROWS * 8,
-            [d * (sc >> 8) as f32, dmin * (m >> 8) as f32],
-        );
-    }
+    /// Adds one sub-block's products of the warp's 16 rows (weight fragment `a`; the staged
+    /// pairs `pa` of row `g` and `pb` of row `g+8`) with one 8-token column (activation
+    /// fragment `b`; `x` = `(d, d·Σq)` of tokens `2t` and `2t+1`) to the column's accumulators
+    /// `acc`, elements `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`. Every lane of the
+    /// warp must call it (it runs `mma`).
+    fn fold(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2], pa: [u32; 2], pb: [u32; 2], x: [f32; 4]);
 }
 
 /// q8_1 blocks of a step per thread (`MMQ_TOKENS·SUBS` in all).
@@ -234,29 +201,15 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
         let mut j = 0;
         while j < SUBS {
             let a = ldmatrix_x4(a_src + 32 * j);
-            let pa = lds_v2(w_pair + j * MMQ_ROWS * 8).map(f32::from_bits);
-            let pb = lds_v2(w_pair + (j * MMQ_ROWS + 8) * 8).map(f32::from_bits);
+            let pa = lds_v2(w_pair + j * MMQ_ROWS * 8);
+            let pb = lds_v2(w_pair + (j * MMQ_ROWS + 8) * 8);
             let mut n = 0;
             while n < N_TILES {
                 let b = ldmatrix_x4(b_src + 32 * j + (8 * n as u32) * STRIDE);
-                fold(
-                    &mut acc[n],
-                    mma_s8_s32(a, [b[0], b[1]], [0; 4]),
-                    pa,
-                    pb,
-                    x_pair,
-                    j,
-                    n,
-                );
-                fold(
-                    &mut acc[n + 1],
-                    mma_s8_s32(a, [b[2], b[3]], [0; 4]),
-                    pa,
-                    pb,
-                    x_pair,
-                    j,
-                    n + 1,
-                );
+                let x0 = lds_v4_f32(x_pair + (j * MMQ_TOKENS + 8 * n as u32) * 8);
+                let x1 = lds_v4_f32(x_pair + (j * MMQ_TOKENS + 8 * (n as u32 + 1)) * 8);
+                T::fold(&mut acc[n], a, [b[0], b[1]], pa, pb, x0);
+                T::fold(&mut acc[n + 1], a, [b[2], b[3]], pa, pb, x1);
                 n += 2;
             }
             j += 1;
@@ -282,26 +235,6 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     }
 }
 
-/// Adds column `n`'s integer dot products `c` of sub-block `j` to its accumulators: element
-/// `(row, token)` gains `scale·d·c − min·(d·Σq)`, with the rows' pairs `pa` (row `g`) and `pb`
-/// (row `g+8`) and the tokens' pairs read from `x_pair`.
-#[inline(always)]
-unsafe fn fold(
-    acc: &mut [f32; 4],
-    c: [i32; 4],
-    pa: [f32; 2],
-    pb: [f32; 2],
-    x_pair: u32,
-    j: u32,
-    n: usize,
-) {
-    let [d0, s0, d1, s1] = lds_v4_f32(x_pair + (j * MMQ_TOKENS + 8 * n as u32) * 8);
-    acc[0] = fma(pa[0] * d0, c[0] as f32, fma(-pa[1], s0, acc[0]));
-    acc[1] = fma(pa[0] * d1, c[1] as f32, fma(-pa[1], s1, acc[1]));
-    acc[2] = fma(pb[0] * d0, c[2] as f32, fma(-pb[1], s0, acc[2]));
-    acc[3] = fma(pb[0] * d1, c[3] as f32, fma(-pb[1], s1, acc[3]));
-}
-
 /// `y[t][r] = Σ_k W[r][k]·x_t[k]` for Q4_K `w` (`nrows × ncols/256` blocks), q8_1 `x` (`ntok ×
 /// ncols/32` blocks) and f32 `y` (`ntok × nrows`, token-major): `ingot_abi::launch::MMQ_Q4K`.
 #[no_mangle]
@@ -314,4 +247,18 @@ pub unsafe extern "ptx-kernel" fn mmq_q4k(
     ntok: u32,
 ) {
     mmq::<Q4K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_q4k`] for Q6_K `w` (`nrows × ncols/256` blocks of 210 bytes):
+/// `ingot_abi::launch::MMQ_Q6K`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q6k(
+    w: *const BlockQ6K,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q6K>(global(w), global(x), global(y), ncols, nrows, ntok);
 }
