@@ -49,12 +49,19 @@ const N_TILES: usize = (MMQ_WARP_TOKENS / 8) as usize;
 
 /// Shared layout (offsets from `mmq_smem`): the weight and activation tiles (rows at
 /// `STRIDE`), then the per-sub-block pairs, sub-block-major (`[j][row]`, `[j][token]`, 8 bytes
-/// each), so a warp's lanes read consecutive pairs.
+/// each), so the compute loop's lanes read consecutive pairs. The sub-blocks are padded apart
+/// so the staging stores, whose lanes write several sub-blocks, hit distinct banks: a weight
+/// pair store's 16 lanes are 4 rows × sub-blocks `2q` (q = 0..4), bank pair `4q + r` mod 16
+/// with 66 pairs per sub-block; an activation pair store's are 8 tokens × 2 sub-blocks, bank
+/// pair `8j + token` mod 16 with 72.
+const W_PAIR_STRIDE: u32 = (MMQ_ROWS + 2) * 8;
+const X_PAIR_STRIDE: u32 = (MMQ_TOKENS + 8) * 8;
 const W_TILE: u32 = 0;
 const X_TILE: u32 = W_TILE + MMQ_ROWS * STRIDE;
 const W_PAIRS: u32 = X_TILE + MMQ_TOKENS * STRIDE;
-const X_PAIRS: u32 = W_PAIRS + SUBS * MMQ_ROWS * 8;
-const SMEM_BYTES: u32 = X_PAIRS + SUBS * MMQ_TOKENS * 8;
+const X_PAIRS: u32 = W_PAIRS + SUBS * W_PAIR_STRIDE;
+const SMEM_BYTES: u32 = X_PAIRS + SUBS * X_PAIR_STRIDE;
+const _: () = assert!(W_PAIR_STRIDE.is_multiple_of(16) && X_PAIR_STRIDE.is_multiple_of(16));
 const _: () = assert!(STRIDE.is_multiple_of(16) && (STRIDE / 16) % 2 == 1);
 const _: () = assert!(SMEM_BYTES <= 48 * 1024);
 
@@ -81,7 +88,7 @@ pub trait MmqWeights {
     /// global address in the tile's first row, rows are `row_bytes` apart, rows `rows ..` of
     /// the tile lie past the matrix: they read nothing and are staged from zero bytes, whose
     /// pairs make `fold` add zeros. Writes levels to `tile + r·STRIDE + k` and pairs to
-    /// `pairs + (j·MMQ_ROWS + r)·8`.
+    /// `pairs + j·W_PAIR_STRIDE + r·8`.
     unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32);
     /// Adds one sub-block's products of the warp's 16 rows (weight fragment `a`; the staged
     /// pairs `pa` of row `g` and `pb` of row `g+8`) with one 8-token column (activation
@@ -93,6 +100,7 @@ pub trait MmqWeights {
 
 /// q8_1 blocks of a step per thread (`MMQ_TOKENS·SUBS` in all).
 const X_ITEMS: usize = (MMQ_TOKENS * SUBS / MMQ_THREADS) as usize;
+const _: () = assert!(SUBS == 8 && MMQ_TOKENS.is_multiple_of(8));
 const _: () = assert!(MMQ_TOKENS * SUBS == X_ITEMS as u32 * MMQ_THREADS);
 const _: () = assert!(size_of::<BlockQ8_1>() == 36 && offset_of!(BlockQ8_1, qs) == 4);
 
@@ -124,7 +132,7 @@ unsafe fn stage_x(it: XItem, step: u32, base: u32) {
     sts_v4(dst + 16, [q[4], q[5], q[6], q[7]]);
     let d = f16_to_f32(ds);
     sts_v2_f32(
-        base + X_PAIRS + (it.j * MMQ_TOKENS + it.tok) * 8,
+        base + X_PAIRS + it.j * X_PAIR_STRIDE + it.tok * 8,
         [d, d * sum as f32],
     );
 }
@@ -155,8 +163,11 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     }; X_ITEMS];
     let mut h = 0;
     while h < X_ITEMS {
+        // Lanes 8k .. 8k+8 of a warp take 8 consecutive tokens at one sub-block: their tile
+        // stores fall in 8 bank groups (token rows are 17 16-byte units apart), and a warp's
+        // loads still cover 4 consecutive q8_1 blocks of each of 8 tokens.
         let i = tid + h as u32 * MMQ_THREADS;
-        let (tok, j) = (i / SUBS, i % SUBS);
+        let (tok, j) = (i % 8 + 8 * (i / 64), (i / 8) % SUBS);
         xs[h] = XItem {
             at: x + ((tok0 + tok) as u64 * (ncols / QK8_1 as u32) as u64 + j as u64) * Q8_BYTES,
             live: tok0 + tok < ntok,
@@ -201,13 +212,13 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
         let mut j = 0;
         while j < SUBS {
             let a = ldmatrix_x4(a_src + 32 * j);
-            let pa = lds_v2(w_pair + j * MMQ_ROWS * 8);
-            let pb = lds_v2(w_pair + (j * MMQ_ROWS + 8) * 8);
+            let pa = lds_v2(w_pair + j * W_PAIR_STRIDE);
+            let pb = lds_v2(w_pair + j * W_PAIR_STRIDE + 8 * 8);
             let mut n = 0;
             while n < N_TILES {
                 let b = ldmatrix_x4(b_src + 32 * j + (8 * n as u32) * STRIDE);
-                let x0 = lds_v4_f32(x_pair + (j * MMQ_TOKENS + 8 * n as u32) * 8);
-                let x1 = lds_v4_f32(x_pair + (j * MMQ_TOKENS + 8 * (n as u32 + 1)) * 8);
+                let x0 = lds_v4_f32(x_pair + j * X_PAIR_STRIDE + 8 * n as u32 * 8);
+                let x1 = lds_v4_f32(x_pair + j * X_PAIR_STRIDE + 8 * (n as u32 + 1) * 8);
                 T::fold(&mut acc[n], a, [b[0], b[1]], pa, pb, x0);
                 T::fold(&mut acc[n + 1], a, [b[2], b[3]], pa, pb, x1);
                 n += 2;

@@ -1,7 +1,7 @@
 //! Q4_K in `mmq`: levels 0..15 as s8, pairs `(d·sc_j, dmin·m_j)` as f32, and per sub-block
 //! `acc += scale·d8·Σq·q8 − min·(d8·Σq8)` (the decode gemv's `vec_dot_q4_K_q8_1` terms).
 
-use super::{MmqWeights, STRIDE};
+use super::{MmqWeights, STRIDE, W_PAIR_STRIDE};
 use crate::intrinsics::{
     f16_to_f32, fma, ld_u32_if, ld_v4_if, mma_s8_s32, shfl_idx, sts_v2_f32, sts_v4,
 };
@@ -24,11 +24,16 @@ impl MmqWeights for Q4K {
     #[inline(always)]
     unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32) {
         // qs chunk c of a row holds positions 16·(c%2) ..+16 of sub-blocks 2·(c/2) (low
-        // nibbles) and 2·(c/2)+1 (high nibbles).
+        // nibbles) and 2·(c/2)+1 (high nibbles). Each 32 consecutive threads take 4 rows'
+        // 8 chunks (a warp's loads cover 4 rows' 128 contiguous bytes); lanes 8k .. 8k+8 take
+        // 4 rows × chunks {c, c+2}, c = 4·(k/2) + k%2, whose stores fall in 8 different
+        // 16-byte bank groups (rows 17 units apart, chunks c and c+2 4 apart).
         let mut h = 0;
         while h < Q4K_CHUNKS {
             let i = tid + h * MMQ_THREADS;
-            let (r, c) = (i / 8, i % 8);
+            let (lane, k) = (i % 32, (i % 32) / 8);
+            let r = 4 * (i / 32) + lane % 4;
+            let c = 4 * (k / 2) + k % 2 + 2 * ((lane / 4) % 2);
             let q = ld_v4_if(r < rows, w + r as u64 * row_bytes + 16 + 16 * c as u64);
             let dst = tile + r * STRIDE + 64 * (c / 2) + 16 * (c % 2);
             sts_v4(dst, q.map(|v| v & 0x0F0F_0F0F));
@@ -48,10 +53,10 @@ impl MmqWeights for Q4K {
         ];
         let (sc, m) = k_scales(&head, 2 * q);
         let (d, dmin) = (f16_to_f32(head[0]), f16_to_f32(head[0] >> 16));
-        let at = pairs + (2 * q * MMQ_ROWS + r) * 8;
+        let at = pairs + 2 * q * W_PAIR_STRIDE + r * 8;
         sts_v2_f32(at, [d * (sc & 0xFF) as f32, dmin * (m & 0xFF) as f32]);
         sts_v2_f32(
-            at + MMQ_ROWS * 8,
+            at + W_PAIR_STRIDE,
             [d * (sc >> 8) as f32, dmin * (m >> 8) as f32],
         );
     }

@@ -14,7 +14,7 @@
 //! it, and the shuffles below fetch it, so each byte of a block is read once (an unaligned block
 //! adds the 2 bytes before it and 2 of `d`).
 
-use super::{MmqWeights, STRIDE};
+use super::{MmqWeights, STRIDE, W_PAIR_STRIDE};
 use crate::intrinsics::{
     f16_to_f32, fma, funnel_r, ld_u16_if, ld_u32_if, ld_words4_if, mma_s8_s32, shfl_idx, sts_v2,
     sts_v4,
@@ -99,9 +99,9 @@ impl MmqWeights for Q6K {
         sts_v4(row + 32 * (4 * n + 3), m3);
         // Scale bytes 4q .. 4q+4 are the two groups of sub-blocks 2q and 2q+1.
         let d = f16_to_f32(shfl_idx(d, first)).to_bits();
-        let at = pairs + (2 * q * MMQ_ROWS + r) * 8;
+        let at = pairs + 2 * q * W_PAIR_STRIDE + r * 8;
         sts_v2(at, [d, sc & 0xFFFF]);
-        sts_v2(at + MMQ_ROWS * 8, [d, sc >> 16]);
+        sts_v2(at + W_PAIR_STRIDE, [d, sc >> 16]);
     }
 
     #[inline(always)]
