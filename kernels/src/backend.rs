@@ -10,7 +10,8 @@
 //! So a kernel built only from those is **bit-identical** on both:
 //! `embed_*`, `rmsnorm_*`, `quantize_q8_1`, every `gemv*` (plain, `gemv2`, grouped, `_out`,
 //! `gemv_f32`, and `gemv_argmax`, whose one atomic is an integer max of a packed key),
-//! `moe_down_*`, `argmax_step`, `argmax_finish`.
+//! `moe_down_*`, `argmax_step`, `argmax_finish`, and `mmq_*`, whose tensor-core `mma` is the
+//! integer one (`s8·s8 → s32`, exact: its sums stay inside `i32`).
 //!
 //! **Not bit-identical**, compared with a tolerance, because the GPU's result is
 //! implementation-defined where the simulator's is exact:
@@ -25,13 +26,13 @@
 //! a value across a rounding boundary, so the quantized output may differ by one level.
 //!
 //! How the bit-identical families are held to it on a GPU: the kernel tests' `sim_matches_gpu`
-//! compares the two byte for byte for the gemv types (plain and grouped), `quantize_q8_1` and
-//! `rmsnorm_q8_1_f32`, and the device check's smoke step for `quantize_q8_1`; `embed_*` and
-//! `quantize_q8_1` must equal a CPU oracle bit for bit on both accelerators, hence each other,
-//! and `argmax_step`, `gemv_argmax_*` + `argmax_finish` must pick the oracle's row (an integer).
-//! `moe_down_*`, `rmsnorm_f32`, `gemv_f32`, `gemv2_*` and the logits `gemv_argmax_*` writes
-//! have no direct sim-vs-GPU byte comparison yet: on the GPU they are held to their oracle
-//! tolerance only.
+//! compares the two byte for byte for the gemv types (plain and grouped), `mmq_q4k`,
+//! `quantize_q8_1` and `rmsnorm_q8_1_f32`, and the device check's smoke step for
+//! `quantize_q8_1`; `embed_*` and `quantize_q8_1` must equal a CPU oracle bit for bit on both
+//! accelerators, hence each other, and `argmax_step`, `gemv_argmax_*` + `argmax_finish` must
+//! pick the oracle's row (an integer). `moe_down_*`, `rmsnorm_f32`, `gemv_f32`, `gemv2_*` and
+//! the logits `gemv_argmax_*` writes have no direct sim-vs-GPU byte comparison yet: on the GPU
+//! they are held to their oracle tolerance only.
 
 pub mod cuda;
 #[cfg(feature = "sim")]

@@ -13,6 +13,7 @@ pub mod attention;
 pub mod embed;
 pub mod gemv;
 pub mod head;
+pub mod mmq;
 pub mod moe;
 pub mod norm;
 

@@ -15,6 +15,7 @@ mod basic;
 mod embed;
 pub(crate) mod gemv;
 pub(crate) mod head;
+mod mmq;
 pub mod moe;
 mod norm;
 
@@ -44,6 +45,10 @@ pub use gemv::{
     GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
 pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
+pub use mmq::{
+    mmq_items, mmq_token_tiles, MMQ_K_STEP, MMQ_Q4K, MMQ_Q6K, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS,
+    MMQ_WARPS, MMQ_WARP_TOKENS,
+};
 pub use moe::{
     ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, GATE_UP_MERGED, GATE_UP_SEPARATE,
     MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
@@ -142,6 +147,7 @@ pub const KERNELS: &[&[KernelDesc]] = &[
     embed::ALL,
     norm::ALL,
     head::ALL,
+    mmq::ALL,
     crate::weight_types::KERNELS,
 ];
 

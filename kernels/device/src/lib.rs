@@ -13,6 +13,7 @@ mod embed;
 mod gemv;
 mod intrinsics;
 mod last_block;
+mod mmq;
 mod moe_dot;
 mod moe_down;
 mod moe_gate_up;

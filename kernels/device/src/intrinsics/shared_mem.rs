@@ -93,6 +93,13 @@ pub unsafe fn sts_v2_f32(a: u32, v: [f32; 2]) {
          y = in(reg32) v[1], options(nostack));
 }
 
+/// 8-byte shared store of two words; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_v2(a: u32, v: [u32; 2]) {
+    asm!("st.shared.v2.u32 [{a}], {{{x}, {y}}};", a = in(reg32) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], options(nostack));
+}
+
 /// 16-byte shared store; `a` 16-byte aligned.
 #[inline(always)]
 pub unsafe fn sts_v4(a: u32, v: [u32; 4]) {

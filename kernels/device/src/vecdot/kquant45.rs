@@ -60,9 +60,9 @@ fn k_header(own: u32, first: u32) -> [u32; 4] {
 }
 
 /// 6-bit (scale, min) of sub-blocks `2p` (low byte) and `2p+1` (high byte), the 16-bit form of
-/// ggml's `get_scale_min_k4` applied to header words 1..3.
+/// ggml's `get_scale_min_k4` applied to header words 1..3 (`mmq` stages them the same way).
 #[inline(always)]
-fn k_scales(head: &[u32; 4], c: u32) -> (u32, u32) {
+pub fn k_scales(head: &[u32; 4], c: u32) -> (u32, u32) {
     let pair = c / 2;
     let sh = 16 * (pair % 2);
     let a = (head[1] >> sh) & 0xFFFF;

@@ -47,14 +47,14 @@ const _: () = assert!(offset_of!(BlockQ6K, scales) == 192 && offset_of!(BlockQ6K
 /// `x − 32` for `x ≥ 32` and `x + 32` otherwise; the latter then needs bits 6-7 set
 /// (`x + 32 + 192 ≡ x − 32 mod 256`), and exactly those bytes have bit 5 set after the flip.
 #[inline(always)]
-fn sub32_bytes(x: u32) -> u32 {
+pub fn sub32_bytes(x: u32) -> u32 {
     let r = x ^ 0x2020_2020;
     r | (r & 0x2020_2020).wrapping_mul(6)
 }
 
 /// Four ints from five aligned words, shifted right by `s` bits (0 or 16).
 #[inline(always)]
-fn funnel4(w: [u32; 4], next: u32, s: u32) -> [u32; 4] {
+pub fn funnel4(w: [u32; 4], next: u32, s: u32) -> [u32; 4] {
     [
         funnel_r(w[0], w[1], s),
         funnel_r(w[1], w[2], s),

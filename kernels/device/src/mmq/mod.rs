@@ -1,0 +1,275 @@
+//! Quantized matrix-matrix products for prefill on int8 tensor cores (`ingot_abi::launch` family
+//! `mmq`, llama.cpp's `mmq`): `y[t][r] = Σ_k W[r][k]·x_t[k]` for a tile of `MMQ_ROWS` weight
+//! rows × `MMQ_TOKENS` tokens per block.
+//!
+//! Per step of 256 weights (one super-block of each row), the block stages in shared memory:
+//! * the weight tile: each row's 256 levels as s8, and per 32-weight sub-block `j` an 8-byte
+//!   pair of the row's factors for it (`MmqWeights::stage`, per type: Q4_K's `(scale, min)`,
+//!   Q6_K's `d` and two group scales);
+//! * the activation tile: each token's 8 q8_1 blocks as s8, and per block `(d, d·Σq)` in f32
+//!   (the integer sum, as the decode gemv's min correction uses).
+//!
+//! Then warp `w` multiplies rows `16·(w % 4) ..+16` by tokens `32·(w / 4) ..+32`: per sub-block
+//! one `ldmatrix` of the weights and two of the activations, and per 8-token column the type's
+//! `MmqWeights::fold`: `mma.m16n8k32` (the integer dot products of 16 rows × 8 tokens over
+//! the sub-block, exact) folded into f32 accumulators with the pairs, by the decode gemv's
+//! per-sub-block formula, so the result differs from the gemv's only in the order of the f32
+//! additions.
+//!
+//! Edges: rows past `nrows` and tokens past `ntok` are staged from zero bytes (predicated
+//! loads: zero scales, so they add zeros), so the step loop is the same straight-line code on
+//! every tile; only the final stores are predicated. Each row's staged bytes sit at a stride of
+//! 272 = 17·16 bytes, so the eight rows of every `ldmatrix` matrix fall in eight different
+//! 16-byte bank groups.
+
+mod q4k;
+mod q6k;
+
+use crate::intrinsics::{
+    bid, dp4a, f16_to_f32, global, ld_u32_if, ldmatrix_x4, lds_v2, lds_v4_f32, st_f32_if,
+    sts_v2_f32, sts_v4, tid,
+};
+use crate::vecdot::Q8_BYTES;
+use core::arch::{asm, global_asm, nvptx};
+use core::mem::{offset_of, size_of};
+use ingot_abi::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1};
+use ingot_abi::launch::{
+    mmq_token_tiles, MMQ_K_STEP, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
+};
+use q4k::Q4K;
+use q6k::Q6K;
+
+/// Sub-blocks of 32 weights (and q8_1 blocks) per step.
+const SUBS: u32 = MMQ_K_STEP / QK8_1 as u32;
+/// Bytes between staged rows: a step's 256 s8 values and 16 bytes of padding.
+const STRIDE: u32 = MMQ_K_STEP + 16;
+/// Warps along the rows (16 rows each) and `mma` columns (8 tokens each) per warp.
+const ROW_WARPS: u32 = MMQ_ROWS / 16;
+const N_TILES: usize = (MMQ_WARP_TOKENS / 8) as usize;
+
+/// Shared layout (offsets from `mmq_smem`): the weight and activation tiles (rows at
+/// `STRIDE`), then the per-sub-block pairs, sub-block-major (`[j][row]`, `[j][token]`, 8 bytes
+/// each), so the compute loop's lanes read consecutive pairs. The sub-blocks are padded apart
+/// so the staging stores, whose lanes write several sub-blocks, hit distinct banks: a weight
+/// pair store's 16 lanes are 4 rows × sub-blocks `2q` (q = 0..4), bank pair `4q + r` mod 16
+/// with 66 pairs per sub-block; an activation pair store's are 8 tokens × 2 sub-blocks, bank
+/// pair `8j + token` mod 16 with 72.
+const W_PAIR_STRIDE: u32 = (MMQ_ROWS + 2) * 8;
+const X_PAIR_STRIDE: u32 = (MMQ_TOKENS + 8) * 8;
+const W_TILE: u32 = 0;
+const X_TILE: u32 = W_TILE + MMQ_ROWS * STRIDE;
+const W_PAIRS: u32 = X_TILE + MMQ_TOKENS * STRIDE;
+const X_PAIRS: u32 = W_PAIRS + SUBS * W_PAIR_STRIDE;
+const SMEM_BYTES: u32 = X_PAIRS + SUBS * X_PAIR_STRIDE;
+const _: () = assert!(W_PAIR_STRIDE.is_multiple_of(16) && X_PAIR_STRIDE.is_multiple_of(16));
+const _: () = assert!(STRIDE.is_multiple_of(16) && (STRIDE / 16) % 2 == 1);
+const _: () = assert!(SMEM_BYTES <= 48 * 1024);
+
+global_asm!(
+    ".shared .align 16 .b8 mmq_smem[{bytes}];",
+    bytes = const SMEM_BYTES,
+);
+
+#[inline(always)]
+fn smem_base() -> u32 {
+    let a: u32;
+    // SAFETY: reads the address of a module-scope shared array.
+    unsafe {
+        asm!("mov.u32 {a}, mmq_smem;", a = out(reg32) a, options(pure, nomem, nostack));
+    }
+    a
+}
+
+/// A weight type's share of a step: every thread of the block calls `stage` once per step.
+pub trait MmqWeights {
+    /// Bytes of one block of `MMQ_K_STEP` weights.
+    const BLOCK_BYTES: u32;
+    /// Stages thread `tid`'s share of one block of each of the tile's rows: `w` is the block's
+    /// global address in the tile's first row, rows are `row_bytes` apart, rows `rows ..` of
+    /// the tile lie past the matrix: they read nothing and are staged from zero bytes, whose
+    /// pairs make `fold` add zeros. Writes levels to `tile + r·STRIDE + k` and pairs to
+    /// `pairs + j·W_PAIR_STRIDE + r·8`.
+    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32);
+    /// Adds one sub-block's products of the warp's 16 rows (weight fragment `a`; the staged
+    /// pairs `pa` of row `g` and `pb` of row `g+8`) with one 8-token column (activation
+    /// fragment `b`; `x` = `(d, d·Σq)` of tokens `2t` and `2t+1`) to the column's accumulators
+    /// `acc`, elements `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`. Every lane of the
+    /// warp must call it (it runs `mma`).
+    fn fold(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2], pa: [u32; 2], pb: [u32; 2], x: [f32; 4]);
+}
+
+/// q8_1 blocks of a step per thread (`MMQ_TOKENS·SUBS` in all).
+const X_ITEMS: usize = (MMQ_TOKENS * SUBS / MMQ_THREADS) as usize;
+const _: () = assert!(SUBS == 8 && MMQ_TOKENS.is_multiple_of(8));
+const _: () = assert!(MMQ_TOKENS * SUBS == X_ITEMS as u32 * MMQ_THREADS);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36 && offset_of!(BlockQ8_1, qs) == 4);
+
+/// Where this thread's activation blocks are: global address at step 0, whether the token
+/// exists, and the staged token and sub-block.
+#[derive(Clone, Copy)]
+struct XItem {
+    at: u64,
+    live: bool,
+    tok: u32,
+    j: u32,
+}
+
+/// Stages one q8_1 block: its 32 quants into the activation tile, `(d, d·Σq)` into the pairs.
+#[inline(always)]
+unsafe fn stage_x(it: XItem, step: u32, base: u32) {
+    let a = it.at + (step * SUBS) as u64 * Q8_BYTES;
+    let ds = ld_u32_if(it.live, a);
+    let mut q = [0u32; 8];
+    let mut sum = 0;
+    let mut k = 0;
+    while k < 8 {
+        q[k] = ld_u32_if(it.live, a + 4 + 4 * k as u64);
+        sum = dp4a(0x0101_0101, q[k], sum);
+        k += 1;
+    }
+    let dst = base + X_TILE + it.tok * STRIDE + 32 * it.j;
+    sts_v4(dst, [q[0], q[1], q[2], q[3]]);
+    sts_v4(dst + 16, [q[4], q[5], q[6], q[7]]);
+    let d = f16_to_f32(ds);
+    sts_v2_f32(
+        base + X_PAIRS + it.j * X_PAIR_STRIDE + it.tok * 8,
+        [d, d * sum as f32],
+    );
+}
+
+/// The block's tile: `T` weights `w`, q8_1 activations `x`, f32 outputs `y` (token-major), see
+/// `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of 256, `ntok ≥ 1` (the launcher
+/// checks both and every buffer size).
+#[inline(always)]
+unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, ntok: u32) {
+    let tiles = mmq_token_tiles(ntok).max(1);
+    let row0 = bid() / tiles * MMQ_ROWS;
+    let tok0 = bid() % tiles * MMQ_TOKENS;
+    let tid = tid();
+    let (lane, warp) = (tid % WARP_SIZE, tid / WARP_SIZE);
+    let (g, t) = (lane / 4, lane % 4);
+    let (wr, wt) = (warp % ROW_WARPS, warp / ROW_WARPS);
+    let steps = ncols / MMQ_K_STEP;
+    let row_bytes = (steps * T::BLOCK_BYTES) as u64;
+    let base = smem_base();
+
+    let w0 = w + row0 as u64 * row_bytes;
+    let rows = nrows - row0;
+    let mut xs = [XItem {
+        at: 0,
+        live: false,
+        tok: 0,
+        j: 0,
+    }; X_ITEMS];
+    let mut h = 0;
+    while h < X_ITEMS {
+        // Lanes 8k .. 8k+8 of a warp take 8 consecutive tokens at one sub-block: their tile
+        // stores fall in 8 bank groups (token rows are 17 16-byte units apart), and a warp's
+        // loads still cover 4 consecutive q8_1 blocks of each of 8 tokens.
+        let i = tid + h as u32 * MMQ_THREADS;
+        let (tok, j) = (i % 8 + 8 * (i / 64), (i / 8) % SUBS);
+        xs[h] = XItem {
+            at: x + ((tok0 + tok) as u64 * (ncols / QK8_1 as u32) as u64 + j as u64) * Q8_BYTES,
+            live: tok0 + tok < ntok,
+            tok,
+            j,
+        };
+        h += 1;
+    }
+
+    // ldmatrix sources: lane L gives row L%8 of matrix L/8. Weights: matrices (rows 0-7,
+    // bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) = a[0..4]. Activations, per
+    // pair of 8-token columns: (tokens 0-7, bytes 0-15), (0-7, 16-31), (8-15, 0-15),
+    // (8-15, 16-31) = b of the first column, then of the second.
+    let a_src =
+        base + W_TILE + (16 * wr + 8 * ((lane / 8) % 2) + lane % 8) * STRIDE + 16 * (lane / 16);
+    let b_src = base
+        + X_TILE
+        + (MMQ_WARP_TOKENS * wt + 8 * (lane / 16) + lane % 8) * STRIDE
+        + 16 * ((lane / 8) % 2);
+    let w_pair = base + W_PAIRS + (16 * wr + g) * 8;
+    let x_pair = base + X_PAIRS + (MMQ_WARP_TOKENS * wt + 2 * t) * 8;
+
+    let mut acc = [[0f32; 4]; N_TILES];
+    let mut s = 0;
+    while s < steps {
+        // The whole step (staging included) is hot: the audit checks it for guards and traps.
+        asm!("// ingot:hot", options(nomem, nostack, preserves_flags));
+        T::stage(
+            w0 + (s * T::BLOCK_BYTES) as u64,
+            row_bytes,
+            rows,
+            tid,
+            base + W_TILE,
+            base + W_PAIRS,
+        );
+        let mut h = 0;
+        while h < X_ITEMS {
+            stage_x(xs[h], s, base);
+            h += 1;
+        }
+        nvptx::_syncthreads();
+        let mut j = 0;
+        while j < SUBS {
+            let a = ldmatrix_x4(a_src + 32 * j);
+            let pa = lds_v2(w_pair + j * W_PAIR_STRIDE);
+            let pb = lds_v2(w_pair + j * W_PAIR_STRIDE + 8 * 8);
+            let mut n = 0;
+            while n < N_TILES {
+                let b = ldmatrix_x4(b_src + 32 * j + (8 * n as u32) * STRIDE);
+                let x0 = lds_v4_f32(x_pair + j * X_PAIR_STRIDE + 8 * n as u32 * 8);
+                let x1 = lds_v4_f32(x_pair + j * X_PAIR_STRIDE + 8 * (n as u32 + 1) * 8);
+                T::fold(&mut acc[n], a, [b[0], b[1]], pa, pb, x0);
+                T::fold(&mut acc[n + 1], a, [b[2], b[3]], pa, pb, x1);
+                n += 2;
+            }
+            j += 1;
+        }
+        nvptx::_syncthreads();
+        s += 1;
+    }
+
+    let mut n = 0;
+    while n < N_TILES {
+        let mut e = 0;
+        while e < 4 {
+            let r = row0 + 16 * wr + g + 8 * (e as u32 / 2);
+            let tk = tok0 + MMQ_WARP_TOKENS * wt + 8 * n as u32 + 2 * t + e as u32 % 2;
+            st_f32_if(
+                r < nrows && tk < ntok,
+                y + (tk as u64 * nrows as u64 + r as u64) * 4,
+                acc[n][e],
+            );
+            e += 1;
+        }
+        n += 1;
+    }
+}
+
+/// `y[t][r] = Σ_k W[r][k]·x_t[k]` for Q4_K `w` (`nrows × ncols/256` blocks), q8_1 `x` (`ntok ×
+/// ncols/32` blocks) and f32 `y` (`ntok × nrows`, token-major): `ingot_abi::launch::MMQ_Q4K`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q4k(
+    w: *const BlockQ4K,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q4K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_q4k`] for Q6_K `w` (`nrows × ncols/256` blocks of 210 bytes):
+/// `ingot_abi::launch::MMQ_Q6K`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q6k(
+    w: *const BlockQ6K,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q6K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}

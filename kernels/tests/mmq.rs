@@ -1,0 +1,400 @@
+//! `mmq_q4k` and `mmq_q6k` (prefill: Q4_K / Q6_K weights times the q8_1 activations of many
+//! tokens, int8 tensor cores) against a CPU f64 reference of the same quantized math, and their
+//! weight traffic.
+//!
+//! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
+//! non-zero; Q6_K's `d` of either sign); activations are random floats quantized per token by
+//! the CPU q8_1 oracle, so this test does not depend on the quantize kernel. Shapes cover token
+//! counts below, at and past the 64-token tile (1, 7, 64, 130), row counts below, at and past
+//! the 64-row tile (64, 100, 576), one and eight super-blocks per row (with one, Q6_K's 210-byte
+//! blocks start 2 bytes off a 4-byte word in every other row).
+
+mod support;
+
+use half::f16;
+use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::launch::{mmq_token_tiles, KernelDesc, MMQ_Q4K, MMQ_Q6K, MMQ_ROWS};
+use ingot_kernels::{ops, Accelerator};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::mem::size_of;
+use support::{download, poisoned, upload, Agree, SameLaunch};
+
+const TOKENS: [usize; 4] = [1, 7, 64, 130];
+const ROWS: [usize; 3] = [64, 100, 576];
+const COLS: [usize; 2] = [256, 2048];
+/// Independent input draws per shape (each from its own seed, taken from the test's seed).
+const ROUNDS: usize = 2;
+
+/// The weight types of the family.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Q4K,
+    Q6K,
+}
+
+impl Kind {
+    fn desc(self) -> &'static KernelDesc {
+        match self {
+            Kind::Q4K => &MMQ_Q4K,
+            Kind::Q6K => &MMQ_Q6K,
+        }
+    }
+
+    fn block_bytes(self) -> usize {
+        match self {
+            Kind::Q4K => size_of::<BlockQ4K>(),
+            Kind::Q6K => size_of::<BlockQ6K>(),
+        }
+    }
+
+    /// One random valid block's bytes.
+    fn random_block(self, rng: &mut StdRng) -> Vec<u8> {
+        let f16_in = |rng: &mut StdRng| f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
+        match self {
+            Kind::Q4K => {
+                let mut b = BlockQ4K {
+                    d: f16_in(rng),
+                    dmin: f16_in(rng),
+                    scales: [0; 12],
+                    qs: [0; 128],
+                };
+                rng.fill(&mut b.scales[..]);
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+            Kind::Q6K => {
+                let d = f16_in(rng);
+                let mut b = BlockQ6K {
+                    ql: [0; 128],
+                    qh: [0; 64],
+                    scales: [0; 16],
+                    d: if rng.random() { d } else { d | 0x8000 },
+                };
+                rng.fill(&mut b.ql[..]);
+                rng.fill(&mut b.qh[..]);
+                rng.fill(&mut b.scales[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+        }
+    }
+
+    /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K one product
+    /// (`scale·d8`) and two fused adds (scale and min terms); Q6_K one product (`d·d8`) and one
+    /// fused add (its two groups are combined exactly in integers).
+    fn roundings_per_sub_block(self) -> f64 {
+        match self {
+            Kind::Q4K => 3.0,
+            Kind::Q6K => 2.0,
+        }
+    }
+
+    /// The exact value of one row's dot product with one token's activation, and `Σ|term|`
+    /// over the terms the kernel adds (the scale of its rounding error), in f64: every factor
+    /// is an f16 or a small integer, so each term is exact.
+    fn reference(self, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
+        let (mut sum, mut mag) = (0.0, 0.0);
+        for (s, bytes) in row.chunks_exact(self.block_bytes()).enumerate() {
+            let act = &act[s * QK_K / QK8_1..(s + 1) * QK_K / QK8_1];
+            let (v, m) = match self {
+                Kind::Q4K => reference_q4k(&bytemuck::pod_read_unaligned(bytes), act),
+                Kind::Q6K => reference_q6k(&bytemuck::pod_read_unaligned(bytes), act),
+            };
+            sum += v;
+            mag += m;
+        }
+        (sum, mag)
+    }
+
+    fn launch<B: Accelerator>(
+        self,
+        b: &mut B,
+        bufs: (&B::Buf, &B::Buf, &B::Buf),
+        [nrows, ncols, ntok]: [usize; 3],
+    ) -> ingot_kernels::Result<()> {
+        match self {
+            Kind::Q4K => ops::mmq::mmq_q4k(b, bufs, nrows, ncols, ntok),
+            Kind::Q6K => ops::mmq::mmq_q6k(b, bufs, nrows, ncols, ntok),
+        }
+    }
+}
+
+/// One Q4_K block against its 8 q8_1 blocks: per sub-block `j` of 32,
+/// `d·sc_j·d8·Σ q·q8 − dmin·m_j·d8·Σ q8`.
+fn reference_q4k(b: &BlockQ4K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    let dmin = f16::from_bits(b.dmin).to_f64();
+    for (j, a) in act.iter().enumerate() {
+        let (sc, m) = get_scale_min_k4(j, &b.scales);
+        let d8 = f16::from_bits(a.d).to_f64();
+        let (mut dot, mut qsum, mut abs) = (0i64, 0i64, 0i64);
+        for i in 0..QK8_1 {
+            let byte = b.qs[32 * (j / 2) + i];
+            let q = i64::from(if j % 2 == 0 { byte & 0xF } else { byte >> 4 });
+            let q8 = i64::from(a.qs[i]);
+            dot += q * q8;
+            qsum += q8;
+            abs += q * q8.abs();
+        }
+        let (scale, min) = (d * f64::from(sc), dmin * f64::from(m));
+        sum += scale * d8 * dot as f64 - min * d8 * qsum as f64;
+        mag += (scale * abs as f64 + min * qsum.abs() as f64) * d8.abs();
+    }
+    (sum, mag)
+}
+
+/// One Q6_K block against its 8 q8_1 blocks (ggml's `dequantize_row_q6_K` layout): element
+/// `128n + 32m + l` is `(ql[64n + 32(m%2) + l] >> 4(m/2) & 15 | (qh[32n + l] >> 2m & 3) << 4)
+/// − 32`, scaled by `d·scales[8n + 2m + l/16]`.
+fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    for e in 0..QK_K {
+        let (n, m, l) = (e / 128, (e % 128) / 32, e % 32);
+        let low = (b.ql[64 * n + 32 * (m % 2) + l] >> (4 * (m / 2))) & 15;
+        let high = (b.qh[32 * n + l] >> (2 * m)) & 3;
+        let q = i64::from(low | (high << 4)) - 32;
+        let sc = f64::from(b.scales[8 * n + 2 * m + l / 16]);
+        let a = &act[e / QK8_1];
+        let term = d * sc * f16::from_bits(a.d).to_f64() * (q * i64::from(a.qs[e % QK8_1])) as f64;
+        sum += term;
+        mag += term.abs();
+    }
+    (sum, mag)
+}
+
+/// One launch's inputs: `nrows × ncols/256` weight blocks, `ntok × ncols/32` q8_1 blocks.
+struct Case {
+    kind: Kind,
+    nrows: usize,
+    ncols: usize,
+    ntok: usize,
+    w: Vec<u8>,
+    act: Vec<BlockQ8_1>,
+}
+
+impl Case {
+    fn draw(rng: &mut StdRng, kind: Kind, nrows: usize, ncols: usize, ntok: usize) -> Case {
+        let w = (0..nrows * ncols / QK_K)
+            .flat_map(|_| kind.random_block(rng))
+            .collect();
+        let xf: Vec<f32> = (0..ntok * ncols)
+            .map(|_| rng.random_range(-2.0f32..2.0))
+            .collect();
+        // q8_1 blocks never straddle tokens (ncols is a multiple of 32), so quantizing the
+        // token-major floats in one call quantizes each token's row.
+        let act = ingot_quant::quantize_q8_1(&xf);
+        Case {
+            kind,
+            nrows,
+            ncols,
+            ntok,
+            w,
+            act,
+        }
+    }
+}
+
+impl SameLaunch for Case {
+    /// Uploads the inputs, launches on a poisoned output and returns its bytes.
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
+        let wb = upload(b, &self.w);
+        let xb = upload(b, bytemuck::cast_slice(&self.act));
+        let yb = poisoned(b, self.ntok * self.nrows * 4);
+        self.kind
+            .launch(b, (&wb, &xb, &yb), [self.nrows, self.ncols, self.ntok])
+            .expect("launch");
+        download(b, &yb)
+    }
+}
+
+fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
+    let (kind, nrows, ncols, ntok) = (c.kind, c.nrows, c.ncols, c.ntok);
+    let name = kind.desc().name;
+    let nsb = ncols / QK_K;
+    let row_bytes = nsb * kind.block_bytes();
+    let y: Vec<f32> = c
+        .run(b)
+        .chunks_exact(4)
+        .map(|v| f32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        .collect();
+    // Every output written: the poison (NaN) is gone everywhere.
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        panic!(
+            "{}: {name} {nrows}x{ncols}, {ntok} tokens: y[{i}] = {} (token {}, row {}) not \
+             written",
+            b.name(),
+            y[i],
+            i / nrows,
+            i % nrows
+        );
+    }
+    // The kernel's integer dot products (tensor cores, and Q6_K's combination of its two
+    // groups) and the staged factors (`d·sc`, `dmin·m`, `d8·Σq8`: 11-bit f16 mantissas times
+    // integers below 2^13) are exact in f32; each sub-block then costs the type's rounded
+    // operations (`Kind::roundings_per_sub_block`), each off by at most 2^-24 of the running
+    // sum, which stays below Σ|term|. Over the 8·nsb sub-blocks that bounds the error by
+    // 8·nsb·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The only other
+    // difference from the reference is the order of the f32 additions (the reference's own
+    // f64 error is ~2^-29 of the bound).
+    let bound = 8.0 * nsb as f64 * kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    let mut worst = 0.0f64;
+    for t in 0..ntok {
+        let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
+        for r in 0..nrows {
+            let (want, mag) = kind.reference(&c.w[r * row_bytes..(r + 1) * row_bytes], act);
+            let tol = 2.0 * bound * mag;
+            let got = f64::from(y[t * nrows + r]);
+            let err = (got - want).abs();
+            assert!(
+                err <= tol,
+                "{}: {name} {nrows}x{ncols}, {ntok} tokens: token {t} row {r}: got {got}, \
+                 reference {want}, |err| {err:e} > tol {tol:e}",
+                b.name()
+            );
+            worst = worst.max(err / mag);
+        }
+    }
+    eprintln!(
+        "{}: {name} {nrows}x{ncols}, {ntok} tokens: max |err|/Σ|term| = {worst:.2e} (tolerance \
+         {:.2e})",
+        b.name(),
+        2.0 * bound
+    );
+}
+
+fn check<B: Accelerator>(b: &mut B, kind: Kind) {
+    let name = kind.desc().name;
+    let mut seeds = support::rng(name);
+    for round in 0..ROUNDS {
+        let seed: u64 = seeds.random();
+        eprintln!("{name} round {round}: inputs from seed {seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        for ncols in COLS {
+            for nrows in ROWS {
+                for ntok in TOKENS {
+                    check_case(b, &Case::draw(&mut rng, kind, nrows, ncols, ntok));
+                }
+            }
+        }
+    }
+}
+
+fn check_q4k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q4K);
+}
+
+fn check_q6k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q6K);
+}
+
+#[test]
+fn mmq_q4k_matches_reference() {
+    on_every_backend!(check_q4k);
+}
+
+#[test]
+fn mmq_q6k_matches_reference() {
+    on_every_backend!(check_q6k);
+}
+
+/// The simulator against the GPU on the same launches (skipped without a GPU): the integer
+/// `mma` is exact on both and every f32 operation is `.rn` in a fixed order, so the bits must
+/// agree.
+#[test]
+fn mmq_sim_matches_gpu() {
+    let mut rng = support::rng("mmq sim vs GPU");
+    for kind in [Kind::Q4K, Kind::Q6K] {
+        for (nrows, ncols, ntok) in [(576, 2048, 130), (100, 256, 7)] {
+            let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
+            support::sim_matches_gpu(
+                &format!("{} {nrows}x{ncols}, {ntok} tokens", kind.desc().name),
+                &c,
+                Agree::Bits,
+            );
+        }
+    }
+}
+
+/// Global bytes a launch reads: each weight byte once per token tile and each activation byte
+/// once per row tile (a block stages its tile's weights and activations once and every warp
+/// reads them from shared memory), against the `W + X` it must read. A Q6_K block that starts
+/// 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word
+/// before it and reads 2 bytes of `d` twice, 4 bytes more. Read from ptx-sim's counters, which
+/// count the bytes each executed load requests (predicated-off loads of rows and tokens past
+/// the edges request nothing).
+#[cfg(feature = "sim")]
+#[test]
+fn mmq_reads_weights_once_per_token_tile() {
+    use ingot_abi::launch::mmq_items;
+    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+
+    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let mut rng = support::rng("mmq traffic");
+    for kind in [Kind::Q4K, Kind::Q6K] {
+        let d = kind.desc();
+        for (nrows, ncols, ntok) in [(576, 2048, 130), (100, 2048, 64), (576, 256, 7)] {
+            let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
+            let mut sim = Sim::new();
+            let w_bytes = c.w.len() as u64;
+            let x_bytes = std::mem::size_of_val(c.act.as_slice()) as u64;
+            let w = sim.alloc(c.w.len()).expect("alloc");
+            let x = sim.alloc(x_bytes as usize).expect("alloc");
+            let y = sim.alloc(ntok * nrows * 4).expect("alloc");
+            sim.write(w, &c.w).expect("write");
+            sim.write(x, bytemuck::cast_slice(&c.act)).expect("write");
+            let items = mmq_items(nrows as u32, ntok as u32).expect("items");
+            let stats = sim
+                .launch(
+                    &module,
+                    d.name,
+                    LaunchConfig {
+                        grid: d.grid(items),
+                        block: d.block,
+                        shared_bytes: d.shared_bytes,
+                    },
+                    &[
+                        Arg::Ptr(w),
+                        Arg::Ptr(x),
+                        Arg::Ptr(y),
+                        Arg::U32(ncols as u32),
+                        Arg::U32(nrows as u32),
+                        Arg::U32(ntok as u32),
+                    ],
+                )
+                .expect("launch");
+            let blocks = (nrows * ncols / QK_K) as u64;
+            let realign = match kind {
+                Kind::Q4K => 0,
+                Kind::Q6K => 4 * (blocks / 2),
+            };
+            let token_tiles = u64::from(mmq_token_tiles(ntok as u32));
+            let row_tiles = nrows.div_ceil(MMQ_ROWS as usize) as u64;
+            let bound = (w_bytes + realign) * token_tiles + x_bytes * row_tiles;
+            let read = stats.global_bytes_read;
+            eprintln!(
+                "{} {nrows}x{ncols}, {ntok} tokens: read {read} B, must read {} B (w {w_bytes} \
+                 + x {x_bytes}), bound {bound} B ((w + {realign}) x {token_tiles} token tiles \
+                 + x x {row_tiles} row tiles), per-token weight reads would be {} B; {} warp \
+                 instr, {} shared bank conflicts",
+                d.name,
+                w_bytes + x_bytes,
+                w_bytes * ntok as u64,
+                stats.warp_instructions,
+                stats.shared_bank_conflicts
+            );
+            assert!(
+                read <= bound,
+                "{} {nrows}x{ncols}, {ntok} tokens: read {read} B > bound {bound} B",
+                d.name
+            );
+            assert!(
+                read >= w_bytes + x_bytes,
+                "{}: read {read} B < the {} B the launch must read",
+                d.name,
+                w_bytes + x_bytes
+            );
+        }
+    }
+}
