@@ -105,9 +105,14 @@ pub(super) fn matmul(
     matmul_prepared(m, &inputs, out, parallel)
 }
 
-/// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes).
+/// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes), in parallel when
+/// `tokens` is every input and there are enough of them to share.
 pub(super) fn prepare(m: &QMatrix<'_>, xs: &mut [Activation], tokens: &[usize]) -> Result<()> {
     let n = xs.len();
+    let every = tokens.len() == n && tokens.iter().enumerate().all(|(i, &t)| i == t);
+    if every && n >= 8 && rayon::current_num_threads() > 1 {
+        return xs.par_iter_mut().try_for_each(|x| x.prepare(m));
+    }
     for &t in tokens {
         let x = xs.get_mut(t).ok_or_else(|| ModelError::Quant {
             name: m.name().to_owned(),

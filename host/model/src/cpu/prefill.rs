@@ -113,14 +113,13 @@ impl<'f> CpuBackend<'f> {
 /// `h[t] = rmsnorm(x[t])`, loaded into each token's activation.
 fn normed(ch: &mut Chunk, gain: &[f32], eps: f32) {
     let d = gain.len();
-    for ((x, h), act) in
-        ch.x.chunks_exact(d)
-            .zip(ch.h.chunks_exact_mut(d))
-            .zip(&mut ch.act)
-    {
-        rmsnorm(x, gain, eps, h);
-        act.load(h);
-    }
+    ch.x.par_chunks_exact(d)
+        .zip(ch.h.par_chunks_exact_mut(d))
+        .zip(ch.act.par_iter_mut())
+        .for_each(|((x, h), act)| {
+            rmsnorm(x, gain, eps, h);
+            act.load(h);
+        });
 }
 
 fn attention_chunk(
@@ -291,18 +290,21 @@ fn moe_chunk(
         Some(f) => Some(swiglu_chunk(f, &mut ch.act, &all)?),
         None => None,
     };
-    let mut acc = vec![0.0f32; d];
-    for t in 0..n {
-        acc.fill(0.0);
-        for (slot, &(_, w)) in chosen[t * k..(t + 1) * k].iter().enumerate() {
-            acc.iter_mut()
-                .zip(&outs[(t * k + slot) * d..(t * k + slot + 1) * d])
-                .for_each(|(a, v)| *a += w * v);
-        }
-        if let Some(s) = &shared {
-            add(&mut acc, &s[t * d..(t + 1) * d]);
-        }
-        add(&mut ch.x[t * d..(t + 1) * d], &acc);
-    }
+    // Per token (in parallel: tokens are independent here): Σ_slot w·expert output in routing order, then
+    // the shared experts, then into the residual, as the stepwise path sums them.
+    ch.x.par_chunks_mut(d)
+        .zip(chosen.par_chunks(k))
+        .zip(outs.par_chunks(k * d))
+        .enumerate()
+        .for_each(|(t, ((x, chosen), outs))| {
+            let mut acc = vec![0.0f32; d];
+            for (&(_, w), y) in chosen.iter().zip(outs.chunks_exact(d)) {
+                acc.iter_mut().zip(y).for_each(|(a, v)| *a += w * v);
+            }
+            if let Some(s) = &shared {
+                add(&mut acc, &s[t * d..(t + 1) * d]);
+            }
+            add(x, &acc);
+        });
     Ok(())
 }
