@@ -33,6 +33,16 @@ impl GgufFile {
         })
     }
 
+    /// Maps every page of the file into this process now (reading it from disk if it is not
+    /// cached), as llama.cpp does when it loads a model, so that the decoder never takes a
+    /// first-touch page fault. A hint: where the kernel cannot, pages still map on first use.
+    pub fn populate(&self) {
+        #[cfg(target_os = "linux")]
+        if self.map.advise(memmap2::Advice::PopulateRead).is_err() {
+            let _ = self.map.advise(memmap2::Advice::WillNeed);
+        }
+    }
+
     pub fn header(&self) -> &Gguf {
         &self.header
     }

@@ -124,6 +124,8 @@ impl<'f> CpuBackend<'f> {
         let config = ModelConfig::from_gguf(file.header())?;
         let cache_len = cache_len(&config, max_ctx)?;
         let weights = CpuWeights::map(file, &config, isa)?;
+        // Every weight page mapped now rather than on the first token that reads it.
+        file.populate();
         Ok(CpuBackend {
             cache: (0..config.n_layer)
                 .map(|_| LatentCache {
