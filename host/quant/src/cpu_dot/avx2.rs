@@ -75,6 +75,36 @@ fn per_row<const N: usize, T: Copy>(zero: T, mut f: impl FnMut(usize) -> T) -> [
     out
 }
 
+/// Four quants `qs[4j..4j + 4]` of an activation block as one i32 (the operand `vpdpbusd`
+/// broadcasts to every row lane).
+#[inline(always)]
+fn quad<const N: usize>(qs: &[i8; N], j: usize) -> i32 {
+    i32::from_le_bytes([
+        qs[4 * j] as u8,
+        qs[4 * j + 1] as u8,
+        qs[4 * j + 2] as u8,
+        qs[4 * j + 3] as u8,
+    ])
+}
+
+/// The pairwise `bsums` of a Q8_K block for the interleaved Q4_K/Q5_K kernels ([`vnni`],
+/// [`avx512`]): `B_j = bsums_2j + bsums_2j+1` (`|B_j| ≤ 2·16·128`, an i16), packed two to an i32
+/// (`B_2q` low, `B_2q+1` high) to meet their i16 pairs of mins in one `madd`.
+#[derive(Clone, Copy)]
+pub(super) struct K4Act {
+    pairs: [i32; 4],
+}
+
+impl K4Act {
+    #[inline(always)]
+    fn of(y: &BlockQ8K) -> K4Act {
+        let b = |j: usize| (y.bsums[2 * j] + y.bsums[2 * j + 1]) as u16 as u32;
+        K4Act {
+            pairs: core::array::from_fn(|q| (b(2 * q) | (b(2 * q + 1) << 16)) as i32),
+        }
+    }
+}
+
 /// Σ of the 8 i32 lanes (wrapping, which the callers' bounds make exact).
 #[inline]
 #[target_feature(enable = "avx2")]

@@ -19,7 +19,7 @@ use ingot_abi::blocks::{
 };
 
 use super::interleaved::scales;
-use super::{f16, hsum_i32, load, load128, per_row, scales_mins_k4};
+use super::{f16, hsum_i32, load, load128, per_row, quad, scales_mins_k4, K4Act};
 
 /// Rows of a group: the sixteen i32 (or f32) lanes of a 512-bit vector.
 pub(in crate::cpu_dot) const GROUP: usize = 16;
@@ -223,17 +223,6 @@ fn dot_unsigned<const SCALES_FIRST: bool>(w: &Unsigned, y: &BlockQ8_0, p: &Unsig
     }
 }
 
-/// Four quants `qs[4j..4j + 4]` of an activation block as one i32.
-#[inline(always)]
-fn quad<const N: usize>(qs: &[i8; N], j: usize) -> i32 {
-    i32::from_le_bytes([
-        qs[4 * j] as u8,
-        qs[4 * j + 1] as u8,
-        qs[4 * j + 2] as u8,
-        qs[4 * j + 3] as u8,
-    ])
-}
-
 /// The signed bytes `v` as unsigned `v + 128`.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -315,22 +304,6 @@ pub(in crate::cpu_dot) struct K4Rows {
     mins: [__m512i; 4],
     d: __m512,
     dmin: __m512,
-}
-
-/// The pairwise `bsums` of a Q8_K block, as [`super::vnni::K4Act`].
-#[derive(Clone, Copy)]
-pub(in crate::cpu_dot) struct K4Act {
-    pairs: [i32; 4],
-}
-
-#[inline]
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn k4_prepare(y: &BlockQ8K) -> K4Act {
-    // |B_j| ≤ 2·16·128: an i16.
-    let b = |j: usize| (y.bsums[2 * j] + y.bsums[2 * j + 1]) as u16 as u32;
-    K4Act {
-        pairs: core::array::from_fn(|q| (b(2 * q) | (b(2 * q + 1) << 16)) as i32),
-    }
 }
 
 /// Eight rows of four dwords each (`v[r]`), transposed: result `m`, lane `r` = dword `m` of row
@@ -531,7 +504,7 @@ macro_rules! k4 {
             #[inline]
             #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
             unsafe fn prepare(y: &BlockQ8K) -> K4Act {
-                k4_prepare(y)
+                K4Act::of(y)
             }
 
             #[inline]

@@ -23,7 +23,9 @@ use ingot_abi::blocks::{
 };
 
 use super::interleaved::{self, scales, transpose, Interleaved, GROUP};
-use super::{f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, scales_mins_k4};
+use super::{
+    f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, scales_mins_k4, K4Act,
+};
 
 /// Eight rows of unsigned levels, interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
 /// levels `4k..4k + 4`), and their f32 scales.
@@ -179,22 +181,6 @@ pub(in crate::cpu_dot) struct K4Rows {
     dmin: __m256,
 }
 
-/// The pairwise `bsums` of a Q8_K block, `B_j = bsums_2j + bsums_2j+1` (`|B_j| ≤ 2·16·128`, an
-/// i16), packed two to an i32 (`B_2q` low, `B_2q+1` high) to meet [`K4Rows::mins`].
-#[derive(Clone, Copy)]
-pub(in crate::cpu_dot) struct K4Act {
-    pairs: [i32; 4],
-}
-
-#[inline]
-#[target_feature(enable = "avx2,f16c,avxvnni")]
-fn k4_prepare(y: &BlockQ8K) -> K4Act {
-    let b = |j: usize| (y.bsums[2 * j] + y.bsums[2 * j + 1]) as u16 as u32;
-    K4Act {
-        pairs: core::array::from_fn(|q| (b(2 * q) | (b(2 * q + 1) << 16)) as i32),
-    }
-}
-
 /// The eight rows' quants `qs` (and fifth bits `qh`, Q5_K), 12-byte scales, `d`, `dmin`.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -263,17 +249,6 @@ fn k4_rows(
     }
 }
 
-/// Four quants of a Q8_K block, `qs[4j..4j + 4]`, as one i32.
-#[inline(always)]
-fn quad(qs: &[i8; 256], j: usize) -> i32 {
-    i32::from_le_bytes([
-        qs[4 * j] as u8,
-        qs[4 * j + 1] as u8,
-        qs[4 * j + 2] as u8,
-        qs[4 * j + 3] as u8,
-    ])
-}
-
 #[inline]
 #[target_feature(enable = "avx2,f16c,avxvnni")]
 fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
@@ -299,72 +274,50 @@ fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
     )
 }
 
-/// Q4_K rows against Q8_K activations.
-pub(in crate::cpu_dot) struct Q4K;
+macro_rules! k4 {
+    ($(#[$doc:meta])* $name:ident, $block:ty, |$x:ident| $qh:expr) => {
+        $(#[$doc])*
+        pub(in crate::cpu_dot) struct $name;
 
-impl Interleaved for Q4K {
-    type Block = BlockQ4K;
-    type Act = BlockQ8K;
-    type Unpacked = K4Rows;
-    type Prepared = K4Act;
-    const MIN_ACTS: usize = 2;
+        impl Interleaved for $name {
+            type Block = $block;
+            type Act = BlockQ8K;
+            type Unpacked = K4Rows;
+            type Prepared = K4Act;
+            const MIN_ACTS: usize = 2;
 
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn unpack(x: [&BlockQ4K; GROUP]) -> K4Rows {
-        k4_rows(
-            per_row(&x[0].qs, |r| &x[r].qs),
-            None,
-            per_row(&x[0].scales, |r| &x[r].scales),
-            per_row(0, |r| x[r].d),
-            per_row(0, |r| x[r].dmin),
-        )
-    }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn unpack($x: [&$block; GROUP]) -> K4Rows {
+                k4_rows(
+                    per_row(&$x[0].qs, |r| &$x[r].qs),
+                    $qh,
+                    per_row(&$x[0].scales, |r| &$x[r].scales),
+                    per_row(0, |r| $x[r].d),
+                    per_row(0, |r| $x[r].dmin),
+                )
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn prepare(y: &BlockQ8K) -> K4Act {
-        k4_prepare(y)
-    }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn prepare(y: &BlockQ8K) -> K4Act {
+                K4Act::of(y)
+            }
 
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
-        k4_dot(w, y, p)
-    }
+            #[inline]
+            #[target_feature(enable = "avx2,f16c,avxvnni")]
+            unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
+                k4_dot(w, y, p)
+            }
+        }
+    };
 }
 
-/// Q5_K rows against Q8_K activations.
-pub(in crate::cpu_dot) struct Q5K;
-
-impl Interleaved for Q5K {
-    type Block = BlockQ5K;
-    type Act = BlockQ8K;
-    type Unpacked = K4Rows;
-    type Prepared = K4Act;
-    const MIN_ACTS: usize = 2;
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn unpack(x: [&BlockQ5K; GROUP]) -> K4Rows {
-        k4_rows(
-            per_row(&x[0].qs, |r| &x[r].qs),
-            Some(per_row(&x[0].qh, |r| &x[r].qh)),
-            per_row(&x[0].scales, |r| &x[r].scales),
-            per_row(0, |r| x[r].d),
-            per_row(0, |r| x[r].dmin),
-        )
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn prepare(y: &BlockQ8K) -> K4Act {
-        k4_prepare(y)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,f16c,avxvnni")]
-    unsafe fn dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
-        k4_dot(w, y, p)
-    }
-}
+k4!(
+    /// Q4_K rows against Q8_K activations.
+    Q4K, BlockQ4K, |x| None
+);
+k4!(
+    /// Q5_K rows against Q8_K activations.
+    Q5K, BlockQ5K, |x| Some(per_row(&x[0].qh, |r| &x[r].qh))
+);
