@@ -1,21 +1,23 @@
-//! `mmq_moe_q4k` (prefill's routed experts: one launch over every expert's sorted pairs, Q4_K
-//! weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
+//! `mmq_moe_q4k` and `mmq_moe_q6k` (prefill's routed experts: one launch over every expert's
+//! sorted pairs, Q4_K / Q6_K weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
 //! f64 reference per pair, its argument checks, and its weight traffic.
 //!
-//! Weights are random valid Q4_K blocks (every scale/min/level pattern occurs, `d` and `dmin`
-//! non-zero); activations are random floats quantized per token by the CPU q8_1 oracle. Shapes:
+//! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
+//! non-zero, Q6_K's `d` of either sign); activations are random floats quantized per token by the CPU q8_1 oracle. Shapes:
 //! 8 experts × 64 rows × 512 columns and 64 experts × 128 rows × 256 columns, routings of 1, 7,
 //! 64 and 130 tokens × k ∈ {1, 6} distinct experts per token, drawn so that the last expert gets
 //! no pair and expert 0 is favoured (more than 64 pairs, hence two pair tiles, at 130 tokens).
 //!
-//! The reference and the block draw repeat `tests/mmq.rs`'s Q4_K ones (a test file cannot
+//! The references and the block draws repeat `tests/mmq.rs`'s ones (a test file cannot
 //! import another's items).
 
 mod support;
 
 use half::f16;
-use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ8_1, QK8_1, QK_K};
-use ingot_abi::launch::{mmq_moe_items, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_ROWS, MMQ_WARPS};
+use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::launch::{
+    mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_ROWS, MMQ_WARPS,
+};
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -72,8 +74,95 @@ fn reference(row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
     (sum, mag)
 }
 
+/// The weight types of the family.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Q4K,
+    Q6K,
+}
+
+impl Kind {
+    fn desc(self) -> &'static KernelDesc {
+        match self {
+            Kind::Q4K => &MMQ_MOE_Q4K,
+            Kind::Q6K => &MMQ_MOE_Q6K,
+        }
+    }
+
+    fn block_bytes(self) -> usize {
+        match self {
+            Kind::Q4K => size_of::<BlockQ4K>(),
+            Kind::Q6K => size_of::<BlockQ6K>(),
+        }
+    }
+
+    fn random_block(self, rng: &mut StdRng) -> Vec<u8> {
+        match self {
+            Kind::Q4K => bytemuck::bytes_of(&random_block(rng)).to_vec(),
+            Kind::Q6K => {
+                let d = f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
+                let mut b = BlockQ6K {
+                    ql: [0; 128],
+                    qh: [0; 64],
+                    scales: [0; 16],
+                    d: if rng.random() { d } else { d | 0x8000 },
+                };
+                rng.fill(&mut b.ql[..]);
+                rng.fill(&mut b.qh[..]);
+                rng.fill(&mut b.scales[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+        }
+    }
+
+    /// As `tests/mmq.rs`: Q4_K one product and two fused adds per sub-block, Q6_K one of each.
+    fn roundings_per_sub_block(self) -> f64 {
+        match self {
+            Kind::Q4K => 3.0,
+            Kind::Q6K => 2.0,
+        }
+    }
+
+    fn reference(self, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
+        match self {
+            Kind::Q4K => reference(row, act),
+            Kind::Q6K => {
+                let (mut sum, mut mag) = (0.0, 0.0);
+                for (s, bytes) in row.chunks_exact(self.block_bytes()).enumerate() {
+                    let act = &act[s * QK_K / QK8_1..(s + 1) * QK_K / QK8_1];
+                    let (v, m) = reference_q6k(&bytemuck::pod_read_unaligned(bytes), act);
+                    sum += v;
+                    mag += m;
+                }
+                (sum, mag)
+            }
+        }
+    }
+}
+
+/// One Q6_K block against its 8 q8_1 blocks (ggml's `dequantize_row_q6_K` layout): element
+/// `128n + 32m + l` is `(ql[64n + 32(m%2) + l] >> 4(m/2) & 15 | (qh[32n + l] >> 2m & 3) << 4)
+/// − 32`, scaled by `d·scales[8n + 2m + l/16]`.
+fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    for e in 0..QK_K {
+        let (n, m, l) = (e / 128, (e % 128) / 32, e % 32);
+        let low = (b.ql[64 * n + 32 * (m % 2) + l] >> (4 * (m / 2))) & 15;
+        let high = (b.qh[32 * n + l] >> (2 * m)) & 3;
+        let q = i64::from(low | (high << 4)) - 32;
+        let sc = f64::from(b.scales[8 * n + 2 * m + l / 16]);
+        let a = &act[e / QK8_1];
+        let term = d * sc * f16::from_bits(a.d).to_f64() * (q * i64::from(a.qs[e % QK8_1])) as f64;
+        sum += term;
+        mag += term.abs();
+    }
+    (sum, mag)
+}
+
 /// One launch's inputs: stacked weights, activations, and the routing sorted by expert.
 struct Case {
+    kind: Kind,
     n_expert: usize,
     rows: usize,
     ncols: usize,
@@ -87,12 +176,13 @@ struct Case {
 impl Case {
     fn draw(
         rng: &mut StdRng,
+        kind: Kind,
         (n_expert, rows, ncols): (usize, usize, usize),
         ntok: usize,
         k: usize,
     ) -> Case {
         let w = (0..n_expert * rows * ncols / QK_K)
-            .flat_map(|_| bytemuck::bytes_of(&random_block(rng)).to_vec())
+            .flat_map(|_| kind.random_block(rng))
             .collect();
         let xf: Vec<f32> = (0..ntok * ncols)
             .map(|_| rng.random_range(-2.0f32..2.0))
@@ -120,6 +210,7 @@ impl Case {
         }
         let pair_token = pairs.iter().map(|&(_, t)| t).collect();
         Case {
+            kind,
             n_expert,
             rows,
             ncols,
@@ -148,7 +239,11 @@ impl SameLaunch for Case {
         let sb = upload(b, bytemuck::cast_slice(&self.expert_start));
         let yb = poisoned(b, self.pair_token.len() * self.rows * 4);
         ops::mmq::check_routing(&self.pair_token, &self.expert_start, self.ntok).expect("routing");
-        ops::mmq::mmq_moe_q4k(
+        let launch = match self.kind {
+            Kind::Q4K => ops::mmq::mmq_moe_q4k::<B>,
+            Kind::Q6K => ops::mmq::mmq_moe_q6k::<B>,
+        };
+        launch(
             b,
             (&wb, &xb, &pb, &sb, &yb),
             self.rows,
@@ -165,12 +260,13 @@ impl SameLaunch for Case {
 fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
     let (rows, ncols, n_expert, ntok) = (c.rows, c.ncols, c.n_expert, c.ntok);
     let nsb = ncols / QK_K;
-    let row_bytes = nsb * BLOCK;
+    let row_bytes = nsb * c.kind.block_bytes();
     let n_pairs = c.pair_token.len();
     let what = format!(
-        "{}: mmq_moe_q4k {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
+        "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
          counts {:?})",
         b.name(),
+        c.kind.desc().name,
         c.counts()
     );
     let y: Vec<f32> = c
@@ -187,9 +283,10 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
         );
     }
     // As `tests/mmq.rs`: the integer dots and the staged factors are exact in f32, each of the
-    // 8·nsb sub-blocks costs 3 roundings (`scale·d8` and two fused adds), each off by at most
-    // 2^-24 of a running sum below Σ|term|; the tolerance is twice that bound.
-    let bound = 8.0 * nsb as f64 * 3.0 * f64::from(f32::EPSILON) / 2.0;
+    // 8·nsb sub-blocks costs the type's roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K
+    // 2), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance is twice that
+    // bound.
+    let bound = 8.0 * nsb as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
     let mut worst = 0.0f64;
     for e in 0..n_expert {
         for p in c.expert_start[e] as usize..c.expert_start[e + 1] as usize {
@@ -197,7 +294,7 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
             let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
             for r in 0..rows {
                 let row = (e * rows + r) * row_bytes;
-                let (want, mag) = reference(&c.w[row..row + row_bytes], act);
+                let (want, mag) = c.kind.reference(&c.w[row..row + row_bytes], act);
                 let tol = 2.0 * bound * mag;
                 let got = f64::from(y[p * rows + r]);
                 let err = (got - want).abs();
@@ -216,15 +313,16 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
     );
 }
 
-fn check<B: Accelerator>(b: &mut B) {
-    let mut seeds = support::rng("mmq_moe_q4k");
+fn check<B: Accelerator>(b: &mut B, kind: Kind) {
+    let name = kind.desc().name;
+    let mut seeds = support::rng(name);
     let seed: u64 = seeds.random();
-    eprintln!("mmq_moe_q4k: inputs from seed {seed}");
+    eprintln!("{name}: inputs from seed {seed}");
     let mut rng = StdRng::seed_from_u64(seed);
     for shape in SHAPES {
         for ntok in TOKENS {
             for k in KS {
-                let c = Case::draw(&mut rng, shape, ntok, k);
+                let c = Case::draw(&mut rng, kind, shape, ntok, k);
                 let counts = c.counts();
                 assert_eq!(counts[shape.0 - 1], 0, "the last expert gets no pair");
                 if ntok == 130 && k == 6 {
@@ -236,9 +334,22 @@ fn check<B: Accelerator>(b: &mut B) {
     }
 }
 
+fn check_q4k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q4K);
+}
+
+fn check_q6k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q6K);
+}
+
 #[test]
 fn mmq_moe_q4k_matches_reference() {
-    on_every_backend!(check);
+    on_every_backend!(check_q4k);
+}
+
+#[test]
+fn mmq_moe_q6k_matches_reference() {
+    on_every_backend!(check_q6k);
 }
 
 /// The simulator against the GPU on the same launch (skipped without a GPU): exact integer
@@ -246,10 +357,15 @@ fn mmq_moe_q4k_matches_reference() {
 #[test]
 fn mmq_moe_sim_matches_gpu() {
     let mut rng = support::rng("mmq_moe sim vs GPU");
-    for (shape, ntok, k) in [((64, 128, 256), 130, 6), ((8, 64, 512), 7, 1)] {
-        let c = Case::draw(&mut rng, shape, ntok, k);
+    for (kind, shape, ntok, k) in [
+        (Kind::Q4K, (64, 128, 256), 130, 6),
+        (Kind::Q4K, (8, 64, 512), 7, 1),
+        (Kind::Q6K, (64, 128, 256), 130, 6),
+        (Kind::Q6K, (8, 64, 512), 7, 1),
+    ] {
+        let c = Case::draw(&mut rng, kind, shape, ntok, k);
         support::sim_matches_gpu(
-            &format!("mmq_moe_q4k {shape:?}, {ntok} tokens x k {k}"),
+            &format!("{} {shape:?}, {ntok} tokens x k {k}", kind.desc().name),
             &c,
             Agree::Bits,
         );
@@ -333,13 +449,15 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
 
     let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
     let mut rng = support::rng("mmq_moe traffic");
-    let d = &MMQ_MOE_Q4K;
-    for (shape, ntok, k) in [
-        ((64, 128, 256), 130, 6),
-        ((8, 64, 512), 130, 1),
-        ((8, 64, 512), 7, 6),
+    for (kind, shape, ntok, k) in [
+        (Kind::Q4K, (64, 128, 256), 130, 6),
+        (Kind::Q4K, (8, 64, 512), 130, 1),
+        (Kind::Q4K, (8, 64, 512), 7, 6),
+        (Kind::Q6K, (64, 128, 256), 130, 6),
+        (Kind::Q6K, (8, 64, 512), 130, 1),
     ] {
-        let c = Case::draw(&mut rng, shape, ntok, k);
+        let d = kind.desc();
+        let c = Case::draw(&mut rng, kind, shape, ntok, k);
         let (n_expert, rows, ncols) = shape;
         let n_pairs = c.pair_token.len();
         let mut sim = Sim::new();
@@ -378,7 +496,15 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
                 ],
             )
             .expect("launch");
-        let expert_bytes = (rows * ncols / QK_K * BLOCK) as u64;
+        // A Q6_K block starting 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod
+        // 4; an expert holds an even number of blocks here) is read from the word before it
+        // and reads 2 bytes of `d` again: 4 bytes more per such block (as `tests/mmq.rs`).
+        let blocks = (rows * ncols / QK_K) as u64;
+        let realign = match kind {
+            Kind::Q4K => 0,
+            Kind::Q6K => 4 * (blocks / 2),
+        };
+        let expert_bytes = blocks * kind.block_bytes() as u64 + realign;
         let pair_tiles: u64 = c
             .counts()
             .iter()
@@ -392,16 +518,18 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
             + n_pairs as u64 * row_tiles * 8 * 4;
         let bound = weights + acts + routing;
         let read = stats.global_bytes_read;
-        let used: u64 = c.counts().iter().filter(|&&n| n > 0).count() as u64 * expert_bytes;
+        let used: u64 = c.counts().iter().filter(|&&n| n > 0).count() as u64
+            * blocks
+            * kind.block_bytes() as u64;
         eprintln!(
-            "mmq_moe_q4k {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
+            "{} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
              {pair_tiles} pair tiles, {items} blocks): read {read} B, bound {bound} B (weights \
              {expert_bytes} x {pair_tiles} pair tiles = {weights} + activations {n_pairs} pairs \
              x {x_row} x {row_tiles} row tiles = {acts} + routing {routing}); the routed experts' \
              weights {used} B and x {x_bytes} B; {} warp instr, {} shared bank conflicts",
-            stats.warp_instructions, stats.shared_bank_conflicts
+            d.name, stats.warp_instructions, stats.shared_bank_conflicts
         );
-        assert!(read <= bound, "read {read} B > bound {bound} B");
+        assert!(read <= bound, "{}: read {read} B > bound {bound} B", d.name);
         assert!(
             read >= used,
             "read {read} B < the {used} B of routed expert weights"

@@ -148,16 +148,24 @@ const MOE_PARAMS: &[super::Param] = &[
 /// each expert's weight tile is read once per tile of 64 of its pairs; the grid is
 /// [`mmq_moe_items`]. Bad list contents cannot reach outside the buffers: offsets are clamped
 /// to `n_pairs`, and a pair whose token is `≥ ntok` reads zeros.
-pub const MMQ_MOE_Q4K: KernelDesc = KernelDesc {
-    name: "mmq_moe_q4k",
-    params: MOE_PARAMS,
-    block: [MMQ_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
+
+/// `mmq_moe_q6k(w: *const BlockQ6K, x, pair_token, expert_start, y, ncols, rows, ntok,
+/// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
+pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
+
+const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: MOE_PARAMS,
+        block: [MMQ_THREADS, 1, 1],
+        items_per_block: 1,
+        shared_bytes: 0,
+    }
+}
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K, MMQ_MOE_Q4K];
+pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K, MMQ_MOE_Q4K, MMQ_MOE_Q6K];
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,9 @@ use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::{BlockQ4K, BlockQ6K, QK_K};
-use ingot_abi::launch::{mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_Q4K, MMQ_Q6K};
+use ingot_abi::launch::{
+    mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_Q4K, MMQ_Q6K,
+};
 use std::mem::size_of;
 
 /// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok`: `W` is `nrows` rows of `ncols/256`
@@ -109,8 +111,44 @@ pub fn mmq_moe_q4k<B: Accelerator>(
     n_pairs: usize,
     n_expert: usize,
 ) -> Result<()> {
-    let d = &MMQ_MOE_Q4K;
-    let block_bytes = size_of::<BlockQ4K>();
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q4K,
+        size_of::<BlockQ4K>(),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// As [`mmq_moe_q4k`] with Q6_K expert weights (`ncols/256` blocks of 210 bytes per row).
+#[allow(clippy::too_many_arguments)]
+pub fn mmq_moe_q6k<B: Accelerator>(
+    b: &mut B,
+    (w, x, pair_token, expert_start, y): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    n_pairs: usize,
+    n_expert: usize,
+) -> Result<()> {
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q6K,
+        size_of::<BlockQ6K>(),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// Checks the shape and every buffer size of an expert-grouped launch whose weights come in
+/// blocks of 256 of `block_bytes` bytes, then launches [`mmq_moe_items`] blocks.
+fn mmq_moe<B: Accelerator>(
+    b: &mut B,
+    d: &KernelDesc,
+    block_bytes: usize,
+    (w, x, pair_token, expert_start, y): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    [rows, ncols, ntok, n_pairs, n_expert]: [usize; 5],
+) -> Result<()> {
     if ncols == 0 || !ncols.is_multiple_of(QK_K) {
         return Err(shape(
             d,

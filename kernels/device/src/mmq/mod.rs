@@ -397,3 +397,29 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q4k(
         [ncols, rows, ntok, n_pairs, n_expert],
     );
 }
+
+/// [`mmq_moe_q4k`] for Q6_K expert weights (`n_expert·rows × ncols/256` blocks of 210 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q6K`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
+    w: *const BlockQ6K,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q6K>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
