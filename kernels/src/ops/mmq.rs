@@ -91,6 +91,15 @@ fn mmq<B: Accelerator>(
     )
 }
 
+/// The buffers of an expert-grouped launch: `(w, x, pair_token, expert_start, y)`.
+pub type MoeBufs<'a, B> = (
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+);
+
 /// The expert-grouped product of prefill's routed experts (`ingot_abi::launch::MMQ_MOE_Q4K`):
 /// `y[p·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
 /// `expert_start[e] .. expert_start[e+1]`. `w` stacks `n_expert` matrices of `rows` rows of
@@ -104,7 +113,7 @@ fn mmq<B: Accelerator>(
 #[allow(clippy::too_many_arguments)]
 pub fn mmq_moe_q4k<B: Accelerator>(
     b: &mut B,
-    (w, x, pair_token, expert_start, y): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
     rows: usize,
     ncols: usize,
     ntok: usize,
@@ -124,7 +133,7 @@ pub fn mmq_moe_q4k<B: Accelerator>(
 #[allow(clippy::too_many_arguments)]
 pub fn mmq_moe_q6k<B: Accelerator>(
     b: &mut B,
-    (w, x, pair_token, expert_start, y): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
     rows: usize,
     ncols: usize,
     ntok: usize,
@@ -146,7 +155,7 @@ fn mmq_moe<B: Accelerator>(
     b: &mut B,
     d: &KernelDesc,
     block_bytes: usize,
-    (w, x, pair_token, expert_start, y): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
     [rows, ncols, ntok, n_pairs, n_expert]: [usize; 5],
 ) -> Result<()> {
     if ncols == 0 || !ncols.is_multiple_of(QK_K) {
