@@ -83,8 +83,89 @@ pub const MMQ_Q4K: KernelDesc = mmq_desc("mmq_q4k");
 /// (`d·Σ d8·sc·Σ(q − 32)·q8` per super-block, the decode gemv's formula).
 pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
 
+/// Pairs (routed `(token, expert)` pairs) one block of an expert-grouped launch computes: the
+/// token tile, each tile column one pair.
+pub const MMQ_MOE_PAIRS: u32 = MMQ_TOKENS;
+
+/// Pair-tile slots of an expert-grouped launch over `n_pairs` pairs routed to `n_expert`
+/// experts; `None` when the count exceeds `u32`.
+///
+/// The counts per expert are produced on the device (routing), so the grid cannot depend on
+/// them: expert `e`'s tiles take the slots `first(e) .. first(e) + ceil(count_e / 64)` with
+/// `first(e) = floor(expert_start[e] / 64) + e`. Those ranges are disjoint and ordered for any
+/// sorted pair list (with `s = expert_start[e] = 64a + b`, `b < 64`:
+/// `a + ceil(count_e/64) ≤ a + floor((b + count_e)/64) + 1 = floor(expert_start[e+1]/64) + 1`),
+/// and the last ends by `floor(n_pairs / 64) + n_expert`, so that many slots cover every
+/// routing. A block finds its expert as the last `e` with `first(e) ≤ slot` from the
+/// `expert_start` words alone (no prefix sum, no host round trip) and exits when its slot is
+/// past its expert's pairs. Cost: at most `n_expert` such empty slots per row tile beyond the
+/// `Σ_e ceil(count_e / 64)` busy ones (each reads the `n_expert + 1` offsets and stops), e.g.
+/// 64 on V2-Lite's 64 experts, where a 512-token chunk (3072 pairs) keeps at least 48 busy.
+#[inline]
+pub const fn mmq_moe_pair_slots(n_pairs: u32, n_expert: u32) -> Option<u32> {
+    (n_pairs / MMQ_MOE_PAIRS).checked_add(n_expert)
+}
+
+/// First pair-tile slot of an expert whose pairs start at `expert_start` in the sorted list
+/// (`e` its index): see [`mmq_moe_pair_slots`].
+#[inline]
+pub const fn mmq_moe_first_slot(expert_start: u32, e: u32) -> u32 {
+    expert_start / MMQ_MOE_PAIRS + e
+}
+
+/// Work items (tiles, one per block) of an expert-grouped launch: `rows` rows per expert
+/// times [`mmq_moe_pair_slots`]; `None` when the count exceeds `u32`. Block `b` takes slot
+/// `b % slots` of row tile `b / slots`.
+#[inline]
+pub const fn mmq_moe_items(rows: u32, n_pairs: u32, n_expert: u32) -> Option<u32> {
+    match mmq_moe_pair_slots(n_pairs, n_expert) {
+        Some(s) => rows.div_ceil(MMQ_ROWS).checked_mul(s),
+        None => None,
+    }
+}
+
+const MOE_PARAMS: &[super::Param] = &[
+    ptr("w"),
+    ptr("x"),
+    ptr("pair_token"),
+    ptr("expert_start"),
+    ptr("y"),
+    u32_("ncols"),
+    u32_("rows"),
+    u32_("ntok"),
+    u32_("n_pairs"),
+    u32_("n_expert"),
+];
+
+/// `mmq_moe_q4k(w: *const BlockQ4K, x: *const BlockQ8_1, pair_token: *const u32,
+/// expert_start: *const u32, y: *mut f32, ncols, rows, ntok, n_pairs, n_expert)`: the
+/// expert-grouped product of prefill's routed experts. `w` stacks `n_expert` matrices of
+/// `rows × ncols` Q4_K weights (expert `e`'s rows follow expert `e − 1`'s); the pair list is
+/// sorted by expert: pairs `expert_start[e] .. expert_start[e + 1]` are routed to `e`, pair `p`
+/// reads token `pair_token[p]`'s q8_1 row of `x` (`ntok` rows, as [`MMQ_Q4K`]); `y` is
+/// `n_pairs × rows` floats, pair-major in the sorted order: `y[p] = W_e · x[pair_token[p]]`.
+/// A block computes 64 rows of one expert × 64 of its pairs with [`MMQ_Q4K`]'s tile body, so
+/// each expert's weight tile is read once per tile of 64 of its pairs; the grid is
+/// [`mmq_moe_items`]. Bad list contents cannot reach outside the buffers: offsets are clamped
+/// to `n_pairs`, and a pair whose token is `≥ ntok` reads zeros.
+pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
+
+/// `mmq_moe_q6k(w: *const BlockQ6K, x, pair_token, expert_start, y, ncols, rows, ntok,
+/// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
+pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
+
+const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
+    KernelDesc {
+        name,
+        params: MOE_PARAMS,
+        block: [MMQ_THREADS, 1, 1],
+        items_per_block: 1,
+        shared_bytes: 0,
+    }
+}
+
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K];
+pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K, MMQ_MOE_Q4K, MMQ_MOE_Q6K];
 
 #[cfg(test)]
 mod tests {
@@ -99,5 +180,37 @@ mod tests {
         assert_eq!(mmq_items(100, 130), Some(2 * 3));
         assert_eq!(mmq_items(576, 512), Some(9 * 8));
         assert_eq!(mmq_items(u32::MAX, u32::MAX), None);
+    }
+
+    /// Every sorted routing's tiles land in distinct slots below the slot count.
+    #[test]
+    fn moe_slots_cover_every_routing() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for n_expert in [1u32, 2, 8, 64] {
+            for round in 0..200 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let mut counts = [0u32; 64];
+                for (e, c) in counts.iter_mut().enumerate().take(n_expert as usize) {
+                    let cap = [1, 2, 63, 64, 65, 200][e % 6];
+                    *c = ((seed >> (e % 60)) as u32 ^ round) % cap;
+                }
+                counts[round as usize % n_expert as usize] += round;
+                let counts = &counts[..n_expert as usize];
+                let n_pairs: u32 = counts.iter().sum();
+                let slots = mmq_moe_pair_slots(n_pairs, n_expert).unwrap();
+                let (mut start, mut next) = (0, 0);
+                for (e, &c) in counts.iter().enumerate() {
+                    let first = mmq_moe_first_slot(start, e as u32);
+                    assert!(first >= next, "expert {e}: slot {first} overlaps {next}");
+                    next = first + c.div_ceil(MMQ_MOE_PAIRS);
+                    start += c;
+                }
+                assert!(next <= slots, "{next} slots used > {slots}");
+            }
+        }
+        assert_eq!(mmq_moe_items(64, 130 * 6, 64), Some(780 / 64 + 64));
+        assert_eq!(mmq_moe_items(u32::MAX, u32::MAX, 2), None);
     }
 }

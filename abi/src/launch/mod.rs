@@ -46,7 +46,8 @@ pub use gemv::{
 };
 pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
 pub use mmq::{
-    mmq_items, mmq_token_tiles, MMQ_K_STEP, MMQ_Q4K, MMQ_Q6K, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS,
+    mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP,
+    MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_Q4K, MMQ_Q6K, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS,
     MMQ_WARPS, MMQ_WARP_TOKENS,
 };
 pub use moe::{

@@ -5,7 +5,9 @@ use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
 use ingot_abi::blocks::{BlockQ4K, BlockQ6K, QK_K};
-use ingot_abi::launch::{mmq_items, KernelDesc, MMQ_Q4K, MMQ_Q6K};
+use ingot_abi::launch::{
+    mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_Q4K, MMQ_Q6K,
+};
 use std::mem::size_of;
 
 /// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok`: `W` is `nrows` rows of `ncols/256`
@@ -87,4 +89,174 @@ fn mmq<B: Accelerator>(
             KArg::U32(ntok32),
         ],
     )
+}
+
+/// The buffers of an expert-grouped launch: `(w, x, pair_token, expert_start, y)`.
+pub type MoeBufs<'a, B> = (
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+    &'a <B as Accelerator>::Buf,
+);
+
+/// The expert-grouped product of prefill's routed experts (`ingot_abi::launch::MMQ_MOE_Q4K`):
+/// `y[p·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
+/// `expert_start[e] .. expert_start[e+1]`. `w` stacks `n_expert` matrices of `rows` rows of
+/// `ncols/256` Q4_K blocks; `x` is `ntok` rows of `ncols/32` q8_1 blocks; `pair_token` holds
+/// `n_pairs` token indices sorted by expert, `expert_start` `n_expert + 1` offsets into them
+/// (device buffers: the routing is produced on the device, so their contents are not read
+/// here; [`check_routing`] checks a host copy, and the kernel clamps offsets to `n_pairs` and
+/// reads zeros for tokens `≥ ntok`, so bad contents give wrong numbers, never a stray
+/// access); `y` is `n_pairs × rows` floats, pair-major. `ncols` must be a positive multiple of
+/// 256; `rows`, `ntok`, `n_pairs` and `n_expert` positive.
+#[allow(clippy::too_many_arguments)]
+pub fn mmq_moe_q4k<B: Accelerator>(
+    b: &mut B,
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    n_pairs: usize,
+    n_expert: usize,
+) -> Result<()> {
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q4K,
+        size_of::<BlockQ4K>(),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// As [`mmq_moe_q4k`] with Q6_K expert weights (`ncols/256` blocks of 210 bytes per row).
+#[allow(clippy::too_many_arguments)]
+pub fn mmq_moe_q6k<B: Accelerator>(
+    b: &mut B,
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    n_pairs: usize,
+    n_expert: usize,
+) -> Result<()> {
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q6K,
+        size_of::<BlockQ6K>(),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// Checks the shape and every buffer size of an expert-grouped launch whose weights come in
+/// blocks of 256 of `block_bytes` bytes, then launches [`mmq_moe_items`] blocks.
+fn mmq_moe<B: Accelerator>(
+    b: &mut B,
+    d: &KernelDesc,
+    block_bytes: usize,
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    [rows, ncols, ntok, n_pairs, n_expert]: [usize; 5],
+) -> Result<()> {
+    if ncols == 0 || !ncols.is_multiple_of(QK_K) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of {QK_K}"),
+        ));
+    }
+    if rows == 0 || ntok == 0 || n_pairs == 0 || n_expert == 0 {
+        return Err(shape(
+            d,
+            format!(
+                "rows = {rows}, ntok = {ntok}, n_pairs = {n_pairs}, n_expert = {n_expert}: all \
+                 must be positive"
+            ),
+        ));
+    }
+    let ncols32 = to_u32(d, "ncols", ncols)?;
+    let rows32 = to_u32(d, "rows", rows)?;
+    let ntok32 = to_u32(d, "ntok", ntok)?;
+    let n_pairs32 = to_u32(d, "n_pairs", n_pairs)?;
+    let n_expert32 = to_u32(d, "n_expert", n_expert)?;
+    let items = mmq_moe_items(rows32, n_pairs32, n_expert32).ok_or_else(|| {
+        shape(
+            d,
+            format!("{rows} rows × {n_pairs} pairs of {n_expert} experts: too many tiles"),
+        )
+    })?;
+    let w_rows = n_expert.checked_mul(rows);
+    need(
+        b,
+        d,
+        "w",
+        w,
+        w_rows.and_then(|r| bytes(r, ncols / QK_K, block_bytes)),
+    )?;
+    need(b, d, "x", x, q8_1_bytes(ntok, ncols))?;
+    need(b, d, "pair_token", pair_token, bytes(n_pairs, 1, 4))?;
+    need(
+        b,
+        d,
+        "expert_start",
+        expert_start,
+        bytes(n_expert + 1, 1, 4),
+    )?;
+    need(b, d, "y", y, bytes(n_pairs, rows, 4))?;
+    launch(
+        b,
+        d,
+        items,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(pair_token),
+            KArg::Buf(expert_start),
+            KArg::Buf(y),
+            KArg::U32(ncols32),
+            KArg::U32(rows32),
+            KArg::U32(ntok32),
+            KArg::U32(n_pairs32),
+            KArg::U32(n_expert32),
+        ],
+    )
+}
+
+/// Checks a host copy of an expert-grouped routing for [`mmq_moe_q4k`]: `expert_start` has
+/// `n_expert + 1` entries, starts at 0, never decreases and ends at `pair_token.len()`, and
+/// every token index is below `ntok`. The error names the first offending entry.
+pub fn check_routing(pair_token: &[u32], expert_start: &[u32], ntok: usize) -> Result<()> {
+    let d = &MMQ_MOE_Q4K;
+    let n_pairs = pair_token.len();
+    match (expert_start.first(), expert_start.last()) {
+        (Some(0), Some(&last)) if last as usize == n_pairs && expert_start.len() >= 2 => {}
+        _ => {
+            return Err(shape(
+                d,
+                format!(
+                    "expert_start must run from 0 to n_pairs = {n_pairs} over n_expert + 1 ≥ 2 \
+                     entries, got {} entries from {:?} to {:?}",
+                    expert_start.len(),
+                    expert_start.first(),
+                    expert_start.last()
+                ),
+            ))
+        }
+    }
+    if let Some(e) = expert_start.windows(2).position(|s| s[1] < s[0]) {
+        return Err(shape(
+            d,
+            format!(
+                "expert_start decreases at expert {e}: {} then {}",
+                expert_start[e],
+                expert_start[e + 1]
+            ),
+        ));
+    }
+    if let Some(p) = pair_token.iter().position(|&t| t as usize >= ntok) {
+        return Err(shape(
+            d,
+            format!("pair {p} names token {} of {ntok}", pair_token[p]),
+        ));
+    }
+    Ok(())
 }

@@ -26,15 +26,16 @@ mod q4k;
 mod q6k;
 
 use crate::intrinsics::{
-    bid, dp4a, f16_to_f32, global, ld_u32_if, ldmatrix_x4, lds_v2, lds_v4_f32, st_f32_if,
-    sts_v2_f32, sts_v4, tid,
+    bid, dp4a, f16_to_f32, global, ld_u32_if, ldmatrix_x4, lds_v2, lds_v4_f32, shfl_idx, st_f32_if,
+    sts_v2_f32, sts_v4, tid, warp_max_u32,
 };
 use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    mmq_token_tiles, MMQ_K_STEP, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
+    mmq_moe_first_slot, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS,
+    MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
 use q4k::Q4K;
 use q6k::Q6K;
@@ -137,14 +138,21 @@ unsafe fn stage_x(it: XItem, step: u32, base: u32) {
     );
 }
 
-/// The block's tile: `T` weights `w`, q8_1 activations `x`, f32 outputs `y` (token-major), see
-/// `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of 256, `ntok ≥ 1` (the launcher
-/// checks both and every buffer size).
+/// The block's tile: `T` weights from `w0` (the tile's first row; `rows` rows of the matrix
+/// from there, `row_bytes` apart), the activation rows of its `MMQ_TOKENS` columns
+/// (`x_row(c)`: column `c`'s token, a row of `x`, and whether it exists), then every computed
+/// `(row, column)` of the tile (local indices) is stored where `out(r, c)` says, if it says
+/// so. `ncols` a positive multiple of 256. The one body of `mmq` and `mmq_moe`: they differ
+/// only in where a block's weight rows and activation rows come from and where its outputs go.
 #[inline(always)]
-unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, ntok: u32) {
-    let tiles = mmq_token_tiles(ntok).max(1);
-    let row0 = bid() / tiles * MMQ_ROWS;
-    let tok0 = bid() % tiles * MMQ_TOKENS;
+unsafe fn mmq_tile<T: MmqWeights>(
+    w0: u64,
+    rows: u32,
+    x: u64,
+    ncols: u32,
+    x_row: impl Fn(u32) -> (u32, bool),
+    out: impl Fn(u32, u32) -> (bool, u64),
+) {
     let tid = tid();
     let (lane, warp) = (tid % WARP_SIZE, tid / WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
@@ -153,8 +161,6 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     let row_bytes = (steps * T::BLOCK_BYTES) as u64;
     let base = smem_base();
 
-    let w0 = w + row0 as u64 * row_bytes;
-    let rows = nrows - row0;
     let mut xs = [XItem {
         at: 0,
         live: false,
@@ -168,9 +174,10 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
         // loads still cover 4 consecutive q8_1 blocks of each of 8 tokens.
         let i = tid + h as u32 * MMQ_THREADS;
         let (tok, j) = (i % 8 + 8 * (i / 64), (i / 8) % SUBS);
+        let (row, live) = x_row(tok);
         xs[h] = XItem {
-            at: x + ((tok0 + tok) as u64 * (ncols / QK8_1 as u32) as u64 + j as u64) * Q8_BYTES,
-            live: tok0 + tok < ntok,
+            at: x + (row as u64 * (ncols / QK8_1 as u32) as u64 + j as u64) * Q8_BYTES,
+            live,
             tok,
             j,
         };
@@ -233,17 +240,106 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     while n < N_TILES {
         let mut e = 0;
         while e < 4 {
-            let r = row0 + 16 * wr + g + 8 * (e as u32 / 2);
-            let tk = tok0 + MMQ_WARP_TOKENS * wt + 8 * n as u32 + 2 * t + e as u32 % 2;
-            st_f32_if(
-                r < nrows && tk < ntok,
-                y + (tk as u64 * nrows as u64 + r as u64) * 4,
-                acc[n][e],
-            );
+            let r = 16 * wr + g + 8 * (e as u32 / 2);
+            let c = MMQ_WARP_TOKENS * wt + 8 * n as u32 + 2 * t + e as u32 % 2;
+            let (live, at) = out(r, c);
+            st_f32_if(live, at, acc[n][e]);
             e += 1;
         }
         n += 1;
     }
+}
+
+/// `y[t][r] = Σ_k W[r][k]·x_t[k]`: `T` weights `w`, q8_1 activations `x`, f32 outputs `y`
+/// (token-major), see `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of 256,
+/// `ntok ≥ 1` (the launcher checks both and every buffer size). Block `b` computes token tile
+/// `b % tiles` of row tile `b / tiles`.
+#[inline(always)]
+unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, ntok: u32) {
+    let tiles = mmq_token_tiles(ntok).max(1);
+    let row0 = bid() / tiles * MMQ_ROWS;
+    let tok0 = bid() % tiles * MMQ_TOKENS;
+    let row_bytes = ((ncols / MMQ_K_STEP) * T::BLOCK_BYTES) as u64;
+    mmq_tile::<T>(
+        w + row0 as u64 * row_bytes,
+        nrows - row0,
+        x,
+        ncols,
+        |c| (tok0 + c, tok0 + c < ntok),
+        |r, c| {
+            let (r, tk) = (row0 + r, tok0 + c);
+            (
+                r < nrows && tk < ntok,
+                y + (tk as u64 * nrows as u64 + r as u64) * 4,
+            )
+        },
+    );
+}
+
+/// The expert-grouped product (`ingot_abi::launch::MMQ_MOE_Q4K`): block `b` takes pair-tile
+/// slot `b % slots` of row tile `b / slots` (`slots = mmq_moe_pair_slots(n_pairs, n_expert)`),
+/// finds its expert `e` as the last with `mmq_moe_first_slot(expert_start[e], e) ≤ slot` (the
+/// first slots increase with `e`, so every lane tests its experts and one warp maximum picks
+/// it; each warp does so on its own, no shared memory or barrier), exits when the slot is past
+/// `e`'s pairs, and runs the tile body on `e`'s rows `row0 ..` and its pairs
+/// `expert_start[e] + 64·tile ..`. Offsets are clamped to `n_pairs` and tokens `≥ ntok` read
+/// nothing, so any list contents stay inside the buffers the launcher checked.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn mmq_moe<T: MmqWeights>(
+    w: u64,
+    x: u64,
+    pair_token: u64,
+    expert_start: u64,
+    y: u64,
+    [ncols, rows, ntok, n_pairs, n_expert]: [u32; 5],
+) {
+    let slots = mmq_moe_pair_slots(n_pairs, n_expert)
+        .unwrap_or(u32::MAX)
+        .max(1);
+    let (slot, row0) = (bid() % slots, bid() / slots * MMQ_ROWS);
+    let lane = tid() % WARP_SIZE;
+    // The last expert whose first slot is at most `slot`, plus one (0: none).
+    let mut found = 0;
+    let mut e0 = 0;
+    while e0 < n_expert {
+        let e = e0 + lane;
+        let start = ld_u32_if(e < n_expert, expert_start + 4 * e as u64).min(n_pairs);
+        let hit = e < n_expert && mmq_moe_first_slot(start, e) <= slot;
+        found = found.max(if hit { e + 1 } else { 0 });
+        e0 += WARP_SIZE;
+    }
+    let found = warp_max_u32(found);
+    if found == 0 {
+        return;
+    }
+    let e = found - 1;
+    // Lane 0 reads the expert's start, lane 1 its end.
+    let off = ld_u32_if(lane < 2, expert_start + 4 * (e + lane) as u64).min(n_pairs);
+    let (start, end) = (shfl_idx(off, 0), shfl_idx(off, 1));
+    let pair0 = start + (slot - mmq_moe_first_slot(start, e)) * MMQ_MOE_PAIRS;
+    if pair0 >= end || row0 >= rows {
+        return;
+    }
+    let row_bytes = ((ncols / MMQ_K_STEP) * T::BLOCK_BYTES) as u64;
+    mmq_tile::<T>(
+        w + (e as u64 * rows as u64 + row0 as u64) * row_bytes,
+        rows - row0,
+        x,
+        ncols,
+        |c| {
+            let p = pair0 + c;
+            let tok = ld_u32_if(p < end, pair_token + 4 * p as u64);
+            (tok, p < end && tok < ntok)
+        },
+        |r, c| {
+            let (r, p) = (row0 + r, pair0 + c);
+            (
+                r < rows && p < end,
+                y + (p as u64 * rows as u64 + r as u64) * 4,
+            )
+        },
+    );
 }
 
 /// `y[t][r] = Σ_k W[r][k]·x_t[k]` for Q4_K `w` (`nrows × ncols/256` blocks), q8_1 `x` (`ntok ×
@@ -272,4 +368,58 @@ pub unsafe extern "ptx-kernel" fn mmq_q6k(
     ntok: u32,
 ) {
     mmq::<Q6K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// `y[p] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` (pairs
+/// `expert_start[e] .. expert_start[e+1]`), Q4_K `w` (`n_expert·rows × ncols/256` blocks), q8_1
+/// `x` (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, pair-major):
+/// `ingot_abi::launch::MMQ_MOE_Q4K`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q4k(
+    w: *const BlockQ4K,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q4K>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
+
+/// [`mmq_moe_q4k`] for Q6_K expert weights (`n_expert·rows × ncols/256` blocks of 210 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q6K`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
+    w: *const BlockQ6K,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q6K>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
 }

@@ -1,0 +1,538 @@
+//! `mmq_moe_q4k` and `mmq_moe_q6k` (prefill's routed experts: one launch over every expert's
+//! sorted pairs, Q4_K / Q6_K weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
+//! f64 reference per pair, its argument checks, and its weight traffic.
+//!
+//! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
+//! non-zero, Q6_K's `d` of either sign); activations are random floats quantized per token by the CPU q8_1 oracle. Shapes:
+//! 8 experts × 64 rows × 512 columns and 64 experts × 128 rows × 256 columns, routings of 1, 7,
+//! 64 and 130 tokens × k ∈ {1, 6} distinct experts per token, drawn so that the last expert gets
+//! no pair and expert 0 is favoured (more than 64 pairs, hence two pair tiles, at 130 tokens).
+//!
+//! The references and the block draws repeat `tests/mmq.rs`'s ones (a test file cannot
+//! import another's items).
+
+mod support;
+
+use half::f16;
+use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::launch::{
+    mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_ROWS, MMQ_WARPS,
+};
+use ingot_kernels::{ops, Accelerator};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::mem::size_of;
+use support::{download, poisoned, upload, Agree, SameLaunch};
+
+/// `(n_expert, rows, ncols)` of the stacked expert weights.
+const SHAPES: [(usize, usize, usize); 2] = [(8, 64, 512), (64, 128, 256)];
+const TOKENS: [usize; 4] = [1, 7, 64, 130];
+const KS: [usize; 2] = [1, 6];
+const BLOCK: usize = size_of::<BlockQ4K>();
+
+fn random_block(rng: &mut StdRng) -> BlockQ4K {
+    let f16_in = |rng: &mut StdRng| f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
+    let mut b = BlockQ4K {
+        d: f16_in(rng),
+        dmin: f16_in(rng),
+        scales: [0; 12],
+        qs: [0; 128],
+    };
+    rng.fill(&mut b.scales[..]);
+    rng.fill(&mut b.qs[..]);
+    b
+}
+
+/// One row's exact dot product with one token's activation and `Σ|term|` (the scale of the
+/// kernel's rounding error), in f64: per Q4_K block and sub-block `j`,
+/// `d·sc_j·d8·Σ q·q8 − dmin·m_j·d8·Σ q8`.
+fn reference(row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    for (s, bytes) in row.chunks_exact(BLOCK).enumerate() {
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(bytes);
+        let d = f16::from_bits(b.d).to_f64();
+        let dmin = f16::from_bits(b.dmin).to_f64();
+        for j in 0..QK_K / QK8_1 {
+            let a = &act[s * QK_K / QK8_1 + j];
+            let (sc, m) = get_scale_min_k4(j, &b.scales);
+            let d8 = f16::from_bits(a.d).to_f64();
+            let (mut dot, mut qsum, mut abs) = (0i64, 0i64, 0i64);
+            for i in 0..QK8_1 {
+                let byte = b.qs[32 * (j / 2) + i];
+                let q = i64::from(if j % 2 == 0 { byte & 0xF } else { byte >> 4 });
+                let q8 = i64::from(a.qs[i]);
+                dot += q * q8;
+                qsum += q8;
+                abs += q * q8.abs();
+            }
+            let (scale, min) = (d * f64::from(sc), dmin * f64::from(m));
+            sum += scale * d8 * dot as f64 - min * d8 * qsum as f64;
+            mag += (scale * abs as f64 + min * qsum.abs() as f64) * d8.abs();
+        }
+    }
+    (sum, mag)
+}
+
+/// The weight types of the family.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Q4K,
+    Q6K,
+}
+
+impl Kind {
+    fn desc(self) -> &'static KernelDesc {
+        match self {
+            Kind::Q4K => &MMQ_MOE_Q4K,
+            Kind::Q6K => &MMQ_MOE_Q6K,
+        }
+    }
+
+    fn block_bytes(self) -> usize {
+        match self {
+            Kind::Q4K => size_of::<BlockQ4K>(),
+            Kind::Q6K => size_of::<BlockQ6K>(),
+        }
+    }
+
+    fn random_block(self, rng: &mut StdRng) -> Vec<u8> {
+        match self {
+            Kind::Q4K => bytemuck::bytes_of(&random_block(rng)).to_vec(),
+            Kind::Q6K => {
+                let d = f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
+                let mut b = BlockQ6K {
+                    ql: [0; 128],
+                    qh: [0; 64],
+                    scales: [0; 16],
+                    d: if rng.random() { d } else { d | 0x8000 },
+                };
+                rng.fill(&mut b.ql[..]);
+                rng.fill(&mut b.qh[..]);
+                rng.fill(&mut b.scales[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+        }
+    }
+
+    /// As `tests/mmq.rs`: Q4_K one product and two fused adds per sub-block, Q6_K one of each.
+    fn roundings_per_sub_block(self) -> f64 {
+        match self {
+            Kind::Q4K => 3.0,
+            Kind::Q6K => 2.0,
+        }
+    }
+
+    fn reference(self, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
+        match self {
+            Kind::Q4K => reference(row, act),
+            Kind::Q6K => {
+                let (mut sum, mut mag) = (0.0, 0.0);
+                for (s, bytes) in row.chunks_exact(self.block_bytes()).enumerate() {
+                    let act = &act[s * QK_K / QK8_1..(s + 1) * QK_K / QK8_1];
+                    let (v, m) = reference_q6k(&bytemuck::pod_read_unaligned(bytes), act);
+                    sum += v;
+                    mag += m;
+                }
+                (sum, mag)
+            }
+        }
+    }
+}
+
+/// One Q6_K block against its 8 q8_1 blocks (ggml's `dequantize_row_q6_K` layout): element
+/// `128n + 32m + l` is `(ql[64n + 32(m%2) + l] >> 4(m/2) & 15 | (qh[32n + l] >> 2m & 3) << 4)
+/// − 32`, scaled by `d·scales[8n + 2m + l/16]`.
+fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    for e in 0..QK_K {
+        let (n, m, l) = (e / 128, (e % 128) / 32, e % 32);
+        let low = (b.ql[64 * n + 32 * (m % 2) + l] >> (4 * (m / 2))) & 15;
+        let high = (b.qh[32 * n + l] >> (2 * m)) & 3;
+        let q = i64::from(low | (high << 4)) - 32;
+        let sc = f64::from(b.scales[8 * n + 2 * m + l / 16]);
+        let a = &act[e / QK8_1];
+        let term = d * sc * f16::from_bits(a.d).to_f64() * (q * i64::from(a.qs[e % QK8_1])) as f64;
+        sum += term;
+        mag += term.abs();
+    }
+    (sum, mag)
+}
+
+/// One launch's inputs: stacked weights, activations, and the routing sorted by expert.
+struct Case {
+    kind: Kind,
+    n_expert: usize,
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    w: Vec<u8>,
+    act: Vec<BlockQ8_1>,
+    pair_token: Vec<u32>,
+    expert_start: Vec<u32>,
+}
+
+impl Case {
+    fn draw(
+        rng: &mut StdRng,
+        kind: Kind,
+        (n_expert, rows, ncols): (usize, usize, usize),
+        ntok: usize,
+        k: usize,
+    ) -> Case {
+        let w = (0..n_expert * rows * ncols / QK_K)
+            .flat_map(|_| kind.random_block(rng))
+            .collect();
+        let xf: Vec<f32> = (0..ntok * ncols)
+            .map(|_| rng.random_range(-2.0f32..2.0))
+            .collect();
+        let act = ingot_quant::quantize_q8_1(&xf);
+        // Each token picks k distinct experts among 0 .. n_expert − 1 (the last never gets a
+        // pair); its first pick is expert 0 three times in four.
+        let mut pairs = Vec::new();
+        for t in 0..ntok {
+            let mut pool: Vec<u32> = (0..n_expert as u32 - 1).collect();
+            pool.shuffle(rng);
+            if rng.random_range(0..4) != 0 {
+                let at = pool.iter().position(|&e| e == 0).unwrap();
+                pool.swap(0, at);
+            }
+            pairs.extend(pool[..k].iter().map(|&e| (e, t as u32)));
+        }
+        pairs.sort();
+        let mut expert_start = vec![0u32; n_expert + 1];
+        for &(e, _) in &pairs {
+            expert_start[e as usize + 1] += 1;
+        }
+        for e in 0..n_expert {
+            expert_start[e + 1] += expert_start[e];
+        }
+        let pair_token = pairs.iter().map(|&(_, t)| t).collect();
+        Case {
+            kind,
+            n_expert,
+            rows,
+            ncols,
+            ntok,
+            w,
+            act,
+            pair_token,
+            expert_start,
+        }
+    }
+
+    fn counts(&self) -> Vec<usize> {
+        self.expert_start
+            .windows(2)
+            .map(|s| (s[1] - s[0]) as usize)
+            .collect()
+    }
+}
+
+impl SameLaunch for Case {
+    /// Uploads the inputs, launches on a poisoned output and returns its bytes.
+    fn run<B: Accelerator>(&self, b: &mut B) -> Vec<u8> {
+        let wb = upload(b, &self.w);
+        let xb = upload(b, bytemuck::cast_slice(&self.act));
+        let pb = upload(b, bytemuck::cast_slice(&self.pair_token));
+        let sb = upload(b, bytemuck::cast_slice(&self.expert_start));
+        let yb = poisoned(b, self.pair_token.len() * self.rows * 4);
+        ops::mmq::check_routing(&self.pair_token, &self.expert_start, self.ntok).expect("routing");
+        let launch = match self.kind {
+            Kind::Q4K => ops::mmq::mmq_moe_q4k::<B>,
+            Kind::Q6K => ops::mmq::mmq_moe_q6k::<B>,
+        };
+        launch(
+            b,
+            (&wb, &xb, &pb, &sb, &yb),
+            self.rows,
+            self.ncols,
+            self.ntok,
+            self.pair_token.len(),
+            self.n_expert,
+        )
+        .expect("launch");
+        download(b, &yb)
+    }
+}
+
+fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
+    let (rows, ncols, n_expert, ntok) = (c.rows, c.ncols, c.n_expert, c.ntok);
+    let nsb = ncols / QK_K;
+    let row_bytes = nsb * c.kind.block_bytes();
+    let n_pairs = c.pair_token.len();
+    let what = format!(
+        "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
+         counts {:?})",
+        b.name(),
+        c.kind.desc().name,
+        c.counts()
+    );
+    let y: Vec<f32> = c
+        .run(b)
+        .chunks_exact(4)
+        .map(|v| f32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        .collect();
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        panic!(
+            "{what}: y[{i}] = {} (pair {}, row {}) not written",
+            y[i],
+            i / rows,
+            i % rows
+        );
+    }
+    // As `tests/mmq.rs`: the integer dots and the staged factors are exact in f32, each of the
+    // 8·nsb sub-blocks costs the type's roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K
+    // 2), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance is twice that
+    // bound.
+    let bound = 8.0 * nsb as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    let mut worst = 0.0f64;
+    for e in 0..n_expert {
+        for p in c.expert_start[e] as usize..c.expert_start[e + 1] as usize {
+            let t = c.pair_token[p] as usize;
+            let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
+            for r in 0..rows {
+                let row = (e * rows + r) * row_bytes;
+                let (want, mag) = c.kind.reference(&c.w[row..row + row_bytes], act);
+                let tol = 2.0 * bound * mag;
+                let got = f64::from(y[p * rows + r]);
+                let err = (got - want).abs();
+                assert!(
+                    err <= tol,
+                    "{what}: pair {p} (expert {e}, token {t}) row {r}: got {got}, reference \
+                     {want}, |err| {err:e} > tol {tol:e}"
+                );
+                worst = worst.max(err / mag);
+            }
+        }
+    }
+    eprintln!(
+        "{what}: max |err|/Σ|term| = {worst:.2e} (tolerance {:.2e})",
+        2.0 * bound
+    );
+}
+
+fn check<B: Accelerator>(b: &mut B, kind: Kind) {
+    let name = kind.desc().name;
+    let mut seeds = support::rng(name);
+    let seed: u64 = seeds.random();
+    eprintln!("{name}: inputs from seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for shape in SHAPES {
+        for ntok in TOKENS {
+            for k in KS {
+                let c = Case::draw(&mut rng, kind, shape, ntok, k);
+                let counts = c.counts();
+                assert_eq!(counts[shape.0 - 1], 0, "the last expert gets no pair");
+                if ntok == 130 && k == 6 {
+                    assert!(counts[0] > 64, "expert 0 spans two pair tiles: {counts:?}");
+                }
+                check_case(b, &c, k);
+            }
+        }
+    }
+}
+
+fn check_q4k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q4K);
+}
+
+fn check_q6k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q6K);
+}
+
+#[test]
+fn mmq_moe_q4k_matches_reference() {
+    on_every_backend!(check_q4k);
+}
+
+#[test]
+fn mmq_moe_q6k_matches_reference() {
+    on_every_backend!(check_q6k);
+}
+
+/// The simulator against the GPU on the same launch (skipped without a GPU): exact integer
+/// `mma` and `.rn` f32 operations in a fixed order, so the bits must agree.
+#[test]
+fn mmq_moe_sim_matches_gpu() {
+    let mut rng = support::rng("mmq_moe sim vs GPU");
+    for (kind, shape, ntok, k) in [
+        (Kind::Q4K, (64, 128, 256), 130, 6),
+        (Kind::Q4K, (8, 64, 512), 7, 1),
+        (Kind::Q6K, (64, 128, 256), 130, 6),
+        (Kind::Q6K, (8, 64, 512), 7, 1),
+    ] {
+        let c = Case::draw(&mut rng, kind, shape, ntok, k);
+        support::sim_matches_gpu(
+            &format!("{} {shape:?}, {ntok} tokens x k {k}", kind.desc().name),
+            &c,
+            Agree::Bits,
+        );
+    }
+}
+
+/// Host copies of bad routings are named; bad sizes are typed errors that launch nothing.
+#[test]
+fn mmq_moe_rejects_bad_arguments() {
+    use ingot_kernels::KernelError;
+    let r = ops::mmq::check_routing(&[0, 1, 2], &[0, 2, 1, 3], 3).unwrap_err();
+    assert!(r.to_string().contains("decreases at expert 1"), "{r}");
+    let r = ops::mmq::check_routing(&[0, 1, 2], &[0, 2, 2], 3).unwrap_err();
+    assert!(r.to_string().contains("n_pairs = 3"), "{r}");
+    let r = ops::mmq::check_routing(&[0, 5], &[0, 1, 2], 3).unwrap_err();
+    assert!(r.to_string().contains("pair 1 names token 5 of 3"), "{r}");
+    ops::mmq::check_routing(&[0, 1, 2], &[0, 0, 3, 3], 3).expect("valid routing");
+
+    let mut r = support::recorder::Recorder::default();
+    // 2 experts x 64 rows x 256 columns, 3 tokens, 6 pairs.
+    let ok = (
+        &(2 * 64 * BLOCK),
+        &(3 * 8 * 36),
+        &(6 * 4),
+        &(3 * 4),
+        &(6 * 64 * 4),
+    );
+    ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 256, 3, 6, 2).expect("valid launch");
+    let e = ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 300, 3, 6, 2).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let e = ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 256, 3, 0, 2).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let short = (ok.0, ok.1, ok.2, &(2 * 4), ok.4);
+    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::BufferTooSmall {
+                param: "expert_start",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let short = (ok.0, ok.1, &(5 * 4), ok.3, ok.4);
+    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::BufferTooSmall {
+                param: "pair_token",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let short = (&(2 * 64 * BLOCK - 1), ok.1, ok.2, ok.3, ok.4);
+    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
+        "{e}"
+    );
+    // One launch, of mmq_moe_items(64, 6, 2) = 1 row tile x (0 + 2) slots.
+    assert_eq!(r.launches.len(), 1);
+    assert_eq!(
+        r.launches[0],
+        ("mmq_moe_q4k".into(), [2, 1, 1], [256, 1, 1])
+    );
+}
+
+/// Global bytes a launch reads, from ptx-sim's counters (the bytes each executed load requests;
+/// predicated-off loads request nothing), against the bound: each expert's weights once per
+/// tile of 64 of its pairs (an expert with no pair: never), each pair's activation row once per
+/// row tile, and the routing words: per block each of its 8 warps reads the `n_expert` offsets
+/// to find its expert and 2 more (its start and end), and per row tile every pair's token index
+/// is read by the 8 threads that stage its 8 q8_1 blocks.
+#[cfg(feature = "sim")]
+#[test]
+fn mmq_moe_reads_each_expert_once_per_pair_tile() {
+    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+
+    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let mut rng = support::rng("mmq_moe traffic");
+    for (kind, shape, ntok, k) in [
+        (Kind::Q4K, (64, 128, 256), 130, 6),
+        (Kind::Q4K, (8, 64, 512), 130, 1),
+        (Kind::Q4K, (8, 64, 512), 7, 6),
+        (Kind::Q6K, (64, 128, 256), 130, 6),
+        (Kind::Q6K, (8, 64, 512), 130, 1),
+    ] {
+        let d = kind.desc();
+        let c = Case::draw(&mut rng, kind, shape, ntok, k);
+        let (n_expert, rows, ncols) = shape;
+        let n_pairs = c.pair_token.len();
+        let mut sim = Sim::new();
+        let x_bytes = std::mem::size_of_val(c.act.as_slice());
+        let buf = |sim: &mut Sim, data: &[u8]| {
+            let b = sim.alloc(data.len()).expect("alloc");
+            sim.write(b, data).expect("write");
+            b
+        };
+        let w = buf(&mut sim, &c.w);
+        let x = buf(&mut sim, bytemuck::cast_slice(&c.act));
+        let pt = buf(&mut sim, bytemuck::cast_slice(&c.pair_token));
+        let es = buf(&mut sim, bytemuck::cast_slice(&c.expert_start));
+        let y = sim.alloc(n_pairs * rows * 4).expect("alloc");
+        let items = mmq_moe_items(rows as u32, n_pairs as u32, n_expert as u32).expect("items");
+        let stats = sim
+            .launch(
+                &module,
+                d.name,
+                LaunchConfig {
+                    grid: d.grid(items),
+                    block: d.block,
+                    shared_bytes: d.shared_bytes,
+                },
+                &[
+                    Arg::Ptr(w),
+                    Arg::Ptr(x),
+                    Arg::Ptr(pt),
+                    Arg::Ptr(es),
+                    Arg::Ptr(y),
+                    Arg::U32(ncols as u32),
+                    Arg::U32(rows as u32),
+                    Arg::U32(ntok as u32),
+                    Arg::U32(n_pairs as u32),
+                    Arg::U32(n_expert as u32),
+                ],
+            )
+            .expect("launch");
+        // A Q6_K block starting 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod
+        // 4; an expert holds an even number of blocks here) is read from the word before it
+        // and reads 2 bytes of `d` again: 4 bytes more per such block (as `tests/mmq.rs`).
+        let blocks = (rows * ncols / QK_K) as u64;
+        let realign = match kind {
+            Kind::Q4K => 0,
+            Kind::Q6K => 4 * (blocks / 2),
+        };
+        let expert_bytes = blocks * kind.block_bytes() as u64 + realign;
+        let pair_tiles: u64 = c
+            .counts()
+            .iter()
+            .map(|&n| n.div_ceil(MMQ_MOE_PAIRS as usize) as u64)
+            .sum();
+        let row_tiles = rows.div_ceil(MMQ_ROWS as usize) as u64;
+        let x_row = (ncols / QK8_1 * size_of::<BlockQ8_1>()) as u64;
+        let weights = expert_bytes * pair_tiles;
+        let acts = n_pairs as u64 * x_row * row_tiles;
+        let routing = u64::from(items) * u64::from(MMQ_WARPS) * 4 * (n_expert as u64 + 2)
+            + n_pairs as u64 * row_tiles * 8 * 4;
+        let bound = weights + acts + routing;
+        let read = stats.global_bytes_read;
+        let used: u64 = c.counts().iter().filter(|&&n| n > 0).count() as u64
+            * blocks
+            * kind.block_bytes() as u64;
+        eprintln!(
+            "{} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
+             {pair_tiles} pair tiles, {items} blocks): read {read} B, bound {bound} B (weights \
+             {expert_bytes} x {pair_tiles} pair tiles = {weights} + activations {n_pairs} pairs \
+             x {x_row} x {row_tiles} row tiles = {acts} + routing {routing}); the routed experts' \
+             weights {used} B and x {x_bytes} B; {} warp instr, {} shared bank conflicts",
+            d.name, stats.warp_instructions, stats.shared_bank_conflicts
+        );
+        assert!(read <= bound, "{}: read {read} B > bound {bound} B", d.name);
+        assert!(
+            read >= used,
+            "read {read} B < the {used} B of routed expert weights"
+        );
+    }
+}
