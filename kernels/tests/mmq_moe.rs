@@ -13,8 +13,7 @@
 
 mod support;
 
-use half::f16;
-use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1, QK_K};
 use ingot_abi::launch::{
     mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_ROWS, MMQ_WARPS,
 };
@@ -31,133 +30,14 @@ const TOKENS: [usize; 4] = [1, 7, 64, 130];
 const KS: [usize; 2] = [1, 6];
 const BLOCK: usize = size_of::<BlockQ4K>();
 
-fn random_block(rng: &mut StdRng) -> BlockQ4K {
-    let f16_in = |rng: &mut StdRng| f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
-    let mut b = BlockQ4K {
-        d: f16_in(rng),
-        dmin: f16_in(rng),
-        scales: [0; 12],
-        qs: [0; 128],
-    };
-    rng.fill(&mut b.scales[..]);
-    rng.fill(&mut b.qs[..]);
-    b
-}
+use support::mmq::Kind;
 
-/// One row's exact dot product with one token's activation and `Σ|term|` (the scale of the
-/// kernel's rounding error), in f64: per Q4_K block and sub-block `j`,
-/// `d·sc_j·d8·Σ q·q8 − dmin·m_j·d8·Σ q8`.
-fn reference(row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
-    let (mut sum, mut mag) = (0.0, 0.0);
-    for (s, bytes) in row.chunks_exact(BLOCK).enumerate() {
-        let b: BlockQ4K = bytemuck::pod_read_unaligned(bytes);
-        let d = f16::from_bits(b.d).to_f64();
-        let dmin = f16::from_bits(b.dmin).to_f64();
-        for j in 0..QK_K / QK8_1 {
-            let a = &act[s * QK_K / QK8_1 + j];
-            let (sc, m) = get_scale_min_k4(j, &b.scales);
-            let d8 = f16::from_bits(a.d).to_f64();
-            let (mut dot, mut qsum, mut abs) = (0i64, 0i64, 0i64);
-            for i in 0..QK8_1 {
-                let byte = b.qs[32 * (j / 2) + i];
-                let q = i64::from(if j % 2 == 0 { byte & 0xF } else { byte >> 4 });
-                let q8 = i64::from(a.qs[i]);
-                dot += q * q8;
-                qsum += q8;
-                abs += q * q8.abs();
-            }
-            let (scale, min) = (d * f64::from(sc), dmin * f64::from(m));
-            sum += scale * d8 * dot as f64 - min * d8 * qsum as f64;
-            mag += (scale * abs as f64 + min * qsum.abs() as f64) * d8.abs();
-        }
+/// The `mmq_moe` kernel of each weight type.
+fn desc(kind: Kind) -> &'static KernelDesc {
+    match kind {
+        Kind::Q4K => &MMQ_MOE_Q4K,
+        Kind::Q6K => &MMQ_MOE_Q6K,
     }
-    (sum, mag)
-}
-
-/// The weight types of the family.
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Q4K,
-    Q6K,
-}
-
-impl Kind {
-    fn desc(self) -> &'static KernelDesc {
-        match self {
-            Kind::Q4K => &MMQ_MOE_Q4K,
-            Kind::Q6K => &MMQ_MOE_Q6K,
-        }
-    }
-
-    fn block_bytes(self) -> usize {
-        match self {
-            Kind::Q4K => size_of::<BlockQ4K>(),
-            Kind::Q6K => size_of::<BlockQ6K>(),
-        }
-    }
-
-    fn random_block(self, rng: &mut StdRng) -> Vec<u8> {
-        match self {
-            Kind::Q4K => bytemuck::bytes_of(&random_block(rng)).to_vec(),
-            Kind::Q6K => {
-                let d = f16::from_f32(rng.random_range(1e-3f32..1e-2)).to_bits();
-                let mut b = BlockQ6K {
-                    ql: [0; 128],
-                    qh: [0; 64],
-                    scales: [0; 16],
-                    d: if rng.random() { d } else { d | 0x8000 },
-                };
-                rng.fill(&mut b.ql[..]);
-                rng.fill(&mut b.qh[..]);
-                rng.fill(&mut b.scales[..]);
-                bytemuck::bytes_of(&b).to_vec()
-            }
-        }
-    }
-
-    /// As `tests/mmq.rs`: Q4_K one product and two fused adds per sub-block, Q6_K one of each.
-    fn roundings_per_sub_block(self) -> f64 {
-        match self {
-            Kind::Q4K => 3.0,
-            Kind::Q6K => 2.0,
-        }
-    }
-
-    fn reference(self, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
-        match self {
-            Kind::Q4K => reference(row, act),
-            Kind::Q6K => {
-                let (mut sum, mut mag) = (0.0, 0.0);
-                for (s, bytes) in row.chunks_exact(self.block_bytes()).enumerate() {
-                    let act = &act[s * QK_K / QK8_1..(s + 1) * QK_K / QK8_1];
-                    let (v, m) = reference_q6k(&bytemuck::pod_read_unaligned(bytes), act);
-                    sum += v;
-                    mag += m;
-                }
-                (sum, mag)
-            }
-        }
-    }
-}
-
-/// One Q6_K block against its 8 q8_1 blocks (ggml's `dequantize_row_q6_K` layout): element
-/// `128n + 32m + l` is `(ql[64n + 32(m%2) + l] >> 4(m/2) & 15 | (qh[32n + l] >> 2m & 3) << 4)
-/// − 32`, scaled by `d·scales[8n + 2m + l/16]`.
-fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
-    let (mut sum, mut mag) = (0.0, 0.0);
-    let d = f16::from_bits(b.d).to_f64();
-    for e in 0..QK_K {
-        let (n, m, l) = (e / 128, (e % 128) / 32, e % 32);
-        let low = (b.ql[64 * n + 32 * (m % 2) + l] >> (4 * (m / 2))) & 15;
-        let high = (b.qh[32 * n + l] >> (2 * m)) & 3;
-        let q = i64::from(low | (high << 4)) - 32;
-        let sc = f64::from(b.scales[8 * n + 2 * m + l / 16]);
-        let a = &act[e / QK8_1];
-        let term = d * sc * f16::from_bits(a.d).to_f64() * (q * i64::from(a.qs[e % QK8_1])) as f64;
-        sum += term;
-        mag += term.abs();
-    }
-    (sum, mag)
 }
 
 /// One launch's inputs: stacked weights, activations, and the routing sorted by expert.
@@ -266,7 +146,7 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
         "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
          counts {:?})",
         b.name(),
-        c.kind.desc().name,
+        desc(c.kind).name,
         c.counts()
     );
     let y: Vec<f32> = c
@@ -314,7 +194,7 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
 }
 
 fn check<B: Accelerator>(b: &mut B, kind: Kind) {
-    let name = kind.desc().name;
+    let name = desc(kind).name;
     let mut seeds = support::rng(name);
     let seed: u64 = seeds.random();
     eprintln!("{name}: inputs from seed {seed}");
@@ -365,7 +245,7 @@ fn mmq_moe_sim_matches_gpu() {
     ] {
         let c = Case::draw(&mut rng, kind, shape, ntok, k);
         support::sim_matches_gpu(
-            &format!("{} {shape:?}, {ntok} tokens x k {k}", kind.desc().name),
+            &format!("{} {shape:?}, {ntok} tokens x k {k}", desc(kind).name),
             &c,
             Agree::Bits,
         );
@@ -456,7 +336,7 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         (Kind::Q6K, (64, 128, 256), 130, 6),
         (Kind::Q6K, (8, 64, 512), 130, 1),
     ] {
-        let d = kind.desc();
+        let d = desc(kind);
         let c = Case::draw(&mut rng, kind, shape, ntok, k);
         let (n_expert, rows, ncols) = shape;
         let n_pairs = c.pair_token.len();

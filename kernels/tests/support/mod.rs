@@ -4,6 +4,7 @@
 
 pub mod attention;
 pub mod gemv_type;
+pub mod mmq;
 #[cfg(feature = "sim")]
 pub mod moe_args;
 pub mod recorder;
