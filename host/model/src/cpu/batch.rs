@@ -100,9 +100,7 @@ pub(super) fn matmul(
 ) -> Result<()> {
     prepare(m, xs, tokens)?;
     let inputs: Vec<&Activation> = tokens.iter().map(|&t| &xs[t]).collect();
-    let parallel =
-        m.rows() * m.cols() * tokens.len() >= PARALLEL_MIN_WORK && rayon::current_num_threads() > 1;
-    matmul_prepared(m, &inputs, out, parallel)
+    matmul_prepared(m, &inputs, out, true)
 }
 
 /// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes), in parallel when
@@ -123,13 +121,14 @@ pub(super) fn prepare(m: &QMatrix<'_>, xs: &mut [Activation], tokens: &[usize]) 
     Ok(())
 }
 
-/// [`matmul`] on inputs already [`prepare`]d for `m`, split over rayon's pool when `parallel`, on the
-/// calling thread otherwise (a caller that is itself one of many parallel work items).
+/// [`matmul`] on inputs already [`prepare`]d for `m`, split over rayon's pool when `may_split` and the
+/// product is large enough to pay for it ([`PARALLEL_MIN_WORK`]), on the calling thread otherwise (and
+/// always for a caller that is itself one of many parallel work items).
 pub(super) fn matmul_prepared(
     m: &QMatrix<'_>,
     inputs: &[&Activation],
     out: &mut [f32],
-    parallel: bool,
+    may_split: bool,
 ) -> Result<()> {
     let (rows, n) = (m.rows(), inputs.len());
     if n == 0 {
@@ -140,11 +139,11 @@ pub(super) fn matmul_prepared(
         name: m.name().to_owned(),
         reason: format!("{n} inputs x {rows} rows into {available} outputs"),
     })?;
+    let parallel =
+        may_split && rows * m.cols() * n >= PARALLEL_MIN_WORK && rayon::current_num_threads() > 1;
     if !parallel {
-        let mut buf = vec![0.0; rows * n];
-        m.dot_rows_multi(0, inputs, &mut buf)?;
-        scatter(&buf, out, rows, 0);
-        return Ok(());
+        // All rows at once: `dot_rows_multi` writes them token-major, `out`'s own layout.
+        return m.dot_rows_multi(0, inputs, out);
     }
     let chunk = multi_chunk_rows(rows, rayon::current_num_threads());
     let part = |ci: usize| -> Result<Vec<f32>> {

@@ -195,17 +195,17 @@ fn swiglu_chunk(f: &DenseFfn<'_>, act: &mut [Activation], tokens: &[usize]) -> R
     batch::prepare(&f.gate, act, tokens)?;
     batch::prepare(&f.up, act, tokens)?;
     let inputs: Vec<&Activation> = tokens.iter().map(|&t| &act[t]).collect();
-    swiglu_prepared(f, &inputs, rayon::current_num_threads() > 1)
+    swiglu_prepared(f, &inputs, true)
 }
 
-/// [`swiglu_chunk`] on inputs already prepared for `f`'s gate and up; each product split over rayon's
-/// pool when `parallel`.
-fn swiglu_prepared(f: &DenseFfn<'_>, inputs: &[&Activation], parallel: bool) -> Result<Vec<f32>> {
+/// [`swiglu_chunk`] on inputs already prepared for `f`'s gate and up; each product may split over
+/// rayon's pool when `may_split` ([`batch::matmul_prepared`]).
+fn swiglu_prepared(f: &DenseFfn<'_>, inputs: &[&Activation], may_split: bool) -> Result<Vec<f32>> {
     let (ff, d, n) = (f.gate.rows(), f.down.rows(), inputs.len());
     let mut gate = vec![0.0; n * ff];
     let mut up = vec![0.0; n * ff];
-    batch::matmul_prepared(&f.gate, inputs, &mut gate, parallel)?;
-    batch::matmul_prepared(&f.up, inputs, &mut up, parallel)?;
+    batch::matmul_prepared(&f.gate, inputs, &mut gate, may_split)?;
+    batch::matmul_prepared(&f.up, inputs, &mut up, may_split)?;
     let mut mids: Vec<Activation> = gate
         .chunks_exact_mut(ff)
         .zip(up.chunks_exact_mut(ff))
@@ -220,7 +220,7 @@ fn swiglu_prepared(f: &DenseFfn<'_>, inputs: &[&Activation], parallel: bool) -> 
     batch::prepare(&f.down, &mut mids, &own)?;
     let mids: Vec<&Activation> = mids.iter().collect();
     let mut down = vec![0.0; n * d];
-    batch::matmul_prepared(&f.down, &mids, &mut down, parallel)?;
+    batch::matmul_prepared(&f.down, &mids, &mut down, may_split)?;
     Ok(down)
 }
 
