@@ -157,18 +157,19 @@ pub(in crate::cpu_dot) struct Offset {
     dx: __m256,
 }
 
-/// An activation block for [`Offset`] rows: its quants, `Z·Σ q8` (`|Σ q8| ≤ 32·128`, so exact
-/// for `Z ≤ 16`) and its f32 scale.
+/// An activation block for rows of unsigned levels with zero point `Z` ([`Offset`] here, the
+/// AVX-VNNI rows of [`super::vnni`]): its quants as 4-byte groups, `Z·Σ q8` (`|Σ q8| ≤ 32·128`, so
+/// exact in i32 for every `Z ≤ 128`) and its f32 scale.
 #[derive(Clone, Copy)]
 pub(in crate::cpu_dot) struct OffsetAct {
-    qs: [i32; 8],
-    zsum: i32,
-    dy: f32,
+    pub(super) qs: [i32; 8],
+    pub(super) zsum: i32,
+    pub(super) dy: f32,
 }
 
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn offset_prepare<const Z: i32>(y: &BlockQ8_0) -> OffsetAct {
+pub(super) fn offset_prepare<const Z: i32>(y: &BlockQ8_0) -> OffsetAct {
     // maddubs of 1 by q8 adds exact pairs; madd by 1 widens them to i32.
     let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load(&y.qs));
     let sum = hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));

@@ -22,10 +22,8 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0,
 };
 
-use super::interleaved::{self, scales, transpose, Interleaved, GROUP};
-use super::{
-    f16, hsum_i32, iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, scales_mins_k4, K4Act,
-};
+use super::interleaved::{self, offset_prepare, scales, transpose, Interleaved, OffsetAct, GROUP};
+use super::{iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, scales_mins_k4, K4Act};
 
 /// Eight rows of unsigned levels, interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
 /// levels `4k..4k + 4`), and their f32 scales.
@@ -35,36 +33,11 @@ pub(in crate::cpu_dot) struct Unsigned {
     dx: __m256,
 }
 
-/// An activation block for [`Unsigned`] rows: its quants as 4-byte groups, `Z·Σ q8`, its f32
-/// scale.
-#[derive(Clone, Copy)]
-pub(in crate::cpu_dot) struct UnsignedAct {
-    qs: [i32; 8],
-    zsum: i32,
-    dy: f32,
-}
-
-#[inline]
-#[target_feature(enable = "avx2,f16c,avxvnni")]
-fn prepare<const Z: i32>(y: &BlockQ8_0) -> UnsignedAct {
-    let ones = _mm256_set1_epi8(1);
-    let sum = hsum_i32(_mm256_dpbusd_avx_epi32(
-        _mm256_setzero_si256(),
-        ones,
-        load(&y.qs),
-    ));
-    UnsignedAct {
-        qs: bytemuck::cast(y.qs),
-        zsum: Z * sum,
-        dy: f16(y.d),
-    }
-}
-
 /// Lane `r`: row `r`'s block `Σ (u − Z)·q8`, then `(isum·dx)·dy` (Q4_0, Q5_0, Q8_0) or
 /// `(dx·dy)·isum` (IQ4_NL), the scalar orders.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avxvnni")]
-fn dot<const SCALES_FIRST: bool>(w: &Unsigned, y: &UnsignedAct) -> __m256 {
+fn dot<const SCALES_FIRST: bool>(w: &Unsigned, y: &OffsetAct) -> __m256 {
     // Four independent accumulators: `vpdpbusd` has a latency of several cycles, and one chain of
     // eight would bound the loop by it.
     let mut acc = [_mm256_setzero_si256(); 4];
@@ -123,7 +96,7 @@ macro_rules! legacy {
             type Block = $block;
             type Act = BlockQ8_0;
             type Unpacked = Unsigned;
-            type Prepared = UnsignedAct;
+            type Prepared = OffsetAct;
             const MIN_ACTS: usize = 2;
 
             #[inline]
@@ -138,13 +111,13 @@ macro_rules! legacy {
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avxvnni")]
-            unsafe fn prepare(y: &BlockQ8_0) -> UnsignedAct {
-                prepare::<$z>(y)
+            unsafe fn prepare(y: &BlockQ8_0) -> OffsetAct {
+                offset_prepare::<$z>(y)
             }
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avxvnni")]
-            unsafe fn dot(w: &Unsigned, _: &BlockQ8_0, p: &UnsignedAct) -> __m256 {
+            unsafe fn dot(w: &Unsigned, _: &BlockQ8_0, p: &OffsetAct) -> __m256 {
                 dot::<$scales_first>(w, p)
             }
         }
