@@ -15,7 +15,7 @@ use crate::error::Result;
 /// The simulator with the committed PTX parsed.
 pub struct SimDevice {
     sim: ptx_sim::Sim,
-    module: ptx_sim::Module,
+    module: &'static ptx_sim::Module,
     last: Option<LaunchStats>,
 }
 
@@ -68,7 +68,7 @@ impl Device {
     pub fn sim() -> Result<Device> {
         Ok(Device::Sim(SimDevice {
             sim: ptx_sim::Sim::new(),
-            module: ptx_sim::Module::parse(PTX)?,
+            module: ingot_kernels::backend::sim::module()?,
             last: None,
         }))
     }

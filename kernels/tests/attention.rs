@@ -737,7 +737,7 @@ fn flash_latent_traffic_at_depth_4096() {
     };
     let pos = 4095u32;
     let mut rng = support::rng("flash_latent traffic");
-    let module = ptx_sim::Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     for max_segments in [1u32, 16, 82] {
         let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
         let q_abs = f32_bytes(&rand_nonzero(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));

@@ -522,7 +522,7 @@ fn flash_latent_mma_traffic_at_depth_4096() {
     let pos = 4095u32;
     let len = pos as u64 + 1;
     let mut rng = support::rng("flash_latent_mma traffic");
-    let module = ptx_sim::Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
     let q_abs = f32_bytes(&rand_vec(&mut rng, s.n_head * s.kv_lora, 1.0));
     let q_pe = f32_bytes(&rand_vec(&mut rng, s.n_head * s.n_rope, 1.0));

@@ -15,7 +15,6 @@ mod support;
 
 use ingot_abi::blocks::QK8_1;
 use ingot_kernels::ops::gemv::GemvType;
-use ingot_kernels::PTX;
 use ptx_sim::{Arg, LaunchConfig, Module, Sim};
 
 /// The bounds every gemv launch here meets: `read` bytes against `w_bytes` of weights, `x_bytes`
@@ -92,7 +91,7 @@ fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
 
 #[test]
 fn gemv_traffic_at_v2_lite_shapes() {
-    let m = Module::parse(PTX).expect("parse PTX");
+    let m = ingot_kernels::backend::sim::module().expect("parse PTX");
     run(&m, GemvType::Q4K, 3072, 2048);
     run(&m, GemvType::Q4K, 576, 2048);
     run(&m, GemvType::Q5K, 1408, 2048);
@@ -135,7 +134,7 @@ fn launch(
 
 #[test]
 fn norm_embed_argmax_traffic() {
-    let module = Module::parse(PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut sim = Sim::new();
     let n = 2048u32;
     let x = sim.alloc(n as usize * 4).expect("alloc");
@@ -226,7 +225,7 @@ fn norm_embed_argmax_traffic() {
 /// `unit + 4` bytes); the trailing block is read as exact 2-byte halves.
 #[test]
 fn gemv_traffic_odd_block_rows() {
-    let m = Module::parse(PTX).expect("parse PTX");
+    let m = ingot_kernels::backend::sim::module().expect("parse PTX");
     run(&m, GemvType::Q4_0, 2048, 96);
     run(&m, GemvType::Q8_0, 2048, 160);
     run(&m, GemvType::Iq4Nl, 1024, 32);
@@ -238,7 +237,7 @@ fn gemv_traffic_odd_block_rows() {
 /// kernels, each block staging its head's 16 blocks; the epilogue itself reads no global memory.
 #[test]
 fn gemv_q8_1_out_traffic_attn_v_b() {
-    let module = Module::parse(PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let (nrows, ncols, rpg, stride) = (2048u32, 512u32, 128u32, 16u32);
     for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q6K] {
         let mut sim = Sim::new();

@@ -222,9 +222,9 @@ fn mmq_sim_matches_gpu() {
 #[test]
 fn mmq_reads_weights_once_per_token_tile() {
     use ingot_abi::launch::mmq_items;
-    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use ptx_sim::{Arg, LaunchConfig, Sim};
 
-    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut rng = support::rng("mmq traffic");
     for kind in [Kind::Q4K, Kind::Q6K] {
         let d = kind.desc();

@@ -325,9 +325,9 @@ fn mmq_moe_rejects_bad_arguments() {
 #[cfg(feature = "sim")]
 #[test]
 fn mmq_moe_reads_each_expert_once_per_pair_tile() {
-    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use ptx_sim::{Arg, LaunchConfig, Sim};
 
-    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut rng = support::rng("mmq_moe traffic");
     for (kind, shape, ntok, k) in [
         (Kind::Q4K, (64, 128, 256), 130, 6),

@@ -12,7 +12,6 @@ use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{ExpertSelection, KernelDesc, GATE_UP_MERGED, GATE_UP_SEPARATE};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::FfnShape;
-use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 use support::moe_args;
 
@@ -201,7 +200,7 @@ fn down(m: &Module, routed: GemvType, shared: GemvType) {
 
 #[test]
 fn slot_tables_read_missed_experts_over_the_link() {
-    let m = Module::parse(PTX).expect("parse PTX");
+    let m = ingot_kernels::backend::sim::module().expect("parse PTX");
     for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q3K] {
         gate_up(&m, (ty, ty), false);
         gate_up(&m, (ty, ty), true);

@@ -17,7 +17,6 @@ use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{ExpertSelection, MAX_EXPERTS_USED};
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::FfnShape;
-use ingot_kernels::PTX;
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 use support::gemv_type::act_bytes_per_block;
 use support::moe_args;
@@ -171,7 +170,7 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
 
 #[test]
 fn moe_traffic_at_v2_lite_shapes() {
-    let module = Module::parse(PTX).expect("parse PTX");
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut r = Run {
         sim: Sim::new(),
         module: &module,

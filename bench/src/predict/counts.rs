@@ -12,7 +12,7 @@ use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
 use ingot_graph::exec::sim::{sim_args, sim_config};
 use ingot_graph::{BufferKind, NodeArg, Plan};
-use ptx_sim::{LaunchStats, Module, Sim};
+use ptx_sim::{LaunchStats, Sim};
 
 use super::sample::{sample_blocks, scale};
 use super::PredictError;
@@ -47,7 +47,7 @@ pub fn count_nodes(
             ctx: plan.ctx,
         });
     }
-    let module = Module::parse(ingot_kernels::PTX)?;
+    let module = ingot_kernels::backend::sim::module()?;
     let mut sim = Sim::new();
     let total: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
     sim.set_memory_limit(total.saturating_add(ptx_sim::DEFAULT_MEMORY_LIMIT));

@@ -24,7 +24,7 @@ pub struct SimExecutor {
     config: ModelConfig,
     plan: Plan,
     sim: Sim,
-    module: Module,
+    module: &'static Module,
     ptrs: Vec<DevicePtr>,
     launches: Vec<Launch>,
     /// Counters per node, summed over every step run so far.
@@ -68,7 +68,7 @@ impl SimExecutor {
         let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
         let plan = build_plan_for(&config, file.header(), opts)?;
         let descs = plan.check_committed()?;
-        let module = Module::parse(ingot_kernels::PTX).map_err(ExecError::SimSetup)?;
+        let module = ingot_kernels::backend::sim::module().map_err(ExecError::SimSetup)?;
         let mut sim = Sim::new();
         let device_bytes = plan.summary().device_bytes();
         // Room for the plan plus the simulator's own bookkeeping; the default cap is 4 GiB.
@@ -316,7 +316,7 @@ impl SimExecutor {
         let l = &self.launches[i];
         let stats = self
             .sim
-            .launch(&self.module, &l.kernel, l.config, &l.args)
+            .launch(self.module, &l.kernel, l.config, &l.args)
             .map_err(|source| ExecError::Sim {
                 node: i,
                 label: self.plan.nodes[i].label.clone(),

@@ -3,11 +3,23 @@
 use super::{backend_err, Accelerator, KArg};
 use crate::{Result, PTX};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, Module, Sim, SimError};
+use std::sync::OnceLock;
 
-/// The simulator with [`PTX`] parsed.
+/// The committed [`PTX`] parsed and lowered once per process. Parsing all of its kernels takes
+/// seconds (5 MB of text), and every simulator of a process (each kernel test, each sim
+/// executor of the graph crate) runs this same, immutable module against its own [`Sim`].
+pub fn module() -> std::result::Result<&'static Module, SimError> {
+    static MODULE: OnceLock<std::result::Result<Module, SimError>> = OnceLock::new();
+    MODULE
+        .get_or_init(|| Module::parse(PTX))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A fresh simulator running the shared parsed [`PTX`] ([`module`]).
 pub struct SimAccelerator {
     sim: Sim,
-    module: Module,
+    module: &'static Module,
 }
 
 /// A simulator allocation: device address and size in bytes.
@@ -21,12 +33,11 @@ fn err(e: SimError) -> crate::KernelError {
 }
 
 impl SimAccelerator {
-    /// Parses the committed PTX into a fresh simulator.
+    /// A fresh simulator (memory, counters) on the committed PTX.
     pub fn new() -> Result<Self> {
-        let module = Module::parse(PTX).map_err(err)?;
         Ok(Self {
             sim: Sim::new(),
-            module,
+            module: module().map_err(err)?,
         })
     }
 }
@@ -79,7 +90,7 @@ impl Accelerator for SimAccelerator {
             shared_bytes,
         };
         self.sim
-            .launch(&self.module, kernel, config, &args)
+            .launch(self.module, kernel, config, &args)
             .map(|_stats| ())
             .map_err(err)
     }
