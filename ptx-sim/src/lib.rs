@@ -105,36 +105,68 @@ pub use stats::{ClassCounts, LaunchStats};
 
 /// A loaded PTX module: its kernels lowered for execution, and its module-scope variables.
 pub struct Module {
-    kernels: Vec<ir::Kernel>,
+    kernels: Kernels,
     vars: module_vars::ModuleVars,
+}
+
+/// A module's kernels: all lowered at load, or each at its first use.
+enum Kernels {
+    Eager(Vec<ir::Kernel>),
+    Lazy(lower::LazyKernels),
 }
 
 impl Module {
     /// Parses and lowers PTX text. Malformed PTX is a [`SimError::Parse`] naming the line.
     pub fn parse(ptx: &str) -> Result<Module, SimError> {
         let (kernels, vars) = lower::lower_module(ptx)?;
-        Ok(Module { kernels, vars })
+        Ok(Module {
+            kernels: Kernels::Eager(kernels),
+            vars,
+        })
+    }
+
+    /// As [`Module::parse`], but each kernel is parsed and lowered at its first launch (or
+    /// [`Module::unsupported`] query), so a module of hundreds of kernels loads in the time of its
+    /// header and the kernels a program runs. The price: an error in a kernel's text surfaces at
+    /// its first use, not here. For text in the shape compilers emit (module-scope directives,
+    /// then `.entry` functions only); other text is parsed whole, as by [`Module::parse`].
+    pub fn parse_lazy(ptx: &str) -> Result<Module, SimError> {
+        match lower::LazyKernels::new(ptx)? {
+            Some((kernels, vars)) => Ok(Module {
+                kernels: Kernels::Lazy(kernels),
+                vars,
+            }),
+            None => Module::parse(ptx),
+        }
     }
 
     /// Names of the `.entry` kernels, in source order.
     pub fn kernels(&self) -> Vec<&str> {
-        self.kernels.iter().map(|k| k.name.as_str()).collect()
+        match &self.kernels {
+            Kernels::Eager(k) => k.iter().map(|k| k.name.as_str()).collect(),
+            Kernels::Lazy(k) => k.names().collect(),
+        }
     }
 
-    /// Instructions of `kernel` the simulator cannot execute, as `(PTX line, text)`.
+    /// Instructions of `kernel` the simulator cannot execute, as `(PTX line, text)` (a lazily
+    /// loaded kernel whose text does not parse: its error, as the one entry).
     pub fn unsupported(&self, kernel: &str) -> Vec<(usize, String)> {
-        self.kernel(kernel)
-            .map(|k| {
-                k.unsupported
-                    .iter()
-                    .map(|(l, t)| (*l as usize, t.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        match self.kernel(kernel) {
+            Some(Ok(k)) => k
+                .unsupported
+                .iter()
+                .map(|(l, t)| (*l as usize, t.clone()))
+                .collect(),
+            Some(Err(e)) => vec![(0, e.to_string())],
+            None => Vec::new(),
+        }
     }
 
-    fn kernel(&self, name: &str) -> Option<&ir::Kernel> {
-        self.kernels.iter().find(|k| k.name == name)
+    fn kernel(&self, name: &str) -> Option<Result<&ir::Kernel, SimError>> {
+        match &self.kernels {
+            Kernels::Eager(k) => k.iter().find(|k| k.name == name).map(Ok),
+            Kernels::Lazy(k) => k.get(name, &self.vars),
+        }
     }
 }
 
@@ -311,7 +343,7 @@ impl Sim {
     ) -> Result<LaunchStats, SimError> {
         let k = m
             .kernel(kernel)
-            .ok_or_else(|| SimError::UnknownKernel(kernel.to_string()))?;
+            .ok_or_else(|| SimError::UnknownKernel(kernel.to_string()))??;
         if let Some((line, text)) = k.unsupported.first() {
             return Err(SimError::Unsupported {
                 kernel: k.name.clone(),

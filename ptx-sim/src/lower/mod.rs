@@ -7,6 +7,7 @@ mod arith;
 mod bits;
 mod compare;
 mod control;
+mod entries;
 mod kernel;
 mod memory;
 mod modifiers;
@@ -15,6 +16,8 @@ mod operands;
 mod warp;
 
 use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::OnceLock;
 
 use ptx_front::statement::RawInst;
 use ptx_front::{LineIndex, PtxError, Source};
@@ -94,15 +97,27 @@ fn parse_error(e: PtxError) -> SimError {
 }
 
 pub(crate) fn lower_module(src: &str) -> Result<(Vec<Kernel>, ModuleVars), SimError> {
+    let (kernels, _, vars) = lower_text(src, None)?;
+    Ok((kernels, vars))
+}
+
+/// Parses and lowers `src`: its module-scope variables into a new [`ModuleVars`] (or, given
+/// `header`, against that header's layout and variables, whose declarations `src` repeats), and
+/// every `.entry` in it. Returns the shared layout after the last module-scope variable.
+fn lower_text(
+    src: &str,
+    header: Option<(&SharedLayout, &ModuleVars)>,
+) -> Result<(Vec<Kernel>, SharedLayout, ModuleVars), SimError> {
     let source = Source::new(src);
     let lines = source.lines();
     let module = source.parse().map_err(parse_error)?;
     let toks = source.tokens().map_err(parse_error)?;
     let mut shared = SharedLayout::default();
-    let mut module_vars = ModuleVars::default();
+    let mut own_vars = ModuleVars::default();
     let mut kernels = Vec::new();
     for d in &module.directives {
         match d {
+            ModuleDirective::ModuleVariable { .. } if header.is_some() => {}
             ModuleDirective::ModuleVariable {
                 directive, span, ..
             } => match directive {
@@ -113,29 +128,93 @@ pub(crate) fn lower_module(src: &str) -> Result<(Vec<Kernel>, ModuleVars), SimEr
                     })?
                 }
                 ModuleVariableDirective::Global { directive, .. }
-                | ModuleVariableDirective::Const { directive, .. } => module_vars
+                | ModuleVariableDirective::Const { directive, .. } => own_vars
                     .declare(directive, var_layout(directive).1, &toks)
                     .map_err(|m| SimError::Parse {
                         line: lines.line(span.start),
                         message: m,
                     })?,
                 ModuleVariableDirective::Tex { directive, .. } => {
-                    module_vars.unsupported.insert(
+                    own_vars.unsupported.insert(
                         directive.name.val.clone(),
                         format!("texture reference `{}`", directive.name.val),
                     );
                 }
             },
             ModuleDirective::EntryFunction { directive, .. } => {
-                let k = KernelLowering::new(src, &toks, lines, shared.clone(), &module_vars)
+                let (layout, vars) = header.unwrap_or((&shared, &own_vars));
+                let k = KernelLowering::new(src, &toks, lines, layout.clone(), vars)
                     .lower(directive)?;
                 kernels.push(k);
             }
             _ => {}
         }
     }
-    Ok((kernels, module_vars))
+    Ok((kernels, shared, own_vars))
 }
+
+/// A module lowered one kernel at a time, at the kernel's first use: the header (module-scope
+/// variables) is lowered at once, each kernel from a text of the header, blank lines up to the
+/// kernel's first line (so errors name the lines of the whole text), and the kernel.
+pub(crate) struct LazyKernels {
+    src: String,
+    header_end: usize,
+    shared: SharedLayout,
+    kernels: Vec<(String, Range<usize>, OnceLock<Result<Kernel, SimError>>)>,
+}
+
+impl LazyKernels {
+    /// The header of `src` lowered, and its kernels found; `None` when `src` is not in the shape
+    /// [`entries::entries`] splits (the caller lowers it whole).
+    pub(crate) fn new(src: &str) -> Result<Option<(LazyKernels, ModuleVars)>, SimError> {
+        let Some(e) = entries::entries(src) else {
+            return Ok(None);
+        };
+        let (none, shared, vars) = lower_text(&src[..e.header_end], None)?;
+        debug_assert!(none.is_empty());
+        let kernels = e
+            .kernels
+            .into_iter()
+            .map(|(name, range)| (name, range, OnceLock::new()))
+            .collect();
+        Ok(Some((
+            LazyKernels {
+                src: src.to_string(),
+                header_end: e.header_end,
+                shared,
+                kernels,
+            },
+            vars,
+        )))
+    }
+
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.kernels.iter().map(|(n, ..)| n.as_str())
+    }
+
+    /// Kernel `name`, lowered now if this is its first use; `None` if the module has no such kernel.
+    pub(crate) fn get(&self, name: &str, vars: &ModuleVars) -> Option<Result<&Kernel, SimError>> {
+        let (_, range, lowered) = self.kernels.iter().find(|(n, ..)| n == name)?;
+        let k = lowered.get_or_init(|| {
+            let header = &self.src[..self.header_end];
+            let gap = self.src[self.header_end..range.start].matches('\n').count();
+            let mut text = String::with_capacity(header.len() + gap + range.len());
+            text.push_str(header);
+            text.extend(std::iter::repeat_n('\n', gap));
+            text.push_str(&self.src[range.clone()]);
+            let (mut kernels, ..) = lower_text(&text, Some((&self.shared, vars)))?;
+            match kernels.pop() {
+                Some(k) if kernels.is_empty() && k.name == name => Ok(k),
+                _ => Err(SimError::Parse {
+                    line: 0,
+                    message: format!("kernel `{name}`: its text is not one `.entry` of that name"),
+                }),
+            }
+        });
+        Some(k.as_ref().map_err(Clone::clone))
+    }
+}
+
 struct KernelLowering<'a> {
     src: &'a str,
     toks: &'a [(PtxToken, Span)],
