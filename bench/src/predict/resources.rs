@@ -3,6 +3,7 @@
 //! static shared memory (the PTX analysis of `ptx-audit`).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use ptx_audit::analysis::analyze_module;
 use ptx_audit::Budgets;
@@ -25,26 +26,40 @@ pub struct KernelResources {
 /// architectures take the sm_86 figures, the closest ptxas target the audit runs).
 pub fn kernel_resources(arch: &str) -> Result<BTreeMap<String, KernelResources>, PredictError> {
     let budgets = Budgets::parse(BUDGETS).map_err(PredictError::Audit)?;
-    let module =
-        PtxModule::parse(ingot_kernels::PTX).map_err(|e| PredictError::Audit(e.to_string()))?;
     let key = if arch == "sm_90" {
         "registers_sm90"
     } else {
         "registers_sm86"
     };
-    Ok(analyze_module(&module)
-        .into_iter()
-        .map(|k| {
+    Ok(static_shared()?
+        .iter()
+        .map(|(name, &static_shared)| {
             let registers = budgets
                 .kernels
-                .get(&k.name)
+                .get(name)
                 .and_then(|m| m.get(key))
                 .map(|&r| r as u32);
             let r = KernelResources {
                 registers,
-                static_shared: k.shared_bytes as u32,
+                static_shared,
             };
-            (k.name, r)
+            (name.clone(), r)
         })
         .collect())
+}
+
+/// Static shared bytes of every kernel of the committed PTX, analysed once per process: the
+/// analysis parses all 21 MB of it, seconds of work that every prediction would repeat.
+fn static_shared() -> Result<&'static BTreeMap<String, u32>, PredictError> {
+    static SHARED: OnceLock<Result<BTreeMap<String, u32>, String>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let module = PtxModule::parse(ingot_kernels::PTX).map_err(|e| e.to_string())?;
+            Ok(analyze_module(&module)
+                .into_iter()
+                .map(|k| (k.name, k.shared_bytes as u32))
+                .collect())
+        })
+        .as_ref()
+        .map_err(|e| PredictError::Audit(e.clone()))
 }
