@@ -2,7 +2,9 @@
 //! references: `moe_pairs` (the expert-sorted pair list: exact), `moe_swiglu_q8_1` (SwiGLU to
 //! q8_1: f64 within the quantizer's error, and bit for bit the CPU quantizer on the
 //! simulator), `moe_combine` (weighted expert sum into the residual: the CPU backend's f32
-//! order bit for bit, and f64 within its roundings), their argument checks.
+//! order bit for bit, and f64 within its roundings), their argument checks, and the chain
+//! `moe_pairs` → `mmq_moe_q4k` down over per-pair rows with `pair_self` → `moe_combine` on
+//! device outputs only.
 //!
 //! Shapes are small (the whole file is a few seconds of simulator time) but cover the edges:
 //! one token, one expert, a chunk of 512 tokens, 512 experts, an expert with no pair and one
@@ -541,39 +543,105 @@ fn combine_cases<B: Accelerator>(b: &mut B) {
     }
 }
 
-/// The pair list and the combine from `moe_pairs`'s own output on the device: the combine's
-/// `pair_of` is the one the device sort wrote, never a host copy.
+/// Down rows of the chained case: `n_embd`.
+const CHAIN_EMBD: usize = 64;
+/// Width of the chained case's expert FFN (the down product's `ncols`: one Q4_K super-block).
+const CHAIN_FF: usize = 256;
+
+/// The launches of a chunk after the gate/up products, each reading the previous one's device
+/// output: `moe_pairs`, the down projection as `mmq_moe_q4k` over per-pair input rows with
+/// `pair_self` as its `pair_token` and `ntok = n_pairs`, then `moe_combine` with the device's
+/// `pair_of`. The down rows are checked against the f64 reference of the weights of the
+/// expert each pair belongs to (so the identity list made the unchanged `mmq_moe` read pair
+/// `p`'s own row), the combine against the CPU order on those rows, bit for bit.
 fn chained<B: Accelerator>(b: &mut B) {
-    let mut rng = support::rng("moe_pairs then moe_combine");
-    let c = Combine::draw(&mut rng, 130, 6, 64, Draw::Favoured);
+    use support::mmq::Kind;
+    let mut rng = support::rng("moe_pairs, mmq_moe down, moe_combine");
+    let c = Combine::draw(&mut rng, 20, 6, CHAIN_EMBD, Draw::Favoured);
     let p = &c.pairs;
-    let np = p.n_pairs();
+    let (np, ne, d) = (p.n_pairs(), p.n_expert, CHAIN_EMBD);
+    let what = format!(
+        "{}: moe_pairs -> mmq_moe_q4k down ({ne} experts x {d} rows x {CHAIN_FF}, pair_self) -> \
+         moe_combine, {} tokens x {}",
+        b.name(),
+        p.ntok,
+        p.n_used
+    );
     let sel = upload(b, bytemuck::cast_slice(&p.sel));
-    let [start, token, of, me] = [p.n_expert + 1, np, np, np].map(|n| poisoned(b, 4 * n));
-    moe_prefill::moe_pairs(b, &sel, (&start, &token, &of, &me), p.ntok, p.n_used, 64)
+    let [start, token, of, me] = [ne + 1, np, np, np].map(|n| poisoned(b, 4 * n));
+    moe_prefill::moe_pairs(b, &sel, (&start, &token, &of, &me), p.ntok, p.n_used, ne)
         .expect("moe_pairs");
-    let down = upload(b, &f32_bytes(&c.down));
+
+    // Per-pair q8_1 input rows (the SwiGLU output the down product reads) and stacked weights.
+    let xf: Vec<f32> = (0..np * CHAIN_FF)
+        .map(|_| rng.random_range(-2.0f32..2.0))
+        .collect();
+    let act = ingot_quant::quantize_q8_1(&xf);
+    let w: Vec<u8> = (0..ne * d * CHAIN_FF / 256)
+        .flat_map(|_| Kind::Q4K.random_block(&mut rng))
+        .collect();
+    let (wb, xb) = (upload(b, &w), upload(b, bytemuck::cast_slice(&act)));
+    let down = poisoned(b, 4 * np * d);
+    ingot_kernels::ops::mmq::mmq_moe_q4k(
+        b,
+        (&wb, &xb, &me, &start, &down),
+        d,
+        CHAIN_FF,
+        np,
+        np,
+        ne,
+    )
+    .expect("mmq_moe_q4k");
+    let down_rows = download_f32(b, &down, np * d);
+    let (want_start, _, _) = p.reference();
+    // As `tests/mmq_moe.rs`: 8 sub-blocks of 3 roundings each, within 2^-24 of a running sum
+    // below Σ|term|; twice that bound.
+    let tol_rel = 2.0 * 8.0 * Kind::Q4K.roundings_per_sub_block() * EPS;
+    let row_bytes = Kind::Q4K.block_bytes() * CHAIN_FF / 256;
+    let per_row = CHAIN_FF / QK8_1;
+    for e in 0..ne {
+        for q in want_start[e] as usize..want_start[e + 1] as usize {
+            for r in 0..d {
+                let at = (e * d + r) * row_bytes;
+                let (want, mag) = Kind::Q4K
+                    .reference(&w[at..at + row_bytes], &act[q * per_row..(q + 1) * per_row]);
+                let got = f64::from(down_rows[q * d + r]);
+                assert!(
+                    (got - want).abs() <= tol_rel * mag,
+                    "{what}: pair {q} (expert {e}) row {r}: {got}, reference {want}"
+                );
+            }
+        }
+    }
+
     let shared = upload(b, &f32_bytes(&c.shared));
     let resid = upload(b, &f32_bytes(&c.resid));
-    let y = poisoned(b, 4 * p.ntok * c.n_embd);
+    let y = poisoned(b, 4 * p.ntok * d);
     moe_prefill::moe_combine(
         b,
         (&sel, &of, &down, &shared, &resid, &y),
-        c.n_embd,
+        d,
         p.ntok,
         p.n_used,
     )
     .expect("moe_combine");
-    let got = download_f32(b, &y, p.ntok * c.n_embd);
-    let (want, _) = c.reference();
-    assert!(
-        got.iter()
-            .zip(&want)
-            .all(|(g, w)| g.to_bits() == w.to_bits()),
-        "{}: chained moe_pairs -> moe_combine differs from the CPU order",
-        b.name()
-    );
-    eprintln!("{}: moe_pairs -> moe_combine: CPU-order bits", b.name());
+    let got = download_f32(b, &y, p.ntok * d);
+    let on_device = Combine {
+        pairs: Pairs {
+            sel: p.sel.clone(),
+            ..*p
+        },
+        down: down_rows,
+        shared: c.shared.clone(),
+        resid: c.resid.clone(),
+        n_embd: d,
+        in_place: false,
+    };
+    let (want, _) = on_device.reference();
+    if let Some(i) = (0..want.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        panic!("{what}: y[{i}] = {}, CPU order {}", got[i], want[i]);
+    }
+    eprintln!("{what}: down within the mmq bound, combine in CPU-order bits");
 }
 
 /// Every kernel of the family against its reference, on one simulator (its PTX parsed once).
