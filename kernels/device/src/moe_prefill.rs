@@ -72,8 +72,8 @@ fn warp_sums_addr() -> u32 {
     a
 }
 
-/// Where one pass over a warp's segment writes: nothing (`place = false`, counting), or the
-/// three pair lists.
+/// The three pair lists the placing walk (`walk::<true>`) writes; the counting walk writes
+/// none of them.
 #[derive(Clone, Copy)]
 struct Place {
     pair_token: u64,
@@ -81,7 +81,7 @@ struct Place {
     pair_self: u64,
 }
 
-/// One walk of warp's segment `[first, end)` of the choices, 32 at a time, over its count row
+/// One walk of a warp's segment `[first, end)` of the choices, 32 at a time, over its count row
 /// at shared address `row`. Lane `l` of a step takes choice `j = base + l`; `peers` is the
 /// mask of live lanes whose clamped expert equals its own. The lowest peer adds their count
 /// to `row[e]`; with `P`, each lane first writes its pair at `row[e]` plus its rank among its
