@@ -15,6 +15,7 @@ pub mod gemv;
 pub mod head;
 pub mod mmq;
 pub mod moe;
+pub mod moe_prefill;
 pub mod norm;
 
 /// Launches `desc` over `items` work items after checking `args` against its parameter list.

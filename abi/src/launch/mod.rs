@@ -17,6 +17,7 @@ pub(crate) mod gemv;
 pub(crate) mod head;
 mod mmq;
 pub mod moe;
+mod moe_prefill;
 mod norm;
 
 pub use attention::{
@@ -54,6 +55,10 @@ pub use moe::{
     ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, GATE_UP_MERGED, GATE_UP_SEPARATE,
     MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
     ROUTER_WARPS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+};
+pub use moe_prefill::{
+    MOE_COMBINE, MOE_GLUE_PER_THREAD, MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS,
+    MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
 };
 pub use norm::{RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
 
@@ -149,6 +154,7 @@ pub const KERNELS: &[&[KernelDesc]] = &[
     norm::ALL,
     head::ALL,
     mmq::ALL,
+    moe_prefill::ALL,
     crate::weight_types::KERNELS,
 ];
 

@@ -17,6 +17,7 @@ mod mmq;
 mod moe_dot;
 mod moe_down;
 mod moe_gate_up;
+mod moe_prefill;
 mod norm_q8;
 mod quantize;
 mod rmsnorm;

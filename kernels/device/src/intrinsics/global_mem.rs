@@ -160,6 +160,17 @@ pub unsafe fn ld_f32_coherent(a: u64) -> f32 {
     v
 }
 
+/// 16-byte coherent load of four floats (`ld.global.v4.f32`), for data the same launch may
+/// write (the residual when the output aliases it); `a` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_v4_f32_coherent(a: u64) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("ld.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(readonly, nostack));
+    [x, y, z, w]
+}
+
 /// 4-byte load with `.relaxed.gpu` semantics, for data other blocks of the same launch wrote
 /// and published through a fence and an atomic (a last-block-done pattern), which neither
 /// `ld.global.nc` nor a possibly L1-cached weak load may read.

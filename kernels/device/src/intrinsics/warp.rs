@@ -124,3 +124,26 @@ pub fn warp_min_u32(v: u32) -> u32 {
     }
     d
 }
+
+/// The lanes where `p` holds, as a mask (`vote.sync.ballot.b32`, bit `l` for lane `l`); the
+/// whole warp must execute it.
+#[inline(always)]
+pub fn ballot(p: bool) -> u32 {
+    let d: u32;
+    // SAFETY: register-only warp instruction; callers keep the whole warp converged.
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; vote.sync.ballot.b32 {d}, p, 0xffffffff; }}",
+             c = in(reg32) p as u32, d = out(reg32) d, options(nomem, nostack));
+    }
+    d
+}
+
+/// `bar.warp.sync`: the warp's lanes meet here, and their shared-memory accesses before it are
+/// ordered before those after it. The whole warp must execute it.
+#[inline(always)]
+pub fn syncwarp() {
+    // SAFETY: a warp barrier; callers keep the whole warp converged.
+    unsafe {
+        asm!("bar.warp.sync 0xffffffff;", options(nostack));
+    }
+}
