@@ -45,6 +45,7 @@ macro_rules! flash_entry_points {
 mod cache_q8;
 mod flash_latent;
 mod flash_latent_mma;
+mod flash_tile;
 mod merge;
 mod merge_v_b;
 mod projections;
