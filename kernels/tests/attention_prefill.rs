@@ -414,3 +414,78 @@ fn all_cases<B: Accelerator>(b: &mut B) {
 fn flash_latent_prefill_matches_causal_reference() {
     on_every_backend!(all_cases);
 }
+
+/// ptx-sim's counters at V2-Lite shapes: each block reads its rows `0..=p_b` exactly once for
+/// both of its tokens (so the chunk reads about half a row per token and visible row), each
+/// token's query once and `StepState.pos` once per thread; it runs 8 warps × (36 + 32) `mma`
+/// per 32-row tile, 17 per row of a whole tile, for two tokens.
+#[cfg(feature = "sim")]
+#[test]
+fn flash_latent_prefill_traffic() {
+    use ingot_abi::launch::{flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_TILE};
+    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use support::attention::random_f16_bytes;
+    let s = shape(16, 128, CacheType::F16);
+    let (pos0, ntok) = (58u32, 6u32);
+    let mut rng = support::rng("flash_latent_prefill traffic");
+    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
+    let rows = ntok as usize * s.n_head;
+    let q_abs = f32_bytes(&rand_nonzero(&mut rng, rows * s.kv_lora, -1.0, 1.0));
+    let q_pe = f32_bytes(&rand_nonzero(&mut rng, rows * s.n_rope, -1.0, 1.0));
+    let mut sim = Sim::new();
+    let mut up = |data: &[u8]| {
+        let p = sim.alloc(data.len()).unwrap();
+        sim.write(p, data).unwrap();
+        Arg::Ptr(p)
+    };
+    let q = up(&q_abs);
+    let args = [
+        q,
+        up(&q_pe),
+        up(&cache),
+        up(&step_state(pos0)),
+        up(&vec![0xFF; rows * s.kv_lora * 4]),
+        Arg::U32(s.n_head as u32),
+        Arg::U32(s.kv_lora as u32),
+        Arg::U32(s.n_rope as u32),
+        Arg::U32(s.ctx as u32),
+        Arg::U32(ntok),
+        Arg::F32(kq_scale(&s)),
+        // No temperature: `temp` is never read.
+        q,
+        Arg::U32(ingot_abi::launch::TEMPERATURE_NONE),
+    ];
+    let d = &FLASH_LATENT_PREFILL;
+    let items = flash_prefill_items(s.n_head as u32, ntok);
+    let cfg = LaunchConfig {
+        grid: d.grid(items),
+        block: d.block,
+        shared_bytes: d.shared_bytes,
+    };
+    let st = sim.launch(&module, d.name, cfg, &args).expect("launch");
+    // Token pair k (ntok even) streams rows 0..=pos0 + 2k + 1.
+    let lens: Vec<u64> = (0..ntok / 2).map(|k| (pos0 + 2 * k + 2) as u64).collect();
+    let row_reads: u64 = lens.iter().sum();
+    let row_bytes = s.row_bytes().unwrap() as u64;
+    let query = (rows * s.row() * 4) as u64;
+    let state = items as u64 * d.threads() as u64 * 4;
+    assert_eq!(
+        st.global_bytes_read,
+        row_reads * row_bytes + query + state,
+        "each block's rows once, each token's query once, the position once per thread"
+    );
+    let tiles: u64 = lens.iter().map(|l| l.div_ceil(FLASH_TILE as u64)).sum();
+    assert_eq!(st.by_class.tensor, tiles * 8 * (36 + 32));
+    let token_rows: u64 = (0..ntok as u64).map(|t| pos0 as u64 + t + 1).sum();
+    eprintln!(
+        "flash_latent_prefill pos0 {pos0} ntok {ntok}: {} blocks; cache {:.1} B per visible \
+         (token, row) vs {row_bytes} B per row; {:.2} mma per streamed row (17 for whole tiles); \
+         {} shared requests, {} bank conflicts",
+        items,
+        (row_reads * row_bytes) as f64 / token_rows as f64,
+        st.by_class.tensor as f64 / row_reads as f64,
+        st.shared_requests,
+        st.shared_bank_conflicts,
+    );
+}
