@@ -618,6 +618,8 @@ pub mod flash_prefill_smem {
 pub const fn flash_prefill_items(n_head: u32, ntok: u32) -> u32 {
     flash_head_groups(n_head) * ntok.div_ceil(FLASH_PREFILL_TOKENS)
 }
+// V2-Lite's largest chunk: 256 blocks, about two per SM of a 132-SM GPU, without split-K.
+const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 
 /// `flash_latent_prefill(q_abs, q_pe, cache, state, o_lat, n_head, kv_lora, n_rope, ctx, ntok,
 /// kq_scale, temp, temperature)`: the causal absorbed MLA attention of a prefill chunk of

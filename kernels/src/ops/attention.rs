@@ -6,6 +6,9 @@
 //! (grouped `attn_k_b` gemv of the query nope parts into `q_abs`) →
 //! [`flash_latent`] → [`attn_merge`] → (grouped `attn_v_b` gemv of `o_lat`).
 //! Nothing here depends on the token: the position is read from the `StepState` buffer.
+//!
+//! For prefill, [`flash_latent_prefill`] is the causal attention of a chunk of tokens (each
+//! token's `q_abs`/`q_pe` as above, token-major), normalized per (token, head), no merge.
 
 use super::gemv::{check as check_gemv, check_rows, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
