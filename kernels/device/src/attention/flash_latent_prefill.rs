@@ -246,7 +246,7 @@ unsafe fn prefill_impl<const Q8: bool>(
     let Some(row_chunks) = NonZeroU32::new((kv_lora + n_rope) / 8) else {
         return;
     };
-    // A chunk past the capacity reads row 0 only (`ctx ≥ 1`) and stores NaN (`inv_l` below).
+    // A chunk past the capacity reads row 0 only (`ctx ≥ 1`) and stores NaN (`inv` at the end).
     let pos0 = ld_u32(global(state) + POS_OFF);
     let fits = pos0 <= ctx && ntok <= ctx - pos0;
     // Positions of the block's first and last live token: each sees rows up to its own.
