@@ -592,11 +592,15 @@ pub mod flash_prefill_smem {
     /// holds the f16 query, M-row `r` at `r·FLASH_MMA_ROW_STRIDE`.
     pub const TILE: u32 = 0;
     /// Scores of the tile, f32, as two partial sums (the two halves of the 576-deep dot
-    /// product), each `[r][t]` with M-rows `S_STRIDE` bytes apart.
+    /// product), each `[r][t]` with M-rows `S_STRIDE` bytes apart and the 8-score groups of a
+    /// row swizzled: score `t` of M-row `r` at f32 index `t ^ S_SWIZZLE·(r % 4)`. So the four
+    /// rows a warp's softmax reads, and the four a half-warp's `mma` accumulator store writes,
+    /// fall on distinct banks without padding.
     pub const S: u32 = TILE + FLASH_TILE * FLASH_MMA_ROW_STRIDE;
-    /// `FLASH_TILE` f32 plus 4 (36 words: the 8 rows of an `mma` accumulator store start 4
-    /// banks apart).
-    pub const S_STRIDE: u32 = (FLASH_TILE + 4) * 4;
+    /// `FLASH_TILE` f32 (32 words: unpadded, the swizzle spreads the banks).
+    pub const S_STRIDE: u32 = FLASH_TILE * 4;
+    /// The swizzle unit: scores per group (f32).
+    pub const S_SWIZZLE: u32 = 8;
     /// Bytes of one partial-score half.
     pub const S_HALF: u32 = FLASH_PREFILL_ROWS * S_STRIDE;
     /// Probabilities of the tile, f16, `[r][t]` with M-rows `P_STRIDE` bytes apart.
@@ -684,6 +688,10 @@ const _: () = assert!(
 const _: () = assert!(
     flash_prefill_smem::P.is_multiple_of(16)
         && flash_prefill_smem::ALPHA + 4 <= flash_prefill_smem::P_STRIDE
+);
+const _: () = assert!(
+    FLASH_TILE == 4 * flash_prefill_smem::S_SWIZZLE && flash_prefill_smem::S_STRIDE == 128,
+    "the swizzle permutes a 32-word row's four groups"
 );
 
 /// The kernels of this family.

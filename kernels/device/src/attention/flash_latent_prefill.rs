@@ -17,7 +17,8 @@
 //!   rows `16(w % 2) .. + 16` (two n-tiles) over half `(w / 2) % 2` of the 576-deep dot product:
 //!   its query fragments (one token's 16 heads × 288 dims) live in 72 registers, loaded once, as
 //!   in the decode kernel; a tile costs it 36 `mma` and 18 `ldmatrix.x4`. The halves go to
-//!   shared memory as f32 partial sums.
+//!   shared memory as f32 partial sums, in rows whose 8-score groups are swizzled by the row
+//!   (`flash_prefill_smem::S`), so neither these stores nor the softmax reads conflict on banks.
 //! * softmax: thread `(r, k) = (tid/8, tid%8)` adds the halves of scores `k + 8j` (`j < 4`) of
 //!   M-row `r`, masks, updates the row's running `(m, l)` and writes the probabilities as f16.
 //! * causal mask: tile row `start + t` is visible to M-row `r` iff `t < n` (inside the stream)
@@ -31,7 +32,8 @@
 //! So a cache row costs `(8·36 + 8·32) / 32 = 17` `mma` for two tokens (8.5 per token and row,
 //! as in decode), and `kv_lora + n_rope` f16 of global reads for two tokens (half of decode's
 //! per token). Two tokens, not more: the 64 output accumulators plus the 72 query-fragment
-//! registers plus 36 staging registers are what one thread can hold without spills; a larger
+//! registers plus 36 staging registers are what one thread can hold without spills (254 on
+//! sm_86); a larger
 //! token tile needs the query in shared memory, which with a 32-row tile passes the 48 KiB
 //! a launch gets without an opt-in.
 //!
@@ -321,8 +323,10 @@ unsafe fn prefill_impl<const Q8: bool>(
     // Score B fragments of n-tile `nt0` (`nt0 + 1`: 8 rows further): matrices = tile rows
     // `8·nt0 ..` × 4 consecutive 8-dim groups.
     let s_lane = tile + (8 * nt0 + lr) * STRIDE + (half_dims + 8 * lm) * 2;
-    let s_out =
-        smem + sm::S + half * sm::S_HALF + (16 * mt + g) * sm::S_STRIDE + (8 * nt0 + 2 * tq) * 4;
+    // Row `16·mt + g` (and `+ 8`, the same swizzle: `r % 4 = g % 4`), scores `8·nt + 2·tq`.
+    let s_row = smem + sm::S + half * sm::S_HALF + (16 * mt + g) * sm::S_STRIDE + 2 * tq * 4;
+    let s_out = |nt: u32| s_row + ((8 * nt) ^ (sm::S_SWIZZLE * (g % 4))) * 4;
+    let s_out = [s_out(nt0), s_out(nt0 + 1)];
     // Value B fragments (transposed): matrices (rows 0-7 | 8-15) × (dims +0 | +8).
     let v_lane = tile + (lr + 8 * (lm & 1)) * STRIDE + (warp * V_COLS + 8 * (lm >> 1)) * 2;
     // Probability A fragments of token 0 (token 1: 16 M-rows further): matrices
@@ -337,6 +341,7 @@ unsafe fn prefill_impl<const Q8: bool>(
     let sr = tid / SOFTMAX_LANES;
     let sk = tid % SOFTMAX_LANES;
     let s_in = smem + sm::S + sr * sm::S_STRIDE + sk * 4;
+    let s_swz = sm::S_SWIZZLE * (sr % 4);
     let p_row = smem + sm::P + sr * sm::P_STRIDE;
     let p_sr = if sr < HEADS { p_a } else { p_b };
     let mut m = f32::NEG_INFINITY;
@@ -390,7 +395,7 @@ unsafe fn prefill_impl<const Q8: bool>(
         }
         let mut t = 0;
         while t < WARP_N_TILES as usize {
-            let at = s_out + t as u32 * 8 * 4;
+            let at = s_out[t];
             sts_v2_f32(at, [s[t][0], s[t][1]]);
             sts_v2_f32(at + 8 * sm::S_STRIDE, [s[t][2], s[t][3]]);
             t += 1;
@@ -407,7 +412,7 @@ unsafe fn prefill_impl<const Q8: bool>(
         let mut j = 0;
         while j < SOFTMAX_SCORES {
             let t = sk + j as u32 * SOFTMAX_LANES;
-            let at = s_in + j as u32 * SOFTMAX_LANES * 4;
+            let at = s_in + ((j as u32 * SOFTMAX_LANES) ^ s_swz) * 4;
             let v = lds_f32(at) + lds_f32(at + sm::S_HALF);
             sc[j] = if t < vis { v } else { f32::NEG_INFINITY };
             mx = mx.max(sc[j]);
