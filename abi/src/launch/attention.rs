@@ -642,7 +642,8 @@ const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 /// A block owns two tokens × 16 heads (see [`flash_prefill_items`]) and streams rows
 /// `0..=pos0 + its last token` once for both, on tensor cores as [`FLASH_LATENT_MMA`] (same
 /// f16 rounding of the scaled query and the probabilities). A chunk that does not fit,
-/// `pos0 + ntok > ctx`, reads no row and writes NaN to every output, so an overflow is visible.
+/// `pos0 + ntok > ctx`, reads only row 0 and writes NaN to every output, so an overflow is
+/// visible.
 /// Temperature as [`FLASH_LATENT`], per token at its own position. Requires `n_head` a
 /// multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
 /// `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and `|kq_scale·log2(e)·q| < 65504`. Grid:
