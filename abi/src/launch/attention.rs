@@ -573,6 +573,128 @@ const _: () = assert!(
     "the query is staged in the tile"
 );
 
+/// Tokens of one [`FLASH_LATENT_PREFILL`] block: the M side of its `mma` is this many tokens
+/// × [`FLASH_MMA_HEADS`] heads, so every cache tile it stages serves both tokens. Two, not
+/// more: each thread holds the output accumulators of `FLASH_PREFILL_TOKENS · 32` f32 and 72
+/// query-fragment registers, and a third token would pass the 255-register limit.
+pub const FLASH_PREFILL_TOKENS: u32 = 2;
+/// Rows of the M side of one [`FLASH_LATENT_PREFILL`] block: `(token, head)` pairs, token
+/// major (row `r` is head `r % 16` of the block's token `r / 16`).
+pub const FLASH_PREFILL_ROWS: u32 = FLASH_PREFILL_TOKENS * FLASH_MMA_HEADS;
+/// Most tokens of one [`FLASH_LATENT_PREFILL`] launch (one prefill chunk).
+pub const FLASH_PREFILL_MAX_TOKENS: u32 = 512;
+
+/// Byte offsets of [`FLASH_LATENT_PREFILL`]'s dynamic shared memory.
+pub mod flash_prefill_smem {
+    use super::{FLASH_MMA_ROW_STRIDE, FLASH_PREFILL_ROWS, FLASH_TILE};
+    /// The staged cache tile: `FLASH_TILE` rows of `kv_lora + n_rope` f16, row `t` at
+    /// `t·FLASH_MMA_ROW_STRIDE`; the bytes past each row stay zero. Before the first tile it
+    /// holds the f16 query, M-row `r` at `r·FLASH_MMA_ROW_STRIDE`.
+    pub const TILE: u32 = 0;
+    /// Scores of the tile, f32, as two partial sums (the two halves of the 576-deep dot
+    /// product), each `[r][t]` with M-rows `S_STRIDE` bytes apart and the 8-score groups of a
+    /// row swizzled: score `t` of M-row `r` at f32 index `t ^ S_SWIZZLE·(r % 4)`. So the four
+    /// rows a warp's softmax reads, and the four a half-warp's `mma` accumulator store writes,
+    /// fall on distinct banks without padding.
+    pub const S: u32 = TILE + FLASH_TILE * FLASH_MMA_ROW_STRIDE;
+    /// `FLASH_TILE` f32 (32 words: unpadded, the swizzle spreads the banks).
+    pub const S_STRIDE: u32 = FLASH_TILE * 4;
+    /// The swizzle unit: scores per group (f32).
+    pub const S_SWIZZLE: u32 = 8;
+    /// Bytes of one partial-score half.
+    pub const S_HALF: u32 = FLASH_PREFILL_ROWS * S_STRIDE;
+    /// Probabilities of the tile, f16, `[r][t]` with M-rows `P_STRIDE` bytes apart.
+    pub const P: u32 = S + 2 * S_HALF;
+    /// `FLASH_TILE` f16 plus 16 bytes: 20 words, so an `ldmatrix` of 8 M-rows is
+    /// conflict-free. `ldmatrix` reads only the first `FLASH_TILE` f16 of a row.
+    pub const P_STRIDE: u32 = FLASH_TILE * 2 + 16;
+    /// Per-M-row f32 at byte `ALPHA` of its `P` row (in the padding no `ldmatrix` reads): the
+    /// tile's rescale factor `2^(m_old − m_new)`, and after the last tile the sum `l`.
+    pub const ALPHA: u32 = FLASH_TILE * 2;
+    /// Total bytes.
+    pub const BYTES: u32 = P + FLASH_PREFILL_ROWS * P_STRIDE;
+}
+
+/// Items (= blocks) of [`FLASH_LATENT_PREFILL`] for `n_head` heads and `ntok` tokens: one per
+/// (head group, pair of tokens), `flash_head_groups(n_head) · ⌈ntok / 2⌉`. Block `b` serves
+/// head group `b / ⌈ntok/2⌉` and the token pair `⌈ntok/2⌉ − 1 − b % ⌈ntok/2⌉`: the last
+/// tokens, which read the most cache rows, get the lowest block indices and start first.
+pub const fn flash_prefill_items(n_head: u32, ntok: u32) -> u32 {
+    flash_head_groups(n_head) * ntok.div_ceil(FLASH_PREFILL_TOKENS)
+}
+// V2-Lite's largest chunk: 256 blocks, about two per SM of a 132-SM GPU, without split-K.
+const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
+
+/// `flash_latent_prefill(q_abs, q_pe, cache, state, o_lat, n_head, kv_lora, n_rope, ctx, ntok,
+/// kq_scale, temp, temperature)`: the causal absorbed MLA attention of a prefill chunk of
+/// `ntok` tokens at positions `pos0 .. pos0 + ntok`, `pos0` = [`crate::step::StepState::pos`]
+/// (in device memory, so a captured chunk replays at any position), every token's cache row
+/// already written. Token `t`, head `h` attends rows `0..=pos0 + t` of the cache:
+/// `o_lat[t][h] = Σ_j softmax_j(s)·c_j` with `s_j = kq_scale·(q_abs[t][h]·c_j + q_pe[t][h]·k_pe_j)`,
+/// normalized (no merge follows).
+///
+/// Layouts: `q_abs` `ntok × n_head × kv_lora` f32, `q_pe` `ntok × n_head × n_rope` f32 (one
+/// decode step's buffers per token, token-major); `o_lat` `ntok × n_head × kv_lora` f32, the
+/// decode `o_lat` of each token in turn (so a token's heads are consecutive, the per-head
+/// `attn_v_b` product reads head `h`'s rows at stride `n_head·kv_lora`, and a q8_1
+/// quantization of the whole buffer gives each (token, head) its own blocks).
+///
+/// A block owns two tokens × 16 heads (see [`flash_prefill_items`]) and streams rows
+/// `0..=pos0 + its last token` once for both, on tensor cores as [`FLASH_LATENT_MMA`] (same
+/// f16 rounding of the scaled query and the probabilities). A chunk that does not fit,
+/// `pos0 + ntok > ctx`, reads only row 0 and writes NaN to every output, so an overflow is
+/// visible.
+/// Temperature as [`FLASH_LATENT`], per token at its own position. Requires `n_head` a
+/// multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
+/// `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and `|kq_scale·log2(e)·q| < 65504`. Grid:
+/// [`flash_prefill_items`] blocks.
+pub const FLASH_LATENT_PREFILL: KernelDesc = KernelDesc {
+    name: "flash_latent_prefill",
+    params: &[
+        ptr("q_abs"),
+        ptr("q_pe"),
+        ptr("cache"),
+        ptr("state"),
+        ptr("o_lat"),
+        u32_("n_head"),
+        u32_("kv_lora"),
+        u32_("n_rope"),
+        u32_("ctx"),
+        u32_("ntok"),
+        f32_("kq_scale"),
+        ptr("temp"),
+        u32_("temperature"),
+    ],
+    block: [FLASH_MMA_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: flash_prefill_smem::BYTES,
+};
+
+/// [`FLASH_LATENT_PREFILL`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid
+/// and output; each tile's q8_0 blocks are widened into the same shared f16 tile as
+/// [`FLASH_LATENT_MMA_Q8_0`] does.
+pub const FLASH_LATENT_PREFILL_Q8_0: KernelDesc = KernelDesc {
+    name: "flash_latent_prefill_q8_0",
+    ..FLASH_LATENT_PREFILL
+};
+
+const _: () = assert!(
+    flash_prefill_smem::BYTES <= 48 * 1024,
+    "more needs an opt-in launch attribute"
+);
+const _: () = assert!(
+    FLASH_PREFILL_ROWS <= FLASH_TILE,
+    "the query is staged in the tile"
+);
+const _: () = assert!(
+    flash_prefill_smem::P.is_multiple_of(16)
+        && flash_prefill_smem::ALPHA + 4 <= flash_prefill_smem::P_STRIDE
+);
+const _: () = assert!(
+    FLASH_TILE == 4 * flash_prefill_smem::S_SWIZZLE && flash_prefill_smem::S_STRIDE == 128,
+    "the swizzle permutes a 32-word row's four groups"
+);
+
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
     ROPE_KV,
@@ -583,4 +705,6 @@ pub const ALL: &[KernelDesc] = &[
     FLASH_LATENT_MMA,
     FLASH_LATENT_Q8_0,
     FLASH_LATENT_MMA_Q8_0,
+    FLASH_LATENT_PREFILL,
+    FLASH_LATENT_PREFILL_Q8_0,
 ];

@@ -31,6 +31,10 @@ pub use attention::{
     flash_mma_smem, FLASH_LATENT_MMA, FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS,
 };
 pub use attention::{
+    flash_prefill_items, flash_prefill_smem, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
+    FLASH_PREFILL_MAX_TOKENS, FLASH_PREFILL_ROWS, FLASH_PREFILL_TOKENS,
+};
+pub use attention::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
     MERGE_V_B_SPLIT,
 };

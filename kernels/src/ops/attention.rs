@@ -6,6 +6,9 @@
 //! (grouped `attn_k_b` gemv of the query nope parts into `q_abs`) →
 //! [`flash_latent`] → [`attn_merge`] → (grouped `attn_v_b` gemv of `o_lat`).
 //! Nothing here depends on the token: the position is read from the `StepState` buffer.
+//!
+//! For prefill, [`flash_latent_prefill`] is the causal attention of a chunk of tokens (each
+//! token's `q_abs`/`q_pe` as above, token-major), normalized per (token, head), no merge.
 
 use super::gemv::{check as check_gemv, check_rows, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
@@ -18,6 +21,9 @@ use ingot_abi::launch::{
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
     FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS,
     FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+};
+use ingot_abi::launch::{
+    flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
 };
 use ingot_abi::launch::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
@@ -455,6 +461,94 @@ pub fn flash_latent_mma<B: Accelerator>(
         ));
     }
     launch_flash(b, d, s, bufs, max_segments, kq_scale)
+}
+
+/// Buffers of [`flash_latent_prefill`].
+pub struct PrefillBufs<'a, T> {
+    /// `ntok × n_head × kv_lora` f32: each token's grouped `attn_k_b` output.
+    pub q_abs: &'a T,
+    /// `ntok × n_head × n_rope` f32: each token's rotated query rope parts.
+    pub q_pe: &'a T,
+    /// The layer's cache, `ctx` rows of [`AttnShape::row_bytes`], the chunk's rows written.
+    pub cache: &'a T,
+    /// One `StepState`; its `pos` is the chunk's first position.
+    pub state: &'a T,
+    /// Out: `ntok × n_head × kv_lora` f32, the normalized latent output per (token, head).
+    pub o_lat: &'a T,
+    /// `ctx` f32 attention-temperature factors, as [`FlashBufs::temperature`].
+    pub temperature: Option<&'a T>,
+}
+
+/// Causal attention of a prefill chunk of `ntok` tokens at positions `pos0 .. pos0 + ntok`
+/// (`pos0` read from `bufs.state`) on tensor cores, two tokens × 16 heads per block (see
+/// `ingot_abi::launch::FLASH_LATENT_PREFILL`): normalized output, no merge. `n_head` a
+/// multiple of 16, `ntok` in `1..=512`; `kq_scale` as for [`flash_latent`].
+pub fn flash_latent_prefill<B: Accelerator>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &PrefillBufs<'_, B::Buf>,
+    ntok: usize,
+    kq_scale: f32,
+) -> Result<()> {
+    let d = match s.cache {
+        CacheType::F16 => &FLASH_LATENT_PREFILL,
+        CacheType::Q8_0 => &FLASH_LATENT_PREFILL_Q8_0,
+    };
+    s.check(d, true)?;
+    if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
+        return Err(shape(
+            d,
+            format!(
+                "n_head = {} is not a multiple of {FLASH_MMA_HEADS}",
+                s.n_head
+            ),
+        ));
+    }
+    if ntok == 0 || ntok > FLASH_PREFILL_MAX_TOKENS as usize {
+        return Err(shape(
+            d,
+            format!("ntok = {ntok} is not in 1..={FLASH_PREFILL_MAX_TOKENS}"),
+        ));
+    }
+    if !kq_scale.is_finite() {
+        return Err(shape(d, format!("kq_scale = {kq_scale} is not finite")));
+    }
+    let rows = ntok * s.n_head;
+    need(b, d, "q_abs", bufs.q_abs, bytes(rows, s.kv_lora, 4))?;
+    need(b, d, "q_pe", bufs.q_pe, bytes(rows, s.n_rope, 4))?;
+    need(b, d, "cache", bufs.cache, s.cache_bytes())?;
+    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
+    need(b, d, "o_lat", bufs.o_lat, bytes(rows, s.kv_lora, 4))?;
+    if let Some(t) = bufs.temperature {
+        need(b, d, "temperature", t, s.ctx.checked_mul(4))?;
+    }
+    let n_head = to_u32(d, "n_head", s.n_head)?;
+    let ntok = to_u32(d, "ntok", ntok)?;
+    launch(
+        b,
+        d,
+        flash_prefill_items(n_head, ntok),
+        &[
+            KArg::Buf(bufs.q_abs),
+            KArg::Buf(bufs.q_pe),
+            KArg::Buf(bufs.cache),
+            KArg::Buf(bufs.state),
+            KArg::Buf(bufs.o_lat),
+            KArg::U32(n_head),
+            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
+            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
+            KArg::U32(to_u32(d, "ctx", s.ctx)?),
+            KArg::U32(ntok),
+            KArg::F32(kq_scale),
+            // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
+            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
+            KArg::U32(if bufs.temperature.is_some() {
+                TEMPERATURE_TABLE
+            } else {
+                TEMPERATURE_NONE
+            }),
+        ],
+    )
 }
 
 /// Buffers of [`attn_merge`].

@@ -44,39 +44,28 @@
 //! not the limit.
 
 use super::cache_q8;
+use super::flash_tile::{
+    load_tile, stage_query_chunk, store_tile, tile_dst, zero_tile, QuerySrc, HEADS, PER_THREAD,
+    ROW_CHUNKS, STRIDE, THREADS,
+};
 use super::temperature::logit_scale;
 use crate::intrinsics::{
-    bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32, ld_v4_if,
-    ld_v4_when, ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, pack_f16x2, select_u64,
-    st_v2_f32, sts_b16, sts_f32_if, sts_v2_f32, sts_v4_if, tid,
+    bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32,
+    ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, st_v2_f32, sts_b16, sts_f32_if,
+    sts_v2_f32, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::launch::{
-    flash_mma_smem as sm, flash_segments, CacheType, FLASH_MAX_LORA, FLASH_MAX_ROW,
-    FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
+    flash_mma_smem as sm, flash_segments, CacheType, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
 
 // The dynamic shared memory of the launch (`flash_mma_smem::BYTES`, laid out by `flash_mma_smem`).
 global_asm!(".extern .shared .align 16 .b8 flash_latent_mma_smem[];");
 
-const STRIDE: u32 = FLASH_MMA_ROW_STRIDE;
-const THREADS: u32 = FLASH_MMA_THREADS;
-const HEADS: u32 = FLASH_MMA_HEADS;
 const WARPS: u32 = THREADS / 32;
-
-/// 16-byte chunks of a widest row and of a full tile of them; each thread moves `PER_THREAD`
-/// chunks of a tile.
-const ROW_CHUNKS: u32 = FLASH_MAX_ROW * 2 / 16;
-const TILE_CHUNKS: u32 = FLASH_TILE * ROW_CHUNKS;
-const PER_THREAD: usize = (TILE_CHUNKS / THREADS) as usize;
-const _: () = assert!(TILE_CHUNKS.is_multiple_of(THREADS));
-
-/// 16-byte chunks of the whole tile region (rows at `STRIDE`), zeroed once.
-const TILE_REGION_CHUNKS: u32 = FLASH_TILE * STRIDE / 16;
-const ZERO_PER_THREAD: u32 = TILE_REGION_CHUNKS.div_ceil(THREADS);
 
 /// Chunks of 8 query dims (16 bytes as f16), staged cooperatively once per block.
 const Q_CHUNKS: u32 = HEADS * ROW_CHUNKS;
@@ -110,109 +99,15 @@ unsafe fn smem_base() -> u32 {
     a
 }
 
-type Staged = [[u32; 4]; PER_THREAD];
-/// Shared offsets (from the tile start) of a thread's staged chunks; the same for every tile.
-type Dst = [u32; PER_THREAD];
-
-/// Loads this thread's chunks of the first `chunks` 16-byte chunks of a tile starting at `src`
-/// (a tile's rows are contiguous in the cache); chunks past `chunks` are predicated off and
-/// left undefined: [`store_tile`] skips them with the same predicate.
-#[inline(always)]
-unsafe fn load_tile(src: u64, chunks: u32, tid: u32) -> Staged {
-    let mut r = [[0u32; 4]; PER_THREAD];
-    let mut k = 0;
-    while k < PER_THREAD {
-        let i = tid + k as u32 * THREADS;
-        r[k] = ld_v4_when(i < chunks, src + i as u64 * 16);
-        k += 1;
-    }
-    r
-}
-
-/// Where chunk `i` of a tile of packed cache rows goes: row `i / row_chunks` to offset
-/// `row·STRIDE`. (`NonZeroU32` division carries no divide-by-zero trap.)
-#[inline(always)]
-fn tile_dst(row_chunks: NonZeroU32, tid: u32) -> Dst {
-    let mut d = [0u32; PER_THREAD];
-    let mut k = 0;
-    while k < PER_THREAD {
-        let i = tid + k as u32 * THREADS;
-        d[k] = (i / row_chunks) * STRIDE + (i % row_chunks) * 16;
-        k += 1;
-    }
-    d
-}
-
-/// Stores what [`load_tile`] loaded into the shared tile.
-#[inline(always)]
-unsafe fn store_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, tid: u32) {
-    let mut k = 0;
-    while k < PER_THREAD {
-        sts_v4_if(tid + (k as u32) * THREADS < chunks, tile + dst[k], r[k]);
-        k += 1;
-    }
-}
-
-/// Writes this thread's chunk `k` of the scaled query as f16 to `dst`, head `h` at
-/// `h·STRIDE`: dims `< kv_lora` from `q_abs`, then `n_rope` dims from `q_pe`, zero up to
-/// `FLASH_MAX_ROW`. Branch-free (a select and predicated accesses).
-#[inline(always)]
-unsafe fn stage_query_chunk(q: QuerySrc, dst: u32, tid: u32, k: u32) {
-    let i = tid + k * THREADS;
-    let h = i / ROW_CHUNKS;
-    let c = i % ROW_CHUNKS;
-    let d = 8 * c;
-    let at = select_u64(
-        d < q.kv_lora,
-        q.q_abs + (h * q.kv_lora + d) as u64 * 4,
-        q.q_pe + (h * q.n_rope).wrapping_add(d.wrapping_sub(q.kv_lora)) as u64 * 4,
-    );
-    let live = i < Q_CHUNKS && d < q.kv_lora + q.n_rope;
-    let a = ld_v4_if(live, at).map(f32::from_bits);
-    let b = ld_v4_if(live, at + 16).map(f32::from_bits);
-    let qs = q.qs;
-    sts_v4_if(
-        i < Q_CHUNKS,
-        dst + h * STRIDE + c * 16,
-        [
-            pack_f16x2(a[0] * qs, a[1] * qs),
-            pack_f16x2(a[2] * qs, a[3] * qs),
-            pack_f16x2(b[0] * qs, b[1] * qs),
-            pack_f16x2(b[2] * qs, b[3] * qs),
-        ],
-    );
-}
-
-/// Where the query comes from and its scale `kq_scale·log2(e)`.
-#[derive(Clone, Copy)]
-struct QuerySrc {
-    q_abs: u64,
-    q_pe: u64,
-    kv_lora: u32,
-    n_rope: u32,
-    qs: f32,
-}
-
 /// Stages the whole query (one block-wide pass, written out so it needs no loop).
 #[inline(always)]
 unsafe fn stage_query(q: QuerySrc, dst: u32, tid: u32) {
     const _: () = assert!(Q_PER_THREAD == 5);
-    stage_query_chunk(q, dst, tid, 0);
-    stage_query_chunk(q, dst, tid, 1);
-    stage_query_chunk(q, dst, tid, 2);
-    stage_query_chunk(q, dst, tid, 3);
-    stage_query_chunk(q, dst, tid, 4);
-}
-
-/// Zeroes the tile region (rows at `STRIDE`, including the bytes past each row).
-#[inline(always)]
-unsafe fn zero_tile(tile: u32, tid: u32) {
-    let mut k = 0;
-    while k < ZERO_PER_THREAD {
-        let i = tid + k * THREADS;
-        sts_v4_if(i < TILE_REGION_CHUNKS, tile + i * 16, [0; 4]);
-        k += 1;
-    }
+    stage_query_chunk(q, HEADS, dst, tid, 0);
+    stage_query_chunk(q, HEADS, dst, tid, 1);
+    stage_query_chunk(q, HEADS, dst, tid, 2);
+    stage_query_chunk(q, HEADS, dst, tid, 3);
+    stage_query_chunk(q, HEADS, dst, tid, 4);
 }
 
 flash_entry_points! {
@@ -304,7 +199,9 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         q_pe: global(q_pe) + (h0 * n_rope) as u64 * 4,
         kv_lora,
         n_rope,
-        qs,
+        tok_rows: 0,
+        live_rows: HEADS,
+        qs: [qs, qs],
     };
     stage_query(q, tile, tid);
     nvptx::_syncthreads();

@@ -101,6 +101,18 @@ pub fn half_warp_max(mut v: f32) -> f32 {
     v
 }
 
+/// `max` over aligned groups of `lanes` lanes (a power of two ≤ 32); every lane of a group gets
+/// its group's maximum. Every lane of the warp must execute it.
+#[inline(always)]
+pub fn sub_max(mut v: f32, lanes: u32) -> f32 {
+    let mut m = lanes / 2;
+    while m > 0 {
+        v = v.max(shfl_xor_f32(v, m));
+        m >>= 1;
+    }
+    v
+}
+
 /// Maximum of `v` over the 32 lanes (`redux.sync.max.u32`); the whole warp must execute it.
 #[inline(always)]
 pub fn warp_max_u32(v: u32) -> u32 {
