@@ -446,3 +446,91 @@ fn logits_rows_cases<B: Accelerator>(b: &mut B) {
 fn moe_router_logits_rows_matches_gemv_order() {
     on_every_backend!(logits_rows_cases);
 }
+
+/// The launchers refuse buffers too short for `ntok` rows, a missing `rows` word, `ntok = 0`
+/// and bad shapes, with errors (nothing launches).
+#[test]
+fn rows_launchers_reject_bad_args() {
+    use ingot_kernels::KernelError;
+    #[cfg(feature = "sim")]
+    {
+        let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
+        let b = &mut b;
+        let too_small = |e: KernelError| matches!(e, KernelError::BufferTooSmall { .. });
+        let bad_shape = |e: KernelError| matches!(e, KernelError::Shape { .. });
+
+        // Router logits: 64 × 256, 3 tokens.
+        let w = upload(b, &[0u8; 64 * 256 * 4]);
+        let x = upload(b, &[0u8; 3 * 256 * 4]);
+        let lg = upload(b, &[0u8; 3 * 64 * 4]);
+        let rows = upload(b, &3u32.to_le_bytes());
+        let short = upload(b, &[0u8; 2]);
+        let run = |b: &mut _, x, lg, rows, ntok, ncols, ne| {
+            moe_router_logits_rows(b, (&w, x, lg), (rows, ntok), ncols, ne).expect_err("accepted")
+        };
+        assert!(too_small(run(b, &x, &lg, &rows, 4, 256, 64)));
+        assert!(too_small(run(b, &x, &lg, &short, 3, 256, 64)));
+        assert!(too_small(run(b, &x, &short, &rows, 3, 256, 64)));
+        assert!(bad_shape(run(b, &x, &lg, &rows, 3, 254, 64)));
+        assert!(bad_shape(run(b, &x, &lg, &rows, 3, 256, 0)));
+        assert!(bad_shape(run(b, &x, &lg, &rows, 0, 256, 64)));
+
+        // Routing: 3 tokens of 64 logits.
+        let p = RouteParams {
+            gating: Gating::Softmax,
+            n_expert: 64,
+            n_used: 6,
+            n_group: 1,
+            n_group_used: 1,
+            normalize: false,
+            scale: 1.0,
+        };
+        let sel = upload(b, &vec![0u8; 3 * size_of::<ExpertSelection>()]);
+        let e = moe_route_rows(b, &lg, None, (&rows, 4), &sel, &p).expect_err("accepted");
+        assert!(too_small(e));
+        let e = moe_route_rows(b, &lg, None, (&short, 3), &sel, &p).expect_err("accepted");
+        assert!(too_small(e));
+        let e = moe_route_rows(b, &lg, None, (&rows, 0), &sel, &p).expect_err("accepted");
+        assert!(bad_shape(e));
+        let bad = RouteParams { n_used: 0, ..p };
+        let e = moe_route_rows(b, &lg, None, (&rows, 3), &sel, &bad).expect_err("accepted");
+        assert!(bad_shape(e));
+
+        // Rope: a small shape, 2 tokens' rows; the launch asks for 3.
+        let s = AttnShape {
+            n_head: 4,
+            d_nope: 32,
+            kv_lora: 64,
+            n_rope: 16,
+            ctx: 8,
+            cache: CacheType::F16,
+        };
+        let q = upload(b, &vec![0u8; 2 * 4 * 48 * 4]);
+        let kv = upload(b, &vec![0u8; 2 * 80 * 4]);
+        let norm = upload(b, &[0u8; 64 * 4]);
+        let freq = upload(b, &[0u8; 8 * 8]);
+        let state = upload(b, &step_state(0));
+        let q_pe = upload(b, &vec![0u8; 2 * 4 * 16 * 4]);
+        let q8 = upload(b, &vec![0u8; 2 * 4 * 36]);
+        let cache = upload(b, &vec![0u8; s.cache_bytes().unwrap()]);
+        let bufs = RopeKvBufs {
+            q: &q,
+            kv: &kv,
+            kv_norm: &norm,
+            rope_freq: &freq,
+            state: &state,
+            q_pe: &q_pe,
+            cache: &cache,
+        };
+        let e = rope_kv_q8_1_rows(b, &s, &bufs, &q8, &rows, 3, 1e-6, 1.0).expect_err("accepted");
+        assert!(too_small(e));
+        let e = rope_kv_q8_1_rows(b, &s, &bufs, &q8, &short, 2, 1e-6, 1.0).expect_err("accepted");
+        assert!(too_small(e));
+        let e = rope_kv_q8_1_rows(b, &s, &bufs, &q8, &rows, 0, 1e-6, 1.0).expect_err("accepted");
+        assert!(bad_shape(e));
+        let odd = AttnShape { d_nope: 16, ..s };
+        let e = rope_kv_q8_1_rows(b, &odd, &bufs, &q8, &rows, 1, 1e-6, 1.0).expect_err("accepted");
+        assert!(bad_shape(e));
+        rope_kv_q8_1_rows(b, &s, &bufs, &q8, &rows, 2, 1e-6, 1.0).expect("2 rows fit");
+    }
+}
