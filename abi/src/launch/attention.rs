@@ -160,6 +160,48 @@ pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+/// `rope_kv_q8_1_rows(q, kv, kv_norm, rope_freq, state, rows, q_pe, q_nope_q8, cache, n_head,
+/// d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type, ntok)`: [`ROPE_KV_Q8_1`] for the
+/// tokens of a prefill chunk at positions `pos0 .. pos0 + n`, `pos0 = StepState::pos` (in
+/// device memory, so a captured chunk graph replays at any position). Token `t`'s `q`, `kv`,
+/// `q_pe` and `q_nope_q8` are row `t` of token-major buffers, each row laid out as the decode
+/// kernel's whole buffer (strides `n_head·(d_nope+n_rope)` f32, `kv_lora+n_rope` f32,
+/// `n_head·n_rope` f32, `n_head·d_nope/32` q8_1 blocks: the `mmq` projections' outputs);
+/// its cache row is `pos0 + t` (none when `≥ ctx`). Every row is the bits [`ROPE_KV_Q8_1`]
+/// writes at that position.
+///
+/// Fewer tokens than the launch: `ntok` (a launch argument, fixed when a graph is captured)
+/// sizes the grid and the buffers, and `rows` is one device `u32` holding the chunk's token
+/// count `n`; tokens `t ≥ min(n, ntok)` write nothing. A graph captured for a bucket of `B`
+/// tokens runs a chunk of `n ≤ B` after the host writes `n` to `rows` (and `pos0` to the
+/// `StepState`). One block per token: an item is a token.
+pub const ROPE_KV_Q8_1_ROWS: KernelDesc = KernelDesc {
+    name: "rope_kv_q8_1_rows",
+    params: &[
+        ptr("q"),
+        ptr("kv"),
+        ptr("kv_norm"),
+        ptr("rope_freq"),
+        ptr("state"),
+        ptr("rows"),
+        ptr("q_pe"),
+        ptr("q_nope_q8"),
+        ptr("cache"),
+        u32_("n_head"),
+        u32_("d_nope"),
+        u32_("kv_lora"),
+        u32_("n_rope"),
+        u32_("ctx"),
+        f32_("eps"),
+        f32_("mscale"),
+        u32_("cache_type"),
+        u32_("ntok"),
+    ],
+    block: [ROPE_KV_THREADS, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
 /// Parameters of the `gemv2_rope_*` kernels: the two-matrix gemv's (`w0, w1, x, q, kv, ncols,
 /// nrows0, nrows1`), then [`ROPE_KV_Q8_1`]'s that the gemv does not already give, and the done
 /// counter of the tail.
@@ -699,6 +741,7 @@ const _: () = assert!(
 pub const ALL: &[KernelDesc] = &[
     ROPE_KV,
     ROPE_KV_Q8_1,
+    ROPE_KV_Q8_1_ROWS,
     FLASH_LATENT,
     ATTN_MERGE,
     ATTN_MERGE_Q8_1,

@@ -67,6 +67,71 @@ pub const MOE_ROUTE: KernelDesc = KernelDesc {
     shared_bytes: 0,
 };
 
+/// `moe_route_rows(logits: *const f32, bias: *const f32, rows: *const u32, sel: *mut
+/// ExpertSelection, n_expert, n_used, n_group, n_group_used, flags, scale, ntok)`: [`MOE_ROUTE`]
+/// for the tokens of a prefill chunk: token `t` routes logits row `t` (`n_expert` floats,
+/// token-major at stride `n_expert`) into `sel[t]`, the bits [`MOE_ROUTE`] gives for that row
+/// (same parameters and requirements). `ntok` (a launch argument) sizes the grid and the
+/// buffers; `rows` is one device `u32` holding the chunk's token count `n`, and tokens
+/// `t ≥ min(n, ntok)` write nothing, so a graph captured for a bucket of `ntok` tokens runs a
+/// chunk of `n ≤ ntok` (as `super::ROPE_KV_Q8_1_ROWS`). One block of one warp per token: an
+/// item is a token.
+pub const MOE_ROUTE_ROWS: KernelDesc = KernelDesc {
+    name: "moe_route_rows",
+    params: &[
+        ptr("logits"),
+        ptr("bias"),
+        ptr("rows"),
+        ptr("sel"),
+        u32_("n_expert"),
+        u32_("n_used"),
+        u32_("n_group"),
+        u32_("n_group_used"),
+        u32_("flags"),
+        f32_("scale"),
+        u32_("ntok"),
+    ],
+    block: [WARP_SIZE, 1, 1],
+    items_per_block: 1,
+    shared_bytes: 0,
+};
+
+/// Tokens one [`MOE_ROUTER_LOGITS_ROWS`] warp computes a router row for: each weight chunk is
+/// loaded once per tile of this many tokens (eight accumulators per lane, in registers).
+pub const ROUTER_ROWS_TOKENS: u32 = 8;
+/// Warps per [`MOE_ROUTER_LOGITS_ROWS`] block.
+pub const ROUTER_ROWS_WARPS: u32 = 4;
+
+/// Items (warps) of [`MOE_ROUTER_LOGITS_ROWS`]: one per (router row, tile of
+/// [`ROUTER_ROWS_TOKENS`] tokens); `None` on u32 overflow.
+pub const fn router_logits_rows_items(n_expert: u32, ntok: u32) -> Option<u32> {
+    n_expert.checked_mul(ntok.div_ceil(ROUTER_ROWS_TOKENS))
+}
+
+/// `moe_router_logits_rows(w: *const f32, x: *const f32, rows: *const u32, logits: *mut f32,
+/// ncols, n_expert, ntok)`: the f32 router logits of a prefill chunk, `logits[t][e] =
+/// Σ_k W[e][k]·x[t][k]` (`W` `n_expert × ncols`, `x` `ntok × ncols` token-major, `logits`
+/// `ntok × n_expert` token-major, `ncols` a multiple of 4): each logit is the bits the f32 gemv
+/// of [`MOE_ROUTER_F32`] gives for that token (same per-lane chunks, order and butterfly).
+/// Warp `g` computes row `g % n_expert` for tokens `ROUTER_ROWS_TOKENS·(g / n_expert) ..` of
+/// the tile; `rows` holds the chunk's token count `n` as for [`MOE_ROUTE_ROWS`], and tokens
+/// `t ≥ min(n, ntok)` are not written. An item is a warp: [`router_logits_rows_items`].
+pub const MOE_ROUTER_LOGITS_ROWS: KernelDesc = KernelDesc {
+    name: "moe_router_logits_rows",
+    params: &[
+        ptr("w"),
+        ptr("x"),
+        ptr("rows"),
+        ptr("logits"),
+        u32_("ncols"),
+        u32_("n_expert"),
+        u32_("ntok"),
+    ],
+    block: [ROUTER_ROWS_WARPS * WARP_SIZE, 1, 1],
+    items_per_block: ROUTER_ROWS_WARPS,
+    shared_bytes: 0,
+};
+
 /// `moe_router_f32(w: *const f32, x: *const f32, logits: *mut f32, bias: *const f32, sel: *mut
 /// ExpertSelection, count: *mut u32, ncols: u32, n_expert: u32, n_used: u32, n_group: u32,
 /// n_group_used: u32, flags: u32, scale: f32)`: the f32 router gemv `logits = W·x` (`W`
@@ -224,4 +289,9 @@ pub(crate) const fn down_desc(name: &'static str) -> KernelDesc {
 }
 
 /// The kernels of this family (the per-type ones are in `crate::weight_types`).
-pub const ALL: &[KernelDesc] = &[MOE_ROUTE, MOE_ROUTER_F32];
+pub const ALL: &[KernelDesc] = &[
+    MOE_ROUTE,
+    MOE_ROUTE_ROWS,
+    MOE_ROUTER_F32,
+    MOE_ROUTER_LOGITS_ROWS,
+];

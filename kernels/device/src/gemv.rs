@@ -431,8 +431,15 @@ pub(crate) unsafe fn f32_row_dot(w: u64, x: u64, ncols: u32, row: u32, lane: u32
     while c < chunks {
         let a = ld_v4_f32(wrow + c as u64 * 16);
         let b = ld_v4_f32(x + c as u64 * 16);
-        acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+        acc += dot4(a, b);
         c += WARP_SIZE;
     }
     warp_sum(acc)
+}
+
+/// `((a0·b0 + a1·b1) + a2·b2) + a3·b3` in f32, each step one `.rn` operation: the per-chunk
+/// order of the f32 gemv and of the router logits of a chunk, which give the same bits.
+#[inline(always)]
+pub(crate) fn dot4(a: [f32; 4], b: [f32; 4]) -> f32 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]
 }

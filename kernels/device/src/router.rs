@@ -17,16 +17,16 @@
 //! Given the scores, the weights are bit-identical to the oracle's: the normalizing sum is added
 //! in selection order, clamped, divided and scaled as the oracle does.
 
-use crate::gemv::f32_row_dot;
+use crate::gemv::{dot4, f32_row_dot};
 use crate::intrinsics::{
-    bid, exp, fence_acq_rel_gpu, fence_atom_add_u32_if, global, ld_u32, ld_u32_relaxed, nblocks,
-    shfl_idx_f32, shfl_idx_u32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32, warp_max_u32,
-    warp_min_u32, warp_sum,
+    bid, exp, fence_acq_rel_gpu, fence_atom_add_u32_if, global, ld_u32, ld_u32_relaxed, ld_v4_f32,
+    nblocks, shfl_idx_f32, shfl_idx_u32, shfl_xor_f32, st_f32, st_u32, tid, warp_max_f32,
+    warp_max_u32, warp_min_u32, warp_sum,
 };
 use core::mem::offset_of;
 use ingot_abi::launch::{
-    ExpertSelection, ROUTER_MAX_EXPERTS, ROUTER_WARPS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
-    WARP_SIZE,
+    ExpertSelection, ROUTER_MAX_EXPERTS, ROUTER_ROWS_TOKENS, ROUTER_ROWS_WARPS, ROUTER_WARPS,
+    ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID, WARP_SIZE,
 };
 
 /// Scores per lane at the largest expert count.
@@ -140,6 +140,106 @@ pub unsafe extern "ptx-kernel" fn moe_route(
         flags,
         scale,
     );
+}
+
+/// See [`ingot_abi::launch::MOE_ROUTE_ROWS`]: [`moe_route`] for the tokens of a prefill chunk,
+/// block `t` (one warp) routing logits row `t` (`n_expert` floats at stride `n_expert`) into
+/// `sel[t]` with the same body, so `sel[t]` is the bits `moe_route` gives for that row. Blocks
+/// `t ≥ min(*rows, ntok)` write nothing. Preconditions as for [`moe_route`]. Launch: `ntok`
+/// blocks of one warp.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn moe_route_rows(
+    logits: *const f32,
+    bias: *const f32,
+    rows: *const u32,
+    sel: *mut ExpertSelection,
+    n_expert: u32,
+    n_used: u32,
+    n_group: u32,
+    n_group_used: u32,
+    flags: u32,
+    scale: f32,
+    ntok: u32,
+) {
+    let tok = bid();
+    // Block-uniform: the whole warp leaves together, before any shuffle.
+    if tok >= ld_u32(global(rows)).min(ntok) {
+        return;
+    }
+    route_any(
+        global(logits) + tok as u64 * n_expert as u64 * 4,
+        |a| ld_u32(a),
+        tid(),
+        bias,
+        sel.add(tok as usize),
+        n_expert,
+        n_used,
+        n_group,
+        n_group_used,
+        flags,
+        scale,
+    );
+}
+
+/// See [`ingot_abi::launch::MOE_ROUTER_LOGITS_ROWS`]: the f32 router logits of a prefill
+/// chunk, `logits[t][e] = W[e]·x[t]`. Warp `g` (block `g / ROUTER_ROWS_WARPS`) computes row
+/// `g % n_expert` for the `ROUTER_ROWS_TOKENS` tokens of tile `g / n_expert`: lane `l` loads
+/// each of its float4 weight chunks `l, l + 32, …` once and adds its dot with every token's
+/// chunk into that token's accumulator, in [`f32_row_dot`]'s order (`((a0·b0 + a1·b1) +
+/// a2·b2) + a3·b3` per chunk, chunks in order, then the same xor butterfly), so every logit is
+/// the bits `gemv_f32` / `moe_router_f32` give for that token. Tokens `t ≥ min(*rows, ntok)`
+/// are neither stored nor read: a tile's missing tokens reuse its last live token's row.
+/// Launch: `n_expert · ceil(ntok / ROUTER_ROWS_TOKENS)` items (warps).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn moe_router_logits_rows(
+    w: *const f32,
+    x: *const f32,
+    rows: *const u32,
+    logits: *mut f32,
+    ncols: u32,
+    n_expert: u32,
+    ntok: u32,
+) {
+    const T: usize = ROUTER_ROWS_TOKENS as usize;
+    let t = tid();
+    let lane = t % WARP_SIZE;
+    let g = bid() * ROUTER_ROWS_WARPS + t / WARP_SIZE;
+    let live = ld_u32(global(rows)).min(ntok);
+    // `n_expert ≥ 1` (launcher); `max(1)` keeps the division trap-free.
+    let ne = n_expert.max(1);
+    let row = g % ne;
+    let first = (g / ne) * ROUTER_ROWS_TOKENS;
+    // Warp-uniform: warps past the last tile, or whose tile has no live token, leave.
+    if first >= live {
+        return;
+    }
+    let (wg, xg) = (global(w), global(x));
+    let wrow = wg + row as u64 * ncols as u64 * 4;
+    let xrow = |j: usize| xg + (first + j as u32).min(live - 1) as u64 * ncols as u64 * 4;
+    let chunks = ncols / 4;
+    let mut acc = [0.0f32; T];
+    let mut c = lane;
+    while c < chunks {
+        let a = ld_v4_f32(wrow + c as u64 * 16);
+        let mut j = 0;
+        while j < T {
+            let b = ld_v4_f32(xrow(j) + c as u64 * 16);
+            acc[j] += dot4(a, b);
+            j += 1;
+        }
+        c += WARP_SIZE;
+    }
+    let lg = global(logits);
+    let mut j = 0;
+    while j < T {
+        let total = warp_sum(acc[j]);
+        let tok = first + j as u32;
+        if lane == 0 && tok < live {
+            st_f32(lg + (tok as u64 * n_expert as u64 + row as u64) * 4, total);
+        }
+        j += 1;
+    }
 }
 
 /// See [`ingot_abi::launch::MOE_ROUTER_F32`]: the f32 router gemv, and the warp that finishes

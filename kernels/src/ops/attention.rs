@@ -20,7 +20,7 @@ use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
     FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS,
-    FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1, ROPE_KV_Q8_1_ROWS, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{
     flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
@@ -201,6 +201,41 @@ pub fn rope_kv_q8_1<B: Accelerator>(
     launch_rope(b, &ROPE_KV_Q8_1, s, bufs, Some(q_nope_q8), eps, mscale)
 }
 
+/// [`rope_kv_q8_1`] for a prefill chunk: token `t < min(n, ntok)` (`n` the `u32` in `rows`)
+/// reads row `t` of `bufs.q` and `bufs.kv`, writes row `t` of `bufs.q_pe` and `q_nope_q8` and
+/// cache row `pos0 + t` (`pos0` from `bufs.state`); see `ingot_abi::launch::ROPE_KV_Q8_1_ROWS`.
+/// The row buffers must hold `ntok` rows; `ntok ≥ 1`.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_kv_q8_1_rows<B: Accelerator>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    q_nope_q8: &B::Buf,
+    rows: &B::Buf,
+    ntok: usize,
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
+    let d = &ROPE_KV_Q8_1_ROWS;
+    check_rope(b, d, s, bufs, Some(q_nope_q8), ntok, eps, mscale)?;
+    need(b, d, "rows", rows, Some(4))?;
+    let ntok32 = to_u32(d, "ntok", ntok)?;
+    let mut args = vec![
+        KArg::Buf(bufs.q),
+        KArg::Buf(bufs.kv),
+        KArg::Buf(bufs.kv_norm),
+        KArg::Buf(bufs.rope_freq),
+        KArg::Buf(bufs.state),
+        KArg::Buf(rows),
+        KArg::Buf(bufs.q_pe),
+        KArg::Buf(q_nope_q8),
+        KArg::Buf(bufs.cache),
+    ];
+    args.extend(rope_scalars(d, s, eps, mscale)?);
+    args.push(KArg::U32(ntok32));
+    launch(b, d, ntok32, &args)
+}
+
 fn launch_rope<B: Accelerator>(
     b: &mut B,
     d: &'static KernelDesc,
@@ -210,7 +245,7 @@ fn launch_rope<B: Accelerator>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
-    check_rope(b, d, s, bufs, q_nope_q8, eps, mscale)?;
+    check_rope(b, d, s, bufs, q_nope_q8, 1, eps, mscale)?;
     let mut args = vec![
         KArg::Buf(bufs.q),
         KArg::Buf(bufs.kv),
@@ -243,7 +278,7 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
     mscale: f32,
 ) -> Result<()> {
     let d = ty.pair_rope();
-    check_rope(b, d, s, bufs, Some(q_nope_q8), eps, mscale)?;
+    check_rope(b, d, s, bufs, Some(q_nope_q8), 1, eps, mscale)?;
     let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
     check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
@@ -271,13 +306,16 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
     launch(b, d, warps, &args)
 }
 
-/// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants).
+/// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants);
+/// `q`, `kv`, `q_pe` and `q_nope_q8` hold `ntok` token rows.
+#[allow(clippy::too_many_arguments)]
 fn check_rope<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     s: &AttnShape,
     bufs: &RopeKvBufs<'_, B::Buf>,
     q_nope_q8: Option<&B::Buf>,
+    ntok: usize,
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
@@ -288,12 +326,13 @@ fn check_rope<B: Accelerator>(
     if !mscale.is_finite() {
         return Err(shape(d, format!("mscale = {mscale} is not finite")));
     }
-    need(b, d, "q", bufs.q, bytes(s.n_head, s.d_nope + s.n_rope, 4))?;
-    need(b, d, "kv", bufs.kv, bytes(s.row(), 4, 1))?;
+    let q_floats = s.n_head.checked_mul(s.d_nope + s.n_rope);
+    need(b, d, "q", bufs.q, q_floats.and_then(|n| bytes(ntok, n, 4)))?;
+    need(b, d, "kv", bufs.kv, bytes(ntok, s.row(), 4))?;
     need(b, d, "kv_norm", bufs.kv_norm, bytes(s.kv_lora, 4, 1))?;
     need(b, d, "rope_freq", bufs.rope_freq, bytes(s.n_rope / 2, 8, 1))?;
     need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
-    need(b, d, "q_pe", bufs.q_pe, bytes(s.n_head, s.n_rope, 4))?;
+    need(b, d, "q_pe", bufs.q_pe, bytes(ntok, s.n_head, s.n_rope * 4))?;
     need(b, d, "cache", bufs.cache, s.cache_bytes())?;
     if let Some(q8) = q_nope_q8 {
         if !s.d_nope.is_multiple_of(QK8_1) || !s.n_rope.is_multiple_of(4) {
@@ -305,7 +344,14 @@ fn check_rope<B: Accelerator>(
                 ),
             ));
         }
-        need(b, d, "q_nope_q8", q8, q8_1_bytes(s.n_head, s.d_nope))?;
+        let q8_rows = s.n_head.checked_mul(ntok);
+        need(
+            b,
+            d,
+            "q_nope_q8",
+            q8,
+            q8_rows.and_then(|r| q8_1_bytes(r, s.d_nope)),
+        )?;
     }
     Ok(())
 }

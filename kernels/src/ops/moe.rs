@@ -119,6 +119,103 @@ pub fn moe_route<B: Accelerator>(
     )
 }
 
+/// [`moe_route`] for a prefill chunk: token `t < min(n, ntok)` (`n` the `u32` in `rows`)
+/// routes row `t` of `logits` (`ntok × p.n_expert` floats, token-major) into `sel[t]`
+/// (`ntok` [`ExpertSelection`]s); see `ingot_abi::launch::MOE_ROUTE_ROWS`. `ntok ≥ 1`.
+pub fn moe_route_rows<B: Accelerator>(
+    b: &mut B,
+    logits: &B::Buf,
+    bias: Option<&B::Buf>,
+    (rows, ntok): (&B::Buf, usize),
+    sel: &B::Buf,
+    p: &RouteParams,
+) -> Result<()> {
+    let d = &MOE_ROUTE_ROWS;
+    p.check()?;
+    need(b, d, "logits", logits, bytes(ntok, p.n_expert, 4))?;
+    if let Some(bias) = bias {
+        need(b, d, "bias", bias, Some(p.n_expert * 4))?;
+    }
+    need(b, d, "rows", rows, Some(4))?;
+    need(
+        b,
+        d,
+        "sel",
+        sel,
+        bytes(ntok, size_of::<ExpertSelection>(), 1),
+    )?;
+    let ntok32 = to_u32(d, "ntok", ntok)?;
+    let (flags, n_group, n_group_used) = route_flags(p, bias.is_some());
+    // Without ROUTE_BIAS the kernel never reads `bias`; any valid buffer fills the slot.
+    let bias = bias.unwrap_or(logits);
+    launch(
+        b,
+        d,
+        ntok32,
+        &[
+            KArg::Buf(logits),
+            KArg::Buf(bias),
+            KArg::Buf(rows),
+            KArg::Buf(sel),
+            KArg::U32(to_u32(d, "n_expert", p.n_expert)?),
+            KArg::U32(to_u32(d, "n_used", p.n_used)?),
+            KArg::U32(to_u32(d, "n_group", n_group)?),
+            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
+            KArg::U32(flags),
+            KArg::F32(p.scale),
+            KArg::U32(ntok32),
+        ],
+    )
+}
+
+/// The f32 router logits of a prefill chunk, `logits[t] = W·x[t]` for `t < min(n, ntok)` (`n`
+/// the `u32` in `rows`): `W` is `n_expert × ncols` floats, `x` and `logits` hold `ntok` rows
+/// of `ncols` and `n_expert` floats, `ncols` a positive multiple of 4. Each logit is the bits
+/// of [`moe_router_f32`]'s gemv for that token; see `ingot_abi::launch::MOE_ROUTER_LOGITS_ROWS`.
+pub fn moe_router_logits_rows<B: Accelerator>(
+    b: &mut B,
+    (w, x, logits): (&B::Buf, &B::Buf, &B::Buf),
+    (rows, ntok): (&B::Buf, usize),
+    ncols: usize,
+    n_expert: usize,
+) -> Result<()> {
+    let d = &MOE_ROUTER_LOGITS_ROWS;
+    if ncols == 0 || !ncols.is_multiple_of(4) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of 4"),
+        ));
+    }
+    if n_expert == 0 || n_expert > ROUTER_MAX_EXPERTS as usize {
+        return Err(shape(
+            d,
+            format!("n_expert = {n_expert} is not in 1..={ROUTER_MAX_EXPERTS}"),
+        ));
+    }
+    need(b, d, "w", w, bytes(n_expert, ncols, 4))?;
+    need(b, d, "x", x, bytes(ntok, ncols, 4))?;
+    need(b, d, "rows", rows, Some(4))?;
+    need(b, d, "logits", logits, bytes(ntok, n_expert, 4))?;
+    let ntok32 = to_u32(d, "ntok", ntok)?;
+    let ne = to_u32(d, "n_expert", n_expert)?;
+    let items = router_logits_rows_items(ne, ntok32)
+        .ok_or_else(|| shape(d, format!("ntok = {ntok} gives too many warps")))?;
+    launch(
+        b,
+        d,
+        items,
+        &[
+            KArg::Buf(w),
+            KArg::Buf(x),
+            KArg::Buf(rows),
+            KArg::Buf(logits),
+            KArg::U32(to_u32(d, "ncols", ncols)?),
+            KArg::U32(ne),
+            KArg::U32(ntok32),
+        ],
+    )
+}
+
 /// The f32 router gemv `logits = W·x` (`W`: `p.n_expert × ncols` floats, `x`: `ncols` floats,
 /// `ncols` a positive multiple of 4) and [`moe_route`] on its result, in one launch
 /// ([`MOE_ROUTER_F32`]): the last warp to finish its row routes. `count` is a 4-byte counter

@@ -8,7 +8,7 @@
 //! The tail reads `q` and `kv`, which every block of the launch wrote, with `.relaxed.gpu` loads
 //! after the acquire in [`last_block_done`].
 
-use crate::attention::rope_kv::{rope_kv_impl, Dims};
+use crate::attention::rope_kv::{rope_kv_impl, step_pos, Dims};
 use crate::gemv::gemv2;
 use crate::intrinsics::global;
 use crate::last_block::{last_block_done, reset};
@@ -67,7 +67,7 @@ macro_rules! gemv2_rope_kernels {
                 kv,
                 global(kv_norm),
                 global(rope_freq),
-                global(state),
+                step_pos(state),
                 global(q_pe),
                 global(q_nope_q8),
                 global(cache),

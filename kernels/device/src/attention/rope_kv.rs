@@ -17,14 +17,14 @@
 
 use super::cache_q8::store_q8_0_value;
 use crate::intrinsics::{
-    cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
+    bid, cos, f32_to_f16, fma, global, ld_f64, ld_u32, ld_v2_f32, ld_v2_f32_relaxed, ld_v4_f32,
     ld_v4_f32_relaxed, rint_f64, select_f32, shfl_idx_f32, sin, sqrt, st_u32, st_v2_f32, st_v2_u32,
     tid, warp_sum,
 };
 use crate::norm_q8::{quantize_pair_store, PAIR_LANES};
 use core::arch::{asm, global_asm, nvptx};
 use core::f64::consts::TAU;
-use core::mem::offset_of;
+use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{CacheType, ROPE_KV_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
@@ -49,6 +49,12 @@ unsafe fn cos_sin(freq: u64, pos: u32, i: u32, mscale: f32) -> (f32, f32) {
     let k = rint_f64(theta * INV_TAU);
     let r = ((theta - k * TAU_HI) - k * TAU_LO) as f32;
     (cos(r) * mscale, sin(r) * mscale)
+}
+
+/// `StepState::pos` of the step state at `state`.
+#[inline(always)]
+pub(crate) unsafe fn step_pos(state: *const StepState) -> u32 {
+    ld_u32(global(state) + offset_of!(StepState, pos) as u64)
 }
 
 /// `(a, b)` rotated by the angle whose scaled cosine and sine are `(c, s)`.
@@ -96,7 +102,7 @@ pub unsafe extern "ptx-kernel" fn rope_kv(
         global(kv),
         global(kv_norm),
         global(rope_freq),
-        global(state),
+        step_pos(state),
         global(q_pe),
         0,
         global(cache),
@@ -142,9 +148,71 @@ pub unsafe extern "ptx-kernel" fn rope_kv_q8_1(
         global(kv),
         global(kv_norm),
         global(rope_freq),
-        global(state),
+        step_pos(state),
         global(q_pe),
         global(q_nope_q8),
+        global(cache),
+        dims,
+        eps,
+        mscale,
+    );
+}
+
+/// [`rope_kv_q8_1`] for the tokens of a prefill chunk, one block per token: block `t` runs
+/// the decode body on row `t` of `q`, `kv`, `q_pe` and `q_nope_q8` (token-major, each at the
+/// stride of one token's decode buffer) at position `StepState::pos + t`, so every row is the
+/// bits `rope_kv_q8_1` gives at that position. Blocks `t ≥ min(*rows, ntok)` write nothing.
+/// See `ingot_abi::launch::ROPE_KV_Q8_1_ROWS`; the launcher checks the shapes as for
+/// `rope_kv_q8_1` and the buffers for `ntok` rows.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rope_kv_q8_1_rows(
+    q: *const f32,
+    kv: *const f32,
+    kv_norm: *const f32,
+    rope_freq: *const f64,
+    state: *const StepState,
+    rows: *const u32,
+    q_pe: *mut f32,
+    q_nope_q8: *mut BlockQ8_1,
+    cache: *mut u16,
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    eps: f32,
+    mscale: f32,
+    cache_type: u32,
+    ntok: u32,
+) {
+    let tok = bid();
+    // Block-uniform, before the body's barrier: the whole block leaves together.
+    if tok >= ld_u32(global(rows)).min(ntok) {
+        return;
+    }
+    // Past u32::MAX the position saturates: still `≥ ctx`, so no cache row is written.
+    let pos = step_pos(state).saturating_add(tok);
+    let tok = tok as u64;
+    let q_row = (n_head * (d_nope + n_rope)) as u64 * 4;
+    let kv_row = (kv_lora + n_rope) as u64 * 4;
+    let pe_row = (n_head * n_rope) as u64 * 4;
+    let q8_row = (n_head * (d_nope / QK8_1 as u32)) as u64 * size_of::<BlockQ8_1>() as u64;
+    let dims = Dims {
+        n_head,
+        d_nope,
+        kv_lora,
+        n_rope,
+        ctx,
+        cache_type,
+    };
+    rope_kv_impl::<true, ROPE_KV_THREADS, false>(
+        global(q) + tok * q_row,
+        global(kv) + tok * kv_row,
+        global(kv_norm),
+        global(rope_freq),
+        pos,
+        global(q_pe) + tok * pe_row,
+        global(q_nope_q8) + tok * q8_row,
         global(cache),
         dims,
         eps,
@@ -163,8 +231,10 @@ pub(crate) struct Dims {
     pub(crate) cache_type: u32,
 }
 
-/// The rope and cache write with `BLOCK` threads (every thread of the block must call it: it
-/// holds a barrier). Addresses are global. With `COHERENT`, `q` and `kv` are read with
+/// The rope and cache write of the token at position `pos` with `BLOCK` threads (every thread
+/// of the block must call it: it holds a barrier). Addresses are global and point at this
+/// token's `q`, `kv`, `q_pe` and `q_nope_q8` rows; `cache` is the whole cache (row `pos` is
+/// written when `pos < ctx`). With `COHERENT`, `q` and `kv` are read with
 /// `.relaxed.gpu` loads, as a last-block-done tail must read what other blocks of its launch
 /// wrote; otherwise with `ld.global.nc`. `q_nope_q8` is only written when `Q8`.
 #[inline(always)]
@@ -174,7 +244,7 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
     kvg: u64,
     wg: u64,
     freq: u64,
-    state: u64,
+    pos: u32,
     qpe: u64,
     q_nope_q8: u64,
     cache: u64,
@@ -205,7 +275,6 @@ pub(crate) unsafe fn rope_kv_impl<const Q8: bool, const BLOCK: u32, const COHERE
         }
     };
     let t = tid();
-    let pos = ld_u32(state + offset_of!(StepState, pos) as u64);
     let pairs = n_rope / 2;
 
     // Query rope parts of all heads: pair `idx` is pair `i` of head `h`. The angle of pair
