@@ -113,11 +113,12 @@ impl Legacy for Q8_0 {
     }
 }
 
-/// Stages thread `tid`'s `ITEMS` blocks of the step (see [`MmqWeights::stage`]): item `i`'s
-/// warp-lane `L = i % 32` takes row `4·(i/32) + L%2 + 2·(L/8 % 2)` and block `L/2 % 4 +
-/// 4·(L/16)`, so a warp reads 4 rows' 8 consecutive blocks, and the 8 lanes of each
-/// quarter-warp (2 rows × 4 blocks) store to 8 different 16-byte bank groups (rows 17 units
-/// apart, blocks 2).
+/// Stages thread `tid`'s `ITEMS` blocks of the step (see [`MmqWeights::stage`]): warp-lane
+/// `L = tid % 32` takes rows `4·(tid/32) + L%2 + 2·(L/8 % 2)` and that plus 32, block
+/// `L/2 % 4 + 4·(L/16)`, so a warp reads 4 rows' 8 consecutive blocks at a time, and the 8
+/// lanes of each quarter-warp (2 rows × 4 blocks) store to 8 different 16-byte bank groups
+/// (rows 17 units apart, blocks 2). The two rows are staged by two calls, not a loop: LLVM
+/// keeps a two-trip loop for Q5_0, a branch per step.
 #[inline(always)]
 unsafe fn stage_legacy<T: Legacy, const N: usize>(
     w: u64,
@@ -128,24 +129,38 @@ unsafe fn stage_legacy<T: Legacy, const N: usize>(
     tile: u32,
     pairs: u32,
 ) {
-    let mut h = 0;
-    while h < ITEMS {
-        let i = tid + h * MMQ_THREADS;
-        let l = i % 32;
-        let r = 4 * (i / 32) + l % 2 + 2 * ((l / 8) % 2);
-        let b = (l / 2) % 4 + 4 * (l / 16);
-        let a = w + r as u64 * row_bytes + (b * (4 * N as u32 - 2)) as u64;
-        let words = ld_block::<N>(r < rows && b < subs, a);
-        let (d, v) = T::levels(&words);
-        let dst = tile + r * STRIDE + QK8_1 as u32 * b;
-        sts_v4(dst, [v[0], v[1], v[2], v[3]]);
-        sts_v4(dst + 16, [v[4], v[5], v[6], v[7]]);
-        sts_v2(
-            pairs + b * W_PAIR_STRIDE + r * 8,
-            [f16_to_f32(d & 0xFFFF).to_bits(), 0],
-        );
-        h += 1;
-    }
+    const _: () = assert!(ITEMS == 2 && MMQ_THREADS / 32 * 4 == MMQ_ROWS / 2);
+    let l = tid % 32;
+    let r = 4 * (tid / 32) + l % 2 + 2 * ((l / 8) % 2);
+    let b = (l / 2) % 4 + 4 * (l / 16);
+    let at = (b * (4 * N as u32 - 2)) as u64;
+    let live = b < subs;
+    stage_block::<T, N>(w + at, row_bytes, r, live && r < rows, b, tile, pairs);
+    let r = r + MMQ_ROWS / 2;
+    stage_block::<T, N>(w + at, row_bytes, r, live && r < rows, b, tile, pairs);
+}
+
+/// Stages block `b` of tile row `r` (`w`: its address in the tile's first row): its levels and
+/// its `d`, or zeros without reading if `!live`.
+#[inline(always)]
+unsafe fn stage_block<T: Legacy, const N: usize>(
+    w: u64,
+    row_bytes: u64,
+    r: u32,
+    live: bool,
+    b: u32,
+    tile: u32,
+    pairs: u32,
+) {
+    let words = ld_block::<N>(live, w + r as u64 * row_bytes);
+    let (d, v) = T::levels(&words);
+    let dst = tile + r * STRIDE + QK8_1 as u32 * b;
+    sts_v4(dst, [v[0], v[1], v[2], v[3]]);
+    sts_v4(dst + 16, [v[4], v[5], v[6], v[7]]);
+    sts_v2(
+        pairs + b * W_PAIR_STRIDE + r * 8,
+        [f16_to_f32(d & 0xFFFF).to_bits(), 0],
+    );
 }
 
 /// One sub-block's products of 16 rows × 8 tokens: `acc += (d·d8)·Σ level·q8`. `d·d8` (two
