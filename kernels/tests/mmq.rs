@@ -1,6 +1,6 @@
-//! `mmq_q4k` and `mmq_q6k` (prefill: Q4_K / Q6_K weights times the q8_1 activations of many
-//! tokens, int8 tensor cores) against a CPU f64 reference of the same quantized math, and their
-//! weight traffic.
+//! `mmq_q4k`, `mmq_q6k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_0 / Q8_0 weights
+//! times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
+//! the same quantized math, and their weight traffic.
 //!
 //! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
 //! non-zero; Q6_K's `d` of either sign); activations are random floats quantized per token by
@@ -8,11 +8,19 @@
 //! counts below, at and past the 64-token tile (1, 7, 64, 130), row counts below, at and past
 //! the 64-row tile (64, 100, 576), one and eight super-blocks per row (with one, Q6_K's 210-byte
 //! blocks start 2 bytes off a 4-byte word in every other row).
+//!
+//! The 32-weight types (Q5_0, Q8_0: 22- and 34-byte blocks, every other one 2 bytes off a word)
+//! take a few shapes instead of that grid, to keep the simulator's time small: `LEGACY_SHAPES`,
+//! row counts 64 and 100, `ncols` 128 (half a step), 1408 (V2-Lite's `ffn_down_exps`: five steps
+//! and half of one), 96 (an odd block count: every other row, and the matrix, end 2 bytes off a
+//! word) and 512 (whole steps), 1, 7 and 70 tokens.
 
 mod support;
 
-use ingot_abi::blocks::{BlockQ8_1, QK8_1, QK_K};
-use ingot_abi::launch::{mmq_token_tiles, KernelDesc, MMQ_Q4K, MMQ_Q6K, MMQ_ROWS};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{
+    mmq_token_tiles, KernelDesc, MMQ_Q4K, MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0, MMQ_ROWS,
+};
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -23,6 +31,15 @@ const ROWS: [usize; 3] = [64, 100, 576];
 const COLS: [usize; 2] = [256, 2048];
 /// Independent input draws per shape (each from its own seed, taken from the test's seed).
 const ROUNDS: usize = 2;
+/// `(nrows, ncols, ntok)` of the 32-weight types' cases.
+const LEGACY_SHAPES: [(usize, usize, usize); 5] = [
+    (64, 128, 1),
+    (100, 128, 70),
+    (100, 1408, 70),
+    (64, 1408, 7),
+    (100, 96, 7),
+];
+const LEGACY_WHOLE_STEPS: (usize, usize, usize) = (100, 512, 7);
 
 use support::mmq::Kind;
 
@@ -42,6 +59,8 @@ impl MmqKernel for Kind {
         match self {
             Kind::Q4K => &MMQ_Q4K,
             Kind::Q6K => &MMQ_Q6K,
+            Kind::Q5_0 => &MMQ_Q5_0,
+            Kind::Q8_0 => &MMQ_Q8_0,
         }
     }
 
@@ -54,11 +73,13 @@ impl MmqKernel for Kind {
         match self {
             Kind::Q4K => ops::mmq::mmq_q4k(b, bufs, nrows, ncols, ntok),
             Kind::Q6K => ops::mmq::mmq_q6k(b, bufs, nrows, ncols, ntok),
+            Kind::Q5_0 => ops::mmq::mmq_q5_0(b, bufs, nrows, ncols, ntok),
+            Kind::Q8_0 => ops::mmq::mmq_q8_0(b, bufs, nrows, ncols, ntok),
         }
     }
 }
 
-/// One launch's inputs: `nrows × ncols/256` weight blocks, `ntok × ncols/32` q8_1 blocks.
+/// One launch's inputs: `nrows × ncols/block` weight blocks, `ntok × ncols/32` q8_1 blocks.
 struct Case {
     kind: Kind,
     nrows: usize,
@@ -70,7 +91,7 @@ struct Case {
 
 impl Case {
     fn draw(rng: &mut StdRng, kind: Kind, nrows: usize, ncols: usize, ntok: usize) -> Case {
-        let w = (0..nrows * ncols / QK_K)
+        let w = (0..nrows * ncols / kind.block_weights())
             .flat_map(|_| kind.random_block(rng))
             .collect();
         let xf: Vec<f32> = (0..ntok * ncols)
@@ -106,8 +127,8 @@ impl SameLaunch for Case {
 fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
     let (kind, nrows, ncols, ntok) = (c.kind, c.nrows, c.ncols, c.ntok);
     let name = kind.desc().name;
-    let nsb = ncols / QK_K;
-    let row_bytes = nsb * kind.block_bytes();
+    let subs = ncols / QK8_1;
+    let row_bytes = ncols / kind.block_weights() * kind.block_bytes();
     let y: Vec<f32> = c
         .run(b)
         .chunks_exact(4)
@@ -126,13 +147,14 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
     }
     // The kernel's integer dot products (tensor cores, and Q6_K's combination of its two
     // groups) and the staged factors (`d·sc`, `dmin·m`, `d8·Σq8`: 11-bit f16 mantissas times
-    // integers below 2^13) are exact in f32; each sub-block then costs the type's rounded
-    // operations (`Kind::roundings_per_sub_block`), each off by at most 2^-24 of the running
-    // sum, which stays below Σ|term|. Over the 8·nsb sub-blocks that bounds the error by
-    // 8·nsb·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The only other
-    // difference from the reference is the order of the f32 additions (the reference's own
-    // f64 error is ~2^-29 of the bound).
-    let bound = 8.0 * nsb as f64 * kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    // integers below 2^13; Q5_0's and Q8_0's `d`) are exact in f32; each sub-block then costs
+    // the type's rounded operations (`Kind::roundings_per_sub_block`), each off by at most
+    // 2^-24 of the running sum, which stays below Σ|term|. Over the ncols/32 sub-blocks that
+    // bounds the error by subs·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The
+    // only other difference from the reference is the order of the f32 additions (the
+    // reference's own f64 error is ~2^-29 of the bound). The zero sub-blocks a 32-weight row
+    // stages past its end add exact zeros and are not counted.
+    let bound = subs as f64 * kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
     let mut worst = 0.0f64;
     for t in 0..ntok {
         let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
@@ -175,6 +197,25 @@ fn check<B: Accelerator>(b: &mut B, kind: Kind) {
     }
 }
 
+/// The 32-weight types: [`LEGACY_SHAPES`] and one whole-step shape, one draw each.
+fn check_legacy<B: Accelerator>(b: &mut B, kind: Kind) {
+    let name = kind.desc().name;
+    let seed: u64 = support::rng(name).random();
+    eprintln!("{name}: inputs from seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (nrows, ncols, ntok) in LEGACY_SHAPES.into_iter().chain([LEGACY_WHOLE_STEPS]) {
+        check_case(b, &Case::draw(&mut rng, kind, nrows, ncols, ntok));
+    }
+}
+
+fn check_q5_0<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q5_0);
+}
+
+fn check_q8_0<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q8_0);
+}
+
 fn check_q4k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q4K);
 }
@@ -193,14 +234,55 @@ fn mmq_q6k_matches_reference() {
     on_every_backend!(check_q6k);
 }
 
+#[test]
+fn mmq_q5_0_matches_reference() {
+    on_every_backend!(check_q5_0);
+}
+
+#[test]
+fn mmq_q8_0_matches_reference() {
+    on_every_backend!(check_q8_0);
+}
+
+/// `ncols` per type: a multiple of 256 for the k-quants, of 32 for the 32-weight types; bad
+/// shapes are typed errors that launch nothing.
+#[test]
+fn mmq_checks_ncols_per_type() {
+    use ingot_kernels::KernelError;
+    let mut r = support::recorder::Recorder::default();
+    // 64 rows × 1408 columns of Q5_0 (44 blocks of 22 bytes), 7 tokens.
+    let ok = (&(64 * 44 * 22), &(7 * 44 * 36), &(7 * 64 * 4));
+    ops::mmq::mmq_q5_0(&mut r, ok, 64, 1408, 7).expect("valid launch");
+    let e = ops::mmq::mmq_q5_0(&mut r, ok, 64, 1400, 7).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let short = (&(64 * 44 * 22 - 1), ok.1, ok.2);
+    let e = ops::mmq::mmq_q5_0(&mut r, short, 64, 1408, 7).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
+        "{e}"
+    );
+    let e = ops::mmq::mmq_q4k(&mut r, ok, 64, 1408, 7).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let q8 = (&(64 * 4 * 34), &(7 * 4 * 36), &(7 * 64 * 4));
+    ops::mmq::mmq_q8_0(&mut r, q8, 64, 128, 7).expect("valid launch");
+    assert_eq!(r.launches.len(), 2);
+    assert_eq!(r.launches[0], ("mmq_q5_0".into(), [1, 1, 1], [256, 1, 1]));
+    assert_eq!(r.launches[1], ("mmq_q8_0".into(), [1, 1, 1], [256, 1, 1]));
+}
+
 /// The simulator against the GPU on the same launches (skipped without a GPU): the integer
 /// `mma` is exact on both and every f32 operation is `.rn` in a fixed order, so the bits must
 /// agree.
 #[test]
 fn mmq_sim_matches_gpu() {
     let mut rng = support::rng("mmq sim vs GPU");
-    for kind in [Kind::Q4K, Kind::Q6K] {
-        for (nrows, ncols, ntok) in [(576, 2048, 130), (100, 256, 7)] {
+    for (kind, shapes) in [
+        (Kind::Q4K, &[(576, 2048, 130), (100, 256, 7)][..]),
+        (Kind::Q6K, &[(576, 2048, 130), (100, 256, 7)]),
+        (Kind::Q5_0, &[(100, 1408, 70), (64, 96, 7)]),
+        (Kind::Q8_0, &[(100, 1408, 70), (64, 96, 7)]),
+    ] {
+        for &(nrows, ncols, ntok) in shapes {
             let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
             support::sim_matches_gpu(
                 &format!("{} {nrows}x{ncols}, {ntok} tokens", kind.desc().name),
@@ -215,7 +297,8 @@ fn mmq_sim_matches_gpu() {
 /// once per row tile (a block stages its tile's weights and activations once and every warp
 /// reads them from shared memory), against the `W + X` it must read. A Q6_K block that starts
 /// 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word
-/// before it and reads 2 bytes of `d` twice, 4 bytes more. Read from ptx-sim's counters, which
+/// before it and reads 2 bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; Q5_0 and
+/// Q8_0 read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
 /// count the bytes each executed load requests (predicated-off loads of rows and tokens past
 /// the edges request nothing).
 #[cfg(feature = "sim")]
@@ -226,9 +309,20 @@ fn mmq_reads_weights_once_per_token_tile() {
 
     let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut rng = support::rng("mmq traffic");
-    for kind in [Kind::Q4K, Kind::Q6K] {
+    for (kind, shapes) in [
+        (
+            Kind::Q4K,
+            &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)][..],
+        ),
+        (
+            Kind::Q6K,
+            &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
+        ),
+        (Kind::Q5_0, &[(100, 1408, 70), (100, 96, 7)]),
+        (Kind::Q8_0, &[(100, 1408, 70), (100, 96, 7)]),
+    ] {
         let d = kind.desc();
-        for (nrows, ncols, ntok) in [(576, 2048, 130), (100, 2048, 64), (576, 256, 7)] {
+        for &(nrows, ncols, ntok) in shapes {
             let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
             let mut sim = Sim::new();
             let w_bytes = c.w.len() as u64;
@@ -258,11 +352,8 @@ fn mmq_reads_weights_once_per_token_tile() {
                     ],
                 )
                 .expect("launch");
-            let blocks = (nrows * ncols / QK_K) as u64;
-            let realign = match kind {
-                Kind::Q4K => 0,
-                Kind::Q6K => 4 * (blocks / 2),
-            };
+            let blocks = nrows * ncols / kind.block_weights();
+            let realign: u64 = (0..blocks).map(|i| kind.realign_bytes(i)).sum();
             let token_tiles = u64::from(mmq_token_tiles(ntok as u32));
             let row_tiles = nrows.div_ceil(MMQ_ROWS as usize) as u64;
             let bound = (w_bytes + realign) * token_tiles + x_bytes * row_tiles;

@@ -1,5 +1,5 @@
-//! `mmq_moe_q4k` and `mmq_moe_q6k` (prefill's routed experts: one launch over every expert's
-//! sorted pairs, Q4_K / Q6_K weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
+//! `mmq_moe_q4k`, `mmq_moe_q6k`, `mmq_moe_q5_0` and `mmq_moe_q8_0` (prefill's routed experts:
+//! one launch over every expert's sorted pairs, Q4_K / Q6_K / Q5_0 / Q8_0 weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
 //! f64 reference per pair, its argument checks, and its weight traffic.
 //!
 //! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
@@ -7,15 +7,20 @@
 //! 8 experts × 64 rows × 512 columns and 64 experts × 128 rows × 256 columns, routings of 1, 7,
 //! 64 and 130 tokens × k ∈ {1, 6} distinct experts per token, drawn so that the last expert gets
 //! no pair and expert 0 is favoured (more than 64 pairs, hence two pair tiles, at 130 tokens).
+//! The 32-weight types take fewer cases, to keep the simulator's time small (`LEGACY_CASES`):
+//! V2-Lite's `ffn_down_exps` rows (1408 columns: five steps and half of one), 128 and 96 columns
+//! (half a step; an odd block count, so every other row ends 2 bytes off a word) and 512 (whole
+//! steps), at 7 and 70 tokens.
 //!
 //! The references and the block draws repeat `tests/mmq.rs`'s ones (a test file cannot
 //! import another's items).
 
 mod support;
 
-use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_ROWS, MMQ_WARPS,
+    mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0,
+    MMQ_ROWS, MMQ_WARPS,
 };
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
@@ -28,6 +33,13 @@ use support::{download, poisoned, upload, Agree, SameLaunch};
 const SHAPES: [(usize, usize, usize); 2] = [(8, 64, 512), (64, 128, 256)];
 const TOKENS: [usize; 4] = [1, 7, 64, 130];
 const KS: [usize; 2] = [1, 6];
+/// `((n_expert, rows, ncols), ntok, k)` of the 32-weight types' cases.
+const LEGACY_CASES: [((usize, usize, usize), usize, usize); 4] = [
+    ((8, 64, 1408), 70, 6),
+    ((8, 100, 128), 7, 1),
+    ((4, 64, 96), 70, 1),
+    ((8, 64, 512), 7, 6),
+];
 const BLOCK: usize = size_of::<BlockQ4K>();
 
 use support::mmq::Kind;
@@ -37,6 +49,8 @@ fn desc(kind: Kind) -> &'static KernelDesc {
     match kind {
         Kind::Q4K => &MMQ_MOE_Q4K,
         Kind::Q6K => &MMQ_MOE_Q6K,
+        Kind::Q5_0 => &MMQ_MOE_Q5_0,
+        Kind::Q8_0 => &MMQ_MOE_Q8_0,
     }
 }
 
@@ -61,7 +75,7 @@ impl Case {
         ntok: usize,
         k: usize,
     ) -> Case {
-        let w = (0..n_expert * rows * ncols / QK_K)
+        let w = (0..n_expert * rows * ncols / kind.block_weights())
             .flat_map(|_| kind.random_block(rng))
             .collect();
         let xf: Vec<f32> = (0..ntok * ncols)
@@ -122,6 +136,8 @@ impl SameLaunch for Case {
         let launch = match self.kind {
             Kind::Q4K => ops::mmq::mmq_moe_q4k::<B>,
             Kind::Q6K => ops::mmq::mmq_moe_q6k::<B>,
+            Kind::Q5_0 => ops::mmq::mmq_moe_q5_0::<B>,
+            Kind::Q8_0 => ops::mmq::mmq_moe_q8_0::<B>,
         };
         launch(
             b,
@@ -139,8 +155,8 @@ impl SameLaunch for Case {
 
 fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
     let (rows, ncols, n_expert, ntok) = (c.rows, c.ncols, c.n_expert, c.ntok);
-    let nsb = ncols / QK_K;
-    let row_bytes = nsb * c.kind.block_bytes();
+    let subs = ncols / QK8_1;
+    let row_bytes = ncols / c.kind.block_weights() * c.kind.block_bytes();
     let n_pairs = c.pair_token.len();
     let what = format!(
         "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
@@ -163,10 +179,11 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
         );
     }
     // As `tests/mmq.rs`: the integer dots and the staged factors are exact in f32, each of the
-    // 8·nsb sub-blocks costs the type's roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K
-    // 2), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance is twice that
-    // bound.
-    let bound = 8.0 * nsb as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    // ncols/32 sub-blocks costs the type's roundings (Q4_K 3: `scale·d8` and two fused adds;
+    // Q6_K 2; Q5_0 and Q8_0 1, the fused add: `d·d8` is exact), each off by at most 2^-24 of a
+    // running sum below Σ|term|; the tolerance is twice that bound (zero sub-blocks staged past
+    // a 32-weight row's end add exact zeros).
+    let bound = subs as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
     let mut worst = 0.0f64;
     for e in 0..n_expert {
         for p in c.expert_start[e] as usize..c.expert_start[e + 1] as usize {
@@ -214,6 +231,27 @@ fn check<B: Accelerator>(b: &mut B, kind: Kind) {
     }
 }
 
+/// The 32-weight types: [`LEGACY_CASES`], one draw each.
+fn check_legacy<B: Accelerator>(b: &mut B, kind: Kind) {
+    let name = desc(kind).name;
+    let seed: u64 = support::rng(name).random();
+    eprintln!("{name}: inputs from seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (shape, ntok, k) in LEGACY_CASES {
+        let c = Case::draw(&mut rng, kind, shape, ntok, k);
+        assert_eq!(c.counts()[shape.0 - 1], 0, "the last expert gets no pair");
+        check_case(b, &c, k);
+    }
+}
+
+fn check_q5_0<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q5_0);
+}
+
+fn check_q8_0<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q8_0);
+}
+
 fn check_q4k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q4K);
 }
@@ -232,6 +270,16 @@ fn mmq_moe_q6k_matches_reference() {
     on_every_backend!(check_q6k);
 }
 
+#[test]
+fn mmq_moe_q5_0_matches_reference() {
+    on_every_backend!(check_q5_0);
+}
+
+#[test]
+fn mmq_moe_q8_0_matches_reference() {
+    on_every_backend!(check_q8_0);
+}
+
 /// The simulator against the GPU on the same launch (skipped without a GPU): exact integer
 /// `mma` and `.rn` f32 operations in a fixed order, so the bits must agree.
 #[test]
@@ -242,6 +290,8 @@ fn mmq_moe_sim_matches_gpu() {
         (Kind::Q4K, (8, 64, 512), 7, 1),
         (Kind::Q6K, (64, 128, 256), 130, 6),
         (Kind::Q6K, (8, 64, 512), 7, 1),
+        (Kind::Q5_0, (8, 64, 1408), 70, 6),
+        (Kind::Q8_0, (8, 64, 1408), 70, 6),
     ] {
         let c = Case::draw(&mut rng, kind, shape, ntok, k);
         support::sim_matches_gpu(
@@ -335,6 +385,9 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         (Kind::Q4K, (8, 64, 512), 7, 6),
         (Kind::Q6K, (64, 128, 256), 130, 6),
         (Kind::Q6K, (8, 64, 512), 130, 1),
+        (Kind::Q5_0, (8, 64, 1408), 70, 6),
+        (Kind::Q5_0, (4, 64, 96), 70, 1),
+        (Kind::Q8_0, (8, 64, 1408), 70, 6),
     ] {
         let d = desc(kind);
         let c = Case::draw(&mut rng, kind, shape, ntok, k);
@@ -378,12 +431,11 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
             .expect("launch");
         // A Q6_K block starting 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod
         // 4; an expert holds an even number of blocks here) is read from the word before it
-        // and reads 2 bytes of `d` again: 4 bytes more per such block (as `tests/mmq.rs`).
-        let blocks = (rows * ncols / QK_K) as u64;
-        let realign = match kind {
-            Kind::Q4K => 0,
-            Kind::Q6K => 4 * (blocks / 2),
-        };
+        // and reads 2 bytes of `d` again: 4 bytes more per such block (as `tests/mmq.rs`; the
+        // 32-weight types read exactly their blocks).
+        let blocks = rows * ncols / kind.block_weights();
+        let realign: u64 = (0..blocks).map(|i| kind.realign_bytes(i)).sum();
+        let blocks = blocks as u64;
         let expert_bytes = blocks * kind.block_bytes() as u64 + realign;
         let pair_tiles: u64 = c
             .counts()

@@ -8,15 +8,22 @@
 //! input rows).
 //!
 //! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It
-//! walks the row in super-blocks of 256 weights: it stages the tile's weights (unpacked to s8,
-//! with each 32-weight sub-block's factors: Q4_K's scale and min, Q6_K's `d` and two group
-//! scales) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
+//! walks the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight
+//! 32-weight blocks): it stages the tile's weights (unpacked to s8, with each 32-weight
+//! sub-block's factors: Q4_K's scale and min, Q6_K's `d` and two group scales, Q5_0's and
+//! Q8_0's `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
 //! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
 //! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K:
 //! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
 //! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of
 //! `d` again) and every activation byte once per row tile. Rows past `nrows` and tokens past
 //! `ntok` are staged from zero bytes and never stored.
+//!
+//! `ncols`: a positive multiple of 256 for the k-quant kernels, of 32 for the 32-weight types
+//! (Q5_0, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
+//! A row of the latter may end inside its last step: that step's blocks past `ncols/32` are
+//! staged as zeros by predicated-off loads, weights and activations both (no bytes read), so
+//! they add exact zeros and the step loop has no branch.
 //!
 //! An item is one tile: launch [`mmq_items`] items, one per block; block `b` computes token
 //! tile `b % mmq_token_tiles(ntok)` of row tile `b / mmq_token_tiles(ntok)` (the blocks that
@@ -82,6 +89,16 @@ pub const MMQ_Q4K: KernelDesc = mmq_desc("mmq_q4k");
 /// `mmq_q6k(w: *const BlockQ6K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q6_K weights
 /// (`d·Σ d8·sc·Σ(q − 32)·q8` per super-block, the decode gemv's formula).
 pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
+
+/// `mmq_q5_0(w: *const BlockQ5_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_0 weights,
+/// `ncols` a positive multiple of 32 (see the module doc). Levels are staged as `q − 16`, so
+/// the result is `d·d8·Σ(q − 16)·q8` per block: the decode gemv's `d·(d8·Σq·q8 − 16·s8)` with
+/// `s8 = d8·Σq8` from the integer sum.
+pub const MMQ_Q5_0: KernelDesc = mmq_desc("mmq_q5_0");
+
+/// `mmq_q8_0(w: *const BlockQ8_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q8_0 weights
+/// (`d·d8·Σq·q8` per block, the decode gemv's formula).
+pub const MMQ_Q8_0: KernelDesc = mmq_desc("mmq_q8_0");
 
 /// Pairs (routed `(token, expert)` pairs) one block of an expert-grouped launch computes: the
 /// token tile, each tile column one pair.
@@ -154,6 +171,15 @@ pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
 /// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
 pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
 
+/// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, y, ncols, rows, ntok,
+/// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
+/// (`ncols` a positive multiple of 32).
+pub const MMQ_MOE_Q5_0: KernelDesc = mmq_moe_desc("mmq_moe_q5_0");
+
+/// `mmq_moe_q8_0(w: *const BlockQ8_0, ...)`: as [`MMQ_MOE_Q5_0`] for Q8_0 expert weights, with
+/// [`MMQ_Q8_0`]'s tile.
+pub const MMQ_MOE_Q8_0: KernelDesc = mmq_moe_desc("mmq_moe_q8_0");
+
 const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
@@ -165,7 +191,16 @@ const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
 }
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[MMQ_Q4K, MMQ_Q6K, MMQ_MOE_Q4K, MMQ_MOE_Q6K];
+pub const ALL: &[KernelDesc] = &[
+    MMQ_Q4K,
+    MMQ_Q6K,
+    MMQ_Q5_0,
+    MMQ_Q8_0,
+    MMQ_MOE_Q4K,
+    MMQ_MOE_Q6K,
+    MMQ_MOE_Q5_0,
+    MMQ_MOE_Q8_0,
+];
 
 #[cfg(test)]
 mod tests {

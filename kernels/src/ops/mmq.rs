@@ -4,9 +4,10 @@
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ4K, BlockQ6K, QK_K};
+use ingot_abi::blocks::{BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, QK5_0, QK8_0, QK_K};
 use ingot_abi::launch::{
-    mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_MOE_Q6K, MMQ_Q4K, MMQ_Q6K,
+    mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0,
+    MMQ_Q4K, MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0,
 };
 use std::mem::size_of;
 
@@ -24,7 +25,7 @@ pub fn mmq_q4k<B: Accelerator>(
     mmq(
         b,
         &MMQ_Q4K,
-        size_of::<BlockQ4K>(),
+        (QK_K, size_of::<BlockQ4K>()),
         (w, x, y),
         [nrows, ncols, ntok],
     )
@@ -41,27 +42,79 @@ pub fn mmq_q6k<B: Accelerator>(
     mmq(
         b,
         &MMQ_Q6K,
-        size_of::<BlockQ6K>(),
+        (QK_K, size_of::<BlockQ6K>()),
         (w, x, y),
         [nrows, ncols, ntok],
     )
 }
 
-/// Checks the shape and every buffer of an `mmq` launch whose weights come in blocks of 256 of
-/// `block_bytes` bytes, then launches one block per tile.
+/// As [`mmq_q4k`] with Q5_0 weights (`ncols/32` blocks of 22 bytes per row): `ncols` must be a
+/// positive multiple of 32.
+pub fn mmq_q5_0<B: Accelerator>(
+    b: &mut B,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+    ntok: usize,
+) -> Result<()> {
+    mmq(
+        b,
+        &MMQ_Q5_0,
+        (QK5_0, size_of::<BlockQ5_0>()),
+        (w, x, y),
+        [nrows, ncols, ntok],
+    )
+}
+
+/// As [`mmq_q4k`] with Q8_0 weights (`ncols/32` blocks of 34 bytes per row): `ncols` must be a
+/// positive multiple of 32.
+pub fn mmq_q8_0<B: Accelerator>(
+    b: &mut B,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+    ntok: usize,
+) -> Result<()> {
+    mmq(
+        b,
+        &MMQ_Q8_0,
+        (QK8_0, size_of::<BlockQ8_0>()),
+        (w, x, y),
+        [nrows, ncols, ntok],
+    )
+}
+
+/// Checks `ncols` for weights in blocks of `block_weights` weights of `block_bytes` bytes: a
+/// positive multiple of the block, and a row's bytes within `u32` (the kernels address a row's
+/// steps in 32 bits).
+fn check_ncols(
+    d: &KernelDesc,
+    (block_weights, block_bytes): (usize, usize),
+    ncols: usize,
+) -> Result<()> {
+    if ncols == 0 || !ncols.is_multiple_of(block_weights) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of {block_weights}"),
+        ));
+    }
+    let row = (ncols / block_weights).checked_mul(block_bytes);
+    if row.is_none_or(|r| u32::try_from(r).is_err()) {
+        return Err(shape(d, format!("ncols = {ncols}: a row exceeds 4 GiB")));
+    }
+    Ok(())
+}
+
+/// Checks the shape and every buffer of an `mmq` launch whose weights come in blocks of
+/// `block.0` weights of `block.1` bytes, then launches one block per tile.
 fn mmq<B: Accelerator>(
     b: &mut B,
     d: &KernelDesc,
-    block_bytes: usize,
+    block: (usize, usize),
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
     [nrows, ncols, ntok]: [usize; 3],
 ) -> Result<()> {
-    if ncols == 0 || !ncols.is_multiple_of(QK_K) {
-        return Err(shape(
-            d,
-            format!("ncols = {ncols} is not a positive multiple of {QK_K}"),
-        ));
-    }
+    check_ncols(d, block, ncols)?;
     if nrows == 0 || ntok == 0 {
         return Err(shape(
             d,
@@ -73,7 +126,7 @@ fn mmq<B: Accelerator>(
     let ntok32 = to_u32(d, "ntok", ntok)?;
     let items = mmq_items(nrows32, ntok32)
         .ok_or_else(|| shape(d, format!("{nrows} rows × {ntok} tokens: too many tiles")))?;
-    need(b, d, "w", w, bytes(nrows, ncols / QK_K, block_bytes))?;
+    need(b, d, "w", w, bytes(nrows, ncols / block.0, block.1))?;
     need(b, d, "x", x, q8_1_bytes(ntok, ncols))?;
     need(b, d, "y", y, bytes(ntok, nrows, 4))?;
     launch(
@@ -123,7 +176,7 @@ pub fn mmq_moe_q4k<B: Accelerator>(
     mmq_moe(
         b,
         &MMQ_MOE_Q4K,
-        size_of::<BlockQ4K>(),
+        (QK_K, size_of::<BlockQ4K>()),
         (w, x, pair_token, expert_start, y),
         [rows, ncols, ntok, n_pairs, n_expert],
     )
@@ -143,27 +196,64 @@ pub fn mmq_moe_q6k<B: Accelerator>(
     mmq_moe(
         b,
         &MMQ_MOE_Q6K,
-        size_of::<BlockQ6K>(),
+        (QK_K, size_of::<BlockQ6K>()),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// As [`mmq_moe_q4k`] with Q5_0 expert weights (`ncols/32` blocks of 22 bytes per row): `ncols`
+/// must be a positive multiple of 32.
+#[allow(clippy::too_many_arguments)]
+pub fn mmq_moe_q5_0<B: Accelerator>(
+    b: &mut B,
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    n_pairs: usize,
+    n_expert: usize,
+) -> Result<()> {
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q5_0,
+        (QK5_0, size_of::<BlockQ5_0>()),
+        (w, x, pair_token, expert_start, y),
+        [rows, ncols, ntok, n_pairs, n_expert],
+    )
+}
+
+/// As [`mmq_moe_q4k`] with Q8_0 expert weights (`ncols/32` blocks of 34 bytes per row): `ncols`
+/// must be a positive multiple of 32.
+#[allow(clippy::too_many_arguments)]
+pub fn mmq_moe_q8_0<B: Accelerator>(
+    b: &mut B,
+    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    rows: usize,
+    ncols: usize,
+    ntok: usize,
+    n_pairs: usize,
+    n_expert: usize,
+) -> Result<()> {
+    mmq_moe(
+        b,
+        &MMQ_MOE_Q8_0,
+        (QK8_0, size_of::<BlockQ8_0>()),
         (w, x, pair_token, expert_start, y),
         [rows, ncols, ntok, n_pairs, n_expert],
     )
 }
 
 /// Checks the shape and every buffer size of an expert-grouped launch whose weights come in
-/// blocks of 256 of `block_bytes` bytes, then launches [`mmq_moe_items`] blocks.
+/// blocks of `block.0` weights of `block.1` bytes, then launches [`mmq_moe_items`] blocks.
 fn mmq_moe<B: Accelerator>(
     b: &mut B,
     d: &KernelDesc,
-    block_bytes: usize,
+    block: (usize, usize),
     (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
     [rows, ncols, ntok, n_pairs, n_expert]: [usize; 5],
 ) -> Result<()> {
-    if ncols == 0 || !ncols.is_multiple_of(QK_K) {
-        return Err(shape(
-            d,
-            format!("ncols = {ncols} is not a positive multiple of {QK_K}"),
-        ));
-    }
+    check_ncols(d, block, ncols)?;
     if rows == 0 || ntok == 0 || n_pairs == 0 || n_expert == 0 {
         return Err(shape(
             d,
@@ -190,7 +280,7 @@ fn mmq_moe<B: Accelerator>(
         d,
         "w",
         w,
-        w_rows.and_then(|r| bytes(r, ncols / QK_K, block_bytes)),
+        w_rows.and_then(|r| bytes(r, ncols / block.0, block.1)),
     )?;
     need(b, d, "x", x, q8_1_bytes(ntok, ncols))?;
     need(b, d, "pair_token", pair_token, bytes(n_pairs, 1, 4))?;

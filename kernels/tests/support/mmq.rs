@@ -2,7 +2,9 @@
 //! f64 reference of one row's dot product with one token, shared by their tests.
 
 use half::f16;
-use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1, QK_K};
+use ingot_abi::blocks::{
+    get_scale_min_k4, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1, QK_K,
+};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::mem::size_of;
@@ -12,6 +14,8 @@ use std::mem::size_of;
 pub enum Kind {
     Q4K,
     Q6K,
+    Q5_0,
+    Q8_0,
 }
 
 impl Kind {
@@ -19,6 +23,27 @@ impl Kind {
         match self {
             Kind::Q4K => size_of::<BlockQ4K>(),
             Kind::Q6K => size_of::<BlockQ6K>(),
+            Kind::Q5_0 => size_of::<BlockQ5_0>(),
+            Kind::Q8_0 => size_of::<BlockQ8_0>(),
+        }
+    }
+
+    /// Weights per block (`ncols` must be a multiple of it).
+    pub fn block_weights(self) -> usize {
+        match self {
+            Kind::Q4K | Kind::Q6K => QK_K,
+            Kind::Q5_0 | Kind::Q8_0 => QK8_1,
+        }
+    }
+
+    /// Bytes a sim launch reads per block beyond the block's own: a Q6_K block that starts 2
+    /// bytes off a 4-byte word (210 ≡ 2 mod 4) is read from the word before it and reads 2
+    /// bytes of `d` again; Q4_K's are aligned, and the 32-weight types read each misaligned
+    /// block's end words as the 16 bits it has of them.
+    pub fn realign_bytes(self, block_index: usize) -> u64 {
+        match self {
+            Kind::Q6K if block_index % 2 == 1 => 4,
+            _ => 0,
         }
     }
 
@@ -50,16 +75,38 @@ impl Kind {
                 rng.fill(&mut b.scales[..]);
                 bytemuck::bytes_of(&b).to_vec()
             }
+            Kind::Q5_0 => {
+                let d = f16_in(rng);
+                let mut b = BlockQ5_0 {
+                    d: if rng.random() { d } else { d | 0x8000 },
+                    qh: [0; 4],
+                    qs: [0; 16],
+                };
+                rng.fill(&mut b.qh[..]);
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+            Kind::Q8_0 => {
+                let d = f16_in(rng);
+                let mut b = BlockQ8_0 {
+                    d: if rng.random() { d } else { d | 0x8000 },
+                    qs: [0; 32],
+                };
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
         }
     }
 
     /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K one product
     /// (`scale·d8`) and two fused adds (scale and min terms); Q6_K one product (`d·d8`) and one
-    /// fused add (its two groups are combined exactly in integers).
+    /// fused add (its two groups are combined exactly in integers); Q5_0 and Q8_0 one fused add
+    /// (their `d·d8`, a product of two f16 values, is exact in f32).
     pub fn roundings_per_sub_block(self) -> f64 {
         match self {
             Kind::Q4K => 3.0,
             Kind::Q6K => 2.0,
+            Kind::Q5_0 | Kind::Q8_0 => 1.0,
         }
     }
 
@@ -69,10 +116,13 @@ impl Kind {
     pub fn reference(self, row: &[u8], act: &[BlockQ8_1]) -> (f64, f64) {
         let (mut sum, mut mag) = (0.0, 0.0);
         for (s, bytes) in row.chunks_exact(self.block_bytes()).enumerate() {
-            let act = &act[s * QK_K / QK8_1..(s + 1) * QK_K / QK8_1];
+            let n = self.block_weights() / QK8_1;
+            let act = &act[s * n..(s + 1) * n];
             let (v, m) = match self {
                 Kind::Q4K => reference_q4k(&bytemuck::pod_read_unaligned(bytes), act),
                 Kind::Q6K => reference_q6k(&bytemuck::pod_read_unaligned(bytes), act),
+                Kind::Q5_0 => reference_q5_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
+                Kind::Q8_0 => reference_q8_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
             };
             sum += v;
             mag += m;
@@ -124,4 +174,41 @@ fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
         mag += term.abs();
     }
     (sum, mag)
+}
+
+/// One block of 32 levels `q` with factor `d` against its q8_1 block: `d·d8·Σ q·q8` (the
+/// decode gemv's formula; for Q5_0 `q` is the level minus 16, its `d·(d8·Σq·q8 − 16·s8)` with
+/// `s8 = d8·Σq8`), and `|d·d8|·Σ|q·q8|`.
+fn reference_levels(d: u16, q: impl Fn(usize) -> i64, a: &BlockQ8_1) -> (f64, f64) {
+    let scale = f16::from_bits(d).to_f64() * f16::from_bits(a.d).to_f64();
+    let (mut dot, mut abs) = (0i64, 0i64);
+    for i in 0..QK8_1 {
+        let p = q(i) * i64::from(a.qs[i]);
+        dot += p;
+        abs += p.abs();
+    }
+    (scale * dot as f64, scale.abs() * abs as f64)
+}
+
+/// One Q5_0 block (ggml's layout): element `i < 16` is the low nibble of `qs[i]`, element
+/// `16 + i` its high nibble, bit `i` (`16 + i`) of `qh` their fifth bit; level `q − 16`.
+fn reference_q5_0(b: &BlockQ5_0, a: &BlockQ8_1) -> (f64, f64) {
+    let qh = u32::from_le_bytes(b.qh);
+    reference_levels(
+        b.d,
+        |i| {
+            let nib = if i < 16 {
+                b.qs[i] & 15
+            } else {
+                b.qs[i - 16] >> 4
+            };
+            i64::from(u32::from(nib) | ((qh >> i) & 1) << 4) - 16
+        },
+        a,
+    )
+}
+
+/// One Q8_0 block: levels as stored.
+fn reference_q8_0(b: &BlockQ8_0, a: &BlockQ8_1) -> (f64, f64) {
+    reference_levels(b.d, |i| i64::from(b.qs[i]), a)
 }

@@ -2,10 +2,11 @@
 //! `mmq`, llama.cpp's `mmq`): `y[t][r] = Σ_k W[r][k]·x_t[k]` for a tile of `MMQ_ROWS` weight
 //! rows × `MMQ_TOKENS` tokens per block.
 //!
-//! Per step of 256 weights (one super-block of each row), the block stages in shared memory:
+//! Per step of 256 weights (one k-quant super-block, or eight 32-weight blocks, of each row),
+//! the block stages in shared memory:
 //! * the weight tile: each row's 256 levels as s8, and per 32-weight sub-block `j` an 8-byte
 //!   pair of the row's factors for it (`MmqWeights::stage`, per type: Q4_K's `(scale, min)`,
-//!   Q6_K's `d` and two group scales);
+//!   Q6_K's `d` and two group scales, Q5_0's and Q8_0's `d`);
 //! * the activation tile: each token's 8 q8_1 blocks as s8, and per block `(d, d·Σq)` in f32
 //!   (the integer sum, as the decode gemv's min correction uses).
 //!
@@ -17,11 +18,14 @@
 //! additions.
 //!
 //! Edges: rows past `nrows` and tokens past `ntok` are staged from zero bytes (predicated
-//! loads: zero scales, so they add zeros), so the step loop is the same straight-line code on
-//! every tile; only the final stores are predicated. Each row's staged bytes sit at a stride of
+//! loads: zero scales, so they add zeros), and so are the sub-blocks of the last step past the
+//! row's `ncols/32` when `ncols` is not a multiple of 256 (32-weight types only: weights and
+//! activations both, so each adds an exact zero), so the step loop is the same straight-line
+//! code on every tile; only the final stores are predicated. Each row's staged bytes sit at a stride of
 //! 272 = 17·16 bytes, so the eight rows of every `ldmatrix` matrix fall in eight different
 //! 16-byte bank groups.
 
+mod legacy;
 mod q4k;
 mod q6k;
 
@@ -32,11 +36,12 @@ use crate::intrinsics::{
 use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockQ4K, BlockQ6K, BlockQ8_1, QK8_1};
+use ingot_abi::blocks::{BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     mmq_moe_first_slot, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS,
     MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
+use legacy::{Q5_0, Q8_0};
 use q4k::Q4K;
 use q6k::Q6K;
 
@@ -83,14 +88,18 @@ fn smem_base() -> u32 {
 
 /// A weight type's share of a step: every thread of the block calls `stage` once per step.
 pub trait MmqWeights {
-    /// Bytes of one block of `MMQ_K_STEP` weights.
+    /// Weights of one block: `MMQ_K_STEP` (k-quants; `ncols` a multiple of it) or `QK8_1`
+    /// (32-weight types; `ncols` a multiple of 32, the last step possibly partial).
+    const BLOCK_WEIGHTS: u32;
+    /// Bytes of one block.
     const BLOCK_BYTES: u32;
-    /// Stages thread `tid`'s share of one block of each of the tile's rows: `w` is the block's
-    /// global address in the tile's first row, rows are `row_bytes` apart, rows `rows ..` of
-    /// the tile lie past the matrix: they read nothing and are staged from zero bytes, whose
-    /// pairs make `fold` add zeros. Writes levels to `tile + r·STRIDE + k` and pairs to
-    /// `pairs + j·W_PAIR_STRIDE + r·8`.
-    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32);
+    /// Stages thread `tid`'s share of one step (`MMQ_K_STEP` weights) of each of the tile's
+    /// rows: `w` is the step's global address in the tile's first row, rows are `row_bytes`
+    /// apart, rows `rows ..` of the tile lie past the matrix and sub-blocks `subs ..` of the
+    /// step past the row (`subs ≥ 1`; below `SUBS` only for 32-weight types): they read
+    /// nothing and are staged from zero bytes, whose pairs make `fold` add zeros. Writes levels
+    /// to `tile + r·STRIDE + k` and pairs to `pairs + j·W_PAIR_STRIDE + r·8`.
+    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, subs: u32, tid: u32, tile: u32, pairs: u32);
     /// Adds one sub-block's products of the warp's 16 rows (weight fragment `a`; the staged
     /// pairs `pa` of row `g` and `pb` of row `g+8`) with one 8-token column (activation
     /// fragment `b`; `x` = `(d, d·Σq)` of tokens `2t` and `2t+1`) to the column's accumulators
@@ -115,16 +124,24 @@ struct XItem {
     j: u32,
 }
 
-/// Stages one q8_1 block: its 32 quants into the activation tile, `(d, d·Σq)` into the pairs.
+/// Bytes of one row of `ncols` weights of type `T` (the launcher checks that it fits `u32`).
 #[inline(always)]
-unsafe fn stage_x(it: XItem, step: u32, base: u32) {
+fn row_bytes<T: MmqWeights>(ncols: u32) -> u64 {
+    ((ncols / T::BLOCK_WEIGHTS) * T::BLOCK_BYTES) as u64
+}
+
+/// Stages one q8_1 block: its 32 quants into the activation tile, `(d, d·Σq)` into the pairs.
+/// `live`: whether the block exists (its token does, and it lies within the row); if not it
+/// reads nothing and stages zeros.
+#[inline(always)]
+unsafe fn stage_x(it: XItem, live: bool, step: u32, base: u32) {
     let a = it.at + (step * SUBS) as u64 * Q8_BYTES;
-    let ds = ld_u32_if(it.live, a);
+    let ds = ld_u32_if(live, a);
     let mut q = [0u32; 8];
     let mut sum = 0;
     let mut k = 0;
     while k < 8 {
-        q[k] = ld_u32_if(it.live, a + 4 + 4 * k as u64);
+        q[k] = ld_u32_if(live, a + 4 + 4 * k as u64);
         sum = dp4a(0x0101_0101, q[k], sum);
         k += 1;
     }
@@ -142,7 +159,7 @@ unsafe fn stage_x(it: XItem, step: u32, base: u32) {
 /// from there, `row_bytes` apart), the activation rows of its `MMQ_TOKENS` columns
 /// (`x_row(c)`: column `c`'s token, a row of `x`, and whether it exists), then every computed
 /// `(row, column)` of the tile (local indices) is stored where `out(r, c)` says, if it says
-/// so. `ncols` a positive multiple of 256. The one body of `mmq` and `mmq_moe`: they differ
+/// so. `ncols` a positive multiple of `T::BLOCK_WEIGHTS`. The one body of `mmq` and `mmq_moe`: they differ
 /// only in where a block's weight rows and activation rows come from and where its outputs go.
 #[inline(always)]
 unsafe fn mmq_tile<T: MmqWeights>(
@@ -157,8 +174,21 @@ unsafe fn mmq_tile<T: MmqWeights>(
     let (lane, warp) = (tid % WARP_SIZE, tid / WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (wr, wt) = (warp % ROW_WARPS, warp / ROW_WARPS);
-    let steps = ncols / MMQ_K_STEP;
-    let row_bytes = (steps * T::BLOCK_BYTES) as u64;
+    // Whole k-quant steps, or 32-weight blocks in steps of SUBS, the last one possibly
+    // partial: `nsub − SUBS·s` of its sub-blocks exist.
+    let whole = T::BLOCK_WEIGHTS == MMQ_K_STEP;
+    let steps = if whole {
+        ncols / MMQ_K_STEP
+    } else {
+        ncols.div_ceil(MMQ_K_STEP)
+    };
+    let nsub = ncols / QK8_1 as u32;
+    let step_bytes = MMQ_K_STEP / T::BLOCK_WEIGHTS * T::BLOCK_BYTES;
+    let row_bytes = if whole {
+        (steps * T::BLOCK_BYTES) as u64
+    } else {
+        row_bytes::<T>(ncols)
+    };
     let base = smem_base();
 
     let mut xs = [XItem {
@@ -202,17 +232,21 @@ unsafe fn mmq_tile<T: MmqWeights>(
     while s < steps {
         // The whole step (staging included) is hot: the audit checks it for guards and traps.
         asm!("// ingot:hot", options(nomem, nostack, preserves_flags));
+        let subs = nsub - SUBS * s;
         T::stage(
-            w0 + (s * T::BLOCK_BYTES) as u64,
+            w0 + (s * step_bytes) as u64,
             row_bytes,
             rows,
+            subs,
             tid,
             base + W_TILE,
             base + W_PAIRS,
         );
         let mut h = 0;
         while h < X_ITEMS {
-            stage_x(xs[h], s, base);
+            // A k-quant row has whole steps: the test folds away for them.
+            let inside = whole || xs[h].j < subs;
+            stage_x(xs[h], xs[h].live && inside, s, base);
             h += 1;
         }
         nvptx::_syncthreads();
@@ -251,17 +285,16 @@ unsafe fn mmq_tile<T: MmqWeights>(
 }
 
 /// `y[t][r] = Σ_k W[r][k]·x_t[k]`: `T` weights `w`, q8_1 activations `x`, f32 outputs `y`
-/// (token-major), see `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of 256,
-/// `ntok ≥ 1` (the launcher checks both and every buffer size). Block `b` computes token tile
+/// (token-major), see `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of
+/// `T::BLOCK_WEIGHTS`, `ntok ≥ 1` (the launcher checks both and every buffer size). Block `b` computes token tile
 /// `b % tiles` of row tile `b / tiles`.
 #[inline(always)]
 unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, ntok: u32) {
     let tiles = mmq_token_tiles(ntok).max(1);
     let row0 = bid() / tiles * MMQ_ROWS;
     let tok0 = bid() % tiles * MMQ_TOKENS;
-    let row_bytes = ((ncols / MMQ_K_STEP) * T::BLOCK_BYTES) as u64;
     mmq_tile::<T>(
-        w + row0 as u64 * row_bytes,
+        w + row0 as u64 * row_bytes::<T>(ncols),
         nrows - row0,
         x,
         ncols,
@@ -321,9 +354,8 @@ unsafe fn mmq_moe<T: MmqWeights>(
     if pair0 >= end || row0 >= rows {
         return;
     }
-    let row_bytes = ((ncols / MMQ_K_STEP) * T::BLOCK_BYTES) as u64;
     mmq_tile::<T>(
-        w + (e as u64 * rows as u64 + row0 as u64) * row_bytes,
+        w + (e as u64 * rows as u64 + row0 as u64) * row_bytes::<T>(ncols),
         rows - row0,
         x,
         ncols,
@@ -415,6 +447,86 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
     n_expert: u32,
 ) {
     mmq_moe::<Q6K>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
+
+/// [`mmq_q4k`] for Q5_0 `w` (`nrows × ncols/32` blocks of 22 bytes, `ncols` a multiple of 32):
+/// `ingot_abi::launch::MMQ_Q5_0`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q5_0(
+    w: *const BlockQ5_0,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q5_0>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_q4k`] for Q8_0 `w` (`nrows × ncols/32` blocks of 34 bytes, `ncols` a multiple of 32):
+/// `ingot_abi::launch::MMQ_Q8_0`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q8_0(
+    w: *const BlockQ8_0,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q8_0>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_moe_q4k`] for Q5_0 expert weights (`n_expert·rows × ncols/32` blocks of 22 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q5_0`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q5_0(
+    w: *const BlockQ5_0,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q5_0>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
+
+/// [`mmq_moe_q4k`] for Q8_0 expert weights (`n_expert·rows × ncols/32` blocks of 34 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q8_0`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q8_0(
+    w: *const BlockQ8_0,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q8_0>(
         global(w),
         global(x),
         global(pair_token),

@@ -8,7 +8,7 @@ use crate::intrinsics::{
 use crate::vecdot::k_scales;
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ4K;
-use ingot_abi::launch::{MMQ_ROWS, MMQ_THREADS, WARP_SIZE};
+use ingot_abi::launch::{MMQ_K_STEP, MMQ_ROWS, MMQ_THREADS, WARP_SIZE};
 
 /// Q4_K: `W = scale·level − min`.
 pub struct Q4K;
@@ -19,10 +19,19 @@ const Q4K_CHUNKS: u32 = MMQ_ROWS * 8 / MMQ_THREADS;
 const _: () = assert!(MMQ_ROWS * 8 == Q4K_CHUNKS * MMQ_THREADS && MMQ_ROWS * 4 == MMQ_THREADS);
 
 impl MmqWeights for Q4K {
+    const BLOCK_WEIGHTS: u32 = MMQ_K_STEP;
     const BLOCK_BYTES: u32 = size_of::<BlockQ4K>() as u32;
 
     #[inline(always)]
-    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32) {
+    unsafe fn stage(
+        w: u64,
+        row_bytes: u64,
+        rows: u32,
+        _subs: u32,
+        tid: u32,
+        tile: u32,
+        pairs: u32,
+    ) {
         // qs chunk c of a row holds positions 16·(c%2) ..+16 of sub-blocks 2·(c/2) (low
         // nibbles) and 2·(c/2)+1 (high nibbles). Each 32 consecutive threads take 4 rows'
         // 8 chunks (a warp's loads cover 4 rows' 128 contiguous bytes); lanes 8k .. 8k+8 take

@@ -22,7 +22,7 @@ use crate::intrinsics::{
 use crate::vecdot::{funnel4, sub32_bytes};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::BlockQ6K;
-use ingot_abi::launch::{MMQ_ROWS, MMQ_THREADS, WARP_SIZE};
+use ingot_abi::launch::{MMQ_K_STEP, MMQ_ROWS, MMQ_THREADS, WARP_SIZE};
 
 /// Q6_K: `W = d·sc_group·level`.
 pub struct Q6K;
@@ -37,10 +37,19 @@ fn sext8(x: u32) -> i32 {
 }
 
 impl MmqWeights for Q6K {
+    const BLOCK_WEIGHTS: u32 = MMQ_K_STEP;
     const BLOCK_BYTES: u32 = size_of::<BlockQ6K>() as u32;
 
     #[inline(always)]
-    unsafe fn stage(w: u64, row_bytes: u64, rows: u32, tid: u32, tile: u32, pairs: u32) {
+    unsafe fn stage(
+        w: u64,
+        row_bytes: u64,
+        rows: u32,
+        _subs: u32,
+        tid: u32,
+        tile: u32,
+        pairs: u32,
+    ) {
         let (r, q) = (tid / 4, tid % 4);
         let (n, h) = (q / 2, q % 2);
         let live = r < rows;

@@ -99,7 +99,7 @@ fn ints4<const N: usize>(w: &[u32; N], off: usize) -> [u32; 4] {
 /// The fifth bits of elements `4k..4k+3` (`.0`) and `16+4k..` (`.1`) moved to bit 4 of each
 /// byte, from `vh = qh >> 4k` (ggml's shifts in `vec_dot_q5_0_q8_1`).
 #[inline(always)]
-fn q5_high_bits(vh: u32) -> (u32, u32) {
+pub fn q5_high_bits(vh: u32) -> (u32, u32) {
     let lo = ((vh << 4) & 0x10)
         | ((vh << 11) & 0x1000)
         | ((vh << 18) & 0x10_0000)
