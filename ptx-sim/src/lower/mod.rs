@@ -160,8 +160,11 @@ pub(crate) struct LazyKernels {
     src: String,
     header_end: usize,
     shared: SharedLayout,
-    kernels: Vec<(String, Range<usize>, OnceLock<Result<Kernel, SimError>>)>,
+    kernels: Vec<LazyKernel>,
 }
+
+/// A kernel's name, byte range in the text, and its lowering once it was asked for.
+type LazyKernel = (String, Range<usize>, OnceLock<Result<Kernel, SimError>>);
 
 impl LazyKernels {
     /// The header of `src` lowered, and its kernels found; `None` when `src` is not in the shape
