@@ -74,8 +74,9 @@ fn valid_shapes_launch_with_the_table_grid() {
         ("rmsnorm_f32".into(), [3, 1, 1], [256, 1, 1])
     );
     // 100 rows x 130 tokens of 2048 Q6_K weights: 2 row tiles x 3 token tiles of 64.
-    ops::mmq::mmq_q6k(
+    ops::mmq::mmq(
         &mut r,
+        ingot_abi::launch::MmqType::Q6K,
         (&(100 * 8 * 210), &(130 * 64 * 36), &(130 * 100 * 4)),
         100,
         2048,
@@ -103,10 +104,19 @@ fn bad_input_is_a_typed_error_and_launches_nothing() {
         ),
         "{e}"
     );
-    let e = ops::mmq::mmq_q4k(&mut r, (&1_000_000, &100_000, &100_000), 4, 300, 2).unwrap_err();
-    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
-    let e = ops::mmq::mmq_q4k(
+    let e = ops::mmq::mmq(
         &mut r,
+        ingot_abi::launch::MmqType::Q4K,
+        (&1_000_000, &100_000, &100_000),
+        4,
+        300,
+        2,
+    )
+    .unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    let e = ops::mmq::mmq(
+        &mut r,
+        ingot_abi::launch::MmqType::Q4K,
         (&(4 * 144), &(2 * 8 * 36), &(2 * 4 * 4 - 1)),
         4,
         256,

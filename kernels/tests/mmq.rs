@@ -18,9 +18,7 @@
 mod support;
 
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{
-    mmq_token_tiles, KernelDesc, MMQ_Q4K, MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0, MMQ_ROWS,
-};
+use ingot_abi::launch::{mmq_token_tiles, KernelDesc, MmqType, MMQ_ROWS};
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,12 +54,7 @@ trait MmqKernel {
 
 impl MmqKernel for Kind {
     fn desc(self) -> &'static KernelDesc {
-        match self {
-            Kind::Q4K => &MMQ_Q4K,
-            Kind::Q6K => &MMQ_Q6K,
-            Kind::Q5_0 => &MMQ_Q5_0,
-            Kind::Q8_0 => &MMQ_Q8_0,
-        }
+        self.ty().dense()
     }
 
     fn launch<B: Accelerator>(
@@ -70,12 +63,7 @@ impl MmqKernel for Kind {
         bufs: (&B::Buf, &B::Buf, &B::Buf),
         [nrows, ncols, ntok]: [usize; 3],
     ) -> ingot_kernels::Result<()> {
-        match self {
-            Kind::Q4K => ops::mmq::mmq_q4k(b, bufs, nrows, ncols, ntok),
-            Kind::Q6K => ops::mmq::mmq_q6k(b, bufs, nrows, ncols, ntok),
-            Kind::Q5_0 => ops::mmq::mmq_q5_0(b, bufs, nrows, ncols, ntok),
-            Kind::Q8_0 => ops::mmq::mmq_q8_0(b, bufs, nrows, ncols, ntok),
-        }
+        ops::mmq::mmq(b, self.ty(), bufs, nrows, ncols, ntok)
     }
 }
 
@@ -252,19 +240,19 @@ fn mmq_checks_ncols_per_type() {
     let mut r = support::recorder::Recorder::default();
     // 64 rows × 1408 columns of Q5_0 (44 blocks of 22 bytes), 7 tokens.
     let ok = (&(64 * 44 * 22), &(7 * 44 * 36), &(7 * 64 * 4));
-    ops::mmq::mmq_q5_0(&mut r, ok, 64, 1408, 7).expect("valid launch");
-    let e = ops::mmq::mmq_q5_0(&mut r, ok, 64, 1400, 7).unwrap_err();
+    ops::mmq::mmq(&mut r, MmqType::Q5_0, ok, 64, 1408, 7).expect("valid launch");
+    let e = ops::mmq::mmq(&mut r, MmqType::Q5_0, ok, 64, 1400, 7).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let short = (&(64 * 44 * 22 - 1), ok.1, ok.2);
-    let e = ops::mmq::mmq_q5_0(&mut r, short, 64, 1408, 7).unwrap_err();
+    let e = ops::mmq::mmq(&mut r, MmqType::Q5_0, short, 64, 1408, 7).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"
     );
-    let e = ops::mmq::mmq_q4k(&mut r, ok, 64, 1408, 7).unwrap_err();
+    let e = ops::mmq::mmq(&mut r, MmqType::Q4K, ok, 64, 1408, 7).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let q8 = (&(64 * 4 * 34), &(7 * 4 * 36), &(7 * 64 * 4));
-    ops::mmq::mmq_q8_0(&mut r, q8, 64, 128, 7).expect("valid launch");
+    ops::mmq::mmq(&mut r, MmqType::Q8_0, q8, 64, 128, 7).expect("valid launch");
     assert_eq!(r.launches.len(), 2);
     assert_eq!(r.launches[0], ("mmq_q5_0".into(), [1, 1, 1], [256, 1, 1]));
     assert_eq!(r.launches[1], ("mmq_q8_0".into(), [1, 1, 1], [256, 1, 1]));

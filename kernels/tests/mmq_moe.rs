@@ -18,10 +18,7 @@
 mod support;
 
 use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1};
-use ingot_abi::launch::{
-    mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0,
-    MMQ_ROWS, MMQ_WARPS,
-};
+use ingot_abi::launch::{mmq_moe_items, KernelDesc, MmqType, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_WARPS};
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -46,12 +43,7 @@ use support::mmq::Kind;
 
 /// The `mmq_moe` kernel of each weight type.
 fn desc(kind: Kind) -> &'static KernelDesc {
-    match kind {
-        Kind::Q4K => &MMQ_MOE_Q4K,
-        Kind::Q6K => &MMQ_MOE_Q6K,
-        Kind::Q5_0 => &MMQ_MOE_Q5_0,
-        Kind::Q8_0 => &MMQ_MOE_Q8_0,
-    }
+    kind.ty().moe()
 }
 
 /// One launch's inputs: stacked weights, activations, and the routing sorted by expert.
@@ -132,15 +124,12 @@ impl SameLaunch for Case {
         let pb = upload(b, bytemuck::cast_slice(&self.pair_token));
         let sb = upload(b, bytemuck::cast_slice(&self.expert_start));
         let yb = poisoned(b, self.pair_token.len() * self.rows * 4);
-        ops::mmq::check_routing(&self.pair_token, &self.expert_start, self.ntok).expect("routing");
-        let launch = match self.kind {
-            Kind::Q4K => ops::mmq::mmq_moe_q4k::<B>,
-            Kind::Q6K => ops::mmq::mmq_moe_q6k::<B>,
-            Kind::Q5_0 => ops::mmq::mmq_moe_q5_0::<B>,
-            Kind::Q8_0 => ops::mmq::mmq_moe_q8_0::<B>,
-        };
-        launch(
+        let ty = self.kind.ty();
+        ops::mmq::check_routing(ty, &self.pair_token, &self.expert_start, self.ntok)
+            .expect("routing");
+        ops::mmq::mmq_moe(
             b,
+            ty,
             (&wb, &xb, &pb, &sb, &yb),
             self.rows,
             self.ncols,
@@ -306,13 +295,13 @@ fn mmq_moe_sim_matches_gpu() {
 #[test]
 fn mmq_moe_rejects_bad_arguments() {
     use ingot_kernels::KernelError;
-    let r = ops::mmq::check_routing(&[0, 1, 2], &[0, 2, 1, 3], 3).unwrap_err();
+    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 2, 1, 3], 3).unwrap_err();
     assert!(r.to_string().contains("decreases at expert 1"), "{r}");
-    let r = ops::mmq::check_routing(&[0, 1, 2], &[0, 2, 2], 3).unwrap_err();
+    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 2, 2], 3).unwrap_err();
     assert!(r.to_string().contains("n_pairs = 3"), "{r}");
-    let r = ops::mmq::check_routing(&[0, 5], &[0, 1, 2], 3).unwrap_err();
+    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 5], &[0, 1, 2], 3).unwrap_err();
     assert!(r.to_string().contains("pair 1 names token 5 of 3"), "{r}");
-    ops::mmq::check_routing(&[0, 1, 2], &[0, 0, 3, 3], 3).expect("valid routing");
+    ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 0, 3, 3], 3).expect("valid routing");
 
     let mut r = support::recorder::Recorder::default();
     // 2 experts x 64 rows x 256 columns, 3 tokens, 6 pairs.
@@ -323,13 +312,13 @@ fn mmq_moe_rejects_bad_arguments() {
         &(3 * 4),
         &(6 * 64 * 4),
     );
-    ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 256, 3, 6, 2).expect("valid launch");
-    let e = ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 300, 3, 6, 2).unwrap_err();
+    ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 6, 2).expect("valid launch");
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 300, 3, 6, 2).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
-    let e = ops::mmq::mmq_moe_q4k(&mut r, ok, 64, 256, 3, 0, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 0, 2).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let short = (ok.0, ok.1, ok.2, &(2 * 4), ok.4);
-    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
             e,
@@ -341,7 +330,7 @@ fn mmq_moe_rejects_bad_arguments() {
         "{e}"
     );
     let short = (ok.0, ok.1, &(5 * 4), ok.3, ok.4);
-    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
             e,
@@ -353,7 +342,7 @@ fn mmq_moe_rejects_bad_arguments() {
         "{e}"
     );
     let short = (&(2 * 64 * BLOCK - 1), ok.1, ok.2, ok.3, ok.4);
-    let e = ops::mmq::mmq_moe_q4k(&mut r, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"

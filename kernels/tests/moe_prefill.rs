@@ -582,8 +582,9 @@ fn chained<B: Accelerator>(b: &mut B) {
         .collect();
     let (wb, xb) = (upload(b, &w), upload(b, bytemuck::cast_slice(&act)));
     let down = poisoned(b, 4 * np * d);
-    ingot_kernels::ops::mmq::mmq_moe_q4k(
+    ingot_kernels::ops::mmq::mmq_moe(
         b,
+        ingot_abi::launch::MmqType::Q4K,
         (&wb, &xb, &me, &start, &down),
         d,
         CHAIN_FF,

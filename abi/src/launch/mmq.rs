@@ -30,6 +30,7 @@
 //! run together share a weight tile).
 
 use super::{ptr, u32_, KernelDesc, WARP_SIZE};
+use crate::weight_types::GemvType;
 
 /// Weight rows one block computes.
 pub const MMQ_ROWS: u32 = 64;
@@ -187,6 +188,69 @@ const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
         block: [MMQ_THREADS, 1, 1],
         items_per_block: 1,
         shared_bytes: 0,
+    }
+}
+
+/// The weight types the prefill products read, each with its dense ([`MmqType::dense`]) and
+/// expert-grouped ([`MmqType::moe`]) kernel. Block sizes come from the weight-type registry
+/// ([`MmqType::weights`]): one source for the launchers, the planner and the tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmqType {
+    Q4K,
+    Q6K,
+    Q5_0,
+    Q8_0,
+}
+
+impl MmqType {
+    /// Every type with `mmq` kernels.
+    pub const ALL: [MmqType; 4] = [MmqType::Q4K, MmqType::Q6K, MmqType::Q5_0, MmqType::Q8_0];
+
+    /// The registry row of the weights.
+    pub const fn weights(self) -> GemvType {
+        match self {
+            MmqType::Q4K => GemvType::Q4K,
+            MmqType::Q6K => GemvType::Q6K,
+            MmqType::Q5_0 => GemvType::Q5_0,
+            MmqType::Q8_0 => GemvType::Q8_0,
+        }
+    }
+
+    /// The `mmq` type of weights `t`, if there are kernels for it.
+    pub const fn of(t: GemvType) -> Option<MmqType> {
+        match t {
+            GemvType::Q4K => Some(MmqType::Q4K),
+            GemvType::Q6K => Some(MmqType::Q6K),
+            GemvType::Q5_0 => Some(MmqType::Q5_0),
+            GemvType::Q8_0 => Some(MmqType::Q8_0),
+            _ => None,
+        }
+    }
+
+    /// The dense product ([`MMQ_Q4K`] and its siblings).
+    pub const fn dense(self) -> &'static KernelDesc {
+        match self {
+            MmqType::Q4K => &MMQ_Q4K,
+            MmqType::Q6K => &MMQ_Q6K,
+            MmqType::Q5_0 => &MMQ_Q5_0,
+            MmqType::Q8_0 => &MMQ_Q8_0,
+        }
+    }
+
+    /// The expert-grouped product ([`MMQ_MOE_Q4K`] and its siblings).
+    pub const fn moe(self) -> &'static KernelDesc {
+        match self {
+            MmqType::Q4K => &MMQ_MOE_Q4K,
+            MmqType::Q6K => &MMQ_MOE_Q6K,
+            MmqType::Q5_0 => &MMQ_MOE_Q5_0,
+            MmqType::Q8_0 => &MMQ_MOE_Q8_0,
+        }
+    }
+
+    /// What `ncols` must be a positive multiple of: a block (the legacy types), or a super-block
+    /// (the k-quants, whose tile steps a whole super-block).
+    pub const fn ncols_multiple(self) -> usize {
+        self.weights().block_elems()
     }
 }
 

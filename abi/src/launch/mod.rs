@@ -51,9 +51,9 @@ pub use gemv::{
 };
 pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
 pub use mmq::{
-    mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP,
-    MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0, MMQ_Q4K, MMQ_Q5_0,
-    MMQ_Q6K, MMQ_Q8_0, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS, MMQ_WARP_TOKENS,
+    mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqType,
+    MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0, MMQ_Q4K,
+    MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS, MMQ_WARP_TOKENS,
 };
 pub use moe::{
     router_logits_rows_items, ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, GATE_UP_MERGED,

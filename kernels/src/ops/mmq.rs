@@ -4,117 +4,40 @@
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::{Accelerator, KArg};
 use crate::Result;
-use ingot_abi::blocks::{BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, QK5_0, QK8_0, QK_K};
-use ingot_abi::launch::{
-    mmq_items, mmq_moe_items, KernelDesc, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0,
-    MMQ_Q4K, MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0,
-};
-use std::mem::size_of;
+use ingot_abi::launch::{mmq_items, mmq_moe_items, KernelDesc, MmqType};
 
-/// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok`: `W` is `nrows` rows of `ncols/256`
-/// Q4_K blocks, `x` is `ntok` rows of `ncols/32` q8_1 blocks (CUDA variant, `s = Σx`), `y` is
-/// `ntok × nrows` floats (token-major). `ncols` must be a positive multiple of 256, `nrows` and
-/// `ntok` positive.
-pub fn mmq_q4k<B: Accelerator>(
-    b: &mut B,
-    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    nrows: usize,
-    ncols: usize,
-    ntok: usize,
-) -> Result<()> {
-    mmq(
-        b,
-        &MMQ_Q4K,
-        (QK_K, size_of::<BlockQ4K>()),
-        (w, x, y),
-        [nrows, ncols, ntok],
-    )
-}
-
-/// As [`mmq_q4k`] with Q6_K weights (`ncols/256` blocks of 210 bytes per row).
-pub fn mmq_q6k<B: Accelerator>(
-    b: &mut B,
-    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    nrows: usize,
-    ncols: usize,
-    ntok: usize,
-) -> Result<()> {
-    mmq(
-        b,
-        &MMQ_Q6K,
-        (QK_K, size_of::<BlockQ6K>()),
-        (w, x, y),
-        [nrows, ncols, ntok],
-    )
-}
-
-/// As [`mmq_q4k`] with Q5_0 weights (`ncols/32` blocks of 22 bytes per row): `ncols` must be a
-/// positive multiple of 32.
-pub fn mmq_q5_0<B: Accelerator>(
-    b: &mut B,
-    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    nrows: usize,
-    ncols: usize,
-    ntok: usize,
-) -> Result<()> {
-    mmq(
-        b,
-        &MMQ_Q5_0,
-        (QK5_0, size_of::<BlockQ5_0>()),
-        (w, x, y),
-        [nrows, ncols, ntok],
-    )
-}
-
-/// As [`mmq_q4k`] with Q8_0 weights (`ncols/32` blocks of 34 bytes per row): `ncols` must be a
-/// positive multiple of 32.
-pub fn mmq_q8_0<B: Accelerator>(
-    b: &mut B,
-    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    nrows: usize,
-    ncols: usize,
-    ntok: usize,
-) -> Result<()> {
-    mmq(
-        b,
-        &MMQ_Q8_0,
-        (QK8_0, size_of::<BlockQ8_0>()),
-        (w, x, y),
-        [nrows, ncols, ntok],
-    )
-}
-
-/// Checks `ncols` for weights in blocks of `block_weights` weights of `block_bytes` bytes: a
-/// positive multiple of the block, and a row's bytes within `u32` (the kernels address a row's
-/// steps in 32 bits).
-fn check_ncols(
-    d: &KernelDesc,
-    (block_weights, block_bytes): (usize, usize),
-    ncols: usize,
-) -> Result<()> {
-    if ncols == 0 || !ncols.is_multiple_of(block_weights) {
+/// Checks `ncols` for weights of type `ty`: a positive multiple of [`MmqType::ncols_multiple`],
+/// and a row's bytes within `u32` (the kernels address a row's steps in 32 bits).
+fn check_ncols(d: &KernelDesc, ty: MmqType, ncols: usize) -> Result<()> {
+    let multiple = ty.ncols_multiple();
+    if ncols == 0 || !ncols.is_multiple_of(multiple) {
         return Err(shape(
             d,
-            format!("ncols = {ncols} is not a positive multiple of {block_weights}"),
+            format!("ncols = {ncols} is not a positive multiple of {multiple}"),
         ));
     }
-    let row = (ncols / block_weights).checked_mul(block_bytes);
+    let row = (ncols / ty.weights().block_elems()).checked_mul(ty.weights().block_bytes());
     if row.is_none_or(|r| u32::try_from(r).is_err()) {
         return Err(shape(d, format!("ncols = {ncols}: a row exceeds 4 GiB")));
     }
     Ok(())
 }
 
-/// Checks the shape and every buffer of an `mmq` launch whose weights come in blocks of
-/// `block.0` weights of `block.1` bytes, then launches one block per tile.
-fn mmq<B: Accelerator>(
+/// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok` ([`MmqType::dense`]): `W` is `nrows`
+/// rows of `ncols` weights of type `ty`, `x` is `ntok` rows of `ncols/32` q8_1 blocks (CUDA
+/// variant, `s = Σx`), `y` is `ntok × nrows` floats (token-major). `ncols` must be a positive
+/// multiple of [`MmqType::ncols_multiple`] (256 for the k-quants, 32 for Q5_0 and Q8_0), `nrows`
+/// and `ntok` positive. Checks the shape and every buffer, then launches one block per tile.
+pub fn mmq<B: Accelerator>(
     b: &mut B,
-    d: &KernelDesc,
-    block: (usize, usize),
+    ty: MmqType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    [nrows, ncols, ntok]: [usize; 3],
+    nrows: usize,
+    ncols: usize,
+    ntok: usize,
 ) -> Result<()> {
-    check_ncols(d, block, ncols)?;
+    let d = ty.dense();
+    check_ncols(d, ty, ncols)?;
     if nrows == 0 || ntok == 0 {
         return Err(shape(
             d,
@@ -126,6 +49,7 @@ fn mmq<B: Accelerator>(
     let ntok32 = to_u32(d, "ntok", ntok)?;
     let items = mmq_items(nrows32, ntok32)
         .ok_or_else(|| shape(d, format!("{nrows} rows × {ntok} tokens: too many tiles")))?;
+    let block = (ty.weights().block_elems(), ty.weights().block_bytes());
     need(b, d, "w", w, bytes(nrows, ncols / block.0, block.1))?;
     need(b, d, "x", x, q8_1_bytes(ntok, ncols))?;
     need(b, d, "y", y, bytes(ntok, nrows, 4))?;
@@ -153,19 +77,21 @@ pub type MoeBufs<'a, B> = (
     &'a <B as Accelerator>::Buf,
 );
 
-/// The expert-grouped product of prefill's routed experts (`ingot_abi::launch::MMQ_MOE_Q4K`):
+/// The expert-grouped product of prefill's routed experts ([`MmqType::moe`]):
 /// `y[p·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
 /// `expert_start[e] .. expert_start[e+1]`. `w` stacks `n_expert` matrices of `rows` rows of
-/// `ncols/256` Q4_K blocks; `x` is `ntok` rows of `ncols/32` q8_1 blocks; `pair_token` holds
+/// `ncols` weights of type `ty`; `x` is `ntok` rows of `ncols/32` q8_1 blocks; `pair_token` holds
 /// `n_pairs` token indices sorted by expert, `expert_start` `n_expert + 1` offsets into them
 /// (device buffers: the routing is produced on the device, so their contents are not read
 /// here; [`check_routing`] checks a host copy, and the kernel clamps offsets to `n_pairs` and
 /// reads zeros for tokens `≥ ntok`, so bad contents give wrong numbers, never a stray
 /// access); `y` is `n_pairs × rows` floats, pair-major. `ncols` must be a positive multiple of
 /// 256; `rows`, `ntok`, `n_pairs` and `n_expert` positive.
+/// Checks the shape and every buffer size, then launches [`mmq_moe_items`] blocks.
 #[allow(clippy::too_many_arguments)]
-pub fn mmq_moe_q4k<B: Accelerator>(
+pub fn mmq_moe<B: Accelerator>(
     b: &mut B,
+    ty: MmqType,
     (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
     rows: usize,
     ncols: usize,
@@ -173,87 +99,9 @@ pub fn mmq_moe_q4k<B: Accelerator>(
     n_pairs: usize,
     n_expert: usize,
 ) -> Result<()> {
-    mmq_moe(
-        b,
-        &MMQ_MOE_Q4K,
-        (QK_K, size_of::<BlockQ4K>()),
-        (w, x, pair_token, expert_start, y),
-        [rows, ncols, ntok, n_pairs, n_expert],
-    )
-}
-
-/// As [`mmq_moe_q4k`] with Q6_K expert weights (`ncols/256` blocks of 210 bytes per row).
-#[allow(clippy::too_many_arguments)]
-pub fn mmq_moe_q6k<B: Accelerator>(
-    b: &mut B,
-    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
-    rows: usize,
-    ncols: usize,
-    ntok: usize,
-    n_pairs: usize,
-    n_expert: usize,
-) -> Result<()> {
-    mmq_moe(
-        b,
-        &MMQ_MOE_Q6K,
-        (QK_K, size_of::<BlockQ6K>()),
-        (w, x, pair_token, expert_start, y),
-        [rows, ncols, ntok, n_pairs, n_expert],
-    )
-}
-
-/// As [`mmq_moe_q4k`] with Q5_0 expert weights (`ncols/32` blocks of 22 bytes per row): `ncols`
-/// must be a positive multiple of 32.
-#[allow(clippy::too_many_arguments)]
-pub fn mmq_moe_q5_0<B: Accelerator>(
-    b: &mut B,
-    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
-    rows: usize,
-    ncols: usize,
-    ntok: usize,
-    n_pairs: usize,
-    n_expert: usize,
-) -> Result<()> {
-    mmq_moe(
-        b,
-        &MMQ_MOE_Q5_0,
-        (QK5_0, size_of::<BlockQ5_0>()),
-        (w, x, pair_token, expert_start, y),
-        [rows, ncols, ntok, n_pairs, n_expert],
-    )
-}
-
-/// As [`mmq_moe_q4k`] with Q8_0 expert weights (`ncols/32` blocks of 34 bytes per row): `ncols`
-/// must be a positive multiple of 32.
-#[allow(clippy::too_many_arguments)]
-pub fn mmq_moe_q8_0<B: Accelerator>(
-    b: &mut B,
-    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
-    rows: usize,
-    ncols: usize,
-    ntok: usize,
-    n_pairs: usize,
-    n_expert: usize,
-) -> Result<()> {
-    mmq_moe(
-        b,
-        &MMQ_MOE_Q8_0,
-        (QK8_0, size_of::<BlockQ8_0>()),
-        (w, x, pair_token, expert_start, y),
-        [rows, ncols, ntok, n_pairs, n_expert],
-    )
-}
-
-/// Checks the shape and every buffer size of an expert-grouped launch whose weights come in
-/// blocks of `block.0` weights of `block.1` bytes, then launches [`mmq_moe_items`] blocks.
-fn mmq_moe<B: Accelerator>(
-    b: &mut B,
-    d: &KernelDesc,
-    block: (usize, usize),
-    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
-    [rows, ncols, ntok, n_pairs, n_expert]: [usize; 5],
-) -> Result<()> {
-    check_ncols(d, block, ncols)?;
+    let d = ty.moe();
+    check_ncols(d, ty, ncols)?;
+    let block = (ty.weights().block_elems(), ty.weights().block_bytes());
     if rows == 0 || ntok == 0 || n_pairs == 0 || n_expert == 0 {
         return Err(shape(
             d,
@@ -311,11 +159,17 @@ fn mmq_moe<B: Accelerator>(
     )
 }
 
-/// Checks a host copy of an expert-grouped routing for [`mmq_moe_q4k`]: `expert_start` has
+/// Checks a host copy of an expert-grouped routing for [`mmq_moe`] of type `ty` (the errors name
+/// its kernel): `expert_start` has
 /// `n_expert + 1` entries, starts at 0, never decreases and ends at `pair_token.len()`, and
 /// every token index is below `ntok`. The error names the first offending entry.
-pub fn check_routing(pair_token: &[u32], expert_start: &[u32], ntok: usize) -> Result<()> {
-    let d = &MMQ_MOE_Q4K;
+pub fn check_routing(
+    ty: MmqType,
+    pair_token: &[u32],
+    expert_start: &[u32],
+    ntok: usize,
+) -> Result<()> {
+    let d = ty.moe();
     let n_pairs = pair_token.len();
     match (expert_start.first(), expert_start.last()) {
         (Some(0), Some(&last)) if last as usize == n_pairs && expert_start.len() >= 2 => {}

@@ -19,6 +19,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The launchers' name of the type.
+    pub fn ty(self) -> ingot_abi::launch::MmqType {
+        use ingot_abi::launch::MmqType;
+        match self {
+            Kind::Q4K => MmqType::Q4K,
+            Kind::Q6K => MmqType::Q6K,
+            Kind::Q5_0 => MmqType::Q5_0,
+            Kind::Q8_0 => MmqType::Q8_0,
+        }
+    }
+
     pub fn block_bytes(self) -> usize {
         match self {
             Kind::Q4K => size_of::<BlockQ4K>(),
