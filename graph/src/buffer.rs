@@ -63,4 +63,20 @@ impl BufferDecl {
             BufferKind::Weight { .. } | BufferKind::Derived { .. } | BufferKind::Constant { .. }
         )
     }
+
+    /// Whether two plans of one executor (the decode step and a prefill chunk) use one
+    /// allocation for buffers declared alike: what is never written, the latent caches and the
+    /// step state. Activations are each plan's own.
+    pub fn is_shareable(&self) -> bool {
+        self.is_initialized() || self.must_be_shared()
+    }
+
+    /// Whether a second plan of the executor must use the first plan's allocation: the latent
+    /// caches and the step state, which both plans read and write.
+    pub fn must_be_shared(&self) -> bool {
+        matches!(
+            self.kind,
+            BufferKind::KvCache { .. } | BufferKind::StepState
+        )
+    }
 }

@@ -131,6 +131,9 @@ pub enum ExecError {
     /// The routed experts' cache (`--vram-budget`) cannot run as asked.
     #[error("expert cache: {0}")]
     ExpertCache(String),
+    /// The batched prefill cannot run as planned.
+    #[error("prefill: {0}")]
+    Prefill(String),
     /// The host asked for a step the cache cannot hold.
     #[error(transparent)]
     Step(#[from] ingot_model::ModelError),

@@ -9,6 +9,9 @@ use crate::error::ExecError;
 use crate::exec::expert_cache::{ExpertCache, SlotMemory};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
+use crate::planner::prefill::{
+    build_prefill_plan_for, prefill_chunks, PrefillPlan, PREFILL_BUCKETS,
+};
 use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
 
@@ -35,6 +38,65 @@ pub struct SimExecutor {
     embedding: Option<HostEmbedding>,
     /// The routed experts' cache, when the plan keeps experts beyond VRAM.
     experts: Option<ExpertCache>,
+    /// The batched prefill: its plans by bucket, or why there are none.
+    prefill: Result<Prefill, String>,
+}
+
+/// The prefill plans of a [`SimExecutor`], one per bucket that fits the context, sharing the
+/// decode plan's weights, caches and step state.
+struct Prefill {
+    /// Ascending by bucket.
+    chunks: Vec<SimPrefill>,
+    /// The embedding table (every prefill plan writes its chunk's rows from the host).
+    embedding: HostEmbedding,
+}
+
+/// One prefill plan in the simulator.
+struct SimPrefill {
+    pre: PrefillPlan,
+    ptrs: Vec<DevicePtr>,
+    launches: Vec<Launch>,
+    /// Counters per node, summed over every chunk run so far.
+    stats: Vec<LaunchStats>,
+}
+
+impl SimPrefill {
+    /// The plans of every bucket up to the context, or why the model has none (the reason the
+    /// planner gave for the smallest bucket: a weight type without `mmq` kernels, too few heads
+    /// for the prefill attention, an expert cache).
+    fn load_all(
+        sim: &mut Sim,
+        file: &GgufFile,
+        config: &ModelConfig,
+        opts: PlanOptions,
+        decode: (&Plan, &[DevicePtr]),
+    ) -> Result<Result<Prefill, String>, ExecError> {
+        let mut chunks = Vec::new();
+        for bucket in PREFILL_BUCKETS.into_iter().filter(|&b| b <= opts.ctx) {
+            let pre = match build_prefill_plan_for(config, file.header(), opts, bucket) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            let descs = pre.plan.check_committed()?;
+            let ptrs = alloc_buffers(sim, file, &pre.plan, Some(decode))?;
+            chunks.push(SimPrefill {
+                launches: launches(&pre.plan, &descs, &ptrs),
+                stats: vec![LaunchStats::default(); pre.plan.nodes.len()],
+                pre,
+                ptrs,
+            });
+        }
+        let Some(first) = chunks.first() else {
+            return Ok(Err(format!(
+                "no prefill bucket fits a context of {} positions (the smallest is {})",
+                opts.ctx, PREFILL_BUCKETS[0]
+            )));
+        };
+        let embedding = HostEmbedding::for_plan(file, &first.pre.plan)?.ok_or(
+            ExecError::NeedsHost("a prefill plan writes its embeddings from the host"),
+        )?;
+        Ok(Ok(Prefill { chunks, embedding }))
+    }
 }
 
 /// The simulator's memory as the expert cache sees it.
@@ -77,30 +139,8 @@ impl SimExecutor {
                 .saturating_mul(2)
                 .max(ptx_sim::DEFAULT_MEMORY_LIMIT),
         );
-        let mut ptrs = Vec::with_capacity(plan.buffers.len());
-        for decl in &plan.buffers {
-            let p = match decl.kind {
-                crate::BufferKind::Weight {
-                    host_mapped: true, ..
-                } => sim.alloc_host_mapped(decl.bytes as usize),
-                _ => sim.alloc(decl.bytes as usize),
-            }
-            .map_err(ExecError::SimSetup)?;
-            if let Some(bytes) = initial_bytes(file, decl)? {
-                sim.write(p, &bytes).map_err(ExecError::SimSetup)?;
-            }
-            ptrs.push(p);
-        }
-        let launches = plan
-            .nodes
-            .iter()
-            .zip(&descs)
-            .map(|(n, d)| Launch {
-                kernel: n.kernel.clone(),
-                config: sim_config(n, d),
-                args: sim_args(n, &ptrs),
-            })
-            .collect();
+        let ptrs = alloc_buffers(&mut sim, file, &plan, None)?;
+        let launches = launches(&plan, &descs, &ptrs);
         let experts = match plan.expert_cache {
             Some(_) => Some(ExpertCache::new(
                 &plan,
@@ -109,8 +149,10 @@ impl SimExecutor {
             )?),
             None => None,
         };
+        let prefill = SimPrefill::load_all(&mut sim, file, &config, opts, (&plan, &ptrs))?;
         Ok(SimExecutor {
             experts,
+            prefill,
             embedding: HostEmbedding::for_plan(file, &plan)?,
             stats: vec![LaunchStats::default(); plan.nodes.len()],
             logits: vec![0.0; config.vocab],
@@ -314,15 +356,123 @@ impl SimExecutor {
 
     fn run_node(&mut self, i: usize) -> Result<(), ExecError> {
         let l = &self.launches[i];
-        let stats = self
-            .sim
-            .launch(self.module, &l.kernel, l.config, &l.args)
-            .map_err(|source| ExecError::Sim {
-                node: i,
-                label: self.plan.nodes[i].label.clone(),
-                source,
-            })?;
-        self.stats[i] += stats;
+        self.stats[i] += launch(&mut self.sim, self.module, l, i, &self.plan.nodes[i].label)?;
+        Ok(())
+    }
+
+    /// Why this executor prefills token by token (no prefill plan), or `None` when it runs
+    /// prompts in chunks.
+    pub fn prefill_unavailable(&self) -> Option<&str> {
+        self.prefill.as_ref().err().map(String::as_str)
+    }
+
+    /// Each prefill plan (ascending by bucket) with its per-node counters summed over every
+    /// chunk run so far.
+    pub fn prefill_stats(&self) -> Vec<(&PrefillPlan, &[LaunchStats])> {
+        match &self.prefill {
+            Ok(p) => p
+                .chunks
+                .iter()
+                .map(|c| (&c.pre, c.stats.as_slice()))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Feeds `tokens` at `start_pos..` as prefill chunks ([`prefill_chunks`] over the buckets
+    /// this executor has; what no bucket fits, or everything when it has none, token by token
+    /// on the decode plan) and returns the last position's logits. The cache ends as after
+    /// feeding the tokens one by one, up to the products' f32 summation order.
+    pub fn prefill_chunked(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+    ) -> Result<Vec<f32>, ExecError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt.into());
+        }
+        // Every position is checked before the cache is touched: a refused prompt changes
+        // nothing. Token `i > 0` follows token `i − 1`.
+        for (i, &t) in tokens.iter().enumerate() {
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
+        }
+        let buckets: Vec<usize> = match &self.prefill {
+            Ok(p) => p.chunks.iter().map(|c| c.pre.ntok).collect(),
+            Err(_) => Vec::new(),
+        };
+        let chunks = prefill_chunks(tokens.len(), start_pos, self.plan.ctx, &buckets);
+        let last = chunks.len() - 1;
+        for (i, ch) in chunks.iter().enumerate() {
+            let toks = &tokens[ch.start..ch.start + ch.n];
+            let pos = start_pos + ch.start;
+            match ch.bucket.and_then(|b| buckets.iter().position(|&x| x == b)) {
+                Some(k) => self.run_chunk(k, toks, pos, i == last)?,
+                None => {
+                    for (j, &t) in toks.iter().enumerate() {
+                        self.step(t, pos + j)?;
+                    }
+                }
+            }
+        }
+        Ok(self.logits.clone())
+    }
+
+    /// Runs `tokens` at `pos..` through prefill plan `k`; with `head`, also the output head on
+    /// the last token, whose logits are then in [`SimExecutor::logits`].
+    fn run_chunk(
+        &mut self,
+        k: usize,
+        tokens: &[u32],
+        pos: usize,
+        head: bool,
+    ) -> Result<(), ExecError> {
+        let Ok(p) = &mut self.prefill else {
+            return Err(ExecError::Prefill("no prefill plan".into()));
+        };
+        let c = &mut p.chunks[k];
+        let row_bytes = 4 * c.pre.plan.n_embd;
+        // The chunk's embeddings, then zero rows to the bucket's end (computed, never read).
+        let mut x = vec![0u8; c.pre.ntok * row_bytes];
+        for (row, &t) in x.chunks_exact_mut(row_bytes).zip(tokens) {
+            row.copy_from_slice(&p.embedding.row(t)?);
+        }
+        let ptr = |b: crate::BufId| c.ptrs[b.0 as usize];
+        let sim = &mut self.sim;
+        sim.write(ptr(c.pre.x), &x).map_err(ExecError::SimSetup)?;
+        sim.write(ptr(c.pre.rows), &(tokens.len() as u32).to_le_bytes())
+            .map_err(ExecError::SimSetup)?;
+        let mut state = StepState::default();
+        let step = ptr(c.pre.plan.step);
+        sim.read(step, bytemuck::bytes_of_mut(&mut state))
+            .map_err(ExecError::SimSetup)?;
+        state.pos = pos as u32;
+        sim.write(step, bytemuck::bytes_of(&state))
+            .map_err(ExecError::SimSetup)?;
+        let nodes = if head {
+            0..c.launches.len()
+        } else {
+            0..c.pre.head_start
+        };
+        for i in nodes {
+            if i == c.pre.head_start {
+                // The head's input: the last token's row of the chunk's residual stream.
+                let mut row = vec![0u8; row_bytes];
+                let at = ptr(c.pre.x).offset(((tokens.len() - 1) * row_bytes) as u64);
+                sim.read(at, &mut row).map_err(ExecError::SimSetup)?;
+                sim.write(ptr(c.pre.plan.residual), &row)
+                    .map_err(ExecError::SimSetup)?;
+            }
+            let label = &c.pre.plan.nodes[i].label;
+            c.stats[i] += launch(sim, self.module, &c.launches[i], i, label)?;
+        }
+        self.filled = pos + tokens.len();
+        if head {
+            let mut v = vec![0f32; c.pre.plan.vocab];
+            sim.read(ptr(c.pre.plan.logits), bytemuck::cast_slice_mut(&mut v))
+                .map_err(ExecError::SimSetup)?;
+            self.logits = v;
+        }
         Ok(())
     }
 
@@ -349,11 +499,32 @@ impl Decoder for SimExecutor {
         self.filled = 0;
     }
 
+    fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, ModelError> {
+        self.prefill_chunked(tokens, start_pos)
+            .map_err(super::to_model_error)
+    }
+
     /// The last step's routing, when the plan has an expert cache (each layer's selection is
     /// kept then); `None` otherwise.
     fn routing(&self) -> Option<&[(u32, f32)]> {
         self.experts.as_ref().map(|c| c.routing())
     }
+}
+
+/// Runs one resolved launch; a failure names node `i` by `label`.
+fn launch(
+    sim: &mut Sim,
+    module: &Module,
+    l: &Launch,
+    i: usize,
+    label: &str,
+) -> Result<LaunchStats, ExecError> {
+    sim.launch(module, &l.kernel, l.config, &l.args)
+        .map_err(|source| ExecError::Sim {
+            node: i,
+            label: label.to_owned(),
+            source,
+        })
 }
 
 /// A node's launch shape in the simulator: its grid from the launch table for its item count.
@@ -375,6 +546,72 @@ pub fn sim_args(n: &Node, ptrs: &[DevicePtr]) -> Vec<Arg> {
             NodeArg::I32(v) => Arg::I32(v),
             NodeArg::F32(v) => Arg::F32(v),
             NodeArg::U64(v) => Arg::U64(v),
+        })
+        .collect()
+}
+
+/// Allocates and fills `plan`'s buffers in `sim`. With `shared`, a weight, constant, latent
+/// cache or step state declared exactly as a buffer of that plan (same name, kind and size) is
+/// that buffer, not a copy: a prefill plan writes the decode plan's caches and reads its weights.
+fn alloc_buffers(
+    sim: &mut Sim,
+    file: &GgufFile,
+    plan: &Plan,
+    shared: Option<(&Plan, &[DevicePtr])>,
+) -> Result<Vec<DevicePtr>, ExecError> {
+    let by_name: std::collections::HashMap<&str, usize> = shared
+        .map(|(p, _)| {
+            p.buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (b.name.as_str(), i))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ptrs = Vec::with_capacity(plan.buffers.len());
+    for decl in &plan.buffers {
+        let same = shared.and_then(|(p, ptrs)| {
+            let i = *by_name.get(decl.name.as_str())?;
+            (p.buffers[i] == *decl && decl.is_shareable()).then(|| ptrs[i])
+        });
+        if let Some(p) = same {
+            ptrs.push(p);
+            continue;
+        }
+        if shared.is_some() && decl.must_be_shared() {
+            return Err(ExecError::Prefill(format!(
+                "the prefill plan's {} is not declared as the decode plan's",
+                decl.name
+            )));
+        }
+        let p = match decl.kind {
+            crate::BufferKind::Weight {
+                host_mapped: true, ..
+            } => sim.alloc_host_mapped(decl.bytes as usize),
+            _ => sim.alloc(decl.bytes as usize),
+        }
+        .map_err(ExecError::SimSetup)?;
+        if let Some(bytes) = initial_bytes(file, decl)? {
+            sim.write(p, &bytes).map_err(ExecError::SimSetup)?;
+        }
+        ptrs.push(p);
+    }
+    Ok(ptrs)
+}
+
+/// Every node of `plan` resolved to simulator addresses.
+fn launches(
+    plan: &Plan,
+    descs: &[&ingot_abi::launch::KernelDesc],
+    ptrs: &[DevicePtr],
+) -> Vec<Launch> {
+    plan.nodes
+        .iter()
+        .zip(descs)
+        .map(|(n, d)| Launch {
+            kernel: n.kernel.clone(),
+            config: sim_config(n, d),
+            args: sim_args(n, ptrs),
         })
         .collect()
 }

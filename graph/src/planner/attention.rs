@@ -482,12 +482,12 @@ fn check_grouped_row(
     })
 }
 
-fn is_f32(ty: GgmlType) -> bool {
+pub(crate) fn is_f32(ty: GgmlType) -> bool {
     ty == GgmlType::F32
 }
 
 /// The kernels' compile-time limits, checked once per layer (cheap) so the error names them.
-fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
+pub(crate) fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
     let c = b.c;
     let fail = |what: String| Err(PlanError::UnsupportedModel(what));
     if c.n_head as u32 > FLASH_MAX_HEADS {
@@ -523,7 +523,7 @@ fn check_shapes(b: &Builder<'_>) -> Result<(), PlanError> {
 
 /// `rope_freq[i] = θ_i(pos) / pos` as f64, the YaRN-blended angular frequency of pair `i`
 /// (θ is linear in the position), shared by all layers.
-fn rope_table(b: &mut Builder<'_>) -> crate::BufId {
+pub(crate) fn rope_table(b: &mut Builder<'_>) -> crate::BufId {
     const NAME: &str = "const.rope_freq";
     if let Some(id) = b.existing(NAME) {
         return id;
@@ -536,7 +536,7 @@ fn rope_table(b: &mut Builder<'_>) -> crate::BufId {
 
 /// The attention temperature's factor at every position of the context (llama.cpp's formula,
 /// evaluated on the host as the CPU backends do), shared by all layers; `None` without one.
-fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
+pub(crate) fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
     const NAME: &str = "const.attn_temperature";
     let t = b.c.attn_temperature.as_ref()?;
     if let Some(id) = b.existing(NAME) {
@@ -548,7 +548,7 @@ fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
     Some(b.constant(NAME, data))
 }
 
-enum Absorbed {
+pub(crate) enum Absorbed {
     K,
     V,
 }
@@ -556,7 +556,7 @@ enum Absorbed {
 /// `attn_k_b`/`attn_v_b` of layer `il`: the file's tensor for MLA-layout files, or derived from
 /// `attn_kv_b` at load for legacy files (k_b transposed and stored Q8_0 as ik_llama.cpp does;
 /// v_b rows gathered in the file's own type).
-fn absorbed_weight(
+pub(crate) fn absorbed_weight(
     b: &mut Builder<'_>,
     il: usize,
     which: Absorbed,

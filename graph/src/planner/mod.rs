@@ -9,6 +9,7 @@ mod attention;
 mod ffn;
 mod head;
 pub mod kernels;
+pub mod prefill;
 
 use std::collections::HashMap;
 

@@ -1,0 +1,318 @@
+//! Feed-forward parts of one layer for a chunk of `T` tokens (spec §5.4, the decode plan's
+//! math per token): the dense FFN, and the MoE FFN with its router per token, the pair list
+//! sorted by expert, the expert-grouped products, the shared experts and the weighted combine.
+
+use ingot_abi::launch::{
+    mmq_moe_items, router_logits_rows_items, ExpertSelection, MmqType, GATE_UP_MERGED,
+    GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_COMBINE, MOE_PAIRS, MOE_ROUTER_LOGITS_ROWS,
+    MOE_ROUTE_ROWS, MOE_SWIGLU_Q8_1, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE,
+    ROUTE_SIGMOID,
+};
+use ingot_model::config::ExpertGateUp;
+use ingot_model::GatingFunc;
+
+use super::super::attention::is_f32;
+use super::{add_rows, mmq, mmq_weight, norm_rows, ChunkActs};
+use crate::buffer::BufId;
+use crate::error::PlanError;
+use crate::node::NodeArg;
+use crate::planner::{buf, u32a, Builder};
+
+/// A dense FFN over the chunk: `x += W_down·q8_1(silu(W_gate·h) ⊙ W_up·h)`.
+pub(crate) fn dense(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<(), PlanError> {
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
+    norm_rows(b, acts, ffn_norm, false, (format!("blk.{il} ffn_norm"), il))?;
+    let out = swiglu_ffn(b, acts, il, ["ffn_gate", "ffn_up", "ffn_down"], "pf.ffn")?;
+    add_rows(b, acts, out, (format!("blk.{il} ffn residual"), il))
+}
+
+/// `W_down·q8_1(silu(W_gate·h) ⊙ W_up·h)` for the chunk's rows from the three 2-D weights
+/// `blk.{il}.{names}.weight`, into a `T × n_embd` buffer named `{act}.out` (returned).
+fn swiglu_ffn(
+    b: &mut Builder<'_>,
+    acts: &ChunkActs,
+    il: usize,
+    [gate, up, down]: [&str; 3],
+    act: &str,
+) -> Result<BufId, PlanError> {
+    let t = acts.t;
+    let name = |s: &str| format!("blk.{il}.{s}.weight");
+    let label = |s: &str| (format!("blk.{il} {s}"), il);
+    let (wg, tg, ncols, ff) = mmq_weight(b, &name(gate), "prefill mmq")?;
+    let (wu, tu, _, ff_up) = mmq_weight(b, &name(up), "prefill mmq")?;
+    let (wd, td, down_cols, nrows) = mmq_weight(b, &name(down), "prefill mmq")?;
+    if ff_up != ff || down_cols != ff || !ff.is_multiple_of(32) {
+        return Err(PlanError::UnsupportedShape {
+            name: name(gate),
+            reason: format!(
+                "{ff} gate rows, {ff_up} up rows, down rows of {down_cols}: the SwiGLU needs \
+                 them equal and a multiple of 32"
+            ),
+        });
+    }
+    let g = b.f32_act(&format!("{act}.gate"), t * ff)?;
+    let u = b.f32_act(&format!("{act}.up"), t * ff)?;
+    mmq(b, (wg, tg), acts.h_q8, g, (ncols, ff, t), label(gate))?;
+    mmq(b, (wu, tu), acts.h_q8, u, (ncols, ff, t), label(up))?;
+    let mid = b.q8_act(&format!("{act}.mid_q8"), t * ff)?;
+    swiglu(b, (g, u, mid), (t, ff, GATE_UP_SEPARATE), label("swiglu"))?;
+    let out = b.f32_act(&format!("{act}.out"), t * nrows)?;
+    mmq(b, (wd, td), mid, out, (ff, nrows, t), label(down))?;
+    Ok(out)
+}
+
+/// `act = q8_1(silu(gate) ⊙ up)` over `n` rows of `ff`.
+fn swiglu(
+    b: &mut Builder<'_>,
+    (gate, up, act): (BufId, BufId, BufId),
+    (n, ff, layout): (usize, usize, u32),
+    (label, il): (String, usize),
+) -> Result<(), PlanError> {
+    b.node(
+        MOE_SWIGLU_Q8_1.name,
+        label,
+        Some(il),
+        n * ff,
+        vec![
+            buf(gate),
+            buf(up),
+            buf(act),
+            u32a(n),
+            u32a(ff),
+            NodeArg::U32(layout),
+        ],
+    )
+}
+
+/// The MoE FFN over the chunk: per-token router logits and routing, the expert-sorted pair
+/// list, gate/up and down as expert-grouped products, the shared experts as dense products,
+/// and `x += Σ_s w_s·down_s + shared` per token in the CPU backend's order.
+pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<(), PlanError> {
+    let c = b.c;
+    let t = acts.t;
+    let name = |s: &str| format!("blk.{il}.{s}");
+    let label = |s: &str| (format!("blk.{il} {s}"), il);
+    if c.n_expert_used > MAX_EXPERTS_USED
+        || c.n_expert as u32 > ROUTER_MAX_EXPERTS
+        || c.n_expert_shared == 0
+        || !c.n_embd.is_multiple_of(4)
+    {
+        return Err(PlanError::UnsupportedModel(format!(
+            "{} experts, {} used, {} shared, n_embd {} (the prefill MoE takes at most {} and \
+             {}, shared experts, n_embd a multiple of 4)",
+            c.n_expert,
+            c.n_expert_used,
+            c.n_expert_shared,
+            c.n_embd,
+            ROUTER_MAX_EXPERTS,
+            MAX_EXPERTS_USED
+        )));
+    }
+    let (ffn_norm, _) = b.weight(&name("ffn_norm.weight"), "rmsnorm", &is_f32)?;
+    norm_rows(b, acts, ffn_norm, true, label("ffn_norm"))?;
+
+    let (router, _) = b.weight(&name("ffn_gate_inp.weight"), "router gemv", &is_f32)?;
+    let logits = b.f32_act("pf.router_logits", t * c.n_expert)?;
+    let items = router_logits_rows_items(c.n_expert as u32, t as u32)
+        .ok_or_else(|| PlanError::Overflow("router logits of a chunk".into()))?;
+    let (lbl, _) = label("ffn_gate_inp");
+    b.node(
+        MOE_ROUTER_LOGITS_ROWS.name,
+        lbl,
+        Some(il),
+        items as usize,
+        vec![
+            buf(router),
+            buf(acts.h),
+            buf(acts.rows),
+            buf(logits),
+            u32a(c.n_embd),
+            u32a(c.n_expert),
+            u32a(t),
+        ],
+    )?;
+    let mut flags = 0;
+    if c.gating == GatingFunc::Sigmoid {
+        flags |= ROUTE_SIGMOID;
+    }
+    if c.expert_weights_norm {
+        flags |= ROUTE_NORMALIZE;
+    }
+    // Without a selection bias the kernel never reads `bias`; the logits stand in.
+    let bias = if c.has_expert_bias {
+        flags |= ROUTE_BIAS;
+        b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
+            .0
+    } else {
+        logits
+    };
+    let sel = b.act(
+        "pf.expert_selection",
+        (t * size_of::<ExpertSelection>()) as u64,
+    )?;
+    let (lbl, _) = label("moe_route");
+    b.node(
+        MOE_ROUTE_ROWS.name,
+        lbl,
+        Some(il),
+        t,
+        vec![
+            buf(logits),
+            buf(bias),
+            buf(acts.rows),
+            buf(sel),
+            u32a(c.n_expert),
+            u32a(c.n_expert_used),
+            u32a(c.n_expert_group),
+            u32a(c.n_expert_group_used),
+            NodeArg::U32(flags),
+            NodeArg::F32(c.expert_weights_scale),
+            u32a(t),
+        ],
+    )?;
+
+    let n_pairs = t * c.n_expert_used;
+    let expert_start = b.act("pf.expert_start", 4 * (c.n_expert as u64 + 1))?;
+    let pair_token = b.act("pf.pair_token", 4 * n_pairs as u64)?;
+    let pair_of = b.act("pf.pair_of", 4 * n_pairs as u64)?;
+    let pair_self = b.act("pf.pair_self", 4 * n_pairs as u64)?;
+    let (lbl, _) = label("moe_pairs");
+    b.node(
+        MOE_PAIRS.name,
+        lbl,
+        Some(il),
+        1,
+        vec![
+            buf(sel),
+            buf(expert_start),
+            buf(pair_token),
+            buf(pair_of),
+            buf(pair_self),
+            u32a(t),
+            u32a(c.n_expert_used),
+            u32a(c.n_expert),
+        ],
+    )?;
+
+    // Separate gate and up tensors, or one merged `[gate | up]` tensor (one product of 2·ff
+    // rows per pair, which the SwiGLU reads with `GATE_UP_MERGED`).
+    let ff = c.ff_expert;
+    let routed = Routed {
+        pair_token,
+        expert_start,
+        pair_row: pair_self,
+        n_pairs,
+        n_expert: c.n_expert,
+    };
+    let egate = b.f32_act("pf.moe.gate", n_pairs * 2 * ff)?;
+    let (eup, layout) = match c.gate_up {
+        ExpertGateUp::Split => {
+            let eup = b.f32_act("pf.moe.up", n_pairs * ff)?;
+            for (tensor, y) in [("ffn_gate_exps", egate), ("ffn_up_exps", eup)] {
+                let w = mmq_weight(b, &name(&format!("{tensor}.weight")), "prefill mmq_moe")?;
+                routed.product(b, w, acts.h_q8, y, t, label(tensor))?;
+            }
+            (eup, GATE_UP_SEPARATE)
+        }
+        ExpertGateUp::Merged => {
+            let w = mmq_weight(b, &name("ffn_gate_up_exps.weight"), "prefill mmq_moe")?;
+            routed.product(b, w, acts.h_q8, egate, t, label("ffn_gate_up_exps"))?;
+            (egate, GATE_UP_MERGED)
+        }
+    };
+    if !ff.is_multiple_of(32) {
+        return Err(PlanError::UnsupportedShape {
+            name: name("ffn_gate_exps.weight"),
+            reason: format!("{ff} rows per expert do not split into q8_1 blocks of 32"),
+        });
+    }
+    let emid = b.q8_act("pf.moe.mid_q8", n_pairs * ff)?;
+    swiglu(
+        b,
+        (egate, eup, emid),
+        (n_pairs, ff, layout),
+        label("moe swiglu"),
+    )?;
+    let edown = b.f32_act("pf.moe.down", n_pairs * c.n_embd)?;
+    let w = mmq_weight(b, &name("ffn_down_exps.weight"), "prefill mmq_moe")?;
+    // The down product's input rows are per pair, already in sorted order.
+    let down = Routed {
+        pair_token: pair_self,
+        ..routed
+    };
+    down.product(b, w, emid, edown, n_pairs, label("ffn_down_exps"))?;
+
+    let shared = swiglu_ffn(
+        b,
+        acts,
+        il,
+        ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"],
+        "pf.shexp",
+    )?;
+    let (lbl, _) = label("moe_combine");
+    b.node(
+        MOE_COMBINE.name,
+        lbl,
+        Some(il),
+        t * c.n_embd,
+        vec![
+            buf(sel),
+            buf(pair_of),
+            buf(edown),
+            buf(shared),
+            buf(acts.x),
+            buf(acts.x),
+            u32a(c.n_embd),
+            u32a(t),
+            u32a(c.n_expert_used),
+        ],
+    )
+}
+
+/// The pair list an expert-grouped product reads.
+#[derive(Clone, Copy)]
+struct Routed {
+    pair_token: BufId,
+    expert_start: BufId,
+    pair_row: BufId,
+    n_pairs: usize,
+    n_expert: usize,
+}
+
+impl Routed {
+    /// `y[pair_row[p]] = W_e·x[pair_token[p]]` over the stacked expert tensor `w` (`x` has
+    /// `ntok` rows).
+    fn product(
+        &self,
+        b: &mut Builder<'_>,
+        (w, ty, ncols, nrows): (BufId, MmqType, usize, usize),
+        x: BufId,
+        y: BufId,
+        ntok: usize,
+        (label, il): (String, usize),
+    ) -> Result<(), PlanError> {
+        let rows = nrows / self.n_expert.max(1);
+        let items = mmq_moe_items(rows as u32, self.n_pairs as u32, self.n_expert as u32)
+            .ok_or_else(|| PlanError::Overflow(format!("{label}: mmq_moe tiles")))?;
+        b.node(
+            ty.moe().name,
+            label,
+            Some(il),
+            items as usize,
+            vec![
+                buf(w),
+                buf(x),
+                buf(self.pair_token),
+                buf(self.expert_start),
+                buf(self.pair_row),
+                buf(y),
+                u32a(ncols),
+                u32a(rows),
+                u32a(ntok),
+                u32a(self.n_pairs),
+                u32a(self.n_expert),
+            ],
+        )
+    }
+}

@@ -1,0 +1,138 @@
+//! The prefill chunk plan built from synthetic headers: it checks against the committed PTX,
+//! shares every buffer it has in common with the decode plan, and names what it cannot plan.
+
+mod support;
+
+use ingot_graph::{
+    build_plan, build_prefill_plan, BufferKind, PlanError, PlanOptions, PREFILL_BUCKETS,
+};
+use ingot_synth::{Dims, Layout, Preset, QuantMix};
+
+/// [`support::tiny64`] with 16 heads (the prefill attention takes whole groups of 16).
+pub fn tiny16() -> Dims {
+    Dims {
+        n_head: 16,
+        ..support::tiny64()
+    }
+}
+
+fn count(plan: &ingot_graph::Plan, kernel_prefix: &str) -> usize {
+    plan.nodes
+        .iter()
+        .filter(|n| n.kernel.starts_with(kernel_prefix))
+        .count()
+}
+
+#[test]
+fn v2_lite_chunks_fit_the_committed_kernels_and_share_the_decode_buffers() {
+    let h = support::header(Preset::V2Lite, Layout::Mla, QuantMix::Q4KM);
+    let opts = PlanOptions::for_ctx(4096);
+    let decode = build_plan(&h, opts).expect("decode plan");
+    for ntok in PREFILL_BUCKETS {
+        let pre = build_prefill_plan(&h, opts, ntok).expect("prefill plan");
+        pre.plan
+            .check_committed()
+            .unwrap_or_else(|e| panic!("bucket {ntok}: {e}"));
+        let s = pre.plan.summary();
+        println!("v2-lite q4_k_m, bucket {ntok}: {s}");
+        if ntok == 512 {
+            for n in pre
+                .plan
+                .nodes
+                .iter()
+                .filter(|n| n.layer.is_none_or(|l| l <= 1))
+            {
+                println!("  {:<28} {:<24} {:>6} items", n.label, n.kernel, n.items);
+            }
+        }
+        assert_eq!(s.nodes_per_layer.len(), 27);
+        // The head is output_norm and the lm_head gemv, after every layer node.
+        assert_eq!(pre.plan.nodes.len() - pre.head_start, 2);
+        assert!(pre.plan.nodes[..pre.head_start]
+            .iter()
+            .all(|n| n.layer.is_some()));
+        // Every weight but the embedding (the host writes the chunk's rows) is read, once.
+        let file_bytes: u64 = h
+            .tensors
+            .iter()
+            .filter(|t| t.name != ingot_model::tensors::TOKEN_EMBD)
+            .map(|t| t.nbytes)
+            .sum();
+        assert_eq!(s.weight_bytes, file_bytes);
+        // What both plans name is declared alike, so an executor shares it.
+        for d in &pre.plan.buffers {
+            match decode.buffers.iter().find(|x| x.name == d.name) {
+                Some(x) => {
+                    assert_eq!(x, d, "{} differs from the decode plan's", d.name);
+                    assert!(d.is_shareable(), "{} is named like a decode buffer", d.name);
+                }
+                None => assert!(
+                    !d.must_be_shared() && !matches!(d.kind, BufferKind::Weight { .. }),
+                    "{} is only in the prefill plan",
+                    d.name
+                ),
+            }
+        }
+        // Per layer: the projections, attn_output, and the shared experts' three (dense
+        // layer: the FFN's three) as mmq; attn_k_b, attn_v_b, and gate, up, down of the
+        // routed experts as mmq_moe (the dense lead layer has none).
+        assert_eq!(count(&pre.plan, "mmq_moe"), 2 * 27 + 3 * 26);
+        assert_eq!(
+            count(&pre.plan, "mmq_") - count(&pre.plan, "mmq_moe"),
+            6 * 27
+        );
+        assert_eq!(count(&pre.plan, "flash_latent_prefill"), 27);
+        assert_eq!(count(&pre.plan, "moe_combine"), 27 * 2);
+    }
+}
+
+#[test]
+fn the_mixes_and_layouts_with_mmq_types_plan() {
+    for (layout, mix) in [
+        (Layout::Mla, QuantMix::Q8_0),
+        (Layout::Legacy, QuantMix::Q4KM),
+        (Layout::Legacy, QuantMix::Q8_0),
+    ] {
+        let h = support::header_for(&tiny16(), layout, mix);
+        let pre = build_prefill_plan(&h, PlanOptions::for_ctx(256), 64)
+            .unwrap_or_else(|e| panic!("{layout:?} {mix:?}: {e}"));
+        pre.plan
+            .check_committed()
+            .unwrap_or_else(|e| panic!("{layout:?} {mix:?}: {e}"));
+    }
+}
+
+#[test]
+fn what_the_chunk_cannot_run_is_named() {
+    let opts = PlanOptions::for_ctx(256);
+    // A k-quant without mmq kernels names the tensor and the types that have them.
+    let h = support::header_for(&tiny16(), Layout::Mla, QuantMix::Q3KM);
+    match build_prefill_plan(&h, opts, 16) {
+        Err(PlanError::UnsupportedType {
+            name, supported, ..
+        }) => {
+            assert!(name.starts_with("blk."), "{name}");
+            let mut types: Vec<&str> = supported.split(", ").collect();
+            types.sort_unstable();
+            assert_eq!(types, ["Q4_K", "Q5_0", "Q6_K", "Q8_0"]);
+        }
+        other => panic!("q3_k_m: {other:?}"),
+    }
+    // Four heads are not a group of 16.
+    let h = support::header_for(&support::tiny64(), Layout::Mla, QuantMix::Q4KM);
+    match build_prefill_plan(&h, opts, 16) {
+        Err(PlanError::UnsupportedModel(m)) => assert!(m.contains("groups of 16"), "{m}"),
+        other => panic!("4 heads: {other:?}"),
+    }
+    // A bucket past the context or past 512 tokens.
+    let h = support::header_for(&tiny16(), Layout::Mla, QuantMix::Q4KM);
+    for ntok in [0, 257, 1024] {
+        assert!(
+            matches!(
+                build_prefill_plan(&h, opts, ntok),
+                Err(PlanError::Context { .. })
+            ),
+            "{ntok} tokens"
+        );
+    }
+}
