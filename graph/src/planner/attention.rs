@@ -140,13 +140,10 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(b.opts.ctx),
             u32a(segs),
             NodeArg::F32(c.kq_scale),
-            buf(temperature.unwrap_or(q_abs)),
-            NodeArg::U32(if temperature.is_some() {
-                TEMPERATURE_TABLE
-            } else {
-                TEMPERATURE_NONE
-            }),
-        ],
+        ]
+        .into_iter()
+        .chain(temperature_args(temperature, q_abs))
+        .collect(),
     )?;
     let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
     let n_o = c.n_head * c.d_v;
@@ -546,6 +543,15 @@ pub(crate) fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
         .flat_map(|pos| t.factor(pos).to_le_bytes())
         .collect();
     Some(b.constant(NAME, data))
+}
+
+/// The attention kernels' `(temp, temperature)` arguments: the table and its flag, or with no
+/// table the flag off and `unread` (any valid buffer) in its place.
+pub(crate) fn temperature_args(table: Option<crate::BufId>, unread: crate::BufId) -> [NodeArg; 2] {
+    match table {
+        Some(t) => [buf(t), NodeArg::U32(TEMPERATURE_TABLE)],
+        None => [buf(unread), NodeArg::U32(TEMPERATURE_NONE)],
+    }
 }
 
 pub(crate) enum Absorbed {

@@ -333,22 +333,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         )?,
         None => selection(b)?,
     };
-    let mut flags = 0;
-    if c.gating == GatingFunc::Sigmoid {
-        flags |= ingot_abi::launch::ROUTE_SIGMOID;
-    }
-    if c.expert_weights_norm {
-        flags |= ingot_abi::launch::ROUTE_NORMALIZE;
-    }
-    let model_bias = if c.has_expert_bias {
-        flags |= ingot_abi::launch::ROUTE_BIAS;
-        Some(
-            b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
-                .0,
-        )
-    } else {
-        None
-    };
+    let (mut flags, model_bias) = model_routing(b, il)?;
     // Cache-aware routing: the layer's own selection bias, the model's bias plus the bonus of
     // the experts in VRAM, rewritten by the executor after each step.
     let cache_bias = match cache {
@@ -361,16 +346,8 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Without a selection bias the kernels never read `bias`; the logits stand in as a valid
     // pointer.
     let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
-    let route_args = [
-        buf(bias),
-        buf(sel),
-        u32a(c.n_expert),
-        u32a(c.n_expert_used),
-        u32a(c.n_expert_group),
-        u32a(c.n_expert_group_used),
-        NodeArg::U32(flags),
-        NodeArg::F32(c.expert_weights_scale),
-    ];
+    let mut route_args = vec![buf(bias), buf(sel)];
+    route_args.extend(route_scalars(c, flags));
     if k::available(MOE_ROUTER_F32.name) {
         // Router gemv and routing in one launch. Its warp counter must be 0 before every
         // launch: activations are zeroed at allocation and each launch resets it, so one
@@ -512,6 +489,41 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         c.n_embd,
         args,
     )
+}
+
+/// The routing flags of layer `il` as the model defines them (`ROUTE_SIGMOID`,
+/// `ROUTE_NORMALIZE`, and `ROUTE_BIAS` with the `exp_probs_b` selection bias it returns).
+pub(crate) fn model_routing(
+    b: &mut Builder<'_>,
+    il: usize,
+) -> Result<(u32, Option<BufId>), PlanError> {
+    let c = b.c;
+    let mut flags = 0;
+    if c.gating == GatingFunc::Sigmoid {
+        flags |= ingot_abi::launch::ROUTE_SIGMOID;
+    }
+    if c.expert_weights_norm {
+        flags |= ingot_abi::launch::ROUTE_NORMALIZE;
+    }
+    if !c.has_expert_bias {
+        return Ok((flags, None));
+    }
+    let name = format!("blk.{il}.exp_probs_b.bias");
+    let bias = b.weight(&name, "router bias", &is_f32)?.0;
+    Ok((flags | ingot_abi::launch::ROUTE_BIAS, Some(bias)))
+}
+
+/// The routing scalars `(n_expert, n_used, n_group, n_group_used, flags, scale)` of
+/// `moe_route` and its siblings.
+pub(crate) fn route_scalars(c: &ingot_model::ModelConfig, flags: u32) -> [NodeArg; 6] {
+    [
+        u32a(c.n_expert),
+        u32a(c.n_expert_used),
+        u32a(c.n_expert_group),
+        u32a(c.n_expert_group_used),
+        NodeArg::U32(flags),
+        NodeArg::F32(c.expert_weights_scale),
+    ]
 }
 
 /// A stacked expert tensor `{ncols, rows, n_expert}`: buffer, type, `ncols`, rows per expert.

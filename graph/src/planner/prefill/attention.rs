@@ -4,13 +4,15 @@
 //! the causal attention, `attn_output` and the residual add.
 
 use ingot_abi::launch::{
-    flash_prefill_items, mmq_moe_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
-    FLASH_MMA_HEADS, QUANTIZE_Q8_1, ROPE_KV_Q8_1_ROWS, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    flash_prefill_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
+    FLASH_MMA_HEADS, QUANTIZE_Q8_1, ROPE_KV_Q8_1_ROWS,
 };
 
 use super::super::attention::{
-    absorbed_weight, check_shapes, is_f32, rope_table, temperature_table, Absorbed,
+    absorbed_weight, check_shapes, is_f32, rope_table, temperature_args, temperature_table,
+    Absorbed,
 };
+use super::ffn::Routed;
 use super::{add_rows, check_mmq_cols, mmq, mmq_type, mmq_weight, norm_rows, ChunkActs};
 use crate::buffer::BufId;
 use crate::error::PlanError;
@@ -153,13 +155,10 @@ pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<
             u32a(b.opts.ctx),
             u32a(t),
             NodeArg::F32(c.kq_scale),
-            buf(temperature.unwrap_or(q_abs)),
-            NodeArg::U32(if temperature.is_some() {
-                TEMPERATURE_TABLE
-            } else {
-                TEMPERATURE_NONE
-            }),
-        ],
+        ]
+        .into_iter()
+        .chain(temperature_args(temperature, q_abs))
+        .collect(),
     )?;
     let n_lat = t * c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("pf.o_lat_q8", n_lat)?;
@@ -239,26 +238,20 @@ fn per_head(
     let ty = mmq_type(&name, ggml_ty, "prefill per-head mmq_moe")?;
     check_mmq_cols(&name, ty, ncols)?;
     let n_pairs = n_head * t;
-    let items = mmq_moe_items(rows as u32, n_pairs as u32, n_head as u32)
-        .ok_or_else(|| PlanError::Overflow(format!("{label}: mmq_moe tiles")))?;
-    b.node(
-        ty.moe().name,
-        label,
-        Some(il),
-        items as usize,
-        vec![
-            buf(w),
-            buf(x_q8),
-            buf(pairs),
-            buf(head_start),
-            buf(pairs),
-            buf(y),
-            u32a(ncols),
-            u32a(rows),
-            u32a(n_pairs),
-            u32a(n_pairs),
-            u32a(n_head),
-        ],
+    let heads = Routed {
+        pair_token: pairs,
+        expert_start: head_start,
+        pair_row: pairs,
+        n_pairs,
+        n_expert: n_head,
+    };
+    heads.product(
+        b,
+        (w, ty, ncols, n_head * rows),
+        x_q8,
+        y,
+        n_pairs,
+        (label, il),
     )
 }
 

@@ -5,11 +5,9 @@
 use ingot_abi::launch::{
     mmq_moe_items, router_logits_rows_items, ExpertSelection, MmqType, GATE_UP_MERGED,
     GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_COMBINE, MOE_PAIRS, MOE_ROUTER_LOGITS_ROWS,
-    MOE_ROUTE_ROWS, MOE_SWIGLU_Q8_1, ROUTER_MAX_EXPERTS, ROUTE_BIAS, ROUTE_NORMALIZE,
-    ROUTE_SIGMOID,
+    MOE_ROUTE_ROWS, MOE_SWIGLU_Q8_1, ROUTER_MAX_EXPERTS,
 };
 use ingot_model::config::ExpertGateUp;
-use ingot_model::GatingFunc;
 
 use super::super::attention::is_f32;
 use super::{add_rows, mmq, mmq_weight, norm_rows, ChunkActs};
@@ -132,21 +130,9 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
             u32a(t),
         ],
     )?;
-    let mut flags = 0;
-    if c.gating == GatingFunc::Sigmoid {
-        flags |= ROUTE_SIGMOID;
-    }
-    if c.expert_weights_norm {
-        flags |= ROUTE_NORMALIZE;
-    }
+    let (flags, model_bias) = super::super::ffn::model_routing(b, il)?;
     // Without a selection bias the kernel never reads `bias`; the logits stand in.
-    let bias = if c.has_expert_bias {
-        flags |= ROUTE_BIAS;
-        b.weight(&name("exp_probs_b.bias"), "router bias", &is_f32)?
-            .0
-    } else {
-        logits
-    };
+    let bias = model_bias.unwrap_or(logits);
     let sel = b.act(
         "pf.expert_selection",
         (t * size_of::<ExpertSelection>()) as u64,
@@ -157,19 +143,11 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
         lbl,
         Some(il),
         t,
-        vec![
-            buf(logits),
-            buf(bias),
-            buf(acts.rows),
-            buf(sel),
-            u32a(c.n_expert),
-            u32a(c.n_expert_used),
-            u32a(c.n_expert_group),
-            u32a(c.n_expert_group_used),
-            NodeArg::U32(flags),
-            NodeArg::F32(c.expert_weights_scale),
-            u32a(t),
-        ],
+        vec![buf(logits), buf(bias), buf(acts.rows), buf(sel)]
+            .into_iter()
+            .chain(super::super::ffn::route_scalars(c, flags))
+            .chain([u32a(t)])
+            .collect(),
     )?;
 
     let n_pairs = t * c.n_expert_used;
@@ -272,18 +250,18 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
 
 /// The pair list an expert-grouped product reads.
 #[derive(Clone, Copy)]
-struct Routed {
-    pair_token: BufId,
-    expert_start: BufId,
-    pair_row: BufId,
-    n_pairs: usize,
-    n_expert: usize,
+pub(crate) struct Routed {
+    pub pair_token: BufId,
+    pub expert_start: BufId,
+    pub pair_row: BufId,
+    pub n_pairs: usize,
+    pub n_expert: usize,
 }
 
 impl Routed {
     /// `y[pair_row[p]] = W_e·x[pair_token[p]]` over the stacked expert tensor `w` (`x` has
     /// `ntok` rows).
-    fn product(
+    pub fn product(
         &self,
         b: &mut Builder<'_>,
         (w, ty, ncols, nrows): (BufId, MmqType, usize, usize),
