@@ -21,8 +21,8 @@ fn compare(preset: Preset, ctx: usize, depth: usize, max_blocks: u64) -> (f64, f
     let config = ModelConfig::from_gguf(&h).unwrap();
     let plan = build_plan_for(&config, &h, PlanOptions::for_ctx(ctx)).unwrap();
     let descs = plan.check_committed().unwrap();
-    let full = count_nodes(&plan, &descs, depth, u64::MAX).unwrap();
-    let part = count_nodes(&plan, &descs, depth, max_blocks).unwrap();
+    let full = count_nodes(&plan, &descs, depth, u64::MAX, None).unwrap();
+    let part = count_nodes(&plan, &descs, depth, max_blocks, None).unwrap();
     let rel = |a: u64, b: u64| (a as f64 - b as f64).abs() / (b as f64).max(1.0);
     let (mut worst_instr, mut worst_sectors, mut sampled) = (0.0f64, 0.0f64, 0);
     let (mut total_full, mut total_part) = (0u64, 0u64);

@@ -67,13 +67,16 @@ fn argmax(v: &[f32]) -> usize {
         .0
 }
 
-/// The chunked and the token-by-token runs of one backend differ only in f32 summation order
-/// (`mmq` sums a row's blocks in another order than the gemv) and, for Q5_0 weights, in the
-/// q8_1 block sum `s` (exact integer sum vs its f16 rounding); each can flip the rounding of a
-/// q8_1 level downstream, one level in 127 of one block. Measured here: up to about 1% of the
-/// logits' standard deviation. The bound, 5%, is far below what a wrong row, head or position
-/// does (order 1σ: a stale cache row or a swapped head moves every logit).
-const CHUNK_VS_STEPWISE_SIGMAS: f32 = 0.05;
+/// How far the chunked and the token-by-token runs of the simulator may be apart, in standard
+/// deviations of the logits. They compute the same math with other f32 summation orders (`mmq`
+/// against the gemvs, one attention pass against split-K segments and a merge, `moe_combine`
+/// against `moe_down`'s sum), each of which can flip a q8_1 rounding downstream; on this random
+/// 3-layer model such flips grow to the same distance that separates either run from the CPU
+/// backend. Measured (2026-12-02, 21 tokens): chunk vs stepwise 0.21 σ, chunk vs CPU 0.19 σ,
+/// stepwise vs CPU 0.22 σ. Wiring defects injected into the plan gave 3.3 σ (the last token's
+/// cache row not written) and 5.1 σ (heads and tokens interchanged in the per-head products).
+/// The bound is the gate's logit band, 0.5 σ.
+const CHUNK_VS_STEPWISE_SIGMAS: f32 = 0.5;
 
 #[test]
 fn chunks_match_the_stepwise_decode_and_continue_it() {
@@ -97,13 +100,20 @@ fn chunks_match_the_stepwise_decode_and_continue_it() {
             d <= CHUNK_VS_STEPWISE_SIGMAS * sigma,
             "{label}: {d} > {CHUNK_VS_STEPWISE_SIGMAS} σ ({sigma})"
         );
-        assert_eq!(argmax(a), argmax(b), "{label}: top-1");
+        // Top-1 must agree where the reference's margin is outside the band (the gate's
+        // near-tie rule).
+        if margin(b) > CHUNK_VS_STEPWISE_SIGMAS * sigma {
+            assert_eq!(argmax(a), argmax(b), "{label}: top-1");
+        }
     };
     let a = chunked.prefill_last(&first, 0).expect("chunked prefill");
     let mut b = Vec::new();
     for (i, &t) in first.iter().enumerate() {
         b = stepwise.decode(t, i).expect("step").to_vec();
     }
+    let mut cpu = CpuBackend::load(&file, 64).expect("cpu backend");
+    let c = cpu.prefill_last(&first, 0).expect("cpu prefill");
+    check("21 tokens at 0, chunk vs cpu", &a, &c);
     check("21 tokens at 0", &a, &b);
     let a = chunked.prefill_last(&second, 21).expect("chunked prefill");
     for (i, &t) in second.iter().enumerate() {
@@ -137,6 +147,13 @@ fn chunks_match_the_stepwise_decode_and_continue_it() {
     assert_eq!(used, [16, 64]);
 }
 
+/// The top-1 logit minus the runner-up.
+fn margin(v: &[f32]) -> f32 {
+    let mut sorted = v.to_vec();
+    sorted.sort_by(|x, y| y.total_cmp(x));
+    sorted[0] - sorted[1]
+}
+
 /// The CPU backend's chunked prefill is its stepwise path bit for bit; the simulator's chunk
 /// must then sit within the band the gate allows a GPU backend (half the logits' standard
 /// deviation, measured sim-vs-oracle distances are 0.12-0.29 at σ ≈ 1; gates/src/band.rs),
@@ -165,9 +182,7 @@ fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
             d <= 0.5 * sigma.max(1.0),
             "{layout:?} {mix:?}: {d} (σ {sigma})"
         );
-        let mut sorted = b.clone();
-        sorted.sort_by(|x, y| y.total_cmp(x));
-        if sorted[0] - sorted[1] > 0.5 * sigma.max(1.0) {
+        if margin(&b) > 0.5 * sigma.max(1.0) {
             assert_eq!(argmax(&a), argmax(&b), "{layout:?} {mix:?}: top-1");
         }
     }

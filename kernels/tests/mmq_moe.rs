@@ -10,7 +10,10 @@
 //! The 32-weight types take fewer cases, to keep the simulator's time small (`LEGACY_CASES`):
 //! V2-Lite's `ffn_down_exps` rows (1408 columns: five steps and half of one), 128 and 96 columns
 //! (half a step; an odd block count, so every other row ends 2 bytes off a word) and 512 (whole
-//! steps), at 7 and 70 tokens.
+//! steps), at 7 and 70 tokens. These all pass the identity `pair_row` (pair-major outputs);
+//! two more cases permute it: the per-head products of MLA attention (16 heads as experts,
+//! 70 tokens, pairs sorted by head reading and writing row `t·16 + h`: token-major outputs),
+//! and a random permutation with one entry out of range (clamped to the last row).
 //!
 //! The references and the block draws repeat `tests/mmq.rs`'s ones (a test file cannot
 //! import another's items).
@@ -57,6 +60,8 @@ struct Case {
     act: Vec<BlockQ8_1>,
     pair_token: Vec<u32>,
     expert_start: Vec<u32>,
+    /// Each pair's output row (the identity list unless a case says otherwise).
+    pair_row: Vec<u32>,
 }
 
 impl Case {
@@ -94,7 +99,8 @@ impl Case {
         for e in 0..n_expert {
             expert_start[e + 1] += expert_start[e];
         }
-        let pair_token = pairs.iter().map(|&(_, t)| t).collect();
+        let pair_token: Vec<u32> = pairs.iter().map(|&(_, t)| t).collect();
+        let pair_row = (0..pair_token.len() as u32).collect();
         Case {
             kind,
             n_expert,
@@ -105,6 +111,42 @@ impl Case {
             act,
             pair_token,
             expert_start,
+            pair_row,
+        }
+    }
+
+    /// The per-head products of MLA attention as the planner runs them: `n_head` heads as the
+    /// experts (`w` stacks their matrices), `ntok` tokens whose `n_head` rows each are in `x`
+    /// (`x` has `ntok·n_head` rows, row `t·n_head + h` token `t`'s input to head `h`), pairs
+    /// sorted by head, `p = h·ntok + t`, reading row `t·n_head + h` and writing it back to
+    /// the same row of `y`: `pair_token = pair_row`, so the outputs come out token-major.
+    fn heads(
+        rng: &mut StdRng,
+        kind: Kind,
+        (n_head, rows, ncols): (usize, usize, usize),
+        ntok: usize,
+    ) -> Case {
+        let w = (0..n_head * rows * ncols / kind.block_weights())
+            .flat_map(|_| kind.random_block(rng))
+            .collect();
+        let xf: Vec<f32> = (0..ntok * n_head * ncols)
+            .map(|_| rng.random_range(-2.0f32..2.0))
+            .collect();
+        let act = ingot_quant::quantize_q8_1(&xf);
+        let list: Vec<u32> = (0..n_head)
+            .flat_map(|h| (0..ntok).map(move |t| (t * n_head + h) as u32))
+            .collect();
+        Case {
+            kind,
+            n_expert: n_head,
+            rows,
+            ncols,
+            ntok: ntok * n_head,
+            w,
+            act,
+            pair_token: list.clone(),
+            expert_start: (0..=n_head).map(|h| (h * ntok) as u32).collect(),
+            pair_row: list,
         }
     }
 
@@ -123,6 +165,7 @@ impl SameLaunch for Case {
         let xb = upload(b, bytemuck::cast_slice(&self.act));
         let pb = upload(b, bytemuck::cast_slice(&self.pair_token));
         let sb = upload(b, bytemuck::cast_slice(&self.expert_start));
+        let rb = upload(b, bytemuck::cast_slice(&self.pair_row));
         let yb = poisoned(b, self.pair_token.len() * self.rows * 4);
         let ty = self.kind.ty();
         ops::mmq::check_routing(ty, &self.pair_token, &self.expert_start, self.ntok)
@@ -130,7 +173,7 @@ impl SameLaunch for Case {
         ops::mmq::mmq_moe(
             b,
             ty,
-            (&wb, &xb, &pb, &sb, &yb),
+            (&wb, &xb, &pb, &sb, &rb, &yb),
             self.rows,
             self.ncols,
             self.ntok,
@@ -142,18 +185,20 @@ impl SameLaunch for Case {
     }
 }
 
-fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
-    let (rows, ncols, n_expert, ntok) = (c.rows, c.ncols, c.n_expert, c.ntok);
-    let subs = ncols / QK8_1;
-    let row_bytes = ncols / c.kind.block_weights() * c.kind.block_bytes();
-    let n_pairs = c.pair_token.len();
-    let what = format!(
-        "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
-         counts {:?})",
-        b.name(),
-        desc(c.kind).name,
-        c.counts()
-    );
+/// The tolerance of one output relative to its `Σ|term|`. As `tests/mmq.rs`: the integer dots
+/// and the staged factors are exact in f32, each of the ncols/32 sub-blocks costs the type's
+/// roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K 2; Q5_0 and Q8_0 1, the fused add:
+/// `d·d8` is exact), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance
+/// is twice that bound (zero sub-blocks staged past a 32-weight row's end add exact zeros).
+fn tol_rel(c: &Case) -> f64 {
+    let bound =
+        (c.ncols / QK8_1) as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    2.0 * bound
+}
+
+/// Runs the case on a poisoned (NaN) output and returns it, after checking that every float
+/// was written.
+fn run_checked<B: Accelerator>(b: &mut B, c: &Case, what: &str) -> Vec<f32> {
     let y: Vec<f32> = c
         .run(b)
         .chunks_exact(4)
@@ -161,41 +206,62 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
         .collect();
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!(
-            "{what}: y[{i}] = {} (pair {}, row {}) not written",
+            "{what}: y[{i}] = {} (output row {}, row {}) not written",
             y[i],
-            i / rows,
-            i % rows
+            i / c.rows,
+            i % c.rows
         );
     }
-    // As `tests/mmq.rs`: the integer dots and the staged factors are exact in f32, each of the
-    // ncols/32 sub-blocks costs the type's roundings (Q4_K 3: `scale·d8` and two fused adds;
-    // Q6_K 2; Q5_0 and Q8_0 1, the fused add: `d·d8` is exact), each off by at most 2^-24 of a
-    // running sum below Σ|term|; the tolerance is twice that bound (zero sub-blocks staged past
-    // a 32-weight row's end add exact zeros).
-    let bound = subs as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
+    y
+}
+
+/// Checks output row `out` of `y` against expert `e`'s rows times activation row `t`; returns
+/// the worst `|err|/Σ|term|`.
+fn check_row(c: &Case, y: &[f32], what: &str, (out, e, t): (usize, usize, usize)) -> f64 {
+    let (rows, ncols) = (c.rows, c.ncols);
+    let row_bytes = ncols / c.kind.block_weights() * c.kind.block_bytes();
+    let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
+    let mut worst = 0.0f64;
+    for r in 0..rows {
+        let row = (e * rows + r) * row_bytes;
+        let (want, mag) = c.kind.reference(&c.w[row..row + row_bytes], act);
+        let tol = tol_rel(c) * mag;
+        let got = f64::from(y[out * rows + r]);
+        let err = (got - want).abs();
+        assert!(
+            err <= tol,
+            "{what}: output row {out} (expert {e}, x row {t}) row {r}: got {got}, reference \
+             {want}, |err| {err:e} > tol {tol:e}"
+        );
+        worst = worst.max(err / mag);
+    }
+    worst
+}
+
+fn check_case<B: Accelerator>(b: &mut B, c: &Case, k: usize) {
+    let (rows, ncols, n_expert, ntok) = (c.rows, c.ncols, c.n_expert, c.ntok);
+    let n_pairs = c.pair_token.len();
+    let identity = c.pair_row.iter().enumerate().all(|(p, &r)| r as usize == p);
+    let what = format!(
+        "{}: {} {n_expert}x{rows}x{ncols}, {ntok} tokens x k {k} ({n_pairs} pairs, \
+         counts {:?}, pair_row {})",
+        b.name(),
+        desc(c.kind).name,
+        c.counts(),
+        if identity { "identity" } else { "permuted" }
+    );
+    let y = run_checked(b, c, &what);
     let mut worst = 0.0f64;
     for e in 0..n_expert {
         for p in c.expert_start[e] as usize..c.expert_start[e + 1] as usize {
-            let t = c.pair_token[p] as usize;
-            let act = &c.act[t * ncols / QK8_1..(t + 1) * ncols / QK8_1];
-            for r in 0..rows {
-                let row = (e * rows + r) * row_bytes;
-                let (want, mag) = c.kind.reference(&c.w[row..row + row_bytes], act);
-                let tol = 2.0 * bound * mag;
-                let got = f64::from(y[p * rows + r]);
-                let err = (got - want).abs();
-                assert!(
-                    err <= tol,
-                    "{what}: pair {p} (expert {e}, token {t}) row {r}: got {got}, reference \
-                     {want}, |err| {err:e} > tol {tol:e}"
-                );
-                worst = worst.max(err / mag);
-            }
+            // Rows past the buffer land on its last row.
+            let out = (c.pair_row[p] as usize).min(n_pairs - 1);
+            worst = worst.max(check_row(c, &y, &what, (out, e, c.pair_token[p] as usize)));
         }
     }
     eprintln!(
         "{what}: max |err|/Σ|term| = {worst:.2e} (tolerance {:.2e})",
-        2.0 * bound
+        tol_rel(c)
     );
 }
 
@@ -269,6 +335,78 @@ fn mmq_moe_q8_0_matches_reference() {
     on_every_backend!(check_q8_0);
 }
 
+/// Heads of MLA attention as the experts: V2-Lite's 16 heads.
+const HEADS: usize = 16;
+/// Tokens of the heads cases: two pair tiles and a part of a third per head, and head `h`'s
+/// pairs start at `70·h`, mostly not on a tile boundary.
+const HEAD_TOKENS: usize = 70;
+
+/// [`Case::heads`] at `(rows, ncols)`: `y` (poisoned before the run) must hold, at row
+/// `t·16 + h`, head `h`'s product with `x` row `t·16 + h`, by the reference laid out
+/// token-major on its own (not through the lists).
+fn check_heads<B: Accelerator>(b: &mut B, kind: Kind, (rows, ncols): (usize, usize)) {
+    let name = desc(kind).name;
+    let seed: u64 = support::rng(&format!("{name} heads")).random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let c = Case::heads(&mut rng, kind, (HEADS, rows, ncols), HEAD_TOKENS);
+    assert_eq!(c.pair_token.len(), HEADS * HEAD_TOKENS);
+    let what = format!(
+        "{}: {name} heads as experts, {HEADS} heads x {rows} x {ncols}, {HEAD_TOKENS} tokens \
+         (pairs sorted by head, pair_token = pair_row = t*{HEADS} + h), inputs from seed {seed}",
+        b.name()
+    );
+    let y = run_checked(b, &c, &what);
+    let mut worst = 0.0f64;
+    for t in 0..HEAD_TOKENS {
+        for h in 0..HEADS {
+            let row = t * HEADS + h;
+            worst = worst.max(check_row(&c, &y, &what, (row, h, row)));
+        }
+    }
+    eprintln!(
+        "{what}: max |err|/Σ|term| = {worst:.2e} (tolerance {:.2e})",
+        tol_rel(&c)
+    );
+}
+
+/// V2-Lite's per-head matrices: `attn_k_b`'s type and width (Q5_0 rows of 128 weights; 128
+/// of its 512 rows per head, two row tiles, to keep the simulator's time small: the 512-row
+/// case passes too, in about 30 s) and `attn_v_b`'s shape (Q4_K, 128 rows of 512).
+fn check_heads_all<B: Accelerator>(b: &mut B) {
+    check_heads(b, Kind::Q5_0, (128, 128));
+    check_heads(b, Kind::Q4K, (128, 512));
+}
+
+/// A permuted `pair_row` with one entry out of range (`u32::MAX`, in place of the pair that
+/// had row `n_pairs − 1`, so no other pair writes that row): its outputs land on row
+/// `n_pairs − 1`, every other pair's on its own row, and nothing outside `y` is touched.
+fn check_bad_row<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("mmq_moe pair_row out of range");
+    for kind in [Kind::Q4K, Kind::Q5_0] {
+        let mut c = Case::draw(&mut rng, kind, (8, 64, 512), 7, 6);
+        let n_pairs = c.pair_token.len();
+        c.pair_row.shuffle(&mut rng);
+        let q = c
+            .pair_row
+            .iter()
+            .position(|&r| r as usize == n_pairs - 1)
+            .unwrap();
+        c.pair_row[q] = u32::MAX;
+        eprintln!("pair {q} of {n_pairs}: pair_row u32::MAX");
+        check_case(b, &c, 6);
+    }
+}
+
+#[test]
+fn mmq_moe_heads_as_experts_token_major() {
+    on_every_backend!(check_heads_all);
+}
+
+#[test]
+fn mmq_moe_clamps_pair_row() {
+    on_every_backend!(check_bad_row);
+}
+
 /// The simulator against the GPU on the same launch (skipped without a GPU): exact integer
 /// `mma` and `.rn` f32 operations in a fixed order, so the bits must agree.
 #[test]
@@ -310,6 +448,7 @@ fn mmq_moe_rejects_bad_arguments() {
         &(3 * 8 * 36),
         &(6 * 4),
         &(3 * 4),
+        &(6 * 4),
         &(6 * 64 * 4),
     );
     ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 6, 2).expect("valid launch");
@@ -317,7 +456,7 @@ fn mmq_moe_rejects_bad_arguments() {
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 0, 2).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
-    let short = (ok.0, ok.1, ok.2, &(2 * 4), ok.4);
+    let short = (ok.0, ok.1, ok.2, &(2 * 4), ok.4, ok.5);
     let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
@@ -329,7 +468,7 @@ fn mmq_moe_rejects_bad_arguments() {
         ),
         "{e}"
     );
-    let short = (ok.0, ok.1, &(5 * 4), ok.3, ok.4);
+    let short = (ok.0, ok.1, &(5 * 4), ok.3, ok.4, ok.5);
     let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
@@ -341,7 +480,19 @@ fn mmq_moe_rejects_bad_arguments() {
         ),
         "{e}"
     );
-    let short = (&(2 * 64 * BLOCK - 1), ok.1, ok.2, ok.3, ok.4);
+    let short = (ok.0, ok.1, ok.2, ok.3, &(5 * 4), ok.5);
+    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::BufferTooSmall {
+                param: "pair_row",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let short = (&(2 * 64 * BLOCK - 1), ok.1, ok.2, ok.3, ok.4, ok.5);
     let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
@@ -360,7 +511,8 @@ fn mmq_moe_rejects_bad_arguments() {
 /// tile of 64 of its pairs (an expert with no pair: never), each pair's activation row once per
 /// row tile, and the routing words: per block each of its 8 warps reads the `n_expert` offsets
 /// to find its expert and 2 more (its start and end), and per row tile every pair's token index
-/// is read by the 8 threads that stage its 8 q8_1 blocks.
+/// is read by the 8 threads that stage its 8 q8_1 blocks and its output row by the 32 that
+/// store its column (8 lanes of each of the 4 row warps, once per tile).
 #[cfg(feature = "sim")]
 #[test]
 fn mmq_moe_reads_each_expert_once_per_pair_tile() {
@@ -393,6 +545,7 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         let x = buf(&mut sim, bytemuck::cast_slice(&c.act));
         let pt = buf(&mut sim, bytemuck::cast_slice(&c.pair_token));
         let es = buf(&mut sim, bytemuck::cast_slice(&c.expert_start));
+        let pr = buf(&mut sim, bytemuck::cast_slice(&c.pair_row));
         let y = sim.alloc(n_pairs * rows * 4).expect("alloc");
         let items = mmq_moe_items(rows as u32, n_pairs as u32, n_expert as u32).expect("items");
         let stats = sim
@@ -409,6 +562,7 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
                     Arg::Ptr(x),
                     Arg::Ptr(pt),
                     Arg::Ptr(es),
+                    Arg::Ptr(pr),
                     Arg::Ptr(y),
                     Arg::U32(ncols as u32),
                     Arg::U32(rows as u32),
@@ -436,7 +590,7 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         let weights = expert_bytes * pair_tiles;
         let acts = n_pairs as u64 * x_row * row_tiles;
         let routing = u64::from(items) * u64::from(MMQ_WARPS) * 4 * (n_expert as u64 + 2)
-            + n_pairs as u64 * row_tiles * 8 * 4;
+            + n_pairs as u64 * row_tiles * (8 + 32) * 4;
         let bound = weights + acts + routing;
         let read = stats.global_bytes_read;
         let used: u64 = c.counts().iter().filter(|&&n| n > 0).count() as u64

@@ -550,7 +550,7 @@ const CHAIN_FF: usize = 256;
 
 /// The launches of a chunk after the gate/up products, each reading the previous one's device
 /// output: `moe_pairs`, the down projection as `mmq_moe_q4k` over per-pair input rows with
-/// `pair_self` as its `pair_token` and `ntok = n_pairs`, then `moe_combine` with the device's
+/// `pair_self` as its `pair_token` and `pair_row` and `ntok = n_pairs`, then `moe_combine` with the device's
 /// `pair_of`. The down rows are checked against the f64 reference of the weights of the
 /// expert each pair belongs to (so the identity list made the unchanged `mmq_moe` read pair
 /// `p`'s own row), the combine against the CPU order on those rows, bit for bit.
@@ -585,7 +585,7 @@ fn chained<B: Accelerator>(b: &mut B) {
     ingot_kernels::ops::mmq::mmq_moe(
         b,
         ingot_abi::launch::MmqType::Q4K,
-        (&wb, &xb, &me, &start, &down),
+        (&wb, &xb, &me, &start, &me, &down),
         d,
         CHAIN_FF,
         np,

@@ -1,5 +1,6 @@
-//! `ingot plan`: the decode plan as a table of simulator counts, and with `--predict` a card's
-//! predicted time per node and tok/s (the model: `ingot_bench::predict`). With `--measure` the
+//! `ingot plan`: the decode plan (or with `--prefill N` a prefill chunk's) as a table of
+//! simulator counts, and with `--predict` a card's predicted time per node and tok/s (the
+//! model: `ingot_bench::predict`). With `--measure` the
 //! GPU's time of every node sits beside the prediction (`ingot_bench::predict::measured`).
 
 use std::io::Write;
@@ -48,9 +49,13 @@ pub struct Args {
     /// Positions the cache holds (default: depth + 128).
     #[arg(long)]
     ctx: Option<usize>,
-    /// Cached positions before the decoded token.
+    /// Cached positions before the decoded token (with --prefill: before the chunk).
     #[arg(long, default_value_t = 0)]
     depth: usize,
+    /// Plan, count and predict a prefill chunk of N prompt tokens (a bucket: 16, 64, 256 or
+    /// 512) instead of a decode step; --predict then gives ppN in tok/s.
+    #[arg(long, value_name = "N", conflicts_with_all = ["measure", "vram_budget"])]
+    prefill: Option<usize>,
     /// Predict the time on a card: 3090, a6000, 4090, h100, h200.
     #[arg(long, value_name = "CARD")]
     predict: Option<String>,
@@ -160,7 +165,14 @@ fn measure(
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let ctx = a.ctx.unwrap_or(a.depth + 128);
+    let ctx = a.ctx.unwrap_or(a.depth + 128 + a.prefill.unwrap_or(0));
+    if let Some(n) = a.prefill {
+        ensure!(
+            ingot_graph::PREFILL_BUCKETS.contains(&n),
+            "--prefill {n} is not a chunk size the executors plan (one of {:?})",
+            ingot_graph::PREFILL_BUCKETS
+        );
+    }
     // The GPU first: without one, --measure fails at once, before minutes of simulation.
     let measured = match (&a.model, a.measure) {
         (Some(path), true) => {
@@ -248,6 +260,7 @@ pub fn run(a: Args) -> Result<()> {
         constants: constants_for(card),
         expert_cache,
         cache_type: a.cache.cache_type,
+        prefill: a.prefill,
     };
     let mut table = plan_table(&header, opts)?;
     if let Some(m) = &measured {

@@ -147,6 +147,7 @@ const MOE_PARAMS: &[super::Param] = &[
     ptr("x"),
     ptr("pair_token"),
     ptr("expert_start"),
+    ptr("pair_row"),
     ptr("y"),
     u32_("ncols"),
     u32_("rows"),
@@ -156,24 +157,29 @@ const MOE_PARAMS: &[super::Param] = &[
 ];
 
 /// `mmq_moe_q4k(w: *const BlockQ4K, x: *const BlockQ8_1, pair_token: *const u32,
-/// expert_start: *const u32, y: *mut f32, ncols, rows, ntok, n_pairs, n_expert)`: the
-/// expert-grouped product of prefill's routed experts. `w` stacks `n_expert` matrices of
-/// `rows × ncols` Q4_K weights (expert `e`'s rows follow expert `e − 1`'s); the pair list is
-/// sorted by expert: pairs `expert_start[e] .. expert_start[e + 1]` are routed to `e`, pair `p`
-/// reads token `pair_token[p]`'s q8_1 row of `x` (`ntok` rows, as [`MMQ_Q4K`]); `y` is
-/// `n_pairs × rows` floats, pair-major in the sorted order: `y[p] = W_e · x[pair_token[p]]`.
-/// A block computes 64 rows of one expert × 64 of its pairs with [`MMQ_Q4K`]'s tile body, so
-/// each expert's weight tile is read once per tile of 64 of its pairs; the grid is
+/// expert_start: *const u32, pair_row: *const u32, y: *mut f32, ncols, rows, ntok, n_pairs,
+/// n_expert)`: the expert-grouped product of prefill's routed experts. `w` stacks `n_expert`
+/// matrices of `rows × ncols` Q4_K weights (expert `e`'s rows follow expert `e − 1`'s); the
+/// pair list is sorted by expert: pairs `expert_start[e] .. expert_start[e + 1]` are routed to
+/// `e`, pair `p` reads token `pair_token[p]`'s q8_1 row of `x` (`ntok` rows, as [`MMQ_Q4K`])
+/// and writes row `pair_row[p]` of `y` (`n_pairs × rows` floats):
+/// `y[pair_row[p]] = W_e · x[pair_token[p]]`. With the identity list (`moe_pairs`'
+/// `pair_self`) `y` is pair-major in the sorted order; with a permutation it is in that
+/// order (the per-head products of MLA attention, heads as experts and pairs sorted by head,
+/// pass the list that `pair_token` is, so their outputs come out token-major). A block
+/// computes 64 rows of one expert × 64 of its pairs with [`MMQ_Q4K`]'s tile body, so each
+/// expert's weight tile is read once per tile of 64 of its pairs; the grid is
 /// [`mmq_moe_items`]. Bad list contents cannot reach outside the buffers: offsets are clamped
-/// to `n_pairs`, and a pair whose token is `≥ ntok` reads zeros.
+/// to `n_pairs`, a pair whose token is `≥ ntok` reads zeros, and an output row `≥ n_pairs`
+/// is row `n_pairs − 1` (two pairs with one output row store to it in no fixed order).
 pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
 
-/// `mmq_moe_q6k(w: *const BlockQ6K, x, pair_token, expert_start, y, ncols, rows, ntok,
-/// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
+/// `mmq_moe_q6k(w: *const BlockQ6K, x, pair_token, expert_start, pair_row, y, ncols, rows,
+/// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
 pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
 
-/// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, y, ncols, rows, ntok,
-/// n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
+/// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, pair_row, y, ncols, rows,
+/// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
 /// (`ncols` a positive multiple of 32).
 pub const MMQ_MOE_Q5_0: KernelDesc = mmq_moe_desc("mmq_moe_q5_0");
 

@@ -6,11 +6,13 @@
 //! One chunk's MoE FFN, every launch reading only device buffers (no host round trip):
 //! 1. `moe_router_f32` per token (or the router gemm) → `ntok` [`super::ExpertSelection`]s;
 //! 2. [`MOE_PAIRS`] → `expert_start`, `pair_token`, `pair_of`, `pair_self`;
-//! 3. `mmq_moe` gate and up (`pair_token`, `x` the chunk's normed q8_1 rows) → `n_pairs × ff`
-//!    floats each (or one `n_pairs × 2·ff` launch over a merged `ffn_gate_up_exps`);
+//! 3. `mmq_moe` gate and up (`pair_token`, `pair_self` as `pair_row`, `x` the chunk's normed
+//!    q8_1 rows) → `n_pairs × ff` floats each, pair-major (or one `n_pairs × 2·ff` launch over a
+//!    merged `ffn_gate_up_exps`);
 //! 4. [`MOE_SWIGLU_Q8_1`] → `n_pairs × ff/32` q8_1 blocks, pair-major;
-//! 5. `mmq_moe` down with `pair_self` as its `pair_token` and `ntok = n_pairs` (its input rows
-//!    are per pair, already in sorted order) → `n_pairs × n_embd` floats;
+//! 5. `mmq_moe` down with `pair_self` as its `pair_token` and `pair_row` and `ntok = n_pairs`
+//!    (its input rows are per pair, already in sorted order) → `n_pairs × n_embd` floats,
+//!    pair-major;
 //! 6. the shared experts as dense `mmq` launches → `ntok × n_embd` floats, token-major;
 //! 7. [`MOE_COMBINE`] → the updated residual stream.
 
@@ -31,8 +33,9 @@ pub const MOE_PAIRS_WARPS: u32 = MOE_PAIRS_THREADS / WARP_SIZE;
 /// Writes `expert_start[0 ..= n_expert]` (the exclusive prefix sum of the per-expert counts;
 /// `expert_start[n_expert] = n_pairs`), `pair_token[p]` (the token of sorted pair `p`),
 /// `pair_of[j]` (where choice `j` landed: `pair_token[pair_of[j]] = j / n_used`, so a combine
-/// finds each choice's output row) and `pair_self[p] = p` (the identity list the down
-/// projection takes as its `pair_token`: its input rows are per pair). Within an expert the
+/// finds each choice's output row) and `pair_self[p] = p` (the identity list: every `mmq_moe`
+/// of the FFN takes it as its `pair_row`, for pair-major outputs, and the down projection also
+/// as its `pair_token`: its input rows are per pair). Within an expert the
 /// pairs keep choice order `j`, i.e. (token, slot) order: a counting sort, stable and
 /// independent of scheduling, so every later summation order is fixed.
 ///

@@ -8,7 +8,7 @@
 //! `0..=depth` hold zeros, which the attention kernels read like any other rows. A launch with a
 //! done counter runs its tail in its last block, sampled or not.
 
-use ingot_abi::launch::KernelDesc;
+use ingot_abi::launch::{ExpertSelection, KernelDesc, MAX_EXPERTS_USED, MOE_ROUTE_ROWS};
 use ingot_abi::step::StepState;
 use ingot_graph::exec::sim::{sim_args, sim_config};
 use ingot_graph::{BufferKind, NodeArg, Plan};
@@ -33,13 +33,28 @@ pub struct NodeCounts {
     pub read_args: u64,
 }
 
+/// What a prefill chunk's count needs beyond the decode step's: the chunk's token-count word
+/// (set to the whole bucket) and its tokens, whose routing is set to a balanced one after
+/// each `moe_route_rows` node (token `t`'s slot `s` takes expert `(t·n_used + s) mod
+/// n_expert` with weight `1/n_used`): zero weights would route every token to the same
+/// experts, and the expert-grouped products' tiles and bytes depend on how the pairs spread.
+/// A real routing is less even, so its products run a few more partial tiles.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkCount {
+    pub rows: ingot_graph::BufId,
+    pub ntok: usize,
+    pub n_expert: usize,
+    pub n_used: usize,
+}
+
 /// Runs every node of `plan` (descriptors `descs`, from [`Plan::check_committed`]) at cache
-/// position `depth`, at most `max_blocks` blocks per node (≥ 2).
+/// position `depth`, at most `max_blocks` blocks per node (≥ 2); `chunk` for a prefill plan.
 pub fn count_nodes(
     plan: &Plan,
     descs: &[&'static KernelDesc],
     depth: usize,
     max_blocks: u64,
+    chunk: Option<ChunkCount>,
 ) -> Result<Vec<NodeCounts>, PredictError> {
     if depth >= plan.ctx {
         return Err(PredictError::Depth {
@@ -80,6 +95,9 @@ pub fn count_nodes(
         steps_done: 0,
     };
     sim.write(ptrs[plan.step.0 as usize], bytemuck::bytes_of(&state))?;
+    if let Some(c) = chunk {
+        sim.write(ptrs[c.rows.0 as usize], &(c.ntok as u32).to_le_bytes())?;
+    }
 
     let mut out = Vec::with_capacity(plan.nodes.len());
     for (n, d) in plan.nodes.iter().zip(descs) {
@@ -130,6 +148,16 @@ pub fn count_nodes(
                 _ => false,
             })
             .fold(0u64, |m, (i, _)| m | 1 << i);
+        if let Some(c) = chunk.filter(|_| n.kernel == MOE_ROUTE_ROWS.name) {
+            let i = d.params.iter().position(|p| p.name == "sel");
+            if let Some(NodeArg::Buf(r)) = i.map(|i| &n.args[i]) {
+                let sel = balanced_routing(c);
+                sim.write(
+                    ptrs[r.buf.0 as usize].offset(r.offset),
+                    bytemuck::cast_slice(&sel),
+                )?;
+            }
+        }
         out.push(NodeCounts {
             stats,
             blocks,
@@ -139,4 +167,22 @@ pub fn count_nodes(
         });
     }
     Ok(out)
+}
+
+/// The balanced routing of [`ChunkCount`].
+fn balanced_routing(c: ChunkCount) -> Vec<ExpertSelection> {
+    let used = c.n_used.min(MAX_EXPERTS_USED);
+    (0..c.ntok)
+        .map(|t| {
+            let mut sel = ExpertSelection {
+                ids: [0; MAX_EXPERTS_USED],
+                weights: [0.0; MAX_EXPERTS_USED],
+            };
+            for s in 0..used {
+                sel.ids[s] = ((t * c.n_used + s) % c.n_expert.max(1)) as u32;
+                sel.weights[s] = 1.0 / used as f32;
+            }
+            sel
+        })
+        .collect()
 }

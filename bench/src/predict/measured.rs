@@ -225,6 +225,7 @@ mod tests {
             constants: DEFAULT_CONSTANTS,
             expert_cache: None,
             cache_type: Default::default(),
+            prefill: None,
         };
         let table = plan_table(&h, opts).unwrap();
         let config = ModelConfig::from_gguf(&h).unwrap();

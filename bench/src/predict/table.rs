@@ -4,13 +4,14 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use ingot_gguf::Gguf;
+use ingot_graph::build_prefill_plan_for;
 use ingot_graph::planner::build_plan_for;
 use ingot_graph::{BufferKind, ExpertCacheOptions, NodeArg, Plan, PlanOptions};
 use ingot_model::ModelConfig;
 use serde::Serialize;
 
 use super::card::Card;
-use super::counts::{count_nodes, NodeCounts};
+use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::measured::Measurement;
 use super::model::{node_time, Constants, NodeLoad, NodeTime};
 use super::resources::kernel_resources;
@@ -35,6 +36,9 @@ pub struct TableOptions {
     pub expert_cache: Option<(ExpertCacheOptions, f64)>,
     /// How the latent cache stores its rows.
     pub cache_type: ingot_model::CacheType,
+    /// Count a prefill chunk of this many tokens at positions `depth..` (the bucket's plan,
+    /// [`ingot_graph::build_prefill_plan_for`]) instead of a decode step.
+    pub prefill: Option<usize>,
 }
 
 /// `nodes: N total, D per dense layer, M per MoE layer, K outside layers`.
@@ -82,6 +86,7 @@ pub struct Prediction {
     pub constants: Constants,
     /// Sum of the node times, seconds.
     pub step_s: f64,
+    /// Tokens per second: the plan's tokens over `step_s`.
     pub tok_s: f64,
     /// Sum of the launch costs alone, seconds.
     pub launch_s: f64,
@@ -100,6 +105,8 @@ pub struct PlanTable {
     pub model: String,
     pub ctx: usize,
     pub depth: usize,
+    /// Tokens one run of the plan processes: 1 for a decode step, the chunk's for a prefill.
+    pub tokens: usize,
     pub max_blocks_per_node: u64,
     pub nodes: NodeCountLine,
     pub dram_bytes: u64,
@@ -130,15 +137,34 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         }
     };
     let hit_rate = opts.expert_cache.map_or(0.0, |(_, h)| h.clamp(0.0, 1.0));
-    let plan = build_plan_for(&config, gguf, plan_opts)?;
+    let (plan, chunk) = match opts.prefill {
+        None => (build_plan_for(&config, gguf, plan_opts)?, None),
+        Some(ntok) => {
+            let pre = build_prefill_plan_for(&config, gguf, plan_opts, ntok)?;
+            let chunk = ChunkCount {
+                rows: pre.rows,
+                ntok,
+                n_expert: config.n_expert,
+                n_used: config.n_expert_used,
+            };
+            (pre.plan, Some(chunk))
+        }
+    };
+    let tokens = chunk.map_or(1, |c| c.ntok);
+    if opts.depth + tokens > opts.ctx {
+        return Err(PredictError::Depth {
+            depth: opts.depth + tokens - 1,
+            ctx: opts.ctx,
+        });
+    }
     let descs = plan.check_committed()?;
-    let counts = count_nodes(&plan, &descs, opts.depth, opts.max_blocks)?;
+    let counts = count_nodes(&plan, &descs, opts.depth, opts.max_blocks, chunk)?;
     let arch = opts.card.map_or("sm_86", |c| c.arch);
     let resources = kernel_resources(arch)?;
     let mut rows = Vec::with_capacity(plan.nodes.len());
     for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
         let res = resources.get(&n.kernel).copied().unwrap_or_default();
-        let (unique, reread) = read_split(&plan, &config, i, opts.depth, c);
+        let (unique, reread) = read_split(&plan, &config, i, (opts.depth, tokens), c);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;
         let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
@@ -178,11 +204,14 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
             measured_s: None,
         });
     }
-    let prediction = opts.card.map(|card| predict(card, opts.constants, &rows));
+    let prediction = opts
+        .card
+        .map(|card| predict(card, opts.constants, &rows, tokens));
     Ok(PlanTable {
         model: config_name(gguf),
         ctx: opts.ctx,
         depth: opts.depth,
+        tokens,
         max_blocks_per_node: opts.max_blocks,
         nodes: node_counts(&plan, &config),
         dram_bytes: rows.iter().map(|r| r.dram_bytes).sum(),
@@ -209,24 +238,30 @@ fn config_name(gguf: &Gguf) -> String {
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).
 fn reads_cache(kernel: &str) -> bool {
     use ingot_abi::launch::{
-        FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
+        FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_PREFILL,
+        FLASH_LATENT_PREFILL_Q8_0, FLASH_LATENT_Q8_0,
     };
     [
         FLASH_LATENT,
         FLASH_LATENT_MMA,
         FLASH_LATENT_Q8_0,
         FLASH_LATENT_MMA_Q8_0,
+        FLASH_LATENT_PREFILL,
+        FLASH_LATENT_PREFILL_Q8_0,
     ]
     .iter()
     .any(|d| d.name == kernel)
 }
 
-/// Unique and re-read bytes of node `i` (see the module docs of [`super`]).
+/// Unique and re-read bytes of node `i` (see the module docs of [`super`]) of a plan that runs
+/// `tokens` tokens at positions `depth..`: the routed experts' share of their tensors is what
+/// `tokens` evenly routed tokens touch, `min(1, tokens·n_used/n_expert)`, and attention reads
+/// cache rows `0..depth + tokens`.
 fn read_split(
     plan: &Plan,
     config: &ModelConfig,
     i: usize,
-    depth: usize,
+    (depth, tokens): (usize, usize),
     c: &NodeCounts,
 ) -> (u64, u64) {
     // The buffers the launch read (an output it only writes is no part of its read footprint).
@@ -245,12 +280,13 @@ fn read_split(
             let decl = &plan.buffers[b as usize];
             match &decl.kind {
                 BufferKind::Weight { tensor, .. } if tensor.contains("_exps") => {
-                    decl.bytes * config.n_expert_used as u64 / config.n_expert.max(1) as u64
+                    let used = (tokens * config.n_expert_used).min(config.n_expert.max(1));
+                    decl.bytes * used as u64 / config.n_expert.max(1) as u64
                 }
                 // Only attention reads the cache; the rope (alone or as a gemv's tail) writes
                 // one row and reads none, so the cache is no part of its read footprint.
                 BufferKind::KvCache { .. } if reads_cache(&plan.nodes[i].kernel) => {
-                    decl.bytes / plan.ctx as u64 * (depth as u64 + 1).min(plan.ctx as u64)
+                    decl.bytes / plan.ctx as u64 * ((depth + tokens) as u64).min(plan.ctx as u64)
                 }
                 BufferKind::KvCache { .. } => 0,
                 _ => decl.bytes,
@@ -281,7 +317,7 @@ fn node_counts(plan: &Plan, config: &ModelConfig) -> NodeCountLine {
     }
 }
 
-fn predict(card: &Card, constants: Constants, rows: &[NodeRow]) -> Prediction {
+fn predict(card: &Card, constants: Constants, rows: &[NodeRow], tokens: usize) -> Prediction {
     let times: Vec<&NodeTime> = rows.iter().filter_map(|r| r.time.as_ref()).collect();
     let step_s: f64 = times.iter().map(|t| t.total_s).sum();
     let count = |b: &str| times.iter().filter(|t| t.bound == b).count();
@@ -290,13 +326,13 @@ fn predict(card: &Card, constants: Constants, rows: &[NodeRow]) -> Prediction {
         card: *card,
         constants,
         step_s,
-        tok_s: 1.0 / step_s,
+        tok_s: tokens as f64 / step_s,
         launch_s: times.iter().map(|t| t.launch_s).sum(),
         bound_dram: count("dram"),
         bound_l2: count("l2"),
         bound_issue: count("issue"),
         bound_pcie: count("pcie"),
-        dram_limit_tok_s: card.dram_gbps * 1e9 / dram.max(1) as f64,
+        dram_limit_tok_s: tokens as f64 * card.dram_gbps * 1e9 / dram.max(1) as f64,
     }
 }
 
@@ -378,9 +414,14 @@ impl fmt::Display for PlanTable {
             writeln!(f)?;
         }
         writeln!(f, "{}", self.nodes)?;
+        let unit = if self.tokens == 1 {
+            "step".to_string()
+        } else {
+            format!("prefill chunk of {} tokens", self.tokens)
+        };
         write!(
             f,
-            "per step: {:.1} MB from DRAM, {:.1} MB re-read, {} warp instructions \
+            "per {unit}: {:.1} MB from DRAM, {:.1} MB re-read, {} warp instructions \
              (ctx {}, depth {}, at most {} blocks simulated per node)",
             self.dram_bytes as f64 / 1e6,
             self.reread_bytes as f64 / 1e6,
@@ -399,13 +440,18 @@ impl fmt::Display for PlanTable {
         if let Some(p) = &self.prediction {
             write!(
                 f,
-                "\nPREDICTED (model, not a measurement) on {} ({}): {:.1} us per token = {:.1} tok/s \
+                "\nPREDICTED (model, not a measurement) on {} ({}): {:.1} us per {unit} = {:.1} tok/s{} \
                  ({:.1} us of it launch cost; nodes bound by DRAM {}, L2 {}, issue {}, PCIe {}); \
                  DRAM-only limit {:.1} tok/s",
                 p.card.display,
                 p.card.arch,
                 p.step_s * 1e6,
                 p.tok_s,
+                if self.tokens == 1 {
+                    String::new()
+                } else {
+                    format!(" (pp{})", self.tokens)
+                },
                 p.launch_s * 1e6,
                 p.bound_dram,
                 p.bound_l2,

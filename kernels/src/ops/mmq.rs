@@ -68,8 +68,9 @@ pub fn mmq<B: Accelerator>(
     )
 }
 
-/// The buffers of an expert-grouped launch: `(w, x, pair_token, expert_start, y)`.
+/// The buffers of an expert-grouped launch: `(w, x, pair_token, expert_start, pair_row, y)`.
 pub type MoeBufs<'a, B> = (
+    &'a <B as Accelerator>::Buf,
     &'a <B as Accelerator>::Buf,
     &'a <B as Accelerator>::Buf,
     &'a <B as Accelerator>::Buf,
@@ -78,21 +79,23 @@ pub type MoeBufs<'a, B> = (
 );
 
 /// The expert-grouped product of prefill's routed experts ([`MmqType::moe`]):
-/// `y[p·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
+/// `y[pair_row[p]·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
 /// `expert_start[e] .. expert_start[e+1]`. `w` stacks `n_expert` matrices of `rows` rows of
 /// `ncols` weights of type `ty`; `x` is `ntok` rows of `ncols/32` q8_1 blocks; `pair_token` holds
-/// `n_pairs` token indices sorted by expert, `expert_start` `n_expert + 1` offsets into them
+/// `n_pairs` token indices sorted by expert, `expert_start` `n_expert + 1` offsets into them,
+/// `pair_row` each pair's output row (the identity list `pair_self` for pair-major outputs)
 /// (device buffers: the routing is produced on the device, so their contents are not read
-/// here; [`check_routing`] checks a host copy, and the kernel clamps offsets to `n_pairs` and
-/// reads zeros for tokens `≥ ntok`, so bad contents give wrong numbers, never a stray
-/// access); `y` is `n_pairs × rows` floats, pair-major. `ncols` must be a positive multiple of
-/// 256; `rows`, `ntok`, `n_pairs` and `n_expert` positive.
+/// here; [`check_routing`] checks a host copy, and the kernel clamps offsets to `n_pairs`,
+/// reads zeros for tokens `≥ ntok` and stores rows `≥ n_pairs` to row `n_pairs − 1`, so bad
+/// contents give wrong numbers, never a stray access); `y` is `n_pairs × rows` floats.
+/// `ncols` must be a positive multiple of the type's block (256 or 32); `rows`, `ntok`,
+/// `n_pairs` and `n_expert` positive.
 /// Checks the shape and every buffer size, then launches [`mmq_moe_items`] blocks.
 #[allow(clippy::too_many_arguments)]
 pub fn mmq_moe<B: Accelerator>(
     b: &mut B,
     ty: MmqType,
-    (w, x, pair_token, expert_start, y): MoeBufs<'_, B>,
+    (w, x, pair_token, expert_start, pair_row, y): MoeBufs<'_, B>,
     rows: usize,
     ncols: usize,
     ntok: usize,
@@ -139,6 +142,7 @@ pub fn mmq_moe<B: Accelerator>(
         expert_start,
         bytes(n_expert + 1, 1, 4),
     )?;
+    need(b, d, "pair_row", pair_row, bytes(n_pairs, 1, 4))?;
     need(b, d, "y", y, bytes(n_pairs, rows, 4))?;
     launch(
         b,
@@ -149,6 +153,7 @@ pub fn mmq_moe<B: Accelerator>(
             KArg::Buf(x),
             KArg::Buf(pair_token),
             KArg::Buf(expert_start),
+            KArg::Buf(pair_row),
             KArg::Buf(y),
             KArg::U32(ncols32),
             KArg::U32(rows32),

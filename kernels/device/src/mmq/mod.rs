@@ -158,17 +158,20 @@ unsafe fn stage_x(it: XItem, live: bool, step: u32, base: u32) {
 /// The block's tile: `T` weights from `w0` (the tile's first row; `rows` rows of the matrix
 /// from there, `row_bytes` apart), the activation rows of its `MMQ_TOKENS` columns
 /// (`x_row(c)`: column `c`'s token, a row of `x`, and whether it exists), then every computed
-/// `(row, column)` of the tile (local indices) is stored where `out(r, c)` says, if it says
-/// so. `ncols` a positive multiple of `T::BLOCK_WEIGHTS`. The one body of `mmq` and `mmq_moe`: they differ
-/// only in where a block's weight rows and activation rows come from and where its outputs go.
+/// `(row, column)` of the tile (local indices) is stored where `out(r, col(c))` says, if it
+/// says so (`col` runs once per column a thread holds, in the epilogue: what a column's
+/// stores share, e.g. a list entry to read once). `ncols` a positive multiple of
+/// `T::BLOCK_WEIGHTS`. The one body of `mmq` and `mmq_moe`: they differ only in where a
+/// block's weight rows and activation rows come from and where its outputs go.
 #[inline(always)]
-unsafe fn mmq_tile<T: MmqWeights>(
+unsafe fn mmq_tile<T: MmqWeights, K: Copy>(
     w0: u64,
     rows: u32,
     x: u64,
     ncols: u32,
     x_row: impl Fn(u32) -> (u32, bool),
-    out: impl Fn(u32, u32) -> (bool, u64),
+    col: impl Fn(u32) -> K,
+    out: impl Fn(u32, K) -> (bool, u64),
 ) {
     let tid = tid();
     let (lane, warp) = (tid % WARP_SIZE, tid / WARP_SIZE);
@@ -270,13 +273,16 @@ unsafe fn mmq_tile<T: MmqWeights>(
         s += 1;
     }
 
+    // Element `e` of column accumulator `n` is row `g + 8·(e/2)`, column `2t + e%2` of the
+    // warp's 16 × 8 slice: the thread's two columns of it, two rows each.
     let mut n = 0;
     while n < N_TILES {
+        let c0 = MMQ_WARP_TOKENS * wt + 8 * n as u32 + 2 * t;
+        let k = [col(c0), col(c0 + 1)];
         let mut e = 0;
         while e < 4 {
             let r = 16 * wr + g + 8 * (e as u32 / 2);
-            let c = MMQ_WARP_TOKENS * wt + 8 * n as u32 + 2 * t + e as u32 % 2;
-            let (live, at) = out(r, c);
+            let (live, at) = out(r, k[e % 2]);
             st_f32_if(live, at, acc[n][e]);
             e += 1;
         }
@@ -293,14 +299,15 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     let tiles = mmq_token_tiles(ntok).max(1);
     let row0 = bid() / tiles * MMQ_ROWS;
     let tok0 = bid() % tiles * MMQ_TOKENS;
-    mmq_tile::<T>(
+    mmq_tile::<T, _>(
         w + row0 as u64 * row_bytes::<T>(ncols),
         nrows - row0,
         x,
         ncols,
         |c| (tok0 + c, tok0 + c < ntok),
-        |r, c| {
-            let (r, tk) = (row0 + r, tok0 + c);
+        |c| tok0 + c,
+        |r, tk| {
+            let r = row0 + r;
             (
                 r < nrows && tk < ntok,
                 y + (tk as u64 * nrows as u64 + r as u64) * 4,
@@ -309,14 +316,23 @@ unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, nto
     );
 }
 
+/// The output row of pair `p`: `pair_row[p]` clamped to `n_pairs − 1` (so any list contents
+/// store inside `y`), read only for a pair that exists (`p < end`; 0 otherwise, and the store
+/// is off). A tile runs only when `pair0 < end ≤ n_pairs`, so `n_pairs ≥ 1`.
+#[inline(always)]
+unsafe fn out_row(pair_row: u64, p: u32, end: u32, n_pairs: u32) -> u32 {
+    ld_u32_if(p < end, pair_row + 4 * p as u64).min(n_pairs - 1)
+}
+
 /// The expert-grouped product (`ingot_abi::launch::MMQ_MOE_Q4K`): block `b` takes pair-tile
 /// slot `b % slots` of row tile `b / slots` (`slots = mmq_moe_pair_slots(n_pairs, n_expert)`),
 /// finds its expert `e` as the last with `mmq_moe_first_slot(expert_start[e], e) ≤ slot` (the
 /// first slots increase with `e`, so every lane tests its experts and one warp maximum picks
 /// it; each warp does so on its own, no shared memory or barrier), exits when the slot is past
 /// `e`'s pairs, and runs the tile body on `e`'s rows `row0 ..` and its pairs
-/// `expert_start[e] + 64·tile ..`. Offsets are clamped to `n_pairs` and tokens `≥ ntok` read
-/// nothing, so any list contents stay inside the buffers the launcher checked.
+/// `expert_start[e] + 64·tile ..`; pair `p`'s outputs go to row `pair_row[p]` of `y`. Offsets
+/// are clamped to `n_pairs`, output rows to `n_pairs − 1`, and tokens `≥ ntok` read nothing,
+/// so any list contents stay inside the buffers the launcher checked.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn mmq_moe<T: MmqWeights>(
@@ -324,6 +340,7 @@ unsafe fn mmq_moe<T: MmqWeights>(
     x: u64,
     pair_token: u64,
     expert_start: u64,
+    pair_row: u64,
     y: u64,
     [ncols, rows, ntok, n_pairs, n_expert]: [u32; 5],
 ) {
@@ -354,7 +371,7 @@ unsafe fn mmq_moe<T: MmqWeights>(
     if pair0 >= end || row0 >= rows {
         return;
     }
-    mmq_tile::<T>(
+    mmq_tile::<T, _>(
         w + (e as u64 * rows as u64 + row0 as u64) * row_bytes::<T>(ncols),
         rows - row0,
         x,
@@ -364,11 +381,15 @@ unsafe fn mmq_moe<T: MmqWeights>(
             let tok = ld_u32_if(p < end, pair_token + 4 * p as u64);
             (tok, p < end && tok < ntok)
         },
-        |r, c| {
-            let (r, p) = (row0 + r, pair0 + c);
+        |c| {
+            let p = pair0 + c;
+            (p < end, out_row(pair_row, p, end, n_pairs))
+        },
+        |r, (live, row)| {
+            let r = row0 + r;
             (
-                r < rows && p < end,
-                y + (p as u64 * rows as u64 + r as u64) * 4,
+                r < rows && live,
+                y + (row as u64 * rows as u64 + r as u64) * 4,
             )
         },
     );
@@ -402,9 +423,9 @@ pub unsafe extern "ptx-kernel" fn mmq_q6k(
     mmq::<Q6K>(global(w), global(x), global(y), ncols, nrows, ntok);
 }
 
-/// `y[p] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` (pairs
+/// `y[pair_row[p]] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` (pairs
 /// `expert_start[e] .. expert_start[e+1]`), Q4_K `w` (`n_expert·rows × ncols/256` blocks), q8_1
-/// `x` (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, pair-major):
+/// `x` (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, a row per pair):
 /// `ingot_abi::launch::MMQ_MOE_Q4K`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -413,6 +434,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q4k(
     x: *const BlockQ8_1,
     pair_token: *const u32,
     expert_start: *const u32,
+    pair_row: *const u32,
     y: *mut f32,
     ncols: u32,
     rows: u32,
@@ -425,6 +447,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q4k(
         global(x),
         global(pair_token),
         global(expert_start),
+        global(pair_row),
         global(y),
         [ncols, rows, ntok, n_pairs, n_expert],
     );
@@ -439,6 +462,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
     x: *const BlockQ8_1,
     pair_token: *const u32,
     expert_start: *const u32,
+    pair_row: *const u32,
     y: *mut f32,
     ncols: u32,
     rows: u32,
@@ -451,6 +475,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
         global(x),
         global(pair_token),
         global(expert_start),
+        global(pair_row),
         global(y),
         [ncols, rows, ntok, n_pairs, n_expert],
     );
@@ -493,6 +518,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q5_0(
     x: *const BlockQ8_1,
     pair_token: *const u32,
     expert_start: *const u32,
+    pair_row: *const u32,
     y: *mut f32,
     ncols: u32,
     rows: u32,
@@ -505,6 +531,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q5_0(
         global(x),
         global(pair_token),
         global(expert_start),
+        global(pair_row),
         global(y),
         [ncols, rows, ntok, n_pairs, n_expert],
     );
@@ -519,6 +546,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q8_0(
     x: *const BlockQ8_1,
     pair_token: *const u32,
     expert_start: *const u32,
+    pair_row: *const u32,
     y: *mut f32,
     ncols: u32,
     rows: u32,
@@ -531,6 +559,7 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q8_0(
         global(x),
         global(pair_token),
         global(expert_start),
+        global(pair_row),
         global(y),
         [ncols, rows, ntok, n_pairs, n_expert],
     );
