@@ -17,7 +17,8 @@
 #                  GPU vs ptx-sim bit for bit (fails fast: 90 s)
 #   model          `ingot synth` lite-4l q4_k_m (a tiny model instead when smoke found no GPU)
 #   gate           the captured CUDA graph vs the oracle (tiny models) and vs the CPU backend
-#                  (lite-4l, 16 heads: the flash_latent_mma path)
+#                  (lite-4l, 16 heads: the flash_latent_mma path); the batched prefill's chunk
+#                  graphs vs the CPU chunked prefill (tiny16_prefill_chunks_cuda_vs_cpu)
 #   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons
 #   decode         `ingot bench --backend cuda` on lite-4l at depths 0, 1024, 4096
 #   decode_q8_0    the same with `--cache-type q8_0` at depths 0 and 4096

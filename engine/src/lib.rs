@@ -259,13 +259,26 @@ pub fn open_cuda_with(
 }
 
 fn describe_cuda(info: &CudaInfo) -> String {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let prefill = match &info.prefill {
+        Ok(buckets) => format!(
+            "prefill in chunks of {} tokens ({:.1} MiB of their activations)",
+            buckets
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+            mib(info.prefill_bytes)
+        ),
+        Err(why) => format!("prefill replays the graph once per prompt token ({why})"),
+    };
     format!(
         "cuda: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for weights, cache \
-         and activations, uploaded in {:.2} s; prefill replays the graph once per prompt token",
+         and activations, uploaded in {:.2} s; {prefill}",
         info.device,
         info.nodes,
         info.nodes_per_layer,
-        info.device_bytes as f64 / (1u64 << 20) as f64,
+        mib(info.device_bytes),
         info.upload_s
     )
 }

@@ -3,6 +3,9 @@
 //! (DeepSeek-V2-Lite's real dimensions, 16 heads, so attention takes the `flash_latent_mma`
 //! path that only 16-head models use) against the CPU backend.
 //!
+//! The batched prefill (issue 16) is gated on a 16-head tiny model: the GPU's prefill chunks
+//! against the CPU backend's chunked prefill, then a decode step after them.
+//!
 //! Without a GPU each test says so and passes; with `INGOT_REQUIRE_GPU=1` (set by
 //! `scripts/device-check.sh`) it fails instead, before any model is made. The lite-4l model is
 //! read from `INGOT_LITE4L_GGUF` when that names a file (the device script makes it once with
@@ -16,7 +19,9 @@ use std::path::PathBuf;
 
 use ingot_gates::{run_gate_against, Band, GateBackend, GateOptions, Reference};
 use ingot_gguf::GgufFile;
-use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+use ingot_graph::exec::cuda::CudaExecutor;
+use ingot_model::{CpuBackend, Decoder};
+use ingot_synth::{synthesize, Dims, Layout, Preset, QuantMix, SynthOptions};
 
 /// BOS then "The quick" in the synthetic vocabularies' byte-level tokens.
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
@@ -143,4 +148,115 @@ fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
         "lite-4l must take the mma flash path"
     );
     gate(&path, name, Reference::Cpu, 8);
+}
+
+/// [`support::tiny64`] with 16 heads: the prefill attention takes whole groups of 16, so a
+/// model with fewer heads prefills token by token (`graph/tests/sim_prefill.rs` uses the same).
+fn tiny16() -> Dims {
+    Dims {
+        n_head: 16,
+        ..support::tiny64()
+    }
+}
+
+/// Prompt tokens from a fixed LCG, inside the vocabulary.
+fn lcg_prompt(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// `max |Δlogit|` between `gpu` and the CPU's `cpu` within the gate's band (half the CPU
+/// logits' standard deviation, at least 0.5: gates/src/band.rs), and the same top-1 where the
+/// CPU's margin (top-1 minus top-2) is wider than the band.
+fn check_against_cpu(label: &str, gpu: &[f32], cpu: &[f32]) {
+    assert_eq!(gpu.len(), cpu.len(), "{label}: vocabulary");
+    let band = Band::default().logit_band(cpu);
+    let d = gpu
+        .iter()
+        .zip(cpu)
+        .map(|(a, b)| (a - b).abs())
+        .map(|d| if d.is_nan() { f32::INFINITY } else { d })
+        .fold(0.0, f32::max);
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |m, (i, &x)| if x > m.1 { (i, x) } else { m },
+            )
+            .0
+    };
+    let mut sorted = cpu.to_vec();
+    sorted.sort_by(|x, y| y.total_cmp(x));
+    let margin = sorted[0] - sorted[1];
+    let (top_gpu, top_cpu) = (argmax(gpu), argmax(cpu));
+    println!(
+        "{label}: GPU vs CPU max |Δlogit| {d:.4} (band {band:.4}); top-1 {top_gpu} vs {top_cpu} \
+         (CPU margin {margin:.4})"
+    );
+    assert!(
+        d <= band,
+        "{label}: max |Δlogit| {d} outside the band {band}"
+    );
+    if margin > band {
+        assert_eq!(top_gpu, top_cpu, "{label}: top-1 (CPU margin {margin})");
+    }
+}
+
+/// The GPU's prefill chunks against the CPU backend's chunked prefill: 21 tokens at 0 (one
+/// chunk of the 64-token plan), 9 at 21 (the 16-token plan, whose rows attend the first
+/// chunk's cache rows), then one decode step at 30 through the decode graph, which reads every
+/// cache row the chunks wrote. Each within the gate's logit band, same top-1 where the CPU's
+/// margin is clear.
+#[test]
+fn tiny16_prefill_chunks_cuda_vs_cpu() {
+    for (layout, mix) in [
+        (Layout::Mla, QuantMix::Q4KM),
+        (Layout::Legacy, QuantMix::Q8_0),
+    ] {
+        let name = format!("tiny16 {layout:?} {mix}, batched prefill");
+        if !gpu_present(&name) {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("model.gguf");
+        support::write_model(&path, &tiny16(), layout, mix, 11);
+        let file = GgufFile::open(&path).expect("open");
+        let opts = ingot_graph::PlanOptions::for_ctx(64);
+        let (mut gpu, info) = CudaExecutor::load(&file, opts, false)
+            .unwrap_or_else(|e| panic!("{name}: cuda load: {e}"));
+        assert_eq!(gpu.prefill_unavailable(), None, "{name}");
+        assert_eq!(gpu.prefill_buckets(), [16, 64], "{name}");
+        println!(
+            "{name}: {} (eager {}), prefill plans {:?}, {} bytes of their activations",
+            info.device, info.eager, info.prefill, info.prefill_bytes
+        );
+        let mut cpu = CpuBackend::load(&file, 64).expect("cpu backend");
+        let vocab = cpu.config().vocab;
+        let first = lcg_prompt(21, vocab, 1);
+        let second = lcg_prompt(9, vocab, 2);
+        let a = gpu
+            .prefill_last(&first, 0)
+            .unwrap_or_else(|e| panic!("{name}: GPU prefill of 21 at 0: {e}"));
+        let b = cpu.prefill_last(&first, 0).expect("cpu prefill");
+        check_against_cpu(&format!("{name}: 21 tokens at 0"), &a, &b);
+        let a = gpu
+            .prefill_last(&second, 21)
+            .unwrap_or_else(|e| panic!("{name}: GPU prefill of 9 at 21: {e}"));
+        let b = cpu.prefill_last(&second, 21).expect("cpu prefill");
+        check_against_cpu(&format!("{name}: 9 tokens at 21"), &a, &b);
+        let a = gpu
+            .decode(7, 30)
+            .unwrap_or_else(|e| panic!("{name}: GPU decode at 30: {e}"))
+            .to_vec();
+        let b = cpu.decode(7, 30).expect("cpu decode").to_vec();
+        check_against_cpu(&format!("{name}: decode at 30"), &a, &b);
+    }
 }

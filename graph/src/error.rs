@@ -118,9 +118,14 @@ pub enum ExecError {
     /// A replay failed earlier and its context was released; load the model again.
     #[error("the CUDA executor is unusable after a failed replay (see the first error); load the model again")]
     Faulted,
-    /// The device has less free memory than the plan needs.
-    #[error("not enough GPU memory: the model needs {needed} bytes ({needed_gib:.2} GiB) of device memory, {free} bytes ({free_gib:.2} GiB) are free; lower --ctx or use a smaller model", needed_gib = *.needed as f64 / GIB, free_gib = *.free as f64 / GIB)]
-    OutOfMemory { needed: u64, free: u64 },
+    /// The device has less free memory than the plan needs (the decode plan's buffers, the
+    /// prefill plans' activations, the headroom).
+    #[error("not enough GPU memory: the model needs {needed} bytes ({needed_gib:.2} GiB) of device memory ({prefill} bytes of them the batched prefill's activations), {free} bytes ({free_gib:.2} GiB) are free; lower --ctx (fewer cache rows and prefill buckets) or use a smaller model", needed_gib = *.needed as f64 / GIB, free_gib = *.free as f64 / GIB)]
+    OutOfMemory {
+        needed: u64,
+        free: u64,
+        prefill: u64,
+    },
     /// The model file's bytes for a weight are not what the header promised.
     #[error("weight {name}: {reason}")]
     Weight { name: String, reason: String },

@@ -9,7 +9,19 @@
 //! [`CudaExecutor::generate_greedy`] keeps the host off the critical path: the graph's last
 //! kernel writes the argmax into the `StepState` and advances it, so replay `k+1` is enqueued
 //! before the host has read token `k`, which arrives through a pinned copy enqueued between the
-//! two replays. Prefill runs the same graph once per prompt token.
+//! two replays.
+//!
+//! **Prefill** ([`CudaExecutor::prefill_chunked`], `Decoder::prefill_last`) runs a prompt in
+//! chunks, as the simulator does: at load one [`PrefillPlan`] per bucket of
+//! [`PREFILL_BUCKETS`] that fits the context, with its own activations and the decode plan's
+//! weights, latent caches and step state ([`super::shared_buffers`]); at its first use one graph
+//! for the chunk's layers (nodes `..head_start`) and one for the head. A chunk is: the host's
+//! embeddings of its `n` tokens (zero rows to the bucket's end), `n` and the `StepState` (its
+//! first position) uploaded asynchronously through pinned memory, the layers' replay; after
+//! the prompt's last chunk a device-to-device copy of row `n − 1` of the chunk's residual
+//! stream into the head's input, the head's replay and the logits' copy back. What no bucket
+//! fits, or the whole prompt when the planner refused the model
+//! ([`CudaExecutor::prefill_unavailable`]), runs token by token through the decode graph.
 //!
 //! **Eager mode** (`INGOT_EAGER=1`, see [`EAGER_VAR`]) skips the capture and runs the nodes one by
 //! one with a synchronisation after each, so the first node that faults is named (kernel, layer,
@@ -21,6 +33,7 @@
 //! written by earlier steps may not (the message says so). The executor is unusable after a
 //! failed replay.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -36,10 +49,14 @@ use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
 use crate::exec::expert_cache::{ExpertCache, SlotMemory};
-use crate::node::NodeArg;
+use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
+use crate::planner::prefill::{
+    build_prefill_plan_for, prefill_chunks, PrefillPlan, PREFILL_BUCKETS,
+};
 use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
+use crate::BufId;
 
 /// `INGOT_EAGER=1`: run every step node by node with a synchronisation after each instead of
 /// replaying the captured graph (slow; for localising a GPU fault).
@@ -118,6 +135,80 @@ pub struct CudaExecutor {
     filled: usize,
     logits: Vec<f32>,
     device_name: String,
+    /// The batched prefill's plans, ascending by bucket, or why there are none.
+    prefill: Result<Vec<PrefillHost>, String>,
+}
+
+/// One prefill plan of a [`CudaExecutor`] as the host holds it.
+struct PrefillHost {
+    pre: PrefillPlan,
+    descs: Vec<&'static KernelDesc>,
+    /// For each of its buffers, the decode plan's buffer it is ([`super::shared_buffers`]).
+    twins: Vec<Option<usize>>,
+}
+
+/// Where a buffer of a prefill plan lives on the device.
+enum Slot {
+    /// The decode plan's buffer of that index.
+    Shared(usize),
+    Own(DeviceBuffer),
+}
+
+/// One prefill plan on the device.
+struct DevChunk {
+    slots: Vec<Slot>,
+    /// Launch geometry of every node, in plan order.
+    shapes: Vec<LaunchShape>,
+    /// The chunk's layers (nodes `..head_start`) and the head, each captured at its first use;
+    /// never in eager mode.
+    body: Option<Graph>,
+    head: Option<Graph>,
+}
+
+/// The batched prefill's state on one device.
+struct DevPrefill {
+    /// In the order of [`CudaExecutor::prefill`]'s plans.
+    chunks: Vec<DevChunk>,
+    /// The embedding table (a prefill plan's rows come from the host).
+    embedding: HostEmbedding,
+    /// Host staging of a chunk's residual rows (the largest bucket's), its row count and its
+    /// StepState.
+    x_in: PinnedBuffer,
+    rows_in: PinnedBuffer,
+    state_in: PinnedBuffer,
+}
+
+/// A failed piece of work, re-run eagerly in a fresh context to name its first failing node.
+#[derive(Clone, Copy)]
+enum Failed<'t> {
+    Step {
+        token: u32,
+        pos: usize,
+    },
+    /// Prefill plan `k` on `tokens` at `pos..`, with the head when `head`.
+    Chunk {
+        k: usize,
+        tokens: &'t [u32],
+        pos: usize,
+        head: bool,
+    },
+}
+
+impl Failed<'_> {
+    fn pos(self) -> usize {
+        match self {
+            Failed::Step { pos, .. } | Failed::Chunk { pos, .. } => pos,
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Failed::Step { pos, .. } => format!("pos {pos}"),
+            Failed::Chunk { tokens, pos, .. } => {
+                format!("the prefill chunk of {} tokens at pos {pos}", tokens.len())
+            }
+        }
+    }
 }
 
 /// The plan's state on one device.
@@ -143,6 +234,28 @@ struct Loaded {
     mapped: Vec<Option<MappedBuffer>>,
     /// The routed experts' cache, when the plan keeps experts beyond VRAM.
     experts: Option<ExpertCache>,
+    /// The batched prefill; `None` when the executor has no prefill plan.
+    prefill: Option<DevPrefill>,
+}
+
+/// Where a plan's buffer is, as a launch argument sees it.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Dev(&'a DeviceBuffer),
+    /// A host-mapped buffer's device address.
+    Mapped(u64),
+}
+
+/// The decode plan's buffer `i`.
+fn decode_place<'a>(
+    bufs: &'a [DeviceBuffer],
+    mapped: &[Option<MappedBuffer>],
+    i: usize,
+) -> Place<'a> {
+    match &mapped[i] {
+        Some(m) => Place::Mapped(m.device_address()),
+        None => Place::Dev(&bufs[i]),
+    }
 }
 
 /// The GPU's memory as the expert cache sees it: slab copies are enqueued on the decode stream
@@ -175,6 +288,11 @@ pub struct CudaInfo {
     pub jit: JitReport,
     /// Node by node with a sync after each (`INGOT_EAGER=1`) instead of a graph replay.
     pub eager: bool,
+    /// Device bytes of the prefill plans' own buffers (their activations), part of what was
+    /// checked against the free memory; 0 without a batched prefill.
+    pub prefill_bytes: u64,
+    /// The prefill buckets loaded (ascending), or why prompts run token by token.
+    pub prefill: Result<Vec<usize>, String>,
 }
 
 impl CudaExecutor {
@@ -196,18 +314,25 @@ impl CudaExecutor {
         };
         let plan = build_plan_for(&config, file.header(), opts)?;
         let descs = plan.check_committed()?;
+        let prefill = prefill_plans(&config, file, opts, &plan)?;
+        let pf = prefill.as_deref().unwrap_or(&[]);
         let summary = plan.summary();
         let device_name = gpu.name()?;
         let eager = eager_requested();
-        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, progress, !eager)?;
+        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
         let info = CudaInfo {
             device: device_name.clone(),
             nodes: summary.nodes,
             nodes_per_layer: summary.max_nodes_per_layer(),
-            device_bytes: summary.device_bytes(),
+            device_bytes: summary.device_bytes() + prefill_own_bytes(pf),
             upload_s,
             jit: dev.module.jit_report().clone(),
             eager,
+            prefill_bytes: prefill_own_bytes(pf),
+            prefill: match &prefill {
+                Ok(p) => Ok(p.iter().map(|h| h.pre.ntok).collect()),
+                Err(e) => Err(e.clone()),
+            },
         };
         let exec = CudaExecutor {
             logits: vec![0.0; config.vocab],
@@ -218,8 +343,107 @@ impl CudaExecutor {
             eager,
             dev: Some(Box::new(dev)),
             device_name,
+            prefill,
         };
         Ok((exec, info))
+    }
+
+    /// Why this executor prefills token by token (no prefill plan), or `None` when it runs
+    /// prompts in chunks.
+    pub fn prefill_unavailable(&self) -> Option<&str> {
+        self.prefill.as_ref().err().map(String::as_str)
+    }
+
+    /// The prefill buckets this executor has, ascending (empty without a batched prefill).
+    pub fn prefill_buckets(&self) -> Vec<usize> {
+        match &self.prefill {
+            Ok(p) => p.iter().map(|h| h.pre.ntok).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Feeds `tokens` at `start_pos..` as prefill chunks ([`prefill_chunks`] over the buckets
+    /// this executor has; what no bucket fits, or everything when it has none, token by token
+    /// through the decode graph) and returns the last position's logits. Every position is
+    /// checked before anything is enqueued: a refused prompt changes nothing.
+    pub fn prefill_chunked(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+    ) -> Result<Vec<f32>, ExecError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt.into());
+        }
+        // Token `i > 0` follows token `i − 1`.
+        for (i, &t) in tokens.iter().enumerate() {
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
+        }
+        let buckets = self.prefill_buckets();
+        let chunks = prefill_chunks(tokens.len(), start_pos, self.plan.ctx, &buckets);
+        let last = chunks.len() - 1;
+        for (i, ch) in chunks.iter().enumerate() {
+            let toks = &tokens[ch.start..ch.start + ch.n];
+            let pos = start_pos + ch.start;
+            match ch.bucket.and_then(|b| buckets.iter().position(|&x| x == b)) {
+                Some(k) => self.run_chunk(k, toks, pos, i == last)?,
+                None => {
+                    for (j, &t) in toks.iter().enumerate() {
+                        self.step(t, pos + j)?;
+                    }
+                }
+            }
+        }
+        Ok(self.logits.clone())
+    }
+
+    /// Runs `tokens` at `pos..` through prefill plan `k` and waits for it; with `head`, also
+    /// the output head on the last token, whose logits are then in [`CudaExecutor::logits`].
+    fn run_chunk(
+        &mut self,
+        k: usize,
+        tokens: &[u32],
+        pos: usize,
+        head: bool,
+    ) -> Result<(), ExecError> {
+        let plans = match &self.prefill {
+            Ok(p) => p.as_slice(),
+            Err(e) => return Err(ExecError::Prefill(format!("no prefill plan: {e}"))),
+        };
+        let eager = self.eager;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| d.run_chunk(plans, k, tokens, pos, head, eager));
+        if let Err(e) = result {
+            let failed = Failed::Chunk {
+                k,
+                tokens,
+                pos,
+                head,
+            };
+            return Err(self.after_failure(e, failed));
+        }
+        self.filled = pos + tokens.len();
+        if head {
+            self.read_logits()?;
+        }
+        Ok(())
+    }
+
+    /// The logits the last completed copy put into the pinned staging.
+    fn read_logits(&mut self) -> Result<(), ExecError> {
+        let n = self.plan.vocab * 4;
+        let d = self.dev.as_deref().ok_or(ExecError::Faulted)?;
+        for (v, b) in self
+            .logits
+            .iter_mut()
+            .zip(d.logits_out.bytes()[..n].chunks_exact(4))
+        {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(())
     }
 
     pub fn plan(&self) -> &Plan {
@@ -254,16 +478,9 @@ impl CudaExecutor {
                 d.update_experts()
             });
         if let Err(e) = result {
-            return Err(self.after_failure(e, token, pos));
+            return Err(self.after_failure(e, Failed::Step { token, pos }));
         }
-        let d = self.dev.as_deref().ok_or(ExecError::Faulted)?;
-        for (v, b) in self
-            .logits
-            .iter_mut()
-            .zip(d.logits_out.bytes()[..n].chunks_exact(4))
-        {
-            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
+        self.read_logits()?;
         self.filled = pos + 1;
         Ok(())
     }
@@ -337,7 +554,7 @@ impl CudaExecutor {
                 self.filled = pos + n;
                 Ok(out)
             }
-            Err(e) => Err(self.after_failure(e, token, pos)),
+            Err(e) => Err(self.after_failure(e, Failed::Step { token, pos })),
         }
     }
 
@@ -470,46 +687,59 @@ impl CudaExecutor {
         Ok(t)
     }
 
-    /// Turns a failed step into the error to report. A failed graph replay releases the
-    /// faulted context and re-runs the step eagerly in a fresh one to name the first failing
-    /// node; an eager step's error already names it.
-    fn after_failure(&mut self, e: ExecError, token: u32, pos: usize) -> ExecError {
+    /// Turns a failed step or prefill chunk into the error to report. A failed graph replay
+    /// releases the faulted context and re-runs the work eagerly in a fresh one to name the
+    /// first failing node; an eager run's error already names it.
+    fn after_failure(&mut self, e: ExecError, failed: Failed<'_>) -> ExecError {
         let replay_fault = matches!(e, ExecError::Cuda(_)) && !self.eager;
         if !replay_fault {
             return e;
         }
-        // Drops every buffer, event, the graph, the module and the context reference: with
+        // Drops every buffer, event, the graphs, the module and the context reference: with
         // the last reference gone the driver destroys the faulted primary context.
         self.dev = None;
-        let localised = self.localise(token, pos);
+        let localised = self.localise(failed);
         ExecError::Replay {
-            pos,
+            pos: failed.pos(),
             source: Box::new(e),
             localised,
         }
     }
 
-    /// Loads the model again in a fresh context and runs step `(token, pos)` node by node.
-    fn localise(&self, token: u32, pos: usize) -> String {
+    /// Loads the model again in a fresh context and runs `failed` node by node.
+    fn localise(&self, failed: Failed<'_>) -> String {
+        let plans = self.prefill.as_deref().unwrap_or(&[]);
         let rerun = || -> Result<(), ExecError> {
             let file = GgufFile::open(&self.path).map_err(|e| ExecError::Weight {
                 name: self.path.display().to_string(),
                 reason: format!("reopening the model for the eager re-run: {e}"),
             })?;
             let descs = self.plan.check_committed()?;
-            let (mut d, _) = Loaded::open(Gpu::new(0)?, &file, &self.plan, &descs, false, false)?;
-            d.enqueue_state(&self.plan, token, pos)?;
-            d.run(&self.plan)?;
-            d.gpu.synchronize()?;
+            let gpu = Gpu::new(0)?;
+            let (mut d, _) = Loaded::open(gpu, &file, &self.plan, &descs, plans, false, false)?;
+            match failed {
+                Failed::Step { token, pos } => {
+                    d.enqueue_state(&self.plan, token, pos)?;
+                    d.run(&self.plan)?;
+                    d.gpu.synchronize()?;
+                }
+                Failed::Chunk {
+                    k,
+                    tokens,
+                    pos,
+                    head,
+                } => d.run_chunk(plans, k, tokens, pos, head, true)?,
+            }
             Ok(())
         };
+        let what = failed.describe();
         match rerun() {
             Err(e @ ExecError::Node { .. }) => format!(
-                "eager re-run of pos {pos} in a fresh context ({EAGER_VAR}=1 mode, sync after every node): {e}"
+                "eager re-run of {what} in a fresh context ({EAGER_VAR}=1 mode, sync after every node): {e}"
             ),
-            Err(e) => format!("the eager re-run of pos {pos} failed before naming a node: {e}"),
+            Err(e) => format!("the eager re-run of {what} failed before naming a node: {e}"),
             Ok(()) => format!(
-                "the eager re-run of pos {pos} passed every node: the fault needs state that earlier \
+                "the eager re-run of {what} passed every node: the fault needs state that earlier \
                  steps left (the re-run starts from a zeroed KV cache) or lies in the graph itself; \
                  decode from the start with {EAGER_VAR}=1 to find it"
             ),
@@ -517,28 +747,88 @@ impl CudaExecutor {
     }
 }
 
+/// The prefill plans of every bucket up to the context, each checked against the committed PTX
+/// and mapped onto the decode plan's buffers, or why the model has none (the reason the planner
+/// gave: a weight type without `mmq` kernels, too few heads for the prefill attention, an
+/// expert cache). The same plans as [`super::sim::SimExecutor`] loads.
+fn prefill_plans(
+    config: &ModelConfig,
+    file: &GgufFile,
+    opts: PlanOptions,
+    decode: &Plan,
+) -> Result<Result<Vec<PrefillHost>, String>, ExecError> {
+    let mut out = Vec::new();
+    for bucket in PREFILL_BUCKETS.into_iter().filter(|&b| b <= opts.ctx) {
+        let pre = match build_prefill_plan_for(config, file.header(), opts, bucket) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let descs = pre.plan.check_committed()?;
+        let twins = super::shared_buffers(decode, &pre.plan)?;
+        out.push(PrefillHost { pre, descs, twins });
+    }
+    if out.is_empty() {
+        return Ok(Err(format!(
+            "no prefill bucket fits a context of {} positions (the smallest is {})",
+            opts.ctx, PREFILL_BUCKETS[0]
+        )));
+    }
+    Ok(Ok(out))
+}
+
+/// Device bytes the prefill plans allocate for themselves (their activations).
+fn prefill_own_bytes(plans: &[PrefillHost]) -> u64 {
+    plans
+        .iter()
+        .map(|h| super::own_bytes(&h.pre.plan, &h.twins))
+        .sum()
+}
+
+/// Every node's launch geometry, in plan order.
+fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
+    plan.nodes
+        .iter()
+        .zip(descs)
+        .map(|(n, d)| LaunchShape {
+            grid: d.grid(n.items),
+            block: d.block,
+            shared_bytes: d.shared_bytes,
+        })
+        .collect()
+}
+
 impl Loaded {
-    /// Uploads the plan's buffers to `gpu`, loads the PTX, and captures the nodes into one
-    /// graph when `capture`. Returns the upload's wall time in seconds too.
+    /// Uploads the plan's buffers to `gpu` and the prefill plans' own ones, loads the PTX,
+    /// and captures the decode nodes into one graph when `capture` (the prefill graphs are
+    /// captured at their first use). Returns the upload's wall time in seconds too.
     fn open(
         gpu: Gpu,
         file: &GgufFile,
         plan: &Plan,
         descs: &[&'static KernelDesc],
+        prefill: &[PrefillHost],
         progress: bool,
         capture: bool,
     ) -> Result<(Self, f64), ExecError> {
         let summary = plan.summary();
         let (free, _total) = gpu.mem_info()?;
-        let needed = summary.device_bytes() + VRAM_HEADROOM;
+        let prefill_bytes = prefill_own_bytes(prefill);
+        let needed = summary.device_bytes() + prefill_bytes + VRAM_HEADROOM;
         if needed > free as u64 {
             return Err(ExecError::OutOfMemory {
                 needed,
                 free: free as u64,
+                prefill: prefill_bytes,
             });
         }
         let mut module = gpu.load_ptx(ingot_kernels::PTX)?;
-        for k in &summary.kernels {
+        let mut kernels = summary.kernels.clone();
+        for h in prefill {
+            kernels.extend(h.pre.plan.summary().kernels);
+        }
+        kernels.sort();
+        kernels.dedup();
+        for k in &kernels {
             module.prepare(k)?;
         }
         let started = Instant::now();
@@ -567,18 +857,10 @@ impl Loaded {
             bufs.push(b);
             mapped.push(None);
         }
+        let prefill = DevPrefill::open(&gpu, file, prefill)?;
         bar.finish_and_clear();
         let upload_s = started.elapsed().as_secs_f64();
-        let shapes = plan
-            .nodes
-            .iter()
-            .zip(descs)
-            .map(|(n, d)| LaunchShape {
-                grid: d.grid(n.items),
-                block: d.block,
-                shared_bytes: d.shared_bytes,
-            })
-            .collect();
+        let shapes = shapes_of(plan, descs);
         let embedding = match HostEmbedding::for_plan(file, plan)? {
             Some(e) => Some((e, gpu.alloc_pinned(plan.n_embd * 4)?)),
             None => None,
@@ -598,6 +880,7 @@ impl Loaded {
             graph: None,
             mapped,
             experts: None,
+            prefill,
         };
         if plan.expert_cache.is_some() {
             let addrs: Vec<u64> = dev
@@ -628,19 +911,9 @@ impl Loaded {
             mapped,
             ..
         } = self;
-        gpu.begin_capture()?;
-        let captured = plan
-            .nodes
-            .iter()
-            .zip(shapes.iter())
-            .try_for_each(|(n, &shape)| {
-                gpu.launch(module, &n.kernel, shape, &node_args(bufs, mapped, n))
-            });
-        // The capture must end whatever happened, or the stream stays in capture mode.
-        let graph = gpu.end_capture();
-        captured?;
-        let graph = graph?;
-        graph.upload()?;
+        let (bufs, mapped) = (&*bufs, &*mapped);
+        let place = |i| decode_place(bufs, mapped, i);
+        let graph = capture_nodes(gpu, module, plan, 0..plan.nodes.len(), shapes, &place)?;
         self.graph = Some(graph);
         Ok(())
     }
@@ -666,23 +939,133 @@ impl Loaded {
             mapped,
             ..
         } = self;
-        for (i, (n, &shape)) in plan.nodes.iter().zip(shapes.iter()).enumerate() {
-            let args = node_args(bufs, mapped, n);
-            let done = match pace {
-                Pace::Sync => gpu
-                    .launch(module, &n.kernel, shape, &args)
-                    .and_then(|()| gpu.synchronize()),
-                Pace::Marks(marks) => gpu
-                    .record(&marks[i])
-                    .and_then(|()| gpu.launch(module, &n.kernel, shape, &args)),
-            };
-            if let Err(source) = done {
-                return Err(node_error(plan, i, shape, source));
-            }
-        }
+        let (bufs, mapped) = (&*bufs, &*mapped);
+        let place = |i| decode_place(bufs, mapped, i);
+        launch_nodes(gpu, module, plan, 0..plan.nodes.len(), shapes, &place, pace)?;
         if let Pace::Marks(marks) = pace {
             gpu.record(&marks[plan.nodes.len()])?;
         }
+        Ok(())
+    }
+
+    /// Runs `tokens` at `pos..` through prefill plan `k` of `plans` and waits for it: the
+    /// chunk's uploads (embeddings and zero rows, row count, StepState), its layers, and with
+    /// `head` the head on row `n − 1` and the logits' copy into `logits_out`. The layers and
+    /// the head are graph replays (captured here at their first use) unless `eager`, which
+    /// runs them node by node with a synchronisation after each.
+    fn run_chunk(
+        &mut self,
+        plans: &[PrefillHost],
+        k: usize,
+        tokens: &[u32],
+        pos: usize,
+        head: bool,
+        eager: bool,
+    ) -> Result<(), ExecError> {
+        let Loaded {
+            gpu,
+            module,
+            bufs,
+            mapped,
+            prefill,
+            logits_out,
+            events,
+            ..
+        } = self;
+        let (Some(pf), Some(host)) = (prefill.as_mut(), plans.get(k)) else {
+            return Err(ExecError::Prefill(format!(
+                "no prefill plan {k} on the device"
+            )));
+        };
+        let pre = &host.pre;
+        let plan = &pre.plan;
+        let n = tokens.len();
+        if n == 0 || n > pre.ntok {
+            return Err(ExecError::Prefill(format!(
+                "a chunk of {n} tokens in the {}-token plan",
+                pre.ntok
+            )));
+        }
+        let DevChunk {
+            slots,
+            shapes,
+            body,
+            head: head_graph,
+        } = &mut pf.chunks[k];
+        let (bufs, mapped, slots) = (&*bufs, &*mapped, &*slots);
+        let place = |i: usize| match &slots[i] {
+            Slot::Shared(j) => decode_place(bufs, mapped, *j),
+            Slot::Own(b) => Place::Dev(b),
+        };
+        let dev = |id: BufId| match place(id.0 as usize) {
+            Place::Dev(b) => Ok(b),
+            Place::Mapped(_) => Err(ExecError::Prefill(format!(
+                "{} is host-mapped",
+                plan.buffers[id.0 as usize].name
+            ))),
+        };
+        let (layers, head_nodes) = (0..pre.head_start, pre.head_start..plan.nodes.len());
+        // Capture before anything of this chunk is enqueued.
+        if !eager && body.is_none() {
+            *body = Some(capture_nodes(
+                gpu,
+                module,
+                plan,
+                layers.clone(),
+                shapes,
+                &place,
+            )?);
+        }
+        if !eager && head && head_graph.is_none() {
+            let g = capture_nodes(gpu, module, plan, head_nodes.clone(), shapes, &place)?;
+            *head_graph = Some(g);
+        }
+        // The chunk's embeddings, then zero rows to the bucket's end (computed, never read).
+        // The previous chunk was waited for, so the staging is free.
+        let row_bytes = 4 * plan.n_embd;
+        let x_bytes = pre.ntok * row_bytes;
+        let staging = &mut pf.x_in.bytes_mut()[..x_bytes];
+        for (row, &t) in staging.chunks_exact_mut(row_bytes).zip(tokens) {
+            row.copy_from_slice(&pf.embedding.row(t)?);
+        }
+        staging[n * row_bytes..].fill(0);
+        gpu.copy_from_pinned(&pf.x_in, 0, dev(pre.x)?, 0, x_bytes)?;
+        pf.rows_in
+            .bytes_mut()
+            .copy_from_slice(&(n as u32).to_le_bytes());
+        gpu.copy_from_pinned(&pf.rows_in, 0, dev(pre.rows)?, 0, 4)?;
+        let state = StepState {
+            token: tokens[n - 1],
+            pos: pos as u32,
+            next_token: 0,
+            steps_done: 0,
+        };
+        pf.state_in
+            .bytes_mut()
+            .copy_from_slice(bytemuck::bytes_of(&state));
+        gpu.copy_from_pinned(&pf.state_in, 0, dev(plan.step)?, 0, STATE_BYTES)?;
+        let in_chunk = |e: ExecError| in_prefill(e, pre.ntok, pos);
+        match body {
+            Some(g) => g.launch()?,
+            None => launch_nodes(gpu, module, plan, layers, shapes, &place, Pace::Sync)
+                .map_err(in_chunk)?,
+        }
+        if head {
+            // The head's input: the last token's row of the chunk's residual stream.
+            let (x, residual) = (dev(pre.x)?, dev(plan.residual)?);
+            let at = gpu.device_address(x) + ((n - 1) * row_bytes) as u64;
+            gpu.copy_at(gpu.device_address(residual), at, row_bytes)?;
+            match head_graph {
+                Some(g) => g.launch()?,
+                None => launch_nodes(gpu, module, plan, head_nodes, shapes, &place, Pace::Sync)
+                    .map_err(in_chunk)?,
+            }
+            let logits = dev(plan.logits)?;
+            gpu.copy_to_pinned(logits, 0, logits_out, 0, plan.vocab * 4)?;
+        }
+        // Waiting per chunk lets a fault surface at the chunk that caused it.
+        gpu.record(&events[0])?;
+        events[0].synchronize()?;
         Ok(())
     }
 
@@ -728,19 +1111,15 @@ impl Loaded {
     }
 }
 
-/// The launch arguments of node `n`, in PTX parameter order (a host-mapped buffer by its device
-/// address).
-fn node_args<'a>(
-    bufs: &'a [DeviceBuffer],
-    mapped: &[Option<MappedBuffer>],
-    n: &crate::node::Node,
-) -> Vec<Arg<'a>> {
+/// The launch arguments of node `n`, in PTX parameter order, its buffers where `place` says
+/// (a host-mapped buffer by its device address).
+fn node_args<'a>(n: &Node, place: &dyn Fn(usize) -> Place<'a>) -> Vec<Arg<'a>> {
     n.args
         .iter()
         .map(|a| match *a {
-            NodeArg::Buf(r) => match &mapped[r.buf.0 as usize] {
-                Some(m) => Arg::U64(m.device_address() + r.offset),
-                None => Arg::BufAt(&bufs[r.buf.0 as usize], r.offset),
+            NodeArg::Buf(r) => match place(r.buf.0 as usize) {
+                Place::Mapped(addr) => Arg::U64(addr + r.offset),
+                Place::Dev(b) => Arg::BufAt(b, r.offset),
             },
             NodeArg::U32(v) => Arg::U32(v),
             NodeArg::I32(v) => Arg::I32(v),
@@ -748,6 +1127,89 @@ fn node_args<'a>(
             NodeArg::U64(v) => Arg::U64(v),
         })
         .collect()
+}
+
+/// Captures nodes `range` of `plan` into one graph (uploaded), their buffers where `place`
+/// says.
+fn capture_nodes<'a>(
+    gpu: &Gpu,
+    module: &mut Module,
+    plan: &Plan,
+    range: Range<usize>,
+    shapes: &[LaunchShape],
+    place: &dyn Fn(usize) -> Place<'a>,
+) -> Result<Graph, ExecError> {
+    gpu.begin_capture()?;
+    let captured = range.into_iter().try_for_each(|i| {
+        let n = &plan.nodes[i];
+        gpu.launch(module, &n.kernel, shapes[i], &node_args(n, place))
+    });
+    // The capture must end whatever happened, or the stream stays in capture mode.
+    let graph = gpu.end_capture();
+    captured?;
+    let graph = graph?;
+    graph.upload()?;
+    Ok(graph)
+}
+
+/// Launches nodes `range` of `plan` one by one, paced as `pace` says (`marks` indexed by node);
+/// a failure names its node ([`node_error`]).
+fn launch_nodes<'a>(
+    gpu: &Gpu,
+    module: &mut Module,
+    plan: &Plan,
+    range: Range<usize>,
+    shapes: &[LaunchShape],
+    place: &dyn Fn(usize) -> Place<'a>,
+    pace: Pace<'_>,
+) -> Result<(), ExecError> {
+    for i in range {
+        let (n, shape) = (&plan.nodes[i], shapes[i]);
+        let args = node_args(n, place);
+        let done = match pace {
+            Pace::Sync => gpu
+                .launch(module, &n.kernel, shape, &args)
+                .and_then(|()| gpu.synchronize()),
+            Pace::Marks(marks) => gpu
+                .record(&marks[i])
+                .and_then(|()| gpu.launch(module, &n.kernel, shape, &args)),
+        };
+        if let Err(source) = done {
+            return Err(node_error(plan, i, shape, source));
+        }
+    }
+    Ok(())
+}
+
+/// A failing node of a prefill plan says so in its label (its index and count are the chunk
+/// plan's).
+fn in_prefill(e: ExecError, ntok: usize, pos: usize) -> ExecError {
+    match e {
+        ExecError::Node {
+            node,
+            nodes,
+            label,
+            kernel,
+            layer,
+            grid,
+            block,
+            shared_bytes,
+            args,
+            source,
+        } => ExecError::Node {
+            node,
+            nodes,
+            label: format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})"),
+            kernel,
+            layer,
+            grid,
+            block,
+            shared_bytes,
+            args,
+            source,
+        },
+        other => other,
+    }
 }
 
 /// [`ExecError::Node`] for node `i` of `plan`, with its arguments spelled out (buffers by name
@@ -804,6 +1266,58 @@ fn upload_bar(progress: bool, total: u64) -> indicatif::ProgressBar {
     bar
 }
 
+impl DevPrefill {
+    /// Allocates each prefill plan's own buffers (uploading any initial bytes; the shared
+    /// ones are the decode plan's), the host staging and the embedding table. `None` without
+    /// prefill plans.
+    fn open(gpu: &Gpu, file: &GgufFile, plans: &[PrefillHost]) -> Result<Option<Self>, ExecError> {
+        let Some(first) = plans.first() else {
+            return Ok(None);
+        };
+        let mut chunks = Vec::with_capacity(plans.len());
+        for h in plans {
+            let mut slots = Vec::with_capacity(h.twins.len());
+            for (decl, twin) in h.pre.plan.buffers.iter().zip(&h.twins) {
+                if let Some(j) = *twin {
+                    slots.push(Slot::Shared(j));
+                    continue;
+                }
+                if let BufferKind::Weight {
+                    host_mapped: true, ..
+                } = decl.kind
+                {
+                    return Err(ExecError::Prefill(format!(
+                        "{}: a host-mapped weight of the prefill plan's own",
+                        decl.name
+                    )));
+                }
+                let b = gpu.alloc(decl.bytes as usize)?;
+                if let Some(bytes) = initial_bytes(file, decl)? {
+                    gpu.upload(&b, &bytes)?;
+                }
+                slots.push(Slot::Own(b));
+            }
+            chunks.push(DevChunk {
+                slots,
+                shapes: shapes_of(&h.pre.plan, &h.descs),
+                body: None,
+                head: None,
+            });
+        }
+        let embedding = HostEmbedding::for_plan(file, &first.pre.plan)?.ok_or(
+            ExecError::NeedsHost("a prefill plan writes its embeddings from the host"),
+        )?;
+        let largest = plans.iter().map(|h| h.pre.ntok).max().unwrap_or(0);
+        Ok(Some(DevPrefill {
+            chunks,
+            embedding,
+            x_in: gpu.alloc_pinned(largest * first.pre.plan.n_embd * 4)?,
+            rows_in: gpu.alloc_pinned(4)?,
+            state_in: gpu.alloc_pinned(STATE_BYTES)?,
+        }))
+    }
+}
+
 impl Decoder for CudaExecutor {
     fn config(&self) -> &ModelConfig {
         &self.config
@@ -816,6 +1330,12 @@ impl Decoder for CudaExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+    }
+
+    /// In chunks of the prefill plans ([`CudaExecutor::prefill_chunked`]).
+    fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, ModelError> {
+        self.prefill_chunked(tokens, start_pos)
+            .map_err(super::to_model_error)
     }
 
     /// The last step's routing, when the plan has an expert cache; `None` otherwise.

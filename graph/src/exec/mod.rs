@@ -16,6 +16,55 @@ pub(crate) fn to_model_error(e: crate::ExecError) -> ModelError {
     }
 }
 
+/// How a second plan of one executor (a prefill chunk) lies on the first's allocations (the
+/// decode step): for each of `second`'s buffers, `Some(i)` when it is `first`'s buffer `i`
+/// (same name, declared identically, and [`BufferDecl::is_shareable`]: weights, constants, the
+/// latent caches and the step state), `None` when it gets its own allocation (its activations).
+/// A buffer that [`BufferDecl::must_be_shared`] without such a twin is an error: the two plans
+/// would write different caches. Both executors allocate by this.
+///
+/// [`BufferDecl::is_shareable`]: crate::BufferDecl::is_shareable
+/// [`BufferDecl::must_be_shared`]: crate::BufferDecl::must_be_shared
+pub fn shared_buffers(
+    first: &crate::Plan,
+    second: &crate::Plan,
+) -> Result<Vec<Option<usize>>, crate::ExecError> {
+    let by_name: std::collections::HashMap<&str, usize> = first
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
+    second
+        .buffers
+        .iter()
+        .map(|decl| {
+            let twin = by_name
+                .get(decl.name.as_str())
+                .copied()
+                .filter(|&i| first.buffers[i] == *decl && decl.is_shareable());
+            if twin.is_none() && decl.must_be_shared() {
+                return Err(crate::ExecError::Prefill(format!(
+                    "the prefill plan's {} is not declared as the decode plan's",
+                    decl.name
+                )));
+            }
+            Ok(twin)
+        })
+        .collect()
+}
+
+/// Bytes of `second`'s own allocations given its [`shared_buffers`] map `twins`.
+pub fn own_bytes(second: &crate::Plan, twins: &[Option<usize>]) -> u64 {
+    second
+        .buffers
+        .iter()
+        .zip(twins)
+        .filter(|(_, t)| t.is_none())
+        .map(|(b, _)| b.bytes)
+        .sum()
+}
+
 /// Rejects a greedy run of `n` steps from `pos` (already checked by
 /// [`ingot_model::check_step`]) whose last position `pos + n - 1` falls outside the `ctx`
 /// positions of the cache.
@@ -32,6 +81,63 @@ pub(crate) fn check_greedy_span(ctx: usize, pos: usize, n: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Weights, constants, caches and the step state declared alike are shared; activations,
+    /// a weight declared differently and anything under another name are not; a cache
+    /// without its twin is refused.
+    #[test]
+    fn buffers_are_shared_by_name_when_declared_alike() {
+        use crate::{BufId, BufferDecl, BufferKind, Plan};
+        let decl = |name: &str, kind: BufferKind, bytes| BufferDecl {
+            name: name.into(),
+            kind,
+            bytes,
+        };
+        let w = |ty| BufferKind::Weight {
+            tensor: "w".into(),
+            ty,
+            host_mapped: false,
+        };
+        let plan = |buffers| Plan {
+            buffers,
+            nodes: Vec::new(),
+            n_layer: 1,
+            ctx: 16,
+            vocab: 8,
+            n_embd: 8,
+            residual: BufId(0),
+            logits: BufId(0),
+            step: BufId(0),
+            host_embedding: false,
+            device_argmax: false,
+            expert_cache: None,
+        };
+        let q4 = ingot_gguf::GgmlType::Q4K;
+        let decode = plan(vec![
+            decl("step", BufferKind::StepState, 16),
+            decl("kv.0", BufferKind::KvCache { layer: 0 }, 1024),
+            decl("act.residual", BufferKind::Activation, 32),
+            decl("w", w(q4), 256),
+            decl("rope", BufferKind::Constant { data: vec![1] }, 1),
+        ]);
+        let prefill = plan(vec![
+            decl("act.residual", BufferKind::Activation, 32),
+            decl("w", w(q4), 256),
+            decl("kv.0", BufferKind::KvCache { layer: 0 }, 1024),
+            decl("rope", BufferKind::Constant { data: vec![2] }, 1),
+            decl("pf.x", BufferKind::Activation, 512),
+            decl("step", BufferKind::StepState, 16),
+        ]);
+        let twins = shared_buffers(&decode, &prefill).expect("shared");
+        assert_eq!(twins, [None, Some(3), Some(1), None, None, Some(0)]);
+        assert_eq!(own_bytes(&prefill, &twins), 32 + 1 + 512);
+        let mut bad = prefill.clone();
+        bad.buffers[2].bytes = 2048;
+        match shared_buffers(&decode, &bad) {
+            Err(crate::ExecError::Prefill(m)) => assert!(m.contains("kv.0"), "{m}"),
+            other => panic!("a cache of another size must be refused: {other:?}"),
+        }
+    }
 
     #[test]
     fn greedy_span_must_end_inside_the_context() {

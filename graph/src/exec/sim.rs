@@ -552,37 +552,23 @@ pub fn sim_args(n: &Node, ptrs: &[DevicePtr]) -> Vec<Arg> {
 
 /// Allocates and fills `plan`'s buffers in `sim`. With `shared`, a weight, constant, latent
 /// cache or step state declared exactly as a buffer of that plan (same name, kind and size) is
-/// that buffer, not a copy: a prefill plan writes the decode plan's caches and reads its weights.
+/// that buffer, not a copy: a prefill plan writes the decode plan's caches and reads its weights
+/// ([`super::shared_buffers`], the rule the CUDA executor allocates by too).
 fn alloc_buffers(
     sim: &mut Sim,
     file: &GgufFile,
     plan: &Plan,
     shared: Option<(&Plan, &[DevicePtr])>,
 ) -> Result<Vec<DevicePtr>, ExecError> {
-    let by_name: std::collections::HashMap<&str, usize> = shared
-        .map(|(p, _)| {
-            p.buffers
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (b.name.as_str(), i))
-                .collect()
-        })
-        .unwrap_or_default();
+    let twins = match shared {
+        Some((first, _)) => super::shared_buffers(first, plan)?,
+        None => vec![None; plan.buffers.len()],
+    };
     let mut ptrs = Vec::with_capacity(plan.buffers.len());
-    for decl in &plan.buffers {
-        let same = shared.and_then(|(p, ptrs)| {
-            let i = *by_name.get(decl.name.as_str())?;
-            (p.buffers[i] == *decl && decl.is_shareable()).then(|| ptrs[i])
-        });
-        if let Some(p) = same {
-            ptrs.push(p);
+    for (decl, twin) in plan.buffers.iter().zip(twins) {
+        if let (Some(i), Some((_, first))) = (twin, shared) {
+            ptrs.push(first[i]);
             continue;
-        }
-        if shared.is_some() && decl.must_be_shared() {
-            return Err(ExecError::Prefill(format!(
-                "the prefill plan's {} is not declared as the decode plan's",
-                decl.name
-            )));
         }
         let p = match decl.kind {
             crate::BufferKind::Weight {
