@@ -87,3 +87,42 @@ fn measure_needs_a_model_file_and_the_cuda_backend() {
     assert!(stderr.contains("only --backend cuda"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `ingot plan --prefill N` refuses what no executor plans (a size that is no bucket, a model
+/// whose heads are not whole groups of 16) with one line naming it, and plans a bucket of a
+/// model it takes.
+#[test]
+fn prefill_plans_name_what_they_refuse() {
+    let run = |args: &[&str]| ingot().args(args).output().unwrap();
+    let out = run(&["plan", "--synth", "lite-4l", "--prefill", "100"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--prefill 100") && err.contains("512"),
+        "{err}"
+    );
+    let out = run(&["plan", "--synth", "tiny", "--prefill", "16"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("groups of 16"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let out = run(&[
+        "plan",
+        "--synth",
+        "lite-4l",
+        "--prefill",
+        "16",
+        "--max-blocks",
+        "2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("per prefill chunk of 16 tokens") && text.contains("flash_latent_prefill"),
+        "{text}"
+    );
+}
