@@ -7,7 +7,7 @@ use ingot_gguf::GgufFile;
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::PlanOptions;
 use ingot_model::{CpuBackend, Decoder};
-use ingot_synth::{Dims, Layout, QuantMix};
+use ingot_synth::{Dims, Layout, Preset, QuantMix};
 
 /// [`support::tiny64`] with 16 heads (the prefill attention takes whole groups of 16).
 fn tiny16() -> Dims {
@@ -160,12 +160,23 @@ fn margin(v: &[f32]) -> f32 {
 /// with the same top-1 where the CPU's margin is clear.
 #[test]
 fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
-    for (layout, mix) in [
-        (Layout::Mla, QuantMix::Q8_0),
-        (Layout::Legacy, QuantMix::Q4KM),
+    // Kimi-K2's structure at tiny dims: 32 heads (two groups of 16), a low-rank query, sigmoid
+    // routing with a selection bias.
+    for (preset, layout, mix) in [
+        (None, Layout::Mla, QuantMix::Q8_0),
+        (None, Layout::Legacy, QuantMix::Q4KM),
+        (Some(Preset::TinyK2), Layout::Mla, QuantMix::Q4KM),
     ] {
         let dir = tempfile::tempdir().expect("temp dir");
-        let file = model(dir.path(), layout, mix);
+        let file = match preset {
+            None => model(dir.path(), layout, mix),
+            Some(p) => {
+                let path = dir.path().join("model.gguf");
+                support::write_preset(&path, p, layout, mix);
+                GgufFile::open(&path).expect("open")
+            }
+        };
+        let heads = preset.map_or(16, |p| p.dims().n_head);
         let mut sim = SimExecutor::load(&file, PlanOptions::for_ctx(32)).expect("load");
         assert_eq!(sim.prefill_unavailable(), None, "{layout:?} {mix:?}");
         let mut cpu = CpuBackend::load(&file, 32).expect("cpu backend");
@@ -175,7 +186,7 @@ fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
         let sigma = std_dev(&b);
         let d = max_abs_diff(&a, &b);
         println!(
-            "{layout:?} {mix:?}: sim chunk vs cpu max |Δlogit| {d:.4} = {:.3} σ",
+            "{heads} heads {layout:?} {mix:?}: sim chunk vs cpu max |Δlogit| {d:.4} = {:.3} σ",
             d / sigma
         );
         assert!(
