@@ -1,15 +1,18 @@
-//! The table of kernel benches at DeepSeek-V2-Lite's decode shapes (spec §4.1, §4.3, §4.4).
+//! The table of kernel benches at DeepSeek-V2-Lite's decode shapes and a 512-token prefill chunk
+//! (spec §4.1, §4.3, §4.4).
 //!
 //! One [`Case`] is one kernel launch as the decoder makes it: which tensor it stands for, its
 //! shape, the buffers it needs and a launch through the checked launcher of
 //! [`ingot_kernels::ops`]. Adding a kernel is one entry in [`CASES`]; a gemv type is one line
 //! per tensor through `gemv`. The cases with structured buffers live in submodules:
 //! `attention` (fused q/kv_a gemv, rope, flash at two cache depths, merge, `attn_v_b` to q8_1),
-//! `moe` (router norm and gemv, selection, gate/up, down) and `head` (fused lm_head argmax).
+//! `moe` (router norm and gemv, selection, gate/up, down), `head` (fused lm_head argmax) and
+//! `prefill` (a 512-token chunk's `mmq`/`mmq_moe` products, flash attention and MoE glue).
 
 mod attention;
 mod head;
 mod moe;
+mod prefill;
 
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::ExpertSelection;
@@ -98,8 +101,45 @@ pub enum Contents {
     /// `pairs` flash-attention partial `(m, l)` pairs: a Gaussian running maximum and a
     /// positive softmax denominator.
     SoftmaxStats { pairs: usize },
+    /// `ntok` `ExpertSelection`s of a prefill chunk, `n_used` distinct experts below
+    /// `n_expert` each (`crate::inputs::chunk_selections`).
+    Selections {
+        ntok: usize,
+        n_expert: usize,
+        n_used: usize,
+    },
+    /// One list of the expert-sorted routing of the same chunk's [`Contents::Selections`]
+    /// (`crate::inputs::chunk_routing`: what `moe_pairs` writes), as u32 words.
+    Routing {
+        ntok: usize,
+        n_expert: usize,
+        n_used: usize,
+        list: RoutingList,
+    },
+    /// One list of the constant pair list of the per-head products of a `ntok`-token chunk
+    /// (heads as experts, pairs sorted by head): [`RoutingList::ExpertStart`] is
+    /// `h·ntok` for `h ≤ n_head`; [`RoutingList::PairToken`] (also the `pair_row` list) holds
+    /// `t·n_head + h` at pair `h·ntok + t`.
+    HeadPairs {
+        ntok: usize,
+        n_head: usize,
+        list: RoutingList,
+    },
     /// `bytes` the kernel writes (uploaded as zeros).
     Output { bytes: usize },
+}
+
+/// Which list of a routing a [`Contents::Routing`] / [`Contents::HeadPairs`] buffer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoutingList {
+    /// `n_expert + 1` offsets into the sorted pairs.
+    ExpertStart,
+    /// The token (input row) of each sorted pair.
+    PairToken,
+    /// Where each choice `t·n_used + s` landed among the sorted pairs.
+    PairOf,
+    /// The identity `p` (`moe_pairs`' `pair_self`, the FFN products' `pair_row`).
+    PairSelf,
 }
 
 /// One buffer of a launch, in the order the launch function takes them.
@@ -145,6 +185,20 @@ impl BufSpec {
             Contents::Selection { .. } => Some(size_of::<ExpertSelection>()),
             Contents::RopeFreq { pairs } => pairs.checked_mul(8),
             Contents::SoftmaxStats { pairs } => pairs.checked_mul(8),
+            Contents::Selections { ntok, .. } => ntok.checked_mul(size_of::<ExpertSelection>()),
+            Contents::Routing {
+                ntok,
+                n_expert,
+                n_used,
+                list,
+            } => match list {
+                RoutingList::ExpertStart => n_expert.checked_add(1)?.checked_mul(4),
+                _ => ntok.checked_mul(n_used)?.checked_mul(4),
+            },
+            Contents::HeadPairs { ntok, n_head, list } => match list {
+                RoutingList::ExpertStart => n_head.checked_add(1)?.checked_mul(4),
+                _ => ntok.checked_mul(n_head)?.checked_mul(4),
+            },
             Contents::Output { bytes } => Some(bytes),
         }
     }
@@ -539,6 +593,16 @@ pub const CASES: &[Case] = &[
     },
     head::GEMV_ARGMAX_Q6K,
     head::ARGMAX_FINISH,
+    // A 512-token prefill chunk of a layer, in plan order.
+    prefill::MMQ_MOE_Q5_0,
+    prefill::FLASH_PREFILL_0,
+    prefill::FLASH_PREFILL_3584,
+    prefill::MMQ_Q4K,
+    prefill::MOE_PAIRS,
+    prefill::MMQ_MOE_Q4K,
+    prefill::MOE_SWIGLU,
+    prefill::MMQ_Q6K,
+    prefill::MOE_COMBINE,
 ];
 
 /// Every distinct weight type [`CASES`] quantizes (for the input checks).

@@ -294,3 +294,103 @@ impl Variety {
         Ok(())
     }
 }
+
+/// Seed of token `t`'s selection in a prefill chunk ([`chunk_selections`]): a fixed hash of
+/// `t` (SplitMix64), not a buffer seed, so the pair lists built from the same chunk
+/// ([`chunk_routing`]) agree with the selections whatever buffer they fill.
+fn chunk_token_seed(t: usize) -> u64 {
+    let mut z = (t as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The `ntok` `ExpertSelection`s of a prefill chunk: token `t`'s is
+/// [`expert_selection`]`(n_expert, n_used, …)` from its own seed, so each token's `n_used`
+/// experts are spread over the stacked tensor and the tokens start at different experts (a
+/// 512-token chunk of V2-Lite: 3072 pairs over the 64 experts, about 48 each).
+pub fn chunk_selections(ntok: usize, n_expert: usize, n_used: usize) -> Result<Vec<u8>> {
+    check_elements("chunk selections", ntok)?;
+    let mut out = Vec::with_capacity(ntok * size_of::<ExpertSelection>());
+    for t in 0..ntok {
+        out.extend(expert_selection(n_expert, n_used, chunk_token_seed(t))?);
+    }
+    Ok(out)
+}
+
+/// The expert-sorted pair list of [`chunk_selections`], as `moe_pairs` writes it (a stable
+/// counting sort over choice `j = t·n_used + s`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkRouting {
+    /// `n_expert + 1` offsets into the sorted pairs.
+    pub expert_start: Vec<u32>,
+    /// The token of each sorted pair.
+    pub pair_token: Vec<u32>,
+    /// Where choice `j` landed among the sorted pairs.
+    pub pair_of: Vec<u32>,
+}
+
+impl ChunkRouting {
+    /// Pairs routed to each expert.
+    pub fn counts(&self) -> Vec<usize> {
+        self.expert_start
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .collect()
+    }
+}
+
+/// The routing of [`chunk_selections`]`(ntok, n_expert, n_used)`.
+pub fn chunk_routing(ntok: usize, n_expert: usize, n_used: usize) -> Result<ChunkRouting> {
+    let sel_bytes = chunk_selections(ntok, n_expert, n_used)?;
+    let sels: Vec<ExpertSelection> = sel_bytes
+        .chunks_exact(size_of::<ExpertSelection>())
+        .map(bytemuck::pod_read_unaligned)
+        .collect();
+    let choices: Vec<usize> = sels
+        .iter()
+        .flat_map(|s| s.ids[..n_used].iter().map(|&e| e as usize))
+        .collect();
+    let mut expert_start = vec![0u32; n_expert + 1];
+    for &e in &choices {
+        expert_start[e + 1] += 1;
+    }
+    for e in 0..n_expert {
+        expert_start[e + 1] += expert_start[e];
+    }
+    let mut next = expert_start.clone();
+    let mut pair_token = vec![0u32; choices.len()];
+    let mut pair_of = vec![0u32; choices.len()];
+    for (j, &e) in choices.iter().enumerate() {
+        let p = next[e];
+        next[e] += 1;
+        pair_token[p as usize] = (j / n_used) as u32;
+        pair_of[j] = p;
+    }
+    Ok(ChunkRouting {
+        expert_start,
+        pair_token,
+        pair_of,
+    })
+}
+
+/// Little-endian bytes of `words`.
+pub fn u32_bytes(words: &[u32]) -> Vec<u8> {
+    bytemuck::cast_slice(words).to_vec()
+}
+
+/// The constant pair list of the per-head products of an `ntok`-token chunk (heads as the
+/// experts, pairs sorted by head, as the prefill plan builds it): with `starts`, the
+/// `n_head + 1` offsets `h·ntok`; else the `ntok·n_head` words `t·n_head + h` at pair
+/// `p = h·ntok + t` (each pair's input row and output row).
+pub fn head_pairs(ntok: usize, n_head: usize, starts: bool) -> Result<Vec<u8>> {
+    check_elements("head pairs", ntok.saturating_mul(n_head))?;
+    let words: Vec<u32> = if starts {
+        (0..=n_head).map(|h| (h * ntok) as u32).collect()
+    } else {
+        (0..n_head)
+            .flat_map(|h| (0..ntok).map(move |t| (t * n_head + h) as u32))
+            .collect()
+    };
+    Ok(u32_bytes(&words))
+}

@@ -3,7 +3,7 @@
 use ingot_abi::step::StepState;
 use ingot_kernels::Accelerator;
 
-use crate::cases::{BufSpec, Case, Contents, Shape};
+use crate::cases::{BufSpec, Case, Contents, RoutingList, Shape};
 use crate::device::{Buf, Device};
 use crate::error::{BenchError, Result};
 use crate::inputs;
@@ -40,6 +40,28 @@ pub fn host_bytes(spec: &BufSpec, seed: u64) -> Result<Vec<u8>> {
         }
         Contents::RopeFreq { pairs } => inputs::rope_freq(pairs),
         Contents::SoftmaxStats { pairs } => inputs::softmax_stats(pairs, seed),
+        Contents::Selections {
+            ntok,
+            n_expert,
+            n_used,
+        } => inputs::chunk_selections(ntok, n_expert, n_used),
+        Contents::Routing {
+            ntok,
+            n_expert,
+            n_used,
+            list,
+        } => {
+            let r = inputs::chunk_routing(ntok, n_expert, n_used)?;
+            Ok(inputs::u32_bytes(&match list {
+                RoutingList::ExpertStart => r.expert_start,
+                RoutingList::PairToken => r.pair_token,
+                RoutingList::PairOf => r.pair_of,
+                RoutingList::PairSelf => (0..r.pair_token.len() as u32).collect(),
+            }))
+        }
+        Contents::HeadPairs { ntok, n_head, list } => {
+            inputs::head_pairs(ntok, n_head, list == RoutingList::ExpertStart)
+        }
         Contents::Output { bytes } => {
             if bytes == 0 || bytes > inputs::MAX_ELEMENTS {
                 return Err(BenchError::Shape {

@@ -181,3 +181,59 @@ fn flash_required_bytes_are_the_cache_rows_and_the_query() {
     assert_eq!(read, 1024 * 1152 + 16 * (512 + 64) * 4);
     assert_eq!(written, 16 * 16 * (512 * 4 + 8));
 }
+
+/// The prefill products require their tile traffic: `mmq_q4k` at 512 tokens reads the 2048 ×
+/// 2048 Q4_K weights once per token tile (8) and the 512 q8_1 rows once per row tile (32);
+/// `mmq_moe_q5_0` over the heads reads each head's 512 × 128 Q5_0 weights once per tile of
+/// its 512 pairs (8) and each of the 8192 pairs' 4 q8_1 blocks once per row tile (8), plus
+/// the two 8192-word pair lists and the 17 head offsets. The flash of a first 512-token chunk
+/// streams rows `0..=2k + 1` for token pair `k` (Σ 2k + 2 = 256·257 rows of 1152 bytes) and
+/// reads the query once.
+#[test]
+fn prefill_required_bytes_are_the_tile_traffic() {
+    let q4k = |rows: usize, cols: usize| rows * cols / 256 * 144;
+    let q5_0 = |rows: usize, cols: usize| rows * cols / 32 * 22;
+    let q8_1 = |n: usize| n / 32 * 36;
+
+    let c = case("mmq_q4k/attn_output@512tok");
+    let (read, written) = c.required_bytes(c.shape).unwrap();
+    assert_eq!(read, 8 * q4k(2048, 2048) + 32 * q8_1(512 * 2048));
+    assert_eq!(written, 512 * 2048 * 4);
+
+    let c = case("mmq_moe_q5_0/attn_k_b@512tok");
+    let (read, written) = c.required_bytes(c.shape).unwrap();
+    let lists = 2 * 8192 * 4 + 17 * 4;
+    assert_eq!(read, 16 * 8 * q5_0(512, 128) + 8 * 8192 * q8_1(128) + lists);
+    assert_eq!(written, 8192 * 512 * 4);
+
+    let c = case("flash_latent_prefill/kv_cache@0+512tok");
+    let (read, written) = c.required_bytes(c.shape).unwrap();
+    assert_eq!(read, 256 * 257 * 1152 + 512 * 16 * (512 + 64) * 4);
+    assert_eq!(written, 512 * 16 * 512 * 4);
+}
+
+/// The chunk routing the MoE prefill cases share is a stable sort of 512 tokens × 6 distinct
+/// experts spread over all 64: offsets from 0 to 3072, each expert's pairs in token order,
+/// `pair_of` a permutation that finds each choice.
+#[test]
+fn chunk_routing_sorts_every_choice() {
+    use ingot_bench::inputs::chunk_routing;
+    let r = chunk_routing(512, 64, 6).unwrap();
+    assert_eq!(r.expert_start.len(), 65);
+    assert_eq!((r.expert_start[0], r.expert_start[64]), (0, 3072));
+    let counts = r.counts();
+    assert!(counts.iter().all(|&n| n > 0), "{counts:?}");
+    assert!(*counts.iter().max().unwrap() < 3 * 48, "{counts:?}");
+    for e in 0..64 {
+        let (a, b) = (r.expert_start[e] as usize, r.expert_start[e + 1] as usize);
+        assert!(
+            r.pair_token[a..b].windows(2).all(|w| w[0] < w[1]),
+            "expert {e}"
+        );
+    }
+    let mut seen = vec![false; 3072];
+    for (j, &p) in r.pair_of.iter().enumerate() {
+        assert_eq!(r.pair_token[p as usize] as usize, j / 6);
+        assert!(!std::mem::replace(&mut seen[p as usize], true));
+    }
+}

@@ -60,6 +60,9 @@ fn every_case_buffer_as_built_is_varied() {
                 Contents::LatentQ8_0 { .. } => continue,
                 // Structured inputs, checked by their own tests below.
                 Contents::Selection { .. }
+                | Contents::Selections { .. }
+                | Contents::Routing { .. }
+                | Contents::HeadPairs { .. }
                 | Contents::RopeFreq { .. }
                 | Contents::SoftmaxStats { .. } => continue,
                 Contents::Output { .. } | Contents::StepState { .. } => continue,
