@@ -1,4 +1,4 @@
-//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q5_0 /
+//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q5_0 /
 //! Q8_0 weights
 //! times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
 //! the same quantized math, and their weight traffic.
@@ -217,6 +217,10 @@ fn check_q5k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q5K);
 }
 
+fn check_q3k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q3K);
+}
+
 #[test]
 fn mmq_q4k_matches_reference() {
     on_every_backend!(check_q4k);
@@ -230,6 +234,11 @@ fn mmq_q6k_matches_reference() {
 #[test]
 fn mmq_q5k_matches_reference() {
     on_every_backend!(check_q5k);
+}
+
+#[test]
+fn mmq_q3k_matches_reference() {
+    on_every_backend!(check_q3k);
 }
 
 #[test]
@@ -278,6 +287,7 @@ fn mmq_sim_matches_gpu() {
         (Kind::Q4K, &[(576, 2048, 130), (100, 256, 7)][..]),
         (Kind::Q6K, &[(576, 2048, 130), (100, 256, 7)]),
         (Kind::Q5K, &[(576, 2048, 130), (100, 256, 7)]),
+        (Kind::Q3K, &[(576, 2048, 130), (100, 256, 7)]),
         (Kind::Q5_0, &[(100, 1408, 70), (64, 96, 7)]),
         (Kind::Q8_0, &[(100, 1408, 70), (64, 96, 7)]),
     ] {
@@ -319,6 +329,10 @@ fn mmq_reads_weights_once_per_token_tile() {
         ),
         (
             Kind::Q5K,
+            &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
+        ),
+        (
+            Kind::Q3K,
             &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
         ),
         (Kind::Q5_0, &[(100, 1408, 70), (100, 96, 7)]),

@@ -96,6 +96,13 @@ pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
 /// super-block, the decode gemv's formula).
 pub const MMQ_Q5K: KernelDesc = mmq_desc("mmq_q5k");
 
+/// `mmq_q3k(w: *const BlockQ3K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q3_K weights
+/// (levels `−4..=3`, signed 6-bit scales per 16-weight group, folded as [`MMQ_Q6K`]'s:
+/// `d·Σ d8·(S − 32)·Σq·q8` per super-block, the decode gemv's formula). Blocks are 110 bytes,
+/// so every other one starts 2 bytes off a 4-byte word; it is read as the aligned words that
+/// hold it, the end words as the 16 bits of them in the block, so exactly its bytes.
+pub const MMQ_Q3K: KernelDesc = mmq_desc("mmq_q3k");
+
 /// `mmq_q5_0(w: *const BlockQ5_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_0 weights,
 /// `ncols` a positive multiple of 32 (see the module doc). Levels are staged as `q − 16`, so
 /// the result is `d·d8·Σ(q − 16)·q8` per block: the decode gemv's `d·(d8·Σq·q8 − 16·s8)` with
@@ -187,6 +194,10 @@ pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
 /// [`MMQ_Q5K`]'s tile.
 pub const MMQ_MOE_Q5K: KernelDesc = mmq_moe_desc("mmq_moe_q5k");
 
+/// `mmq_moe_q3k(w: *const BlockQ3K, ...)`: as [`MMQ_MOE_Q4K`] for Q3_K expert weights, with
+/// [`MMQ_Q3K`]'s tile.
+pub const MMQ_MOE_Q3K: KernelDesc = mmq_moe_desc("mmq_moe_q3k");
+
 /// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, pair_row, y, ncols, rows,
 /// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
 /// (`ncols` a positive multiple of 32).
@@ -216,16 +227,18 @@ pub enum MmqType {
     Q5_0,
     Q8_0,
     Q5K,
+    Q3K,
 }
 
 impl MmqType {
     /// Every type with `mmq` kernels.
-    pub const ALL: [MmqType; 5] = [
+    pub const ALL: [MmqType; 6] = [
         MmqType::Q4K,
         MmqType::Q6K,
         MmqType::Q5_0,
         MmqType::Q8_0,
         MmqType::Q5K,
+        MmqType::Q3K,
     ];
 
     /// The registry row of the weights.
@@ -236,6 +249,7 @@ impl MmqType {
             MmqType::Q5_0 => GemvType::Q5_0,
             MmqType::Q8_0 => GemvType::Q8_0,
             MmqType::Q5K => GemvType::Q5K,
+            MmqType::Q3K => GemvType::Q3K,
         }
     }
 
@@ -247,6 +261,7 @@ impl MmqType {
             GemvType::Q5_0 => Some(MmqType::Q5_0),
             GemvType::Q8_0 => Some(MmqType::Q8_0),
             GemvType::Q5K => Some(MmqType::Q5K),
+            GemvType::Q3K => Some(MmqType::Q3K),
             _ => None,
         }
     }
@@ -259,6 +274,7 @@ impl MmqType {
             MmqType::Q5_0 => &MMQ_Q5_0,
             MmqType::Q8_0 => &MMQ_Q8_0,
             MmqType::Q5K => &MMQ_Q5K,
+            MmqType::Q3K => &MMQ_Q3K,
         }
     }
 
@@ -270,6 +286,7 @@ impl MmqType {
             MmqType::Q5_0 => &MMQ_MOE_Q5_0,
             MmqType::Q8_0 => &MMQ_MOE_Q8_0,
             MmqType::Q5K => &MMQ_MOE_Q5K,
+            MmqType::Q3K => &MMQ_MOE_Q3K,
         }
     }
 
@@ -287,11 +304,13 @@ pub const ALL: &[KernelDesc] = &[
     MMQ_Q5_0,
     MMQ_Q8_0,
     MMQ_Q5K,
+    MMQ_Q3K,
     MMQ_MOE_Q4K,
     MMQ_MOE_Q6K,
     MMQ_MOE_Q5_0,
     MMQ_MOE_Q8_0,
     MMQ_MOE_Q5K,
+    MMQ_MOE_Q3K,
 ];
 
 #[cfg(test)]
