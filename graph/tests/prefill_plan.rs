@@ -107,7 +107,7 @@ fn the_mixes_and_layouts_with_mmq_types_plan() {
 fn what_the_chunk_cannot_run_is_named() {
     let opts = PlanOptions::for_ctx(256);
     // A k-quant without mmq kernels names the tensor and the types that have them.
-    let h = support::header_for(&tiny16(), Layout::Mla, QuantMix::Q3KM);
+    let h = support::header_for(&tiny16(), Layout::Mla, QuantMix::Q2K);
     match build_prefill_plan(&h, opts, 16) {
         Err(PlanError::UnsupportedType {
             name, supported, ..
@@ -115,9 +115,9 @@ fn what_the_chunk_cannot_run_is_named() {
             assert!(name.starts_with("blk."), "{name}");
             let mut types: Vec<&str> = supported.split(", ").collect();
             types.sort_unstable();
-            assert_eq!(types, ["Q4_K", "Q5_0", "Q6_K", "Q8_0"]);
+            assert_eq!(types, ["Q3_K", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"]);
         }
-        other => panic!("q3_k_m: {other:?}"),
+        other => panic!("q2_k: {other:?}"),
     }
     // Four heads are not a group of 16.
     let h = support::header_for(&support::tiny64(), Layout::Mla, QuantMix::Q4KM);

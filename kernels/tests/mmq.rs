@@ -1,4 +1,5 @@
-//! `mmq_q4k`, `mmq_q6k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_0 / Q8_0 weights
+//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q5_0 /
+//! Q8_0 weights
 //! times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
 //! the same quantized math, and their weight traffic.
 //!
@@ -212,6 +213,14 @@ fn check_q6k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q6K);
 }
 
+fn check_q5k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q5K);
+}
+
+fn check_q3k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q3K);
+}
+
 #[test]
 fn mmq_q4k_matches_reference() {
     on_every_backend!(check_q4k);
@@ -220,6 +229,16 @@ fn mmq_q4k_matches_reference() {
 #[test]
 fn mmq_q6k_matches_reference() {
     on_every_backend!(check_q6k);
+}
+
+#[test]
+fn mmq_q5k_matches_reference() {
+    on_every_backend!(check_q5k);
+}
+
+#[test]
+fn mmq_q3k_matches_reference() {
+    on_every_backend!(check_q3k);
 }
 
 #[test]
@@ -267,6 +286,8 @@ fn mmq_sim_matches_gpu() {
     for (kind, shapes) in [
         (Kind::Q4K, &[(576, 2048, 130), (100, 256, 7)][..]),
         (Kind::Q6K, &[(576, 2048, 130), (100, 256, 7)]),
+        (Kind::Q5K, &[(576, 2048, 130), (100, 256, 7)]),
+        (Kind::Q3K, &[(576, 2048, 130), (100, 256, 7)]),
         (Kind::Q5_0, &[(100, 1408, 70), (64, 96, 7)]),
         (Kind::Q8_0, &[(100, 1408, 70), (64, 96, 7)]),
     ] {
@@ -304,6 +325,14 @@ fn mmq_reads_weights_once_per_token_tile() {
         ),
         (
             Kind::Q6K,
+            &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
+        ),
+        (
+            Kind::Q5K,
+            &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
+        ),
+        (
+            Kind::Q3K,
             &[(576, 2048, 130), (100, 2048, 64), (576, 256, 7)],
         ),
         (Kind::Q5_0, &[(100, 1408, 70), (100, 96, 7)]),

@@ -1,5 +1,5 @@
-//! `mmq_moe_q4k`, `mmq_moe_q6k`, `mmq_moe_q5_0` and `mmq_moe_q8_0` (prefill's routed experts:
-//! one launch over every expert's sorted pairs, Q4_K / Q6_K / Q5_0 / Q8_0 weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
+//! `mmq_moe_q4k`, `mmq_moe_q6k`, `mmq_moe_q5k`, `mmq_moe_q3k`, `mmq_moe_q5_0` and `mmq_moe_q8_0` (prefill's routed
+//! experts: one launch over every expert's sorted pairs, Q4_K / Q6_K / Q5_K / Q3_K / Q5_0 / Q8_0 weights times the q8_1 activations of each pair's token, int8 tensor cores) against a CPU
 //! f64 reference per pair, its argument checks, and its weight traffic.
 //!
 //! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
@@ -315,6 +315,14 @@ fn check_q6k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q6K);
 }
 
+fn check_q5k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q5K);
+}
+
+fn check_q3k<B: Accelerator>(b: &mut B) {
+    check(b, Kind::Q3K);
+}
+
 #[test]
 fn mmq_moe_q4k_matches_reference() {
     on_every_backend!(check_q4k);
@@ -323,6 +331,16 @@ fn mmq_moe_q4k_matches_reference() {
 #[test]
 fn mmq_moe_q6k_matches_reference() {
     on_every_backend!(check_q6k);
+}
+
+#[test]
+fn mmq_moe_q5k_matches_reference() {
+    on_every_backend!(check_q5k);
+}
+
+#[test]
+fn mmq_moe_q3k_matches_reference() {
+    on_every_backend!(check_q3k);
 }
 
 #[test]
@@ -417,6 +435,10 @@ fn mmq_moe_sim_matches_gpu() {
         (Kind::Q4K, (8, 64, 512), 7, 1),
         (Kind::Q6K, (64, 128, 256), 130, 6),
         (Kind::Q6K, (8, 64, 512), 7, 1),
+        (Kind::Q5K, (64, 128, 256), 130, 6),
+        (Kind::Q5K, (8, 64, 512), 7, 1),
+        (Kind::Q3K, (64, 128, 256), 130, 6),
+        (Kind::Q3K, (8, 64, 512), 7, 1),
         (Kind::Q5_0, (8, 64, 1408), 70, 6),
         (Kind::Q8_0, (8, 64, 1408), 70, 6),
     ] {
@@ -526,6 +548,10 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         (Kind::Q4K, (8, 64, 512), 7, 6),
         (Kind::Q6K, (64, 128, 256), 130, 6),
         (Kind::Q6K, (8, 64, 512), 130, 1),
+        (Kind::Q5K, (64, 128, 256), 130, 6),
+        (Kind::Q5K, (8, 64, 512), 130, 1),
+        (Kind::Q3K, (64, 128, 256), 130, 6),
+        (Kind::Q3K, (8, 64, 512), 130, 1),
         (Kind::Q5_0, (8, 64, 1408), 70, 6),
         (Kind::Q5_0, (4, 64, 96), 70, 1),
         (Kind::Q8_0, (8, 64, 1408), 70, 6),

@@ -91,6 +91,18 @@ pub const MMQ_Q4K: KernelDesc = mmq_desc("mmq_q4k");
 /// (`d·Σ d8·sc·Σ(q − 32)·q8` per super-block, the decode gemv's formula).
 pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
 
+/// `mmq_q5k(w: *const BlockQ5K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_K weights
+/// (levels `0..=31` with the fifth bit from `qh`; `d·Σ d8·sc·Σq·q8 − dmin·Σ d8·m·Σq8` per
+/// super-block, the decode gemv's formula).
+pub const MMQ_Q5K: KernelDesc = mmq_desc("mmq_q5k");
+
+/// `mmq_q3k(w: *const BlockQ3K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q3_K weights
+/// (levels `−4..=3`, signed 6-bit scales per 16-weight group, folded as [`MMQ_Q6K`]'s:
+/// `d·Σ d8·(S − 32)·Σq·q8` per super-block, the decode gemv's formula). Blocks are 110 bytes,
+/// so every other one starts 2 bytes off a 4-byte word; it is read as the aligned words that
+/// hold it, the end words as the 16 bits of them in the block, so exactly its bytes.
+pub const MMQ_Q3K: KernelDesc = mmq_desc("mmq_q3k");
+
 /// `mmq_q5_0(w: *const BlockQ5_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_0 weights,
 /// `ncols` a positive multiple of 32 (see the module doc). Levels are staged as `q − 16`, so
 /// the result is `d·d8·Σ(q − 16)·q8` per block: the decode gemv's `d·(d8·Σq·q8 − 16·s8)` with
@@ -178,6 +190,14 @@ pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
 /// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
 pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
 
+/// `mmq_moe_q5k(w: *const BlockQ5K, ...)`: as [`MMQ_MOE_Q4K`] for Q5_K expert weights, with
+/// [`MMQ_Q5K`]'s tile.
+pub const MMQ_MOE_Q5K: KernelDesc = mmq_moe_desc("mmq_moe_q5k");
+
+/// `mmq_moe_q3k(w: *const BlockQ3K, ...)`: as [`MMQ_MOE_Q4K`] for Q3_K expert weights, with
+/// [`MMQ_Q3K`]'s tile.
+pub const MMQ_MOE_Q3K: KernelDesc = mmq_moe_desc("mmq_moe_q3k");
+
 /// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, pair_row, y, ncols, rows,
 /// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
 /// (`ncols` a positive multiple of 32).
@@ -206,11 +226,20 @@ pub enum MmqType {
     Q6K,
     Q5_0,
     Q8_0,
+    Q5K,
+    Q3K,
 }
 
 impl MmqType {
     /// Every type with `mmq` kernels.
-    pub const ALL: [MmqType; 4] = [MmqType::Q4K, MmqType::Q6K, MmqType::Q5_0, MmqType::Q8_0];
+    pub const ALL: [MmqType; 6] = [
+        MmqType::Q4K,
+        MmqType::Q6K,
+        MmqType::Q5_0,
+        MmqType::Q8_0,
+        MmqType::Q5K,
+        MmqType::Q3K,
+    ];
 
     /// The registry row of the weights.
     pub const fn weights(self) -> GemvType {
@@ -219,6 +248,8 @@ impl MmqType {
             MmqType::Q6K => GemvType::Q6K,
             MmqType::Q5_0 => GemvType::Q5_0,
             MmqType::Q8_0 => GemvType::Q8_0,
+            MmqType::Q5K => GemvType::Q5K,
+            MmqType::Q3K => GemvType::Q3K,
         }
     }
 
@@ -229,6 +260,8 @@ impl MmqType {
             GemvType::Q6K => Some(MmqType::Q6K),
             GemvType::Q5_0 => Some(MmqType::Q5_0),
             GemvType::Q8_0 => Some(MmqType::Q8_0),
+            GemvType::Q5K => Some(MmqType::Q5K),
+            GemvType::Q3K => Some(MmqType::Q3K),
             _ => None,
         }
     }
@@ -240,6 +273,8 @@ impl MmqType {
             MmqType::Q6K => &MMQ_Q6K,
             MmqType::Q5_0 => &MMQ_Q5_0,
             MmqType::Q8_0 => &MMQ_Q8_0,
+            MmqType::Q5K => &MMQ_Q5K,
+            MmqType::Q3K => &MMQ_Q3K,
         }
     }
 
@@ -250,6 +285,8 @@ impl MmqType {
             MmqType::Q6K => &MMQ_MOE_Q6K,
             MmqType::Q5_0 => &MMQ_MOE_Q5_0,
             MmqType::Q8_0 => &MMQ_MOE_Q8_0,
+            MmqType::Q5K => &MMQ_MOE_Q5K,
+            MmqType::Q3K => &MMQ_MOE_Q3K,
         }
     }
 
@@ -266,10 +303,14 @@ pub const ALL: &[KernelDesc] = &[
     MMQ_Q6K,
     MMQ_Q5_0,
     MMQ_Q8_0,
+    MMQ_Q5K,
+    MMQ_Q3K,
     MMQ_MOE_Q4K,
     MMQ_MOE_Q6K,
     MMQ_MOE_Q5_0,
     MMQ_MOE_Q8_0,
+    MMQ_MOE_Q5K,
+    MMQ_MOE_Q3K,
 ];
 
 #[cfg(test)]

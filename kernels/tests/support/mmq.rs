@@ -3,7 +3,8 @@
 
 use half::f16;
 use ingot_abi::blocks::{
-    get_scale_min_k4, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1, QK_K,
+    get_scale_min_k4, q3k_scale, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, QK8_1, QK_K,
 };
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -16,6 +17,8 @@ pub enum Kind {
     Q6K,
     Q5_0,
     Q8_0,
+    Q5K,
+    Q3K,
 }
 
 impl Kind {
@@ -27,6 +30,8 @@ impl Kind {
             Kind::Q6K => MmqType::Q6K,
             Kind::Q5_0 => MmqType::Q5_0,
             Kind::Q8_0 => MmqType::Q8_0,
+            Kind::Q5K => MmqType::Q5K,
+            Kind::Q3K => MmqType::Q3K,
         }
     }
 
@@ -36,13 +41,15 @@ impl Kind {
             Kind::Q6K => size_of::<BlockQ6K>(),
             Kind::Q5_0 => size_of::<BlockQ5_0>(),
             Kind::Q8_0 => size_of::<BlockQ8_0>(),
+            Kind::Q5K => size_of::<BlockQ5K>(),
+            Kind::Q3K => size_of::<BlockQ3K>(),
         }
     }
 
     /// Weights per block (`ncols` must be a multiple of it).
     pub fn block_weights(self) -> usize {
         match self {
-            Kind::Q4K | Kind::Q6K => QK_K,
+            Kind::Q4K | Kind::Q6K | Kind::Q5K | Kind::Q3K => QK_K,
             Kind::Q5_0 | Kind::Q8_0 => QK8_1,
         }
     }
@@ -70,6 +77,32 @@ impl Kind {
                     qs: [0; 128],
                 };
                 rng.fill(&mut b.scales[..]);
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+            Kind::Q3K => {
+                let d = f16_in(rng);
+                let mut b = BlockQ3K {
+                    hmask: [0; 32],
+                    qs: [0; 64],
+                    scales: [0; 12],
+                    d: if rng.random() { d } else { d | 0x8000 },
+                };
+                rng.fill(&mut b.hmask[..]);
+                rng.fill(&mut b.qs[..]);
+                rng.fill(&mut b.scales[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+            Kind::Q5K => {
+                let mut b = BlockQ5K {
+                    d: f16_in(rng),
+                    dmin: f16_in(rng),
+                    scales: [0; 12],
+                    qh: [0; 32],
+                    qs: [0; 128],
+                };
+                rng.fill(&mut b.scales[..]);
+                rng.fill(&mut b.qh[..]);
                 rng.fill(&mut b.qs[..]);
                 bytemuck::bytes_of(&b).to_vec()
             }
@@ -109,14 +142,14 @@ impl Kind {
         }
     }
 
-    /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K one product
+    /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K and Q5_K one product
     /// (`scale·d8`) and two fused adds (scale and min terms); Q6_K one product (`d·d8`) and one
     /// fused add (its two groups are combined exactly in integers); Q5_0 and Q8_0 one fused add
     /// (their `d·d8`, a product of two f16 values, is exact in f32).
     pub fn roundings_per_sub_block(self) -> f64 {
         match self {
-            Kind::Q4K => 3.0,
-            Kind::Q6K => 2.0,
+            Kind::Q4K | Kind::Q5K => 3.0,
+            Kind::Q6K | Kind::Q3K => 2.0,
             Kind::Q5_0 | Kind::Q8_0 => 1.0,
         }
     }
@@ -131,6 +164,8 @@ impl Kind {
             let act = &act[s * n..(s + 1) * n];
             let (v, m) = match self {
                 Kind::Q4K => reference_q4k(&bytemuck::pod_read_unaligned(bytes), act),
+                Kind::Q3K => reference_q3k(&bytemuck::pod_read_unaligned(bytes), act),
+                Kind::Q5K => reference_q5k(&bytemuck::pod_read_unaligned(bytes), act),
                 Kind::Q6K => reference_q6k(&bytemuck::pod_read_unaligned(bytes), act),
                 Kind::Q5_0 => reference_q5_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
                 Kind::Q8_0 => reference_q8_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
@@ -163,6 +198,53 @@ fn reference_q4k(b: &BlockQ4K, act: &[BlockQ8_1]) -> (f64, f64) {
         let (scale, min) = (d * f64::from(sc), dmin * f64::from(m));
         sum += scale * d8 * dot as f64 - min * d8 * qsum as f64;
         mag += (scale * abs as f64 + min * qsum.abs() as f64) * d8.abs();
+    }
+    (sum, mag)
+}
+
+/// One Q5_K block against its 8 q8_1 blocks (ggml's layout): element `64p + 32h + l` of
+/// sub-block `j = 2p + h` is nibble `h` of `qs[32p + l]` plus 16 times bit `j` of `qh[l]`; per
+/// sub-block `d·sc_j·d8·Σ q·q8 − dmin·m_j·d8·Σ q8`.
+fn reference_q5k(b: &BlockQ5K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    let dmin = f16::from_bits(b.dmin).to_f64();
+    for (j, a) in act.iter().enumerate() {
+        let (sc, m) = get_scale_min_k4(j, &b.scales);
+        let d8 = f16::from_bits(a.d).to_f64();
+        let (mut dot, mut qsum, mut abs) = (0i64, 0i64, 0i64);
+        for i in 0..QK8_1 {
+            let byte = b.qs[32 * (j / 2) + i];
+            let nib = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+            let q = i64::from(nib | ((b.qh[i] >> j) & 1) << 4);
+            let q8 = i64::from(a.qs[i]);
+            dot += q * q8;
+            qsum += q8;
+            abs += q * q8.abs();
+        }
+        let (scale, min) = (d * f64::from(sc), dmin * f64::from(m));
+        sum += scale * d8 * dot as f64 - min * d8 * qsum as f64;
+        mag += (scale * abs as f64 + min * qsum.abs() as f64) * d8.abs();
+    }
+    (sum, mag)
+}
+
+/// One Q3_K block against its 8 q8_1 blocks (ggml's `dequantize_row_q3_K` layout): element
+/// `128n + 32j + l` is `(qs[32n + l] >> 2j & 3) − (hmask[l] bit 4n + j ? 0 : 4)`, scaled by
+/// `d·q3k_scale(e/16)`.
+fn reference_q3k(b: &BlockQ3K, act: &[BlockQ8_1]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0.0, 0.0);
+    let d = f16::from_bits(b.d).to_f64();
+    for e in 0..QK_K {
+        let (n, j, l) = (e / 128, (e % 128) / 32, e % 32);
+        let low = i64::from((b.qs[32 * n + l] >> (2 * j)) & 3);
+        let high = (b.hmask[l] >> (4 * n + j)) & 1;
+        let q = low - if high == 1 { 0 } else { 4 };
+        let sc = f64::from(q3k_scale(&b.scales, e / 16));
+        let a = &act[e / QK8_1];
+        let term = d * sc * f16::from_bits(a.d).to_f64() * (q * i64::from(a.qs[e % QK8_1])) as f64;
+        sum += term;
+        mag += term.abs();
     }
     (sum, mag)
 }

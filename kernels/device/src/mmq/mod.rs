@@ -26,7 +26,9 @@
 //! 16-byte bank groups.
 
 mod legacy;
+mod q3k;
 mod q4k;
+mod q5k;
 mod q6k;
 
 use crate::intrinsics::{
@@ -36,13 +38,17 @@ use crate::intrinsics::{
 use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1};
+use ingot_abi::blocks::{
+    BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
+};
 use ingot_abi::launch::{
     mmq_moe_first_slot, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS,
     MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
 use legacy::{Q5_0, Q8_0};
+use q3k::Q3K;
 use q4k::Q4K;
+use q5k::Q5K;
 use q6k::Q6K;
 
 /// Sub-blocks of 32 weights (and q8_1 blocks) per step.
@@ -555,6 +561,90 @@ pub unsafe extern "ptx-kernel" fn mmq_moe_q8_0(
     n_expert: u32,
 ) {
     mmq_moe::<Q8_0>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(pair_row),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
+
+/// [`mmq_q4k`] for Q5_K `w` (`nrows × ncols/256` blocks of 176 bytes):
+/// `ingot_abi::launch::MMQ_Q5K`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q5k(
+    w: *const BlockQ5K,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q5K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_moe_q4k`] for Q5_K expert weights (`n_expert·rows × ncols/256` blocks of 176 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q5K`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q5k(
+    w: *const BlockQ5K,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    pair_row: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q5K>(
+        global(w),
+        global(x),
+        global(pair_token),
+        global(expert_start),
+        global(pair_row),
+        global(y),
+        [ncols, rows, ntok, n_pairs, n_expert],
+    );
+}
+
+/// [`mmq_q4k`] for Q3_K `w` (`nrows × ncols/256` blocks of 110 bytes):
+/// `ingot_abi::launch::MMQ_Q3K`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn mmq_q3k(
+    w: *const BlockQ3K,
+    x: *const BlockQ8_1,
+    y: *mut f32,
+    ncols: u32,
+    nrows: u32,
+    ntok: u32,
+) {
+    mmq::<Q3K>(global(w), global(x), global(y), ncols, nrows, ntok);
+}
+
+/// [`mmq_moe_q4k`] for Q3_K expert weights (`n_expert·rows × ncols/256` blocks of 110 bytes):
+/// `ingot_abi::launch::MMQ_MOE_Q3K`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mmq_moe_q3k(
+    w: *const BlockQ3K,
+    x: *const BlockQ8_1,
+    pair_token: *const u32,
+    expert_start: *const u32,
+    pair_row: *const u32,
+    y: *mut f32,
+    ncols: u32,
+    rows: u32,
+    ntok: u32,
+    n_pairs: u32,
+    n_expert: u32,
+) {
+    mmq_moe::<Q3K>(
         global(w),
         global(x),
         global(pair_token),
