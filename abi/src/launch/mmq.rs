@@ -10,10 +10,10 @@
 //! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It
 //! walks the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight
 //! 32-weight blocks): it stages the tile's weights (unpacked to s8, with each 32-weight
-//! sub-block's factors: Q4_K's scale and min, Q6_K's `d` and two group scales, Q5_0's and
-//! Q8_0's `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
+//! sub-block's factors: Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group
+//! scales, Q5_0's and Q8_0's `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
 //! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
-//! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K:
+//! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K, Q3_K:
 //! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
 //! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of
 //! `d` again) and every activation byte once per row tile. Rows past `nrows` and tokens past
