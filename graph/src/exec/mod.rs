@@ -65,6 +65,61 @@ pub fn own_bytes(second: &crate::Plan, twins: &[Option<usize>]) -> u64 {
         .sum()
 }
 
+/// What the chunk driver [`prefill_in_chunks`] needs of an executor.
+pub(crate) trait ChunkedPrefill {
+    fn config(&self) -> &ingot_model::ModelConfig;
+    /// Positions the cache holds, and how many hold rows.
+    fn ctx_filled(&self) -> (usize, usize);
+    /// Token counts of the prefill plans, ascending (empty without any).
+    fn buckets(&self) -> Vec<usize>;
+    /// Runs `tokens` at `pos..` on prefill plan `k`; with `head`, the logits of the last one.
+    fn run_chunk(
+        &mut self,
+        k: usize,
+        tokens: &[u32],
+        pos: usize,
+        head: bool,
+    ) -> Result<(), crate::ExecError>;
+    /// One decode step (its logits become the executor's).
+    fn step(&mut self, token: u32, pos: usize) -> Result<(), crate::ExecError>;
+}
+
+/// Feeds `tokens` at `start_pos..` as prefill chunks ([`crate::prefill_chunks`] over the
+/// executor's buckets; what no bucket fits, or everything without any, token by token on the
+/// decode plan), leaving the last position's logits in the executor. Every position is checked
+/// before anything runs: a refused prompt changes nothing.
+pub(crate) fn prefill_in_chunks(
+    exec: &mut impl ChunkedPrefill,
+    tokens: &[u32],
+    start_pos: usize,
+) -> Result<(), crate::ExecError> {
+    if tokens.is_empty() {
+        return Err(ModelError::EmptyPrompt.into());
+    }
+    let (ctx, filled) = exec.ctx_filled();
+    // Token `i > 0` follows token `i − 1`.
+    for (i, &t) in tokens.iter().enumerate() {
+        let filled = if i == 0 { filled } else { start_pos + i };
+        ingot_model::check_step(exec.config(), ctx, filled, t, start_pos + i)?;
+    }
+    let buckets = exec.buckets();
+    let chunks = crate::prefill_chunks(tokens.len(), start_pos, ctx, &buckets);
+    let last = chunks.len() - 1;
+    for (i, ch) in chunks.iter().enumerate() {
+        let toks = &tokens[ch.start..ch.start + ch.n];
+        let pos = start_pos + ch.start;
+        match ch.bucket.and_then(|b| buckets.iter().position(|&x| x == b)) {
+            Some(k) => exec.run_chunk(k, toks, pos, i == last)?,
+            None => {
+                for (j, &t) in toks.iter().enumerate() {
+                    exec.step(t, pos + j)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Rejects a greedy run of `n` steps from `pos` (already checked by
 /// [`ingot_model::check_step`]) whose last position `pos + n - 1` falls outside the `ctx`
 /// positions of the cache.

@@ -9,9 +9,7 @@ use crate::error::ExecError;
 use crate::exec::expert_cache::{ExpertCache, SlotMemory};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
-use crate::planner::prefill::{
-    build_prefill_plan_for, prefill_chunks, PrefillPlan, PREFILL_BUCKETS,
-};
+use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
 use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
 
@@ -379,42 +377,15 @@ impl SimExecutor {
         }
     }
 
-    /// Feeds `tokens` at `start_pos..` as prefill chunks ([`prefill_chunks`] over the buckets
-    /// this executor has; what no bucket fits, or everything when it has none, token by token
-    /// on the decode plan) and returns the last position's logits. The cache ends as after
-    /// feeding the tokens one by one, up to the products' f32 summation order.
+    /// Feeds `tokens` at `start_pos..` as prefill chunks (what no bucket fits, or everything
+    /// without any, token by token on the decode plan) and returns the last position's logits;
+    /// see [`super::prefill_in_chunks`].
     pub fn prefill_chunked(
         &mut self,
         tokens: &[u32],
         start_pos: usize,
     ) -> Result<Vec<f32>, ExecError> {
-        if tokens.is_empty() {
-            return Err(ModelError::EmptyPrompt.into());
-        }
-        // Every position is checked before the cache is touched: a refused prompt changes
-        // nothing. Token `i > 0` follows token `i − 1`.
-        for (i, &t) in tokens.iter().enumerate() {
-            let filled = if i == 0 { self.filled } else { start_pos + i };
-            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
-        }
-        let buckets: Vec<usize> = match &self.prefill {
-            Ok(p) => p.chunks.iter().map(|c| c.pre.ntok).collect(),
-            Err(_) => Vec::new(),
-        };
-        let chunks = prefill_chunks(tokens.len(), start_pos, self.plan.ctx, &buckets);
-        let last = chunks.len() - 1;
-        for (i, ch) in chunks.iter().enumerate() {
-            let toks = &tokens[ch.start..ch.start + ch.n];
-            let pos = start_pos + ch.start;
-            match ch.bucket.and_then(|b| buckets.iter().position(|&x| x == b)) {
-                Some(k) => self.run_chunk(k, toks, pos, i == last)?,
-                None => {
-                    for (j, &t) in toks.iter().enumerate() {
-                        self.step(t, pos + j)?;
-                    }
-                }
-            }
-        }
+        super::prefill_in_chunks(self, tokens, start_pos)?;
         Ok(self.logits.clone())
     }
 
@@ -600,4 +571,35 @@ fn launches(
             args: sim_args(n, ptrs),
         })
         .collect()
+}
+
+impl super::ChunkedPrefill for SimExecutor {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn ctx_filled(&self) -> (usize, usize) {
+        (self.plan.ctx, self.filled)
+    }
+
+    fn buckets(&self) -> Vec<usize> {
+        match &self.prefill {
+            Ok(p) => p.chunks.iter().map(|c| c.pre.ntok).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn run_chunk(
+        &mut self,
+        k: usize,
+        tokens: &[u32],
+        pos: usize,
+        head: bool,
+    ) -> Result<(), ExecError> {
+        SimExecutor::run_chunk(self, k, tokens, pos, head)
+    }
+
+    fn step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+        SimExecutor::step(self, token, pos)
+    }
 }
