@@ -88,6 +88,23 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
             "the oracle keeps its cache in full precision",
         ),
         (
+            &[
+                "run",
+                "--backend",
+                "oracle",
+                "--mla-form",
+                "decompressed",
+                "-p",
+                "x",
+                "-m",
+            ][..],
+            "--mla-form applies to the cpu backend's prefill, not to the oracle backend",
+        ),
+        (
+            &["bench", "--mla-form", "sideways", "-m"][..],
+            "expected auto, absorbed or decompressed",
+        ),
+        (
             &["gate", "--cache-type", "q4_0", "-m"][..],
             "unknown cache type `q4_0`",
         ),
@@ -98,7 +115,7 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
     ] {
         let out = ingot(args, &model);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let usage = args.contains(&"q4_0");
+        let usage = args.contains(&"q4_0") || args.contains(&"sideways");
         assert_eq!(
             out.status.code(),
             Some(if usage { 2 } else { 1 }),

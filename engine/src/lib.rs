@@ -19,6 +19,7 @@ use ingot_graph::exec::cuda::{CudaExecutor, CudaInfo};
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{ExecError, ExpertCacheOptions, PlanOptions};
 pub use ingot_model::CacheType;
+pub use ingot_model::MlaForm;
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
 
 /// Which implementation decodes.
@@ -87,6 +88,9 @@ pub enum EngineError {
     /// `--cache-type` given to a backend that has no such cache.
     #[error("{0}")]
     CacheType(String),
+    /// `--mla-form` given to a backend other than cpu.
+    #[error("{0}")]
+    MlaForm(String),
     #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
     UnknownBackend(String),
     #[error("{kind} backend: {source}")]
@@ -130,11 +134,20 @@ pub fn open(
     ctx: usize,
     progress: bool,
 ) -> Result<Engine<'_>, EngineError> {
-    open_with_budget(file, kind, ctx, progress, None, CacheType::F16)
+    open_with_budget(
+        file,
+        kind,
+        ctx,
+        progress,
+        None,
+        CacheType::F16,
+        MlaForm::Auto,
+    )
 }
 
 /// [`open`] with an optional [`VramBudget`] (the sim and cuda backends only) and the latent
-/// cache's number format (`--cache-type`; the oracle keeps full precision only).
+/// cache's number format (`--cache-type`; the oracle keeps full precision only) and the cpu backend's
+/// prefill attention form (`--mla-form`; other backends take only `Auto`).
 pub fn open_with_budget(
     file: &GgufFile,
     kind: BackendKind,
@@ -142,8 +155,14 @@ pub fn open_with_budget(
     progress: bool,
     budget: Option<VramBudget>,
     cache_type: CacheType,
+    mla_form: MlaForm,
 ) -> Result<Engine<'_>, EngineError> {
     let (kind, _) = kind.resolve();
+    if mla_form != MlaForm::Auto && kind != BackendKind::Cpu {
+        return Err(EngineError::MlaForm(format!(
+            "--mla-form applies to the cpu backend's prefill, not to the {kind} backend"
+        )));
+    }
     if budget.is_some() && matches!(kind, BackendKind::Cpu | BackendKind::Oracle) {
         return Err(EngineError::Budget(format!(
             "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
@@ -163,6 +182,7 @@ pub fn open_with_budget(
         BackendKind::Cpu => {
             let mut cpu = CpuBackend::load(file, ctx).map_err(model)?;
             cpu.set_cache_type(cache_type);
+            cpu.set_mla_form(mla_form);
             (
                 Box::new(cpu),
                 "cpu: quantized weights, all cores".to_string(),

@@ -39,6 +39,8 @@ pub struct Args {
     experts: super::experts::ExpertArgs,
     #[command(flatten)]
     cache: super::cache::CacheArgs,
+    #[command(flatten)]
+    mla: super::cache::MlaArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -127,6 +129,7 @@ pub fn run(a: Args) -> Result<()> {
         true,
         a.experts.budget()?,
         a.cache.cache_type,
+        a.mla.mla_form,
     )?;
     eprintln!("bench: {}", engine.description);
     eprintln!(

@@ -73,6 +73,9 @@ pub fn run(a: Args) -> Result<()> {
         cache: super::cache::CacheArgs {
             cache_type: ingot_model::CacheType::F16,
         },
+        mla: super::cache::MlaArgs {
+            mla_form: ingot_model::MlaForm::Auto,
+        },
         temp: 0.0,
         top_k: 40,
         top_p: 0.95,

@@ -38,6 +38,8 @@ pub struct Args {
     pub experts: super::experts::ExpertArgs,
     #[command(flatten)]
     pub cache: super::cache::CacheArgs,
+    #[command(flatten)]
+    pub mla: super::cache::MlaArgs,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -144,6 +146,7 @@ pub fn run(mut a: Args) -> Result<()> {
         true,
         a.experts.budget()?,
         a.cache.cache_type,
+        a.mla.mla_form,
     )?;
     let mut dec = engine.decoder;
     if a.verbose {

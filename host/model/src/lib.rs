@@ -25,7 +25,7 @@ pub mod trace;
 
 pub use cache_type::CacheType;
 pub use config::{AttnLayout, GatingFunc, ModelConfig};
-pub use cpu::CpuBackend;
+pub use cpu::{CpuBackend, MlaForm};
 pub use decoder::{check_step, Decoder};
 pub use error::ModelError;
 pub use oracle::{DecodeTrace, Oracle};

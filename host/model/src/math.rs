@@ -67,6 +67,169 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Rows of `a` per tile of [`gemm_nt`] (and of `b`: `TILE_A × TILE_B` dot products at once, each on
+/// eight lanes, so 8 accumulator vectors plus 6 operand vectors fit the 16 AVX2 registers).
+const TILE_A: usize = 4;
+const TILE_B: usize = 2;
+
+/// `out[i·out_stride + j] = dot_f32(a_i, b_j)` bit for bit, where `a_i = a[i·a_stride..][..k]` for
+/// `i < m` and `b_j = b[j·b_stride..][..k]` for `j < n`: the f32 product `A·Bᵀ` of row-major matrices
+/// with strides. Tiles of 4 × 2 rows keep each operand vector in a register for several dot
+/// products; every product still sums its eight lanes in [`dot_f32`]'s order, so the result does not
+/// depend on the tiling or on the instruction set it runs on (Rust never fuses the multiply and add).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_nt(
+    a: &[f32],
+    a_stride: usize,
+    m: usize,
+    b: &[f32],
+    b_stride: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let shape = GemmShape {
+        a_stride,
+        m,
+        b_stride,
+        n,
+        k,
+        out_stride,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked on the line above).
+        unsafe { gemm_nt_avx2(a, b, out, shape) };
+        return;
+    }
+    gemm_nt_body(a, b, out, shape);
+}
+
+#[derive(Clone, Copy)]
+struct GemmShape {
+    a_stride: usize,
+    m: usize,
+    b_stride: usize,
+    n: usize,
+    k: usize,
+    out_stride: usize,
+}
+
+/// [`gemm_nt_body`] with [`dot_tile`] on 256-bit vectors: the same lane-wise multiplies and adds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn gemm_nt_avx2(a: &[f32], b: &[f32], out: &mut [f32], s: GemmShape) {
+    // The closure inherits the function's target feature.
+    gemm_nt_tiled(a, b, out, s, |a, b| dot_tile_avx2(a, b))
+}
+
+/// [`dot_tile`] for 4 × 2 rows on AVX2 registers: 8 accumulators, each lane `l` summing the products
+/// of elements `8c + l` in order, then the lanes summed in order, as [`dot_f32`] does.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TILE_A] {
+    use std::arch::x86_64::{
+        __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let k = a[0].len();
+    let body = k / 8 * 8;
+    assert!(a.iter().chain(&b).all(|r| r.len() == k));
+    let mut acc: [[__m256; TILE_B]; TILE_A] = [[_mm256_setzero_ps(); TILE_B]; TILE_A];
+    for c in (0..body).step_by(8) {
+        // SAFETY: every row has `k ≥ c + 8` elements (asserted above).
+        let av: [__m256; TILE_A] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(a[i].as_ptr().add(c)) });
+        let bv: [__m256; TILE_B] =
+            std::array::from_fn(|j| unsafe { _mm256_loadu_ps(b[j].as_ptr().add(c)) });
+        for i in 0..TILE_A {
+            for j in 0..TILE_B {
+                acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(av[i], bv[j]));
+            }
+        }
+    }
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| {
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: `lanes` holds 8 floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i][j]) };
+            let tail: f32 = a[i][body..]
+                .iter()
+                .zip(&b[j][body..])
+                .map(|(x, y)| x * y)
+                .sum();
+            lanes.iter().sum::<f32>() + tail
+        })
+    })
+}
+
+fn gemm_nt_body(a: &[f32], b: &[f32], out: &mut [f32], s: GemmShape) {
+    gemm_nt_tiled(a, b, out, s, dot_tile::<TILE_A, TILE_B>)
+}
+
+/// The tiling of [`gemm_nt`]: `tile` for every full `TILE_A × TILE_B` block, [`dot_f32`] at the edges.
+#[inline(always)]
+fn gemm_nt_tiled(
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    s: GemmShape,
+    tile: impl Fn([&[f32]; TILE_A], [&[f32]; TILE_B]) -> [[f32; TILE_B]; TILE_A],
+) {
+    let row_a = |i: usize| &a[i * s.a_stride..][..s.k];
+    let row_b = |j: usize| &b[j * s.b_stride..][..s.k];
+    let (m_tiles, n_tiles) = (s.m / TILE_A * TILE_A, s.n / TILE_B * TILE_B);
+    for i0 in (0..m_tiles).step_by(TILE_A) {
+        for j0 in (0..n_tiles).step_by(TILE_B) {
+            let t = tile(
+                std::array::from_fn(|i| row_a(i0 + i)),
+                std::array::from_fn(|j| row_b(j0 + j)),
+            );
+            for (i, t) in t.iter().enumerate() {
+                out[(i0 + i) * s.out_stride + j0..][..TILE_B].copy_from_slice(t);
+            }
+        }
+        for j in n_tiles..s.n {
+            for i in i0..i0 + TILE_A {
+                out[i * s.out_stride + j] = dot_f32(row_a(i), row_b(j));
+            }
+        }
+    }
+    for i in m_tiles..s.m {
+        for j in 0..s.n {
+            out[i * s.out_stride + j] = dot_f32(row_a(i), row_b(j));
+        }
+    }
+}
+
+/// `[dot_f32(a_i, b_j)]` for `MA × NB` rows of equal length, in [`dot_f32`]'s lane order.
+fn dot_tile<const MA: usize, const NB: usize>(a: [&[f32]; MA], b: [&[f32]; NB]) -> [[f32; NB]; MA] {
+    let k = a[0].len();
+    let body = k / 8 * 8;
+    let mut acc = [[[0.0f32; 8]; NB]; MA];
+    for c in (0..body).step_by(8) {
+        let av: [&[f32]; MA] = std::array::from_fn(|i| &a[i][c..c + 8]);
+        let bv: [&[f32]; NB] = std::array::from_fn(|j| &b[j][c..c + 8]);
+        for i in 0..MA {
+            for j in 0..NB {
+                for l in 0..8 {
+                    acc[i][j][l] += av[i][l] * bv[j][l];
+                }
+            }
+        }
+    }
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| {
+            let tail: f32 = a[i][body..]
+                .iter()
+                .zip(&b[j][body..])
+                .map(|(x, y)| x * y)
+                .sum();
+            acc[i][j].iter().sum::<f32>() + tail
+        })
+    })
+}
+
 /// Index of the largest value; the lowest index wins ties and NaN never wins.
 pub fn argmax(v: &[f32]) -> usize {
     let mut best = 0;
@@ -104,6 +267,31 @@ mod tests {
     fn argmax_prefers_lowest_index() {
         assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
         assert_eq!(argmax(&[f32::NAN, 0.5, 0.5]), 1);
+    }
+
+    #[test]
+    fn gemm_nt_equals_dot_f32_bit_for_bit() {
+        // Shapes with tile remainders on both sides and a k that is not a multiple of 8; strides wider
+        // than k so a read past a row's k would take another row's values.
+        let (m, n, k, sa, sb, so) = (7, 5, 21, 24, 23, 9);
+        let a: Vec<f32> = (0..m * sa)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let b: Vec<f32> = (0..n * sb)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+            .collect();
+        let mut out = vec![f32::NAN; m * so];
+        gemm_nt(&a, sa, m, &b, sb, n, k, &mut out, so);
+        for i in 0..m {
+            for j in 0..n {
+                let want = dot_f32(&a[i * sa..][..k], &b[j * sb..][..k]);
+                assert_eq!(out[i * so + j].to_bits(), want.to_bits(), "({i}, {j})");
+            }
+            assert!(
+                out[i * so + n..(i + 1) * so].iter().all(|v| v.is_nan()),
+                "row {i}: wrote past n"
+            );
+        }
     }
 
     #[test]

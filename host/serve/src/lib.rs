@@ -156,8 +156,15 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 let tok = Tokenizer::from_gguf(file.header())
                     .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
-                let engine =
-                    ingot_engine::open_with_budget(&file, backend, ctx, log, budget, cache_type)?;
+                let engine = ingot_engine::open_with_budget(
+                    &file,
+                    backend,
+                    ctx,
+                    log,
+                    budget,
+                    cache_type,
+                    ingot_engine::MlaForm::Auto,
+                )?;
                 Ok((tok, template, engine))
             })();
             match opened {

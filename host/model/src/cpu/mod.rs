@@ -8,6 +8,7 @@
 
 mod attention;
 mod batch;
+mod decompressed;
 mod ffn;
 mod matmul;
 mod prefill;
@@ -15,6 +16,7 @@ mod prefill;
 mod tests;
 mod weights;
 
+pub use decompressed::{MlaForm, DECOMPRESS_FROM};
 use ingot_gguf::GgufFile;
 pub use ingot_quant::cpu_dot::Isa;
 pub use prefill::DEFAULT_UBATCH;
@@ -43,6 +45,8 @@ pub struct CpuBackend<'f> {
     logits: Vec<f32>,
     /// The last step's routing: per MoE decoding layer, `n_expert_used` `(expert, weight)` in routing order.
     routing: Vec<(u32, f32)>,
+    /// The attention form of prefill chunks.
+    mla_form: MlaForm,
 }
 
 /// Every per-token buffer, sized at load for the largest use.
@@ -140,6 +144,7 @@ impl<'f> CpuBackend<'f> {
             weights,
             max_ctx,
             filled: 0,
+            mla_form: MlaForm::default(),
             config,
         })
     }
@@ -159,6 +164,12 @@ impl<'f> CpuBackend<'f> {
             layer.ty = ty;
         }
         self.filled = 0;
+    }
+
+    /// How prefill chunks compute attention (default [`MlaForm::Auto`]); the decode step is always
+    /// absorbed.
+    pub fn set_mla_form(&mut self, form: MlaForm) {
+        self.mla_form = form;
     }
 
     /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and returns its logits.

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use super::attention::{self, LatentCache};
 use super::batch;
+use super::decompressed::{self, MlaForm};
 use super::ffn::add;
 use super::matmul::Activation;
 use super::weights::{DenseFfn, Ffn, Layer, MoeFfn, QueryProj};
@@ -90,7 +91,14 @@ impl<'f> CpuBackend<'f> {
             self.weights.token_embd.dequantize_row(t as usize, x)?;
         }
         for (il, layer) in self.weights.layers.iter().enumerate() {
-            attention_chunk(c, layer, &mut self.cache[il], start, self.max_ctx, &mut ch)?;
+            attention_chunk(
+                c,
+                layer,
+                &mut self.cache[il],
+                (start, self.max_ctx),
+                self.mla_form,
+                &mut ch,
+            )?;
             normed(&mut ch, &layer.ffn_norm, c.rms_eps);
             match &layer.ffn {
                 Ffn::Dense(f) => dense_chunk(c, f, &mut ch)?,
@@ -126,8 +134,8 @@ fn attention_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
     cache: &mut LatentCache,
-    start: usize,
-    max_ctx: usize,
+    (start, max_ctx): (usize, usize),
+    form: MlaForm,
     ch: &mut Chunk,
 ) -> Result<()> {
     let n = ch.n;
@@ -174,7 +182,18 @@ fn attention_chunk(
     let cache: &[f32] = &cache.rows;
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
-    attention::heads_chunk(c, layer, cache, start, max_ctx, &q, &mut heads_out)?;
+    if form.decompresses(n) {
+        decompressed::heads_chunk(
+            c,
+            layer,
+            &cache[..(start + n) * c.cache_row()],
+            start,
+            &q,
+            &mut heads_out,
+        )?;
+    } else {
+        attention::heads_chunk(c, layer, cache, start, max_ctx, &q, &mut heads_out)?;
+    }
     let mut acts: Vec<Activation> = heads_out
         .chunks_exact(heads * dv)
         .map(|o| {

@@ -184,6 +184,8 @@ fn chunked_prefill_equals_stepwise_bit_for_bit() {
         }
         for ubatch in [1, 4, 7, 23, 512] {
             let mut chunked = CpuBackend::load(&file, 64).unwrap();
+            // The invariant is the absorbed form's (`Auto` would pick it for these chunks too).
+            chunked.set_mla_form(super::MlaForm::Absorbed);
             // A rewind first: positions 0..5 are written, then 2.. is prefilled again over them.
             chunked.decode(5, 0).unwrap();
             chunked.decode(6, 1).unwrap();
@@ -224,5 +226,213 @@ fn chunked_prefill_refuses_what_decode_refuses_and_changes_nothing() {
             "{tokens:?} at {start}: the cache changed"
         );
         assert_eq!(dec.filled, 1);
+    }
+}
+
+/// Largest `|a − b|` over the standard deviation of `b`: the gates' "σ" distance between two logit vectors.
+fn sigma_distance(a: &[f32], b: &[f32]) -> f64 {
+    let mean = b.iter().map(|&v| v as f64).sum::<f64>() / b.len() as f64;
+    let var = b.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / b.len() as f64;
+    let max = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).abs())
+        .fold(0.0, f64::max);
+    max / var.sqrt()
+}
+
+/// The decompressed chunk attention against the f64 oracle, beside the absorbed form's distance to it,
+/// on both attention layouts, the low-rank query and attention temperature of tiny-v3 and a q8_0 mix,
+/// for a 37-token chunk after two cached positions
+/// (three row blocks, the last partial). The decompressed form computes in f32 on the dequantized up-projections,
+/// where the absorbed one quantizes `q_nope` and the attended latent to q8 activations, so it must be
+/// about as close to the oracle as the absorbed form: both carry the q8 activation rounding of every
+/// other product, which dominates (measured 0.05-0.08 σ); the bound, 1.5x the absorbed distance plus
+/// 0.02 σ, is far inside the gates' 0.5 σ band. `decompressed_heads_match_f64` checks the attention
+/// itself tightly.
+#[test]
+fn decompressed_chunk_attention_matches_the_oracle() {
+    use super::MlaForm;
+    use crate::oracle::Oracle;
+    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (Preset::Tiny, Layout::Mla, QuantMix::Q4KM),
+        (Preset::Tiny, Layout::Legacy, QuantMix::Q3KM),
+        (Preset::TinyV3, Layout::Mla, QuantMix::Q4KM),
+        (Preset::TinyGlm, Layout::Mla, QuantMix::Q8_0),
+    ];
+    let prompt: Vec<u32> = (0..37).map(|i| (i * 37 + 11) % 300).collect();
+    for (preset, layout, mix) in cases {
+        let opts = SynthOptions {
+            preset,
+            layout,
+            mix,
+            seed: 5,
+        };
+        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
+        synthesize(&opts, &path, false).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        let case = format!("{preset:?} {layout:?} {mix:?}");
+        let mut oracle = Oracle::load(&file, 64).unwrap();
+        let mut want = Vec::new();
+        for (pos, &t) in [5u32, 6].iter().chain(&prompt).enumerate() {
+            want = oracle.decode(t, pos).unwrap().to_vec();
+        }
+        let run = |form: MlaForm| {
+            let mut cpu = CpuBackend::load(&file, 64).unwrap();
+            cpu.set_mla_form(form);
+            cpu.decode(5, 0).unwrap();
+            cpu.decode(6, 1).unwrap();
+            let logits = cpu.prefill_chunked(&prompt, 2, 512).unwrap();
+            (logits, cpu.cache)
+        };
+        let (absorbed, cache_a) = run(MlaForm::Absorbed);
+        let (decomp, cache_d) = run(MlaForm::Decompressed);
+        let (da, dd) = (
+            sigma_distance(&absorbed, &want),
+            sigma_distance(&decomp, &want),
+        );
+        println!("{case}: absorbed {da:.4} σ, decompressed {dd:.4} σ from the oracle");
+        assert!(
+            dd <= 1.5 * da + 0.02,
+            "{case}: decompressed {dd} σ, absorbed {da} σ"
+        );
+        // Layer 0's rows come before any attention; later layers' depend on earlier layers' outputs.
+        assert!(
+            cache_a[0] == cache_d[0],
+            "{case}: layer 0's cache depends on the form"
+        );
+    }
+}
+
+/// The decompressed heads of a chunk against an f64 evaluation of the same attention (un-absorbed, from
+/// the dequantized up-projections), on random cache rows and queries: a chunk of 37 tokens after 11
+/// cached rows (three row blocks, the last partial). The decompressed form is all f32 sums of at most
+/// `kv_lora` = 512 products of values below ~1, so its error relative to the output's largest value stays
+/// near f32 rounding (bound 1e-4, ~30 ulps of summation error); the absorbed form, which quantizes the
+/// query and the attended latent to q8, is printed beside it and must be worse (its rounding is ~1e-2):
+/// that shows the reference can tell them apart.
+#[test]
+fn decompressed_heads_match_f64() {
+    use super::attention;
+    use super::decompressed;
+    use super::weights::KeyUp;
+    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+    let dir = tempfile::tempdir().unwrap();
+    for layout in [Layout::Mla, Layout::Legacy] {
+        let opts = SynthOptions {
+            preset: Preset::Tiny,
+            layout,
+            mix: QuantMix::Q4KM,
+            seed: 3,
+        };
+        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
+        synthesize(&opts, &path, false).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        let cpu = CpuBackend::load(&file, 64).unwrap();
+        let (c, layer) = (&cpu.config, &cpu.weights.layers[0]);
+        let (heads, dv, dqk, dn, lora, row) = (
+            c.n_head,
+            c.d_v,
+            c.d_qk(),
+            c.d_nope,
+            c.kv_lora,
+            c.cache_row(),
+        );
+        let (start, n) = (11, 37);
+        let len = start + n;
+        let mut seed = 0x9e37_79b9_u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let cache: Vec<f32> = (0..len * row).map(|_| rnd()).collect();
+        let q: Vec<f32> = (0..n * heads * dqk).map(|_| rnd()).collect();
+        let mut got = vec![f32::NAN; n * heads * dv];
+        decompressed::heads_chunk(c, layer, &cache, start, &q, &mut got).unwrap();
+        let mut absorbed = vec![f32::NAN; n * heads * dv];
+        attention::heads_chunk(c, layer, &cache, start, 64, &q, &mut absorbed).unwrap();
+
+        let mut want = vec![0.0f64; n * heads * dv];
+        let mut r = vec![0.0f32; lora.max(dn)];
+        for hd in 0..heads {
+            // W_UK (d_nope × kv_lora) and W_UV (d_v × kv_lora) in f64, straight from the tensors.
+            let mut w_uk = vec![0.0f64; dn * lora];
+            match &layer.k_up {
+                KeyUp::PerHead(k_b) => {
+                    for l in 0..lora {
+                        k_b[hd].dequantize_row(l, &mut r).unwrap();
+                        for d in 0..dn {
+                            w_uk[d * lora + l] = r[d] as f64;
+                        }
+                    }
+                }
+                KeyUp::Legacy(kv_b) => {
+                    for d in 0..dn {
+                        kv_b.dequantize_row(hd * (dn + dv) + d, &mut r).unwrap();
+                        for l in 0..lora {
+                            w_uk[d * lora + l] = r[l] as f64;
+                        }
+                    }
+                }
+            }
+            let mut w_uv = vec![0.0f64; dv * lora];
+            for d in 0..dv {
+                layer.v_b[hd].dequantize_row(d, &mut r).unwrap();
+                for l in 0..lora {
+                    w_uv[d * lora + l] = r[l] as f64;
+                }
+            }
+            let up = |w: &[f64], rows: usize, t: usize| -> Vec<f64> {
+                (0..rows)
+                    .map(|d| {
+                        (0..lora)
+                            .map(|l| w[d * lora + l] * cache[t * row + l] as f64)
+                            .sum()
+                    })
+                    .collect()
+            };
+            let keys: Vec<Vec<f64>> = (0..len).map(|t| up(&w_uk, dn, t)).collect();
+            let values: Vec<Vec<f64>> = (0..len).map(|t| up(&w_uv, dv, t)).collect();
+            for i in 0..n {
+                let pos = start + i;
+                let qh = &q[i * heads * dqk + hd * dqk..][..dqk];
+                let mut s: Vec<f64> = (0..=pos)
+                    .map(|t| {
+                        let nope: f64 = (0..dn).map(|d| qh[d] as f64 * keys[t][d]).sum();
+                        let pe: f64 = (dn..dqk)
+                            .map(|d| qh[d] as f64 * cache[t * row + lora + d - dn] as f64)
+                            .sum();
+                        c.kq_scale_at(pos) as f64 * (nope + pe)
+                    })
+                    .collect();
+                crate::math::softmax_f64(&mut s);
+                for d in 0..dv {
+                    want[i * heads * dv + hd * dv + d] =
+                        s.iter().enumerate().map(|(t, p)| p * values[t][d]).sum();
+                }
+            }
+        }
+        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let err = |v: &[f32]| {
+            v.iter()
+                .zip(&want)
+                .map(|(&x, y)| (x as f64 - y).abs())
+                .fold(0.0, f64::max)
+                / scale
+        };
+        let (e_dec, e_abs) = (err(&got), err(&absorbed));
+        println!("{layout:?}: relative error decompressed {e_dec:.2e}, absorbed {e_abs:.2e}");
+        assert!(
+            e_dec < 1e-4,
+            "{layout:?}: decompressed heads off by {e_dec:e}"
+        );
+        assert!(
+            e_abs > e_dec,
+            "{layout:?}: the reference does not see q8 rounding"
+        );
     }
 }

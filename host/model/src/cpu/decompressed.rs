@@ -1,0 +1,217 @@
+//! The decompressed form of a chunk's MLA attention (spec §5.1, before absorption): each head's keys
+//! `k_nope = W_UK·c` and values `v = W_UV·c` are computed once per cache row, and the chunk's queries
+//! attend to them as in ordinary multi-head attention.
+//!
+//! Cost per head, for a chunk of `n` tokens over `L` cache rows: `L·(d_nope + d_v)·kv_lora`
+//! multiply-adds to decompress, then about `n·L·(d_qk + d_v)` (halved by the causal mask inside the
+//! chunk) to attend; the absorbed form ([`super::attention::heads_chunk`]) spends `n·L·(2·kv_lora +
+//! d_rope)` on attending instead. So the decompressed form wins once a chunk has enough tokens to
+//! amortize the decompression; [`MlaForm::Auto`] switches at [`DECOMPRESS_FROM`] tokens, measured.
+//!
+//! Values differ from the absorbed form's in rounding only: the weights are dequantized to f32 and
+//! every product is an f32 [`gemm_nt`], where the absorbed form quantizes `q_nope` and the attended
+//! latent to q8 activations. The result does not depend on the instruction set or the thread count.
+
+use rayon::prelude::*;
+
+use super::weights::{KeyUp, Layer};
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::math::gemm_nt;
+
+/// How a chunk's attention is computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MlaForm {
+    /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens, else
+    /// [`MlaForm::Absorbed`].
+    #[default]
+    Auto,
+    /// Queries absorbed into the latent space (the decode step's form): the stepwise path's values
+    /// bit for bit.
+    Absorbed,
+    /// Keys and values decompressed per cache row.
+    Decompressed,
+}
+
+/// Smallest chunk [`MlaForm::Auto`] runs decompressed, from timing both forms on V2-Lite's attention
+/// shapes (docs/perf.md, "Absorbed or decompressed attention on the CPU").
+pub const DECOMPRESS_FROM: usize = 48;
+
+impl MlaForm {
+    /// Whether a chunk of `n` tokens runs decompressed.
+    pub fn decompresses(self, n: usize) -> bool {
+        match self {
+            MlaForm::Auto => n >= DECOMPRESS_FROM,
+            MlaForm::Absorbed => false,
+            MlaForm::Decompressed => true,
+        }
+    }
+}
+
+/// Query rows of the chunk per block of the causal loop: a block attends to the cache rows up to its
+/// last token, so the mask wastes at most this many columns per row.
+const ROW_BLOCK: usize = 16;
+
+/// One head's buffers.
+struct HeadBufs {
+    /// `[W_UK; W_UV]`: `d_nope + d_v` rows of `kv_lora`, dequantized.
+    w: Vec<f32>,
+    /// One dequantized row of `attn_k_b` (`d_nope` values).
+    k_b_row: Vec<f32>,
+    /// Per cache row `[k_nope | k_pe]` (`d_qk` values).
+    keys: Vec<f32>,
+    /// `W_UV·c` transposed: `d_v` rows of `L` values.
+    values_t: Vec<f32>,
+    /// Scores, then probabilities: `n` rows of `L`.
+    p: Vec<f32>,
+    /// The head's output, `n` rows of `d_v`.
+    out: Vec<f32>,
+}
+
+/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
+/// token, `q_pe` roped) over cache rows `0..start + n` (all written), into `out` (token-major, `n_head·d_v`
+/// per token).
+pub(super) fn heads_chunk(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &[f32],
+    start: usize,
+    q: &[f32],
+    out: &mut [f32],
+) -> Result<()> {
+    let (heads, dv, dqk, dn, lora) = (c.n_head, c.d_v, c.d_qk(), c.d_nope, c.kv_lora);
+    let n = out.len() / (heads * dv);
+    let len = start + n;
+    let outs: Vec<Result<Vec<f32>>> = (0..heads)
+        .into_par_iter()
+        .map(|hd| {
+            let mut b = HeadBufs {
+                w: vec![0.0; (dn + dv) * lora],
+                k_b_row: vec![0.0; dn],
+                keys: vec![0.0; len * dqk],
+                values_t: vec![0.0; dv * len],
+                p: vec![0.0; n * len],
+                out: vec![0.0; n * dv],
+            };
+            head(c, layer, cache, start, hd, q, &mut b)?;
+            Ok(b.out)
+        })
+        .collect();
+    for (hd, o) in outs.into_iter().enumerate() {
+        for (i, v) in o?.chunks_exact(dv).enumerate() {
+            out[i * heads * dv + hd * dv..][..dv].copy_from_slice(v);
+        }
+    }
+    Ok(())
+}
+
+/// Head `hd`: decompress, score, softmax, weight the values.
+fn head(
+    c: &ModelConfig,
+    layer: &Layer<'_>,
+    cache: &[f32],
+    start: usize,
+    hd: usize,
+    q: &[f32],
+    b: &mut HeadBufs,
+) -> Result<()> {
+    let (heads, dv, dqk, dn, lora, row) = (
+        c.n_head,
+        c.d_v,
+        c.d_qk(),
+        c.d_nope,
+        c.kv_lora,
+        c.cache_row(),
+    );
+    let n = b.out.len() / dv;
+    let len = start + n;
+    up_weights(c, layer, hd, b)?;
+    let (w_uk, w_uv) = b.w.split_at(dn * lora);
+    // keys[t] = [W_UK·c_t | k_pe_t]; values_tᵀ = W_UV·Cᵀ.
+    gemm_nt(cache, row, len, w_uk, lora, dn, lora, &mut b.keys, dqk);
+    for (k, r) in b.keys.chunks_exact_mut(dqk).zip(cache.chunks_exact(row)) {
+        k[dn..].copy_from_slice(&r[lora..]);
+    }
+    gemm_nt(w_uv, lora, dv, cache, row, len, lora, &mut b.values_t, len);
+
+    let q_head = &q[hd * dqk..];
+    for i0 in (0..n).step_by(ROW_BLOCK) {
+        let rows = ROW_BLOCK.min(n - i0);
+        // The block's last token sees rows `..cols`; earlier tokens' extra columns are masked below.
+        let cols = start + i0 + rows;
+        let p = &mut b.p[i0 * len..];
+        gemm_nt(
+            &q_head[i0 * heads * dqk..],
+            heads * dqk,
+            rows,
+            &b.keys,
+            dqk,
+            cols,
+            dqk,
+            p,
+            len,
+        );
+        for r in 0..rows {
+            let pos = start + i0 + r;
+            let s = &mut p[r * len..r * len + cols];
+            softmax_masked(s, pos + 1, c.kq_scale_at(pos));
+        }
+        gemm_nt(
+            p,
+            len,
+            rows,
+            &b.values_t,
+            len,
+            dv,
+            cols,
+            &mut b.out[i0 * dv..],
+            dv,
+        );
+    }
+    Ok(())
+}
+
+/// `s[..seen] = softmax(scale·s[..seen])`, `s[seen..] = 0` (the causal mask).
+fn softmax_masked(s: &mut [f32], seen: usize, scale: f32) {
+    let (live, masked) = s.split_at_mut(seen);
+    let mut max = f32::NEG_INFINITY;
+    for v in live.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    let mut sum = 0.0f32;
+    for v in live.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in live.iter_mut() {
+        *v /= sum;
+    }
+    masked.fill(0.0);
+}
+
+/// `b.w = [W_UK; W_UV]` of head `hd` in f32, `kv_lora` columns per row.
+fn up_weights(c: &ModelConfig, layer: &Layer<'_>, hd: usize, b: &mut HeadBufs) -> Result<()> {
+    let (dn, dv, lora) = (c.d_nope, c.d_v, c.kv_lora);
+    let (w_uk, w_uv) = b.w.split_at_mut(dn * lora);
+    match &layer.k_up {
+        KeyUp::PerHead(k_b) => {
+            // attn_k_b holds W_UKᵀ: its row l is column l of W_UK.
+            for l in 0..lora {
+                k_b[hd].dequantize_row(l, &mut b.k_b_row)?;
+                for (d, &v) in b.k_b_row.iter().enumerate() {
+                    w_uk[d * lora + l] = v;
+                }
+            }
+        }
+        KeyUp::Legacy(kv_b) => {
+            for (d, r) in w_uk.chunks_exact_mut(lora).enumerate() {
+                kv_b.dequantize_row(hd * (dn + dv) + d, r)?;
+            }
+        }
+    }
+    for (d, r) in w_uv.chunks_exact_mut(lora).enumerate() {
+        layer.v_b[hd].dequantize_row(d, r)?;
+    }
+    Ok(())
+}
