@@ -2,12 +2,15 @@
 //! weight matrix is read once per chunk instead of once per token ([`batch::matmul`]), and routed experts
 //! run once per chunk on the tokens that chose them.
 //!
-//! Invariant: the results are the stepwise path's bit for bit: every value is the same dot product, norm,
-//! rope and attention ([`attention::head`]) on the same inputs, and each token's expert outputs are summed
-//! in its routing order, then the shared experts, as [`super::ffn`] does. Only the order in which tokens
-//! are processed differs, and tokens interact only through the cache, whose rows are all written before
-//! any token of the chunk attends. So a chunked prefill leaves the same cache and the same last logits as
-//! feeding the tokens one by one (`tests.rs` checks both exactly).
+//! Attention takes the absorbed or the decompressed form ([`MlaForm`], by chunk length).
+//!
+//! Invariant: with the absorbed form the results are the stepwise path's bit for bit: every value is
+//! the same dot product, norm, rope and attention ([`attention::head`]) on the same inputs, and each
+//! token's expert outputs are summed in its routing order, then the shared experts, as [`super::ffn`]
+//! does. Only the order in which tokens are processed differs, and tokens interact only through the
+//! cache, whose rows are all written before any token of the chunk attends. So a chunked prefill leaves
+//! the same cache and the same last logits as feeding the tokens one by one (`tests.rs` checks both
+//! exactly). The decompressed form differs from it in rounding only.
 
 use rayon::prelude::*;
 
