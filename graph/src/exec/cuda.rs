@@ -40,15 +40,15 @@ use std::time::Instant;
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
 use ingot_cuda::{
-    Arg, DeviceBuffer, Event, Gpu, Graph, JitReport, LaunchShape, MappedBuffer, Module,
-    PinnedBuffer,
+    Arg, CopyStream, DeviceBuffer, Event, Fence, Gpu, Graph, JitReport, LaunchShape, MappedBuffer,
+    Module, PinnedBuffer,
 };
 use ingot_gguf::GgufFile;
 use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
-use crate::exec::expert_cache::{ExpertCache, SlotMemory};
+use crate::exec::expert_cache::{ExpertCache, SlabCopy, SlotMemory};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
@@ -230,8 +230,9 @@ struct Loaded {
     /// The host-mapped buffers (routed experts outside VRAM), by plan buffer index; `bufs`
     /// holds a small unused placeholder at their index.
     mapped: Vec<Option<MappedBuffer>>,
-    /// The routed experts' cache, when the plan keeps experts beyond VRAM.
-    experts: Option<ExpertCache>,
+    /// The routed experts' cache, when the plan keeps experts beyond VRAM, and the stream its
+    /// slot fills run on.
+    experts: Option<(ExpertCache<Fence>, CopyStream)>,
     /// The batched prefill; `None` when the executor has no prefill plan.
     prefill: Option<DevPrefill>,
 }
@@ -256,21 +257,36 @@ fn decode_place<'a>(
     }
 }
 
-/// The GPU's memory as the expert cache sees it: slab copies are enqueued on the decode stream
-/// (ordered before the next replay), table writes and selection reads wait for it.
-struct CudaSlots<'a>(&'a Gpu);
+/// The GPU's memory as the expert cache sees it: table writes and selection reads go through the
+/// decode stream and wait for it; slab copies run on the copy stream, after the decode stream's
+/// work so far (the table writes that moved evicted experts out of their slots), while the next
+/// replays run.
+struct CudaSlots<'a> {
+    gpu: &'a Gpu,
+    copies: &'a CopyStream,
+}
 
 impl SlotMemory for CudaSlots<'_> {
+    type Fence = Fence;
+
     fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), ExecError> {
-        Ok(self.0.read_at(addr, out)?)
+        Ok(self.gpu.read_at(addr, out)?)
     }
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), ExecError> {
-        Ok(self.0.write_at(addr, data)?)
+        Ok(self.gpu.write_at(addr, data)?)
     }
 
-    fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<(), ExecError> {
-        Ok(self.0.copy_at(dst, src, bytes as usize)?)
+    fn copy_slabs(&mut self, copies: &[SlabCopy]) -> Result<Fence, ExecError> {
+        self.copies.after(self.gpu)?;
+        for c in copies {
+            self.copies.copy_at(c.dst, c.src, c.bytes as usize)?;
+        }
+        Ok(self.copies.fence()?)
+    }
+
+    fn landed(&mut self, fence: &Fence) -> Result<bool, ExecError> {
+        Ok(fence.is_done()?)
     }
 }
 
@@ -867,8 +883,13 @@ impl Loaded {
                     None => dev.gpu.device_address(b),
                 })
                 .collect();
-            let cache = ExpertCache::new(plan, |b| addrs[b.0 as usize], &mut CudaSlots(&dev.gpu))?;
-            dev.experts = Some(cache);
+            let copies = dev.gpu.copy_stream()?;
+            let mut mem = CudaSlots {
+                gpu: &dev.gpu,
+                copies: &copies,
+            };
+            let cache = ExpertCache::new(plan, |b| addrs[b.0 as usize], &mut mem)?;
+            dev.experts = Some((cache, copies));
         }
         if capture {
             dev.capture(plan)?;
@@ -1069,10 +1090,14 @@ impl Loaded {
     }
 
     /// After a completed step: the expert cache (if any) admits what the step missed; its slab
-    /// copies are ordered before the next replay on the same stream.
+    /// copies run on the copy stream while the next replays decode, and the tables name a slot once
+    /// its copy has landed.
     fn update_experts(&mut self) -> Result<(), ExecError> {
         match &mut self.experts {
-            Some(c) => c.update(&mut CudaSlots(&self.gpu)),
+            Some((c, copies)) => c.update(&mut CudaSlots {
+                gpu: &self.gpu,
+                copies,
+            }),
             None => Ok(()),
         }
     }
@@ -1318,7 +1343,7 @@ impl Decoder for CudaExecutor {
         self.dev
             .as_deref()
             .and_then(|d| d.experts.as_ref())
-            .map(|c| c.routing())
+            .map(|(c, _)| c.routing())
     }
 }
 

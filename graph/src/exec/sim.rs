@@ -6,7 +6,7 @@ use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::error::ExecError;
-use crate::exec::expert_cache::{ExpertCache, SlotMemory};
+use crate::exec::expert_cache::{ExpertCache, SlabCopy, SlotMemory};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
@@ -35,7 +35,7 @@ pub struct SimExecutor {
     logits: Vec<f32>,
     embedding: Option<HostEmbedding>,
     /// The routed experts' cache, when the plan keeps experts beyond VRAM.
-    experts: Option<ExpertCache>,
+    experts: Option<ExpertCache<()>>,
     /// The batched prefill: its plans by bucket, or why there are none.
     prefill: Result<Prefill, String>,
 }
@@ -113,11 +113,21 @@ impl SlotMemory for SimSlots<'_> {
             .map_err(ExecError::SimSetup)
     }
 
-    /// A copy outside any launch: no kernel counter sees it (a copy engine's transfer).
-    fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<(), ExecError> {
-        let mut buf = vec![0u8; bytes as usize];
-        self.read(src, &mut buf)?;
-        self.write(dst, &buf)
+    type Fence = ();
+
+    /// Copies outside any launch: no kernel counter sees them (a copy engine's transfers). They land
+    /// before this returns.
+    fn copy_slabs(&mut self, copies: &[SlabCopy]) -> Result<(), ExecError> {
+        for c in copies {
+            let mut buf = vec![0u8; c.bytes as usize];
+            self.read(c.src, &mut buf)?;
+            self.write(c.dst, &buf)?;
+        }
+        Ok(())
+    }
+
+    fn landed(&mut self, _: &()) -> Result<bool, ExecError> {
+        Ok(true)
     }
 }
 

@@ -16,7 +16,7 @@ mod module;
 pub use error::CudaError;
 pub use gpu::{Arg, DeviceBuffer, Gpu, LaunchShape};
 pub use graph::{Event, Graph, PinnedBuffer};
-pub use mapped::MappedBuffer;
+pub use mapped::{CopyStream, Fence, MappedBuffer};
 pub use module::{JitReport, Module};
 
 /// Environment variable that makes a GPU mandatory: with `INGOT_REQUIRE_GPU=1`, a test or gate

@@ -102,3 +102,57 @@ impl Gpu {
             .call("cuMemcpyDtoDAsync")
     }
 }
+
+/// A second stream for copies that must neither wait behind the decode stream's graphs nor hold
+/// them up (the expert cache's slot fills: a copy engine works while the SMs decode).
+pub struct CopyStream {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+}
+
+/// A point on a [`CopyStream`] the host can poll without waiting.
+pub struct Fence {
+    event: cudarc::driver::CudaEvent,
+}
+
+impl Gpu {
+    /// Opens a copy stream on this device's context.
+    pub fn copy_stream(&self) -> Result<CopyStream, CudaError> {
+        let stream = self.context().new_stream().call("cuStreamCreate")?;
+        Ok(CopyStream { stream })
+    }
+}
+
+impl CopyStream {
+    /// Orders the copies enqueued from now on after every operation enqueued on `gpu`'s stream
+    /// so far (an event recorded there, waited for here; the host does not wait).
+    pub fn after(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        self.stream
+            .join(gpu.cuda_stream())
+            .call("cuEventRecord/cuStreamWaitEvent")
+    }
+
+    /// Enqueues a copy of `bytes` from device address `src` to `dst` (either may be host-mapped).
+    pub fn copy_at(&self, dst: u64, src: u64, bytes: usize) -> Result<(), CudaError> {
+        // SAFETY: the caller passes two ranges of `bytes` valid bytes that do not overlap and that
+        // no other stream writes, or reads through a table entry, until the copy's fence.
+        unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
+            .call("cuMemcpyDtoDAsync")
+    }
+
+    /// A fence after every copy enqueued so far.
+    pub fn fence(&self) -> Result<Fence, CudaError> {
+        let event = self
+            .stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .call("cuEventCreate/cuEventRecord")?;
+        Ok(Fence { event })
+    }
+}
+
+impl Fence {
+    /// Whether the copies before the fence have completed; never waits. A failed copy is an error
+    /// here.
+    pub fn is_done(&self) -> Result<bool, CudaError> {
+        self.event.try_is_complete().call("cuEventQuery")
+    }
+}
