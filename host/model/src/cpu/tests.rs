@@ -152,29 +152,40 @@ fn an_unavailable_isa_is_refused() {
     assert!(CpuBackend::load_with_isa(&file, 4, Isa::Scalar).is_ok());
 }
 
+/// The synthetic family models the prefill tests run on, written into `dir` with `seed`: both attention
+/// layouts, the low-rank query, attention temperature and sigmoid/group routing of tiny-v3, and a q8_0
+/// mix. Each with a name for messages.
+fn family_models(dir: &std::path::Path, seed: u64) -> Vec<(String, std::path::PathBuf)> {
+    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
+    [
+        (Preset::Tiny, Layout::Mla, QuantMix::Q4KM),
+        (Preset::Tiny, Layout::Legacy, QuantMix::Q3KM),
+        (Preset::TinyV3, Layout::Mla, QuantMix::Q4KM),
+        (Preset::TinyGlm, Layout::Mla, QuantMix::Q8_0),
+    ]
+    .into_iter()
+    .map(|(preset, layout, mix)| {
+        let opts = SynthOptions {
+            preset,
+            layout,
+            mix,
+            seed,
+        };
+        let path = dir.join(format!("{}.gguf", opts.model_name()));
+        synthesize(&opts, &path, false).unwrap();
+        (format!("{preset:?} {layout:?} {mix:?}"), path)
+    })
+    .collect()
+}
+
 /// The chunked prefill leaves the cache and the last logits exactly as feeding the tokens one by one: on
 /// both attention layouts, the low-rank query and sigmoid/group routing of tiny-v3, for chunk sizes that
 /// split the prompt unevenly, after a rewind, and continuing after earlier positions.
 #[test]
 fn chunked_prefill_equals_stepwise_bit_for_bit() {
-    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
     let dir = tempfile::tempdir().unwrap();
-    let cases = [
-        (Preset::Tiny, Layout::Mla, QuantMix::Q4KM),
-        (Preset::Tiny, Layout::Legacy, QuantMix::Q3KM),
-        (Preset::TinyV3, Layout::Mla, QuantMix::Q4KM),
-        (Preset::TinyGlm, Layout::Mla, QuantMix::Q8_0),
-    ];
     let prompt: Vec<u32> = (0..23).map(|i| (i * 37 + 11) % 300).collect();
-    for (preset, layout, mix) in cases {
-        let opts = SynthOptions {
-            preset,
-            layout,
-            mix,
-            seed: 9,
-        };
-        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
-        synthesize(&opts, &path, false).unwrap();
+    for (model, path) in family_models(dir.path(), 9) {
         let file = GgufFile::open(&path).unwrap();
         let mut step = CpuBackend::load(&file, 64).unwrap();
         // Two positions decoded first, so the chunks continue a cache (start_pos = 2).
@@ -191,7 +202,7 @@ fn chunked_prefill_equals_stepwise_bit_for_bit() {
             chunked.decode(6, 1).unwrap();
             chunked.prefill_chunked(&[1, 2, 3], 2, ubatch).unwrap();
             let got = chunked.prefill_chunked(&prompt, 2, ubatch).unwrap();
-            let case = format!("{preset:?} {layout:?} {mix:?} ubatch {ubatch}");
+            let case = format!("{model} ubatch {ubatch}");
             assert!(bits(&got) == bits(&want), "{case}: last logits differ");
             let filled = 2 + prompt.len();
             let row = step.config.cache_row();
@@ -254,26 +265,10 @@ fn sigma_distance(a: &[f32], b: &[f32]) -> f64 {
 fn decompressed_chunk_attention_matches_the_oracle() {
     use super::MlaForm;
     use crate::oracle::Oracle;
-    use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
     let dir = tempfile::tempdir().unwrap();
-    let cases = [
-        (Preset::Tiny, Layout::Mla, QuantMix::Q4KM),
-        (Preset::Tiny, Layout::Legacy, QuantMix::Q3KM),
-        (Preset::TinyV3, Layout::Mla, QuantMix::Q4KM),
-        (Preset::TinyGlm, Layout::Mla, QuantMix::Q8_0),
-    ];
     let prompt: Vec<u32> = (0..37).map(|i| (i * 37 + 11) % 300).collect();
-    for (preset, layout, mix) in cases {
-        let opts = SynthOptions {
-            preset,
-            layout,
-            mix,
-            seed: 5,
-        };
-        let path = dir.path().join(format!("{}.gguf", opts.model_name()));
-        synthesize(&opts, &path, false).unwrap();
+    for (case, path) in family_models(dir.path(), 5) {
         let file = GgufFile::open(&path).unwrap();
-        let case = format!("{preset:?} {layout:?} {mix:?}");
         let mut oracle = Oracle::load(&file, 64).unwrap();
         let mut want = Vec::new();
         for (pos, &t) in [5u32, 6].iter().chain(&prompt).enumerate() {
