@@ -16,8 +16,15 @@ pub struct Args {
     /// The GGUF model file.
     #[arg(short, long)]
     model: PathBuf,
-    /// Cache depths, comma-separated: tokens already in the cache before the timed tokens.
-    #[arg(long, value_delimiter = ',', default_value = "0")]
+    /// Cache depths, comma-separated: tokens already in the cache before the timed tokens
+    /// (llama-bench's `-d`/`--n-depth`).
+    #[arg(
+        short = 'd',
+        long,
+        visible_alias = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
     depths: Vec<usize>,
     /// Prompt lengths, comma-separated: a `ppP` test feeds P tokens at once per repetition (0: none).
     #[arg(
