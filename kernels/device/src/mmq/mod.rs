@@ -404,13 +404,14 @@ unsafe fn mmq_moe<T: MmqWeights>(
 
 /// The dense ([`mmq`]) and expert-grouped ([`mmq_moe`]) kernels of one weight type `$t`
 /// (blocks `$block`), named `$dense` and `$moe` as their descriptors in `ingot_abi::launch`
-/// are; `$what` says what the blocks are, in both doc lines.
+/// are; `$what` is the type's GGUF name, for their doc lines.
 macro_rules! mmq_kernels {
     ($t:ty, $block:ty, $dense:ident, $moe:ident, $what:literal) => {
         #[doc = concat!(
             "`y[t][r] = Σ_k W[r][k]·x_t[k]` for ", $what, " `w` (`nrows` rows of `ncols` \
-             weights), q8_1 `x` (`ntok × ncols/32` blocks) and f32 `y` (`ntok × nrows`, \
-             token-major); descriptor `ingot_abi::launch::MmqType::dense`."
+             weights in `", stringify!($block), "`s), q8_1 `x` (`ntok × ncols/32` blocks) \
+             and f32 `y` (`ntok × nrows`, token-major); descriptor \
+             `ingot_abi::launch::MmqType::dense`."
         )]
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $dense(
@@ -427,8 +428,9 @@ macro_rules! mmq_kernels {
         #[doc = concat!(
             "`y[pair_row[p]] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` \
              (pairs `expert_start[e] .. expert_start[e+1]`), ", $what, " `w` (`n_expert·rows` \
-             rows of `ncols` weights), q8_1 `x` (`ntok × ncols/32` blocks), f32 `y` \
-             (`n_pairs × rows`, a row per pair); descriptor `ingot_abi::launch::MmqType::moe`."
+             rows of `ncols` weights in `", stringify!($block), "`s), q8_1 `x` \
+             (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, a row per pair); \
+             descriptor `ingot_abi::launch::MmqType::moe`."
         )]
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
@@ -458,59 +460,11 @@ macro_rules! mmq_kernels {
     };
 }
 
-mmq_kernels!(
-    Q4K,
-    BlockQ4K,
-    mmq_q4k,
-    mmq_moe_q4k,
-    "Q4_K (`ncols/256` blocks of 144 bytes a row)"
-);
-mmq_kernels!(
-    Q6K,
-    BlockQ6K,
-    mmq_q6k,
-    mmq_moe_q6k,
-    "Q6_K (`ncols/256` blocks of 210 bytes a row)"
-);
-mmq_kernels!(
-    Q5K,
-    BlockQ5K,
-    mmq_q5k,
-    mmq_moe_q5k,
-    "Q5_K (`ncols/256` blocks of 176 bytes a row)"
-);
-mmq_kernels!(
-    Q3K,
-    BlockQ3K,
-    mmq_q3k,
-    mmq_moe_q3k,
-    "Q3_K (`ncols/256` blocks of 110 bytes a row)"
-);
-mmq_kernels!(
-    Q4_0,
-    BlockQ4_0,
-    mmq_q4_0,
-    mmq_moe_q4_0,
-    "Q4_0 (`ncols/32` blocks of 18 bytes a row)"
-);
-mmq_kernels!(
-    Iq4Nl,
-    BlockIq4Nl,
-    mmq_iq4_nl,
-    mmq_moe_iq4_nl,
-    "IQ4_NL (`ncols/32` blocks of 18 bytes a row)"
-);
-mmq_kernels!(
-    Q5_0,
-    BlockQ5_0,
-    mmq_q5_0,
-    mmq_moe_q5_0,
-    "Q5_0 (`ncols/32` blocks of 22 bytes a row)"
-);
-mmq_kernels!(
-    Q8_0,
-    BlockQ8_0,
-    mmq_q8_0,
-    mmq_moe_q8_0,
-    "Q8_0 (`ncols/32` blocks of 34 bytes a row)"
-);
+mmq_kernels!(Q4K, BlockQ4K, mmq_q4k, mmq_moe_q4k, "Q4_K");
+mmq_kernels!(Q6K, BlockQ6K, mmq_q6k, mmq_moe_q6k, "Q6_K");
+mmq_kernels!(Q5K, BlockQ5K, mmq_q5k, mmq_moe_q5k, "Q5_K");
+mmq_kernels!(Q3K, BlockQ3K, mmq_q3k, mmq_moe_q3k, "Q3_K");
+mmq_kernels!(Q4_0, BlockQ4_0, mmq_q4_0, mmq_moe_q4_0, "Q4_0");
+mmq_kernels!(Iq4Nl, BlockIq4Nl, mmq_iq4_nl, mmq_moe_iq4_nl, "IQ4_NL");
+mmq_kernels!(Q5_0, BlockQ5_0, mmq_q5_0, mmq_moe_q5_0, "Q5_0");
+mmq_kernels!(Q8_0, BlockQ8_0, mmq_q8_0, mmq_moe_q8_0, "Q8_0");
