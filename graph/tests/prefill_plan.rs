@@ -89,10 +89,13 @@ fn v2_lite_chunks_fit_the_committed_kernels_and_share_the_decode_buffers() {
 
 #[test]
 fn the_mixes_and_layouts_with_mmq_types_plan() {
+    // Q3_K_M at these widths: Q3_K rows that do not split into 256-blocks fall back to Q4_0
+    // (`attn_k_b` among them, as in V2-Lite's file), Q4_K ones to Q5_0.
     for (layout, mix) in [
         (Layout::Mla, QuantMix::Q8_0),
         (Layout::Legacy, QuantMix::Q4KM),
         (Layout::Legacy, QuantMix::Q8_0),
+        (Layout::Mla, QuantMix::Q3KM),
     ] {
         let h = support::header_for(&tiny16(), layout, mix);
         let pre = build_prefill_plan(&h, PlanOptions::for_ctx(256), 64)
@@ -100,6 +103,13 @@ fn the_mixes_and_layouts_with_mmq_types_plan() {
         pre.plan
             .check_committed()
             .unwrap_or_else(|e| panic!("{layout:?} {mix:?}: {e}"));
+        if mix == QuantMix::Q3KM {
+            // `attn_k_b` per layer, the heads as experts.
+            assert!(
+                count(&pre.plan, "mmq_moe_q4_0") >= 1,
+                "q3_k_m: no Q4_0 product"
+            );
+        }
     }
 }
 
@@ -115,7 +125,10 @@ fn what_the_chunk_cannot_run_is_named() {
             assert!(name.starts_with("blk."), "{name}");
             let mut types: Vec<&str> = supported.split(", ").collect();
             types.sort_unstable();
-            assert_eq!(types, ["Q3_K", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"]);
+            assert_eq!(
+                types,
+                ["IQ4_NL", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"]
+            );
         }
         other => panic!("q2_k: {other:?}"),
     }

@@ -166,6 +166,8 @@ fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
         (None, Layout::Mla, QuantMix::Q8_0),
         (None, Layout::Legacy, QuantMix::Q4KM),
         (Some(Preset::TinyK2), Layout::Mla, QuantMix::Q4KM),
+        // Q3_K, and Q4_0 and Q5_0 where rows do not split into 256-blocks.
+        (None, Layout::Mla, QuantMix::Q3KM),
     ] {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = match preset {

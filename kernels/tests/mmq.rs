@@ -1,6 +1,5 @@
-//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q5_0` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q5_0 /
-//! Q8_0 weights
-//! times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
+//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q4_0`, `mmq_iq4_nl`, `mmq_q5_0` and
+//! `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q4_0 / IQ4_NL / Q5_0 / Q8_0 weights times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
 //! the same quantized math, and their weight traffic.
 //!
 //! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
@@ -10,7 +9,8 @@
 //! the 64-row tile (64, 100, 576), one and eight super-blocks per row (with one, Q6_K's 210-byte
 //! blocks start 2 bytes off a 4-byte word in every other row).
 //!
-//! The 32-weight types (Q5_0, Q8_0: 22- and 34-byte blocks, every other one 2 bytes off a word)
+//! The 32-weight types (Q4_0, IQ4_NL, Q5_0, Q8_0: 18-, 22- and 34-byte blocks, every other one
+//! 2 bytes off a word)
 //! take a few shapes instead of that grid, to keep the simulator's time small: `LEGACY_SHAPES`,
 //! row counts 64 and 100, `ncols` 128 (half a step), 1408 (V2-Lite's `ffn_down_exps`: five steps
 //! and half of one), 96 (an odd block count: every other row, and the matrix, end 2 bytes off a
@@ -205,6 +205,14 @@ fn check_q8_0<B: Accelerator>(b: &mut B) {
     check_legacy(b, Kind::Q8_0);
 }
 
+fn check_q4_0<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q4_0);
+}
+
+fn check_iq4_nl<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Iq4Nl);
+}
+
 fn check_q4k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q4K);
 }
@@ -251,6 +259,16 @@ fn mmq_q8_0_matches_reference() {
     on_every_backend!(check_q8_0);
 }
 
+#[test]
+fn mmq_q4_0_matches_reference() {
+    on_every_backend!(check_q4_0);
+}
+
+#[test]
+fn mmq_iq4_nl_matches_reference() {
+    on_every_backend!(check_iq4_nl);
+}
+
 /// `ncols` per type: a multiple of 256 for the k-quants, of 32 for the 32-weight types; bad
 /// shapes are typed errors that launch nothing.
 #[test]
@@ -272,9 +290,21 @@ fn mmq_checks_ncols_per_type() {
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let q8 = (&(64 * 4 * 34), &(7 * 4 * 36), &(7 * 64 * 4));
     ops::mmq::mmq(&mut r, MmqType::Q8_0, q8, 64, 128, 7).expect("valid launch");
-    assert_eq!(r.launches.len(), 2);
+    // 64 rows × 96 columns of Q4_0 and IQ4_NL (3 blocks of 18 bytes).
+    let q4 = (&(64 * 3 * 18), &(7 * 3 * 36), &(7 * 64 * 4));
+    ops::mmq::mmq(&mut r, MmqType::Q4_0, q4, 64, 96, 7).expect("valid launch");
+    ops::mmq::mmq(&mut r, MmqType::Iq4Nl, q4, 64, 96, 7).expect("valid launch");
+    let short = (&(64 * 3 * 18 - 1), q4.1, q4.2);
+    let e = ops::mmq::mmq(&mut r, MmqType::Iq4Nl, short, 64, 96, 7).unwrap_err();
+    assert!(
+        matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
+        "{e}"
+    );
+    assert_eq!(r.launches.len(), 4);
     assert_eq!(r.launches[0], ("mmq_q5_0".into(), [1, 1, 1], [256, 1, 1]));
     assert_eq!(r.launches[1], ("mmq_q8_0".into(), [1, 1, 1], [256, 1, 1]));
+    assert_eq!(r.launches[2], ("mmq_q4_0".into(), [1, 1, 1], [256, 1, 1]));
+    assert_eq!(r.launches[3], ("mmq_iq4_nl".into(), [1, 1, 1], [256, 1, 1]));
 }
 
 /// The simulator against the GPU on the same launches (skipped without a GPU): the integer
@@ -290,6 +320,8 @@ fn mmq_sim_matches_gpu() {
         (Kind::Q3K, &[(576, 2048, 130), (100, 256, 7)]),
         (Kind::Q5_0, &[(100, 1408, 70), (64, 96, 7)]),
         (Kind::Q8_0, &[(100, 1408, 70), (64, 96, 7)]),
+        (Kind::Q4_0, &[(100, 1408, 70), (64, 96, 7)]),
+        (Kind::Iq4Nl, &[(100, 1408, 70), (64, 96, 7)]),
     ] {
         for &(nrows, ncols, ntok) in shapes {
             let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
@@ -306,8 +338,8 @@ fn mmq_sim_matches_gpu() {
 /// once per row tile (a block stages its tile's weights and activations once and every warp
 /// reads them from shared memory), against the `W + X` it must read. A Q6_K block that starts
 /// 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word
-/// before it and reads 2 bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; Q5_0 and
-/// Q8_0 read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
+/// before it and reads 2 bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; the 32-weight
+/// types read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
 /// count the bytes each executed load requests (predicated-off loads of rows and tokens past
 /// the edges request nothing).
 #[cfg(feature = "sim")]
@@ -337,6 +369,8 @@ fn mmq_reads_weights_once_per_token_tile() {
         ),
         (Kind::Q5_0, &[(100, 1408, 70), (100, 96, 7)]),
         (Kind::Q8_0, &[(100, 1408, 70), (100, 96, 7)]),
+        (Kind::Q4_0, &[(100, 1408, 70), (100, 96, 7)]),
+        (Kind::Iq4Nl, &[(100, 1408, 70), (100, 96, 7)]),
     ] {
         let d = kind.desc();
         for &(nrows, ncols, ntok) in shapes {

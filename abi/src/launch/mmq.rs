@@ -11,7 +11,7 @@
 //! walks the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight
 //! 32-weight blocks): it stages the tile's weights (unpacked to s8, with each 32-weight
 //! sub-block's factors: Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group
-//! scales, Q5_0's and Q8_0's `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
+//! scales, the 32-weight types' `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
 //! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
 //! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K, Q3_K:
 //! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
@@ -20,7 +20,7 @@
 //! `ntok` are staged from zero bytes and never stored.
 //!
 //! `ncols`: a positive multiple of 256 for the k-quant kernels, of 32 for the 32-weight types
-//! (Q5_0, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
+//! (Q4_0, IQ4_NL, Q5_0, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
 //! A row of the latter may end inside its last step: that step's blocks past `ncols/32` are
 //! staged as zeros by predicated-off loads, weights and activations both (no bytes read), so
 //! they add exact zeros and the step loop has no branch.
@@ -112,6 +112,17 @@ pub const MMQ_Q5_0: KernelDesc = mmq_desc("mmq_q5_0");
 /// `mmq_q8_0(w: *const BlockQ8_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q8_0 weights
 /// (`d·d8·Σq·q8` per block, the decode gemv's formula).
 pub const MMQ_Q8_0: KernelDesc = mmq_desc("mmq_q8_0");
+
+/// `mmq_q4_0(w: *const BlockQ4_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q4_0 weights
+/// (18-byte blocks). Levels are staged as `q − 8`, so the result is `d·d8·Σ(q − 8)·q8` per
+/// block: the decode gemv's `d·(d8·Σq·q8 − 8·s8)` with `s8 = d8·Σq8` from the integer sum.
+pub const MMQ_Q4_0: KernelDesc = mmq_desc("mmq_q4_0");
+
+/// `mmq_iq4_nl(w: *const BlockIq4Nl, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for IQ4_NL
+/// weights (18-byte blocks), levels staged as the code book's values
+/// (`ingot_abi::blocks::KVALUES_IQ4NL`): `d·d8·Σ kvalue·q8` per block, the decode gemv's
+/// formula.
+pub const MMQ_IQ4_NL: KernelDesc = mmq_desc("mmq_iq4_nl");
 
 /// Pairs (routed `(token, expert)` pairs) one block of an expert-grouped launch computes: the
 /// token tile, each tile column one pair.
@@ -207,6 +218,14 @@ pub const MMQ_MOE_Q5_0: KernelDesc = mmq_moe_desc("mmq_moe_q5_0");
 /// [`MMQ_Q8_0`]'s tile.
 pub const MMQ_MOE_Q8_0: KernelDesc = mmq_moe_desc("mmq_moe_q8_0");
 
+/// `mmq_moe_q4_0(w: *const BlockQ4_0, ...)`: as [`MMQ_MOE_Q5_0`] for Q4_0 expert weights, with
+/// [`MMQ_Q4_0`]'s tile.
+pub const MMQ_MOE_Q4_0: KernelDesc = mmq_moe_desc("mmq_moe_q4_0");
+
+/// `mmq_moe_iq4_nl(w: *const BlockIq4Nl, ...)`: as [`MMQ_MOE_Q5_0`] for IQ4_NL expert weights,
+/// with [`MMQ_IQ4_NL`]'s tile.
+pub const MMQ_MOE_IQ4_NL: KernelDesc = mmq_moe_desc("mmq_moe_iq4_nl");
+
 const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
@@ -228,17 +247,21 @@ pub enum MmqType {
     Q8_0,
     Q5K,
     Q3K,
+    Q4_0,
+    Iq4Nl,
 }
 
 impl MmqType {
     /// Every type with `mmq` kernels.
-    pub const ALL: [MmqType; 6] = [
+    pub const ALL: [MmqType; 8] = [
         MmqType::Q4K,
         MmqType::Q6K,
         MmqType::Q5_0,
         MmqType::Q8_0,
         MmqType::Q5K,
         MmqType::Q3K,
+        MmqType::Q4_0,
+        MmqType::Iq4Nl,
     ];
 
     /// The registry row of the weights.
@@ -250,6 +273,8 @@ impl MmqType {
             MmqType::Q8_0 => GemvType::Q8_0,
             MmqType::Q5K => GemvType::Q5K,
             MmqType::Q3K => GemvType::Q3K,
+            MmqType::Q4_0 => GemvType::Q4_0,
+            MmqType::Iq4Nl => GemvType::Iq4Nl,
         }
     }
 
@@ -262,6 +287,8 @@ impl MmqType {
             GemvType::Q8_0 => Some(MmqType::Q8_0),
             GemvType::Q5K => Some(MmqType::Q5K),
             GemvType::Q3K => Some(MmqType::Q3K),
+            GemvType::Q4_0 => Some(MmqType::Q4_0),
+            GemvType::Iq4Nl => Some(MmqType::Iq4Nl),
             _ => None,
         }
     }
@@ -275,6 +302,8 @@ impl MmqType {
             MmqType::Q8_0 => &MMQ_Q8_0,
             MmqType::Q5K => &MMQ_Q5K,
             MmqType::Q3K => &MMQ_Q3K,
+            MmqType::Q4_0 => &MMQ_Q4_0,
+            MmqType::Iq4Nl => &MMQ_IQ4_NL,
         }
     }
 
@@ -287,6 +316,8 @@ impl MmqType {
             MmqType::Q8_0 => &MMQ_MOE_Q8_0,
             MmqType::Q5K => &MMQ_MOE_Q5K,
             MmqType::Q3K => &MMQ_MOE_Q3K,
+            MmqType::Q4_0 => &MMQ_MOE_Q4_0,
+            MmqType::Iq4Nl => &MMQ_MOE_IQ4_NL,
         }
     }
 
@@ -305,12 +336,16 @@ pub const ALL: &[KernelDesc] = &[
     MMQ_Q8_0,
     MMQ_Q5K,
     MMQ_Q3K,
+    MMQ_Q4_0,
+    MMQ_IQ4_NL,
     MMQ_MOE_Q4K,
     MMQ_MOE_Q6K,
     MMQ_MOE_Q5_0,
     MMQ_MOE_Q8_0,
     MMQ_MOE_Q5K,
     MMQ_MOE_Q3K,
+    MMQ_MOE_Q4_0,
+    MMQ_MOE_IQ4_NL,
 ];
 
 #[cfg(test)]

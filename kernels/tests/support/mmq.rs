@@ -3,8 +3,8 @@
 
 use half::f16;
 use ingot_abi::blocks::{
-    get_scale_min_k4, q3k_scale, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, QK8_1, QK_K,
+    get_scale_min_k4, q3k_scale, BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0,
+    BlockQ6K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, QK8_1, QK_K,
 };
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -19,6 +19,8 @@ pub enum Kind {
     Q8_0,
     Q5K,
     Q3K,
+    Q4_0,
+    Iq4Nl,
 }
 
 impl Kind {
@@ -32,6 +34,8 @@ impl Kind {
             Kind::Q8_0 => MmqType::Q8_0,
             Kind::Q5K => MmqType::Q5K,
             Kind::Q3K => MmqType::Q3K,
+            Kind::Q4_0 => MmqType::Q4_0,
+            Kind::Iq4Nl => MmqType::Iq4Nl,
         }
     }
 
@@ -43,6 +47,8 @@ impl Kind {
             Kind::Q8_0 => size_of::<BlockQ8_0>(),
             Kind::Q5K => size_of::<BlockQ5K>(),
             Kind::Q3K => size_of::<BlockQ3K>(),
+            Kind::Q4_0 => size_of::<BlockQ4_0>(),
+            Kind::Iq4Nl => size_of::<BlockIq4Nl>(),
         }
     }
 
@@ -50,7 +56,7 @@ impl Kind {
     pub fn block_weights(self) -> usize {
         match self {
             Kind::Q4K | Kind::Q6K | Kind::Q5K | Kind::Q3K => QK_K,
-            Kind::Q5_0 | Kind::Q8_0 => QK8_1,
+            Kind::Q5_0 | Kind::Q8_0 | Kind::Q4_0 | Kind::Iq4Nl => QK8_1,
         }
     }
 
@@ -139,18 +145,28 @@ impl Kind {
                 rng.fill(&mut b.qs[..]);
                 bytemuck::bytes_of(&b).to_vec()
             }
+            Kind::Q4_0 | Kind::Iq4Nl => {
+                // The two layouts are alike: `d`, then 16 bytes of nibbles.
+                let d = f16_in(rng);
+                let mut b = BlockQ4_0 {
+                    d: if rng.random() { d } else { d | 0x8000 },
+                    qs: [0; 16],
+                };
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
         }
     }
 
     /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K and Q5_K one product
     /// (`scale·d8`) and two fused adds (scale and min terms); Q6_K one product (`d·d8`) and one
-    /// fused add (its two groups are combined exactly in integers); Q5_0 and Q8_0 one fused add
-    /// (their `d·d8`, a product of two f16 values, is exact in f32).
+    /// fused add (its two groups are combined exactly in integers); the 32-weight types one
+    /// fused add (their `d·d8`, a product of two f16 values, is exact in f32).
     pub fn roundings_per_sub_block(self) -> f64 {
         match self {
             Kind::Q4K | Kind::Q5K => 3.0,
             Kind::Q6K | Kind::Q3K => 2.0,
-            Kind::Q5_0 | Kind::Q8_0 => 1.0,
+            Kind::Q5_0 | Kind::Q8_0 | Kind::Q4_0 | Kind::Iq4Nl => 1.0,
         }
     }
 
@@ -169,6 +185,8 @@ impl Kind {
                 Kind::Q6K => reference_q6k(&bytemuck::pod_read_unaligned(bytes), act),
                 Kind::Q5_0 => reference_q5_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
                 Kind::Q8_0 => reference_q8_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
+                Kind::Q4_0 => reference_q4_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
+                Kind::Iq4Nl => reference_iq4_nl(&bytemuck::pod_read_unaligned(bytes), &act[0]),
             };
             sum += v;
             mag += m;
@@ -270,8 +288,8 @@ fn reference_q6k(b: &BlockQ6K, act: &[BlockQ8_1]) -> (f64, f64) {
 }
 
 /// One block of 32 levels `q` with factor `d` against its q8_1 block: `d·d8·Σ q·q8` (the
-/// decode gemv's formula; for Q5_0 `q` is the level minus 16, its `d·(d8·Σq·q8 − 16·s8)` with
-/// `s8 = d8·Σq8`), and `|d·d8|·Σ|q·q8|`.
+/// decode gemv's formula; for Q5_0 and Q4_0 `q` is the level minus 16 or 8, their
+/// `d·(d8·Σq·q8 − 16·s8)` and `d·(d8·Σq·q8 − 8·s8)` with `s8 = d8·Σq8`), and `|d·d8|·Σ|q·q8|`.
 fn reference_levels(d: u16, q: impl Fn(usize) -> i64, a: &BlockQ8_1) -> (f64, f64) {
     let scale = f16::from_bits(d).to_f64() * f16::from_bits(a.d).to_f64();
     let (mut dot, mut abs) = (0i64, 0i64);
@@ -304,4 +322,20 @@ fn reference_q5_0(b: &BlockQ5_0, a: &BlockQ8_1) -> (f64, f64) {
 /// One Q8_0 block: levels as stored.
 fn reference_q8_0(b: &BlockQ8_0, a: &BlockQ8_1) -> (f64, f64) {
     reference_levels(b.d, |i| i64::from(b.qs[i]), a)
+}
+
+/// Nibble `i` of a Q4_0 / IQ4_NL block's `qs` (ggml's layout): element `i < 16` is the low
+/// nibble of `qs[i]`, element `16 + i` its high nibble.
+fn nibble(qs: &[u8; 16], i: usize) -> usize {
+    usize::from(if i < 16 { qs[i] & 15 } else { qs[i - 16] >> 4 })
+}
+
+/// One Q4_0 block: level `q − 8`.
+fn reference_q4_0(b: &BlockQ4_0, a: &BlockQ8_1) -> (f64, f64) {
+    reference_levels(b.d, |i| nibble(&b.qs, i) as i64 - 8, a)
+}
+
+/// One IQ4_NL block: level `KVALUES_IQ4NL[q]`.
+fn reference_iq4_nl(b: &BlockIq4Nl, a: &BlockQ8_1) -> (f64, f64) {
+    reference_levels(b.d, |i| i64::from(KVALUES_IQ4NL[nibble(&b.qs, i)]), a)
 }

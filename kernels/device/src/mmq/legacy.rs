@@ -1,28 +1,38 @@
-//! The 32-weight types in `mmq`: Q5_0 (levels `q − 16 ∈ −16..15`, `q` five bits from `qs` and
+//! The 32-weight types in `mmq`: Q4_0 (levels `q − 8 ∈ −8..7`, `q` a nibble of `qs`), IQ4_NL
+//! (levels `KVALUES_IQ4NL[q]`), Q5_0 (levels `q − 16 ∈ −16..15`, `q` five bits from `qs` and
 //! `qh`) and Q8_0 (levels as stored), each block's `d` as its sub-block's factor, and per
-//! sub-block `acc += d·d8·Σ level·q8`: the decode gemv's Q8_0 formula, and for Q5_0 its
-//! `d·(d8·Σq·q8 − 16·s8)` with `s8 = d8·Σq8` from the integer sum.
+//! sub-block `acc += d·d8·Σ level·q8`: the decode gemv's Q8_0 and IQ4_NL formula, and for Q4_0
+//! and Q5_0 its `d·(d8·Σq·q8 − 8·s8)` and `d·(d8·Σq·q8 − 16·s8)` with `s8 = d8·Σq8` from the
+//! integer sum.
 //!
 //! A step is 8 blocks of each row (`SUBS` sub-blocks, one block each); a row of `ncols/32`
 //! blocks may end inside its last step, whose blocks past the row read nothing (zero `d`, so
-//! they add zeros). Blocks are `4n − 2` bytes (22, 34), so every other one starts 2 bytes off a
-//! 4-byte word: each block is read as `n` aligned words from its start rounded down, the word
-//! the block only begins or ends in read as the 16 bits the block has of it, so each byte of
-//! the block is read once and no byte past it (not even past the last row).
+//! they add zeros). Blocks are `4n − 2` bytes (18, 22, 34), so every other one starts 2 bytes
+//! off a 4-byte word: each block is read as `n` aligned words from its start rounded down, the
+//! word the block only begins or ends in read as the 16 bits the block has of it, so each byte
+//! of the block is read once and no byte past it (not even past the last row).
 
 use super::{MmqWeights, STRIDE, SUBS, W_PAIR_STRIDE};
 use crate::intrinsics::{
     f16_to_f32, fma, funnel_r, ld_u16_if, ld_u32_if, mma_s8_s32, sts_v2, sts_v4,
 };
-use crate::vecdot::q5_high_bits;
+use crate::vecdot::{iq4nl_values, q5_high_bits};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockQ5_0, BlockQ8_0, QK8_1};
+use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0, QK8_1};
 use ingot_abi::launch::{MMQ_ROWS, MMQ_THREADS};
 
+/// Q4_0: `W = d·(q − 8)`.
+pub struct Q4_0;
+/// IQ4_NL: `W = d·KVALUES_IQ4NL[q]`.
+pub struct Iq4Nl;
 /// Q5_0: `W = d·(q − 16)`.
 pub struct Q5_0;
 /// Q8_0: `W = d·q`.
 pub struct Q8_0;
+const _: () = assert!(offset_of!(BlockQ4_0, d) == 0 && offset_of!(BlockQ4_0, qs) == 2);
+const _: () = assert!(size_of::<BlockQ4_0>() == 4 * 5 - 2);
+const _: () = assert!(offset_of!(BlockIq4Nl, d) == 0 && offset_of!(BlockIq4Nl, qs) == 2);
+const _: () = assert!(size_of::<BlockIq4Nl>() == 4 * 5 - 2);
 const _: () = assert!(offset_of!(BlockQ5_0, d) == 0 && offset_of!(BlockQ5_0, qh) == 2);
 const _: () = assert!(offset_of!(BlockQ5_0, qs) == 6 && size_of::<BlockQ5_0>() == 4 * 6 - 2);
 const _: () = assert!(offset_of!(BlockQ8_0, d) == 0 && offset_of!(BlockQ8_0, qs) == 2);
@@ -65,13 +75,17 @@ fn mid<const N: usize>(w: &[u32; N], i: usize) -> u32 {
     funnel_r(w[i], w[i + 1], 16)
 }
 
-/// Bytewise `x − 16` for bytes `x ∈ 0..32`, without borrows between bytes: flipping bit 4 gives
-/// `x − 16` for `x ≥ 16` and `x + 16` otherwise; the latter then needs bits 5-7 set
-/// (`x + 16 + 224 ≡ x − 16 mod 256`), and exactly those bytes have bit 4 set after the flip.
+/// Bytewise `x − H` for bytes `x ∈ 0..2H` (`H` 8 or 16), without borrows between bytes:
+/// flipping bit `log2 H` gives `x − H` for `x ≥ H` and `x + H` otherwise; the latter then
+/// needs the bits above it set (`x + H + (256 − 2H) ≡ x − H mod 256`), and exactly those bytes
+/// have the bit set after the flip; the multiplier `(256 − 2H)/H` turns that bit into
+/// `256 − 2H`, inside the byte.
 #[inline(always)]
-fn sub16_bytes(x: u32) -> u32 {
-    let r = x ^ 0x1010_1010;
-    r | (r & 0x1010_1010).wrapping_mul(14)
+fn sub_bytes<const H: u32>(x: u32) -> u32 {
+    const { assert!(H == 8 || H == 16) };
+    let bit = H * 0x0101_0101;
+    let r = x ^ bit;
+    r | (r & bit).wrapping_mul((256 - 2 * H) / H)
 }
 
 /// A 32-weight type: how a block's words (from [`ld_block`]) become the 32 levels.
@@ -79,6 +93,46 @@ trait Legacy {
     /// The block's `d` (raw binary16 in the low half) and its 32 levels (s8, element order)
     /// from its words.
     fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]);
+}
+
+/// The 32 nibbles of a Q4_0 / IQ4_NL block's `qs` (byte 2 on) as `(low, high)` nibble words
+/// `k`, each nibble in its own byte: element `4k + i` is the low nibble of `qs[4k + i]` and
+/// element `16 + 4k + i` its high nibble, so `low` is level word `k` and `high` word `4 + k`.
+#[inline(always)]
+fn nibbles<const N: usize>(w: &[u32; N], k: usize) -> (u32, u32) {
+    let q = mid(w, k);
+    (q & 0x0F0F_0F0F, (q >> 4) & 0x0F0F_0F0F)
+}
+
+impl Legacy for Q4_0 {
+    #[inline(always)]
+    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+        let mut v = [0u32; 8];
+        let mut k = 0;
+        while k < 4 {
+            let (lo, hi) = nibbles(w, k);
+            v[k] = sub_bytes::<8>(lo);
+            v[4 + k] = sub_bytes::<8>(hi);
+            k += 1;
+        }
+        (w[0], v)
+    }
+}
+
+impl Legacy for Iq4Nl {
+    #[inline(always)]
+    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+        // The decode gemv's code-book lookup: byte permutes of the nibbles of `qs[4k..4k+4]`.
+        let mut v = [0u32; 8];
+        let mut k = 0;
+        while k < 4 {
+            let (lo, hi) = iq4nl_values(mid(w, k));
+            v[k] = lo;
+            v[4 + k] = hi;
+            k += 1;
+        }
+        (w[0], v)
+    }
 }
 
 impl Legacy for Q5_0 {
@@ -92,8 +146,8 @@ impl Legacy for Q5_0 {
         while k < 4 {
             let q = mid(w, 1 + k);
             let (h0, h1) = q5_high_bits(qh >> (4 * k));
-            v[k] = sub16_bytes((q & 0x0F0F_0F0F) | h0);
-            v[4 + k] = sub16_bytes(((q >> 4) & 0x0F0F_0F0F) | h1);
+            v[k] = sub_bytes::<16>((q & 0x0F0F_0F0F) | h0);
+            v[4 + k] = sub_bytes::<16>(((q >> 4) & 0x0F0F_0F0F) | h1);
             k += 1;
         }
         (w[0], v)
@@ -219,5 +273,7 @@ macro_rules! legacy_mmq {
     };
 }
 
+legacy_mmq!(Q4_0, BlockQ4_0, 5);
+legacy_mmq!(Iq4Nl, BlockIq4Nl, 5);
 legacy_mmq!(Q5_0, BlockQ5_0, 6);
 legacy_mmq!(Q8_0, BlockQ8_0, 9);

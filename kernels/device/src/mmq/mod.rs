@@ -6,7 +6,7 @@
 //! the block stages in shared memory:
 //! * the weight tile: each row's 256 levels as s8, and per 32-weight sub-block `j` an 8-byte
 //!   pair of the row's factors for it (`MmqWeights::stage`, per type: Q4_K's `(scale, min)`,
-//!   Q6_K's `d` and two group scales, Q5_0's and Q8_0's `d`);
+//!   Q6_K's `d` and two group scales, the 32-weight types' `d`);
 //! * the activation tile: each token's 8 q8_1 blocks as s8, and per block `(d, d·Σq)` in f32
 //!   (the integer sum, as the decode gemv's min correction uses).
 //!
@@ -39,13 +39,14 @@ use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{
-    BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, QK8_1,
+    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    QK8_1,
 };
 use ingot_abi::launch::{
     mmq_moe_first_slot, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS,
     MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
-use legacy::{Q5_0, Q8_0};
+use legacy::{Iq4Nl, Q4_0, Q5_0, Q8_0};
 use q3k::Q3K;
 use q4k::Q4K;
 use q5k::Q5K;
@@ -401,256 +402,69 @@ unsafe fn mmq_moe<T: MmqWeights>(
     );
 }
 
-/// `y[t][r] = Σ_k W[r][k]·x_t[k]` for Q4_K `w` (`nrows × ncols/256` blocks), q8_1 `x` (`ntok ×
-/// ncols/32` blocks) and f32 `y` (`ntok × nrows`, token-major): `ingot_abi::launch::MMQ_Q4K`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q4k(
-    w: *const BlockQ4K,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q4K>(global(w), global(x), global(y), ncols, nrows, ntok);
+/// The dense ([`mmq`]) and expert-grouped ([`mmq_moe`]) kernels of one weight type `$t`
+/// (blocks `$block`), named `$dense` and `$moe` as their descriptors in `ingot_abi::launch`
+/// are; `$what` is the type's GGUF name, for their doc lines.
+macro_rules! mmq_kernels {
+    ($t:ty, $block:ty, $dense:ident, $moe:ident, $what:literal) => {
+        #[doc = concat!(
+            "`y[t][r] = Σ_k W[r][k]·x_t[k]` for ", $what, " `w` (`nrows` rows of `ncols` \
+             weights in `", stringify!($block), "`s), q8_1 `x` (`ntok × ncols/32` blocks) \
+             and f32 `y` (`ntok × nrows`, token-major); descriptor \
+             `ingot_abi::launch::MmqType::dense`."
+        )]
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $dense(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            y: *mut f32,
+            ncols: u32,
+            nrows: u32,
+            ntok: u32,
+        ) {
+            mmq::<$t>(global(w), global(x), global(y), ncols, nrows, ntok);
+        }
+
+        #[doc = concat!(
+            "`y[pair_row[p]] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` \
+             (pairs `expert_start[e] .. expert_start[e+1]`), ", $what, " `w` (`n_expert·rows` \
+             rows of `ncols` weights in `", stringify!($block), "`s), q8_1 `x` \
+             (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, a row per pair); \
+             descriptor `ingot_abi::launch::MmqType::moe`."
+        )]
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $moe(
+            w: *const $block,
+            x: *const BlockQ8_1,
+            pair_token: *const u32,
+            expert_start: *const u32,
+            pair_row: *const u32,
+            y: *mut f32,
+            ncols: u32,
+            rows: u32,
+            ntok: u32,
+            n_pairs: u32,
+            n_expert: u32,
+        ) {
+            mmq_moe::<$t>(
+                global(w),
+                global(x),
+                global(pair_token),
+                global(expert_start),
+                global(pair_row),
+                global(y),
+                [ncols, rows, ntok, n_pairs, n_expert],
+            );
+        }
+    };
 }
 
-/// [`mmq_q4k`] for Q6_K `w` (`nrows × ncols/256` blocks of 210 bytes):
-/// `ingot_abi::launch::MMQ_Q6K`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q6k(
-    w: *const BlockQ6K,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q6K>(global(w), global(x), global(y), ncols, nrows, ntok);
-}
-
-/// `y[pair_row[p]] = W_e·x[pair_token[p]]` for every pair `p` routed to expert `e` (pairs
-/// `expert_start[e] .. expert_start[e+1]`), Q4_K `w` (`n_expert·rows × ncols/256` blocks), q8_1
-/// `x` (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, a row per pair):
-/// `ingot_abi::launch::MMQ_MOE_Q4K`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q4k(
-    w: *const BlockQ4K,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q4K>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
-
-/// [`mmq_moe_q4k`] for Q6_K expert weights (`n_expert·rows × ncols/256` blocks of 210 bytes):
-/// `ingot_abi::launch::MMQ_MOE_Q6K`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q6k(
-    w: *const BlockQ6K,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q6K>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
-
-/// [`mmq_q4k`] for Q5_0 `w` (`nrows × ncols/32` blocks of 22 bytes, `ncols` a multiple of 32):
-/// `ingot_abi::launch::MMQ_Q5_0`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q5_0(
-    w: *const BlockQ5_0,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q5_0>(global(w), global(x), global(y), ncols, nrows, ntok);
-}
-
-/// [`mmq_q4k`] for Q8_0 `w` (`nrows × ncols/32` blocks of 34 bytes, `ncols` a multiple of 32):
-/// `ingot_abi::launch::MMQ_Q8_0`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q8_0(
-    w: *const BlockQ8_0,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q8_0>(global(w), global(x), global(y), ncols, nrows, ntok);
-}
-
-/// [`mmq_moe_q4k`] for Q5_0 expert weights (`n_expert·rows × ncols/32` blocks of 22 bytes):
-/// `ingot_abi::launch::MMQ_MOE_Q5_0`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q5_0(
-    w: *const BlockQ5_0,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q5_0>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
-
-/// [`mmq_moe_q4k`] for Q8_0 expert weights (`n_expert·rows × ncols/32` blocks of 34 bytes):
-/// `ingot_abi::launch::MMQ_MOE_Q8_0`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q8_0(
-    w: *const BlockQ8_0,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q8_0>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
-
-/// [`mmq_q4k`] for Q5_K `w` (`nrows × ncols/256` blocks of 176 bytes):
-/// `ingot_abi::launch::MMQ_Q5K`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q5k(
-    w: *const BlockQ5K,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q5K>(global(w), global(x), global(y), ncols, nrows, ntok);
-}
-
-/// [`mmq_moe_q4k`] for Q5_K expert weights (`n_expert·rows × ncols/256` blocks of 176 bytes):
-/// `ingot_abi::launch::MMQ_MOE_Q5K`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q5k(
-    w: *const BlockQ5K,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q5K>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
-
-/// [`mmq_q4k`] for Q3_K `w` (`nrows × ncols/256` blocks of 110 bytes):
-/// `ingot_abi::launch::MMQ_Q3K`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mmq_q3k(
-    w: *const BlockQ3K,
-    x: *const BlockQ8_1,
-    y: *mut f32,
-    ncols: u32,
-    nrows: u32,
-    ntok: u32,
-) {
-    mmq::<Q3K>(global(w), global(x), global(y), ncols, nrows, ntok);
-}
-
-/// [`mmq_moe_q4k`] for Q3_K expert weights (`n_expert·rows × ncols/256` blocks of 110 bytes):
-/// `ingot_abi::launch::MMQ_MOE_Q3K`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mmq_moe_q3k(
-    w: *const BlockQ3K,
-    x: *const BlockQ8_1,
-    pair_token: *const u32,
-    expert_start: *const u32,
-    pair_row: *const u32,
-    y: *mut f32,
-    ncols: u32,
-    rows: u32,
-    ntok: u32,
-    n_pairs: u32,
-    n_expert: u32,
-) {
-    mmq_moe::<Q3K>(
-        global(w),
-        global(x),
-        global(pair_token),
-        global(expert_start),
-        global(pair_row),
-        global(y),
-        [ncols, rows, ntok, n_pairs, n_expert],
-    );
-}
+mmq_kernels!(Q4K, BlockQ4K, mmq_q4k, mmq_moe_q4k, "Q4_K");
+mmq_kernels!(Q6K, BlockQ6K, mmq_q6k, mmq_moe_q6k, "Q6_K");
+mmq_kernels!(Q5K, BlockQ5K, mmq_q5k, mmq_moe_q5k, "Q5_K");
+mmq_kernels!(Q3K, BlockQ3K, mmq_q3k, mmq_moe_q3k, "Q3_K");
+mmq_kernels!(Q4_0, BlockQ4_0, mmq_q4_0, mmq_moe_q4_0, "Q4_0");
+mmq_kernels!(Iq4Nl, BlockIq4Nl, mmq_iq4_nl, mmq_moe_iq4_nl, "IQ4_NL");
+mmq_kernels!(Q5_0, BlockQ5_0, mmq_q5_0, mmq_moe_q5_0, "Q5_0");
+mmq_kernels!(Q8_0, BlockQ8_0, mmq_q8_0, mmq_moe_q8_0, "Q8_0");

@@ -277,7 +277,7 @@ fn iq4nl_lookup4(sel: u32) -> u32 {
 
 /// Code-book values of the 8 nibbles of `q`: (low nibbles of bytes 0..3, high nibbles).
 #[inline(always)]
-pub(super) fn iq4nl_values(q: u32) -> (u32, u32) {
+pub fn iq4nl_values(q: u32) -> (u32, u32) {
     let t0 = iq4nl_lookup4(q);
     let t1 = iq4nl_lookup4(q >> 16);
     (prmt(t0, t1, 0x6420), prmt(t0, t1, 0x7531))
