@@ -611,6 +611,13 @@ pub const CASES: &[Case] = &[
     prefill::MOE_SWIGLU,
     prefill::MMQ_Q6K,
     prefill::MOE_COMBINE,
+    // The other weight types' dense products, at the same tensors' shapes.
+    prefill::MMQ_Q5K,
+    prefill::MMQ_Q3K,
+    prefill::MMQ_Q8_0,
+    prefill::MMQ_Q5_0,
+    prefill::MMQ_Q4_0,
+    prefill::MMQ_IQ4_NL,
 ];
 
 /// Every distinct weight type [`CASES`] quantizes (for the input checks).

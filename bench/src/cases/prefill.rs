@@ -74,51 +74,62 @@ fn mmq_buffers(ty: GgmlType, s: Shape) -> Vec<BufSpec> {
     ]
 }
 
-/// `attn_output` (Q4_K, 2048 × 2048) over the chunk's attention outputs: `mmq_q4k`. The
-/// simulator runs it whole (7.7 MB of buffers). Bound: the weights once per token tile (8),
-/// `x` once per row tile (32).
-pub const MMQ_Q4K: Case = Case {
-    kernel: "mmq_q4k",
-    tensor: "attn_output@512tok",
-    shape: Shape {
-        rows: lite::N_EMBD,
-        cols: lite::N_EMBD,
-    },
-    buffers: |s| mmq_buffers(GgmlType::Q4K, s),
-    launch: |d, b, s| {
-        ops::mmq::mmq(
-            d,
-            MmqType::Q4K,
-            (&b[0], &b[1], &b[2]),
-            s.rows,
-            s.cols,
-            CHUNK,
-        )
-    },
-};
+/// A dense product case: `kernel` for `ty` weights of `rows × cols` (the `tensor` of the
+/// label) over the 512 tokens of the chunk. Bound: the weights once per token tile (8), `x` once
+/// per row tile.
+macro_rules! mmq_case {
+    ($(#[$doc:meta])* $name:ident, $kernel:literal, $tensor:literal, $ty:ident, $rows:expr, $cols:expr) => {
+        $(#[$doc])*
+        pub const $name: Case = Case {
+            kernel: $kernel,
+            tensor: $tensor,
+            shape: Shape {
+                rows: $rows,
+                cols: $cols,
+            },
+            buffers: |s| mmq_buffers(GgmlType::$ty, s),
+            launch: |d, b, s| {
+                ops::mmq::mmq(d, MmqType::$ty, (&b[0], &b[1], &b[2]), s.rows, s.cols, CHUNK)
+            },
+        };
+    };
+}
 
-/// `ffn_down_shexp` (Q6_K, 2048 × 2816) over the chunk's shared-expert activations:
-/// `mmq_q6k`, whole (10.5 MB). Bound as [`MMQ_Q4K`]; the odd Q6_K blocks' 4 realignment bytes
-/// (about 1 %) are not in it.
-pub const MMQ_Q6K: Case = Case {
-    kernel: "mmq_q6k",
-    tensor: "ffn_down_shexp@512tok",
-    shape: Shape {
-        rows: lite::N_EMBD,
-        cols: lite::FF_SHARED,
-    },
-    buffers: |s| mmq_buffers(GgmlType::Q6K, s),
-    launch: |d, b, s| {
-        ops::mmq::mmq(
-            d,
-            MmqType::Q6K,
-            (&b[0], &b[1], &b[2]),
-            s.rows,
-            s.cols,
-            CHUNK,
-        )
-    },
-};
+mmq_case!(
+    /// `attn_output` (Q4_K, 2048 × 2048) over the chunk's attention outputs, whole (7.7 MB of
+    /// buffers).
+    MMQ_Q4K, "mmq_q4k", "attn_output@512tok", Q4K, lite::N_EMBD, lite::N_EMBD
+);
+mmq_case!(
+    /// `ffn_down_shexp` (Q6_K, 2048 × 2816) over the chunk's shared-expert activations, whole
+    /// (10.5 MB); the odd Q6_K blocks' 4 realignment bytes (about 1 %) are not in the bound.
+    MMQ_Q6K, "mmq_q6k", "ffn_down_shexp@512tok", Q6K, lite::N_EMBD, lite::FF_SHARED
+);
+mmq_case!(
+    /// `attn_output` as Q5_K (the Q5_K_M mixes' type).
+    MMQ_Q5K, "mmq_q5k", "attn_output@512tok", Q5K, lite::N_EMBD, lite::N_EMBD
+);
+mmq_case!(
+    /// `attn_output` as Q3_K (the Q3_K_M mix's type).
+    MMQ_Q3K, "mmq_q3k", "attn_output@512tok", Q3K, lite::N_EMBD, lite::N_EMBD
+);
+mmq_case!(
+    /// `ffn_down_shexp` as Q8_0 (the Q8_0 mix, and Q6_K's fallback for rows not a multiple of
+    /// 256).
+    MMQ_Q8_0, "mmq_q8_0", "ffn_down_shexp@512tok", Q8_0, lite::N_EMBD, lite::FF_SHARED
+);
+mmq_case!(
+    /// `ffn_down_shexp` as Q5_0 (Q4_K's fallback for such rows).
+    MMQ_Q5_0, "mmq_q5_0", "ffn_down_shexp@512tok", Q5_0, lite::N_EMBD, lite::FF_SHARED
+);
+mmq_case!(
+    /// `ffn_down_shexp` as Q4_0 (the Q3_K_M mix's `attn_k_b` type).
+    MMQ_Q4_0, "mmq_q4_0", "ffn_down_shexp@512tok", Q4_0, lite::N_EMBD, lite::FF_SHARED
+);
+mmq_case!(
+    /// `ffn_down_shexp` as IQ4_NL (Q3_K's fallback for rows not a multiple of 256).
+    MMQ_IQ4_NL, "mmq_iq4_nl", "ffn_down_shexp@512tok", Iq4Nl, lite::N_EMBD, lite::FF_SHARED
+);
 
 /// Pairs of the chunk's routing: 512 tokens × 6 experts.
 const N_PAIRS: usize = CHUNK * lite::N_USED;
