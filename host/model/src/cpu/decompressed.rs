@@ -62,7 +62,7 @@ struct HeadBufs {
     keys: Vec<f32>,
     /// `W_UV·c` transposed: `d_v` rows of `L` values.
     values_t: Vec<f32>,
-    /// Scores, then probabilities: `n` rows of `L`.
+    /// Scores, then probabilities, of one block of query rows: `ROW_BLOCK` rows of `L`.
     p: Vec<f32>,
     /// The head's output, `n` rows of `d_v`.
     out: Vec<f32>,
@@ -90,7 +90,7 @@ pub(super) fn heads_chunk(
                 k_b_row: vec![0.0; dn],
                 keys: vec![0.0; len * dqk],
                 values_t: vec![0.0; dv * len],
-                p: vec![0.0; n * len],
+                p: vec![0.0; ROW_BLOCK.min(n) * len],
                 out: vec![0.0; n * dv],
             };
             head(c, layer, cache, start, hd, q, &mut b)?;
@@ -139,7 +139,7 @@ fn head(
         let rows = ROW_BLOCK.min(n - i0);
         // The block's last token sees rows `..cols`; earlier tokens' extra columns are masked below.
         let cols = start + i0 + rows;
-        let p = &mut b.p[i0 * len..];
+        let p = &mut b.p[..];
         gemm_nt(
             &q_head[i0 * heads * dqk..],
             heads * dqk,
