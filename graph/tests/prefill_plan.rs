@@ -127,7 +127,10 @@ fn what_the_chunk_cannot_run_is_named() {
             types.sort_unstable();
             assert_eq!(
                 types,
-                ["IQ4_NL", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"]
+                [
+                    "IQ4_NL", "Q3_K", "Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K",
+                    "Q8_0"
+                ]
             );
         }
         other => panic!("q2_k: {other:?}"),
