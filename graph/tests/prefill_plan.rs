@@ -113,6 +113,16 @@ fn the_mixes_and_layouts_with_mmq_types_plan() {
     }
 }
 
+/// V2-Lite's Q3_K_M file: layer 0's `ffn_down` (10944 columns, not whole 256-blocks) falls back
+/// from Q5_K to Q5_1, which the chunk runs on `mmq_q5_1`.
+#[test]
+fn v2_lite_q3_k_m_plans_its_q5_1_ffn_down() {
+    let h = support::header(Preset::V2Lite, Layout::Mla, QuantMix::Q3KM);
+    let pre = build_prefill_plan(&h, PlanOptions::for_ctx(4096), 64).expect("prefill plan");
+    pre.plan.check_committed().expect("committed kernels");
+    assert_eq!(count(&pre.plan, "mmq_q5_1"), 1, "layer 0's ffn_down");
+}
+
 #[test]
 fn what_the_chunk_cannot_run_is_named() {
     let opts = PlanOptions::for_ctx(256);
@@ -127,7 +137,10 @@ fn what_the_chunk_cannot_run_is_named() {
             types.sort_unstable();
             assert_eq!(
                 types,
-                ["IQ4_NL", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"]
+                [
+                    "IQ4_NL", "Q3_K", "Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K",
+                    "Q8_0"
+                ]
             );
         }
         other => panic!("q2_k: {other:?}"),

@@ -1,5 +1,7 @@
-//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q4_0`, `mmq_iq4_nl`, `mmq_q5_0` and
-//! `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q4_0 / IQ4_NL / Q5_0 / Q8_0 weights times the q8_1 activations of many tokens, int8 tensor cores) against a CPU f64 reference of
+//! `mmq_q4k`, `mmq_q6k`, `mmq_q5k`, `mmq_q3k`, `mmq_q4_0`, `mmq_q4_1`, `mmq_iq4_nl`,
+//! `mmq_q5_0`, `mmq_q5_1` and `mmq_q8_0` (prefill: Q4_K / Q6_K / Q5_K / Q3_K / Q4_0 / Q4_1 /
+//! IQ4_NL / Q5_0 / Q5_1 / Q8_0 weights times the q8_1 activations of many tokens, int8 tensor
+//! cores) against a CPU f64 reference of
 //! the same quantized math, and their weight traffic.
 //!
 //! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
@@ -10,7 +12,8 @@
 //! blocks start 2 bytes off a 4-byte word in every other row).
 //!
 //! The 32-weight types (Q4_0, IQ4_NL, Q5_0, Q8_0: 18-, 22- and 34-byte blocks, every other one
-//! 2 bytes off a word)
+//! 2 bytes off a word; Q4_1, Q5_1: 20- and 24-byte blocks, whole words, `d` and `m` of either
+//! sign)
 //! take a few shapes instead of that grid, to keep the simulator's time small: `LEGACY_SHAPES`,
 //! row counts 64 and 100, `ncols` 128 (half a step), 1408 (V2-Lite's `ffn_down_exps`: five steps
 //! and half of one), 96 (an odd block count: every other row, and the matrix, end 2 bytes off a
@@ -136,7 +139,7 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
     }
     // The kernel's integer dot products (tensor cores, and Q6_K's combination of its two
     // groups) and the staged factors (`d·sc`, `dmin·m`, `d8·Σq8`: 11-bit f16 mantissas times
-    // integers below 2^13; Q5_0's and Q8_0's `d`) are exact in f32; each sub-block then costs
+    // integers below 2^13; the 32-weight types' `d` and `m`) are exact in f32; each sub-block then costs
     // the type's rounded operations (`Kind::roundings_per_sub_block`), each off by at most
     // 2^-24 of the running sum, which stays below Σ|term|. Over the ncols/32 sub-blocks that
     // bounds the error by subs·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The
@@ -213,6 +216,14 @@ fn check_iq4_nl<B: Accelerator>(b: &mut B) {
     check_legacy(b, Kind::Iq4Nl);
 }
 
+fn check_q4_1<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q4_1);
+}
+
+fn check_q5_1<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q5_1);
+}
+
 fn check_q4k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q4K);
 }
@@ -269,6 +280,16 @@ fn mmq_iq4_nl_matches_reference() {
     on_every_backend!(check_iq4_nl);
 }
 
+#[test]
+fn mmq_q4_1_matches_reference() {
+    on_every_backend!(check_q4_1);
+}
+
+#[test]
+fn mmq_q5_1_matches_reference() {
+    on_every_backend!(check_q5_1);
+}
+
 /// `ncols` per type: a multiple of 256 for the k-quants, of 32 for the 32-weight types; bad
 /// shapes are typed errors that launch nothing.
 #[test]
@@ -300,11 +321,17 @@ fn mmq_checks_ncols_per_type() {
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"
     );
-    assert_eq!(r.launches.len(), 4);
+    // 64 rows × 96 columns of Q5_1 (3 blocks of 24 bytes).
+    let q5 = (&(64 * 3 * 24), q4.1, q4.2);
+    ops::mmq::mmq(&mut r, MmqType::Q5_1, q5, 64, 96, 7).expect("valid launch");
+    let e = ops::mmq::mmq(&mut r, MmqType::Q5_1, q5, 64, 80, 7).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
+    assert_eq!(r.launches.len(), 5);
     assert_eq!(r.launches[0], ("mmq_q5_0".into(), [1, 1, 1], [256, 1, 1]));
     assert_eq!(r.launches[1], ("mmq_q8_0".into(), [1, 1, 1], [256, 1, 1]));
     assert_eq!(r.launches[2], ("mmq_q4_0".into(), [1, 1, 1], [256, 1, 1]));
     assert_eq!(r.launches[3], ("mmq_iq4_nl".into(), [1, 1, 1], [256, 1, 1]));
+    assert_eq!(r.launches[4], ("mmq_q5_1".into(), [1, 1, 1], [256, 1, 1]));
 }
 
 /// The simulator against the GPU on the same launches (skipped without a GPU): the integer
@@ -322,6 +349,8 @@ fn mmq_sim_matches_gpu() {
         (Kind::Q8_0, &[(100, 1408, 70), (64, 96, 7)]),
         (Kind::Q4_0, &[(100, 1408, 70), (64, 96, 7)]),
         (Kind::Iq4Nl, &[(100, 1408, 70), (64, 96, 7)]),
+        (Kind::Q4_1, &[(100, 1408, 70), (64, 96, 7)]),
+        (Kind::Q5_1, &[(100, 1408, 70), (64, 96, 7)]),
     ] {
         for &(nrows, ncols, ntok) in shapes {
             let c = Case::draw(&mut rng, kind, nrows, ncols, ntok);
@@ -339,7 +368,7 @@ fn mmq_sim_matches_gpu() {
 /// reads them from shared memory), against the `W + X` it must read. A Q6_K block that starts
 /// 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word
 /// before it and reads 2 bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; the 32-weight
-/// types read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
+/// types, Q4_1's and Q5_1's whole-word blocks too, read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
 /// count the bytes each executed load requests (predicated-off loads of rows and tokens past
 /// the edges request nothing).
 #[cfg(feature = "sim")]
@@ -371,6 +400,8 @@ fn mmq_reads_weights_once_per_token_tile() {
         (Kind::Q8_0, &[(100, 1408, 70), (100, 96, 7)]),
         (Kind::Q4_0, &[(100, 1408, 70), (100, 96, 7)]),
         (Kind::Iq4Nl, &[(100, 1408, 70), (100, 96, 7)]),
+        (Kind::Q4_1, &[(100, 1408, 70), (100, 96, 7)]),
+        (Kind::Q5_1, &[(100, 1408, 70), (100, 96, 7)]),
     ] {
         let d = kind.desc();
         for &(nrows, ncols, ntok) in shapes {

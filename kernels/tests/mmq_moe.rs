@@ -1,6 +1,7 @@
-//! `mmq_moe_q4k`, `mmq_moe_q6k`, `mmq_moe_q5k`, `mmq_moe_q3k`, `mmq_moe_q4_0`, `mmq_moe_iq4_nl`,
-//! `mmq_moe_q5_0` and `mmq_moe_q8_0` (prefill's routed experts: one launch over every expert's
-//! sorted pairs, Q4_K / Q6_K / Q5_K / Q3_K / Q4_0 / IQ4_NL / Q5_0 / Q8_0 weights times the q8_1
+//! `mmq_moe_q4k`, `mmq_moe_q6k`, `mmq_moe_q5k`, `mmq_moe_q3k`, `mmq_moe_q4_0`, `mmq_moe_q4_1`,
+//! `mmq_moe_iq4_nl`, `mmq_moe_q5_0`, `mmq_moe_q5_1` and `mmq_moe_q8_0` (prefill's routed
+//! experts: one launch over every expert's sorted pairs, Q4_K / Q6_K / Q5_K / Q3_K / Q4_0 /
+//! Q4_1 / IQ4_NL / Q5_0 / Q5_1 / Q8_0 weights times the q8_1
 //! activations of each pair's token, int8 tensor cores) against a CPU
 //! f64 reference per pair, its argument checks, and its weight traffic.
 //!
@@ -190,7 +191,7 @@ impl SameLaunch for Case {
 /// The tolerance of one output relative to its `Σ|term|`. As `tests/mmq.rs`: the integer dots
 /// and the staged factors are exact in f32, each of the ncols/32 sub-blocks costs the type's
 /// roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K 2; the 32-weight types 1, the fused add:
-/// `d·d8` is exact), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance
+/// `d·d8` is exact; Q4_1 and Q5_1 2, the scale and min fused adds), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance
 /// is twice that bound (zero sub-blocks staged past a 32-weight row's end add exact zeros).
 fn tol_rel(c: &Case) -> f64 {
     let bound =
@@ -317,6 +318,14 @@ fn check_iq4_nl<B: Accelerator>(b: &mut B) {
     check_legacy(b, Kind::Iq4Nl);
 }
 
+fn check_q4_1<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q4_1);
+}
+
+fn check_q5_1<B: Accelerator>(b: &mut B) {
+    check_legacy(b, Kind::Q5_1);
+}
+
 fn check_q4k<B: Accelerator>(b: &mut B) {
     check(b, Kind::Q4K);
 }
@@ -371,6 +380,16 @@ fn mmq_moe_q4_0_matches_reference() {
 #[test]
 fn mmq_moe_iq4_nl_matches_reference() {
     on_every_backend!(check_iq4_nl);
+}
+
+#[test]
+fn mmq_moe_q4_1_matches_reference() {
+    on_every_backend!(check_q4_1);
+}
+
+#[test]
+fn mmq_moe_q5_1_matches_reference() {
+    on_every_backend!(check_q5_1);
 }
 
 /// Heads of MLA attention as the experts: V2-Lite's 16 heads.
@@ -463,6 +482,8 @@ fn mmq_moe_sim_matches_gpu() {
         (Kind::Q8_0, (8, 64, 1408), 70, 6),
         (Kind::Q4_0, (8, 64, 1408), 70, 6),
         (Kind::Iq4Nl, (8, 64, 1408), 70, 6),
+        (Kind::Q4_1, (8, 64, 1408), 70, 6),
+        (Kind::Q5_1, (8, 64, 1408), 70, 6),
     ] {
         let c = Case::draw(&mut rng, kind, shape, ntok, k);
         support::sim_matches_gpu(
@@ -581,6 +602,10 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         (Kind::Q4_0, (4, 64, 96), 70, 1),
         (Kind::Iq4Nl, (8, 64, 1408), 70, 6),
         (Kind::Iq4Nl, (4, 64, 96), 70, 1),
+        (Kind::Q4_1, (8, 64, 1408), 70, 6),
+        (Kind::Q4_1, (4, 64, 96), 70, 1),
+        (Kind::Q5_1, (8, 64, 1408), 70, 6),
+        (Kind::Q5_1, (4, 64, 96), 70, 1),
     ] {
         let d = desc(kind);
         let c = Case::draw(&mut rng, kind, shape, ntok, k);

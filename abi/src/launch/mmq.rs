@@ -11,7 +11,7 @@
 //! walks the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight
 //! 32-weight blocks): it stages the tile's weights (unpacked to s8, with each 32-weight
 //! sub-block's factors: Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group
-//! scales, the 32-weight types' `d`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
+//! scales, the 32-weight types' `d`, with Q4_1's and Q5_1's `m`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
 //! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
 //! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K, Q3_K:
 //! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
@@ -20,7 +20,7 @@
 //! `ntok` are staged from zero bytes and never stored.
 //!
 //! `ncols`: a positive multiple of 256 for the k-quant kernels, of 32 for the 32-weight types
-//! (Q4_0, IQ4_NL, Q5_0, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
+//! (Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
 //! A row of the latter may end inside its last step: that step's blocks past `ncols/32` are
 //! staged as zeros by predicated-off loads, weights and activations both (no bytes read), so
 //! they add exact zeros and the step loop has no branch.
@@ -124,6 +124,17 @@ pub const MMQ_Q4_0: KernelDesc = mmq_desc("mmq_q4_0");
 /// formula.
 pub const MMQ_IQ4_NL: KernelDesc = mmq_desc("mmq_iq4_nl");
 
+/// `mmq_q4_1(w: *const BlockQ4_1, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q4_1 weights
+/// (20-byte blocks, whole words). Levels are staged as `q`, with `(d, −m)` as the block's pair:
+/// `d·d8·Σq·q8 + m·s8` per block with `s8 = d8·Σq8` from the integer sum (the decode gemv's
+/// formula, which takes the q8_1 block's stored f16 `s`), folded as [`MMQ_Q4K`]'s min term.
+pub const MMQ_Q4_1: KernelDesc = mmq_desc("mmq_q4_1");
+
+/// `mmq_q5_1(w: *const BlockQ5_1, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4_1`] for Q5_1 weights
+/// (24-byte blocks; `q` five bits from `qs` and `qh`, staged as is: 0..31). V2-Lite's Q3_K_M
+/// file has one, layer 0's `ffn_down` (10944 columns: not whole 256-blocks).
+pub const MMQ_Q5_1: KernelDesc = mmq_desc("mmq_q5_1");
+
 /// Pairs (routed `(token, expert)` pairs) one block of an expert-grouped launch computes: the
 /// token tile, each tile column one pair.
 pub const MMQ_MOE_PAIRS: u32 = MMQ_TOKENS;
@@ -226,6 +237,14 @@ pub const MMQ_MOE_Q4_0: KernelDesc = mmq_moe_desc("mmq_moe_q4_0");
 /// with [`MMQ_IQ4_NL`]'s tile.
 pub const MMQ_MOE_IQ4_NL: KernelDesc = mmq_moe_desc("mmq_moe_iq4_nl");
 
+/// `mmq_moe_q4_1(w: *const BlockQ4_1, ...)`: as [`MMQ_MOE_Q5_0`] for Q4_1 expert weights, with
+/// [`MMQ_Q4_1`]'s tile.
+pub const MMQ_MOE_Q4_1: KernelDesc = mmq_moe_desc("mmq_moe_q4_1");
+
+/// `mmq_moe_q5_1(w: *const BlockQ5_1, ...)`: as [`MMQ_MOE_Q5_0`] for Q5_1 expert weights, with
+/// [`MMQ_Q5_1`]'s tile.
+pub const MMQ_MOE_Q5_1: KernelDesc = mmq_moe_desc("mmq_moe_q5_1");
+
 const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
     KernelDesc {
         name,
@@ -249,11 +268,13 @@ pub enum MmqType {
     Q3K,
     Q4_0,
     Iq4Nl,
+    Q4_1,
+    Q5_1,
 }
 
 impl MmqType {
     /// Every type with `mmq` kernels.
-    pub const ALL: [MmqType; 8] = [
+    pub const ALL: [MmqType; 10] = [
         MmqType::Q4K,
         MmqType::Q6K,
         MmqType::Q5_0,
@@ -262,6 +283,8 @@ impl MmqType {
         MmqType::Q3K,
         MmqType::Q4_0,
         MmqType::Iq4Nl,
+        MmqType::Q4_1,
+        MmqType::Q5_1,
     ];
 
     /// The registry row of the weights.
@@ -275,6 +298,8 @@ impl MmqType {
             MmqType::Q3K => GemvType::Q3K,
             MmqType::Q4_0 => GemvType::Q4_0,
             MmqType::Iq4Nl => GemvType::Iq4Nl,
+            MmqType::Q4_1 => GemvType::Q4_1,
+            MmqType::Q5_1 => GemvType::Q5_1,
         }
     }
 
@@ -289,6 +314,8 @@ impl MmqType {
             GemvType::Q3K => Some(MmqType::Q3K),
             GemvType::Q4_0 => Some(MmqType::Q4_0),
             GemvType::Iq4Nl => Some(MmqType::Iq4Nl),
+            GemvType::Q4_1 => Some(MmqType::Q4_1),
+            GemvType::Q5_1 => Some(MmqType::Q5_1),
             _ => None,
         }
     }
@@ -304,6 +331,8 @@ impl MmqType {
             MmqType::Q3K => &MMQ_Q3K,
             MmqType::Q4_0 => &MMQ_Q4_0,
             MmqType::Iq4Nl => &MMQ_IQ4_NL,
+            MmqType::Q4_1 => &MMQ_Q4_1,
+            MmqType::Q5_1 => &MMQ_Q5_1,
         }
     }
 
@@ -318,6 +347,8 @@ impl MmqType {
             MmqType::Q3K => &MMQ_MOE_Q3K,
             MmqType::Q4_0 => &MMQ_MOE_Q4_0,
             MmqType::Iq4Nl => &MMQ_MOE_IQ4_NL,
+            MmqType::Q4_1 => &MMQ_MOE_Q4_1,
+            MmqType::Q5_1 => &MMQ_MOE_Q5_1,
         }
     }
 
@@ -338,6 +369,8 @@ pub const ALL: &[KernelDesc] = &[
     MMQ_Q3K,
     MMQ_Q4_0,
     MMQ_IQ4_NL,
+    MMQ_Q4_1,
+    MMQ_Q5_1,
     MMQ_MOE_Q4K,
     MMQ_MOE_Q6K,
     MMQ_MOE_Q5_0,
@@ -346,6 +379,8 @@ pub const ALL: &[KernelDesc] = &[
     MMQ_MOE_Q3K,
     MMQ_MOE_Q4_0,
     MMQ_MOE_IQ4_NL,
+    MMQ_MOE_Q4_1,
+    MMQ_MOE_Q5_1,
 ];
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ fn check_ncols(d: &KernelDesc, ty: MmqType, ncols: usize) -> Result<()> {
 /// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok` ([`MmqType::dense`]): `W` is `nrows`
 /// rows of `ncols` weights of type `ty`, `x` is `ntok` rows of `ncols/32` q8_1 blocks (CUDA
 /// variant, `s = Σx`), `y` is `ntok × nrows` floats (token-major). `ncols` must be a positive
-/// multiple of [`MmqType::ncols_multiple`] (256 for the k-quants, 32 for the 32-weight types), `nrows`
+/// multiple of [`MmqType::ncols_multiple`] (256 for the k-quants, 32 for the 32-weight types:
+/// Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0), `nrows`
 /// and `ntok` positive. Checks the shape and every buffer, then launches one block per tile.
 pub fn mmq<B: Accelerator>(
     b: &mut B,

@@ -3,8 +3,8 @@
 
 use half::f16;
 use ingot_abi::blocks::{
-    get_scale_min_k4, q3k_scale, BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0,
-    BlockQ6K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, QK8_1, QK_K,
+    get_scale_min_k4, q3k_scale, BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, QK8_1, QK_K,
 };
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -21,6 +21,8 @@ pub enum Kind {
     Q3K,
     Q4_0,
     Iq4Nl,
+    Q4_1,
+    Q5_1,
 }
 
 impl Kind {
@@ -36,6 +38,8 @@ impl Kind {
             Kind::Q3K => MmqType::Q3K,
             Kind::Q4_0 => MmqType::Q4_0,
             Kind::Iq4Nl => MmqType::Iq4Nl,
+            Kind::Q4_1 => MmqType::Q4_1,
+            Kind::Q5_1 => MmqType::Q5_1,
         }
     }
 
@@ -49,6 +53,8 @@ impl Kind {
             Kind::Q3K => size_of::<BlockQ3K>(),
             Kind::Q4_0 => size_of::<BlockQ4_0>(),
             Kind::Iq4Nl => size_of::<BlockIq4Nl>(),
+            Kind::Q4_1 => size_of::<BlockQ4_1>(),
+            Kind::Q5_1 => size_of::<BlockQ5_1>(),
         }
     }
 
@@ -56,14 +62,15 @@ impl Kind {
     pub fn block_weights(self) -> usize {
         match self {
             Kind::Q4K | Kind::Q6K | Kind::Q5K | Kind::Q3K => QK_K,
-            Kind::Q5_0 | Kind::Q8_0 | Kind::Q4_0 | Kind::Iq4Nl => QK8_1,
+            Kind::Q5_0 | Kind::Q8_0 | Kind::Q4_0 | Kind::Iq4Nl | Kind::Q4_1 | Kind::Q5_1 => QK8_1,
         }
     }
 
     /// Bytes a sim launch reads per block beyond the block's own: a Q6_K block that starts 2
     /// bytes off a 4-byte word (210 ≡ 2 mod 4) is read from the word before it and reads 2
-    /// bytes of `d` again; Q4_K's are aligned, and the 32-weight types read each misaligned
-    /// block's end words as the 16 bits it has of them.
+    /// bytes of `d` again; Q4_K's are aligned, as are Q4_1's and Q5_1's (whole words), and the
+    /// other 32-weight types read each misaligned block's end words as the 16 bits it has of
+    /// them.
     pub fn realign_bytes(self, block_index: usize) -> u64 {
         match self {
             Kind::Q6K if block_index % 2 == 1 => 4,
@@ -155,17 +162,41 @@ impl Kind {
                 rng.fill(&mut b.qs[..]);
                 bytemuck::bytes_of(&b).to_vec()
             }
+            Kind::Q4_1 => {
+                let (d, m) = (f16_in(rng), f16_in(rng));
+                let mut b = BlockQ4_1 {
+                    d: if rng.random() { d } else { d | 0x8000 },
+                    m: if rng.random() { m } else { m | 0x8000 },
+                    qs: [0; 16],
+                };
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
+            Kind::Q5_1 => {
+                let (d, m) = (f16_in(rng), f16_in(rng));
+                let mut b = BlockQ5_1 {
+                    d: if rng.random() { d } else { d | 0x8000 },
+                    m: if rng.random() { m } else { m | 0x8000 },
+                    qh: [0; 4],
+                    qs: [0; 16],
+                };
+                rng.fill(&mut b.qh[..]);
+                rng.fill(&mut b.qs[..]);
+                bytemuck::bytes_of(&b).to_vec()
+            }
         }
     }
 
     /// Rounded f32 operations the kernel spends per 32-weight sub-block: Q4_K and Q5_K one product
     /// (`scale·d8`) and two fused adds (scale and min terms); Q6_K one product (`d·d8`) and one
     /// fused add (its two groups are combined exactly in integers); the 32-weight types one
-    /// fused add (their `d·d8`, a product of two f16 values, is exact in f32).
+    /// fused add (their `d·d8`, a product of two f16 values, is exact in f32), Q4_1 and Q5_1
+    /// two (scale and min terms: `d·d8` is exact, and so is the min's `s8 = d8·Σq8`, an f16
+    /// times an integer below 2^13).
     pub fn roundings_per_sub_block(self) -> f64 {
         match self {
             Kind::Q4K | Kind::Q5K => 3.0,
-            Kind::Q6K | Kind::Q3K => 2.0,
+            Kind::Q6K | Kind::Q3K | Kind::Q4_1 | Kind::Q5_1 => 2.0,
             Kind::Q5_0 | Kind::Q8_0 | Kind::Q4_0 | Kind::Iq4Nl => 1.0,
         }
     }
@@ -187,6 +218,8 @@ impl Kind {
                 Kind::Q8_0 => reference_q8_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
                 Kind::Q4_0 => reference_q4_0(&bytemuck::pod_read_unaligned(bytes), &act[0]),
                 Kind::Iq4Nl => reference_iq4_nl(&bytemuck::pod_read_unaligned(bytes), &act[0]),
+                Kind::Q4_1 => reference_q4_1(&bytemuck::pod_read_unaligned(bytes), &act[0]),
+                Kind::Q5_1 => reference_q5_1(&bytemuck::pod_read_unaligned(bytes), &act[0]),
             };
             sum += v;
             mag += m;
@@ -338,4 +371,30 @@ fn reference_q4_0(b: &BlockQ4_0, a: &BlockQ8_1) -> (f64, f64) {
 /// One IQ4_NL block: level `KVALUES_IQ4NL[q]`.
 fn reference_iq4_nl(b: &BlockIq4Nl, a: &BlockQ8_1) -> (f64, f64) {
     reference_levels(b.d, |i| i64::from(KVALUES_IQ4NL[nibble(&b.qs, i)]), a)
+}
+
+/// One block of 32 levels `q` with `W = d·q + m` against its q8_1 block:
+/// `d·d8·Σ q·q8 + m·d8·Σ q8` (the decode gemv's formula, with the integer `Σq8`), and
+/// `|d·d8|·Σ|q·q8| + |m·d8·Σq8|`.
+fn reference_min(d: u16, m: u16, q: impl Fn(usize) -> i64, a: &BlockQ8_1) -> (f64, f64) {
+    let (dot, mag) = reference_levels(d, q, a);
+    let qsum: i64 = a.qs.iter().map(|&q8| i64::from(q8)).sum();
+    let min = f16::from_bits(m).to_f64() * f16::from_bits(a.d).to_f64() * qsum as f64;
+    (dot + min, mag + min.abs())
+}
+
+/// One Q4_1 block: level `q`, a nibble.
+fn reference_q4_1(b: &BlockQ4_1, a: &BlockQ8_1) -> (f64, f64) {
+    reference_min(b.d, b.m, |i| nibble(&b.qs, i) as i64, a)
+}
+
+/// One Q5_1 block (Q5_0's layout): level `q`, five bits.
+fn reference_q5_1(b: &BlockQ5_1, a: &BlockQ8_1) -> (f64, f64) {
+    let qh = b.qh_bits();
+    reference_min(
+        b.d,
+        b.m,
+        |i| (nibble(&b.qs, i) as i64) | i64::from((qh >> i) & 1) << 4,
+        a,
+    )
 }

@@ -3,22 +3,26 @@
 //! `qh`) and Q8_0 (levels as stored), each block's `d` as its sub-block's factor, and per
 //! sub-block `acc += d·d8·Σ level·q8`: the decode gemv's Q8_0 and IQ4_NL formula, and for Q4_0
 //! and Q5_0 its `d·(d8·Σq·q8 − 8·s8)` and `d·(d8·Σq·q8 − 16·s8)` with `s8 = d8·Σq8` from the
-//! integer sum.
+//! integer sum. The types with a min, Q4_1 and Q5_1 (levels `q ∈ 0..16`, `0..32`, `W = d·q +
+//! m`), stage the pair `(d, −m)` and fold as Q4_K does (`acc += d·d8·Σq·q8 − (−m)·s8`, the
+//! decode gemv's `d·d8·Σq·q8 + m·s8` with `s8` from the integer sum).
 //!
 //! A step is 8 blocks of each row (`SUBS` sub-blocks, one block each); a row of `ncols/32`
-//! blocks may end inside its last step, whose blocks past the row read nothing (zero `d`, so
-//! they add zeros). Blocks are `4n − 2` bytes (18, 22, 34), so every other one starts 2 bytes
-//! off a 4-byte word: each block is read as `n` aligned words from its start rounded down, the
-//! word the block only begins or ends in read as the 16 bits the block has of it, so each byte
+//! blocks may end inside its last step, whose blocks past the row read nothing (zero pair, so
+//! they add zeros). Q4_1 and Q5_1 blocks are `4n` bytes (20, 24), read as `n` aligned words.
+//! The others are `4n − 2` bytes (18, 22, 34), so every other one starts 2 bytes off a 4-byte
+//! word: each block is read as `n` aligned words from its start rounded down, the word the
+//! block only begins or ends in read as the 16 bits the block has of it. Either way each byte
 //! of the block is read once and no byte past it (not even past the last row).
 
+use super::q4k::Q4K;
 use super::{MmqWeights, STRIDE, SUBS, W_PAIR_STRIDE};
 use crate::intrinsics::{
     f16_to_f32, fma, funnel_r, ld_u16_if, ld_u32_if, mma_s8_s32, sts_v2, sts_v4,
 };
 use crate::vecdot::{iq4nl_values, q5_high_bits};
 use core::mem::{offset_of, size_of};
-use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0, QK8_1};
+use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, QK8_1};
 use ingot_abi::launch::{MMQ_ROWS, MMQ_THREADS};
 
 /// Q4_0: `W = d·(q − 8)`.
@@ -29,6 +33,10 @@ pub struct Iq4Nl;
 pub struct Q5_0;
 /// Q8_0: `W = d·q`.
 pub struct Q8_0;
+/// Q4_1: `W = d·q + m`.
+pub struct Q4_1;
+/// Q5_1: `W = d·q + m`.
+pub struct Q5_1;
 const _: () = assert!(offset_of!(BlockQ4_0, d) == 0 && offset_of!(BlockQ4_0, qs) == 2);
 const _: () = assert!(size_of::<BlockQ4_0>() == 4 * 5 - 2);
 const _: () = assert!(offset_of!(BlockIq4Nl, d) == 0 && offset_of!(BlockIq4Nl, qs) == 2);
@@ -37,6 +45,11 @@ const _: () = assert!(offset_of!(BlockQ5_0, d) == 0 && offset_of!(BlockQ5_0, qh)
 const _: () = assert!(offset_of!(BlockQ5_0, qs) == 6 && size_of::<BlockQ5_0>() == 4 * 6 - 2);
 const _: () = assert!(offset_of!(BlockQ8_0, d) == 0 && offset_of!(BlockQ8_0, qs) == 2);
 const _: () = assert!(size_of::<BlockQ8_0>() == 4 * 9 - 2);
+const _: () = assert!(offset_of!(BlockQ4_1, d) == 0 && offset_of!(BlockQ4_1, m) == 2);
+const _: () = assert!(offset_of!(BlockQ4_1, qs) == 4 && size_of::<BlockQ4_1>() == 4 * 5);
+const _: () = assert!(offset_of!(BlockQ5_1, d) == 0 && offset_of!(BlockQ5_1, m) == 2);
+const _: () = assert!(offset_of!(BlockQ5_1, qh) == 4 && offset_of!(BlockQ5_1, qs) == 8);
+const _: () = assert!(size_of::<BlockQ5_1>() == 4 * 6);
 
 /// `(row, block)` items of a step per thread.
 const ITEMS: u32 = MMQ_ROWS * SUBS / MMQ_THREADS;
@@ -69,6 +82,19 @@ unsafe fn ld_block<const N: usize>(live: bool, a: u64) -> [u32; N] {
     t
 }
 
+/// The `4n` bytes of a block at `a` (4-byte aligned: blocks and rows are whole words) as `n`
+/// words, or zeros without reading if `!live`.
+#[inline(always)]
+unsafe fn ld_words<const N: usize>(live: bool, a: u64) -> [u32; N] {
+    let mut s = [0u32; N];
+    let mut i = 0;
+    while i < N {
+        s[i] = ld_u32_if(live, a + 4 * i as u64);
+        i += 1;
+    }
+    s
+}
+
 /// Bytes 2 .. 4 of word `w[i]` and 0 .. 2 of `w[i+1]`: the int at byte offset `4i + 2`.
 #[inline(always)]
 fn mid<const N: usize>(w: &[u32; N], i: usize) -> u32 {
@@ -88,11 +114,34 @@ fn sub_bytes<const H: u32>(x: u32) -> u32 {
     r | (r & bit).wrapping_mul((256 - 2 * H) / H)
 }
 
-/// A 32-weight type: how a block's words (from [`ld_block`]) become the 32 levels.
+/// A 32-weight type: how its blocks are read and how a block's words become its sub-block
+/// pair and 32 levels.
 trait Legacy {
-    /// The block's `d` (raw binary16 in the low half) and its 32 levels (s8, element order)
-    /// from its words.
-    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]);
+    /// The block at `a` as `N` words (`ld_block`: `4N − 2` bytes; `ld_words`: `4N`), zeros
+    /// without reading if `!live`.
+    unsafe fn load<const N: usize>(live: bool, a: u64) -> [u32; N] {
+        ld_block::<N>(live, a)
+    }
+
+    /// The block's sub-block pair (f32 bits, as its `fold` takes it) and its 32 levels (s8,
+    /// element order) from its words; zero words give a zero pair.
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]);
+}
+
+/// The pair of a type without a min: `(d, 0)`, `d` the raw binary16 in the low half of `w0`.
+#[inline(always)]
+fn d_pair(w0: u32) -> [u32; 2] {
+    [f16_to_f32(w0 & 0xFFFF).to_bits(), 0]
+}
+
+/// The pair of a type with a min (`d` then `m` as binary16 in `w0`): `(d, −m)`, so that
+/// Q4_K's fold, which subtracts `pair[1]·s8`, adds `m·s8`.
+#[inline(always)]
+fn min_pair(w0: u32) -> [u32; 2] {
+    [
+        f16_to_f32(w0 & 0xFFFF).to_bits(),
+        (-f16_to_f32(w0 >> 16)).to_bits(),
+    ]
 }
 
 /// The 32 nibbles of a Q4_0 / IQ4_NL block's `qs` (byte 2 on) as `(low, high)` nibble words
@@ -106,7 +155,7 @@ fn nibbles<const N: usize>(w: &[u32; N], k: usize) -> (u32, u32) {
 
 impl Legacy for Q4_0 {
     #[inline(always)]
-    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
         let mut v = [0u32; 8];
         let mut k = 0;
         while k < 4 {
@@ -115,13 +164,13 @@ impl Legacy for Q4_0 {
             v[4 + k] = sub_bytes::<8>(hi);
             k += 1;
         }
-        (w[0], v)
+        (d_pair(w[0]), v)
     }
 }
 
 impl Legacy for Iq4Nl {
     #[inline(always)]
-    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
         // The decode gemv's code-book lookup: byte permutes of the nibbles of `qs[4k..4k+4]`.
         let mut v = [0u32; 8];
         let mut k = 0;
@@ -131,13 +180,13 @@ impl Legacy for Iq4Nl {
             v[4 + k] = hi;
             k += 1;
         }
-        (w[0], v)
+        (d_pair(w[0]), v)
     }
 }
 
 impl Legacy for Q5_0 {
     #[inline(always)]
-    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
         // `qh` at byte 2, `qs` at 6: element k < 16 is the low nibble of `qs[k]`, element
         // 16 + k its high nibble, bit k (16 + k) of `qh` their fifth bit.
         let qh = mid(w, 0);
@@ -150,20 +199,66 @@ impl Legacy for Q5_0 {
             v[4 + k] = sub_bytes::<16>(((q >> 4) & 0x0F0F_0F0F) | h1);
             k += 1;
         }
-        (w[0], v)
+        (d_pair(w[0]), v)
     }
 }
 
 impl Legacy for Q8_0 {
     #[inline(always)]
-    fn levels<const N: usize>(w: &[u32; N]) -> (u32, [u32; 8]) {
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
         let mut v = [0u32; 8];
         let mut k = 0;
         while k < 8 {
             v[k] = mid(w, k);
             k += 1;
         }
-        (w[0], v)
+        (d_pair(w[0]), v)
+    }
+}
+
+impl Legacy for Q4_1 {
+    #[inline(always)]
+    unsafe fn load<const N: usize>(live: bool, a: u64) -> [u32; N] {
+        ld_words::<N>(live, a)
+    }
+
+    #[inline(always)]
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
+        // `qs` at word 1: element k < 16 is the low nibble of `qs[k]`, element 16 + k its high
+        // nibble; the levels are the nibbles (0..15, so s8 as they are).
+        let mut v = [0u32; 8];
+        let mut k = 0;
+        while k < 4 {
+            let q = w[1 + k];
+            v[k] = q & 0x0F0F_0F0F;
+            v[4 + k] = (q >> 4) & 0x0F0F_0F0F;
+            k += 1;
+        }
+        (min_pair(w[0]), v)
+    }
+}
+
+impl Legacy for Q5_1 {
+    #[inline(always)]
+    unsafe fn load<const N: usize>(live: bool, a: u64) -> [u32; N] {
+        ld_words::<N>(live, a)
+    }
+
+    #[inline(always)]
+    fn levels<const N: usize>(w: &[u32; N]) -> ([u32; 2], [u32; 8]) {
+        // `qh` at word 1, `qs` at 2: as Q5_0, but the levels are `q` itself (0..31, s8 as
+        // they are).
+        let qh = w[1];
+        let mut v = [0u32; 8];
+        let mut k = 0;
+        while k < 4 {
+            let q = w[2 + k];
+            let (h0, h1) = q5_high_bits(qh >> (4 * k));
+            v[k] = (q & 0x0F0F_0F0F) | h0;
+            v[4 + k] = ((q >> 4) & 0x0F0F_0F0F) | h1;
+            k += 1;
+        }
+        (min_pair(w[0]), v)
     }
 }
 
@@ -174,7 +269,7 @@ impl Legacy for Q8_0 {
 /// (rows 17 units apart, blocks 2). The two rows are staged by two calls, not a loop: LLVM
 /// keeps a two-trip loop for Q5_0, a branch per step.
 #[inline(always)]
-unsafe fn stage_legacy<T: Legacy, const N: usize>(
+unsafe fn stage_legacy<T: Legacy + MmqWeights, const N: usize>(
     w: u64,
     row_bytes: u64,
     rows: u32,
@@ -187,7 +282,7 @@ unsafe fn stage_legacy<T: Legacy, const N: usize>(
     let l = tid % 32;
     let r = 4 * (tid / 32) + l % 2 + 2 * ((l / 8) % 2);
     let b = (l / 2) % 4 + 4 * (l / 16);
-    let at = (b * (4 * N as u32 - 2)) as u64;
+    let at = (b * T::BLOCK_BYTES) as u64;
     let live = b < subs;
     stage_block::<T, N>(w + at, row_bytes, r, live && r < rows, b, tile, pairs);
     let r = r + MMQ_ROWS / 2;
@@ -195,7 +290,7 @@ unsafe fn stage_legacy<T: Legacy, const N: usize>(
 }
 
 /// Stages block `b` of tile row `r` (`w`: its address in the tile's first row): its levels and
-/// its `d`, or zeros without reading if `!live`.
+/// its pair, or zeros without reading if `!live`.
 #[inline(always)]
 unsafe fn stage_block<T: Legacy, const N: usize>(
     w: u64,
@@ -206,15 +301,12 @@ unsafe fn stage_block<T: Legacy, const N: usize>(
     tile: u32,
     pairs: u32,
 ) {
-    let words = ld_block::<N>(live, w + r as u64 * row_bytes);
-    let (d, v) = T::levels(&words);
+    let words = T::load::<N>(live, w + r as u64 * row_bytes);
+    let (pair, v) = T::levels(&words);
     let dst = tile + r * STRIDE + QK8_1 as u32 * b;
     sts_v4(dst, [v[0], v[1], v[2], v[3]]);
     sts_v4(dst + 16, [v[4], v[5], v[6], v[7]]);
-    sts_v2(
-        pairs + b * W_PAIR_STRIDE + r * 8,
-        [f16_to_f32(d & 0xFFFF).to_bits(), 0],
-    );
+    sts_v2(pairs + b * W_PAIR_STRIDE + r * 8, pair);
 }
 
 /// One sub-block's products of 16 rows × 8 tokens: `acc += (d·d8)·Σ level·q8`. `d·d8` (two
@@ -239,7 +331,7 @@ fn fold_legacy(
 }
 
 macro_rules! legacy_mmq {
-    ($t:ty, $block:ty, $n:literal) => {
+    ($t:ty, $block:ty, $n:literal, $fold:expr) => {
         impl MmqWeights for $t {
             const BLOCK_WEIGHTS: u32 = QK8_1 as u32;
             const BLOCK_BYTES: u32 = size_of::<$block>() as u32;
@@ -254,7 +346,7 @@ macro_rules! legacy_mmq {
                 tile: u32,
                 pairs: u32,
             ) {
-                const _: () = assert!(size_of::<$block>() == 4 * $n - 2);
+                const _: () = assert!(size_of::<$block>().div_ceil(4) == $n);
                 stage_legacy::<$t, $n>(w, row_bytes, rows, subs, tid, tile, pairs);
             }
 
@@ -267,13 +359,15 @@ macro_rules! legacy_mmq {
                 pb: [u32; 2],
                 x: [f32; 4],
             ) {
-                fold_legacy(acc, a, b, pa, pb, x);
+                $fold(acc, a, b, pa, pb, x);
             }
         }
     };
 }
 
-legacy_mmq!(Q4_0, BlockQ4_0, 5);
-legacy_mmq!(Iq4Nl, BlockIq4Nl, 5);
-legacy_mmq!(Q5_0, BlockQ5_0, 6);
-legacy_mmq!(Q8_0, BlockQ8_0, 9);
+legacy_mmq!(Q4_0, BlockQ4_0, 5, fold_legacy);
+legacy_mmq!(Iq4Nl, BlockIq4Nl, 5, fold_legacy);
+legacy_mmq!(Q5_0, BlockQ5_0, 6, fold_legacy);
+legacy_mmq!(Q8_0, BlockQ8_0, 9, fold_legacy);
+legacy_mmq!(Q4_1, BlockQ4_1, 5, <Q4K as MmqWeights>::fold);
+legacy_mmq!(Q5_1, BlockQ5_1, 6, <Q4K as MmqWeights>::fold);

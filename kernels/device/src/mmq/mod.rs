@@ -6,7 +6,7 @@
 //! the block stages in shared memory:
 //! * the weight tile: each row's 256 levels as s8, and per 32-weight sub-block `j` an 8-byte
 //!   pair of the row's factors for it (`MmqWeights::stage`, per type: Q4_K's `(scale, min)`,
-//!   Q6_K's `d` and two group scales, the 32-weight types' `d`);
+//!   Q6_K's `d` and two group scales, the 32-weight types' `d`, Q4_1's and Q5_1's `(d, −m)`);
 //! * the activation tile: each token's 8 q8_1 blocks as s8, and per block `(d, d·Σq)` in f32
 //!   (the integer sum, as the decode gemv's min correction uses).
 //!
@@ -39,14 +39,14 @@ use crate::vecdot::Q8_BYTES;
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{
-    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    QK8_1,
+    BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, QK8_1,
 };
 use ingot_abi::launch::{
     mmq_moe_first_slot, mmq_moe_pair_slots, mmq_token_tiles, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS,
     MMQ_THREADS, MMQ_TOKENS, MMQ_WARP_TOKENS, WARP_SIZE,
 };
-use legacy::{Iq4Nl, Q4_0, Q5_0, Q8_0};
+use legacy::{Iq4Nl, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use q3k::Q3K;
 use q4k::Q4K;
 use q5k::Q5K;
@@ -468,3 +468,5 @@ mmq_kernels!(Q4_0, BlockQ4_0, mmq_q4_0, mmq_moe_q4_0, "Q4_0");
 mmq_kernels!(Iq4Nl, BlockIq4Nl, mmq_iq4_nl, mmq_moe_iq4_nl, "IQ4_NL");
 mmq_kernels!(Q5_0, BlockQ5_0, mmq_q5_0, mmq_moe_q5_0, "Q5_0");
 mmq_kernels!(Q8_0, BlockQ8_0, mmq_q8_0, mmq_moe_q8_0, "Q8_0");
+mmq_kernels!(Q4_1, BlockQ4_1, mmq_q4_1, mmq_moe_q4_1, "Q4_1");
+mmq_kernels!(Q5_1, BlockQ5_1, mmq_q5_1, mmq_moe_q5_1, "Q5_1");
