@@ -86,14 +86,9 @@ fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Rows of `a` per tile of [`gemm_nt`] (and of `b`: `TILE_A × TILE_B` dot products at once, each on
-/// eight lanes, so 8 accumulator vectors plus 6 operand vectors fit the 16 AVX2 registers).
-const TILE_A: usize = 4;
-const TILE_B: usize = 2;
-
 /// `out[i·out_stride + j] = dot_f32(a_i, b_j)` bit for bit, where `a_i = a[i·a_stride..][..k]` for
 /// `i < m` and `b_j = b[j·b_stride..][..k]` for `j < n`: the f32 product `A·Bᵀ` of row-major matrices
-/// with strides. Tiles of 4 × 2 rows keep each operand vector in a register for several dot
+/// with strides. On AVX2, tiles of 4 × 2 rows keep each operand vector in a register for several dot
 /// products; every product still sums its eight lanes in [`dot_f32`]'s order, so the result does not
 /// depend on the tiling or on the instruction set it runs on (Rust never fuses the multiply and add).
 #[allow(clippy::too_many_arguments)]
@@ -108,42 +103,65 @@ pub fn gemm_nt(
     out: &mut [f32],
     out_stride: usize,
 ) {
-    let shape = GemmShape {
-        a_stride,
-        m,
-        b_stride,
-        n,
-        k,
-        out_stride,
-    };
+    let row_a = |i: usize| &a[i * a_stride..][..k];
+    let row_b = |j: usize| &b[j * b_stride..][..k];
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    let done = if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked on the line above).
-        unsafe { gemm_nt_avx2(a, b, out, shape) };
-        return;
+        unsafe { gemm_nt_avx2(&row_a, &row_b, (m, n), out, out_stride) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    // Rows the tiles did not cover, or every row without AVX2.
+    for i in done..m {
+        for j in 0..n {
+            out[i * out_stride + j] = dot_f32(row_a(i), row_b(j));
+        }
     }
-    gemm_nt_body(a, b, out, shape);
 }
 
-#[derive(Clone, Copy)]
-struct GemmShape {
-    a_stride: usize,
-    m: usize,
-    b_stride: usize,
-    n: usize,
-    k: usize,
-    out_stride: usize,
-}
+/// Rows of `a` per AVX2 tile of [`gemm_nt`] (and of `b`: 8 accumulator vectors plus 6 operand
+/// vectors fit the 16 AVX2 registers).
+#[cfg(target_arch = "x86_64")]
+const TILE_A: usize = 4;
+#[cfg(target_arch = "x86_64")]
+const TILE_B: usize = 2;
 
-/// [`gemm_nt_body`] with [`dot_tile`] on 256-bit vectors: the same lane-wise multiplies and adds.
+/// The rows of [`gemm_nt`] that fill whole `TILE_A`-row tiles, on AVX2 ([`dot_tile_avx2`] for
+/// each full `TILE_A × TILE_B` block, [`dot_f32`] for the columns past the last one); returns how
+/// many rows it wrote.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn gemm_nt_avx2(a: &[f32], b: &[f32], out: &mut [f32], s: GemmShape) {
-    // The closure inherits the function's target feature.
-    gemm_nt_tiled(a, b, out, s, |a, b| dot_tile_avx2(a, b))
+fn gemm_nt_avx2<'r>(
+    row_a: &impl Fn(usize) -> &'r [f32],
+    row_b: &impl Fn(usize) -> &'r [f32],
+    (m, n): (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    let (m_tiles, n_tiles) = (m / TILE_A * TILE_A, n / TILE_B * TILE_B);
+    for i0 in (0..m_tiles).step_by(TILE_A) {
+        for j0 in (0..n_tiles).step_by(TILE_B) {
+            let t = dot_tile_avx2(
+                std::array::from_fn(|i| row_a(i0 + i)),
+                std::array::from_fn(|j| row_b(j0 + j)),
+            );
+            for (i, t) in t.iter().enumerate() {
+                out[(i0 + i) * out_stride + j0..][..TILE_B].copy_from_slice(t);
+            }
+        }
+        for j in n_tiles..n {
+            for i in i0..i0 + TILE_A {
+                out[i * out_stride + j] = dot_f32(row_a(i), row_b(j));
+            }
+        }
+    }
+    m_tiles
 }
 
-/// [`dot_tile`] for 4 × 2 rows on AVX2 registers: 8 accumulators, each lane `l` summing the products
+/// `[dot_f32(a_i, b_j)]` for 4 × 2 rows of equal length on AVX2 registers: 8 accumulators, each lane `l` summing the products
 /// of elements `8c + l` in order, then the lanes summed in order, as [`dot_f32`] does.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -178,73 +196,6 @@ fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TI
                 .map(|(x, y)| x * y)
                 .sum();
             lanes.iter().sum::<f32>() + tail
-        })
-    })
-}
-
-fn gemm_nt_body(a: &[f32], b: &[f32], out: &mut [f32], s: GemmShape) {
-    gemm_nt_tiled(a, b, out, s, dot_tile::<TILE_A, TILE_B>)
-}
-
-/// The tiling of [`gemm_nt`]: `tile` for every full `TILE_A × TILE_B` block, [`dot_f32`] at the edges.
-#[inline(always)]
-fn gemm_nt_tiled(
-    a: &[f32],
-    b: &[f32],
-    out: &mut [f32],
-    s: GemmShape,
-    tile: impl Fn([&[f32]; TILE_A], [&[f32]; TILE_B]) -> [[f32; TILE_B]; TILE_A],
-) {
-    let row_a = |i: usize| &a[i * s.a_stride..][..s.k];
-    let row_b = |j: usize| &b[j * s.b_stride..][..s.k];
-    let (m_tiles, n_tiles) = (s.m / TILE_A * TILE_A, s.n / TILE_B * TILE_B);
-    for i0 in (0..m_tiles).step_by(TILE_A) {
-        for j0 in (0..n_tiles).step_by(TILE_B) {
-            let t = tile(
-                std::array::from_fn(|i| row_a(i0 + i)),
-                std::array::from_fn(|j| row_b(j0 + j)),
-            );
-            for (i, t) in t.iter().enumerate() {
-                out[(i0 + i) * s.out_stride + j0..][..TILE_B].copy_from_slice(t);
-            }
-        }
-        for j in n_tiles..s.n {
-            for i in i0..i0 + TILE_A {
-                out[i * s.out_stride + j] = dot_f32(row_a(i), row_b(j));
-            }
-        }
-    }
-    for i in m_tiles..s.m {
-        for j in 0..s.n {
-            out[i * s.out_stride + j] = dot_f32(row_a(i), row_b(j));
-        }
-    }
-}
-
-/// `[dot_f32(a_i, b_j)]` for `MA × NB` rows of equal length, in [`dot_f32`]'s lane order.
-fn dot_tile<const MA: usize, const NB: usize>(a: [&[f32]; MA], b: [&[f32]; NB]) -> [[f32; NB]; MA] {
-    let k = a[0].len();
-    let body = k / 8 * 8;
-    let mut acc = [[[0.0f32; 8]; NB]; MA];
-    for c in (0..body).step_by(8) {
-        let av: [&[f32]; MA] = std::array::from_fn(|i| &a[i][c..c + 8]);
-        let bv: [&[f32]; NB] = std::array::from_fn(|j| &b[j][c..c + 8]);
-        for i in 0..MA {
-            for j in 0..NB {
-                for l in 0..8 {
-                    acc[i][j][l] += av[i][l] * bv[j][l];
-                }
-            }
-        }
-    }
-    std::array::from_fn(|i| {
-        std::array::from_fn(|j| {
-            let tail: f32 = a[i][body..]
-                .iter()
-                .zip(&b[j][body..])
-                .map(|(x, y)| x * y)
-                .sum();
-            acc[i][j].iter().sum::<f32>() + tail
         })
     })
 }
