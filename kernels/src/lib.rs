@@ -2,8 +2,9 @@
 //! [`Accelerator`] trait that runs them on a real GPU ([`backend::cuda`]) or on the PTX simulator
 //! (`backend::sim`, feature `sim`).
 //!
-//! The PTX is generated from `kernels/device` by `cargo xtask kernels` and committed, so this
-//! crate builds on stable Rust with no CUDA toolkit. `cargo xtask kernels --check` fails when the
+//! The PTX is generated from `kernels/device` by `cargo xtask kernels` and committed, xz-compressed
+//! (`kernels/ptx/ingot.ptx.xz`; `build.rs` unpacks it), so this crate builds on stable Rust with no
+//! CUDA toolkit. `cargo xtask kernels --check` fails when the
 //! committed file no longer matches the device sources. Kernel names, parameter lists and launch
 //! shapes come from [`ingot_abi::launch`], the same constants the device code compiles against.
 
@@ -15,11 +16,12 @@ pub use backend::{Accelerator, KArg};
 pub use error::{KernelError, Result};
 pub use ingot_abi::launch::{all_kernels, KernelDesc, Param, ParamKind, KERNELS};
 
-/// The committed PTX module (PTX ISA 7.8, sm_86; JIT-compiled by the driver for newer GPUs).
+/// The committed PTX module (PTX ISA 7.8, sm_86; JIT-compiled by the driver for newer GPUs), as
+/// `build.rs` unpacked it from `kernels/ptx/ingot.ptx.xz`.
 ///
 /// A `static`, not a `const`: a `const` is inlined at every use site, so each crate that names
-/// it would embed its own 5 MB copy; a `static` is one object, so a binary holds it once.
-pub static PTX: &str = include_str!("../ptx/ingot.ptx");
+/// it would embed its own ~18 MB copy; a `static` is one object, so a binary holds it once.
+pub static PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/ingot.ptx"));
 
 /// The launch descriptor of kernel `name`, if the module has it.
 pub fn kernel(name: &str) -> Option<&'static KernelDesc> {

@@ -170,27 +170,38 @@ impl KernelReport {
     }
 }
 
-/// Reads and parses a PTX file.
+/// Reads and parses a PTX file, plain or `.xz` ([`ptx_front::read_ptx`]).
 pub fn read_ptx(path: &Path) -> Result<PtxModule, AuditError> {
-    let io = |source| AuditError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let size = std::fs::metadata(path).map_err(io)?.len();
-    if size > ptx_front::MAX_PTX_BYTES as u64 {
-        return Err(AuditError::Ptx {
-            path: path.to_path_buf(),
-            source: crate::PtxError::TooLarge {
-                bytes: usize::try_from(size).unwrap_or(usize::MAX),
-                limit: ptx_front::MAX_PTX_BYTES,
-            },
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let text = read_text(path)?;
     PtxModule::parse(&text).map_err(|source| AuditError::Ptx {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The text of a PTX file, refused above [`ptx_front::MAX_PTX_BYTES`] (a plain file before it
+/// is read, a compressed one once unpacked).
+fn read_text(path: &Path) -> Result<String, AuditError> {
+    let io = |source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let too_large = |bytes: u64| AuditError::Ptx {
+        path: path.to_path_buf(),
+        source: crate::PtxError::TooLarge {
+            bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
+            limit: ptx_front::MAX_PTX_BYTES,
+        },
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > ptx_front::MAX_PTX_BYTES as u64 {
+        return Err(too_large(size));
+    }
+    let text = ptx_front::read_ptx(path).map_err(io)?;
+    if text.len() > ptx_front::MAX_PTX_BYTES {
+        return Err(too_large(text.len() as u64));
+    }
+    Ok(text)
 }
 
 /// PTX metrics only (no NVIDIA tools needed).
@@ -250,6 +261,21 @@ fn audit_some(
         path: std::env::temp_dir(),
         source,
     })?;
+    // ptxas reads a file: a compressed PTX is unpacked into the scratch folder first.
+    let unpacked;
+    let path = if path
+        .extension()
+        .is_some_and(|e| e == ptx_front::COMPRESSED_EXTENSION)
+    {
+        unpacked = scratch.path().join("unpacked.ptx");
+        std::fs::write(&unpacked, read_text(path)?).map_err(|source| AuditError::Io {
+            path: unpacked.clone(),
+            source,
+        })?;
+        unpacked.as_path()
+    } else {
+        path
+    };
     // The architectures are independent: assemble and disassemble them concurrently.
     let per_arch = std::thread::scope(|scope| {
         let jobs: Vec<_> = ARCHS

@@ -1,7 +1,7 @@
 //! Static audit of the kernels' PTX and of the SASS ptxas makes from it.
 //!
 //! `ptx-audit report` prints, for every `.entry` of a PTX file (by default
-//! `kernels/ptx/ingot.ptx`), the metrics below; `ptx-audit check` compares them with the budget
+//! `kernels/ptx/ingot.ptx.xz`), the metrics below; `ptx-audit check` compares them with the budget
 //! file (by default `kernels/audit-budgets.toml`) and exits 1 with a table of every broken rule
 //! (kernel, metric, budget, actual). Errors (unreadable input, a tool missing or failing) exit 2.
 //!

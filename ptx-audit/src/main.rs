@@ -47,7 +47,7 @@ enum Command {
 
 #[derive(Args)]
 struct Input {
-    /// PTX file [default: <workspace>/kernels/ptx/ingot.ptx]
+    /// PTX file, plain or .xz [default: <workspace>/kernels/ptx/ingot.ptx.xz]
     #[arg(long)]
     ptx: Option<PathBuf>,
     /// Budget file [default: <workspace>/kernels/audit-budgets.toml]
@@ -59,7 +59,7 @@ impl Input {
     fn ptx(&self) -> PathBuf {
         self.ptx
             .clone()
-            .unwrap_or_else(|| workspace_path("kernels/ptx/ingot.ptx"))
+            .unwrap_or_else(|| workspace_path("kernels/ptx/ingot.ptx.xz"))
     }
 
     fn budgets(&self) -> PathBuf {

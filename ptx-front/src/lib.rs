@@ -10,10 +10,13 @@
 //!   diverged paths meet again: the simulator's reconvergence points); [`LoopForest`] (dominators and
 //!   natural loops: the audit's hot loops).
 //!
-//! Depends only on `ptx-syntax`; nothing here knows about execution or budgets.
+//! - [`read_ptx`]: a PTX file's text, plain or `.xz` (the committed `kernels/ptx/ingot.ptx.xz`).
+//!
+//! Depends only on `ptx-syntax` (and `xz2` for compressed files); nothing here knows about execution or budgets.
 
 mod cfg;
 mod error;
+mod file;
 mod lines;
 mod loops;
 mod module;
@@ -24,6 +27,7 @@ pub mod statement;
 
 pub use cfg::{BasicBlock, BlockId, Cfg, Flow};
 pub use error::PtxError;
+pub use file::{read_ptx, COMPRESSED_EXTENSION};
 pub use lines::LineIndex;
 pub use loops::{Loop, LoopForest, LoopId};
 pub use module::{

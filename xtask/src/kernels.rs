@@ -1,7 +1,13 @@
 //! Builds the device crate to PTX and installs or checks the committed copy.
+//!
+//! The committed copy is `kernels/ptx/ingot.ptx.xz` (xz preset 9): its text is what rustc emitted
+//! less the `// begin inline asm` / `// end inline asm` lines LLVM wraps around every inline asm
+//! statement (a fifth of the text, no meaning to ptxas, the driver or ptx-sim). Comparisons are of
+//! the text, never of the compressed bytes, so another liblzma version cannot make a stale file.
 
-use crate::paths::{committed_ptx_path, workspace_root};
+use crate::paths::{committed_ptx_path, plain_ptx_path, workspace_root};
 use anyhow::{bail, Context, Result};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -10,31 +16,58 @@ const TARGET_CPU: &str = "sm_86";
 /// Lowest PTX ISA version ptxas accepts for sm_90, so one file serves sm_86 and sm_90.
 const PTX_ISA: &str = "+ptx78";
 
-/// `cargo xtask kernels`: rebuild and overwrite `kernels/ptx/ingot.ptx`.
+/// xz preset of the committed file (a 64 MiB dictionary: the text's repeats lie megabytes apart).
+const XZ_PRESET: u32 = 9;
+
+/// `cargo xtask kernels`: rebuild, rewrite `kernels/ptx/ingot.ptx.xz` when the text changed, and
+/// leave the text at `target/ptx/ingot.ptx` for reading.
 pub fn build() -> Result<()> {
     let fresh = compile()?;
+    write_plain(&plain_ptx_path(), &fresh)?;
     let dest = committed_ptx_path();
-    std::fs::write(&dest, &fresh).with_context(|| format!("writing {}", dest.display()))?;
+    if committed_text().ok().as_deref() == Some(fresh.as_str()) {
+        println!("{} is up to date ({} kernels)", dest.display(), entries(&fresh).len());
+        return Ok(());
+    }
+    let tmp = dest.with_extension("xz.tmp");
+    let file =
+        std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    let mut enc = xz2::write::XzEncoder::new(file, XZ_PRESET);
+    enc.write_all(fresh.as_bytes())?;
+    enc.finish()?.sync_all()?;
+    std::fs::rename(&tmp, &dest).with_context(|| format!("writing {}", dest.display()))?;
     println!(
-        "wrote {} ({} bytes, {} kernels)",
+        "wrote {} ({} bytes of text, {} packed, {} kernels; the text is at {})",
         dest.display(),
         fresh.len(),
-        entries(&fresh).len()
+        std::fs::metadata(&dest)?.len(),
+        entries(&fresh).len(),
+        plain_ptx_path().display()
     );
     Ok(())
+}
+
+/// The committed PTX's text.
+pub fn committed_text() -> Result<String> {
+    let path = committed_ptx_path();
+    ptx_front::read_ptx(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Writes `text` to `path`, creating its folder.
+pub fn write_plain(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `cargo xtask kernels --check`: rebuild and compare with the committed PTX.
 pub fn check() -> Result<()> {
     let fresh = compile()?;
     let out = workspace_root().join("target").join("ingot-check.ptx");
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&out, &fresh)?;
+    write_plain(&out, &fresh)?;
     let committed_path = committed_ptx_path();
-    let committed = std::fs::read_to_string(&committed_path)
-        .with_context(|| format!("reading {}", committed_path.display()))?;
+    let committed = committed_text()?;
     if committed == fresh {
         println!("{} is up to date", committed_path.display());
         return Ok(());
@@ -90,7 +123,21 @@ fn compile() -> Result<String> {
         .join("release")
         .join("deps");
     let asm = newest_asm(&deps)?;
-    std::fs::read_to_string(&asm).with_context(|| format!("reading {}", asm.display()))
+    let text =
+        std::fs::read_to_string(&asm).with_context(|| format!("reading {}", asm.display()))?;
+    Ok(strip_asm_markers(&text))
+}
+
+/// `text` without the lines LLVM writes around each inline asm statement.
+fn strip_asm_markers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if t != "// begin inline asm" && t != "// end inline asm" {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// The most recent `ingot_kernels_device-*.s` (cargo keeps it even when nothing was rebuilt).
@@ -148,4 +195,15 @@ fn diff_summary(old: &str, new: &str) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_asm_markers;
+
+    #[test]
+    fn only_the_asm_marker_lines_go() {
+        let text = "a\n\t// begin inline asm\n\tmov.u32 %r1, 0;\n\t// end inline asm\n\t// ingot:hot\nb";
+        assert_eq!(strip_asm_markers(text), "a\n\tmov.u32 %r1, 0;\n\t// ingot:hot\nb");
+    }
 }

@@ -13,7 +13,8 @@ use anyhow::{bail, Result};
 const USAGE: &str = "usage: cargo xtask <command>
   test             the whole gate CI runs: tools, kernels --check, ptx-audit check, cargo test,
                    scripts/device-check.sh --rehearse
-  kernels          rebuild kernels/ptx/ingot.ptx from kernels/device (nightly, build-std)
+  kernels          rebuild kernels/ptx/ingot.ptx.xz from kernels/device (nightly, build-std);
+                   the text is left at target/ptx/ingot.ptx
   kernels --check  rebuild into target/ and fail if the committed PTX differs
   tools            install rust-src (nightly), ptxas/cuobjdump/nvdisasm and the openai Python client under .tools/
   audit [ARGS]     ptx-audit ARGS (default: check) with the tools under .tools/ passed to it

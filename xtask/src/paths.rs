@@ -1,5 +1,5 @@
-//! The one place that knows where the workspace keeps things: the committed PTX and NVIDIA's offline tools
-//! (ptxas, cuobjdump, nvdisasm).
+//! The one place that knows where the workspace keeps things: the committed PTX (and its unpacked
+//! copy) and NVIDIA's offline tools (ptxas, cuobjdump, nvdisasm).
 //!
 //! `cargo xtask tools` unpacks the tools from NVIDIA's PyPI wheels into `<workspace>/.tools` (gitignored).
 //! Each can be overridden with an environment variable naming the executable, so a machine with a CUDA
@@ -17,9 +17,15 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The committed PTX file that `ingot_kernels::PTX` embeds.
+/// The committed PTX, xz-compressed; `ingot_kernels::PTX` embeds its text.
 pub fn committed_ptx_path() -> PathBuf {
-    workspace_root().join("kernels/ptx/ingot.ptx")
+    workspace_root().join("kernels/ptx/ingot.ptx.xz")
+}
+
+/// The committed PTX's text, unpacked for tools that take a file (ptxas) and for reading:
+/// `target/ptx/ingot.ptx`, rewritten by every `cargo xtask kernels` and `cargo xtask sass`.
+pub fn plain_ptx_path() -> PathBuf {
+    workspace_root().join("target/ptx/ingot.ptx")
 }
 
 /// `<workspace>/.tools`, where `cargo xtask tools` installs.

@@ -1,13 +1,16 @@
 //! `cargo xtask sass`: resource usage and SASS of the committed PTX for sm_86 and sm_90.
 
-use crate::paths::{committed_ptx_path, workspace_root, CUOBJDUMP, PTXAS};
+use crate::kernels::{committed_text, write_plain};
+use crate::paths::{plain_ptx_path, workspace_root, CUOBJDUMP, PTXAS};
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const ARCHS: [&str; 2] = ["sm_86", "sm_90"];
 
 pub fn report() -> Result<()> {
-    let ptx = committed_ptx_path();
+    // ptxas takes a file: the committed PTX unpacked.
+    let ptx = plain_ptx_path();
+    write_plain(&ptx, &committed_text()?)?;
     let out = workspace_root().join("target").join("sass");
     std::fs::create_dir_all(&out)?;
     let (ptxas, cuobjdump) = (PTXAS.path(), CUOBJDUMP.path());
