@@ -13,7 +13,10 @@ fn main() {
     let mut text = String::new();
     xz2::read::XzDecoder::new(file)
         .read_to_string(&mut text)
-        .unwrap_or_else(|e| panic!("kernels/{PACKED} does not unpack: {e} (`cargo xtask kernels` rewrites it)"));
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("ingot.ptx");
+        .unwrap_or_else(|e| {
+            panic!("kernels/{PACKED} does not unpack: {e} (`cargo xtask kernels` rewrites it)")
+        });
+    let out =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("ingot.ptx");
     std::fs::write(&out, text).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
 }

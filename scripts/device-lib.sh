@@ -11,7 +11,13 @@
 # Bundle layout: $BUNDLE unpacks to bin/ingot, bin/ingot-bench-kernels, tests/<crate>-<test>,
 # MANIFEST (one "size path" line per binary), COMMIT (the commit the binaries were built from,
 # "-dirty" when the tree had changes: the GPU machine's copy of .git may be older than its tree).
-BUNDLE_MAX_MIB=40
+# What one device call may carry, bundle and working tree together: 64 MiB is the tool's hard
+# limit; 40 leaves room for the kernels and fixtures of the next rounds.
+CARRY_MAX_MIB=40
+# The release bundle's share of that, assumed where no release bundle is built (CI's rehearsal
+# builds a dev-profile one): the largest measured so far, 9.1 MiB (95224e2, 2026-12-02), plus 10%;
+# `prepare` checks the real bundle.
+BUNDLE_RESERVE_MIB=10
 # Every step of a run shares this deadline (seconds): 8.5 minutes unless INGOT_DEVICE_DEADLINE_S
 # says less (a lease with little device time left).
 RUN_DEADLINE_S=${INGOT_DEVICE_DEADLINE_S:-510}
@@ -21,6 +27,26 @@ RUN_DEADLINE_S=${INGOT_DEVICE_DEADLINE_S:-510}
 gpu_kernel_tests() {
     grep -l -E 'on_every_backend!|sim_matches_gpu\(|support::gpu\(\)|CudaAccelerator' kernels/tests/*.rs |
         xargs -n1 basename | sed 's/\.rs$//' | sort
+}
+
+# carried_tree_bytes: bytes of the working tree a device call carries: tracked files and the
+# untracked ones git does not ignore, as they are on disk.
+carried_tree_bytes() {
+    git ls-files -z --cached --others --exclude-standard |
+        xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}'
+}
+
+# check_carry BUNDLE_BYTES LABEL: fails when the tree plus BUNDLE_BYTES exceed CARRY_MAX_MIB.
+check_carry() {
+    local bundle=$1 label=$2 tree
+    tree=$(carried_tree_bytes)
+    printf 'carry: working tree %.1f MiB + %s %.1f MiB = %.1f MiB (limit %d MiB)\n' \
+        "$(awk "BEGIN {print $tree / 1048576}")" "$label" "$(awk "BEGIN {print $bundle / 1048576}")" \
+        "$(awk "BEGIN {print ($tree + $bundle) / 1048576}")" "$CARRY_MAX_MIB"
+    if ((tree + bundle > CARRY_MAX_MIB * 1048576)); then
+        echo "carry: over the ${CARRY_MAX_MIB} MiB a device call may take: shrink the tree (git ls-files -z | xargs -0 du -b | sort -n | tail) or the bundle" >&2
+        return 1
+    fi
 }
 
 # build_bundle DIR PROFILE LEVEL: builds the GPU binaries with cargo PROFILE (release|dev),

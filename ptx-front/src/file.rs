@@ -13,7 +13,8 @@ pub const COMPRESSED_EXTENSION: &str = "xz";
 ///
 /// Errors name the path; a corrupt or truncated `.xz` file is an `InvalidData` error.
 pub fn read_ptx(path: &Path) -> std::io::Result<String> {
-    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     if path.extension().is_some_and(|e| e == COMPRESSED_EXTENSION) {
         let file = std::fs::File::open(path).map_err(named)?;
         let mut text = String::new();

@@ -5,7 +5,13 @@
 //! justify). Tests take paths from here, never from a folder outside the repository, so a fresh
 //! clone passes alone. `INGOT_GOLDEN_DIR` points the tests at another copy (to try new data).
 //!
+//! One model file is not committed but derived, byte for byte, from another at first use
+//! ([`derive`]; `tiny-legacy-f32/model.gguf`): every byte of the tracked tree travels to a lent GPU
+//! machine with each call. [`golden`] and [`golden_model`] hand out either kind of file alike.
+//!
 //! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai).
+
+pub mod derive;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,17 +24,91 @@ pub fn golden_dir() -> PathBuf {
     }
 }
 
-/// A file under the golden folder, e.g. `golden("tiny-mla-f32/model.gguf")`.
+/// A file under the golden folder, e.g. `golden("tiny-mla-f32/model.gguf")`; a derived model
+/// ([`DERIVED`]) is built on first use and its path returned.
 ///
 /// Panics with the path and the fix when it is missing: a test that cannot find its data fails,
 /// it never passes by skipping.
 pub fn golden(relative: &str) -> PathBuf {
+    if let Some(d) = DERIVED.iter().find(|d| d.relative == relative) {
+        return derived(d);
+    }
     let path = golden_dir().join(relative);
     assert!(
         path.exists(),
         "golden fixture {} is missing: it is committed under testdata/golden (or set INGOT_GOLDEN_DIR)",
         path.display()
     );
+    path
+}
+
+/// The `model.gguf` of golden model folder `model`, committed or derived.
+pub fn golden_model(model: &str) -> PathBuf {
+    golden(&format!("{model}/model.gguf"))
+}
+
+/// A golden file built from a committed one by a pinned function.
+pub struct Derived {
+    /// Its path under the golden folder, as [`golden`] is asked for it.
+    pub relative: &'static str,
+    /// The committed file it is made from.
+    pub source: &'static str,
+    pub make: fn(&[u8]) -> Result<Vec<u8>, derive::DeriveError>,
+    /// SHA-256 of the result: the file llama.cpp's outputs beside it were computed from.
+    pub sha256: &'static str,
+}
+
+pub const DERIVED: &[Derived] = &[Derived {
+    relative: "tiny-legacy-f32/model.gguf",
+    source: "tiny-mla-f32/model.gguf",
+    make: derive::legacy_from_mla,
+    sha256: derive::LEGACY_SHA256,
+}];
+
+/// The path of derived file `d`, built when absent or not the pinned bytes.
+///
+/// Built under the system temp folder in a directory named by the pinned hash (tests of many
+/// processes share it), written to a unique temporary name and renamed, so a reader never sees
+/// a partial file; its hash is checked on every call.
+fn derived(d: &Derived) -> PathBuf {
+    derived_in(
+        d,
+        &std::env::temp_dir().join(format!("ingot-golden-{}", &d.sha256[..16])),
+    )
+}
+
+/// [`derived`] under `dir`.
+fn derived_in(d: &Derived, dir: &Path) -> PathBuf {
+    let path = dir.join(d.relative);
+    if std::fs::read(&path).is_ok_and(|b| derive::sha256_hex(&b) == d.sha256) {
+        return path;
+    }
+    let source = golden(d.source);
+    let bytes =
+        std::fs::read(&source).unwrap_or_else(|e| panic!("reading {}: {e}", source.display()));
+    let made = (d.make)(&bytes)
+        .unwrap_or_else(|e| panic!("deriving {} from {}: {e}", d.relative, source.display()));
+    let got = derive::sha256_hex(&made);
+    assert_eq!(
+        got,
+        d.sha256,
+        "deriving {} from {} gave other bytes than the file llama.cpp's outputs were computed from",
+        d.relative,
+        source.display()
+    );
+    let parent = path.parent().expect("a relative path with a folder");
+    std::fs::create_dir_all(parent)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", parent.display()));
+    let tmp = parent.join(format!(
+        ".{}.{}.{:?}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("derived"),
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&tmp, &made).unwrap_or_else(|e| panic!("writing {}: {e}", tmp.display()));
+    std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("renaming to {}: {e}", path.display()));
     path
 }
 
@@ -66,6 +146,40 @@ pub fn python(module: &str) -> Option<Command> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_derived_model_is_rebuilt_byte_for_byte_and_a_wrong_derivation_fails() {
+        let d = &DERIVED[0];
+        // A folder of its own: the shared one may be read by other tests meanwhile.
+        let dir = std::env::temp_dir().join(format!("ingot-golden-test-{}", std::process::id()));
+        let path = derived_in(d, &dir);
+        assert_eq!(derive::sha256_hex(&std::fs::read(&path).unwrap()), d.sha256);
+        // A stale or damaged copy is replaced, not used.
+        std::fs::write(&path, b"damaged").unwrap();
+        let again = derived_in(d, &dir);
+        assert_eq!(
+            derive::sha256_hex(&std::fs::read(&again).unwrap()),
+            d.sha256
+        );
+        // A derivation that drifts (here: the v rows of one layer left out) is caught by the hash.
+        let src = std::fs::read(golden(d.source)).unwrap();
+        let mut wrong = (d.make)(&src).unwrap();
+        let last = wrong.len() - 64;
+        wrong[last] ^= 1;
+        assert_ne!(derive::sha256_hex(&wrong), d.sha256);
+        // A file that is not the f32 MLA model is refused with a reason, never derived from.
+        let q4 = std::fs::read(golden("tiny-mla-q4_k_m/model.gguf")).unwrap();
+        assert!(legacy_err(&q4).contains("not f32"), "{}", legacy_err(&q4));
+        assert!(legacy_err(&src[..1000]).contains("truncated"));
+        assert!(legacy_err(b"GGML....").contains("not a GGUF"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn legacy_err(bytes: &[u8]) -> String {
+        derive::legacy_from_mla(bytes).unwrap_err().to_string()
+    }
+
     #[test]
     fn every_model_folder_has_its_files() {
         for model in [

@@ -26,12 +26,15 @@ pub fn build() -> Result<()> {
     write_plain(&plain_ptx_path(), &fresh)?;
     let dest = committed_ptx_path();
     if committed_text().ok().as_deref() == Some(fresh.as_str()) {
-        println!("{} is up to date ({} kernels)", dest.display(), entries(&fresh).len());
+        println!(
+            "{} is up to date ({} kernels)",
+            dest.display(),
+            entries(&fresh).len()
+        );
         return Ok(());
     }
     let tmp = dest.with_extension("xz.tmp");
-    let file =
-        std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    let file = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
     let mut enc = xz2::write::XzEncoder::new(file, XZ_PRESET);
     enc.write_all(fresh.as_bytes())?;
     enc.finish()?.sync_all()?;
@@ -203,7 +206,11 @@ mod tests {
 
     #[test]
     fn only_the_asm_marker_lines_go() {
-        let text = "a\n\t// begin inline asm\n\tmov.u32 %r1, 0;\n\t// end inline asm\n\t// ingot:hot\nb";
-        assert_eq!(strip_asm_markers(text), "a\n\tmov.u32 %r1, 0;\n\t// ingot:hot\nb");
+        let text =
+            "a\n\t// begin inline asm\n\tmov.u32 %r1, 0;\n\t// end inline asm\n\t// ingot:hot\nb";
+        assert_eq!(
+            strip_asm_markers(text),
+            "a\n\tmov.u32 %r1, 0;\n\t// ingot:hot\nb"
+        );
     }
 }

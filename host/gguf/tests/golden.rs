@@ -4,8 +4,9 @@
 
 mod common;
 
-use common::{golden_dir, golden_model, GOLDEN_MODELS};
+use common::{golden_model, GOLDEN_MODELS};
 use ingot_gguf::{rewrite, GgmlType, GgufFile};
+use ingot_testdata::golden_dir;
 
 /// A `"key": integer` value from the model's config.json (a flat JSON object of numbers).
 fn config_int(model: &str, key: &str) -> u64 {

@@ -2,12 +2,11 @@
 
 mod common;
 
-use common::golden_dir;
 use ingot_gguf::{Gguf, GgufFile, MetaValue};
 use ingot_model::{AttnLayout, GatingFunc, ModelConfig, ModelError, RopeScalingType};
 
 fn header(model: &str) -> Gguf {
-    let path = golden_dir().join(model).join("model.gguf");
+    let path = ingot_testdata::golden_model(model);
     GgufFile::open(&path)
         .expect("golden file opens")
         .header()

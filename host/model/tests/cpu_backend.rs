@@ -8,7 +8,7 @@ use ingot_gguf::GgufFile;
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
 
 fn open(model: &str) -> GgufFile {
-    let path = golden_dir().join(model).join("model.gguf");
+    let path = ingot_testdata::golden_model(model);
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

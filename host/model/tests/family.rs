@@ -16,7 +16,7 @@ use ingot_model::{
 use ingot_synth::variant::{merge_gate_up, tensors_of, write_variant, Tensor};
 
 fn golden_file(model: &str) -> GgufFile {
-    let path = golden_dir().join(model).join("model.gguf");
+    let path = ingot_testdata::golden_model(model);
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -84,7 +84,7 @@ fn merged_gate_up_experts_give_the_same_logits() {
         let path = write(dir.path(), "merged.gguf", &src, &[], &merged);
         let c = ModelConfig::from_gguf(GgufFile::open(&path).unwrap().header()).unwrap();
         assert_eq!(c.gate_up, ExpertGateUp::Merged);
-        let plain = golden_dir().join(model).join("model.gguf");
+        let plain = ingot_testdata::golden_model(model);
         assert_eq!(logits(&path), logits(&plain), "{model}");
     }
 }

@@ -26,7 +26,7 @@ enum Backend {
 }
 
 fn open(model: &str) -> GgufFile {
-    let path = golden_dir().join(model).join("model.gguf");
+    let path = ingot_testdata::golden_model(model);
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -91,17 +91,12 @@ impl Builder {
     }
 }
 
-pub use ingot_testdata::golden_dir;
-
 pub const GOLDEN_MODELS: [&str; 3] = ["tiny-mla-f32", "tiny-legacy-f32", "tiny-mla-q4_k_m"];
 
 pub fn golden_model(name: &str) -> PathBuf {
-    let path = golden_dir().join(name).join("model.gguf");
     assert!(
-        path.is_file(),
-        "golden model {} is missing; set INGOT_GOLDEN_DIR to the folder holding {:?}",
-        path.display(),
-        GOLDEN_MODELS
+        GOLDEN_MODELS.contains(&name),
+        "{name} is not one of {GOLDEN_MODELS:?}"
     );
-    path
+    ingot_testdata::golden_model(name)
 }
