@@ -19,6 +19,8 @@
 #   gate           the captured CUDA graph vs the oracle (tiny models) and vs the CPU backend
 #                  (lite-4l, 16 heads: the flash_latent_mma path); the batched prefill's chunk
 #                  graphs vs the CPU chunked prefill (tiny16_prefill_chunks_cuda_vs_cpu)
+#   gate_q8_0      `ingot gate --backend cuda --cache-type q8_0`: the q8_0 latent cache's plan vs
+#                  the CPU backend with a q8_0 cache
 #   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons
 #   decode         `ingot bench --backend cuda` on lite-4l at depths 0, 1024, 4096
 #   decode_q8_0    the same with `--cache-type q8_0` at depths 0 and 4096
@@ -99,6 +101,8 @@ run() {
     fi
 
     run_step gate 150 fig_gate "$tests/ingot-gates-cuda_gate" --test-threads 1 --nocapture
+    # The q8_0 latent cache end to end: the CUDA plan with a q8_0 cache vs the CPU backend with one.
+    run_step gate_q8_0 90 fig_gate "$bin/ingot" gate -m "$model" --backend cuda --cache-type q8_0 -n 8
 
     local t
     for t in "$tests"/ingot-kernels-*; do
