@@ -1,4 +1,5 @@
-//! Golden models that are not committed because they are a fixed function of one that is.
+//! Golden files that are not committed because they are a fixed function of one that is: a model
+//! in another layout, and files committed xz-compressed ([`unxz`]).
 //!
 //! `tiny-legacy-f32/model.gguf` holds the numbers of `tiny-mla-f32/model.gguf` in the legacy
 //! attention layout: per layer one `attn_kv_b` `[kv_lora, n_head * (nope + v)]` in place of the
@@ -26,6 +27,16 @@ impl std::fmt::Display for DeriveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The contents of an xz-compressed file (a test fixture committed compressed).
+pub fn unxz(src: &[u8]) -> Result<Vec<u8>, DeriveError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    xz2::read::XzDecoder::new(src)
+        .read_to_end(&mut out)
+        .map_err(|e| DeriveError(format!("not a whole xz stream: {e}")))?;
+    Ok(out)
 }
 
 /// Lower-case hex SHA-256 of `bytes`.

@@ -58,12 +58,61 @@ pub struct Derived {
     pub sha256: &'static str,
 }
 
-pub const DERIVED: &[Derived] = &[Derived {
-    relative: "tiny-legacy-f32/model.gguf",
-    source: "tiny-mla-f32/model.gguf",
-    make: derive::legacy_from_mla,
-    sha256: derive::LEGACY_SHA256,
-}];
+pub const DERIVED: &[Derived] = &[
+    Derived {
+        relative: "tiny-legacy-f32/model.gguf",
+        source: "tiny-mla-f32/model.gguf",
+        make: derive::legacy_from_mla,
+        sha256: derive::LEGACY_SHA256,
+    },
+    Derived {
+        relative: "vocab/ggml-vocab-deepseek-coder.gguf",
+        source: "vocab/ggml-vocab-deepseek-coder.gguf.xz",
+        make: derive::unxz,
+        sha256: "91cb1379f2e33af1c4866b194622b7a0e12e8f0c9dba7ba2f10d55978730bec1",
+    },
+    Derived {
+        relative: "vocab/ggml-vocab-deepseek-llm.gguf",
+        source: "vocab/ggml-vocab-deepseek-llm.gguf.xz",
+        make: derive::unxz,
+        sha256: "867f77537b54565f0d81d508c04edc41aa1d4ffc1a92745f225b4c1b02755f76",
+    },
+];
+
+/// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
+/// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
+pub fn llama_cpp_vocab_tests(name: &str) -> (PathBuf, Vec<(String, Vec<u32>)>) {
+    let stem = format!("vocab/ggml-vocab-{name}.gguf");
+    let read = |ext: &str| {
+        let path = golden(&format!("{stem}.{ext}"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let (inp, out) = (read("inp"), read("out"));
+    // As llama.cpp reads it: a separator at the very end opens no further case.
+    let sep = "\n__ggml_vocab_test__\n";
+    let mut texts: Vec<&str> = inp.split(sep).collect();
+    if inp.ends_with(sep) {
+        texts.pop();
+    }
+    let ids: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| {
+                    t.parse()
+                        .unwrap_or_else(|e| panic!("{stem}.out: {t:?}: {e}"))
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        texts.len(),
+        ids.len(),
+        "{stem}: .inp and .out hold different numbers of cases"
+    );
+    let cases = texts.iter().map(|t| t.to_string()).zip(ids).collect();
+    (golden(&stem), cases)
+}
 
 /// The path of derived file `d`, built when absent or not the pinned bytes.
 ///

@@ -11,7 +11,7 @@ pub enum TokenizerError {
 
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
     #[error(
-        "unsupported pre-tokenizer {0:?}: implemented are \"deepseek-llm\", \"deepseek-v3\", \"llama3\", \"glm4\" and \"kimi-k2\""
+        "unsupported pre-tokenizer {0:?}: implemented are \"deepseek-llm\", \"deepseek-coder\", \"deepseek-v3\", \"llama3\", \"glm4\" and \"kimi-k2\""
     )]
     UnsupportedPreTokenizer(String),
 

@@ -4,7 +4,7 @@
 //! Pipeline of [`Tokenizer::encode`]:
 //! 1. special-token partition (`special.rs`): text spelling a control/user-defined token becomes that token;
 //! 2. pre-tokenization ([`pretokenize`]): llama.cpp's regex sequence for the file's `tokenizer.ggml.pre`
-//!    (`deepseek-llm`, `deepseek-v3`, `llama3`, `glm4`, `kimi-k2`);
+//!    (`deepseek-llm`, `deepseek-coder`, `deepseek-v3`, `llama3`, `glm4`, `kimi-k2`);
 //! 3. byte-level BPE (`bpe.rs`) on each pre-token, merges ranked by their index in `tokenizer.ggml.merges`.
 //!
 //! Chat prompts come from the file's Jinja `tokenizer.chat_template` ([`ChatTemplate`], rendered with `minijinja`),

@@ -21,6 +21,10 @@ use regex::Regex;
 pub enum PreTokenizerKind {
     /// `deepseek-llm` (DeepSeek LLM / V2 / V2-Lite): llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM`.
     DeepseekLlm,
+    /// `deepseek-coder` (DeepSeek-Coder, Coder-V2, Coder-V2-Lite): llama.cpp
+    /// `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER`. Unlike `deepseek-llm`, letters and punctuation are Unicode
+    /// categories and every digit is a piece of its own.
+    DeepseekCoder,
     /// `deepseek-v3`: llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM`.
     DeepseekV3,
     /// `llama3` and the names llama.cpp maps to the same rules (`llama-v3`, `llama-bpe`, `falcon3`, `falcon-h1`,
@@ -42,6 +46,7 @@ impl PreTokenizerKind {
     pub fn from_gguf_name(name: &str) -> Option<Self> {
         match name {
             "deepseek-llm" => Some(Self::DeepseekLlm),
+            "deepseek-coder" => Some(Self::DeepseekCoder),
             "deepseek-v3" => Some(Self::DeepseekV3),
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
             | "midm-2.0" | "lfm2" => Some(Self::Llama3),
@@ -71,6 +76,13 @@ impl PreTokenizerKind {
                 (r"\s+$", LookAhead::None),
                 (DEEPSEEK_LLM_CJK, LookAhead::None),
                 (r"\p{N}+", LookAhead::None),
+            ],
+            Self::DeepseekCoder => vec![
+                (r"[\r\n]", LookAhead::None),
+                (r"\s?\p{L}+", LookAhead::None),
+                (r"\s?\p{P}+", LookAhead::None),
+                (DEEPSEEK_LLM_CJK, LookAhead::None),
+                (r"\p{N}", LookAhead::None),
             ],
             Self::DeepseekV3 => vec![
                 (r"\p{N}{1,3}", LookAhead::None),
@@ -288,6 +300,7 @@ mod tests {
     fn every_rule_compiles() {
         for kind in [
             PreTokenizerKind::DeepseekLlm,
+            PreTokenizerKind::DeepseekCoder,
             PreTokenizerKind::DeepseekV3,
             PreTokenizerKind::Llama3,
             PreTokenizerKind::Glm4,
