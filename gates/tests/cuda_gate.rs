@@ -178,12 +178,7 @@ fn lcg_prompt(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
 fn check_against_cpu(label: &str, gpu: &[f32], cpu: &[f32]) {
     assert_eq!(gpu.len(), cpu.len(), "{label}: vocabulary");
     let band = Band::default().logit_band(cpu);
-    let d = gpu
-        .iter()
-        .zip(cpu)
-        .map(|(a, b)| (a - b).abs())
-        .map(|d| if d.is_nan() { f32::INFINITY } else { d })
-        .fold(0.0, f32::max);
+    let d = ingot_testdata::max_abs_diff(gpu, cpu);
     let argmax = |v: &[f32]| {
         v.iter()
             .enumerate()

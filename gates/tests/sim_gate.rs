@@ -352,11 +352,7 @@ fn cache_aware_routing_cost() {
             route_bonus: bonus,
         };
         let report = gate_report(&file, "tiny with a routing bonus", Some(budget));
-        let worst = report
-            .steps
-            .iter()
-            .map(|s| s.max_abs_diff)
-            .fold(0.0f32, f32::max);
+        let worst = ingot_testdata::worst(report.steps.iter().map(|s| s.max_abs_diff));
         println!(
             "route bonus {bonus}: {} of {} steps match the oracle's top-1, {} mismatch; largest logit \
              difference {worst:.4}",

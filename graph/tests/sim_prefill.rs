@@ -44,17 +44,7 @@ fn std_dev(v: &[f32]) -> f32 {
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let d = (x - y).abs();
-            if d.is_nan() {
-                f32::INFINITY
-            } else {
-                d
-            }
-        })
-        .fold(0.0, f32::max)
+    ingot_testdata::max_abs_diff(a, b)
 }
 
 fn argmax(v: &[f32]) -> usize {

@@ -168,9 +168,9 @@ fn check_fused<B: Accelerator>(b: &mut B) {
             // And it is the oracle's best row up to the kernel's rounding: y[want] ≥ y[best]
             // means oracle[want] ≥ oracle[best] − 2·max|y − oracle|.
             let oracle_now = |r: usize| f64::from(if r == low { oracle[best] } else { oracle[r] });
-            let err = (0..nrows)
-                .map(|r| (f64::from(y[r]) - oracle_now(r)).abs())
-                .fold(0.0, f64::max);
+            let err = ingot_testdata::worst_f64(
+                (0..nrows).map(|r| (f64::from(y[r]) - oracle_now(r)).abs()),
+            );
             assert!(
                 oracle_now(want as usize) >= oracle_now(best) - 2.0 * err,
                 "{}: {ty:?} token {want} is not the oracle's best {best} within 2·{err:e}",

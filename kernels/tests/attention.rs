@@ -30,10 +30,7 @@ fn freq_table(p: &RopeParams) -> Vec<u8> {
 
 /// Largest |a − b| / (1 + |b|)-free absolute error, for the report.
 fn max_abs_err(got: &[f32], want: &[f64]) -> f64 {
-    got.iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).abs())
-        .fold(0.0, f64::max)
+    ingot_testdata::worst_f64(got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs()))
 }
 
 #[test]

@@ -319,11 +319,13 @@ fn one_token_case<B: Accelerator>(b: &mut B) {
     let bound = check_case(b, &c, &inp);
     let prefill = run_prefill(b, &s, &inp, (c.pos0, 1, false));
     let decode = run_decode(b, &s, &inp, c.pos0);
-    let worst = prefill
-        .iter()
-        .zip(&decode)
-        .map(|(a, d)| (*a as f64 - *d as f64).abs())
-        .fold(0.0f64, f64::max);
+    // NaN-aware: the outputs start poisoned with NaN, so an unwritten value must fail here.
+    let worst = ingot_testdata::worst_f64(
+        prefill
+            .iter()
+            .zip(&decode)
+            .map(|(a, d)| (*a as f64 - *d as f64).abs()),
+    );
     assert!(
         worst <= 2.0 * bound,
         "{}: one-token prefill vs decode step: {worst:.2e} > {:.2e}",

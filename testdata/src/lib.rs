@@ -161,6 +161,33 @@ fn derived_in(d: &Derived, dir: &Path) -> PathBuf {
     path
 }
 
+/// The largest `|a[i] - b[i]|`, NaN-aware: infinite when the lengths differ or any pair's
+/// difference is NaN (a NaN on either side, or infinities of one sign on both), so no
+/// `< tolerance` check can pass over a NaN. The one comparison every logit test uses
+/// (`f32::max` alone drops a NaN and reports the rest).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    worst(a.iter().zip(b).map(|(x, y)| (x - y).abs()))
+}
+
+/// The largest of `values` (0 for none), NaN-aware: a NaN makes it infinite.
+pub fn worst(values: impl IntoIterator<Item = f32>) -> f32 {
+    values.into_iter().fold(
+        0.0f32,
+        |m, v| if v.is_nan() { f32::INFINITY } else { m.max(v) },
+    )
+}
+
+/// [`worst`] for f64 errors (kernel tests against f64 references).
+pub fn worst_f64(values: impl IntoIterator<Item = f64>) -> f64 {
+    values.into_iter().fold(
+        0.0f64,
+        |m, v| if v.is_nan() { f64::INFINITY } else { m.max(v) },
+    )
+}
+
 /// `python3` (or `INGOT_PYTHON`) with `PYTHONPATH` at the repository's `.tools/python`, where
 /// `cargo xtask tools` installs the pinned packages, after checking that it can import `module`.
 /// When it cannot, the test fails, unless `INGOT_SKIP_PYTHON_TESTS` is set (not empty or `0`):
@@ -223,6 +250,32 @@ mod tests {
         assert!(legacy_err(&src[..1000]).contains("truncated"));
         assert!(legacy_err(b"GGML....").contains("not a GGUF"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_nan_anywhere_fails_every_tolerance() {
+        let a = [1.0f32, -2.0, 3.0];
+        assert_eq!(max_abs_diff(&a, &[1.5, -2.0, 3.25]), 0.5);
+        for i in 0..3 {
+            let mut b = a;
+            b[i] = f32::NAN;
+            assert_eq!(max_abs_diff(&a, &b), f32::INFINITY, "NaN at {i}");
+            assert_eq!(
+                max_abs_diff(&b, &a),
+                f32::INFINITY,
+                "NaN at {i}, other side"
+            );
+            assert_eq!(
+                max_abs_diff(&b, &b),
+                f32::INFINITY,
+                "NaN on both sides at {i}"
+            );
+        }
+        assert_eq!(max_abs_diff(&a, &a[..2]), f32::INFINITY);
+        assert_eq!(worst([0.1, f32::NAN, 0.2]), f32::INFINITY);
+        assert_eq!(worst([0.1, 0.3, 0.2]), 0.3);
+        assert_eq!(worst(std::iter::empty()), 0.0);
+        assert_eq!(worst_f64([0.1, f64::NAN]), f64::INFINITY);
     }
 
     fn legacy_err(bytes: &[u8]) -> String {

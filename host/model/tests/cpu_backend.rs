@@ -117,9 +117,7 @@ fn v3_q4_k_m_reproduces_llama_cpp_quantized_activations() {
     let dir = golden_dir().join(model);
     let want = read_npy(&dir.join("stepwise16.npy"));
     let got = cpu_run(&file, &PROMPT16);
-    let worst = (0..want.rows)
-        .map(|r| max_abs_diff(&got[r], want.row(r)))
-        .fold(0.0f32, f32::max);
+    let worst = ingot_testdata::worst((0..want.rows).map(|r| max_abs_diff(&got[r], want.row(r))));
     println!("{model} stepwise16: max |cpu - llama.cpp| = {worst:.3e}");
     assert!(worst < 1e-4, "{model} stepwise16: {worst}");
 

@@ -54,6 +54,20 @@ fn check_rows(what: &str, got: &[Vec<f32>], want: &Npy) {
     assert!(worst < BAND, "{what}: max |diff| {worst} exceeds {BAND}");
 }
 
+/// A NaN in one logit fails the comparison every golden test uses (`f32::max` alone drops a NaN
+/// and reports the rest as in band).
+#[test]
+#[should_panic(expected = "exceeds")]
+fn a_nan_logit_fails_the_golden_comparison() {
+    let want = read_npy(&golden_dir().join("tiny-mla-f32/prefill16.npy"));
+    let mut got: Vec<Vec<f32>> = (0..want.rows).map(|r| want.row(r).to_vec()).collect();
+    // Not the row's top-1, so the argmax check passes and the band check is what must fail.
+    let row = &mut got[5];
+    let not_top = (argmax(row) + 1) % row.len();
+    row[not_top] = f32::NAN;
+    check_rows("one NaN logit", &got, &want);
+}
+
 /// Prefill and stepwise decode of the 16-token prompt against `prefill_file` and `stepwise_file`.
 fn check_prompt16(model: &str, backend: Backend, prefill_file: &str, stepwise_file: Option<&str>) {
     let got = with_decoder(model, backend, |d| d.prefill(&PROMPT16, 0).unwrap());

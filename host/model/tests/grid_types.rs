@@ -90,11 +90,7 @@ fn grid_type_projections_decode_alike_on_oracle_and_cpu() {
     // the whole spread.
     let spread = std_dev(&want.concat());
     let band = 0.3 * spread;
-    let worst = want
-        .iter()
-        .zip(&got)
-        .map(|(w, g)| max_abs_diff(w, g))
-        .fold(0.0f32, f32::max);
+    let worst = ingot_testdata::worst(want.iter().zip(&got).map(|(w, g)| max_abs_diff(w, g)));
     let seen = compare_logits(&want, &got, band, |pos| {
         format!("grid types, position {pos}")
     });

@@ -46,11 +46,7 @@ fn cpu_logits(path: &Path) -> Vec<Vec<f32>> {
 }
 
 fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    a.concat()
-        .iter()
-        .zip(b.concat())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    ingot_testdata::max_abs_diff(&a.concat(), &b.concat())
 }
 
 #[test]

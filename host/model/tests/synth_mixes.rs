@@ -59,11 +59,11 @@ fn check_cpu_against_oracle(dir: &std::path::Path, preset: Preset, layout: Layou
         .map(|(_, (w, g))| (w.clone(), g.clone()))
         .unzip();
     let seen = compare_logits(&w_in, &g_in, band, |_| what.clone());
-    let worst = want
-        .iter()
-        .zip(&got)
-        .map(|(w, g)| common::max_abs_diff(w, g))
-        .fold(0.0f32, f32::max);
+    let worst = ingot_testdata::worst(
+        want.iter()
+            .zip(&got)
+            .map(|(w, g)| common::max_abs_diff(w, g)),
+    );
     println!(
         "{what}: {} positions, max |cpu - oracle| {worst:.3e} (band {band:.3e}, logit spread {spread:.2}), \
          outside the band at {outside:?} (allowed {flips_allowed}), same top-1 at {} of the {} inside, required at {}",

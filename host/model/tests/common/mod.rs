@@ -99,13 +99,11 @@ pub const PROMPT16: [u32; 16] = [
     510, 299, 32, 113, 117, 365, 107, 274, 357, 110, 474, 32, 106, 117, 315, 115,
 ];
 
-/// Largest absolute difference between two equally long slices.
+/// Largest absolute difference between two equally long slices, infinite for a NaN
+/// ([`ingot_testdata::max_abs_diff`]).
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    ingot_testdata::max_abs_diff(a, b)
 }
 
 /// Index of the largest value, lowest index on ties.
