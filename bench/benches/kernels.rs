@@ -47,6 +47,15 @@ fn main() {
             eprintln!("{}", ingot_cuda::no_gpu_message("kernel bench", &e));
             1
         }
+        // A GPU that is there but cannot be used (a JIT or context error) is a failure whenever
+        // a GPU is required: simulator counters would read as the card's result.
+        Err(e) if ingot_cuda::gpu_required() => {
+            eprintln!(
+                "kernel bench: opening GPU 0 failed: {e}; {}=1, so this is a failure",
+                ingot_cuda::REQUIRE_GPU_VAR
+            );
+            1
+        }
         Err(e) => run_sim(&e.to_string()),
     };
     std::process::exit(code);

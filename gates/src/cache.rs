@@ -2,10 +2,12 @@
 //! the cache type under test, judged step by step against the same backend with the
 //! full-precision cache, both fed the same tokens (the prompt, then the full-precision run's
 //! greedy choices). The same weights and activation quantization on both sides, so every
-//! difference is the cache's. A step where the two runs chose different experts in some MoE
-//! layer is a [`Verdict::RouteTie`]: the cache's perturbation can only flip a choice whose
-//! margin is below it, and that layer's residual then moves by a whole expert's share, outside
-//! the logit band (as in the device gates, see [`crate::band`]); the report counts those steps.
+//! difference is the cache's. A step out of the band where the two runs chose different experts
+//! is a [`Verdict::RouteTie`] only when the full-precision run's router margin at the first MoE
+//! layer that differs is a measured near-tie (below [`Band::route_margin`]): then that layer's
+//! residual moved by a whole expert's share (as in the device gates, see [`crate::band`]). A
+//! cache that is wrong moves routing where margins are clear, and fails there; the report counts
+//! the excused steps, and [`crate::band::MAX_EXCUSED_FRACTION`] caps them.
 
 use std::fmt;
 
@@ -25,9 +27,11 @@ pub struct CacheReport {
 }
 
 impl CacheReport {
-    /// No step is a [`Verdict::Mismatch`].
+    /// No step is a [`Verdict::Mismatch`], and routing near-ties excused at most
+    /// [`crate::band::MAX_EXCUSED_FRACTION`] of the steps.
     pub fn passed(&self) -> bool {
         self.steps.iter().all(|s| s.verdict != Verdict::Mismatch)
+            && crate::band::excuses_within_cap(self.count(Verdict::RouteTie), self.steps.len())
     }
 
     pub fn count(&self, v: Verdict) -> usize {
@@ -115,13 +119,38 @@ pub fn run_cache_gate(
             narrow.decode(token, pos)?,
             None,
         );
-        if step.verdict != Verdict::Match && experts(&full) != experts(&narrow) {
-            step.verdict = Verdict::RouteTie;
-        }
+        excuse_measured_route_tie(band, &mut step, &full, &narrow);
         token = prompt.get(pos + 1).copied().unwrap_or(step.oracle_top1);
         report.steps.push(step);
     }
     Ok(report)
+}
+
+/// Excuses a non-matching step as [`Verdict::RouteTie`] when the two runs chose different experts
+/// and the full-precision run's router margin at the first MoE layer that differs is below
+/// [`Band::route_margin`]: the cache moved a choice that was a measured near-tie. Any other
+/// difference stays what it was.
+fn excuse_measured_route_tie(
+    band: &Band,
+    step: &mut StepReport,
+    full: &CpuBackend<'_>,
+    narrow: &CpuBackend<'_>,
+) {
+    if step.verdict == Verdict::Match {
+        return;
+    }
+    let Some(first) = experts(full)
+        .iter()
+        .zip(experts(narrow))
+        .position(|(a, b)| *a != b)
+    else {
+        return;
+    };
+    let margin = full.route_margins().get(first).copied();
+    if margin.is_some_and(|m| m < band.route_margin) {
+        step.verdict = Verdict::RouteTie;
+        step.route_margin = margin;
+    }
 }
 
 /// The last step's experts, per MoE layer as sorted ids.

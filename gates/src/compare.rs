@@ -12,7 +12,8 @@ pub enum Verdict {
     /// Different top-1, but the oracle's top-2 margin is inside the band: either choice is
     /// within the backend's precision. Not a failure.
     NearTie,
-    /// Different top-1 with a clear oracle margin, or logits outside the band.
+    /// Different top-1 with a clear oracle margin, logits outside the band, or (where hidden
+    /// states are compared) a layer's residual outside the hidden band.
     Mismatch,
     /// Out of the band, but the first layer out of the hidden-state band is a MoE layer whose
     /// oracle routing margin is below [`Band::route_margin`]: the backend may have chosen
@@ -114,7 +115,7 @@ pub fn judge_step(
         f32::INFINITY
     };
     let logit_band = band.logit_band(oracle);
-    let verdict = if max_abs_diff > logit_band {
+    let mut verdict = if max_abs_diff > logit_band {
         Verdict::Mismatch
     } else if oracle_top1 == backend_top1 {
         Verdict::Match
@@ -138,6 +139,11 @@ pub fn judge_step(
         }
         None => (Vec::new(), None),
     };
+    // A residual out of its band is a defect even when the logits happen to land inside
+    // theirs: only a measured routing near-tie excuses it ([`excuse_route_tie`]).
+    if first_drift.is_some() {
+        verdict = Verdict::Mismatch;
+    }
     StepReport {
         pos,
         token,
@@ -282,6 +288,7 @@ mod tests {
         backend[3][0] = 3.0;
         let r = judge_step(&band, 0, 1, &o, &o, Some((&backend, &oracle)));
         assert_eq!(r.first_drift.as_ref().map(|d| d.layer), Some(Some(1)));
+        assert_eq!(r.verdict, Verdict::Mismatch);
         assert!(
             r.to_string().contains("first layer out of band: blk.1"),
             "{r}"
@@ -314,8 +321,16 @@ mod tests {
             assert_eq!(r.verdict, want, "{margins:?}");
         }
         // A step that matched stays a match whatever the margins.
-        let mut r = judge_step(&band, 0, 1, &o, &o, Some((&backend, &oracle)));
+        let mut r = judge_step(&band, 0, 1, &o, &o, Some((&oracle, &oracle)));
         excuse_route_tie(&band, &mut r, &[None, Some(0.0)]);
         assert_eq!(r.verdict, Verdict::Match);
+        // Logits inside the band do not hide a layer out of it: a mismatch, excused only by a
+        // near-tie at that layer.
+        let mut r = judge_step(&band, 0, 1, &o, &o, Some((&backend, &oracle)));
+        assert_eq!(r.verdict, Verdict::Mismatch);
+        excuse_route_tie(&band, &mut r, &[None, Some(0.3)]);
+        assert_eq!(r.verdict, Verdict::Mismatch);
+        excuse_route_tie(&band, &mut r, &[None, Some(0.0)]);
+        assert_eq!(r.verdict, Verdict::RouteTie);
     }
 }

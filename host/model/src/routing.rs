@@ -107,7 +107,8 @@ impl Router {
                 .zip(&self.taken)
                 .filter(|&(_, &t)| !t)
                 .fold(f32::NEG_INFINITY, |m, (&s, _)| m.max(s));
-            self.margin = self.margin.min(self.selection[last] - rest);
+            let gap = self.logit_gap(self.selection[last], rest, bias.is_some());
+            self.margin = self.margin.min(gap);
         }
         if p.normalize {
             let sum: f32 = out.iter().map(|&(_, w)| w).sum::<f32>().max(MIN_WEIGHT_SUM);
@@ -118,13 +119,30 @@ impl Router {
         }
     }
 
-    /// How close the last [`Router::route`] came to another choice, in selection-score units
-    /// (gating score plus bias): the smallest of the last chosen expert's selection score minus
-    /// the best unchosen one's and, with groups, the last kept group's score minus the best
-    /// dropped group's. Infinite when nothing was left out. A backend whose router inputs
-    /// differ from these by about this much may legitimately choose differently.
+    /// How close the last [`Router::route`] came to another choice, in router-logit units: the
+    /// smallest gap between the last chosen expert and the best unchosen one and, with groups,
+    /// between the last kept group and the best dropped one. Infinite when nothing was left out.
+    /// A backend whose router logits differ from these by about half this much may
+    /// legitimately choose differently.
+    ///
+    /// Under softmax without a bias the selection order is the logits' order and the gap is
+    /// exact: `ln(p_a / p_b) = l_a − l_b`, whatever the number of experts (an absolute gap in
+    /// probabilities would shrink with it: 64 experts put typical probabilities near 0.016).
+    /// Otherwise (sigmoid, or a selection bias) the gap of the selection scores is divided by
+    /// the gating function's steepest slope, 1/4: the least logit change that can close it.
     pub fn margin(&self) -> f32 {
         self.margin
+    }
+
+    /// The gap between selection scores `a > b` in router-logit units (see [`Router::margin`]).
+    fn logit_gap(&self, a: f32, b: f32, biased: bool) -> f32 {
+        if b == f32::NEG_INFINITY {
+            return f32::INFINITY;
+        }
+        match self.params.gating {
+            GatingFunc::Softmax if !biased && a > 0.0 && b > 0.0 => (a / b).ln(),
+            _ => 4.0 * (a - b),
+        }
     }
 
     /// Keeps the `n_group_used` groups with the highest [`GroupScore`]; masks the rest to -inf.
@@ -161,7 +179,14 @@ impl Router {
         };
         let kept = score(true).fold(f32::INFINITY, f32::min);
         let dropped = score(false).fold(f32::NEG_INFINITY, f32::max);
-        self.margin = self.margin.min(kept - dropped);
+        // A group's score is its best member's, or two members' sum (sigmoid only): either way
+        // a selection score, converted as the experts' (bias never reaches softmax groups).
+        let gap = if kept == f32::INFINITY {
+            f32::INFINITY
+        } else {
+            self.logit_gap(kept, dropped, false)
+        };
+        self.margin = self.margin.min(gap);
         for (g, &keep) in self.group_taken.iter().enumerate() {
             if !keep {
                 self.selection[g * per_group..(g + 1) * per_group].fill(f32::NEG_INFINITY);
@@ -276,7 +301,7 @@ mod tests {
             None,
             &mut out,
         );
-        assert_eq!(r.margin(), sig(2.0) - sig(1.9));
+        assert_eq!(r.margin(), 4.0 * (sig(2.0) - sig(1.9)));
         // Groups of two, two kept: group 1 (experts 2, 3) beats group 2 (4, 5) by 0.01 in
         // logits, far less than the experts' own boundary.
         let grouped = RouterParams {
@@ -289,7 +314,22 @@ mod tests {
         r.route(&logits, None, &mut out);
         let g1 = sig(0.51) + sig(0.5);
         let g2 = sig(0.5) + sig(0.5);
-        assert_eq!(r.margin(), g1 - g2);
+        assert_eq!(r.margin(), 4.0 * (g1 - g2));
+        // Softmax: the logit gap itself, the same for 8 experts or 160.
+        for n in [8usize, 160] {
+            let mut logits = vec![-1.0f32; n];
+            logits[..3].copy_from_slice(&[2.0, 1.5, 1.45]);
+            let mut r = Router::new(RouterParams {
+                n_expert: n,
+                ..params(GatingFunc::Softmax, 2)
+            });
+            r.route(&logits, None, &mut out);
+            assert!(
+                (r.margin() - 0.05).abs() < 1e-5,
+                "{n} experts: {}",
+                r.margin()
+            );
+        }
         // Nothing left out: no decision, infinite margin.
         let mut r = Router::new(params(GatingFunc::Softmax, 8));
         let mut all = vec![(0, 0.0); 8];

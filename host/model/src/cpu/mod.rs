@@ -45,6 +45,8 @@ pub struct CpuBackend<'f> {
     logits: Vec<f32>,
     /// The last step's routing: per MoE decoding layer, `n_expert_used` `(expert, weight)` in routing order.
     routing: Vec<(u32, f32)>,
+    /// The last step's router margin per MoE decoding layer ([`Router::margin`], router-logit units).
+    route_margins: Vec<f32>,
     /// The attention form of prefill chunks.
     mla_form: MlaForm,
 }
@@ -141,6 +143,7 @@ impl<'f> CpuBackend<'f> {
             scratch: Scratch::new(&config, max_ctx),
             logits: vec![0.0; config.vocab],
             routing: vec![(0, 0.0); config.n_moe_layers() * config.n_expert_used],
+            route_margins: vec![f32::INFINITY; config.n_moe_layers()],
             weights,
             max_ctx,
             filled: 0,
@@ -155,6 +158,13 @@ impl<'f> CpuBackend<'f> {
 
     pub fn reset(&mut self) {
         self.filled = 0;
+    }
+
+    /// The last decode step's router margin per MoE layer, in the order of
+    /// [`Decoder::routing`]'s layers ([`Router::margin`]: how far that layer's choice was from
+    /// another, in router-logit units).
+    pub fn route_margins(&self) -> &[f32] {
+        &self.route_margins
     }
 
     /// Stores the rows written from now on as `ty` holds them (default [`CacheType::F16`]: f32 rows
@@ -193,6 +203,7 @@ impl<'f> CpuBackend<'f> {
                 for (r, &(e, w)) in self.routing[slot..slot + k].iter_mut().zip(&s.chosen) {
                     *r = (e as u32, w);
                 }
+                self.route_margins[il - c.n_dense_lead] = self.router.margin();
             }
         }
         rmsnorm_in_place(&mut s.x, &self.weights.output_norm, c.rms_eps);
