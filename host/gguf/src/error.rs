@@ -147,8 +147,9 @@ pub enum GgufError {
         written: usize,
         declared: usize,
     },
-    #[error("gguf: refusing to rewrite {} onto itself ({})", .input.display(), .output.display())]
-    SameFile { input: PathBuf, output: PathBuf },
+    /// The output path was refused (exists, is not a regular file, is an input) or could not be written.
+    #[error("gguf: {0}")]
+    Output(#[from] crate::output::OutputError),
 }
 
 impl GgufError {

@@ -1,0 +1,221 @@
+//! Hostile files and careless flags (issue #42), as a user meets them on the command line: a header whose
+//! `block_count` no file of its size can hold; output paths that already hold something (another file, the
+//! command's own input, a FIFO, a device node, a directory); sampling and server flags out of range. Each
+//! ends in one line naming the problem and the fix, exit code 1, and nothing written or replaced.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::EXE;
+
+/// The small quantized golden model: 3 layers, layers 1 and 2 MoE with 16 experts.
+fn model() -> PathBuf {
+    ingot_testdata::golden("tiny-mla-q4_k_m/model.gguf")
+}
+
+fn ingot(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().expect("run ingot")
+}
+
+/// `ingot ARGS` fails with exit code 1 and one line on stderr that contains every one of `want`.
+fn refused(args: &[&str], want: &[&str]) {
+    let out = ingot(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: {err:?} does not say {w:?}");
+    }
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "{args:?}: more than one line: {err}"
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+/// A keep list for [`model`] keeping half of the experts.
+fn keep_file(dir: &Path) -> PathBuf {
+    let keep = dir.join("keep.json");
+    std::fs::write(
+        &keep,
+        r#"{"1": [0, 1, 2, 3, 4, 5, 6, 7], "2": [8, 9, 10, 11, 12, 13, 14, 15]}"#,
+    )
+    .unwrap();
+    keep
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(s(path)).unwrap();
+    // SAFETY: a NUL-terminated path and a mode; mkfifo touches nothing else.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo {}", path.display());
+}
+
+fn is_fifo(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// A character device node: a copy of /dev/null's (1, 3) made in `dir` where the process may (root), else
+/// /dev/null itself. Either way a write refused by type leaves it a character device.
+fn char_device(dir: &Path) -> PathBuf {
+    let node = dir.join("null");
+    let c = std::ffi::CString::new(s(&node)).unwrap();
+    // SAFETY: a NUL-terminated path, a mode and a device number.
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    if rc == 0 {
+        node
+    } else {
+        PathBuf::from("/dev/null")
+    }
+}
+
+fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// No temporary file may be left in `dir`.
+fn assert_no_temporaries(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn slice_refuses_an_existing_output_without_force_and_replaces_it_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = keep_file(dir.path());
+    let other = dir.path().join("other.gguf");
+    std::fs::write(&other, b"another model").unwrap();
+    let m = model();
+    refused(
+        &["slice", s(&m), s(&other), "--keep", s(&keep)],
+        &["already exists", "--force"],
+    );
+    assert_eq!(std::fs::read(&other).unwrap(), b"another model");
+    let out = ingot(&["slice", s(&m), s(&other), "--keep", s(&keep), "--force"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&other).unwrap().len() > 1000);
+    assert_no_temporaries(dir.path());
+}
+
+#[test]
+fn slice_never_writes_onto_its_input_or_keep_file_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = keep_file(dir.path());
+    let keep_before = std::fs::read(&keep).unwrap();
+    // A copy of the model in the temporary folder, so that a wrong answer cannot damage the golden file.
+    let input = dir.path().join("in.gguf");
+    std::fs::copy(model(), &input).unwrap();
+    let input_before = std::fs::read(&input).unwrap();
+    for force in [false, true] {
+        let f = if force { "--force" } else { "--keep" };
+        let mut args = vec!["slice", s(&input), s(&keep), "--keep", s(&keep)];
+        if force {
+            args.push(f);
+        }
+        refused(&args, &["is the input", "keep.json"]);
+        let mut args = vec!["slice", s(&input), s(&input), "--keep", s(&keep)];
+        if force {
+            args.push(f);
+        }
+        refused(&args, &["is the input", "in.gguf"]);
+    }
+    assert_eq!(std::fs::read(&keep).unwrap(), keep_before);
+    assert_eq!(std::fs::read(&input).unwrap(), input_before);
+    assert_no_temporaries(dir.path());
+}
+
+#[test]
+fn outputs_never_replace_a_fifo_a_device_or_a_directory_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = keep_file(dir.path());
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let device = char_device(dir.path());
+    let folder = dir.path().join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    let m = model();
+    for (path, kind) in [
+        (&fifo, "is a FIFO"),
+        (&device, "is a character device"),
+        (&folder, "is a directory"),
+    ] {
+        for force in [&[][..], &["--force"][..]] {
+            let mut slice = vec!["slice", s(&m), s(path), "--keep", s(&keep)];
+            slice.extend_from_slice(force);
+            refused(&slice, &[kind, "not a regular file"]);
+            let mut synth = vec!["synth", "--preset", "tiny", "-o", s(path)];
+            synth.extend_from_slice(force);
+            refused(&synth, &[kind, "not a regular file"]);
+        }
+    }
+    assert!(is_fifo(&fifo), "the FIFO was replaced");
+    assert!(is_char_device(&device), "the device node was replaced");
+    assert!(folder.is_dir(), "the directory was replaced");
+    assert_no_temporaries(dir.path());
+}
+
+#[test]
+fn a_routing_trace_never_replaces_the_model_and_needs_force_for_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("tiny.gguf");
+    std::fs::copy(model(), &m).unwrap();
+    let before = std::fs::read(&m).unwrap();
+    let run = |trace: &Path, force: bool| {
+        let mut args = vec![
+            "run",
+            "-m",
+            s(&m),
+            "-p",
+            "Hello",
+            "-n",
+            "2",
+            "--temp",
+            "0",
+            "--backend",
+            "cpu",
+            "--trace-routing",
+            s(trace),
+        ];
+        if force {
+            args.push("--force");
+        }
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let refused_owned = |args: Vec<String>, want: &[&str]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused(&args, want);
+    };
+    refused_owned(run(&m, false), &["is the input", "tiny.gguf"]);
+    refused_owned(run(&m, true), &["is the input", "tiny.gguf"]);
+    assert_eq!(std::fs::read(&m).unwrap(), before, "the model changed");
+
+    let old = dir.path().join("old.rtr");
+    std::fs::write(&old, b"an earlier trace").unwrap();
+    refused_owned(run(&old, false), &["already exists", "--force"]);
+    assert_eq!(std::fs::read(&old).unwrap(), b"an earlier trace");
+    let args = run(&old, true);
+    let out = Command::new(EXE).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(std::fs::read(&old).unwrap(), b"an earlier trace");
+    assert_no_temporaries(dir.path());
+}
