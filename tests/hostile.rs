@@ -219,3 +219,64 @@ fn a_routing_trace_never_replaces_the_model_and_needs_force_for_a_file() {
     assert_ne!(std::fs::read(&old).unwrap(), b"an earlier trace");
     assert_no_temporaries(dir.path());
 }
+
+#[test]
+fn run_refuses_sampling_flags_the_server_refuses() {
+    let m = model();
+    let m = s(&m);
+    for (flag, value, range) in [
+        ("--temp", "-1", "between 0 and 100"),
+        ("--temp", "nan", "between 0 and 100"),
+        ("--temp", "inf", "between 0 and 100"),
+        ("--top-p", "2", "between 0 and 1"),
+        ("--min-p", "5", "between 0 and 1"),
+        ("--repeat-penalty", "-3", "between 0 and 100"),
+        ("--repeat-penalty", "nan", "between 0 and 100"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let args = [
+            "run",
+            "-m",
+            m,
+            "-p",
+            "Hello",
+            "-n",
+            "1",
+            "--backend",
+            "cpu",
+            &arg,
+        ];
+        refused(&args, &[flag, range]);
+    }
+}
+
+#[test]
+fn serve_refuses_an_impossible_queue_and_an_empty_api_key() {
+    let m = model();
+    let m = s(&m);
+    for q in ["0", "18446744073709551615", "4097"] {
+        refused(
+            &["serve", "-m", m, "--port", "0", "--queue", q],
+            &["--queue", "out of range 1..=4096"],
+        );
+    }
+    refused(
+        &["serve", "-m", m, "--port", "0", "--api-key", ""],
+        &["--api-key", "empty"],
+    );
+    refused(
+        &["serve", "-m", m, "--port", "0", "--api-key", "  "],
+        &["--api-key", "empty"],
+    );
+    let out = Command::new(EXE)
+        .args(["serve", "-m", m, "--port", "0"])
+        .env("INGOT_API_KEY", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("INGOT_API_KEY") && err.contains("is empty"),
+        "{err}"
+    );
+}

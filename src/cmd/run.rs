@@ -108,6 +108,10 @@ fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
 }
 
 pub fn run(mut a: Args) -> Result<()> {
+    // The server's validator: flags it would refuse in a request are refused here, before the model loads.
+    a.sampler_config(0)
+        .validate()
+        .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
     let (backend, why_cpu) = a.backend.resolve();
     if let (Some(why), true) = (why_cpu, a.verbose) {
         eprintln!("backend auto: cpu ({why})");

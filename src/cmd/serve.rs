@@ -23,10 +23,10 @@ pub struct Args {
     pub ctx: usize,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
-    /// Require `Authorization: Bearer KEY` on every route but /health.
+    /// Require `Authorization: Bearer KEY` on every route but /health. An empty key is an error.
     #[arg(long, env = "INGOT_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Requests that may wait while one runs; more are answered 429.
+    /// Requests that may wait while one runs (1 to 4096); more are answered 429.
     #[arg(long, default_value_t = 16)]
     pub queue: usize,
     /// Model id for /v1/models and the `model` field (default: the file name without .gguf).

@@ -44,6 +44,11 @@ use worker::{Event, Finish, Job};
 /// Default request body limit: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// Most requests `--queue` lets wait. Each waiting request holds a connection and its body (up to
+/// `--max-body`), so the bound keeps a full queue's memory in the gigabytes at most; tokio's channel panics
+/// beyond `usize::MAX >> 3` permits.
+pub const MAX_QUEUE: usize = 4096;
+
 /// What to serve and how.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -119,11 +124,28 @@ struct Loaded {
     description: String,
 }
 
+/// The options that need no model: `--queue` within `1..=MAX_QUEUE`, an `--api-key` that is not empty (an
+/// empty key, typically an unset variable expanded into the command line, would otherwise turn
+/// authentication off without a word).
+fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
+    if !(1..=MAX_QUEUE).contains(&opts.queue) {
+        return Err(ServeError::Options(format!(
+            "--queue {} is out of range 1..={MAX_QUEUE} (requests that may wait while one runs)",
+            opts.queue
+        )));
+    }
+    if opts.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(ServeError::Options(
+            "--api-key (or INGOT_API_KEY) is empty: give a key, or leave both unset to serve without one"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Opens the model on its decoder thread (blocking until loaded) and checks the options.
 pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
-    if opts.queue == 0 {
-        return Err(ServeError::Options("--queue must be at least 1".into()));
-    }
+    check_options(opts)?;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Loaded, ServeError>>();
     let (jobs_tx, jobs_rx) = mpsc::channel::<Job>(opts.queue);
     let metrics = Arc::new(Metrics::default());
@@ -210,7 +232,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             ctx,
             backend: loaded.kind,
             description: loaded.description,
-            api_key: opts.api_key.clone().filter(|k| !k.is_empty()),
+            api_key: opts.api_key.clone(),
             queue_bound: opts.queue,
             tok: loaded.tok,
             template,
