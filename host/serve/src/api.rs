@@ -132,6 +132,9 @@ pub struct SamplingParams {
     pub min_p: Option<f32>,
     pub repeat_penalty: Option<f32>,
     pub repeat_last_n: Option<u64>,
+    /// `true` (chat) or a count (completions): not supported, so refused rather than ignored.
+    pub logprobs: Option<serde_json::Value>,
+    pub top_logprobs: Option<serde_json::Value>,
 }
 
 /// The most stop strings a request may give (OpenAI allows 4; llama-server more).
@@ -168,6 +171,17 @@ impl SamplingParams {
                 e.message(&format!("`{}`", e.param.api_name())),
             )
         })?;
+        let asks = |v: &Option<serde_json::Value>| match v {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
+            Some(serde_json::Value::Number(n)) => n.as_u64() != Some(0),
+            Some(_) => true,
+        };
+        if asks(&self.logprobs) || asks(&self.top_logprobs) {
+            return Err(ApiError::bad_request(
+                "unsupported_parameter",
+                "`logprobs` and `top_logprobs` are not supported by this server; leave them out",
+            ));
+        }
         if let Some(n) = self.n {
             if n != 1 {
                 return Err(ApiError::bad_request(

@@ -70,6 +70,9 @@ pub struct ServeOptions {
     pub vram_budget: Option<ingot_engine::VramBudget>,
     /// The latent cache's number format (`--cache-type`).
     pub cache_type: ingot_engine::CacheType,
+    /// Host names a request's `Host` header may carry besides the loopback ones (`localhost`, `127.0.0.1`,
+    /// `[::1]`), any port; `*` allows every name. See [`host_allowed`].
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServeOptions {
@@ -85,6 +88,7 @@ impl ServeOptions {
             log: false,
             vram_budget: None,
             cache_type: ingot_engine::CacheType::F16,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -102,6 +106,8 @@ struct AppState {
     backend: BackendKind,
     description: String,
     api_key: Option<String>,
+    /// Lower-case host names beyond the loopback ones; see [`host_allowed`].
+    allowed_hosts: Vec<String>,
     queue_bound: usize,
     tok: Arc<Tokenizer>,
     template: ChatTemplate,
@@ -233,6 +239,11 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             backend: loaded.kind,
             description: loaded.description,
             api_key: opts.api_key.clone(),
+            allowed_hosts: opts
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
             queue_bound: opts.queue,
             tok: loaded.tok,
             template,
@@ -277,10 +288,14 @@ impl Service {
         (self.state.backend, &self.state.description)
     }
 
-    /// Every route, with the body limit, the API key check and the per-status counter.
+    /// Every route, with (outermost first) the per-status counter, the `Host` allow-list, the declared
+    /// body length check, the API key check and the body limit. The key is checked before routing, so
+    /// without it every path but the chat page and `/health` is 401, never a 404 or 405 that maps the routes.
     pub fn router(&self, max_body: usize) -> Router {
         let s = self.state.clone();
-        let protected = Router::new()
+        Router::new()
+            .route("/", get(chat_page))
+            .route("/health", get(health))
             .route("/v1/chat/completions", post(chat_completions))
             .route("/chat/completions", post(chat_completions))
             .route("/v1/completions", post(completions))
@@ -288,14 +303,12 @@ impl Service {
             .route("/v1/models", get(models))
             .route("/models", get(models))
             .route("/metrics", get(metrics_text))
-            .route_layer(middleware::from_fn_with_state(s.clone(), require_key));
-        Router::new()
-            .route("/", get(chat_page))
-            .route("/health", get(health))
-            .merge(protected)
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_body))
+            .layer(middleware::from_fn_with_state(s.clone(), require_key))
+            .layer(middleware::from_fn_with_state(max_body, declared_length))
+            .layer(middleware::from_fn_with_state(s.clone(), check_host))
             .layer(middleware::from_fn_with_state(s.clone(), count_status))
             .with_state(s)
     }
@@ -367,6 +380,23 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235 §2.1).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Routes served without the key: the chat page (it carries no secret; its requests send the key the user
+/// types) and the health check.
+fn is_public(req: &Request) -> bool {
+    let read = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    read && matches!(req.uri().path(), "/" | "/health")
+}
+
 async fn require_key(
     State(s): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -374,16 +404,110 @@ async fn require_key(
     next: Next,
 ) -> Response {
     if let Some(key) = &s.api_key {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes())) {
-            return ApiError::unauthorized().into_response();
+        if !is_public(&req)
+            && !bearer_token(&headers).is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()))
+        {
+            let mut resp = ApiError::unauthorized().into_response();
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return resp;
         }
     }
     next.run(req).await
+}
+
+/// The name of a `Host` header value, without its port, lower-cased: `[::1]:8080` -> `[::1]`,
+/// `LocalHost:80` -> `localhost`.
+fn host_name(value: &str) -> String {
+    let value = value.trim();
+    let name = if value.starts_with('[') {
+        value.find(']').map_or(value, |end| &value[..=end])
+    } else {
+        match value.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => value,
+        }
+    };
+    name.to_ascii_lowercase()
+}
+
+/// Whether a request's `Host` may reach this server: a loopback name, one of `--allowed-host` (or `*`), or no
+/// `Host` at all. The list defeats DNS rebinding, where a web page's own name resolves to 127.0.0.1 and the
+/// browser sends that name; browsers always send `Host`, so a request without one is not a page's.
+fn host_allowed(s: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let name = value.to_str().map(host_name).unwrap_or_default();
+    let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]");
+    if loopback || s.allowed_hosts.iter().any(|h| h == "*" || *h == name) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "invalid_request_error",
+        "host_not_allowed",
+        format!(
+            "Host {name:?} is not a name of this server (loopback names only by default); \
+             start it with --allowed-host {name} to allow it"
+        ),
+    ))
+}
+
+async fn check_host(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    match host_allowed(&s, &headers) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// 413 for a declared `Content-Length` over the limit, before any of the body is read (the body limit
+/// alone would read up to the limit first, and wait for a body the client may never send).
+async fn declared_length(State(max_body): State<usize>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return ApiError::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("the request body is over the size limit of {max_body} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// POST bodies must be JSON (`application/json`, parameters allowed): any other type is 415. A form or
+/// text/plain POST is one a web page may send without a CORS preflight; refusing them keeps pages of other
+/// origins from driving the API.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let mime = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim());
+    if mime.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_request_error",
+        "unsupported_media_type",
+        format!(
+            "the body must be JSON with `Content-Type: application/json` (got {})",
+            mime.map_or_else(|| "no Content-Type".to_string(), |m| format!("{m:?}"))
+        ),
+    ))
 }
 
 async fn not_found() -> ApiError {
@@ -411,9 +535,11 @@ async fn chat_page() -> Response {
             (
                 header::CONTENT_SECURITY_POLICY,
                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                 connect-src 'self'; base-uri 'none'; form-action 'none'",
+                 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // Not framed by another page (clickjacking); frame-ancestors says the same to newer browsers.
+            (header::X_FRAME_OPTIONS, "DENY"),
         ],
         CHAT_PAGE,
     )
@@ -775,8 +901,10 @@ async fn off_runtime<T: Send + 'static>(
 
 async fn chat_completions(
     State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    require_json(&headers)?;
     let body = body.map_err(ApiError::from_body_rejection)?;
     let req: api::ChatCompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;
@@ -801,8 +929,10 @@ async fn chat_completions(
 
 async fn completions(
     State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    require_json(&headers)?;
     let body = body.map_err(ApiError::from_body_rejection)?;
     let req: api::CompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;
