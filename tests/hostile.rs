@@ -5,8 +5,10 @@
 
 mod support;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use support::EXE;
 
@@ -15,8 +17,51 @@ fn model() -> PathBuf {
     ingot_testdata::golden("tiny-mla-q4_k_m/model.gguf")
 }
 
+/// Bound of one `ingot` command here: each either fails at once or runs a few tokens of the tiny model.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `cmd` to completion with its output captured, killing it (and failing the test) after [`LIMIT`]:
+/// a command that blocks (a FIFO opened as a model) ends the test instead of hanging it.
+fn bounded(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ingot");
+    let mut pipes = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || read_all(&mut pipes.0)),
+        std::thread::spawn(move || read_all(&mut pipes.1)),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > LIMIT {
+            child.kill().expect("kill");
+            child.wait().expect("reap");
+            panic!("{cmd:?} still running after {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: readers.0.join().unwrap(),
+        stderr: readers.1.join().unwrap(),
+    }
+}
+
+fn read_all(r: &mut impl Read) -> Vec<u8> {
+    let mut v = Vec::new();
+    r.read_to_end(&mut v).expect("read a pipe");
+    v
+}
+
 fn ingot(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().expect("run ingot")
+    let mut cmd = Command::new(EXE);
+    cmd.args(args);
+    bounded(cmd)
 }
 
 /// `ingot ARGS` fails with exit code 1 and one line on stderr that contains every one of `want`.
@@ -209,8 +254,9 @@ fn a_routing_trace_never_replaces_the_model_and_needs_force_for_a_file() {
     std::fs::write(&old, b"an earlier trace").unwrap();
     refused_owned(run(&old, false), &["already exists", "--force"]);
     assert_eq!(std::fs::read(&old).unwrap(), b"an earlier trace");
-    let args = run(&old, true);
-    let out = Command::new(EXE).args(&args).output().unwrap();
+    let owned = run(&old, true);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let out = ingot(&args);
     assert!(
         out.status.success(),
         "{}",
@@ -268,15 +314,100 @@ fn serve_refuses_an_impossible_queue_and_an_empty_api_key() {
         &["serve", "-m", m, "--port", "0", "--api-key", "  "],
         &["--api-key", "empty"],
     );
-    let out = Command::new(EXE)
-        .args(["serve", "-m", m, "--port", "0"])
-        .env("INGOT_API_KEY", "")
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(EXE);
+    cmd.args(["serve", "-m", m, "--port", "0"])
+        .env("INGOT_API_KEY", "");
+    let out = bounded(cmd);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("INGOT_API_KEY") && err.contains("is empty"),
         "{err}"
     );
+}
+
+/// A FIFO as the model blocked `inspect` forever in its open; a directory failed with "mmap: No such
+/// device". Both are refused by name, as is a FIFO or directory given to `replay` as its trace.
+#[test]
+fn model_and_trace_inputs_must_be_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("model.gguf");
+    mkfifo(&fifo);
+    let folder = dir.path().join("folder.gguf");
+    std::fs::create_dir(&folder).unwrap();
+    for (path, kind) in [(&fifo, "is a FIFO"), (&folder, "is a directory")] {
+        let p = s(path);
+        refused(&["inspect", p], &[kind, "not a regular file"]);
+        refused(
+            &["run", "-m", p, "-p", "Hello", "-n", "1", "--backend", "cpu"],
+            &[kind, "not a regular file"],
+        );
+        refused(
+            &["replay", p, "--cache", "8"],
+            &[kind, "not a regular file"],
+        );
+    }
+}
+
+/// SIGTERM ends `ingot serve` within its shutdown grace even while a client holds a half-sent request
+/// (headers complete, body not), which graceful shutdown alone would wait for indefinitely.
+#[test]
+fn serve_exits_on_sigterm_despite_a_half_sent_request() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(EXE)
+        .args([
+            "serve",
+            "-m",
+            s(&model()),
+            "--port",
+            "0",
+            "--backend",
+            "cpu",
+            "--ctx",
+            "64",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ingot serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = match lines.next() {
+            Some(Ok(line)) => line,
+            _ => {
+                let _ = child.kill();
+                panic!("ingot serve ended before listening");
+            }
+        };
+        if let Some(rest) = line.strip_prefix("listening on http://") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Drain stderr so the server never blocks on it.
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let mut held = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(
+        held,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000\r\n\r\n{{"
+    )
+    .unwrap();
+    held.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("ingot serve still running 30 s after SIGTERM with a half-sent request open");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}: {:?}", drain.join());
+    drop(held);
 }

@@ -72,6 +72,7 @@ pub fn run(a: Args) -> Result<()> {
         vram_budget: a.experts.budget()?,
         cache_type: a.cache.cache_type,
         allowed_hosts,
+        body_timeout: ingot_serve::DEFAULT_BODY_TIMEOUT,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .with_context(|| format!("serving {}", a.model.display()))

@@ -272,6 +272,14 @@ impl Trace {
             op,
             source,
         };
+        // A FIFO would block the open forever; a directory fails to map with "No such device".
+        let meta = std::fs::metadata(path).map_err(|e| io("open", e))?;
+        if let Some(kind) = ingot_gguf::output::non_regular_kind(&meta) {
+            return Err(TraceError::Format {
+                path: path.to_path_buf(),
+                reason: format!("is {kind}, not a regular file: name a routing trace file"),
+            });
+        }
         let file = File::open(path).map_err(|e| io("open", e))?;
         // SAFETY: the map is read only; a trace is written to a temporary file and renamed, so a finished trace
         // is not modified in place by ingot.

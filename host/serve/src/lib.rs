@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -43,6 +43,13 @@ use worker::{Event, Finish, Job};
 
 /// Default request body limit: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// Default [`ServeOptions::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long requests in flight may still finish after SIGINT or SIGTERM; connections still open then are
+/// dropped, so no client (a half-sent request, a long stream) keeps the server alive.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Most requests `--queue` lets wait. Each waiting request holds a connection and its body (up to
 /// `--max-body`), so the bound keeps a full queue's memory in the gigabytes at most; tokio's channel panics
@@ -73,6 +80,9 @@ pub struct ServeOptions {
     /// Host names a request's `Host` header may carry besides the loopback ones (`localhost`, `127.0.0.1`,
     /// `[::1]`), any port; `*` allows every name. See [`host_allowed`].
     pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request body once its headers are in; slower gets 408 and the
+    /// connection back. Keeps half-sent requests from holding connections (and shutdown) indefinitely.
+    pub body_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -89,6 +99,7 @@ impl ServeOptions {
             vram_budget: None,
             cache_type: ingot_engine::CacheType::F16,
             allowed_hosts: Vec::new(),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -106,6 +117,7 @@ struct AppState {
     backend: BackendKind,
     description: String,
     api_key: Option<String>,
+    body_timeout: Duration,
     /// Lower-case host names beyond the loopback ones; see [`host_allowed`].
     allowed_hosts: Vec<String>,
     queue_bound: usize,
@@ -239,6 +251,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             backend: loaded.kind,
             description: loaded.description,
             api_key: opts.api_key.clone(),
+            body_timeout: opts.body_timeout,
             allowed_hosts: opts
                 .allowed_hosts
                 .iter()
@@ -289,7 +302,7 @@ impl Service {
     }
 
     /// Every route, with (outermost first) the per-status counter, the `Host` allow-list, the declared
-    /// body length check, the API key check and the body limit. The key is checked before routing, so
+    /// body length check, the API key check, the body read (bounded in time and size) and the body limit. The key is checked before routing, so
     /// without it every path but the chat page and `/health` is 401, never a 404 or 405 that maps the routes.
     pub fn router(&self, max_body: usize) -> Router {
         let s = self.state.clone();
@@ -306,6 +319,10 @@ impl Service {
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_body))
+            .layer(middleware::from_fn_with_state(
+                (s.clone(), max_body),
+                read_body,
+            ))
             .layer(middleware::from_fn_with_state(s.clone(), require_key))
             .layer(middleware::from_fn_with_state(max_body, declared_length))
             .layer(middleware::from_fn_with_state(s.clone(), check_host))
@@ -325,7 +342,7 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
         .enable_all()
         .build()
         .map_err(io("starting the runtime"))?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(io(&format!("binding {addr}")))?;
@@ -338,11 +355,33 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
             opts.queue
         );
         eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");
-        axum::serve(listener, service.router(opts.max_body))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(io("serving"))
-    })
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopping = stop.clone();
+        let server = axum::serve(listener, service.router(opts.max_body)).with_graceful_shutdown(
+            async move {
+                shutdown_signal().await;
+                // A permit: the deadline below starts even if it is not waiting yet.
+                stopping.notify_one();
+            },
+        );
+        let deadline = async {
+            stop.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            r = std::future::IntoFuture::into_future(server) => r.map_err(io("serving")),
+            () = deadline => {
+                eprintln!(
+                    "ingot serve: connections still open {} s after the signal: closing them",
+                    SHUTDOWN_GRACE.as_secs()
+                );
+                Ok(())
+            }
+        }
+    });
+    // Tasks still holding connections are dropped, not waited for.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    result
 }
 
 /// Ctrl-C, or SIGTERM on Unix.
@@ -486,6 +525,48 @@ async fn declared_length(State(max_body): State<usize>, req: Request, next: Next
         .into_response();
     }
     next.run(req).await
+}
+
+/// Reads the whole body within the body timeout (408 after it, 413 over `max_body`) before the handler
+/// runs, so that a client that stops sending mid-body gives its connection back.
+async fn read_body(
+    State((s, max_body)): State<(Arc<AppState>, usize)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, max_body);
+    let bytes = match tokio::time::timeout(s.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+                format!("the request body is over the size limit of {max_body} bytes"),
+            )
+            .into_response()
+        }
+        Ok(Err(e)) => {
+            return ApiError::bad_request("invalid_body", format!("reading the body: {e}"))
+                .into_response()
+        }
+        Err(_) => {
+            return ApiError::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    s.body_timeout.as_secs_f64()
+                ),
+            )
+            .into_response()
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// POST bodies must be JSON (`application/json`, parameters allowed): any other type is 415. A form or

@@ -867,3 +867,23 @@ async fn a_declared_length_over_the_limit_is_refused_before_the_body() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(error_code(&v), "request_too_large");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_body_is_answered_408_and_its_connection_given_back() {
+    let mut opts = options();
+    opts.body_timeout = Duration::from_secs(1);
+    let base = start(opts).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    // 100 bytes declared, 1 sent; the connection stays open on the client's side.
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100"
+    );
+    let (status, _, body) = raw(&base, &head, b"{").await;
+    assert_eq!(status, 408, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error_code(&v), "request_timeout");
+    // Still serving.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 2)).await;
+    assert_eq!(status, 200, "{v}");
+}
