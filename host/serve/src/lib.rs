@@ -44,6 +44,9 @@ use worker::{Event, Finish, Job};
 /// Default request body limit: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// How long `serve_blocking` gives a connection to send its request headers (see [`serve_connections`]).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Default [`ServeOptions::body_timeout`].
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -355,33 +358,86 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
             opts.queue
         );
         eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let stopping = stop.clone();
-        let server = axum::serve(listener, service.router(opts.max_body)).with_graceful_shutdown(
-            async move {
-                shutdown_signal().await;
-                // A permit: the deadline below starts even if it is not waiting yet.
-                stopping.notify_one();
-            },
-        );
-        let deadline = async {
-            stop.notified().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        tokio::select! {
-            r = std::future::IntoFuture::into_future(server) => r.map_err(io("serving")),
-            () = deadline => {
-                eprintln!(
-                    "ingot serve: connections still open {} s after the signal: closing them",
-                    SHUTDOWN_GRACE.as_secs()
-                );
-                Ok(())
-            }
-        }
+        serve_connections(
+            listener,
+            service.router(opts.max_body),
+            DEFAULT_HEADER_TIMEOUT,
+            shutdown_signal(),
+        )
+        .await;
+        Ok(())
     });
     // Tasks still holding connections are dropped, not waited for.
     rt.shutdown_timeout(Duration::from_millis(100));
     result
+}
+
+/// Serves `router` on `listener` until `signal`, then stops accepting, lets the open connections finish
+/// their requests for [`SHUTDOWN_GRACE`] and drops the ones still open. A connection must send its request
+/// headers within `header_timeout` of being opened or of its previous response (idle keep-alive included):
+/// a slow or silent client gets its connection closed rather than holding it.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    signal: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        tokio::select! {
+            () = &mut signal => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let tcp = match accepted {
+                    Ok((tcp, _)) => tcp,
+                    // Out of descriptors, or a connection reset before it was accepted: as axum::serve does,
+                    // pause briefly rather than spin, and keep serving.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let service = TowerToHyperService::new(router.clone());
+                let mut stop = stop_rx.clone();
+                connections.spawn(async move {
+                    let mut builder = Builder::new(TokioExecutor::new());
+                    builder
+                        .http1()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_timeout);
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stop.changed() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        eprintln!(
+            "ingot serve: {} connection(s) still open {} s after the signal: closing them",
+            connections.len(),
+            SHUTDOWN_GRACE.as_secs()
+        );
+        connections.abort_all();
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

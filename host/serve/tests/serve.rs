@@ -887,3 +887,60 @@ async fn a_half_sent_body_is_answered_408_and_its_connection_given_back() {
     let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 2)).await;
     assert_eq!(status, 200, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_headers_lose_their_connection_after_the_header_timeout() {
+    let opts = options();
+    let max_body = opts.max_body;
+    let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
+        .await
+        .expect("join")
+        .expect("load the model");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(ingot_serve::serve_connections(
+        listener,
+        service.router(max_body),
+        Duration::from_secs(1),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    // Headers never finished: the server closes the connection (raw() reads to its end) instead of
+    // waiting for the rest; many such clients cannot hold connections indefinitely.
+    let clients: Vec<_> = (0..50)
+        .map(|_| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                let addr = base.trim_start_matches("http://").to_string();
+                tokio::task::spawn_blocking(move || {
+                    use std::io::{Read, Write};
+                    let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+                    s.set_read_timeout(Some(RAW_LIMIT)).unwrap();
+                    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1")
+                        .unwrap();
+                    let mut out = Vec::new();
+                    s.read_to_end(&mut out)
+                        .map(|_| ())
+                        .map_err(|e| format!("still open after {RAW_LIMIT:?}: {e}"))
+                })
+                .await
+                .expect("join")
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.expect("join").expect("the connection was closed");
+    }
+    // Still serving, and it stops when told, within its grace.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 2)).await;
+    assert_eq!(status, 200, "{v}");
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("stopped within its grace")
+        .expect("join");
+}
