@@ -308,6 +308,73 @@ mod tests {
         }
     }
 
+    #[test]
+    fn validate_accepts_the_defaults_and_the_range_ends_and_names_what_is_out() {
+        SamplerConfig::default().validate().unwrap();
+        SamplerConfig::greedy().validate().unwrap();
+        let ends = SamplerConfig {
+            temperature: 100.0,
+            top_p: 0.0,
+            min_p: 1.0,
+            repeat_penalty: 0.0,
+            frequency_penalty: -2.0,
+            presence_penalty: 2.0,
+            ..SamplerConfig::default()
+        };
+        ends.validate().unwrap();
+        let d = SamplerConfig::default;
+        for (config, param) in [
+            (
+                SamplerConfig {
+                    temperature: -1.0,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (
+                SamplerConfig {
+                    temperature: f32::NAN,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (
+                SamplerConfig {
+                    temperature: f32::INFINITY,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (SamplerConfig { top_p: 2.0, ..d() }, SamplingParam::TopP),
+            (SamplerConfig { min_p: 5.0, ..d() }, SamplingParam::MinP),
+            (
+                SamplerConfig {
+                    repeat_penalty: -3.0,
+                    ..d()
+                },
+                SamplingParam::RepeatPenalty,
+            ),
+            (
+                SamplerConfig {
+                    repeat_penalty: f32::NAN,
+                    ..d()
+                },
+                SamplingParam::RepeatPenalty,
+            ),
+            (
+                SamplerConfig {
+                    presence_penalty: 3.0,
+                    ..d()
+                },
+                SamplingParam::PresencePenalty,
+            ),
+        ] {
+            let e = config.validate().unwrap_err();
+            assert_eq!(e.param, param, "{e}");
+            assert!(e.message(e.param.flag()).starts_with(e.param.flag()), "{e}");
+        }
+    }
+
     /// Empirical distribution of `n` draws.
     fn histogram(config: SamplerConfig, logits: &[f32], n: usize) -> Vec<usize> {
         let mut s = Sampler::new(config);
