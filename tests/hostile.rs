@@ -411,3 +411,30 @@ fn serve_exits_on_sigterm_despite_a_half_sent_request() {
     assert!(status.success(), "{status:?}: {:?}", drain.join());
     drop(held);
 }
+
+/// A header claiming 10^7 blocks (the 16 GB in 60 s) is refused by `inspect` and `run` from the
+/// structural check, which names the key and its value.
+#[test]
+fn a_block_count_the_file_cannot_hold_is_named_by_inspect_and_run() {
+    use ingot_gguf::{GgufFile, MetaValue};
+    use ingot_synth::variant::{tensors_of, write_variant};
+    let dir = tempfile::tempdir().unwrap();
+    let src = GgufFile::open(&model()).unwrap();
+    let path = dir.path().join("blocks.gguf");
+    let set = [("deepseek2.block_count", MetaValue::U32(10_000_000))];
+    write_variant(&path, &src, &set, &tensors_of(&src)).unwrap();
+    let p = s(&path);
+    let want = "deepseek2.block_count has an invalid value: 10000000 cannot be right";
+    let out = ingot(&["inspect", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(want), "{text}");
+    refused(
+        &["run", "-m", p, "-p", "Hello", "-n", "1", "--backend", "cpu"],
+        &[want],
+    );
+}
