@@ -8,6 +8,11 @@
 //! One thread owns the decoder ([`worker`]); requests wait in a bounded FIFO queue and get 429 beyond it. A
 //! client that disconnects stops its generation at the next token. Errors are OpenAI-style JSON bodies
 //! ([`ApiError`]). The server never reads a path from a request: the model is fixed at start.
+//!
+//! Hostile clients and pages: requests must carry a loopback `Host` (or one of `allowed_hosts`), POST
+//! bodies must be JSON, the key (when set) is checked before routing, headers and bodies must arrive within
+//! their timeouts, and shutdown waits [`SHUTDOWN_GRACE`] at most (see [`Service::router`] and
+//! [`serve_connections`]).
 
 pub mod api;
 pub mod error;
@@ -66,7 +71,8 @@ pub struct ServeOptions {
     pub backend: BackendKind,
     /// Context size in tokens (prompt + generated); at most the model's training context.
     pub ctx: usize,
-    /// When set, every route but `/health` needs `Authorization: Bearer <key>`.
+    /// When set, every route but `/health` and the chat page needs `Authorization: Bearer <key>`; must not be
+    /// empty.
     pub api_key: Option<String>,
     /// Requests that may wait while one runs; more get 429.
     pub queue: usize,
