@@ -388,8 +388,7 @@ pub async fn serve_connections(
     header_timeout: Duration,
     signal: impl std::future::Future<Output = ()>,
 ) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -412,12 +411,12 @@ pub async fn serve_connections(
                 let service = TowerToHyperService::new(router.clone());
                 let mut stop = stop_rx.clone();
                 connections.spawn(async move {
-                    let mut builder = Builder::new(TokioExecutor::new());
-                    builder
-                        .http1()
+                    // HTTP/1 only (the server's protocol): hyper-util's version-detecting builder waits for
+                    // a first byte without any timeout, so a silent connection would never be closed.
+                    let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
-                        .header_read_timeout(header_timeout);
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                        .header_read_timeout(header_timeout)
+                        .serve_connection(TokioIo::new(tcp), service);
                     let mut conn = std::pin::pin!(conn);
                     tokio::select! {
                         _ = conn.as_mut() => {}
