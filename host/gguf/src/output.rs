@@ -161,7 +161,7 @@ pub fn non_regular_kind(meta: &fs::Metadata) -> Option<&'static str> {
             return Some("a socket");
         }
     }
-    Some("not a regular file")
+    Some("a special file")
 }
 
 /// A file being written at a checked path; see the module documentation.
