@@ -85,5 +85,6 @@ pub fn run(a: Args) -> Result<()> {
         seed: Some(42),
         verbose: false,
         trace_routing: None,
+        force: false,
     })
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use ingot_engine::BackendKind;
-use ingot_gguf::GgufFile;
+use ingot_gguf::{GgufFile, OutputFile, OutputPolicy};
 use ingot_model::trace::{Phase, TraceHeader, TraceRecord, TraceWriter};
 use ingot_model::{Decoder, ModelConfig, Sampler, SamplerConfig};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
@@ -66,8 +66,12 @@ pub struct Args {
     pub verbose: bool,
     /// Record every MoE layer's chosen experts and weights for each token (prompt and generated) into FILE:
     /// the routing-trace format of docs/routing-trace.md, which numpy can memory-map. CPU backend only.
+    /// An existing FILE is refused unless --force (the model, and anything but a regular file, always are).
     #[arg(long, value_name = "FILE")]
     pub trace_routing: Option<PathBuf>,
+    /// Replace an existing --trace-routing file.
+    #[arg(long, requires = "trace_routing")]
+    pub force: bool,
 }
 
 impl Args {
@@ -104,6 +108,10 @@ fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
 }
 
 pub fn run(mut a: Args) -> Result<()> {
+    // The server's validator: flags it would refuse in a request are refused here, before the model loads.
+    a.sampler_config(0)
+        .validate()
+        .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
     let (backend, why_cpu) = a.backend.resolve();
     if let (Some(why), true) = (why_cpu, a.verbose) {
         eprintln!("backend auto: cpu ({why})");
@@ -118,6 +126,15 @@ pub fn run(mut a: Args) -> Result<()> {
             a.ctx,
             config.n_ctx_train
         );
+    }
+    // The trace path is checked before the model loads, and its file created only once the backend is known to
+    // report routing.
+    let trace_policy = OutputPolicy {
+        force: a.force,
+        inputs: &[&a.model],
+    };
+    if let Some(path) = &a.trace_routing {
+        ingot_gguf::output::check_output(path, &trace_policy).context("--trace-routing")?;
     }
     let tok = Tokenizer::from_gguf(file.header()).context("tokenizer")?;
     let template = ChatTemplate::from_gguf(file.header());
@@ -174,7 +191,8 @@ pub fn run(mut a: Args) -> Result<()> {
                 );
             }
             let header = TraceHeader::new(file.header(), &config);
-            Some(TraceWriter::create(path, header)?)
+            let out = OutputFile::create(path, &trace_policy).context("--trace-routing")?;
+            Some(TraceWriter::create_output(out, header)?)
         }
         None => None,
     };

@@ -23,10 +23,10 @@ pub struct Args {
     pub ctx: usize,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
-    /// Require `Authorization: Bearer KEY` on every route but /health.
+    /// Require `Authorization: Bearer KEY` on every route but /health. An empty key is an error.
     #[arg(long, env = "INGOT_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Requests that may wait while one runs; more are answered 429.
+    /// Requests that may wait while one runs (1 to 4096); more are answered 429.
     #[arg(long, default_value_t = 16)]
     pub queue: usize,
     /// Model id for /v1/models and the `model` field (default: the file name without .gguf).
@@ -35,6 +35,12 @@ pub struct Args {
     /// Largest request body in bytes (larger: 413).
     #[arg(long, default_value_t = ingot_serve::DEFAULT_MAX_BODY)]
     pub max_body: usize,
+    /// Also answer requests whose Host header names NAME (any port); repeatable; `*` allows every name.
+    /// By default only loopback names (localhost, 127.0.0.1, [::1]) and --host's own address are answered:
+    /// others get 403, which keeps DNS-rebinding pages out. Behind a proxy or on 0.0.0.0, name the host
+    /// clients use.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// Print nothing per request.
     #[arg(short, long)]
     pub quiet: bool,
@@ -45,6 +51,15 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let mut allowed_hosts = a.allowed_hosts.clone();
+    // The address the server is bound to is its own name (an unspecified address such as 0.0.0.0 names no
+    // host a client connects to).
+    if !a.host.is_unspecified() {
+        allowed_hosts.push(match a.host {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        });
+    }
     let opts = ServeOptions {
         model: a.model.clone(),
         backend: a.backend,
@@ -56,6 +71,8 @@ pub fn run(a: Args) -> Result<()> {
         log: !a.quiet,
         vram_budget: a.experts.budget()?,
         cache_type: a.cache.cache_type,
+        allowed_hosts,
+        body_timeout: ingot_serve::DEFAULT_BODY_TIMEOUT,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .with_context(|| format!("serving {}", a.model.display()))

@@ -2,8 +2,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use ingot_synth::{planned_bytes, synthesize, Layout, Preset, QuantMix, SynthOptions};
+use anyhow::{Context, Result};
+use ingot_gguf::OutputPolicy;
+use ingot_synth::{planned_bytes, synthesize_to, Layout, Preset, QuantMix, SynthOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,21 +25,21 @@ pub struct Args {
     /// Random seed: the same seed gives the same file.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Output file.
+    /// Output file (written beside and renamed into place).
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace the output file if it exists.
+    /// Replace the output file if it exists (a regular file only: never a directory, FIFO or device).
     #[arg(long)]
     force: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.output.exists() && !a.force {
-        bail!(
-            "{} already exists (pass --force to replace it)",
-            a.output.display()
-        );
-    }
+    let policy = OutputPolicy {
+        force: a.force,
+        inputs: &[],
+    };
+    // Refused paths fail here, before the line announcing the work.
+    ingot_gguf::output::check_output(&a.output, &policy)?;
     let opts = SynthOptions {
         preset: a.preset,
         layout: a.layout,
@@ -52,7 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         planned_bytes(&opts) as f64 / 1e6,
         a.output.display()
     );
-    let s = synthesize(&opts, &a.output, std::io::stderr().is_terminal())
+    let s = synthesize_to(&opts, &a.output, &policy, std::io::stderr().is_terminal())
         .with_context(|| format!("writing {}", a.output.display()))?;
     eprintln!(
         "synth: wrote {} tensors, {} parameters, {:.1} MB in {:.1} s",

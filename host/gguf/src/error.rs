@@ -147,8 +147,11 @@ pub enum GgufError {
         written: usize,
         declared: usize,
     },
-    #[error("gguf: refusing to rewrite {} onto itself ({})", .input.display(), .output.display())]
-    SameFile { input: PathBuf, output: PathBuf },
+    #[error("gguf: {} is {kind}, not a regular file: name a GGUF model file", .path.display())]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+    /// The output path was refused (exists, is not a regular file, is an input) or could not be written.
+    #[error("gguf: {0}")]
+    Output(#[from] crate::output::OutputError),
 }
 
 impl GgufError {

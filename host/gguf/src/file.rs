@@ -8,6 +8,7 @@ use memmap2::Mmap;
 
 use crate::error::GgufError;
 use crate::header::{Gguf, TensorInfo};
+use crate::output::non_regular_kind;
 use crate::parse::parse_header;
 
 pub struct GgufFile {
@@ -19,8 +20,27 @@ pub struct GgufFile {
 impl GgufFile {
     /// Map `path`, parse its header and validate it (including that all tensor data lies in the
     /// file). Every error names the path.
+    /// Anything but a regular file (a FIFO would block the open forever, a directory fails to map with
+    /// "No such device") is refused by name before it is opened.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
+        let not_regular = |meta: &std::fs::Metadata| {
+            non_regular_kind(meta).map(|kind| GgufError::NotRegularFile {
+                path: path.to_path_buf(),
+                kind,
+            })
+        };
+        let meta = std::fs::metadata(path).map_err(|e| GgufError::io(path, "open", e))?;
+        if let Some(e) = not_regular(&meta) {
+            return Err(e);
+        }
         let file = File::open(path).map_err(|e| GgufError::io(path, "open", e))?;
+        // The path may have been replaced between the check and the open.
+        let meta = file
+            .metadata()
+            .map_err(|e| GgufError::io(path, "stat", e))?;
+        if let Some(e) = not_regular(&meta) {
+            return Err(e);
+        }
         // SAFETY: the mapping is read-only and private to this process. Like every mmap-based model
         // loader, it relies on the file not being truncated or rewritten while mapped; writers in
         // this crate never modify a file in place (they write a temporary file and rename it).

@@ -10,6 +10,8 @@
 //! * [`GgufFile`] maps a file and hands out tensor data without copying.
 //! * [`GgufWriter`] / [`TensorDataWriter`] write a file tensor by tensor into a temporary file
 //!   and rename it into place; [`rewrite`] copies a file through reader and writer.
+//! * [`OutputFile`] is how every file a user names is written: refused when it exists (without
+//!   `force`), is not a regular file, or is one of the command's inputs; written beside and renamed.
 
 mod cursor;
 mod error;
@@ -18,6 +20,7 @@ mod ggml_type;
 mod header;
 mod layout;
 mod meta;
+pub mod output;
 mod parse;
 mod rewrite;
 mod writer;
@@ -28,6 +31,7 @@ pub use ggml_type::GgmlType;
 pub use header::{Gguf, TensorInfo};
 pub use layout::{align_up, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NAME_BYTES};
 pub use meta::{MetaArray, MetaType, MetaValue};
+pub use output::{OutputError, OutputFile, OutputPolicy};
 pub use parse::{parse_header, MAGIC};
-pub use rewrite::{refuse_same_file, rewrite};
+pub use rewrite::rewrite;
 pub use writer::{GgufWriter, TensorDataWriter, MAX_WRITER_ALIGNMENT};

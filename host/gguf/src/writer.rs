@@ -1,7 +1,7 @@
 //! Streaming, atomic GGUF writer.
 //!
-//! Tensor infos are declared first ([`GgufWriter::add_tensor`]); [`GgufWriter::begin`] writes the
-//! header into a temporary file next to the target; the data of each tensor is then supplied in
+//! Tensor infos are declared first ([`GgufWriter::add_tensor`]); [`GgufWriter::begin_output`] writes
+//! the header into an [`OutputFile`] (a temporary file next to the target); the data of each tensor is then supplied in
 //! declaration order ([`TensorDataWriter::write_tensor`]), so a multi-gigabyte model never has to
 //! sit in memory; [`TensorDataWriter::finish`] fsyncs and renames the temporary file onto the
 //! target. The target is therefore either untouched or complete; an unfinished temporary file is
@@ -12,9 +12,8 @@
 //! (the last one too), exactly what gguf-py and `gguf.cpp` produce.
 
 use std::collections::HashSet;
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use crate::error::{quoted, FormatError, GgufError};
 use crate::ggml_type::GgmlType;
@@ -24,6 +23,7 @@ use crate::layout::{
     MAX_DIMS, MAX_NAME_BYTES,
 };
 use crate::meta::{MetaType, MetaValue};
+use crate::output::{OutputFile, OutputPolicy};
 use crate::parse::MAGIC;
 
 /// Declares a file's metadata and tensor table. See the module documentation.
@@ -170,24 +170,23 @@ impl GgufWriter {
         Ok(layout.bytes)
     }
 
-    /// Write the header into `<path>.tmp.<pid>` and return the writer for the tensor data.
+    /// [`GgufWriter::begin_output`] at `path` under [`OutputPolicy::REPLACE`]: an existing regular file
+    /// is replaced, anything else refused.
     pub fn begin(self, path: &Path) -> Result<TensorDataWriter, GgufError> {
         let layout = self.layout()?;
-        let file_name = path.file_name().ok_or_else(|| {
-            GgufError::io(
-                path,
-                "create",
-                io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
-            )
-        })?;
-        let mut tmp_name = file_name.to_os_string();
-        tmp_name.push(format!(".tmp.{}", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let file = File::create(&tmp).map_err(|e| GgufError::io(&tmp, "create", e))?;
+        self.begin_with(layout, OutputFile::create(path, &OutputPolicy::REPLACE)?)
+    }
+
+    /// Write the header into `out` and return the writer for the tensor data. The header is laid out
+    /// (and any error in it reported) before `out` is touched.
+    pub fn begin_output(self, out: OutputFile) -> Result<TensorDataWriter, GgufError> {
+        let layout = self.layout()?;
+        self.begin_with(layout, out)
+    }
+
+    fn begin_with(self, layout: Layout, out: OutputFile) -> Result<TensorDataWriter, GgufError> {
         let mut writer = TensorDataWriter {
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
-            tmp: Some(tmp),
-            dest: path.to_path_buf(),
+            out: Some(out),
             tensors: self
                 .tensors
                 .into_iter()
@@ -333,11 +332,8 @@ fn put_value(out: &mut Vec<u8>, value: &MetaValue) {
 
 /// Receives the tensor data after the header; see the module documentation.
 pub struct TensorDataWriter {
-    /// `None` only after `finish` handed the file over.
-    out: Option<BufWriter<File>>,
-    /// The temporary file while it exists and still belongs to this writer.
-    tmp: Option<PathBuf>,
-    dest: PathBuf,
+    /// `None` only after `finish` handed the file over; dropping it uncommitted removes the temporary file.
+    out: Option<OutputFile>,
     /// Declared `(name, nbytes)` in order.
     tensors: Vec<(String, u64)>,
     /// Index of the next tensor to write.
@@ -406,38 +402,18 @@ impl TensorDataWriter {
                 declared: self.tensors.len(),
             });
         }
-        let (Some(out), Some(tmp)) = (self.out.take(), self.tmp.clone()) else {
-            return Ok(());
-        };
-        let file = out
-            .into_inner()
-            .map_err(|e| GgufError::io(&tmp, "write", e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| GgufError::io(&tmp, "fsync", e))?;
-        drop(file);
-        fs::rename(&tmp, &self.dest).map_err(|e| GgufError::io(&self.dest, "rename", e))?;
-        self.tmp = None;
-        // Persist the rename itself. Best effort: not every platform can fsync a directory, and
-        // the file is complete either way.
-        if let Some(dir) = self.dest.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+        match self.out.take() {
+            Some(out) => Ok(out.commit()?),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> Result<(), GgufError> {
-        let (Some(out), Some(tmp)) = (self.out.as_mut(), self.tmp.as_ref()) else {
+        let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
         out.write_all(bytes)
-            .map_err(|e| GgufError::io(tmp, "write", e))
+            .map_err(|e| GgufError::io(out.tmp(), "write", e))
     }
 
     fn write_zeros(&mut self, mut n: u64) -> Result<(), GgufError> {
@@ -448,14 +424,5 @@ impl TensorDataWriter {
             n -= chunk as u64;
         }
         Ok(())
-    }
-}
-
-impl Drop for TensorDataWriter {
-    fn drop(&mut self) {
-        if let Some(tmp) = self.tmp.take() {
-            drop(self.out.take());
-            let _ = fs::remove_file(tmp);
-        }
     }
 }

@@ -163,6 +163,7 @@ impl ModelConfig {
             ));
         }
         let n_layer = block_count - n_nextn;
+        check_block_count(gguf, block_count, n_layer, n_nextn, &nextn_key)?;
         let n_ctx_train = keys.dim_req(&arch_key("context_length"))?;
         let n_head = keys
             .uniform_dim_opt(&arch_key("attention.head_count"))?
@@ -527,6 +528,51 @@ fn read_rope(keys: &Keys<'_>, n_rot: usize, n_ctx_train: usize) -> Result<RopePa
 
 fn arch_key(suffix: &str) -> String {
     format!("{ARCH}.{suffix}")
+}
+
+/// Fewest tensors a decoding layer can have: attention norm, one query projection, `attn_kv_a_mqa`, its norm,
+/// one KV up-projection (legacy `attn_kv_b`), `attn_output`, the FFN norm, and three FFN tensors (dense
+/// gate/up/down, or router + merged gate_up + down).
+const MIN_LAYER_TENSORS: usize = 10;
+/// Tensors every file has besides its layers: `token_embd` and `output_norm` (`output` may be tied).
+const MIN_GLOBAL_TENSORS: usize = 2;
+
+/// Checks `block_count` against the file before anything is sized from it: the tensor lists built from the
+/// configuration are proportional to `block_count`, so a 3 MB header claiming 10^7 blocks would otherwise cost
+/// gigabytes before the first missing tensor is noticed. Every decoding layer needs at least
+/// [`MIN_LAYER_TENSORS`] tensors of the file's own, and the NextN/MTP blocks (optional, so not counted against
+/// the file) may not outnumber the decoding layers; together this bounds every per-block list by the tensor
+/// table the parser already holds.
+fn check_block_count(
+    gguf: &Gguf,
+    block_count: usize,
+    n_layer: usize,
+    n_nextn: usize,
+    nextn_key: &str,
+) -> Result<()> {
+    let n_tensors = gguf.tensors.len();
+    let need = n_layer
+        .saturating_mul(MIN_LAYER_TENSORS)
+        .saturating_add(MIN_GLOBAL_TENSORS);
+    if need > n_tensors {
+        return Err(invalid(
+            &arch_key("block_count"),
+            format!(
+                "{block_count} cannot be right: {n_layer} decoding layers need at least {need} tensors \
+                 ({MIN_LAYER_TENSORS} per layer + {MIN_GLOBAL_TENSORS}), and the file has {n_tensors}"
+            ),
+        ));
+    }
+    if n_nextn > n_layer {
+        return Err(invalid(
+            nextn_key,
+            format!(
+                "{n_nextn} cannot be right: more NextN/MTP blocks than the {n_layer} decoding layers \
+                 (block_count {block_count})"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, reason: String) -> ModelError {

@@ -30,4 +30,4 @@ pub use decoder::{check_step, Decoder};
 pub use error::ModelError;
 pub use oracle::{DecodeTrace, Oracle};
 pub use rope::{RopeParams, RopeScalingType};
-pub use sampling::{Sampler, SamplerConfig};
+pub use sampling::{Sampler, SamplerConfig, SamplingParam, SamplingRangeError};

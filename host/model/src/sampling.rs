@@ -44,7 +44,91 @@ impl Default for SamplerConfig {
     }
 }
 
+/// A sampling parameter [`SamplerConfig::validate`] checks, by the names its two front ends give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplingParam {
+    Temperature,
+    TopP,
+    MinP,
+    RepeatPenalty,
+    FrequencyPenalty,
+    PresencePenalty,
+}
+
+impl SamplingParam {
+    /// The OpenAI / llama-server request field.
+    pub fn api_name(self) -> &'static str {
+        match self {
+            SamplingParam::Temperature => "temperature",
+            SamplingParam::TopP => "top_p",
+            SamplingParam::MinP => "min_p",
+            SamplingParam::RepeatPenalty => "repeat_penalty",
+            SamplingParam::FrequencyPenalty => "frequency_penalty",
+            SamplingParam::PresencePenalty => "presence_penalty",
+        }
+    }
+
+    /// The `ingot run` flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            SamplingParam::Temperature => "--temp",
+            SamplingParam::TopP => "--top-p",
+            SamplingParam::MinP => "--min-p",
+            SamplingParam::RepeatPenalty => "--repeat-penalty",
+            SamplingParam::FrequencyPenalty => "--frequency-penalty",
+            SamplingParam::PresencePenalty => "--presence-penalty",
+        }
+    }
+}
+
+/// A sampling parameter outside its range (or not a finite number).
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{} must be between {lo} and {hi}, got {value}", param.api_name())]
+pub struct SamplingRangeError {
+    pub param: SamplingParam,
+    pub value: f32,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl SamplingRangeError {
+    /// The same message naming the value by `name` (a flag, or a quoted request field).
+    pub fn message(&self, name: &str) -> String {
+        format!(
+            "{name} must be between {} and {}, got {}",
+            self.lo, self.hi, self.value
+        )
+    }
+}
+
 impl SamplerConfig {
+    /// The one range check of every front end (`ingot run`'s flags, the server's request fields): finite
+    /// values within llama-server's accepted ranges. The sampler itself reads anything (a negative
+    /// temperature as greedy, NaN as whatever its comparisons make of it), so a value it would silently
+    /// reinterpret is refused here instead.
+    pub fn validate(&self) -> Result<(), SamplingRangeError> {
+        use SamplingParam::*;
+        let ranges = [
+            (Temperature, self.temperature, 0.0, 100.0),
+            (TopP, self.top_p, 0.0, 1.0),
+            (MinP, self.min_p, 0.0, 1.0),
+            (RepeatPenalty, self.repeat_penalty, 0.0, 100.0),
+            (FrequencyPenalty, self.frequency_penalty, -2.0, 2.0),
+            (PresencePenalty, self.presence_penalty, -2.0, 2.0),
+        ];
+        for (param, value, lo, hi) in ranges {
+            if !(value.is_finite() && (lo..=hi).contains(&value)) {
+                return Err(SamplingRangeError {
+                    param,
+                    value,
+                    lo,
+                    hi,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Argmax decoding without penalties.
     pub fn greedy() -> Self {
         SamplerConfig {
@@ -221,6 +305,73 @@ mod tests {
             top_p: 1.0,
             min_p: 0.0,
             ..SamplerConfig::default()
+        }
+    }
+
+    #[test]
+    fn validate_accepts_the_defaults_and_the_range_ends_and_names_what_is_out() {
+        SamplerConfig::default().validate().unwrap();
+        SamplerConfig::greedy().validate().unwrap();
+        let ends = SamplerConfig {
+            temperature: 100.0,
+            top_p: 0.0,
+            min_p: 1.0,
+            repeat_penalty: 0.0,
+            frequency_penalty: -2.0,
+            presence_penalty: 2.0,
+            ..SamplerConfig::default()
+        };
+        ends.validate().unwrap();
+        let d = SamplerConfig::default;
+        for (config, param) in [
+            (
+                SamplerConfig {
+                    temperature: -1.0,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (
+                SamplerConfig {
+                    temperature: f32::NAN,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (
+                SamplerConfig {
+                    temperature: f32::INFINITY,
+                    ..d()
+                },
+                SamplingParam::Temperature,
+            ),
+            (SamplerConfig { top_p: 2.0, ..d() }, SamplingParam::TopP),
+            (SamplerConfig { min_p: 5.0, ..d() }, SamplingParam::MinP),
+            (
+                SamplerConfig {
+                    repeat_penalty: -3.0,
+                    ..d()
+                },
+                SamplingParam::RepeatPenalty,
+            ),
+            (
+                SamplerConfig {
+                    repeat_penalty: f32::NAN,
+                    ..d()
+                },
+                SamplingParam::RepeatPenalty,
+            ),
+            (
+                SamplerConfig {
+                    presence_penalty: 3.0,
+                    ..d()
+                },
+                SamplingParam::PresencePenalty,
+            ),
+        ] {
+            let e = config.validate().unwrap_err();
+            assert_eq!(e.param, param, "{e}");
+            assert!(e.message(e.param.flag()).starts_with(e.param.flag()), "{e}");
         }
     }
 

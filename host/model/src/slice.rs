@@ -17,7 +17,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use ingot_gguf::{refuse_same_file, Gguf, GgufError, GgufFile, GgufWriter, MetaValue, TensorInfo};
+use ingot_gguf::{
+    Gguf, GgufError, GgufFile, GgufWriter, MetaValue, OutputFile, OutputPolicy, TensorInfo,
+};
 use thiserror::Error;
 
 use crate::config::ModelConfig;
@@ -282,9 +284,19 @@ fn count_like(old: Option<&MetaValue>, n: usize) -> MetaValue {
     }
 }
 
-/// Writes `output`: `input` with the experts of `keep`. See the module documentation.
+/// Writes `output`: `input` with the experts of `keep`. See the module documentation. `output` may replace
+/// a regular file other than `input`; [`slice_to`] takes the caller's own [`OutputPolicy`].
 pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport> {
-    refuse_same_file(input, output)?;
+    let policy = OutputPolicy {
+        force: true,
+        inputs: &[input],
+    };
+    let out = OutputFile::create(output, &policy).map_err(GgufError::from)?;
+    slice_to(input, out, keep)
+}
+
+/// [`slice`] into an output file the caller created (and checked against its inputs, `input` among them).
+pub fn slice_to(input: &Path, output: OutputFile, keep: &KeepList) -> Result<SliceReport> {
     let file = GgufFile::open(input)?;
     let header: &Gguf = file.header();
     let c = ModelConfig::from_gguf(header)?;
@@ -316,7 +328,7 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
     check.tensors = writer.tensor_infos()?;
     ModelConfig::from_gguf(&check)?;
 
-    let mut data = writer.begin(output)?;
+    let mut data = writer.begin_output(output)?;
     let mut bytes_written = 0;
     for p in &plans {
         let src = file.tensor_data(p.info);

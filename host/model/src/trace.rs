@@ -20,10 +20,10 @@
 //! another model.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ingot_gguf::Gguf;
+use ingot_gguf::{Gguf, OutputFile, OutputPolicy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -44,6 +44,8 @@ pub enum TraceError {
         op: &'static str,
         source: std::io::Error,
     },
+    #[error("routing trace: {0}")]
+    Output(#[from] ingot_gguf::OutputError),
 }
 
 type Result<T> = std::result::Result<T, TraceError>;
@@ -173,26 +175,19 @@ pub struct TraceRecord {
 
 /// Writes a trace: header at creation, one record per call, renamed into place by [`TraceWriter::finish`].
 pub struct TraceWriter {
-    out: BufWriter<File>,
-    tmp: PathBuf,
-    dest: PathBuf,
+    out: OutputFile,
     header: TraceHeader,
     buf: Vec<u8>,
-    done: bool,
 }
 
 impl TraceWriter {
+    /// A trace at `path`, replacing a regular file there ([`OutputPolicy::REPLACE`]).
     pub fn create(path: &Path, header: TraceHeader) -> Result<Self> {
-        let io = |op, source| TraceError::Io {
-            path: path.to_path_buf(),
-            op,
-            source,
-        };
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".tmp.{}", std::process::id()));
-        let tmp = path.with_file_name(name);
-        let file = File::create(&tmp).map_err(|e| io("create", e))?;
-        let mut out = BufWriter::new(file);
+        Self::create_output(OutputFile::create(path, &OutputPolicy::REPLACE)?, header)
+    }
+
+    /// A trace written into `out` (checked against the caller's policy when it was created).
+    pub fn create_output(mut out: OutputFile, header: TraceHeader) -> Result<Self> {
         let mut json = serde_json::to_string(&header).expect("a header serializes");
         while !(16 + json.len()).is_multiple_of(64) {
             json.push(' ');
@@ -202,17 +197,16 @@ impl TraceWriter {
         head.extend_from_slice(&VERSION.to_le_bytes());
         head.extend_from_slice(&(json.len() as u32).to_le_bytes());
         head.extend_from_slice(json.as_bytes());
-        let written = out.write_all(&head);
-        let writer = TraceWriter {
+        out.write_all(&head).map_err(|e| TraceError::Io {
+            path: out.tmp().to_path_buf(),
+            op: "write",
+            source: e,
+        })?;
+        Ok(TraceWriter {
             out,
-            tmp,
-            dest: path.to_path_buf(),
             buf: Vec::with_capacity(header.record_bytes),
             header,
-            done: false,
-        };
-        written.map_err(|e| io("write", e))?;
-        Ok(writer)
+        })
     }
 
     pub fn header(&self) -> &TraceHeader {
@@ -224,7 +218,7 @@ impl TraceWriter {
         let pairs = self.header.pairs();
         if r.routing.len() != pairs {
             return Err(TraceError::Format {
-                path: self.dest.clone(),
+                path: self.out.dest().to_path_buf(),
                 reason: format!(
                     "a record of {} pairs, the header says {pairs}",
                     r.routing.len()
@@ -242,42 +236,22 @@ impl TraceWriter {
         }
         for &(e, _) in &r.routing {
             let e = u16::try_from(e).map_err(|_| TraceError::Format {
-                path: self.dest.clone(),
+                path: self.out.dest().to_path_buf(),
                 reason: format!("expert id {e} does not fit the format's u16"),
             })?;
             b.extend_from_slice(&e.to_le_bytes());
         }
         b.resize(self.header.record_bytes, 0);
         self.out.write_all(b).map_err(|e| TraceError::Io {
-            path: self.tmp.clone(),
+            path: self.out.tmp().to_path_buf(),
             op: "write",
             source: e,
         })
     }
 
     /// Flushes, syncs and renames the trace into place.
-    pub fn finish(mut self) -> Result<()> {
-        let io = |path: &Path, op, source| TraceError::Io {
-            path: path.to_path_buf(),
-            op,
-            source,
-        };
-        self.out.flush().map_err(|e| io(&self.tmp, "write", e))?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .map_err(|e| io(&self.tmp, "fsync", e))?;
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| io(&self.dest, "rename", e))?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for TraceWriter {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+    pub fn finish(self) -> Result<()> {
+        Ok(self.out.commit()?)
     }
 }
 
@@ -298,6 +272,14 @@ impl Trace {
             op,
             source,
         };
+        // A FIFO would block the open forever; a directory fails to map with "No such device".
+        let meta = std::fs::metadata(path).map_err(|e| io("open", e))?;
+        if let Some(kind) = ingot_gguf::output::non_regular_kind(&meta) {
+            return Err(TraceError::Format {
+                path: path.to_path_buf(),
+                reason: format!("is {kind}, not a regular file: name a routing trace file"),
+            });
+        }
         let file = File::open(path).map_err(|e| io("open", e))?;
         // SAFETY: the map is read only; a trace is written to a temporary file and renamed, so a finished trace
         // is not modified in place by ingot.

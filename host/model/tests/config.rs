@@ -273,3 +273,50 @@ fn full_size_family_headers_configure() {
         GatingFunc::Softmax
     );
 }
+
+/// `block_count` values no file of this size can hold. Each must be refused by the structural check, which
+/// names the key and runs before any list is sized from the count: a check that ran after the per-block tensor
+/// lists were built would report a missing `blk.N` tensor instead (after gigabytes at 10^7, an abort at 2^31).
+#[test]
+fn block_count_beyond_the_tensor_table_is_refused_before_any_list_is_built() {
+    use ingot_synth::variant::{tensors_of, write_variant};
+    let src = GgufFile::open(&golden_dir().join("tiny-mla-f32").join("model.gguf")).unwrap();
+    let tensors = tensors_of(&src);
+    let dir = tempfile::tempdir().unwrap();
+    for (i, count) in [1_000_000u32, 10_000_000, 1 << 31, u32::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let path = dir.path().join(format!("blocks-{i}.gguf"));
+        let set = [("deepseek2.block_count", MetaValue::U32(count))];
+        write_variant(&path, &src, &set, &tensors).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        let err = ModelConfig::from_gguf(file.header()).unwrap_err();
+        match &err {
+            ModelError::InvalidValue { key, reason } => {
+                assert_eq!(key, "deepseek2.block_count", "{err}");
+                assert!(reason.starts_with(&count.to_string()), "{err}");
+            }
+            other => panic!("block_count {count}: {other}"),
+        }
+    }
+}
+
+/// NextN/MTP blocks are optional (not counted against the tensor table), so their count is bounded by the
+/// decoding layers instead: otherwise a file with three real layers could still claim 10^6 optional blocks.
+#[test]
+fn nextn_blocks_beyond_the_decoding_layers_are_refused() {
+    let mut g = header("tiny-mla-f32");
+    set_key(&mut g, "deepseek2.block_count", MetaValue::U32(1_000_003));
+    set_key(
+        &mut g,
+        "deepseek2.nextn_predict_layers",
+        MetaValue::U32(1_000_000),
+    );
+    let err = ModelConfig::from_gguf(&g).unwrap_err();
+    assert!(
+        matches!(&err, ModelError::InvalidValue { key, reason }
+            if key == "deepseek2.nextn_predict_layers" && reason.starts_with("1000000 ")),
+        "{err}"
+    );
+}

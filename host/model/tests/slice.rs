@@ -193,7 +193,7 @@ fn bad_keep_lists_and_in_equals_out_write_nothing() {
     let before = std::fs::read(&tiny).unwrap();
     let err = slice(&tiny, &tiny, &KeepList::all(&config(&tiny))).unwrap_err();
     assert!(matches!(err, SliceError::Gguf(_)), "{err}");
-    assert!(err.to_string().contains("onto itself"), "{err}");
+    assert!(err.to_string().contains("is the input"), "{err}");
     assert_eq!(std::fs::read(&tiny).unwrap(), before, "the input changed");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -132,6 +132,9 @@ pub struct SamplingParams {
     pub min_p: Option<f32>,
     pub repeat_penalty: Option<f32>,
     pub repeat_last_n: Option<u64>,
+    /// `true` (chat) or a count (completions): not supported, so refused rather than ignored.
+    pub logprobs: Option<serde_json::Value>,
+    pub top_logprobs: Option<serde_json::Value>,
 }
 
 /// The most stop strings a request may give (OpenAI allows 4; llama-server more).
@@ -146,25 +149,39 @@ pub struct Generation {
     pub stops: Vec<String>,
 }
 
-fn check_range(name: &str, v: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
-    match v {
-        Some(x) if !(x.is_finite() && (lo..=hi).contains(&x)) => Err(ApiError::bad_request(
-            "invalid_value",
-            format!("`{name}` must be between {lo} and {hi}, got {x}"),
-        )),
-        _ => Ok(()),
-    }
-}
-
 impl SamplingParams {
     /// Validates and converts; defaults as `ingot run` (llama.cpp's), a clock seed when none is given.
     pub fn generation(&self) -> Result<Generation, ApiError> {
-        check_range("temperature", self.temperature, 0.0, 100.0)?;
-        check_range("top_p", self.top_p, 0.0, 1.0)?;
-        check_range("min_p", self.min_p, 0.0, 1.0)?;
-        check_range("repeat_penalty", self.repeat_penalty, 0.0, 100.0)?;
-        check_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
-        check_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
+        let d = SamplerConfig::default();
+        // Seeded below; the ranges are checked first, by the validator `ingot run` uses.
+        let mut sampler = SamplerConfig {
+            temperature: self.temperature.unwrap_or(d.temperature),
+            top_k: self.top_k.map_or(d.top_k, |k| k as usize),
+            top_p: self.top_p.unwrap_or(d.top_p),
+            min_p: self.min_p.unwrap_or(d.min_p),
+            repeat_penalty: self.repeat_penalty.unwrap_or(d.repeat_penalty),
+            repeat_last_n: self.repeat_last_n.map_or(d.repeat_last_n, |n| n as usize),
+            frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
+            presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
+            seed: 0,
+        };
+        sampler.validate().map_err(|e| {
+            ApiError::bad_request(
+                "invalid_value",
+                e.message(&format!("`{}`", e.param.api_name())),
+            )
+        })?;
+        let asks = |v: &Option<serde_json::Value>| match v {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
+            Some(serde_json::Value::Number(n)) => n.as_u64() != Some(0),
+            Some(_) => true,
+        };
+        if asks(&self.logprobs) || asks(&self.top_logprobs) {
+            return Err(ApiError::bad_request(
+                "unsupported_parameter",
+                "`logprobs` and `top_logprobs` are not supported by this server; leave them out",
+            ));
+        }
         if let Some(n) = self.n {
             if n != 1 {
                 return Err(ApiError::bad_request(
@@ -200,19 +217,9 @@ impl SamplingParams {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         };
-        let d = SamplerConfig::default();
+        sampler.seed = seed;
         Ok(Generation {
-            sampler: SamplerConfig {
-                temperature: self.temperature.unwrap_or(d.temperature),
-                top_k: self.top_k.map_or(d.top_k, |k| k as usize),
-                top_p: self.top_p.unwrap_or(d.top_p),
-                min_p: self.min_p.unwrap_or(d.min_p),
-                repeat_penalty: self.repeat_penalty.unwrap_or(d.repeat_penalty),
-                repeat_last_n: self.repeat_last_n.map_or(d.repeat_last_n, |n| n as usize),
-                frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
-                presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
-                seed,
-            },
+            sampler,
             max_tokens: max_tokens.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             stops,
         })

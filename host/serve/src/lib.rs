@@ -8,6 +8,11 @@
 //! One thread owns the decoder ([`worker`]); requests wait in a bounded FIFO queue and get 429 beyond it. A
 //! client that disconnects stops its generation at the next token. Errors are OpenAI-style JSON bodies
 //! ([`ApiError`]). The server never reads a path from a request: the model is fixed at start.
+//!
+//! Hostile clients and pages: requests must carry a loopback `Host` (or one of `allowed_hosts`), POST
+//! bodies must be JSON, the key (when set) is checked before routing, headers and bodies must arrive within
+//! their timeouts, and shutdown waits [`SHUTDOWN_GRACE`] at most (see [`Service::router`] and
+//! [`serve_connections`]).
 
 pub mod api;
 pub mod error;
@@ -19,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -44,6 +49,21 @@ use worker::{Event, Finish, Job};
 /// Default request body limit: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// How long `serve_blocking` gives a connection to send its request headers (see [`serve_connections`]).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default [`ServeOptions::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long requests in flight may still finish after SIGINT or SIGTERM; connections still open then are
+/// dropped, so no client (a half-sent request, a long stream) keeps the server alive.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Most requests `--queue` lets wait. Each waiting request holds a connection and its body (up to
+/// `--max-body`), so the bound keeps a full queue's memory in the gigabytes at most; tokio's channel panics
+/// beyond `usize::MAX >> 3` permits.
+pub const MAX_QUEUE: usize = 4096;
+
 /// What to serve and how.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -51,7 +71,8 @@ pub struct ServeOptions {
     pub backend: BackendKind,
     /// Context size in tokens (prompt + generated); at most the model's training context.
     pub ctx: usize,
-    /// When set, every route but `/health` needs `Authorization: Bearer <key>`.
+    /// When set, every route but `/health` and the chat page needs `Authorization: Bearer <key>`; must not be
+    /// empty.
     pub api_key: Option<String>,
     /// Requests that may wait while one runs; more get 429.
     pub queue: usize,
@@ -65,6 +86,12 @@ pub struct ServeOptions {
     pub vram_budget: Option<ingot_engine::VramBudget>,
     /// The latent cache's number format (`--cache-type`).
     pub cache_type: ingot_engine::CacheType,
+    /// Host names a request's `Host` header may carry besides the loopback ones (`localhost`, `127.0.0.1`,
+    /// `[::1]`), any port; `*` allows every name. See [`host_allowed`].
+    pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request body once its headers are in; slower gets 408 and the
+    /// connection back. Keeps half-sent requests from holding connections (and shutdown) indefinitely.
+    pub body_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -80,6 +107,8 @@ impl ServeOptions {
             log: false,
             vram_budget: None,
             cache_type: ingot_engine::CacheType::F16,
+            allowed_hosts: Vec::new(),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -97,6 +126,9 @@ struct AppState {
     backend: BackendKind,
     description: String,
     api_key: Option<String>,
+    body_timeout: Duration,
+    /// Lower-case host names beyond the loopback ones; see [`host_allowed`].
+    allowed_hosts: Vec<String>,
     queue_bound: usize,
     tok: Arc<Tokenizer>,
     template: ChatTemplate,
@@ -119,11 +151,28 @@ struct Loaded {
     description: String,
 }
 
+/// The options that need no model: `--queue` within `1..=MAX_QUEUE`, an `--api-key` that is not empty (an
+/// empty key, typically an unset variable expanded into the command line, would otherwise turn
+/// authentication off without a word).
+fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
+    if !(1..=MAX_QUEUE).contains(&opts.queue) {
+        return Err(ServeError::Options(format!(
+            "--queue {} is out of range 1..={MAX_QUEUE} (requests that may wait while one runs)",
+            opts.queue
+        )));
+    }
+    if opts.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(ServeError::Options(
+            "--api-key (or INGOT_API_KEY) is empty: give a key, or leave both unset to serve without one"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Opens the model on its decoder thread (blocking until loaded) and checks the options.
 pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
-    if opts.queue == 0 {
-        return Err(ServeError::Options("--queue must be at least 1".into()));
-    }
+    check_options(opts)?;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Loaded, ServeError>>();
     let (jobs_tx, jobs_rx) = mpsc::channel::<Job>(opts.queue);
     let metrics = Arc::new(Metrics::default());
@@ -210,7 +259,13 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             ctx,
             backend: loaded.kind,
             description: loaded.description,
-            api_key: opts.api_key.clone().filter(|k| !k.is_empty()),
+            api_key: opts.api_key.clone(),
+            body_timeout: opts.body_timeout,
+            allowed_hosts: opts
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
             queue_bound: opts.queue,
             tok: loaded.tok,
             template,
@@ -255,10 +310,14 @@ impl Service {
         (self.state.backend, &self.state.description)
     }
 
-    /// Every route, with the body limit, the API key check and the per-status counter.
+    /// Every route, with (outermost first) the per-status counter, the `Host` allow-list, the declared
+    /// body length check, the API key check, the body read (bounded in time and size) and the body limit. The key is checked before routing, so
+    /// without it every path but the chat page and `/health` is 401, never a 404 or 405 that maps the routes.
     pub fn router(&self, max_body: usize) -> Router {
         let s = self.state.clone();
-        let protected = Router::new()
+        Router::new()
+            .route("/", get(chat_page))
+            .route("/health", get(health))
             .route("/v1/chat/completions", post(chat_completions))
             .route("/chat/completions", post(chat_completions))
             .route("/v1/completions", post(completions))
@@ -266,14 +325,16 @@ impl Service {
             .route("/v1/models", get(models))
             .route("/models", get(models))
             .route("/metrics", get(metrics_text))
-            .route_layer(middleware::from_fn_with_state(s.clone(), require_key));
-        Router::new()
-            .route("/", get(chat_page))
-            .route("/health", get(health))
-            .merge(protected)
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_body))
+            .layer(middleware::from_fn_with_state(
+                (s.clone(), max_body),
+                read_body,
+            ))
+            .layer(middleware::from_fn_with_state(s.clone(), require_key))
+            .layer(middleware::from_fn_with_state(max_body, declared_length))
+            .layer(middleware::from_fn_with_state(s.clone(), check_host))
             .layer(middleware::from_fn_with_state(s.clone(), count_status))
             .with_state(s)
     }
@@ -290,7 +351,7 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
         .enable_all()
         .build()
         .map_err(io("starting the runtime"))?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(io(&format!("binding {addr}")))?;
@@ -303,11 +364,85 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
             opts.queue
         );
         eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");
-        axum::serve(listener, service.router(opts.max_body))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(io("serving"))
+        serve_connections(
+            listener,
+            service.router(opts.max_body),
+            DEFAULT_HEADER_TIMEOUT,
+            shutdown_signal(),
+        )
+        .await;
+        Ok(())
+    });
+    // Tasks still holding connections are dropped, not waited for.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    result
+}
+
+/// Serves `router` on `listener` until `signal`, then stops accepting, lets the open connections finish
+/// their requests for [`SHUTDOWN_GRACE`] and drops the ones still open. A connection must send its request
+/// headers within `header_timeout` of being opened or of its previous response (idle keep-alive included):
+/// a slow or silent client gets its connection closed rather than holding it.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    signal: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        tokio::select! {
+            () = &mut signal => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let tcp = match accepted {
+                    Ok((tcp, _)) => tcp,
+                    // Out of descriptors, or a connection reset before it was accepted: as axum::serve does,
+                    // pause briefly rather than spin, and keep serving.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let service = TowerToHyperService::new(router.clone());
+                let mut stop = stop_rx.clone();
+                connections.spawn(async move {
+                    // HTTP/1 only (the server's protocol): hyper-util's version-detecting builder waits for
+                    // a first byte without any timeout, so a silent connection would never be closed.
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_timeout)
+                        .serve_connection(TokioIo::new(tcp), service);
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stop.changed() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
     })
+    .await;
+    if drained.is_err() {
+        eprintln!(
+            "ingot serve: {} connection(s) still open {} s after the signal: closing them",
+            connections.len(),
+            SHUTDOWN_GRACE.as_secs()
+        );
+        connections.abort_all();
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.
@@ -345,6 +480,23 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235 §2.1).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Routes served without the key: the chat page (it carries no secret; its requests send the key the user
+/// types) and the health check.
+fn is_public(req: &Request) -> bool {
+    let read = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    read && matches!(req.uri().path(), "/" | "/health")
+}
+
 async fn require_key(
     State(s): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -352,16 +504,152 @@ async fn require_key(
     next: Next,
 ) -> Response {
     if let Some(key) = &s.api_key {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes())) {
-            return ApiError::unauthorized().into_response();
+        if !is_public(&req)
+            && !bearer_token(&headers).is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()))
+        {
+            let mut resp = ApiError::unauthorized().into_response();
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return resp;
         }
     }
     next.run(req).await
+}
+
+/// The name of a `Host` header value, without its port, lower-cased: `[::1]:8080` -> `[::1]`,
+/// `LocalHost:80` -> `localhost`.
+fn host_name(value: &str) -> String {
+    let value = value.trim();
+    let name = if value.starts_with('[') {
+        value.find(']').map_or(value, |end| &value[..=end])
+    } else {
+        match value.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => value,
+        }
+    };
+    name.to_ascii_lowercase()
+}
+
+/// Whether a request's `Host` may reach this server: a loopback name, one of `--allowed-host` (or `*`), or no
+/// `Host` at all. The list defeats DNS rebinding, where a web page's own name resolves to 127.0.0.1 and the
+/// browser sends that name; browsers always send `Host`, so a request without one is not a page's.
+fn host_allowed(s: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let name = value.to_str().map(host_name).unwrap_or_default();
+    let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]");
+    if loopback || s.allowed_hosts.iter().any(|h| h == "*" || *h == name) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "invalid_request_error",
+        "host_not_allowed",
+        format!(
+            "Host {name:?} is not a name of this server (loopback names only by default); \
+             start it with --allowed-host {name} to allow it"
+        ),
+    ))
+}
+
+async fn check_host(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    match host_allowed(&s, &headers) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// 413 for a declared `Content-Length` over the limit, before any of the body is read (the body limit
+/// alone would read up to the limit first, and wait for a body the client may never send).
+async fn declared_length(State(max_body): State<usize>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return ApiError::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("the request body is over the size limit of {max_body} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Reads the whole body within the body timeout (408 after it, 413 over `max_body`) before the handler
+/// runs, so that a client that stops sending mid-body gives its connection back.
+async fn read_body(
+    State((s, max_body)): State<(Arc<AppState>, usize)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, max_body);
+    let bytes = match tokio::time::timeout(s.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+                format!("the request body is over the size limit of {max_body} bytes"),
+            )
+            .into_response()
+        }
+        Ok(Err(e)) => {
+            return ApiError::bad_request("invalid_body", format!("reading the body: {e}"))
+                .into_response()
+        }
+        Err(_) => {
+            return ApiError::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    s.body_timeout.as_secs_f64()
+                ),
+            )
+            .into_response()
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
+}
+
+/// POST bodies must be JSON (`application/json`, parameters allowed): any other type is 415. A form or
+/// text/plain POST is one a web page may send without a CORS preflight; refusing them keeps pages of other
+/// origins from driving the API.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let mime = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim());
+    if mime.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_request_error",
+        "unsupported_media_type",
+        format!(
+            "the body must be JSON with `Content-Type: application/json` (got {})",
+            mime.map_or_else(|| "no Content-Type".to_string(), |m| format!("{m:?}"))
+        ),
+    ))
 }
 
 async fn not_found() -> ApiError {
@@ -389,9 +677,11 @@ async fn chat_page() -> Response {
             (
                 header::CONTENT_SECURITY_POLICY,
                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                 connect-src 'self'; base-uri 'none'; form-action 'none'",
+                 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // Not framed by another page (clickjacking); frame-ancestors says the same to newer browsers.
+            (header::X_FRAME_OPTIONS, "DENY"),
         ],
         CHAT_PAGE,
     )
@@ -753,8 +1043,10 @@ async fn off_runtime<T: Send + 'static>(
 
 async fn chat_completions(
     State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    require_json(&headers)?;
     let body = body.map_err(ApiError::from_body_rejection)?;
     let req: api::ChatCompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;
@@ -779,8 +1071,10 @@ async fn chat_completions(
 
 async fn completions(
     State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    require_json(&headers)?;
     let body = body.map_err(ApiError::from_body_rejection)?;
     let req: api::CompletionRequest = api::parse(&body)?;
     s.check_model(req.model.as_deref())?;

@@ -640,6 +640,9 @@ async fn the_chat_page_is_html_that_streams_from_chat_completions() {
         csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
         "{csp}"
     );
+    // The page may not be framed by another (clickjacking).
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(header("x-frame-options"), "DENY");
     let page = resp.text().await.unwrap();
     assert!(page.contains("/v1/chat/completions"), "{page}");
     assert!(page.contains("stream: true"), "the page asks for a stream");
@@ -653,7 +656,293 @@ async fn the_chat_page_is_html_that_streams_from_chat_completions() {
     ] {
         assert!(!page.contains(external), "external asset {external:?}");
     }
-    // Another path is still a JSON 404.
-    let resp = client().get(format!("{base}/nope")).send().await.unwrap();
+    // Another path is still a JSON 404, once the key is given.
+    let resp = client()
+        .get(format!("{base}/nope"))
+        .bearer_auth("sekret")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
+}
+
+/// Bound of a raw exchange: each one is answered before any generation (an error status, or a 404).
+const RAW_LIMIT: Duration = Duration::from_secs(30);
+
+/// One raw HTTP/1.1 exchange on a fresh connection: `head` is the request line and headers (without the
+/// blank line), `body` what follows. Returns the status, the response headers (lower-cased) and the body.
+/// Bounded by [`RAW_LIMIT`]; the connection is closed by the request's `Connection: close`.
+async fn raw(base: &str, head: &str, body: &[u8]) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://").to_string();
+    let mut req = format!("{head}\r\nConnection: close\r\n\r\n").into_bytes();
+    req.extend_from_slice(body);
+    let what = head.to_string();
+    let text = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        s.set_read_timeout(Some(RAW_LIMIT)).unwrap();
+        s.write_all(&req).expect("send");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)
+            .unwrap_or_else(|e| panic!("no answer within {RAW_LIMIT:?} to {what:?}: {e}"));
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .expect("join");
+    let (head, body) = text.split_once("\r\n\r\n").expect("headers end");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+/// A JSON chat request the server refuses with 400 before it reaches the decoder (no messages): what the
+/// header checks are tested with, so that a passing check shows as 400 and costs no generation.
+const EMPTY_CHAT: &str = r#"{"messages": []}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_headers_outside_the_allow_list_are_refused() {
+    let mut opts = options();
+    opts.allowed_hosts = vec!["Ingot.Example".into()];
+    let base = start(opts).await;
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let post = |host: String| {
+        let base = base.clone();
+        async move {
+            let head = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}",
+                EMPTY_CHAT.len()
+            );
+            raw(&base, &head, EMPTY_CHAT.as_bytes()).await
+        }
+    };
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "LOCALHOST".into(),
+        format!("[::1]:{port}"),
+        "ingot.example:443".into(),
+    ] {
+        let (status, _, body) = post(host.clone()).await;
+        assert_eq!(status, 400, "{host}: {body}");
+    }
+    // A DNS-rebinding page's own name, and names that only look like loopback ones.
+    for host in [
+        "attacker.example".to_string(),
+        format!("attacker.example:{port}"),
+        "localhost.attacker.example".into(),
+        "127.0.0.1.nip.io".into(),
+    ] {
+        let (status, _, body) = post(host.clone()).await;
+        assert_eq!(status, 403, "{host}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error_code(&v), "host_not_allowed");
+        assert!(body.contains("--allowed-host"), "{body}");
+    }
+    // The health check too: a rebinding page learns nothing.
+    let (status, _, _) = raw(&base, "GET /health HTTP/1.1\r\nHost: attacker.example", b"").await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_bodies_must_be_declared_json() {
+    let base = start(options()).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    for (path, content_type) in [
+        ("/v1/chat/completions", Some("text/plain")),
+        (
+            "/v1/chat/completions",
+            Some("application/x-www-form-urlencoded"),
+        ),
+        (
+            "/v1/chat/completions",
+            Some("multipart/form-data; boundary=x"),
+        ),
+        ("/v1/completions", Some("text/plain;charset=UTF-8")),
+        ("/v1/chat/completions", None),
+    ] {
+        let ct = content_type.map_or(String::new(), |c| format!("\r\nContent-Type: {c}"));
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}{ct}\r\nContent-Length: {}",
+            EMPTY_CHAT.len()
+        );
+        let (status, _, body) = raw(&base, &head, EMPTY_CHAT.as_bytes()).await;
+        assert_eq!(status, 415, "{content_type:?}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error_code(&v), "unsupported_media_type");
+    }
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: Application/JSON; charset=utf-8\r\nContent-Length: {}",
+        EMPTY_CHAT.len()
+    );
+    let (status, _, body) = raw(&base, &head, EMPTY_CHAT.as_bytes()).await;
+    assert_eq!(status, 400, "JSON with a charset is JSON: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_is_checked_before_routing_with_any_case_of_bearer() {
+    let mut opts = options();
+    opts.api_key = Some("sekret".into());
+    let base = start(opts).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    // Without the key: 401 with the scheme to use, whatever the path or method (no 404/405 route map).
+    for (method, path) in [
+        ("GET", "/nope"),
+        ("GET", "/v1/chat/completions"),
+        ("POST", "/v1/models"),
+        ("POST", "/"),
+        ("DELETE", "/health"),
+    ] {
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0");
+        let (status, headers, body) = raw(&base, &head, b"").await;
+        assert_eq!(status, 401, "{method} {path}: {body}");
+        assert!(
+            headers.contains("\r\nwww-authenticate: bearer"),
+            "{method} {path}: {headers}"
+        );
+    }
+    // The scheme is case-insensitive (RFC 7235); the key itself is not.
+    for (auth, want) in [
+        ("bearer sekret", 404),
+        ("BEARER sekret", 404),
+        ("Bearer  sekret", 404),
+        ("Bearer SEKRET", 401),
+        ("Basic sekret", 401),
+    ] {
+        let head = format!("GET /nope HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {auth}");
+        let (status, _, body) = raw(&base, &head, b"").await;
+        assert_eq!(status, want, "{auth:?}: {body}");
+    }
+    let head = format!(
+        "GET /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: bearer sekret"
+    );
+    let (status, _, body) = raw(&base, &head, b"").await;
+    assert_eq!(status, 405, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logprobs_are_refused_until_supported() {
+    let base = start(options()).await;
+    for extra in [
+        json!({ "logprobs": true }),
+        json!({ "logprobs": true, "top_logprobs": 3 }),
+        json!({ "top_logprobs": 2 }),
+        json!({ "logprobs": 5 }),
+    ] {
+        let mut body = chat_body("hi", 2);
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+        assert_eq!(
+            (status, error_code(&v).as_str()),
+            (400, "unsupported_parameter"),
+            "{extra}"
+        );
+    }
+    // `false` and 0 ask for nothing.
+    let mut body = chat_body("hi", 2);
+    body["logprobs"] = json!(false);
+    let (status, v) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_length_over_the_limit_is_refused_before_the_body() {
+    let mut opts = options();
+    opts.max_body = 4096;
+    let base = start(opts).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    // Headers only: the answer must come without any of the declared gigabyte being sent.
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000000000"
+    );
+    let (status, _, body) = raw(&base, &head, b"").await;
+    assert_eq!(status, 413, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error_code(&v), "request_too_large");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_body_is_answered_408_and_its_connection_given_back() {
+    let mut opts = options();
+    opts.body_timeout = Duration::from_secs(1);
+    let base = start(opts).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    // 100 bytes declared, 1 sent; the connection stays open on the client's side.
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100"
+    );
+    let (status, _, body) = raw(&base, &head, b"{").await;
+    assert_eq!(status, 408, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error_code(&v), "request_timeout");
+    // Still serving.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 2)).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_headers_lose_their_connection_after_the_header_timeout() {
+    let opts = options();
+    let max_body = opts.max_body;
+    let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
+        .await
+        .expect("join")
+        .expect("load the model");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(ingot_serve::serve_connections(
+        listener,
+        service.router(max_body),
+        Duration::from_secs(1),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    // Headers never finished, or never started (an idle connection): the server closes the connection
+    // instead of waiting for the rest; many such clients cannot hold connections indefinitely.
+    let clients: Vec<_> = (0..50)
+        .map(|i| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                let addr = base.trim_start_matches("http://").to_string();
+                tokio::task::spawn_blocking(move || {
+                    use std::io::{Read, Write};
+                    let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+                    s.set_read_timeout(Some(RAW_LIMIT)).unwrap();
+                    if i % 2 == 0 {
+                        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1")
+                            .unwrap();
+                    }
+                    let mut out = Vec::new();
+                    s.read_to_end(&mut out)
+                        .map(|_| ())
+                        .map_err(|e| format!("still open after {RAW_LIMIT:?}: {e}"))
+                })
+                .await
+                .expect("join")
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.expect("join").expect("the connection was closed");
+    }
+    // Still serving, and it stops when told, within its grace.
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("hi", 2)).await;
+    assert_eq!(status, 200, "{v}");
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("stopped within its grace")
+        .expect("join");
 }

@@ -23,7 +23,9 @@ pub mod vocab;
 
 use std::path::Path;
 
-use ingot_gguf::{GgmlType, Gguf, GgufError, GgufWriter, MetaArray, MetaType, MetaValue};
+use ingot_gguf::{
+    GgmlType, Gguf, GgufError, GgufWriter, MetaArray, MetaType, MetaValue, OutputFile, OutputPolicy,
+};
 use rayon::prelude::*;
 
 pub use mix::{tensor_type, QuantMix};
@@ -124,16 +126,27 @@ pub fn header(opts: &SynthOptions) -> Result<Gguf, SynthError> {
     })
 }
 
-/// Writes the model to `out` atomically (temp file + rename). `progress` draws a bar on stderr. Refuses the
-/// header-only presets ([`Preset::header_only`]).
+/// Writes the model to `out` atomically (temp file + rename), replacing a regular file there. `progress` draws
+/// a bar on stderr. Refuses the header-only presets ([`Preset::header_only`]).
 pub fn synthesize(
     opts: &SynthOptions,
     out: &Path,
     progress: bool,
 ) -> Result<SynthSummary, SynthError> {
+    synthesize_to(opts, out, &OutputPolicy::REPLACE, progress)
+}
+
+/// [`synthesize`] under the caller's [`OutputPolicy`] for `out`, checked before any tensor is drawn.
+pub fn synthesize_to(
+    opts: &SynthOptions,
+    out: &Path,
+    policy: &OutputPolicy,
+    progress: bool,
+) -> Result<SynthSummary, SynthError> {
     if opts.preset.header_only() {
         return Err(SynthError::HeaderOnly(opts.preset));
     }
+    let out = OutputFile::create(out, policy).map_err(GgufError::from)?;
     let dims = opts.preset.dims();
     let plan = tensor_plan(&dims, opts.layout, opts.mix);
     let w = writer(opts, &dims, &plan)?;
@@ -151,7 +164,7 @@ pub fn synthesize(
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let mut data = w.begin(out)?;
+    let mut data = w.begin_output(out)?;
     for t in &plan {
         bar.set_message(t.name.clone());
         let bytes = tensor_bytes(opts.seed, &dims, t)?;
