@@ -44,6 +44,23 @@ pub fn audit(args: &[&str]) -> Result<()> {
     cargo(&full)
 }
 
+/// Which CPU kernel instruction sets this machine ran in the tests (the ISA-pinned tests compare
+/// every one the CPU has with the scalar kernels) and which it could not.
+fn cpu_isa_line() -> String {
+    use ingot_quant::cpu_dot::Isa;
+    let all = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
+    let (ran, missing): (Vec<Isa>, Vec<Isa>) = all.into_iter().partition(|i| i.is_available());
+    let mut line = format!("CPU kernels: tested on {ran:?}");
+    if !missing.is_empty() {
+        // Debian's qemu-user (7.2) is the only x86 emulator the registries offer, and its TCG
+        // executes no AVX-512 (it drops the CPUID bits), so kernels this CPU lacks cannot run here.
+        line += &format!(
+            "; not on this CPU, so not tested in this run: {missing:?} (no emulator here runs them)"
+        );
+    }
+    line
+}
+
 pub fn run() -> Result<()> {
     let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
         ("tools", &tools::install),
@@ -81,6 +98,7 @@ pub fn run() -> Result<()> {
             println!("\nGPU: none ({e}): the GPU halves of the kernel and gate tests were skipped")
         }
     }
+    println!("{}", cpu_isa_line());
     if !failed.is_empty() {
         bail!(
             "xtask test: {} step(s) failed: {}",

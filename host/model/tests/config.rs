@@ -280,7 +280,7 @@ fn full_size_family_headers_configure() {
 #[test]
 fn block_count_beyond_the_tensor_table_is_refused_before_any_list_is_built() {
     use ingot_synth::variant::{tensors_of, write_variant};
-    let src = GgufFile::open(&golden_dir().join("tiny-mla-f32").join("model.gguf")).unwrap();
+    let src = GgufFile::open(&ingot_testdata::golden_model("tiny-mla-f32")).unwrap();
     let tensors = tensors_of(&src);
     let dir = tempfile::tempdir().unwrap();
     for (i, count) in [1_000_000u32, 10_000_000, 1 << 31, u32::MAX]

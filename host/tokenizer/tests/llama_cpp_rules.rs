@@ -145,6 +145,7 @@ fn random_unicode_round_trips_with_every_pre_tokenizer() {
     let mut rng = Lcg(99);
     for kind in [
         PreTokenizerKind::DeepseekLlm,
+        PreTokenizerKind::DeepseekCoder,
         PreTokenizerKind::DeepseekV3,
         PreTokenizerKind::Llama3,
         PreTokenizerKind::Glm4,
@@ -152,6 +153,7 @@ fn random_unicode_round_trips_with_every_pre_tokenizer() {
     ] {
         let name = match kind {
             PreTokenizerKind::DeepseekLlm => "deepseek-llm",
+            PreTokenizerKind::DeepseekCoder => "deepseek-coder",
             PreTokenizerKind::DeepseekV3 => "deepseek-v3",
             PreTokenizerKind::Llama3 => "llama3",
             PreTokenizerKind::Glm4 => "glm4",
