@@ -41,6 +41,12 @@ pub struct Args {
     /// clients use.
     #[arg(long = "allowed-host", value_name = "NAME")]
     pub allowed_hosts: Vec<String>,
+    /// Start every request from an empty KV cache instead of reusing the previous conversation's prefix
+    /// (slower follow-up turns). With the prompt cache on, the cpu backend prefills in the absorbed form so a
+    /// request gives the same logits cold and warm; the sim and cuda backends prefill on other kernels than
+    /// they decode with, so there this flag is what makes a reply independent of earlier requests.
+    #[arg(long)]
+    pub no_prompt_cache: bool,
     /// Print nothing per request.
     #[arg(short, long)]
     pub quiet: bool,
@@ -73,6 +79,7 @@ pub fn run(a: Args) -> Result<()> {
         cache_type: a.cache.cache_type,
         allowed_hosts,
         body_timeout: ingot_serve::DEFAULT_BODY_TIMEOUT,
+        prompt_cache: !a.no_prompt_cache,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .with_context(|| format!("serving {}", a.model.display()))

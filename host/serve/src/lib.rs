@@ -92,7 +92,19 @@ pub struct ServeOptions {
     /// How long a client may take to send a request body once its headers are in; slower gets 408 and the
     /// connection back. Keeps half-sent requests from holding connections (and shutdown) indefinitely.
     pub body_timeout: Duration,
+    /// Keep the KV cache's tokens between requests and prefill only what a prompt adds to their longest
+    /// common prefix (default). The cpu backend then prefills in the absorbed attention form
+    /// ([`PROMPT_CACHE_MLA_FORM`]), whose chunked prefill is bit-identical to one-token steps, so a request
+    /// gives the same logits cold and warm; long cold prompts pay for it (the decompressed form took 0.65x the
+    /// time of a 512-token chunk, docs/perf.md). The sim and cuda backends prefill on other kernels than they
+    /// decode with, so there a reused prefix can change a near-tie; `false` (`--no-prompt-cache`) starts every
+    /// request from an empty cache and decides nothing by what came before.
+    pub prompt_cache: bool,
 }
+
+/// The cpu backend's prefill attention form while the prompt cache is on: the one form whose chunked prefill
+/// equals one-token decoding bit for bit (`ingot_model::MlaForm`), so a cached prefix changes no logit.
+pub const PROMPT_CACHE_MLA_FORM: ingot_engine::MlaForm = ingot_engine::MlaForm::Absorbed;
 
 impl ServeOptions {
     pub fn new(model: impl Into<PathBuf>) -> Self {
@@ -109,6 +121,7 @@ impl ServeOptions {
             cache_type: ingot_engine::CacheType::F16,
             allowed_hosts: Vec::new(),
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            prompt_cache: true,
         }
     }
 }
@@ -178,7 +191,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     let metrics = Arc::new(Metrics::default());
     let path = opts.model.clone();
     let (backend, ctx, log, budget) = (opts.backend, opts.ctx, opts.log, opts.vram_budget);
-    let cache_type = opts.cache_type;
+    let (cache_type, prompt_cache) = (opts.cache_type, opts.prompt_cache);
     let worker_metrics = metrics.clone();
     std::thread::Builder::new()
         .name("ingot-decoder".into())
@@ -205,14 +218,12 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 let tok = Tokenizer::from_gguf(file.header())
                     .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
+                let form = match backend.resolve().0 {
+                    BackendKind::Cpu if prompt_cache => PROMPT_CACHE_MLA_FORM,
+                    _ => ingot_engine::MlaForm::Auto,
+                };
                 let engine = ingot_engine::open_with_budget(
-                    &file,
-                    backend,
-                    ctx,
-                    log,
-                    budget,
-                    cache_type,
-                    ingot_engine::MlaForm::Auto,
+                    &file, backend, ctx, log, budget, cache_type, form,
                 )?;
                 Ok((tok, template, engine))
             })();
@@ -228,7 +239,15 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                         kind: engine.kind,
                         description: engine.description,
                     }));
-                    worker::run(engine.decoder, tok, ctx, jobs_rx, worker_metrics, log);
+                    worker::run(
+                        engine.decoder,
+                        tok,
+                        ctx,
+                        jobs_rx,
+                        worker_metrics,
+                        log,
+                        prompt_cache,
+                    );
                 }
             }
         })

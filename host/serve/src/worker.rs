@@ -129,10 +129,15 @@ pub fn run(
     mut queue: Receiver<Job>,
     metrics: Arc<Metrics>,
     log: bool,
+    prompt_cache: bool,
 ) {
     // Tokens whose rows the cache holds, at positions 0..cached.len().
     let mut cached: Vec<u32> = Vec::new();
     while let Some(job) = queue.blocking_recv() {
+        if !prompt_cache {
+            // Every request from an empty cache (`ServeOptions::prompt_cache`).
+            cached.clear();
+        }
         metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
         if job.events.is_closed() {
             metrics.cancelled.fetch_add(1, Ordering::Relaxed);

@@ -946,3 +946,39 @@ async fn half_sent_headers_lose_their_connection_after_the_header_timeout() {
         .expect("stopped within its grace")
         .expect("join");
 }
+
+/// The prompt cache changes no logit on the cpu backend: in the form the server prefills with while it reuses
+/// prefixes, a prompt's last logits are the same bits whether it arrives whole on an empty cache or after a
+/// prefix already in the cache, split anywhere. The default form (decompressed attention for long chunks)
+/// would not keep that, which the last assertion shows, so the check can fail.
+#[test]
+fn a_reused_prefix_changes_no_logit() {
+    use ingot_model::{CpuBackend, Decoder, MlaForm};
+    let file = ingot_gguf::GgufFile::open(model()).expect("open");
+    let vocab = file
+        .header()
+        .tensor("token_embd.weight")
+        .expect("embedding")
+        .ne[1] as u32;
+    let prompt: Vec<u32> = (0..64u32).map(|i| (i * 37 + 11) % vocab).collect();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let last_logits = |form: MlaForm, split: usize| {
+        let mut cpu = CpuBackend::load(&file, CTX).expect("load");
+        cpu.set_mla_form(form);
+        if split > 0 {
+            cpu.prefill_last(&prompt[..split], 0).expect("prefix");
+        }
+        bits(cpu.prefill_last(&prompt[split..], split).expect("rest"))
+    };
+    let cold = last_logits(ingot_serve::PROMPT_CACHE_MLA_FORM, 0);
+    for split in [1, 17, 48, 63] {
+        assert!(
+            cold == last_logits(ingot_serve::PROMPT_CACHE_MLA_FORM, split),
+            "a prefix of {split} tokens in the cache changed the last logits"
+        );
+    }
+    assert!(
+        last_logits(MlaForm::Auto, 0) != last_logits(MlaForm::Auto, 63),
+        "the default form agreed cold and warm too: this test no longer shows what the prompt-cache form buys"
+    );
+}
