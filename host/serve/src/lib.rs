@@ -587,6 +587,16 @@ async fn check_host(
     }
 }
 
+/// `response` with `Connection: close`: sent when the request's body was not read to its end, so the
+/// connection cannot carry another request and a client must not reuse it from its pool.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 /// 413 for a declared `Content-Length` over the limit, before any of the body is read (the body limit
 /// alone would read up to the limit first, and wait for a body the client may never send).
 async fn declared_length(State(max_body): State<usize>, req: Request, next: Next) -> Response {
@@ -596,13 +606,15 @@ async fn declared_length(State(max_body): State<usize>, req: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > max_body as u64) {
-        return ApiError::new(
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request_error",
-            "request_too_large",
-            format!("the request body is over the size limit of {max_body} bytes"),
-        )
-        .into_response();
+        return closing(
+            ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+                format!("the request body is over the size limit of {max_body} bytes"),
+            )
+            .into_response(),
+        );
     }
     next.run(req).await
 }
@@ -620,29 +632,33 @@ async fn read_body(
     let bytes = match tokio::time::timeout(s.body_timeout, limited.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "request_too_large",
-                format!("the request body is over the size limit of {max_body} bytes"),
+            return closing(
+                ApiError::new(
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    "request_too_large",
+                    format!("the request body is over the size limit of {max_body} bytes"),
+                )
+                .into_response(),
             )
-            .into_response()
         }
         Ok(Err(e)) => {
             return ApiError::bad_request("invalid_body", format!("reading the body: {e}"))
                 .into_response()
         }
         Err(_) => {
-            return ApiError::new(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "invalid_request_error",
-                "request_timeout",
-                format!(
-                    "the request body did not arrive within {} s",
-                    s.body_timeout.as_secs_f64()
-                ),
+            return closing(
+                ApiError::new(
+                    axum::http::StatusCode::REQUEST_TIMEOUT,
+                    "invalid_request_error",
+                    "request_timeout",
+                    format!(
+                        "the request body did not arrive within {} s",
+                        s.body_timeout.as_secs_f64()
+                    ),
+                )
+                .into_response(),
             )
-            .into_response()
         }
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
