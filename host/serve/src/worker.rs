@@ -89,12 +89,14 @@ impl StopScan {
             self.stopped = true;
             return (out, true);
         }
-        // The longest suffix of the text that is a proper prefix of some stop string stays back.
+        // The longest suffix of the text that is a proper prefix of some stop string stays back. Only
+        // prefixes no longer than the unsent text can match, so a long stop string costs no more than that
+        // text per token (16 stop strings of 60 KB made every token scan ~10^6 candidate prefixes).
         let hold = self
             .stops
             .iter()
             .map(|s| {
-                (1..s.len())
+                (1..s.len().min(tail.len() + 1))
                     .rev()
                     .filter(|&k| s.is_char_boundary(k))
                     .find(|&k| tail.ends_with(&s[..k]))
@@ -315,6 +317,18 @@ mod tests {
         let mut scan = StopScan::new(vec!["END".into()]);
         assert_eq!(scan.push("abEN"), ("ab".into(), false));
         assert_eq!(scan.push("x"), ("ENx".into(), false));
+    }
+
+    #[test]
+    fn a_long_stop_string_still_holds_back_its_start_and_cuts_at_its_end() {
+        let long = format!("<{}>", "x".repeat(60_000));
+        let (head, rest) = long.split_at(30_000);
+        let mut scan = StopScan::new(vec![long.clone(); 16]);
+        assert_eq!(scan.push("text "), ("text ".into(), false));
+        // A start of the stop string is held back however long it is, and sent once it diverges.
+        assert_eq!(scan.push(head), (String::new(), false));
+        assert_eq!(scan.push("y"), (format!("{head}y"), false));
+        assert_eq!(run(&[&long], &["a", head, rest, "b"]), ("a".into(), true));
     }
 
     #[test]
