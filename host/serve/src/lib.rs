@@ -597,6 +597,19 @@ fn closing(mut response: Response) -> Response {
     response
 }
 
+/// 413 for a body over `max_body` bytes, closing the connection (the body is not read to its end).
+fn too_large(max_body: usize) -> Response {
+    closing(
+        ApiError::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("the request body is over the size limit of {max_body} bytes"),
+        )
+        .into_response(),
+    )
+}
+
 /// 413 for a declared `Content-Length` over the limit, before any of the body is read (the body limit
 /// alone would read up to the limit first, and wait for a body the client may never send).
 async fn declared_length(State(max_body): State<usize>, req: Request, next: Next) -> Response {
@@ -606,15 +619,7 @@ async fn declared_length(State(max_body): State<usize>, req: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > max_body as u64) {
-        return closing(
-            ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "request_too_large",
-                format!("the request body is over the size limit of {max_body} bytes"),
-            )
-            .into_response(),
-        );
+        return too_large(max_body);
     }
     next.run(req).await
 }
@@ -631,17 +636,7 @@ async fn read_body(
     let limited = http_body_util::Limited::new(body, max_body);
     let bytes = match tokio::time::timeout(s.body_timeout, limited.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return closing(
-                ApiError::new(
-                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_request_error",
-                    "request_too_large",
-                    format!("the request body is over the size limit of {max_body} bytes"),
-                )
-                .into_response(),
-            )
-        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(max_body),
         Ok(Err(e)) => {
             return ApiError::bad_request("invalid_body", format!("reading the body: {e}"))
                 .into_response()
