@@ -308,6 +308,35 @@ mod tests {
         }
     }
 
+    /// llama.cpp's arithmetic: a seen token loses `count · frequency + presence`, an unseen one nothing;
+    /// ids past the window (`repeat_last_n`) are not seen. Greedy choices pin each value to a threshold.
+    #[test]
+    fn frequency_and_presence_penalties_subtract_count_times_frequency_plus_presence() {
+        let logits = [1.0f32, 0.9, 0.0, -1.0];
+        let greedy_with = |frequency_penalty: f32, presence_penalty: f32, history: &[u32]| {
+            let mut s = Sampler::new(SamplerConfig {
+                frequency_penalty,
+                presence_penalty,
+                repeat_penalty: 1.0,
+                ..SamplerConfig::greedy()
+            });
+            s.sample(&logits, history)
+        };
+        // Token 0 seen twice: 1.0 − 2·0.04 = 0.92 still wins; 1.0 − 2·0.06 = 0.88 loses to 0.9.
+        assert_eq!(greedy_with(0.04, 0.0, &[0, 0]), 0);
+        assert_eq!(greedy_with(0.06, 0.0, &[0, 0]), 1);
+        // Presence counts once whatever the count: 1.0 − 0.08 = 0.92 wins, 1.0 − 0.12 loses.
+        assert_eq!(greedy_with(0.0, 0.08, &[0, 0, 0]), 0);
+        assert_eq!(greedy_with(0.0, 0.12, &[0]), 1);
+        // Both: 1.0 − (3·0.02 + 0.03) = 0.91 wins; with presence 0.05 it is 0.89 and loses.
+        assert_eq!(greedy_with(0.02, 0.03, &[0, 0, 0]), 0);
+        assert_eq!(greedy_with(0.02, 0.05, &[0, 0, 0]), 1);
+        // A negative penalty rewards: token 1 (0.9) + 0.2 beats token 0.
+        assert_eq!(greedy_with(0.0, -0.2, &[1]), 1);
+        // Unseen tokens are untouched, and so are ids past the vocabulary.
+        assert_eq!(greedy_with(2.0, 2.0, &[2, 3, 99]), 0);
+    }
+
     #[test]
     fn validate_accepts_the_defaults_and_the_range_ends_and_names_what_is_out() {
         SamplerConfig::default().validate().unwrap();
