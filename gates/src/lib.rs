@@ -16,5 +16,6 @@ pub use band::Band;
 pub use cache::{run_cache_gate, CacheReport};
 pub use compare::{excuse_route_tie, judge_step, LayerDrift, StepReport, Verdict};
 pub use run::{
-    run_gate, run_gate_against, GateBackend, GateError, GateOptions, GateReport, Reference,
+    run_gate, run_gate_against, run_gate_files, GateBackend, GateError, GateOptions, GateReport,
+    Reference,
 };

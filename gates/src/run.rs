@@ -206,6 +206,17 @@ pub fn run_gate_against(
     opts: &GateOptions,
     reference: Reference,
 ) -> Result<GateReport, GateError> {
+    run_gate_files(file, file, opts, reference)
+}
+
+/// [`run_gate_against`] with the backend reading `file` and the reference `reference_file`: the
+/// same model unless a test means them to differ (a mutated copy the gate must fail).
+pub fn run_gate_files(
+    file: &GgufFile,
+    reference_file: &GgufFile,
+    opts: &GateOptions,
+    reference: Reference,
+) -> Result<GateReport, GateError> {
     if opts.prompt.is_empty() {
         return Err(GateError::EmptyPrompt);
     }
@@ -227,9 +238,9 @@ pub fn run_gate_against(
         )),
     };
     let mut oracle = match reference {
-        Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(file, ctx)?)),
+        Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(reference_file, ctx)?)),
         Reference::Cpu => {
-            let mut cpu = CpuBackend::load(file, ctx)?;
+            let mut cpu = CpuBackend::load(reference_file, ctx)?;
             cpu.set_cache_type(opts.cache_type);
             RefDecoder::Cpu(Box::new(cpu))
         }

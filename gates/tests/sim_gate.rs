@@ -370,3 +370,52 @@ fn cache_aware_routing_cost() {
         "a bonus of 0.5 left the logits as close to the oracle's ({large} vs {exact})"
     );
 }
+
+/// Mutation: the backend reads a copy of the model whose layer-1 attention output projection is
+/// scaled by 1.5 (every Q8_0 block scale), the oracle the original. That layer's residual leaves
+/// the hidden band and the gate must fail, naming the layer: a residual out of its band is a
+/// failure whatever the logits do, and no routing excuse may cover a step without a near-tie.
+#[test]
+fn a_scaled_residual_in_one_layer_fails_the_sim_gate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    support::write_preset(&path, Preset::Tiny, Layout::Mla, QuantMix::Q8_0);
+    let src = GgufFile::open(&path).expect("open");
+    let mut tensors = tensors_of(&src);
+    let t = tensors
+        .iter_mut()
+        .find(|t| t.name == "blk.1.attn_output.weight")
+        .expect("blk.1.attn_output.weight");
+    assert_eq!(
+        t.ty,
+        ingot_gguf::GgmlType::Q8_0,
+        "the mutation scales Q8_0 block scales"
+    );
+    for block in t.data.chunks_exact_mut(34) {
+        let d = half::f16::from_le_bytes([block[0], block[1]]).to_f32();
+        block[..2].copy_from_slice(&half::f16::from_f32(1.5 * d).to_le_bytes());
+    }
+    let mutated_path = dir.path().join("mutated.gguf");
+    write_variant(&mutated_path, &src, &[], &tensors).expect("write the mutated copy");
+    let mutated = GgufFile::open(&mutated_path).expect("open the mutated copy");
+    let opts = GateOptions {
+        backend: GateBackend::Sim,
+        prompt: PROMPT.to_vec(),
+        steps: STEPS,
+        band: Band::default(),
+        vram: None,
+        cache_type: Default::default(),
+    };
+    let report =
+        ingot_gates::run_gate_files(&mutated, &src, &opts, Reference::Oracle).expect("gate run");
+    println!("{report}");
+    assert!(!report.passed(), "a scaled layer passed the gate");
+    assert!(
+        report
+            .steps
+            .iter()
+            .filter(|s| s.verdict == Verdict::Mismatch)
+            .any(|s| s.first_drift.as_ref().is_some_and(|d| d.layer == Some(1))),
+        "no failing step names blk.1"
+    );
+}
