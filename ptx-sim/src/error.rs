@@ -31,6 +31,20 @@ pub enum SimError {
     /// A host read/write touched memory outside a live allocation.
     #[error("host access to {address:#x}+{len} is outside any live allocation")]
     HostAccess { address: u64, len: usize },
+    /// A schedule's text (see [`crate::Schedule::parse`]) is neither `in-order` nor `random:<u64>`.
+    #[error("bad schedule `{0}`: expected `in-order` or `random:<seed>` (a decimal u64)")]
+    BadSchedule(String),
+    /// The race check ([`crate::Sim::set_race_check`]): a rerun of the launch under a random
+    /// schedule left global memory different from the in-order run.
+    #[error(
+        "kernel `{kernel}` is schedule-dependent: under schedule random:{seed} {detail} \
+         (INGOT_SIM_SCHEDULE=random:{seed} runs every launch under that schedule)"
+    )]
+    ScheduleDependent {
+        kernel: String,
+        seed: u64,
+        detail: String,
+    },
     /// The kernel did something illegal while running.
     #[error("{0}")]
     Fault(Box<Fault>),

@@ -84,6 +84,7 @@ mod coalesce;
 mod error;
 mod exec;
 mod fast_lanes;
+mod interleave;
 mod ir;
 mod lanes;
 mod lower;
@@ -97,10 +98,12 @@ mod stats;
 mod types;
 mod uninit;
 mod warp_ops;
+mod weak;
 
 use rayon::prelude::*;
 
 pub use error::{Fault, FaultKind, SimError};
+pub use interleave::Schedule;
 pub use stats::{ClassCounts, LaunchStats};
 
 /// A loaded PTX module: its kernels lowered for execution, and its module-scope variables.
@@ -223,6 +226,24 @@ const MAX_THREADS_PER_BLOCK: u32 = 1024;
 pub struct Sim {
     mem: memory::GlobalMem,
     step_limit: u64,
+    schedule: Schedule,
+    /// Random schedules each launch is rerun under by the race check (0: off).
+    race_seeds: u32,
+    /// Launches so far: with the seed's index, what the race check's seeds are made from.
+    launches: u64,
+}
+
+/// Environment variable [`Sim::new`] takes its race-check seed count from (0 when unset).
+pub const RACE_SEEDS_ENV: &str = "INGOT_SIM_RACE_SEEDS";
+
+/// The seed count [`RACE_SEEDS_ENV`] names, `None` when it is unset.
+pub fn race_seeds_from_env() -> Result<Option<u32>, SimError> {
+    match std::env::var(RACE_SEEDS_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) if v.trim().parse::<u32>().is_ok() => Ok(v.trim().parse().ok()),
+        Ok(v) => Err(SimError::BadSchedule(format!("{RACE_SEEDS_ENV}={v}"))),
+        Err(e) => Err(SimError::BadSchedule(format!("{RACE_SEEDS_ENV}: {e}"))),
+    }
 }
 
 impl Default for Sim {
@@ -232,11 +253,49 @@ impl Default for Sim {
 }
 
 impl Sim {
+    /// A simulator with no allocations, the default limits, and the schedule that
+    /// [`Schedule::ENV`] (`INGOT_SIM_SCHEDULE`) names, [`Schedule::InOrder`] when unset.
+    ///
+    /// # Panics
+    /// If `INGOT_SIM_SCHEDULE` is set to something [`Schedule::parse`] rejects: a by-hand
+    /// setting that silently fell back to the in-order schedule would test nothing.
     pub fn new() -> Sim {
+        let schedule = Schedule::from_env().unwrap_or_else(|e| panic!("{}: {e}", Schedule::ENV));
+        let race_seeds = race_seeds_from_env()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or(0);
         Sim {
             mem: memory::GlobalMem::new(DEFAULT_MEMORY_LIMIT),
             step_limit: DEFAULT_STEP_LIMIT,
+            schedule,
+            race_seeds,
+            launches: 0,
         }
+    }
+
+    /// The race check: with `seeds > 0`, every launch under [`Schedule::InOrder`] is run again
+    /// under `seeds` random schedules, each from the memory the launch started from, and fails
+    /// with [`SimError::ScheduleDependent`] (or the rerun's [`SimError::Fault`]) unless each rerun
+    /// leaves every allocation bit-for-bit as the in-order run did. The in-order run's memory and
+    /// counters are what the launch leaves and returns. Seeds are made from the launch's ordinal
+    /// in this `Sim` and the rerun's index (1-based): `launch << 20 | index`.
+    ///
+    /// To restore a launch's starting memory only the allocations its pointer arguments point
+    /// into (and module variables) are saved; a launch that writes any other allocation (through
+    /// a pointer read from memory) fails the check with [`SimError::ScheduleDependent`].
+    /// Launches under a random schedule are not rechecked.
+    pub fn set_race_check(&mut self, seeds: u32) {
+        self.race_seeds = seeds;
+    }
+
+    /// Sets how later launches order their blocks and warps (see "Execution model").
+    pub fn set_schedule(&mut self, schedule: Schedule) {
+        self.schedule = schedule;
+    }
+
+    /// The schedule launches run under.
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
     }
 
     /// Sets how many warp instructions one block may execute before a launch fails with
@@ -283,6 +342,23 @@ impl Sim {
     /// Forgets which allocations kernels have read (see [`Sim::was_read`]).
     pub fn clear_read_marks(&self) {
         self.mem.clear_read()
+    }
+
+    /// Whether a kernel has written (stored to, or atomically updated) the allocation holding `p`
+    /// since the last [`Sim::clear_write_marks`]; host writes do not count.
+    pub fn was_written(&self, p: DevicePtr) -> bool {
+        self.mem.was_written(p.0)
+    }
+
+    /// Base addresses of the allocations (and module variables) kernels have written since the
+    /// last [`Sim::clear_write_marks`], in address order.
+    pub fn written_allocations(&self) -> Vec<DevicePtr> {
+        self.mem.written().into_iter().map(DevicePtr).collect()
+    }
+
+    /// Forgets which allocations kernels have written (see [`Sim::was_written`]).
+    pub fn clear_write_marks(&self) {
+        self.mem.clear_written()
     }
 
     /// Copies device memory at `p` to `out`.
@@ -425,41 +501,137 @@ impl Sim {
                 b.to_vec()
             }
         };
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = indices
-            .into_par_iter()
-            .map_init(state::Scratch::default, |scratch, i| {
-                if failed.load(std::sync::atomic::Ordering::Relaxed) {
-                    return None;
-                }
-                let ctaid = [
-                    (i % u64::from(gx)) as u32,
-                    ((i / u64::from(gx)) % u64::from(gy)) as u32,
-                    (i / (u64::from(gx) * u64::from(gy))) as u32,
-                ];
-                let r = exec::run_block(&ctx, ctaid, scratch);
-                if r.is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                Some((i, r))
-            })
-            .flatten()
-            .collect();
-        let mut total = LaunchStats::default();
-        let mut first_fault: Option<(u64, Box<Fault>)> = None;
-        for (i, r) in results {
-            match r {
-                Ok(s) => total += s,
-                Err(f) => {
-                    if first_fault.as_ref().is_none_or(|(j, _)| i < *j) {
-                        first_fault = Some((i, f));
-                    }
+        self.launches += 1;
+        match self.schedule {
+            Schedule::Random { seed } => {
+                interleave::run_random(&ctx, indices, seed).map_err(SimError::Fault)
+            }
+            Schedule::InOrder if self.race_seeds > 0 => {
+                race_check(&ctx, args, indices, self.launches, self.race_seeds)
+            }
+            Schedule::InOrder => run_in_order(&ctx, indices),
+        }
+    }
+}
+
+/// Runs the blocks `indices` of a launch in parallel, each whole ([`Schedule::InOrder`]). The
+/// reported fault (if several blocks fault) is the one of the lowest linear block index among
+/// the blocks that ran.
+fn run_in_order(ctx: &state::LaunchCtx, indices: Vec<u64>) -> Result<LaunchStats, SimError> {
+    let [gx, gy, _] = ctx.grid;
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = indices
+        .into_par_iter()
+        .map_init(state::Scratch::default, |scratch, i| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            let ctaid = [
+                (i % u64::from(gx)) as u32,
+                ((i / u64::from(gx)) % u64::from(gy)) as u32,
+                (i / (u64::from(gx) * u64::from(gy))) as u32,
+            ];
+            let r = exec::run_block(ctx, ctaid, scratch);
+            if r.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some((i, r))
+        })
+        .flatten()
+        .collect();
+    let mut total = LaunchStats::default();
+    let mut first_fault: Option<(u64, Box<Fault>)> = None;
+    for (i, r) in results {
+        match r {
+            Ok(s) => total += s,
+            Err(f) => {
+                if first_fault.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_fault = Some((i, f));
                 }
             }
         }
-        match first_fault {
-            Some((_, f)) => Err(SimError::Fault(f)),
-            None => Ok(total),
+    }
+    match first_fault {
+        Some((_, f)) => Err(SimError::Fault(f)),
+        None => Ok(total),
+    }
+}
+
+/// [`Sim::set_race_check`]: the launch in order, then under `seeds` random schedules.
+fn race_check(
+    ctx: &state::LaunchCtx,
+    args: &[Arg],
+    indices: Vec<u64>,
+    launch: u64,
+    seeds: u32,
+) -> Result<LaunchStats, SimError> {
+    let mem = ctx.mem;
+    // The allocations the launch can reach: those its pointer arguments point into, and the
+    // module variables.
+    let mut bases: Vec<u64> = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Ptr(p) => mem.region(p.0).map(|_| p.0 & !slots::SLOT_MASK),
+            _ => None,
+        })
+        .chain(mem.var_bases())
+        .collect();
+    bases.sort_unstable();
+    bases.dedup();
+    let before: Vec<(u64, Vec<u32>)> = bases
+        .iter()
+        .filter_map(|&b| mem.snapshot(b).map(|s| (b, s)))
+        .collect();
+    mem.clear_written();
+    let stats = run_in_order(ctx, indices.clone())?;
+    let written = mem.written();
+    let kernel = || ctx.kernel.name.clone();
+    if let Some(&a) = written.iter().find(|a| bases.binary_search(a).is_err()) {
+        return Err(SimError::ScheduleDependent {
+            kernel: kernel(),
+            seed: 0,
+            detail: format!(
+                "(not run): the in-order launch wrote the allocation at {a:#x}, which no pointer \
+                 argument points into, so the race check cannot restore it"
+            ),
+        });
+    }
+    let after: Vec<(u64, Vec<u32>)> = written
+        .iter()
+        .filter_map(|&b| mem.snapshot(b).map(|s| (b, s)))
+        .collect();
+    for k in 1..=u64::from(seeds) {
+        let seed = (launch << 20) | k;
+        for (b, words) in before.iter().filter(|(b, _)| written.contains(b)) {
+            mem.restore(*b, words);
+        }
+        mem.clear_written();
+        interleave::run_random(ctx, indices.clone(), seed).map_err(|mut f| {
+            f.detail += " (the in-order schedule ran this launch without a fault)";
+            SimError::Fault(f)
+        })?;
+        let dependent = |detail: String| SimError::ScheduleDependent {
+            kernel: kernel(),
+            seed,
+            detail,
+        };
+        if let Some(&a) = mem.written().iter().find(|a| !written.contains(a)) {
+            return Err(dependent(format!(
+                "wrote the allocation at {a:#x}, which the in-order schedule did not"
+            )));
+        }
+        for (b, words) in &after {
+            if let Some((off, now, was)) = mem.first_difference(*b, words) {
+                // Leave memory as the in-order run did, so that a caller going on sees its result.
+                for (b, words) in &after {
+                    mem.restore(*b, words);
+                }
+                return Err(dependent(format!(
+                    "left byte {off} of the allocation at {b:#x} = {now:#04x}, the in-order \
+                     schedule {was:#04x}"
+                )));
+            }
         }
     }
+    Ok(stats)
 }

@@ -18,6 +18,10 @@ pub fn module() -> std::result::Result<&'static Module, SimError> {
         .map_err(Clone::clone)
 }
 
+/// Random schedules each launch is rerun under when `INGOT_SIM_RACE_SEEDS` is unset (see
+/// [`SimAccelerator::new`]).
+pub const DEFAULT_RACE_SEEDS: u32 = 2;
+
 /// A fresh simulator running the shared parsed [`PTX`] ([`module`]).
 pub struct SimAccelerator {
     sim: Sim,
@@ -35,12 +39,27 @@ fn err(e: SimError) -> crate::KernelError {
 }
 
 impl SimAccelerator {
-    /// A fresh simulator (memory, counters) on the committed PTX.
+    /// A fresh simulator (memory, counters) on the committed PTX, with the race check on
+    /// ([`Sim::set_race_check`]): each launch runs in order, then again under
+    /// `INGOT_SIM_RACE_SEEDS` random schedules ([`DEFAULT_RACE_SEEDS`] when unset; 0 turns the
+    /// check off), and fails unless every run leaves memory bit-for-bit the same. ingot's
+    /// kernels are deterministic by design (no float atomics; their integer atomics commute), so
+    /// a difference is a missing barrier or fence, or another schedule-dependent bug.
     pub fn new() -> Result<Self> {
-        Ok(Self {
-            sim: Sim::new(),
-            module: module().map_err(err)?,
-        })
+        Self::with_module(module().map_err(err)?)
+    }
+
+    /// As [`SimAccelerator::new`] on another module (a test's modified PTX).
+    pub fn with_module(module: &'static Module) -> Result<Self> {
+        let mut sim = Sim::new();
+        let seeds = ptx_sim::race_seeds_from_env().map_err(err)?;
+        sim.set_race_check(seeds.unwrap_or(DEFAULT_RACE_SEEDS));
+        Ok(Self { sim, module })
+    }
+
+    /// The simulator, to change its schedule or race check.
+    pub fn sim_mut(&mut self) -> &mut Sim {
+        &mut self.sim
     }
 }
 
