@@ -61,6 +61,9 @@ impl std::fmt::Display for Schedule {
     }
 }
 
+/// Most buffered words of exited blocks kept invisible at once (each costs a hash-map entry).
+const MAX_RETIRED_WORDS: usize = 1 << 20;
+
 /// SplitMix64: small, fast, and the same sequence on every host for a seed.
 struct Rng(u64);
 
@@ -134,10 +137,11 @@ pub(crate) fn run_random(
     }
     // Per launch, from the seed: how many blocks are resident at once, the longest run of warp
     // instructions between scheduling points, and the odds (1 in `drain_odds`) that a scheduling
-    // point makes one block's buffered stores visible.
+    // point makes one block's buffered stores visible (`None`: only fences, and the end of the
+    // launch, do; or the cap on buffered stores below).
     let window = rng.pick(&[2, 3, 4, 8]);
     let quantum = rng.pick(&[1, 4, 16, 64, 256]);
-    let drain_odds = rng.pick(&[2, 8, 32, 128]);
+    let drain_odds = rng.pick(&[Some(16), Some(256), None]);
     let pick = match rng.below(4) {
         0 => Pick::Uniform,
         _ => Pick::Priority {
@@ -156,6 +160,7 @@ pub(crate) fn run_random(
     let mut resident: Vec<Resident> = Vec::new();
     // Store buffers of blocks that have exited, still to become visible.
     let mut retired: Vec<StoreBuf> = Vec::new();
+    let mut retired_words = 0;
     let mut next = 0;
     let mut total = LaunchStats::default();
     let result = loop {
@@ -196,7 +201,15 @@ pub(crate) fn run_random(
                         .take()
                         .expect("random schedule blocks buffer their stores");
                     if !buf.is_empty() {
+                        retired_words += buf.len();
                         retired.push(buf);
+                    }
+                    // Bounds the host memory the buffers of exited blocks take: past the cap the
+                    // oldest becomes visible.
+                    while retired_words > MAX_RETIRED_WORDS {
+                        let mut oldest = retired.remove(0);
+                        retired_words -= oldest.len();
+                        oldest.drain(ctx.mem);
                     }
                     finish_block(&mut scratch, b, warps);
                 }
@@ -208,8 +221,8 @@ pub(crate) fn run_random(
         if resident.is_empty() {
             continue;
         }
-        if rng.below(drain_odds) == 0 {
-            drain_one(ctx, &mut rng, &mut resident, &mut retired);
+        if drain_odds.is_some_and(|n| rng.below(n) == 0) {
+            retired_words -= drain_one(ctx, &mut rng, &mut resident, &mut retired);
         }
         // Every runnable warp of every resident block is a candidate.
         let candidates: Vec<(usize, usize)> = resident
@@ -259,20 +272,20 @@ pub(crate) fn run_random(
 }
 
 /// Makes the buffered stores of one block (resident or exited, chosen at random among those with
-/// any) visible.
+/// any) visible; returns how many words left `retired`.
 fn drain_one(
     ctx: &LaunchCtx,
     rng: &mut Rng,
     resident: &mut [Resident],
     retired: &mut Vec<StoreBuf>,
-) {
+) -> usize {
     let live = resident
         .iter()
         .filter(|r| r.b.weak.as_ref().is_some_and(|w| !w.is_empty()))
         .count();
     let n = live + retired.len();
     if n == 0 {
-        return;
+        return 0;
     }
     let k = rng.below(n);
     if k < live {
@@ -282,8 +295,12 @@ fn drain_one(
             .nth(k)
             .expect("k counts the resident blocks with buffered stores");
         buf.drain(ctx.mem);
+        0
     } else {
-        retired.swap_remove(k - live).drain(ctx.mem);
+        let mut buf = retired.swap_remove(k - live);
+        let words = buf.len();
+        buf.drain(ctx.mem);
+        words
     }
 }
 

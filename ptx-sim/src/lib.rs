@@ -16,12 +16,58 @@
 //! parsing (`ptx_front::normalize_red`).
 //!
 //! # Execution model
-//! A launch runs a grid of blocks; blocks are independent and run in parallel on the host's cores (rayon).
-//! A block is split into warps of 32 consecutive linear thread ids (x fastest); the last warp may be partial.
-//! The 32 lanes of a warp execute in lockstep under an active mask. Each warp runs until it reaches `bar.sync`
-//! or exits, then the next warp runs (round robin); when every live warp waits at the barrier they are all
-//! released. A barrier that some thread of the block cannot reach — it exited, or its warp is diverged at the
-//! barrier — is a [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour).
+//! A launch runs a grid of blocks. A block is split into warps of 32 consecutive linear thread ids (x
+//! fastest); the last warp may be partial. The 32 lanes of a warp execute in lockstep under an active mask.
+//! When every live warp of a block waits at `bar.sync` they are all released. A barrier that some thread
+//! of the block cannot reach — it exited, or its warp is diverged at the barrier — is a
+//! [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour). How blocks and warps are
+//! ordered is the launch's [`Schedule`] ([`Sim::set_schedule`]; [`Sim::new`] takes it from the
+//! environment variable `INGOT_SIM_SCHEDULE`, `in-order` or `random:<seed>`, in-order when unset).
+//!
+//! ## In order (the default)
+//! Blocks are independent and run in parallel on the host's cores (rayon), each to completion. A block's
+//! warps run round robin, each until it reaches `bar.sync` or exits. Global stores are visible to every
+//! block at once, and fences (`fence.*`, `membar.*`) do nothing. So a race-free kernel gives the same
+//! results and counters on every run, but a kernel that lacks a fence, or a barrier whose absence only
+//! shows when a warp falls behind, passes: the order hides it.
+//!
+//! ## Random (`Schedule::Random { seed }`)
+//! Everything below is drawn from the seed, so a seed replays the same run bit for bit (one host thread
+//! runs the whole launch). Per launch the seed fixes: the order blocks start in (a shuffle); how many
+//! are resident at once (2, 3, 4 or 8; the next starts when one exits); the longest run of warp
+//! instructions between scheduling points (1 to 256); whether a scheduling point picks among the
+//! runnable warps of all resident blocks uniformly or by random priorities, redrawn now and then (which
+//! starves some warps for long stretches, as probabilistic concurrency testing does); and how often a
+//! scheduling point makes one block's buffered stores visible (1 in 16, 1 in 256, or never). Warps are
+//! also rescheduled at every barrier. Global memory is weak (`weak.rs`):
+//! - a block's plain global stores (`st`, whatever its qualifiers: `.relaxed`, `.volatile`, weak) go
+//!   to the block's store buffer, not to memory. They become visible to other blocks when any thread of
+//!   the block executes a fence (`fence.*` of any scope or kind, `membar.*`), when a random scheduling
+//!   point drains that buffer (also after the block has exited), when the exited blocks' buffered stores
+//!   exceed 4 MiB (the oldest drains), and at the end of the launch;
+//! - a block's own loads see its buffered stores over memory;
+//! - atomics (`atom`, `red`) act on memory directly, after draining the block's buffered bytes of the
+//!   same words, so an atomic can overtake the block's earlier stores to other addresses: the bug a
+//!   missing `__threadfence()` before the done counter of a last-block-done pattern causes;
+//! - loads of every kind (`ld`, `ld.relaxed`, `ld.volatile`, `ld.global.nc`, `ldu`) read memory, or the
+//!   block's buffer; none sees a stale value that another block has already made visible.
+//!
+//! So this catches: a missing or misplaced `bar.sync` between warps' shared- or global-memory accesses
+//! when a warp falling behind changes the result; a missing fence between a block's stores and the atomic
+//! (or flag) that publishes them to another block. It does not catch: a missing acquire fence on the
+//! reading side, or a plain load where `.relaxed`/`.volatile` is needed (loads never return stale data:
+//! there are no caches); a fence executed by the wrong thread (a fence drains the whole block's buffer,
+//! the cumulativity a fence after `bar.sync` has, applied to every fence); reordering of one block's
+//! buffered stores among themselves (a drain makes the whole buffer visible at once) or of shared-memory
+//! accesses within a warp (lanes run in lockstep, and a warp's instructions in program order); races
+//! between launches; `bar.sync` with a thread count, `bar.arrive`, `mbarrier` (unsupported, as in order).
+//! Blocks spin-waiting on each other must not exceed the resident window.
+//!
+//! ## Race check ([`Sim::set_race_check`])
+//! Runs each in-order launch again under a number of random schedules, each from the launch's starting
+//! memory, and fails with [`SimError::ScheduleDependent`] unless every allocation ends bit-for-bit as
+//! in order (or with the random run's fault). `ingot-kernels`' simulator backend turns it on for every
+//! kernel test launch.
 //!
 //! # Speed
 //! Each warp instruction is executed for the whole warp at once: operands are lane vectors (`[u64; 32]`,

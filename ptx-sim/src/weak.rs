@@ -43,6 +43,11 @@ impl StoreBuf {
         self.words.is_empty()
     }
 
+    /// Buffered words.
+    pub(crate) fn len(&self) -> usize {
+        self.words.len()
+    }
+
     /// Buffers a naturally aligned store of 1, 2, 4 or 8 bytes at global address `a` (already
     /// checked to land inside an allocation).
     pub(crate) fn store(&mut self, a: u64, size: u32, v: u64) {
