@@ -34,6 +34,13 @@ pub enum SimError {
     /// A schedule's text (see [`crate::Schedule::parse`]) is neither `in-order` nor `random:<u64>`.
     #[error("bad schedule `{0}`: expected `in-order` or `random:<seed>` (a decimal u64)")]
     BadSchedule(String),
+    /// An environment variable the simulator reads holds something it cannot use.
+    #[error("{var}={value:?}: expected {expected}")]
+    BadEnv {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     /// The race check ([`crate::Sim::set_race_check`]): a rerun of the launch under a random
     /// schedule left global memory different from the in-order run.
     #[error(

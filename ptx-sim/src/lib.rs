@@ -275,8 +275,19 @@ pub struct Sim {
     schedule: Schedule,
     /// Random schedules each launch is rerun under by the race check (0: off).
     race_seeds: u32,
+    /// Launches of more warp instructions than this (in order) are not rerun by the race check.
+    race_limit: u64,
+    race_counts: RaceCheckCounts,
     /// Launches so far: with the seed's index, what the race check's seeds are made from.
     launches: u64,
+}
+
+/// How many launches the race check ([`Sim::set_race_check`]) has rerun, and how many it ran in
+/// order only because they exceeded [`Sim::set_race_check_limit`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaceCheckCounts {
+    pub rerun: u64,
+    pub over_limit: u64,
 }
 
 /// Environment variable [`Sim::new`] takes its race-check seed count from (0 when unset).
@@ -286,9 +297,16 @@ pub const RACE_SEEDS_ENV: &str = "INGOT_SIM_RACE_SEEDS";
 pub fn race_seeds_from_env() -> Result<Option<u32>, SimError> {
     match std::env::var(RACE_SEEDS_ENV) {
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Ok(v) if v.trim().parse::<u32>().is_ok() => Ok(v.trim().parse().ok()),
-        Ok(v) => Err(SimError::BadSchedule(format!("{RACE_SEEDS_ENV}={v}"))),
-        Err(e) => Err(SimError::BadSchedule(format!("{RACE_SEEDS_ENV}: {e}"))),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| SimError::BadEnv {
+            var: RACE_SEEDS_ENV,
+            value: v,
+            expected: "a count of seeds (a decimal u32)",
+        }),
+        Err(std::env::VarError::NotUnicode(v)) => Err(SimError::BadEnv {
+            var: RACE_SEEDS_ENV,
+            value: v.to_string_lossy().into_owned(),
+            expected: "a count of seeds (a decimal u32)",
+        }),
     }
 }
 
@@ -315,6 +333,8 @@ impl Sim {
             step_limit: DEFAULT_STEP_LIMIT,
             schedule,
             race_seeds,
+            race_limit: u64::MAX,
+            race_counts: RaceCheckCounts::default(),
             launches: 0,
         }
     }
@@ -332,6 +352,18 @@ impl Sim {
     /// Launches under a random schedule are not rechecked.
     pub fn set_race_check(&mut self, seeds: u32) {
         self.race_seeds = seeds;
+    }
+
+    /// Limits the race check to launches of at most `warp_instructions` (counted in order):
+    /// larger launches run in order only, and are counted in [`Sim::race_check_counts`]. A random
+    /// schedule runs a launch on one host thread; the limit bounds what that costs.
+    pub fn set_race_check_limit(&mut self, warp_instructions: u64) {
+        self.race_limit = warp_instructions;
+    }
+
+    /// Launches the race check has rerun, and those over its limit.
+    pub fn race_check_counts(&self) -> RaceCheckCounts {
+        self.race_counts
     }
 
     /// Sets how later launches order their blocks and warps (see "Execution model").
@@ -553,7 +585,22 @@ impl Sim {
                 interleave::run_random(&ctx, indices, seed).map_err(SimError::Fault)
             }
             Schedule::InOrder if self.race_seeds > 0 => {
-                race_check(&ctx, args, indices, self.launches, self.race_seeds)
+                let r = race_check(
+                    &ctx,
+                    args,
+                    indices,
+                    self.launches,
+                    self.race_seeds,
+                    self.race_limit,
+                );
+                r.map(|(stats, rerun)| {
+                    if rerun {
+                        self.race_counts.rerun += 1;
+                    } else {
+                        self.race_counts.over_limit += 1;
+                    }
+                    stats
+                })
             }
             Schedule::InOrder => run_in_order(&ctx, indices),
         }
@@ -603,14 +650,16 @@ fn run_in_order(ctx: &state::LaunchCtx, indices: Vec<u64>) -> Result<LaunchStats
     }
 }
 
-/// [`Sim::set_race_check`]: the launch in order, then under `seeds` random schedules.
+/// [`Sim::set_race_check`]: the launch in order, then, when it took at most `limit` warp
+/// instructions, under `seeds` random schedules. The in-order counters, and whether it was rerun.
 fn race_check(
     ctx: &state::LaunchCtx,
     args: &[Arg],
     indices: Vec<u64>,
     launch: u64,
     seeds: u32,
-) -> Result<LaunchStats, SimError> {
+    limit: u64,
+) -> Result<(LaunchStats, bool), SimError> {
     let mem = ctx.mem;
     // The allocations the launch can reach: those its pointer arguments point into, and the
     // module variables.
@@ -630,6 +679,9 @@ fn race_check(
         .collect();
     mem.clear_written();
     let stats = run_in_order(ctx, indices.clone())?;
+    if stats.warp_instructions > limit {
+        return Ok((stats, false));
+    }
     let written = mem.written();
     let kernel = || ctx.kernel.name.clone();
     if let Some(&a) = written.iter().find(|a| bases.binary_search(a).is_err()) {
@@ -679,5 +731,5 @@ fn race_check(
             }
         }
     }
-    Ok(stats)
+    Ok((stats, true))
 }
