@@ -66,8 +66,10 @@
 //! ## Race check ([`Sim::set_race_check`])
 //! Runs each in-order launch again under a number of random schedules, each from the launch's starting
 //! memory, and fails with [`SimError::ScheduleDependent`] unless every allocation ends bit-for-bit as
-//! in order (or with the random run's fault). `ingot-kernels`' simulator backend turns it on for every
-//! kernel test launch.
+//! in order (or with the random run's fault); [`Sim::set_race_check_limit`] leaves launches above a
+//! number of warp instructions to the in-order run alone, counting them ([`Sim::race_check_counts`]).
+//! `ingot-kernels`' simulator backend turns it on for every kernel test launch (2 seeds, launches of up
+//! to 2^20 warp instructions).
 //!
 //! # Speed
 //! Each warp instruction is executed for the whole warp at once: operands are lane vectors (`[u64; 32]`,

@@ -24,7 +24,7 @@ pub const DEFAULT_RACE_SEEDS: u32 = 2;
 
 /// Launches of more warp instructions than this run in order only (see
 /// [`SimAccelerator::new`]); `INGOT_SIM_RACE_LIMIT` overrides it.
-pub const DEFAULT_RACE_LIMIT: u64 = 1 << 22;
+pub const DEFAULT_RACE_LIMIT: u64 = 1 << 20;
 
 /// A fresh simulator running the shared parsed [`PTX`] ([`module`]).
 pub struct SimAccelerator {
