@@ -52,6 +52,13 @@ pub enum SimError {
         seed: u64,
         detail: String,
     },
+    /// The race check cannot rerun a launch: in order it wrote an allocation that none of its
+    /// pointer arguments points into, whose starting contents were therefore not saved.
+    #[error(
+        "kernel `{kernel}`: the race check cannot rerun this launch: it wrote the allocation at \
+         {address:#x}, which no pointer argument points into"
+    )]
+    RaceCheckUnrestorable { kernel: String, address: u64 },
     /// The kernel did something illegal while running.
     #[error("{0}")]
     Fault(Box<Fault>),

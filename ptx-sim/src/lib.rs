@@ -687,13 +687,9 @@ fn race_check(
     let written = mem.written();
     let kernel = || ctx.kernel.name.clone();
     if let Some(&a) = written.iter().find(|a| bases.binary_search(a).is_err()) {
-        return Err(SimError::ScheduleDependent {
+        return Err(SimError::RaceCheckUnrestorable {
             kernel: kernel(),
-            seed: 0,
-            detail: format!(
-                "(not run): the in-order launch wrote the allocation at {a:#x}, which no pointer \
-                 argument points into, so the race check cannot restore it"
-            ),
+            address: a,
         });
     }
     let after: Vec<(u64, Vec<u32>)> = written
