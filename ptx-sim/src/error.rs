@@ -31,6 +31,34 @@ pub enum SimError {
     /// A host read/write touched memory outside a live allocation.
     #[error("host access to {address:#x}+{len} is outside any live allocation")]
     HostAccess { address: u64, len: usize },
+    /// A schedule's text (see [`crate::Schedule::parse`]) is neither `in-order` nor `random:<u64>`.
+    #[error("bad schedule `{0}`: expected `in-order` or `random:<seed>` (a decimal u64)")]
+    BadSchedule(String),
+    /// An environment variable the simulator reads holds something it cannot use.
+    #[error("{var}={value:?}: expected {expected}")]
+    BadEnv {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    /// The race check ([`crate::Sim::set_race_check`]): a rerun of the launch under a random
+    /// schedule left global memory different from the in-order run.
+    #[error(
+        "kernel `{kernel}` is schedule-dependent: under schedule random:{seed} {detail} \
+         (INGOT_SIM_SCHEDULE=random:{seed} runs every launch under that schedule)"
+    )]
+    ScheduleDependent {
+        kernel: String,
+        seed: u64,
+        detail: String,
+    },
+    /// The race check cannot rerun a launch: in order it wrote an allocation that none of its
+    /// pointer arguments points into, whose starting contents were therefore not saved.
+    #[error(
+        "kernel `{kernel}`: the race check cannot rerun this launch: it wrote the allocation at \
+         {address:#x}, which no pointer argument points into"
+    )]
+    RaceCheckUnrestorable { kernel: String, address: u64 },
     /// The kernel did something illegal while running.
     #[error("{0}")]
     Fault(Box<Fault>),

@@ -8,12 +8,15 @@ use crate::lanes::WARP;
 use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_SHIFT};
 use crate::state::{Block, Frame, LaunchCtx, Scratch, Warp};
 use crate::stats::LaunchStats;
+use crate::weak::StoreBuf;
 use crate::{mem_ops, warp_ops};
 
 /// Control-flow outcome of running a warp.
-enum Yield {
+pub(crate) enum Yield {
     Barrier,
     Done,
+    /// The warp reached `Block::stop` (random schedule): it resumes at its current pc.
+    Preempt,
 }
 
 pub(crate) fn run_block(
@@ -21,13 +24,26 @@ pub(crate) fn run_block(
     ctaid: [u32; 3],
     scratch: &mut Scratch,
 ) -> Result<LaunchStats, Box<Fault>> {
+    let (mut b, mut warps) = start_block(ctx, ctaid, scratch, None);
+    let result = schedule(&mut b, &mut warps);
+    finish_block(scratch, b, warps);
+    result
+}
+
+/// A block about to run its first instruction, with its warps, on buffers taken from `scratch`.
+pub(crate) fn start_block<'a>(
+    ctx: &'a LaunchCtx<'a>,
+    ctaid: [u32; 3],
+    scratch: &mut Scratch,
+    weak: Option<StoreBuf>,
+) -> (Block<'a>, Vec<Warp>) {
     let k = ctx.kernel;
     let nthreads = ctx.block[0] * ctx.block[1] * ctx.block[2];
     let nwarps = nthreads.div_ceil(32);
     let mut shared = std::mem::take(&mut scratch.shared);
     shared.clear();
     shared.resize((k.static_shared + ctx.dyn_smem) as usize, 0);
-    let mut b = Block {
+    let b = Block {
         ctx,
         ctaid,
         shared,
@@ -36,10 +52,12 @@ pub(crate) fn run_block(
             ..LaunchStats::default()
         },
         steps: 0,
+        stop: ctx.step_limit,
+        weak,
         line: 0,
     };
     let nregs = k.nregs as usize;
-    let mut warps: Vec<Warp> = (0..nwarps)
+    let warps: Vec<Warp> = (0..nwarps)
         .map(|id| {
             let n = (nthreads - id * 32).min(32);
             let valid = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
@@ -73,13 +91,16 @@ pub(crate) fn run_block(
             }
         })
         .collect();
-    let result = schedule(&mut b, &mut warps);
+    (b, warps)
+}
+
+/// Returns a block's buffers to `scratch` for the next block.
+pub(crate) fn finish_block(scratch: &mut Scratch, b: Block, warps: Vec<Warp>) {
     scratch.shared = b.shared;
     for w in warps {
         scratch.regs.push(w.regs);
         scratch.local.push(w.local);
     }
-    result
 }
 
 /// Runs the warps of a block round robin, each until it exits or waits at `bar.sync`, releasing the
@@ -95,6 +116,9 @@ fn schedule(b: &mut Block, warps: &mut [Warp]) -> Result<LaunchStats, Box<Fault>
                 match b.run_warp(w)? {
                     Yield::Barrier => w.at_barrier = true,
                     Yield::Done => continue,
+                    Yield::Preempt => {
+                        unreachable!("the in-order schedule's stop is the step limit")
+                    }
                 }
             }
             waiting += 1;
@@ -102,25 +126,35 @@ fn schedule(b: &mut Block, warps: &mut [Warp]) -> Result<LaunchStats, Box<Fault>
         if waiting == 0 {
             return Ok(b.stats);
         }
-        // Every live warp waits at a barrier: all threads of the block must be there.
-        if let Some(w) = warps.iter().find(|w| w.stack.is_empty()) {
-            let lane = w.valid.trailing_zeros() as usize;
-            return Err(b.fault(
-                w,
-                lane,
-                FaultKind::BarrierDivergence,
-                None,
-                format!(
-                    "{waiting} warp(s) wait at bar.sync but warp {} has exited (thread shown)",
-                    w.id
-                ),
-            ));
-        }
-        b.stats.barriers += 1;
-        for w in warps.iter_mut() {
-            w.at_barrier = false;
-        }
+        release_barrier(b, warps, waiting)?;
     }
+}
+
+/// Releases the barrier that every live warp of the block (`waiting` of them) waits at; a fault if
+/// some warp has exited instead, as its threads can never arrive.
+pub(crate) fn release_barrier(
+    b: &mut Block,
+    warps: &mut [Warp],
+    waiting: usize,
+) -> Result<(), Box<Fault>> {
+    if let Some(w) = warps.iter().find(|w| w.stack.is_empty()) {
+        let lane = w.valid.trailing_zeros() as usize;
+        return Err(b.fault(
+            w,
+            lane,
+            FaultKind::BarrierDivergence,
+            None,
+            format!(
+                "{waiting} warp(s) wait at bar.sync but warp {} has exited (thread shown)",
+                w.id
+            ),
+        ));
+    }
+    b.stats.barriers += 1;
+    for w in warps.iter_mut() {
+        w.at_barrier = false;
+    }
+    Ok(())
 }
 
 impl Block<'_> {
@@ -145,7 +179,7 @@ impl Block<'_> {
         }
     }
 
-    fn run_warp(&mut self, w: &mut Warp) -> Result<Yield, Box<Fault>> {
+    pub(crate) fn run_warp(&mut self, w: &mut Warp) -> Result<Yield, Box<Fault>> {
         let insts = &self.ctx.kernel.insts;
         loop {
             let Some(&top) = w.stack.last() else {
@@ -163,7 +197,12 @@ impl Block<'_> {
             };
             self.line = inst.line;
             self.steps += 1;
-            if self.steps > self.ctx.step_limit {
+            // One comparison serves both stops: `stop <= step_limit`.
+            if self.steps > self.stop {
+                if self.steps <= self.ctx.step_limit {
+                    self.steps -= 1;
+                    return Ok(Yield::Preempt);
+                }
                 let lane = top.mask.trailing_zeros() as usize;
                 return Err(self.fault(
                     w,
@@ -336,6 +375,12 @@ impl Block<'_> {
                 Ok(())
             }
             Op::Nop => Ok(()),
+            Op::Fence => {
+                if let Some(buf) = &mut self.weak {
+                    buf.drain(self.ctx.mem);
+                }
+                Ok(())
+            }
             Op::Unsupported => {
                 let lane = exec.trailing_zeros() as usize;
                 Err(self.fault(

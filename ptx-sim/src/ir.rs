@@ -540,6 +540,9 @@ pub(crate) enum Op {
         count: Option<Src>,
     },
     Nop,
+    /// `fence.*` / `membar.*`: a no-op in the in-order schedule; under
+    /// [`crate::Schedule::Random`] it makes the block's buffered global stores visible.
+    Fence,
     Shfl {
         mode: ShflMode,
         d: Reg,

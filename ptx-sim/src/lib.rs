@@ -16,12 +16,60 @@
 //! parsing (`ptx_front::normalize_red`).
 //!
 //! # Execution model
-//! A launch runs a grid of blocks; blocks are independent and run in parallel on the host's cores (rayon).
-//! A block is split into warps of 32 consecutive linear thread ids (x fastest); the last warp may be partial.
-//! The 32 lanes of a warp execute in lockstep under an active mask. Each warp runs until it reaches `bar.sync`
-//! or exits, then the next warp runs (round robin); when every live warp waits at the barrier they are all
-//! released. A barrier that some thread of the block cannot reach — it exited, or its warp is diverged at the
-//! barrier — is a [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour).
+//! A launch runs a grid of blocks. A block is split into warps of 32 consecutive linear thread ids (x
+//! fastest); the last warp may be partial. The 32 lanes of a warp execute in lockstep under an active mask.
+//! When every live warp of a block waits at `bar.sync` they are all released. A barrier that some thread
+//! of the block cannot reach — it exited, or its warp is diverged at the barrier — is a
+//! [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour). How blocks and warps are
+//! ordered is the launch's [`Schedule`] ([`Sim::set_schedule`]; [`Sim::new`] takes it from the
+//! environment variable `INGOT_SIM_SCHEDULE`, `in-order` or `random:<seed>`, in-order when unset).
+//!
+//! ## In order (the default)
+//! Blocks are independent and run in parallel on the host's cores (rayon), each to completion. A block's
+//! warps run round robin, each until it reaches `bar.sync` or exits. Global stores are visible to every
+//! block at once, and fences (`fence.*`, `membar.*`) do nothing. So a race-free kernel gives the same
+//! results and counters on every run, but a kernel that lacks a fence, or a barrier whose absence only
+//! shows when a warp falls behind, passes: the order hides it.
+//!
+//! ## Random (`Schedule::Random { seed }`)
+//! Everything below is drawn from the seed, so a seed replays the same run bit for bit (one host thread
+//! runs the whole launch). Per launch the seed fixes: the order blocks start in (a shuffle); how many
+//! are resident at once (2, 3, 4 or 8; the next starts when one exits); the longest run of warp
+//! instructions between scheduling points (1 to 256); whether a scheduling point picks among the
+//! runnable warps of all resident blocks uniformly or by random priorities, redrawn now and then (which
+//! starves some warps for long stretches, as probabilistic concurrency testing does); and how often a
+//! scheduling point makes one block's buffered stores visible (1 in 16, 1 in 256, or never). Warps are
+//! also rescheduled at every barrier. Global memory is weak (`weak.rs`):
+//! - a block's plain global stores (`st`, whatever its qualifiers: `.relaxed`, `.volatile`, weak) go
+//!   to the block's store buffer, not to memory. They become visible to other blocks when any thread of
+//!   the block executes a fence (`fence.*` of any scope or kind, `membar.*`), when a random scheduling
+//!   point drains that buffer (also after the block has exited), when the exited blocks' buffered stores
+//!   exceed 4 MiB (the oldest drains), and at the end of the launch;
+//! - a block's own loads see its buffered stores over memory;
+//! - atomics (`atom`, `red`) act on memory directly, after draining the block's buffered bytes of the
+//!   same words, so an atomic can overtake the block's earlier stores to other addresses: the bug a
+//!   missing `__threadfence()` before the done counter of a last-block-done pattern causes;
+//! - loads of every kind (`ld`, `ld.relaxed`, `ld.volatile`, `ld.global.nc`, `ldu`) read memory, or the
+//!   block's buffer; none sees a stale value that another block has already made visible.
+//!
+//! So this catches: a missing or misplaced `bar.sync` between warps' shared- or global-memory accesses
+//! when a warp falling behind changes the result; a missing fence between a block's stores and the atomic
+//! (or flag) that publishes them to another block. It does not catch: a missing acquire fence on the
+//! reading side, or a plain load where `.relaxed`/`.volatile` is needed (loads never return stale data:
+//! there are no caches); a fence executed by the wrong thread (a fence drains the whole block's buffer,
+//! the cumulativity a fence after `bar.sync` has, applied to every fence); reordering of one block's
+//! buffered stores among themselves (a drain makes the whole buffer visible at once) or of shared-memory
+//! accesses within a warp (lanes run in lockstep, and a warp's instructions in program order); races
+//! between launches; `bar.sync` with a thread count, `bar.arrive`, `mbarrier` (unsupported, as in order).
+//! Blocks spin-waiting on each other must not exceed the resident window.
+//!
+//! ## Race check ([`Sim::set_race_check`])
+//! Runs each in-order launch again under a number of random schedules, each from the launch's starting
+//! memory, and fails with [`SimError::ScheduleDependent`] unless every allocation ends bit-for-bit as
+//! in order (or with the random run's fault); [`Sim::set_race_check_limit`] leaves launches above a
+//! number of warp instructions to the in-order run alone, counting them ([`Sim::race_check_counts`]).
+//! `ingot-kernels`' simulator backend turns it on for every kernel test launch (2 seeds, launches of up
+//! to 2^20 warp instructions).
 //!
 //! # Speed
 //! Each warp instruction is executed for the whole warp at once: operands are lane vectors (`[u64; 32]`,
@@ -84,6 +132,7 @@ mod coalesce;
 mod error;
 mod exec;
 mod fast_lanes;
+mod interleave;
 mod ir;
 mod lanes;
 mod lower;
@@ -97,10 +146,12 @@ mod stats;
 mod types;
 mod uninit;
 mod warp_ops;
+mod weak;
 
 use rayon::prelude::*;
 
 pub use error::{Fault, FaultKind, SimError};
+pub use interleave::Schedule;
 pub use stats::{ClassCounts, LaunchStats};
 
 /// A loaded PTX module: its kernels lowered for execution, and its module-scope variables.
@@ -223,6 +274,42 @@ const MAX_THREADS_PER_BLOCK: u32 = 1024;
 pub struct Sim {
     mem: memory::GlobalMem,
     step_limit: u64,
+    schedule: Schedule,
+    /// Random schedules each launch is rerun under by the race check (0: off).
+    race_seeds: u32,
+    /// Launches of more warp instructions than this (in order) are not rerun by the race check.
+    race_limit: u64,
+    race_counts: RaceCheckCounts,
+    /// Launches so far: with the seed's index, what the race check's seeds are made from.
+    launches: u64,
+}
+
+/// How many launches the race check ([`Sim::set_race_check`]) has rerun, and how many it ran in
+/// order only because they exceeded [`Sim::set_race_check_limit`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaceCheckCounts {
+    pub rerun: u64,
+    pub over_limit: u64,
+}
+
+/// Environment variable [`Sim::new`] takes its race-check seed count from (0 when unset).
+pub const RACE_SEEDS_ENV: &str = "INGOT_SIM_RACE_SEEDS";
+
+/// The seed count [`RACE_SEEDS_ENV`] names, `None` when it is unset.
+pub fn race_seeds_from_env() -> Result<Option<u32>, SimError> {
+    match std::env::var(RACE_SEEDS_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| SimError::BadEnv {
+            var: RACE_SEEDS_ENV,
+            value: v,
+            expected: "a count of seeds (a decimal u32)",
+        }),
+        Err(std::env::VarError::NotUnicode(v)) => Err(SimError::BadEnv {
+            var: RACE_SEEDS_ENV,
+            value: v.to_string_lossy().into_owned(),
+            expected: "a count of seeds (a decimal u32)",
+        }),
+    }
 }
 
 impl Default for Sim {
@@ -232,11 +319,63 @@ impl Default for Sim {
 }
 
 impl Sim {
+    /// A simulator with no allocations, the default limits, and the schedule that
+    /// [`Schedule::ENV`] (`INGOT_SIM_SCHEDULE`) names, [`Schedule::InOrder`] when unset.
+    ///
+    /// # Panics
+    /// If `INGOT_SIM_SCHEDULE` is set to something [`Schedule::parse`] rejects: a by-hand
+    /// setting that silently fell back to the in-order schedule would test nothing.
     pub fn new() -> Sim {
+        let schedule = Schedule::from_env().unwrap_or_else(|e| panic!("{}: {e}", Schedule::ENV));
+        let race_seeds = race_seeds_from_env()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or(0);
         Sim {
             mem: memory::GlobalMem::new(DEFAULT_MEMORY_LIMIT),
             step_limit: DEFAULT_STEP_LIMIT,
+            schedule,
+            race_seeds,
+            race_limit: u64::MAX,
+            race_counts: RaceCheckCounts::default(),
+            launches: 0,
         }
+    }
+
+    /// The race check: with `seeds > 0`, every launch under [`Schedule::InOrder`] is run again
+    /// under `seeds` random schedules, each from the memory the launch started from, and fails
+    /// with [`SimError::ScheduleDependent`] (or the rerun's [`SimError::Fault`]) unless each rerun
+    /// leaves every allocation bit-for-bit as the in-order run did. The in-order run's memory and
+    /// counters are what the launch leaves and returns. Seeds are made from the launch's ordinal
+    /// in this `Sim` and the rerun's index (1-based): `launch << 20 | index`.
+    ///
+    /// To restore a launch's starting memory only the allocations its pointer arguments point
+    /// into (and module variables) are saved; a launch that writes any other allocation (through
+    /// a pointer read from memory) fails the check with [`SimError::ScheduleDependent`].
+    /// Launches under a random schedule are not rechecked.
+    pub fn set_race_check(&mut self, seeds: u32) {
+        self.race_seeds = seeds;
+    }
+
+    /// Limits the race check to launches of at most `warp_instructions` (counted in order):
+    /// larger launches run in order only, and are counted in [`Sim::race_check_counts`]. A random
+    /// schedule runs a launch on one host thread; the limit bounds what that costs.
+    pub fn set_race_check_limit(&mut self, warp_instructions: u64) {
+        self.race_limit = warp_instructions;
+    }
+
+    /// Launches the race check has rerun, and those over its limit.
+    pub fn race_check_counts(&self) -> RaceCheckCounts {
+        self.race_counts
+    }
+
+    /// Sets how later launches order their blocks and warps (see "Execution model").
+    pub fn set_schedule(&mut self, schedule: Schedule) {
+        self.schedule = schedule;
+    }
+
+    /// The schedule launches run under.
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
     }
 
     /// Sets how many warp instructions one block may execute before a launch fails with
@@ -283,6 +422,23 @@ impl Sim {
     /// Forgets which allocations kernels have read (see [`Sim::was_read`]).
     pub fn clear_read_marks(&self) {
         self.mem.clear_read()
+    }
+
+    /// Whether a kernel has written (stored to, or atomically updated) the allocation holding `p`
+    /// since the last [`Sim::clear_write_marks`]; host writes do not count.
+    pub fn was_written(&self, p: DevicePtr) -> bool {
+        self.mem.was_written(p.0)
+    }
+
+    /// Base addresses of the allocations (and module variables) kernels have written since the
+    /// last [`Sim::clear_write_marks`], in address order.
+    pub fn written_allocations(&self) -> Vec<DevicePtr> {
+        self.mem.written().into_iter().map(DevicePtr).collect()
+    }
+
+    /// Forgets which allocations kernels have written (see [`Sim::was_written`]).
+    pub fn clear_write_marks(&self) {
+        self.mem.clear_written()
     }
 
     /// Copies device memory at `p` to `out`.
@@ -425,41 +581,153 @@ impl Sim {
                 b.to_vec()
             }
         };
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = indices
-            .into_par_iter()
-            .map_init(state::Scratch::default, |scratch, i| {
-                if failed.load(std::sync::atomic::Ordering::Relaxed) {
-                    return None;
-                }
-                let ctaid = [
-                    (i % u64::from(gx)) as u32,
-                    ((i / u64::from(gx)) % u64::from(gy)) as u32,
-                    (i / (u64::from(gx) * u64::from(gy))) as u32,
-                ];
-                let r = exec::run_block(&ctx, ctaid, scratch);
-                if r.is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                Some((i, r))
-            })
-            .flatten()
-            .collect();
-        let mut total = LaunchStats::default();
-        let mut first_fault: Option<(u64, Box<Fault>)> = None;
-        for (i, r) in results {
-            match r {
-                Ok(s) => total += s,
-                Err(f) => {
-                    if first_fault.as_ref().is_none_or(|(j, _)| i < *j) {
-                        first_fault = Some((i, f));
+        self.launches += 1;
+        match self.schedule {
+            Schedule::Random { seed } => {
+                interleave::run_random(&ctx, indices, seed).map_err(SimError::Fault)
+            }
+            Schedule::InOrder if self.race_seeds > 0 => {
+                let r = race_check(
+                    &ctx,
+                    args,
+                    indices,
+                    self.launches,
+                    self.race_seeds,
+                    self.race_limit,
+                );
+                r.map(|(stats, rerun)| {
+                    if rerun {
+                        self.race_counts.rerun += 1;
+                    } else {
+                        self.race_counts.over_limit += 1;
                     }
+                    stats
+                })
+            }
+            Schedule::InOrder => run_in_order(&ctx, indices),
+        }
+    }
+}
+
+/// Runs the blocks `indices` of a launch in parallel, each whole ([`Schedule::InOrder`]). The
+/// reported fault (if several blocks fault) is the one of the lowest linear block index among
+/// the blocks that ran.
+fn run_in_order(ctx: &state::LaunchCtx, indices: Vec<u64>) -> Result<LaunchStats, SimError> {
+    let [gx, gy, _] = ctx.grid;
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let results: Vec<(u64, Result<LaunchStats, Box<Fault>>)> = indices
+        .into_par_iter()
+        .map_init(state::Scratch::default, |scratch, i| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            let ctaid = [
+                (i % u64::from(gx)) as u32,
+                ((i / u64::from(gx)) % u64::from(gy)) as u32,
+                (i / (u64::from(gx) * u64::from(gy))) as u32,
+            ];
+            let r = exec::run_block(ctx, ctaid, scratch);
+            if r.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some((i, r))
+        })
+        .flatten()
+        .collect();
+    let mut total = LaunchStats::default();
+    let mut first_fault: Option<(u64, Box<Fault>)> = None;
+    for (i, r) in results {
+        match r {
+            Ok(s) => total += s,
+            Err(f) => {
+                if first_fault.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_fault = Some((i, f));
                 }
             }
         }
-        match first_fault {
-            Some((_, f)) => Err(SimError::Fault(f)),
-            None => Ok(total),
+    }
+    match first_fault {
+        Some((_, f)) => Err(SimError::Fault(f)),
+        None => Ok(total),
+    }
+}
+
+/// [`Sim::set_race_check`]: the launch in order, then, when it took at most `limit` warp
+/// instructions, under `seeds` random schedules. The in-order counters, and whether it was rerun.
+fn race_check(
+    ctx: &state::LaunchCtx,
+    args: &[Arg],
+    indices: Vec<u64>,
+    launch: u64,
+    seeds: u32,
+    limit: u64,
+) -> Result<(LaunchStats, bool), SimError> {
+    let mem = ctx.mem;
+    // The allocations the launch can reach: those its pointer arguments point into, and the
+    // module variables.
+    let mut bases: Vec<u64> = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Ptr(p) => mem.region(p.0).map(|_| p.0 & !slots::SLOT_MASK),
+            _ => None,
+        })
+        .chain(mem.var_bases())
+        .collect();
+    bases.sort_unstable();
+    bases.dedup();
+    let before: Vec<(u64, Vec<u32>)> = bases
+        .iter()
+        .filter_map(|&b| mem.snapshot(b).map(|s| (b, s)))
+        .collect();
+    mem.clear_written();
+    let stats = run_in_order(ctx, indices.clone())?;
+    if stats.warp_instructions > limit {
+        return Ok((stats, false));
+    }
+    let written = mem.written();
+    let kernel = || ctx.kernel.name.clone();
+    if let Some(&a) = written.iter().find(|a| bases.binary_search(a).is_err()) {
+        return Err(SimError::RaceCheckUnrestorable {
+            kernel: kernel(),
+            address: a,
+        });
+    }
+    let after: Vec<(u64, Vec<u32>)> = written
+        .iter()
+        .filter_map(|&b| mem.snapshot(b).map(|s| (b, s)))
+        .collect();
+    for k in 1..=u64::from(seeds) {
+        let seed = (launch << 20) | k;
+        for (b, words) in before.iter().filter(|(b, _)| written.contains(b)) {
+            mem.restore(*b, words);
+        }
+        mem.clear_written();
+        interleave::run_random(ctx, indices.clone(), seed).map_err(|mut f| {
+            f.detail += " (the in-order schedule ran this launch without a fault)";
+            SimError::Fault(f)
+        })?;
+        let dependent = |detail: String| SimError::ScheduleDependent {
+            kernel: kernel(),
+            seed,
+            detail,
+        };
+        if let Some(&a) = mem.written().iter().find(|a| !written.contains(a)) {
+            return Err(dependent(format!(
+                "wrote the allocation at {a:#x}, which the in-order schedule did not"
+            )));
+        }
+        for (b, words) in &after {
+            if let Some((off, now, was)) = mem.first_difference(*b, words) {
+                // Leave memory as the in-order run did, so that a caller going on sees its result.
+                for (b, words) in &after {
+                    mem.restore(*b, words);
+                }
+                return Err(dependent(format!(
+                    "left byte {off} of the allocation at {b:#x} = {now:#04x}, the in-order \
+                     schedule {was:#04x}"
+                )));
+            }
         }
     }
+    Ok((stats, true))
 }

@@ -199,7 +199,12 @@ pub(crate) fn exec_mem(
                 let cv = c.map(|c| b.rd(w, c, l)).unwrap_or(0);
                 let f = |old: u64| alu::atom(op, ty, old, bv, cv);
                 let old = match loc {
-                    Loc::Global(a) => b.ctx.mem.rmw(a, size, f),
+                    Loc::Global(a) => {
+                        if let Some(buf) = &mut b.weak {
+                            buf.drain_range(b.ctx.mem, a, size);
+                        }
+                        b.ctx.mem.rmw(a, size, f)
+                    }
                     _ => b
                         .load(w, l, loc, size)
                         .and_then(|old| b.store(w, l, loc, size, f(old)).map(|_| old)),
@@ -289,7 +294,13 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     let addrs = lane_addrs(b, w, addr);
     let mem = b.ctx.mem;
     let mut req = Request::default();
-    if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+    let direct = b.direct_loads();
+    let fast = if direct {
+        warp_global(mem, *space, &addrs, exec, total)
+    } else {
+        None
+    };
+    if let Some((alloc, offs)) = fast {
         alloc.mark_read();
         for l in lanes(exec) {
             req.global.push(addrs[l], total);
@@ -314,7 +325,7 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
         }
         req.add(loc, total);
         let fast = match loc {
-            Loc::Global(a) => global_range(mem, &mut cache, a, total),
+            Loc::Global(a) if direct => global_range(mem, &mut cache, a, total),
             _ => None,
         };
         for (i, d) in ds.iter().enumerate() {
@@ -369,7 +380,16 @@ fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Faul
     let addrs = lane_addrs(b, w, addr);
     let mem = b.ctx.mem;
     let mut req = Request::default();
-    if let Some((alloc, offs)) = warp_global(mem, *space, &addrs, exec, total) {
+    // Under the random schedule every global store goes through `Block::store` into the store
+    // buffer.
+    let direct = b.weak.is_none();
+    let fast = if direct {
+        warp_global(mem, *space, &addrs, exec, total)
+    } else {
+        None
+    };
+    if let Some((alloc, offs)) = fast {
+        alloc.mark_written();
         for l in lanes(exec) {
             req.global.push(addrs[l], total);
         }
@@ -391,14 +411,17 @@ fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Faul
         }
         req.add(loc, total);
         let fast = match loc {
-            Loc::Global(a) => global_range(mem, &mut cache, a, total),
+            Loc::Global(a) if direct => global_range(mem, &mut cache, a, total),
             _ => None,
         };
         for (i, s) in srcs.iter().enumerate() {
             let k = u64::from(size) * i as u64;
             let v = b.rd(w, *s, l) & ty.mask();
             match fast {
-                Some((alloc, off)) => alloc.store(off + k, size, v),
+                Some((alloc, off)) => {
+                    alloc.mark_written();
+                    alloc.store(off + k, size, v)
+                }
                 None => {
                     let el = loc.plus(k);
                     b.store(w, l, el, size, v)

@@ -40,9 +40,31 @@ pub(crate) struct Alloc {
     /// Whether a kernel loaded from (or atomically read) the allocation since the last
     /// [`GlobalMem::clear_read`]: what tells a buffer a launch reads from one it only writes.
     read: AtomicBool,
+    /// Whether a kernel stored to (or atomically updated) the allocation since the last
+    /// [`GlobalMem::clear_written`].
+    written: AtomicBool,
 }
 
 impl Alloc {
+    /// Records that a kernel wrote the allocation (one relaxed load when already recorded).
+    #[inline]
+    pub(crate) fn mark_written(&self) {
+        if !self.written.load(Relaxed) {
+            self.written.store(true, Relaxed);
+        }
+    }
+
+    /// Replaces the bytes of `mask` in the word at byte offset `off` (a multiple of 4, inside
+    /// the allocation) with those of `bits`.
+    pub(crate) fn store_masked(&self, off: u64, bits: u32, mask: u32) {
+        let w = &self.words[(off / 4) as usize];
+        if mask == u32::MAX {
+            w.store(bits, Relaxed);
+        } else {
+            let _ = w.fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | (bits & mask)));
+        }
+    }
+
     /// Records that a kernel read the allocation (one relaxed load when already recorded).
     #[inline]
     pub(crate) fn mark_read(&self) {
@@ -147,6 +169,42 @@ impl GlobalMem {
         self.region(addr).is_some_and(|a| a.read.load(Relaxed))
     }
 
+    /// Forgets which allocations kernels wrote (see [`GlobalMem::was_written`]).
+    pub(crate) fn clear_written(&self) {
+        for a in self.slots.iter().flatten() {
+            a.written.store(false, Relaxed);
+        }
+        for (_, a) in self.vars.values() {
+            a.written.store(false, Relaxed);
+        }
+    }
+
+    /// Whether a kernel wrote the allocation holding `addr` since the last
+    /// [`GlobalMem::clear_written`].
+    pub(crate) fn was_written(&self, addr: u64) -> bool {
+        self.region(addr).is_some_and(|a| a.written.load(Relaxed))
+    }
+
+    /// Base addresses of the allocations and module variables kernels wrote since the last
+    /// [`GlobalMem::clear_written`], in address order.
+    pub(crate) fn written(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.as_ref().is_some_and(|a| a.written.load(Relaxed)))
+            .map(|(i, _)| (i as u64 + 1) << SLOT_SHIFT)
+            .chain(
+                self.vars
+                    .iter()
+                    .filter(|(_, (_, a))| a.written.load(Relaxed))
+                    .map(|(slot, _)| slot << SLOT_SHIFT),
+            )
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Forgets which host-mapped bytes were read: called at the start of each launch.
     pub(crate) fn reset_fetched(&self) {
         for a in self.slots.iter().flatten() {
@@ -215,6 +273,7 @@ impl GlobalMem {
             host_mapped: false,
             fetched: None,
             read: AtomicBool::new(false),
+            written: AtomicBool::new(false),
         })
     }
 
@@ -291,12 +350,19 @@ impl GlobalMem {
 
     /// Stores a naturally aligned value of 1, 2, 4 or 8 bytes.
     pub(crate) fn store(&self, addr: u64, size: u32, v: u64) -> Result<(), MemErr> {
+        let a = self.check(addr, size)?;
+        a.mark_written();
+        a.store(addr & SLOT_MASK, size, v);
+        Ok(())
+    }
+
+    /// The allocation a naturally aligned access of 1, 2, 4 or 8 bytes at `addr` lands in, or
+    /// why it would fault.
+    pub(crate) fn check(&self, addr: u64, size: u32) -> Result<&Alloc, MemErr> {
         if !addr.is_multiple_of(u64::from(size)) {
             return Err(MemErr::Misaligned);
         }
-        let (a, off) = self.find(addr, u64::from(size))?;
-        a.store(off, size, v);
-        Ok(())
+        self.find(addr, u64::from(size)).map(|(a, _)| a)
     }
 
     /// Atomic read-modify-write of a naturally aligned 4- or 8-byte value; returns the old value.
@@ -306,6 +372,7 @@ impl GlobalMem {
         }
         let (a, off) = self.find(addr, u64::from(size))?;
         a.mark_read();
+        a.mark_written();
         let w = (off / 4) as usize;
         if size == 4 {
             let old = a.words[w]
@@ -320,6 +387,42 @@ impl GlobalMem {
         a.words[w].store(new as u32, Relaxed);
         a.words[w + 1].store((new >> 32) as u32, Relaxed);
         Ok(old)
+    }
+
+    /// A copy of the words of the allocation (or module variable) whose base is `base`.
+    pub(crate) fn snapshot(&self, base: u64) -> Option<Vec<u32>> {
+        let a = self.region(base)?;
+        Some(a.words.iter().map(|w| w.load(Relaxed)).collect())
+    }
+
+    /// Puts back the words [`GlobalMem::snapshot`] took of the allocation at `base`.
+    pub(crate) fn restore(&self, base: u64, words: &[u32]) {
+        if let Some(a) = self.region(base) {
+            for (w, &v) in a.words.iter().zip(words) {
+                w.store(v, Relaxed);
+            }
+        }
+    }
+
+    /// The first byte offset at which the allocation at `base` differs from `words` (a
+    /// [`GlobalMem::snapshot`] of it), with its byte now and in `words`.
+    pub(crate) fn first_difference(&self, base: u64, words: &[u32]) -> Option<(u64, u8, u8)> {
+        let a = self.region(base)?;
+        let (i, (now, was)) = a
+            .words
+            .iter()
+            .map(|w| w.load(Relaxed))
+            .zip(words.iter().copied())
+            .enumerate()
+            .find(|(_, (now, was))| now != was)?;
+        let byte = (now ^ was).trailing_zeros() / 8;
+        let at = |v: u32| v.to_le_bytes()[byte as usize];
+        Some((i as u64 * 4 + u64::from(byte), at(now), at(was)))
+    }
+
+    /// Base addresses of the module variables' storage.
+    pub(crate) fn var_bases(&self) -> Vec<u64> {
+        self.vars.keys().map(|slot| slot << SLOT_SHIFT).collect()
     }
 
     /// Host copy in.

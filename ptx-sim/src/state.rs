@@ -9,6 +9,7 @@ use crate::lanes::{merge, Lanes, WARP};
 use crate::memory::{self, GlobalMem, MemErr};
 use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_MASK, SLOT_SHIFT};
 use crate::stats::LaunchStats;
+use crate::weak::StoreBuf;
 
 /// Everything shared by the blocks of one launch.
 pub(crate) struct LaunchCtx<'a> {
@@ -94,6 +95,13 @@ pub(crate) struct Block<'a> {
     pub shared: Vec<u8>,
     pub stats: LaunchStats,
     pub steps: u64,
+    /// The current warp yields (`Yield::Preempt`) before executing the instruction that would
+    /// make `steps` exceed this; at most `ctx.step_limit`, which it equals in the in-order
+    /// schedule (where the step limit is the only stop).
+    pub stop: u64,
+    /// The random schedule's store buffer for this block's global stores (`weak.rs`); `None` in
+    /// the in-order schedule, where stores go straight to global memory.
+    pub weak: Option<StoreBuf>,
     /// The current instruction's PTX line, for fault reports.
     pub line: u32,
 }
@@ -108,6 +116,13 @@ pub(crate) struct Scratch {
 }
 
 impl Block<'_> {
+    /// Whether global loads may read allocations directly (no buffered stores of this block to
+    /// put over them).
+    #[inline]
+    pub(crate) fn direct_loads(&self) -> bool {
+        self.weak.as_ref().is_none_or(StoreBuf::is_empty)
+    }
+
     pub(crate) fn tid(&self, w: &Warp, lane: usize) -> [u32; 3] {
         let lin = w.id * 32 + lane as u32;
         let [bx, by, _] = self.ctx.block;
@@ -227,7 +242,10 @@ impl Block<'_> {
 
     pub(crate) fn load(&self, w: &Warp, lane: usize, loc: Loc, size: u32) -> Result<u64, MemErr> {
         match loc {
-            Loc::Global(a) => self.ctx.mem.load(a, size),
+            Loc::Global(a) => match &self.weak {
+                Some(buf) => self.ctx.mem.load(a, size).map(|v| buf.overlay(a, size, v)),
+                None => self.ctx.mem.load(a, size),
+            },
             Loc::Shared(a) => memory::buf_load(&self.shared, a, size),
             Loc::Local(a) => {
                 let lb = self.ctx.kernel.local_bytes as usize;
@@ -246,7 +264,10 @@ impl Block<'_> {
         v: u64,
     ) -> Result<(), MemErr> {
         match loc {
-            Loc::Global(a) => self.ctx.mem.store(a, size, v),
+            Loc::Global(a) => match &mut self.weak {
+                Some(buf) => self.ctx.mem.check(a, size).map(|_| buf.store(a, size, v)),
+                None => self.ctx.mem.store(a, size, v),
+            },
             Loc::Shared(a) => memory::buf_store(&mut self.shared, a, size, v),
             Loc::Local(a) => {
                 let lb = self.ctx.kernel.local_bytes as usize;

@@ -139,6 +139,7 @@ fn writes(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Trap
         | Op::Bar { .. }
         | Op::Nop
+        | Op::Fence
         | Op::Unsupported => {}
     }
 }
@@ -212,6 +213,7 @@ fn reads(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Exit
         | Op::Trap
         | Op::Nop
+        | Op::Fence
         | Op::Unsupported => {}
     }
 }

@@ -18,6 +18,14 @@ pub fn module() -> std::result::Result<&'static Module, SimError> {
         .map_err(Clone::clone)
 }
 
+/// Random schedules each launch is rerun under when `INGOT_SIM_RACE_SEEDS` is unset (see
+/// [`SimAccelerator::new`]).
+pub const DEFAULT_RACE_SEEDS: u32 = 2;
+
+/// Launches of more warp instructions than this run in order only (see
+/// [`SimAccelerator::new`]); `INGOT_SIM_RACE_LIMIT` overrides it.
+pub const DEFAULT_RACE_LIMIT: u64 = 1 << 20;
+
 /// A fresh simulator running the shared parsed [`PTX`] ([`module`]).
 pub struct SimAccelerator {
     sim: Sim,
@@ -35,12 +43,64 @@ fn err(e: SimError) -> crate::KernelError {
 }
 
 impl SimAccelerator {
-    /// A fresh simulator (memory, counters) on the committed PTX.
+    /// A fresh simulator (memory, counters) on the committed PTX, with the race check on
+    /// ([`Sim::set_race_check`]): each launch runs in order, then again under
+    /// `INGOT_SIM_RACE_SEEDS` random schedules ([`DEFAULT_RACE_SEEDS`] when unset; 0 turns the
+    /// check off), and fails unless every run leaves memory bit-for-bit the same. ingot's
+    /// kernels are deterministic by design (no float atomics; their integer atomics commute), so
+    /// a difference is a missing barrier or fence, or another schedule-dependent bug.
+    ///
+    /// Launches of more than `INGOT_SIM_RACE_LIMIT` warp instructions ([`DEFAULT_RACE_LIMIT`]
+    /// when unset) run in order only: a random schedule runs on one host thread, and the kernel
+    /// tests' model-shape launches would add minutes to CI while their kernels are rechecked at
+    /// the tests' smaller shapes. How many launches were rerun and how many were over the limit
+    /// is printed when the accelerator is dropped.
     pub fn new() -> Result<Self> {
-        Ok(Self {
-            sim: Sim::new(),
-            module: module().map_err(err)?,
+        Self::with_module(module().map_err(err)?)
+    }
+
+    /// As [`SimAccelerator::new`] on another module (a test's modified PTX).
+    pub fn with_module(module: &'static Module) -> Result<Self> {
+        let mut sim = Sim::new();
+        let seeds = ptx_sim::race_seeds_from_env().map_err(err)?;
+        sim.set_race_check(seeds.unwrap_or(DEFAULT_RACE_SEEDS));
+        sim.set_race_check_limit(race_limit_from_env()?.unwrap_or(DEFAULT_RACE_LIMIT));
+        Ok(Self { sim, module })
+    }
+
+    /// The simulator, to change its schedule or race check.
+    pub fn sim_mut(&mut self) -> &mut Sim {
+        &mut self.sim
+    }
+}
+
+/// `INGOT_SIM_RACE_LIMIT`: a count of warp instructions, `None` when unset.
+fn race_limit_from_env() -> Result<Option<u64>> {
+    const VAR: &str = "INGOT_SIM_RACE_LIMIT";
+    let bad = |value: String| {
+        err(SimError::BadEnv {
+            var: VAR,
+            value,
+            expected: "a count of warp instructions (a decimal u64)",
         })
+    };
+    match std::env::var(VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| bad(v)),
+        Err(std::env::VarError::NotUnicode(v)) => Err(bad(v.to_string_lossy().into_owned())),
+    }
+}
+
+impl Drop for SimAccelerator {
+    fn drop(&mut self) {
+        let c = self.sim.race_check_counts();
+        if c.rerun + c.over_limit > 0 {
+            eprintln!(
+                "ptx-sim race check: {} launch(es) rerun under random schedules, {} over the \
+                 limit ran in order only",
+                c.rerun, c.over_limit
+            );
+        }
     }
 }
 

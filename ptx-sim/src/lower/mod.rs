@@ -294,9 +294,8 @@ impl<'a> KernelLowering<'a> {
             "ret" | "exit" => Ok((Op::Exit, Class::Control)),
             "trap" => Ok((Op::Trap, Class::Control)),
             "bar" | "barrier" => self.lower_bar(r),
-            "membar" | "fence" | "prefetch" | "prefetchu" | "pmevent" | "nanosleep" => {
-                Ok((Op::Nop, Class::Other))
-            }
+            "membar" | "fence" => Ok((Op::Fence, Class::Other)),
+            "prefetch" | "prefetchu" | "pmevent" | "nanosleep" => Ok((Op::Nop, Class::Other)),
             "cp" if r.mods.first().map(String::as_str) == Some("async") => self.lower_cp_async(r),
             "shfl" => self.lower_shfl(r),
             "vote" => self.lower_vote(r),
