@@ -97,12 +97,10 @@ pub(super) fn attention(
     s.heads
         .par_iter_mut()
         .enumerate()
-        .try_for_each(|(hd, hs)| key_up(c, layer, hd, &q[hd * c.d_qk()..][..c.d_nope], hs))?;
-    attend_all(c, cache, pos, q, &mut s.heads, &mut s.scores_th);
-    s.heads
-        .par_iter_mut()
-        .enumerate()
-        .try_for_each(|(hd, hs)| layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out))?;
+        .try_for_each(|(hd, hs)| {
+            let q_head = &q[hd * c.d_qk()..(hd + 1) * c.d_qk()];
+            head(c, layer, cache, pos, hd, q_head, hs)
+        })?;
     for (hd, hs) in s.heads.iter().enumerate() {
         s.heads_out[hd * c.d_v..(hd + 1) * c.d_v].copy_from_slice(&hs.out);
     }
@@ -217,94 +215,6 @@ fn attend(c: &ModelConfig, cache: &[f32], pos: usize, q_pe: &[f32], hs: &mut Hea
             .for_each(|(o, v)| *o += weight * v);
     }
     hs.o_lat.mark_loaded();
-}
-
-/// Rows of the cache one task of [`attend_all`]'s score pass walks at a time: 64 rows of V2's 576
-/// values are 147 KB, so a block stays in L2 while every head's query passes over it.
-const SCORE_BLOCK_ROWS: usize = 64;
-
-/// Lanes of the latent one task of [`attend_all`]'s value pass accumulates: 64 f32 (a quarter
-/// of a 4 KB page per row), so 512-wide latents give 8 tasks to share among the cores.
-const VALUE_BLOCK_LANES: usize = 64;
-
-/// [`attend`] for every head at `pos` at once, each head's values bit for bit [`attend`]'s, in
-/// two passes that each read the cache once instead of once per head (at depth the cache does
-/// not fit in any cache level, and per-head passes read it `2·n_head` times a step):
-/// 1. scores: row blocks in parallel, every head's dot products over a block while it is in L2,
-///    into `scores_th` (token-major, `n_head` per row); then per head the max, the exponentials
-///    and their sum in row order, as [`attend`] does, leaving the weights `p / sum` in
-///    `hs.scores`;
-/// 2. values: latent lanes in parallel, each task adding `weight · v` over rows `0..=pos` in row
-///    order for its lanes of every head, so each output value is summed in [`attend`]'s order.
-fn attend_all(
-    c: &ModelConfig,
-    cache: &[f32],
-    pos: usize,
-    q: &[f32],
-    heads: &mut [HeadScratch],
-    scores_th: &mut [f32],
-) {
-    let (lora, row, n_head, dqk) = (c.kv_lora, c.cache_row(), c.n_head, c.d_qk());
-    let kq_scale = c.kq_scale_at(pos);
-    let rows = pos + 1;
-    let scores_th = &mut scores_th[..rows * n_head];
-    {
-        let heads = &*heads;
-        scores_th
-            .par_chunks_mut(SCORE_BLOCK_ROWS * n_head)
-            .enumerate()
-            .for_each(|(b, block)| {
-                let t0 = b * SCORE_BLOCK_ROWS;
-                for (hd, hs) in heads.iter().enumerate() {
-                    let q_pe = &q[hd * dqk + c.d_nope..(hd + 1) * dqk];
-                    for (i, sc) in block.iter_mut().skip(hd).step_by(n_head).enumerate() {
-                        let k = &cache[(t0 + i) * row..(t0 + i + 1) * row];
-                        *sc =
-                            kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
-                    }
-                }
-            });
-    }
-    heads.par_iter_mut().enumerate().for_each(|(hd, hs)| {
-        let weights = &mut hs.scores[..rows];
-        let mut max = f32::NEG_INFINITY;
-        for (w, s) in weights
-            .iter_mut()
-            .zip(scores_th.iter().skip(hd).step_by(n_head))
-        {
-            *w = *s;
-            max = max.max(*s);
-        }
-        let mut sum = 0.0f32;
-        for w in weights.iter_mut() {
-            *w = (*w - max).exp();
-            sum += *w;
-        }
-        weights.iter_mut().for_each(|w| *w /= sum);
-    });
-    let lanes: Vec<(usize, Vec<f32>)> = (0..lora.div_ceil(VALUE_BLOCK_LANES))
-        .into_par_iter()
-        .map(|b| {
-            let l0 = b * VALUE_BLOCK_LANES;
-            let width = VALUE_BLOCK_LANES.min(lora - l0);
-            let mut acc = vec![0.0f32; n_head * width];
-            for t in 0..rows {
-                let v = &cache[t * row + l0..][..width];
-                for (hs, o) in heads.iter().zip(acc.chunks_exact_mut(width)) {
-                    let weight = hs.scores[t];
-                    o.iter_mut().zip(v).for_each(|(o, v)| *o += weight * v);
-                }
-            }
-            (l0, acc)
-        })
-        .collect();
-    for (l0, acc) in lanes {
-        let width = acc.len() / n_head;
-        for (hs, o) in heads.iter_mut().zip(acc.chunks_exact(width)) {
-            hs.o_lat.f32_mut()[l0..l0 + width].copy_from_slice(o);
-        }
-    }
-    heads.iter_mut().for_each(|hs| hs.o_lat.mark_loaded());
 }
 
 /// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per

@@ -63,8 +63,6 @@ struct Scratch<'f> {
     act_q_lora: Activation,
     cos_sin: Vec<(f32, f32)>,
     heads: Vec<HeadScratch>,
-    /// The decode step's attention scores, token-major (`n_head` per cached row).
-    scores_th: Vec<f32>,
     heads_out: Vec<f32>,
     act_heads: Activation,
     delta: Vec<f32>,
@@ -96,7 +94,6 @@ impl Scratch<'_> {
             heads: (0..c.n_head)
                 .map(|_| HeadScratch::new(c, max_ctx))
                 .collect(),
-            scores_th: vec![0.0; max_ctx * c.n_head],
             heads_out: vec![0.0; c.n_head * c.d_v],
             act_heads: Activation::new(c.n_head * c.d_v),
             delta: vec![0.0; c.n_embd],
