@@ -96,12 +96,9 @@ fn without_fences(k: &str) -> String {
 /// The barrier between the blocks' stores and thread 0's count removed (the first `bar.sync` of
 /// `last_of`, right after the first fence).
 fn without_count_barrier(k: &str) -> String {
-    let fence_then_bar = "\tfence.acq_rel.gpu;\n\t// end inline asm\n\tbar.sync \t0;\n";
+    let fence_then_bar = "\tfence.acq_rel.gpu;\n\tbar.sync \t0;\n";
     assert_eq!(k.matches(fence_then_bar).count(), 1);
-    k.replace(
-        fence_then_bar,
-        "\tfence.acq_rel.gpu;\n\t// end inline asm\n",
-    )
+    k.replace(fence_then_bar, "\tfence.acq_rel.gpu;\n")
 }
 
 /// One launch on a fresh simulator of `m` under `schedule`, the race check off: the output

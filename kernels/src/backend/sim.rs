@@ -6,14 +6,14 @@ use ptx_sim::{Arg, DevicePtr, LaunchConfig, Module, Sim, SimError};
 use std::sync::OnceLock;
 
 /// The committed [`PTX`], loaded once per process and each kernel lowered at its first launch
-/// ([`Module::parse_lazy`]): parsing all of its kernels takes seconds (21 MB of text) while a
+/// ([`Module::parse_lazy`]): parsing all of its kernels takes seconds (18 MB of text) while a
 /// test runs a few of them, and every simulator of a process (each kernel test, each sim
 /// executor of the graph crate) runs this same module against its own [`Sim`]. That the whole
 /// text parses and every kernel lowers is checked once, by `ptx-sim`'s `project_kernels` test.
 pub fn module() -> std::result::Result<&'static Module, SimError> {
     static MODULE: OnceLock<std::result::Result<Module, SimError>> = OnceLock::new();
     MODULE
-        .get_or_init(|| Module::parse(PTX))
+        .get_or_init(|| Module::parse_lazy(PTX))
         .as_ref()
         .map_err(Clone::clone)
 }
