@@ -84,15 +84,19 @@ fn tiny64_legacy_q3_k_m() {
 
 /// The sim gate's report on `file` (the prompt, then `STEPS` greedy steps), within `vram` if given.
 fn gate_report(file: &GgufFile, name: &str, vram: Option<ingot_engine::VramBudget>) -> GateReport {
-    let opts = GateOptions {
+    run_gate(file, &sim_options(vram)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The sim gate's options: the prompt, then `STEPS` greedy steps, within `vram` if given.
+fn sim_options(vram: Option<ingot_engine::VramBudget>) -> GateOptions {
+    GateOptions {
         backend: GateBackend::Sim,
         prompt: PROMPT.to_vec(),
         steps: STEPS,
         band: Band::default(),
         vram,
         cache_type: Default::default(),
-    };
-    run_gate(file, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
 }
 
 /// The q8_0 latent cache in the simulator (`--backend sim --cache-type q8_0`): the plan writes
@@ -398,16 +402,8 @@ fn a_scaled_residual_in_one_layer_fails_the_sim_gate() {
     let mutated_path = dir.path().join("mutated.gguf");
     write_variant(&mutated_path, &src, &[], &tensors).expect("write the mutated copy");
     let mutated = GgufFile::open(&mutated_path).expect("open the mutated copy");
-    let opts = GateOptions {
-        backend: GateBackend::Sim,
-        prompt: PROMPT.to_vec(),
-        steps: STEPS,
-        band: Band::default(),
-        vram: None,
-        cache_type: Default::default(),
-    };
-    let report =
-        ingot_gates::run_gate_files(&mutated, &src, &opts, Reference::Oracle).expect("gate run");
+    let report = ingot_gates::run_gate_files(&mutated, &src, &sim_options(None), Reference::Oracle)
+        .expect("gate run");
     println!("{report}");
     assert!(!report.passed(), "a scaled layer passed the gate");
     assert!(
