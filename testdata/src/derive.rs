@@ -10,6 +10,10 @@
 //! (GGUF v3, gguf-py's layout: keys and tensors in the source order, data aligned to
 //! `general.alignment`, default 32), and [`LEGACY_SHA256`] pins the result, so a derivation that
 //! drifts fails loudly instead of testing another model.
+//!
+//! It reads and writes the few GGUF structures it needs itself rather than through `ingot-gguf`:
+//! this crate sits below every crate whose tests use it, `ingot-gguf`'s among them
+//! (xtask/tests/layering.rs), and the pinned hash, not the code, is what vouches for the bytes.
 
 use sha2::{Digest, Sha256};
 
