@@ -6,7 +6,7 @@
 //! clone passes alone. `INGOT_GOLDEN_DIR` points the tests at another copy (to try new data).
 //!
 //! One model file is not committed but derived, byte for byte, from another at first use
-//! ([`derive`]; `tiny-legacy-f32/model.gguf`): every byte of the tracked tree travels to a lent GPU
+//! ([`derive`](mod@derive); `tiny-legacy-f32/model.gguf`): every byte of the tracked tree travels to a lent GPU
 //! machine with each call. [`golden`] and [`golden_model`] hand out either kind of file alike.
 //!
 //! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai).
