@@ -2,119 +2,16 @@
 //! streaming, greedy output equal to `ingot run --temp 0`'s decode path, every error status, a full queue,
 //! and a client that leaves mid-stream. Every wait is bounded by a timeout.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod support;
+
 use std::time::Duration;
 
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
 use ingot_model::{Sampler, SamplerConfig};
-use ingot_serve::ServeOptions;
-use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 use serde_json::{json, Value};
-
-const CTX: usize = 256;
-/// No single request in these tests may take longer.
-const LIMIT: Duration = Duration::from_secs(120);
-
-/// The tiny synthetic model, made once per test binary.
-fn model() -> &'static Path {
-    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &MODEL
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let path = dir.path().join("tiny.gguf");
-            let opts = SynthOptions {
-                preset: Preset::Tiny,
-                layout: Layout::Mla,
-                mix: QuantMix::Q4KM,
-                seed: 42,
-            };
-            synthesize(&opts, &path, false).expect("synthesize the tiny model");
-            (dir, path)
-        })
-        .1
-}
-
-fn options() -> ServeOptions {
-    ServeOptions {
-        backend: BackendKind::Cpu,
-        ctx: CTX,
-        queue: 4,
-        ..ServeOptions::new(model())
-    }
-}
-
-/// Starts a server on 127.0.0.1, port 0; returns its base URL.
-async fn start(opts: ServeOptions) -> String {
-    let max_body = opts.max_body;
-    let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
-        .await
-        .expect("join")
-        .expect("load the model");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(listener, service.router(max_body))
-            .await
-            .expect("serve")
-    });
-    format!("http://{addr}")
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(LIMIT)
-        .build()
-        .expect("client")
-}
-
-async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let resp = client()
-        .post(format!("{base}{path}"))
-        .json(body)
-        .send()
-        .await
-        .expect("send");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.expect("body");
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-    (status, v)
-}
-
-async fn post_raw(base: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
-    let resp = client()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("send");
-    let status = resp.status().as_u16();
-    let v = resp.json().await.expect("JSON error body");
-    (status, v)
-}
-
-fn chat_body(prompt: &str, max_tokens: usize) -> Value {
-    json!({
-        "model": "tiny",
-        "messages": [{ "role": "user", "content": prompt }],
-        "temperature": 0,
-        "max_tokens": max_tokens,
-        "seed": 0,
-    })
-}
-
-/// Asserts an OpenAI-style error body and returns its code.
-fn error_code(v: &Value) -> String {
-    let e = &v["error"];
-    assert!(e["message"].is_string(), "no error.message in {v}");
-    assert!(e["type"].is_string(), "no error.type in {v}");
-    e["code"].as_str().expect("error.code").to_string()
-}
+use support::*;
 
 /// What `ingot run --chat --temp 0 -n N -p PROMPT --backend cpu` prints, from the same library calls as
 /// src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::open`, prefill, greedy sampling, the
@@ -180,22 +77,6 @@ fn sse_data(body: &str) -> Vec<String> {
                 .join("\n")
         })
         .collect()
-}
-
-async fn metric(base: &str, name: &str) -> f64 {
-    let text = client()
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-        .parse()
-        .expect("a number")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -986,141 +867,90 @@ fn a_reused_prefix_changes_no_logit() {
     );
 }
 
-/// Open file descriptors and resident memory of this process (the server runs in it).
-fn fds_and_rss_kib() -> (usize, u64) {
-    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0);
-    (fds, rss)
+/// Sends `head` and then `body` in two parts, pausing between them so the server answers before the body
+/// has ended, and reads the answer. Panics when a write fails: the server must read a refused body to its
+/// end (up to its linger cap) rather than reset a connection the client is still writing to.
+async fn send_while_refused(base: &str, head: &str, body: Vec<u8>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://").to_string();
+    let head = format!("{head}\r\nConnection: close\r\n\r\n");
+    let what = head.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        s.set_read_timeout(Some(RAW_LIMIT)).unwrap();
+        s.write_all(head.as_bytes()).expect("send the headers");
+        let (first, rest) = body.split_at(body.len().min(16 << 10));
+        s.write_all(first).expect("send the first part");
+        std::thread::sleep(Duration::from_millis(300));
+        for part in rest.chunks(64 << 10) {
+            s.write_all(part)
+                .unwrap_or_else(|e| panic!("the rest of the body of {what:?}: {e}"));
+        }
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)
+            .unwrap_or_else(|e| panic!("no answer to {what:?}: {e}"));
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .expect("join");
+    let (head, body) = text.split_once("\r\n\r\n").expect("headers end");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    (status, body.to_string())
 }
 
-/// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and abandoned
-/// requests to a server with a queue of 4, in two rounds. Every request is answered with a status that names
-/// what it was (or dropped by its own client), the server still serves afterwards, and the second round leaves
-/// open files and resident memory where the first left them (a leak per request would grow both).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
-    const CLIENTS: usize = 64;
-    const PER_CLIENT: usize = 5;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_still_sending_a_refused_body_gets_the_answer() {
     let mut opts = options();
-    opts.queue = 4;
-    opts.max_body = 64 * 1024;
-    let max_body = opts.max_body;
+    opts.max_body = 64 << 10;
+    opts.api_key = Some("sekret".into());
     let base = start(opts).await;
-    let round = |round: usize| {
-        let base = base.clone();
-        async move {
-            let tasks: Vec<_> = (0..CLIENTS)
-                .map(|c| {
-                    let base = base.clone();
-                    tokio::spawn(async move {
-                        // A client of its own, dropped at the end: its connections close with it.
-                        let http = client();
-                        let url = format!("{base}/v1/chat/completions");
-                        let mut seen = Vec::new();
-                        for r in 0..PER_CLIENT {
-                            let kind = (c + r + round) % 5;
-                            let req = match kind {
-                                0 => http
-                                    .post(&url)
-                                    .json(&chat_body(&format!("soak {c} {r}"), 2)),
-                                1 => http
-                                    .post(&url)
-                                    .header("content-type", "application/json")
-                                    .body("{\"messages\": [oops"),
-                                2 => http
-                                    .post(&url)
-                                    .header("content-type", "text/plain")
-                                    .body(chat_body("plain", 2).to_string()),
-                                3 => http
-                                    .post(&url)
-                                    .header("content-type", "application/json")
-                                    .body(vec![b' '; max_body + 1]),
-                                _ => {
-                                    let mut body = chat_body("abandoned", 64);
-                                    body["stream"] = json!(true);
-                                    http.post(&url).json(&body)
-                                }
-                            };
-                            let resp = match req.send().await {
-                                Ok(resp) => resp,
-                                // An oversized body is refused from its declared length before it is
-                                // read: the server answers 413 and closes, and a client still writing
-                                // the body may see the closed connection before the answer.
-                                Err(e) if kind == 3 && e.is_request() => {
-                                    seen.push((kind, 413));
-                                    continue;
-                                }
-                                Err(e) => panic!("kind {kind}: no answer: {e:?}"),
-                            };
-                            let status = resp.status().as_u16();
-                            let allowed: &[u16] = match kind {
-                                0 => &[200, 429],
-                                1 => &[400],
-                                2 => &[415],
-                                3 => &[413],
-                                _ => &[200, 429],
-                            };
-                            assert!(allowed.contains(&status), "kind {kind}: status {status}");
-                            if kind == 4 {
-                                // Leave mid-stream: the generation must stop without us.
-                                drop(resp);
-                            } else {
-                                let _ = resp.bytes().await;
-                            }
-                            seen.push((kind, status));
-                        }
-                        seen
-                    })
-                })
-                .collect();
-            let all = tokio::time::timeout(LIMIT, futures_util::future::join_all(tasks))
-                .await
-                .expect("the round ends in time");
-            all.into_iter()
-                .flat_map(|r| r.expect("client task"))
-                .collect::<Vec<_>>()
-        }
-    };
-    // Settles: the abandoned generations are cancelled and the connections closed.
-    let settle = |base: String| async move {
-        for _ in 0..100 {
-            if metric(&base, "ingot_queue_depth").await == 0.0
-                && metric(&base, "ingot_busy").await.max(0.0) == 0.0
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        fds_and_rss_kib()
-    };
-    let first = round(0).await;
-    let (fds1, rss1) = settle(base.clone()).await;
-    let second = round(1).await;
-    let (fds2, rss2) = settle(base.clone()).await;
-    let served = first
-        .iter()
-        .chain(&second)
-        .filter(|&&(k, s)| k == 0 && s == 200)
-        .count();
-    eprintln!(
-        "soak: {} requests, {served} valid ones served; open files {fds1} -> {fds2}, RSS {rss1} -> {rss2} KiB",
-        first.len() + second.len()
+    let addr = base.trim_start_matches("http://").to_string();
+    let big = format!(
+        r#"{{"messages": [{{"role": "user", "content": "{}"}}]}}"#,
+        "a".repeat(2 << 20)
+    )
+    .into_bytes();
+    let post = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer sekret"
     );
-    assert_eq!(first.len() + second.len(), 2 * CLIENTS * PER_CLIENT);
-    assert!(served > 0, "no valid request was served");
-    assert!(fds2 <= fds1 + 8, "open files grew from {fds1} to {fds2}");
-    assert!(
-        rss2 <= rss1 + 32 * 1024,
-        "resident memory grew from {rss1} to {rss2} KiB"
+
+    // Declared over the limit: refused on the headers.
+    let head = format!("{post}\r\nContent-Length: {}", big.len());
+    let (status, body) = send_while_refused(&base, &head, big.clone()).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(
+        error_code(&serde_json::from_str(&body).unwrap()),
+        "request_too_large"
     );
-    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("still there?", 2)).await;
-    assert_eq!(status, 200, "{v}");
+
+    // Chunked, so over the limit only once read.
+    let mut chunked = Vec::new();
+    for part in big.chunks(32 << 10) {
+        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        chunked.extend_from_slice(part);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let head = format!("{post}\r\nTransfer-Encoding: chunked");
+    let (status, body) = send_while_refused(&base, &head, chunked).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(
+        error_code(&serde_json::from_str(&body).unwrap()),
+        "request_too_large"
+    );
+
+    // Without the key, a body within the limit.
+    let small = vec![b' '; 60 << 10];
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}",
+        small.len()
+    );
+    let (status, body) = send_while_refused(&base, &head, small).await;
+    assert_eq!(status, 401, "{body}");
 }

@@ -1,0 +1,141 @@
+//! The server under a CI-sized soak, in a process of its own: it counts the process's open files and resident
+//! memory, which other tests' servers in the same process would move.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+/// Open file descriptors and resident memory of this process (the server runs in it).
+fn fds_and_rss_kib() -> (usize, u64) {
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0);
+    (fds, rss)
+}
+
+/// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and abandoned
+/// requests to a server with a queue of 4, in two rounds. Every request is answered with a status that names
+/// what it was (or dropped by its own client), the server still serves afterwards, and the second round leaves
+/// open files and resident memory where the first left them (a leak per request would grow both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
+    const CLIENTS: usize = 64;
+    const PER_CLIENT: usize = 5;
+    let mut opts = options();
+    opts.queue = 4;
+    opts.max_body = 64 * 1024;
+    let max_body = opts.max_body;
+    let base = start(opts).await;
+    let round = |round: usize| {
+        let base = base.clone();
+        async move {
+            let tasks: Vec<_> = (0..CLIENTS)
+                .map(|c| {
+                    let base = base.clone();
+                    tokio::spawn(async move {
+                        // A client of its own, dropped at the end: its connections close with it.
+                        let http = client();
+                        let url = format!("{base}/v1/chat/completions");
+                        let mut seen = Vec::new();
+                        for r in 0..PER_CLIENT {
+                            let kind = (c + r + round) % 5;
+                            let req = match kind {
+                                0 => http
+                                    .post(&url)
+                                    .json(&chat_body(&format!("soak {c} {r}"), 2)),
+                                1 => http
+                                    .post(&url)
+                                    .header("content-type", "application/json")
+                                    .body("{\"messages\": [oops"),
+                                2 => http
+                                    .post(&url)
+                                    .header("content-type", "text/plain")
+                                    .body(chat_body("plain", 2).to_string()),
+                                3 => http
+                                    .post(&url)
+                                    .header("content-type", "application/json")
+                                    .body(vec![b' '; max_body + 1]),
+                                _ => {
+                                    let mut body = chat_body("abandoned", 64);
+                                    body["stream"] = json!(true);
+                                    http.post(&url).json(&body)
+                                }
+                            };
+                            let resp = req
+                                .send()
+                                .await
+                                .unwrap_or_else(|e| panic!("kind {kind}: no answer: {e:?}"));
+                            let status = resp.status().as_u16();
+                            let allowed: &[u16] = match kind {
+                                0 => &[200, 429],
+                                1 => &[400],
+                                2 => &[415],
+                                3 => &[413],
+                                _ => &[200, 429],
+                            };
+                            assert!(allowed.contains(&status), "kind {kind}: status {status}");
+                            if kind == 4 {
+                                // Leave mid-stream: the generation must stop without us.
+                                drop(resp);
+                            } else {
+                                let _ = resp.bytes().await;
+                            }
+                            seen.push((kind, status));
+                        }
+                        seen
+                    })
+                })
+                .collect();
+            let all = tokio::time::timeout(LIMIT, futures_util::future::join_all(tasks))
+                .await
+                .expect("the round ends in time");
+            all.into_iter()
+                .flat_map(|r| r.expect("client task"))
+                .collect::<Vec<_>>()
+        }
+    };
+    // Settles: the abandoned generations are cancelled and the connections closed.
+    let settle = |base: String| async move {
+        for _ in 0..100 {
+            if metric(&base, "ingot_queue_depth").await == 0.0
+                && metric(&base, "ingot_busy").await.max(0.0) == 0.0
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fds_and_rss_kib()
+    };
+    let first = round(0).await;
+    let (fds1, rss1) = settle(base.clone()).await;
+    let second = round(1).await;
+    let (fds2, rss2) = settle(base.clone()).await;
+    let served = first
+        .iter()
+        .chain(&second)
+        .filter(|&&(k, s)| k == 0 && s == 200)
+        .count();
+    eprintln!(
+        "soak: {} requests, {served} valid ones served; open files {fds1} -> {fds2}, RSS {rss1} -> {rss2} KiB",
+        first.len() + second.len()
+    );
+    assert_eq!(first.len() + second.len(), 2 * CLIENTS * PER_CLIENT);
+    assert!(served > 0, "no valid request was served");
+    assert!(fds2 <= fds1 + 8, "open files grew from {fds1} to {fds2}");
+    assert!(
+        rss2 <= rss1 + 32 * 1024,
+        "resident memory grew from {rss1} to {rss2} KiB"
+    );
+    let (status, v) = post(&base, "/v1/chat/completions", &chat_body("still there?", 2)).await;
+    assert_eq!(status, 200, "{v}");
+}
