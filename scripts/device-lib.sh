@@ -18,9 +18,16 @@ CARRY_MAX_MIB=40
 # builds a dev-profile one): the largest measured so far, 9.1 MiB (95224e2, 2026-12-02), plus 10%;
 # `prepare` checks the real bundle.
 BUNDLE_RESERVE_MIB=10
-# Every step of a run shares this deadline (seconds): 8.5 minutes unless INGOT_DEVICE_DEADLINE_S
-# says less (a lease with little device time left).
-RUN_DEADLINE_S=${INGOT_DEVICE_DEADLINE_S:-510}
+# Every step of a run shares this deadline (seconds): 5 minutes unless INGOT_DEVICE_DEADLINE_S
+# says otherwise (a lease with little device time left). Steps run most valuable first; one the
+# deadline leaves out is recorded as "not run: deadline reached".
+RUN_DEADLINE_S=${INGOT_DEVICE_DEADLINE_S:-300}
+# Architectures whose cubins the release bundle embeds (`cargo xtask cubins`): the lent card is an
+# H200. Each adds about 1.1 MiB to the bundle; INGOT_CUBIN_ARCHS=sm_86,sm_90a for a 3090 too.
+CUBIN_ARCHS=${INGOT_CUBIN_ARCHS:-sm_90a}
+# The commit of the last device check that ran on a GPU (H200, 2026-11-30): kernel tests whose
+# file changed since then run first, most recently changed first.
+LAST_GPU_RUN=c0415ea
 
 # The kernel test files that have a GPU half (a test that runs only in the simulator is left
 # out of the bundle): they use one of the GPU entry points of kernels/tests/support.
@@ -58,6 +65,11 @@ build_bundle() {
     local tests
     tests=$(gpu_kernel_tests | tr '\n' ' ')
     echo "device bundle ($profile): kernel tests with a GPU half: $tests"
+    if [[ $profile == release ]]; then
+        # Relative to the workspace root, where kernels/build.rs resolves INGOT_CUBINS.
+        cargo xtask cubins --arch "$CUBIN_ARCHS" --out "$dir/cubin" || return 1
+        export INGOT_CUBINS=$dir/cubin
+    fi
     {
         if [[ $profile == release ]]; then
             cargo build --release -p ingot --bin ingot --message-format=json &&
@@ -105,6 +117,7 @@ for line in sys.stdin:
         echo "device bundle: no strip here; binaries keep their debug info" >&2
     fi
     (cd "$stage" && find bin tests -type f -exec stat -c '%s %n' {} + | sort -k2 >MANIFEST)
+    kernel_test_order $tests >"$stage/ORDER"
     git describe --always --dirty >"$stage/COMMIT" 2>/dev/null || echo unknown >"$stage/COMMIT"
     python3 - "$stage" "$dir/device-bundle.tar.xz" "$level" <<'EOF' || return 1
 import os, sys, tarfile
@@ -115,6 +128,29 @@ with tarfile.open(out, "w:xz", preset=level) as tar:
 EOF
     echo "stripped binaries (bytes):"
     sed 's/^/  /' "$stage/MANIFEST"
+}
+
+# kernel_test_order TEST...: the kernel tests, one per line, those whose file changed since
+# LAST_GPU_RUN first (most recently committed first, uncommitted changes before all), then the rest
+# in name order. Without the commit (a shallow clone), name order.
+kernel_test_order() {
+    local t when changed=() rest=()
+    for t in "$@"; do
+        if git cat-file -e "$LAST_GPU_RUN^{commit}" 2>/dev/null &&
+            ! git diff --quiet "$LAST_GPU_RUN" -- "kernels/tests/$t.rs" 2>/dev/null; then
+            if git diff --quiet HEAD -- "kernels/tests/$t.rs" 2>/dev/null; then
+                when=$(git log -1 --format=%ct -- "kernels/tests/$t.rs")
+            else
+                when=9999999999
+            fi
+            changed+=("$when $t")
+        else
+            rest+=("$t")
+        fi
+    done
+    ((${#changed[@]})) && printf '%s\n' "${changed[@]}" | sort -k1,1nr -k2 | cut -d' ' -f2
+    ((${#rest[@]})) && printf '%s\n' "${rest[@]}" | sort
+    return 0
 }
 
 # unpack_bundle ARCHIVE DIR: unpacks with Python's tarfile (no tar/xz needed).
@@ -182,7 +218,8 @@ failed_for_no_gpu() {
 fig_tests() { grep -E '^test result:' "$1" | tail -n 1 | sed 's/^test result: //; s/ finished in.*//'; }
 fig_smoke() {
     local jit
-    jit=$(grep -m 1 -o 'jit [0-9]* ms, cuModuleLoadDataEx [0-9]* ms' "$1")
+    jit=$(grep -m 1 -oE 'module loaded \([^)]*\): jit [0-9]* ms, cuModuleLoadDataEx [0-9]* ms' "$1" |
+        sed 's/^module loaded //')
     grep -q 'agree bit for bit' "$1" && echo "$jit; quantize_q8_1 GPU = ptx-sim bit for bit" || echo "$jit"
 }
 fig_gate() {

@@ -293,9 +293,10 @@ fn describe_cuda(info: &CudaInfo) -> String {
         Err(why) => format!("prefill replays the graph once per prompt token ({why})"),
     };
     format!(
-        "cuda: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for weights, cache \
-         and activations, uploaded in {:.2} s; {prefill}",
+        "cuda: {}; kernels: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for \
+         weights, cache and activations, uploaded in {:.2} s; {prefill}",
         info.device,
+        info.jit.summary(),
         info.nodes,
         info.nodes_per_layer,
         mib(info.device_bytes),

@@ -9,6 +9,7 @@
 //! shapes come from [`ingot_abi::launch`], the same constants the device code compiles against.
 
 pub mod backend;
+pub mod cubin;
 mod error;
 pub mod ops;
 

@@ -1,7 +1,7 @@
-//! The device check's first step (`scripts/device-check.sh`): open GPU 0, JIT the committed PTX
-//! and say how long that took, then run one kernel (`quantize_q8_1`, integer and `.rn`
-//! arithmetic only, so bit-identical by construction) on the GPU and in ptx-sim and compare
-//! every byte, and both with the CPU oracle. Each stage prints one `smoke:` line, so the first
+//! The device check's first step (`scripts/device-check.sh`): open GPU 0, load the kernels (the
+//! device's embedded cubin, else the committed PTX through the JIT) and say how long that took,
+//! then run one kernel (`quantize_q8_1`, integer and `.rn` arithmetic only, so bit-identical by
+//! construction) on the GPU and in ptx-sim and compare every byte, and both with the CPU oracle. Each stage prints one `smoke:` line, so the first
 //! one missing from a log names the stage that failed. Without a GPU the test says so and passes,
 //! unless `INGOT_REQUIRE_GPU=1`, when it fails.
 //!
@@ -40,14 +40,29 @@ fn smoke_open_jit_and_one_kernel_against_the_simulator() {
     };
     let jit = gpu.jit_report();
     println!(
-        "smoke: device {} opened and module JIT-compiled: jit {:.0} ms, cuModuleLoadDataEx {:.0} ms, \
+        "smoke: device {} opened and module loaded ({}): jit {:.0} ms, cuModuleLoadDataEx {:.0} ms, \
          open+load {:.0} ms, info log {} lines",
         gpu.name(),
+        jit.source.describe(),
         jit.jit_ms,
         jit.load_ms,
         started.elapsed().as_secs_f64() * 1e3,
         jit.info_log.lines().count()
     );
+    println!("smoke: kernels: {}", jit.summary());
+    // A build that embeds a cubin for this device must load it: a silent fallback to the JIT
+    // would hide a broken cubin and cost every user the JIT's time.
+    let cc = gpu.gpu().compute_capability().expect("compute capability");
+    let skipped = ingot_kernels::cubin::cubins_disabled();
+    if let Some(c) = ingot_kernels::cubin::for_device(cc).filter(|_| !skipped) {
+        assert_eq!(
+            jit.source,
+            ingot_cuda::ModuleSource::Cubin(c.arch.to_string()),
+            "smoke: this build embeds the {} cubin for compute capability {cc:?} but loaded {}",
+            c.arch,
+            jit.summary()
+        );
+    }
     if let Some(path) = std::env::var_os("INGOT_JIT_LOG") {
         match std::fs::write(&path, &jit.info_log) {
             Ok(()) => println!("smoke: JIT info log written to {}", path.to_string_lossy()),

@@ -1,6 +1,7 @@
 //! Developer tasks: `cargo xtask test`, `cargo xtask kernels [--check]`, `cargo xtask tools`,
-//! `cargo xtask audit`, `cargo xtask sass`.
+//! `cargo xtask audit`, `cargo xtask sass`, `cargo xtask cubins`.
 
+mod cubins;
 mod gate;
 mod kernels;
 mod paths;
@@ -18,7 +19,10 @@ const USAGE: &str = "usage: cargo xtask <command>
   kernels --check  rebuild into target/ and fail if the committed PTX differs
   tools            install rust-src (nightly), ptxas/cuobjdump/nvdisasm and the openai Python client under .tools/
   audit [ARGS]     ptx-audit ARGS (default: check) with the tools under .tools/ passed to it
-  sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/";
+  sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/
+  cubins [--arch sm_86,sm_90a] [--out DIR]
+                   the committed PTX built offline for those architectures, into DIR (default
+                   target/cubin); `INGOT_CUBINS=DIR cargo build` embeds them";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,6 +33,7 @@ fn main() -> Result<()> {
         ["kernels", "--check"] => kernels::check(),
         ["tools"] => tools::install(),
         ["sass"] => sass::report(),
+        ["cubins", rest @ ..] => cubins::build(rest),
         ["audit", rest @ ..] => gate::audit(rest),
         _ => bail!("{USAGE}"),
     }

@@ -298,7 +298,7 @@ pub struct CudaInfo {
     pub nodes_per_layer: usize,
     pub device_bytes: u64,
     pub upload_s: f64,
-    /// The driver's JIT of the committed PTX: its wall time and info log.
+    /// How the kernels' module loaded (embedded cubin or the PTX's JIT): wall time, info log.
     pub jit: JitReport,
     /// Node by node with a sync after each (`INGOT_EAGER=1`) instead of a graph replay.
     pub eager: bool,
@@ -812,7 +812,7 @@ impl Loaded {
                 prefill: prefill_bytes,
             });
         }
-        let mut module = gpu.load_ptx(ingot_kernels::PTX)?;
+        let mut module = ingot_kernels::cubin::load_module(&gpu)?;
         let mut kernels = summary.kernels.clone();
         for h in prefill {
             kernels.extend(h.pre.plan.summary().kernels);

@@ -24,18 +24,24 @@ pub enum CudaError {
         #[source]
         source: DriverError,
     },
-    /// The driver's JIT rejected the PTX; its error log names the line and the reason.
-    /// The info log (verbose, one block per kernel) is kept but not printed.
+    /// The driver rejected a module: its JIT the PTX (the error log names the line and the
+    /// reason), or its loader a cubin. The info log (verbose, one block per kernel) is kept but not
+    /// printed.
     #[error(
-        "cuModuleLoadDataEx (PTX JIT) failed: {source}\nJIT error log:\n{}",
+        "cuModuleLoadDataEx ({}) failed: {source}\nJIT error log:\n{}",
+        module.describe(),
         or_none(error_log)
     )]
     Jit {
+        module: crate::module::ModuleSource,
         #[source]
         source: DriverError,
         error_log: String,
         info_log: String,
     },
+    /// A cubin image is not an ELF file (a build that embedded something else).
+    #[error("the {0} cubin embedded in this build is not an ELF image: rebuild it with `cargo xtask cubins`")]
+    NotCubin(String),
     /// The PTX text cannot be passed to the driver (it contains a NUL byte).
     #[error("PTX text contains a NUL byte at offset {0}")]
     PtxNul(usize),

@@ -129,6 +129,13 @@ impl Gpu {
         Module::load(&self.ctx, ptx)
     }
 
+    /// Loads `cubin`, built offline by ptxas for `arch` (which must be this device's: see
+    /// `ingot_kernels::cubin`); a cubin for another architecture is [`CudaError::Jit`] with the
+    /// driver's `CUDA_ERROR_NO_BINARY_FOR_GPU`.
+    pub fn load_cubin(&self, cubin: &[u8], arch: &str) -> Result<Module, CudaError> {
+        Module::load_cubin(&self.ctx, cubin, arch)
+    }
+
     /// Allocates `bytes` bytes of zeroed device memory.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         if bytes == 0 {

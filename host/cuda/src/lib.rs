@@ -17,7 +17,7 @@ pub use error::CudaError;
 pub use gpu::{Arg, DeviceBuffer, Gpu, LaunchShape};
 pub use graph::{Event, Graph, PinnedBuffer};
 pub use mapped::{CopyStream, Fence, MappedBuffer};
-pub use module::{JitReport, Module};
+pub use module::{JitReport, Module, ModuleSource};
 
 /// Environment variable that makes a GPU mandatory: with `INGOT_REQUIRE_GPU=1`, a test or gate
 /// whose GPU half would be skipped for want of a GPU fails instead (the device scripts set it,

@@ -1,4 +1,5 @@
-//! A PTX module JIT-compiled by the driver with its logs kept (`cuModuleLoadDataEx`).
+//! A module loaded by the driver with its logs kept (`cuModuleLoadDataEx`): PTX text, which the
+//! driver JIT-compiles, or a cubin built offline for this device's architecture, which it only loads.
 //!
 //! `cuModuleLoadData` reports a bad module only as `CUDA_ERROR_INVALID_PTX`; the driver's JIT
 //! (the same ptxas as the offline one) writes the line and reason into an error log that only the
@@ -20,16 +21,56 @@ use crate::error::{Call, CudaError};
 /// registers/spills per kernel, about 90 kernels) fits easily, longer logs are cut.
 const LOG_BYTES: usize = 1 << 20;
 
-/// What the driver's JIT reported for a module that loaded.
+/// What a module was loaded from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// PTX text, JIT-compiled by the driver (or taken from its compute cache).
+    Ptx,
+    /// A cubin built offline for this architecture (e.g. `sm_90a`): no compilation at load.
+    Cubin(String),
+}
+
+impl ModuleSource {
+    /// "PTX JIT" or "cubin sm_90a".
+    pub fn describe(&self) -> String {
+        match self {
+            ModuleSource::Ptx => "PTX JIT".to_string(),
+            ModuleSource::Cubin(arch) => format!("cubin {arch}"),
+        }
+    }
+}
+
+/// What the driver reported for a module that loaded.
 #[derive(Clone, Debug)]
 pub struct JitReport {
-    /// The JIT's own wall time (`CU_JIT_WALL_TIME`), milliseconds.
+    /// What was loaded.
+    pub source: ModuleSource,
+    /// The JIT's own wall time (`CU_JIT_WALL_TIME`), milliseconds; 0 for a cubin.
     pub jit_ms: f32,
     /// Host wall time of the whole `cuModuleLoadDataEx` call, milliseconds (includes the
     /// driver's compute cache lookup: a hit makes both figures small).
     pub load_ms: f64,
     /// The verbose info log (per kernel: registers, stack, spills), possibly empty.
     pub info_log: String,
+    /// Why the PTX was JIT-compiled rather than a cubin loaded, when the loader says.
+    pub note: Option<String>,
+}
+
+impl JitReport {
+    /// One line for a user: "cubin sm_90a loaded in 84 ms" or "PTX JIT-compiled in 41.2 s (why)".
+    pub fn summary(&self) -> String {
+        let what = match &self.source {
+            ModuleSource::Cubin(arch) => format!("cubin {arch} loaded in {:.0} ms", self.load_ms),
+            ModuleSource::Ptx => format!(
+                "PTX JIT-compiled in {:.1} s (the driver caches it for the next run)",
+                self.load_ms / 1e3
+            ),
+        };
+        match &self.note {
+            Some(n) => format!("{what}: {n}"),
+            None => what,
+        }
+    }
 }
 
 /// A loaded PTX module; kernels are looked up by name on first use and cached.
@@ -52,6 +93,27 @@ impl Module {
             return Err(CudaError::PtxNul(at));
         }
         let src = CString::new(ptx).map_err(|e| CudaError::PtxNul(e.nul_position()))?;
+        Self::load_image(ctx, src.as_bytes_with_nul(), ModuleSource::Ptx)
+    }
+
+    /// Loads `cubin`, an ELF image ptxas built for architecture `arch`, in `ctx`.
+    pub(crate) fn load_cubin(
+        ctx: &Arc<CudaContext>,
+        cubin: &[u8],
+        arch: &str,
+    ) -> Result<Self, CudaError> {
+        if !cubin.starts_with(b"\x7fELF") {
+            return Err(CudaError::NotCubin(arch.to_string()));
+        }
+        Self::load_image(ctx, cubin, ModuleSource::Cubin(arch.to_string()))
+    }
+
+    /// `cuModuleLoadDataEx` of `image` (NUL-terminated PTX text, or a cubin).
+    fn load_image(
+        ctx: &Arc<CudaContext>,
+        image: &[u8],
+        what: ModuleSource,
+    ) -> Result<Self, CudaError> {
         ctx.bind_to_thread().call("cuCtxSetCurrent")?;
         let mut info = vec![0u8; LOG_BYTES];
         let mut error = vec![0u8; LOG_BYTES];
@@ -75,12 +137,13 @@ impl Module {
         ];
         let mut raw: sys::CUmodule = std::ptr::null_mut();
         let started = Instant::now();
-        // SAFETY: `src` is NUL-terminated PTX; the option arrays have equal length and the
-        // log buffers hold LOG_BYTES bytes each and outlive the call.
+        // SAFETY: `image` is NUL-terminated PTX or a whole ELF cubin (the driver reads a cubin's
+        // length from its headers); the option arrays have equal length and the log buffers hold
+        // LOG_BYTES bytes each and outlive the call.
         let result = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut raw,
-                src.as_ptr().cast(),
+                image.as_ptr().cast(),
                 options.len() as u32,
                 options.as_mut_ptr(),
                 values.as_mut_ptr(),
@@ -90,22 +153,35 @@ impl Module {
         let info_log = log_text(&info);
         if let Err(source) = result.result() {
             return Err(CudaError::Jit {
+                module: what,
                 source,
                 error_log: log_text(&error),
                 info_log,
             });
         }
-        let jit_ms = f32::from_bits(values[0] as usize as u32);
+        // A cubin is not compiled: whatever the slot holds then is not a time.
+        let jit_ms = match what {
+            ModuleSource::Ptx => f32::from_bits(values[0] as usize as u32),
+            ModuleSource::Cubin(_) => 0.0,
+        };
         Ok(Module {
             raw,
             functions: HashMap::new(),
             ctx: ctx.clone(),
             report: JitReport {
+                source: what,
                 jit_ms,
                 load_ms,
                 info_log,
+                note: None,
             },
         })
+    }
+
+    /// This module with `note` in its report (why it is not what the caller preferred).
+    pub fn with_note(mut self, note: String) -> Self {
+        self.report.note = Some(note);
+        self
     }
 
     /// The JIT's figures and info log for this module.

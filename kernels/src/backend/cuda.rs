@@ -1,10 +1,10 @@
 //! [`Accelerator`] on a real GPU through `ingot-cuda`.
 
 use super::{backend_err, Accelerator, KArg};
-use crate::{KernelError, Result, PTX};
+use crate::{KernelError, Result};
 use ingot_cuda::{Arg, CudaError, DeviceBuffer, Gpu, JitReport, LaunchShape, Module};
 
-/// A GPU with [`PTX`] loaded.
+/// A GPU with the kernels loaded (cubin or [`crate::PTX`]).
 pub struct CudaAccelerator {
     gpu: Gpu,
     module: Module,
@@ -12,17 +12,18 @@ pub struct CudaAccelerator {
 }
 
 impl CudaAccelerator {
-    /// Opens device `ordinal` and JIT-loads the committed PTX. Without a driver or device this
+    /// Opens device `ordinal` and loads the kernels ([`crate::cubin::load_module`]: the device's
+    /// embedded cubin, else the committed PTX through the JIT). Without a driver or device this
     /// is `Err(CudaError::NoDriver | NoDevice)`, which callers report as "no GPU"; a module the
     /// JIT rejects is `Err(CudaError::Jit)` with the JIT's error log.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
         let gpu = Gpu::new(ordinal)?;
-        let module = gpu.load_ptx(PTX)?;
+        let module = crate::cubin::load_module(&gpu)?;
         let name = format!("cuda:{}", gpu.name()?);
         Ok(Self { gpu, module, name })
     }
 
-    /// What the driver's JIT reported for the committed PTX (wall time, verbose info log).
+    /// What the driver reported for the kernels' module (cubin or PTX, wall time, info log).
     pub fn jit_report(&self) -> &JitReport {
         self.module.jit_report()
     }
