@@ -5,9 +5,11 @@
 //! justify). Tests take paths from here, never from a folder outside the repository, so a fresh
 //! clone passes alone. `INGOT_GOLDEN_DIR` points the tests at another copy (to try new data).
 //!
-//! One model file is not committed but derived, byte for byte, from another at first use
-//! ([`derive`](mod@derive); `tiny-legacy-f32/model.gguf`): every byte of the tracked tree travels to a lent GPU
-//! machine with each call. [`golden`] and [`golden_model`] hand out either kind of file alike.
+//! Some files are not committed but derived, byte for byte, from a committed one at first use
+//! ([`derive`](mod@derive): `tiny-legacy-f32/model.gguf` from `tiny-mla-f32`, the f32 models from their
+//! xz-compressed byte planes, the llama.cpp vocabularies from xz): every byte of the tracked tree
+//! travels to a lent GPU machine with each call. [`golden`] and [`golden_model`] hand out either
+//! kind of file alike.
 //!
 //! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai).
 
@@ -64,6 +66,24 @@ pub const DERIVED: &[Derived] = &[
         source: "tiny-mla-f32/model.gguf",
         make: derive::legacy_from_mla,
         sha256: derive::LEGACY_SHA256,
+    },
+    Derived {
+        relative: "tiny-mla-f32/model.gguf",
+        source: "tiny-mla-f32/model.gguf.planes.xz",
+        make: derive::unxz_planes,
+        sha256: "79ee7c53e34cf6e13541943b95b6a5adfc17495f99ee16520c5996202c2bf6af",
+    },
+    Derived {
+        relative: "tiny-v3-f32/model.gguf",
+        source: "tiny-v3-f32/model.gguf.planes.xz",
+        make: derive::unxz_planes,
+        sha256: "7a29ac10266a76aba934506322e243f314b5d440025bd804490c4add5e296199",
+    },
+    Derived {
+        relative: "tiny-glm-f32/model.gguf",
+        source: "tiny-glm-f32/model.gguf.planes.xz",
+        make: derive::unxz_planes,
+        sha256: "3759cdb2a277c2bde493dcdd7b5e267e2e5bf959e7a6277b4c2be34c60b47bb0",
     },
     Derived {
         relative: "vocab/ggml-vocab-deepseek-coder.gguf",
@@ -276,6 +296,16 @@ mod tests {
         assert_eq!(worst([0.1, 0.3, 0.2]), 0.3);
         assert_eq!(worst(std::iter::empty()), 0.0);
         assert_eq!(worst_f64([0.1, f64::NAN]), f64::INFINITY);
+    }
+
+    #[test]
+    fn byte_planes_round_trip_at_every_length() {
+        for n in [0usize, 1, 3, 4, 5, 31, 32, 33, 1000, 4099] {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 7 + i / 5) as u8).collect();
+            let packed = derive::planes_xz(&bytes);
+            assert_eq!(derive::unxz_planes(&packed).unwrap(), bytes, "length {n}");
+        }
+        assert!(derive::unxz_planes(b"not xz").is_err());
     }
 
     fn legacy_err(bytes: &[u8]) -> String {

@@ -108,7 +108,7 @@ fn mtp_block_may_be_stripped_but_not_malformed() {
     assert_eq!(c.bytes_per_token(), full.bytes_per_token());
     assert_eq!(
         logits(&stripped),
-        logits(&golden_dir().join("tiny-glm-f32/model.gguf"))
+        logits(&ingot_testdata::golden_model("tiny-glm-f32"))
     );
 
     // A present MTP tensor is still checked.
@@ -170,7 +170,7 @@ fn attention_temperature_follows_llama_cpp() {
     };
     // A period longer than the prompt keeps the factor at 1: the logits are the plain model's.
     let long = write(dir.path(), "long.gguf", &src, &with(0.3, 1000), &tensors);
-    let plain = logits(&golden_dir().join("tiny-v3-f32/model.gguf"));
+    let plain = logits(&ingot_testdata::golden_model("tiny-v3-f32"));
     assert_eq!(logits(&long), plain);
     // Period 4: positions 0-3 are unchanged, later ones are not; oracle and cpu agree on them.
     let short = write(dir.path(), "short.gguf", &src, &with(0.3, 4), &tensors);

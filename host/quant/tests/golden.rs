@@ -14,7 +14,8 @@ use ingot_testdata::golden_dir;
 #[test]
 fn requantized_f32_tensors_match_llama_quantize_bytes() {
     let dir = golden_dir();
-    let src = GgufFile::open(&dir.join("tiny-mla-f32/model.gguf")).expect("open f32 model");
+    let src =
+        GgufFile::open(&ingot_testdata::golden_model("tiny-mla-f32")).expect("open f32 model");
     let dst = GgufFile::open(&dir.join("tiny-mla-q4_k_m/model.gguf")).expect("open q4_k_m model");
 
     // Per type: (tensors compared, tensors identical, bytes compared, bytes differing).

@@ -4,7 +4,8 @@
 
 mod support;
 
-use support::{golden_dir, golden_tokenizer};
+use ingot_testdata::golden_dir;
+use support::golden_tokenizer;
 
 fn parse_ids(s: &str) -> Vec<u32> {
     s.trim()
