@@ -573,13 +573,19 @@ async fn raw(base: &str, head: &str, body: &[u8]) -> (u16, String, String) {
     })
     .await
     .expect("join");
+    let (status, head, body) = split_response(&text);
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+/// A raw HTTP/1.1 response's status, headers and body.
+fn split_response(text: &str) -> (u16, &str, &str) {
     let (head, body) = text.split_once("\r\n\r\n").expect("headers end");
     let status = head
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
         .expect("status");
-    (status, head.to_ascii_lowercase(), body.to_string())
+    (status, head, body)
 }
 
 /// A JSON chat request the server refuses with 400 before it reaches the decoder (no messages): what the
@@ -774,20 +780,12 @@ async fn a_half_sent_body_is_answered_408_and_its_connection_given_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_headers_lose_their_connection_after_the_header_timeout() {
-    let opts = options();
-    let max_body = opts.max_body;
-    let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
-        .await
-        .expect("join")
-        .expect("load the model");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let (router, listener) = load_and_bind(options()).await;
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(ingot_serve::serve_connections(
         listener,
-        service.router(max_body),
+        router,
         Duration::from_secs(1),
         async move {
             let _ = stop_rx.await;
@@ -893,12 +891,7 @@ async fn send_while_refused(base: &str, head: &str, body: Vec<u8>) -> (u16, Stri
     })
     .await
     .expect("join");
-    let (head, body) = text.split_once("\r\n\r\n").expect("headers end");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
+    let (status, _, body) = split_response(&text);
     (status, body.to_string())
 }
 

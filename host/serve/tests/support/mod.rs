@@ -43,8 +43,8 @@ pub fn options() -> ServeOptions {
     }
 }
 
-/// Starts a server on 127.0.0.1, port 0; returns its base URL.
-pub async fn start(opts: ServeOptions) -> String {
+/// The server's routes for `opts` and a listener on 127.0.0.1, port 0.
+pub async fn load_and_bind(opts: ServeOptions) -> (axum::Router, tokio::net::TcpListener) {
     let max_body = opts.max_body;
     let service = tokio::task::spawn_blocking(move || ingot_serve::load(&opts))
         .await
@@ -53,12 +53,14 @@ pub async fn start(opts: ServeOptions) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
+    (service.router(max_body), listener)
+}
+
+/// Starts a server on 127.0.0.1, port 0; returns its base URL.
+pub async fn start(opts: ServeOptions) -> String {
+    let (router, listener) = load_and_bind(opts).await;
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(listener, service.router(max_body))
-            .await
-            .expect("serve")
-    });
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("serve") });
     format!("http://{addr}")
 }
 
