@@ -116,18 +116,13 @@ fn tiny_experts_beyond_vram_cuda() {
     gate_within(&path, name, Reference::Oracle, 16, Some(budget));
 }
 
-/// 16 heads: the plan launches `flash_latent_mma`; judged against the CPU backend because the
-/// oracle's f32 copy of lite-4l's weights would need about 10 GB and minutes per step.
-#[test]
-fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
-    let name = "lite-4l mla q4_k_m";
-    if !gpu_present(name) {
-        return;
-    }
+/// lite-4l q4_k_m: `INGOT_LITE4L_GGUF` when it names a file, else synthesized into the returned
+/// temporary folder (kept alive by the caller).
+fn lite4l() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
     let given = std::env::var_os("INGOT_LITE4L_GGUF")
         .map(PathBuf::from)
         .filter(|p| p.is_file());
-    let dir = tempfile::tempdir().expect("temp dir");
     let path = match given {
         Some(p) => p,
         None => {
@@ -137,6 +132,18 @@ fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
             p
         }
     };
+    (dir, path)
+}
+
+/// 16 heads: the plan launches `flash_latent_mma`; judged against the CPU backend because the
+/// oracle's f32 copy of lite-4l's weights would need about 10 GB and minutes per step.
+#[test]
+fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
+    let name = "lite-4l mla q4_k_m";
+    if !gpu_present(name) {
+        return;
+    }
+    let (_dir, path) = lite4l();
     let file = GgufFile::open(&path).expect("open lite-4l");
     let plan = ingot_graph::build_plan(
         file.header(),
@@ -254,4 +261,97 @@ fn tiny16_prefill_chunks_cuda_vs_cpu() {
         let b = cpu.decode(7, 30).expect("cpu decode").to_vec();
         check_against_cpu(&format!("{name}: decode at 30"), &a, &b);
     }
+}
+
+/// The prefill chunk graphs at the largest buckets, at V2-Lite's real dimensions (lite-4l: 16
+/// heads, 64 experts): 200 tokens at 0 (a chunk of the 256-token plan), 600 at 200 (a full
+/// 512-token chunk, then 88 tokens in a 256 one), then a decode step at 800, each against the CPU
+/// backend's chunked prefill within the gate's band.
+#[test]
+fn lite4l_prefill_chunks_256_512_cuda_vs_cpu() {
+    let name = "lite-4l q4_k_m, batched prefill at 256 and 512";
+    if !gpu_present(name) {
+        return;
+    }
+    let (_dir, path) = lite4l();
+    let file = GgufFile::open(&path).expect("open lite-4l");
+    let ctx = 1024;
+    let (mut gpu, info) = CudaExecutor::load(&file, ingot_graph::PlanOptions::for_ctx(ctx), false)
+        .unwrap_or_else(|e| panic!("{name}: cuda load: {e}"));
+    assert_eq!(gpu.prefill_unavailable(), None, "{name}");
+    assert_eq!(gpu.prefill_buckets(), [16, 64, 256, 512], "{name}");
+    let buckets = |len, pos| -> Vec<Option<usize>> {
+        ingot_graph::prefill_chunks(len, pos, ctx, &gpu.prefill_buckets())
+            .iter()
+            .map(|c| c.bucket)
+            .collect()
+    };
+    assert_eq!(buckets(200, 0), [Some(256)], "{name}: chunking of 200 at 0");
+    assert_eq!(
+        buckets(600, 200),
+        [Some(512), Some(256)],
+        "{name}: chunking of 600 at 200"
+    );
+    println!(
+        "{name}: {} (eager {}), {:?}",
+        info.device, info.eager, info.prefill
+    );
+    let mut cpu = CpuBackend::load(&file, ctx).expect("cpu backend");
+    let vocab = cpu.config().vocab;
+    let first = lcg_prompt(200, vocab, 3);
+    let second = lcg_prompt(600, vocab, 4);
+    for (tokens, pos) in [(&first, 0), (&second, 200)] {
+        let label = format!("{name}: {} tokens at {pos}", tokens.len());
+        let a = gpu
+            .prefill_last(tokens, pos)
+            .unwrap_or_else(|e| panic!("{label}: GPU prefill: {e}"));
+        let b = cpu.prefill_last(tokens, pos).expect("cpu prefill");
+        check_against_cpu(&label, &a, &b);
+    }
+    let a = gpu
+        .decode(7, 800)
+        .unwrap_or_else(|e| panic!("{name}: GPU decode at 800: {e}"))
+        .to_vec();
+    let b = cpu.decode(7, 800).expect("cpu decode").to_vec();
+    check_against_cpu(&format!("{name}: decode at 800"), &a, &b);
+}
+
+/// Replays: one whole decode step of lite-4l (every last-block tail of the plan inside it:
+/// router, rope, norms, merge_v_b, argmax-free logits) run 500 times at the same position over
+/// the same cache, every logit bit-identical to the first run. A missing fence or barrier, or a
+/// reduction whose order depends on timing, shows as a replay that differs.
+#[test]
+fn lite4l_step_replays_are_bit_identical() {
+    const REPLAYS: usize = 500;
+    let name = "lite-4l q4_k_m, one step replayed";
+    if !gpu_present(name) {
+        return;
+    }
+    let (_dir, path) = lite4l();
+    let file = GgufFile::open(&path).expect("open lite-4l");
+    let (mut gpu, _) = CudaExecutor::load(&file, ingot_graph::PlanOptions::for_ctx(64), false)
+        .unwrap_or_else(|e| panic!("{name}: cuda load: {e}"));
+    let pos = PROMPT.len();
+    gpu.prefill_last(PROMPT, 0)
+        .unwrap_or_else(|e| panic!("{name}: prefill: {e}"));
+    let first: Vec<u32> = gpu
+        .decode(7, pos)
+        .unwrap_or_else(|e| panic!("{name}: decode: {e}"))
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
+    for replay in 1..REPLAYS {
+        // Decoding at `pos` again rewinds to it: the step rewrites the same cache row.
+        let logits = gpu
+            .decode(7, pos)
+            .unwrap_or_else(|e| panic!("{name}: replay {replay}: {e}"));
+        if let Some(i) = (0..first.len()).find(|&i| logits[i].to_bits() != first[i]) {
+            panic!(
+                "{name}: replay {replay} differs from the first run at logit {i}: {} vs {}",
+                logits[i],
+                f32::from_bits(first[i])
+            );
+        }
+    }
+    println!("{name}: {REPLAYS} runs of the step at position {pos}: every logit bit-identical");
 }
