@@ -97,6 +97,21 @@ pub fn run_cache_gate(
     band: &Band,
     cache_type: CacheType,
 ) -> Result<CacheReport, GateError> {
+    run_cache_gate_on(file, prompt, steps, band, cache_type, |_| {})
+}
+
+/// [`run_cache_gate`] with `alter` applied to the narrow-cache backend before the run: how the
+/// mutation tests inject a fault (e.g. [`CpuBackend::inject_cache_write_skew`]) the gate must
+/// catch.
+#[doc(hidden)]
+pub fn run_cache_gate_on(
+    file: &GgufFile,
+    prompt: &[u32],
+    steps: usize,
+    band: &Band,
+    cache_type: CacheType,
+    alter: impl FnOnce(&mut CpuBackend<'_>),
+) -> Result<CacheReport, GateError> {
     let Some(&first) = prompt.first() else {
         return Err(GateError::EmptyPrompt);
     };
@@ -104,6 +119,7 @@ pub fn run_cache_gate(
     let mut full = CpuBackend::load(file, ctx)?;
     let mut narrow = CpuBackend::load(file, ctx)?;
     narrow.set_cache_type(cache_type);
+    alter(&mut narrow);
     let mut report = CacheReport {
         cache_type,
         steps: Vec::with_capacity(ctx),

@@ -13,7 +13,7 @@ pub mod compare;
 mod run;
 
 pub use band::Band;
-pub use cache::{run_cache_gate, CacheReport};
+pub use cache::{run_cache_gate, run_cache_gate_on, CacheReport};
 pub use compare::{excuse_route_tie, judge_step, LayerDrift, StepReport, Verdict};
 pub use run::{
     run_gate, run_gate_against, run_gate_files, GateBackend, GateError, GateOptions, GateReport,

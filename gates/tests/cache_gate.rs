@@ -6,7 +6,7 @@
 #[path = "../../graph/tests/support/mod.rs"]
 mod support;
 
-use ingot_gates::{run_cache_gate, Band};
+use ingot_gates::{run_cache_gate, run_cache_gate_on, Band};
 use ingot_gguf::GgufFile;
 use ingot_model::CacheType;
 use ingot_synth::{Layout, Preset, QuantMix};
@@ -53,4 +53,28 @@ fn q8_0_cache_tiny512_mla_q4_k_m() {
     let path = dir.path().join("model.gguf");
     support::write_model(&path, &support::tiny512(), Layout::Mla, QuantMix::Q4KM, 11);
     check(&path, "tiny512-mla-q4_k_m");
+}
+
+/// Mutation: a q8_0 writer one step late (each step's own cache row not yet written when its
+/// attention reads it) must fail the gate that covers the q8_0 cache.
+#[test]
+fn a_q8_0_writer_one_step_late_fails_the_cache_gate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("model.gguf");
+    let name = support::write_preset(&path, Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
+    let file = GgufFile::open(&path).expect("open");
+    let r = run_cache_gate_on(
+        &file,
+        PROMPT,
+        STEPS,
+        &Band::default(),
+        CacheType::Q8_0,
+        |b| b.inject_cache_write_skew(1),
+    )
+    .expect("cache gate");
+    eprintln!("{name}, q8_0 writer one step late: {r}");
+    assert!(
+        !r.passed(),
+        "{name}: a q8_0 writer one step late passed the cache gate: {r}"
+    );
 }

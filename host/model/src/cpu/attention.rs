@@ -114,6 +114,9 @@ pub(super) fn attention(
 pub(super) struct LatentCache {
     pub(super) rows: Vec<f32>,
     pub(super) ty: CacheType,
+    /// Fault injection for the gates' mutation tests, 0 otherwise: a row of a cache narrower than
+    /// f16 is written this many positions late (past the cache's end: not at all).
+    pub(super) write_skew: usize,
 }
 
 /// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in place,
@@ -129,7 +132,14 @@ pub(super) fn store_latent(
     let (lora, row) = (c.kv_lora, c.cache_row());
     rmsnorm_in_place(&mut kv[..lora], &layer.kv_a_norm, c.rms_eps);
     apply_rope(&mut kv[lora..], cos_sin);
-    let dst = &mut cache.rows[pos * row..(pos + 1) * row];
+    let at = if cache.ty == CacheType::F16 {
+        pos
+    } else {
+        pos + cache.write_skew
+    };
+    let Some(dst) = cache.rows.get_mut(at * row..(at + 1) * row) else {
+        return;
+    };
     dst.copy_from_slice(kv);
     crate::cache_type::round_row(cache.ty, dst);
 }

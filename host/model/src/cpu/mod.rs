@@ -137,6 +137,7 @@ impl<'f> CpuBackend<'f> {
                 .map(|_| LatentCache {
                     rows: vec![0.0; cache_len],
                     ty: CacheType::default(),
+                    write_skew: 0,
                 })
                 .collect(),
             router: Router::new(RouterParams::from_config(&config)),
@@ -174,6 +175,16 @@ impl<'f> CpuBackend<'f> {
             layer.ty = ty;
         }
         self.filled = 0;
+    }
+
+    /// Fault injection for mutation tests (`gates/tests/cache_gate.rs`): a cache narrower than f16
+    /// (q8_0) writes each row `steps` positions late, so a step reads a row not yet written. Never
+    /// set outside tests; 0 (the default) is the correct writer.
+    #[doc(hidden)]
+    pub fn inject_cache_write_skew(&mut self, steps: usize) {
+        for layer in &mut self.cache {
+            layer.write_skew = steps;
+        }
     }
 
     /// How prefill chunks compute attention (default [`MlaForm::Auto`]); the decode step is always
