@@ -38,6 +38,13 @@ pub struct SimBuf {
     len: usize,
 }
 
+impl SimBuf {
+    /// The allocation's device address in the simulator (what a table of addresses holds).
+    pub fn address(&self) -> u64 {
+        self.ptr.0
+    }
+}
+
 fn err(e: SimError) -> crate::KernelError {
     backend_err("ptx-sim", e)
 }
