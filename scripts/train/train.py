@@ -62,10 +62,10 @@ CFG = dict(
     n_layer=3,  # main layers; the MTP block is layer n_layer (block_count = n_layer + 1)
     n_dense_lead=1,
     ff_dense=256,
-    n_expert=8,
+    n_expert=4,
     n_expert_used=2,
     n_shared=1,
-    ff_exp=32,
+    ff_exp=64,
     weights_scale=1.5,
     rope_theta=10000.0,
     rms_eps=1e-6,
@@ -490,6 +490,21 @@ def reference(model, held_ids, path, n_windows, ctx):
     return math.exp(nll)
 
 
+def tokenize_samples(tok, root, held_files, path):
+    """Texts (escaped: \\ \n \r \t) TAB the ids HF tokenizers gives them with BOS first, for ingot's
+    tokenizer test: 300 characters from the middle of each held-out file, plus edge cases."""
+    texts = []
+    for f in held_files[:16]:
+        t = read_text(root, f)
+        texts.append(t[len(t) // 2 : len(t) // 2 + 300])
+    texts += ["12345 0x1F_u64 3.14e-10", "    \n\n\t  \r\n}", "let café = \"中文 ひらがな 😀\";", "a<'b>::c(&mut d)?;"]
+    esc = lambda t: t.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    with open(path, "w") as out:
+        for t in texts:
+            ids = [CFG["vocab"] - 2] + tok.encode(t, add_special_tokens=False).ids
+            out.write(f"{esc(t)}\t{ids}\n")
+
+
 @torch.no_grad()
 def eval_loss(model, data, ctx, n):
     model.eval()
@@ -515,6 +530,7 @@ def main():
     ap.add_argument("--mtp-weight", type=float, default=0.3)
     ap.add_argument("--bias-gamma", type=float, default=1e-3, help="aux-loss-free balancing step")
     ap.add_argument("--ref-windows", type=int, default=4)
+    ap.add_argument("--reexport", type=Path, help="skip training: load this model.pt (already snapped) and export")
     ap.add_argument("--checkpoint-every", type=int, default=500, help="export a snapped copy every N steps (0: never)")
     a = ap.parse_args()
 
@@ -536,7 +552,19 @@ def main():
     np.save(a.out / "heldout_ids.npy", held)
     print(f"tokens: train {len(train)}, held-out {len(held)} ({time.time() - t0:.0f} s)", flush=True)
 
+    tokenize_samples(tok, root, held_files, a.out / "tokenize.tsv")
+
     model = Model()
+    if a.reexport:
+        model.load_state_dict(torch.load(a.reexport))
+        info = json.loads((a.reexport.parent / "train-log.json").read_text())
+        meta = dict(seed=a.seed, steps=info["steps"], batch=a.batch, ctx=CFG["ctx"], lr=a.lr,
+                    mtp_weight=a.mtp_weight, rust_src=rust_src, params=info["params"])
+        write_gguf(a.out / "model-q8_0.gguf", model, tokens, merges, True, meta)
+        write_gguf(a.out / "model-f32.gguf", model, tokens, merges, False, meta)
+        ppl = reference(model, held, a.out / "heldout-ref.tsv", a.ref_windows, CFG["ctx"])
+        print(f"re-exported {a.reexport}: reference held-out ppl {ppl:.4f}")
+        return 0
     n_params = sum(p.numel() for p in model.parameters())
     print(f"parameters: {n_params}", flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
