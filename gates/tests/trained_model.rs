@@ -86,7 +86,12 @@ fn score(model: &Path, kind: BackendKind, rows: &[Row], windows: usize, limit: u
         }
         let logits = engine.decoder.decode(r.input, r.pos).expect("decode");
         let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
-        let lse = max + logits.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
+        let lse = max
+            + logits
+                .iter()
+                .map(|&x| (x as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
         nll += lse - logits[r.target as usize] as f64;
         ref_nll += r.nll;
         n += 1;
@@ -95,7 +100,10 @@ fn score(model: &Path, kind: BackendKind, rows: &[Row], windows: usize, limit: u
             let top1 = logits
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+                )
                 .0;
             agree += usize::from(top1 as u32 == r.top1);
         }
@@ -151,7 +159,13 @@ fn check(name: &str, s: &Score, ppl_rel_tol: f64) {
 #[test]
 fn oracle_matches_pytorch() {
     let rows = reference();
-    let s = score(&ingot_testdata::golden(MODEL), BackendKind::Oracle, &rows, usize::MAX, usize::MAX);
+    let s = score(
+        &ingot_testdata::golden(MODEL),
+        BackendKind::Oracle,
+        &rows,
+        usize::MAX,
+        usize::MAX,
+    );
     check("oracle", &s, 1e-3);
 }
 
@@ -161,7 +175,13 @@ fn oracle_matches_pytorch() {
 #[test]
 fn cpu_matches_pytorch() {
     let rows = reference();
-    let s = score(&ingot_testdata::golden(MODEL), BackendKind::Cpu, &rows, usize::MAX, usize::MAX);
+    let s = score(
+        &ingot_testdata::golden(MODEL),
+        BackendKind::Cpu,
+        &rows,
+        usize::MAX,
+        usize::MAX,
+    );
     check("cpu", &s, 1e-2);
 }
 
@@ -171,7 +191,13 @@ fn cpu_matches_pytorch() {
 #[test]
 fn sim_matches_pytorch() {
     let rows = reference();
-    let s = score(&ingot_testdata::golden(MODEL), BackendKind::Sim, &rows, 2, 64);
+    let s = score(
+        &ingot_testdata::golden(MODEL),
+        BackendKind::Sim,
+        &rows,
+        2,
+        64,
+    );
     check("sim", &s, 1e-2);
 }
 
@@ -183,7 +209,14 @@ fn requantize(src: &GgufFile, mix: QuantMix, path: &Path) -> String {
         .header()
         .tensors
         .iter()
-        .filter_map(|t| t.name.strip_prefix("blk.")?.split('.').next()?.parse::<u64>().ok())
+        .filter_map(|t| {
+            t.name
+                .strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .max()
         .expect("layers")
         + 1;
@@ -214,7 +247,11 @@ fn requantize(src: &GgufFile, mix: QuantMix, path: &Path) -> String {
             None => counts.push((t.ty.name(), 1)),
         }
     }
-    counts.iter().map(|(n, c)| format!("{n} x{c}")).collect::<Vec<_>>().join(", ")
+    counts
+        .iter()
+        .map(|(n, c)| format!("{n} x{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Perplexity of the trained model after requantization to each mix, on the oracle (weights

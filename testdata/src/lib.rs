@@ -65,6 +65,14 @@ pub const DERIVED: &[Derived] = &[
         make: derive::legacy_from_mla,
         sha256: derive::LEGACY_SHA256,
     },
+    // The trained demo model (scripts/train/train.py; docs/perf.md), Q8_0, committed xz-compressed:
+    // the tracked tree must stay small enough for a device call (scripts/device-lib.sh, CARRY_MAX_MIB).
+    Derived {
+        relative: "trained-rust-std/model.gguf",
+        source: "trained-rust-std/model.gguf.xz",
+        make: derive::unxz,
+        sha256: TRAINED_SHA256,
+    },
     Derived {
         relative: "vocab/ggml-vocab-deepseek-coder.gguf",
         source: "vocab/ggml-vocab-deepseek-coder.gguf.xz",
@@ -78,6 +86,9 @@ pub const DERIVED: &[Derived] = &[
         sha256: "867f77537b54565f0d81d508c04edc41aa1d4ffc1a92745f225b4c1b02755f76",
     },
 ];
+
+/// SHA-256 of the trained demo model (`golden/trained-rust-std/model.gguf`, unpacked).
+pub const TRAINED_SHA256: &str = "800d80289ab6208d1f216b1750241db1cbcaf0228077546d334ac5ba82cec94f";
 
 /// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
 /// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
