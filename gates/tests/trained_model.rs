@@ -153,9 +153,10 @@ fn check(name: &str, s: &Score, ppl_rel_tol: f64) {
 }
 
 /// The oracle dequantizes the Q8_0 weights to f32 and computes in f32/f64: the same arithmetic as
-/// PyTorch's f32 forward on the same weights, up to summation order. Measured: ppl within 0.01%
-/// (per-logit differences ~1e-5); the band, 0.1%, is ten times that and still far below what a wrong
-/// rope pair order, a missing norm or a misrouted expert costs (tens of percent on these weights).
+/// PyTorch's f32 forward on the same weights, up to summation order. Measured: the same perplexity to
+/// 5 significant digits (12.7361 both). The band, 0.1%, leaves room for summation order only; a
+/// random-weight model of the same shapes scored +3400% against this kind of reference, and errors
+/// such as a wrong rope pair order or a misrouted expert move peaked logits by far more than 0.1%.
 #[test]
 fn oracle_matches_pytorch() {
     let rows = reference();
@@ -171,7 +172,7 @@ fn oracle_matches_pytorch() {
 
 /// The cpu backend keeps the Q8_0 weights and quantizes activations to 8 bits inside its dot
 /// products, as llama.cpp's CPU backend does, so logits move by ~1e-2 from the f32 computation.
-/// Measured: ppl within 0.2%; band 1%.
+/// Measured: +0.12% perplexity, top-1 427/427; band 1%.
 #[test]
 fn cpu_matches_pytorch() {
     let rows = reference();
@@ -187,7 +188,7 @@ fn cpu_matches_pytorch() {
 
 /// The GPU plan run in ptx-sim (the real PTX on the CPU): slow (~0.1 s a position in a test build on a
 /// loaded 2-core machine), so the first 64 positions of the first two windows only (128 positions). Its dot products quantize activations to q8_1 as the CUDA
-/// kernels do: same band as the cpu backend.
+/// kernels do: same band as the cpu backend. Measured: -0.18% perplexity over its 128 positions, top-1 68/68.
 #[test]
 fn sim_matches_pytorch() {
     let rows = reference();
@@ -300,14 +301,14 @@ fn requantized_mixes() {
 ///
 /// At this model's row lengths (32 to 256 values) llama-quantize's fallbacks turn most k-quant and
 /// i-quant tensors into Q4_0/Q5_0/IQ4_NL/Q8_0 (the test prints the types each mix got), so every mix
-/// here is at least 4 bits on most weights. Measured on a 500-step checkpoint and on the committed
-/// model (docs/perf.md): at most +1.6% perplexity and 99.4% top-1 for any mix. Bands: the f32 and
-/// q8_0 files hold the same numbers as the original (oracle band, 0.1%); the others 5% and 98%: about
-/// three times the measured cost, while a tensor (de)quantized with the wrong block layout turns its
-/// weights into noise, which on these peaked weights costs far more than 5%.
+/// here is at least 4 bits on most weights. Measured on the committed model (docs/perf.md): at most
+/// +4.2% perplexity (q3_k_m) and 98.6% top-1 (q2_k) for any mix. Bands: the f32 and q8_0 files hold
+/// the same numbers as the original (oracle band, 0.1%); the others 8% and 97%, about twice the
+/// largest measured cost, while a tensor (de)quantized with the wrong block layout turns its weights
+/// into noise, which on these peaked weights costs far more.
 fn band(mix: QuantMix) -> (f64, f64) {
     match mix {
         QuantMix::F32 | QuantMix::Q8_0 => (1e-3, TOP1_AGREE),
-        _ => (0.05, 0.98),
+        _ => (0.08, 0.97),
     }
 }

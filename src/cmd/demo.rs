@@ -30,7 +30,7 @@ pub struct Args {
     synthetic: bool,
 }
 
-const DEFAULT_PROMPT: &str = "impl<T> Vec<T> {\n    /// Returns the number of elements in the vector.\n    pub fn len(&self) -> usize {";
+const DEFAULT_PROMPT: &str = "impl<T: Clone> Clone for Box<T> {";
 
 /// `$INGOT_CACHE_DIR`, else `$XDG_CACHE_HOME/ingot`, else `~/.cache/ingot`.
 pub fn cache_dir() -> Result<PathBuf> {

@@ -88,7 +88,7 @@ pub const DERIVED: &[Derived] = &[
 ];
 
 /// SHA-256 of the trained demo model (`golden/trained-rust-std/model.gguf`, unpacked).
-pub const TRAINED_SHA256: &str = "800d80289ab6208d1f216b1750241db1cbcaf0228077546d334ac5ba82cec94f";
+pub const TRAINED_SHA256: &str = "69b71eb97fa0c0b746c3f34325dfc482cafdcaed263106480ae206afa038b6d4";
 
 /// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
 /// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
