@@ -142,3 +142,23 @@ pub fn run(a: Args) -> Result<()> {
         force: false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model compiled into the binary is the one the trained-model tests check (same SHA-256
+    /// as `ingot_testdata`'s derived `trained-rust-std/model.gguf`), and it unpacks where asked.
+    #[test]
+    fn compiled_in_model_is_the_tested_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = trained_model(dir.path()).expect("unpack");
+        let bytes = std::fs::read(&path).expect("read");
+        assert_eq!(
+            ingot_testdata::derive::sha256_hex(&bytes),
+            ingot_testdata::TRAINED_SHA256
+        );
+        // A second call reuses the file instead of writing it again.
+        assert_eq!(trained_model(dir.path()).expect("cached"), path);
+    }
+}
