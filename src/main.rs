@@ -27,7 +27,7 @@ enum Command {
     Run(cmd::run::Args),
     /// Serve the model over an OpenAI-compatible HTTP API (chat and text completions, streaming, metrics).
     Serve(cmd::serve::Args),
-    /// Make the tiny synthetic model (cached) and decode from it.
+    /// Decode from the small trained model compiled into ingot (Rust-like text; `--synthetic`: the random one).
     Demo(cmd::demo::Args),
     /// Decode with a device backend beside the CPU oracle; fails when they disagree.
     Gate(cmd::gate::Args),

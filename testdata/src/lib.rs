@@ -67,6 +67,14 @@ pub const DERIVED: &[Derived] = &[
         make: derive::legacy_from_mla,
         sha256: derive::LEGACY_SHA256,
     },
+    // The trained demo model (scripts/train/train.py; docs/perf.md), Q8_0, committed xz-compressed:
+    // the tracked tree must stay small enough for a device call (scripts/device-lib.sh, CARRY_MAX_MIB).
+    Derived {
+        relative: "trained-rust-std/model.gguf",
+        source: "trained-rust-std/model.gguf.xz",
+        make: derive::unxz,
+        sha256: TRAINED_SHA256,
+    },
     Derived {
         relative: "tiny-mla-f32/model.gguf",
         source: "tiny-mla-f32/model.gguf.planes.xz",
@@ -98,6 +106,9 @@ pub const DERIVED: &[Derived] = &[
         sha256: "867f77537b54565f0d81d508c04edc41aa1d4ffc1a92745f225b4c1b02755f76",
     },
 ];
+
+/// SHA-256 of the trained demo model (`golden/trained-rust-std/model.gguf`, unpacked).
+pub const TRAINED_SHA256: &str = "69b71eb97fa0c0b746c3f34325dfc482cafdcaed263106480ae206afa038b6d4";
 
 /// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
 /// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
