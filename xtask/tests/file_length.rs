@@ -31,7 +31,10 @@ fn no_hand_written_rust_file_grows_past_800_lines() {
     assert!(out.status.success(), "git ls-files failed");
     let mut problems = Vec::new();
     let mut seen = 0;
-    for path in String::from_utf8(out.stdout).expect("UTF-8 paths").split('\0') {
+    for path in String::from_utf8(out.stdout)
+        .expect("UTF-8 paths")
+        .split('\0')
+    {
         if path.is_empty() {
             continue;
         }
