@@ -438,3 +438,51 @@ fn a_block_count_the_file_cannot_hold_is_named_by_inspect_and_run() {
         &[want],
     );
 }
+
+/// `--ctx` resolves as llama.cpp's `-c`: unset is 4096 or the training context when that is smaller (the trained
+/// demo model has 256), 0 is the training context, and more than it is refused in one line that names it.
+#[test]
+fn ctx_defaults_to_at_most_the_training_context() {
+    let m = ingot_testdata::golden_model("trained-rust-std");
+    let m = s(&m);
+    let run = |ctx: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            m,
+            "-p",
+            "fn",
+            "-n",
+            "2",
+            "--temp",
+            "0",
+            "--backend",
+            "cpu",
+            "-v",
+        ];
+        args.extend_from_slice(ctx);
+        let out = ingot(&args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {err}");
+        err
+    };
+    assert!(run(&[]).contains("ctx 256,"), "unset --ctx");
+    assert!(run(&["-c", "0"]).contains("ctx 256,"), "-c 0");
+    assert!(run(&["-c", "100"]).contains("ctx 100,"), "-c 100");
+    refused(
+        &[
+            "run",
+            "-m",
+            m,
+            "-p",
+            "fn",
+            "-n",
+            "2",
+            "--backend",
+            "cpu",
+            "-c",
+            "257",
+        ],
+        &["--ctx", "257", "training context 256"],
+    );
+}

@@ -41,3 +41,38 @@ fn serve_binds_localhost_and_answers() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `ingot demo --serve` serves the trained demo model under its file name, at its own training context (256,
+/// below serve's default 4096), and completes Rust.
+#[cfg(unix)]
+#[test]
+fn demo_serves_the_trained_model() {
+    let server = Server::demo();
+    let (status, body) = http(&server.addr, "GET", "/v1/models", "");
+    assert!(status.contains(" 200 "), "{status} {body}");
+    assert!(body.contains("\"trained-rust-std-q8_0-r1\""), "{body}");
+    let (status, body) = http(
+        &server.addr,
+        "POST",
+        "/v1/completions",
+        r#"{"prompt":"pub fn main() {","max_tokens":24,"temperature":0}"#,
+    );
+    assert!(status.contains(" 200 "), "{status} {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    let text = v["choices"][0]["text"].as_str().expect("text");
+    // Greedy text of a model trained on Rust: some of Rust's punctuation within 24 tokens.
+    assert!(
+        text.chars().any(|c| "{}();:&".contains(c)),
+        "not Rust-like: {text:?}"
+    );
+    // A prompt that leaves no room in the 256-token context is refused: the context is the model's.
+    let long = "fn f() {} ".repeat(200);
+    let (status, body) = http(
+        &server.addr,
+        "POST",
+        "/v1/completions",
+        &serde_json::json!({ "prompt": long, "max_tokens": 4 }).to_string(),
+    );
+    assert!(status.contains(" 400 "), "{status} {body}");
+    assert!(body.contains("256"), "{body}");
+}

@@ -28,6 +28,12 @@ pub struct Args {
     /// Decode the tiny random-weight synthetic model instead of the trained one.
     #[arg(long)]
     synthetic: bool,
+    /// Serve the model (`ingot serve` with its defaults: 127.0.0.1, the chat page at /) instead of decoding once.
+    #[arg(long)]
+    serve: bool,
+    /// The port for --serve.
+    #[arg(long, default_value_t = 8080, requires = "serve")]
+    port: u16,
 }
 
 const DEFAULT_PROMPT: &str = "impl<T: Clone> Clone for Box<T> {";
@@ -87,21 +93,28 @@ pub fn run(a: Args) -> Result<()> {
     let dir = cache_dir()?;
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating cache directory {}", dir.display()))?;
-    let (model, temp) = if a.synthetic {
-        let m = synthetic_model(&dir)?;
+    let model = if a.synthetic {
+        synthetic_model(&dir)?
+    } else {
+        trained_model(&dir)?
+    };
+    if a.serve {
+        eprintln!("demo: serving {}", model.display());
+        return serve(&model, a.port);
+    }
+    let temp = if a.synthetic {
         eprintln!(
             "demo: decoding {} (random weights: expect gibberish, greedy)",
-            m.display()
+            model.display()
         );
-        (m, 0.0)
+        0.0
     } else {
-        let m = trained_model(&dir)?;
         eprintln!(
             "demo: decoding {} (1 M parameters trained on the Rust standard library's sources; \
              sampled at temperature 0.5, seed 42)",
-            m.display()
+            model.display()
         );
-        (m, 0.5)
+        0.5
     };
     // The prompt first, so the continuation reads in place (`ingot run` prints the continuation only).
     {
@@ -116,7 +129,7 @@ pub fn run(a: Args) -> Result<()> {
         n_predict: a.n_predict,
         chat: false,
         system: None,
-        ctx: 256,
+        ctx: None,
         backend: BackendKind::Cpu,
         experts: super::experts::ExpertArgs {
             vram_budget: None,
@@ -161,4 +174,21 @@ mod tests {
         // A second call reuses the file instead of writing it again.
         assert_eq!(trained_model(dir.path()).expect("cached"), path);
     }
+}
+
+/// `ingot serve -m MODEL --port PORT` with every other option at its default, parsed by serve's own
+/// arguments so the defaults live in one place.
+fn serve(model: &Path, port: u16) -> Result<()> {
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: super::serve::Args,
+    }
+    let model = model
+        .to_str()
+        .context("the cache directory's path is not UTF-8")?;
+    let port = port.to_string();
+    let parsed = <Serve as clap::Parser>::try_parse_from(["serve", "-m", model, "--port", &port])
+        .context("serve's default arguments")?;
+    super::serve::run(parsed.args)
 }

@@ -29,9 +29,10 @@ pub struct Args {
     /// System prompt for --chat.
     #[arg(long, requires = "chat")]
     pub system: Option<String>,
-    /// Context size in tokens (prompt + generated); at most the model's training context.
-    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
-    pub ctx: usize,
+    /// Context size in tokens (prompt + generated): default 4096 or the model's training context when that is
+    /// smaller; 0 takes the training context; more than it is refused.
+    #[arg(short = 'c', long = "ctx")]
+    pub ctx: Option<usize>,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
     #[command(flatten)]
@@ -120,13 +121,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let file =
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
-    if a.ctx > config.n_ctx_train {
-        bail!(
-            "--ctx {} is above the model's training context {}",
-            a.ctx,
-            config.n_ctx_train
-        );
-    }
+    let ctx = config.context_size(a.ctx).context("--ctx")?;
     // The trace path is checked before the model loads, and its file created only once the backend is known to
     // report routing.
     let trace_policy = OutputPolicy {
@@ -142,11 +137,11 @@ pub fn run(mut a: Args) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt is empty and the model adds no BOS token: give a prompt with -p");
     }
-    if prompt.len() >= a.ctx {
+    if prompt.len() >= ctx {
         bail!(
             "the prompt is {} tokens, longer than the context of {} (raise --ctx, at most {})",
             prompt.len(),
-            a.ctx,
+            ctx,
             config.n_ctx_train
         );
     }
@@ -159,7 +154,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let engine = ingot_engine::open_with_budget(
         &file,
         a.backend,
-        a.ctx,
+        ctx,
         true,
         a.experts.budget()?,
         a.cache.cache_type,
@@ -174,7 +169,7 @@ pub fn run(mut a: Args) -> Result<()> {
             load_start.elapsed().as_secs_f64(),
             config.n_layer,
             config.vocab,
-            a.ctx
+            ctx
         );
     }
     let mut sampler = Sampler::new(a.sampler_config(seed));
@@ -216,7 +211,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let prefill_s = t0.elapsed().as_secs_f64();
     let mut next = sampler.sample(&last, &history);
 
-    let budget = a.n_predict.min(a.ctx - prompt.len());
+    let budget = a.n_predict.min(ctx - prompt.len());
     let t1 = Instant::now();
     let mut generated = 0;
     while generated < budget {
@@ -263,7 +258,7 @@ pub fn run(mut a: Args) -> Result<()> {
         if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },
         generated,
         a.backend,
-        if generated == a.ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
+        if generated == ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
     );
     Ok(())
 }

@@ -18,9 +18,10 @@ pub struct Args {
     /// Port to listen on (0: any free port, printed).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Context size in tokens (prompt + completion); at most the model's training context.
-    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
-    pub ctx: usize,
+    /// Context size in tokens (prompt + completion): default 4096 or the model's training context when that is
+    /// smaller; 0 takes the training context; more than it is refused.
+    #[arg(short = 'c', long = "ctx")]
+    pub ctx: Option<usize>,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
     /// Require `Authorization: Bearer KEY` on every route but /health. An empty key is an error.

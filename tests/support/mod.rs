@@ -49,7 +49,7 @@ pub fn greedy_chat(addr: &str, prompt: &str, max_tokens: usize) -> String {
     reply
 }
 
-/// A running `ingot serve` on the tiny synthetic model; killed on drop.
+/// A running `ingot serve` (on the tiny synthetic model, or the demo's); killed on drop.
 pub struct Server {
     pub child: Child,
     pub addr: String,
@@ -73,7 +73,8 @@ impl Server {
             "{}",
             String::from_utf8_lossy(&synth.stderr)
         );
-        let mut child = Command::new(EXE)
+        let mut serve = Command::new(EXE);
+        serve
             .args([
                 "serve",
                 "--port",
@@ -85,10 +86,22 @@ impl Server {
                 "-q",
                 "-m",
             ])
-            .arg(&model)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ingot serve");
+            .arg(&model);
+        Server::spawn(serve, dir)
+    }
+
+    /// `ingot demo --serve` on a free port, its model unpacked into a fresh cache directory.
+    pub fn demo() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut demo = Command::new(EXE);
+        demo.args(["demo", "--serve", "--port", "0"])
+            .env("INGOT_CACHE_DIR", dir.path());
+        Server::spawn(demo, dir)
+    }
+
+    /// Starts `cmd` (a server that prints "listening on http://ADDR" on stderr) and waits for that line.
+    fn spawn(mut cmd: Command, dir: tempfile::TempDir) -> Server {
+        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("ingot serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

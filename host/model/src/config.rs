@@ -140,7 +140,28 @@ pub struct ModelConfig {
     bytes_per_token: u64,
 }
 
+/// The context a run gets when `--ctx` is not given: llama.cpp's default, clamped to the model's training context.
+pub const DEFAULT_CTX: usize = 4096;
+
 impl ModelConfig {
+    /// The context size a run asks for, resolved as llama.cpp does: `None` is [`DEFAULT_CTX`] or the training
+    /// context when that is smaller, `Some(0)` the training context, `Some(n)` n when it fits. A context above
+    /// the training one is refused (the cache is sized by it and positions past it were never trained).
+    pub fn context_size(&self, requested: Option<usize>) -> Result<usize> {
+        match requested {
+            None => Ok(DEFAULT_CTX.min(self.n_ctx_train)),
+            Some(0) => Ok(self.n_ctx_train),
+            Some(n) if n > self.n_ctx_train => Err(ModelError::ContextSize {
+                max_ctx: n,
+                reason: format!(
+                    "above the model's training context {} (-c 0 takes it)",
+                    self.n_ctx_train
+                ),
+            }),
+            Some(n) => Ok(n),
+        }
+    }
+
     /// Reads and validates the configuration: architecture, keys, derived values, and every tensor's shape.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
         let keys = Keys { gguf };

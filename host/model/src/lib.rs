@@ -24,7 +24,7 @@ pub mod tensors;
 pub mod trace;
 
 pub use cache_type::CacheType;
-pub use config::{AttnLayout, GatingFunc, ModelConfig};
+pub use config::{AttnLayout, GatingFunc, ModelConfig, DEFAULT_CTX};
 pub use cpu::{CpuBackend, MlaForm};
 pub use decoder::{check_step, Decoder};
 pub use error::ModelError;

@@ -69,8 +69,9 @@ pub const MAX_QUEUE: usize = 4096;
 pub struct ServeOptions {
     pub model: PathBuf,
     pub backend: BackendKind,
-    /// Context size in tokens (prompt + generated); at most the model's training context.
-    pub ctx: usize,
+    /// Context size in tokens (prompt + generated), as `ModelConfig::context_size` resolves it: `None` is
+    /// 4096 or the training context when smaller, `Some(0)` the training context.
+    pub ctx: Option<usize>,
     /// When set, every route but `/health` and the chat page needs `Authorization: Bearer <key>`; must not be
     /// empty.
     pub api_key: Option<String>,
@@ -111,7 +112,7 @@ impl ServeOptions {
         ServeOptions {
             model: model.into(),
             backend: BackendKind::Auto,
-            ctx: 4096,
+            ctx: None,
             api_key: None,
             queue: 16,
             max_body: DEFAULT_MAX_BODY,
@@ -162,6 +163,8 @@ struct Loaded {
     template: ChatTemplate,
     kind: BackendKind,
     description: String,
+    /// The resolved context size.
+    ctx: usize,
 }
 
 /// The options that need no model: `--queue` within `1..=MAX_QUEUE`, an `--api-key` that is not empty (an
@@ -209,12 +212,9 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             let opened = (|| {
                 let config = ModelConfig::from_gguf(file.header())
                     .map_err(|e| ServeError::Config(Box::new(e)))?;
-                if ctx == 0 || ctx > config.n_ctx_train {
-                    return Err(ServeError::Options(format!(
-                        "--ctx {ctx} must be between 1 and the model's training context {}",
-                        config.n_ctx_train
-                    )));
-                }
+                let ctx = config
+                    .context_size(ctx)
+                    .map_err(|e| ServeError::Options(format!("--ctx: {e}")))?;
                 let tok = Tokenizer::from_gguf(file.header())
                     .map_err(|e| ServeError::Tokenizer(Box::new(e)))?;
                 let template = ChatTemplate::from_gguf(file.header());
@@ -225,19 +225,20 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 let engine = ingot_engine::open_with_budget(
                     &file, backend, ctx, log, budget, cache_type, form,
                 )?;
-                Ok((tok, template, engine))
+                Ok((tok, template, engine, ctx))
             })();
             match opened {
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                 }
-                Ok((tok, template, engine)) => {
+                Ok((tok, template, engine, ctx)) => {
                     let tok = Arc::new(tok);
                     let _ = ready_tx.send(Ok(Loaded {
                         tok: tok.clone(),
                         template,
                         kind: engine.kind,
                         description: engine.description,
+                        ctx,
                     }));
                     worker::run(
                         engine.decoder,
@@ -275,7 +276,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             model_id,
             file_name,
             created: now_s(),
-            ctx,
+            ctx: loaded.ctx,
             backend: loaded.kind,
             description: loaded.description,
             api_key: opts.api_key.clone(),
@@ -322,6 +323,11 @@ fn usable_template(t: ChatTemplate, tok: &Tokenizer, log: bool) -> ChatTemplate 
 impl Service {
     pub fn model_id(&self) -> &str {
         &self.state.model_id
+    }
+
+    /// The context size in tokens every request shares (prompt + completion).
+    pub fn ctx(&self) -> usize {
+        self.state.ctx
     }
 
     /// The backend that was opened and what it loaded.
@@ -379,7 +385,7 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
         eprintln!(
             "ingot serve: model {:?} on backend {kind} ({description}), ctx {}, queue {}",
             service.model_id(),
-            opts.ctx,
+            service.ctx(),
             opts.queue
         );
         eprintln!("listening on http://{local} (OpenAI API at http://{local}/v1)");

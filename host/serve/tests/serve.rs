@@ -374,7 +374,7 @@ async fn thirty_two_clients_with_a_small_queue_are_all_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_mid_stream_does_not_stall_the_next() {
     let mut opts = options();
-    opts.ctx = 2048;
+    opts.ctx = Some(2048);
     let base = start(opts).await;
     let body = json!({
         "messages": [{ "role": "user", "content": "Tell me everything" }],
@@ -415,7 +415,7 @@ async fn a_client_leaving_mid_stream_does_not_stall_the_next() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_a_plain_request_cancels_it() {
     let mut opts = options();
-    opts.ctx = 2048;
+    opts.ctx = Some(2048);
     let base = start(opts).await;
     let body = json!({
         "messages": [{ "role": "user", "content": "Tell me everything" }],

@@ -37,7 +37,7 @@ pub fn model() -> &'static Path {
 pub fn options() -> ServeOptions {
     ServeOptions {
         backend: BackendKind::Cpu,
-        ctx: CTX,
+        ctx: Some(CTX),
         queue: 4,
         ..ServeOptions::new(model())
     }
