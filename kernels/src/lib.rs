@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod cubin;
 mod error;
+pub mod grid_dep;
 pub mod ops;
 
 pub use backend::{Accelerator, KArg};

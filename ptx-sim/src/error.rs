@@ -82,6 +82,9 @@ pub enum FaultKind {
     StepLimit,
     /// A write to read-only memory (kernel parameters, module constants).
     ReadOnly,
+    /// A global memory access by a warp that has not yet executed the kernel's `griddepcontrol.wait`: on sm_90
+    /// it could read what the previous kernel has not yet written.
+    BeforeGridDependencyWait,
 }
 
 impl fmt::Display for FaultKind {
@@ -94,6 +97,9 @@ impl fmt::Display for FaultKind {
             FaultKind::Trap => "trap",
             FaultKind::StepLimit => "step limit exceeded",
             FaultKind::ReadOnly => "write to read-only memory",
+            FaultKind::BeforeGridDependencyWait => {
+                "global memory access before griddepcontrol.wait"
+            }
         })
     }
 }

@@ -88,6 +88,7 @@ pub(crate) fn start_block<'a>(
                 exited: 0,
                 carry: 0,
                 at_barrier: false,
+                waited: false,
             }
         })
         .collect();
@@ -314,6 +315,26 @@ impl Block<'_> {
         }
     }
 
+    /// Whether memory instruction `inst` reaches global memory for the lanes of `exec` (a generic address
+    /// is resolved per lane; `cp.async` always reads global memory).
+    fn touches_global(&self, w: &Warp, inst: &Inst, exec: u32) -> bool {
+        let (space, addr) = match &inst.op {
+            Op::Ld { space, addr, .. }
+            | Op::St { space, addr, .. }
+            | Op::Atom { space, addr, .. } => (*space, addr),
+            Op::CpAsync { .. } => return true,
+            _ => return false,
+        };
+        match space {
+            Space::Global => true,
+            Space::Generic => (0..WARP).filter(|&l| exec >> l & 1 == 1).any(|lane| {
+                let a = self.rd(w, addr.base, lane).wrapping_add(addr.offset as u64);
+                !matches!(a >> SLOT_SHIFT, SHARED_SLOT | LOCAL_SLOT)
+            }),
+            _ => false,
+        }
+    }
+
     fn count(&mut self, inst: &Inst, w: &Warp, exec: u32) {
         let s = &mut self.stats;
         s.warp_instructions += 1;
@@ -363,7 +384,24 @@ impl Block<'_> {
     ) -> Result<(), Box<Fault>> {
         match &inst.op {
             Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } | Op::CpAsync { .. } => {
+                if self.ctx.kernel.grid_dep_wait && !w.waited && self.touches_global(w, inst, exec)
+                {
+                    let lane = exec.trailing_zeros() as usize;
+                    return Err(self.fault(
+                        w,
+                        lane,
+                        FaultKind::BeforeGridDependencyWait,
+                        None,
+                        "this kernel waits on the previous grid (griddepcontrol.wait) and accesses global \
+                         memory before that wait"
+                            .into(),
+                    ));
+                }
                 mem_ops::exec_mem(self, w, inst, exec)
+            }
+            Op::GridDepWait => {
+                w.waited = true;
+                Ok(())
             }
             Op::Shfl { .. }
             | Op::Vote { .. }

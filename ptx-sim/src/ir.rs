@@ -540,6 +540,9 @@ pub(crate) enum Op {
         count: Option<Src>,
     },
     Nop,
+    /// `griddepcontrol.wait`: the prerequisite grids are complete. In the simulator they always are; it marks
+    /// the warp as past its wait, before which a kernel that has one may not touch global memory.
+    GridDepWait,
     /// `fence.*` / `membar.*`: a no-op in the in-order schedule; under
     /// [`crate::Schedule::Random`] it makes the block's buffered global stores visible.
     Fence,
@@ -634,4 +637,7 @@ pub(crate) struct Kernel {
     pub local_bytes: u32,
     /// Source text of each unsupported instruction, with its line.
     pub unsupported: Vec<(u32, String)>,
+    /// The kernel executes `griddepcontrol.wait`: it may be launched before its predecessor has finished, so
+    /// each warp's global memory accesses must come after its wait (checked at run time).
+    pub grid_dep_wait: bool,
 }

@@ -44,6 +44,8 @@ pub(crate) struct Warp {
     /// Per-lane carry flag (CC.CF) of `add.cc`/`addc`/`sub.cc`/`subc`; starts clear.
     pub carry: u32,
     pub at_barrier: bool,
+    /// The warp has executed `griddepcontrol.wait` (see [`crate::ir::Kernel::grid_dep_wait`]).
+    pub waited: bool,
 }
 
 impl Warp {

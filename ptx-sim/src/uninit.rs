@@ -139,6 +139,7 @@ fn writes(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Trap
         | Op::Bar { .. }
         | Op::Nop
+        | Op::GridDepWait
         | Op::Fence
         | Op::Unsupported => {}
     }
@@ -213,6 +214,7 @@ fn reads(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Exit
         | Op::Trap
         | Op::Nop
+        | Op::GridDepWait
         | Op::Fence
         | Op::Unsupported => {}
     }

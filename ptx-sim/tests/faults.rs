@@ -161,3 +161,34 @@ fn use_after_free_and_bad_args() {
         Err(SimError::Parse { .. })
     ));
 }
+
+/// A kernel that waits on its predecessor (`griddepcontrol.wait`, Hopper's programmatic dependent launch) may
+/// compute and prefetch before the wait but not touch global memory: a load before it is a fault naming the
+/// line; the same load after it, or a kernel without a wait, runs. Shared memory before the wait is allowed.
+#[test]
+fn global_access_before_grid_dependency_wait() {
+    let load = "ld.global.u32 %r2, [%rd3];";
+    let store = "st.global.u32 [%rd4], %r2;";
+    let prefetch = "prefetch.global.L2 [%rd3];";
+    let early = format!("{prefetch}\n {load}\n griddepcontrol.wait;\n {store}");
+    let f = fault_of(&early, 32);
+    assert_eq!(f.kind, FaultKind::BeforeGridDependencyWait);
+    assert_eq!(f.ptx_line, line_of(&early, load));
+    // A generic address into global memory is global memory too.
+    let generic = "cvta.global.u64 %rd5, %rd3;\n ld.u32 %r2, [%rd5];\n griddepcontrol.wait;";
+    assert_eq!(
+        fault_of(generic, 32).kind,
+        FaultKind::BeforeGridDependencyWait
+    );
+    let ok = format!(
+        ".shared .align 4 .b8 t[128];\n shl.b32 %r5, %r1, 2;\n st.shared.u32 [%r5], %r1;\n {prefetch}\n \
+         griddepcontrol.wait;\n griddepcontrol.launch_dependents;\n {load}\n {store}"
+    );
+    let input: Vec<u32> = (0..64).map(|i| 7 * i + 1).collect();
+    let (out, _) = run_io(&kernel(&ok), "k", 32, &input, 64).expect("the waited load runs");
+    assert_eq!(&out[..32], &input[..32]);
+    // Without a wait in the kernel the same early load is an ordinary load.
+    let (out, _) = run_io(&kernel(&format!("{load}\n {store}")), "k", 32, &input, 64)
+        .expect("no wait, no rule");
+    assert_eq!(&out[..32], &input[..32]);
+}

@@ -178,6 +178,14 @@ impl SimExecutor {
         &self.plan
     }
 
+    /// Runs the decode steps from here on with the kernels a Hopper card runs under programmatic
+    /// dependent launch (`ingot_kernels::backend::sim::hopper_module`): each waits on its predecessor
+    /// first, and a global access before the wait is a simulator fault.
+    pub fn use_hopper_kernels(&mut self) -> Result<(), ExecError> {
+        self.module = ingot_kernels::backend::sim::hopper_module().map_err(ExecError::SimSetup)?;
+        Ok(())
+    }
+
     /// Counters of every node, summed over all steps run so far (same order as the plan's nodes).
     pub fn node_stats(&self) -> &[LaunchStats] {
         &self.stats

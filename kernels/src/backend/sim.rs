@@ -18,6 +18,23 @@ pub fn module() -> std::result::Result<&'static Module, SimError> {
         .map_err(Clone::clone)
 }
 
+/// [`module`] as a Hopper card runs it: the PTX rewritten by [`crate::grid_dep::for_sm90`], so every
+/// kernel waits on its predecessor (programmatic dependent launch). ptx-sim faults on a global access
+/// before a kernel's wait, so a plan that runs on this module keeps the PDL contract on the paths it took.
+pub fn hopper_module() -> std::result::Result<&'static Module, SimError> {
+    static MODULE: OnceLock<std::result::Result<Module, SimError>> = OnceLock::new();
+    MODULE
+        .get_or_init(|| match crate::grid_dep::for_sm90(PTX) {
+            Ok(text) => Module::parse_lazy(&text),
+            Err(e) => Err(SimError::Parse {
+                line: 0,
+                message: e.to_string(),
+            }),
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// Random schedules each launch is rerun under when `INGOT_SIM_RACE_SEEDS` is unset (see
 /// [`SimAccelerator::new`]).
 pub const DEFAULT_RACE_SEEDS: u32 = 2;

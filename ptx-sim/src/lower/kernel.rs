@@ -83,6 +83,7 @@ impl KernelLowering<'_> {
         Ok(Kernel {
             name: self.name,
             zero_regs: uninit::maybe_uninit_reads(&self.insts, nregs),
+            grid_dep_wait: self.insts.iter().any(|i| matches!(i.op, Op::GridDepWait)),
             insts: self.insts,
             nregs,
             params,

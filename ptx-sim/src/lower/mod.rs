@@ -296,6 +296,11 @@ impl<'a> KernelLowering<'a> {
             "bar" | "barrier" => self.lower_bar(r),
             "membar" | "fence" => Ok((Op::Fence, Class::Other)),
             "prefetch" | "prefetchu" | "pmevent" | "nanosleep" => Ok((Op::Nop, Class::Other)),
+            "griddepcontrol" => match r.mods.first().map(String::as_str) {
+                Some("wait") => Ok((Op::GridDepWait, Class::Other)),
+                Some("launch_dependents") => Ok((Op::Nop, Class::Other)),
+                _ => unsup("griddepcontrol form not implemented"),
+            },
             "cp" if r.mods.first().map(String::as_str) == Some("async") => self.lower_cp_async(r),
             "shfl" => self.lower_shfl(r),
             "vote" => self.lower_vote(r),
