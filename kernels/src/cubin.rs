@@ -61,9 +61,32 @@ fn pick(cubins: &'static [Cubin], cc: (i32, i32)) -> Option<&'static Cubin> {
         .or_else(|| cubins.iter().find(|c| runs_on(c.arch, cc)))
 }
 
+/// Set (to anything but `0`), [`load_module`] declares no module as waiting on its predecessor, so
+/// every kernel starts after the previous one has finished (their `griddepcontrol.wait` then returns
+/// at once): the baseline programmatic dependent launch is measured against, and a way around a
+/// driver that mishandles it.
+pub const NO_PDL: &str = "INGOT_NO_PDL";
+
+fn env_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `module`, declared as waiting on its predecessor when its kernels were built so (`waits`) and
+/// [`NO_PDL`] is not set.
+fn with_waits(module: Module, waits: bool) -> Module {
+    if waits && !env_set(NO_PDL) {
+        module.with_grid_dependencies()
+    } else {
+        module
+    }
+}
+
 /// Loads the kernels on `gpu`: its embedded cubin when there is one, else the PTX through the
 /// driver's JIT. A cubin that fails to unpack or load falls back to the PTX; either way the
-/// module's [`ingot_cuda::JitReport`] says what was loaded and, in `note`, why not a cubin.
+/// module's [`ingot_cuda::JitReport`] says what was loaded and, in `note`, why not a cubin. On
+/// compute capability 9.0 and later the kernels are those of [`crate::grid_dep::for_sm90`] (the
+/// Hopper cubins are built from them, `files::FORMAT`), which wait on their predecessor, and the
+/// module says so ([`Module::waits_on_predecessor`]).
 pub fn load_module(gpu: &Gpu) -> Result<Module, CudaError> {
     let cc = gpu.compute_capability()?;
     let arch = format!("sm_{}{}", cc.0, cc.1);
@@ -72,7 +95,7 @@ pub fn load_module(gpu: &Gpu) -> Result<Module, CudaError> {
         Some(c) if skip => format!("{NO_CUBIN} is set: the {} cubin was not used", c.arch),
         Some(c) => match c.image() {
             Ok(image) => match gpu.load_cubin(&image, c.arch) {
-                Ok(module) => return Ok(module),
+                Ok(module) => return Ok(with_waits(module, files::waits_on_predecessor(c.arch))),
                 Err(e) => format!(
                     "the {} cubin did not load ({e}); JIT-compiled the PTX",
                     c.arch
@@ -94,6 +117,15 @@ pub fn load_module(gpu: &Gpu) -> Result<Module, CudaError> {
             )
         }
     };
+    if cc.0 >= 9 {
+        match crate::grid_dep::for_sm90(crate::PTX) {
+            Ok(text) => return Ok(with_waits(gpu.load_ptx(&text)?.with_note(note), true)),
+            Err(e) => {
+                let note = format!("{note}; {e}: the kernels start after their predecessor");
+                return Ok(gpu.load_ptx(crate::PTX)?.with_note(note));
+            }
+        }
+    }
     Ok(gpu.load_ptx(crate::PTX)?.with_note(note))
 }
 
@@ -138,9 +170,15 @@ mod tests {
 
     #[test]
     fn a_manifest_of_other_ptx_is_refused() {
-        assert!(files::check_manifest("abc\n", "abc").is_ok());
-        let e = files::check_manifest("abc\n", "abd").unwrap_err();
+        assert!(files::check_manifest(&files::manifest_text("abc"), "abc").is_ok());
+        let e = files::check_manifest(&files::manifest_text("abc"), "abd").unwrap_err();
         assert!(e.contains("cargo xtask cubins"), "{e}");
+        // A folder from before the Hopper cubins waited on their predecessor: its sm_90a cubin
+        // must not be launched early, so it is not embedded at all.
+        let e = files::check_manifest("abc\n", "abc").unwrap_err();
+        assert!(e.contains(files::FORMAT), "{e}");
+        assert!(files::waits_on_predecessor("sm_90a") && files::waits_on_predecessor("sm_100"));
+        assert!(!files::waits_on_predecessor("sm_86") && !files::waits_on_predecessor("sm_89"));
     }
 
     /// Every cubin this build embeds unpacks to an ELF image naming every kernel of the PTX

@@ -3,11 +3,26 @@
 //! [`crate::cubin`] (which picks one for a device), each of which includes this file.
 //!
 //! A cubin folder holds `ingot.<arch>.cubin.xz` for each architecture built and [`MANIFEST`], the
-//! lower-case hex SHA-256 of the PTX text they were all built from, so a cubin can never be
-//! embedded beside a PTX it does not match.
+//! lower-case hex SHA-256 of the PTX text they were all built from and the [`FORMAT`] they were
+//! built in, so a cubin can never be embedded beside a PTX it does not match, nor a Hopper cubin
+//! without its kernels' waits be launched early.
 
 /// Architectures `cargo xtask cubins` builds by default: the RTX 3090 / A6000 and Hopper.
 pub const DEFAULT_ARCHS: [&str; 2] = ["sm_86", "sm_90a"];
+
+/// How the cubins were built: those for sm_90 and later from `grid_dep::for_sm90` of the PTX (every
+/// kernel waits on its predecessor, so it may be launched early), the others from the PTX itself.
+pub const FORMAT: &str = "grid-dep-1";
+
+/// Whether an architecture's cubin is built from the PTX rewritten for programmatic dependent launch.
+pub fn waits_on_predecessor(arch: &str) -> bool {
+    parse_arch(arch).is_some_and(|(major, _, _)| major >= 9)
+}
+
+/// The manifest's text for cubins built from PTX of SHA-256 `ptx_sha256`.
+pub fn manifest_text(ptx_sha256: &str) -> String {
+    format!("{ptx_sha256} {FORMAT}\n")
+}
 
 /// The manifest's file name in a cubin folder.
 pub const MANIFEST: &str = "ptx.sha256";
@@ -54,12 +69,12 @@ pub fn runs_on(arch: &str, cc: (i32, i32)) -> bool {
 /// Checks a manifest's text against the SHA-256 (lower-case hex) of the PTX being embedded.
 pub fn check_manifest(manifest: &str, ptx_sha256: &str) -> Result<(), String> {
     let recorded = manifest.trim();
-    if recorded == ptx_sha256 {
+    if manifest == manifest_text(ptx_sha256) {
         Ok(())
     } else {
         Err(format!(
-            "the cubins were built from PTX {recorded:?}, the committed PTX is {ptx_sha256}: \
-             rebuild them with `cargo xtask cubins`"
+            "the cubins were built from PTX {recorded:?}, the committed PTX is {ptx_sha256} \
+             (format {FORMAT}): rebuild them with `cargo xtask cubins`"
         ))
     }
 }

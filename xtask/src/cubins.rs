@@ -16,6 +16,10 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod files;
 
+#[path = "../../kernels/src/grid_dep.rs"]
+#[allow(dead_code)]
+mod grid_dep;
+
 /// xz preset of a cubin (10 MB of SASS packs to about 1.1 MB).
 const XZ_PRESET: u32 = 9;
 
@@ -39,6 +43,9 @@ pub fn build(args: &[&str]) -> Result<()> {
     let text = committed_text()?;
     let ptx = plain_ptx_path();
     write_plain(&ptx, &text)?;
+    // Hopper and later: the text whose kernels wait on their predecessor (files::FORMAT).
+    let hopper = ptx.with_extension("sm_90.ptx");
+    write_plain(&hopper, &grid_dep::for_sm90(&text)?)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     // The manifest goes first and last: a folder interrupted midway matches no PTX.
     let manifest = out.join(files::MANIFEST);
@@ -49,10 +56,18 @@ pub fn build(args: &[&str]) -> Result<()> {
             std::fs::remove_file(out.join(&name))?;
         }
     }
+    let (ptx, hopper, out) = (&ptx, &hopper, &out);
     let results: Vec<Result<String>> = std::thread::scope(|s| {
         let handles: Vec<_> = archs
             .iter()
-            .map(|arch| s.spawn(|| one(&ptx, arch, &out)))
+            .map(|arch| {
+                let src = if files::waits_on_predecessor(arch) {
+                    hopper
+                } else {
+                    ptx
+                };
+                s.spawn(move || one(src, arch, out))
+            })
             .collect();
         handles
             .into_iter()
@@ -66,7 +81,7 @@ pub fn build(args: &[&str]) -> Result<()> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    std::fs::write(&manifest, format!("{sha}\n"))?;
+    std::fs::write(&manifest, files::manifest_text(&sha))?;
     println!(
         "cubins for {} in {} (PTX sha256 {sha}); embed them with: INGOT_CUBINS={} cargo build --release",
         archs.join(", "),

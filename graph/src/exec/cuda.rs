@@ -33,14 +33,13 @@
 //! written by earlier steps may not (the message says so). The executor is unusable after a
 //! failed replay.
 
-use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use ingot_abi::launch::KernelDesc;
 use ingot_abi::step::StepState;
 use ingot_cuda::{
-    Arg, CopyStream, DeviceBuffer, Event, Fence, Gpu, Graph, JitReport, LaunchShape, MappedBuffer,
+    CopyStream, DeviceBuffer, Event, Fence, Gpu, Graph, JitReport, LaunchShape, MappedBuffer,
     Module, PinnedBuffer,
 };
 use ingot_gguf::GgufFile;
@@ -49,12 +48,14 @@ use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
 use crate::exec::expert_cache::{ExpertCache, SlabCopy, SlotMemory};
-use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
 use crate::planner::{build_plan_for, PlanOptions};
 use crate::weights::{initial_bytes, HostEmbedding};
 use crate::BufId;
+
+mod launch;
+use launch::{capture_nodes, in_prefill, launch_nodes, Pace, Place};
 
 /// `INGOT_EAGER=1`: run every step node by node with a synchronisation after each instead of
 /// replaying the captured graph (slow; for localising a GPU fault).
@@ -82,16 +83,6 @@ const FILLER_BYTES: usize = 512 << 20;
 /// a thousand entries), past which the host blocks and every repetition would look host-bound.
 const FIRST_FILLER_COPIES: usize = 16;
 const MAX_FILLER_COPIES: usize = 128;
-
-/// How [`Loaded::run_nodes`] paces the nodes.
-#[derive(Clone, Copy)]
-enum Pace<'e> {
-    /// A synchronisation after each node (eager mode): a fault is pinned to its node.
-    Sync,
-    /// `marks[i]` recorded just before node `i` and `marks[n]` after the last node, with no
-    /// synchronisation: the GPU time of node `i` is `marks[i]..marks[i + 1]`.
-    Marks(&'e [Event]),
-}
 
 /// GPU times of one decode step measured by [`CudaExecutor::measure_step`], in milliseconds,
 /// one entry per repetition.
@@ -235,14 +226,6 @@ struct Loaded {
     experts: Option<(ExpertCache<Fence>, CopyStream)>,
     /// The batched prefill; `None` when the executor has no prefill plan.
     prefill: Option<DevPrefill>,
-}
-
-/// Where a plan's buffer is, as a launch argument sees it.
-#[derive(Clone, Copy)]
-enum Place<'a> {
-    Dev(&'a DeviceBuffer),
-    /// A host-mapped buffer's device address.
-    Mapped(u64),
 }
 
 /// The decode plan's buffer `i`.
@@ -1108,148 +1091,6 @@ impl Loaded {
         let bytes = &self.state_out.bytes()[slot * STATE_BYTES..(slot + 1) * STATE_BYTES];
         let s: StepState = bytemuck::pod_read_unaligned(bytes);
         Ok(s.next_token)
-    }
-}
-
-/// The launch arguments of node `n`, in PTX parameter order, its buffers where `place` says
-/// (a host-mapped buffer by its device address).
-fn node_args<'a>(n: &Node, place: &dyn Fn(usize) -> Place<'a>) -> Vec<Arg<'a>> {
-    n.args
-        .iter()
-        .map(|a| match *a {
-            NodeArg::Buf(r) => match place(r.buf.0 as usize) {
-                Place::Mapped(addr) => Arg::U64(addr + r.offset),
-                Place::Dev(b) => Arg::BufAt(b, r.offset),
-            },
-            NodeArg::U32(v) => Arg::U32(v),
-            NodeArg::I32(v) => Arg::I32(v),
-            NodeArg::F32(v) => Arg::F32(v),
-            NodeArg::U64(v) => Arg::U64(v),
-        })
-        .collect()
-}
-
-/// Captures nodes `range` of `plan` into one graph (uploaded), their buffers where `place`
-/// says.
-fn capture_nodes<'a>(
-    gpu: &Gpu,
-    module: &mut Module,
-    plan: &Plan,
-    range: Range<usize>,
-    shapes: &[LaunchShape],
-    place: &dyn Fn(usize) -> Place<'a>,
-) -> Result<Graph, ExecError> {
-    gpu.begin_capture()?;
-    let captured = range.into_iter().try_for_each(|i| {
-        let n = &plan.nodes[i];
-        gpu.launch(module, &n.kernel, shapes[i], &node_args(n, place))
-    });
-    // The capture must end whatever happened, or the stream stays in capture mode.
-    let graph = gpu.end_capture();
-    captured?;
-    let graph = graph?;
-    graph.upload()?;
-    Ok(graph)
-}
-
-/// Launches nodes `range` of `plan` one by one, paced as `pace` says (`marks` indexed by node);
-/// a failure names its node ([`node_error`]).
-fn launch_nodes<'a>(
-    gpu: &Gpu,
-    module: &mut Module,
-    plan: &Plan,
-    range: Range<usize>,
-    shapes: &[LaunchShape],
-    place: &dyn Fn(usize) -> Place<'a>,
-    pace: Pace<'_>,
-) -> Result<(), ExecError> {
-    for i in range {
-        let (n, shape) = (&plan.nodes[i], shapes[i]);
-        let args = node_args(n, place);
-        let done = match pace {
-            Pace::Sync => gpu
-                .launch(module, &n.kernel, shape, &args)
-                .and_then(|()| gpu.synchronize()),
-            Pace::Marks(marks) => gpu
-                .record(&marks[i])
-                .and_then(|()| gpu.launch(module, &n.kernel, shape, &args)),
-        };
-        if let Err(source) = done {
-            return Err(node_error(plan, i, shape, source));
-        }
-    }
-    Ok(())
-}
-
-/// A failing node of a prefill plan says so in its label (its index and count are the chunk
-/// plan's).
-fn in_prefill(e: ExecError, ntok: usize, pos: usize) -> ExecError {
-    match e {
-        ExecError::Node {
-            node,
-            nodes,
-            label,
-            kernel,
-            layer,
-            grid,
-            block,
-            shared_bytes,
-            args,
-            source,
-        } => ExecError::Node {
-            node,
-            nodes,
-            label: format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})"),
-            kernel,
-            layer,
-            grid,
-            block,
-            shared_bytes,
-            args,
-            source,
-        },
-        other => other,
-    }
-}
-
-/// [`ExecError::Node`] for node `i` of `plan`, with its arguments spelled out (buffers by name
-/// and byte offset).
-fn node_error(
-    plan: &Plan,
-    i: usize,
-    shape: LaunchShape,
-    source: ingot_cuda::CudaError,
-) -> ExecError {
-    let n = &plan.nodes[i];
-    let args = n
-        .args
-        .iter()
-        .map(|a| match *a {
-            NodeArg::Buf(r) => {
-                let name = plan
-                    .buffers
-                    .get(r.buf.0 as usize)
-                    .map_or("?", |b| b.name.as_str());
-                format!("{name}+{}", r.offset)
-            }
-            NodeArg::U32(v) => format!("u32 {v}"),
-            NodeArg::I32(v) => format!("i32 {v}"),
-            NodeArg::F32(v) => format!("f32 {v}"),
-            NodeArg::U64(v) => format!("u64 {v}"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    ExecError::Node {
-        node: i,
-        nodes: plan.nodes.len(),
-        label: n.label.clone(),
-        kernel: n.kernel.clone(),
-        layer: n.layer,
-        grid: shape.grid,
-        block: shape.block,
-        shared_bytes: shape.shared_bytes,
-        args,
-        source,
     }
 }
 

@@ -176,6 +176,35 @@ impl Gpu {
         shape: LaunchShape,
         args: &[Arg<'_>],
     ) -> Result<(), CudaError> {
+        self.launch_with(module, name, shape, args, false)
+    }
+
+    /// As [`Gpu::launch`], for a kernel enqueued right after another kernel on this stream: when
+    /// `module` waits on its predecessor ([`Module::waits_on_predecessor`]) it is launched with
+    /// programmatic stream serialization (Hopper's programmatic dependent launch), so its blocks
+    /// may start while the previous kernel's last blocks run and its launch latency overlaps
+    /// them; otherwise it is an ordinary launch. In a captured graph this makes a programmatic
+    /// edge. The caller guarantees that the operation enqueued just before on the stream is a
+    /// kernel launch.
+    pub fn launch_after_kernel(
+        &self,
+        module: &mut Module,
+        name: &str,
+        shape: LaunchShape,
+        args: &[Arg<'_>],
+    ) -> Result<(), CudaError> {
+        let early = module.waits_on_predecessor();
+        self.launch_with(module, name, shape, args, early)
+    }
+
+    fn launch_with(
+        &self,
+        module: &mut Module,
+        name: &str,
+        shape: LaunchShape,
+        args: &[Arg<'_>],
+        programmatic: bool,
+    ) -> Result<(), CudaError> {
         let func = module.function(name)?;
         // One 8-byte slot per argument; the driver reads as many bytes as the parameter has.
         let mut slots: Vec<u64> = args
@@ -195,19 +224,45 @@ impl Gpu {
             .collect();
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
-        // SAFETY: every parameter pointer addresses a live slot holding the value in its low
-        // bytes (little-endian), which is what cuLaunchKernel reads for 4- and 8-byte params.
-        unsafe {
-            result::launch_kernel(
-                func,
-                (gx, gy, gz),
-                (bx, by, bz),
-                shape.shared_bytes,
-                self.stream.cu_stream(),
-                &mut params,
-            )
+        if !programmatic {
+            // SAFETY: every parameter pointer addresses a live slot holding the value in its
+            // low bytes (little-endian), which is what cuLaunchKernel reads for 4- and 8-byte
+            // params.
+            return unsafe {
+                result::launch_kernel(
+                    func,
+                    (gx, gy, gz),
+                    (bx, by, bz),
+                    shape.shared_bytes,
+                    self.stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .call("cuLaunchKernel");
         }
-        .call("cuLaunchKernel")
+        // SAFETY: an all-zero attribute is a valid value of the plain C union.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: shape.shared_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        self.ctx.bind_to_thread().call("cuCtxSetCurrent")?;
+        // SAFETY: `config` and `attr` outlive the call; the parameter slots as in the plain
+        // launch; `extra` is null.
+        unsafe {
+            sys::cuLaunchKernelEx(&config, func, params.as_mut_ptr(), std::ptr::null_mut()).result()
+        }
+        .call("cuLaunchKernelEx")
     }
 
     /// Enqueues a device-to-device copy of `min(src.len(), dst.len())` bytes on the stream.

@@ -80,6 +80,9 @@ pub struct Module {
     /// Keeps the context alive until the module is unloaded.
     ctx: Arc<CudaContext>,
     report: JitReport,
+    /// Every kernel executes `griddepcontrol.wait` before touching memory other kernels write
+    /// (`ingot_kernels::grid_dep`), so it may be launched before its predecessor finishes.
+    waits_on_predecessor: bool,
 }
 
 // SAFETY: the handles are plain driver objects, usable from any thread once the context is
@@ -175,6 +178,7 @@ impl Module {
                 info_log,
                 note: None,
             },
+            waits_on_predecessor: false,
         })
     }
 
@@ -182,6 +186,19 @@ impl Module {
     pub fn with_note(mut self, note: String) -> Self {
         self.report.note = Some(note);
         self
+    }
+
+    /// Declares that every kernel of this module waits on its predecessor grid before touching
+    /// memory other kernels write (the caller built it so: `ingot_kernels::grid_dep`), which lets
+    /// [`crate::Gpu::launch_after_kernel`] start it early.
+    pub fn with_grid_dependencies(mut self) -> Self {
+        self.waits_on_predecessor = true;
+        self
+    }
+
+    /// Whether [`Module::with_grid_dependencies`] was declared.
+    pub fn waits_on_predecessor(&self) -> bool {
+        self.waits_on_predecessor
     }
 
     /// The JIT's figures and info log for this module.

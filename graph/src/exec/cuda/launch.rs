@@ -1,0 +1,177 @@
+//! Launching a plan's nodes on the GPU: their arguments, one graph capture, or one by one paced
+//! for debugging and timing; a failing launch named by its node.
+
+use std::ops::Range;
+
+use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module};
+
+use crate::error::ExecError;
+use crate::node::{Node, NodeArg};
+use crate::plan::Plan;
+
+/// How [`Loaded::run_nodes`] paces the nodes.
+#[derive(Clone, Copy)]
+pub(super) enum Pace<'e> {
+    /// A synchronisation after each node (eager mode): a fault is pinned to its node.
+    Sync,
+    /// `marks[i]` recorded just before node `i` and `marks[n]` after the last node, with no
+    /// synchronisation: the GPU time of node `i` is `marks[i]..marks[i + 1]`.
+    Marks(&'e [Event]),
+}
+
+/// Where a plan's buffer is, as a launch argument sees it.
+#[derive(Clone, Copy)]
+pub(super) enum Place<'a> {
+    Dev(&'a DeviceBuffer),
+    /// A host-mapped buffer's device address.
+    Mapped(u64),
+}
+
+/// The launch arguments of node `n`, in PTX parameter order, its buffers where `place` says
+/// (a host-mapped buffer by its device address).
+pub(super) fn node_args<'a>(n: &Node, place: &dyn Fn(usize) -> Place<'a>) -> Vec<Arg<'a>> {
+    n.args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => match place(r.buf.0 as usize) {
+                Place::Mapped(addr) => Arg::U64(addr + r.offset),
+                Place::Dev(b) => Arg::BufAt(b, r.offset),
+            },
+            NodeArg::U32(v) => Arg::U32(v),
+            NodeArg::I32(v) => Arg::I32(v),
+            NodeArg::F32(v) => Arg::F32(v),
+            NodeArg::U64(v) => Arg::U64(v),
+        })
+        .collect()
+}
+
+/// Captures nodes `range` of `plan` into one graph (uploaded), their buffers where `place`
+/// says.
+pub(super) fn capture_nodes<'a>(
+    gpu: &Gpu,
+    module: &mut Module,
+    plan: &Plan,
+    range: Range<usize>,
+    shapes: &[LaunchShape],
+    place: &dyn Fn(usize) -> Place<'a>,
+) -> Result<Graph, ExecError> {
+    gpu.begin_capture()?;
+    let first = range.start;
+    let captured = range.into_iter().try_for_each(|i| {
+        let (n, args) = (&plan.nodes[i], node_args(&plan.nodes[i], place));
+        // Only kernels are captured, so every node but the first follows a kernel: on a module
+        // whose kernels wait on their predecessor it is a programmatic edge (PDL).
+        if i == first {
+            gpu.launch(module, &n.kernel, shapes[i], &args)
+        } else {
+            gpu.launch_after_kernel(module, &n.kernel, shapes[i], &args)
+        }
+    });
+    // The capture must end whatever happened, or the stream stays in capture mode.
+    let graph = gpu.end_capture();
+    captured?;
+    let graph = graph?;
+    graph.upload()?;
+    Ok(graph)
+}
+
+/// Launches nodes `range` of `plan` one by one, paced as `pace` says (`marks` indexed by node);
+/// a failure names its node ([`node_error`]).
+pub(super) fn launch_nodes<'a>(
+    gpu: &Gpu,
+    module: &mut Module,
+    plan: &Plan,
+    range: Range<usize>,
+    shapes: &[LaunchShape],
+    place: &dyn Fn(usize) -> Place<'a>,
+    pace: Pace<'_>,
+) -> Result<(), ExecError> {
+    for i in range {
+        let (n, shape) = (&plan.nodes[i], shapes[i]);
+        let args = node_args(n, place);
+        let done = match pace {
+            Pace::Sync => gpu
+                .launch(module, &n.kernel, shape, &args)
+                .and_then(|()| gpu.synchronize()),
+            Pace::Marks(marks) => gpu
+                .record(&marks[i])
+                .and_then(|()| gpu.launch(module, &n.kernel, shape, &args)),
+        };
+        if let Err(source) = done {
+            return Err(node_error(plan, i, shape, source));
+        }
+    }
+    Ok(())
+}
+
+/// A failing node of a prefill plan says so in its label (its index and count are the chunk
+/// plan's).
+pub(super) fn in_prefill(e: ExecError, ntok: usize, pos: usize) -> ExecError {
+    match e {
+        ExecError::Node {
+            node,
+            nodes,
+            label,
+            kernel,
+            layer,
+            grid,
+            block,
+            shared_bytes,
+            args,
+            source,
+        } => ExecError::Node {
+            node,
+            nodes,
+            label: format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})"),
+            kernel,
+            layer,
+            grid,
+            block,
+            shared_bytes,
+            args,
+            source,
+        },
+        other => other,
+    }
+}
+
+/// [`ExecError::Node`] for node `i` of `plan`, with its arguments spelled out (buffers by name
+/// and byte offset).
+pub(super) fn node_error(
+    plan: &Plan,
+    i: usize,
+    shape: LaunchShape,
+    source: ingot_cuda::CudaError,
+) -> ExecError {
+    let n = &plan.nodes[i];
+    let args = n
+        .args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => {
+                let name = plan
+                    .buffers
+                    .get(r.buf.0 as usize)
+                    .map_or("?", |b| b.name.as_str());
+                format!("{name}+{}", r.offset)
+            }
+            NodeArg::U32(v) => format!("u32 {v}"),
+            NodeArg::I32(v) => format!("i32 {v}"),
+            NodeArg::F32(v) => format!("f32 {v}"),
+            NodeArg::U64(v) => format!("u64 {v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    ExecError::Node {
+        node: i,
+        nodes: plan.nodes.len(),
+        label: n.label.clone(),
+        kernel: n.kernel.clone(),
+        layer: n.layer,
+        grid: shape.grid,
+        block: shape.block,
+        shared_bytes: shape.shared_bytes,
+        args,
+        source,
+    }
+}
