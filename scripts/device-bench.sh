@@ -15,6 +15,10 @@
 #           invalid (exit 2 of the bench binary)
 #   model   a synthetic DeepSeek-V2-Lite q4_k_m (~10.4 GB, in $BENCH_TMP, default /tmp)
 #   decode  `ingot bench --backend cuda` on it at depths 0, 1024, 4096
+#   decode_no_pdl
+#           the same at depths 0 and 4096 with INGOT_NO_PDL=1: on sm_90 and later every node
+#           then starts after its predecessor has finished (decode has them start early,
+#           programmatic dependent launch), so the two rows measure what early launch gains
 #   nodes-d0, nodes-d4096
 #           `ingot plan --measure --predict h200` on it: every node of one decode step timed
 #           between CUDA events (median of 20 reps) beside its predicted time, the graph replay
@@ -66,6 +70,8 @@ fi
 if [[ $mode != nodes ]]; then
     run_step decode 300 fig_decode "$bin/ingot" bench -m "$model" --backend cuda \
         --depths 0,1024,4096 -n 64 --reps 5
+    INGOT_NO_PDL=1 run_step decode_no_pdl 150 fig_decode "$bin/ingot" bench -m "$model" \
+        --backend cuda --depths 0,4096 -n 64 --reps 5
 fi
 for depth in 0 4096; do
     run_step "nodes-d$depth" 150 fig_nodes "$bin/ingot" plan -m "$model" --backend cuda --measure \

@@ -293,12 +293,17 @@ fn describe_cuda(info: &CudaInfo) -> String {
         Err(why) => format!("prefill replays the graph once per prompt token ({why})"),
     };
     format!(
-        "cuda: {}; kernels: {}; one graph of {} nodes (at most {} per layer); {:.1} MiB of VRAM for \
-         weights, cache and activations, uploaded in {:.2} s; {prefill}",
+        "cuda: {}; kernels: {}; one graph of {} nodes (at most {} per layer{}); {:.1} MiB of VRAM \
+         for weights, cache and activations, uploaded in {:.2} s; {prefill}",
         info.device,
         info.jit.summary(),
         info.nodes,
         info.nodes_per_layer,
+        if info.early_launch {
+            ", each started before its predecessor ends: programmatic dependent launch"
+        } else {
+            ""
+        },
         mib(info.device_bytes),
         info.upload_s
     )

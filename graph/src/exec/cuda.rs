@@ -285,6 +285,9 @@ pub struct CudaInfo {
     pub jit: JitReport,
     /// Node by node with a sync after each (`INGOT_EAGER=1`) instead of a graph replay.
     pub eager: bool,
+    /// The graph's nodes start before their predecessor has finished (programmatic dependent
+    /// launch: sm_90 and later, unless `INGOT_NO_PDL` is set).
+    pub early_launch: bool,
     /// Device bytes of the prefill plans' own buffers (their activations), part of what was
     /// checked against the free memory; 0 without a batched prefill.
     pub prefill_bytes: u64,
@@ -325,6 +328,7 @@ impl CudaExecutor {
             upload_s,
             jit: dev.module.jit_report().clone(),
             eager,
+            early_launch: dev.module.early_launch() && !eager,
             prefill_bytes: prefill_own_bytes(pf),
             prefill: match &prefill {
                 Ok(p) => Ok(p.iter().map(|h| h.pre.ntok).collect()),
@@ -426,6 +430,32 @@ impl CudaExecutor {
 
     pub fn device_name(&self) -> &str {
         &self.device_name
+    }
+
+    /// Turns programmatic dependent launch of the decode step's nodes on or off and recaptures
+    /// the step; returns whether it is now on. It can only be on for kernels built to wait on
+    /// their predecessor (compute capability 9.0 and later, `ingot_kernels::grid_dep`); in
+    /// eager mode nodes never start early. The logits do not depend on it (the device check's
+    /// gate compares them); the time per step does.
+    pub fn set_early_launch(&mut self, on: bool) -> Result<bool, ExecError> {
+        let plan = &self.plan;
+        let Some(dev) = self.dev.as_mut() else {
+            return Ok(false);
+        };
+        let now = dev.module.set_early_launch(on);
+        if dev.graph.is_some() {
+            dev.graph = None;
+            dev.capture(plan)?;
+        }
+        Ok(now)
+    }
+
+    /// Whether the decode step's nodes start before their predecessor has finished (see
+    /// [`CudaExecutor::set_early_launch`]).
+    pub fn early_launch(&self) -> bool {
+        self.dev
+            .as_ref()
+            .is_some_and(|d| d.module.early_launch() && d.graph.is_some())
     }
 
     /// Whether steps run node by node (`INGOT_EAGER=1`).

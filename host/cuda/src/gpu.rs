@@ -180,7 +180,7 @@ impl Gpu {
     }
 
     /// As [`Gpu::launch`], for a kernel enqueued right after another kernel on this stream: when
-    /// `module` waits on its predecessor ([`Module::waits_on_predecessor`]) it is launched with
+    /// `module` launches early ([`Module::early_launch`]) it is launched with
     /// programmatic stream serialization (Hopper's programmatic dependent launch), so its blocks
     /// may start while the previous kernel's last blocks run and its launch latency overlaps
     /// them; otherwise it is an ordinary launch. In a captured graph this makes a programmatic
@@ -193,7 +193,7 @@ impl Gpu {
         shape: LaunchShape,
         args: &[Arg<'_>],
     ) -> Result<(), CudaError> {
-        let early = module.waits_on_predecessor();
+        let early = module.early_launch();
         self.launch_with(module, name, shape, args, early)
     }
 

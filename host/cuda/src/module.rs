@@ -83,6 +83,9 @@ pub struct Module {
     /// Every kernel executes `griddepcontrol.wait` before touching memory other kernels write
     /// (`ingot_kernels::grid_dep`), so it may be launched before its predecessor finishes.
     waits_on_predecessor: bool,
+    /// Launches after a kernel start early ([`crate::Gpu::launch_after_kernel`]); only ever true
+    /// when `waits_on_predecessor`.
+    early_launch: bool,
 }
 
 // SAFETY: the handles are plain driver objects, usable from any thread once the context is
@@ -179,6 +182,7 @@ impl Module {
                 note: None,
             },
             waits_on_predecessor: false,
+            early_launch: false,
         })
     }
 
@@ -191,14 +195,28 @@ impl Module {
     /// Declares that every kernel of this module waits on its predecessor grid before touching
     /// memory other kernels write (the caller built it so: `ingot_kernels::grid_dep`), which lets
     /// [`crate::Gpu::launch_after_kernel`] start it early.
+    /// Early launches start on.
     pub fn with_grid_dependencies(mut self) -> Self {
         self.waits_on_predecessor = true;
+        self.early_launch = true;
         self
     }
 
     /// Whether [`Module::with_grid_dependencies`] was declared.
     pub fn waits_on_predecessor(&self) -> bool {
         self.waits_on_predecessor
+    }
+
+    /// Turns early launches on or off (launches already captured into a graph keep theirs);
+    /// returns whether they are now on, which they never are for kernels that do not wait.
+    pub fn set_early_launch(&mut self, on: bool) -> bool {
+        self.early_launch = on && self.waits_on_predecessor;
+        self.early_launch
+    }
+
+    /// Whether launches after a kernel start before it has finished.
+    pub fn early_launch(&self) -> bool {
+        self.early_launch
     }
 
     /// The JIT's figures and info log for this module.
