@@ -140,6 +140,18 @@ pub const CARDS: [Card; 5] = [
     ),
 ];
 
+impl Card {
+    /// Whether the card launches graph nodes early (programmatic dependent launch, compute
+    /// capability 9.0 and later: ingot's kernels wait on their predecessor there).
+    pub fn early_launch(&self) -> bool {
+        self.arch
+            .strip_prefix("sm_")
+            .and_then(|d| d.get(..d.len().saturating_sub(1)))
+            .and_then(|major| major.parse::<u32>().ok())
+            .is_some_and(|major| major >= 9)
+    }
+}
+
 /// The card called `name` (case-insensitive; `rtx3090` and `3090` both work).
 pub fn card_named(name: &str) -> Option<&'static Card> {
     let n = name.to_ascii_lowercase().replace(['-', '_', ' '], "");

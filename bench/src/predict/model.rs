@@ -28,6 +28,9 @@ pub struct Constants {
     pub warps_to_hide_latency: Fitted,
     /// Shared memory the driver reserves per resident block (bytes).
     pub reserved_shared_per_block: Fitted,
+    /// Share of [`Constants::launch_in_graph_s`] hidden behind the previous node when a node is
+    /// launched early (programmatic dependent launch, [`Card::early_launch`]).
+    pub early_launch_hidden: Fitted,
 }
 
 /// The constants as shipped, before any fit.
@@ -62,6 +65,17 @@ pub const DEFAULT_CONSTANTS: Constants = Constants {
         unit: "bytes",
         origin: "CUDA C++ Programming Guide: 1 KB of shared memory per block is reserved for \
                  system use on compute capability 8.x and 9.0 (published)",
+    },
+    early_launch_hidden: Fitted {
+        value: 0.5,
+        unit: "fraction of the node cost",
+        origin: "assumption, no anchor: on sm_90 and later every node after the first of a \
+                 graph is launched early and waits on its predecessor first \
+                 (ingot_kernels::grid_dep), so its launch and block start-up overlap the \
+                 predecessor's last blocks while the wait for the predecessor's completion and \
+                 the memory flush remain; half of the fitted node cost is the guess. Measured \
+                 when a card is lent: scripts/device-bench.sh runs the decode with and without \
+                 (INGOT_NO_PDL=1)",
     },
 };
 
@@ -160,8 +174,10 @@ pub fn occupancy(card: &Card, k: &Constants, load: &NodeLoad) -> Occupancy {
     }
 }
 
-/// The time of one node on `card`.
-pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
+/// The time of one node on `card`; `after_kernel`: the node follows another kernel node of its
+/// graph, so on a card with early launch [`Constants::early_launch_hidden`] of its fixed cost
+/// is hidden.
+pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool) -> NodeTime {
     let occ = occupancy(card, k, load);
     let sms = u64::from(card.sms);
     let blocks = load.blocks.max(1);
@@ -198,7 +214,12 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad) -> NodeTime {
     ]
     .into_iter()
     .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
-    let launch_s = k.launch_in_graph_s.value;
+    let hidden = if after_kernel && card.early_launch() {
+        k.early_launch_hidden.value
+    } else {
+        0.0
+    };
+    let launch_s = k.launch_in_graph_s.value * (1.0 - hidden);
     NodeTime {
         dram_s,
         l2_s,
@@ -242,7 +263,7 @@ mod tests {
             host_bytes: 100_000_000,
             ..load()
         };
-        let t = node_time(c, &k, &l);
+        let t = node_time(c, &k, &l, true);
         let want = 1e8 / (c.pcie_gbps * 1e9 * crate::replay::PCIE_EFFICIENCY);
         assert!((t.pcie_s - want).abs() < 1e-12);
         assert_eq!(t.bound, "pcie");
@@ -257,11 +278,37 @@ mod tests {
             dram_bytes: 936_000_000,
             ..load()
         };
-        let t = node_time(c, &k, &l);
+        let t = node_time(c, &k, &l, true);
         assert_eq!(t.bound, "dram");
         // 0.936 GB at 0.9 x 936 GB/s.
         assert!((t.dram_s - 1.0 / 0.9e3).abs() < 1e-12, "{}", t.dram_s);
         assert!((t.total_s - t.dram_s - 0.8e-6).abs() < 1e-15);
+    }
+
+    /// On sm_90 a node after another kernel node hides `early_launch_hidden` of its fixed cost;
+    /// the graph's first node and every node on an sm_86 card pay it whole.
+    #[test]
+    fn early_launch_hides_part_of_the_node_cost_on_hopper_only() {
+        let (h200, r3090) = (card_named("h200").unwrap(), card_named("3090").unwrap());
+        assert!(h200.early_launch() && card_named("h100").unwrap().early_launch());
+        assert!(!r3090.early_launch() && !card_named("4090").unwrap().early_launch());
+        let l = NodeLoad {
+            dram_bytes: 1_000_000,
+            ..load()
+        };
+        let k = constants_for(Some(h200));
+        let (first, later) = (
+            node_time(h200, &k, &l, false),
+            node_time(h200, &k, &l, true),
+        );
+        assert_eq!(first.launch_s, k.launch_in_graph_s.value);
+        let hidden = k.launch_in_graph_s.value * k.early_launch_hidden.value;
+        assert!((first.total_s - later.total_s - hidden).abs() < 1e-15);
+        let k = constants_for(Some(r3090));
+        assert_eq!(
+            node_time(r3090, &k, &l, true).launch_s,
+            k.launch_in_graph_s.value
+        );
     }
 
     #[test]
@@ -303,7 +350,10 @@ mod tests {
             tail_warp_instructions: 6000,
             ..spread
         };
-        let (a, b) = (node_time(c, &k, &spread), node_time(c, &k, &with_tail));
+        let (a, b) = (
+            node_time(c, &k, &spread, true),
+            node_time(c, &k, &with_tail, true),
+        );
         assert!((a.issue_s - b.issue_s).abs() < 1e-15);
         assert!((b.tail_s - 6000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
         assert!((b.total_s - a.total_s - b.tail_s).abs() < 1e-15);
@@ -320,7 +370,7 @@ mod tests {
             warp_instructions: 82 * 4000,
             ..load()
         };
-        let t = node_time(c, &k, &l);
+        let t = node_time(c, &k, &l, true);
         assert!((t.issue_s - 4000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
         // One more block than SMs: the busiest SM runs two (a second wave's worth).
         let l2 = NodeLoad {
@@ -328,7 +378,7 @@ mod tests {
             warp_instructions: 83 * 4000,
             ..load()
         };
-        let t2 = node_time(c, &k, &l2);
+        let t2 = node_time(c, &k, &l2, true);
         assert_eq!(t2.blocks_on_busiest_sm, 2);
         assert!((t2.issue_s - 8000.0 / (4.0 * clock)).abs() < 1e-15);
     }

@@ -184,7 +184,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
                 tail_warp_instructions: c.tail_warp_instructions,
                 host_bytes,
             };
-            node_time(card, &opts.constants, &load)
+            node_time(card, &opts.constants, &load, i > 0)
         });
         rows.push(NodeRow {
             index: i,
@@ -459,6 +459,15 @@ impl fmt::Display for PlanTable {
                 p.bound_pcie,
                 p.dram_limit_tok_s
             )?;
+            if p.card.early_launch() {
+                write!(
+                    f,
+                    "\nnodes after the first start early (programmatic dependent launch): {:.0}% of each \
+                     one's {:.2} us node cost ASSUMED hidden (early_launch_hidden, not yet measured)",
+                    p.constants.early_launch_hidden.value * 100.0,
+                    p.constants.launch_in_graph_s.value * 1e6
+                )?;
+            }
         }
         if let Some(m) = &self.measurement {
             write!(f, "\n{m}")?;
