@@ -47,7 +47,7 @@ use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
 
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
-use crate::exec::expert_cache::{ExpertCache, SlabCopy, SlotMemory};
+use crate::exec::expert_cache::ExpertCache;
 use crate::plan::Plan;
 use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
 use crate::planner::{build_plan_for, PlanOptions};
@@ -55,7 +55,9 @@ use crate::weights::{initial_bytes, HostEmbedding};
 use crate::BufId;
 
 mod launch;
+mod slots;
 use launch::{capture_nodes, in_prefill, launch_nodes, Pace, Place};
+use slots::CudaSlots;
 
 /// `INGOT_EAGER=1`: run every step node by node with a synchronisation after each instead of
 /// replaying the captured graph (slow; for localising a GPU fault).
@@ -237,39 +239,6 @@ fn decode_place<'a>(
     match &mapped[i] {
         Some(m) => Place::Mapped(m.device_address()),
         None => Place::Dev(&bufs[i]),
-    }
-}
-
-/// The GPU's memory as the expert cache sees it: table writes and selection reads go through the
-/// decode stream and wait for it; slab copies run on the copy stream, after the decode stream's
-/// work so far (the table writes that moved evicted experts out of their slots), while the next
-/// replays run.
-struct CudaSlots<'a> {
-    gpu: &'a Gpu,
-    copies: &'a CopyStream,
-}
-
-impl SlotMemory for CudaSlots<'_> {
-    type Fence = Fence;
-
-    fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), ExecError> {
-        Ok(self.gpu.read_at(addr, out)?)
-    }
-
-    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), ExecError> {
-        Ok(self.gpu.write_at(addr, data)?)
-    }
-
-    fn copy_slabs(&mut self, copies: &[SlabCopy]) -> Result<Fence, ExecError> {
-        self.copies.after(self.gpu)?;
-        for c in copies {
-            self.copies.copy_at(c.dst, c.src, c.bytes as usize)?;
-        }
-        Ok(self.copies.fence()?)
-    }
-
-    fn landed(&mut self, fence: &Fence) -> Result<bool, ExecError> {
-        Ok(fence.is_done()?)
     }
 }
 
