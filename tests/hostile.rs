@@ -444,23 +444,19 @@ fn a_block_count_the_file_cannot_hold_is_named_by_inspect_and_run() {
 #[test]
 fn ctx_defaults_to_at_most_the_training_context() {
     let m = ingot_testdata::golden_model("trained-rust-std");
-    let m = s(&m);
+    let base = [
+        "run",
+        "-m",
+        s(&m),
+        "-p",
+        "fn",
+        "-n",
+        "2",
+        "--backend",
+        "cpu",
+    ];
     let run = |ctx: &[&str]| {
-        let mut args = vec![
-            "run",
-            "-m",
-            m,
-            "-p",
-            "fn",
-            "-n",
-            "2",
-            "--temp",
-            "0",
-            "--backend",
-            "cpu",
-            "-v",
-        ];
-        args.extend_from_slice(ctx);
+        let args = [&base[..], &["--temp", "0", "-v"], ctx].concat();
         let out = ingot(&args);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{args:?}: {err}");
@@ -470,19 +466,7 @@ fn ctx_defaults_to_at_most_the_training_context() {
     assert!(run(&["-c", "0"]).contains("ctx 256,"), "-c 0");
     assert!(run(&["-c", "100"]).contains("ctx 100,"), "-c 100");
     refused(
-        &[
-            "run",
-            "-m",
-            m,
-            "-p",
-            "fn",
-            "-n",
-            "2",
-            "--backend",
-            "cpu",
-            "-c",
-            "257",
-        ],
+        &[&base[..], &["-c", "257"]].concat(),
         &["--ctx", "257", "training context 256"],
     );
 }

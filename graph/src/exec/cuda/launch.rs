@@ -106,33 +106,11 @@ pub(super) fn launch_nodes<'a>(
 
 /// A failing node of a prefill plan says so in its label (its index and count are the chunk
 /// plan's).
-pub(super) fn in_prefill(e: ExecError, ntok: usize, pos: usize) -> ExecError {
-    match e {
-        ExecError::Node {
-            node,
-            nodes,
-            label,
-            kernel,
-            layer,
-            grid,
-            block,
-            shared_bytes,
-            args,
-            source,
-        } => ExecError::Node {
-            node,
-            nodes,
-            label: format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})"),
-            kernel,
-            layer,
-            grid,
-            block,
-            shared_bytes,
-            args,
-            source,
-        },
-        other => other,
+pub(super) fn in_prefill(mut e: ExecError, ntok: usize, pos: usize) -> ExecError {
+    if let ExecError::Node { label, .. } = &mut e {
+        *label = format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})");
     }
+    e
 }
 
 /// [`ExecError::Node`] for node `i` of `plan`, with its arguments spelled out (buffers by name
