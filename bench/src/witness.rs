@@ -45,7 +45,12 @@ pub fn rayon_threads() -> usize {
     rayon::current_num_threads()
 }
 
-/// The CPU witness: model and the thread count the caller runs with.
+/// The CPU witness: model, the instruction set the CPU backend's kernels run on (`INGOT_CPU_ISA`
+/// can lower it) and the thread count the caller runs with.
 pub fn cpu(threads: usize) -> String {
-    format!("cpu: {} | {threads} threads (rayon)", cpu_model())
+    format!(
+        "cpu: {} | {} kernels | {threads} threads (rayon)",
+        cpu_model(),
+        ingot_quant::cpu_dot::Isa::detect().name()
+    )
 }

@@ -589,3 +589,27 @@ fn multi_activation_tiles_of_every_shape_on_extreme_scales() {
         }
     }
 }
+
+/// `INGOT_CPU_ISA`: unset or empty takes the fastest; a name takes that set where the CPU has it
+/// (scalar always); an unknown name or one the CPU lacks takes the fastest and says why.
+#[test]
+fn a_named_instruction_set_is_chosen_when_available() {
+    let fastest = Isa::fastest();
+    assert_eq!(Isa::choose(None), (fastest, None));
+    assert_eq!(Isa::choose(Some(" ")), (fastest, None));
+    assert_eq!(Isa::choose(Some("Scalar")), (Isa::Scalar, None));
+    for isa in Isa::ALL {
+        let (got, why) = Isa::choose(Some(isa.name()));
+        if isa.is_available() {
+            assert_eq!((got, why), (isa, None));
+        } else {
+            assert_eq!(got, fastest);
+            assert!(why.unwrap().contains("this CPU has no"));
+        }
+    }
+    let (got, why) = Isa::choose(Some("avx1024"));
+    assert_eq!(got, fastest);
+    assert!(why
+        .unwrap()
+        .contains("is not one of scalar, avx2, avx-vnni, avx512"));
+}
