@@ -106,7 +106,12 @@ impl<'f> CpuWeights<'f> {
     }
 }
 
-fn map_layer<'f>(file: &'f GgufFile, c: &ModelConfig, il: usize, isa: Isa) -> Result<Layer<'f>> {
+pub(super) fn map_layer<'f>(
+    file: &'f GgufFile,
+    c: &ModelConfig,
+    il: usize,
+    isa: Isa,
+) -> Result<Layer<'f>> {
     let name = |suffix: &str| layer_name(il, suffix);
     let matrix = |suffix: &str| QMatrix::from_tensor(file, &name(suffix), isa);
     let vector = |suffix: &str| tensor_f32(file, &name(suffix));
