@@ -130,6 +130,10 @@ pub fn run(a: Args) -> Result<()> {
         mla: super::cache::MlaArgs {
             mla_form: ingot_model::MlaForm::Auto,
         },
+        draft: super::draft::DraftArgs {
+            draft: None,
+            draft_max: 1,
+        },
         temp,
         top_k: 40,
         top_p: 0.95,
