@@ -74,6 +74,13 @@ impl<'f> CpuBackend<'f> {
         rows: Rows,
     ) -> Result<Forward> {
         self.check_chunk(tokens, start_pos)?;
+        // On one of rayon's workers: a chunk makes dozens of small parallel calls, and each one made
+        // from outside the pool waits on a cross-thread handoff (measured: most of a 2-token verify
+        // step of the trained model).
+        rayon::scope(|_| self.forward_checked(tokens, start_pos, rows))
+    }
+
+    fn forward_checked(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
         let (form, ubatch, want) = match rows {
             Rows::All => (MlaForm::Absorbed, tokens.len(), Want::ALL),
             Rows::Last => (self.mla_form, DEFAULT_UBATCH, Want::HIDDEN),
