@@ -14,7 +14,8 @@ pub enum Draft {
 #[derive(clap::Args, Clone)]
 pub struct DraftArgs {
     /// Speculative decoding: draft tokens with the model's NextN/MTP block and verify them in one batched
-    /// step. Greedy only (--temp 0 on run); the output is the same token for token as without it.
+    /// step. Greedy (--temp 0) output is the same token for token as without it; sampling keeps the
+    /// sampler's distribution (speculative-sampling acceptance), not its seeded token stream.
     #[arg(long, value_enum)]
     pub draft: Option<Draft>,
     /// Drafts per step, 1 to 3: with more than 1 the MTP block is chained on its own output.

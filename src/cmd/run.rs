@@ -117,9 +117,6 @@ pub fn run(mut a: Args) -> Result<()> {
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
     let draft_k = a.draft.k()?;
     if draft_k.is_some() {
-        if a.temp > 0.0 {
-            bail!("--draft mtp is greedy only: pass --temp 0 (speculative sampling is not implemented)");
-        }
         if a.trace_routing.is_some() {
             bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
         }
@@ -286,8 +283,8 @@ pub fn run(mut a: Args) -> Result<()> {
     Ok(())
 }
 
-/// Greedy generation with MTP drafts (`--draft mtp`), streaming as the plain loop does; ends with the
-/// drafts' acceptance on stderr.
+/// Generation with MTP drafts (`--draft mtp`), streaming as the plain loop does; ends with the drafts'
+/// acceptance on stderr.
 fn run_drafted(
     a: &Args,
     dec: &mut dyn Decoder,

@@ -27,7 +27,7 @@ pub trait Decoder {
     }
 
     /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP blocks are
-    /// not run), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
+    /// not included), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
     /// record it.
     fn routing(&self) -> Option<&[(u32, f32)]> {
         None

@@ -98,7 +98,7 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// Dequantizes every tensor the decoding layers use (not the NextN/MTP blocks, which never run). Shapes
+    /// Dequantizes every tensor the decoding layers use (the NextN/MTP block, which only drafts, is `super::mtp`'s). Shapes
     /// were validated by [`ModelConfig::from_gguf`].
     pub fn load(file: &GgufFile, c: &ModelConfig) -> Result<Self> {
         let vector = |name: &str| tensor_f32(file, name);
