@@ -138,41 +138,78 @@ impl SpecBench {
     }
 }
 
-/// A llama-bench-like table with the drafts' acceptance and tokens per verify step.
+/// The drafted run's speed over the plain run's, per repetition (the two alternate, so a repetition's
+/// ratio sees one machine state even when the machine is shared): mean and sample standard deviation.
+pub fn speedup(plain: &SpecResult, drafted: &SpecResult) -> (f64, f64) {
+    let ratios: Vec<f64> = drafted
+        .samples
+        .iter()
+        .zip(&plain.samples)
+        .map(|(d, p)| d / p)
+        .collect();
+    mean_sd(&ratios)
+}
+
+/// A llama-bench-like table with the drafts' acceptance, tokens per verify step and the per-repetition
+/// speed ratio to the plain run.
 pub fn table(m: &Meta, n_gen: usize, results: &[SpecResult]) -> String {
     let w = m.model.chars().count().max(24);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| {:<w$} | {:<8} | {:>7} | {:>22} | {:>16} | {:>10} | {:>11} |",
-        "model", "backend", "threads", "test", "t/s", "acceptance", "tokens/step"
+        "| {:<w$} | {:<8} | {:>7} | {:>22} | {:>17} | {:>10} | {:>11} | {:>13} |",
+        "model", "backend", "threads", "test", "t/s", "acceptance", "tokens/step", "vs plain"
     );
     let _ = writeln!(
         s,
-        "| {:-<w$} | {:-<8} | {:->6}: | {:->21}: | {:->15}: | {:->9}: | {:->10}: |",
-        "", "", "", "", "", "", ""
+        "| {:-<w$} | {:-<8} | {:->6}: | {:->21}: | {:->16}: | {:->9}: | {:->10}: | {:->12}: |",
+        "", "", "", "", "", "", "", ""
     );
+    let plain = results.iter().find(|r| r.k == 0);
     for r in results {
         let (mean, sd) = mean_sd(&r.samples);
-        let (acc, per_step) = if r.k == 0 {
-            ("-".to_string(), "1.00".to_string())
-        } else {
-            (
-                format!("{:.3}", r.stats.acceptance()),
-                format!("{:.2}", r.stats.tokens_per_step()),
-            )
+        let (acc, per_step, ratio) = match plain {
+            Some(p) if r.k > 0 => {
+                let (m, sd) = speedup(p, r);
+                (
+                    format!("{:.3}", r.stats.acceptance()),
+                    format!("{:.2}", r.stats.tokens_per_step()),
+                    format!("{m:.2}x ± {sd:.2}"),
+                )
+            }
+            _ => ("-".into(), "1.00".into(), "-".into()),
         };
         let _ = writeln!(
             s,
-            "| {:<w$} | {:<8} | {:>7} | {:>22} | {:>16} | {:>10} | {:>11} |",
+            "| {:<w$} | {:<8} | {:>7} | {:>22} | {:>17} | {:>10} | {:>11} | {:>13} |",
             m.model,
             m.backend,
             m.threads,
             r.test(n_gen),
             format!("{mean:.2} ± {sd:.2}"),
             acc,
-            per_step
+            per_step,
+            ratio
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speedup_is_the_mean_of_per_repetition_ratios() {
+        let r = |k, samples: Vec<f64>| SpecResult {
+            k,
+            samples,
+            stats: SpecStats::default(),
+        };
+        let (m, sd) = speedup(&r(0, vec![100.0, 200.0]), &r(1, vec![150.0, 200.0]));
+        assert!(
+            (m - 1.25).abs() < 1e-12 && (sd - 0.125f64.sqrt()).abs() < 1e-12,
+            "{m} {sd}"
+        );
+    }
 }
