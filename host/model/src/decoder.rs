@@ -52,7 +52,8 @@ pub trait Decoder {
     /// Feeds `tokens` at `start_pos..` and returns every position's final hidden state with the logits of
     /// every position ([`Rows::All`]: the speculative verify step) or of the last ([`Rows::Last`]: a
     /// prompt). With [`Rows::All`] the values are [`Decoder::decode`]'s one by one, bit for bit; with
-    /// [`Rows::Last`] they are [`Decoder::prefill_last`]'s. The default decodes one by one.
+    /// [`Rows::Last`] they are [`Decoder::prefill_last`]'s (a backend that overrides one overrides both).
+    /// The default decodes one by one.
     fn forward_rows(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyPrompt);
