@@ -190,9 +190,19 @@ fn plain_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
 }
 
 fn spec_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize, k: usize) -> (Vec<u32>, SpecStats) {
+    spec_greedy_in(dec, prompt, n, k, CTX)
+}
+
+fn spec_greedy_in(
+    dec: &mut dyn Decoder,
+    prompt: &[u32],
+    n: usize,
+    k: usize,
+    ctx: usize,
+) -> (Vec<u32>, SpecStats) {
     dec.reset();
     let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, CTX).unwrap();
+    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx).unwrap();
     let mut out = spec.fresh().to_vec();
     while out.len() < n {
         let fresh = spec.step(n - out.len()).unwrap();
@@ -282,6 +292,37 @@ fn drafted_greedy_equals_plain_greedy_on_tiny_glm() {
         let total = check_equal(name, dec.as_mut(), &prompt, 32);
         assert!(total.drafted > total.accepted, "{name}: {total:?}");
     }
+}
+
+/// Generating until the context is full: the last steps draft fewer than k (no position past the cache),
+/// and the step after the last position is refused, not run.
+#[test]
+fn drafting_stops_at_the_end_of_the_context() {
+    let file = open(TRAINED);
+    let prompt = trained_prompt(24);
+    let ctx = 40;
+    let mut cpu = CpuBackend::load(&file, ctx).unwrap();
+    // As `ingot run` budgets: every position up to ctx − 1 decoded, ctx − prompt tokens handed out.
+    let n = ctx - prompt.len();
+    let plain = plain_greedy(&mut cpu, &prompt, n);
+    for k in 1..=3 {
+        let (spec, _) = spec_greedy_in(&mut cpu, &prompt, n, k, ctx);
+        assert_eq!(spec, plain, "{k} drafts up to the end of the context");
+    }
+    cpu.reset();
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
+    let mut spec = Speculative::start(&mut cpu, &mut sampler, &prompt, 3, ctx).unwrap();
+    let mut handed = 1;
+    while spec.next_pos() < ctx {
+        handed += spec.step(usize::MAX).unwrap().len();
+    }
+    assert_eq!(
+        handed,
+        n + 1,
+        "every position decoded once, plus the token chosen at the last"
+    );
+    let err = spec.step(1).err().expect("no position left");
+    assert!(err.to_string().contains("outside the context"), "{err}");
 }
 
 #[test]
