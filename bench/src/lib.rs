@@ -8,6 +8,7 @@
 //! * [`predict`]: the decode plan as a table of simulator counts, and a model of a card's
 //!   decode time from them (predictions, never measurements).
 //! * [`decode`]: the end-to-end decode bench behind `ingot bench` (tokens/s at cache depths).
+//! * [`speculative`]: `ingot bench --draft mtp`: greedy generation with and without MTP drafts.
 //! * [`witness`]: the first line of every bench report (GPU state via NVML, or the CPU).
 //!
 //! `cargo bench -p ingot-bench` runs `benches/kernels.rs`, which picks the GPU or the simulator.
@@ -24,6 +25,7 @@ pub mod report;
 pub mod sass;
 pub mod setup;
 pub mod sim;
+pub mod speculative;
 pub mod witness;
 
 pub use error::{BenchError, Result};

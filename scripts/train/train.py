@@ -19,6 +19,8 @@ Structure (exactly llama.cpp's `deepseek2` graph, DeepSeek-V3 flavour):
   deepseek_mtp runs it): h' = eh_proj([enorm(emb(t_{i+1})) ; hnorm(h_i)]) where h_i is the main
   model's final hidden state after output_norm, then a full MoE decoder layer, shared_head_norm, and
   the shared output matrix predicts t_{i+2}. Trained with the MTP loss (weight --mtp-weight).
+  The committed model's block comes from scripts/train/mtp_finetune.py (the main model frozen; see
+  docs/perf.md "Speculative decoding with the MTP block").
 - Byte-level BPE (HF tokenizers) with DeepSeek-V3's pre-tokenizer (the three Split regexes of its
   tokenizer.json, then ByteLevel without regex), written as `tokenizer.ggml.model` "gpt2",
   `tokenizer.ggml.pre` "deepseek-v3", BOS/EOS the last two ids.
@@ -514,7 +516,7 @@ def eval_loss(model, data, ctx, n):
     y = torch.stack([torch.from_numpy(data[s + 1 : s + ctx + 1]) for s in starts])
     logits, mtp = model(x, mtp=True)
     main = F.cross_entropy(logits.reshape(-1, CFG["vocab"]), y.reshape(-1)).item()
-    m = F.cross_entropy(mtp[:, :-1].reshape(-1, CFG["vocab"]), y[:, 2:].reshape(-1)).item()
+    m = F.cross_entropy(mtp.reshape(-1, CFG["vocab"]), y[:, 1:].reshape(-1)).item()
     model.train()
     return main, m
 
@@ -592,7 +594,8 @@ def main():
         y = torch.stack([torch.from_numpy(train[s + 1 : s + ctx + 1]) for s in starts])
         logits, mtp = model(x, mtp=True)
         l_main = F.cross_entropy(logits.reshape(-1, CFG["vocab"]), y.reshape(-1))
-        l_mtp = F.cross_entropy(mtp[:, :-1].reshape(-1, CFG["vocab"]), y[:, 2:].reshape(-1))
+        # MTP row i (hidden at i, id at i+1) predicts the id at i+2 = y[:, i+1].
+        l_mtp = F.cross_entropy(mtp.reshape(-1, CFG["vocab"]), y[:, 1:].reshape(-1))
         loss = l_main + a.mtp_weight * l_mtp
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -48,6 +48,10 @@ pub struct Args {
     cache: super::cache::CacheArgs,
     #[command(flatten)]
     mla: super::cache::MlaArgs,
+    /// With --draft: greedy generation of -n tokens after a prompt of the first -p value, with and
+    /// without drafts (tokens/s, acceptance, tokens per verify step), instead of the pp/tg tests.
+    #[command(flatten)]
+    draft: super::draft::DraftArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -97,7 +101,12 @@ pub fn run(a: Args) -> Result<()> {
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
-    let timed = a.n_prompt.iter().copied().fold(a.n_gen, usize::max);
+    let timed = if a.draft.draft.is_some() {
+        // The drafted bench generates after a prompt of the first -p value.
+        a.n_prompt.first().copied().unwrap_or(0) + a.n_gen
+    } else {
+        a.n_prompt.iter().copied().fold(a.n_gen, usize::max)
+    };
     let ctx = max_depth
         .checked_add(timed)
         .filter(|&c| c <= config.n_ctx_train)
@@ -148,6 +157,24 @@ pub fn run(a: Args) -> Result<()> {
         a.n_gen,
         a.reps
     );
+    if let Some(k) = a.draft.k()? {
+        ensure!(!a.json, "--json is not available with --draft");
+        let bench = ingot_bench::speculative::SpecBench {
+            n_prompt: a.n_prompt.first().copied().unwrap_or(0),
+            n_gen: a.n_gen,
+            reps: a.reps,
+            draft_max: k,
+            ctx,
+        };
+        let results = bench
+            .run(engine.decoder.as_mut(), |line| eprintln!("bench: {line}"))
+            .with_context(|| format!("--draft mtp on backend {backend}"))?;
+        print!(
+            "{}",
+            ingot_bench::speculative::table(&meta, a.n_gen, &results)
+        );
+        return Ok(());
+    }
     let bench = DecodeBench {
         depths: a.depths.clone(),
         n_prompt: a.n_prompt.clone(),

@@ -15,7 +15,7 @@ use super::run;
 /// The trained model, Q8_0, xz-compressed (testdata/golden/trained-rust-std; docs/perf.md has its recipe).
 const TRAINED_XZ: &[u8] = include_bytes!("../../testdata/golden/trained-rust-std/model.gguf.xz");
 /// Bumped whenever the committed model changes, so a cached copy of an older one is not reused.
-const TRAINED_REVISION: u32 = 1;
+const TRAINED_REVISION: u32 = 2;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -142,6 +142,10 @@ pub fn run(a: Args) -> Result<()> {
         },
         mla: super::cache::MlaArgs {
             mla_form: ingot_model::MlaForm::Auto,
+        },
+        draft: super::draft::DraftArgs {
+            draft: None,
+            draft_max: 1,
         },
         temp,
         top_k: 40,

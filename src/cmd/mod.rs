@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod cache;
 pub mod demo;
+pub mod draft;
 pub mod experts;
 pub mod gate;
 pub mod inspect;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use ingot_engine::BackendKind;
 use ingot_gguf::{GgufFile, OutputFile, OutputPolicy};
+use ingot_model::speculative::Speculative;
 use ingot_model::trace::{Phase, TraceHeader, TraceRecord, TraceWriter};
 use ingot_model::{Decoder, ModelConfig, Sampler, SamplerConfig};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
@@ -41,6 +42,8 @@ pub struct Args {
     pub cache: super::cache::CacheArgs,
     #[command(flatten)]
     pub mla: super::cache::MlaArgs,
+    #[command(flatten)]
+    pub draft: super::draft::DraftArgs,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -113,6 +116,12 @@ pub fn run(mut a: Args) -> Result<()> {
     a.sampler_config(0)
         .validate()
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
+    let draft_k = a.draft.k()?;
+    if draft_k.is_some() {
+        if a.trace_routing.is_some() {
+            bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
+        }
+    }
     let (backend, why_cpu) = a.backend.resolve();
     if let (Some(why), true) = (why_cpu, a.verbose) {
         eprintln!("backend auto: cpu ({why})");
@@ -192,6 +201,12 @@ pub fn run(mut a: Args) -> Result<()> {
         None => None,
     };
 
+    if let Some(k) = draft_k {
+        // Refused before anything is printed: a model without a block, or a backend that cannot run it.
+        dec.mtp_ready()
+            .with_context(|| format!("--draft mtp on backend {}", a.backend))?;
+        return run_drafted(&a, dec.as_mut(), &tok, &prompt, sampler, (k, ctx), seed);
+    }
     let t0 = Instant::now();
     let last = match trace.as_mut() {
         // Token by token (the chunked prefill does not record routing), recording each token's routing.
@@ -259,6 +274,66 @@ pub fn run(mut a: Args) -> Result<()> {
         generated,
         a.backend,
         if generated == ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
+    );
+    Ok(())
+}
+
+/// Generation with MTP drafts (`--draft mtp`), streaming as the plain loop does; ends with the drafts'
+/// acceptance on stderr.
+fn run_drafted(
+    a: &Args,
+    dec: &mut dyn Decoder,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    mut sampler: Sampler,
+    (k, ctx): (usize, usize),
+    seed: u64,
+) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut stream = tok.stream_decoder();
+    let t0 = Instant::now();
+    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx)?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let budget = a.n_predict.min(ctx - prompt.len());
+    let t1 = Instant::now();
+    let mut generated = 0;
+    let mut fresh = spec.fresh().to_vec();
+    'gen: while generated < budget {
+        for &t in &fresh {
+            generated += 1;
+            if tok.is_eog(t) {
+                break 'gen;
+            }
+            if let Some(text) = stream.push(t) {
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
+            }
+            if generated == budget {
+                break 'gen;
+            }
+        }
+        fresh = spec.step(budget - generated)?.to_vec();
+    }
+    out.write_all(stream.flush().as_bytes())?;
+    writeln!(out)?;
+    let decode_s = t1.elapsed().as_secs_f64();
+    let decoded = generated.saturating_sub(1);
+    let st = spec.stats();
+    eprintln!(
+        "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {}, seed {seed})",
+        prompt.len(),
+        prompt.len() as f64 / prefill_s,
+        if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },
+        generated,
+        a.backend,
+    );
+    eprintln!(
+        "draft mtp, up to {k} per step: {} verify steps, {} of {} drafts accepted ({:.1}%), {:.2} tokens per step",
+        st.steps,
+        st.accepted,
+        st.drafted,
+        100.0 * st.acceptance(),
+        st.tokens_per_step()
     );
     Ok(())
 }

@@ -108,7 +108,7 @@ pub const DERIVED: &[Derived] = &[
 ];
 
 /// SHA-256 of the trained demo model (`golden/trained-rust-std/model.gguf`, unpacked).
-pub const TRAINED_SHA256: &str = "69b71eb97fa0c0b746c3f34325dfc482cafdcaed263106480ae206afa038b6d4";
+pub const TRAINED_SHA256: &str = "e9357365b5c63738db8e451d4a23655110083207dd6edf3f605ab865e52443f4";
 
 /// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
 /// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).

@@ -91,7 +91,7 @@ pub struct ModelConfig {
     /// Layers a decoded token runs through: `block_count` minus the NextN/MTP blocks.
     pub n_layer: usize,
     /// NextN/MTP blocks (`nextn_predict_layers`): the last blocks of `block_count`, numbered `n_layer..`. Their
-    /// tensors are checked when present, never run when decoding (llama.cpp runs them only to draft tokens).
+    /// tensors are checked when present, run only to draft tokens (`crate::speculative`), never by a decode step.
     pub n_nextn: usize,
     /// Layers `0..n_dense_lead` use a dense FFN, the rest are MoE.
     pub n_dense_lead: usize,

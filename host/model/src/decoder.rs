@@ -27,7 +27,7 @@ pub trait Decoder {
     }
 
     /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP blocks are
-    /// not run), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
+    /// not included), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
     /// record it.
     fn routing(&self) -> Option<&[(u32, f32)]> {
         None
@@ -41,6 +41,109 @@ pub trait Decoder {
             .map(|(i, &t)| self.decode(t, start_pos + i).map(<[f32]>::to_vec))
             .collect()
     }
+
+    /// The final hidden state of the last [`Decoder::decode`] (`n_embd` values, after `output_norm`: the
+    /// vector the lm_head multiplies, which the NextN/MTP block reads). `None` when this backend does not
+    /// expose it.
+    fn hidden(&self) -> Option<&[f32]> {
+        None
+    }
+
+    /// Feeds `tokens` at `start_pos..` and returns every position's final hidden state with the logits of
+    /// every position ([`Rows::All`]: the speculative verify step) or of the last ([`Rows::Last`]: a
+    /// prompt). With [`Rows::All`] the values are [`Decoder::decode`]'s one by one, bit for bit; with
+    /// [`Rows::Last`] they are [`Decoder::prefill_last`]'s (a backend that overrides one overrides both).
+    /// The default decodes one by one.
+    fn forward_rows(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        let (d, vocab) = (self.config().n_embd, self.config().vocab);
+        let mut out = Forward {
+            n: tokens.len(),
+            hidden: Vec::with_capacity(tokens.len() * d),
+            logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
+        };
+        for (i, &t) in tokens.iter().enumerate() {
+            let last = i + 1 == tokens.len();
+            let logits = self.decode(t, start_pos + i)?;
+            if rows == Rows::All || last {
+                out.logits.extend_from_slice(logits);
+            }
+            let h = self.hidden().ok_or_else(no_mtp_backend)?;
+            out.hidden.extend_from_slice(h);
+        }
+        Ok(out)
+    }
+
+    /// Whether [`Decoder::mtp_step`] can run: `Err` names why not (a model without a NextN/MTP block, a
+    /// file stripped of its tensors, a backend that does not run it).
+    fn mtp_ready(&self) -> Result<()> {
+        Err(no_mtp_backend())
+    }
+
+    /// Runs the first NextN/MTP block at MTP position `pos` on the main model's final hidden state
+    /// `hidden` at `pos` and the token at `pos + 1`, writing the block's own cache row `pos` (at most
+    /// the number of MTP rows held; smaller rewinds, as [`Decoder::decode`]). Its logits (a guess at
+    /// the token at `pos + 2`) come from [`Decoder::mtp_logits`]; its output, normed by
+    /// `shared_head_norm`, from [`Decoder::mtp_hidden`].
+    fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<()> {
+        let _ = (hidden, token, pos);
+        Err(no_mtp_backend())
+    }
+
+    /// The lm_head (`shared_head_head`, or the model's output matrix) on the last
+    /// [`Decoder::mtp_step`]'s output.
+    fn mtp_logits(&mut self) -> Result<&[f32]> {
+        Err(no_mtp_backend())
+    }
+
+    /// The last [`Decoder::mtp_step`]'s output after `shared_head_norm` (`n_embd` values): the hidden
+    /// state a chained draft feeds back into the block.
+    fn mtp_hidden(&self) -> Option<&[f32]> {
+        None
+    }
+}
+
+/// Which positions' logits [`Decoder::forward_rows`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    All,
+    Last,
+}
+
+/// What [`Decoder::forward_rows`] returns for `n` positions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forward {
+    pub n: usize,
+    /// `n × n_embd`, position-major: each position's final hidden state (after `output_norm`).
+    pub hidden: Vec<f32>,
+    /// `n × vocab` ([`Rows::All`]) or `vocab` ([`Rows::Last`]).
+    pub logits: Vec<f32>,
+}
+
+impl Forward {
+    /// Position `i`'s hidden state.
+    pub fn hidden_at(&self, i: usize) -> &[f32] {
+        let d = self.hidden.len() / self.n;
+        &self.hidden[i * d..(i + 1) * d]
+    }
+
+    /// Position `i`'s logits of a [`Rows::All`] forward.
+    pub fn logits_at(&self, i: usize, vocab: usize) -> &[f32] {
+        &self.logits[i * vocab..(i + 1) * vocab]
+    }
+
+    /// The last position's logits (either kind).
+    pub fn last_logits(&self, vocab: usize) -> &[f32] {
+        &self.logits[self.logits.len() - vocab..]
+    }
+}
+
+fn no_mtp_backend() -> ModelError {
+    ModelError::Unsupported(
+        "this backend does not run the NextN/MTP block (the cpu and oracle backends do)".into(),
+    )
 }
 
 /// Elements of one layer's latent cache for `max_ctx` positions, rejecting sizes that cannot be meant.

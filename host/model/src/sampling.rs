@@ -170,6 +170,68 @@ impl Sampler {
         if logits.is_empty() {
             return 0;
         }
+        if let Some(greedy) = self.prepare(logits, history) {
+            return greedy;
+        }
+        let mut u = self.rng.random::<f64>();
+        for (i, &p) in self.probs.iter().enumerate() {
+            if u < p {
+                return self.candidates[i].0;
+            }
+            u -= p;
+        }
+        // Rounding left `u` just above the total: the last candidate is the one the draw landed on.
+        self.candidates.last().map_or(0, |c| c.0)
+    }
+
+    /// The distribution [`Sampler::sample`] draws from (after penalties, top-k, top-p, min-p and
+    /// temperature), written densely into `out` (`logits.len()` probabilities summing to 1; a greedy
+    /// sampler's is one-hot). Draws no random number.
+    pub fn distribution(&mut self, logits: &[f32], history: &[u32], out: &mut Vec<f64>) {
+        out.clear();
+        out.resize(logits.len(), 0.0);
+        if logits.is_empty() {
+            return;
+        }
+        if let Some(greedy) = self.prepare(logits, history) {
+            out[greedy as usize] = 1.0;
+            return;
+        }
+        for (c, &p) in self.candidates.iter().zip(&self.probs) {
+            out[c.0 as usize] = p;
+        }
+    }
+
+    /// A uniform draw in [0, 1) from the sampler's seeded stream.
+    pub fn uniform(&mut self) -> f64 {
+        self.rng.random::<f64>()
+    }
+
+    /// A token drawn from the dense weights `w` (not necessarily normalized, none negative) with the
+    /// sampler's stream; `None` when they sum to zero.
+    pub fn draw_weighted(&mut self, w: &[f64]) -> Option<u32> {
+        let total: f64 = w.iter().sum();
+        if !(total > 0.0 && total.is_finite()) {
+            return None;
+        }
+        let mut u = self.rng.random::<f64>() * total;
+        let mut last = None;
+        for (i, &p) in w.iter().enumerate() {
+            if p <= 0.0 {
+                continue;
+            }
+            if u < p {
+                return Some(i as u32);
+            }
+            u -= p;
+            last = Some(i as u32);
+        }
+        last
+    }
+
+    /// Runs the chain up to the draw: `Some(token)` for a greedy sampler, else leaves the surviving
+    /// candidates (most likely first) and their probabilities in `candidates` / `probs`.
+    fn prepare(&mut self, logits: &[f32], history: &[u32]) -> Option<u32> {
         self.candidates.clear();
         self.candidates.extend(
             logits
@@ -180,7 +242,7 @@ impl Sampler {
         self.apply_penalties(history);
         let cfg = self.config;
         if cfg.temperature.is_nan() || cfg.temperature <= 0.0 {
-            return greedy(&self.candidates);
+            return Some(greedy(&self.candidates));
         }
         // Most likely first, lower id first among equal logits: makes every cut below deterministic.
         let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -214,15 +276,7 @@ impl Sampler {
             self.candidates.truncate(keep.max(1));
         }
         self.softmax(cfg.temperature);
-        let mut u = self.rng.random::<f64>();
-        for (i, &p) in self.probs.iter().enumerate() {
-            if u < p {
-                return self.candidates[i].0;
-            }
-            u -= p;
-        }
-        // Rounding left `u` just above the total: the last candidate is the one the draw landed on.
-        self.candidates.last().map_or(0, |c| c.0)
+        None
     }
 
     /// llama.cpp `penalties`: for each token seen in the last `repeat_last_n` history entries, divide a positive

@@ -24,7 +24,7 @@ enum Traffic {
     OneRow,
     /// The used fraction of a stacked expert tensor.
     UsedExperts,
-    /// Nothing: the NextN/MTP blocks, which decoding never runs.
+    /// Nothing: the NextN/MTP blocks, which a decode step does not run (only drafting does).
     NotRun,
 }
 
@@ -126,7 +126,7 @@ impl Expected {
         }
     }
 
-    /// The same tensor in a NextN/MTP block: optional, and never read when decoding.
+    /// The same tensor in a NextN/MTP block: optional, and not read by a decode step.
     fn mtp(self) -> Self {
         Expected {
             traffic: Traffic::NotRun,

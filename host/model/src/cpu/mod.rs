@@ -11,6 +11,7 @@ mod batch;
 mod decompressed;
 mod ffn;
 mod matmul;
+mod mtp;
 mod prefill;
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,10 @@ pub struct CpuBackend<'f> {
     route_margins: Vec<f32>,
     /// The attention form of prefill chunks.
     mla_form: MlaForm,
+    /// The last decode's final hidden state (after `output_norm`).
+    hidden: Vec<f32>,
+    /// The NextN/MTP drafter, or why the model has none.
+    mtp: std::result::Result<mtp::CpuMtp<'f>, ModelError>,
 }
 
 /// Every per-token buffer, sized at load for the largest use.
@@ -130,9 +135,15 @@ impl<'f> CpuBackend<'f> {
         let config = ModelConfig::from_gguf(file.header())?;
         let cache_len = cache_len(&config, max_ctx)?;
         let weights = CpuWeights::map(file, &config, isa)?;
+        let mtp = match crate::mtp::drafter_block(file, &config) {
+            Ok(il) => Ok(mtp::CpuMtp::map(file, &config, il, isa, cache_len)?),
+            Err(why) => Err(why),
+        };
         // Every weight page mapped now rather than on the first token that reads it.
         file.populate();
         Ok(CpuBackend {
+            hidden: vec![0.0; config.n_embd],
+            mtp,
             cache: (0..config.n_layer)
                 .map(|_| LatentCache {
                     rows: vec![0.0; cache_len],
@@ -159,6 +170,9 @@ impl<'f> CpuBackend<'f> {
 
     pub fn reset(&mut self) {
         self.filled = 0;
+        if let Ok(m) = &mut self.mtp {
+            m.filled = 0;
+        }
     }
 
     /// The last decode step's router margin per MoE layer, in the order of
@@ -174,7 +188,10 @@ impl<'f> CpuBackend<'f> {
         for layer in &mut self.cache {
             layer.ty = ty;
         }
-        self.filled = 0;
+        if let Ok(m) = &mut self.mtp {
+            m.cache.ty = ty;
+        }
+        self.reset();
     }
 
     /// Fault injection for mutation tests (`gates/tests/cache_gate.rs`): a cache narrower than f16
@@ -203,11 +220,7 @@ impl<'f> CpuBackend<'f> {
             .dequantize_row(token as usize, &mut s.x)?;
         c.rope.fill_cos_sin(pos, &mut s.cos_sin);
         for (il, layer) in self.weights.layers.iter().enumerate() {
-            attention::attention(c, layer, &mut self.cache[il], pos, s)?;
-            ffn::add(&mut s.x, &s.delta);
-            rmsnorm(&s.x, &layer.ffn_norm, c.rms_eps, &mut s.h);
-            s.act_embd.load(&s.h);
-            ffn::ffn(c, &layer.ffn, &mut self.router, s)?;
+            layer_step(c, layer, &mut self.cache[il], pos, &mut self.router, s)?;
             if c.is_moe_layer(il) {
                 let k = c.n_expert_used;
                 let slot = (il - c.n_dense_lead) * k;
@@ -220,6 +233,7 @@ impl<'f> CpuBackend<'f> {
         rmsnorm_in_place(&mut s.x, &self.weights.output_norm, c.rms_eps);
         s.act_embd.load(&s.x);
         batch::matvec(&self.weights.output, &mut s.act_embd, &mut self.logits)?;
+        self.hidden.copy_from_slice(&s.x);
         self.filled = pos + 1;
         Ok(&self.logits)
     }
@@ -228,6 +242,23 @@ impl<'f> CpuBackend<'f> {
     pub fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>> {
         Decoder::prefill(self, tokens, start_pos)
     }
+}
+
+/// One decoder layer on the residual `s.x` at `pos` (attention then FFN, each added to it), writing the
+/// layer's cache row; the routing is left in `s.chosen` and `router`.
+fn layer_step<'f>(
+    c: &ModelConfig,
+    layer: &weights::Layer<'f>,
+    cache: &mut LatentCache,
+    pos: usize,
+    router: &mut Router,
+    s: &mut Scratch<'f>,
+) -> Result<()> {
+    attention::attention(c, layer, cache, pos, s)?;
+    ffn::add(&mut s.x, &s.delta);
+    rmsnorm(&s.x, &layer.ffn_norm, c.rms_eps, &mut s.h);
+    s.act_embd.load(&s.h);
+    ffn::ffn(c, &layer.ffn, router, s)
 }
 
 impl Decoder for CpuBackend<'_> {
@@ -249,5 +280,34 @@ impl Decoder for CpuBackend<'_> {
 
     fn routing(&self) -> Option<&[(u32, f32)]> {
         Some(&self.routing)
+    }
+
+    fn hidden(&self) -> Option<&[f32]> {
+        Some(&self.hidden)
+    }
+
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: crate::decoder::Rows,
+    ) -> Result<crate::decoder::Forward> {
+        self.forward_chunked(tokens, start_pos, rows)
+    }
+
+    fn mtp_ready(&self) -> Result<()> {
+        self.mtp.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<()> {
+        self.mtp_step_impl(hidden, token, pos)
+    }
+
+    fn mtp_logits(&mut self) -> Result<&[f32]> {
+        self.mtp_logits_impl()
+    }
+
+    fn mtp_hidden(&self) -> Option<&[f32]> {
+        self.mtp.as_ref().ok().map(|m| m.hidden.as_slice())
     }
 }

@@ -22,7 +22,7 @@ use super::matmul::Activation;
 use super::weights::{DenseFfn, Ffn, Layer, MoeFfn, QueryProj};
 use super::CpuBackend;
 use crate::config::ModelConfig;
-use crate::decoder::check_step;
+use crate::decoder::{check_step, Forward, Rows};
 use crate::error::Result;
 use crate::math::{rmsnorm, rmsnorm_in_place, swiglu_in_place};
 
@@ -50,31 +50,92 @@ impl<'f> CpuBackend<'f> {
         start_pos: usize,
         ubatch: usize,
     ) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(crate::error::ModelError::EmptyPrompt);
-        }
-        for (i, &t) in tokens.iter().enumerate() {
-            // Every position is checked before the cache is touched: a refused prompt changes nothing.
-            // Token `i > 0` follows token `i − 1`.
-            let filled = if i == 0 { self.filled } else { start_pos + i };
-            check_step(&self.config, self.max_ctx, filled, t, start_pos + i)?;
-        }
+        self.check_chunk(tokens, start_pos)?;
         let ubatch = ubatch.max(1);
         let mut logits = Vec::new();
         for (i, chunk) in tokens.chunks(ubatch).enumerate() {
             let pos = start_pos + i * ubatch;
             let last = (i + 1) * ubatch >= tokens.len();
-            self.chunk(chunk, pos, last.then_some(&mut logits))?;
+            let want = if last { Want::LAST } else { Want::NONE };
+            let out = self.chunk(chunk, pos, self.mla_form, want)?;
+            if last {
+                logits = out.logits;
+            }
         }
         Ok(logits)
     }
 
-    /// One chunk at `start..start + tokens.len()`; with `logits`, the last token's logits go there.
-    fn chunk(&mut self, tokens: &[u32], start: usize, logits: Option<&mut Vec<f32>>) -> Result<()> {
+    /// [`crate::Decoder::forward_rows`]: [`Rows::All`] runs one chunk in the absorbed form (the decode
+    /// step's values bit for bit); [`Rows::Last`] chunks as [`CpuBackend::prefill_chunked`] does.
+    pub(super) fn forward_chunked(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: Rows,
+    ) -> Result<Forward> {
+        self.check_chunk(tokens, start_pos)?;
+        // On one of rayon's workers: a chunk makes dozens of small parallel calls, and each one made
+        // from outside the pool waits on a cross-thread handoff (measured: most of a 2-token verify
+        // step of the trained model).
+        rayon::scope(|_| self.forward_checked(tokens, start_pos, rows))
+    }
+
+    fn forward_checked(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
+        let (form, ubatch, want) = match rows {
+            Rows::All => (MlaForm::Absorbed, tokens.len(), Want::ALL),
+            Rows::Last => (self.mla_form, DEFAULT_UBATCH, Want::HIDDEN),
+        };
+        let mut out = Forward {
+            n: tokens.len(),
+            hidden: Vec::with_capacity(tokens.len() * self.config.n_embd),
+            logits: Vec::new(),
+        };
+        for (i, chunk) in tokens.chunks(ubatch).enumerate() {
+            let last = (i + 1) * ubatch >= tokens.len();
+            let want = if last && rows == Rows::Last {
+                Want {
+                    hidden: true,
+                    logits: Some(LogitRows::Last),
+                }
+            } else {
+                want
+            };
+            let part = self.chunk(chunk, start_pos + i * ubatch, form, want)?;
+            out.hidden.extend_from_slice(&part.hidden);
+            out.logits.extend_from_slice(&part.logits);
+        }
+        Ok(out)
+    }
+
+    /// Every position checked before the cache is touched: a refused prompt changes nothing.
+    fn check_chunk(&self, tokens: &[u32], start_pos: usize) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(crate::error::ModelError::EmptyPrompt);
+        }
+        for (i, &t) in tokens.iter().enumerate() {
+            // Token `i > 0` follows token `i − 1`.
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.max_ctx, filled, t, start_pos + i)?;
+        }
+        Ok(())
+    }
+
+    /// One chunk at `start..start + tokens.len()`, attention in `form`; returns what `want` asks for.
+    fn chunk(
+        &mut self,
+        tokens: &[u32],
+        start: usize,
+        form: MlaForm,
+        want: Want,
+    ) -> Result<ChunkOut> {
         let c = &self.config;
         let n = tokens.len();
+        let mut out = ChunkOut {
+            hidden: Vec::new(),
+            logits: Vec::new(),
+        };
         if n == 0 {
-            return Ok(());
+            return Ok(out);
         }
         let d = c.n_embd;
         let mut ch = Chunk {
@@ -99,7 +160,7 @@ impl<'f> CpuBackend<'f> {
                 layer,
                 &mut self.cache[il],
                 (start, self.max_ctx),
-                self.mla_form,
+                form,
                 &mut ch,
             )?;
             normed(&mut ch, &layer.ffn_norm, c.rms_eps);
@@ -109,16 +170,80 @@ impl<'f> CpuBackend<'f> {
             }
         }
         self.filled = start + n;
-        if let Some(logits) = logits {
-            let x = &mut ch.x[(n - 1) * d..];
-            rmsnorm_in_place(x, &self.weights.output_norm, c.rms_eps);
-            let mut act = Activation::new(d);
-            act.load(x);
-            logits.resize(c.vocab, 0.0);
-            batch::matvec(&self.weights.output, &mut act, logits)?;
+        // The final norm and lm_head of the rows asked for, as the decode step computes them.
+        let first = match want.logits {
+            Some(LogitRows::All) => 0,
+            Some(LogitRows::Last) if !want.hidden => n - 1,
+            _ if want.hidden => 0,
+            _ => return Ok(out),
+        };
+        let mut acts: Vec<Activation> = ch.x[first * d..]
+            .chunks_exact_mut(d)
+            .map(|x| {
+                rmsnorm_in_place(x, &self.weights.output_norm, c.rms_eps);
+                let mut act = Activation::new(d);
+                act.load(x);
+                act
+            })
+            .collect();
+        if want.hidden {
+            out.hidden = ch.x;
         }
-        Ok(())
+        match want.logits {
+            None => {}
+            Some(LogitRows::All) => {
+                let all: Vec<usize> = (0..acts.len()).collect();
+                out.logits = vec![0.0; acts.len() * c.vocab];
+                batch::matmul(&self.weights.output, &mut acts, &all, &mut out.logits)?;
+            }
+            Some(LogitRows::Last) => {
+                out.logits = vec![0.0; c.vocab];
+                let last = acts.last_mut().expect("a chunk has a token");
+                batch::matvec(&self.weights.output, last, &mut out.logits)?;
+            }
+        }
+        Ok(out)
     }
+}
+
+/// Which logits a chunk computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LogitRows {
+    All,
+    Last,
+}
+
+/// What a chunk returns: every position's final hidden state, and logits of some positions.
+#[derive(Clone, Copy)]
+struct Want {
+    hidden: bool,
+    logits: Option<LogitRows>,
+}
+
+impl Want {
+    const NONE: Want = Want {
+        hidden: false,
+        logits: None,
+    };
+    /// The last position's logits.
+    const LAST: Want = Want {
+        hidden: false,
+        logits: Some(LogitRows::Last),
+    };
+    const HIDDEN: Want = Want {
+        hidden: true,
+        logits: None,
+    };
+    const ALL: Want = Want {
+        hidden: true,
+        logits: Some(LogitRows::All),
+    };
+}
+
+struct ChunkOut {
+    /// `n × n_embd` when asked, else empty.
+    hidden: Vec<f32>,
+    logits: Vec<f32>,
 }
 
 /// `h[t] = rmsnorm(x[t])`, loaded into each token's activation.

@@ -91,7 +91,7 @@ pub(super) struct CpuWeights<'f> {
 }
 
 impl<'f> CpuWeights<'f> {
-    /// Maps every tensor of the decoding layers (not the NextN/MTP blocks, which never run) of a file whose
+    /// Maps every tensor of the decoding layers (the NextN/MTP block, which only drafts, is `super::mtp`'s) of a file whose
     /// shapes [`ModelConfig::from_gguf`] has validated.
     /// Dot products run on `isa`.
     pub fn map(file: &'f GgufFile, c: &ModelConfig, isa: Isa) -> Result<Self> {
@@ -106,7 +106,12 @@ impl<'f> CpuWeights<'f> {
     }
 }
 
-fn map_layer<'f>(file: &'f GgufFile, c: &ModelConfig, il: usize, isa: Isa) -> Result<Layer<'f>> {
+pub(super) fn map_layer<'f>(
+    file: &'f GgufFile,
+    c: &ModelConfig,
+    il: usize,
+    isa: Isa,
+) -> Result<Layer<'f>> {
     let name = |suffix: &str| layer_name(il, suffix);
     let matrix = |suffix: &str| QMatrix::from_tensor(file, &name(suffix), isa);
     let vector = |suffix: &str| tensor_f32(file, &name(suffix));

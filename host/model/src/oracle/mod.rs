@@ -4,6 +4,7 @@
 //!
 //! It is meant for small models and for checking faster backends; it is not fast.
 
+mod mtp;
 mod weights;
 
 use ingot_gguf::GgufFile;
@@ -40,6 +41,10 @@ pub struct Oracle {
     filled: usize,
     router: Router,
     logits: Vec<f32>,
+    /// The last decode's final hidden state (after `output_norm`).
+    hidden: Vec<f32>,
+    /// The NextN/MTP drafter, or why the model has none.
+    mtp: std::result::Result<mtp::Mtp, crate::error::ModelError>,
 }
 
 impl Oracle {
@@ -48,7 +53,13 @@ impl Oracle {
         let config = ModelConfig::from_gguf(file.header())?;
         let cache_len = crate::decoder::cache_len(&config, max_ctx)?;
         let weights = Weights::load(file, &config)?;
+        let mtp = match crate::mtp::drafter_block(file, &config) {
+            Ok(il) => Ok(mtp::Mtp::load(file, &config, il, cache_len)?),
+            Err(why) => Err(why),
+        };
         Ok(Oracle {
+            hidden: vec![0.0; config.n_embd],
+            mtp,
             cache: vec![vec![0.0; cache_len]; config.n_layer],
             router: Router::new(RouterParams::from_config(&config)),
             logits: vec![0.0; config.vocab],
@@ -66,6 +77,9 @@ impl Oracle {
     /// Forgets every cached position.
     pub fn reset(&mut self) {
         self.filled = 0;
+        if let Ok(m) = &mut self.mtp {
+            m.filled = 0;
+        }
     }
 
     /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and returns its logits.
@@ -112,44 +126,68 @@ impl Oracle {
         let mut cos_sin = vec![(0.0f32, 0.0f32); c.d_rope / 2];
         c.rope.fill_cos_sin(pos, &mut cos_sin);
         for (il, layer) in self.weights.layers.iter().enumerate() {
-            let attn = attention(c, layer, &mut self.cache[il], pos, &x, &cos_sin);
-            add(&mut x, &attn);
-            let mut h = vec![0.0; c.n_embd];
-            rmsnorm(&x, &layer.ffn_norm, c.rms_eps, &mut h);
-            let ffn = match &layer.ffn {
-                Ffn::Dense(d) => dense_ffn(d, &h),
-                Ffn::Moe(m) => {
-                    let mut logits = vec![0.0; c.n_expert];
-                    m.router.matvec(&h, &mut logits);
-                    let mut chosen = vec![(0, 0.0); c.n_expert_used];
-                    self.router.route(&logits, m.bias.as_deref(), &mut chosen);
-                    let mut sum = vec![0.0f64; c.n_embd];
-                    for &(e, w) in &chosen {
-                        for (s, v) in sum.iter_mut().zip(dense_ffn(&m.experts[e], &h)) {
-                            *s += w as f64 * v as f64;
-                        }
-                    }
-                    if let Some(shared) = &m.shared {
-                        for (s, v) in sum.iter_mut().zip(dense_ffn(shared, &h)) {
-                            *s += v as f64;
-                        }
-                    }
-                    sum.into_iter().map(|v| v as f32).collect()
-                }
-            };
-            add(&mut x, &ffn);
+            let margin = run_layer(
+                c,
+                layer,
+                &mut self.router,
+                &mut self.cache[il],
+                pos,
+                &mut x,
+                &cos_sin,
+            );
             if let Some(t) = trace.as_deref_mut() {
                 t.layers.push(x.clone());
-                t.route_margins.push(match &layer.ffn {
-                    Ffn::Dense(_) => None,
-                    Ffn::Moe(_) => Some(self.router.margin()),
-                });
+                t.route_margins.push(margin);
             }
         }
         rmsnorm_in_place(&mut x, &self.weights.output_norm, c.rms_eps);
         self.weights.output.matvec(&x, &mut self.logits);
+        self.hidden = x;
         self.filled = pos + 1;
         Ok(())
+    }
+}
+
+/// One decoder layer (attention then FFN, each added to the residual `x`) at `pos`, writing its cache row.
+/// Returns the routing margin of a MoE layer ([`Router::margin`]), `None` for a dense one.
+pub(super) fn run_layer(
+    c: &ModelConfig,
+    layer: &Layer,
+    router: &mut Router,
+    cache: &mut [f32],
+    pos: usize,
+    x: &mut [f32],
+    cos_sin: &[(f32, f32)],
+) -> Option<f32> {
+    let attn = attention(c, layer, cache, pos, x, cos_sin);
+    add(x, &attn);
+    let mut h = vec![0.0; c.n_embd];
+    rmsnorm(x, &layer.ffn_norm, c.rms_eps, &mut h);
+    let ffn = match &layer.ffn {
+        Ffn::Dense(d) => dense_ffn(d, &h),
+        Ffn::Moe(m) => {
+            let mut logits = vec![0.0; c.n_expert];
+            m.router.matvec(&h, &mut logits);
+            let mut chosen = vec![(0, 0.0); c.n_expert_used];
+            router.route(&logits, m.bias.as_deref(), &mut chosen);
+            let mut sum = vec![0.0f64; c.n_embd];
+            for &(e, w) in &chosen {
+                for (s, v) in sum.iter_mut().zip(dense_ffn(&m.experts[e], &h)) {
+                    *s += w as f64 * v as f64;
+                }
+            }
+            if let Some(shared) = &m.shared {
+                for (s, v) in sum.iter_mut().zip(dense_ffn(shared, &h)) {
+                    *s += v as f64;
+                }
+            }
+            sum.into_iter().map(|v| v as f32).collect()
+        }
+    };
+    add(x, &ffn);
+    match &layer.ffn {
+        Ffn::Dense(_) => None,
+        Ffn::Moe(_) => Some(router.margin()),
     }
 }
 
@@ -239,5 +277,35 @@ impl Decoder for Oracle {
 
     fn reset(&mut self) {
         Oracle::reset(self)
+    }
+
+    fn hidden(&self) -> Option<&[f32]> {
+        Some(&self.hidden)
+    }
+
+    fn mtp_ready(&self) -> Result<()> {
+        self.mtp.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<()> {
+        let m = self.mtp.as_mut().map_err(|e| e.clone())?;
+        m.step(
+            &self.config,
+            &self.weights,
+            &mut self.router,
+            self.max_ctx,
+            hidden,
+            token,
+            pos,
+        )
+    }
+
+    fn mtp_logits(&mut self) -> Result<&[f32]> {
+        let m = self.mtp.as_mut().map_err(|e| e.clone())?;
+        Ok(m.logits(&self.weights))
+    }
+
+    fn mtp_hidden(&self) -> Option<&[f32]> {
+        self.mtp.as_ref().ok().map(|m| m.hidden.as_slice())
     }
 }

@@ -16,7 +16,7 @@ pub(crate) struct Matrix {
 }
 
 impl Matrix {
-    fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Self {
+    pub(super) fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Self {
         debug_assert_eq!(data.len(), rows * cols);
         Matrix { rows, cols, data }
     }
@@ -98,7 +98,7 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// Dequantizes every tensor the decoding layers use (not the NextN/MTP blocks, which never run). Shapes
+    /// Dequantizes every tensor the decoding layers use (the NextN/MTP block, which only drafts, is `super::mtp`'s). Shapes
     /// were validated by [`ModelConfig::from_gguf`].
     pub fn load(file: &GgufFile, c: &ModelConfig) -> Result<Self> {
         let vector = |name: &str| tensor_f32(file, name);
@@ -117,7 +117,7 @@ impl Weights {
     }
 }
 
-fn load_layer(file: &GgufFile, c: &ModelConfig, il: usize) -> Result<Layer> {
+pub(super) fn load_layer(file: &GgufFile, c: &ModelConfig, il: usize) -> Result<Layer> {
     let name = |suffix: &str| layer_name(il, suffix);
     let vector = |suffix: &str| tensor_f32(file, &name(suffix));
     let matrix = |suffix: &str, rows: usize, cols: usize| {

@@ -1,0 +1,301 @@
+//! Speculative decoding with the model's own NextN/MTP block as the drafter ([`crate::mtp`]).
+//!
+//! One step, with `n` verified positions and the chosen token `s_n` not yet decoded:
+//! 1. draft `k` tokens: the MTP block at MTP position `n − 1` on `(h_{n−1}, s_n)` guesses `d_1`; each
+//!    further draft chains the block on its own normed output and its last guess (DeepSeek-V3 / vLLM);
+//! 2. verify: the main model decodes `[s_n, d_1, …, d_k]` at `n..=n + k` in one
+//!    [`Decoder::forward_rows`] (every position's logits, the decode step's values bit for bit);
+//! 3. accept (greedy): the sampler picks from each position's logits in order; the drafts it agrees with
+//!    are kept, and its first disagreement (or the pick after the last draft) is the bonus token;
+//!    (sampling): the standard speculative-sampling rule ([`Speculative::step`]);
+//! 4. catch up: the MTP rows of the accepted positions are rewritten from the verified hidden states.
+//!    The main cache needs nothing: the next step decodes at the first unaccepted position, which
+//!    rewinds it ([`Decoder::decode`]'s contract).
+//!
+//! Invariant: every token handed out is the sampler's pick from the logits the main model gives for the
+//! accepted sequence at that position, in order, with the same history, so with a greedy sampler
+//! (temperature 0, which draws no random numbers) the output is the plain loop's token for token,
+//! whatever the drafts were. Drafts only decide how many positions one step verifies. With a sampling
+//! sampler the drafts are drawn from the sampler's chain on the MTP logits and the acceptance rule keeps
+//! each token's distribution the sampler's (`tests/speculative_sampling.rs` checks it statistically); the
+//! random stream is consumed differently, so a seed does not reproduce the plain loop's tokens.
+
+use crate::decoder::{Decoder, Rows};
+use crate::error::{ModelError, Result};
+use crate::sampling::Sampler;
+
+/// Most drafts per step (`--draft-max`): DeepSeek-V3 and GLM ship one MTP block, and chaining it
+/// further than a few positions only guesses worse.
+pub const MAX_DRAFT: usize = 3;
+
+/// Counts over a generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpecStats {
+    /// Verify steps run (each one [`Decoder::forward_rows`] of up to `k + 1` positions).
+    pub steps: usize,
+    /// Draft tokens proposed, and how many of them were accepted.
+    pub drafted: usize,
+    pub accepted: usize,
+    /// Tokens handed out by the steps (accepted drafts plus one bonus each).
+    pub emitted: usize,
+}
+
+impl SpecStats {
+    /// Accepted share of the drafted tokens (0 when none were drafted).
+    pub fn acceptance(&self) -> f64 {
+        if self.drafted == 0 {
+            0.0
+        } else {
+            self.accepted as f64 / self.drafted as f64
+        }
+    }
+
+    /// Tokens per verify step (0 before the first step).
+    pub fn tokens_per_step(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.emitted as f64 / self.steps as f64
+        }
+    }
+}
+
+/// Generation with MTP drafts over one decoder.
+pub struct Speculative<'a, 'f> {
+    dec: &'a mut (dyn Decoder + 'f),
+    sampler: &'a mut Sampler,
+    k: usize,
+    max_ctx: usize,
+    /// Verified main positions: `0..n` hold the accepted sequence.
+    n: usize,
+    /// The prompt and every token chosen so far; the last is `s_n`, chosen but not yet decoded.
+    history: Vec<u32>,
+    /// The main model's final hidden state at `n − 1`.
+    h_last: Vec<f32>,
+    /// MTP rows `0..mtp_valid` hold the block's latent for verified `(h_j, s_{j+1})`.
+    mtp_valid: usize,
+    /// Tokens chosen by the last call, in order.
+    fresh: Vec<u32>,
+    /// A greedy sampler (temperature 0): drafts are the MTP block's argmax and acceptance is equality.
+    greedy: bool,
+    stats: SpecStats,
+}
+
+impl<'a, 'f> Speculative<'a, 'f> {
+    /// Checks that `dec` can draft, prefills `prompt` at `0..` and picks the first token
+    /// ([`Speculative::fresh`]). `k` drafts per step, `1..=`[`MAX_DRAFT`]; positions stay below
+    /// `max_ctx` (the decoder's context).
+    pub fn start(
+        dec: &'a mut (dyn Decoder + 'f),
+        sampler: &'a mut Sampler,
+        prompt: &[u32],
+        k: usize,
+        max_ctx: usize,
+    ) -> Result<Self> {
+        if !(1..=MAX_DRAFT).contains(&k) {
+            return Err(ModelError::Unsupported(format!(
+                "{k} drafts per step: speculative decoding drafts 1 to {MAX_DRAFT}"
+            )));
+        }
+        let t = sampler.config().temperature;
+        let greedy = t.is_nan() || t <= 0.0;
+        dec.mtp_ready()?;
+        let vocab = dec.config().vocab;
+        let fwd = dec.forward_rows(prompt, 0, Rows::Last)?;
+        let mut history = prompt.to_vec();
+        let first = sampler.sample(fwd.last_logits(vocab), &history);
+        history.push(first);
+        let m = prompt.len();
+        for j in 0..m - 1 {
+            dec.mtp_step(fwd.hidden_at(j), prompt[j + 1], j)?;
+        }
+        Ok(Speculative {
+            h_last: fwd.hidden_at(m - 1).to_vec(),
+            dec,
+            sampler,
+            k,
+            max_ctx,
+            n: m,
+            history,
+            mtp_valid: m - 1,
+            fresh: vec![first],
+            greedy,
+            stats: SpecStats::default(),
+        })
+    }
+
+    /// The tokens the last call chose, in order.
+    pub fn fresh(&self) -> &[u32] {
+        &self.fresh
+    }
+
+    pub fn stats(&self) -> SpecStats {
+        self.stats
+    }
+
+    /// Positions decoded so far, plus the chosen token not yet decoded: the next step's first position
+    /// is `next_pos()`.
+    pub fn next_pos(&self) -> usize {
+        self.n
+    }
+
+    /// One draft-and-verify step choosing 1 to `k + 1` tokens ([`Speculative::fresh`]). `want` (at least
+    /// 1) is how many more tokens the caller can use: a step drafts at most `want − 1`. Refused when the
+    /// next position is outside the context.
+    pub fn step(&mut self, want: usize) -> Result<&[u32]> {
+        let n = self.n;
+        if n >= self.max_ctx {
+            return Err(ModelError::PositionOutOfRange {
+                pos: n,
+                max_ctx: self.max_ctx,
+            });
+        }
+        let vocab = self.dec.config().vocab;
+        let k = self.k.min(want.saturating_sub(1)).min(self.max_ctx - 1 - n);
+        let next = *self.history.last().expect("start chose a token");
+        let mut tokens = Vec::with_capacity(k + 1);
+        tokens.push(next);
+        // Sampling: each draft's distribution q_i (the sampler's chain on the MTP logits).
+        let mut q: Vec<Vec<f64>> = Vec::new();
+        if k > 0 {
+            self.catch_up(&[], n - 1)?;
+            let mut h = self.h_last.clone();
+            for i in 0..k {
+                self.dec.mtp_step(&h, tokens[i], n - 1 + i)?;
+                let logits = self.dec.mtp_logits()?;
+                let d = if self.greedy {
+                    argmax(logits)
+                } else {
+                    // The draft's context: the history, then the drafts before it.
+                    let ctx: Vec<u32> = self.history.iter().chain(&tokens[1..]).copied().collect();
+                    let mut qi = Vec::new();
+                    self.sampler.distribution(logits, &ctx, &mut qi);
+                    let d = self.sampler.draw_weighted(&qi).ok_or_else(no_mass)?;
+                    q.push(qi);
+                    d
+                };
+                tokens.push(d);
+                if i + 1 < k {
+                    h.copy_from_slice(self.dec.mtp_hidden().ok_or_else(no_hidden)?);
+                }
+            }
+            // Row n − 1 came from the verified h_{n−1}; the chained rows after it are rewritten below.
+            self.mtp_valid = n;
+        }
+        let fwd = self.dec.forward_rows(&tokens, n, Rows::All)?;
+        self.fresh.clear();
+        let accepted = if self.greedy {
+            self.accept_greedy(&tokens, |j| fwd.logits_at(j, vocab))
+        } else {
+            self.accept_sampled(&tokens, &q, |j| fwd.logits_at(j, vocab))?
+        };
+        self.stats.steps += 1;
+        self.stats.drafted += k;
+        self.stats.accepted += accepted;
+        self.stats.emitted += accepted + 1;
+        // Positions n..=n + accepted now hold verified tokens; their hidden states feed the MTP rows.
+        let hidden: Vec<&[f32]> = (0..=accepted).map(|j| fwd.hidden_at(j)).collect();
+        self.catch_up(&hidden[..accepted], n + accepted)?;
+        self.h_last = hidden[accepted].to_vec();
+        self.n = n + accepted + 1;
+        Ok(&self.fresh)
+    }
+
+    /// Greedy acceptance: the sampler's pick at each position in order, kept while it is the draft.
+    /// Returns the accepted drafts; the picks are in `fresh` and `history`.
+    fn accept_greedy<'l>(&mut self, tokens: &[u32], logits: impl Fn(usize) -> &'l [f32]) -> usize {
+        let k = tokens.len() - 1;
+        let mut accepted = 0;
+        for j in 0..=k {
+            let y = self.sampler.sample(logits(j), &self.history);
+            self.history.push(y);
+            self.fresh.push(y);
+            if j < k && y == tokens[j + 1] {
+                accepted += 1;
+            } else {
+                break;
+            }
+        }
+        accepted
+    }
+
+    /// Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): draft `d_j ~ q_j` is kept with
+    /// probability `min(1, p_j(d_j) / q_j(d_j))`, where `p_j` is the sampler's distribution at the
+    /// position; the first rejected one is replaced by a draw from `norm(max(0, p_j − q_j))`, and when
+    /// every draft is kept a bonus token is drawn from `p_k`. Each token handed out is then distributed
+    /// exactly as the sampler's draw from `p` would be.
+    fn accept_sampled<'l>(
+        &mut self,
+        tokens: &[u32],
+        q: &[Vec<f64>],
+        logits: impl Fn(usize) -> &'l [f32],
+    ) -> Result<usize> {
+        let k = tokens.len() - 1;
+        let mut p = Vec::new();
+        for j in 0..=k {
+            self.sampler.distribution(logits(j), &self.history, &mut p);
+            let y = if j < k {
+                let d = tokens[j + 1] as usize;
+                // q_j(d) > 0: d was drawn from q_j.
+                if self.sampler.uniform() * q[j][d] < p[d] {
+                    self.history.push(d as u32);
+                    self.fresh.push(d as u32);
+                    continue;
+                }
+                let residual: Vec<f64> =
+                    p.iter().zip(&q[j]).map(|(a, b)| (a - b).max(0.0)).collect();
+                // All zero only when p == q up to rounding, where a rejection has probability ~0: p then.
+                match self.sampler.draw_weighted(&residual) {
+                    Some(y) => y,
+                    None => self.sampler.draw_weighted(&p).ok_or_else(no_mass)?,
+                }
+            } else {
+                self.sampler.draw_weighted(&p).ok_or_else(no_mass)?
+            };
+            self.history.push(y);
+            self.fresh.push(y);
+            return Ok(j);
+        }
+        unreachable!("the loop returns at j = k at the latest")
+    }
+
+    /// Rewrites MTP rows `mtp_valid..end` from verified hidden states: row `j` reads `h_j` (`h_last` for
+    /// `n − 1`, `hidden[j − n]` after it) and the token at `j + 1`. Rows before `n − 1` are always valid
+    /// already (each step leaves `mtp_valid >= n − 1`).
+    fn catch_up(&mut self, hidden: &[&[f32]], end: usize) -> Result<()> {
+        let n = self.n;
+        debug_assert!(self.mtp_valid + 1 >= n);
+        // `history[j]` is the token at position j (the prompt, then every choice in order).
+        for j in self.mtp_valid..end {
+            let h = if j + 1 == n {
+                self.h_last.as_slice()
+            } else {
+                hidden[j - n]
+            };
+            self.dec.mtp_step(h, self.history[j + 1], j)?;
+        }
+        self.mtp_valid = self.mtp_valid.max(end);
+        Ok(())
+    }
+}
+
+fn no_mass() -> ModelError {
+    ModelError::Unsupported(
+        "the sampler's distribution has no mass (every logit is NaN or -inf)".into(),
+    )
+}
+
+fn no_hidden() -> ModelError {
+    ModelError::Unsupported("the backend ran the MTP block but gave no hidden state".into())
+}
+
+/// Highest logit, lowest id among ties; NaN never wins (the greedy sampler's rule).
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = (0u32, f32::NEG_INFINITY);
+    for (i, &l) in logits.iter().enumerate() {
+        if l > best.1 {
+            best = (i as u32, l);
+        }
+    }
+    best.0
+}

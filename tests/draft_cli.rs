@@ -1,0 +1,75 @@
+//! `ingot run --draft mtp` as a user runs it: the same greedy text as without the flag on the trained model
+//! (whose MTP block drafts well), the drafts' acceptance on stderr, and one clear refusal for a model
+//! without a NextN/MTP block and for an out-of-range `--draft-max`.
+
+mod support;
+
+use std::process::Command;
+
+use support::EXE;
+
+fn run(model: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    Command::new(EXE)
+        .args(["run", "-m"])
+        .arg(model)
+        .args([
+            "-c",
+            "256",
+            "-p",
+            "pub fn main() {",
+            "-n",
+            "48",
+            "--temp",
+            "0",
+            "--backend",
+            "cpu",
+        ])
+        .args(extra)
+        .output()
+        .expect("start ingot")
+}
+
+#[test]
+fn drafted_run_prints_the_plain_greedy_text() {
+    let model = ingot_testdata::golden_model("trained-rust-std");
+    let plain = run(&model, &[]);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    for k in ["1", "3"] {
+        let drafted = run(&model, &["--draft", "mtp", "--draft-max", k]);
+        let err = String::from_utf8_lossy(&drafted.stderr);
+        assert!(drafted.status.success(), "{err}");
+        assert_eq!(
+            String::from_utf8_lossy(&drafted.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "--draft-max {k}"
+        );
+        assert!(err.contains("drafts accepted"), "{err}");
+    }
+}
+
+#[test]
+fn a_model_without_an_mtp_block_is_refused_in_one_line() {
+    let model = ingot_testdata::golden_model("tiny-mla-f32");
+    let out = Command::new(EXE)
+        .args(["run", "-m"])
+        .arg(&model)
+        .args([
+            "-p", "Hello", "-n", "4", "--temp", "0", "--ctx", "64", "--draft", "mtp",
+        ])
+        .output()
+        .expect("start ingot");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no NextN/MTP block"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let model = ingot_testdata::golden_model("trained-rust-std");
+    let out = run(&model, &["--draft", "mtp", "--draft-max", "4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--draft-max 4 is out of range 1..=3"), "{err}");
+}
