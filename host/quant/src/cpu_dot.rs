@@ -12,6 +12,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod isa;
 mod rows;
 #[cfg(test)]
 mod tests;
