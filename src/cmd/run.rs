@@ -117,10 +117,8 @@ pub fn run(mut a: Args) -> Result<()> {
         .validate()
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
     let draft_k = a.draft.k()?;
-    if draft_k.is_some() {
-        if a.trace_routing.is_some() {
-            bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
-        }
+    if draft_k.is_some() && a.trace_routing.is_some() {
+        bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
     }
     let (backend, why_cpu) = a.backend.resolve();
     if let (Some(why), true) = (why_cpu, a.verbose) {

@@ -139,9 +139,9 @@ impl<'a, 'f> Speculative<'a, 'f> {
         self.n
     }
 
-    /// One draft-and-verify step choosing 1 to `k + 1` tokens ([`Speculative::fresh`]). `want` (at least
-    /// 1) is how many more tokens the caller can use: a step drafts at most `want − 1`. Refused when the
-    /// next position is outside the context.
+    /// One draft-and-verify step choosing 1 to `k + 1` tokens ([`Speculative::fresh`]). `want`, at
+    /// least one, is how many more tokens the caller can use: a step drafts at most `want − 1`. Refused
+    /// when the next position is outside the context.
     pub fn step(&mut self, want: usize) -> Result<&[u32]> {
         let n = self.n;
         if n >= self.max_ctx {

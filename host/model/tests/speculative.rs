@@ -321,7 +321,7 @@ fn drafting_stops_at_the_end_of_the_context() {
         n + 1,
         "every position decoded once, plus the token chosen at the last"
     );
-    let err = spec.step(1).err().expect("no position left");
+    let err = spec.step(1).expect_err("no position left");
     assert!(err.to_string().contains("outside the context"), "{err}");
 }
 
