@@ -153,3 +153,69 @@ pub(super) fn node_error(
         source,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{BufId, BufferDecl, BufferKind};
+    use crate::node::BufRef;
+
+    /// The eager mode's report must name the node, its kernel, layer, geometry and every
+    /// argument (buffers by name and offset), and keep the driver's error.
+    #[test]
+    fn a_failing_node_is_named_with_its_launch() {
+        let buf = |name: &str| BufferDecl {
+            name: name.into(),
+            kind: BufferKind::Activation,
+            bytes: 4096,
+        };
+        let node = |kernel: &str, layer| Node {
+            kernel: kernel.into(),
+            label: format!("blk.{layer} attn_q"),
+            layer: Some(layer),
+            items: 8,
+            args: vec![
+                NodeArg::Buf(BufRef {
+                    buf: BufId(1),
+                    offset: 256,
+                }),
+                NodeArg::U32(2048),
+                NodeArg::F32(0.5),
+            ],
+        };
+        let plan = Plan {
+            buffers: vec![buf("act.residual"), buf("blk.3.attn_q.weight")],
+            nodes: vec![node("rmsnorm_q8_1", 3), node("gemv_q4k_q8_1", 3)],
+            n_layer: 4,
+            ctx: 16,
+            vocab: 8,
+            n_embd: 8,
+            residual: BufId(0),
+            logits: BufId(0),
+            step: BufId(0),
+            host_embedding: false,
+            device_argmax: true,
+            expert_cache: None,
+        };
+        let shape = LaunchShape {
+            grid: [64, 1, 1],
+            block: [128, 1, 1],
+            shared_bytes: 512,
+        };
+        let e = node_error(&plan, 1, shape, ingot_cuda::CudaError::EmptyGraph);
+        let msg = e.to_string();
+        for part in [
+            "first failing node 1 of 2",
+            "blk.3 attn_q",
+            "kernel gemv_q4k_q8_1",
+            "layer 3",
+            "grid [64, 1, 1]",
+            "block [128, 1, 1]",
+            "512 B shared",
+            "blk.3.attn_q.weight+256, u32 2048, f32 0.5",
+            "empty CUDA graph",
+        ] {
+            assert!(msg.contains(part), "`{part}` missing from: {msg}");
+        }
+    }
+}
