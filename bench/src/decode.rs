@@ -175,9 +175,13 @@ impl DecodeBench {
     }
 }
 
-/// Decodes the fixed sequence from position `*filled` up to `depth` (or rewinds to it), with
-/// progress about every 5 s. Afterwards the cache holds exactly the sequence's first `depth` tokens.
-/// (Also the cache fill of `ingot plan --measure`.)
+/// Tokens per prefill call of [`fill`]: the batched prefill's chunk, small enough that progress shows.
+const FILL_CHUNK: usize = 256;
+
+/// Feeds the fixed sequence from position `*filled` up to `depth` as prompts of [`FILL_CHUNK`] tokens
+/// ([`Decoder::prefill_last`]: batched where the backend has a batched prefill, as llama-bench fills its
+/// depth), or rewinds to it, with progress about every 5 s. Afterwards the cache holds exactly the
+/// sequence's first `depth` tokens. (Also the cache fill of `ingot plan --measure`.)
 pub fn fill(
     dec: &mut dyn Decoder,
     filled: &mut usize,
@@ -193,15 +197,18 @@ pub fn fill(
     let start = Instant::now();
     let mut last_report = start;
     let from = *filled;
-    for pos in from..depth {
-        dec.decode(token_at(pos, vocab), pos)?;
-        *filled = pos + 1;
-        if last_report.elapsed().as_secs_f64() >= 5.0 || pos + 1 == depth {
+    let mut pos = from;
+    while pos < depth {
+        let end = (pos + FILL_CHUNK).min(depth);
+        let tokens: Vec<u32> = (pos..end).map(|p| token_at(p, vocab)).collect();
+        dec.prefill_last(&tokens, pos)?;
+        pos = end;
+        *filled = pos;
+        if last_report.elapsed().as_secs_f64() >= 5.0 || pos == depth {
             last_report = Instant::now();
             log(&format!(
-                "filling cache to d{depth}: {}/{depth} ({:.1} tok/s)",
-                pos + 1,
-                (pos + 1 - from) as f64 / start.elapsed().as_secs_f64()
+                "filling cache to d{depth}: {pos}/{depth} ({:.1} tok/s)",
+                (pos - from) as f64 / start.elapsed().as_secs_f64()
             ));
         }
     }

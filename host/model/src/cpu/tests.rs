@@ -431,3 +431,87 @@ fn decompressed_heads_match_f64() {
         );
     }
 }
+
+/// The all-heads attention against an f64 softmax over cache depths that cut into one, several and the most
+/// spans, with flat and peaked scores; and the same bits whichever number of threads runs the spans.
+#[test]
+fn all_heads_attention_matches_f64_over_many_spans() {
+    use super::attention::{attend_heads, Attend};
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let c = &cpu.config;
+    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+    let max_ctx = 9_001;
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    for (pos, peak) in [
+        (0, 1.0),
+        (127, 1.0),
+        (128, 8.0),
+        (1_000, 1.0),
+        (9_000, 1.0),
+        (9_000, 8.0),
+    ] {
+        let mut att = Attend::new(c, max_ctx);
+        att.q_abs.iter_mut().for_each(|x| *x = peak * rnd());
+        att.q_pe.iter_mut().for_each(|x| *x = peak * rnd());
+        let scale = f64::from(c.kq_scale_at(pos));
+        let mut worst = 0.0f64;
+        for h in 0..heads {
+            let scores: Vec<f64> = (0..=pos)
+                .map(|t| {
+                    let k = &cache[t * row..(t + 1) * row];
+                    let qa = &att.q_abs[h * lora..(h + 1) * lora];
+                    let qp = &att.q_pe[h * rope..(h + 1) * rope];
+                    let dot = |a: &[f32], b: &[f32]| {
+                        a.iter()
+                            .zip(b)
+                            .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                            .sum::<f64>()
+                    };
+                    scale * (dot(qa, &k[..lora]) + dot(qp, &k[lora..]))
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = p.iter().sum();
+            let mut want = vec![0.0f64; lora];
+            for (t, &pt) in p.iter().enumerate() {
+                for (w, &v) in want.iter_mut().zip(&cache[t * row..t * row + lora]) {
+                    *w += pt / sum * f64::from(v);
+                }
+            }
+            if h == 0 {
+                pool(1).install(|| attend_heads(c, &cache, pos, &mut att));
+            }
+            for (w, &g) in want.iter().zip(&att.o_lat[h * lora..(h + 1) * lora]) {
+                worst = worst.max((w - f64::from(g)).abs());
+            }
+        }
+        // Each output is a convex combination of values in [-1, 1); f32 rounding in the dots, the exps and
+        // the two summations (at most 141 rows per span, 64 spans) is random-walk-sized: measured 6.4e-8 (peak
+        // 1) and 5.0e-7 (peak 8) on 2026-12-04. The tolerances are 30x those; a row dropped or counted twice at
+        // depth 9,000 moves a flat softmax's outputs by about 1/9,001 ≈ 1e-4, a wrong maximum by far more.
+        let tol = if peak > 1.0 { 2e-5 } else { 2e-6 };
+        eprintln!("pos {pos}, peak {peak}, {heads} heads: worst {worst:e}");
+        assert!(
+            worst < tol,
+            "pos {pos}, peak {peak}: worst error {worst:e} over tolerance {tol:e}"
+        );
+        let one = bits(&att.o_lat);
+        for threads in [2, 3] {
+            pool(threads).install(|| attend_heads(c, &cache, pos, &mut att));
+            assert_eq!(
+                bits(&att.o_lat),
+                one,
+                "pos {pos}: {threads} threads changed the bits"
+            );
+        }
+    }
+}
