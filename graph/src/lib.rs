@@ -28,4 +28,5 @@ pub use plan::{ExpertCacheLayer, ExpertCachePlan, Plan, PlanSummary, RouteBias};
 pub use planner::prefill::{
     build_prefill_plan, build_prefill_plan_for, prefill_chunks, Chunk, PrefillPlan, PREFILL_BUCKETS,
 };
+pub use planner::mtp::{build_mtp_plan_for, MtpPlan};
 pub use planner::{build_plan, ExpertCacheOptions, PlanOptions};

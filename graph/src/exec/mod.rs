@@ -54,6 +54,28 @@ pub fn shared_buffers(
         .collect()
 }
 
+/// How a plan that keeps its own caches and step state (the NextN/MTP block's) lies on the
+/// decode plan's allocations: `Some(i)` for a weight or constant declared exactly as `first`'s
+/// buffer `i` (the embedding, the lm_head, the rope tables), `None` for everything else.
+pub fn shared_initialized(first: &crate::Plan, second: &crate::Plan) -> Vec<Option<usize>> {
+    let by_name: std::collections::HashMap<&str, usize> = first
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
+    second
+        .buffers
+        .iter()
+        .map(|decl| {
+            by_name
+                .get(decl.name.as_str())
+                .copied()
+                .filter(|&i| first.buffers[i] == *decl && decl.is_initialized())
+        })
+        .collect()
+}
+
 /// Bytes of `second`'s own allocations given its [`shared_buffers`] map `twins`.
 pub fn own_bytes(second: &crate::Plan, twins: &[Option<usize>]) -> u64 {
     second
