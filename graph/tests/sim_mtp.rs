@@ -98,31 +98,46 @@ fn compare(model: &str, ids: &[u32], last: usize) -> [f32; 3] {
     worst
 }
 
-/// 16 positions of the trained model. The sim reads Q8_0 weights with q8_1 activations, as the CPU
-/// backend does with its 8-bit activations (whose MTP logits differ from the oracle's by at most 0.14
-/// over 160 positions, `ingot-model`'s `cpu_mtp_block_matches_oracle`); the same band, 0.3, holds
-/// the sim's. A wrong input order, norm, cache row or head moves the logits by whole units, and the
-/// normed hidden states (unit RMS times a norm weight) by tenths.
+/// The bands of both models. Every gemv of the plan quantizes its input to q8_1 (the oracle sums
+/// f32 values in f64), as the CPU backend's 8-bit activations do; its MTP logits differ from the
+/// oracle's by at most 0.14 over 160 positions (`ingot-model`'s `cpu_mtp_block_matches_oracle`,
+/// band 0.3), and the sim's by 0.13 (trained, 16 positions) and 0.11 (tiny-glm, 9 positions),
+/// measured, so the CPU's band of 0.3 holds them. The normed hidden states (unit RMS times norm
+/// weights near 1) differ by 0.06-0.07, band 0.15. Feeding the halves of `eh_proj`'s input in the
+/// wrong order flips confident top-1s (the top-1 assertion fails); normalising the block's output
+/// with `output_norm` instead of `shared_head_norm` moved the MTP hidden state by 0.86-0.98 and the
+/// logits by 0.74-1.19.
+const HIDDEN_BAND: f32 = 0.15;
+const LOGIT_BAND: f32 = 0.3;
+
+fn check_bands(model: &str, [hidden, mtp_hidden, logits]: [f32; 3]) {
+    assert!(
+        hidden < HIDDEN_BAND,
+        "{model}: decode hidden state differs by {hidden}"
+    );
+    assert!(
+        mtp_hidden < HIDDEN_BAND,
+        "{model}: MTP hidden state differs by {mtp_hidden}"
+    );
+    assert!(
+        logits < LOGIT_BAND,
+        "{model}: MTP logits differ by {logits}"
+    );
+}
+
+/// 16 positions of the trained model (Q8_0 weights, an MoE MTP block).
 #[test]
 fn sim_mtp_block_matches_oracle_on_the_trained_model() {
     let ids = trained_ids(18);
-    let [hidden, mtp_hidden, logits] = compare("trained-rust-std", &ids, 15);
-    assert!(hidden < 0.1, "decode hidden state differs by {hidden}");
-    assert!(mtp_hidden < 0.1, "MTP hidden state differs by {mtp_hidden}");
-    assert!(logits < 0.3, "MTP logits differ by {logits}");
+    check_bands("trained", compare("trained-rust-std", &ids, 15));
 }
 
-/// 8 positions of tiny-glm (f32 weights, 20 heads, an MoE MTP block). The gemvs quantize their
-/// input to q8_1, the oracle does not; with random weights the logits are spread wider than the
-/// trained model's, so the band is the sim gate's for this model's main logits.
+/// 9 positions of tiny-glm (f32 weights, 20 heads: the scalar flash kernel; an MoE MTP block).
 #[test]
 fn sim_mtp_block_matches_oracle_on_tiny_glm() {
     let mut ids = TINY_GLM_PROMPT.to_vec();
     ids.push(33);
-    let [hidden, mtp_hidden, logits] = compare("tiny-glm-f32", &ids, 8);
-    assert!(hidden < 0.1, "decode hidden state differs by {hidden}");
-    assert!(mtp_hidden < 0.1, "MTP hidden state differs by {mtp_hidden}");
-    assert!(logits < 0.3, "MTP logits differ by {logits}");
+    check_bands("tiny-glm", compare("tiny-glm-f32", &ids, 8));
 }
 
 /// Greedy without drafts as `ingot run` decodes: prefill (the sim's chunks), then one token per step.

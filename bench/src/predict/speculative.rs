@@ -264,7 +264,10 @@ mod tests {
         for k in 0..=5 {
             for a in [0.0, 0.3, 0.55, 0.8, 0.99] {
                 let closed = (1.0 - f64::powi(a, k as i32 + 1)) / (1.0 - a);
-                assert!((expected_tokens(k, a) - closed).abs() < 1e-12, "k {k} a {a}");
+                assert!(
+                    (expected_tokens(k, a) - closed).abs() < 1e-12,
+                    "k {k} a {a}"
+                );
             }
             assert_eq!(expected_tokens(k, 1.0), (k + 1) as f64);
             assert_eq!(expected_tokens(k, 0.0), 1.0);

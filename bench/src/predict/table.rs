@@ -194,17 +194,17 @@ pub(crate) fn table_of(
         let dram_bytes = unique + 32 * c.stats.sectors_written + (cold - host_bytes);
         let shared_bytes = res.static_shared + d.shared_bytes;
         let load = opts.card.map(|_| NodeLoad {
-                blocks: c.blocks,
-                threads_per_block: d.threads(),
-                // A kernel missing from the budgets is charged the most registers a thread
-                // can have, so its occupancy is not overstated.
-                registers: res.registers.unwrap_or(255),
-                shared_bytes,
-                warp_instructions: c.stats.warp_instructions,
-                dram_bytes,
-                reread_bytes: reread,
-                tail_warp_instructions: c.tail_warp_instructions,
-                host_bytes,
+            blocks: c.blocks,
+            threads_per_block: d.threads(),
+            // A kernel missing from the budgets is charged the most registers a thread
+            // can have, so its occupancy is not overstated.
+            registers: res.registers.unwrap_or(255),
+            shared_bytes,
+            warp_instructions: c.stats.warp_instructions,
+            dram_bytes,
+            reread_bytes: reread,
+            tail_warp_instructions: c.tail_warp_instructions,
+            host_bytes,
         });
         let time = opts
             .card

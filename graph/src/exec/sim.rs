@@ -588,8 +588,13 @@ impl Decoder for SimExecutor {
             .mtp
             .as_mut()
             .map_err(|why| ModelError::Unsupported(why.clone()))?;
-        m.step(&mut self.sim, self.module, &self.config, (hidden, token, pos))
-            .map_err(super::to_model_error)
+        m.step(
+            &mut self.sim,
+            self.module,
+            &self.config,
+            (hidden, token, pos),
+        )
+        .map_err(super::to_model_error)
     }
 
     fn mtp_logits(&mut self) -> Result<&[f32], ModelError> {

@@ -118,7 +118,12 @@ pub fn build_mtp_plan_for(
     let enorm = b.weight(&nextn_name(il, "enorm"), "rmsnorm", &f32_w)?.0;
     let hnorm = b.weight(&nextn_name(il, "hnorm"), "rmsnorm", &f32_w)?.0;
     norm_q8_into(&mut b, (residual, enorm), (cat_q8, 0), label("nextn enorm"))?;
-    norm_q8_into(&mut b, (hidden_in, hnorm), (cat_q8, half), label("nextn hnorm"))?;
+    norm_q8_into(
+        &mut b,
+        (hidden_in, hnorm),
+        (cat_q8, half),
+        label("nextn hnorm"),
+    )?;
 
     // residual = eh_proj · cat_q8
     let eh = nextn_name(il, "eh_proj");

@@ -47,7 +47,11 @@ impl SimMtp {
         let twins = crate::exec::shared_initialized(decode.0, &mtp.plan);
         let ptrs = alloc_with_twins(sim, file, &mtp.plan, twins, Some(decode.1))?;
         let embedding = if mtp.plan.host_embedding {
-            Some(HostEmbedding::of_tensor(file, &mtp.embed_tensor, &mtp.plan)?)
+            Some(HostEmbedding::of_tensor(
+                file,
+                &mtp.embed_tensor,
+                &mtp.plan,
+            )?)
         } else {
             None
         };
