@@ -208,6 +208,12 @@ mod tests {
         let twins = shared_buffers(&decode, &prefill).expect("shared");
         assert_eq!(twins, [None, Some(3), Some(1), None, None, Some(0)]);
         assert_eq!(own_bytes(&prefill, &twins), 32 + 1 + 512);
+        // The MTP block's rule: only what is never written is shared; its cache and step state
+        // are its own even when declared alike.
+        assert_eq!(
+            shared_initialized(&decode, &prefill),
+            [None, Some(3), None, None, None, None]
+        );
         let mut bad = prefill.clone();
         bad.buffers[2].bytes = 2048;
         match shared_buffers(&decode, &bad) {
