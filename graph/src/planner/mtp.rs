@@ -38,7 +38,8 @@ use crate::plan::Plan;
 /// One MTP block step as a plan, and where its inputs and outputs live.
 #[derive(Clone, Debug)]
 pub struct MtpPlan {
-    /// Nodes `0..head_start` run the block; `head_start..` the lm_head on its output.
+    /// Nodes `0..head_start` run the block; `head_start..` the lm_head on its output. Its
+    /// `n_layer` is the block's index plus one.
     pub plan: Plan,
     pub head_start: usize,
     /// `n_embd` f32 the host writes before a step: the main model's final hidden state (or a
@@ -173,8 +174,12 @@ pub fn build_mtp_plan_for(
         k::gemv_items(info.ty, ncols, nrows),
         vec![buf(w), buf(norm_q8), buf(logits), u32a(ncols), u32a(nrows)],
     )?;
+    let mut plan = b.finish();
+    // Its nodes are layer `n_layer`'s: the plan spans blocks `0..=n_layer`, the first `n_layer`
+    // without nodes (what `Plan::summary` indexes by).
+    plan.n_layer = il + 1;
     Ok(MtpPlan {
-        plan: b.finish(),
+        plan,
         head_start,
         hidden_in,
         hidden_out,
