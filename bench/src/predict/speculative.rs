@@ -74,6 +74,10 @@ pub struct SpecRow {
     /// The bound of perfectly overlapping routing: the `k + 1` tokens read only `n_used` experts
     /// per layer between them (the batched verify otherwise as assumed).
     pub speedup_same_experts: f64,
+    /// The bound of a verify whose warp instructions and re-read bytes do not grow with the
+    /// positions (a batched kernel that shares every weight load and dequantization across
+    /// them), routed experts as assumed.
+    pub speedup_bytes_only: f64,
 }
 
 /// The prediction for `k = 1..=K` at one acceptance.
@@ -138,6 +142,8 @@ pub fn predict_speculative(
             let step_s = verify_s + drafts_s + catch_up_s;
             let one_by_one = m as f64 * decode_s + drafts_s + catch_up_s;
             let same = verify_time(decode, card, opts, m, 1.0) + drafts_s + catch_up_s;
+            let growth = distinct / n_used as f64;
+            let bytes_only = verify_time(decode, card, opts, 1, growth) + drafts_s + catch_up_s;
             SpecRow {
                 k,
                 tokens_per_step: e,
@@ -150,6 +156,7 @@ pub fn predict_speculative(
                 speedup: e * decode_s / step_s,
                 speedup_one_by_one: e * decode_s / one_by_one,
                 speedup_same_experts: e * decode_s / same,
+                speedup_bytes_only: e * decode_s / bytes_only,
             }
         })
         .collect();
@@ -166,8 +173,9 @@ pub fn predict_speculative(
     })
 }
 
-/// The decode step's nodes as one batched verify of `m` positions (the module's assumptions):
-/// routed bytes times `routed_growth`, other bytes once, instructions and re-reads times `m`.
+/// The decode step's nodes as one batched verify (the module's assumptions): routed bytes times
+/// `routed_growth`, other bytes once, instructions and re-reads times `m` (the positions; 1 for
+/// the bound where they do not grow).
 fn verify_time(
     decode: &PlanTable,
     card: &super::card::Card,
@@ -212,7 +220,7 @@ impl fmt::Display for SpecPrediction {
         )?;
         writeln!(
             f,
-            "{:>2} {:>11} {:>15} {:>10} {:>10} {:>11} {:>10} {:>8} {:>9} {:>20} {:>18}",
+            "{:>2} {:>11} {:>13} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8} | {:>9} {:>8} {:>10}",
             "k",
             "tokens/step",
             "experts/layer",
@@ -222,13 +230,14 @@ impl fmt::Display for SpecPrediction {
             "step us",
             "tok/s",
             "vs plain",
-            "vs plain, k+1 steps",
-            "vs plain, overlap"
+            "k+1 steps",
+            "overlap",
+            "bytes only"
         )?;
         for r in &self.rows {
             writeln!(
                 f,
-                "{:>2} {:>11.3} {:>15.2} {:>10.1} {:>10.1} {:>11.1} {:>10.1} {:>8.1} {:>8.2}x {:>19.2}x {:>17.2}x",
+                "{:>2} {:>11.3} {:>13.2} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>7.1} {:>7.2}x | {:>8.2}x {:>7.2}x {:>9.2}x",
                 r.k,
                 r.tokens_per_step,
                 r.distinct_experts,
@@ -239,13 +248,15 @@ impl fmt::Display for SpecPrediction {
                 r.tok_s,
                 r.speedup,
                 r.speedup_one_by_one,
-                r.speedup_same_experts
+                r.speedup_same_experts,
+                r.speedup_bytes_only
             )?;
         }
         write!(
             f,
-            "(\"k+1 steps\": the verify as k+1 decode steps, what the sim executor runs today; \
-             \"overlap\": the bound where the k+1 tokens share their routed experts)"
+            "vs plain with the verify as k+1 decode steps (what the sim executor runs today); as assumed \
+             but the k+1 tokens sharing their routed experts (overlap); or with instructions and \
+             re-reads not growing with the positions (bytes only)"
         )
     }
 }
@@ -283,6 +294,53 @@ mod tests {
         assert!((expected_tokens(1, 0.8) - 1.8).abs() < 1e-12);
         assert!((expected_tokens(2, 0.8) - 2.44).abs() < 1e-12);
         assert!((expected_tokens(3, 0.8) - 2.952).abs() < 1e-12);
+    }
+
+    /// The whole prediction on tiny-glm's header (20 heads, an MoE MTP block): a verify of one
+    /// position with no routed growth is the decode step node for node; each row's step is its
+    /// parts and its speed-up `E · decode / step`; the bounds bracket the assumed verify; with
+    /// acceptance 0 drafting only costs.
+    #[test]
+    fn prediction_on_tiny_glm_is_consistent() {
+        use ingot_synth::{Layout, Preset, QuantMix, SynthOptions};
+        let gguf = ingot_synth::header(&SynthOptions {
+            preset: Preset::TinyGlm,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 0,
+        })
+        .expect("header");
+        let card = crate::predict::card_named("3090").expect("card");
+        let opts = TableOptions {
+            ctx: 64,
+            depth: 8,
+            card: Some(card),
+            max_blocks: 8,
+            constants: crate::predict::constants_for(Some(card)),
+            expert_cache: None,
+            cache_type: ingot_model::CacheType::F16,
+            prefill: None,
+        };
+        let (decode, spec) = plan_and_predict_speculative(&gguf, opts, 3, 0.8).expect("predict");
+        let one = verify_time(&decode, card, opts, 1, 1.0);
+        assert!((one - spec.decode_s).abs() < 1e-12 * spec.decode_s.max(1.0));
+        assert!(spec.mtp_block_s > 0.0 && spec.mtp_head_s > 0.0);
+        for r in &spec.rows {
+            let drafts = r.k as f64 * (spec.mtp_block_s + spec.mtp_head_s);
+            assert!((r.drafts_s - drafts).abs() < 1e-12);
+            assert!((r.step_s - (r.verify_s + r.drafts_s + r.catch_up_s)).abs() < 1e-12);
+            assert!((r.speedup - r.tokens_per_step * spec.decode_s / r.step_s).abs() < 1e-9);
+            assert!(
+                r.verify_s > spec.decode_s,
+                "k {}: a verify costs more than a step",
+                r.k
+            );
+            assert!(r.speedup_one_by_one < r.speedup && r.speedup <= r.speedup_same_experts);
+            assert!(r.speedup <= r.speedup_bytes_only);
+        }
+        let none = predict_speculative(&gguf, opts, &decode, 1, 0.0).expect("predict at 0");
+        assert!(none.rows[0].speedup < 1.0);
+        assert!(predict_speculative(&gguf, opts, &decode, 1, 1.5).is_err());
     }
 
     /// One token reads its `n_used` experts; many tokens tend to all of them; two tokens of
