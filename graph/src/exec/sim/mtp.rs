@@ -39,6 +39,12 @@ impl SimMtp {
         opts: PlanOptions,
         decode: (&Plan, &[DevicePtr]),
     ) -> Result<Result<Self, String>, ExecError> {
+        if config.n_nextn == 0 {
+            return Ok(Err(
+                "the model has no NextN/MTP block (nextn_predict_layers is 0), so it cannot draft"
+                    .into(),
+            ));
+        }
         let mtp = match build_mtp_plan_for(config, file.header(), opts) {
             Ok(p) => p,
             Err(e) => return Ok(Err(format!("the NextN/MTP block cannot be planned: {e}"))),
