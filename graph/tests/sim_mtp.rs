@@ -88,6 +88,12 @@ fn compare(model: &str, ids: &[u32], last: usize) -> [f32; 3] {
             assert_eq!(argmax(s), argmax(&w), "{model}: MTP top-1 at position {i}");
         }
     }
+    // Every node of the block's plan ran as PTX, the head included.
+    let (plan, stats) = sim.mtp_stats().expect("MTP plan");
+    assert_eq!(stats.len(), plan.nodes.len());
+    for (n, st) in plan.nodes.iter().zip(stats) {
+        assert!(st.warp_instructions > 0, "{model}: {} never ran", n.label);
+    }
     eprintln!(
         "{model}: sim vs oracle over {} positions: hidden {:.4}, MTP hidden {:.4}, MTP logits {:.4}",
         last + 1,
