@@ -31,7 +31,8 @@ pub(super) struct SimMtp {
 
 impl SimMtp {
     /// The block's plan on `decode`'s allocations, or why the model has none (no NextN block, a
-    /// file stripped of its tensors, a shape or type the kernels do not take).
+    /// file stripped of its tensors, a shape or type the kernels do not take): a decoder that
+    /// cannot draft still decodes. Only the simulator's own failures are errors.
     pub(super) fn load(
         sim: &mut Sim,
         file: &GgufFile,
@@ -49,7 +50,10 @@ impl SimMtp {
             Ok(p) => p,
             Err(e) => return Ok(Err(format!("the NextN/MTP block cannot be planned: {e}"))),
         };
-        let descs = mtp.plan.check_committed()?;
+        let descs = match mtp.plan.check_committed() {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(format!("the NextN/MTP block's plan: {e}"))),
+        };
         let twins = crate::exec::shared_initialized(decode.0, &mtp.plan);
         let ptrs = alloc_with_twins(sim, file, &mtp.plan, twins, Some(decode.1))?;
         let embedding = if mtp.plan.host_embedding {
