@@ -268,6 +268,9 @@ pub fn plan_and_predict_speculative(
     max_k: usize,
     a: f64,
 ) -> Result<(PlanTable, SpecPrediction), PredictError> {
+    // A model without a block is refused before the decode step's counts (minutes at full size).
+    let config = ModelConfig::from_gguf(gguf)?;
+    ingot_graph::build_mtp_plan_for(&config, gguf, plan_options(&opts))?;
     let decode = plan_table(gguf, opts)?;
     let spec = predict_speculative(gguf, opts, &decode, max_k, a)?;
     Ok((decode, spec))
