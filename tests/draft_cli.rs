@@ -1,5 +1,5 @@
 //! `ingot run --draft mtp` as a user runs it: the same greedy text as without the flag on the trained model
-//! (whose MTP block drafts well), the drafts' acceptance on stderr, and one clear refusal for a model
+//! (whose MTP block drafts well), on the cpu and sim backends, the drafts' acceptance on stderr, and one clear refusal for a model
 //! without a NextN/MTP block and for an out-of-range `--draft-max`.
 
 mod support;
@@ -9,6 +9,10 @@ use std::process::Command;
 use support::EXE;
 
 fn run(model: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    run_on("cpu", "48", model, extra)
+}
+
+fn run_on(backend: &str, n: &str, model: &std::path::Path, extra: &[&str]) -> std::process::Output {
     Command::new(EXE)
         .args(["run", "-m"])
         .arg(model)
@@ -18,15 +22,36 @@ fn run(model: &std::path::Path, extra: &[&str]) -> std::process::Output {
             "-p",
             "pub fn main() {",
             "-n",
-            "48",
+            n,
             "--temp",
             "0",
             "--backend",
-            "cpu",
+            backend,
         ])
         .args(extra)
         .output()
         .expect("start ingot")
+}
+
+/// The sim backend (the MTP block's plan in ptx-sim): 12 tokens, k = 2, the same text as without
+/// drafts (the simulator is slow, so one short case).
+#[test]
+fn drafted_sim_run_prints_the_plain_greedy_text() {
+    let model = ingot_testdata::golden_model("trained-rust-std");
+    let plain = run_on("sim", "12", &model, &[]);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let drafted = run_on("sim", "12", &model, &["--draft", "mtp", "--draft-max", "2"]);
+    let err = String::from_utf8_lossy(&drafted.stderr);
+    assert!(drafted.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&drafted.stdout),
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    assert!(err.contains("drafts accepted"), "{err}");
 }
 
 #[test]

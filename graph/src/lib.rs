@@ -25,6 +25,7 @@ pub use buffer::{BufId, BufferDecl, BufferKind};
 pub use error::{ExecError, PlanError};
 pub use node::{BufRef, Node, NodeArg};
 pub use plan::{ExpertCacheLayer, ExpertCachePlan, Plan, PlanSummary, RouteBias};
+pub use planner::mtp::{build_mtp_plan_for, MtpPlan};
 pub use planner::prefill::{
     build_prefill_plan, build_prefill_plan_for, prefill_chunks, Chunk, PrefillPlan, PREFILL_BUCKETS,
 };

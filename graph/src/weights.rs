@@ -137,6 +137,7 @@ pub fn initial_bytes<'f>(
 /// The embedding table kept on the host for plans whose embedding fetch runs on the host
 /// ([`crate::Plan::host_embedding`]).
 pub struct HostEmbedding {
+    name: String,
     ty: GgmlType,
     row_bytes: usize,
     n_embd: usize,
@@ -149,7 +150,11 @@ impl HostEmbedding {
         if !plan.host_embedding {
             return Ok(None);
         }
-        let name = ingot_model::tensors::TOKEN_EMBD;
+        Self::of_tensor(file, ingot_model::tensors::TOKEN_EMBD, plan).map(Some)
+    }
+
+    /// Copies the embedding tensor `name` (`plan.vocab` rows of `plan.n_embd`) out of the file.
+    pub fn of_tensor(file: &GgufFile, name: &str, plan: &crate::Plan) -> Result<Self, ExecError> {
         let err = |reason: String| ExecError::Weight {
             name: name.into(),
             reason,
@@ -173,12 +178,13 @@ impl HostEmbedding {
                 plan.vocab
             )));
         }
-        Ok(Some(HostEmbedding {
+        Ok(HostEmbedding {
+            name: name.to_owned(),
             ty: info.ty,
             row_bytes,
             n_embd: plan.n_embd,
             data,
-        }))
+        })
     }
 
     /// The dequantized row of `token` (checked against the vocabulary by the caller) as bytes
@@ -188,7 +194,7 @@ impl HostEmbedding {
         let mut out = vec![0f32; self.n_embd];
         ingot_quant::dequantize_row(self.ty, &self.data[start..start + self.row_bytes], &mut out)
             .map_err(|e| ExecError::Weight {
-            name: ingot_model::tensors::TOKEN_EMBD.into(),
+            name: self.name.clone(),
             reason: e.to_string(),
         })?;
         Ok(out.iter().flat_map(|v| v.to_le_bytes()).collect())

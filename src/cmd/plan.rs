@@ -10,7 +10,8 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use ingot_bench::decode::{fill, token_at};
 use ingot_bench::predict::{
-    card_named, card_names, constants_for, measured, plan_table, TableOptions,
+    card_named, card_names, constants_for, measured, plan_and_predict_speculative, plan_table,
+    TableOptions,
 };
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
@@ -83,6 +84,19 @@ pub struct Args {
     /// Share of the routed experts found in VRAM slots, e.g. `ingot replay`'s hit rate (0: cold).
     #[arg(long, default_value_t = 0.0, requires = "vram_budget")]
     expert_hit_rate: f64,
+    /// With --predict: also predict speculative decoding with the model's NextN/MTP block for
+    /// 1 to K drafts per step (PREDICTED: a batched verify step, uniformly routed experts,
+    /// independent acceptance; see `ingot_bench::predict::speculative`).
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "predict",
+        conflicts_with_all = ["prefill", "measure", "vram_budget"]
+    )]
+    draft_mtp: Option<usize>,
+    /// Acceptance per draft assumed by --draft-mtp, 0 to 1.
+    #[arg(long, default_value_t = 0.8, requires = "draft_mtp")]
+    acceptance: f64,
     #[command(flatten)]
     cache: super::cache::CacheArgs,
 }
@@ -166,6 +180,18 @@ fn measure(
 
 pub fn run(a: Args) -> Result<()> {
     let ctx = a.ctx.unwrap_or(a.depth + 128 + a.prefill.unwrap_or(0));
+    if let Some(k) = a.draft_mtp {
+        let max = ingot_model::speculative::MAX_DRAFT;
+        ensure!(
+            (1..=max).contains(&k),
+            "--draft-mtp {k} is out of range 1..={max}"
+        );
+        ensure!(
+            (0.0..=1.0).contains(&a.acceptance),
+            "--acceptance {} is not in 0..=1",
+            a.acceptance
+        );
+    }
     if let Some(n) = a.prefill {
         ensure!(
             ingot_graph::PREFILL_BUCKETS.contains(&n),
@@ -262,6 +288,18 @@ pub fn run(a: Args) -> Result<()> {
         cache_type: a.cache.cache_type,
         prefill: a.prefill,
     };
+    if let Some(k) = a.draft_mtp {
+        let (table, spec) = plan_and_predict_speculative(&header, opts, k, a.acceptance)?;
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            let both = serde_json::json!({ "plan": table, "speculative": spec });
+            serde_json::to_writer_pretty(&mut out, &both)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{table}\n{spec}")?;
+        }
+        return Ok(());
+    }
     let mut table = plan_table(&header, opts)?;
     if let Some(m) = &measured {
         let warnings = measured::attach(&mut table, &m.device, &m.plan, &m.timing)?;

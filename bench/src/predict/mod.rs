@@ -47,11 +47,13 @@ pub mod measured;
 pub mod model;
 pub mod resources;
 pub mod sample;
+pub mod speculative;
 pub mod table;
 
 pub use card::{card_named, card_names, Card, CARDS};
 pub use measured::{Family, Measurement};
 pub use model::{constants_for, Constants, NodeTime, DEFAULT_CONSTANTS};
+pub use speculative::{plan_and_predict_speculative, SpecPrediction};
 pub use table::{plan_table, NodeRow, PlanTable, Prediction, TableOptions};
 
 /// Why a plan could not be counted or predicted.
@@ -77,4 +79,6 @@ pub enum PredictError {
     MaxBlocks(u64),
     #[error("measured times do not fit the table: {0}")]
     Measured(String),
+    #[error("{0}")]
+    Speculative(String),
 }

@@ -74,6 +74,12 @@ pub struct NodeRow {
     /// Static + dynamic shared memory per block.
     pub shared_bytes: u32,
     pub time: Option<NodeTime>,
+    /// What the time model was given for the node (`None` without a card).
+    #[serde(skip)]
+    pub load: Option<NodeLoad>,
+    /// Bytes of routed expert tensors (`*_exps`) among [`NodeRow::dram_bytes`].
+    #[serde(skip)]
+    pub routed_bytes: u64,
     /// Measured on a GPU (`--measure`): the median event-to-event time, seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_s: Option<f64>,
@@ -128,15 +134,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         return Err(PredictError::MaxBlocks(opts.max_blocks));
     }
     let config = ModelConfig::from_gguf(gguf)?;
-    let plan_opts = PlanOptions {
-        expert_cache: opts.expert_cache.map(|(c, _)| c),
-        cache_type: opts.cache_type,
-        ..match opts.card {
-            Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
-            None => PlanOptions::for_ctx(opts.ctx),
-        }
-    };
-    let hit_rate = opts.expert_cache.map_or(0.0, |(_, h)| h.clamp(0.0, 1.0));
+    let plan_opts = plan_options(&opts);
     let (plan, chunk) = match opts.prefill {
         None => (build_plan_for(&config, gguf, plan_opts)?, None),
         Some(ntok) => {
@@ -150,6 +148,31 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
             (pre.plan, Some(chunk))
         }
     };
+    table_of(gguf, &config, &plan, opts, chunk)
+}
+
+/// The [`PlanOptions`] of a table: the split sized for the card's SMs.
+pub(crate) fn plan_options(opts: &TableOptions) -> PlanOptions {
+    PlanOptions {
+        expert_cache: opts.expert_cache.map(|(c, _)| c),
+        cache_type: opts.cache_type,
+        ..match opts.card {
+            Some(c) => PlanOptions::for_device(opts.ctx, c.sms),
+            None => PlanOptions::for_ctx(opts.ctx),
+        }
+    }
+}
+
+/// The table of `plan` (a decode step, a prefill chunk with `chunk`, or the NextN/MTP block's
+/// step) for the model `gguf` configured as `config`.
+pub(crate) fn table_of(
+    gguf: &Gguf,
+    config: &ModelConfig,
+    plan: &Plan,
+    opts: TableOptions,
+    chunk: Option<ChunkCount>,
+) -> Result<PlanTable, PredictError> {
+    let hit_rate = opts.expert_cache.map_or(0.0, |(_, h)| h.clamp(0.0, 1.0));
     let tokens = chunk.map_or(1, |c| c.ntok);
     if opts.depth + tokens > opts.ctx {
         return Err(PredictError::Depth {
@@ -158,34 +181,35 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         });
     }
     let descs = plan.check_committed()?;
-    let counts = count_nodes(&plan, &descs, opts.depth, opts.max_blocks, chunk)?;
+    let counts = count_nodes(plan, &descs, opts.depth, opts.max_blocks, chunk)?;
     let arch = opts.card.map_or("sm_86", |c| c.arch);
     let resources = kernel_resources(arch)?;
     let mut rows = Vec::with_capacity(plan.nodes.len());
     for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
         let res = resources.get(&n.kernel).copied().unwrap_or_default();
-        let (unique, reread) = read_split(&plan, &config, i, (opts.depth, tokens), c);
+        let (unique, reread, routed) = read_split(plan, config, i, (opts.depth, tokens), c);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;
         let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
         let dram_bytes = unique + 32 * c.stats.sectors_written + (cold - host_bytes);
         let shared_bytes = res.static_shared + d.shared_bytes;
-        let time = opts.card.map(|card| {
-            let load = NodeLoad {
-                blocks: c.blocks,
-                threads_per_block: d.threads(),
-                // A kernel missing from the budgets is charged the most registers a thread
-                // can have, so its occupancy is not overstated.
-                registers: res.registers.unwrap_or(255),
-                shared_bytes,
-                warp_instructions: c.stats.warp_instructions,
-                dram_bytes,
-                reread_bytes: reread,
-                tail_warp_instructions: c.tail_warp_instructions,
-                host_bytes,
-            };
-            node_time(card, &opts.constants, &load, i > 0)
+        let load = opts.card.map(|_| NodeLoad {
+            blocks: c.blocks,
+            threads_per_block: d.threads(),
+            // A kernel missing from the budgets is charged the most registers a thread
+            // can have, so its occupancy is not overstated.
+            registers: res.registers.unwrap_or(255),
+            shared_bytes,
+            warp_instructions: c.stats.warp_instructions,
+            dram_bytes,
+            reread_bytes: reread,
+            tail_warp_instructions: c.tail_warp_instructions,
+            host_bytes,
         });
+        let time = opts
+            .card
+            .zip(load)
+            .map(|(card, load)| node_time(card, &opts.constants, &load, i > 0));
         rows.push(NodeRow {
             index: i,
             label: n.label.clone(),
@@ -201,6 +225,8 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
             registers: res.registers,
             shared_bytes,
             time,
+            load,
+            routed_bytes: routed,
             measured_s: None,
         });
     }
@@ -213,7 +239,7 @@ pub fn plan_table(gguf: &Gguf, opts: TableOptions) -> Result<PlanTable, PredictE
         depth: opts.depth,
         tokens,
         max_blocks_per_node: opts.max_blocks,
-        nodes: node_counts(&plan, &config),
+        nodes: node_counts(plan, config),
         dram_bytes: rows.iter().map(|r| r.dram_bytes).sum(),
         reread_bytes: rows.iter().map(|r| r.reread_bytes).sum(),
         host_bytes: rows.iter().map(|r| r.host_bytes).sum(),
@@ -253,7 +279,8 @@ fn reads_cache(kernel: &str) -> bool {
     .any(|d| d.name == kernel)
 }
 
-/// Unique and re-read bytes of node `i` (see the module docs of [`super`]) of a plan that runs
+/// Unique, re-read and routed-expert bytes (of the unique ones) of node `i` (see the module
+/// docs of [`super`]) of a plan that runs
 /// `tokens` tokens at positions `depth..`: the routed experts' share of their tensors is what
 /// `tokens` evenly routed tokens touch, `min(1, tokens·n_used/n_expert)`, and attention reads
 /// cache rows `0..depth + tokens`.
@@ -263,7 +290,7 @@ fn read_split(
     i: usize,
     (depth, tokens): (usize, usize),
     c: &NodeCounts,
-) -> (u64, u64) {
+) -> (u64, u64, u64) {
     // The buffers the launch read (an output it only writes is no part of its read footprint).
     let bufs: BTreeSet<u32> = plan.nodes[i]
         .args
@@ -274,15 +301,25 @@ fn read_split(
             _ => None,
         })
         .collect();
-    let footprint: u64 = bufs
-        .into_iter()
-        .map(|b| {
+    let routed: u64 = bufs
+        .iter()
+        .map(|&b| {
             let decl = &plan.buffers[b as usize];
             match &decl.kind {
                 BufferKind::Weight { tensor, .. } if tensor.contains("_exps") => {
                     let used = (tokens * config.n_expert_used).min(config.n_expert.max(1));
                     decl.bytes * used as u64 / config.n_expert.max(1) as u64
                 }
+                _ => 0,
+            }
+        })
+        .sum();
+    let footprint: u64 = bufs
+        .into_iter()
+        .map(|b| {
+            let decl = &plan.buffers[b as usize];
+            match &decl.kind {
+                BufferKind::Weight { tensor, .. } if tensor.contains("_exps") => 0,
                 // Only attention reads the cache; the rope (alone or as a gemv's tail) writes
                 // one row and reads none, so the cache is no part of its read footprint.
                 BufferKind::KvCache { .. } if reads_cache(&plan.nodes[i].kernel) => {
@@ -292,10 +329,11 @@ fn read_split(
                 _ => decl.bytes,
             }
         })
-        .sum();
+        .sum::<u64>()
+        + routed;
     let read = 32 * c.stats.sectors_read;
     let unique = footprint.min(read);
-    (unique, read - unique)
+    (unique, read - unique, routed.min(unique))
 }
 
 fn node_counts(plan: &Plan, config: &ModelConfig) -> NodeCountLine {

@@ -54,6 +54,28 @@ pub fn shared_buffers(
         .collect()
 }
 
+/// How a plan that keeps its own caches and step state (the NextN/MTP block's) lies on the
+/// decode plan's allocations: `Some(i)` for a weight or constant declared exactly as `first`'s
+/// buffer `i` (the embedding, the lm_head, the rope tables), `None` for everything else.
+pub fn shared_initialized(first: &crate::Plan, second: &crate::Plan) -> Vec<Option<usize>> {
+    let by_name: std::collections::HashMap<&str, usize> = first
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
+    second
+        .buffers
+        .iter()
+        .map(|decl| {
+            by_name
+                .get(decl.name.as_str())
+                .copied()
+                .filter(|&i| first.buffers[i] == *decl && decl.is_initialized())
+        })
+        .collect()
+}
+
 /// Bytes of `second`'s own allocations given its [`shared_buffers`] map `twins`.
 pub fn own_bytes(second: &crate::Plan, twins: &[Option<usize>]) -> u64 {
     second
@@ -186,6 +208,12 @@ mod tests {
         let twins = shared_buffers(&decode, &prefill).expect("shared");
         assert_eq!(twins, [None, Some(3), Some(1), None, None, Some(0)]);
         assert_eq!(own_bytes(&prefill, &twins), 32 + 1 + 512);
+        // The MTP block's rule: only what is never written is shared; its cache and step state
+        // are its own even when declared alike.
+        assert_eq!(
+            shared_initialized(&decode, &prefill),
+            [None, Some(3), None, None, None, None]
+        );
         let mut bad = prefill.clone();
         bad.buffers[2].bytes = 2048;
         match shared_buffers(&decode, &bad) {

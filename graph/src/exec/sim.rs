@@ -1,8 +1,10 @@
 //! The plan interpreted in ptx-sim: node by node, with the simulator's counters per node.
 
+mod mtp;
+
 use ingot_abi::step::StepState;
 use ingot_gguf::GgufFile;
-use ingot_model::{check_step, DecodeTrace, Decoder, ModelConfig, ModelError};
+use ingot_model::{check_step, DecodeTrace, Decoder, Forward, ModelConfig, ModelError, Rows};
 use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::error::ExecError;
@@ -38,6 +40,13 @@ pub struct SimExecutor {
     experts: Option<ExpertCache<()>>,
     /// The batched prefill: its plans by bucket, or why there are none.
     prefill: Result<Prefill, String>,
+    /// The decode plan's `act.norm`: after the last layer's down launch (whose tail norms the
+    /// residual with `output_norm`) the final hidden state in f32.
+    norm: Option<crate::BufId>,
+    /// The final hidden state of the last decode step; `None` after a prefill chunk or reset.
+    hidden: Option<Vec<f32>>,
+    /// The NextN/MTP block's plan, or why the model has none.
+    mtp: Result<mtp::SimMtp, String>,
 }
 
 /// The prefill plans of a [`SimExecutor`], one per bucket that fits the context, sharing the
@@ -158,7 +167,16 @@ impl SimExecutor {
             None => None,
         };
         let prefill = SimPrefill::load_all(&mut sim, file, &config, opts, (&plan, &ptrs))?;
+        let mtp = mtp::SimMtp::load(&mut sim, file, &config, opts, (&plan, &ptrs))?;
+        let norm = plan
+            .buffers
+            .iter()
+            .position(|b| b.name == "act.norm")
+            .map(|i| crate::BufId(i as u32));
         Ok(SimExecutor {
+            norm,
+            hidden: None,
+            mtp,
             experts,
             prefill,
             embedding: HostEmbedding::for_plan(file, &plan)?,
@@ -366,8 +384,21 @@ impl SimExecutor {
 
     fn finish_step(&mut self, pos: usize) -> Result<(), ExecError> {
         self.logits = self.read_f32(self.plan.logits, self.plan.vocab)?;
+        self.hidden = match self.norm {
+            Some(b) => Some(self.read_f32(b, self.plan.n_embd)?),
+            None => None,
+        };
         self.filled = pos + 1;
         Ok(())
+    }
+
+    /// The NextN/MTP plan's nodes with their counters summed over every MTP step so far, or why
+    /// the model has no such plan.
+    pub fn mtp_stats(&self) -> Result<(&Plan, &[LaunchStats]), &str> {
+        match &self.mtp {
+            Ok(m) => Ok((&m.plan().plan, m.stats())),
+            Err(e) => Err(e),
+        }
     }
 
     fn run_node(&mut self, i: usize) -> Result<(), ExecError> {
@@ -419,6 +450,8 @@ impl SimExecutor {
         let Ok(p) = &mut self.prefill else {
             return Err(ExecError::Prefill("no prefill plan".into()));
         };
+        // A chunk runs no decode step: the decode plan's hidden state is stale.
+        self.hidden = None;
         let c = &mut p.chunks[k];
         let row_bytes = 4 * c.pre.plan.n_embd;
         // The chunk's embeddings, then zero rows to the bucket's end (computed, never read).
@@ -486,6 +519,10 @@ impl Decoder for SimExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+        self.hidden = None;
+        if let Ok(m) = &mut self.mtp {
+            m.reset();
+        }
     }
 
     fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, ModelError> {
@@ -497,6 +534,80 @@ impl Decoder for SimExecutor {
     /// kept then); `None` otherwise.
     fn routing(&self) -> Option<&[(u32, f32)]> {
         self.experts.as_ref().map(|c| c.routing())
+    }
+
+    fn hidden(&self) -> Option<&[f32]> {
+        self.hidden.as_deref()
+    }
+
+    /// Every position's hidden state and logits from decode steps, one by one (the prefill
+    /// plans norm only their last row). With [`Rows::Last`] the prompt then runs again as
+    /// [`Decoder::prefill_last`]'s chunks, whose logits and cache rows are returned and kept, so
+    /// a drafted generation continues from the plain one's state bit for bit; the hidden states
+    /// (read only by the MTP block, which only drafts) stay the decode steps'.
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: Rows,
+    ) -> Result<Forward, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        let (d, vocab) = (self.config.n_embd, self.config.vocab);
+        let mut out = Forward {
+            n: tokens.len(),
+            hidden: Vec::with_capacity(tokens.len() * d),
+            logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
+        };
+        for (i, &t) in tokens.iter().enumerate() {
+            self.step(t, start_pos + i).map_err(super::to_model_error)?;
+            if rows == Rows::All || i + 1 == tokens.len() {
+                out.logits.extend_from_slice(&self.logits);
+            }
+            let h = self.hidden.as_deref().ok_or_else(|| {
+                ModelError::Unsupported("the decode plan has no act.norm to read".into())
+            })?;
+            out.hidden.extend_from_slice(h);
+        }
+        if rows == Rows::Last && self.prefill.is_ok() {
+            out.logits = self.prefill_last(tokens, start_pos)?;
+        }
+        Ok(out)
+    }
+
+    fn mtp_ready(&self) -> Result<(), ModelError> {
+        match &self.mtp {
+            Ok(_) => Ok(()),
+            Err(why) => Err(ModelError::Unsupported(why.clone())),
+        }
+    }
+
+    fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<(), ModelError> {
+        let m = self
+            .mtp
+            .as_mut()
+            .map_err(|why| ModelError::Unsupported(why.clone()))?;
+        m.step(
+            &mut self.sim,
+            self.module,
+            &self.config,
+            (hidden, token, pos),
+        )
+        .map_err(super::to_model_error)
+    }
+
+    fn mtp_logits(&mut self) -> Result<&[f32], ModelError> {
+        let m = self
+            .mtp
+            .as_mut()
+            .map_err(|why| ModelError::Unsupported(why.clone()))?;
+        m.logits(&mut self.sim, self.module)
+            .map_err(super::to_model_error)
+    }
+
+    fn mtp_hidden(&self) -> Option<&[f32]> {
+        self.mtp.as_ref().ok().and_then(|m| m.hidden())
     }
 }
 
@@ -553,9 +664,21 @@ fn alloc_buffers(
         Some((first, _)) => super::shared_buffers(first, plan)?,
         None => vec![None; plan.buffers.len()],
     };
+    alloc_with_twins(sim, file, plan, twins, shared.map(|s| s.1))
+}
+
+/// [`alloc_buffers`] with the twins given: buffer `i` of `plan` is `first[twins[i]]` where that
+/// is `Some`, a fresh allocation (filled from the file when initialised) otherwise.
+fn alloc_with_twins(
+    sim: &mut Sim,
+    file: &GgufFile,
+    plan: &Plan,
+    twins: Vec<Option<usize>>,
+    first: Option<&[DevicePtr]>,
+) -> Result<Vec<DevicePtr>, ExecError> {
     let mut ptrs = Vec::with_capacity(plan.buffers.len());
     for (decl, twin) in plan.buffers.iter().zip(twins) {
-        if let (Some(i), Some((_, first))) = (twin, shared) {
+        if let (Some(i), Some(first)) = (twin, first) {
             ptrs.push(first[i]);
             continue;
         }

@@ -82,9 +82,12 @@ impl NextNorm {
         Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
     }
 
-    /// What follows layer `il`'s FFN: the next layer's `attn_norm`, or `output_norm`.
+    /// What follows layer `il`'s FFN: the next layer's `attn_norm`, `output_norm` after the
+    /// last decoding layer, or a NextN/MTP block's `shared_head_norm` (blocks `n_layer..`).
     pub fn after_ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
-        let name = if il + 1 < b.c.n_layer {
+        let name = if il >= b.c.n_layer {
+            super::mtp::nextn_name(il, "shared_head_norm")
+        } else if il + 1 < b.c.n_layer {
             format!("blk.{}.attn_norm.weight", il + 1)
         } else {
             ingot_model::tensors::OUTPUT_NORM.to_owned()

@@ -9,6 +9,7 @@ mod attention;
 mod ffn;
 mod head;
 pub mod kernels;
+pub mod mtp;
 pub mod prefill;
 
 use std::collections::HashMap;
@@ -91,18 +92,7 @@ pub fn build_plan_for(
     gguf: &Gguf,
     opts: PlanOptions,
 ) -> Result<Plan, PlanError> {
-    if opts.ctx == 0 || opts.ctx > config.n_ctx_train {
-        return Err(PlanError::Context {
-            ctx: opts.ctx,
-            reason: format!("must be in 1..={}", config.n_ctx_train),
-        });
-    }
-    if u32::try_from(opts.ctx).is_err() {
-        return Err(PlanError::Context {
-            ctx: opts.ctx,
-            reason: "exceeds u32".into(),
-        });
-    }
+    check_ctx(config, opts)?;
     let mut b = Builder::new(config, gguf, opts)?;
     head::embedding(&mut b)?;
     for il in 0..config.n_layer {
@@ -115,6 +105,23 @@ pub fn build_plan_for(
     }
     head::output(&mut b)?;
     Ok(b.finish())
+}
+
+/// Rejects a context the cache cannot hold: 0, past the training context, or past `u32`.
+fn check_ctx(config: &ModelConfig, opts: PlanOptions) -> Result<(), PlanError> {
+    if opts.ctx == 0 || opts.ctx > config.n_ctx_train {
+        return Err(PlanError::Context {
+            ctx: opts.ctx,
+            reason: format!("must be in 1..={}", config.n_ctx_train),
+        });
+    }
+    if u32::try_from(opts.ctx).is_err() {
+        return Err(PlanError::Context {
+            ctx: opts.ctx,
+            reason: "exceeds u32".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Scratch activations shared by all layers (each layer overwrites them in order).

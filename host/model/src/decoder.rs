@@ -142,7 +142,8 @@ impl Forward {
 
 fn no_mtp_backend() -> ModelError {
     ModelError::Unsupported(
-        "this backend does not run the NextN/MTP block (the cpu and oracle backends do)".into(),
+        "this backend does not run the NextN/MTP block (the cpu, oracle and sim backends do)"
+            .into(),
     )
 }
 
