@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::attend::{attend_heads, Attend};
 use super::batch::{self, Product};
 use super::matmul::Activation;
 use super::weights::{KeyUp, Layer, QueryProj};
@@ -9,7 +10,7 @@ use super::Scratch;
 use crate::cache_type::CacheType;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::math::{dot_f32, rmsnorm, rmsnorm_in_place};
+use crate::math::{rmsnorm, rmsnorm_in_place};
 use crate::rope::apply_rope;
 
 /// Buffers of one head's attention, so heads can run in parallel without sharing.
@@ -150,14 +151,13 @@ pub(super) fn token_heads(
     (heads, att): (&mut [HeadScratch], &mut Attend),
     out: &mut [f32],
 ) -> Result<()> {
-    let (dqk, lora, rope) = (c.d_qk(), c.kv_lora, c.d_rope);
+    let (dqk, lora) = (c.d_qk(), c.kv_lora);
     heads
         .par_iter_mut()
         .enumerate()
         .try_for_each(|(hd, hs)| key_up(c, layer, hd, &q[hd * dqk..][..c.d_nope], hs))?;
     for (hd, hs) in heads.iter().enumerate() {
-        att.q_abs[hd * lora..(hd + 1) * lora].copy_from_slice(&hs.q_abs);
-        att.q_pe[hd * rope..(hd + 1) * rope].copy_from_slice(&q[hd * dqk + c.d_nope..][..rope]);
+        att.set_query(c, hd, &hs.q_abs, &q[hd * dqk + c.d_nope..][..c.d_rope]);
     }
     attend_heads(c, cache, pos, att);
     heads
@@ -197,129 +197,6 @@ fn key_up(
         }
     }
     Ok(())
-}
-
-/// Cache rows per span of [`attend_heads`]: at least [`SPAN_MIN`], and few enough spans that their
-/// partials stay at most [`MAX_SPANS`]. A function of the row count alone, so the values never depend on
-/// how many threads run the spans.
-fn span_len(rows: usize) -> usize {
-    rows.div_ceil(MAX_SPANS).max(SPAN_MIN)
-}
-
-const SPAN_MIN: usize = 128;
-const MAX_SPANS: usize = 64;
-
-/// What [`attend_heads`] reads and writes: every head's query in the latent space, the attended latents,
-/// and the per-span work buffers.
-pub(super) struct Attend {
-    /// `n_head × kv_lora`: each head's absorbed query `W_UK[h]ᵀ·q_nope`.
-    pub q_abs: Vec<f32>,
-    /// `n_head × d_rope`: each head's roped `q_pe`.
-    pub q_pe: Vec<f32>,
-    /// `n_head × kv_lora`: each head's attended latent `Σ_t softmax_t · c_t`.
-    pub o_lat: Vec<f32>,
-    /// Span-major: span `s` holds `n_head × len(s)` scores, then their `exp(score − max)`.
-    scores: Vec<f32>,
-    /// Span-major: `n_head` maxima per span, then per head the maximum over all spans.
-    maxima: Vec<f32>,
-    /// Span-major: per head, the span's `Σ p·c_t` (`kv_lora`) then `Σ p`.
-    partials: Vec<f32>,
-}
-
-impl Attend {
-    pub fn new(c: &ModelConfig, max_ctx: usize) -> Self {
-        let (heads, lora) = (c.n_head, c.kv_lora);
-        Attend {
-            q_abs: vec![0.0; heads * lora],
-            q_pe: vec![0.0; heads * c.d_rope],
-            o_lat: vec![0.0; heads * lora],
-            scores: vec![0.0; heads * max_ctx],
-            maxima: vec![0.0; (MAX_SPANS + 1) * heads],
-            partials: vec![0.0; MAX_SPANS * heads * (lora + 1)],
-        }
-    }
-}
-
-/// Softmax attention of every head's absorbed query (`att.q_abs` with `att.q_pe`) at `pos` over cache rows
-/// `0..=pos`; leaves the attended latents in `att.o_lat`.
-///
-/// The rows are cut into spans ([`span_len`]); the spans run in parallel and each reads its rows once for
-/// all heads, in two passes: the scores and their per-span maxima, then `p = exp(score − max)` with the
-/// maximum over all spans, `Σ p` and `Σ p·c_t`. The spans' partials are added in span order and divided
-/// by the sum. The cache is thus read twice per step, not twice per head.
-pub(super) fn attend_heads(c: &ModelConfig, cache: &[f32], pos: usize, att: &mut Attend) {
-    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
-    let rows = pos + 1;
-    let span = span_len(rows);
-    let spans = rows.div_ceil(span);
-    let kq_scale = c.kq_scale_at(pos);
-    let (q_abs, q_pe) = (&att.q_abs, &att.q_pe);
-    let scores = &mut att.scores[..heads * rows];
-    let (span_max, max) = att.maxima[..(spans + 1) * heads].split_at_mut(spans * heads);
-    scores
-        .par_chunks_mut(heads * span)
-        .zip(span_max.par_chunks_mut(heads))
-        .enumerate()
-        .for_each(|(si, (sc, mx))| {
-            let (t0, len) = (si * span, sc.len() / heads);
-            mx.fill(f32::NEG_INFINITY);
-            for i in 0..len {
-                let (kc, kr) = cache[(t0 + i) * row..(t0 + i + 1) * row].split_at(lora);
-                for h in 0..heads {
-                    let score = kq_scale
-                        * (dot_f32(&q_abs[h * lora..(h + 1) * lora], kc)
-                            + dot_f32(&q_pe[h * rope..(h + 1) * rope], kr));
-                    sc[h * len + i] = score;
-                    mx[h] = mx[h].max(score);
-                }
-            }
-        });
-    max.fill(f32::NEG_INFINITY);
-    for mx in span_max.chunks_exact(heads) {
-        max.iter_mut().zip(mx).for_each(|(m, &x)| *m = m.max(x));
-    }
-    let max = &*max;
-    let partials = &mut att.partials[..spans * heads * (lora + 1)];
-    partials
-        .par_chunks_mut(heads * (lora + 1))
-        .zip(scores.par_chunks_mut(heads * span))
-        .enumerate()
-        .for_each(|(si, (part, sc))| {
-            let (t0, len) = (si * span, sc.len() / heads);
-            for (h, (acc, p)) in part
-                .chunks_exact_mut(lora + 1)
-                .zip(sc.chunks_exact_mut(len))
-                .enumerate()
-            {
-                let mut sum = 0.0f32;
-                for x in p.iter_mut() {
-                    *x = (*x - max[h]).exp();
-                    sum += *x;
-                }
-                acc[..lora].fill(0.0);
-                acc[lora] = sum;
-            }
-            for i in 0..len {
-                let cv = &cache[(t0 + i) * row..(t0 + i) * row + lora];
-                for (h, acc) in part.chunks_exact_mut(lora + 1).enumerate() {
-                    let p = sc[h * len + i];
-                    acc[..lora]
-                        .iter_mut()
-                        .zip(cv)
-                        .for_each(|(o, v)| *o += p * v);
-                }
-            }
-        });
-    for (h, o) in att.o_lat.chunks_exact_mut(lora).enumerate() {
-        o.fill(0.0);
-        let mut sum = 0.0f32;
-        for part in partials.chunks_exact(heads * (lora + 1)) {
-            let acc = &part[h * (lora + 1)..(h + 1) * (lora + 1)];
-            o.iter_mut().zip(&acc[..lora]).for_each(|(o, a)| *o += a);
-            sum += acc[lora];
-        }
-        o.iter_mut().for_each(|o| *o /= sum);
-    }
 }
 
 /// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
@@ -382,10 +259,8 @@ pub(super) fn heads_chunk(
             || Attend::new(c, max_ctx),
             |att, (i, o)| {
                 for hd in 0..heads {
-                    att.q_abs[hd * lora..(hd + 1) * lora]
-                        .copy_from_slice(&q_abs[(hd * n + i) * lora..][..lora]);
-                    att.q_pe[hd * c.d_rope..(hd + 1) * c.d_rope]
-                        .copy_from_slice(&q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope]);
+                    let q_pe = &q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope];
+                    att.set_query(c, hd, &q_abs[(hd * n + i) * lora..][..lora], q_pe);
                 }
                 attend_heads(c, cache, start + i, att);
                 o.copy_from_slice(&att.o_lat);

@@ -6,6 +6,7 @@
 //! are allocated at load; decoding a token does not allocate. The latent cache is f32 (`[c | k_pe]` per
 //! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
+mod attend;
 mod attention;
 mod batch;
 mod decompressed;
@@ -28,7 +29,8 @@ use crate::decoder::{cache_len, check_step, Decoder};
 use crate::error::{ModelError, Result};
 use crate::math::{rmsnorm, rmsnorm_in_place};
 use crate::routing::{Router, RouterParams};
-use attention::{Attend, HeadScratch, LatentCache};
+use attend::Attend;
+use attention::{HeadScratch, LatentCache};
 use batch::Product;
 use matmul::Activation;
 use weights::{CpuWeights, DenseFfn};

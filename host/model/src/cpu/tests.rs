@@ -436,7 +436,7 @@ fn decompressed_heads_match_f64() {
 /// spans, with flat and peaked scores; and the same bits whichever number of threads runs the spans.
 #[test]
 fn all_heads_attention_matches_f64_over_many_spans() {
-    use super::attention::{attend_heads, Attend};
+    use super::attend::{attend_heads, Attend};
     let file = open_tiny();
     let cpu = CpuBackend::load(&file, 64).unwrap();
     let c = &cpu.config;
@@ -459,16 +459,19 @@ fn all_heads_attention_matches_f64_over_many_spans() {
         (9_000, 8.0),
     ] {
         let mut att = Attend::new(c, max_ctx);
-        att.q_abs.iter_mut().for_each(|x| *x = peak * rnd());
-        att.q_pe.iter_mut().for_each(|x| *x = peak * rnd());
+        let q_abs: Vec<f32> = (0..heads * lora).map(|_| peak * rnd()).collect();
+        let q_pe: Vec<f32> = (0..heads * rope).map(|_| peak * rnd()).collect();
+        for h in 0..heads {
+            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+        }
         let scale = f64::from(c.kq_scale_at(pos));
         let mut worst = 0.0f64;
         for h in 0..heads {
             let scores: Vec<f64> = (0..=pos)
                 .map(|t| {
                     let k = &cache[t * row..(t + 1) * row];
-                    let qa = &att.q_abs[h * lora..(h + 1) * lora];
-                    let qp = &att.q_pe[h * rope..(h + 1) * rope];
+                    let qa = &q_abs[h * lora..(h + 1) * lora];
+                    let qp = &q_pe[h * rope..(h + 1) * rope];
                     let dot = |a: &[f32], b: &[f32]| {
                         a.iter()
                             .zip(b)
