@@ -29,20 +29,9 @@ pub fn shared_buffers(
     first: &crate::Plan,
     second: &crate::Plan,
 ) -> Result<Vec<Option<usize>>, crate::ExecError> {
-    let by_name: std::collections::HashMap<&str, usize> = first
-        .buffers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.name.as_str(), i))
-        .collect();
-    second
-        .buffers
-        .iter()
-        .map(|decl| {
-            let twin = by_name
-                .get(decl.name.as_str())
-                .copied()
-                .filter(|&i| first.buffers[i] == *decl && decl.is_shareable());
+    same_decls(first, second)
+        .map(|(decl, same)| {
+            let twin = same.filter(|_| decl.is_shareable());
             if twin.is_none() && decl.must_be_shared() {
                 return Err(crate::ExecError::Prefill(format!(
                     "the prefill plan's {} is not declared as the decode plan's",
@@ -58,22 +47,30 @@ pub fn shared_buffers(
 /// decode plan's allocations: `Some(i)` for a weight or constant declared exactly as `first`'s
 /// buffer `i` (the embedding, the lm_head, the rope tables), `None` for everything else.
 pub fn shared_initialized(first: &crate::Plan, second: &crate::Plan) -> Vec<Option<usize>> {
+    same_decls(first, second)
+        .map(|(decl, same)| same.filter(|_| decl.is_initialized()))
+        .collect()
+}
+
+/// Each of `second`'s buffers with the index of `first`'s buffer of the same name and the same
+/// declaration, if any.
+fn same_decls<'p>(
+    first: &'p crate::Plan,
+    second: &'p crate::Plan,
+) -> impl Iterator<Item = (&'p crate::BufferDecl, Option<usize>)> {
     let by_name: std::collections::HashMap<&str, usize> = first
         .buffers
         .iter()
         .enumerate()
         .map(|(i, b)| (b.name.as_str(), i))
         .collect();
-    second
-        .buffers
-        .iter()
-        .map(|decl| {
-            by_name
-                .get(decl.name.as_str())
-                .copied()
-                .filter(|&i| first.buffers[i] == *decl && decl.is_initialized())
-        })
-        .collect()
+    second.buffers.iter().map(move |decl| {
+        let same = by_name
+            .get(decl.name.as_str())
+            .copied()
+            .filter(|&i| first.buffers[i] == *decl);
+        (decl, same)
+    })
 }
 
 /// Bytes of `second`'s own allocations given its [`shared_buffers`] map `twins`.
