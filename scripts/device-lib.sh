@@ -254,8 +254,9 @@ witness() {
 }
 
 # summarize TITLE JSON_PATH: prints the table of RESULTS and writes the JSON summary (Python's
-# json module) to JSON_PATH when it is not empty. Exit status: 0 when every step passed, 3 when
-# every failing step failed for want of a GPU ("no GPU found"), 1 otherwise.
+# json module) to JSON_PATH when it is not empty. Exit status: 0 when every step that ran passed, 3
+# when every failing step failed for want of a GPU ("no GPU found"), 1 otherwise; a "skip" step
+# is shown and counted apart, and changes none of these.
 summarize() {
     python3 - "$RESULTS" "$1" "${2:-}" "$SECONDS" <<'EOF'
 import json, sys
