@@ -26,7 +26,7 @@
 #           between CUDA events (median of 20 reps) beside its predicted time, the graph replay
 #           and the eager step of the same run, and measured/predicted per kernel; the full
 #           table is in the step's log
-# peer mode instead (deadline 9 minutes, INGOT_DEVICE_DEADLINE_S sets less):
+# peer mode instead (deadline 9 minutes; INGOT_DEVICE_DEADLINE_S sets another):
 #   peer-load    llama-bench from the peer bundle loads and sees the GPU (scripts/device-peer.sh)
 #   model        as above
 #   llama.cpp-rN, ingot-rN (N = 1, 2, 3, alternating)
@@ -88,7 +88,7 @@ model=$BENCH_TMP/ingot-v2-lite-q4_k_m.gguf
 if [[ $mode == peer ]]; then
     peer=$work/peer
     unpack_bundle "$PEER_BUNDLE" "$peer" || { echo "device-bench: cannot unpack $PEER_BUNDLE"; exit 2; }
-    run_step peer-load 60 fig_peer_load scripts/device-peer.sh probe "$peer"
+    run_step peer-load 60 fig_peer scripts/device-peer.sh probe "$peer"
     if ! grep -q '^peer: llama-bench loads and sees' "$LOGS/peer-load.log"; then
         # Without the GPU llama-bench would run the 27-layer model on the CPU.
         summarize device-bench "$out/device-bench.json"

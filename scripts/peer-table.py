@@ -51,7 +51,7 @@ def table(rounds_llama, rounds_ingot, pp_llama=None, pp_note=None):
         tests = sorted(set(tests) | set(pp_llama), key=order)
     rows, lines = [], []
     n = max(len(rounds_llama), len(rounds_ingot))
-    lines.append(f"| test | llama.cpp t/s | ingot t/s | ingot / llama.cpp |")
+    lines.append("| test | llama.cpp t/s | ingot t/s | ingot / llama.cpp |")
     lines.append("| :-- | --: | --: | --: |")
     for t in tests:
         lv = [r[t] for r in rounds_llama if t in r]
@@ -72,11 +72,24 @@ def table(rounds_llama, rounds_ingot, pp_llama=None, pp_note=None):
     return rows, lines
 
 
-def load_rounds(d, prefix):
+def witness(report):
+    """What a report says it ran on: llama-bench's per-test fields, ingot's witness line."""
+    if isinstance(report, dict):
+        return f"ingot: {report.get('witness', '?')} (backend {report.get('backend', '?')}, type_k {report.get('type_k', '?')})"
+    r = report[0] if report else {}
+    keys = ["gpu_info", "backends", "n_gpu_layers", "flash_attn", "n_ubatch", "type_k", "build_commit"]
+    return "llama.cpp: " + ", ".join(f"{k} {r.get(k, '?')}" for k in keys)
+
+
+def load_rounds(d, prefix, seen):
+    """Each round's {test: t/s}; the first report's witness goes to `seen`."""
     out, k = [], 1
     while os.path.exists(os.path.join(d, f"{prefix}-r{k}.json")):
         with open(os.path.join(d, f"{prefix}-r{k}.json")) as f:
-            out.append(tests_of(json.load(f)))
+            report = json.load(f)
+        if k == 1:
+            seen.append(witness(report))
+        out.append(tests_of(report))
         k += 1
     return out
 
@@ -87,7 +100,8 @@ def main(argv):
         return 2
     d = argv[1]
     try:
-        llama, ingot = load_rounds(d, "llama.cpp"), load_rounds(d, "ingot")
+        seen = []
+        llama, ingot = load_rounds(d, "llama.cpp", seen), load_rounds(d, "ingot", seen)
         pp, note = None, None
         if os.path.exists(os.path.join(d, "llama.cpp-pp512.json")):
             with open(os.path.join(d, "llama.cpp-pp512.json")) as f:
@@ -102,10 +116,10 @@ def main(argv):
         print(f"peer-table: {d} has {len(llama)} llama.cpp and {len(ingot)} ingot rounds; need both")
         return 1
     rows, lines = table(llama, ingot, pp, note)
-    print("\n".join(lines))
+    print("\n".join(seen + [""] + lines))
     if len(argv) == 3:
         with open(argv[2], "w") as f:
-            json.dump({"rows": rows, "rounds": {"llama_cpp": llama, "ingot": ingot},
+            json.dump({"rows": rows, "ran_on": seen, "rounds": {"llama_cpp": llama, "ingot": ingot},
                        "llama_cpp_pp512_note": note}, f, indent=2)
             f.write("\n")
     return 0

@@ -556,6 +556,60 @@ mod tests {
         assert!(parse_args(&["build"]).is_err());
     }
 
+    /// scripts/peer-table.py (run on the GPU machine) on two rounds of reports: medians, the
+    /// ratio, and the cuBLAS note in llama.cpp's column of a prefill row it could not run.
+    #[test]
+    fn peer_table_prints_medians_and_ratios() {
+        let dir = std::env::temp_dir().join(format!("ingot-peer-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let llama = |ts: f64| {
+            format!(
+                r#"[{{"n_prompt":0,"n_gen":64,"n_depth":0,"avg_ts":{ts},"backends":"CUDA"}},
+                    {{"n_prompt":0,"n_gen":64,"n_depth":4096,"avg_ts":300.0,"backends":"CUDA"}}]"#
+            )
+        };
+        let ingot = r#"{"witness":"gpu: H200","backend":"CUDA","type_k":"f16","results":[
+            {"n_prompt":0,"n_gen":64,"n_depth":0,"avg_ts":500.0},
+            {"n_prompt":0,"n_gen":64,"n_depth":4096,"avg_ts":450.0},
+            {"n_prompt":512,"n_gen":0,"n_depth":0,"avg_ts":3000.0}]}"#;
+        for (name, text) in [
+            ("llama.cpp-r1.json", llama(400.0)),
+            ("llama.cpp-r2.json", llama(410.0)),
+            ("ingot-r1.json", ingot.to_string()),
+            ("ingot-r2.json", ingot.to_string()),
+            (
+                "llama.cpp-pp512.note",
+                "needs cuBLAS: cuBLAS was called (cublasSgemm_v2)".into(),
+            ),
+        ] {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let out = Command::new("python3")
+            .arg(workspace_root().join("scripts/peer-table.py"))
+            .arg(&dir)
+            .arg(dir.join("out.json"))
+            .output()
+            .expect("python3");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("| tg64 | 405.0 (400.0-410.0) | 500.0 (500.0-500.0) | 1.23x |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| tg64 @ d4096 | 300.0 (300.0-300.0) | 450.0 (450.0-450.0) | 1.50x |"),
+            "{text}"
+        );
+        assert!(text.contains("| pp512 | needs cuBLAS: cuBLAS was called (cublasSgemm_v2) | 3000.0 (3000.0-3000.0) | - |"), "{text}");
+        let json = std::fs::read_to_string(dir.join("out.json")).unwrap();
+        assert!(json.contains("\"ratio\": 1.5"), "{json}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn inputs_name_the_pins_and_the_archs() {
         let l = Layout {
