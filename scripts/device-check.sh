@@ -131,7 +131,7 @@ run() {
     INGOT_NO_CUBIN=1 run_step jit 120 fig_smoke "$tests/ingot-kernels-smoke" --test-threads 1 --nocapture
 
     if [[ ! -f $PEER_BUNDLE ]]; then
-        echo "=== peer: not run: no $PEER_BUNDLE; build it with 'cargo xtask peer' (about an hour on 2 cores, not part of cargo xtask test) and carry it"
+        echo "=== peer: not run: no $PEER_BUNDLE; build it with 'cargo xtask peer' (more than an hour on 2 shared cores the first time; not part of cargo xtask test) and carry it"
         record peer skip 0 "not run: no $PEER_BUNDLE (cargo xtask peer builds it)"
     elif unpack_bundle "$PEER_BUNDLE" "$work/peer"; then
         run_step peer 60 fig_peer scripts/device-peer.sh probe "$work/peer"
