@@ -10,7 +10,7 @@
 //! 3. NVIDIA's compiler, runtime and headers from PyPI wheels ([`CUDA_WHEELS`], CUDA 13.0, the
 //!    version of the lent H200's 580 driver) unzipped into `cuda/`: a toolkit tree
 //!    `cuda/nvidia/cu13` with nvcc, cicc, ptxas, libcudart_static.a and the cuBLAS headers (the
-//!    cuBLAS libraries themselves are deleted: nothing links them);
+//!    cuBLAS libraries themselves are not unpacked: nothing links them);
 //! 4. cmake configure into `build-sm<archs>/`, then the `ggml-cuda` target;
 //! 5. from the symbols `libggml-cuda.a` leaves undefined (`nm -u`, never a hand-written list), two
 //!    generated C files built with gcc: a cuBLAS stand-in archive whose every function prints
