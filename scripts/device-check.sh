@@ -31,6 +31,11 @@
 #   bench          the kernel benches (CUDA events on the kernels' stream, copy-bandwidth sanity)
 #   jit            the smoke test again with INGOT_NO_CUBIN=1: the PTX through the driver's JIT,
 #                  the path of every card without a cubin (its JIT time)
+#   peer           llama.cpp's llama-bench from dist/peer-bundle.tar.xz (`cargo xtask peer`),
+#                  when carried: it loads and sees the GPU (scripts/device-peer.sh probe; without
+#                  a driver it loads against the bundle's stand-in libcuda and finds no GPU).
+#                  Not carried: "skip", saying how to build it (scripts/device-bench.sh peer
+#                  runs the comparison itself)
 # then a summary table of every step's exit status and key figure. INGOT_REQUIRE_GPU=1 is set, so
 # no GPU half can be skipped silently; CUDA_CACHE_PATH points at a fresh writable folder, so the
 # jit step's time is a real compile.
@@ -44,6 +49,7 @@ cd "$(dirname "$0")/.." || exit 2
 . scripts/device-lib.sh
 
 DIST=dist
+PEER_BUNDLE=$DIST/peer-bundle.tar.xz
 
 prepare() {
     local dir=$1 profile=$2 level=$3
@@ -123,6 +129,15 @@ run() {
 
     run_step bench 200 fig_bench "$bin/ingot-bench-kernels" --bench
     INGOT_NO_CUBIN=1 run_step jit 120 fig_smoke "$tests/ingot-kernels-smoke" --test-threads 1 --nocapture
+
+    if [[ ! -f $PEER_BUNDLE ]]; then
+        echo "=== peer: not run: no $PEER_BUNDLE; build it with 'cargo xtask peer' (more than an hour on 2 shared cores the first time; not part of cargo xtask test) and carry it"
+        record peer skip 0 "not run: no $PEER_BUNDLE (cargo xtask peer builds it)"
+    elif unpack_bundle "$PEER_BUNDLE" "$work/peer"; then
+        run_step peer 60 fig_peer scripts/device-peer.sh probe "$work/peer"
+    else
+        record peer 1 0 "cannot unpack $PEER_BUNDLE"
+    fi
 
     # The verdict is the last line (CI's rehearsal judges it), so the paths come first.
     echo "full log: $out/device-check.log; step logs: $LOGS; JSON: $out/device-check.json"

@@ -174,7 +174,8 @@ left_s() {
     echo $((DEADLINE - SECONDS))
 }
 
-# record NAME STATUS SECONDS FIGURE
+# record NAME STATUS SECONDS FIGURE; STATUS is an exit status, or "skip" for a step not run on
+# purpose (FIGURE says why and how to run it), which neither passes nor fails.
 record() {
     printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4//$'\t'/ }" >>"$RESULTS"
 }
@@ -238,6 +239,8 @@ fig_bench() {
     grep -m 1 -oE 'bench (valid|INVALID)' "$1"
 }
 fig_nodes() { grep -m 1 -o 'measured d[0-9]*: node sum [^(]*' "$1"; }
+# scripts/device-peer.sh's verdict or summary: its last "peer: " line.
+fig_peer() { grep '^peer: ' "$1" | tail -n 1 | sed 's/^peer: //'; }
 fig_none() { :; }
 
 # witness: the card and driver, never failing (nvidia-smi may be missing).
@@ -251,8 +254,9 @@ witness() {
 }
 
 # summarize TITLE JSON_PATH: prints the table of RESULTS and writes the JSON summary (Python's
-# json module) to JSON_PATH when it is not empty. Exit status: 0 when every step passed, 3 when
-# every failing step failed for want of a GPU ("no GPU found"), 1 otherwise.
+# json module) to JSON_PATH when it is not empty. Exit status: 0 when every step that ran passed, 3
+# when every failing step failed for want of a GPU ("no GPU found"), 1 otherwise; a "skip" step
+# is shown and counted apart, and changes none of these.
 summarize() {
     python3 - "$RESULTS" "$1" "${2:-}" "$SECONDS" <<'EOF'
 import json, sys
@@ -261,8 +265,11 @@ steps = []
 with open(results) as f:
     for line in f:
         name, status, secs, figure = (line.rstrip("\n").split("\t") + [""])[:4]
-        steps.append({"step": name, "exit": int(status), "seconds": int(secs), "figure": figure})
-failed = [s for s in steps if s["exit"] != 0]
+        skipped = status == "skip"
+        steps.append({"step": name, "exit": None if skipped else int(status), "skipped": skipped,
+                      "seconds": int(secs), "figure": figure})
+skipped = [s for s in steps if s["skipped"]]
+failed = [s for s in steps if not s["skipped"] and s["exit"] != 0]
 no_gpu = [s for s in failed if s["figure"].startswith("no GPU found")]
 if not failed:
     verdict, code = "pass", 0
@@ -271,10 +278,12 @@ elif len(no_gpu) == len(failed):
 else:
     verdict, code = "fail", 1
 w = max([len(s["step"]) for s in steps] + [4])
-print(f"\n==== {title}: {verdict} ({len(steps) - len(failed)}/{len(steps)} steps passed, {elapsed} s)")
+ran = len(steps) - len(skipped)
+also = f", {len(skipped)} not run on purpose" if skipped else ""
+print(f"\n==== {title}: {verdict} ({ran - len(failed)}/{ran} steps passed{also}, {elapsed} s)")
 print(f"{'step':<{w}}  exit  secs  key figure")
 for s in steps:
-    mark = "ok" if s["exit"] == 0 else str(s["exit"])
+    mark = "skip" if s["skipped"] else "ok" if s["exit"] == 0 else str(s["exit"])
     print(f"{s['step']:<{w}}  {mark:>4}  {s['seconds']:>4}  {s['figure']}")
 summary = {"title": title, "verdict": verdict, "exit": code, "seconds": elapsed, "steps": steps}
 if out:

@@ -1,10 +1,11 @@
 //! Developer tasks: `cargo xtask test`, `cargo xtask kernels [--check]`, `cargo xtask tools`,
-//! `cargo xtask audit`, `cargo xtask sass`, `cargo xtask cubins`.
+//! `cargo xtask audit`, `cargo xtask sass`, `cargo xtask cubins`, `cargo xtask peer`.
 
 mod cubins;
 mod gate;
 mod kernels;
 mod paths;
+mod peer;
 mod rehearse;
 mod sass;
 mod tools;
@@ -22,7 +23,11 @@ const USAGE: &str = "usage: cargo xtask <command>
   sass             ptxas -v for sm_86 and sm_90 on the committed PTX, SASS into target/sass/
   cubins [--arch sm_86,sm_90a] [--out DIR]
                    the committed PTX built offline for those architectures, into DIR (default
-                   target/cubin); `INGOT_CUBINS=DIR cargo build` embeds them";
+                   target/cubin); `INGOT_CUBINS=DIR cargo build` embeds them
+  peer [--arch 90a[,86]] [--jobs N]
+                   llama.cpp's CUDA llama-bench (from the llama-cpp-python 0.3.36 sdist, NVIDIA's
+                   PyPI wheels) into dist/peer-bundle.tar.xz for scripts/device-bench.sh peer;
+                   cached under .tools/peer (the first build is long: see docs/perf.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,6 +40,7 @@ fn main() -> Result<()> {
         ["sass"] => sass::report(),
         ["cubins", rest @ ..] => cubins::build(rest),
         ["audit", rest @ ..] => gate::audit(rest),
+        ["peer", rest @ ..] => peer::run(rest),
         _ => bail!("{USAGE}"),
     }
 }
