@@ -86,52 +86,6 @@ fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// `out[j] = Σ_t p[t] · rows[t·stride + j]` for `j < out.len()`: the rows weighted by `p` and added, each
-/// output summed from 0 over `t` in order (multiply, then add: never fused). The columns are taken 64 at a
-/// time so their sums stay in registers while the rows stream by; blocking changes no element's order of
-/// operations, so the result does not depend on it or on the instruction set.
-pub fn weighted_rows(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    assert!(p.is_empty() || rows.len() >= (p.len() - 1) * stride + out.len());
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked on the line above).
-        return unsafe { weighted_rows_avx2(p, rows, stride, out) };
-    }
-    weighted_rows_body(p, rows, stride, out)
-}
-
-/// [`weighted_rows_body`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn weighted_rows_avx2(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    weighted_rows_body(p, rows, stride, out)
-}
-
-/// Columns per register block of [`weighted_rows`]: 8 AVX2 vectors of sums.
-const WEIGHTED_BLOCK: usize = 64;
-
-#[inline(always)]
-fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    let width = out.len();
-    let blocked = width / WEIGHTED_BLOCK * WEIGHTED_BLOCK;
-    for j0 in (0..blocked).step_by(WEIGHTED_BLOCK) {
-        let mut acc = [0.0f32; WEIGHTED_BLOCK];
-        for (t, &pt) in p.iter().enumerate() {
-            let r = &rows[t * stride + j0..][..WEIGHTED_BLOCK];
-            for (a, &v) in acc.iter_mut().zip(r) {
-                *a += pt * v;
-            }
-        }
-        out[j0..j0 + WEIGHTED_BLOCK].copy_from_slice(&acc);
-    }
-    for (j, o) in out.iter_mut().enumerate().skip(blocked) {
-        *o = p
-            .iter()
-            .enumerate()
-            .fold(0.0, |a, (t, &pt)| a + pt * rows[t * stride + j]);
-    }
-}
-
 /// `out[i·out_stride + j] = dot_f32(a_i, b_j)` bit for bit, where `a_i = a[i·a_stride..][..k]` for
 /// `i < m` and `b_j = b[j·b_stride..][..k]` for `j < n`: the f32 product `A·Bᵀ` of row-major matrices
 /// with strides. On AVX2, tiles of 4 × 2 rows keep each operand vector in a register for several dot
@@ -307,39 +261,6 @@ mod tests {
                 out[i * so + n..(i + 1) * so].iter().all(|v| v.is_nan()),
                 "row {i}: wrote past n"
             );
-        }
-    }
-
-    #[test]
-    fn weighted_rows_sums_each_column_in_row_order_whatever_the_block() {
-        // Widths below, at and past one register block (with a remainder), a stride wider than the width so
-        // a read past it would take the next row's values; the same bits as the plain per-column sum, which
-        // is the order every block keeps, and the value within f32 rounding of the f64 sum.
-        for (rows, width, stride) in [(1, 3, 5), (9, 64, 70), (33, 130, 131)] {
-            let p: Vec<f32> = (0..rows)
-                .map(|t| ((t * 29 % 31) as f32 + 1.0) / 31.0)
-                .collect();
-            let m: Vec<f32> = (0..rows * stride)
-                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
-                .collect();
-            let mut out = vec![f32::NAN; width + 1];
-            weighted_rows(&p, &m, stride, &mut out[..width]);
-            assert!(out[width].is_nan(), "wrote past the width");
-            for j in 0..width {
-                let plain = (0..rows).fold(0.0f32, |a, t| a + p[t] * m[t * stride + j]);
-                assert_eq!(
-                    out[j].to_bits(),
-                    plain.to_bits(),
-                    "width {width}, column {j}"
-                );
-                let exact: f64 = (0..rows)
-                    .map(|t| p[t] as f64 * m[t * stride + j] as f64)
-                    .sum();
-                assert!(
-                    (out[j] as f64 - exact).abs() < 1e-4,
-                    "width {width}, column {j}"
-                );
-            }
         }
     }
 
