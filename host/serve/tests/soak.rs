@@ -75,9 +75,9 @@ fn fds_and_rss_kib() -> (usize, u64) {
 }
 
 /// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and abandoned
-/// requests to a server with a queue of 4, in two rounds (`INGOT_SOAK_ROUNDS` more). Every request is answered with a status that names
-/// what it was (or dropped by its own client), the server still serves afterwards, and the last round leaves
-/// open files, live heap bytes and (loosely) resident memory where the first left them.
+/// requests to a server with a queue of 4, in three rounds (`INGOT_SOAK_ROUNDS` more). Every request is answered
+/// with a status that names what it was (or dropped by its own client), the server still serves afterwards, and
+/// the last round leaves open files, live heap bytes and (loosely) resident memory where the second left them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     const CLIENTS: usize = 64;
@@ -169,13 +169,14 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
         let (fds, rss) = fds_and_rss_kib();
         (fds, rss, live_kib())
     };
-    // Rounds: 2 in CI; `INGOT_SOAK_ROUNDS=N` soaks longer by hand (docs/perf.md records such a run). The first
-    // round warms the server up; the last must leave files and memory where the first left them.
+    // Rounds: 3 in CI; `INGOT_SOAK_ROUNDS=N` soaks longer by hand (docs/perf.md records such a run). The first
+    // round only warms up: what the runtime and the clients allocate once, on first need, is not always done by
+    // its end (a loaded CI machine once left it 105 KiB short of its steady level, reached in round 1).
     let rounds: usize = std::env::var("INGOT_SOAK_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
-        .max(2);
+        .unwrap_or(3)
+        .max(3);
     let start = std::time::Instant::now();
     let mut requests = 0;
     let mut served = 0;
@@ -185,7 +186,7 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
         requests += seen.len();
         served += seen.iter().filter(|&&(k, s)| k == 0 && s == 200).count();
         after.push(settle(base.clone()).await);
-        if rounds > 2 {
+        if rounds > 3 {
             let (fds, rss, live) = after[r];
             eprintln!(
                 "soak round {r}: {:.0} s, open files {fds}, RSS {rss} KiB, live heap {live} KiB",
@@ -193,9 +194,9 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
             );
         }
     }
-    // The baseline: after the first round, or in a long soak after its first fifth (the server's buffers and
+    // The baseline: after the second round, or in a long soak after its first fifth (the server's buffers and
     // the runtime's pools reach their working sizes over the first few hundred rounds).
-    let warm = rounds / 5;
+    let warm = (rounds / 5).max(1);
     let ((fds1, rss1, live1), (fds2, rss2, live2)) = (after[warm], after[rounds - 1]);
     eprintln!(
         "soak: {rounds} rounds, {requests} requests, {served} valid ones served in {:.0} s; from round {warm}: open \
@@ -205,8 +206,8 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     assert_eq!(requests, rounds * CLIENTS * PER_CLIENT);
     assert!(served > 0, "no valid request was served");
     assert!(fds2 <= fds1 + 8, "open files grew from {fds1} to {fds2}");
-    // Live bytes are the leak test: measured flat (+0 to +4 KiB) between the first rounds, so 64 KiB catches a
-    // leak of 200 bytes per request. Resident memory also grows with the allocator's arenas (it rose by 9 MB over
+    // Live bytes are the leak test: measured +0 to +19 KiB a round after round 1, so 64 KiB catches a leak of
+    // 200 bytes per request. Resident memory also grows with the allocator's arenas (it rose by 9 MB over
     // the first 10 rounds while live bytes stayed flat), so its bound is only against gross growth.
     assert!(
         live2 <= live1 + 64,
