@@ -1,9 +1,12 @@
-//! The server under a CI-sized soak, in a process of its own: it counts the process's open files and resident
-//! memory, which other tests' servers in the same process would move.
+//! The server under a CI-sized soak, in a process of its own: the test binary runs itself a second time as the
+//! server (`SERVER_ROLE` set), so the open files, resident memory and live heap bytes it reports are the
+//! server's alone, not those of the 64 clients that the soak makes and drops in the first process.
 
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
@@ -60,7 +63,7 @@ fn live_kib() -> i64 {
     LIVE.load(Ordering::Relaxed) as i64 / 1024
 }
 
-/// Open file descriptors and resident memory of this process (the server runs in it).
+/// Open file descriptors and resident memory of this process.
 fn fds_and_rss_kib() -> (usize, u64) {
     let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     let rss = std::fs::read_to_string("/proc/self/status")
@@ -74,19 +77,115 @@ fn fds_and_rss_kib() -> (usize, u64) {
     (fds, rss)
 }
 
+/// Set in the environment of the second run of this binary, which serves instead of soaking.
+const SERVER_ROLE: &str = "INGOT_SOAK_SERVER_ROLE";
+/// Marks the server role's lines on its stdout.
+const TAG: &str = "[soak-server]";
+/// The server's request queue and body limit.
+const QUEUE: usize = 4;
+const MAX_BODY: usize = 64 * 1024;
+
+/// The server role: serves the tiny model on 127.0.0.1, writes `base <url>` on stdout, then answers each
+/// `stats` line on stdin with `stats <open files> <RSS KiB> <live heap KiB>`, and exits when stdin closes.
+/// Lines carry a tag because the test harness writes on the same stdout (and leaves its own line open there).
+async fn serve_for_soak() {
+    let mut opts = options();
+    opts.queue = QUEUE;
+    opts.max_body = MAX_BODY;
+    let base = start(opts).await;
+    println!("{TAG} base {base}");
+    tokio::task::spawn_blocking(|| {
+        for line in std::io::stdin().lock().lines() {
+            if line.expect("stdin").trim() == "stats" {
+                let (fds, rss) = fds_and_rss_kib();
+                println!("{TAG} stats {fds} {rss} {}", live_kib());
+            }
+        }
+    })
+    .await
+    .expect("the stats loop");
+}
+
+/// The server's process, seen from the soak: killed when dropped, so a failed soak leaves no server behind.
+struct ServerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ServerProcess {
+    /// Runs this test binary again, as the server; returns it and its base URL.
+    fn spawn(test: &str) -> (Self, String) {
+        let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
+            .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+            .env(SERVER_ROLE, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut server = Self {
+            child,
+            stdin,
+            stdout,
+        };
+        let base = server.line("base ");
+        (server, base)
+    }
+
+    /// What follows `TAG prefix` on the next stdout line that holds it (the harness's own lines are skipped).
+    fn line(&mut self, prefix: &str) -> String {
+        let tagged = format!("{TAG} {prefix}");
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).expect("read the server's stdout");
+            assert!(n > 0, "the server process ended before writing `{prefix}...`");
+            if let Some(at) = line.find(&tagged) {
+                return line[at + tagged.len()..].trim_end().to_string();
+            }
+        }
+    }
+
+    /// The server's open files, resident memory (KiB) and live heap bytes (KiB).
+    fn stats(&mut self) -> (usize, u64, i64) {
+        writeln!(self.stdin, "stats").expect("ask the server for its stats");
+        self.stdin.flush().expect("flush");
+        let line = self.line("stats ");
+        let v: Vec<&str> = line.split(' ').collect();
+        match v[..] {
+            [f, r, l] => (number(f, &line), number(r, &line), number(l, &line)),
+            _ => panic!("bad stats line {line:?}"),
+        }
+    }
+}
+
+fn number<T: std::str::FromStr>(s: &str, line: &str) -> T {
+    s.parse()
+        .unwrap_or_else(|_| panic!("bad number {s:?} in stats line {line:?}"))
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and abandoned
 /// requests to a server with a queue of 4, in three rounds (`INGOT_SOAK_ROUNDS` more). Every request is answered
 /// with a status that names what it was (or dropped by its own client), the server still serves afterwards, and
 /// the last round leaves open files, live heap bytes and (loosely) resident memory where the second left them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
+    if std::env::var_os(SERVER_ROLE).is_some() {
+        return serve_for_soak().await;
+    }
     const CLIENTS: usize = 64;
     const PER_CLIENT: usize = 5;
-    let mut opts = options();
-    opts.queue = 4;
-    opts.max_body = 64 * 1024;
-    let max_body = opts.max_body;
-    let base = start(opts).await;
+    let max_body = MAX_BODY;
+    let (mut server, base) = ServerProcess::spawn("a_mixed_soak_of_64_clients_leaves_files_and_memory_flat");
     let round = |round: usize| {
         let base = base.clone();
         async move {
@@ -166,8 +265,6 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let (fds, rss) = fds_and_rss_kib();
-        (fds, rss, live_kib())
     };
     // Rounds: 3 in CI; `INGOT_SOAK_ROUNDS=N` soaks longer by hand (docs/perf.md records such a run). The first
     // round only warms up: what the runtime and the clients allocate once, on first need, is not always done by
@@ -185,7 +282,8 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
         let seen = round(r).await;
         requests += seen.len();
         served += seen.iter().filter(|&&(k, s)| k == 0 && s == 200).count();
-        after.push(settle(base.clone()).await);
+        settle(base.clone()).await;
+        after.push(server.stats());
         if rounds > 3 {
             let (fds, rss, live) = after[r];
             eprintln!(
