@@ -612,3 +612,85 @@ fn one_span_is_the_per_head_order_bit_for_bit() {
         }
     }
 }
+
+/// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512, rope 64,
+/// random cache), the per-head form (heads in parallel) against [`super::attend::attend_heads`], wall time,
+/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384). docs/perf.md has the figures:
+/// `cargo test -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
+#[test]
+#[ignore]
+fn attn_depth_bench() {
+    use super::attend::{attend_heads, Attend};
+    use rayon::prelude::*;
+    use std::time::Instant;
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let mut c = cpu.config.clone();
+    c.n_head = 16;
+    c.kv_lora = 512;
+    c.d_rope = 64;
+    c.d_nope = 128;
+    c.d_v = 128;
+    let c = &c;
+    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+    let depths: Vec<usize> = std::env::var("DEPTHS")
+        .unwrap_or("4096,16384".into())
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
+    let reps: usize = std::env::var("REPS").map_or(8, |s| s.parse().unwrap());
+    let max_ctx = *depths.iter().max().unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    let q_abs: Vec<f32> = (0..heads * lora).map(|_| rnd()).collect();
+    let q_pe: Vec<f32> = (0..heads * rope).map(|_| rnd()).collect();
+    let p = pool(threads);
+    for &depth in &depths {
+        let pos = depth - 1;
+        let mut att = Attend::new(c, max_ctx);
+        for h in 0..heads {
+            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+        }
+        let mut best_new = f64::MAX;
+        let mut best_old = f64::MAX;
+        let mut outs = vec![vec![0.0f32; lora]; heads];
+        for _ in 0..reps {
+            let t = Instant::now();
+            p.install(|| attend_heads(c, &cache, pos, &mut att));
+            best_new = best_new.min(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            p.install(|| {
+                outs.par_iter_mut().enumerate().for_each(|(h, o)| {
+                    *o = per_head_attention(
+                        c,
+                        &cache,
+                        pos,
+                        &q_abs[h * lora..][..lora],
+                        &q_pe[h * rope..][..rope],
+                    )
+                })
+            });
+            best_old = best_old.min(t.elapsed().as_secs_f64());
+        }
+        let diff = outs
+            .concat()
+            .iter()
+            .zip(&att.o_lat)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!(
+            "depth {depth}, {threads} threads, best of {reps}: per-head {:.3} ms, all-heads {:.3} ms, ratio {:.2}x \
+             (max |diff| {diff:.1e})",
+            best_old * 1e3,
+            best_new * 1e3,
+            best_old / best_new
+        );
+    }
+}
