@@ -86,6 +86,52 @@ fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `out[j] = Σ_t p[t] · rows[t·stride + j]` for `j < out.len()`: the rows weighted by `p` and added, each
+/// output summed from 0 over `t` in order (multiply, then add: never fused). The columns are taken 64 at a
+/// time so their sums stay in registers while the rows stream by; blocking changes no element's order of
+/// operations, so the result does not depend on it or on the instruction set.
+pub fn weighted_rows(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    assert!(p.is_empty() || rows.len() >= (p.len() - 1) * stride + out.len());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked on the line above).
+        return unsafe { weighted_rows_avx2(p, rows, stride, out) };
+    }
+    weighted_rows_body(p, rows, stride, out)
+}
+
+/// [`weighted_rows_body`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn weighted_rows_avx2(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    weighted_rows_body(p, rows, stride, out)
+}
+
+/// Columns per register block of [`weighted_rows`]: 8 AVX2 vectors of sums.
+const WEIGHTED_BLOCK: usize = 64;
+
+#[inline(always)]
+fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let width = out.len();
+    let blocked = width / WEIGHTED_BLOCK * WEIGHTED_BLOCK;
+    for j0 in (0..blocked).step_by(WEIGHTED_BLOCK) {
+        let mut acc = [0.0f32; WEIGHTED_BLOCK];
+        for (t, &pt) in p.iter().enumerate() {
+            let r = &rows[t * stride + j0..][..WEIGHTED_BLOCK];
+            for (a, &v) in acc.iter_mut().zip(r) {
+                *a += pt * v;
+            }
+        }
+        out[j0..j0 + WEIGHTED_BLOCK].copy_from_slice(&acc);
+    }
+    for (j, o) in out.iter_mut().enumerate().skip(blocked) {
+        *o = p
+            .iter()
+            .enumerate()
+            .fold(0.0, |a, (t, &pt)| a + pt * rows[t * stride + j]);
+    }
+}
+
 /// `out[i·out_stride + j] = dot_f32(a_i, b_j)` bit for bit, where `a_i = a[i·a_stride..][..k]` for
 /// `i < m` and `b_j = b[j·b_stride..][..k]` for `j < n`: the f32 product `A·Bᵀ` of row-major matrices
 /// with strides. On AVX2, tiles of 4 × 2 rows keep each operand vector in a register for several dot
@@ -103,12 +149,32 @@ pub fn gemm_nt(
     out: &mut [f32],
     out_stride: usize,
 ) {
+    gemm_nt_split(a, a_stride, m, b, b_stride, n, (k, k), out, out_stride)
+}
+
+/// [`gemm_nt`] with each product taken in two parts: `out[i·out_stride + j] = dot_f32(a_i[..split],
+/// b_j[..split]) + dot_f32(a_i[split..k], b_j[split..k])` bit for bit, `(split, k)` the second-to-last
+/// argument; with `split == k`, [`gemm_nt`] (no second part, nothing added). The attention's score of a
+/// latent cache row `[c | k_pe]` is this sum of its two dot products.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_nt_split(
+    a: &[f32],
+    a_stride: usize,
+    m: usize,
+    b: &[f32],
+    b_stride: usize,
+    n: usize,
+    (split, k): (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    assert!(split <= k);
     let row_a = |i: usize| &a[i * a_stride..][..k];
     let row_b = |j: usize| &b[j * b_stride..][..k];
     #[cfg(target_arch = "x86_64")]
     let done = if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked on the line above).
-        unsafe { gemm_nt_avx2(&row_a, &row_b, (m, n), out, out_stride) }
+        unsafe { gemm_nt_avx2(&row_a, &row_b, (m, n), split, out, out_stride) }
     } else {
         0
     };
@@ -117,8 +183,19 @@ pub fn gemm_nt(
     // Rows the tiles did not cover, or every row without AVX2.
     for i in done..m {
         for j in 0..n {
-            out[i * out_stride + j] = dot_f32(row_a(i), row_b(j));
+            out[i * out_stride + j] = dot_split(row_a(i), row_b(j), split);
         }
+    }
+}
+
+/// `dot_f32(a[..split], b[..split]) + dot_f32(a[split..], b[split..])`, or `dot_f32(a, b)` when `split` is
+/// the length.
+fn dot_split(a: &[f32], b: &[f32], split: usize) -> f32 {
+    let first = dot_f32(&a[..split], &b[..split]);
+    if split == a.len() {
+        first
+    } else {
+        first + dot_f32(&a[split..], &b[split..])
     }
 }
 
@@ -129,8 +206,8 @@ const TILE_A: usize = 4;
 #[cfg(target_arch = "x86_64")]
 const TILE_B: usize = 2;
 
-/// The rows of [`gemm_nt`] that fill whole `TILE_A`-row tiles, on AVX2 ([`dot_tile_avx2`] for
-/// each full `TILE_A × TILE_B` block, [`dot_f32`] for the columns past the last one); returns how
+/// The rows of [`gemm_nt_split`] that fill whole `TILE_A`-row tiles, on AVX2 ([`dot_tile_avx2`] for
+/// each full `TILE_A × TILE_B` block, [`dot_split`] for the columns past the last one); returns how
 /// many rows it wrote.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -138,23 +215,29 @@ fn gemm_nt_avx2<'r>(
     row_a: &impl Fn(usize) -> &'r [f32],
     row_b: &impl Fn(usize) -> &'r [f32],
     (m, n): (usize, usize),
+    split: usize,
     out: &mut [f32],
     out_stride: usize,
 ) -> usize {
     let (m_tiles, n_tiles) = (m / TILE_A * TILE_A, n / TILE_B * TILE_B);
     for i0 in (0..m_tiles).step_by(TILE_A) {
         for j0 in (0..n_tiles).step_by(TILE_B) {
-            let t = dot_tile_avx2(
-                std::array::from_fn(|i| row_a(i0 + i)),
-                std::array::from_fn(|j| row_b(j0 + j)),
-            );
+            let a: [&[f32]; TILE_A] = std::array::from_fn(|i| row_a(i0 + i));
+            let b: [&[f32]; TILE_B] = std::array::from_fn(|j| row_b(j0 + j));
+            let mut t = dot_tile_avx2(a.map(|r| &r[..split]), b.map(|r| &r[..split]));
+            if split < a[0].len() {
+                let rest = dot_tile_avx2(a.map(|r| &r[split..]), b.map(|r| &r[split..]));
+                for (t, rest) in t.iter_mut().zip(&rest) {
+                    t.iter_mut().zip(rest).for_each(|(t, r)| *t += r);
+                }
+            }
             for (i, t) in t.iter().enumerate() {
                 out[(i0 + i) * out_stride + j0..][..TILE_B].copy_from_slice(t);
             }
         }
         for j in n_tiles..n {
             for i in i0..i0 + TILE_A {
-                out[i * out_stride + j] = dot_f32(row_a(i), row_b(j));
+                out[i * out_stride + j] = dot_split(row_a(i), row_b(j), split);
             }
         }
     }
@@ -165,6 +248,7 @@ fn gemm_nt_avx2<'r>(
 /// of elements `8c + l` in order, then the lanes summed in order, as [`dot_f32`] does.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[inline]
 fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TILE_A] {
     use std::arch::x86_64::{
         __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps,
@@ -261,6 +345,68 @@ mod tests {
                 out[i * so + n..(i + 1) * so].iter().all(|v| v.is_nan()),
                 "row {i}: wrote past n"
             );
+        }
+    }
+
+    #[test]
+    fn gemm_nt_split_equals_the_sum_of_two_dot_f32_bit_for_bit() {
+        // The attention's shape (a split at 512 of 576: both parts multiples of 8) and one with a tail in
+        // each part; tile remainders on both sides.
+        for (m, n, split, k) in [(6, 5, 512, 576), (5, 3, 13, 21)] {
+            let (sa, sb, so) = (k + 3, k + 1, n + 2);
+            let a: Vec<f32> = (0..m * sa)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let b: Vec<f32> = (0..n * sb)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+                .collect();
+            let mut out = vec![f32::NAN; m * so];
+            gemm_nt_split(&a, sa, m, &b, sb, n, (split, k), &mut out, so);
+            for i in 0..m {
+                for j in 0..n {
+                    let (x, y) = (&a[i * sa..][..k], &b[j * sb..][..k]);
+                    let want =
+                        dot_f32(&x[..split], &y[..split]) + dot_f32(&x[split..], &y[split..]);
+                    assert_eq!(out[i * so + j].to_bits(), want.to_bits(), "({i}, {j})");
+                }
+                assert!(
+                    out[i * so + n..(i + 1) * so].iter().all(|v| v.is_nan()),
+                    "row {i}: wrote past n"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn weighted_rows_sums_each_column_in_row_order_whatever_the_block() {
+        // Widths below, at and past one register block (with a remainder), a stride wider than the width so
+        // a read past it would take the next row's values; the same bits as the plain per-column sum, which
+        // is the order every block keeps, and the value within f32 rounding of the f64 sum.
+        for (rows, width, stride) in [(1, 3, 5), (9, 64, 70), (33, 130, 131)] {
+            let p: Vec<f32> = (0..rows)
+                .map(|t| ((t * 29 % 31) as f32 + 1.0) / 31.0)
+                .collect();
+            let m: Vec<f32> = (0..rows * stride)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+                .collect();
+            let mut out = vec![f32::NAN; width + 1];
+            weighted_rows(&p, &m, stride, &mut out[..width]);
+            assert!(out[width].is_nan(), "wrote past the width");
+            for j in 0..width {
+                let plain = (0..rows).fold(0.0f32, |a, t| a + p[t] * m[t * stride + j]);
+                assert_eq!(
+                    out[j].to_bits(),
+                    plain.to_bits(),
+                    "width {width}, column {j}"
+                );
+                let exact: f64 = (0..rows)
+                    .map(|t| p[t] as f64 * m[t * stride + j] as f64)
+                    .sum();
+                assert!(
+                    (out[j] as f64 - exact).abs() < 1e-4,
+                    "width {width}, column {j}"
+                );
+            }
         }
     }
 

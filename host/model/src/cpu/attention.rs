@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::attend::{attend_heads, Attend};
 use super::batch::{self, Product};
 use super::matmul::Activation;
 use super::weights::{KeyUp, Layer, QueryProj};
@@ -9,37 +10,26 @@ use super::Scratch;
 use crate::cache_type::CacheType;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::math::{dot_f32, rmsnorm, rmsnorm_in_place};
+use crate::math::{rmsnorm, rmsnorm_in_place};
 use crate::rope::apply_rope;
 
 /// Buffers of one head's attention, so heads can run in parallel without sharing.
 pub(super) struct HeadScratch {
     q_nope: Activation,
     q_abs: Vec<f32>,
-    scores: Vec<f32>,
     o_lat: Activation,
-    out: Vec<f32>,
     /// One dequantized `attn_kv_b` row (legacy layout only).
     kv_b_row: Vec<f32>,
 }
 
 impl HeadScratch {
-    pub fn new(c: &ModelConfig, max_ctx: usize) -> Self {
+    pub fn new(c: &ModelConfig) -> Self {
         HeadScratch {
             q_nope: Activation::new(c.d_nope),
             q_abs: vec![0.0; c.kv_lora],
-            scores: vec![0.0; max_ctx],
             o_lat: Activation::new(c.kv_lora),
-            out: vec![0.0; c.d_v],
             kv_b_row: vec![0.0; c.kv_lora],
         }
-    }
-}
-
-impl HeadScratch {
-    /// The head's output after [`head`]: `d_v` values.
-    pub fn output(&self) -> &[f32] {
-        &self.out
     }
 }
 
@@ -92,18 +82,15 @@ pub(super) fn attention(
     store_latent(c, layer, kv, &s.cos_sin, cache, pos);
     rope_query(c, &mut s.q, &s.cos_sin);
 
-    let cache: &[f32] = &cache.rows;
-    let q = &s.q;
-    s.heads
-        .par_iter_mut()
-        .enumerate()
-        .try_for_each(|(hd, hs)| {
-            let q_head = &q[hd * c.d_qk()..(hd + 1) * c.d_qk()];
-            head(c, layer, cache, pos, hd, q_head, hs)
-        })?;
-    for (hd, hs) in s.heads.iter().enumerate() {
-        s.heads_out[hd * c.d_v..(hd + 1) * c.d_v].copy_from_slice(&hs.out);
-    }
+    token_heads(
+        c,
+        layer,
+        &cache.rows,
+        pos,
+        &s.q,
+        (&mut s.heads, &mut s.attend),
+        &mut s.heads_out,
+    )?;
     s.act_heads.load(&s.heads_out);
     batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
 }
@@ -151,22 +138,36 @@ pub(super) fn rope_query(c: &ModelConfig, q: &mut [f32], cos_sin: &[(f32, f32)])
     }
 }
 
-/// Head `hd`'s attention for the query `q_head` (`[q_nope | q_pe]`, roped) at `pos`, over cache rows
-/// `0..=pos`; leaves the head's output (`W_UV·o_lat`) in `hs.out`. Shared by the stepwise and the chunked
-/// paths, so both compute the same values in the same order: [`key_up`], [`attend`], then `v_b`.
-pub(super) fn head(
+/// Every head's attention for one token's queries `q` (`n_head × [q_nope | q_pe]`, roped) at `pos`, over
+/// cache rows `0..=pos`, into `out` (`n_head × d_v`): [`key_up`] per head, [`attend_heads`] for all heads,
+/// then `W_UV` per head. The stepwise and the chunked paths both run it, so they compute the same values
+/// in the same order.
+pub(super) fn token_heads(
     c: &ModelConfig,
     layer: &Layer<'_>,
     cache: &[f32],
     pos: usize,
-    hd: usize,
-    q_head: &[f32],
-    hs: &mut HeadScratch,
+    q: &[f32],
+    (heads, att): (&mut [HeadScratch], &mut Attend),
+    out: &mut [f32],
 ) -> Result<()> {
-    let (q_nope, q_pe) = q_head.split_at(c.d_nope);
-    key_up(c, layer, hd, q_nope, hs)?;
-    attend(c, cache, pos, q_pe, hs);
-    layer.v_b[hd].matvec_serial(&mut hs.o_lat, &mut hs.out)
+    let (dqk, lora) = (c.d_qk(), c.kv_lora);
+    heads
+        .par_iter_mut()
+        .enumerate()
+        .try_for_each(|(hd, hs)| key_up(c, layer, hd, &q[hd * dqk..][..c.d_nope], hs))?;
+    for (hd, hs) in heads.iter().enumerate() {
+        att.set_query(c, hd, &hs.q_abs, &q[hd * dqk + c.d_nope..][..c.d_rope]);
+    }
+    attend_heads(c, cache, pos, att);
+    heads
+        .par_iter_mut()
+        .zip(out.par_chunks_mut(c.d_v))
+        .enumerate()
+        .try_for_each(|(hd, (hs, o))| {
+            hs.o_lat.load(&att.o_lat[hd * lora..(hd + 1) * lora]);
+            layer.v_b[hd].matvec_serial(&mut hs.o_lat, o)
+        })
 }
 
 /// `hs.q_abs = W_UK[hd]ᵀ·q_nope`, the query absorbed into the latent space.
@@ -198,39 +199,10 @@ fn key_up(
     Ok(())
 }
 
-/// Softmax attention of the absorbed query `hs.q_abs` (with `q_pe`) at `pos` over cache rows `0..=pos`;
-/// leaves the attended latent in `hs.o_lat`.
-fn attend(c: &ModelConfig, cache: &[f32], pos: usize, q_pe: &[f32], hs: &mut HeadScratch) {
-    let (lora, row) = (c.kv_lora, c.cache_row());
-    let kq_scale = c.kq_scale_at(pos);
-    let scores = &mut hs.scores[..=pos];
-    let mut max = f32::NEG_INFINITY;
-    for (t, sc) in scores.iter_mut().enumerate() {
-        let k = &cache[t * row..(t + 1) * row];
-        *sc = kq_scale * (dot_f32(&hs.q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]));
-        max = max.max(*sc);
-    }
-    let mut sum = 0.0f32;
-    for sc in scores.iter_mut() {
-        *sc = (*sc - max).exp();
-        sum += *sc;
-    }
-    let o_lat = hs.o_lat.f32_mut();
-    o_lat.fill(0.0);
-    for (t, &p) in scores.iter().enumerate() {
-        let weight = p / sum;
-        o_lat
-            .iter_mut()
-            .zip(&cache[t * row..t * row + lora])
-            .for_each(|(o, v)| *o += weight * v);
-    }
-    hs.o_lat.mark_loaded();
-}
-
 /// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
-/// token), into `out` (token-major, `n_head·d_v` per token): [`head`]'s values bit for bit. With per-head
+/// token), into `out` (token-major, `n_head·d_v` per token): [`token_heads`]'s values bit for bit. With per-head
 /// `attn_k_b`, the key and value up-projections of each head run as one product over the chunk's tokens
-/// (each weight row read once per chunk); the legacy layout runs [`head`] per (token, head).
+/// (each weight row read once per chunk); the legacy layout runs [`token_heads`] per token.
 pub(super) fn heads_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -243,16 +215,19 @@ pub(super) fn heads_chunk(
     let (heads, dv, dqk, lora) = (c.n_head, c.d_v, c.d_qk(), c.kv_lora);
     let n = out.len() / (heads * dv);
     let KeyUp::PerHead(k_b) = &layer.k_up else {
-        return out.par_chunks_mut(dv).enumerate().try_for_each_init(
-            || HeadScratch::new(c, max_ctx),
-            |hs, (j, o)| -> Result<()> {
-                let (i, hd) = (j / heads, j % heads);
-                let q_head = &q[i * heads * dqk + hd * dqk..i * heads * dqk + (hd + 1) * dqk];
-                head(c, layer, cache, start + i, hd, q_head, hs)?;
-                o.copy_from_slice(hs.output());
-                Ok(())
-            },
-        );
+        return out
+            .par_chunks_mut(heads * dv)
+            .enumerate()
+            .try_for_each_init(
+                || {
+                    let hs: Vec<HeadScratch> = (0..heads).map(|_| HeadScratch::new(c)).collect();
+                    (hs, Attend::new(c, max_ctx))
+                },
+                |(hs, att), (i, o)| -> Result<()> {
+                    let q_token = &q[i * heads * dqk..(i + 1) * heads * dqk];
+                    token_heads(c, layer, cache, start + i, q_token, (hs, att), o)
+                },
+            );
     };
     // Head-major from here: `acts[hd·n + i]` is token i's input to head hd's up-projections.
     let mut acts: Vec<Activation> = (0..heads * n)
@@ -275,23 +250,28 @@ pub(super) fn heads_chunk(
             let inputs: Vec<&Activation> = acts.iter().collect();
             batch::matmul_prepared(k, &inputs, qa, false)
         })?;
-    let mut o_lat = vec![0.0; heads * n * lora];
-    o_lat
-        .par_chunks_mut(lora)
-        .zip(q_abs.par_chunks(lora))
+    // Token-major: `o_tok[i]` is token i's attended latents, `heads × kv_lora`.
+    let mut o_tok = vec![0.0; n * heads * lora];
+    o_tok
+        .par_chunks_mut(heads * lora)
         .enumerate()
-        .try_for_each_init(
-            || HeadScratch::new(c, max_ctx),
-            |hs, (j, (o, qa))| -> Result<()> {
-                let (hd, i) = (j / n, j % n);
-                hs.q_abs.copy_from_slice(qa);
-                let q_pe =
-                    &q[i * heads * dqk + hd * dqk + c.d_nope..i * heads * dqk + (hd + 1) * dqk];
-                attend(c, cache, start + i, q_pe, hs);
-                o.copy_from_slice(&hs.o_lat.f32_mut()[..lora]);
-                Ok(())
+        .for_each_init(
+            || Attend::new(c, max_ctx),
+            |att, (i, o)| {
+                for hd in 0..heads {
+                    let q_pe = &q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope];
+                    att.set_query(c, hd, &q_abs[(hd * n + i) * lora..][..lora], q_pe);
+                }
+                attend_heads(c, cache, start + i, att);
+                o.copy_from_slice(&att.o_lat);
             },
-        )?;
+        );
+    let o_lat: Vec<f32> = (0..heads * n)
+        .flat_map(|j| {
+            let (hd, i) = (j / n, j % n);
+            o_tok[(i * heads + hd) * lora..][..lora].iter().copied()
+        })
+        .collect();
     for (a, o) in acts.iter_mut().zip(o_lat.chunks_exact(lora)) {
         a.load(o);
     }

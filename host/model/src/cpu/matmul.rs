@@ -260,17 +260,6 @@ impl Activation {
         self.ready = [false; 3];
     }
 
-    /// The whole-capacity input for writing in place; call [`Activation::mark_loaded`] afterwards.
-    pub fn f32_mut(&mut self) -> &mut [f32] {
-        self.len = self.values.len();
-        &mut self.values
-    }
-
-    /// Invalidates the quantized forms after the values were written through [`Activation::f32_mut`].
-    pub fn mark_loaded(&mut self) {
-        self.ready = [false; 3];
-    }
-
     /// Makes the form `kind` that `m` consumes available, quantizing if needed; refuses an input whose
     /// length is not `m`'s row width.
     pub fn prepare(&mut self, m: &QMatrix<'_>) -> Result<()> {

@@ -6,6 +6,7 @@
 //! are allocated at load; decoding a token does not allocate. The latent cache is f32 (`[c | k_pe]` per
 //! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
+mod attend;
 mod attention;
 mod batch;
 mod decompressed;
@@ -28,6 +29,7 @@ use crate::decoder::{cache_len, check_step, Decoder};
 use crate::error::{ModelError, Result};
 use crate::math::{rmsnorm, rmsnorm_in_place};
 use crate::routing::{Router, RouterParams};
+use attend::Attend;
 use attention::{HeadScratch, LatentCache};
 use batch::Product;
 use matmul::Activation;
@@ -68,6 +70,7 @@ struct Scratch<'f> {
     act_q_lora: Activation,
     cos_sin: Vec<(f32, f32)>,
     heads: Vec<HeadScratch>,
+    attend: Attend,
     heads_out: Vec<f32>,
     act_heads: Activation,
     delta: Vec<f32>,
@@ -96,9 +99,8 @@ impl Scratch<'_> {
             q: vec![0.0; c.n_head * c.d_qk()],
             act_q_lora: Activation::new(c.q_lora.unwrap_or(0)),
             cos_sin: vec![(0.0, 0.0); c.d_rope / 2],
-            heads: (0..c.n_head)
-                .map(|_| HeadScratch::new(c, max_ctx))
-                .collect(),
+            heads: (0..c.n_head).map(|_| HeadScratch::new(c)).collect(),
+            attend: Attend::new(c, max_ctx),
             heads_out: vec![0.0; c.n_head * c.d_v],
             act_heads: Activation::new(c.n_head * c.d_v),
             delta: vec![0.0; c.n_embd],

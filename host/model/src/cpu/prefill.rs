@@ -5,7 +5,7 @@
 //! Attention takes the absorbed or the decompressed form ([`MlaForm`], by chunk length).
 //!
 //! Invariant: with the absorbed form the results are the stepwise path's bit for bit: every value is
-//! the same dot product, norm, rope and attention ([`attention::head`]) on the same inputs, and each
+//! the same dot product, norm, rope and attention ([`attention::token_heads`]) on the same inputs, and each
 //! token's expert outputs are summed in its routing order, then the shared experts, as [`super::ffn`]
 //! does. Only the order in which tokens are processed differs, and tokens interact only through the
 //! cache, whose rows are all written before any token of the chunk attends. So a chunked prefill leaves

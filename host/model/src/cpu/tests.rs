@@ -431,3 +431,266 @@ fn decompressed_heads_match_f64() {
         );
     }
 }
+
+/// The all-heads attention against an f64 softmax over cache depths that cut into one, several and the most
+/// spans, with flat and peaked scores; and the same bits whichever number of threads runs the spans.
+#[test]
+fn all_heads_attention_matches_f64_over_many_spans() {
+    use super::attend::{attend_heads, Attend};
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let c = &cpu.config;
+    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+    let max_ctx = 9_001;
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    for (pos, peak) in [
+        (0, 1.0),
+        (127, 1.0),
+        (128, 8.0),
+        (1_000, 1.0),
+        (9_000, 1.0),
+        (9_000, 8.0),
+    ] {
+        let mut att = Attend::new(c, max_ctx);
+        let q_abs: Vec<f32> = (0..heads * lora).map(|_| peak * rnd()).collect();
+        let q_pe: Vec<f32> = (0..heads * rope).map(|_| peak * rnd()).collect();
+        for h in 0..heads {
+            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+        }
+        let scale = f64::from(c.kq_scale_at(pos));
+        let mut worst = 0.0f64;
+        for h in 0..heads {
+            let scores: Vec<f64> = (0..=pos)
+                .map(|t| {
+                    let k = &cache[t * row..(t + 1) * row];
+                    let qa = &q_abs[h * lora..(h + 1) * lora];
+                    let qp = &q_pe[h * rope..(h + 1) * rope];
+                    let dot = |a: &[f32], b: &[f32]| {
+                        a.iter()
+                            .zip(b)
+                            .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                            .sum::<f64>()
+                    };
+                    scale * (dot(qa, &k[..lora]) + dot(qp, &k[lora..]))
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = p.iter().sum();
+            let mut want = vec![0.0f64; lora];
+            for (t, &pt) in p.iter().enumerate() {
+                for (w, &v) in want.iter_mut().zip(&cache[t * row..t * row + lora]) {
+                    *w += pt / sum * f64::from(v);
+                }
+            }
+            if h == 0 {
+                pool(1).install(|| attend_heads(c, &cache, pos, &mut att));
+            }
+            for (w, &g) in want.iter().zip(&att.o_lat[h * lora..(h + 1) * lora]) {
+                worst = worst.max((w - f64::from(g)).abs());
+            }
+        }
+        // Each output is a convex combination of values in [-1, 1); f32 rounding in the dots, the exps and
+        // the two summations (at most 141 rows per span, 64 spans) is random-walk-sized: measured 6.4e-8 (peak
+        // 1) and 5.0e-7 (peak 8) on 2026-12-04. The tolerances are 30x those; a row dropped or counted twice at
+        // depth 9,000 moves a flat softmax's outputs by about 1/9,001 ≈ 1e-4, a wrong maximum by far more.
+        let tol = if peak > 1.0 { 2e-5 } else { 2e-6 };
+        eprintln!("pos {pos}, peak {peak}, {heads} heads: worst {worst:e}");
+        assert!(
+            worst < tol,
+            "pos {pos}, peak {peak}: worst error {worst:e} over tolerance {tol:e}"
+        );
+        let one = bits(&att.o_lat);
+        for threads in [2, 3] {
+            pool(threads).install(|| attend_heads(c, &cache, pos, &mut att));
+            assert_eq!(
+                bits(&att.o_lat),
+                one,
+                "pos {pos}: {threads} threads changed the bits"
+            );
+        }
+    }
+}
+
+/// Head by head, the softmax attention in the order the CPU backend computed it before the all-heads form
+/// (and the order its golden tests were measured with): `kq_scale · (dot_f32(q_abs, c_t) + dot_f32(q_pe,
+/// k_pe_t))` per row, the exps summed from 0 in row order, then `o += (p_t / sum) · c_t` from 0 in row order.
+fn per_head_attention(
+    c: &crate::config::ModelConfig,
+    cache: &[f32],
+    pos: usize,
+    q_abs: &[f32],
+    q_pe: &[f32],
+) -> Vec<f32> {
+    use crate::math::dot_f32;
+    let (lora, row) = (c.kv_lora, c.cache_row());
+    let kq_scale = c.kq_scale_at(pos);
+    let mut scores: Vec<f32> = (0..=pos)
+        .map(|t| {
+            let k = &cache[t * row..(t + 1) * row];
+            kq_scale * (dot_f32(q_abs, &k[..lora]) + dot_f32(q_pe, &k[lora..]))
+        })
+        .collect();
+    let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let mut sum = 0.0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    let mut o = vec![0.0f32; lora];
+    for (t, &p) in scores.iter().enumerate() {
+        let weight = p / sum;
+        o.iter_mut()
+            .zip(&cache[t * row..t * row + lora])
+            .for_each(|(o, v)| *o += weight * v);
+    }
+    o
+}
+
+/// Up to one span of rows (`SPAN_MIN`, every context the golden tests run), the all-heads attention is the
+/// per-head order bit for bit, whatever the thread count; past it (several spans) only the association of
+/// the spans' sums differs, so it stays within f32 rounding of it.
+#[test]
+fn one_span_is_the_per_head_order_bit_for_bit() {
+    use super::attend::{attend_heads, Attend};
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let c = &cpu.config;
+    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+    let max_ctx = 1_000;
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    for (pos, peak) in [
+        (0, 1.0),
+        (1, 8.0),
+        (40, 1.0),
+        (127, 8.0),
+        (128, 1.0),
+        (999, 8.0),
+    ] {
+        let q_abs: Vec<f32> = (0..heads * lora).map(|_| peak * rnd()).collect();
+        let q_pe: Vec<f32> = (0..heads * rope).map(|_| peak * rnd()).collect();
+        let want: Vec<f32> = (0..heads)
+            .flat_map(|h| {
+                let (qa, qp) = (&q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+                per_head_attention(c, &cache, pos, qa, qp)
+            })
+            .collect();
+        let mut att = Attend::new(c, max_ctx);
+        for h in 0..heads {
+            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+        }
+        for threads in [1, 2] {
+            pool(threads).install(|| attend_heads(c, &cache, pos, &mut att));
+            if pos < 128 {
+                assert_eq!(
+                    bits(&att.o_lat),
+                    bits(&want),
+                    "pos {pos}, {threads} threads"
+                );
+            } else {
+                let worst = want
+                    .iter()
+                    .zip(&att.o_lat)
+                    .map(|(w, g)| (w - g).abs())
+                    .fold(0.0f32, f32::max);
+                assert!(worst < 1e-5, "pos {pos}: {worst:e} from the per-head order");
+            }
+        }
+    }
+}
+
+/// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512, rope 64,
+/// random cache), the per-head form (heads in parallel) against [`super::attend::attend_heads`], wall time,
+/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384). docs/perf.md has the figures:
+/// `cargo test -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
+#[test]
+#[ignore]
+fn attn_depth_bench() {
+    use super::attend::{attend_heads, Attend};
+    use rayon::prelude::*;
+    use std::time::Instant;
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let mut c = cpu.config.clone();
+    c.n_head = 16;
+    c.kv_lora = 512;
+    c.d_rope = 64;
+    c.d_nope = 128;
+    c.d_v = 128;
+    let c = &c;
+    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+    let depths: Vec<usize> = std::env::var("DEPTHS")
+        .unwrap_or("4096,16384".into())
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
+    let reps: usize = std::env::var("REPS").map_or(8, |s| s.parse().unwrap());
+    let max_ctx = *depths.iter().max().unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    let q_abs: Vec<f32> = (0..heads * lora).map(|_| rnd()).collect();
+    let q_pe: Vec<f32> = (0..heads * rope).map(|_| rnd()).collect();
+    let p = pool(threads);
+    for &depth in &depths {
+        let pos = depth - 1;
+        let mut att = Attend::new(c, max_ctx);
+        for h in 0..heads {
+            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+        }
+        let mut best_new = f64::MAX;
+        let mut best_old = f64::MAX;
+        let mut outs = vec![vec![0.0f32; lora]; heads];
+        for _ in 0..reps {
+            let t = Instant::now();
+            p.install(|| attend_heads(c, &cache, pos, &mut att));
+            best_new = best_new.min(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            p.install(|| {
+                outs.par_iter_mut().enumerate().for_each(|(h, o)| {
+                    *o = per_head_attention(
+                        c,
+                        &cache,
+                        pos,
+                        &q_abs[h * lora..][..lora],
+                        &q_pe[h * rope..][..rope],
+                    )
+                })
+            });
+            best_old = best_old.min(t.elapsed().as_secs_f64());
+        }
+        let diff = outs
+            .concat()
+            .iter()
+            .zip(&att.o_lat)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!(
+            "depth {depth}, {threads} threads, best of {reps}: per-head {:.3} ms, all-heads {:.3} ms, ratio {:.2}x \
+             (max |diff| {diff:.1e})",
+            best_old * 1e3,
+            best_new * 1e3,
+            best_old / best_new
+        );
+    }
+}
