@@ -86,7 +86,8 @@ const QUEUE: usize = 4;
 const MAX_BODY: usize = 64 * 1024;
 
 /// The server role: serves the tiny model on 127.0.0.1, writes `base <url>` on stdout, then answers each
-/// `stats` line on stdin with `stats <open files> <RSS KiB> <live heap KiB>`, and exits when stdin closes.
+/// `stats` line on stdin with `stats <open files> <RSS KiB> <live heap KiB>`, and exits when stdin closes
+/// (without running destructors).
 /// Lines carry a tag because the test harness writes on the same stdout (and leaves its own line open there).
 async fn serve_for_soak() {
     let mut opts = options();
@@ -104,26 +105,42 @@ async fn serve_for_soak() {
     })
     .await
     .expect("the stats loop");
+    // Ends here, with everything still held, so a heap profiler around this process counts what the
+    // server holds at the end as not freed (and what grows between a short and a long soak shows up).
+    std::process::exit(0);
 }
 
 /// The server's process, seen from the soak: killed when dropped, so a failed soak leaves no server behind.
 struct ServerProcess {
     child: Child,
-    stdin: ChildStdin,
+    /// The stats requests; closing it ends the server process.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
 impl ServerProcess {
-    /// Runs this test binary again, as the server; returns it and its base URL.
+    /// Runs this test binary again, as the server; returns it and its base URL. `INGOT_SOAK_SERVER_WRAP`
+    /// (a command line, e.g. `heaptrack -o /tmp/soak-server`) runs the server under that command.
     fn spawn(test: &str) -> (Self, String) {
-        let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let wrap = std::env::var("INGOT_SOAK_SERVER_WRAP").unwrap_or_default();
+        let mut wrap = wrap.split_whitespace();
+        let mut command = match wrap.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(wrap).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
             .args(["--exact", test, "--nocapture", "--test-threads", "1"])
             .env(SERVER_ROLE, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("start the server process");
-        let stdin = child.stdin.take().expect("piped stdin");
+        let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut server = Self {
             child,
@@ -150,8 +167,9 @@ impl ServerProcess {
 
     /// The server's open files, resident memory (KiB) and live heap bytes (KiB).
     fn stats(&mut self) -> (usize, u64, i64) {
-        writeln!(self.stdin, "stats").expect("ask the server for its stats");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("the server's stdin is open until drop");
+        writeln!(stdin, "stats").expect("ask the server for its stats");
+        stdin.flush().expect("flush");
         let line = self.line("stats ");
         let v: Vec<&str> = line.split(' ').collect();
         match v[..] {
@@ -167,7 +185,16 @@ fn number<T: std::str::FromStr>(s: &str, line: &str) -> T {
 }
 
 impl Drop for ServerProcess {
+    /// Closes the server's stdin, so it exits on its own (and a profiler around it writes its data),
+    /// and kills it if it has not within 10 s.
     fn drop(&mut self) {
+        drop(self.stdin.take());
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
