@@ -323,17 +323,24 @@ mod tests {
         assert_eq!(argmax(&[f32::NAN, 0.5, 0.5]), 1);
     }
 
+    /// Two operand buffers of `len_a` and `len_b` values of both signs, with periods 101 and 97 (coprime to
+    /// every stride the tests use, so no two rows are alike).
+    fn operands(len_a: usize, len_b: usize) -> (Vec<f32>, Vec<f32>) {
+        let a = (0..len_a)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let b = (0..len_b)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+            .collect();
+        (a, b)
+    }
+
     #[test]
     fn gemm_nt_equals_dot_f32_bit_for_bit() {
         // Shapes with tile remainders on both sides and a k that is not a multiple of 8; strides wider
         // than k so a read past a row's k would take another row's values.
         let (m, n, k, sa, sb, so) = (7, 5, 21, 24, 23, 9);
-        let a: Vec<f32> = (0..m * sa)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
-        let b: Vec<f32> = (0..n * sb)
-            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
-            .collect();
+        let (a, b) = operands(m * sa, n * sb);
         let mut out = vec![f32::NAN; m * so];
         gemm_nt(&a, sa, m, &b, sb, n, k, &mut out, so);
         for i in 0..m {
@@ -354,12 +361,7 @@ mod tests {
         // each part; tile remainders on both sides.
         for (m, n, split, k) in [(6, 5, 512, 576), (5, 3, 13, 21)] {
             let (sa, sb, so) = (k + 3, k + 1, n + 2);
-            let a: Vec<f32> = (0..m * sa)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-                .collect();
-            let b: Vec<f32> = (0..n * sb)
-                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
-                .collect();
+            let (a, b) = operands(m * sa, n * sb);
             let mut out = vec![f32::NAN; m * so];
             gemm_nt_split(&a, sa, m, &b, sb, n, (split, k), &mut out, so);
             for i in 0..m {

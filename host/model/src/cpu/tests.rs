@@ -432,6 +432,17 @@ fn decompressed_heads_match_f64() {
     }
 }
 
+/// Uniform values in [-1, 1) from a xorshift64 stream seeded with `seed`: fresh, non-zero test inputs
+/// without a dependency.
+fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
 /// The all-heads attention against an f64 softmax over cache depths that cut into one, several and the most
 /// spans, with flat and peaked scores; and the same bits whichever number of threads runs the spans.
 #[test]
@@ -442,13 +453,7 @@ fn all_heads_attention_matches_f64_over_many_spans() {
     let c = &cpu.config;
     let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
     let max_ctx = 9_001;
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
+    let mut rnd = uniform(0x2545_f491_4f6c_dd1d_u64);
     let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
     for (pos, peak) in [
         (0, 1.0),
@@ -565,13 +570,7 @@ fn one_span_is_the_per_head_order_bit_for_bit() {
     let c = &cpu.config;
     let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
     let max_ctx = 1_000;
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
+    let mut rnd = uniform(0x9e37_79b9_7f4a_7c15_u64);
     let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
     for (pos, peak) in [
         (0, 1.0),
@@ -641,13 +640,7 @@ fn attn_depth_bench() {
     let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
     let reps: usize = std::env::var("REPS").map_or(8, |s| s.parse().unwrap());
     let max_ctx = *depths.iter().max().unwrap();
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
+    let mut rnd = uniform(0x2545_f491_4f6c_dd1d_u64);
     let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
     let q_abs: Vec<f32> = (0..heads * lora).map(|_| rnd()).collect();
     let q_pe: Vec<f32> = (0..heads * rope).map(|_| rnd()).collect();
