@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use ingot_engine::BackendKind;
+use ingot_engine::{BackendKind, OpenOptions};
 use ingot_gguf::{GgufFile, OutputFile, OutputPolicy};
 use ingot_model::speculative::Speculative;
 use ingot_model::trace::{Phase, TraceHeader, TraceRecord, TraceWriter};
@@ -158,15 +158,16 @@ pub fn run(mut a: Args) -> Result<()> {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let load_start = Instant::now();
-    let engine = ingot_engine::open_with_budget(
-        &file,
-        a.backend,
+    let engine = OpenOptions {
+        backend: a.backend,
         ctx,
-        true,
-        a.experts.budget()?,
-        a.cache.cache_type,
-        a.mla.mla_form,
-    )?;
+        progress: true,
+        vram_budget: a.experts.budget()?,
+        cache_type: a.cache.cache_type,
+        mla_form: a.mla.mla_form,
+    }
+    .open(&file)
+    .map_err(super::engine_error)?;
     let mut dec = engine.decoder;
     if a.verbose {
         eprintln!("{}", engine.description);
