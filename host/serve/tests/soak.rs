@@ -140,8 +140,14 @@ impl ServerProcess {
         let mut line = String::new();
         loop {
             line.clear();
-            let n = self.stdout.read_line(&mut line).expect("read the server's stdout");
-            assert!(n > 0, "the server process ended before writing `{prefix}...`");
+            let n = self
+                .stdout
+                .read_line(&mut line)
+                .expect("read the server's stdout");
+            assert!(
+                n > 0,
+                "the server process ended before writing `{prefix}...`"
+            );
             if let Some(at) = line.find(&tagged) {
                 return line[at + tagged.len()..].trim_end().to_string();
             }
@@ -185,7 +191,8 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     const CLIENTS: usize = 64;
     const PER_CLIENT: usize = 5;
     let max_body = MAX_BODY;
-    let (mut server, base) = ServerProcess::spawn("a_mixed_soak_of_64_clients_leaves_files_and_memory_flat");
+    let (mut server, base) =
+        ServerProcess::spawn("a_mixed_soak_of_64_clients_leaves_files_and_memory_flat");
     let round = |round: usize| {
         let base = base.clone();
         async move {
