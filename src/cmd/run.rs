@@ -217,8 +217,8 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let mut step = Instant::now();
-    while let Some(piece) = gen.next()? {
+    let mut t_step = Instant::now();
+    while let Some(piece) = gen.step()? {
         if let Some((token, pos)) = piece.decoded {
             if let (Some(trace), Some(d)) = (trace.as_mut(), gen.decoder()) {
                 record(trace, d, Phase::Decode, token, pos)?;
@@ -227,7 +227,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 eprintln!(
                     "[token {}: {:.2} ms]",
                     pos + 1 - prompt.len(),
-                    step.elapsed().as_secs_f64() * 1e3
+                    t_step.elapsed().as_secs_f64() * 1e3
                 );
             }
         }
@@ -235,7 +235,7 @@ pub fn run(mut a: Args) -> Result<()> {
             out.write_all(piece.text.as_bytes())?;
             out.flush()?;
         }
-        step = Instant::now();
+        t_step = Instant::now();
     }
     out.write_all(gen.finish().0.as_bytes())?;
     writeln!(out)?;

@@ -2,7 +2,7 @@
 //! holds), sample, decode token by token (or with MTP drafts), stop at an end-of-generation token, a stop
 //! string or the token budget, and hand out text as it becomes safe to show.
 //!
-//! Pull-driven: each [`Generator::next`] chooses one token; a caller cancels by not calling it again. The
+//! Pull-driven: each [`Generator::step`] chooses one token; a caller cancels by not calling it again. The
 //! token it returns is decoded only by the next call, so a generation that ends never decodes its last
 //! token (the budget and the cache rows the caller sees count on it).
 
@@ -64,7 +64,7 @@ enum Source<'a, 'f> {
     /// `next`: chosen, not yet decoded.
     Plain {
         dec: &'a mut (dyn Decoder + 'f),
-        sampler: Sampler,
+        sampler: Box<Sampler>,
         next: u32,
     },
     /// Tokens the last verify step chose that are not handed out yet.
@@ -124,7 +124,11 @@ impl<'a, 'f> Generator<'a, 'f> {
         let reused = common.min(prompt.len() - 1);
         let last = dec.prefill_last(&prompt[reused..], reused)?;
         let next = sampler.sample(&last, prompt);
-        let source = Source::Plain { dec, sampler, next };
+        let source = Source::Plain {
+            dec,
+            sampler: Box::new(sampler),
+            next,
+        };
         Ok(Self::new(source, tok, ctx, prompt, reused, opts))
     }
 
@@ -156,7 +160,11 @@ impl<'a, 'f> Generator<'a, 'f> {
         }
         let mut sampler = Sampler::new(opts.sampler);
         let next = sampler.sample(&last, prompt);
-        let source = Source::Plain { dec, sampler, next };
+        let source = Source::Plain {
+            dec,
+            sampler: Box::new(sampler),
+            next,
+        };
         Ok(Self::new(source, tok, ctx, prompt, 0, opts))
     }
 
@@ -186,7 +194,7 @@ impl<'a, 'f> Generator<'a, 'f> {
     }
 
     /// Chooses the next token (decoding the one before it); `None` once generation has ended.
-    pub fn next(&mut self) -> Result<Option<Piece>> {
+    pub fn step(&mut self) -> Result<Option<Piece>> {
         if self.ended || self.generated >= self.budget {
             self.ended = true;
             return Ok(None);
@@ -236,7 +244,7 @@ impl<'a, 'f> Generator<'a, 'f> {
     }
 
     /// The text still held back (the detokenizer's partial bytes, a possible start of a stop string),
-    /// unless a stop string cut the text, and why generation ended. Meant for when [`Generator::next`]
+    /// unless a stop string cut the text, and why generation ended. Meant for when [`Generator::step`]
     /// has ended it.
     pub fn finish(&mut self) -> (String, Finish) {
         let mut tail = String::new();

@@ -121,7 +121,7 @@ fn generate(
     let t0 = Instant::now();
     let mut cancelled = false;
     let send = |text: String| text.is_empty() || job.events.send(Event::Text(text)).is_ok();
-    while let Some(piece) = gen.next()? {
+    while let Some(piece) = gen.step()? {
         metrics.add_generated(1);
         if !send(piece.text) {
             cancelled = true;
