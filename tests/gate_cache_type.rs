@@ -98,7 +98,7 @@ fn q8_0_cache_gate_runs_and_misuse_is_one_error() {
                 "x",
                 "-m",
             ][..],
-            "--mla-form applies to the cpu backend's prefill, not to the oracle backend",
+            "--mla-form: only the cpu backend's prefill takes an attention form, not the oracle backend's",
         ),
         (
             &["bench", "--mla-form", "sideways", "-m"][..],

@@ -1,4 +1,4 @@
-//! `--vram-budget`: how many of each MoE layer's routed experts fit in VRAM next to everything else
+//! A VRAM budget: how many of each MoE layer's routed experts fit in VRAM next to everything else
 //! the plan allocates (issue 18). The rest stay in host-mapped memory behind the slot tables.
 
 use ingot_gguf::Gguf;
@@ -48,9 +48,9 @@ pub fn expert_slots(
     let need_min = fixed + one_slot * config.n_expert_used as u64;
     if vram_bytes < need_min {
         return Err(EngineError::Budget(format!(
-            "--vram-budget {} is too small: the weights outside the routed experts, the KV cache of \
-             {ctx} positions and the activations need {}, plus {} for the {} experts each token \
-             uses in every MoE layer ({} in all); raise the budget or lower --ctx",
+            "a VRAM budget of {} is too small: the weights outside the routed experts, the KV cache \
+             of {ctx} positions and the activations need {}, plus {} for the {} experts each token \
+             uses in every MoE layer ({} in all); raise the budget or shorten the context",
             size(vram_bytes),
             size(fixed),
             size(one_slot * config.n_expert_used as u64),

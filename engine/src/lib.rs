@@ -1,8 +1,9 @@
 //! One way to open a decoder, whatever the backend.
 //!
-//! The CLI's `run`, `bench` and `gate` (and any server) name a backend with [`BackendKind`] and
-//! get a [`Decoder`] from [`open`]; the graph executors are constructed here and nowhere else
-//! ([`open_sim`], [`open_cuda`]), so plan options and device sizing are decided once.
+//! The CLI's `run`, `bench` and `gate` (and any server) say what to open in an [`OpenOptions`] and
+//! get a [`Decoder`] from [`OpenOptions::open`]; the graph executors are constructed here and nowhere
+//! else ([`OpenOptions::open_sim`], [`OpenOptions::open_cuda`]), so plan options and device sizing are
+//! decided once.
 //!
 //! Invariant: this crate holds no decoding logic of its own; it only chooses and constructs.
 
@@ -20,7 +21,7 @@ use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{ExecError, ExpertCacheOptions, PlanOptions};
 pub use ingot_model::CacheType;
 pub use ingot_model::MlaForm;
-use ingot_model::{CpuBackend, Decoder, ModelError, Oracle};
+use ingot_model::{CpuBackend, Decoder, ModelError, Oracle, DEFAULT_CTX};
 
 /// Which implementation decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,15 +83,21 @@ impl FromStr for BackendKind {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// `--vram-budget` cannot be met, or was given to a backend without VRAM.
+    /// A VRAM budget the plan cannot meet (the message says what it needs).
     #[error("{0}")]
     Budget(String),
-    /// `--cache-type` given to a backend that has no such cache.
-    #[error("{0}")]
-    CacheType(String),
-    /// `--mla-form` given to a backend other than cpu.
-    #[error("{0}")]
-    MlaForm(String),
+    /// A VRAM budget given to a backend without VRAM.
+    #[error("a VRAM budget applies to the GPU plan (the sim and cuda backends), not to the {kind} backend")]
+    BudgetBackend { kind: BackendKind },
+    /// A narrower latent cache given to the oracle, which has only full precision.
+    #[error(
+        "the oracle keeps its cache in full precision; a {cache_type} cache applies to the cpu, sim \
+         and cuda backends"
+    )]
+    CacheType { cache_type: CacheType },
+    /// A prefill attention form other than `Auto` given to a backend other than cpu.
+    #[error("only the cpu backend's prefill takes an attention form, not the {kind} backend's")]
+    MlaForm { kind: BackendKind },
     #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
     UnknownBackend(String),
     #[error("{kind} backend: {source}")]
@@ -126,148 +133,146 @@ pub struct VramBudget {
     pub route_bonus: f32,
 }
 
-/// Opens `kind` on `file` with a cache of `ctx` positions. `Auto` is resolved first;
-/// `progress` draws an upload bar where a backend has one.
-pub fn open(
-    file: &GgufFile,
-    kind: BackendKind,
-    ctx: usize,
-    progress: bool,
-) -> Result<Engine<'_>, EngineError> {
-    open_with_budget(
-        file,
-        kind,
-        ctx,
-        progress,
-        None,
-        CacheType::F16,
-        MlaForm::Auto,
-    )
+/// What to open and how. Default: `Auto` with a cache of [`DEFAULT_CTX`] positions, no progress bar, no
+/// VRAM budget, an f16 latent cache, the cpu backend's own choice of prefill attention form.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpenOptions {
+    /// Resolved by [`BackendKind::resolve`] when `Auto`.
+    pub backend: BackendKind,
+    /// Cache positions (prompt and generated tokens).
+    pub ctx: usize,
+    /// Draw an upload bar where the backend has one (cuda).
+    pub progress: bool,
+    /// The sim and cuda backends only.
+    pub vram_budget: Option<VramBudget>,
+    /// The latent cache's number format; the oracle takes only `F16`.
+    pub cache_type: CacheType,
+    /// The cpu backend's prefill attention form; other backends take only `Auto`.
+    pub mla_form: MlaForm,
 }
 
-/// [`open`] with an optional [`VramBudget`] (the sim and cuda backends only) and the latent
-/// cache's number format (`--cache-type`; the oracle keeps full precision only) and the cpu backend's
-/// prefill attention form (`--mla-form`; other backends take only `Auto`).
-pub fn open_with_budget(
-    file: &GgufFile,
-    kind: BackendKind,
-    ctx: usize,
-    progress: bool,
-    budget: Option<VramBudget>,
-    cache_type: CacheType,
-    mla_form: MlaForm,
-) -> Result<Engine<'_>, EngineError> {
-    let (kind, _) = kind.resolve();
-    if mla_form != MlaForm::Auto && kind != BackendKind::Cpu {
-        return Err(EngineError::MlaForm(format!(
-            "--mla-form applies to the cpu backend's prefill, not to the {kind} backend"
-        )));
-    }
-    if budget.is_some() && matches!(kind, BackendKind::Cpu | BackendKind::Oracle) {
-        return Err(EngineError::Budget(format!(
-            "--vram-budget applies to the GPU plan (--backend sim or cuda), not to the {kind} backend"
-        )));
-    }
-    if cache_type != CacheType::F16 && kind == BackendKind::Oracle {
-        return Err(EngineError::CacheType(format!(
-            "the oracle keeps its cache in full precision; --cache-type {cache_type} applies to \
-             the cpu, sim and cuda backends"
-        )));
-    }
-    let plan_opts = plan_options(file, ctx, budget, cache_type)?;
-    let cache = plan_opts.expert_cache;
-    let model = |source| EngineError::Model { kind, source };
-    let (decoder, mut description): (Box<dyn Decoder + '_>, String) = match kind {
-        BackendKind::Auto => unreachable!("resolve never returns Auto"),
-        BackendKind::Cpu => {
-            let mut cpu = CpuBackend::load(file, ctx).map_err(model)?;
-            cpu.set_cache_type(cache_type);
-            cpu.set_mla_form(mla_form);
-            (
-                Box::new(cpu),
-                "cpu: quantized weights, all cores".to_string(),
-            )
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            backend: BackendKind::Auto,
+            ctx: DEFAULT_CTX,
+            progress: false,
+            vram_budget: None,
+            cache_type: CacheType::F16,
+            mla_form: MlaForm::Auto,
         }
-        BackendKind::Oracle => (
-            Box::new(Oracle::load(file, ctx).map_err(model)?),
-            "oracle: weights dequantized to f32".to_string(),
-        ),
-        BackendKind::Sim => {
-            let exec = open_sim_with(file, plan_opts)?;
-            let mut description = format!("ptx-sim: {}", exec.plan().summary());
-            if let Some(c) = cache {
-                description += &format!(
-                    "; {} expert slots per MoE layer in VRAM ({}), the rest in host memory",
-                    c.slots,
-                    c.policy.name()
-                );
+    }
+}
+
+impl OpenOptions {
+    /// `backend` with a cache of `ctx` positions, the rest default.
+    pub fn new(backend: BackendKind, ctx: usize) -> Self {
+        OpenOptions {
+            backend,
+            ctx,
+            ..Self::default()
+        }
+    }
+
+    /// Opens the decoder on `file`, after refusing an option the backend does not take.
+    pub fn open<'f>(&self, file: &'f GgufFile) -> Result<Engine<'f>, EngineError> {
+        let (kind, _) = self.backend.resolve();
+        let (ctx, cache_type) = (self.ctx, self.cache_type);
+        if self.mla_form != MlaForm::Auto && kind != BackendKind::Cpu {
+            return Err(EngineError::MlaForm { kind });
+        }
+        if self.vram_budget.is_some() && matches!(kind, BackendKind::Cpu | BackendKind::Oracle) {
+            return Err(EngineError::BudgetBackend { kind });
+        }
+        if cache_type != CacheType::F16 && kind == BackendKind::Oracle {
+            return Err(EngineError::CacheType { cache_type });
+        }
+        let plan_opts = self.plan_options(file)?;
+        let cache = plan_opts.expert_cache;
+        let model = |source| EngineError::Model { kind, source };
+        let (decoder, mut description): (Box<dyn Decoder + '_>, String) = match kind {
+            BackendKind::Auto => unreachable!("resolve never returns Auto"),
+            BackendKind::Cpu => {
+                let mut cpu = CpuBackend::load(file, ctx).map_err(model)?;
+                cpu.set_cache_type(cache_type);
+                cpu.set_mla_form(self.mla_form);
+                (
+                    Box::new(cpu),
+                    "cpu: quantized weights, all cores".to_string(),
+                )
             }
-            (Box::new(exec), description)
+            BackendKind::Oracle => (
+                Box::new(Oracle::load(file, ctx).map_err(model)?),
+                "oracle: weights dequantized to f32".to_string(),
+            ),
+            BackendKind::Sim => {
+                let exec = load_sim(file, plan_opts)?;
+                let mut description = format!("ptx-sim: {}", exec.plan().summary());
+                if let Some(c) = cache {
+                    description += &format!(
+                        "; {} expert slots per MoE layer in VRAM ({}), the rest in host memory",
+                        c.slots,
+                        c.policy.name()
+                    );
+                }
+                (Box::new(exec), description)
+            }
+            BackendKind::Cuda => {
+                let (exec, info) = load_cuda(file, plan_opts, self.progress)?;
+                (Box::new(exec), describe_cuda(&info))
+            }
+        };
+        if cache_type != CacheType::F16 {
+            description += &format!("; {cache_type} latent cache");
         }
-        BackendKind::Cuda => {
-            let (exec, info) = open_cuda_with(file, plan_opts, progress)?;
-            (Box::new(exec), describe_cuda(&info))
-        }
-    };
-    if cache_type != CacheType::F16 {
-        description += &format!("; {cache_type} latent cache");
+        Ok(Engine {
+            decoder,
+            kind,
+            description,
+        })
     }
-    Ok(Engine {
-        decoder,
-        kind,
-        description,
-    })
+
+    /// The plan options for `ctx` positions within the VRAM budget: an expert cache when the plan
+    /// does not fit in it (see [`expert_slots`]).
+    pub fn plan_options(&self, file: &GgufFile) -> Result<PlanOptions, EngineError> {
+        let expert_cache = match self.vram_budget {
+            None => None,
+            Some(b) => {
+                expert_slots(file.header(), self.ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
+                    slots,
+                    policy: b.policy,
+                    route_bonus: b.route_bonus,
+                })
+            }
+        };
+        Ok(PlanOptions {
+            expert_cache,
+            cache_type: self.cache_type,
+            ..PlanOptions::for_ctx(self.ctx)
+        })
+    }
+
+    /// The decode plan in the PTX simulator, as the executor itself (for gates that drive it step by
+    /// step); `backend`, `progress` and `mla_form` do not apply.
+    pub fn open_sim(&self, file: &GgufFile) -> Result<SimExecutor, EngineError> {
+        load_sim(file, self.plan_options(file)?)
+    }
+
+    /// The decode plan as one CUDA graph on GPU 0, as the executor itself; the attention split is
+    /// sized to the device. `backend` and `mla_form` do not apply.
+    pub fn open_cuda(&self, file: &GgufFile) -> Result<(CudaExecutor, CudaInfo), EngineError> {
+        load_cuda(file, self.plan_options(file)?, self.progress)
+    }
 }
 
-/// The plan options for `ctx` positions within `budget`: an expert cache when the plan does not
-/// fit in it (see [`expert_slots`]).
-pub fn plan_options(
-    file: &GgufFile,
-    ctx: usize,
-    budget: Option<VramBudget>,
-    cache_type: CacheType,
-) -> Result<PlanOptions, EngineError> {
-    let expert_cache = match budget {
-        None => None,
-        Some(b) => expert_slots(file.header(), ctx, b.bytes)?.map(|slots| ExpertCacheOptions {
-            slots,
-            policy: b.policy,
-            route_bonus: b.route_bonus,
-        }),
-    };
-    Ok(PlanOptions {
-        expert_cache,
-        cache_type,
-        ..PlanOptions::for_ctx(ctx)
-    })
-}
-
-/// The decode plan for `ctx` positions in the PTX simulator.
-pub fn open_sim(file: &GgufFile, ctx: usize) -> Result<SimExecutor, EngineError> {
-    open_sim_with(file, PlanOptions::for_ctx(ctx))
-}
-
-/// [`open_sim`] with explicit plan options (e.g. from [`plan_options`]).
-pub fn open_sim_with(file: &GgufFile, opts: PlanOptions) -> Result<SimExecutor, EngineError> {
+fn load_sim(file: &GgufFile, opts: PlanOptions) -> Result<SimExecutor, EngineError> {
     SimExecutor::load(file, opts).map_err(|source| EngineError::Graph {
         kind: BackendKind::Sim,
         source,
     })
 }
 
-/// The decode plan for `ctx` positions as one CUDA graph on GPU 0 (the attention split is
-/// sized to the device by the executor).
-pub fn open_cuda(
-    file: &GgufFile,
-    ctx: usize,
-    progress: bool,
-) -> Result<(CudaExecutor, CudaInfo), EngineError> {
-    open_cuda_with(file, PlanOptions::for_ctx(ctx), progress)
-}
-
-/// [`open_cuda`] with explicit plan options (e.g. from [`plan_options`]); the attention split
-/// is still sized to the device.
-pub fn open_cuda_with(
+fn load_cuda(
     file: &GgufFile,
     opts: PlanOptions,
     progress: bool,

@@ -225,17 +225,20 @@ pub fn run_gate_files(
         backend: opts.backend,
         source,
     };
-    let plan_opts = ingot_engine::plan_options(file, ctx, opts.vram, opts.cache_type)?;
+    let open = ingot_engine::OpenOptions {
+        ctx,
+        vram_budget: opts.vram,
+        cache_type: opts.cache_type,
+        ..Default::default()
+    };
     let reference = if opts.cache_type == CacheType::F16 {
         reference
     } else {
         Reference::Cpu
     };
     let mut exec = match opts.backend {
-        GateBackend::Sim => Exec::Sim(Box::new(ingot_engine::open_sim_with(file, plan_opts)?)),
-        GateBackend::Cuda => Exec::Cuda(Box::new(
-            ingot_engine::open_cuda_with(file, plan_opts, false)?.0,
-        )),
+        GateBackend::Sim => Exec::Sim(Box::new(open.open_sim(file)?)),
+        GateBackend::Cuda => Exec::Cuda(Box::new(open.open_cuda(file)?.0)),
     };
     let mut oracle = match reference {
         Reference::Oracle => RefDecoder::Oracle(Box::new(Oracle::load(reference_file, ctx)?)),

@@ -76,7 +76,9 @@ struct Score {
 /// token per step: the KV-cache path) on `kind` and scores them against the reference.
 fn score(model: &Path, kind: BackendKind, rows: &[Row], windows: usize, limit: usize) -> Score {
     let file = GgufFile::open(model).expect("opening the model");
-    let mut engine = ingot_engine::open(&file, kind, 256, false).expect("opening the backend");
+    let mut engine = ingot_engine::OpenOptions::new(kind, 256)
+        .open(&file)
+        .expect("opening the backend");
     let (mut nll, mut ref_nll, mut confident, mut agree, mut n) = (0.0, 0.0, 0, 0, 0);
     let mut window = usize::MAX;
     for r in rows.iter().filter(|r| r.pos < limit && r.window < windows) {

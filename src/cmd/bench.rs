@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use ingot_bench::decode::{self, DecodeBench, Meta};
-use ingot_engine::BackendKind;
+use ingot_engine::{BackendKind, OpenOptions};
 use ingot_gguf::GgufFile;
 use ingot_model::ModelConfig;
 
@@ -138,15 +138,16 @@ pub fn run(a: Args) -> Result<()> {
         std::io::stdout().flush()?;
     }
     let load = Instant::now();
-    let mut engine = ingot_engine::open_with_budget(
-        &file,
+    let mut engine = OpenOptions {
         backend,
         ctx,
-        true,
-        a.experts.budget()?,
-        a.cache.cache_type,
-        a.mla.mla_form,
-    )?;
+        progress: true,
+        vram_budget: a.experts.budget()?,
+        cache_type: a.cache.cache_type,
+        mla_form: a.mla.mla_form,
+    }
+    .open(&file)
+    .map_err(super::engine_error)?;
     eprintln!("bench: {}", engine.description);
     eprintln!(
         "bench: loaded {} in {:.1} s; depths {:?}, prompts {:?}, {} generated tokens, {} reps each",

@@ -132,8 +132,12 @@ fn measure(
     );
     let file = GgufFile::open(path).with_context(|| format!("reading {}", path.display()))?;
     let load = Instant::now();
-    let opts = ingot_engine::plan_options(&file, ctx, None, cache_type)?;
-    let (mut exec, info) = ingot_engine::open_cuda_with(&file, opts, false)?;
+    let (mut exec, info) = ingot_engine::OpenOptions {
+        cache_type,
+        ..ingot_engine::OpenOptions::new(BackendKind::Cuda, ctx)
+    }
+    .open_cuda(&file)
+    .map_err(super::engine_error)?;
     eprintln!(
         "plan: measuring on {}: {} nodes, loaded in {:.1} s{}",
         info.device,

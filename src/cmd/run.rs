@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use ingot_engine::BackendKind;
+use ingot_engine::{BackendKind, OpenOptions};
 use ingot_gguf::{GgufFile, OutputFile, OutputPolicy};
-use ingot_model::speculative::Speculative;
 use ingot_model::trace::{Phase, TraceHeader, TraceRecord, TraceWriter};
-use ingot_model::{Decoder, ModelConfig, Sampler, SamplerConfig};
+use ingot_model::{Decoder, GenerateOptions, Generator, ModelConfig, SamplerConfig};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 
 #[derive(clap::Args, Clone)]
@@ -158,15 +157,16 @@ pub fn run(mut a: Args) -> Result<()> {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let load_start = Instant::now();
-    let engine = ingot_engine::open_with_budget(
-        &file,
-        a.backend,
+    let engine = OpenOptions {
+        backend: a.backend,
         ctx,
-        true,
-        a.experts.budget()?,
-        a.cache.cache_type,
-        a.mla.mla_form,
-    )?;
+        progress: true,
+        vram_budget: a.experts.budget()?,
+        cache_type: a.cache.cache_type,
+        mla_form: a.mla.mla_form,
+    }
+    .open(&file)
+    .map_err(super::engine_error)?;
     let mut dec = engine.decoder;
     if a.verbose {
         eprintln!("{}", engine.description);
@@ -179,11 +179,7 @@ pub fn run(mut a: Args) -> Result<()> {
             ctx
         );
     }
-    let mut sampler = Sampler::new(a.sampler_config(seed));
-    let mut history = prompt.clone();
     let mut out = std::io::stdout().lock();
-    let mut stream = tok.stream_decoder();
-
     let mut trace = match &a.trace_routing {
         Some(path) => {
             if dec.routing().is_none() {
@@ -198,72 +194,63 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         None => None,
     };
-
-    if let Some(k) = draft_k {
+    if draft_k.is_some() {
         // Refused before anything is printed: a model without a block, or a backend that cannot run it.
         dec.mtp_ready()
             .with_context(|| format!("--draft mtp on backend {}", a.backend))?;
-        return run_drafted(&a, dec.as_mut(), &tok, &prompt, sampler, (k, ctx), seed);
     }
+    let opts = GenerateOptions {
+        sampler: a.sampler_config(seed),
+        max_tokens: Some(a.n_predict),
+        stops: Vec::new(),
+        draft: draft_k,
+    };
     let t0 = Instant::now();
-    let last = match trace.as_mut() {
+    let mut gen = match trace.as_mut() {
         // Token by token (the chunked prefill does not record routing), recording each token's routing.
         Some(trace) => {
-            let mut last = Vec::new();
-            for (pos, &t) in prompt.iter().enumerate() {
-                let logits = dec.decode(t, pos)?;
-                if pos + 1 == prompt.len() {
-                    last = logits.to_vec();
-                }
-                record(trace, &*dec, Phase::Prefill, t, pos)?;
-            }
-            last
+            Generator::start_stepwise(dec.as_mut(), &tok, ctx, &prompt, opts, |d, t, pos| {
+                record(trace, d, Phase::Prefill, t, pos)
+            })?
         }
-        None => dec.prefill_last(&prompt, 0)?,
+        None => Generator::start(dec.as_mut(), &tok, ctx, &prompt, &[], opts)?,
     };
     let prefill_s = t0.elapsed().as_secs_f64();
-    let mut next = sampler.sample(&last, &history);
-
-    let budget = a.n_predict.min(ctx - prompt.len());
     let t1 = Instant::now();
-    let mut generated = 0;
-    while generated < budget {
-        generated += 1;
-        history.push(next);
-        if tok.is_eog(next) {
-            break;
+    let mut t_step = Instant::now();
+    while let Some(piece) = gen.step()? {
+        if let Some((token, pos)) = piece.decoded {
+            if let (Some(trace), Some(d)) = (trace.as_mut(), gen.decoder()) {
+                record(trace, d, Phase::Decode, token, pos)?;
+            }
+            if a.verbose {
+                eprintln!(
+                    "[token {}: {:.2} ms]",
+                    pos + 1 - prompt.len(),
+                    t_step.elapsed().as_secs_f64() * 1e3
+                );
+            }
         }
-        if let Some(text) = stream.push(next) {
-            out.write_all(text.as_bytes())?;
+        if !piece.text.is_empty() {
+            out.write_all(piece.text.as_bytes())?;
             out.flush()?;
         }
-        if generated == budget {
-            break;
-        }
-        let step = Instant::now();
-        let pos = prompt.len() + generated - 1;
-        let logits = dec.decode(next, pos)?;
-        let token = next;
-        next = sampler.sample(logits, &history);
-        if let Some(trace) = trace.as_mut() {
-            record(trace, &*dec, Phase::Decode, token, pos)?;
-        }
-        if a.verbose {
-            eprintln!(
-                "[token {generated}: {:.2} ms]",
-                step.elapsed().as_secs_f64() * 1e3
-            );
-        }
+        t_step = Instant::now();
     }
-    out.write_all(stream.flush().as_bytes())?;
+    out.write_all(gen.finish().0.as_bytes())?;
     writeln!(out)?;
+    let decode_s = t1.elapsed().as_secs_f64();
+    let generated = gen.generated();
+    let stats = gen.draft_stats();
+    drop(gen);
     if let (Some(trace), Some(path)) = (trace, &a.trace_routing) {
         trace.finish()?;
         eprintln!("routing trace: {}", path.display());
     }
-    let decode_s = t1.elapsed().as_secs_f64();
     // Tokens decoded after the prefill: the first generated token came from the prefill's logits.
     let decoded = generated.saturating_sub(1);
+    let context_full =
+        stats.is_none() && generated == ctx - prompt.len() && generated < a.n_predict;
     eprintln!(
         "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {}, seed {seed}){}",
         prompt.len(),
@@ -271,68 +258,18 @@ pub fn run(mut a: Args) -> Result<()> {
         if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },
         generated,
         a.backend,
-        if generated == ctx - prompt.len() && generated < a.n_predict { "; stopped: context full" } else { "" }
+        if context_full { "; stopped: context full" } else { "" }
     );
-    Ok(())
-}
-
-/// Generation with MTP drafts (`--draft mtp`), streaming as the plain loop does; ends with the drafts'
-/// acceptance on stderr.
-fn run_drafted(
-    a: &Args,
-    dec: &mut dyn Decoder,
-    tok: &Tokenizer,
-    prompt: &[u32],
-    mut sampler: Sampler,
-    (k, ctx): (usize, usize),
-    seed: u64,
-) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let mut stream = tok.stream_decoder();
-    let t0 = Instant::now();
-    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx)?;
-    let prefill_s = t0.elapsed().as_secs_f64();
-    let budget = a.n_predict.min(ctx - prompt.len());
-    let t1 = Instant::now();
-    let mut generated = 0;
-    let mut fresh = spec.fresh().to_vec();
-    'gen: while generated < budget {
-        for &t in &fresh {
-            generated += 1;
-            if tok.is_eog(t) {
-                break 'gen;
-            }
-            if let Some(text) = stream.push(t) {
-                out.write_all(text.as_bytes())?;
-                out.flush()?;
-            }
-            if generated == budget {
-                break 'gen;
-            }
-        }
-        fresh = spec.step(budget - generated)?.to_vec();
+    if let (Some(k), Some(st)) = (draft_k, stats) {
+        eprintln!(
+            "draft mtp, up to {k} per step: {} verify steps, {} of {} drafts accepted ({:.1}%), {:.2} tokens per step",
+            st.steps,
+            st.accepted,
+            st.drafted,
+            100.0 * st.acceptance(),
+            st.tokens_per_step()
+        );
     }
-    out.write_all(stream.flush().as_bytes())?;
-    writeln!(out)?;
-    let decode_s = t1.elapsed().as_secs_f64();
-    let decoded = generated.saturating_sub(1);
-    let st = spec.stats();
-    eprintln!(
-        "prompt tokens: {}, prefill: {:.1} tok/s, decode: {:.1} tok/s ({} tokens generated, backend {}, seed {seed})",
-        prompt.len(),
-        prompt.len() as f64 / prefill_s,
-        if decoded > 0 { decoded as f64 / decode_s } else { 0.0 },
-        generated,
-        a.backend,
-    );
-    eprintln!(
-        "draft mtp, up to {k} per step: {} verify steps, {} of {} drafts accepted ({:.1}%), {:.2} tokens per step",
-        st.steps,
-        st.accepted,
-        st.drafted,
-        100.0 * st.acceptance(),
-        st.tokens_per_step()
-    );
     Ok(())
 }
 

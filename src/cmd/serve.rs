@@ -83,5 +83,9 @@ pub fn run(a: Args) -> Result<()> {
         prompt_cache: !a.no_prompt_cache,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
+        .map_err(|e| match e {
+            ingot_serve::ServeError::Engine(e) => super::engine_error(*e),
+            e => e.into(),
+        })
         .with_context(|| format!("serving {}", a.model.display()))
 }

@@ -154,7 +154,7 @@ impl ModelConfig {
             Some(n) if n > self.n_ctx_train => Err(ModelError::ContextSize {
                 max_ctx: n,
                 reason: format!(
-                    "above the model's training context {} (-c 0 takes it)",
+                    "above the model's training context {} (a context size of 0 takes it)",
                     self.n_ctx_train
                 ),
             }),

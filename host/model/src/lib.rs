@@ -6,6 +6,8 @@
 //!   like llama.cpp's CPU backend does, rows run in parallel.
 //! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
 //! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
+//! * [`Generator`]: the generation loop `ingot run` and `ingot serve` share (prefill, sampling, stop
+//!   conditions, streamed text).
 
 pub mod cache_type;
 pub mod config;
@@ -14,6 +16,7 @@ mod decoder;
 mod dequant;
 pub mod error;
 pub mod expert_cache;
+pub mod generate;
 pub mod math;
 pub mod mtp;
 pub mod oracle;
@@ -30,6 +33,7 @@ pub use config::{AttnLayout, GatingFunc, ModelConfig, DEFAULT_CTX};
 pub use cpu::{CpuBackend, MlaForm};
 pub use decoder::{check_step, Decoder, Forward, Rows};
 pub use error::ModelError;
+pub use generate::{Finish, GenerateOptions, Generator, Piece};
 pub use oracle::{DecodeTrace, Oracle};
 pub use rope::{RopeParams, RopeScalingType};
 pub use sampling::{Sampler, SamplerConfig, SamplingParam, SamplingRangeError};

@@ -20,6 +20,8 @@
 //! each token's distribution the sampler's (`tests/speculative_sampling.rs` checks it statistically); the
 //! random stream is consumed differently, so a seed does not reproduce the plain loop's tokens.
 
+use std::borrow::BorrowMut;
+
 use crate::decoder::{Decoder, Rows};
 use crate::error::{ModelError, Result};
 use crate::sampling::Sampler;
@@ -60,10 +62,10 @@ impl SpecStats {
     }
 }
 
-/// Generation with MTP drafts over one decoder.
-pub struct Speculative<'a, 'f> {
+/// Generation with MTP drafts over one decoder; `S` is the sampler, borrowed or owned.
+pub struct Speculative<'a, 'f, S = &'a mut Sampler> {
     dec: &'a mut (dyn Decoder + 'f),
-    sampler: &'a mut Sampler,
+    sampler: S,
     k: usize,
     max_ctx: usize,
     /// Verified main positions: `0..n` hold the accepted sequence.
@@ -81,13 +83,13 @@ pub struct Speculative<'a, 'f> {
     stats: SpecStats,
 }
 
-impl<'a, 'f> Speculative<'a, 'f> {
+impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
     /// Checks that `dec` can draft, prefills `prompt` at `0..` and picks the first token
     /// ([`Speculative::fresh`]). `k` drafts per step, `1..=`[`MAX_DRAFT`]; positions stay below
     /// `max_ctx` (the decoder's context).
     pub fn start(
         dec: &'a mut (dyn Decoder + 'f),
-        sampler: &'a mut Sampler,
+        mut sampler: S,
         prompt: &[u32],
         k: usize,
         max_ctx: usize,
@@ -97,13 +99,15 @@ impl<'a, 'f> Speculative<'a, 'f> {
                 "{k} drafts per step: speculative decoding drafts 1 to {MAX_DRAFT}"
             )));
         }
-        let t = sampler.config().temperature;
+        let t = sampler.borrow_mut().config().temperature;
         let greedy = t.is_nan() || t <= 0.0;
         dec.mtp_ready()?;
         let vocab = dec.config().vocab;
         let fwd = dec.forward_rows(prompt, 0, Rows::Last)?;
         let mut history = prompt.to_vec();
-        let first = sampler.sample(fwd.last_logits(vocab), &history);
+        let first = sampler
+            .borrow_mut()
+            .sample(fwd.last_logits(vocab), &history);
         history.push(first);
         let m = prompt.len();
         for j in 0..m - 1 {
@@ -169,8 +173,14 @@ impl<'a, 'f> Speculative<'a, 'f> {
                     // The draft's context: the history, then the drafts before it.
                     let ctx: Vec<u32> = self.history.iter().chain(&tokens[1..]).copied().collect();
                     let mut qi = Vec::new();
-                    self.sampler.distribution(logits, &ctx, &mut qi);
-                    let d = self.sampler.draw_weighted(&qi).ok_or_else(no_mass)?;
+                    self.sampler
+                        .borrow_mut()
+                        .distribution(logits, &ctx, &mut qi);
+                    let d = self
+                        .sampler
+                        .borrow_mut()
+                        .draw_weighted(&qi)
+                        .ok_or_else(no_mass)?;
                     q.push(qi);
                     d
                 };
@@ -207,7 +217,7 @@ impl<'a, 'f> Speculative<'a, 'f> {
         let k = tokens.len() - 1;
         let mut accepted = 0;
         for j in 0..=k {
-            let y = self.sampler.sample(logits(j), &self.history);
+            let y = self.sampler.borrow_mut().sample(logits(j), &self.history);
             self.history.push(y);
             self.fresh.push(y);
             if j < k && y == tokens[j + 1] {
@@ -233,11 +243,13 @@ impl<'a, 'f> Speculative<'a, 'f> {
         let k = tokens.len() - 1;
         let mut p = Vec::new();
         for j in 0..=k {
-            self.sampler.distribution(logits(j), &self.history, &mut p);
+            self.sampler
+                .borrow_mut()
+                .distribution(logits(j), &self.history, &mut p);
             let y = if j < k {
                 let d = tokens[j + 1] as usize;
                 // q_j(d) > 0: d was drawn from q_j.
-                if self.sampler.uniform() * q[j][d] < p[d] {
+                if self.sampler.borrow_mut().uniform() * q[j][d] < p[d] {
                     self.history.push(d as u32);
                     self.fresh.push(d as u32);
                     continue;
@@ -245,12 +257,19 @@ impl<'a, 'f> Speculative<'a, 'f> {
                 let residual: Vec<f64> =
                     p.iter().zip(&q[j]).map(|(a, b)| (a - b).max(0.0)).collect();
                 // All zero only when p == q up to rounding, where a rejection has probability ~0: p then.
-                match self.sampler.draw_weighted(&residual) {
+                match self.sampler.borrow_mut().draw_weighted(&residual) {
                     Some(y) => y,
-                    None => self.sampler.draw_weighted(&p).ok_or_else(no_mass)?,
+                    None => self
+                        .sampler
+                        .borrow_mut()
+                        .draw_weighted(&p)
+                        .ok_or_else(no_mass)?,
                 }
             } else {
-                self.sampler.draw_weighted(&p).ok_or_else(no_mass)?
+                self.sampler
+                    .borrow_mut()
+                    .draw_weighted(&p)
+                    .ok_or_else(no_mass)?
             };
             self.history.push(y);
             self.fresh.push(y);

@@ -224,9 +224,15 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                     BackendKind::Cpu if prompt_cache => PROMPT_CACHE_MLA_FORM,
                     _ => ingot_engine::MlaForm::Auto,
                 };
-                let engine = ingot_engine::open_with_budget(
-                    &file, backend, ctx, log, budget, cache_type, form,
-                )?;
+                let engine = ingot_engine::OpenOptions {
+                    backend,
+                    ctx,
+                    progress: log,
+                    vram_budget: budget,
+                    cache_type,
+                    mla_form: form,
+                }
+                .open(&file)?;
                 Ok((tok, template, engine, ctx))
             })();
             match opened {

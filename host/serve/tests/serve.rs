@@ -29,7 +29,8 @@ fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
         add_generation_prompt: true,
     });
     let prompt = tok.encode(&text, true, true);
-    let mut dec = ingot_engine::open(&file, BackendKind::Cpu, CTX, false)
+    let mut dec = ingot_engine::OpenOptions::new(BackendKind::Cpu, CTX)
+        .open(&file)
         .expect("engine")
         .decoder;
     let mut sampler = Sampler::new(SamplerConfig {
