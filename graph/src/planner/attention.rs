@@ -11,8 +11,11 @@ use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
 
+use super::builder::{buf, buf_at, u32a, Builder};
 use super::kernels as k;
-use super::{buf, buf_at, u32a, Builder};
+use super::nodes::{
+    gemv_add_residual, gemv_into, gemv_weight, is_f32, quantize, rmsnorm_q8, NextNorm,
+};
 use crate::error::PlanError;
 use crate::node::NodeArg;
 use crate::weights::Recipe;
@@ -31,7 +34,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Later layers find their attn_norm written by the previous FFN's down launch.
     if il == 0 {
         let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
-        super::ffn::rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
+        rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
     }
 
     let q_len = c.n_head * c.d_qk();
@@ -182,8 +185,8 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     } else {
         merge_then_v_b(b, il, (v_b, v_b_ty), merge_args, o_q8)?;
     }
-    let next = super::ffn::NextNorm::ffn(b, il)?;
-    super::ffn::gemv_add_residual(
+    let next = NextNorm::ffn(b, il)?;
+    gemv_add_residual(
         b,
         &name("attn_output.weight"),
         o_q8,
@@ -235,7 +238,7 @@ fn merge_then_v_b(
         args,
     )?;
     if !merge_q8 {
-        super::ffn::quantize(
+        quantize(
             b,
             buf(o_lat),
             buf(o_lat_q8),
@@ -278,7 +281,7 @@ fn merge_then_v_b(
             label("attn_v_b"),
             il,
         )?;
-        super::ffn::quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
+        quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
     }
     Ok(())
 }
@@ -329,7 +332,7 @@ fn projections(
             1,
             vec![buf(q_a), buf(q_a_norm), buf(normed), u32a(q_lora), eps],
         )?;
-        super::ffn::quantize(
+        quantize(
             b,
             buf(normed),
             buf(q_a_q8),
@@ -338,7 +341,7 @@ fn projections(
             il,
         )?;
     }
-    super::ffn::gemv_into(
+    gemv_into(
         b,
         &name("attn_q_b.weight"),
         q_a_q8,
@@ -367,8 +370,8 @@ fn pair(
         format!("blk.{il}.attn_kv_a_mqa.weight"),
     );
     let label = |s: &str| format!("blk.{il} {s}");
-    let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
-    let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
+    let (wq, q_info, q_cols, q_rows) = gemv_weight(b, &q_name, "gemv")?;
+    let (wkv, kv_info, kv_cols, kv_rows) = gemv_weight(b, &kv_name, "gemv")?;
     let (pair, with_rope) = (k::gemv2(q_info.ty), k::gemv2_rope(q_info.ty));
     let rope_tail = rope_tail.filter(|_| k::available(&with_rope));
     let kernel = if rope_tail.is_some() { with_rope } else { pair };
@@ -395,8 +398,8 @@ fn pair(
         )?;
         return Ok(rope);
     }
-    super::ffn::gemv_into(b, &q_name, x_q8, y, label(first), il)?;
-    super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
+    gemv_into(b, &q_name, x_q8, y, label(first), il)?;
+    gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
     Ok(false)
 }
 
@@ -412,14 +415,14 @@ fn quantize_q_nope(
     let q_len = c.n_head * c.d_qk();
     if c.d_qk().is_multiple_of(32) {
         let q8 = b.q8_act("act.q_q8", q_len)?;
-        super::ffn::quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
+        quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
         return Ok((q8, c.d_qk() / 32));
     }
     let q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
     for h in 0..c.n_head {
         let x = buf_at(q, (h * c.d_qk() * 4) as u64);
         let y = buf_at(q8, (h * c.d_nope / 32 * size_of::<BlockQ8_1>()) as u64);
-        super::ffn::quantize(
+        quantize(
             b,
             x,
             y,
@@ -477,10 +480,6 @@ fn check_grouped_row(
             ty.name()
         ),
     })
-}
-
-pub(crate) fn is_f32(ty: GgmlType) -> bool {
-    ty == GgmlType::F32
 }
 
 /// The kernels' compile-time limits, checked once per layer (cheap) so the error names them.

@@ -4,9 +4,9 @@ use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
 
-use super::ffn::{gemv_weight, rmsnorm_q8};
+use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::{buf, u32a, Builder};
+use super::nodes::{gemv_weight, rmsnorm_q8};
 use crate::error::PlanError;
 
 /// `residual = token_embd[state.token]`, dequantized: a node when the PTX has the fetch kernel

@@ -27,9 +27,10 @@ use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::tensors::TOKEN_EMBD;
 use ingot_model::ModelConfig;
 
-use super::ffn::{gemv_weight, rmsnorm_q8};
+use super::builder::{buf, buf_at, u32a, Builder};
 use super::kernels as k;
-use super::{attention, buf, buf_at, ffn, u32a, Builder, PlanOptions};
+use super::nodes::{gemv_weight, rmsnorm_q8};
+use super::{attention, ffn, PlanOptions};
 use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
