@@ -4,7 +4,7 @@
 //! the "shared expert"), which fuses SwiGLU, the q8_1 quantization of the middle and the
 //! residual add into two launches.
 
-use ingot_abi::launch::{GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTE, MOE_ROUTER_F32};
+use ingot_abi::launch::{GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32};
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
 
@@ -138,41 +138,22 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
     let mut route_args = vec![buf(bias), buf(sel)];
     route_args.extend(route_scalars(c, flags));
-    if k::available(MOE_ROUTER_F32.name) {
-        // Router gemv and routing in one launch. Its warp counter must be 0 before every
-        // launch: activations are zeroed at allocation and each launch resets it, so one
-        // counter serves every layer and every replay.
-        let count = b.act("act.moe_router_count", 4)?;
-        let mut args = vec![buf(router), buf(norm), buf(router_logits)];
-        args.extend(route_args[..2].iter().cloned());
-        args.push(buf(count));
-        args.push(u32a(c.n_embd));
-        args.extend(route_args[2..].iter().cloned());
-        b.node(
-            MOE_ROUTER_F32.name,
-            label("ffn_gate_inp+moe_route"),
-            Some(il),
-            c.n_expert,
-            args,
-        )?;
-    } else {
-        b.node(
-            k::GEMV_F32,
-            label("ffn_gate_inp"),
-            Some(il),
-            c.n_expert,
-            vec![
-                buf(router),
-                buf(norm),
-                buf(router_logits),
-                u32a(c.n_embd),
-                u32a(c.n_expert),
-            ],
-        )?;
-        let mut args = vec![buf(router_logits)];
-        args.extend(route_args.iter().cloned());
-        b.node(MOE_ROUTE.name, label("moe_route"), Some(il), 1, args)?;
-    }
+    // Router gemv and routing in one launch. Its warp counter must be 0 before every launch:
+    // activations are zeroed at allocation and each launch resets it, so one counter serves
+    // every layer and every replay.
+    let count = b.act("act.moe_router_count", 4)?;
+    let mut args = vec![buf(router), buf(norm), buf(router_logits)];
+    args.extend(route_args[..2].iter().cloned());
+    args.push(buf(count));
+    args.push(u32a(c.n_embd));
+    args.extend(route_args[2..].iter().cloned());
+    b.node(
+        MOE_ROUTER_F32.name,
+        label("ffn_gate_inp+moe_route"),
+        Some(il),
+        c.n_expert,
+        args,
+    )?;
 
     // Separate gate and up tensors, or one merged `[gate | up]` tensor read through `gate`
     // (the kernel never reads `up` then; the merged buffer stands in for it).

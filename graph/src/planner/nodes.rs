@@ -17,9 +17,8 @@ use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
 
-/// `norm_q8 = q8_1(rmsnorm(residual)·w)`, and the f32 `norm` too when `need_f32` (the
-/// router's input): one fused launch (`rmsnorm_q8_1`, or `rmsnorm_q8_1_f32` with the f32 copy)
-/// when the PTX has it, otherwise `rmsnorm_f32` then `quantize_q8_1`.
+/// `norm_q8 = q8_1(rmsnorm(residual)·w)` in one launch (`rmsnorm_q8_1`), and with `need_f32`
+/// the f32 `norm` too (`rmsnorm_q8_1_f32`; the router's input).
 pub(crate) fn rmsnorm_q8(
     b: &mut Builder<'_>,
     w: BufId,
@@ -29,7 +28,7 @@ pub(crate) fn rmsnorm_q8(
 ) -> Result<(), PlanError> {
     let (x, y, y_q8) = (b.acts.residual, b.acts.norm, b.acts.norm_q8);
     let (n, eps) = (b.c.n_embd, b.c.rms_eps);
-    if need_f32 && k::available(k::RMSNORM_Q8_1_F32) {
+    if need_f32 {
         return b.node(
             k::RMSNORM_Q8_1_F32,
             label,
@@ -45,28 +44,12 @@ pub(crate) fn rmsnorm_q8(
             ],
         );
     }
-    if !need_f32 && k::available(k::RMSNORM_Q8_1) {
-        return b.node(
-            k::RMSNORM_Q8_1,
-            label,
-            layer,
-            1,
-            vec![buf(x), buf(w), buf(y_q8), u32a(n), NodeArg::F32(eps)],
-        );
-    }
     b.node(
-        k::RMSNORM_F32,
-        label.clone(),
+        k::RMSNORM_Q8_1,
+        label,
         layer,
         1,
-        vec![buf(x), buf(w), buf(y), u32a(n), NodeArg::F32(eps)],
-    )?;
-    b.node(
-        k::QUANTIZE_Q8_1,
-        format!("{label} q8_1"),
-        layer,
-        n,
-        vec![buf(y), buf(y_q8), u32a(n)],
+        vec![buf(x), buf(w), buf(y_q8), u32a(n), NodeArg::F32(eps)],
     )
 }
 
@@ -110,18 +93,6 @@ impl NextNorm {
             NodeArg::F32(b.c.rms_eps),
         ])
     }
-}
-
-/// `y = x` quantized to q8_1 (`n` a multiple of 32).
-pub(crate) fn quantize(
-    b: &mut Builder<'_>,
-    x: NodeArg,
-    y: NodeArg,
-    n: usize,
-    label: String,
-    il: usize,
-) -> Result<(), PlanError> {
-    b.node(k::QUANTIZE_Q8_1, label, Some(il), n, vec![x, y, u32a(n)])
 }
 
 /// `(ncols, nrows)` of a weight whose rows are a positive multiple of `m` weights, which
