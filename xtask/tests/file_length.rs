@@ -12,7 +12,6 @@ const MAX_LINES: usize = 800;
 /// Files over the limit when the rule came in (2026-12-03), each with its ceiling: split them
 /// (issue 38) and lower or remove the entry.
 const OVER: &[(&str, usize)] = &[
-    ("graph/src/exec/cuda.rs", 1216),
     ("host/quant/src/cpu_dot/avx2.rs", 1146),
     ("host/serve/src/lib.rs", 1041),
     ("host/serve/tests/serve.rs", 949),

@@ -3,20 +3,20 @@
 //! the residual add.
 
 use ingot_abi::launch::{
-    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_LATENT,
+    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1, FLASH_LATENT,
     FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA,
-    FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
 
+use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::{buf, buf_at, u32a, Builder};
+use super::nodes::{gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, NextNorm};
 use crate::error::PlanError;
 use crate::node::NodeArg;
 use crate::weights::Recipe;
-use ingot_abi::blocks::BlockQ8_1;
 
 /// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards, and the
 /// norm buffers its `ffn_norm` (the `attn_output` launch's tail).
@@ -31,7 +31,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Later layers find their attn_norm written by the previous FFN's down launch.
     if il == 0 {
         let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
-        super::ffn::rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
+        rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
     }
 
     let q_len = c.n_head * c.d_qk();
@@ -42,21 +42,16 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let q_pe = b.f32_act("act.q_pe", c.n_head * c.d_rope)?;
     let cache = b.kv_cache(il)?;
     // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at block
-    // h·stride. The rope writes them itself (packed, stride d_nope/32) when the PTX has the
-    // q8_1 variant; otherwise the whole q is quantized at once (stride d_qk/32) when d_qk is a
-    // whole number of blocks, or each head's nope part into its own blocks.
-    let fused_q8 = k::available(ROPE_KV_Q8_1.name);
-    let q_nope_q8 = if fused_q8 {
-        Some(b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?)
-    } else {
-        None
-    };
-    let rope_args = |q_nope_q8: Option<crate::BufId>| {
-        let mut args = vec![buf(kv_norm), buf(rope_freq), buf(step), buf(q_pe)];
-        args.extend(q_nope_q8.map(buf));
-        args.push(buf(cache));
-        args
-    };
+    // h·stride; the rope writes them itself (packed, stride d_nope/32).
+    let q_nope_q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
+    let rope_args = [
+        buf(kv_norm),
+        buf(rope_freq),
+        buf(step),
+        buf(q_pe),
+        buf(q_nope_q8),
+        buf(cache),
+    ];
     let rope_scalars = [
         u32a(c.n_head),
         u32a(c.d_nope),
@@ -69,32 +64,18 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     ];
     // The paired attn_q + attn_kv_a_mqa launch runs the rope as its last block's tail
     // (`gemv2_rope_*`) when it can; otherwise the rope is a node of its own.
-    let tail = match q_nope_q8 {
-        Some(q8) => {
-            let mut tail = rope_args(Some(q8));
-            tail.push(buf(b.act("act.rope_count", 4)?));
-            tail.extend(rope_scalars);
-            Some(tail)
-        }
-        None => None,
-    };
-    if !projections(b, il, norm_q8, (q, kv), tail)? {
+    let mut tail = rope_args.to_vec();
+    tail.push(buf(b.act("act.rope_count", 4)?));
+    tail.extend(rope_scalars);
+    if !projections(b, il, norm_q8, (q, kv), Some(tail))? {
         let mut args = vec![buf(q), buf(kv)];
-        args.extend(rope_args(q_nope_q8));
+        args.extend(rope_args);
         args.extend(rope_scalars);
-        let rope = if fused_q8 {
-            ROPE_KV_Q8_1.name
-        } else {
-            ROPE_KV.name
-        };
-        b.node(rope, label("rope_kv"), layer, 1, args)?;
+        b.node(ROPE_KV_Q8_1.name, label("rope_kv"), layer, 1, args)?;
     }
 
     let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
-    let (q_nope_q8, stride) = match q_nope_q8 {
-        Some(q8) => (q8, c.d_nope / 32),
-        None => quantize_q_nope(b, q, il)?,
-    };
+    let stride = c.d_nope / 32;
     let q_abs = b.f32_act("act.q_abs", c.n_head * c.kv_lora)?;
     grouped(
         b,
@@ -117,11 +98,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         CacheType::F16 => (FLASH_LATENT_MMA.name, FLASH_LATENT.name),
         CacheType::Q8_0 => (FLASH_LATENT_MMA_Q8_0.name, FLASH_LATENT_Q8_0.name),
     };
-    let flash = if mma && k::available(flash_mma) {
-        flash_mma
-    } else {
-        flash_scalar
-    };
+    let flash = if mma { flash_mma } else { flash_scalar };
     b.node(
         flash,
         label("flash_latent"),
@@ -149,14 +126,13 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let n_o = c.n_head * c.d_v;
     let o_q8 = b.q8_act("act.o_q8", n_o)?;
     let merge_args = [buf(part_o), buf(part_ml), buf(step)];
-    // The merge and attn_v_b in one launch when the PTX has it for this type and shape.
-    let fused = k::merge_v_b(v_b_ty);
+    // The merge and attn_v_b in one launch when the shape fits it.
     let fits = merge_v_b_fits(
         c.kv_lora as u32,
         c.d_v as u32,
         k::row_multiple(v_b_ty) as u32,
     );
-    if k::available(&fused) && fits {
+    if fits {
         check_grouped_row(b, v_b, v_b_ty, c.kv_lora)?;
         let halves = b.f32_act("act.v_b_halves", n_o * MERGE_V_B_SPLIT as usize)?;
         let pairs = merge_v_b_pairs(c.n_head as u32, c.d_v as u32);
@@ -173,7 +149,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             u32a(segs),
         ]);
         b.node(
-            &fused,
+            k::merge_v_b(v_b_ty),
             label("attn_merge+attn_v_b"),
             layer,
             merge_v_b_items(c.n_head as u32, c.d_v as u32) as usize,
@@ -182,8 +158,8 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     } else {
         merge_then_v_b(b, il, (v_b, v_b_ty), merge_args, o_q8)?;
     }
-    let next = super::ffn::NextNorm::ffn(b, il)?;
-    super::ffn::gemv_add_residual(
+    let next = NextNorm::ffn(b, il)?;
+    gemv_add_residual(
         b,
         &name("attn_output.weight"),
         o_q8,
@@ -205,89 +181,50 @@ fn merge_then_v_b(
     let label = |s: &str| format!("blk.{il} {s}");
     let layer = Some(il);
     let segs = b.opts.max_segments as usize;
-    // attn_merge writes attn_v_b's q8_1 input itself when the PTX has the q8_1 epilogue.
+    // attn_merge writes attn_v_b's q8_1 input itself (its q8_1 epilogue).
     let n_lat = c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
-    let merge_q8 = k::available(ATTN_MERGE_Q8_1.name);
-    let o_lat = if merge_q8 {
-        o_lat_q8
-    } else {
-        b.f32_act("act.o_lat", n_lat)?
-    };
-    let merge = if merge_q8 {
-        ATTN_MERGE_Q8_1.name
-    } else {
-        ATTN_MERGE.name
-    };
     let mut args = merge_args.to_vec();
     args.extend([
-        buf(o_lat),
+        buf(o_lat_q8),
         u32a(c.n_head),
         u32a(c.kv_lora),
         u32a(b.opts.ctx),
         u32a(segs),
     ]);
     b.node(
-        merge,
+        ATTN_MERGE_Q8_1.name,
         label("attn_merge"),
         layer,
         merge_items(c.n_head as u32, c.kv_lora as u32) as usize,
         args,
     )?;
-    if !merge_q8 {
-        super::ffn::quantize(
-            b,
-            buf(o_lat),
-            buf(o_lat_q8),
-            n_lat,
-            label("quantize o_lat"),
-            il,
-        )?;
-    }
 
-    // attn_v_b writes attn_output's q8_1 input itself when the PTX has the q8_1 epilogue
-    // (its rows, n_head·d_v, are whole q8_1 blocks: d_v is checked to be a multiple of 32).
+    // attn_v_b writes attn_output's q8_1 input itself (its q8_1 epilogue; its rows, n_head·d_v,
+    // are whole q8_1 blocks: d_v is checked to be a multiple of 32).
     let n_o = c.n_head * c.d_v;
-    let v_b_shape = (c.kv_lora, n_o, c.d_v, c.kv_lora / 32);
-    let fused = k::gemv_grouped_q8_out(v_b_ty);
-    if k::available(&fused) {
-        check_grouped_row(b, v_b, v_b_ty, c.kv_lora)?;
-        b.node(
-            fused,
-            label("attn_v_b"),
-            layer,
-            n_o / 32,
-            vec![
-                buf(v_b),
-                buf(o_lat_q8),
-                buf(o_q8),
-                u32a(c.kv_lora),
-                u32a(n_o),
-                u32a(c.d_v),
-                u32a(c.kv_lora / 32),
-            ],
-        )?;
-    } else {
-        let o = b.f32_act("act.o", n_o)?;
-        grouped(
-            b,
-            (v_b, v_b_ty),
-            o_lat_q8,
-            o,
-            v_b_shape,
-            label("attn_v_b"),
-            il,
-        )?;
-        super::ffn::quantize(b, buf(o), buf(o_q8), n_o, label("quantize o"), il)?;
-    }
-    Ok(())
+    check_grouped_row(b, v_b, v_b_ty, c.kv_lora)?;
+    b.node(
+        k::gemv_grouped_q8_out(v_b_ty),
+        label("attn_v_b"),
+        layer,
+        n_o / 32,
+        vec![
+            buf(v_b),
+            buf(o_lat_q8),
+            buf(o_q8),
+            u32a(c.kv_lora),
+            u32a(n_o),
+            u32a(c.d_v),
+            u32a(c.kv_lora / 32),
+        ],
+    )
 }
 
 /// `q` and `kv = W_kv_a·x`. A full-rank query is `q = W_q·x`; a low-rank one (V3, Kimi-K2,
 /// GLM-4.7: `attention.q_lora_rank`) is `q = W_q_b·q8_1(rmsnorm(W_q_a·x)·q_a_norm)`, the
 /// oracle's order. The first product (`W_q` or `W_q_a`) shares `x` with `W_kv_a`: one `gemv2_*`
-/// launch when both weights share a type and width (and the PTX has the kernel), otherwise two
-/// plain gemvs.
+/// launch when both weights share a type and width, otherwise two plain gemvs.
 fn projections(
     b: &mut Builder<'_>,
     il: usize,
@@ -312,33 +249,14 @@ fn projections(
     let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
     let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
     let eps = NodeArg::F32(c.rms_eps);
-    if k::available(k::RMSNORM_Q8_1) {
-        b.node(
-            k::RMSNORM_Q8_1,
-            label("attn_q_a_norm"),
-            Some(il),
-            1,
-            vec![buf(q_a), buf(q_a_norm), buf(q_a_q8), u32a(q_lora), eps],
-        )?;
-    } else {
-        let normed = b.f32_act("act.q_a_normed", q_lora)?;
-        b.node(
-            k::RMSNORM_F32,
-            label("attn_q_a_norm"),
-            Some(il),
-            1,
-            vec![buf(q_a), buf(q_a_norm), buf(normed), u32a(q_lora), eps],
-        )?;
-        super::ffn::quantize(
-            b,
-            buf(normed),
-            buf(q_a_q8),
-            q_lora,
-            label("quantize q_a"),
-            il,
-        )?;
-    }
-    super::ffn::gemv_into(
+    b.node(
+        k::RMSNORM_Q8_1,
+        label("attn_q_a_norm"),
+        Some(il),
+        1,
+        vec![buf(q_a), buf(q_a_norm), buf(q_a_q8), u32a(q_lora), eps],
+    )?;
+    gemv_into(
         b,
         &name("attn_q_b.weight"),
         q_a_q8,
@@ -350,8 +268,8 @@ fn projections(
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
-/// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width (and the PTX has
-/// the kernel), otherwise two plain gemvs. With `rope_tail` (the rope's arguments after the
+/// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width, otherwise two
+/// plain gemvs. With `rope_tail` (the rope's arguments after the
 /// gemv's, see `ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings) the one launch is `gemv2_rope_*`, whose last
 /// block runs `rope_kv_q8_1`; returns whether it did (the caller plans the rope otherwise).
 fn pair(
@@ -367,13 +285,15 @@ fn pair(
         format!("blk.{il}.attn_kv_a_mqa.weight"),
     );
     let label = |s: &str| format!("blk.{il} {s}");
-    let (wq, q_info, q_cols, q_rows) = super::ffn::gemv_weight(b, &q_name, "gemv")?;
-    let (wkv, kv_info, kv_cols, kv_rows) = super::ffn::gemv_weight(b, &kv_name, "gemv")?;
-    let (pair, with_rope) = (k::gemv2(q_info.ty), k::gemv2_rope(q_info.ty));
-    let rope_tail = rope_tail.filter(|_| k::available(&with_rope));
-    let kernel = if rope_tail.is_some() { with_rope } else { pair };
-    if q_info.ty == kv_info.ty && q_cols == kv_cols && k::available(&kernel) {
+    let (wq, q_info, q_cols, q_rows) = gemv_weight(b, &q_name, "gemv")?;
+    let (wkv, kv_info, kv_cols, kv_rows) = gemv_weight(b, &kv_name, "gemv")?;
+    if q_info.ty == kv_info.ty && q_cols == kv_cols {
         let rope = rope_tail.is_some();
+        let kernel = if rope {
+            k::gemv2_rope(q_info.ty)
+        } else {
+            k::gemv2(q_info.ty)
+        };
         let mut args = vec![
             buf(wq),
             buf(wkv),
@@ -395,40 +315,9 @@ fn pair(
         )?;
         return Ok(rope);
     }
-    super::ffn::gemv_into(b, &q_name, x_q8, y, label(first), il)?;
-    super::ffn::gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
+    gemv_into(b, &q_name, x_q8, y, label(first), il)?;
+    gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
     Ok(false)
-}
-
-/// The query nope parts as q8_1 blocks for the grouped `attn_k_b` gemv, by separate
-/// `quantize_q8_1` launches: returns the buffer and its per-head block stride.
-fn quantize_q_nope(
-    b: &mut Builder<'_>,
-    q: crate::BufId,
-    il: usize,
-) -> Result<(crate::BufId, usize), PlanError> {
-    let c = b.c;
-    let label = |s: &str| format!("blk.{il} {s}");
-    let q_len = c.n_head * c.d_qk();
-    if c.d_qk().is_multiple_of(32) {
-        let q8 = b.q8_act("act.q_q8", q_len)?;
-        super::ffn::quantize(b, buf(q), buf(q8), q_len, label("quantize q"), il)?;
-        return Ok((q8, c.d_qk() / 32));
-    }
-    let q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
-    for h in 0..c.n_head {
-        let x = buf_at(q, (h * c.d_qk() * 4) as u64);
-        let y = buf_at(q8, (h * c.d_nope / 32 * size_of::<BlockQ8_1>()) as u64);
-        super::ffn::quantize(
-            b,
-            x,
-            y,
-            c.d_nope,
-            label(&format!("quantize q_nope head {h}")),
-            il,
-        )?;
-    }
-    Ok((q8, c.d_nope / 32))
 }
 
 /// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer.
@@ -477,10 +366,6 @@ fn check_grouped_row(
             ty.name()
         ),
     })
-}
-
-pub(crate) fn is_f32(ty: GgmlType) -> bool {
-    ty == GgmlType::F32
 }
 
 /// The kernels' compile-time limits, checked once per layer (cheap) so the error names them.

@@ -4,9 +4,9 @@ use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
 
-use super::ffn::{gemv_weight, rmsnorm_q8};
+use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::{buf, u32a, Builder};
+use super::nodes::{gemv_weight, rmsnorm_q8};
 use crate::error::PlanError;
 
 /// `residual = token_embd[state.token]`, dequantized: a node when the PTX has the fetch kernel
@@ -48,7 +48,7 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let (x, logits, step) = (b.acts.norm_q8, b.acts.logits, b.acts.step);
     let items = k::gemv_items(info.ty, ncols, nrows);
     let fused = k::gemv_argmax(info.ty);
-    if k::available(&fused) && k::available(ARGMAX_FINISH.name) {
+    if k::available(&fused) {
         // The 64-bit argmax key must hold 0 before the fused gemv: activations are zeroed at
         // allocation and `argmax_finish` resets it, so every replay finds it at 0.
         let acc = b.act("act.argmax_key", 8)?;
@@ -82,9 +82,6 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
         items,
         vec![buf(w), buf(x), buf(logits), u32a(ncols), u32a(nrows)],
     )?;
-    if !k::available(ARGMAX_STEP.name) {
-        return Ok(());
-    }
     b.device_argmax = true;
     b.node(
         ARGMAX_STEP.name,

@@ -1,11 +1,11 @@
 //! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
 //!
-//! Names and parameter lists follow `ingot_abi::launch`. Where a fused kernel is not in the
-//! committed PTX (the embedding fetch, the q8_1-writing variants of rmsnorm, rope_kv,
-//! attn_merge and the grouped gemv, the paired gemv, the lm_head argmax), the builder falls
-//! back to the unfused kernels or to a host step the plan records
-//! ([`crate::Plan::host_embedding`], [`crate::Plan::device_argmax`]); [`crate::Plan::check`]
-//! verifies every node against the table before anything runs.
+//! Names and parameter lists follow `ingot_abi::launch`. The committed PTX exports exactly the
+//! launch table's kernels (`kernels/tests/launch_table.rs`), so a fixed name or a registry
+//! name of a gemv type is always there; [`available`] only decides where the table has no
+//! kernel for a type: the embedding fetch (else a host step, [`crate::Plan::host_embedding`])
+//! and the lm_head gemv with the argmax folded in (else the plain gemv and `argmax_step`).
+//! [`crate::Plan::check`] verifies every node against the table before anything runs.
 
 use ingot_abi::launch::gemv_rows_per_warp;
 use ingot_abi::launch::KernelDesc;
@@ -109,24 +109,15 @@ pub fn merge_v_b(ty: GgmlType) -> String {
     registry_name(ty, "attn_merge_v_b", |t| Some(t.merge_v_b()))
 }
 
-/// The f32 router gemv `(w, x, y, ncols, nrows)`; an item is a row.
-pub const GEMV_F32: &str = ingot_abi::launch::GEMV_F32.name;
-
-/// `(x, w, y, n, eps)` over rows; an item is a row.
-pub const RMSNORM_F32: &str = ingot_abi::launch::RMSNORM_F32.name;
-
-/// `(x, y, n)`; an item is an input float.
-pub const QUANTIZE_Q8_1: &str = ingot_abi::launch::QUANTIZE_Q8_1.name;
-
-/// Fused rmsnorm + q8_1 `(x, w, y_q8, n, eps)`, one item per row, used when the PTX has it.
+/// Fused rmsnorm + q8_1 `(x, w, y_q8, n, eps)`, one item per row.
 pub const RMSNORM_Q8_1: &str = "rmsnorm_q8_1";
 
 /// Fused rmsnorm + q8_1 that also writes the normalized f32 row `(x, w, y_q8, y_f32, n, eps)`
-/// (the MoE router's input), one item per row, used when the PTX has it.
+/// (the MoE router's input), one item per row.
 pub const RMSNORM_Q8_1_F32: &str = "rmsnorm_q8_1_f32";
 
 /// Embedding fetch `(table, state, y, n, n_vocab)` of row `state.token`, one item per output
-/// float, used when the PTX has it.
+/// float; the table has it for the float types and some quant types ([`available`] says which).
 pub fn embed(ty: GgmlType) -> String {
     format!("embed_{}", type_tag(ty))
 }

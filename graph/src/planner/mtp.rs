@@ -27,9 +27,10 @@ use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::tensors::TOKEN_EMBD;
 use ingot_model::ModelConfig;
 
-use super::ffn::{gemv_weight, rmsnorm_q8};
+use super::builder::{buf, buf_at, u32a, Builder};
 use super::kernels as k;
-use super::{attention, buf, buf_at, ffn, u32a, Builder, PlanOptions};
+use super::nodes::{gemv_weight, rmsnorm_q8};
+use super::{attention, ffn, PlanOptions};
 use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
@@ -188,8 +189,7 @@ pub fn build_mtp_plan_for(
     })
 }
 
-/// `y_q8[at..] = q8_1(rmsnorm(x)·w)` over `n_embd` values: `rmsnorm_q8_1` when the PTX has it,
-/// otherwise `rmsnorm_f32` into a scratch row and `quantize_q8_1`.
+/// `y_q8[at..] = q8_1(rmsnorm(x)·w)` over `n_embd` values (`rmsnorm_q8_1`).
 fn norm_q8_into(
     b: &mut Builder<'_>,
     (x, w): (BufId, BufId),
@@ -197,28 +197,11 @@ fn norm_q8_into(
     label: String,
 ) -> Result<(), PlanError> {
     let (n, eps, il) = (b.c.n_embd, b.c.rms_eps, Some(b.c.n_layer));
-    if k::available(k::RMSNORM_Q8_1) {
-        return b.node(
-            k::RMSNORM_Q8_1,
-            label,
-            il,
-            1,
-            vec![buf(x), buf(w), buf_at(y_q8, at), u32a(n), NodeArg::F32(eps)],
-        );
-    }
-    let tmp = b.f32_act("act.mtp_norm_f32", n)?;
     b.node(
-        k::RMSNORM_F32,
-        label.clone(),
+        k::RMSNORM_Q8_1,
+        label,
         il,
         1,
-        vec![buf(x), buf(w), buf(tmp), u32a(n), NodeArg::F32(eps)],
-    )?;
-    b.node(
-        k::QUANTIZE_Q8_1,
-        format!("{label} q8_1"),
-        il,
-        n,
-        vec![buf(tmp), buf_at(y_q8, at), u32a(n)],
+        vec![buf(x), buf(w), buf_at(y_q8, at), u32a(n), NodeArg::F32(eps)],
     )
 }

@@ -9,15 +9,15 @@ use ingot_abi::launch::{
 };
 
 use super::super::attention::{
-    absorbed_weight, check_shapes, is_f32, rope_table, temperature_args, temperature_table,
-    Absorbed,
+    absorbed_weight, check_shapes, rope_table, temperature_args, temperature_table, Absorbed,
 };
 use super::ffn::Routed;
 use super::{add_rows, check_mmq_cols, mmq, mmq_type, mmq_weight, norm_rows, ChunkActs};
 use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
-use crate::planner::{buf, u32a, Builder};
+use crate::planner::builder::{buf, u32a, Builder};
+use crate::planner::nodes::is_f32;
 
 /// Appends layer `il`'s attention over the chunk; `x` holds `x + attn(x)` afterwards.
 pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<(), PlanError> {

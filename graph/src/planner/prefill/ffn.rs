@@ -9,12 +9,12 @@ use ingot_abi::launch::{
 };
 use ingot_model::config::ExpertGateUp;
 
-use super::super::attention::is_f32;
 use super::{add_rows, mmq, mmq_weight, norm_rows, ChunkActs};
 use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
-use crate::planner::{buf, u32a, Builder};
+use crate::planner::builder::{buf, u32a, Builder};
+use crate::planner::nodes::{is_f32, model_routing, route_scalars};
 
 /// A dense FFN over the chunk: `x += W_down·q8_1(silu(W_gate·h) ⊙ W_up·h)`.
 pub(crate) fn dense(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<(), PlanError> {
@@ -130,7 +130,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
             u32a(t),
         ],
     )?;
-    let (flags, model_bias) = super::super::ffn::model_routing(b, il)?;
+    let (flags, model_bias) = model_routing(b, il)?;
     // Without a selection bias the kernel never reads `bias`; the logits stand in.
     let bias = model_bias.unwrap_or(logits);
     let sel = b.act(
@@ -145,7 +145,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
         t,
         vec![buf(logits), buf(bias), buf(acts.rows), buf(sel)]
             .into_iter()
-            .chain(super::super::ffn::route_scalars(c, flags))
+            .chain(route_scalars(c, flags))
             .chain([u32a(t)])
             .collect(),
     )?;

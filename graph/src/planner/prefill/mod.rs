@@ -23,8 +23,9 @@ use ingot_abi::launch::{mmq_items, MmqType, FLASH_PREFILL_MAX_TOKENS, MOE_COMBIN
 use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::ModelConfig;
 
+use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::{buf, u32a, Builder, PlanOptions};
+use super::PlanOptions;
 use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::NodeArg;
@@ -116,11 +117,11 @@ pub fn build_prefill_plan_for(
     let (norm_w, _) = b.weight(
         ingot_model::tensors::OUTPUT_NORM,
         "rmsnorm",
-        &super::attention::is_f32,
+        &super::nodes::is_f32,
     )?;
-    super::ffn::rmsnorm_q8(&mut b, norm_w, "output_norm".into(), None, false)?;
+    super::nodes::rmsnorm_q8(&mut b, norm_w, "output_norm".into(), None, false)?;
     let (w, info, ncols, nrows) =
-        super::ffn::gemv_weight(&mut b, config.output_tensor(), "lm_head")?;
+        super::nodes::gemv_weight(&mut b, config.output_tensor(), "lm_head")?;
     let (x_q8, logits) = (b.acts.norm_q8, b.acts.logits);
     b.node(
         k::gemv(info.ty),

@@ -1,0 +1,326 @@
+//! The plan captured into one CUDA graph and replayed once per token.
+//!
+//! Load: build and check the plan, compare its device bytes with the free VRAM, upload every
+//! weight once (zero-copy from the memory map into the copy), load the PTX, resolve every
+//! kernel, then capture all nodes in order into one graph. Decode: the host writes the
+//! [`StepState`] (token, position) through pinned memory, enqueues one replay and an
+//! asynchronous copy of the logits into pinned memory, and waits on an event.
+//!
+//! [`CudaExecutor::generate_greedy`] keeps the host off the critical path: the graph's last
+//! kernel writes the argmax into the `StepState` and advances it, so replay `k+1` is enqueued
+//! before the host has read token `k`, which arrives through a pinned copy enqueued between the
+//! two replays.
+//!
+//! By concern: this file holds the executor and its public API; `upload` the device state
+//! (`Loaded`) and how it is allocated and filled; `replay` the decode step on the device
+//! (capture, replay, node-by-node runs, the StepState and the expert cache between steps);
+//! `prefill` the batched prefill's plans and chunks; `fault` eager mode ([`EAGER_VAR`]) and the
+//! localisation of a failed replay; `timing` the per-node and per-replay measurements; `launch`
+//! the node launches themselves; `slots` the expert cache's view of GPU memory. The executor is
+//! unusable after a failed replay (`dev` is `None`).
+
+use std::path::PathBuf;
+
+use ingot_abi::step::StepState;
+use ingot_cuda::{Gpu, JitReport};
+use ingot_gguf::GgufFile;
+use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
+
+use crate::error::ExecError;
+use crate::plan::Plan;
+use crate::planner::{build_plan_for, PlanOptions};
+
+mod fault;
+mod launch;
+mod prefill;
+mod replay;
+mod slots;
+mod timing;
+mod upload;
+
+pub use fault::EAGER_VAR;
+pub use timing::StepTiming;
+
+use fault::{eager_requested, Failed};
+use prefill::{prefill_own_bytes, prefill_plans, PrefillHost};
+use upload::Loaded;
+
+/// Pipelined greedy decoding keeps this many step results in flight.
+const IN_FLIGHT: usize = 2;
+
+const STATE_BYTES: usize = size_of::<StepState>();
+
+/// The decode plan as one CUDA graph (or node by node in eager mode).
+pub struct CudaExecutor {
+    config: ModelConfig,
+    plan: Plan,
+    /// The model file, reopened to re-run a failing step eagerly in a fresh context.
+    path: PathBuf,
+    eager: bool,
+    /// Everything on the device; `None` once a replay failed (dropping it released the
+    /// faulted context).
+    dev: Option<Box<Loaded>>,
+    filled: usize,
+    logits: Vec<f32>,
+    device_name: String,
+    /// The batched prefill's plans, ascending by bucket, or why there are none.
+    prefill: Result<Vec<PrefillHost>, String>,
+}
+
+/// Where a loaded executor stands; printed by `ingot run -v`.
+#[derive(Clone, Debug)]
+pub struct CudaInfo {
+    pub device: String,
+    pub nodes: usize,
+    pub nodes_per_layer: usize,
+    pub device_bytes: u64,
+    pub upload_s: f64,
+    /// How the kernels' module loaded (embedded cubin or the PTX's JIT): wall time, info log.
+    pub jit: JitReport,
+    /// Node by node with a sync after each (`INGOT_EAGER=1`) instead of a graph replay.
+    pub eager: bool,
+    /// The graph's nodes start before their predecessor has finished (programmatic dependent
+    /// launch: sm_90 and later, unless `INGOT_NO_PDL` is set).
+    pub early_launch: bool,
+    /// Device bytes of the prefill plans' own buffers (their activations), part of what was
+    /// checked against the free memory; 0 without a batched prefill.
+    pub prefill_bytes: u64,
+    /// The prefill buckets loaded (ascending), or why prompts run token by token.
+    pub prefill: Result<Vec<usize>, String>,
+}
+
+impl CudaExecutor {
+    /// Opens GPU 0 and loads `file` into one captured graph (or, with `INGOT_EAGER=1`, for
+    /// node-by-node execution). `progress` draws an upload bar.
+    pub fn load(
+        file: &GgufFile,
+        opts: PlanOptions,
+        progress: bool,
+    ) -> Result<(Self, CudaInfo), ExecError> {
+        let config = ModelConfig::from_gguf(file.header()).map_err(crate::PlanError::from)?;
+        let gpu = Gpu::new(0)?;
+        // The attention split is sized to this GPU (one block per SM), whatever the caller
+        // chose: any split gives the same result up to f32 summation order.
+        let opts = PlanOptions {
+            expert_cache: opts.expert_cache,
+            cache_type: opts.cache_type,
+            ..PlanOptions::for_device(opts.ctx, gpu.sm_count()?)
+        };
+        let plan = build_plan_for(&config, file.header(), opts)?;
+        let descs = plan.check_committed()?;
+        let prefill = prefill_plans(&config, file, opts, &plan)?;
+        let pf = prefill.as_deref().unwrap_or(&[]);
+        let summary = plan.summary();
+        let device_name = gpu.name()?;
+        let eager = eager_requested();
+        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
+        let info = CudaInfo {
+            device: device_name.clone(),
+            nodes: summary.nodes,
+            nodes_per_layer: summary.max_nodes_per_layer(),
+            device_bytes: summary.device_bytes() + prefill_own_bytes(pf),
+            upload_s,
+            jit: dev.module.jit_report().clone(),
+            eager,
+            early_launch: dev.module.early_launch() && !eager,
+            prefill_bytes: prefill_own_bytes(pf),
+            prefill: match &prefill {
+                Ok(p) => Ok(p.iter().map(|h| h.pre.ntok).collect()),
+                Err(e) => Err(e.clone()),
+            },
+        };
+        let exec = CudaExecutor {
+            logits: vec![0.0; config.vocab],
+            filled: 0,
+            config,
+            plan,
+            path: file.path().to_owned(),
+            eager,
+            dev: Some(Box::new(dev)),
+            device_name,
+            prefill,
+        };
+        Ok((exec, info))
+    }
+
+    /// The logits the last completed copy put into the pinned staging.
+    fn read_logits(&mut self) -> Result<(), ExecError> {
+        let n = self.plan.vocab * 4;
+        let d = self.dev.as_deref().ok_or(ExecError::Faulted)?;
+        for (v, b) in self
+            .logits
+            .iter_mut()
+            .zip(d.logits_out.bytes()[..n].chunks_exact(4))
+        {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(())
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// Turns programmatic dependent launch of the decode step's nodes on or off and recaptures
+    /// the step; returns whether it is now on. It can only be on for kernels built to wait on
+    /// their predecessor (compute capability 9.0 and later, `ingot_kernels::grid_dep`); in
+    /// eager mode nodes never start early. The logits do not depend on it (the device check's
+    /// gate compares them); the time per step does.
+    pub fn set_early_launch(&mut self, on: bool) -> Result<bool, ExecError> {
+        let plan = &self.plan;
+        let Some(dev) = self.dev.as_mut() else {
+            return Ok(false);
+        };
+        let now = dev.module.set_early_launch(on);
+        if dev.graph.is_some() {
+            dev.graph = None;
+            dev.capture(plan)?;
+        }
+        Ok(now)
+    }
+
+    /// Whether the decode step's nodes start before their predecessor has finished (see
+    /// [`CudaExecutor::set_early_launch`]).
+    pub fn early_launch(&self) -> bool {
+        self.dev
+            .as_ref()
+            .is_some_and(|d| d.module.early_launch() && d.graph.is_some())
+    }
+
+    /// Whether steps run node by node (`INGOT_EAGER=1`).
+    pub fn is_eager(&self) -> bool {
+        self.eager
+    }
+
+    /// One step at `pos` with `token`; the logits are then in [`CudaExecutor::logits`].
+    pub fn step(&mut self, token: u32, pos: usize) -> Result<(), ExecError> {
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        let n = self.plan.vocab * 4;
+        let plan = &self.plan;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| {
+                d.enqueue_state(plan, token, pos)?;
+                d.run(plan)?;
+                let logits = &d.bufs[plan.logits.0 as usize];
+                d.gpu.copy_to_pinned(logits, 0, &mut d.logits_out, 0, n)?;
+                d.gpu.record(&d.events[0])?;
+                d.events[0].synchronize()?;
+                d.update_experts()
+            });
+        if let Err(e) = result {
+            return Err(self.after_failure(e, Failed::Step { token, pos }));
+        }
+        self.read_logits()?;
+        self.filled = pos + 1;
+        Ok(())
+    }
+
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Greedy decoding of `n` tokens after feeding `token` at `pos`: returns the argmax chosen
+    /// by each of the `n` replays. Replay `k+1` is queued before the host reads token `k`
+    /// (the graph advances the StepState itself), so the GPU never idles on the host.
+    /// Logits are not read back. A failure is localised by an eager re-run at `pos` (the
+    /// pipelined replays do not say which of them faulted).
+    pub fn generate_greedy(
+        &mut self,
+        token: u32,
+        pos: usize,
+        n: usize,
+    ) -> Result<Vec<u32>, ExecError> {
+        check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
+        if self.plan.host_embedding || !self.plan.device_argmax {
+            return Err(ExecError::NeedsHost(
+                "pipelined greedy decoding needs the device embedding fetch and lm_head argmax kernels",
+            ));
+        }
+        crate::exec::check_greedy_span(self.plan.ctx, pos, n)?;
+        let plan = &self.plan;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| {
+                d.enqueue_state(plan, token, pos)?;
+                let mut out = Vec::with_capacity(n);
+                if d.experts.is_some() {
+                    // The cache's host step sits between replays: one token at a time.
+                    for _ in 0..n {
+                        d.run(plan)?;
+                        let step = &d.bufs[plan.step.0 as usize];
+                        d.gpu
+                            .copy_to_pinned(step, 0, &mut d.state_out, 0, STATE_BYTES)?;
+                        d.gpu.record(&d.events[0])?;
+                        out.push(d.read_slot(0)?);
+                        d.update_experts()?;
+                    }
+                    return Ok(out);
+                }
+                for k in 0..n {
+                    d.run(plan)?;
+                    let slot = k % IN_FLIGHT;
+                    let step = &d.bufs[plan.step.0 as usize];
+                    d.gpu.copy_to_pinned(
+                        step,
+                        0,
+                        &mut d.state_out,
+                        slot * STATE_BYTES,
+                        STATE_BYTES,
+                    )?;
+                    d.gpu.record(&d.events[slot])?;
+                    if k >= 1 {
+                        out.push(d.read_slot((k - 1) % IN_FLIGHT)?);
+                    }
+                }
+                if n >= 1 {
+                    out.push(d.read_slot((n - 1) % IN_FLIGHT)?);
+                }
+                Ok(out)
+            });
+        match result {
+            Ok(out) => {
+                self.filled = pos + n;
+                Ok(out)
+            }
+            Err(e) => Err(self.after_failure(e, Failed::Step { token, pos })),
+        }
+    }
+}
+
+impl Decoder for CudaExecutor {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32], ModelError> {
+        self.step(token, pos).map_err(crate::exec::to_model_error)?;
+        Ok(&self.logits)
+    }
+
+    fn reset(&mut self) {
+        self.filled = 0;
+    }
+
+    /// In chunks of the prefill plans ([`CudaExecutor::prefill_chunked`]).
+    fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, ModelError> {
+        self.prefill_chunked(tokens, start_pos)
+            .map_err(crate::exec::to_model_error)
+    }
+
+    /// The last step's routing, when the plan has an expert cache; `None` otherwise.
+    fn routing(&self) -> Option<&[(u32, f32)]> {
+        self.dev
+            .as_deref()
+            .and_then(|d| d.experts.as_ref())
+            .map(|(c, _)| c.routing())
+    }
+}

@@ -1,0 +1,206 @@
+//! The plan's state on one device and how it gets there: every buffer allocated once at its
+//! declared size and its initial bytes uploaded (host-mapped buffers, the routed experts outside
+//! VRAM, filled in place), the PTX loaded and every kernel the plans name resolved, the expert
+//! cache set up, and the decode nodes captured. Nothing is allocated after load.
+
+use std::time::Instant;
+
+use ingot_abi::launch::KernelDesc;
+use ingot_cuda::{
+    CopyStream, DeviceBuffer, Event, Fence, Gpu, Graph, LaunchShape, MappedBuffer, Module,
+    PinnedBuffer,
+};
+use ingot_gguf::GgufFile;
+
+use super::launch::Place;
+use super::prefill::{prefill_own_bytes, DevPrefill, PrefillHost};
+use super::slots::CudaSlots;
+use super::{IN_FLIGHT, STATE_BYTES};
+use crate::buffer::BufferKind;
+use crate::error::ExecError;
+use crate::exec::expert_cache::ExpertCache;
+use crate::plan::Plan;
+use crate::weights::{initial_bytes, HostEmbedding};
+
+/// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
+/// the graph's own resources and cudarc's bookkeeping.
+const VRAM_HEADROOM: u64 = 512 << 20;
+
+/// Bytes of the unused device buffer that stands at a host-mapped buffer's index in `bufs`.
+const MAPPED_PLACEHOLDER: usize = 256;
+
+/// The plan's state on one device.
+pub(super) struct Loaded {
+    pub(super) gpu: Gpu,
+    pub(super) module: Module,
+    pub(super) bufs: Vec<DeviceBuffer>,
+    /// Launch geometry of every node, in plan order.
+    pub(super) shapes: Vec<LaunchShape>,
+    /// The captured step; `None` in eager mode.
+    pub(super) graph: Option<Graph>,
+    /// Host staging of the StepState written before a replay.
+    pub(super) state_in: PinnedBuffer,
+    /// `IN_FLIGHT` StepState slots read back by greedy decoding.
+    pub(super) state_out: PinnedBuffer,
+    pub(super) logits_out: PinnedBuffer,
+    pub(super) events: Vec<Event>,
+    /// Host copy of the embedding table and its pinned staging row, for plans without a
+    /// device embedding fetch.
+    pub(super) embedding: Option<(HostEmbedding, PinnedBuffer)>,
+    /// The host-mapped buffers (routed experts outside VRAM), by plan buffer index; `bufs`
+    /// holds a small unused placeholder at their index.
+    pub(super) mapped: Vec<Option<MappedBuffer>>,
+    /// The routed experts' cache, when the plan keeps experts beyond VRAM, and the stream its
+    /// slot fills run on.
+    pub(super) experts: Option<(ExpertCache<Fence>, CopyStream)>,
+    /// The batched prefill; `None` when the executor has no prefill plan.
+    pub(super) prefill: Option<DevPrefill>,
+}
+
+/// The decode plan's buffer `i`.
+pub(super) fn decode_place<'a>(
+    bufs: &'a [DeviceBuffer],
+    mapped: &[Option<MappedBuffer>],
+    i: usize,
+) -> Place<'a> {
+    match &mapped[i] {
+        Some(m) => Place::Mapped(m.device_address()),
+        None => Place::Dev(&bufs[i]),
+    }
+}
+
+/// Every node's launch geometry, in plan order.
+pub(super) fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
+    plan.nodes
+        .iter()
+        .zip(descs)
+        .map(|(n, d)| LaunchShape {
+            grid: d.grid(n.items),
+            block: d.block,
+            shared_bytes: d.shared_bytes,
+        })
+        .collect()
+}
+
+impl Loaded {
+    /// Uploads the plan's buffers to `gpu` and the prefill plans' own ones, loads the PTX,
+    /// and captures the decode nodes into one graph when `capture` (the prefill graphs are
+    /// captured at their first use). Returns the upload's wall time in seconds too.
+    pub(super) fn open(
+        gpu: Gpu,
+        file: &GgufFile,
+        plan: &Plan,
+        descs: &[&'static KernelDesc],
+        prefill: &[PrefillHost],
+        progress: bool,
+        capture: bool,
+    ) -> Result<(Self, f64), ExecError> {
+        let summary = plan.summary();
+        let (free, _total) = gpu.mem_info()?;
+        let prefill_bytes = prefill_own_bytes(prefill);
+        let needed = summary.device_bytes() + prefill_bytes + VRAM_HEADROOM;
+        if needed > free as u64 {
+            return Err(ExecError::OutOfMemory {
+                needed,
+                free: free as u64,
+                prefill: prefill_bytes,
+            });
+        }
+        let mut module = ingot_kernels::cubin::load_module(&gpu)?;
+        let mut kernels = summary.kernels.clone();
+        for h in prefill {
+            kernels.extend(h.pre.plan.summary().kernels);
+        }
+        kernels.sort();
+        kernels.dedup();
+        for k in &kernels {
+            module.prepare(k)?;
+        }
+        let started = Instant::now();
+        let bar = upload_bar(progress, summary.device_bytes());
+        let mut bufs = Vec::with_capacity(plan.buffers.len());
+        let mut mapped = Vec::with_capacity(plan.buffers.len());
+        for decl in &plan.buffers {
+            bar.set_message(decl.name.clone());
+            if let BufferKind::Weight {
+                host_mapped: true, ..
+            } = decl.kind
+            {
+                let mut m = gpu.alloc_mapped(decl.bytes as usize)?;
+                if let Some(bytes) = initial_bytes(file, decl)? {
+                    m.bytes_mut().copy_from_slice(&bytes);
+                }
+                bufs.push(gpu.alloc(MAPPED_PLACEHOLDER)?);
+                mapped.push(Some(m));
+                continue;
+            }
+            let b = gpu.alloc(decl.bytes as usize)?;
+            if let Some(bytes) = initial_bytes(file, decl)? {
+                gpu.upload(&b, &bytes)?;
+            }
+            bar.inc(decl.bytes);
+            bufs.push(b);
+            mapped.push(None);
+        }
+        let prefill = DevPrefill::open(&gpu, file, prefill)?;
+        bar.finish_and_clear();
+        let upload_s = started.elapsed().as_secs_f64();
+        let shapes = shapes_of(plan, descs);
+        let embedding = match HostEmbedding::for_plan(file, plan)? {
+            Some(e) => Some((e, gpu.alloc_pinned(plan.n_embd * 4)?)),
+            None => None,
+        };
+        let mut dev = Loaded {
+            state_in: gpu.alloc_pinned(STATE_BYTES)?,
+            state_out: gpu.alloc_pinned(STATE_BYTES * IN_FLIGHT)?,
+            logits_out: gpu.alloc_pinned(plan.vocab * 4)?,
+            events: (0..IN_FLIGHT)
+                .map(|_| gpu.event(false))
+                .collect::<Result<_, _>>()?,
+            embedding,
+            gpu,
+            module,
+            bufs,
+            shapes,
+            graph: None,
+            mapped,
+            experts: None,
+            prefill,
+        };
+        if plan.expert_cache.is_some() {
+            let addrs: Vec<u64> = dev
+                .bufs
+                .iter()
+                .zip(&dev.mapped)
+                .map(|(b, m)| match m {
+                    Some(m) => m.device_address(),
+                    None => dev.gpu.device_address(b),
+                })
+                .collect();
+            let copies = dev.gpu.copy_stream()?;
+            let mut mem = CudaSlots {
+                gpu: &dev.gpu,
+                copies: &copies,
+            };
+            let cache = ExpertCache::new(plan, |b| addrs[b.0 as usize], &mut mem)?;
+            dev.experts = Some((cache, copies));
+        }
+        if capture {
+            dev.capture(plan)?;
+        }
+        Ok((dev, upload_s))
+    }
+}
+
+fn upload_bar(progress: bool, total: u64) -> indicatif::ProgressBar {
+    if !progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "upload {msg:>28} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}

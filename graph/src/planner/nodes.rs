@@ -1,0 +1,240 @@
+//! Node helpers every part of the step uses: the fused rms norms, weights checked for the gemv
+//! and fused FFN kernels, a gemv, `x + W·y` on the residual as a `moe_down` launch whose tail
+//! writes the next part's norm ([`NextNorm`]), and the routing arguments the decode and prefill
+//! MoE launches share.
+//!
+//! The dense FFN and every "matrix times activation plus residual" (`attn_output`) run on the
+//! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
+//! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
+
+use ingot_abi::launch::DOWN_NORM_Q8_1_F32;
+use ingot_gguf::{GgmlType, TensorInfo};
+use ingot_model::GatingFunc;
+
+use super::builder::{buf, u32a, Builder};
+use super::kernels as k;
+use crate::buffer::BufId;
+use crate::error::PlanError;
+use crate::node::NodeArg;
+
+/// `norm_q8 = q8_1(rmsnorm(residual)·w)` in one launch (`rmsnorm_q8_1`), and with `need_f32`
+/// the f32 `norm` too (`rmsnorm_q8_1_f32`; the router's input).
+pub(crate) fn rmsnorm_q8(
+    b: &mut Builder<'_>,
+    w: BufId,
+    label: String,
+    layer: Option<usize>,
+    need_f32: bool,
+) -> Result<(), PlanError> {
+    let (x, y, y_q8) = (b.acts.residual, b.acts.norm, b.acts.norm_q8);
+    let (n, eps) = (b.c.n_embd, b.c.rms_eps);
+    if need_f32 {
+        return b.node(
+            k::RMSNORM_Q8_1_F32,
+            label,
+            layer,
+            1,
+            vec![
+                buf(x),
+                buf(w),
+                buf(y_q8),
+                buf(y),
+                u32a(n),
+                NodeArg::F32(eps),
+            ],
+        );
+    }
+    b.node(
+        k::RMSNORM_Q8_1,
+        label,
+        layer,
+        1,
+        vec![buf(x), buf(w), buf(y_q8), u32a(n), NodeArg::F32(eps)],
+    )
+}
+
+/// The norm a residual-updating `moe_down` launch writes in its tail (the next part's input),
+/// by its weights.
+#[derive(Clone, Copy)]
+pub(crate) struct NextNorm(BufId);
+
+impl NextNorm {
+    /// Layer `il`'s `ffn_norm`, written after its `attn_output`.
+    pub fn ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
+        let name = format!("blk.{il}.ffn_norm.weight");
+        Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
+    }
+
+    /// What follows layer `il`'s FFN: the next layer's `attn_norm`, `output_norm` after the
+    /// last decoding layer, or a NextN/MTP block's `shared_head_norm` (blocks `n_layer..`).
+    pub fn after_ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
+        let name = if il >= b.c.n_layer {
+            super::mtp::nextn_name(il, "shared_head_norm")
+        } else if il + 1 < b.c.n_layer {
+            format!("blk.{}.attn_norm.weight", il + 1)
+        } else {
+            ingot_model::tensors::OUTPUT_NORM.to_owned()
+        };
+        Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
+    }
+
+    /// The tail arguments of `moe_down_*` `(norm_w, norm_q8, norm_f32, count, norm, eps)`: the
+    /// outputs are the shared `act.norm_q8` and `act.norm` (the router's f32 input; written
+    /// after every down launch, read by the MoE layers' router). One done counter serves every
+    /// launch: activations are zeroed at allocation and each launch leaves it at 0.
+    pub(crate) fn args(self, b: &mut Builder<'_>) -> Result<Vec<NodeArg>, PlanError> {
+        let count = b.act("act.norm_count", 4)?;
+        Ok(vec![
+            buf(self.0),
+            buf(b.acts.norm_q8),
+            buf(b.acts.norm),
+            buf(count),
+            NodeArg::U32(DOWN_NORM_Q8_1_F32),
+            NodeArg::F32(b.c.rms_eps),
+        ])
+    }
+}
+
+/// `(ncols, nrows)` of a weight whose rows are a positive multiple of `m` weights, which
+/// `kernels` (named in the error) need.
+pub(crate) fn weight_shape(
+    name: &str,
+    info: &TensorInfo,
+    m: usize,
+    kernels: &str,
+) -> Result<(usize, usize), PlanError> {
+    let ncols = info.ne.first().copied().unwrap_or(0) as usize;
+    let nrows = info.ne.iter().skip(1).product::<u64>() as usize;
+    if ncols == 0 || !ncols.is_multiple_of(m) {
+        return Err(PlanError::UnsupportedShape {
+            name: name.into(),
+            reason: format!(
+                "rows of {ncols} {} weights; {kernels} need a multiple of {m}",
+                info.ty.name()
+            ),
+        });
+    }
+    Ok((ncols, nrows))
+}
+
+/// A weight read by the plain, grouped or paired q8_1 gemv (rows of whole quant blocks), with
+/// its `(ncols, nrows)`.
+pub(crate) fn gemv_weight<'a>(
+    b: &mut Builder<'a>,
+    name: &str,
+    role: &'static str,
+) -> Result<(BufId, &'a TensorInfo, usize, usize), PlanError> {
+    let (id, info) = b.weight(name, role, &k::gemv_type)?;
+    let m = k::gemv_row_multiple(info.ty);
+    let (ncols, nrows) = weight_shape(name, info, m, "the gemv kernels")?;
+    Ok((id, info, ncols, nrows))
+}
+
+/// A weight read by the fused FFN kernels (`moe_gate_up_*`, `moe_down_*`: rows of whole
+/// 64- or 256-weight units), with its `(ncols, nrows)`.
+pub(crate) fn ffn_weight<'a>(
+    b: &mut Builder<'a>,
+    name: &str,
+    role: &'static str,
+) -> Result<(BufId, &'a TensorInfo, usize, usize), PlanError> {
+    let (id, info) = b.weight(name, role, &k::gemv_type)?;
+    let m = k::row_multiple(info.ty);
+    let (ncols, nrows) = weight_shape(name, info, m, "the fused FFN kernels")?;
+    Ok((id, info, ncols, nrows))
+}
+
+/// `y = W·x` for the 2-D weight `name`, `x` q8_1.
+pub(crate) fn gemv_into(
+    b: &mut Builder<'_>,
+    name: &str,
+    x_q8: BufId,
+    y: BufId,
+    label: String,
+    il: usize,
+) -> Result<(), PlanError> {
+    let (w, info, ncols, nrows) = gemv_weight(b, name, "gemv")?;
+    b.node(
+        k::gemv(info.ty),
+        label,
+        Some(il),
+        k::gemv_items(info.ty, ncols, nrows),
+        vec![buf(w), buf(x_q8), buf(y), u32a(ncols), u32a(nrows)],
+    )
+}
+
+/// `residual += W·x` for the 2-D weight `name` (`x` q8_1), as a `moe_down` launch with no
+/// routed slot, whose tail writes `next`.
+pub(crate) fn gemv_add_residual(
+    b: &mut Builder<'_>,
+    name: &str,
+    x_q8: BufId,
+    (label, il): (String, usize),
+    next: NextNorm,
+) -> Result<(), PlanError> {
+    let (w, info, ncols, nrows) = ffn_weight(b, name, "gemv")?;
+    let (residual, sel) = (b.acts.residual, selection(b)?);
+    // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
+    let mut args = vec![
+        buf(x_q8),
+        buf(sel),
+        buf(w),
+        buf(w),
+        buf(residual),
+        buf(residual),
+        u32a(nrows),
+        u32a(ncols),
+        u32a(0),
+        u32a(ncols),
+        u32a(1),
+    ];
+    args.extend(next.args(b)?);
+    b.node(k::moe_down(info.ty, info.ty), label, Some(il), nrows, args)
+}
+
+/// The router's output buffer (also a valid, unread `sel` for launches without routed slots).
+pub(crate) fn selection(b: &mut Builder<'_>) -> Result<BufId, PlanError> {
+    b.act(
+        "act.expert_selection",
+        size_of::<ingot_abi::launch::ExpertSelection>() as u64,
+    )
+}
+
+/// The routing flags of layer `il` as the model defines them (`ROUTE_SIGMOID`,
+/// `ROUTE_NORMALIZE`, and `ROUTE_BIAS` with the `exp_probs_b` selection bias it returns).
+pub(crate) fn model_routing(
+    b: &mut Builder<'_>,
+    il: usize,
+) -> Result<(u32, Option<BufId>), PlanError> {
+    let c = b.c;
+    let mut flags = 0;
+    if c.gating == GatingFunc::Sigmoid {
+        flags |= ingot_abi::launch::ROUTE_SIGMOID;
+    }
+    if c.expert_weights_norm {
+        flags |= ingot_abi::launch::ROUTE_NORMALIZE;
+    }
+    if !c.has_expert_bias {
+        return Ok((flags, None));
+    }
+    let name = format!("blk.{il}.exp_probs_b.bias");
+    let bias = b.weight(&name, "router bias", &is_f32)?.0;
+    Ok((flags | ingot_abi::launch::ROUTE_BIAS, Some(bias)))
+}
+
+/// The routing scalars `(n_expert, n_used, n_group, n_group_used, flags, scale)` of
+/// `moe_route` and its siblings.
+pub(crate) fn route_scalars(c: &ingot_model::ModelConfig, flags: u32) -> [NodeArg; 6] {
+    [
+        u32a(c.n_expert),
+        u32a(c.n_expert_used),
+        u32a(c.n_expert_group),
+        u32a(c.n_expert_group_used),
+        NodeArg::U32(flags),
+        NodeArg::F32(c.expert_weights_scale),
+    ]
+}
+
+/// Norm weights and the router are f32.
+pub(crate) fn is_f32(ty: GgmlType) -> bool {
+    ty == GgmlType::F32
+}
