@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The table of `scripts/device-bench.sh peer`: llama.cpp and ingot on the same card, same file.
+"""The table of `scripts/device-bench.sh peer` (llama.cpp and ingot on the same card, same file) and of
+`scripts/cpu-peer.sh` (the same on this CPU).
 
     scripts/peer-table.py DIR [JSON_OUT]
 
@@ -77,8 +78,9 @@ def witness(report):
     if isinstance(report, dict):
         return f"ingot: {report.get('witness', '?')} (backend {report.get('backend', '?')}, type_k {report.get('type_k', '?')})"
     r = report[0] if report else {}
-    keys = ["gpu_info", "backends", "n_gpu_layers", "flash_attn", "n_ubatch", "type_k", "build_commit"]
-    return "llama.cpp: " + ", ".join(f"{k} {r.get(k, '?')}" for k in keys)
+    keys = ["cpu_info", "gpu_info", "backends", "n_threads", "n_gpu_layers", "flash_attn", "n_ubatch", "type_k",
+            "build_commit"]
+    return "llama.cpp: " + ", ".join(f"{k} {r[k]}" for k in keys if k in r)
 
 
 def load_rounds(d, prefix, seen):
