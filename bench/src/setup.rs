@@ -11,12 +11,10 @@ use crate::inputs;
 /// Seed of buffer `index` of `case`: a hash of the case id, so every tensor gets its own data
 /// and a run is reproducible.
 pub fn seed(case: &Case, index: usize) -> u64 {
-    // FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in case.id().bytes().chain((index as u64).to_le_bytes()) {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    ingot_abi::hash::Fnv1a::new()
+        .bytes(case.id().as_bytes())
+        .bytes(&(index as u64).to_le_bytes())
+        .finish()
 }
 
 /// Host bytes of one buffer.

@@ -13,8 +13,8 @@ const MAX_LINES: usize = 800;
 /// (issue 38) and lower or remove the entry.
 const OVER: &[(&str, usize)] = &[
     ("host/quant/src/cpu_dot/avx2.rs", 1146),
-    ("host/serve/src/lib.rs", 1041),
-    ("host/serve/tests/serve.rs", 949),
+    ("host/serve/src/lib.rs", 956),
+    ("host/serve/tests/serve.rs", 947),
     ("kernels/tests/moe_ffn.rs", 993),
 ];
 

@@ -23,6 +23,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use ingot_abi::hash::Fnv1a;
 use ingot_gguf::{Gguf, OutputFile, OutputPolicy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -138,27 +139,20 @@ fn record_bytes(l: usize, k: usize) -> usize {
 /// FNV-1a 64 over the architecture, the name and every tensor's name, type and shape: equal for the same model
 /// file (and for a requantized copy only if every type is equal), different for another model.
 pub fn fingerprint(gguf: &Gguf) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
+    let mut h = Fnv1a::new();
     for key in ["general.architecture", "general.name"] {
         if let Some(ingot_gguf::MetaValue::String(s)) = gguf.get(key) {
-            eat(s.as_bytes());
+            h = h.bytes(s.as_bytes());
         }
-        eat(&[0]);
+        h = h.bytes(&[0]);
     }
     for t in &gguf.tensors {
-        eat(t.name.as_bytes());
-        eat(&t.ty.id().to_le_bytes());
+        h = h.bytes(t.name.as_bytes()).bytes(&t.ty.id().to_le_bytes());
         for d in &t.ne {
-            eat(&d.to_le_bytes());
+            h = h.bytes(&d.to_le_bytes());
         }
     }
-    h
+    h.finish()
 }
 
 /// One token's routing.

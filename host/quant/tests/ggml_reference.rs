@@ -13,6 +13,7 @@
 //! Q6_K, IQ4_NL and IQ4_XS change; the golden `tiny-mla-q4_k_m` model's Q4_K tensor matches
 //! the no-FMA build (and this crate) byte for byte, and not the FMA build.
 
+use ingot_abi::hash::fnv1a;
 use ingot_gguf::GgmlType;
 use ingot_quant::{quantize_q8_k, quantize_row};
 
@@ -58,12 +59,6 @@ fn input() -> Vec<f32> {
     x
 }
 
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// FNV-1a 64 of ggml's output for [`input`], per type.
 const EXPECTED: &[(GgmlType, u64)] = &[
     (GgmlType::Q4_0, 0x46dc_eb85_c1ce_de45),
@@ -99,14 +94,14 @@ fn quantizers_reproduce_ggml_bytes() {
     for &(ty, want) in EXPECTED {
         let mut q = vec![0u8; x.len() / ty.block_size() as usize * ty.type_size() as usize];
         quantize_row(ty, &x, &mut q).unwrap();
-        let got = fnv1a64(&q);
+        let got = fnv1a(&q);
         eprintln!("{ty}: {got:#018x}");
         if got != want {
             failures.push(format!("{ty}: hash {got:#018x}, ggml {want:#018x}"));
         }
     }
     let q8k = quantize_q8_k(&x);
-    let got = fnv1a64(bytemuck::cast_slice(&q8k));
+    let got = fnv1a(bytemuck::cast_slice(&q8k));
     eprintln!("Q8_K: {got:#018x}");
     if got != EXPECTED_Q8K {
         failures.push(format!("Q8_K: hash {got:#018x}, ggml {EXPECTED_Q8K:#018x}"));

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use support::*;
 
 /// What `ingot run --chat --temp 0 -n N -p PROMPT --backend cpu` prints, from the same library calls as
-/// src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::open`, prefill, greedy sampling, the
+/// src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::OpenOptions`, prefill, greedy sampling, the
 /// streaming detokenizer.
 fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
     let file = GgufFile::open(model()).expect("open");
@@ -33,11 +33,8 @@ fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
         .open(&file)
         .expect("engine")
         .decoder;
-    let mut sampler = Sampler::new(SamplerConfig {
-        temperature: 0.0,
-        seed: 0,
-        ..SamplerConfig::default()
-    });
+    // Temperature 0: the seed plays no part.
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
     let mut history = prompt.clone();
     let mut stream = tok.stream_decoder();
     let mut out = String::new();

@@ -5,15 +5,7 @@
 //! tensor) gets its own stream derived from (seed, tensor name, chunk index), which makes parallel
 //! generation independent of the thread count.
 
-/// FNV-1a over bytes: a stable 64-bit name hash.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+use ingot_abi::hash::fnv1a;
 
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
