@@ -63,7 +63,12 @@ impl Launch {
     }
 }
 
-use ingot_abi::hash::fnv1a;
+/// FNV-1a 64, written here because the PTX tools know nothing of ingot (ingot's own is `ingot_abi::hash`).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
 
 fn upload(sim: &mut Sim, bytes: &[u8]) -> DevicePtr {
     let p = sim.alloc(bytes.len()).expect("alloc");
