@@ -8,6 +8,7 @@
 
 mod attend;
 mod attention;
+mod awake;
 mod batch;
 mod decompressed;
 mod ffn;
@@ -215,6 +216,12 @@ impl<'f> CpuBackend<'f> {
     /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and returns its logits.
     pub fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32]> {
         check_step(&self.config, self.max_ctx, self.filled, token, pos)?;
+        awake::run(|| self.decode_checked(token, pos))?;
+        Ok(&self.logits)
+    }
+
+    /// [`CpuBackend::decode`] after its checks, on rayon's pool ([`awake::run`]).
+    fn decode_checked(&mut self, token: u32, pos: usize) -> Result<()> {
         let c = &self.config;
         let s = &mut self.scratch;
         self.weights
@@ -237,7 +244,7 @@ impl<'f> CpuBackend<'f> {
         batch::matvec(&self.weights.output, &mut s.act_embd, &mut self.logits)?;
         self.hidden.copy_from_slice(&s.x);
         self.filled = pos + 1;
-        Ok(&self.logits)
+        Ok(())
     }
 
     /// Feeds `tokens` at `start_pos..` and returns the logits of every position.

@@ -51,7 +51,16 @@ impl<'f> CpuBackend<'f> {
         ubatch: usize,
     ) -> Result<Vec<f32>> {
         self.check_chunk(tokens, start_pos)?;
-        let ubatch = ubatch.max(1);
+        super::awake::run(|| self.prefill_checked(tokens, start_pos, ubatch.max(1)))
+    }
+
+    /// [`CpuBackend::prefill_chunked`] after its checks, on rayon's pool ([`super::awake::run`]).
+    fn prefill_checked(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        ubatch: usize,
+    ) -> Result<Vec<f32>> {
         let mut logits = Vec::new();
         for (i, chunk) in tokens.chunks(ubatch).enumerate() {
             let pos = start_pos + i * ubatch;
@@ -74,10 +83,10 @@ impl<'f> CpuBackend<'f> {
         rows: Rows,
     ) -> Result<Forward> {
         self.check_chunk(tokens, start_pos)?;
-        // On one of rayon's workers: a chunk makes dozens of small parallel calls, and each one made
-        // from outside the pool waits on a cross-thread handoff (measured: most of a 2-token verify
-        // step of the trained model).
-        rayon::scope(|_| self.forward_checked(tokens, start_pos, rows))
+        // On one of rayon's workers, the others awake: a chunk makes dozens of small parallel calls, and
+        // each one made from outside the pool waits on a cross-thread handoff (measured: most of a
+        // 2-token verify step of the trained model).
+        super::awake::run(|| self.forward_checked(tokens, start_pos, rows))
     }
 
     fn forward_checked(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {

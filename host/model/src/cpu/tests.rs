@@ -687,3 +687,58 @@ fn attn_depth_bench() {
         );
     }
 }
+
+/// The matrix-vector kernels' rates on a real file (`MODEL`, a GGUF path; `TENSORS`, comma-separated
+/// names, default `output.weight`): per tensor, GB/s of weights from a cache-resident slice of 64 rows
+/// on one thread (the kernel's compute rate), and from the whole matrix on 1 and `THREADS` (2) threads
+/// (memory rate), best of `REPS` (5). With `INGOT_CPU_ISA` as the backend takes it.
+/// `MODEL=... cargo test -p ingot-model --release --lib -- --ignored kernel_rate_bench --nocapture`.
+#[test]
+#[ignore]
+fn kernel_rate_bench() {
+    use std::time::Instant;
+    let path = std::env::var("MODEL").expect("MODEL: a GGUF file");
+    let file = GgufFile::open(std::path::Path::new(&path)).unwrap();
+    let isa = Isa::choose(std::env::var("INGOT_CPU_ISA").ok().as_deref()).0;
+    let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
+    let reps: usize = std::env::var("REPS").map_or(5, |s| s.parse().unwrap());
+    let names = std::env::var("TENSORS").unwrap_or("output.weight".into());
+    let mut rnd = uniform(0x9e37_79b9_7f4a_7c15);
+    for name in names.split(',') {
+        let m = QMatrix::from_tensor(&file, name, isa).unwrap();
+        let x: Vec<f32> = (0..m.cols()).map(|_| rnd()).collect();
+        let mut act = Activation::new(m.cols());
+        act.load(&x);
+        act.prepare(&m).unwrap();
+        let row_bytes = file.header().tensor(name).unwrap().row_bytes() as f64;
+        let mut out = vec![0.0f32; m.rows()];
+        let best = |f: &mut dyn FnMut()| {
+            (0..reps)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(f64::MAX, f64::min)
+        };
+        let resident = best(&mut || {
+            for _ in 0..200 {
+                m.dot_rows(0, &act, &mut out[..64]).unwrap();
+            }
+        });
+        let one = pool(1);
+        let all_1 = best(&mut || one.install(|| batch::matvec(&m, &mut act, &mut out).unwrap()));
+        let many = pool(threads);
+        let all_n = best(&mut || many.install(|| batch::matvec(&m, &mut act, &mut out).unwrap()));
+        let gb = |rows: f64, s: f64| rows * row_bytes / s / 1e9;
+        eprintln!(
+            "{name} ({}, {} x {}, {isa:?}): resident 1 thread {:.1} GB/s; whole 1 thread {:.1} GB/s, {threads} threads {:.1} GB/s",
+            file.header().tensor(name).unwrap().ty.name(),
+            m.rows(),
+            m.cols(),
+            gb(64.0 * 200.0, resident),
+            gb(m.rows() as f64, all_1),
+            gb(m.rows() as f64, all_n),
+        );
+    }
+}
