@@ -91,6 +91,13 @@ fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
 /// time so their sums stay in registers while the rows stream by; blocking changes no element's order of
 /// operations, so the result does not depend on it or on the instruction set.
 pub fn weighted_rows(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    out.fill(0.0);
+    weighted_rows_add(p, rows, stride, out)
+}
+
+/// [`weighted_rows`] continuing each output's sum from its value in `out`: `out[j] = (…(out[j] + p[0]·r_0[j])
+/// + p[1]·r_1[j]) …`. Rows taken in consecutive parts, each part added this way, give the one call's bits.
+pub fn weighted_rows_add(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     assert!(p.is_empty() || rows.len() >= (p.len() - 1) * stride + out.len());
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -116,6 +123,7 @@ fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     let blocked = width / WEIGHTED_BLOCK * WEIGHTED_BLOCK;
     for j0 in (0..blocked).step_by(WEIGHTED_BLOCK) {
         let mut acc = [0.0f32; WEIGHTED_BLOCK];
+        acc.copy_from_slice(&out[j0..j0 + WEIGHTED_BLOCK]);
         for (t, &pt) in p.iter().enumerate() {
             let r = &rows[t * stride + j0..][..WEIGHTED_BLOCK];
             for (a, &v) in acc.iter_mut().zip(r) {
@@ -128,7 +136,7 @@ fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         *o = p
             .iter()
             .enumerate()
-            .fold(0.0, |a, (t, &pt)| a + pt * rows[t * stride + j]);
+            .fold(*o, |a, (t, &pt)| a + pt * rows[t * stride + j]);
     }
 }
 

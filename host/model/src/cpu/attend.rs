@@ -3,8 +3,9 @@
 
 use rayon::prelude::*;
 
+use super::latent::Latents;
 use crate::config::ModelConfig;
-use crate::math::{gemm_nt_split, weighted_rows};
+use crate::math::{gemm_nt_split, weighted_rows_add};
 
 /// Cache rows per span of [`attend_heads`]: at least [`SPAN_MIN`], and few enough spans that their
 /// partials stay at most [`MAX_SPANS`]. A function of the row count alone, so the values never depend on
@@ -15,6 +16,36 @@ fn span_len(rows: usize) -> usize {
 
 const SPAN_MIN: usize = 128;
 const MAX_SPANS: usize = 64;
+
+/// f32 values of cache rows a span decodes at a time from a cache not stored as f32 (on the stack: 32
+/// KiB, 14 rows of DeepSeek-V2's 576), read by every head while they are in L1.
+const DECODED: usize = 8192;
+
+/// Calls `f(first, rows, n)` over rows `t0..t0 + len` of `cache` in order, `rows` their f32 values
+/// (stride: the row width) from row `t0 + first` on: one call borrowing the rows of an f32 cache, parts of up to
+/// [`DECODED`] values decoded on the stack otherwise.
+fn for_rows(cache: Latents<'_>, t0: usize, len: usize, mut f: impl FnMut(usize, &[f32], usize)) {
+    let width = cache.width();
+    if let Some(rows) = cache.as_f32() {
+        return f(0, &rows[t0 * width..(t0 + len) * width], len);
+    }
+    let mut stack = [0.0f32; DECODED];
+    let mut heap = Vec::new();
+    let per = DECODED / width;
+    let (buf, per): (&mut [f32], usize) = if per == 0 {
+        heap.resize(width, 0.0);
+        (&mut heap, 1)
+    } else {
+        (&mut stack, per)
+    };
+    let mut first = 0;
+    while first < len {
+        let n = per.min(len - first);
+        cache.decode(t0 + first, n, &mut buf[..n * width]);
+        f(first, &buf[..n * width], n);
+        first += n;
+    }
+}
 
 /// What [`attend_heads`] reads and writes: every head's query in the latent space, the attended latents,
 /// and the per-span work buffers.
@@ -69,7 +100,7 @@ impl Attend {
 /// rows, each sum runs from 0 in row order), so with a single span (up to [`SPAN_MIN`] rows) every
 /// output is that form's bit for bit (`one_span_is_the_per_head_order_bit_for_bit` in `cpu/tests.rs`);
 /// past it only the association of the spans' sums differs.
-pub(super) fn attend_heads(c: &ModelConfig, cache: &[f32], pos: usize, att: &mut Attend) {
+pub(super) fn attend_heads(c: &ModelConfig, cache: Latents<'_>, pos: usize, att: &mut Attend) {
     let (heads, lora, row) = (c.n_head, c.kv_lora, c.cache_row());
     let rows = pos + 1;
     let span = span_len(rows);
@@ -84,8 +115,19 @@ pub(super) fn attend_heads(c: &ModelConfig, cache: &[f32], pos: usize, att: &mut
         .enumerate()
         .for_each(|(si, (sc, mx))| {
             let (t0, len) = (si * span, sc.len() / heads);
-            let cache = &cache[t0 * row..];
-            gemm_nt_split(q, row, heads, cache, row, len, (lora, row), sc, len);
+            for_rows(cache, t0, len, |first, rows, n| {
+                gemm_nt_split(
+                    q,
+                    row,
+                    heads,
+                    rows,
+                    row,
+                    n,
+                    (lora, row),
+                    &mut sc[first..],
+                    len,
+                );
+            });
             for (m, sc) in mx.iter_mut().zip(sc.chunks_exact_mut(len)) {
                 *m = f32::NEG_INFINITY;
                 for s in sc {
@@ -125,14 +167,16 @@ pub(super) fn attend_heads(c: &ModelConfig, cache: &[f32], pos: usize, att: &mut
         .enumerate()
         .for_each(|(si, (part, sc))| {
             let (t0, len) = (si * span, sc.len() / heads);
-            for (h, (acc, p)) in part
-                .chunks_exact_mut(lora)
-                .zip(sc.chunks_exact_mut(len))
-                .enumerate()
-            {
+            for (h, p) in sc.chunks_exact_mut(len).enumerate() {
                 p.iter_mut().for_each(|x| *x /= sum[h]);
-                weighted_rows(p, &cache[t0 * row..], row, acc);
             }
+            part.fill(0.0);
+            let sc = &*sc;
+            for_rows(cache, t0, len, |first, rows, n| {
+                for (acc, p) in part.chunks_exact_mut(lora).zip(sc.chunks_exact(len)) {
+                    weighted_rows_add(&p[first..first + n], rows, row, acc);
+                }
+            });
         });
     for (h, o) in att.o_lat.chunks_exact_mut(lora).enumerate() {
         o.fill(0.0);

@@ -4,6 +4,8 @@ use rayon::prelude::*;
 
 use super::attend::{attend_heads, Attend};
 use super::batch::{self, Product};
+pub(super) use super::latent::LatentCache;
+use super::latent::Latents;
 use super::matmul::Activation;
 use super::weights::{KeyUp, Layer, QueryProj};
 use super::Scratch;
@@ -85,7 +87,7 @@ pub(super) fn attention(
     token_heads(
         c,
         layer,
-        &cache.rows,
+        cache.latents(),
         pos,
         &s.q,
         (&mut s.heads, &mut s.attend),
@@ -93,17 +95,6 @@ pub(super) fn attention(
     )?;
     s.act_heads.load(&s.heads_out);
     batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
-}
-
-/// One layer's latent cache: rows of `[c (kv_lora) | k_pe (d_rope)]`, f32, holding the values of
-/// its [`CacheType`] (a q8_0 cache's rows are the dequantized blocks).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct LatentCache {
-    pub(super) rows: Vec<f32>,
-    pub(super) ty: CacheType,
-    /// Fault injection for the gates' mutation tests, 0 otherwise: a row of a cache narrower than
-    /// f16 is written this many positions late (past the cache's end: not at all).
-    pub(super) write_skew: usize,
 }
 
 /// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in place,
@@ -124,11 +115,7 @@ pub(super) fn store_latent(
     } else {
         pos + cache.write_skew
     };
-    let Some(dst) = cache.rows.get_mut(at * row..(at + 1) * row) else {
-        return;
-    };
-    dst.copy_from_slice(kv);
-    crate::cache_type::round_row(cache.ty, dst);
+    cache.write_row(at, &kv[..row]);
 }
 
 /// Ropes the `q_pe` part of every head of `q`.
@@ -145,7 +132,7 @@ pub(super) fn rope_query(c: &ModelConfig, q: &mut [f32], cos_sin: &[(f32, f32)])
 pub(super) fn token_heads(
     c: &ModelConfig,
     layer: &Layer<'_>,
-    cache: &[f32],
+    cache: Latents<'_>,
     pos: usize,
     q: &[f32],
     (heads, att): (&mut [HeadScratch], &mut Attend),
@@ -206,7 +193,7 @@ fn key_up(
 pub(super) fn heads_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
-    cache: &[f32],
+    cache: Latents<'_>,
     start: usize,
     max_ctx: usize,
     q: &[f32],

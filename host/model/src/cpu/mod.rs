@@ -12,6 +12,7 @@ mod awake;
 mod batch;
 mod decompressed;
 mod ffn;
+mod latent;
 mod matmul;
 mod mtp;
 mod prefill;
@@ -148,11 +149,7 @@ impl<'f> CpuBackend<'f> {
             hidden: vec![0.0; config.n_embd],
             mtp,
             cache: (0..config.n_layer)
-                .map(|_| LatentCache {
-                    rows: vec![0.0; cache_len],
-                    ty: CacheType::default(),
-                    write_skew: 0,
-                })
+                .map(|_| LatentCache::new(CacheType::default(), max_ctx, config.cache_row()))
                 .collect(),
             router: Router::new(RouterParams::from_config(&config)),
             scratch: Scratch::new(&config, max_ctx),
@@ -188,11 +185,14 @@ impl<'f> CpuBackend<'f> {
     /// Stores the rows written from now on as `ty` holds them (default [`CacheType::F16`]: f32 rows
     /// on the CPU), and forgets every cached position (rows of two formats are never mixed).
     pub fn set_cache_type(&mut self, ty: CacheType) {
+        let (len, width) = (self.max_ctx, self.config.cache_row());
         for layer in &mut self.cache {
-            layer.ty = ty;
+            let skew = layer.write_skew;
+            *layer = LatentCache::new(ty, len, width);
+            layer.write_skew = skew;
         }
         if let Ok(m) = &mut self.mtp {
-            m.cache.ty = ty;
+            m.cache = LatentCache::new(ty, len, width);
         }
         self.reset();
     }

@@ -66,11 +66,11 @@ impl<'f> CpuMtp<'f> {
             shared_head_norm: tensor_f32(file, &names.shared_head_norm)?,
             embed: optional(&names.embed_tokens)?,
             head: optional(&names.shared_head_head)?,
-            cache: LatentCache {
-                rows: vec![0.0; cache_len],
-                ty: CacheType::default(),
-                write_skew: 0,
-            },
+            cache: LatentCache::new(
+                CacheType::default(),
+                cache_len / c.cache_row(),
+                c.cache_row(),
+            ),
             filled: 0,
             hidden: vec![0.0; d],
             cat: vec![0.0; 2 * d],

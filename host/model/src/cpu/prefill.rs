@@ -316,14 +316,14 @@ fn attention_chunk(
 
     // Every (token, head) pair attends to the cache rows up to its own position: rows of later tokens of
     // the chunk are written but never read by it, as in the stepwise path where they do not exist yet.
-    let cache: &[f32] = &cache.rows;
+    let cache = cache.latents();
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
     if form.decompresses(n) {
         decompressed::heads_chunk(
             c,
             layer,
-            &cache[..(start + n) * c.cache_row()],
+            &cache.to_f32(start + n),
             start,
             &q,
             &mut heads_out,

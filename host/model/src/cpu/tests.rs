@@ -6,6 +6,7 @@ use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;
 
 use super::batch::{self, Product};
+use super::latent::Latents;
 use super::matmul::{Activation, QMatrix};
 use super::CpuBackend;
 use crate::error::ModelError;
@@ -205,9 +206,8 @@ fn chunked_prefill_equals_stepwise_bit_for_bit() {
             let case = format!("{model} ubatch {ubatch}");
             assert!(bits(&got) == bits(&want), "{case}: last logits differ");
             let filled = 2 + prompt.len();
-            let row = step.config.cache_row();
             for (il, (a, b)) in chunked.cache.iter().zip(&step.cache).enumerate() {
-                let same = bits(&a.rows[..filled * row]) == bits(&b.rows[..filled * row]);
+                let same = bits(&a.latents().to_f32(filled)) == bits(&b.latents().to_f32(filled));
                 assert!(same, "{case}: cache of layer {il} differs");
             }
             assert_eq!(chunked.filled, filled);
@@ -349,7 +349,16 @@ fn decompressed_heads_match_f64() {
         let mut got = vec![f32::NAN; n * heads * dv];
         decompressed::heads_chunk(c, layer, &cache, start, &q, &mut got).unwrap();
         let mut absorbed = vec![f32::NAN; n * heads * dv];
-        attention::heads_chunk(c, layer, &cache, start, 64, &q, &mut absorbed).unwrap();
+        attention::heads_chunk(
+            c,
+            layer,
+            Latents::f32(&cache, row),
+            start,
+            64,
+            &q,
+            &mut absorbed,
+        )
+        .unwrap();
 
         let mut want = vec![0.0f64; n * heads * dv];
         let mut r = vec![0.0f32; lora.max(dn)];
@@ -496,7 +505,7 @@ fn all_heads_attention_matches_f64_over_many_spans() {
                 }
             }
             if h == 0 {
-                pool(1).install(|| attend_heads(c, &cache, pos, &mut att));
+                pool(1).install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
             }
             for (w, &g) in want.iter().zip(&att.o_lat[h * lora..(h + 1) * lora]) {
                 worst = worst.max((w - f64::from(g)).abs());
@@ -514,7 +523,7 @@ fn all_heads_attention_matches_f64_over_many_spans() {
         );
         let one = bits(&att.o_lat);
         for threads in [2, 3] {
-            pool(threads).install(|| attend_heads(c, &cache, pos, &mut att));
+            pool(threads).install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
             assert_eq!(
                 bits(&att.o_lat),
                 one,
@@ -593,7 +602,7 @@ fn one_span_is_the_per_head_order_bit_for_bit() {
             att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
         }
         for threads in [1, 2] {
-            pool(threads).install(|| attend_heads(c, &cache, pos, &mut att));
+            pool(threads).install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
             if pos < 128 {
                 assert_eq!(
                     bits(&att.o_lat),
@@ -607,6 +616,63 @@ fn one_span_is_the_per_head_order_bit_for_bit() {
                     .map(|(w, g)| (w - g).abs())
                     .fold(0.0f32, f32::max);
                 assert!(worst < 1e-5, "pos {pos}: {worst:e} from the per-head order");
+            }
+        }
+    }
+}
+
+/// A q8_0 cache stored as blocks (rows decoded a few at a time while attention reads them) gives the
+/// attention of f32 rows holding the same rounded values, bit for bit: one row, inside and across the
+/// decoded parts, one span and several, on 1 and 2 threads, at lite-4l's widths (576: 14 rows a part)
+/// and the tiny model's.
+#[test]
+fn a_q8_0_cache_attends_as_its_rounded_f32_rows() {
+    use super::attend::{attend_heads, Attend};
+    use super::latent::LatentCache;
+    use crate::cache_type::{round_row, CacheType};
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let tiny = cpu.config.clone();
+    let mut lite = tiny.clone();
+    (
+        lite.n_head,
+        lite.kv_lora,
+        lite.d_rope,
+        lite.d_nope,
+        lite.d_v,
+    ) = (16, 512, 64, 128, 128);
+    let mut rnd = uniform(0x51ed_270b_2a4c_9e6f_u64);
+    for c in [&tiny, &lite] {
+        let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
+        let max_ctx = 300;
+        let mut stored = LatentCache::new(CacheType::Q8_0, max_ctx, row);
+        let mut rounded = vec![0.0f32; max_ctx * row];
+        for t in 0..max_ctx {
+            let values: Vec<f32> = (0..row).map(|_| 2.0 * rnd()).collect();
+            stored.write_row(t, &values);
+            let r = &mut rounded[t * row..(t + 1) * row];
+            r.copy_from_slice(&values);
+            round_row(CacheType::Q8_0, r);
+        }
+        let q_abs: Vec<f32> = (0..heads * lora).map(|_| 4.0 * rnd()).collect();
+        let q_pe: Vec<f32> = (0..heads * rope).map(|_| 4.0 * rnd()).collect();
+        for pos in [0, 13, 14, 15, 127, 128, 200, 299] {
+            let mut want = Attend::new(c, max_ctx);
+            let mut got = Attend::new(c, max_ctx);
+            for h in 0..heads {
+                let (qa, qp) = (&q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
+                want.set_query(c, h, qa, qp);
+                got.set_query(c, h, qa, qp);
+            }
+            got.o_lat.fill(f32::NAN);
+            pool(1).install(|| attend_heads(c, Latents::f32(&rounded, row), pos, &mut want));
+            for threads in [1, 2] {
+                pool(threads).install(|| attend_heads(c, stored.latents(), pos, &mut got));
+                assert_eq!(
+                    bits(&got.o_lat),
+                    bits(&want.o_lat),
+                    "width {row}, pos {pos}, {threads} threads"
+                );
             }
         }
     }
@@ -656,7 +722,7 @@ fn attn_depth_bench() {
         let mut outs = vec![vec![0.0f32; lora]; heads];
         for _ in 0..reps {
             let t = Instant::now();
-            p.install(|| attend_heads(c, &cache, pos, &mut att));
+            p.install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
             best_new = best_new.min(t.elapsed().as_secs_f64());
             let t = Instant::now();
             p.install(|| {
