@@ -4,9 +4,9 @@
 //!
 //! [`CacheType::F16`] is full precision: f16 rows on the GPU, f32 rows on the CPU backends.
 //! [`CacheType::Q8_0`] is ggml's q8_0 per 32 values of a row (`d = amax/127` stored as f16,
-//! `q = roundf(x·(1/d))`): about half the bytes of an f16 row where a backend stores the blocks.
-//! The CPU backend keeps the dequantized values (`q·d`, exact in f32) in its f32 rows: the values
-//! a q8_0 cache holds, which is what the gates compare, not its memory saving.
+//! `q = roundf(x·(1/d))`): about half the bytes of an f16 row. The GPU plan and the cpu backend
+//! store the blocks (`cpu/latent.rs`) and compute on their values `q·d` (exact in f32); the oracle
+//! keeps full precision.
 
 pub use ingot_abi::launch::CacheType;
 use ingot_quant::blocks::QK8_0;
