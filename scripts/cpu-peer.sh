@@ -16,12 +16,14 @@
 #   DEPTHS        depths of the decode tests (default: 0,4096,8192,16384).
 #   N_GEN         tokens per decode test (default: 16).
 #   REPS          repetitions per test inside one run (default: 3).
+#   LLAMA_ARGS    more llama-bench arguments for every test (e.g. `-ctk q8_0`; default: none).
+#   INGOT_ARGS    more `ingot bench` arguments for every test (e.g. `--cache-type q8_0`; default: none).
 #
 # OUTDIR gets llama.cpp-rN.json and ingot-rN.json per round, table.md and table.json. Exit status 1 when an
 # engine fails; its stderr is in OUTDIR.
 set -euo pipefail
 
-[ $# -eq 2 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
 model=$1 out=$2
 [ -f "$model" ] || { echo "cpu-peer: no model file at $model" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,8 @@ llama=${LLAMA_BENCH:-llama-bench}
 ingot=${INGOT:-$here/../target/release/ingot}
 threads=${THREADS:-2} rounds=${ROUNDS:-3} prompts=${PROMPTS:-64,512}
 depths=${DEPTHS:-0,4096,8192,16384} n_gen=${N_GEN:-16} reps=${REPS:-3}
+read -r -a llama_args <<<"${LLAMA_ARGS:-}"
+read -r -a ingot_args <<<"${INGOT_ARGS:-}"
 command -v "$llama" >/dev/null || { echo "cpu-peer: no llama-bench at '$llama' (set LLAMA_BENCH)" >&2; exit 1; }
 [ -x "$ingot" ] || { echo "cpu-peer: no ingot binary at $ingot (cargo build --release, or set INGOT)" >&2; exit 1; }
 mkdir -p "$out"
@@ -37,8 +41,8 @@ mkdir -p "$out"
 # would also time every prompt length at every depth), merged into one JSON list.
 llama_round() {
     local r=$1 pp=$out/llama.cpp-r$r-pp.json tg=$out/llama.cpp-r$r-tg.json
-    "$llama" -m "$model" -t "$threads" -p "$prompts" -n 0 -r "$reps" -o json >"$pp" 2>"$out/llama.cpp-r$r.err"
-    "$llama" -m "$model" -t "$threads" -p 0 -n "$n_gen" -d "$depths" -r "$reps" -o json >"$tg" 2>>"$out/llama.cpp-r$r.err"
+    "$llama" -m "$model" -t "$threads" -p "$prompts" -n 0 -r "$reps" "${llama_args[@]}" -o json >"$pp" 2>"$out/llama.cpp-r$r.err"
+    "$llama" -m "$model" -t "$threads" -p 0 -n "$n_gen" -d "$depths" -r "$reps" "${llama_args[@]}" -o json >"$tg" 2>>"$out/llama.cpp-r$r.err"
     python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[3], "w"), indent=1)' \
         "$pp" "$tg" "$out/llama.cpp-r$r.json"
     rm "$pp" "$tg"
@@ -47,9 +51,9 @@ llama_round() {
 # One ingot round, the same tests; ingot bench puts the prompt tests at every depth too, so two runs as well.
 ingot_round() {
     local r=$1 pp=$out/ingot-r$r-pp.json tg=$out/ingot-r$r-tg.json
-    RAYON_NUM_THREADS=$threads "$ingot" bench -m "$model" --backend cpu -p "$prompts" -n 0 -d 0 --reps "$reps" --json \
+    RAYON_NUM_THREADS=$threads "$ingot" bench -m "$model" --backend cpu -p "$prompts" -n 0 -d 0 --reps "$reps" "${ingot_args[@]}" --json \
         >"$pp" 2>"$out/ingot-r$r.err"
-    RAYON_NUM_THREADS=$threads "$ingot" bench -m "$model" --backend cpu -p 0 -n "$n_gen" -d "$depths" --reps "$reps" \
+    RAYON_NUM_THREADS=$threads "$ingot" bench -m "$model" --backend cpu -p 0 -n "$n_gen" -d "$depths" --reps "$reps" "${ingot_args[@]}" \
         --json >"$tg" 2>>"$out/ingot-r$r.err"
     python3 -c 'import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))

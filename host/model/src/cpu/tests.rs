@@ -680,7 +680,7 @@ fn a_q8_0_cache_attends_as_its_rounded_f32_rows() {
 
 /// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512, rope 64,
 /// random cache), the per-head form (heads in parallel) against [`super::attend::attend_heads`], wall time,
-/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384). docs/perf.md has the figures:
+/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384); then the same on a q8_0 cache. docs/perf.md has the figures:
 /// `cargo test -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
 #[test]
 #[ignore]
@@ -708,6 +708,10 @@ fn attn_depth_bench() {
     let max_ctx = *depths.iter().max().unwrap();
     let mut rnd = uniform(0x2545_f491_4f6c_dd1d_u64);
     let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    let mut q8 = super::latent::LatentCache::new(crate::cache_type::CacheType::Q8_0, max_ctx, row);
+    for (t, r) in cache.chunks_exact(row).enumerate() {
+        q8.write_row(t, r);
+    }
     let q_abs: Vec<f32> = (0..heads * lora).map(|_| rnd()).collect();
     let q_pe: Vec<f32> = (0..heads * rope).map(|_| rnd()).collect();
     let p = pool(threads);
@@ -750,6 +754,16 @@ fn attn_depth_bench() {
             best_old * 1e3,
             best_new * 1e3,
             best_old / best_new
+        );
+        let mut best_q8 = f64::MAX;
+        for _ in 0..reps {
+            let t = Instant::now();
+            p.install(|| attend_heads(c, q8.latents(), pos, &mut att));
+            best_q8 = best_q8.min(t.elapsed().as_secs_f64());
+        }
+        eprintln!(
+            "depth {depth}: all-heads on a q8_0 cache {:.3} ms",
+            best_q8 * 1e3
         );
     }
 }
