@@ -10,6 +10,8 @@ mod attend;
 mod attention;
 mod awake;
 mod batch;
+#[cfg(test)]
+mod benches;
 mod decompressed;
 mod ffn;
 mod latent;

@@ -13,12 +13,12 @@ use crate::error::ModelError;
 
 use ingot_testdata::golden_dir;
 
-fn open_tiny() -> GgufFile {
+pub(super) fn open_tiny() -> GgufFile {
     let path = golden_dir().join("tiny-mla-q4_k_m/model.gguf");
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
+pub(super) fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -35,7 +35,7 @@ fn input(n: usize, seed: usize) -> Activation {
     a
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
+pub(super) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
@@ -443,7 +443,7 @@ fn decompressed_heads_match_f64() {
 
 /// Uniform values in [-1, 1) from a xorshift64 stream seeded with `seed`: fresh, non-zero test inputs
 /// without a dependency.
-fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+pub(super) fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
     move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -536,7 +536,7 @@ fn all_heads_attention_matches_f64_over_many_spans() {
 /// Head by head, the softmax attention in the order the CPU backend computed it before the all-heads form
 /// (and the order its golden tests were measured with): `kq_scale · (dot_f32(q_abs, c_t) + dot_f32(q_pe,
 /// k_pe_t))` per row, the exps summed from 0 in row order, then `o += (p_t / sum) · c_t` from 0 in row order.
-fn per_head_attention(
+pub(super) fn per_head_attention(
     c: &crate::config::ModelConfig,
     cache: &[f32],
     pos: usize,
@@ -675,150 +675,5 @@ fn a_q8_0_cache_attends_as_its_rounded_f32_rows() {
                 );
             }
         }
-    }
-}
-
-/// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512, rope 64,
-/// random cache), the per-head form (heads in parallel) against [`super::attend::attend_heads`], wall time,
-/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384); then the same on a q8_0 cache. docs/perf.md has the figures:
-/// `cargo test -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
-#[test]
-#[ignore]
-fn attn_depth_bench() {
-    use super::attend::{attend_heads, Attend};
-    use rayon::prelude::*;
-    use std::time::Instant;
-    let file = open_tiny();
-    let cpu = CpuBackend::load(&file, 64).unwrap();
-    let mut c = cpu.config.clone();
-    c.n_head = 16;
-    c.kv_lora = 512;
-    c.d_rope = 64;
-    c.d_nope = 128;
-    c.d_v = 128;
-    let c = &c;
-    let (heads, lora, rope, row) = (c.n_head, c.kv_lora, c.d_rope, c.cache_row());
-    let depths: Vec<usize> = std::env::var("DEPTHS")
-        .unwrap_or("4096,16384".into())
-        .split(',')
-        .map(|s| s.parse().unwrap())
-        .collect();
-    let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
-    let reps: usize = std::env::var("REPS").map_or(8, |s| s.parse().unwrap());
-    let max_ctx = *depths.iter().max().unwrap();
-    let mut rnd = uniform(0x2545_f491_4f6c_dd1d_u64);
-    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
-    let mut q8 = super::latent::LatentCache::new(crate::cache_type::CacheType::Q8_0, max_ctx, row);
-    for (t, r) in cache.chunks_exact(row).enumerate() {
-        q8.write_row(t, r);
-    }
-    let q_abs: Vec<f32> = (0..heads * lora).map(|_| rnd()).collect();
-    let q_pe: Vec<f32> = (0..heads * rope).map(|_| rnd()).collect();
-    let p = pool(threads);
-    for &depth in &depths {
-        let pos = depth - 1;
-        let mut att = Attend::new(c, max_ctx);
-        for h in 0..heads {
-            att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
-        }
-        let mut best_new = f64::MAX;
-        let mut best_old = f64::MAX;
-        let mut outs = vec![vec![0.0f32; lora]; heads];
-        for _ in 0..reps {
-            let t = Instant::now();
-            p.install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
-            best_new = best_new.min(t.elapsed().as_secs_f64());
-            let t = Instant::now();
-            p.install(|| {
-                outs.par_iter_mut().enumerate().for_each(|(h, o)| {
-                    *o = per_head_attention(
-                        c,
-                        &cache,
-                        pos,
-                        &q_abs[h * lora..][..lora],
-                        &q_pe[h * rope..][..rope],
-                    )
-                })
-            });
-            best_old = best_old.min(t.elapsed().as_secs_f64());
-        }
-        let diff = outs
-            .concat()
-            .iter()
-            .zip(&att.o_lat)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        eprintln!(
-            "depth {depth}, {threads} threads, best of {reps}: per-head {:.3} ms, all-heads {:.3} ms, ratio {:.2}x \
-             (max |diff| {diff:.1e})",
-            best_old * 1e3,
-            best_new * 1e3,
-            best_old / best_new
-        );
-        let mut best_q8 = f64::MAX;
-        for _ in 0..reps {
-            let t = Instant::now();
-            p.install(|| attend_heads(c, q8.latents(), pos, &mut att));
-            best_q8 = best_q8.min(t.elapsed().as_secs_f64());
-        }
-        eprintln!(
-            "depth {depth}: all-heads on a q8_0 cache {:.3} ms",
-            best_q8 * 1e3
-        );
-    }
-}
-
-/// The matrix-vector kernels' rates on a real file (`MODEL`, a GGUF path; `TENSORS`, comma-separated
-/// names, default `output.weight`): per tensor, GB/s of weights from a cache-resident slice of 64 rows
-/// on one thread (the kernel's compute rate), and from the whole matrix on 1 and `THREADS` (2) threads
-/// (memory rate), best of `REPS` (5). With `INGOT_CPU_ISA` as the backend takes it.
-/// `MODEL=... cargo test -p ingot-model --release --lib -- --ignored kernel_rate_bench --nocapture`.
-#[test]
-#[ignore]
-fn kernel_rate_bench() {
-    use std::time::Instant;
-    let path = std::env::var("MODEL").expect("MODEL: a GGUF file");
-    let file = GgufFile::open(std::path::Path::new(&path)).unwrap();
-    let isa = Isa::choose(std::env::var("INGOT_CPU_ISA").ok().as_deref()).0;
-    let threads: usize = std::env::var("THREADS").map_or(2, |s| s.parse().unwrap());
-    let reps: usize = std::env::var("REPS").map_or(5, |s| s.parse().unwrap());
-    let names = std::env::var("TENSORS").unwrap_or("output.weight".into());
-    let mut rnd = uniform(0x9e37_79b9_7f4a_7c15);
-    for name in names.split(',') {
-        let m = QMatrix::from_tensor(&file, name, isa).unwrap();
-        let x: Vec<f32> = (0..m.cols()).map(|_| rnd()).collect();
-        let mut act = Activation::new(m.cols());
-        act.load(&x);
-        act.prepare(&m).unwrap();
-        let row_bytes = file.header().tensor(name).unwrap().row_bytes() as f64;
-        let mut out = vec![0.0f32; m.rows()];
-        let best = |f: &mut dyn FnMut()| {
-            (0..reps)
-                .map(|_| {
-                    let t = Instant::now();
-                    f();
-                    t.elapsed().as_secs_f64()
-                })
-                .fold(f64::MAX, f64::min)
-        };
-        let resident = best(&mut || {
-            for _ in 0..200 {
-                m.dot_rows(0, &act, &mut out[..64]).unwrap();
-            }
-        });
-        let one = pool(1);
-        let all_1 = best(&mut || one.install(|| batch::matvec(&m, &mut act, &mut out).unwrap()));
-        let many = pool(threads);
-        let all_n = best(&mut || many.install(|| batch::matvec(&m, &mut act, &mut out).unwrap()));
-        let gb = |rows: f64, s: f64| rows * row_bytes / s / 1e9;
-        eprintln!(
-            "{name} ({}, {} x {}, {isa:?}): resident 1 thread {:.1} GB/s; whole 1 thread {:.1} GB/s, {threads} threads {:.1} GB/s",
-            file.header().tensor(name).unwrap().ty.name(),
-            m.rows(),
-            m.cols(),
-            gb(64.0 * 200.0, resident),
-            gb(m.rows() as f64, all_1),
-            gb(m.rows() as f64, all_n),
-        );
     }
 }

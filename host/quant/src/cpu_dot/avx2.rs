@@ -23,8 +23,14 @@ use core::arch::x86_64::*;
 
 pub(super) mod avx512;
 pub(super) mod interleaved;
+pub(super) mod krows;
+mod legacy_rows;
 pub(super) mod tiles;
 pub(super) mod vnni;
+
+pub(super) use legacy_rows::{
+    iq4_nl_row, iq4_nl_row_multi, q4_0_row, q5_0_row, q8_0_row, q8_0_row_multi,
+};
 
 use ingot_abi::blocks::{
     iq1m_d, iq1m_scale, iq2xxs_signs_scale, iq4xs_scale, BlockIq1M, BlockIq1S, BlockIq2S,
@@ -159,11 +165,18 @@ fn scales_mins_k4(s: &[u8; 12]) -> (u64, u64) {
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn k4_finish(isum: i32, mins: u64, d: u16, dmin: u16, y: &BlockQ8K) -> f32 {
+    let summs = hsum_i32(k4_mins_lanes(mins, y));
+    f16(d) * y.d * isum as f32 - f16(dmin) * y.d * summs as f32
+}
+
+/// The mins term `Σ_j m_j·(bsums_{2j} + bsums_{2j+1})` as 8 partial i32 sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn k4_mins_lanes(mins: u64, y: &BlockQ8K) -> __m256i {
     // Pairwise bsums: |b| ≤ 16·128, pair sums fit i32 trivially.
     let pairs = _mm256_madd_epi16(load_bsums(y), _mm256_set1_epi16(1));
     let m = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64));
-    let summs = hsum_i32(_mm256_mullo_epi32(pairs, m));
-    f16(d) * y.d * isum as f32 - f16(dmin) * y.d * summs as f32
+    _mm256_mullo_epi32(pairs, m)
 }
 
 /// `Σ_j sc_j·Σ q·q8` over the eight 32-element sub-blocks of 4-bit levels `qs` (Q4_K layout),
@@ -171,6 +184,13 @@ fn k4_finish(isum: i32, mins: u64, d: u16, dmin: u16, y: &BlockQ8K) -> f32 {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn k4_isum(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, scales: u64, y: &BlockQ8K) -> i32 {
+    hsum_i32(k4_isum_lanes(qs, qh, scales, y))
+}
+
+/// [`k4_isum`] as 8 partial i32 sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn k4_isum_lanes(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, scales: u64, y: &BlockQ8K) -> __m256i {
     let qs: &[[u8; 32]; 4] = bytemuck::cast_ref(qs);
     let ys = q8k_groups(y);
     let nibble = _mm256_set1_epi8(0x0F);
@@ -199,7 +219,7 @@ fn k4_isum(qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, scales: u64, y: &BlockQ8K
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, splat_i16(sc, j)));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, splat_i16(sc, j + 1)));
     }
-    hsum_i32(acc)
+    acc
 }
 
 /// Q4_K · Q8_K.
@@ -310,6 +330,14 @@ fn pair_scales(eo: __m256i, k: usize) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q6_k(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
+    let isum = hsum_i32(q6_k_lanes(x, y));
+    f16(x.d) * y.d * isum as f32
+}
+
+/// [`q6_k`]'s integer `Σ_j s_j·Σ (q − 32)·q8` as 8 partial i32 sums (wrapping, like the sums).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q6_k_lanes(x: &BlockQ6K, y: &BlockQ8K) -> __m256i {
     let ql: &[[u8; 32]; 4] = bytemuck::cast_ref(&x.ql);
     let qh: &[[u8; 32]; 2] = bytemuck::cast_ref(&x.qh);
     let ys = q8k_groups(y);
@@ -344,10 +372,10 @@ pub(super) fn q6_k(x: &BlockQ6K, y: &BlockQ8K) -> f32 {
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, pair_scales(sc, k)));
         }
     }
-    // |s·bsums| ≤ 128·2048 per group, 16 groups: exact in i32.
-    let offset = hsum_i32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load_bsums(y)));
-    let isum = hsum_i32(acc).wrapping_sub(offset.wrapping_mul(32));
-    f16(x.d) * y.d * isum as f32
+    // |s·bsums| ≤ 128·2048 per group, 16 groups: exact in i32. Lane-wise `acc − 32·offset` adds
+    // up to the scalar `Σ acc − 32·Σ offset` (i32 arithmetic wraps alike in any order).
+    let offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load_bsums(y));
+    _mm256_sub_epi32(acc, _mm256_slli_epi32::<5>(offset))
 }
 
 /// A Q6_K block's unsigned levels (`≤ 63`) per 32-element group `k`, and its sixteen scales in
@@ -713,205 +741,6 @@ pub(super) fn q5_0(x: &BlockQ5_0, y: &BlockQ8_0) -> f32 {
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn q8_0(x: &BlockQ8_0, y: &BlockQ8_0) -> f32 {
     hsum_i32(q8_0_isums(x, y)) as f32 * f16(x.d) * f16(y.d)
-}
-
-/// How a legacy block's scalar code orders its three factors (f32 products do not associate).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Order {
-    /// `isum as f32 · d · d8` (Q4_0, Q5_0, Q8_0).
-    SumFirst,
-    /// `d · d8 · isum as f32` (IQ4_NL).
-    ScalesFirst,
-}
-
-/// Four f16 scales as the low four f32 lanes (exact conversions; the upper lanes are 0).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn scales4(d: [u16; 4]) -> __m128 {
-    _mm_cvtph_ps(_mm_setr_epi16(
-        d[0] as i16,
-        d[1] as i16,
-        d[2] as i16,
-        d[3] as i16,
-        0,
-        0,
-        0,
-        0,
-    ))
-}
-
-/// The results of four blocks from their partial sums `isums` and scales `dx`, `dy`: each lane
-/// the scalar expression in the factor order `order` on `Σ isums[k]` (one shared horizontal
-/// reduction: exact i32 additions).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn scaled4(isums: [__m256i; 4], dx: __m128, dy: __m128, order: Order) -> [f32; 4] {
-    let a = _mm256_hadd_epi32(isums[0], isums[1]);
-    let b = _mm256_hadd_epi32(isums[2], isums[3]);
-    // Lanes 0..4 hold the low-half sums of blocks 0..4, lanes 4..8 the high-half sums.
-    let c = _mm256_hadd_epi32(a, b);
-    let s = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
-    let isum = _mm_cvtepi32_ps(s);
-    let r = match order {
-        Order::SumFirst => _mm_mul_ps(_mm_mul_ps(isum, dx), dy),
-        Order::ScalesFirst => _mm_mul_ps(_mm_mul_ps(dx, dy), isum),
-    };
-    bytemuck::cast(r)
-}
-
-/// One block's result from its partial sums, in the scalar factor order `order`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn scaled1(isums: __m256i, dx: f32, dy: f32, order: Order) -> f32 {
-    let isum = hsum_i32(isums) as f32;
-    match order {
-        Order::SumFirst => isum * dx * dy,
-        Order::ScalesFirst => dx * dy * isum,
-    }
-}
-
-/// A row of 32-element blocks with f16 scale `d` against `N` Q8_0 activations (each as many blocks
-/// as `row`): per activation `Σ_i isum_i·d_i·d8_i` in the factor order `order`, added to 0.0 in
-/// block order, which is the scalar row. Four blocks at a time share one horizontal reduction and
-/// one vector of scale products (each lane the scalar expression, so the same bits); each running
-/// sum stays sequential. Each group of four weight blocks is unpacked once (`unpack`, into the
-/// form that `isums` dots with 32 activations) and its scales converted once for all `N`
-/// activations, which take exactly the steps they would take alone: `N = 1` is the one-row
-/// kernel, and every `N` gives its bits.
-#[inline(always)]
-fn legacy_row_multi<B, W: Copy, const N: usize>(
-    row: &[B],
-    acts: [&[BlockQ8_0]; N],
-    order: Order,
-    d: impl Fn(&B) -> u16,
-    unpack: impl Fn(&B) -> W,
-    isums: impl Fn(W, &[i8; 32]) -> __m256i,
-) -> [f32; N] {
-    let mut sums = [0.0f32; N];
-    let groups = row.len() / 4;
-    for g in 0..groups {
-        let x = &row[4 * g..4 * g + 4];
-        let w: [W; 4] = core::array::from_fn(|k| unpack(&x[k]));
-        // SAFETY (all target-feature calls below): callers are
-        // `#[target_feature(enable = "avx2,f16c")]`.
-        let dx = unsafe { scales4(core::array::from_fn(|k| d(&x[k]))) };
-        for (s, a) in sums.iter_mut().zip(acts) {
-            let y = &a[4 * g..4 * g + 4];
-            let r = unsafe {
-                let dy = scales4(core::array::from_fn(|k| y[k].d));
-                let i = core::array::from_fn(|k| isums(w[k], &y[k].qs));
-                scaled4(i, dx, dy, order)
-            };
-            for v in r {
-                *s += v;
-            }
-        }
-    }
-    for (i, x) in row.iter().enumerate().skip(4 * groups) {
-        let w = unpack(x);
-        let dx = unsafe { f16(d(x)) };
-        for (s, a) in sums.iter_mut().zip(acts) {
-            *s += unsafe { scaled1(isums(w, &a[i].qs), dx, f16(a[i].d), order) };
-        }
-    }
-    sums
-}
-
-/// A Q4_0 row against Q8_0 activations (`act.len()` blocks).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q4_0_row(row: &[BlockQ4_0], act: &[BlockQ8_0]) -> f32 {
-    q4_0_row_multi(row, [act])[0]
-}
-
-/// A Q5_0 row against Q8_0 activations (`act.len()` blocks).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q5_0_row(row: &[BlockQ5_0], act: &[BlockQ8_0]) -> f32 {
-    q5_0_row_multi(row, [act])[0]
-}
-
-/// A Q8_0 row against Q8_0 activations (`act.len()` blocks).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q8_0_row(row: &[BlockQ8_0], act: &[BlockQ8_0]) -> f32 {
-    q8_0_row_multi(row, [act])[0]
-}
-
-/// A IQ4_NL row against Q8_0 activations (`act.len()` blocks).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn iq4_nl_row(row: &[BlockIq4Nl], act: &[BlockQ8_0]) -> f32 {
-    iq4_nl_row_multi(row, [act])[0]
-}
-
-/// A Q4_0 row against `N` Q8_0 activations: [`q4_0_row`] for each, the nibbles unpacked once.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q4_0_row_multi<const N: usize>(
-    row: &[BlockQ4_0],
-    acts: [&[BlockQ8_0]; N],
-) -> [f32; N] {
-    legacy_row_multi(
-        row,
-        acts,
-        Order::SumFirst,
-        |x| x.d,
-        |x| nibbles32(&x.qs),
-        |u, y| offset_isums(u, 8, y),
-    )
-}
-
-/// A Q5_0 row against `N` Q8_0 activations: [`q5_0_row`] for each, the 5-bit levels unpacked once.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q5_0_row_multi<const N: usize>(
-    row: &[BlockQ5_0],
-    acts: [&[BlockQ8_0]; N],
-) -> [f32; N] {
-    legacy_row_multi(
-        row,
-        acts,
-        Order::SumFirst,
-        |x| x.d,
-        |x| q5_0_levels(x),
-        |u, y| offset_isums(u, 16, y),
-    )
-}
-
-/// A Q8_0 row against `N` Q8_0 activations: [`q8_0_row`] for each, the weights widened once.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn q8_0_row_multi<const N: usize>(
-    row: &[BlockQ8_0],
-    acts: [&[BlockQ8_0]; N],
-) -> [f32; N] {
-    legacy_row_multi(
-        row,
-        acts,
-        Order::SumFirst,
-        |x| x.d,
-        |x| q8_0_levels(x),
-        |w, y| wide_isums(w, y),
-    )
-}
-
-/// An IQ4_NL row against `N` Q8_0 activations: [`iq4_nl_row`] for each, the code-book values
-/// looked up and widened once.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn iq4_nl_row_multi<const N: usize>(
-    row: &[BlockIq4Nl],
-    acts: [&[BlockQ8_0]; N],
-) -> [f32; N] {
-    legacy_row_multi(
-        row,
-        acts,
-        Order::ScalesFirst,
-        |x| x.d,
-        |x| iq4_nl_levels(x),
-        |w, y| wide_isums(w, y),
-    )
 }
 
 /// `Σ w·q8` of 32 signed weights and 32 activations as 16 i16 pair sums:

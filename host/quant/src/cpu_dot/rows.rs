@@ -354,16 +354,34 @@ mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
     use crate::cpu_dot::avx2::interleaved::Interleaved;
-    use crate::cpu_dot::avx2::{avx512, interleaved, tiles, vnni};
+    use crate::cpu_dot::avx2::{avx512, interleaved, krows, tiles, vnni};
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
         match ty {
             GgmlType::Q2K => each_row::<BlockQ2K, _>(rows, act, out, |x, y| avx2::q2_k(x, y)),
             GgmlType::Q3K => each_row::<BlockQ3K, _>(rows, act, out, |x, y| avx2::q3_k(x, y)),
-            GgmlType::Q4K => each_row::<BlockQ4K, _>(rows, act, out, |x, y| avx2::q4_k(x, y)),
-            GgmlType::Q5K => each_row::<BlockQ5K, _>(rows, act, out, |x, y| avx2::q5_k(x, y)),
-            GgmlType::Q6K => each_row::<BlockQ6K, _>(rows, act, out, |x, y| avx2::q6_k(x, y)),
+            GgmlType::Q4K => each_row_with::<BlockQ4K, _>(
+                rows,
+                act,
+                out,
+                |r, a| krows::q4_k_row(r, a),
+                |x, y| avx2::q4_k(x, y),
+            ),
+            GgmlType::Q5K => each_row_with::<BlockQ5K, _>(
+                rows,
+                act,
+                out,
+                |r, a| krows::q5_k_row(r, a),
+                |x, y| avx2::q5_k(x, y),
+            ),
+            GgmlType::Q6K => each_row_with::<BlockQ6K, _>(
+                rows,
+                act,
+                out,
+                |r, a| krows::q6_k_row(r, a),
+                |x, y| avx2::q6_k(x, y),
+            ),
             GgmlType::Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, |x, y| avx2::iq4_xs(x, y)),
             GgmlType::Iq2Xxs => {
                 each_row::<BlockIq2Xxs, _>(rows, act, out, |x, y| avx2::iq2_xxs(x, y))
