@@ -211,7 +211,7 @@ impl Accelerator for Device {
                 s.last = None;
                 let stats = s
                     .sim
-                    .launch(&s.module, kernel, config, &sim_args)
+                    .launch(s.module, kernel, config, &sim_args)
                     .map_err(|e| backend_err("ptx-sim", e))?;
                 s.last = Some(stats);
                 Ok(())

@@ -114,11 +114,11 @@ mod tests {
         let r = &rows[0];
         // Q4_K: 8 lanes per 256-weight unit, two units in flight: 8 super-blocks per iteration.
         assert_eq!(r.weights_per_iteration, 2048);
-        for arch in 0..ARCHS.len() {
+        for (arch, name) in ARCHS.iter().enumerate() {
             let n = r.loop_insts[arch].expect("the Q4_K loops pair");
             // The loop dots 8 super-blocks: far more than a remainder or staging loop, far
             // fewer than the whole kernel.
-            assert!((100..1000).contains(&n), "{}: {n}", ARCHS[arch]);
+            assert!((100..1000).contains(&n), "{name}: {n}");
             assert_eq!(r.per_256_weights(arch), Some(n as f64 / 8.0));
         }
     }

@@ -15,11 +15,11 @@ use ingot_synth::{synthesize, Preset, SynthOptions};
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
 const STEPS: usize = 10;
 
+/// One step: its input token, its phase and what `SimExecutor::routing` recorded.
+type Routing = (u32, Phase, Vec<(u32, f32)>);
+
 /// Prompt then `steps` greedy steps; every step's logits, and its routing when the executor records it.
-fn run(
-    exec: &mut SimExecutor,
-    steps: usize,
-) -> (Vec<Vec<f32>>, Vec<(u32, Phase, Vec<(u32, f32)>)>) {
+fn run(exec: &mut SimExecutor, steps: usize) -> (Vec<Vec<f32>>, Vec<Routing>) {
     let (mut logits, mut routing) = (Vec::new(), Vec::new());
     let mut token = PROMPT[0];
     for pos in 0..PROMPT.len() + steps {

@@ -88,25 +88,10 @@ pub enum ExecError {
     #[error("cuda: {0}")]
     Cuda(#[from] ingot_cuda::CudaError),
     /// A node failed in eager mode (launch or the synchronisation after it): the first
-    /// failing node of the step, with its launch spelled out.
-    #[error(
-        "first failing node {node} of {nodes}: {label} (kernel {kernel}, {}), grid {grid:?}, block {block:?}, \
-         {shared_bytes} B shared, args [{args}]: {source}",
-        match layer { Some(l) => format!("layer {l}"), None => "outside the layers".to_string() }
-    )]
-    Node {
-        node: usize,
-        nodes: usize,
-        label: String,
-        kernel: String,
-        layer: Option<usize>,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_bytes: u32,
-        args: String,
-        #[source]
-        source: ingot_cuda::CudaError,
-    },
+    /// failing node of the step, with its launch spelled out. Boxed: the report is large and
+    /// every `Result<_, ExecError>` would otherwise carry its size.
+    #[error(transparent)]
+    Node(Box<NodeFailure>),
     /// A CUDA graph replay failed; `localised` is what the automatic eager re-run found.
     #[error("CUDA graph replay at pos {pos} failed: {source}\n{localised}")]
     Replay {
@@ -142,6 +127,27 @@ pub enum ExecError {
     /// The host asked for a step the cache cannot hold.
     #[error(transparent)]
     Step(#[from] ingot_model::ModelError),
+}
+
+/// The first failing node of an eager step ([`ExecError::Node`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "first failing node {node} of {nodes}: {label} (kernel {kernel}, {}), grid {grid:?}, block {block:?}, \
+     {shared_bytes} B shared, args [{args}]: {source}",
+    match layer { Some(l) => format!("layer {l}"), None => "outside the layers".to_string() }
+)]
+pub struct NodeFailure {
+    pub node: usize,
+    pub nodes: usize,
+    pub label: String,
+    pub kernel: String,
+    pub layer: Option<usize>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub args: String,
+    #[source]
+    pub source: ingot_cuda::CudaError,
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -22,7 +22,7 @@ pub mod planner;
 pub mod weights;
 
 pub use buffer::{BufId, BufferDecl, BufferKind};
-pub use error::{ExecError, PlanError};
+pub use error::{ExecError, NodeFailure, PlanError};
 pub use node::{BufRef, Node, NodeArg};
 pub use plan::{ExpertCacheLayer, ExpertCachePlan, Plan, PlanSummary, RouteBias};
 pub use planner::mtp::{build_mtp_plan_for, MtpPlan};

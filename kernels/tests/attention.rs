@@ -335,7 +335,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     // Cache: random rows before `pos`, NaN (0xFFFF; a q8_0 row's scales too) from `pos` on, so
     // a row read past the context poisons the result.
     let mut cache = vec![0xFFu8; s.cache_bytes().unwrap()];
-    fill_random_rows(rng, &s, pos, &mut cache);
+    fill_random_rows(rng, s, pos, &mut cache);
     let q = rand_nonzero(rng, s.n_head * (s.d_nope + s.n_rope), -c.q_amp, c.q_amp);
     let kv = rand_nonzero(rng, row, -1.5, 1.5);
     let w = rand_nonzero(rng, s.kv_lora, 0.5, 1.5);
@@ -740,15 +740,7 @@ fn flash_latent_traffic_at_depth_4096() {
         let q_abs = f32_bytes(&rand_nonzero(&mut rng, s.n_head * s.kv_lora, -1.0, 1.0));
         let q_pe = f32_bytes(&rand_nonzero(&mut rng, s.n_head * s.n_rope, -1.0, 1.0));
         let inputs = (&q_abs[..], &q_pe[..], &cache[..]);
-        let st = flash_on_sim(
-            &module,
-            &FLASH_LATENT,
-            &s,
-            pos,
-            max_segments,
-            inputs,
-            0.1147,
-        );
+        let st = flash_on_sim(module, &FLASH_LATENT, &s, pos, max_segments, inputs, 0.1147);
         let split = split_at(pos, max_segments);
         let reads = FlashReads::new(&s, pos, max_segments, &FLASH_LATENT);
         assert_eq!(

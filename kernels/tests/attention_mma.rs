@@ -531,7 +531,7 @@ fn flash_latent_mma_traffic_at_depth_4096() {
         let split = split_at(pos, max_segments);
         let mut warp_instr = [0u64; 2];
         for (k, desc) in [FLASH_LATENT_MMA, FLASH_LATENT].iter().enumerate() {
-            let st = flash_on_sim(&module, desc, &s, pos, max_segments, inputs, 0.1147);
+            let st = flash_on_sim(module, desc, &s, pos, max_segments, inputs, 0.1147);
             warp_instr[k] = st.warp_instructions;
             if k == 1 {
                 break;

@@ -89,7 +89,6 @@ fn magnitude_q3k(row: &[BlockQ3K], act: &[BlockQ8_1]) -> f64 {
     mag
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check_gemv<B: Accelerator, T: bytemuck::Pod>(
     b: &mut B,
     kernel: &str,

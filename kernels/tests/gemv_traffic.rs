@@ -92,22 +92,22 @@ fn run(module: &Module, ty: GemvType, nrows: u32, ncols: u32) {
 #[test]
 fn gemv_traffic_at_v2_lite_shapes() {
     let m = ingot_kernels::backend::sim::module().expect("parse PTX");
-    run(&m, GemvType::Q4K, 3072, 2048);
-    run(&m, GemvType::Q4K, 576, 2048);
-    run(&m, GemvType::Q5K, 1408, 2048);
-    run(&m, GemvType::Q3K, 3072, 2048);
-    run(&m, GemvType::Q6K, 2048, 2048);
-    run(&m, GemvType::Q6K, 2048, 2816);
-    run(&m, GemvType::Q8_0, 2048, 10944);
-    run(&m, GemvType::Q8_0, 2048, 1408);
-    run(&m, GemvType::Q5_0, 2048, 1408);
+    run(m, GemvType::Q4K, 3072, 2048);
+    run(m, GemvType::Q4K, 576, 2048);
+    run(m, GemvType::Q5K, 1408, 2048);
+    run(m, GemvType::Q3K, 3072, 2048);
+    run(m, GemvType::Q6K, 2048, 2048);
+    run(m, GemvType::Q6K, 2048, 2816);
+    run(m, GemvType::Q8_0, 2048, 10944);
+    run(m, GemvType::Q8_0, 2048, 1408);
+    run(m, GemvType::Q5_0, 2048, 1408);
     // attn_k_b's short rows (128 weights: 2 lanes per row, 16 rows per warp).
-    run(&m, GemvType::Q5_0, 8192, 128);
+    run(m, GemvType::Q5_0, 8192, 128);
     // lm_head rows of the Q4_K_M mix (a slice of the 102400).
-    run(&m, GemvType::Q6K, 8192, 2048);
-    run(&m, GemvType::Q5_1, 2048, 1408);
-    run(&m, GemvType::Q4_0, 2048, 1408);
-    run(&m, GemvType::Iq4Nl, 2048, 1408);
+    run(m, GemvType::Q6K, 8192, 2048);
+    run(m, GemvType::Q5_1, 2048, 1408);
+    run(m, GemvType::Q4_0, 2048, 1408);
+    run(m, GemvType::Iq4Nl, 2048, 1408);
 }
 
 /// One launch of `name` over `items` with `args`, returning its stats.
@@ -144,7 +144,7 @@ fn norm_embed_argmax_traffic() {
     sim.write(x, &ones).expect("write");
     let s = launch(
         &mut sim,
-        &module,
+        module,
         "rmsnorm_q8_1",
         1,
         &[
@@ -170,7 +170,7 @@ fn norm_embed_argmax_traffic() {
     let state = sim.alloc(16).expect("alloc");
     let s = launch(
         &mut sim,
-        &module,
+        module,
         "argmax_step",
         1,
         &[Arg::Ptr(logits), Arg::Ptr(state), Arg::U32(vocab)],
@@ -198,7 +198,7 @@ fn norm_embed_argmax_traffic() {
         let out = sim.alloc(n as usize * 4).expect("alloc");
         let s = launch(
             &mut sim,
-            &module,
+            module,
             name,
             n,
             &[
@@ -226,10 +226,10 @@ fn norm_embed_argmax_traffic() {
 #[test]
 fn gemv_traffic_odd_block_rows() {
     let m = ingot_kernels::backend::sim::module().expect("parse PTX");
-    run(&m, GemvType::Q4_0, 2048, 96);
-    run(&m, GemvType::Q8_0, 2048, 160);
-    run(&m, GemvType::Iq4Nl, 1024, 32);
-    run(&m, GemvType::Q5_1, 1024, 96);
+    run(m, GemvType::Q4_0, 2048, 96);
+    run(m, GemvType::Q8_0, 2048, 160);
+    run(m, GemvType::Iq4Nl, 1024, 32);
+    run(m, GemvType::Q5_1, 1024, 96);
 }
 
 /// The grouped gemv with the q8_1 epilogue at V2-Lite's `attn_v_b` (16 heads × 128 rows of 512
@@ -254,7 +254,7 @@ fn gemv_q8_1_out_traffic_attn_v_b() {
         sim.write(w, &fill).expect("write");
         let s = launch(
             &mut sim,
-            &module,
+            module,
             ty.grouped_q8_1_out().name,
             nrows / 32,
             &[

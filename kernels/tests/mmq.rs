@@ -417,7 +417,7 @@ fn mmq_reads_weights_once_per_token_tile() {
             let items = mmq_items(nrows as u32, ntok as u32).expect("items");
             let stats = sim
                 .launch(
-                    &module,
+                    module,
                     d.name,
                     LaunchConfig {
                         grid: d.grid(items),

@@ -627,7 +627,7 @@ fn mmq_moe_reads_each_expert_once_per_pair_tile() {
         let items = mmq_moe_items(rows as u32, n_pairs as u32, n_expert as u32).expect("items");
         let stats = sim
             .launch(
-                &module,
+                module,
                 d.name,
                 LaunchConfig {
                     grid: d.grid(items),

@@ -209,11 +209,11 @@ fn slot_tables_read_missed_experts_over_the_link() {
     }
     let m = ingot_kernels::backend::sim::module().expect("parse PTX");
     for ty in [GemvType::Q4K, GemvType::Q5_0, GemvType::Q8_0, GemvType::Q3K] {
-        gate_up(&m, (ty, ty), false);
-        gate_up(&m, (ty, ty), true);
+        gate_up(m, (ty, ty), false);
+        gate_up(m, (ty, ty), true);
     }
     for &pair in GemvType::MIXED_GATE_UP {
-        gate_up(&m, pair, false);
+        gate_up(m, pair, false);
     }
     for (r, s) in [
         (GemvType::Q5_0, GemvType::Q4K),
@@ -222,7 +222,7 @@ fn slot_tables_read_missed_experts_over_the_link() {
         (GemvType::Q3K, GemvType::Q3K),
         (GemvType::Iq2Xxs, GemvType::Q6K),
     ] {
-        down(&m, r, s);
+        down(m, r, s);
     }
 }
 

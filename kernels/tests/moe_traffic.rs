@@ -173,7 +173,7 @@ fn moe_traffic_at_v2_lite_shapes() {
     let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let mut r = Run {
         sim: Sim::new(),
-        module: &module,
+        module,
     };
     let moe = FfnShape {
         n_embd: 2048,

@@ -83,7 +83,6 @@ pub(crate) fn mad(mode: MadMode, ty: Ty, exec: u32, a: &Lanes, b: &Lanes, c: &La
 }
 
 /// Float binary operations; `alu::fbin` defines them, f32 `.rn` add/sub/mul are inlined here.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn fbin(
     op: FBinOp,
     ty: Ty,
@@ -109,7 +108,6 @@ pub(crate) fn fbin(
 }
 
 /// `fma`; `alu::fma` defines it, f32 `.rn` is inlined here.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn fma(
     ty: Ty,
     rnd: Rnd,

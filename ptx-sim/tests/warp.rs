@@ -1,6 +1,4 @@
 //! Warp-synchronous instructions against the ISA definitions of spec §6.
-// Index loops mirror the ISA's fragment formulas (row/col computed from lane and element index).
-#![allow(clippy::needless_range_loop)]
 mod common;
 use common::*;
 use half::{bf16, f16};

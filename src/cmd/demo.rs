@@ -160,6 +160,23 @@ pub fn run(a: Args) -> Result<()> {
     })
 }
 
+/// `ingot serve -m MODEL --port PORT` with every other option at its default, parsed by serve's own
+/// arguments so the defaults live in one place.
+fn serve(model: &Path, port: u16) -> Result<()> {
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: super::serve::Args,
+    }
+    let model = model
+        .to_str()
+        .context("the cache directory's path is not UTF-8")?;
+    let port = port.to_string();
+    let parsed = <Serve as clap::Parser>::try_parse_from(["serve", "-m", model, "--port", &port])
+        .context("serve's default arguments")?;
+    super::serve::run(parsed.args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,21 +195,4 @@ mod tests {
         // A second call reuses the file instead of writing it again.
         assert_eq!(trained_model(dir.path()).expect("cached"), path);
     }
-}
-
-/// `ingot serve -m MODEL --port PORT` with every other option at its default, parsed by serve's own
-/// arguments so the defaults live in one place.
-fn serve(model: &Path, port: u16) -> Result<()> {
-    #[derive(clap::Parser)]
-    struct Serve {
-        #[command(flatten)]
-        args: super::serve::Args,
-    }
-    let model = model
-        .to_str()
-        .context("the cache directory's path is not UTF-8")?;
-    let port = port.to_string();
-    let parsed = <Serve as clap::Parser>::try_parse_from(["serve", "-m", model, "--port", &port])
-        .context("serve's default arguments")?;
-    super::serve::run(parsed.args)
 }

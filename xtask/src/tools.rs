@@ -156,7 +156,8 @@ fn chromium() -> Result<()> {
     };
     let install = ["install", "-y", "-q", "--no-install-recommends", "chromium"];
     println!("installing chromium with apt-get (for tests/serve_browser.rs)");
-    if !apt(&install) && !(apt(&["update", "-q"]) && apt(&install)) {
+    let installed = apt(&install) || (apt(&["update", "-q"]) && apt(&install));
+    if !installed {
         bail!("apt-get could not install chromium: {fix}");
     }
     if !runs("chromium") {

@@ -106,7 +106,7 @@ pub fn count_nodes(
         let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
         let sample = sample_blocks(blocks, max_blocks);
         let launch = |sim: &mut Sim, which: &[u64]| {
-            sim.launch_blocks(&module, &n.kernel, cfg, &args, which)
+            sim.launch_blocks(module, &n.kernel, cfg, &args, which)
                 .map_err(|source| PredictError::Sim {
                     label: n.label.clone(),
                     source,

@@ -424,7 +424,7 @@ pub(crate) fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
     if let Some(id) = b.existing(NAME) {
         return Some(id);
     }
-    let data: Vec<u8> = (0..b.opts.ctx as usize)
+    let data: Vec<u8> = (0..b.opts.ctx)
         .flat_map(|pos| t.factor(pos).to_le_bytes())
         .collect();
     Some(b.constant(NAME, data))

@@ -139,7 +139,7 @@ impl Module {
             LOG_BYTES as *mut c_void,
             error.as_mut_ptr().cast(),
             LOG_BYTES as *mut c_void,
-            1usize as *mut c_void,
+            std::ptr::without_provenance_mut(1),
         ];
         let mut raw: sys::CUmodule = std::ptr::null_mut();
         let started = Instant::now();

@@ -63,7 +63,7 @@ fn a_hand_built_file_parses_to_the_expected_header() {
         data_offset,
     };
     assert_eq!(h, expected);
-    assert!(data_offset > header_end && data_offset % 64 == 0);
+    assert!(data_offset > header_end && data_offset.is_multiple_of(64));
     let v = &bytes[h.data_range(&h.tensors[1]).unwrap()];
     assert_eq!(v, (200u8..220).collect::<Vec<_>>());
     assert_eq!(h.get_str_array("tokenizer.ggml.tokens").unwrap()[2], "ü");

@@ -145,7 +145,6 @@ fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
 /// with strides. On AVX2, tiles of 4 × 2 rows keep each operand vector in a register for several dot
 /// products; every product still sums its eight lanes in [`dot_f32`]'s order, so the result does not
 /// depend on the tiling or on the instruction set it runs on (Rust never fuses the multiply and add).
-#[allow(clippy::too_many_arguments)]
 pub fn gemm_nt(
     a: &[f32],
     a_stride: usize,
@@ -164,7 +163,6 @@ pub fn gemm_nt(
 /// b_j[..split]) + dot_f32(a_i[split..k], b_j[split..k])` bit for bit, `(split, k)` the second-to-last
 /// argument; with `split == k`, [`gemm_nt`] (no second part, nothing added). The attention's score of a
 /// latent cache row `[c | k_pe]` is this sum of its two dot products.
-#[allow(clippy::too_many_arguments)]
 pub fn gemm_nt_split(
     a: &[f32],
     a_stride: usize,

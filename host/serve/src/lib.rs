@@ -44,7 +44,7 @@ use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use body::{declared_length, read_body, refuse_request, require_json};
+use body::{declared_length, read_body, require_json};
 pub use error::{ApiError, ServeError};
 use guard::{check_host, require_key};
 use metrics::Metrics;

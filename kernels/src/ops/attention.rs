@@ -205,7 +205,6 @@ pub fn rope_kv_q8_1<B: Accelerator>(
 /// reads row `t` of `bufs.q` and `bufs.kv`, writes row `t` of `bufs.q_pe` and `q_nope_q8` and
 /// cache row `pos0 + t` (`pos0` from `bufs.state`); see `ingot_abi::launch::ROPE_KV_Q8_1_ROWS`.
 /// The row buffers must hold `ntok` rows; `ntok ≥ 1`.
-#[allow(clippy::too_many_arguments)]
 pub fn rope_kv_q8_1_rows<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
@@ -264,7 +263,6 @@ fn launch_rope<B: Accelerator>(
 /// type `ty` and width `ncols` against the q8_1 `x`, then [`rope_kv_q8_1`] on their outputs in
 /// the launch's last block (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings). `count` is the tail's done
 /// counter: a `u32` that is 0 before the launch and is 0 again after it.
-#[allow(clippy::too_many_arguments)]
 pub fn gemv2_rope_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
@@ -308,7 +306,6 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
 
 /// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants);
 /// `q`, `kv`, `q_pe` and `q_nope_q8` hold `ntok` token rows.
-#[allow(clippy::too_many_arguments)]
 fn check_rope<B: Accelerator>(
     b: &B,
     d: &KernelDesc,

@@ -92,7 +92,6 @@ pub type MoeBufs<'a, B> = (
 /// `ncols` must be a positive multiple of the type's block (256 or 32); `rows`, `ntok`,
 /// `n_pairs` and `n_expert` positive.
 /// Checks the shape and every buffer size, then launches [`mmq_moe_items`] blocks.
-#[allow(clippy::too_many_arguments)]
 pub fn mmq_moe<B: Accelerator>(
     b: &mut B,
     ty: MmqType,

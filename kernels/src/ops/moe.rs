@@ -221,7 +221,6 @@ pub fn moe_router_logits_rows<B: Accelerator>(
 /// ([`MOE_ROUTER_F32`]): the last warp to finish its row routes. `count` is a 4-byte counter
 /// that must hold 0 before the launch; the launch leaves it 0 again, so one zeroed counter
 /// serves any number of launches in sequence (not concurrent ones).
-#[allow(clippy::too_many_arguments)]
 pub fn moe_router_f32<B: Accelerator>(
     b: &mut B,
     (w, x, logits): (&B::Buf, &B::Buf, &B::Buf),

@@ -54,7 +54,6 @@ fn check_routing_shape(
 /// expert `n_expert − 1`): `expert_start` (`n_expert + 1` words), and `pair_token`, `pair_of`,
 /// `pair_self` (`ntok·n_used` words each), sorted by expert, stable in (token, slot) order.
 /// One block.
-#[allow(clippy::too_many_arguments)]
 pub fn moe_pairs<B: Accelerator>(
     b: &mut B,
     sel: &B::Buf,

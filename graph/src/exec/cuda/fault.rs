@@ -106,7 +106,7 @@ impl CudaExecutor {
         };
         let what = failed.describe();
         match rerun() {
-            Err(e @ ExecError::Node { .. }) => format!(
+            Err(e @ ExecError::Node(_)) => format!(
                 "eager re-run of {what} in a fresh context ({EAGER_VAR}=1 mode, sync after every node): {e}"
             ),
             Err(e) => format!("the eager re-run of {what} failed before naming a node: {e}"),

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module};
 
-use crate::error::ExecError;
+use crate::error::{ExecError, NodeFailure};
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 
@@ -107,7 +107,8 @@ pub(super) fn launch_nodes<'a>(
 /// A failing node of a prefill plan says so in its label (its index and count are the chunk
 /// plan's).
 pub(super) fn in_prefill(mut e: ExecError, ntok: usize, pos: usize) -> ExecError {
-    if let ExecError::Node { label, .. } = &mut e {
+    if let ExecError::Node(failure) = &mut e {
+        let label = &mut failure.label;
         *label = format!("{label} (prefill plan of {ntok} tokens, chunk at pos {pos})");
     }
     e
@@ -140,7 +141,7 @@ pub(super) fn node_error(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    ExecError::Node {
+    ExecError::Node(Box::new(NodeFailure {
         node: i,
         nodes: plan.nodes.len(),
         label: n.label.clone(),
@@ -151,7 +152,7 @@ pub(super) fn node_error(
         shared_bytes: shape.shared_bytes,
         args,
         source,
-    }
+    }))
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ impl Builder {
 
     /// Zero bytes up to a multiple of `align`.
     pub fn pad(&mut self, align: usize) -> &mut Self {
-        while self.buf.len() % align != 0 {
+        while !self.buf.len().is_multiple_of(align) {
             self.buf.push(0);
         }
         self

@@ -60,7 +60,6 @@ impl Mtp {
     }
 
     /// One MTP position: see [`crate::Decoder::mtp_step`].
-    #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
         c: &ModelConfig,

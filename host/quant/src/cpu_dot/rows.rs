@@ -511,6 +511,10 @@ mod avx2_rows {
         true
     }
 
+    /// A group kernel of [`grouped`]: writes a group's rows, returns how many.
+    type GroupRows<K> =
+        unsafe fn(&[<K as tiles::Tile>::Block], &[&[<K as tiles::Tile>::Act]], &mut [f32]) -> usize;
+
     /// [`tiled`] with most rows in groups through `interleaved` (eight rows of
     /// [`interleaved::rows`] or [`vnni::rows`], sixteen of [`avx512::rows`], which return how many
     /// rows they wrote), `K` taking the rows left over; the same bits. False (nothing written) for
@@ -521,7 +525,7 @@ mod avx2_rows {
         acts: &[&[K::Act]],
         out: &mut [f32],
         min_acts: usize,
-        interleaved: unsafe fn(&[K::Block], &[&[K::Act]], &mut [f32]) -> usize,
+        interleaved: GroupRows<K>,
     ) -> bool {
         if acts.len() < min_acts.max(2) {
             return false;

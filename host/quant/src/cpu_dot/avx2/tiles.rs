@@ -101,7 +101,6 @@ pub(in crate::cpu_dot) fn rows<K: Tile>(
 /// The `R` rows `group` (each `nb` blocks), rows `first..first + R` of the output, against every
 /// activation: their blocks unpacked once into `unpacked` (block-major), then `PAIRS / R`
 /// activations at a time, the last step taking what is left.
-#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn row_group<K: Tile, const R: usize>(

@@ -170,10 +170,7 @@ fn k4_rows(
     // Bit 2p of qh byte l is bit 4 of element l of group 2p, bit 2p + 1 that of group 2p + 1:
     // the interleaved fifth bits sit under the interleaved quants, shifted down 2 per p.
     let z = _mm256_setzero_si256();
-    let mut high = match qh {
-        Some(h) => Some(transpose(per_row(z, |r| load(h[r])))),
-        None => None,
-    };
+    let mut high = qh.map(|h| transpose(per_row(z, |r| load(h[r]))));
     for p in 0..4 {
         let t = transpose(per_row(z, |r| {
             load(&bytemuck::cast_ref::<_, [[u8; 32]; 4]>(qs[r])[p])
