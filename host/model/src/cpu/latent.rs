@@ -142,12 +142,12 @@ impl<'a> Latents<'a> {
     }
 
     /// Values per row.
-    pub fn width(&self) -> usize {
+    pub fn width(self) -> usize {
         self.width
     }
 
     /// Every row as stored, where the cache stores f32.
-    pub fn as_f32(&self) -> Option<&'a [f32]> {
+    pub fn as_f32(self) -> Option<&'a [f32]> {
         match self.rows {
             Rows::F32(r) => Some(r),
             Rows::Q8_0(_) => None,
@@ -155,7 +155,7 @@ impl<'a> Latents<'a> {
     }
 
     /// Rows `0..n` as f32 values (the prefill forms that take every row at once).
-    pub fn to_f32(&self, n: usize) -> Cow<'a, [f32]> {
+    pub fn to_f32(self, n: usize) -> Cow<'a, [f32]> {
         match self.rows {
             Rows::F32(r) => Cow::Borrowed(&r[..n * self.width]),
             Rows::Q8_0(_) => {
@@ -167,7 +167,7 @@ impl<'a> Latents<'a> {
     }
 
     /// Writes rows `t0..t0 + n` into `out` (`n · width` values).
-    pub fn decode(&self, t0: usize, n: usize, out: &mut [f32]) {
+    pub fn decode(self, t0: usize, n: usize, out: &mut [f32]) {
         let w = self.width;
         match self.rows {
             Rows::F32(r) => out[..n * w].copy_from_slice(&r[t0 * w..(t0 + n) * w]),
