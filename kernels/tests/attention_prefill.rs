@@ -428,12 +428,14 @@ fn flash_latent_prefill_matches_causal_reference_and_traffic() {
 #[cfg(feature = "sim")]
 fn traffic() {
     use ingot_abi::launch::{flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_TILE};
-    use ptx_sim::{Arg, LaunchConfig, Module, Sim};
+    use ptx_sim::{Arg, LaunchConfig, Sim};
     use support::attention::random_f16_bytes;
     let s = shape(16, 128, CacheType::F16);
     let (pos0, ntok) = (58u32, 6u32);
     let mut rng = support::rng("flash_latent_prefill traffic");
-    let module = Module::parse(ingot_kernels::PTX).expect("parse PTX");
+    // The process's lazily lowered module, as every other kernel test: parsing all 21 MB
+    // eagerly took seconds and gigabytes for the one kernel launched here.
+    let module = ingot_kernels::backend::sim::module().expect("parse PTX");
     let cache = random_f16_bytes(&mut rng, s.ctx * s.row());
     let rows = ntok as usize * s.n_head;
     let q_abs = f32_bytes(&rand_nonzero(&mut rng, rows * s.kv_lora, -1.0, 1.0));
@@ -468,7 +470,7 @@ fn traffic() {
         block: d.block,
         shared_bytes: d.shared_bytes,
     };
-    let st = sim.launch(&module, d.name, cfg, &args).expect("launch");
+    let st = sim.launch(module, d.name, cfg, &args).expect("launch");
     // Token pair k (ntok even) streams rows 0..=pos0 + 2k + 1.
     let lens: Vec<u64> = (0..ntok / 2).map(|k| (pos0 + 2 * k + 2) as u64).collect();
     let row_reads: u64 = lens.iter().sum();

@@ -11,10 +11,12 @@
 //!   natural loops: the audit's hot loops).
 //!
 //! - [`read_ptx`]: a PTX file's text, plain or `.xz` (the committed `kernels/ptx/ingot.ptx.xz`).
+//! - [`entries`]: a module's text split into its header and its kernels by a scan, without parsing.
 //!
 //! Depends only on `ptx-syntax` (and `xz2` for compressed files); nothing here knows about execution or budgets.
 
 mod cfg;
+pub mod entries;
 mod error;
 mod file;
 mod lines;

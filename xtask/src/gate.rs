@@ -5,17 +5,26 @@
 //! 1. install the tools the kernel build, audit and tests need (nightly rust-src, ptxas/cuobjdump wheels,
 //!    the `openai` Python client);
 //! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
-//! 3. `ptx-audit check` (debug build, shared with the tests): hot-loop instruction counts, guards,
-//!    traps, registers, spills vs budgets;
-//! 4. `cargo test --workspace`;
-//! 5. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
+//! 3. `cargo test --workspace --no-run`: the one build of the workspace (debug profile) that the
+//!    steps below share;
+//! 4. `ptx-audit check`, run from that build: hot-loop instruction counts, guards, traps,
+//!    registers, spills vs budgets;
+//! 5. `cargo clippy --workspace --all-targets -- -D warnings` (its own check build, no codegen);
+//! 6. `cargo test --workspace` (built by step 3);
+//! 7. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
 //!    fail only because no GPU was found (see [`crate::rehearse`]).
 //!
-//! Steps 3 and 4 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
+//! Steps 3 to 6 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
 //! ([`crate::paths::tool_env`]): `ptx-audit` and its tests do not search for them.
+//!
+//! Nothing is compiled twice: `ptx-audit` is the test build's binary, not `cargo run -p
+//! ptx-audit`, which resolves that package's features alone (other features of `syn`, `serde`,
+//! `clap` ...) and so rebuilds most of the dependency tree; `.ci/run` likewise runs this gate
+//! from the test build's own `xtask` binary.
 
-use anyhow::{bail, Result};
-use std::process::Command;
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::{kernels, paths, rehearse, tools};
@@ -31,6 +40,37 @@ fn cargo(args: &[&str]) -> Result<()> {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// The workspace's test build: `cargo test --workspace --no-run`.
+const TEST_BUILD: [&str; 3] = ["test", "--workspace", "--no-run"];
+
+/// The path of binary `name` of the workspace's test build (building what is not built yet):
+/// the build `cargo test --workspace` runs, so its binaries share every dependency with the tests.
+fn workspace_binary(name: &str) -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(TEST_BUILD)
+        .args(["--quiet", "--message-format=json-render-diagnostics"])
+        .envs(paths::tool_env())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo")?;
+    if !out.status.success() {
+        bail!("`cargo {}` failed ({})", TEST_BUILD.join(" "), out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let m: serde_json::Value = serde_json::from_str(line).context("cargo's JSON message")?;
+        let is_bin = m["reason"] == "compiler-artifact"
+            && m["target"]["name"] == name
+            && m["target"]["kind"] == serde_json::json!(["bin"])
+            && m["profile"]["test"] == false;
+        if let (true, Some(exe)) = (is_bin, m["executable"].as_str()) {
+            return Ok(exe.into());
+        }
+    }
+    bail!("`cargo {}` built no `{name}` binary", TEST_BUILD.join(" "))
 }
 
 /// `cargo xtask audit [ARGS]`: `ptx-audit ARGS` (`check` when none) with the tools passed to it.
@@ -62,11 +102,32 @@ fn cpu_isa_line() -> String {
 }
 
 pub fn run() -> Result<()> {
-    let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
+    let steps: [(&str, &dyn Fn() -> Result<()>); 7] = [
         ("tools", &tools::install),
         ("kernels --check", &kernels::check),
+        ("cargo test --workspace --no-run", &|| cargo(&TEST_BUILD)),
         ("ptx-audit check", &|| {
-            cargo(&["run", "--quiet", "-p", "ptx-audit", "--", "check"])
+            let exe = workspace_binary("ptx-audit")?;
+            let status = Command::new(&exe)
+                .arg("check")
+                .envs(paths::tool_env())
+                .status()
+                .with_context(|| format!("running {}", exe.display()))?;
+            if !status.success() {
+                bail!("`ptx-audit check` failed ({status})");
+            }
+            Ok(())
+        }),
+        ("clippy", &|| {
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--quiet",
+                "--",
+                "-D",
+                "warnings",
+            ])
         }),
         ("cargo test --workspace", &|| {
             cargo(&["test", "--workspace"])

@@ -183,10 +183,9 @@ pub(crate) fn table_of(
     let descs = plan.check_committed()?;
     let counts = count_nodes(plan, &descs, opts.depth, opts.max_blocks, chunk)?;
     let arch = opts.card.map_or("sm_86", |c| c.arch);
-    let resources = kernel_resources(arch)?;
     let mut rows = Vec::with_capacity(plan.nodes.len());
     for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
-        let res = resources.get(&n.kernel).copied().unwrap_or_default();
+        let res = kernel_resources(arch, &n.kernel)?;
         let (unique, reread, routed) = read_split(plan, config, i, (opts.depth, tokens), c);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;

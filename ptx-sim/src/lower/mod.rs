@@ -7,7 +7,6 @@ mod arith;
 mod bits;
 mod compare;
 mod control;
-mod entries;
 mod kernel;
 mod memory;
 mod modifiers;
@@ -168,9 +167,9 @@ type LazyKernel = (String, Range<usize>, OnceLock<Result<Kernel, SimError>>);
 
 impl LazyKernels {
     /// The header of `src` lowered, and its kernels found; `None` when `src` is not in the shape
-    /// [`entries::entries`] splits (the caller lowers it whole).
+    /// [`ptx_front::entries::entries`] splits (the caller lowers it whole).
     pub(crate) fn new(src: &str) -> Result<Option<(LazyKernels, ModuleVars)>, SimError> {
-        let Some(e) = entries::entries(src) else {
+        let Some(e) = ptx_front::entries::entries(src) else {
             return Ok(None);
         };
         let (none, shared, vars) = lower_text(&src[..e.header_end], None)?;

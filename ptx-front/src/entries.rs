@@ -1,6 +1,6 @@
 //! Where each `.entry` function of a module's text starts and ends, found by scanning the text
 //! (comments and braces) without parsing it, so a module can be lowered one kernel at a time
-//! ([`crate::Module::parse_lazy`]).
+//! (`ptx_sim::Module::parse_lazy`), or one kernel analysed without parsing the others.
 //!
 //! The scan accepts only the shape compilers emit: module-scope directives first (the header),
 //! then `.entry` functions separated by whitespace and `//` comments. Anything else between or
@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 /// A module's text split into its header and its kernels.
-pub(super) struct Entries {
+pub struct Entries {
     /// Bytes `0..header_end` hold every module-scope directive; the first kernel starts there.
     pub header_end: usize,
     /// Each kernel's name and byte range (its first directive word to its closing brace).
@@ -18,7 +18,7 @@ pub(super) struct Entries {
 }
 
 /// The entries of `src`, or `None` when the text does not have the shape described above.
-pub(super) fn entries(src: &str) -> Option<Entries> {
+pub fn entries(src: &str) -> Option<Entries> {
     let b = src.as_bytes();
     let mut kernels = Vec::new();
     let mut at = 0;
