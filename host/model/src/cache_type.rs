@@ -9,7 +9,7 @@
 //! keeps full precision.
 
 pub use ingot_abi::launch::CacheType;
-use ingot_quant::blocks::QK8_0;
+use ingot_quant::blocks::{BlockQ8_0, QK8_0};
 use ingot_quant::q8_0;
 
 /// The format named `name`, or a message listing the names there are.
@@ -31,11 +31,17 @@ pub fn round_row(ty: CacheType, row: &mut [f32]) {
     }
     for chunk in row.chunks_mut(QK8_0) {
         let mut block = [0.0f32; QK8_0];
-        block[..chunk.len()].copy_from_slice(chunk);
-        let q = q8_0::quantize(&block);
-        q8_0::dequantize(&q, &mut block);
+        q8_0::dequantize(&q8_0_group(chunk), &mut block);
         chunk.copy_from_slice(&block[..chunk.len()]);
     }
+}
+
+/// ggml's q8_0 block of one group of at most 32 values of a cache row, a short last group padded
+/// with zeros: the one quantization every cache-row writer uses.
+pub fn q8_0_group(part: &[f32]) -> BlockQ8_0 {
+    let mut x = [0.0f32; QK8_0];
+    x[..part.len()].copy_from_slice(part);
+    q8_0::quantize(&x)
 }
 
 /// `values` (one row) in the bytes of format `ty` ([`CacheType::row_bytes`]), as the rope kernels
@@ -53,10 +59,7 @@ pub fn encode_row(ty: CacheType, values: &[f32]) -> Vec<u8> {
         }
         CacheType::Q8_0 => {
             let blocks = CacheType::q8_0_blocks(width) as usize;
-            for (b, part) in values.chunks(QK8_0).enumerate() {
-                let mut x = [0.0f32; QK8_0];
-                x[..part.len()].copy_from_slice(part);
-                let q = q8_0::quantize(&x);
+            for (b, q) in values.chunks(QK8_0).map(q8_0_group).enumerate() {
                 for (o, &v) in out[b * QK8_0..][..QK8_0].iter_mut().zip(&q.qs) {
                     *o = v as u8;
                 }

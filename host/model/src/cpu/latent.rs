@@ -71,9 +71,7 @@ impl LatentCache {
                 let per_row = self.width.div_ceil(QK8_0);
                 let row = &mut blocks[pos * per_row..][..per_row];
                 for (b, part) in row.iter_mut().zip(values.chunks(QK8_0)) {
-                    let mut x = [0.0f32; QK8_0];
-                    x[..part.len()].copy_from_slice(part);
-                    *b = q8_0::quantize(&x);
+                    *b = crate::cache_type::q8_0_group(part);
                 }
             }
         }
