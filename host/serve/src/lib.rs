@@ -149,6 +149,8 @@ struct AppState {
     allowed_hosts: Vec<String>,
     queue_bound: usize,
     tok: Arc<Tokenizer>,
+    /// Permits to template and tokenize a prompt; see [`off_runtime`].
+    tokenizing: Arc<tokio::sync::Semaphore>,
     template: ChatTemplate,
     jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
@@ -298,6 +300,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 .collect(),
             queue_bound: opts.queue,
             tok: loaded.tok,
+            tokenizing: Arc::new(tokio::sync::Semaphore::new(tokenizing_threads())),
             template,
             jobs: jobs_tx,
             metrics,
@@ -888,15 +891,34 @@ fn stream(reply: Reply, rx: mpsc::UnboundedReceiver<Event>) -> Response {
     Sse::new(events).into_response()
 }
 
-/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads.
+/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads,
+/// and at most [`tokenizing_threads`] at once. The bound is what keeps the server's memory flat: the
+/// tokenizer's regexes keep one search cache (a lazy DFA that grows up to the regex's size limit) for each
+/// search running at once, kept for reuse, so without it every new peak of concurrent requests (up to
+/// tokio's 512 blocking threads) would leave more caches behind.
 async fn off_runtime<T: Send + 'static>(
     s: &Arc<AppState>,
     f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let s = s.clone();
-    tokio::task::spawn_blocking(move || f(&s))
+    let permit = s
+        .tokenizing
+        .clone()
+        .acquire_owned()
         .await
-        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?;
+    let s = s.clone();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        f(&s)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+}
+
+/// Prompts templated and tokenized at once: the machine's cores, at most 8 (more would only take cores from
+/// the decoder and keep more regex caches).
+fn tokenizing_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(8))
 }
 
 async fn chat_completions(

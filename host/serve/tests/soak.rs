@@ -19,26 +19,43 @@ use support::*;
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// Live bytes and live allocations by size class: class `c` holds sizes in (2^(c-1), 2^c]. What grows
+/// between two rounds, by class, tells a buffer (one class, a few large blocks) from a table or cache that
+/// keeps growing (many small ones).
+static CLASS_BYTES: [AtomicIsize; CLASSES] = [const { AtomicIsize::new(0) }; CLASSES];
+static CLASS_COUNT: [AtomicIsize; CLASSES] = [const { AtomicIsize::new(0) }; CLASSES];
+const CLASSES: usize = 48;
 
-// SAFETY: every call forwards to `System` with the caller's arguments; the counter is only arithmetic.
+fn class(size: usize) -> usize {
+    ((usize::BITS - size.saturating_sub(1).leading_zeros()) as usize).min(CLASSES - 1)
+}
+
+fn count(size: usize, sign: isize) {
+    LIVE.fetch_add(sign * size as isize, Ordering::Relaxed);
+    let c = class(size);
+    CLASS_BYTES[c].fetch_add(sign * size as isize, Ordering::Relaxed);
+    CLASS_COUNT[c].fetch_add(sign, Ordering::Relaxed);
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments; the counters are only arithmetic.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            count(layout.size(), 1);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        count(layout.size(), -1);
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            count(layout.size(), 1);
         }
         p
     }
@@ -46,10 +63,8 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
+            count(layout.size(), -1);
+            count(new_size, 1);
         }
         p
     }
@@ -97,9 +112,22 @@ async fn serve_for_soak() {
     println!("{TAG} base {base}");
     tokio::task::spawn_blocking(|| {
         for line in std::io::stdin().lock().lines() {
-            if line.expect("stdin").trim() == "stats" {
-                let (fds, rss) = fds_and_rss_kib();
-                println!("{TAG} stats {fds} {rss} {}", live_kib());
+            match line.expect("stdin").trim() {
+                "stats" => {
+                    let (fds, rss) = fds_and_rss_kib();
+                    println!("{TAG} stats {fds} {rss} {}", live_kib());
+                }
+                "classes" => {
+                    let classes: Vec<String> = (0..CLASSES)
+                        .map(|c| {
+                            let b = CLASS_BYTES[c].load(Ordering::Relaxed);
+                            let n = CLASS_COUNT[c].load(Ordering::Relaxed);
+                            format!("{b}:{n}")
+                        })
+                        .collect();
+                    println!("{TAG} classes {}", classes.join(" "));
+                }
+                _ => {}
             }
         }
     })
@@ -185,6 +213,27 @@ impl ServerProcess {
             [f, r, l] => (number(f, &line), number(r, &line), number(l, &line)),
             _ => panic!("bad stats line {line:?}"),
         }
+    }
+}
+
+impl ServerProcess {
+    /// The server's live bytes and allocations per size class.
+    fn classes(&mut self) -> Vec<(i64, i64)> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .expect("the server's stdin is open until drop");
+        writeln!(stdin, "classes").expect("ask the server for its size classes");
+        stdin.flush().expect("flush");
+        let line = self.line("classes ");
+        line.split(' ')
+            .map(|pair| {
+                let (b, n) = pair
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("bad class {pair:?}"));
+                (number(b, &line), number(n, &line))
+            })
+            .collect()
     }
 }
 
@@ -315,12 +364,39 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     let mut requests = 0;
     let mut served = 0;
     let mut after = Vec::new();
+    let classes_every: Option<usize> = std::env::var("INGOT_SOAK_CLASSES")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut base_classes = None;
     for r in 0..rounds {
         let seen = round(r).await;
         requests += seen.len();
         served += seen.iter().filter(|&&(k, s)| k == 0 && s == 200).count();
         settle(base.clone()).await;
         after.push(server.stats());
+        // `INGOT_SOAK_CLASSES=N`: every N rounds, what the live heap gained or lost since round N, per size class.
+        if let Some(every) = classes_every.filter(|&n| n > 0 && r >= n && r % n == 0) {
+            let now = server.classes();
+            match &base_classes {
+                None => base_classes = Some(now),
+                Some(base) => {
+                    let moved: Vec<String> = (0..now.len())
+                        .filter(|&c| (now[c].0 - base[c].0).abs() >= 1024)
+                        .map(|c| {
+                            format!(
+                                "<=2^{c}: {:+} B in {:+} blocks",
+                                now[c].0 - base[c].0,
+                                now[c].1 - base[c].1
+                            )
+                        })
+                        .collect();
+                    eprintln!(
+                        "soak round {r}: live heap since round {every}: {}",
+                        moved.join(", ")
+                    );
+                }
+            }
+        }
         if rounds > 3 {
             let (fds, rss, live) = after[r];
             eprintln!(
