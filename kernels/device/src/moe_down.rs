@@ -1,7 +1,7 @@
 //! `moe_down_*`: the second half of a (mixture-of-experts) SwiGLU FFN for one token, with the
 //! residual add: `y[r] = resid[r] + Σ_k w_k·(down_{e_k}[r]·act_k) + down_sh[r]·act_sh`
-//! (spec §5.4), reading expert ids and weights from the device-resident [`ExpertSelection`]
-//! and the q8_1 activations the gate/up kernel wrote.
+//! (docs/decode-math.md#moe-ffn), reading expert ids and weights from the device-resident
+//! [`ExpertSelection`] and the q8_1 activations the gate/up kernel wrote.
 //!
 //! Thread mapping: one warp per pair of output rows, `MOE_DOWN_WARPS` warps per block. The warp
 //! walks the routed experts two at a time ([`rows_dot_lane4`]: both rows of both experts in one

@@ -1,6 +1,7 @@
 //! `moe_gate_up_*`: the first half of a (mixture-of-experts) SwiGLU FFN for one token:
 //! `h = silu(gate·x) ⊙ (up·x)` for the rows of every selected expert and of the shared experts,
-//! written as q8_1 blocks for the down kernels (spec §5.4, ik_llama's fused `moe_up_gate`).
+//! written as q8_1 blocks for the down kernels (docs/decode-math.md#moe-ffn, ik_llama's fused
+//! `moe_up_gate`).
 //!
 //! Thread mapping: a block computes `MOE_GATE_UP_ROWS` = 32 consecutive rows of one expert
 //! slot, i.e. exactly one q8_1 output block. Block `b < n_used·ff/32` belongs to routed slot

@@ -1,7 +1,8 @@
-//! `flash_latent_prefill`: the causal absorbed MLA attention of a prefill chunk (spec §7.3) on
-//! tensor cores, `flash_latent_mma`'s tile loop with the M side of `mma.m16n8k16` widened from
-//! one token's 16 heads to two tokens × 16 heads (M-row `r` = head `h0 + r % 16` of token
-//! `t0 + r / 16`), so every cache tile staged in shared memory serves both tokens.
+//! `flash_latent_prefill`: the causal absorbed MLA attention of a prefill chunk on tensor cores
+//! (docs/decode-math.md#split-k-attention, without the split), `flash_latent_mma`'s tile loop
+//! with the M side of `mma.m16n8k16` widened from one token's 16 heads to two tokens × 16 heads
+//! (M-row `r` = head `h0 + r % 16` of token `t0 + r / 16`), so every cache tile staged in shared
+//! memory serves both tokens.
 //!
 //! Block `b` (of `flash_prefill_items`) owns head group `b / P` and token pair
 //! `P − 1 − b % P` (`P = ⌈ntok/2⌉`; the last pairs, which read the most rows, start first). It
