@@ -299,7 +299,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up`] reading its routed experts through slot tables (issue 18).
+            /// [`Self::gate_up`] reading its routed experts through slot tables (experts beyond
+            /// VRAM).
             pub const fn gate_up_slots(self) -> &'static KernelDesc {
                 match self {
                     $(GemvType::$v => {
@@ -338,7 +339,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (issue 18).
+            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (experts
+            /// beyond VRAM).
             pub const fn gate_up_mixed_slots(
                 routed: GemvType,
                 shared: GemvType,
@@ -374,7 +376,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::down`] reading its routed experts through a slot table (issue 18).
+            /// [`Self::down`] reading its routed experts through a slot table (experts beyond
+            /// VRAM).
             pub const fn down_slots(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
                 match (routed, shared) {
                     $((GemvType::$v, GemvType::$v) => {

@@ -246,8 +246,8 @@ const DOWN_PARAMS: &[super::Param] = &[
 /// is an output row: launch `n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh`
 /// its width.
 ///
-/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`]; issue
-/// 18, experts beyond VRAM) take the same parameters, grid and output, but the routed weight
+/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`];
+/// experts beyond VRAM) take the same parameters, grid and output, but the routed weight
 /// arguments (`gate` and `up`, or `down`) are tables of `n_expert` `u64` addresses, entry `e`
 /// the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
 /// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
