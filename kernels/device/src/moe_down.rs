@@ -5,11 +5,10 @@
 //!
 //! Thread mapping: one warp per pair of output rows, `MOE_DOWN_WARPS` warps per block. The warp
 //! walks the routed experts two at a time ([`rows_dot_lane4`]: both rows of both experts in one
-//! pass, four units in flight per lane, each expert's activation loads shared by the two
-//! rows), then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each
-//! row once at the end. The
-//! routed and shared weights may have different types (`R`, `S`): real files store the 1408-wide
-//! expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
+//! pass, four units in flight per lane, each expert's activation loads shared by the two rows),
+//! then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each row once at
+//! the end. The routed and shared weights may have different types (`R`, `S`): real files store the
+//! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
 //! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
 //! outside the stacked weights.

@@ -14,11 +14,11 @@
 //! `s = Σh` by the same butterfly), so the down kernel sees what a separate quantize pass would
 //! have produced.
 //!
-//! The activation vector is quantized once, before this kernel, and every block reads it
-//! (through the read-only cache). Routed gate and up rows come from two stacked tensors, or from
-//! one merged tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at
-//! `(2e + 1)·ff`); only the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`, so a corrupt
-//! selection cannot make the kernel read outside the stacked weights.
+//! The activation vector is quantized once, before this kernel, and every block reads it (through
+//! the read-only cache). Routed gate and up rows come from two stacked tensors, or from one merged
+//! tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at `(2e + 1)·ff`); only
+//! the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`,
+//! so a corrupt selection cannot make the kernel read outside the stacked weights.
 
 use crate::intrinsics::{
     bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u64, round_away, shfl_idx_u32, silu, st_u32,
