@@ -1,7 +1,8 @@
-//! Hostile files and careless flags (issue #42), as a user meets them on the command line: a header whose
-//! `block_count` no file of its size can hold; output paths that already hold something (another file, the
-//! command's own input, a FIFO, a device node, a directory); sampling and server flags out of range. Each
-//! ends in one line naming the problem and the fix, exit code 1, and nothing written or replaced.
+//! Hostile files and careless flags, as a user meets them on the command line: a header whose
+//! `block_count` no file of its size can hold; output paths that already hold something (another
+//! file, the command's own input, a FIFO, a device node, a directory); sampling and server flags
+//! out of range. Each ends in one line naming the problem and the fix, exit code 1, and nothing
+//! written or replaced.
 
 mod support;
 
@@ -412,8 +413,8 @@ fn serve_exits_on_sigterm_despite_a_half_sent_request() {
     drop(held);
 }
 
-/// A header claiming 10^7 blocks (the issue's 16 GB in 60 s) is refused by `inspect` and `run` from the
-/// structural check, which names the key and its value.
+/// A header claiming 10^7 blocks (which, believed, would allocate 16 GB and run for a minute) is
+/// refused by `inspect` and `run` from the structural check, which names the key and its value.
 #[test]
 fn a_block_count_the_file_cannot_hold_is_named_by_inspect_and_run() {
     use ingot_gguf::{GgufFile, MetaValue};

@@ -7,13 +7,13 @@
 //! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`],
 //! its ggml type id, the weights per block, the unit of the kernels' thread mapping (lanes
 //! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte
-//! offsets of the block's f16 scale fields. Every type gets
-//! every per-type kernel (plain, grouped, grouped with the q8_1 epilogue, two-matrix, two-matrix
-//! with the rope tail, `attn_merge_v_b`, MoE gate/up and down, their slot-table twins); the
-//! `mixed_down` rows add MoE down kernels whose routed and shared weights differ (the llama.cpp
-//! mixes, spec §4.4), the `mixed_gate_up` rows fused gate/up kernels whose routed and shared
-//! weights differ (the dynamic low-bit files: routed experts in a grid type, shared experts at 6
-//! bits) and the `argmax` rows the fused lm_head kernels.
+//! offsets of the block's f16 scale fields. Every type gets every per-type kernel (plain, grouped,
+//! grouped with the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE
+//! gate/up and down, their slot-table twins); the `mixed_down` rows add MoE down kernels whose
+//! routed and shared weights differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the
+//! `mixed_gate_up` rows fused gate/up kernels whose routed and shared weights differ (the dynamic
+//! low-bit files: routed experts in a grid type, shared experts at 6 bits) and the `argmax` rows
+//! the fused lm_head kernels.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
@@ -299,7 +299,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up`] reading its routed experts through slot tables (issue 18).
+            /// [`Self::gate_up`] reading its routed experts through slot tables (experts beyond
+            /// VRAM).
             pub const fn gate_up_slots(self) -> &'static KernelDesc {
                 match self {
                     $(GemvType::$v => {
@@ -338,7 +339,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (issue 18).
+            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (experts
+            /// beyond VRAM).
             pub const fn gate_up_mixed_slots(
                 routed: GemvType,
                 shared: GemvType,
@@ -374,7 +376,8 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::down`] reading its routed experts through a slot table (issue 18).
+            /// [`Self::down`] reading its routed experts through a slot table (experts beyond
+            /// VRAM).
             pub const fn down_slots(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
                 match (routed, shared) {
                     $((GemvType::$v, GemvType::$v) => {

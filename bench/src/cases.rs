@@ -1,5 +1,5 @@
 //! The table of kernel benches at DeepSeek-V2-Lite's decode shapes and a 512-token prefill chunk
-//! (spec §4.1, §4.3, §4.4).
+//! (shapes and types: docs/deepseek2-model.md#tensors, docs/deepseek2-model.md#quant-mixes).
 //!
 //! One [`Case`] is one kernel launch as the decoder makes it: which tensor it stands for, its
 //! shape, the buffers it needs and a launch through the checked launcher of
@@ -331,8 +331,9 @@ const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) ->
     }
 }
 
-/// MLA absorption (spec §5.1): `attn_k_b` is 16 heads × 512 rows of 128 weights, head `h`
-/// reading the 128 `q_nope` values at float `192·h` of the query (stride 6 q8_1 blocks).
+/// MLA absorption (docs/decode-math.md#mla-attention step 7): `attn_k_b` is 16 heads × 512 rows of
+/// 128 weights, head `h` reading the 128 `q_nope` values at float `192·h` of the query (stride 6
+/// q8_1 blocks).
 const K_B_GROUP: Grouping = Grouping {
     rows_per_group: lite::KV_LORA,
     x_group_stride: lite::D_QK / QK8_1,
@@ -401,7 +402,8 @@ fn step_state(token: usize) -> BufSpec {
     step_state_at(token, 0)
 }
 
-/// Every kernel bench, in decode order (V2-Lite Q4_K_M types, spec §4.4).
+/// Every kernel bench, in decode order (V2-Lite Q4_K_M types,
+/// docs/deepseek2-model.md#quant-mixes).
 pub const CASES: &[Case] = &[
     Case {
         kernel: "embed_q4k",

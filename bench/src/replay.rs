@@ -1,6 +1,6 @@
-//! `ingot replay`: an expert cache replayed over a routing trace (docs/routing-trace.md), for the design of
-//! issue 18 (routed experts that do not fit in VRAM live in host memory; a miss is read over PCIe inside the
-//! step; after the step the cache admits what missed).
+//! `ingot replay`: an expert cache replayed over a routing trace (docs/routing-trace.md), for
+//! the design where routed experts that do not fit in VRAM live in host memory: a miss is read
+//! over PCIe inside the step, and after the step the cache admits what missed.
 //!
 //! The model, per MoE layer (each layer has its own `capacity` slots):
 //! - A step is one decoded token, or one prefill chunk: up to `ubatch` consecutive prefill tokens of the same
@@ -29,7 +29,7 @@ use thiserror::Error;
 use crate::predict::Card;
 
 /// Fraction of the link's per-direction bandwidth that reads of host-mapped memory and copy-engine
-/// transfers reach. Unpublished: an assumption to fit when a GPU is lent (issue 18).
+/// transfers reach. Unpublished: an assumption to fit when a GPU is lent.
 pub const PCIE_EFFICIENCY: f64 = 0.80;
 
 #[derive(Debug, Error)]

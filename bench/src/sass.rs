@@ -1,5 +1,5 @@
-//! SASS instructions per 256 weights in the gemv kernels' weight-streaming loop (issue 15's
-//! "SASS per super-block"): ptxas and cuobjdump, the audit's tools, from `INGOT_PTXAS` and
+//! SASS instructions per 256 weights in the gemv kernels' weight-streaming loop ("SASS per
+//! super-block"): ptxas and cuobjdump, the audit's tools, from `INGOT_PTXAS` and
 //! `INGOT_CUOBJDUMP` (or `PATH`; `cargo xtask tools` installs them and prints their paths;
 //! `cargo xtask test` passes them), on the PTX the bench simulates, compiling only the benched
 //! kernels (`ptxas --entry`).

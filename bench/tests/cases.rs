@@ -138,7 +138,7 @@ fn case(id: &str) -> &'static ingot_bench::cases::Case {
         .unwrap_or_else(|| panic!("no case {id}"))
 }
 
-/// MoE cases require the 6 selected experts' rows and the shared experts' (spec §5.4), but
+/// MoE cases require the 6 selected experts' rows and the shared experts', but
 /// allocate all 64 stacked experts. Block sizes: Q4_K 144 B / 256, Q5_0 22 B / 32, q8_1
 /// 36 B / 32; the selection's 6 ids and 6 weights are 48 bytes.
 #[test]

@@ -1,7 +1,8 @@
-//! Issue 18's acceptance check, in ptx-sim: a model with half of every MoE layer's experts outside VRAM
-//! (host-mapped memory, read through slot tables, admitted into VRAM slots after each step by the LRU
-//! policy) decodes exactly as the all-in-VRAM plan does, and the bytes its kernels fetch from host memory
-//! equal what `ingot replay` predicts from the routing trace of the same run.
+//! The acceptance check of experts beyond VRAM, in ptx-sim: a model with half of every MoE layer's
+//! experts outside VRAM (host-mapped memory, read through slot tables, admitted into VRAM slots
+//! after each step by the LRU policy) decodes exactly as the all-in-VRAM plan does, and the bytes
+//! its kernels fetch from host memory equal what `ingot replay` predicts from the routing trace of
+//! the same run.
 
 use ingot_bench::replay::{replay, Policy, ReplayOptions};
 use ingot_gguf::GgufFile;

@@ -15,7 +15,8 @@ const COLS: usize = 2048;
 #[test]
 fn every_bench_weight_type_is_varied() {
     let types = weight_types();
-    // Every gemv weight type of the llama.cpp mixes V2-Lite ships in (spec §4.4).
+    // Every gemv weight type of the llama.cpp mixes V2-Lite ships in
+    // (docs/deepseek2-model.md#quant-mixes).
     for ty in [
         GgmlType::Q4_0,
         GgmlType::Q5_0,

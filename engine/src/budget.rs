@@ -1,5 +1,5 @@
 //! A VRAM budget: how many of each MoE layer's routed experts fit in VRAM next to everything else
-//! the plan allocates (issue 18). The rest stay in host-mapped memory behind the slot tables.
+//! the plan allocates. The rest stay in host-mapped memory behind the slot tables.
 
 use ingot_gguf::Gguf;
 use ingot_graph::{build_plan, PlanOptions};

@@ -124,7 +124,7 @@ pub struct Engine<'f> {
 }
 
 /// A VRAM budget for the GPU plan: routed experts that do not fit live in host memory, cached in
-/// VRAM slots by `policy` (issue 18).
+/// VRAM slots by `policy`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VramBudget {
     pub bytes: u64,

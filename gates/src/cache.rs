@@ -1,4 +1,4 @@
-//! What a narrower latent cache costs (issue 17's `--cache-type q8_0`): the fast CPU backend with
+//! What a narrower latent cache costs (`--cache-type q8_0`): the fast CPU backend with
 //! the cache type under test, judged step by step against the same backend with the
 //! full-precision cache, both fed the same tokens (the prompt, then the full-precision run's
 //! greedy choices). The same weights and activation quantization on both sides, so every

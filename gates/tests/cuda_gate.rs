@@ -3,7 +3,7 @@
 //! (DeepSeek-V2-Lite's real dimensions, 16 heads, so attention takes the `flash_latent_mma`
 //! path that only 16-head models use) against the CPU backend.
 //!
-//! The batched prefill (issue 16) is gated on a 16-head tiny model: the GPU's prefill chunks
+//! The batched prefill is gated on a 16-head tiny model: the GPU's prefill chunks
 //! against the CPU backend's chunked prefill, then a decode step after them.
 //!
 //! Without a GPU each test says so and passes; with `INGOT_REQUIRE_GPU=1` (set by
@@ -94,7 +94,7 @@ fn tiny64_mla_q3_k_m_cuda() {
     tiny64(Layout::Mla, QuantMix::Q3KM);
 }
 
-/// Experts beyond VRAM on the GPU (issue 18): a 2.2 MiB budget keeps 10 of the tiny model's 16
+/// Experts beyond VRAM on the GPU: a 2.2 MiB budget keeps 10 of the tiny model's 16
 /// experts per layer in VRAM slots, the rest in host-mapped memory read over the link, the LRU
 /// cache refilled between replays. Proven in ptx-sim (`ingot-bench`'s `expert_cache` test); this
 /// runs the same plan through the CUDA executor's host-mapped path.

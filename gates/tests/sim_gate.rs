@@ -337,7 +337,7 @@ fn golden_tiny_v3_q4_k_m_attention_temperature() {
     );
 }
 
-/// Cache-aware routing (issue 18): with 10 of the tiny model's 16 experts per layer in VRAM (a
+/// Cache-aware routing: with 10 of the tiny model's 16 experts per layer in VRAM (a
 /// 2.2 MiB budget) the router's selection score of each cached expert gets a bonus. Its cost is
 /// what the gate measures against the oracle, which routes by the model alone: without a bonus
 /// the plan is the all-in-VRAM one (it must pass as every gate does); a large bonus overrides

@@ -22,7 +22,7 @@ const REFERENCE: &str = "trained-rust-std/heldout-ref.tsv";
 /// Positions where PyTorch's top-1 beats its top-2 by more than this many logits count for the top-1 check:
 /// no backend's rounding (activations quantized to 8 bits move logits by ~1e-2 here) can flip them.
 const MARGIN: f64 = 1.0;
-/// Share of those positions where a backend must pick PyTorch's top-1 (issue 40).
+/// Share of those positions where a backend must pick PyTorch's top-1.
 const TOP1_AGREE: f64 = 0.99;
 
 /// One held-out position of the reference.

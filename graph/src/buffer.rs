@@ -12,7 +12,7 @@ pub enum BufferKind {
         tensor: String,
         ty: ingot_gguf::GgmlType,
         /// Kept in pinned host memory mapped into the device's address space (routed experts
-        /// beyond the VRAM budget, read over the host link on a miss; issue 18), not in VRAM.
+        /// beyond the VRAM budget, read over the host link on a miss), not in VRAM.
         host_mapped: bool,
     },
     /// Bytes computed on the host at load from the file's tensors (e.g. the absorbed `attn_k_b`

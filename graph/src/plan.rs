@@ -34,7 +34,7 @@ pub struct Plan {
     /// The last node writes the argmax into `StepState.next_token` and advances the state, so
     /// replays can follow each other without the host; otherwise the host takes the argmax.
     pub device_argmax: bool,
-    /// The routed experts' cache when the plan keeps them beyond VRAM (issue 18): after each step
+    /// The routed experts' cache when the plan keeps them beyond VRAM: after each step
     /// the executor reads each layer's selection, runs the policy and rewrites the slot tables.
     pub expert_cache: Option<ExpertCachePlan>,
 }

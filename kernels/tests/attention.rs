@@ -1,8 +1,9 @@
-//! `rope_kv`, `flash_latent` and `attn_merge` against f64 references written from the spec
-//! (§5.1 steps 4-10, §5.2, §5.3), on fresh random non-zero inputs with poisoned outputs.
+//! `rope_kv`, `flash_latent` and `attn_merge` against f64 references written from
+//! docs/decode-math.md (MLA attention steps 4-10, logit scale, RoPE), on fresh random non-zero
+//! inputs with poisoned outputs.
 //!
 //! Rope angles come from `ingot_model::RopeParams` (the project's oracle) and are checked against
-//! the spec's own formulas; attention is recomputed in f64 from the very f16 cache contents the
+//! the documented formulas; attention is recomputed in f64 from the very f16 cache contents the
 //! kernels wrote or read.
 
 mod support;
@@ -35,8 +36,8 @@ fn max_abs_err(got: &[f32], want: &[f64]) -> f64 {
 
 #[test]
 fn yarn_table_matches_spec() {
-    // Spec §5.3 for V2-Lite: correction dims 10 / 23, pairs 0..=10 unscaled, 23..=31 divided by
-    // 40, base^(−2i/64) frequencies.
+    // docs/decode-math.md#rope for V2-Lite: correction dims 10 / 23, pairs 0..=10 unscaled,
+    // 23..=31 divided by 40, base^(−2i/64) frequencies.
     let p = v2_lite_rope(64);
     assert_eq!(p.corr_dims(), [10.0, 23.0]);
     for i in 0..32 {

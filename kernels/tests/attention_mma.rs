@@ -1,6 +1,7 @@
-//! `flash_latent_mma` (+ `attn_merge`) against f64 references written from the spec (§5.1 steps
-//! 8-10, §7.2-7.3) and against the scalar `flash_latent`, on fresh random non-zero inputs with
-//! poisoned outputs and NaN cache rows past the position.
+//! `flash_latent_mma` (+ `attn_merge`) against f64 references written from docs/decode-math.md
+//! (MLA attention steps 8-10, split-K attention, merging segments) and against the scalar
+//! `flash_latent`, on fresh random non-zero inputs with poisoned outputs and NaN cache rows past
+//! the position.
 //!
 //! The kernel feeds the tensor cores two f16 operands: the scaled query and the probabilities.
 //! So every case is checked three ways:
@@ -31,7 +32,8 @@ const U16: f64 = 1.0 / 2048.0;
 /// f32 unit roundoff.
 const U32: f64 = 1.0 / 16_777_216.0;
 
-/// The logit scale of DeepSeek-V2-Lite (spec §5.2: YaRN mscale² / √(d_nope + n_rope)).
+/// The logit scale of DeepSeek-V2-Lite (YaRN mscale² / √(d_nope + n_rope),
+/// docs/decode-math.md#logit-scale).
 fn kq_scale(s: &AttnShape) -> f32 {
     v2_lite_rope(s.n_rope).kq_scale(s.d_nope + s.n_rope)
 }

@@ -1,8 +1,8 @@
 //! `flash_latent_prefill` (the causal attention of a prefill chunk) against an f64 reference of
-//! causal absorbed attention per (token, head) written from the spec (§5.1 steps 8-10, §7.3),
-//! on fresh random non-zero inputs, the output poisoned with NaN and the cache NaN past the
-//! chunk's last row (reading past it poisons the result). A one-token chunk is also checked
-//! against one decode step (`flash_latent_mma` + `attn_merge`) at the same position.
+//! causal absorbed attention per (token, head) written from docs/decode-math.md#mla-attention
+//! (steps 8-10), on fresh random non-zero inputs, the output poisoned with NaN and the cache NaN
+//! past the chunk's last row (reading past it poisons the result). A one-token chunk is also
+//! checked against one decode step (`flash_latent_mma` + `attn_merge`) at the same position.
 //!
 //! Tolerance, per (token, head), from the kernel's error model (the one `attention_mma.rs`
 //! derives for the decode kernel, which feeds the tensor cores the same two f16 operands):
@@ -40,7 +40,8 @@ const U16: f64 = 1.0 / 2048.0;
 /// f32 unit roundoff.
 const U32: f64 = 1.0 / 16_777_216.0;
 
-/// The logit scale of DeepSeek-V2-Lite (spec §5.2: YaRN mscale² / √(d_nope + n_rope)).
+/// The logit scale of DeepSeek-V2-Lite (YaRN mscale² / √(d_nope + n_rope),
+/// docs/decode-math.md#logit-scale).
 fn kq_scale(s: &AttnShape) -> f32 {
     v2_lite_rope(s.n_rope).kq_scale(s.d_nope + s.n_rope)
 }

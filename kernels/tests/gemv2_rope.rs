@@ -1,7 +1,7 @@
-//! `gemv2_rope_*` (the attention's two projections with `rope_kv_q8_1` as a last-block-done
-//! tail) against the two launches it replaces, on every weight type: `gemv2_q8_1` (checked
-//! against the CPU oracle in `gemv_types.rs`) then `rope_kv_q8_1` on its outputs (checked against
-//! the f64 spec reference in `attention.rs`). Random valid weight blocks, random non-zero
+//! `gemv2_rope_*` (the attention's two projections with `rope_kv_q8_1` as a last-block-done tail)
+//! against the two launches it replaces, on every weight type: `gemv2_q8_1` (checked against the
+//! CPU oracle in `gemv_types.rs`) then `rope_kv_q8_1` on its outputs (checked against the f64
+//! reference of docs/decode-math.md in `attention.rs`). Random valid weight blocks, random non-zero
 //! activations, poisoned outputs, and two launches in a row at different positions so the done
 //! counter must have gone back to 0 after the first.
 

@@ -4,8 +4,8 @@
 //!
 //! Each thread block stages the activation blocks its rows read once
 //! (`ingot_abi::launch::gemv_stage_blocks`), so a launch reads its weights plus one activation
-//! copy per block, blocks being sized so that this stays within the 1.10 of the bytes
-//! the launch must read (`ingot_abi::launch::gemv_min_block_rows`, which counts the 2-byte
+//! copy per block, blocks being sized so that this stays within 1.10 times the bytes the
+//! launch must read (`ingot_abi::launch::gemv_min_block_rows`, which counts the 2-byte
 //! aligned Q3_K and Q6_K blocks' re-alignment reads too). The weight-side ratio (the staged
 //! copies subtracted) must stay within 1.05.
 

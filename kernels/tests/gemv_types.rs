@@ -107,7 +107,8 @@ const fn case(nrows: usize, ncols: usize, what: &'static str) -> Case {
 }
 
 /// Small shapes every type runs (in units of the type's row multiple `m`), then the V2-Lite
-/// shapes the type has in the Q4_K_M / Q3_K_M mixes (spec §4.3, §4.4).
+/// shapes the type has in the Q4_K_M / Q3_K_M mixes (docs/deepseek2-model.md#tensors,
+/// docs/deepseek2-model.md#quant-mixes).
 fn cases(ty: GemvType) -> Vec<Case> {
     let m = ty.row_multiple();
     let mut v = vec![

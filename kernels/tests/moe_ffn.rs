@@ -1,5 +1,5 @@
 //! `moe_gate_up_*` and `moe_down_*` against a CPU reference built from ingot-quant's CUDA-style
-//! dot oracle (`vec_dot_q8_1`) and the SwiGLU / weighted-sum math of spec §5.4.
+//! dot oracle (`vec_dot_q8_1`) and the SwiGLU / weighted-sum math of docs/decode-math.md#moe-ffn.
 //!
 //! Weights are random bytes with random f16 scales of a sensible size, so every quant, scale
 //! and high-bit pattern occurs. The stacked expert tensors are allocated whole, but only the

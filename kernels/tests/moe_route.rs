@@ -1,4 +1,5 @@
-//! `moe_route` against ingot-model's oracle router (`ingot_model::routing::Router`, spec §5.4).
+//! `moe_route` against ingot-model's oracle router (`ingot_model::routing::Router`,
+//! docs/decode-math.md#moe-ffn).
 //!
 //! Logits and biases are drawn from coarse grids, so equal inputs (exact ties, which the tie
 //! rule must settle: lower index first) are common, while distinct inputs give scores far apart

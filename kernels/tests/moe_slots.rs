@@ -1,9 +1,10 @@
-//! The slot-table twins of the MoE kernels (issue 18, experts beyond VRAM): routed experts read through a
-//! table of per-expert addresses, some in VRAM slots (in any order), the rest in host-mapped memory. Each
-//! twin must give the stacked kernel's output bit for bit, on every backend
-//! (`slot_twins_equal_the_stacked_kernels`: ptx-sim in CI, the GPU in the device check, where the host-mapped
-//! slabs really cross the host link); in ptx-sim, the bytes a twin fetches over the link must also be exactly
-//! the slabs of the selected experts that are not in a slot: what `ingot replay` charges a miss.
+//! The slot-table twins of the MoE kernels (experts beyond VRAM): routed experts read through a
+//! table of per-expert addresses, some in VRAM slots (in any order), the rest in host-mapped
+//! memory. Each twin must give the stacked kernel's output bit for bit, on every backend
+//! (`slot_twins_equal_the_stacked_kernels`: ptx-sim in CI, the GPU in the device check, where the
+//! host-mapped slabs really cross the host link); in ptx-sim, the bytes a twin fetches over the
+//! link must also be exactly the slabs of the selected experts that are not in a slot: what
+//! `ingot replay` charges a miss.
 
 #![cfg(feature = "sim")]
 

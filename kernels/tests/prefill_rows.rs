@@ -1,9 +1,9 @@
-//! The per-token kernels of a prefill chunk against their decode twins: `rope_kv_q8_1_rows`
-//! must write, for every token `t < n` of a chunk at `pos0`, the bytes `rope_kv_q8_1` writes
-//! for that token alone at `pos0 + t` (its `q_pe` and q8_1 rows, and the same cache), and
-//! nothing for tokens `t ≥ n` of the launch. The decode kernels' own tests check them against
-//! the spec's f64 references; here the rows are also checked against the f64 rotation and the
-//! CPU q8_1 quantizer directly, so a bit-identical wrong answer cannot pass.
+//! The per-token kernels of a prefill chunk against their decode twins: `rope_kv_q8_1_rows` must
+//! write, for every token `t < n` of a chunk at `pos0`, the bytes `rope_kv_q8_1` writes for that
+//! token alone at `pos0 + t` (its `q_pe` and q8_1 rows, and the same cache), and nothing for tokens
+//! `t ≥ n` of the launch. The decode kernels' own tests check them against f64 references written
+//! from docs/decode-math.md; here the rows are also checked against the f64 rotation and the CPU
+//! q8_1 quantizer directly, so a bit-identical wrong answer cannot pass.
 //!
 //!
 //! `moe_route_rows` must write, for every token `t < n`, the `ExpertSelection` bytes

@@ -262,7 +262,7 @@ fn low_bits(n: u64) -> u64 {
     }
 }
 
-/// `bfe` per the ISA pseudocode (spec §6.7): bit `i` of the result is bit `pos + i` of `a` while
+/// `bfe` per the ISA pseudocode: bit `i` of the result is bit `pos + i` of `a` while
 /// `i < len` and `pos + i <= msb`, and the sign bit (bit `min(pos + len - 1, msb)` of `a` for signed types
 /// with `len > 0`, else 0) above that. `pos` and `len` use their low 8 bits.
 pub(crate) fn bfe(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
@@ -301,7 +301,7 @@ pub(crate) fn bfi(t: Ty, f: u64, b: u64, pos: u64, len: u64) -> u64 {
     ((b & !m) | ((f << pos) & m)) & t.mask()
 }
 
-/// `prmt` per spec §6.6.
+/// `prmt` per docs/ptx-isa.md#prmt.
 pub(crate) fn prmt(mode: crate::ir::PrmtMode, a: u32, b: u32, c: u32) -> u32 {
     use crate::ir::PrmtMode::*;
     let tmp = (u64::from(b) << 32) | u64::from(a);

@@ -1,5 +1,6 @@
 //! Warp-synchronous instructions: `shfl.sync`, `vote.sync`, `redux.sync`, `mma.sync`, `ldmatrix`, and the
-//! per-lane byte dot products `dp4a`/`dp2a`. Layouts follow spec §6 (`g = lane >> 2`, `t = lane % 4`).
+//! per-lane byte dot products `dp4a`/`dp2a`. Layouts follow docs/ptx-isa.md (`g = lane >> 2`,
+//! `t = lane % 4`).
 
 use crate::alu;
 use crate::error::{Fault, FaultKind};

@@ -131,7 +131,7 @@ fn logic_and_shifts() {
     });
 }
 
-/// `bfe` from the ISA pseudocode (spec §6.7), bit by bit.
+/// `bfe` from the ISA pseudocode (docs/ptx-isa.md#bfe), bit by bit.
 fn bfe_ref(a: u32, pos: u32, len: u32, signed: bool) -> u32 {
     let (pos, len) = (pos & 0xff, len & 0xff);
     let sbit = if !signed || len == 0 {
@@ -193,7 +193,7 @@ fn prmt_generic_and_modes() {
     check("prmt.b32 %r10, %r2, %r3, 0x5140;", 35, |a, b, _| {
         pick(a, b, 0x5140)
     });
-    // Mode tables from spec §6.6 (d.b3 d.b2 d.b1 d.b0 source bytes for selector 0..3).
+    // Mode tables from docs/ptx-isa.md#prmt (d.b3 d.b2 d.b1 d.b0 source bytes for selector 0..3).
     let table = |rows: [[u32; 4]; 4]| {
         move |a: u32, b: u32, c: u32| {
             let r = rows[(c & 3) as usize];

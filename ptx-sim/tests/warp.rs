@@ -1,11 +1,11 @@
-//! Warp-synchronous instructions against the ISA definitions of spec §6.
+//! Warp-synchronous instructions against the ISA definitions restated in docs/ptx-isa.md.
 mod common;
 use common::*;
 use half::{bf16, f16};
 
 #[test]
 fn shfl_modes_with_clamp_and_segments() {
-    // Reference from the §6.4 pseudocode, evaluated here per lane.
+    // Reference from the pseudocode of docs/ptx-isa.md#shuffles, evaluated here per lane.
     let shfl = |mode: &str, lane: u32, b: u32, c: u32| -> (u32, bool) {
         let (bval, clamp, seg) = (b & 0x1f, c & 0x1f, (c >> 8) & 0x1f);
         let max_lane = (lane & seg) | (clamp & !seg);

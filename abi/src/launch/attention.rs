@@ -1,5 +1,6 @@
-//! MLA attention for one decode token (spec §5.1 steps 4-10, §7.3): rope + latent cache write,
-//! split-K `flash_latent` over the latent cache, and the log-sum-exp merge of its segments.
+//! MLA attention for one decode token (docs/decode-math.md#mla-attention steps 4-10,
+//! docs/decode-math.md#split-k-attention): rope + latent cache write, split-K `flash_latent` over
+//! the latent cache, and the log-sum-exp merge of its segments.
 //!
 //! # Data layouts (all buffers 16-byte aligned, little-endian)
 //! * `q`: `n_head × (d_nope + n_rope)` f32, the `attn_q` gemv output; head `h`'s rope part is
@@ -11,7 +12,7 @@
 //! * `q_pe`: `n_head × n_rope` f32, the rotated query rope parts.
 //! * `cache`: the layer's latent KV cache, `ctx` rows of [`CacheType::row_bytes`] each; row `t`
 //!   holds the `kv_lora + n_rope` values `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order,
-//!   spec §5.1 step 6) as f16 or as q8_0 blocks (see [`CacheType`]).
+//!   docs/decode-math.md#mla-attention step 6) as f16 or as q8_0 blocks (see [`CacheType`]).
 //! * `q_abs`: `n_head × kv_lora` f32, the output of the grouped `attn_k_b` gemv.
 //! * `part_o`: `max_segments × n_head × kv_lora` f32, un-normalized `Σ_t 2^(s_t − m)·c_t` of each
 //!   segment; `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m`
@@ -371,7 +372,7 @@ pub const fn merge_items(n_head: u32, kv_lora: u32) -> u32 {
 
 /// `attn_merge(part_o, part_ml, state, o_lat, n_head, kv_lora, ctx, max_segments)`: combines the
 /// segments [`FLASH_LATENT`] wrote for this step (their count is re-derived from `pos`) into
-/// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s` (spec §7.2).
+/// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s`.
 /// An item is one [`MERGE_DIMS`]-wide slice of one head, block `b` taking head
 /// `b / ceil(kv_lora / MERGE_DIMS)`, slice `b % ceil(kv_lora / MERGE_DIMS)`; see [`merge_items`].
 pub const ATTN_MERGE: KernelDesc = KernelDesc {
@@ -523,7 +524,8 @@ pub struct FlashSplit {
 /// multiplying. So a short context runs in one block (one merge input), and a long one spreads
 /// its rows evenly over up to `max_segments` blocks, which the host sizes to fill the GPU: the
 /// cache bytes of a step are then streamed by every SM at once, which is what keeps a deep
-/// context's attention cost proportional to its bytes (spec §7.3). `max_segments = 0` counts as 1.
+/// context's attention cost proportional to its bytes (docs/decode-math.md#split-k-attention).
+/// `max_segments = 0` counts as 1.
 pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
     let max_segments = if max_segments == 0 { 1 } else { max_segments };
     let tiles = if len == 0 {

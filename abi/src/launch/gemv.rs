@@ -32,7 +32,7 @@ use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
 /// many warps in flight per SM, and the rope tail of `gemv2_rope_*` runs with the block of
 /// `rope_kv_q8_1` (`ROPE_KV_THREADS`).
 pub const GEMV_BLOCK_WARPS: u32 = 8;
-/// A launch reads at most `1 + 1/GEMV_WEIGHT_PER_ACT` times the bytes it must (issue 17's 1.10):
+/// A launch reads at most `1 + 1/GEMV_WEIGHT_PER_ACT` (1.10) times the bytes it must:
 /// a block's weight bytes are at least this many times what it reads beyond them (the staged
 /// activation plus the type's re-alignment reads, [`GemvUnit::read_bytes`]).
 pub const GEMV_WEIGHT_PER_ACT: u32 = 10;

@@ -1,5 +1,6 @@
 //! Mixture-of-experts FFN: expert routing, the fused gate/up/SwiGLU pass over the selected and
-//! shared experts, and the weighted down projection with the residual add (spec §5.4).
+//! shared experts, and the weighted down projection with the residual add
+//! (docs/decode-math.md#moe-ffn).
 //!
 //! The routing result lives in device memory as an [`ExpertSelection`]: the later kernels read
 //! the expert ids and weights from it, never from launch arguments, so a captured graph replays
@@ -245,8 +246,8 @@ const DOWN_PARAMS: &[super::Param] = &[
 /// is an output row: launch `n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh`
 /// its width.
 ///
-/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`]; issue
-/// 18, experts beyond VRAM) take the same parameters, grid and output, but the routed weight
+/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`];
+/// experts beyond VRAM) take the same parameters, grid and output, but the routed weight
 /// arguments (`gate` and `up`, or `down`) are tables of `n_expert` `u64` addresses, entry `e`
 /// the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
 /// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
@@ -269,7 +270,7 @@ pub(crate) const fn gate_up_desc(name: &'static str) -> KernelDesc {
 /// `[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. An item is
 /// an output row: launch `nrows` items. Routed and shared weights have one type, or a pair of
 /// the llama.cpp mixes (routed rows of 1408 fall back to a 32-element type while the shared
-/// rows, 2816 = 11·256, keep the k-quant; spec §4.4).
+/// rows, 2816 = 11·256, keep the k-quant; docs/deepseek2-model.md#quant-mixes).
 ///
 /// Norm tail `(norm_w, norm_q8, norm_f32, count, norm, eps)`: with `norm`
 /// [`DOWN_NORM_Q8_1_F32`] (`nrows` a multiple of 32) the block that finishes last also writes

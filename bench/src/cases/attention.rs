@@ -1,6 +1,6 @@
-//! Absorbed MLA attention of a V2-Lite layer (spec §5.1-§5.3): the fused `attn_q` +
-//! `attn_kv_a_mqa` gemv, rope and cache write, split-K flash attention over the latent cache
-//! at two depths, the merge of its segments, and the `attn_v_b` gemv feeding `attn_output`.
+//! Absorbed MLA attention of a V2-Lite layer (docs/decode-math.md#mla-attention): the fused
+//! `attn_q` + `attn_kv_a_mqa` gemv, rope and cache write, split-K flash attention over the latent
+//! cache at two depths, the merge of its segments, and the `attn_v_b` gemv feeding `attn_output`.
 //!
 //! For the cache-depth cases `Shape::rows` is the depth `pos + 1` (the cache holds exactly
 //! that many rows and `StepState::pos` is `rows - 1`) and `Shape::cols` the cache row width.
@@ -43,7 +43,8 @@ fn used_segments(depth: usize) -> usize {
     attn::split_at(pos, max).count as usize
 }
 
-/// Logit scale `1/sqrt(d_nope + n_rope)` (spec §5.2; V2-Lite has no YaRN mscale).
+/// Logit scale `1/sqrt(d_nope + n_rope)`, without V2-Lite's YaRN factor `mscale²`
+/// (docs/decode-math.md#logit-scale): a bench only needs scores of a realistic size.
 fn kq_scale() -> f32 {
     1.0 / ((lite::D_NOPE + lite::N_ROPE) as f32).sqrt()
 }

@@ -1,5 +1,5 @@
 //! The MoE FFN of a V2-Lite layer: router norm and gemv, expert selection, the fused
-//! gate/up kernel and the fused down kernel (spec §5.4).
+//! gate/up kernel and the fused down kernel (docs/decode-math.md#moe-ffn).
 //!
 //! The routed tensors are stacked `[N_EXPERT][rows][cols]` and allocated whole (a GPU bench
 //! must not find them in L2), but a step reads only the `N_USED` selected experts: their rows

@@ -1,7 +1,8 @@
-//! The host side of a plan's expert cache (issue 18): after each step, read every MoE layer's selection,
-//! run the layer's policy ([`LayerCache`], the same code `ingot replay` runs over a trace), copy each
-//! admitted expert's slabs into the VRAM slot it takes, and point the slot tables at the new homes. The
-//! kernels of the next step then read hits from VRAM and misses from host-mapped memory.
+//! The host side of a plan's expert cache (routed experts beyond VRAM): after each step, read every
+//! MoE layer's selection, run the layer's policy ([`LayerCache`], the same code `ingot replay` runs
+//! over a trace), copy each admitted expert's slabs into the VRAM slot it takes, and point the slot
+//! tables at the new homes. The kernels of the next step then read hits from VRAM and misses from
+//! host-mapped memory.
 //!
 //! The copies run off the decode stream ([`SlotMemory::copy_slabs`]: a GPU's copy engine, while the next
 //! steps decode), so a table points an expert at its slot only once the copy into it has landed; until

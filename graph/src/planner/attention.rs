@@ -1,6 +1,6 @@
-//! Absorbed MLA attention of one layer (spec §5.1): norm, projections, rope + cache write,
-//! split-K attention over the latent cache, the per-head up-projection and `attn_output` with
-//! the residual add.
+//! Absorbed MLA attention of one layer (docs/decode-math.md#mla-attention): norm, projections,
+//! rope + cache write, split-K attention over the latent cache, the per-head up-projection and
+//! `attn_output` with the residual add.
 
 use ingot_abi::launch::{
     flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1, FLASH_LATENT,

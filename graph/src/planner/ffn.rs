@@ -1,4 +1,5 @@
-//! Feed-forward parts of a layer (spec §5.4): the dense FFN of the lead layers and the MoE FFN.
+//! Feed-forward parts of a layer: the dense FFN of the lead layers (docs/decode-math.md#dense-ffn)
+//! and the MoE FFN (docs/decode-math.md#moe-ffn).
 //!
 //! Both run on the MoE kernels, the dense one with no routed slot (`n_used = 0`, the weights as
 //! the "shared expert"), which fuses SwiGLU, the q8_1 quantization of the middle and the

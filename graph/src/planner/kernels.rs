@@ -146,7 +146,7 @@ pub fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> String {
     )
 }
 
-/// [`moe_gate_up_mixed`] reading the routed experts through slot tables (issue 18).
+/// [`moe_gate_up_mixed`] reading the routed experts through slot tables (experts beyond VRAM).
 pub fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> String {
     let s = gemv_ty(shared);
     registry_name(
@@ -156,7 +156,7 @@ pub fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> String {
     )
 }
 
-/// [`moe_down`] reading the routed experts through a slot table (issue 18).
+/// [`moe_down`] reading the routed experts through a slot table (experts beyond VRAM).
 pub fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> String {
     let s = gemv_ty(shared);
     registry_name(

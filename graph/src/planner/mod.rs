@@ -32,7 +32,7 @@ pub struct PlanOptions {
     /// the device (a few blocks per SM); any value ≥ 1 gives the same result up to f32
     /// summation order.
     pub max_segments: u32,
-    /// Routed experts beyond VRAM (issue 18): each MoE layer keeps this many experts in VRAM
+    /// Routed experts beyond VRAM: each MoE layer keeps this many experts in VRAM
     /// slots and the rest in host-mapped memory, read through slot tables. `None`: all in VRAM.
     pub expert_cache: Option<ExpertCacheOptions>,
     /// How the latent cache stores its rows (`--cache-type`).

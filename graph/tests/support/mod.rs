@@ -61,7 +61,8 @@ pub fn header_for(d: &Dims, layout: Layout, mix: QuantMix) -> Gguf {
     }
 }
 
-/// The model keys `ingot synth` writes (spec §4.2), without the tokenizer.
+/// The model keys `ingot synth` writes (docs/deepseek2-model.md#gguf-keys), without the
+/// tokenizer.
 pub fn keys(d: &Dims, layout: Layout) -> Vec<(String, MetaValue)> {
     let a = |k: &str| format!("deepseek2.{k}");
     let u = |v: u64| MetaValue::U32(v as u32);

@@ -1,8 +1,10 @@
 //! CUDA graph capture and replay, pinned host memory, events and asynchronous copies.
 //!
-//! Capture follows the rules in `shared/spec/rust-gpu.md` §1.4: a non-default stream (see
-//! [`Gpu`]), event tracking off, and no allocation, synchronisation or pageable copy between
-//! [`Gpu::begin_capture`] and [`Gpu::end_capture`]; only [`Gpu::launch`] belongs there.
+//! Capture rules (CUDA's and cudarc's): a non-default stream (the legacy default stream cannot be
+//! captured; see [`Gpu`]), event tracking off (cudarc's per-buffer events would tie the capture to
+//! work recorded before it), and no allocation, synchronisation or pageable copy between
+//! [`Gpu::begin_capture`] and [`Gpu::end_capture`]; only [`Gpu::launch`] belongs there. The graph
+//! fixes every pointer and launch argument, so per-token values live in device buffers.
 
 use crate::error::{Call, CudaError};
 use crate::gpu::{DeviceBuffer, Gpu};

@@ -1,5 +1,6 @@
 //! Host-mapped memory and copies by device address, for routed experts kept outside VRAM
-//! (issue 18): kernels read a [`MappedBuffer`] through its device address, over the host link.
+//! (experts beyond VRAM): kernels read a [`MappedBuffer`] through its device address, over the
+//! host link.
 
 use crate::error::{Call, CudaError};
 use crate::gpu::{DeviceBuffer, Gpu};

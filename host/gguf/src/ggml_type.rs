@@ -50,7 +50,8 @@ pub enum GgmlType {
 }
 
 /// Geometry of one type: `(type, name, elements per block, bytes per block)`.
-/// Sizes are `sizeof(block_*)` from `ggml-common.h` (spec §1.6); block size 1 means a plain scalar.
+/// Sizes are `sizeof(block_*)` from `ggml-common.h` (docs/gguf-format.md#block-geometry); block
+/// size 1 means a plain scalar.
 const TABLE: [(GgmlType, &str, u64, u64); 35] = [
     (GgmlType::F32, "F32", 1, 4),
     (GgmlType::F16, "F16", 1, 2),
@@ -193,7 +194,8 @@ mod tests {
 
     #[test]
     fn bits_per_weight_match_spec_table() {
-        // Spec §1.6 lists bits per weight; bytes·8/block must reproduce them exactly.
+        // docs/gguf-format.md#block-geometry lists bits per weight; bytes·8/block must
+        // reproduce them exactly.
         let bpw = [
             (GgmlType::F32, 32.0),
             (GgmlType::F16, 16.0),

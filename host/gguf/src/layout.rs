@@ -43,7 +43,8 @@ pub fn element_count(ne: &[u64]) -> Result<u64, FormatError> {
     })
 }
 
-/// Bytes of a contiguous tensor: `row_bytes(ne[0]) · ne[1] · ne[2] · ne[3]` (spec §1.4).
+/// Bytes of a contiguous tensor: `row_bytes(ne[0]) · ne[1] · ne[2] · ne[3]`
+/// (docs/gguf-format.md#shapes-and-byte-sizes).
 /// Assumes [`element_count`] accepted `ne`.
 pub fn tensor_nbytes(ty: GgmlType, ne: &[u64]) -> Result<u64, FormatError> {
     let ne0 = ne.first().copied().unwrap_or(1);

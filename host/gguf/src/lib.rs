@@ -1,5 +1,5 @@
 //! GGUF container support for ingot: a validating, zero-copy reader and a streaming, atomic
-//! writer (spec §1 of `deepseek2-gguf.md`; `gguf.cpp: gguf_init_from_reader` rules).
+//! writer (the format and ggml's loader rules: docs/gguf-format.md).
 //!
 //! * [`parse_header`] decodes a whole file held in memory and checks everything `gguf.cpp`
 //!   checks, including that every tensor's data lies inside the bytes. Hostile input ends in a

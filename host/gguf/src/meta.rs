@@ -1,4 +1,5 @@
-//! Metadata values: the `gguf_type` enum and the typed values of the key/value section (spec §1.2).
+//! Metadata values: the `gguf_type` enum and the typed values of the key/value section
+//! (docs/gguf-format.md#metadata-values).
 
 use std::fmt;
 

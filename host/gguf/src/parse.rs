@@ -1,7 +1,8 @@
 //! `parse_header`: decode and validate a whole GGUF file's header against the bytes of the file.
 //!
-//! Validation follows `gguf.cpp: gguf_init_from_reader` (spec §1), plus: every allocation is
-//! bounded by the bytes left in the input, so a hostile count fails before anything is reserved.
+//! Validation follows `gguf.cpp: gguf_init_from_reader` (docs/gguf-format.md), plus: every
+//! allocation is bounded by the bytes left in the input, so a hostile count fails before
+//! anything is reserved.
 
 use std::collections::HashSet;
 

@@ -80,7 +80,8 @@ fn golden_config_matches_metadata() {
 
 #[test]
 fn golden_tensor_counts_and_types() {
-    // Per layer, from spec §4.3 for this config (1 dense lead layer, 2 MoE layers, q_lora absent):
+    // Per layer, from docs/deepseek2-model.md#tensors for this config (1 dense lead layer, 2 MoE
+    // layers, q_lora absent):
     // shared: token_embd, output_norm, output = 3.
     // every layer: attn_norm, attn_q, attn_kv_a_mqa, attn_kv_a_norm, attn_output, ffn_norm = 6,
     //   plus attn_kv_b (legacy) or attn_k_b + attn_v_b (MLA split).

@@ -124,7 +124,8 @@ fn every_meta_value_round_trips_through_a_file() {
         assert_eq!(t.offset % 32, 0);
         assert_eq!(f.tensor_data(t), bytes.as_slice(), "{name}");
     }
-    // Sizes from the spec table: 15 f32 = 60 B; Q4_K 2 blocks x 2 rows x 144 B; Q8_0 6 x 34 B;
+    // Sizes from docs/gguf-format.md#block-geometry: 15 f32 = 60 B; Q4_K 2 blocks x 2 rows x
+    // 144 B; Q8_0 6 x 34 B;
     // an F16 scalar is 2 B; a tensor with a zero dimension is empty.
     let sizes: Vec<u64> = f.tensors.iter().map(|t| t.nbytes).collect();
     assert_eq!(sizes, [60, 576, 204, 2, 0]);

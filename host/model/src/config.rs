@@ -1,5 +1,7 @@
-//! `ModelConfig`: the deepseek2 hyper-parameters read from GGUF keys (spec §4.2) with llama.cpp's default rules,
-//! the derived attention/rope constants (§5.2, §5.3), the attention layout, and a shape check of every tensor.
+//! `ModelConfig`: the deepseek2 hyper-parameters read from GGUF keys
+//! (docs/deepseek2-model.md#gguf-keys) with llama.cpp's default rules, the derived attention/rope
+//! constants (docs/decode-math.md#logit-scale), the attention layout, and a shape check of every
+//! tensor.
 
 use ingot_gguf::{Gguf, MetaValue};
 
@@ -133,7 +135,7 @@ pub struct ModelConfig {
     /// No `output.weight`: the logits use `token_embd` (tied embeddings, as llama.cpp accepts).
     pub tied_output: bool,
     pub rope: RopeParams,
-    /// Attention logit scale derived from `rope` (§5.2).
+    /// Attention logit scale derived from `rope` (docs/decode-math.md#logit-scale).
     pub kq_scale: f32,
     /// Mistral Large 3's attention temperature, when the file sets `attention.temperature_scale`.
     pub attn_temperature: Option<AttnTemperature>,
@@ -430,8 +432,9 @@ impl ModelConfig {
         self.ff_expert * self.n_expert_shared
     }
 
-    /// Weight bytes read to decode one token (spec §5.6): every non-expert tensor in full, the used fraction of
-    /// each stacked expert tensor, and one row of `token_embd`. Computed from this file's tensor sizes and types.
+    /// Weight bytes read to decode one token (docs/decode-math.md#per-token-cost): every
+    /// non-expert tensor in full, the used fraction of each stacked expert tensor, and one row of
+    /// `token_embd`. Computed from this file's tensor sizes and types.
     pub fn bytes_per_token(&self) -> u64 {
         self.bytes_per_token
     }

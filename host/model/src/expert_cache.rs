@@ -1,6 +1,6 @@
-//! The expert cache of one MoE layer (issue 18): a fixed number of VRAM slots per layer, filled by
-//! demand. One implementation serves `ingot replay` (over a recorded trace) and the graph executors'
-//! slot tables (live), so what the replay predicts is what the executors do.
+//! The expert cache of one MoE layer (routed experts beyond VRAM): a fixed number of VRAM slots per
+//! layer, filled by demand. One implementation serves `ingot replay` (over a recorded trace) and
+//! the graph executors' slot tables (live), so what the replay predicts is what the executors do.
 //!
 //! A step uses a set of distinct experts. Hits are the ones resident before it, misses the rest (read
 //! through from host memory during the step). Then every missed expert is admitted, evicting the policy's

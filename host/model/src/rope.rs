@@ -1,5 +1,6 @@
-//! Rotary position embedding as llama.cpp applies it to deepseek2: NORM mode (adjacent pairs), YaRN frequency
-//! blending between the correction dims, and the attention-score scale that YaRN implies (spec §5.2, §5.3).
+//! Rotary position embedding as llama.cpp applies it to deepseek2: NORM mode (adjacent pairs),
+//! YaRN frequency blending between the correction dims (docs/decode-math.md#rope), and the
+//! attention-score scale that YaRN implies (docs/decode-math.md#logit-scale).
 //!
 //! Every number here is derived from the GGUF hyper-parameters; nothing is specific to one model size.
 
@@ -116,7 +117,8 @@ pub fn apply_rope(x: &mut [f32], cos_sin: &[(f32, f32)]) {
 mod tests {
     use super::*;
 
-    /// DeepSeek-V2-Lite's rope hyper-parameters, written out from its GGUF keys (spec §4.2).
+    /// DeepSeek-V2-Lite's rope hyper-parameters, written out from its GGUF keys
+    /// (docs/deepseek2-model.md#gguf-keys).
     fn v2_lite() -> RopeParams {
         RopeParams {
             n_rot: 64,
@@ -134,7 +136,8 @@ mod tests {
     #[test]
     fn v2_lite_constants_match_spec() {
         let p = v2_lite();
-        // Spec §5.2/§5.3 quote these to 8 significant digits; f32 rounding of the inputs moves them by < 1e-7.
+        // Quoted to 8 significant digits in docs/decode-math.md#logit-scale (and the corr dims
+        // in docs/decode-math.md#rope); f32 rounding of the inputs moves them by < 1e-7.
         assert!(
             (p.attn_mscale() - 1.260_803_8).abs() < 2e-7,
             "{}",

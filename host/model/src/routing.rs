@@ -1,5 +1,6 @@
-//! MoE expert selection (spec §5.4, llama.cpp `build_moe_ffn`): softmax or sigmoid scores, an optional selection
-//! bias (V3 `exp_probs_b`), optional group limiting, top-k, optional renormalisation and scaling.
+//! MoE expert selection (docs/decode-math.md#moe-ffn, llama.cpp `build_moe_ffn`): softmax or
+//! sigmoid scores, an optional selection bias (V3 `exp_probs_b`), optional group limiting, top-k,
+//! optional renormalisation and scaling.
 //!
 //! Group limiting scores a group by the model family's own rule ([`GroupScore`]): its best expert for softmax
 //! models (HF DeepSeek-V2), the sum of its best two for sigmoid models (DeepSeek-V3). llama.cpp uses the top-2

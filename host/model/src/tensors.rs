@@ -1,5 +1,6 @@
-//! Tensor names of the deepseek2 GGUF layout (spec §4.3), their expected shapes for a configuration, and the
-//! per-token weight traffic derived from the file's actual tensor sizes.
+//! Tensor names of the deepseek2 GGUF layout (docs/deepseek2-model.md#tensors), their expected
+//! shapes for a configuration, and the per-token weight traffic derived from the file's actual
+//! tensor sizes.
 
 use ingot_gguf::{Gguf, GgufFile, TensorInfo};
 

@@ -1,6 +1,6 @@
-//! Weight-block × activation-block dot products of ggml's CPU backend (spec §3.2): k-quants,
-//! IQ4_XS and the grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K,
-//! Q4_0/Q5_0/Q8_0/IQ4_NL against Q8_0.
+//! Weight-block × activation-block dot products of ggml's CPU backend
+//! (docs/quant-formats.md#cpu-dot-products): k-quants, IQ4_XS and the grid types (IQ2_XXS,
+//! IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K, Q4_0/Q5_0/Q8_0/IQ4_NL against Q8_0.
 //!
 //! These follow ggml's generic formulas (integer sums per scale group, then one f32 scale
 //! product per group or block). They are written for speed: each super-block is first unpacked

@@ -87,8 +87,9 @@ pub fn can_vec_dot_q8_1(ty: GgmlType) -> bool {
 }
 
 /// The activation type ggml's CPU backend pairs with weights of type `ty` (`vec_dot_type`,
-/// spec §3.2), for the types this crate can dot: Q8_K for k-quants, IQ4_XS and the grid types
-/// IQ1_S…IQ3_S ([`vec_dot_q8_k`]), Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL ([`vec_dot_q8_0`]).
+/// docs/quant-formats.md#cpu-dot-products), for the types this crate can dot: Q8_K for
+/// k-quants, IQ4_XS and the grid types IQ1_S…IQ3_S ([`vec_dot_q8_k`]), Q8_0 for
+/// Q4_0/Q5_0/Q8_0/IQ4_NL ([`vec_dot_q8_0`]).
 pub fn cpu_vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
     use GgmlType::*;
     match ty {

@@ -1,5 +1,5 @@
-//! IQ4_NL: 32 weights on the non-linear code book, `y = d·KVALUES_IQ4NL[nibble]` (spec §2.1),
-//! and the scale search it shares with IQ4_XS.
+//! IQ4_NL: 32 weights on the non-linear code book, `y = d·KVALUES_IQ4NL[nibble]`
+//! (docs/quant-formats.md#iq4_nl), and the scale search it shares with IQ4_XS.
 
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use crate::search::GROUP_MAX_EPS;

@@ -1,5 +1,5 @@
 //! IQ4_XS: 256 weights in 8 sub-blocks of 32 on the IQ4_NL code book with 6-bit signed
-//! sub-scales, `y = d·(ls − 32)·KVALUES_IQ4NL[nibble]` (spec §2.2).
+//! sub-scales, `y = d·(ls − 32)·KVALUES_IQ4NL[nibble]` (docs/quant-formats.md#iq4_xs).
 
 use crate::iq4_nl::quantize_impl;
 use crate::round::f16_to_f32;

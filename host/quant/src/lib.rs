@@ -1,4 +1,5 @@
-//! ggml quantization formats for ingot (spec `deepseek2-gguf.md` §1.5–§3).
+//! ggml quantization formats for ingot (block layouts, reference quantizers and dot products:
+//! docs/quant-formats.md).
 //!
 //! * Dequantizers for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K, IQ4_NL, IQ4_XS,
 //!   the grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (plus the activation

@@ -1,5 +1,6 @@
 //! Weight-block × Q8_1-activation dot products exactly as the CUDA `mul_mat_vec_q` kernels
-//! compute them (`vecdotq.cuh`, spec §3.1): the oracles for the GPU kernels.
+//! compute them (`vecdotq.cuh`, docs/quant-formats.md#gpu-dot-products): the oracles for the
+//! GPU kernels.
 //!
 //! Each `*_call` function is one `vec_dot_*_q8_1(vbq, bq8_1, kbx, iqs)` invocation: the same
 //! 32-bit words, the same `dp4a` integer sums, the same f32 scale arithmetic in the same order.
@@ -93,7 +94,8 @@ pub mod shape {
     pub const IQ4_NL: (usize, usize, usize) = (QK4_NL, QI4_NL, 2);
     pub const IQ4_XS: (usize, usize, usize) = (QK_K, QI4_XS, 4);
 
-    // The spec's table (§3.1) and the call patterns below.
+    // The (qk, qi, vdr) table of docs/quant-formats.md#gpu-dot-products and the call patterns
+    // below.
     const _: () = assert!(QI4_0 == 4 && QI8_0 == 8 && QI2_K == 16 && QI3_K == 16);
     const _: () = assert!(QI4_K == 32 && QI5_K == 32 && QI6_K == 32 && QI4_XS == 32);
 }

@@ -1,4 +1,5 @@
-//! Q2_K: 256 weights in 16 sub-blocks of 16, `y = d·(sc&15)·q − dmin·(sc>>4)` (spec §2.2).
+//! Q2_K: 256 weights in 16 sub-blocks of 16, `y = d·(sc&15)·q − dmin·(sc>>4)`
+//! (docs/quant-formats.md#q2_k).
 
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use crate::search::{make_qkx2_quants, Qkx2};

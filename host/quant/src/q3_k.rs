@@ -1,4 +1,5 @@
-//! Q3_K: 256 weights in 16 sub-blocks of 16, `y = d·(S_j − 32)·q`, `q ∈ −4..=3` (spec §2.2).
+//! Q3_K: 256 weights in 16 sub-blocks of 16, `y = d·(S_j − 32)·q`, `q ∈ −4..=3`
+//! (docs/quant-formats.md#q3_k).
 
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use crate::search::make_q3_quants;

@@ -1,4 +1,4 @@
-//! Q4_0: 32 weights, `y = d·(q − 8)` (spec §2.1).
+//! Q4_0: 32 weights, `y = d·(q − 8)` (docs/quant-formats.md#q4_0).
 
 use crate::round::{f16_to_f32, f32_to_f16};
 use ingot_abi::blocks::{BlockQ4_0, QK4_0};

@@ -1,4 +1,4 @@
-//! Q4_1: 32 weights, `y = d·q + m` (spec §2.1).
+//! Q4_1: 32 weights, `y = d·q + m` (docs/quant-formats.md#q4_1).
 
 use crate::round::{f16_to_f32, f32_to_f16};
 use ingot_abi::blocks::{BlockQ4_1, QK4_1};

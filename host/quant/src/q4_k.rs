@@ -1,5 +1,5 @@
 //! Q4_K: 256 weights in 8 sub-blocks of 32, `y = d·sc_j·q − dmin·m_j`, `q ∈ 0..=15`
-//! (spec §2.2).
+//! (docs/quant-formats.md#q4_k).
 
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use crate::search::{make_qkx2_quants, Qkx2};

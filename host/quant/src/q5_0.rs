@@ -1,4 +1,4 @@
-//! Q5_0: 32 weights, `y = d·(q − 16)`, 5th bits in `qh` (spec §2.1).
+//! Q5_0: 32 weights, `y = d·(q − 16)`, 5th bits in `qh` (docs/quant-formats.md#q5_0).
 
 use crate::round::{f16_to_f32, f32_to_f16};
 use ingot_abi::blocks::{BlockQ5_0, QK5_0};

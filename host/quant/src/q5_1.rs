@@ -1,4 +1,4 @@
-//! Q5_1: 32 weights, `y = d·q + m`, 5th bits in `qh` (spec §2.1).
+//! Q5_1: 32 weights, `y = d·q + m`, 5th bits in `qh` (docs/quant-formats.md#q5_1).
 
 use crate::round::{f16_to_f32, f32_to_f16};
 use ingot_abi::blocks::{BlockQ5_1, QK5_1};

@@ -1,4 +1,4 @@
-//! Q5_K: Q4_K plus a 5th bit per weight, `q ∈ 0..=31` (spec §2.2).
+//! Q5_K: Q4_K plus a 5th bit per weight, `q ∈ 0..=31` (docs/quant-formats.md#q5_k).
 
 use crate::q4_k;
 use crate::round::f16_to_f32;

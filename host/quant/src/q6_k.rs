@@ -1,5 +1,5 @@
 //! Q6_K: 256 weights in 16 sub-blocks of 16, `y = d·scales[e/16]·(q − 32)`, `q ∈ 0..=63`
-//! (spec §2.2).
+//! (docs/quant-formats.md#q6_k).
 
 use crate::round::{f16_to_f32, f32_to_f16, nearest_int};
 use crate::search::{make_qx_quants_rmse1, GROUP_MAX_EPS};

@@ -1,4 +1,4 @@
-//! Q8_0: 32 weights (or CPU activations), `y = d·q` (spec §2.1).
+//! Q8_0: 32 weights (or CPU activations), `y = d·q` (docs/quant-formats.md#q8_0).
 
 use crate::round::{f16_to_f32, f32_to_f16};
 use ingot_abi::blocks::{BlockQ8_0, QK8_0};
@@ -12,7 +12,8 @@ pub fn dequantize(b: &BlockQ8_0, y: &mut [f32; QK8_0]) {
 }
 
 /// `quantize_row_q8_0_ref`: `d = amax/127`, `q = roundf(x·(1/d))` (ties away from zero).
-/// Also the CPU activation quantizer for Q4_0/Q5_0/Q8_0/IQ4_NL weights (spec §3.2).
+/// Also the CPU activation quantizer for Q4_0/Q5_0/Q8_0/IQ4_NL weights
+/// (docs/quant-formats.md#cpu-dot-products).
 pub fn quantize(x: &[f32; QK8_0]) -> BlockQ8_0 {
     let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
     let d = amax / 127.0;

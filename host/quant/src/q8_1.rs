@@ -1,4 +1,5 @@
-//! Q8_1 activations as the CUDA `quantize_q8_1` kernel writes them (spec §3.1).
+//! Q8_1 activations as the CUDA `quantize_q8_1` kernel writes them (`s = Σx`, where ggml's CPU
+//! variant stores `d·Σq`: docs/quant-formats.md#q8_1).
 //!
 //! Per 32-element block: `amax` and `sum = Σx` come from warp butterfly reductions,
 //! `d = amax/127`, `q = amax == 0 ? 0 : roundf(x/d)` (true division, ties away from zero), and

@@ -1,4 +1,4 @@
-//! Q8_K: the CPU activation format of the k-quant dot products (spec §2.2, §3.2).
+//! Q8_K: the CPU activation format of the k-quant dot products (docs/quant-formats.md#q8_k).
 
 use crate::chunks::arrays;
 use crate::round::nearest_int;

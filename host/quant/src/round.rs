@@ -29,7 +29,7 @@ pub fn bf16_to_f32(bits: u16) -> f32 {
     bf16::from_bits(bits).to_f32()
 }
 
-/// f32 → bfloat16 bits exactly as `ggml_compute_fp32_to_bf16` (spec §1.6): NaN becomes a quiet
+/// f32 → bfloat16 bits exactly as `ggml_compute_fp32_to_bf16`: NaN becomes a quiet
 /// NaN keeping the sign and top payload bits (`(u >> 16) | 64`); everything else rounds to
 /// nearest-even on the upper 16 bits (infinities stay infinite, subnormals are kept).
 #[inline(always)]

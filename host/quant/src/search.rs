@@ -1,4 +1,5 @@
-//! The scale searches of ggml's k-quant reference quantizers (`ggml-quants.c`, spec §2.3).
+//! The scale searches of ggml's k-quant reference quantizers (`ggml-quants.c`,
+//! docs/quant-formats.md#reference-quantizers).
 //!
 //! These are transcribed operation for operation, in f32 and in ggml's evaluation order
 //! (`w*x*l` is `(w*x)*l`, integer levels converted to f32 before multiplying), because the goal

@@ -1,6 +1,6 @@
-//! Hand-built blocks: the bytes are assembled from the bit layouts of spec §2 (offsets written
-//! out here, never produced by this crate's quantizers), and specific elements are checked
-//! against values worked out by hand. This pins the layout, not just a round trip.
+//! Hand-built blocks: the bytes are assembled from the bit layouts of docs/quant-formats.md
+//! (offsets written out here, never produced by this crate's quantizers), and specific elements
+//! are checked against values worked out by hand. This pins the layout, not just a round trip.
 
 use ingot_gguf::GgmlType;
 use ingot_quant::dequantize_row;

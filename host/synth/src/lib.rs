@@ -3,7 +3,7 @@
 //! No model can be downloaded where this project is built and tested, so it manufactures its own:
 //! DeepSeek-V2-Lite-shaped files (`lite-4l`, `v2-lite`) for benches, and a `tiny` model with every
 //! structural feature (dense lead layer, MoE with shared experts, MLA) for tests. Files follow
-//! llama.cpp's loader rules (keys of spec §4.2, tensors of §4.3, per-tensor types of §4.4), so
+//! llama.cpp's loader rules (keys, tensors and per-tensor types of docs/deepseek2-model.md), so
 //! llama.cpp itself loads them and the numbers can be compared engine against engine.
 //!
 //! Weights are random but realistic: Normal(0, 1/sqrt(fan_in)) projections, norm weights near 1,
@@ -208,7 +208,8 @@ fn draw_all(seed: u64, t: &TensorPlan) -> Vec<f32> {
 }
 
 /// Values of `attn_k_b` or `attn_v_b` taken from the layer's `attn_kv_b` {kv_lora, n_head*(nope+v)}:
-/// k_b (d, c, h) = kv_b[h*(nope+v) + d][c]; v_b (c, j, h) = kv_b[h*(nope+v) + nope + j][c] (spec §4.3).
+/// k_b (d, c, h) = kv_b[h*(nope+v) + d][c]; v_b (c, j, h) = kv_b[h*(nope+v) + nope + j][c]
+/// (docs/deepseek2-model.md#tensors).
 fn sliced_from_kv_b(seed: u64, d: &Dims, t: &TensorPlan) -> Vec<f32> {
     let kv_b = TensorPlan {
         name: plan::kv_b_name(&t.name),
@@ -296,7 +297,8 @@ fn strings(items: Vec<String>) -> MetaValue {
     })
 }
 
-/// The GGUF metadata a current llama.cpp converter writes for deepseek2 (spec §4.2, §6).
+/// The GGUF metadata a current llama.cpp converter writes for deepseek2
+/// (docs/deepseek2-model.md#gguf-keys, docs/deepseek2-model.md#tokenizer).
 fn metadata(opts: &SynthOptions, d: &Dims) -> Vec<(String, MetaValue)> {
     let a = |k: &str| format!("deepseek2.{k}");
     let mut kv: Vec<(String, MetaValue)> = vec![

@@ -1,5 +1,6 @@
 //! Per-tensor types of a quant mix, following llama.cpp's `llama_tensor_get_type_impl` and
-//! `tensor_type_fallback` (current mainline, spec §4.4) for the tensors a deepseek2 model has.
+//! `tensor_type_fallback` (current mainline, docs/deepseek2-model.md#quant-mixes) for the
+//! tensors a deepseek2 model has.
 
 use std::fmt;
 use std::str::FromStr;
@@ -261,7 +262,8 @@ mod tests {
 
     #[test]
     fn spec_counts_for_v2_lite_q4_k_m() {
-        // Spec §4.4: Q4_K 229, Q5_0 41, Q6_K 13, Q8_0 13, F32 108 (new layout).
+        // docs/deepseek2-model.md#quant-mixes: Q4_K 229, Q5_0 41, Q6_K 13, Q8_0 13, F32 108
+        // (MLA layout).
         let plan = crate::plan::tensor_plan(
             &crate::Preset::V2Lite.dims(),
             crate::Layout::Mla,

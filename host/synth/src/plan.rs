@@ -163,7 +163,8 @@ mod tests {
 
     #[test]
     fn tensor_counts_match_llama_cpp_loader() {
-        // Spec §4.3: dense layer 10 (legacy) / 11 (mla) tensors, MoE layer 14 / 15, plus 3 global.
+        // docs/deepseek2-model.md#tensors: dense layer 10 (legacy) / 11 (mla) tensors, MoE
+        // layer 14 / 15, plus 3 global.
         let d = Preset::V2Lite.dims();
         assert_eq!(
             tensor_plan(&d, Layout::Mla, QuantMix::Q4KM).len(),
@@ -177,7 +178,8 @@ mod tests {
 
     #[test]
     fn v2_lite_parameter_count_matches_spec() {
-        // Spec §4.1: 15,706,484,224 parameters (layout mla and legacy hold the same count).
+        // docs/deepseek2-model.md#v2-lite-configuration: 15,706,484,224 parameters (layout mla
+        // and legacy hold the same count).
         let d = Preset::V2Lite.dims();
         let n: u64 = tensor_plan(&d, Layout::Mla, QuantMix::F32)
             .iter()

@@ -1,8 +1,9 @@
-//! Model shapes the synthesizer can make. `lite-4l` and `v2-lite` use DeepSeek-V2-Lite's real dimensions (spec
-//! §4.1); `tiny` keeps every structural feature at small sizes for tests. The rest of the deepseek2 family comes
-//! twice: at tiny dims with each member's structure (`tiny-v3`, `tiny-moonlight`, `tiny-k2`, `tiny-glm`), and at
-//! the released models' full dims (`v3`, `k2`, `glm-4.7-flash`) as headers only, for plan counts and bytes per
-//! token (their weights would be hundreds of gigabytes).
+//! Model shapes the synthesizer can make. `lite-4l` and `v2-lite` use DeepSeek-V2-Lite's real
+//! dimensions (docs/deepseek2-model.md#v2-lite-configuration); `tiny` keeps every structural
+//! feature at small sizes for tests. The rest of the deepseek2 family comes twice: at tiny dims
+//! with each member's structure (`tiny-v3`, `tiny-moonlight`, `tiny-k2`, `tiny-glm`), and at the
+//! released models' full dims (`v3`, `k2`, `glm-4.7-flash`) as headers only, for plan counts and
+//! bytes per token (their weights would be hundreds of gigabytes).
 
 use std::fmt;
 use std::str::FromStr;
@@ -53,7 +54,8 @@ impl Routing {
     }
 }
 
-/// Hyperparameters of a synthetic deepseek2 model (names follow the GGUF keys of spec §4.2).
+/// Hyperparameters of a synthetic deepseek2 model (names follow the GGUF keys of
+/// docs/deepseek2-model.md#gguf-keys).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dims {
     pub n_embd: u64,
@@ -151,8 +153,9 @@ impl Preset {
     }
 
     pub fn dims(self) -> Dims {
-        // Widths are chosen so that every quant-mix rule fires somewhere: rows of 256 take k-quants, rows of
-        // 32/128 exercise the llama-quantize fallbacks (spec §4.4). Expert rows are a multiple of 64, which the
+        // Widths are chosen so that every quant-mix rule fires somewhere: rows of 256 take
+        // k-quants, rows of 32/128 exercise the llama-quantize fallbacks
+        // (docs/deepseek2-model.md#quant-mixes). Expert rows are a multiple of 64, which the
         // fused MoE kernels need.
         let tiny = Dims {
             n_embd: 256,

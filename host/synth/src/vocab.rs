@@ -1,4 +1,5 @@
-//! A synthetic byte-level BPE vocabulary in the layout of a real deepseek2 GGUF (spec §6):
+//! A synthetic byte-level BPE vocabulary in the layout of a real deepseek2 GGUF
+//! (docs/deepseek2-model.md#tokenizer):
 //! the 256 byte symbols first (ids 0..255, GPT-2 byte-to-unicode mapping), then merges learned from
 //! a small embedded corpus, then `[PAD{i}]` fillers, with BOS/EOS at the preset's ids.
 //!

@@ -1,4 +1,5 @@
-//! (f) The DeepSeek-V2 chat template, against strings written out by hand from the spec (§6).
+//! (f) The DeepSeek-V2 chat template, against strings written out by hand from
+//! docs/deepseek2-model.md#chat-template.
 
 use ingot_tokenizer::{apply_chat_template_deepseek2, Role, DEEPSEEK2_BOS_TEXT};
 

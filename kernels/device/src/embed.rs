@@ -1,6 +1,7 @@
 //! `embed_<type>`: the f32 embedding row of the step's token (`StepState.token`), dequantized
 //! from `token_embd` of any type a GGUF mix gives it, bit-identical to
-//! `ingot_quant::dequantize_row` (spec §2, §5.5: the row is used unscaled).
+//! `ingot_quant::dequantize_row` (the row is used unscaled:
+//! docs/decode-math.md#embedding-and-output-head).
 //!
 //! Thread mapping: element `e` of the row is decoded by thread `e % EMBED_THREADS` of block
 //! `e / (EMBED_THREADS·EMBED_PER_THREAD)`, iteration `(e / EMBED_THREADS) % EMBED_PER_THREAD`,

@@ -1,15 +1,14 @@
 //! `moe_down_*`: the second half of a (mixture-of-experts) SwiGLU FFN for one token, with the
 //! residual add: `y[r] = resid[r] + Σ_k w_k·(down_{e_k}[r]·act_k) + down_sh[r]·act_sh`
-//! (spec §5.4), reading expert ids and weights from the device-resident [`ExpertSelection`]
-//! and the q8_1 activations the gate/up kernel wrote.
+//! (docs/decode-math.md#moe-ffn), reading expert ids and weights from the device-resident
+//! [`ExpertSelection`] and the q8_1 activations the gate/up kernel wrote.
 //!
 //! Thread mapping: one warp per pair of output rows, `MOE_DOWN_WARPS` warps per block. The warp
 //! walks the routed experts two at a time ([`rows_dot_lane4`]: both rows of both experts in one
-//! pass, four units in flight per lane, each expert's activation loads shared by the two
-//! rows), then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each
-//! row once at the end. The
-//! routed and shared weights may have different types (`R`, `S`): real files store the 1408-wide
-//! expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
+//! pass, four units in flight per lane, each expert's activation loads shared by the two rows),
+//! then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each row once at
+//! the end. The routed and shared weights may have different types (`R`, `S`): real files store the
+//! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
 //! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
 //! outside the stacked weights.

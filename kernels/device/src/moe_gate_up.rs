@@ -1,6 +1,7 @@
 //! `moe_gate_up_*`: the first half of a (mixture-of-experts) SwiGLU FFN for one token:
 //! `h = silu(gate·x) ⊙ (up·x)` for the rows of every selected expert and of the shared experts,
-//! written as q8_1 blocks for the down kernels (spec §5.4, ik_llama's fused `moe_up_gate`).
+//! written as q8_1 blocks for the down kernels (docs/decode-math.md#moe-ffn, ik_llama's fused
+//! `moe_up_gate`).
 //!
 //! Thread mapping: a block computes `MOE_GATE_UP_ROWS` = 32 consecutive rows of one expert
 //! slot, i.e. exactly one q8_1 output block. Block `b < n_used·ff/32` belongs to routed slot
@@ -13,11 +14,11 @@
 //! `s = Σh` by the same butterfly), so the down kernel sees what a separate quantize pass would
 //! have produced.
 //!
-//! The activation vector is quantized once, before this kernel, and every block reads it
-//! (through the read-only cache). Routed gate and up rows come from two stacked tensors, or from
-//! one merged tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at
-//! `(2e + 1)·ff`); only the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`, so a corrupt
-//! selection cannot make the kernel read outside the stacked weights.
+//! The activation vector is quantized once, before this kernel, and every block reads it (through
+//! the read-only cache). Routed gate and up rows come from two stacked tensors, or from one merged
+//! tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at `(2e + 1)·ff`); only
+//! the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`,
+//! so a corrupt selection cannot make the kernel read outside the stacked weights.
 
 use crate::intrinsics::{
     bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u64, round_away, shfl_idx_u32, silu, st_u32,

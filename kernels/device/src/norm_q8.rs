@@ -1,6 +1,7 @@
 //! `rmsnorm_q8_1`: `y = quantize_q8_1(x·(1/sqrt(mean(x²) + eps))·w)` per row, the attention /
 //! FFN / output norm fused with the activation quantization of the gemv that follows
-//! (spec §5.1 step 1, §5.4, §5.5; quantization as ggml-cuda's `quantize_q8_1`, §3.1).
+//! (docs/decode-math.md#rms-norm; quantization as ggml-cuda's `quantize_q8_1`,
+//! docs/quant-formats.md#gpu-dot-products).
 //! `rmsnorm_q8_1_f32` also stores the normalized floats (the MoE layers' router input).
 //!
 //! Thread mapping: one block of `RMSNORM_Q8_1_THREADS` threads per row. Thread `t` owns the

@@ -1,6 +1,6 @@
 //! `moe_route`, and `moe_router_f32` (the f32 router gemv fused with it): expert selection for
-//! one token from its router logits (spec §5.4, llama.cpp
-//! `build_moe_ffn`, ingot-model's `routing::Router`).
+//! one token from its router logits (docs/decode-math.md#moe-ffn, llama.cpp `build_moe_ffn`,
+//! ingot-model's `routing::Router`).
 //!
 //! Thread mapping: one warp. Expert `e` lives in lane `e % 32`, register slot `e / 32`, so the
 //! logits load is coalesced and every per-expert step is a fully unrolled loop over

@@ -38,8 +38,8 @@ pub const MAX_SEGMENTS: usize = 1 << 16;
 /// Most heads [`rope_kv`] accepts (keeps its u32 index math far from overflow).
 pub const MAX_ROPE_HEADS: usize = 1024;
 
-/// Shape of one layer's absorbed MLA attention (spec §4.1: V2-Lite is 16 heads, `d_nope` 128,
-/// `kv_lora` 512, `n_rope` 64).
+/// Shape of one layer's absorbed MLA attention (V2-Lite is 16 heads, `d_nope` 128, `kv_lora`
+/// 512, `n_rope` 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttnShape {
     pub n_head: usize,
@@ -402,8 +402,9 @@ fn check_segments(d: &KernelDesc, max_segments: usize) -> Result<u32> {
 }
 
 /// Split-K attention of every head over cache rows `0..=pos` into per-segment partials (see
-/// `ingot_abi::launch::FLASH_LATENT`). `kq_scale` is the logit scale of spec §5.2
-/// (`RopeParams::kq_scale(d_nope + n_rope)`); `max_segments` is fixed for a captured graph.
+/// `ingot_abi::launch::FLASH_LATENT`). `kq_scale` is the logit scale of
+/// docs/decode-math.md#logit-scale (`RopeParams::kq_scale(d_nope + n_rope)`); `max_segments`
+/// is fixed for a captured graph.
 pub fn flash_latent<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,

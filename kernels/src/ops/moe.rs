@@ -18,7 +18,8 @@ pub enum Gating {
     Sigmoid,
 }
 
-/// Routing hyper-parameters of one MoE layer (spec §4.2 keys, §5.4 math).
+/// Routing hyper-parameters of one MoE layer (keys: docs/deepseek2-model.md#gguf-keys, math:
+/// docs/decode-math.md#moe-ffn).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RouteParams {
     pub gating: Gating,
@@ -437,8 +438,8 @@ fn parts<'a, T>(
 }
 
 /// `act = q8_1(silu(gate·x) ⊙ up·x)` for the routed experts the selection names and the
-/// shared experts, gate and up weights of type `ty` (spec §5.4). `n_embd` must be a multiple
-/// of [`GemvType::row_multiple`], `ff` and `ff_sh` multiples of 32.
+/// shared experts, gate and up weights of type `ty` (docs/decode-math.md#moe-ffn). `n_embd` must
+/// be a multiple of [`GemvType::row_multiple`], `ff` and `ff_sh` multiples of 32.
 pub fn moe_gate_up<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
@@ -570,9 +571,9 @@ pub struct DownNorm<'a, T> {
     pub eps: f32,
 }
 
-/// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (spec §5.4), then the norm tail
-/// when `bufs.norm` is given ([`DownNorm`]), routed down weights
-/// of type `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
+/// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (docs/decode-math.md#moe-ffn), then
+/// the norm tail when `bufs.norm` is given ([`DownNorm`]), routed down weights of type
+/// `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
 /// [`GemvType::row_multiple`], `ff_sh` of `shared`'s. With `n_used = 0` only `shared`
 /// matters, with `ff_sh = 0` only `routed`.
 pub fn moe_down<B: Accelerator>(

@@ -26,7 +26,8 @@ pub fn f16s(bytes: &[u8]) -> Vec<f16> {
         .collect()
 }
 
-/// DeepSeek-V2-Lite's rope hyper-parameters (spec §4.1/§4.2) with `n_rot` rotated dims.
+/// DeepSeek-V2-Lite's rope hyper-parameters (docs/deepseek2-model.md#gguf-keys) with `n_rot`
+/// rotated dims.
 pub fn v2_lite_rope(n_rot: usize) -> RopeParams {
     RopeParams {
         n_rot,

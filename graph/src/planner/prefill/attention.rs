@@ -1,7 +1,7 @@
-//! Absorbed MLA attention of one layer for a chunk of `T` tokens (spec §5.1, the decode
-//! plan's math per token): norm, the two projections as `mmq`, rope and cache rows, the
-//! per-head `attn_k_b` and `attn_v_b` as expert-grouped products with the heads as experts,
-//! the causal attention, `attn_output` and the residual add.
+//! Absorbed MLA attention of one layer for a chunk of `T` tokens
+//! (docs/decode-math.md#mla-attention, the decode plan's math per token): norm, the two projections
+//! as `mmq`, rope and cache rows, the per-head `attn_k_b` and `attn_v_b` as expert-grouped products
+//! with the heads as experts, the causal attention, `attn_output` and the residual add.
 
 use ingot_abi::launch::{
     flash_prefill_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,

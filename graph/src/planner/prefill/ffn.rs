@@ -1,6 +1,7 @@
-//! Feed-forward parts of one layer for a chunk of `T` tokens (spec §5.4, the decode plan's
-//! math per token): the dense FFN, and the MoE FFN with its router per token, the pair list
-//! sorted by expert, the expert-grouped products, the shared experts and the weighted combine.
+//! Feed-forward parts of one layer for a chunk of `T` tokens (docs/decode-math.md#moe-ffn, the
+//! decode plan's math per token): the dense FFN, and the MoE FFN with its router per token, the
+//! pair list sorted by expert, the expert-grouped products, the shared experts and the weighted
+//! combine.
 
 use ingot_abi::launch::{
     mmq_moe_items, router_logits_rows_items, ExpertSelection, MmqType, GATE_UP_MERGED,

@@ -1,4 +1,4 @@
-//! The prefill chunk as data (issue 16): every layer of `T` prompt tokens at once, on the
+//! The prefill chunk as data: every layer of `T` prompt tokens at once, on the
 //! tensor-core products (`mmq`, `mmq_moe`), the chunk's causal attention
 //! (`flash_latent_prefill`) and the per-token steps of the decode kernels in their `_rows`
 //! forms; then the output head on one row.

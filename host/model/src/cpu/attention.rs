@@ -1,4 +1,4 @@
-//! Absorbed MLA attention of the CPU backend (spec §5.1).
+//! Absorbed MLA attention of the CPU backend (docs/decode-math.md#mla-attention).
 
 use rayon::prelude::*;
 

@@ -1,6 +1,6 @@
-//! The decompressed form of a chunk's MLA attention (spec §5.1, before absorption): each head's keys
-//! `k_nope = W_UK·c` and values `v = W_UV·c` are computed once per cache row, and the chunk's queries
-//! attend to them as in ordinary multi-head attention.
+//! The decompressed form of a chunk's MLA attention (docs/decode-math.md#decompressed-attention):
+//! each head's keys `k_nope = W_UK·c` and values `v = W_UV·c` are computed once per cache row, and
+//! the chunk's queries attend to them as in ordinary multi-head attention.
 //!
 //! Cost per head, for a chunk of `n` tokens over `L` cache rows: `L·(d_nope + d_v)·kv_lora`
 //! multiply-adds to decompress, then about `n·L·(d_qk + d_v)` (halved by the causal mask inside the

@@ -8,7 +8,8 @@ use crate::dequant::dequantize_into;
 use crate::error::{ModelError, Result};
 use crate::math::dot_f32;
 
-/// The activation format a weight type's dot product consumes (ggml-cpu `vec_dot_type`, spec §3.2).
+/// The activation format a weight type's dot product consumes (ggml-cpu `vec_dot_type`,
+/// docs/quant-formats.md#cpu-dot-products).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ActKind {
     F32,

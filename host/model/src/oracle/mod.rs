@@ -1,6 +1,7 @@
-//! The reference decoder: weights dequantized to f32 at load, f32 activations, f64 for every reduction that
-//! decides accuracy (dot products, norm sums, softmax, attention accumulation). It follows spec §5 literally:
-//! absorbed MLA attention over an f32 latent cache `[c | k_pe]`, YaRN rope, MoE routing, shared experts.
+//! The reference decoder: weights dequantized to f32 at load, f32 activations, f64 for every
+//! reduction that decides accuracy (dot products, norm sums, softmax, attention accumulation). It
+//! follows docs/decode-math.md literally: absorbed MLA attention over an f32 latent cache
+//! `[c | k_pe]`, YaRN rope, MoE routing, shared experts.
 //!
 //! It is meant for small models and for checking faster backends; it is not fast.
 
@@ -195,7 +196,8 @@ fn add(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
-/// Absorbed MLA attention for one token (spec §5.1); writes this position's cache row and returns `W_o · o`.
+/// Absorbed MLA attention for one token (docs/decode-math.md#mla-attention); writes this
+/// position's cache row and returns `W_o · o`.
 fn attention(
     c: &ModelConfig,
     layer: &Layer,

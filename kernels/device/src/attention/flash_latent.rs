@@ -1,5 +1,6 @@
 //! `flash_latent`: split-K attention of all heads of one token over the layer's latent cache
-//! (spec §5.1 steps 8-10, §7.3), scalar f32 version.
+//! (docs/decode-math.md#mla-attention steps 8-10, docs/decode-math.md#split-k-attention), scalar
+//! f32 version.
 //!
 //! Block `b` owns segment `b` of the rows `0..=pos` ([`flash_segments`]); it streams the segment
 //! through shared memory one tile of `FLASH_TILE` rows at a time, so every cache row is read

@@ -1,7 +1,7 @@
-//! `flash_latent_mma`: `flash_latent` on tensor cores (spec §7.3) for heads in groups of
-//! exactly 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block `b` serves
-//! heads `16g .. 16g + 16` (`g = b / max_segments`) over segment `b % max_segments`, so
-//! `n_head` is a multiple of 16 (16, 64, 128: V2-Lite, Kimi-K2, V3).
+//! `flash_latent_mma`: `flash_latent` on tensor cores (docs/decode-math.md#split-k-attention) for
+//! heads in groups of exactly 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`:
+//! block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`) over segment
+//! `b % max_segments`, so `n_head` is a multiple of 16 (16, 64, 128: V2-Lite, Kimi-K2, V3).
 //!
 //! Same contract as `flash_latent`: block `b` owns segment `b` of the rows `0..=pos`
 //! ([`flash_segments`]), streams it through shared memory one tile of `FLASH_TILE` (32) rows at

@@ -1,7 +1,8 @@
-//! `flash_latent_prefill`: the causal absorbed MLA attention of a prefill chunk (spec §7.3) on
-//! tensor cores, `flash_latent_mma`'s tile loop with the M side of `mma.m16n8k16` widened from
-//! one token's 16 heads to two tokens × 16 heads (M-row `r` = head `h0 + r % 16` of token
-//! `t0 + r / 16`), so every cache tile staged in shared memory serves both tokens.
+//! `flash_latent_prefill`: the causal absorbed MLA attention of a prefill chunk on tensor cores
+//! (docs/decode-math.md#split-k-attention, without the split), `flash_latent_mma`'s tile loop
+//! with the M side of `mma.m16n8k16` widened from one token's 16 heads to two tokens × 16 heads
+//! (M-row `r` = head `h0 + r % 16` of token `t0 + r / 16`), so every cache tile staged in shared
+//! memory serves both tokens.
 //!
 //! Block `b` (of `flash_prefill_items`) owns head group `b / P` and token pair
 //! `P − 1 − b % P` (`P = ⌈ntok/2⌉`; the last pairs, which read the most rows, start first). It
@@ -29,13 +30,12 @@
 //!   (2 × 8 n-tiles, 64 f32 accumulators per thread): per tile 4 `ldmatrix.x4` of `P`,
 //!   8 `ldmatrix.x4.trans` of `V`, each feeding both tokens, and 32 `mma`.
 //!
-//! So a cache row costs `(8·36 + 8·32) / 32 = 17` `mma` for two tokens (8.5 per token and row,
-//! as in decode), and `kv_lora + n_rope` f16 of global reads for two tokens (half of decode's
-//! per token). Two tokens, not more: the 64 output accumulators plus the 72 query-fragment
-//! registers plus 36 staging registers are what one thread can hold without spills (254 on
-//! sm_86); a larger
-//! token tile needs the query in shared memory, which with a 32-row tile passes the 48 KiB
-//! a launch gets without an opt-in.
+//! So a cache row costs `(8·36 + 8·32) / 32 = 17` `mma` for two tokens (8.5 per token and row, as
+//! in decode), and `kv_lora + n_rope` f16 of global reads for two tokens (half of decode's per
+//! token). Two tokens, not more: the 64 output accumulators plus the 72 query-fragment registers
+//! plus 36 staging registers are what one thread can hold without spills (254 on sm_86); a larger
+//! token tile needs the query in shared memory, which with a 32-row tile passes the 48 KiB a launch
+//! gets without an opt-in.
 //!
 //! Precision: as `flash_latent_mma` (the scaled query `f16(kq_scale·log2(e)·t(pos)·q)` and the
 //! probabilities enter the tensor cores as f16; products and sums f32; `l` sums the same

@@ -1,5 +1,5 @@
 //! `attn_merge`: combines the segments `flash_latent` wrote for this step into the normalized
-//! latent attention output (spec §7.2, ggml's `flash_attn_combine_results` in base 2):
+//! latent attention output (ggml's `flash_attn_combine_results` in base 2):
 //! `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s`, `M = max_s m_s`.
 //!
 //! Thread mapping: block `b` merges one `MERGE_DIMS`-wide slice of one head (see

@@ -1,8 +1,8 @@
 //! `rope_kv`: everything of one token's attention that only needs the two projection outputs —
-//! the rotation of every head's query rope part (spec §5.1 step 4, §5.3) and the latent cache
-//! row `[rmsnorm(c) | rope(k_pe)]` at `StepState::pos` (steps 5-6), as f16 or as q8_0 blocks
-//! (`crate::attention::cache_q8`). Fused because all of
-//! it is a few KB of element-wise work that one block does in a single pass.
+//! the rotation of every head's query rope part (docs/decode-math.md#mla-attention step 4,
+//! docs/decode-math.md#rope) and the latent cache row `[rmsnorm(c) | rope(k_pe)]` at
+//! `StepState::pos` (steps 5-6), as f16 or as q8_0 blocks (`crate::attention::cache_q8`). Fused
+//! because all of it is a few KB of element-wise work that one block does in a single pass.
 //!
 //! Angles: `θ_i = pos·rope_freq[i]` in f64 (exact integer position times the host's f64 table),
 //! reduced modulo 2π in f64, then `sin.approx`/`cos.approx` on the reduced f32 argument, so the

@@ -1,7 +1,8 @@
 //! Tensor-core operations of `flash_latent_mma` and the `mmq` kernels (fragment layouts: PTX
 //! ISA "Matrix Fragments for mma.m16n8k16 with floating point type", "for mma.m16n8k32" and
-//! `ldmatrix`, summarized in `shared/spec/rust-gpu.md` §6.1 and §6.3). The warp-synchronous instructions are deliberately
-//! not `pure`, so LLVM never moves them into a branch that only part of the warp takes.
+//! `ldmatrix`, restated in docs/ptx-isa.md#tensor-core-fragments and docs/ptx-isa.md#ldmatrix).
+//! The warp-synchronous instructions are deliberately not `pure`, so LLVM never moves them into
+//! a branch that only part of the warp takes.
 
 use core::arch::asm;
 

@@ -1,7 +1,8 @@
 //! Per-type dot products of quantized weights with q8_1 activations: the integer math of
-//! ggml-cuda's `vecdotq.cuh` (spec §3.1, oracle `ingot_quant::vec_dot_q8_1`), kept together in
-//! one module the way ggml keeps them (one file per quant family), so every kernel that multiplies weights by q8_1 activations
-//! (the gemvs here, the fused MoE kernels) shares one implementation per type.
+//! ggml-cuda's `vecdotq.cuh` (docs/quant-formats.md#gpu-dot-products, oracle
+//! `ingot_quant::vec_dot_q8_1`), kept together in one module the way ggml keeps them (one file
+//! per quant family), so every kernel that multiplies weights by q8_1 activations (the gemvs
+//! here, the fused MoE kernels) shares one implementation per type.
 //!
 //! # Model
 //!
