@@ -70,20 +70,65 @@ fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
 
 #[inline(always)]
 fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
+    dot_body::<false>(a, b)
+}
+
+/// [`dot_f32`] with every product added by a fused multiply-add (`acc = fma(x, y, acc)`, one rounding): the
+/// same eight lanes and the same order, so the result does not depend on the instruction set either (without
+/// FMA hardware, `f32::mul_add` computes the same fused value in software, slowly).
+pub fn dot_f32_fused(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA (checked on the line above).
+        return unsafe { dot_fused_fma(a, b) };
+    }
+    dot_body::<true>(a, b)
+}
+
+/// Whether this CPU runs the fused kernels in hardware (AVX2 and FMA).
+#[cfg(target_arch = "x86_64")]
+fn has_fma() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn dot_fused_fma(a: &[f32], b: &[f32]) -> f32 {
+    dot_body::<true>(a, b)
+}
+
+/// `acc + x·y`, rounded once when `FUSED`, twice (product, then sum) otherwise.
+#[inline(always)]
+fn madd<const FUSED: bool>(acc: f32, x: f32, y: f32) -> f32 {
+    if FUSED {
+        x.mul_add(y, acc)
+    } else {
+        acc + x * y
+    }
+}
+
+#[inline(always)]
+fn dot_body<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail = dot_tail::<FUSED>(ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for k in 0..8 {
-            acc[k] += x[k] * y[k];
+            acc[k] = madd::<FUSED>(acc[k], x[k], y[k]);
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// The elements past the last whole group of eight: unfused, the products summed from 0 (as `Iterator::sum`
+/// does); fused, each added to the running sum by one multiply-add.
+#[inline(always)]
+fn dot_tail<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
+    if FUSED {
+        a.iter().zip(b).fold(0.0, |s, (&x, &y)| x.mul_add(y, s))
+    } else {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
 }
 
 /// `out[j] = Σ_t p[t] · rows[t·stride + j]` for `j < out.len()`: the rows weighted by `p` and added, each
@@ -104,21 +149,39 @@ pub fn weighted_rows_add(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]
         // SAFETY: the CPU has AVX2 (checked on the line above).
         return unsafe { weighted_rows_avx2(p, rows, stride, out) };
     }
-    weighted_rows_body(p, rows, stride, out)
+    weighted_rows_body::<false>(p, rows, stride, out)
 }
 
 /// [`weighted_rows_body`] compiled for AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn weighted_rows_avx2(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    weighted_rows_body(p, rows, stride, out)
+    weighted_rows_body::<false>(p, rows, stride, out)
+}
+
+/// [`weighted_rows_add`] with each `out[j] + p[t]·r_t[j]` a fused multiply-add (one rounding), in the same
+/// order; the result does not depend on the instruction set ([`dot_f32_fused`]).
+pub fn weighted_rows_add_fused(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    assert!(p.is_empty() || rows.len() >= (p.len() - 1) * stride + out.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA (checked on the line above).
+        return unsafe { weighted_rows_fma(p, rows, stride, out) };
+    }
+    weighted_rows_body::<true>(p, rows, stride, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn weighted_rows_fma(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    weighted_rows_body::<true>(p, rows, stride, out)
 }
 
 /// Columns per register block of [`weighted_rows`]: 8 AVX2 vectors of sums.
 const WEIGHTED_BLOCK: usize = 64;
 
 #[inline(always)]
-fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+fn weighted_rows_body<const FUSED: bool>(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     let width = out.len();
     let blocked = width / WEIGHTED_BLOCK * WEIGHTED_BLOCK;
     for j0 in (0..blocked).step_by(WEIGHTED_BLOCK) {
@@ -127,7 +190,7 @@ fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         for (t, &pt) in p.iter().enumerate() {
             let r = &rows[t * stride + j0..][..WEIGHTED_BLOCK];
             for (a, &v) in acc.iter_mut().zip(r) {
-                *a += pt * v;
+                *a = madd::<FUSED>(*a, pt, v);
             }
         }
         out[j0..j0 + WEIGHTED_BLOCK].copy_from_slice(&acc);
@@ -136,7 +199,7 @@ fn weighted_rows_body(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         *o = p
             .iter()
             .enumerate()
-            .fold(*o, |a, (t, &pt)| a + pt * rows[t * stride + j]);
+            .fold(*o, |a, (t, &pt)| madd::<FUSED>(a, pt, rows[t * stride + j]));
     }
 }
 
@@ -170,6 +233,28 @@ pub fn gemm_nt_split(
     b: &[f32],
     b_stride: usize,
     n: usize,
+    split: (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    gemm_nt_split_as::<false>((a, a_stride, m), (b, b_stride, n), split, out, out_stride)
+}
+
+/// [`gemm_nt_split`] with every product a [`dot_f32_fused`]: `out[i·out_stride + j] = dot_f32_fused(a_i[..split],
+/// b_j[..split]) + dot_f32_fused(a_i[split..k], b_j[split..k])` bit for bit, on any instruction set.
+pub fn gemm_nt_split_fused(
+    (a, a_stride, m): (&[f32], usize, usize),
+    (b, b_stride, n): (&[f32], usize, usize),
+    split: (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    gemm_nt_split_as::<true>((a, a_stride, m), (b, b_stride, n), split, out, out_stride)
+}
+
+fn gemm_nt_split_as<const FUSED: bool>(
+    (a, a_stride, m): (&[f32], usize, usize),
+    (b, b_stride, n): (&[f32], usize, usize),
     (split, k): (usize, usize),
     out: &mut [f32],
     out_stride: usize,
@@ -178,30 +263,34 @@ pub fn gemm_nt_split(
     let row_a = |i: usize| &a[i * a_stride..][..k];
     let row_b = |j: usize| &b[j * b_stride..][..k];
     #[cfg(target_arch = "x86_64")]
-    let done = if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked on the line above).
-        unsafe { gemm_nt_avx2(&row_a, &row_b, (m, n), split, out, out_stride) }
-    } else {
-        0
+    let done = match FUSED {
+        // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
+        true if has_fma() => unsafe { gemm_nt_fma(&row_a, &row_b, (m, n), split, out, out_stride) },
+        // SAFETY: the CPU has AVX2 (checked in the guard).
+        false if std::arch::is_x86_feature_detected!("avx2") => unsafe {
+            gemm_nt_avx2(&row_a, &row_b, (m, n), split, out, out_stride)
+        },
+        _ => 0,
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
-    // Rows the tiles did not cover, or every row without AVX2.
+    // Rows the tiles did not cover, or every row without the tiles' instruction set.
     for i in done..m {
         for j in 0..n {
-            out[i * out_stride + j] = dot_split(row_a(i), row_b(j), split);
+            out[i * out_stride + j] = dot_split::<FUSED>(row_a(i), row_b(j), split);
         }
     }
 }
 
-/// `dot_f32(a[..split], b[..split]) + dot_f32(a[split..], b[split..])`, or `dot_f32(a, b)` when `split` is
-/// the length.
-fn dot_split(a: &[f32], b: &[f32], split: usize) -> f32 {
-    let first = dot_f32(&a[..split], &b[..split]);
+/// `dot(a[..split], b[..split]) + dot(a[split..], b[split..])`, or `dot(a, b)` when `split` is the length;
+/// `dot` is [`dot_f32_fused`] when `FUSED`, [`dot_f32`] otherwise.
+fn dot_split<const FUSED: bool>(a: &[f32], b: &[f32], split: usize) -> f32 {
+    let dot = if FUSED { dot_f32_fused } else { dot_f32 };
+    let first = dot(&a[..split], &b[..split]);
     if split == a.len() {
         first
     } else {
-        first + dot_f32(&a[split..], &b[split..])
+        first + dot(&a[split..], &b[split..])
     }
 }
 
@@ -212,12 +301,41 @@ const TILE_A: usize = 4;
 #[cfg(target_arch = "x86_64")]
 const TILE_B: usize = 2;
 
-/// The rows of [`gemm_nt_split`] that fill whole `TILE_A`-row tiles, on AVX2 ([`dot_tile_avx2`] for
+/// The rows of [`gemm_nt_split`] that fill whole `TILE_A`-row tiles, on AVX2 ([`dot_tile`] for
 /// each full `TILE_A × TILE_B` block, [`dot_split`] for the columns past the last one); returns how
 /// many rows it wrote.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn gemm_nt_avx2<'r>(
+    row_a: &impl Fn(usize) -> &'r [f32],
+    row_b: &impl Fn(usize) -> &'r [f32],
+    mn: (usize, usize),
+    split: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    gemm_tiles::<false>(row_a, row_b, mn, split, out, out_stride)
+}
+
+/// [`gemm_nt_avx2`] with fused multiply-adds ([`gemm_nt_split_fused`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gemm_nt_fma<'r>(
+    row_a: &impl Fn(usize) -> &'r [f32],
+    row_b: &impl Fn(usize) -> &'r [f32],
+    mn: (usize, usize),
+    split: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    gemm_tiles::<true>(row_a, row_b, mn, split, out, out_stride)
+}
+
+/// The body of [`gemm_nt_avx2`] and [`gemm_nt_fma`]: inlined into each, so it compiles with its caller's
+/// instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn gemm_tiles<'r, const FUSED: bool>(
     row_a: &impl Fn(usize) -> &'r [f32],
     row_b: &impl Fn(usize) -> &'r [f32],
     (m, n): (usize, usize),
@@ -230,9 +348,13 @@ fn gemm_nt_avx2<'r>(
         for j0 in (0..n_tiles).step_by(TILE_B) {
             let a: [&[f32]; TILE_A] = std::array::from_fn(|i| row_a(i0 + i));
             let b: [&[f32]; TILE_B] = std::array::from_fn(|j| row_b(j0 + j));
-            let mut t = dot_tile_avx2(a.map(|r| &r[..split]), b.map(|r| &r[..split]));
+            // SAFETY: the caller's instruction set has AVX2 (and FMA when `FUSED`).
+            let mut t =
+                unsafe { dot_tile::<FUSED>(a.map(|r| &r[..split]), b.map(|r| &r[..split])) };
             if split < a[0].len() {
-                let rest = dot_tile_avx2(a.map(|r| &r[split..]), b.map(|r| &r[split..]));
+                // SAFETY: as above.
+                let rest =
+                    unsafe { dot_tile::<FUSED>(a.map(|r| &r[split..]), b.map(|r| &r[split..])) };
                 for (t, rest) in t.iter_mut().zip(&rest) {
                     t.iter_mut().zip(rest).for_each(|(t, r)| *t += r);
                 }
@@ -243,26 +365,34 @@ fn gemm_nt_avx2<'r>(
         }
         for j in n_tiles..n {
             for i in i0..i0 + TILE_A {
-                out[i * out_stride + j] = dot_split(row_a(i), row_b(j), split);
+                out[i * out_stride + j] = dot_split::<FUSED>(row_a(i), row_b(j), split);
             }
         }
     }
     m_tiles
 }
 
-/// `[dot_f32(a_i, b_j)]` for 4 × 2 rows of equal length on AVX2 registers: 8 accumulators, each lane `l` summing the products
-/// of elements `8c + l` in order, then the lanes summed in order, as [`dot_f32`] does.
+/// `[dot(a_i, b_j)]` for 4 × 2 rows of equal length on AVX2 registers: 8 accumulators, each lane `l`
+/// summing the products of elements `8c + l` in order, then the lanes summed in order and the tail added,
+/// as [`dot_f32`] (or, `FUSED`, [`dot_f32_fused`]) does.
+///
+/// # Safety
+/// The CPU must have AVX2, and FMA when `FUSED`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TILE_A] {
+#[inline(always)]
+unsafe fn dot_tile<const FUSED: bool>(
+    a: [&[f32]; TILE_A],
+    b: [&[f32]; TILE_B],
+) -> [[f32; TILE_B]; TILE_A] {
     use std::arch::x86_64::{
-        __m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps,
     };
     let k = a[0].len();
     let body = k / 8 * 8;
     assert!(a.iter().chain(&b).all(|r| r.len() == k));
-    let mut acc: [[__m256; TILE_B]; TILE_A] = [[_mm256_setzero_ps(); TILE_B]; TILE_A];
+    // SAFETY (every intrinsic below): the caller guarantees the instruction set.
+    let mut acc: [[__m256; TILE_B]; TILE_A] = [[unsafe { _mm256_setzero_ps() }; TILE_B]; TILE_A];
     for c in (0..body).step_by(8) {
         // SAFETY: every row has `k ≥ c + 8` elements (asserted above).
         let av: [__m256; TILE_A] =
@@ -271,7 +401,11 @@ fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TI
             std::array::from_fn(|j| unsafe { _mm256_loadu_ps(b[j].as_ptr().add(c)) });
         for i in 0..TILE_A {
             for j in 0..TILE_B {
-                acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(av[i], bv[j]));
+                acc[i][j] = if FUSED {
+                    unsafe { _mm256_fmadd_ps(av[i], bv[j], acc[i][j]) }
+                } else {
+                    unsafe { _mm256_add_ps(acc[i][j], _mm256_mul_ps(av[i], bv[j])) }
+                };
             }
         }
     }
@@ -280,12 +414,7 @@ fn dot_tile_avx2(a: [&[f32]; TILE_A], b: [&[f32]; TILE_B]) -> [[f32; TILE_B]; TI
             let mut lanes = [0.0f32; 8];
             // SAFETY: `lanes` holds 8 floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i][j]) };
-            let tail: f32 = a[i][body..]
-                .iter()
-                .zip(&b[j][body..])
-                .map(|(x, y)| x * y)
-                .sum();
-            lanes.iter().sum::<f32>() + tail
+            lanes.iter().sum::<f32>() + dot_tail::<FUSED>(&a[i][body..], &b[j][body..])
         })
     })
 }

@@ -107,9 +107,11 @@ fn q4_k_m_reproduces_llama_cpp_quantized_activations() {
 
 /// V3-style q4_k_m (low-rank query, sigmoid routing with bias and groups): the CPU backend reproduces llama.cpp's
 /// quantized run to f32 rounding at all 16 prompt positions (measured <= 1e-6). Teacher-forced on llama.cpp's
-/// greedy ids, the first 9 steps are as close; later a q8 rounding boundary falls the other way and the runs drift
-/// by up to ~0.1 (measured 2026-11-30), inside the 0.3 quantization band, and the top-1 must agree wherever
-/// llama.cpp's margin exceeds twice the band (one near tie, margin 0.014, flips).
+/// greedy ids, the first 8 steps are as close; then a q8 rounding boundary falls the other way and the runs drift
+/// by up to ~0.1, inside the 0.3 quantization band, and the top-1 must agree wherever llama.cpp's margin exceeds
+/// twice the band (one near tie, margin 0.014, flips). Where the boundary falls moves with the attention's order
+/// of rounding: measured at step 9 with unfused per-head sums (2026-11-30), at step 8 with the fused, blocked
+/// attention (2026-12-05: steps 0-7 within 1e-6, then 0.04-0.10, as after step 9 before).
 #[test]
 fn v3_q4_k_m_reproduces_llama_cpp_quantized_activations() {
     let model = "tiny-v3-q4_k_m";
@@ -143,7 +145,7 @@ fn v3_q4_k_m_reproduces_llama_cpp_quantized_activations() {
         seen.clear
     );
     assert!(
-        identical >= 9,
+        identical >= 8,
         "only {identical} leading greedy steps match llama.cpp to 1e-4"
     );
     assert!(seen.worst < 0.3, "{model} greedy32: {}", seen.worst);

@@ -195,7 +195,6 @@ pub(super) fn heads_chunk(
     layer: &Layer<'_>,
     cache: Latents<'_>,
     start: usize,
-    max_ctx: usize,
     q: &[f32],
     out: &mut [f32],
 ) -> Result<()> {
@@ -208,7 +207,7 @@ pub(super) fn heads_chunk(
             .try_for_each_init(
                 || {
                     let hs: Vec<HeadScratch> = (0..heads).map(|_| HeadScratch::new(c)).collect();
-                    (hs, Attend::new(c, max_ctx))
+                    (hs, Attend::new(c))
                 },
                 |(hs, att), (i, o)| -> Result<()> {
                     let q_token = &q[i * heads * dqk..(i + 1) * heads * dqk];
@@ -243,7 +242,7 @@ pub(super) fn heads_chunk(
         .par_chunks_mut(heads * lora)
         .enumerate()
         .for_each_init(
-            || Attend::new(c, max_ctx),
+            || Attend::new(c),
             |att, (i, o)| {
                 for hd in 0..heads {
                     let q_pe = &q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope];

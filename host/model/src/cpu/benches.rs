@@ -50,7 +50,7 @@ fn attn_depth_bench() {
     let p = pool(threads);
     for &depth in &depths {
         let pos = depth - 1;
-        let mut att = Attend::new(c, max_ctx);
+        let mut att = Attend::new(c);
         for h in 0..heads {
             att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
         }

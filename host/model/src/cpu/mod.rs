@@ -93,7 +93,7 @@ struct Scratch<'f> {
 }
 
 impl Scratch<'_> {
-    fn new(c: &ModelConfig, max_ctx: usize) -> Self {
+    fn new(c: &ModelConfig) -> Self {
         let n_ffns = ffn::max_ffns(c);
         Scratch {
             x: vec![0.0; c.n_embd],
@@ -104,7 +104,7 @@ impl Scratch<'_> {
             act_q_lora: Activation::new(c.q_lora.unwrap_or(0)),
             cos_sin: vec![(0.0, 0.0); c.d_rope / 2],
             heads: (0..c.n_head).map(|_| HeadScratch::new(c)).collect(),
-            attend: Attend::new(c, max_ctx),
+            attend: Attend::new(c),
             heads_out: vec![0.0; c.n_head * c.d_v],
             act_heads: Activation::new(c.n_head * c.d_v),
             delta: vec![0.0; c.n_embd],
@@ -154,7 +154,7 @@ impl<'f> CpuBackend<'f> {
                 .map(|_| LatentCache::new(CacheType::default(), max_ctx, config.cache_row()))
                 .collect(),
             router: Router::new(RouterParams::from_config(&config)),
-            scratch: Scratch::new(&config, max_ctx),
+            scratch: Scratch::new(&config),
             logits: vec![0.0; config.vocab],
             routing: vec![(0, 0.0); config.n_moe_layers() * config.n_expert_used],
             route_margins: vec![f32::INFINITY; config.n_moe_layers()],

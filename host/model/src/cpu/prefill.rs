@@ -164,14 +164,7 @@ impl<'f> CpuBackend<'f> {
             self.weights.token_embd.dequantize_row(t as usize, x)?;
         }
         for (il, layer) in self.weights.layers.iter().enumerate() {
-            attention_chunk(
-                c,
-                layer,
-                &mut self.cache[il],
-                (start, self.max_ctx),
-                form,
-                &mut ch,
-            )?;
+            attention_chunk(c, layer, &mut self.cache[il], start, form, &mut ch)?;
             normed(&mut ch, &layer.ffn_norm, c.rms_eps);
             match &layer.ffn {
                 Ffn::Dense(f) => dense_chunk(c, f, &mut ch)?,
@@ -271,7 +264,7 @@ fn attention_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
     cache: &mut LatentCache,
-    (start, max_ctx): (usize, usize),
+    start: usize,
     form: MlaForm,
     ch: &mut Chunk,
 ) -> Result<()> {
@@ -329,7 +322,7 @@ fn attention_chunk(
             &mut heads_out,
         )?;
     } else {
-        attention::heads_chunk(c, layer, cache, start, max_ctx, &q, &mut heads_out)?;
+        attention::heads_chunk(c, layer, cache, start, &q, &mut heads_out)?;
     }
     let mut acts: Vec<Activation> = heads_out
         .chunks_exact(heads * dv)

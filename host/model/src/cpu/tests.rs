@@ -354,7 +354,6 @@ fn decompressed_heads_match_f64() {
             layer,
             Latents::f32(&cache, row),
             start,
-            64,
             &q,
             &mut absorbed,
         )
@@ -472,7 +471,7 @@ fn all_heads_attention_matches_f64_over_many_spans() {
         (9_000, 1.0),
         (9_000, 8.0),
     ] {
-        let mut att = Attend::new(c, max_ctx);
+        let mut att = Attend::new(c);
         let q_abs: Vec<f32> = (0..heads * lora).map(|_| peak * rnd()).collect();
         let q_pe: Vec<f32> = (0..heads * rope).map(|_| peak * rnd()).collect();
         for h in 0..heads {
@@ -568,11 +567,11 @@ pub(super) fn per_head_attention(
     o
 }
 
-/// Up to one span of rows (`SPAN_MIN`, every context the golden tests run), the all-heads attention is the
-/// per-head order bit for bit, whatever the thread count; past it (several spans) only the association of
-/// the spans' sums differs, so it stays within f32 rounding of it.
+/// The all-heads attention (blocks, a running maximum, fused multiply-adds) stays within f32 rounding of the
+/// per-head order the golden tests were first measured with, in one span and several, whatever the thread
+/// count.
 #[test]
-fn one_span_is_the_per_head_order_bit_for_bit() {
+fn all_heads_attention_stays_within_rounding_of_the_per_head_order() {
     use super::attend::{attend_heads, Attend};
     let file = open_tiny();
     let cpu = CpuBackend::load(&file, 64).unwrap();
@@ -597,26 +596,24 @@ fn one_span_is_the_per_head_order_bit_for_bit() {
                 per_head_attention(c, &cache, pos, qa, qp)
             })
             .collect();
-        let mut att = Attend::new(c, max_ctx);
+        let mut att = Attend::new(c);
         for h in 0..heads {
             att.set_query(c, h, &q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
         }
         for threads in [1, 2] {
             pool(threads).install(|| attend_heads(c, Latents::f32(&cache, row), pos, &mut att));
-            if pos < 128 {
-                assert_eq!(
-                    bits(&att.o_lat),
-                    bits(&want),
-                    "pos {pos}, {threads} threads"
-                );
-            } else {
-                let worst = want
-                    .iter()
-                    .zip(&att.o_lat)
-                    .map(|(w, g)| (w - g).abs())
-                    .fold(0.0f32, f32::max);
-                assert!(worst < 1e-5, "pos {pos}: {worst:e} from the per-head order");
-            }
+            let worst = want
+                .iter()
+                .zip(&att.o_lat)
+                .map(|(w, g)| (w - g).abs())
+                .fold(0.0f32, f32::max);
+            // Measured at most 1.3e-6 (pos 999, peak 8) on 2026-12-05: rounding of the dots, exps and sums in
+            // a different order. 1e-5 is 8x that; a row dropped or counted twice moves a flat softmax's
+            // outputs by about 1/(pos + 1) (1e-3 at pos 999), a stale running maximum by far more.
+            eprintln!(
+                "pos {pos}, peak {peak}, {threads} threads: {worst:e} from the per-head order"
+            );
+            assert!(worst < 1e-5, "pos {pos}: {worst:e} from the per-head order");
         }
     }
 }
@@ -657,8 +654,8 @@ fn a_q8_0_cache_attends_as_its_rounded_f32_rows() {
         let q_abs: Vec<f32> = (0..heads * lora).map(|_| 4.0 * rnd()).collect();
         let q_pe: Vec<f32> = (0..heads * rope).map(|_| 4.0 * rnd()).collect();
         for pos in [0, 13, 14, 15, 127, 128, 200, 299] {
-            let mut want = Attend::new(c, max_ctx);
-            let mut got = Attend::new(c, max_ctx);
+            let mut want = Attend::new(c);
+            let mut got = Attend::new(c);
             for h in 0..heads {
                 let (qa, qp) = (&q_abs[h * lora..][..lora], &q_pe[h * rope..][..rope]);
                 want.set_query(c, h, qa, qp);
