@@ -27,6 +27,11 @@ impl Lcg {
         self.next_u32() as usize % n
     }
 
+    /// Uniform in `[0, 1)` from the state's high 24 bits: exact in f32.
+    pub fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
     /// `n` token ids in `0..vocab`: a prompt for tests that need tokens, not text.
     pub fn tokens(&mut self, n: usize, vocab: usize) -> Vec<u32> {
         (0..n).map(|_| self.below(vocab) as u32).collect()
