@@ -299,10 +299,7 @@ impl Variety {
 /// `t` (SplitMix64), not a buffer seed, so the pair lists built from the same chunk
 /// ([`chunk_routing`]) agree with the selections whatever buffer they fill.
 fn chunk_token_seed(t: usize) -> u64 {
-    let mut z = (t as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    ingot_abi::hash::splitmix64(&mut (t as u64))
 }
 
 /// The `ntok` `ExpertSelection`s of a prefill chunk: token `t`'s is

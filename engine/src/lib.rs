@@ -9,9 +9,6 @@
 
 mod budget;
 
-use std::fmt;
-use std::str::FromStr;
-
 pub use budget::expert_slots;
 pub use ingot_model::expert_cache::Policy;
 
@@ -22,9 +19,18 @@ use ingot_graph::{ExecError, ExpertCacheOptions, PlanOptions};
 pub use ingot_model::CacheType;
 pub use ingot_model::MlaForm;
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle, DEFAULT_CTX};
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
-/// Which implementation decodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which implementation decodes. Its name (`Display`, `FromStr`, [`BackendKind::name`]) is the variant's
+/// in lower case; an unknown one parses to [`EngineError::UnknownBackend`].
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantNames,
+)]
+#[strum(
+    serialize_all = "lowercase",
+    parse_err_ty = EngineError,
+    parse_err_fn = EngineError::unknown_backend
+)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum BackendKind {
     /// cuda when a usable GPU is present, else cpu.
@@ -44,13 +50,7 @@ impl BackendKind {
 
     /// The name on the command line (`cpu`, `sim`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Cpu => "cpu",
-            Self::Oracle => "oracle",
-            Self::Sim => "sim",
-            Self::Cuda => "cuda",
-        }
+        self.into()
     }
 
     /// `Auto` becomes `Cuda` when GPU 0 opens, else `Cpu` with the reason; others are unchanged.
@@ -62,22 +62,6 @@ impl BackendKind {
             Ok(_) => (Self::Cuda, None),
             Err(e) => (Self::Cpu, Some(e.to_string())),
         }
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BackendKind {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| EngineError::UnknownBackend(s.to_string()))
     }
 }
 
@@ -98,7 +82,7 @@ pub enum EngineError {
     /// A prefill attention form other than `Auto` given to a backend other than cpu.
     #[error("only the cpu backend's prefill takes an attention form, not the {kind} backend's")]
     MlaForm { kind: BackendKind },
-    #[error("unknown backend {0:?} (auto, cpu, oracle, sim, cuda)")]
+    #[error("unknown backend {0:?} ({names})", names = BackendKind::VARIANTS.join(", "))]
     UnknownBackend(String),
     #[error("{kind} backend: {source}")]
     Model {
@@ -112,6 +96,12 @@ pub enum EngineError {
         #[source]
         source: ExecError,
     },
+}
+
+impl EngineError {
+    fn unknown_backend(name: &str) -> Self {
+        EngineError::UnknownBackend(name.to_string())
+    }
 }
 
 /// An opened decoder and what it is.

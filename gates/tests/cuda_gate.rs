@@ -22,6 +22,7 @@ use ingot_gguf::GgufFile;
 use ingot_graph::exec::cuda::CudaExecutor;
 use ingot_model::{CpuBackend, Decoder};
 use ingot_synth::{synthesize, Dims, Layout, Preset, QuantMix, SynthOptions};
+use ingot_testdata::Lcg;
 
 /// BOS then "The quick" in the synthetic vocabularies' byte-level tokens.
 const PROMPT: &[u32] = &[510, 84, 104, 101, 32, 113];
@@ -166,19 +167,6 @@ fn tiny16() -> Dims {
     }
 }
 
-/// Prompt tokens from a fixed LCG, inside the vocabulary.
-fn lcg_prompt(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % vocab as u64) as u32
-        })
-        .collect()
-}
-
 /// `max |Δlogit|` between `gpu` and the CPU's `cpu` within the gate's band (half the CPU
 /// logits' standard deviation, at least 0.5: gates/src/band.rs), and the same top-1 where the
 /// CPU's margin (top-1 minus top-2) is wider than the band.
@@ -242,8 +230,8 @@ fn tiny16_prefill_chunks_cuda_vs_cpu() {
         );
         let mut cpu = CpuBackend::load(&file, 64).expect("cpu backend");
         let vocab = cpu.config().vocab;
-        let first = lcg_prompt(21, vocab, 1);
-        let second = lcg_prompt(9, vocab, 2);
+        let first = Lcg(1).tokens(21, vocab);
+        let second = Lcg(2).tokens(9, vocab);
         let a = gpu
             .prefill_last(&first, 0)
             .unwrap_or_else(|e| panic!("{name}: GPU prefill of 21 at 0: {e}"));
@@ -298,8 +286,8 @@ fn lite4l_prefill_chunks_256_512_cuda_vs_cpu() {
     );
     let mut cpu = CpuBackend::load(&file, ctx).expect("cpu backend");
     let vocab = cpu.config().vocab;
-    let first = lcg_prompt(200, vocab, 3);
-    let second = lcg_prompt(600, vocab, 4);
+    let first = Lcg(3).tokens(200, vocab);
+    let second = Lcg(4).tokens(600, vocab);
     for (tokens, pos) in [(&first, 0), (&second, 200)] {
         let label = format!("{name}: {} tokens at {pos}", tokens.len());
         let a = gpu

@@ -8,6 +8,7 @@ use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::PlanOptions;
 use ingot_model::{CpuBackend, Decoder};
 use ingot_synth::{Dims, Layout, Preset, QuantMix};
+use ingot_testdata::Lcg;
 
 /// [`support::tiny64`] with 16 heads (the prefill attention takes whole groups of 16).
 fn tiny16() -> Dims {
@@ -21,19 +22,6 @@ fn model(dir: &std::path::Path, layout: Layout, mix: QuantMix) -> GgufFile {
     let path = dir.join("model.gguf");
     support::write_model(&path, &tiny16(), layout, mix, 11);
     GgufFile::open(&path).expect("open")
-}
-
-/// Prompt tokens from a fixed LCG, inside the vocabulary.
-fn prompt(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % vocab as u64) as u32
-        })
-        .collect()
 }
 
 fn std_dev(v: &[f32]) -> f32 {
@@ -80,8 +68,8 @@ fn chunks_match_the_stepwise_decode_and_continue_it() {
 
     // 21 tokens from 0 (one chunk of the 64 bucket), then 9 from 21 (the 16 bucket: its rows
     // attend the first chunk's cache rows), then one decode step after them.
-    let first = prompt(21, vocab, 1);
-    let second = prompt(9, vocab, 2);
+    let first = Lcg(1).tokens(21, vocab);
+    let second = Lcg(2).tokens(9, vocab);
     let check = |label: &str, a: &[f32], b: &[f32]| {
         let sigma = std_dev(b);
         let d = max_abs_diff(a, b);
@@ -172,7 +160,7 @@ fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
         let mut sim = SimExecutor::load(&file, PlanOptions::for_ctx(32)).expect("load");
         assert_eq!(sim.prefill_unavailable(), None, "{layout:?} {mix:?}");
         let mut cpu = CpuBackend::load(&file, 32).expect("cpu backend");
-        let tokens = prompt(13, sim.config().vocab, 3);
+        let tokens = Lcg(3).tokens(13, sim.config().vocab);
         let a = sim.prefill_last(&tokens, 0).expect("sim prefill");
         let b = cpu.prefill_last(&tokens, 0).expect("cpu prefill");
         let sigma = std_dev(&b);
@@ -198,7 +186,7 @@ fn a_prompt_past_the_context_changes_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = model(dir.path(), Layout::Mla, QuantMix::Q4KM);
     let mut sim = SimExecutor::load(&file, PlanOptions::for_ctx(16)).expect("load");
-    let tokens = prompt(17, sim.config().vocab, 4);
+    let tokens = Lcg(4).tokens(17, sim.config().vocab);
     assert!(matches!(
         sim.prefill_last(&tokens, 0),
         Err(ingot_model::ModelError::PositionOutOfRange { .. })

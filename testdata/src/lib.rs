@@ -11,9 +11,13 @@
 //! travels to a lent GPU machine with each call. [`golden`] and [`golden_model`] hand out either
 //! kind of file alike.
 //!
-//! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai).
+//! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai). [`Lcg`] is the
+//! tests' one deterministic generator of inputs.
 
 pub mod derive;
+mod lcg;
+
+pub use lcg::Lcg;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

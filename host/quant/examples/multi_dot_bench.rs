@@ -27,13 +27,8 @@ fn main() {
         _ => 2048,
     };
     // A fixed linear congruential sequence in [-0.5, 0.5): the same data on every run.
-    let mut seed = 1u64;
-    let mut next = || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
+    let mut lcg = ingot_testdata::Lcg(1);
+    let mut next = || lcg.unit_f32() - 0.5;
     let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();
     let bytes = rows * cols / ty.block_size() as usize * ty.type_size() as usize;
     let mut q = vec![0u8; bytes];

@@ -13,7 +13,7 @@
 //! Q6_K, IQ4_NL and IQ4_XS change; the golden `tiny-mla-q4_k_m` model's Q4_K tensor matches
 //! the no-FMA build (and this crate) byte for byte, and not the FMA build.
 
-use ingot_abi::hash::fnv1a;
+use ingot_abi::hash::{fnv1a, splitmix64};
 use ingot_gguf::GgmlType;
 use ingot_quant::{quantize_q8_k, quantize_row};
 
@@ -24,12 +24,7 @@ fn input() -> Vec<f32> {
     let mut s = 0x1234_5678_9abc_def0u64;
     let mut uniform = move || {
         // splitmix64 → 24-bit uniform in [0, 1), exact in f32.
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 40) as f32 / (1u32 << 24) as f32
+        (splitmix64(&mut s) >> 40) as f32 / (1u32 << 24) as f32
     };
     // Irwin–Hall(4) − 2, scaled to unit variance: bell-shaped, plain arithmetic only (no libm,
     // so the input is bit-identical on every platform).

@@ -11,7 +11,8 @@ use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::{ApiError, AppState};
+use crate::service::AppState;
+use crate::ApiError;
 
 /// `response` with `Connection: close`: sent when the request's body was not read to its end, so the
 /// connection cannot carry another request and a client must not reuse it from its pool.

@@ -5,6 +5,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::response::{ErrorBody, ErrorDetail};
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -109,14 +111,14 @@ impl ApiError {
     }
 
     /// The JSON body (also what a stream sends as its last event when generation fails midway).
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "code": self.code,
-            }
-        })
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: ErrorDetail {
+                message: &self.message,
+                kind: self.kind,
+                code: self.code,
+            },
+        }
     }
 
     /// A body that could not be read: over the size limit (413) or broken (400).

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::body::refuse_request;
 use crate::error::ApiError;
-use crate::AppState;
+use crate::service::AppState;
 
 /// Compares in time independent of where the strings differ.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {

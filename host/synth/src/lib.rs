@@ -33,6 +33,14 @@ pub use plan::{tensor_plan, Init, TensorPlan};
 pub use preset::{Dims, Layout, Preset, Routing};
 use rng::Rng;
 
+/// The command line's message for a name none of `T`'s variants has: the bad value, then every valid one.
+fn unknown_name<T: strum::VariantNames>(what: &str, s: &str) -> String {
+    format!(
+        "unknown {what} '{s}' (expected one of: {})",
+        T::VARIANTS.join(", ")
+    )
+}
+
 /// Bumped whenever the same options would make different bytes (preset dims, draw order, vocabulary),
 /// so caches keyed by the options (e.g. `ingot demo`'s) know a stored file is stale.
 pub const REVISION: u32 = 3;

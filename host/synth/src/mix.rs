@@ -2,21 +2,37 @@
 //! `tensor_type_fallback` (current mainline, docs/deepseek2-model.md#quant-mixes) for the
 //! tensors a deepseek2 model has.
 
-use std::fmt;
-use std::str::FromStr;
-
 use ingot_gguf::GgmlType;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use crate::unknown_name;
+
+/// A quant mix, named as llama-quantize names it (any case on the command line); the name is in
+/// `general.name`, so part of a file's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(
+    ascii_case_insensitive,
+    parse_err_ty = String,
+    parse_err_fn = QuantMix::unknown
+)]
 pub enum QuantMix {
+    #[strum(serialize = "f32")]
     F32,
+    #[strum(serialize = "q8_0")]
     Q8_0,
+    #[strum(serialize = "q4_k_m")]
     Q4KM,
+    #[strum(serialize = "q3_k_m")]
     Q3KM,
+    #[strum(serialize = "q2_k")]
     Q2K,
+    #[strum(serialize = "iq4_xs")]
     Iq4Xs,
+    #[strum(serialize = "iq2_xxs")]
     Iq2Xxs,
+    #[strum(serialize = "iq1_s")]
     Iq1S,
+    #[strum(serialize = "iq3_xxs")]
     Iq3Xxs,
 }
 
@@ -34,17 +50,11 @@ impl QuantMix {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            QuantMix::F32 => "f32",
-            QuantMix::Q8_0 => "q8_0",
-            QuantMix::Q4KM => "q4_k_m",
-            QuantMix::Q3KM => "q3_k_m",
-            QuantMix::Q2K => "q2_k",
-            QuantMix::Iq4Xs => "iq4_xs",
-            QuantMix::Iq2Xxs => "iq2_xxs",
-            QuantMix::Iq1S => "iq1_s",
-            QuantMix::Iq3Xxs => "iq3_xxs",
-        }
+        self.into()
+    }
+
+    fn unknown(s: &str) -> String {
+        unknown_name::<QuantMix>("quant mix", s)
     }
 
     /// `general.file_type` (llama_ftype): ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_Q2_K 10,
@@ -76,28 +86,6 @@ impl QuantMix {
             QuantMix::Iq1S => GgmlType::Iq1S,
             QuantMix::Iq3Xxs => GgmlType::Iq3Xxs,
         }
-    }
-}
-
-impl fmt::Display for QuantMix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for QuantMix {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        QuantMix::ALL
-            .into_iter()
-            .find(|m| m.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| {
-                let names: Vec<&str> = QuantMix::ALL.iter().map(|m| m.name()).collect();
-                format!(
-                    "unknown quant mix '{s}' (expected one of: {})",
-                    names.join(", ")
-                )
-            })
     }
 }
 
@@ -236,6 +224,25 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names are part of every file's bytes (`general.name`): pinned; parsed in any case.
+    #[test]
+    fn names_are_pinned_and_parse_in_any_case() {
+        let names: Vec<&str> = QuantMix::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(QuantMix::VARIANTS, names.as_slice());
+        assert_eq!(
+            names.join(" "),
+            "f32 q8_0 q4_k_m q3_k_m q2_k iq4_xs iq2_xxs iq1_s iq3_xxs"
+        );
+        for m in QuantMix::ALL {
+            assert_eq!(m.to_string().to_uppercase().parse::<QuantMix>(), Ok(m));
+        }
+        assert_eq!(
+            "q4_k".parse::<QuantMix>().unwrap_err(),
+            "unknown quant mix 'q4_k' (expected one of: f32, q8_0, q4_k_m, q3_k_m, q2_k, iq4_xs, \
+             iq2_xxs, iq1_s, iq3_xxs)"
+        );
+    }
 
     #[test]
     fn use_more_bits_matches_spec_for_27_layers() {

@@ -5,8 +5,9 @@
 //! released models' full dims (`v3`, `k2`, `glm-4.7-flash`) as headers only, for plan counts and
 //! bytes per token (their weights would be hundreds of gigabytes).
 
-use std::fmt;
-use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
+
+use crate::unknown_name;
 
 /// Expert routing of a MoE layer (GGUF keys `expert_gating_func`, `exp_probs_b`, `expert_group_*`,
 /// `expert_weights_*`).
@@ -94,27 +95,39 @@ impl Dims {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A model shape, named on the command line and in `general.name` (so a name is part of a file's bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(parse_err_ty = String, parse_err_fn = Preset::unknown)]
 pub enum Preset {
     /// 3 layers (1 dense lead), 16 experts top-6, 2 shared, MLA with small dims, 512 tokens.
+    #[strum(serialize = "tiny")]
     Tiny,
     /// DeepSeek-V2-Lite's real dimensions with 4 layers.
+    #[strum(serialize = "lite-4l")]
     Lite4l,
     /// DeepSeek-V2-Lite: 27 layers.
+    #[strum(serialize = "v2-lite")]
     V2Lite,
     /// DeepSeek-V3/R1's structure at tiny dims: low-rank query, sigmoid routing with bias, 4 groups keep 2.
+    #[strum(serialize = "tiny-v3")]
     TinyV3,
     /// Moonlight's structure: direct query, sigmoid routing with bias, 2 shared experts, kimi-k2 tokenizer.
+    #[strum(serialize = "tiny-moonlight")]
     TinyMoonlight,
     /// Kimi-K2's structure: 32 heads, low-rank query, 32 experts top-8, kimi-k2 tokenizer.
+    #[strum(serialize = "tiny-k2")]
     TinyK2,
     /// GLM-4.7-Flash's structure: 20 heads, low-rank query, experts top-4, glm4 tokenizer, one NextN/MTP block.
+    #[strum(serialize = "tiny-glm")]
     TinyGlm,
     /// DeepSeek-V3 (671B) at full size; header only.
+    #[strum(serialize = "v3")]
     V3,
     /// Kimi-K2 (1T) at full size; header only.
+    #[strum(serialize = "k2")]
     K2,
     /// GLM-4.7-Flash at full size, with its MTP block and without a gating key; header only.
+    #[strum(serialize = "glm-4.7-flash")]
     Glm47Flash,
 }
 
@@ -133,18 +146,11 @@ impl Preset {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            Preset::Tiny => "tiny",
-            Preset::Lite4l => "lite-4l",
-            Preset::V2Lite => "v2-lite",
-            Preset::TinyV3 => "tiny-v3",
-            Preset::TinyMoonlight => "tiny-moonlight",
-            Preset::TinyK2 => "tiny-k2",
-            Preset::TinyGlm => "tiny-glm",
-            Preset::V3 => "v3",
-            Preset::K2 => "k2",
-            Preset::Glm47Flash => "glm-4.7-flash",
-        }
+        self.into()
+    }
+
+    fn unknown(s: &str) -> String {
+        unknown_name::<Preset>("preset", s)
     }
 
     /// Full-size presets whose weights are not written (see [`crate::header`]).
@@ -310,57 +316,49 @@ impl Preset {
     }
 }
 
-impl fmt::Display for Preset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Preset {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
-                format!(
-                    "unknown preset '{s}' (expected one of: {})",
-                    names.join(", ")
-                )
-            })
-    }
-}
-
 /// Attention tensor layout: the MLA-era converter (`attn_k_b`/`attn_v_b`) or the legacy one (`attn_kv_b`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = Layout::unknown)]
 pub enum Layout {
     Mla,
     Legacy,
 }
 
 impl Layout {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layout::Mla => "mla",
-            Layout::Legacy => "legacy",
-        }
+    fn unknown(s: &str) -> String {
+        unknown_name::<Layout>("layout", s)
     }
 }
 
-impl fmt::Display for Layout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl FromStr for Layout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "mla" => Ok(Layout::Mla),
-            "legacy" => Ok(Layout::Legacy),
-            _ => Err(format!("unknown layout '{s}' (expected mla or legacy)")),
+    /// The names are part of every file's bytes (`general.name`) and of the command line: pinned.
+    #[test]
+    fn names_are_pinned_parse_back_and_a_bad_one_lists_the_valid() {
+        let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(Preset::VARIANTS, names.as_slice());
+        assert_eq!(
+            names.join(" "),
+            "tiny lite-4l v2-lite tiny-v3 tiny-moonlight tiny-k2 tiny-glm v3 k2 glm-4.7-flash"
+        );
+        for p in Preset::ALL {
+            assert_eq!(p.to_string().parse::<Preset>(), Ok(p));
         }
+        assert_eq!(
+            "lite".parse::<Preset>().unwrap_err(),
+            "unknown preset 'lite' (expected one of: tiny, lite-4l, v2-lite, tiny-v3, tiny-moonlight, \
+             tiny-k2, tiny-glm, v3, k2, glm-4.7-flash)"
+        );
+        assert_eq!(
+            (Layout::Mla.to_string(), Layout::Legacy.to_string()),
+            ("mla".into(), "legacy".into())
+        );
+        assert_eq!("legacy".parse::<Layout>(), Ok(Layout::Legacy));
+        assert_eq!(
+            "MLA".parse::<Layout>().unwrap_err(),
+            "unknown layout 'MLA' (expected one of: mla, legacy)"
+        );
     }
 }

@@ -5,15 +5,7 @@
 //! tensor) gets its own stream derived from (seed, tensor name, chunk index), which makes parallel
 //! generation independent of the thread count.
 
-use ingot_abi::hash::fnv1a;
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use ingot_abi::hash::{fnv1a, splitmix64};
 
 pub struct Rng {
     s: [u64; 4],

@@ -1,6 +1,7 @@
 //! llama.cpp vocabulary rules beyond plain BPE: `ignore_merges` and default BOS of `llama3`, tokens retyped as
 //! control by their text, end-of-generation detection; plus a randomized round trip for every pre-tokenizer.
 
+use ingot_testdata::Lcg;
 use ingot_tokenizer::{PreTokenizerKind, TokenType, Tokenizer, VocabParts};
 
 /// GPT-2's byte -> visible char table, written out independently of the crate: printable Latin-1 bytes map to
@@ -106,18 +107,6 @@ fn fim_and_end_tokens_are_retyped_as_control_by_text() {
     assert!(tok.is_eog(bos + 1));
     assert!(tok.is_eog(257));
     assert!(!tok.is_eog(256));
-}
-
-/// Deterministic 64-bit LCG (Knuth's constants).
-struct Lcg(u64);
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
 }
 
 #[test]

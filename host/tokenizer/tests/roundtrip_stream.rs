@@ -4,6 +4,7 @@
 
 mod support;
 
+use ingot_testdata::Lcg;
 use support::golden_tokenizer;
 
 const TRICKY: &[&str] = &[
@@ -77,18 +78,6 @@ fn invalid_bytes_become_replacement_chars_without_stalling() {
     assert_eq!(dec.pending_len(), 0);
 }
 
-/// Small deterministic generator (64-bit LCG, Knuth's constants) so the test needs no RNG crate.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-}
-
 #[test]
 fn stream_output_equals_decode_and_is_always_whole_chars() {
     let tok = golden_tokenizer();
@@ -96,10 +85,10 @@ fn stream_output_equals_decode_and_is_always_whole_chars() {
     for _ in 0..200 {
         // Random ids over the whole vocabulary, biased towards the byte tokens 128..=255 that build multi-byte
         // characters (and often break them).
-        let ids: Vec<u32> = (0..rng.next() % 40)
-            .map(|_| match rng.next() % 3 {
-                0 => 128 + rng.next() % 128,
-                _ => rng.next() % 512,
+        let ids: Vec<u32> = (0..rng.next_u32() % 40)
+            .map(|_| match rng.next_u32() % 3 {
+                0 => 128 + rng.next_u32() % 128,
+                _ => rng.next_u32() % 512,
             })
             .collect();
         let mut dec = tok.stream_decoder();

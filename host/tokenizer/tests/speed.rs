@@ -6,19 +6,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use ingot_testdata::Lcg;
 use ingot_tokenizer::{Tokenizer, VocabParts};
-
-/// Deterministic 64-bit LCG (Knuth's constants).
-struct Lcg(u64);
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-}
 
 const N_VOCAB: usize = 102_400;
 const N_MERGES: usize = 100_000;

@@ -337,13 +337,8 @@ fn decompressed_heads_match_f64() {
         );
         let (start, n) = (11, 37);
         let len = start + n;
-        let mut seed = 0x9e37_79b9_u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        };
+        let mut lcg = ingot_testdata::Lcg(0x9e37_79b9);
+        let mut rnd = || lcg.unit_f32() * 2.0 - 1.0;
         let cache: Vec<f32> = (0..len * row).map(|_| rnd()).collect();
         let q: Vec<f32> = (0..n * heads * dqk).map(|_| rnd()).collect();
         let mut got = vec![f32::NAN; n * heads * dv];
