@@ -138,28 +138,18 @@ impl AppState {
     }
 }
 
-/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads,
-/// and at most `AppState::tokenizing`'s permits (the cores, at most 8) at once. The bound is what keeps the
-/// server's memory flat: the tokenizer's regexes keep one search cache (a lazy DFA that grows up to the
-/// regex's size limit) for each search running at once, kept for reuse, so without it every new peak of
-/// concurrent requests (up to tokio's 512 blocking threads) would leave more caches behind.
+/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads
+/// but on the server's fixed tokenizer threads (`crate::tokenize`: why fixed), as many prompts at once as
+/// there are threads.
 async fn off_runtime<T: Send + 'static>(
     s: &Arc<AppState>,
     f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let permit = s
-        .tokenizing
-        .clone()
-        .acquire_owned()
+    let state = s.clone();
+    s.tokenizing
+        .run(move || f(&state))
         .await
-        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?;
-    let s = s.clone();
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        f(&s)
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
 }
 
 pub(crate) async fn chat_completions(

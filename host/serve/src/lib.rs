@@ -31,6 +31,7 @@ pub mod response;
 mod routes;
 mod server;
 mod service;
+mod tokenize;
 pub mod worker;
 
 pub use error::{ApiError, ServeError};

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
 use crate::options::check_options;
+use crate::tokenize::TokenizeThreads;
 use crate::worker::{self, Job};
 use crate::{ServeError, ServeOptions, PROMPT_CACHE_MLA_FORM};
 
@@ -39,8 +40,8 @@ pub(crate) struct AppState {
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) queue_bound: usize,
     pub(crate) tok: Arc<Tokenizer>,
-    /// Permits to template and tokenize a prompt: at most this many at once (`completions::off_runtime`).
-    pub(crate) tokenizing: Arc<tokio::sync::Semaphore>,
+    /// Where prompts are templated and tokenized (`completions::off_runtime`).
+    pub(crate) tokenizing: TokenizeThreads,
     pub(crate) template: ChatTemplate,
     pub(crate) jobs: mpsc::Sender<Job>,
     pub(crate) metrics: Arc<Metrics>,
@@ -155,6 +156,11 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
             .to_string()
     });
     let template = usable_template(loaded.template, &loaded.tok, log);
+    let tokenizing =
+        TokenizeThreads::new(tokenizing_threads()).map_err(|source| ServeError::Io {
+            what: "starting the tokenizer threads".into(),
+            source,
+        })?;
     Ok(Service {
         state: Arc::new(AppState {
             model_id,
@@ -172,7 +178,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                 .collect(),
             queue_bound: opts.queue,
             tok: loaded.tok,
-            tokenizing: Arc::new(tokio::sync::Semaphore::new(tokenizing_threads())),
+            tokenizing,
             template,
             jobs: jobs_tx,
             metrics,
@@ -181,8 +187,8 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     })
 }
 
-/// Prompts templated and tokenized at once: the machine's cores, at most 8 (more would only take cores from
-/// the decoder and keep more regex caches).
+/// Tokenizer threads: the machine's cores, at most 8 (more would only take cores from the decoder and keep
+/// more regex caches).
 fn tokenizing_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().min(8))
 }
