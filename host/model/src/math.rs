@@ -388,17 +388,24 @@ unsafe fn dot_tile<const FUSED: bool>(
         __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps,
         _mm256_storeu_ps,
     };
+    // Plain loops, no closures: a closure is a function of its own, without the caller's instruction set,
+    // and would keep the intrinsics in it from being inlined.
     let k = a[0].len();
     let body = k / 8 * 8;
     assert!(a.iter().chain(&b).all(|r| r.len() == k));
     // SAFETY (every intrinsic below): the caller guarantees the instruction set.
-    let mut acc: [[__m256; TILE_B]; TILE_A] = [[unsafe { _mm256_setzero_ps() }; TILE_B]; TILE_A];
+    let zero = unsafe { _mm256_setzero_ps() };
+    let mut acc: [[__m256; TILE_B]; TILE_A] = [[zero; TILE_B]; TILE_A];
+    let (mut av, mut bv) = ([zero; TILE_A], [zero; TILE_B]);
     for c in (0..body).step_by(8) {
-        // SAFETY: every row has `k ≥ c + 8` elements (asserted above).
-        let av: [__m256; TILE_A] =
-            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(a[i].as_ptr().add(c)) });
-        let bv: [__m256; TILE_B] =
-            std::array::from_fn(|j| unsafe { _mm256_loadu_ps(b[j].as_ptr().add(c)) });
+        for i in 0..TILE_A {
+            // SAFETY: every row has `k ≥ c + 8` elements (asserted above).
+            av[i] = unsafe { _mm256_loadu_ps(a[i].as_ptr().add(c)) };
+        }
+        for j in 0..TILE_B {
+            // SAFETY: as above.
+            bv[j] = unsafe { _mm256_loadu_ps(b[j].as_ptr().add(c)) };
+        }
         for i in 0..TILE_A {
             for j in 0..TILE_B {
                 acc[i][j] = if FUSED {
@@ -409,14 +416,16 @@ unsafe fn dot_tile<const FUSED: bool>(
             }
         }
     }
-    std::array::from_fn(|i| {
-        std::array::from_fn(|j| {
+    let mut out = [[0.0f32; TILE_B]; TILE_A];
+    for i in 0..TILE_A {
+        for j in 0..TILE_B {
             let mut lanes = [0.0f32; 8];
             // SAFETY: `lanes` holds 8 floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i][j]) };
-            lanes.iter().sum::<f32>() + dot_tail::<FUSED>(&a[i][body..], &b[j][body..])
-        })
-    })
+            out[i][j] = lanes.iter().sum::<f32>() + dot_tail::<FUSED>(&a[i][body..], &b[j][body..]);
+        }
+    }
+    out
 }
 
 /// Index of the largest value; the lowest index wins ties and NaN never wins.
@@ -512,6 +521,72 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The fused forms: the tiles and the vector code give the portable definition's bits (lane `l` of a
+    /// dot is `fma` over elements `8c + l` in order, then the lanes summed, then the tail; a weighted column
+    /// is `fma` over the rows in order), and they differ from the unfused forms on these inputs (so a path
+    /// that fell back to `a + x·y` would be seen).
+    #[test]
+    fn fused_forms_are_their_portable_definition_bit_for_bit() {
+        let lane_dot = |x: &[f32], y: &[f32]| {
+            let body = x.len() / 8 * 8;
+            let lanes: Vec<f32> = (0..8)
+                .map(|l| {
+                    (l..body)
+                        .step_by(8)
+                        .fold(0.0f32, |acc, e| x[e].mul_add(y[e], acc))
+                })
+                .collect();
+            let tail = (body..x.len()).fold(0.0f32, |acc, e| x[e].mul_add(y[e], acc));
+            lanes.iter().sum::<f32>() + tail
+        };
+        let mut unfused_differs = false;
+        for (m, n, split, k) in [(6, 5, 512, 576), (5, 3, 13, 21)] {
+            let (sa, sb, so) = (k + 3, k + 1, n + 2);
+            let (a, b) = operands(m * sa, n * sb);
+            let mut out = vec![f32::NAN; m * so];
+            gemm_nt_split_fused((&a, sa, m), (&b, sb, n), (split, k), &mut out, so);
+            for i in 0..m {
+                for j in 0..n {
+                    let (x, y) = (&a[i * sa..][..k], &b[j * sb..][..k]);
+                    let want =
+                        lane_dot(&x[..split], &y[..split]) + lane_dot(&x[split..], &y[split..]);
+                    assert_eq!(out[i * so + j].to_bits(), want.to_bits(), "({i}, {j})");
+                    assert_eq!(dot_f32_fused(x, y).to_bits(), lane_dot(x, y).to_bits());
+                    unfused_differs |= dot_f32(x, y).to_bits() != dot_f32_fused(x, y).to_bits();
+                }
+                assert!(out[i * so + n..(i + 1) * so].iter().all(|v| v.is_nan()));
+            }
+        }
+        for (rows, width, stride) in [(1, 3, 5), (9, 64, 70), (33, 130, 131)] {
+            let p: Vec<f32> = (0..rows)
+                .map(|t| ((t * 29 % 31) as f32 + 1.0) / 31.0)
+                .collect();
+            let m: Vec<f32> = (0..rows * stride)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+                .collect();
+            let start: Vec<f32> = (0..width).map(|j| (j % 7) as f32 * 0.37 - 1.0).collect();
+            let mut out = start.clone();
+            out.push(f32::NAN);
+            weighted_rows_add_fused(&p, &m, stride, &mut out[..width]);
+            assert!(out[width].is_nan(), "wrote past the width");
+            let mut plain = start.clone();
+            weighted_rows_add(&p, &m, stride, &mut plain);
+            for j in 0..width {
+                let want = (0..rows).fold(start[j], |a, t| p[t].mul_add(m[t * stride + j], a));
+                assert_eq!(
+                    out[j].to_bits(),
+                    want.to_bits(),
+                    "width {width}, column {j}"
+                );
+                unfused_differs |= plain[j].to_bits() != want.to_bits();
+            }
+        }
+        assert!(
+            unfused_differs,
+            "the fused and unfused forms agreed everywhere: the test cannot tell them apart"
+        );
     }
 
     #[test]
