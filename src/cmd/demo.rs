@@ -147,6 +147,7 @@ pub fn run(a: Args) -> Result<()> {
             draft: None,
             draft_max: 1,
         },
+        ignore_eos: false,
         temp,
         top_k: 40,
         top_p: 0.95,

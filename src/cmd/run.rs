@@ -43,6 +43,10 @@ pub struct Args {
     pub mla: super::cache::MlaArgs,
     #[command(flatten)]
     pub draft: super::draft::DraftArgs,
+    /// Never choose an end-of-generation token: generate all --n-predict tokens (as llama.cpp's
+    /// --ignore-eos). Not with --draft.
+    #[arg(long)]
+    pub ignore_eos: bool,
     /// Sampling temperature; 0 is greedy (argmax, lowest id on ties).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -116,6 +120,9 @@ pub fn run(mut a: Args) -> Result<()> {
         .validate()
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
     let draft_k = a.draft.k()?;
+    if draft_k.is_some() && a.ignore_eos {
+        bail!("--draft mtp and --ignore-eos cannot be combined: the drafts' verify does not mask tokens");
+    }
     if draft_k.is_some() && a.trace_routing.is_some() {
         bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
     }
@@ -204,6 +211,7 @@ pub fn run(mut a: Args) -> Result<()> {
         max_tokens: Some(a.n_predict),
         stops: Vec::new(),
         draft: draft_k,
+        ignore_eos: a.ignore_eos,
     };
     let t0 = Instant::now();
     let mut gen = match trace.as_mut() {

@@ -25,6 +25,9 @@ pub struct GenerateOptions {
     pub stops: Vec<String>,
     /// MTP drafts per step (speculative decoding, [`Speculative`]); `None`: one token per decode.
     pub draft: Option<usize>,
+    /// Never choose an end-of-generation token (their logits taken as −∞, as llama.cpp's `--ignore-eos`
+    /// and llama-server's `ignore_eos` do): generation runs to the budget or a stop string. Not with drafts.
+    pub ignore_eos: bool,
 }
 
 /// Why generation ended.
@@ -78,6 +81,8 @@ enum Source<'a, 'f> {
 pub struct Generator<'a, 'f> {
     source: Source<'a, 'f>,
     tok: &'a Tokenizer,
+    /// Tokens never chosen ([`GenerateOptions::ignore_eos`]: the end-of-generation tokens).
+    banned: Vec<u32>,
     stream: StreamDecoder<'a>,
     scan: StopScan,
     prompt_len: usize,
@@ -107,6 +112,11 @@ impl<'a, 'f> Generator<'a, 'f> {
     ) -> Result<Self> {
         check_prompt(prompt, ctx)?;
         let mut sampler = Sampler::new(opts.sampler);
+        if opts.draft.is_some() && opts.ignore_eos {
+            return Err(ModelError::Unsupported(
+                "ignoring the end-of-generation token with MTP drafts".into(),
+            ));
+        }
         if let Some(k) = opts.draft {
             let spec = Speculative::start(dec, sampler, prompt, k, ctx)?;
             let queue = spec.fresh().iter().copied().collect();
@@ -123,7 +133,8 @@ impl<'a, 'f> Generator<'a, 'f> {
             .count();
         let reused = common.min(prompt.len() - 1);
         let last = dec.prefill_last(&prompt[reused..], reused)?;
-        let next = sampler.sample(&last, prompt);
+        let banned = banned_tokens(tok, &opts);
+        let next = choose(&mut sampler, &last, prompt, &banned);
         let source = Source::Plain {
             dec,
             sampler: Box::new(sampler),
@@ -159,7 +170,7 @@ impl<'a, 'f> Generator<'a, 'f> {
             each(&*dec, t, pos)?;
         }
         let mut sampler = Sampler::new(opts.sampler);
-        let next = sampler.sample(&last, prompt);
+        let next = choose(&mut sampler, &last, prompt, &banned_tokens(tok, &opts));
         let source = Source::Plain {
             dec,
             sampler: Box::new(sampler),
@@ -180,6 +191,7 @@ impl<'a, 'f> Generator<'a, 'f> {
         Generator {
             source,
             tok,
+            banned: banned_tokens(tok, &opts),
             stream: tok.stream_decoder(),
             scan: StopScan::new(opts.stops),
             prompt_len: prompt.len(),
@@ -207,7 +219,7 @@ impl<'a, 'f> Generator<'a, 'f> {
                     let logits = dec.decode(*next, pos)?;
                     self.rows += 1;
                     decoded = Some((*next, pos));
-                    *next = sampler.sample(logits, &self.tokens);
+                    *next = choose(sampler, logits, &self.tokens, &self.banned);
                 }
                 *next
             }
@@ -298,6 +310,30 @@ impl<'a, 'f> Generator<'a, 'f> {
 }
 
 /// A prompt has a token and leaves a position to generate into.
+/// The tokens `opts` never lets the sampler choose: the end-of-generation ones with `ignore_eos`.
+fn banned_tokens(tok: &Tokenizer, opts: &GenerateOptions) -> Vec<u32> {
+    if !opts.ignore_eos {
+        return Vec::new();
+    }
+    (0..tok.n_vocab() as u32)
+        .filter(|&t| tok.is_eog(t))
+        .collect()
+}
+
+/// `sampler`'s choice from `logits`, the `banned` tokens' logits taken as −∞.
+fn choose(sampler: &mut Sampler, logits: &[f32], history: &[u32], banned: &[u32]) -> u32 {
+    if banned.is_empty() {
+        return sampler.sample(logits, history);
+    }
+    let mut masked = logits.to_vec();
+    for &t in banned {
+        if let Some(l) = masked.get_mut(t as usize) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+    sampler.sample(&masked, history)
+}
+
 fn check_prompt(prompt: &[u32], ctx: usize) -> Result<()> {
     if prompt.is_empty() {
         return Err(ModelError::EmptyPrompt);
@@ -383,6 +419,28 @@ impl StopScan {
 
 #[cfg(test)]
 mod tests {
+    /// A banned token is never chosen, even as the argmax; without bans the choice is the sampler's.
+    #[test]
+    fn banned_tokens_are_never_chosen() {
+        use crate::{Sampler, SamplerConfig};
+        let logits = [0.1, 5.0, 1.0, -2.0];
+        let mut greedy = Sampler::new(SamplerConfig::greedy());
+        assert_eq!(super::choose(&mut greedy, &logits, &[], &[]), 1);
+        assert_eq!(super::choose(&mut greedy, &logits, &[], &[1]), 2);
+        assert_eq!(super::choose(&mut greedy, &logits, &[], &[1, 2, 9]), 0);
+        let mut warm = Sampler::new(SamplerConfig {
+            temperature: 2.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 7,
+            ..SamplerConfig::default()
+        });
+        for _ in 0..200 {
+            assert_ne!(super::choose(&mut warm, &logits, &[], &[1]), 1);
+        }
+    }
+
     use super::StopScan;
 
     fn run(stops: &[&str], pieces: &[&str]) -> (String, bool) {

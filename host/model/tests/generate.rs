@@ -128,3 +128,39 @@ fn drafts_and_a_warm_start_change_no_token() {
     let fresh = Generator::start(&mut cpu, &tok, CTX, &longer, &[], greedy(16)).expect("cold");
     assert_eq!(warm, collect(fresh));
 }
+
+/// `ignore_eos`: the whole budget, no end-of-generation token, and the plain run's tokens up to where it
+/// ended (the choice differs only where the plain run chose an end-of-generation token).
+#[test]
+fn ignore_eos_runs_the_whole_budget_with_the_same_tokens_before_it() {
+    let file = open();
+    let tok = Tokenizer::from_gguf(file.header()).expect("tokenizer");
+    let mut cpu = CpuBackend::load(&file, CTX).expect("cpu");
+    for text in ["}\n", "pub fn main() {"] {
+        let prompt = tok.encode(text, true, false);
+        let gen = Generator::start(&mut cpu, &tok, CTX, &prompt, &[], greedy(96)).expect("start");
+        let (_, plain, finish) = collect(gen);
+        let opts = GenerateOptions {
+            ignore_eos: true,
+            ..greedy(96)
+        };
+        let gen = Generator::start(&mut cpu, &tok, CTX, &prompt, &[], opts).expect("start");
+        let (_, ignored, ignored_finish) = collect(gen);
+        assert_eq!(ignored.len(), 96, "{text:?}");
+        assert_eq!(ignored_finish, Finish::Length);
+        assert!(ignored.iter().all(|&t| !tok.is_eog(t)), "{text:?}");
+        let same = if finish == Finish::Stop {
+            plain.len() - 1
+        } else {
+            plain.len()
+        };
+        assert_eq!(ignored[..same], plain[..same], "{text:?}");
+    }
+    let opts = GenerateOptions {
+        ignore_eos: true,
+        draft: Some(1),
+        ..greedy(8)
+    };
+    let prompt = tok.encode("fn", true, false);
+    assert!(Generator::start(&mut cpu, &tok, CTX, &prompt, &[], opts).is_err());
+}

@@ -132,6 +132,8 @@ pub struct SamplingParams {
     pub min_p: Option<f32>,
     pub repeat_penalty: Option<f32>,
     pub repeat_last_n: Option<u64>,
+    /// llama-server's extension: never choose an end-of-generation token.
+    pub ignore_eos: Option<bool>,
     /// `true` (chat) or a count (completions): not supported, so refused rather than ignored.
     pub logprobs: Option<serde_json::Value>,
     pub top_logprobs: Option<serde_json::Value>,
@@ -147,6 +149,8 @@ pub struct Generation {
     /// `None`: until the context is full.
     pub max_tokens: Option<usize>,
     pub stops: Vec<String>,
+    /// Never choose an end-of-generation token (`ignore_eos`).
+    pub ignore_eos: bool,
 }
 
 impl SamplingParams {
@@ -222,6 +226,7 @@ impl SamplingParams {
             sampler,
             max_tokens: max_tokens.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             stops,
+            ignore_eos: self.ignore_eos.unwrap_or(false),
         })
     }
 }

@@ -114,6 +114,7 @@ fn generate(
         max_tokens: job.generation.max_tokens,
         stops: job.generation.stops.clone(),
         draft: None,
+        ignore_eos: job.generation.ignore_eos,
     };
     let mut gen = Generator::start(dec, tok, ctx, prompt, cached, opts)?;
     let reused = gen.reused();
