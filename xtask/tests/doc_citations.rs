@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::Command;
+mod support;
 
 /// The section sign, written as an escape so that this file does not contain it.
 const SECTION: char = '\u{a7}';
@@ -139,29 +139,17 @@ fn problems_in(
     out
 }
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 #[test]
 fn rust_files_cite_only_docs_that_exist() {
-    let root = root();
-    let out = Command::new("git")
-        .args(["ls-files", "-z", "--", "*.rs"])
-        .current_dir(root)
-        .output()
-        .expect("git ls-files (the test reads the tracked files)");
-    assert!(out.status.success(), "git ls-files failed");
+    let root = support::root();
     let mut docs = Docs::default();
     let (mut seen, mut cited) = (0, 0);
     let mut problems = Vec::new();
-    for path in String::from_utf8(out.stdout)
-        .expect("UTF-8 paths")
-        .split('\0')
-        .filter(|p| !p.is_empty() && *p != SELF)
-    {
-        let text =
-            std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    for (path, text) in support::tracked_rust_files() {
+        if path == SELF {
+            continue;
+        }
+        let path = path.as_str();
         seen += 1;
         problems.extend(problems_in(root, &mut docs, path, &text, &mut cited));
     }
@@ -175,7 +163,7 @@ fn rust_files_cite_only_docs_that_exist() {
 
 #[test]
 fn the_checks_reject_broken_citations() {
-    let root = root();
+    let root = support::root();
     let mut docs = Docs::default();
     let mut cited = 0;
     let mut check = |line: &str| problems_in(root, &mut docs, "x.rs", line, &mut cited).len();

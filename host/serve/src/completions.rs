@@ -164,20 +164,15 @@ pub(crate) async fn chat_completions(
     let generation = req.sampling.generation()?;
     let messages = req.messages;
     let prompt = off_runtime(&s, move |s| s.chat_prompt(&messages)).await?;
-    s.check_length(&prompt)?;
-    let reply = Reply {
-        shape: Shape::Chat,
-        id: s.new_id("chatcmpl"),
-        model: s.model_id.clone(),
-        created: now_s(),
-        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
-    };
-    let rx = s.submit(prompt, generation)?;
-    Ok(if req.stream {
-        stream(reply, rx)
-    } else {
-        collect(reply, rx).await
-    })
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    answer(
+        &s,
+        Shape::Chat,
+        prompt,
+        generation,
+        (req.stream, include_usage),
+    )
+    .await
 }
 
 pub(crate) async fn completions(
@@ -192,16 +187,39 @@ pub(crate) async fn completions(
     let generation = req.sampling.generation()?;
     let text = req.prompt.text()?.to_string();
     let prompt = off_runtime(&s, move |s| Ok(s.tok.encode(&text, true, false))).await?;
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    answer(
+        &s,
+        Shape::Text,
+        prompt,
+        generation,
+        (req.stream, include_usage),
+    )
+    .await
+}
+
+/// Queues `prompt` and answers with its generation, streamed or whole: what both completion endpoints do
+/// once they have a prompt.
+async fn answer(
+    s: &AppState,
+    shape: Shape,
+    prompt: Vec<u32>,
+    generation: api::Generation,
+    (streamed, include_usage): (bool, bool),
+) -> Result<Response, ApiError> {
     s.check_length(&prompt)?;
     let reply = Reply {
-        shape: Shape::Text,
-        id: s.new_id("cmpl"),
+        shape,
+        id: s.new_id(match shape {
+            Shape::Chat => "chatcmpl",
+            Shape::Text => "cmpl",
+        }),
         model: s.model_id.clone(),
         created: now_s(),
-        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+        include_usage,
     };
     let rx = s.submit(prompt, generation)?;
-    Ok(if req.stream {
+    Ok(if streamed {
         stream(reply, rx)
     } else {
         collect(reply, rx).await
