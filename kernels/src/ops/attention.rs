@@ -12,7 +12,7 @@
 
 use super::gemv::{check as check_gemv, check_rows, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 pub use ingot_abi::launch::CacheType;
@@ -28,6 +28,10 @@ use ingot_abi::launch::{
 use ingot_abi::launch::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
     MERGE_V_B_SPLIT,
+};
+use ingot_abi::launch::{
+    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2RopeArgs, Kernel,
+    MergeVbArgs, RopeKvArgs, RopeKvQ8_1Args, RopeKvRowsArgs,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -183,7 +187,27 @@ pub fn rope_kv<B: Accelerator>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
-    launch_rope(b, &ROPE_KV, s, bufs, None, eps, mscale)
+    let d = &ROPE_KV;
+    check_rope(b, d, s, bufs, None, 1, eps, mscale)?;
+    let r = rope_scalars(d, s, eps, mscale)?;
+    let args = RopeKvArgs {
+        q: bufs.q,
+        kv: bufs.kv,
+        kv_norm: bufs.kv_norm,
+        rope_freq: bufs.rope_freq,
+        state: bufs.state,
+        q_pe: bufs.q_pe,
+        cache: bufs.cache,
+        n_head: r.n_head,
+        d_nope: r.d_nope,
+        kv_lora: r.kv_lora,
+        n_rope: r.n_rope,
+        ctx: r.ctx,
+        eps: r.eps,
+        mscale: r.mscale,
+        cache_type: r.cache_type,
+    };
+    launch(b, d, 1, args)
 }
 
 /// [`rope_kv`] that also writes every head's query nope part into `q_nope_q8` as q8_1 blocks
@@ -198,7 +222,28 @@ pub fn rope_kv_q8_1<B: Accelerator>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
-    launch_rope(b, &ROPE_KV_Q8_1, s, bufs, Some(q_nope_q8), eps, mscale)
+    let d = &ROPE_KV_Q8_1;
+    check_rope(b, d, s, bufs, Some(q_nope_q8), 1, eps, mscale)?;
+    let r = rope_scalars(d, s, eps, mscale)?;
+    let args = RopeKvQ8_1Args {
+        q: bufs.q,
+        kv: bufs.kv,
+        kv_norm: bufs.kv_norm,
+        rope_freq: bufs.rope_freq,
+        state: bufs.state,
+        q_pe: bufs.q_pe,
+        q_nope_q8,
+        cache: bufs.cache,
+        n_head: r.n_head,
+        d_nope: r.d_nope,
+        kv_lora: r.kv_lora,
+        n_rope: r.n_rope,
+        ctx: r.ctx,
+        eps: r.eps,
+        mscale: r.mscale,
+        cache_type: r.cache_type,
+    };
+    launch(b, d, 1, args)
 }
 
 /// [`rope_kv_q8_1`] for a prefill chunk: token `t < min(n, ntok)` (`n` the `u32` in `rows`)
@@ -219,44 +264,28 @@ pub fn rope_kv_q8_1_rows<B: Accelerator>(
     check_rope(b, d, s, bufs, Some(q_nope_q8), ntok, eps, mscale)?;
     need(b, d, "rows", rows, Some(4))?;
     let ntok32 = to_u32(d, "ntok", ntok)?;
-    let mut args = vec![
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(rows),
-        KArg::Buf(bufs.q_pe),
-        KArg::Buf(q_nope_q8),
-        KArg::Buf(bufs.cache),
-    ];
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    args.push(KArg::U32(ntok32));
-    launch(b, d, ntok32, &args)
-}
-
-fn launch_rope<B: Accelerator>(
-    b: &mut B,
-    d: &'static KernelDesc,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    q_nope_q8: Option<&B::Buf>,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    check_rope(b, d, s, bufs, q_nope_q8, 1, eps, mscale)?;
-    let mut args = vec![
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(bufs.q_pe),
-    ];
-    args.extend(q_nope_q8.map(KArg::Buf));
-    args.push(KArg::Buf(bufs.cache));
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    launch(b, d, 1, &args)
+    let r = rope_scalars(d, s, eps, mscale)?;
+    let args = RopeKvRowsArgs {
+        q: bufs.q,
+        kv: bufs.kv,
+        kv_norm: bufs.kv_norm,
+        rope_freq: bufs.rope_freq,
+        state: bufs.state,
+        rows,
+        q_pe: bufs.q_pe,
+        q_nope_q8,
+        cache: bufs.cache,
+        n_head: r.n_head,
+        d_nope: r.d_nope,
+        kv_lora: r.kv_lora,
+        n_rope: r.n_rope,
+        ctx: r.ctx,
+        eps: r.eps,
+        mscale: r.mscale,
+        cache_type: r.cache_type,
+        ntok: ntok32,
+    };
+    launch(b, d, ntok32, args)
 }
 
 /// `attn_q` (`w0`, into `bufs.q`) and `attn_kv_a_mqa` (`w1`, into `bufs.kv`), two matrices of
@@ -283,25 +312,34 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
     let (ncols32, _, warps) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
     need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     need(b, d, "count", count, Some(4))?;
-    let mut args = vec![
-        KArg::Buf(w0),
-        KArg::Buf(w1),
-        KArg::Buf(x),
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::U32(ncols32),
-        KArg::U32(to_u32(d, "nrows0", nrows0)?),
-        KArg::U32(to_u32(d, "nrows1", nrows1)?),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(bufs.q_pe),
-        KArg::Buf(q_nope_q8),
-        KArg::Buf(bufs.cache),
-        KArg::Buf(count),
-    ];
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    launch(b, d, warps, &args)
+    let (nrows0, nrows1) = (to_u32(d, "nrows0", nrows0)?, to_u32(d, "nrows1", nrows1)?);
+    let r = rope_scalars(d, s, eps, mscale)?;
+    let args = Gemv2RopeArgs {
+        w0,
+        w1,
+        x,
+        q: bufs.q,
+        kv: bufs.kv,
+        ncols: ncols32,
+        nrows0,
+        nrows1,
+        kv_norm: bufs.kv_norm,
+        rope_freq: bufs.rope_freq,
+        state: bufs.state,
+        q_pe: bufs.q_pe,
+        q_nope_q8,
+        cache: bufs.cache,
+        count,
+        n_head: r.n_head,
+        d_nope: r.d_nope,
+        kv_lora: r.kv_lora,
+        n_rope: r.n_rope,
+        ctx: r.ctx,
+        eps: r.eps,
+        mscale: r.mscale,
+        cache_type: r.cache_type,
+    };
+    launch(b, d, warps, args)
 }
 
 /// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants);
@@ -353,23 +391,29 @@ fn check_rope<B: Accelerator>(
     Ok(())
 }
 
-/// The rope's trailing scalars: `n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type`.
-fn rope_scalars<'a, T>(
-    d: &KernelDesc,
-    s: &AttnShape,
+/// The scalars every rope kernel takes, as launch values.
+struct RopeScalars {
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
     eps: f32,
     mscale: f32,
-) -> Result<[KArg<'a, T>; 8]> {
-    Ok([
-        KArg::U32(to_u32(d, "n_head", s.n_head)?),
-        KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
-        KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-        KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-        KArg::U32(to_u32(d, "ctx", s.ctx)?),
-        KArg::F32(eps),
-        KArg::F32(mscale),
-        KArg::U32(s.cache.code()),
-    ])
+    cache_type: u32,
+}
+
+fn rope_scalars(d: &KernelDesc, s: &AttnShape, eps: f32, mscale: f32) -> Result<RopeScalars> {
+    Ok(RopeScalars {
+        n_head: to_u32(d, "n_head", s.n_head)?,
+        d_nope: to_u32(d, "d_nope", s.d_nope)?,
+        kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+        n_rope: to_u32(d, "n_rope", s.n_rope)?,
+        ctx: to_u32(d, "ctx", s.ctx)?,
+        eps,
+        mscale,
+        cache_type: s.cache.code(),
+    })
 }
 
 /// Buffers of [`flash_latent`].
@@ -423,7 +467,7 @@ pub fn flash_latent<B: Accelerator>(
 /// same buffers).
 fn launch_flash<B: Accelerator>(
     b: &mut B,
-    d: &KernelDesc,
+    d: &Kernel<FlashLatentArgs>,
     s: &AttnShape,
     bufs: &FlashBufs<'_, B::Buf>,
     max_segments: usize,
@@ -454,27 +498,27 @@ fn launch_flash<B: Accelerator>(
         b,
         d,
         flash_items(n_head, segs),
-        &[
-            KArg::Buf(bufs.q_abs),
-            KArg::Buf(bufs.q_pe),
-            KArg::Buf(bufs.cache),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::U32(to_u32(d, "n_head", s.n_head)?),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-            KArg::F32(kq_scale),
+        FlashLatentArgs {
+            q_abs: bufs.q_abs,
+            q_pe: bufs.q_pe,
+            cache: bufs.cache,
+            state: bufs.state,
+            part_o: bufs.part_o,
+            part_ml: bufs.part_ml,
+            n_head,
+            kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+            n_rope: to_u32(d, "n_rope", s.n_rope)?,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            max_segments: segs,
+            kq_scale,
             // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
-            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
-            KArg::U32(if bufs.temperature.is_some() {
+            temp: bufs.temperature.unwrap_or(bufs.q_abs),
+            temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE
             } else {
                 TEMPERATURE_NONE
-            }),
-        ],
+            },
+        },
     )
 }
 
@@ -572,26 +616,26 @@ pub fn flash_latent_prefill<B: Accelerator>(
         b,
         d,
         flash_prefill_items(n_head, ntok),
-        &[
-            KArg::Buf(bufs.q_abs),
-            KArg::Buf(bufs.q_pe),
-            KArg::Buf(bufs.cache),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.o_lat),
-            KArg::U32(n_head),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(ntok),
-            KArg::F32(kq_scale),
+        FlashPrefillArgs {
+            q_abs: bufs.q_abs,
+            q_pe: bufs.q_pe,
+            cache: bufs.cache,
+            state: bufs.state,
+            o_lat: bufs.o_lat,
+            n_head,
+            kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+            n_rope: to_u32(d, "n_rope", s.n_rope)?,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            ntok,
+            kq_scale,
             // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
-            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
-            KArg::U32(if bufs.temperature.is_some() {
+            temp: bufs.temperature.unwrap_or(bufs.q_abs),
+            temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE
             } else {
                 TEMPERATURE_NONE
-            }),
-        ],
+            },
+        },
     )
 }
 
@@ -616,14 +660,20 @@ pub fn attn_merge<B: Accelerator>(
     bufs: &MergeBufs<'_, B::Buf>,
     max_segments: usize,
 ) -> Result<()> {
-    launch_merge(
-        b,
-        &ATTN_MERGE,
-        s,
-        bufs,
-        max_segments,
-        bytes(s.n_head, s.kv_lora, 4),
-    )
+    let d = &ATTN_MERGE;
+    let out = bytes(s.n_head, s.kv_lora, 4);
+    let m = check_merge(b, d, s, bufs, max_segments, out)?;
+    let args = AttnMergeArgs {
+        part_o: bufs.part_o,
+        part_ml: bufs.part_ml,
+        state: bufs.state,
+        o_lat: bufs.o_lat,
+        n_head: m.n_head,
+        kv_lora: m.kv_lora,
+        ctx: m.ctx,
+        max_segments: m.segs,
+    };
+    launch(b, d, merge_items(m.n_head, m.kv_lora), args)
 }
 
 /// [`attn_merge`] with `bufs.o_lat` receiving q8_1 blocks (`n_head · kv_lora / 32` of them,
@@ -643,7 +693,18 @@ pub fn attn_merge_q8_1<B: Accelerator>(
         ));
     }
     let out = q8_1_bytes(s.n_head, s.kv_lora);
-    launch_merge(b, d, s, bufs, max_segments, out)
+    let m = check_merge(b, d, s, bufs, max_segments, out)?;
+    let args = AttnMergeQ8_1Args {
+        part_o: bufs.part_o,
+        part_ml: bufs.part_ml,
+        state: bufs.state,
+        o_lat_q8: bufs.o_lat,
+        n_head: m.n_head,
+        kv_lora: m.kv_lora,
+        ctx: m.ctx,
+        max_segments: m.segs,
+    };
+    launch(b, d, merge_items(m.n_head, m.kv_lora), args)
 }
 
 /// Buffers of [`attn_merge_v_b`].
@@ -718,19 +779,19 @@ pub fn attn_merge_v_b<B: Accelerator>(
         b,
         d,
         merge_v_b_items(heads, d_v32),
-        &[
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.w),
-            KArg::Buf(bufs.y),
-            KArg::Buf(bufs.scratch),
-            KArg::Buf(bufs.pair_count),
-            KArg::U32(heads),
-            KArg::U32(d_v32),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-        ],
+        MergeVbArgs {
+            part_o: bufs.part_o,
+            part_ml: bufs.part_ml,
+            state: bufs.state,
+            w: bufs.w,
+            y: bufs.y,
+            scratch: bufs.scratch,
+            pair_count: bufs.pair_count,
+            n_head: heads,
+            d_v: d_v32,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            max_segments: segs,
+        },
     )
 }
 
@@ -748,14 +809,24 @@ fn need_merge_inputs<B: Accelerator>(
     need(b, d, "state", state, Some(size_of::<StepState>()))
 }
 
-fn launch_merge<B: Accelerator>(
-    b: &mut B,
-    d: &'static KernelDesc,
+/// The merge kernels' scalars, as launch values.
+struct MergeScalars {
+    n_head: u32,
+    kv_lora: u32,
+    ctx: u32,
+    segs: u32,
+}
+
+/// The checks [`attn_merge`] and [`attn_merge_q8_1`] share (`o_lat` of `out_bytes`); returns
+/// their scalars.
+fn check_merge<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
     s: &AttnShape,
     bufs: &MergeBufs<'_, B::Buf>,
     max_segments: usize,
     out_bytes: Option<usize>,
-) -> Result<()> {
+) -> Result<MergeScalars> {
     s.check(d, true)?;
     let segs = check_segments(d, max_segments)?;
     need_merge_inputs(
@@ -766,21 +837,10 @@ fn launch_merge<B: Accelerator>(
         max_segments,
     )?;
     need(b, d, "o_lat", bufs.o_lat, out_bytes)?;
-    let heads = to_u32(d, "n_head", s.n_head)?;
-    let kv_lora = to_u32(d, "kv_lora", s.kv_lora)?;
-    launch(
-        b,
-        d,
-        merge_items(heads, kv_lora),
-        &[
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.o_lat),
-            KArg::U32(heads),
-            KArg::U32(kv_lora),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-        ],
-    )
+    Ok(MergeScalars {
+        n_head: to_u32(d, "n_head", s.n_head)?,
+        kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+        ctx: to_u32(d, "ctx", s.ctx)?,
+        segs,
+    })
 }
