@@ -22,11 +22,11 @@ pub mod norm;
 
 /// Launches `k` over `items` work items. `args` is `k`'s signature's struct, so the arguments
 /// match its parameter list in count, order and kind by construction.
-pub fn launch<'a, B: Accelerator, S: Signature>(
+pub fn launch<B: Accelerator, S: Signature>(
     b: &mut B,
     k: &Kernel<S>,
     items: u32,
-    args: S::Args<&'a B::Buf>,
+    args: S::Args<&B::Buf>,
 ) -> Result<()> {
     if items == 0 {
         return Err(shape(k, "zero work items".into()));

@@ -6,13 +6,13 @@
 //! residual add into two launches.
 
 use ingot_abi::launch::{
-    DownArgs, GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32,
+    GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
 
 use super::builder::{buf, u32a, Builder};
-use super::kernels::{self as k, Launch};
+use super::kernels as k;
 use super::nodes::{
     ffn_weight, is_f32, model_routing, route_scalars, selection, DownFfn, NextNorm,
 };
@@ -206,15 +206,14 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
-    let (gate_up_kernel, down_kernel): (
-        fn(_, _) -> Launch<GateUpArgs>,
-        fn(_, _) -> Launch<DownArgs>,
-    ) = match cache {
-        Some(_) => (k::moe_gate_up_mixed_slots, k::moe_down_slots),
-        None => (k::moe_gate_up_mixed, k::moe_down),
-    };
+    // With an expert cache the kernels read the experts through the slot tables.
+    let slots = cache.is_some();
     b.node(
-        gate_up_kernel(gate_ty, gs.ty),
+        if slots {
+            k::moe_gate_up_mixed_slots(gate_ty, gs.ty)
+        } else {
+            k::moe_gate_up_mixed(gate_ty, gs.ty)
+        },
         label("moe_gate_up_swiglu"),
         Some(il),
         c.n_expert_used * ff + ffs,
@@ -269,7 +268,11 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     };
     let args = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
     b.node(
-        down_kernel(down_ty, ds.ty),
+        if slots {
+            k::moe_down_slots(down_ty, ds.ty)
+        } else {
+            k::moe_down(down_ty, ds.ty)
+        },
         label("moe_down"),
         Some(il),
         c.n_embd,
