@@ -20,7 +20,10 @@
 //! `cargo xtask audit check --ratchet --add-new` (the budget file gains the new kernels; a
 //! guard allowance needs its reason written there). The kernel tests iterate the registry.
 
-use crate::launch::{GemvUnit, KernelDesc};
+use crate::launch::{
+    DownArgs, GateUpArgs, Gemv2Args, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs,
+    GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs, MmqMoeArgs,
+};
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
 /// crate instantiates its kernels through it; [`GemvType`] is defined through it.
@@ -126,6 +129,26 @@ macro_rules! kernel_name {
     (argmax, $t:ident) => {
         concat!("gemv_argmax_", stringify!($t), "_q8_1")
     };
+    (mmq, $t:ident) => {
+        concat!("mmq_", stringify!($t))
+    };
+    (mmq_moe, $t:ident) => {
+        concat!("mmq_moe_", stringify!($t))
+    };
+}
+
+/// The registry's `mmq` rows, appended to the [`weight_types!`] rows for [`GemvType`] alone: the
+/// types with prefill matrix-matrix kernels (`crate::launch::mmq`), whose device instances are
+/// declared one by one in the device crate's `mmq/` (each tile is its own code), not through
+/// [`weight_types!`]. Order: the launch table's.
+macro_rules! with_mmq_rows {
+    ($($rows:tt)*) => {
+        define_registry! {
+            $($rows)*
+            mmq { Q4K q4k; Q6K q6k; Q5_0 q5_0; Q8_0 q8_0; Q5K q5k; Q3K q3k; Q4_0 q4_0; Iq4Nl iq4_nl;
+                  Q4_1 q4_1; Q5_1 q5_1; }
+        }
+    };
 }
 
 macro_rules! define_registry {
@@ -135,6 +158,7 @@ macro_rules! define_registry {
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
         mixed_gate_up { $($gv:ident $gt:ident $gsv:ident $gst:ident;)* }
         argmax { $($av:ident $at:ident $ab:ident;)* }
+        mmq { $($mv:ident $mt:ident;)* }
     ) => {
         /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
         #[allow(non_camel_case_types)]
@@ -217,11 +241,11 @@ macro_rules! define_registry {
             #[doc = concat!("`", kernel_name!(plain, q4k), "(w, x, y, ncols, nrows)` and its ",
                 "siblings: `y[r] = Σ_c W[r][c]·x[c]` with q8_1 activations; an item is a warp ",
                 "(`ingot_abi::launch::gemv`).")]
-            pub const fn plain(self) -> &'static KernelDesc {
+            pub const fn plain(self) -> &'static Kernel<GemvArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
-                            kernel_name!(plain, $tag), crate::launch::gemv::PLAIN_PARAMS);
+                        const D: Kernel<GemvArgs> =
+                            crate::launch::gemv::gemv_kernel(kernel_name!(plain, $tag));
                         &D
                     })*
                 }
@@ -229,11 +253,11 @@ macro_rules! define_registry {
 
             /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`: as [`Self::plain`],
             /// row `r` reading `x` from block `(r / rows_per_group)·x_group_stride`.
-            pub const fn grouped(self) -> &'static KernelDesc {
+            pub const fn grouped(self) -> &'static Kernel<GemvGroupedArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
-                            kernel_name!(grouped, $tag), crate::launch::gemv::GROUPED_PARAMS);
+                        const D: Kernel<GemvGroupedArgs> =
+                            crate::launch::gemv::gemv_kernel(kernel_name!(grouped, $tag));
                         &D
                     })*
                 }
@@ -242,11 +266,11 @@ macro_rules! define_registry {
             /// The grouped gemv with `y` as q8_1 blocks (CUDA variant, `s = Σ`, the bits of
             /// `quantize_q8_1` of the f32 result). An item is one output block: 32 consecutive
             /// rows, so `nrows` is a multiple of 32 (`attn_v_b` feeding `attn_output`).
-            pub const fn grouped_q8_1_out(self) -> &'static KernelDesc {
+            pub const fn grouped_q8_1_out(self) -> &'static Kernel<GemvGroupedArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc =
-                            crate::launch::gemv::q8_1_out_desc(kernel_name!(q8_1_out, $tag));
+                        const D: Kernel<GemvGroupedArgs> =
+                            crate::launch::gemv::q8_1_out_kernel(kernel_name!(q8_1_out, $tag));
                         &D
                     })*
                 }
@@ -254,11 +278,11 @@ macro_rules! define_registry {
 
             /// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1)`: `y0 = W0·x` and `y1 = W1·x` of one
             /// width in one launch over `nrows0 + nrows1` rows (`attn_q` with `attn_kv_a_mqa`).
-            pub const fn pair(self) -> &'static KernelDesc {
+            pub const fn pair(self) -> &'static Kernel<Gemv2Args> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc = crate::launch::gemv::gemv_desc(
-                            kernel_name!(pair, $tag), crate::launch::gemv::PAIR_PARAMS);
+                        const D: Kernel<Gemv2Args> =
+                            crate::launch::gemv::gemv_kernel(kernel_name!(pair, $tag));
                         &D
                     })*
                 }
@@ -266,11 +290,12 @@ macro_rules! define_registry {
 
             /// The two-matrix gemv with the `rope_kv_q8_1` tail
             /// (`ingot_abi::launch::attention`'s `gemv2_rope` contract).
-            pub const fn pair_rope(self) -> &'static KernelDesc {
+            pub const fn pair_rope(self) -> &'static Kernel<Gemv2RopeArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc =
-                            crate::launch::attention::gemv2_rope_desc(kernel_name!(pair_rope, $tag));
+                        const D: Kernel<Gemv2RopeArgs> = crate::launch::attention::gemv2_rope_kernel(
+                            kernel_name!(pair_rope, $tag),
+                        );
                         &D
                     })*
                 }
@@ -278,22 +303,23 @@ macro_rules! define_registry {
 
             /// `attn_merge_q8_1` and the grouped `attn_v_b` gemv with q8_1 output in one launch
             /// (`ingot_abi::launch::attention`'s `attn_merge_v_b` contract).
-            pub const fn merge_v_b(self) -> &'static KernelDesc {
+            pub const fn merge_v_b(self) -> &'static Kernel<MergeVbArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc =
-                            crate::launch::attention::merge_v_b_desc(kernel_name!(merge_v_b, $tag));
+                        const D: Kernel<MergeVbArgs> = crate::launch::attention::merge_v_b_kernel(
+                            kernel_name!(merge_v_b, $tag),
+                        );
                         &D
                     })*
                 }
             }
 
             /// The fused MoE gate/up/SwiGLU kernel (`ingot_abi::launch::moe`).
-            pub const fn gate_up(self) -> &'static KernelDesc {
+            pub const fn gate_up(self) -> &'static Kernel<GateUpArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc =
-                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up, $tag));
+                        const D: Kernel<GateUpArgs> =
+                            crate::launch::moe::gate_up_kernel(kernel_name!(gate_up, $tag));
                         &D
                     })*
                 }
@@ -301,11 +327,11 @@ macro_rules! define_registry {
 
             /// [`Self::gate_up`] reading its routed experts through slot tables (experts beyond
             /// VRAM).
-            pub const fn gate_up_slots(self) -> &'static KernelDesc {
+            pub const fn gate_up_slots(self) -> &'static Kernel<GateUpArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: KernelDesc =
-                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up_slots, $tag));
+                        const D: Kernel<GateUpArgs> =
+                            crate::launch::moe::gate_up_kernel(kernel_name!(gate_up_slots, $tag));
                         &D
                     })*
                 }
@@ -327,11 +353,11 @@ macro_rules! define_registry {
             pub const fn gate_up_mixed(
                 routed: GemvType,
                 shared: GemvType,
-            ) -> Option<&'static KernelDesc> {
+            ) -> Option<&'static Kernel<GateUpArgs>> {
                 match (routed, shared) {
                     $((GemvType::$gv, GemvType::$gsv) => {
-                        const D: KernelDesc =
-                            crate::launch::moe::gate_up_desc(kernel_name!(gate_up, $gt, $gst));
+                        const D: Kernel<GateUpArgs> =
+                            crate::launch::moe::gate_up_kernel(kernel_name!(gate_up, $gt, $gst));
                         Some(&D)
                     })*
                     (r, s) if r as u32 == s as u32 => Some(r.gate_up()),
@@ -344,10 +370,10 @@ macro_rules! define_registry {
             pub const fn gate_up_mixed_slots(
                 routed: GemvType,
                 shared: GemvType,
-            ) -> Option<&'static KernelDesc> {
+            ) -> Option<&'static Kernel<GateUpArgs>> {
                 match (routed, shared) {
                     $((GemvType::$gv, GemvType::$gsv) => {
-                        const D: KernelDesc = crate::launch::moe::gate_up_desc(
+                        const D: Kernel<GateUpArgs> = crate::launch::moe::gate_up_kernel(
                             kernel_name!(gate_up_slots, $gt, $gst),
                         );
                         Some(&D)
@@ -360,16 +386,16 @@ macro_rules! define_registry {
             /// The MoE down kernel with `routed` and `shared` down weights
             /// (`ingot_abi::launch::moe`), if the registry has the pair: every type with itself,
             /// and the `mixed_down` rows.
-            pub const fn down(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
+            pub const fn down(routed: GemvType, shared: GemvType) -> Option<&'static Kernel<DownArgs>> {
                 match (routed, shared) {
                     $((GemvType::$v, GemvType::$v) => {
-                        const D: KernelDesc =
-                            crate::launch::moe::down_desc(kernel_name!(down, $tag, $tag));
+                        const D: Kernel<DownArgs> =
+                            crate::launch::moe::down_kernel(kernel_name!(down, $tag, $tag));
                         Some(&D)
                     })*
                     $((GemvType::$rv, GemvType::$sv) => {
-                        const D: KernelDesc =
-                            crate::launch::moe::down_desc(kernel_name!(down, $rt, $st));
+                        const D: Kernel<DownArgs> =
+                            crate::launch::moe::down_kernel(kernel_name!(down, $rt, $st));
                         Some(&D)
                     })*
                     _ => None,
@@ -378,29 +404,62 @@ macro_rules! define_registry {
 
             /// [`Self::down`] reading its routed experts through a slot table (experts beyond
             /// VRAM).
-            pub const fn down_slots(routed: GemvType, shared: GemvType) -> Option<&'static KernelDesc> {
+            pub const fn down_slots(
+                routed: GemvType,
+                shared: GemvType,
+            ) -> Option<&'static Kernel<DownArgs>> {
                 match (routed, shared) {
                     $((GemvType::$v, GemvType::$v) => {
-                        const D: KernelDesc =
-                            crate::launch::moe::down_desc(kernel_name!(down_slots, $tag, $tag));
+                        const D: Kernel<DownArgs> =
+                            crate::launch::moe::down_kernel(kernel_name!(down_slots, $tag, $tag));
                         Some(&D)
                     })*
                     $((GemvType::$rv, GemvType::$sv) => {
-                        const D: KernelDesc =
-                            crate::launch::moe::down_desc(kernel_name!(down_slots, $rt, $st));
+                        const D: Kernel<DownArgs> =
+                            crate::launch::moe::down_kernel(kernel_name!(down_slots, $rt, $st));
                         Some(&D)
                     })*
                     _ => None,
                 }
             }
 
+            /// The types with prefill matrix-matrix kernels ([`Self::mmq`], [`Self::mmq_moe`]).
+            pub const MMQ: &'static [GemvType] = &[$(GemvType::$mv),*];
+
+            /// The dense prefill product of the type (`ingot_abi::launch::mmq`), if it has one.
+            pub const fn mmq(self) -> Option<&'static Kernel<MmqArgs>> {
+                match self {
+                    $(GemvType::$mv => {
+                        const D: Kernel<MmqArgs> =
+                            crate::launch::mmq::mmq_kernel(kernel_name!(mmq, $mt));
+                        Some(&D)
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
+            /// The expert-grouped prefill product of the type (`ingot_abi::launch::mmq`), if it
+            /// has one: exactly the types with [`Self::mmq`].
+            pub const fn mmq_moe(self) -> Option<&'static Kernel<MmqMoeArgs>> {
+                match self {
+                    $(GemvType::$mv => {
+                        const D: Kernel<MmqMoeArgs> =
+                            crate::launch::mmq::mmq_moe_kernel(kernel_name!(mmq_moe, $mt));
+                        Some(&D)
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
             /// The lm_head gemv fused with the argmax (`ingot_abi::launch::head`), if the type
             /// has one.
-            pub const fn argmax(self) -> Option<&'static KernelDesc> {
+            pub const fn argmax(self) -> Option<&'static Kernel<GemvArgmaxArgs>> {
                 match self {
                     $(GemvType::$av => {
-                        const D: KernelDesc =
-                            crate::launch::head::gemv_argmax_desc(kernel_name!(argmax, $at));
+                        const D: Kernel<GemvArgmaxArgs> =
+                            crate::launch::head::gemv_argmax_kernel(kernel_name!(argmax, $at));
                         Some(&D)
                     })*
                     #[allow(unreachable_patterns)]
@@ -418,45 +477,47 @@ macro_rules! define_registry {
         /// Every kernel the registry names, for the launch table (`crate::launch::KERNELS`).
         pub const KERNELS: &[KernelDesc] = &[
             $(
-                *GemvType::$v.plain(),
-                *GemvType::$v.grouped(),
-                *GemvType::$v.grouped_q8_1_out(),
-                *GemvType::$v.pair(),
-                *GemvType::$v.pair_rope(),
-                *GemvType::$v.merge_v_b(),
-                *GemvType::$v.gate_up(),
-                *GemvType::$v.gate_up_slots(),
+                GemvType::$v.plain().desc,
+                GemvType::$v.grouped().desc,
+                GemvType::$v.grouped_q8_1_out().desc,
+                GemvType::$v.pair().desc,
+                GemvType::$v.pair_rope().desc,
+                GemvType::$v.merge_v_b().desc,
+                GemvType::$v.gate_up().desc,
+                GemvType::$v.gate_up_slots().desc,
             )*
             $(
-                *match GemvType::down(GemvType::$v, GemvType::$v) { Some(d) => d, None => panic!() },
-                *match GemvType::down_slots(GemvType::$v, GemvType::$v) {
-                    Some(d) => d,
-                    None => panic!(),
-                },
-            )*
-            $(
-                *match GemvType::down(GemvType::$rv, GemvType::$sv) { Some(d) => d, None => panic!() },
-                *match GemvType::down_slots(GemvType::$rv, GemvType::$sv) {
-                    Some(d) => d,
+                match GemvType::down(GemvType::$v, GemvType::$v) { Some(d) => d.desc, None => panic!() },
+                match GemvType::down_slots(GemvType::$v, GemvType::$v) {
+                    Some(d) => d.desc,
                     None => panic!(),
                 },
             )*
             $(
-                *match GemvType::gate_up_mixed(GemvType::$gv, GemvType::$gsv) {
-                    Some(d) => d,
-                    None => panic!(),
-                },
-                *match GemvType::gate_up_mixed_slots(GemvType::$gv, GemvType::$gsv) {
-                    Some(d) => d,
+                match GemvType::down(GemvType::$rv, GemvType::$sv) { Some(d) => d.desc, None => panic!() },
+                match GemvType::down_slots(GemvType::$rv, GemvType::$sv) {
+                    Some(d) => d.desc,
                     None => panic!(),
                 },
             )*
-            $(*match GemvType::$av.argmax() { Some(d) => d, None => panic!() },)*
+            $(
+                match GemvType::gate_up_mixed(GemvType::$gv, GemvType::$gsv) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+                match GemvType::gate_up_mixed_slots(GemvType::$gv, GemvType::$gsv) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+            )*
+            $(match GemvType::$av.argmax() { Some(d) => d.desc, None => panic!() },)*
+            $(match GemvType::$mv.mmq() { Some(d) => d.desc, None => panic!() },)*
+            $(match GemvType::$mv.mmq_moe() { Some(d) => d.desc, None => panic!() },)*
         ];
     };
 }
 
-weight_types!(define_registry);
+weight_types!(with_mmq_rows);
 
 #[cfg(test)]
 mod tests {
@@ -485,6 +546,15 @@ mod tests {
         );
         assert_eq!(GemvType::down(GemvType::Q4K, GemvType::Q5_0), None);
         assert_eq!(GemvType::Q5_0.argmax(), None);
+        assert_eq!(GemvType::Q4K.mmq().map(|d| d.name), Some("mmq_q4k"));
+        assert_eq!(
+            GemvType::Iq4Nl.mmq_moe().map(|d| d.name),
+            Some("mmq_moe_iq4_nl")
+        );
+        assert!(GemvType::ALL
+            .iter()
+            .all(|t| t.mmq().is_some() == GemvType::MMQ.contains(t)
+                && t.mmq_moe().is_some() == t.mmq().is_some()));
     }
 
     #[test]

@@ -289,7 +289,7 @@ pub struct GemvKernel {
 macro_rules! gemv_kernel {
     ($name:ident, $gemv:ident, $ggml:ident) => {
         pub const $name: GemvKernel = GemvKernel {
-            kernel: GemvType::$gemv.plain().name,
+            kernel: GemvType::$gemv.plain().desc.name,
             buffers: |s| gemv_buffers(GgmlType::$ggml, s),
             launch: |d, b, s| {
                 ops::gemv::gemv_q8_1(d, GemvType::$gemv, (&b[0], &b[1], &b[2]), s.rows, s.cols)

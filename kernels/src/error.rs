@@ -17,22 +17,6 @@ pub enum KernelError {
         have: usize,
         need: usize,
     },
-    /// Argument count differs from the kernel's parameter list.
-    #[error("{kernel}: expected {expected} arguments, got {got}")]
-    ArgCount {
-        kernel: &'static str,
-        expected: usize,
-        got: usize,
-    },
-    /// An argument's kind differs from the parameter's.
-    #[error("{kernel}: argument {index} (`{param}`) must be {expected:?}, got {got:?}")]
-    ArgKind {
-        kernel: &'static str,
-        index: usize,
-        param: &'static str,
-        expected: crate::ParamKind,
-        got: crate::ParamKind,
-    },
     /// No kernel of this name exists in the module.
     #[error("unknown kernel `{0}`")]
     UnknownKernel(String),

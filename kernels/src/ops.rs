@@ -1,12 +1,14 @@
 //! Checked launches: each function validates the shape and every buffer size against what the
-//! kernel reads and writes, checks argument kinds against the kernel's parameter list, then
-//! launches with the grid from its [`KernelDesc`]. The kernels themselves carry no bounds checks,
+//! kernel reads and writes, then launches its kernel's typed arguments ([`launch`]) with the grid
+//! from its [`KernelDesc`]. The kernels themselves carry no bounds checks,
 //! so these checks are what keeps a bad shape from reading or writing out of bounds.
 
 use crate::backend::{Accelerator, KArg};
 use crate::{KernelError, Result};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{KernelDesc, QUANTIZE_Q8_1, RMSNORM_F32};
+use ingot_abi::launch::{
+    Arg, Kernel, KernelDesc, QuantizeQ8_1Args, RmsnormArgs, Signature, QUANTIZE_Q8_1, RMSNORM_F32,
+};
 use std::mem::size_of;
 
 pub mod attention;
@@ -18,41 +20,28 @@ pub mod moe;
 pub mod moe_prefill;
 pub mod norm;
 
-/// Launches `desc` over `items` work items after checking `args` against its parameter list.
-pub fn launch<B: Accelerator>(
+/// Launches `k` over `items` work items. `args` is `k`'s signature's struct, so the arguments
+/// match its parameter list in count, order and kind by construction.
+pub fn launch<B: Accelerator, S: Signature>(
     b: &mut B,
-    desc: &KernelDesc,
+    k: &Kernel<S>,
     items: u32,
-    args: &[KArg<'_, B::Buf>],
+    args: S::Args<&B::Buf>,
 ) -> Result<()> {
-    if args.len() != desc.params.len() {
-        return Err(KernelError::ArgCount {
-            kernel: desc.name,
-            expected: desc.params.len(),
-            got: args.len(),
-        });
-    }
-    for (index, (arg, param)) in args.iter().zip(desc.params).enumerate() {
-        if arg.kind() != param.kind {
-            return Err(KernelError::ArgKind {
-                kernel: desc.name,
-                index,
-                param: param.name,
-                expected: param.kind,
-                got: arg.kind(),
-            });
-        }
-    }
     if items == 0 {
-        return Err(shape(desc, "zero work items".into()));
+        return Err(shape(k, "zero work items".into()));
     }
-    b.launch(
-        desc.name,
-        desc.grid(items),
-        desc.block,
-        desc.shared_bytes,
-        args,
-    )
+    let mut list = Vec::with_capacity(k.params.len());
+    S::each(&args, &mut |a| {
+        list.push(match a {
+            Arg::Ptr(p) => KArg::Buf(p),
+            Arg::U32(v) => KArg::U32(v),
+            Arg::I32(v) => KArg::I32(v),
+            Arg::F32(v) => KArg::F32(v),
+            Arg::U64(v) => KArg::U64(v),
+        })
+    });
+    b.launch(k.name, k.grid(items), k.block, k.shared_bytes, &list)
 }
 
 fn shape(desc: &KernelDesc, reason: String) -> KernelError {
@@ -110,7 +99,7 @@ pub fn quantize_q8_1<B: Accelerator>(b: &mut B, x: &B::Buf, y: &B::Buf, n: usize
     let n32 = to_u32(d, "n", n)?;
     need(b, d, "x", x, bytes(n, 4, 1))?;
     need(b, d, "y", y, q8_1_bytes(1, n))?;
-    launch(b, d, n32, &[KArg::Buf(x), KArg::Buf(y), KArg::U32(n32)])
+    launch(b, d, n32, QuantizeQ8_1Args { x, y, n: n32 })
 }
 
 /// `y[r] = x[r]·w / sqrt(mean(x[r]²) + eps)` for `rows` rows of `n` floats; `n` a positive
@@ -131,13 +120,13 @@ pub fn rmsnorm_f32<B: Accelerator>(
         b,
         d,
         rows32,
-        &[
-            KArg::Buf(x),
-            KArg::Buf(w),
-            KArg::Buf(y),
-            KArg::U32(n32),
-            KArg::F32(eps),
-        ],
+        RmsnormArgs {
+            x,
+            w,
+            y,
+            n: n32,
+            eps,
+        },
     )
 }
 

@@ -3,7 +3,8 @@
 
 mod support;
 
-use ingot_kernels::{all_kernels, ops, KArg, KernelError, ParamKind, PTX};
+use ingot_abi::launch::{QuantizeQ8_1Args, RmsnormArgs, QUANTIZE_Q8_1};
+use ingot_kernels::{all_kernels, ops, KernelError, ParamKind, PTX};
 use support::recorder::Recorder;
 
 /// Parameter types of `.entry name(...)` in the PTX, in order.
@@ -76,7 +77,7 @@ fn valid_shapes_launch_with_the_table_grid() {
     // 100 rows x 130 tokens of 2048 Q6_K weights: 2 row tiles x 3 token tiles of 64.
     ops::mmq::mmq(
         &mut r,
-        ingot_abi::launch::MmqType::Q6K,
+        ingot_abi::weight_types::GemvType::Q6K,
         (&(100 * 8 * 210), &(130 * 64 * 36), &(130 * 100 * 4)),
         100,
         2048,
@@ -84,6 +85,31 @@ fn valid_shapes_launch_with_the_table_grid() {
     )
     .unwrap();
     assert_eq!(r.launches[3], ("mmq_q6k".into(), [6, 1, 1], [256, 1, 1]));
+}
+
+/// A typed launch passes its struct's fields in the descriptor's parameter order, each as its
+/// parameter's kind.
+#[test]
+fn typed_arguments_reach_the_backend_in_parameter_order() {
+    let mut r = Recorder::default();
+    let (x, w, y) = (&(2 * 64 * 4), &(64 * 4), &(2 * 64 * 4));
+    let args = RmsnormArgs {
+        x,
+        w,
+        y,
+        n: 64,
+        eps: 0.5,
+    };
+    ops::launch(&mut r, &ingot_abi::launch::RMSNORM_F32, 2, args).unwrap();
+    let kinds: Vec<ParamKind> = ingot_abi::launch::RMSNORM_F32
+        .params
+        .iter()
+        .map(|p| p.kind)
+        .collect();
+    let got: Vec<ParamKind> = r.args[0].iter().map(|a| a.0).collect();
+    assert_eq!(got, kinds);
+    let values: Vec<u64> = r.args[0].iter().map(|a| a.1).collect();
+    assert_eq!(values, [512, 256, 512, 64, u64::from(0.5f32.to_bits())]);
 }
 
 #[test]
@@ -106,7 +132,7 @@ fn bad_input_is_a_typed_error_and_launches_nothing() {
     );
     let e = ops::mmq::mmq(
         &mut r,
-        ingot_abi::launch::MmqType::Q4K,
+        ingot_abi::weight_types::GemvType::Q4K,
         (&1_000_000, &100_000, &100_000),
         4,
         300,
@@ -116,7 +142,7 @@ fn bad_input_is_a_typed_error_and_launches_nothing() {
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let e = ops::mmq::mmq(
         &mut r,
-        ingot_abi::launch::MmqType::Q4K,
+        ingot_abi::weight_types::GemvType::Q4K,
         (&(4 * 144), &(2 * 8 * 36), &(2 * 4 * 4 - 1)),
         4,
         256,
@@ -139,32 +165,13 @@ fn bad_input_is_a_typed_error_and_launches_nothing() {
     // rows·n·4 overflows usize: reported, not wrapped into a small size.
     let e = ops::rmsnorm_f32(&mut r, &64, &64, &64, usize::MAX / 2, 16, 1e-6).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
-    let e = ops::launch(
-        &mut r,
-        &ingot_abi::launch::QUANTIZE_Q8_1,
-        32,
-        &[KArg::U32(1)],
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            KernelError::ArgCount {
-                expected: 3,
-                got: 1,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    let e = ops::launch(
-        &mut r,
-        &ingot_abi::launch::QUANTIZE_Q8_1,
-        32,
-        &[KArg::U32(0), KArg::Buf(&4), KArg::U32(32)],
-    )
-    .unwrap_err();
-    assert!(matches!(e, KernelError::ArgKind { index: 0, .. }), "{e}");
+    let args = QuantizeQ8_1Args {
+        x: &128,
+        y: &36,
+        n: 32,
+    };
+    let e = ops::launch(&mut r, &QUANTIZE_Q8_1, 0, args).unwrap_err();
+    assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     assert!(
         r.launches.is_empty(),
         "nothing may launch: {:?}",

@@ -22,7 +22,8 @@
 mod support;
 
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{mmq_token_tiles, KernelDesc, MmqType, MMQ_ROWS};
+use ingot_abi::launch::{mmq_token_tiles, KernelDesc, MMQ_ROWS};
+use ingot_abi::weight_types::GemvType;
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -58,7 +59,7 @@ trait MmqKernel {
 
 impl MmqKernel for Kind {
     fn desc(self) -> &'static KernelDesc {
-        self.ty().dense()
+        self.ty().mmq().expect("an mmq type")
     }
 
     fn launch<B: Accelerator>(
@@ -298,33 +299,33 @@ fn mmq_checks_ncols_per_type() {
     let mut r = support::recorder::Recorder::default();
     // 64 rows × 1408 columns of Q5_0 (44 blocks of 22 bytes), 7 tokens.
     let ok = (&(64 * 44 * 22), &(7 * 44 * 36), &(7 * 64 * 4));
-    ops::mmq::mmq(&mut r, MmqType::Q5_0, ok, 64, 1408, 7).expect("valid launch");
-    let e = ops::mmq::mmq(&mut r, MmqType::Q5_0, ok, 64, 1400, 7).unwrap_err();
+    ops::mmq::mmq(&mut r, GemvType::Q5_0, ok, 64, 1408, 7).expect("valid launch");
+    let e = ops::mmq::mmq(&mut r, GemvType::Q5_0, ok, 64, 1400, 7).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let short = (&(64 * 44 * 22 - 1), ok.1, ok.2);
-    let e = ops::mmq::mmq(&mut r, MmqType::Q5_0, short, 64, 1408, 7).unwrap_err();
+    let e = ops::mmq::mmq(&mut r, GemvType::Q5_0, short, 64, 1408, 7).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"
     );
-    let e = ops::mmq::mmq(&mut r, MmqType::Q4K, ok, 64, 1408, 7).unwrap_err();
+    let e = ops::mmq::mmq(&mut r, GemvType::Q4K, ok, 64, 1408, 7).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let q8 = (&(64 * 4 * 34), &(7 * 4 * 36), &(7 * 64 * 4));
-    ops::mmq::mmq(&mut r, MmqType::Q8_0, q8, 64, 128, 7).expect("valid launch");
+    ops::mmq::mmq(&mut r, GemvType::Q8_0, q8, 64, 128, 7).expect("valid launch");
     // 64 rows × 96 columns of Q4_0 and IQ4_NL (3 blocks of 18 bytes).
     let q4 = (&(64 * 3 * 18), &(7 * 3 * 36), &(7 * 64 * 4));
-    ops::mmq::mmq(&mut r, MmqType::Q4_0, q4, 64, 96, 7).expect("valid launch");
-    ops::mmq::mmq(&mut r, MmqType::Iq4Nl, q4, 64, 96, 7).expect("valid launch");
+    ops::mmq::mmq(&mut r, GemvType::Q4_0, q4, 64, 96, 7).expect("valid launch");
+    ops::mmq::mmq(&mut r, GemvType::Iq4Nl, q4, 64, 96, 7).expect("valid launch");
     let short = (&(64 * 3 * 18 - 1), q4.1, q4.2);
-    let e = ops::mmq::mmq(&mut r, MmqType::Iq4Nl, short, 64, 96, 7).unwrap_err();
+    let e = ops::mmq::mmq(&mut r, GemvType::Iq4Nl, short, 64, 96, 7).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"
     );
     // 64 rows × 96 columns of Q5_1 (3 blocks of 24 bytes).
     let q5 = (&(64 * 3 * 24), q4.1, q4.2);
-    ops::mmq::mmq(&mut r, MmqType::Q5_1, q5, 64, 96, 7).expect("valid launch");
-    let e = ops::mmq::mmq(&mut r, MmqType::Q5_1, q5, 64, 80, 7).unwrap_err();
+    ops::mmq::mmq(&mut r, GemvType::Q5_1, q5, 64, 96, 7).expect("valid launch");
+    let e = ops::mmq::mmq(&mut r, GemvType::Q5_1, q5, 64, 80, 7).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     assert_eq!(r.launches.len(), 5);
     assert_eq!(r.launches[0], ("mmq_q5_0".into(), [1, 1, 1], [256, 1, 1]));

@@ -24,7 +24,8 @@
 mod support;
 
 use ingot_abi::blocks::{BlockQ4K, BlockQ8_1, QK8_1};
-use ingot_abi::launch::{mmq_moe_items, KernelDesc, MmqType, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_WARPS};
+use ingot_abi::launch::{mmq_moe_items, KernelDesc, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_WARPS};
+use ingot_abi::weight_types::GemvType;
 use ingot_kernels::{ops, Accelerator};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -49,7 +50,7 @@ use support::mmq::Kind;
 
 /// The `mmq_moe` kernel of each weight type.
 fn desc(kind: Kind) -> &'static KernelDesc {
-    kind.ty().moe()
+    kind.ty().mmq_moe().expect("an mmq type")
 }
 
 /// One launch's inputs: stacked weights, activations, and the routing sorted by expert.
@@ -498,13 +499,13 @@ fn mmq_moe_sim_matches_gpu() {
 #[test]
 fn mmq_moe_rejects_bad_arguments() {
     use ingot_kernels::KernelError;
-    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 2, 1, 3], 3).unwrap_err();
+    let r = ops::mmq::check_routing(GemvType::Q4K, &[0, 1, 2], &[0, 2, 1, 3], 3).unwrap_err();
     assert!(r.to_string().contains("decreases at expert 1"), "{r}");
-    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 2, 2], 3).unwrap_err();
+    let r = ops::mmq::check_routing(GemvType::Q4K, &[0, 1, 2], &[0, 2, 2], 3).unwrap_err();
     assert!(r.to_string().contains("n_pairs = 3"), "{r}");
-    let r = ops::mmq::check_routing(MmqType::Q4K, &[0, 5], &[0, 1, 2], 3).unwrap_err();
+    let r = ops::mmq::check_routing(GemvType::Q4K, &[0, 5], &[0, 1, 2], 3).unwrap_err();
     assert!(r.to_string().contains("pair 1 names token 5 of 3"), "{r}");
-    ops::mmq::check_routing(MmqType::Q4K, &[0, 1, 2], &[0, 0, 3, 3], 3).expect("valid routing");
+    ops::mmq::check_routing(GemvType::Q4K, &[0, 1, 2], &[0, 0, 3, 3], 3).expect("valid routing");
 
     let mut r = support::recorder::Recorder::default();
     // 2 experts x 64 rows x 256 columns, 3 tokens, 6 pairs.
@@ -516,13 +517,13 @@ fn mmq_moe_rejects_bad_arguments() {
         &(6 * 4),
         &(6 * 64 * 4),
     );
-    ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 6, 2).expect("valid launch");
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 300, 3, 6, 2).unwrap_err();
+    ops::mmq::mmq_moe(&mut r, GemvType::Q4K, ok, 64, 256, 3, 6, 2).expect("valid launch");
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, ok, 64, 300, 3, 6, 2).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, ok, 64, 256, 3, 0, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, ok, 64, 256, 3, 0, 2).unwrap_err();
     assert!(matches!(e, KernelError::Shape { .. }), "{e}");
     let short = (ok.0, ok.1, ok.2, &(2 * 4), ok.4, ok.5);
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
             e,
@@ -534,7 +535,7 @@ fn mmq_moe_rejects_bad_arguments() {
         "{e}"
     );
     let short = (ok.0, ok.1, &(5 * 4), ok.3, ok.4, ok.5);
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
             e,
@@ -546,7 +547,7 @@ fn mmq_moe_rejects_bad_arguments() {
         "{e}"
     );
     let short = (ok.0, ok.1, ok.2, ok.3, &(5 * 4), ok.5);
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(
             e,
@@ -558,7 +559,7 @@ fn mmq_moe_rejects_bad_arguments() {
         "{e}"
     );
     let short = (&(2 * 64 * BLOCK - 1), ok.1, ok.2, ok.3, ok.4, ok.5);
-    let e = ops::mmq::mmq_moe(&mut r, MmqType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
+    let e = ops::mmq::mmq_moe(&mut r, GemvType::Q4K, short, 64, 256, 3, 6, 2).unwrap_err();
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "w", .. }),
         "{e}"

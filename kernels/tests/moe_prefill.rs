@@ -584,7 +584,7 @@ fn chained<B: Accelerator>(b: &mut B) {
     let down = poisoned(b, 4 * np * d);
     ingot_kernels::ops::mmq::mmq_moe(
         b,
-        ingot_abi::launch::MmqType::Q4K,
+        ingot_abi::weight_types::GemvType::Q4K,
         (&wb, &xb, &me, &start, &me, &down),
         d,
         CHAIN_FF,

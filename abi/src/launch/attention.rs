@@ -28,7 +28,7 @@
 //! and `max_segments` are fixed when a graph is captured. A step with `pos ≥ ctx` writes no cache
 //! row and the merge writes NaN to `o_lat`, so an overflowing context is visible, never silent.
 
-use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+use super::{signature, Kernel, KernelDesc, WARP_SIZE};
 use crate::blocks::QK8_0;
 
 /// How the latent cache stores a row of `width = kv_lora + n_rope` values (`--cache-type`): the
@@ -106,29 +106,28 @@ pub const ATTN_MAX_ROPE: u32 = 64;
 /// format `cache_type` ([`CacheType::code`]) names. Rotation of pair `i`
 /// (adjacent elements `2i, 2i+1`, ggml NORM mode) by `θ_i = pos·rope_freq[i]` with cos/sin
 /// multiplied by `mscale`. One block; an item is the whole token.
-pub const ROPE_KV: KernelDesc = KernelDesc {
-    name: "rope_kv",
-    params: &[
-        ptr("q"),
-        ptr("kv"),
-        ptr("kv_norm"),
-        ptr("rope_freq"),
-        ptr("state"),
-        ptr("q_pe"),
-        ptr("cache"),
-        u32_("n_head"),
-        u32_("d_nope"),
-        u32_("kv_lora"),
-        u32_("n_rope"),
-        u32_("ctx"),
-        f32_("eps"),
-        f32_("mscale"),
-        u32_("cache_type"),
-    ],
-    block: [ROPE_KV_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ROPE_KV: Kernel<RopeKvArgs> = Kernel::new("rope_kv", [ROPE_KV_THREADS, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`ROPE_KV`].
+    RopeKvArgs {
+        q: ptr,
+        kv: ptr,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        q_pe: ptr,
+        cache: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+    }
+}
 
 /// `rope_kv_q8_1(q, kv, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache, n_head, d_nope,
 /// kv_lora, n_rope, ctx, eps, mscale, cache_type)`: [`ROPE_KV`] that also writes every head's query nope
@@ -136,30 +135,30 @@ pub const ROPE_KV: KernelDesc = KernelDesc {
 /// `quantize_q8_1` gives for each head's `d_nope` floats: the grouped `attn_k_b` gemv's input,
 /// without a quantization launch. Also requires `d_nope` a multiple of 32 and `n_rope` of 4.
 /// One block; an item is the whole token.
-pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
-    name: "rope_kv_q8_1",
-    params: &[
-        ptr("q"),
-        ptr("kv"),
-        ptr("kv_norm"),
-        ptr("rope_freq"),
-        ptr("state"),
-        ptr("q_pe"),
-        ptr("q_nope_q8"),
-        ptr("cache"),
-        u32_("n_head"),
-        u32_("d_nope"),
-        u32_("kv_lora"),
-        u32_("n_rope"),
-        u32_("ctx"),
-        f32_("eps"),
-        f32_("mscale"),
-        u32_("cache_type"),
-    ],
-    block: [ROPE_KV_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ROPE_KV_Q8_1: Kernel<RopeKvQ8_1Args> =
+    Kernel::new("rope_kv_q8_1", [ROPE_KV_THREADS, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`ROPE_KV_Q8_1`].
+    RopeKvQ8_1Args {
+        q: ptr,
+        kv: ptr,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        q_pe: ptr,
+        q_nope_q8: ptr,
+        cache: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+    }
+}
 
 /// `rope_kv_q8_1_rows(q, kv, kv_norm, rope_freq, state, rows, q_pe, q_nope_q8, cache, n_head,
 /// d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type, ntok)`: [`ROPE_KV_Q8_1`] for the
@@ -176,61 +175,63 @@ pub const ROPE_KV_Q8_1: KernelDesc = KernelDesc {
 /// count `n`; tokens `t ≥ min(n, ntok)` write nothing. A graph captured for a bucket of `B`
 /// tokens runs a chunk of `n ≤ B` after the host writes `n` to `rows` (and `pos0` to the
 /// `StepState`). One block per token: an item is a token.
-pub const ROPE_KV_Q8_1_ROWS: KernelDesc = KernelDesc {
-    name: "rope_kv_q8_1_rows",
-    params: &[
-        ptr("q"),
-        ptr("kv"),
-        ptr("kv_norm"),
-        ptr("rope_freq"),
-        ptr("state"),
-        ptr("rows"),
-        ptr("q_pe"),
-        ptr("q_nope_q8"),
-        ptr("cache"),
-        u32_("n_head"),
-        u32_("d_nope"),
-        u32_("kv_lora"),
-        u32_("n_rope"),
-        u32_("ctx"),
-        f32_("eps"),
-        f32_("mscale"),
-        u32_("cache_type"),
-        u32_("ntok"),
-    ],
-    block: [ROPE_KV_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ROPE_KV_Q8_1_ROWS: Kernel<RopeKvRowsArgs> =
+    Kernel::new("rope_kv_q8_1_rows", [ROPE_KV_THREADS, 1, 1], 1, 0);
 
-/// Parameters of the `gemv2_rope_*` kernels: the two-matrix gemv's (`w0, w1, x, q, kv, ncols,
-/// nrows0, nrows1`), then [`ROPE_KV_Q8_1`]'s that the gemv does not already give, and the done
-/// counter of the tail.
-const GEMV2_ROPE_PARAMS: &[super::Param] = &[
-    ptr("w0"),
-    ptr("w1"),
-    ptr("x"),
-    ptr("q"),
-    ptr("kv"),
-    u32_("ncols"),
-    u32_("nrows0"),
-    u32_("nrows1"),
-    ptr("kv_norm"),
-    ptr("rope_freq"),
-    ptr("state"),
-    ptr("q_pe"),
-    ptr("q_nope_q8"),
-    ptr("cache"),
-    ptr("count"),
-    u32_("n_head"),
-    u32_("d_nope"),
-    u32_("kv_lora"),
-    u32_("n_rope"),
-    u32_("ctx"),
-    f32_("eps"),
-    f32_("mscale"),
-    u32_("cache_type"),
-];
+signature! {
+    /// The arguments of [`ROPE_KV_Q8_1_ROWS`].
+    RopeKvRowsArgs {
+        q: ptr,
+        kv: ptr,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        rows: ptr,
+        q_pe: ptr,
+        q_nope_q8: ptr,
+        cache: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+        ntok: u32,
+    }
+}
+
+signature! {
+    /// The arguments of every `gemv2_rope_*` kernel ([`gemv2_rope_kernel`]): the two-matrix
+    /// gemv's (`w0, w1, x, q, kv, ncols, nrows0, nrows1`), then [`ROPE_KV_Q8_1`]'s that the gemv
+    /// does not already give, and the done counter of the tail.
+    Gemv2RopeArgs {
+        w0: ptr,
+        w1: ptr,
+        x: ptr,
+        q: ptr,
+        kv: ptr,
+        ncols: u32,
+        nrows0: u32,
+        nrows1: u32,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        q_pe: ptr,
+        q_nope_q8: ptr,
+        cache: ptr,
+        count: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+    }
+}
 
 /// The descriptor of a `gemv2_rope_*` kernel (`crate::weight_types::GemvType::pair_rope`):
 /// `(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache,
@@ -240,14 +241,8 @@ const GEMV2_ROPE_PARAMS: &[super::Param] = &[
 /// with the same arguments and requirements (a last-block-done tail; `count` a done counter, see
 /// [`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a warp,
 /// `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as `rope_kv_q8_1`).
-pub(crate) const fn gemv2_rope_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
-        name,
-        params: GEMV2_ROPE_PARAMS,
-        block: [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: super::GEMV_BLOCK_WARPS,
-        shared_bytes: 0,
-    }
+pub(crate) const fn gemv2_rope_kernel(name: &'static str) -> Kernel<Gemv2RopeArgs> {
+    super::gemv::gemv_kernel(name)
 }
 const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == ROPE_KV_THREADS);
 
@@ -316,37 +311,34 @@ pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
 /// [`TEMPERATURE_NONE`] it is `kq_scale` and `temp` is never read. A table, not a formula: the
 /// position advances on the device inside a captured graph, and the host's factors are the
 /// reference's to the bit.
-pub const FLASH_LATENT: KernelDesc = KernelDesc {
-    name: "flash_latent",
-    params: &[
-        ptr("q_abs"),
-        ptr("q_pe"),
-        ptr("cache"),
-        ptr("state"),
-        ptr("part_o"),
-        ptr("part_ml"),
-        u32_("n_head"),
-        u32_("kv_lora"),
-        u32_("n_rope"),
-        u32_("ctx"),
-        u32_("max_segments"),
-        f32_("kq_scale"),
-        ptr("temp"),
-        u32_("temperature"),
-    ],
-    block: [FLASH_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: flash_smem::BYTES,
-};
+pub const FLASH_LATENT: Kernel<FlashLatentArgs> =
+    Kernel::new("flash_latent", [FLASH_THREADS, 1, 1], 1, flash_smem::BYTES);
+
+signature! {
+    /// The arguments of [`FLASH_LATENT`] and its siblings (the Q8_0-cache and MMA variants).
+    FlashLatentArgs {
+        q_abs: ptr,
+        q_pe: ptr,
+        cache: ptr,
+        state: ptr,
+        part_o: ptr,
+        part_ml: ptr,
+        n_head: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        max_segments: u32,
+        kq_scale: f32,
+        temp: ptr,
+        temperature: u32,
+    }
+}
 
 /// [`FLASH_LATENT`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid and
 /// output. Each tile's q8_0 blocks are widened into the same shared f16 tile (`f16(q·d)`, one
 /// more rounding of at most 2⁻¹¹ relative than the q8_0 values), so the attention math is
 /// [`FLASH_LATENT`]'s.
-pub const FLASH_LATENT_Q8_0: KernelDesc = KernelDesc {
-    name: "flash_latent_q8_0",
-    ..FLASH_LATENT
-};
+pub const FLASH_LATENT_Q8_0: Kernel<FlashLatentArgs> = FLASH_LATENT.renamed("flash_latent_q8_0");
 
 /// [`FLASH_LATENT`] `temperature` value: the logit scale is `kq_scale` (`temp` is not read).
 pub const TEMPERATURE_NONE: u32 = 0;
@@ -375,44 +367,44 @@ pub const fn merge_items(n_head: u32, kv_lora: u32) -> u32 {
 /// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s`.
 /// An item is one [`MERGE_DIMS`]-wide slice of one head, block `b` taking head
 /// `b / ceil(kv_lora / MERGE_DIMS)`, slice `b % ceil(kv_lora / MERGE_DIMS)`; see [`merge_items`].
-pub const ATTN_MERGE: KernelDesc = KernelDesc {
-    name: "attn_merge",
-    params: &[
-        ptr("part_o"),
-        ptr("part_ml"),
-        ptr("state"),
-        ptr("o_lat"),
-        u32_("n_head"),
-        u32_("kv_lora"),
-        u32_("ctx"),
-        u32_("max_segments"),
-    ],
-    block: [MERGE_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ATTN_MERGE: Kernel<AttnMergeArgs> =
+    Kernel::new("attn_merge", [MERGE_THREADS, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`ATTN_MERGE`].
+    AttnMergeArgs {
+        part_o: ptr,
+        part_ml: ptr,
+        state: ptr,
+        o_lat: ptr,
+        n_head: u32,
+        kv_lora: u32,
+        ctx: u32,
+        max_segments: u32,
+    }
+}
 
 /// `attn_merge_q8_1(part_o, part_ml, state, o_lat_q8, n_head, kv_lora, ctx, max_segments)`:
 /// [`ATTN_MERGE`] writing `o_lat` as q8_1 blocks (`kv_lora / 32` per head, CUDA variant
 /// `s = Σ`): the bits `quantize_q8_1` gives for [`ATTN_MERGE`]'s f32 output, so the grouped
 /// `attn_v_b` gemv reads it without a separate quantization launch. `kv_lora` a multiple of
 /// 32. Items and blocks as [`ATTN_MERGE`].
-pub const ATTN_MERGE_Q8_1: KernelDesc = KernelDesc {
-    name: "attn_merge_q8_1",
-    params: &[
-        ptr("part_o"),
-        ptr("part_ml"),
-        ptr("state"),
-        ptr("o_lat_q8"),
-        u32_("n_head"),
-        u32_("kv_lora"),
-        u32_("ctx"),
-        u32_("max_segments"),
-    ],
-    block: [MERGE_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ATTN_MERGE_Q8_1: Kernel<AttnMergeQ8_1Args> =
+    Kernel::new("attn_merge_q8_1", [MERGE_THREADS, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`ATTN_MERGE_Q8_1`].
+    AttnMergeQ8_1Args {
+        part_o: ptr,
+        part_ml: ptr,
+        state: ptr,
+        o_lat_q8: ptr,
+        n_head: u32,
+        kv_lora: u32,
+        ctx: u32,
+        max_segments: u32,
+    }
+}
 
 const _: () = assert!(
     MERGE_DIMS.is_multiple_of(32),
@@ -470,21 +462,24 @@ const _: () = assert!(
         && (MERGE_V_B_KV_LORA / MERGE_V_B_SPLIT).is_multiple_of(MERGE_DIMS)
 );
 
-/// Parameters of the `attn_merge_v_b_*` kernels: [`ATTN_MERGE`]'s inputs, the grouped
-/// `attn_v_b` gemv's weights and q8_1 output, the halves' scratch and the pairs' done counters.
-const MERGE_V_B_PARAMS: &[super::Param] = &[
-    ptr("part_o"),
-    ptr("part_ml"),
-    ptr("state"),
-    ptr("w"),
-    ptr("y"),
-    ptr("scratch"),
-    ptr("pair_count"),
-    u32_("n_head"),
-    u32_("d_v"),
-    u32_("ctx"),
-    u32_("max_segments"),
-];
+signature! {
+    /// The arguments of every `attn_merge_v_b_*` kernel ([`merge_v_b_kernel`]): [`ATTN_MERGE`]'s
+    /// inputs, the grouped `attn_v_b` gemv's weights and q8_1 output, the halves' scratch and the
+    /// pairs' done counters.
+    MergeVbArgs {
+        part_o: ptr,
+        part_ml: ptr,
+        state: ptr,
+        w: ptr,
+        y: ptr,
+        scratch: ptr,
+        pair_count: ptr,
+        n_head: u32,
+        d_v: u32,
+        ctx: u32,
+        max_segments: u32,
+    }
+}
 
 /// The descriptor of an `attn_merge_v_b_*` kernel (`crate::weight_types::GemvType::merge_v_b`):
 /// `(part_o, part_ml, state, w, y, scratch, pair_count, n_head, d_v, ctx, max_segments)`,
@@ -496,14 +491,8 @@ const MERGE_V_B_PARAMS: &[super::Param] = &[
 /// (`pair_count`: one `u32` per pair, 0 before and after the launch) adds half 0 and half 1 in
 /// that order and writes the rows' two q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid:
 /// [`merge_v_b_items`] blocks.
-pub(crate) const fn merge_v_b_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
-        name,
-        params: MERGE_V_B_PARAMS,
-        block: [MERGE_THREADS, 1, 1],
-        items_per_block: 1,
-        shared_bytes: 0,
-    }
+pub(crate) const fn merge_v_b_kernel(name: &'static str) -> Kernel<MergeVbArgs> {
+    Kernel::new(name, [MERGE_THREADS, 1, 1], 1, 0)
 }
 const _: () = assert!(MERGE_THREADS == super::GEMV_BLOCK_WARPS * WARP_SIZE);
 const _: () = assert!(MERGE_V_B_ROWS.is_multiple_of(32) && MERGE_V_B_ROWS / 4 <= WARP_SIZE);
@@ -588,21 +577,18 @@ pub mod flash_mma_smem {
 /// precision: see the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`,
 /// `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
 /// element (the temperature factor included). Heads in groups of 16 as [`FLASH_LATENT`]. Grid: [`flash_items`] blocks.
-pub const FLASH_LATENT_MMA: KernelDesc = KernelDesc {
-    name: "flash_latent_mma",
-    params: FLASH_LATENT.params,
-    block: [FLASH_MMA_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: flash_mma_smem::BYTES,
-};
+pub const FLASH_LATENT_MMA: Kernel<FlashLatentArgs> = Kernel::new(
+    "flash_latent_mma",
+    [FLASH_MMA_THREADS, 1, 1],
+    1,
+    flash_mma_smem::BYTES,
+);
 
 /// [`FLASH_LATENT_MMA`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid and
 /// output; each tile's q8_0 blocks are widened into the same shared f16 tile as
 /// [`FLASH_LATENT_Q8_0`] does, so the tensor-core loop is [`FLASH_LATENT_MMA`]'s.
-pub const FLASH_LATENT_MMA_Q8_0: KernelDesc = KernelDesc {
-    name: "flash_latent_mma_q8_0",
-    ..FLASH_LATENT_MMA
-};
+pub const FLASH_LATENT_MMA_Q8_0: Kernel<FlashLatentArgs> =
+    FLASH_LATENT_MMA.renamed("flash_latent_mma_q8_0");
 
 const _: () = assert!(
     flash_mma_smem::BYTES <= 48 * 1024,
@@ -692,35 +678,37 @@ const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 /// multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
 /// `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and `|kq_scale·log2(e)·q| < 65504`. Grid:
 /// [`flash_prefill_items`] blocks.
-pub const FLASH_LATENT_PREFILL: KernelDesc = KernelDesc {
-    name: "flash_latent_prefill",
-    params: &[
-        ptr("q_abs"),
-        ptr("q_pe"),
-        ptr("cache"),
-        ptr("state"),
-        ptr("o_lat"),
-        u32_("n_head"),
-        u32_("kv_lora"),
-        u32_("n_rope"),
-        u32_("ctx"),
-        u32_("ntok"),
-        f32_("kq_scale"),
-        ptr("temp"),
-        u32_("temperature"),
-    ],
-    block: [FLASH_MMA_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: flash_prefill_smem::BYTES,
-};
+pub const FLASH_LATENT_PREFILL: Kernel<FlashPrefillArgs> = Kernel::new(
+    "flash_latent_prefill",
+    [FLASH_MMA_THREADS, 1, 1],
+    1,
+    flash_prefill_smem::BYTES,
+);
+
+signature! {
+    /// The arguments of [`FLASH_LATENT_PREFILL`] and [`FLASH_LATENT_PREFILL_Q8_0`].
+    FlashPrefillArgs {
+        q_abs: ptr,
+        q_pe: ptr,
+        cache: ptr,
+        state: ptr,
+        o_lat: ptr,
+        n_head: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        ntok: u32,
+        kq_scale: f32,
+        temp: ptr,
+        temperature: u32,
+    }
+}
 
 /// [`FLASH_LATENT_PREFILL`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid
 /// and output; each tile's q8_0 blocks are widened into the same shared f16 tile as
 /// [`FLASH_LATENT_MMA_Q8_0`] does.
-pub const FLASH_LATENT_PREFILL_Q8_0: KernelDesc = KernelDesc {
-    name: "flash_latent_prefill_q8_0",
-    ..FLASH_LATENT_PREFILL
-};
+pub const FLASH_LATENT_PREFILL_Q8_0: Kernel<FlashPrefillArgs> =
+    FLASH_LATENT_PREFILL.renamed("flash_latent_prefill_q8_0");
 
 const _: () = assert!(
     flash_prefill_smem::BYTES <= 48 * 1024,
@@ -741,15 +729,15 @@ const _: () = assert!(
 
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
-    ROPE_KV,
-    ROPE_KV_Q8_1,
-    ROPE_KV_Q8_1_ROWS,
-    FLASH_LATENT,
-    ATTN_MERGE,
-    ATTN_MERGE_Q8_1,
-    FLASH_LATENT_MMA,
-    FLASH_LATENT_Q8_0,
-    FLASH_LATENT_MMA_Q8_0,
-    FLASH_LATENT_PREFILL,
-    FLASH_LATENT_PREFILL_Q8_0,
+    ROPE_KV.desc,
+    ROPE_KV_Q8_1.desc,
+    ROPE_KV_Q8_1_ROWS.desc,
+    FLASH_LATENT.desc,
+    ATTN_MERGE.desc,
+    ATTN_MERGE_Q8_1.desc,
+    FLASH_LATENT_MMA.desc,
+    FLASH_LATENT_Q8_0.desc,
+    FLASH_LATENT_MMA_Q8_0.desc,
+    FLASH_LATENT_PREFILL.desc,
+    FLASH_LATENT_PREFILL_Q8_0.desc,
 ];

@@ -1,19 +1,16 @@
 //! Embedding fetch: the step's token row of `token_embd`, dequantized to f32.
 
-use super::{ptr, u32_, KernelDesc};
+use super::{signature, Kernel, KernelDesc};
 
 /// Threads per block of the embedding kernels.
 pub const EMBED_THREADS: u32 = 256;
 /// Elements each embedding thread writes (a block covers `EMBED_THREADS · EMBED_PER_THREAD`).
 pub const EMBED_PER_THREAD: u32 = 8;
 
-const PARAMS: &[super::Param] = &[
-    ptr("table"),
-    ptr("state"),
-    ptr("y"),
-    u32_("n"),
-    u32_("n_vocab"),
-];
+signature! {
+    /// The arguments of every embedding kernel.
+    EmbedArgs { table: ptr, state: ptr, y: ptr, n: u32, n_vocab: u32 }
+}
 
 macro_rules! embed {
     ($desc:ident, $name:literal, $ty:literal) => {
@@ -21,13 +18,8 @@ macro_rules! embed {
             "n_vocab: u32)`: `y = dequantize(table row StepState.token)`, ", $ty, " rows of `n` ",
             "elements (a whole number of blocks); a token `≥ n_vocab` writes NaNs and reads ",
             "nothing. An item is one output element.")]
-        pub const $desc: KernelDesc = KernelDesc {
-            name: $name,
-            params: PARAMS,
-            block: [EMBED_THREADS, 1, 1],
-            items_per_block: EMBED_THREADS * EMBED_PER_THREAD,
-            shared_bytes: 0,
-        };
+        pub const $desc: Kernel<EmbedArgs> =
+            Kernel::new($name, [EMBED_THREADS, 1, 1], EMBED_THREADS * EMBED_PER_THREAD, 0);
     };
 }
 
@@ -46,16 +38,16 @@ embed!(EMBED_Q6K, "embed_q6k", "Q6_K");
 
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
-    EMBED_F32,
-    EMBED_F16,
-    EMBED_BF16,
-    EMBED_Q4_0,
-    EMBED_Q5_0,
-    EMBED_Q5_1,
-    EMBED_Q8_0,
-    EMBED_IQ4_NL,
-    EMBED_Q3K,
-    EMBED_Q4K,
-    EMBED_Q5K,
-    EMBED_Q6K,
+    EMBED_F32.desc,
+    EMBED_F16.desc,
+    EMBED_BF16.desc,
+    EMBED_Q4_0.desc,
+    EMBED_Q5_0.desc,
+    EMBED_Q5_1.desc,
+    EMBED_Q8_0.desc,
+    EMBED_IQ4_NL.desc,
+    EMBED_Q3K.desc,
+    EMBED_Q4K.desc,
+    EMBED_Q5K.desc,
+    EMBED_Q6K.desc,
 ];

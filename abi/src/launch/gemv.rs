@@ -25,7 +25,7 @@
 //! grouped ones with a single group. The two-matrix kernels run two matrices of one type and
 //! width against one `x` in one launch (`attn_q` and `attn_kv_a_mqa`).
 
-use super::{ptr, u32_, KernelDesc, GEMV_WARPS, WARP_SIZE};
+use super::{signature, Kernel, KernelDesc, Signature, GEMV_WARPS, WARP_SIZE};
 
 /// Warps per block of the quantized gemv kernels (plain, grouped, two-matrix, with the rope
 /// tail, with the argmax, with the q8_1 epilogue). Eight, so a block of a few dozen rows keeps
@@ -141,63 +141,54 @@ pub const fn gemv_stage_blocks(
     crossed * x_group_stride as u64 + ncols as u64 / 32
 }
 
-pub(crate) const PLAIN_PARAMS: &[super::Param] =
-    &[ptr("w"), ptr("x"), ptr("y"), u32_("ncols"), u32_("nrows")];
+signature! {
+    /// The arguments of the plain gemvs (`crate::weight_types::GemvType::plain`) and
+    /// [`GEMV_F32`].
+    GemvArgs { w: ptr, x: ptr, y: ptr, ncols: u32, nrows: u32 }
+}
 
-pub(crate) const GROUPED_PARAMS: &[super::Param] = &[
-    ptr("w"),
-    ptr("x"),
-    ptr("y"),
-    u32_("ncols"),
-    u32_("nrows"),
-    u32_("rows_per_group"),
-    u32_("x_group_stride"),
-];
-
-pub(crate) const PAIR_PARAMS: &[super::Param] = &[
-    ptr("w0"),
-    ptr("w1"),
-    ptr("x"),
-    ptr("y0"),
-    ptr("y1"),
-    u32_("ncols"),
-    u32_("nrows0"),
-    u32_("nrows1"),
-];
-
-pub(crate) const fn gemv_desc(name: &'static str, params: &'static [super::Param]) -> KernelDesc {
-    KernelDesc {
-        name,
-        params,
-        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: GEMV_BLOCK_WARPS,
-        shared_bytes: 0,
+signature! {
+    /// The arguments of the grouped gemvs (`crate::weight_types::GemvType::grouped`, and
+    /// `grouped_q8_1_out`).
+    GemvGroupedArgs {
+        w: ptr,
+        x: ptr,
+        y: ptr,
+        ncols: u32,
+        nrows: u32,
+        rows_per_group: u32,
+        x_group_stride: u32,
     }
 }
 
-pub(crate) const fn q8_1_out_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
+signature! {
+    /// The arguments of the two-matrix gemvs (`crate::weight_types::GemvType::pair`).
+    Gemv2Args { w0: ptr, w1: ptr, x: ptr, y0: ptr, y1: ptr, ncols: u32, nrows0: u32, nrows1: u32 }
+}
+
+/// A quantized gemv of signature `S` (an item is a warp, [`GEMV_BLOCK_WARPS`] per block).
+pub(crate) const fn gemv_kernel<S: Signature>(name: &'static str) -> Kernel<S> {
+    Kernel::new(
         name,
-        params: GROUPED_PARAMS,
-        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: 1,
-        shared_bytes: 0,
-    }
+        [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
+        GEMV_BLOCK_WARPS,
+        0,
+    )
+}
+
+/// The grouped gemv with the q8_1 epilogue: an item is one output block of 32 rows.
+pub(crate) const fn q8_1_out_kernel(name: &'static str) -> Kernel<GemvGroupedArgs> {
+    Kernel::new(name, [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1], 1, 0)
 }
 
 /// `gemv_f32(w: *const f32, x: *const f32, y: *mut f32, ncols: u32, nrows: u32)`:
 /// `y[r] = Σ_c W[r][c]·x[c]`, all f32 (the MoE router, `ffn_gate_inp` 64 × 2048); `ncols` a
 /// multiple of 4. One warp per row; an item is a row.
-pub const GEMV_F32: KernelDesc = KernelDesc {
-    name: "gemv_f32",
-    params: PLAIN_PARAMS,
-    block: [GEMV_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: GEMV_WARPS,
-    shared_bytes: 0,
-};
+pub const GEMV_F32: Kernel<GemvArgs> =
+    Kernel::new("gemv_f32", [GEMV_WARPS * WARP_SIZE, 1, 1], GEMV_WARPS, 0);
 
 /// The kernels of this family (the per-type quantized ones are in `crate::weight_types`).
-pub const ALL: &[KernelDesc] = &[GEMV_F32];
+pub const ALL: &[KernelDesc] = &[GEMV_F32.desc];
 
 #[cfg(test)]
 mod tests {

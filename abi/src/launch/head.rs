@@ -2,7 +2,7 @@
 //! lm_head gemv ([`ARGMAX_STEP`] over the logits) or fused into it (`GEMV_ARGMAX_*` folding each
 //! row into a 64-bit atomic maximum, then [`ARGMAX_FINISH`]).
 
-use super::{ptr, u32_, KernelDesc, GEMV_BLOCK_WARPS, WARP_SIZE};
+use super::{signature, Kernel, KernelDesc};
 
 /// Threads of the single [`ARGMAX_STEP`] block.
 pub const ARGMAX_THREADS: u32 = 1024;
@@ -11,47 +11,36 @@ pub const ARGMAX_THREADS: u32 = 1024;
 /// of `n ≥ 1` logits (lowest index on ties, NaN below every number) becomes
 /// `StepState.next_token` and `StepState.token`; `pos` and `steps_done` grow by one. It keeps
 /// nothing between launches, so a replayed graph needs no reset. One block; one item.
-pub const ARGMAX_STEP: KernelDesc = KernelDesc {
-    name: "argmax_step",
-    params: &[ptr("logits"), ptr("state"), u32_("n")],
-    block: [ARGMAX_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ARGMAX_STEP: Kernel<ArgmaxStepArgs> =
+    Kernel::new("argmax_step", [ARGMAX_THREADS, 1, 1], 1, 0);
 
-const GEMV_ARGMAX_PARAMS: &[super::Param] = &[
-    ptr("w"),
-    ptr("x"),
-    ptr("y"),
-    u32_("ncols"),
-    u32_("nrows"),
-    ptr("acc"),
-];
+signature! {
+    /// The arguments of [`ARGMAX_STEP`].
+    ArgmaxStepArgs { logits: ptr, state: ptr, n: u32 }
+}
+
+signature! {
+    /// The arguments of the `gemv_argmax_*` kernels (`crate::weight_types::GemvType::argmax`).
+    GemvArgmaxArgs { w: ptr, x: ptr, y: ptr, ncols: u32, nrows: u32, acc: ptr }
+}
 
 /// The descriptor of a `gemv_argmax_*` kernel (`crate::weight_types::GemvType::argmax`):
 /// `(w, x, y, ncols, nrows, acc: *mut u64)`, the plain gemv of the type (same grid: an item is a
 /// warp), each row also folded into `*acc` as the key `orderable(logit) << 32 | !row` by
 /// `red.global.max.u64`. `*acc` must be 0 before; [`ARGMAX_FINISH`] consumes and resets it.
-pub(crate) const fn gemv_argmax_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
-        name,
-        params: GEMV_ARGMAX_PARAMS,
-        block: [GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: GEMV_BLOCK_WARPS,
-        shared_bytes: 0,
-    }
+pub(crate) const fn gemv_argmax_kernel(name: &'static str) -> Kernel<GemvArgmaxArgs> {
+    super::gemv::gemv_kernel(name)
 }
 
 /// `argmax_finish(acc: *mut u64, state: *mut StepState)`: the token in the key `*acc` becomes
 /// `next_token` and `token`, `pos` and `steps_done` grow by one, and `*acc` is reset to 0. One
 /// thread; one item.
-pub const ARGMAX_FINISH: KernelDesc = KernelDesc {
-    name: "argmax_finish",
-    params: &[ptr("acc"), ptr("state")],
-    block: [1, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const ARGMAX_FINISH: Kernel<ArgmaxFinishArgs> = Kernel::new("argmax_finish", [1, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`ARGMAX_FINISH`].
+    ArgmaxFinishArgs { acc: ptr, state: ptr }
+}
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[ARGMAX_STEP, ARGMAX_FINISH];
+pub const ALL: &[KernelDesc] = &[ARGMAX_STEP.desc, ARGMAX_FINISH.desc];

@@ -25,12 +25,29 @@
 //! staged as zeros by predicated-off loads, weights and activations both (no bytes read), so
 //! they add exact zeros and the step loop has no branch.
 //!
+//! Per type (`mmq_<tag>`, the registry's types with `mmq` rows: `GemvType::mmq`), each the
+//! decode gemv's formula per token with the f32 additions in another order:
+//! - Q4_K: `d·Σ d8·sc·Σq·q8 − dmin·Σ d8·m·Σq8` per super-block; Q5_K the same with levels
+//!   `0..=31` (the fifth bit from `qh`).
+//! - Q6_K: `d·Σ d8·sc·Σ(q − 32)·q8` per super-block.
+//! - Q3_K: levels `−4..=3`, signed 6-bit scales per 16-weight group folded as Q6_K's:
+//!   `d·Σ d8·(S − 32)·Σq·q8` per super-block. Blocks are 110 bytes, so every other one starts 2
+//!   bytes off a 4-byte word; it is read as the aligned words that hold it, the end words as the
+//!   16 bits of them in the block, so exactly its bytes.
+//! - Q5_0: levels staged as `q − 16`: `d·d8·Σ(q − 16)·q8` per block, the gemv's
+//!   `d·(d8·Σq·q8 − 16·s8)` with `s8 = d8·Σq8` from the integer sum. Q4_0 (18-byte blocks) the
+//!   same with `q − 8`; Q8_0 `d·d8·Σq·q8`; IQ4_NL levels staged as the code book's values
+//!   (`ingot_abi::blocks::KVALUES_IQ4NL`): `d·d8·Σ kvalue·q8`.
+//! - Q4_1 (20-byte blocks, whole words): levels staged as `q`, with `(d, −m)` as the block's
+//!   pair: `d·d8·Σq·q8 + m·s8` per block (the gemv takes the q8_1 block's stored f16 `s`),
+//!   folded as Q4_K's min term. Q5_1 the same (24-byte blocks, `q` five bits from `qs` and `qh`;
+//!   V2-Lite's Q3_K_M file has one, layer 0's `ffn_down`: 10944 columns, not whole 256-blocks).
+//!
 //! An item is one tile: launch [`mmq_items`] items, one per block; block `b` computes token
 //! tile `b % mmq_token_tiles(ntok)` of row tile `b / mmq_token_tiles(ntok)` (the blocks that
 //! run together share a weight tile).
 
-use super::{ptr, u32_, KernelDesc, WARP_SIZE};
-use crate::weight_types::GemvType;
+use super::{signature, Kernel, WARP_SIZE};
 
 /// Weight rows one block computes.
 pub const MMQ_ROWS: u32 = 64;
@@ -62,78 +79,16 @@ pub const fn mmq_items(nrows: u32, ntok: u32) -> Option<u32> {
     nrows.div_ceil(MMQ_ROWS).checked_mul(mmq_token_tiles(ntok))
 }
 
-const PARAMS: &[super::Param] = &[
-    ptr("w"),
-    ptr("x"),
-    ptr("y"),
-    u32_("ncols"),
-    u32_("nrows"),
-    u32_("ntok"),
-];
-
-const fn mmq_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
-        name,
-        params: PARAMS,
-        block: [MMQ_THREADS, 1, 1],
-        items_per_block: 1,
-        shared_bytes: 0,
-    }
+signature! {
+    /// The arguments of the dense products (`crate::weight_types::GemvType::mmq`).
+    MmqArgs { w: ptr, x: ptr, y: ptr, ncols: u32, nrows: u32, ntok: u32 }
 }
 
-/// `mmq_q4k(w: *const BlockQ4K, x: *const BlockQ8_1, y: *mut f32, ncols, nrows, ntok)`: the
-/// module's product for Q4_K weights, `ncols` a positive multiple of 256. The result is the
-/// decode gemv's formula per token (`d·Σ d8·sc·Σq·q8 − dmin·Σ d8·m·Σq8` per super-block), with
-/// the f32 additions in another order.
-pub const MMQ_Q4K: KernelDesc = mmq_desc("mmq_q4k");
-
-/// `mmq_q6k(w: *const BlockQ6K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q6_K weights
-/// (`d·Σ d8·sc·Σ(q − 32)·q8` per super-block, the decode gemv's formula).
-pub const MMQ_Q6K: KernelDesc = mmq_desc("mmq_q6k");
-
-/// `mmq_q5k(w: *const BlockQ5K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_K weights
-/// (levels `0..=31` with the fifth bit from `qh`; `d·Σ d8·sc·Σq·q8 − dmin·Σ d8·m·Σq8` per
-/// super-block, the decode gemv's formula).
-pub const MMQ_Q5K: KernelDesc = mmq_desc("mmq_q5k");
-
-/// `mmq_q3k(w: *const BlockQ3K, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q3_K weights
-/// (levels `−4..=3`, signed 6-bit scales per 16-weight group, folded as [`MMQ_Q6K`]'s:
-/// `d·Σ d8·(S − 32)·Σq·q8` per super-block, the decode gemv's formula). Blocks are 110 bytes,
-/// so every other one starts 2 bytes off a 4-byte word; it is read as the aligned words that
-/// hold it, the end words as the 16 bits of them in the block, so exactly its bytes.
-pub const MMQ_Q3K: KernelDesc = mmq_desc("mmq_q3k");
-
-/// `mmq_q5_0(w: *const BlockQ5_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4K`] for Q5_0 weights,
-/// `ncols` a positive multiple of 32 (see the module doc). Levels are staged as `q − 16`, so
-/// the result is `d·d8·Σ(q − 16)·q8` per block: the decode gemv's `d·(d8·Σq·q8 − 16·s8)` with
-/// `s8 = d8·Σq8` from the integer sum.
-pub const MMQ_Q5_0: KernelDesc = mmq_desc("mmq_q5_0");
-
-/// `mmq_q8_0(w: *const BlockQ8_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q8_0 weights
-/// (`d·d8·Σq·q8` per block, the decode gemv's formula).
-pub const MMQ_Q8_0: KernelDesc = mmq_desc("mmq_q8_0");
-
-/// `mmq_q4_0(w: *const BlockQ4_0, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q4_0 weights
-/// (18-byte blocks). Levels are staged as `q − 8`, so the result is `d·d8·Σ(q − 8)·q8` per
-/// block: the decode gemv's `d·(d8·Σq·q8 − 8·s8)` with `s8 = d8·Σq8` from the integer sum.
-pub const MMQ_Q4_0: KernelDesc = mmq_desc("mmq_q4_0");
-
-/// `mmq_iq4_nl(w: *const BlockIq4Nl, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for IQ4_NL
-/// weights (18-byte blocks), levels staged as the code book's values
-/// (`ingot_abi::blocks::KVALUES_IQ4NL`): `d·d8·Σ kvalue·q8` per block, the decode gemv's
-/// formula.
-pub const MMQ_IQ4_NL: KernelDesc = mmq_desc("mmq_iq4_nl");
-
-/// `mmq_q4_1(w: *const BlockQ4_1, x, y, ncols, nrows, ntok)`: as [`MMQ_Q5_0`] for Q4_1 weights
-/// (20-byte blocks, whole words). Levels are staged as `q`, with `(d, −m)` as the block's pair:
-/// `d·d8·Σq·q8 + m·s8` per block with `s8 = d8·Σq8` from the integer sum (the decode gemv's
-/// formula, which takes the q8_1 block's stored f16 `s`), folded as [`MMQ_Q4K`]'s min term.
-pub const MMQ_Q4_1: KernelDesc = mmq_desc("mmq_q4_1");
-
-/// `mmq_q5_1(w: *const BlockQ5_1, x, y, ncols, nrows, ntok)`: as [`MMQ_Q4_1`] for Q5_1 weights
-/// (24-byte blocks; `q` five bits from `qs` and `qh`, staged as is: 0..31). V2-Lite's Q3_K_M
-/// file has one, layer 0's `ffn_down` (10944 columns: not whole 256-blocks).
-pub const MMQ_Q5_1: KernelDesc = mmq_desc("mmq_q5_1");
+/// The descriptor of a dense product `mmq_<tag>(w, x, y, ncols, nrows, ntok)`
+/// (`crate::weight_types::GemvType::mmq`): the module's product for the type's weights.
+pub(crate) const fn mmq_kernel(name: &'static str) -> Kernel<MmqArgs> {
+    Kernel::new(name, [MMQ_THREADS, 1, 1], 1, 0)
+}
 
 /// Pairs (routed `(token, expert)` pairs) one block of an expert-grouped launch computes: the
 /// token tile, each tile column one pair.
@@ -176,212 +131,43 @@ pub const fn mmq_moe_items(rows: u32, n_pairs: u32, n_expert: u32) -> Option<u32
     }
 }
 
-const MOE_PARAMS: &[super::Param] = &[
-    ptr("w"),
-    ptr("x"),
-    ptr("pair_token"),
-    ptr("expert_start"),
-    ptr("pair_row"),
-    ptr("y"),
-    u32_("ncols"),
-    u32_("rows"),
-    u32_("ntok"),
-    u32_("n_pairs"),
-    u32_("n_expert"),
-];
-
-/// `mmq_moe_q4k(w: *const BlockQ4K, x: *const BlockQ8_1, pair_token: *const u32,
-/// expert_start: *const u32, pair_row: *const u32, y: *mut f32, ncols, rows, ntok, n_pairs,
-/// n_expert)`: the expert-grouped product of prefill's routed experts. `w` stacks `n_expert`
-/// matrices of `rows × ncols` Q4_K weights (expert `e`'s rows follow expert `e − 1`'s); the
-/// pair list is sorted by expert: pairs `expert_start[e] .. expert_start[e + 1]` are routed to
-/// `e`, pair `p` reads token `pair_token[p]`'s q8_1 row of `x` (`ntok` rows, as [`MMQ_Q4K`])
-/// and writes row `pair_row[p]` of `y` (`n_pairs × rows` floats):
-/// `y[pair_row[p]] = W_e · x[pair_token[p]]`. With the identity list (`moe_pairs`'
-/// `pair_self`) `y` is pair-major in the sorted order; with a permutation it is in that
-/// order (the per-head products of MLA attention, heads as experts and pairs sorted by head,
-/// pass the list that `pair_token` is, so their outputs come out token-major). A block
-/// computes 64 rows of one expert × 64 of its pairs with [`MMQ_Q4K`]'s tile body, so each
-/// expert's weight tile is read once per tile of 64 of its pairs; the grid is
-/// [`mmq_moe_items`]. Bad list contents cannot reach outside the buffers: offsets are clamped
-/// to `n_pairs`, a pair whose token is `≥ ntok` reads zeros, and an output row `≥ n_pairs`
-/// is row `n_pairs − 1` (two pairs with one output row store to it in no fixed order).
-pub const MMQ_MOE_Q4K: KernelDesc = mmq_moe_desc("mmq_moe_q4k");
-
-/// `mmq_moe_q6k(w: *const BlockQ6K, x, pair_token, expert_start, pair_row, y, ncols, rows,
-/// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q6_K expert weights, with [`MMQ_Q6K`]'s tile.
-pub const MMQ_MOE_Q6K: KernelDesc = mmq_moe_desc("mmq_moe_q6k");
-
-/// `mmq_moe_q5k(w: *const BlockQ5K, ...)`: as [`MMQ_MOE_Q4K`] for Q5_K expert weights, with
-/// [`MMQ_Q5K`]'s tile.
-pub const MMQ_MOE_Q5K: KernelDesc = mmq_moe_desc("mmq_moe_q5k");
-
-/// `mmq_moe_q3k(w: *const BlockQ3K, ...)`: as [`MMQ_MOE_Q4K`] for Q3_K expert weights, with
-/// [`MMQ_Q3K`]'s tile.
-pub const MMQ_MOE_Q3K: KernelDesc = mmq_moe_desc("mmq_moe_q3k");
-
-/// `mmq_moe_q5_0(w: *const BlockQ5_0, x, pair_token, expert_start, pair_row, y, ncols, rows,
-/// ntok, n_pairs, n_expert)`: as [`MMQ_MOE_Q4K`] for Q5_0 expert weights, with [`MMQ_Q5_0`]'s tile
-/// (`ncols` a positive multiple of 32).
-pub const MMQ_MOE_Q5_0: KernelDesc = mmq_moe_desc("mmq_moe_q5_0");
-
-/// `mmq_moe_q8_0(w: *const BlockQ8_0, ...)`: as [`MMQ_MOE_Q5_0`] for Q8_0 expert weights, with
-/// [`MMQ_Q8_0`]'s tile.
-pub const MMQ_MOE_Q8_0: KernelDesc = mmq_moe_desc("mmq_moe_q8_0");
-
-/// `mmq_moe_q4_0(w: *const BlockQ4_0, ...)`: as [`MMQ_MOE_Q5_0`] for Q4_0 expert weights, with
-/// [`MMQ_Q4_0`]'s tile.
-pub const MMQ_MOE_Q4_0: KernelDesc = mmq_moe_desc("mmq_moe_q4_0");
-
-/// `mmq_moe_iq4_nl(w: *const BlockIq4Nl, ...)`: as [`MMQ_MOE_Q5_0`] for IQ4_NL expert weights,
-/// with [`MMQ_IQ4_NL`]'s tile.
-pub const MMQ_MOE_IQ4_NL: KernelDesc = mmq_moe_desc("mmq_moe_iq4_nl");
-
-/// `mmq_moe_q4_1(w: *const BlockQ4_1, ...)`: as [`MMQ_MOE_Q5_0`] for Q4_1 expert weights, with
-/// [`MMQ_Q4_1`]'s tile.
-pub const MMQ_MOE_Q4_1: KernelDesc = mmq_moe_desc("mmq_moe_q4_1");
-
-/// `mmq_moe_q5_1(w: *const BlockQ5_1, ...)`: as [`MMQ_MOE_Q5_0`] for Q5_1 expert weights, with
-/// [`MMQ_Q5_1`]'s tile.
-pub const MMQ_MOE_Q5_1: KernelDesc = mmq_moe_desc("mmq_moe_q5_1");
-
-const fn mmq_moe_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
-        name,
-        params: MOE_PARAMS,
-        block: [MMQ_THREADS, 1, 1],
-        items_per_block: 1,
-        shared_bytes: 0,
+signature! {
+    /// The arguments of the expert-grouped products (`crate::weight_types::GemvType::mmq_moe`).
+    MmqMoeArgs {
+        w: ptr,
+        x: ptr,
+        pair_token: ptr,
+        expert_start: ptr,
+        pair_row: ptr,
+        y: ptr,
+        ncols: u32,
+        rows: u32,
+        ntok: u32,
+        n_pairs: u32,
+        n_expert: u32,
     }
 }
 
-/// The weight types the prefill products read, each with its dense ([`MmqType::dense`]) and
-/// expert-grouped ([`MmqType::moe`]) kernel. Block sizes come from the weight-type registry
-/// ([`MmqType::weights`]): one source for the launchers, the planner and the tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MmqType {
-    Q4K,
-    Q6K,
-    Q5_0,
-    Q8_0,
-    Q5K,
-    Q3K,
-    Q4_0,
-    Iq4Nl,
-    Q4_1,
-    Q5_1,
+/// The descriptor of an expert-grouped product `mmq_moe_<tag>(w: *const Block, x: *const
+/// BlockQ8_1, pair_token: *const u32, expert_start: *const u32, pair_row: *const u32, y: *mut f32,
+/// ncols, rows, ntok, n_pairs, n_expert)` (`crate::weight_types::GemvType::mmq_moe`): the
+/// expert-grouped product of prefill's routed experts. `w` stacks `n_expert` matrices of
+/// `rows × ncols` weights (expert `e`'s rows follow expert `e − 1`'s); the pair list is sorted by
+/// expert: pairs `expert_start[e] .. expert_start[e + 1]` are routed to `e`, pair `p` reads token
+/// `pair_token[p]`'s q8_1 row of `x` (`ntok` rows, as the dense product) and writes row
+/// `pair_row[p]` of `y` (`n_pairs × rows` floats): `y[pair_row[p]] = W_e · x[pair_token[p]]`.
+/// With the identity list (`moe_pairs`' `pair_self`) `y` is pair-major in the sorted order; with
+/// a permutation it is in that order (the per-head products of MLA attention, heads as experts
+/// and pairs sorted by head, pass the list that `pair_token` is, so their outputs come out
+/// token-major). A block computes 64 rows of one expert × 64 of its pairs with the dense tile
+/// body of the type, so each expert's weight tile is read once per tile of 64 of its pairs; the
+/// grid is [`mmq_moe_items`]. Bad list contents cannot reach outside the buffers: offsets are
+/// clamped to `n_pairs`, a pair whose token is `≥ ntok` reads zeros, and an output row
+/// `≥ n_pairs` is row `n_pairs − 1` (two pairs with one output row store to it in no fixed
+/// order).
+pub(crate) const fn mmq_moe_kernel(name: &'static str) -> Kernel<MmqMoeArgs> {
+    Kernel::new(name, [MMQ_THREADS, 1, 1], 1, 0)
 }
-
-impl MmqType {
-    /// Every type with `mmq` kernels.
-    pub const ALL: [MmqType; 10] = [
-        MmqType::Q4K,
-        MmqType::Q6K,
-        MmqType::Q5_0,
-        MmqType::Q8_0,
-        MmqType::Q5K,
-        MmqType::Q3K,
-        MmqType::Q4_0,
-        MmqType::Iq4Nl,
-        MmqType::Q4_1,
-        MmqType::Q5_1,
-    ];
-
-    /// The registry row of the weights.
-    pub const fn weights(self) -> GemvType {
-        match self {
-            MmqType::Q4K => GemvType::Q4K,
-            MmqType::Q6K => GemvType::Q6K,
-            MmqType::Q5_0 => GemvType::Q5_0,
-            MmqType::Q8_0 => GemvType::Q8_0,
-            MmqType::Q5K => GemvType::Q5K,
-            MmqType::Q3K => GemvType::Q3K,
-            MmqType::Q4_0 => GemvType::Q4_0,
-            MmqType::Iq4Nl => GemvType::Iq4Nl,
-            MmqType::Q4_1 => GemvType::Q4_1,
-            MmqType::Q5_1 => GemvType::Q5_1,
-        }
-    }
-
-    /// The `mmq` type of weights `t`, if there are kernels for it.
-    pub const fn of(t: GemvType) -> Option<MmqType> {
-        match t {
-            GemvType::Q4K => Some(MmqType::Q4K),
-            GemvType::Q6K => Some(MmqType::Q6K),
-            GemvType::Q5_0 => Some(MmqType::Q5_0),
-            GemvType::Q8_0 => Some(MmqType::Q8_0),
-            GemvType::Q5K => Some(MmqType::Q5K),
-            GemvType::Q3K => Some(MmqType::Q3K),
-            GemvType::Q4_0 => Some(MmqType::Q4_0),
-            GemvType::Iq4Nl => Some(MmqType::Iq4Nl),
-            GemvType::Q4_1 => Some(MmqType::Q4_1),
-            GemvType::Q5_1 => Some(MmqType::Q5_1),
-            _ => None,
-        }
-    }
-
-    /// The dense product ([`MMQ_Q4K`] and its siblings).
-    pub const fn dense(self) -> &'static KernelDesc {
-        match self {
-            MmqType::Q4K => &MMQ_Q4K,
-            MmqType::Q6K => &MMQ_Q6K,
-            MmqType::Q5_0 => &MMQ_Q5_0,
-            MmqType::Q8_0 => &MMQ_Q8_0,
-            MmqType::Q5K => &MMQ_Q5K,
-            MmqType::Q3K => &MMQ_Q3K,
-            MmqType::Q4_0 => &MMQ_Q4_0,
-            MmqType::Iq4Nl => &MMQ_IQ4_NL,
-            MmqType::Q4_1 => &MMQ_Q4_1,
-            MmqType::Q5_1 => &MMQ_Q5_1,
-        }
-    }
-
-    /// The expert-grouped product ([`MMQ_MOE_Q4K`] and its siblings).
-    pub const fn moe(self) -> &'static KernelDesc {
-        match self {
-            MmqType::Q4K => &MMQ_MOE_Q4K,
-            MmqType::Q6K => &MMQ_MOE_Q6K,
-            MmqType::Q5_0 => &MMQ_MOE_Q5_0,
-            MmqType::Q8_0 => &MMQ_MOE_Q8_0,
-            MmqType::Q5K => &MMQ_MOE_Q5K,
-            MmqType::Q3K => &MMQ_MOE_Q3K,
-            MmqType::Q4_0 => &MMQ_MOE_Q4_0,
-            MmqType::Iq4Nl => &MMQ_MOE_IQ4_NL,
-            MmqType::Q4_1 => &MMQ_MOE_Q4_1,
-            MmqType::Q5_1 => &MMQ_MOE_Q5_1,
-        }
-    }
-
-    /// What `ncols` must be a positive multiple of: a block (the legacy types), or a super-block
-    /// (the k-quants, whose tile steps a whole super-block).
-    pub const fn ncols_multiple(self) -> usize {
-        self.weights().block_elems()
-    }
-}
-
-/// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[
-    MMQ_Q4K,
-    MMQ_Q6K,
-    MMQ_Q5_0,
-    MMQ_Q8_0,
-    MMQ_Q5K,
-    MMQ_Q3K,
-    MMQ_Q4_0,
-    MMQ_IQ4_NL,
-    MMQ_Q4_1,
-    MMQ_Q5_1,
-    MMQ_MOE_Q4K,
-    MMQ_MOE_Q6K,
-    MMQ_MOE_Q5_0,
-    MMQ_MOE_Q8_0,
-    MMQ_MOE_Q5K,
-    MMQ_MOE_Q3K,
-    MMQ_MOE_Q4_0,
-    MMQ_MOE_IQ4_NL,
-    MMQ_MOE_Q4_1,
-    MMQ_MOE_Q5_1,
-];
 
 #[cfg(test)]
 mod tests {

@@ -15,10 +15,11 @@ mod basic;
 mod embed;
 pub(crate) mod gemv;
 pub(crate) mod head;
-mod mmq;
+pub(crate) mod mmq;
 pub mod moe;
 mod moe_prefill;
 mod norm;
+mod sig;
 
 pub use attention::{
     flash_head_groups, flash_items, flash_segments, flash_smem, merge_items, FlashSplit,
@@ -38,34 +39,44 @@ pub use attention::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
     MERGE_V_B_SPLIT,
 };
+pub use attention::{
+    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2RopeArgs,
+    MergeVbArgs, RopeKvArgs, RopeKvQ8_1Args, RopeKvRowsArgs,
+};
 pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
 pub use basic::*;
 pub use embed::{
-    EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K, EMBED_Q4K,
-    EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
+    EmbedArgs, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K,
+    EMBED_Q4K, EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
 pub use gemv::{
     gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass,
-    gemv_rows_per_warp, gemv_stage_blocks, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32, GEMV_STAGE_BLOCKS,
-    GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
+    gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit,
+    GEMV_BLOCK_WARPS, GEMV_F32, GEMV_STAGE_BLOCKS, GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
-pub use head::{ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS};
+pub use head::{
+    ArgmaxFinishArgs, ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS,
+};
 pub use mmq::{
-    mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqType,
-    MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_MOE_Q4K, MMQ_MOE_Q5_0, MMQ_MOE_Q6K, MMQ_MOE_Q8_0, MMQ_Q4K,
-    MMQ_Q5_0, MMQ_Q6K, MMQ_Q8_0, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS, MMQ_WARP_TOKENS,
+    mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqArgs,
+    MmqMoeArgs, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS,
+    MMQ_WARP_TOKENS,
 };
 pub use moe::{
-    router_logits_rows_items, ExpertSelection, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, GATE_UP_MERGED,
-    GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32, MOE_ROUTER_LOGITS_ROWS,
-    MOE_ROUTE_ROWS, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS, ROUTER_ROWS_TOKENS, ROUTER_ROWS_WARPS,
-    ROUTER_WARPS, ROUTE_BIAS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+    router_logits_rows_items, DownArgs, ExpertSelection, GateUpArgs, MoeRouteArgs,
+    MoeRouteRowsArgs, MoeRouterArgs, RouterLogitsRowsArgs, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32,
+    GATE_UP_MERGED, GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_ROUTE, MOE_ROUTER_F32,
+    MOE_ROUTER_LOGITS_ROWS, MOE_ROUTE_ROWS, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
+    ROUTER_ROWS_TOKENS, ROUTER_ROWS_WARPS, ROUTER_WARPS, ROUTE_BIAS, ROUTE_NORMALIZE,
+    ROUTE_SIGMOID,
 };
 pub use moe_prefill::{
-    MOE_COMBINE, MOE_GLUE_PER_THREAD, MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS,
-    MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
+    MoeCombineArgs, MoePairsArgs, MoeSwigluArgs, MOE_COMBINE, MOE_GLUE_PER_THREAD,
+    MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS, MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
 };
-pub use norm::{RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
+pub use norm::{RmsnormQ8_1F32Args, RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
+pub(crate) use sig::signature;
+pub use sig::{Arg, Kernel, Signature};
 
 /// Threads per warp on every NVIDIA architecture this crate targets (sm_86, sm_90).
 pub const WARP_SIZE: u32 = 32;
@@ -90,27 +101,6 @@ pub enum ParamKind {
 pub struct Param {
     pub name: &'static str,
     pub kind: ParamKind,
-}
-
-pub(crate) const fn ptr(name: &'static str) -> Param {
-    Param {
-        name,
-        kind: ParamKind::Ptr,
-    }
-}
-
-pub(crate) const fn u32_(name: &'static str) -> Param {
-    Param {
-        name,
-        kind: ParamKind::U32,
-    }
-}
-
-pub(crate) const fn f32_(name: &'static str) -> Param {
-    Param {
-        name,
-        kind: ParamKind::F32,
-    }
 }
 
 /// Name, parameters and launch shape of one kernel in `kernels/ptx/ingot.ptx`.
@@ -158,7 +148,6 @@ pub const KERNELS: &[&[KernelDesc]] = &[
     embed::ALL,
     norm::ALL,
     head::ALL,
-    mmq::ALL,
     moe_prefill::ALL,
     crate::weight_types::KERNELS,
 ];

@@ -6,7 +6,7 @@
 //! the expert ids and weights from it, never from launch arguments, so a captured graph replays
 //! unchanged token after token.
 
-use super::{f32_, ptr, u32_, KernelDesc, WARP_SIZE};
+use super::{signature, Kernel, KernelDesc, WARP_SIZE};
 
 /// Most experts a router may choose per token (`expert_used_count`; V2-Lite 6, V3 and
 /// Kimi-K2 8, GLM-4.7-Flash 4). The router keeps choice `r` in lane `r`, so this may not pass
@@ -50,23 +50,22 @@ pub const ROUTE_NORMALIZE: u32 = 4;
 /// one with softmax, as HF DeepSeek-V2: llama.cpp uses the top-2 sum for both); the `n_used` best eligible experts are chosen, lower index
 /// first on equal scores; their unbiased scores are renormalized (flag [`ROUTE_NORMALIZE`]) and
 /// multiplied by `scale`. One warp; the single item is the token.
-pub const MOE_ROUTE: KernelDesc = KernelDesc {
-    name: "moe_route",
-    params: &[
-        ptr("logits"),
-        ptr("bias"),
-        ptr("sel"),
-        u32_("n_expert"),
-        u32_("n_used"),
-        u32_("n_group"),
-        u32_("n_group_used"),
-        u32_("flags"),
-        f32_("scale"),
-    ],
-    block: [WARP_SIZE, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const MOE_ROUTE: Kernel<MoeRouteArgs> = Kernel::new("moe_route", [WARP_SIZE, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`MOE_ROUTE`].
+    MoeRouteArgs {
+        logits: ptr,
+        bias: ptr,
+        sel: ptr,
+        n_expert: u32,
+        n_used: u32,
+        n_group: u32,
+        n_group_used: u32,
+        flags: u32,
+        scale: f32,
+    }
+}
 
 /// `moe_route_rows(logits: *const f32, bias: *const f32, rows: *const u32, sel: *mut
 /// ExpertSelection, n_expert, n_used, n_group, n_group_used, flags, scale, ntok)`: [`MOE_ROUTE`]
@@ -77,25 +76,25 @@ pub const MOE_ROUTE: KernelDesc = KernelDesc {
 /// `t ≥ min(n, ntok)` write nothing, so a graph captured for a bucket of `ntok` tokens runs a
 /// chunk of `n ≤ ntok` (as `super::ROPE_KV_Q8_1_ROWS`). One block of one warp per token: an
 /// item is a token.
-pub const MOE_ROUTE_ROWS: KernelDesc = KernelDesc {
-    name: "moe_route_rows",
-    params: &[
-        ptr("logits"),
-        ptr("bias"),
-        ptr("rows"),
-        ptr("sel"),
-        u32_("n_expert"),
-        u32_("n_used"),
-        u32_("n_group"),
-        u32_("n_group_used"),
-        u32_("flags"),
-        f32_("scale"),
-        u32_("ntok"),
-    ],
-    block: [WARP_SIZE, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const MOE_ROUTE_ROWS: Kernel<MoeRouteRowsArgs> =
+    Kernel::new("moe_route_rows", [WARP_SIZE, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`MOE_ROUTE_ROWS`].
+    MoeRouteRowsArgs {
+        logits: ptr,
+        bias: ptr,
+        rows: ptr,
+        sel: ptr,
+        n_expert: u32,
+        n_used: u32,
+        n_group: u32,
+        n_group_used: u32,
+        flags: u32,
+        scale: f32,
+        ntok: u32,
+    }
+}
 
 /// Tokens one [`MOE_ROUTER_LOGITS_ROWS`] warp computes a router row for: each weight chunk is
 /// loaded once per tile of this many tokens (eight accumulators per lane, in registers).
@@ -117,21 +116,25 @@ pub const fn router_logits_rows_items(n_expert: u32, ntok: u32) -> Option<u32> {
 /// Warp `g` computes row `g % n_expert` for tokens `ROUTER_ROWS_TOKENS·(g / n_expert) ..` of
 /// the tile; `rows` holds the chunk's token count `n` as for [`MOE_ROUTE_ROWS`], and tokens
 /// `t ≥ min(n, ntok)` are not written. An item is a warp: [`router_logits_rows_items`].
-pub const MOE_ROUTER_LOGITS_ROWS: KernelDesc = KernelDesc {
-    name: "moe_router_logits_rows",
-    params: &[
-        ptr("w"),
-        ptr("x"),
-        ptr("rows"),
-        ptr("logits"),
-        u32_("ncols"),
-        u32_("n_expert"),
-        u32_("ntok"),
-    ],
-    block: [ROUTER_ROWS_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: ROUTER_ROWS_WARPS,
-    shared_bytes: 0,
-};
+pub const MOE_ROUTER_LOGITS_ROWS: Kernel<RouterLogitsRowsArgs> = Kernel::new(
+    "moe_router_logits_rows",
+    [ROUTER_ROWS_WARPS * WARP_SIZE, 1, 1],
+    ROUTER_ROWS_WARPS,
+    0,
+);
+
+signature! {
+    /// The arguments of [`MOE_ROUTER_LOGITS_ROWS`].
+    RouterLogitsRowsArgs {
+        w: ptr,
+        x: ptr,
+        rows: ptr,
+        logits: ptr,
+        ncols: u32,
+        n_expert: u32,
+        ntok: u32,
+    }
+}
 
 /// `moe_router_f32(w: *const f32, x: *const f32, logits: *mut f32, bias: *const f32, sel: *mut
 /// ExpertSelection, count: *mut u32, ncols: u32, n_expert: u32, n_used: u32, n_group: u32,
@@ -144,27 +147,31 @@ pub const MOE_ROUTER_LOGITS_ROWS: KernelDesc = KernelDesc {
 /// `*count` to 0. Invariant: `*count` is 0 before the first launch and 0 after every launch
 /// (a replayed graph needs no reset); launches sharing one counter must not overlap. An item
 /// is a row.
-pub const MOE_ROUTER_F32: KernelDesc = KernelDesc {
-    name: "moe_router_f32",
-    params: &[
-        ptr("w"),
-        ptr("x"),
-        ptr("logits"),
-        ptr("bias"),
-        ptr("sel"),
-        ptr("count"),
-        u32_("ncols"),
-        u32_("n_expert"),
-        u32_("n_used"),
-        u32_("n_group"),
-        u32_("n_group_used"),
-        u32_("flags"),
-        f32_("scale"),
-    ],
-    block: [ROUTER_WARPS * WARP_SIZE, 1, 1],
-    items_per_block: ROUTER_WARPS,
-    shared_bytes: 0,
-};
+pub const MOE_ROUTER_F32: Kernel<MoeRouterArgs> = Kernel::new(
+    "moe_router_f32",
+    [ROUTER_WARPS * WARP_SIZE, 1, 1],
+    ROUTER_WARPS,
+    0,
+);
+
+signature! {
+    /// The arguments of [`MOE_ROUTER_F32`].
+    MoeRouterArgs {
+        w: ptr,
+        x: ptr,
+        logits: ptr,
+        bias: ptr,
+        sel: ptr,
+        count: ptr,
+        ncols: u32,
+        n_expert: u32,
+        n_used: u32,
+        n_group: u32,
+        n_group_used: u32,
+        flags: u32,
+        scale: f32,
+    }
+}
 
 /// Warps (= router rows) per [`MOE_ROUTER_F32`] block. Two, not the f32 gemv's four: V2-Lite's
 /// 64 experts then stream their 512 KB of router rows from 32 SMs instead of 16, and the
@@ -185,21 +192,24 @@ pub const MOE_DOWN_WARPS: u32 = 4;
 /// Output rows each `moe_down_*` warp computes (they share the warp's activation loads).
 pub const MOE_DOWN_ROWS_PER_WARP: u32 = 2;
 
-const GATE_UP_PARAMS: &[super::Param] = &[
-    ptr("x"),
-    ptr("sel"),
-    ptr("gate"),
-    ptr("up"),
-    ptr("gate_sh"),
-    ptr("up_sh"),
-    ptr("act"),
-    u32_("ncols"),
-    u32_("ff"),
-    u32_("n_used"),
-    u32_("ff_sh"),
-    u32_("n_expert"),
-    u32_("layout"),
-];
+signature! {
+    /// The arguments of every `moe_gate_up_*` kernel and its slot-table twin ([`gate_up_kernel`]).
+    GateUpArgs {
+        x: ptr,
+        sel: ptr,
+        gate: ptr,
+        up: ptr,
+        gate_sh: ptr,
+        up_sh: ptr,
+        act: ptr,
+        ncols: u32,
+        ff: u32,
+        n_used: u32,
+        ff_sh: u32,
+        n_expert: u32,
+        layout: u32,
+    }
+}
 
 /// `moe_gate_up_*` `layout` bits, 0: `gate` and `up` are separate `[n_expert][ff][ncols]`
 /// tensors (`ffn_gate_exps`, `ffn_up_exps`).
@@ -215,25 +225,28 @@ pub const DOWN_NORM_NONE: u32 = 0;
 /// the normalized floats to `norm_f32` (the MoE router's input; one code path for both uses).
 pub const DOWN_NORM_Q8_1_F32: u32 = 1;
 
-const DOWN_PARAMS: &[super::Param] = &[
-    ptr("act"),
-    ptr("sel"),
-    ptr("down"),
-    ptr("down_sh"),
-    ptr("resid"),
-    ptr("y"),
-    u32_("nrows"),
-    u32_("ff"),
-    u32_("n_used"),
-    u32_("ff_sh"),
-    u32_("n_expert"),
-    ptr("norm_w"),
-    ptr("norm_q8"),
-    ptr("norm_f32"),
-    ptr("count"),
-    u32_("norm"),
-    f32_("eps"),
-];
+signature! {
+    /// The arguments of every `moe_down_*` kernel and its slot-table twin ([`down_kernel`]).
+    DownArgs {
+        act: ptr,
+        sel: ptr,
+        down: ptr,
+        down_sh: ptr,
+        resid: ptr,
+        y: ptr,
+        nrows: u32,
+        ff: u32,
+        n_used: u32,
+        ff_sh: u32,
+        n_expert: u32,
+        norm_w: ptr,
+        norm_q8: ptr,
+        norm_f32: ptr,
+        count: ptr,
+        norm: u32,
+        eps: f32,
+    }
+}
 
 /// The descriptor of a `moe_gate_up_*` kernel (`crate::weight_types::GemvType::gate_up`):
 /// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`. For
@@ -246,21 +259,20 @@ const DOWN_PARAMS: &[super::Param] = &[
 /// is an output row: launch `n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh`
 /// its width.
 ///
-/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_desc`];
+/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_kernel`];
 /// experts beyond VRAM) take the same parameters, grid and output, but the routed weight
 /// arguments (`gate` and `up`, or `down`) are tables of `n_expert` `u64` addresses, entry `e`
 /// the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
 /// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
 /// steps; a kernel reads each used entry once per block. Separate entry points, not a runtime
 /// flag: the flag cost the stacked kernels up to 25 registers (moe_down Q4_K 103 -> 128).
-pub(crate) const fn gate_up_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
+pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
+    Kernel::new(
         name,
-        params: GATE_UP_PARAMS,
-        block: [MOE_GATE_UP_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: MOE_GATE_UP_ROWS,
-        shared_bytes: 0,
-    }
+        [MOE_GATE_UP_WARPS * WARP_SIZE, 1, 1],
+        MOE_GATE_UP_ROWS,
+        0,
+    )
 }
 
 /// The descriptor of a `moe_down_*` kernel (`crate::weight_types::GemvType::down`): `(act, sel,
@@ -279,20 +291,19 @@ pub(crate) const fn gate_up_desc(name: &'static str) -> KernelDesc {
 /// (`nrows` floats), so the norm after `attn_output` and after the FFN needs no launch of its
 /// own. `count` is a done counter (see [`super::KernelDesc`]): 0 before and after every launch.
 /// With [`DOWN_NORM_NONE`] there is no tail.
-pub(crate) const fn down_desc(name: &'static str) -> KernelDesc {
-    KernelDesc {
+pub(crate) const fn down_kernel(name: &'static str) -> Kernel<DownArgs> {
+    Kernel::new(
         name,
-        params: DOWN_PARAMS,
-        block: [MOE_DOWN_WARPS * WARP_SIZE, 1, 1],
-        items_per_block: MOE_DOWN_WARPS * MOE_DOWN_ROWS_PER_WARP,
-        shared_bytes: 0,
-    }
+        [MOE_DOWN_WARPS * WARP_SIZE, 1, 1],
+        MOE_DOWN_WARPS * MOE_DOWN_ROWS_PER_WARP,
+        0,
+    )
 }
 
 /// The kernels of this family (the per-type ones are in `crate::weight_types`).
 pub const ALL: &[KernelDesc] = &[
-    MOE_ROUTE,
-    MOE_ROUTE_ROWS,
-    MOE_ROUTER_F32,
-    MOE_ROUTER_LOGITS_ROWS,
+    MOE_ROUTE.desc,
+    MOE_ROUTE_ROWS.desc,
+    MOE_ROUTER_F32.desc,
+    MOE_ROUTER_LOGITS_ROWS.desc,
 ];

@@ -1,5 +1,5 @@
 //! The mixture-of-experts glue of a prefill chunk of `ntok` tokens, around the expert-grouped
-//! products of [`super::MMQ_MOE_Q4K`]: the pair list from the router's selections
+//! products of `crate::weight_types::GemvType::mmq_moe`: the pair list from the router's selections
 //! ([`MOE_PAIRS`]), the SwiGLU between the gate/up and the down products ([`MOE_SWIGLU_Q8_1`]),
 //! and the weighted sum of each token's expert outputs into the residual ([`MOE_COMBINE`]).
 //!
@@ -17,7 +17,7 @@
 //! 7. [`MOE_COMBINE`] → the updated residual stream.
 
 use super::moe::ROUTER_MAX_EXPERTS;
-use super::{ptr, u32_, KernelDesc, WARP_SIZE};
+use super::{signature, Kernel, KernelDesc, WARP_SIZE};
 
 /// Threads of the single [`MOE_PAIRS`] block: one per possible expert in its scan.
 pub const MOE_PAIRS_THREADS: u32 = ROUTER_MAX_EXPERTS;
@@ -48,22 +48,22 @@ pub const MOE_PAIRS_WARPS: u32 = MOE_PAIRS_THREADS / WARP_SIZE;
 /// found by one warp vote per id bit), one thread per expert turns the rows into offsets (a
 /// prefix over the segments, then a block scan over the experts), and the warps walk their
 /// segments again, placing each choice at its offset plus its rank among equal lanes.
-pub const MOE_PAIRS: KernelDesc = KernelDesc {
-    name: "moe_pairs",
-    params: &[
-        ptr("sel"),
-        ptr("expert_start"),
-        ptr("pair_token"),
-        ptr("pair_of"),
-        ptr("pair_self"),
-        u32_("ntok"),
-        u32_("n_used"),
-        u32_("n_expert"),
-    ],
-    block: [MOE_PAIRS_THREADS, 1, 1],
-    items_per_block: 1,
-    shared_bytes: 0,
-};
+pub const MOE_PAIRS: Kernel<MoePairsArgs> =
+    Kernel::new("moe_pairs", [MOE_PAIRS_THREADS, 1, 1], 1, 0);
+
+signature! {
+    /// The arguments of [`MOE_PAIRS`].
+    MoePairsArgs {
+        sel: ptr,
+        expert_start: ptr,
+        pair_token: ptr,
+        pair_of: ptr,
+        pair_self: ptr,
+        ntok: u32,
+        n_used: u32,
+        n_expert: u32,
+    }
+}
 
 /// Threads per block of [`MOE_SWIGLU_Q8_1`] and [`MOE_COMBINE`].
 pub const MOE_GLUE_THREADS: u32 = 256;
@@ -78,20 +78,17 @@ pub const MOE_GLUE_PER_THREAD: u32 = 4;
 /// [`super::GATE_UP_MERGED`] `gate` is `n_pairs × 2·ff` (pair `p`'s `ff` gate values, then
 /// its `ff` up values: one `mmq_moe` over a merged `ffn_gate_up_exps`) and `up` is not read.
 /// `ff` a positive multiple of 32. An item is one output value: launch `n_pairs·ff` items.
-pub const MOE_SWIGLU_Q8_1: KernelDesc = KernelDesc {
-    name: "moe_swiglu_q8_1",
-    params: &[
-        ptr("gate"),
-        ptr("up"),
-        ptr("act"),
-        u32_("n_pairs"),
-        u32_("ff"),
-        u32_("layout"),
-    ],
-    block: [MOE_GLUE_THREADS, 1, 1],
-    items_per_block: MOE_GLUE_THREADS * MOE_GLUE_PER_THREAD,
-    shared_bytes: 0,
-};
+pub const MOE_SWIGLU_Q8_1: Kernel<MoeSwigluArgs> = Kernel::new(
+    "moe_swiglu_q8_1",
+    [MOE_GLUE_THREADS, 1, 1],
+    MOE_GLUE_THREADS * MOE_GLUE_PER_THREAD,
+    0,
+);
+
+signature! {
+    /// The arguments of [`MOE_SWIGLU_Q8_1`].
+    MoeSwigluArgs { gate: ptr, up: ptr, act: ptr, n_pairs: u32, ff: u32, layout: u32 }
+}
 
 /// `moe_combine(sel: *const ExpertSelection, pair_of: *const u32, down: *const f32, shared:
 /// *const f32, resid: *const f32, y: *mut f32, n_embd, ntok, n_used)`:
@@ -102,23 +99,27 @@ pub const MOE_SWIGLU_Q8_1: KernelDesc = KernelDesc {
 /// `resid` `ntok × n_embd` token-major; `y` may be `resid`. A `pair_of` entry past the pairs
 /// reads pair `ntok·n_used − 1` (clamped). `n_embd` a positive multiple of 4. An item is one
 /// output float: launch `ntok·n_embd` items.
-pub const MOE_COMBINE: KernelDesc = KernelDesc {
-    name: "moe_combine",
-    params: &[
-        ptr("sel"),
-        ptr("pair_of"),
-        ptr("down"),
-        ptr("shared"),
-        ptr("resid"),
-        ptr("y"),
-        u32_("n_embd"),
-        u32_("ntok"),
-        u32_("n_used"),
-    ],
-    block: [MOE_GLUE_THREADS, 1, 1],
-    items_per_block: MOE_GLUE_THREADS * MOE_GLUE_PER_THREAD,
-    shared_bytes: 0,
-};
+pub const MOE_COMBINE: Kernel<MoeCombineArgs> = Kernel::new(
+    "moe_combine",
+    [MOE_GLUE_THREADS, 1, 1],
+    MOE_GLUE_THREADS * MOE_GLUE_PER_THREAD,
+    0,
+);
+
+signature! {
+    /// The arguments of [`MOE_COMBINE`].
+    MoeCombineArgs {
+        sel: ptr,
+        pair_of: ptr,
+        down: ptr,
+        shared: ptr,
+        resid: ptr,
+        y: ptr,
+        n_embd: u32,
+        ntok: u32,
+        n_used: u32,
+    }
+}
 
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[MOE_PAIRS, MOE_SWIGLU_Q8_1, MOE_COMBINE];
+pub const ALL: &[KernelDesc] = &[MOE_PAIRS.desc, MOE_SWIGLU_Q8_1.desc, MOE_COMBINE.desc];

@@ -17,7 +17,8 @@
 //! fewer rows otherwise (the bench's reduced-rows mechanism; the required bytes are those of
 //! the rows that ran): see each case for what its rows are.
 
-use ingot_abi::launch::{flash_head_groups, MmqType, FLASH_PREFILL_TOKENS, MMQ_ROWS, MMQ_TOKENS};
+use ingot_abi::launch::{flash_head_groups, FLASH_PREFILL_TOKENS, MMQ_ROWS, MMQ_TOKENS};
+use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{self as attn, AttnShape, CacheType, PrefillBufs};
 use ingot_kernels::ops::moe_prefill::{self, GateUp};
@@ -89,7 +90,7 @@ macro_rules! mmq_case {
             },
             buffers: |s| mmq_buffers(GgmlType::$ty, s),
             launch: |d, b, s| {
-                ops::mmq::mmq(d, MmqType::$ty, (&b[0], &b[1], &b[2]), s.rows, s.cols, CHUNK)
+                ops::mmq::mmq(d, GemvType::$ty, (&b[0], &b[1], &b[2]), s.rows, s.cols, CHUNK)
             },
         };
     };
@@ -176,7 +177,7 @@ fn moe_buffers(ty: GgmlType, s: Shape) -> Vec<BufSpec> {
     ]
 }
 
-fn moe_launch(d: &mut Device, ty: MmqType, b: &[Buf], s: Shape) -> Result<(), KernelError> {
+fn moe_launch(d: &mut Device, ty: GemvType, b: &[Buf], s: Shape) -> Result<(), KernelError> {
     let bufs = (&b[0], &b[1], &b[2], &b[3], &b[4], &b[5]);
     ops::mmq::mmq_moe(d, ty, bufs, s.rows, s.cols, CHUNK, N_PAIRS, lite::N_EXPERT)
 }
@@ -193,7 +194,7 @@ pub const MMQ_MOE_Q4K: Case = Case {
         cols: lite::N_EMBD,
     },
     buffers: |s| moe_buffers(GgmlType::Q4K, s),
-    launch: |d, b, s| moe_launch(d, MmqType::Q4K, b, s),
+    launch: |d, b, s| moe_launch(d, GemvType::Q4K, b, s),
 };
 
 /// Pairs of the per-head products: 512 tokens × 16 heads.
@@ -264,7 +265,7 @@ pub const MMQ_MOE_Q5_0: Case = Case {
         let (ntok, n_pairs) = (HEAD_PAIRS, HEAD_PAIRS);
         ops::mmq::mmq_moe(
             d,
-            MmqType::Q5_0,
+            GemvType::Q5_0,
             bufs,
             s.rows,
             s.cols,

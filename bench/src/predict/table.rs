@@ -267,12 +267,12 @@ fn reads_cache(kernel: &str) -> bool {
         FLASH_LATENT_PREFILL_Q8_0, FLASH_LATENT_Q8_0,
     };
     [
-        FLASH_LATENT,
-        FLASH_LATENT_MMA,
-        FLASH_LATENT_Q8_0,
-        FLASH_LATENT_MMA_Q8_0,
-        FLASH_LATENT_PREFILL,
-        FLASH_LATENT_PREFILL_Q8_0,
+        FLASH_LATENT.desc,
+        FLASH_LATENT_MMA.desc,
+        FLASH_LATENT_Q8_0.desc,
+        FLASH_LATENT_MMA_Q8_0.desc,
+        FLASH_LATENT_PREFILL.desc,
+        FLASH_LATENT_PREFILL_Q8_0.desc,
     ]
     .iter()
     .any(|d| d.name == kernel)

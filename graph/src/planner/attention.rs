@@ -8,6 +8,10 @@ use ingot_abi::launch::{
     FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
+use ingot_abi::launch::{
+    AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2RopeArgs, GemvGroupedArgs, MergeVbArgs,
+    RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
+};
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
 
@@ -15,7 +19,7 @@ use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
 use super::nodes::{gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, NextNorm};
 use crate::error::PlanError;
-use crate::node::NodeArg;
+use crate::node::BufRef;
 use crate::weights::Recipe;
 
 /// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards, and the
@@ -44,34 +48,45 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // q_abs[h] = W_UK[h]·q_nope[h]. The grouped gemv reads head h's activation blocks at block
     // h·stride; the rope writes them itself (packed, stride d_nope/32).
     let q_nope_q8 = b.q8_act("act.q_nope_q8", c.n_head * c.d_nope)?;
-    let rope_args = [
-        buf(kv_norm),
-        buf(rope_freq),
-        buf(step),
-        buf(q_pe),
-        buf(q_nope_q8),
-        buf(cache),
-    ];
-    let rope_scalars = [
-        u32a(c.n_head),
-        u32a(c.d_nope),
-        u32a(c.kv_lora),
-        u32a(c.d_rope),
-        u32a(b.opts.ctx),
-        NodeArg::F32(c.rms_eps),
-        NodeArg::F32(c.rope.rope_mscale()),
-        NodeArg::U32(b.opts.cache_type.code()),
-    ];
+    let rope = Rope {
+        kv_norm: buf(kv_norm),
+        rope_freq: buf(rope_freq),
+        state: buf(step),
+        q_pe: buf(q_pe),
+        q_nope_q8: buf(q_nope_q8),
+        cache: buf(cache),
+        n_head: u32a(c.n_head),
+        d_nope: u32a(c.d_nope),
+        kv_lora: u32a(c.kv_lora),
+        n_rope: u32a(c.d_rope),
+        ctx: u32a(b.opts.ctx),
+        eps: c.rms_eps,
+        mscale: c.rope.rope_mscale(),
+        cache_type: b.opts.cache_type.code(),
+    };
     // The paired attn_q + attn_kv_a_mqa launch runs the rope as its last block's tail
     // (`gemv2_rope_*`) when it can; otherwise the rope is a node of its own.
-    let mut tail = rope_args.to_vec();
-    tail.push(buf(b.act("act.rope_count", 4)?));
-    tail.extend(rope_scalars);
-    if !projections(b, il, norm_q8, (q, kv), Some(tail))? {
-        let mut args = vec![buf(q), buf(kv)];
-        args.extend(rope_args);
-        args.extend(rope_scalars);
-        b.node(ROPE_KV_Q8_1.name, label("rope_kv"), layer, 1, args)?;
+    let count = b.act("act.rope_count", 4)?;
+    if !projections(b, il, norm_q8, (q, kv), Some((rope, count)))? {
+        let args = RopeKvQ8_1Args {
+            q: buf(q),
+            kv: buf(kv),
+            kv_norm: rope.kv_norm,
+            rope_freq: rope.rope_freq,
+            state: rope.state,
+            q_pe: rope.q_pe,
+            q_nope_q8: rope.q_nope_q8,
+            cache: rope.cache,
+            n_head: rope.n_head,
+            d_nope: rope.d_nope,
+            kv_lora: rope.kv_lora,
+            n_rope: rope.n_rope,
+            ctx: rope.ctx,
+            eps: rope.eps,
+            mscale: rope.mscale,
+            cache_type: rope.cache_type,
+        };
+        b.node(k::fixed(&ROPE_KV_Q8_1), label("rope_kv"), layer, 1, args)?;
     }
 
     let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
@@ -95,37 +110,38 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
     let temperature = temperature_table(b);
     let (flash_mma, flash_scalar) = match b.opts.cache_type {
-        CacheType::F16 => (FLASH_LATENT_MMA.name, FLASH_LATENT.name),
-        CacheType::Q8_0 => (FLASH_LATENT_MMA_Q8_0.name, FLASH_LATENT_Q8_0.name),
+        CacheType::F16 => (&FLASH_LATENT_MMA, &FLASH_LATENT),
+        CacheType::Q8_0 => (&FLASH_LATENT_MMA_Q8_0, &FLASH_LATENT_Q8_0),
     };
     let flash = if mma { flash_mma } else { flash_scalar };
+    let (temp, temperature) = temperature_args(temperature, q_abs);
+    let args = FlashLatentArgs {
+        q_abs: buf(q_abs),
+        q_pe: buf(q_pe),
+        cache: buf(cache),
+        state: buf(step),
+        part_o: buf(part_o),
+        part_ml: buf(part_ml),
+        n_head: u32a(c.n_head),
+        kv_lora: u32a(c.kv_lora),
+        n_rope: u32a(c.d_rope),
+        ctx: u32a(b.opts.ctx),
+        max_segments: u32a(segs),
+        kq_scale: c.kq_scale,
+        temp,
+        temperature,
+    };
     b.node(
-        flash,
+        k::fixed(flash),
         label("flash_latent"),
         layer,
         flash_items(c.n_head as u32, segs as u32) as usize,
-        vec![
-            buf(q_abs),
-            buf(q_pe),
-            buf(cache),
-            buf(step),
-            buf(part_o),
-            buf(part_ml),
-            u32a(c.n_head),
-            u32a(c.kv_lora),
-            u32a(c.d_rope),
-            u32a(b.opts.ctx),
-            u32a(segs),
-            NodeArg::F32(c.kq_scale),
-        ]
-        .into_iter()
-        .chain(temperature_args(temperature, q_abs))
-        .collect(),
+        args,
     )?;
     let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
     let n_o = c.n_head * c.d_v;
     let o_q8 = b.q8_act("act.o_q8", n_o)?;
-    let merge_args = [buf(part_o), buf(part_ml), buf(step)];
+    let merge_args = [part_o, part_ml, step];
     // The merge and attn_v_b in one launch when the shape fits it.
     let fits = merge_v_b_fits(
         c.kv_lora as u32,
@@ -137,17 +153,19 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         let halves = b.f32_act("act.v_b_halves", n_o * MERGE_V_B_SPLIT as usize)?;
         let pairs = merge_v_b_pairs(c.n_head as u32, c.d_v as u32);
         let pair_count = b.act("act.v_b_pair_count", u64::from(pairs) * 4)?;
-        let mut args = merge_args.to_vec();
-        args.extend([
-            buf(v_b),
-            buf(o_q8),
-            buf(halves),
-            buf(pair_count),
-            u32a(c.n_head),
-            u32a(c.d_v),
-            u32a(b.opts.ctx),
-            u32a(segs),
-        ]);
+        let args = MergeVbArgs {
+            part_o: buf(merge_args[0]),
+            part_ml: buf(merge_args[1]),
+            state: buf(merge_args[2]),
+            w: buf(v_b),
+            y: buf(o_q8),
+            scratch: buf(halves),
+            pair_count: buf(pair_count),
+            n_head: u32a(c.n_head),
+            d_v: u32a(c.d_v),
+            ctx: u32a(b.opts.ctx),
+            max_segments: u32a(segs),
+        };
         b.node(
             k::merge_v_b(v_b_ty),
             label("attn_merge+attn_v_b"),
@@ -169,12 +187,13 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
 }
 
 /// `attn_merge` and `attn_v_b` as separate launches (a type or shape `attn_merge_v_b_*` does
-/// not take): the merge writes `o_lat`, `attn_v_b` reads it and writes `o_q8`.
+/// not take): the merge writes `o_lat`, `attn_v_b` reads it and writes `o_q8`. `merge_args`:
+/// the merge's `(part_o, part_ml, state)`.
 fn merge_then_v_b(
     b: &mut Builder<'_>,
     il: usize,
     (v_b, v_b_ty): (crate::BufId, GgmlType),
-    merge_args: [NodeArg; 3],
+    merge_args: [crate::BufId; 3],
     o_q8: crate::BufId,
 ) -> Result<(), PlanError> {
     let c = b.c;
@@ -184,16 +203,18 @@ fn merge_then_v_b(
     // attn_merge writes attn_v_b's q8_1 input itself (its q8_1 epilogue).
     let n_lat = c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;
-    let mut args = merge_args.to_vec();
-    args.extend([
-        buf(o_lat_q8),
-        u32a(c.n_head),
-        u32a(c.kv_lora),
-        u32a(b.opts.ctx),
-        u32a(segs),
-    ]);
+    let args = AttnMergeQ8_1Args {
+        part_o: buf(merge_args[0]),
+        part_ml: buf(merge_args[1]),
+        state: buf(merge_args[2]),
+        o_lat_q8: buf(o_lat_q8),
+        n_head: u32a(c.n_head),
+        kv_lora: u32a(c.kv_lora),
+        ctx: u32a(b.opts.ctx),
+        max_segments: u32a(segs),
+    };
     b.node(
-        ATTN_MERGE_Q8_1.name,
+        k::fixed(&ATTN_MERGE_Q8_1),
         label("attn_merge"),
         layer,
         merge_items(c.n_head as u32, c.kv_lora as u32) as usize,
@@ -209,15 +230,15 @@ fn merge_then_v_b(
         label("attn_v_b"),
         layer,
         n_o / 32,
-        vec![
-            buf(v_b),
-            buf(o_lat_q8),
-            buf(o_q8),
-            u32a(c.kv_lora),
-            u32a(n_o),
-            u32a(c.d_v),
-            u32a(c.kv_lora / 32),
-        ],
+        GemvGroupedArgs {
+            w: buf(v_b),
+            x: buf(o_lat_q8),
+            y: buf(o_q8),
+            ncols: u32a(c.kv_lora),
+            nrows: u32a(n_o),
+            rows_per_group: u32a(c.d_v),
+            x_group_stride: u32a(c.kv_lora / 32),
+        },
     )
 }
 
@@ -230,7 +251,7 @@ fn projections(
     il: usize,
     x_q8: crate::BufId,
     (q, kv): (crate::BufId, crate::BufId),
-    rope_tail: Option<Vec<NodeArg>>,
+    rope_tail: Option<(Rope, crate::BufId)>,
 ) -> Result<bool, PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
@@ -248,13 +269,19 @@ fn projections(
     pair(b, il, "attn_q_a", x_q8, (q_a, kv), None)?;
     let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
     let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
-    let eps = NodeArg::F32(c.rms_eps);
+    let args = RmsnormArgs {
+        x: buf(q_a),
+        w: buf(q_a_norm),
+        y: buf(q_a_q8),
+        n: u32a(q_lora),
+        eps: c.rms_eps,
+    };
     b.node(
-        k::RMSNORM_Q8_1,
+        k::fixed(&RMSNORM_Q8_1),
         label("attn_q_a_norm"),
         Some(il),
         1,
-        vec![buf(q_a), buf(q_a_norm), buf(q_a_q8), u32a(q_lora), eps],
+        args,
     )?;
     gemv_into(
         b,
@@ -269,16 +296,16 @@ fn projections(
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
 /// `attn_q_a`): one `gemv2_*` launch when both weights share a type and width, otherwise two
-/// plain gemvs. With `rope_tail` (the rope's arguments after the
-/// gemv's, see `ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings) the one launch is `gemv2_rope_*`, whose last
-/// block runs `rope_kv_q8_1`; returns whether it did (the caller plans the rope otherwise).
+/// plain gemvs. With `rope_tail` (the rope's arguments and the tail's done counter, see
+/// `ingot_abi::launch::Gemv2RopeArgs`) the one launch is `gemv2_rope_*`, whose last block runs
+/// `rope_kv_q8_1`; returns whether it did (the caller plans the rope otherwise).
 fn pair(
     b: &mut Builder<'_>,
     il: usize,
     first: &str,
     x_q8: crate::BufId,
     (y, kv): (crate::BufId, crate::BufId),
-    rope_tail: Option<Vec<NodeArg>>,
+    rope_tail: Option<(Rope, crate::BufId)>,
 ) -> Result<bool, PlanError> {
     let (q_name, kv_name) = (
         format!("blk.{il}.{first}.weight"),
@@ -288,32 +315,52 @@ fn pair(
     let (wq, q_info, q_cols, q_rows) = gemv_weight(b, &q_name, "gemv")?;
     let (wkv, kv_info, kv_cols, kv_rows) = gemv_weight(b, &kv_name, "gemv")?;
     if q_info.ty == kv_info.ty && q_cols == kv_cols {
-        let rope = rope_tail.is_some();
-        let kernel = if rope {
-            k::gemv2_rope(q_info.ty)
-        } else {
-            k::gemv2(q_info.ty)
+        let items = k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows);
+        let (w0, w1, x, y0, y1) = (buf(wq), buf(wkv), buf(x_q8), buf(y), buf(kv));
+        let (ncols, nrows0, nrows1) = (u32a(q_cols), u32a(q_rows), u32a(kv_rows));
+        let Some((r, count)) = rope_tail else {
+            let args = Gemv2Args {
+                w0,
+                w1,
+                x,
+                y0,
+                y1,
+                ncols,
+                nrows0,
+                nrows1,
+            };
+            let label = label(&format!("{first}+attn_kv_a_mqa"));
+            b.node(k::gemv2(q_info.ty), label, Some(il), items, args)?;
+            return Ok(false);
         };
-        let mut args = vec![
-            buf(wq),
-            buf(wkv),
-            buf(x_q8),
-            buf(y),
-            buf(kv),
-            u32a(q_cols),
-            u32a(q_rows),
-            u32a(kv_rows),
-        ];
-        args.extend(rope_tail.into_iter().flatten());
-        let what = if rope { "+rope_kv" } else { "" };
-        b.node(
-            kernel,
-            label(&format!("{first}+attn_kv_a_mqa{what}")),
-            Some(il),
-            k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows),
-            args,
-        )?;
-        return Ok(rope);
+        let args = Gemv2RopeArgs {
+            w0,
+            w1,
+            x,
+            q: y0,
+            kv: y1,
+            ncols,
+            nrows0,
+            nrows1,
+            kv_norm: r.kv_norm,
+            rope_freq: r.rope_freq,
+            state: r.state,
+            q_pe: r.q_pe,
+            q_nope_q8: r.q_nope_q8,
+            cache: r.cache,
+            count: buf(count),
+            n_head: r.n_head,
+            d_nope: r.d_nope,
+            kv_lora: r.kv_lora,
+            n_rope: r.n_rope,
+            ctx: r.ctx,
+            eps: r.eps,
+            mscale: r.mscale,
+            cache_type: r.cache_type,
+        };
+        let label = label(&format!("{first}+attn_kv_a_mqa+rope_kv"));
+        b.node(k::gemv2_rope(q_info.ty), label, Some(il), items, args)?;
+        return Ok(true);
     }
     gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
@@ -336,15 +383,15 @@ fn grouped(
         label,
         Some(il),
         k::gemv_items(ty, ncols, nrows),
-        vec![
-            buf(w),
-            buf(x),
-            buf(y),
-            u32a(ncols),
-            u32a(nrows),
-            u32a(rows_per_group),
-            u32a(stride),
-        ],
+        GemvGroupedArgs {
+            w: buf(w),
+            x: buf(x),
+            y: buf(y),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+            rows_per_group: u32a(rows_per_group),
+            x_group_stride: u32a(stride),
+        },
     )
 }
 
@@ -432,11 +479,31 @@ pub(crate) fn temperature_table(b: &mut Builder<'_>) -> Option<crate::BufId> {
 
 /// The attention kernels' `(temp, temperature)` arguments: the table and its flag, or with no
 /// table the flag off and `unread` (any valid buffer) in its place.
-pub(crate) fn temperature_args(table: Option<crate::BufId>, unread: crate::BufId) -> [NodeArg; 2] {
+pub(crate) fn temperature_args(table: Option<crate::BufId>, unread: crate::BufId) -> (BufRef, u32) {
     match table {
-        Some(t) => [buf(t), NodeArg::U32(TEMPERATURE_TABLE)],
-        None => [buf(unread), NodeArg::U32(TEMPERATURE_NONE)],
+        Some(t) => (buf(t), TEMPERATURE_TABLE),
+        None => (buf(unread), TEMPERATURE_NONE),
     }
+}
+
+/// The rope's buffers and scalars (as `ingot_abi::launch::RopeKvQ8_1Args` names them), shared
+/// by the `rope_kv_q8_1` node and the `gemv2_rope_*` tail.
+#[derive(Clone, Copy)]
+struct Rope {
+    kv_norm: BufRef,
+    rope_freq: BufRef,
+    state: BufRef,
+    q_pe: BufRef,
+    q_nope_q8: BufRef,
+    cache: BufRef,
+    n_head: u32,
+    d_nope: u32,
+    kv_lora: u32,
+    n_rope: u32,
+    ctx: u32,
+    eps: f32,
+    mscale: f32,
+    cache_type: u32,
 }
 
 pub(crate) enum Absorbed {

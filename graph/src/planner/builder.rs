@@ -7,9 +7,11 @@
 use std::collections::HashMap;
 
 use ingot_abi::blocks::BlockQ8_1;
+use ingot_abi::launch::{Arg, Signature};
 use ingot_gguf::{GgmlType, Gguf, TensorInfo};
 use ingot_model::ModelConfig;
 
+use super::kernels::Launch;
 use super::PlanOptions;
 use crate::buffer::{BufId, BufferDecl, BufferKind};
 use crate::error::PlanError;
@@ -307,42 +309,53 @@ impl<'a> Builder<'a> {
         )
     }
 
-    /// Appends a launch of `kernel` over `items` work items.
-    pub fn node(
+    /// Appends a launch of `kernel` over `items` work items with `args`, its signature's
+    /// struct: the node's arguments are the struct's fields in parameter order.
+    pub fn node<S: Signature>(
         &mut self,
-        kernel: impl Into<String>,
+        kernel: Launch<S>,
         label: String,
         layer: Option<usize>,
         items: usize,
-        args: Vec<NodeArg>,
+        args: S::Args<BufRef>,
     ) -> Result<(), PlanError> {
         let items = u32::try_from(items)
             .ok()
             .filter(|&n| n > 0)
             .ok_or_else(|| PlanError::UnsupportedModel(format!("{label}: {items} work items")))?;
+        let mut list = Vec::with_capacity(S::PARAMS.len());
+        S::each(&args, &mut |a| {
+            list.push(match a {
+                Arg::Ptr(r) => NodeArg::Buf(r),
+                Arg::U32(v) => NodeArg::U32(v),
+                Arg::I32(v) => NodeArg::I32(v),
+                Arg::F32(v) => NodeArg::F32(v),
+                Arg::U64(v) => NodeArg::U64(v),
+            })
+        });
         self.nodes.push(Node {
-            kernel: kernel.into(),
+            kernel: kernel.name,
             label,
             layer,
             items,
-            args,
+            args: list,
         });
         Ok(())
     }
 }
 
 /// A buffer argument at offset 0.
-pub(crate) fn buf(id: BufId) -> NodeArg {
-    NodeArg::Buf(BufRef { buf: id, offset: 0 })
+pub(crate) fn buf(id: BufId) -> BufRef {
+    BufRef { buf: id, offset: 0 }
 }
 
 /// A buffer argument `offset` bytes in.
-pub(crate) fn buf_at(id: BufId, offset: u64) -> NodeArg {
-    NodeArg::Buf(BufRef { buf: id, offset })
+pub(crate) fn buf_at(id: BufId, offset: u64) -> BufRef {
+    BufRef { buf: id, offset }
 }
 
 /// A `u32` argument from a dimension; model dimensions are bounded far below `u32::MAX` by
 /// `ModelConfig`'s key checks.
-pub(crate) fn u32a(v: usize) -> NodeArg {
-    NodeArg::U32(v as u32)
+pub(crate) fn u32a(v: usize) -> u32 {
+    v as u32
 }

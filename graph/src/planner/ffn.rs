@@ -5,16 +5,19 @@
 //! the "shared expert"), which fuses SwiGLU, the q8_1 quantization of the middle and the
 //! residual add into two launches.
 
-use ingot_abi::launch::{GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32};
+use ingot_abi::launch::{
+    GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32,
+};
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
 
 use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::nodes::{ffn_weight, is_f32, model_routing, route_scalars, selection, NextNorm};
+use super::nodes::{
+    ffn_weight, is_f32, model_routing, route_scalars, selection, DownFfn, NextNorm,
+};
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
 
 /// Dense FFN of a lead layer: `residual += W_down·(silu(W_gate·h) ⊙ W_up·h)`, `h` the
 /// `ffn_norm` output that `attn_output`'s tail wrote; the down launch's tail writes the next
@@ -34,36 +37,36 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         label("ffn_gate_up_swiglu"),
         Some(il),
         ff,
-        vec![
-            buf(norm_q8),
-            buf(sel),
-            buf(gate),
-            buf(up),
-            buf(gate),
-            buf(up),
-            buf(mid_q8),
-            u32a(ncols),
-            u32a(ff),
-            u32a(0),
-            u32a(ff),
-            u32a(1),
-            NodeArg::U32(GATE_UP_SEPARATE),
-        ],
+        GateUpArgs {
+            x: buf(norm_q8),
+            sel: buf(sel),
+            gate: buf(gate),
+            up: buf(up),
+            gate_sh: buf(gate),
+            up_sh: buf(up),
+            act: buf(mid_q8),
+            ncols: u32a(ncols),
+            ff: u32a(ff),
+            n_used: 0,
+            ff_sh: u32a(ff),
+            n_expert: 1,
+            layout: GATE_UP_SEPARATE,
+        },
     )?;
-    let mut args = vec![
-        buf(mid_q8),
-        buf(sel),
-        buf(down),
-        buf(down),
-        buf(residual),
-        buf(residual),
-        u32a(nrows),
-        u32a(down_cols),
-        u32a(0),
-        u32a(down_cols),
-        u32a(1),
-    ];
-    args.extend(NextNorm::after_ffn(b, il)?.args(b)?);
+    let ffn = DownFfn {
+        act: mid_q8,
+        sel,
+        down,
+        down_sh: down,
+        resid: residual,
+        y: residual,
+        nrows,
+        ff: down_cols,
+        n_used: 0,
+        ff_sh: down_cols,
+        n_expert: 1,
+    };
+    let args = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
     b.node(
         k::moe_down(down_info.ty, down_info.ty),
         label("ffn_down"),
@@ -137,19 +140,28 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // Without a selection bias the kernels never read `bias`; the logits stand in as a valid
     // pointer.
     let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
-    let mut route_args = vec![buf(bias), buf(sel)];
-    route_args.extend(route_scalars(c, flags));
+    let r = route_scalars(c, flags);
     // Router gemv and routing in one launch. Its warp counter must be 0 before every launch:
     // activations are zeroed at allocation and each launch resets it, so one counter serves
     // every layer and every replay.
     let count = b.act("act.moe_router_count", 4)?;
-    let mut args = vec![buf(router), buf(norm), buf(router_logits)];
-    args.extend(route_args[..2].iter().cloned());
-    args.push(buf(count));
-    args.push(u32a(c.n_embd));
-    args.extend(route_args[2..].iter().cloned());
+    let args = MoeRouterArgs {
+        w: buf(router),
+        x: buf(norm),
+        logits: buf(router_logits),
+        bias: buf(bias),
+        sel: buf(sel),
+        count: buf(count),
+        ncols: u32a(c.n_embd),
+        n_expert: r.n_expert,
+        n_used: r.n_used,
+        n_group: r.n_group,
+        n_group_used: r.n_group_used,
+        flags: r.flags,
+        scale: r.scale,
+    };
     b.node(
-        MOE_ROUTER_F32.name,
+        k::fixed(&MOE_ROUTER_F32),
         label("ffn_gate_inp+moe_route"),
         Some(il),
         c.n_expert,
@@ -194,31 +206,32 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
-    type Name = fn(GgmlType, GgmlType) -> String;
-    let (gate_up_kernel, down_kernel): (Name, Name) = match cache {
-        Some(_) => (k::moe_gate_up_mixed_slots, k::moe_down_slots),
-        None => (k::moe_gate_up_mixed, k::moe_down),
-    };
+    // With an expert cache the kernels read the experts through the slot tables.
+    let slots = cache.is_some();
     b.node(
-        gate_up_kernel(gate_ty, gs.ty),
+        if slots {
+            k::moe_gate_up_mixed_slots(gate_ty, gs.ty)
+        } else {
+            k::moe_gate_up_mixed(gate_ty, gs.ty)
+        },
         label("moe_gate_up_swiglu"),
         Some(il),
         c.n_expert_used * ff + ffs,
-        vec![
-            buf(norm_q8),
-            buf(sel),
-            buf(gate_e),
-            buf(up_e),
-            buf(gate_s),
-            buf(up_s),
-            buf(mid_q8),
-            u32a(ncols),
-            u32a(ff),
-            u32a(c.n_expert_used),
-            u32a(ffs),
-            u32a(c.n_expert),
-            NodeArg::U32(layout),
-        ],
+        GateUpArgs {
+            x: buf(norm_q8),
+            sel: buf(sel),
+            gate: buf(gate_e),
+            up: buf(up_e),
+            gate_sh: buf(gate_s),
+            up_sh: buf(up_s),
+            act: buf(mid_q8),
+            ncols: u32a(ncols),
+            ff: u32a(ff),
+            n_used: u32a(c.n_expert_used),
+            ff_sh: u32a(ffs),
+            n_expert: u32a(c.n_expert),
+            layout,
+        },
     )?;
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
     let down_e = routed(b, down_e)?;
@@ -240,22 +253,26 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     }
     let (down_s, ds, _, _) = ffn_weight(b, &name("ffn_down_shexp.weight"), "shared expert")?;
     let residual = b.acts.residual;
-    let mut args = vec![
-        buf(mid_q8),
-        buf(sel),
-        buf(down_e),
-        buf(down_s),
-        buf(residual),
-        buf(residual),
-        u32a(c.n_embd),
-        u32a(ff),
-        u32a(c.n_expert_used),
-        u32a(ffs),
-        u32a(c.n_expert),
-    ];
-    args.extend(NextNorm::after_ffn(b, il)?.args(b)?);
+    let ffn = DownFfn {
+        act: mid_q8,
+        sel,
+        down: down_e,
+        down_sh: down_s,
+        resid: residual,
+        y: residual,
+        nrows: c.n_embd,
+        ff,
+        n_used: c.n_expert_used,
+        ff_sh: ffs,
+        n_expert: c.n_expert,
+    };
+    let args = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
     b.node(
-        down_kernel(down_ty, ds.ty),
+        if slots {
+            k::moe_down_slots(down_ty, ds.ty)
+        } else {
+            k::moe_down(down_ty, ds.ty)
+        },
         label("moe_down"),
         Some(il),
         c.n_embd,

@@ -1,6 +1,9 @@
 //! The parts outside the layers: the embedding fetch and the output head.
 
-use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
+use ingot_abi::launch::{
+    ArgmaxFinishArgs, ArgmaxStepArgs, EmbedArgs, GemvArgmaxArgs, GemvArgs, ARGMAX_FINISH,
+    ARGMAX_STEP,
+};
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
 
@@ -16,7 +19,7 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
         ingot_quant::can_dequantize(t)
     })?;
     let kernel = k::embed(info.ty);
-    if !k::available(&kernel) {
+    if !k::available(&kernel.name) {
         b.host_embedding = true;
         return Ok(());
     }
@@ -26,7 +29,13 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
         "token_embd".into(),
         None,
         n,
-        vec![buf(w), buf(step), buf(residual), u32a(n), u32a(vocab)],
+        EmbedArgs {
+            table: buf(w),
+            state: buf(step),
+            y: buf(residual),
+            n: u32a(n),
+            n_vocab: u32a(vocab),
+        },
     )
 }
 
@@ -48,7 +57,7 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let (x, logits, step) = (b.acts.norm_q8, b.acts.logits, b.acts.step);
     let items = k::gemv_items(info.ty, ncols, nrows);
     let fused = k::gemv_argmax(info.ty);
-    if k::available(&fused) {
+    if k::available(&fused.name) {
         // The 64-bit argmax key must hold 0 before the fused gemv: activations are zeroed at
         // allocation and `argmax_finish` resets it, so every replay finds it at 0.
         let acc = b.act("act.argmax_key", 8)?;
@@ -57,22 +66,25 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
             "output".into(),
             None,
             items,
-            vec![
-                buf(w),
-                buf(x),
-                buf(logits),
-                u32a(ncols),
-                u32a(nrows),
-                buf(acc),
-            ],
+            GemvArgmaxArgs {
+                w: buf(w),
+                x: buf(x),
+                y: buf(logits),
+                ncols: u32a(ncols),
+                nrows: u32a(nrows),
+                acc: buf(acc),
+            },
         )?;
         b.device_argmax = true;
         return b.node(
-            ARGMAX_FINISH.name,
+            k::fixed(&ARGMAX_FINISH),
             "argmax".into(),
             None,
             1,
-            vec![buf(acc), buf(step)],
+            ArgmaxFinishArgs {
+                acc: buf(acc),
+                state: buf(step),
+            },
         );
     }
     b.node(
@@ -80,14 +92,24 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
         "output".into(),
         None,
         items,
-        vec![buf(w), buf(x), buf(logits), u32a(ncols), u32a(nrows)],
+        GemvArgs {
+            w: buf(w),
+            x: buf(x),
+            y: buf(logits),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+        },
     )?;
     b.device_argmax = true;
     b.node(
-        ARGMAX_STEP.name,
+        k::fixed(&ARGMAX_STEP),
         "argmax".into(),
         None,
         1,
-        vec![buf(logits), buf(step), u32a(nrows)],
+        ArgmaxStepArgs {
+            logits: buf(logits),
+            state: buf(step),
+            n: u32a(nrows),
+        },
     )
 }

@@ -1,16 +1,43 @@
 //! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
 //!
-//! Names and parameter lists follow `ingot_abi::launch`. The committed PTX exports exactly the
+//! Each launch is a [`Launch`] typed by its kernel's `ingot_abi::launch` signature, so
+//! `Builder::node` takes exactly that signature's argument struct. The committed PTX exports exactly the
 //! launch table's kernels (`kernels/tests/launch_table.rs`), so a fixed name or a registry
 //! name of a gemv type is always there; [`available`] only decides where the table has no
 //! kernel for a type: the embedding fetch (else a host step, [`crate::Plan::host_embedding`])
 //! and the lm_head gemv with the argmax folded in (else the plain gemv and `argmax_step`).
 //! [`crate::Plan::check`] verifies every node against the table before anything runs.
 
-use ingot_abi::launch::gemv_rows_per_warp;
-use ingot_abi::launch::KernelDesc;
+use std::marker::PhantomData;
+
+use ingot_abi::launch::{
+    gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args, Gemv2RopeArgs, GemvArgmaxArgs,
+    GemvArgs, GemvGroupedArgs, Kernel, MergeVbArgs, MmqArgs, MmqMoeArgs,
+};
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
+
+/// The kernel of a planned launch, typed by its signature `S` (so the node's arguments are an
+/// `S::Args`): a descriptor's name, or for a type without that kernel a name no PTX exports
+/// (`"<kind> for <type>"`), which [`crate::Plan::check`] then reports as missing.
+pub(crate) struct Launch<S> {
+    pub name: String,
+    sig: PhantomData<fn() -> S>,
+}
+
+impl<S> Launch<S> {
+    fn named(name: String) -> Self {
+        Launch {
+            name,
+            sig: PhantomData,
+        }
+    }
+}
+
+/// A launch of the fixed kernel `k`.
+pub(crate) fn fixed<S>(k: &Kernel<S>) -> Launch<S> {
+    Launch::named(k.name.to_string())
+}
 
 /// Whether the launch table describes kernel `name`, and so whether the committed PTX exports it
 /// (the two are one set: `kernels/tests/launch_table.rs`). A table lookup, not a search of the PTX.
@@ -62,82 +89,93 @@ pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
     nrows.div_ceil(gemv_rows_per_warp(units, t.unit()) as usize)
 }
 
-/// The name of `ty`'s kernel of one kind (`kind` picks it from the registry row), or, for a
-/// type without kernels, a name no PTX exports (`"<kind> for <type>"`), which
-/// [`crate::Plan::check`] then reports as missing.
-fn registry_name(
+/// `ty`'s kernel of one kind (`kind` picks it from the registry row), or, for a type without
+/// it, a name no PTX exports (`"<kind> for <type>"`), which [`crate::Plan::check`] then reports
+/// as missing.
+fn registry_name<S: 'static>(
     ty: GgmlType,
     kind: &str,
-    pick: impl Fn(GemvType) -> Option<&'static KernelDesc>,
-) -> String {
+    pick: impl Fn(GemvType) -> Option<&'static Kernel<S>>,
+) -> Launch<S> {
     match gemv_ty(ty).and_then(pick) {
-        Some(d) => d.name.to_string(),
-        None => format!("{kind} for {}", ty.name()),
+        Some(d) => fixed(d),
+        None => Launch::named(format!("{kind} for {}", ty.name())),
     }
 }
 
 /// `(w, x, y, ncols, nrows)`: `y = W·x` with `x` q8_1.
-pub fn gemv(ty: GgmlType) -> String {
+pub(crate) fn gemv(ty: GgmlType) -> Launch<GemvArgs> {
     registry_name(ty, "gemv", |t| Some(t.plain()))
 }
 
 /// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1)`: two gemvs of one type and width against one
 /// `x`; an item is a warp over the `nrows0 + nrows1` rows.
-pub fn gemv2(ty: GgmlType) -> String {
+pub(crate) fn gemv2(ty: GgmlType) -> Launch<Gemv2Args> {
     registry_name(ty, "gemv2", |t| Some(t.pair()))
 }
 
 /// The two-matrix gemv with the rope tail (`GemvType::pair_rope`); same items as [`gemv2`].
-pub fn gemv2_rope(ty: GgmlType) -> String {
+pub(crate) fn gemv2_rope(ty: GgmlType) -> Launch<Gemv2RopeArgs> {
     registry_name(ty, "gemv2_rope", |t| Some(t.pair_rope()))
 }
 
 /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`.
-pub fn gemv_grouped(ty: GgmlType) -> String {
+pub(crate) fn gemv_grouped(ty: GgmlType) -> Launch<GemvGroupedArgs> {
     registry_name(ty, "gemv_grouped", |t| Some(t.grouped()))
 }
 
 /// The grouped gemv with a q8_1 epilogue, same parameters as [`gemv_grouped`]; an item is one
 /// output block of 32 rows.
-pub fn gemv_grouped_q8_out(ty: GgmlType) -> String {
+pub(crate) fn gemv_grouped_q8_out(ty: GgmlType) -> Launch<GemvGroupedArgs> {
     registry_name(ty, "gemv_grouped_q8_1_out", |t| Some(t.grouped_q8_1_out()))
 }
 
 /// `attn_merge_q8_1` and [`gemv_grouped_q8_out`] in one launch `(part_o, part_ml, state, w, y,
 /// scratch, pair_count, n_head, d_v, ctx, max_segments)`; an item is a block
 /// (`ingot_abi::launch::merge_v_b_items`).
-pub fn merge_v_b(ty: GgmlType) -> String {
+pub(crate) fn merge_v_b(ty: GgmlType) -> Launch<MergeVbArgs> {
     registry_name(ty, "attn_merge_v_b", |t| Some(t.merge_v_b()))
 }
 
-/// Fused rmsnorm + q8_1 `(x, w, y_q8, n, eps)`, one item per row.
-pub const RMSNORM_Q8_1: &str = "rmsnorm_q8_1";
-
-/// Fused rmsnorm + q8_1 that also writes the normalized f32 row `(x, w, y_q8, y_f32, n, eps)`
-/// (the MoE router's input), one item per row.
-pub const RMSNORM_Q8_1_F32: &str = "rmsnorm_q8_1_f32";
-
 /// Embedding fetch `(table, state, y, n, n_vocab)` of row `state.token`, one item per output
 /// float; the table has it for the float types and some quant types ([`available`] says which).
-pub fn embed(ty: GgmlType) -> String {
-    format!("embed_{}", type_tag(ty))
+pub(crate) fn embed(ty: GgmlType) -> Launch<EmbedArgs> {
+    Launch::named(format!("embed_{}", type_tag(ty)))
+}
+
+/// The dense prefill product `(w, x, y, ncols, nrows, ntok)` of `ty` (`GemvType::mmq`); an item
+/// is a 64 × 64 tile (`ingot_abi::launch::mmq_items`).
+pub(crate) fn mmq(ty: GemvType) -> Launch<MmqArgs> {
+    match ty.mmq() {
+        Some(d) => fixed(d),
+        None => Launch::named(format!("mmq for {ty:?}")),
+    }
+}
+
+/// The expert-grouped prefill product of `ty` (`GemvType::mmq_moe`); an item is a tile
+/// (`ingot_abi::launch::mmq_moe_items`).
+pub(crate) fn mmq_moe(ty: GemvType) -> Launch<MmqMoeArgs> {
+    match ty.mmq_moe() {
+        Some(d) => fixed(d),
+        None => Launch::named(format!("mmq_moe for {ty:?}")),
+    }
 }
 
 /// `(w, x, y, ncols, nrows, acc)`: the lm_head gemv that also folds every row into the 64-bit
 /// argmax key `acc` (see `ingot_abi::launch::head`); an item is a warp, as for [`gemv`].
-pub fn gemv_argmax(ty: GgmlType) -> String {
+pub(crate) fn gemv_argmax(ty: GgmlType) -> Launch<GemvArgmaxArgs> {
     registry_name(ty, "gemv_argmax", GemvType::argmax)
 }
 
 /// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`; an
 /// item is an output row of `n_used·ff + ff_sh`.
-pub fn moe_gate_up(ty: GgmlType) -> String {
+pub(crate) fn moe_gate_up(ty: GgmlType) -> Launch<GateUpArgs> {
     registry_name(ty, "moe_gate_up", |t| Some(t.gate_up()))
 }
 
 /// [`moe_gate_up`] with routed and shared gate/up weights of the given types (the type's own
 /// kernel when they are equal, else a `mixed_gate_up` row of the registry).
-pub fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> String {
+pub(crate) fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> Launch<GateUpArgs> {
     let s = gemv_ty(shared);
     registry_name(
         routed,
@@ -147,7 +185,7 @@ pub fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> String {
 }
 
 /// [`moe_gate_up_mixed`] reading the routed experts through slot tables (experts beyond VRAM).
-pub fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> String {
+pub(crate) fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> Launch<GateUpArgs> {
     let s = gemv_ty(shared);
     registry_name(
         routed,
@@ -157,7 +195,7 @@ pub fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> String {
 }
 
 /// [`moe_down`] reading the routed experts through a slot table (experts beyond VRAM).
-pub fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> String {
+pub(crate) fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> Launch<DownArgs> {
     let s = gemv_ty(shared);
     registry_name(
         routed,
@@ -168,7 +206,7 @@ pub fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> String {
 
 /// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an
 /// output row.
-pub fn moe_down(routed: GgmlType, shared: GgmlType) -> String {
+pub(crate) fn moe_down(routed: GgmlType, shared: GgmlType) -> Launch<DownArgs> {
     let s = gemv_ty(shared);
     registry_name(
         routed,

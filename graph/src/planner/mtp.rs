@@ -23,6 +23,7 @@
 //! expert cache).
 
 use ingot_abi::blocks::BlockQ8_1;
+use ingot_abi::launch::{EmbedArgs, GemvArgs, RmsnormArgs, RMSNORM_Q8_1};
 use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::tensors::TOKEN_EMBD;
 use ingot_model::ModelConfig;
@@ -33,7 +34,6 @@ use super::nodes::{gemv_weight, rmsnorm_q8};
 use super::{attention, ffn, PlanOptions};
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
 use crate::plan::Plan;
 
 /// One MTP block step as a plan, and where its inputs and outputs live.
@@ -100,13 +100,19 @@ pub fn build_mtp_plan_for(
     }
     let kernel = k::embed(info.ty);
     let (residual, step) = (b.acts.residual, b.acts.step);
-    if k::available(&kernel) {
+    if k::available(&kernel.name) {
         b.node(
             kernel,
             label("nextn embed"),
             Some(il),
             d,
-            vec![buf(w), buf(step), buf(residual), u32a(d), u32a(c.vocab)],
+            EmbedArgs {
+                table: buf(w),
+                state: buf(step),
+                y: buf(residual),
+                n: u32a(d),
+                n_vocab: u32a(c.vocab),
+            },
         )?;
     } else {
         b.host_embedding = true;
@@ -141,7 +147,13 @@ pub fn build_mtp_plan_for(
         label("nextn eh_proj"),
         Some(il),
         k::gemv_items(info.ty, ncols, nrows),
-        vec![buf(w), buf(cat_q8), buf(residual), u32a(ncols), u32a(nrows)],
+        GemvArgs {
+            w: buf(w),
+            x: buf(cat_q8),
+            y: buf(residual),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+        },
     )?;
 
     // The decoder layer: its attn_norm here (a decode plan's layer finds it written by the
@@ -173,7 +185,13 @@ pub fn build_mtp_plan_for(
         label("nextn head"),
         None,
         k::gemv_items(info.ty, ncols, nrows),
-        vec![buf(w), buf(norm_q8), buf(logits), u32a(ncols), u32a(nrows)],
+        GemvArgs {
+            w: buf(w),
+            x: buf(norm_q8),
+            y: buf(logits),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+        },
     )?;
     let mut plan = b.finish();
     // Its nodes are layer `n_layer`'s: the plan spans blocks `0..=n_layer`, the first `n_layer`
@@ -198,10 +216,16 @@ fn norm_q8_into(
 ) -> Result<(), PlanError> {
     let (n, eps, il) = (b.c.n_embd, b.c.rms_eps, Some(b.c.n_layer));
     b.node(
-        k::RMSNORM_Q8_1,
+        k::fixed(&RMSNORM_Q8_1),
         label,
         il,
         1,
-        vec![buf(x), buf(w), buf_at(y_q8, at), u32a(n), NodeArg::F32(eps)],
+        RmsnormArgs {
+            x: buf(x),
+            w: buf(w),
+            y: buf_at(y_q8, at),
+            n: u32a(n),
+            eps,
+        },
     )
 }

@@ -7,7 +7,10 @@
 //! MoE kernels with no routed slot (`n_used = 0`, the weight as the "shared expert"), which
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
-use ingot_abi::launch::DOWN_NORM_Q8_1_F32;
+use ingot_abi::launch::{
+    DownArgs, GemvArgs, RmsnormArgs, RmsnormQ8_1F32Args, DOWN_NORM_Q8_1_F32, RMSNORM_Q8_1,
+    RMSNORM_Q8_1_F32,
+};
 use ingot_gguf::{GgmlType, TensorInfo};
 use ingot_model::GatingFunc;
 
@@ -15,7 +18,7 @@ use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
+use crate::node::BufRef;
 
 /// `norm_q8 = q8_1(rmsnorm(residual)·w)` in one launch (`rmsnorm_q8_1`), and with `need_f32`
 /// the f32 `norm` too (`rmsnorm_q8_1_f32`; the router's input).
@@ -28,29 +31,26 @@ pub(crate) fn rmsnorm_q8(
 ) -> Result<(), PlanError> {
     let (x, y, y_q8) = (b.acts.residual, b.acts.norm, b.acts.norm_q8);
     let (n, eps) = (b.c.n_embd, b.c.rms_eps);
+    let (x, w, n) = (buf(x), buf(w), u32a(n));
     if need_f32 {
-        return b.node(
-            k::RMSNORM_Q8_1_F32,
-            label,
-            layer,
-            1,
-            vec![
-                buf(x),
-                buf(w),
-                buf(y_q8),
-                buf(y),
-                u32a(n),
-                NodeArg::F32(eps),
-            ],
-        );
+        let args = RmsnormQ8_1F32Args {
+            x,
+            w,
+            y: buf(y_q8),
+            y_f32: buf(y),
+            n,
+            eps,
+        };
+        return b.node(k::fixed(&RMSNORM_Q8_1_F32), label, layer, 1, args);
     }
-    b.node(
-        k::RMSNORM_Q8_1,
-        label,
-        layer,
-        1,
-        vec![buf(x), buf(w), buf(y_q8), u32a(n), NodeArg::F32(eps)],
-    )
+    let args = RmsnormArgs {
+        x,
+        w,
+        y: buf(y_q8),
+        n,
+        eps,
+    };
+    b.node(k::fixed(&RMSNORM_Q8_1), label, layer, 1, args)
 }
 
 /// The norm a residual-updating `moe_down` launch writes in its tail (the next part's input),
@@ -78,21 +78,53 @@ impl NextNorm {
         Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
     }
 
-    /// The tail arguments of `moe_down_*` `(norm_w, norm_q8, norm_f32, count, norm, eps)`: the
-    /// outputs are the shared `act.norm_q8` and `act.norm` (the router's f32 input; written
-    /// after every down launch, read by the MoE layers' router). One done counter serves every
-    /// launch: activations are zeroed at allocation and each launch leaves it at 0.
-    pub(crate) fn args(self, b: &mut Builder<'_>) -> Result<Vec<NodeArg>, PlanError> {
+    /// The `moe_down_*` launch over `nrows` output rows with the tail arguments `(norm_w,
+    /// norm_q8, norm_f32, count, norm, eps)` filled in: the outputs are the shared `act.norm_q8`
+    /// and `act.norm` (the router's f32 input; written after every down launch, read by the MoE
+    /// layers' router). One done counter serves every launch: activations are zeroed at
+    /// allocation and each launch leaves it at 0.
+    pub(crate) fn down_args(
+        self,
+        b: &mut Builder<'_>,
+        d: DownFfn,
+    ) -> Result<DownArgs<BufRef>, PlanError> {
         let count = b.act("act.norm_count", 4)?;
-        Ok(vec![
-            buf(self.0),
-            buf(b.acts.norm_q8),
-            buf(b.acts.norm),
-            buf(count),
-            NodeArg::U32(DOWN_NORM_Q8_1_F32),
-            NodeArg::F32(b.c.rms_eps),
-        ])
+        Ok(DownArgs {
+            act: buf(d.act),
+            sel: buf(d.sel),
+            down: buf(d.down),
+            down_sh: buf(d.down_sh),
+            resid: buf(d.resid),
+            y: buf(d.y),
+            nrows: u32a(d.nrows),
+            ff: u32a(d.ff),
+            n_used: u32a(d.n_used),
+            ff_sh: u32a(d.ff_sh),
+            n_expert: u32a(d.n_expert),
+            norm_w: buf(self.0),
+            norm_q8: buf(b.acts.norm_q8),
+            norm_f32: buf(b.acts.norm),
+            count: buf(count),
+            norm: DOWN_NORM_Q8_1_F32,
+            eps: b.c.rms_eps,
+        })
     }
+}
+
+/// The FFN part of a `moe_down_*` launch (all but its norm tail, [`NextNorm::down_args`]):
+/// buffers and dimensions as the kernel names them.
+pub(crate) struct DownFfn {
+    pub act: BufId,
+    pub sel: BufId,
+    pub down: BufId,
+    pub down_sh: BufId,
+    pub resid: BufId,
+    pub y: BufId,
+    pub nrows: usize,
+    pub ff: usize,
+    pub n_used: usize,
+    pub ff_sh: usize,
+    pub n_expert: usize,
 }
 
 /// `(ncols, nrows)` of a weight whose rows are a positive multiple of `m` weights, which
@@ -158,7 +190,13 @@ pub(crate) fn gemv_into(
         label,
         Some(il),
         k::gemv_items(info.ty, ncols, nrows),
-        vec![buf(w), buf(x_q8), buf(y), u32a(ncols), u32a(nrows)],
+        GemvArgs {
+            w: buf(w),
+            x: buf(x_q8),
+            y: buf(y),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+        },
     )
 }
 
@@ -174,20 +212,20 @@ pub(crate) fn gemv_add_residual(
     let (w, info, ncols, nrows) = ffn_weight(b, name, "gemv")?;
     let (residual, sel) = (b.acts.residual, selection(b)?);
     // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
-    let mut args = vec![
-        buf(x_q8),
-        buf(sel),
-        buf(w),
-        buf(w),
-        buf(residual),
-        buf(residual),
-        u32a(nrows),
-        u32a(ncols),
-        u32a(0),
-        u32a(ncols),
-        u32a(1),
-    ];
-    args.extend(next.args(b)?);
+    let ffn = DownFfn {
+        act: x_q8,
+        sel,
+        down: w,
+        down_sh: w,
+        resid: residual,
+        y: residual,
+        nrows,
+        ff: ncols,
+        n_used: 0,
+        ff_sh: ncols,
+        n_expert: 1,
+    };
+    let args = next.down_args(b, ffn)?;
     b.node(k::moe_down(info.ty, info.ty), label, Some(il), nrows, args)
 }
 
@@ -221,17 +259,26 @@ pub(crate) fn model_routing(
     Ok((flags | ingot_abi::launch::ROUTE_BIAS, Some(bias)))
 }
 
-/// The routing scalars `(n_expert, n_used, n_group, n_group_used, flags, scale)` of
-/// `moe_route` and its siblings.
-pub(crate) fn route_scalars(c: &ingot_model::ModelConfig, flags: u32) -> [NodeArg; 6] {
-    [
-        u32a(c.n_expert),
-        u32a(c.n_expert_used),
-        u32a(c.n_expert_group),
-        u32a(c.n_expert_group_used),
-        NodeArg::U32(flags),
-        NodeArg::F32(c.expert_weights_scale),
-    ]
+/// The routing scalars of `moe_route` and its siblings, as the kernels name them.
+pub(crate) struct RouteScalars {
+    pub n_expert: u32,
+    pub n_used: u32,
+    pub n_group: u32,
+    pub n_group_used: u32,
+    pub flags: u32,
+    pub scale: f32,
+}
+
+/// The model's [`RouteScalars`] with routing `flags`.
+pub(crate) fn route_scalars(c: &ingot_model::ModelConfig, flags: u32) -> RouteScalars {
+    RouteScalars {
+        n_expert: u32a(c.n_expert),
+        n_used: u32a(c.n_expert_used),
+        n_group: u32a(c.n_expert_group),
+        n_group_used: u32a(c.n_expert_group_used),
+        flags,
+        scale: c.expert_weights_scale,
+    }
 }
 
 /// Norm weights and the router are f32.

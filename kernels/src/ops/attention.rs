@@ -10,9 +10,9 @@
 //! For prefill, [`flash_latent_prefill`] is the causal attention of a chunk of tokens (each
 //! token's `q_abs`/`q_pe` as above, token-major), normalized per (token, head), no merge.
 
-use super::gemv::{check as check_gemv, check_rows, GemvType};
+use super::gemv::GemvType;
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 pub use ingot_abi::launch::CacheType;
@@ -20,7 +20,7 @@ use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
     FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS,
-    FLASH_TILE, ROPE_KV, ROPE_KV_Q8_1, ROPE_KV_Q8_1_ROWS, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    FLASH_TILE, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{
     flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
@@ -29,8 +29,14 @@ use ingot_abi::launch::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
     MERGE_V_B_SPLIT,
 };
+use ingot_abi::launch::{
+    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Kernel, MergeVbArgs,
+};
 use ingot_abi::step::StepState;
 use std::mem::size_of;
+
+mod rope;
+pub use rope::{gemv2_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs};
 
 /// Most segments one step may be split into (bounds `part_o` to 2 GiB at V2-Lite shapes).
 pub const MAX_SEGMENTS: usize = 1 << 16;
@@ -155,223 +161,6 @@ pub fn split_at(pos: u32, max_segments: u32) -> FlashSplit {
     flash_segments(pos.saturating_add(1), max_segments)
 }
 
-/// Buffers of [`rope_kv`].
-pub struct RopeKvBufs<'a, T> {
-    /// `n_head × (d_nope + n_rope)` f32 (`attn_q` output).
-    pub q: &'a T,
-    /// `kv_lora + n_rope` f32 (`attn_kv_a_mqa` output).
-    pub kv: &'a T,
-    /// `kv_lora` f32 (`attn_kv_a_norm`).
-    pub kv_norm: &'a T,
-    /// `n_rope / 2` f64: `θ_i / pos` per pair.
-    pub rope_freq: &'a T,
-    /// One `StepState`.
-    pub state: &'a T,
-    /// Out: `n_head × n_rope` f32.
-    pub q_pe: &'a T,
-    /// In/out: the layer's cache, `ctx` rows of [`AttnShape::row_bytes`].
-    pub cache: &'a T,
-}
-
-/// Rotates the query rope parts into `q_pe` and writes cache row `pos` (see
-/// `ingot_abi::launch::ROPE_KV`). `eps` is the latent rmsnorm epsilon, `mscale` the factor on
-/// cos/sin (`RopeParams::rope_mscale`, 1 for V2-Lite).
-pub fn rope_kv<B: Accelerator>(
-    b: &mut B,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    launch_rope(b, &ROPE_KV, s, bufs, None, eps, mscale)
-}
-
-/// [`rope_kv`] that also writes every head's query nope part into `q_nope_q8` as q8_1 blocks
-/// (`n_head · d_nope / 32` of them, head `h` at block `h · d_nope / 32`), the bits
-/// `quantize_q8_1` gives for each head's slice (see `ingot_abi::launch::ROPE_KV_Q8_1`).
-/// `d_nope` must be a multiple of 32 and `n_rope` of 4.
-pub fn rope_kv_q8_1<B: Accelerator>(
-    b: &mut B,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    q_nope_q8: &B::Buf,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    launch_rope(b, &ROPE_KV_Q8_1, s, bufs, Some(q_nope_q8), eps, mscale)
-}
-
-/// [`rope_kv_q8_1`] for a prefill chunk: token `t < min(n, ntok)` (`n` the `u32` in `rows`)
-/// reads row `t` of `bufs.q` and `bufs.kv`, writes row `t` of `bufs.q_pe` and `q_nope_q8` and
-/// cache row `pos0 + t` (`pos0` from `bufs.state`); see `ingot_abi::launch::ROPE_KV_Q8_1_ROWS`.
-/// The row buffers must hold `ntok` rows; `ntok ≥ 1`.
-pub fn rope_kv_q8_1_rows<B: Accelerator>(
-    b: &mut B,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    q_nope_q8: &B::Buf,
-    rows: &B::Buf,
-    ntok: usize,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    let d = &ROPE_KV_Q8_1_ROWS;
-    check_rope(b, d, s, bufs, Some(q_nope_q8), ntok, eps, mscale)?;
-    need(b, d, "rows", rows, Some(4))?;
-    let ntok32 = to_u32(d, "ntok", ntok)?;
-    let mut args = vec![
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(rows),
-        KArg::Buf(bufs.q_pe),
-        KArg::Buf(q_nope_q8),
-        KArg::Buf(bufs.cache),
-    ];
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    args.push(KArg::U32(ntok32));
-    launch(b, d, ntok32, &args)
-}
-
-fn launch_rope<B: Accelerator>(
-    b: &mut B,
-    d: &'static KernelDesc,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    q_nope_q8: Option<&B::Buf>,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    check_rope(b, d, s, bufs, q_nope_q8, 1, eps, mscale)?;
-    let mut args = vec![
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(bufs.q_pe),
-    ];
-    args.extend(q_nope_q8.map(KArg::Buf));
-    args.push(KArg::Buf(bufs.cache));
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    launch(b, d, 1, &args)
-}
-
-/// `attn_q` (`w0`, into `bufs.q`) and `attn_kv_a_mqa` (`w1`, into `bufs.kv`), two matrices of
-/// type `ty` and width `ncols` against the q8_1 `x`, then [`rope_kv_q8_1`] on their outputs in
-/// the launch's last block (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings). `count` is the tail's done
-/// counter: a `u32` that is 0 before the launch and is 0 again after it.
-pub fn gemv2_rope_q8_1<B: Accelerator>(
-    b: &mut B,
-    ty: GemvType,
-    (w0, w1): (&B::Buf, &B::Buf),
-    x: &B::Buf,
-    ncols: usize,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    (q_nope_q8, count): (&B::Buf, &B::Buf),
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    let d = ty.pair_rope();
-    check_rope(b, d, s, bufs, Some(q_nope_q8), 1, eps, mscale)?;
-    let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
-    check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
-    check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
-    let (ncols32, _, warps) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
-    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
-    need(b, d, "count", count, Some(4))?;
-    let mut args = vec![
-        KArg::Buf(w0),
-        KArg::Buf(w1),
-        KArg::Buf(x),
-        KArg::Buf(bufs.q),
-        KArg::Buf(bufs.kv),
-        KArg::U32(ncols32),
-        KArg::U32(to_u32(d, "nrows0", nrows0)?),
-        KArg::U32(to_u32(d, "nrows1", nrows1)?),
-        KArg::Buf(bufs.kv_norm),
-        KArg::Buf(bufs.rope_freq),
-        KArg::Buf(bufs.state),
-        KArg::Buf(bufs.q_pe),
-        KArg::Buf(q_nope_q8),
-        KArg::Buf(bufs.cache),
-        KArg::Buf(count),
-    ];
-    args.extend(rope_scalars(d, s, eps, mscale)?);
-    launch(b, d, warps, &args)
-}
-
-/// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants);
-/// `q`, `kv`, `q_pe` and `q_nope_q8` hold `ntok` token rows.
-fn check_rope<B: Accelerator>(
-    b: &B,
-    d: &KernelDesc,
-    s: &AttnShape,
-    bufs: &RopeKvBufs<'_, B::Buf>,
-    q_nope_q8: Option<&B::Buf>,
-    ntok: usize,
-    eps: f32,
-    mscale: f32,
-) -> Result<()> {
-    s.check(d, false)?;
-    if !(eps.is_finite() && eps >= 0.0) {
-        return Err(shape(d, format!("eps = {eps} is not finite and >= 0")));
-    }
-    if !mscale.is_finite() {
-        return Err(shape(d, format!("mscale = {mscale} is not finite")));
-    }
-    let q_floats = s.n_head.checked_mul(s.d_nope + s.n_rope);
-    need(b, d, "q", bufs.q, q_floats.and_then(|n| bytes(ntok, n, 4)))?;
-    need(b, d, "kv", bufs.kv, bytes(ntok, s.row(), 4))?;
-    need(b, d, "kv_norm", bufs.kv_norm, bytes(s.kv_lora, 4, 1))?;
-    need(b, d, "rope_freq", bufs.rope_freq, bytes(s.n_rope / 2, 8, 1))?;
-    need(b, d, "state", bufs.state, Some(size_of::<StepState>()))?;
-    need(b, d, "q_pe", bufs.q_pe, bytes(ntok, s.n_head, s.n_rope * 4))?;
-    need(b, d, "cache", bufs.cache, s.cache_bytes())?;
-    if let Some(q8) = q_nope_q8 {
-        if !s.d_nope.is_multiple_of(QK8_1) || !s.n_rope.is_multiple_of(4) {
-            return Err(shape(
-                d,
-                format!(
-                    "d_nope = {} must be a multiple of {QK8_1} and n_rope = {} of 4",
-                    s.d_nope, s.n_rope
-                ),
-            ));
-        }
-        let q8_rows = s.n_head.checked_mul(ntok);
-        need(
-            b,
-            d,
-            "q_nope_q8",
-            q8,
-            q8_rows.and_then(|r| q8_1_bytes(r, s.d_nope)),
-        )?;
-    }
-    Ok(())
-}
-
-/// The rope's trailing scalars: `n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type`.
-fn rope_scalars<'a, T>(
-    d: &KernelDesc,
-    s: &AttnShape,
-    eps: f32,
-    mscale: f32,
-) -> Result<[KArg<'a, T>; 8]> {
-    Ok([
-        KArg::U32(to_u32(d, "n_head", s.n_head)?),
-        KArg::U32(to_u32(d, "d_nope", s.d_nope)?),
-        KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-        KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-        KArg::U32(to_u32(d, "ctx", s.ctx)?),
-        KArg::F32(eps),
-        KArg::F32(mscale),
-        KArg::U32(s.cache.code()),
-    ])
-}
-
 /// Buffers of [`flash_latent`].
 pub struct FlashBufs<'a, T> {
     /// `n_head × kv_lora` f32 (grouped `attn_k_b` gemv output).
@@ -423,7 +212,7 @@ pub fn flash_latent<B: Accelerator>(
 /// same buffers).
 fn launch_flash<B: Accelerator>(
     b: &mut B,
-    d: &KernelDesc,
+    d: &Kernel<FlashLatentArgs>,
     s: &AttnShape,
     bufs: &FlashBufs<'_, B::Buf>,
     max_segments: usize,
@@ -454,27 +243,27 @@ fn launch_flash<B: Accelerator>(
         b,
         d,
         flash_items(n_head, segs),
-        &[
-            KArg::Buf(bufs.q_abs),
-            KArg::Buf(bufs.q_pe),
-            KArg::Buf(bufs.cache),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::U32(to_u32(d, "n_head", s.n_head)?),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-            KArg::F32(kq_scale),
+        FlashLatentArgs {
+            q_abs: bufs.q_abs,
+            q_pe: bufs.q_pe,
+            cache: bufs.cache,
+            state: bufs.state,
+            part_o: bufs.part_o,
+            part_ml: bufs.part_ml,
+            n_head,
+            kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+            n_rope: to_u32(d, "n_rope", s.n_rope)?,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            max_segments: segs,
+            kq_scale,
             // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
-            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
-            KArg::U32(if bufs.temperature.is_some() {
+            temp: bufs.temperature.unwrap_or(bufs.q_abs),
+            temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE
             } else {
                 TEMPERATURE_NONE
-            }),
-        ],
+            },
+        },
     )
 }
 
@@ -572,26 +361,26 @@ pub fn flash_latent_prefill<B: Accelerator>(
         b,
         d,
         flash_prefill_items(n_head, ntok),
-        &[
-            KArg::Buf(bufs.q_abs),
-            KArg::Buf(bufs.q_pe),
-            KArg::Buf(bufs.cache),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.o_lat),
-            KArg::U32(n_head),
-            KArg::U32(to_u32(d, "kv_lora", s.kv_lora)?),
-            KArg::U32(to_u32(d, "n_rope", s.n_rope)?),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(ntok),
-            KArg::F32(kq_scale),
+        FlashPrefillArgs {
+            q_abs: bufs.q_abs,
+            q_pe: bufs.q_pe,
+            cache: bufs.cache,
+            state: bufs.state,
+            o_lat: bufs.o_lat,
+            n_head,
+            kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+            n_rope: to_u32(d, "n_rope", s.n_rope)?,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            ntok,
+            kq_scale,
             // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
-            KArg::Buf(bufs.temperature.unwrap_or(bufs.q_abs)),
-            KArg::U32(if bufs.temperature.is_some() {
+            temp: bufs.temperature.unwrap_or(bufs.q_abs),
+            temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE
             } else {
                 TEMPERATURE_NONE
-            }),
-        ],
+            },
+        },
     )
 }
 
@@ -616,14 +405,20 @@ pub fn attn_merge<B: Accelerator>(
     bufs: &MergeBufs<'_, B::Buf>,
     max_segments: usize,
 ) -> Result<()> {
-    launch_merge(
-        b,
-        &ATTN_MERGE,
-        s,
-        bufs,
-        max_segments,
-        bytes(s.n_head, s.kv_lora, 4),
-    )
+    let d = &ATTN_MERGE;
+    let out = bytes(s.n_head, s.kv_lora, 4);
+    let m = check_merge(b, d, s, bufs, max_segments, out)?;
+    let args = AttnMergeArgs {
+        part_o: bufs.part_o,
+        part_ml: bufs.part_ml,
+        state: bufs.state,
+        o_lat: bufs.o_lat,
+        n_head: m.n_head,
+        kv_lora: m.kv_lora,
+        ctx: m.ctx,
+        max_segments: m.segs,
+    };
+    launch(b, d, merge_items(m.n_head, m.kv_lora), args)
 }
 
 /// [`attn_merge`] with `bufs.o_lat` receiving q8_1 blocks (`n_head · kv_lora / 32` of them,
@@ -643,7 +438,18 @@ pub fn attn_merge_q8_1<B: Accelerator>(
         ));
     }
     let out = q8_1_bytes(s.n_head, s.kv_lora);
-    launch_merge(b, d, s, bufs, max_segments, out)
+    let m = check_merge(b, d, s, bufs, max_segments, out)?;
+    let args = AttnMergeQ8_1Args {
+        part_o: bufs.part_o,
+        part_ml: bufs.part_ml,
+        state: bufs.state,
+        o_lat_q8: bufs.o_lat,
+        n_head: m.n_head,
+        kv_lora: m.kv_lora,
+        ctx: m.ctx,
+        max_segments: m.segs,
+    };
+    launch(b, d, merge_items(m.n_head, m.kv_lora), args)
 }
 
 /// Buffers of [`attn_merge_v_b`].
@@ -718,19 +524,19 @@ pub fn attn_merge_v_b<B: Accelerator>(
         b,
         d,
         merge_v_b_items(heads, d_v32),
-        &[
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.w),
-            KArg::Buf(bufs.y),
-            KArg::Buf(bufs.scratch),
-            KArg::Buf(bufs.pair_count),
-            KArg::U32(heads),
-            KArg::U32(d_v32),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-        ],
+        MergeVbArgs {
+            part_o: bufs.part_o,
+            part_ml: bufs.part_ml,
+            state: bufs.state,
+            w: bufs.w,
+            y: bufs.y,
+            scratch: bufs.scratch,
+            pair_count: bufs.pair_count,
+            n_head: heads,
+            d_v: d_v32,
+            ctx: to_u32(d, "ctx", s.ctx)?,
+            max_segments: segs,
+        },
     )
 }
 
@@ -748,14 +554,24 @@ fn need_merge_inputs<B: Accelerator>(
     need(b, d, "state", state, Some(size_of::<StepState>()))
 }
 
-fn launch_merge<B: Accelerator>(
-    b: &mut B,
-    d: &'static KernelDesc,
+/// The merge kernels' scalars, as launch values.
+struct MergeScalars {
+    n_head: u32,
+    kv_lora: u32,
+    ctx: u32,
+    segs: u32,
+}
+
+/// The checks [`attn_merge`] and [`attn_merge_q8_1`] share (`o_lat` of `out_bytes`); returns
+/// their scalars.
+fn check_merge<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
     s: &AttnShape,
     bufs: &MergeBufs<'_, B::Buf>,
     max_segments: usize,
     out_bytes: Option<usize>,
-) -> Result<()> {
+) -> Result<MergeScalars> {
     s.check(d, true)?;
     let segs = check_segments(d, max_segments)?;
     need_merge_inputs(
@@ -766,21 +582,10 @@ fn launch_merge<B: Accelerator>(
         max_segments,
     )?;
     need(b, d, "o_lat", bufs.o_lat, out_bytes)?;
-    let heads = to_u32(d, "n_head", s.n_head)?;
-    let kv_lora = to_u32(d, "kv_lora", s.kv_lora)?;
-    launch(
-        b,
-        d,
-        merge_items(heads, kv_lora),
-        &[
-            KArg::Buf(bufs.part_o),
-            KArg::Buf(bufs.part_ml),
-            KArg::Buf(bufs.state),
-            KArg::Buf(bufs.o_lat),
-            KArg::U32(heads),
-            KArg::U32(kv_lora),
-            KArg::U32(to_u32(d, "ctx", s.ctx)?),
-            KArg::U32(segs),
-        ],
-    )
+    Ok(MergeScalars {
+        n_head: to_u32(d, "n_head", s.n_head)?,
+        kv_lora: to_u32(d, "kv_lora", s.kv_lora)?,
+        ctx: to_u32(d, "ctx", s.ctx)?,
+        segs,
+    })
 }

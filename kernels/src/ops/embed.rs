@@ -1,14 +1,14 @@
 //! Checked launches of the embedding kernels (`ingot_abi::launch` family `embed`).
 
 use super::{bytes, launch, need, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
 };
 use ingot_abi::launch::{
-    KernelDesc, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_Q3K, EMBED_Q4K, EMBED_Q4_0,
-    EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0,
+    EmbedArgs, Kernel, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_Q3K, EMBED_Q4K,
+    EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -66,7 +66,7 @@ impl EmbedType {
     }
 
     /// The kernel decoding this type.
-    pub const fn kernel(self) -> &'static KernelDesc {
+    pub const fn kernel(self) -> &'static Kernel<EmbedArgs> {
         match self {
             EmbedType::F32 => &EMBED_F32,
             EmbedType::F16 => &EMBED_F16,
@@ -115,12 +115,12 @@ pub fn embed<B: Accelerator>(
         b,
         d,
         n32,
-        &[
-            KArg::Buf(table),
-            KArg::Buf(state),
-            KArg::Buf(y),
-            KArg::U32(n32),
-            KArg::U32(vocab32),
-        ],
+        EmbedArgs {
+            table,
+            state,
+            y,
+            n: n32,
+            n_vocab: vocab32,
+        },
     )
 }

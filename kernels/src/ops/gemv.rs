@@ -3,11 +3,12 @@
 //! f32 gemv of the MoE router.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
+    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs,
+    KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
 };
 pub use ingot_abi::weight_types::GemvType;
 use std::mem::size_of;
@@ -108,13 +109,13 @@ pub fn gemv_q8_1<B: Accelerator>(
         b,
         d,
         warps,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-        ],
+        GemvArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+        },
     )
 }
 
@@ -135,15 +136,15 @@ pub fn gemv_grouped_q8_1<B: Accelerator>(
         b,
         d,
         warps,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-            KArg::U32(rpg),
-            KArg::U32(stride),
-        ],
+        GemvGroupedArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+            rows_per_group: rpg,
+            x_group_stride: stride,
+        },
     )
 }
 
@@ -226,15 +227,15 @@ pub fn gemv_grouped_q8_1_out<B: Accelerator>(
         b,
         d,
         nrows32 / QK8_1 as u32,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-            KArg::U32(rpg),
-            KArg::U32(stride),
-        ],
+        GemvGroupedArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+            rows_per_group: rpg,
+            x_group_stride: stride,
+        },
     )
 }
 
@@ -261,16 +262,16 @@ pub fn gemv2_q8_1<B: Accelerator>(
         b,
         d,
         warps,
-        &[
-            KArg::Buf(w0),
-            KArg::Buf(w1),
-            KArg::Buf(x),
-            KArg::Buf(y0),
-            KArg::Buf(y1),
-            KArg::U32(ncols32),
-            KArg::U32(to_u32(d, "nrows0", nrows0)?),
-            KArg::U32(to_u32(d, "nrows1", nrows1)?),
-        ],
+        Gemv2Args {
+            w0,
+            w1,
+            x,
+            y0,
+            y1,
+            ncols: ncols32,
+            nrows0: to_u32(d, "nrows0", nrows0)?,
+            nrows1: to_u32(d, "nrows1", nrows1)?,
+        },
     )
 }
 
@@ -298,12 +299,12 @@ pub fn gemv_f32<B: Accelerator>(
         b,
         d,
         nrows32,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-        ],
+        GemvArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+        },
     )
 }

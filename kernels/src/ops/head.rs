@@ -4,9 +4,11 @@
 
 use super::gemv::{check, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
-use ingot_abi::launch::{ARGMAX_FINISH, ARGMAX_STEP};
+use ingot_abi::launch::{
+    ArgmaxFinishArgs, ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_FINISH, ARGMAX_STEP,
+};
 use ingot_abi::step::StepState;
 use std::mem::size_of;
 
@@ -30,7 +32,11 @@ pub fn argmax_step<B: Accelerator>(
         b,
         d,
         1,
-        &[KArg::Buf(logits), KArg::Buf(state), KArg::U32(n32)],
+        ArgmaxStepArgs {
+            logits,
+            state,
+            n: n32,
+        },
     )
 }
 
@@ -59,14 +65,14 @@ pub fn gemv_argmax_q8_1<B: Accelerator>(
         b,
         d,
         warps,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-            KArg::Buf(acc),
-        ],
+        GemvArgmaxArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+            acc,
+        },
     )
 }
 
@@ -76,5 +82,5 @@ pub fn argmax_finish<B: Accelerator>(b: &mut B, acc: &B::Buf, state: &B::Buf) ->
     let d = &ARGMAX_FINISH;
     need(b, d, "acc", acc, Some(8))?;
     need(b, d, "state", state, Some(size_of::<StepState>()))?;
-    launch(b, d, 1, &[KArg::Buf(acc), KArg::Buf(state)])
+    launch(b, d, 1, ArgmaxFinishArgs { acc, state })
 }

@@ -2,42 +2,63 @@
 //! quantized weights times the q8_1 activations of many tokens, f32 out, token-major.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
+use crate::KernelError;
 use crate::Result;
-use ingot_abi::launch::{mmq_items, mmq_moe_items, KernelDesc, MmqType};
+use ingot_abi::launch::{mmq_items, mmq_moe_items, Kernel, KernelDesc, MmqArgs, MmqMoeArgs};
+use ingot_abi::weight_types::GemvType;
 
-/// Checks `ncols` for weights of type `ty`: a positive multiple of [`MmqType::ncols_multiple`],
-/// and a row's bytes within `u32` (the kernels address a row's steps in 32 bits).
-fn check_ncols(d: &KernelDesc, ty: MmqType, ncols: usize) -> Result<()> {
-    let multiple = ty.ncols_multiple();
+/// The dense product of weights `ty` ([`GemvType::mmq`]); a type without one is a
+/// [`KernelError::Shape`] error naming the family.
+fn dense(ty: GemvType) -> Result<&'static Kernel<MmqArgs>> {
+    ty.mmq().ok_or_else(|| no_kernel("mmq", ty))
+}
+
+/// The expert-grouped product of weights `ty` ([`GemvType::mmq_moe`]), as [`dense`].
+fn grouped(ty: GemvType) -> Result<&'static Kernel<MmqMoeArgs>> {
+    ty.mmq_moe().ok_or_else(|| no_kernel("mmq_moe", ty))
+}
+
+fn no_kernel(kernel: &'static str, ty: GemvType) -> KernelError {
+    KernelError::Shape {
+        kernel,
+        reason: format!("no {kernel} kernel for {ty:?} weights (GemvType::MMQ lists the types)"),
+    }
+}
+
+/// Checks `ncols` for weights of type `ty`: a positive multiple of the type's block
+/// ([`GemvType::block_elems`]: the k-quant tile steps a whole super-block), and a row's bytes
+/// within `u32` (the kernels address a row's steps in 32 bits).
+fn check_ncols(d: &KernelDesc, ty: GemvType, ncols: usize) -> Result<()> {
+    let multiple = ty.block_elems();
     if ncols == 0 || !ncols.is_multiple_of(multiple) {
         return Err(shape(
             d,
             format!("ncols = {ncols} is not a positive multiple of {multiple}"),
         ));
     }
-    let row = (ncols / ty.weights().block_elems()).checked_mul(ty.weights().block_bytes());
+    let row = (ncols / ty.block_elems()).checked_mul(ty.block_bytes());
     if row.is_none_or(|r| u32::try_from(r).is_err()) {
         return Err(shape(d, format!("ncols = {ncols}: a row exceeds 4 GiB")));
     }
     Ok(())
 }
 
-/// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok` ([`MmqType::dense`]): `W` is `nrows`
+/// `y[t·nrows + r] = Σ_k W[r][k]·x_t[k]` for `t < ntok` ([`GemvType::mmq`]): `W` is `nrows`
 /// rows of `ncols` weights of type `ty`, `x` is `ntok` rows of `ncols/32` q8_1 blocks (CUDA
 /// variant, `s = Σx`), `y` is `ntok × nrows` floats (token-major). `ncols` must be a positive
-/// multiple of [`MmqType::ncols_multiple`] (256 for the k-quants, 32 for the 32-weight types:
+/// multiple of the type's block (256 for the k-quants, 32 for the 32-weight types:
 /// Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0), `nrows`
 /// and `ntok` positive. Checks the shape and every buffer, then launches one block per tile.
 pub fn mmq<B: Accelerator>(
     b: &mut B,
-    ty: MmqType,
+    ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
     nrows: usize,
     ncols: usize,
     ntok: usize,
 ) -> Result<()> {
-    let d = ty.dense();
+    let d = dense(ty)?;
     check_ncols(d, ty, ncols)?;
     if nrows == 0 || ntok == 0 {
         return Err(shape(
@@ -50,7 +71,7 @@ pub fn mmq<B: Accelerator>(
     let ntok32 = to_u32(d, "ntok", ntok)?;
     let items = mmq_items(nrows32, ntok32)
         .ok_or_else(|| shape(d, format!("{nrows} rows × {ntok} tokens: too many tiles")))?;
-    let block = (ty.weights().block_elems(), ty.weights().block_bytes());
+    let block = (ty.block_elems(), ty.block_bytes());
     need(b, d, "w", w, bytes(nrows, ncols / block.0, block.1))?;
     need(b, d, "x", x, q8_1_bytes(ntok, ncols))?;
     need(b, d, "y", y, bytes(ntok, nrows, 4))?;
@@ -58,14 +79,14 @@ pub fn mmq<B: Accelerator>(
         b,
         d,
         items,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(nrows32),
-            KArg::U32(ntok32),
-        ],
+        MmqArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+            ntok: ntok32,
+        },
     )
 }
 
@@ -79,7 +100,7 @@ pub type MoeBufs<'a, B> = (
     &'a <B as Accelerator>::Buf,
 );
 
-/// The expert-grouped product of prefill's routed experts ([`MmqType::moe`]):
+/// The expert-grouped product of prefill's routed experts ([`GemvType::mmq_moe`]):
 /// `y[pair_row[p]·rows + r] = Σ_k W_e[r][k]·x_{pair_token[p]}[k]` for every pair `p` in
 /// `expert_start[e] .. expert_start[e+1]`. `w` stacks `n_expert` matrices of `rows` rows of
 /// `ncols` weights of type `ty`; `x` is `ntok` rows of `ncols/32` q8_1 blocks; `pair_token` holds
@@ -94,7 +115,7 @@ pub type MoeBufs<'a, B> = (
 /// Checks the shape and every buffer size, then launches [`mmq_moe_items`] blocks.
 pub fn mmq_moe<B: Accelerator>(
     b: &mut B,
-    ty: MmqType,
+    ty: GemvType,
     (w, x, pair_token, expert_start, pair_row, y): MoeBufs<'_, B>,
     rows: usize,
     ncols: usize,
@@ -102,9 +123,9 @@ pub fn mmq_moe<B: Accelerator>(
     n_pairs: usize,
     n_expert: usize,
 ) -> Result<()> {
-    let d = ty.moe();
+    let d = grouped(ty)?;
     check_ncols(d, ty, ncols)?;
-    let block = (ty.weights().block_elems(), ty.weights().block_bytes());
+    let block = (ty.block_elems(), ty.block_bytes());
     if rows == 0 || ntok == 0 || n_pairs == 0 || n_expert == 0 {
         return Err(shape(
             d,
@@ -148,19 +169,19 @@ pub fn mmq_moe<B: Accelerator>(
         b,
         d,
         items,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(pair_token),
-            KArg::Buf(expert_start),
-            KArg::Buf(pair_row),
-            KArg::Buf(y),
-            KArg::U32(ncols32),
-            KArg::U32(rows32),
-            KArg::U32(ntok32),
-            KArg::U32(n_pairs32),
-            KArg::U32(n_expert32),
-        ],
+        MmqMoeArgs {
+            w,
+            x,
+            pair_token,
+            expert_start,
+            pair_row,
+            y,
+            ncols: ncols32,
+            rows: rows32,
+            ntok: ntok32,
+            n_pairs: n_pairs32,
+            n_expert: n_expert32,
+        },
     )
 }
 
@@ -169,12 +190,12 @@ pub fn mmq_moe<B: Accelerator>(
 /// `n_expert + 1` entries, starts at 0, never decreases and ends at `pair_token.len()`, and
 /// every token index is below `ntok`. The error names the first offending entry.
 pub fn check_routing(
-    ty: MmqType,
+    ty: GemvType,
     pair_token: &[u32],
     expert_start: &[u32],
     ntok: usize,
 ) -> Result<()> {
-    let d = ty.moe();
+    let d = grouped(ty)?;
     let n_pairs = pair_token.len();
     match (expert_start.first(), expert_start.last()) {
         (Some(0), Some(&last)) if last as usize == n_pairs && expert_start.len() >= 2 => {}

@@ -2,11 +2,14 @@
 
 use super::gemv::GemvType;
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::*;
-use ingot_abi::launch::KernelDesc;
+use ingot_abi::launch::{
+    DownArgs, GateUpArgs, KernelDesc, MoeRouteArgs, MoeRouteRowsArgs, MoeRouterArgs,
+    RouterLogitsRowsArgs,
+};
 use std::mem::size_of;
 
 /// How router logits become gating scores (`expert_gating_func`).
@@ -106,17 +109,17 @@ pub fn moe_route<B: Accelerator>(
         b,
         d,
         1,
-        &[
-            KArg::Buf(logits),
-            KArg::Buf(bias),
-            KArg::Buf(sel),
-            KArg::U32(to_u32(d, "n_expert", p.n_expert)?),
-            KArg::U32(to_u32(d, "n_used", p.n_used)?),
-            KArg::U32(to_u32(d, "n_group", n_group)?),
-            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
-            KArg::U32(flags),
-            KArg::F32(p.scale),
-        ],
+        MoeRouteArgs {
+            logits,
+            bias,
+            sel,
+            n_expert: to_u32(d, "n_expert", p.n_expert)?,
+            n_used: to_u32(d, "n_used", p.n_used)?,
+            n_group: to_u32(d, "n_group", n_group)?,
+            n_group_used: to_u32(d, "n_group_used", n_group_used)?,
+            flags,
+            scale: p.scale,
+        },
     )
 }
 
@@ -153,19 +156,19 @@ pub fn moe_route_rows<B: Accelerator>(
         b,
         d,
         ntok32,
-        &[
-            KArg::Buf(logits),
-            KArg::Buf(bias),
-            KArg::Buf(rows),
-            KArg::Buf(sel),
-            KArg::U32(to_u32(d, "n_expert", p.n_expert)?),
-            KArg::U32(to_u32(d, "n_used", p.n_used)?),
-            KArg::U32(to_u32(d, "n_group", n_group)?),
-            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
-            KArg::U32(flags),
-            KArg::F32(p.scale),
-            KArg::U32(ntok32),
-        ],
+        MoeRouteRowsArgs {
+            logits,
+            bias,
+            rows,
+            sel,
+            n_expert: to_u32(d, "n_expert", p.n_expert)?,
+            n_used: to_u32(d, "n_used", p.n_used)?,
+            n_group: to_u32(d, "n_group", n_group)?,
+            n_group_used: to_u32(d, "n_group_used", n_group_used)?,
+            flags,
+            scale: p.scale,
+            ntok: ntok32,
+        },
     )
 }
 
@@ -205,15 +208,15 @@ pub fn moe_router_logits_rows<B: Accelerator>(
         b,
         d,
         items,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(rows),
-            KArg::Buf(logits),
-            KArg::U32(to_u32(d, "ncols", ncols)?),
-            KArg::U32(ne),
-            KArg::U32(ntok32),
-        ],
+        RouterLogitsRowsArgs {
+            w,
+            x,
+            rows,
+            logits,
+            ncols: to_u32(d, "ncols", ncols)?,
+            n_expert: ne,
+            ntok: ntok32,
+        },
     )
 }
 
@@ -255,21 +258,21 @@ pub fn moe_router_f32<B: Accelerator>(
         b,
         d,
         n_expert,
-        &[
-            KArg::Buf(w),
-            KArg::Buf(x),
-            KArg::Buf(logits),
-            KArg::Buf(bias),
-            KArg::Buf(sel),
-            KArg::Buf(count),
-            KArg::U32(to_u32(d, "ncols", ncols)?),
-            KArg::U32(n_expert),
-            KArg::U32(to_u32(d, "n_used", p.n_used)?),
-            KArg::U32(to_u32(d, "n_group", n_group)?),
-            KArg::U32(to_u32(d, "n_group_used", n_group_used)?),
-            KArg::U32(flags),
-            KArg::F32(p.scale),
-        ],
+        MoeRouterArgs {
+            w,
+            x,
+            logits,
+            bias,
+            sel,
+            count,
+            ncols: to_u32(d, "ncols", ncols)?,
+            n_expert,
+            n_used: to_u32(d, "n_used", p.n_used)?,
+            n_group: to_u32(d, "n_group", n_group)?,
+            n_group_used: to_u32(d, "n_group_used", n_group_used)?,
+            flags,
+            scale: p.scale,
+        },
     )
 }
 
@@ -515,25 +518,25 @@ pub fn moe_gate_up_mixed<B: Accelerator>(
         b,
         d,
         n_used * ff + ff_sh,
-        &[
-            KArg::Buf(bufs.x),
-            KArg::Buf(sel),
-            KArg::Buf(gate),
-            KArg::Buf(up),
-            KArg::Buf(gate_sh),
-            KArg::Buf(up_sh),
-            KArg::Buf(bufs.act),
-            KArg::U32(n_embd),
-            KArg::U32(ff),
-            KArg::U32(n_used),
-            KArg::U32(ff_sh),
-            KArg::U32(n_expert),
-            KArg::U32(if bufs.merged {
+        GateUpArgs {
+            x: bufs.x,
+            sel,
+            gate,
+            up,
+            gate_sh,
+            up_sh,
+            act: bufs.act,
+            ncols: n_embd,
+            ff,
+            n_used,
+            ff_sh,
+            n_expert,
+            layout: if bufs.merged {
                 GATE_UP_MERGED
             } else {
                 GATE_UP_SEPARATE
-            }),
-        ],
+            },
+        },
     )
 }
 
@@ -590,7 +593,10 @@ pub fn moe_down<B: Accelerator>(
     };
     let Some(d) = GemvType::down(routed, shared) else {
         // Every registry type has a down kernel with itself; the error names that family.
-        let family = GemvType::down(routed, routed).unwrap_or(routed.gate_up());
+        let family: &KernelDesc = match GemvType::down(routed, routed) {
+            Some(k) => k,
+            None => routed.gate_up(),
+        };
         return Err(shape(
             family,
             format!("no moe_down kernel for routed {routed:?} with shared {shared:?} weights"),
@@ -655,24 +661,24 @@ pub fn moe_down<B: Accelerator>(
         b,
         d,
         n_embd,
-        &[
-            KArg::Buf(bufs.act),
-            KArg::Buf(sel),
-            KArg::Buf(down),
-            KArg::Buf(down_sh),
-            KArg::Buf(bufs.resid),
-            KArg::Buf(bufs.y),
-            KArg::U32(n_embd),
-            KArg::U32(ff),
-            KArg::U32(n_used),
-            KArg::U32(ff_sh),
-            KArg::U32(n_expert),
-            KArg::Buf(norm_w),
-            KArg::Buf(norm_q8),
-            KArg::Buf(norm_f32),
-            KArg::Buf(count),
-            KArg::U32(mode),
-            KArg::F32(eps),
-        ],
+        DownArgs {
+            act: bufs.act,
+            sel,
+            down,
+            down_sh,
+            resid: bufs.resid,
+            y: bufs.y,
+            nrows: n_embd,
+            ff,
+            n_used,
+            ff_sh,
+            n_expert,
+            norm_w,
+            norm_q8,
+            norm_f32,
+            count,
+            norm: mode,
+            eps,
+        },
     )
 }

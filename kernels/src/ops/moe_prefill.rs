@@ -3,13 +3,16 @@
 //! weighted combine into the residual stream.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::moe::{
     ExpertSelection, GATE_UP_MERGED, GATE_UP_SEPARATE, MAX_EXPERTS_USED, ROUTER_MAX_EXPERTS,
 };
-use ingot_abi::launch::{KernelDesc, MOE_COMBINE, MOE_PAIRS, MOE_SWIGLU_Q8_1};
+use ingot_abi::launch::{
+    KernelDesc, MoeCombineArgs, MoePairsArgs, MoeSwigluArgs, MOE_COMBINE, MOE_PAIRS,
+    MOE_SWIGLU_Q8_1,
+};
 use std::mem::size_of;
 
 /// `ntok`, `n_used` and `n_expert` in range for `d`: `ntok ≥ 1`, `1 ≤ n_used ≤
@@ -86,16 +89,16 @@ pub fn moe_pairs<B: Accelerator>(
         b,
         d,
         1,
-        &[
-            KArg::Buf(sel),
-            KArg::Buf(expert_start),
-            KArg::Buf(pair_token),
-            KArg::Buf(pair_of),
-            KArg::Buf(pair_self),
-            KArg::U32(ntok32),
-            KArg::U32(n_used32),
-            KArg::U32(to_u32(d, "n_expert", n_expert)?),
-        ],
+        MoePairsArgs {
+            sel,
+            expert_start,
+            pair_token,
+            pair_of,
+            pair_self,
+            ntok: ntok32,
+            n_used: n_used32,
+            n_expert: to_u32(d, "n_expert", n_expert)?,
+        },
     )
 }
 
@@ -148,14 +151,14 @@ pub fn moe_swiglu_q8_1<B: Accelerator>(
         b,
         d,
         items,
-        &[
-            KArg::Buf(gate),
-            KArg::Buf(up),
-            KArg::Buf(act),
-            KArg::U32(to_u32(d, "n_pairs", n_pairs)?),
-            KArg::U32(to_u32(d, "ff", ff)?),
-            KArg::U32(layout),
-        ],
+        MoeSwigluArgs {
+            gate,
+            up,
+            act,
+            n_pairs: to_u32(d, "n_pairs", n_pairs)?,
+            ff: to_u32(d, "ff", ff)?,
+            layout,
+        },
     )
 }
 
@@ -211,16 +214,16 @@ pub fn moe_combine<B: Accelerator>(
         b,
         d,
         items,
-        &[
-            KArg::Buf(sel),
-            KArg::Buf(pair_of),
-            KArg::Buf(down),
-            KArg::Buf(shared),
-            KArg::Buf(resid),
-            KArg::Buf(y),
-            KArg::U32(to_u32(d, "n_embd", n_embd)?),
-            KArg::U32(ntok32),
-            KArg::U32(n_used32),
-        ],
+        MoeCombineArgs {
+            sel,
+            pair_of,
+            down,
+            shared,
+            resid,
+            y,
+            n_embd: to_u32(d, "n_embd", n_embd)?,
+            ntok: ntok32,
+            n_used: n_used32,
+        },
     )
 }

@@ -2,10 +2,12 @@
 //! `norm`), with or without the f32 copy of the normalized row.
 
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
-use crate::backend::{Accelerator, KArg};
+use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{KernelDesc, RMSNORM_Q8_1, RMSNORM_Q8_1_F32};
+use ingot_abi::launch::{
+    KernelDesc, RmsnormArgs, RmsnormQ8_1F32Args, RMSNORM_Q8_1, RMSNORM_Q8_1_F32,
+};
 
 /// `y[r] = quantize_q8_1(x[r]·w / sqrt(mean(x[r]²) + eps))` for `rows` rows of `n` floats
 /// (`n` a positive multiple of 32); `y` receives `rows · n/32` q8_1 blocks (`s = Σ` of the
@@ -23,13 +25,13 @@ pub fn rmsnorm_q8_1<B: Accelerator>(
         b,
         d,
         rows32,
-        &[
-            KArg::Buf(x),
-            KArg::Buf(w),
-            KArg::Buf(y),
-            KArg::U32(n32),
-            KArg::F32(eps),
-        ],
+        RmsnormArgs {
+            x,
+            w,
+            y,
+            n: n32,
+            eps,
+        },
     )
 }
 
@@ -49,14 +51,14 @@ pub fn rmsnorm_q8_1_f32<B: Accelerator>(
         b,
         d,
         rows32,
-        &[
-            KArg::Buf(x),
-            KArg::Buf(w),
-            KArg::Buf(y),
-            KArg::Buf(y_f32),
-            KArg::U32(n32),
-            KArg::F32(eps),
-        ],
+        RmsnormQ8_1F32Args {
+            x,
+            w,
+            y,
+            y_f32,
+            n: n32,
+            eps,
+        },
     )
 }
 

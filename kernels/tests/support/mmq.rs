@@ -27,19 +27,19 @@ pub enum Kind {
 
 impl Kind {
     /// The launchers' name of the type.
-    pub fn ty(self) -> ingot_abi::launch::MmqType {
-        use ingot_abi::launch::MmqType;
+    pub fn ty(self) -> ingot_abi::weight_types::GemvType {
+        use ingot_abi::weight_types::GemvType;
         match self {
-            Kind::Q4K => MmqType::Q4K,
-            Kind::Q6K => MmqType::Q6K,
-            Kind::Q5_0 => MmqType::Q5_0,
-            Kind::Q8_0 => MmqType::Q8_0,
-            Kind::Q5K => MmqType::Q5K,
-            Kind::Q3K => MmqType::Q3K,
-            Kind::Q4_0 => MmqType::Q4_0,
-            Kind::Iq4Nl => MmqType::Iq4Nl,
-            Kind::Q4_1 => MmqType::Q4_1,
-            Kind::Q5_1 => MmqType::Q5_1,
+            Kind::Q4K => GemvType::Q4K,
+            Kind::Q6K => GemvType::Q6K,
+            Kind::Q5_0 => GemvType::Q5_0,
+            Kind::Q8_0 => GemvType::Q8_0,
+            Kind::Q5K => GemvType::Q5K,
+            Kind::Q3K => GemvType::Q3K,
+            Kind::Q4_0 => GemvType::Q4_0,
+            Kind::Iq4Nl => GemvType::Iq4Nl,
+            Kind::Q4_1 => GemvType::Q4_1,
+            Kind::Q5_1 => GemvType::Q5_1,
         }
     }
 

@@ -2,11 +2,13 @@
 
 use ingot_kernels::{Accelerator, KArg};
 
-/// Records `(kernel, grid, block)` of every launch; a buffer is its byte length, so the
-/// launchers' size checks see real lengths without any memory behind them.
+/// Records `(kernel, grid, block)` of every launch, and its arguments (a buffer as `Some` of its
+/// length, a `u32` as `None` of its value's bits: enough to see order and kind); a buffer is its
+/// byte length, so the launchers' size checks see real lengths without any memory behind them.
 #[derive(Default)]
 pub struct Recorder {
     pub launches: Vec<(String, [u32; 3], [u32; 3])>,
+    pub args: Vec<Vec<(ingot_kernels::ParamKind, u64)>>,
 }
 
 impl Accelerator for Recorder {
@@ -32,9 +34,20 @@ impl Accelerator for Recorder {
         grid: [u32; 3],
         block: [u32; 3],
         _: u32,
-        _: &[KArg<'_, usize>],
+        args: &[KArg<'_, usize>],
     ) -> ingot_kernels::Result<()> {
         self.launches.push((kernel.to_owned(), grid, block));
+        let arg = |a: &KArg<'_, usize>| {
+            let bits = match *a {
+                KArg::Buf(&len) => len as u64,
+                KArg::U32(v) => u64::from(v),
+                KArg::I32(v) => v as u32 as u64,
+                KArg::F32(v) => u64::from(v.to_bits()),
+                KArg::U64(v) => v,
+            };
+            (a.kind(), bits)
+        };
+        self.args.push(args.iter().map(arg).collect());
         Ok(())
     }
 }

@@ -7,6 +7,9 @@ use ingot_abi::launch::{
     flash_prefill_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
     FLASH_MMA_HEADS, QUANTIZE_Q8_1, ROPE_KV_Q8_1_ROWS,
 };
+use ingot_abi::launch::{
+    FlashPrefillArgs, QuantizeQ8_1Args, RmsnormArgs, RopeKvRowsArgs, RMSNORM_Q8_1,
+};
 
 use super::super::attention::{
     absorbed_weight, check_shapes, rope_table, temperature_args, temperature_table, Absorbed,
@@ -15,7 +18,6 @@ use super::ffn::Routed;
 use super::{add_rows, check_mmq_cols, mmq, mmq_type, mmq_weight, norm_rows, ChunkActs};
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
 use crate::planner::builder::{buf, u32a, Builder};
 use crate::planner::nodes::is_f32;
 
@@ -58,17 +60,17 @@ pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<
             let q_a_q8 = b.q8_act("pf.q_a_q8", t * q_lora)?;
             let (lbl, _) = label("attn_q_a_norm");
             b.node(
-                super::k::RMSNORM_Q8_1,
+                super::k::fixed(&RMSNORM_Q8_1),
                 lbl,
                 Some(il),
                 t,
-                vec![
-                    buf(q_a),
-                    buf(q_a_norm),
-                    buf(q_a_q8),
-                    u32a(q_lora),
-                    NodeArg::F32(c.rms_eps),
-                ],
+                RmsnormArgs {
+                    x: buf(q_a),
+                    w: buf(q_a_norm),
+                    y: buf(q_a_q8),
+                    n: u32a(q_lora),
+                    eps: c.rms_eps,
+                },
             )?;
             let (w, ty, ncols, nrows) = mmq_weight(b, &name("attn_q_b.weight"), "prefill mmq")?;
             mmq(b, (w, ty), q_a_q8, q, (ncols, nrows, t), label("attn_q_b"))?;
@@ -92,30 +94,30 @@ pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<
     let step = b.acts.step;
     let (lbl, _) = label("rope_kv");
     b.node(
-        ROPE_KV_Q8_1_ROWS.name,
+        super::k::fixed(&ROPE_KV_Q8_1_ROWS),
         lbl,
         Some(il),
         t,
-        vec![
-            buf(q),
-            buf(kv),
-            buf(kv_norm),
-            buf(rope_freq),
-            buf(step),
-            buf(acts.rows),
-            buf(q_pe),
-            buf(q_nope_q8),
-            buf(cache),
-            u32a(c.n_head),
-            u32a(c.d_nope),
-            u32a(c.kv_lora),
-            u32a(c.d_rope),
-            u32a(b.opts.ctx),
-            NodeArg::F32(c.rms_eps),
-            NodeArg::F32(c.rope.rope_mscale()),
-            NodeArg::U32(b.opts.cache_type.code()),
-            u32a(t),
-        ],
+        RopeKvRowsArgs {
+            q: buf(q),
+            kv: buf(kv),
+            kv_norm: buf(kv_norm),
+            rope_freq: buf(rope_freq),
+            state: buf(step),
+            rows: buf(acts.rows),
+            q_pe: buf(q_pe),
+            q_nope_q8: buf(q_nope_q8),
+            cache: buf(cache),
+            n_head: u32a(c.n_head),
+            d_nope: u32a(c.d_nope),
+            kv_lora: u32a(c.kv_lora),
+            n_rope: u32a(c.d_rope),
+            ctx: u32a(b.opts.ctx),
+            eps: c.rms_eps,
+            mscale: c.rope.rope_mscale(),
+            cache_type: b.opts.cache_type.code(),
+            ntok: u32a(t),
+        },
     )?;
 
     // q_abs[t][h] = W_UK[h]·q_nope[t][h]: heads as the experts of an expert-grouped product.
@@ -134,31 +136,31 @@ pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<
     let o_lat = b.f32_act("pf.o_lat", t * c.n_head * c.kv_lora)?;
     let temperature = temperature_table(b);
     let flash = match b.opts.cache_type {
-        CacheType::F16 => FLASH_LATENT_PREFILL.name,
-        CacheType::Q8_0 => FLASH_LATENT_PREFILL_Q8_0.name,
+        CacheType::F16 => &FLASH_LATENT_PREFILL,
+        CacheType::Q8_0 => &FLASH_LATENT_PREFILL_Q8_0,
     };
     let (lbl, _) = label("flash_latent_prefill");
+    let (temp, temperature) = temperature_args(temperature, q_abs);
     b.node(
-        flash,
+        super::k::fixed(flash),
         lbl,
         Some(il),
         flash_prefill_items(c.n_head as u32, t as u32) as usize,
-        vec![
-            buf(q_abs),
-            buf(q_pe),
-            buf(cache),
-            buf(step),
-            buf(o_lat),
-            u32a(c.n_head),
-            u32a(c.kv_lora),
-            u32a(c.d_rope),
-            u32a(b.opts.ctx),
-            u32a(t),
-            NodeArg::F32(c.kq_scale),
-        ]
-        .into_iter()
-        .chain(temperature_args(temperature, q_abs))
-        .collect(),
+        FlashPrefillArgs {
+            q_abs: buf(q_abs),
+            q_pe: buf(q_pe),
+            cache: buf(cache),
+            state: buf(step),
+            o_lat: buf(o_lat),
+            n_head: u32a(c.n_head),
+            kv_lora: u32a(c.kv_lora),
+            n_rope: u32a(c.d_rope),
+            ctx: u32a(b.opts.ctx),
+            ntok: u32a(t),
+            kq_scale: c.kq_scale,
+            temp,
+            temperature,
+        },
     )?;
     let n_lat = t * c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("pf.o_lat_q8", n_lat)?;
@@ -264,10 +266,14 @@ fn quantize(
     (label, il): (String, usize),
 ) -> Result<(), PlanError> {
     b.node(
-        QUANTIZE_Q8_1.name,
+        super::k::fixed(&QUANTIZE_Q8_1),
         label,
         Some(il),
         n,
-        vec![buf(x), buf(y), u32a(n)],
+        QuantizeQ8_1Args {
+            x: buf(x),
+            y: buf(y),
+            n: u32a(n),
+        },
     )
 }

@@ -4,16 +4,17 @@
 //! combine.
 
 use ingot_abi::launch::{
-    mmq_moe_items, router_logits_rows_items, ExpertSelection, MmqType, GATE_UP_MERGED,
+    mmq_moe_items, router_logits_rows_items, ExpertSelection, MmqMoeArgs, MoeCombineArgs,
+    MoePairsArgs, MoeRouteRowsArgs, MoeSwigluArgs, RouterLogitsRowsArgs, GATE_UP_MERGED,
     GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_COMBINE, MOE_PAIRS, MOE_ROUTER_LOGITS_ROWS,
     MOE_ROUTE_ROWS, MOE_SWIGLU_Q8_1, ROUTER_MAX_EXPERTS,
 };
+use ingot_abi::weight_types::GemvType;
 use ingot_model::config::ExpertGateUp;
 
 use super::{add_rows, mmq, mmq_weight, norm_rows, ChunkActs};
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
 use crate::planner::builder::{buf, u32a, Builder};
 use crate::planner::nodes::{is_f32, model_routing, route_scalars};
 
@@ -69,18 +70,18 @@ fn swiglu(
     (label, il): (String, usize),
 ) -> Result<(), PlanError> {
     b.node(
-        MOE_SWIGLU_Q8_1.name,
+        super::k::fixed(&MOE_SWIGLU_Q8_1),
         label,
         Some(il),
         n * ff,
-        vec![
-            buf(gate),
-            buf(up),
-            buf(act),
-            u32a(n),
-            u32a(ff),
-            NodeArg::U32(layout),
-        ],
+        MoeSwigluArgs {
+            gate: buf(gate),
+            up: buf(up),
+            act: buf(act),
+            n_pairs: u32a(n),
+            ff: u32a(ff),
+            layout,
+        },
     )
 }
 
@@ -117,19 +118,19 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
         .ok_or_else(|| PlanError::Overflow("router logits of a chunk".into()))?;
     let (lbl, _) = label("ffn_gate_inp");
     b.node(
-        MOE_ROUTER_LOGITS_ROWS.name,
+        super::k::fixed(&MOE_ROUTER_LOGITS_ROWS),
         lbl,
         Some(il),
         items as usize,
-        vec![
-            buf(router),
-            buf(acts.h),
-            buf(acts.rows),
-            buf(logits),
-            u32a(c.n_embd),
-            u32a(c.n_expert),
-            u32a(t),
-        ],
+        RouterLogitsRowsArgs {
+            w: buf(router),
+            x: buf(acts.h),
+            rows: buf(acts.rows),
+            logits: buf(logits),
+            ncols: u32a(c.n_embd),
+            n_expert: u32a(c.n_expert),
+            ntok: u32a(t),
+        },
     )?;
     let (flags, model_bias) = model_routing(b, il)?;
     // Without a selection bias the kernel never reads `bias`; the logits stand in.
@@ -139,16 +140,25 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
         (t * size_of::<ExpertSelection>()) as u64,
     )?;
     let (lbl, _) = label("moe_route");
+    let r = route_scalars(c, flags);
     b.node(
-        MOE_ROUTE_ROWS.name,
+        super::k::fixed(&MOE_ROUTE_ROWS),
         lbl,
         Some(il),
         t,
-        vec![buf(logits), buf(bias), buf(acts.rows), buf(sel)]
-            .into_iter()
-            .chain(route_scalars(c, flags))
-            .chain([u32a(t)])
-            .collect(),
+        MoeRouteRowsArgs {
+            logits: buf(logits),
+            bias: buf(bias),
+            rows: buf(acts.rows),
+            sel: buf(sel),
+            n_expert: r.n_expert,
+            n_used: r.n_used,
+            n_group: r.n_group,
+            n_group_used: r.n_group_used,
+            flags: r.flags,
+            scale: r.scale,
+            ntok: u32a(t),
+        },
     )?;
 
     let n_pairs = t * c.n_expert_used;
@@ -158,20 +168,20 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
     let pair_self = b.act("pf.pair_self", 4 * n_pairs as u64)?;
     let (lbl, _) = label("moe_pairs");
     b.node(
-        MOE_PAIRS.name,
+        super::k::fixed(&MOE_PAIRS),
         lbl,
         Some(il),
         1,
-        vec![
-            buf(sel),
-            buf(expert_start),
-            buf(pair_token),
-            buf(pair_of),
-            buf(pair_self),
-            u32a(t),
-            u32a(c.n_expert_used),
-            u32a(c.n_expert),
-        ],
+        MoePairsArgs {
+            sel: buf(sel),
+            expert_start: buf(expert_start),
+            pair_token: buf(pair_token),
+            pair_of: buf(pair_of),
+            pair_self: buf(pair_self),
+            ntok: u32a(t),
+            n_used: u32a(c.n_expert_used),
+            n_expert: u32a(c.n_expert),
+        },
     )?;
 
     // Separate gate and up tensors, or one merged `[gate | up]` tensor (one product of 2·ff
@@ -231,21 +241,21 @@ pub(crate) fn moe(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<()
     )?;
     let (lbl, _) = label("moe_combine");
     b.node(
-        MOE_COMBINE.name,
+        super::k::fixed(&MOE_COMBINE),
         lbl,
         Some(il),
         t * c.n_embd,
-        vec![
-            buf(sel),
-            buf(pair_of),
-            buf(edown),
-            buf(shared),
-            buf(acts.x),
-            buf(acts.x),
-            u32a(c.n_embd),
-            u32a(t),
-            u32a(c.n_expert_used),
-        ],
+        MoeCombineArgs {
+            sel: buf(sel),
+            pair_of: buf(pair_of),
+            down: buf(edown),
+            shared: buf(shared),
+            resid: buf(acts.x),
+            y: buf(acts.x),
+            n_embd: u32a(c.n_embd),
+            ntok: u32a(t),
+            n_used: u32a(c.n_expert_used),
+        },
     )
 }
 
@@ -265,7 +275,7 @@ impl Routed {
     pub fn product(
         &self,
         b: &mut Builder<'_>,
-        (w, ty, ncols, nrows): (BufId, MmqType, usize, usize),
+        (w, ty, ncols, nrows): (BufId, GemvType, usize, usize),
         x: BufId,
         y: BufId,
         ntok: usize,
@@ -275,23 +285,23 @@ impl Routed {
         let items = mmq_moe_items(rows as u32, self.n_pairs as u32, self.n_expert as u32)
             .ok_or_else(|| PlanError::Overflow(format!("{label}: mmq_moe tiles")))?;
         b.node(
-            ty.moe().name,
+            super::k::mmq_moe(ty),
             label,
             Some(il),
             items as usize,
-            vec![
-                buf(w),
-                buf(x),
-                buf(self.pair_token),
-                buf(self.expert_start),
-                buf(self.pair_row),
-                buf(y),
-                u32a(ncols),
-                u32a(rows),
-                u32a(ntok),
-                u32a(self.n_pairs),
-                u32a(self.n_expert),
-            ],
+            MmqMoeArgs {
+                w: buf(w),
+                x: buf(x),
+                pair_token: buf(self.pair_token),
+                expert_start: buf(self.expert_start),
+                pair_row: buf(self.pair_row),
+                y: buf(y),
+                ncols: u32a(ncols),
+                rows: u32a(rows),
+                ntok: u32a(ntok),
+                n_pairs: u32a(self.n_pairs),
+                n_expert: u32a(self.n_expert),
+            },
         )
     }
 }

@@ -19,7 +19,11 @@
 mod attention;
 mod ffn;
 
-use ingot_abi::launch::{mmq_items, MmqType, FLASH_PREFILL_MAX_TOKENS, MOE_COMBINE};
+use ingot_abi::launch::{
+    mmq_items, GemvArgs, MmqArgs, MoeCombineArgs, RmsnormArgs, RmsnormQ8_1F32Args,
+    FLASH_PREFILL_MAX_TOKENS, MOE_COMBINE, RMSNORM_Q8_1, RMSNORM_Q8_1_F32,
+};
+use ingot_abi::weight_types::GemvType;
 use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::ModelConfig;
 
@@ -28,7 +32,6 @@ use super::kernels as k;
 use super::PlanOptions;
 use crate::buffer::BufId;
 use crate::error::PlanError;
-use crate::node::NodeArg;
 use crate::plan::Plan;
 
 /// Token counts a prefill plan is built for (one captured graph each). The largest is the
@@ -128,7 +131,13 @@ pub fn build_prefill_plan_for(
         "output".into(),
         None,
         k::gemv_items(info.ty, ncols, nrows),
-        vec![buf(w), buf(x_q8), buf(logits), u32a(ncols), u32a(nrows)],
+        GemvArgs {
+            w: buf(w),
+            x: buf(x_q8),
+            y: buf(logits),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+        },
     )?;
     Ok(PrefillPlan {
         plan: b.finish(),
@@ -188,9 +197,13 @@ pub fn prefill_chunks(len: usize, pos0: usize, ctx: usize, buckets: &[usize]) ->
 }
 
 /// The `mmq` type of a weight the chunk multiplies, or the error naming the types that have one.
-pub(crate) fn mmq_type(name: &str, ty: GgmlType, role: &'static str) -> Result<MmqType, PlanError> {
-    k::gemv_ty(ty).and_then(MmqType::of).ok_or_else(|| {
-        let supported: Vec<&str> = MmqType::ALL.iter().map(|&t| ggml_name(t)).collect();
+pub(crate) fn mmq_type(
+    name: &str,
+    ty: GgmlType,
+    role: &'static str,
+) -> Result<GemvType, PlanError> {
+    k::gemv_ty(ty).filter(|t| t.mmq().is_some()).ok_or_else(|| {
+        let supported: Vec<&str> = GemvType::MMQ.iter().map(|&t| ggml_name(t)).collect();
         PlanError::UnsupportedType {
             name: name.into(),
             ty: ty.name(),
@@ -201,13 +214,14 @@ pub(crate) fn mmq_type(name: &str, ty: GgmlType, role: &'static str) -> Result<M
 }
 
 /// The GGUF spelling of an `mmq` type (`Q4_K`).
-fn ggml_name(t: MmqType) -> &'static str {
-    GgmlType::from_u32(t.weights().ggml_id()).map_or("?", GgmlType::name)
+fn ggml_name(t: GemvType) -> &'static str {
+    GgmlType::from_u32(t.ggml_id()).map_or("?", GgmlType::name)
 }
 
 /// `ncols` checked against what the type's `mmq` kernels take.
-pub(crate) fn check_mmq_cols(name: &str, t: MmqType, ncols: usize) -> Result<(), PlanError> {
-    let m = t.ncols_multiple();
+pub(crate) fn check_mmq_cols(name: &str, t: GemvType, ncols: usize) -> Result<(), PlanError> {
+    // A block (the 32-weight types), or a super-block (the k-quants, whose tile steps one).
+    let m = t.block_elems();
     if ncols > 0 && ncols.is_multiple_of(m) {
         return Ok(());
     }
@@ -226,9 +240,9 @@ pub(crate) fn mmq_weight(
     b: &mut Builder<'_>,
     name: &str,
     role: &'static str,
-) -> Result<(BufId, MmqType, usize, usize), PlanError> {
+) -> Result<(BufId, GemvType, usize, usize), PlanError> {
     let (id, info) = b.weight(name, role, &|t| {
-        k::gemv_ty(t).and_then(MmqType::of).is_some()
+        k::gemv_ty(t).and_then(GemvType::mmq).is_some()
     })?;
     let t = mmq_type(name, info.ty, role)?;
     let ncols = info.ne.first().copied().unwrap_or(0) as usize;
@@ -240,7 +254,7 @@ pub(crate) fn mmq_weight(
 /// `y = W·x` for the chunk's `t` rows of `x` (q8_1), `y` token-major.
 pub(crate) fn mmq(
     b: &mut Builder<'_>,
-    (w, ty): (BufId, MmqType),
+    (w, ty): (BufId, GemvType),
     x_q8: BufId,
     y: BufId,
     (ncols, nrows, t): (usize, usize, usize),
@@ -249,11 +263,18 @@ pub(crate) fn mmq(
     let items = mmq_items(nrows as u32, t as u32)
         .ok_or_else(|| PlanError::Overflow(format!("{label}: mmq tiles")))?;
     b.node(
-        ty.dense().name,
+        k::mmq(ty),
         label,
         Some(il),
         items as usize,
-        vec![buf(w), buf(x_q8), buf(y), u32a(ncols), u32a(nrows), u32a(t)],
+        MmqArgs {
+            w: buf(w),
+            x: buf(x_q8),
+            y: buf(y),
+            ncols: u32a(ncols),
+            nrows: u32a(nrows),
+            ntok: u32a(t),
+        },
     )
 }
 
@@ -268,21 +289,21 @@ pub(crate) fn add_rows(
 ) -> Result<(), PlanError> {
     let n = b.c.n_embd;
     b.node(
-        MOE_COMBINE.name,
+        k::fixed(&MOE_COMBINE),
         label,
         Some(il),
         acts.t * n,
-        vec![
-            buf(y),
-            buf(y),
-            buf(y),
-            buf(y),
-            buf(acts.x),
-            buf(acts.x),
-            u32a(n),
-            u32a(acts.t),
-            u32a(0),
-        ],
+        MoeCombineArgs {
+            sel: buf(y),
+            pair_of: buf(y),
+            down: buf(y),
+            shared: buf(y),
+            resid: buf(acts.x),
+            y: buf(acts.x),
+            n_embd: u32a(n),
+            ntok: u32a(acts.t),
+            n_used: u32a(0),
+        },
     )
 }
 
@@ -294,25 +315,27 @@ pub(crate) fn norm_rows(
     need_f32: bool,
     (label, il): (String, usize),
 ) -> Result<(), PlanError> {
-    let (n, eps) = (b.c.n_embd, NodeArg::F32(b.c.rms_eps));
-    let args = if need_f32 {
-        vec![
-            buf(acts.x),
-            buf(w),
-            buf(acts.h_q8),
-            buf(acts.h),
-            u32a(n),
+    let (x, w, y, n, eps) = (
+        buf(acts.x),
+        buf(w),
+        buf(acts.h_q8),
+        u32a(b.c.n_embd),
+        b.c.rms_eps,
+    );
+    if need_f32 {
+        let y_f32 = buf(acts.h);
+        let args = RmsnormQ8_1F32Args {
+            x,
+            w,
+            y,
+            y_f32,
+            n,
             eps,
-        ]
-    } else {
-        vec![buf(acts.x), buf(w), buf(acts.h_q8), u32a(n), eps]
-    };
-    let kernel = if need_f32 {
-        k::RMSNORM_Q8_1_F32
-    } else {
-        k::RMSNORM_Q8_1
-    };
-    b.node(kernel, label, Some(il), acts.t, args)
+        };
+        return b.node(k::fixed(&RMSNORM_Q8_1_F32), label, Some(il), acts.t, args);
+    }
+    let args = RmsnormArgs { x, w, y, n, eps };
+    b.node(k::fixed(&RMSNORM_Q8_1), label, Some(il), acts.t, args)
 }
 
 #[cfg(test)]

@@ -411,7 +411,7 @@ macro_rules! mmq_kernels {
             "`y[t][r] = Σ_k W[r][k]·x_t[k]` for ", $what, " `w` (`nrows` rows of `ncols` \
              weights in `", stringify!($block), "`s), q8_1 `x` (`ntok × ncols/32` blocks) \
              and f32 `y` (`ntok × nrows`, token-major); descriptor \
-             `ingot_abi::launch::MmqType::dense`."
+             `ingot_abi::weight_types::GemvType::mmq`."
         )]
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $dense(
@@ -430,7 +430,7 @@ macro_rules! mmq_kernels {
              (pairs `expert_start[e] .. expert_start[e+1]`), ", $what, " `w` (`n_expert·rows` \
              rows of `ncols` weights in `", stringify!($block), "`s), q8_1 `x` \
              (`ntok × ncols/32` blocks), f32 `y` (`n_pairs × rows`, a row per pair); \
-             descriptor `ingot_abi::launch::MmqType::moe`."
+             descriptor `ingot_abi::weight_types::GemvType::mmq_moe`."
         )]
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
