@@ -23,6 +23,7 @@ use core::arch::x86_64::*;
 
 pub(super) mod avx512;
 pub(super) mod interleaved;
+pub(super) mod interleaved_k;
 pub(super) mod krows;
 mod legacy_rows;
 pub(super) mod tiles;

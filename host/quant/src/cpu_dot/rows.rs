@@ -354,7 +354,7 @@ mod avx2_rows {
     use super::*;
     use crate::cpu_dot::avx2;
     use crate::cpu_dot::avx2::interleaved::Interleaved;
-    use crate::cpu_dot::avx2::{avx512, interleaved, krows, tiles, vnni};
+    use crate::cpu_dot::avx2::{avx512, interleaved, interleaved_k, krows, tiles, vnni};
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
@@ -399,8 +399,10 @@ mod avx2_rows {
         true
     }
 
-    /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, whose kernels share each block's
-    /// unpacking among [`avx2::MULTI`] activations. Other types (and unaligned rows) return false.
+    /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: Q4_K and Q5_K in groups
+    /// of eight rows interleaved across vector lanes ([`interleaved_k`]), the others (and the rows
+    /// left over) through kernels that share each block's unpacking among several activations.
+    /// Other types (and unaligned rows) return false.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
         ty: GgmlType,
@@ -423,8 +425,20 @@ mod avx2_rows {
                 |r, ys| fold_multi(r, ys, |x, y| avx2::q3_k_multi(x, y)),
                 |r, y| fold_blocks(r, y, |x, y| avx2::q3_k(x, y)),
             ),
-            GgmlType::Q4K => tiled::<tiles::Q4K>(rows, acts, out),
-            GgmlType::Q5K => tiled::<tiles::Q5K>(rows, acts, out),
+            GgmlType::Q4K => grouped::<tiles::Q4K>(
+                rows,
+                acts,
+                out,
+                interleaved_k::Q4K::MIN_ACTS,
+                interleaved::rows::<interleaved_k::Q4K>,
+            ),
+            GgmlType::Q5K => grouped::<tiles::Q5K>(
+                rows,
+                acts,
+                out,
+                interleaved_k::Q5K::MIN_ACTS,
+                interleaved::rows::<interleaved_k::Q5K>,
+            ),
             GgmlType::Q6K => tiled::<tiles::Q6K>(rows, acts, out),
             _ => false,
         }

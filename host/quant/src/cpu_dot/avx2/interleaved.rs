@@ -26,7 +26,8 @@ pub(in crate::cpu_dot) trait Interleaved {
     type Block: bytemuck::Pod;
     /// The activation block (Q8_0, or Q8_K for the k-quants).
     type Act;
-    /// One block of a group of eight rows, interleaved.
+    /// One block of a group of eight rows, interleaved: SIMD vectors only, so that all-zero bits
+    /// are a value (the buffer the unpacking writes into starts as that).
     type Unpacked: Copy;
     /// What the products take of an activation block besides its quants (read in place).
     type Prepared: Copy;
@@ -34,10 +35,12 @@ pub(in crate::cpu_dot) trait Interleaved {
     /// (the transposes are shared by the activations of a call).
     const MIN_ACTS: usize;
 
+    /// Writes the eight blocks `x` into `w`, in place (an eight-row Q4_K block is 2.6 KiB).
+    ///
     /// # Safety
     /// The CPU has AVX2 and F16C (and AVX-VNNI for the kernels of [`super::vnni`]), as for
     /// every method here.
-    unsafe fn unpack(x: [&Self::Block; GROUP]) -> Self::Unpacked;
+    unsafe fn unpack(x: [&Self::Block; GROUP], w: &mut Self::Unpacked);
 
     /// # Safety
     /// As [`Interleaved::unpack`].
@@ -49,6 +52,22 @@ pub(in crate::cpu_dot) trait Interleaved {
     /// # Safety
     /// As [`Interleaved::unpack`].
     unsafe fn dot(w: &Self::Unpacked, y: &Self::Act, p: &Self::Prepared) -> __m256;
+
+    /// [`Interleaved::dot`] of `T` activations (a kernel may share each weight load among them).
+    ///
+    /// # Safety
+    /// As [`Interleaved::unpack`].
+    #[inline(always)]
+    unsafe fn dots<const T: usize>(
+        w: &Self::Unpacked,
+        y: [&Self::Act; T],
+        p: [&Self::Prepared; T],
+    ) -> [__m256; T] {
+        // SAFETY: the caller's CPU has the kernels' features.
+        per_row(unsafe { _mm256_setzero_ps() }, |t| unsafe {
+            Self::dot(w, y[t], p[t])
+        })
+    }
 }
 
 /// `out[t·n + r] = row r · acts[t]` for the first `8·⌊n/8⌋` of the `n = out.len() / acts.len()`
@@ -86,29 +105,84 @@ pub(in crate::cpu_dot) unsafe fn rows_body<K: Interleaved>(
             prepared.push(unsafe { K::prepare(y) });
         }
     }
-    let mut unpacked = Vec::with_capacity(nb);
+    // SAFETY: `Unpacked` holds SIMD vectors only, for which all-zero bits are a value.
+    let mut unpacked = vec![unsafe { core::mem::zeroed::<K::Unpacked>() }; nb];
     let mut groups = blocks.chunks_exact(GROUP * nb);
     for (g, group) in (&mut groups).enumerate() {
-        unpacked.clear();
-        for b in 0..nb {
+        for (b, w) in unpacked.iter_mut().enumerate() {
             let x = per_row(&group[0], |r| &group[r * nb + b]);
             // SAFETY: as above.
-            unpacked.push(unsafe { K::unpack(x) });
+            unsafe { K::unpack(x, w) };
         }
+        // The next group's weights (or the rows left over) are on their way from memory while
+        // this group's products run.
+        let next = &blocks[((g + 1) * GROUP * nb).min(blocks.len())..];
+        prefetch(bytemuck::cast_slice(&next[..next.len().min(GROUP * nb)]));
         let w = &unpacked[..nb];
-        for (t, (ps, ys)) in prepared.chunks_exact(nb).zip(acts).enumerate() {
-            // SAFETY: as above (AVX is part of every instruction set the kernels use).
-            let mut sums = unsafe { _mm256_setzero_ps() };
-            for ((wb, pb), yb) in w.iter().zip(ps).zip(*ys) {
-                // SAFETY: as above.
-                sums = unsafe { _mm256_add_ps(sums, K::dot(wb, yb, pb)) };
-            }
-            let at = t * n + g * GROUP;
-            let lanes: [f32; GROUP] = bytemuck::cast(sums);
-            out[at..at + GROUP].copy_from_slice(&lanes);
+        // Four activations per step, then two, then one.
+        let mut t = 0;
+        while t < acts.len() {
+            let left = acts.len() - t;
+            // SAFETY: as above.
+            t += unsafe {
+                if left >= 4 {
+                    steps::<K, 4>(w, acts, &prepared, out, t, g)
+                } else if left >= 2 {
+                    steps::<K, 2>(w, acts, &prepared, out, t, g)
+                } else {
+                    steps::<K, 1>(w, acts, &prepared, out, t, g)
+                }
+            };
         }
     }
     n - groups.remainder().len() / nb
+}
+
+/// Asks for `bytes` in the caches, one request per 64-byte line. A group's rows are contiguous, but
+/// the unpacking reads them block by block across the eight rows, eight short streams that the
+/// hardware prefetchers pick up late.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch reads nothing and cannot fault; `line` is a live slice besides.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
+    }
+}
+
+/// Activations `t0..t0 + T` against the unpacked blocks `w` of row group `g`: each one's block
+/// results added to 0.0 in block order, written to `out`. Returns `T`.
+///
+/// # Safety
+/// As [`rows_body`].
+#[inline(always)]
+unsafe fn steps<K: Interleaved, const T: usize>(
+    w: &[K::Unpacked],
+    acts: &[&[K::Act]],
+    prepared: &[K::Prepared],
+    out: &mut [f32],
+    t0: usize,
+    g: usize,
+) -> usize {
+    let nb = w.len();
+    let n = out.len() / acts.len();
+    // SAFETY: AVX is part of every instruction set the kernels use.
+    let mut sums = [unsafe { _mm256_setzero_ps() }; T];
+    for (b, wb) in w.iter().enumerate() {
+        let y = per_row(&acts[t0][b], |t| &acts[t0 + t][b]);
+        let p = per_row(&prepared[t0 * nb + b], |t| &prepared[(t0 + t) * nb + b]);
+        // SAFETY: the caller's CPU has `K`'s features.
+        let d = unsafe { K::dots::<T>(wb, y, p) };
+        for t in 0..T {
+            // SAFETY: as above.
+            sums[t] = unsafe { _mm256_add_ps(sums[t], d[t]) };
+        }
+    }
+    for (t, s) in sums.iter().enumerate() {
+        let at = (t0 + t) * n + g * GROUP;
+        let lanes: [f32; GROUP] = bytemuck::cast(*s);
+        out[at..at + GROUP].copy_from_slice(&lanes);
+    }
+    T
 }
 
 /// The 8×8 transpose of 32-bit elements: lane `r` of result `k` is element `k` of `v[r]`.
@@ -180,23 +254,32 @@ pub(super) fn offset_prepare<const Z: i32>(y: &BlockQ8_0) -> OffsetAct {
     }
 }
 
-/// `Σ (u − Z)·q8 = Σ u·q8 − Z·Σ q8` per lane: `maddubs` pairs are at most `2·31·128 = 7936`, so
-/// four of them add exactly in i16 (`≤ 31744`) before `madd` widens to i32; then
-/// `(isum·dx)·dy`, the scalar Q4_0/Q5_0 order.
+/// `Σ (u − Z)·q8 = Σ u·q8 − Z·Σ q8` per lane, for each of `T` activations (each weight vector
+/// loaded once for all of them): `maddubs` pairs are at most `2·31·128 = 7936`, so four of them
+/// add exactly in i16 (`≤ 31744`) before `madd` widens to i32; then `(isum·dx)·dy`, the scalar
+/// Q4_0/Q5_0 order.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn offset_dot(w: &Offset, y: &OffsetAct) -> __m256 {
+fn offset_dots<const T: usize>(w: &Offset, y: [&OffsetAct; T]) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
-    let quad = |k: usize| {
-        let p = |j: usize| _mm256_maddubs_epi16(w.u[k + j], _mm256_set1_epi32(y.qs[k + j]));
-        _mm256_madd_epi16(
-            _mm256_add_epi16(_mm256_add_epi16(p(0), p(1)), _mm256_add_epi16(p(2), p(3))),
-            ones,
-        )
-    };
-    let acc = _mm256_add_epi32(quad(0), quad(4));
-    let isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, _mm256_set1_epi32(y.zsum)));
-    _mm256_mul_ps(_mm256_mul_ps(isum, w.dx), _mm256_set1_ps(y.dy))
+    let mut acc = [_mm256_setzero_si256(); T];
+    for half in 0..2 {
+        let mut s = [_mm256_setzero_si256(); T];
+        for k in 4 * half..4 * half + 4 {
+            let u = w.u[k];
+            for t in 0..T {
+                let p = _mm256_maddubs_epi16(u, _mm256_set1_epi32(y[t].qs[k]));
+                s[t] = _mm256_add_epi16(s[t], p);
+            }
+        }
+        for t in 0..T {
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(s[t], ones));
+        }
+    }
+    per_row(_mm256_setzero_ps(), |t| {
+        let isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[t], _mm256_set1_epi32(y[t].zsum)));
+        _mm256_mul_ps(_mm256_mul_ps(isum, w.dx), _mm256_set1_ps(y[t].dy))
+    })
 }
 
 /// Eight rows' 32 unsigned levels each, interleaved by 4 bytes.
@@ -221,9 +304,9 @@ impl Interleaved for Q4_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn unpack(x: [&BlockQ4_0; GROUP]) -> Offset {
+    unsafe fn unpack(x: [&BlockQ4_0; GROUP], w: &mut Offset) {
         let z = _mm256_setzero_si256();
-        offset_unpack(per_row(z, |r| nibbles32(&x[r].qs)), per_row(0, |r| x[r].d))
+        *w = offset_unpack(per_row(z, |r| nibbles32(&x[r].qs)), per_row(0, |r| x[r].d));
     }
 
     #[inline]
@@ -235,7 +318,18 @@ impl Interleaved for Q4_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot(w: &Offset, _: &BlockQ8_0, p: &OffsetAct) -> __m256 {
-        offset_dot(w, p)
+        let [d] = offset_dots::<1>(w, [p]);
+        d
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dots<const T: usize>(
+        w: &Offset,
+        _: [&BlockQ8_0; T],
+        p: [&OffsetAct; T],
+    ) -> [__m256; T] {
+        offset_dots::<T>(w, p)
     }
 }
 
@@ -251,9 +345,9 @@ impl Interleaved for Q5_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn unpack(x: [&BlockQ5_0; GROUP]) -> Offset {
+    unsafe fn unpack(x: [&BlockQ5_0; GROUP], w: &mut Offset) {
         let z = _mm256_setzero_si256();
-        offset_unpack(per_row(z, |r| q5_0_levels(x[r])), per_row(0, |r| x[r].d))
+        *w = offset_unpack(per_row(z, |r| q5_0_levels(x[r])), per_row(0, |r| x[r].d));
     }
 
     #[inline]
@@ -265,7 +359,18 @@ impl Interleaved for Q5_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn dot(w: &Offset, _: &BlockQ8_0, p: &OffsetAct) -> __m256 {
-        offset_dot(w, p)
+        let [d] = offset_dots::<1>(w, [p]);
+        d
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn dots<const T: usize>(
+        w: &Offset,
+        _: [&BlockQ8_0; T],
+        p: [&OffsetAct; T],
+    ) -> [__m256; T] {
+        offset_dots::<T>(w, p)
     }
 }
 
@@ -349,9 +454,9 @@ impl Interleaved for Q8_0 {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn unpack(x: [&BlockQ8_0; GROUP]) -> Wide {
+    unsafe fn unpack(x: [&BlockQ8_0; GROUP], w: &mut Wide) {
         let z = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        wide_unpack(per_row(z, |r| q8_0_levels(x[r])), per_row(0, |r| x[r].d))
+        *w = wide_unpack(per_row(z, |r| q8_0_levels(x[r])), per_row(0, |r| x[r].d));
     }
 
     #[inline]
@@ -379,9 +484,9 @@ impl Interleaved for Iq4Nl {
 
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
-    unsafe fn unpack(x: [&BlockIq4Nl; GROUP]) -> Wide {
+    unsafe fn unpack(x: [&BlockIq4Nl; GROUP], w: &mut Wide) {
         let z = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        wide_unpack(per_row(z, |r| iq4_nl_levels(x[r])), per_row(0, |r| x[r].d))
+        *w = wide_unpack(per_row(z, |r| iq4_nl_levels(x[r])), per_row(0, |r| x[r].d));
     }
 
     #[inline]

@@ -23,7 +23,8 @@ use ingot_abi::blocks::{
 };
 
 use super::interleaved::{self, offset_prepare, scales, transpose, Interleaved, OffsetAct, GROUP};
-use super::{iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, scales_mins_k4, K4Act};
+use super::interleaved_k::{k4_finish, k4_rows, K4Rows};
+use super::{iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, K4Act};
 
 /// Eight rows of unsigned levels, interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
 /// levels `4k..4k + 4`), and their f32 scales.
@@ -101,12 +102,12 @@ macro_rules! legacy {
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avxvnni")]
-            unsafe fn unpack(x: [&$block; GROUP]) -> Unsigned {
+            unsafe fn unpack(x: [&$block; GROUP], w: &mut Unsigned) {
                 let levels = per_row(_mm256_setzero_si256(), |r| {
                     let $x = x[r];
                     $levels
                 });
-                unpack(levels, per_row(0, |r| x[r].d))
+                *w = unpack(levels, per_row(0, |r| x[r].d));
             }
 
             #[inline]
@@ -141,84 +142,6 @@ legacy!(
     Iq4Nl, BlockIq4Nl, 128, true, |b| offset_128(_mm256_shuffle_epi8(iq4nl_table(), nibbles32(&b.qs)))
 );
 
-/// Eight Q4_K/Q5_K rows' super-block, interleaved.
-#[derive(Clone, Copy)]
-pub(in crate::cpu_dot) struct K4Rows {
-    /// `u[8k + i]`: lane `r` holds row `r`'s levels `4i..4i + 4` of group `k` (`≤ 31`).
-    u: [__m256i; 64],
-    /// `sc[k]`: group `k`'s scale of each row, as i32 lanes.
-    sc: [__m256i; 8],
-    /// `mins[q]`: lane `r` holds row `r`'s mins `m_2q`, `m_2q+1` as an i16 pair.
-    mins: [__m256i; 4],
-    d: __m256,
-    dmin: __m256,
-}
-
-/// The eight rows' quants `qs` (and fifth bits `qh`, Q5_K), 12-byte scales, `d`, `dmin`.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn k4_rows(
-    qs: [&[u8; 128]; GROUP],
-    qh: Option<[&[u8; 32]; GROUP]>,
-    s: [&[u8; 12]; GROUP],
-    d: [u16; GROUP],
-    dmin: [u16; GROUP],
-) -> K4Rows {
-    let nibble = _mm256_set1_epi8(0x0F);
-    let fifth = _mm256_set1_epi8(0x10);
-    let mut u = [_mm256_setzero_si256(); 64];
-    // Bit 2p of qh byte l is bit 4 of element l of group 2p, bit 2p + 1 that of group 2p + 1:
-    // the interleaved fifth bits sit under the interleaved quants, shifted down 2 per p.
-    let z = _mm256_setzero_si256();
-    let mut high = qh.map(|h| transpose(per_row(z, |r| load(h[r]))));
-    for p in 0..4 {
-        let t = transpose(per_row(z, |r| {
-            load(&bytemuck::cast_ref::<_, [[u8; 32]; 4]>(qs[r])[p])
-        }));
-        for i in 0..8 {
-            let mut lo = _mm256_and_si256(t[i], nibble);
-            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(t[i]), nibble);
-            if let Some(h) = &mut high {
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16::<4>(h[i]), fifth));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16::<3>(h[i]), fifth));
-                h[i] = _mm256_srli_epi16::<2>(h[i]);
-            }
-            u[16 * p + i] = lo;
-            u[16 * p + 8 + i] = hi;
-        }
-    }
-    let sm: [(u64, u64); GROUP] = per_row((0, 0), |r| scales_mins_k4(s[r]));
-    let m: [u64; GROUP] = per_row(0, |r| sm[r].1);
-    let sc = transpose(per_row(z, |r| {
-        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sm[r].0 as i64))
-    }));
-    // Rows r and r + 4 share a vector: four i16 pairs each, transposed within the 128-bit halves.
-    let pairs = |r: usize| {
-        let m16 = |v: u64| _mm_cvtepu8_epi16(_mm_cvtsi64_si128(v as i64));
-        _mm256_set_m128i(m16(m[r + 4]), m16(m[r]))
-    };
-    let (a, b) = (
-        _mm256_unpacklo_epi32(pairs(0), pairs(1)),
-        _mm256_unpackhi_epi32(pairs(0), pairs(1)),
-    );
-    let (c, e) = (
-        _mm256_unpacklo_epi32(pairs(2), pairs(3)),
-        _mm256_unpackhi_epi32(pairs(2), pairs(3)),
-    );
-    K4Rows {
-        u,
-        sc,
-        mins: [
-            _mm256_unpacklo_epi64(a, c),
-            _mm256_unpackhi_epi64(a, c),
-            _mm256_unpacklo_epi64(b, e),
-            _mm256_unpackhi_epi64(b, e),
-        ],
-        d: scales(d),
-        dmin: scales(dmin),
-    }
-}
-
 #[inline]
 #[target_feature(enable = "avx2,f16c,avxvnni")]
 fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
@@ -233,15 +156,7 @@ fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
         let s = _mm256_add_epi32(acc[0], acc[1]);
         isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(s, w.sc[k]));
     }
-    let mut summs = _mm256_setzero_si256();
-    for (m, &b) in w.mins.iter().zip(&p.pairs) {
-        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(*m, _mm256_set1_epi32(b)));
-    }
-    let yd = _mm256_set1_ps(y.d);
-    _mm256_sub_ps(
-        _mm256_mul_ps(_mm256_mul_ps(w.d, yd), _mm256_cvtepi32_ps(isum)),
-        _mm256_mul_ps(_mm256_mul_ps(w.dmin, yd), _mm256_cvtepi32_ps(summs)),
-    )
+    k4_finish(w, y, p, isum)
 }
 
 macro_rules! k4 {
@@ -258,13 +173,14 @@ macro_rules! k4 {
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avxvnni")]
-            unsafe fn unpack($x: [&$block; GROUP]) -> K4Rows {
+            unsafe fn unpack($x: [&$block; GROUP], w: &mut K4Rows) {
                 k4_rows(
                     per_row(&$x[0].qs, |r| &$x[r].qs),
                     $qh,
                     per_row(&$x[0].scales, |r| &$x[r].scales),
                     per_row(0, |r| $x[r].d),
                     per_row(0, |r| $x[r].dmin),
+                    w,
                 )
             }
 
