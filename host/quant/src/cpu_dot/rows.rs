@@ -286,7 +286,7 @@ const PREFETCH_ROWS: usize = 2;
 
 /// Asks for the cache lines of `bytes` (a hint: no fault, no effect on results).
 #[inline(always)]
-fn prefetch(bytes: &[u8]) {
+pub(super) fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     for line in bytes.chunks(64) {
         // SAFETY: SSE is part of x86-64; a prefetch never faults.

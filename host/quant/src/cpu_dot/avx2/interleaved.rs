@@ -13,6 +13,8 @@ use core::arch::x86_64::*;
 
 use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
+use crate::cpu_dot::rows::prefetch;
+
 use super::{
     f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, per_row, q5_0_levels, q8_0_levels,
 };
@@ -115,7 +117,9 @@ pub(in crate::cpu_dot) unsafe fn rows_body<K: Interleaved>(
             unsafe { K::unpack(x, w) };
         }
         // The next group's weights (or the rows left over) are on their way from memory while
-        // this group's products run.
+        // this group's products run: a group's rows are contiguous, but the unpacking reads them
+        // block by block across the eight rows, eight short streams the hardware prefetchers
+        // pick up late.
         let next = &blocks[((g + 1) * GROUP * nb).min(blocks.len())..];
         prefetch(bytemuck::cast_slice(&next[..next.len().min(GROUP * nb)]));
         let w = &unpacked[..nb];
@@ -136,17 +140,6 @@ pub(in crate::cpu_dot) unsafe fn rows_body<K: Interleaved>(
         }
     }
     n - groups.remainder().len() / nb
-}
-
-/// Asks for `bytes` in the caches, one request per 64-byte line. A group's rows are contiguous, but
-/// the unpacking reads them block by block across the eight rows, eight short streams that the
-/// hardware prefetchers pick up late.
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch reads nothing and cannot fault; `line` is a live slice besides.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
-    }
 }
 
 /// Activations `t0..t0 + T` against the unpacked blocks `w` of row group `g`: each one's block
