@@ -124,7 +124,8 @@ impl<'a, 'f> Generator<'a, 'f> {
                 spec: Box::new(spec),
                 queue,
             };
-            return Ok(Self::new(source, tok, ctx, prompt, 0, opts));
+            let banned = banned_tokens(tok, &opts);
+            return Ok(Self::new(source, tok, ctx, prompt, 0, banned, opts));
         }
         let common = cached
             .iter()
@@ -140,7 +141,7 @@ impl<'a, 'f> Generator<'a, 'f> {
             sampler: Box::new(sampler),
             next,
         };
-        Ok(Self::new(source, tok, ctx, prompt, reused, opts))
+        Ok(Self::new(source, tok, ctx, prompt, reused, banned, opts))
     }
 
     /// [`Generator::start`] from an empty cache, prefilling one token at a time and calling `each` with
@@ -170,13 +171,14 @@ impl<'a, 'f> Generator<'a, 'f> {
             each(&*dec, t, pos)?;
         }
         let mut sampler = Sampler::new(opts.sampler);
-        let next = choose(&mut sampler, &last, prompt, &banned_tokens(tok, &opts));
+        let banned = banned_tokens(tok, &opts);
+        let next = choose(&mut sampler, &last, prompt, &banned);
         let source = Source::Plain {
             dec,
             sampler: Box::new(sampler),
             next,
         };
-        Ok(Self::new(source, tok, ctx, prompt, 0, opts))
+        Ok(Self::new(source, tok, ctx, prompt, 0, banned, opts))
     }
 
     fn new(
@@ -185,13 +187,14 @@ impl<'a, 'f> Generator<'a, 'f> {
         ctx: usize,
         prompt: &[u32],
         reused: usize,
+        banned: Vec<u32>,
         opts: GenerateOptions,
     ) -> Self {
         let room = ctx - prompt.len();
         Generator {
             source,
             tok,
-            banned: banned_tokens(tok, &opts),
+            banned,
             stream: tok.stream_decoder(),
             scan: StopScan::new(opts.stops),
             prompt_len: prompt.len(),
