@@ -1,4 +1,5 @@
-//! The `GgmlType`-level API: length checks, then one monomorphic loop per block type.
+//! The `GgmlType`-level API: length checks, then one monomorphic loop per block type, chosen by
+//! the type's row in [`crate::registry`].
 //!
 //! Byte buffers need no particular alignment: an aligned buffer (e.g. a GGUF mapping, whose
 //! tensors start 32-byte aligned) is viewed in place as `&[Block]`, anything else is read one
@@ -6,84 +7,29 @@
 
 use crate::chunks::{arrays, arrays_mut};
 use crate::error::QuantError;
-use crate::{
-    cpu_dot, float, iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs, iq4_nl, iq4_xs, mmvq,
-    q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k,
+use crate::q8_0;
+use crate::registry::{
+    self, acts_as, cpu_type, ActBlock, CpuBlock, CpuDot, FloatCodec, Visit, VisitDot,
 };
 use bytemuck::Pod;
 use core::mem::size_of;
-use ingot_abi::blocks::{
-    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
-    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
-    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK8_1, QK_K,
-};
+use ingot_abi::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK8_1};
 use ingot_gguf::GgmlType;
 
-/// Whether [`dequantize_row`] handles `ty`.
+/// Whether [`dequantize_row`] handles `ty` (it has a registry row).
 pub fn can_dequantize(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16
-            | Bf16
-            | Q4_0
-            | Q4_1
-            | Q5_0
-            | Q5_1
-            | Q8_0
-            | Q8_1
-            | Q2K
-            | Q3K
-            | Q4K
-            | Q5K
-            | Q6K
-            | Q8K
-            | Iq4Nl
-            | Iq4Xs
-            | Iq2Xxs
-            | Iq2Xs
-            | Iq2S
-            | Iq3Xxs
-            | Iq3S
-            | Iq1S
-            | Iq1M
-    )
+    cpu_type(ty).is_some()
 }
 
 /// Whether [`quantize_row`] handles `ty` (the weight formats `llama-quantize` writes without an
 /// importance matrix; Q8_1 and Q8_K are activation formats with their own functions).
 pub fn can_quantize(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16
-            | Bf16
-            | Q4_0
-            | Q4_1
-            | Q5_0
-            | Q5_1
-            | Q8_0
-            | Q2K
-            | Q3K
-            | Q4K
-            | Q5K
-            | Q6K
-            | Iq4Nl
-            | Iq4Xs
-            | Iq2S
-            | Iq3Xxs
-            | Iq3S
-            | Iq1M
-    )
+    cpu_type(ty).is_some_and(|r| r.quantize)
 }
 
 /// Whether [`vec_dot_q8_1`] (the CUDA mmvq oracle) handles weights of type `ty`.
 pub fn can_vec_dot_q8_1(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2K | Q3K | Q4K | Q5K | Q6K | Iq4Nl | Iq4Xs
-    )
+    cpu_type(ty).is_some_and(|r| r.q8_1_dot)
 }
 
 /// The activation type ggml's CPU backend pairs with weights of type `ty` (`vec_dot_type`,
@@ -91,13 +37,7 @@ pub fn can_vec_dot_q8_1(ty: GgmlType) -> bool {
 /// k-quants, IQ4_XS and the grid types IQ1_S…IQ3_S ([`vec_dot_q8_k`]), Q8_0 for
 /// Q4_0/Q5_0/Q8_0/IQ4_NL ([`vec_dot_q8_0`]).
 pub fn cpu_vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
-    use GgmlType::*;
-    match ty {
-        Q2K | Q3K | Q4K | Q5K | Q6K | Iq4Xs => Some(Q8K),
-        Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S | Iq1M => Some(Q8K),
-        Q4_0 | Q5_0 | Q8_0 | Iq4Nl => Some(Q8_0),
-        _ => None,
-    }
+    cpu_type(ty)?.dot_act
 }
 
 fn geometry(ty: GgmlType) -> (usize, usize) {
@@ -187,35 +127,23 @@ fn quant_blocks<B: Pod, const N: usize>(x: &[f32], out: &mut [u8], f: fn(&[f32; 
 /// (a whole number of blocks).
 pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
     check_dequantize(ty, data.len(), out.len())?;
-    use GgmlType::*;
-    match ty {
-        F32 => float::f32_from_le(data, out),
-        F16 => float::f16_from_le(data, out),
-        Bf16 => float::bf16_from_le(data, out),
-        Q4_0 => dequant_blocks::<BlockQ4_0, 32>(data, out, q4_0::dequantize),
-        Q4_1 => dequant_blocks::<BlockQ4_1, 32>(data, out, q4_1::dequantize),
-        Q5_0 => dequant_blocks::<BlockQ5_0, 32>(data, out, q5_0::dequantize),
-        Q5_1 => dequant_blocks::<BlockQ5_1, 32>(data, out, q5_1::dequantize),
-        Q8_0 => dequant_blocks::<BlockQ8_0, 32>(data, out, q8_0::dequantize),
-        Q8_1 => dequant_blocks::<BlockQ8_1, 32>(data, out, q8_1::dequantize),
-        Q2K => dequant_blocks::<BlockQ2K, QK_K>(data, out, q2_k::dequantize),
-        Q3K => dequant_blocks::<BlockQ3K, QK_K>(data, out, q3_k::dequantize),
-        Q4K => dequant_blocks::<BlockQ4K, QK_K>(data, out, q4_k::dequantize),
-        Q5K => dequant_blocks::<BlockQ5K, QK_K>(data, out, q5_k::dequantize),
-        Q6K => dequant_blocks::<BlockQ6K, QK_K>(data, out, q6_k::dequantize),
-        Q8K => dequant_blocks::<BlockQ8K, QK_K>(data, out, q8_k::dequantize),
-        Iq4Nl => dequant_blocks::<BlockIq4Nl, 32>(data, out, iq4_nl::dequantize),
-        Iq4Xs => dequant_blocks::<BlockIq4Xs, QK_K>(data, out, iq4_xs::dequantize),
-        Iq2Xxs => dequant_blocks::<BlockIq2Xxs, QK_K>(data, out, iq2_xxs::dequantize),
-        Iq2Xs => dequant_blocks::<BlockIq2Xs, QK_K>(data, out, iq2_xs::dequantize),
-        Iq2S => dequant_blocks::<BlockIq2S, QK_K>(data, out, iq2_s::dequantize),
-        Iq3Xxs => dequant_blocks::<BlockIq3Xxs, QK_K>(data, out, iq3_xxs::dequantize),
-        Iq3S => dequant_blocks::<BlockIq3S, QK_K>(data, out, iq3_s::dequantize),
-        Iq1S => dequant_blocks::<BlockIq1S, QK_K>(data, out, iq1_s::dequantize),
-        Iq1M => dequant_blocks::<BlockIq1M, QK_K>(data, out, iq1_m::dequantize),
-        _ => return Err(unsupported(ty, "dequantization")),
+    registry::visit(ty, Dequantize { data, out }).ok_or_else(|| unsupported(ty, "dequantization"))
+}
+
+/// [`dequantize_row`] on a row of the registry (lengths checked).
+struct Dequantize<'a> {
+    data: &'a [u8],
+    out: &'a mut [f32],
+}
+
+impl Visit for Dequantize<'_> {
+    type Out = ();
+    fn block<B: CpuBlock<QK>, const QK: usize>(self) {
+        dequant_blocks::<B, QK>(self.data, self.out, B::dequantize)
     }
-    Ok(())
+    fn float(self, codec: FloatCodec) {
+        (codec.dequantize)(self.data, self.out)
+    }
 }
 
 /// Encode `x` as type `ty` into `out`, which must be exactly the encoded size. Quantized types
@@ -223,34 +151,35 @@ pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), 
 /// `llama-quantize` (IQ4_NL/IQ4_XS: the `quantize_iq4_*` path with 7 scale tries).
 pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
     check_quantize(ty, x.len(), out.len())?;
-    use GgmlType::*;
-    match ty {
-        F32 => float::f32_to_le(x, out),
-        F16 => float::f16_to_le(x, out),
-        Bf16 => float::bf16_to_le(x, out),
-        Q4_0 => quant_blocks::<BlockQ4_0, 32>(x, out, q4_0::quantize),
-        Q4_1 => quant_blocks::<BlockQ4_1, 32>(x, out, q4_1::quantize),
-        Q5_0 => quant_blocks::<BlockQ5_0, 32>(x, out, q5_0::quantize),
-        Q5_1 => quant_blocks::<BlockQ5_1, 32>(x, out, q5_1::quantize),
-        Q8_0 => quant_blocks::<BlockQ8_0, 32>(x, out, q8_0::quantize),
-        Q2K => quant_blocks::<BlockQ2K, QK_K>(x, out, q2_k::quantize),
-        Q3K => quant_blocks::<BlockQ3K, QK_K>(x, out, q3_k::quantize),
-        Q4K => quant_blocks::<BlockQ4K, QK_K>(x, out, q4_k::quantize),
-        Q5K => quant_blocks::<BlockQ5K, QK_K>(x, out, q5_k::quantize),
-        Q6K => quant_blocks::<BlockQ6K, QK_K>(x, out, q6_k::quantize),
-        Iq4Nl => quant_blocks::<BlockIq4Nl, 32>(x, out, iq4_nl::quantize),
-        Iq4Xs => quant_blocks::<BlockIq4Xs, QK_K>(x, out, iq4_xs::quantize),
-        Iq2S => quant_blocks::<BlockIq2S, QK_K>(x, out, iq2_s::quantize),
-        Iq3Xxs => quant_blocks::<BlockIq3Xxs, QK_K>(x, out, iq3_xxs::quantize),
-        Iq3S => quant_blocks::<BlockIq3S, QK_K>(x, out, iq3_s::quantize),
-        Iq1M => quant_blocks::<BlockIq1M, QK_K>(x, out, iq1_m::quantize),
-        _ => return Err(unsupported(ty, "quantization")),
+    match registry::visit(ty, Quantize { x, out }) {
+        Some(true) => Ok(()),
+        _ => Err(unsupported(ty, "quantization")),
     }
-    Ok(())
 }
 
-/// The refusal for a type an operation does not cover. (In the `match` fallbacks below it is
-/// unreachable, as the `can_*` predicates refuse first; it keeps the matches total.)
+/// [`quantize_row`] on a row of the registry (lengths checked): whether the row has a quantizer.
+struct Quantize<'a> {
+    x: &'a [f32],
+    out: &'a mut [u8],
+}
+
+impl Visit for Quantize<'_> {
+    type Out = bool;
+    fn block<B: CpuBlock<QK>, const QK: usize>(self) -> bool {
+        let Some(quantize) = B::QUANTIZE else {
+            return false;
+        };
+        quant_blocks::<B, QK>(self.x, self.out, quantize);
+        true
+    }
+    fn float(self, codec: FloatCodec) -> bool {
+        (codec.quantize)(self.x, self.out);
+        true
+    }
+}
+
+/// The refusal for a type an operation does not cover. (After the `can_*` predicates it is
+/// unreachable in the dispatch below; it keeps the dispatch total.)
 pub(crate) fn unsupported(ty: GgmlType, op: &'static str) -> QuantError {
     QuantError::Unsupported { ty, op }
 }
@@ -287,7 +216,7 @@ fn check_activation(
 }
 
 /// Σ over blocks of the per-call results of a 32-element type, added in f64.
-fn mmvq_small<B: Pod>(
+pub(crate) fn mmvq_small<B: Pod>(
     row: &[u8],
     act: &[BlockQ8_1],
     (_, qi, vdr): (usize, usize, usize),
@@ -303,7 +232,7 @@ fn mmvq_small<B: Pod>(
 }
 
 /// Σ over super-blocks of the per-call results of a 256-element type, added in f64.
-fn mmvq_k<B: Pod>(
+pub(crate) fn mmvq_k<B: Pod>(
     row: &[u8],
     act: &[BlockQ8_1],
     (_, qi, vdr): (usize, usize, usize),
@@ -330,23 +259,7 @@ pub fn vec_dot_q8_1(ty: GgmlType, row: &[u8], act: &[BlockQ8_1]) -> Result<f32, 
     }
     let elements = row_elements(ty, row.len())?;
     check_activation(ty, elements, QK8_1, act.len())?;
-    use mmvq::shape;
-    use GgmlType::*;
-    Ok(match ty {
-        Q4_0 => mmvq_small::<BlockQ4_0>(row, act, shape::Q4_0, mmvq::q4_0_call),
-        Q4_1 => mmvq_small::<BlockQ4_1>(row, act, shape::Q4_1, mmvq::q4_1_call),
-        Q5_0 => mmvq_small::<BlockQ5_0>(row, act, shape::Q5_0, mmvq::q5_0_call),
-        Q5_1 => mmvq_small::<BlockQ5_1>(row, act, shape::Q5_1, mmvq::q5_1_call),
-        Q8_0 => mmvq_small::<BlockQ8_0>(row, act, shape::Q8_0, mmvq::q8_0_call),
-        Iq4Nl => mmvq_small::<BlockIq4Nl>(row, act, shape::IQ4_NL, mmvq::iq4_nl_call),
-        Q2K => mmvq_k::<BlockQ2K>(row, act, shape::Q2_K, mmvq::q2_k_call),
-        Q3K => mmvq_k::<BlockQ3K>(row, act, shape::Q3_K, mmvq::q3_k_call),
-        Q4K => mmvq_k::<BlockQ4K>(row, act, shape::Q4_K, mmvq::q4_k_call),
-        Q5K => mmvq_k::<BlockQ5K>(row, act, shape::Q5_K, mmvq::q5_k_call),
-        Q6K => mmvq_k::<BlockQ6K>(row, act, shape::Q6_K, mmvq::q6_k_call),
-        Iq4Xs => mmvq_k::<BlockIq4Xs>(row, act, shape::IQ4_XS, mmvq::iq4_xs_call),
-        _ => return Err(unsupported(ty, "the q8_1 dot product")),
-    })
+    registry::mmvq_row(ty, row, act).ok_or_else(|| unsupported(ty, "the q8_1 dot product"))
 }
 
 /// Σ of per-block CPU dot products, in f32 as ggml accumulates them.
@@ -360,46 +273,44 @@ fn cpu_rows<B: Pod, A>(row: &[u8], act: &[A], f: fn(&B, &A) -> f32) -> f32 {
 /// [`crate::quantize_q8_k`]) the way ggml's CPU backend computes it. `act` must hold exactly
 /// one block per 256 row elements.
 pub fn vec_dot_q8_k(ty: GgmlType, row: &[u8], act: &[BlockQ8K]) -> Result<f32, QuantError> {
-    if cpu_vec_dot_type(ty) != Some(GgmlType::Q8K) {
-        return Err(unsupported(ty, "the q8_K dot product"));
-    }
-    let elements = row_elements(ty, row.len())?;
-    check_activation(ty, elements, QK_K, act.len())?;
-    use GgmlType::*;
-    Ok(match ty {
-        Q2K => cpu_rows::<BlockQ2K, _>(row, act, cpu_dot::q2_k),
-        Q3K => cpu_rows::<BlockQ3K, _>(row, act, cpu_dot::q3_k),
-        Q4K => cpu_rows::<BlockQ4K, _>(row, act, cpu_dot::q4_k),
-        Q5K => cpu_rows::<BlockQ5K, _>(row, act, cpu_dot::q5_k),
-        Q6K => cpu_rows::<BlockQ6K, _>(row, act, cpu_dot::q6_k),
-        Iq4Xs => cpu_rows::<BlockIq4Xs, _>(row, act, cpu_dot::iq4_xs),
-        Iq2Xxs => cpu_rows::<BlockIq2Xxs, _>(row, act, cpu_dot::iq2_xxs),
-        Iq2Xs => cpu_rows::<BlockIq2Xs, _>(row, act, cpu_dot::iq2_xs),
-        Iq2S => cpu_rows::<BlockIq2S, _>(row, act, cpu_dot::iq2_s),
-        Iq3Xxs => cpu_rows::<BlockIq3Xxs, _>(row, act, cpu_dot::iq3_xxs),
-        Iq3S => cpu_rows::<BlockIq3S, _>(row, act, cpu_dot::iq3_s),
-        Iq1S => cpu_rows::<BlockIq1S, _>(row, act, cpu_dot::iq1_s),
-        Iq1M => cpu_rows::<BlockIq1M, _>(row, act, cpu_dot::iq1_m),
-        _ => return Err(unsupported(ty, "the q8_K dot product")),
-    })
+    vec_dot_cpu(ty, row, act, "the q8_K dot product")
 }
 
 /// Dot product of one Q4_0/Q5_0/Q8_0/IQ4_NL weight row with Q8_0 activations (from
 /// [`quantize_q8_0`]) the way ggml's CPU backend computes it.
 pub fn vec_dot_q8_0(ty: GgmlType, row: &[u8], act: &[BlockQ8_0]) -> Result<f32, QuantError> {
-    if cpu_vec_dot_type(ty) != Some(GgmlType::Q8_0) {
-        return Err(unsupported(ty, "the q8_0 dot product"));
+    vec_dot_cpu(ty, row, act, "the q8_0 dot product")
+}
+
+/// [`vec_dot_q8_k`] and [`vec_dot_q8_0`]: one activation block of `A` per weight block.
+fn vec_dot_cpu<A: ActBlock>(
+    ty: GgmlType,
+    row: &[u8],
+    act: &[A],
+    op: &'static str,
+) -> Result<f32, QuantError> {
+    if cpu_vec_dot_type(ty) != Some(A::TYPE) {
+        return Err(unsupported(ty, op));
     }
     let elements = row_elements(ty, row.len())?;
-    check_activation(ty, elements, QK8_0, act.len())?;
-    use GgmlType::*;
-    Ok(match ty {
-        Q4_0 => cpu_rows::<BlockQ4_0, _>(row, act, cpu_dot::q4_0),
-        Q5_0 => cpu_rows::<BlockQ5_0, _>(row, act, cpu_dot::q5_0),
-        Q8_0 => cpu_rows::<BlockQ8_0, _>(row, act, cpu_dot::q8_0),
-        Iq4Nl => cpu_rows::<BlockIq4Nl, _>(row, act, cpu_dot::iq4_nl),
-        _ => return Err(unsupported(ty, "the q8_0 dot product")),
-    })
+    check_activation(ty, elements, A::QK, act.len())?;
+    registry::visit_dot(ty, RowSum { row, act })
+        .flatten()
+        .ok_or_else(|| unsupported(ty, op))
+}
+
+/// One row's Σ of per-block CPU dot products (lengths checked); `None` if the row dots with
+/// another activation type than `A`.
+struct RowSum<'a, A> {
+    row: &'a [u8],
+    act: &'a [A],
+}
+
+impl<X: ActBlock> VisitDot for RowSum<'_, X> {
+    type Out = Option<f32>;
+    fn dot<B: CpuDot<QK, Act = A>, A: ActBlock, const QK: usize>(self) -> Option<f32> {
+        Some(cpu_rows::<B, A>(self.row, acts_as(self.act)?, B::dot))
+    }
 }
 
 /// Quantize an activation row to Q8_0 (`quantize_row_q8_0_ref`, the generic CPU

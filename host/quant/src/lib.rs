@@ -46,6 +46,7 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
+pub mod registry;
 mod round;
 mod search;
 mod stand_in;

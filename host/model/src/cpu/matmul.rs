@@ -30,12 +30,17 @@ enum Kernel {
 }
 
 impl Kernel {
+    /// By the weight type's `ingot_quant::registry` row: a CPU dot product where it has one,
+    /// else the q8_1 oracle (Q4_1, Q5_1).
     fn of(ty: GgmlType, isa: Isa) -> Option<Kernel> {
         use GgmlType::*;
         Some(match ty {
             F32 | F16 | Bf16 => Kernel::Float,
-            Q4_1 | Q5_1 => Kernel::Q8_1,
-            _ => Kernel::Rows(RowDot::with_isa(ty, isa).ok()?),
+            _ if ingot_quant::cpu_vec_dot_type(ty).is_some() => {
+                Kernel::Rows(RowDot::with_isa(ty, isa).ok()?)
+            }
+            _ if ingot_quant::can_vec_dot_q8_1(ty) => Kernel::Q8_1,
+            _ => return None,
         })
     }
 

@@ -5,15 +5,11 @@
 use core::mem::size_of;
 
 use bytemuck::Pod;
-use ingot_abi::blocks::{
-    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
-    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K,
-    BlockQ8_0,
-};
+use ingot_abi::blocks::{BlockQ8K, BlockQ8_0};
 use ingot_gguf::GgmlType;
 
-use crate::cpu_dot;
 use crate::error::QuantError;
+use crate::registry::{self, acts_as, ActBlock, CpuDot, VisitDot};
 
 pub use super::isa::Isa;
 
@@ -77,29 +73,12 @@ impl RowDot {
     /// `act` (one Q8_K block per 256 weights).
     pub fn q8_k(&self, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> Result<(), QuantError> {
         self.check(GgmlType::Q8K, rows.len(), act.len(), out.len())?;
-        use GgmlType::*;
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
         if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_k(self.ty, rows, act, out) } {
             return Ok(());
         }
-        match self.ty {
-            Q2K => each_row::<BlockQ2K, _>(rows, act, out, cpu_dot::q2_k),
-            Q3K => each_row::<BlockQ3K, _>(rows, act, out, cpu_dot::q3_k),
-            Q4K => each_row::<BlockQ4K, _>(rows, act, out, cpu_dot::q4_k),
-            Q5K => each_row::<BlockQ5K, _>(rows, act, out, cpu_dot::q5_k),
-            Q6K => each_row::<BlockQ6K, _>(rows, act, out, cpu_dot::q6_k),
-            Iq4Xs => each_row::<BlockIq4Xs, _>(rows, act, out, cpu_dot::iq4_xs),
-            Iq2Xxs => each_row::<BlockIq2Xxs, _>(rows, act, out, cpu_dot::iq2_xxs),
-            Iq2Xs => each_row::<BlockIq2Xs, _>(rows, act, out, cpu_dot::iq2_xs),
-            Iq2S => each_row::<BlockIq2S, _>(rows, act, out, cpu_dot::iq2_s),
-            Iq3Xxs => each_row::<BlockIq3Xxs, _>(rows, act, out, cpu_dot::iq3_xxs),
-            Iq3S => each_row::<BlockIq3S, _>(rows, act, out, cpu_dot::iq3_s),
-            Iq1S => each_row::<BlockIq1S, _>(rows, act, out, cpu_dot::iq1_s),
-            Iq1M => each_row::<BlockIq1M, _>(rows, act, out, cpu_dot::iq1_m),
-            _ => unreachable_type(self.ty, "the q8_K row dot product")?,
-        }
-        Ok(())
+        self.scalar(rows, act, out)
     }
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
@@ -144,20 +123,12 @@ impl RowDot {
     /// `act` (one Q8_0 block per 32 weights).
     pub fn q8_0(&self, rows: &[u8], act: &[BlockQ8_0], out: &mut [f32]) -> Result<(), QuantError> {
         self.check(GgmlType::Q8_0, rows.len(), act.len(), out.len())?;
-        use GgmlType::*;
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
         if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_0(self.ty, rows, act, out) } {
             return Ok(());
         }
-        match self.ty {
-            Q4_0 => each_row::<BlockQ4_0, _>(rows, act, out, cpu_dot::q4_0),
-            Q5_0 => each_row::<BlockQ5_0, _>(rows, act, out, cpu_dot::q5_0),
-            Q8_0 => each_row::<BlockQ8_0, _>(rows, act, out, cpu_dot::q8_0),
-            Iq4Nl => each_row::<BlockIq4Nl, _>(rows, act, out, cpu_dot::iq4_nl),
-            _ => unreachable_type(self.ty, "the q8_0 row dot product")?,
-        }
-        Ok(())
+        self.scalar(rows, act, out)
     }
 
     /// `out[t·n + r] = row r · acts[t]` for `n = out.len() / acts.len()` consecutive rows in `rows`
@@ -197,6 +168,23 @@ impl RowDot {
             self.q8_0(rows, a, o)?;
         }
         Ok(())
+    }
+
+    /// The scalar row loop of the type's registry row ([`each_row`] over its `CpuDot::dot`), for
+    /// instruction sets or types without a SIMD kernel; lengths checked by the caller.
+    fn scalar<A: ActBlock>(
+        &self,
+        rows: &[u8],
+        act: &[A],
+        out: &mut [f32],
+    ) -> Result<(), QuantError> {
+        match registry::visit_dot(self.ty, EachRow { rows, act, out }) {
+            Some(true) => Ok(()),
+            _ => Err(QuantError::Unsupported {
+                ty: self.ty,
+                op: "the CPU row dot product",
+            }),
+        }
     }
 
     /// The checks of the multi-activation products: every activation against `rows_len` bytes of
@@ -265,10 +253,23 @@ fn cpu_dot_type(ty: GgmlType) -> Option<GgmlType> {
     crate::cpu_vec_dot_type(ty)
 }
 
-/// The refusal behind a match arm that `check` already excludes; keeps the matches total
-/// without a panicking path.
-fn unreachable_type(ty: GgmlType, op: &'static str) -> Result<(), QuantError> {
-    Err(QuantError::Unsupported { ty, op })
+/// [`each_row`] on a row of the registry; false if the row dots with another activation type
+/// than `X` (which `check` excludes).
+struct EachRow<'a, X> {
+    rows: &'a [u8],
+    act: &'a [X],
+    out: &'a mut [f32],
+}
+
+impl<X: ActBlock> VisitDot for EachRow<'_, X> {
+    type Out = bool;
+    fn dot<B: CpuDot<QK, Act = A>, A: ActBlock, const QK: usize>(self) -> bool {
+        let Some(act) = acts_as::<X, A>(self.act) else {
+            return false;
+        };
+        each_row::<B, A>(self.rows, act, self.out, B::dot);
+        true
+    }
 }
 
 /// `out[r] = Σ_i f(block i of row r, act[i])`, adding block results to 0.0 in order, as
@@ -355,6 +356,11 @@ mod avx2_rows {
     use crate::cpu_dot::avx2;
     use crate::cpu_dot::avx2::interleaved::Interleaved;
     use crate::cpu_dot::avx2::{avx512, interleaved, interleaved_k, krows, tiles, vnni};
+    use ingot_abi::blocks::{
+        BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs,
+        BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0,
+        BlockQ6K,
+    };
 
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k(ty: GgmlType, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> bool {
