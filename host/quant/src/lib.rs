@@ -7,7 +7,7 @@
 //! * Reference quantizers, bit-identical to ggml's `quantize_row_*_ref` / `quantize_*` with no
 //!   importance matrix (what `llama-quantize` runs without one), for every weight type whose ggml
 //!   quantizer runs without one: [`quantize_row`], [`quantize_tensor`]. The grid types
-//!   IQ3_XXS, IQ3_S, IQ2_S and IQ1_M share one code-book search ([`codebook`]).
+//!   IQ3_XXS, IQ3_S, IQ2_S and IQ1_M share one code-book search (`codebook`).
 //! * Activation quantizers: [`quantize_q8_1`] (the CUDA kernel's variant), [`quantize_q8_k`]
 //!   and [`quantize_q8_0`] (ggml's CPU reference).
 //! * Dot products: [`vec_dot_q8_1`], the oracle of the GPU `mul_mat_vec_q` kernels (one small

@@ -28,7 +28,7 @@ impl Isa {
     /// Every instruction set, slowest first.
     pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
 
-    /// The name [`ISA_VAR`] takes and the bench's witness line prints.
+    /// The name `INGOT_CPU_ISA` takes and the bench's witness line prints.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -38,7 +38,7 @@ impl Isa {
         }
     }
 
-    /// The instruction set the CPU backend runs on: the one [`ISA_VAR`] names when the CPU has
+    /// The instruction set the CPU backend runs on: the one `INGOT_CPU_ISA` names when the CPU has
     /// it, else the fastest the CPU has (a name that is unknown or not available here is said
     /// once on stderr). Decided once per process.
     pub fn detect() -> Isa {
