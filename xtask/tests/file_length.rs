@@ -12,7 +12,6 @@ const MAX_LINES: usize = 800;
 /// Files over the limit when the rule came in (2026-12-03), each with its ceiling: split them
 /// and lower or remove the entry.
 const OVER: &[(&str, usize)] = &[
-    ("host/quant/src/cpu_dot/avx2.rs", 975),
     ("kernels/tests/moe_ffn.rs", 993),
 ];
 
