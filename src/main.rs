@@ -25,9 +25,11 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Generate text from a prompt, streamed to stdout.
     Run(cmd::run::Args),
-    /// Serve the model over an OpenAI-compatible HTTP API (chat and text completions, streaming, metrics).
+    /// Serve the model over an OpenAI-compatible HTTP API (chat and text completions, streaming,
+    /// metrics).
     Serve(cmd::serve::Args),
-    /// Decode from the small trained model compiled into ingot (Rust-like text; `--synthetic`: the random one).
+    /// Decode from the small trained model compiled into ingot (Rust-like text; `--synthetic`: the
+    /// random one).
     Demo(cmd::demo::Args),
     /// Decode with a device backend beside the CPU oracle; fails when they disagree.
     Gate(cmd::gate::Args),
@@ -37,7 +39,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Copy a model keeping a subset (or a permutation) of its routed experts.
     Slice(cmd::slice::Args),
-    /// Replay an expert cache over a routing trace: hit rates, PCIe bytes and predicted speed per policy.
+    /// Replay an expert cache over a routing trace: hit rates, PCIe bytes and predicted speed per
+    /// policy.
     Replay(cmd::replay::Args),
 }
 

@@ -1,6 +1,7 @@
-//! `ingot run --draft mtp` as a user runs it: the same greedy text as without the flag on the trained model
-//! (whose MTP block drafts well), on the cpu and sim backends, the drafts' acceptance on stderr, and one clear refusal for a model
-//! without a NextN/MTP block and for an out-of-range `--draft-max`.
+//! `ingot run --draft mtp` as a user runs it: the same greedy text as without the flag on the
+//! trained model (whose MTP block drafts well), on the cpu and sim backends, the drafts' acceptance
+//! on stderr, and one clear refusal for a model without a NextN/MTP block and for an out-of-range
+//! `--draft-max`.
 
 mod support;
 

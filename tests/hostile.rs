@@ -18,11 +18,12 @@ fn model() -> PathBuf {
     ingot_testdata::golden("tiny-mla-q4_k_m/model.gguf")
 }
 
-/// Bound of one `ingot` command here: each either fails at once or runs a few tokens of the tiny model.
+/// Bound of one `ingot` command here: each either fails at once or runs a few tokens of the tiny
+/// model.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `cmd` to completion with its output captured, killing it (and failing the test) after [`LIMIT`]:
-/// a command that blocks (a FIFO opened as a model) ends the test instead of hanging it.
+/// Runs `cmd` to completion with its output captured, killing it (and failing the test) after
+/// [`LIMIT`]: a command that blocks (a FIFO opened as a model) ends the test instead of hanging it.
 fn bounded(mut cmd: Command) -> Output {
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -107,8 +108,8 @@ fn is_fifo(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
 }
 
-/// A character device node: a copy of /dev/null's (1, 3) made in `dir` where the process may (root), else
-/// /dev/null itself. Either way a write refused by type leaves it a character device.
+/// A character device node: a copy of /dev/null's (1, 3) made in `dir` where the process may
+/// (root), else /dev/null itself. Either way a write refused by type leaves it a character device.
 fn char_device(dir: &Path) -> PathBuf {
     let node = dir.join("null");
     let c = std::ffi::CString::new(s(&node)).unwrap();
@@ -164,7 +165,8 @@ fn slice_never_writes_onto_its_input_or_keep_file_even_with_force() {
     let dir = tempfile::tempdir().unwrap();
     let keep = keep_file(dir.path());
     let keep_before = std::fs::read(&keep).unwrap();
-    // A copy of the model in the temporary folder, so that a wrong answer cannot damage the golden file.
+    // A copy of the model in the temporary folder, so that a wrong answer cannot damage the golden
+    // file.
     let input = dir.path().join("in.gguf");
     std::fs::copy(model(), &input).unwrap();
     let input_before = std::fs::read(&input).unwrap();
@@ -327,8 +329,9 @@ fn serve_refuses_an_impossible_queue_and_an_empty_api_key() {
     );
 }
 
-/// A FIFO as the model blocked `inspect` forever in its open; a directory failed with "mmap: No such
-/// device". Both are refused by name, as is a FIFO or directory given to `replay` as its trace.
+/// A FIFO as the model blocked `inspect` forever in its open; a directory failed with "mmap: No
+/// such device". Both are refused by name, as is a FIFO or directory given to `replay` as its
+/// trace.
 #[test]
 fn model_and_trace_inputs_must_be_regular_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -350,8 +353,8 @@ fn model_and_trace_inputs_must_be_regular_files() {
     }
 }
 
-/// SIGTERM ends `ingot serve` within its shutdown grace even while a client holds a half-sent request
-/// (headers complete, body not), which graceful shutdown alone would wait for indefinitely.
+/// SIGTERM ends `ingot serve` within its shutdown grace even while a client holds a half-sent
+/// request (headers complete, body not), which graceful shutdown alone would wait for indefinitely.
 #[test]
 fn serve_exits_on_sigterm_despite_a_half_sent_request() {
     use std::io::{BufRead, BufReader, Write};
@@ -440,8 +443,9 @@ fn a_block_count_the_file_cannot_hold_is_named_by_inspect_and_run() {
     );
 }
 
-/// `--ctx` resolves as llama.cpp's `-c`: unset is 4096 or the training context when that is smaller (the trained
-/// demo model has 256), 0 is the training context, and more than it is refused in one line that names it.
+/// `--ctx` resolves as llama.cpp's `-c`: unset is 4096 or the training context when that is smaller
+/// (the trained demo model has 256), 0 is the training context, and more than it is refused in one
+/// line that names it.
 #[test]
 fn ctx_defaults_to_at_most_the_training_context() {
     let m = ingot_testdata::golden_model("trained-rust-std");

@@ -1,8 +1,9 @@
-//! `ingot run --trace-routing`, `ingot replay` and `ingot slice` as a user runs them. The trace has one
-//! record per token run (prompt tokens as prefill, generated tokens as decode, consecutive positions), valid
-//! routing in every record, and numpy memory-maps it (tests/read_routing_trace.py, the recipe of
-//! docs/routing-trace.md) to the same values ingot's own reader gives. A trace from another model is refused
-//! by name; replay and slice print their tables, refuse bad input in one line, and a sliced file decodes.
+//! `ingot run --trace-routing`, `ingot replay` and `ingot slice` as a user runs them. The trace has
+//! one record per token run (prompt tokens as prefill, generated tokens as decode, consecutive
+//! positions), valid routing in every record, and numpy memory-maps it
+//! (tests/read_routing_trace.py, the recipe of docs/routing-trace.md) to the same values ingot's
+//! own reader gives. A trace from another model is refused by name; replay and slice print their
+//! tables, refuse bad input in one line, and a sliced file decodes.
 
 mod support;
 
@@ -78,7 +79,8 @@ fn a_routing_trace_records_every_token_and_numpy_maps_it() {
                 h.n_expert_used,
                 "record {i}: an expert chosen twice: {layer:?}"
             );
-            // tiny routes by softmax over 16 experts, weights as scored: each in (0, 1), in routing order.
+            // tiny routes by softmax over 16 experts, weights as scored: each in (0, 1), in routing
+            // order.
             assert!(
                 layer.iter().all(|&(_, w)| w > 0.0 && w < 1.0),
                 "record {i}: {layer:?}"
@@ -137,8 +139,9 @@ fn a_routing_trace_records_every_token_and_numpy_maps_it() {
     assert!(err.contains("recorded on model"), "{err}");
 }
 
-/// `ingot replay` and `ingot slice` as a user runs them on a recorded trace: a table per MoE layer and a
-/// PREDICTED line; bad input ends in one line naming the problem, exit code 1, nothing written.
+/// `ingot replay` and `ingot slice` as a user runs them on a recorded trace: a table per MoE layer
+/// and a PREDICTED line; bad input ends in one line naming the problem, exit code 1, nothing
+/// written.
 #[test]
 fn replay_and_slice_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();

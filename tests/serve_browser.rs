@@ -1,10 +1,11 @@
 //! `ingot serve`'s chat page in a real headless browser (Debian's chromium): the page opened with a
-//! prompt in its URL streams the reply into the DOM, and that reply is the greedy text a raw request
-//! with the same messages gets.
+//! prompt in its URL streams the reply into the DOM, and that reply is the greedy text a raw
+//! request with the same messages gets.
 //!
 //! The browser is driven over the Chrome DevTools Protocol on a pipe (`--remote-debugging-pipe`:
-//! JSON messages ended by NUL, commands on the child's fd 3, replies on its fd 4), so the test needs
-//! no WebSocket client and no port for the browser. Every wait is bounded by `support::LIMIT`.
+//! JSON messages ended by NUL, commands on the child's fd 3, replies on its fd 4), so the test
+//! needs no WebSocket client and no port for the browser. Every wait is bounded by
+//! `support::LIMIT`.
 //!
 //! Chromium is installed by `cargo xtask tools` (apt, as root). When it is missing the test fails,
 //! unless `INGOT_SKIP_BROWSER_TESTS=1`, in which case it says on stdout that it skipped.
@@ -57,10 +58,11 @@ mod browser {
         _profile: tempfile::TempDir,
     }
 
-    /// `fd` duplicated to a descriptor >= 10, so that moving two of them onto 3 and 4 cannot clobber
-    /// one with the other.
+    /// `fd` duplicated to a descriptor >= 10, so that moving two of them onto 3 and 4 cannot
+    /// clobber one with the other.
     fn above_ten(fd: i32) -> std::io::Result<i32> {
-        // SAFETY: fcntl(F_DUPFD) only creates a descriptor; async-signal-safe, as pre_exec requires.
+        // SAFETY: fcntl(F_DUPFD) only creates a descriptor; async-signal-safe, as pre_exec
+        // requires.
         let high = unsafe { libc::fcntl(fd, libc::F_DUPFD, 10) };
         if high < 0 {
             return Err(std::io::Error::last_os_error());
@@ -233,7 +235,8 @@ fn chat_page_streams_the_greedy_reply_into_the_dom() {
 
     let server = Server::start();
     let prompt = "Hi there";
-    // The page sends the history [user: prompt] with the settings from the URL; the same request raw:
+    // The page sends the history [user: prompt] with the settings from the URL; the same request
+    // raw:
     let expected = greedy_chat(&server.addr, prompt, 8);
 
     let mut chrome = browser::Browser::start(&bin);

@@ -1,5 +1,5 @@
-//! `ingot serve` as a process: it binds 127.0.0.1 (here on a free port), says where on stderr, answers
-//! /health and a chat completion, and ends on SIGTERM. Every wait is bounded.
+//! `ingot serve` as a process: it binds 127.0.0.1 (here on a free port), says where on stderr,
+//! answers /health and a chat completion, and ends on SIGTERM. Every wait is bounded.
 
 mod support;
 
@@ -42,8 +42,8 @@ fn serve_binds_localhost_and_answers() {
     }
 }
 
-/// `ingot demo --serve` serves the trained demo model under its file name, at its own training context (256,
-/// below serve's default 4096), and completes Rust.
+/// `ingot demo --serve` serves the trained demo model under its file name, at its own training
+/// context (256, below serve's default 4096), and completes Rust.
 #[cfg(unix)]
 #[test]
 fn demo_serves_the_trained_model() {

@@ -1,6 +1,6 @@
 //! `ingot serve` as a process, against real clients: the `openai` Python package (non-streaming and
-//! streaming greedy chat must agree with a raw HTTP request), and 1,000 sequential requests with the
-//! server's resident memory measured before and after. Every wait is bounded.
+//! streaming greedy chat must agree with a raw HTTP request), and 1,000 sequential requests with
+//! the server's resident memory measured before and after. Every wait is bounded.
 //!
 //! The Python client is installed by `cargo xtask tools` (a step of `cargo xtask test`) into
 //! `.tools/python`; when Python or the package is missing the test fails, unless
@@ -36,7 +36,8 @@ fn openai_python_client_streams_the_same_greedy_text() {
         return;
     };
     let server = Server::start();
-    // The expected greedy reply, from a raw request with the same messages and limits as the script's.
+    // The expected greedy reply, from a raw request with the same messages and limits as the
+    // script's.
     let expected = greedy_chat(&server.addr, "Hi", 8);
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/serve/tests/openai_client.py");
@@ -70,15 +71,15 @@ fn openai_python_client_streams_the_same_greedy_text() {
     println!("openai client: {}", stdout.trim());
 }
 
-/// Requests before the first measurement: the allocator's arenas, the KV cache pages, the tokenizer's
-/// caches and the HTTP stack's buffers all reach their steady size here.
+/// Requests before the first measurement: the allocator's arenas, the KV cache pages, the
+/// tokenizer's caches and the HTTP stack's buffers all reach their steady size here.
 const WARM_UP: usize = 50;
 const REQUESTS: usize = 1000;
-/// The bound on resident growth over the 1,000 measured requests. The whole server sits at about 16 MiB
-/// resident after the warm-up (tiny model, ctx 128) and grew 0.2 MiB over the 1,000 when this was
-/// written. A leak of 8 KiB per request (one lost response body, prompt buffer or token vector) would
-/// exceed the bound; what stays below it is allocator noise: glibc keeps freed memory in its per-thread
-/// arenas and returns it lazily, so RSS wobbles by a MiB or two without any leak.
+/// The bound on resident growth over the 1,000 measured requests. The whole server sits at about 16
+/// MiB resident after the warm-up (tiny model, ctx 128) and grew 0.2 MiB over the 1,000 when this
+/// was written. A leak of 8 KiB per request (one lost response body, prompt buffer or token vector)
+/// would exceed the bound; what stays below it is allocator noise: glibc keeps freed memory in its
+/// per-thread arenas and returns it lazily, so RSS wobbles by a MiB or two without any leak.
 const MAX_GROWTH: u64 = 8 << 20;
 
 #[cfg(target_os = "linux")]

@@ -1,13 +1,14 @@
 //! The workspace's one stable 64-bit hash: FNV-1a over bytes, and SplitMix64, the mixer that turns
-//! a seed into a stream. Seeds of synthetic tensors, model fingerprints, test digests and test inputs
-//! are computed with them, so a value written down on one machine or Rust version means the same input
-//! on another (`core::hash` and `rand` promise no such stability). Not for untrusted keys in maps:
-//! neither is collision-resistant.
+//! a seed into a stream. Seeds of synthetic tensors, model fingerprints, test digests and test
+//! inputs are computed with them, so a value written down on one machine or Rust version means the
+//! same input on another (`core::hash` and `rand` promise no such stability). Not for untrusted
+//! keys in maps: neither is collision-resistant.
 
 const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// FNV-1a fed in pieces: `Fnv1a::new().bytes(a).bytes(b).finish()` equals [`fnv1a`] of `a` then `b`.
+/// FNV-1a fed in pieces: `Fnv1a::new().bytes(a).bytes(b).finish()` equals [`fnv1a`] of `a` then
+/// `b`.
 #[derive(Clone, Copy, Debug)]
 pub struct Fnv1a(u64);
 

@@ -15,7 +15,8 @@ pub struct StepState {
     pub pos: u32,
     /// Token chosen by this step's argmax (written by the argmax kernel, lowest index on ties).
     pub next_token: u32,
-    /// Number of steps the argmax kernel has completed; lets the host tell a fresh result from a stale one.
+    /// Number of steps the argmax kernel has completed; lets the host tell a fresh result from a
+    /// stale one.
     pub steps_done: u32,
 }
 

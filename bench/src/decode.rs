@@ -1,6 +1,6 @@
-//! The end-to-end bench behind `ingot bench`: prompt processing (`ppP`: a `P`-token prompt fed at once
-//! through [`Decoder::prefill_last`]) and generation (`tgN`: `N` tokens decoded one by one) at given
-//! cache depths, reported as a table shaped like llama-bench's or as JSON.
+//! The end-to-end bench behind `ingot bench`: prompt processing (`ppP`: a `P`-token prompt fed at
+//! once through [`Decoder::prefill_last`]) and generation (`tgN`: `N` tokens decoded one by one) at
+//! given cache depths, reported as a table shaped like llama-bench's or as JSON.
 //!
 //! Depth `d` means `d` tokens are already in the cache when the timed tokens are fed.
 //! The cache is filled by decoding a fixed token sequence (no backend offers a cheaper fill);
@@ -122,8 +122,8 @@ impl DecodeBench {
 
     /// One test at `depth`: `ppN` (`n_prompt` = N) feeds an N-token prompt at once through
     /// [`Decoder::prefill_last`], `tgN` (`n_gen` = N) decodes N tokens one by one. Every repetition
-    /// rewinds to `depth` and does the same work, after an untimed warm-up (the whole prompt, or one
-    /// token: first touch of pages and caches).
+    /// rewinds to `depth` and does the same work, after an untimed warm-up (the whole prompt, or
+    /// one token: first touch of pages and caches).
     fn test(
         &self,
         dec: &mut dyn Decoder,
@@ -175,13 +175,15 @@ impl DecodeBench {
     }
 }
 
-/// Tokens per prefill call of [`fill`]: the batched prefill's chunk, small enough that progress shows.
+/// Tokens per prefill call of [`fill`]: the batched prefill's chunk, small enough that progress
+/// shows.
 const FILL_CHUNK: usize = 256;
 
-/// Feeds the fixed sequence from position `*filled` up to `depth` as prompts of [`FILL_CHUNK`] tokens
-/// ([`Decoder::prefill_last`]: batched where the backend has a batched prefill, as llama-bench fills its
-/// depth), or rewinds to it, with progress about every 5 s. Afterwards the cache holds exactly the
-/// sequence's first `depth` tokens. (Also the cache fill of `ingot plan --measure`.)
+/// Feeds the fixed sequence from position `*filled` up to `depth` as prompts of [`FILL_CHUNK`]
+/// tokens ([`Decoder::prefill_last`]: batched where the backend has a batched prefill, as
+/// llama-bench fills its depth), or rewinds to it, with progress about every 5 s. Afterwards the
+/// cache holds exactly the sequence's first `depth` tokens. (Also the cache fill of `ingot plan
+/// --measure`.)
 pub fn fill(
     dec: &mut dyn Decoder,
     filled: &mut usize,

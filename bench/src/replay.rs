@@ -3,23 +3,25 @@
 //! over PCIe inside the step, and after the step the cache admits what missed.
 //!
 //! The model, per MoE layer (each layer has its own `capacity` slots):
-//! - A step is one decoded token, or one prefill chunk: up to `ubatch` consecutive prefill tokens of the same
-//!   session and turn, which needs the union of its tokens' experts once (a chunk runs as one batch).
+//! - A step is one decoded token, or one prefill chunk: up to `ubatch` consecutive prefill tokens
+//!   of the same session and turn, which needs the union of its tokens' experts once (a chunk runs
+//!   as one batch).
 //! - Hits are the step's experts resident before it; misses the rest, each read through once (its
-//!   `expert_bytes`). Then every missed expert is admitted, evicting the policy's victim among the residents
-//!   the step did not use; an expert the step used is never evicted for another of the same step, so a chunk
-//!   whose union exceeds the capacity leaves the excess uncached. A capacity below `n_expert_used` would have
-//!   to do that on every decoded token and is refused.
-//! - Policies: LRU (least recently used), LFU (fewest uses, then LRU), EMA (lowest exponential moving
-//!   average of use, decayed for every expert every step, resident or not, so an expert that stops being used
-//!   loses its score at the same rate wherever it lives), and Belady's MIN (evict the resident used
-//!   farthest in the future): the offline optimum of demand caching, the bound the others are judged by.
-//! - The first `warmup` tokens warm the cache and are not counted; a trace with no token after them is an
-//!   error, never a report of zero misses.
+//!   `expert_bytes`). Then every missed expert is admitted, evicting the policy's victim among the
+//!   residents the step did not use; an expert the step used is never evicted for another of the
+//!   same step, so a chunk whose union exceeds the capacity leaves the excess uncached. A capacity
+//!   below `n_expert_used` would have to do that on every decoded token and is refused.
+//! - Policies: LRU (least recently used), LFU (fewest uses, then LRU), EMA (lowest exponential
+//!   moving average of use, decayed for every expert every step, resident or not, so an expert that
+//!   stops being used loses its score at the same rate wherever it lives), and Belady's MIN (evict
+//!   the resident used farthest in the future): the offline optimum of demand caching, the bound
+//!   the others are judged by.
+//! - The first `warmup` tokens warm the cache and are not counted; a trace with no token after them
+//!   is an error, never a report of zero misses.
 //!
-//! The predicted speed is a bound from the link alone: read-through and admission bytes per decoded token
-//! over the card's PCIe bandwidth times [`PCIE_EFFICIENCY`]; with `base_tok_s` (the all-in-VRAM speed,
-//! measured or predicted), the two times add.
+//! The predicted speed is a bound from the link alone: read-through and admission bytes per decoded
+//! token over the card's PCIe bandwidth times [`PCIE_EFFICIENCY`]; with `base_tok_s` (the
+//! all-in-VRAM speed, measured or predicted), the two times add.
 
 pub use ingot_model::expert_cache::Policy;
 use ingot_model::expert_cache::{hit_rate, LayerCache};
@@ -115,7 +117,8 @@ impl ReplayReport {
         (miss + admit) / (card.pcie_gbps * 1e9 * PCIE_EFFICIENCY)
     }
 
-    /// Predicted decode tok/s on `card`: the link time added to `1 / base_tok_s`, or the link alone.
+    /// Predicted decode tok/s on `card`: the link time added to `1 / base_tok_s`, or the link
+    /// alone.
     pub fn predicted_tok_s(&self, card: &Card, base_tok_s: Option<f64>) -> f64 {
         let t = self.pcie_seconds_per_token(card) + base_tok_s.map_or(0.0, |b| 1.0 / b);
         if t > 0.0 {
@@ -126,7 +129,8 @@ impl ReplayReport {
     }
 }
 
-/// One step of the replay: its phase, tokens, first token's index, and per layer the distinct experts used.
+/// One step of the replay: its phase, tokens, first token's index, and per layer the distinct
+/// experts used.
 struct Step {
     phase: Phase,
     first_token: usize,

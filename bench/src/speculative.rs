@@ -1,12 +1,12 @@
 //! `ingot bench --draft mtp`: greedy generation with and without NextN/MTP drafts
 //! ([`ingot_model::speculative`]), tokens per second of each and the drafts' acceptance.
 //!
-//! Unlike the `tg` test, which feeds a fixed sequence, drafting needs the model's own choices: every
-//! repetition resets the cache, prefills the same fixed prompt ([`crate::decode::token_at`]) untimed,
-//! then generates `n_gen` tokens greedily. The timed part starts after the prompt (and, with drafts,
-//! after the MTP block's pass over it) and ends with the last token; tokens per second counts the
-//! `n_gen − 1` tokens decoded after the one the prompt's logits gave, as `ingot run` reports decode
-//! speed. A benchmark measures; nothing here asserts a time.
+//! Unlike the `tg` test, which feeds a fixed sequence, drafting needs the model's own choices:
+//! every repetition resets the cache, prefills the same fixed prompt ([`crate::decode::token_at`])
+//! untimed, then generates `n_gen` tokens greedily. The timed part starts after the prompt (and,
+//! with drafts, after the MTP block's pass over it) and ends with the last token; tokens per second
+//! counts the `n_gen − 1` tokens decoded after the one the prompt's logits gave, as `ingot run`
+//! reports decode speed. A benchmark measures; nothing here asserts a time.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -51,7 +51,8 @@ impl SpecResult {
 
 impl SpecBench {
     /// Plain greedy, then drafted greedy, alternating per repetition so both see the same machine
-    /// state. Refuses a run whose drafted output differs from the plain one (it would not be greedy).
+    /// state. Refuses a run whose drafted output differs from the plain one (it would not be
+    /// greedy).
     pub fn run(
         &self,
         dec: &mut dyn Decoder,
@@ -138,8 +139,9 @@ impl SpecBench {
     }
 }
 
-/// The drafted run's speed over the plain run's, per repetition (the two alternate, so a repetition's
-/// ratio sees one machine state even when the machine is shared): mean and sample standard deviation.
+/// The drafted run's speed over the plain run's, per repetition (the two alternate, so a
+/// repetition's ratio sees one machine state even when the machine is shared): mean and sample
+/// standard deviation.
 pub fn speedup(plain: &SpecResult, drafted: &SpecResult) -> (f64, f64) {
     let ratios: Vec<f64> = drafted
         .samples
@@ -150,8 +152,8 @@ pub fn speedup(plain: &SpecResult, drafted: &SpecResult) -> (f64, f64) {
     mean_sd(&ratios)
 }
 
-/// A llama-bench-like table with the drafts' acceptance, tokens per verify step and the per-repetition
-/// speed ratio to the plain run.
+/// A llama-bench-like table with the drafts' acceptance, tokens per verify step and the
+/// per-repetition speed ratio to the plain run.
 pub fn table(m: &Meta, n_gen: usize, results: &[SpecResult]) -> String {
     let w = m.model.chars().count().max(24);
     let mut s = String::new();

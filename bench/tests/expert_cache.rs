@@ -19,7 +19,8 @@ const STEPS: usize = 10;
 /// One step: its input token, its phase and what `SimExecutor::routing` recorded.
 type Routing = (u32, Phase, Vec<(u32, f32)>);
 
-/// Prompt then `steps` greedy steps; every step's logits, and its routing when the executor records it.
+/// Prompt then `steps` greedy steps; every step's logits, and its routing when the executor records
+/// it.
 fn run(exec: &mut SimExecutor, steps: usize) -> (Vec<Vec<f32>>, Vec<Routing>) {
     let (mut logits, mut routing) = (Vec::new(), Vec::new());
     let mut token = PROMPT[0];

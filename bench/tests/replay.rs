@@ -1,5 +1,5 @@
-//! The expert-cache replay on hand-made routing traces whose answers are known, and on random traces where
-//! Belady's MIN must bound every online policy.
+//! The expert-cache replay on hand-made routing traces whose answers are known, and on random
+//! traces where Belady's MIN must bound every online policy.
 
 use ingot_bench::predict::card_named;
 use ingot_bench::replay::{replay, Policy, ReplayOptions};
@@ -8,8 +8,8 @@ use rand::{Rng, SeedableRng};
 
 const EXPERT_BYTES: u64 = 1000;
 
-/// A trace of one MoE layer (or `layers`) with `k` experts per token; `tokens[i]` lists token `i`'s experts
-/// (the same in every layer) and its phase.
+/// A trace of one MoE layer (or `layers`) with `k` experts per token; `tokens[i]` lists token `i`'s
+/// experts (the same in every layer) and its phase.
 fn write_trace(
     dir: &std::path::Path,
     n_expert: usize,
@@ -65,7 +65,8 @@ fn opts(capacity: usize, policy: Policy) -> ReplayOptions {
     }
 }
 
-/// The textbook sequence a b c a b c with two slots: LRU misses every access, MIN keeps one of them.
+/// The textbook sequence a b c a b c with two slots: LRU misses every access, MIN keeps one of
+/// them.
 #[test]
 fn lru_and_belady_on_the_textbook_sequence() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,9 +83,10 @@ fn lru_and_belady_on_the_textbook_sequence() {
     assert_eq!(lfu.layers[0].misses, 6);
 }
 
-/// An expert used heavily and then never again must lose its EMA score and its slot: every expert decays
-/// every step. Two slots, expert 0 used 20 times, then 1 and 2 alternate 40 times: after a few steps both
-/// fit and hit; a score that stopped decaying would pin expert 0 and make all 40 miss.
+/// An expert used heavily and then never again must lose its EMA score and its slot: every expert
+/// decays every step. Two slots, expert 0 used 20 times, then 1 and 2 alternate 40 times: after a
+/// few steps both fit and hit; a score that stopped decaying would pin expert 0 and make all 40
+/// miss.
 #[test]
 fn ema_forgets_an_expert_that_stopped_being_used() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,8 +114,9 @@ fn ema_forgets_an_expert_that_stopped_being_used() {
     assert_eq!(lru.layers[0].misses, 2, "LRU drops expert 0 at once");
 }
 
-/// A prefill chunk needs the union of its tokens' experts once: 8 prompt tokens over experts {0..3} cost 4
-/// misses, not 8; split by `ubatch` 4 into two chunks, the second chunk hits what the first admitted.
+/// A prefill chunk needs the union of its tokens' experts once: 8 prompt tokens over experts {0..3}
+/// cost 4 misses, not 8; split by `ubatch` 4 into two chunks, the second chunk hits what the first
+/// admitted.
 #[test]
 fn prefill_is_counted_as_the_chunk_union() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,7 +19,8 @@ fn size(bytes: u64) -> String {
 }
 
 /// Expert slots per MoE layer for a plan of `ctx` positions in `vram_bytes`: `None` when the whole
-/// plan fits, else the most slots that fit (at least the experts a token uses, at most all of them).
+/// plan fits, else the most slots that fit (at least the experts a token uses, at most all of
+/// them).
 pub fn expert_slots(
     header: &Gguf,
     ctx: usize,

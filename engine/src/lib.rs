@@ -1,9 +1,9 @@
 //! One way to open a decoder, whatever the backend.
 //!
 //! The CLI's `run`, `bench` and `gate` (and any server) say what to open in an [`OpenOptions`] and
-//! get a [`Decoder`] from [`OpenOptions::open`]; the graph executors are constructed here and nowhere
-//! else ([`OpenOptions::open_sim`], [`OpenOptions::open_cuda`]), so plan options and device sizing are
-//! decided once.
+//! get a [`Decoder`] from [`OpenOptions::open`]; the graph executors are constructed here and
+//! nowhere else ([`OpenOptions::open_sim`], [`OpenOptions::open_cuda`]), so plan options and device
+//! sizing are decided once.
 //!
 //! Invariant: this crate holds no decoding logic of its own; it only chooses and constructs.
 
@@ -21,8 +21,8 @@ pub use ingot_model::MlaForm;
 use ingot_model::{CpuBackend, Decoder, ModelError, Oracle, DEFAULT_CTX};
 use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
-/// Which implementation decodes. Its name (`Display`, `FromStr`, [`BackendKind::name`]) is the variant's
-/// in lower case; an unknown one parses to [`EngineError::UnknownBackend`].
+/// Which implementation decodes. Its name (`Display`, `FromStr`, [`BackendKind::name`]) is the
+/// variant's in lower case; an unknown one parses to [`EngineError::UnknownBackend`].
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantNames,
 )]
@@ -35,9 +35,11 @@ use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 pub enum BackendKind {
     /// cuda when a usable GPU is present, else cpu.
     Auto,
-    /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all cores.
+    /// Weights stay quantized, activations quantized like llama.cpp's CPU backend, rows on all
+    /// cores.
     Cpu,
-    /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to f32).
+    /// The f32/f64 reference every other backend is judged against (slow: weights dequantized to
+    /// f32).
     Oracle,
     /// The CUDA graph's plan run in the PTX simulator.
     Sim,
@@ -123,8 +125,9 @@ pub struct VramBudget {
     pub route_bonus: f32,
 }
 
-/// What to open and how. Default: `Auto` with a cache of [`DEFAULT_CTX`] positions, no progress bar, no
-/// VRAM budget, an f16 latent cache, the cpu backend's own choice of prefill attention form.
+/// What to open and how. Default: `Auto` with a cache of [`DEFAULT_CTX`] positions, no progress
+/// bar, no VRAM budget, an f16 latent cache, the cpu backend's own choice of prefill attention
+/// form.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OpenOptions {
     /// Resolved by [`BackendKind::resolve`] when `Auto`.
@@ -242,8 +245,8 @@ impl OpenOptions {
         })
     }
 
-    /// The decode plan in the PTX simulator, as the executor itself (for gates that drive it step by
-    /// step); `backend`, `progress` and `mla_form` do not apply.
+    /// The decode plan in the PTX simulator, as the executor itself (for gates that drive it step
+    /// by step); `backend`, `progress` and `mla_form` do not apply.
     pub fn open_sim(&self, file: &GgufFile) -> Result<SimExecutor, EngineError> {
         load_sim(file, self.plan_options(file)?)
     }

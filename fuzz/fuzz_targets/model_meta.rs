@@ -1,11 +1,12 @@
-//! Fuzz the metadata *values* a model is configured from: start from a golden model's header (a valid
-//! file, so mutations reach the checks past the parser) and overwrite the values of chosen keys with
-//! integers, floats, strings and arrays driven by the input, then configure a model and a tokenizer from it.
-//! Every outcome must be an error or a configuration; no panic, and memory proportional to the header (run
-//! with libFuzzer's default `-rss_limit_mb=2048`: a 5 MB header claiming 10^7 blocks exceeded it).
+//! Fuzz the metadata *values* a model is configured from: start from a golden model's header (a
+//! valid file, so mutations reach the checks past the parser) and overwrite the values of chosen
+//! keys with integers, floats, strings and arrays driven by the input, then configure a model and a
+//! tokenizer from it. Every outcome must be an error or a configuration; no panic, and memory
+//! proportional to the header (run with libFuzzer's default `-rss_limit_mb=2048`: a 5 MB header
+//! claiming 10^7 blocks exceeded it).
 //!
-//! Input format, repeated: one byte picking the key (index modulo the key count), one byte picking the
-//! value's kind, then up to 8 bytes of payload.
+//! Input format, repeated: one byte picking the key (index modulo the key count), one byte picking
+//! the value's kind, then up to 8 bytes of payload.
 
 #![no_main]
 
@@ -15,7 +16,8 @@ use ingot_gguf::{Gguf, GgufFile, MetaArray, MetaType, MetaValue};
 use ingot_model::ModelConfig;
 use libfuzzer_sys::fuzz_target;
 
-/// The seed header: the small quantized golden model (its tensor table is what the values are checked against).
+/// The seed header: the small quantized golden model (its tensor table is what the values are
+/// checked against).
 fn seed() -> &'static Gguf {
     static SEED: OnceLock<Gguf> = OnceLock::new();
     SEED.get_or_init(|| {
@@ -27,7 +29,8 @@ fn seed() -> &'static Gguf {
     })
 }
 
-/// Integers that sit on the edges the configuration reads: 0, 1, powers of two around usize and u32 limits.
+/// Integers that sit on the edges the configuration reads: 0, 1, powers of two around usize and u32
+/// limits.
 const EDGES: [u64; 10] = [
     0,
     1,
@@ -51,8 +54,8 @@ fn value(kind: u8, payload: u64, old: &MetaValue) -> MetaValue {
         5 => MetaValue::F32(f32::from_bits(payload as u32)),
         6 => MetaValue::Bool(payload & 1 == 1),
         7 => MetaValue::String(format!("{payload}")),
-        // An array of the old scalar's type (or u32) whose length and items come from the payload, short
-        // enough that the mutation itself stays small.
+        // An array of the old scalar's type (or u32) whose length and items come from the payload,
+        // short enough that the mutation itself stays small.
         8 => {
             let len = (payload % 64) as usize;
             let items = (0..len)

@@ -1,6 +1,6 @@
-//! The trained demo model (`testdata/golden/trained-rust-std`, made by `scripts/train/train.py`) against
-//! PyTorch's numbers for it: held-out perplexity and the top-1 token on each backend, then after
-//! requantization to every type the synth mixes use.
+//! The trained demo model (`testdata/golden/trained-rust-std`, made by `scripts/train/train.py`)
+//! against PyTorch's numbers for it: held-out perplexity and the top-1 token on each backend, then
+//! after requantization to every type the synth mixes use.
 //!
 //! Random-weight models forgive mistakes (flat logits, near-uniform routing); these weights are
 //! peaked: confident attention, routing with clear winners, a near-deterministic next token at many
@@ -19,8 +19,9 @@ use ingot_synth::{tensor_type, QuantMix};
 const MODEL: &str = "trained-rust-std/model.gguf";
 const REFERENCE: &str = "trained-rust-std/heldout-ref.tsv";
 
-/// Positions where PyTorch's top-1 beats its top-2 by more than this many logits count for the top-1 check:
-/// no backend's rounding (activations quantized to 8 bits move logits by ~1e-2 here) can flip them.
+/// Positions where PyTorch's top-1 beats its top-2 by more than this many logits count for the
+/// top-1 check: no backend's rounding (activations quantized to 8 bits move logits by ~1e-2 here)
+/// can flip them.
 const MARGIN: f64 = 1.0;
 /// Share of those positions where a backend must pick PyTorch's top-1.
 const TOP1_AGREE: f64 = 0.99;
@@ -155,8 +156,8 @@ fn check(name: &str, s: &Score, ppl_rel_tol: f64) {
 }
 
 /// The oracle dequantizes the Q8_0 weights to f32 and computes in f32/f64: the same arithmetic as
-/// PyTorch's f32 forward on the same weights, up to summation order. Measured: the same perplexity to
-/// 5 significant digits (12.7361 both). The band, 0.1%, leaves room for summation order only; a
+/// PyTorch's f32 forward on the same weights, up to summation order. Measured: the same perplexity
+/// to 5 significant digits (12.7361 both). The band, 0.1%, leaves room for summation order only; a
 /// random-weight model of the same shapes scored +3400% against this kind of reference, and errors
 /// such as a wrong rope pair order or a misrouted expert move peaked logits by far more than 0.1%.
 #[test]
@@ -188,9 +189,10 @@ fn cpu_matches_pytorch() {
     check("cpu", &s, 1e-2);
 }
 
-/// The GPU plan run in ptx-sim (the real PTX on the CPU): slow (~0.1 s a position in a test build on a
-/// loaded 2-core machine), so the first 64 positions of the first two windows only (128 positions). Its dot products quantize activations to q8_1 as the CUDA
-/// kernels do: same band as the cpu backend. Measured: -0.18% perplexity over its 128 positions, top-1 68/68.
+/// The GPU plan run in ptx-sim (the real PTX on the CPU): slow (~0.1 s a position in a test build
+/// on a loaded 2-core machine), so the first 64 positions of the first two windows only (128
+/// positions). Its dot products quantize activations to q8_1 as the CUDA kernels do: same band as
+/// the cpu backend. Measured: -0.18% perplexity over its 128 positions, top-1 68/68.
 #[test]
 fn sim_matches_pytorch() {
     let rows = reference();
@@ -258,10 +260,10 @@ fn requantize(src: &GgufFile, mix: QuantMix, path: &Path) -> String {
 }
 
 /// Perplexity of the trained model after requantization to each mix, on the oracle (weights
-/// dequantized, f32 activations: what the mix's rounding alone costs), over every reference position.
-/// F32 and Q8_0 reproduce the file's weights exactly (they are on the Q8_0 grid), so they meet the
-/// oracle's band. The lower-bit mixes cost perplexity; each must stay within its band ([`band`]) and
-/// keep PyTorch's top-1 where the margin exceeds 1 at the rate [`band`] gives.
+/// dequantized, f32 activations: what the mix's rounding alone costs), over every reference
+/// position. F32 and Q8_0 reproduce the file's weights exactly (they are on the Q8_0 grid), so they
+/// meet the oracle's band. The lower-bit mixes cost perplexity; each must stay within its band
+/// ([`band`]) and keep PyTorch's top-1 where the margin exceeds 1 at the rate [`band`] gives.
 #[test]
 fn requantized_mixes() {
     let rows = reference();
@@ -302,12 +304,12 @@ fn requantized_mixes() {
 /// (largest relative perplexity change, least top-1 agreement at margin > 1) per mix.
 ///
 /// At this model's row lengths (32 to 256 values) llama-quantize's fallbacks turn most k-quant and
-/// i-quant tensors into Q4_0/Q5_0/IQ4_NL/Q8_0 (the test prints the types each mix got), so every mix
-/// here is at least 4 bits on most weights. Measured on the committed model (docs/perf.md): at most
-/// +4.2% perplexity (q3_k_m) and 98.6% top-1 (q2_k) for any mix. Bands: the f32 and q8_0 files hold
-/// the same numbers as the original (oracle band, 0.1%); the others 8% and 97%, about twice the
-/// largest measured cost, while a tensor (de)quantized with the wrong block layout turns its weights
-/// into noise, which on these peaked weights costs far more.
+/// i-quant tensors into Q4_0/Q5_0/IQ4_NL/Q8_0 (the test prints the types each mix got), so every
+/// mix here is at least 4 bits on most weights. Measured on the committed model (docs/perf.md): at
+/// most +4.2% perplexity (q3_k_m) and 98.6% top-1 (q2_k) for any mix. Bands: the f32 and q8_0 files
+/// hold the same numbers as the original (oracle band, 0.1%); the others 8% and 97%, about twice
+/// the largest measured cost, while a tensor (de)quantized with the wrong block layout turns its
+/// weights into noise, which on these peaked weights costs far more.
 fn band(mix: QuantMix) -> (f64, f64) {
     match mix {
         QuantMix::F32 | QuantMix::Q8_0 => (1e-3, TOP1_AGREE),

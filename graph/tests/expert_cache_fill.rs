@@ -1,8 +1,8 @@
-//! The expert cache's slot fills when copies land late (a GPU's copy stream), on a memory that records
-//! every table write and copy: a table never names a slot before the copy of that expert into it has
-//! landed (nor while a later copy is still writing it), and no copy starts into a slot a table still
-//! names. With copies that land at once (the simulator) the tables name every admitted expert from
-//! the next step on.
+//! The expert cache's slot fills when copies land late (a GPU's copy stream), on a memory that
+//! records every table write and copy: a table never names a slot before the copy of that expert
+//! into it has landed (nor while a later copy is still writing it), and no copy starts into a slot
+//! a table still names. With copies that land at once (the simulator) the tables name every
+//! admitted expert from the next step on.
 
 mod support;
 

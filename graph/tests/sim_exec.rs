@@ -110,10 +110,11 @@ fn greedy_on_the_device_follows_the_host_argmax() {
     assert_eq!(exec.logits(), host.logits());
 }
 
-/// The decode step with the kernels a Hopper card runs under programmatic dependent launch (each waits
-/// on its predecessor; `ingot_kernels::grid_dep`) gives the same logits, bit for bit, as the sm_86 kernels,
-/// on a dense + MoE model (softmax routing) and on tiny-v3 (sigmoid routing with groups, low-rank query),
-/// and no kernel touches global memory before its wait (the simulator faults if one does).
+/// The decode step with the kernels a Hopper card runs under programmatic dependent launch (each
+/// waits on its predecessor; `ingot_kernels::grid_dep`) gives the same logits, bit for bit, as the
+/// sm_86 kernels, on a dense + MoE model (softmax routing) and on tiny-v3 (sigmoid routing with
+/// groups, low-rank query), and no kernel touches global memory before its wait (the simulator
+/// faults if one does).
 #[test]
 fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
     let dir = tempfile::tempdir().expect("temp dir");

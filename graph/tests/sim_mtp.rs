@@ -3,8 +3,8 @@
 //! * the decode plan's final hidden state and the block's logits and output against the oracle's on
 //!   the same inputs (the oracle's hidden states, so the main models' own differences stay out), on
 //!   the trained model (Q8_0) and tiny-glm (f32, golden);
-//! * greedy output with drafts (k = 1, 2, 3) equals greedy without, token for token, on the sim, for
-//!   both models: the trained model's drafts are often right (the accepting path), tiny-glm's
+//! * greedy output with drafts (k = 1, 2, 3) equals greedy without, token for token, on the sim,
+//!   for both models: the trained model's drafts are often right (the accepting path), tiny-glm's
 //!   random-weight drafts almost never (the rewinding path).
 //!
 //! The simulator runs every kernel thread by thread, so the cases are short (positions and tokens
@@ -146,7 +146,8 @@ fn sim_mtp_block_matches_oracle_on_tiny_glm() {
     check_bands("tiny-glm", compare("tiny-glm-f32", &ids, 8));
 }
 
-/// Greedy without drafts as `ingot run` decodes: prefill (the sim's chunks), then one token per step.
+/// Greedy without drafts as `ingot run` decodes: prefill (the sim's chunks), then one token per
+/// step.
 fn plain_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
     dec.reset();
     let mut sampler = Sampler::new(SamplerConfig::greedy());

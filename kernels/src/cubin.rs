@@ -62,9 +62,9 @@ fn pick(cubins: &'static [Cubin], cc: (i32, i32)) -> Option<&'static Cubin> {
 }
 
 /// Set (to anything but `0`), [`load_module`] declares no module as waiting on its predecessor, so
-/// every kernel starts after the previous one has finished (their `griddepcontrol.wait` then returns
-/// at once): the baseline programmatic dependent launch is measured against, and a way around a
-/// driver that mishandles it.
+/// every kernel starts after the previous one has finished (their `griddepcontrol.wait` then
+/// returns at once): the baseline programmatic dependent launch is measured against, and a way
+/// around a driver that mishandles it.
 pub const NO_PDL: &str = "INGOT_NO_PDL";
 
 fn env_set(var: &str) -> bool {

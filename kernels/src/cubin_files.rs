@@ -14,7 +14,8 @@ pub const DEFAULT_ARCHS: [&str; 2] = ["sm_86", "sm_90a"];
 /// kernel waits on its predecessor, so it may be launched early), the others from the PTX itself.
 pub const FORMAT: &str = "grid-dep-1";
 
-/// Whether an architecture's cubin is built from the PTX rewritten for programmatic dependent launch.
+/// Whether an architecture's cubin is built from the PTX rewritten for programmatic dependent
+/// launch.
 pub fn waits_on_predecessor(arch: &str) -> bool {
     parse_arch(arch).is_some_and(|(major, _, _)| major >= 9)
 }

@@ -138,15 +138,15 @@ fn check_case<B: Accelerator>(b: &mut B, c: &Case) {
             i % nrows
         );
     }
-    // The kernel's integer dot products (tensor cores, and Q6_K's combination of its two
-    // groups) and the staged factors (`d·sc`, `dmin·m`, `d8·Σq8`: 11-bit f16 mantissas times
-    // integers below 2^13; the 32-weight types' `d` and `m`) are exact in f32; each sub-block then costs
-    // the type's rounded operations (`Kind::roundings_per_sub_block`), each off by at most
-    // 2^-24 of the running sum, which stays below Σ|term|. Over the ncols/32 sub-blocks that
-    // bounds the error by subs·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The
-    // only other difference from the reference is the order of the f32 additions (the
-    // reference's own f64 error is ~2^-29 of the bound). The zero sub-blocks a 32-weight row
-    // stages past its end add exact zeros and are not counted.
+    // The kernel's integer dot products (tensor cores, and Q6_K's combination of its two groups)
+    // and the staged factors (`d·sc`, `dmin·m`, `d8·Σq8`: 11-bit f16 mantissas times integers below
+    // 2^13; the 32-weight types' `d` and `m`) are exact in f32; each sub-block then costs the
+    // type's rounded operations (`Kind::roundings_per_sub_block`), each off by at most 2^-24 of the
+    // running sum, which stays below Σ|term|. Over the ncols/32 sub-blocks that bounds the error by
+    // subs·roundings·2^-24·Σ|term|; the tolerance is twice the bound. The only other difference
+    // from the reference is the order of the f32 additions (the reference's own f64 error is ~2^-29
+    // of the bound). The zero sub-blocks a 32-weight row stages past its end add exact zeros and
+    // are not counted.
     let bound = subs as f64 * kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;
     let mut worst = 0.0f64;
     for t in 0..ntok {
@@ -364,14 +364,14 @@ fn mmq_sim_matches_gpu() {
     }
 }
 
-/// Global bytes a launch reads: each weight byte once per token tile and each activation byte
-/// once per row tile (a block stages its tile's weights and activations once and every warp
-/// reads them from shared memory), against the `W + X` it must read. A Q6_K block that starts
-/// 2 bytes off a 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word
-/// before it and reads 2 bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; the 32-weight
-/// types, Q4_1's and Q5_1's whole-word blocks too, read exactly their blocks, and nothing of the zero blocks past a row's end). Read from ptx-sim's counters, which
-/// count the bytes each executed load requests (predicated-off loads of rows and tokens past
-/// the edges request nothing).
+/// Global bytes a launch reads: each weight byte once per token tile and each activation byte once
+/// per row tile (a block stages its tile's weights and activations once and every warp reads them
+/// from shared memory), against the `W + X` it must read. A Q6_K block that starts 2 bytes off a
+/// 4-byte word (every odd-numbered one: 210 ≡ 2 mod 4) is read from the word before it and reads 2
+/// bytes of `d` twice, 4 bytes more (`Kind::realign_bytes`; the 32-weight types, Q4_1's and Q5_1's
+/// whole-word blocks too, read exactly their blocks, and nothing of the zero blocks past a row's
+/// end). Read from ptx-sim's counters, which count the bytes each executed load requests
+/// (predicated-off loads of rows and tokens past the edges request nothing).
 #[cfg(feature = "sim")]
 #[test]
 fn mmq_reads_weights_once_per_token_tile() {

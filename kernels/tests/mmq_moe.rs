@@ -5,18 +5,18 @@
 //! activations of each pair's token, int8 tensor cores) against a CPU
 //! f64 reference per pair, its argument checks, and its weight traffic.
 //!
-//! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin`
-//! non-zero, Q6_K's `d` of either sign); activations are random floats quantized per token by the CPU q8_1 oracle. Shapes:
-//! 8 experts × 64 rows × 512 columns and 64 experts × 128 rows × 256 columns, routings of 1, 7,
-//! 64 and 130 tokens × k ∈ {1, 6} distinct experts per token, drawn so that the last expert gets
-//! no pair and expert 0 is favoured (more than 64 pairs, hence two pair tiles, at 130 tokens).
-//! The 32-weight types take fewer cases, to keep the simulator's time small (`LEGACY_CASES`):
-//! V2-Lite's `ffn_down_exps` rows (1408 columns: five steps and half of one), 128 and 96 columns
-//! (half a step; an odd block count, so every other row ends 2 bytes off a word) and 512 (whole
-//! steps), at 7 and 70 tokens. These all pass the identity `pair_row` (pair-major outputs);
-//! two more cases permute it: the per-head products of MLA attention (16 heads as experts,
-//! 70 tokens, pairs sorted by head reading and writing row `t·16 + h`: token-major outputs),
-//! and a random permutation with one entry out of range (clamped to the last row).
+//! Weights are random valid blocks (every scale/min/level pattern occurs, `d` and `dmin` non-zero,
+//! Q6_K's `d` of either sign); activations are random floats quantized per token by the CPU q8_1
+//! oracle. Shapes: 8 experts × 64 rows × 512 columns and 64 experts × 128 rows × 256 columns,
+//! routings of 1, 7, 64 and 130 tokens × k ∈ {1, 6} distinct experts per token, drawn so that the
+//! last expert gets no pair and expert 0 is favoured (more than 64 pairs, hence two pair tiles, at
+//! 130 tokens). The 32-weight types take fewer cases, to keep the simulator's time small
+//! (`LEGACY_CASES`): V2-Lite's `ffn_down_exps` rows (1408 columns: five steps and half of one), 128
+//! and 96 columns (half a step; an odd block count, so every other row ends 2 bytes off a word) and
+//! 512 (whole steps), at 7 and 70 tokens. These all pass the identity `pair_row` (pair-major
+//! outputs); two more cases permute it: the per-head products of MLA attention (16 heads as
+//! experts, 70 tokens, pairs sorted by head reading and writing row `t·16 + h`: token-major
+//! outputs), and a random permutation with one entry out of range (clamped to the last row).
 //!
 //! The references and the block draws repeat `tests/mmq.rs`'s ones (a test file cannot
 //! import another's items).
@@ -189,11 +189,12 @@ impl SameLaunch for Case {
     }
 }
 
-/// The tolerance of one output relative to its `Σ|term|`. As `tests/mmq.rs`: the integer dots
-/// and the staged factors are exact in f32, each of the ncols/32 sub-blocks costs the type's
-/// roundings (Q4_K 3: `scale·d8` and two fused adds; Q6_K 2; the 32-weight types 1, the fused add:
-/// `d·d8` is exact; Q4_1 and Q5_1 2, the scale and min fused adds), each off by at most 2^-24 of a running sum below Σ|term|; the tolerance
-/// is twice that bound (zero sub-blocks staged past a 32-weight row's end add exact zeros).
+/// The tolerance of one output relative to its `Σ|term|`. As `tests/mmq.rs`: the integer dots and
+/// the staged factors are exact in f32, each of the ncols/32 sub-blocks costs the type's roundings
+/// (Q4_K 3: `scale·d8` and two fused adds; Q6_K 2; the 32-weight types 1, the fused add: `d·d8` is
+/// exact; Q4_1 and Q5_1 2, the scale and min fused adds), each off by at most 2^-24 of a running
+/// sum below Σ|term|; the tolerance is twice that bound (zero sub-blocks staged past a 32-weight
+/// row's end add exact zeros).
 fn tol_rel(c: &Case) -> f64 {
     let bound =
         (c.ncols / QK8_1) as f64 * c.kind.roundings_per_sub_block() * f64::from(f32::EPSILON) / 2.0;

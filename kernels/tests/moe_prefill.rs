@@ -550,10 +550,10 @@ const CHAIN_FF: usize = 256;
 
 /// The launches of a chunk after the gate/up products, each reading the previous one's device
 /// output: `moe_pairs`, the down projection as `mmq_moe_q4k` over per-pair input rows with
-/// `pair_self` as its `pair_token` and `pair_row` and `ntok = n_pairs`, then `moe_combine` with the device's
-/// `pair_of`. The down rows are checked against the f64 reference of the weights of the
-/// expert each pair belongs to (so the identity list made the unchanged `mmq_moe` read pair
-/// `p`'s own row), the combine against the CPU order on those rows, bit for bit.
+/// `pair_self` as its `pair_token` and `pair_row` and `ntok = n_pairs`, then `moe_combine` with the
+/// device's `pair_of`. The down rows are checked against the f64 reference of the weights of the
+/// expert each pair belongs to (so the identity list made the unchanged `mmq_moe` read pair `p`'s
+/// own row), the combine against the CPU order on those rows, bit for bit.
 fn chained<B: Accelerator>(b: &mut B) {
     use support::mmq::Kind;
     let mut rng = support::rng("moe_pairs, mmq_moe down, moe_combine");

@@ -24,8 +24,8 @@ fn weight_bytes(ty: GemvType, rows: usize, cols: usize) -> usize {
     rows * cols / ty.block_elems() * ty.block_bytes()
 }
 
-/// Pseudo-random bytes (the kernels' control flow does not depend on values; outputs are compared bit
-/// for bit, so any values serve).
+/// Pseudo-random bytes (the kernels' control flow does not depend on values; outputs are compared
+/// bit for bit, so any values serve).
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
     (0..n as u64)
         .map(|i| ((i ^ seed).wrapping_mul(2654435761) >> 13) as u8)

@@ -1,9 +1,9 @@
 //! The device check's first step (`scripts/device-check.sh`): open GPU 0, load the kernels (the
 //! device's embedded cubin, else the committed PTX through the JIT) and say how long that took,
 //! then run one kernel (`quantize_q8_1`, integer and `.rn` arithmetic only, so bit-identical by
-//! construction) on the GPU and in ptx-sim and compare every byte, and both with the CPU oracle. Each stage prints one `smoke:` line, so the first
-//! one missing from a log names the stage that failed. Without a GPU the test says so and passes,
-//! unless `INGOT_REQUIRE_GPU=1`, when it fails.
+//! construction) on the GPU and in ptx-sim and compare every byte, and both with the CPU oracle.
+//! Each stage prints one `smoke:` line, so the first one missing from a log names the stage that
+//! failed. Without a GPU the test says so and passes, unless `INGOT_REQUIRE_GPU=1`, when it fails.
 //!
 //! `INGOT_JIT_LOG=<path>` writes the JIT's verbose info log (registers, spills per kernel) there.
 

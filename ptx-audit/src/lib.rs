@@ -12,16 +12,17 @@
 //!
 //! # Metrics
 //!
-//! From the PTX (parsed by the `ptx-front` crate, which also builds the control-flow graph and loops):
+//! From the PTX (parsed by the `ptx-front` crate, which also builds the control-flow graph and
+//! loops):
 //! - `ptx`: PTX instructions in the kernel. A *loop* is a natural loop (a back edge whose target
-//!   dominates its source); `hot_ptx` (`hot_loop_ptx_insts`) sums the PTX instructions of the
-//!   hot loops' bodies.
+//!   dominates its source); `hot_ptx` (`hot_loop_ptx_insts`) sums the PTX instructions of the hot
+//!   loops' bodies.
 //! - `guards` (`hot_loop_guards`): conditional branches in hot loops that are not loop control.
-//!   Loop control is a back edge or a branch with a side that leaves the innermost loop holding
-//!   it; a predicated `ret`/`exit` is loop control too. Everything else is a guard: an `if` inside
-//!   the body, and any branch with a side that reaches a `trap` through unconditional flow only
-//!   (rustc's bounds and overflow checks under `panic = "immediate-abort"` become
-//!   `@p bra OK; bra.uni PANIC; ... PANIC: trap; exit;`), and `@p trap` itself.
+//!   Loop control is a back edge or a branch with a side that leaves the innermost loop holding it;
+//!   a predicated `ret`/`exit` is loop control too. Everything else is a guard: an `if` inside the
+//!   body, and any branch with a side that reaches a `trap` through unconditional flow only
+//!   (rustc's bounds and overflow checks under `panic = "immediate-abort"` become `@p bra OK;
+//!   bra.uni PANIC; ... PANIC: trap; exit;`), and `@p trap` itself.
 //! - `traps` (`hot_loop_traps`): distinct `trap` instructions in a hot loop's body or reached from
 //!   it that way.
 //! - `calls`: `call` instructions in the kernel (reported, not budgeted).
@@ -51,12 +52,13 @@
 //! }
 //! ```
 //!
-//! The asm statement emits no instruction; `nomem` lets LLVM move memory accesses across it, but
-//! as an opaque statement it stays in the loop and is not duplicated away (it can make the
-//! unroller slightly more conservative). The loop marked is the innermost one holding the first instruction after the marker, so a
-//! marker placed in an outer loop's body (outside its inner loops) makes the outer loop hot; its
-//! count then includes its inner loops. A marker never makes a loop cold, and one outside any
-//! loop is printed as a note. Markers are only recognised in `//` comments, as a whole word.
+//! The asm statement emits no instruction; `nomem` lets LLVM move memory accesses across it, but as
+//! an opaque statement it stays in the loop and is not duplicated away (it can make the unroller
+//! slightly more conservative). The loop marked is the innermost one holding the first instruction
+//! after the marker, so a marker placed in an outer loop's body (outside its inner loops) makes the
+//! outer loop hot; its count then includes its inner loops. A marker never makes a loop cold, and
+//! one outside any loop is printed as a note. Markers are only recognised in `//` comments, as a
+//! whole word.
 //!
 //! # Matching SASS loops to PTX loops
 //!
@@ -89,8 +91,9 @@
 //! are errors. A kernel missing from the file, a budgeted kernel missing from the PTX, and a
 //! missing ceiling are all failures. `check --ratchet` rewrites the file (temporary file plus
 //! rename, comments and layout kept) with today's values where they are lower and fills missing
-//! ceilings; it never raises a budget and still reports what is over. `--ratchet --add-new` also adds unbudgeted kernels
-//! (ceilings only, so their required zeros still apply) and creates the file if needed.
+//! ceilings; it never raises a budget and still reports what is over. `--ratchet --add-new` also
+//! adds unbudgeted kernels (ceilings only, so their required zeros still apply) and creates the
+//! file if needed.
 //!
 //! # Tools
 //!

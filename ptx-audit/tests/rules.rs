@@ -1,7 +1,7 @@
-//! Each audit rule against the fixtures: it fails on the kernel built to break it and passes on
-//! the clean one. These tests run ptxas and cuobjdump/nvdisasm, found like the CLI finds them
-//! (`INGOT_*` variables, which `cargo xtask test` sets, else `PATH`); without them they fail with the
-//! message to run `cargo xtask tools`.
+//! Each audit rule against the fixtures: it fails on the kernel built to break it and passes on the
+//! clean one. These tests run ptxas and cuobjdump/nvdisasm, found like the CLI finds them
+//! (`INGOT_*` variables, which `cargo xtask test` sets, else `PATH`); without them they fail with
+//! the message to run `cargo xtask tools`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,12 +1,13 @@
 //! Control-flow graph of one function's flat instruction stream.
 //!
 //! The graph is built from what each instruction does to control flow ([`Flow`]), so the audit's
-//! [`Function`] and the simulator's lowered instructions share one construction. Blocks start at the
-//! first instruction, at every label, at every branch target, and after every terminator (a branch,
-//! `ret`/`exit`, `trap`). A guarded terminator (`@p bra`, `@p ret`, ...) also falls through to the next
-//! block. `trap` has no successor: it aborts the launch, so its lanes neither continue nor reach the
-//! function's exit. A block *exits* when control can leave the function from it (`ret`/`exit`, a
-//! branch past the last instruction, or falling off the end); the exit is not a block.
+//! [`Function`] and the simulator's lowered instructions share one construction. Blocks start at
+//! the first instruction, at every label, at every branch target, and after every terminator (a
+//! branch, `ret`/`exit`, `trap`). A guarded terminator (`@p bra`, `@p ret`, ...) also falls through
+//! to the next block. `trap` has no successor: it aborts the launch, so its lanes neither continue
+//! nor reach the function's exit. A block *exits* when control can leave the function from it
+//! (`ret`/`exit`, a branch past the last instruction, or falling off the end); the exit is not a
+//! block.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -94,8 +95,8 @@ impl Cfg {
         Cfg::from_flow(&flow, &labels)
     }
 
-    /// The graph of `flow` (one entry per instruction) with `labels` as `(instruction index, name)` in
-    /// source order; a label at index `flow.len()` makes an empty trailing block.
+    /// The graph of `flow` (one entry per instruction) with `labels` as `(instruction index, name)`
+    /// in source order; a label at index `flow.len()` makes an empty trailing block.
     pub fn from_flow(flow: &[Flow], labels: &[(usize, String)]) -> Cfg {
         let n = flow.len();
         let mut leader = vec![false; n];

@@ -13,7 +13,8 @@ impl LineIndex {
         LineIndex { starts }
     }
 
-    /// 1-based line and column (in bytes) of `offset`; offsets past the end belong to the last line.
+    /// 1-based line and column (in bytes) of `offset`; offsets past the end belong to the last
+    /// line.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let line = self.starts.partition_point(|&s| s <= offset).max(1);
         (line, offset - self.starts[line - 1] + 1)

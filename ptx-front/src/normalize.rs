@@ -1,20 +1,20 @@
 //! Rewrites that let `ptx-syntax` 0.5 parse PTX as compilers write it.
 //!
 //! `red` is written by the ISA and by compilers as `red{.sem}{.scope}{.space}.op{.noftz}.type`
-//! (`red.global.max.u64`), but `ptx-syntax` only accepts the operation first and the state space second
-//! (`red.max.global.u64`). [`normalize_red`] permutes the dot-separated modifiers of every `red` in
-//! place: every byte offset, and thus every line number and span, is unchanged, and analyses that read
-//! mnemonics back from the original text still see the compiler's spelling. Consumers that read
-//! modifiers from the tokens of the rewritten text (the simulator's lowering) treat them as a set, so
-//! their order does not matter there either.
+//! (`red.global.max.u64`), but `ptx-syntax` only accepts the operation first and the state space
+//! second (`red.max.global.u64`). [`normalize_red`] permutes the dot-separated modifiers of every
+//! `red` in place: every byte offset, and thus every line number and span, is unchanged, and
+//! analyses that read mnemonics back from the original text still see the compiler's spelling.
+//! Consumers that read modifiers from the tokens of the rewritten text (the simulator's lowering)
+//! treat them as a set, so their order does not matter there either.
 
 use std::borrow::Cow;
 
 /// Operations `red` accepts.
 const RED_OPS: [&str; 8] = ["add", "inc", "dec", "min", "max", "and", "or", "xor"];
 
-/// `src` with the modifiers of every `red` instruction in the order `ptx-syntax` accepts (borrowed when
-/// nothing changes).
+/// `src` with the modifiers of every `red` instruction in the order `ptx-syntax` accepts (borrowed
+/// when nothing changes).
 pub fn normalize_red(src: &str) -> Cow<'_, str> {
     let bytes = src.as_bytes();
     let mut out: Option<String> = None;
@@ -70,7 +70,8 @@ mod tests {
             "red.max.global.u64 [%rd1], %rd2;\n red.add.global.relaxed.gpu.f32 [%rd3], %f1;"
         );
         assert_eq!(out.len(), src.len());
-        // Guarded, after other text on the line, with a comment that mentions `red.` as a word part.
+        // Guarded, after other text on the line, with a comment that mentions `red.` as a word
+        // part.
         let src = "  red.global.add.u32 [%rd1], %r1;\n@%p1 red.relaxed.gpu.global.max.s32 [x], 1; // bred.x\n";
         assert_eq!(
             normalize_red(src),

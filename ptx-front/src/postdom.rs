@@ -1,10 +1,11 @@
-//! Post-dominators of a [`Cfg`]: where the paths leaving a block meet again before the function exit.
+//! Post-dominators of a [`Cfg`]: where the paths leaving a block meet again before the function
+//! exit.
 //!
-//! Only paths that can reach the exit count. A block from which the exit is unreachable (it only traps,
-//! or loops forever) keeps the full post-dominator set ("post-dominated by everything"), the identity of
-//! the intersection, so it does not constrain the post-dominators of the blocks that branch to it. For a
-//! SIMT machine this is what makes a bounds check that branches to a `trap` block reconverge right after
-//! the check instead of at the kernel exit.
+//! Only paths that can reach the exit count. A block from which the exit is unreachable (it only
+//! traps, or loops forever) keeps the full post-dominator set ("post-dominated by everything"), the
+//! identity of the intersection, so it does not constrain the post-dominators of the blocks that
+//! branch to it. For a SIMT machine this is what makes a bounds check that branches to a `trap`
+//! block reconverge right after the check instead of at the kernel exit.
 
 use crate::cfg::{BlockId, Cfg};
 
@@ -24,9 +25,9 @@ pub struct PostDominators {
 }
 
 impl PostDominators {
-    /// Post-dominator sets as bitsets over the blocks plus the exit, iterated from "everything" down to
-    /// the greatest fixed point; they form a chain, so the immediate post-dominator is the strict one
-    /// with the largest set.
+    /// Post-dominator sets as bitsets over the blocks plus the exit, iterated from "everything"
+    /// down to the greatest fixed point; they form a chain, so the immediate post-dominator is the
+    /// strict one with the largest set.
     pub fn compute(cfg: &Cfg) -> PostDominators {
         let nb = cfg.blocks.len();
         let exit = nb;
@@ -133,8 +134,9 @@ mod tests {
 
     #[test]
     fn a_trap_side_does_not_move_the_meeting_point_to_the_exit() {
-        // 0: @p bra 3 (to the trap); 1-2: the other side, jumping over the trap; 3: trap; 4-5: exit.
-        // The side without the trap is the only way to the exit, so it post-dominates the branch.
+        // 0: @p bra 3 (to the trap); 1-2: the other side, jumping over the trap; 3: trap; 4-5:
+        // exit. The side without the trap is the only way to the exit, so it post-dominates the
+        // branch.
         let flow = [
             branch(3),
             Flow::Next,

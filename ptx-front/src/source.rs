@@ -1,9 +1,9 @@
 //! One PTX text prepared for `ptx-syntax`: the compatibility rewrite applied once, then parsing and
 //! tokenizing of the rewritten text, with errors located in the original.
 //!
-//! The rewrite ([`normalize_red`]) keeps every byte offset, so spans from the parser and the lexer index
-//! the original text as well: instruction texts and mnemonics are read from [`Source::text`], which
-//! keeps the compiler's spelling.
+//! The rewrite ([`normalize_red`]) keeps every byte offset, so spans from the parser and the lexer
+//! index the original text as well: instruction texts and mnemonics are read from [`Source::text`],
+//! which keeps the compiler's spelling.
 
 use std::borrow::Cow;
 

@@ -1,18 +1,20 @@
 //! Token-level reading of one instruction statement.
 //!
-//! `ptx-syntax` validates the whole module and gives each instruction's byte span; its typed AST has one struct
-//! per instruction form (hundreds), while execution semantics depend only on the opcode, its dot-modifiers and
-//! its operands. So each validated instruction is re-read here from the same `ptx-syntax` token stream into
-//! that uniform shape ([`RawInst`]), which a consumer (the simulator's lowering) maps with one table for all
-//! forms. Read the tokens of the normalized text ([`crate::Source::tokens`]): modifiers come in the order
-//! [`crate::normalize_red`] left them, so consumers must treat them as a set.
+//! `ptx-syntax` validates the whole module and gives each instruction's byte span; its typed AST
+//! has one struct per instruction form (hundreds), while execution semantics depend only on the
+//! opcode, its dot-modifiers and its operands. So each validated instruction is re-read here from
+//! the same `ptx-syntax` token stream into that uniform shape ([`RawInst`]), which a consumer (the
+//! simulator's lowering) maps with one table for all forms. Read the tokens of the normalized text
+//! ([`crate::Source::tokens`]): modifiers come in the order [`crate::normalize_red`] left them, so
+//! consumers must treat them as a set.
 
 use ptx_syntax::{PtxToken, Span};
 
 /// A literal as written in the PTX text.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lit {
-    /// An integer literal with its sign applied (fits i128 for every 64-bit literal, signed or not).
+    /// An integer literal with its sign applied (fits i128 for every 64-bit literal, signed or
+    /// not).
     Int(i128),
     /// `0fXXXXXXXX`.
     F32Bits(u32),
@@ -79,7 +81,8 @@ impl<'a> Cursor<'a> {
             false
         }
     }
-    /// True when the token at `pos` starts exactly where the previous one ended (no whitespace between).
+    /// True when the token at `pos` starts exactly where the previous one ended (no whitespace
+    /// between).
     fn adjacent(&self) -> bool {
         self.pos > 0
             && self.pos < self.toks.len()
@@ -170,7 +173,8 @@ fn operand(c: &mut Cursor) -> Result<Opnd, String> {
                 _ => None,
             };
             let mut offset = 0i64;
-            // `[imm]`, `[base+imm]` and `[base+-imm]`/`[base-imm]` (the literal reader takes the sign).
+            // `[imm]`, `[base+imm]` and `[base+-imm]`/`[base-imm]` (the literal reader takes the
+            // sign).
             if base.is_none() || c.eat(&PtxToken::Plus) || c.peek() == Some(&PtxToken::Minus) {
                 offset = int_lit(c)?;
             }
@@ -228,8 +232,8 @@ fn atom(c: &mut Cursor) -> Result<Opnd, String> {
     }
 }
 
-/// The literal whose token starts at byte `start` of the tokenized text (module variable initializers,
-/// whose values `ptx-syntax` keeps as token text).
+/// The literal whose token starts at byte `start` of the tokenized text (module variable
+/// initializers, whose values `ptx-syntax` keeps as token text).
 pub fn literal_at(toks: &[(PtxToken, Span)], start: usize) -> Result<Lit, String> {
     let pos = toks.partition_point(|t| t.1.start < start);
     if toks.get(pos).is_none_or(|t| t.1.start != start) {

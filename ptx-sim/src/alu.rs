@@ -31,8 +31,8 @@ pub(crate) fn int_bin(op: IntBinOp, ty: Ty, a: u64, b: u64) -> u64 {
                 ua.wrapping_mul(ub) & wm
             }
         }
-        // Division by zero is unspecified in PTX; hardware returns all ones for the quotient and the dividend
-        // for the remainder, which is what is modelled.
+        // Division by zero is unspecified in PTX; hardware returns all ones for the quotient and
+        // the dividend for the remainder, which is what is modelled.
         IntBinOp::Div => {
             if ub == 0 {
                 m
@@ -280,8 +280,8 @@ pub(crate) fn fun(op: FUnOp, ty: Ty, ftz: bool, a: u64) -> u64 {
         if ftz && t == Ty::F32 {
             x = f64::from(ftz32(x as f32));
         }
-        // Exact math in f64, rounded once to the destination type (see the crate docs for the hardware's
-        // error bounds on the `.approx` forms).
+        // Exact math in f64, rounded once to the destination type (see the crate docs for the
+        // hardware's error bounds on the `.approx` forms).
         let r = match op {
             FUnOp::Sqrt => x.sqrt(),
             FUnOp::Rsqrt => 1.0 / x.sqrt(),

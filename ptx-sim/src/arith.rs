@@ -1,11 +1,11 @@
 //! Warp-wide execution of the arithmetic, logic, comparison and conversion instructions.
 //!
 //! Each instruction fetches its operands as lane vectors, picks the per-lane function once from its
-//! opcode and types, and maps it over the executing lanes (see `lanes.rs`). The common forms emitted by
-//! rustc and the project's kernels (32/64-bit integer add/mul/shift/logic, `mad.lo`/`mad.wide`, `dp4a`,
-//! f32 `.rn` add/mul/fma, integer<->f32 `cvt`, integer `setp`) have dedicated lane functions
-//! (`fast_lanes.rs`); every other form calls the general per-lane semantics in `alu.rs`/`numeric.rs`,
-//! which define the results.
+//! opcode and types, and maps it over the executing lanes (see `lanes.rs`). The common forms
+//! emitted by rustc and the project's kernels (32/64-bit integer add/mul/shift/logic,
+//! `mad.lo`/`mad.wide`, `dp4a`, f32 `.rn` add/mul/fma, integer<->f32 `cvt`, integer `setp`) have
+//! dedicated lane functions (`fast_lanes.rs`); every other form calls the general per-lane
+//! semantics in `alu.rs`/`numeric.rs`, which define the results.
 
 use crate::alu;
 use crate::fast_lanes::{compare, cvt, dp4a, fbin, fma, int_bin, lop3, mad};
@@ -136,8 +136,8 @@ fn moves_and_conversions(b: &Block, w: &mut Warp, op: &Op, exec: u32) {
                 } else if x >> SLOT_SHIFT == slot {
                     x & SLOT_MASK
                 } else {
-                    // Not an address of that window: the ISA leaves this undefined; keep the bits so the
-                    // access faults later with the offending address.
+                    // Not an address of that window: the ISA leaves this undefined; keep the bits
+                    // so the access faults later with the offending address.
                     x
                 };
                 v & m

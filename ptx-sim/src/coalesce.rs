@@ -1,9 +1,10 @@
-//! Coalescing and bank-conflict counting for one warp-level memory request, without heap allocation.
+//! Coalescing and bank-conflict counting for one warp-level memory request, without heap
+//! allocation.
 //!
-//! A request records at most one access per lane (address, bytes). Every access the simulator lets through
-//! is naturally aligned to its size, and sizes are at most 32 bytes, so each access lies in a single
-//! 32-byte sector and spans at most eight 4-byte words; the fixed arrays below rely on that, and a
-//! request that breaks it is still counted correctly by a general (allocating) path.
+//! A request records at most one access per lane (address, bytes). Every access the simulator lets
+//! through is naturally aligned to its size, and sizes are at most 32 bytes, so each access lies in
+//! a single 32-byte sector and spans at most eight 4-byte words; the fixed arrays below rely on
+//! that, and a request that breaks it is still counted correctly by a general (allocating) path.
 
 use crate::lanes::WARP;
 
@@ -34,8 +35,8 @@ impl Default for Accesses {
 }
 
 impl Accesses {
-    /// Records one lane's access of `bytes` (at least 1) at `addr`. A warp has 32 lanes; further accesses
-    /// cannot occur and are ignored.
+    /// Records one lane's access of `bytes` (at least 1) at `addr`. A warp has 32 lanes; further
+    /// accesses cannot occur and are ignored.
     #[inline]
     pub(crate) fn push(&mut self, addr: u64, bytes: u32) {
         if self.len < WARP {
@@ -151,8 +152,8 @@ fn distinct(v: &mut [u64]) -> u64 {
     n
 }
 
-/// Wavefronts beyond the minimum for the distinct words in `words`: the most distinct words in one bank,
-/// minus `ceil(distinct words / 32)`. Lanes sharing a word are a broadcast, not a conflict.
+/// Wavefronts beyond the minimum for the distinct words in `words`: the most distinct words in one
+/// bank, minus `ceil(distinct words / 32)`. Lanes sharing a word are a broadcast, not a conflict.
 fn conflicts(words: &mut [u64]) -> u64 {
     if !words.is_sorted() {
         words.sort_unstable();

@@ -22,7 +22,8 @@ pub enum SimError {
     /// The launch arguments do not match the kernel's `.param` list.
     #[error("bad arguments for kernel `{kernel}`: {detail}")]
     BadArgs { kernel: String, detail: String },
-    /// The launch configuration is impossible (zero dimensions, too many threads, too much shared memory).
+    /// The launch configuration is impossible (zero dimensions, too many threads, too much shared
+    /// memory).
     #[error("bad launch configuration for kernel `{kernel}`: {detail}")]
     BadLaunch { kernel: String, detail: String },
     /// A host-side allocation request exceeded the simulator's memory limit.
@@ -71,10 +72,11 @@ pub enum FaultKind {
     OutOfBounds,
     /// Access whose address is not a multiple of its size.
     Misaligned,
-    /// A `bar.sync` that not every thread of the block reached (some exited, or the warp was diverged).
+    /// A `bar.sync` that not every thread of the block reached (some exited, or the warp was
+    /// diverged).
     BarrierDivergence,
-    /// A warp-synchronous instruction (`shfl`, `vote`, `redux`, `mma`, `ldmatrix`) whose member mask does not match
-    /// the executing lanes, or that names a lane outside the member mask.
+    /// A warp-synchronous instruction (`shfl`, `vote`, `redux`, `mma`, `ldmatrix`) whose member
+    /// mask does not match the executing lanes, or that names a lane outside the member mask.
     WarpSync,
     /// The kernel executed `trap`.
     Trap,
@@ -82,8 +84,8 @@ pub enum FaultKind {
     StepLimit,
     /// A write to read-only memory (kernel parameters, module constants).
     ReadOnly,
-    /// A global memory access by a warp that has not yet executed the kernel's `griddepcontrol.wait`: on sm_90
-    /// it could read what the previous kernel has not yet written.
+    /// A global memory access by a warp that has not yet executed the kernel's
+    /// `griddepcontrol.wait`: on sm_90 it could read what the previous kernel has not yet written.
     BeforeGridDependencyWait,
 }
 

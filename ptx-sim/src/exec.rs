@@ -1,5 +1,5 @@
-//! Execution of one block: warps of 32 lanes in lockstep, a reconvergence stack per warp, and `bar.sync`
-//! scheduling across the warps of the block.
+//! Execution of one block: warps of 32 lanes in lockstep, a reconvergence stack per warp, and
+//! `bar.sync` scheduling across the warps of the block.
 
 use crate::arith;
 use crate::error::{Fault, FaultKind};
@@ -315,8 +315,8 @@ impl Block<'_> {
         }
     }
 
-    /// Whether memory instruction `inst` reaches global memory for the lanes of `exec` (a generic address
-    /// is resolved per lane; `cp.async` always reads global memory).
+    /// Whether memory instruction `inst` reaches global memory for the lanes of `exec` (a generic
+    /// address is resolved per lane; `cp.async` always reads global memory).
     fn touches_global(&self, w: &Warp, inst: &Inst, exec: u32) -> bool {
         let (space, addr) = match &inst.op {
             Op::Ld { space, addr, .. }
@@ -373,8 +373,8 @@ impl Block<'_> {
         }
     }
 
-    /// Executes a non-control instruction for the lanes of `exec` (`active`: the lanes of the current
-    /// reconvergence entry, guard ignored).
+    /// Executes a non-control instruction for the lanes of `exec` (`active`: the lanes of the
+    /// current reconvergence entry, guard ignored).
     fn exec(
         &mut self,
         w: &mut Warp,

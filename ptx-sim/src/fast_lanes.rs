@@ -1,7 +1,8 @@
-//! Warp-wide lane functions for the forms rustc and the project's kernels emit most: 32/64-bit integer
-//! binary operations, `mad`, f32 `.rn` add/mul/fma, `dp4a`, `lop3`, comparisons and `cvt`. Each keeps a
-//! dedicated per-lane function for its common forms and falls back to the general semantics in
-//! `alu.rs`/`numeric.rs`, which define the results; the unit tests below check the two agree bit for bit.
+//! Warp-wide lane functions for the forms rustc and the project's kernels emit most: 32/64-bit
+//! integer binary operations, `mad`, f32 `.rn` add/mul/fma, `dp4a`, `lop3`, comparisons and `cvt`.
+//! Each keeps a dedicated per-lane function for its common forms and falls back to the general
+//! semantics in `alu.rs`/`numeric.rs`, which define the results; the unit tests below check the two
+//! agree bit for bit.
 
 use crate::alu;
 use crate::ir::*;
@@ -18,7 +19,8 @@ pub(crate) fn f32_bits(x: f32) -> u64 {
     u64::from(x.to_bits())
 }
 
-/// Integer binary operations; `alu::int_bin` defines them, the common 32/64-bit forms are inlined here.
+/// Integer binary operations; `alu::int_bin` defines them, the common 32/64-bit forms are inlined
+/// here.
 pub(crate) fn int_bin(op: IntBinOp, ty: Ty, exec: u32, a: &Lanes, b: &Lanes) -> Lanes {
     let m = ty.mask();
     let bits = ty.bits();
@@ -133,8 +135,9 @@ pub(crate) fn fma(
     map3(exec, a, b, c, slow)
 }
 
-/// `dp4a` with the signedness of `a` and `b` fixed at compile time: `c` plus four byte products, wrapping
-/// at 32 bits (the same value as `warp_ops::dot`, whose sum in i64 truncates to the same low 32 bits).
+/// `dp4a` with the signedness of `a` and `b` fixed at compile time: `c` plus four byte products,
+/// wrapping at 32 bits (the same value as `warp_ops::dot`, whose sum in i64 truncates to the same
+/// low 32 bits).
 #[inline(always)]
 pub(crate) fn dp4a<const SA: bool, const SB: bool>(a: u64, b: u64, c: u64) -> u64 {
     let ext = |v: u64, signed: bool| -> i32 {
@@ -151,8 +154,8 @@ pub(crate) fn dp4a<const SA: bool, const SB: bool>(a: u64, b: u64, c: u64) -> u6
     u64::from(acc as u32)
 }
 
-/// `lop3.b32`: bit `i` of the result is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`, computed as the union
-/// of the minterms the table selects.
+/// `lop3.b32`: bit `i` of the result is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`, computed as
+/// the union of the minterms the table selects.
 #[inline(always)]
 pub(crate) fn lop3(lut: u8, a: u64, b: u64, c: u64) -> u64 {
     let mut v = 0u64;
@@ -167,8 +170,8 @@ pub(crate) fn lop3(lut: u8, a: u64, b: u64, c: u64) -> u64 {
     v & 0xffff_ffff
 }
 
-/// `setp`/`set` comparison as 0/1 per lane; `numeric::compare` defines it, integers are inlined here by
-/// mapping each operand to a key whose unsigned order is the comparison's order.
+/// `setp`/`set` comparison as 0/1 per lane; `numeric::compare` defines it, integers are inlined
+/// here by mapping each operand to a key whose unsigned order is the comparison's order.
 pub(crate) fn compare(cmp: Cmp, ty: Ty, exec: u32, a: &Lanes, b: &Lanes) -> Lanes {
     if ty.is_float() {
         return map2(exec, a, b, |x, y| {
@@ -176,7 +179,8 @@ pub(crate) fn compare(cmp: Cmp, ty: Ty, exec: u32, a: &Lanes, b: &Lanes) -> Lane
         });
     }
     let (m, bits) = (ty.mask(), ty.bits());
-    // `lo/ls/hi/hs` are unsigned whatever the type; the other ordered comparisons follow its signedness.
+    // `lo/ls/hi/hs` are unsigned whatever the type; the other ordered comparisons follow its
+    // signedness.
     let signed = ty.is_signed() && !matches!(cmp, Cmp::Lo | Cmp::Ls | Cmp::Hi | Cmp::Hs);
     let key = move |x: u64| {
         if signed {
@@ -197,8 +201,8 @@ pub(crate) fn compare(cmp: Cmp, ty: Ty, exec: u32, a: &Lanes, b: &Lanes) -> Lane
     }
 }
 
-/// Scalar `cvt`; `alu::cvt` defines it. Integer<->integer without saturation, integer->f32 round-to-nearest
-/// and f16->f32 are inlined here.
+/// Scalar `cvt`; `alu::cvt` defines it. Integer<->integer without saturation, integer->f32
+/// round-to-nearest and f16->f32 are inlined here.
 pub(crate) fn cvt(
     dty: Ty,
     sty: Ty,
@@ -220,7 +224,8 @@ pub(crate) fn cvt(
     }
     let nearest = matches!(rnd, None | Some(Rnd::Rn));
     if int_src && dty == Ty::F32 && nearest && !sat {
-        // Rust's integer -> f32 `as` conversion rounds to nearest, ties to even (IEEE), like `cvt.rn`.
+        // Rust's integer -> f32 `as` conversion rounds to nearest, ties to even (IEEE), like
+        // `cvt.rn`.
         return if sty.is_signed() {
             map1(exec, a, |x| f32_bits(sext(x, sbits) as f32))
         } else {
@@ -229,8 +234,8 @@ pub(crate) fn cvt(
         };
     }
     if sty == Ty::F16 && dty == Ty::F32 && nearest && !sat {
-        // Every f16 value is exact in f32 (and normal there, so `.ftz` changes nothing); NaNs take the
-        // general path, which defines their payload.
+        // Every f16 value is exact in f32 (and normal there, so `.ftz` changes nothing); NaNs take
+        // the general path, which defines their payload.
         return map1(exec, a, |x| {
             let v = half::f16::from_bits(x as u16);
             if v.is_nan() {
@@ -294,8 +299,8 @@ mod tests {
         v
     }
 
-    /// Runs `fast` over lane vectors built from every pair of samples, 32 pairs at a time, and checks
-    /// each lane against `slow` under both a full and a partial execution mask.
+    /// Runs `fast` over lane vectors built from every pair of samples, 32 pairs at a time, and
+    /// checks each lane against `slow` under both a full and a partial execution mask.
     fn check2(
         what: &str,
         fast: impl Fn(u32, &Lanes, &Lanes) -> Lanes,
@@ -363,7 +368,8 @@ mod tests {
     fn mad_matches_alu() {
         for mode in [MadMode::Lo, MadMode::Hi, MadMode::Wide] {
             for ty in INT_TYPES {
-                // `c` is taken from the same sample as `a` xor a constant, to vary all three operands.
+                // `c` is taken from the same sample as `a` xor a constant, to vary all three
+                // operands.
                 check2(
                     &format!("mad {mode:?} {ty:?}"),
                     |e, a, b| {

@@ -1,9 +1,10 @@
 //! The pre-resolved instruction form the interpreter executes.
 //!
-//! Lowering resolves every name once: registers become dense indices into a warp's register file, labels
-//! become instruction indices, symbols become addresses in their state space, and immediates become raw bits
-//! of the instruction's operand type. Registers are untyped 64-bit containers (LLVM 22 keeps floats in `%r`
-//! `.b32` registers); each instruction reads the low bits its type names and writes its result zero-extended.
+//! Lowering resolves every name once: registers become dense indices into a warp's register file,
+//! labels become instruction indices, symbols become addresses in their state space, and immediates
+//! become raw bits of the instruction's operand type. Registers are untyped 64-bit containers (LLVM
+//! 22 keeps floats in `%r` `.b32` registers); each instruction reads the low bits its type names
+//! and writes its result zero-extended.
 
 /// Index of a register in a warp's register file.
 pub(crate) type Reg = u32;
@@ -121,7 +122,8 @@ pub(crate) enum SReg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Src {
     Reg(Reg),
-    /// Raw bits, already converted to the operand type (e.g. `1.0` in an `.f32` op is `0x3f800000`).
+    /// Raw bits, already converted to the operand type (e.g. `1.0` in an `.f32` op is
+    /// `0x3f800000`).
     Imm(u64),
     Special(SReg),
 }
@@ -365,8 +367,8 @@ pub(crate) enum Op {
         d: Reg,
         a: Src,
     },
-    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: 32/64-bit add or subtract with the per-thread carry
-    /// flag CC.CF, which `sub` uses as a borrow (`subc`: `d = a - (b + CF)`).
+    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: 32/64-bit add or subtract with the per-thread
+    /// carry flag CC.CF, which `sub` uses as a borrow (`subc`: `d = a - (b + CF)`).
     Carry {
         sub: bool,
         carry_in: bool,
@@ -490,9 +492,9 @@ pub(crate) enum Op {
         rnd: Option<Rnd>,
         sat: bool,
         ftz: bool,
-        /// Width in bits of `d`'s register when `dty` is a signed integer type narrower than it (the ISA
-        /// sign-extends such results to the register size, e.g. `cvt.s8.s64` into a `.b32` register);
-        /// 0 otherwise.
+        /// Width in bits of `d`'s register when `dty` is a signed integer type narrower than it
+        /// (the ISA sign-extends such results to the register size, e.g. `cvt.s8.s64` into a `.b32`
+        /// register); 0 otherwise.
         sext_to: u32,
         d: Reg,
         a: Src,
@@ -529,19 +531,22 @@ pub(crate) enum Op {
     },
     Bra {
         target: u32,
-        /// Immediate post-dominator of this branch: where diverged lanes rejoin (`u32::MAX` = kernel exit).
+        /// Immediate post-dominator of this branch: where diverged lanes rejoin (`u32::MAX` =
+        /// kernel exit).
         reconv: u32,
     },
     Exit,
     Trap,
-    /// `bar.sync id{, count}`: only a count covering the whole block is modelled (checked at run time).
+    /// `bar.sync id{, count}`: only a count covering the whole block is modelled (checked at run
+    /// time).
     Bar {
         id: Src,
         count: Option<Src>,
     },
     Nop,
-    /// `griddepcontrol.wait`: the prerequisite grids are complete. In the simulator they always are; it marks
-    /// the warp as past its wait, before which a kernel that has one may not touch global memory.
+    /// `griddepcontrol.wait`: the prerequisite grids are complete. In the simulator they always
+    /// are; it marks the warp as past its wait, before which a kernel that has one may not touch
+    /// global memory.
     GridDepWait,
     /// `fence.*` / `membar.*`: a no-op in the in-order schedule; under
     /// [`crate::Schedule::Random`] it makes the block's buffered global stores visible.
@@ -593,7 +598,8 @@ pub(crate) enum Op {
         size: u32,
         src_size: Option<Src>,
     },
-    /// An instruction the simulator does not implement; a launch of a kernel containing one is refused.
+    /// An instruction the simulator does not implement; a launch of a kernel containing one is
+    /// refused.
     Unsupported,
 }
 
@@ -626,18 +632,20 @@ pub(crate) struct Kernel {
     pub name: String,
     pub insts: Vec<Inst>,
     pub nregs: u32,
-    /// Registers some thread may read before writing them: the only ones cleared when a register file is
-    /// reused for a new block (see `uninit.rs`).
+    /// Registers some thread may read before writing them: the only ones cleared when a register
+    /// file is reused for a new block (see `uninit.rs`).
     pub zero_regs: Vec<Reg>,
     pub params: Vec<Param>,
     pub param_bytes: u32,
-    /// Bytes of static `.shared` (module and function scope); dynamic shared memory starts after it.
+    /// Bytes of static `.shared` (module and function scope); dynamic shared memory starts after
+    /// it.
     pub static_shared: u32,
     /// Bytes of `.local` per thread.
     pub local_bytes: u32,
     /// Source text of each unsupported instruction, with its line.
     pub unsupported: Vec<(u32, String)>,
-    /// The kernel executes `griddepcontrol.wait`: it may be launched before its predecessor has finished, so
-    /// each warp's global memory accesses must come after its wait (checked at run time).
+    /// The kernel executes `griddepcontrol.wait`: it may be launched before its predecessor has
+    /// finished, so each warp's global memory accesses must come after its wait (checked at run
+    /// time).
     pub grid_dep_wait: bool,
 }

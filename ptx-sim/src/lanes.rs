@@ -1,11 +1,12 @@
-//! Lane vectors: one 64-bit register container per lane of a warp, and the loops that apply a per-lane
-//! function to them.
+//! Lane vectors: one 64-bit register container per lane of a warp, and the loops that apply a
+//! per-lane function to them.
 //!
-//! Instructions execute a warp at a time: operands are fetched as whole lane vectors, the operation's
-//! function is chosen once per warp instruction (outside the lane loop), and the result is written back
-//! under the execution mask. With a full mask the loops run over all 32 lanes without per-lane tests, which
-//! the compiler unrolls and vectorises; with a partial mask they visit only the set lanes, so an expensive
-//! per-lane function (f16 rounding, transcendental) costs nothing on idle lanes.
+//! Instructions execute a warp at a time: operands are fetched as whole lane vectors, the
+//! operation's function is chosen once per warp instruction (outside the lane loop), and the result
+//! is written back under the execution mask. With a full mask the loops run over all 32 lanes
+//! without per-lane tests, which the compiler unrolls and vectorises; with a partial mask they
+//! visit only the set lanes, so an expensive per-lane function (f16 rounding, transcendental) costs
+//! nothing on idle lanes.
 
 /// Lanes per warp.
 pub(crate) const WARP: usize = 32;
@@ -87,7 +88,8 @@ pub(crate) fn map3(
 #[inline(always)]
 pub(crate) fn merge(row: &mut Lanes, v: &Lanes, exec: u32) {
     if exec == FULL {
-        // Two 128-byte halves: small enough for the compiler to copy inline rather than call memcpy.
+        // Two 128-byte halves: small enough for the compiler to copy inline rather than call
+        // memcpy.
         let (lo, hi) = row.split_at_mut(WARP / 2);
         lo.copy_from_slice(&v[..WARP / 2]);
         hi.copy_from_slice(&v[WARP / 2..]);

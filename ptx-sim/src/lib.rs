@@ -1,9 +1,10 @@
-//! `ptx-sim`: a CPU interpreter for the PTX that rustc's NVPTX backend (plus the project's inline asm) emits.
+//! `ptx-sim`: a CPU interpreter for the PTX that rustc's NVPTX backend (plus the project's inline
+//! asm) emits.
 //!
-//! It exists so kernels can be tested bit-for-bit and profiled (instruction mix, coalescing, bank conflicts)
-//! on machines without a GPU, and so that out-of-bounds accesses, barrier misuse and warp-sync misuse are
-//! reported like compute-sanitizer would, as [`SimError::Fault`] values that name the kernel, block, thread,
-//! PTX line and address.
+//! It exists so kernels can be tested bit-for-bit and profiled (instruction mix, coalescing, bank
+//! conflicts) on machines without a GPU, and so that out-of-bounds accesses, barrier misuse and
+//! warp-sync misuse are reported like compute-sanitizer would, as [`SimError::Fault`] values that
+//! name the kernel, block, thread, PTX line and address.
 //!
 //! # Front end
 //! [`Module::parse`] validates the text with the `ptx-front` crate (the front end shared with `ptx-audit`, on
@@ -52,16 +53,17 @@
 //! - loads of every kind (`ld`, `ld.relaxed`, `ld.volatile`, `ld.global.nc`, `ldu`) read memory, or the
 //!   block's buffer; none sees a stale value that another block has already made visible.
 //!
-//! So this catches: a missing or misplaced `bar.sync` between warps' shared- or global-memory accesses
-//! when a warp falling behind changes the result; a missing fence between a block's stores and the atomic
-//! (or flag) that publishes them to another block. It does not catch: a missing acquire fence on the
-//! reading side, or a plain load where `.relaxed`/`.volatile` is needed (loads never return stale data:
-//! there are no caches); a fence executed by the wrong thread (a fence drains the whole block's buffer,
-//! the cumulativity a fence after `bar.sync` has, applied to every fence); reordering of one block's
-//! buffered stores among themselves (a drain makes the whole buffer visible at once) or of shared-memory
-//! accesses within a warp (lanes run in lockstep, and a warp's instructions in program order); races
-//! between launches; `bar.sync` with a thread count, `bar.arrive`, `mbarrier` (unsupported, as in order).
-//! Blocks spin-waiting on each other must not exceed the resident window.
+//! So this catches: a missing or misplaced `bar.sync` between warps' shared- or global-memory
+//! accesses when a warp falling behind changes the result; a missing fence between a block's stores
+//! and the atomic (or flag) that publishes them to another block. It does not catch: a missing
+//! acquire fence on the reading side, or a plain load where `.relaxed`/`.volatile` is needed (loads
+//! never return stale data: there are no caches); a fence executed by the wrong thread (a fence
+//! drains the whole block's buffer, the cumulativity a fence after `bar.sync` has, applied to every
+//! fence); reordering of one block's buffered stores among themselves (a drain makes the whole
+//! buffer visible at once) or of shared-memory accesses within a warp (lanes run in lockstep, and a
+//! warp's instructions in program order); races between launches; `bar.sync` with a thread count,
+//! `bar.arrive`, `mbarrier` (unsupported, as in order). Blocks spin-waiting on each other must not
+//! exceed the resident window.
 //!
 //! ## Race check ([`Sim::set_race_check`])
 //! Runs each in-order launch again under a number of random schedules, each from the launch's starting
@@ -123,7 +125,8 @@
 //! - `sin.approx.f32` / `cos.approx.f32`: maximum absolute error 2^-20.9 (sin) / 2^-20.5 (cos) in [-pi, pi];
 //! - `tanh.approx.f32`: maximum relative error 2^-11 (about 5e-4).
 //!
-//! Kernel tests should therefore compare results of approximate functions with at least those tolerances.
+//! Kernel tests should therefore compare results of approximate functions with at least those
+//! tolerances.
 
 mod alu;
 mod arith;
@@ -263,7 +266,8 @@ impl Arg {
     }
 }
 
-/// Default per-block step limit: warp instructions one block may execute before it is declared hung.
+/// Default per-block step limit: warp instructions one block may execute before it is declared
+/// hung.
 pub const DEFAULT_STEP_LIMIT: u64 = 200_000_000;
 /// Default cap on live simulated global memory.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
@@ -384,7 +388,8 @@ impl Sim {
         self.step_limit = warp_instructions_per_block;
     }
 
-    /// Sets the cap on live global memory (allocations beyond it fail with [`SimError::OutOfMemory`]).
+    /// Sets the cap on live global memory (allocations beyond it fail with
+    /// [`SimError::OutOfMemory`]).
     pub fn set_memory_limit(&mut self, bytes: u64) {
         self.mem.limit = bytes;
     }
@@ -394,10 +399,11 @@ impl Sim {
         self.mem.alloc(bytes).map(DevicePtr)
     }
 
-    /// Allocates `bytes` of zeroed host-mapped memory: host memory the device reads over the host link
-    /// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`). Kernels access it as global memory; its
-    /// traffic is counted in [`LaunchStats::host_bytes_read`]/[`LaunchStats::host_bytes_written`], not
-    /// in the global (DRAM) counters.
+    /// Allocates `bytes` of zeroed host-mapped memory: host memory the device reads over the host
+    /// link (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`). Kernels access it as global
+    /// memory; its traffic is counted in
+    /// [`LaunchStats::host_bytes_read`]/[`LaunchStats::host_bytes_written`], not in the global
+    /// (DRAM) counters.
     pub fn alloc_host_mapped(&mut self, bytes: usize) -> Result<DevicePtr, SimError> {
         self.mem.alloc_host_mapped(bytes).map(DevicePtr)
     }
@@ -446,9 +452,9 @@ impl Sim {
         self.mem.read_bytes(p.0, out)
     }
 
-    /// The address and size of module `m`'s `.global`/`.const` variable `name` in this simulator (like
-    /// `cudaGetSymbolAddress`), creating and initialising the module's variables if no launch has yet.
-    /// `None` if the module declares no such variable with storage.
+    /// The address and size of module `m`'s `.global`/`.const` variable `name` in this simulator
+    /// (like `cudaGetSymbolAddress`), creating and initialising the module's variables if no launch
+    /// has yet. `None` if the module declares no such variable with storage.
     pub fn module_variable(
         &mut self,
         m: &Module,
@@ -462,8 +468,8 @@ impl Sim {
             .map(|v| (DevicePtr(v.address()), v.size)))
     }
 
-    /// Runs `kernel` to completion. Blocks run in parallel; the reported fault (if several blocks fault) is
-    /// the one of the lowest linear block index among the blocks that ran.
+    /// Runs `kernel` to completion. Blocks run in parallel; the reported fault (if several blocks
+    /// fault) is the one of the lowest linear block index among the blocks that ran.
     pub fn launch(
         &mut self,
         m: &Module,
@@ -474,10 +480,11 @@ impl Sim {
         self.launch_some(m, kernel, cfg, args, None)
     }
 
-    /// Runs only the blocks whose linear indices are in `blocks` (each below the grid's block count) of
-    /// the launch `cfg`: they see the full grid's `%ctaid`/`%nctaid`, and the counters are theirs alone.
-    /// For estimating a large launch's counters from a sample of its blocks; blocks that depend on
-    /// other blocks' results (none of ingot's kernels do) would see memory the skipped blocks never wrote.
+    /// Runs only the blocks whose linear indices are in `blocks` (each below the grid's block
+    /// count) of the launch `cfg`: they see the full grid's `%ctaid`/`%nctaid`, and the counters
+    /// are theirs alone. For estimating a large launch's counters from a sample of its blocks;
+    /// blocks that depend on other blocks' results (none of ingot's kernels do) would see memory
+    /// the skipped blocks never wrote.
     pub fn launch_blocks(
         &mut self,
         m: &Module,

@@ -106,9 +106,9 @@ fn is_module_var(a: u64) -> bool {
     (VAR_FIRST_SLOT..VAR_FIRST_SLOT + VAR_SLOTS).contains(&(a >> SLOT_SHIFT))
 }
 
-/// When every lane of `exec` accesses `total` bytes of global memory inside one allocation, naturally
-/// aligned: that allocation and each lane's offset in it. Otherwise `None`, and the caller takes the
-/// lane-by-lane path, which also finds and reports any fault.
+/// When every lane of `exec` accesses `total` bytes of global memory inside one allocation,
+/// naturally aligned: that allocation and each lane's offset in it. Otherwise `None`, and the
+/// caller takes the lane-by-lane path, which also finds and reports any fault.
 #[inline]
 fn warp_global<'m>(
     mem: &'m GlobalMem,
@@ -149,9 +149,10 @@ fn lane_addrs(b: &Block, w: &Warp, a: &Addr) -> Lanes {
     base.map(|x| x.wrapping_add(off))
 }
 
-/// The allocation holding `total` bytes at global address `a`, with the offset of `a` in it, when the whole
-/// range is inside it; `None` sends the caller to the element-by-element path, which reports the fault.
-/// `cache` keeps the last allocation found: a warp's lanes nearly always hit the same one.
+/// The allocation holding `total` bytes at global address `a`, with the offset of `a` in it, when
+/// the whole range is inside it; `None` sends the caller to the element-by-element path, which
+/// reports the fault. `cache` keeps the last allocation found: a warp's lanes nearly always hit the
+/// same one.
 #[inline]
 fn global_range<'m>(
     mem: &'m GlobalMem,
@@ -269,7 +270,8 @@ pub(crate) fn exec_mem(
     Ok(())
 }
 
-/// `ld` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one allocation.
+/// `ld` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one
+/// allocation.
 fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault>> {
     let Op::Ld {
         space,
@@ -355,7 +357,8 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     Ok(())
 }
 
-/// `st` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one allocation.
+/// `st` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one
+/// allocation.
 fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault>> {
     let Op::St {
         space,

@@ -1,15 +1,17 @@
-//! Simulated device memory: the global allocations shared by all blocks, and the generic address map.
+//! Simulated device memory: the global allocations shared by all blocks, and the generic address
+//! map.
 //!
-//! Generic addresses are split into 64 GiB slots (`addr >> SLOT_SHIFT`). Global allocation `i` lives alone at
-//! the start of slot `i + 1`, so every allocation is 256-byte (indeed 64 GiB) aligned and followed by a red
-//! zone of unmapped addresses up to the next slot: an out-of-bounds index faults instead of reaching a
-//! neighbour, and a freed slot is never reused, so use-after-free faults too. Slot 0 (null) is unmapped.
-//! Two high slots are the generic windows of the block's shared memory and the thread's local memory.
+//! Generic addresses are split into 64 GiB slots (`addr >> SLOT_SHIFT`). Global allocation `i`
+//! lives alone at the start of slot `i + 1`, so every allocation is 256-byte (indeed 64 GiB)
+//! aligned and followed by a red zone of unmapped addresses up to the next slot: an out-of-bounds
+//! index faults instead of reaching a neighbour, and a freed slot is never reused, so
+//! use-after-free faults too. Slot 0 (null) is unmapped. Two high slots are the generic windows of
+//! the block's shared memory and the thread's local memory.
 //!
-//! Global memory is accessed concurrently by blocks running on different host threads. It is stored as
-//! `AtomicU32` words accessed with relaxed ordering, so racing kernels are well-defined on the host (CUDA
-//! makes such races undefined; here they just produce one of the racing values), and `atom`/`red` are real
-//! atomic read-modify-writes (64-bit ones are serialised by a lock).
+//! Global memory is accessed concurrently by blocks running on different host threads. It is stored
+//! as `AtomicU32` words accessed with relaxed ordering, so racing kernels are well-defined on the
+//! host (CUDA makes such races undefined; here they just produce one of the racing values), and
+//! `atom`/`red` are real atomic read-modify-writes (64-bit ones are serialised by a lock).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -30,8 +32,9 @@ pub(crate) enum MemErr {
 pub(crate) struct Alloc {
     words: Box<[AtomicU32]>,
     len: u64,
-    /// Host memory mapped into the device's address space (`cuMemHostAlloc` with `DEVICEMAP`): kernels
-    /// access it like global memory, but its traffic crosses the host link and is counted apart.
+    /// Host memory mapped into the device's address space (`cuMemHostAlloc` with `DEVICEMAP`):
+    /// kernels access it like global memory, but its traffic crosses the host link and is counted
+    /// apart.
     host_mapped: bool,
     /// For host-mapped allocations, one bit per byte: read in the current launch. A GPU fetches a
     /// host line over the link once and serves a repeat from its caches, so
@@ -111,7 +114,8 @@ impl Alloc {
                 let shift = (off % 4) * 8;
                 let mask = (((1u64 << (8 * size)) - 1) << shift) as u32;
                 let bits = ((v << shift) as u32) & mask;
-                // Only this access's bytes change; the CAS loop keeps concurrent writers of the other bytes.
+                // Only this access's bytes change; the CAS loop keeps concurrent writers of the
+                // other bytes.
                 let _ =
                     self.words[w].fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | bits));
             }
@@ -122,7 +126,8 @@ impl Alloc {
 /// All global allocations of a [`crate::Sim`].
 pub(crate) struct GlobalMem {
     slots: Vec<Option<Alloc>>,
-    /// Whether any allocation was ever host-mapped: until then the counters skip the per-access split.
+    /// Whether any allocation was ever host-mapped: until then the counters skip the per-access
+    /// split.
     pub(crate) any_host_mapped: bool,
     /// Storage of module-scope variables by slot, with the identity of the module that owns it.
     vars: HashMap<u64, (u64, Alloc)>,
@@ -143,7 +148,8 @@ impl GlobalMem {
         }
     }
 
-    /// Allocates `bytes` zeroed bytes of host-mapped memory (see [`Alloc`]) and returns the base address.
+    /// Allocates `bytes` zeroed bytes of host-mapped memory (see [`Alloc`]) and returns the base
+    /// address.
     pub(crate) fn alloc_host_mapped(&mut self, bytes: usize) -> Result<u64, SimError> {
         let base = self.alloc(bytes)?;
         let slot = (base >> SLOT_SHIFT) as usize - 1;
@@ -164,7 +170,8 @@ impl GlobalMem {
         }
     }
 
-    /// Whether a kernel read the allocation holding `addr` since the last [`GlobalMem::clear_read`].
+    /// Whether a kernel read the allocation holding `addr` since the last
+    /// [`GlobalMem::clear_read`].
     pub(crate) fn was_read(&self, addr: u64) -> bool {
         self.region(addr).is_some_and(|a| a.read.load(Relaxed))
     }
@@ -214,8 +221,8 @@ impl GlobalMem {
         }
     }
 
-    /// Of the `bytes` (at most 32, naturally aligned, so within one 64-byte bit word) read at host-mapped
-    /// `addr`, how many no access of this launch has read before; marks them read.
+    /// Of the `bytes` (at most 32, naturally aligned, so within one 64-byte bit word) read at
+    /// host-mapped `addr`, how many no access of this launch has read before; marks them read.
     #[inline]
     pub(crate) fn fetch_new(&self, addr: u64, bytes: u32) -> u64 {
         let Some(bits) = self.region(addr).and_then(|a| a.fetched.as_ref()) else {
@@ -277,8 +284,9 @@ impl GlobalMem {
         })
     }
 
-    /// Creates the storage of `m`'s variables that does not exist yet (or belongs to another module whose
-    /// variable slot was reused), initialised from their initializers. Existing storage keeps its contents.
+    /// Creates the storage of `m`'s variables that does not exist yet (or belongs to another module
+    /// whose variable slot was reused), initialised from their initializers. Existing storage keeps
+    /// its contents.
     pub(crate) fn ensure_module_vars(&mut self, m: &ModuleVars) -> Result<(), SimError> {
         for v in &m.vars {
             if self
@@ -310,8 +318,8 @@ impl GlobalMem {
             .and_then(Option::as_ref)
     }
 
-    /// Frees the allocation starting at `base`; anything else is ignored (like `cudaFree` of a bad pointer,
-    /// but without an error path).
+    /// Frees the allocation starting at `base`; anything else is ignored (like `cudaFree` of a bad
+    /// pointer, but without an error path).
     pub(crate) fn free(&mut self, base: u64) {
         if base & SLOT_MASK != 0 {
             return;

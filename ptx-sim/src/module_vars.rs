@@ -1,14 +1,15 @@
-//! Module-scope `.global` and `.const` variables (lookup tables, counters): their layout, their initial
-//! bytes, and the global-memory slots they live in.
+//! Module-scope `.global` and `.const` variables (lookup tables, counters): their layout, their
+//! initial bytes, and the global-memory slots they live in.
 //!
 //! Each variable gets its own 64 GiB slot above the slots of [`crate::Sim::alloc`] allocations (see
-//! `memory.rs`), so accesses past its end fault like any out-of-bounds access. Slots are handed out from a
-//! process-wide counter when a module is parsed, so a symbol's address is a constant known at lowering
-//! (instructions carry it as an immediate) and two modules loaded in one [`crate::Sim`] never share storage.
-//! The storage itself is created in a `Sim` on the first launch of one of the module's kernels (or by
-//! [`crate::Sim::module_variable`]), initialised from the declaration's initializer (zero elsewhere), and
-//! then persists across launches, as a CUDA module's globals do. `.const` variables are stored the same way:
-//! `ld.const` and generic loads of their addresses reach them.
+//! `memory.rs`), so accesses past its end fault like any out-of-bounds access. Slots are handed out
+//! from a process-wide counter when a module is parsed, so a symbol's address is a constant known
+//! at lowering (instructions carry it as an immediate) and two modules loaded in one [`crate::Sim`]
+//! never share storage. The storage itself is created in a `Sim` on the first launch of one of the
+//! module's kernels (or by [`crate::Sim::module_variable`]), initialised from the declaration's
+//! initializer (zero elsewhere), and then persists across launches, as a CUDA module's globals do.
+//! `.const` variables are stored the same way: `ld.const` and generic loads of their addresses
+//! reach them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -64,8 +65,9 @@ impl Default for ModuleVars {
 }
 
 impl ModuleVars {
-    /// Declares one `.global` or `.const` variable. `Err` is malformed PTX (an initializer longer than the
-    /// variable, a bad literal); forms the simulator does not model are recorded in `unsupported`.
+    /// Declares one `.global` or `.const` variable. `Err` is malformed PTX (an initializer longer
+    /// than the variable, a bad literal); forms the simulator does not model are recorded in
+    /// `unsupported`.
     pub(crate) fn declare(
         &mut self,
         v: &VariableDirective,
@@ -113,8 +115,8 @@ impl ModuleVars {
         Ok(())
     }
 
-    /// State space and address of a variable symbol, `None` if `name` is not a module variable, or the
-    /// reason it cannot be used.
+    /// State space and address of a variable symbol, `None` if `name` is not a module variable, or
+    /// the reason it cannot be used.
     pub(crate) fn symbol(&self, name: &str) -> Option<Result<(Space, u64), String>> {
         if let Some(why) = self.unsupported.get(name) {
             return Some(Err(why.clone()));
@@ -126,8 +128,8 @@ impl ModuleVars {
     }
 }
 
-/// The initial bytes of a variable of element type `ty`: `Ok(Err(what))` for initializers the simulator
-/// does not model, `Err` for malformed ones.
+/// The initial bytes of a variable of element type `ty`: `Ok(Err(what))` for initializers the
+/// simulator does not model, `Err` for malformed ones.
 fn initial_bytes(
     init: &GlobalInitializer,
     ty: crate::ir::Ty,

@@ -1,9 +1,9 @@
 //! Bit-exact arithmetic helpers: integer bit manipulation, float formats and rounding.
 //!
-//! Floats are carried as raw bits. f16/bf16 values are widened exactly to f64, computed there and rounded once
-//! to the destination format (exact for add/sub/mul of two f16 or bf16 values, whose exact result fits f64's
-//! 53-bit significand). Directed rounding (`.rz/.rm/.rp`) steps the round-to-nearest result by one ulp when it
-//! lies on the wrong side of the exact value.
+//! Floats are carried as raw bits. f16/bf16 values are widened exactly to f64, computed there and
+//! rounded once to the destination format (exact for add/sub/mul of two f16 or bf16 values, whose
+//! exact result fits f64's 53-bit significand). Directed rounding (`.rz/.rm/.rp`) steps the
+//! round-to-nearest result by one ulp when it lies on the wrong side of the exact value.
 
 use half::{bf16, f16};
 
@@ -37,7 +37,8 @@ pub(crate) fn ftz32(x: f32) -> f32 {
     }
 }
 
-/// Moves one ulp towards +inf (`up`) or -inf on a sign-magnitude float encoding with sign bit `sign`.
+/// Moves one ulp towards +inf (`up`) or -inf on a sign-magnitude float encoding with sign bit
+/// `sign`.
 fn step(bits: u32, up: bool, sign: u32) -> u32 {
     if bits & !sign == 0 {
         return if up { 1 } else { sign | 1 };
@@ -49,7 +50,8 @@ fn step(bits: u32, up: bool, sign: u32) -> u32 {
     }
 }
 
-/// Whether the round-to-nearest result `rv` lies on the wrong side of `x` for `rnd`, and which way to step.
+/// Whether the round-to-nearest result `rv` lies on the wrong side of `x` for `rnd`, and which way
+/// to step.
 fn directed_fix(x: f64, rv: f64, rnd: Rnd) -> Option<bool> {
     let (wrong, up) = match rnd {
         Rnd::Rz => (rv.abs() > x.abs(), x < 0.0),
@@ -60,7 +62,8 @@ fn directed_fix(x: f64, rv: f64, rnd: Rnd) -> Option<bool> {
     (wrong && !x.is_nan()).then_some(up)
 }
 
-/// Rounds the exact value `x` (f64) to f32 with `rnd` (integer-rounding variants act as round-to-nearest).
+/// Rounds the exact value `x` (f64) to f32 with `rnd` (integer-rounding variants act as
+/// round-to-nearest).
 pub(crate) fn f64_to_f32(x: f64, rnd: Rnd) -> f32 {
     let r = x as f32;
     match directed_fix(x, f64::from(r), rnd) {
@@ -94,7 +97,8 @@ pub(crate) fn from_f64(t: Ty, x: f64, rnd: Rnd) -> u64 {
     }
 }
 
-/// Rounds to an integral value per the `cvt` integer-rounding modifiers (`.rni` etc.; plain `.rn` etc. too).
+/// Rounds to an integral value per the `cvt` integer-rounding modifiers (`.rni` etc.; plain `.rn`
+/// etc. too).
 pub(crate) fn round_integral(x: f64, rnd: Rnd) -> f64 {
     match rnd {
         Rnd::Rni | Rnd::Rn => x.round_ties_even(),
@@ -105,7 +109,8 @@ pub(crate) fn round_integral(x: f64, rnd: Rnd) -> f64 {
     }
 }
 
-/// Float -> integer conversion with PTX semantics: round per `rnd`, saturate to the integer range, NaN -> 0.
+/// Float -> integer conversion with PTX semantics: round per `rnd`, saturate to the integer range,
+/// NaN -> 0.
 pub(crate) fn float_to_int(x: f64, rnd: Rnd, dty: Ty) -> u64 {
     if x.is_nan() {
         return 0;
@@ -137,9 +142,10 @@ pub(crate) fn float_to_int(x: f64, rnd: Rnd, dty: Ty) -> u64 {
     }
 }
 
-/// Integer -> float conversion of `v` (already sign/zero extended into i128) with `rnd`.
-/// f32/f64 results are correctly rounded (Rust's `as` rounds to nearest even exactly; directed modes step
-/// one ulp after an exact integer comparison). f16/bf16 results go through f64, exact for |v| <= 2^53.
+/// Integer -> float conversion of `v` (already sign/zero extended into i128) with `rnd`. f32/f64
+/// results are correctly rounded (Rust's `as` rounds to nearest even exactly; directed modes step
+/// one ulp after an exact integer comparison). f16/bf16 results go through f64, exact for |v| <=
+/// 2^53.
 pub(crate) fn int_to_float(v: i128, dty: Ty, rnd: Rnd) -> u64 {
     let wrong = |r: i128| -> Option<bool> {
         let (wrong, up) = match rnd {
@@ -262,9 +268,9 @@ fn low_bits(n: u64) -> u64 {
     }
 }
 
-/// `bfe` per the ISA pseudocode: bit `i` of the result is bit `pos + i` of `a` while
-/// `i < len` and `pos + i <= msb`, and the sign bit (bit `min(pos + len - 1, msb)` of `a` for signed types
-/// with `len > 0`, else 0) above that. `pos` and `len` use their low 8 bits.
+/// `bfe` per the ISA pseudocode: bit `i` of the result is bit `pos + i` of `a` while `i < len` and
+/// `pos + i <= msb`, and the sign bit (bit `min(pos + len - 1, msb)` of `a` for signed types with
+/// `len > 0`, else 0) above that. `pos` and `len` use their low 8 bits.
 pub(crate) fn bfe(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
     let bits = u64::from(t.bits());
     let msb = bits - 1;
@@ -290,7 +296,8 @@ pub(crate) fn bfe(t: Ty, a: u64, pos: u64, len: u64) -> u64 {
     field | fill
 }
 
-/// `bfi`: insert the low `len` bits of `f` into `b` at `pos` (bits past the type's msb are dropped).
+/// `bfi`: insert the low `len` bits of `f` into `b` at `pos` (bits past the type's msb are
+/// dropped).
 pub(crate) fn bfi(t: Ty, f: u64, b: u64, pos: u64, len: u64) -> u64 {
     let bits = u64::from(t.bits());
     let (pos, len) = (pos & 0xff, len & 0xff);

@@ -1,7 +1,7 @@
-//! The state instruction families work on: a launch's shared context, a warp (register file, local memory,
-//! reconvergence stack, carry flags) and a block (shared memory, counters), with the helpers every family
-//! uses to read operands, resolve addresses, access memory and report faults. `exec` drives it; `arith`,
-//! `mem_ops` and `warp_ops` execute instructions on it.
+//! The state instruction families work on: a launch's shared context, a warp (register file, local
+//! memory, reconvergence stack, carry flags) and a block (shared memory, counters), with the
+//! helpers every family uses to read operands, resolve addresses, access memory and report faults.
+//! `exec` drives it; `arith`, `mem_ops` and `warp_ops` execute instructions on it.
 
 use crate::error::{Fault, FaultKind};
 use crate::ir::*;
@@ -22,8 +22,9 @@ pub(crate) struct LaunchCtx<'a> {
     pub step_limit: u64,
 }
 
-/// One entry of a warp's reconvergence stack: lanes `mask` execute from `pc` until they reach `reconv`,
-/// where the entry is popped and the entry below (holding the union of the diverged lanes) resumes.
+/// One entry of a warp's reconvergence stack: lanes `mask` execute from `pc` until they reach
+/// `reconv`, where the entry is popped and the entry below (holding the union of the diverged
+/// lanes) resumes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Frame {
     pub pc: u32,
@@ -62,8 +63,8 @@ impl Warp {
 }
 
 /// A source operand's lane vector: a register row of the warp, or computed values.
-// Computed values stay inline: an operand lives on the stack for one instruction, and boxing them would
-// allocate per operand.
+// Computed values stay inline: an operand lives on the stack for one instruction, and boxing them
+// would allocate per operand.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Operand<'w> {
     Row(&'w Lanes),
@@ -108,8 +109,8 @@ pub(crate) struct Block<'a> {
     pub line: u32,
 }
 
-/// Buffers reused by the blocks one host thread runs, so that starting a block allocates (and clears)
-/// almost nothing. Only used for blocks of one kernel.
+/// Buffers reused by the blocks one host thread runs, so that starting a block allocates (and
+/// clears) almost nothing. Only used for blocks of one kernel.
 #[derive(Default)]
 pub(crate) struct Scratch {
     pub regs: Vec<Vec<Lanes>>,
@@ -186,8 +187,8 @@ impl Block<'_> {
         }
     }
 
-    /// The operand's value in every lane (lanes that do not execute get harmless values). A register is
-    /// borrowed, not copied.
+    /// The operand's value in every lane (lanes that do not execute get harmless values). A
+    /// register is borrowed, not copied.
     #[inline(always)]
     pub(crate) fn fetch<'w>(&self, w: &'w Warp, s: Src) -> Operand<'w> {
         match s {

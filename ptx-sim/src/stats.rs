@@ -2,8 +2,9 @@
 
 use std::ops::AddAssign;
 
-/// Warp instructions by cost class. A warp instruction is one issue of an instruction by a warp, whatever
-/// the number of active lanes; predicated-off issues count too (they occupy an issue slot on hardware).
+/// Warp instructions by cost class. A warp instruction is one issue of an instruction by a warp,
+/// whatever the number of active lanes; predicated-off issues count too (they occupy an issue slot
+/// on hardware).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassCounts {
     pub int: u64,
@@ -26,37 +27,40 @@ pub struct ClassCounts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaunchStats {
     pub warp_instructions: u64,
-    /// Sum over warp instructions of the number of lanes that executed them (guard true, lane active).
+    /// Sum over warp instructions of the number of lanes that executed them (guard true, lane
+    /// active).
     pub thread_instructions: u64,
     pub by_class: ClassCounts,
-    /// Bytes requested by active lanes from global memory (loads, and the read half of atomics), host-mapped
-    /// allocations excluded.
+    /// Bytes requested by active lanes from global memory (loads, and the read half of atomics),
+    /// host-mapped allocations excluded.
     pub global_bytes_read: u64,
     pub global_bytes_written: u64,
-    /// Bytes requested from host-mapped allocations ([`crate::Sim::alloc_host_mapped`]): what crosses the
-    /// host link.
+    /// Bytes requested from host-mapped allocations ([`crate::Sim::alloc_host_mapped`]): what
+    /// crosses the host link.
     pub host_bytes_read: u64,
-    /// Distinct host-mapped bytes read in the launch (each byte once however often it is requested): what
-    /// crosses the link when the GPU's caches serve repeats. Sums over launches count a byte again.
+    /// Distinct host-mapped bytes read in the launch (each byte once however often it is
+    /// requested): what crosses the link when the GPU's caches serve repeats. Sums over launches
+    /// count a byte again.
     pub host_bytes_fetched: u64,
     pub host_bytes_written: u64,
-    /// Bytes requested by active lanes from module-scope variables (the code-book tables of the grid
-    /// types): constant data a GPU's L1 serves once warm, so counted apart from `global_bytes_read`
-    /// (and from the sector and request counts below).
+    /// Bytes requested by active lanes from module-scope variables (the code-book tables of the
+    /// grid types): constant data a GPU's L1 serves once warm, so counted apart from
+    /// `global_bytes_read` (and from the sector and request counts below).
     pub module_bytes_read: u64,
     /// Warp-level loads from module-scope variables.
     pub module_requests: u64,
-    /// Distinct 32-byte sectors touched per warp-level global request, summed (a perfectly coalesced 4-byte
-    /// load by 32 lanes touches 4 sectors).
+    /// Distinct 32-byte sectors touched per warp-level global request, summed (a perfectly
+    /// coalesced 4-byte load by 32 lanes touches 4 sectors).
     pub sectors_read: u64,
     pub sectors_written: u64,
     /// Warp-level global memory instructions with at least one active lane.
     pub global_requests: u64,
     /// Warp-level shared memory instructions with at least one active lane.
     pub shared_requests: u64,
-    /// Extra shared-memory wavefronts caused by bank conflicts (32 banks of 4 bytes): per request, the
-    /// maximum number of distinct 4-byte words mapped to one bank, minus the minimum wavefronts the request's
-    /// distinct words need (`ceil(words / 32)`). Lanes reading the same word are a broadcast, not a conflict.
+    /// Extra shared-memory wavefronts caused by bank conflicts (32 banks of 4 bytes): per request,
+    /// the maximum number of distinct 4-byte words mapped to one bank, minus the minimum wavefronts
+    /// the request's distinct words need (`ceil(words / 32)`). Lanes reading the same word are a
+    /// broadcast, not a conflict.
     pub shared_bank_conflicts: u64,
     /// `bar.sync` completions per block, summed over blocks.
     pub barriers: u64,

@@ -1,5 +1,5 @@
-//! PTX data types in the simulator's terms: byte sizes and IR types of declared types, variable layouts,
-//! the double-width type of `.wide` results, and literals as raw operand bits.
+//! PTX data types in the simulator's terms: byte sizes and IR types of declared types, variable
+//! layouts, the double-width type of `.wide` results, and literals as raw operand bits.
 
 use ptx_front::statement::Lit;
 use ptx_syntax::r#type::{DataType, VariableDirective};

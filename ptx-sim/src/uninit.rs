@@ -1,19 +1,21 @@
 //! Registers a thread may read before it has written them, found once per kernel at load.
 //!
-//! PTX registers start undefined; the simulator defines them as zero. Zeroing a whole register file for
-//! every block is the dominant cost of short blocks (a gemv block has four warps of ~400 registers, i.e.
-//! 400 KB to clear for ~1000 warp instructions), so register files are reused from block to block and
-//! only the registers this analysis returns are cleared: every other register is written on every path
-//! before any read, so a stale value from an earlier block can never be observed.
+//! PTX registers start undefined; the simulator defines them as zero. Zeroing a whole register file
+//! for every block is the dominant cost of short blocks (a gemv block has four warps of ~400
+//! registers, i.e. 400 KB to clear for ~1000 warp instructions), so register files are reused from
+//! block to block and only the registers this analysis returns are cleared: every other register is
+//! written on every path before any read, so a stale value from an earlier block can never be
+//! observed.
 //!
-//! This is the classic forward "definitely assigned" data flow over the instruction graph of one thread:
-//! a register is assigned after an instruction if it was assigned on every path into it, or if the
-//! instruction writes it unconditionally (a guarded write may not happen). A read of a register that is
-//! not definitely assigned marks it.
+//! This is the classic forward "definitely assigned" data flow over the instruction graph of one
+//! thread: a register is assigned after an instruction if it was assigned on every path into it, or
+//! if the instruction writes it unconditionally (a guarded write may not happen). A read of a
+//! register that is not definitely assigned marks it.
 
 use crate::ir::{Inst, Op, Reg, Src};
 
-/// Registers of a kernel with `nregs` registers that some thread may read before writing, ascending.
+/// Registers of a kernel with `nregs` registers that some thread may read before writing,
+/// ascending.
 pub(crate) fn maybe_uninit_reads(insts: &[Inst], nregs: u32) -> Vec<Reg> {
     let n = insts.len();
     let words = (nregs as usize).div_ceil(64);
@@ -23,8 +25,8 @@ pub(crate) fn maybe_uninit_reads(insts: &[Inst], nregs: u32) -> Vec<Reg> {
             preds[s].push(i as u32);
         }
     }
-    // `out[i]`: registers definitely assigned after instruction i. Unvisited instructions start at "all",
-    // the identity of the intersection; the entry has nothing assigned.
+    // `out[i]`: registers definitely assigned after instruction i. Unvisited instructions start at
+    // "all", the identity of the intersection; the entry has nothing assigned.
     let mut out = vec![u64::MAX; n * words];
     let mut assigned = vec![0u64; words];
     let mut changed = true;
@@ -58,12 +60,12 @@ pub(crate) fn maybe_uninit_reads(insts: &[Inst], nregs: u32) -> Vec<Reg> {
     (0..nregs).filter(|&r| get(&uninit, r)).collect()
 }
 
-/// Registers definitely assigned on entry to instruction `i`: the intersection over its predecessors
-/// (instruction 0 is also entered from the kernel start, where nothing is assigned).
+/// Registers definitely assigned on entry to instruction `i`: the intersection over its
+/// predecessors (instruction 0 is also entered from the kernel start, where nothing is assigned).
 fn entry_set(i: usize, preds: &[u32], out: &[u64], words: usize, acc: &mut [u64]) {
     if i == 0 || preds.is_empty() {
-        // Unreachable instructions (no predecessor) never run; treating them as entry points is merely
-        // conservative.
+        // Unreachable instructions (no predecessor) never run; treating them as entry points is
+        // merely conservative.
         acc.fill(0);
         return;
     }

@@ -1,6 +1,6 @@
-//! Warp-synchronous instructions: `shfl.sync`, `vote.sync`, `redux.sync`, `mma.sync`, `ldmatrix`, and the
-//! per-lane byte dot products `dp4a`/`dp2a`. Layouts follow docs/ptx-isa.md (`g = lane >> 2`,
-//! `t = lane % 4`).
+//! Warp-synchronous instructions: `shfl.sync`, `vote.sync`, `redux.sync`, `mma.sync`, `ldmatrix`,
+//! and the per-lane byte dot products `dp4a`/`dp2a`. Layouts follow docs/ptx-isa.md (`g = lane >>
+//! 2`, `t = lane % 4`).
 
 use crate::alu;
 use crate::error::{Fault, FaultKind};
@@ -9,8 +9,8 @@ use crate::lanes::lanes;
 use crate::memory::MemErr;
 use crate::state::{Block, Loc, Warp};
 
-/// `dp4a` (`dp2_hi == None`) or `dp2a.lo/.hi`: `c` plus the sum of byte (and for dp2a, halfword x byte)
-/// products, each factor sign- or zero-extended per its type, wrapping at 32 bits.
+/// `dp4a` (`dp2_hi == None`) or `dp2a.lo/.hi`: `c` plus the sum of byte (and for dp2a, halfword x
+/// byte) products, each factor sign- or zero-extended per its type, wrapping at 32 bits.
 pub(crate) fn dot(
     a_signed: bool,
     b_signed: bool,
@@ -36,7 +36,8 @@ pub(crate) fn dot(
             }
         }
         Some(hi) => {
-            // dp2a: two 16-bit halves of `a` times two bytes of `b` (bytes 2,3 for .hi, 0,1 for .lo).
+            // dp2a: two 16-bit halves of `a` times two bytes of `b` (bytes 2,3 for .hi, 0,1 for
+            // .lo).
             let base = if hi { 2 } else { 0 };
             for i in 0..2 {
                 acc += ext(a >> (16 * i), 16, a_signed) * ext(b >> (8 * (base + i)), 8, b_signed);
@@ -50,7 +51,8 @@ fn sync_fault(b: &Block, w: &Warp, lane: usize, detail: String) -> Box<Fault> {
     b.fault(w, lane, FaultKind::WarpSync, None, detail)
 }
 
-/// Checks that the executing lanes are exactly the non-exited lanes of `mask` (the `.sync` contract).
+/// Checks that the executing lanes are exactly the non-exited lanes of `mask` (the `.sync`
+/// contract).
 fn check_members(b: &Block, w: &Warp, exec: u32, mask: u32, what: &str) -> Result<(), Box<Fault>> {
     if exec & !mask != 0 {
         let lane = (exec & !mask).trailing_zeros() as usize;

@@ -60,7 +60,8 @@ END:";
         (0..96).sum::<u32>() * blocks,
         "red.add of the thread ids"
     );
-    // Exactly one thread wins the compare-and-swap from 0; thread 0 would leave 0, so accept any tid.
+    // Exactly one thread wins the compare-and-swap from 0; thread 0 would leave 0, so accept any
+    // tid.
     assert!(o[4] < 96);
     // inc wraps to 0 after 9: n increments from 0 land on n % 10.
     assert_eq!(o[5], n % 10);

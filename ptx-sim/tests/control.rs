@@ -5,7 +5,8 @@ use ptx_sim::{FaultKind, SimError};
 
 #[test]
 fn nested_if_else_reconverges() {
-    // if (a & 1) { if (a & 2) r = 1 else r = 2 } else { r = 3 }; then r += 10 after the join (all lanes).
+    // if (a & 1) { if (a & 2) r = 1 else r = 2 } else { r = 3 }; then r += 10 after the join (all
+    // lanes).
     let body = "
     and.b32 %r5, %r2, 1;
     setp.eq.u32 %p1, %r5, 0;
@@ -71,7 +72,8 @@ DONE:
 
 #[test]
 fn shared_memory_producer_consumer_across_warps() {
-    // 128 threads: each writes tid*3 to tile[tid]; after the barrier reads tile[127 - tid] (another warp).
+    // 128 threads: each writes tid*3 to tile[tid]; after the barrier reads tile[127 - tid] (another
+    // warp).
     let body = "
     .shared .align 4 .b8 tile[512];
     mul.lo.u32 %r5, %r1, 3;
@@ -107,15 +109,16 @@ fn bank_conflicts_and_coalescing_counters() {
     ld.global.u32 %r10, [%rd7];";
     let (_, stats) = run_io(&kernel(body), "k", 32, &[0; 32 * 8], 1).unwrap();
     assert_eq!(stats.shared_bank_conflicts, 31);
-    // Each lane's word sits in its own 32-byte sector; the prologue's parameter loads are not global.
+    // Each lane's word sits in its own 32-byte sector; the prologue's parameter loads are not
+    // global.
     assert_eq!(stats.sectors_read, 32);
     assert_eq!(stats.global_bytes_read, 128);
 }
 
-/// A divergent region holding a bounds/zero check that branches to a `trap` block which never rejoins (what
-/// rustc emits for a runtime `u32 /`), followed by `bar.sync`. Lanes that pass the check must reconverge
-/// before the barrier: the trap path does not reach the kernel exit, so it must not move the branch's
-/// reconvergence point to the exit.
+/// A divergent region holding a bounds/zero check that branches to a `trap` block which never
+/// rejoins (what rustc emits for a runtime `u32 /`), followed by `bar.sync`. Lanes that pass the
+/// check must reconverge before the barrier: the trap path does not reach the kernel exit, so it
+/// must not move the branch's reconvergence point to the exit.
 fn divide_then_barrier(divisors: &[u32; 64]) -> Result<Vec<u32>, SimError> {
     let body = "
     ld.global.u32 %r2, [%rd3];

@@ -1,10 +1,12 @@
 //! Counter and result regression: fixed launches of real kernels (and one synthetic kernel that
-//! exercises divergence, byte loads, local memory through generic addresses, atomics, bank conflicts and
-//! a partial warp) must keep producing the same [`LaunchStats`] and the same output bytes.
+//! exercises divergence, byte loads, local memory through generic addresses, atomics, bank
+//! conflicts and a partial warp) must keep producing the same [`LaunchStats`] and the same output
+//! bytes.
 //!
-//! The pinned values were produced by the simulator before its execution core was rewritten for speed
-//! (commit 7228f24's interpreter); they are the reference that the fast paths must reproduce exactly.
-//! Where a counter can be derived from the launch by hand, it is also checked against that derivation.
+//! The pinned values were produced by the simulator before its execution core was rewritten for
+//! speed (commit 7228f24's interpreter); they are the reference that the fast paths must reproduce
+//! exactly. Where a counter can be derived from the launch by hand, it is also checked against that
+//! derivation.
 mod workloads;
 
 use ptx_sim::{Arg, ClassCounts, LaunchConfig, LaunchStats, Module, Sim};

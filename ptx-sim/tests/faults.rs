@@ -162,9 +162,10 @@ fn use_after_free_and_bad_args() {
     ));
 }
 
-/// A kernel that waits on its predecessor (`griddepcontrol.wait`, Hopper's programmatic dependent launch) may
-/// compute and prefetch before the wait but not touch global memory: a load before it is a fault naming the
-/// line; the same load after it, or a kernel without a wait, runs. Shared memory before the wait is allowed.
+/// A kernel that waits on its predecessor (`griddepcontrol.wait`, Hopper's programmatic dependent
+/// launch) may compute and prefetch before the wait but not touch global memory: a load before it
+/// is a fault naming the line; the same load after it, or a kernel without a wait, runs. Shared
+/// memory before the wait is allowed.
 #[test]
 fn global_access_before_grid_dependency_wait() {
     let load = "ld.global.u32 %r2, [%rd3];";

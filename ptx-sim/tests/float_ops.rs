@@ -93,8 +93,8 @@ fn f32_arithmetic_is_ieee() {
 
 #[test]
 fn approximate_math_within_isa_bounds() {
-    // Tolerances: the ISA's stated error bounds for the hardware (crate docs); the simulator is exact, so
-    // checking against f64 math with those bounds keeps these tests valid on either.
+    // Tolerances: the ISA's stated error bounds for the hardware (crate docs); the simulator is
+    // exact, so checking against f64 math with those bounds keeps these tests valid on either.
     let (a, _, _) = (floats(4), 0, 0);
     type Case = (&'static str, fn(f64) -> f64, f64);
     let cases: [Case; 4] = [
@@ -150,8 +150,8 @@ fn cvt_rounding_modes() {
             f64::from(x).trunc().min(u32::MAX as f64) as u32
         }
     });
-    // f32 -> f16: round to nearest even is half's conversion; directed modes pick the neighbour on the
-    // required side of the exact value (checked by comparing the two candidates here).
+    // f32 -> f16: round to nearest even is half's conversion; directed modes pick the neighbour on
+    // the required side of the exact value (checked by comparing the two candidates here).
     let dir = |x: f32, up: bool| -> u32 {
         let n = f16::from_f32(x);
         let nv = n.to_f32();

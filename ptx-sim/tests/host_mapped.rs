@@ -1,11 +1,12 @@
-//! Host-mapped allocations: kernels read and write them as global memory, with the same values, and their
-//! traffic is counted in `host_bytes_*` instead of the global (DRAM) counters, access by access, also when
-//! one warp request touches both kinds.
+//! Host-mapped allocations: kernels read and write them as global memory, with the same values, and
+//! their traffic is counted in `host_bytes_*` instead of the global (DRAM) counters, access by
+//! access, also when one warp request touches both kinds.
 
 use ptx_sim::{Arg, LaunchConfig, Module, Sim};
 
-/// `out[i] = a[i] + b[i]` over 4-byte words, one thread per word; then every lane reads its word again
-/// through a pointer chosen by lane parity (even lanes `a`, odd lanes `b`): one request of both kinds.
+/// `out[i] = a[i] + b[i]` over 4-byte words, one thread per word; then every lane reads its word
+/// again through a pointer chosen by lane parity (even lanes `a`, odd lanes `b`): one request of
+/// both kinds.
 const PTX: &str = "
 .version 7.8
 .target sm_86
@@ -77,6 +78,7 @@ fn host_mapped_traffic_is_counted_apart_from_global() {
         (stats.global_bytes_written, stats.host_bytes_written),
         (0, 128)
     );
-    // Sectors count device accesses only: a's 4 sectors, and the 16 even lanes' words of a (4 sectors).
+    // Sectors count device accesses only: a's 4 sectors, and the 16 even lanes' words of a (4
+    // sectors).
     assert_eq!(stats.sectors_read, 4 + 4);
 }

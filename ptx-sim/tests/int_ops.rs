@@ -161,7 +161,8 @@ fn bfe_bfi() {
         32,
         |a, b, c| bfe_ref(a, b & 39, c & 39, true),
     );
-    // bfi: insert the low len bits of a into b at pos (pos, len < 32 here so the field fits or is cut at 31).
+    // bfi: insert the low len bits of a into b at pos (pos, len < 32 here so the field fits or is
+    // cut at 31).
     check("and.b32 %r5, %r4, 31;\n shr.u32 %r6, %r4, 8;\n and.b32 %r6, %r6, 15;\n bfi.b32 %r10, %r2, %r3, %r5, %r6;", 33, |a, b, c| {
         let (pos, len) = (c & 31, (c >> 8) & 15);
         let mut d = b;
@@ -312,9 +313,9 @@ fn setp_selp_and_predication() {
     );
 }
 
-/// PTX ISA, "Operand Size Exceeding Instruction-Type Size": a `cvt` whose destination register is wider than
-/// its destination type sign-extends the result to the register size for signed types and zero-extends
-/// it for unsigned ones.
+/// PTX ISA, "Operand Size Exceeding Instruction-Type Size": a `cvt` whose destination register is
+/// wider than its destination type sign-extends the result to the register size for signed types
+/// and zero-extends it for unsigned ones.
 #[test]
 fn cvt_narrowing_extends_to_register_size() {
     // s64 -> s8 into a .b32 register (what rustc emits for `x as i8 as i32`).

@@ -1,7 +1,8 @@
-//! The simulator's modules import each other in one direction only: the `crate::` paths in `src/**/*.rs`
-//! form a graph between top-level modules (`lower/*.rs` count as `lower`), and that graph has no cycle.
-//! A cycle means two files can only be understood (and changed) together; shared state and helpers go
-//! into their own small module that both import instead (`state.rs`, `slots.rs`, `types.rs`).
+//! The simulator's modules import each other in one direction only: the `crate::` paths in
+//! `src/**/*.rs` form a graph between top-level modules (`lower/*.rs` count as `lower`), and that
+//! graph has no cycle. A cycle means two files can only be understood (and changed) together;
+//! shared state and helpers go into their own small module that both import instead (`state.rs`,
+//! `slots.rs`, `types.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! Module-scope `.global` / `.const` variables: initialised storage addressed through their symbols.
+//! Module-scope `.global` / `.const` variables: initialised storage addressed through their
+//! symbols.
 mod common;
 use common::*;
 use ptx_sim::{Arg, FaultKind, Module, Sim, SimError};
@@ -23,8 +24,8 @@ fn run(src: &str, threads: u32, out_words: usize) -> Result<Vec<u32>, SimError> 
 
 #[test]
 fn global_table_is_initialised_and_addressable() {
-    // out[t] = table[t % 16] (ld.global through the symbol) + 1000 * table[(t + 1) % 16] (generic ld after
-    // cvta.global), so both addressing paths are checked on every lane.
+    // out[t] = table[t % 16] (ld.global through the symbol) + 1000 * table[(t + 1) % 16] (generic
+    // ld after cvta.global), so both addressing paths are checked on every lane.
     let body = "
     mov.u64 %rd6, table;
     and.b32 %r5, %r1, 15;
@@ -81,8 +82,8 @@ fn table_loads_are_counted_apart_from_global_bytes() {
 
 #[test]
 fn const_and_float_tables() {
-    // out[t] = ctab[t % 4] via ld.const (register address), ctab[2] via a symbol+offset address, and the
-    // f32 table converted to integers: exact values, so equality is the right comparison.
+    // out[t] = ctab[t % 4] via ld.const (register address), ctab[2] via a symbol+offset address,
+    // and the f32 table converted to integers: exact values, so equality is the right comparison.
     let body = "
     mov.u64 %rd6, ctab;
     and.b32 %r5, %r1, 3;
@@ -163,7 +164,8 @@ fn malformed_or_huge_variables_are_errors() {
         Err(SimError::Parse { .. }) => {}
         other => panic!("expected a parse error, got {:?}", other.err()),
     }
-    // Beyond the memory limit (4 GiB by default): a typed error at launch, not a huge host allocation.
+    // Beyond the memory limit (4 GiB by default): a typed error at launch, not a huge host
+    // allocation.
     let large = ".global .align 4 .b8 big[8589934592];\n";
     let m = Module::parse(&ptx(&format!("{large}{}", kernel("")))).unwrap();
     let mut sim = Sim::new();

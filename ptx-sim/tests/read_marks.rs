@@ -1,5 +1,5 @@
-//! `Sim::was_read`: which allocations a launch read from (loads, atomics), as opposed to those it only
-//! wrote; host reads and writes do not count, and `clear_read_marks` forgets.
+//! `Sim::was_read`: which allocations a launch read from (loads, atomics), as opposed to those it
+//! only wrote; host reads and writes do not count, and `clear_read_marks` forgets.
 
 use ptx_sim::{Arg, LaunchConfig, Module, Sim};
 

@@ -42,7 +42,8 @@ fn saxpy_matches_host() {
         )
         .unwrap();
     let got = read_f32s(&sim, py, n);
-    // The PTX does mul.rn then add.rn (no fma contraction), which is exactly the host's `a * x + y`.
+    // The PTX does mul.rn then add.rn (no fma contraction), which is exactly the host's `a * x +
+    // y`.
     for i in 0..n {
         assert_eq!(got[i].to_bits(), (a * x[i] + y[i]).to_bits(), "element {i}");
     }

@@ -1,13 +1,14 @@
 //! Instruction forms that needed front-end or IR support beyond the basic set: `red` with the ISA's
-//! modifier order, `bar.sync` with a thread count, and carry arithmetic (`add.cc`/`addc`, `sub.cc`/`subc`).
+//! modifier order, `bar.sync` with a thread count, and carry arithmetic (`add.cc`/`addc`,
+//! `sub.cc`/`subc`).
 mod common;
 use common::*;
 use ptx_sim::{FaultKind, SimError};
 
 #[test]
 fn red_in_isa_modifier_order_is_accepted() {
-    // Each of the 64 threads adds its index to out[0] (the ISA order `red.global.add`, as nvcc and LLVM
-    // write it), and its index times two with the memory-model qualifiers in front.
+    // Each of the 64 threads adds its index to out[0] (the ISA order `red.global.add`, as nvcc and
+    // LLVM write it), and its index times two with the memory-model qualifiers in front.
     let body = "red.global.add.u32 [%rd2], %r1;\n shl.b32 %r5, %r1, 1;\n red.relaxed.gpu.global.add.u32 [%rd2+4], %r5;";
     let (out, _) = run_io(&kernel(body), "k", 64, &[0; 64], 2).unwrap();
     let sum: u32 = (0..64).sum();
@@ -17,8 +18,8 @@ fn red_in_isa_modifier_order_is_accepted() {
 #[test]
 fn bar_sync_with_the_whole_block_as_count_is_a_barrier() {
     // 40 threads: two warps, the count is rounded up to whole warps (64). Each thread publishes
-    // `tid + 100` in the input buffer, then reads the value of thread `39 - tid`, which for warp 0 was
-    // written by warp 1: without the barrier warp 0 would read zeros.
+    // `tid + 100` in the input buffer, then reads the value of thread `39 - tid`, which for warp 0
+    // was written by warp 1: without the barrier warp 0 would read zeros.
     let body = "add.s32 %r5, %r1, 100;\n st.global.u32 [%rd3], %r5;\n bar.sync 0, 64;\n sub.s32 %r6, 39, %r1;\n mul.wide.u32 %rd6, %r6, 4;\n add.s64 %rd7, %rd1, %rd6;\n ld.global.u32 %r7, [%rd7];\n st.global.u32 [%rd4], %r7;";
     let (out, stats) = run_io(&kernel(body), "k", 40, &[0; 40], 40).unwrap();
     let want: Vec<u32> = (0..40).map(|t| 139 - t).collect();

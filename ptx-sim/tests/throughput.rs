@@ -1,6 +1,7 @@
-//! Simulator speed, in warp instructions per second of wall time (all host cores), on the rustc-compiled
-//! `row_sum` fixture and on the project's real kernels at model shapes. Ignored by default (they want a
-//! release build): `cargo test --release -p ptx-sim --test throughput -- --ignored --nocapture`.
+//! Simulator speed, in warp instructions per second of wall time (all host cores), on the
+//! rustc-compiled `row_sum` fixture and on the project's real kernels at model shapes. Ignored by
+//! default (they want a release build): `cargo test --release -p ptx-sim --test throughput --
+//! --ignored --nocapture`.
 mod workloads;
 
 use ptx_sim::{LaunchStats, Module, Sim};
@@ -8,8 +9,8 @@ use std::time::Instant;
 use workloads::*;
 
 /// CPU time consumed so far by all threads of this process, in seconds (Linux: the sum of
-/// `/proc/self/task/*/schedstat`, nanosecond resolution); `None` elsewhere. On a shared machine this is
-/// steadier than wall time, which counts time spent waiting for a core.
+/// `/proc/self/task/*/schedstat`, nanosecond resolution); `None` elsewhere. On a shared machine
+/// this is steadier than wall time, which counts time spent waiting for a core.
 fn process_cpu_seconds() -> Option<f64> {
     let mut ns = 0u64;
     for task in std::fs::read_dir("/proc/self/task").ok()? {
@@ -19,8 +20,8 @@ fn process_cpu_seconds() -> Option<f64> {
     Some(ns as f64 * 1e-9)
 }
 
-/// Best of `reps` timed launches (after one warm-up launch), as warp instructions per second of wall
-/// time, and per second of CPU time (i.e. per busy core).
+/// Best of `reps` timed launches (after one warm-up launch), as warp instructions per second of
+/// wall time, and per second of CPU time (i.e. per busy core).
 fn measure(name: &str, ptx: &str, reps: usize, make: impl FnOnce(&mut Sim, &mut Rng) -> Launch) {
     let m = Module::parse(ptx).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = Sim::new();

@@ -101,7 +101,8 @@ fn vote_and_redux() {
     }
 }
 
-/// Runs one `mma.sync` with per-lane fragments `a` (4 words), `b` (2 words), `c` (4 words); returns d.
+/// Runs one `mma.sync` with per-lane fragments `a` (4 words), `b` (2 words), `c` (4 words); returns
+/// d.
 fn run_mma(
     inst: &str,
     a: &[[u32; 4]; 32],
@@ -226,8 +227,8 @@ fn mma_m16n8k32_s8_fragment_layout() {
 
 #[test]
 fn ldmatrix_x4_and_trans() {
-    // Shared tile of four 8x8 b16 matrices; element (m, r, c) = m*1000 + r*10 + c. Row r of matrix m starts at
-    // byte (m*8 + r) * 16; lane L supplies the address of row L%8 of matrix L/8.
+    // Shared tile of four 8x8 b16 matrices; element (m, r, c) = m*1000 + r*10 + c. Row r of matrix
+    // m starts at byte (m*8 + r) * 16; lane L supplies the address of row L%8 of matrix L/8.
     let val = |m: usize, r: usize, c: usize| (m * 1000 + r * 10 + c) as u32;
     let input: Vec<u32> = (0..4 * 8 * 4)
         .map(|w| {

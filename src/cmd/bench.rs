@@ -1,5 +1,6 @@
 //! `ingot bench`: prompt processing (`pp`) and decode (`tg`) throughput at given cache depths, as a
-//! table shaped like llama-bench's (or one JSON object). The measuring lives in `ingot_bench::decode`; this file reads the flags.
+//! table shaped like llama-bench's (or one JSON object). The measuring lives in
+//! `ingot_bench::decode`; this file reads the flags.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -26,7 +27,8 @@ pub struct Args {
         default_value = "0"
     )]
     depths: Vec<usize>,
-    /// Prompt lengths, comma-separated: a `ppP` test feeds P tokens at once per repetition (0: none).
+    /// Prompt lengths, comma-separated: a `ppP` test feeds P tokens at once per repetition (0:
+    /// none).
     #[arg(
         short = 'p',
         long = "n-prompt",

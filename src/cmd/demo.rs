@@ -1,8 +1,9 @@
 //! `ingot demo`: the README's main job. Unpacks the trained demo model (a 1 M-parameter deepseek2
-//! trained on the Rust standard library's sources by `scripts/train/train.py`, committed xz-compressed
-//! and compiled into the binary) into the cache directory if it is absent, then decodes from it: the
-//! whole path (GGUF, tokenizer, MLA, MoE routing, sampler, streaming) on real weights, so the text it
-//! writes reads as Rust. `--synthetic` decodes the tiny random-weight model instead (gibberish by design).
+//! trained on the Rust standard library's sources by `scripts/train/train.py`, committed
+//! xz-compressed and compiled into the binary) into the cache directory if it is absent, then
+//! decodes from it: the whole path (GGUF, tokenizer, MLA, MoE routing, sampler, streaming) on real
+//! weights, so the text it writes reads as Rust. `--synthetic` decodes the tiny random-weight model
+//! instead (gibberish by design).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,8 @@ use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
 
 use super::run;
 
-/// The trained model, Q8_0, xz-compressed (testdata/golden/trained-rust-std; docs/perf.md has its recipe).
+/// The trained model, Q8_0, xz-compressed (testdata/golden/trained-rust-std; docs/perf.md has its
+/// recipe).
 const TRAINED_XZ: &[u8] = include_bytes!("../../testdata/golden/trained-rust-std/model.gguf.xz");
 /// Bumped whenever the committed model changes, so a cached copy of an older one is not reused.
 const TRAINED_REVISION: u32 = 2;
@@ -28,7 +30,8 @@ pub struct Args {
     /// Decode the tiny random-weight synthetic model instead of the trained one.
     #[arg(long)]
     synthetic: bool,
-    /// Serve the model (`ingot serve` with its defaults: 127.0.0.1, the chat page at /) instead of decoding once.
+    /// Serve the model (`ingot serve` with its defaults: 127.0.0.1, the chat page at /) instead of
+    /// decoding once.
     #[arg(long)]
     serve: bool,
     /// The port for --serve.
@@ -61,7 +64,8 @@ fn trained_model(dir: &Path) -> Result<PathBuf> {
         xz2::read::XzDecoder::new(TRAINED_XZ)
             .read_to_end(&mut bytes)
             .context("the compiled-in model is not a whole xz stream")?;
-        // Write beside and rename, so an interrupted first run never leaves a truncated model behind.
+        // Write beside and rename, so an interrupted first run never leaves a truncated model
+        // behind.
         let tmp = model.with_extension(format!("gguf.{}.tmp", std::process::id()));
         std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &model).with_context(|| format!("writing {}", model.display()))?;
@@ -116,7 +120,8 @@ pub fn run(a: Args) -> Result<()> {
         );
         0.5
     };
-    // The prompt first, so the continuation reads in place (`ingot run` prints the continuation only).
+    // The prompt first, so the continuation reads in place (`ingot run` prints the continuation
+    // only).
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();

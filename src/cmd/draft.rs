@@ -1,5 +1,5 @@
-//! `--draft mtp --draft-max K`, shared by `run` and `bench`: speculative greedy decoding with the model's
-//! own NextN/MTP block as the drafter.
+//! `--draft mtp --draft-max K`, shared by `run` and `bench`: speculative greedy decoding with the
+//! model's own NextN/MTP block as the drafter.
 
 use anyhow::{bail, Result};
 use ingot_model::speculative::MAX_DRAFT;
@@ -7,15 +7,17 @@ use ingot_model::speculative::MAX_DRAFT;
 /// Where draft tokens come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Draft {
-    /// The model's first NextN/MTP block (DeepSeek-V3, GLM-4.5/4.7): it guesses the token after next.
+    /// The model's first NextN/MTP block (DeepSeek-V3, GLM-4.5/4.7): it guesses the token after
+    /// next.
     Mtp,
 }
 
 #[derive(clap::Args, Clone)]
 pub struct DraftArgs {
-    /// Speculative decoding: draft tokens with the model's NextN/MTP block and verify them in one batched
-    /// step. Greedy (--temp 0) output is the same token for token as without it; sampling keeps the
-    /// sampler's distribution (speculative-sampling acceptance), not its seeded token stream.
+    /// Speculative decoding: draft tokens with the model's NextN/MTP block and verify them in one
+    /// batched step. Greedy (--temp 0) output is the same token for token as without it; sampling
+    /// keeps the sampler's distribution (speculative-sampling acceptance), not its seeded token
+    /// stream.
     #[arg(long, value_enum)]
     pub draft: Option<Draft>,
     /// Drafts per step, 1 to 3: with more than 1 the MTP block is chained on its own output.

@@ -1,5 +1,5 @@
-//! The expert-cache options `run`, `bench` and `serve` share (`--vram-budget`), and the policy names
-//! `replay` takes too.
+//! The expert-cache options `run`, `bench` and `serve` share (`--vram-budget`), and the policy
+//! names `replay` takes too.
 
 use anyhow::{bail, Result};
 use ingot_engine::{Policy, VramBudget};
@@ -26,8 +26,8 @@ impl PolicyArg {
 
 #[derive(clap::Args, Clone)]
 pub struct ExpertArgs {
-    /// GiB of VRAM the GPU plan may use: routed experts that do not fit stay in host memory, read over
-    /// the host link on a miss and cached in VRAM slots per MoE layer (--backend sim or cuda).
+    /// GiB of VRAM the GPU plan may use: routed experts that do not fit stay in host memory, read
+    /// over the host link on a miss and cached in VRAM slots per MoE layer (--backend sim or cuda).
     #[arg(long, value_name = "GB")]
     pub vram_budget: Option<f64>,
     /// How the VRAM slots are refilled after each token (with --vram-budget).

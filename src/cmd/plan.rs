@@ -108,8 +108,9 @@ struct Measured {
     timing: StepTiming,
 }
 
-/// Opens the CUDA backend on `path`, decodes the fixed sequence of `ingot bench` up to `depth`
-/// and times one step at `depth` `reps` times ([`ingot_graph::exec::cuda::CudaExecutor::measure_step`]).
+/// Opens the CUDA backend on `path`, decodes the fixed sequence of `ingot bench` up to `depth` and
+/// times one step at `depth` `reps` times
+/// ([`ingot_graph::exec::cuda::CudaExecutor::measure_step`]).
 fn measure(
     path: &Path,
     backend: BackendKind,

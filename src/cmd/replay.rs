@@ -31,7 +31,8 @@ pub struct Args {
     /// Card for the predicted speed (3090, a6000, 4090, h100, h200).
     #[arg(long, default_value = "3090")]
     card: String,
-    /// Decode speed with every expert in VRAM (measured or `ingot plan --predict`), to add the link time to.
+    /// Decode speed with every expert in VRAM (measured or `ingot plan --predict`), to add the link
+    /// time to.
     #[arg(long)]
     base_tok_s: Option<f64>,
     /// The model the trace was recorded on: refused unless it is the same model.

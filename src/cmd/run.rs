@@ -22,15 +22,15 @@ pub struct Args {
     /// Tokens to generate.
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     pub n_predict: usize,
-    /// Wrap the prompt in the model's chat template: the file's `tokenizer.chat_template`, or the built-in
-    /// deepseek2 format ("User: ...\n\nAssistant:") when it has none.
+    /// Wrap the prompt in the model's chat template: the file's `tokenizer.chat_template`, or the
+    /// built-in deepseek2 format ("User: ...\n\nAssistant:") when it has none.
     #[arg(long)]
     pub chat: bool,
     /// System prompt for --chat.
     #[arg(long, requires = "chat")]
     pub system: Option<String>,
-    /// Context size in tokens (prompt + generated): default 4096 or the model's training context when that is
-    /// smaller; 0 takes the training context; more than it is refused.
+    /// Context size in tokens (prompt + generated): default 4096 or the model's training context
+    /// when that is smaller; 0 takes the training context; more than it is refused.
     #[arg(short = 'c', long = "ctx")]
     pub ctx: Option<usize>,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
@@ -65,15 +65,17 @@ pub struct Args {
     /// How many recent tokens the repetition penalty looks at.
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
-    /// Random seed; the same seed and arguments give the same output. Default: from the clock (printed).
+    /// Random seed; the same seed and arguments give the same output. Default: from the clock
+    /// (printed).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Print the model config, backend and per-token time to stderr.
     #[arg(short, long)]
     pub verbose: bool,
-    /// Record every MoE layer's chosen experts and weights for each token (prompt and generated) into FILE:
-    /// the routing-trace format of docs/routing-trace.md, which numpy can memory-map. CPU backend only.
-    /// An existing FILE is refused unless --force (the model, and anything but a regular file, always are).
+    /// Record every MoE layer's chosen experts and weights for each token (prompt and generated)
+    /// into FILE: the routing-trace format of docs/routing-trace.md, which numpy can memory-map.
+    /// CPU backend only. An existing FILE is refused unless --force (the model, and anything but a
+    /// regular file, always are).
     #[arg(long, value_name = "FILE")]
     pub trace_routing: Option<PathBuf>,
     /// Replace an existing --trace-routing file.
@@ -96,8 +98,9 @@ impl Args {
     }
 }
 
-/// The prompt's tokens: with `--chat`, the file's own chat template (`tokenizer.chat_template`), or the built-in
-/// DeepSeek-V2 format when the file has none or its template does not render (said on stderr).
+/// The prompt's tokens: with `--chat`, the file's own chat template (`tokenizer.chat_template`), or
+/// the built-in DeepSeek-V2 format when the file has none or its template does not render (said on
+/// stderr).
 fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
     if a.chat {
         let (bos, eos) = tok.chat_specials();
@@ -115,7 +118,8 @@ fn tokenize(tok: &Tokenizer, template: &ChatTemplate, a: &Args) -> Vec<u32> {
 }
 
 pub fn run(mut a: Args) -> Result<()> {
-    // The server's validator: flags it would refuse in a request are refused here, before the model loads.
+    // The server's validator: flags it would refuse in a request are refused here, before the model
+    // loads.
     a.sampler_config(0)
         .validate()
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
@@ -135,8 +139,8 @@ pub fn run(mut a: Args) -> Result<()> {
         GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let config = ModelConfig::from_gguf(file.header()).context("model config")?;
     let ctx = config.context_size(a.ctx).context("--ctx")?;
-    // The trace path is checked before the model loads, and its file created only once the backend is known to
-    // report routing.
+    // The trace path is checked before the model loads, and its file created only once the backend
+    // is known to report routing.
     let trace_policy = OutputPolicy {
         force: a.force,
         inputs: &[&a.model],
@@ -202,7 +206,8 @@ pub fn run(mut a: Args) -> Result<()> {
         None => None,
     };
     if draft_k.is_some() {
-        // Refused before anything is printed: a model without a block, or a backend that cannot run it.
+        // Refused before anything is printed: a model without a block, or a backend that cannot run
+        // it.
         dec.mtp_ready()
             .with_context(|| format!("--draft mtp on backend {}", a.backend))?;
     }
@@ -215,7 +220,8 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let t0 = Instant::now();
     let mut gen = match trace.as_mut() {
-        // Token by token (the chunked prefill does not record routing), recording each token's routing.
+        // Token by token (the chunked prefill does not record routing), recording each token's
+        // routing.
         Some(trace) => {
             Generator::start_stepwise(dec.as_mut(), &tok, ctx, &prompt, opts, |d, t, pos| {
                 record(trace, d, Phase::Prefill, t, pos)

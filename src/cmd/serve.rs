@@ -1,4 +1,5 @@
-//! `ingot serve`: the OpenAI-compatible server of `ingot-serve`, bound to 127.0.0.1 unless told otherwise.
+//! `ingot serve`: the OpenAI-compatible server of `ingot-serve`, bound to 127.0.0.1 unless told
+//! otherwise.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -18,8 +19,8 @@ pub struct Args {
     /// Port to listen on (0: any free port, printed).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Context size in tokens (prompt + completion): default 4096 or the model's training context when that is
-    /// smaller; 0 takes the training context; more than it is refused.
+    /// Context size in tokens (prompt + completion): default 4096 or the model's training context
+    /// when that is smaller; 0 takes the training context; more than it is refused.
     #[arg(short = 'c', long = "ctx")]
     pub ctx: Option<usize>,
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
@@ -36,16 +37,17 @@ pub struct Args {
     /// Largest request body in bytes (larger: 413).
     #[arg(long, default_value_t = ingot_serve::DEFAULT_MAX_BODY)]
     pub max_body: usize,
-    /// Also answer requests whose Host header names NAME (any port); repeatable; `*` allows every name.
-    /// By default only loopback names (localhost, 127.0.0.1, [::1]) and --host's own address are answered:
-    /// others get 403, which keeps DNS-rebinding pages out. Behind a proxy or on 0.0.0.0, name the host
-    /// clients use.
+    /// Also answer requests whose Host header names NAME (any port); repeatable; `*` allows every
+    /// name. By default only loopback names (localhost, 127.0.0.1, [::1]) and --host's own address
+    /// are answered: others get 403, which keeps DNS-rebinding pages out. Behind a proxy or on
+    /// 0.0.0.0, name the host clients use.
     #[arg(long = "allowed-host", value_name = "NAME")]
     pub allowed_hosts: Vec<String>,
-    /// Start every request from an empty KV cache instead of reusing the previous conversation's prefix
-    /// (slower follow-up turns). With the prompt cache on, the cpu backend prefills in the absorbed form so a
-    /// request gives the same logits cold and warm; the sim and cuda backends prefill on other kernels than
-    /// they decode with, so there this flag is what makes a reply independent of earlier requests.
+    /// Start every request from an empty KV cache instead of reusing the previous conversation's
+    /// prefix (slower follow-up turns). With the prompt cache on, the cpu backend prefills in the
+    /// absorbed form so a request gives the same logits cold and warm; the sim and cuda backends
+    /// prefill on other kernels than they decode with, so there this flag is what makes a reply
+    /// independent of earlier requests.
     #[arg(long)]
     pub no_prompt_cache: bool,
     /// Print nothing per request.
@@ -59,8 +61,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let mut allowed_hosts = a.allowed_hosts.clone();
-    // The address the server is bound to is its own name (an unspecified address such as 0.0.0.0 names no
-    // host a client connects to).
+    // The address the server is bound to is its own name (an unspecified address such as 0.0.0.0
+    // names no host a client connects to).
     if !a.host.is_unspecified() {
         allowed_hosts.push(match a.host {
             IpAddr::V4(v4) => v4.to_string(),

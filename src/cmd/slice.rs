@@ -1,4 +1,5 @@
-//! `ingot slice IN OUT --keep FILE.json`: a copy of a deepseek2 file keeping some of its routed experts.
+//! `ingot slice IN OUT --keep FILE.json`: a copy of a deepseek2 file keeping some of its routed
+//! experts.
 
 use std::path::PathBuf;
 
@@ -10,12 +11,13 @@ use ingot_model::slice::{slice_to, KeepList};
 pub struct Args {
     /// The GGUF file to read (never written).
     input: PathBuf,
-    /// The GGUF file to write (a temporary file next to it, renamed when complete). An existing file is
-    /// refused unless --force; the input, the keep list and anything but a regular file always are.
+    /// The GGUF file to write (a temporary file next to it, renamed when complete). An existing
+    /// file is refused unless --force; the input, the keep list and anything but a regular file
+    /// always are.
     output: PathBuf,
-    /// JSON object from MoE layer index to the expert ids it keeps, in their new order, e.g.
-    /// {"1": [0, 2, 5], "2": [1, 3, 4]}. Every MoE layer (NextN/MTP blocks too) must be named, all keeping
-    /// the same number.
+    /// JSON object from MoE layer index to the expert ids it keeps, in their new order, e.g. {"1":
+    /// [0, 2, 5], "2": [1, 3, 4]}. Every MoE layer (NextN/MTP blocks too) must be named, all
+    /// keeping the same number.
     #[arg(long, value_name = "FILE.json")]
     keep: PathBuf,
     /// Replace an existing output file.

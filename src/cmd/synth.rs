@@ -8,9 +8,9 @@ use ingot_synth::{planned_bytes, synthesize_to, Layout, Preset, QuantMix, SynthO
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model shape: tiny, lite-4l (V2-Lite dims, 4 layers), v2-lite (27 layers); family members at tiny dims:
-    /// tiny-v3, tiny-moonlight, tiny-k2, tiny-glm (with an MTP block). v3, k2 and glm-4.7-flash are
-    /// header-only (for planning) and cannot be written.
+    /// Model shape: tiny, lite-4l (V2-Lite dims, 4 layers), v2-lite (27 layers); family members at
+    /// tiny dims: tiny-v3, tiny-moonlight, tiny-k2, tiny-glm (with an MTP block). v3, k2 and
+    /// glm-4.7-flash are header-only (for planning) and cannot be written.
     #[arg(long, default_value = "tiny")]
     preset: Preset,
     /// Attention tensors: mla (attn_k_b/attn_v_b) or legacy (attn_kv_b).
@@ -28,7 +28,8 @@ pub struct Args {
     /// Output file (written beside and renamed into place).
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace the output file if it exists (a regular file only: never a directory, FIFO or device).
+    /// Replace the output file if it exists (a regular file only: never a directory, FIFO or
+    /// device).
     #[arg(long)]
     force: bool,
 }

@@ -1,8 +1,9 @@
-//! The tests' one small deterministic generator, so test inputs (prompts, random strings) are the same on
-//! every machine and need no RNG crate. Not for anything but test inputs: it is a plain LCG.
+//! The tests' one small deterministic generator, so test inputs (prompts, random strings) are the
+//! same on every machine and need no RNG crate. Not for anything but test inputs: it is a plain
+//! LCG.
 
-/// Knuth's 64-bit linear congruential generator (MMIX constants). Each draw advances the state once and
-/// reads its high bits (an LCG's low bits are weak).
+/// Knuth's 64-bit linear congruential generator (MMIX constants). Each draw advances the state once
+/// and reads its high bits (an LCG's low bits are weak).
 #[derive(Clone, Debug)]
 pub struct Lcg(pub u64);
 
@@ -21,8 +22,8 @@ impl Lcg {
         (self.next_u64() >> 33) as u32
     }
 
-    /// A value in `0..n` (`n > 0`; slightly biased for an `n` that does not divide 2^31, which test inputs
-    /// do not mind).
+    /// A value in `0..n` (`n > 0`; slightly biased for an `n` that does not divide 2^31, which test
+    /// inputs do not mind).
     pub fn below(&mut self, n: usize) -> usize {
         self.next_u32() as usize % n
     }

@@ -6,13 +6,13 @@
 //! clone passes alone. `INGOT_GOLDEN_DIR` points the tests at another copy (to try new data).
 //!
 //! Some files are not committed but derived, byte for byte, from a committed one at first use
-//! ([`derive`](mod@derive): `tiny-legacy-f32/model.gguf` from `tiny-mla-f32`, the f32 models from their
-//! xz-compressed byte planes, the llama.cpp vocabularies from xz): every byte of the tracked tree
-//! travels to a lent GPU machine with each call. [`golden`] and [`golden_model`] hand out either
-//! kind of file alike.
+//! ([`derive`](mod@derive): `tiny-legacy-f32/model.gguf` from `tiny-mla-f32`, the f32 models from
+//! their xz-compressed byte planes, the llama.cpp vocabularies from xz): every byte of the tracked
+//! tree travels to a lent GPU machine with each call. [`golden`] and [`golden_model`] hand out
+//! either kind of file alike.
 //!
-//! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai). [`Lcg`] is the
-//! tests' one deterministic generator of inputs.
+//! [`python`] is the one way tests reach the pinned Python packages (numpy, gguf, openai). [`Lcg`]
+//! is the tests' one deterministic generator of inputs.
 
 pub mod derive;
 mod lcg;
@@ -72,7 +72,8 @@ pub const DERIVED: &[Derived] = &[
         sha256: derive::LEGACY_SHA256,
     },
     // The trained demo model (scripts/train/train.py; docs/perf.md), Q8_0, committed xz-compressed:
-    // the tracked tree must stay small enough for a device call (scripts/device-lib.sh, CARRY_MAX_MIB).
+    // the tracked tree must stay small enough for a device call (scripts/device-lib.sh,
+    // CARRY_MAX_MIB).
     Derived {
         relative: "trained-rust-std/model.gguf",
         source: "trained-rust-std/model.gguf.xz",
@@ -114,8 +115,8 @@ pub const DERIVED: &[Derived] = &[
 /// SHA-256 of the trained demo model (`golden/trained-rust-std/model.gguf`, unpacked).
 pub const TRAINED_SHA256: &str = "e9357365b5c63738db8e451d4a23655110083207dd6edf3f605ab865e52443f4";
 
-/// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`):
-/// the vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
+/// llama.cpp's tokenizer test cases for vocabulary `name` (`deepseek-coder`, `deepseek-llm`): the
+/// vocabulary GGUF, and each text with the ids llama.cpp gave it (see `golden/vocab/README.md`).
 pub fn llama_cpp_vocab_tests(name: &str) -> (PathBuf, Vec<(String, Vec<u32>)>) {
     let stem = format!("vocab/ggml-vocab-{name}.gguf");
     let read = |ext: &str| {

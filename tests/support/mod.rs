@@ -99,7 +99,8 @@ impl Server {
         Server::spawn(demo, dir)
     }
 
-    /// Starts `cmd` (a server that prints "listening on http://ADDR" on stderr) and waits for that line.
+    /// Starts `cmd` (a server that prints "listening on http://ADDR" on stderr) and waits for that
+    /// line.
     fn spawn(mut cmd: Command, dir: tempfile::TempDir) -> Server {
         let mut child = cmd.stderr(Stdio::piped()).spawn().expect("ingot serve");
         let stderr = child.stderr.take().unwrap();

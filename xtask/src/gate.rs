@@ -1,9 +1,9 @@
 //! `cargo xtask test`: the whole test gate, as CI runs it (`.ci/run`).
 //!
-//! Steps, each run even if an earlier one failed so one run shows every problem; the command
-//! fails if any step failed, and names which:
-//! 1. install the tools the kernel build, audit and tests need (nightly rust-src, ptxas/cuobjdump wheels,
-//!    the `openai` Python client);
+//! Steps, each run even if an earlier one failed so one run shows every problem; the command fails
+//! if any step failed, and names which:
+//! 1. install the tools the kernel build, audit and tests need (nightly rust-src, ptxas/cuobjdump
+//!    wheels, the `openai` Python client);
 //! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
 //! 3. `cargo test --workspace --no-run`: the one build of the workspace (debug profile) that the
 //!    steps below share;
@@ -148,8 +148,8 @@ pub fn run() -> Result<()> {
             }
         }
     }
-    // The GPU halves of the kernel and gate tests print their skip reason into captured test output;
-    // say it once here too, so a run without a GPU never reads as a GPU pass.
+    // The GPU halves of the kernel and gate tests print their skip reason into captured test
+    // output; say it once here too, so a run without a GPU never reads as a GPU pass.
     match ingot_cuda::Gpu::new(0) {
         Ok(gpu) => println!(
             "\nGPU: {} (GPU halves of the kernel and gate tests ran)",

@@ -1,11 +1,11 @@
 //! The one place that knows where the workspace keeps things: the committed PTX (and its unpacked
 //! copy) and NVIDIA's offline tools (ptxas, cuobjdump, nvdisasm).
 //!
-//! `cargo xtask tools` unpacks the tools from NVIDIA's PyPI wheels into `<workspace>/.tools` (gitignored).
-//! Each can be overridden with an environment variable naming the executable, so a machine with a CUDA
-//! toolkit can point at its own copy. The xtask commands that run `ptx-audit` (directly or through its
-//! tests) pass the paths to it in the same variables ([`tool_env`]); `ptx-audit` itself only reads those
-//! variables and `PATH`.
+//! `cargo xtask tools` unpacks the tools from NVIDIA's PyPI wheels into `<workspace>/.tools`
+//! (gitignored). Each can be overridden with an environment variable naming the executable, so a
+//! machine with a CUDA toolkit can point at its own copy. The xtask commands that run `ptx-audit`
+//! (directly or through its tests) pass the paths to it in the same variables ([`tool_env`]);
+//! `ptx-audit` itself only reads those variables and `PATH`.
 
 use std::path::{Path, PathBuf};
 
@@ -33,8 +33,8 @@ pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")
 }
 
-/// `<workspace>/.tools/python`, where `cargo xtask tools` installs the `openai` client (a `PYTHONPATH`
-/// directory; `tests/serve_clients.rs` knows the same path).
+/// `<workspace>/.tools/python`, where `cargo xtask tools` installs the `openai` client (a
+/// `PYTHONPATH` directory; `tests/serve_clients.rs` knows the same path).
 pub fn python_dir() -> PathBuf {
     tools_dir().join("python")
 }
@@ -60,8 +60,8 @@ pub const NVDISASM: Tool = Tool {
 pub const TOOLS: [Tool; 3] = [PTXAS, CUOBJDUMP, NVDISASM];
 
 impl Tool {
-    /// `$<env_var>` when set and non-empty, else `<workspace>/.tools/nvidia/cu13/bin/<name>` (where the
-    /// CUDA 13 wheels put it). May not exist yet.
+    /// `$<env_var>` when set and non-empty, else `<workspace>/.tools/nvidia/cu13/bin/<name>` (where
+    /// the CUDA 13 wheels put it). May not exist yet.
     pub fn path(&self) -> PathBuf {
         match std::env::var_os(self.env_var) {
             Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -70,7 +70,8 @@ impl Tool {
     }
 }
 
-/// The `INGOT_*` variables for the tools that exist, to set on a child process that runs `ptx-audit`.
+/// The `INGOT_*` variables for the tools that exist, to set on a child process that runs
+/// `ptx-audit`.
 pub fn tool_env() -> Vec<(&'static str, PathBuf)> {
     TOOLS
         .iter()

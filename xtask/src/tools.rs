@@ -1,16 +1,17 @@
-//! Installs what the PTX build, the audit and the tests need: rust-src for nightly, NVIDIA's offline
-//! tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, the `openai`
-//! Python client with its dependencies under `.tools/python` (for `tests/serve_clients.rs`), with
-//! numpy and gguf-py beside it (for `tests/routing_trace.rs` and `host/quant/tests/gguf_py.rs`), and
-//! Debian's `chromium` (for `tests/serve_browser.rs`), from apt when running as root.
-//! Idempotent: an installed tool is detected and nothing is downloaded.
+//! Installs what the PTX build, the audit and the tests need: rust-src for nightly, NVIDIA's
+//! offline tools (ptxas, cuobjdump, nvdisasm) from PyPI wheels unpacked under `.tools/`, the
+//! `openai` Python client with its dependencies under `.tools/python` (for
+//! `tests/serve_clients.rs`), with numpy and gguf-py beside it (for `tests/routing_trace.rs` and
+//! `host/quant/tests/gguf_py.rs`), and Debian's `chromium` (for `tests/serve_browser.rs`), from apt
+//! when running as root. Idempotent: an installed tool is detected and nothing is downloaded.
 
 use crate::paths::{python_dir, tools_dir, TOOLS};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
 
-/// Pinned wheels, in the order of `paths::TOOLS` (ptxas, cuobjdump, nvdisasm), each providing that tool.
+/// Pinned wheels, in the order of `paths::TOOLS` (ptxas, cuobjdump, nvdisasm), each providing that
+/// tool.
 const WHEELS: [&str; 3] = [
     "nvidia-cuda-nvcc==13.5.37",
     "nvidia-cuda-cuobjdump==13.5.37",
@@ -18,12 +19,12 @@ const WHEELS: [&str; 3] = [
 ];
 
 /// The `openai` Python client and every package it imports, each pinned, installed with `--no-deps`
-/// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs` runs
-/// `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
+/// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs`
+/// runs `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
 /// `tests/routing_trace.rs`, which memory-maps a routing trace as users do, and for gguf-py
 /// (`gguf`), whose numpy dequantizers `host/quant/tests/gguf_py.rs` compares against; importing
-/// `gguf.quants` runs the package's `__init__`, which imports `yaml` (its other dependencies,
-/// tqdm and requests, are imported only inside functions the test does not call).
+/// `gguf.quants` runs the package's `__init__`, which imports `yaml` (its other dependencies, tqdm
+/// and requests, are imported only inside functions the test does not call).
 const PYTHON_PACKAGES: [&str; 17] = [
     "openai==3.57.0",
     "numpy==2.3.5",
@@ -89,8 +90,8 @@ fn rust_src() -> Result<()> {
     Ok(())
 }
 
-/// `pip install --no-deps --target .tools/python` the pinned [`PYTHON_PACKAGES`], unless the stamp file
-/// there already lists exactly them (a changed pin reinstalls from scratch).
+/// `pip install --no-deps --target .tools/python` the pinned [`PYTHON_PACKAGES`], unless the stamp
+/// file there already lists exactly them (a changed pin reinstalls from scratch).
 fn python_packages() -> Result<()> {
     let dir = python_dir();
     let stamp = dir.join(".ingot-pins");
@@ -119,9 +120,9 @@ fn python_packages() -> Result<()> {
     Ok(())
 }
 
-/// Debian's `chromium`, which `tests/serve_browser.rs` drives headless. Present: nothing to do. Missing:
-/// `apt-get install` it when running as root (after `apt-get update` if the first try fails);
-/// otherwise the error says how to install it or skip the browser test.
+/// Debian's `chromium`, which `tests/serve_browser.rs` drives headless. Present: nothing to do.
+/// Missing: `apt-get install` it when running as root (after `apt-get update` if the first try
+/// fails); otherwise the error says how to install it or skip the browser test.
 fn chromium() -> Result<()> {
     let runs = |bin: &str| {
         Command::new(bin)

@@ -129,12 +129,12 @@ signature! {
     }
 }
 
-/// `rope_kv_q8_1(q, kv, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache, n_head, d_nope,
-/// kv_lora, n_rope, ctx, eps, mscale, cache_type)`: [`ROPE_KV`] that also writes every head's query nope
+/// `rope_kv_q8_1(q, kv, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache, n_head, d_nope, kv_lora,
+/// n_rope, ctx, eps, mscale, cache_type)`: [`ROPE_KV`] that also writes every head's query nope
 /// part as q8_1 blocks (head `h` at block `h·d_nope/32`, CUDA variant `s = Σ`), the bits
 /// `quantize_q8_1` gives for each head's `d_nope` floats: the grouped `attn_k_b` gemv's input,
-/// without a quantization launch. Also requires `d_nope` a multiple of 32 and `n_rope` of 4.
-/// One block; an item is the whole token.
+/// without a quantization launch. Also requires `d_nope` a multiple of 32 and `n_rope` of 4. One
+/// block; an item is the whole token.
 pub const ROPE_KV_Q8_1: Kernel<RopeKvQ8_1Args> =
     Kernel::new("rope_kv_q8_1", [ROPE_KV_THREADS, 1, 1], 1, 0);
 
@@ -297,13 +297,13 @@ pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
 }
 
 /// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of every head to the cache rows of
-/// segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's `part_o` and
-/// `part_ml`; blocks without a segment exit at once. With more than [`FLASH_GROUP_HEADS`] heads
-/// the heads run in groups of 16, one block per (group, segment): see [`flash_items`]; the
-/// output layout does not depend on the grouping. Requires `n_head ≤ 128`,
-/// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: [`flash_items`]
-/// blocks (an item is one potential segment of one head group).
+/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of every head to the
+/// cache rows of segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's
+/// `part_o` and `part_ml`; blocks without a segment exit at once. With more than
+/// [`FLASH_GROUP_HEADS`] heads the heads run in groups of 16, one block per (group, segment): see
+/// [`flash_items`]; the output layout does not depend on the grouping. Requires `n_head ≤ 128`,
+/// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: [`flash_items`] blocks (an
+/// item is one potential segment of one head group).
 ///
 /// Attention temperature (Mistral Large 3's `attention.temperature_scale`): with
 /// `temperature` = [`TEMPERATURE_TABLE`] the logit scale at position `pos` is
@@ -418,37 +418,38 @@ const _: () = assert!(
     "more needs an opt-in launch attribute"
 );
 
-/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: two q8_1 output blocks.
+/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: two q8_1
+/// output blocks.
 pub const MERGE_V_B_ROWS: u32 = 64;
-/// Column parts of each head's latent in `attn_merge_v_b_*` (`GemvType::merge_v_b`): block pairs split `kv_lora`
-/// in halves, each block merging and dotting one half, so the merge reads its partials twice
-/// (once per row block), not once per 32 rows.
+/// Column parts of each head's latent in `attn_merge_v_b_*` (`GemvType::merge_v_b`): block pairs
+/// split `kv_lora` in halves, each block merging and dotting one half, so the merge reads its
+/// partials twice (once per row block), not once per 32 rows.
 pub const MERGE_V_B_SPLIT: u32 = 2;
 
-/// Items (= blocks) of `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings: one per (head, block of
-/// [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
+/// Items (= blocks) of `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings: one per (head,
+/// block of [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
 /// `pair / (d_v / 64)`, rows `64·(pair % (d_v / 64)) ..` of the head), half `b % 2`.
 pub const fn merge_v_b_items(n_head: u32, d_v: u32) -> u32 {
     merge_v_b_pairs(n_head, d_v) * MERGE_V_B_SPLIT
 }
 
-/// Block pairs of `attn_merge_v_b_*` (`GemvType::merge_v_b`): the `u32` done counters `pair_count` holds, and the
-/// `f32` pairs of [`MERGE_V_B_ROWS`] partial rows `scratch` holds (`scratch` is
+/// Block pairs of `attn_merge_v_b_*` (`GemvType::merge_v_b`): the `u32` done counters `pair_count`
+/// holds, and the `f32` pairs of [`MERGE_V_B_ROWS`] partial rows `scratch` holds (`scratch` is
 /// `pairs · MERGE_V_B_SPLIT · MERGE_V_B_ROWS` floats).
 pub const fn merge_v_b_pairs(n_head: u32, d_v: u32) -> u32 {
     n_head * (d_v / MERGE_V_B_ROWS)
 }
 
-/// The latent width `kv_lora` `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings are built for (every
-/// model of the family: V2-Lite, V3, Kimi-K2, GLM-4.7-Flash): a compile-time width gives the
-/// half rows a constant unit count, so their dot loops carry no remainder guard.
+/// The latent width `kv_lora` `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings are built
+/// for (every model of the family: V2-Lite, V3, Kimi-K2, GLM-4.7-Flash): a compile-time width gives
+/// the half rows a constant unit count, so their dot loops carry no remainder guard.
 pub const MERGE_V_B_KV_LORA: u32 = 512;
 
-/// Whether `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings take a layer of `kv_lora` latent dims and
-/// `d_v` value dims per head with a weight type whose gemv unit is `unit_elems` weights
-/// (`GemvUnit::elems`: 64 for the 32-element types, 256 for k-quants): `kv_lora` is
-/// [`MERGE_V_B_KV_LORA`], each half of it whole merge slices and whole units, and the rows
-/// whole [`MERGE_V_B_ROWS`]-row blocks.
+/// Whether `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings take a layer of `kv_lora`
+/// latent dims and `d_v` value dims per head with a weight type whose gemv unit is `unit_elems`
+/// weights (`GemvUnit::elems`: 64 for the 32-element types, 256 for k-quants): `kv_lora` is
+/// [`MERGE_V_B_KV_LORA`], each half of it whole merge slices and whole units, and the rows whole
+/// [`MERGE_V_B_ROWS`]-row blocks.
 pub const fn merge_v_b_fits(kv_lora: u32, d_v: u32, unit_elems: u32) -> bool {
     let half = MERGE_V_B_KV_LORA / MERGE_V_B_SPLIT;
     kv_lora == MERGE_V_B_KV_LORA
@@ -568,15 +569,16 @@ pub mod flash_mma_smem {
 }
 
 /// `flash_latent_mma(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale, temp, temperature)`: [`FLASH_LATENT`] on tensor cores, with the same parameters, the
-/// same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
+/// max_segments, kq_scale, temp, temperature)`: [`FLASH_LATENT`] on tensor cores, with the same
+/// parameters, the same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
 /// [`ATTN_MERGE`] combines it unchanged. The 16 heads are the M side of
-/// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate
-/// in f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the
-/// tensor cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its
-/// precision: see the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`,
-/// `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
-/// element (the temperature factor included). Heads in groups of 16 as [`FLASH_LATENT`]. Grid: [`flash_items`] blocks.
+/// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate in
+/// f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the tensor
+/// cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its precision: see
+/// the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤
+/// 576`, `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
+/// element (the temperature factor included). Heads in groups of 16 as [`FLASH_LATENT`]. Grid:
+/// [`flash_items`] blocks.
 pub const FLASH_LATENT_MMA: Kernel<FlashLatentArgs> = Kernel::new(
     "flash_latent_mma",
     [FLASH_MMA_THREADS, 1, 1],
@@ -656,12 +658,12 @@ pub const fn flash_prefill_items(n_head: u32, ntok: u32) -> u32 {
 const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 
 /// `flash_latent_prefill(q_abs, q_pe, cache, state, o_lat, n_head, kv_lora, n_rope, ctx, ntok,
-/// kq_scale, temp, temperature)`: the causal absorbed MLA attention of a prefill chunk of
-/// `ntok` tokens at positions `pos0 .. pos0 + ntok`, `pos0` = [`crate::step::StepState::pos`]
-/// (in device memory, so a captured chunk replays at any position), every token's cache row
-/// already written. Token `t`, head `h` attends rows `0..=pos0 + t` of the cache:
-/// `o_lat[t][h] = Σ_j softmax_j(s)·c_j` with `s_j = kq_scale·(q_abs[t][h]·c_j + q_pe[t][h]·k_pe_j)`,
-/// normalized (no merge follows).
+/// kq_scale, temp, temperature)`: the causal absorbed MLA attention of a prefill chunk of `ntok`
+/// tokens at positions `pos0 .. pos0 + ntok`, `pos0` = [`crate::step::StepState::pos`] (in device
+/// memory, so a captured chunk replays at any position), every token's cache row already written.
+/// Token `t`, head `h` attends rows `0..=pos0 + t` of the cache: `o_lat[t][h] = Σ_j
+/// softmax_j(s)·c_j` with `s_j = kq_scale·(q_abs[t][h]·c_j + q_pe[t][h]·k_pe_j)`, normalized (no
+/// merge follows).
 ///
 /// Layouts: `q_abs` `ntok × n_head × kv_lora` f32, `q_pe` `ntok × n_head × n_rope` f32 (one
 /// decode step's buffers per token, token-major); `o_lat` `ntok × n_head × kv_lora` f32, the

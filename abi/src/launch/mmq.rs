@@ -7,23 +7,23 @@
 //! (token `t`'s outputs are `y[t·nrows .. t·nrows + nrows]`, the layout of the next layer's
 //! input rows).
 //!
-//! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It
-//! walks the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight
-//! 32-weight blocks): it stages the tile's weights (unpacked to s8, with each 32-weight
-//! sub-block's factors: Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group
-//! scales, the 32-weight types' `d`, with Q4_1's and Q5_1's `m`) and the tile's activations (s8, with each q8_1 block's `d` and `d·Σq`) in shared
-//! memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice by a
-//! [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K, Q3_K:
-//! two, one per 16-weight scale group). So every weight byte is read once per token tile (a
-//! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of
-//! `d` again) and every activation byte once per row tile. Rows past `nrows` and tokens past
-//! `ntok` are staged from zero bytes and never stored.
+//! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It walks
+//! the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight 32-weight
+//! blocks): it stages the tile's weights (unpacked to s8, with each 32-weight sub-block's factors:
+//! Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group scales, the 32-weight
+//! types' `d`, with Q4_1's and Q5_1's `m`) and the tile's activations (s8, with each q8_1 block's
+//! `d` and `d·Σq`) in shared memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice
+//! by a [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K,
+//! Q3_K: two, one per 16-weight scale group). So every weight byte is read once per token tile (a
+//! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of `d`
+//! again) and every activation byte once per row tile. Rows past `nrows` and tokens past `ntok` are
+//! staged from zero bytes and never stored.
 //!
 //! `ncols`: a positive multiple of 256 for the k-quant kernels, of 32 for the 32-weight types
-//! (Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights, `attn_k_b`'s 128).
-//! A row of the latter may end inside its last step: that step's blocks past `ncols/32` are
-//! staged as zeros by predicated-off loads, weights and activations both (no bytes read), so
-//! they add exact zeros and the step loop has no branch.
+//! (Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights,
+//! `attn_k_b`'s 128). A row of the latter may end inside its last step: that step's blocks past
+//! `ncols/32` are staged as zeros by predicated-off loads, weights and activations both (no bytes
+//! read), so they add exact zeros and the step loop has no branch.
 //!
 //! Per type (`mmq_<tag>`, the registry's types with `mmq` rows: `GemvType::mmq`), each the
 //! decode gemv's formula per token with the f32 additions in another order:

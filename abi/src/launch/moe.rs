@@ -47,9 +47,10 @@ pub const ROUTE_NORMALIZE: u32 = 4;
 /// when flag [`ROUTE_BIAS`] is set (`bias` is never read otherwise); with `n_group > 1` only the
 /// `n_group_used` best groups of `n_expert / n_group` consecutive experts stay eligible (a group
 /// scores the sum of its two best selection scores with sigmoid gating, as DeepSeek-V3; its best
-/// one with softmax, as HF DeepSeek-V2: llama.cpp uses the top-2 sum for both); the `n_used` best eligible experts are chosen, lower index
-/// first on equal scores; their unbiased scores are renormalized (flag [`ROUTE_NORMALIZE`]) and
-/// multiplied by `scale`. One warp; the single item is the token.
+/// one with softmax, as HF DeepSeek-V2: llama.cpp uses the top-2 sum for both); the `n_used` best
+/// eligible experts are chosen, lower index first on equal scores; their unbiased scores are
+/// renormalized (flag [`ROUTE_NORMALIZE`]) and multiplied by `scale`. One warp; the single item is
+/// the token.
 pub const MOE_ROUTE: Kernel<MoeRouteArgs> = Kernel::new("moe_route", [WARP_SIZE, 1, 1], 1, 0);
 
 signature! {

@@ -14,9 +14,9 @@ use ingot_kernels::{ops, KernelError};
 use super::{lite, norm_inputs, q8_1_bytes, BufSpec, Case, Contents, Shape};
 use crate::device::{Buf, Device};
 
-/// Bytes of `values` activations as q8_1 blocks, rounded up to whole blocks (the reduced-rows probe asks for
-/// shapes whose widths are not multiples of 32).
-/// The router's selection (`ExpertSelection`, 128 bytes): `N_USED` ids and weights are what the kernels use.
+/// Bytes of `values` activations as q8_1 blocks, rounded up to whole blocks (the reduced-rows probe
+/// asks for shapes whose widths are not multiples of 32). The router's selection
+/// (`ExpertSelection`, 128 bytes): `N_USED` ids and weights are what the kernels use.
 fn selection() -> BufSpec {
     BufSpec {
         param: "sel",

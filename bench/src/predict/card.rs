@@ -20,8 +20,9 @@ pub struct Card {
     pub boost_clock_ghz: f64,
     /// Peak DRAM bandwidth, GB/s (10^9 bytes per second).
     pub dram_gbps: f64,
-    /// Host link bandwidth per direction, GB/s: PCIe 4.0 x16 is 16 GT/s x 16 lanes x 128/130 / 8 = 31.5,
-    /// PCIe 5.0 x16 twice that (PCI-SIG base specifications); the host interface is in each card's datasheet.
+    /// Host link bandwidth per direction, GB/s: PCIe 4.0 x16 is 16 GT/s x 16 lanes x 128/130 / 8 =
+    /// 31.5, PCIe 5.0 x16 twice that (PCI-SIG base specifications); the host interface is in each
+    /// card's datasheet.
     pub pcie_gbps: f64,
     pub l2_bytes: u64,
     /// 32-bit registers per SM.

@@ -4,17 +4,18 @@
 //! tables at the new homes. The kernels of the next step then read hits from VRAM and misses from
 //! host-mapped memory.
 //!
-//! The copies run off the decode stream ([`SlotMemory::copy_slabs`]: a GPU's copy engine, while the next
-//! steps decode), so a table points an expert at its slot only once the copy into it has landed; until
-//! then the kernels read the expert from host memory, which always holds every expert. Invariants, per
-//! layer, at every point the decode stream can see:
-//! * a table entry names a slot only if that expert's copy into that slot has landed ([`Layer::visible`]);
+//! The copies run off the decode stream ([`SlotMemory::copy_slabs`]: a GPU's copy engine, while the
+//! next steps decode), so a table points an expert at its slot only once the copy into it has
+//! landed; until then the kernels read the expert from host memory, which always holds every
+//! expert. Invariants, per layer, at every point the decode stream can see:
+//! * a table entry names a slot only if that expert's copy into that slot has landed
+//!   ([`Layer::visible`]);
 //! * a slot is overwritten only after the table writes that moved its previous expert back to host
-//!   memory (the copies are ordered after everything enqueued on the decode stream before them), and
-//!   is named again only after the last copy into it has landed.
+//!   memory (the copies are ordered after everything enqueued on the decode stream before them),
+//!   and is named again only after the last copy into it has landed.
 //!
-//! Where copies land at once (the simulator), an expert admitted after step `t` is read from VRAM from
-//! step `t + 1` on, which is what `ingot replay` counts.
+//! Where copies land at once (the simulator), an expert admitted after step `t` is read from VRAM
+//! from step `t + 1` on, which is what `ingot replay` counts.
 //!
 //! Written against [`SlotMemory`] (addresses and copies), so every executor shares it.
 
@@ -115,8 +116,8 @@ pub struct ExpertCache<F> {
 }
 
 impl<F> ExpertCache<F> {
-    /// The cache of `plan` (which must have one), with `addr(buffer)` the executor's address of each
-    /// buffer; points every table entry at the host-mapped tensor (all slots free).
+    /// The cache of `plan` (which must have one), with `addr(buffer)` the executor's address of
+    /// each buffer; points every table entry at the host-mapped tensor (all slots free).
     pub fn new(
         plan: &Plan,
         addr: impl Fn(crate::BufId) -> u64,
@@ -190,9 +191,9 @@ impl<F> ExpertCache<F> {
         })
     }
 
-    /// After a step: reads every layer's selection, counts where its experts were read from, runs the
-    /// policy, points evicted experts back at host memory, starts the admitted experts' copies, and
-    /// points the tables at every copy that has landed.
+    /// After a step: reads every layer's selection, counts where its experts were read from, runs
+    /// the policy, points evicted experts back at host memory, starts the admitted experts' copies,
+    /// and points the tables at every copy that has landed.
     pub fn update(&mut self, mem: &mut impl SlotMemory<Fence = F>) -> Result<(), ExecError> {
         self.routing.clear();
         let mut moves = Vec::new();
@@ -289,8 +290,8 @@ impl<F> ExpertCache<F> {
         Ok(())
     }
 
-    /// Writes the tables of every `dirty` layer from its `visible` slots (one write per table: each is a
-    /// synchronising copy on a GPU) and clears the marks.
+    /// Writes the tables of every `dirty` layer from its `visible` slots (one write per table: each
+    /// is a synchronising copy on a GPU) and clears the marks.
     fn write_tables(
         &self,
         dirty: &mut [bool],
@@ -316,7 +317,8 @@ impl<F> ExpertCache<F> {
         ingot_model::expert_cache::hit_rate(self.hits, self.misses)
     }
 
-    /// The last step's routing: `n_expert_used` (expert, weight) pairs per MoE layer, in layer order.
+    /// The last step's routing: `n_expert_used` (expert, weight) pairs per MoE layer, in layer
+    /// order.
     pub fn routing(&self) -> &[(u32, f32)] {
         &self.routing
     }

@@ -124,8 +124,8 @@ impl SlotMemory for SimSlots<'_> {
 
     type Fence = ();
 
-    /// Copies outside any launch: no kernel counter sees them (a copy engine's transfers). They land
-    /// before this returns.
+    /// Copies outside any launch: no kernel counter sees them (a copy engine's transfers). They
+    /// land before this returns.
     fn copy_slabs(&mut self, copies: &[SlabCopy]) -> Result<(), ExecError> {
         for c in copies {
             let mut buf = vec![0u8; c.bytes as usize];
@@ -197,8 +197,8 @@ impl SimExecutor {
     }
 
     /// Runs the decode steps from here on with the kernels a Hopper card runs under programmatic
-    /// dependent launch (`ingot_kernels::backend::sim::hopper_module`): each waits on its predecessor
-    /// first, and a global access before the wait is a simulator fault.
+    /// dependent launch (`ingot_kernels::backend::sim::hopper_module`): each waits on its
+    /// predecessor first, and a global access before the wait is a simulator fault.
     pub fn use_hopper_kernels(&mut self) -> Result<(), ExecError> {
         self.module = ingot_kernels::backend::sim::hopper_module().map_err(ExecError::SimSetup)?;
         Ok(())

@@ -1,11 +1,11 @@
 //! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
 //!
 //! Each launch is a [`Launch`] typed by its kernel's `ingot_abi::launch` signature, so
-//! `Builder::node` takes exactly that signature's argument struct. The committed PTX exports exactly the
-//! launch table's kernels (`kernels/tests/launch_table.rs`), so a fixed name or a registry
-//! name of a gemv type is always there; [`available`] only decides where the table has no
-//! kernel for a type: the embedding fetch (else a host step, [`crate::Plan::host_embedding`])
-//! and the lm_head gemv with the argmax folded in (else the plain gemv and `argmax_step`).
+//! `Builder::node` takes exactly that signature's argument struct. The committed PTX exports
+//! exactly the launch table's kernels (`kernels/tests/launch_table.rs`), so a fixed name or a
+//! registry name of a gemv type is always there; [`available`] only decides where the table has no
+//! kernel for a type: the embedding fetch (else a host step, [`crate::Plan::host_embedding`]) and
+//! the lm_head gemv with the argmax folded in (else the plain gemv and `argmax_step`).
 //! [`crate::Plan::check`] verifies every node against the table before anything runs.
 
 use std::marker::PhantomData;

@@ -1,5 +1,6 @@
 //! A module loaded by the driver with its logs kept (`cuModuleLoadDataEx`): PTX text, which the
-//! driver JIT-compiles, or a cubin built offline for this device's architecture, which it only loads.
+//! driver JIT-compiles, or a cubin built offline for this device's architecture, which it only
+//! loads.
 //!
 //! `cuModuleLoadData` reports a bad module only as `CUDA_ERROR_INVALID_PTX`; the driver's JIT
 //! (the same ptxas as the offline one) writes the line and reason into an error log that only the

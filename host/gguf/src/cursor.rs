@@ -1,5 +1,5 @@
-//! A little-endian byte cursor whose reads fail with the offset and kind of the problem; the
-//! parser adds the field name afterwards, only on the error path, so the hot path builds no strings.
+//! A little-endian byte cursor whose reads fail with the offset and kind of the problem; the parser
+//! adds the field name afterwards, only on the error path, so the hot path builds no strings.
 
 use crate::error::{FormatError, GgufError};
 

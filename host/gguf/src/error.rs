@@ -149,7 +149,8 @@ pub enum GgufError {
     },
     #[error("gguf: {} is {kind}, not a regular file: name a GGUF model file", .path.display())]
     NotRegularFile { path: PathBuf, kind: &'static str },
-    /// The output path was refused (exists, is not a regular file, is an input) or could not be written.
+    /// The output path was refused (exists, is not a regular file, is an input) or could not be
+    /// written.
     #[error("gguf: {0}")]
     Output(#[from] crate::output::OutputError),
 }

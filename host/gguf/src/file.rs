@@ -19,9 +19,9 @@ pub struct GgufFile {
 
 impl GgufFile {
     /// Map `path`, parse its header and validate it (including that all tensor data lies in the
-    /// file). Every error names the path.
-    /// Anything but a regular file (a FIFO would block the open forever, a directory fails to map with
-    /// "No such device") is refused by name before it is opened.
+    /// file). Every error names the path. Anything but a regular file (a FIFO would block the open
+    /// forever, a directory fails to map with "No such device") is refused by name before it is
+    /// opened.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
         let not_regular = |meta: &std::fs::Metadata| {
             non_regular_kind(meta).map(|kind| GgufError::NotRegularFile {
@@ -63,8 +63,8 @@ impl GgufFile {
         }
         // And one byte of every page read now: on the virtual machines measured (2-core AMD EPYC,
         // Linux 6.18) a process's first pass over mapped pages ran at 5-16 GB/s even after
-        // MADV_POPULATE_READ, later passes at 20; this loop (10 ms per 1.5 GB there) makes the first
-        // pass as fast as the rest. 4 KiB is the smallest page size of the targets built for.
+        // MADV_POPULATE_READ, later passes at 20; this loop (10 ms per 1.5 GB there) makes the
+        // first pass as fast as the rest. 4 KiB is the smallest page size of the targets built for.
         let mut seen = 0u8;
         for i in (0..self.map.len()).step_by(4096) {
             // SAFETY: `i` is inside the mapping; a volatile read keeps the loop from being removed.

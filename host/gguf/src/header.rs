@@ -1,4 +1,5 @@
-//! The parsed header: metadata, tensor table, and typed metadata getters that name the key on error.
+//! The parsed header: metadata, tensor table, and typed metadata getters that name the key on
+//! error.
 
 use std::ops::Range;
 

@@ -3,15 +3,16 @@
 //!
 //! Invariants:
 //! * A path that exists is refused unless the policy says `force`.
-//! * A path that is not a regular file (directory, FIFO, device node, socket) is refused even with `force`:
-//!   writing would block on a FIFO, hit a device, or fail late on a directory, and the rename would replace
-//!   the node itself.
-//! * A path that is one of the command's inputs (the same file by device and inode, or by canonical path) is
-//!   refused even with `force`: the rename would replace the file being read.
-//! * Nothing is written at the path until [`OutputFile::commit`]: the data goes to `.<name>.tmp.<pid>` in
-//!   the same directory (same file system, so the rename is atomic), which is removed when the writer is
-//!   dropped uncommitted. Without `force` the commit links the file into place, which fails if anything
-//!   appeared at the path meanwhile, instead of renaming over it.
+//! * A path that is not a regular file (directory, FIFO, device node, socket) is refused even with
+//!   `force`: writing would block on a FIFO, hit a device, or fail late on a directory, and the
+//!   rename would replace the node itself.
+//! * A path that is one of the command's inputs (the same file by device and inode, or by canonical
+//!   path) is refused even with `force`: the rename would replace the file being read.
+//! * Nothing is written at the path until [`OutputFile::commit`]: the data goes to
+//!   `.<name>.tmp.<pid>` in the same directory (same file system, so the rename is atomic), which
+//!   is removed when the writer is dropped uncommitted. Without `force` the commit links the file
+//!   into place, which fails if anything appeared at the path meanwhile, instead of renaming over
+//!   it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -109,8 +110,9 @@ pub fn check_output(path: &Path, policy: &OutputPolicy) -> Result<(), OutputErro
     Ok(())
 }
 
-/// `path` (whose metadata is `meta`) and `input` are one file: same device and inode, or the same canonical
-/// path. An input that cannot be inspected is not the output (the command reports the input's own error).
+/// `path` (whose metadata is `meta`) and `input` are one file: same device and inode, or the same
+/// canonical path. An input that cannot be inspected is not the output (the command reports the
+/// input's own error).
 fn is_same_file(meta: &fs::Metadata, path: &Path, input: &Path) -> bool {
     let Ok(in_meta) = fs::metadata(input) else {
         return false;
@@ -175,7 +177,8 @@ pub struct OutputFile {
 }
 
 impl OutputFile {
-    /// Checks `dest` against `policy`, then creates the temporary file beside it (buffered by 1 MiB).
+    /// Checks `dest` against `policy`, then creates the temporary file beside it (buffered by 1
+    /// MiB).
     pub fn create(dest: &Path, policy: &OutputPolicy) -> Result<Self, OutputError> {
         check_output(dest, policy)?;
         let name = dest.file_name().ok_or_else(|| {
@@ -255,8 +258,8 @@ impl OutputFile {
     }
 }
 
-/// Persists the rename itself. Best effort: not every platform can fsync a directory, and the file is
-/// complete either way.
+/// Persists the rename itself. Best effort: not every platform can fsync a directory, and the file
+/// is complete either way.
 fn sync_parent(dest: &Path) {
     if let Some(dir) = dest.parent() {
         let dir = if dir.as_os_str().is_empty() {

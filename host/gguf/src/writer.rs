@@ -1,11 +1,11 @@
 //! Streaming, atomic GGUF writer.
 //!
-//! Tensor infos are declared first ([`GgufWriter::add_tensor`]); [`GgufWriter::begin_output`] writes
-//! the header into an [`OutputFile`] (a temporary file next to the target); the data of each tensor is then supplied in
-//! declaration order ([`TensorDataWriter::write_tensor`]), so a multi-gigabyte model never has to
-//! sit in memory; [`TensorDataWriter::finish`] fsyncs and renames the temporary file onto the
-//! target. The target is therefore either untouched or complete; an unfinished temporary file is
-//! removed when the writer is dropped.
+//! Tensor infos are declared first ([`GgufWriter::add_tensor`]); [`GgufWriter::begin_output`]
+//! writes the header into an [`OutputFile`] (a temporary file next to the target); the data of each
+//! tensor is then supplied in declaration order ([`TensorDataWriter::write_tensor`]), so a
+//! multi-gigabyte model never has to sit in memory; [`TensorDataWriter::finish`] fsyncs and renames
+//! the temporary file onto the target. The target is therefore either untouched or complete; an
+//! unfinished temporary file is removed when the writer is dropped.
 //!
 //! Output is canonical: the header, zero padding up to the data section (only when there are
 //! tensors, as `gguf.cpp` writes it), then each tensor followed by zero padding to the alignment
@@ -170,15 +170,15 @@ impl GgufWriter {
         Ok(layout.bytes)
     }
 
-    /// [`GgufWriter::begin_output`] at `path` under [`OutputPolicy::REPLACE`]: an existing regular file
-    /// is replaced, anything else refused.
+    /// [`GgufWriter::begin_output`] at `path` under [`OutputPolicy::REPLACE`]: an existing regular
+    /// file is replaced, anything else refused.
     pub fn begin(self, path: &Path) -> Result<TensorDataWriter, GgufError> {
         let layout = self.layout()?;
         self.begin_with(layout, OutputFile::create(path, &OutputPolicy::REPLACE)?)
     }
 
-    /// Write the header into `out` and return the writer for the tensor data. The header is laid out
-    /// (and any error in it reported) before `out` is touched.
+    /// Write the header into `out` and return the writer for the tensor data. The header is laid
+    /// out (and any error in it reported) before `out` is touched.
     pub fn begin_output(self, out: OutputFile) -> Result<TensorDataWriter, GgufError> {
         let layout = self.layout()?;
         self.begin_with(layout, out)
@@ -332,7 +332,8 @@ fn put_value(out: &mut Vec<u8>, value: &MetaValue) {
 
 /// Receives the tensor data after the header; see the module documentation.
 pub struct TensorDataWriter {
-    /// `None` only after `finish` handed the file over; dropping it uncommitted removes the temporary file.
+    /// `None` only after `finish` handed the file over; dropping it uncommitted removes the
+    /// temporary file.
     out: Option<OutputFile>,
     /// Declared `(name, nbytes)` in order.
     tensors: Vec<(String, u64)>,
@@ -363,7 +364,8 @@ impl TensorDataWriter {
                 })?;
         let mut written = 0u64;
         for part in parts {
-            // A short last part is only known at the end; an overrun is caught before its bytes go out.
+            // A short last part is only known at the end; an overrun is caught before its bytes go
+            // out.
             let after = written + part.len() as u64;
             if after > nbytes {
                 return Err(GgufError::TensorSize {

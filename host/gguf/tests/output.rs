@@ -1,5 +1,6 @@
-//! `OutputFile`, the one writer of every path a user names: an existing file only with `force`, never an
-//! input, never anything but a regular file, nothing at the path before the commit, no temporary left.
+//! `OutputFile`, the one writer of every path a user names: an existing file only with `force`,
+//! never an input, never anything but a regular file, nothing at the path before the commit, no
+//! temporary left.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,11 +1,12 @@
-//! What one speculative step costs on the CPU backend, against one decode step: the verify of `k + 1`
-//! positions ([`Decoder::forward_rows`] with every position's logits, one absorbed chunk) and the MTP
-//! block's step and head. Drafting pays only when a verify of `k + 1` positions costs well under
-//! `k + 1` decode steps (a bandwidth-bound model); a model whose weights sit in cache pays per token.
+//! What one speculative step costs on the CPU backend, against one decode step: the verify of `k +
+//! 1` positions ([`Decoder::forward_rows`] with every position's logits, one absorbed chunk) and
+//! the MTP block's step and head. Drafting pays only when a verify of `k + 1` positions costs well
+//! under `k + 1` decode steps (a bandwidth-bound model); a model whose weights sit in cache pays
+//! per token.
 //!
-//! `cargo bench -p ingot-model --bench verify_cost [-- MODEL.gguf]`: without a model, the trained demo
-//! model (`testdata/golden/trained-rust-std`, 1 M parameters). Each figure is the best of `REPS` runs of
-//! up to `ITERS` calls at depth 64, in wall microseconds per call.
+//! `cargo bench -p ingot-model --bench verify_cost [-- MODEL.gguf]`: without a model, the trained
+//! demo model (`testdata/golden/trained-rust-std`, 1 M parameters). Each figure is the best of
+//! `REPS` runs of up to `ITERS` calls at depth 64, in wall microseconds per call.
 
 use std::time::Instant;
 

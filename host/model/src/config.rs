@@ -12,16 +12,18 @@ use crate::tensors;
 /// Prefix of every architecture-specific key.
 const ARCH: &str = "deepseek2";
 
-/// Upper bound accepted for any single dimension key. Keeps products of two dimensions far from overflow; real
-/// models are below 2^18 everywhere.
+/// Upper bound accepted for any single dimension key. Keeps products of two dimensions far from
+/// overflow; real models are below 2^18 everywhere.
 const MAX_DIM: u64 = 1 << 31;
 
 /// How the per-head up-projection of the latent KV is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttnLayout {
-    /// MLA-era converters: `attn_k_b {d_nope, kv_lora, n_head}` and `attn_v_b {kv_lora, d_v, n_head}`.
+    /// MLA-era converters: `attn_k_b {d_nope, kv_lora, n_head}` and `attn_v_b {kv_lora, d_v,
+    /// n_head}`.
     Mla,
-    /// Older converters: one `attn_kv_b {kv_lora, n_head·(d_nope + d_v)}`; the absorbed matrices are derived.
+    /// Older converters: one `attn_kv_b {kv_lora, n_head·(d_nope + d_v)}`; the absorbed matrices
+    /// are derived.
     Legacy,
 }
 
@@ -35,10 +37,11 @@ pub enum GatingFunc {
 }
 
 impl GatingFunc {
-    /// How a group of experts is scored when expert groups are active, by the model family's own rule:
-    /// HF DeepSeek-V2 (softmax, `group_limited_greedy`) takes a group's best expert, DeepSeek-V3 (sigmoid,
-    /// `noaux_tc`) the sum of its best two. llama.cpp applies the top-2 sum to both, so a softmax model with
-    /// groups (DeepSeek-V2/V2.5 236B) routes differently there; this follows the model.
+    /// How a group of experts is scored when expert groups are active, by the model family's own
+    /// rule: HF DeepSeek-V2 (softmax, `group_limited_greedy`) takes a group's best expert,
+    /// DeepSeek-V3 (sigmoid, `noaux_tc`) the sum of its best two. llama.cpp applies the top-2 sum
+    /// to both, so a softmax model with groups (DeepSeek-V2/V2.5 236B) routes differently there;
+    /// this follows the model.
     pub fn group_score(self) -> GroupScore {
         match self {
             GatingFunc::Softmax => GroupScore::Best,
@@ -52,7 +55,8 @@ impl GatingFunc {
 pub enum GroupScore {
     /// The group's highest selection score (DeepSeek-V2).
     Best,
-    /// The sum of the group's two highest selection scores (DeepSeek-V3); groups need at least 2 experts.
+    /// The sum of the group's two highest selection scores (DeepSeek-V3); groups need at least 2
+    /// experts.
     TopTwoSum,
 }
 
@@ -61,13 +65,14 @@ pub enum GroupScore {
 pub enum ExpertGateUp {
     /// `ffn_gate_exps` and `ffn_up_exps`, `{n_embd, ff_expert, n_expert}` each.
     Split,
-    /// One `ffn_gate_up_exps {n_embd, 2·ff_expert, n_expert}`: per expert the `ff_expert` gate rows, then the
-    /// `ff_expert` up rows (llama.cpp splits the product into those two halves).
+    /// One `ffn_gate_up_exps {n_embd, 2·ff_expert, n_expert}`: per expert the `ff_expert` gate
+    /// rows, then the `ff_expert` up rows (llama.cpp splits the product into those two halves).
     Merged,
 }
 
-/// Position-dependent query scaling of Mistral Large 3 (llama.cpp `llm_graph_input_attn_temp`): the query of
-/// the token at `pos` is multiplied by `ln(floor((pos + offset) / length) + 1) · scale + 1`, offset 0 for deepseek2.
+/// Position-dependent query scaling of Mistral Large 3 (llama.cpp `llm_graph_input_attn_temp`): the
+/// query of the token at `pos` is multiplied by `ln(floor((pos + offset) / length) + 1) · scale +
+/// 1`, offset 0 for deepseek2.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnTemperature {
     /// `attention.temperature_scale`.
@@ -77,7 +82,8 @@ pub struct AttnTemperature {
 }
 
 impl AttnTemperature {
-    /// The query multiplier at `pos`, computed as llama.cpp does (f32 position, f64 log, f32 result).
+    /// The query multiplier at `pos`, computed as llama.cpp does (f32 position, f64 log, f32
+    /// result).
     pub fn factor(&self, pos: usize) -> f32 {
         let steps = ((pos as f32) / self.length as f32).floor() as f64;
         ((steps + 1.0).ln() * self.scale as f64 + 1.0) as f32
@@ -92,8 +98,9 @@ pub struct ModelConfig {
     pub n_embd: usize,
     /// Layers a decoded token runs through: `block_count` minus the NextN/MTP blocks.
     pub n_layer: usize,
-    /// NextN/MTP blocks (`nextn_predict_layers`): the last blocks of `block_count`, numbered `n_layer..`. Their
-    /// tensors are checked when present, run only to draft tokens (`crate::speculative`), never by a decode step.
+    /// NextN/MTP blocks (`nextn_predict_layers`): the last blocks of `block_count`, numbered
+    /// `n_layer..`. Their tensors are checked when present, run only to draft tokens
+    /// (`crate::speculative`), never by a decode step.
     pub n_nextn: usize,
     /// Layers `0..n_dense_lead` use a dense FFN, the rest are MoE.
     pub n_dense_lead: usize,
@@ -103,7 +110,8 @@ pub struct ModelConfig {
     pub vocab: usize,
     /// Width of the compressed KV latent `c`.
     pub kv_lora: usize,
-    /// Width of the compressed query (`attn_q_a`); `None` for Lite models that project queries directly.
+    /// Width of the compressed query (`attn_q_a`); `None` for Lite models that project queries
+    /// directly.
     pub q_lora: Option<usize>,
     /// Per-head query/key width without position (`qk_nope_head_dim`).
     pub d_nope: usize,
@@ -113,7 +121,8 @@ pub struct ModelConfig {
     pub d_v: usize,
     /// Hidden width of the dense FFN layers.
     pub ff_dense: usize,
-    /// Hidden width of one routed expert (shared experts are `n_expert_shared` of these side by side).
+    /// Hidden width of one routed expert (shared experts are `n_expert_shared` of these side by
+    /// side).
     pub ff_expert: usize,
     pub n_expert: usize,
     pub n_expert_used: usize,
@@ -142,13 +151,15 @@ pub struct ModelConfig {
     bytes_per_token: u64,
 }
 
-/// The context a run gets when `--ctx` is not given: llama.cpp's default, clamped to the model's training context.
+/// The context a run gets when `--ctx` is not given: llama.cpp's default, clamped to the model's
+/// training context.
 pub const DEFAULT_CTX: usize = 4096;
 
 impl ModelConfig {
-    /// The context size a run asks for, resolved as llama.cpp does: `None` is [`DEFAULT_CTX`] or the training
-    /// context when that is smaller, `Some(0)` the training context, `Some(n)` n when it fits. A context above
-    /// the training one is refused (the cache is sized by it and positions past it were never trained).
+    /// The context size a run asks for, resolved as llama.cpp does: `None` is [`DEFAULT_CTX`] or
+    /// the training context when that is smaller, `Some(0)` the training context, `Some(n)` n when
+    /// it fits. A context above the training one is refused (the cache is sized by it and positions
+    /// past it were never trained).
     pub fn context_size(&self, requested: Option<usize>) -> Result<usize> {
         match requested {
             None => Ok(DEFAULT_CTX.min(self.n_ctx_train)),
@@ -164,7 +175,8 @@ impl ModelConfig {
         }
     }
 
-    /// Reads and validates the configuration: architecture, keys, derived values, and every tensor's shape.
+    /// Reads and validates the configuration: architecture, keys, derived values, and every
+    /// tensor's shape.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
         let keys = Keys { gguf };
         let arch = keys.str_req("general.architecture")?;
@@ -210,8 +222,9 @@ impl ModelConfig {
             ));
         }
 
-        // Attention widths. `key_length_mla`/`value_length_mla` exist in MLA-era files, where `key_length` is the
-        // absorbed row (kv_lora + d_rope); older files carry the per-head widths in `key_length`/`value_length`.
+        // Attention widths. `key_length_mla`/`value_length_mla` exist in MLA-era files, where
+        // `key_length` is the absorbed row (kv_lora + d_rope); older files carry the per-head
+        // widths in `key_length`/`value_length`.
         let kv_lora = keys.dim_req(&arch_key("attention.kv_lora_rank"))?;
         let q_lora_key = arch_key("attention.q_lora_rank");
         let q_lora = match keys.count_opt(&q_lora_key)? {
@@ -289,9 +302,10 @@ impl ModelConfig {
             .unwrap_or(false);
         let gating_key = arch_key("expert_gating_func");
         let gating = match keys.count_opt(&gating_key)? {
-            // llama.cpp's fallback for files without the key: GLM-4.7-Flash (47 layers + 1 MTP block, 154,880
-            // tokens) routes by sigmoid, older DeepSeek-V2/V2.5 files by softmax. Newer llama.cpp counts the 47
-            // without the MTP block, older the 48 with it; both are accepted.
+            // llama.cpp's fallback for files without the key: GLM-4.7-Flash (47 layers + 1 MTP
+            // block, 154,880 tokens) routes by sigmoid, older DeepSeek-V2/V2.5 files by softmax.
+            // Newer llama.cpp counts the 47 without the MTP block, older the 48 with it; both are
+            // accepted.
             None | Some(0)
                 if [n_layer, block_count].iter().any(|&n| n == 47 || n == 48)
                     && vocab == 154_880 =>
@@ -394,8 +408,9 @@ impl ModelConfig {
         self.kv_lora + self.d_rope
     }
 
-    /// Attention logit scale of the query at `pos`: [`ModelConfig::kq_scale`] times the attention temperature
-    /// when the model has one (multiplying the query or the scores is the same product).
+    /// Attention logit scale of the query at `pos`: [`ModelConfig::kq_scale`] times the attention
+    /// temperature when the model has one (multiplying the query or the scores is the same
+    /// product).
     pub fn kq_scale_at(&self, pos: usize) -> f32 {
         match &self.attn_temperature {
             None => self.kq_scale,
@@ -554,19 +569,20 @@ fn arch_key(suffix: &str) -> String {
     format!("{ARCH}.{suffix}")
 }
 
-/// Fewest tensors a decoding layer can have: attention norm, one query projection, `attn_kv_a_mqa`, its norm,
-/// one KV up-projection (legacy `attn_kv_b`), `attn_output`, the FFN norm, and three FFN tensors (dense
-/// gate/up/down, or router + merged gate_up + down).
+/// Fewest tensors a decoding layer can have: attention norm, one query projection, `attn_kv_a_mqa`,
+/// its norm, one KV up-projection (legacy `attn_kv_b`), `attn_output`, the FFN norm, and three FFN
+/// tensors (dense gate/up/down, or router + merged gate_up + down).
 const MIN_LAYER_TENSORS: usize = 10;
-/// Tensors every file has besides its layers: `token_embd` and `output_norm` (`output` may be tied).
+/// Tensors every file has besides its layers: `token_embd` and `output_norm` (`output` may be
+/// tied).
 const MIN_GLOBAL_TENSORS: usize = 2;
 
-/// Checks `block_count` against the file before anything is sized from it: the tensor lists built from the
-/// configuration are proportional to `block_count`, so a 3 MB header claiming 10^7 blocks would otherwise cost
-/// gigabytes before the first missing tensor is noticed. Every decoding layer needs at least
-/// [`MIN_LAYER_TENSORS`] tensors of the file's own, and the NextN/MTP blocks (optional, so not counted against
-/// the file) may not outnumber the decoding layers; together this bounds every per-block list by the tensor
-/// table the parser already holds.
+/// Checks `block_count` against the file before anything is sized from it: the tensor lists built
+/// from the configuration are proportional to `block_count`, so a 3 MB header claiming 10^7 blocks
+/// would otherwise cost gigabytes before the first missing tensor is noticed. Every decoding layer
+/// needs at least [`MIN_LAYER_TENSORS`] tensors of the file's own, and the NextN/MTP blocks
+/// (optional, so not counted against the file) may not outnumber the decoding layers; together this
+/// bounds every per-block list by the tensor table the parser already holds.
 fn check_block_count(
     gguf: &Gguf,
     block_count: usize,
@@ -672,7 +688,8 @@ impl<'a> Keys<'a> {
         self.dim_opt(key)?.ok_or_else(|| missing(key))
     }
 
-    /// A dimension stored either as a scalar or as a per-layer array whose entries must all be equal.
+    /// A dimension stored either as a scalar or as a per-layer array whose entries must all be
+    /// equal.
     fn uniform_dim_opt(&self, key: &str) -> Result<Option<usize>> {
         let Some(v) = self.get(key) else {
             return Ok(None);

@@ -7,15 +7,17 @@ use crate::error::{ModelError, Result};
 pub trait Decoder {
     fn config(&self) -> &ModelConfig;
 
-    /// Runs `token` at `pos` and returns the logits (length `vocab`). `pos` may be at most the number of cached
-    /// positions (appending) or smaller (rewinding: later positions are forgotten).
+    /// Runs `token` at `pos` and returns the logits (length `vocab`). `pos` may be at most the
+    /// number of cached positions (appending) or smaller (rewinding: later positions are
+    /// forgotten).
     fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32]>;
 
     /// Forgets every cached position.
     fn reset(&mut self);
 
-    /// Feeds `tokens` at `start_pos..` and returns the last position's logits (what generation needs). A
-    /// backend with a batched prefill overrides this; the default feeds the tokens one by one.
+    /// Feeds `tokens` at `start_pos..` and returns the last position's logits (what generation
+    /// needs). A backend with a batched prefill overrides this; the default feeds the tokens one by
+    /// one.
     fn prefill_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
         let Some((&last, rest)) = tokens.split_last() else {
             return Err(ModelError::EmptyPrompt);
@@ -26,9 +28,9 @@ pub trait Decoder {
         Ok(self.decode(last, start_pos + rest.len())?.to_vec())
     }
 
-    /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP blocks are
-    /// not included), `n_expert_used` `(expert, weight)` pairs in routing order. `None` when this backend does not
-    /// record it.
+    /// The routing of the last [`Decoder::decode`]: for each MoE decoding layer in order (NextN/MTP
+    /// blocks are not included), `n_expert_used` `(expert, weight)` pairs in routing order. `None`
+    /// when this backend does not record it.
     fn routing(&self) -> Option<&[(u32, f32)]> {
         None
     }
@@ -42,18 +44,18 @@ pub trait Decoder {
             .collect()
     }
 
-    /// The final hidden state of the last [`Decoder::decode`] (`n_embd` values, after `output_norm`: the
-    /// vector the lm_head multiplies, which the NextN/MTP block reads). `None` when this backend does not
-    /// expose it.
+    /// The final hidden state of the last [`Decoder::decode`] (`n_embd` values, after
+    /// `output_norm`: the vector the lm_head multiplies, which the NextN/MTP block reads). `None`
+    /// when this backend does not expose it.
     fn hidden(&self) -> Option<&[f32]> {
         None
     }
 
-    /// Feeds `tokens` at `start_pos..` and returns every position's final hidden state with the logits of
-    /// every position ([`Rows::All`]: the speculative verify step) or of the last ([`Rows::Last`]: a
-    /// prompt). With [`Rows::All`] the values are [`Decoder::decode`]'s one by one, bit for bit; with
-    /// [`Rows::Last`] they are [`Decoder::prefill_last`]'s (a backend that overrides one overrides both).
-    /// The default decodes one by one.
+    /// Feeds `tokens` at `start_pos..` and returns every position's final hidden state with the
+    /// logits of every position ([`Rows::All`]: the speculative verify step) or of the last
+    /// ([`Rows::Last`]: a prompt). With [`Rows::All`] the values are [`Decoder::decode`]'s one by
+    /// one, bit for bit; with [`Rows::Last`] they are [`Decoder::prefill_last`]'s (a backend that
+    /// overrides one overrides both). The default decodes one by one.
     fn forward_rows(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyPrompt);
@@ -76,16 +78,16 @@ pub trait Decoder {
         Ok(out)
     }
 
-    /// Whether [`Decoder::mtp_step`] can run: `Err` names why not (a model without a NextN/MTP block, a
-    /// file stripped of its tensors, a backend that does not run it).
+    /// Whether [`Decoder::mtp_step`] can run: `Err` names why not (a model without a NextN/MTP
+    /// block, a file stripped of its tensors, a backend that does not run it).
     fn mtp_ready(&self) -> Result<()> {
         Err(no_mtp_backend())
     }
 
     /// Runs the first NextN/MTP block at MTP position `pos` on the main model's final hidden state
-    /// `hidden` at `pos` and the token at `pos + 1`, writing the block's own cache row `pos` (at most
-    /// the number of MTP rows held; smaller rewinds, as [`Decoder::decode`]). Its logits (a guess at
-    /// the token at `pos + 2`) come from [`Decoder::mtp_logits`]; its output, normed by
+    /// `hidden` at `pos` and the token at `pos + 1`, writing the block's own cache row `pos` (at
+    /// most the number of MTP rows held; smaller rewinds, as [`Decoder::decode`]). Its logits (a
+    /// guess at the token at `pos + 2`) come from [`Decoder::mtp_logits`]; its output, normed by
     /// `shared_head_norm`, from [`Decoder::mtp_hidden`].
     fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<()> {
         let _ = (hidden, token, pos);
@@ -98,8 +100,8 @@ pub trait Decoder {
         Err(no_mtp_backend())
     }
 
-    /// The last [`Decoder::mtp_step`]'s output after `shared_head_norm` (`n_embd` values): the hidden
-    /// state a chained draft feeds back into the block.
+    /// The last [`Decoder::mtp_step`]'s output after `shared_head_norm` (`n_embd` values): the
+    /// hidden state a chained draft feeds back into the block.
     fn mtp_hidden(&self) -> Option<&[f32]> {
         None
     }
@@ -147,7 +149,8 @@ fn no_mtp_backend() -> ModelError {
     )
 }
 
-/// Elements of one layer's latent cache for `max_ctx` positions, rejecting sizes that cannot be meant.
+/// Elements of one layer's latent cache for `max_ctx` positions, rejecting sizes that cannot be
+/// meant.
 pub(crate) fn cache_len(c: &ModelConfig, max_ctx: usize) -> Result<usize> {
     let err = |reason: String| ModelError::ContextSize { max_ctx, reason };
     if max_ctx == 0 {

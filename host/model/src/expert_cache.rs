@@ -2,10 +2,11 @@
 //! layer, filled by demand. One implementation serves `ingot replay` (over a recorded trace) and
 //! the graph executors' slot tables (live), so what the replay predicts is what the executors do.
 //!
-//! A step uses a set of distinct experts. Hits are the ones resident before it, misses the rest (read
-//! through from host memory during the step). Then every missed expert is admitted, evicting the policy's
-//! victim among the residents the step did not use; an expert the step used is never evicted for another
-//! of the same step, so a step whose set exceeds the capacity leaves the excess uncached.
+//! A step uses a set of distinct experts. Hits are the ones resident before it, misses the rest
+//! (read through from host memory during the step). Then every missed expert is admitted, evicting
+//! the policy's victim among the residents the step did not use; an expert the step used is never
+//! evicted for another of the same step, so a step whose set exceeds the capacity leaves the excess
+//! uncached.
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Policy {
@@ -79,7 +80,8 @@ impl LayerCache {
         list.get(*c).copied().unwrap_or(u64::MAX)
     }
 
-    /// Records that step `step` uses expert `e` (Belady's MIN needs the future); call in step order.
+    /// Records that step `step` uses expert `e` (Belady's MIN needs the future); call in step
+    /// order.
     pub fn will_use(&mut self, e: u32, step: u64) {
         self.future[e as usize].push(step);
     }
@@ -89,9 +91,9 @@ impl LayerCache {
         self.resident[e as usize]
     }
 
-    /// Runs step `now`, which uses the distinct experts `used`: counts its hits and misses, then admits
-    /// each missed expert (evicting the policy's victim among the residents the step did not use, while
-    /// the `capacity` slots are full).
+    /// Runs step `now`, which uses the distinct experts `used`: counts its hits and misses, then
+    /// admits each missed expert (evicting the policy's victim among the residents the step did not
+    /// use, while the `capacity` slots are full).
     pub fn step(&mut self, used: &[u32], now: u64, policy: Policy, capacity: usize) -> StepOutcome {
         let hits = used.iter().filter(|&&e| self.resident[e as usize]).count() as u64;
         let misses = used.len() as u64 - hits;
@@ -160,8 +162,9 @@ impl LayerCache {
 mod tests {
     use super::*;
 
-    /// The EMA decays every expert every step, resident or not: expert 0, used 5 times and then evicted by 10
-    /// uses of expert 1 (one slot), holds `(1 − d⁵)·d¹⁰`, not the `1 − d⁵` it had when it left the cache.
+    /// The EMA decays every expert every step, resident or not: expert 0, used 5 times and then
+    /// evicted by 10 uses of expert 1 (one slot), holds `(1 − d⁵)·d¹⁰`, not the `1 − d⁵` it had
+    /// when it left the cache.
     #[test]
     fn ema_decays_experts_outside_the_cache() {
         let d = 0.9;

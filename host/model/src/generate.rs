@@ -1,10 +1,10 @@
-//! The generation loop `ingot run` and `ingot serve` share: prefill (past a prefix the cache already
-//! holds), sample, decode token by token (or with MTP drafts), stop at an end-of-generation token, a stop
-//! string or the token budget, and hand out text as it becomes safe to show.
+//! The generation loop `ingot run` and `ingot serve` share: prefill (past a prefix the cache
+//! already holds), sample, decode token by token (or with MTP drafts), stop at an end-of-generation
+//! token, a stop string or the token budget, and hand out text as it becomes safe to show.
 //!
-//! Pull-driven: each [`Generator::step`] chooses one token; a caller cancels by not calling it again. The
-//! token it returns is decoded only by the next call, so a generation that ends never decodes its last
-//! token (the budget and the cache rows the caller sees count on it).
+//! Pull-driven: each [`Generator::step`] chooses one token; a caller cancels by not calling it
+//! again. The token it returns is decoded only by the next call, so a generation that ends never
+//! decodes its last token (the budget and the cache rows the caller sees count on it).
 
 use std::collections::VecDeque;
 
@@ -19,14 +19,16 @@ use crate::speculative::{SpecStats, Speculative};
 #[derive(Debug, Clone, Default)]
 pub struct GenerateOptions {
     pub sampler: SamplerConfig,
-    /// Most tokens to choose (an end-of-generation token counts); `None`: until the context is full.
+    /// Most tokens to choose (an end-of-generation token counts); `None`: until the context is
+    /// full.
     pub max_tokens: Option<usize>,
     /// Text that ends generation; neither it nor anything after it is handed out.
     pub stops: Vec<String>,
     /// MTP drafts per step (speculative decoding, [`Speculative`]); `None`: one token per decode.
     pub draft: Option<usize>,
-    /// Never choose an end-of-generation token (their logits taken as −∞, as llama.cpp's `--ignore-eos`
-    /// and llama-server's `ignore_eos` do): generation runs to the budget or a stop string. Not with drafts.
+    /// Never choose an end-of-generation token (their logits taken as −∞, as llama.cpp's
+    /// `--ignore-eos` and llama-server's `ignore_eos` do): generation runs to the budget or a stop
+    /// string. Not with drafts.
     pub ignore_eos: bool,
 }
 
@@ -53,11 +55,11 @@ impl Finish {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Piece {
     pub token: u32,
-    /// Text now safe to show; empty while the detokenizer waits for a UTF-8 sequence's rest or the stop
-    /// scan holds back a possible start of a stop string.
+    /// Text now safe to show; empty while the detokenizer waits for a UTF-8 sequence's rest or the
+    /// stop scan holds back a possible start of a stop string.
     pub text: String,
-    /// The token and position the decoder ran to choose this one; `None` for the first (the prefill's
-    /// logits) and with drafts.
+    /// The token and position the decoder ran to choose this one; `None` for the first (the
+    /// prefill's logits) and with drafts.
     pub decoded: Option<(u32, usize)>,
     /// Whether generation ended with this token ([`Generator::finish`] gives the rest of the text).
     pub last: bool,
@@ -98,10 +100,11 @@ pub struct Generator<'a, 'f> {
 }
 
 impl<'a, 'f> Generator<'a, 'f> {
-    /// Prefills `prompt` into `dec`, whose cache of `ctx` positions holds the rows of `cached` (from
-    /// position 0), and chooses the first token. The longest common prefix of `cached` and `prompt`, less
-    /// the prompt's last token (whose logits the first sample needs), is not decoded again: a decode at an
-    /// earlier position rewinds the cache ([`Decoder::decode`]). With drafts the prompt is prefilled whole.
+    /// Prefills `prompt` into `dec`, whose cache of `ctx` positions holds the rows of `cached`
+    /// (from position 0), and chooses the first token. The longest common prefix of `cached` and
+    /// `prompt`, less the prompt's last token (whose logits the first sample needs), is not decoded
+    /// again: a decode at an earlier position rewinds the cache ([`Decoder::decode`]). With drafts
+    /// the prompt is prefilled whole.
     pub fn start(
         dec: &'a mut (dyn Decoder + 'f),
         tok: &'a Tokenizer,
@@ -144,9 +147,9 @@ impl<'a, 'f> Generator<'a, 'f> {
         Ok(Self::new(source, tok, ctx, prompt, reused, banned, opts))
     }
 
-    /// [`Generator::start`] from an empty cache, prefilling one token at a time and calling `each` with
-    /// the decoder, the token and its position after each (a routing trace: the chunked prefill does not
-    /// report routing). No drafts.
+    /// [`Generator::start`] from an empty cache, prefilling one token at a time and calling `each`
+    /// with the decoder, the token and its position after each (a routing trace: the chunked
+    /// prefill does not report routing). No drafts.
     pub fn start_stepwise<E: From<ModelError>>(
         dec: &'a mut (dyn Decoder + 'f),
         tok: &'a Tokenizer,
@@ -258,9 +261,9 @@ impl<'a, 'f> Generator<'a, 'f> {
         }))
     }
 
-    /// The text still held back (the detokenizer's partial bytes, a possible start of a stop string),
-    /// unless a stop string cut the text, and why generation ended. Meant for when [`Generator::step`]
-    /// has ended it.
+    /// The text still held back (the detokenizer's partial bytes, a possible start of a stop
+    /// string), unless a stop string cut the text, and why generation ended. Meant for when
+    /// [`Generator::step`] has ended it.
     pub fn finish(&mut self) -> (String, Finish) {
         let mut tail = String::new();
         if !self.scan.stopped() {
@@ -367,8 +370,8 @@ impl StopScan {
         }
     }
 
-    /// Adds generated text; returns the text now safe to send, and whether a stop string was reached (the
-    /// stop string itself and anything after it are never sent).
+    /// Adds generated text; returns the text now safe to send, and whether a stop string was
+    /// reached (the stop string itself and anything after it are never sent).
     pub fn push(&mut self, piece: &str) -> (String, bool) {
         if self.stopped {
             return (String::new(), true);
@@ -386,9 +389,10 @@ impl StopScan {
             self.stopped = true;
             return (out, true);
         }
-        // The longest suffix of the text that is a proper prefix of some stop string stays back. Only
-        // prefixes no longer than the unsent text can match, so a long stop string costs no more than that
-        // text per token (16 stop strings of 60 KB made every token scan ~10^6 candidate prefixes).
+        // The longest suffix of the text that is a proper prefix of some stop string stays back.
+        // Only prefixes no longer than the unsent text can match, so a long stop string costs no
+        // more than that text per token (16 stop strings of 60 KB made every token scan ~10^6
+        // candidate prefixes).
         let hold = self
             .stops
             .iter()
@@ -422,7 +426,8 @@ impl StopScan {
 
 #[cfg(test)]
 mod tests {
-    /// A banned token is never chosen, even as the argmax; without bans the choice is the sampler's.
+    /// A banned token is never chosen, even as the argmax; without bans the choice is the
+    /// sampler's.
     #[test]
     fn banned_tokens_are_never_chosen() {
         use crate::{Sampler, SamplerConfig};

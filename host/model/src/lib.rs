@@ -1,13 +1,15 @@
 //! deepseek2 (DeepSeek-V2 / V2-Lite / V3-style MoE with MLA) on the CPU.
 //!
-//! * [`ModelConfig`]: hyper-parameters from GGUF keys, derived YaRN/attention constants, tensor shape checks.
+//! * [`ModelConfig`]: hyper-parameters from GGUF keys, derived YaRN/attention constants, tensor
+//!   shape checks.
 //! * [`Oracle`]: the f32/f64 reference decoder that other backends are judged against.
-//! * [`CpuBackend`]: the fast decoder: weights stay quantized in the memory map, activations are quantized
-//!   like llama.cpp's CPU backend does, rows run in parallel.
+//! * [`CpuBackend`]: the fast decoder: weights stay quantized in the memory map, activations are
+//!   quantized like llama.cpp's CPU backend does, rows run in parallel.
 //! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
-//! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition penalty).
-//! * [`Generator`]: the generation loop `ingot run` and `ingot serve` share (prefill, sampling, stop
-//!   conditions, streamed text).
+//! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition
+//!   penalty).
+//! * [`Generator`]: the generation loop `ingot run` and `ingot serve` share (prefill, sampling,
+//!   stop conditions, streamed text).
 
 pub mod cache_type;
 pub mod config;

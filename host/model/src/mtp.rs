@@ -1,10 +1,10 @@
-//! The NextN/MTP block (DeepSeek-V3's multi-token prediction, GLM-4.5/4.7's NextN) as a drafter: what
-//! every backend's implementation shares.
+//! The NextN/MTP block (DeepSeek-V3's multi-token prediction, GLM-4.5/4.7's NextN) as a drafter:
+//! what every backend's implementation shares.
 //!
 //! The block is the first of the file's `nextn_predict_layers` blocks, numbered `n_layer` (block
 //! `blk.{n_layer}`). At MTP position `i` it reads the main model's final hidden state `h_i` (after
-//! `output_norm`: the vector the lm_head multiplies, as `scripts/train/train.py` trains it and vLLM's
-//! `deepseek_mtp` feeds it) and the token `t_{i+1}`, and guesses `t_{i+2}`:
+//! `output_norm`: the vector the lm_head multiplies, as `scripts/train/train.py` trains it and
+//! vLLM's `deepseek_mtp` feeds it) and the token `t_{i+1}`, and guesses `t_{i+2}`:
 //!
 //! ```text
 //! x  = eh_proj · [enorm(embed(t_{i+1})) ; hnorm(h_i)]      (concatenation: embedding half first)
@@ -13,14 +13,15 @@
 //! logits = head · g
 //! ```
 //!
-//! `embed` is `nextn.embed_tokens` and `head` is `nextn.shared_head_head` when the file has them, else the
-//! model's own `token_embd` and output matrix (DeepSeek-V3's converters and train.py share them).
-//! A chained draft (the second and later of one step) feeds `g` back as the next position's hidden
-//! state: the block was trained on `output_norm`-normed inputs, and `g` is its own head's normed input.
+//! `embed` is `nextn.embed_tokens` and `head` is `nextn.shared_head_head` when the file has them,
+//! else the model's own `token_embd` and output matrix (DeepSeek-V3's converters and train.py share
+//! them). A chained draft (the second and later of one step) feeds `g` back as the next position's
+//! hidden state: the block was trained on `output_norm`-normed inputs, and `g` is its own head's
+//! normed input.
 //!
-//! Invariant: MTP cache row `i` holds the block's latent for `(h_i, t_{i+1})`; a row written from a draft
-//! hidden state (a chained draft) is rewritten from the verified one before any later row reads it
-//! ([`crate::speculative`]).
+//! Invariant: MTP cache row `i` holds the block's latent for `(h_i, t_{i+1})`; a row written from a
+//! draft hidden state (a chained draft) is rewritten from the verified one before any later row
+//! reads it ([`crate::speculative`]).
 
 use ingot_gguf::GgufFile;
 
@@ -52,8 +53,9 @@ impl NextNNames {
     }
 }
 
-/// The block the drafter runs (`n_layer`), or why the file has none to run: no NextN block declared, or
-/// its tensors stripped (llama.cpp loads such files; shapes of present ones were checked at config).
+/// The block the drafter runs (`n_layer`), or why the file has none to run: no NextN block
+/// declared, or its tensors stripped (llama.cpp loads such files; shapes of present ones were
+/// checked at config).
 pub(crate) fn drafter_block(file: &GgufFile, c: &ModelConfig) -> Result<usize> {
     if c.n_nextn == 0 {
         return Err(ModelError::Unsupported(

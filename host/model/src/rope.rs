@@ -2,7 +2,8 @@
 //! YaRN frequency blending between the correction dims (docs/decode-math.md#rope), and the
 //! attention-score scale that YaRN implies (docs/decode-math.md#logit-scale).
 //!
-//! Every number here is derived from the GGUF hyper-parameters; nothing is specific to one model size.
+//! Every number here is derived from the GGUF hyper-parameters; nothing is specific to one model
+//! size.
 
 /// `rope.scaling.type`: how positions beyond the original context are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,7 +12,8 @@ pub enum RopeScalingType {
     None,
     /// Positions are multiplied by `freq_scale` (llama.cpp's default type when the key is absent).
     Linear,
-    /// YaRN: per-pair blend of interpolated and extrapolated frequencies, plus an attention temperature.
+    /// YaRN: per-pair blend of interpolated and extrapolated frequencies, plus an attention
+    /// temperature.
     Yarn,
 }
 
@@ -25,19 +27,24 @@ pub struct RopeParams {
     pub scaling: RopeScalingType,
     /// `1 / rope.scaling.factor` (1 when the factor is absent or 0).
     pub freq_scale: f32,
-    /// `rope.scaling.original_context_length` (defaults to the training context); only enters the correction dims.
+    /// `rope.scaling.original_context_length` (defaults to the training context); only enters the
+    /// correction dims.
     pub n_ctx_orig: usize,
-    /// YaRN ramp bounds in rotations; llama.cpp never reads them for deepseek2 and uses its defaults 32 and 1.
+    /// YaRN ramp bounds in rotations; llama.cpp never reads them for deepseek2 and uses its
+    /// defaults 32 and 1.
     pub beta_fast: f32,
     pub beta_slow: f32,
-    /// `rope.scaling.attn_factor` (default 1): multiplies the rotary magnitude and the attention temperature.
+    /// `rope.scaling.attn_factor` (default 1): multiplies the rotary magnitude and the attention
+    /// temperature.
     pub attn_factor: f32,
-    /// `rope.scaling.yarn_log_multiplier` exactly as stored (= 0.1 · HF `mscale_all_dim`; 0 when absent).
+    /// `rope.scaling.yarn_log_multiplier` exactly as stored (= 0.1 · HF `mscale_all_dim`; 0 when
+    /// absent).
     pub yarn_log_mul: f32,
 }
 
 impl RopeParams {
-    /// `ext_factor` of ggml's rope: 1 for YaRN, 0 otherwise (llama.cpp's `cparams.yarn_ext_factor` rule).
+    /// `ext_factor` of ggml's rope: 1 for YaRN, 0 otherwise (llama.cpp's `cparams.yarn_ext_factor`
+    /// rule).
     pub fn ext_factor(&self) -> f32 {
         match self.scaling {
             RopeScalingType::Yarn => 1.0,
@@ -45,8 +52,8 @@ impl RopeParams {
         }
     }
 
-    /// YaRN correction dims `[low, high]` as pair indices (ggml `ggml_rope_yarn_corr_dims`, computed in f32 like
-    /// ggml so that floor/ceil land on the same integers).
+    /// YaRN correction dims `[low, high]` as pair indices (ggml `ggml_rope_yarn_corr_dims`,
+    /// computed in f32 like ggml so that floor/ceil land on the same integers).
     pub fn corr_dims(&self) -> [f32; 2] {
         let n_dims = self.n_rot as f32;
         let corr_dim = |n_rotations: f32| {
@@ -58,20 +65,22 @@ impl RopeParams {
         [low, high]
     }
 
-    /// Magnitude that multiplies cos and sin. llama.cpp's deepseek2 graph passes `attn_factor / (1 + 0.1·ln(1/s))`
-    /// to ggml, which multiplies by `1 + 0.1·ln(1/s)` again when YaRN is active, so the net factor is `attn_factor`.
+    /// Magnitude that multiplies cos and sin. llama.cpp's deepseek2 graph passes `attn_factor / (1
+    /// + 0.1·ln(1/s))` to ggml, which multiplies by `1 + 0.1·ln(1/s)` again when YaRN is active, so
+    /// the net factor is `attn_factor`.
     pub fn rope_mscale(&self) -> f32 {
         self.attn_factor
     }
 
-    /// YaRN attention temperature `attn_factor · (1 + yarn_log_mul · ln(1/freq_scale))` (1.2608038 for V2-Lite).
+    /// YaRN attention temperature `attn_factor · (1 + yarn_log_mul · ln(1/freq_scale))` (1.2608038
+    /// for V2-Lite).
     pub fn attn_mscale(&self) -> f32 {
         let ln_factor = (1.0f64 / self.freq_scale as f64).ln();
         (self.attn_factor as f64 * (1.0 + self.yarn_log_mul as f64 * ln_factor)) as f32
     }
 
-    /// Scale of the attention logits: `mscale² / sqrt(d_qk)` with `d_qk = d_nope + d_rope` (the per-head query
-    /// width of the un-absorbed attention, not the 576-wide absorbed row).
+    /// Scale of the attention logits: `mscale² / sqrt(d_qk)` with `d_qk = d_nope + d_rope` (the
+    /// per-head query width of the un-absorbed attention, not the 576-wide absorbed row).
     pub fn kq_scale(&self, d_qk: usize) -> f32 {
         let m = self.attn_mscale() as f64;
         (m * m / (d_qk as f64).sqrt()) as f32
@@ -103,7 +112,8 @@ impl RopeParams {
     }
 }
 
-/// Rotates adjacent pairs `(x[2i], x[2i+1])` of `x` (length `2·cos_sin.len()`) by the precomputed angles.
+/// Rotates adjacent pairs `(x[2i], x[2i+1])` of `x` (length `2·cos_sin.len()`) by the precomputed
+/// angles.
 pub fn apply_rope(x: &mut [f32], cos_sin: &[(f32, f32)]) {
     debug_assert_eq!(x.len(), 2 * cos_sin.len());
     for (pair, &(c, s)) in x.chunks_exact_mut(2).zip(cos_sin) {

@@ -2,16 +2,19 @@
 //! sigmoid scores, an optional selection bias (V3 `exp_probs_b`), optional group limiting, top-k,
 //! optional renormalisation and scaling.
 //!
-//! Group limiting scores a group by the model family's own rule ([`GroupScore`]): its best expert for softmax
-//! models (HF DeepSeek-V2), the sum of its best two for sigmoid models (DeepSeek-V3). llama.cpp uses the top-2
-//! sum for both, so on a softmax model with groups (DeepSeek-V2/V2.5 236B) its routing departs from the model's.
+//! Group limiting scores a group by the model family's own rule ([`GroupScore`]): its best expert
+//! for softmax models (HF DeepSeek-V2), the sum of its best two for sigmoid models (DeepSeek-V3).
+//! llama.cpp uses the top-2 sum for both, so on a softmax model with groups (DeepSeek-V2/V2.5 236B)
+//! its routing departs from the model's.
 //!
-//! Tie rule: among equal selection scores the lower expert index is chosen first (a stable descending sort).
-//! ggml's CPU argsort does not promise any order for exact ties; with real-valued router logits ties do not occur.
+//! Tie rule: among equal selection scores the lower expert index is chosen first (a stable
+//! descending sort). ggml's CPU argsort does not promise any order for exact ties; with real-valued
+//! router logits ties do not occur.
 
 use crate::config::{GatingFunc, GroupScore, ModelConfig};
 
-/// llama.cpp clamps the weight sum from below before renormalising (`ggml_clamp(sum, 6.103515625e-5, inf)`).
+/// llama.cpp clamps the weight sum from below before renormalising (`ggml_clamp(sum,
+/// 6.103515625e-5, inf)`).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
 /// The routing hyper-parameters, copied out of [`ModelConfig`].
@@ -67,8 +70,8 @@ impl Router {
         }
     }
 
-    /// Selects `n_used` experts for router `logits` (length `n_expert`); writes `(expert, weight)` pairs in
-    /// selection order (best first) into `out` (length `n_used`).
+    /// Selects `n_used` experts for router `logits` (length `n_expert`); writes `(expert, weight)`
+    /// pairs in selection order (best first) into `out` (length `n_used`).
     pub fn route(&mut self, logits: &[f32], bias: Option<&[f32]>, out: &mut [(usize, f32)]) {
         let p = self.params;
         debug_assert_eq!(logits.len(), p.n_expert);
@@ -281,7 +284,8 @@ mod tests {
 
     #[test]
     fn softmax_groups_score_by_best_expert() {
-        // DeepSeek-V2's group_limited_greedy keeps group 0 (best single expert 4.0), where V3's rule keeps group 1.
+        // DeepSeek-V2's group_limited_greedy keeps group 0 (best single expert 4.0), where V3's
+        // rule keeps group 1.
         let p = RouterParams {
             n_group: 2,
             n_group_used: 1,

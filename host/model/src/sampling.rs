@@ -1,7 +1,7 @@
-//! Token sampling with llama.cpp's semantics and its default chain order:
-//! repetition penalties → top-k → top-p → min-p → temperature → draw.
-//! `temperature <= 0` means greedy (argmax after penalties; lowest id wins ties).
-//! The draw uses a seeded ChaCha-based `StdRng`, so a seed reproduces a run exactly (not llama.cpp's mt19937 stream).
+//! Token sampling with llama.cpp's semantics and its default chain order: repetition penalties →
+//! top-k → top-p → min-p → temperature → draw. `temperature <= 0` means greedy (argmax after
+//! penalties; lowest id wins ties). The draw uses a seeded ChaCha-based `StdRng`, so a seed
+//! reproduces a run exactly (not llama.cpp's mt19937 stream).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -13,7 +13,8 @@ pub struct SamplerConfig {
     pub temperature: f32,
     /// Keep the `top_k` most likely tokens; 0 disables.
     pub top_k: usize,
-    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`; `>= 1` disables.
+    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`; `>= 1`
+    /// disables.
     pub top_p: f32,
     /// Drop tokens less likely than `min_p` times the most likely one; `<= 0` disables.
     pub min_p: f32,
@@ -44,7 +45,8 @@ impl Default for SamplerConfig {
     }
 }
 
-/// A sampling parameter [`SamplerConfig::validate`] checks, by the names its two front ends give it.
+/// A sampling parameter [`SamplerConfig::validate`] checks, by the names its two front ends give
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SamplingParam {
     Temperature,
@@ -102,10 +104,10 @@ impl SamplingRangeError {
 }
 
 impl SamplerConfig {
-    /// The one range check of every front end (`ingot run`'s flags, the server's request fields): finite
-    /// values within llama-server's accepted ranges. The sampler itself reads anything (a negative
-    /// temperature as greedy, NaN as whatever its comparisons make of it), so a value it would silently
-    /// reinterpret is refused here instead.
+    /// The one range check of every front end (`ingot run`'s flags, the server's request fields):
+    /// finite values within llama-server's accepted ranges. The sampler itself reads anything (a
+    /// negative temperature as greedy, NaN as whatever its comparisons make of it), so a value it
+    /// would silently reinterpret is refused here instead.
     pub fn validate(&self) -> Result<(), SamplingRangeError> {
         use SamplingParam::*;
         let ranges = [
@@ -164,8 +166,9 @@ impl Sampler {
         &self.config
     }
 
-    /// Picks the next token from `logits` given the tokens generated or fed so far (`history`, oldest first;
-    /// ids outside the vocabulary are ignored). NaN logits count as impossible. Returns 0 for empty `logits`.
+    /// Picks the next token from `logits` given the tokens generated or fed so far (`history`,
+    /// oldest first; ids outside the vocabulary are ignored). NaN logits count as impossible.
+    /// Returns 0 for empty `logits`.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         if logits.is_empty() {
             return 0;
@@ -185,8 +188,8 @@ impl Sampler {
     }
 
     /// The distribution [`Sampler::sample`] draws from (after penalties, top-k, top-p, min-p and
-    /// temperature), written densely into `out` (`logits.len()` probabilities summing to 1; a greedy
-    /// sampler's is one-hot). Draws no random number.
+    /// temperature), written densely into `out` (`logits.len()` probabilities summing to 1; a
+    /// greedy sampler's is one-hot). Draws no random number.
     pub fn distribution(&mut self, logits: &[f32], history: &[u32], out: &mut Vec<f64>) {
         out.clear();
         out.resize(logits.len(), 0.0);
@@ -207,8 +210,8 @@ impl Sampler {
         self.rng.random::<f64>()
     }
 
-    /// A token drawn from the dense weights `w` (not necessarily normalized, none negative) with the
-    /// sampler's stream; `None` when they sum to zero.
+    /// A token drawn from the dense weights `w` (not necessarily normalized, none negative) with
+    /// the sampler's stream; `None` when they sum to zero.
     pub fn draw_weighted(&mut self, w: &[f64]) -> Option<u32> {
         let total: f64 = w.iter().sum();
         if !(total > 0.0 && total.is_finite()) {
@@ -244,7 +247,8 @@ impl Sampler {
         if cfg.temperature.is_nan() || cfg.temperature <= 0.0 {
             return Some(greedy(&self.candidates));
         }
-        // Most likely first, lower id first among equal logits: makes every cut below deterministic.
+        // Most likely first, lower id first among equal logits: makes every cut below
+        // deterministic.
         let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         if cfg.top_k > 0 && cfg.top_k < self.candidates.len() {
             self.candidates
@@ -279,8 +283,9 @@ impl Sampler {
         None
     }
 
-    /// llama.cpp `penalties`: for each token seen in the last `repeat_last_n` history entries, divide a positive
-    /// logit (multiply a non-positive one) by `repeat_penalty`, then subtract `count·frequency + presence`.
+    /// llama.cpp `penalties`: for each token seen in the last `repeat_last_n` history entries,
+    /// divide a positive logit (multiply a non-positive one) by `repeat_penalty`, then subtract
+    /// `count·frequency + presence`.
     fn apply_penalties(&mut self, history: &[u32]) {
         let cfg = &self.config;
         let active = cfg.repeat_penalty != 1.0
@@ -362,8 +367,9 @@ mod tests {
         }
     }
 
-    /// llama.cpp's arithmetic: a seen token loses `count · frequency + presence`, an unseen one nothing;
-    /// ids past the window (`repeat_last_n`) are not seen. Greedy choices pin each value to a threshold.
+    /// llama.cpp's arithmetic: a seen token loses `count · frequency + presence`, an unseen one
+    /// nothing; ids past the window (`repeat_last_n`) are not seen. Greedy choices pin each value
+    /// to a threshold.
     #[test]
     fn frequency_and_presence_penalties_subtract_count_times_frequency_plus_presence() {
         let logits = [1.0f32, 0.9, 0.0, -1.0];
@@ -520,7 +526,8 @@ mod tests {
             3000,
         );
         assert_eq!(h[2] + h[3], 0, "{h:?}");
-        // Renormalised 2:1 between the two survivors; 3000 draws put the share within ±0.05 at > 5 sigma.
+        // Renormalised 2:1 between the two survivors; 3000 draws put the share within ±0.05 at > 5
+        // sigma.
         let share = h[0] as f64 / 3000.0;
         assert!((share - 2.0 / 3.0).abs() < 0.05, "{share}");
     }

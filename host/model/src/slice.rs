@@ -1,18 +1,19 @@
 //! `ingot slice`: a deepseek2 GGUF file with a subset (or a permutation) of its routed experts.
 //!
-//! Every MoE layer keeps the same number of experts (`expert_count` is one key), listed in the order they get
-//! in the new file: expert `keep[l][i]` of layer `l` becomes expert `i`. Sliced together, along the expert
-//! dimension (the outermost one, so each expert's slab is contiguous): every per-expert tensor
-//! (`ffn_{gate,up,down,gate_up}_exps.*`, whatever its suffix: weights, biases, scales), the router
-//! (`ffn_gate_inp.*`, one row per expert) and the selection bias (`exp_probs_b.*`), in every MoE block,
-//! NextN/MTP blocks included. Anything else is copied byte for byte, except that a tensor of a MoE block that
-//! the deepseek2 layout does not name ([`crate::tensors`]) and that has a dimension equal to the old expert
-//! count is an error: it may be a per-expert tensor that would be left with the old count.
+//! Every MoE layer keeps the same number of experts (`expert_count` is one key), listed in the
+//! order they get in the new file: expert `keep[l][i]` of layer `l` becomes expert `i`. Sliced
+//! together, along the expert dimension (the outermost one, so each expert's slab is contiguous):
+//! every per-expert tensor (`ffn_{gate,up,down,gate_up}_exps.*`, whatever its suffix: weights,
+//! biases, scales), the router (`ffn_gate_inp.*`, one row per expert) and the selection bias
+//! (`exp_probs_b.*`), in every MoE block, NextN/MTP blocks included. Anything else is copied byte
+//! for byte, except that a tensor of a MoE block that the deepseek2 layout does not name
+//! ([`crate::tensors`]) and that has a dimension equal to the old expert count is an error: it may
+//! be a per-expert tensor that would be left with the old count.
 //!
-//! Invariants: the input is never written (same file refused, output written to a temporary file and renamed
-//! by [`ingot_gguf::GgufWriter`]); a tensor is read and written one expert slab at a time from the memory map,
-//! never whole; every check runs before the first byte is written, so bad input writes nothing; keeping all
-//! experts in order reproduces a canonical input byte for byte.
+//! Invariants: the input is never written (same file refused, output written to a temporary file
+//! and renamed by [`ingot_gguf::GgufWriter`]); a tensor is read and written one expert slab at a
+//! time from the memory map, never whole; every check runs before the first byte is written, so bad
+//! input writes nothing; keeping all experts in order reproduces a canonical input byte for byte.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -41,8 +42,8 @@ pub enum SliceError {
 
 type Result<T> = std::result::Result<T, SliceError>;
 
-/// Tensors of a MoE block indexed by expert along their outermost dimension, by the name's stem (the part
-/// after `blk.N.` up to the next dot).
+/// Tensors of a MoE block indexed by expert along their outermost dimension, by the name's stem
+/// (the part after `blk.N.` up to the next dot).
 const PER_EXPERT: [&str; 6] = [
     "ffn_gate_exps",
     "ffn_up_exps",
@@ -94,7 +95,8 @@ impl KeepList {
         Ok(KeepList { layers })
     }
 
-    /// Every MoE layer in `0..block_count` keeping all `n_expert` experts in order (the identity slice).
+    /// Every MoE layer in `0..block_count` keeping all `n_expert` experts in order (the identity
+    /// slice).
     pub fn all(config: &ModelConfig) -> Self {
         let layers = (0..config.block_count())
             .filter(|&il| config.is_moe_layer(il))
@@ -108,9 +110,10 @@ impl KeepList {
         self.layers.get(&il).map(Vec::as_slice)
     }
 
-    /// Checks the list against the model: exactly the MoE layers named (NextN/MTP blocks included), the same
-    /// number of experts in each, ids in range and distinct, at least `expert_used_count`, and with expert
-    /// groups, each run of `kept / groups` consecutive ids taken from one group. Returns the kept count.
+    /// Checks the list against the model: exactly the MoE layers named (NextN/MTP blocks included),
+    /// the same number of experts in each, ids in range and distinct, at least `expert_used_count`,
+    /// and with expert groups, each run of `kept / groups` consecutive ids taken from one group.
+    /// Returns the kept count.
     fn check(&self, c: &ModelConfig) -> Result<usize> {
         let moe: Vec<usize> = (0..c.block_count())
             .filter(|&il| c.is_moe_layer(il))
@@ -284,8 +287,8 @@ fn count_like(old: Option<&MetaValue>, n: usize) -> MetaValue {
     }
 }
 
-/// Writes `output`: `input` with the experts of `keep`. See the module documentation. `output` may replace
-/// a regular file other than `input`; [`slice_to`] takes the caller's own [`OutputPolicy`].
+/// Writes `output`: `input` with the experts of `keep`. See the module documentation. `output` may
+/// replace a regular file other than `input`; [`slice_to`] takes the caller's own [`OutputPolicy`].
 pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport> {
     let policy = OutputPolicy {
         force: true,
@@ -295,7 +298,8 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
     slice_to(input, out, keep)
 }
 
-/// [`slice`] into an output file the caller created (and checked against its inputs, `input` among them).
+/// [`slice`] into an output file the caller created (and checked against its inputs, `input` among
+/// them).
 pub fn slice_to(input: &Path, output: OutputFile, keep: &KeepList) -> Result<SliceReport> {
     let file = GgufFile::open(input)?;
     let header: &Gguf = file.header();

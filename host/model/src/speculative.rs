@@ -1,24 +1,26 @@
 //! Speculative decoding with the model's own NextN/MTP block as the drafter ([`crate::mtp`]).
 //!
 //! One step, with `n` verified positions and the chosen token `s_n` not yet decoded:
-//! 1. draft `k` tokens: the MTP block at MTP position `n − 1` on `(h_{n−1}, s_n)` guesses `d_1`; each
-//!    further draft chains the block on its own normed output and its last guess (DeepSeek-V3 / vLLM);
+//! 1. draft `k` tokens: the MTP block at MTP position `n − 1` on `(h_{n−1}, s_n)` guesses `d_1`;
+//!    each further draft chains the block on its own normed output and its last guess (DeepSeek-V3
+//!    / vLLM);
 //! 2. verify: the main model decodes `[s_n, d_1, …, d_k]` at `n..=n + k` in one
 //!    [`Decoder::forward_rows`] (every position's logits, the decode step's values bit for bit);
-//! 3. accept (greedy): the sampler picks from each position's logits in order; the drafts it agrees with
-//!    are kept, and its first disagreement (or the pick after the last draft) is the bonus token;
-//!    (sampling): the standard speculative-sampling rule ([`Speculative::step`]);
-//! 4. catch up: the MTP rows of the accepted positions are rewritten from the verified hidden states.
-//!    The main cache needs nothing: the next step decodes at the first unaccepted position, which
-//!    rewinds it ([`Decoder::decode`]'s contract).
+//! 3. accept (greedy): the sampler picks from each position's logits in order; the drafts it agrees
+//!    with are kept, and its first disagreement (or the pick after the last draft) is the bonus
+//!    token; (sampling): the standard speculative-sampling rule ([`Speculative::step`]);
+//! 4. catch up: the MTP rows of the accepted positions are rewritten from the verified hidden
+//!    states. The main cache needs nothing: the next step decodes at the first unaccepted position,
+//!    which rewinds it ([`Decoder::decode`]'s contract).
 //!
-//! Invariant: every token handed out is the sampler's pick from the logits the main model gives for the
-//! accepted sequence at that position, in order, with the same history, so with a greedy sampler
-//! (temperature 0, which draws no random numbers) the output is the plain loop's token for token,
-//! whatever the drafts were. Drafts only decide how many positions one step verifies. With a sampling
-//! sampler the drafts are drawn from the sampler's chain on the MTP logits and the acceptance rule keeps
-//! each token's distribution the sampler's (`tests/speculative_sampling.rs` checks it statistically); the
-//! random stream is consumed differently, so a seed does not reproduce the plain loop's tokens.
+//! Invariant: every token handed out is the sampler's pick from the logits the main model gives for
+//! the accepted sequence at that position, in order, with the same history, so with a greedy
+//! sampler (temperature 0, which draws no random numbers) the output is the plain loop's token for
+//! token, whatever the drafts were. Drafts only decide how many positions one step verifies. With a
+//! sampling sampler the drafts are drawn from the sampler's chain on the MTP logits and the
+//! acceptance rule keeps each token's distribution the sampler's (`tests/speculative_sampling.rs`
+//! checks it statistically); the random stream is consumed differently, so a seed does not
+//! reproduce the plain loop's tokens.
 
 use std::borrow::BorrowMut;
 
@@ -78,7 +80,8 @@ pub struct Speculative<'a, 'f, S = &'a mut Sampler> {
     mtp_valid: usize,
     /// Tokens chosen by the last call, in order.
     fresh: Vec<u32>,
-    /// A greedy sampler (temperature 0): drafts are the MTP block's argmax and acceptance is equality.
+    /// A greedy sampler (temperature 0): drafts are the MTP block's argmax and acceptance is
+    /// equality.
     greedy: bool,
     stats: SpecStats,
 }
@@ -137,15 +140,15 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         self.stats
     }
 
-    /// Positions decoded so far, plus the chosen token not yet decoded: the next step's first position
-    /// is `next_pos()`.
+    /// Positions decoded so far, plus the chosen token not yet decoded: the next step's first
+    /// position is `next_pos()`.
     pub fn next_pos(&self) -> usize {
         self.n
     }
 
     /// One draft-and-verify step choosing 1 to `k + 1` tokens ([`Speculative::fresh`]). `want`, at
-    /// least one, is how many more tokens the caller can use: a step drafts at most `want − 1`. Refused
-    /// when the next position is outside the context.
+    /// least one, is how many more tokens the caller can use: a step drafts at most `want − 1`.
+    /// Refused when the next position is outside the context.
     pub fn step(&mut self, want: usize) -> Result<&[u32]> {
         let n = self.n;
         if n >= self.max_ctx {
@@ -189,7 +192,8 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
                     h.copy_from_slice(self.dec.mtp_hidden().ok_or_else(no_hidden)?);
                 }
             }
-            // Row n − 1 came from the verified h_{n−1}; the chained rows after it are rewritten below.
+            // Row n − 1 came from the verified h_{n−1}; the chained rows after it are rewritten
+            // below.
             self.mtp_valid = n;
         }
         let fwd = self.dec.forward_rows(&tokens, n, Rows::All)?;
@@ -203,7 +207,8 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         self.stats.drafted += k;
         self.stats.accepted += accepted;
         self.stats.emitted += accepted + 1;
-        // Positions n..=n + accepted now hold verified tokens; their hidden states feed the MTP rows.
+        // Positions n..=n + accepted now hold verified tokens; their hidden states feed the MTP
+        // rows.
         let hidden: Vec<&[f32]> = (0..=accepted).map(|j| fwd.hidden_at(j)).collect();
         self.catch_up(&hidden[..accepted], n + accepted)?;
         self.h_last = hidden[accepted].to_vec();
@@ -229,11 +234,11 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         accepted
     }
 
-    /// Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): draft `d_j ~ q_j` is kept with
-    /// probability `min(1, p_j(d_j) / q_j(d_j))`, where `p_j` is the sampler's distribution at the
-    /// position; the first rejected one is replaced by a draw from `norm(max(0, p_j − q_j))`, and when
-    /// every draft is kept a bonus token is drawn from `p_k`. Each token handed out is then distributed
-    /// exactly as the sampler's draw from `p` would be.
+    /// Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): draft `d_j ~ q_j` is kept
+    /// with probability `min(1, p_j(d_j) / q_j(d_j))`, where `p_j` is the sampler's distribution at
+    /// the position; the first rejected one is replaced by a draw from `norm(max(0, p_j − q_j))`,
+    /// and when every draft is kept a bonus token is drawn from `p_k`. Each token handed out is
+    /// then distributed exactly as the sampler's draw from `p` would be.
     fn accept_sampled<'l>(
         &mut self,
         tokens: &[u32],
@@ -256,7 +261,8 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
                 }
                 let residual: Vec<f64> =
                     p.iter().zip(&q[j]).map(|(a, b)| (a - b).max(0.0)).collect();
-                // All zero only when p == q up to rounding, where a rejection has probability ~0: p then.
+                // All zero only when p == q up to rounding, where a rejection has probability ~0: p
+                // then.
                 match self.sampler.borrow_mut().draw_weighted(&residual) {
                     Some(y) => y,
                     None => self
@@ -278,9 +284,9 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         unreachable!("the loop returns at j = k at the latest")
     }
 
-    /// Rewrites MTP rows `mtp_valid..end` from verified hidden states: row `j` reads `h_j` (`h_last` for
-    /// `n − 1`, `hidden[j − n]` after it) and the token at `j + 1`. Rows before `n − 1` are always valid
-    /// already (each step leaves `mtp_valid >= n − 1`).
+    /// Rewrites MTP rows `mtp_valid..end` from verified hidden states: row `j` reads `h_j`
+    /// (`h_last` for `n − 1`, `hidden[j − n]` after it) and the token at `j + 1`. Rows before `n −
+    /// 1` are always valid already (each step leaves `mtp_valid >= n − 1`).
     fn catch_up(&mut self, hidden: &[&[f32]], end: usize) -> Result<()> {
         let n = self.n;
         debug_assert!(self.mtp_valid + 1 >= n);

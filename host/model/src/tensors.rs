@@ -36,7 +36,8 @@ struct Expected {
     /// An equivalent flattened shape some converters write (ik_llama's 2-D `attn_k_b`/`attn_v_b`).
     alt_shape: Option<Vec<u64>>,
     traffic: Traffic,
-    /// A missing tensor is an error; the NextN/MTP blocks are optional (llama.cpp loads files stripped of them).
+    /// A missing tensor is an error; the NextN/MTP blocks are optional (llama.cpp loads files
+    /// stripped of them).
     required: bool,
 }
 
@@ -49,8 +50,8 @@ pub(crate) fn tensor_info<'f>(file: &'f GgufFile, name: &str) -> Result<&'f Tens
         })
 }
 
-/// Decides between the MLA (`attn_k_b`/`attn_v_b`) and legacy (`attn_kv_b`) layouts from layer 0's tensors.
-/// A file with both (ik_llama.cpp's converter) uses the MLA tensors.
+/// Decides between the MLA (`attn_k_b`/`attn_v_b`) and legacy (`attn_kv_b`) layouts from layer 0's
+/// tensors. A file with both (ik_llama.cpp's converter) uses the MLA tensors.
 pub(crate) fn detect_layout(gguf: &Gguf) -> Result<AttnLayout> {
     let has = |suffix: &str| gguf.tensor(&layer_name(0, suffix)).is_some();
     if has("attn_k_b.weight") && has("attn_v_b.weight") {
@@ -214,8 +215,8 @@ fn layer_tensors(c: &ModelConfig, il: usize) -> Vec<Expected> {
     out
 }
 
-/// Names of every tensor the configuration describes (required or optional), for tools that must tell a
-/// known tensor from one this crate does not model.
+/// Names of every tensor the configuration describes (required or optional), for tools that must
+/// tell a known tensor from one this crate does not model.
 pub(crate) fn expected_names(c: &ModelConfig) -> std::collections::HashSet<String> {
     expected_tensors(c).into_iter().map(|e| e.name).collect()
 }
@@ -226,8 +227,8 @@ fn trimmed(shape: &[u64]) -> &[u64] {
     &shape[..keep]
 }
 
-/// Checks that every required tensor exists with its expected shape; returns the weight bytes one decoded token
-/// reads (see [`ModelConfig::bytes_per_token`]).
+/// Checks that every required tensor exists with its expected shape; returns the weight bytes one
+/// decoded token reads (see [`ModelConfig::bytes_per_token`]).
 pub(crate) fn validate_shapes(gguf: &Gguf, config: &ModelConfig) -> Result<u64> {
     let mut bytes = 0u64;
     for want in expected_tensors(config) {

@@ -1,6 +1,6 @@
-//! Routing traces (`ingot run --trace-routing FILE`): which experts every MoE layer chose, with what weight,
-//! for every token a decoder ran, in a binary format numpy can memory-map. Format (all little-endian;
-//! `docs/routing-trace.md` has the numpy recipe):
+//! Routing traces (`ingot run --trace-routing FILE`): which experts every MoE layer chose, with
+//! what weight, for every token a decoder ran, in a binary format numpy can memory-map. Format (all
+//! little-endian; `docs/routing-trace.md` has the numpy recipe):
 //!
 //! | offset | bytes | content |
 //! |---|---|---|
@@ -10,14 +10,15 @@
 //! | 16 | `H` | JSON [`TraceHeader`], including `numpy_dtype` (the record layout as numpy's `descr` list) |
 //! | `16 + H` | `R` each | records to the end of the file; `R` = `record_bytes` of the header |
 //!
-//! One record per token: `session` u32, `turn` u32, `pos` u32, `token` u32, `phase` u8 (0 prefill, 1 decode),
-//! 3 bytes of padding, `weights` f32 `[L][K]`, `experts` u16 `[L][K]`, zero padding to a multiple of 4 bytes;
-//! `L` = MoE decoding layers (in `moe_layers`), `K` = `n_expert_used`, each layer's pairs in routing order.
+//! One record per token: `session` u32, `turn` u32, `pos` u32, `token` u32, `phase` u8 (0 prefill,
+//! 1 decode), 3 bytes of padding, `weights` f32 `[L][K]`, `experts` u16 `[L][K]`, zero padding to a
+//! multiple of 4 bytes; `L` = MoE decoding layers (in `moe_layers`), `K` = `n_expert_used`, each
+//! layer's pairs in routing order.
 //!
-//! Invariants: a trace is written to a temporary file and renamed when finished, so a trace on disk is
-//! complete; its record count is `(file size − 16 − H) / R`, exact; the header names the model it came from
-//! (`fingerprint`: FNV-1a 64 of the architecture, name and tensor table), so a trace is never read against
-//! another model.
+//! Invariants: a trace is written to a temporary file and renamed when finished, so a trace on disk
+//! is complete; its record count is `(file size − 16 − H) / R`, exact; the header names the model
+//! it came from (`fingerprint`: FNV-1a 64 of the architecture, name and tensor table), so a trace
+//! is never read against another model.
 
 use std::fs::File;
 use std::io::Write;
@@ -69,10 +70,12 @@ pub struct TraceHeader {
     pub n_expert_used: usize,
     /// Block indices of the MoE decoding layers, in record order.
     pub moe_layers: Vec<usize>,
-    /// Bytes of one routed expert (gate, up and down slabs together) per MoE layer: what a cache moves per miss.
+    /// Bytes of one routed expert (gate, up and down slabs together) per MoE layer: what a cache
+    /// moves per miss.
     pub expert_bytes: Vec<u64>,
     pub record_bytes: usize,
-    /// The record layout as numpy's structured `descr`: `[[name, type], [name, type, [dims]], ...]`.
+    /// The record layout as numpy's structured `descr`: `[[name, type], [name, type, [dims]],
+    /// ...]`.
     pub numpy_dtype: serde_json::Value,
 }
 
@@ -131,13 +134,15 @@ fn numpy_dtype(l: usize, k: usize) -> serde_json::Value {
     serde_json::Value::Array(fields)
 }
 
-/// Record size for `l` layers of `k` experts: the fixed fields, `6·l·k` bytes of pairs, padded to 4 bytes.
+/// Record size for `l` layers of `k` experts: the fixed fields, `6·l·k` bytes of pairs, padded to 4
+/// bytes.
 fn record_bytes(l: usize, k: usize) -> usize {
     (FIXED_BYTES + 6 * l * k).div_ceil(4) * 4
 }
 
-/// FNV-1a 64 over the architecture, the name and every tensor's name, type and shape: equal for the same model
-/// file (and for a requantized copy only if every type is equal), different for another model.
+/// FNV-1a 64 over the architecture, the name and every tensor's name, type and shape: equal for the
+/// same model file (and for a requantized copy only if every type is equal), different for another
+/// model.
 pub fn fingerprint(gguf: &Gguf) -> u64 {
     let mut h = Fnv1a::new();
     for key in ["general.architecture", "general.name"] {
@@ -167,7 +172,8 @@ pub struct TraceRecord {
     pub routing: Vec<(u32, f32)>,
 }
 
-/// Writes a trace: header at creation, one record per call, renamed into place by [`TraceWriter::finish`].
+/// Writes a trace: header at creation, one record per call, renamed into place by
+/// [`TraceWriter::finish`].
 pub struct TraceWriter {
     out: OutputFile,
     header: TraceHeader,
@@ -249,8 +255,8 @@ impl TraceWriter {
     }
 }
 
-/// A trace opened for reading: its header, and its records memory-mapped (decoded one at a time, so a trace
-/// of any length costs no memory of its own).
+/// A trace opened for reading: its header, and its records memory-mapped (decoded one at a time, so
+/// a trace of any length costs no memory of its own).
 pub struct Trace {
     pub header: TraceHeader,
     path: PathBuf,
@@ -275,8 +281,8 @@ impl Trace {
             });
         }
         let file = File::open(path).map_err(|e| io("open", e))?;
-        // SAFETY: the map is read only; a trace is written to a temporary file and renamed, so a finished trace
-        // is not modified in place by ingot.
+        // SAFETY: the map is read only; a trace is written to a temporary file and renamed, so a
+        // finished trace is not modified in place by ingot.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io("map", e))?;
         let bad = |reason: String| TraceError::Format {
             path: path.to_path_buf(),
@@ -337,8 +343,8 @@ impl Trace {
         self.len == 0
     }
 
-    /// Record `i` (< [`Trace::len`]), checked: a phase other than 0/1 or an expert id outside the model is an
-    /// error naming the record.
+    /// Record `i` (< [`Trace::len`]), checked: a phase other than 0/1 or an expert id outside the
+    /// model is an error naming the record.
     pub fn record(&self, i: usize) -> Result<TraceRecord> {
         let r = self.header.record_bytes;
         let rec = &self.map[self.body + i * r..self.body + (i + 1) * r];

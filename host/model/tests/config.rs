@@ -75,8 +75,9 @@ fn legacy_header_selects_the_legacy_layout_with_the_same_dims() {
 
 #[test]
 fn bytes_per_token_counts_used_experts_and_one_embedding_row() {
-    // f32 weights, counted by hand from config.json: per layer attention 67,904 params; dense FFN 3·128·256;
-    // MoE router 128·16 + 6/16 of 3·128·64·16 experts + shared 3·128·128; head 128 + 128·512; one 128 row.
+    // f32 weights, counted by hand from config.json: per layer attention 67,904 params; dense FFN
+    // 3·128·256; MoE router 128·16 + 6/16 of 3·128·64·16 experts + shared 3·128·128; head 128 +
+    // 128·512; one 128 row.
     let attention = 128 + 128 * 192 + 128 * 80 + 64 + 32 * 64 * 4 + 64 * 32 * 4 + 128 * 128 + 128;
     let dense = 3 * 128 * 256;
     let moe = 128 * 16 + 3 * 128 * 64 * 6 + 3 * 128 * 128;
@@ -242,7 +243,8 @@ fn full_size_family_headers_configure() {
     assert_eq!((v3.gating, v3.has_expert_bias), (GatingFunc::Sigmoid, true));
     let k2 = config(Preset::K2);
     assert_eq!((k2.n_head, k2.n_expert, k2.n_expert_used), (64, 384, 8));
-    // GLM-4.7-Flash: 47 decoding layers plus the MTP block, no gating key: llama.cpp's fallback picks sigmoid.
+    // GLM-4.7-Flash: 47 decoding layers plus the MTP block, no gating key: llama.cpp's fallback
+    // picks sigmoid.
     let glm = config(Preset::Glm47Flash);
     assert_eq!((glm.n_layer, glm.n_nextn, glm.n_head), (47, 1, 20));
     assert_eq!((glm.q_lora, glm.d_nope, glm.d_v), (Some(768), 192, 256));
@@ -253,8 +255,8 @@ fn full_size_family_headers_configure() {
             c.bytes_per_token() as f64 / 1e9
         );
     }
-    // The fallback needs both the layer count and the vocabulary: the same header with another vocabulary size
-    // routes by softmax (the DeepSeek-V2/V2.5 rule).
+    // The fallback needs both the layer count and the vocabulary: the same header with another
+    // vocabulary size routes by softmax (the DeepSeek-V2/V2.5 rule).
     let opts = SynthOptions {
         preset: Preset::Glm47Flash,
         layout: Layout::Mla,
@@ -274,9 +276,10 @@ fn full_size_family_headers_configure() {
     );
 }
 
-/// `block_count` values no file of this size can hold. Each must be refused by the structural check, which
-/// names the key and runs before any list is sized from the count: a check that ran after the per-block tensor
-/// lists were built would report a missing `blk.N` tensor instead (after gigabytes at 10^7, an abort at 2^31).
+/// `block_count` values no file of this size can hold. Each must be refused by the structural
+/// check, which names the key and runs before any list is sized from the count: a check that ran
+/// after the per-block tensor lists were built would report a missing `blk.N` tensor instead (after
+/// gigabytes at 10^7, an abort at 2^31).
 #[test]
 fn block_count_beyond_the_tensor_table_is_refused_before_any_list_is_built() {
     use ingot_synth::variant::{tensors_of, write_variant};
@@ -302,8 +305,9 @@ fn block_count_beyond_the_tensor_table_is_refused_before_any_list_is_built() {
     }
 }
 
-/// NextN/MTP blocks are optional (not counted against the tensor table), so their count is bounded by the
-/// decoding layers instead: otherwise a file with three real layers could still claim 10^6 optional blocks.
+/// NextN/MTP blocks are optional (not counted against the tensor table), so their count is bounded
+/// by the decoding layers instead: otherwise a file with three real layers could still claim 10^6
+/// optional blocks.
 #[test]
 fn nextn_blocks_beyond_the_decoding_layers_are_refused() {
     let mut g = header("tiny-mla-f32");

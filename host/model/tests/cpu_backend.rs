@@ -1,5 +1,5 @@
-//! The quantized CPU backend against the oracle (and against llama.cpp's own quantized-activation run) on the
-//! golden models, plus the argument checks both backends share.
+//! The quantized CPU backend against the oracle (and against llama.cpp's own quantized-activation
+//! run) on the golden models, plus the argument checks both backends share.
 
 mod common;
 
@@ -12,7 +12,8 @@ fn open(model: &str) -> GgufFile {
     GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The greedy prompt followed by the oracle's own greedy continuation (golden `greedy32.ids.txt` prompt).
+/// The greedy prompt followed by the oracle's own greedy continuation (golden `greedy32.ids.txt`
+/// prompt).
 fn oracle_greedy_run(file: &GgufFile, steps: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let (prompt, _) = read_ids(&golden_dir().join("tiny-mla-f32/greedy32.ids.txt"));
     let mut oracle = Oracle::load(file, 64).unwrap();
@@ -33,8 +34,9 @@ fn cpu_run(file: &GgufFile, tokens: &[u32]) -> Vec<Vec<f32>> {
     cpu.prefill(tokens, 0).unwrap()
 }
 
-/// Compares per position: max |diff| must stay below `band`; the top-1 must agree wherever the oracle's margin
-/// between its two best logits exceeds twice the band (closer calls may legitimately flip).
+/// Compares per position: max |diff| must stay below `band`; the top-1 must agree wherever the
+/// oracle's margin between its two best logits exceeds twice the band (closer calls may
+/// legitimately flip).
 fn compare(model: &str, band: f32, tokens: &[u32], want: &[Vec<f32>], got: &[Vec<f32>]) {
     let seen = compare_logits(want, got, band, |pos| {
         format!("{model}, token {}", tokens[pos])
@@ -48,8 +50,9 @@ fn compare(model: &str, band: f32, tokens: &[u32], want: &[Vec<f32>], got: &[Vec
     assert!(worst < band, "{model}: max |diff| {worst} exceeds {band}");
 }
 
-/// f32 weights: the backend uses f32 activations and f32 accumulation (oracle: f64), so only rounding differs;
-/// logits of magnitude ~5 accumulate relative errors ~1e-6 per op over ~1000-term sums: 1e-3 is a wide margin.
+/// f32 weights: the backend uses f32 activations and f32 accumulation (oracle: f64), so only
+/// rounding differs; logits of magnitude ~5 accumulate relative errors ~1e-6 per op over ~1000-term
+/// sums: 1e-3 is a wide margin.
 #[test]
 fn f32_models_match_oracle() {
     for model in [
@@ -65,13 +68,13 @@ fn f32_models_match_oracle() {
     }
 }
 
-/// Q4_K_M weights: the backend quantizes activations to q8_0 (Q5_0/Q8_0 weights) and q8_K (Q4_K weights),
-/// one 8-bit step per 32 or 256 inputs; the golden README measures llama.cpp's identical scheme moving logits by
-/// up to ~0.25 from the f32 computation, so the band is 0.3.
+/// Q4_K_M weights: the backend quantizes activations to q8_0 (Q5_0/Q8_0 weights) and q8_K (Q4_K
+/// weights), one 8-bit step per 32 or 256 inputs; the golden README measures llama.cpp's identical
+/// scheme moving logits by up to ~0.25 from the f32 computation, so the band is 0.3.
 ///
-/// Not run on `tiny-v3-q4_k_m`: there, activation quantization flips near-tied expert choices (sigmoid routing
-/// with groups) and a flipped choice moves a position's logits by ~2.5; the next test holds the CPU backend to
-/// llama.cpp's own quantized run of that model instead.
+/// Not run on `tiny-v3-q4_k_m`: there, activation quantization flips near-tied expert choices
+/// (sigmoid routing with groups) and a flipped choice moves a position's logits by ~2.5; the next
+/// test holds the CPU backend to llama.cpp's own quantized run of that model instead.
 #[test]
 fn q4_k_m_matches_oracle_within_activation_quantization() {
     let file = open("tiny-mla-q4_k_m");
@@ -80,11 +83,12 @@ fn q4_k_m_matches_oracle_within_activation_quantization() {
     compare("tiny-mla-q4_k_m", 0.3, &tokens, &want, &got);
 }
 
-/// The same activation quantization as llama.cpp's CPU run (q8_0 for Q5_0/Q8_0 weights, q8_K for Q4_K): on the
-/// 16-token prompt the first five positions reproduce llama.cpp's quantized logits to f32 rounding (1e-4; the
-/// oracle is ~0.1 away there), which pins down the scheme. From position 5 on, one activation lands on the other
-/// side of a q8 rounding boundary (ggml sums in a different order), the cache rows differ, and the runs drift
-/// apart by up to ~0.1: still inside the quantization-noise band of 0.3 used against the oracle.
+/// The same activation quantization as llama.cpp's CPU run (q8_0 for Q5_0/Q8_0 weights, q8_K for
+/// Q4_K): on the 16-token prompt the first five positions reproduce llama.cpp's quantized logits to
+/// f32 rounding (1e-4; the oracle is ~0.1 away there), which pins down the scheme. From position 5
+/// on, one activation lands on the other side of a q8 rounding boundary (ggml sums in a different
+/// order), the cache rows differ, and the runs drift apart by up to ~0.1: still inside the
+/// quantization-noise band of 0.3 used against the oracle.
 #[test]
 fn q4_k_m_reproduces_llama_cpp_quantized_activations() {
     let file = open("tiny-mla-q4_k_m");
@@ -105,13 +109,15 @@ fn q4_k_m_reproduces_llama_cpp_quantized_activations() {
     assert!(diffs.iter().all(|&d| d < 0.3), "{diffs:?}");
 }
 
-/// V3-style q4_k_m (low-rank query, sigmoid routing with bias and groups): the CPU backend reproduces llama.cpp's
-/// quantized run to f32 rounding at all 16 prompt positions (measured <= 1e-6). Teacher-forced on llama.cpp's
-/// greedy ids, the first 8 steps are as close; then a q8 rounding boundary falls the other way and the runs drift
-/// by up to ~0.1, inside the 0.3 quantization band, and the top-1 must agree wherever llama.cpp's margin exceeds
-/// twice the band (one near tie, margin 0.014, flips). Where the boundary falls moves with the attention's order
-/// of rounding: measured at step 9 with unfused per-head sums (2026-11-30), at step 8 with the fused, blocked
-/// attention (2026-12-05: steps 0-7 within 1e-6, then 0.04-0.10, as after step 9 before).
+/// V3-style q4_k_m (low-rank query, sigmoid routing with bias and groups): the CPU backend
+/// reproduces llama.cpp's quantized run to f32 rounding at all 16 prompt positions (measured <=
+/// 1e-6). Teacher-forced on llama.cpp's greedy ids, the first 8 steps are as close; then a q8
+/// rounding boundary falls the other way and the runs drift by up to ~0.1, inside the 0.3
+/// quantization band, and the top-1 must agree wherever llama.cpp's margin exceeds twice the band
+/// (one near tie, margin 0.014, flips). Where the boundary falls moves with the attention's order
+/// of rounding: measured at step 9 with unfused per-head sums (2026-11-30), at step 8 with the
+/// fused, blocked attention (2026-12-05: steps 0-7 within 1e-6, then 0.04-0.10, as after step 9
+/// before).
 #[test]
 fn v3_q4_k_m_reproduces_llama_cpp_quantized_activations() {
     let model = "tiny-v3-q4_k_m";

@@ -1,7 +1,8 @@
-//! Members of the deepseek2 family built from the golden models by editing their files: tied output, merged
-//! gate/up experts, stripped or malformed NextN/MTP blocks, Mistral Large 3's attention temperature. Each variant
-//! holds the same numbers as its source in another arrangement (or differs by exactly one documented rule), so
-//! the logits of both backends must match the source's bit for bit, or change exactly as the rule says.
+//! Members of the deepseek2 family built from the golden models by editing their files: tied
+//! output, merged gate/up experts, stripped or malformed NextN/MTP blocks, Mistral Large 3's
+//! attention temperature. Each variant holds the same numbers as its source in another arrangement
+//! (or differs by exactly one documented rule), so the logits of both backends must match the
+//! source's bit for bit, or change exactly as the rule says.
 
 mod common;
 
@@ -97,7 +98,8 @@ fn mtp_block_may_be_stripped_but_not_malformed() {
     let full = ModelConfig::from_gguf(src.header()).unwrap();
     assert_eq!((full.n_layer, full.n_nextn), (3, 1));
 
-    // llama.cpp loads trunk-only files (the MTP tensors dropped): same logits, same bytes per token.
+    // llama.cpp loads trunk-only files (the MTP tensors dropped): same logits, same bytes per
+    // token.
     let trunk: Vec<Tensor> = all
         .iter()
         .filter(|t| !t.name.starts_with("blk.3."))
@@ -125,7 +127,8 @@ fn mtp_block_may_be_stripped_but_not_malformed() {
         "{err}"
     );
 
-    // Without nextn_predict_layers the MTP block would be a trunk layer: the count must leave a trunk.
+    // Without nextn_predict_layers the MTP block would be a trunk layer: the count must leave a
+    // trunk.
     let path = write(
         dir.path(),
         "all-mtp.gguf",

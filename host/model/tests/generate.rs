@@ -1,6 +1,6 @@
-//! The generation loop on the trained model and the CPU backend: greedy pieces are the hand-written loop's
-//! tokens and text, a stop string cuts the text, drafts change nothing, and a warm start past a cached
-//! prefix gives the cold start's text.
+//! The generation loop on the trained model and the CPU backend: greedy pieces are the hand-written
+//! loop's tokens and text, a stop string cuts the text, drafts change nothing, and a warm start
+//! past a cached prefix gives the cold start's text.
 
 use ingot_gguf::GgufFile;
 use ingot_model::generate::{Finish, GenerateOptions, Generator};
@@ -33,7 +33,8 @@ fn collect(mut gen: Generator<'_, '_>) -> (String, Vec<u32>, Finish) {
     (text + &tail, tokens, finish)
 }
 
-/// The loop as `ingot run` wrote it before the generator: prefill, sample, then decode and sample per token.
+/// The loop as `ingot run` wrote it before the generator: prefill, sample, then decode and sample
+/// per token.
 fn by_hand(dec: &mut dyn Decoder, tok: &Tokenizer, prompt: &[u32], n: usize) -> (String, Vec<u32>) {
     let mut sampler = Sampler::new(SamplerConfig::greedy());
     let mut history = prompt.to_vec();
@@ -78,7 +79,8 @@ fn greedy_generation_is_the_hand_written_loop_and_stops_where_told() {
     let cached: Vec<u32> = prompt.iter().chain(&tokens[..39]).copied().collect();
     assert_eq!(gen.cached(), &cached[..]);
 
-    // A stop string from the middle of the text: everything before its first occurrence, and `stop`.
+    // A stop string from the middle of the text: everything before its first occurrence, and
+    // `stop`.
     let mid = text.char_indices().nth(text.chars().count() / 2).unwrap().0;
     let stop: String = text[mid..].chars().take(3).collect();
     let cut = text.find(&stop).unwrap();
@@ -98,8 +100,8 @@ fn drafts_and_a_warm_start_change_no_token() {
     let tok = Tokenizer::from_gguf(file.header()).expect("tokenizer");
     let prompt = tok.encode("pub fn main() {", true, false);
     let mut cpu = CpuBackend::load(&file, CTX).expect("cpu");
-    // The absorbed form's chunked prefill is one-token decoding bit for bit, so a reused prefix changes
-    // no logit.
+    // The absorbed form's chunked prefill is one-token decoding bit for bit, so a reused prefix
+    // changes no logit.
     cpu.set_mla_form(MlaForm::Absorbed);
     let gen = Generator::start(&mut cpu, &tok, CTX, &prompt, &[], greedy(32)).expect("start");
     let cold = collect(gen);
@@ -116,7 +118,8 @@ fn drafts_and_a_warm_start_change_no_token() {
     assert_eq!(tokens, cold.1);
     assert!(gen.draft_stats().expect("drafts").steps > 0);
 
-    // The first generation's cache, then a prompt that extends it: only the new tokens are prefilled.
+    // The first generation's cache, then a prompt that extends it: only the new tokens are
+    // prefilled.
     let mut gen = Generator::start(&mut cpu, &tok, CTX, &prompt, &[], greedy(8)).expect("start");
     while gen.step().expect("step").is_some() {}
     let cached = gen.cached().to_vec();
@@ -129,8 +132,8 @@ fn drafts_and_a_warm_start_change_no_token() {
     assert_eq!(warm, collect(fresh));
 }
 
-/// `ignore_eos`: the whole budget, no end-of-generation token, and the plain run's tokens up to where it
-/// ended (the choice differs only where the plain run chose an end-of-generation token).
+/// `ignore_eos`: the whole budget, no end-of-generation token, and the plain run's tokens up to
+/// where it ended (the choice differs only where the plain run chose an end-of-generation token).
 #[test]
 fn ignore_eos_runs_the_whole_budget_with_the_same_tokens_before_it() {
     let file = open();

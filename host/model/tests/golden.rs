@@ -1,10 +1,12 @@
-//! The oracle and the CPU backend against llama.cpp's logits for the golden models (golden/README.md): V2 in
-//! both attention layouts, a V3-style model (low-rank query, sigmoid routing with bias and groups) and a
-//! GLM-4.7-Flash-style model (20 heads, sigmoid routing, one NextN/MTP block that decoding must skip).
+//! The oracle and the CPU backend against llama.cpp's logits for the golden models
+//! (golden/README.md): V2 in both attention layouts, a V3-style model (low-rank query, sigmoid
+//! routing with bias and groups) and a GLM-4.7-Flash-style model (20 heads, sigmoid routing, one
+//! NextN/MTP block that decoding must skip).
 //!
-//! Band for f32 weights: an independent f64 reimplementation matched these files to 3.6e-6 (logit std ~2). The
-//! oracle (f32 with f64 reductions) and the CPU backend (f32 weights take f32 activations and f32 accumulation,
-//! no quantization) are expected within 1e-4 max abs, with the same argmax at every position.
+//! Band for f32 weights: an independent f64 reimplementation matched these files to 3.6e-6 (logit
+//! std ~2). The oracle (f32 with f64 reductions) and the CPU backend (f32 weights take f32
+//! activations and f32 accumulation, no quantization) are expected within 1e-4 max abs, with the
+//! same argmax at every position.
 
 mod common;
 
@@ -15,8 +17,8 @@ use ingot_model::{CpuBackend, Decoder, Oracle};
 /// Max |backend − llama.cpp| over a whole logits matrix of an f32 model (README band).
 const BAND: f32 = 1e-4;
 
-/// llama.cpp's plain files of a q4_k_m model include its q8 activation quantization, which the README measures
-/// moving logits by up to ~0.25 from the f32 computation on the same weights.
+/// llama.cpp's plain files of a q4_k_m model include its q8 activation quantization, which the
+/// README measures moving logits by up to ~0.25 from the f32 computation on the same weights.
 const QUANTIZED_ACTIVATION_BAND: f32 = 0.3;
 
 #[derive(Clone, Copy, Debug)]
@@ -141,8 +143,8 @@ fn v3_f32_cpu() {
     check_f32_model("tiny-v3-f32", Backend::Cpu);
 }
 
-/// The MTP block (`blk.3`, `nextn_predict_layers` 1) is mapped but never run: llama.cpp's logits come from
-/// blocks 0-2 alone.
+/// The MTP block (`blk.3`, `nextn_predict_layers` 1) is mapped but never run: llama.cpp's logits
+/// come from blocks 0-2 alone.
 #[test]
 fn glm_f32_oracle() {
     check_f32_model("tiny-glm-f32", Backend::Oracle);
@@ -174,12 +176,13 @@ fn mla_q4_k_m_against_dequantized_reference() {
     check_greedy("tiny-mla-q4_k_m", Backend::Oracle, "greedy32_deqf32");
 }
 
-/// The V3 q4_k_m twin has no dequantized-reference files, and llama.cpp's plain files include its q8 activation
-/// quantization, which moves logits by up to ~0.25 and can flip near-tied expert choices (sigmoid scores with
-/// groups): teacher-forced on llama.cpp's greedy ids, the oracle is within 0.19 of the files at 31 of 32 positions
-/// and 2.49 off at one where a choice flipped (measured 2026-11-30). The oracle is therefore held to the
-/// 16-token prompt files, where no choice flips, within the quantization band; the CPU backend, which quantizes
-/// activations as llama.cpp does, is held to all of this model's files to f32 rounding (`cpu_backend.rs`).
+/// The V3 q4_k_m twin has no dequantized-reference files, and llama.cpp's plain files include its
+/// q8 activation quantization, which moves logits by up to ~0.25 and can flip near-tied expert
+/// choices (sigmoid scores with groups): teacher-forced on llama.cpp's greedy ids, the oracle is
+/// within 0.19 of the files at 31 of 32 positions and 2.49 off at one where a choice flipped
+/// (measured 2026-11-30). The oracle is therefore held to the 16-token prompt files, where no
+/// choice flips, within the quantization band; the CPU backend, which quantizes activations as
+/// llama.cpp does, is held to all of this model's files to f32 rounding (`cpu_backend.rs`).
 #[test]
 fn v3_q4_k_m_prompt_within_activation_quantization() {
     let model = "tiny-v3-q4_k_m";

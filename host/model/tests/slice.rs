@@ -1,6 +1,7 @@
-//! `ingot slice` (the `slice` module) on the project's synthetic models: keeping every expert in order is the
-//! identity on the file's bytes; a permutation of the experts is the same model (same logits); a half slice
-//! is a model the CPU backend and the oracle agree on; bad keep lists and in == out write nothing.
+//! `ingot slice` (the `slice` module) on the project's synthetic models: keeping every expert in
+//! order is the identity on the file's bytes; a permutation of the experts is the same model (same
+//! logits); a half slice is a model the CPU backend and the oracle agree on; bad keep lists and in
+//! == out write nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -65,15 +66,16 @@ fn keeping_every_expert_in_order_reproduces_the_file() {
     }
 }
 
-/// Permuting experts (router rows, selection bias and every expert tensor together) is the same model. The
-/// sum over chosen experts runs in selection order, which a consistent permutation keeps, so the logits
-/// agree to f32 rounding; 1e-4 leaves room for a different order among exactly tied scores, never for a
-/// mismatched router row (which changes logits at the 1e-1 level on these models).
+/// Permuting experts (router rows, selection bias and every expert tensor together) is the same
+/// model. The sum over chosen experts runs in selection order, which a consistent permutation
+/// keeps, so the logits agree to f32 rounding; 1e-4 leaves room for a different order among exactly
+/// tied scores, never for a mismatched router row (which changes logits at the 1e-1 level on these
+/// models).
 #[test]
 fn a_permutation_of_the_experts_is_the_same_model() {
     let dir = tempfile::tempdir().unwrap();
-    // tiny: softmax routing; tiny-v3: sigmoid with selection bias and 4 groups of 4 (each run of 4 new ids
-    // from one group); tiny-glm: its NextN/MTP block is a MoE block and is permuted too.
+    // tiny: softmax routing; tiny-v3: sigmoid with selection bias and 4 groups of 4 (each run of 4
+    // new ids from one group); tiny-glm: its NextN/MTP block is a MoE block and is permuted too.
     let cases: [(Preset, Vec<usize>); 3] = [
         (Preset::Tiny, (0..16).rev().collect()),
         (
@@ -100,9 +102,10 @@ fn a_permutation_of_the_experts_is_the_same_model() {
     }
 }
 
-/// A file keeping part of the experts is a coherent model: it loads, and the CPU backend agrees with the
-/// oracle on it as on any synthetic q4_k_m model (the synth_mixes band: 30% of the logits' spread, checked
-/// here loosely as max |diff| below 1.0 on logits of spread ~1-2, which a mismatched expert slab exceeds).
+/// A file keeping part of the experts is a coherent model: it loads, and the CPU backend agrees
+/// with the oracle on it as on any synthetic q4_k_m model (the synth_mixes band: 30% of the logits'
+/// spread, checked here loosely as max |diff| below 1.0 on logits of spread ~1-2, which a
+/// mismatched expert slab exceeds).
 #[test]
 fn a_half_slice_loads_and_decodes() {
     let dir = tempfile::tempdir().unwrap();

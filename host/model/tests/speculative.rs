@@ -1,13 +1,13 @@
 //! The NextN/MTP block as a drafter, and speculative greedy decoding with it.
 //!
-//! * The oracle's MTP head against PyTorch's on the trained model (`trained-rust-std/mtp-ref.tsv`, made
-//!   by `scripts/train/mtp_ref.py` from the same Q8_0-grid weights), and the CPU backend's against the
-//!   oracle's.
-//! * Greedy output with drafts (k = 1, 2, 3) equals greedy without, token for token, on the trained model
-//!   (whose drafts are often right: the accepting path) and tiny-glm (random weights: drafts almost
-//!   always wrong, the rewinding path), on the oracle and the CPU backend.
-//! * The drafts themselves: with k = 1 the accepted count equals what a teacher-forced pass of the MTP
-//!   block over the final sequence predicts, which fails if a rewound MTP row were left stale.
+//! * The oracle's MTP head against PyTorch's on the trained model (`trained-rust-std/mtp-ref.tsv`,
+//!   made by `scripts/train/mtp_ref.py` from the same Q8_0-grid weights), and the CPU backend's
+//!   against the oracle's.
+//! * Greedy output with drafts (k = 1, 2, 3) equals greedy without, token for token, on the trained
+//!   model (whose drafts are often right: the accepting path) and tiny-glm (random weights: drafts
+//!   almost always wrong, the rewinding path), on the oracle and the CPU backend.
+//! * The drafts themselves: with k = 1 the accepted count equals what a teacher-forced pass of the
+//!   MTP block over the final sequence predicts, which fails if a rewound MTP row were left stale.
 
 mod common;
 
@@ -84,12 +84,12 @@ fn nll(logits: &[f32], target: u32) -> f64 {
     max + sum.ln() - logits[target as usize] as f64
 }
 
-/// Positions of window 0 the MTP checks run over (of 254): enough for hundreds of confident positions,
-/// small enough for a debug build.
+/// Positions of window 0 the MTP checks run over (of 254): enough for hundreds of confident
+/// positions, small enough for a debug build.
 const POSITIONS: usize = 160;
-/// PyTorch's top-1 must beat its top-2 by this many logits for the top-1 to have to agree: the oracle
-/// (f64 sums of the same f32 weights) differs from PyTorch's f32 by ~1e-4, the CPU backend (8-bit
-/// activations) from the oracle by ~1e-2.
+/// PyTorch's top-1 must beat its top-2 by this many logits for the top-1 to have to agree: the
+/// oracle (f64 sums of the same f32 weights) differs from PyTorch's f32 by ~1e-4, the CPU backend
+/// (8-bit activations) from the oracle by ~1e-2.
 const MARGIN: f64 = 0.5;
 
 #[test]
@@ -124,9 +124,9 @@ fn oracle_mtp_head_matches_pytorch() {
     );
 }
 
-/// The CPU backend's MTP block against the oracle's on the same inputs (the oracle's hidden states, so
-/// the main models' own differences stay out: at a routing near-tie of a main layer those reach whole
-/// logits, as the gates excuse).
+/// The CPU backend's MTP block against the oracle's on the same inputs (the oracle's hidden states,
+/// so the main models' own differences stay out: at a routing near-tie of a main layer those reach
+/// whole logits, as the gates excuse).
 #[test]
 fn cpu_mtp_block_matches_oracle() {
     let rows = mtp_reference();
@@ -151,9 +151,10 @@ fn cpu_mtp_block_matches_oracle() {
         }
     }
     let mean_diff = (sum_w - sum_g).abs() / POSITIONS as f64;
-    // Q8_0 activations (the CPU backend's, as llama.cpp's) through eh_proj, one MoE layer and the head
-    // move logits by about a tenth here (measured worst 0.14 over these positions, as the main model's
-    // layers move its logits); a wrong norm, concatenation order or cache row moves them by whole units.
+    // Q8_0 activations (the CPU backend's, as llama.cpp's) through eh_proj, one MoE layer and the
+    // head move logits by about a tenth here (measured worst 0.14 over these positions, as the main
+    // model's layers move its logits); a wrong norm, concatenation order or cache row moves them by
+    // whole units.
     assert!(
         worst < 0.3,
         "CPU MTP logits differ from the oracle's by {worst}"
@@ -212,8 +213,8 @@ fn spec_greedy_in(
     (out, spec.stats())
 }
 
-/// With k = 1 each step's draft is the MTP block's guess from the verified sequence; replays the steps
-/// on a teacher-forced pass over the output and counts the drafts that were right.
+/// With k = 1 each step's draft is the MTP block's guess from the verified sequence; replays the
+/// steps on a teacher-forced pass over the output and counts the drafts that were right.
 fn expected_accepted(dec: &mut dyn Decoder, prompt: &[u32], out: &[u32]) -> usize {
     dec.reset();
     let seq: Vec<u32> = prompt.iter().chain(out).copied().collect();
@@ -223,7 +224,8 @@ fn expected_accepted(dec: &mut dyn Decoder, prompt: &[u32], out: &[u32]) -> usiz
         .map(|l| argmax(l) as u32)
         .collect();
     let (mut n, mut accepted) = (prompt.len(), 0);
-    // A step at n (seq[n] chosen) drafts guess[n − 1] for seq[n + 1] when two or more tokens are wanted.
+    // A step at n (seq[n] chosen) drafts guess[n − 1] for seq[n + 1] when two or more tokens are
+    // wanted.
     while n < seq.len() {
         let want = seq.len() - n;
         let a = usize::from(want >= 2 && guess[n - 1] == seq[n + 1]);
@@ -270,7 +272,8 @@ fn drafted_greedy_equals_plain_greedy_on_the_trained_model() {
         ("cpu", Box::new(CpuBackend::load(&file, CTX).unwrap())),
     ] {
         let total = check_equal(name, dec.as_mut(), &prompt, 48);
-        // Both paths must have run: accepted drafts (the trained block guesses well) and rejected ones.
+        // Both paths must have run: accepted drafts (the trained block guesses well) and rejected
+        // ones.
         assert!(
             total.accepted > 0 && total.accepted < total.drafted,
             "{name}: {total:?}"
@@ -294,8 +297,8 @@ fn drafted_greedy_equals_plain_greedy_on_tiny_glm() {
     }
 }
 
-/// Generating until the context is full: the last steps draft fewer than k (no position past the cache),
-/// and the step after the last position is refused, not run.
+/// Generating until the context is full: the last steps draft fewer than k (no position past the
+/// cache), and the step after the last position is refused, not run.
 #[test]
 fn drafting_stops_at_the_end_of_the_context() {
     let file = open(TRAINED);

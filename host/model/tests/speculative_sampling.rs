@@ -1,10 +1,11 @@
-//! Speculative sampling keeps the sampler's output distribution: a statistical test on a small vocabulary.
+//! Speculative sampling keeps the sampler's output distribution: a statistical test on a small
+//! vocabulary.
 //!
-//! The decoder is a mock Markov chain (5 tokens: the logits of the next token depend on the current one
-//! only) and its "MTP block" a different chain over the token after next, so drafts are often but not
-//! always accepted. Sequences of 4 tokens after a one-token prompt are drawn 20,000 times with drafts
-//! (k = 1, 2, 3) and compared with the chain's exact distribution by a chi-square test; the seeds are
-//! fixed, so the test is deterministic.
+//! The decoder is a mock Markov chain (5 tokens: the logits of the next token depend on the current
+//! one only) and its "MTP block" a different chain over the token after next, so drafts are often
+//! but not always accepted. Sequences of 4 tokens after a one-token prompt are drawn 20,000 times
+//! with drafts (k = 1, 2, 3) and compared with the chain's exact distribution by a chi-square test;
+//! the seeds are fixed, so the test is deterministic.
 
 use ingot_gguf::GgufFile;
 use ingot_model::speculative::Speculative;

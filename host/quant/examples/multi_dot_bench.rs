@@ -1,13 +1,13 @@
-//! Throughput of the multi-activation row products ([`RowDot::q8_k_multi`] / [`RowDot::q8_0_multi`])
-//! at a prefill's shapes: `ROWS` rows (the CPU matmul's work item is 16) of Q4_K/Q6_K (2048 wide) or
-//! Q5_0/Q8_0 (1408 wide, lite-4l's expert down rows) against `ACTS` activations (a routed expert
-//! sees about 6 of a 64-token chunk; dense products all 64).
+//! Throughput of the multi-activation row products ([`RowDot::q8_k_multi`] /
+//! [`RowDot::q8_0_multi`]) at a prefill's shapes: `ROWS` rows (the CPU matmul's work item is 16) of
+//! Q4_K/Q6_K (2048 wide) or Q5_0/Q8_0 (1408 wide, lite-4l's expert down rows) against `ACTS`
+//! activations (a routed expert sees about 6 of a 64-token chunk; dense products all 64).
 //!
-//! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS [ISA]]` with
-//! TYPE one of q4k, q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
-//! fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the multiply-adds done and a checksum of the outputs;
-//! divide the first by the process's CPU time (`perf stat -e task-clock`) for a rate that a
-//! machine shared with other work disturbs less than wall time.
+//! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS [ISA]]`
+//! with TYPE one of q4k, q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
+//! fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the multiply-adds done and
+//! a checksum of the outputs; divide the first by the process's CPU time (`perf stat -e
+//! task-clock`) for a rate that a machine shared with other work disturbs less than wall time.
 
 use ingot_gguf::GgmlType;
 use ingot_quant::cpu_dot::{Isa, RowDot};
@@ -45,7 +45,8 @@ fn main() {
         .map(|_| (0..cols).map(|_| next()).collect())
         .collect();
     let mut out = vec![0.0f32; rows * acts];
-    // About 20 G multiply-adds whatever the shape (a second or so: start-up and quantization are noise).
+    // About 20 G multiply-adds whatever the shape (a second or so: start-up and quantization are
+    // noise).
     let iters = (20_000_000_000 / (rows * cols * acts)).max(1);
     if dot.act_type() == GgmlType::Q8K {
         let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_k(x)).collect();

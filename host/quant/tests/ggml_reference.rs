@@ -1,13 +1,14 @@
 //! Byte-identity with ggml's own reference quantizers, for every quantizable type.
 //!
 //! The expected FNV-1a hashes below were computed from ggml's C code, not from this crate:
-//! `ggml/src/ggml-quants.c` as vendored in the PyPI sdist `llama-cpp-python` 0.3.36, compiled
-//! with `gcc -O2 -std=gnu11` for baseline x86-64 (no FMA contraction) and driven by
+//! `ggml/src/ggml-quants.c` as vendored in the PyPI sdist `llama-cpp-python` 0.3.36, compiled with
+//! `gcc -O2 -std=gnu11` for baseline x86-64 (no FMA contraction) and driven by
 //! `tests/ggml_harness.c` (build line inside), which calls
 //! `quantize_row_{q4_0,q4_1,q5_0,q5_1,q8_0,q8_K}_ref` and
 //! `quantize_{q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,iq2_s,iq3_xxs,iq3_s,iq1_m}(…, imatrix = NULL)`
-//! (the functions `llama-quantize` calls; the grid ones after `iq{2,3}xs_init_impl`) on the input of [`input`], dumped with
-//! `INGOT_QUANT_DUMP_INPUT=/path/x.f32 cargo test -p ingot-quant --test ggml_reference`.
+//! (the functions `llama-quantize` calls; the grid ones after `iq{2,3}xs_init_impl`) on the input
+//! of [`input`], dumped with `INGOT_QUANT_DUMP_INPUT=/path/x.f32 cargo test -p ingot-quant --test
+//! ggml_reference`.
 //!
 //! Why no-FMA: built with `-march=haswell`, GCC contracts `a*b+c` into FMAs and Q2_K, Q4_K,
 //! Q6_K, IQ4_NL and IQ4_XS change; the golden `tiny-mla-q4_k_m` model's Q4_K tensor matches

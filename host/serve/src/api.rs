@@ -1,6 +1,6 @@
-//! The OpenAI request bodies this server reads, and the sampling parameters they carry (OpenAI's names plus
-//! llama-server's `top_k`, `min_p`, `repeat_penalty`, `repeat_last_n`). Unknown fields are ignored, as OpenAI's
-//! clients send many.
+//! The OpenAI request bodies this server reads, and the sampling parameters they carry (OpenAI's
+//! names plus llama-server's `top_k`, `min_p`, `repeat_penalty`, `repeat_last_n`). Unknown fields
+//! are ignored, as OpenAI's clients send many.
 
 use ingot_model::SamplerConfig;
 use serde::Deserialize;
@@ -154,7 +154,8 @@ pub struct Generation {
 }
 
 impl SamplingParams {
-    /// Validates and converts; defaults as `ingot run` (llama.cpp's), a clock seed when none is given.
+    /// Validates and converts; defaults as `ingot run` (llama.cpp's), a clock seed when none is
+    /// given.
     pub fn generation(&self) -> Result<Generation, ApiError> {
         let d = SamplerConfig::default();
         // Seeded below; the ranges are checked first, by the validator `ingot run` uses.

@@ -1,6 +1,6 @@
 //! Request bodies at the edge: the declared length checked before reading, the body read within its
-//! size and time limits, JSON required for POST bodies, and a refusal that drains what the client is still
-//! sending so it reads the answer instead of a reset connection.
+//! size and time limits, JSON required for POST bodies, and a refusal that drains what the client
+//! is still sending so it reads the answer instead of a reset connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use crate::service::AppState;
 use crate::ApiError;
 
-/// `response` with `Connection: close`: sent when the request's body was not read to its end, so the
-/// connection cannot carry another request and a client must not reuse it from its pool.
+/// `response` with `Connection: close`: sent when the request's body was not read to its end, so
+/// the connection cannot carry another request and a client must not reuse it from its pool.
 pub(crate) fn closing(mut response: Response) -> Response {
     response.headers_mut().insert(
         header::CONNECTION,
@@ -29,13 +29,14 @@ pub(crate) const LINGER_BYTES: u64 = 64 << 20;
 /// Longest [`linger`] reads a refused request's body.
 pub(crate) const LINGER_TIME: Duration = Duration::from_secs(5);
 
-/// `response` (closing the connection) to a request refused before its body was read, whose body is then
-/// read and discarded in the background, up to [`LINGER_BYTES`] within [`LINGER_TIME`]. A socket closed with
-/// unread input makes the kernel send a reset, and a client still writing its body then loses the answer
-/// with the connection ("broken pipe" instead of the 413). Hyper keeps the connection open while the body is
-/// being read, so the answer goes out first and the connection closes when the body has ended. Not done for a
-/// client that sent `Expect: 100-continue` (it sends no body after a final answer) or declared a body over
-/// the cap (that one gets the reset).
+/// `response` (closing the connection) to a request refused before its body was read, whose body is
+/// then read and discarded in the background, up to [`LINGER_BYTES`] within [`LINGER_TIME`]. A
+/// socket closed with unread input makes the kernel send a reset, and a client still writing its
+/// body then loses the answer with the connection ("broken pipe" instead of the 413). Hyper keeps
+/// the connection open while the body is being read, so the answer goes out first and the
+/// connection closes when the body has ended. Not done for a client that sent `Expect:
+/// 100-continue` (it sends no body after a final answer) or declared a body over the cap (that one
+/// gets the reset).
 pub(crate) fn refuse(response: Response, headers: &HeaderMap, body: axum::body::Body) -> Response {
     use http_body_util::BodyExt;
     let expects_continue = headers
@@ -86,8 +87,8 @@ pub(crate) fn too_large(max_body: usize) -> Response {
     .into_response()
 }
 
-/// 413 for a declared `Content-Length` over the limit, before any of the body is used (the body limit
-/// alone would read up to the limit first, and wait for a body the client may never send).
+/// 413 for a declared `Content-Length` over the limit, before any of the body is used (the body
+/// limit alone would read up to the limit first, and wait for a body the client may never send).
 pub(crate) async fn declared_length(
     State(max_body): State<usize>,
     req: Request,
@@ -99,8 +100,8 @@ pub(crate) async fn declared_length(
     next.run(req).await
 }
 
-/// The whole of `body` when it is at most `max` bytes; `None` as soon as it is over (what is left stays in
-/// `body`, for [`refuse`]).
+/// The whole of `body` when it is at most `max` bytes; `None` as soon as it is over (what is left
+/// stays in `body`, for [`refuse`]).
 pub(crate) async fn read_at_most(
     body: &mut axum::body::Body,
     max: usize,
@@ -118,8 +119,8 @@ pub(crate) async fn read_at_most(
     Ok(Some(Bytes::from(bytes)))
 }
 
-/// Reads the whole body within the body timeout (408 after it, 413 over `max_body`) before the handler
-/// runs, so that a client that stops sending mid-body gives its connection back.
+/// Reads the whole body within the body timeout (408 after it, 413 over `max_body`) before the
+/// handler runs, so that a client that stops sending mid-body gives its connection back.
 pub(crate) async fn read_body(
     State((s, max_body)): State<(Arc<AppState>, usize)>,
     req: Request,
@@ -153,9 +154,9 @@ pub(crate) async fn read_body(
         .await
 }
 
-/// POST bodies must be JSON (`application/json`, parameters allowed): any other type is 415. A form or
-/// text/plain POST is one a web page may send without a CORS preflight; refusing them keeps pages of other
-/// origins from driving the API.
+/// POST bodies must be JSON (`application/json`, parameters allowed): any other type is 415. A form
+/// or text/plain POST is one a web page may send without a CORS preflight; refusing them keeps
+/// pages of other origins from driving the API.
 pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let mime = headers
         .get(header::CONTENT_TYPE)

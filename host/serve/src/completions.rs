@@ -1,6 +1,6 @@
-//! `POST /v1/chat/completions` and `POST /v1/completions`: the body read and checked, the prompt templated
-//! and tokenized off the runtime's threads, its length checked against the context, the job queued
-//! (429 when the queue is full), and the answer whole or streamed ([`crate::reply`]).
+//! `POST /v1/chat/completions` and `POST /v1/completions`: the body read and checked, the prompt
+//! templated and tokenized off the runtime's threads, its length checked against the context, the
+//! job queued (429 when the queue is full), and the answer whole or streamed ([`crate::reply`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -138,9 +138,9 @@ impl AppState {
     }
 }
 
-/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's threads
-/// but on the server's fixed tokenizer threads (`crate::tokenize`: why fixed), as many prompts at once as
-/// there are threads.
+/// Templating and tokenizing a prompt of up to `max_body` bytes takes a while: not on the runtime's
+/// threads but on the server's fixed tokenizer threads (`crate::tokenize`: why fixed), as many
+/// prompts at once as there are threads.
 async fn off_runtime<T: Send + 'static>(
     s: &Arc<AppState>,
     f: impl FnOnce(&AppState) -> Result<T, ApiError> + Send + 'static,
@@ -198,8 +198,8 @@ pub(crate) async fn completions(
     .await
 }
 
-/// Queues `prompt` and answers with its generation, streamed or whole: what both completion endpoints do
-/// once they have a prompt.
+/// Queues `prompt` and answers with its generation, streamed or whole: what both completion
+/// endpoints do once they have a prompt.
 async fn answer(
     s: &AppState,
     shape: Shape,

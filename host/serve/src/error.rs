@@ -1,5 +1,5 @@
-//! Errors: [`ServeError`] for starting the server, [`ApiError`] for one request (an OpenAI-style JSON body
-//! `{"error":{"message","type","code"}}` with its HTTP status).
+//! Errors: [`ServeError`] for starting the server, [`ApiError`] for one request (an OpenAI-style
+//! JSON body `{"error":{"message","type","code"}}` with its HTTP status).
 
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;

@@ -1,5 +1,5 @@
-//! The gates every request passes before its route: the API key (when the server has one) and the `Host`
-//! allow-list. Both refuse with an OpenAI-style error body and drop the rest of the request.
+//! The gates every request passes before its route: the API key (when the server has one) and the
+//! `Host` allow-list. Both refuse with an OpenAI-style error body and drop the rest of the request.
 
 use std::sync::Arc;
 
@@ -17,15 +17,16 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235 §2.1).
+/// The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive
+/// (RFC 7235 §2.1).
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim_start().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Routes served without the key: the chat page (it carries no secret; its requests send the key the user
-/// types) and the health check.
+/// Routes served without the key: the chat page (it carries no secret; its requests send the key
+/// the user types) and the health check.
 fn is_public(req: &Request) -> bool {
     let read = matches!(
         *req.method(),
@@ -70,9 +71,10 @@ fn host_name(value: &str) -> String {
     name.to_ascii_lowercase()
 }
 
-/// Whether a request's `Host` may reach this server: a loopback name, one of `--allowed-host` (or `*`), or no
-/// `Host` at all. The list defeats DNS rebinding, where a web page's own name resolves to 127.0.0.1 and the
-/// browser sends that name; browsers always send `Host`, so a request without one is not a page's.
+/// Whether a request's `Host` may reach this server: a loopback name, one of `--allowed-host` (or
+/// `*`), or no `Host` at all. The list defeats DNS rebinding, where a web page's own name resolves
+/// to 127.0.0.1 and the browser sends that name; browsers always send `Host`, so a request without
+/// one is not a page's.
 pub(crate) fn host_allowed(s: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::HOST) else {
         return Ok(());

@@ -1,6 +1,6 @@
-//! A job's events ([`Event`]) turned into its response: one JSON body when the whole completion is in, or
-//! server-sent events as the text comes (OpenAI's chunks, then `data: [DONE]`). The shapes are the types
-//! of [`crate::response`].
+//! A job's events ([`Event`]) turned into its response: one JSON body when the whole completion is
+//! in, or server-sent events as the text comes (OpenAI's chunks, then `data: [DONE]`). The shapes
+//! are the types of [`crate::response`].
 
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -69,7 +69,8 @@ impl Reply {
         }
     }
 
-    /// A chunk of this reply holding `choices`; `usage` only in the last chunk of a stream that asked for it.
+    /// A chunk of this reply holding `choices`; `usage` only in the last chunk of a stream that
+    /// asked for it.
     fn chunk<C>(&self, object: Object, choices: Vec<C>, usage: Option<Usage>) -> Chunk<C> {
         Chunk {
             id: self.id.clone(),
@@ -84,8 +85,8 @@ impl Reply {
         }
     }
 
-    /// One streamed chunk: `text` is the chat delta's content (for text completions, the text; `None` is
-    /// empty); `first` adds the chat delta's role.
+    /// One streamed chunk: `text` is the chat delta's content (for text completions, the text;
+    /// `None` is empty); `first` adds the chat delta's role.
     fn piece(&self, text: Option<String>, first: bool, finish: Option<Finish>) -> AnyChunk {
         let finish_reason = finish.map(Finish::as_str);
         match self.shape {
@@ -151,9 +152,9 @@ fn data(body: &impl Serialize) -> Result<SseEvent, axum::Error> {
     SseEvent::default().json_data(body)
 }
 
-/// Server-sent events: a role chunk (chat), a chunk per piece of text, a chunk with the finish reason, the usage
-/// chunk when `stream_options.include_usage`, then `[DONE]`. Dropping the stream (the client left) drops the
-/// receiver, which stops the generation at its next token.
+/// Server-sent events: a role chunk (chat), a chunk per piece of text, a chunk with the finish
+/// reason, the usage chunk when `stream_options.include_usage`, then `[DONE]`. Dropping the stream
+/// (the client left) drops the receiver, which stops the generation at its next token.
 pub(crate) fn stream(reply: Reply, rx: mpsc::UnboundedReceiver<Event>) -> Response {
     enum Phase {
         Start,

@@ -1,6 +1,6 @@
-//! Every JSON body the server sends, as a type: OpenAI's completion, chat completion, streamed chunk, model
-//! list and error shapes, and the health check. Fields are in OpenAI's order; token counts are tokens of the
-//! model's vocabulary, `created` is seconds since the Unix epoch.
+//! Every JSON body the server sends, as a type: OpenAI's completion, chat completion, streamed
+//! chunk, model list and error shapes, and the health check. Fields are in OpenAI's order; token
+//! counts are tokens of the model's vocabulary, `created` is seconds since the Unix epoch.
 //!
 //! `logprobs` is always `null`: a request asking for log-probabilities is refused before it runs
 //! (`unsupported_parameter`), so no response carries any.
@@ -41,8 +41,8 @@ impl Usage {
     }
 }
 
-/// A whole (non-streamed) completion: `C` is [`ChatChoice`] or [`TextChoice`]. There is always one choice
-/// (a request asking for more is refused).
+/// A whole (non-streamed) completion: `C` is [`ChatChoice`] or [`TextChoice`]. There is always one
+/// choice (a request asking for more is refused).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Completion<C> {
     pub id: String,
@@ -81,8 +81,8 @@ pub struct ChatChoice {
     pub finish_reason: &'static str,
 }
 
-/// A text completion's choice, whole or streamed: in a stream, `text` is one piece and `finish_reason` is
-/// `null` until the last chunk (whose `text` is empty).
+/// A text completion's choice, whole or streamed: in a stream, `text` is one piece and
+/// `finish_reason` is `null` until the last chunk (whose `text` is empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TextChoice {
     pub index: u32,
@@ -91,7 +91,8 @@ pub struct TextChoice {
     pub finish_reason: Option<&'static str>,
 }
 
-/// One server-sent event of a stream (before `data: [DONE]`): `C` is [`ChatChunkChoice`] or [`TextChoice`].
+/// One server-sent event of a stream (before `data: [DONE]`): `C` is [`ChatChunkChoice`] or
+/// [`TextChoice`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Chunk<C> {
     pub id: String,
@@ -100,8 +101,8 @@ pub struct Chunk<C> {
     pub model: String,
     /// One choice; none in the usage chunk.
     pub choices: Vec<C>,
-    /// Absent unless the request set `stream_options.include_usage`; then `null` in every chunk but the
-    /// last, which carries the counts (and no choice).
+    /// Absent unless the request set `stream_options.include_usage`; then `null` in every chunk but
+    /// the last, which carries the counts (and no choice).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Option<Usage>>,
 }
@@ -120,8 +121,8 @@ pub struct ChatChunkChoice {
     pub finish_reason: Option<&'static str>,
 }
 
-/// What a chunk adds to the reply: the role in the first chunk, a piece of text in the others, nothing in
-/// the finishing one (`{}`).
+/// What a chunk adds to the reply: the role in the first chunk, a piece of text in the others,
+/// nothing in the finishing one (`{}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Delta {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,8 +184,8 @@ pub enum HealthStatus {
     Ok,
 }
 
-/// An OpenAI-style error body, `{"error": {"message", "type", "code"}}` (also a stream's last event when
-/// generation fails midway).
+/// An OpenAI-style error body, `{"error": {"message", "type", "code"}}` (also a stream's last event
+/// when generation fails midway).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ErrorBody<'a> {
     pub error: ErrorDetail<'a>,

@@ -1,5 +1,5 @@
-//! The routes and their layers, and the small handlers: the chat page, health, metrics, the model list and
-//! the 404/405 answers. The completion handlers are in [`crate::completions`].
+//! The routes and their layers, and the small handlers: the chat page, health, metrics, the model
+//! list and the 404/405 answers. The completion handlers are in [`crate::completions`].
 
 use std::sync::Arc;
 
@@ -18,9 +18,10 @@ use crate::service::{AppState, Service};
 use crate::ApiError;
 
 impl Service {
-    /// Every route, with (outermost first) the per-status counter, the `Host` allow-list, the declared
-    /// body length check, the API key check, the body read (bounded in time and size) and the body limit. The key is checked before routing, so
-    /// without it every path but the chat page and `/health` is 401, never a 404 or 405 that maps the routes.
+    /// Every route, with (outermost first) the per-status counter, the `Host` allow-list, the
+    /// declared body length check, the API key check, the body read (bounded in time and size) and
+    /// the body limit. The key is checked before routing, so without it every path but the chat
+    /// page and `/health` is 401, never a 404 or 405 that maps the routes.
     pub fn router(&self, max_body: usize) -> Router {
         let s = self.state.clone();
         Router::new()
@@ -67,9 +68,9 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// The chat page: one static file with its script inline, no external assets. It carries no secret, so it
-/// is served without the API key (its requests send the key the user types in). The CSP lets it talk only
-/// to this server.
+/// The chat page: one static file with its script inline, no external assets. It carries no secret,
+/// so it is served without the API key (its requests send the key the user types in). The CSP lets
+/// it talk only to this server.
 const CHAT_PAGE: &str = include_str!("chat.html");
 
 async fn chat_page() -> Response {
@@ -82,7 +83,8 @@ async fn chat_page() -> Response {
                  connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            // Not framed by another page (clickjacking); frame-ancestors says the same to newer browsers.
+            // Not framed by another page (clickjacking); frame-ancestors says the same to newer
+            // browsers.
             (header::X_FRAME_OPTIONS, "DENY"),
         ],
         CHAT_PAGE,

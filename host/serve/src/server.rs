@@ -1,6 +1,6 @@
-//! Serving a [`Router`] on a socket: connections with a header timeout, shutdown on SIGINT or SIGTERM with
-//! a bounded grace, so that no client (a silent connection, a half-sent request, a long stream) keeps the
-//! server or its shutdown waiting.
+//! Serving a [`Router`] on a socket: connections with a header timeout, shutdown on SIGINT or
+//! SIGTERM with a bounded grace, so that no client (a silent connection, a half-sent request, a
+//! long stream) keeps the server or its shutdown waiting.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,11 +9,12 @@ use axum::Router;
 
 use crate::{load, ServeError, ServeOptions};
 
-/// How long `serve_blocking` gives a connection to send its request headers (see [`serve_connections`]).
+/// How long `serve_blocking` gives a connection to send its request headers (see
+/// [`serve_connections`]).
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long requests in flight may still finish after SIGINT or SIGTERM; connections still open then are
-/// dropped, so no client (a half-sent request, a long stream) keeps the server alive.
+/// How long requests in flight may still finish after SIGINT or SIGTERM; connections still open
+/// then are dropped, so no client (a half-sent request, a long stream) keeps the server alive.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Loads the model, binds `addr` and serves until Ctrl-C. Prints where it listens on stderr.
@@ -54,10 +55,11 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
     result
 }
 
-/// Serves `router` on `listener` until `signal`, then stops accepting, lets the open connections finish
-/// their requests for [`SHUTDOWN_GRACE`] and drops the ones still open. A connection must send its request
-/// headers within `header_timeout` of being opened or of its previous response (idle keep-alive included):
-/// a slow or silent client gets its connection closed rather than holding it.
+/// Serves `router` on `listener` until `signal`, then stops accepting, lets the open connections
+/// finish their requests for [`SHUTDOWN_GRACE`] and drops the ones still open. A connection must
+/// send its request headers within `header_timeout` of being opened or of its previous response
+/// (idle keep-alive included): a slow or silent client gets its connection closed rather than
+/// holding it.
 pub async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -77,8 +79,8 @@ pub async fn serve_connections(
             accepted = listener.accept() => {
                 let tcp = match accepted {
                     Ok((tcp, _)) => tcp,
-                    // Out of descriptors, or a connection reset before it was accepted: as axum::serve does,
-                    // pause briefly rather than spin, and keep serving.
+                    // Out of descriptors, or a connection reset before it was accepted: as
+                    // axum::serve does, pause briefly rather than spin, and keep serving.
                     Err(_) => {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
@@ -87,8 +89,9 @@ pub async fn serve_connections(
                 let service = TowerToHyperService::new(router.clone());
                 let mut stop = stop_rx.clone();
                 connections.spawn(async move {
-                    // HTTP/1 only (the server's protocol): hyper-util's version-detecting builder waits for
-                    // a first byte without any timeout, so a silent connection would never be closed.
+                    // HTTP/1 only (the server's protocol): hyper-util's version-detecting builder
+                    // waits for a first byte without any timeout, so a silent connection would
+                    // never be closed.
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
                         .header_read_timeout(header_timeout)

@@ -1,6 +1,6 @@
-//! The loaded model: [`load`] opens it on the decoder thread and returns a [`Service`], whose shared
-//! [`AppState`] every request reads. The model is fixed here, at start; nothing a request says chooses
-//! another.
+//! The loaded model: [`load`] opens it on the decoder thread and returns a [`Service`], whose
+//! shared [`AppState`] every request reads. The model is fixed here, at start; nothing a request
+//! says chooses another.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -187,13 +187,14 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     })
 }
 
-/// Tokenizer threads: the machine's cores, at most 8 (more would only take cores from the decoder and keep
-/// more regex caches).
+/// Tokenizer threads: the machine's cores, at most 8 (more would only take cores from the decoder
+/// and keep more regex caches).
 fn tokenizing_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().min(8))
 }
 
-/// The file's template if it renders a plain conversation; the built-in format otherwise (said once).
+/// The file's template if it renders a plain conversation; the built-in format otherwise (said
+/// once).
 fn usable_template(t: ChatTemplate, tok: &Tokenizer, log: bool) -> ChatTemplate {
     if t.source().is_none() {
         return t;

@@ -1,12 +1,13 @@
-//! The threads that template and tokenize prompts: a fixed set, started with the server, so this work
-//! stays off the runtime's threads and at most as many prompts as threads are tokenized at once.
+//! The threads that template and tokenize prompts: a fixed set, started with the server, so this
+//! work stays off the runtime's threads and at most as many prompts as threads are tokenized at
+//! once.
 //!
-//! Fixed rather than tokio's blocking pool because of what the tokenizer keeps per thread: each regex
-//! keeps a search cache (a lazy DFA that grows as it meets new input, up to the regex's size limit) for
-//! every thread that has searched with it, kept for reuse. Threads that come and go (the blocking pool
-//! retires idle ones and starts new ones under load) leave caches behind that each learn from scratch,
-//! and the server's heap creeps up with every new peak; with a fixed set there are as many caches as
-//! threads, and the heap levels off once they have seen the prompts.
+//! Fixed rather than tokio's blocking pool because of what the tokenizer keeps per thread: each
+//! regex keeps a search cache (a lazy DFA that grows as it meets new input, up to the regex's size
+//! limit) for every thread that has searched with it, kept for reuse. Threads that come and go (the
+//! blocking pool retires idle ones and starts new ones under load) leave caches behind that each
+//! learn from scratch, and the server's heap creeps up with every new peak; with a fixed set there
+//! are as many caches as threads, and the heap levels off once they have seen the prompts.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc, Mutex};
@@ -66,8 +67,8 @@ impl TokenizeThreads {
 mod tests {
     use super::*;
 
-    /// Jobs run on the same few threads whatever their number, a panic is an error for its caller only,
-    /// and the threads keep serving after it.
+    /// Jobs run on the same few threads whatever their number, a panic is an error for its caller
+    /// only, and the threads keep serving after it.
     #[tokio::test]
     async fn jobs_run_on_the_fixed_threads_and_survive_a_panic() {
         let threads = TokenizeThreads::new(2).unwrap();

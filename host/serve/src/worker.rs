@@ -1,9 +1,10 @@
-//! The decoder's thread: it owns the one decoder, takes jobs from the bounded queue in order, and streams each
-//! job's text back as [`Event`]s. A job whose receiver is gone (the client left) stops at the next token.
+//! The decoder's thread: it owns the one decoder, takes jobs from the bounded queue in order, and
+//! streams each job's text back as [`Event`]s. A job whose receiver is gone (the client left) stops
+//! at the next token.
 //!
-//! Between jobs it keeps the tokens whose rows are in the KV cache: the next prompt's longest common prefix with
-//! them is not decoded again ([`Decoder::decode`] at an earlier position rewinds the cache), except its last token,
-//! whose logits the first sample needs.
+//! Between jobs it keeps the tokens whose rows are in the KV cache: the next prompt's longest
+//! common prefix with them is not decoded again ([`Decoder::decode`] at an earlier position rewinds
+//! the cache), except its last token, whose logits the first sample needs.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -98,8 +99,8 @@ struct Report {
     cancelled: bool,
 }
 
-/// One job, as `ingot run` decodes ([`Generator`]), past the prefix `cached` holds; `cached` is left holding
-/// the tokens whose rows the cache then has.
+/// One job, as `ingot run` decodes ([`Generator`]), past the prefix `cached` holds; `cached` is
+/// left holding the tokens whose rows the cache then has.
 fn generate(
     dec: &mut dyn Decoder,
     tok: &Tokenizer,

@@ -1,6 +1,7 @@
-//! The server under a CI-sized soak, in a process of its own: the test binary runs itself a second time as the
-//! server (`SERVER_ROLE` set), so the open files, resident memory and live heap bytes it reports are the
-//! server's alone, not those of the 64 clients that the soak makes and drops in the first process.
+//! The server under a CI-sized soak, in a process of its own: the test binary runs itself a second
+//! time as the server (`SERVER_ROLE` set), so the open files, resident memory and live heap bytes
+//! it reports are the server's alone, not those of the 64 clients that the soak makes and drops in
+//! the first process.
 
 mod support;
 
@@ -13,15 +14,15 @@ use std::time::Duration;
 use serde_json::json;
 use support::*;
 
-/// The system allocator, counting the bytes this process holds allocated (server and clients alike).
-/// Resident memory also moves with the allocator's arenas and free lists; live bytes move only with what
-/// the program keeps, so a leak grows them and fragmentation does not.
+/// The system allocator, counting the bytes this process holds allocated (server and clients
+/// alike). Resident memory also moves with the allocator's arenas and free lists; live bytes move
+/// only with what the program keeps, so a leak grows them and fragmentation does not.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// Live bytes and live allocations by size class: class `c` holds sizes in (2^(c-1), 2^c]. What grows
-/// between two rounds, by class, tells a buffer (one class, a few large blocks) from a table or cache that
-/// keeps growing (many small ones).
+/// Live bytes and live allocations by size class: class `c` holds sizes in (2^(c-1), 2^c]. What
+/// grows between two rounds, by class, tells a buffer (one class, a few large blocks) from a table
+/// or cache that keeps growing (many small ones).
 static CLASS_BYTES: [AtomicIsize; CLASSES] = [const { AtomicIsize::new(0) }; CLASSES];
 static CLASS_COUNT: [AtomicIsize; CLASSES] = [const { AtomicIsize::new(0) }; CLASSES];
 const CLASSES: usize = 48;
@@ -37,7 +38,8 @@ fn count(size: usize, sign: isize) {
     CLASS_COUNT[c].fetch_add(sign, Ordering::Relaxed);
 }
 
-// SAFETY: every call forwards to `System` with the caller's arguments; the counters are only arithmetic.
+// SAFETY: every call forwards to `System` with the caller's arguments; the counters are only
+// arithmetic.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
@@ -100,10 +102,10 @@ const TAG: &str = "[soak-server]";
 const QUEUE: usize = 4;
 const MAX_BODY: usize = 64 * 1024;
 
-/// The server role: serves the tiny model on 127.0.0.1, writes `base <url>` on stdout, then answers each
-/// `stats` line on stdin with `stats <open files> <RSS KiB> <live heap KiB>`, and exits when stdin closes
-/// (without running destructors).
-/// Lines carry a tag because the test harness writes on the same stdout (and leaves its own line open there).
+/// The server role: serves the tiny model on 127.0.0.1, writes `base <url>` on stdout, then answers
+/// each `stats` line on stdin with `stats <open files> <RSS KiB> <live heap KiB>`, and exits when
+/// stdin closes (without running destructors). Lines carry a tag because the test harness writes on
+/// the same stdout (and leaves its own line open there).
 async fn serve_for_soak() {
     let mut opts = options();
     opts.queue = QUEUE;
@@ -134,11 +136,13 @@ async fn serve_for_soak() {
     .await
     .expect("the stats loop");
     // Ends here, with everything still held, so a heap profiler around this process counts what the
-    // server holds at the end as not freed (and what grows between a short and a long soak shows up).
+    // server holds at the end as not freed (and what grows between a short and a long soak shows
+    // up).
     std::process::exit(0);
 }
 
-/// The server's process, seen from the soak: killed when dropped, so a failed soak leaves no server behind.
+/// The server's process, seen from the soak: killed when dropped, so a failed soak leaves no server
+/// behind.
 struct ServerProcess {
     child: Child,
     /// The stats requests; closing it ends the server process.
@@ -147,8 +151,9 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Runs this test binary again, as the server; returns it and its base URL. `INGOT_SOAK_SERVER_WRAP`
-    /// (a command line, e.g. `heaptrack -o /tmp/soak-server`) runs the server under that command.
+    /// Runs this test binary again, as the server; returns it and its base URL.
+    /// `INGOT_SOAK_SERVER_WRAP` (a command line, e.g. `heaptrack -o /tmp/soak-server`) runs the
+    /// server under that command.
     fn spawn(test: &str) -> (Self, String) {
         let exe = std::env::current_exe().expect("the test binary's path");
         let wrap = std::env::var("INGOT_SOAK_SERVER_WRAP").unwrap_or_default();
@@ -179,7 +184,8 @@ impl ServerProcess {
         (server, base)
     }
 
-    /// What follows `TAG prefix` on the next stdout line that holds it (the harness's own lines are skipped).
+    /// What follows `TAG prefix` on the next stdout line that holds it (the harness's own lines are
+    /// skipped).
     fn line(&mut self, prefix: &str) -> String {
         let tagged = format!("{TAG} {prefix}");
         let mut line = String::new();
@@ -243,8 +249,8 @@ fn number<T: std::str::FromStr>(s: &str, line: &str) -> T {
 }
 
 impl Drop for ServerProcess {
-    /// Closes the server's stdin, so it exits on its own (and a profiler around it writes its data),
-    /// and kills it if it has not within 10 s.
+    /// Closes the server's stdin, so it exits on its own (and a profiler around it writes its
+    /// data), and kills it if it has not within 10 s.
     fn drop(&mut self) {
         drop(self.stdin.take());
         for _ in 0..100 {
@@ -258,10 +264,11 @@ impl Drop for ServerProcess {
     }
 }
 
-/// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and abandoned
-/// requests to a server with a queue of 4, in three rounds (`INGOT_SOAK_ROUNDS` more). Every request is answered
-/// with a status that names what it was (or dropped by its own client), the server still serves afterwards, and
-/// the last round leaves open files, live heap bytes and (loosely) resident memory where the second left them.
+/// A soak in CI size: 64 clients, each sending valid, malformed, wrongly typed, oversized and
+/// abandoned requests to a server with a queue of 4, in three rounds (`INGOT_SOAK_ROUNDS` more).
+/// Every request is answered with a status that names what it was (or dropped by its own client),
+/// the server still serves afterwards, and the last round leaves open files, live heap bytes and
+/// (loosely) resident memory where the second left them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     if std::env::var_os(SERVER_ROLE).is_some() {
@@ -352,9 +359,10 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
-    // Rounds: 3 in CI; `INGOT_SOAK_ROUNDS=N` soaks longer by hand (docs/perf.md records such a run). The first
-    // round only warms up: what the runtime and the clients allocate once, on first need, is not always done by
-    // its end (a loaded CI machine once left it 105 KiB short of its steady level, reached in round 1).
+    // Rounds: 3 in CI; `INGOT_SOAK_ROUNDS=N` soaks longer by hand (docs/perf.md records such a
+    // run). The first round only warms up: what the runtime and the clients allocate once, on first
+    // need, is not always done by its end (a loaded CI machine once left it 105 KiB short of its
+    // steady level, reached in round 1).
     let rounds: usize = std::env::var("INGOT_SOAK_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -374,7 +382,8 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
         served += seen.iter().filter(|&&(k, s)| k == 0 && s == 200).count();
         settle(base.clone()).await;
         after.push(server.stats());
-        // `INGOT_SOAK_CLASSES=N`: every N rounds, what the live heap gained or lost since round N, per size class.
+        // `INGOT_SOAK_CLASSES=N`: every N rounds, what the live heap gained or lost since round N,
+        // per size class.
         if let Some(every) = classes_every.filter(|&n| n > 0 && r >= n && r % n == 0) {
             let now = server.classes();
             match &base_classes {
@@ -405,8 +414,8 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
             );
         }
     }
-    // The baseline: after the second round, or in a long soak after its first fifth (the server's buffers and
-    // the runtime's pools reach their working sizes over the first few hundred rounds).
+    // The baseline: after the second round, or in a long soak after its first fifth (the server's
+    // buffers and the runtime's pools reach their working sizes over the first few hundred rounds).
     let warm = (rounds / 5).max(1);
     let ((fds1, rss1, live1), (fds2, rss2, live2)) = (after[warm], after[rounds - 1]);
     eprintln!(
@@ -417,9 +426,10 @@ async fn a_mixed_soak_of_64_clients_leaves_files_and_memory_flat() {
     assert_eq!(requests, rounds * CLIENTS * PER_CLIENT);
     assert!(served > 0, "no valid request was served");
     assert!(fds2 <= fds1 + 8, "open files grew from {fds1} to {fds2}");
-    // Live bytes are the leak test: measured +0 to +19 KiB a round after round 1, so 64 KiB catches a leak of
-    // 200 bytes per request. Resident memory also grows with the allocator's arenas (it rose by 9 MB over
-    // the first 10 rounds while live bytes stayed flat), so its bound is only against gross growth.
+    // Live bytes are the leak test: measured +0 to +19 KiB a round after round 1, so 64 KiB catches
+    // a leak of 200 bytes per request. Resident memory also grows with the allocator's arenas (it
+    // rose by 9 MB over the first 10 rounds while live bytes stayed flat), so its bound is only
+    // against gross growth.
     assert!(
         live2 <= live1 + 64,
         "live heap grew from {live1} to {live2} KiB"

@@ -33,7 +33,8 @@ pub use plan::{tensor_plan, Init, TensorPlan};
 pub use preset::{Dims, Layout, Preset, Routing};
 use rng::Rng;
 
-/// The command line's message for a name none of `T`'s variants has: the bad value, then every valid one.
+/// The command line's message for a name none of `T`'s variants has: the bad value, then every
+/// valid one.
 fn unknown_name<T: strum::VariantNames>(what: &str, s: &str) -> String {
     format!(
         "unknown {what} '{s}' (expected one of: {})",
@@ -41,8 +42,8 @@ fn unknown_name<T: strum::VariantNames>(what: &str, s: &str) -> String {
     )
 }
 
-/// Bumped whenever the same options would make different bytes (preset dims, draw order, vocabulary),
-/// so caches keyed by the options (e.g. `ingot demo`'s) know a stored file is stale.
+/// Bumped whenever the same options would make different bytes (preset dims, draw order,
+/// vocabulary), so caches keyed by the options (e.g. `ingot demo`'s) know a stored file is stale.
 pub const REVISION: u32 = 3;
 
 /// Elements per random stream: big enough to amortise seeding, small enough to spread over cores.
@@ -120,8 +121,9 @@ fn writer(opts: &SynthOptions, dims: &Dims, plan: &[TensorPlan]) -> Result<GgufW
     Ok(w)
 }
 
-/// The header `synthesize` would write (keys, tokenizer and tensor table with their offsets), without any
-/// tensor data: what a plan or a bytes-per-token count needs, for any preset including the full-size ones.
+/// The header `synthesize` would write (keys, tokenizer and tensor table with their offsets),
+/// without any tensor data: what a plan or a bytes-per-token count needs, for any preset including
+/// the full-size ones.
 pub fn header(opts: &SynthOptions) -> Result<Gguf, SynthError> {
     let dims = opts.preset.dims();
     let w = writer(opts, &dims, &tensor_plan(&dims, opts.layout, opts.mix))?;
@@ -134,8 +136,8 @@ pub fn header(opts: &SynthOptions) -> Result<Gguf, SynthError> {
     })
 }
 
-/// Writes the model to `out` atomically (temp file + rename), replacing a regular file there. `progress` draws
-/// a bar on stderr. Refuses the header-only presets ([`Preset::header_only`]).
+/// Writes the model to `out` atomically (temp file + rename), replacing a regular file there.
+/// `progress` draws a bar on stderr. Refuses the header-only presets ([`Preset::header_only`]).
 pub fn synthesize(
     opts: &SynthOptions,
     out: &Path,
@@ -144,7 +146,8 @@ pub fn synthesize(
     synthesize_to(opts, out, &OutputPolicy::REPLACE, progress)
 }
 
-/// [`synthesize`] under the caller's [`OutputPolicy`] for `out`, checked before any tensor is drawn.
+/// [`synthesize`] under the caller's [`OutputPolicy`] for `out`, checked before any tensor is
+/// drawn.
 pub fn synthesize_to(
     opts: &SynthOptions,
     out: &Path,
@@ -215,9 +218,9 @@ fn draw_all(seed: u64, t: &TensorPlan) -> Vec<f32> {
     v
 }
 
-/// Values of `attn_k_b` or `attn_v_b` taken from the layer's `attn_kv_b` {kv_lora, n_head*(nope+v)}:
-/// k_b (d, c, h) = kv_b[h*(nope+v) + d][c]; v_b (c, j, h) = kv_b[h*(nope+v) + nope + j][c]
-/// (docs/deepseek2-model.md#tensors).
+/// Values of `attn_k_b` or `attn_v_b` taken from the layer's `attn_kv_b` {kv_lora,
+/// n_head*(nope+v)}: k_b (d, c, h) = kv_b[h*(nope+v) + d][c]; v_b (c, j, h) = kv_b[h*(nope+v) +
+/// nope + j][c] (docs/deepseek2-model.md#tensors).
 fn sliced_from_kv_b(seed: u64, d: &Dims, t: &TensorPlan) -> Vec<f32> {
     let kv_b = TensorPlan {
         name: plan::kv_b_name(&t.name),

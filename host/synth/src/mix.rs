@@ -167,11 +167,12 @@ pub fn tensor_type(mix: QuantMix, name: &str, ne0: u64, n_dims: usize, n_layer: 
 
 /// The IQ2_XXS, IQ1_S and IQ3_XXS mixes, modelled on unsloth's dynamic DeepSeek-V3/R1 files
 /// (UD-IQ2_XXS, UD-IQ1_S; unsloth.ai/blog/deepseekr1-dynamic; UD-IQ3_XXS of the later R1/V3
-/// uploads), not on llama-quantize (which refuses these types without an importance matrix):
-/// only the routed experts take the low-bit type, their `ffn_down_exps` one step up in some
-/// layers (the blog's "2.5/2.06-bit" and "2.06/1.56-bit" down projections, IQ3_S beside
-/// IQ3_XXS; which layers is not published, so llama.cpp's `use_more_bits` split picks them); the shared experts and the dense FFN's down projection are 6-bit (Q6_K), the
-/// attention, the dense FFN's gate/up and the embedding 4-bit (Q4_K), `output` Q6_K.
+/// uploads), not on llama-quantize (which refuses these types without an importance matrix): only
+/// the routed experts take the low-bit type, their `ffn_down_exps` one step up in some layers (the
+/// blog's "2.5/2.06-bit" and "2.06/1.56-bit" down projections, IQ3_S beside IQ3_XXS; which layers
+/// is not published, so llama.cpp's `use_more_bits` split picks them); the shared experts and the
+/// dense FFN's down projection are 6-bit (Q6_K), the attention, the dense FFN's gate/up and the
+/// embedding 4-bit (Q4_K), `output` Q6_K.
 fn dynamic_type(mix: QuantMix, name: &str, n_layer: u64) -> GgmlType {
     let (low, down_more) = match mix {
         QuantMix::Iq1S => (GgmlType::Iq1S, GgmlType::Iq2Xxs),

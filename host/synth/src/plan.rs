@@ -122,7 +122,8 @@ pub fn tensor_plan(d: &Dims, layout: Layout, mix: QuantMix) -> Vec<TensorPlan> {
             let ff_sh = d.ff_expert * d.n_shared;
             push(b("ffn_gate_inp"), vec![e, d.n_expert], proj(e));
             if d.routing.expert_bias {
-                // V3's learned biases are small next to sigmoid scores in (0, 1) but move the selection.
+                // V3's learned biases are small next to sigmoid scores in (0, 1) but move the
+                // selection.
                 push(
                     format!("blk.{l}.exp_probs_b.bias"),
                     vec![d.n_expert],

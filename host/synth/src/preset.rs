@@ -15,8 +15,8 @@ use crate::unknown_name;
 pub struct Routing {
     /// Sigmoid scores (V3 family, `expert_gating_func` 2); softmax otherwise (V2, 1).
     pub sigmoid: bool,
-    /// Whether `expert_gating_func` is written. GLM-4.7-Flash files leave it out and get sigmoid from llama.cpp's
-    /// fallback for 47/48 layers and a 154,880-token vocabulary.
+    /// Whether `expert_gating_func` is written. GLM-4.7-Flash files leave it out and get sigmoid
+    /// from llama.cpp's fallback for 47/48 layers and a 154,880-token vocabulary.
     pub gating_key: bool,
     /// Per-layer selection bias `exp_probs_b.bias`.
     pub expert_bias: bool,
@@ -41,7 +41,8 @@ impl Routing {
         weights_scale: 1.0,
     };
 
-    /// The V3 family's sigmoid routing with selection bias and normalised, scaled weights, no groups.
+    /// The V3 family's sigmoid routing with selection bias and normalised, scaled weights, no
+    /// groups.
     pub const fn sigmoid(weights_scale: f32) -> Routing {
         Routing {
             sigmoid: true,
@@ -62,15 +63,16 @@ pub struct Dims {
     pub n_embd: u64,
     pub n_head: u64,
     pub kv_lora: u64,
-    /// Width of the compressed query (`attn_q_a`, `attn_q_a_norm`, `attn_q_b`); 0 projects queries directly
-    /// (`attn_q`, the Lite models and Moonlight).
+    /// Width of the compressed query (`attn_q_a`, `attn_q_a_norm`, `attn_q_b`); 0 projects queries
+    /// directly (`attn_q`, the Lite models and Moonlight).
     pub q_lora: u64,
     pub d_nope: u64,
     pub d_rope: u64,
     pub d_v: u64,
     /// Decoding layers.
     pub n_layer: u64,
-    /// NextN/MTP blocks after the decoding layers (`nextn_predict_layers`); `block_count` is `n_layer + n_nextn`.
+    /// NextN/MTP blocks after the decoding layers (`nextn_predict_layers`); `block_count` is
+    /// `n_layer + n_nextn`.
     pub n_nextn: u64,
     pub n_dense_lead: u64,
     pub n_expert: u64,
@@ -80,7 +82,8 @@ pub struct Dims {
     pub ff_dense: u64,
     pub routing: Routing,
     pub n_vocab: u64,
-    /// Token ids of BOS and EOS (V2-Lite: 100000 / 100001); both at least 256 (after the byte tokens).
+    /// Token ids of BOS and EOS (V2-Lite: 100000 / 100001); both at least 256 (after the byte
+    /// tokens).
     pub bos: u64,
     pub eos: u64,
     pub context_length: u64,
@@ -95,7 +98,8 @@ impl Dims {
     }
 }
 
-/// A model shape, named on the command line and in `general.name` (so a name is part of a file's bytes).
+/// A model shape, named on the command line and in `general.name` (so a name is part of a file's
+/// bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantNames)]
 #[strum(parse_err_ty = String, parse_err_fn = Preset::unknown)]
 pub enum Preset {
@@ -108,16 +112,19 @@ pub enum Preset {
     /// DeepSeek-V2-Lite: 27 layers.
     #[strum(serialize = "v2-lite")]
     V2Lite,
-    /// DeepSeek-V3/R1's structure at tiny dims: low-rank query, sigmoid routing with bias, 4 groups keep 2.
+    /// DeepSeek-V3/R1's structure at tiny dims: low-rank query, sigmoid routing with bias, 4 groups
+    /// keep 2.
     #[strum(serialize = "tiny-v3")]
     TinyV3,
-    /// Moonlight's structure: direct query, sigmoid routing with bias, 2 shared experts, kimi-k2 tokenizer.
+    /// Moonlight's structure: direct query, sigmoid routing with bias, 2 shared experts, kimi-k2
+    /// tokenizer.
     #[strum(serialize = "tiny-moonlight")]
     TinyMoonlight,
     /// Kimi-K2's structure: 32 heads, low-rank query, 32 experts top-8, kimi-k2 tokenizer.
     #[strum(serialize = "tiny-k2")]
     TinyK2,
-    /// GLM-4.7-Flash's structure: 20 heads, low-rank query, experts top-4, glm4 tokenizer, one NextN/MTP block.
+    /// GLM-4.7-Flash's structure: 20 heads, low-rank query, experts top-4, glm4 tokenizer, one
+    /// NextN/MTP block.
     #[strum(serialize = "tiny-glm")]
     TinyGlm,
     /// DeepSeek-V3 (671B) at full size; header only.
@@ -253,9 +260,10 @@ impl Preset {
                 pre: "glm4",
                 ..tiny
             },
-            // BOS/EOS of the header-only presets sit where the released vocabularies put them when those ids are
-            // at least 256 (Kimi-K2); otherwise at the top of the vocabulary (V3's real ids 0/1 are byte tokens
-            // in this synthetic vocabulary). Nothing but the tokenizer reads them.
+            // BOS/EOS of the header-only presets sit where the released vocabularies put them when
+            // those ids are at least 256 (Kimi-K2); otherwise at the top of the vocabulary (V3's
+            // real ids 0/1 are byte tokens in this synthetic vocabulary). Nothing but the tokenizer
+            // reads them.
             Preset::V3 => Dims {
                 n_head: 128,
                 n_dense_lead: 3,
@@ -316,7 +324,8 @@ impl Preset {
     }
 }
 
-/// Attention tensor layout: the MLA-era converter (`attn_k_b`/`attn_v_b`) or the legacy one (`attn_kv_b`).
+/// Attention tensor layout: the MLA-era converter (`attn_k_b`/`attn_v_b`) or the legacy one
+/// (`attn_kv_b`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, VariantNames)]
 #[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = Layout::unknown)]
 pub enum Layout {

@@ -1,5 +1,5 @@
-//! A small, self-contained deterministic generator, so a model made from `--seed S` is the same file
-//! on every machine and with every version of the `rand` crates.
+//! A small, self-contained deterministic generator, so a model made from `--seed S` is the same
+//! file on every machine and with every version of the `rand` crates.
 //!
 //! xoshiro256++ seeded through splitmix64; normals by Box-Muller. Each tensor (and each chunk of a
 //! tensor) gets its own stream derived from (seed, tensor name, chunk index), which makes parallel

@@ -96,8 +96,8 @@ fn words(text: &str) -> Vec<&str> {
     out
 }
 
-/// Learns up to `max_merges` merges from the embedded corpus (until every corpus word is one token);
-/// ties broken by the lexically smallest pair so the result is deterministic.
+/// Learns up to `max_merges` merges from the embedded corpus (until every corpus word is one
+/// token); ties broken by the lexically smallest pair so the result is deterministic.
 fn learn_merges(max_merges: usize, b2u: &[char; 256]) -> Vec<(String, String)> {
     let mut counts: HashMap<&str, u64> = HashMap::new();
     for w in words(CORPUS) {
@@ -217,7 +217,8 @@ mod tests {
             assert!(v.tokens[..256 + i].iter().any(|t| t == a));
             assert!(v.tokens[..256 + i].iter().any(|t| t == b));
         }
-        // The most frequent pair of the corpus is merged first: " t" + "he"-like pairs; at least "Ġt".
+        // The most frequent pair of the corpus is merged first: " t" + "he"-like pairs; at least
+        // "Ġt".
         assert!(v.tokens[256..].iter().any(|t| t == "Ġthe"));
     }
 

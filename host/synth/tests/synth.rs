@@ -122,7 +122,8 @@ fn mla_slices_are_the_legacy_kv_b() {
     }
 }
 
-/// The family's tiny presets are deterministic, and `header` is exactly the header `synthesize` writes.
+/// The family's tiny presets are deterministic, and `header` is exactly the header `synthesize`
+/// writes.
 #[test]
 fn family_presets_write_their_structure_and_header_matches_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,7 +172,8 @@ fn family_presets_write_their_structure_and_header_matches_the_file() {
     }
 }
 
-/// The full-size presets give a header (for plan counts and bytes per token) and refuse to write weights.
+/// The full-size presets give a header (for plan counts and bytes per token) and refuse to write
+/// weights.
 #[test]
 fn full_size_presets_are_header_only() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
-//! Prints the token ids (and their text) of each argument, or of each stdin line when no text is given, using the
-//! tokenizer of a GGUF file: `cargo run -p ingot-tokenizer --example tokenize -- MODEL.gguf [TEXT...]`.
-//! BOS is added per the file's `add_bos_token`; special-token texts are parsed.
+//! Prints the token ids (and their text) of each argument, or of each stdin line when no text is
+//! given, using the tokenizer of a GGUF file: `cargo run -p ingot-tokenizer --example tokenize --
+//! MODEL.gguf [TEXT...]`. BOS is added per the file's `add_bos_token`; special-token texts are
+//! parsed.
 
 use std::io::BufRead;
 use std::path::Path;

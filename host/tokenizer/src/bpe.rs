@@ -1,12 +1,13 @@
 //! Byte-level BPE merging, as llama.cpp's `llm_tokenizer_bpe_session::tokenize` does it.
 //!
-//! Every string that can appear during merging (vocabulary entries, both halves of every merge and their
-//! concatenation, the 256 single-byte symbols) is interned once as a *symbol id*. Symbol ids below `n_vocab` are
-//! token ids; strings that are not vocabulary entries get ids from `n_vocab` up. Merging then works on integers only.
+//! Every string that can appear during merging (vocabulary entries, both halves of every merge and
+//! their concatenation, the 256 single-byte symbols) is interned once as a *symbol id*. Symbol ids
+//! below `n_vocab` are token ids; strings that are not vocabulary entries get ids from `n_vocab`
+//! up. Merging then works on integers only.
 //!
-//! Merge order: repeatedly merge the adjacent pair with the lowest rank (merge-list index), the leftmost one among
-//! equal ranks. A priority queue keyed by `(rank, left position)` with lazy deletion makes one word
-//! `O(n log n)` in its byte length `n`.
+//! Merge order: repeatedly merge the adjacent pair with the lowest rank (merge-list index), the
+//! leftmost one among equal ranks. A priority queue keyed by `(rank, left position)` with lazy
+//! deletion makes one word `O(n log n)` in its byte length `n`.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -48,9 +49,10 @@ impl<'v> Interner<'v> {
 }
 
 impl Bpe {
-    /// Builds the merge table. `token_to_id` maps every vocabulary string to its token id (last duplicate wins, as
-    /// in llama.cpp). Merge lines are `"left right"`, split at the first space after the first byte; lines without
-    /// such a space cannot match anything in llama.cpp and are skipped. The first of duplicate merges wins.
+    /// Builds the merge table. `token_to_id` maps every vocabulary string to its token id (last
+    /// duplicate wins, as in llama.cpp). Merge lines are `"left right"`, split at the first space
+    /// after the first byte; lines without such a space cannot match anything in llama.cpp and are
+    /// skipped. The first of duplicate merges wins.
     pub(crate) fn new(
         token_to_id: &HashMap<&str, u32>,
         n_vocab: u32,
@@ -79,8 +81,8 @@ impl Bpe {
             joined.push_str(right);
             let key = (interner.id(left), interner.id(right));
             let merged = interner.id(&joined);
-            // Ranks beyond u32 cannot occur: the merge count is bounded by the vocabulary size checks upstream,
-            // and saturating keeps the order monotone regardless.
+            // Ranks beyond u32 cannot occur: the merge count is bounded by the vocabulary size
+            // checks upstream, and saturating keeps the order monotone regardless.
             let rank = u32::try_from(rank).unwrap_or(u32::MAX);
             pairs.entry(key).or_insert((rank, merged));
         }
@@ -98,9 +100,9 @@ impl Bpe {
 
     /// Appends the tokens of one pre-token `word` (raw bytes) to `out`.
     ///
-    /// A final symbol that is not a vocabulary entry (only possible with a merge list inconsistent with the
-    /// vocabulary, or a vocabulary missing byte tokens) falls back to the tokens of its single bytes, skipping bytes
-    /// that have no token.
+    /// A final symbol that is not a vocabulary entry (only possible with a merge list inconsistent
+    /// with the vocabulary, or a vocabulary missing byte tokens) falls back to the tokens of its
+    /// single bytes, skipping bytes that have no token.
     pub(crate) fn encode_word(&self, word: &[u8], scratch: &mut BpeScratch, out: &mut Vec<u32>) {
         let symbols = &mut scratch.symbols;
         let queue = &mut scratch.queue;
@@ -118,8 +120,8 @@ impl Bpe {
         }
         while let Some(Reverse(cand)) = queue.pop() {
             let (l, r) = (cand.left, cand.right);
-            // Stale entries: either side already merged elsewhere or grown since the pair was queued. Symbol start
-            // offsets never move, so unchanged lengths mean unchanged text.
+            // Stale entries: either side already merged elsewhere or grown since the pair was
+            // queued. Symbol start offsets never move, so unchanged lengths mean unchanged text.
             if symbols[l].len != cand.left_len
                 || symbols[r].len != cand.right_len
                 || symbols[l].next != r
@@ -183,7 +185,8 @@ impl Bpe {
     }
 }
 
-/// Marks "no neighbour" in the symbol chain (`usize::MAX`, which `0usize.wrapping_sub(1)` also yields).
+/// Marks "no neighbour" in the symbol chain (`usize::MAX`, which `0usize.wrapping_sub(1)` also
+/// yields).
 const NONE: usize = usize::MAX;
 
 #[derive(Debug, Clone, Copy)]
@@ -195,7 +198,8 @@ struct Symbol {
     next: usize,
 }
 
-/// A queued merge. Field order makes the derived ordering `(rank, left, ...)`: lowest rank first, then leftmost.
+/// A queued merge. Field order makes the derived ordering `(rank, left, ...)`: lowest rank first,
+/// then leftmost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Candidate {
     rank: u32,

@@ -1,8 +1,9 @@
 //! GPT-2's reversible byte <-> unicode mapping.
 //!
-//! Byte-level BPE vocabularies store every token as a string of "visible" characters: byte `b` is written as
-//! `char(b)` when `b` is printable Latin-1 (`!`..=`~`, `¡`..=`¬`, `®`..=`ÿ`) and as `char(256 + k)` otherwise, where
-//! `k` counts the non-printable bytes in increasing order (so byte 0 is `Ā` U+0100 and the space 0x20 is `Ġ` U+0120).
+//! Byte-level BPE vocabularies store every token as a string of "visible" characters: byte `b` is
+//! written as `char(b)` when `b` is printable Latin-1 (`!`..=`~`, `¡`..=`¬`, `®`..=`ÿ`) and as
+//! `char(256 + k)` otherwise, where `k` counts the non-printable bytes in increasing order (so byte
+//! 0 is `Ā` U+0100 and the space 0x20 is `Ġ` U+0120).
 
 /// Bidirectional byte <-> char table.
 #[derive(Debug, Clone)]
@@ -51,8 +52,8 @@ impl ByteLevel {
         self.char_to_byte.get(c as usize).copied().flatten()
     }
 
-    /// Decodes a vocabulary string to the bytes it stands for. Characters outside the mapping (malformed vocab)
-    /// are kept as their own UTF-8 so that nothing is lost silently.
+    /// Decodes a vocabulary string to the bytes it stands for. Characters outside the mapping
+    /// (malformed vocab) are kept as their own UTF-8 so that nothing is lost silently.
     pub(crate) fn decode_into(&self, text: &str, out: &mut Vec<u8>) {
         for c in text.chars() {
             match self.byte_of(c) {
@@ -73,7 +74,8 @@ mod tests {
     #[test]
     fn mapping_is_a_bijection_with_known_anchors() {
         let bl = ByteLevel::new();
-        // Anchors from the GPT-2 table: space -> 'Ġ' (U+0120), newline -> 'Ċ' (U+010A), byte 0 -> 'Ā'.
+        // Anchors from the GPT-2 table: space -> 'Ġ' (U+0120), newline -> 'Ċ' (U+010A), byte 0 ->
+        // 'Ā'.
         assert_eq!(bl.char_of(b' '), '\u{120}');
         assert_eq!(bl.char_of(b'\n'), '\u{10A}');
         assert_eq!(bl.char_of(0), '\u{100}');

@@ -1,10 +1,12 @@
-//! The file's own chat template (`tokenizer.chat_template`, Jinja as in Hugging Face's `tokenizer_config.json`),
-//! rendered with `minijinja`, with the built-in DeepSeek-V2 format ([`apply_chat_template_deepseek2`]) as the
-//! fallback when a file has no template or its template does not render.
+//! The file's own chat template (`tokenizer.chat_template`, Jinja as in Hugging Face's
+//! `tokenizer_config.json`), rendered with `minijinja`, with the built-in DeepSeek-V2 format
+//! ([`apply_chat_template_deepseek2`]) as the fallback when a file has no template or its template
+//! does not render.
 //!
-//! The template sees what HF's `apply_chat_template` passes: `messages` (a list of `{role, content}`, the system
-//! message first), `add_generation_prompt`, `bos_token`, `eos_token`, and a `raise_exception(message)` function;
-//! Python string and dict methods (`.strip()`, `.split()`, `.items()`, ...) come from `minijinja-contrib`'s pycompat.
+//! The template sees what HF's `apply_chat_template` passes: `messages` (a list of `{role,
+//! content}`, the system message first), `add_generation_prompt`, `bos_token`, `eos_token`, and a
+//! `raise_exception(message)` function; Python string and dict methods (`.strip()`, `.split()`,
+//! `.items()`, ...) come from `minijinja-contrib`'s pycompat.
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{context, Environment, Error, ErrorKind, Value};
@@ -17,8 +19,9 @@ pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
 /// One conversation to render.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
-    /// BOS text the prompt starts with: the template's `bos_token`. Pass `""` when the encoder adds BOS itself
-    /// (as for [`apply_chat_template_deepseek2`]), or the prompt starts with two BOS tokens.
+    /// BOS text the prompt starts with: the template's `bos_token`. Pass `""` when the encoder adds
+    /// BOS itself (as for [`apply_chat_template_deepseek2`]), or the prompt starts with two BOS
+    /// tokens.
     pub bos: &'a str,
     /// The template's `eos_token` (the built-in format always writes DeepSeek-V2's).
     pub eos: &'a str,
@@ -56,7 +59,8 @@ impl ChatTemplate {
         }
     }
 
-    /// The template stored in a GGUF header; the built-in format when the key is absent or not a string.
+    /// The template stored in a GGUF header; the built-in format when the key is absent or not a
+    /// string.
     #[cfg(feature = "gguf")]
     pub fn from_gguf(header: &ingot_gguf::Gguf) -> Self {
         match header.get(CHAT_TEMPLATE_KEY).and_then(|v| v.as_str()) {
@@ -76,8 +80,8 @@ impl ChatTemplate {
         render_jinja(source, r).map_err(|e| ChatTemplateError::Render(describe(&e)))
     }
 
-    /// Renders with the Jinja template, or with the built-in DeepSeek-V2 format when the model has none; says
-    /// why a template does not render.
+    /// Renders with the Jinja template, or with the built-in DeepSeek-V2 format when the model has
+    /// none; says why a template does not render.
     pub fn render_or_builtin(&self, r: &ChatRequest<'_>) -> Result<String, ChatTemplateError> {
         match self.try_render(r) {
             Err(ChatTemplateError::Absent) => Ok(builtin(r)),
@@ -85,8 +89,8 @@ impl ChatTemplate {
         }
     }
 
-    /// Renders with the Jinja template; without one, or when it fails, uses the built-in DeepSeek-V2 format
-    /// (saying why on stderr when a template fails). Never panics.
+    /// Renders with the Jinja template; without one, or when it fails, uses the built-in
+    /// DeepSeek-V2 format (saying why on stderr when a template fails). Never panics.
     pub fn render(&self, r: &ChatRequest<'_>) -> String {
         self.render_or_builtin(r).unwrap_or_else(|e| {
             eprintln!("chat template: {e}; using the built-in DeepSeek-V2 template");

@@ -1,4 +1,5 @@
-//! Adapter from `ingot-gguf` metadata (feature `gguf`, on by default) to [`VocabParts`] and [`Tokenizer`].
+//! Adapter from `ingot-gguf` metadata (feature `gguf`, on by default) to [`VocabParts`] and
+//! [`Tokenizer`].
 
 use ingot_gguf::{Gguf, MetaType, MetaValue};
 

@@ -1,8 +1,10 @@
-//! Token texts llama.cpp recognises by name (`llama_vocab::impl::load`, "auto-detect special tokens by text").
+//! Token texts llama.cpp recognises by name (`llama_vocab::impl::load`, "auto-detect special tokens
+//! by text").
 //!
-//! llama.cpp retypes a vocabulary entry with one of these texts as a control token, whatever the GGUF says (so
-//! e.g. DeepSeek's FIM tokens, stored as user-defined, are only matched in text with `parse_special`), and treats
-//! the end-of-turn and FIM padding/repo/separator ones as end-of-generation.
+//! llama.cpp retypes a vocabulary entry with one of these texts as a control token, whatever the
+//! GGUF says (so e.g. DeepSeek's FIM tokens, stored as user-defined, are only matched in text with
+//! `parse_special`), and treats the end-of-turn and FIM padding/repo/separator ones as
+//! end-of-generation.
 
 /// End-of-turn texts (`special_eot_id` detection); end generation.
 const END_OF_TURN: &[&str] = &[

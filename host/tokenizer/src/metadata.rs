@@ -1,6 +1,8 @@
-//! Building [`VocabParts`] from GGUF metadata through a lookup closure, independent of any GGUF reader.
+//! Building [`VocabParts`] from GGUF metadata through a lookup closure, independent of any GGUF
+//! reader.
 //!
-//! The caller converts its own metadata value type into [`MetaRef`]; see `from_gguf` for the `ingot-gguf` adapter.
+//! The caller converts its own metadata value type into [`MetaRef`]; see `from_gguf` for the
+//! `ingot-gguf` adapter.
 
 use crate::error::TokenizerError;
 use crate::vocab::VocabParts;
@@ -36,8 +38,8 @@ pub enum MetaRef<'a> {
 
 /// Reads the `tokenizer.ggml.*` keys through `lookup` (which returns `None` for an absent key).
 ///
-/// Required: `tokenizer.ggml.model` and `tokenizer.ggml.tokens`. `merges` may be absent (empty list). A key that
-/// is present with the wrong type is an error rather than being ignored.
+/// Required: `tokenizer.ggml.model` and `tokenizer.ggml.tokens`. `merges` may be absent (empty
+/// list). A key that is present with the wrong type is an error rather than being ignored.
 pub fn vocab_parts_from_metadata<'a>(
     lookup: impl Fn(&str) -> Option<MetaRef<'a>>,
 ) -> Result<VocabParts<'a>, TokenizerError> {
@@ -64,7 +66,8 @@ pub fn vocab_parts_from_metadata<'a>(
     let token_types = match lookup(keys::TOKEN_TYPE) {
         Some(MetaRef::IntArray(v)) => Some(
             v.into_iter()
-                // Values outside i32 are not token types; map them to 0 (undefined) like any unknown value.
+                // Values outside i32 are not token types; map them to 0 (undefined) like any
+                // unknown value.
                 .map(|x| i32::try_from(x).unwrap_or(0))
                 .collect(),
         ),

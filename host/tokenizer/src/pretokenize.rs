@@ -1,16 +1,19 @@
-//! Pre-tokenizers: the regex splits llama.cpp applies before BPE (`llm_tokenizer_bpe`, `unicode_regex_split`).
+//! Pre-tokenizers: the regex splits llama.cpp applies before BPE (`llm_tokenizer_bpe`,
+//! `unicode_regex_split`).
 //!
-//! llama.cpp runs a *sequence* of regexes. Each one is applied to every fragment produced by the previous ones
-//! (the first to the whole text); inside a fragment, every match becomes a fragment and so does every stretch of
-//! text between two matches. Fragment boundaries therefore only ever get finer, and `$` means "end of the current
-//! fragment".
+//! llama.cpp runs a *sequence* of regexes. Each one is applied to every fragment produced by the
+//! previous ones (the first to the whole text); inside a fragment, every match becomes a fragment
+//! and so does every stretch of text between two matches. Fragment boundaries therefore only ever
+//! get finer, and `$` means "end of the current fragment".
 //!
 //! Two quirks of llama.cpp's regex engine are reproduced:
-//! * Before matching, llama.cpp replaces every non-ASCII whitespace code point by U+000B, so a character that is
-//!   Unicode `White_Space` matches `\s` but never an explicit range in a bracket class. The classes below therefore
-//!   exclude whitespace explicitly (U+3000 from the CJK punctuation range, `--\s` on the U+0800.. range).
-//! * `\s+(?!\S)` (look-ahead, which the `regex` crate lacks) is emulated: a match of the final `\s+` alternative that
-//!   is followed by a non-space character gives back its last character, exactly as backtracking would.
+//! * Before matching, llama.cpp replaces every non-ASCII whitespace code point by U+000B, so a
+//!   character that is Unicode `White_Space` matches `\s` but never an explicit range in a bracket
+//!   class. The classes below therefore exclude whitespace explicitly (U+3000 from the CJK
+//!   punctuation range, `--\s` on the U+0800.. range).
+//! * `\s+(?!\S)` (look-ahead, which the `regex` crate lacks) is emulated: a match of the final
+//!   `\s+` alternative that is followed by a non-space character gives back its last character,
+//!   exactly as backtracking would.
 
 use std::ops::Range;
 
@@ -22,22 +25,24 @@ pub enum PreTokenizerKind {
     /// `deepseek-llm` (DeepSeek LLM / V2 / V2-Lite): llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM`.
     DeepseekLlm,
     /// `deepseek-coder` (DeepSeek-Coder, Coder-V2, Coder-V2-Lite): llama.cpp
-    /// `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER`. Unlike `deepseek-llm`, letters and punctuation are Unicode
-    /// categories and every digit is a piece of its own.
+    /// `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER`. Unlike `deepseek-llm`, letters and punctuation are
+    /// Unicode categories and every digit is a piece of its own.
     DeepseekCoder,
     /// `deepseek-v3`: llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM`.
     DeepseekV3,
-    /// `llama3` and the names llama.cpp maps to the same rules (`llama-v3`, `llama-bpe`, `falcon3`, `falcon-h1`,
-    /// `pixtral`, `midm-2.0`, `lfm2`): llama.cpp `LLAMA_VOCAB_PRE_TYPE_LLAMA3`.
+    /// `llama3` and the names llama.cpp maps to the same rules (`llama-v3`, `llama-bpe`, `falcon3`,
+    /// `falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`): llama.cpp `LLAMA_VOCAB_PRE_TYPE_LLAMA3`.
     Llama3,
-    /// `glm4` and `chatglm-bpe` (GLM-4 / GLM-4.5 / GLM-4.7): llama.cpp `LLAMA_VOCAB_PRE_TYPE_CHATGLM4`. The split is
-    /// llama3's (llama.cpp routes the identical regex to the same custom splitter), but BPE always runs and no BOS
-    /// is added unless the file asks for it.
+    /// `glm4` and `chatglm-bpe` (GLM-4 / GLM-4.5 / GLM-4.7): llama.cpp
+    /// `LLAMA_VOCAB_PRE_TYPE_CHATGLM4`. The split is llama3's (llama.cpp routes the identical regex
+    /// to the same custom splitter), but BPE always runs and no BOS is added unless the file asks
+    /// for it.
     Glm4,
-    /// `kimi-k2` (Kimi-K2, Moonlight): llama.cpp `LLAMA_VOCAB_PRE_TYPE_KIMI_K2`, whose custom splitter
-    /// (`unicode_regex_split_custom_kimi_k2`) is reproduced, not Moonshot's tiktoken pattern: a letter run takes
-    /// upper and lower case alike (`getUserName` is one piece, where the tiktoken pattern splits it at each capital).
-    /// Such files may carry no merges; BPE then leaves every character a token of its own, as in llama.cpp.
+    /// `kimi-k2` (Kimi-K2, Moonlight): llama.cpp `LLAMA_VOCAB_PRE_TYPE_KIMI_K2`, whose custom
+    /// splitter (`unicode_regex_split_custom_kimi_k2`) is reproduced, not Moonshot's tiktoken
+    /// pattern: a letter run takes upper and lower case alike (`getUserName` is one piece, where
+    /// the tiktoken pattern splits it at each capital). Such files may carry no merges; BPE then
+    /// leaves every character a token of its own, as in llama.cpp.
     KimiK2,
 }
 
@@ -56,13 +61,14 @@ impl PreTokenizerKind {
         }
     }
 
-    /// llama.cpp's `ignore_merges`: a whole pre-token that is itself a vocabulary entry is emitted as that token
-    /// without running BPE on it.
+    /// llama.cpp's `ignore_merges`: a whole pre-token that is itself a vocabulary entry is emitted
+    /// as that token without running BPE on it.
     pub(crate) fn ignores_merges(self) -> bool {
         matches!(self, Self::Llama3)
     }
 
-    /// Whether BOS is added when `tokenizer.ggml.add_bos_token` is absent (llama.cpp's per-pre-type default).
+    /// Whether BOS is added when `tokenizer.ggml.add_bos_token` is absent (llama.cpp's per-pre-type
+    /// default).
     pub(crate) fn default_add_bos(self) -> bool {
         matches!(self, Self::Llama3)
     }
@@ -98,11 +104,11 @@ impl PreTokenizerKind {
     }
 }
 
-/// `\s?` + DeepSeek's explicit cased-letter class (Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic,
-/// Coptic, letterlike symbols, full-width Latin, Deseret, Osage, Old Hungarian, Warang Citi, Adlam). Code points are
-/// those of llama.cpp's literal string; written as escapes because several of them (U+1F7D, U+1FBE, U+1FD3,
-/// U+1FDB, U+2126, U+212A) are canonically equivalent to other characters and would be changed by any editor or
-/// tool that normalizes text.
+/// `\s?` + DeepSeek's explicit cased-letter class (Latin, Greek, Cyrillic, Armenian, Georgian,
+/// Cherokee, Glagolitic, Coptic, letterlike symbols, full-width Latin, Deseret, Osage, Old
+/// Hungarian, Warang Citi, Adlam). Code points are those of llama.cpp's literal string; written as
+/// escapes because several of them (U+1F7D, U+1FBE, U+1FD3, U+1FDB, U+2126, U+212A) are canonically
+/// equivalent to other characters and would be changed by any editor or tool that normalizes text.
 const DEEPSEEK_LLM_LETTERS: &str = concat!(
     r"\s?[A-Za-z\u{B5}\u{C0}-\u{D6}\u{D8}-\u{F6}\u{F8}-\u{1BA}\u{1BC}-\u{1BF}\u{1C4}-\u{293}\u{295}-\u{2AF}",
     r"\u{370}-\u{373}\u{376}\u{377}\u{37B}-\u{37D}\u{37F}\u{386}\u{388}-\u{38A}\u{38C}\u{38E}-\u{3A1}",
@@ -119,29 +125,32 @@ const DEEPSEEK_LLM_LETTERS: &str = concat!(
     r"\u{118A0}-\u{118DF}\u{1E900}-\u{1E943}]+",
 );
 
-/// `\s?[!-/:-~！-／：-～‘-‟　-。]+`; U+3000 (ideographic space) is left out of the class because llama.cpp sees it
-/// as U+000B (see module docs).
+/// `\s?[!-/:-~！-／：-～‘-‟　-。]+`; U+3000 (ideographic space) is left out of the class because
+/// llama.cpp sees it as U+000B (see module docs).
 const DEEPSEEK_LLM_PUNCT: &str =
     r"\s?[!-/:-~\u{FF01}-\u{FF0F}\u{FF1A}-\u{FF5E}\u{2018}-\u{201F}\u{3001}-\u{3002}]+";
 
-/// `[一-龥ࠀ-一가-퟿]+` minus whitespace (U+0800..U+4E00 contains U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
-/// U+205F and U+3000, which llama.cpp sees as U+000B).
+/// `[一-龥ࠀ-一가-퟿]+` minus whitespace (U+0800..U+4E00 contains U+1680, U+2000..U+200A, U+2028, U+2029,
+/// U+202F, U+205F and U+3000, which llama.cpp sees as U+000B).
 const DEEPSEEK_LLM_CJK: &str = r"[[\u{4E00}-\u{9FA5}\u{800}-\u{4E00}\u{AC00}-\u{D7FF}]--\s]+";
 
-/// llama.cpp's DEEPSEEK3_LLM third regex with the final `\s+(?!\S)|\s+` written as `\s+` (see [`LookAhead`]).
+/// llama.cpp's DEEPSEEK3_LLM third regex with the final `\s+(?!\S)|\s+` written as `\s+` (see
+/// [`LookAhead`]).
 const DEEPSEEK_V3_WORDS: &str = concat!(
     r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"##,
     r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+",
 );
 
-/// llama.cpp's adapted LLAMA3 regex with the final `\s+(?!\S)|\s+` written as `\s+` (see [`LookAhead`]).
+/// llama.cpp's adapted LLAMA3 regex with the final `\s+(?!\S)|\s+` written as `\s+` (see
+/// [`LookAhead`]).
 const LLAMA3_WORDS: &str = concat!(
     r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}",
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+",
 );
 
-/// llama.cpp's `unicode_cpt_is_han` ranges: CJK Unified Ideographs and Extensions A-F, and the two compatibility
-/// blocks. (Not Unicode's Han script, which also holds radicals and ideographic marks.)
+/// llama.cpp's `unicode_cpt_is_han` ranges: CJK Unified Ideographs and Extensions A-F, and the two
+/// compatibility blocks. (Not Unicode's Han script, which also holds radicals and ideographic
+/// marks.)
 macro_rules! han {
     () => {
         concat!(
@@ -151,10 +160,10 @@ macro_rules! han {
     };
 }
 
-/// llama.cpp's kimi-k2 splitter as one regex, alternatives in its order: a Han run; an optional leading character
-/// that is not a newline, letter or digit, then a run of non-Han letters with an optional English contraction
-/// (case-insensitive); 1-3 digits; punctuation runs; newline runs; `\s+(?!\S)|\s+` written as `\s+` (see
-/// [`LookAhead`]).
+/// llama.cpp's kimi-k2 splitter as one regex, alternatives in its order: a Han run; an optional
+/// leading character that is not a newline, letter or digit, then a run of non-Han letters with an
+/// optional English contraction (case-insensitive); 1-3 digits; punctuation runs; newline runs;
+/// `\s+(?!\S)|\s+` written as `\s+` (see [`LookAhead`]).
 const KIMI_K2_WORDS: &str = concat!(
     "[",
     han!(),
@@ -169,9 +178,10 @@ const KIMI_K2_WORDS: &str = concat!(
 enum LookAhead {
     /// Matches are used as found.
     None,
-    /// The pattern ends in `\s+` standing for `\s+(?!\S)|\s+`. A match made only of non-newline whitespace is the
-    /// `\s+` alternative (every earlier alternative needs a non-space character or a newline); when it is longer
-    /// than one character and a non-space character follows, `\s+(?!\S)` would have stopped one character short.
+    /// The pattern ends in `\s+` standing for `\s+(?!\S)|\s+`. A match made only of non-newline
+    /// whitespace is the `\s+` alternative (every earlier alternative needs a non-space character
+    /// or a newline); when it is longer than one character and a non-space character follows,
+    /// `\s+(?!\S)` would have stopped one character short.
     TrailingSpaceRun,
 }
 
@@ -195,7 +205,8 @@ impl PreTokenizer {
             .rules()
             .into_iter()
             .map(|(pattern, look_ahead)| SplitRule {
-                // The patterns are constants of this module; the unit tests compile every one of them.
+                // The patterns are constants of this module; the unit tests compile every one of
+                // them.
                 regex: Regex::new(pattern).expect("built-in pre-tokenizer regex is valid"),
                 look_ahead,
             })
@@ -235,7 +246,8 @@ impl PreTokenizer {
 }
 
 impl SplitRule {
-    /// Appends the pieces of `text[fragment]` to `out`: every match and every non-empty gap between matches.
+    /// Appends the pieces of `text[fragment]` to `out`: every match and every non-empty gap between
+    /// matches.
     fn split_fragment(&self, text: &str, fragment: Range<usize>, out: &mut Vec<Range<usize>>) {
         let base = fragment.start;
         // Matching on the fragment alone makes `$` mean "end of fragment", as in llama.cpp.
@@ -251,7 +263,8 @@ impl SplitRule {
                 end = give_back_last_space(hay, m.start(), end);
             }
             if end == m.start() {
-                // No rule matches the empty string; this guard only keeps the loop finite if one ever did.
+                // No rule matches the empty string; this guard only keeps the loop finite if one
+                // ever did.
                 pos = next_char_boundary(hay, m.start());
                 continue;
             }
@@ -268,7 +281,8 @@ impl SplitRule {
     }
 }
 
-/// Applies the `\s+(?!\S)` emulation to the match `hay[start..end]` (see [`LookAhead::TrailingSpaceRun`]).
+/// Applies the `\s+(?!\S)` emulation to the match `hay[start..end]` (see
+/// [`LookAhead::TrailingSpaceRun`]).
 fn give_back_last_space(hay: &str, start: usize, end: usize) -> usize {
     let piece = &hay[start..end];
     let is_space_run = piece

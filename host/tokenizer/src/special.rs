@@ -1,9 +1,10 @@
 //! Special-token partitioning (llama.cpp `tokenizer_st_partition`).
 //!
-//! Before pre-tokenization, text that spells a special token is cut out and emitted as that token, so special
-//! tokens are never split by BPE. Control and unknown tokens are only recognised when `parse_special` is set;
-//! user-defined tokens always are. Tokens are tried longest text first (ties by id), each over all remaining text
-//! fragments, every occurrence left to right, exactly like llama.cpp's loop.
+//! Before pre-tokenization, text that spells a special token is cut out and emitted as that token,
+//! so special tokens are never split by BPE. Control and unknown tokens are only recognised when
+//! `parse_special` is set; user-defined tokens always are. Tokens are tried longest text first
+//! (ties by id), each over all remaining text fragments, every occurrence left to right, exactly
+//! like llama.cpp's loop.
 
 use crate::vocab::TokenType;
 
@@ -31,7 +32,8 @@ pub(crate) struct SpecialTokens {
 }
 
 impl SpecialTokens {
-    /// Collects control, user-defined and unknown tokens. Empty texts are skipped: they would match everywhere.
+    /// Collects control, user-defined and unknown tokens. Empty texts are skipped: they would match
+    /// everywhere.
     pub(crate) fn new(tokens: &[&str], types: &[TokenType]) -> Self {
         let mut list: Vec<SpecialToken> = tokens
             .iter()

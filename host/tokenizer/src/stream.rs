@@ -1,9 +1,10 @@
 //! Incremental detokenization that never emits part of a UTF-8 character.
 //!
-//! Byte-level BPE tokens may end in the middle of a multi-byte character (an emoji is often 2-4 byte tokens).
-//! The decoder keeps such an incomplete tail (at most 3 bytes) until the next token completes it. Bytes that can
-//! never become valid UTF-8 are emitted as U+FFFD right away, so the concatenated output of all `push` calls plus
-//! `flush` equals [`crate::Tokenizer::decode`] of the same ids.
+//! Byte-level BPE tokens may end in the middle of a multi-byte character (an emoji is often 2-4
+//! byte tokens). The decoder keeps such an incomplete tail (at most 3 bytes) until the next token
+//! completes it. Bytes that can never become valid UTF-8 are emitted as U+FFFD right away, so the
+//! concatenated output of all `push` calls plus `flush` equals [`crate::Tokenizer::decode`] of the
+//! same ids.
 
 use crate::tokenizer::Tokenizer;
 
@@ -11,7 +12,8 @@ use crate::tokenizer::Tokenizer;
 #[derive(Debug, Clone)]
 pub struct StreamDecoder<'t> {
     tokenizer: &'t Tokenizer,
-    /// Bytes of an incomplete UTF-8 sequence, waiting for its continuation (always < 4 bytes between calls).
+    /// Bytes of an incomplete UTF-8 sequence, waiting for its continuation (always < 4 bytes
+    /// between calls).
     pending: Vec<u8>,
 }
 
@@ -24,8 +26,8 @@ impl<'t> StreamDecoder<'t> {
         }
     }
 
-    /// Adds token `id`; returns the text that became complete, or `None` if there is none yet. Tokens that
-    /// [`Tokenizer::decode`] hides (control, unused, out of range) add nothing.
+    /// Adds token `id`; returns the text that became complete, or `None` if there is none yet.
+    /// Tokens that [`Tokenizer::decode`] hides (control, unused, out of range) add nothing.
     pub fn push(&mut self, id: u32) -> Option<String> {
         if self.tokenizer.is_rendered(id) {
             self.pending
@@ -64,7 +66,8 @@ impl<'t> StreamDecoder<'t> {
         (!out.is_empty()).then_some(out)
     }
 
-    /// Returns whatever is still pending (an incomplete character becomes U+FFFD) and resets the decoder.
+    /// Returns whatever is still pending (an incomplete character becomes U+FFFD) and resets the
+    /// decoder.
     pub fn flush(&mut self) -> String {
         let out = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();

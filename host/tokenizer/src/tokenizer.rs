@@ -12,8 +12,8 @@ use crate::special::{Fragment, SpecialTokens};
 use crate::stream::StreamDecoder;
 use crate::vocab::{TokenType, VocabParts};
 
-/// A gpt2-type (byte-level BPE) tokenizer built from GGUF vocabulary metadata, matching llama.cpp's output.
-/// Immutable after construction, so one instance can be shared by reference across threads.
+/// A gpt2-type (byte-level BPE) tokenizer built from GGUF vocabulary metadata, matching llama.cpp's
+/// output. Immutable after construction, so one instance can be shared by reference across threads.
 #[derive(Clone)]
 pub struct Tokenizer {
     pre: PreTokenizer,
@@ -21,10 +21,12 @@ pub struct Tokenizer {
     byte_level: ByteLevel,
     specials: SpecialTokens,
     types: Vec<TokenType>,
-    /// Bytes of every token (see [`Tokenizer::token_bytes`]), concatenated; token `i` is `pieces[spans[i]]`.
+    /// Bytes of every token (see [`Tokenizer::token_bytes`]), concatenated; token `i` is
+    /// `pieces[spans[i]]`.
     pieces: Vec<u8>,
     spans: Vec<Range<usize>>,
-    /// Visible-encoding text -> token id; kept only for pre-tokenizers that skip BPE on whole-vocabulary words.
+    /// Visible-encoding text -> token id; kept only for pre-tokenizers that skip BPE on
+    /// whole-vocabulary words.
     whole_words: Option<HashMap<Box<str>, u32>>,
     eog: HashSet<u32>,
     bos: Option<u32>,
@@ -55,8 +57,8 @@ impl std::fmt::Debug for Tokenizer {
 }
 
 impl Tokenizer {
-    /// Builds a tokenizer; fails with a typed error on an unsupported model or pre-tokenizer, inconsistent
-    /// lengths, or out-of-range special ids.
+    /// Builds a tokenizer; fails with a typed error on an unsupported model or pre-tokenizer,
+    /// inconsistent lengths, or out-of-range special ids.
     pub fn from_parts(p: VocabParts<'_>) -> Result<Tokenizer, TokenizerError> {
         if p.model != "gpt2" {
             return Err(TokenizerError::UnsupportedModel(p.model.to_owned()));
@@ -68,7 +70,8 @@ impl Tokenizer {
         if n_vocab == 0 {
             return Err(TokenizerError::EmptyVocabulary);
         }
-        // Symbol ids above the vocabulary (merge-only strings) must also fit u32: keep a wide margin.
+        // Symbol ids above the vocabulary (merge-only strings) must also fit u32: keep a wide
+        // margin.
         let n_vocab_u32 = u32::try_from(n_vocab)
             .ok()
             .filter(|&n| n < u32::MAX / 4)
@@ -162,9 +165,10 @@ impl Tokenizer {
         })
     }
 
-    /// Encodes `text`. With `add_special`, BOS is prepended when the vocabulary asks for it (`add_bos`) and EOS
-    /// appended when it asks for that (`add_eos`). With `parse_special`, text spelling a control token (e.g.
-    /// `<｜end▁of▁sentence｜>`) becomes that token; user-defined tokens are always recognised.
+    /// Encodes `text`. With `add_special`, BOS is prepended when the vocabulary asks for it
+    /// (`add_bos`) and EOS appended when it asks for that (`add_eos`). With `parse_special`, text
+    /// spelling a control token (e.g. `<｜end▁of▁sentence｜>`) becomes that token; user-defined
+    /// tokens are always recognised.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
@@ -193,7 +197,8 @@ impl Tokenizer {
         out
     }
 
-    /// For pre-tokenizers with llama.cpp's `ignore_merges`: the token spelling the whole word, if any.
+    /// For pre-tokenizers with llama.cpp's `ignore_merges`: the token spelling the whole word, if
+    /// any.
     fn whole_word(&self, word: &[u8], visible: &mut String) -> Option<u32> {
         let map = self.whole_words.as_ref()?;
         visible.clear();
@@ -221,8 +226,9 @@ impl Tokenizer {
         self.add_bos
     }
 
-    /// The chat template's `bos_token` and `eos_token` texts: no BOS text when [`Tokenizer::encode`] adds BOS
-    /// itself (else the prompt would start with two), and the vocabulary's EOS text (DeepSeek-V2's without one).
+    /// The chat template's `bos_token` and `eos_token` texts: no BOS text when
+    /// [`Tokenizer::encode`] adds BOS itself (else the prompt would start with two), and the
+    /// vocabulary's EOS text (DeepSeek-V2's without one).
     pub fn chat_specials(&self) -> (&'static str, String) {
         let bos = if self.add_bos {
             ""
@@ -236,7 +242,8 @@ impl Tokenizer {
         (bos, eos)
     }
 
-    /// Whether generation should stop after `id` (EOS, or a known end-of-turn token of the vocabulary).
+    /// Whether generation should stop after `id` (EOS, or a known end-of-turn token of the
+    /// vocabulary).
     pub fn is_eog(&self, id: u32) -> bool {
         self.eog.contains(&id)
     }
@@ -256,22 +263,23 @@ impl Tokenizer {
         self.types.get(id as usize).copied()
     }
 
-    /// The bytes token `id` stands for: byte-level decoded for ordinary tokens, the plain text for control,
-    /// user-defined and unknown tokens. Empty for an out-of-range id. A single token may hold part of a UTF-8
-    /// character.
+    /// The bytes token `id` stands for: byte-level decoded for ordinary tokens, the plain text for
+    /// control, user-defined and unknown tokens. Empty for an out-of-range id. A single token may
+    /// hold part of a UTF-8 character.
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         self.spans
             .get(id as usize)
             .map_or(&[], |span| &self.pieces[span.clone()])
     }
 
-    /// Whether `decode` renders token `id` (control and unused tokens are hidden, out-of-range ids too).
+    /// Whether `decode` renders token `id` (control and unused tokens are hidden, out-of-range ids
+    /// too).
     pub(crate) fn is_rendered(&self, id: u32) -> bool {
         self.token_type(id).is_some_and(|t| !t.is_hidden())
     }
 
-    /// Decodes ids to text, leaving out control and unused tokens (so BOS/EOS do not appear). Invalid UTF-8
-    /// (e.g. a sequence cut in the middle of a character) becomes U+FFFD.
+    /// Decodes ids to text, leaving out control and unused tokens (so BOS/EOS do not appear).
+    /// Invalid UTF-8 (e.g. a sequence cut in the middle of a character) becomes U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> String {
         self.decode_filtered(ids, |id| self.is_rendered(id))
     }

@@ -3,13 +3,13 @@
 /// Borrowed view of the `tokenizer.ggml.*` metadata a [`crate::Tokenizer`] is built from.
 #[derive(Debug, Clone, Default)]
 pub struct VocabParts<'a> {
-    /// `tokenizer.ggml.tokens`: token strings, index = token id (byte-level BPE "visible" encoding for normal
-    /// tokens, plain text for control/user-defined tokens).
+    /// `tokenizer.ggml.tokens`: token strings, index = token id (byte-level BPE "visible" encoding
+    /// for normal tokens, plain text for control/user-defined tokens).
     pub tokens: Vec<&'a str>,
     /// `tokenizer.ggml.merges`: `"left right"` strings; rank = index (lower merges first).
     pub merges: Vec<&'a str>,
-    /// `tokenizer.ggml.token_type`: 1 normal, 2 unknown, 3 control, 4 user_defined, 5 unused, 6 byte. Absent means
-    /// every token is normal.
+    /// `tokenizer.ggml.token_type`: 1 normal, 2 unknown, 3 control, 4 user_defined, 5 unused, 6
+    /// byte. Absent means every token is normal.
     pub token_types: Option<Vec<i32>>,
     /// `tokenizer.ggml.model`; must be `"gpt2"`.
     pub model: &'a str,
@@ -19,8 +19,8 @@ pub struct VocabParts<'a> {
     pub bos: Option<u32>,
     /// `tokenizer.ggml.eos_token_id`.
     pub eos: Option<u32>,
-    /// `tokenizer.ggml.add_bos_token`; absent means llama.cpp's default for the pre-tokenizer (false for
-    /// `deepseek-llm` and `deepseek-v3`, true for `llama3`).
+    /// `tokenizer.ggml.add_bos_token`; absent means llama.cpp's default for the pre-tokenizer
+    /// (false for `deepseek-llm` and `deepseek-v3`, true for `llama3`).
     pub add_bos: Option<bool>,
     /// `tokenizer.ggml.add_eos_token`; absent means false.
     pub add_eos: Option<bool>,
@@ -35,12 +35,13 @@ pub enum TokenType {
     Normal,
     /// 2: the unknown-token placeholder.
     Unknown,
-    /// 3: a control token such as BOS/EOS; matched in text only when `parse_special` is set, not rendered by
-    /// [`crate::Tokenizer::decode`].
+    /// 3: a control token such as BOS/EOS; matched in text only when `parse_special` is set, not
+    /// rendered by [`crate::Tokenizer::decode`].
     Control,
     /// 4: an added token; always matched in text as a whole, rendered as its plain text.
     UserDefined,
-    /// 5: padding/reserved slot; never produced by encoding, not rendered by [`crate::Tokenizer::decode`].
+    /// 5: padding/reserved slot; never produced by encoding, not rendered by
+    /// [`crate::Tokenizer::decode`].
     Unused,
     /// 6: a byte token (SentencePiece style; unusual in gpt2 vocabularies).
     Byte,

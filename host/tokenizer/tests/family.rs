@@ -1,5 +1,6 @@
-//! The pre-tokenizers and chat templates of the rest of the deepseek2 family (Kimi-K2/Moonlight `kimi-k2`,
-//! GLM-4.7 `glm4`) on synthetic vocabularies; splits derived by hand from llama.cpp's rules (comment above each).
+//! The pre-tokenizers and chat templates of the rest of the deepseek2 family (Kimi-K2/Moonlight
+//! `kimi-k2`, GLM-4.7 `glm4`) on synthetic vocabularies; splits derived by hand from llama.cpp's
+//! rules (comment above each).
 
 use ingot_tokenizer::{
     ChatRequest, ChatTemplate, ChatTemplateError, PreTokenizer, PreTokenizerKind, Role, Tokenizer,
@@ -32,8 +33,9 @@ fn gguf_names_select_the_family_pre_tokenizers() {
 
 #[test]
 fn kimi_k2_letters_han_digits() {
-    // Han runs stand alone; a letter run takes upper and lower case together (llama.cpp's splitter, not the
-    // tiktoken pattern); " 12345" -> " " (gap), "123", "45" (\p{N}{1,3}); the leading space joins "world".
+    // Han runs stand alone; a letter run takes upper and lower case together (llama.cpp's splitter,
+    // not the tiktoken pattern); " 12345" -> " " (gap), "123", "45" (\p{N}{1,3}); the leading space
+    // joins "world".
     assert_eq!(
         kimi("getUserName 中文abc world 12345"),
         vec![
@@ -47,8 +49,8 @@ fn kimi_k2_letters_han_digits() {
             "45"
         ]
     );
-    // A leading non-letter, non-digit character joins the letters right after it ("(iPhone"); " $" is not
-    // followed by a letter at the space, so the punctuation rule takes " $" and leaves "x".
+    // A leading non-letter, non-digit character joins the letters right after it ("(iPhone"); " $"
+    // is not followed by a letter at the space, so the punctuation rule takes " $" and leaves "x".
     assert_eq!(kimi("(iPhone $x"), vec!["(iPhone", " $", "x"]);
     // Japanese kana are letters but not Han: they join the letter run, the kanji do not.
     assert_eq!(kimi("日本ひらがな"), vec!["日本", "ひらがな"]);
@@ -66,7 +68,8 @@ fn kimi_k2_contractions_punctuation_spaces() {
 
 #[test]
 fn glm4_splits_like_llama3() {
-    // llama.cpp routes CHATGLM4's regex to the llama3 splitter: digits in threes, contractions apart.
+    // llama.cpp routes CHATGLM4's regex to the llama3 splitter: digits in threes, contractions
+    // apart.
     assert_eq!(
         glm("It's 12345 ok!!\n"),
         vec!["It", "'s", " ", "123", "45", " ok", "!!\n"]
@@ -131,8 +134,8 @@ fn request(add_generation_prompt: bool) -> ChatRequest<'static> {
     }
 }
 
-/// A GLM-4-style template (`[gMASK]<sop>`, `<|role|>` headers), written for this test in HF's Jinja dialect with
-/// the Python string methods real templates call.
+/// A GLM-4-style template (`[gMASK]<sop>`, `<|role|>` headers), written for this test in HF's Jinja
+/// dialect with the Python string methods real templates call.
 const GLM_STYLE: &str = "[gMASK]<sop>
 {%- for m in messages -%}
 <|{{ m.role }}|>
@@ -155,7 +158,8 @@ fn jinja_template_renders_the_conversation() {
 
 #[test]
 fn jinja_template_sees_special_tokens_and_loop_state() {
-    // DeepSeek-V3's shape: bos_token first, a namespace flag, eos_token after assistant turns, loop.last.
+    // DeepSeek-V3's shape: bos_token first, a namespace flag, eos_token after assistant turns,
+    // loop.last.
     let src = "{{ bos_token }}{% set ns = namespace(sys='') %}\
 {%- for m in messages %}{% if m.role == 'system' %}{% set ns.sys = m.content %}{% endif %}{% endfor -%}
 {{ ns.sys }}
@@ -174,7 +178,8 @@ fn failing_or_absent_templates_fall_back_to_the_builtin_format() {
     let builtin = "<B>Be brief.\n\nUser: Hi\n\nAssistant: Hello!".to_owned()
         + DEEPSEEK2_EOS_TEXT
         + "User: 2+2?\n\nAssistant:";
-    // raise_exception, a syntax error and an undefined function: a typed error, and the built-in text.
+    // raise_exception, a syntax error and an undefined function: a typed error, and the built-in
+    // text.
     for src in [
         "{{ raise_exception('only user/assistant roles are supported') }}",
         "{% for m in messages %}",

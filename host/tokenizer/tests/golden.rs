@@ -1,5 +1,6 @@
-//! (a) llama.cpp's ids for `shared/golden/tokenize.tsv` with the vocabulary of `tiny-mla-f32/model.gguf`
-//! (512 tokens, 254 merges, `deepseek-llm` pre-tokenizer, BOS 510 added), reproduced exactly.
+//! (a) llama.cpp's ids for `shared/golden/tokenize.tsv` with the vocabulary of
+//! `tiny-mla-f32/model.gguf` (512 tokens, 254 merges, `deepseek-llm` pre-tokenizer, BOS 510 added),
+//! reproduced exactly.
 #![cfg(feature = "gguf")]
 
 mod support;
@@ -27,7 +28,8 @@ fn golden_tsv_matches_llama_cpp_exactly() {
     for line in tsv.lines().filter(|l| !l.is_empty()) {
         let (text, ids) = line.split_once('\t').expect("text TAB ids");
         let want = parse_ids(ids);
-        // llama.cpp's tokenize tool: add_special = true (BOS per add_bos_token), parse_special = false.
+        // llama.cpp's tokenize tool: add_special = true (BOS per add_bos_token), parse_special =
+        // false.
         assert_eq!(tok.encode(text, true, false), want, "text {text:?}");
         // Decoding drops BOS and gives the text back.
         assert_eq!(tok.decode(&want), text);

@@ -1,5 +1,5 @@
-//! (c) exact ids on a hand-made vocabulary whose BPE results are derived by hand, (g) special tokens, and the
-//! construction errors.
+//! (c) exact ids on a hand-made vocabulary whose BPE results are derived by hand, (g) special
+//! tokens, and the construction errors.
 
 use ingot_tokenizer::{Tokenizer, TokenizerError, VocabParts};
 

@@ -1,8 +1,8 @@
-//! (e) The pre-tokenizers llama.cpp ships no vocabulary test file for (deepseek-v3, glm4, kimi-k2), against a
-//! second, independent reference: the HF `tokenizers` library (its Oniguruma engine, with the look-ahead the
-//! `regex` crate lacks) running llama.cpp's own regex sequences, on llama.cpp's tokenizer test texts and
-//! multilingual, code and whitespace lines (`scripts/pretok-reference.py` wrote
-//! `testdata/golden/pretok/*.jsonl`). Every piece must be the same.
+//! (e) The pre-tokenizers llama.cpp ships no vocabulary test file for (deepseek-v3, glm4, kimi-k2),
+//! against a second, independent reference: the HF `tokenizers` library (its Oniguruma engine, with
+//! the look-ahead the `regex` crate lacks) running llama.cpp's own regex sequences, on llama.cpp's
+//! tokenizer test texts and multilingual, code and whitespace lines (`scripts/pretok-reference.py`
+//! wrote `testdata/golden/pretok/*.jsonl`). Every piece must be the same.
 
 use ingot_tokenizer::{PreTokenizer, PreTokenizerKind};
 
@@ -63,7 +63,8 @@ fn kimi_k2_splits_as_hf_tokenizers_does() {
     check("kimi-k2");
 }
 
-/// The references tell the pre-tokenizers apart: each file, split by another family's rules, differs.
+/// The references tell the pre-tokenizers apart: each file, split by another family's rules,
+/// differs.
 #[test]
 fn another_pre_tokenizer_fails_each_reference() {
     for (name, other) in [

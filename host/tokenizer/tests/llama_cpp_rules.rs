@@ -1,11 +1,12 @@
-//! llama.cpp vocabulary rules beyond plain BPE: `ignore_merges` and default BOS of `llama3`, tokens retyped as
-//! control by their text, end-of-generation detection; plus a randomized round trip for every pre-tokenizer.
+//! llama.cpp vocabulary rules beyond plain BPE: `ignore_merges` and default BOS of `llama3`, tokens
+//! retyped as control by their text, end-of-generation detection; plus a randomized round trip for
+//! every pre-tokenizer.
 
 use ingot_testdata::Lcg;
 use ingot_tokenizer::{PreTokenizerKind, TokenType, Tokenizer, VocabParts};
 
-/// GPT-2's byte -> visible char table, written out independently of the crate: printable Latin-1 bytes map to
-/// themselves, the other 68 to U+0100.. in increasing byte order.
+/// GPT-2's byte -> visible char table, written out independently of the crate: printable Latin-1
+/// bytes map to themselves, the other 68 to U+0100.. in increasing byte order.
 fn visible(b: u8) -> char {
     let printable = |x: u8| matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
     if printable(b) {
@@ -89,7 +90,8 @@ fn default_bos_depends_on_the_pre_tokenizer_and_the_key_overrides() {
 
 #[test]
 fn fim_and_end_tokens_are_retyped_as_control_by_text() {
-    // Stored as user-defined / normal, as converters sometimes do; llama.cpp makes them control tokens.
+    // Stored as user-defined / normal, as converters sometimes do; llama.cpp makes them control
+    // tokens.
     let fim = "<｜fim▁hole｜>";
     let (tokens, types, bos) = byte_vocab(&[(fim, 4), ("<|endoftext|>", 1), ("<keep>", 4)]);
     let tok = build(&tokens, &types, &[], "deepseek-llm", bos, None);
@@ -155,7 +157,8 @@ fn random_unicode_round_trips_with_every_pre_tokenizer() {
                 .collect();
             let ids = tok.encode(&text, false, false);
             assert_eq!(tok.decode(&ids), text, "{name}: {ids:?}");
-            // With parse_special, "<bos>" becomes the (hidden) BOS token and drops out of the decoded text.
+            // With parse_special, "<bos>" becomes the (hidden) BOS token and drops out of the
+            // decoded text.
             let ids = tok.encode(&text, false, true);
             assert_eq!(
                 tok.decode(&ids),

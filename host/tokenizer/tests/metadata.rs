@@ -93,7 +93,8 @@ fn optional_keys_may_be_absent() {
         m.remove(k);
     }
     let tok = Tokenizer::from_parts(parse(&m).unwrap()).unwrap();
-    // No merges: "ab" stays two tokens; no BOS is added; "<s>" is an ordinary token without a type array.
+    // No merges: "ab" stays two tokens; no BOS is added; "<s>" is an ordinary token without a type
+    // array.
     assert_eq!(tok.encode("ab", true, false), vec![0, 1]);
     assert_eq!(tok.bos(), None);
 }

@@ -1,5 +1,5 @@
-//! (d) Pre-tokenizer splits on tricky text, against splits derived by hand from llama.cpp's regex sequences
-//! (the derivation of each case is in the comment above it).
+//! (d) Pre-tokenizer splits on tricky text, against splits derived by hand from llama.cpp's regex
+//! sequences (the derivation of each case is in the comment above it).
 
 use ingot_tokenizer::{PreTokenizer, PreTokenizerKind};
 
@@ -9,8 +9,9 @@ fn deepseek_llm(text: &str) -> Vec<&str> {
 
 #[test]
 fn deepseek_llm_mixed_text() {
-    // [\r\n] cuts out both newlines; letters take "Hello", " world", "abc"; punctuation takes "," and "!";
-    // the CJK rule takes "中文" out of " 123 中文"; \p{N}+ then splits " 123 " into " ", "123", " ".
+    // [\r\n] cuts out both newlines; letters take "Hello", " world", "abc"; punctuation takes ","
+    // and "!"; the CJK rule takes "中文" out of " 123 中文"; \p{N}+ then splits " 123 " into " ",
+    // "123", " ".
     assert_eq!(
         deepseek_llm("Hello, world! 123 中文\n\nabc"),
         vec!["Hello", ",", " world", "!", " ", "123", " ", "中文", "\n", "\n", "abc"]
@@ -19,18 +20,21 @@ fn deepseek_llm_mixed_text() {
 
 #[test]
 fn deepseek_llm_digits_and_operators() {
-    // Letters: "x", "e"; punctuation: "=", ".", ";" (digits are outside [!-/:-~]); \p{N}+: "1", "5", "10".
+    // Letters: "x", "e"; punctuation: "=", ".", ";" (digits are outside [!-/:-~]); \p{N}+: "1",
+    // "5", "10".
     assert_eq!(
         deepseek_llm("x=1.5e10;"),
         vec!["x", "=", "1", ".", "5", "e", "10", ";"]
     );
-    // A digit run stays whole (deepseek-llm has \p{N}+, not \p{N}{1,3}), including non-ASCII digits.
+    // A digit run stays whole (deepseek-llm has \p{N}+, not \p{N}{1,3}), including non-ASCII
+    // digits.
     assert_eq!(deepseek_llm("1234567 ٣٤"), vec!["1234567", " ", "٣٤"]);
 }
 
 #[test]
 fn deepseek_llm_spaces_tabs_and_crlf() {
-    // "a", then " " is left over because "\s?" takes only one space before " b"; the trailing run is "\s+$".
+    // "a", then " " is left over because "\s?" takes only one space before " b"; the trailing run
+    // is "\s+$".
     assert_eq!(deepseek_llm("a  b  "), vec!["a", " ", " b", "  "]);
     assert_eq!(deepseek_llm("\tx"), vec!["\tx"]);
     assert_eq!(deepseek_llm("a\r\nb"), vec!["a", "\r", "\n", "b"]);
@@ -39,9 +43,9 @@ fn deepseek_llm_spaces_tabs_and_crlf() {
 
 #[test]
 fn deepseek_llm_accents_greek_emoji() {
-    // The letter rule keeps "Café" whole, but the punctuation rule runs on that fragment next and its class
-    // [:-~] contains A-Z and a-z: it takes "Caf" and leaves "é" as its own piece (as llama.cpp does).
-    // " Ωμέγα" has no ASCII in it, so it survives whole.
+    // The letter rule keeps "Café" whole, but the punctuation rule runs on that fragment next and
+    // its class [:-~] contains A-Z and a-z: it takes "Caf" and leaves "é" as its own piece (as
+    // llama.cpp does). " Ωμέγα" has no ASCII in it, so it survives whole.
     assert_eq!(deepseek_llm("Café Ωμέγα"), vec!["Caf", "é", " Ωμέγα"]);
     // The emoji is in no class: it stays glued to the space before it.
     assert_eq!(deepseek_llm("hi 😀!"), vec!["hi", " 😀", "!"]);
@@ -54,7 +58,8 @@ fn deepseek_llm_accents_greek_emoji() {
 
 #[test]
 fn deepseek_llm_ideographic_space_is_whitespace_only() {
-    // llama.cpp sees U+3000 as U+000B: it matches \s but neither the punctuation class nor the CJK class.
+    // llama.cpp sees U+3000 as U+000B: it matches \s but neither the punctuation class nor the CJK
+    // class.
     assert_eq!(deepseek_llm("中\u{3000}文"), vec!["中", "\u{3000}", "文"]);
     assert_eq!(
         deepseek_llm("\u{3000}\u{3000}!"),
@@ -64,8 +69,8 @@ fn deepseek_llm_ideographic_space_is_whitespace_only() {
 
 #[test]
 fn llama3_splits() {
-    // The three-space run gives its last space to " test"; the lone space before digits stays alone; digits
-    // go in groups of at most three; the newline run is one piece.
+    // The three-space run gives its last space to " test"; the lone space before digits stays
+    // alone; digits go in groups of at most three; the newline run is one piece.
     let pre = PreTokenizer::new(PreTokenizerKind::Llama3);
     assert_eq!(
         pre.split("Hello world's   test 12345\n\n"),

@@ -1,5 +1,6 @@
-//! (b) decode(encode(s)) == s on tricky text, and (e) the stream decoder never emits half a UTF-8 character.
-//! Uses the golden vocabulary, which has a token for every byte, so every string can be encoded.
+//! (b) decode(encode(s)) == s on tricky text, and (e) the stream decoder never emits half a UTF-8
+//! character. Uses the golden vocabulary, which has a token for every byte, so every string can be
+//! encoded.
 #![cfg(feature = "gguf")]
 
 mod support;
@@ -52,7 +53,8 @@ fn parse_special_turns_the_bos_text_into_the_bos_token() {
 #[test]
 fn emoji_split_over_byte_tokens_is_emitted_whole() {
     let tok = golden_tokenizer();
-    // llama.cpp encodes 😀 (F0 9F 98 80) as four byte tokens with this vocabulary (see tokenize.tsv).
+    // llama.cpp encodes 😀 (F0 9F 98 80) as four byte tokens with this vocabulary (see
+    // tokenize.tsv).
     let ids = [240u32, 159, 152, 128];
     let mut dec = tok.stream_decoder();
     assert_eq!(dec.push(ids[0]), None);
@@ -83,8 +85,8 @@ fn stream_output_equals_decode_and_is_always_whole_chars() {
     let tok = golden_tokenizer();
     let mut rng = Lcg(7);
     for _ in 0..200 {
-        // Random ids over the whole vocabulary, biased towards the byte tokens 128..=255 that build multi-byte
-        // characters (and often break them).
+        // Random ids over the whole vocabulary, biased towards the byte tokens 128..=255 that build
+        // multi-byte characters (and often break them).
         let ids: Vec<u32> = (0..rng.next_u32() % 40)
             .map(|_| match rng.next_u32() % 3 {
                 0 => 128 + rng.next_u32() % 128,

@@ -1,7 +1,9 @@
-//! Construction and encoding speed at DeepSeek-V2 scale: 102400 tokens, 100k merges, 100 KB prompts.
+//! Construction and encoding speed at DeepSeek-V2 scale: 102400 tokens, 100k merges, 100 KB
+//! prompts.
 //!
-//! The bounds are loose on purpose (a loaded 2-core CI machine, `test` profile): they exist to catch quadratic
-//! behaviour, which at these sizes costs minutes, not to benchmark. Measured figures are printed (`--nocapture`).
+//! The bounds are loose on purpose (a loaded 2-core CI machine, `test` profile): they exist to
+//! catch quadratic behaviour, which at these sizes costs minutes, not to benchmark. Measured
+//! figures are printed (`--nocapture`).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -14,8 +16,8 @@ const N_MERGES: usize = 100_000;
 /// BOS and EOS follow the 256 byte tokens and the 100k merge results.
 const BOS: u32 = 256 + N_MERGES as u32;
 
-/// GPT-2's byte -> visible char table: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in
-/// increasing byte order.
+/// GPT-2's byte -> visible char table: printable Latin-1 bytes map to themselves, the other 68 to
+/// U+0100.. in increasing byte order.
 fn visible(b: u8) -> char {
     let printable = |x: u8| matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
     if printable(b) {
@@ -25,8 +27,9 @@ fn visible(b: u8) -> char {
     char::from_u32(0x100 + rank).unwrap()
 }
 
-/// A synthetic byte-level vocabulary: the 256 byte tokens, 100k merges that each join two existing letter
-/// tokens (optionally space-prefixed on the left, like "Ġthe"), then control and unused tokens up to 102400.
+/// A synthetic byte-level vocabulary: the 256 byte tokens, 100k merges that each join two existing
+/// letter tokens (optionally space-prefixed on the left, like "Ġthe"), then control and unused
+/// tokens up to 102400.
 fn synthetic_vocab() -> (Vec<String>, Vec<String>, Vec<i32>) {
     let mut rng = Lcg(42);
     let mut tokens: Vec<String> = (0..=255u8).map(|b| visible(b).to_string()).collect();
@@ -35,8 +38,8 @@ fn synthetic_vocab() -> (Vec<String>, Vec<String>, Vec<i32>) {
     let mut spaced: Vec<String> = vec![visible(b' ').to_string()];
     let mut merges = Vec::with_capacity(N_MERGES);
     while merges.len() < N_MERGES {
-        // Indices skewed towards early (short) tokens, so that short pieces exist before long ones build on
-        // them, as in a trained merge list; otherwise random text would hardly ever merge.
+        // Indices skewed towards early (short) tokens, so that short pieces exist before long ones
+        // build on them, as in a trained merge list; otherwise random text would hardly ever merge.
         let mut skewed = |n: usize| {
             let bound = rng.below(n) + 1;
             rng.below(bound)
@@ -99,8 +102,8 @@ fn deepseek_scale_vocabulary_builds_and_encodes_fast() {
     let (tok, t_build) = timed(|| build(&tokens, &merges, &types));
     assert_eq!(tok.n_merges(), N_MERGES);
 
-    // 100 KB of lowercase words and punctuation, and 100 KB with no break at all (one 100k-byte pre-token, the
-    // worst case for BPE).
+    // 100 KB of lowercase words and punctuation, and 100 KB with no break at all (one 100k-byte
+    // pre-token, the worst case for BPE).
     let mut rng = Lcg(1);
     let mut prose = String::new();
     while prose.len() < 100_000 {
@@ -125,8 +128,8 @@ fn deepseek_scale_vocabulary_builds_and_encodes_fast() {
     // (Not assert_eq: a failure would print 200 KB.)
     assert!(tok.decode(&ids_prose) == prose, "prose round trip");
     assert!(tok.decode(&ids_run) == run, "single-word round trip");
-    // Merges must have applied: without them every byte would be a token (measured: about 0.8 tokens per byte
-    // with this random merge list).
+    // Merges must have applied: without them every byte would be a token (measured: about 0.8
+    // tokens per byte with this random merge list).
     assert!(
         ids_run.len() < run.len() * 9 / 10,
         "{} tokens",
@@ -138,8 +141,8 @@ fn deepseek_scale_vocabulary_builds_and_encodes_fast() {
         ids_prose.len()
     );
 
-    // Inputs that stress the regex rules rather than BPE: one long whitespace run, one long CJK run, one long
-    // digit run, and alternating single characters of different classes.
+    // Inputs that stress the regex rules rather than BPE: one long whitespace run, one long CJK
+    // run, one long digit run, and alternating single characters of different classes.
     for (name, text) in [
         ("spaces", " ".repeat(100_000)),
         ("cjk", "中文".repeat(16_667)),

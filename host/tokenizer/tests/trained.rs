@@ -1,8 +1,8 @@
-//! The trained demo model's vocabulary (`golden/trained-rust-std`): ingot's tokenizer must split and merge
-//! exactly as the HF `tokenizers` BPE it was trained with (DeepSeek-V3's pre-tokenizer, byte-level BPE).
-//! `tokenize.tsv` holds HF's ids for held-out Rust sources and edge cases (digits, whitespace runs,
-//! CJK, emoji), written by `scripts/train/train.py`; any difference in the pre-tokenizer regexes or the
-//! merge ranks shows up as a different id sequence.
+//! The trained demo model's vocabulary (`golden/trained-rust-std`): ingot's tokenizer must split
+//! and merge exactly as the HF `tokenizers` BPE it was trained with (DeepSeek-V3's pre-tokenizer,
+//! byte-level BPE). `tokenize.tsv` holds HF's ids for held-out Rust sources and edge cases (digits,
+//! whitespace runs, CJK, emoji), written by `scripts/train/train.py`; any difference in the
+//! pre-tokenizer regexes or the merge ranks shows up as a different id sequence.
 #![cfg(feature = "gguf")]
 
 use ingot_gguf::GgufFile;

@@ -37,9 +37,9 @@ const ONE_GROUP: Groups = Groups {
     stride: 0,
 };
 
-/// Stages the activation blocks that rows `first ..= last` read (`x` a global address) and
-/// returns the group of `first`: row `r` then reads the staged blocks from `(r /
-/// rows_per_group − that group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
+/// Stages the activation blocks that rows `first ..= last` read (`x` a global address) and returns
+/// the group of `first`: row `r` then reads the staged blocks from `(r / rows_per_group − that
+/// group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
 /// (`ingot_abi::launch::gemv_stage_blocks`). Every thread of the block must call it.
 #[inline(always)]
 unsafe fn stage_rows(x: u64, g: Groups, ncols: u32, first: u32, last: u32) -> u32 {

@@ -18,9 +18,10 @@ pub fn module() -> std::result::Result<&'static Module, SimError> {
         .map_err(Clone::clone)
 }
 
-/// [`module`] as a Hopper card runs it: the PTX rewritten by [`crate::grid_dep::for_sm90`], so every
-/// kernel waits on its predecessor (programmatic dependent launch). ptx-sim faults on a global access
-/// before a kernel's wait, so a plan that runs on this module keeps the PDL contract on the paths it took.
+/// [`module`] as a Hopper card runs it: the PTX rewritten by [`crate::grid_dep::for_sm90`], so
+/// every kernel waits on its predecessor (programmatic dependent launch). ptx-sim faults on a
+/// global access before a kernel's wait, so a plan that runs on this module keeps the PDL contract
+/// on the paths it took.
 pub fn hopper_module() -> std::result::Result<&'static Module, SimError> {
     static MODULE: OnceLock<std::result::Result<Module, SimError>> = OnceLock::new();
     MODULE

@@ -256,7 +256,8 @@ fn launch_flash<B: Accelerator>(
             ctx: to_u32(d, "ctx", s.ctx)?,
             max_segments: segs,
             kq_scale,
-            // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
+            // Without a table the kernel never reads `temp`; the query stands in as a valid
+            // pointer.
             temp: bufs.temperature.unwrap_or(bufs.q_abs),
             temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE
@@ -373,7 +374,8 @@ pub fn flash_latent_prefill<B: Accelerator>(
             ctx: to_u32(d, "ctx", s.ctx)?,
             ntok,
             kq_scale,
-            // Without a table the kernel never reads `temp`; the query stands in as a valid pointer.
+            // Without a table the kernel never reads `temp`; the query stands in as a valid
+            // pointer.
             temp: bufs.temperature.unwrap_or(bufs.q_abs),
             temperature: if bufs.temperature.is_some() {
                 TEMPERATURE_TABLE

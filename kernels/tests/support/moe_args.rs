@@ -1,5 +1,5 @@
-//! Argument lists of the MoE kernels for raw ptx-sim launches (traffic and slot-table tests), in the
-//! order of `ingot_abi::launch::moe`'s parameter tables.
+//! Argument lists of the MoE kernels for raw ptx-sim launches (traffic and slot-table tests), in
+//! the order of `ingot_abi::launch::moe`'s parameter tables.
 
 use ingot_kernels::ops::moe::FfnShape;
 use ptx_sim::{Arg, DevicePtr};
@@ -12,7 +12,8 @@ pub struct GateUpWeights {
     pub up_sh: DevicePtr,
 }
 
-/// `moe_gate_up_*(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`.
+/// `moe_gate_up_*(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
+/// layout)`.
 pub fn gate_up(
     x: DevicePtr,
     sel: DevicePtr,

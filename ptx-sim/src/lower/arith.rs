@@ -1,5 +1,5 @@
-//! Lowering of integer and floating-point arithmetic: binary and unary operations, multiply-add, and
-//! add/subtract with carry.
+//! Lowering of integer and floating-point arithmetic: binary and unary operations, multiply-add,
+//! and add/subtract with carry.
 
 use ptx_front::statement::{Opnd, RawInst};
 
@@ -9,8 +9,8 @@ use crate::ir::*;
 use crate::types::wide;
 
 impl KernelLowering<'_> {
-    /// `add`, `sub`, `mul`, `div`, `rem`, `min`, `max`, `and`, `or`, `xor`, `shl`, `shr`: float or integer by the
-    /// instruction type; `.cc` writes the carry.
+    /// `add`, `sub`, `mul`, `div`, `rem`, `min`, `max`, `and`, `or`, `xor`, `shl`, `shr`: float or
+    /// integer by the instruction type; `.cc` writes the carry.
     pub(super) fn lower_binary(&self, r: &RawInst) -> LResult<(Op, Class)> {
         let ops = &r.operands;
         let op = r.opcode.as_str();
@@ -87,8 +87,8 @@ impl KernelLowering<'_> {
         ))
     }
 
-    /// `neg`, `abs`, `not`, `cnot`, `popc`, `clz`, `brev`, `bfind` (integer or float), and the float-only `sqrt`,
-    /// `rsqrt`, `rcp`, `ex2`, `lg2`, `sin`, `cos`, `tanh`.
+    /// `neg`, `abs`, `not`, `cnot`, `popc`, `clz`, `brev`, `bfind` (integer or float), and the
+    /// float-only `sqrt`, `rsqrt`, `rcp`, `ex2`, `lg2`, `sin`, `cos`, `tanh`.
     pub(super) fn lower_unary(&self, r: &RawInst) -> LResult<(Op, Class)> {
         let ops = &r.operands;
         let op = r.opcode.as_str();

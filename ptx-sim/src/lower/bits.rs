@@ -1,4 +1,5 @@
-//! Lowering of bit-field, byte-permute, dot-product, three-input logic and funnel-shift instructions.
+//! Lowering of bit-field, byte-permute, dot-product, three-input logic and funnel-shift
+//! instructions.
 
 use ptx_front::statement::RawInst;
 

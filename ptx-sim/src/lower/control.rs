@@ -8,7 +8,8 @@ use super::{invalid, unsup, KernelLowering, LResult};
 use crate::ir::*;
 
 impl KernelLowering<'_> {
-    /// `bra`, `brx`: direct branches only; the reconvergence point is filled in after the kernel is lowered.
+    /// `bra`, `brx`: direct branches only; the reconvergence point is filled in after the kernel is
+    /// lowered.
     pub(super) fn lower_branch(&self, r: &RawInst) -> LResult<(Op, Class)> {
         let ops = &r.operands;
         arity(ops, 1)?;

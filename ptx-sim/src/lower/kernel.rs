@@ -1,4 +1,5 @@
-//! Lowering of one kernel: parameters, declarations with their register scopes, then each instruction.
+//! Lowering of one kernel: parameters, declarations with their register scopes, then each
+//! instruction.
 
 use std::collections::HashMap;
 
@@ -32,7 +33,8 @@ impl KernelLowering<'_> {
                     let elem = data_type_bytes(ty);
                     let count: u64 = array.iter().map(|d| d.unwrap_or(0)).product();
                     let size = u64::from(elem) * count.max(1);
-                    // With `.ptr`, `.align N` is the alignment of the pointee, not of the parameter.
+                    // With `.ptr`, `.align N` is the alignment of the pointee, not of the
+                    // parameter.
                     let a = if *ptr {
                         elem
                     } else {

@@ -1,7 +1,7 @@
-//! Lowering of a parsed PTX module into per-kernel IR: [`lower_module`] walks the module's directives,
-//! [`KernelLowering`] one kernel (`kernel.rs`), and [`KernelLowering::lower_inst`] maps each instruction,
-//! read by `ptx_front::statement` as opcode, modifiers and operands, to one IR operation through the
-//! module of its instruction family.
+//! Lowering of a parsed PTX module into per-kernel IR: [`lower_module`] walks the module's
+//! directives, [`KernelLowering`] one kernel (`kernel.rs`), and [`KernelLowering::lower_inst`] maps
+//! each instruction, read by `ptx_front::statement` as opcode, modifiers and operands, to one IR
+//! operation through the module of its instruction family.
 
 mod arith;
 mod bits;
@@ -32,7 +32,8 @@ use crate::types::var_layout;
 enum LowerErr {
     /// Valid PTX this simulator does not implement: the kernel still loads, but cannot be launched.
     Unsupported(String),
-    /// Malformed or inconsistent PTX (unknown register, wrong operand count): the module is rejected.
+    /// Malformed or inconsistent PTX (unknown register, wrong operand count): the module is
+    /// rejected.
     Invalid(String),
 }
 
@@ -49,7 +50,8 @@ fn invalid<T>(msg: impl Into<String>) -> LResult<T> {
 #[derive(Clone, Default)]
 struct SharedLayout {
     offsets: HashMap<String, u32>,
-    /// Names of `.extern .shared x[]` (dynamic) variables with their alignment; they alias the dynamic region.
+    /// Names of `.extern .shared x[]` (dynamic) variables with their alignment; they alias the
+    /// dynamic region.
     dynamic: Vec<(String, u32)>,
     size: u32,
 }
@@ -75,7 +77,8 @@ impl SharedLayout {
     }
 }
 
-/// Largest static + dynamic shared memory per block the simulator accepts (228 KiB, the sm_90 maximum).
+/// Largest static + dynamic shared memory per block the simulator accepts (228 KiB, the sm_90
+/// maximum).
 pub(crate) const MAX_SHARED: u32 = 228 * 1024;
 /// Largest `.local` frame per thread accepted (the ISA's 512 KiB per-thread local memory limit).
 pub(crate) const MAX_LOCAL: u32 = 512 * 1024;
@@ -194,7 +197,8 @@ impl LazyKernels {
         self.kernels.iter().map(|(n, ..)| n.as_str())
     }
 
-    /// Kernel `name`, lowered now if this is its first use; `None` if the module has no such kernel.
+    /// Kernel `name`, lowered now if this is its first use; `None` if the module has no such
+    /// kernel.
     pub(crate) fn get(&self, name: &str, vars: &ModuleVars) -> Option<Result<&Kernel, SimError>> {
         let (_, range, lowered) = self.kernels.iter().find(|(n, ..)| n == name)?;
         let k = lowered.get_or_init(|| {

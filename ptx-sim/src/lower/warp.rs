@@ -1,5 +1,5 @@
-//! Lowering of warp-collective instructions: shuffles, votes, reductions, tensor-core matrix loads and
-//! `mma`.
+//! Lowering of warp-collective instructions: shuffles, votes, reductions, tensor-core matrix loads
+//! and `mma`.
 
 use ptx_front::statement::{Opnd, RawInst};
 

@@ -48,7 +48,8 @@ pub fn run_io(
     Ok((download_u32(&sim, o, out_words), stats))
 }
 
-/// Kernel prologue: `%rd1` = in, `%rd2` = out, `%r1` = tid.x, `%rd3` = in + 4*tid, `%rd4` = out + 4*tid.
+/// Kernel prologue: `%rd1` = in, `%rd2` = out, `%r1` = tid.x, `%rd3` = in + 4*tid, `%rd4` = out +
+/// 4*tid.
 pub const PROLOGUE: &str = "
     .reg .pred %p<8>;
     .reg .b16 %h<8>;

@@ -63,7 +63,8 @@ impl Launch {
     }
 }
 
-/// FNV-1a 64, written here because the PTX tools know nothing of ingot (ingot's own is `ingot_abi::hash`).
+/// FNV-1a 64, written here because the PTX tools know nothing of ingot (ingot's own is
+/// `ingot_abi::hash`).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -95,7 +96,8 @@ fn q8_1_vector(rng: &mut Rng, ncols: usize) -> Vec<u8> {
     x
 }
 
-/// `gemv_q4k_q8_1` on an `nrows x ncols` matrix of random Q4_K blocks (4 rows per block of 128 threads).
+/// `gemv_q4k_q8_1` on an `nrows x ncols` matrix of random Q4_K blocks (4 rows per block of 128
+/// threads).
 pub fn gemv_q4k(sim: &mut Sim, rng: &mut Rng, nrows: usize, ncols: usize) -> Launch {
     let mut w = vec![0u8; nrows * ncols / QK_K * Q4K_BYTES];
     for b in w.chunks_mut(Q4K_BYTES) {

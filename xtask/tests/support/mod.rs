@@ -8,8 +8,8 @@ pub fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// Every tracked `.rs` file, as a path relative to the root and its text. Tracked files only: a build's
-/// output or a scratch file is not the project's source.
+/// Every tracked `.rs` file, as a path relative to the root and its text. Tracked files only: a
+/// build's output or a scratch file is not the project's source.
 pub fn tracked_rust_files() -> Vec<(String, String)> {
     let out = Command::new("git")
         .args(["ls-files", "-z", "--", "*.rs"])

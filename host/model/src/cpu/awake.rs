@@ -1,33 +1,35 @@
 //! A decode step on rayon's pool with every worker kept awake between its parallel passes.
 //!
-//! A step is a chain of short parallel passes (a few per layer) with serial work between them (norms,
-//! quantizing an activation, routing). A rayon worker that finds no work yields a few dozen times and then
-//! sleeps; waking it again is a futex and, on a virtual machine, an interrupt to a halted vCPU: tens of
-//! microseconds per pass, several percent of a step (measured on a 2-core EPYC VM: ~90 context switches
-//! per token, llama.cpp's spinning threads ~0). [`run`] runs the step on worker 0 while every other worker
-//! polls the pool for the step's work ([`rayon::yield_now`]) until the step ends, as llama.cpp's threads
-//! poll between graph nodes.
+//! A step is a chain of short parallel passes (a few per layer) with serial work between them
+//! (norms, quantizing an activation, routing). A rayon worker that finds no work yields a few dozen
+//! times and then sleeps; waking it again is a futex and, on a virtual machine, an interrupt to a
+//! halted vCPU: tens of microseconds per pass, several percent of a step (measured on a 2-core EPYC
+//! VM: ~90 context switches per token, llama.cpp's spinning threads ~0). [`run`] runs the step on
+//! worker 0 while every other worker polls the pool for the step's work ([`rayon::yield_now`])
+//! until the step ends, as llama.cpp's threads poll between graph nodes.
 //!
 //! Invariants:
-//! * The results are the plain pool's bit for bit: only which thread runs a work item changes, and every
-//!   parallel pass of the backend writes disjoint outputs with a fixed per-item order.
-//! * A poller gives its thread back after [`IDLE_LIMIT`] without finding work, even if the step has not
-//!   ended: a poller may be running on top of another caller's work item (a poller executes whatever job
-//!   it finds, including another step's poller), so it must never wait for one step alone to end. The
-//!   limit only costs speed when the serial part between two passes is longer than it.
+//! * The results are the plain pool's bit for bit: only which thread runs a work item changes, and
+//!   every parallel pass of the backend writes disjoint outputs with a fixed per-item order.
+//! * A poller gives its thread back after [`IDLE_LIMIT`] without finding work, even if the step has
+//!   not ended: a poller may be running on top of another caller's work item (a poller executes
+//!   whatever job it finds, including another step's poller), so it must never wait for one step
+//!   alone to end. The limit only costs speed when the serial part between two passes is longer
+//!   than it.
 //! * With one thread there is nothing to keep awake: `f` runs on the caller.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a poller looks for work without finding any before it returns its thread to rayon. Longer
-/// than the serial stretches of a decode step (tens of microseconds), short enough that a poller stacked
-/// on another step's work item delays it by at most this.
+/// How long a poller looks for work without finding any before it returns its thread to rayon.
+/// Longer than the serial stretches of a decode step (tens of microseconds), short enough that a
+/// poller stacked on another step's work item delays it by at most this.
 pub(super) const IDLE_LIMIT: Duration = Duration::from_millis(2);
 
-/// Runs `f` on one of rayon's workers (the global pool, or the pool the caller is in) while the others
-/// poll for its parallel work, and returns its result. A panic in `f` is resumed on the caller.
+/// Runs `f` on one of rayon's workers (the global pool, or the pool the caller is in) while the
+/// others poll for its parallel work, and returns its result. A panic in `f` is resumed on the
+/// caller.
 pub(super) fn run<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if rayon::current_num_threads() < 2 {
         return f();
@@ -118,8 +120,8 @@ mod tests {
 
     #[test]
     fn steps_from_many_threads_at_once_all_finish() {
-        // Pollers of one step execute other steps' work items and pollers; the idle limit keeps any of
-        // them from waiting on a step that waits on it.
+        // Pollers of one step execute other steps' work items and pollers; the idle limit keeps any
+        // of them from waiting on a step that waits on it.
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()

@@ -1,9 +1,10 @@
 //! Batches of matrix-vector products run as one parallel pass over their concatenated rows.
 //!
-//! A decode step is a chain of small products (per MoE layer: the gate and up projections of every chosen
-//! expert, then their down projections). Each fork/join on rayon's pool costs microseconds and, on a pool
-//! shared with other processes, waits for its slowest thread; so products that share a stage run as one
-//! batch, split into chunks of [`CHUNK_ROWS`] rows that rayon's work stealing balances across threads.
+//! A decode step is a chain of small products (per MoE layer: the gate and up projections of every
+//! chosen expert, then their down projections). Each fork/join on rayon's pool costs microseconds
+//! and, on a pool shared with other processes, waits for its slowest thread; so products that share
+//! a stage run as one batch, split into chunks of [`CHUNK_ROWS`] rows that rayon's work stealing
+//! balances across threads.
 
 use rayon::prelude::*;
 
@@ -14,8 +15,8 @@ use crate::error::{ModelError, Result};
 /// microseconds, about what a product this small takes with SIMD kernels.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
-/// Rows per parallel work item. Small enough to balance two or more threads over a 576-row product, large
-/// enough (16 rows of 2048 q4_K weights are 18 KiB) that per-item dispatch is noise.
+/// Rows per parallel work item. Small enough to balance two or more threads over a 576-row product,
+/// large enough (16 rows of 2048 q4_K weights are 18 KiB) that per-item dispatch is noise.
 const CHUNK_ROWS: usize = 16;
 
 /// One product of a batch: `m · inputs[input]`.
@@ -25,8 +26,9 @@ pub(super) struct Product<'f> {
     pub input: usize,
 }
 
-/// Runs `products` into consecutive ranges of `out` (product `i`'s rows follow product `i − 1`'s), each
-/// against its input in `inputs`, which are quantized here as needed. `out` must hold all rows.
+/// Runs `products` into consecutive ranges of `out` (product `i`'s rows follow product `i − 1`'s),
+/// each against its input in `inputs`, which are quantized here as needed. `out` must hold all
+/// rows.
 pub(super) fn run(
     products: &[Product<'_>],
     inputs: &mut [Activation],
@@ -69,7 +71,8 @@ fn run_rows(
     first: usize,
     out: &mut [f32],
 ) -> Result<()> {
-    // Invariant: rows before `first + done` are written or not ours, and product `p` starts at `start`.
+    // Invariant: rows before `first + done` are written or not ours, and product `p` starts at
+    // `start`.
     let mut start = 0;
     let mut done = 0;
     for p in products {
@@ -88,10 +91,11 @@ fn run_rows(
     Ok(())
 }
 
-/// `out[i·rows + r] = m[r]·xs[tokens[i]]`: one matrix against several inputs (the tokens of a prefill chunk),
-/// token-major. Each work item takes a few groups of [`CHUNK_ROWS`] rows ([`multi_chunk_rows`]) and runs
-/// them against every input while those rows are in cache, so the matrix is read from memory once per call instead of once per token. Each value
-/// is the same dot product [`run`] computes for one input, bit for bit.
+/// `out[i·rows + r] = m[r]·xs[tokens[i]]`: one matrix against several inputs (the tokens of a
+/// prefill chunk), token-major. Each work item takes a few groups of [`CHUNK_ROWS`] rows
+/// ([`multi_chunk_rows`]) and runs them against every input while those rows are in cache, so the
+/// matrix is read from memory once per call instead of once per token. Each value is the same dot
+/// product [`run`] computes for one input, bit for bit.
 pub(super) fn matmul(
     m: &QMatrix<'_>,
     xs: &mut [Activation],
@@ -103,8 +107,8 @@ pub(super) fn matmul(
     matmul_prepared(m, &inputs, out, true)
 }
 
-/// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes), in parallel when
-/// `tokens` is every input and there are enough of them to share.
+/// Makes the activations `xs[tokens]` ready for `m` (quantized to the form it consumes), in
+/// parallel when `tokens` is every input and there are enough of them to share.
 pub(super) fn prepare(m: &QMatrix<'_>, xs: &mut [Activation], tokens: &[usize]) -> Result<()> {
     let n = xs.len();
     let every = tokens.len() == n && tokens.iter().enumerate().all(|(i, &t)| i == t);
@@ -121,9 +125,9 @@ pub(super) fn prepare(m: &QMatrix<'_>, xs: &mut [Activation], tokens: &[usize]) 
     Ok(())
 }
 
-/// [`matmul`] on inputs already [`prepare`]d for `m`, split over rayon's pool when `may_split` and the
-/// product is large enough to pay for it ([`PARALLEL_MIN_WORK`]), on the calling thread otherwise (and
-/// always for a caller that is itself one of many parallel work items).
+/// [`matmul`] on inputs already [`prepare`]d for `m`, split over rayon's pool when `may_split` and
+/// the product is large enough to pay for it ([`PARALLEL_MIN_WORK`]), on the calling thread
+/// otherwise (and always for a caller that is itself one of many parallel work items).
 pub(super) fn matmul_prepared(
     m: &QMatrix<'_>,
     inputs: &[&Activation],
@@ -171,8 +175,8 @@ fn multi_chunk_rows(rows: usize, threads: usize) -> usize {
     (rows / (8 * threads.max(1)) / CHUNK_ROWS * CHUNK_ROWS).clamp(CHUNK_ROWS, 8 * CHUNK_ROWS)
 }
 
-/// Rows `first..` of every input from `buf` (input-major, `buf.len() / n` rows each) into `out` (input-major,
-/// `rows` rows each), `n` being `out.len() / rows`.
+/// Rows `first..` of every input from `buf` (input-major, `buf.len() / n` rows each) into `out`
+/// (input-major, `rows` rows each), `n` being `out.len() / rows`.
 fn scatter(buf: &[f32], out: &mut [f32], rows: usize, first: usize) {
     let n = out.len() / rows;
     let nr = buf.len() / n;

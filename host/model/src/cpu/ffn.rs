@@ -1,6 +1,6 @@
-//! The feed-forward blocks of the CPU backend: SwiGLU FFNs, alone (dense lead layers) or as the chosen
-//! experts plus shared experts of a MoE layer. All gate and up projections of a layer run as one parallel
-//! batch, then all down projections as another.
+//! The feed-forward blocks of the CPU backend: SwiGLU FFNs, alone (dense lead layers) or as the
+//! chosen experts plus shared experts of a MoE layer. All gate and up projections of a layer run as
+//! one parallel batch, then all down projections as another.
 
 use super::batch::{self, Product};
 use super::weights::{DenseFfn, Ffn, MoeFfn};
@@ -84,8 +84,8 @@ fn moe<'f>(
     Ok(())
 }
 
-/// `down_i = W_down_i·(silu(W_gate_i·h) ⊙ W_up_i·h)` for every FFN, with `h` in `s.act_embd`; output `i`
-/// lands in `s.down[i·n_embd..]`.
+/// `down_i = W_down_i·(silu(W_gate_i·h) ⊙ W_up_i·h)` for every FFN, with `h` in `s.act_embd`;
+/// output `i` lands in `s.down[i·n_embd..]`.
 fn swiglu_ffns<'f>(ffns: &[DenseFfn<'f>], s: &mut Scratch<'f>) -> Result<()> {
     s.products.clear();
     for f in ffns {

@@ -3,12 +3,13 @@
 //!
 //! * [`CacheType::F16`] is full precision: f32 rows (4 bytes a value).
 //! * [`CacheType::Q8_0`] stores ggml's q8_0 blocks (32 values in 34 bytes; a row's last short group
-//!   padded with zeros, as [`crate::cache_type::round_row`] rounds it): 612 bytes a row at DeepSeek-V2
-//!   shapes instead of 2,304, so attention at depth reads a quarter of the bytes.
+//!   padded with zeros, as [`crate::cache_type::round_row`] rounds it): 612 bytes a row at
+//!   DeepSeek-V2 shapes instead of 2,304, so attention at depth reads a quarter of the bytes.
 //!
-//! Invariant: a row read back ([`Latents::decode`]) is [`crate::cache_type::round_row`] of the values
-//! written, bit for bit (each value `q·d` with `d` the block's f16 scale, exact in f32), so every
-//! consumer computes on exactly the values a cache of that type holds, whichever storage it reads.
+//! Invariant: a row read back ([`Latents::decode`]) is [`crate::cache_type::round_row`] of the
+//! values written, bit for bit (each value `q·d` with `d` the block's f16 scale, exact in f32), so
+//! every consumer computes on exactly the values a cache of that type holds, whichever storage it
+//! reads.
 
 use std::borrow::Cow;
 
@@ -188,8 +189,9 @@ impl<'a> Latents<'a> {
 mod tests {
     use super::*;
 
-    /// Rows read back are `round_row` of the rows written, for both formats, including a width whose
-    /// last group is short (80 = 2.5 groups, the trained model's) and rows written out of order.
+    /// Rows read back are `round_row` of the rows written, for both formats, including a width
+    /// whose last group is short (80 = 2.5 groups, the trained model's) and rows written out of
+    /// order.
     #[test]
     fn rows_read_back_are_the_rounded_rows_written() {
         let mut seed = 0x1234_5678_9abc_def1u64;

@@ -54,8 +54,8 @@ impl Kernel {
     }
 }
 
-/// A row-major matrix of any supported weight type, viewed in place: `rows` rows of `cols` elements,
-/// `row_bytes` bytes each.
+/// A row-major matrix of any supported weight type, viewed in place: `rows` rows of `cols`
+/// elements, `row_bytes` bytes each.
 #[derive(Clone, Copy)]
 pub(super) struct QMatrix<'f> {
     info: &'f TensorInfo,
@@ -67,8 +67,8 @@ pub(super) struct QMatrix<'f> {
 }
 
 impl<'f> QMatrix<'f> {
-    /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows; its dot
-    /// products run on `isa` (which the caller has checked the CPU supports).
+    /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows;
+    /// its dot products run on `isa` (which the caller has checked the CPU supports).
     pub fn from_tensor(file: &'f GgufFile, name: &str, isa: Isa) -> Result<Self> {
         let info = crate::tensors::tensor_info(file, name)?;
         let kernel = Kernel::of(info.ty, isa).ok_or_else(|| ModelError::TensorType {
@@ -113,7 +113,8 @@ impl<'f> QMatrix<'f> {
         self.kernel.act_kind()
     }
 
-    /// Slab `i` of `n` equal slabs along the rows (one expert of a stacked tensor, one head of `attn_k_b`).
+    /// Slab `i` of `n` equal slabs along the rows (one expert of a stacked tensor, one head of
+    /// `attn_k_b`).
     pub fn slab(&self, i: usize, n: usize) -> Self {
         let rows = self.rows / n;
         self.row_range(i * rows, rows)
@@ -142,8 +143,8 @@ impl<'f> QMatrix<'f> {
         self.dot_rows(0, x, &mut out[..self.rows])
     }
 
-    /// `out[i] = W[first + i]·x` for a prepared `x` (see [`Activation::prepare`]); `first + out.len()` must
-    /// not exceed the rows.
+    /// `out[i] = W[first + i]·x` for a prepared `x` (see [`Activation::prepare`]); `first +
+    /// out.len()` must not exceed the rows.
     pub fn dot_rows(&self, first: usize, x: &Activation, out: &mut [f32]) -> Result<()> {
         let rows = &self.data[first * self.row_bytes..(first + out.len()) * self.row_bytes];
         match self.kernel {
@@ -169,10 +170,10 @@ impl<'f> QMatrix<'f> {
         }
     }
 
-    /// `out[i·n + r] = W[first + r]·xs[i]` for `n = out.len() / xs.len()` rows and every prepared input in
-    /// `xs` (token-major): [`QMatrix::dot_rows`] for several inputs, with the same bits, sharing the weight
-    /// unpacking across inputs where the dot product can (on AVX2: the k-quants Q2_K…Q6_K with q8_K inputs;
-    /// Q4_0, Q5_0, Q8_0 and IQ4_NL with q8_0 inputs).
+    /// `out[i·n + r] = W[first + r]·xs[i]` for `n = out.len() / xs.len()` rows and every prepared
+    /// input in `xs` (token-major): [`QMatrix::dot_rows`] for several inputs, with the same bits,
+    /// sharing the weight unpacking across inputs where the dot product can (on AVX2: the k-quants
+    /// Q2_K…Q6_K with q8_K inputs; Q4_0, Q5_0, Q8_0 and IQ4_NL with q8_0 inputs).
     pub fn dot_rows_multi(&self, first: usize, xs: &[&Activation], out: &mut [f32]) -> Result<()> {
         if xs.is_empty() {
             return Ok(());
@@ -215,7 +216,8 @@ fn dot_float_row(ty: GgmlType, row: &[u8], x: &[f32]) -> f32 {
     match ty {
         GgmlType::F32 => match bytemuck::try_cast_slice::<u8, f32>(row) {
             Ok(w) => dot_f32(w, x),
-            // Tensor data is 32-byte aligned in GGUF; an unaligned view only arises from a malformed offset.
+            // Tensor data is 32-byte aligned in GGUF; an unaligned view only arises from a
+            // malformed offset.
             Err(_) => row
                 .chunks_exact(4)
                 .zip(x)
@@ -266,8 +268,8 @@ impl Activation {
         self.ready = [false; 3];
     }
 
-    /// Makes the form `kind` that `m` consumes available, quantizing if needed; refuses an input whose
-    /// length is not `m`'s row width.
+    /// Makes the form `kind` that `m` consumes available, quantizing if needed; refuses an input
+    /// whose length is not `m`'s row width.
     pub fn prepare(&mut self, m: &QMatrix<'_>) -> Result<()> {
         if self.len != m.cols {
             return Err(ModelError::Quant {
@@ -275,7 +277,8 @@ impl Activation {
                 reason: format!("input has {} elements, rows have {}", self.len, m.cols),
             });
         }
-        // `len == cols` and weight rows are whole blocks, so the input splits into whole activation blocks.
+        // `len == cols` and weight rows are whole blocks, so the input splits into whole activation
+        // blocks.
         let x = &self.values[..self.len];
         let slot = match m.act_kind() {
             ActKind::F32 => return Ok(()),
@@ -298,7 +301,8 @@ impl Activation {
     }
 }
 
-/// Quantizes `x` (a whole number of `N`-element blocks) block by block into `out`, reusing its allocation.
+/// Quantizes `x` (a whole number of `N`-element blocks) block by block into `out`, reusing its
+/// allocation.
 fn fill_blocks<B, const N: usize>(x: &[f32], out: &mut Vec<B>, quantize: impl Fn(&[f32; N]) -> B) {
     out.clear();
     out.extend(

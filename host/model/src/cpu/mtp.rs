@@ -1,6 +1,7 @@
-//! The CPU backend's NextN/MTP drafter ([`crate::mtp`] states the math): the block's quantized weights
-//! viewed in the memory map, its own latent cache in the backend's cache format, and the decoder layer
-//! run by the same [`super::layer_step`] as the main layers, on the backend's scratch buffers.
+//! The CPU backend's NextN/MTP drafter ([`crate::mtp`] states the math): the block's quantized
+//! weights viewed in the memory map, its own latent cache in the backend's cache format, and the
+//! decoder layer run by the same [`super::layer_step`] as the main layers, on the backend's scratch
+//! buffers.
 
 use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;

@@ -1,6 +1,6 @@
 //! The CPU backend's parallel and SIMD paths against its serial and scalar ones. Per output row the
-//! computation is the same whichever thread runs it and whichever kernel set is used, so every comparison
-//! here is bit-exact.
+//! computation is the same whichever thread runs it and whichever kernel set is used, so every
+//! comparison here is bit-exact.
 
 use ingot_gguf::GgufFile;
 use ingot_quant::cpu_dot::Isa;
@@ -39,8 +39,8 @@ pub(super) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// Products of every activation kind (q8_0 for Q5_0, q8_K for Q4_K, f32 for the F32 router) and row counts
-/// that are not multiples of the chunk size, so chunks straddle product boundaries.
+/// Products of every activation kind (q8_0 for Q5_0, q8_K for Q4_K, f32 for the F32 router) and row
+/// counts that are not multiples of the chunk size, so chunks straddle product boundaries.
 fn mixed_products(file: &GgufFile) -> Vec<Product<'_>> {
     let m = |name: &str| QMatrix::from_tensor(file, name, Isa::detect()).unwrap();
     vec![
@@ -153,9 +153,9 @@ fn an_unavailable_isa_is_refused() {
     assert!(CpuBackend::load_with_isa(&file, 4, Isa::Scalar).is_ok());
 }
 
-/// The synthetic family models the prefill tests run on, written into `dir` with `seed`: both attention
-/// layouts, the low-rank query, attention temperature and sigmoid/group routing of tiny-v3, and a q8_0
-/// mix. Each with a name for messages.
+/// The synthetic family models the prefill tests run on, written into `dir` with `seed`: both
+/// attention layouts, the low-rank query, attention temperature and sigmoid/group routing of
+/// tiny-v3, and a q8_0 mix. Each with a name for messages.
 fn family_models(dir: &std::path::Path, seed: u64) -> Vec<(String, std::path::PathBuf)> {
     use ingot_synth::{synthesize, Layout, Preset, QuantMix, SynthOptions};
     [
@@ -179,9 +179,10 @@ fn family_models(dir: &std::path::Path, seed: u64) -> Vec<(String, std::path::Pa
     .collect()
 }
 
-/// The chunked prefill leaves the cache and the last logits exactly as feeding the tokens one by one: on
-/// both attention layouts, the low-rank query and sigmoid/group routing of tiny-v3, for chunk sizes that
-/// split the prompt unevenly, after a rewind, and continuing after earlier positions.
+/// The chunked prefill leaves the cache and the last logits exactly as feeding the tokens one by
+/// one: on both attention layouts, the low-rank query and sigmoid/group routing of tiny-v3, for
+/// chunk sizes that split the prompt unevenly, after a rewind, and continuing after earlier
+/// positions.
 #[test]
 fn chunked_prefill_equals_stepwise_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,7 +241,8 @@ fn chunked_prefill_refuses_what_decode_refuses_and_changes_nothing() {
     }
 }
 
-/// Largest `|a − b|` over the standard deviation of `b`: the gates' "σ" distance between two logit vectors.
+/// Largest `|a − b|` over the standard deviation of `b`: the gates' "σ" distance between two logit
+/// vectors.
 fn sigma_distance(a: &[f32], b: &[f32]) -> f64 {
     let mean = b.iter().map(|&v| v as f64).sum::<f64>() / b.len() as f64;
     let var = b.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / b.len() as f64;
@@ -252,15 +254,15 @@ fn sigma_distance(a: &[f32], b: &[f32]) -> f64 {
     max / var.sqrt()
 }
 
-/// The decompressed chunk attention against the f64 oracle, beside the absorbed form's distance to it,
-/// on both attention layouts, the low-rank query and attention temperature of tiny-v3 and a q8_0 mix,
-/// for a 37-token chunk after two cached positions
-/// (three row blocks, the last partial). The decompressed form computes in f32 on the dequantized up-projections,
-/// where the absorbed one quantizes `q_nope` and the attended latent to q8 activations, so it must be
-/// about as close to the oracle as the absorbed form: both carry the q8 activation rounding of every
-/// other product, which dominates (measured 0.05-0.08 σ); the bound, 1.5x the absorbed distance plus
-/// 0.02 σ, is far inside the gates' 0.5 σ band. `decompressed_heads_match_f64` checks the attention
-/// itself tightly.
+/// The decompressed chunk attention against the f64 oracle, beside the absorbed form's distance to
+/// it, on both attention layouts, the low-rank query and attention temperature of tiny-v3 and a
+/// q8_0 mix, for a 37-token chunk after two cached positions (three row blocks, the last partial).
+/// The decompressed form computes in f32 on the dequantized up-projections, where the absorbed one
+/// quantizes `q_nope` and the attended latent to q8 activations, so it must be about as close to
+/// the oracle as the absorbed form: both carry the q8 activation rounding of every other product,
+/// which dominates (measured 0.05-0.08 σ); the bound, 1.5x the absorbed distance plus 0.02 σ, is
+/// far inside the gates' 0.5 σ band. `decompressed_heads_match_f64` checks the attention itself
+/// tightly.
 #[test]
 fn decompressed_chunk_attention_matches_the_oracle() {
     use super::MlaForm;
@@ -293,7 +295,8 @@ fn decompressed_chunk_attention_matches_the_oracle() {
             dd <= 1.5 * da + 0.02,
             "{case}: decompressed {dd} σ, absorbed {da} σ"
         );
-        // Layer 0's rows come before any attention; later layers' depend on earlier layers' outputs.
+        // Layer 0's rows come before any attention; later layers' depend on earlier layers'
+        // outputs.
         assert!(
             cache_a[0] == cache_d[0],
             "{case}: layer 0's cache depends on the form"
@@ -301,13 +304,13 @@ fn decompressed_chunk_attention_matches_the_oracle() {
     }
 }
 
-/// The decompressed heads of a chunk against an f64 evaluation of the same attention (un-absorbed, from
-/// the dequantized up-projections), on random cache rows and queries: a chunk of 37 tokens after 11
-/// cached rows (three row blocks, the last partial). The decompressed form is all f32 sums of at most
-/// `kv_lora` = 512 products of values below ~1, so its error relative to the output's largest value stays
-/// near f32 rounding (bound 1e-4, ~30 ulps of summation error); the absorbed form, which quantizes the
-/// query and the attended latent to q8, is printed beside it and must be worse (its rounding is ~1e-2):
-/// that shows the reference can tell them apart.
+/// The decompressed heads of a chunk against an f64 evaluation of the same attention (un-absorbed,
+/// from the dequantized up-projections), on random cache rows and queries: a chunk of 37 tokens
+/// after 11 cached rows (three row blocks, the last partial). The decompressed form is all f32 sums
+/// of at most `kv_lora` = 512 products of values below ~1, so its error relative to the output's
+/// largest value stays near f32 rounding (bound 1e-4, ~30 ulps of summation error); the absorbed
+/// form, which quantizes the query and the attended latent to q8, is printed beside it and must be
+/// worse (its rounding is ~1e-2): that shows the reference can tell them apart.
 #[test]
 fn decompressed_heads_match_f64() {
     use super::attention;
@@ -435,8 +438,8 @@ fn decompressed_heads_match_f64() {
     }
 }
 
-/// Uniform values in [-1, 1) from a xorshift64 stream seeded with `seed`: fresh, non-zero test inputs
-/// without a dependency.
+/// Uniform values in [-1, 1) from a xorshift64 stream seeded with `seed`: fresh, non-zero test
+/// inputs without a dependency.
 pub(super) fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
     move || {
         seed ^= seed << 13;
@@ -446,8 +449,9 @@ pub(super) fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
     }
 }
 
-/// The all-heads attention against an f64 softmax over cache depths that cut into one, several and the most
-/// spans, with flat and peaked scores; and the same bits whichever number of threads runs the spans.
+/// The all-heads attention against an f64 softmax over cache depths that cut into one, several and
+/// the most spans, with flat and peaked scores; and the same bits whichever number of threads runs
+/// the spans.
 #[test]
 fn all_heads_attention_matches_f64_over_many_spans() {
     use super::attend::{attend_heads, Attend};
@@ -505,10 +509,12 @@ fn all_heads_attention_matches_f64_over_many_spans() {
                 worst = worst.max((w - f64::from(g)).abs());
             }
         }
-        // Each output is a convex combination of values in [-1, 1); f32 rounding in the dots, the exps and
-        // the two summations (at most 141 rows per span, 64 spans) is random-walk-sized: measured 6.4e-8 (peak
-        // 1) and 5.0e-7 (peak 8) on 2026-12-04. The tolerances are 30x those; a row dropped or counted twice at
-        // depth 9,000 moves a flat softmax's outputs by about 1/9,001 ≈ 1e-4, a wrong maximum by far more.
+        // Each output is a convex combination of values in [-1, 1); f32 rounding in the dots, the
+        // exps and the two summations (at most 141 rows per span, 64 spans) is random-walk-sized:
+        // measured 6.4e-8 (peak
+        // 1) and 5.0e-7 (peak 8) on 2026-12-04. The tolerances are 30x those; a row dropped or
+        //    counted twice at depth 9,000 moves a flat softmax's outputs by about 1/9,001 ≈ 1e-4, a
+        //    wrong maximum by far more.
         let tol = if peak > 1.0 { 2e-5 } else { 2e-6 };
         eprintln!("pos {pos}, peak {peak}, {heads} heads: worst {worst:e}");
         assert!(
@@ -527,9 +533,10 @@ fn all_heads_attention_matches_f64_over_many_spans() {
     }
 }
 
-/// Head by head, the softmax attention in the order the CPU backend computed it before the all-heads form
-/// (and the order its golden tests were measured with): `kq_scale · (dot_f32(q_abs, c_t) + dot_f32(q_pe,
-/// k_pe_t))` per row, the exps summed from 0 in row order, then `o += (p_t / sum) · c_t` from 0 in row order.
+/// Head by head, the softmax attention in the order the CPU backend computed it before the
+/// all-heads form (and the order its golden tests were measured with): `kq_scale · (dot_f32(q_abs,
+/// c_t) + dot_f32(q_pe, k_pe_t))` per row, the exps summed from 0 in row order, then `o += (p_t /
+/// sum) · c_t` from 0 in row order.
 pub(super) fn per_head_attention(
     c: &crate::config::ModelConfig,
     cache: &[f32],
@@ -562,9 +569,9 @@ pub(super) fn per_head_attention(
     o
 }
 
-/// The all-heads attention (blocks, a running maximum, fused multiply-adds) stays within f32 rounding of the
-/// per-head order the golden tests were first measured with, in one span and several, whatever the thread
-/// count.
+/// The all-heads attention (blocks, a running maximum, fused multiply-adds) stays within f32
+/// rounding of the per-head order the golden tests were first measured with, in one span and
+/// several, whatever the thread count.
 #[test]
 fn all_heads_attention_stays_within_rounding_of_the_per_head_order() {
     use super::attend::{attend_heads, Attend};
@@ -602,9 +609,10 @@ fn all_heads_attention_stays_within_rounding_of_the_per_head_order() {
                 .zip(&att.o_lat)
                 .map(|(w, g)| (w - g).abs())
                 .fold(0.0f32, f32::max);
-            // Measured at most 1.3e-6 (pos 999, peak 8) on 2026-12-05: rounding of the dots, exps and sums in
-            // a different order. 1e-5 is 8x that; a row dropped or counted twice moves a flat softmax's
-            // outputs by about 1/(pos + 1) (1e-3 at pos 999), a stale running maximum by far more.
+            // Measured at most 1.3e-6 (pos 999, peak 8) on 2026-12-05: rounding of the dots, exps
+            // and sums in a different order. 1e-5 is 8x that; a row dropped or counted twice moves
+            // a flat softmax's outputs by about 1/(pos + 1) (1e-3 at pos 999), a stale running
+            // maximum by far more.
             eprintln!(
                 "pos {pos}, peak {peak}, {threads} threads: {worst:e} from the per-head order"
             );
@@ -613,10 +621,10 @@ fn all_heads_attention_stays_within_rounding_of_the_per_head_order() {
     }
 }
 
-/// A q8_0 cache stored as blocks (rows decoded a few at a time while attention reads them) gives the
-/// attention of f32 rows holding the same rounded values, bit for bit: one row, inside and across the
-/// decoded parts, one span and several, on 1 and 2 threads, at lite-4l's widths (576: 14 rows a part)
-/// and the tiny model's.
+/// A q8_0 cache stored as blocks (rows decoded a few at a time while attention reads them) gives
+/// the attention of f32 rows holding the same rounded values, bit for bit: one row, inside and
+/// across the decoded parts, one span and several, on 1 and 2 threads, at lite-4l's widths (576: 14
+/// rows a part) and the tiny model's.
 #[test]
 fn a_q8_0_cache_attends_as_its_rounded_f32_rows() {
     use super::attend::{attend_heads, Attend};

@@ -1,5 +1,5 @@
-//! The CPU backend's weights: quantized matrices viewed in place in the memory map; only the small vectors
-//! (norm gains, the V3 selection bias) are converted to f32.
+//! The CPU backend's weights: quantized matrices viewed in place in the memory map; only the small
+//! vectors (norm gains, the V3 selection bias) are converted to f32.
 
 use ingot_gguf::GgufFile;
 
@@ -24,8 +24,8 @@ pub(super) enum QueryProj<'f> {
 pub(super) enum KeyUp<'f> {
     /// `attn_k_b`: per head `kv_lora` rows of `d_nope`: an ordinary product.
     PerHead(Vec<QMatrix<'f>>),
-    /// Legacy `attn_kv_b` (rows `h·(d_nope+d_v) + d` of `kv_lora`): `W_UK` is the transpose of its key rows,
-    /// applied as a sum of dequantized rows weighted by `q_nope`.
+    /// Legacy `attn_kv_b` (rows `h·(d_nope+d_v) + d` of `kv_lora`): `W_UK` is the transpose of its
+    /// key rows, applied as a sum of dequantized rows weighted by `q_nope`.
     Legacy(QMatrix<'f>),
 }
 
@@ -91,9 +91,9 @@ pub(super) struct CpuWeights<'f> {
 }
 
 impl<'f> CpuWeights<'f> {
-    /// Maps every tensor of the decoding layers (the NextN/MTP block, which only drafts, is `super::mtp`'s) of a file whose
-    /// shapes [`ModelConfig::from_gguf`] has validated.
-    /// Dot products run on `isa`.
+    /// Maps every tensor of the decoding layers (the NextN/MTP block, which only drafts, is
+    /// `super::mtp`'s) of a file whose shapes [`ModelConfig::from_gguf`] has validated. Dot
+    /// products run on `isa`.
     pub fn map(file: &'f GgufFile, c: &ModelConfig, isa: Isa) -> Result<Self> {
         Ok(CpuWeights {
             token_embd: QMatrix::from_tensor(file, TOKEN_EMBD, isa)?,

@@ -25,8 +25,9 @@ pub struct DecodeTrace {
     pub embedding: Vec<f32>,
     /// `layers[il]` = the residual stream after layer `il` (attention and FFN added).
     pub layers: Vec<Vec<f32>>,
-    /// `route_margins[il]`: the routing margin of MoE layer `il` ([`crate::routing::Router::margin`]),
-    /// `None` for dense layers; empty when the decoder does not report it.
+    /// `route_margins[il]`: the routing margin of MoE layer `il`
+    /// ([`crate::routing::Router::margin`]), `None` for dense layers; empty when the decoder does
+    /// not report it.
     pub route_margins: Vec<Option<f32>>,
     pub logits: Vec<f32>,
 }
@@ -49,7 +50,8 @@ pub struct Oracle {
 }
 
 impl Oracle {
-    /// Validates the file, dequantizes all weights and allocates an f32 latent cache of `max_ctx` positions.
+    /// Validates the file, dequantizes all weights and allocates an f32 latent cache of `max_ctx`
+    /// positions.
     pub fn load(file: &GgufFile, max_ctx: usize) -> Result<Self> {
         let config = ModelConfig::from_gguf(file.header())?;
         let cache_len = crate::decoder::cache_len(&config, max_ctx)?;
@@ -83,14 +85,15 @@ impl Oracle {
         }
     }
 
-    /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and returns its logits.
+    /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and
+    /// returns its logits.
     pub fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32]> {
         self.forward(token, pos, None)?;
         Ok(&self.logits)
     }
 
-    /// Feeds `tokens` at `start_pos..` and returns the logits of every position. Position-by-position decoding is
-    /// exactly a causal batch pass.
+    /// Feeds `tokens` at `start_pos..` and returns the logits of every position.
+    /// Position-by-position decoding is exactly a causal batch pass.
     pub fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>> {
         tokens
             .iter()
@@ -149,8 +152,9 @@ impl Oracle {
     }
 }
 
-/// One decoder layer (attention then FFN, each added to the residual `x`) at `pos`, writing its cache row.
-/// Returns the routing margin of a MoE layer ([`Router::margin`]), `None` for a dense one.
+/// One decoder layer (attention then FFN, each added to the residual `x`) at `pos`, writing its
+/// cache row. Returns the routing margin of a MoE layer ([`Router::margin`]), `None` for a dense
+/// one.
 pub(super) fn run_layer(
     c: &ModelConfig,
     layer: &Layer,

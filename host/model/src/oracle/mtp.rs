@@ -1,6 +1,6 @@
-//! The oracle's NextN/MTP drafter ([`crate::mtp`] states the math): the block's weights dequantized to
-//! f32, its own f32 latent cache, and the decoder layer run by the same [`super::run_layer`] as the main
-//! layers.
+//! The oracle's NextN/MTP drafter ([`crate::mtp`] states the math): the block's weights dequantized
+//! to f32, its own f32 latent cache, and the decoder layer run by the same [`super::run_layer`] as
+//! the main layers.
 
 use ingot_gguf::GgufFile;
 

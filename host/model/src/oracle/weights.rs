@@ -7,7 +7,8 @@ use crate::dequant::tensor_f32;
 use crate::error::Result;
 use crate::tensors::{layer_name, OUTPUT_NORM, TOKEN_EMBD};
 
-/// A row-major f32 matrix: `rows` outputs, each a contiguous row of `cols` inputs (ggml `ne = [cols, rows]`).
+/// A row-major f32 matrix: `rows` outputs, each a contiguous row of `cols` inputs (ggml `ne =
+/// [cols, rows]`).
 #[derive(Debug, Clone)]
 pub(crate) struct Matrix {
     pub rows: usize,
@@ -98,8 +99,8 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// Dequantizes every tensor the decoding layers use (the NextN/MTP block, which only drafts, is `super::mtp`'s). Shapes
-    /// were validated by [`ModelConfig::from_gguf`].
+    /// Dequantizes every tensor the decoding layers use (the NextN/MTP block, which only drafts, is
+    /// `super::mtp`'s). Shapes were validated by [`ModelConfig::from_gguf`].
     pub fn load(file: &GgufFile, c: &ModelConfig) -> Result<Self> {
         let vector = |name: &str| tensor_f32(file, name);
         let matrix = |name: &str, rows: usize, cols: usize| {
@@ -222,9 +223,9 @@ pub(super) fn load_layer(file: &GgufFile, c: &ModelConfig, il: usize) -> Result<
     })
 }
 
-/// Derives the per-head absorbed matrices from a legacy `attn_kv_b` (rows `h·(d_nope+d_v) + d`, each `kv_lora`
-/// wide), as ik_llama.cpp does at load: `W_UK[h][c][d] = kv_b[h·(d_nope+d_v) + d][c]` (a transpose) and
-/// `W_UV[h][j][c] = kv_b[h·(d_nope+d_v) + d_nope + j][c]` (a row slice).
+/// Derives the per-head absorbed matrices from a legacy `attn_kv_b` (rows `h·(d_nope+d_v) + d`,
+/// each `kv_lora` wide), as ik_llama.cpp does at load: `W_UK[h][c][d] = kv_b[h·(d_nope+d_v) +
+/// d][c]` (a transpose) and `W_UV[h][j][c] = kv_b[h·(d_nope+d_v) + d_nope + j][c]` (a row slice).
 fn absorb_kv_b(kv_b: &[f32], c: &ModelConfig) -> (Vec<Matrix>, Vec<Matrix>) {
     let (lora, nope, dv) = (c.kv_lora, c.d_nope, c.d_v);
     let per_head = nope + dv;

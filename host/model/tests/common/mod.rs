@@ -1,4 +1,5 @@
-//! Shared helpers of the integration tests: locating the golden data and reading NumPy `.npy` files.
+//! Shared helpers of the integration tests: locating the golden data and reading NumPy `.npy`
+//! files.
 
 #![allow(dead_code)]
 

@@ -13,11 +13,11 @@ use crate::registry::{self, acts_as, ActBlock, CpuDot, VisitDot};
 
 pub use super::isa::Isa;
 
-/// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants,
-/// IQ4_XS and the IQ1/IQ2/IQ3 grid types, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed
-/// instruction set. Each row's result is bit-identical to [`crate::vec_dot_q8_k`] /
-/// [`crate::vec_dot_q8_0`] on that row, whatever the instruction set (Q6_K and the multi-activation
-/// Q3_K, like the mins of Q2_K/Q4_K/Q5_K, take `Σq` per 16 activations from `bsums`, so activations must come from
+/// Dot products of rows of one weight type with its CPU activation type (Q8_K for k-quants, IQ4_XS
+/// and the IQ1/IQ2/IQ3 grid types, Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL), on a fixed instruction set.
+/// Each row's result is bit-identical to [`crate::vec_dot_q8_k`] / [`crate::vec_dot_q8_0`] on that
+/// row, whatever the instruction set (Q6_K and the multi-activation Q3_K, like the mins of
+/// Q2_K/Q4_K/Q5_K, take `Σq` per 16 activations from `bsums`, so activations must come from
 /// [`crate::quantize_q8_k`] or be equally consistent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDot {
@@ -74,7 +74,8 @@ impl RowDot {
     pub fn q8_k(&self, rows: &[u8], act: &[BlockQ8K], out: &mut [f32]) -> Result<(), QuantError> {
         self.check(GgmlType::Q8K, rows.len(), act.len(), out.len())?;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and
+        // F16C.
         if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_k(self.ty, rows, act, out) } {
             return Ok(());
         }
@@ -95,14 +96,16 @@ impl RowDot {
             return Ok(());
         };
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and
+        // F16C.
         if self.isa == Isa::Avx512
             && unsafe { avx2_rows::q8_k_multi_avx512(self.ty, rows, acts, out) }
         {
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and AVX-VNNI.
+        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and
+        // AVX-VNNI.
         if self.isa == Isa::AvxVnni
             && unsafe { avx2_rows::q8_k_multi_vnni(self.ty, rows, acts, out) }
         {
@@ -124,7 +127,8 @@ impl RowDot {
     pub fn q8_0(&self, rows: &[u8], act: &[BlockQ8_0], out: &mut [f32]) -> Result<(), QuantError> {
         self.check(GgmlType::Q8_0, rows.len(), act.len(), out.len())?;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and F16C.
+        // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2 and
+        // F16C.
         if self.isa != Isa::Scalar && unsafe { avx2_rows::q8_0(self.ty, rows, act, out) } {
             return Ok(());
         }
@@ -153,7 +157,8 @@ impl RowDot {
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and AVX-VNNI.
+        // SAFETY: an `Isa::AvxVnni` RowDot exists only after `with_isa` saw AVX2, F16C and
+        // AVX-VNNI.
         if self.isa == Isa::AvxVnni
             && unsafe { avx2_rows::q8_0_multi_vnni(self.ty, rows, acts, out) }
         {
@@ -285,9 +290,10 @@ fn each_row<B: Pod, A>(data: &[u8], act: &[A], out: &mut [f32], f: impl Fn(&B, &
 /// picks up late, so the dot stalls on memory it could have overlapped.
 const PREFETCH_ROWS: usize = 2;
 
-/// Asks for the cache lines of `bytes` (a hint: no fault, no effect on results), into L2 rather than L1:
-/// the streamed weights would push the reused operands (activations, unpacked groups) out of the small L1
-/// (measured on the AVX2 and AVX-512 paths: prefill and decode about 3% faster than with L1 hints).
+/// Asks for the cache lines of `bytes` (a hint: no fault, no effect on results), into L2 rather
+/// than L1: the streamed weights would push the reused operands (activations, unpacked groups) out
+/// of the small L1 (measured on the AVX2 and AVX-512 paths: prefill and decode about 3% faster than
+/// with L1 hints).
 #[inline(always)]
 pub(super) fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]

@@ -450,7 +450,8 @@ fn multi_activation_rows_equal_one_activation_at_a_time() {
             }
         }
     }
-    // 33 rows: two groups of sixteen (AVX-512) or four of eight interleaved rows, and one left over.
+    // 33 rows: two groups of sixteen (AVX-512) or four of eight interleaved rows, and one left
+    // over.
     for ty in q8k_types().chain(Q8_0_TYPES) {
         let blocks = cols(ty) / ty.block_size() as usize;
         let rows = random_blocks(&mut rng, ty, 33 * blocks, random_scale);
@@ -616,8 +617,8 @@ fn a_named_instruction_set_is_chosen_when_available() {
 
 /// One activation against rows of 1 to 17 super-blocks: the AVX2 row kernels of Q4_K, Q5_K and Q6_K
 /// finish eight blocks at a time, so every count of whole groups and every tail runs; activation
-/// scales differ per block, so each lane of a group gets its own. Bit for bit against the reference,
-/// on every instruction set, for every Q8_K type.
+/// scales differ per block, so each lane of a group gets its own. Bit for bit against the
+/// reference, on every instruction set, for every Q8_K type.
 #[test]
 fn one_activation_rows_of_every_width() {
     let mut rng = StdRng::seed_from_u64(44);

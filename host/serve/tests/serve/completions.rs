@@ -1,6 +1,6 @@
-//! Whole completions: chat output equal to the CLI's greedy decode, text completions, the model list,
-//! health and metrics, and the prompt cache (a follow-up turn reuses the conversation; a reused prefix
-//! changes no logit).
+//! Whole completions: chat output equal to the CLI's greedy decode, text completions, the model
+//! list, health and metrics, and the prompt cache (a follow-up turn reuses the conversation; a
+//! reused prefix changes no logit).
 use serde_json::{json, Value};
 
 use crate::cli_greedy;
@@ -26,8 +26,8 @@ async fn chat_completion_has_usage_and_equals_the_cli_greedy_output() {
     let finish = choice["finish_reason"].as_str().expect("finish_reason");
     assert!(finish == "length" || finish == "stop", "{finish}");
 
-    // A second conversation sharing the template's prefix: the cache's common prefix is reused, and the
-    // output is still exactly a fresh decoder's.
+    // A second conversation sharing the template's prefix: the cache's common prefix is reused, and
+    // the output is still exactly a fresh decoder's.
     let (status, v) = post(&base, "/v1/chat/completions", &chat_body("Hello world", 12)).await;
     assert_eq!(status, 200, "{v}");
     let (want, _) = cli_greedy("Hello world", 12);
@@ -36,8 +36,8 @@ async fn chat_completion_has_usage_and_equals_the_cli_greedy_output() {
     assert!(metric(&base, "ingot_tokens_generated_total").await > 0.0);
 }
 
-/// A follow-up turn (the first turn, its reply, a new message) prefills only what is new: the tokens reused
-/// from the cache are at least the whole first prompt.
+/// A follow-up turn (the first turn, its reply, a new message) prefills only what is new: the
+/// tokens reused from the cache are at least the whole first prompt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_turn_reuses_the_previous_conversation() {
     let base = start(options()).await;
@@ -103,10 +103,11 @@ async fn completions_models_health_and_metrics() {
     assert!(rate.is_finite() && rate >= 0.0, "tokens/s {rate}");
 }
 
-/// The prompt cache changes no logit on the cpu backend: in the form the server prefills with while it reuses
-/// prefixes, a prompt's last logits are the same bits whether it arrives whole on an empty cache or after a
-/// prefix already in the cache, split anywhere. The default form (decompressed attention for long chunks)
-/// would not keep that, which the last assertion shows, so the check can fail.
+/// The prompt cache changes no logit on the cpu backend: in the form the server prefills with while
+/// it reuses prefixes, a prompt's last logits are the same bits whether it arrives whole on an
+/// empty cache or after a prefix already in the cache, split anywhere. The default form
+/// (decompressed attention for long chunks) would not keep that, which the last assertion shows, so
+/// the check can fail.
 #[test]
 fn a_reused_prefix_changes_no_logit() {
     use ingot_model::{CpuBackend, Decoder, MlaForm};

@@ -1,5 +1,5 @@
-//! OpenAI-style error bodies for bad requests (the server keeps serving), 429 from a full queue, and
-//! parameters refused rather than ignored.
+//! OpenAI-style error bodies for bad requests (the server keeps serving), 429 from a full queue,
+//! and parameters refused rather than ignored.
 use serde_json::{json, Value};
 
 use crate::support::*;

@@ -1,5 +1,6 @@
-//! What a request must pass before its route: the API key (checked before routing, any case of `Bearer`),
-//! the `Host` allow-list, JSON-only POST bodies; and the chat page, served without the key.
+//! What a request must pass before its route: the API key (checked before routing, any case of
+//! `Bearer`), the `Host` allow-list, JSON-only POST bodies; and the chat page, served without the
+//! key.
 use serde_json::Value;
 
 use crate::support::*;
@@ -45,7 +46,8 @@ async fn api_key_is_required_when_set() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chat_page_is_html_that_streams_from_chat_completions() {
-    // Served without the key even when one is set: the page holds no secret, its requests send the key.
+    // Served without the key even when one is set: the page holds no secret, its requests send the
+    // key.
     let mut opts = options();
     opts.api_key = Some("sekret".into());
     let base = start(opts).await;
@@ -182,7 +184,8 @@ async fn the_key_is_checked_before_routing_with_any_case_of_bearer() {
     opts.api_key = Some("sekret".into());
     let base = start(opts).await;
     let addr = base.trim_start_matches("http://").to_string();
-    // Without the key: 401 with the scheme to use, whatever the path or method (no 404/405 route map).
+    // Without the key: 401 with the scheme to use, whatever the path or method (no 404/405 route
+    // map).
     for (method, path) in [
         ("GET", "/nope"),
         ("GET", "/v1/chat/completions"),

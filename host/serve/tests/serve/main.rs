@@ -1,11 +1,11 @@
-//! The server end to end over HTTP on 127.0.0.1, with the tiny synthetic model on the CPU backend: responses,
-//! streaming, greedy output equal to `ingot run --temp 0`'s decode path, every error status, a full queue,
-//! and a client that leaves mid-stream. Every wait is bounded by a timeout.
+//! The server end to end over HTTP on 127.0.0.1, with the tiny synthetic model on the CPU backend:
+//! responses, streaming, greedy output equal to `ingot run --temp 0`'s decode path, every error
+//! status, a full queue, and a client that leaves mid-stream. Every wait is bounded by a timeout.
 //!
-//! By concern: `completions` (whole answers, the prompt cache), `streaming` (server-sent events, stop
-//! strings, clients that leave), `errors` (OpenAI error bodies, a full queue), `guards` (key, `Host`,
-//! content type, the chat page), `transport` (body size and time limits, header timeout, refused bodies).
-//! This file holds what they share.
+//! By concern: `completions` (whole answers, the prompt cache), `streaming` (server-sent events,
+//! stop strings, clients that leave), `errors` (OpenAI error bodies, a full queue), `guards` (key,
+//! `Host`, content type, the chat page), `transport` (body size and time limits, header timeout,
+//! refused bodies). This file holds what they share.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -24,9 +24,9 @@ use ingot_model::{Sampler, SamplerConfig};
 use ingot_tokenizer::{ChatRequest, ChatTemplate, Role, Tokenizer};
 use support::*;
 
-/// What `ingot run --chat --temp 0 -n N -p PROMPT --backend cpu` prints, from the same library calls as
-/// src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::OpenOptions`, prefill, greedy sampling, the
-/// streaming detokenizer.
+/// What `ingot run --chat --temp 0 -n N -p PROMPT --backend cpu` prints, from the same library
+/// calls as src/cmd/run.rs: the chat template, the tokenizer, `ingot_engine::OpenOptions`, prefill,
+/// greedy sampling, the streaming detokenizer.
 fn cli_greedy(prompt: &str, n_predict: usize) -> (String, usize) {
     let file = GgufFile::open(model()).expect("open");
     let tok = Tokenizer::from_gguf(file.header()).expect("tokenizer");
@@ -91,9 +91,10 @@ fn sse_data(body: &str) -> Vec<String> {
 /// Bound of a raw exchange: each one is answered before any generation (an error status, or a 404).
 const RAW_LIMIT: Duration = Duration::from_secs(30);
 
-/// One raw HTTP/1.1 exchange on a fresh connection: `head` is the request line and headers (without the
-/// blank line), `body` what follows. Returns the status, the response headers (lower-cased) and the body.
-/// Bounded by [`RAW_LIMIT`]; the connection is closed by the request's `Connection: close`.
+/// One raw HTTP/1.1 exchange on a fresh connection: `head` is the request line and headers (without
+/// the blank line), `body` what follows. Returns the status, the response headers (lower-cased) and
+/// the body. Bounded by [`RAW_LIMIT`]; the connection is closed by the request's `Connection:
+/// close`.
 async fn raw(base: &str, head: &str, body: &[u8]) -> (u16, String, String) {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://").to_string();
@@ -126,13 +127,15 @@ fn split_response(text: &str) -> (u16, &str, &str) {
     (status, head, body)
 }
 
-/// A JSON chat request the server refuses with 400 before it reaches the decoder (no messages): what the
-/// header checks are tested with, so that a passing check shows as 400 and costs no generation.
+/// A JSON chat request the server refuses with 400 before it reaches the decoder (no messages):
+/// what the header checks are tested with, so that a passing check shows as 400 and costs no
+/// generation.
 const EMPTY_CHAT: &str = r#"{"messages": []}"#;
 
-/// Sends `head` and then `body` in two parts, pausing between them so the server answers before the body
-/// has ended, and reads the answer. Panics when a write fails: the server must read a refused body to its
-/// end (up to its linger cap) rather than reset a connection the client is still writing to.
+/// Sends `head` and then `body` in two parts, pausing between them so the server answers before the
+/// body has ended, and reads the answer. Panics when a write fails: the server must read a refused
+/// body to its end (up to its linger cap) rather than reset a connection the client is still
+/// writing to.
 async fn send_while_refused(base: &str, head: &str, body: Vec<u8>) -> (u16, String) {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://").to_string();

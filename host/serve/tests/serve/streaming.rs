@@ -1,5 +1,6 @@
-//! Server-sent events: OpenAI chunks ending with `[DONE]`, stop strings cut alike streamed or not, and
-//! clients that leave mid-stream or mid-request (their generation stops; the next request is served).
+//! Server-sent events: OpenAI chunks ending with `[DONE]`, stop strings cut alike streamed or not,
+//! and clients that leave mid-stream or mid-request (their generation stops; the next request is
+//! served).
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -96,7 +97,8 @@ async fn a_client_leaving_a_plain_request_cancels_it() {
     let mut opts = options();
     opts.ctx = Some(2048);
     let base = start(opts).await;
-    // `ignore_eos`: the answer runs to the context (2048 tokens), past 300 ms, whatever the model's text.
+    // `ignore_eos`: the answer runs to the context (2048 tokens), past 300 ms, whatever the model's
+    // text.
     let body = json!({
         "messages": [{ "role": "user", "content": "Tell me everything" }],
         "temperature": 0,
@@ -174,7 +176,7 @@ async fn streamed_text_completion_ends_with_done() {
     let last: Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
     assert_eq!(last["object"], "text_completion");
     assert_eq!(last["choices"][0]["finish_reason"], "length");
-    // At most one chunk per token (a token that ends inside a UTF-8 character sends nothing yet), the finish
-    // chunk and [DONE].
+    // At most one chunk per token (a token that ends inside a UTF-8 character sends nothing yet),
+    // the finish chunk and [DONE].
     assert!((3..=6 + 2).contains(&data.len()), "{data:?}");
 }

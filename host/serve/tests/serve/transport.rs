@@ -1,6 +1,6 @@
-//! The connection's limits: a declared length over the body limit refused before the body, a half-sent
-//! body answered 408, half-sent headers closed after the header timeout, and a client still sending a
-//! refused body still reading the answer.
+//! The connection's limits: a declared length over the body limit refused before the body, a
+//! half-sent body answered 408, half-sent headers closed after the header timeout, and a client
+//! still sending a refused body still reading the answer.
 use std::time::Duration;
 
 use serde_json::Value;
@@ -58,8 +58,9 @@ async fn half_sent_headers_lose_their_connection_after_the_header_timeout() {
             let _ = stop_rx.await;
         },
     ));
-    // Headers never finished, or never started (an idle connection): the server closes the connection
-    // instead of waiting for the rest; many such clients cannot hold connections indefinitely.
+    // Headers never finished, or never started (an idle connection): the server closes the
+    // connection instead of waiting for the rest; many such clients cannot hold connections
+    // indefinitely.
     let clients: Vec<_> = (0..50)
         .map(|i| {
             let base = base.clone();

@@ -148,7 +148,8 @@ flash_entry_points! {
     /// launcher checks the shape limits and every buffer size.
     flash_latent => false;
     /// [`flash_latent`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_Q8_0`): each tile's
-    /// blocks are widened into the shared f16 tile (`super::cache_q8`), rows `32·blocks` values apart.
+    /// blocks are widened into the shared f16 tile (`super::cache_q8`), rows `32·blocks` values
+    /// apart.
     flash_latent_q8_0 => true;
 }
 

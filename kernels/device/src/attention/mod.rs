@@ -1,11 +1,11 @@
-//! MLA attention of one decode token: `rope_kv` (query/key rotation, latent norm, cache row
-//! write; also the tail of the `gemv2_rope_*` projections), `flash_latent` (split-K attention
-//! over the latent cache, all heads per block, with the attention temperature's
-//! per-position logit scale) and `attn_merge` (log-sum-exp merge of the
-//! segments); `cache_q8` holds the q8_0 cache rows' writer and tile loader. Buffer layouts: the docs of `ingot_abi::launch::{ROPE_KV, FLASH_LATENT,
-//! ATTN_MERGE}` and their module. For prefill, `flash_latent_prefill` is the causal attention of
-//! a chunk of tokens (`ingot_abi::launch::FLASH_LATENT_PREFILL`); `flash_tile` holds what it
-//! shares with `flash_latent_mma`.
+//! MLA attention of one decode token: `rope_kv` (query/key rotation, latent norm, cache row write;
+//! also the tail of the `gemv2_rope_*` projections), `flash_latent` (split-K attention over the
+//! latent cache, all heads per block, with the attention temperature's per-position logit scale)
+//! and `attn_merge` (log-sum-exp merge of the segments); `cache_q8` holds the q8_0 cache rows'
+//! writer and tile loader. Buffer layouts: the docs of `ingot_abi::launch::{ROPE_KV, FLASH_LATENT,
+//! ATTN_MERGE}` and their module. For prefill, `flash_latent_prefill` is the causal attention of a
+//! chunk of tokens (`ingot_abi::launch::FLASH_LATENT_PREFILL`); `flash_tile` holds what it shares
+//! with `flash_latent_mma`.
 
 /// The `#[no_mangle]` entry points of a flash kernel body `impl::<Q8>` (f16 cache, or q8_0 with
 /// `Q8`), all with the parameters of `ingot_abi::launch::FLASH_LATENT`.

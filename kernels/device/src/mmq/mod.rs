@@ -17,13 +17,13 @@
 //! per-sub-block formula, so the result differs from the gemv's only in the order of the f32
 //! additions.
 //!
-//! Edges: rows past `nrows` and tokens past `ntok` are staged from zero bytes (predicated
-//! loads: zero scales, so they add zeros), and so are the sub-blocks of the last step past the
-//! row's `ncols/32` when `ncols` is not a multiple of 256 (32-weight types only: weights and
-//! activations both, so each adds an exact zero), so the step loop is the same straight-line
-//! code on every tile; only the final stores are predicated. Each row's staged bytes sit at a stride of
-//! 272 = 17·16 bytes, so the eight rows of every `ldmatrix` matrix fall in eight different
-//! 16-byte bank groups.
+//! Edges: rows past `nrows` and tokens past `ntok` are staged from zero bytes (predicated loads:
+//! zero scales, so they add zeros), and so are the sub-blocks of the last step past the row's
+//! `ncols/32` when `ncols` is not a multiple of 256 (32-weight types only: weights and activations
+//! both, so each adds an exact zero), so the step loop is the same straight-line code on every
+//! tile; only the final stores are predicated. Each row's staged bytes sit at a stride of 272 =
+//! 17·16 bytes, so the eight rows of every `ldmatrix` matrix fall in eight different 16-byte bank
+//! groups.
 
 mod legacy;
 mod q3k;
@@ -299,8 +299,8 @@ unsafe fn mmq_tile<T: MmqWeights, K: Copy>(
 
 /// `y[t][r] = Σ_k W[r][k]·x_t[k]`: `T` weights `w`, q8_1 activations `x`, f32 outputs `y`
 /// (token-major), see `ingot_abi::launch::MMQ_Q4K`. `ncols` a positive multiple of
-/// `T::BLOCK_WEIGHTS`, `ntok ≥ 1` (the launcher checks both and every buffer size). Block `b` computes token tile
-/// `b % tiles` of row tile `b / tiles`.
+/// `T::BLOCK_WEIGHTS`, `ntok ≥ 1` (the launcher checks both and every buffer size). Block `b`
+/// computes token tile `b % tiles` of row tile `b / tiles`.
 #[inline(always)]
 unsafe fn mmq<T: MmqWeights>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, ntok: u32) {
     let tiles = mmq_token_tiles(ntok).max(1);

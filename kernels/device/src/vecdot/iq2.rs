@@ -12,7 +12,7 @@ use super::grid::{
     IQ2XXS_GRID,
 };
 use super::{ActSource, WeightType};
-use crate::intrinsics::{f16_to_f32, lane_id, ld_u16_if, ld_u8, shfl_idx};
+use crate::intrinsics::{f16_to_f32, ld_u16_if, ld_u8};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
 use ingot_abi::launch::GemvUnit;

@@ -9,14 +9,14 @@
 //! A weight row is a sequence of *units*, each [`WeightType::LANES`] lanes work on together:
 //!
 //! * 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
-//!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a
-//!   byte twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is
-//!   even) ends in one unpaired block, added after the unit loop, and its odd rows may start
-//!   2 bytes off a word boundary (see [`row_dot_lane`]).
+//!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a byte
+//!   twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is even) ends in
+//!   one unpaired block, added after the unit loop, and its odd rows may start 2 bytes off a word
+//!   boundary (see [`row_dot_lane`]).
 //! * float types (F32, F16, BF16): a unit is 32 weights shared by 4 lanes (`float.rs`).
-//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_XS and the code-book types (IQ1_S, IQ1_M, IQ2_XXS,
-//!   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): a unit is one 256-element super-block shared by 4 (Q2_K,
-//!   Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
+//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_XS and the code-book types (IQ1_S, IQ1_M,
+//!   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): a unit is one 256-element super-block shared by 4
+//!   (Q2_K, Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
 //!
 //! The q8_1 activations matching unit `u` are the `QK/32` consecutive q8_1 blocks starting at
 //! block `u·QK/32` of the activation vector. Each type's `load` reads its weights from global
@@ -146,11 +146,11 @@ pub const fn act_blocks<T: WeightType>() -> u64 {
     (T::QK / QK8_1 as u32) as u64
 }
 
-/// Lane `lane ∈ 0..lanes` of a group of `lanes` lanes computing one row's dot product: its
-/// partial sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the row of `ncols`
-/// weights at `w_row` against the activations of `x` (from its block 0 on). `ncols` is a multiple of `T::QK`, or for
-/// `T::TAIL` types of 32: such a row ends in one unpaired 32-weight block and may start 2 bytes
-/// past a 4-byte boundary.
+/// Lane `lane ∈ 0..lanes` of a group of `lanes` lanes computing one row's dot product: its partial
+/// sum over units `lane/LANES, lane/LANES + lanes/LANES, …` of the row of `ncols` weights at
+/// `w_row` against the activations of `x` (from its block 0 on). `ncols` is a multiple of `T::QK`,
+/// or for `T::TAIL` types of 32: such a row ends in one unpaired 32-weight block and may start 2
+/// bytes past a 4-byte boundary.
 ///
 /// Every lane of the warp runs the same number of iterations (units are taken in rounds of
 /// `lanes/LANES`, two rounds per iteration so two units' loads are in flight), because the

@@ -144,10 +144,10 @@ pub fn rope_kv_q8_1_rows<B: Accelerator>(
     launch(b, d, ntok32, args)
 }
 
-/// `attn_q` (`w0`, into `bufs.q`) and `attn_kv_a_mqa` (`w1`, into `bufs.kv`), two matrices of
-/// type `ty` and width `ncols` against the q8_1 `x`, then [`rope_kv_q8_1`] on their outputs in
-/// the launch's last block (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings). `count` is the tail's done
-/// counter: a `u32` that is 0 before the launch and is 0 again after it.
+/// `attn_q` (`w0`, into `bufs.q`) and `attn_kv_a_mqa` (`w1`, into `bufs.kv`), two matrices of type
+/// `ty` and width `ncols` against the q8_1 `x`, then [`rope_kv_q8_1`] on their outputs in the
+/// launch's last block (`ingot_abi::launch::GEMV2_ROPE_Q4K_Q8_1` and its siblings). `count` is the
+/// tail's done counter: a `u32` that is 0 before the launch and is 0 again after it.
 pub fn gemv2_rope_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,

@@ -1,13 +1,13 @@
-//! Whole rows of Q4_K, Q5_K and Q6_K against one Q8_K activation (the decode step's products), eight
-//! super-blocks at a time.
+//! Whole rows of Q4_K, Q5_K and Q6_K against one Q8_K activation (the decode step's products),
+//! eight super-blocks at a time.
 //!
 //! The one-block kernels end every block with two horizontal reductions, two f16 conversions and a
 //! few scalar products: about a fifth of a Q4_K block's instructions. Here eight blocks keep their
 //! integer sums as vectors of partial sums, one transposing reduction ([`hsum8`]) gives all eight
-//! sums at once (exact: i32 additions), and the scalar code's f32 expression runs on the eight blocks
-//! as one vector, each lane the same operations on the same values. The row then adds the eight
-//! results to its sum one by one in block order, as the scalar row does: every row has the bits of
-//! folding the one-block kernel over it (`cpu_dot/tests.rs`, rows of 1 to 17 blocks).
+//! sums at once (exact: i32 additions), and the scalar code's f32 expression runs on the eight
+//! blocks as one vector, each lane the same operations on the same values. The row then adds the
+//! eight results to its sum one by one in block order, as the scalar row does: every row has the
+//! bits of folding the one-block kernel over it (`cpu_dot/tests.rs`, rows of 1 to 17 blocks).
 
 use super::*;
 
@@ -43,9 +43,9 @@ fn add_lanes(mut sum: f32, r: __m256) -> f32 {
     sum
 }
 
-/// A Q4_K or Q5_K row against one activation: `Σ_b d_b·y_b.d·isum_b − dmin_b·y_b.d·summs_b` in block
-/// order, [`super::k4_finish`]'s expression per block. `parts` gives a block's nibbles, fifth bits
-/// (Q5_K), scales, `d` and `dmin`.
+/// A Q4_K or Q5_K row against one activation: `Σ_b d_b·y_b.d·isum_b − dmin_b·y_b.d·summs_b` in
+/// block order, [`super::k4_finish`]'s expression per block. `parts` gives a block's nibbles, fifth
+/// bits (Q5_K), scales, `d` and `dmin`.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn k4_row<B>(

@@ -279,9 +279,9 @@ fn k_isums<const R: usize, const T: usize>(
     acc
 }
 
-/// A Q4_K/Q5_K block unpacked: [`k4_unpack`]'s levels and scale vector, the mins `m_j` as i16 at lanes
-/// `2j` and `2j + 1` (so that `madd` with `bsums` gives `m_j·(bsums_{2j} + bsums_{2j+1})`), and
-/// the f32 scales.
+/// A Q4_K/Q5_K block unpacked: [`k4_unpack`]'s levels and scale vector, the mins `m_j` as i16 at
+/// lanes `2j` and `2j + 1` (so that `madd` with `bsums` gives `m_j·(bsums_{2j} + bsums_{2j+1})`),
+/// and the f32 scales.
 #[derive(Clone, Copy)]
 pub(in crate::cpu_dot) struct K4 {
     levels: [__m256i; 8],
