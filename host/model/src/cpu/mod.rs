@@ -7,6 +7,8 @@
 //! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
 mod attend;
+#[cfg(test)]
+mod attend_tests;
 mod attention;
 mod awake;
 mod batch;
