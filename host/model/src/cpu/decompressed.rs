@@ -6,7 +6,8 @@
 //! multiply-adds to decompress, then about `n·L·(d_qk + d_v)` (halved by the causal mask inside the
 //! chunk) to attend; the absorbed form ([`super::attention::heads_chunk`]) spends `n·L·(2·kv_lora +
 //! d_rope)` on attending instead. So the decompressed form wins once a chunk has enough tokens to
-//! amortize the decompression; [`MlaForm::Auto`] switches at [`DECOMPRESS_FROM`] tokens, measured.
+//! amortize the decompression; [`MlaForm::Auto`] switches at [`DECOMPRESS_FROM`] tokens and at most
+//! [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, measured.
 //!
 //! Values differ from the absorbed form's in rounding only: the weights are dequantized to f32 and
 //! every product is an f32 [`gemm_nt`], where the absorbed form quantizes `q_nope` and the attended
@@ -22,8 +23,8 @@ use crate::math::gemm_nt;
 /// How a chunk's attention is computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MlaForm {
-    /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens, else
-    /// [`MlaForm::Absorbed`].
+    /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens after at most
+    /// [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, else [`MlaForm::Absorbed`].
     #[default]
     Auto,
     /// Queries absorbed into the latent space (the decode step's form): the stepwise path's values
@@ -37,11 +38,19 @@ pub enum MlaForm {
 /// shapes (docs/perf.md, "Absorbed or decompressed attention on the CPU").
 pub const DECOMPRESS_FROM: usize = 48;
 
+/// Most cached positions per chunk token at which [`MlaForm::Auto`] decompresses: decompressing costs
+/// per cached position what attending absorbed costs per (token, position) pair times about 200 (the
+/// shapes' MAC counts at the two forms' measured rates), and its rate falls further once a head's
+/// decompressed keys outgrow the caches. Placed by timing both forms at depths 0, 4096 and 8192 for
+/// chunks of 64 to 512 tokens (docs/perf.md, "CPU prefill at depth"): every measured chunk takes the
+/// faster form.
+pub const DECOMPRESS_DEPTH_PER_TOKEN: usize = 16;
+
 impl MlaForm {
-    /// Whether a chunk of `n` tokens runs decompressed.
-    pub fn decompresses(self, n: usize) -> bool {
+    /// Whether a chunk of `n` tokens after `start` cached positions runs decompressed.
+    pub fn decompresses(self, n: usize, start: usize) -> bool {
         match self {
-            MlaForm::Auto => n >= DECOMPRESS_FROM,
+            MlaForm::Auto => n >= DECOMPRESS_FROM && start <= DECOMPRESS_DEPTH_PER_TOKEN * n,
             MlaForm::Absorbed => false,
             MlaForm::Decompressed => true,
         }
@@ -214,4 +223,35 @@ fn up_weights(c: &ModelConfig, layer: &Layer<'_>, hd: usize, b: &mut HeadBufs) -
         layer.v_b[hd].dequantize_row(d, r)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Auto` decompresses from 48 tokens while the cache holds at most 16 positions per chunk token (the
+    /// measured boundaries); the other forms are fixed.
+    #[test]
+    fn auto_decompresses_long_chunks_over_shallow_caches() {
+        for (n, start, want) in [
+            (47, 0, false),
+            (48, 0, true),
+            (512, 0, true),
+            (64, 1_024, true),
+            (64, 1_025, false),
+            (64, 4_096, false),
+            (256, 4_096, true),
+            (256, 8_192, false),
+            (512, 8_192, true),
+            (512, 16_384, false),
+        ] {
+            assert_eq!(
+                MlaForm::Auto.decompresses(n, start),
+                want,
+                "{n} tokens after {start}"
+            );
+            assert!(MlaForm::Decompressed.decompresses(n, start));
+            assert!(!MlaForm::Absorbed.decompresses(n, start));
+        }
+    }
 }
