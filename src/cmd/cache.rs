@@ -15,7 +15,8 @@ pub struct CacheArgs {
 pub struct MlaArgs {
     /// How the cpu backend's prefill chunks compute attention: `absorbed` (queries absorbed into the
     /// latent space, as the decode step), `decompressed` (keys and values decompressed per cached
-    /// position, cheaper for long chunks), or `auto` (decompressed from a measured chunk length on).
+    /// position, cheaper for long chunks), or `auto` (decompressed from a measured chunk length on,
+    /// unless the cache is deep for the chunk's length).
     /// The sim and cuda backends have their own prefill plan.
     #[arg(long, default_value = "auto", value_parser = parse_mla_form)]
     pub mla_form: MlaForm,

@@ -14,8 +14,14 @@ use ingot_gguf::GgufFile;
 use ingot_model::{CpuBackend, MlaForm};
 
 const REPS: usize = 3;
-const CHUNKS: [usize; 8] = [32, 48, 64, 96, 128, 192, 256, 512];
-const DEPTHS: [usize; 2] = [0, 1024];
+/// Chunk lengths and depths, unless `CHUNKS` and `DEPTHS` (comma-separated) name others.
+const CHUNKS: &str = "32,48,64,96,128,192,256,512";
+const DEPTHS: &str = "0,1024";
+
+fn list(var: &str, default: &str) -> Vec<usize> {
+    let v = std::env::var(var).unwrap_or(default.into());
+    v.split(',').map(|s| s.parse().expect(var)).collect()
+}
 
 /// User + system CPU time of this process, seconds.
 fn cpu_seconds() -> f64 {
@@ -46,20 +52,25 @@ fn main() {
         }
     };
     let file = GgufFile::open(&path).expect("open the model");
-    let ctx = DEPTHS.iter().max().unwrap() + CHUNKS.iter().max().unwrap();
+    let (chunks, depths) = (list("CHUNKS", CHUNKS), list("DEPTHS", DEPTHS));
+    let ctx = depths.iter().max().unwrap() + chunks.iter().max().unwrap();
     let mut cpu = CpuBackend::load(&file, ctx).expect("load");
     let vocab = cpu.config().vocab as u32;
     let tokens: Vec<u32> = (0..ctx as u32).map(|i| (i * 7919 + 13) % vocab).collect();
     println!("| depth | chunk | absorbed cpu s | decompressed cpu s | ratio | absorbed wall s | decompressed wall s |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for depth in DEPTHS {
-        cpu.set_mla_form(MlaForm::Auto);
-        if depth > 0 {
-            cpu.prefill_chunked(&tokens[..depth], 0, 512).expect("fill");
+    let mut filled = 0;
+    for &depth in &depths {
+        // Absorbed: the faster fill at depth.
+        cpu.set_mla_form(MlaForm::Absorbed);
+        if depth > filled {
+            cpu.prefill_chunked(&tokens[filled..depth], filled, 512)
+                .expect("fill");
+            filled = depth;
         }
-        for n in CHUNKS {
+        for &n in &chunks {
             let mut best = [(f64::MAX, f64::MAX); 2];
-            for _ in 0..REPS {
+            for _ in 0..list("REPS", &REPS.to_string())[0] {
                 for (k, form) in [MlaForm::Absorbed, MlaForm::Decompressed]
                     .into_iter()
                     .enumerate()

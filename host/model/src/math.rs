@@ -177,6 +177,102 @@ fn weighted_rows_fma(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     weighted_rows_body::<true>(p, rows, stride, out)
 }
 
+/// [`weighted_rows_add_fused`] for `m` weight vectors over the same `nt` rows: for `i < m`,
+/// `out[i·out_stride..][..width]` ends as `weighted_rows_add_fused(&p[i·p_stride..][..nt], rows, stride, ..)`
+/// leaves it, bit for bit (each element the same fused multiply-adds in row order). On AVX2, tiles of
+/// [`MULTI_P`] weight vectors × 16 columns load each row's values once for all the tile's vectors.
+pub fn weighted_rows_add_fused_multi(
+    (p, p_stride, m): (&[f32], usize, usize),
+    nt: usize,
+    (rows, stride): (&[f32], usize),
+    (out, out_stride, width): (&mut [f32], usize, usize),
+) {
+    assert!(
+        m == 0 || (p.len() >= (m - 1) * p_stride + nt && out.len() >= (m - 1) * out_stride + width)
+    );
+    assert!(nt == 0 || rows.len() >= (nt - 1) * stride + width);
+    #[cfg(target_arch = "x86_64")]
+    let done = if has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA (checked on the line above).
+        unsafe {
+            weighted_multi_fma(
+                (p, p_stride, m),
+                nt,
+                (rows, stride),
+                (out, out_stride, width),
+            )
+        }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    for i in done..m {
+        let o = &mut out[i * out_stride..][..width];
+        weighted_rows_add_fused(&p[i * p_stride..][..nt], rows, stride, o);
+    }
+}
+
+/// Weight vectors per tile of [`weighted_rows_add_fused_multi`]: 8 accumulator vectors (4 × 16 columns),
+/// 2 row vectors and a broadcast weight fit the 16 AVX2 registers.
+const MULTI_P: usize = 4;
+
+/// The whole tiles of [`weighted_rows_add_fused_multi`] (every column of the first `m / MULTI_P ·
+/// MULTI_P` weight vectors); returns how many weight vectors it finished.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn weighted_multi_fma(
+    (p, p_stride, m): (&[f32], usize, usize),
+    nt: usize,
+    (rows, stride): (&[f32], usize),
+    (out, out_stride, width): (&mut [f32], usize, usize),
+) -> usize {
+    use std::arch::x86_64::{
+        _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let tiles = m / MULTI_P * MULTI_P;
+    let cols = width / 16 * 16;
+    for i0 in (0..tiles).step_by(MULTI_P) {
+        for j0 in (0..cols).step_by(16) {
+            // SAFETY (every load and store below): `out` holds `width ≥ j0 + 16` values from each of the
+            // tile's row starts, `rows` holds `width` from each `t·stride`, `p` holds `nt` from each
+            // `i·p_stride` (asserted by the caller).
+            let mut acc = [[_mm256_setzero_ps(); 2]; MULTI_P];
+            for (i, a) in acc.iter_mut().enumerate() {
+                let o = out[(i0 + i) * out_stride + j0..][..16].as_ptr();
+                *a = unsafe { [_mm256_loadu_ps(o), _mm256_loadu_ps(o.add(8))] };
+            }
+            for t in 0..nt {
+                let r = rows[t * stride + j0..][..16].as_ptr();
+                let (r0, r1) = unsafe { (_mm256_loadu_ps(r), _mm256_loadu_ps(r.add(8))) };
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let w = _mm256_set1_ps(p[(i0 + i) * p_stride + t]);
+                    a[0] = _mm256_fmadd_ps(w, r0, a[0]);
+                    a[1] = _mm256_fmadd_ps(w, r1, a[1]);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let o = out[(i0 + i) * out_stride + j0..][..16].as_mut_ptr();
+                unsafe {
+                    _mm256_storeu_ps(o, a[0]);
+                    _mm256_storeu_ps(o.add(8), a[1]);
+                }
+            }
+        }
+        for i in i0..i0 + MULTI_P {
+            let o = &mut out[i * out_stride..][..width];
+            let pi = &p[i * p_stride..][..nt];
+            for (j, o) in o.iter_mut().enumerate().skip(cols) {
+                *o = pi
+                    .iter()
+                    .enumerate()
+                    .fold(*o, |a, (t, &pt)| pt.mul_add(rows[t * stride + j], a));
+            }
+        }
+    }
+    tiles
+}
+
 /// Columns per register block of [`weighted_rows`]: 8 AVX2 vectors of sums.
 const WEIGHTED_BLOCK: usize = 64;
 
@@ -587,6 +683,39 @@ mod tests {
             unfused_differs,
             "the fused and unfused forms agreed everywhere: the test cannot tell them apart"
         );
+    }
+
+    /// Many weight vectors over the same rows: each output row the bits of its own
+    /// `weighted_rows_add_fused`, continuing from non-zero sums, for counts of vectors inside and past
+    /// whole tiles, widths with and without a tail past the 16-column tiles, strides wider than the width.
+    #[test]
+    fn weighted_rows_multi_is_each_vectors_own_sum_bit_for_bit() {
+        let val = |i: usize, k: usize| ((i * k % 97) as f32 - 48.0) / 7.0;
+        for (m, nt, width, stride) in [
+            (1, 3, 16, 20),
+            (4, 14, 512, 576),
+            (9, 5, 37, 40),
+            (16, 1, 64, 64),
+        ] {
+            let (p_stride, out_stride) = (nt + 3, width + 5);
+            let p: Vec<f32> = (0..m * p_stride).map(|i| val(i, 29) / 5.0).collect();
+            let rows: Vec<f32> = (0..nt * stride).map(|i| val(i, 53)).collect();
+            let start: Vec<f32> = (0..m * out_stride).map(|i| val(i, 31)).collect();
+            let mut got = start.clone();
+            weighted_rows_add_fused_multi(
+                (&p, p_stride, m),
+                nt,
+                (&rows, stride),
+                (&mut got, out_stride, width),
+            );
+            let mut want = start.clone();
+            for i in 0..m {
+                let o = &mut want[i * out_stride..][..width];
+                weighted_rows_add_fused(&p[i * p_stride..][..nt], &rows, stride, o);
+            }
+            let b = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(b(&got) == b(&want), "m {m}, nt {nt}, width {width}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::attend::{attend_heads, Attend};
+use super::attend::{attend_heads, attend_tokens, token_groups, Attend};
 use super::batch::{self, Product};
 pub(super) use super::latent::LatentCache;
 use super::latent::Latents;
@@ -186,6 +186,10 @@ fn key_up(
     Ok(())
 }
 
+/// Most tokens of a chunk that attend together ([`attend_tokens`]): their buffers take `GROUP × n_head`
+/// query rows (at V2-Lite's shapes 2 MiB of partials per span).
+const GROUP: usize = 4;
+
 /// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
 /// token), into `out` (token-major, `n_head·d_v` per token): [`token_heads`]'s values bit for bit. With per-head
 /// `attn_k_b`, the key and value up-projections of each head run as one product over the chunk's tokens
@@ -236,22 +240,27 @@ pub(super) fn heads_chunk(
             let inputs: Vec<&Activation> = acts.iter().collect();
             batch::matmul_prepared(k, &inputs, qa, false)
         })?;
-    // Token-major: `o_tok[i]` is token i's attended latents, `heads × kv_lora`.
-    let mut o_tok = vec![0.0; n * heads * lora];
-    o_tok
-        .par_chunks_mut(heads * lora)
-        .enumerate()
-        .for_each_init(
-            || Attend::new(c),
-            |att, (i, o)| {
-                for hd in 0..heads {
-                    let q_pe = &q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope];
-                    att.set_query(c, hd, &q_abs[(hd * n + i) * lora..][..lora], q_pe);
+    // Token-major: `o_tok[i]` is token i's attended latents, `heads × kv_lora`. Runs of tokens attend
+    // together ([`attend_tokens`]: each cache block read once for the run), runs in parallel beside the
+    // spans within each run.
+    let o_tok: Vec<f32> = token_groups(start, n, GROUP)
+        .into_par_iter()
+        .map_init(
+            || Attend::for_tokens(c, GROUP),
+            |att, g| {
+                for i in g.clone() {
+                    for hd in 0..heads {
+                        let q_pe = &q[i * heads * dqk + hd * dqk + c.d_nope..][..c.d_rope];
+                        let q_abs = &q_abs[(hd * n + i) * lora..][..lora];
+                        att.set_token_query(c, i - g.start, hd, q_abs, q_pe);
+                    }
                 }
-                attend_heads(c, cache, start + i, att);
-                o.copy_from_slice(&att.o_lat);
+                attend_tokens(c, cache, start + g.start, g.len(), att);
+                att.o_lat[..g.len() * heads * lora].to_vec()
             },
-        );
+        )
+        .collect::<Vec<Vec<f32>>>()
+        .concat();
     let o_lat: Vec<f32> = (0..heads * n)
         .flat_map(|j| {
             let (hd, i) = (j / n, j % n);

@@ -154,3 +154,76 @@ fn kernel_rate_bench() {
         );
     }
 }
+
+/// Not a check: a prefill chunk's attention at depth on lite-4l's shapes (random f32 cache): `N` (64) tokens
+/// after `DEPTHS` (4096,8192) rows, in runs of 1 (each token alone, as the decode step) and of `RUNS`
+/// (4,8,16) tokens ([`super::attend::attend_tokens`]), runs in parallel; wall time, best of `REPS` (3), on
+/// `THREADS` (2) threads. `cargo test -p ingot-model --release --lib -- --ignored chunk_attn_bench --nocapture`.
+#[test]
+#[ignore]
+fn chunk_attn_bench() {
+    use super::attend::{attend_tokens, token_groups, Attend};
+    use rayon::prelude::*;
+    let file = open_tiny();
+    let cpu = CpuBackend::load(&file, 64).unwrap();
+    let mut c = cpu.config.clone();
+    (c.n_head, c.kv_lora, c.d_rope, c.d_nope, c.d_v) = (16, 512, 64, 128, 128);
+    let c = &c;
+    let (heads, lora, row) = (c.n_head, c.kv_lora, c.cache_row());
+    let env = |k: &str, d: &str| -> Vec<usize> {
+        let v = std::env::var(k).unwrap_or(d.into());
+        v.split(',').map(|s| s.parse().unwrap()).collect()
+    };
+    let (depths, groups) = (env("DEPTHS", "4096,8192"), env("RUNS", "1,4,8,16"));
+    let (n, threads, reps) = (
+        env("N", "64")[0],
+        env("THREADS", "2")[0],
+        env("REPS", "3")[0],
+    );
+    let mut rnd = uniform(0x3c6e_f372_fe94_f82b_u64);
+    let max_ctx = depths.iter().max().unwrap() + n;
+    let cache: Vec<f32> = (0..max_ctx * row).map(|_| rnd()).collect();
+    let q: Vec<f32> = (0..n * heads * row).map(|_| rnd()).collect();
+    let p = pool(threads);
+    for &depth in &depths {
+        for &most in &groups {
+            let runs = token_groups(depth, n, most);
+            let mut best = f64::MAX;
+            for _ in 0..reps {
+                let t = Instant::now();
+                p.install(|| {
+                    runs.par_iter().for_each_init(
+                        || Attend::for_tokens(c, most),
+                        |att, g| {
+                            for i in g.clone() {
+                                for h in 0..heads {
+                                    let qh = &q[(i * heads + h) * row..][..row];
+                                    att.set_token_query(
+                                        c,
+                                        i - g.start,
+                                        h,
+                                        &qh[..lora],
+                                        &qh[lora..],
+                                    );
+                                }
+                            }
+                            attend_tokens(
+                                c,
+                                Latents::f32(&cache, row),
+                                depth + g.start,
+                                g.len(),
+                                att,
+                            );
+                        },
+                    )
+                });
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!(
+                "depth {depth}, {n} tokens in runs of {most}, {threads} threads: {:.1} ms ({:.2} ms a token)",
+                best * 1e3,
+                best * 1e3 / n as f64
+            );
+        }
+    }
+}

@@ -6,7 +6,8 @@
 //! multiply-adds to decompress, then about `n·L·(d_qk + d_v)` (halved by the causal mask inside the
 //! chunk) to attend; the absorbed form ([`super::attention::heads_chunk`]) spends `n·L·(2·kv_lora +
 //! d_rope)` on attending instead. So the decompressed form wins once a chunk has enough tokens to
-//! amortize the decompression; [`MlaForm::Auto`] switches at [`DECOMPRESS_FROM`] tokens, measured.
+//! amortize the decompression; [`MlaForm::Auto`] switches at [`DECOMPRESS_FROM`] tokens and at most
+//! [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, measured.
 //!
 //! Values differ from the absorbed form's in rounding only: the weights are dequantized to f32 and
 //! every product is an f32 [`gemm_nt`], where the absorbed form quantizes `q_nope` and the attended
@@ -22,8 +23,8 @@ use crate::math::gemm_nt;
 /// How a chunk's attention is computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MlaForm {
-    /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens, else
-    /// [`MlaForm::Absorbed`].
+    /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens after at most
+    /// [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, else [`MlaForm::Absorbed`].
     #[default]
     Auto,
     /// Queries absorbed into the latent space (the decode step's form): the stepwise path's values
@@ -37,11 +38,19 @@ pub enum MlaForm {
 /// shapes (docs/perf.md, "Absorbed or decompressed attention on the CPU").
 pub const DECOMPRESS_FROM: usize = 48;
 
+/// Most cached positions per chunk token at which [`MlaForm::Auto`] decompresses: decompressing costs
+/// per cached position what attending absorbed costs per (token, position) pair times about 200 (the
+/// shapes' MAC counts at the two forms' measured rates), and its rate falls further once a head's
+/// decompressed keys outgrow the caches. Placed by timing both forms at depths 0, 4096 and 8192 for
+/// chunks of 64 to 512 tokens (docs/perf.md, "CPU prefill at depth"): every measured chunk but one takes
+/// the faster form (256 tokens after 8192 rows run absorbed, 6% slower).
+pub const DECOMPRESS_DEPTH_PER_TOKEN: usize = 16;
+
 impl MlaForm {
-    /// Whether a chunk of `n` tokens runs decompressed.
-    pub fn decompresses(self, n: usize) -> bool {
+    /// Whether a chunk of `n` tokens after `start` cached positions runs decompressed.
+    pub fn decompresses(self, n: usize, start: usize) -> bool {
         match self {
-            MlaForm::Auto => n >= DECOMPRESS_FROM,
+            MlaForm::Auto => n >= DECOMPRESS_FROM && start <= DECOMPRESS_DEPTH_PER_TOKEN * n,
             MlaForm::Absorbed => false,
             MlaForm::Decompressed => true,
         }
@@ -58,12 +67,16 @@ struct HeadBufs {
     w: Vec<f32>,
     /// One dequantized row of `attn_k_b` (`d_nope` values).
     k_b_row: Vec<f32>,
+    /// Per cache row `[W_UK·c | W_UV·c]` (`d_nope + d_v` values).
+    kv: Vec<f32>,
     /// Per cache row `[k_nope | k_pe]` (`d_qk` values).
     keys: Vec<f32>,
     /// `W_UV·c` transposed: `d_v` rows of `L` values.
     values_t: Vec<f32>,
     /// Scores, then probabilities, of one block of query rows: `ROW_BLOCK` rows of `L`.
     p: Vec<f32>,
+    /// A block's products transposed, as computed (scores: `L` rows of `ROW_BLOCK`; outputs: `d_v` rows).
+    t: Vec<f32>,
     /// The head's output, `n` rows of `d_v`.
     out: Vec<f32>,
 }
@@ -88,9 +101,11 @@ pub(super) fn heads_chunk(
             let mut b = HeadBufs {
                 w: vec![0.0; (dn + dv) * lora],
                 k_b_row: vec![0.0; dn],
+                kv: vec![0.0; len * (dn + dv)],
                 keys: vec![0.0; len * dqk],
                 values_t: vec![0.0; dv * len],
                 p: vec![0.0; ROW_BLOCK.min(n) * len],
+                t: vec![0.0; ROW_BLOCK.min(n) * len.max(dv)],
                 out: vec![0.0; n * dv],
             };
             head(c, layer, cache, start, hd, q, &mut b)?;
@@ -126,47 +141,60 @@ fn head(
     let n = b.out.len() / dv;
     let len = start + n;
     up_weights(c, layer, hd, b)?;
-    let (w_uk, w_uv) = b.w.split_at(dn * lora);
-    // keys[t] = [W_UK·c_t | k_pe_t]; values_tᵀ = W_UV·Cᵀ.
-    gemm_nt(cache, row, len, w_uk, lora, dn, lora, &mut b.keys, dqk);
-    for (k, r) in b.keys.chunks_exact_mut(dqk).zip(cache.chunks_exact(row)) {
+    // Each product below has its large operand (cache rows, keys, values) as `gemm_nt`'s first, which its
+    // tiles stream once while the small one stays in cache; `dot_f32(a, b)` and `dot_f32(b, a)` are the
+    // same bits (each product commutes, the order is the lanes'), so the operand order changes no value.
+    // kv[t] = [W_UK·c_t | W_UV·c_t]; keys[t] = [W_UK·c_t | k_pe_t]; values_tᵀ = W_UV·Cᵀ.
+    let kv_w = dn + dv;
+    gemm_nt(cache, row, len, &b.w, lora, kv_w, lora, &mut b.kv, kv_w);
+    for (t, (kv, r)) in
+        b.kv.chunks_exact(kv_w)
+            .zip(cache.chunks_exact(row))
+            .enumerate()
+    {
+        let k = &mut b.keys[t * dqk..(t + 1) * dqk];
+        k[..dn].copy_from_slice(&kv[..dn]);
         k[dn..].copy_from_slice(&r[lora..]);
+        for (d, &v) in kv[dn..].iter().enumerate() {
+            b.values_t[d * len + t] = v;
+        }
     }
-    gemm_nt(w_uv, lora, dv, cache, row, len, lora, &mut b.values_t, len);
 
     let q_head = &q[hd * dqk..];
     for i0 in (0..n).step_by(ROW_BLOCK) {
         let rows = ROW_BLOCK.min(n - i0);
         // The block's last token sees rows `..cols`; earlier tokens' extra columns are masked below.
         let cols = start + i0 + rows;
-        let p = &mut b.p[..];
+        // Scores transposed (`cols` rows of `rows`), then into `p` row by row.
+        let st = &mut b.t[..cols * rows];
+        let q_block = &q_head[i0 * heads * dqk..];
         gemm_nt(
-            &q_head[i0 * heads * dqk..],
-            heads * dqk,
-            rows,
             &b.keys,
             dqk,
             cols,
+            q_block,
+            heads * dqk,
+            rows,
             dqk,
-            p,
-            len,
+            st,
+            rows,
         );
         for r in 0..rows {
             let pos = start + i0 + r;
-            let s = &mut p[r * len..r * len + cols];
+            let s = &mut b.p[r * len..r * len + cols];
+            s.iter_mut()
+                .zip(st.iter().skip(r).step_by(rows))
+                .for_each(|(s, &v)| *s = v);
             softmax_masked(s, pos + 1, c.kq_scale_at(pos));
         }
-        gemm_nt(
-            p,
-            len,
-            rows,
-            &b.values_t,
-            len,
-            dv,
-            cols,
-            &mut b.out[i0 * dv..],
-            dv,
-        );
+        // Outputs transposed (`d_v` rows of `rows`), then into the head's rows.
+        let ot = &mut b.t[..dv * rows];
+        gemm_nt(&b.values_t, len, dv, &b.p, len, rows, cols, ot, rows);
+        for (r, o) in b.out[i0 * dv..].chunks_exact_mut(dv).take(rows).enumerate() {
+            o.iter_mut()
+                .zip(ot.iter().skip(r).step_by(rows))
+                .for_each(|(o, &v)| *o = v);
+        }
     }
     Ok(())
 }
@@ -214,4 +242,35 @@ fn up_weights(c: &ModelConfig, layer: &Layer<'_>, hd: usize, b: &mut HeadBufs) -
         layer.v_b[hd].dequantize_row(d, r)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Auto` decompresses from 48 tokens while the cache holds at most 16 positions per chunk token (the
+    /// measured boundaries); the other forms are fixed.
+    #[test]
+    fn auto_decompresses_long_chunks_over_shallow_caches() {
+        for (n, start, want) in [
+            (47, 0, false),
+            (48, 0, true),
+            (512, 0, true),
+            (64, 1_024, true),
+            (64, 1_025, false),
+            (64, 4_096, false),
+            (256, 4_096, true),
+            (256, 8_192, false),
+            (512, 8_192, true),
+            (512, 16_384, false),
+        ] {
+            assert_eq!(
+                MlaForm::Auto.decompresses(n, start),
+                want,
+                "{n} tokens after {start}"
+            );
+            assert!(MlaForm::Decompressed.decompresses(n, start));
+            assert!(!MlaForm::Absorbed.decompresses(n, start));
+        }
+    }
 }

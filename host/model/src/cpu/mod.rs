@@ -7,6 +7,8 @@
 //! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
 mod attend;
+#[cfg(test)]
+mod attend_tests;
 mod attention;
 mod awake;
 mod batch;
@@ -22,7 +24,7 @@ mod prefill;
 mod tests;
 mod weights;
 
-pub use decompressed::{MlaForm, DECOMPRESS_FROM};
+pub use decompressed::{MlaForm, DECOMPRESS_DEPTH_PER_TOKEN, DECOMPRESS_FROM};
 use ingot_gguf::GgufFile;
 pub use ingot_quant::cpu_dot::Isa;
 pub use prefill::DEFAULT_UBATCH;

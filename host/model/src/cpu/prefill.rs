@@ -312,7 +312,7 @@ fn attention_chunk(
     let cache = cache.latents();
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
-    if form.decompresses(n) {
+    if form.decompresses(n, start) {
         decompressed::heads_chunk(
             c,
             layer,
