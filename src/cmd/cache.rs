@@ -1,4 +1,5 @@
-//! `--cache-type`, shared by the commands that decode or plan, and `--mla-form`, by those that prefill.
+//! `--cache-type`, shared by the commands that decode or plan, and `--mla-form`, by those that
+//! prefill.
 
 use ingot_model::{CacheType, MlaForm};
 
@@ -13,11 +14,11 @@ pub struct CacheArgs {
 
 #[derive(clap::Args, Clone)]
 pub struct MlaArgs {
-    /// How the cpu backend's prefill chunks compute attention: `absorbed` (queries absorbed into the
-    /// latent space, as the decode step), `decompressed` (keys and values decompressed per cached
-    /// position, cheaper for long chunks), or `auto` (decompressed from a measured chunk length on,
-    /// unless the cache is deep for the chunk's length).
-    /// The sim and cuda backends have their own prefill plan.
+    /// How the cpu backend's prefill chunks compute attention: `absorbed` (queries absorbed into
+    /// the latent space, as the decode step), `decompressed` (keys and values decompressed per
+    /// cached position, cheaper for long chunks), or `auto` (decompressed from a measured chunk
+    /// length on, unless the cache is deep for the chunk's length). The sim and cuda backends have
+    /// their own prefill plan.
     #[arg(long, default_value = "auto", value_parser = parse_mla_form)]
     pub mla_form: MlaForm,
 }

@@ -1,11 +1,11 @@
-//! Absorbed against decompressed attention in the CPU backend's prefill chunks: the time of one chunk
-//! of `n` tokens at depth `d`, both forms alternating on the same backend, to place
+//! Absorbed against decompressed attention in the CPU backend's prefill chunks: the time of one
+//! chunk of `n` tokens at depth `d`, both forms alternating on the same backend, to place
 //! `ingot_model::cpu::DECOMPRESS_FROM`.
 //!
 //! `cargo bench -p ingot-model --bench mla_form [-- MODEL.gguf]`: without a model, a lite-4l q4_k_m
-//! file (V2-Lite's attention shapes, 4 layers) is synthesized into a temporary folder. Each row is the
-//! best of `REPS` runs of the whole chunk (everything but the attention is the same work in both
-//! forms), in CPU seconds of this process (all its threads, from `/proc/self/stat`, so another
+//! file (V2-Lite's attention shapes, 4 layers) is synthesized into a temporary folder. Each row is
+//! the best of `REPS` runs of the whole chunk (everything but the attention is the same work in
+//! both forms), in CPU seconds of this process (all its threads, from `/proc/self/stat`, so another
 //! program's load on the machine does not count) and in wall seconds.
 
 use std::time::Instant;

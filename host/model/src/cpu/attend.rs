@@ -1,6 +1,6 @@
-//! The softmax attention of every head over the latent cache at one position, or at a run of a prefill
-//! chunk's positions, each cache row read once per pass for all heads and tokens (the cache is the one
-//! operand that grows with the context).
+//! The softmax attention of every head over the latent cache at one position, or at a run of a
+//! prefill chunk's positions, each cache row read once per pass for all heads and tokens (the cache
+//! is the one operand that grows with the context).
 
 use rayon::prelude::*;
 
@@ -9,8 +9,8 @@ use crate::config::ModelConfig;
 use crate::math::{gemm_nt_split_fused, weighted_rows_add_fused, weighted_rows_add_fused_multi};
 
 /// Cache rows per span of [`attend_heads`]: at least [`SPAN_MIN`], and few enough spans that their
-/// partials stay at most [`MAX_SPANS`]. A function of the row count alone, so the values never depend on
-/// how many threads run the spans.
+/// partials stay at most [`MAX_SPANS`]. A function of the row count alone, so the values never
+/// depend on how many threads run the spans.
 fn span_len(rows: usize) -> usize {
     rows.div_ceil(MAX_SPANS).max(SPAN_MIN)
 }
@@ -18,19 +18,19 @@ fn span_len(rows: usize) -> usize {
 const SPAN_MIN: usize = 128;
 const MAX_SPANS: usize = 64;
 
-/// f32 values of cache rows a span decodes at a time from a cache not stored as f32 (on the stack: 32
-/// KiB, 14 rows of DeepSeek-V2's 576), read by every head while they are in L1.
+/// f32 values of cache rows a span decodes at a time from a cache not stored as f32 (on the stack:
+/// 32 KiB, 14 rows of DeepSeek-V2's 576), read by every head while they are in L1.
 const DECODED: usize = 8192;
 
-/// Cache rows per block of [`attend_heads`]: the rows of one decoded part ([`DECODED`] values), at least
-/// one.
+/// Cache rows per block of [`attend_heads`]: the rows of one decoded part ([`DECODED`] values), at
+/// least one.
 fn block_rows(width: usize) -> usize {
     (DECODED / width).max(1)
 }
 
 /// Calls `f(first, rows, n)` over rows `t0..t0 + len` of `cache` in order, `rows` their f32 values
-/// (stride: the row width) from row `t0 + first` on: one call borrowing the rows of an f32 cache, parts of up to
-/// [`DECODED`] values decoded on the stack otherwise.
+/// (stride: the row width) from row `t0 + first` on: one call borrowing the rows of an f32 cache,
+/// parts of up to [`DECODED`] values decoded on the stack otherwise.
 fn for_rows(cache: Latents<'_>, t0: usize, len: usize, mut f: impl FnMut(usize, &[f32], usize)) {
     let width = cache.width();
     if let Some(rows) = cache.as_f32() {
@@ -54,13 +54,14 @@ fn for_rows(cache: Latents<'_>, t0: usize, len: usize, mut f: impl FnMut(usize, 
     }
 }
 
-/// What [`attend_tokens`] reads and writes: every head's query in the latent space for each of up to
-/// `tokens` tokens, the attended latents, and the per-span work buffers.
+/// What [`attend_tokens`] reads and writes: every head's query in the latent space for each of up
+/// to `tokens` tokens, the attended latents, and the per-span work buffers.
 pub(super) struct Attend {
     /// Most tokens one call attends for.
     tokens: usize,
-    /// `tokens × n_head` rows of `[q_abs | q_pe]` (a cache row's width), token-major: each head's absorbed
-    /// query `W_UK[h]ᵀ·q_nope` and its roped `q_pe`, the vector a cache row `[c | k_pe]` is scored against.
+    /// `tokens × n_head` rows of `[q_abs | q_pe]` (a cache row's width), token-major: each head's
+    /// absorbed query `W_UK[h]ᵀ·q_nope` and its roped `q_pe`, the vector a cache row `[c | k_pe]`
+    /// is scored against.
     q: Vec<f32>,
     /// `tokens × n_head × kv_lora`: each head's attended latent `Σ_t softmax_t · c_t`.
     pub o_lat: Vec<f32>,
@@ -94,7 +95,8 @@ impl Attend {
         }
     }
 
-    /// Head `hd`'s query (of the first token): its absorbed `q_abs` (`kv_lora`) and roped `q_pe` (`d_rope`).
+    /// Head `hd`'s query (of the first token): its absorbed `q_abs` (`kv_lora`) and roped `q_pe`
+    /// (`d_rope`).
     pub fn set_query(&mut self, c: &ModelConfig, hd: usize, q_abs: &[f32], q_pe: &[f32]) {
         self.set_token_query(c, 0, hd, q_abs, q_pe)
     }
@@ -115,8 +117,8 @@ impl Attend {
     }
 }
 
-/// Softmax attention of every head's query ([`Attend::set_query`]) at `pos` over cache rows `0..=pos`;
-/// leaves the attended latents in `att.o_lat`: [`attend_tokens`] for one token.
+/// Softmax attention of every head's query ([`Attend::set_query`]) at `pos` over cache rows
+/// `0..=pos`; leaves the attended latents in `att.o_lat`: [`attend_tokens`] for one token.
 pub(super) fn attend_heads(c: &ModelConfig, cache: Latents<'_>, pos: usize, att: &mut Attend) {
     attend_tokens(c, cache, pos, 1, att)
 }
@@ -138,26 +140,29 @@ pub(super) fn token_groups(pos0: usize, n: usize, most: usize) -> Vec<std::ops::
     groups
 }
 
-/// Softmax attention of `n` tokens at `pos0..pos0 + n` (their queries set with [`Attend::set_token_query`];
-/// all with the same [`span_len`], [`token_groups`]), token `i` over cache rows `0..=pos0 + i`; leaves the
-/// attended latents in `att.o_lat` (token-major). Each token's values are those this function gives it
-/// alone (`n = 1`), bit for bit: only which rows are loaded together differs.
+/// Softmax attention of `n` tokens at `pos0..pos0 + n` (their queries set with
+/// [`Attend::set_token_query`]; all with the same [`span_len`], [`token_groups`]), token `i` over
+/// cache rows `0..=pos0 + i`; leaves the attended latents in `att.o_lat` (token-major). Each
+/// token's values are those this function gives it alone (`n = 1`), bit for bit: only which rows
+/// are loaded together differs.
 ///
-/// A token's rows are cut into spans ([`span_len`], of its row count) that run in parallel; a span reads its
-/// rows once, in blocks of [`block_rows`] from the span's start (the rows one decoded part of a quantized
-/// cache holds, whatever the storage, so both storages give the same bits), its last block ending at the
-/// token's own row. For each block: the scores of every head (`kq_scale · (dot_f32_fused(q_abs, c_t) +
-/// dot_f32_fused(q_pe, k_pe_t))`, [`gemm_nt_split_fused`]); if the block raises a head's running maximum `m`,
-/// that head's sum and partial are first multiplied by `exp(m_old − m_new)`; then `p_t = exp(score − m)`,
-/// the sum `l += p_t` in row order and the partial `Σ p_t·c_t` ([`weighted_rows_add_fused`]) while the
-/// block is still in cache. The spans merge in span order: `o = Σ_s (exp(m_s − M) / L)·partial_s` with `M =
-/// max_s m_s` and `L = Σ_s exp(m_s − M)·l_s`. Tokens of one call share the spans and blocks (equal span
-/// length), so each block is read once for all of them and every head.
+/// A token's rows are cut into spans ([`span_len`], of its row count) that run in parallel; a span
+/// reads its rows once, in blocks of [`block_rows`] from the span's start (the rows one decoded
+/// part of a quantized cache holds, whatever the storage, so both storages give the same bits), its
+/// last block ending at the token's own row. For each block: the scores of every head (`kq_scale ·
+/// (dot_f32_fused(q_abs, c_t) + dot_f32_fused(q_pe, k_pe_t))`, [`gemm_nt_split_fused`]); if the
+/// block raises a head's running maximum `m`, that head's sum and partial are first multiplied by
+/// `exp(m_old − m_new)`; then `p_t = exp(score − m)`, the sum `l += p_t` in row order and the
+/// partial `Σ p_t·c_t` ([`weighted_rows_add_fused`]) while the block is still in cache. The spans
+/// merge in span order: `o = Σ_s (exp(m_s − M) / L)·partial_s` with `M = max_s m_s` and `L = Σ_s
+/// exp(m_s − M)·l_s`. Tokens of one call share the spans and blocks (equal span length), so each
+/// block is read once for all of them and every head.
 ///
-/// The order of operations is a function of each token's row count alone (spans, blocks, rows within a
-/// block), so the bits never depend on the thread count, on how tokens are grouped, or on the instruction
-/// set (the fused multiply-adds are exact-rounded on every CPU). Every path that attends (decode, a prefill
-/// chunk, a drafted verify) runs this function, so a cached prefix and a fresh one give the same bits.
+/// The order of operations is a function of each token's row count alone (spans, blocks, rows
+/// within a block), so the bits never depend on the thread count, on how tokens are grouped, or on
+/// the instruction set (the fused multiply-adds are exact-rounded on every CPU). Every path that
+/// attends (decode, a prefill chunk, a drafted verify) runs this function, so a cached prefix and a
+/// fresh one give the same bits.
 pub(super) fn attend_tokens(
     c: &ModelConfig,
     cache: Latents<'_>,
@@ -185,7 +190,8 @@ pub(super) fn attend_tokens(
         .for_each(|(si, (((part, max), sum), scores))| {
             let t0 = si * span;
             let len = span.min(rows - t0);
-            // Token i sees rows `t0..t0 + live(i)` of the span: non-decreasing in i, `len` for the last.
+            // Token i sees rows `t0..t0 + live(i)` of the span: non-decreasing in i, `len` for the
+            // last.
             let live = |i: usize| (pos0 + i + 1).saturating_sub(t0).min(len);
             part.fill(0.0);
             max.fill(f32::NEG_INFINITY);

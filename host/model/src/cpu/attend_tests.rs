@@ -8,9 +8,9 @@ use crate::cache_type::{round_row, CacheType};
 use crate::config::{AttnTemperature, ModelConfig};
 use crate::math::{gemm_nt_split_fused, weighted_rows_add_fused};
 
-/// One token's attention at `pos` over f32 rows `cache`, heads' queries `q` (`n_head × [q_abs | q_pe]`),
-/// serially in the order `attend_tokens` documents: spans of `span_len(pos + 1)` rows, blocks of
-/// `block` rows from each span's start, a running maximum, each head's weighted sum by
+/// One token's attention at `pos` over f32 rows `cache`, heads' queries `q` (`n_head × [q_abs |
+/// q_pe]`), serially in the order `attend_tokens` documents: spans of `span_len(pos + 1)` rows,
+/// blocks of `block` rows from each span's start, a running maximum, each head's weighted sum by
 /// [`weighted_rows_add_fused`], the spans merged in order.
 fn reference(c: &ModelConfig, cache: &[f32], pos: usize, q: &[f32], block: usize) -> Vec<f32> {
     let (heads, lora, row) = (c.n_head, c.kv_lora, c.cache_row());
@@ -67,9 +67,9 @@ fn reference(c: &ModelConfig, cache: &[f32], pos: usize, q: &[f32], block: usize
 }
 
 /// Runs of a chunk's tokens attending together give each token the reference's bits: runs starting
-/// inside a span, across a span boundary, where the span length changes (8,192 rows and past it), on
-/// f32 rows and a q8_0 cache, with a position-dependent query scale, on 1 and 2 threads, at the tiny
-/// model's widths and lite-4l's (576: 14 rows a block).
+/// inside a span, across a span boundary, where the span length changes (8,192 rows and past it),
+/// on f32 rows and a q8_0 cache, with a position-dependent query scale, on 1 and 2 threads, at the
+/// tiny model's widths and lite-4l's (576: 14 rows a block).
 #[test]
 fn tokens_attending_together_give_each_token_its_own_bits() {
     let file = open_tiny();
@@ -149,7 +149,8 @@ fn tokens_attending_together_give_each_token_its_own_bits() {
     }
 }
 
-/// The runs of a chunk: consecutive, at most `most` tokens, one span length each, cut where it changes.
+/// The runs of a chunk: consecutive, at most `most` tokens, one span length each, cut where it
+/// changes.
 #[test]
 fn token_groups_cut_where_the_span_length_changes() {
     let g = token_groups(8_180, 30, 8);

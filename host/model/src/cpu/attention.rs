@@ -35,13 +35,14 @@ impl HeadScratch {
     }
 }
 
-/// Width of the first projection's output: the query (or its low-rank latent) followed by `[c | k_pe]`.
+/// Width of the first projection's output: the query (or its low-rank latent) followed by `[c |
+/// k_pe]`.
 pub(super) fn proj_width(c: &ModelConfig) -> usize {
     c.q_lora.unwrap_or(c.n_head * c.d_qk()) + c.cache_row()
 }
 
-/// Attention for the token whose residual is `s.x` at `pos`, writing its cache row; leaves `W_o·o` in
-/// `s.delta`.
+/// Attention for the token whose residual is `s.x` at `pos`, writing its cache row; leaves `W_o·o`
+/// in `s.delta`.
 pub(super) fn attention(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -97,8 +98,8 @@ pub(super) fn attention(
     batch::matvec(&layer.out, &mut s.act_heads, &mut s.delta)
 }
 
-/// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in place,
-/// and stores it as cache row `pos` in the cache's number format.
+/// Normalizes the kv latent and ropes `k_pe` of `kv` (`[c | k_pe]`, the first projection's tail) in
+/// place, and stores it as cache row `pos` in the cache's number format.
 pub(super) fn store_latent(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -125,10 +126,10 @@ pub(super) fn rope_query(c: &ModelConfig, q: &mut [f32], cos_sin: &[(f32, f32)])
     }
 }
 
-/// Every head's attention for one token's queries `q` (`n_head × [q_nope | q_pe]`, roped) at `pos`, over
-/// cache rows `0..=pos`, into `out` (`n_head × d_v`): [`key_up`] per head, [`attend_heads`] for all heads,
-/// then `W_UV` per head. The stepwise and the chunked paths both run it, so they compute the same values
-/// in the same order.
+/// Every head's attention for one token's queries `q` (`n_head × [q_nope | q_pe]`, roped) at `pos`,
+/// over cache rows `0..=pos`, into `out` (`n_head × d_v`): [`key_up`] per head, [`attend_heads`]
+/// for all heads, then `W_UV` per head. The stepwise and the chunked paths both run it, so they
+/// compute the same values in the same order.
 pub(super) fn token_heads(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -186,14 +187,15 @@ fn key_up(
     Ok(())
 }
 
-/// Most tokens of a chunk that attend together ([`attend_tokens`]): their buffers take `GROUP × n_head`
-/// query rows (at V2-Lite's shapes 2 MiB of partials per span).
+/// Most tokens of a chunk that attend together ([`attend_tokens`]): their buffers take `GROUP ×
+/// n_head` query rows (at V2-Lite's shapes 2 MiB of partials per span).
 const GROUP: usize = 4;
 
-/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
-/// token), into `out` (token-major, `n_head·d_v` per token): [`token_heads`]'s values bit for bit. With per-head
-/// `attn_k_b`, the key and value up-projections of each head run as one product over the chunk's tokens
-/// (each weight row read once per chunk); the legacy layout runs [`token_heads`] per token.
+/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major,
+/// `n_head·d_qk()` per token), into `out` (token-major, `n_head·d_v` per token): [`token_heads`]'s
+/// values bit for bit. With per-head `attn_k_b`, the key and value up-projections of each head run
+/// as one product over the chunk's tokens (each weight row read once per chunk); the legacy layout
+/// runs [`token_heads`] per token.
 pub(super) fn heads_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -228,8 +230,9 @@ pub(super) fn heads_chunk(
             a
         })
         .collect();
-    // Heads in parallel, each head's product on one thread: per head it is small (`n` tokens through a
-    // 512 × 128 matrix), so splitting its rows would cost more in fork/join than it saves.
+    // Heads in parallel, each head's product on one thread: per head it is small (`n` tokens
+    // through a 512 × 128 matrix), so splitting its rows would cost more in fork/join than it
+    // saves.
     let own: Vec<usize> = (0..n).collect();
     let mut q_abs = vec![0.0; heads * n * lora];
     acts.par_chunks_mut(n)
@@ -240,9 +243,9 @@ pub(super) fn heads_chunk(
             let inputs: Vec<&Activation> = acts.iter().collect();
             batch::matmul_prepared(k, &inputs, qa, false)
         })?;
-    // Token-major: `o_tok[i]` is token i's attended latents, `heads × kv_lora`. Runs of tokens attend
-    // together ([`attend_tokens`]: each cache block read once for the run), runs in parallel beside the
-    // spans within each run.
+    // Token-major: `o_tok[i]` is token i's attended latents, `heads × kv_lora`. Runs of tokens
+    // attend together ([`attend_tokens`]: each cache block read once for the run), runs in parallel
+    // beside the spans within each run.
     let o_tok: Vec<f32> = token_groups(start, n, GROUP)
         .into_par_iter()
         .map_init(

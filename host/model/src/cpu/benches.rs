@@ -12,10 +12,11 @@ use super::matmul::{Activation, QMatrix};
 use super::tests::{open_tiny, per_head_attention, pool, uniform};
 use super::CpuBackend;
 
-/// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512, rope 64,
-/// random cache), the per-head form (heads in parallel) against [`super::attend::attend_heads`], wall time,
-/// best of `REPS` (8), on `THREADS` (2) threads at `DEPTHS` (4096,16384); then the same on a q8_0 cache. docs/perf.md has the figures:
-/// `cargo test -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
+/// Not a check: one layer's softmax attention at depth on lite-4l's shapes (16 heads, kv_lora 512,
+/// rope 64, random cache), the per-head form (heads in parallel) against
+/// [`super::attend::attend_heads`], wall time, best of `REPS` (8), on `THREADS` (2) threads at
+/// `DEPTHS` (4096,16384); then the same on a q8_0 cache. docs/perf.md has the figures: `cargo test
+/// -p ingot-model --release --lib -- --ignored attn_depth_bench --nocapture`.
 #[test]
 #[ignore]
 fn attn_depth_bench() {
@@ -101,11 +102,12 @@ fn attn_depth_bench() {
     }
 }
 
-/// The matrix-vector kernels' rates on a real file (`MODEL`, a GGUF path; `TENSORS`, comma-separated
-/// names, default `output.weight`): per tensor, GB/s of weights from a cache-resident slice of 64 rows
-/// on one thread (the kernel's compute rate), and from the whole matrix on 1 and `THREADS` (2) threads
-/// (memory rate), best of `REPS` (5). With `INGOT_CPU_ISA` as the backend takes it.
-/// `MODEL=... cargo test -p ingot-model --release --lib -- --ignored kernel_rate_bench --nocapture`.
+/// The matrix-vector kernels' rates on a real file (`MODEL`, a GGUF path; `TENSORS`,
+/// comma-separated names, default `output.weight`): per tensor, GB/s of weights from a
+/// cache-resident slice of 64 rows on one thread (the kernel's compute rate), and from the whole
+/// matrix on 1 and `THREADS` (2) threads (memory rate), best of `REPS` (5). With `INGOT_CPU_ISA` as
+/// the backend takes it. `MODEL=... cargo test -p ingot-model --release --lib -- --ignored
+/// kernel_rate_bench --nocapture`.
 #[test]
 #[ignore]
 fn kernel_rate_bench() {
@@ -155,10 +157,11 @@ fn kernel_rate_bench() {
     }
 }
 
-/// Not a check: a prefill chunk's attention at depth on lite-4l's shapes (random f32 cache): `N` (64) tokens
-/// after `DEPTHS` (4096,8192) rows, in runs of 1 (each token alone, as the decode step) and of `RUNS`
-/// (4,8,16) tokens ([`super::attend::attend_tokens`]), runs in parallel; wall time, best of `REPS` (3), on
-/// `THREADS` (2) threads. `cargo test -p ingot-model --release --lib -- --ignored chunk_attn_bench --nocapture`.
+/// Not a check: a prefill chunk's attention at depth on lite-4l's shapes (random f32 cache): `N`
+/// (64) tokens after `DEPTHS` (4096,8192) rows, in runs of 1 (each token alone, as the decode step)
+/// and of `RUNS` (4,8,16) tokens ([`super::attend::attend_tokens`]), runs in parallel; wall time,
+/// best of `REPS` (3), on `THREADS` (2) threads. `cargo test -p ingot-model --release --lib --
+/// --ignored chunk_attn_bench --nocapture`.
 #[test]
 #[ignore]
 fn chunk_attn_bench() {

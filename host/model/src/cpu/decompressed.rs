@@ -34,16 +34,16 @@ pub enum MlaForm {
     Decompressed,
 }
 
-/// Smallest chunk [`MlaForm::Auto`] runs decompressed, from timing both forms on V2-Lite's attention
-/// shapes (docs/perf.md, "Absorbed or decompressed attention on the CPU").
+/// Smallest chunk [`MlaForm::Auto`] runs decompressed, from timing both forms on V2-Lite's
+/// attention shapes (docs/perf.md, "Absorbed or decompressed attention on the CPU").
 pub const DECOMPRESS_FROM: usize = 48;
 
-/// Most cached positions per chunk token at which [`MlaForm::Auto`] decompresses: decompressing costs
-/// per cached position what attending absorbed costs per (token, position) pair times about 200 (the
-/// shapes' MAC counts at the two forms' measured rates), and its rate falls further once a head's
-/// decompressed keys outgrow the caches. Placed by timing both forms at depths 0, 4096 and 8192 for
-/// chunks of 64 to 512 tokens (docs/perf.md, "CPU prefill at depth"): every measured chunk but one takes
-/// the faster form (256 tokens after 8192 rows run absorbed, 6% slower).
+/// Most cached positions per chunk token at which [`MlaForm::Auto`] decompresses: decompressing
+/// costs per cached position what attending absorbed costs per (token, position) pair times about
+/// 200 (the shapes' MAC counts at the two forms' measured rates), and its rate falls further once a
+/// head's decompressed keys outgrow the caches. Placed by timing both forms at depths 0, 4096 and
+/// 8192 for chunks of 64 to 512 tokens (docs/perf.md, "CPU prefill at depth"): every measured chunk
+/// but one takes the faster form (256 tokens after 8192 rows run absorbed, 6% slower).
 pub const DECOMPRESS_DEPTH_PER_TOKEN: usize = 16;
 
 impl MlaForm {
@@ -57,8 +57,8 @@ impl MlaForm {
     }
 }
 
-/// Query rows of the chunk per block of the causal loop: a block attends to the cache rows up to its
-/// last token, so the mask wastes at most this many columns per row.
+/// Query rows of the chunk per block of the causal loop: a block attends to the cache rows up to
+/// its last token, so the mask wastes at most this many columns per row.
 const ROW_BLOCK: usize = 16;
 
 /// One head's buffers.
@@ -75,15 +75,16 @@ struct HeadBufs {
     values_t: Vec<f32>,
     /// Scores, then probabilities, of one block of query rows: `ROW_BLOCK` rows of `L`.
     p: Vec<f32>,
-    /// A block's products transposed, as computed (scores: `L` rows of `ROW_BLOCK`; outputs: `d_v` rows).
+    /// A block's products transposed, as computed (scores: `L` rows of `ROW_BLOCK`; outputs: `d_v`
+    /// rows).
     t: Vec<f32>,
     /// The head's output, `n` rows of `d_v`.
     out: Vec<f32>,
 }
 
-/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major, `n_head·d_qk()` per
-/// token, `q_pe` roped) over cache rows `0..start + n` (all written), into `out` (token-major, `n_head·d_v`
-/// per token).
+/// Every head of a chunk of `n` tokens at `start..start + n` (queries `q`, token-major,
+/// `n_head·d_qk()` per token, `q_pe` roped) over cache rows `0..start + n` (all written), into
+/// `out` (token-major, `n_head·d_v` per token).
 pub(super) fn heads_chunk(
     c: &ModelConfig,
     layer: &Layer<'_>,
@@ -141,10 +142,11 @@ fn head(
     let n = b.out.len() / dv;
     let len = start + n;
     up_weights(c, layer, hd, b)?;
-    // Each product below has its large operand (cache rows, keys, values) as `gemm_nt`'s first, which its
-    // tiles stream once while the small one stays in cache; `dot_f32(a, b)` and `dot_f32(b, a)` are the
-    // same bits (each product commutes, the order is the lanes'), so the operand order changes no value.
-    // kv[t] = [W_UK·c_t | W_UV·c_t]; keys[t] = [W_UK·c_t | k_pe_t]; values_tᵀ = W_UV·Cᵀ.
+    // Each product below has its large operand (cache rows, keys, values) as `gemm_nt`'s first,
+    // which its tiles stream once while the small one stays in cache; `dot_f32(a, b)` and
+    // `dot_f32(b, a)` are the same bits (each product commutes, the order is the lanes'), so the
+    // operand order changes no value. kv[t] = [W_UK·c_t | W_UV·c_t]; keys[t] = [W_UK·c_t | k_pe_t];
+    // values_tᵀ = W_UV·Cᵀ.
     let kv_w = dn + dv;
     gemm_nt(cache, row, len, &b.w, lora, kv_w, lora, &mut b.kv, kv_w);
     for (t, (kv, r)) in
@@ -163,7 +165,8 @@ fn head(
     let q_head = &q[hd * dqk..];
     for i0 in (0..n).step_by(ROW_BLOCK) {
         let rows = ROW_BLOCK.min(n - i0);
-        // The block's last token sees rows `..cols`; earlier tokens' extra columns are masked below.
+        // The block's last token sees rows `..cols`; earlier tokens' extra columns are masked
+        // below.
         let cols = start + i0 + rows;
         // Scores transposed (`cols` rows of `rows`), then into `p` row by row.
         let st = &mut b.t[..cols * rows];
@@ -248,8 +251,8 @@ fn up_weights(c: &ModelConfig, layer: &Layer<'_>, hd: usize, b: &mut HeadBufs) -
 mod tests {
     use super::*;
 
-    /// `Auto` decompresses from 48 tokens while the cache holds at most 16 positions per chunk token (the
-    /// measured boundaries); the other forms are fixed.
+    /// `Auto` decompresses from 48 tokens while the cache holds at most 16 positions per chunk
+    /// token (the measured boundaries); the other forms are fixed.
     #[test]
     fn auto_decompresses_long_chunks_over_shallow_caches() {
         for (n, start, want) in [

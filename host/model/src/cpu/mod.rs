@@ -1,10 +1,11 @@
-//! The fast CPU decoder. Weights stay quantized as zero-copy views into the GGUF memory map; each matrix-vector
-//! product quantizes its input once to the activation format that llama.cpp's CPU backend pairs with the weight
-//! type (q8_K for k-quants and IQ4_XS, q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, q8_1 for Q4_1/Q5_1, f32 for float weights),
-//! and output rows run in parallel on rayon's pool, products of the same stage batched into one parallel pass.
-//! Dot products run on AVX2 kernels where the CPU has them (bit-identical to the portable ones). All buffers
-//! are allocated at load; decoding a token does not allocate. The latent cache is f32 (`[c | k_pe]` per
-//! position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
+//! The fast CPU decoder. Weights stay quantized as zero-copy views into the GGUF memory map; each
+//! matrix-vector product quantizes its input once to the activation format that llama.cpp's CPU
+//! backend pairs with the weight type (q8_K for k-quants and IQ4_XS, q8_0 for
+//! Q4_0/Q5_0/Q8_0/IQ4_NL, q8_1 for Q4_1/Q5_1, f32 for float weights), and output rows run in
+//! parallel on rayon's pool, products of the same stage batched into one parallel pass. Dot
+//! products run on AVX2 kernels where the CPU has them (bit-identical to the portable ones). All
+//! buffers are allocated at load; decoding a token does not allocate. The latent cache is f32 (`[c
+//! | k_pe]` per position), like the oracle's; with [`CacheType::Q8_0`] its rows hold q8_0's values.
 
 mod attend;
 #[cfg(test)]
@@ -52,9 +53,11 @@ pub struct CpuBackend<'f> {
     router: Router,
     scratch: Scratch<'f>,
     logits: Vec<f32>,
-    /// The last step's routing: per MoE decoding layer, `n_expert_used` `(expert, weight)` in routing order.
+    /// The last step's routing: per MoE decoding layer, `n_expert_used` `(expert, weight)` in
+    /// routing order.
     routing: Vec<(u32, f32)>,
-    /// The last step's router margin per MoE decoding layer ([`Router::margin`], router-logit units).
+    /// The last step's router margin per MoE decoding layer ([`Router::margin`], router-logit
+    /// units).
     route_margins: Vec<f32>,
     /// The attention form of prefill chunks.
     mla_form: MlaForm,
@@ -125,15 +128,15 @@ impl Scratch<'_> {
 }
 
 impl<'f> CpuBackend<'f> {
-    /// Validates the file, maps every weight (checking that its type has a CPU dot product) and allocates the
-    /// cache for `max_ctx` positions plus all scratch buffers. Dot products use the fastest instruction set
-    /// of this CPU.
+    /// Validates the file, maps every weight (checking that its type has a CPU dot product) and
+    /// allocates the cache for `max_ctx` positions plus all scratch buffers. Dot products use the
+    /// fastest instruction set of this CPU.
     pub fn load(file: &'f GgufFile, max_ctx: usize) -> Result<Self> {
         Self::load_with_isa(file, max_ctx, Isa::detect())
     }
 
-    /// [`CpuBackend::load`] with the dot products on `isa` (results are bit-identical on every instruction
-    /// set; this exists to measure them). Refused if this CPU lacks `isa`.
+    /// [`CpuBackend::load`] with the dot products on `isa` (results are bit-identical on every
+    /// instruction set; this exists to measure them). Refused if this CPU lacks `isa`.
     pub fn load_with_isa(file: &'f GgufFile, max_ctx: usize, isa: Isa) -> Result<Self> {
         if !isa.is_available() {
             return Err(ModelError::Unsupported(format!(
@@ -217,7 +220,8 @@ impl<'f> CpuBackend<'f> {
         self.mla_form = form;
     }
 
-    /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and returns its logits.
+    /// Decodes `token` at `pos` (at most the number of cached positions; smaller rewinds) and
+    /// returns its logits.
     pub fn decode(&mut self, token: u32, pos: usize) -> Result<&[f32]> {
         check_step(&self.config, self.max_ctx, self.filled, token, pos)?;
         awake::run(|| self.decode_checked(token, pos))?;
@@ -257,8 +261,8 @@ impl<'f> CpuBackend<'f> {
     }
 }
 
-/// One decoder layer on the residual `s.x` at `pos` (attention then FFN, each added to it), writing the
-/// layer's cache row; the routing is left in `s.chosen` and `router`.
+/// One decoder layer on the residual `s.x` at `pos` (attention then FFN, each added to it), writing
+/// the layer's cache row; the routing is left in `s.chosen` and `router`.
 fn layer_step<'f>(
     c: &ModelConfig,
     layer: &weights::Layer<'f>,

@@ -1,16 +1,17 @@
-//! Chunked prefill of the CPU backend: the prompt runs through each layer as a chunk of tokens, so every
-//! weight matrix is read once per chunk instead of once per token ([`batch::matmul`]), and routed experts
-//! run once per chunk on the tokens that chose them.
+//! Chunked prefill of the CPU backend: the prompt runs through each layer as a chunk of tokens, so
+//! every weight matrix is read once per chunk instead of once per token ([`batch::matmul`]), and
+//! routed experts run once per chunk on the tokens that chose them.
 //!
 //! Attention takes the absorbed or the decompressed form ([`MlaForm`], by chunk length).
 //!
-//! Invariant: with the absorbed form the results are the stepwise path's bit for bit: every value is
-//! the same dot product, norm, rope and attention ([`attention::token_heads`]) on the same inputs, and each
-//! token's expert outputs are summed in its routing order, then the shared experts, as [`super::ffn`]
-//! does. Only the order in which tokens are processed differs, and tokens interact only through the
-//! cache, whose rows are all written before any token of the chunk attends. So a chunked prefill leaves
-//! the same cache and the same last logits as feeding the tokens one by one (`tests.rs` checks both
-//! exactly). The decompressed form differs from it in rounding only.
+//! Invariant: with the absorbed form the results are the stepwise path's bit for bit: every value
+//! is the same dot product, norm, rope and attention ([`attention::token_heads`]) on the same
+//! inputs, and each token's expert outputs are summed in its routing order, then the shared
+//! experts, as [`super::ffn`] does. Only the order in which tokens are processed differs, and
+//! tokens interact only through the cache, whose rows are all written before any token of the chunk
+//! attends. So a chunked prefill leaves the same cache and the same last logits as feeding the
+//! tokens one by one (`tests.rs` checks both exactly). The decompressed form differs from it in
+//! rounding only.
 
 use rayon::prelude::*;
 
@@ -26,8 +27,8 @@ use crate::decoder::{check_step, Forward, Rows};
 use crate::error::Result;
 use crate::math::{rmsnorm, rmsnorm_in_place, swiglu_in_place};
 
-/// Most tokens per chunk (llama.cpp's default `-ub`): bounds the chunk's buffers (about 60 KiB per token at
-/// V2-Lite's dimensions) while amortizing each weight read over many tokens.
+/// Most tokens per chunk (llama.cpp's default `-ub`): bounds the chunk's buffers (about 60 KiB per
+/// token at V2-Lite's dimensions) while amortizing each weight read over many tokens.
 pub const DEFAULT_UBATCH: usize = 512;
 
 /// The activations of one chunk, token-major.
@@ -42,8 +43,9 @@ struct Chunk {
 }
 
 impl<'f> CpuBackend<'f> {
-    /// Feeds `tokens` at `start_pos..` in chunks of up to `ubatch` tokens and returns the last position's
-    /// logits; the cache ends as after feeding them one by one with [`CpuBackend::decode`].
+    /// Feeds `tokens` at `start_pos..` in chunks of up to `ubatch` tokens and returns the last
+    /// position's logits; the cache ends as after feeding them one by one with
+    /// [`CpuBackend::decode`].
     pub fn prefill_chunked(
         &mut self,
         tokens: &[u32],
@@ -83,9 +85,9 @@ impl<'f> CpuBackend<'f> {
         rows: Rows,
     ) -> Result<Forward> {
         self.check_chunk(tokens, start_pos)?;
-        // On one of rayon's workers, the others awake: a chunk makes dozens of small parallel calls, and
-        // each one made from outside the pool waits on a cross-thread handoff (measured: most of a
-        // 2-token verify step of the trained model).
+        // On one of rayon's workers, the others awake: a chunk makes dozens of small parallel
+        // calls, and each one made from outside the pool waits on a cross-thread handoff (measured:
+        // most of a 2-token verify step of the trained model).
         super::awake::run(|| self.forward_checked(tokens, start_pos, rows))
     }
 
@@ -129,7 +131,8 @@ impl<'f> CpuBackend<'f> {
         Ok(())
     }
 
-    /// One chunk at `start..start + tokens.len()`, attention in `form`; returns what `want` asks for.
+    /// One chunk at `start..start + tokens.len()`, attention in `form`; returns what `want` asks
+    /// for.
     fn chunk(
         &mut self,
         tokens: &[u32],
@@ -307,8 +310,9 @@ fn attention_chunk(
         attention::rope_query(c, qt, &ch.cos_sin[i]);
     }
 
-    // Every (token, head) pair attends to the cache rows up to its own position: rows of later tokens of
-    // the chunk are written but never read by it, as in the stepwise path where they do not exist yet.
+    // Every (token, head) pair attends to the cache rows up to its own position: rows of later
+    // tokens of the chunk are written but never read by it, as in the stepwise path where they do
+    // not exist yet.
     let cache = cache.latents();
     let (heads, dv) = (c.n_head, c.d_v);
     let mut heads_out = vec![0.0; n * heads * dv];
@@ -338,8 +342,8 @@ fn attention_chunk(
     Ok(())
 }
 
-/// SwiGLU FFN `f` on the chunk's tokens `tokens` (normed activations in `act`); returns the down outputs,
-/// token-major in the order of `tokens`.
+/// SwiGLU FFN `f` on the chunk's tokens `tokens` (normed activations in `act`); returns the down
+/// outputs, token-major in the order of `tokens`.
 fn swiglu_chunk(f: &DenseFfn<'_>, act: &mut [Activation], tokens: &[usize]) -> Result<Vec<f32>> {
     batch::prepare(&f.gate, act, tokens)?;
     batch::prepare(&f.up, act, tokens)?;
@@ -404,8 +408,9 @@ fn moe_chunk(
         users[e].push((j / k, j % k));
     }
     // Routed experts run in parallel, each whole on one thread (its three products back to back, no
-    // fork/join inside): a chunk's experts see a few tokens each, too little work to split their rows.
-    // Every expert's gate and up read the same activations, quantized once here before the fan-out.
+    // fork/join inside): a chunk's experts see a few tokens each, too little work to split their
+    // rows. Every expert's gate and up read the same activations, quantized once here before the
+    // fan-out.
     let (gate0, up0) = m.gate_up_exps.expert(0, c.n_expert);
     batch::prepare(&gate0, &mut ch.act, &all)?;
     batch::prepare(&up0, &mut ch.act, &all)?;
@@ -439,8 +444,8 @@ fn moe_chunk(
         Some(f) => Some(swiglu_chunk(f, &mut ch.act, &all)?),
         None => None,
     };
-    // Per token (in parallel: tokens are independent here): Σ_slot w·expert output in routing order, then
-    // the shared experts, then into the residual, as the stepwise path sums them.
+    // Per token (in parallel: tokens are independent here): Σ_slot w·expert output in routing
+    // order, then the shared experts, then into the residual, as the stepwise path sums them.
     ch.x.par_chunks_mut(d)
         .zip(chosen.par_chunks(k))
         .zip(outs.par_chunks(k * d))
