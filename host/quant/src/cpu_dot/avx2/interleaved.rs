@@ -15,9 +15,7 @@ use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
 use crate::cpu_dot::rows::prefetch;
 
-use super::{
-    f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, per_row, q5_0_levels, q8_0_levels,
-};
+use super::{f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, per_row, q8_0_levels};
 
 /// Rows of a group: the eight i32 (or f32) lanes of a vector.
 pub(in crate::cpu_dot) const GROUP: usize = 8;
@@ -326,6 +324,66 @@ impl Interleaved for Q4_0 {
     }
 }
 
+/// Eight Q5_0 blocks' unsigned levels `u = nibble | fifth bit·16`, interleaved by 4 bytes (lane `r`
+/// of vector `k`: row `r`'s levels `4k..4k + 4`), transposed while still packed: dword `k` of a
+/// block's `qs` holds the nibbles of levels `4k..4k + 4` (low) and `16 + 4k..` (high), and the fifth
+/// bits of levels `4k..4k + 4` are bits `4k..4k + 4` of `qh`, all in its byte `k / 2`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_0_interleaved(x: [&BlockQ5_0; GROUP]) -> [__m256i; 8] {
+    // Rows r and r + 4 share a vector (row r in the low half); a 4×4 dword transpose within each
+    // half then puts dword k of row r's quants in lane r of `p[k]`.
+    let pair = |r: usize| _mm256_set_m128i(load128(&x[r + 4].qs), load128(&x[r].qs));
+    let (a, b, c, d) = (pair(0), pair(1), pair(2), pair(3));
+    let (t0, t1) = (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    let (t2, t3) = (_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    let p = [
+        _mm256_unpacklo_epi64(t0, t2),
+        _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3),
+        _mm256_unpackhi_epi64(t1, t3),
+    ];
+    let h = _mm256_setr_epi32(
+        x[0].qh_bits() as i32,
+        x[1].qh_bits() as i32,
+        x[2].qh_bits() as i32,
+        x[3].qh_bits() as i32,
+        x[4].qh_bits() as i32,
+        x[5].qh_bits() as i32,
+        x[6].qh_bits() as i32,
+        x[7].qh_bits() as i32,
+    );
+    let nibble = _mm256_set1_epi8(0x0F);
+    let sixteen = _mm256_set1_epi8(16);
+    let mut u = [_mm256_setzero_si256(); 8];
+    for k in 0..8 {
+        let packed = p[k % 4];
+        let levels = if k < 4 {
+            packed
+        } else {
+            _mm256_srli_epi16::<4>(packed)
+        };
+        // Every byte of lane r takes byte k / 2 of qh_r; byte j then tests bit 4·(k % 2) + j.
+        let byte = (k / 2) as i32;
+        let at = |i: i32| (4 * i + byte) * 0x0101_0101;
+        let spread = _mm256_shuffle_epi8(
+            h,
+            _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(0), at(1), at(2), at(3)),
+        );
+        let bit = _mm256_set1_epi32(if k % 2 == 0 {
+            0x0804_0201
+        } else {
+            0x8040_2010u32 as i32
+        });
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+        u[k] = _mm256_or_si256(
+            _mm256_and_si256(levels, nibble),
+            _mm256_and_si256(set, sixteen),
+        );
+    }
+    u
+}
+
 /// Q5_0 rows (zero point 16).
 pub(in crate::cpu_dot) struct Q5_0;
 
@@ -339,8 +397,10 @@ impl Interleaved for Q5_0 {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn unpack(x: [&BlockQ5_0; GROUP], w: &mut Offset) {
-        let z = _mm256_setzero_si256();
-        *w = offset_unpack(per_row(z, |r| q5_0_levels(x[r])), per_row(0, |r| x[r].d));
+        *w = Offset {
+            u: q5_0_interleaved(x),
+            dx: scales(per_row(0, |r| x[r].d)),
+        };
     }
 
     #[inline]
