@@ -41,7 +41,7 @@ pub(in crate::cpu_dot) struct K4Rows {
 /// into `w` in place.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn k4_rows(
+fn k4_rows(
     qs: [&[u8; 128]; GROUP],
     qh: Option<[&[u8; 32]; GROUP]>,
     s: [&[u8; 12]; GROUP],
@@ -153,8 +153,27 @@ fn k4_dot<const SPLIT: usize, const T: usize>(
     out
 }
 
+/// Eight Q4_K rows' blocks `x`, unpacked into `w` (the AVX2 and AVX-VNNI kernels' shared form).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q4k(x: [&BlockQ4K; GROUP], w: &mut K4Rows) {
+    let s = per_row(&x[0].scales, |r| &x[r].scales);
+    let (d, dmin) = (per_row(0, |r| x[r].d), per_row(0, |r| x[r].dmin));
+    k4_rows(per_row(&x[0].qs, |r| &x[r].qs), None, s, d, dmin, w)
+}
+
+/// Eight Q5_K rows' blocks `x`, unpacked into `w`, fifth bits included.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q5k(x: [&BlockQ5K; GROUP], w: &mut K4Rows) {
+    let qh = Some(per_row(&x[0].qh, |r| &x[r].qh));
+    let s = per_row(&x[0].scales, |r| &x[r].scales);
+    let (d, dmin) = (per_row(0, |r| x[r].d), per_row(0, |r| x[r].dmin));
+    k4_rows(per_row(&x[0].qs, |r| &x[r].qs), qh, s, d, dmin, w)
+}
+
 macro_rules! k4 {
-    ($(#[$doc:meta])* $name:ident, $block:ty, $split:literal, |$x:ident| $qh:expr) => {
+    ($(#[$doc:meta])* $name:ident, $block:ty, $split:literal, $unpack:ident) => {
         $(#[$doc])*
         pub(in crate::cpu_dot) struct $name;
 
@@ -163,22 +182,14 @@ macro_rules! k4 {
             type Act = BlockQ8K;
             type Unpacked = K4Rows;
             type Prepared = K4Act;
-            // Measured (`multi_dot_bench q4k ACTS 16 avx2`): below eight activations the
-            // transposes cost more than the shared loads save, and the register-blocked
-            // kernels ([`super::tiles`]) are as fast or faster.
+            // Measured (whole-prefill A/B, docs/perf.md): with fewer activations the transposes
+            // cost more than the shared loads save, and the one-activation row kernels win.
             const MIN_ACTS: usize = 4;
 
             #[inline]
             #[target_feature(enable = "avx2,f16c")]
-            unsafe fn unpack($x: [&$block; GROUP], w: &mut K4Rows) {
-                k4_rows(
-                    per_row(&$x[0].qs, |r| &$x[r].qs),
-                    $qh,
-                    per_row(&$x[0].scales, |r| &$x[r].scales),
-                    per_row(0, |r| $x[r].d),
-                    per_row(0, |r| $x[r].dmin),
-                    w,
-                )
+            unsafe fn unpack(x: [&$block; GROUP], w: &mut K4Rows) {
+                $unpack(x, w)
             }
 
             #[inline]
@@ -209,9 +220,9 @@ macro_rules! k4 {
 
 k4!(
     /// Q4_K rows against Q8_K activations (AVX2).
-    Q4K, BlockQ4K, 1, |x| None
+    Q4K, BlockQ4K, 1, unpack_q4k
 );
 k4!(
     /// Q5_K rows against Q8_K activations (AVX2).
-    Q5K, BlockQ5K, 2, |x| Some(per_row(&x[0].qh, |r| &x[r].qh))
+    Q5K, BlockQ5K, 2, unpack_q5k
 );

@@ -23,7 +23,7 @@ use ingot_abi::blocks::{
 };
 
 use super::interleaved::{self, offset_prepare, scales, transpose, Interleaved, OffsetAct, GROUP};
-use super::interleaved_k::{k4_finish, k4_rows, K4Rows};
+use super::interleaved_k::{k4_finish, unpack_q4k, unpack_q5k, K4Rows};
 use super::{iq4nl_table, load, nibbles32, per_row, q5_0_levels, quad, K4Act};
 
 /// Eight rows of unsigned levels, interleaved by 4 bytes (lane `r` of vector `k` holds row `r`'s
@@ -160,7 +160,7 @@ fn k4_dot(w: &K4Rows, y: &BlockQ8K, p: &K4Act) -> __m256 {
 }
 
 macro_rules! k4 {
-    ($(#[$doc:meta])* $name:ident, $block:ty, |$x:ident| $qh:expr) => {
+    ($(#[$doc:meta])* $name:ident, $block:ty, $unpack:ident) => {
         $(#[$doc])*
         pub(in crate::cpu_dot) struct $name;
 
@@ -173,15 +173,8 @@ macro_rules! k4 {
 
             #[inline]
             #[target_feature(enable = "avx2,f16c,avxvnni")]
-            unsafe fn unpack($x: [&$block; GROUP], w: &mut K4Rows) {
-                k4_rows(
-                    per_row(&$x[0].qs, |r| &$x[r].qs),
-                    $qh,
-                    per_row(&$x[0].scales, |r| &$x[r].scales),
-                    per_row(0, |r| $x[r].d),
-                    per_row(0, |r| $x[r].dmin),
-                    w,
-                )
+            unsafe fn unpack(x: [&$block; GROUP], w: &mut K4Rows) {
+                $unpack(x, w)
             }
 
             #[inline]
@@ -201,9 +194,9 @@ macro_rules! k4 {
 
 k4!(
     /// Q4_K rows against Q8_K activations.
-    Q4K, BlockQ4K, |x| None
+    Q4K, BlockQ4K, unpack_q4k
 );
 k4!(
     /// Q5_K rows against Q8_K activations.
-    Q5K, BlockQ5K, |x| Some(per_row(&x[0].qh, |r| &x[r].qh))
+    Q5K, BlockQ5K, unpack_q5k
 );
