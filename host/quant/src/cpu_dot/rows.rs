@@ -414,9 +414,10 @@ mod avx2_rows {
     }
 
     /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: Q4_K and Q5_K in groups
-    /// of eight rows interleaved across vector lanes ([`interleaved_k`]), the others (and the rows
-    /// left over) through kernels that share each block's unpacking among several activations.
-    /// Other types (and unaligned rows) return false.
+    /// of eight rows interleaved across vector lanes ([`interleaved_k`]), the rows left over and the
+    /// other types through kernels that share each block's unpacking among several activations.
+    /// False (nothing written) for other types, unaligned rows, and Q4_K/Q5_K below their
+    /// `MIN_ACTS`, which the one-activation row kernels serve faster.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn q8_k_multi(
         ty: GgmlType,

@@ -18,7 +18,7 @@ use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL,
 };
 
-use super::interleaved::scales;
+use super::interleaved::{dwords4, min_pairs, scales};
 use super::{f16, hsum_i32, load, load128, per_row, quad, scales_mins_k4, K4Act};
 
 /// Rows of a group: the sixteen i32 (or f32) lanes of a 512-bit vector.
@@ -306,28 +306,6 @@ pub(in crate::cpu_dot) struct K4Rows {
     dmin: __m512,
 }
 
-/// Eight rows of four dwords each (`v[r]`), transposed: result `m`, lane `r` = dword `m` of row
-/// `r`. Rows `r` and `r + 4` share a vector, transposed within its 128-bit halves.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn dwords4(v: [__m128i; 8]) -> [__m256i; 4] {
-    let rows = |r: usize| _mm256_set_m128i(v[r + 4], v[r]);
-    let (a, b) = (
-        _mm256_unpacklo_epi32(rows(0), rows(1)),
-        _mm256_unpackhi_epi32(rows(0), rows(1)),
-    );
-    let (c, e) = (
-        _mm256_unpacklo_epi32(rows(2), rows(3)),
-        _mm256_unpackhi_epi32(rows(2), rows(3)),
-    );
-    [
-        _mm256_unpacklo_epi64(a, c),
-        _mm256_unpackhi_epi64(a, c),
-        _mm256_unpacklo_epi64(b, e),
-        _mm256_unpackhi_epi64(b, e),
-    ]
-}
-
 /// [`dwords4`] of sixteen rows.
 #[inline]
 #[target_feature(enable = "avx2,avx512f")]
@@ -340,16 +318,6 @@ fn dwords4x16(v: [__m128i; GROUP]) -> [__m512i; 4] {
         out[m] = join(lo[m], hi[m]);
     }
     out
-}
-
-/// Eight rows' mins (bytes of `m[r]`) as four i16 pairs each: result `q`, lane `r` = row `r`'s
-/// pair `q`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
-    dwords4(per_row(_mm_setzero_si128(), |r| {
-        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m[r] as i64))
-    }))
 }
 
 /// Sixteen rows of the nibble layout (`qs[j]`: low nibble element `j`, high nibble element

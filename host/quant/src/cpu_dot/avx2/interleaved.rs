@@ -207,6 +207,38 @@ pub(super) fn transpose(v: [__m256i; 8]) -> [__m256i; 8] {
     ]
 }
 
+/// Eight rows of four dwords each (`v[r]`), transposed: result `m`, lane `r` = dword `m` of row
+/// `r`. Rows `r` and `r + 4` share a vector, transposed within its 128-bit halves.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn dwords4(v: [__m128i; 8]) -> [__m256i; 4] {
+    let rows = |r: usize| _mm256_set_m128i(v[r + 4], v[r]);
+    let (a, b) = (
+        _mm256_unpacklo_epi32(rows(0), rows(1)),
+        _mm256_unpackhi_epi32(rows(0), rows(1)),
+    );
+    let (c, e) = (
+        _mm256_unpacklo_epi32(rows(2), rows(3)),
+        _mm256_unpackhi_epi32(rows(2), rows(3)),
+    );
+    [
+        _mm256_unpacklo_epi64(a, c),
+        _mm256_unpackhi_epi64(a, c),
+        _mm256_unpacklo_epi64(b, e),
+        _mm256_unpackhi_epi64(b, e),
+    ]
+}
+
+/// Eight rows' mins (bytes of `m[r]`) as four i16 pairs each: result `q`, lane `r` = row `r`'s
+/// pair `q`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn min_pairs(m: [u64; 8]) -> [__m256i; 4] {
+    dwords4(per_row(_mm_setzero_si128(), |r| {
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m[r] as i64))
+    }))
+}
+
 /// The eight rows' f16 scales as f32 lanes (exact conversions).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -325,61 +357,33 @@ impl Interleaved for Q4_0 {
 }
 
 /// Eight Q5_0 blocks' unsigned levels `u = nibble | fifth bit·16`, interleaved by 4 bytes (lane `r`
-/// of vector `k`: row `r`'s levels `4k..4k + 4`), transposed while still packed: dword `k` of a
-/// block's `qs` holds the nibbles of levels `4k..4k + 4` (low) and `16 + 4k..` (high), and the fifth
-/// bits of levels `4k..4k + 4` are bits `4k..4k + 4` of `qh`, all in its byte `k / 2`.
+/// of vector `k`: row `r`'s levels `4k..4k + 4`), transposed while still packed: dword `m` of a
+/// block's `qs` holds the nibbles of levels `4m..4m + 4` (low) and `16 + 4m..` (high), and the
+/// fifth bits of levels `4k..4k + 4` are bits `4k..4k + 4` of `qh`. For vector `k` those four bits
+/// go to bit 4 of the lane's four bytes: `t·(2^4 + 2^11 + 2^18 + 2^25)` puts bit `b` of `t < 16` at
+/// `8b + 4` and every other product at a distinct position (no carries), which the mask keeps out
+/// (as the AVX-512 kernels do).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q5_0_interleaved(x: [&BlockQ5_0; GROUP]) -> [__m256i; 8] {
-    // Rows r and r + 4 share a vector (row r in the low half); a 4×4 dword transpose within each
-    // half then puts dword k of row r's quants in lane r of `p[k]`.
-    let pair = |r: usize| _mm256_set_m128i(load128(&x[r + 4].qs), load128(&x[r].qs));
-    let (a, b, c, d) = (pair(0), pair(1), pair(2), pair(3));
-    let (t0, t1) = (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-    let (t2, t3) = (_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
-    let p = [
-        _mm256_unpacklo_epi64(t0, t2),
-        _mm256_unpackhi_epi64(t0, t2),
-        _mm256_unpacklo_epi64(t1, t3),
-        _mm256_unpackhi_epi64(t1, t3),
-    ];
-    let h = _mm256_setr_epi32(
-        x[0].qh_bits() as i32,
-        x[1].qh_bits() as i32,
-        x[2].qh_bits() as i32,
-        x[3].qh_bits() as i32,
-        x[4].qh_bits() as i32,
-        x[5].qh_bits() as i32,
-        x[6].qh_bits() as i32,
-        x[7].qh_bits() as i32,
-    );
+    let p = dwords4(per_row(_mm_setzero_si128(), |r| load128(&x[r].qs)));
+    let bits: [u32; GROUP] = per_row(0, |r| x[r].qh_bits());
+    let mut t = load(bytemuck::cast_ref::<_, [u8; 32]>(&bits));
     let nibble = _mm256_set1_epi8(0x0F);
-    let sixteen = _mm256_set1_epi8(16);
+    let four = _mm256_set1_epi32(0xF);
+    let spread = _mm256_set1_epi32((1 << 4) | (1 << 11) | (1 << 18) | (1 << 25));
+    let fifth = _mm256_set1_epi32(0x1010_1010);
     let mut u = [_mm256_setzero_si256(); 8];
-    for k in 0..8 {
+    for (k, v) in u.iter_mut().enumerate() {
         let packed = p[k % 4];
         let levels = if k < 4 {
             packed
         } else {
             _mm256_srli_epi16::<4>(packed)
         };
-        // Every byte of lane r takes byte k / 2 of qh_r; byte j then tests bit 4·(k % 2) + j.
-        let byte = (k / 2) as i32;
-        let at = |i: i32| (4 * i + byte) * 0x0101_0101;
-        let spread = _mm256_shuffle_epi8(
-            h,
-            _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(0), at(1), at(2), at(3)),
-        );
-        let bit = _mm256_set1_epi32(if k % 2 == 0 {
-            0x0804_0201
-        } else {
-            0x8040_2010u32 as i32
-        });
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-        u[k] = _mm256_or_si256(
-            _mm256_and_si256(levels, nibble),
-            _mm256_and_si256(set, sixteen),
-        );
+        let high = _mm256_and_si256(_mm256_mullo_epi32(_mm256_and_si256(t, four), spread), fifth);
+        *v = _mm256_or_si256(_mm256_and_si256(levels, nibble), high);
+        t = _mm256_srli_epi32::<4>(t);
     }
     u
 }

@@ -18,7 +18,7 @@ use core::arch::x86_64::*;
 
 use ingot_abi::blocks::{BlockQ4K, BlockQ5K, BlockQ8K};
 
-use super::interleaved::{scales, transpose, Interleaved, GROUP};
+use super::interleaved::{min_pairs, scales, transpose, Interleaved, GROUP};
 use super::{load, per_row, quad, scales_mins_k4, K4Act};
 
 /// Eight Q4_K/Q5_K rows' super-block, interleaved.
@@ -76,29 +76,11 @@ fn k4_rows(
     let sc = transpose(per_row(z, |r| {
         _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sm[r].0 as i64))
     }));
-    // Rows r and r + 4 share a vector: four i16 pairs each, transposed within the 128-bit halves.
-    let pairs = |r: usize| {
-        let m16 = |v: u64| _mm_cvtepu8_epi16(_mm_cvtsi64_si128(v as i64));
-        _mm256_set_m128i(m16(m[r + 4]), m16(m[r]))
-    };
-    let (a, b) = (
-        _mm256_unpacklo_epi32(pairs(0), pairs(1)),
-        _mm256_unpackhi_epi32(pairs(0), pairs(1)),
-    );
-    let (c, e) = (
-        _mm256_unpacklo_epi32(pairs(2), pairs(3)),
-        _mm256_unpackhi_epi32(pairs(2), pairs(3)),
-    );
     w.sc = sc;
     w.sc_pairs = per_row(z, |k| {
         _mm256_or_si256(sc[k], _mm256_slli_epi32::<16>(sc[k]))
     });
-    w.mins = [
-        _mm256_unpacklo_epi64(a, c),
-        _mm256_unpackhi_epi64(a, c),
-        _mm256_unpacklo_epi64(b, e),
-        _mm256_unpackhi_epi64(b, e),
-    ];
+    w.mins = min_pairs(m);
     w.d = scales(d);
     w.dmin = scales(dmin);
 }
