@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use memmap2::Mmap;
 
@@ -15,6 +16,15 @@ pub struct GgufFile {
     path: PathBuf,
     map: Mmap,
     header: Gguf,
+    /// One cell per tensor of the table: its data in a consumer's own layout, built at most once
+    /// ([`GgufFile::derived_data`]) and kept as long as the mapping.
+    derived: Vec<OnceLock<Derived>>,
+}
+
+/// A tensor's data rewritten into a named layout, 8-byte aligned.
+struct Derived {
+    layout: &'static str,
+    words: Box<[u64]>,
 }
 
 impl GgufFile {
@@ -48,6 +58,7 @@ impl GgufFile {
         let header = parse_header(&map).map_err(|e| e.in_file(path))?;
         Ok(GgufFile {
             path: path.to_path_buf(),
+            derived: header.tensors.iter().map(|_| OnceLock::new()).collect(),
             map,
             header,
         })
@@ -93,6 +104,37 @@ impl GgufFile {
             .data_range(t)
             .and_then(|r| self.map.get(r))
             .unwrap_or(&[])
+    }
+
+    /// `t`'s data rewritten by `build` into the layout called `layout` (a CPU backend's packed
+    /// rows): built on the first call for `t`, then the same bytes for as long as the file is open,
+    /// like the mapped data (so views of either live equally long). The bytes start 8-byte
+    /// aligned. `None` when `t` is not this file's tensor, or when its data was already derived
+    /// into another layout (one per tensor); `build`'s error when it fails.
+    pub fn derived_data<E>(
+        &self,
+        t: &TensorInfo,
+        layout: &'static str,
+        build: impl FnOnce(&[u8]) -> Result<Vec<u64>, E>,
+    ) -> Result<Option<&[u8]>, E> {
+        let Some(i) = self
+            .header
+            .tensors
+            .iter()
+            .position(|x| x.name == t.name && x.offset == t.offset)
+        else {
+            return Ok(None);
+        };
+        let cell = &self.derived[i];
+        if cell.get().is_none() {
+            let words = build(self.tensor_data(t))?.into_boxed_slice();
+            // Another thread may have built it meanwhile: either copy is the same bytes.
+            let _ = cell.set(Derived { layout, words });
+        }
+        Ok(cell
+            .get()
+            .filter(|d| d.layout == layout)
+            .map(|d| bytemuck::cast_slice(&d.words)))
     }
 
     /// The data of the tensor called `name`.

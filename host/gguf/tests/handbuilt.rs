@@ -189,3 +189,58 @@ fn a_foreign_tensor_info_gives_an_empty_view() {
     assert_eq!(f.tensor_data(&foreign), &[] as &[u8]);
     assert_eq!(f.tensor_data(&f.tensors[0]).len(), 8);
 }
+
+/// A tensor's derived data is built once, from the tensor's own bytes, and then returned as is
+/// (8-byte aligned); a second layout for the same tensor and a foreign tensor get `None`; a failing
+/// build is the caller's error and leaves nothing behind.
+#[test]
+fn derived_data_is_built_once_per_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.gguf");
+    let mut b = Builder::new();
+    b.header(3, 2, 0)
+        .tensor("a", &[2], F32, 0)
+        .tensor("b", &[2], F32, 32)
+        .pad(32)
+        .data(64, 7);
+    std::fs::write(&path, &b.buf).unwrap();
+    let f = GgufFile::open(&path).unwrap();
+    let (a, bt) = (&f.tensors[0], &f.tensors[1]);
+    let want = f.tensor_data(a).to_vec();
+    let builds = std::cell::Cell::new(0);
+    let build = |bytes: &[u8]| -> Result<Vec<u64>, ()> {
+        builds.set(builds.get() + 1);
+        Ok(bytes.iter().map(|&x| u64::from(x) + 1).collect())
+    };
+    let first = f.derived_data(a, "plus-one", build).unwrap().unwrap();
+    assert_eq!(first.as_ptr() as usize % 8, 0, "8-byte aligned");
+    let words: Vec<u64> = want.iter().map(|&x| u64::from(x) + 1).collect();
+    assert_eq!(first, bytemuck_bytes(&words));
+    let again = f.derived_data(a, "plus-one", build).unwrap().unwrap();
+    assert_eq!(
+        again.as_ptr(),
+        first.as_ptr(),
+        "the same bytes, not rebuilt"
+    );
+    assert_eq!(builds.get(), 1);
+    assert!(f.derived_data(a, "other", build).unwrap().is_none());
+    assert!(f
+        .derived_data(bt, "x", |_| Err::<Vec<u64>, _>("no"))
+        .is_err());
+    assert_eq!(
+        f.derived_data(bt, "x", |_| Ok::<_, ()>(vec![5])).unwrap(),
+        Some(&[5, 0, 0, 0, 0, 0, 0, 0][..])
+    );
+    let foreign = TensorInfo {
+        name: "elsewhere".into(),
+        ..bt.clone()
+    };
+    assert!(f
+        .derived_data(&foreign, "x", |_| Ok::<_, ()>(vec![]))
+        .unwrap()
+        .is_none());
+}
+
+fn bytemuck_bytes(words: &[u64]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}

@@ -4,7 +4,7 @@
 //! activations (a routed expert sees about 6 of a 64-token chunk; dense products all 64).
 //!
 //! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS [ISA]]`
-//! with TYPE one of q4k, q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
+//! with TYPE one of q4k, q4k-x8 (packed rows), q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
 //! fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the multiply-adds done and
 //! a checksum of the outputs; divide the first by the process's CPU time (`perf stat -e
 //! task-clock`) for a rate that a machine shared with other work disturbs less than wall time.
@@ -20,6 +20,8 @@ fn main() {
         Some("q80") => GgmlType::Q8_0,
         _ => GgmlType::Q4K,
     };
+    // `q4k-x8`: the Q4_K rows packed once ([`ingot_quant::cpu_dot::packed`]), then multiplied.
+    let packed = args.get(1).map(String::as_str) == Some("q4k-x8");
     let acts: usize = args.get(2).map_or(64, |s| s.parse().expect("ACTS"));
     let rows: usize = args.get(3).map_or(16, |s| s.parse().expect("ROWS"));
     let cols = match ty {
@@ -29,10 +31,19 @@ fn main() {
     // A fixed linear congruential sequence in [-0.5, 0.5): the same data on every run.
     let mut lcg = ingot_testdata::Lcg(1);
     let mut next = || lcg.unit_f32() - 0.5;
-    let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();
-    let bytes = rows * cols / ty.block_size() as usize * ty.type_size() as usize;
+    // At most 64 distinct rows quantized, repeated to `rows` (a large ROWS streams its bytes from
+    // memory, as decode does, without quantizing them all first).
+    let distinct = rows.min(64);
+    let w: Vec<f32> = (0..distinct * cols).map(|_| next()).collect();
+    let bytes = distinct * cols / ty.block_size() as usize * ty.type_size() as usize;
     let mut q = vec![0u8; bytes];
     ingot_quant::quantize_row(ty, &w, &mut q).expect("quantize");
+    let q: Vec<u8> = q
+        .iter()
+        .copied()
+        .cycle()
+        .take(bytes / distinct * rows)
+        .collect();
     let isa = match args.get(4).map(String::as_str) {
         Some("scalar") => Isa::Scalar,
         Some("avx2") => Isa::Avx2,
@@ -51,8 +62,15 @@ fn main() {
     if dot.act_type() == GgmlType::Q8K {
         let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_k(x)).collect();
         let v: Vec<&[_]> = a.iter().map(Vec::as_slice).collect();
-        for _ in 0..iters {
-            dot.q8_k_multi(&q, &v, &mut out).expect("q8_K product");
+        if packed {
+            let p = ingot_quant::cpu_dot::packed::pack_q4k(&q, rows).expect("whole groups");
+            for _ in 0..iters {
+                dot.q8_k_x8(&p, &v, &mut out).expect("packed product");
+            }
+        } else {
+            for _ in 0..iters {
+                dot.q8_k_multi(&q, &v, &mut out).expect("q8_K product");
+            }
         }
     } else {
         let a: Vec<_> = xs.iter().map(|x| ingot_quant::quantize_q8_0(x)).collect();

@@ -13,6 +13,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod isa;
+pub mod packed;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -70,13 +71,19 @@ pub fn q3_k(x: &BlockQ3K, y: &BlockQ8K) -> f32 {
 /// Shared Q4_K/Q5_K body: `d·y.d·Σ_j sc_j·Σ q·q8 − dmin·y.d·Σ_j m_j·(bsums_{2j} + bsums_{2j+1})`.
 #[inline(always)]
 fn k4_like(q: &[u8; QK_K], scales: &[u8; 12], d: u16, dmin: u16, y: &BlockQ8K) -> f32 {
+    let sm: [(u8, u8); 8] = core::array::from_fn(|j| get_scale_min_k4(j, scales));
+    k4_decoded(q, sm.map(|p| p.0), sm.map(|p| p.1), d, dmin, y)
+}
+
+/// [`k4_like`] with the scales `sc` and mins `m` decoded (the packed rows keep them so).
+#[inline(always)]
+fn k4_decoded(q: &[u8; QK_K], sc: [u8; 8], m: [u8; 8], d: u16, dmin: u16, y: &BlockQ8K) -> f32 {
     let q: &[i8; QK_K] = bytemuck::cast_ref(q);
     let mut isum = 0i32;
     let mut summs = 0i32;
     for j in 0..8 {
-        let (sc, m) = get_scale_min_k4(j, scales);
-        isum += i32::from(sc) * idot::<32>(&q[32 * j..], &y.qs[32 * j..]);
-        summs += i32::from(m) * (i32::from(y.bsums[2 * j]) + i32::from(y.bsums[2 * j + 1]));
+        isum += i32::from(sc[j]) * idot::<32>(&q[32 * j..], &y.qs[32 * j..]);
+        summs += i32::from(m[j]) * (i32::from(y.bsums[2 * j]) + i32::from(y.bsums[2 * j + 1]));
     }
     f16_to_f32(d) * y.d * isum as f32 - f16_to_f32(dmin) * y.d * summs as f32
 }

@@ -35,7 +35,7 @@ pub(super) fn ffn<'f>(
 ) -> Result<()> {
     match ffn {
         Ffn::Dense(f) => {
-            swiglu_ffns(std::slice::from_ref(f), s)?;
+            swiglu_ffns(std::slice::from_ref(&**f), s)?;
             add(&mut s.x, &s.down[..c.n_embd]);
         }
         Ffn::Moe(m) => moe(c, m, router, s)?,

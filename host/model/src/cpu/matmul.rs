@@ -2,6 +2,7 @@
 
 use ingot_abi::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use ingot_gguf::{GgmlType, GgufFile, TensorInfo};
+use ingot_quant::cpu_dot::packed::{self, BlockQ4Kx8, ROWS_PER_GROUP};
 use ingot_quant::cpu_dot::{Isa, RowDot};
 
 use crate::dequant::dequantize_into;
@@ -54,8 +55,9 @@ impl Kernel {
     }
 }
 
-/// A row-major matrix of any supported weight type, viewed in place: `rows` rows of `cols`
-/// elements, `row_bytes` bytes each.
+/// A row-major matrix of any supported weight type: `rows` rows of `cols` elements, viewed in
+/// place (`row_bytes` bytes each), or packed eight rows at a time where the dot products gain
+/// from it ([`packed`]; the packed copy lives with the file, see `GgufFile::derived_data`).
 #[derive(Clone, Copy)]
 pub(super) struct QMatrix<'f> {
     info: &'f TensorInfo,
@@ -63,13 +65,34 @@ pub(super) struct QMatrix<'f> {
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    /// The rows in the file's layout, or the packed groups that cover them.
     data: &'f [u8],
+    packed: Option<Packed>,
+}
+
+/// Where a view's rows sit in packed groups: `data` starts at a group boundary, and the view's
+/// first row is row `skip` (`< 8`) of that group.
+#[derive(Clone, Copy)]
+struct Packed {
+    skip: usize,
+    group_bytes: usize,
 }
 
 impl<'f> QMatrix<'f> {
     /// The whole tensor as a matrix: `ne[0]` columns, all higher dimensions flattened into rows;
     /// its dot products run on `isa` (which the caller has checked the CPU supports).
     pub fn from_tensor(file: &'f GgufFile, name: &str, isa: Isa) -> Result<Self> {
+        Self::map(file, name, isa, true)
+    }
+
+    /// [`QMatrix::from_tensor`] always in the file's layout: for a matrix only ever read row by
+    /// row (the token embedding), which packing would copy for nothing.
+    pub fn from_tensor_in_place(file: &'f GgufFile, name: &str, isa: Isa) -> Result<Self> {
+        Self::map(file, name, isa, false)
+    }
+
+    /// The tensor `name` as a matrix, packed when `may_pack` and its products gain from it.
+    fn map(file: &'f GgufFile, name: &str, isa: Isa, may_pack: bool) -> Result<Self> {
         let info = crate::tensors::tensor_info(file, name)?;
         let kernel = Kernel::of(info.ty, isa).ok_or_else(|| ModelError::TensorType {
             name: name.to_owned(),
@@ -90,14 +113,57 @@ impl<'f> QMatrix<'f> {
                 ),
             });
         }
-        Ok(QMatrix {
+        let mut m = QMatrix {
             info,
             kernel,
             rows,
             cols,
             row_bytes,
             data,
-        })
+            packed: None,
+        };
+        if let Kernel::Rows(dot) = kernel {
+            if may_pack && packed::packs(info.ty, dot.isa()) && rows.is_multiple_of(ROWS_PER_GROUP)
+            {
+                m.pack(file)?;
+            }
+        }
+        Ok(m)
+    }
+
+    /// Points `data` at the file's packed copy of the whole tensor (built on first use).
+    fn pack(&mut self, file: &'f GgufFile) -> Result<()> {
+        let rows = self.rows;
+        let words = |bytes: &[u8]| -> std::result::Result<Vec<u64>, ingot_quant::QuantError> {
+            let n = packed::packed_blocks(bytes.len(), rows)?;
+            let mut words = vec![0u64; (n * size_of::<BlockQ4Kx8>()).div_ceil(8)];
+            let out =
+                &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..n * size_of::<BlockQ4Kx8>()];
+            packed::pack_q4k_into(bytes, rows, bytemuck::cast_slice_mut(out))?;
+            Ok(words)
+        };
+        let data = file
+            .derived_data(self.info, packed::Q4K_X8_LAYOUT, words)
+            .map_err(|e| self.quant_error(e))?;
+        if let Some(data) = data {
+            self.data = &data[..self.rows / ROWS_PER_GROUP * self.group_bytes()];
+            self.packed = Some(Packed {
+                skip: 0,
+                group_bytes: self.group_bytes(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the rows are packed (tests check that the packed path ran).
+    #[cfg(test)]
+    pub fn is_packed(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// Bytes of eight packed rows.
+    fn group_bytes(&self) -> usize {
+        self.row_bytes / size_of::<ingot_abi::blocks::BlockQ4K>() * size_of::<BlockQ4Kx8>()
     }
 
     pub fn rows(&self) -> usize {
@@ -122,6 +188,19 @@ impl<'f> QMatrix<'f> {
 
     /// Rows `start..start + count`.
     pub fn row_range(&self, start: usize, count: usize) -> Self {
+        if let Some(p) = self.packed {
+            let (first, end) = (p.skip + start, p.skip + start + count);
+            let groups = first / ROWS_PER_GROUP..end.div_ceil(ROWS_PER_GROUP);
+            return QMatrix {
+                rows: count,
+                data: &self.data[groups.start * p.group_bytes..groups.end * p.group_bytes],
+                packed: Some(Packed {
+                    skip: first % ROWS_PER_GROUP,
+                    ..p
+                }),
+                ..*self
+            };
+        }
         QMatrix {
             rows: count,
             data: &self.data[start * self.row_bytes..(start + count) * self.row_bytes],
@@ -129,12 +208,51 @@ impl<'f> QMatrix<'f> {
         }
     }
 
-    fn row(&self, r: usize) -> &'f [u8] {
-        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        let out = &mut out[..self.cols];
+        if let Some(p) = self.packed {
+            let (g, lane) = ((p.skip + r) / ROWS_PER_GROUP, (p.skip + r) % ROWS_PER_GROUP);
+            let group = self.groups(g * p.group_bytes..(g + 1) * p.group_bytes)?;
+            packed::dequantize_row(group, lane, out);
+            return Ok(());
+        }
+        let row = &self.data[r * self.row_bytes..(r + 1) * self.row_bytes];
+        dequantize_into(self.info, row, out)
     }
 
-    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> Result<()> {
-        dequantize_into(self.info, self.row(r), &mut out[..self.cols])
+    /// Packed groups in `range` of `data`.
+    fn groups(&self, range: std::ops::Range<usize>) -> Result<&'f [BlockQ4Kx8]> {
+        bytemuck::try_cast_slice(&self.data[range]).map_err(|e| self.quant_error(e))
+    }
+
+    /// `out[t·n + i] = W[first + i]·acts[t]` on the packed rows, `n = out.len() / acts.len()`:
+    /// straight into `out` when the rows are whole groups, else through whole groups' results.
+    fn dot_packed(
+        &self,
+        p: Packed,
+        dot: RowDot,
+        first: usize,
+        acts: &[&[BlockQ8K]],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = out.len() / acts.len().max(1);
+        let start = p.skip + first;
+        let groups = start / ROWS_PER_GROUP..(start + n).div_ceil(ROWS_PER_GROUP);
+        let packed = self.groups(groups.start * p.group_bytes..groups.end * p.group_bytes)?;
+        if start.is_multiple_of(ROWS_PER_GROUP) && n.is_multiple_of(ROWS_PER_GROUP) {
+            return dot
+                .q8_k_x8(packed, acts, out)
+                .map_err(|e| self.quant_error(e));
+        }
+        let m = groups.len() * ROWS_PER_GROUP;
+        let mut all = vec![0.0; m * acts.len()];
+        dot.q8_k_x8(packed, acts, &mut all)
+            .map_err(|e| self.quant_error(e))?;
+        let skip = start - groups.start * ROWS_PER_GROUP;
+        for (o, a) in out.chunks_exact_mut(n).zip(all.chunks_exact(m)) {
+            o.copy_from_slice(&a[skip..skip + n]);
+        }
+        Ok(())
     }
 
     /// `out = W·x` on the calling thread.
@@ -146,6 +264,9 @@ impl<'f> QMatrix<'f> {
     /// `out[i] = W[first + i]·x` for a prepared `x` (see [`Activation::prepare`]); `first +
     /// out.len()` must not exceed the rows.
     pub fn dot_rows(&self, first: usize, x: &Activation, out: &mut [f32]) -> Result<()> {
+        if let (Some(p), Kernel::Rows(dot)) = (self.packed, self.kernel) {
+            return self.dot_packed(p, dot, first, &[&x.q8k], out);
+        }
         let rows = &self.data[first * self.row_bytes..(first + out.len()) * self.row_bytes];
         match self.kernel {
             Kernel::Rows(dot) => match dot.act_type() {
@@ -179,6 +300,10 @@ impl<'f> QMatrix<'f> {
             return Ok(());
         }
         let n = out.len() / xs.len();
+        if let (Some(p), Kernel::Rows(dot)) = (self.packed, self.kernel) {
+            let acts: Vec<&[BlockQ8K]> = xs.iter().map(|x| x.q8k.as_slice()).collect();
+            return self.dot_packed(p, dot, first, &acts, out);
+        }
         if let Kernel::Rows(dot) = self.kernel {
             let rows = &self.data[first * self.row_bytes..(first + n) * self.row_bytes];
             return match dot.act_type() {

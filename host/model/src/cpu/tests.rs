@@ -2,7 +2,7 @@
 //! computation is the same whichever thread runs it and whichever kernel set is used, so every
 //! comparison here is bit-exact.
 
-use ingot_gguf::GgufFile;
+use ingot_gguf::{GgmlType, GgufFile};
 use ingot_quant::cpu_dot::Isa;
 
 use super::batch::{self, Product};
@@ -89,6 +89,55 @@ fn a_parallel_batch_equals_its_products_one_by_one() {
             got[want.len()..].iter().all(|v| v.is_nan()),
             "rows past the batch were written"
         );
+    }
+}
+
+/// Q4_K matrices packed for AVX2 against the same rows in the file's layout: one input, several,
+/// views that start and end inside a packed group (the expert slabs and gate/up halves of other
+/// models), rows dequantized: the same bits everywhere.
+#[test]
+fn packed_rows_equal_rows_in_place() {
+    if !Isa::Avx2.is_available() || !ingot_quant::cpu_dot::packed::packs(GgmlType::Q4K, Isa::Avx2) {
+        eprintln!("note: no AVX2 here, or INGOT_CPU_REPACK=0: packed rows not compared");
+        return;
+    }
+    let file = open_tiny();
+    // The one Q4_K matrix of the golden tiny model (the others are Q5_0 at its 128-wide rows).
+    let name = "blk.0.ffn_down.weight";
+    let views = [(name, 5, 117), (name, 16, 64), (name, 3, 9), (name, 0, 128)];
+    for (name, start, count) in views {
+        let packed = QMatrix::from_tensor(&file, name, Isa::Avx2).unwrap();
+        let plain = QMatrix::from_tensor_in_place(&file, name, Isa::Avx2).unwrap();
+        assert!(packed.is_packed() && !plain.is_packed(), "{name}");
+        let (p, q) = (
+            packed.row_range(start, count),
+            plain.row_range(start, count),
+        );
+        let what = format!("{name} rows {start}..{}", start + count);
+        for (first, n) in [(0, count), (1, count - 2), (count - 1, 1)] {
+            let x = {
+                let mut x = input(p.cols(), 3);
+                x.prepare(&p).unwrap();
+                x
+            };
+            let (mut a, mut b) = (vec![f32::NAN; n], vec![0.0; n]);
+            p.dot_rows(first, &x, &mut a).unwrap();
+            q.dot_rows(first, &x, &mut b).unwrap();
+            assert_eq!(bits(&a), bits(&b), "{what}, one input, rows {first}+{n}");
+            let mut xs: Vec<Activation> = (0..5).map(|s| input(p.cols(), s)).collect();
+            xs.iter_mut().for_each(|x| x.prepare(&p).unwrap());
+            let refs: Vec<&Activation> = xs.iter().collect();
+            let (mut a, mut b) = (vec![f32::NAN; 5 * n], vec![0.0; 5 * n]);
+            p.dot_rows_multi(first, &refs, &mut a).unwrap();
+            q.dot_rows_multi(first, &refs, &mut b).unwrap();
+            assert_eq!(bits(&a), bits(&b), "{what}, five inputs, rows {first}+{n}");
+        }
+        for r in [0, 1, count - 1] {
+            let (mut a, mut b) = (vec![f32::NAN; p.cols()], vec![0.0; p.cols()]);
+            p.dequantize_row(r, &mut a).unwrap();
+            q.dequantize_row(r, &mut b).unwrap();
+            assert_eq!(bits(&a), bits(&b), "{what}, row {r} dequantized");
+        }
     }
 }
 

@@ -66,7 +66,7 @@ impl<'f> GateUpExps<'f> {
 }
 
 pub(super) enum Ffn<'f> {
-    Dense(DenseFfn<'f>),
+    Dense(Box<DenseFfn<'f>>),
     Moe(Box<MoeFfn<'f>>),
 }
 
@@ -96,7 +96,7 @@ impl<'f> CpuWeights<'f> {
     /// products run on `isa`.
     pub fn map(file: &'f GgufFile, c: &ModelConfig, isa: Isa) -> Result<Self> {
         Ok(CpuWeights {
-            token_embd: QMatrix::from_tensor(file, TOKEN_EMBD, isa)?,
+            token_embd: QMatrix::from_tensor_in_place(file, TOKEN_EMBD, isa)?,
             layers: (0..c.n_layer)
                 .map(|il| map_layer(file, c, il, isa))
                 .collect::<Result<_>>()?,
@@ -170,11 +170,11 @@ pub(super) fn map_layer<'f>(
             shared,
         }))
     } else {
-        Ffn::Dense(DenseFfn {
+        Ffn::Dense(Box::new(DenseFfn {
             gate: matrix("ffn_gate.weight")?,
             up: matrix("ffn_up.weight")?,
             down: matrix("ffn_down.weight")?,
-        })
+        }))
     };
     Ok(Layer {
         attn_norm: vector("attn_norm.weight")?,

@@ -27,6 +27,7 @@ pub(super) mod interleaved;
 pub(super) mod interleaved_k;
 pub(super) mod krows;
 mod legacy_rows;
+pub(super) mod packed_k;
 pub(super) mod tiles;
 pub(super) mod vnni;
 

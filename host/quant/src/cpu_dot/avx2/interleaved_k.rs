@@ -90,14 +90,29 @@ fn k4_rows(
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn k4_finish(w: &K4Rows, y: &BlockQ8K, p: &K4Act, isum: __m256i) -> __m256 {
+    k4_tail(&w.mins, w.d, w.dmin, y, p, isum)
+}
+
+/// [`k4_finish`] on the parts of a [`K4Rows`]: `mins[q]` lane `r` is row `r`'s `(m_2q, m_2q+1)`
+/// as an i16 pair, `d` and `dmin` its scales.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn k4_tail(
+    mins: &[__m256i; 4],
+    d: __m256,
+    dmin: __m256,
+    y: &BlockQ8K,
+    p: &K4Act,
+    isum: __m256i,
+) -> __m256 {
     let mut summs = _mm256_setzero_si256();
-    for (m, &b) in w.mins.iter().zip(&p.pairs) {
+    for (m, &b) in mins.iter().zip(&p.pairs) {
         summs = _mm256_add_epi32(summs, _mm256_madd_epi16(*m, _mm256_set1_epi32(b)));
     }
     let yd = _mm256_set1_ps(y.d);
     _mm256_sub_ps(
-        _mm256_mul_ps(_mm256_mul_ps(w.d, yd), _mm256_cvtepi32_ps(isum)),
-        _mm256_mul_ps(_mm256_mul_ps(w.dmin, yd), _mm256_cvtepi32_ps(summs)),
+        _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(isum)),
+        _mm256_mul_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(summs)),
     )
 }
 
