@@ -120,7 +120,7 @@ pub(super) fn k4_tail(
 /// group: 1 for Q4_K, 2 for Q5_K (module notes).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn k4_dot<const SPLIT: usize, const T: usize>(
+pub(super) fn k4_dot<const SPLIT: usize, const T: usize>(
     w: &K4Rows,
     y: [&BlockQ8K; T],
     p: [&K4Act; T],

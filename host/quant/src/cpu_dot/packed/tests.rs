@@ -99,7 +99,7 @@ fn gaussian_scale(rng: &mut StdRng) -> u16 {
 fn packed_rows_give_the_scalar_bits_for_every_step_shape() {
     let mut rng = StdRng::seed_from_u64(71);
     for n in [8, 16, 40] {
-        for count in 1..=9 {
+        for count in (1..=10).chain([13, 17]) {
             let r = rows(&mut rng, n, None, gaussian_scale);
             let a = acts(&mut rng, count, |_| 1e-2);
             check(&format!("random, {count} activations"), &r, n, &a);
@@ -117,7 +117,7 @@ fn packed_rows_give_the_scalar_bits_on_extremes() {
     for byte in [0xFFu8, 0x00, 0xAA, 0x3F] {
         for fill in [-128i8, 127] {
             let r = rows(&mut rng, 16, Some(byte), gaussian_scale);
-            let mut a = acts(&mut rng, 5, |_| 1e-2);
+            let mut a = acts(&mut rng, 11, |_| 1e-2);
             for b in a.iter_mut().flatten() {
                 b.qs = [fill; QK_K];
                 b.bsums = [16 * i16::from(fill); 16];
@@ -127,8 +127,10 @@ fn packed_rows_give_the_scalar_bits_on_extremes() {
     }
     let pick16 = |rng: &mut StdRng| F16[rng.random_range(0..F16.len())];
     let r = rows(&mut rng, 24, None, pick16);
-    let a = acts(&mut rng, 7, |rng| F32[rng.random_range(0..F32.len())]);
-    check("extreme scales", &r, 24, &a);
+    for count in [7, 12] {
+        let a = acts(&mut rng, count, |rng| F32[rng.random_range(0..F32.len())]);
+        check("extreme scales", &r, 24, &a);
+    }
 }
 
 /// The packed quants hold each row's levels where the GGUF block holds them, and a packed row
@@ -168,26 +170,32 @@ fn packing_keeps_every_level() {
 fn a_broken_packing_is_caught() {
     let mut rng = StdRng::seed_from_u64(74);
     let r = rows(&mut rng, 8, None, gaussian_scale);
-    let a = acts(&mut rng, 4, |_| 1e-2);
-    let refs: Vec<&[BlockQ8K]> = a.iter().map(Vec::as_slice).collect();
     let breaks: [fn(&mut BlockQ4Kx8); 3] = [
         |p| p.scales[2].swap(0, 5),
         |p| p.qs[9].rotate_left(4),
         |p| p.scales[1][6] ^= 0x0100,
     ];
-    for (i, broken) in breaks.iter().enumerate() {
-        let mut packed = pack_q4k(&r, 8).unwrap();
-        broken(&mut packed[1]);
-        for isa in isas() {
-            let dot = RowDot::with_isa(GgmlType::Q4K, isa).unwrap();
-            let mut out = vec![0.0; 8 * a.len()];
-            dot.q8_k_x8(&packed, &refs, &mut out).unwrap();
-            let differs = (0..8 * a.len()).any(|i| {
-                let (t, row) = (i / 8, i % 8);
-                let want = vec_dot_q8_k(GgmlType::Q4K, &r[row * 432..(row + 1) * 432], &a[t]);
-                !same(out[i], want.unwrap())
-            });
-            assert!(differs, "break {i} on {isa:?} went unnoticed");
+    // Four activations read the packed blocks directly, ten through their unpacked form.
+    for count in [4, 10] {
+        let a = acts(&mut rng, count, |_| 1e-2);
+        let refs: Vec<&[BlockQ8K]> = a.iter().map(Vec::as_slice).collect();
+        for (i, broken) in breaks.iter().enumerate() {
+            let mut packed = pack_q4k(&r, 8).unwrap();
+            broken(&mut packed[1]);
+            for isa in isas() {
+                let dot = RowDot::with_isa(GgmlType::Q4K, isa).unwrap();
+                let mut out = vec![0.0; 8 * count];
+                dot.q8_k_x8(&packed, &refs, &mut out).unwrap();
+                let differs = (0..8 * count).any(|i| {
+                    let (t, row) = (i / 8, i % 8);
+                    let row = &r[row * 432..(row + 1) * 432];
+                    !same(out[i], vec_dot_q8_k(GgmlType::Q4K, row, &a[t]).unwrap())
+                });
+                assert!(
+                    differs,
+                    "break {i} on {isa:?}, {count} activations, went unnoticed"
+                );
+            }
         }
     }
 }
