@@ -46,11 +46,19 @@ pub fn rayon_threads() -> usize {
 }
 
 /// The CPU witness: model, the instruction set the CPU backend's kernels run on (`INGOT_CPU_ISA`
-/// can lower it) and the thread count the caller runs with.
+/// can lower it), whether its Q4_K rows are packed at load (`INGOT_CPU_REPACK=0` keeps them as
+/// the file has them) and the thread count the caller runs with.
 pub fn cpu(threads: usize) -> String {
+    use ingot_quant::cpu_dot::{packed, Isa};
+    let isa = Isa::detect();
+    let packed = if packed::packs(ingot_gguf::GgmlType::Q4K, isa) {
+        ", Q4_K packed"
+    } else {
+        ""
+    };
     format!(
-        "cpu: {} | {} kernels | {threads} threads (rayon)",
+        "cpu: {} | {} kernels{packed} | {threads} threads (rayon)",
         cpu_model(),
-        ingot_quant::cpu_dot::Isa::detect().name()
+        isa.name()
     )
 }
