@@ -58,7 +58,7 @@ fn gaussian(rng: &mut StdRng, n: usize) -> Vec<f32> {
     (0..n).map(|_| normal.sample(rng)).collect()
 }
 
-fn isas() -> Vec<Isa> {
+pub(super) fn isas() -> Vec<Isa> {
     let all = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
     let have: Vec<Isa> = all.into_iter().filter(|i| i.is_available()).collect();
     if have.len() < all.len() {

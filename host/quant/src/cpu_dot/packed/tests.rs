@@ -8,20 +8,12 @@ use ingot_gguf::GgmlType;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 use super::{pack_q4k, BlockQ4Kx8, ROWS_PER_GROUP};
+use crate::cpu_dot::tests::isas;
 use crate::cpu_dot::{Isa, RowDot};
 use crate::round::f32_to_f16;
 use crate::{q4_k, vec_dot_q8_k};
 
 const NB: usize = 3;
-
-fn isas() -> Vec<Isa> {
-    let all = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
-    let have: Vec<Isa> = all.into_iter().filter(|i| i.is_available()).collect();
-    if have.len() < all.len() {
-        eprintln!("note: this CPU runs only {have:?}; the other kernels are not compared");
-    }
-    have
-}
 
 /// `n` rows of `NB` random Q4_K blocks (every level, scale and min pattern) whose f16 fields come
 /// from `scale`; with `fill`, every other byte is that value.
