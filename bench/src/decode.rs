@@ -179,7 +179,7 @@ impl DecodeBench {
 /// shows.
 const FILL_CHUNK: usize = 256;
 
-/// Feeds the fixed sequence from position `*filled` up to `depth` as prompts of [`FILL_CHUNK`]
+/// Feeds the fixed sequence from position `*filled` up to `depth` as prompts of `FILL_CHUNK`
 /// tokens ([`Decoder::prefill_last`]: batched where the backend has a batched prefill, as
 /// llama-bench fills its depth), or rewinds to it, with progress about every 5 s. Afterwards the
 /// cache holds exactly the sequence's first `depth` tokens. (Also the cache fill of `ingot plan

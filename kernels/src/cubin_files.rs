@@ -1,6 +1,6 @@
 //! How offline-built cubins are named and checked against the PTX they were built from. Shared
 //! by `cargo xtask cubins` (which writes them), `kernels/build.rs` (which embeds them) and
-//! [`crate::cubin`] (which picks one for a device), each of which includes this file.
+//! `ingot_kernels::cubin` (which picks one for a device), each of which includes this file.
 //!
 //! A cubin folder holds `ingot.<arch>.cubin.xz` for each architecture built and [`MANIFEST`], the
 //! lower-case hex SHA-256 of the PTX text they were all built from and the [`FORMAT`] they were

@@ -14,10 +14,10 @@
 //! 4. cmake configure into `build-sm<archs>/`, then the `ggml-cuda` target;
 //! 5. from the symbols `libggml-cuda.a` leaves undefined (`nm -u`, never a hand-written list), two
 //!    generated C files built with gcc: a cuBLAS stand-in archive whose every function prints
-//!    "cuBLAS was called (<name>)" and aborts, and a link-time `libcuda.so.1` whose every
+//!    `"cuBLAS was called (<name>)"` and aborts, and a link-time `libcuda.so.1` whose every
 //!    function returns CUDA_ERROR_NO_DEVICE;
 //! 6. the `llama-bench` target, statically linked against ggml, cudart, libstdc++ and the
-//!    stand-in; its dynamic dependencies must be in [`SYSTEM_LIBS`];
+//!    stand-in; its dynamic dependencies must be in `SYSTEM_LIBS`;
 //! 7. the bundle: `bin/llama-bench` (stripped), `rehearse/libcuda.so.1` (the link stub, put on the
 //!    library path only where the system has no `libcuda.so.1`, so a machine without a driver
 //!    can load llama-bench and be told "no GPU found"), `BUILD` (what was built, how) and

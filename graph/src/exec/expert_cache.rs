@@ -9,7 +9,7 @@
 //! landed; until then the kernels read the expert from host memory, which always holds every
 //! expert. Invariants, per layer, at every point the decode stream can see:
 //! * a table entry names a slot only if that expert's copy into that slot has landed
-//!   ([`Layer::visible`]);
+//!   (`Layer::visible`);
 //! * a slot is overwritten only after the table writes that moved its previous expert back to host
 //!   memory (the copies are ordered after everything enqueued on the decode stream before them),
 //!   and is named again only after the last copy into it has landed.

@@ -428,7 +428,7 @@ impl SimExecutor {
 
     /// Feeds `tokens` at `start_pos..` as prefill chunks (what no bucket fits, or everything
     /// without any, token by token on the decode plan) and returns the last position's logits;
-    /// see [`super::prefill_in_chunks`].
+    /// see `exec::prefill_in_chunks`.
     pub fn prefill_chunked(
         &mut self,
         tokens: &[u32],

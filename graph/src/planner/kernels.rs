@@ -1,6 +1,6 @@
 //! Kernel names, launch sizes and availability of the launches the plan makes, in one place.
 //!
-//! Each launch is a [`Launch`] typed by its kernel's `ingot_abi::launch` signature, so
+//! Each launch is a `Launch` typed by its kernel's `ingot_abi::launch` signature, so
 //! `Builder::node` takes exactly that signature's argument struct. The committed PTX exports
 //! exactly the launch table's kernels (`kernels/tests/launch_table.rs`), so a fixed name or a
 //! registry name of a gemv type is always there; [`available`] only decides where the table has no

@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// can be captured into a CUDA graph (the legacy NULL stream cannot be captured, and tracking
 /// events recorded before a capture break it). Ordering therefore rests on the single stream:
 /// every copy and launch goes to it, and the host waits with [`Gpu::synchronize`] or an
-/// [`Event`] before touching results. The one exception is a [`crate::CopyStream`], whose copies
+/// `Event` before touching results. The one exception is a [`crate::CopyStream`], whose copies
 /// are ordered after this stream by an explicit event and polled by their own fences.
 pub struct Gpu {
     ctx: Arc<CudaContext>,

@@ -5,7 +5,7 @@
 //! * [`Oracle`]: the f32/f64 reference decoder that other backends are judged against.
 //! * [`CpuBackend`]: the fast decoder: weights stay quantized in the memory map, activations are
 //!   quantized like llama.cpp's CPU backend does, rows run in parallel.
-//! * [`slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
+//! * [`mod@slice`]: a file with a subset or permutation of its routed experts (`ingot slice`).
 //! * [`Sampler`]: llama.cpp-style sampling (greedy, temperature, top-k, top-p, min-p, repetition
 //!   penalty).
 //! * [`Generator`]: the generation loop `ingot run` and `ingot serve` share (prefill, sampling,

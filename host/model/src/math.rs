@@ -158,7 +158,7 @@ fn weighted_rows_fma(p: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
 /// [`weighted_rows_add_fused`] for `m` weight vectors over the same `nt` rows: for `i < m`,
 /// `out[i·out_stride..][..width]` ends as `weighted_rows_add_fused(&p[i·p_stride..][..nt], rows,
 /// stride, ..)` leaves it, bit for bit (each element the same fused multiply-adds in row order). On
-/// AVX2, tiles of [`MULTI_P`] weight vectors × 16 columns load each row's values once for all the
+/// AVX2, tiles of `MULTI_P` weight vectors × 16 columns load each row's values once for all the
 /// tile's vectors.
 pub fn weighted_rows_add_fused_multi(
     (p, p_stride, m): (&[f32], usize, usize),

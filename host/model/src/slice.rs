@@ -193,7 +193,7 @@ fn ranges(layers: &[usize]) -> String {
     }
 }
 
-/// What [`slice`] did.
+/// What [`slice()`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceReport {
     pub experts_before: usize,
@@ -298,7 +298,7 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
     slice_to(input, out, keep)
 }
 
-/// [`slice`] into an output file the caller created (and checked against its inputs, `input` among
+/// [`slice()`] into an output file the caller created (and checked against its inputs, `input` among
 /// them).
 pub fn slice_to(input: &Path, output: OutputFile, keep: &KeepList) -> Result<SliceReport> {
     let file = GgufFile::open(input)?;

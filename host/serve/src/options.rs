@@ -44,7 +44,7 @@ pub struct ServeOptions {
     /// The latent cache's number format (`--cache-type`).
     pub cache_type: ingot_engine::CacheType,
     /// Host names a request's `Host` header may carry besides the loopback ones (`localhost`,
-    /// `127.0.0.1`, `[::1]`), any port; `*` allows every name. See [`crate::guard::host_allowed`].
+    /// `127.0.0.1`, `[::1]`), any port; `*` allows every name. See `guard::host_allowed`.
     pub allowed_hosts: Vec<String>,
     /// How long a client may take to send a request body once its headers are in; slower gets 408
     /// and the connection back. Keeps half-sent requests from holding connections (and shutdown)

@@ -85,7 +85,7 @@ impl CudaExecutor {
 
     /// Feeds `tokens` at `start_pos..` as prefill chunks (what no bucket fits, or everything
     /// without any, token by token on the decode plan) and returns the last position's logits;
-    /// see [`crate::exec::prefill_in_chunks`].
+    /// see `exec::prefill_in_chunks`.
     pub fn prefill_chunked(
         &mut self,
         tokens: &[u32],

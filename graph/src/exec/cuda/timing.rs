@@ -61,7 +61,7 @@ impl CudaExecutor {
     }
 
     /// Times one decode step at `pos` (token `token`) on the GPU, `reps` times: each node
-    /// between CUDA events ([`Pace::Marks`], no synchronisation in between), the whole step in
+    /// between CUDA events (`Pace::Marks`, no synchronisation in between), the whole step in
     /// eager mode (a synchronisation after each node), and `replays` back-to-back graph replays.
     /// The cache must hold positions `0..pos` (the caller decodes them first) and have room
     /// for `pos + replays` positions.
