@@ -9,7 +9,7 @@
 //! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte
 //! offsets of the block's f16 scale fields. Every type gets every per-type kernel (plain, grouped,
 //! grouped with the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE
-//! gate/up and down, their slot-table twins); the `mixed_down` rows add MoE down kernels whose
+//! gate/up and down, which read their routed experts through expert tables); the `mixed_down` rows add MoE down kernels whose
 //! routed and shared weights differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the
 //! `mixed_gate_up` rows fused gate/up kernels whose routed and shared weights differ (the dynamic
 //! low-bit files: routed experts in a grid type, shared experts at 6 bits) and the `argmax` rows
@@ -111,20 +111,11 @@ macro_rules! kernel_name {
     (gate_up, $t:ident) => {
         concat!("moe_gate_up_", stringify!($t))
     };
-    (gate_up_slots, $t:ident) => {
-        concat!("moe_gate_up_slots_", stringify!($t))
-    };
     (gate_up, $r:ident, $s:ident) => {
         concat!("moe_gate_up_", stringify!($r), "_", stringify!($s))
     };
-    (gate_up_slots, $r:ident, $s:ident) => {
-        concat!("moe_gate_up_slots_", stringify!($r), "_", stringify!($s))
-    };
     (down, $r:ident, $s:ident) => {
         concat!("moe_down_", stringify!($r), "_", stringify!($s))
-    };
-    (down_slots, $r:ident, $s:ident) => {
-        concat!("moe_down_slots_", stringify!($r), "_", stringify!($s))
     };
     (argmax, $t:ident) => {
         concat!("gemv_argmax_", stringify!($t), "_q8_1")
@@ -325,18 +316,6 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up`] reading its routed experts through slot tables (experts beyond
-            /// VRAM).
-            pub const fn gate_up_slots(self) -> &'static Kernel<GateUpArgs> {
-                match self {
-                    $(GemvType::$v => {
-                        const D: Kernel<GateUpArgs> =
-                            crate::launch::moe::gate_up_kernel(kernel_name!(gate_up_slots, $tag));
-                        &D
-                    })*
-                }
-            }
-
             /// The `mixed_down` rows: (routed, shared) down types of the MoE down kernels beyond
             /// every type with itself.
             pub const MIXED_DOWN: &'static [(GemvType, GemvType)] =
@@ -365,24 +344,6 @@ macro_rules! define_registry {
                 }
             }
 
-            /// [`Self::gate_up_mixed`] reading its routed experts through slot tables (experts
-            /// beyond VRAM).
-            pub const fn gate_up_mixed_slots(
-                routed: GemvType,
-                shared: GemvType,
-            ) -> Option<&'static Kernel<GateUpArgs>> {
-                match (routed, shared) {
-                    $((GemvType::$gv, GemvType::$gsv) => {
-                        const D: Kernel<GateUpArgs> = crate::launch::moe::gate_up_kernel(
-                            kernel_name!(gate_up_slots, $gt, $gst),
-                        );
-                        Some(&D)
-                    })*
-                    (r, s) if r as u32 == s as u32 => Some(r.gate_up_slots()),
-                    _ => None,
-                }
-            }
-
             /// The MoE down kernel with `routed` and `shared` down weights
             /// (`ingot_abi::launch::moe`), if the registry has the pair: every type with itself,
             /// and the `mixed_down` rows.
@@ -396,27 +357,6 @@ macro_rules! define_registry {
                     $((GemvType::$rv, GemvType::$sv) => {
                         const D: Kernel<DownArgs> =
                             crate::launch::moe::down_kernel(kernel_name!(down, $rt, $st));
-                        Some(&D)
-                    })*
-                    _ => None,
-                }
-            }
-
-            /// [`Self::down`] reading its routed experts through a slot table (experts beyond
-            /// VRAM).
-            pub const fn down_slots(
-                routed: GemvType,
-                shared: GemvType,
-            ) -> Option<&'static Kernel<DownArgs>> {
-                match (routed, shared) {
-                    $((GemvType::$v, GemvType::$v) => {
-                        const D: Kernel<DownArgs> =
-                            crate::launch::moe::down_kernel(kernel_name!(down_slots, $tag, $tag));
-                        Some(&D)
-                    })*
-                    $((GemvType::$rv, GemvType::$sv) => {
-                        const D: Kernel<DownArgs> =
-                            crate::launch::moe::down_kernel(kernel_name!(down_slots, $rt, $st));
                         Some(&D)
                     })*
                     _ => None,
@@ -484,28 +424,15 @@ macro_rules! define_registry {
                 GemvType::$v.pair_rope().desc,
                 GemvType::$v.merge_v_b().desc,
                 GemvType::$v.gate_up().desc,
-                GemvType::$v.gate_up_slots().desc,
             )*
             $(
                 match GemvType::down(GemvType::$v, GemvType::$v) { Some(d) => d.desc, None => panic!() },
-                match GemvType::down_slots(GemvType::$v, GemvType::$v) {
-                    Some(d) => d.desc,
-                    None => panic!(),
-                },
             )*
             $(
                 match GemvType::down(GemvType::$rv, GemvType::$sv) { Some(d) => d.desc, None => panic!() },
-                match GemvType::down_slots(GemvType::$rv, GemvType::$sv) {
-                    Some(d) => d.desc,
-                    None => panic!(),
-                },
             )*
             $(
                 match GemvType::gate_up_mixed(GemvType::$gv, GemvType::$gsv) {
-                    Some(d) => d.desc,
-                    None => panic!(),
-                },
-                match GemvType::gate_up_mixed_slots(GemvType::$gv, GemvType::$gsv) {
                     Some(d) => d.desc,
                     None => panic!(),
                 },

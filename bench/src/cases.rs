@@ -127,6 +127,10 @@ pub enum Contents {
     },
     /// `bytes` the kernel writes (uploaded as zeros).
     Output { bytes: usize },
+    /// The identity expert table (`ingot_abi::launch::moe`) over the case's buffer `stacked`,
+    /// `n_expert` equal slabs: written after the upload, from that buffer's device address
+    /// ([`crate::setup::upload`]).
+    ExpertTable { stacked: usize, n_expert: usize },
 }
 
 /// Which list of a routing a [`Contents::Routing`] / [`Contents::HeadPairs`] buffer holds.
@@ -200,6 +204,7 @@ impl BufSpec {
                 _ => ntok.checked_mul(n_head)?.checked_mul(4),
             },
             Contents::Output { bytes } => Some(bytes),
+            Contents::ExpertTable { n_expert, .. } => n_expert.checked_mul(8),
         }
     }
 

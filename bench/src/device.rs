@@ -136,6 +136,15 @@ impl Accelerator for Device {
         }
     }
 
+    fn address(&self, buf: &Buf) -> u64 {
+        match (self, buf) {
+            (_, Buf::Sim { ptr, .. }) => ptr.0,
+            (Device::Gpu(g), Buf::Gpu(b)) => g.gpu.device_address(b),
+            // A GPU buffer handed to the simulator: no address it could read.
+            (Device::Sim(_), Buf::Gpu(_)) => 0,
+        }
+    }
+
     fn upload(&mut self, buf: &Buf, data: &[u8]) -> ingot_kernels::Result<()> {
         match (self, buf) {
             (Device::Sim(s), Buf::Sim { ptr, len }) => {

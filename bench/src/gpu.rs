@@ -138,7 +138,7 @@ impl GpuRig {
         let host = setup::host_buffers(case, shape)?;
         let mut sets = Vec::with_capacity(n_sets);
         for _ in 0..n_sets {
-            sets.push(setup::upload(&mut self.dev, &host)?);
+            sets.push(setup::upload(&mut self.dev, &(case.buffers)(shape), &host)?);
         }
         Ok(Prepared {
             sets,

@@ -69,6 +69,8 @@ pub fn host_bytes(spec: &BufSpec, seed: u64) -> Result<Vec<u8>> {
             }
             Ok(vec![0u8; bytes])
         }
+        // The entries are addresses: `upload` writes them.
+        Contents::ExpertTable { n_expert, .. } => Ok(vec![0u8; n_expert * 8]),
     }
 }
 
@@ -81,13 +83,28 @@ pub fn host_buffers(case: &Case, shape: Shape) -> Result<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// Allocates one device buffer per host buffer and uploads it.
-pub fn upload(dev: &mut Device, host: &[Vec<u8>]) -> Result<Vec<Buf>> {
+/// Allocates one device buffer per host buffer of `specs` and uploads it; then writes each
+/// [`Contents::ExpertTable`] from the address of the buffer it names.
+pub fn upload(dev: &mut Device, specs: &[BufSpec], host: &[Vec<u8>]) -> Result<Vec<Buf>> {
     let mut bufs = Vec::with_capacity(host.len());
     for data in host {
         let buf = dev.alloc(data.len())?;
         dev.upload(&buf, data)?;
         bufs.push(buf);
+    }
+    for (spec, table) in specs.iter().zip(&bufs) {
+        if let Contents::ExpertTable { stacked, n_expert } = spec.contents {
+            let base = bufs.get(stacked).ok_or_else(|| BenchError::Shape {
+                case: spec.param.into(),
+                reason: format!("expert table over buffer {stacked} of {}", bufs.len()),
+            })?;
+            let slab = (dev.buf_len(base) / n_expert.max(1)) as u64;
+            let at = dev.address(base);
+            let entries: Vec<u64> = (0..n_expert as u64)
+                .map(|e| ingot_abi::launch::stacked_expert(at, slab, e))
+                .collect();
+            dev.upload(table, bytemuck::cast_slice(&entries))?;
+        }
     }
     Ok(bufs)
 }

@@ -98,7 +98,7 @@ pub fn run_case_at(dev: &mut Device, case: &Case, shape: Shape) -> Result<SimRep
                 reason: "required bytes not representable".into(),
             })?;
     let host = setup::host_buffers(case, shape)?;
-    let bufs = setup::upload(dev, &host)?;
+    let bufs = setup::upload(dev, &(case.buffers)(shape), &host)?;
     let launched = (case.launch)(dev, &bufs, shape);
     let stats = dev.last_stats();
     for b in bufs {

@@ -109,15 +109,12 @@ fn a_bad_shape_is_a_typed_error() {
         .find(|c| c.kernel == "gemv_q4k_q8_1")
         .expect("case");
     let mut dev = Device::sim().unwrap();
-    let host = ingot_bench::setup::host_buffers(
-        case,
-        Shape {
-            rows: 8,
-            cols: 2048,
-        },
-    )
-    .unwrap();
-    let bufs = ingot_bench::setup::upload(&mut dev, &host).unwrap();
+    let small = Shape {
+        rows: 8,
+        cols: 2048,
+    };
+    let host = ingot_bench::setup::host_buffers(case, small).unwrap();
+    let bufs = ingot_bench::setup::upload(&mut dev, &(case.buffers)(small), &host).unwrap();
     // 16 rows need twice the weight buffer that was uploaded for 8.
     let err = (case.launch)(
         &mut dev,
@@ -140,7 +137,8 @@ fn case(id: &str) -> &'static ingot_bench::cases::Case {
 
 /// MoE cases require the 6 selected experts' rows and the shared experts', but
 /// allocate all 64 stacked experts. Block sizes: Q4_K 144 B / 256, Q5_0 22 B / 32, q8_1
-/// 36 B / 32; the selection's 6 ids and 6 weights are 48 bytes.
+/// 36 B / 32; the selection's 6 ids and 6 weights are 48 bytes, each routed tensor's 6 expert
+/// table entries 48 more.
 #[test]
 fn moe_required_bytes_are_the_selected_experts_and_the_shared_ones() {
     let (n_embd, ff, ff_sh, used, experts) = (2048, 1408, 2816, 6, 64);
@@ -150,7 +148,7 @@ fn moe_required_bytes_are_the_selected_experts_and_the_shared_ones() {
 
     let gate_up = case("moe_gate_up_q4k/ffn_gate_up_exps+shexp");
     let (read, written) = gate_up.required_bytes(gate_up.shape).unwrap();
-    let expect = q8_1(n_embd) + 48 + 2 * q4k(used * ff, n_embd) + 2 * q4k(ff_sh, n_embd);
+    let expect = q8_1(n_embd) + 48 + 2 * 48 + 2 * q4k(used * ff, n_embd) + 2 * q4k(ff_sh, n_embd);
     assert_eq!(read, expect);
     assert_eq!(written, q8_1(used * ff) + q8_1(ff_sh));
     let allocated = gate_up.buffer_bytes(gate_up.shape).unwrap();
@@ -158,8 +156,12 @@ fn moe_required_bytes_are_the_selected_experts_and_the_shared_ones() {
 
     let down = case("moe_down_q5_0_q4k/ffn_down_exps+shexp");
     let (read, written) = down.required_bytes(down.shape).unwrap();
-    let expect =
-        q8_1(used * ff + ff_sh) + 48 + q5_0(used * n_embd, ff) + q4k(n_embd, ff_sh) + n_embd * 4;
+    let expect = q8_1(used * ff + ff_sh)
+        + 48
+        + 48
+        + q5_0(used * n_embd, ff)
+        + q4k(n_embd, ff_sh)
+        + n_embd * 4;
     assert_eq!(read, expect);
     assert_eq!(written, n_embd * 4);
 }

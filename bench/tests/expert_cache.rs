@@ -74,7 +74,8 @@ fn check(preset: Preset, policy: Policy, steps: usize) {
     let (want, none) = run(&mut plain, steps);
     assert!(none.is_empty(), "the plain plan records no routing");
     let (got, routing) = run(&mut cached, steps);
-    // The slot-table kernels compute bit for bit what the stacked ones do.
+    // The kernels compute through slot tables bit for bit what they compute through identity
+    // tables over the stacked tensors.
     assert_eq!(
         got, want,
         "{preset}: logits with half the experts in host memory"

@@ -33,13 +33,15 @@ pub enum BufferKind {
     /// VRAM slots of one MoE layer's expert cache for one routed tensor: `slots` slabs, zeroed at
     /// allocation, filled by the executor as experts are admitted.
     ExpertSlots { layer: usize },
-    /// The slot table the `*_slots_*` MoE kernels read for one routed tensor: `n_expert` `u64`
-    /// addresses, entry `e` expert `e`'s slab in `pool` when it holds a slot, else in the
-    /// host-mapped `weight`. Written by the executor (at load: every entry in `weight`).
+    /// The expert table the MoE kernels read one routed tensor through
+    /// (`ingot_abi::launch::moe`): `n_expert` `u64` device addresses, entry `e` the start of
+    /// expert `e`'s slab. Written by the executor at load as the identity table over `weight`
+    /// ([`crate::Plan::expert_tables`]); with an expert cache (`pool`, the layer's VRAM slots,
+    /// and `weight` host-mapped) rewritten between steps to name the slot an expert holds.
     ExpertTable {
         layer: usize,
         weight: BufId,
-        pool: BufId,
+        pool: Option<BufId>,
         /// Bytes of one expert's slab.
         slab: u64,
     },

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ingot_abi::launch::KernelDesc;
+use ingot_abi::launch::{stacked_expert, KernelDesc, EXPERT_TABLE_ENTRY_BYTES};
 
 use crate::buffer::{BufId, BufferDecl, BufferKind};
 use crate::error::PlanError;
@@ -133,6 +133,25 @@ impl fmt::Display for PlanSummary {
 }
 
 impl Plan {
+    /// What each [`BufferKind::ExpertTable`] holds at load, given every buffer's device address:
+    /// the identity table (entry `e` = expert `e`'s slab in the table's `weight` tensor). Every
+    /// executor writes these once after allocating; an expert cache rewrites its tables later.
+    pub fn expert_tables(&self, addr: impl Fn(BufId) -> u64) -> Vec<(BufId, Vec<u64>)> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match b.kind {
+                BufferKind::ExpertTable { weight, slab, .. } => {
+                    let n = b.bytes / EXPERT_TABLE_ENTRY_BYTES;
+                    let base = addr(weight);
+                    let entries = (0..n).map(|e| stacked_expert(base, slab, e)).collect();
+                    Some((BufId(i as u32), entries))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn buffer(&self, id: BufId) -> &BufferDecl {
         &self.buffers[id.0 as usize]
     }

@@ -127,7 +127,10 @@ fn run(plan: &Plan, lag: u64, steps: u64) -> f64 {
     for l in &cache_plan.layers {
         for &t in &l.tables {
             let BufferKind::ExpertTable {
-                weight, pool, slab, ..
+                weight,
+                pool: Some(pool),
+                slab,
+                ..
             } = plan.buffer(t).kind
             else {
                 panic!("not a slot table");

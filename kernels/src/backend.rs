@@ -75,6 +75,9 @@ pub trait Accelerator {
     fn alloc(&mut self, bytes: usize) -> Result<Self::Buf>;
     /// Size of `buf` in bytes.
     fn buf_len(&self, buf: &Self::Buf) -> usize;
+    /// The device address of `buf`'s first byte as a kernel sees it (what an expert table of the
+    /// MoE kernels holds: `crate::ops::moe::expert_table`).
+    fn address(&self, buf: &Self::Buf) -> u64;
     /// Copies `data` to the start of `buf`; `data.len()` must not exceed the buffer.
     fn upload(&mut self, buf: &Self::Buf, data: &[u8]) -> Result<()>;
     /// Copies the first `out.len()` bytes of `buf` into `out`.

@@ -1,9 +1,9 @@
-//! The slot-table twins of the MoE kernels (experts beyond VRAM): routed experts read through a
-//! table of per-expert addresses, some in VRAM slots (in any order), the rest in host-mapped
-//! memory. Each twin must give the stacked kernel's output bit for bit, on every backend
-//! (`slot_twins_equal_the_stacked_kernels`: ptx-sim in CI, the GPU in the device check, where the
-//! host-mapped slabs really cross the host link); in ptx-sim, the bytes a twin fetches over the
-//! link must also be exactly the slabs of the selected experts that are not in a slot: what
+//! The MoE kernels with experts beyond VRAM: their expert tables (`ingot_abi::launch::moe`) name
+//! some experts' VRAM slots (in any order) and the rest's host-mapped slabs. Each kernel must give
+//! the output it gives through the identity table over the stacked tensor bit for bit, on every
+//! backend (`slot_tables_equal_identity_tables`: ptx-sim in CI, the GPU in the device check, where
+//! the host-mapped slabs really cross the host link); in ptx-sim, the bytes a launch fetches over
+//! the link must also be exactly the slabs of the selected experts that are not in a slot: what
 //! `ingot replay` charges a miss.
 
 #![cfg(feature = "sim")]
@@ -13,7 +13,7 @@ mod support;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{ExpertSelection, KernelDesc, GATE_UP_MERGED, GATE_UP_SEPARATE};
 use ingot_kernels::backend::cuda::CudaAccelerator;
-use ingot_kernels::backend::sim::{SimAccelerator, SimBuf};
+use ingot_kernels::backend::sim::SimAccelerator;
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::FfnShape;
 use ingot_kernels::{Accelerator, KArg};
@@ -45,7 +45,7 @@ const RESIDENT: [u32; 4] = [6, 1, 4, 7];
 const SELECTED: [u32; 3] = [2, 4, 5];
 
 struct Experts {
-    /// The stacked tensor in device memory.
+    /// The identity table over the stacked tensor in device memory.
     stacked: DevicePtr,
     /// The slot table.
     table: DevicePtr,
@@ -58,6 +58,10 @@ fn experts(sim: &mut Sim, slab: usize, seed: u64) -> Experts {
     let data = bytes(slab * SHAPE.n_expert, seed);
     let stacked = sim.alloc(data.len()).unwrap();
     sim.write(stacked, &data).unwrap();
+    let identity: Vec<u64> = (0..SHAPE.n_expert)
+        .map(|e| stacked.offset((e * slab) as u64).0)
+        .collect();
+    let stacked = buf(sim, bytemuck::cast_slice(&identity));
     let host = sim.alloc_host_mapped(data.len()).unwrap();
     sim.write(host, &data).unwrap();
     let pool = sim.alloc(slab * RESIDENT.len()).unwrap();
@@ -116,8 +120,8 @@ fn read(sim: &Sim, p: DevicePtr, n: usize) -> Vec<u8> {
     v
 }
 
-/// The gate/up kernel of routed type `ty` and shared type `ty_sh`, separate or merged, stacked
-/// against its slot-table twin.
+/// The gate/up kernel of routed type `ty` and shared type `ty_sh`, separate or merged, through
+/// slot tables against the identity tables.
 fn gate_up(m: &Module, (ty, ty_sh): (GemvType, GemvType), merged: bool) {
     let s = SHAPE;
     let mut sim = Sim::new();
@@ -135,14 +139,13 @@ fn gate_up(m: &Module, (ty, ty_sh): (GemvType, GemvType), merged: bool) {
     let (gate_sh, up_sh) = (buf(&mut sim, &bytes(sh, 4)), buf(&mut sim, &bytes(sh, 5)));
     let act_len = s.act_bytes().unwrap();
     let d = GemvType::gate_up_mixed(ty, ty_sh).expect("kernel");
-    let twin = GemvType::gate_up_mixed_slots(ty, ty_sh).expect("slot-table twin");
     let layout = if merged {
         GATE_UP_MERGED
     } else {
         GATE_UP_SEPARATE
     };
     let items = (s.n_used * s.ff + s.ff_sh) as u32;
-    let mut run = |d: &KernelDesc, slots: bool| {
+    let mut run = |slots: bool| {
         let act = buf(&mut sim, &vec![0xFF; act_len]);
         let pick = |e: &Experts| if slots { e.table } else { e.stacked };
         let g = pick(&gate);
@@ -156,10 +159,10 @@ fn gate_up(m: &Module, (ty, ty_sh): (GemvType, GemvType), merged: bool) {
         let stats = launch(&mut sim, m, d, items, &args);
         (read(&sim, act, act_len), stats)
     };
-    let (want, plain) = run(d, false);
-    let (got, stats) = run(twin, true);
-    let what = format!("{} (merged {merged})", twin.name);
-    assert!(got == want, "{what}: output differs from {}", d.name);
+    let (want, plain) = run(false);
+    let (got, stats) = run(true);
+    let what = format!("{} (merged {merged})", d.name);
+    assert!(got == want, "{what}: slot tables give another output");
     assert_eq!(plain.host_bytes_fetched, 0);
     let slabs = if merged { gate.slab } else { 2 * rows };
     assert_eq!(
@@ -184,22 +187,21 @@ fn down(m: &Module, routed: GemvType, shared: GemvType) {
     let dsh = buf(&mut sim, &bytes(weight_bytes(shared, n, s.ff_sh), 8));
     let resid = buf(&mut sim, &bytes(4 * n, 9));
     let d = GemvType::down(routed, shared).expect("kernel");
-    let twin = GemvType::down_slots(routed, shared).expect("slot-table twin");
-    let mut run = |d: &KernelDesc, slots: bool| {
+    let mut run = |slots: bool| {
         let y = buf(&mut sim, &vec![0xFF; 4 * n]);
         let routed = if slots { down.table } else { down.stacked };
         let args = moe_args::down(act, sel, (routed, dsh), (resid, y), &s);
         let stats = launch(&mut sim, m, d, n as u32, &args);
         (read(&sim, y, 4 * n), stats)
     };
-    let (want, _) = run(d, false);
-    let (got, stats) = run(twin, true);
-    assert!(got == want, "{}: output differs from {}", twin.name, d.name);
+    let (want, _) = run(false);
+    let (got, stats) = run(true);
+    assert!(got == want, "{}: slot tables give another output", d.name);
     assert_eq!(
         stats.host_bytes_fetched,
         missed(down.slab),
         "{}: bytes over the link",
-        twin.name
+        d.name
     );
 }
 
@@ -227,19 +229,15 @@ fn slot_tables_read_missed_experts_over_the_link() {
     }
 }
 
-/// What a slot-table launch needs beyond plain buffers: a buffer's device address (a table entry)
-/// and host-mapped memory, kept alive by the returned handle.
+/// What a slot-table launch needs beyond plain buffers and their addresses: host-mapped memory,
+/// kept alive by the returned handle.
 trait SlotMemory: Accelerator {
     type Mapped;
-    fn address(&self, buf: &Self::Buf) -> u64;
     fn mapped(&mut self, data: &[u8]) -> (Self::Mapped, u64);
 }
 
 impl SlotMemory for SimAccelerator {
     type Mapped = ();
-    fn address(&self, buf: &SimBuf) -> u64 {
-        buf.address()
-    }
     fn mapped(&mut self, data: &[u8]) -> ((), u64) {
         let p = self.sim_mut().alloc_host_mapped(data.len()).unwrap();
         self.sim_mut().write(p, data).unwrap();
@@ -249,9 +247,6 @@ impl SlotMemory for SimAccelerator {
 
 impl SlotMemory for CudaAccelerator {
     type Mapped = ingot_cuda::MappedBuffer;
-    fn address(&self, buf: &ingot_cuda::DeviceBuffer) -> u64 {
-        self.gpu().device_address(buf)
-    }
     fn mapped(&mut self, data: &[u8]) -> (ingot_cuda::MappedBuffer, u64) {
         let mut m = self
             .gpu()
@@ -263,10 +258,12 @@ impl SlotMemory for CudaAccelerator {
     }
 }
 
-/// One routed tensor on backend `B`: stacked, and as VRAM slots + host-mapped copy + table.
+/// One routed tensor on backend `B`: stacked with its identity table, and as VRAM slots +
+/// host-mapped copy + slot table.
 struct Routed<B: SlotMemory> {
-    stacked: B::Buf,
+    identity: B::Buf,
     table: B::Buf,
+    _stacked: B::Buf,
     _pool: B::Buf,
     _host: B::Mapped,
 }
@@ -280,6 +277,11 @@ fn upload_bytes<B: Accelerator>(b: &mut B, data: &[u8]) -> B::Buf {
 fn routed<B: SlotMemory>(b: &mut B, slab: usize, seed: u64) -> Routed<B> {
     let data = bytes(slab * SHAPE.n_expert, seed);
     let stacked = upload_bytes(b, &data);
+    let stacked_at = b.address(&stacked);
+    let identity: Vec<u64> = (0..SHAPE.n_expert)
+        .map(|e| stacked_at + (e * slab) as u64)
+        .collect();
+    let identity = upload_bytes(b, bytemuck::cast_slice(&identity));
     let (host, host_at) = b.mapped(&data);
     let pool_bytes: Vec<u8> = RESIDENT
         .iter()
@@ -295,8 +297,9 @@ fn routed<B: SlotMemory>(b: &mut B, slab: usize, seed: u64) -> Routed<B> {
     }
     let table = upload_bytes(b, bytemuck::cast_slice(&table));
     Routed {
-        stacked,
+        identity,
         table,
+        _stacked: stacked,
         _pool: pool,
         _host: host,
     }
@@ -346,7 +349,6 @@ fn gate_up_on<B: SlotMemory>(b: &mut B, (ty, ty_sh): (GemvType, GemvType), merge
     );
     let act_len = s.act_bytes().unwrap();
     let d = GemvType::gate_up_mixed(ty, ty_sh).expect("kernel");
-    let twin = GemvType::gate_up_mixed_slots(ty, ty_sh).expect("slot-table twin");
     let layout = if merged {
         GATE_UP_MERGED
     } else {
@@ -354,13 +356,13 @@ fn gate_up_on<B: SlotMemory>(b: &mut B, (ty, ty_sh): (GemvType, GemvType), merge
     };
     let items = (s.n_used * s.ff + s.ff_sh) as u32;
     let mut outputs = Vec::new();
-    for (d, slots) in [(d, false), (twin, true)] {
+    for slots in [false, true] {
         let act = upload_bytes(b, &vec![0xFF; act_len]);
         fn pick<B: SlotMemory>(r: &Routed<B>, slots: bool) -> &B::Buf {
             if slots {
                 &r.table
             } else {
-                &r.stacked
+                &r.identity
             }
         }
         let g = pick(&gate, slots);
@@ -384,12 +386,15 @@ fn gate_up_on<B: SlotMemory>(b: &mut B, (ty, ty_sh): (GemvType, GemvType), merge
     }
     assert!(
         outputs[1] == outputs[0],
-        "{}: {} (merged {merged}) differs from {}",
+        "{}: {} (merged {merged}): slot tables give another output",
         b.name(),
-        twin.name,
         d.name
     );
-    eprintln!("{}: {} (merged {merged}) = {}", b.name(), twin.name, d.name);
+    eprintln!(
+        "{}: {} (merged {merged}): slots = identity",
+        b.name(),
+        d.name
+    );
 }
 
 fn down_on<B: SlotMemory>(b: &mut B, ty: GemvType, ty_sh: GemvType) {
@@ -401,11 +406,10 @@ fn down_on<B: SlotMemory>(b: &mut B, ty: GemvType, ty_sh: GemvType) {
     let dsh = upload_bytes(b, &bytes(weight_bytes(ty_sh, n, s.ff_sh), 8));
     let resid = upload_bytes(b, &bytes(4 * n, 9));
     let d = GemvType::down(ty, ty_sh).expect("kernel");
-    let twin = GemvType::down_slots(ty, ty_sh).expect("slot-table twin");
     let mut outputs = Vec::new();
-    for (d, slots) in [(d, false), (twin, true)] {
+    for slots in [false, true] {
         let y = upload_bytes(b, &vec![0xFF; 4 * n]);
-        let routed = if slots { &down.table } else { &down.stacked };
+        let routed = if slots { &down.table } else { &down.identity };
         // The norm tail's buffers are never read (DOWN_NORM_NONE); `act` stands in for them.
         let args = [
             KArg::Buf(&act),
@@ -430,19 +434,18 @@ fn down_on<B: SlotMemory>(b: &mut B, ty: GemvType, ty_sh: GemvType) {
     }
     assert!(
         outputs[1] == outputs[0],
-        "{}: {} differs from {}",
+        "{}: {}: slot tables give another output",
         b.name(),
-        twin.name,
         d.name
     );
-    eprintln!("{}: {} = {}", b.name(), twin.name, d.name);
+    eprintln!("{}: {}: slots = identity", b.name(), d.name);
 }
 
-/// Every twin of `slot_tables_read_missed_experts_over_the_link` on the GPU, where the missed
+/// Every kernel of `slot_tables_read_missed_experts_over_the_link` on the GPU, where the missed
 /// experts' slabs are read over the host link from `cuMemHostAlloc` memory, the others from VRAM
 /// slots, through a table of real device addresses. In ptx-sim (which that test already runs over
-/// every twin) one gate/up type and one down pair, to prove this code before a card runs it.
-fn slot_twins<B: SlotMemory>(b: &mut B) {
+/// those kernels) one gate/up type and one down pair, to prove this code before a card runs it.
+fn slot_tables<B: SlotMemory>(b: &mut B) {
     if b.name() == "ptx-sim" {
         gate_up_on(b, (GemvType::Q4K, GemvType::Q4K), false);
         gate_up_on(b, (GemvType::Q4K, GemvType::Q4K), true);
@@ -468,6 +471,6 @@ fn slot_twins<B: SlotMemory>(b: &mut B) {
 }
 
 #[test]
-fn slot_twins_equal_the_stacked_kernels() {
-    on_every_backend!(slot_twins);
+fn slot_tables_equal_identity_tables() {
+    on_every_backend!(slot_tables);
 }

@@ -42,6 +42,18 @@ impl Run<'_> {
         p
     }
 
+    /// The identity expert table over `n_expert` slabs of `slab` bytes at `stacked`.
+    fn table(&mut self, stacked: DevicePtr, n_expert: usize, slab: u64) -> DevicePtr {
+        let entries: Vec<u64> = (0..n_expert as u64)
+            .map(|e| stacked.offset(e * slab).0)
+            .collect();
+        let p = self.sim.alloc(8 * n_expert).expect("alloc");
+        self.sim
+            .write(p, bytemuck::cast_slice(&entries))
+            .expect("write");
+        p
+    }
+
     fn launch(&mut self, name: &str, grid: [u32; 3], block: [u32; 3], args: &[Arg]) -> LaunchStats {
         let cfg = LaunchConfig {
             grid,
@@ -98,7 +110,12 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
         .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
         .expect("write");
     let routed = weight_bytes(ty, s.n_expert * s.ff, n) as usize;
+    let slab = weight_bytes(ty, s.ff, n);
     let (gate, up) = (r.buf(routed), r.buf(routed));
+    let (gate, up) = (
+        r.table(gate, s.n_expert, slab),
+        r.table(up, s.n_expert, slab),
+    );
     let sh = weight_bytes(ty, s.ff_sh, n) as usize;
     let (gate_sh, up_sh) = (r.buf(sh), r.buf(sh));
     let act = r.buf(s.act_bytes().expect("act"));
@@ -124,15 +141,18 @@ fn gate_up(r: &mut Run, ty: GemvType, s: &FfnShape) -> f64 {
     );
     let weights = 2 * weight_bytes(ty, s.n_used * s.ff + s.ff_sh, n);
     let x_bytes = (n / QK8_1 * 36) as u64;
-    let must = weights + x_bytes + 4 * s.n_used as u64;
-    // Each warp of a routed block reads its slot's id (one 4-byte request).
+    let must = weights + x_bytes + 4 * s.n_used as u64 + 16 * s.n_used as u64;
+    // Each warp of a routed block reads its slot's id (one 4-byte request), and every lane its
+    // expert's gate and up table entries (8 bytes each, one uniform request).
     let routed_blocks = (s.n_used * s.ff / 32) as u64;
     let sel_reread = routed_blocks * 8 * 4 - 4 * s.n_used as u64;
+    let table_reread = routed_blocks * 8 * 32 * 16 - 16 * s.n_used as u64;
     // A warp takes its rows two at a time; the gate and up rows of both read the same
     // activation words, and the loaders' asm is pure, so the compiler issues those loads once
     // for the four row dots of a pass.
     let passes = u64::from(rows) / 2;
-    let reread = passes * (n / QK8_1) as u64 * act_bytes_per_block(ty) - x_bytes + sel_reread;
+    let reread =
+        passes * (n / QK8_1) as u64 * act_bytes_per_block(ty) - x_bytes + sel_reread + table_reread;
     report(d.name, &stats, must, reread, weights)
 }
 
@@ -144,6 +164,7 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
         .write(sel, bytemuck::bytes_of(&selection(s.n_used, s.n_expert)))
         .expect("write");
     let dw = r.buf(weight_bytes(routed, s.n_expert * n, s.ff) as usize);
+    let dw = r.table(dw, s.n_expert, weight_bytes(routed, n, s.ff));
     let dsh = r.buf(weight_bytes(shared, n, s.ff_sh) as usize);
     let resid = r.buf(n * 4);
     let y = r.buf(n * 4);
@@ -157,14 +178,16 @@ fn down(r: &mut Run, routed: GemvType, shared: GemvType, s: &FfnShape) -> f64 {
     );
     let weights = weight_bytes(routed, s.n_used * n, s.ff) + weight_bytes(shared, n, s.ff_sh);
     let act_bytes = s.act_bytes().expect("act") as u64;
-    let must = weights + act_bytes + 8 * s.n_used as u64 + 4 * n as u64;
+    let must = weights + act_bytes + 16 * s.n_used as u64 + 4 * n as u64;
     // A warp computes two rows, which share its activation loads.
     let per_warp = s.n_used as u64 * (s.ff / QK8_1) as u64 * act_bytes_per_block(routed)
         + (s.ff_sh / QK8_1) as u64 * act_bytes_per_block(shared);
     let warps = n.div_ceil(2) as u64;
-    // Each warp reads the selection once (ids and weights of the used slots).
+    // Each warp reads the selection once (ids and weights of the used slots) and the used
+    // experts' table entries (8 bytes each).
     let sel_reread = (warps - 1) * 8 * s.n_used as u64;
-    let reread = warps * per_warp - act_bytes + sel_reread;
+    let table_reread = (warps - 1) * 8 * s.n_used as u64;
+    let reread = warps * per_warp - act_bytes + sel_reread + table_reread;
     report(d.name, &stats, must, reread, weights)
 }
 

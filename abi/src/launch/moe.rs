@@ -194,7 +194,7 @@ pub const MOE_DOWN_WARPS: u32 = 4;
 pub const MOE_DOWN_ROWS_PER_WARP: u32 = 2;
 
 signature! {
-    /// The arguments of every `moe_gate_up_*` kernel and its slot-table twin ([`gate_up_kernel`]).
+    /// The arguments of every `moe_gate_up_*` kernel ([`gate_up_kernel`]).
     GateUpArgs {
         x: ptr,
         sel: ptr,
@@ -212,12 +212,21 @@ signature! {
     }
 }
 
-/// `moe_gate_up_*` `layout` bits, 0: `gate` and `up` are separate `[n_expert][ff][ncols]`
-/// tensors (`ffn_gate_exps`, `ffn_up_exps`).
+/// Bytes of one expert-table entry: a `u64` device address (see [`gate_up_kernel`]).
+pub const EXPERT_TABLE_ENTRY_BYTES: u64 = 8;
+
+/// Entry `e` of an identity expert table: where expert `e`'s slab of `slab` bytes starts in a
+/// stacked tensor at device address `base` (`[n_expert][rows][cols]`, experts in order).
+pub const fn stacked_expert(base: u64, slab: u64, e: u64) -> u64 {
+    base + e * slab
+}
+
+/// `moe_gate_up_*` `layout` bits, 0: `gate` and `up` are the tables of separate `[ff][ncols]`
+/// expert slabs (`ffn_gate_exps`, `ffn_up_exps`).
 pub const GATE_UP_SEPARATE: u32 = 0;
-/// `moe_gate_up_*` `layout` bit: the experts are one merged `[n_expert][2·ff][ncols]` tensor
-/// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows) read through
-/// `gate`; `up` is not read.
+/// `moe_gate_up_*` `layout` bit: `gate` is the table of merged `[2·ff][ncols]` expert slabs
+/// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows); `up` must still be
+/// a table of `n_expert` entries (pass `gate`): the kernel loads its entry and does not use it.
 pub const GATE_UP_MERGED: u32 = 1;
 /// `moe_down_*` `norm` value: no norm tail (`norm_w`, `norm_q8`, `norm_f32`, `count` are never
 /// read).
@@ -227,7 +236,7 @@ pub const DOWN_NORM_NONE: u32 = 0;
 pub const DOWN_NORM_Q8_1_F32: u32 = 1;
 
 signature! {
-    /// The arguments of every `moe_down_*` kernel and its slot-table twin ([`down_kernel`]).
+    /// The arguments of every `moe_down_*` kernel ([`down_kernel`]).
     DownArgs {
         act: ptr,
         sel: ptr,
@@ -253,20 +262,18 @@ signature! {
 /// `(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert, layout)`. For
 /// slot `k < n_used` (expert `e = sel.ids[k]`) and row `r < ff`,
 /// `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the shared experts (`ff_sh` rows of
-/// `gate_sh`/`up_sh`, none if 0) likewise. `x`: `ncols/32` q8_1 blocks; `gate`/`up`:
-/// `[n_expert][ff][ncols]` stacked, or with `layout` [`GATE_UP_MERGED`] one
-/// `[n_expert][2·ff][ncols]` tensor in `gate`; `act` receives `h` quantized to q8_1 (CUDA
-/// `s = Σh`): slot `k`'s `ff/32` blocks at block `k·ff/32`, then the shared `ff_sh/32`. An item
-/// is an output row: launch `n_used·ff + ff_sh` items. The dense FFN is `n_used = 0` with `ff_sh`
-/// its width.
+/// `gate_sh`/`up_sh`, none if 0) likewise. `x`: `ncols/32` q8_1 blocks; `act` receives `h`
+/// quantized to q8_1 (CUDA `s = Σh`): slot `k`'s `ff/32` blocks at block `k·ff/32`, then the
+/// shared `ff_sh/32`. An item is an output row: launch `n_used·ff + ff_sh` items. The dense FFN
+/// is `n_used = 0` with `ff_sh` its width (the tables are then never read).
 ///
-/// The slot-table twins (`moe_gate_up_slots_*`, and `moe_down_slots_*` of [`down_kernel`];
-/// experts beyond VRAM) take the same parameters, grid and output, but the routed weight
-/// arguments (`gate` and `up`, or `down`) are tables of `n_expert` `u64` addresses, entry `e`
-/// the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows, or `nrows` down rows)
-/// wherever it lives: a VRAM slot or host-mapped memory. The host rewrites the tables between
-/// steps; a kernel reads each used entry once per block. Separate entry points, not a runtime
-/// flag: the flag cost the stacked kernels up to 25 registers (moe_down Q4_K 103 -> 128).
+/// **Expert tables.** The routed weight arguments (`gate` and `up` here, `down` of
+/// [`down_kernel`]) are tables of `n_expert` `u64` device addresses ([`EXPERT_TABLE_ENTRY_BYTES`]
+/// each): entry `e` is the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows
+/// ([`GATE_UP_MERGED`]), or `nrows` down rows) wherever it lives. All experts in VRAM: the
+/// identity table over the stacked tensor ([`stacked_expert`]), written once at load. Experts
+/// beyond VRAM: a VRAM slot or the host-mapped slab, rewritten by the host between steps. A
+/// block reads each entry it uses once, outside its row loops, so one entry point serves both.
 pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
     Kernel::new(
         name,
@@ -279,8 +286,9 @@ pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
 /// The descriptor of a `moe_down_*` kernel (`crate::weight_types::GemvType::down`): `(act, sel,
 /// down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert, norm_w, norm_q8, norm_f32, count,
 /// norm, eps)`: `y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) +
-/// down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`:
-/// `[n_expert][nrows][ff]` stacked, `down_sh`: `[nrows][ff_sh]`. `y` may be `resid`. An item is
+/// down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: the expert table
+/// of `[nrows][ff]` slabs (see [`gate_up_kernel`]), `down_sh`: `[nrows][ff_sh]`. `y` may be
+/// `resid`. An item is
 /// an output row: launch `nrows` items. Routed and shared weights have one type, or a pair of
 /// the llama.cpp mixes (routed rows of 1408 fall back to a 32-element type while the shared
 /// rows, 2816 = 11·256, keep the k-quant; docs/deepseek2-model.md#quant-mixes).

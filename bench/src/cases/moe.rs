@@ -29,7 +29,7 @@ fn selection() -> BufSpec {
 }
 
 /// A stacked routed tensor of `N_EXPERT` experts of `rows × cols` weights of which the
-/// selected `N_USED` are read.
+/// selected `N_USED` are read (through [`table`]).
 fn routed(param: &'static str, ty: GgmlType, rows: usize, cols: usize) -> BufSpec {
     BufSpec {
         param,
@@ -39,6 +39,19 @@ fn routed(param: &'static str, ty: GgmlType, rows: usize, cols: usize) -> BufSpe
             cols,
         },
         moved: crate::inputs::weight_bytes(ty, lite::N_USED * rows, cols).ok(),
+    }
+}
+
+/// The identity expert table over the case's buffer `stacked` (a [`routed`] tensor): the
+/// kernel reads the `N_USED` selected entries.
+fn table(param: &'static str, stacked: usize) -> BufSpec {
+    BufSpec {
+        param,
+        contents: Contents::ExpertTable {
+            stacked,
+            n_expert: lite::N_EXPERT,
+        },
+        moved: Some(lite::N_USED * 8),
     }
 }
 
@@ -63,8 +76,8 @@ fn gate_up_buffers(ty: GgmlType, s: Shape) -> Vec<BufSpec> {
     vec![
         BufSpec::new("x", Contents::ActQ8_1 { n: s.cols }),
         selection(),
-        routed("gate", ty, s.rows, s.cols),
-        routed("up", ty, s.rows, s.cols),
+        routed("gate_exps", ty, s.rows, s.cols),
+        routed("up_exps", ty, s.rows, s.cols),
         weights("gate_sh", ty, lite::FF_SHARED, s.cols),
         weights("up_sh", ty, lite::FF_SHARED, s.cols),
         BufSpec::new(
@@ -73,6 +86,8 @@ fn gate_up_buffers(ty: GgmlType, s: Shape) -> Vec<BufSpec> {
                 bytes: q8_1_bytes(lite::N_USED * s.rows) + q8_1_bytes(lite::FF_SHARED),
             },
         ),
+        table("gate", 2),
+        table("up", 3),
     ]
 }
 
@@ -80,8 +95,8 @@ fn gate_up_launch(d: &mut Device, ty: GemvType, b: &[Buf], s: Shape) -> Result<(
     let bufs = GateUpBufs {
         x: &b[0],
         sel: Some(&b[1]),
-        gate: Some(&b[2]),
-        up: Some(&b[3]),
+        gate: Some(&b[7]),
+        up: Some(&b[8]),
         merged: false,
         gate_sh: Some(&b[4]),
         up_sh: Some(&b[5]),
@@ -112,7 +127,7 @@ fn down_buffers(routed_ty: GgmlType, shared_ty: GgmlType, s: Shape) -> Vec<BufSp
             },
         ),
         selection(),
-        routed("down", routed_ty, s.rows, s.cols),
+        routed("down_exps", routed_ty, s.rows, s.cols),
         weights("down_sh", shared_ty, s.rows, lite::FF_SHARED),
         BufSpec::new(
             "resid",
@@ -122,6 +137,7 @@ fn down_buffers(routed_ty: GgmlType, shared_ty: GgmlType, s: Shape) -> Vec<BufSp
             },
         ),
         BufSpec::new("y", Contents::Output { bytes: s.rows * 4 }),
+        table("down", 2),
     ]
 }
 
@@ -134,7 +150,7 @@ fn down_launch(
     let bufs = DownBufs {
         act: &b[0],
         sel: Some(&b[1]),
-        down: Some(&b[2]),
+        down: Some(&b[6]),
         down_sh: Some(&b[3]),
         resid: &b[4],
         y: &b[5],

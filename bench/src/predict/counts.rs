@@ -79,14 +79,10 @@ pub fn count_nodes(
         }
         ptrs.push(p);
     }
-    // An expert cache starts cold: every table entry points at the host-mapped tensor, so every
-    // routed expert is read over the host link (the caller scales that by a hit rate).
-    for (b, &p) in plan.buffers.iter().zip(&ptrs) {
-        if let BufferKind::ExpertTable { weight, slab, .. } = b.kind {
-            let base = ptrs[weight.0 as usize].0;
-            let entries: Vec<u64> = (0..b.bytes / 8).map(|e| base + e * slab).collect();
-            sim.write(p, bytemuck::cast_slice(&entries))?;
-        }
+    // Every expert table starts as the identity over its tensor: an expert cache starts cold,
+    // so every routed expert is read over the host link (the caller scales that by a hit rate).
+    for (t, entries) in plan.expert_tables(|b| ptrs[b.0 as usize].0) {
+        sim.write(ptrs[t.0 as usize], bytemuck::cast_slice(&entries))?;
     }
     let state = StepState {
         token: 1,

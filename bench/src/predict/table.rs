@@ -300,6 +300,25 @@ fn read_split(
             _ => None,
         })
         .collect();
+    // A MoE launch reads a routed tensor through its expert table: the tensor the table names
+    // is read too (when in VRAM; host-mapped experts are no part of the device's reads).
+    let bufs: BTreeSet<u32> = bufs
+        .iter()
+        .flat_map(|&b| {
+            let weight = match plan.buffers[b as usize].kind {
+                BufferKind::ExpertTable { weight, .. } => {
+                    match plan.buffers[weight.0 as usize].kind {
+                        BufferKind::Weight {
+                            host_mapped: false, ..
+                        } => Some(weight.0),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            std::iter::once(b).chain(weight)
+        })
+        .collect();
     let routed: u64 = bufs
         .iter()
         .map(|&b| {

@@ -139,7 +139,10 @@ impl<F> ExpertCache<F> {
             let mut tables = Vec::with_capacity(l.tables.len());
             for &t in &l.tables {
                 let BufferKind::ExpertTable {
-                    weight, pool, slab, ..
+                    weight,
+                    pool: Some(pool),
+                    slab,
+                    ..
                 } = plan.buffer(t).kind
                 else {
                     return Err(ExecError::ExpertCache(format!(

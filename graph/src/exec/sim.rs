@@ -694,6 +694,10 @@ fn alloc_with_twins(
         }
         ptrs.push(p);
     }
+    for (t, entries) in plan.expert_tables(|b| ptrs[b.0 as usize].0) {
+        sim.write(ptrs[t.0 as usize], bytemuck::cast_slice(&entries))
+            .map_err(ExecError::SimSetup)?;
+    }
     Ok(ptrs)
 }
 

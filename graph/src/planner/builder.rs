@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use ingot_abi::blocks::BlockQ8_1;
-use ingot_abi::launch::{Arg, Signature};
+use ingot_abi::launch::{Arg, Signature, EXPERT_TABLE_ENTRY_BYTES};
 use ingot_gguf::{GgmlType, Gguf, TensorInfo};
 use ingot_model::ModelConfig;
 
@@ -230,19 +230,20 @@ impl<'a> Builder<'a> {
         Ok((id, info))
     }
 
-    /// The routed expert tensor `weight` as the `*_slots_*` MoE kernels read it: the tensor in
-    /// host-mapped memory, a pool of `slots` VRAM slabs and the slot table over both (returned),
-    /// for layer `il`'s expert cache. `n_expert` slabs of equal size.
+    /// The expert table (returned) through which layer `il`'s MoE kernels read the routed
+    /// expert tensor `weight` (`n_expert` slabs of equal size). With `slots` (the layer's expert
+    /// cache), the tensor moves to host-mapped memory and gains a pool of that many VRAM slabs
+    /// the table can name instead.
     pub fn expert_table(
         &mut self,
         il: usize,
         weight: BufId,
-        slots: usize,
+        slots: Option<usize>,
         n_expert: usize,
     ) -> Result<BufId, PlanError> {
         let decl = &mut self.buffers[weight.0 as usize];
         let name = decl.name.clone();
-        if let BufferKind::Weight { host_mapped, .. } = &mut decl.kind {
+        if let (Some(_), BufferKind::Weight { host_mapped, .. }) = (slots, &mut decl.kind) {
             *host_mapped = true;
         }
         let bytes = decl.bytes;
@@ -253,14 +254,19 @@ impl<'a> Builder<'a> {
             });
         }
         let slab = bytes / n_expert as u64;
-        let pool_bytes = slab
-            .checked_mul(slots as u64)
-            .ok_or_else(|| PlanError::Overflow(format!("slots of {name}")))?;
-        let pool = self.declare(
-            &format!("slots.{name}"),
-            BufferKind::ExpertSlots { layer: il },
-            pool_bytes,
-        );
+        let pool = match slots {
+            None => None,
+            Some(slots) => {
+                let pool_bytes = slab
+                    .checked_mul(slots as u64)
+                    .ok_or_else(|| PlanError::Overflow(format!("slots of {name}")))?;
+                Some(self.declare(
+                    &format!("slots.{name}"),
+                    BufferKind::ExpertSlots { layer: il },
+                    pool_bytes,
+                ))
+            }
+        };
         Ok(self.declare(
             &format!("table.{name}"),
             BufferKind::ExpertTable {
@@ -269,7 +275,7 @@ impl<'a> Builder<'a> {
                 pool,
                 slab,
             },
-            8 * n_expert as u64,
+            EXPERT_TABLE_ENTRY_BYTES * n_expert as u64,
         ))
     }
 

@@ -169,7 +169,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     )?;
 
     // Separate gate and up tensors, or one merged `[gate | up]` tensor read through `gate`
-    // (the kernel never reads `up` then; the merged buffer stands in for it).
+    // (the kernel then loads `up`'s table entry unused; the merged tensor's table stands in).
     let (gate_e, up_e, gate_ty, up_ty, ncols, layout) = match c.gate_up {
         ExpertGateUp::Split => {
             let (gate_e, gate_ty, ncols, _) = expert(b, &name("ffn_gate_exps.weight"))?;
@@ -181,12 +181,10 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             (e, e, ty, ty, ncols, GATE_UP_MERGED)
         }
     };
-    // With an expert cache the kernels read the routed tensors through slot tables.
+    // The kernels read each routed tensor through an expert table: the identity table over
+    // the tensor in VRAM, or with an expert cache the table over its slots and host copy.
     let routed = |b: &mut Builder<'_>, id: BufId| -> Result<BufId, PlanError> {
-        match cache {
-            Some(o) => b.expert_table(il, id, o.slots, c.n_expert),
-            None => Ok(id),
-        }
+        b.expert_table(il, id, cache.map(|o| o.slots), c.n_expert)
     };
     let gate_e = routed(b, gate_e)?;
     let up_e = if layout == GATE_UP_MERGED {
@@ -206,14 +204,8 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
-    // With an expert cache the kernels read the experts through the slot tables.
-    let slots = cache.is_some();
     b.node(
-        if slots {
-            k::moe_gate_up_mixed_slots(gate_ty, gs.ty)
-        } else {
-            k::moe_gate_up_mixed(gate_ty, gs.ty)
-        },
+        k::moe_gate_up_mixed(gate_ty, gs.ty),
         label("moe_gate_up_swiglu"),
         Some(il),
         c.n_expert_used * ff + ffs,
@@ -268,11 +260,7 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     };
     let args = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
     b.node(
-        if slots {
-            k::moe_down_slots(down_ty, ds.ty)
-        } else {
-            k::moe_down(down_ty, ds.ty)
-        },
+        k::moe_down(down_ty, ds.ty),
         label("moe_down"),
         Some(il),
         c.n_embd,

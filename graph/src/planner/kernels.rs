@@ -184,26 +184,6 @@ pub(crate) fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> Launch<Ga
     )
 }
 
-/// [`moe_gate_up_mixed`] reading the routed experts through slot tables (experts beyond VRAM).
-pub(crate) fn moe_gate_up_mixed_slots(routed: GgmlType, shared: GgmlType) -> Launch<GateUpArgs> {
-    let s = gemv_ty(shared);
-    registry_name(
-        routed,
-        &format!("moe_gate_up_slots with shared {}", shared.name()),
-        |r| GemvType::gate_up_mixed_slots(r, s?),
-    )
-}
-
-/// [`moe_down`] reading the routed experts through a slot table (experts beyond VRAM).
-pub(crate) fn moe_down_slots(routed: GgmlType, shared: GgmlType) -> Launch<DownArgs> {
-    let s = gemv_ty(shared);
-    registry_name(
-        routed,
-        &format!("moe_down_slots with shared {}", shared.name()),
-        |r| GemvType::down_slots(r, s?),
-    )
-}
-
 /// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an
 /// output row.
 pub(crate) fn moe_down(routed: GgmlType, shared: GgmlType) -> Launch<DownArgs> {

@@ -10,8 +10,10 @@
 //! the end. The routed and shared weights may have different types (`R`, `S`): real files store the
 //! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
-//! Expert ids are clamped to `n_expert − 1`, so a corrupt selection cannot make the kernel read
-//! outside the stacked weights.
+//! The routed weights are an expert table (`ingot_abi::launch::moe`): entry `e` is where expert
+//! `e`'s `[nrows][ff]` slab starts (the stacked tensor, a VRAM slot or host-mapped memory), read
+//! by lane `k` for slot `k` with the selection, before the row loops. Expert ids are clamped to `n_expert − 1`, so a
+//! corrupt selection cannot read past the table.
 //!
 //! Norm tail: with `norm` set, the block that finishes last ([`last_block_done`]) normalizes
 //! the updated stream `y` with its four warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)
@@ -32,36 +34,28 @@ use ingot_abi::launch::moe::{
 };
 use ingot_abi::launch::WARP_SIZE;
 
-/// The selection, spread over the warp: lane `k < n_used` holds slot `k`'s expert id
-/// (clamped to `n_expert − 1`) and weight, read with one coalesced request per field.
+/// The selection, spread over the warp: lane `k < n_used` holds the address of slot `k`'s
+/// expert (its entry of the expert table at `down`, the id clamped to `n_expert − 1`) and its
+/// weight, read with one coalesced request per field before any row work, so no expert waits on
+/// a table load of its own.
 #[inline(always)]
-unsafe fn load_selection(sel: u64, lane: u32, n_used: u32, n_expert: u32) -> (u32, f32) {
+unsafe fn load_selection(sel: u64, down: u64, lane: u32, n_used: u32, n_expert: u32) -> (u64, f32) {
     if lane < n_used {
         let id = ld_u32(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * lane as u64);
         let w = ld_u32(sel + offset_of!(ExpertSelection, weights) as u64 + 4 * lane as u64);
-        (id.min(n_expert - 1), f32::from_bits(w))
+        let e = id.min(n_expert - 1) as u64;
+        (ld_u64(down + 8 * e), f32::from_bits(w))
     } else {
         (0, 0.0)
     }
 }
 
-/// Address of routed slot `k`'s expert and its gating weight, broadcast from lane `k`: in the
-/// stacked weights at `down`, or with `SLOTS` the entry of the slot table at `down` (one
-/// uniform 8-byte request per expert and warp).
+/// Address of routed slot `k`'s expert and its gating weight, broadcast from lane `k`.
 #[inline(always)]
-unsafe fn slot<const SLOTS: bool>(
-    ids: (u32, f32),
-    k: u32,
-    down: u64,
-    expert_bytes: u64,
-) -> (u64, f32) {
-    let id = shfl_idx_u32(ids.0, k) as u64;
-    let w = shfl_idx_f32(ids.1, k);
-    if SLOTS {
-        (ld_u64(down + 8 * id), w)
-    } else {
-        (down + id * expert_bytes, w)
-    }
+unsafe fn slot(mine: (u64, f32), k: u32) -> (u64, f32) {
+    let lo = shfl_idx_u32(mine.0 as u32, k) as u64;
+    let hi = shfl_idx_u32((mine.0 >> 32) as u32, k) as u64;
+    (hi << 32 | lo, shfl_idx_f32(mine.1, k))
 }
 
 /// Output rows per warp, as an array length.
@@ -74,7 +68,7 @@ const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows
 /// `n_expert ≥ 1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<R: WeightType, S: WeightType, const SLOTS: bool>(
+unsafe fn rows<R: WeightType, S: WeightType>(
     act: u64,
     sel: u64,
     down: u64,
@@ -100,20 +94,22 @@ unsafe fn rows<R: WeightType, S: WeightType, const SLOTS: bool>(
     let r1 = if r0 + 1 < nrows { r0 + 1 } else { r0 };
     let nunits = ff / R::QK;
     let row_bytes = nunits as u64 * R::UNIT_BYTES;
-    let expert_bytes = nrows as u64 * row_bytes;
     let (off0, off1) = (r0 as u64 * row_bytes, r1 as u64 * row_bytes);
     let act_per_slot = (ff / QK8_1 as u32) as u64 * Q8_BYTES;
 
-    let mine = load_selection(sel, lane, n_used, n_expert);
+    let (e0, w0) = load_selection(sel, down, lane, n_used, n_expert);
+    // Lane k holds row r0 of slot k's expert; row r1 is `step` bytes after it.
+    let mine = (e0 + off0, w0);
+    let step = off1 - off0;
     let mut acc = [0.0f32; 2];
     let mut k = 0;
     while k + 1 < n_used {
-        let (ea, ga) = slot::<SLOTS>(mine, k, down, expert_bytes);
-        let (eb, gb) = slot::<SLOTS>(mine, k + 1, down, expert_bytes);
+        let (ea, ga) = slot(mine, k);
+        let (eb, gb) = slot(mine, k + 1);
         let xa = act + k as u64 * act_per_slot;
         let xb = xa + act_per_slot;
         let p = rows_dot_lane4::<R>(
-            &[ea + off0, ea + off1, eb + off0, eb + off1],
+            &[ea, ea + step, eb, eb + step],
             &[xa, xa, xb, xb],
             nunits,
             lane,
@@ -123,9 +119,9 @@ unsafe fn rows<R: WeightType, S: WeightType, const SLOTS: bool>(
         k += 2;
     }
     if k < n_used {
-        let (ea, ga) = slot::<SLOTS>(mine, k, down, expert_bytes);
+        let (ea, ga) = slot(mine, k);
         let xa = act + k as u64 * act_per_slot;
-        let p = rows_dot_lane2::<R>(&[ea + off0, ea + off1], &[xa, xa], nunits, lane);
+        let p = rows_dot_lane2::<R>(&[ea, ea + step], &[xa, xa], nunits, lane);
         acc[0] += ga * p[0];
         acc[1] += ga * p[1];
     }
@@ -168,7 +164,7 @@ struct NormTail {
 /// as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn down<R: WeightType, S: WeightType, const SLOTS: bool>(
+unsafe fn down<R: WeightType, S: WeightType>(
     act: u64,
     sel: u64,
     down: u64,
@@ -178,7 +174,7 @@ unsafe fn down<R: WeightType, S: WeightType, const SLOTS: bool>(
     (nrows, ff, n_used, ff_sh, n_expert): (u32, u32, u32, u32, u32),
     tail: NormTail,
 ) {
-    rows::<R, S, SLOTS>(
+    rows::<R, S>(
         act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
     );
     // Launch-uniform: without a tail no block waits for the others.
@@ -201,7 +197,7 @@ unsafe fn down<R: WeightType, S: WeightType, const SLOTS: bool>(
 }
 
 macro_rules! down_kernel {
-    ($name:expr, $r:ident, $s:ident, $tables:literal) => {
+    ($name:expr, $r:ident, $s:ident) => {
         const _: () = {
             /// See [`down`] and `ingot_abi::launch::moe`.
             #[export_name = $name]
@@ -225,7 +221,7 @@ macro_rules! down_kernel {
                 norm: u32,
                 eps: f32,
             ) {
-                down::<vecdot::$r, vecdot::$s, $tables>(
+                down::<vecdot::$r, vecdot::$s>(
                     global(act),
                     global(sel),
                     global(down_w),
@@ -255,12 +251,10 @@ macro_rules! down_kernels {
         $($rest:tt)*
     ) => {
         $(
-            down_kernel!(ingot_abi::kernel_name!(down, $tag, $tag), $v, $v, false);
-            down_kernel!(ingot_abi::kernel_name!(down_slots, $tag, $tag), $v, $v, true);
+            down_kernel!(ingot_abi::kernel_name!(down, $tag, $tag), $v, $v);
         )*
         $(
-            down_kernel!(ingot_abi::kernel_name!(down, $rt, $st), $rv, $sv, false);
-            down_kernel!(ingot_abi::kernel_name!(down_slots, $rt, $st), $rv, $sv, true);
+            down_kernel!(ingot_abi::kernel_name!(down, $rt, $st), $rv, $sv);
         )*
     };
 }

@@ -15,10 +15,11 @@
 //! have produced.
 //!
 //! The activation vector is quantized once, before this kernel, and every block reads it (through
-//! the read-only cache). Routed gate and up rows come from two stacked tensors, or from one merged
-//! tensor (`GATE_UP_MERGED`: expert `e`'s gate rows at `2e·ff`, its up rows at `(2e + 1)·ff`); only
-//! the two base addresses and the expert stride differ. Expert ids are clamped to `n_expert − 1`,
-//! so a corrupt selection cannot make the kernel read outside the stacked weights.
+//! the read-only cache). A block finds its expert's gate and up rows through the expert tables
+//! (`ingot_abi::launch::moe`: entry `e` is where expert `e`'s slab starts, in the stacked tensor,
+//! a VRAM slot or host-mapped memory), one 8-byte load per table and block, outside the row loops;
+//! with one merged tensor (`GATE_UP_MERGED`) an expert's up rows follow its `ff` gate rows. Expert
+//! ids are clamped to `n_expert − 1`, so a corrupt selection cannot read past the tables.
 
 use crate::intrinsics::{
     bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u64, round_away, shfl_idx_u32, silu, st_u32,
@@ -83,14 +84,14 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
 /// launcher): `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
-/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`; with `merged`, `gate` holds
-/// `[n_expert][2·ff][ncols]` and `up` is not read. With `SLOTS`, `gate` (and `up`) are tables of
-/// `n_expert` expert addresses (`ingot_abi::launch::moe::slots_desc`). The routed experts' weights
+/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`. `gate` and `up` are expert tables
+/// (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]` slabs, or with
+/// `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded but unused). The routed experts' weights
 /// are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S` (a block reads one type, so
 /// the branch between the two is uniform per block; without `MIXED` only `R`'s path exists).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool, const SLOTS: bool>(
+unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     x: u64,
     sel: u64,
     gate: u64,
@@ -123,19 +124,15 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool, const SLOTS: 
             0
         };
         let e = shfl_idx_u32(id, 0).min(n_expert - 1) as u64;
-        // Merged: expert e's gate rows at 2e·ff, its up rows right after them.
-        let half = ff as u64 * row_bytes;
-        let merged = layout & GATE_UP_MERGED != 0;
-        let (g, u) = if SLOTS {
-            let g = ld_u64(gate + 8 * e);
-            (g, if merged { g + half } else { ld_u64(up + 8 * e) })
+        // Entry e of each table is the first byte of expert e's slab, wherever it lives;
+        // merged, its up rows follow its `ff` gate rows. Both entries are loaded whatever the
+        // layout, so the layout is a select, not a branch (a branch around the up load cost up
+        // to 16 registers on sm_86).
+        let (g, u) = (ld_u64(gate + 8 * e), ld_u64(up + 8 * e));
+        let u = if layout & GATE_UP_MERGED != 0 {
+            g + ff as u64 * row_bytes
         } else {
-            let (stride, up) = if merged {
-                (2 * half, gate + half)
-            } else {
-                (half, up)
-            };
-            (gate + e * stride, up + e * stride)
+            u
         };
         (g, u, (b % blocks_per_expert) * MOE_GATE_UP_ROWS)
     } else {
@@ -196,7 +193,7 @@ unsafe fn swiglu_rows<T: WeightType>(
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
 macro_rules! gate_up_kernel {
-    ($name:expr, $r:ident, $s:ident, $mixed:literal, $tables:literal) => {
+    ($name:expr, $r:ident, $s:ident, $mixed:literal) => {
         const _: () = {
             /// See [`gate_up`] and `ingot_abi::launch::moe`.
             #[export_name = $name]
@@ -216,7 +213,7 @@ macro_rules! gate_up_kernel {
                 n_expert: u32,
                 layout: u32,
             ) {
-                gate_up::<vecdot::$r, vecdot::$s, $mixed, $tables>(
+                gate_up::<vecdot::$r, vecdot::$s, $mixed>(
                     global(x),
                     global(sel),
                     global(gate),
@@ -244,12 +241,10 @@ macro_rules! gate_up_kernels {
         $($rest:tt)*
     ) => {
         $(
-            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, $v, false, false);
-            gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $tag), $v, $v, false, true);
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, $v, false);
         )*
         $(
-            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $rt, $st), $rv, $sv, true, false);
-            gate_up_kernel!(ingot_abi::kernel_name!(gate_up_slots, $rt, $st), $rv, $sv, true, true);
+            gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $rt, $st), $rv, $sv, true);
         )*
     };
 }

@@ -53,6 +53,10 @@ impl Accelerator for CudaAccelerator {
         buf.len()
     }
 
+    fn address(&self, buf: &DeviceBuffer) -> u64 {
+        self.gpu.device_address(buf)
+    }
+
     fn upload(&mut self, buf: &DeviceBuffer, data: &[u8]) -> Result<()> {
         self.gpu.upload(buf, data).map_err(err)
     }

@@ -145,6 +145,10 @@ impl Accelerator for SimAccelerator {
         buf.len
     }
 
+    fn address(&self, buf: &SimBuf) -> u64 {
+        buf.address()
+    }
+
     fn upload(&mut self, buf: &SimBuf, data: &[u8]) -> Result<()> {
         self.sim.write(buf.ptr, data).map_err(err)
     }

@@ -399,15 +399,64 @@ fn weight_bytes(ty: GemvType, experts: usize, rows: usize, cols: usize) -> Optio
     bytes(experts, rows, cols / ty.block_elems())?.checked_mul(ty.block_bytes())
 }
 
+impl FfnShape {
+    /// Bytes of one routed expert's gate (or up) slab of type `ty`: `ff` rows of `n_embd`
+    /// weights (twice that for a merged gate/up slab).
+    pub fn gate_up_slab(&self, ty: GemvType) -> Option<usize> {
+        weight_bytes(ty, 1, self.ff, self.n_embd)
+    }
+
+    /// Bytes of one routed expert's down slab of type `ty`: `n_embd` rows of `ff` weights.
+    pub fn down_slab(&self, ty: GemvType) -> Option<usize> {
+        weight_bytes(ty, 1, self.n_embd, self.ff)
+    }
+
+    /// Bytes of an expert table: one device address per expert.
+    fn table_bytes(&self) -> Option<usize> {
+        self.n_expert.checked_mul(EXPERT_TABLE_ENTRY_BYTES as usize)
+    }
+}
+
+/// The identity expert table over `stacked`, `n_expert` slabs of `slab` bytes in expert order
+/// (`ingot_abi::launch::moe`'s expert tables: entry `e` is the device address of slab `e`), as
+/// a new buffer: what [`moe_gate_up`] and [`moe_down`] take for experts that all live in one
+/// stacked tensor. Experts elsewhere (VRAM slots, host-mapped memory) take a table the caller
+/// writes.
+pub fn expert_table<B: Accelerator>(
+    b: &mut B,
+    stacked: &B::Buf,
+    n_expert: usize,
+    slab: usize,
+) -> Result<B::Buf> {
+    let need = n_expert.checked_mul(slab);
+    if need.is_none_or(|n| b.buf_len(stacked) < n) {
+        return Err(crate::KernelError::BufferTooSmall {
+            kernel: "expert_table",
+            param: "stacked",
+            have: b.buf_len(stacked),
+            need: need.unwrap_or(usize::MAX),
+        });
+    }
+    let base = b.address(stacked);
+    let entries: Vec<u8> = (0..n_expert as u64)
+        .flat_map(|e| stacked_expert(base, slab as u64, e).to_le_bytes())
+        .collect();
+    let table = b.alloc(entries.len().max(8))?;
+    b.upload(&table, &entries)?;
+    Ok(table)
+}
+
 /// The buffers of [`moe_gate_up`]. The routed ones are `None` exactly when `n_used = 0`, the
-/// shared ones exactly when `ff_sh = 0`.
+/// shared ones exactly when `ff_sh = 0`. The routed weights are expert tables ([`expert_table`]):
+/// the launcher checks their length, not the slabs their entries name.
 pub struct GateUpBufs<'a, T> {
     /// `n_embd/32` q8_1 blocks: the normalized FFN input, quantized once.
     pub x: &'a T,
     /// The router's [`ExpertSelection`].
     pub sel: Option<&'a T>,
-    /// `[n_expert][ff][n_embd]` stacked gate and up weights; with `merged`, `gate` is the
-    /// `[n_expert][2·ff][n_embd]` merged tensor (`ffn_gate_up_exps`) and `up` is `None`.
+    /// The expert tables of the `[ff][n_embd]` gate and up slabs ([`FfnShape::gate_up_slab`]);
+    /// with `merged`, `gate` is the table of `[2·ff][n_embd]` merged slabs (`ffn_gate_up_exps`)
+    /// and `up` is `None`.
     pub gate: Option<&'a T>,
     pub up: Option<&'a T>,
     pub merged: bool,
@@ -493,13 +542,8 @@ pub fn moe_gate_up_mixed<B: Accelerator>(
     need(b, d, "act", bufs.act, s.act_bytes())?;
     if let Some(r) = &routed {
         need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;
-        let w = weight_bytes(ty, s.n_expert, s.ff, s.n_embd);
-        if bufs.merged {
-            need(b, d, "gate_up", r[1], w.and_then(|w| w.checked_mul(2)))?;
-        } else {
-            need(b, d, "gate", r[1], w)?;
-            need(b, d, "up", r[2], w)?;
-        }
+        need(b, d, "gate", r[1], s.table_bytes())?;
+        need(b, d, "up", r[2], s.table_bytes())?;
     }
     if let Some(sh) = &shared {
         let w = weight_bytes(shared_ty, 1, s.ff_sh, s.n_embd);
@@ -547,7 +591,8 @@ pub struct DownBufs<'a, T> {
     pub act: &'a T,
     /// The router's [`ExpertSelection`].
     pub sel: Option<&'a T>,
-    /// `[n_expert][n_embd][ff]` stacked down weights.
+    /// The expert table of the `[n_embd][ff]` down slabs ([`expert_table`],
+    /// [`FfnShape::down_slab`]; the launcher checks the table's length only).
     pub down: Option<&'a T>,
     /// `[n_embd][ff_sh]` shared-expert (or dense) down weights.
     pub down_sh: Option<&'a T>,
@@ -614,13 +659,7 @@ pub fn moe_down<B: Accelerator>(
     need(b, d, "y", bufs.y, bytes(s.n_embd, 4, 1))?;
     if let Some(r) = &r {
         need(b, d, "sel", r[0], Some(size_of::<ExpertSelection>()))?;
-        need(
-            b,
-            d,
-            "down",
-            r[1],
-            weight_bytes(routed, s.n_expert, s.n_embd, s.ff),
-        )?;
+        need(b, d, "down", r[1], s.table_bytes())?;
     }
     if let Some(sh) = &sh {
         need(

@@ -8,6 +8,7 @@ use super::*;
 fn moe_ffn_rejects_bad_launches() {
     #[cfg(feature = "sim")]
     {
+        use ingot_kernels::ops::moe::expert_table;
         let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("sim");
         let big = poisoned(&mut b, 1 << 20);
         let small = poisoned(&mut b, 64);
@@ -135,13 +136,21 @@ fn moe_ffn_rejects_bad_launches() {
             )
         };
         shape_err(merged(&mut b, &big, Some(&big)), "merged with an up buffer");
-        // 4 experts × 64 rows × 256 Q8_0 columns = 69,632 bytes: one tensor's worth, not two.
-        let one = poisoned(&mut b, 4 * 64 * 8 * 34);
-        match merged(&mut b, &one, None) {
+        // The routed weights are expert tables: 4 experts need 32 bytes of addresses.
+        let short = poisoned(&mut b, 31);
+        match merged(&mut b, &short, None) {
+            Err(KernelError::BufferTooSmall { param: "gate", .. }) => {}
+            other => panic!("expert table of 31 bytes: {other:?}"),
+        }
+        // The identity table needs the stacked tensor's n_expert slabs.
+        match expert_table(&mut b, &short, 4, 8) {
             Err(KernelError::BufferTooSmall {
-                param: "gate_up", ..
+                param: "stacked", ..
             }) => {}
-            other => panic!("merged tensor of one expert's rows: {other:?}"),
+            other => panic!(
+                "stacked tensor of 31 bytes for 4 slabs of 8: {:?}",
+                other.map(|_| ())
+            ),
         }
         // Down: no kernel for this routed/shared pair; ff not a multiple of the type's unit.
         let down = |b: &mut ingot_kernels::backend::sim::SimAccelerator,
@@ -198,7 +207,8 @@ fn moe_ffn_launch_grids() {
         ff: 1408,
         ff_sh: 2816,
     };
-    let q4k_exps = 64 * 1408 * 8 * 144;
+    // The routed weights are expert tables: 64 addresses.
+    let table = 64 * 8;
     let q4k_sh = 2816 * 8 * 144;
     let act = s.act_bytes().expect("act");
     assert_eq!(act, 352 * 36);
@@ -209,8 +219,8 @@ fn moe_ffn_launch_grids() {
         &GateUpBufs {
             x: &(64 * 36),
             sel: Some(&size_of::<ExpertSelection>()),
-            gate: Some(&q4k_exps),
-            up: Some(&q4k_exps),
+            gate: Some(&table),
+            up: Some(&table),
             merged: false,
             gate_sh: Some(&q4k_sh),
             up_sh: Some(&q4k_sh),
@@ -226,7 +236,7 @@ fn moe_ffn_launch_grids() {
         &DownBufs {
             act: &act,
             sel: Some(&size_of::<ExpertSelection>()),
-            down: Some(&(64 * 2048 * 44 * 22)),
+            down: Some(&table),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
             y: &(2048 * 4),
@@ -241,7 +251,7 @@ fn moe_ffn_launch_grids() {
             ("moe_down_q5_0_q4k".to_owned(), [256, 1, 1], [128, 1, 1]),
         ]
     );
-    // One byte short of the stacked down weights is refused.
+    // One byte short of the down expert table is refused.
     let e = moe_down(
         &mut r,
         GemvType::Q5_0,
@@ -250,14 +260,14 @@ fn moe_ffn_launch_grids() {
         &DownBufs {
             act: &act,
             sel: Some(&size_of::<ExpertSelection>()),
-            down: Some(&(64 * 2048 * 44 * 22 - 1)),
+            down: Some(&(table - 1)),
             down_sh: Some(&(2048 * 11 * 144)),
             resid: &(2048 * 4),
             y: &(2048 * 4),
             norm: None,
         },
     )
-    .expect_err("short down weights accepted");
+    .expect_err("short down table accepted");
     assert!(
         matches!(e, KernelError::BufferTooSmall { param: "down", .. }),
         "{e}"

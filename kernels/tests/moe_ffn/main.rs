@@ -4,7 +4,10 @@
 //! Weights are random bytes with random f16 scales of a sensible size, so every quant, scale
 //! and high-bit pattern occurs. The stacked expert tensors are allocated whole, but only the
 //! selected experts' slabs hold weights: the others are 0xFF, whose f16 scales are NaN, so a
-//! kernel that reads the wrong expert produces NaN. Outputs are poisoned (0xFF) before each
+//! kernel that reads the wrong expert produces NaN. The kernels read the experts through expert
+//! tables, in both addressing modes: the identity table over the stacked tensor, and scattered
+//! (the selected experts' slabs in a separate pool in reverse order, as an expert cache's VRAM
+//! slots, and 0xFF in their stacked places). Outputs are poisoned (0xFF) before each
 //! launch. The down kernel is checked against the reference evaluated on the activations the
 //! gate/up kernel actually wrote, so each kernel's tolerance covers only its own rounding.
 //! The launch checks (refused shapes and buffers, V2-Lite's grids) are in `launches`.
@@ -15,6 +18,7 @@ mod quant_blocks;
 mod support;
 
 mod launches;
+mod tables;
 
 use half::f16;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -31,6 +35,7 @@ use rand::{Rng, SeedableRng};
 use support::gemv_type::ggml;
 use support::recorder::Recorder;
 use support::{download, f32_bytes, poisoned, upload};
+use tables::{experts, Tables};
 
 /// f32 unit roundoff.
 const EPS: f64 = 1.0 / (1u64 << 24) as f64;
@@ -244,10 +249,18 @@ fn selection<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) -> (B::Buf, 
     (buf, sel)
 }
 
-fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
+fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, tables: Tables) {
     let s = c.shape;
     let t = c.types;
     let n = s.n_embd;
+    let name = format!("{} ({tables:?} tables)", c.name);
+    let c = &Case {
+        name,
+        types: c.types,
+        shape: c.shape,
+        route: c.route,
+        in_place: c.in_place,
+    };
     let (sel_buf, sel) = selection(b, rng, c);
     let ids: Vec<usize> = sel.ids[..s.n_used].iter().map(|&e| e as usize).collect();
     for &e in &ids {
@@ -262,8 +275,9 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let routed = s.n_used > 0;
     let shared = s.ff_sh > 0;
     let opt = |b: &mut B, used: bool, data: &[u8]| used.then(|| upload(b, data));
-    let gate = opt(b, routed, &w.gate);
-    let up = opt(b, routed, &w.up);
+    let table = |b: &mut B, data: &[u8]| routed.then(|| experts(b, data, s.n_expert, &ids, tables));
+    let gate = table(b, &w.gate);
+    let up = table(b, &w.up);
     let gate_sh = opt(b, shared, &w.gate_sh);
     let up_sh = opt(b, shared, &w.up_sh);
     let act_len = s.act_bytes().expect("act size");
@@ -276,8 +290,8 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         &GateUpBufs {
             x: &xb,
             sel: routed.then_some(&sel_buf),
-            gate: gate.as_ref(),
-            up: up.as_ref(),
+            gate: gate.as_ref().map(|e| &e.table),
+            up: up.as_ref().map(|e| &e.table),
             merged: false,
             gate_sh: gate_sh.as_ref(),
             up_sh: up_sh.as_ref(),
@@ -300,7 +314,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
                 w.gate[r.clone()].iter().chain(&w.up[r]).copied()
             })
             .collect();
-        let merged = upload(b, &merged);
+        let merged = experts(b, &merged, s.n_expert, &ids, tables);
         let merged_act = poisoned(b, act_len);
         moe_gate_up_mixed(
             b,
@@ -310,7 +324,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
             &GateUpBufs {
                 x: &xb,
                 sel: Some(&sel_buf),
-                gate: Some(&merged),
+                gate: Some(&merged.table),
                 up: None,
                 merged: true,
                 gate_sh: gate_sh.as_ref(),
@@ -398,7 +412,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     // Down, on the activations the kernel wrote.
     let resid: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let rbuf = upload(b, &f32_bytes(&resid));
-    let down = opt(b, routed, &w.down);
+    let down = table(b, &w.down);
     let down_sh = opt(b, shared, &w.down_sh);
     let fresh_y = (!c.in_place).then(|| poisoned(b, n * 4));
     let y = fresh_y.as_ref().unwrap_or(&rbuf);
@@ -418,7 +432,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         &DownBufs {
             act: &act_buf,
             sel: routed.then_some(&sel_buf),
-            down: down.as_ref(),
+            down: down.as_ref().map(|e| &e.table),
             down_sh: down_sh.as_ref(),
             resid: &rbuf,
             y,
@@ -556,16 +570,20 @@ fn v2_lite(name: &str, down: GemvType, down_sh: GemvType, route: bool) -> Case {
     }
 }
 
-fn run_cases<B: Accelerator>(b: &mut B, test: &str, cases: &[Case]) {
+/// Every case in each addressing mode of `tables`, on fresh random inputs each time.
+fn run_cases<B: Accelerator>(b: &mut B, test: &str, cases: &[Case], tables: &[Tables]) {
     let mut rng = support::rng(test);
     for c in cases {
-        check_case(b, &mut rng, c);
+        for &t in tables {
+            check_case(b, &mut rng, c, t);
+        }
     }
 }
 
 /// Every gate/up type with the same down type, small shapes exercising one routed slot, an odd
 /// count (the single-expert tail of the down kernel), the maximum of 8, and no shared experts;
-/// then the registry's mixed routed/shared down and gate/up kernels.
+/// then the registry's mixed routed/shared down and gate/up kernels: every MoE kernel, each in
+/// both addressing modes.
 fn small_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (i, &t) in GemvType::ALL.iter().enumerate() {
@@ -646,7 +664,12 @@ fn small_cases() -> Vec<Case> {
 }
 
 fn check_small<B: Accelerator>(b: &mut B) {
-    run_cases(b, "moe_ffn small", &small_cases());
+    run_cases(
+        b,
+        "moe_ffn small",
+        &small_cases(),
+        &[Tables::Identity, Tables::Scattered],
+    );
 }
 
 /// DeepSeek-V2-Lite Q4_K_M MoE layers: routed on the device, normal (Q5_0 + Q4_K down) and
@@ -669,6 +692,7 @@ fn check_v2_lite<B: Accelerator>(b: &mut B) {
                 false,
             ),
         ],
+        &[Tables::Identity],
     );
 }
 
@@ -718,6 +742,7 @@ fn check_dense<B: Accelerator>(b: &mut B) {
                 in_place: true,
             },
         ],
+        &[Tables::Identity],
     );
 }
 

@@ -4,7 +4,8 @@
 use ingot_kernels::ops::moe::FfnShape;
 use ptx_sim::{Arg, DevicePtr};
 
-/// The routed and shared weights of a gate/up launch: stacked tensors or slot tables.
+/// The weights of a gate/up launch: the routed experts' tables (identity or slot tables) and
+/// the shared tensors.
 pub struct GateUpWeights {
     pub gate: DevicePtr,
     pub up: DevicePtr,

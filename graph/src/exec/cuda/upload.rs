@@ -167,16 +167,20 @@ impl Loaded {
             experts: None,
             prefill,
         };
+        let addrs: Vec<u64> = dev
+            .bufs
+            .iter()
+            .zip(&dev.mapped)
+            .map(|(b, m)| match m {
+                Some(m) => m.device_address(),
+                None => dev.gpu.device_address(b),
+            })
+            .collect();
+        for (t, entries) in plan.expert_tables(|b| addrs[b.0 as usize]) {
+            dev.gpu
+                .upload(&dev.bufs[t.0 as usize], bytemuck::cast_slice(&entries))?;
+        }
         if plan.expert_cache.is_some() {
-            let addrs: Vec<u64> = dev
-                .bufs
-                .iter()
-                .zip(&dev.mapped)
-                .map(|(b, m)| match m {
-                    Some(m) => m.device_address(),
-                    None => dev.gpu.device_address(b),
-                })
-                .collect();
             let copies = dev.gpu.copy_stream()?;
             let mut mem = CudaSlots {
                 gpu: &dev.gpu,
