@@ -203,7 +203,7 @@ signature! {
 }
 
 signature! {
-    /// The arguments of every `gemv2_rope_*` kernel ([`gemv2_rope_kernel`]): the two-matrix
+    /// The arguments of every `gemv2_rope_*` kernel (`gemv2_rope_kernel`): the two-matrix
     /// gemv's (`w0, w1, x, q, kv, ncols, nrows0, nrows1`), then [`ROPE_KV_Q8_1`]'s that the gemv
     /// does not already give, and the done counter of the tail.
     Gemv2RopeArgs {
@@ -464,7 +464,7 @@ const _: () = assert!(
 );
 
 signature! {
-    /// The arguments of every `attn_merge_v_b_*` kernel ([`merge_v_b_kernel`]): [`ATTN_MERGE`]'s
+    /// The arguments of every `attn_merge_v_b_*` kernel (`merge_v_b_kernel`): [`ATTN_MERGE`]'s
     /// inputs, the grouped `attn_v_b` gemv's weights and q8_1 output, the halves' scratch and the
     /// pairs' done counters.
     MergeVbArgs {

@@ -194,7 +194,7 @@ pub const MOE_DOWN_WARPS: u32 = 4;
 pub const MOE_DOWN_ROWS_PER_WARP: u32 = 2;
 
 signature! {
-    /// The arguments of every `moe_gate_up_*` kernel ([`gate_up_kernel`]).
+    /// The arguments of every `moe_gate_up_*` kernel (`gate_up_kernel`).
     GateUpArgs {
         x: ptr,
         sel: ptr,
@@ -212,7 +212,7 @@ signature! {
     }
 }
 
-/// Bytes of one expert-table entry: a `u64` device address (see [`gate_up_kernel`]).
+/// Bytes of one expert-table entry: a `u64` device address (see `gate_up_kernel`).
 pub const EXPERT_TABLE_ENTRY_BYTES: u64 = 8;
 
 /// Entry `e` of an identity expert table: where expert `e`'s slab of `slab` bytes starts in a
@@ -236,7 +236,7 @@ pub const DOWN_NORM_NONE: u32 = 0;
 pub const DOWN_NORM_Q8_1_F32: u32 = 1;
 
 signature! {
-    /// The arguments of every `moe_down_*` kernel ([`down_kernel`]).
+    /// The arguments of every `moe_down_*` kernel (`down_kernel`).
     DownArgs {
         act: ptr,
         sel: ptr,
@@ -268,7 +268,7 @@ signature! {
 /// is `n_used = 0` with `ff_sh` its width (the tables are then never read).
 ///
 /// **Expert tables.** The routed weight arguments (`gate` and `up` here, `down` of
-/// [`down_kernel`]) are tables of `n_expert` `u64` device addresses ([`EXPERT_TABLE_ENTRY_BYTES`]
+/// `down_kernel`) are tables of `n_expert` `u64` device addresses ([`EXPERT_TABLE_ENTRY_BYTES`]
 /// each): entry `e` is the first byte of expert `e`'s slab (`ff` rows, `2·ff` merged rows
 /// ([`GATE_UP_MERGED`]), or `nrows` down rows) wherever it lives. All experts in VRAM: the
 /// identity table over the stacked tensor ([`stacked_expert`]), written once at load. Experts
@@ -287,7 +287,7 @@ pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
 /// down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert, norm_w, norm_q8, norm_f32, count,
 /// norm, eps)`: `y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) +
 /// down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: the expert table
-/// of `[nrows][ff]` slabs (see [`gate_up_kernel`]), `down_sh`: `[nrows][ff_sh]`. `y` may be
+/// of `[nrows][ff]` slabs (see `gate_up_kernel`), `down_sh`: `[nrows][ff_sh]`. `y` may be
 /// `resid`. An item is
 /// an output row: launch `nrows` items. Routed and shared weights have one type, or a pair of
 /// the llama.cpp mixes (routed rows of 1408 fall back to a 32-element type while the shared

@@ -36,7 +36,7 @@ impl<P> Arg<P> {
     }
 }
 
-/// A kernel parameter list and the struct that fills it (declared by [`signature!`]; the
+/// A kernel parameter list and the struct that fills it (declared by `signature!`; the
 /// implementing type is the struct with the pointer type `()`).
 pub trait Signature {
     /// The parameters in PTX declaration order.

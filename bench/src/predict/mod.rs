@@ -3,7 +3,7 @@
 //! GPU's node times put beside the prediction by `ingot plan --measure`.
 //!
 //! # Counts
-//! The plan is built from the model's header alone ([`ingot_graph::build_plan_for`]); each node
+//! The plan is built from the model's header alone (`ingot_graph::build_plan_for`); each node
 //! runs in ptx-sim on zeroed weights at the real shapes, at most `max_blocks` blocks per node,
 //! scaled to the whole grid ([`sample`], [`counts`]). Per node:
 //! - *unique bytes*: the smaller of the sectors the simulator saw read (32 B each) and the

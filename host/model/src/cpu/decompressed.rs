@@ -24,7 +24,8 @@ use crate::math::gemm_nt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MlaForm {
     /// [`MlaForm::Decompressed`] for chunks of at least [`DECOMPRESS_FROM`] tokens after at most
-    /// [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, else [`MlaForm::Absorbed`].
+    /// [`DECOMPRESS_DEPTH_PER_TOKEN`] cached positions per token, and for chunks of at least
+    /// [`DECOMPRESS_AT_ANY_DEPTH`] tokens; else [`MlaForm::Absorbed`].
     #[default]
     Auto,
     /// Queries absorbed into the latent space (the decode step's form): the stepwise path's values
@@ -46,11 +47,21 @@ pub const DECOMPRESS_FROM: usize = 48;
 /// but one takes the faster form (256 tokens after 8192 rows run absorbed, 6% slower).
 pub const DECOMPRESS_DEPTH_PER_TOKEN: usize = 16;
 
+/// Chunk length from which [`MlaForm::Auto`] decompresses however deep the cache. Both forms'
+/// time grows linearly with the depth once it dominates (decompressing costs per cached position,
+/// attending absorbed per position and token), so at depth one chunk length divides them whatever
+/// the depth: measured at 16384 rows, 256 tokens run 4% faster absorbed and 512 tokens 13% faster
+/// decompressed (at 8192, 512 tokens 25% faster), docs/perf.md "CPU Q4_K rows packed at load".
+pub const DECOMPRESS_AT_ANY_DEPTH: usize = 384;
+
 impl MlaForm {
     /// Whether a chunk of `n` tokens after `start` cached positions runs decompressed.
     pub fn decompresses(self, n: usize, start: usize) -> bool {
         match self {
-            MlaForm::Auto => n >= DECOMPRESS_FROM && start <= DECOMPRESS_DEPTH_PER_TOKEN * n,
+            MlaForm::Auto => {
+                n >= DECOMPRESS_FROM
+                    && (start <= DECOMPRESS_DEPTH_PER_TOKEN * n || n >= DECOMPRESS_AT_ANY_DEPTH)
+            }
             MlaForm::Absorbed => false,
             MlaForm::Decompressed => true,
         }
@@ -264,8 +275,12 @@ mod tests {
             (64, 4_096, false),
             (256, 4_096, true),
             (256, 8_192, false),
+            (256, 16_384, false),
+            (383, 8_192, false),
+            (384, 8_192, true),
             (512, 8_192, true),
-            (512, 16_384, false),
+            (512, 16_384, true),
+            (512, 1 << 20, true),
         ] {
             assert_eq!(
                 MlaForm::Auto.decompresses(n, start),

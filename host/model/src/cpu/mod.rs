@@ -25,7 +25,9 @@ mod prefill;
 mod tests;
 mod weights;
 
-pub use decompressed::{MlaForm, DECOMPRESS_DEPTH_PER_TOKEN, DECOMPRESS_FROM};
+pub use decompressed::{
+    MlaForm, DECOMPRESS_AT_ANY_DEPTH, DECOMPRESS_DEPTH_PER_TOKEN, DECOMPRESS_FROM,
+};
 use ingot_gguf::GgufFile;
 pub use ingot_quant::cpu_dot::Isa;
 pub use prefill::DEFAULT_UBATCH;
