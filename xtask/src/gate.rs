@@ -10,11 +10,13 @@
 //! 4. `ptx-audit check`, run from that build: hot-loop instruction counts, guards, traps,
 //!    registers, spills vs budgets;
 //! 5. `cargo clippy --workspace --all-targets -- -D warnings` (its own check build, no codegen);
-//! 6. `cargo test --workspace` (built by step 3);
-//! 7. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
+//! 6. `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`: broken or private
+//!    intra-doc links fail (the dependencies' metadata is clippy's);
+//! 7. `cargo test --workspace` (built by step 3);
+//! 8. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
 //!    fail only because no GPU was found (see [`crate::rehearse`]).
 //!
-//! Steps 3 to 6 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
+//! Steps 3 to 7 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
 //! ([`crate::paths::tool_env`]): `ptx-audit` and its tests do not search for them.
 //!
 //! Nothing is compiled twice: `ptx-audit` is the test build's binary, not `cargo run -p
@@ -31,10 +33,16 @@ use crate::{kernels, paths, rehearse, tools};
 
 /// Runs cargo with the tools' paths in the environment.
 fn cargo(args: &[&str]) -> Result<()> {
+    cargo_with(args, &[])
+}
+
+/// [`cargo`] with more environment variables.
+fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(args)
         .envs(paths::tool_env())
+        .envs(env.iter().copied())
         .status()?;
     if !status.success() {
         bail!("`cargo {}` failed ({status})", args.join(" "));
@@ -102,7 +110,7 @@ fn cpu_isa_line() -> String {
 }
 
 pub fn run() -> Result<()> {
-    let steps: [(&str, &dyn Fn() -> Result<()>); 7] = [
+    let steps: [(&str, &dyn Fn() -> Result<()>); 8] = [
         ("tools", &tools::install),
         ("kernels --check", &kernels::check),
         ("cargo test --workspace --no-run", &|| cargo(&TEST_BUILD)),
@@ -128,6 +136,12 @@ pub fn run() -> Result<()> {
                 "-D",
                 "warnings",
             ])
+        }),
+        ("rustdoc", &|| {
+            cargo_with(
+                &["doc", "--workspace", "--no-deps", "--quiet"],
+                &[("RUSTDOCFLAGS", "-D warnings")],
+            )
         }),
         ("cargo test --workspace", &|| {
             cargo(&["test", "--workspace"])
