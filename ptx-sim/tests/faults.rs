@@ -163,9 +163,9 @@ fn use_after_free_and_bad_args() {
 }
 
 /// A prefetch moves nothing but must name memory of the launch: one past the input buffer (thread
-/// 3 of `%rd3 = input + 4·tid`, 256 bytes) is an out-of-bounds fault at its line (even before a grid-dependency wait, where a prefetch is
-/// allowed), one inside it or a predicated-off one runs, an unaligned one too (a line is
-/// prefetched, not a word).
+/// 3 of `%rd3 = input + 4·tid`, 256 bytes) is an out-of-bounds fault at its line (even before a
+/// grid-dependency wait, where a prefetch is allowed), one inside it or a predicated-off one
+/// runs, an unaligned one too (a line is prefetched, not a word).
 #[test]
 fn prefetch_outside_every_buffer() {
     let past =
