@@ -8,8 +8,8 @@
 use core::arch::asm;
 
 /// `prefetch.global.L2` of the line holding global address `a` where `p` holds: a hint that
-/// moves nothing into a register and cannot fault, so it may precede the grid-dependency wait
-/// (it reads only weights, which no kernel writes). Predicated, not branched: lanes with
+/// moves nothing into a register, so it may precede the grid-dependency wait when `a` is a
+/// weight (which no kernel writes). Predicated, not branched: lanes with
 /// nothing to prefetch do not branch around it. `a` must lie inside a buffer of the launch
 /// where `p` holds (ptx-sim checks it). The plain (`evict_normal`) form: an `L2::evict_last`
 /// line would outlive its one read of the step and crowd the L2 for the ~1.6 GB of weights
