@@ -20,7 +20,9 @@
 #   decode_no_pdl
 #           the same at depths 0 and 4096 with INGOT_NO_PDL=1: on sm_90 and later every node
 #           then starts after its predecessor has finished (decode has them start early,
-#           programmatic dependent launch), so the two rows measure what early launch gains
+#           programmatic dependent launch), so the two rows measure what early launch gains:
+#           the earlier start and the weight prefetch before each kernel's wait together (with
+#           INGOT_NO_PDL the prefetches still run, just before their own loads)
 #   nodes-d0, nodes-d4096
 #           `ingot plan --measure --predict h200` on it: every node of one decode step timed
 #           between CUDA events (median of 20 reps) beside its predicted time, the graph replay

@@ -110,11 +110,27 @@ fn greedy_on_the_device_follows_the_host_argmax() {
     assert_eq!(exec.logits(), host.logits());
 }
 
+/// Whether the committed (sm_86) text of `kernel` marks where its wait goes: a kernel that
+/// prefetches its weights before waiting (`kernels/device/src/prefetch.rs`).
+fn prefetches_before_its_wait(kernel: &str) -> bool {
+    let ptx = ingot_kernels::PTX;
+    let start = ptx
+        .find(&format!(".entry {kernel}("))
+        .unwrap_or_else(|| panic!("{kernel} is not in the PTX"));
+    let end = ptx[start..].find("\n}\n").map_or(ptx.len(), |e| start + e);
+    ptx[start..end]
+        .lines()
+        .any(|l| l.trim() == ingot_kernels::grid_dep::WAIT_MARKER)
+}
+
 /// The decode step with the kernels a Hopper card runs under programmatic dependent launch (each
 /// waits on its predecessor; `ingot_kernels::grid_dep`) gives the same logits, bit for bit, as the
 /// sm_86 kernels, on a dense + MoE model (softmax routing) and on tiny-v3 (sigmoid routing with
 /// groups, low-rank query), and no kernel touches global memory before its wait (the simulator
-/// faults if one does).
+/// faults if one does). The plans include every family that prefetches its weights before the
+/// wait (the attention projections with their rope tail, the attention output and FFN down
+/// projections, the gate/up of the shared experts and dense FFNs, the lm_head), so those
+/// prefetches run here too, and any that named memory outside the launch's buffers would fault.
 #[test]
 fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -127,10 +143,19 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
         QuantMix::Q4KM,
     );
     let v3 = GgufFile::open(&v3_path).expect("open");
+    let mut prefetching = std::collections::BTreeSet::new();
     for (name, file) in [("tiny64", &tiny), ("tiny-v3", &v3)] {
         let mut plain = SimExecutor::load(file, PlanOptions::for_ctx(8)).expect("load");
         let mut hopper = SimExecutor::load(file, PlanOptions::for_ctx(8)).expect("load");
         hopper.use_hopper_kernels().expect("sm_90 module");
+        prefetching.extend(
+            hopper
+                .plan()
+                .nodes
+                .iter()
+                .map(|n| n.kernel.clone())
+                .filter(|k| prefetches_before_its_wait(k)),
+        );
         for (pos, token) in [11u32, 200, 7, 300].into_iter().enumerate() {
             let a = plain.decode(token, pos).expect("sm_86 step").to_vec();
             let b = hopper
@@ -139,5 +164,19 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
             let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
             assert!(same, "{name}: position {pos}: logits differ");
         }
+    }
+    for family in [
+        "gemv2_rope_",
+        "gemv2_q",
+        "gemv_q",
+        "gemv_grouped_",
+        "moe_gate_up_",
+        "moe_down_",
+        "gemv_argmax_",
+    ] {
+        assert!(
+            prefetching.iter().any(|k| k.starts_with(family)),
+            "no prefetching {family}* node in {prefetching:?}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{Fault, FaultKind};
 use crate::ir::*;
 use crate::lanes::WARP;
 use crate::slots::{LOCAL_SLOT, SHARED_SLOT, SLOT_SHIFT};
-use crate::state::{Block, Frame, LaunchCtx, Scratch, Warp};
+use crate::state::{Block, Frame, LaunchCtx, Loc, Scratch, Warp};
 use crate::stats::LaunchStats;
 use crate::weak::StoreBuf;
 use crate::{mem_ops, warp_ops};
@@ -401,6 +401,22 @@ impl Block<'_> {
             }
             Op::GridDepWait => {
                 w.waited = true;
+                Ok(())
+            }
+            &Op::Prefetch { space, addr } => {
+                for lane in (0..WARP).filter(|&l| exec >> l & 1 == 1) {
+                    let a = self.rd(w, addr.base, lane).wrapping_add(addr.offset as u64);
+                    // Shared and local lines are this block's own: only a global address can
+                    // name memory outside the launch's buffers.
+                    if let loc @ Loc::Global(g) = self.locate(space, a) {
+                        self.ctx.mem.check(g, 1).map_err(|e| {
+                            let mut f = self.mem_fault(w, lane, e, loc, 1);
+                            f.detail = format!("prefetch: {}", f.detail);
+                            f
+                        })?;
+                        self.stats.prefetch_lanes += 1;
+                    }
+                }
                 Ok(())
             }
             Op::Shfl { .. }

@@ -544,6 +544,14 @@ pub(crate) enum Op {
         count: Option<Src>,
     },
     Nop,
+    /// `prefetch` / `prefetchu`: moves nothing and is not counted as traffic, but its address
+    /// must lie in memory the kernel may read (a fault otherwise: stricter than a hint needs, so
+    /// a prefetch computed from the wrong rows is found). Not a global access for the
+    /// grid-dependency rule: it reads no data a predecessor writes into a register.
+    Prefetch {
+        space: Space,
+        addr: Addr,
+    },
     /// `griddepcontrol.wait`: the prerequisite grids are complete. In the simulator they always
     /// are; it marks the warp as past its wait, before which a kernel that has one may not touch
     /// global memory.

@@ -65,6 +65,11 @@ pub struct LaunchStats {
     /// `bar.sync` completions per block, summed over blocks.
     pub barriers: u64,
     pub blocks: u64,
+    /// Lanes that executed a `prefetch` of a global address, summed: each asks for the line that
+    /// holds its address (the caller knows the line size). Not part of the traffic above: a
+    /// prefetch moves nothing into a register, and its line is read again by a load that is
+    /// counted.
+    pub prefetch_lanes: u64,
 }
 
 impl AddAssign for ClassCounts {
@@ -100,6 +105,7 @@ impl AddAssign for LaunchStats {
         self.shared_requests += o.shared_requests;
         self.shared_bank_conflicts += o.shared_bank_conflicts;
         self.barriers += o.barriers;
+        self.prefetch_lanes += o.prefetch_lanes;
         self.blocks += o.blocks;
     }
 }

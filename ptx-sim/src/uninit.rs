@@ -141,6 +141,7 @@ fn writes(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Trap
         | Op::Bar { .. }
         | Op::Nop
+        | Op::Prefetch { .. }
         | Op::GridDepWait
         | Op::Fence
         | Op::Unsupported => {}
@@ -186,7 +187,9 @@ fn reads(op: &Op, mut f: impl FnMut(Reg)) {
             src(a);
             b.iter().for_each(src);
         }
-        Op::Ld { addr, .. } | Op::Ldmatrix { addr, .. } => src(&addr.base),
+        Op::Ld { addr, .. } | Op::Ldmatrix { addr, .. } | Op::Prefetch { addr, .. } => {
+            src(&addr.base)
+        }
         Op::St { srcs, addr, .. } => {
             srcs.iter().for_each(&mut src);
             src(&addr.base);

@@ -152,6 +152,7 @@ fn stats(warp: u64, thread: u64, class: [u64; 10], rest: [u64; 10]) -> LaunchSta
         shared_bank_conflicts,
         barriers,
         blocks,
+        prefetch_lanes: 0,
     }
 }
 

@@ -162,6 +162,40 @@ fn use_after_free_and_bad_args() {
     ));
 }
 
+/// A prefetch moves nothing but must name memory of the launch: one past the input buffer (thread
+/// 3 of `%rd3 = input + 4·tid`, 256 bytes) is an out-of-bounds fault at its line (even before a
+/// grid-dependency wait, where a prefetch is allowed), one inside it or a predicated-off one
+/// runs, an unaligned one too (a line is prefetched, not a word).
+#[test]
+fn prefetch_outside_every_buffer() {
+    let past =
+        "setp.eq.u32 %p1, %r1, 3;\n @%p1 prefetch.global.L2 [%rd3+244];\n griddepcontrol.wait;";
+    let f = fault_of(past, 32);
+    assert_eq!(f.kind, FaultKind::OutOfBounds);
+    assert_eq!(f.thread, [3, 0, 0]);
+    assert_eq!(f.ptx_line, line_of(past, "prefetch"));
+    assert_eq!(f.address, Some((1u64 << 36) + 256));
+    assert!(f.detail.contains("prefetch"), "{}", f.detail);
+    let generic = "prefetchu.L1 [%rd3+300];";
+    assert_eq!(fault_of(generic, 32).kind, FaultKind::OutOfBounds);
+    let input: Vec<u32> = (0..64).map(|i| 3 * i + 2).collect();
+    // Each executing lane counts one prefetched line; a predicated-off lane none.
+    for (ok, lines) in [
+        ("prefetch.global.L2::evict_last [%rd3+129];", 32),
+        (
+            "setp.eq.u32 %p1, %r1, 99;\n @%p1 prefetch.global.L2 [%rd3+4096];",
+            0,
+        ),
+    ] {
+        let body = format!(
+            "{ok}\n griddepcontrol.wait;\n ld.global.u32 %r2, [%rd3];\n st.global.u32 [%rd4], %r2;"
+        );
+        let (out, stats) = run_io(&kernel(&body), "k", 32, &input, 64).expect(ok);
+        assert_eq!(out[..32], input[..32], "{ok}");
+        assert_eq!(stats.prefetch_lanes, lines, "{ok}");
+    }
+}
+
 /// A kernel that waits on its predecessor (`griddepcontrol.wait`, Hopper's programmatic dependent
 /// launch) may compute and prefetch before the wait but not touch global memory: a load before it
 /// is a fault naming the line; the same load after it, or a kernel without a wait, runs. Shared

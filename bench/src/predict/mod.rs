@@ -29,17 +29,26 @@
 //!   their last block alone in the simulator so this can be told) issued by that one block's
 //!   warps with the same latency rule, after the rest (serial: no other block is left);
 //!   these instructions are taken out of the issue term;
-//! - launch = `launch_in_graph_s` per node (a replayed CUDA graph).
+//! - launch = `launch_in_graph_s` per node (a replayed CUDA graph); on a card with early launch
+//!   (sm_90), `early_launch_hidden` of it is hidden behind the predecessor for every node after
+//!   the first;
+//! - on such a card, the DRAM term less what the node's weight prefetch before its wait streamed
+//!   while its predecessor ran ([`model::prefetch_before_wait`]: the prefetched lines the
+//!   simulator counted, bounded by the window, the predecessor's idle DRAM time, the first wave
+//!   and the L2, times `weight_prefetch_overlap`).
 //!
-//! The step is the sum of its nodes (a graph runs them one after the other); tok/s = 1 / step.
+//! The step is the sum of its nodes (a graph runs them one after the other), and never less
+//! than its DRAM bytes at the efficient bandwidth; tok/s = 1 / step.
 //! Published card figures are in [`card`]; the unpublished constants in
 //! [`model::DEFAULT_CONSTANTS`], each with its origin, all to be fitted when a GPU is lent.
 //!
 //! # Limits
-//! No overlap between nodes (programmatic dependent launch would hide some launch cost); no
-//! caching of weights in L2 across steps (V2-Lite's 1.6 GB dwarfs every L2); every re-read is
-//! served at one cache bandwidth whether they hit L1 or L2; instruction latency is one constant, not per
-//! instruction class; tensor-core and shared-memory throughput are not modelled separately.
+//! No overlap between nodes beyond the two early-launch terms above (both assumptions until a
+//! card measures them); no caching of weights in L2 across steps (V2-Lite's 1.6 GB dwarfs every
+//! L2); every re-read is served at one cache bandwidth whether they hit L1 or L2; instruction
+//! latency is one constant, not per instruction class (a prefetched line read from L2 instead of
+//! DRAM shortens no issue or latency term); tensor-core and shared-memory throughput are not
+//! modelled separately.
 
 pub mod card;
 pub mod counts;

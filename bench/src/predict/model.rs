@@ -31,6 +31,10 @@ pub struct Constants {
     /// Share of [`Constants::launch_in_graph_s`] hidden behind the previous node when a node is
     /// launched early (programmatic dependent launch, [`Card::early_launch`]).
     pub early_launch_hidden: Fitted,
+    /// Share of what a node could stream before its grid-dependency wait (its prefetched weight
+    /// lines that fit the window and the L2, [`prefetch_before_wait`]) that does arrive in L2
+    /// before the wait returns and is then not read from DRAM again.
+    pub weight_prefetch_overlap: Fitted,
 }
 
 /// The constants as shipped, before any fit.
@@ -77,7 +81,25 @@ pub const DEFAULT_CONSTANTS: Constants = Constants {
                  when a card is lent: scripts/device-bench.sh runs the decode with and without \
                  (INGOT_NO_PDL=1)",
     },
+    weight_prefetch_overlap: Fitted {
+        value: 0.5,
+        unit: "fraction of the prefetchable stream",
+        origin: "assumption, no anchor: on sm_90 the decode gemvs, the attention output and the \
+                 shared experts' blocks prefetch their weight rows into L2 before \
+                 griddepcontrol.wait (kernels/device/src/prefetch.rs). A prefetch is a hint (the \
+                 memory system may delay or drop it, the predecessor's stream may evict its \
+                 line), and how much DRAM the predecessor leaves idle over time is not known: \
+                 half is the guess, chosen before any prediction was computed and the same even \
+                 split as early_launch_hidden. Measured when a card is lent: \
+                 scripts/device-bench.sh's decode rows with and without early launch \
+                 (INGOT_NO_PDL=1), against this model's saving",
+    },
 };
+
+/// Bytes one prefetch asks the L2 for: its line (128 bytes on compute capability 8.x and 9.0,
+/// CUDA C++ Best Practices Guide, "L2 cache"; the PTX ISA defines `prefetch` as bringing in the
+/// line that holds the address).
+pub const PREFETCH_LINE_BYTES: u64 = 128;
 
 /// The constants for `card`: [`DEFAULT_CONSTANTS`] with what has been fitted on that card
 /// replacing the defaults. Only the H200's node cost is fitted so far.
@@ -117,6 +139,11 @@ pub struct NodeLoad {
     pub tail_warp_instructions: u64,
     /// Bytes read over the host link from host-mapped memory (routed experts outside VRAM).
     pub host_bytes: u64,
+    /// Weight bytes the node's blocks prefetch into L2 before their grid-dependency wait (the
+    /// simulator's prefetched lines times [`PREFETCH_LINE_BYTES`], at most the bytes it reads):
+    /// rows known from the block's index, never a routed expert's (its id is the router's
+    /// output).
+    pub prefetch_bytes: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -138,6 +165,9 @@ pub struct NodeTime {
     /// The host link: [`NodeLoad::host_bytes`] over the card's PCIe bandwidth times
     /// [`crate::replay::PCIE_EFFICIENCY`].
     pub pcie_s: f64,
+    /// DRAM time taken out of [`NodeTime::dram_s`] because the node streamed it into L2 before
+    /// its wait, while its predecessor ran ([`prefetch_before_wait`]; 0 otherwise).
+    pub prefetched_s: f64,
     /// `max(dram, l2, issue, pcie) + tail + launch`.
     pub total_s: f64,
     /// Which of dram/l2/issue/pcie is the largest.
@@ -227,10 +257,81 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
         launch_s,
         tail_s,
         pcie_s,
+        prefetched_s: 0.0,
         total_s: longest + tail_s + launch_s,
         bound,
         occupancy: occ,
         blocks_on_busiest_sm: busiest,
+    }
+}
+
+/// `t` (the time of `load` alone, after a kernel node) with the part of its DRAM stream that its
+/// prefetch moves before its grid-dependency wait taken out; `prev` and `prev_load`: its
+/// predecessor's time alone and load. Unchanged on a card without early launch, where a block
+/// prefetches just before it reads the same lines.
+///
+/// The window: with early launch a node's blocks are resident from `h·L` before the end of its
+/// predecessor's body (`L` the node cost, `h` [`Constants::early_launch_hidden`]; at most the
+/// whole body) until the wait returns `(1 − h)·L` after it (the predecessor's completion and
+/// memory flush, when nothing else streams). During the first part the prefetch gets only the
+/// DRAM time the predecessor leaves idle (`1 − dram/body` of it, as if its stream were spread
+/// evenly over its body); during the second, all of it. The prefetch streams at the node's own
+/// DRAM rate.
+///
+/// What it can stream: [`NodeLoad::prefetch_bytes`] of the blocks resident in the first wave
+/// (later waves start after the wait), and no more than the L2 holds beside everything the
+/// predecessor reads (a prefetched line evicted before its read helps nothing). Of that,
+/// [`Constants::weight_prefetch_overlap`] arrives in time. DRAM bandwidth stays shared: what
+/// moves is only what fits the predecessor's idle DRAM time, so the step's DRAM bytes still
+/// take at least their time at the card's bandwidth.
+pub fn prefetch_before_wait(
+    card: &Card,
+    k: &Constants,
+    load: &NodeLoad,
+    t: &NodeTime,
+    prev_load: &NodeLoad,
+    prev: &NodeTime,
+) -> NodeTime {
+    if !card.early_launch() || load.prefetch_bytes == 0 || t.dram_s <= 0.0 {
+        return *t;
+    }
+    let node_cost = k.launch_in_graph_s.value;
+    let h = k.early_launch_hidden.value;
+    let prev_body = prev
+        .dram_s
+        .max(prev.l2_s)
+        .max(prev.issue_s)
+        .max(prev.pcie_s)
+        + prev.tail_s;
+    let idle = if prev_body > 0.0 {
+        (1.0 - prev.dram_s / prev_body).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let window_s = (h * node_cost).min(prev_body) * idle + (1.0 - h) * node_cost;
+    // The node's DRAM rate, as in `node_time`.
+    let rate = load.dram_bytes as f64 / t.dram_s;
+    let sms = u64::from(card.sms);
+    let first_wave = (sms * u64::from(t.occupancy.blocks_per_sm)).min(load.blocks.max(1));
+    let resident = load.prefetch_bytes as f64 * first_wave as f64 / load.blocks.max(1) as f64;
+    let l2_room = card.l2_bytes.saturating_sub(prev_load.dram_bytes) as f64;
+    let bytes = resident.min(l2_room).min(window_s * rate) * k.weight_prefetch_overlap.value;
+    let prefetched_s = (bytes / rate).min(t.dram_s);
+    let dram_s = t.dram_s - prefetched_s;
+    let (bound, longest) = [
+        ("dram", dram_s),
+        ("l2", t.l2_s),
+        ("issue", t.issue_s),
+        ("pcie", t.pcie_s),
+    ]
+    .into_iter()
+    .fold(("dram", 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
+    NodeTime {
+        dram_s,
+        prefetched_s,
+        total_s: longest + t.tail_s + t.launch_s,
+        bound,
+        ..*t
     }
 }
 
@@ -250,6 +351,7 @@ mod tests {
             reread_bytes: 0,
             tail_warp_instructions: 0,
             host_bytes: 0,
+            prefetch_bytes: 0,
         }
     }
 
@@ -309,6 +411,88 @@ mod tests {
             node_time(r3090, &k, &l, true).launch_s,
             k.launch_in_graph_s.value
         );
+    }
+
+    /// A DRAM-bound node of 8 MB (every block resident at once) prefetching 4 MB of it, after a
+    /// predecessor `prev` of `prev_bytes` DRAM bytes and `prev_issue` of issue time.
+    fn prefetching(card: &Card, prefetch: u64, prev_bytes: u64, prev_issue: f64) -> [NodeTime; 3] {
+        let k = constants_for(Some(card));
+        let l = NodeLoad {
+            blocks: u64::from(card.sms),
+            dram_bytes: 8_000_000,
+            prefetch_bytes: prefetch,
+            ..load()
+        };
+        let prev_load = NodeLoad {
+            blocks: u64::from(card.sms),
+            dram_bytes: prev_bytes,
+            ..load()
+        };
+        let mut prev = node_time(card, &k, &prev_load, true);
+        prev.issue_s = prev_issue;
+        let t = node_time(card, &k, &l, true);
+        [
+            t,
+            prev,
+            prefetch_before_wait(card, &k, &l, &t, &prev_load, &prev),
+        ]
+    }
+
+    /// After a predecessor that leaves DRAM idle for its whole body (issue-bound, no bytes), a
+    /// node's prefetch streams through the whole node cost (`h·L` beside the predecessor, `(1 −
+    /// h)·L` while it completes) at the node's DRAM rate, of which the assumed share arrives:
+    /// that much DRAM time leaves the node.
+    #[test]
+    fn a_prefetch_moves_the_window_times_the_assumed_share() {
+        let h200 = card_named("h200").unwrap();
+        let k = constants_for(Some(h200));
+        let [t, _, with] = prefetching(h200, 4_000_000, 0, 10e-6);
+        let rate = 8e6 / t.dram_s;
+        let window = k.launch_in_graph_s.value;
+        let want = (4e6f64).min(window * rate) * k.weight_prefetch_overlap.value / rate;
+        assert!(want > 0.0 && want < t.dram_s);
+        assert!((with.prefetched_s - want).abs() < 1e-15, "{with:?}");
+        assert!((with.dram_s - (t.dram_s - want)).abs() < 1e-15);
+        assert!(
+            (t.total_s - with.total_s - want).abs() < 1e-15,
+            "DRAM-bound: all of it saved"
+        );
+        // A predecessor streaming DRAM for its whole body leaves only the completion part.
+        let [_, prev, busy] = prefetching(h200, 8_000_000, 40_000_000, 0.0);
+        assert_eq!(prev.bound, "dram");
+        let hidden = k.early_launch_hidden.value;
+        let want = (1.0 - hidden) * k.launch_in_graph_s.value * k.weight_prefetch_overlap.value;
+        assert!((busy.prefetched_s - want).abs() < 1e-15, "{busy:?}");
+    }
+
+    /// What cannot help does not: no early launch (sm_86 prefetches just before its own reads),
+    /// nothing prefetched (routed experts, whose ids the predecessor writes), a predecessor whose
+    /// reads fill the L2 (the prefetched lines would be evicted), an issue-bound node (its DRAM
+    /// time shrinks, its time does not).
+    #[test]
+    fn a_prefetch_saves_nothing_where_it_cannot_help() {
+        let (h200, r3090) = (card_named("h200").unwrap(), card_named("3090").unwrap());
+        let [t, _, with] = prefetching(r3090, 4_000_000, 0, 10e-6);
+        assert_eq!(with, t);
+        let [t, _, with] = prefetching(h200, 0, 0, 10e-6);
+        assert_eq!(with, t);
+        let [t, _, with] = prefetching(h200, 4_000_000, h200.l2_bytes, 10e-6);
+        assert_eq!(with.prefetched_s, 0.0);
+        assert_eq!(with.total_s, t.total_s);
+        let k = constants_for(Some(h200));
+        let l = NodeLoad {
+            blocks: u64::from(h200.sms),
+            dram_bytes: 1_000_000,
+            prefetch_bytes: 1_000_000,
+            ..load()
+        };
+        let mut t = node_time(h200, &k, &l, true);
+        t.issue_s = 5.0 * t.dram_s;
+        t.bound = "issue";
+        t.total_s = t.issue_s + t.launch_s;
+        let with = prefetch_before_wait(h200, &k, &l, &t, &l, &t);
+        assert!(with.prefetched_s > 0.0);
+        assert_eq!((with.total_s, with.bound), (t.total_s, "issue"));
     }
 
     #[test]

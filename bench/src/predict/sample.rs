@@ -63,6 +63,7 @@ pub fn scale(others: &LaunchStats, sampled_others: u64, last: &LaunchStats, n: u
         shared_bank_conflicts: s(others.shared_bank_conflicts),
         barriers: s(others.barriers),
         blocks: n - 1,
+        prefetch_lanes: s(others.prefetch_lanes),
     };
     out += *last;
     out

@@ -6,10 +6,13 @@
 //! lanes per row, `32 / lanes` rows per warp and pass, `gemv_passes` passes, `GEMV_BLOCK_WARPS`
 //! warps per block; a block's rows are consecutive. Each block first stages the activation
 //! blocks its rows read in shared memory (`vecdot::stage_act`) and its rows read them there.
+//! Before that, it prefetches its rows' weights into L2 and waits for its predecessor grid
+//! ([`prefetch_then_wait`]: on sm_90 the weight stream then overlaps the predecessor).
 //! The per-type math and each lane's share of a unit are in [`crate::vecdot`].
 
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
 use crate::norm_q8::quantize_store;
+use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{
     self, gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, SharedAct, WeightType,
     Q8_BYTES,
@@ -22,6 +25,22 @@ use ingot_abi::launch::{gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, GEMV_
 
 /// Threads of a quantized gemv block.
 const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;
+
+/// Lines each thread prefetches per weight span ([`prefetch_then_wait`]): 2 · 256 threads ·
+/// 128 B = 64 KiB per block, which covers every block's rows at the V2-Lite shapes (at most 24
+/// rows of 1,680 B, the Q6_K lm_head: 40 KiB).
+const GEMV_PREFETCH_LINES: u32 = 2;
+
+/// Prefetches rows `first .. end` of the matrix at `w` (rows of `row_bytes`), then waits for the
+/// predecessor grid: the `before` of the one-matrix gemvs.
+#[inline(always)]
+unsafe fn prefetch_rows(w: u64, row_bytes: u64, first: u32, end: u32) {
+    prefetch_then_wait::<GEMV_PREFETCH_LINES, 1>(
+        [(w + first as u64 * row_bytes, w + end as u64 * row_bytes)],
+        tid(),
+        THREADS,
+    );
+}
 
 /// How a launch's rows read the activation: row `r` reads `ncols/32` q8_1 blocks from block
 /// `(r / rows_per_group) · stride` of `x` on (`rows_per_group ≥ 1`).
@@ -64,12 +83,15 @@ unsafe fn gemv_rows<T: WeightType>(
     nrows: u32,
     x: u64,
     g: Groups,
+    before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
 ) {
-    gemv_rows_then::<T, true>(ncols, nrows, x, g, row, |_, _| {});
+    gemv_rows_then::<T, true>(ncols, nrows, x, g, before, row, |_, _| {});
 }
 
-/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. Block `b` computes rows
+/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. `before(first, last)`
+/// runs first, with the block's first and last row: it must end in the grid-dependency wait
+/// ([`prefetch_then_wait`]) and make no global access of its own. Block `b` computes rows
 /// `b·R .. b·R + R` (`R = gemv_block_rows`): pass `p` of warp `w` takes the `32 / lanes` rows
 /// from `b·R + (p·GEMV_BLOCK_WARPS + w)·32/lanes` on. With `EXIT`, a warp whose rows of a pass
 /// all lie past the end stops there; without it, it computes the last row and stores nothing,
@@ -83,6 +105,7 @@ unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
     nrows: u32,
     x: u64,
     g: Groups,
+    before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
     then: impl Fn(u32, f32),
 ) {
@@ -92,6 +115,7 @@ unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
     let passes = gemv_passes(nunits, gemv_unit::<T>());
     let row0 = bid() * (GEMV_BLOCK_WARPS * per_pass * passes);
     let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
+    before(row0, last);
     let g0 = stage_rows(x, g, ncols, row0, last);
     let t = tid();
     let lane = t % WARP_SIZE;
@@ -141,9 +165,14 @@ unsafe fn gemv<T: WeightType>(
         rows_per_group,
         stride: x_group_stride,
     };
-    gemv_rows::<T>(ncols, nrows, x, g, |r| {
-        (w + r as u64 * row_bytes, y + r as u64 * 4)
-    });
+    gemv_rows::<T>(
+        ncols,
+        nrows,
+        x,
+        g,
+        |first, last| prefetch_rows(w, row_bytes, first, last + 1),
+        |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
+    );
 }
 
 /// Two matrices of the same type and width against one activation vector in one launch
@@ -165,6 +194,25 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
         nrows0 + nrows1,
         x,
         ONE_GROUP,
+        |first, last| {
+            // The block's rows `first ..= last` of the launch: those below `nrows0` in `w0`,
+            // the rest in `w1` (either part may be empty: its span then has end <= start).
+            let end = last + 1;
+            prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(
+                [
+                    (
+                        w0 + first as u64 * row_bytes,
+                        w0 + end.min(nrows0) as u64 * row_bytes,
+                    ),
+                    (
+                        w1 + first.saturating_sub(nrows0) as u64 * row_bytes,
+                        w1 + end.saturating_sub(nrows0) as u64 * row_bytes,
+                    ),
+                ],
+                tid(),
+                THREADS,
+            )
+        },
         |r| {
             let (w, y, i) = if r < nrows0 {
                 (w0, y0, r)
@@ -189,6 +237,7 @@ unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: 
         nrows,
         x,
         ONE_GROUP,
+        |first, last| prefetch_rows(w, row_bytes, first, last + 1),
         |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
     );
@@ -262,12 +311,13 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
         rows_per_group,
         stride: x_group_stride,
     };
+    let rbytes = row_bytes::<T>(ncols);
+    prefetch_rows(w, rbytes, row0, row0 + ROWS);
     let g0 = stage_rows(x, g, ncols, row0, row0 + ROWS - 1);
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
     let sub = lane % lanes;
-    let rbytes = row_bytes::<T>(ncols);
     let rows = out_rows_addr();
     let mut first = warp * rows_per_warp;
     while first < ROWS {

@@ -19,6 +19,7 @@ mod moe_down;
 mod moe_gate_up;
 mod moe_prefill;
 mod norm_q8;
+mod prefetch;
 mod quantize;
 mod rmsnorm;
 mod router;

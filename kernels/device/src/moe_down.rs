@@ -26,6 +26,7 @@ use crate::intrinsics::{
 use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
 use crate::norm_q8::rmsnorm_tail;
+use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{self, WeightType, Q8_BYTES};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -57,6 +58,12 @@ unsafe fn slot(mine: (u64, f32), k: u32) -> (u64, f32) {
     let hi = shfl_idx_u32((mine.0 >> 32) as u32, k) as u64;
     (hi << 32 | lo, shfl_idx_f32(mine.1, k))
 }
+
+/// Lines each thread prefetches of its block's shared rows ([`prefetch_then_wait`]): 2 · 128
+/// threads · 128 B = 32 KiB, which covers the block's 8 rows up to 4 KiB per row (V2-Lite's
+/// attention output, 2,048 columns, and shared experts, 2,816 columns, as Q4_K..Q8_0); the
+/// dense FFN's 10,944-column rows are prefetched in part.
+const DOWN_PREFETCH_LINES: u32 = 2;
 
 /// Output rows per warp, as an array length.
 const ROWS: u32 = MOE_DOWN_ROWS_PER_WARP;
@@ -96,6 +103,23 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     let row_bytes = nunits as u64 * R::UNIT_BYTES;
     let (off0, off1) = (r0 as u64 * row_bytes, r1 as u64 * row_bytes);
     let act_per_slot = (ff / QK8_1 as u32) as u64 * Q8_BYTES;
+    let sh_units = ff_sh / S::QK;
+    let sh_row_bytes = sh_units as u64 * S::UNIT_BYTES;
+
+    // The block's shared-expert rows (a dense projection's whole rows, with `n_used = 0`) are
+    // known from its index: prefetched before the wait. The routed experts' ids are in `sel`,
+    // which the router writes: they cannot be known before the wait.
+    let block_rows = MOE_DOWN_WARPS * ROWS;
+    let sh_first = (bid() * block_rows).min(nrows);
+    let sh_end = (sh_first + block_rows).min(nrows);
+    prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>(
+        [(
+            down_sh + sh_first as u64 * sh_row_bytes,
+            down_sh + sh_end as u64 * sh_row_bytes,
+        )],
+        t,
+        MOE_DOWN_WARPS * WARP_SIZE,
+    );
 
     let (e0, w0) = load_selection(sel, down, lane, n_used, n_expert);
     // Lane k holds row r0 of slot k's expert; row r1 is `step` bytes after it.
@@ -125,8 +149,6 @@ unsafe fn rows<R: WeightType, S: WeightType>(
         acc[0] += ga * p[0];
         acc[1] += ga * p[1];
     }
-    let sh_units = ff_sh / S::QK;
-    let sh_row_bytes = sh_units as u64 * S::UNIT_BYTES;
     let xs = act + n_used as u64 * act_per_slot;
     let p = rows_dot_lane2::<S>(
         &[

@@ -26,6 +26,7 @@ use crate::intrinsics::{
     sts_f32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
+use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{self, WeightType, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
@@ -82,6 +83,11 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
     }
 }
 
+/// Lines each thread prefetches per matrix of a shared block ([`prefetch_then_wait`]): 2 · 256
+/// threads · 128 B = 64 KiB, which covers the block's 32 rows up to 2,048 B per row (V2-Lite's
+/// 2,048 columns: 1,152 B as Q4_K, 1,680 B as Q6_K). Wider rows are prefetched in part.
+const GATE_UP_PREFETCH_LINES: u32 = 2;
+
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
 /// launcher): `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
 /// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`. `gate` and `up` are expert tables
@@ -115,6 +121,26 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     let blocks_per_expert = (ff / MOE_GATE_UP_ROWS).max(1);
     let routed_blocks = n_used * blocks_per_expert;
     let routed = b < routed_blocks;
+    // A shared block's 32 gate and 32 up rows are known from its index: prefetched before the
+    // wait. A routed block's expert id is in `sel`, which the router (the predecessor) writes:
+    // nothing of it may be read before the wait, so it prefetches nothing.
+    let sh_row_bytes = if MIXED {
+        (ncols / S::QK) as u64 * S::UNIT_BYTES
+    } else {
+        row_bytes
+    };
+    let sh_first = b.wrapping_sub(routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
+    let sh_bytes = if routed {
+        0
+    } else {
+        MOE_GATE_UP_ROWS as u64 * sh_row_bytes
+    };
+    let (g_sh, u_sh) = (gate_sh + sh_first, up_sh + sh_first);
+    prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
+        [(g_sh, g_sh + sh_bytes), (u_sh, u_sh + sh_bytes)],
+        t,
+        MOE_GATE_UP_WARPS * WARP_SIZE,
+    );
     let (g_base, u_base, first_row) = if routed {
         let slot = b / blocks_per_expert;
         // One lane reads the id and broadcasts it: one 4-byte request per warp.

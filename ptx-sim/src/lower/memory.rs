@@ -39,6 +39,19 @@ impl KernelLowering<'_> {
     }
 
     /// `atom`, `red`.
+    /// `prefetch{.space}.level [a]`, `prefetchu.L1 [a]` (generic addresses unless a space is
+    /// named; the level and eviction priority change nothing in the simulator).
+    pub(super) fn lower_prefetch(&self, r: &RawInst) -> LResult<(Op, Class)> {
+        arity(&r.operands, 1)?;
+        Ok((
+            Op::Prefetch {
+                space: state_space(&r.mods).unwrap_or(Space::Generic),
+                addr: self.addr(&r.operands[0])?,
+            },
+            Class::Other,
+        ))
+    }
+
     pub(super) fn lower_atom(&self, r: &RawInst) -> LResult<(Op, Class)> {
         let ops = &r.operands;
         let op = r.opcode.as_str();

@@ -17,6 +17,7 @@
 
 mod float;
 mod global_mem;
+mod grid_dep;
 mod int;
 mod mma;
 mod shared_mem;
@@ -25,6 +26,7 @@ mod warp;
 
 pub use float::*;
 pub use global_mem::*;
+pub use grid_dep::*;
 pub use int::*;
 pub use mma::*;
 pub use shared_mem::*;
