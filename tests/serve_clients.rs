@@ -40,7 +40,7 @@ fn openai_python_client_streams_the_same_greedy_text() {
     // script's.
     let expected = greedy_chat(&server.addr, "Hi", 8);
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/serve/tests/openai_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("serve/tests/openai_client.py");
     let mut child = python
         .arg(&script)
         .arg(format!("http://{}", server.addr))

@@ -7,6 +7,7 @@
 pub mod blocks;
 pub mod hash;
 pub mod iq_grids;
+pub mod kernel_table;
 pub mod launch;
 pub mod step;
 pub mod weight_types;

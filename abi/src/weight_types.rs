@@ -4,16 +4,16 @@
 //! lists the types.
 //!
 //! A row says: the [`GemvType`] variant (also the name of the type's `WeightType` impl in
-//! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`],
-//! its ggml type id, the weights per block, the unit of the kernels' thread mapping (lanes
-//! per unit, weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte
-//! offsets of the block's f16 scale fields. Every type gets every per-type kernel (plain, grouped,
-//! grouped with the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE
-//! gate/up and down, which read their routed experts through expert tables); the `mixed_down` rows add MoE down kernels whose
-//! routed and shared weights differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the
-//! `mixed_gate_up` rows fused gate/up kernels whose routed and shared weights differ (the dynamic
-//! low-bit files: routed experts in a grid type, shared experts at 6 bits) and the `argmax` rows
-//! the fused lm_head kernels.
+//! `kernels/device/src/vecdot/`), its kernel-name tag, its block struct in [`crate::blocks`], its
+//! ggml type id, the weights per block, the unit of the kernels' thread mapping (lanes per unit,
+//! weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte offsets of the
+//! block's f16 scale fields. Every type gets every per-type kernel (plain, grouped, grouped with
+//! the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE gate/up and
+//! down, which read their routed experts through expert tables); the `mixed_down` rows add MoE down
+//! kernels whose routed and shared weights differ (the llama.cpp mixes,
+//! docs/deepseek2-model.md#quant-mixes), the `mixed_gate_up` rows fused gate/up kernels whose
+//! routed and shared weights differ (the dynamic low-bit files: routed experts in a grid type,
+//! shared experts at 6 bits) and the `argmax` rows the fused lm_head kernels.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
@@ -414,7 +414,7 @@ macro_rules! define_registry {
                 && $unit % $qk == 0
         );)*
 
-        /// Every kernel the registry names, for the launch table (`crate::launch::KERNELS`).
+        /// Every kernel the registry names, for the launch table (`crate::kernel_table::KERNELS`).
         pub const KERNELS: &[KernelDesc] = &[
             $(
                 GemvType::$v.plain().desc,

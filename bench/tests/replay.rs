@@ -74,7 +74,8 @@ fn lru_and_belady_on_the_textbook_sequence() {
     let lru = replay(&t, &opts(2, Policy::Lru)).unwrap();
     assert_eq!((lru.layers[0].hits, lru.layers[0].misses), (0, 6));
     let min = replay(&t, &opts(2, Policy::Belady)).unwrap();
-    // a(miss) b(miss) c(miss, evicts b: a is next used sooner) a(hit) b(miss, evicts a: never used again) c(hit)
+    // a(miss) b(miss) c(miss, evicts b: a is next used sooner) a(hit)
+    // b(miss, evicts a: never used again) c(hit)
     assert_eq!((min.layers[0].hits, min.layers[0].misses), (2, 4));
     assert_eq!(min.decode.miss_bytes, 4 * EXPERT_BYTES);
     assert_eq!(min.decode.tokens, 6);

@@ -19,19 +19,14 @@
 //! whose oracle margin (top-1 minus top-2) is below the logit band is a near-tie: within the
 //! backend's precision either token is correct.
 //!
-//! Routing has near-ties too. A MoE layer picks its top-k experts (and top groups) by comparing
-//! selection scores; where the oracle's last choice beats the next candidate by less than the
-//! backend's error in those scores, the backend may pick the other expert, and that layer's
-//! residual then moves by a whole expert's share (about 0.2 relative on the tiny V3 model), outside
-//! the hidden band. On the golden tiny-v3 model the plan's residuals sit at 0.03 – 0.06 relative
-//! error while its router logits are O(1), so a router logit moves by up to about 0.06; a sigmoid
-//! score (slope at most 1/4) by up to about 0.015. Margins are in router-logit units
-//! (`ingot_model::routing::Router::margin`): exact logit gaps under softmax, whatever the number of
-//! experts, and score gaps over the sigmoid's steepest slope otherwise, so [`Band::route_margin`]
-//! (0.08) is a sigmoid score gap of 0.02 and a softmax probability ratio of 1.083. A step whose
-//! first out-of-band layer is a MoE layer with a reference routing margin below it is a routing
-//! near-tie, not a failure; a wrong router fails at steps with clear margins, which are the large
-//! majority, and [`MAX_EXCUSED_FRACTION`] caps the steps a run may excuse so.
+//! Routing has near-ties too: where the oracle's last chosen expert beats the next by less than
+//! the backend's error in the selection scores, the backend may pick the other, and that layer's
+//! residual moves by a whole expert's share (~0.2 relative on tiny V3). Margins are in router-logit
+//! units (`ingot_model::routing::Router::margin`: logit gaps under softmax, score gaps over the
+//! sigmoid's steepest slope otherwise). On golden tiny-v3 a router logit moves by up to ~0.06, so
+//! [`Band::route_margin`] is 0.08 (a sigmoid score gap of 0.02). A step whose first out-of-band
+//! layer is a MoE layer with a reference margin below it is a routing near-tie, not a failure;
+//! [`MAX_EXCUSED_FRACTION`] caps the steps a run may excuse so.
 
 /// The tolerances of a gate run.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -20,7 +20,7 @@ pub enum BufferKind {
     Derived {
         from: String,
         ty: ingot_gguf::GgmlType,
-        recipe: crate::weights::Recipe,
+        recipe: crate::recipe::Recipe,
     },
     /// Host-precomputed constants (e.g. the rope cos/sin table), uploaded once.
     Constant { data: Vec<u8> },

@@ -19,6 +19,7 @@ pub mod exec;
 pub mod node;
 pub mod plan;
 pub mod planner;
+pub mod recipe;
 pub mod weights;
 
 pub use buffer::{BufId, BufferDecl, BufferKind};

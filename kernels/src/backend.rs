@@ -3,10 +3,9 @@
 //!
 //! # Which results must be bit-identical between ptx-sim and a GPU
 //!
-//! ptx-sim computes integer arithmetic exactly and every `.rn` f32 operation (add, sub, mul,
-//! fma, div, sqrt, rcp) with the host's IEEE operations, as the GPU does; the committed PTX has
-//! only explicitly rounded f32 arithmetic (`add.rn`, `mul.rn`, `fma.rn`, ...), which ptxas may not
-//! contract or reorder, and every reduction has a fixed order (warp shuffles, shared memory).
+//! ptx-sim computes integer arithmetic exactly and every `.rn` f32 operation with the host's IEEE
+//! operations, as the GPU does; the committed PTX has only explicitly rounded f32 arithmetic, which
+//! ptxas may not contract or reorder, and every reduction has a fixed order.
 //! So a kernel built only from those is **bit-identical** on both:
 //! `embed_*`, `rmsnorm_*`, `quantize_q8_1`, every `gemv*` (plain, `gemv2`, grouped, `_out`,
 //! `gemv_f32`, and `gemv_argmax`, whose one atomic is an integer max of a packed key),
@@ -25,14 +24,10 @@
 //! Where such a kernel quantizes its result (q8_1, f16), an approximation one ulp off can move
 //! a value across a rounding boundary, so the quantized output may differ by one level.
 //!
-//! How the bit-identical families are held to it on a GPU: the kernel tests' `sim_matches_gpu`
-//! compares the two byte for byte for the gemv types (plain and grouped), `mmq_q4k`,
-//! `quantize_q8_1` and `rmsnorm_q8_1_f32`, and the device check's smoke step for
-//! `quantize_q8_1`; `embed_*` and `quantize_q8_1` must equal a CPU oracle bit for bit on both
-//! accelerators, hence each other, and `argmax_step`, `gemv_argmax_*` + `argmax_finish` must
-//! pick the oracle's row (an integer). `moe_down_*`, `rmsnorm_f32`, `gemv_f32`, `gemv2_*` and
-//! the logits `gemv_argmax_*` writes have no direct sim-vs-GPU byte comparison yet: on the GPU
-//! they are held to their oracle tolerance only.
+//! On a GPU, `sim_matches_gpu` compares bytes for the gemv types, `mmq_q4k`, `quantize_q8_1` and
+//! `rmsnorm_q8_1_f32`; `embed_*`, `quantize_q8_1` and the argmax kernels equal a CPU oracle on
+//! both. `moe_down_*`, `rmsnorm_f32`, `gemv_f32`, `gemv2_*` and the argmax logits have no direct
+//! sim-vs-GPU byte comparison yet: on the GPU they are held to their oracle tolerance only.
 
 pub mod cuda;
 #[cfg(feature = "sim")]

@@ -16,7 +16,8 @@ pub mod ops;
 
 pub use backend::{Accelerator, KArg};
 pub use error::{KernelError, Result};
-pub use ingot_abi::launch::{all_kernels, KernelDesc, Param, ParamKind, KERNELS};
+pub use ingot_abi::kernel_table::{all_kernels, KERNELS};
+pub use ingot_abi::launch::{KernelDesc, Param, ParamKind};
 
 /// The committed PTX module (PTX ISA 7.8, sm_86; JIT-compiled by the driver for newer GPUs), as
 /// `build.rs` unpacked it from `kernels/ptx/ingot.ptx.xz`.

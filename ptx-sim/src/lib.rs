@@ -1,132 +1,24 @@
 //! `ptx-sim`: a CPU interpreter for the PTX that rustc's NVPTX backend (plus the project's inline
-//! asm) emits.
+//! asm) emits, so kernels are tested bit for bit and profiled (instruction mix, coalescing, bank
+//! conflicts) without a GPU, and out-of-bounds accesses, barrier misuse and warp-sync misuse are
+//! reported as compute-sanitizer would, as [`SimError::Fault`] values naming the kernel, block,
+//! thread, PTX line and address.
 //!
-//! It exists so kernels can be tested bit-for-bit and profiled (instruction mix, coalescing, bank
-//! conflicts) on machines without a GPU, and so that out-of-bounds accesses, barrier misuse and
-//! warp-sync misuse are reported like compute-sanitizer would, as [`SimError::Fault`] values that
-//! name the kernel, block, thread, PTX line and address.
-//!
-//! # Front end
-//! [`Module::parse`] validates the text with the `ptx-front` crate (the front end shared with `ptx-audit`, on
-//! `ptx-syntax`), then lowers each `.entry` into a compact
-//! IR: registers are dense indices into a per-warp register file of untyped 64-bit containers, labels are
-//! instruction indices, symbols are state-space addresses, immediates are raw bits of the operand type.
-//! Instructions the simulator does not implement still load; launching a kernel that contains one returns
-//! [`SimError::Unsupported`] naming the first such line (see [`Module::unsupported`]). `red` written in the
-//! ISA's modifier order (`red.global.add.u32`), which `ptx-syntax` 0.5 rejects, is reordered in place before
-//! parsing (`ptx_front::normalize_red`).
-//!
-//! # Execution model
-//! A launch runs a grid of blocks. A block is split into warps of 32 consecutive linear thread ids (x
-//! fastest); the last warp may be partial. The 32 lanes of a warp execute in lockstep under an active mask.
-//! When every live warp of a block waits at `bar.sync` they are all released. A barrier that some thread
-//! of the block cannot reach — it exited, or its warp is diverged at the barrier — is a
-//! [`FaultKind::BarrierDivergence`] fault (CUDA makes both undefined behaviour). How blocks and warps are
-//! ordered is the launch's [`Schedule`] ([`Sim::set_schedule`]; [`Sim::new`] takes it from the
-//! environment variable `INGOT_SIM_SCHEDULE`, `in-order` or `random:<seed>`, in-order when unset).
-//!
-//! ## In order (the default)
-//! Blocks are independent and run in parallel on the host's cores (rayon), each to completion. A block's
-//! warps run round robin, each until it reaches `bar.sync` or exits. Global stores are visible to every
-//! block at once, and fences (`fence.*`, `membar.*`) do nothing. So a race-free kernel gives the same
-//! results and counters on every run, but a kernel that lacks a fence, or a barrier whose absence only
-//! shows when a warp falls behind, passes: the order hides it.
-//!
-//! ## Random (`Schedule::Random { seed }`)
-//! Everything below is drawn from the seed, so a seed replays the same run bit for bit (one host thread
-//! runs the whole launch). Per launch the seed fixes: the order blocks start in (a shuffle); how many
-//! are resident at once (2, 3, 4 or 8; the next starts when one exits); the longest run of warp
-//! instructions between scheduling points (1 to 256); whether a scheduling point picks among the
-//! runnable warps of all resident blocks uniformly or by random priorities, redrawn now and then (which
-//! starves some warps for long stretches, as probabilistic concurrency testing does); and how often a
-//! scheduling point makes one block's buffered stores visible (1 in 16, 1 in 256, or never). Warps are
-//! also rescheduled at every barrier. Global memory is weak (`weak.rs`):
-//! - a block's plain global stores (`st`, whatever its qualifiers: `.relaxed`, `.volatile`, weak) go
-//!   to the block's store buffer, not to memory. They become visible to other blocks when any thread of
-//!   the block executes a fence (`fence.*` of any scope or kind, `membar.*`), when a random scheduling
-//!   point drains that buffer (also after the block has exited), when the exited blocks' buffered stores
-//!   exceed 4 MiB (the oldest drains), and at the end of the launch;
-//! - a block's own loads see its buffered stores over memory;
-//! - atomics (`atom`, `red`) act on memory directly, after draining the block's buffered bytes of the
-//!   same words, so an atomic can overtake the block's earlier stores to other addresses: the bug a
-//!   missing `__threadfence()` before the done counter of a last-block-done pattern causes;
-//! - loads of every kind (`ld`, `ld.relaxed`, `ld.volatile`, `ld.global.nc`, `ldu`) read memory, or the
-//!   block's buffer; none sees a stale value that another block has already made visible.
-//!
-//! So this catches: a missing or misplaced `bar.sync` between warps' shared- or global-memory
-//! accesses when a warp falling behind changes the result; a missing fence between a block's stores
-//! and the atomic (or flag) that publishes them to another block. It does not catch: a missing
-//! acquire fence on the reading side, or a plain load where `.relaxed`/`.volatile` is needed (loads
-//! never return stale data: there are no caches); a fence executed by the wrong thread (a fence
-//! drains the whole block's buffer, the cumulativity a fence after `bar.sync` has, applied to every
-//! fence); reordering of one block's buffered stores among themselves (a drain makes the whole
-//! buffer visible at once) or of shared-memory accesses within a warp (lanes run in lockstep, and a
-//! warp's instructions in program order); races between launches; `bar.sync` with a thread count,
-//! `bar.arrive`, `mbarrier` (unsupported, as in order). Blocks spin-waiting on each other must not
-//! exceed the resident window.
-//!
-//! ## Race check ([`Sim::set_race_check`])
-//! Runs each in-order launch again under a number of random schedules, each from the launch's starting
-//! memory, and fails with [`SimError::ScheduleDependent`] unless every allocation ends bit-for-bit as
-//! in order (or with the random run's fault); [`Sim::set_race_check_limit`] leaves launches above a
-//! number of warp instructions to the in-order run alone, counting them ([`Sim::race_check_counts`]).
-//! `ingot-kernels`' simulator backend turns it on for every kernel test launch (2 seeds, launches of up
-//! to 2^20 warp instructions).
-//!
-//! # Speed
-//! Each warp instruction is executed for the whole warp at once: operands are lane vectors (`[u64; 32]`,
-//! borrowed straight from the register file), the per-lane function is chosen once per instruction and
-//! mapped over the executing lanes, with dedicated lane functions for the common integer, f32 and `cvt`
-//! forms (`arith.rs`, checked bit for bit against the general semantics in `alu.rs`). Global loads and
-//! stores whose lanes all hit one allocation in bounds take a warp-wide path with one bounds check;
-//! coalescing and bank-conflict counters use fixed arrays (`coalesce.rs`). Register files are reused from
-//! block to block on each host thread, and only the registers a thread may read before writing (found at
-//! load, `uninit.rs`) are cleared, so registers still read as zero until written. Counters are exact and do
-//! not depend on these paths (`tests/counters.rs` pins them for real kernels).
-//!
-//! # Reconvergence
-//! At load, the control-flow graph of each kernel is built and the immediate post-dominator (ipdom) of every
-//! branch is computed. A warp keeps a stack of `(pc, reconvergence pc, mask)` entries: at a divergent branch
-//! the current entry waits at the branch's ipdom while the taken and not-taken lanes run as two new entries;
-//! an entry is popped when it reaches its reconvergence pc, which restores the union of the lanes. Loops
-//! with per-lane trip counts thus keep finished lanes parked at the loop exit until all lanes leave. Exited
-//! lanes are removed from every entry. Paths that end in `trap` never reach the exit and are left out of the
-//! post-dominator computation, so a bounds or divide-by-zero check that branches to a trap block does not
-//! delay reconvergence to the kernel exit (a lane that takes it faults with [`FaultKind::Trap`]).
-//!
-//! # Memory
-//! Global allocations live at distinct 64 GiB-aligned addresses separated by unmapped red zones (see
-//! `memory.rs`), so any out-of-bounds or freed access faults. Module-scope `.global`/`.const` variables
-//! (lookup tables) get one such slot each, created and initialised in a [`Sim`] at the first launch of
-//! their module and kept across launches (`module_vars.rs`, [`Sim::module_variable`]). Shared memory is
-//! per block (static `.shared` variables first, then the dynamic `.extern .shared` region of
-//! `LaunchConfig::shared_bytes`); local memory is per thread; `.param` is the launch's argument buffer.
-//! Generic addresses of shared and local memory live in two fixed windows, and `cvta` converts to and from
-//! them (`cvta.global`/`cvta.const` are the identity). Every access must be
-//! naturally aligned to its full (vector) size, or it is a [`FaultKind::Misaligned`] fault.
-//!
-//! # Counters
-//! [`LaunchStats`] counts warp instructions by class, global bytes and 32-byte sectors per warp request
-//! (coalescing), shared-memory bank conflicts (32 banks of 4 bytes; extra wavefronts per request), barriers.
-//!
-//! # Arithmetic and approximate math
-//! Integer operations are exact with PTX wrap/clamp rules. f32 `.rn` add/sub/mul/div/fma/sqrt use the host's
-//! IEEE operations (bit-exact with the GPU). f16/bf16 arithmetic is computed exactly in f64 and rounded once;
-//! `mma.sync` accumulates exact products in f64 and rounds the sum to f32 once, whereas the hardware's
-//! accumulation order and intermediate precision are implementation-defined: compare tensor-core results
-//! with a tolerance. The `.approx` functions are computed exactly in f64 and rounded to nearest, so the
-//! simulator returns the correctly rounded value where the GPU returns an approximation. The PTX ISA bounds
-//! the hardware's error relative to that exact result as follows (values from the ISA's instruction pages
-//! as recalled by the author; check the ISA version you target):
-//! - `ex2.approx.f32`: maximum relative error 2^-22.5 (about 2 ulp) over the full range;
-//! - `lg2.approx.f32`: maximum absolute error 2^-22.6 for inputs in [0.5, 2], relative 2^-22 elsewhere;
-//! - `rcp.approx.f32`: maximum 1 ulp; `sqrt.approx.f32`: maximum relative error 2^-23;
-//! - `rsqrt.approx.f32`: maximum relative error 2^-22.9;
-//! - `sin.approx.f32` / `cos.approx.f32`: maximum absolute error 2^-20.9 (sin) / 2^-20.5 (cos) in [-pi, pi];
-//! - `tanh.approx.f32`: maximum relative error 2^-11 (about 5e-4).
-//!
-//! Kernel tests should therefore compare results of approximate functions with at least those
-//! tolerances.
+//! The manual is `docs/ptx-sim.md`; the invariants a caller relies on:
+//! - [`Module::parse`] loads any PTX `ptx-front` accepts; a launch of a kernel holding an
+//!   instruction the simulator lacks fails with [`SimError::Unsupported`] naming its line
+//!   (docs/ptx-sim.md#front-end).
+//! - The in-order [`Schedule`] (the default) gives the same results and counters on every run; a
+//!   random one replays bit for bit from its seed, with weak global memory, and
+//!   [`Sim::set_race_check`] fails a launch whose result depends on the schedule
+//!   (docs/ptx-sim.md#execution-model).
+//! - Every access outside an allocation, misaligned, or into freed memory faults; registers read as
+//!   zero until written (docs/ptx-sim.md#memory).
+//! - [`LaunchStats`] counters are exact and do not depend on the fast paths
+//!   (docs/ptx-sim.md#counters).
+//! - f32 `.rn` arithmetic is bit-exact with the GPU; `mma.sync` and the `.approx` functions are
+//!   correctly rounded where the hardware is not, so compare those with the tolerances in
+//!   docs/ptx-sim.md#arithmetic-and-approximate-math.
 
 mod alu;
 mod arith;

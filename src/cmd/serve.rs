@@ -38,9 +38,9 @@ pub struct Args {
     #[arg(long, default_value_t = ingot_serve::DEFAULT_MAX_BODY)]
     pub max_body: usize,
     /// Also answer requests whose Host header names NAME (any port); repeatable; `*` allows every
-    /// name. By default only loopback names (localhost, 127.0.0.1, `[::1]`) and --host's own address
-    /// are answered: others get 403, which keeps DNS-rebinding pages out. Behind a proxy or on
-    /// 0.0.0.0, name the host clients use.
+    /// name. By default only loopback names (localhost, 127.0.0.1, `[::1]`) and --host's own
+    /// address are answered: others get 403, which keeps DNS-rebinding pages out. Behind a proxy or
+    /// on 0.0.0.0, name the host clients use.
     #[arg(long = "allowed-host", value_name = "NAME")]
     pub allowed_hosts: Vec<String>,
     /// Start every request from an empty KV cache instead of reusing the previous conversation's

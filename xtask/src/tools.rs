@@ -20,7 +20,7 @@ const WHEELS: [&str; 3] = [
 
 /// The `openai` Python client and every package it imports, each pinned, installed with `--no-deps`
 /// so the set is exactly this one (pydantic-core must match pydantic). `tests/serve_clients.rs`
-/// runs `host/serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
+/// runs `serve/tests/openai_client.py` with `PYTHONPATH=.tools/python`; numpy is for
 /// `tests/routing_trace.rs`, which memory-maps a routing trace as users do, and for gguf-py
 /// (`gguf`), whose numpy dequantizers `host/quant/tests/gguf_py.rs` compares against; importing
 /// `gguf.quants` runs the package's `__init__`, which imports `yaml` (its other dependencies, tqdm

@@ -8,7 +8,9 @@
 //! - the PTX tools (`Family::Tool`) depend on no ingot crate, and no ingot library below the
 //!   kernels depends on them;
 //! - `ingot-testdata` is only ever a dev dependency;
-//! - every workspace crate is in the table (a new crate must be placed before it can land).
+//! - every workspace crate is in the table (a new crate must be placed before it can land);
+//! - `host/` holds exactly the ingot libraries of layers 1 to 3, the host side below the GPU
+//!   code; `abi` (layer 0) and everything from the kernels up sit at the top level.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -52,7 +54,8 @@ struct Edge {
     kind: String,
 }
 
-fn workspace_edges() -> (Vec<String>, Vec<Edge>) {
+/// `cargo metadata` of the workspace (offline, no dependencies' packages).
+fn metadata() -> serde_json::Value {
     let out = Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -69,7 +72,11 @@ fn workspace_edges() -> (Vec<String>, Vec<Edge>) {
         "cargo metadata failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    serde_json::from_slice(&out.stdout).expect("metadata is JSON")
+}
+
+fn workspace_edges() -> (Vec<String>, Vec<Edge>) {
+    let meta = metadata();
     let packages = meta["packages"].as_array().expect("packages");
     let names: Vec<String> = packages
         .iter()
@@ -138,8 +145,44 @@ fn crates_depend_only_on_lower_layers() {
     );
 }
 
+/// Whether a crate at `layer` of `family` belongs under `host/`.
+fn belongs_in_host(layer: u32, family: Family) -> bool {
+    family == Family::Ingot && (1..=3).contains(&layer)
+}
+
+#[test]
+fn host_folder_holds_the_layers_below_the_kernels() {
+    let layer: HashMap<&str, (u32, Family)> = LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
+    let meta = metadata();
+    let root = meta["workspace_root"].as_str().expect("workspace_root");
+    let host = std::path::Path::new(root).join("host");
+    let mut bad = Vec::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let name = p["name"].as_str().expect("name");
+        let manifest = std::path::Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+        let Some(&(l, f)) = layer.get(name) else {
+            continue;
+        };
+        let in_host = manifest.starts_with(&host);
+        if in_host != belongs_in_host(l, f) {
+            bad.push(format!(
+                "{name} (layer {l}) is {} host/: host/ holds the ingot libraries of layers 1-3",
+                if in_host { "in" } else { "outside" }
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 #[test]
 fn the_rules_reject_upward_edges() {
+    assert!(belongs_in_host(2, Family::Ingot));
+    assert!(
+        !belongs_in_host(7, Family::Ingot),
+        "the server is above the engine"
+    );
+    assert!(!belongs_in_host(2, Family::Tool));
+    assert!(!belongs_in_host(0, Family::Ingot));
     let layer: HashMap<&str, (u32, Family)> = LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
     let edge = |from: &str, to: &str, kind: &str| Edge {
         from: from.into(),

@@ -4,48 +4,30 @@
 //! `y[t][r] = Σ_k W[r][k]·x_t[k]` for `ntok` tokens: `W` is `nrows` rows of `ncols` weights
 //! (row-major quant blocks), `x` is `ntok` rows of `ncols/32` q8_1 blocks (token-major, the
 //! blocks the decode gemv reads for one token), `y` is `ntok × nrows` floats, **token-major**
-//! (token `t`'s outputs are `y[t·nrows .. t·nrows + nrows]`, the layout of the next layer's
-//! input rows).
+//! (token `t`'s outputs are `y[t·nrows .. t·nrows + nrows]`, the next layer's input rows).
 //!
-//! Tiling: a thread block computes one tile of [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens. It walks
-//! the row in steps of [`MMQ_K_STEP`] = 256 weights (a k-quant super-block, or eight 32-weight
-//! blocks): it stages the tile's weights (unpacked to s8, with each 32-weight sub-block's factors:
-//! Q4_K's and Q5_K's scale and min, Q6_K's and Q3_K's `d` and two group scales, the 32-weight
-//! types' `d`, with Q4_1's and Q5_1's `m`) and the tile's activations (s8, with each q8_1 block's
-//! `d` and `d·Σq`) in shared memory, then each of its [`MMQ_WARPS`] warps multiplies a 16-row slice
-//! by a [`MMQ_WARP_TOKENS`]-token slice with `mma` per 32-deep sub-block and 8-token column (Q6_K,
-//! Q3_K: two, one per 16-weight scale group). So every weight byte is read once per token tile (a
-//! Q6_K block that starts 2 bytes off a 4-byte word also reads the 2 bytes before it and 2 of `d`
-//! again) and every activation byte once per row tile. Rows past `nrows` and tokens past `ntok` are
-//! staged from zero bytes and never stored.
+//! Tiling: a block computes [`MMQ_ROWS`] rows × [`MMQ_TOKENS`] tokens, walking the row in steps of
+//! [`MMQ_K_STEP`] = 256 weights. Per step it stages in shared memory the tile's weights unpacked to
+//! s8 with each 32-weight sub-block's factors (scale and min, `d` and group scales, or `d` and `m`)
+//! and the activations (s8, with each q8_1 block's `d` and `d·Σq`); each of [`MMQ_WARPS`] warps
+//! then multiplies a 16-row slice by a [`MMQ_WARP_TOKENS`]-token slice, one `mma` per 32-deep
+//! sub-block and 8-token column (Q6_K, Q3_K: two, one per 16-weight scale group). Every weight byte
+//! is read once per token tile and every activation byte once per row tile (a 2-byte-aligned Q6_K
+//! or Q3_K block is read as the aligned words that hold it); rows past `nrows` and tokens past
+//! `ntok` are staged from zero bytes and never stored.
 //!
 //! `ncols`: a positive multiple of 256 for the k-quant kernels, of 32 for the 32-weight types
-//! (Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0: V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights,
-//! `attn_k_b`'s 128). A row of the latter may end inside its last step: that step's blocks past
-//! `ncols/32` are staged as zeros by predicated-off loads, weights and activations both (no bytes
+//! (V2-Lite's `ffn_down_exps` rows are 1408 = 44·32 weights). A row of the latter may end inside
+//! its last step: the blocks past `ncols/32` are staged as zeros by predicated-off loads (no bytes
 //! read), so they add exact zeros and the step loop has no branch.
 //!
-//! Per type (`mmq_<tag>`, the registry's types with `mmq` rows: `GemvType::mmq`), each the
-//! decode gemv's formula per token with the f32 additions in another order:
-//! - Q4_K: `d·Σ d8·sc·Σq·q8 − dmin·Σ d8·m·Σq8` per super-block; Q5_K the same with levels
-//!   `0..=31` (the fifth bit from `qh`).
-//! - Q6_K: `d·Σ d8·sc·Σ(q − 32)·q8` per super-block.
-//! - Q3_K: levels `−4..=3`, signed 6-bit scales per 16-weight group folded as Q6_K's:
-//!   `d·Σ d8·(S − 32)·Σq·q8` per super-block. Blocks are 110 bytes, so every other one starts 2
-//!   bytes off a 4-byte word; it is read as the aligned words that hold it, the end words as the
-//!   16 bits of them in the block, so exactly its bytes.
-//! - Q5_0: levels staged as `q − 16`: `d·d8·Σ(q − 16)·q8` per block, the gemv's
-//!   `d·(d8·Σq·q8 − 16·s8)` with `s8 = d8·Σq8` from the integer sum. Q4_0 (18-byte blocks) the
-//!   same with `q − 8`; Q8_0 `d·d8·Σq·q8`; IQ4_NL levels staged as the code book's values
-//!   (`ingot_abi::blocks::KVALUES_IQ4NL`): `d·d8·Σ kvalue·q8`.
-//! - Q4_1 (20-byte blocks, whole words): levels staged as `q`, with `(d, −m)` as the block's
-//!   pair: `d·d8·Σq·q8 + m·s8` per block (the gemv takes the q8_1 block's stored f16 `s`),
-//!   folded as Q4_K's min term. Q5_1 the same (24-byte blocks, `q` five bits from `qs` and `qh`;
-//!   V2-Lite's Q3_K_M file has one, layer 0's `ffn_down`: 10944 columns, not whole 256-blocks).
+//! Per type (`mmq_<tag>`, the registry's types with `mmq` rows: `GemvType::mmq`): the decode
+//! gemv's formula per token (docs/quant-formats.md#gpu-dot-products) with the f32 additions in
+//! another order; offsets (Q5_0's 16, Q4_0's 8) are folded into the staged levels, mins (Q4_K,
+//! Q5_K, Q4_1, Q5_1) into a `d·Σq8` term, IQ4_NL's levels staged as its code book's values.
 //!
-//! An item is one tile: launch [`mmq_items`] items, one per block; block `b` computes token
-//! tile `b % mmq_token_tiles(ntok)` of row tile `b / mmq_token_tiles(ntok)` (the blocks that
-//! run together share a weight tile).
+//! One block per tile ([`mmq_items`]): block `b` computes token tile `b % mmq_token_tiles(ntok)`
+//! of row tile `b / mmq_token_tiles(ntok)`, so blocks that run together share a weight tile.
 
 use super::{signature, Kernel, WARP_SIZE};
 

@@ -5,20 +5,20 @@
 //! mapping cannot drift from what the host launches; the host reads the parameter lists to check
 //! argument kinds before a launch and [`KernelDesc::grid`] to size the grid.
 //!
-//! One file per kernel family; each exports its descriptors and an `ALL` list, and [`KERNELS`]
-//! lists the families. A new family adds its module and one entry to [`KERNELS`]. The kernels
-//! instantiated once per weight type are named and described by the registry,
-//! [`crate::weight_types::GemvType`], whose `KERNELS` list is one of the families.
+//! One file per kernel family; each exports its descriptors and an `ALL` list, and
+//! `crate::kernel_table::KERNELS` lists the families. A new family adds its module and one entry
+//! there. The kernels instantiated once per weight type are named and described by the registry,
+//! `crate::weight_types`, which builds its descriptors from this module's constructors.
 
 pub(crate) mod attention;
-mod basic;
-mod embed;
+pub(crate) mod basic;
+pub(crate) mod embed;
 pub(crate) mod gemv;
 pub(crate) mod head;
 pub(crate) mod mmq;
 pub mod moe;
-mod moe_prefill;
-mod norm;
+pub(crate) mod moe_prefill;
+pub(crate) mod norm;
 mod sig;
 
 pub use attention::{
@@ -137,22 +137,4 @@ impl KernelDesc {
     pub const fn threads(&self) -> u32 {
         self.block[0] * self.block[1] * self.block[2]
     }
-}
-
-/// Every kernel the device crate exports, by family.
-pub const KERNELS: &[&[KernelDesc]] = &[
-    basic::ALL,
-    moe::ALL,
-    attention::ALL,
-    gemv::ALL,
-    embed::ALL,
-    norm::ALL,
-    head::ALL,
-    moe_prefill::ALL,
-    crate::weight_types::KERNELS,
-];
-
-/// Iterates every kernel descriptor of every family.
-pub fn all_kernels() -> impl Iterator<Item = &'static KernelDesc> {
-    KERNELS.iter().flat_map(|family| family.iter())
 }

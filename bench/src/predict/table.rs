@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::card::Card;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
-use super::measured::Measurement;
+use super::measurement::Measurement;
 use super::model::{
     node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PREFETCH_LINE_BYTES,
 };

@@ -3,6 +3,7 @@
 
 pub mod cuda;
 pub mod expert_cache;
+pub mod host_embedding;
 pub mod sim;
 
 use ingot_model::ModelError;

@@ -9,11 +9,12 @@ use ptx_sim::{Arg, DevicePtr, LaunchConfig, LaunchStats, Module, Sim};
 
 use crate::error::ExecError;
 use crate::exec::expert_cache::{ExpertCache, SlabCopy, SlotMemory};
+use crate::exec::host_embedding::HostEmbedding;
 use crate::node::{Node, NodeArg};
 use crate::plan::Plan;
 use crate::planner::prefill::{build_prefill_plan_for, PrefillPlan, PREFILL_BUCKETS};
 use crate::planner::{build_plan_for, PlanOptions};
-use crate::weights::{initial_bytes, HostEmbedding};
+use crate::weights::initial_bytes;
 
 /// One node's launch, resolved to simulator addresses.
 struct Launch {

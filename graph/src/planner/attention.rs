@@ -20,7 +20,7 @@ use super::kernels as k;
 use super::nodes::{gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, NextNorm};
 use crate::error::PlanError;
 use crate::node::BufRef;
-use crate::weights::Recipe;
+use crate::recipe::Recipe;
 
 /// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards, and the
 /// norm buffers its `ffn_norm` (the `attn_output` launch's tail).
@@ -533,7 +533,7 @@ pub(crate) fn absorbed_weight(
         AttnLayout::Legacy => {
             let from = format!("blk.{il}.attn_kv_b.weight");
             let info = b.tensor(&from)?;
-            let geometry = crate::weights::KvbGeometry {
+            let geometry = crate::recipe::KvbGeometry {
                 n_head: c.n_head,
                 d_nope: c.d_nope,
                 d_v: c.d_v,

@@ -301,7 +301,7 @@ impl<'a> Builder<'a> {
         name: &str,
         from: &str,
         ty: GgmlType,
-        recipe: crate::weights::Recipe,
+        recipe: crate::recipe::Recipe,
         bytes: u64,
     ) -> BufId {
         self.declare(

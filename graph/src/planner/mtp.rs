@@ -30,7 +30,7 @@ use ingot_model::ModelConfig;
 
 use super::builder::{buf, buf_at, u32a, Builder};
 use super::kernels as k;
-use super::nodes::{gemv_weight, rmsnorm_q8};
+use super::nodes::{gemv_weight, nextn_name, rmsnorm_q8};
 use super::{attention, ffn, PlanOptions};
 use crate::buffer::BufId;
 use crate::error::PlanError;
@@ -54,11 +54,6 @@ pub struct MtpPlan {
     pub embed_tensor: String,
     /// The block index (`n_layer`).
     pub block: usize,
-}
-
-/// `blk.{il}.nextn.{s}.weight`.
-pub(crate) fn nextn_name(il: usize, s: &str) -> String {
-    format!("blk.{il}.nextn.{s}.weight")
 }
 
 /// Builds the plan of the model's first NextN/MTP block (block `n_layer`) at `opts.ctx`

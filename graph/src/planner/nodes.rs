@@ -20,6 +20,11 @@ use crate::buffer::BufId;
 use crate::error::PlanError;
 use crate::node::BufRef;
 
+/// `blk.{il}.nextn.{s}.weight`: a tensor of NextN/MTP block `il`.
+pub(crate) fn nextn_name(il: usize, s: &str) -> String {
+    format!("blk.{il}.nextn.{s}.weight")
+}
+
 /// `norm_q8 = q8_1(rmsnorm(residual)·w)` in one launch (`rmsnorm_q8_1`), and with `need_f32`
 /// the f32 `norm` too (`rmsnorm_q8_1_f32`; the router's input).
 pub(crate) fn rmsnorm_q8(
@@ -69,7 +74,7 @@ impl NextNorm {
     /// last decoding layer, or a NextN/MTP block's `shared_head_norm` (blocks `n_layer..`).
     pub fn after_ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
         let name = if il >= b.c.n_layer {
-            super::mtp::nextn_name(il, "shared_head_norm")
+            nextn_name(il, "shared_head_norm")
         } else if il + 1 < b.c.n_layer {
             format!("blk.{}.attn_norm.weight", il + 1)
         } else {

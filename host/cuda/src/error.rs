@@ -33,7 +33,7 @@ pub enum CudaError {
         or_none(error_log)
     )]
     Jit {
-        module: crate::module::ModuleSource,
+        module: crate::image::ModuleSource,
         #[source]
         source: DriverError,
         error_log: String,

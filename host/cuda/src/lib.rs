@@ -10,14 +10,16 @@
 mod error;
 mod gpu;
 mod graph;
+mod image;
 mod mapped;
 mod module;
 
 pub use error::CudaError;
 pub use gpu::{Arg, DeviceBuffer, Gpu, LaunchShape};
 pub use graph::{Event, Graph, PinnedBuffer};
+pub use image::ModuleSource;
 pub use mapped::{CopyStream, Fence, MappedBuffer};
-pub use module::{JitReport, Module, ModuleSource};
+pub use module::{JitReport, Module};
 
 /// Environment variable that makes a GPU mandatory: with `INGOT_REQUIRE_GPU=1`, a test or gate
 /// whose GPU half would be skipped for want of a GPU fails instead (the device scripts set it,

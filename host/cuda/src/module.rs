@@ -17,29 +17,11 @@ use cudarc::driver::sys::{self, CUjit_option};
 use cudarc::driver::CudaContext;
 
 use crate::error::{Call, CudaError};
+use crate::image::ModuleSource;
 
 /// Bytes reserved for each JIT log; the verbose info log of the whole module (one line of
 /// registers/spills per kernel, about 90 kernels) fits easily, longer logs are cut.
 const LOG_BYTES: usize = 1 << 20;
-
-/// What a module was loaded from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ModuleSource {
-    /// PTX text, JIT-compiled by the driver (or taken from its compute cache).
-    Ptx,
-    /// A cubin built offline for this architecture (e.g. `sm_90a`): no compilation at load.
-    Cubin(String),
-}
-
-impl ModuleSource {
-    /// "PTX JIT" or "cubin sm_90a".
-    pub fn describe(&self) -> String {
-        match self {
-            ModuleSource::Ptx => "PTX JIT".to_string(),
-            ModuleSource::Cubin(arch) => format!("cubin {arch}"),
-        }
-    }
-}
 
 /// What the driver reported for a module that loaded.
 #[derive(Clone, Debug)]

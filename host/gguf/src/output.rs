@@ -1,5 +1,6 @@
-//! [`OutputFile`]: the one way the project writes a file a user named. It checks the path before any work
-//! and again when committing, writes into a temporary file beside it, and renames that into place.
+//! [`OutputFile`]: the one way the project writes a file a user named. It checks the path before
+//! any work and again when committing, writes into a temporary file beside it, and renames that
+//! into place.
 //!
 //! Invariants:
 //! * A path that exists is refused unless the policy says `force`.

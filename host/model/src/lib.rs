@@ -27,6 +27,7 @@ pub mod routing;
 pub mod sampling;
 pub mod slice;
 pub mod speculative;
+mod tensor_names;
 pub mod tensors;
 pub mod trace;
 

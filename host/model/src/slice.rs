@@ -298,8 +298,8 @@ pub fn slice(input: &Path, output: &Path, keep: &KeepList) -> Result<SliceReport
     slice_to(input, out, keep)
 }
 
-/// [`slice()`] into an output file the caller created (and checked against its inputs, `input` among
-/// them).
+/// [`slice()`] into an output file the caller created (and checked against its inputs, `input`
+/// among them).
 pub fn slice_to(input: &Path, output: OutputFile, keep: &KeepList) -> Result<SliceReport> {
     let file = GgufFile::open(input)?;
     let header: &Gguf = file.header();

@@ -7,14 +7,7 @@ use ingot_gguf::{Gguf, GgufFile, TensorInfo};
 use crate::config::{AttnLayout, ExpertGateUp, ModelConfig};
 use crate::error::{ModelError, Result};
 
-pub const TOKEN_EMBD: &str = "token_embd.weight";
-pub const OUTPUT_NORM: &str = "output_norm.weight";
-pub const OUTPUT: &str = "output.weight";
-
-/// Name of a per-layer tensor, e.g. `layer_name(3, "attn_q.weight")` = `blk.3.attn_q.weight`.
-pub fn layer_name(il: usize, suffix: &str) -> String {
-    format!("blk.{il}.{suffix}")
-}
+pub use crate::tensor_names::{layer_name, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
 
 /// How much of a tensor one decoded token reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

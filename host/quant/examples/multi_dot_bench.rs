@@ -4,10 +4,11 @@
 //! activations (a routed expert sees about 6 of a 64-token chunk; dense products all 64).
 //!
 //! Usage: `cargo run --release -p ingot-quant --example multi_dot_bench -- TYPE ACTS [ROWS [ISA]]`
-//! with TYPE one of q4k, q4k-x8 (packed rows), q6k, q50, q80, and ISA one of scalar, avx2, vnni, avx512 (default: the
-//! fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the multiply-adds done and
-//! a checksum of the outputs; divide the first by the process's CPU time (`perf stat -e
-//! task-clock`) for a rate that a machine shared with other work disturbs less than wall time.
+//! with TYPE one of q4k, q4k-x8 (packed rows), q6k, q50, q80, and ISA one of scalar, avx2, vnni,
+//! avx512 (default: the fastest this CPU runs), as in `multi_dot_bench q50 6 16 avx2`. Prints the
+//! multiply-adds done and a checksum of the outputs; divide the first by the process's CPU time
+//! (`perf stat -e task-clock`) for a rate that a machine shared with other work disturbs less than
+//! wall time.
 
 use ingot_gguf::GgmlType;
 use ingot_quant::cpu_dot::{Isa, RowDot};

@@ -14,6 +14,8 @@
 mod avx2;
 mod isa;
 pub mod packed;
+mod packed_dot;
+mod prefetch;
 mod rows;
 #[cfg(test)]
 mod tests;

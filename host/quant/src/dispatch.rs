@@ -251,7 +251,7 @@ pub(crate) fn mmvq_k<B: Pod>(
 }
 
 /// Dot product of one quantized weight row with Q8_1 activations (from [`crate::quantize_q8_1`]),
-/// computed as the CUDA `mul_mat_vec_q` kernels do (see [`crate::mmvq`]). `act` must hold
+/// computed as the CUDA `mul_mat_vec_q` kernels do (see [`crate::gpu_dot_oracle`]). `act` must hold
 /// exactly one block per 32 row elements.
 pub fn vec_dot_q8_1(ty: GgmlType, row: &[u8], act: &[BlockQ8_1]) -> Result<f32, QuantError> {
     if !can_vec_dot_q8_1(ty) {

@@ -11,7 +11,7 @@
 //! * Activation quantizers: [`quantize_q8_1`] (the CUDA kernel's variant), [`quantize_q8_k`]
 //!   and [`quantize_q8_0`] (ggml's CPU reference).
 //! * Dot products: [`vec_dot_q8_1`], the oracle of the GPU `mul_mat_vec_q` kernels (one small
-//!   function per type in [`mmvq`], readable side by side with `vecdotq.cuh`), and
+//!   function per type in [`gpu_dot_oracle`], readable side by side with `vecdotq.cuh`), and
 //!   [`vec_dot_q8_k`] / [`vec_dot_q8_0`], the CPU backend's fast paths (the grid types dot
 //!   against Q8_K there).
 //!
@@ -24,6 +24,7 @@ pub mod cpu_dot;
 mod dispatch;
 mod error;
 pub mod float;
+pub mod gpu_dot_oracle;
 pub mod iq1_m;
 pub mod iq1_s;
 pub mod iq2_s;
@@ -33,7 +34,6 @@ pub mod iq3_s;
 pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
-pub mod mmvq;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;

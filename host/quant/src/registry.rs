@@ -2,21 +2,14 @@
 //! dispatch of the crate's CPU side. Still per type outside it: the SIMD kernels, and the grid
 //! types' stand-ins ([`crate::GRID_TYPES`]).
 //!
-//! A block row says: the [`GgmlType`] variant, its block struct (`ingot_abi::blocks`), weights
-//! per block, the module holding its `dequantize` (and `quantize`, where the row has
-//! `[quantize]`), the activation block and [`crate::cpu_dot`] function of its CPU dot product
-//! (ggml's `vec_dot_type`; none for Q4_1/Q5_1 and the activation formats), and the
-//! [`crate::mmvq`] shape and call of its q8_1 oracle ([`crate::vec_dot_q8_1`]). A float row
-//! (F32, F16, BF16: one element per block) names its whole-row codecs in [`crate::float`] and
-//! its bytes per element.
-//!
-//! From the rows come: the [`CpuBlock`] and [`CpuDot`] impls of the block structs, [`CPU_TYPES`]
-//! and [`cpu_type`] (behind `can_dequantize`, `can_quantize`, `can_vec_dot_q8_1`,
-//! `cpu_vec_dot_type`), and the one `match` per operation that turns a `GgmlType` into a
-//! monomorphic call (`visit`, `visit_dot`, `mmvq_row`): `dequantize_row`, `quantize_row`,
-//! `vec_dot_q8_k`/`vec_dot_q8_0` and the scalar paths of [`crate::cpu_dot::RowDot`]. The SIMD
-//! row kernels (`cpu_dot/rows.rs`, `avx2_rows`) stay per type; a dotted type without one runs
-//! its row's scalar dot.
+//! A block row names the [`GgmlType`], its block struct (`ingot_abi::blocks`), weights per block,
+//! the module of its `dequantize` (and `quantize`), the activation block and [`crate::cpu_dot`]
+//! function of its CPU dot (ggml's `vec_dot_type`), and the [`crate::gpu_dot_oracle`] call of its q8_1
+//! oracle ([`crate::vec_dot_q8_1`]); a float row (F32, F16, BF16) its [`crate::float`] codecs.
+//! From the rows come the [`CpuBlock`] and [`CpuDot`] impls, [`CPU_TYPES`], [`cpu_type`], and the
+//! one `match` per operation that turns a `GgmlType` into a monomorphic call (`visit`,
+//! `visit_dot`, `mmvq_row`). The SIMD row kernels (`cpu_dot/rows.rs`, `avx2_rows`) stay per type;
+//! a dotted type without one runs its row's scalar dot.
 //!
 //! Invariants:
 //! * a row's weights per block and block bytes are its type's `GgmlType::block_size` and
@@ -32,10 +25,7 @@
 //!   (test `dots_match_dequantized_blocks`), so a row cannot pair a block with another
 //!   format's dot.
 //!
-//! Adding a CPU type: its block struct in `abi/src/blocks.rs` (with its `GgmlType` in
-//! `host/gguf` if new), its module (`dequantize`, `quantize`) and `mod` line in `lib.rs`, its
-//! row here, its scalar dot in `cpu_dot.rs` where it has one, its `*_call` in `mmvq.rs` where it
-//! has a q8_1 oracle; docs/architecture.md counts the files.
+//! Adding a CPU type: docs/architecture.md lists and counts the files.
 
 use crate::float;
 use bytemuck::Pod;
@@ -231,8 +221,8 @@ macro_rules! registry {
                 $($(GgmlType::$v => crate::dispatch::$mmvq::<$block>(
                     row,
                     act,
-                    crate::mmvq::shape::$shape,
-                    crate::mmvq::$call,
+                    crate::gpu_dot_oracle::shape::$shape,
+                    crate::gpu_dot_oracle::$call,
                 ),)?)*
                 _ => return None,
             })

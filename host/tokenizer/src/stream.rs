@@ -79,3 +79,10 @@ impl<'t> StreamDecoder<'t> {
         self.pending.len()
     }
 }
+
+impl Tokenizer {
+    /// An incremental decoder for streaming generated tokens.
+    pub fn stream_decoder(&self) -> StreamDecoder<'_> {
+        StreamDecoder::new(self)
+    }
+}

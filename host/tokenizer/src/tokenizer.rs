@@ -9,7 +9,6 @@ use crate::error::TokenizerError;
 use crate::known_texts;
 use crate::pretokenize::{PreTokenizer, PreTokenizerKind};
 use crate::special::{Fragment, SpecialTokens};
-use crate::stream::StreamDecoder;
 use crate::vocab::{TokenType, VocabParts};
 
 /// A gpt2-type (byte-level BPE) tokenizer built from GGUF vocabulary metadata, matching llama.cpp's
@@ -295,10 +294,5 @@ impl Tokenizer {
             bytes.extend_from_slice(self.token_bytes(id));
         }
         String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    /// An incremental decoder for streaming generated tokens.
-    pub fn stream_decoder(&self) -> StreamDecoder<'_> {
-        StreamDecoder::new(self)
     }
 }

@@ -11,9 +11,9 @@
 //! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
 //! The routed weights are an expert table (`ingot_abi::launch::moe`): entry `e` is where expert
-//! `e`'s `[nrows][ff]` slab starts (the stacked tensor, a VRAM slot or host-mapped memory), read
-//! by lane `k` for slot `k` with the selection, before the row loops. Expert ids are clamped to `n_expert − 1`, so a
-//! corrupt selection cannot read past the table.
+//! `e`'s `[nrows][ff]` slab starts (the stacked tensor, a VRAM slot or host-mapped memory), read by
+//! lane `k` for slot `k` with the selection, before the row loops. Expert ids are clamped to
+//! `n_expert − 1`, so a corrupt selection cannot read past the table.
 //!
 //! Norm tail: with `norm` set, the block that finishes last ([`last_block_done`]) normalizes
 //! the updated stream `y` with its four warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)

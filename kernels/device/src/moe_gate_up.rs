@@ -88,13 +88,14 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 /// 2,048 columns: 1,152 B as Q4_K, 1,680 B as Q6_K). Wider rows are prefetched in part.
 const GATE_UP_PREFETCH_LINES: u32 = 2;
 
-/// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host
-/// launcher): `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
+/// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host launcher):
+/// `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
 /// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`. `gate` and `up` are expert tables
 /// (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]` slabs, or with
-/// `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded but unused). The routed experts' weights
-/// are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S` (a block reads one type, so
-/// the branch between the two is uniform per block; without `MIXED` only `R`'s path exists).
+/// `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded but unused). The
+/// routed experts' weights are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S` (a block
+/// reads one type, so the branch between the two is uniform per block; without `MIXED` only `R`'s
+/// path exists).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(

@@ -3,7 +3,8 @@
 
 use std::ops::Range;
 
-use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, Module};
+use ingot_abi::launch::KernelDesc;
+use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, MappedBuffer, Module};
 
 use crate::error::{ExecError, NodeFailure};
 use crate::node::{Node, NodeArg};
@@ -219,4 +220,29 @@ mod tests {
             assert!(msg.contains(part), "`{part}` missing from: {msg}");
         }
     }
+}
+
+/// The decode plan's buffer `i`.
+pub(super) fn decode_place<'a>(
+    bufs: &'a [DeviceBuffer],
+    mapped: &[Option<MappedBuffer>],
+    i: usize,
+) -> Place<'a> {
+    match &mapped[i] {
+        Some(m) => Place::Mapped(m.device_address()),
+        None => Place::Dev(&bufs[i]),
+    }
+}
+
+/// Every node's launch geometry, in plan order.
+pub(super) fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
+    plan.nodes
+        .iter()
+        .zip(descs)
+        .map(|(n, d)| LaunchShape {
+            grid: d.grid(n.items),
+            block: d.block,
+            shared_bytes: d.shared_bytes,
+        })
+        .collect()
 }

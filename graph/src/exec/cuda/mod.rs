@@ -33,6 +33,7 @@ use crate::planner::{build_plan_for, PlanOptions};
 mod fault;
 mod launch;
 mod prefill;
+mod prefill_run;
 mod replay;
 mod slots;
 mod timing;

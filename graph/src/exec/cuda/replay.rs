@@ -4,9 +4,10 @@
 
 use ingot_abi::step::StepState;
 
+use super::launch::decode_place;
 use super::launch::{capture_nodes, launch_nodes, Pace};
 use super::slots::CudaSlots;
-use super::upload::{decode_place, Loaded};
+use super::upload::Loaded;
 use super::STATE_BYTES;
 use crate::error::ExecError;
 use crate::plan::Plan;

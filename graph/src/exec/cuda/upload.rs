@@ -12,15 +12,16 @@ use ingot_cuda::{
 };
 use ingot_gguf::GgufFile;
 
-use super::launch::Place;
+use super::launch::shapes_of;
 use super::prefill::{prefill_own_bytes, DevPrefill, PrefillHost};
 use super::slots::CudaSlots;
 use super::{IN_FLIGHT, STATE_BYTES};
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
 use crate::exec::expert_cache::ExpertCache;
+use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
-use crate::weights::{initial_bytes, HostEmbedding};
+use crate::weights::initial_bytes;
 
 /// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
 /// the graph's own resources and cudarc's bookkeeping.
@@ -55,31 +56,6 @@ pub(super) struct Loaded {
     pub(super) experts: Option<(ExpertCache<Fence>, CopyStream)>,
     /// The batched prefill; `None` when the executor has no prefill plan.
     pub(super) prefill: Option<DevPrefill>,
-}
-
-/// The decode plan's buffer `i`.
-pub(super) fn decode_place<'a>(
-    bufs: &'a [DeviceBuffer],
-    mapped: &[Option<MappedBuffer>],
-    i: usize,
-) -> Place<'a> {
-    match &mapped[i] {
-        Some(m) => Place::Mapped(m.device_address()),
-        None => Place::Dev(&bufs[i]),
-    }
-}
-
-/// Every node's launch geometry, in plan order.
-pub(super) fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
-    plan.nodes
-        .iter()
-        .zip(descs)
-        .map(|(n, d)| LaunchShape {
-            grid: d.grid(n.items),
-            block: d.block,
-            shared_bytes: d.shared_bytes,
-        })
-        .collect()
 }
 
 impl Loaded {

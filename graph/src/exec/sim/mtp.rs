@@ -9,10 +9,10 @@ use ptx_sim::{DevicePtr, LaunchStats, Module, Sim};
 
 use super::{alloc_with_twins, launch, launches, Launch};
 use crate::error::ExecError;
+use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
 use crate::planner::mtp::{build_mtp_plan_for, MtpPlan};
 use crate::planner::PlanOptions;
-use crate::weights::HostEmbedding;
 
 /// The MTP plan loaded beside a decode plan.
 pub(super) struct SimMtp {

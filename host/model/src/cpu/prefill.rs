@@ -76,8 +76,9 @@ impl<'f> CpuBackend<'f> {
         Ok(logits)
     }
 
-    /// [`crate::Decoder::forward_rows`]: [`Rows::All`] runs one chunk in the absorbed form (the decode
-    /// step's values bit for bit); [`Rows::Last`] chunks as [`CpuBackend::prefill_chunked`] does.
+    /// [`crate::Decoder::forward_rows`]: [`Rows::All`] runs one chunk in the absorbed form (the
+    /// decode step's values bit for bit); [`Rows::Last`] chunks as
+    /// [`CpuBackend::prefill_chunked`] does.
     pub(super) fn forward_chunked(
         &mut self,
         tokens: &[u32],

@@ -9,15 +9,16 @@
 //! per token on cores that share the memory bus, so a larger layout would cost it that much (a
 //! first layout with the scales decoded to bytes, 2.8% larger, made decode 3.7% slower).
 //!
-//! Invariant: [`RowDot::q8_k_x8`] on packed rows gives, row for row, the bits of
-//! [`RowDot::q8_k`] on the rows they were packed from, whatever the instruction set (tests in
-//! `tests.rs` pack random rows and compare with the scalar dot, and break the layout on purpose).
+//! Invariant: [`RowDot::q8_k_x8`](super::RowDot::q8_k_x8) on packed rows gives, row for row, the
+//! bits of [`RowDot::q8_k`](super::RowDot::q8_k) on the rows they were packed from, whatever the
+//! instruction set (tests in `tests.rs` pack random rows and compare with the scalar dot, and break
+//! the layout on purpose).
 
 use bytemuck::{Pod, Zeroable};
-use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, BlockQ8K, QK_K};
+use ingot_abi::blocks::{get_scale_min_k4, BlockQ4K, QK_K};
 use ingot_gguf::GgmlType;
 
-use super::{k4_decoded, Isa, RowDot};
+use super::Isa;
 use crate::error::QuantError;
 use crate::round::f16_to_f32;
 
@@ -160,7 +161,7 @@ fn pack_block(x: &[BlockQ4K; ROWS_PER_GROUP]) -> BlockQ4Kx8 {
 }
 
 /// Row `r`'s six-bit scales and mins of each group of the packed super-block `x`.
-fn scales_mins(x: &BlockQ4Kx8, r: usize) -> ([u8; 8], [u8; 8]) {
+pub(super) fn scales_mins(x: &BlockQ4Kx8, r: usize) -> ([u8; 8], [u8; 8]) {
     let mut bytes = [0u8; 12];
     for (b, w) in bytes.chunks_exact_mut(4).zip(&x.scales) {
         b.copy_from_slice(&w[r].to_le_bytes());
@@ -170,7 +171,7 @@ fn scales_mins(x: &BlockQ4Kx8, r: usize) -> ([u8; 8], [u8; 8]) {
 }
 
 /// Row `r`'s unsigned levels (`0..=15`) of the packed super-block `x`, in element order.
-fn levels(x: &BlockQ4Kx8, r: usize) -> [u8; QK_K] {
+pub(super) fn levels(x: &BlockQ4Kx8, r: usize) -> [u8; QK_K] {
     let mut q = [0u8; QK_K];
     for (v, qs) in x.qs.iter().enumerate() {
         let (p, i) = (v / 8, v % 8);
@@ -181,57 +182,6 @@ fn levels(x: &BlockQ4Kx8, r: usize) -> [u8; QK_K] {
         }
     }
     q
-}
-
-impl RowDot {
-    /// `out[t·n + r] = row r · acts[t]` for the `n = out.len() / acts.len()` rows packed in
-    /// `packed` by [`pack_q4k`] (`n / 8` groups of `acts[0].len()` super-blocks each): the bits of
-    /// [`RowDot::q8_k_multi`] on the unpacked rows. For Q4_K dot products only.
-    pub fn q8_k_x8(
-        &self,
-        packed: &[BlockQ4Kx8],
-        acts: &[&[BlockQ8K]],
-        out: &mut [f32],
-    ) -> Result<(), QuantError> {
-        let Some(first) = acts.first() else {
-            return Ok(());
-        };
-        let (nb, n) = (first.len(), out.len() / acts.len());
-        let fits = self.ty() == GgmlType::Q4K
-            && nb > 0
-            && n.is_multiple_of(ROWS_PER_GROUP)
-            && n * acts.len() == out.len()
-            && packed.len() == n / ROWS_PER_GROUP * nb
-            && acts.iter().all(|a| a.len() == nb);
-        if !fits {
-            return Err(QuantError::ByteLength {
-                ty: self.ty(),
-                elements: out.len(),
-                expected: n / ROWS_PER_GROUP * nb * size_of::<BlockQ4Kx8>(),
-                actual: size_of_val(packed),
-            });
-        }
-        #[cfg(target_arch = "x86_64")]
-        if self.isa() != Isa::Scalar {
-            // SAFETY: a RowDot on a SIMD instruction set exists only after `with_isa` saw AVX2
-            // and F16C, all these kernels use; the lengths were checked above.
-            unsafe { super::avx2::packed_k::q4k_x8(packed, acts, out) };
-            return Ok(());
-        }
-        for (t, act) in acts.iter().enumerate() {
-            for (g, group) in packed.chunks_exact(nb).enumerate() {
-                for r in 0..ROWS_PER_GROUP {
-                    let mut sum = 0.0f32;
-                    for (x, y) in group.iter().zip(act.iter()) {
-                        let (sc, m) = scales_mins(x, r);
-                        sum += k4_decoded(&levels(x, r), sc, m, x.d[r], x.dmin[r], y);
-                    }
-                    out[t * n + g * ROWS_PER_GROUP + r] = sum;
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use bytemuck::Pod;
 use ingot_abi::blocks::{BlockQ8K, BlockQ8_0};
 use ingot_gguf::GgmlType;
 
+use super::prefetch::prefetch;
 use crate::error::QuantError;
 use crate::registry::{self, acts_as, ActBlock, CpuDot, VisitDot};
 
@@ -290,25 +291,6 @@ fn each_row<B: Pod, A>(data: &[u8], act: &[A], out: &mut [f32], f: impl Fn(&B, &
 /// picks up late, so the dot stalls on memory it could have overlapped.
 const PREFETCH_ROWS: usize = 2;
 
-/// Asks for the cache lines of `bytes` (a hint: no fault, no effect on results), into L2 rather
-/// than L1: the streamed weights would push the reused operands (activations, unpacked groups) out
-/// of the small L1 (measured on the AVX2 and AVX-512 paths: prefill and decode about 3% faster than
-/// with L1 hints).
-#[inline(always)]
-pub(super) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: SSE is part of x86-64; a prefetch never faults.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
 /// [`each_row`] with a whole-row kernel `row` for aligned data, which must return exactly what
 /// folding `block` over the row does.
 #[inline(always)]
@@ -414,8 +396,8 @@ mod avx2_rows {
     }
 
     /// [`super::RowDot::q8_k_multi`] for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: Q4_K and Q5_K in groups
-    /// of eight rows interleaved across vector lanes ([`interleaved_k`]), the rows left over and the
-    /// other types through kernels that share each block's unpacking among several activations.
+    /// of eight rows interleaved across vector lanes ([`interleaved_k`]), the rows left over and
+    /// the other types through kernels that share each block's unpacking among several activations.
     /// False (nothing written) for other types, unaligned rows, and Q4_K/Q5_K below their
     /// `MIN_ACTS`, which the one-activation row kernels serve faster.
     #[target_feature(enable = "avx2,f16c")]

@@ -2,46 +2,32 @@
 //! heads in groups of exactly 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`:
 //! block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`) over segment
 //! `b % max_segments`, so `n_head` is a multiple of 16 (16, 64, 128: V2-Lite, Kimi-K2, V3).
+//! Same contract as `flash_latent`: a block streams its segment of rows `0..=pos`
+//! ([`flash_segments`]) through shared memory in tiles of `FLASH_TILE` (32) rows, every row read
+//! once for all heads as key and value, keeps a base-2 online softmax per head, and writes the
+//! un-normalized output and `(m, l)` for `attn_merge`.
 //!
-//! Same contract as `flash_latent`: block `b` owns segment `b` of the rows `0..=pos`
-//! ([`flash_segments`]), streams it through shared memory one tile of `FLASH_TILE` (32) rows at
-//! a time (every cache row read once, serving all heads as key and value), keeps a base-2
-//! online softmax per head, and writes the segment's un-normalized output and `(m, l)` for
-//! `attn_merge`.
+//! Per tile, warp `w` of 8:
+//! * scores `S[16 × 32] = Q·Kᵀ`: rows `8(w%4) ..` over half `w/4` of the 576-deep product (18
+//!   k-steps, query fragments in 72 registers loaded once); the halves meet in shared memory as
+//!   f32;
+//! * softmax: thread `(tid/16, tid%16)` sums scores `k`, `k + 16` of head `h`, updates `(m, l)`,
+//!   writes f16 probabilities;
+//! * values `O[16 × 512] += P·V`: latent dims `64w .. 64w+64` (32 f32 accumulators per thread). A
+//!   cache row costs 8.5 `mma` (4.5 scores, 4 values).
 //!
-//! Per tile, with warp `w` (8 warps):
-//! * scores: `S[16 × 32] = Q·Kᵀ`. Warp `w` computes the 8 rows `8(w%4) ..` over half `w/4` of
-//!   the 576-deep dot product (18 k-steps; its query fragments live in 72 registers, loaded
-//!   once), so a tile costs 18 `mma` + 9 `ldmatrix.x4` per warp. The two halves go to shared
-//!   memory as f32 partial sums.
-//! * softmax: thread `(h, k) = (tid/16, tid%16)` adds the halves of scores `k` and `k + 16` of
-//!   head `h`, updates the head's running `(m, l)` and writes the probabilities as f16.
-//! * values: `O[16 × 512] += P·V`, `V` = the first `kv_lora` dims of the same tile rows. Warp
-//!   `w` owns latent dims `64w .. 64w+64` (8 n-tiles, 32 f32 accumulators per thread): per tile
-//!   2 `ldmatrix.x4` of `P`, 8 `ldmatrix.x4.trans` of `V` and 16 `mma`.
+//! Precision: f32 products and sums; two operands rounded to f16, as in llama.cpp's MMA flash
+//! attention: the scaled query `f16(kq_scale·log2(e)·q)` (≤ 2^-11 relative; it must stay below
+//! 65504) and the probabilities `p = 2^(s − m) ∈ [0, 1]` (≤ 2^-11 relative, 2^-25 absolute below
+//! 2^-14). `l` sums the same rounded `p` the values are weighted with, so the result stays a convex
+//! combination of the value rows.
 //!
-//! So a cache row costs `(8·18 + 8·16) / 32 = 8.5` `mma` (4.5 for the scores, 4 for the values).
-//!
-//! Precision: products and sums are f32 (tensor-core accumulation), but two operands are
-//! rounded to f16 on the way in, as in llama.cpp's MMA flash attention: the query, scaled first
-//! (`f16(kq_scale·log2(e)·q)`, relative error ≤ 2^-11 per element), and the probabilities
-//! `p = 2^(s − m) ∈ [0, 1]` (≤ 2^-11 relative, 2^-25 absolute below 2^-14). The sum `l` adds the
-//! same rounded `p` the values are weighted with, so the result stays a convex combination of
-//! the value rows. The scaled query must stay below 65504 in magnitude (f16 range).
-//!
-//! Shapes below the maximum run the same code: the f16 query is zero past `kv_lora + n_rope`
-//! and so is the tile past each row (it is zeroed once and rows are stored at a fixed
-//! `FLASH_MMA_ROW_STRIDE`), so the fixed 18 k-steps add exact zeros there; value columns past
-//! `kv_lora` are computed and not stored. Tile rows past the segment's end get probability 0
-//! and hold finite data (zeros, or the previous tile's rows), so they add exact zeros too.
-//!
-//! Pipelining: the next tile's 16-byte global loads (9 per thread) are issued into registers
-//! before the current tile's math, as in `flash_latent`. The tile loop holds no branch besides
-//! its own control: a segment's partial last tile uses predicated loads and stores (the same
-//! predicate on both), and rows past it are masked by a select. Registers: 72 query-fragment,
-//! 32 accumulator and 36 staging registers per thread (212 in all on sm_86, no spills); the
-//! grid is at most one block per SM per head group anyway (`max_segments`), so occupancy is
-//! not the limit.
+//! Smaller shapes run the same code: the query and the tile are zero past `kv_lora + n_rope` (rows
+//! at a fixed `FLASH_MMA_ROW_STRIDE`), so the fixed 18 k-steps add exact zeros; tile rows past the
+//! segment get probability 0 and hold finite data. The tile loop holds no branch besides its own
+//! control (predicated loads and stores, a select for the mask) and issues the next tile's global
+//! loads before the current tile's math. 212 registers on sm_86, no spills; the grid is at most one
+//! block per SM per head group (`max_segments`), so occupancy is not the limit.
 
 use super::cache_q8;
 use super::flash_tile::{

@@ -1,51 +1,33 @@
 //! `flash_latent_prefill`: the causal absorbed MLA attention of a prefill chunk on tensor cores
-//! (docs/decode-math.md#split-k-attention, without the split), `flash_latent_mma`'s tile loop
-//! with the M side of `mma.m16n8k16` widened from one token's 16 heads to two tokens × 16 heads
-//! (M-row `r` = head `h0 + r % 16` of token `t0 + r / 16`), so every cache tile staged in shared
-//! memory serves both tokens.
+//! (docs/decode-math.md#split-k-attention, without the split): `flash_latent_mma`'s tile loop with
+//! the M side of `mma.m16n8k16` widened to two tokens × 16 heads (M-row `r` = head `h0 + r % 16` of
+//! token `t0 + r / 16`), so every cache tile staged in shared memory serves both tokens.
 //!
-//! Block `b` (of `flash_prefill_items`) owns head group `b / P` and token pair
-//! `P − 1 − b % P` (`P = ⌈ntok/2⌉`; the last pairs, which read the most rows, start first). It
-//! streams cache rows `0..=p_b` (`p_a = pos0 + t0`, `p_b` = the position of its last live token)
-//! one tile of `FLASH_TILE` (32) rows at a time, each row read once for both tokens and all 16
-//! heads, as key and as value, and writes the normalized output of each (token, head): no
-//! split-K, since tokens × head groups already give enough blocks (V2-Lite at `ntok` 512: 256
-//! blocks of 8 warps, about two per SM of a 132-SM GPU; a long context adds rows per block,
-//! not blocks).
+//! Block `b` (of `flash_prefill_items`) owns head group `b / P` and token pair `P − 1 − b % P`
+//! (`P = ⌈ntok/2⌉`; the pairs that read the most rows start first) and streams cache rows
+//! `0..=p_b` (`p_b`: its last live token's position) in tiles of `FLASH_TILE` (32) rows, each row
+//! read once for both tokens and all 16 heads, as key and as value. No split-K: tokens × head
+//! groups give enough blocks (V2-Lite at `ntok` 512: 256 blocks of 8 warps).
 //!
-//! Per tile, with warp `w` (8 warps):
-//! * scores: `S[32 × 32] = Q·Kᵀ`. Warp `w` computes the 16 rows of token `w / 4` against tile
-//!   rows `16(w % 2) .. + 16` (two n-tiles) over half `(w / 2) % 2` of the 576-deep dot product:
-//!   its query fragments (one token's 16 heads × 288 dims) live in 72 registers, loaded once, as
-//!   in the decode kernel; a tile costs it 36 `mma` and 18 `ldmatrix.x4`. The halves go to
-//!   shared memory as f32 partial sums, in rows whose 8-score groups are swizzled by the row
-//!   (`flash_prefill_smem::S`), so neither these stores nor the softmax reads conflict on banks.
-//! * softmax: thread `(r, k) = (tid/8, tid%8)` adds the halves of scores `k + 8j` (`j < 4`) of
-//!   M-row `r`, masks, updates the row's running `(m, l)` and writes the probabilities as f16.
-//! * causal mask: tile row `start + t` is visible to M-row `r` iff `t < n` (inside the stream)
-//!   and `start + t ≤ p_a` for token 0, `≤ p_b` for token 1; a masked score is −∞ (a select),
-//!   so its probability is exactly 0. Row 0 is visible to both tokens, so the first tile sets a
-//!   finite running max; a later tile masked entirely for a row leaves it unchanged (α = 1).
-//! * values: `O[32 × 512] += P·V`. Warp `w` owns latent dims `64w .. 64w+64` of both tokens
-//!   (2 × 8 n-tiles, 64 f32 accumulators per thread): per tile 4 `ldmatrix.x4` of `P`,
-//!   8 `ldmatrix.x4.trans` of `V`, each feeding both tokens, and 32 `mma`.
+//! Per tile, warp `w` of 8:
+//! * scores `S[32 × 32] = Q·Kᵀ`: token `w / 4`, tile rows `16(w % 2) .. + 16`, half `(w / 2) % 2`
+//!   of the 576-deep product, query fragments in 72 registers loaded once; the halves meet in
+//!   shared memory as f32, 8-score groups swizzled by row (`flash_prefill_smem::S`: no bank
+//!   conflict on store or read);
+//! * softmax: thread `(tid/8, tid%8)` sums scores `k + 8j` of its M-row, masks, updates `(m, l)`,
+//!   writes f16 probabilities. Tile row `start + t` is visible to token 0 iff `t < n` and
+//!   `start + t ≤ p_a`, to token 1 iff `≤ p_b`; a masked score is −∞ (a select), so its probability
+//!   is exactly 0, and row 0, visible to both, makes the first tile's running max finite;
+//! * values `O[32 × 512] += P·V`: latent dims `64w .. 64w+64` of both tokens (64 f32 accumulators).
 //!
-//! So a cache row costs `(8·36 + 8·32) / 32 = 17` `mma` for two tokens (8.5 per token and row, as
-//! in decode), and `kv_lora + n_rope` f16 of global reads for two tokens (half of decode's per
-//! token). Two tokens, not more: the 64 output accumulators plus the 72 query-fragment registers
-//! plus 36 staging registers are what one thread can hold without spills (254 on sm_86); a larger
-//! token tile needs the query in shared memory, which with a 32-row tile passes the 48 KiB a launch
-//! gets without an opt-in.
+//! Why two tokens, not more: 64 accumulators + 72 query registers + 36 staging registers is what a
+//! thread holds without spills (254 on sm_86); more tokens need the query in shared memory, past
+//! the 48 KiB a launch gets without an opt-in. A cache row costs 17 `mma` for two tokens.
 //!
-//! Precision: as `flash_latent_mma` (the scaled query `f16(kq_scale·log2(e)·t(pos)·q)` and the
-//! probabilities enter the tensor cores as f16; products and sums f32; `l` sums the same
-//! rounded probabilities the values are weighted with), then one f32 division by `l`.
-//!
-//! Shapes below the maximum and a lone last token run the same code: the query is zero past
-//! `kv_lora + n_rope` and for a token past `ntok` (its rows are computed and not stored), the
-//! tile is zero past each row, value columns past `kv_lora` are not stored. The tile loop holds
-//! no branch besides its own control (predicated loads and stores, selects for the mask), and
-//! pipelines the next tile's global loads into registers as the decode kernel does.
+//! Precision as `flash_latent_mma`, then one f32 division by `l`. Smaller shapes and a lone last
+//! token run the same code (zero query past `kv_lora + n_rope` and past `ntok`, unstored rows and
+//! columns); the tile loop holds no branch besides its own control and pipelines the next tile's
+//! global loads into registers.
 
 use super::cache_q8;
 use super::flash_tile::{

@@ -1,53 +1,32 @@
 //! Per-type dot products of quantized weights with q8_1 activations: the integer math of
 //! ggml-cuda's `vecdotq.cuh` (docs/quant-formats.md#gpu-dot-products, oracle
-//! `ingot_quant::vec_dot_q8_1`), kept together in one module the way ggml keeps them (one file
-//! per quant family), so every kernel that multiplies weights by q8_1 activations (the gemvs
-//! here, the fused MoE kernels) shares one implementation per type.
-//!
-//! # Model
+//! `ingot_quant::vec_dot_q8_1`), one file per quant family, so every kernel that multiplies
+//! weights by q8_1 activations (the gemvs, the fused MoE kernels) shares one implementation.
 //!
 //! A weight row is a sequence of *units*, each [`WeightType::LANES`] lanes work on together:
+//! * 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): a **pair** of blocks (64 weights)
+//!   for one lane, whole aligned 4-byte loads, never a byte twice; a row of an odd number of
+//!   blocks ends in one unpaired block after the unit loop (see [`row_dot_lane`]);
+//! * float types (F32, F16, BF16): 32 weights shared by 4 lanes (`float.rs`);
+//! * k-quants, IQ4_XS and the code-book types: one 256-element super-block shared by 4 (Q2_K,
+//!   Q3_K) or 8 lanes, each lane owning a fixed slice of positions (see each impl).
+//! Unit `u` pairs with the `QK/32` q8_1 blocks from block `u·QK/32`; a type's `load` reads them
+//! through an [`ActSource`]: global memory ([`GlobalAct`]) or a gemv block's shared-memory stage
+//! ([`SharedAct`], [`stage_act`]).
 //!
-//! * 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): a unit is a **pair** of consecutive
-//!   blocks (64 weights) handled by one lane, read with whole aligned 4-byte loads, never a byte
-//!   twice. A row of an odd number of blocks (tiny test models; every V2-Lite row is even) ends in
-//!   one unpaired block, added after the unit loop, and its odd rows may start 2 bytes off a word
-//!   boundary (see [`row_dot_lane`]).
-//! * float types (F32, F16, BF16): a unit is 32 weights shared by 4 lanes (`float.rs`).
-//! * k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_XS and the code-book types (IQ1_S, IQ1_M,
-//!   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): a unit is one 256-element super-block shared by 4
-//!   (Q2_K, Q3_K) or 8 lanes; each lane owns a fixed slice of positions (see each impl).
+//! Calling it: one warp per row, `warp_sum(row_dot_lane::<Q4K, _>(w_row, GlobalAct(x), ncols,
+//! lane, 32))`; a sub-warp of `lanes` lanes (a power of two, at least `LANES`) may compute a short
+//! row, reduced by `intrinsics::sub_sum`.
 //!
-//! The q8_1 activations matching unit `u` are the `QK/32` consecutive q8_1 blocks starting at
-//! block `u·QK/32` of the activation vector. Each type's `load` reads its weights from global
-//! memory and its activations through an [`ActSource`]: global memory ([`GlobalAct`]), or the
-//! shared-memory stage a gemv block fills once ([`SharedAct`], [`stage_act`]).
+//! Convergence: each weight byte is loaded by one lane only, and the k-quant `dot`s hand the
+//! shared fields (headers, `qh`, scales, `d`, re-alignment words) to the unit's other lanes with
+//! `shfl.sync` over the full warp. So all 32 lanes call `dot` together: a loop over units runs the
+//! same number of iterations on every lane, and a lane without a unit passes `Loads::default()`
+//! and discards the result, as [`row_dot_lane`] does.
 //!
-//! # Calling it from another kernel
-//!
-//! ```ignore
-//! // One warp computes one row: `w_row` and `x` are global addresses (see `intrinsics::global`).
-//! let partial = row_dot_lane::<Q4K, _>(w_row, GlobalAct(x), ncols, lane, 32);
-//! let y = intrinsics::warp_sum(partial);
-//! ```
-//!
-//! `row_dot_lane` returns the lane's partial sum; the caller reduces over the lanes of the row
-//! (every lane of the warp must take part in the shuffles). A sub-warp of `lanes` lanes (a power
-//! of two, at least `LANES`) may compute one row, for short rows; `intrinsics::sub_sum` reduces it.
-//!
-//! # Convergence
-//!
-//! Each weight byte is loaded by one lane only; the k-quant `dot`s hand the shared fields (the
-//! Q4_K/Q5_K header, Q5_K `qh`, the Q3_K/Q6_K scales, `d` and re-alignment words) to the other
-//! lanes of their unit with `shfl.sync` over the full warp. So all 32 lanes must call `dot`
-//! together: a loop over units must run the same number of iterations on every lane, and a lane
-//! without a unit passes `Loads::default()` and discards the result, as [`row_dot_lane`] does.
-//!
-//! # Alignment
-//!
-//! Weight and activation buffers start 16-byte aligned. Q3_K and Q6_K blocks are only 2-byte
-//! aligned; their loaders read aligned 4-byte words re-aligned by funnel shifts, and every
-//! word read lies inside the block (no read leaves the weight buffer).
+//! Alignment: weight and activation buffers start 16-byte aligned; Q3_K and Q6_K blocks are only
+//! 2-byte aligned, read as aligned 4-byte words re-aligned by funnel shifts, every word inside the
+//! block (no read leaves the weight buffer).
 
 mod act;
 mod float;

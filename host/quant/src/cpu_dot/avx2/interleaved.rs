@@ -13,7 +13,7 @@ use core::arch::x86_64::*;
 
 use ingot_abi::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
-use crate::cpu_dot::rows::prefetch;
+use crate::cpu_dot::prefetch::prefetch;
 
 use super::{f16, hsum_i32, iq4_nl_levels, load, load128, nibbles32, per_row, q8_0_levels};
 

@@ -18,7 +18,7 @@ use super::interleaved::scales;
 use super::interleaved_k::{k4_dot, k4_tail, K4Rows};
 use super::{load, per_row, quad, K4Act};
 use crate::cpu_dot::packed::{BlockQ4Kx8, ROWS_PER_GROUP};
-use crate::cpu_dot::rows::prefetch;
+use crate::cpu_dot::prefetch::prefetch;
 
 /// `out[t·n + r] = row r · acts[t]` for the `n = out.len() / acts.len()` rows in `packed` (lengths
 /// checked by the caller: `n` a multiple of 8, `n / 8` groups of `acts[0].len()` blocks, every
