@@ -4,12 +4,12 @@
 //!
 //! A block row names the [`GgmlType`], its block struct (`ingot_abi::blocks`), weights per block,
 //! the module of its `dequantize` (and `quantize`), the activation block and [`crate::cpu_dot`]
-//! function of its CPU dot (ggml's `vec_dot_type`), and the [`crate::gpu_dot_oracle`] call of its q8_1
-//! oracle ([`crate::vec_dot_q8_1`]); a float row (F32, F16, BF16) its [`crate::float`] codecs.
+//! function of its CPU dot (ggml's `vec_dot_type`), and the [`crate::gpu_dot_oracle`] call of its
+//! q8_1 oracle ([`crate::vec_dot_q8_1`]); a float row (F32, F16, BF16) its [`crate::float`] codecs.
 //! From the rows come the [`CpuBlock`] and [`CpuDot`] impls, [`CPU_TYPES`], [`cpu_type`], and the
-//! one `match` per operation that turns a `GgmlType` into a monomorphic call (`visit`,
-//! `visit_dot`, `mmvq_row`). The SIMD row kernels (`cpu_dot/rows.rs`, `avx2_rows`) stay per type;
-//! a dotted type without one runs its row's scalar dot.
+//! one `match` per operation that turns a `GgmlType` into a monomorphic call (`visit`, `visit_dot`,
+//! `mmvq_row`). The SIMD row kernels (`cpu_dot/rows.rs`, `avx2_rows`) stay per type; a dotted type
+//! without one runs its row's scalar dot.
 //!
 //! Invariants:
 //! * a row's weights per block and block bytes are its type's `GgmlType::block_size` and

@@ -72,8 +72,8 @@ impl ModelConfig {
         let q_lora = match keys.count_opt(&q_lora_key)? {
             Some(0) => None,
             Some(r) => Some(r),
-            // llama.cpp only lets the 26/27-layer Lite models (and Kanana-2's 48 layers with a 128,256 vocabulary)
-            // omit it.
+            // llama.cpp only lets the 26/27-layer Lite models (and Kanana-2's 48 layers with a
+            // 128,256 vocabulary) omit it.
             None if n_layer == 26 || n_layer == 27 || (n_layer == 48 && vocab == 128_256) => None,
             None => return Err(ModelError::MissingKey { key: q_lora_key }),
         };

@@ -11,8 +11,9 @@ use crate::error::QuantError;
 
 impl RowDot {
     /// `out[t·n + r] = row r · acts[t]` for the `n = out.len() / acts.len()` rows packed in
-    /// `packed` by [`pack_q4k`](super::packed::pack_q4k) (`n / 8` groups of `acts[0].len()` super-blocks each): the bits of
-    /// [`RowDot::q8_k_multi`] on the unpacked rows. For Q4_K dot products only.
+    /// `packed` by [`pack_q4k`](super::packed::pack_q4k) (`n / 8` groups of `acts[0].len()`
+    /// super-blocks each): the bits of [`RowDot::q8_k_multi`] on the unpacked rows. For Q4_K dot
+    /// products only.
     pub fn q8_k_x8(
         &self,
         packed: &[BlockQ4Kx8],
