@@ -1,7 +1,7 @@
-//! Every kernel the device crate exports, by family: the launch families of [`crate::launch`]
-//! and the per-type kernels of the registry ([`crate::weight_types`]). It sits above both, so
-//! that listing them makes neither name the other (the registry builds its descriptors from the
-//! launch constructors; the launch families know nothing of the registry).
+//! Every kernel the device crate exports, by family: the launch families of [`crate::launch`] and
+//! the per-type kernels of the registry ([`crate::weight_types`](mod@crate::weight_types)). It sits
+//! above both, so that listing them makes neither name the other (the registry builds its
+//! descriptors from the launch constructors; the launch families know nothing of the registry).
 
 use crate::launch::{self, KernelDesc};
 
