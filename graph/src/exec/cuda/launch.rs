@@ -156,6 +156,31 @@ pub(super) fn node_error(
     }))
 }
 
+/// The decode plan's buffer `i`.
+pub(super) fn decode_place<'a>(
+    bufs: &'a [DeviceBuffer],
+    mapped: &[Option<MappedBuffer>],
+    i: usize,
+) -> Place<'a> {
+    match &mapped[i] {
+        Some(m) => Place::Mapped(m.device_address()),
+        None => Place::Dev(&bufs[i]),
+    }
+}
+
+/// Every node's launch geometry, in plan order.
+pub(super) fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
+    plan.nodes
+        .iter()
+        .zip(descs)
+        .map(|(n, d)| LaunchShape {
+            grid: d.grid(n.items),
+            block: d.block,
+            shared_bytes: d.shared_bytes,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,29 +245,4 @@ mod tests {
             assert!(msg.contains(part), "`{part}` missing from: {msg}");
         }
     }
-}
-
-/// The decode plan's buffer `i`.
-pub(super) fn decode_place<'a>(
-    bufs: &'a [DeviceBuffer],
-    mapped: &[Option<MappedBuffer>],
-    i: usize,
-) -> Place<'a> {
-    match &mapped[i] {
-        Some(m) => Place::Mapped(m.device_address()),
-        None => Place::Dev(&bufs[i]),
-    }
-}
-
-/// Every node's launch geometry, in plan order.
-pub(super) fn shapes_of(plan: &Plan, descs: &[&'static KernelDesc]) -> Vec<LaunchShape> {
-    plan.nodes
-        .iter()
-        .zip(descs)
-        .map(|(n, d)| LaunchShape {
-            grid: d.grid(n.items),
-            block: d.block,
-            shared_bytes: d.shared_bytes,
-        })
-        .collect()
 }
