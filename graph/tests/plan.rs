@@ -154,6 +154,34 @@ fn rows_the_gemv_cannot_take_name_the_tensor() {
     assert!(err.to_string().contains("multiple of 64"), "{err}");
 }
 
+/// The down kernel stages every routed slot's and the shared experts' activations in shared
+/// memory: 8 slots of 2,048 and one shared expert of 2,048 (V3, Kimi-K2: 576 q8_1 blocks) fill
+/// the stage exactly; a ninth slot does not fit, and the plan says so instead of overflowing it.
+#[test]
+fn moe_down_activations_beyond_the_stage_are_refused() {
+    use ingot_abi::launch::{moe_down_stage_blocks, MOE_DOWN_STAGE_BLOCKS};
+    let dims = |n_used| ingot_synth::Dims {
+        n_expert_used: n_used,
+        n_shared: 1,
+        ff_expert: 2048,
+        ..Preset::Tiny.dims()
+    };
+    assert_eq!(
+        moe_down_stage_blocks(8, 2048, 2048),
+        MOE_DOWN_STAGE_BLOCKS as u64
+    );
+    let h = support::header_for(&dims(8), Layout::Mla, QuantMix::Q4KM);
+    build_plan(&h, PlanOptions::for_ctx(64)).expect("8 slots of 2048 fit the stage");
+    let h = support::header_for(&dims(9), Layout::Mla, QuantMix::Q4KM);
+    let err = build_plan(&h, PlanOptions::for_ctx(64)).expect_err("9 slots of 2048");
+    assert!(matches!(err, PlanError::UnsupportedModel(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("moe_down") && msg.contains("640 q8_1 blocks") && msg.contains("576"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn bad_context_is_an_error() {
     let h = support::header(Preset::Tiny, Layout::Mla, QuantMix::F32);

@@ -192,6 +192,40 @@ const _: () = assert!(MOE_GATE_UP_ROWS.is_multiple_of(MOE_GATE_UP_WARPS));
 pub const MOE_DOWN_WARPS: u32 = 4;
 /// Output rows each `moe_down_*` warp computes (they share the warp's activation loads).
 pub const MOE_DOWN_ROWS_PER_WARP: u32 = 2;
+/// Consecutive output rows one `moe_down_*` block computes (an item is a row).
+pub const MOE_DOWN_BLOCK_ROWS: u32 = MOE_DOWN_WARPS * MOE_DOWN_ROWS_PER_WARP;
+/// q8_1 blocks a `moe_down_*` block can stage in shared memory ([`moe_down_stage_blocks`]):
+/// 18,432 activations, which hold V3's and Kimi-K2's MoE layer (8 slots of 2,048 + 2,048
+/// shared), their dense FFN (18,432) and attention output (16,384), and every smaller family
+/// member (V2-Lite 6·1,408 + 2,816, GLM-4.7-Flash 4·1,536 + 1,536). 20,736 bytes: a static
+/// array, no opt-in above 48 KiB; 4 blocks per SM fit an sm_86's 100 KiB, as many as the
+/// V2-Lite kernels' registers allow (3 or 4 blocks of 4 warps at 127 to 144 per thread). 16
+/// slots of 2,048 (1,088 blocks, 39 KiB) would also fit 48 KiB but leave 2 blocks per sm_86 SM.
+pub const MOE_DOWN_STAGE_BLOCKS: u32 = 576;
+/// Bytes of the `moe_down_*` stage: [`MOE_DOWN_STAGE_BLOCKS`] q8_1 blocks of 36 bytes.
+pub const MOE_DOWN_STAGE_BYTES: u32 = MOE_DOWN_STAGE_BLOCKS * 36;
+const _: () = assert!(
+    MOE_DOWN_STAGE_BYTES <= 48 * 1024,
+    "more needs an opt-in launch attribute"
+);
+
+/// q8_1 blocks of the activations one `moe_down_*` block stages: every routed slot's `ff/32`
+/// and the shared experts' `ff_sh/32`, the whole `act` buffer (`ff`, `ff_sh` multiples of 32).
+/// A launch needs this ≤ [`MOE_DOWN_STAGE_BLOCKS`]; the launcher and the planner refuse more.
+pub const fn moe_down_stage_blocks(n_used: u32, ff: u32, ff_sh: u32) -> u64 {
+    (n_used as u64 * ff as u64 + ff_sh as u64) / 32
+}
+
+/// Shared-memory bytes the stage of a `moe_down_*` block fills at this shape (of its
+/// [`MOE_DOWN_STAGE_BYTES`]).
+pub const fn moe_down_stage_bytes(n_used: u32, ff: u32, ff_sh: u32) -> u64 {
+    moe_down_stage_blocks(n_used, ff, ff_sh) * 36
+}
+
+/// Whether a `moe_down_*` launch of this shape fits its stage.
+pub const fn moe_down_stage_fits(n_used: u32, ff: u32, ff_sh: u32) -> bool {
+    moe_down_stage_blocks(n_used, ff, ff_sh) <= MOE_DOWN_STAGE_BLOCKS as u64
+}
 
 signature! {
     /// The arguments of every `moe_gate_up_*` kernel (`gate_up_kernel`).
@@ -288,10 +322,15 @@ pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
 /// norm, eps)`: `y[r] = resid[r] + Σ_k sel.weights[k]·(down[sel.ids[k]][r]·act_k) +
 /// down_sh[r]·act_sh`, `act` laid out as the gate/up kernels write it; `down`: the expert table
 /// of `[nrows][ff]` slabs (see `gate_up_kernel`), `down_sh`: `[nrows][ff_sh]`. `y` may be
-/// `resid`. An item is
-/// an output row: launch `nrows` items. Routed and shared weights have one type, or a pair of
-/// the llama.cpp mixes (routed rows of 1408 fall back to a 32-element type while the shared
-/// rows, 2816 = 11·256, keep the k-quant; docs/deepseek2-model.md#quant-mixes).
+/// `resid`. An item is an output row: launch `nrows` items, [`MOE_DOWN_BLOCK_ROWS`] per block.
+/// Routed and shared weights have one type, or a pair of the llama.cpp mixes (routed rows of
+/// 1408 fall back to a 32-element type while the shared rows, 2816 = 11·256, keep the k-quant;
+/// docs/deepseek2-model.md#quant-mixes).
+///
+/// Activation stage: each block copies the whole `act` ([`moe_down_stage_blocks`] q8_1 blocks,
+/// at most [`MOE_DOWN_STAGE_BLOCKS`]) into shared memory after its grid-dependency wait, and
+/// its warps read every slot's activation there, so `act` crosses the memory system once per
+/// block instead of once per warp. `act` is read with `ld.global.nc`: no launch may write it.
 ///
 /// Norm tail `(norm_w, norm_q8, norm_f32, count, norm, eps)`: with `norm`
 /// [`DOWN_NORM_Q8_1_F32`] (`nrows` a multiple of 32) the block that finishes last also writes
@@ -304,7 +343,7 @@ pub(crate) const fn down_kernel(name: &'static str) -> Kernel<DownArgs> {
     Kernel::new(
         name,
         [MOE_DOWN_WARPS * WARP_SIZE, 1, 1],
-        MOE_DOWN_WARPS * MOE_DOWN_ROWS_PER_WARP,
+        MOE_DOWN_BLOCK_ROWS,
         0,
     )
 }
@@ -316,3 +355,40 @@ pub const ALL: &[KernelDesc] = &[
     MOE_ROUTER_F32.desc,
     MOE_ROUTER_LOGITS_ROWS.desc,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every family member's MoE layer, dense FFN and attention output (`n_used = 0`) fits the
+    /// stage; 16 slots of V3's width do not, and are refused by the launcher and the planner.
+    #[test]
+    fn the_stage_holds_every_known_shape() {
+        // (n_used, ff, ff_sh): V2-Lite, V3 and Kimi-K2, GLM-4.7-Flash; dense FFNs; attention
+        // outputs (V3 128 heads of 128, V2-Lite 16 of 128).
+        let fit = [
+            (6, 1408, 2816),
+            (8, 2048, 2048),
+            (4, 1536, 1536),
+            (0, 0, 10944),
+            (0, 0, 18432),
+            (0, 0, 16384),
+            (0, 0, 2048),
+        ];
+        for (n_used, ff, ff_sh) in fit {
+            assert!(
+                moe_down_stage_fits(n_used, ff, ff_sh),
+                "{n_used} x {ff} + {ff_sh}"
+            );
+        }
+        assert_eq!(moe_down_stage_blocks(6, 1408, 2816), 352);
+        assert_eq!(
+            moe_down_stage_bytes(8, 2048, 2048),
+            MOE_DOWN_STAGE_BYTES as u64
+        );
+        assert!(!moe_down_stage_fits(MAX_EXPERTS_USED as u32, 2048, 2048));
+        assert!(!moe_down_stage_fits(0, 0, 18464));
+        // No u32 overflow inside the count.
+        assert!(!moe_down_stage_fits(u32::MAX, u32::MAX, u32::MAX));
+    }
+}

@@ -8,8 +8,8 @@
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
 use ingot_abi::launch::{
-    DownArgs, GemvArgs, RmsnormArgs, RmsnormQ8_1F32Args, DOWN_NORM_Q8_1_F32, RMSNORM_Q8_1,
-    RMSNORM_Q8_1_F32,
+    moe_down_stage_fits, DownArgs, GemvArgs, RmsnormArgs, RmsnormQ8_1F32Args, DOWN_NORM_Q8_1_F32,
+    MOE_DOWN_STAGE_BLOCKS, RMSNORM_Q8_1, RMSNORM_Q8_1_F32,
 };
 use ingot_gguf::{GgmlType, TensorInfo};
 use ingot_model::GatingFunc;
@@ -87,12 +87,25 @@ impl NextNorm {
     /// norm_q8, norm_f32, count, norm, eps)` filled in: the outputs are the shared `act.norm_q8`
     /// and `act.norm` (the router's f32 input; written after every down launch, read by the MoE
     /// layers' router). One done counter serves every launch: activations are zeroed at
-    /// allocation and each launch leaves it at 0.
+    /// allocation and each launch leaves it at 0. Refuses activations that exceed the kernel's
+    /// shared stage (`ingot_abi::launch::moe_down_stage_fits`).
     pub(crate) fn down_args(
         self,
         b: &mut Builder<'_>,
         d: DownFfn,
     ) -> Result<DownArgs<BufRef>, PlanError> {
+        let (n_used, ff, ff_sh) = (u32a(d.n_used), u32a(d.ff), u32a(d.ff_sh));
+        let in_u32 = [d.n_used, d.ff, d.ff_sh].map(|v| u32::try_from(v).is_ok());
+        if in_u32.contains(&false) || !moe_down_stage_fits(n_used, ff, ff_sh) {
+            return Err(PlanError::UnsupportedModel(format!(
+                "a moe_down launch of {} routed slots of {} and {} shared columns stages {} q8_1 \
+                 blocks of activations; its shared stage holds {MOE_DOWN_STAGE_BLOCKS}",
+                d.n_used,
+                d.ff,
+                d.ff_sh,
+                (d.n_used as u128 * d.ff as u128 + d.ff_sh as u128) / 32
+            )));
+        }
         let count = b.act("act.norm_count", 4)?;
         Ok(DownArgs {
             act: buf(d.act),
@@ -102,9 +115,9 @@ impl NextNorm {
             resid: buf(d.resid),
             y: buf(d.y),
             nrows: u32a(d.nrows),
-            ff: u32a(d.ff),
-            n_used: u32a(d.n_used),
-            ff_sh: u32a(d.ff_sh),
+            ff,
+            n_used,
+            ff_sh,
             n_expert: u32a(d.n_expert),
             norm_w: buf(self.0),
             norm_q8: buf(b.acts.norm_q8),

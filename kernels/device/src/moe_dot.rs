@@ -1,28 +1,30 @@
 //! Several row dot products in lockstep, for the MoE kernels: the gate and up rows of two
-//! consecutive FFN rows (all against the same activations), or two output rows of two experts
-//! (two activation vectors). Each round issues every row's loads before any is used, so one
-//! unit per row is in flight per lane; rows given the same activation address share its loads (the
-//! loaders' asm is pure, so the compiler issues identical loads once), which divides the
-//! activation reads, and the load instructions they cost, by the number of rows sharing them.
+//! consecutive FFN rows (all against the same activations, in global memory), or two output
+//! rows of two experts (two activation vectors, in the down block's shared-memory stage). Each
+//! round issues every row's loads before any is used, so one unit per row is in flight per lane;
+//! rows given the same activation source share its loads (the loaders' asm is pure, so the
+//! compiler issues identical loads once), which divides the activation reads, and the load
+//! instructions they cost, by the number of rows sharing them.
 //!
 //! As in `vecdot::row_dot_lane`, every lane of the warp runs the same number of rounds (the
 //! k-quant `dot`s shuffle within their lane group): full rounds in the loop, then at most one
 //! partial round after it, where lanes without a unit pass default loads and discard the
 //! result, so the loop itself carries no per-lane guard.
 
-use crate::vecdot::{act_blocks, ActSource, GlobalAct, WeightType};
+use crate::vecdot::{act_blocks, ActSource, WeightType};
 use ingot_abi::launch::WARP_SIZE;
 
 macro_rules! rows_dot_lane {
     ($name:ident, $n:literal, [$($j:literal),+]) => {
         /// Lane `lane`'s partial sums of `w[j]·x[j]` for every row `j`, each row `nunits` units
-        /// of `T` (global addresses). The whole warp must call it; the caller reduces each sum
-        /// over the warp. Written out per row index (no loop over rows) so every load stays in
-        /// registers and identical activation loads can be merged.
+        /// of `T` (global addresses) against the q8_1 blocks of `x[j]` from its block 0 on. The
+        /// whole warp must call it; the caller reduces each sum over the warp. Written out per
+        /// row index (no loop over rows) so every load stays in registers and identical
+        /// activation loads can be merged.
         #[inline(always)]
-        pub unsafe fn $name<T: WeightType>(
+        pub unsafe fn $name<T: WeightType, A: ActSource>(
             w: &[u64; $n],
-            x: &[u64; $n],
+            x: &[A; $n],
             nunits: u32,
             lane: u32,
         ) -> [f32; $n] {
@@ -35,7 +37,7 @@ macro_rules! rows_dot_lane {
                 unsafe {
                     T::load(
                         w[j] + u as u64 * T::UNIT_BYTES,
-                        GlobalAct(x[j]).skip(u as u64 * act_blocks::<T>()),
+                        x[j].skip(u as u64 * act_blocks::<T>()),
                         part,
                     )
                 }

@@ -10,6 +10,10 @@
 //! the end. The routed and shared weights may have different types (`R`, `S`): real files store the
 //! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
+//! Activations: after its grid-dependency wait the block copies the whole `act` (every slot's
+//! q8_1 blocks, then the shared experts') into a shared-memory stage ([`stage_act_wide`]), and the
+//! warps read it there ([`SharedAct`]): `act` is read once per block, not once per warp.
+//!
 //! The routed weights are an expert table (`ingot_abi::launch::moe`): entry `e` is where expert
 //! `e`'s `[nrows][ff]` slab starts (the stacked tensor, a VRAM slot or host-mapped memory), read by
 //! lane `k` for slot `k` with the selection, before the row loops. Expert ids are clamped to
@@ -27,13 +31,33 @@ use crate::last_block::{last_block_done, reset};
 use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
 use crate::norm_q8::rmsnorm_tail;
 use crate::prefetch::prefetch_then_wait;
-use crate::vecdot::{self, WeightType, Q8_BYTES};
+use crate::vecdot::{self, stage_act_wide, SharedAct, WeightType, Q8_BYTES};
+use core::arch::{asm, global_asm};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::{
-    ExpertSelection, DOWN_NORM_NONE, MOE_DOWN_ROWS_PER_WARP, MOE_DOWN_WARPS,
+    ExpertSelection, DOWN_NORM_NONE, MOE_DOWN_BLOCK_ROWS, MOE_DOWN_ROWS_PER_WARP,
+    MOE_DOWN_STAGE_BYTES, MOE_DOWN_WARPS,
 };
 use ingot_abi::launch::WARP_SIZE;
+
+global_asm!(
+    ".shared .align 16 .b8 moe_down_act_stage[{bytes}];",
+    bytes = const MOE_DOWN_STAGE_BYTES,
+);
+
+/// Shared address of the activation stage's block 0.
+#[inline(always)]
+fn stage_base() -> u32 {
+    let a: u32;
+    unsafe {
+        asm!("mov.u32 {a}, moe_down_act_stage;", a = out(reg32) a, options(pure, nomem, nostack));
+    }
+    a
+}
+
+/// Threads of a block.
+const THREADS: u32 = MOE_DOWN_WARPS * WARP_SIZE;
 
 /// The selection, spread over the warp: lane `k < n_used` holds the address of slot `k`'s
 /// expert (its entry of the expert table at `down`, the id clamped to `n_expert − 1`) and its
@@ -71,8 +95,8 @@ const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows
 
 /// See `ingot_abi::launch::moe` (`MOE_DOWN_*`). Preconditions (checked by the host launcher):
 /// `ff` a multiple of `R::QK` (or `n_used = 0`), `ff_sh` a multiple of `S::QK` (0: no shared
-/// experts), grid = `ceil(nrows / (MOE_DOWN_WARPS·MOE_DOWN_ROWS_PER_WARP))` blocks,
-/// `n_expert ≥ 1`.
+/// experts), `moe_down_stage_fits(n_used, ff, ff_sh)`, grid = `ceil(nrows /
+/// MOE_DOWN_BLOCK_ROWS)` blocks, `n_expert ≥ 1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn rows<R: WeightType, S: WeightType>(
@@ -94,7 +118,7 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     // stays to the end (the norm tail's barriers), and without an early exit ptxas keeps the
     // row loops at the registers they had before the tail (an exit path to a barrier raised
     // them from 96 to 165 on sm_86).
-    let first = (bid() * MOE_DOWN_WARPS + t / WARP_SIZE) * ROWS;
+    let first = bid() * MOE_DOWN_BLOCK_ROWS + (t / WARP_SIZE) * ROWS;
     let valid = first < nrows;
     let r0 = if valid { first } else { nrows - 1 };
     // A second row past the end (odd nrows) recomputes row r0 and is not stored.
@@ -102,26 +126,36 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     let nunits = ff / R::QK;
     let row_bytes = nunits as u64 * R::UNIT_BYTES;
     let (off0, off1) = (r0 as u64 * row_bytes, r1 as u64 * row_bytes);
-    let act_per_slot = (ff / QK8_1 as u32) as u64 * Q8_BYTES;
     let sh_units = ff_sh / S::QK;
     let sh_row_bytes = sh_units as u64 * S::UNIT_BYTES;
 
     // The block's shared-expert rows (a dense projection's whole rows, with `n_used = 0`) are
     // known from its index: prefetched before the wait. The routed experts' ids are in `sel`,
     // which the router writes: they cannot be known before the wait.
-    let block_rows = MOE_DOWN_WARPS * ROWS;
-    let sh_first = (bid() * block_rows).min(nrows);
-    let sh_end = (sh_first + block_rows).min(nrows);
+    let sh_first = (bid() * MOE_DOWN_BLOCK_ROWS).min(nrows);
+    let sh_end = (sh_first + MOE_DOWN_BLOCK_ROWS).min(nrows);
     prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>(
         [(
             down_sh + sh_first as u64 * sh_row_bytes,
             down_sh + sh_end as u64 * sh_row_bytes,
         )],
         t,
-        MOE_DOWN_WARPS * WARP_SIZE,
+        THREADS,
     );
 
     let (e0, w0) = load_selection(sel, down, lane, n_used, n_expert);
+    // The activations are the predecessor's output: staged after the wait (the selection's
+    // loads are in flight meanwhile). In shared addresses, slot `k` starts `k·act_per_slot`
+    // bytes into the stage and the shared experts' blocks after the last slot.
+    let slot_blocks = ff / QK8_1 as u32;
+    let stage = stage_base();
+    stage_act_wide(
+        stage,
+        act,
+        n_used * slot_blocks + ff_sh / QK8_1 as u32,
+        THREADS,
+    );
+    let act_per_slot = slot_blocks * Q8_BYTES as u32;
     // Lane k holds row r0 of slot k's expert; row r1 is `step` bytes after it.
     let mine = (e0 + off0, w0);
     let step = off1 - off0;
@@ -130,9 +164,9 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     while k + 1 < n_used {
         let (ea, ga) = slot(mine, k);
         let (eb, gb) = slot(mine, k + 1);
-        let xa = act + k as u64 * act_per_slot;
-        let xb = xa + act_per_slot;
-        let p = rows_dot_lane4::<R>(
+        let xa = SharedAct(stage + k * act_per_slot);
+        let xb = SharedAct(xa.0 + act_per_slot);
+        let p = rows_dot_lane4::<R, SharedAct>(
             &[ea, ea + step, eb, eb + step],
             &[xa, xa, xb, xb],
             nunits,
@@ -144,13 +178,13 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     }
     if k < n_used {
         let (ea, ga) = slot(mine, k);
-        let xa = act + k as u64 * act_per_slot;
-        let p = rows_dot_lane2::<R>(&[ea, ea + step], &[xa, xa], nunits, lane);
+        let xa = SharedAct(stage + k * act_per_slot);
+        let p = rows_dot_lane2::<R, SharedAct>(&[ea, ea + step], &[xa, xa], nunits, lane);
         acc[0] += ga * p[0];
         acc[1] += ga * p[1];
     }
-    let xs = act + n_used as u64 * act_per_slot;
-    let p = rows_dot_lane2::<S>(
+    let xs = SharedAct(stage + n_used * act_per_slot);
+    let p = rows_dot_lane2::<S, SharedAct>(
         &[
             down_sh + r0 as u64 * sh_row_bytes,
             down_sh + r1 as u64 * sh_row_bytes,

@@ -27,7 +27,7 @@ use crate::intrinsics::{
 };
 use crate::moe_dot::rows_dot_lane4;
 use crate::prefetch::prefetch_then_wait;
-use crate::vecdot::{self, WeightType, Q8_BYTES};
+use crate::vecdot::{self, GlobalAct, WeightType, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -200,9 +200,9 @@ unsafe fn swiglu_rows<T: WeightType>(
     while pass < MOE_GATE_UP_ROWS_PER_WARP / 2 {
         let r = first + 2 * pass;
         let (r0, r1) = (r as u64 * row_bytes, (r + 1) as u64 * row_bytes);
-        let p = rows_dot_lane4::<T>(
+        let p = rows_dot_lane4::<T, GlobalAct>(
             &[g_base + r0, u_base + r0, g_base + r1, u_base + r1],
-            &[x; 4],
+            &[GlobalAct(x); 4],
             nunits,
             lane,
         );

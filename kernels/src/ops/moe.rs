@@ -619,11 +619,31 @@ pub struct DownNorm<'a, T> {
     pub eps: f32,
 }
 
+/// Refuses a shape whose activations (every slot's and the shared experts') exceed the shared
+/// stage each `moe_down_*` block copies them into ([`moe_down_stage_fits`]); after
+/// [`FfnShape::check`].
+fn down_stage_fits(d: &KernelDesc, s: &FfnShape) -> Result<()> {
+    let [_, ff, n_used, ff_sh, _] = s.scalars();
+    if moe_down_stage_fits(n_used, ff, ff_sh) {
+        return Ok(());
+    }
+    Err(shape(
+        d,
+        format!(
+            "the activations of {n_used} slots of {ff} and {ff_sh} shared are {} q8_1 blocks; \
+             the moe_down stage holds {MOE_DOWN_STAGE_BLOCKS} ({MOE_DOWN_STAGE_BYTES} B of \
+             shared memory per block)",
+            moe_down_stage_blocks(n_used, ff, ff_sh)
+        ),
+    ))
+}
+
 /// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (docs/decode-math.md#moe-ffn), then
 /// the norm tail when `bufs.norm` is given ([`DownNorm`]), routed down weights of type
 /// `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
 /// [`GemvType::row_multiple`], `ff_sh` of `shared`'s. With `n_used = 0` only `shared`
-/// matters, with `ff_sh = 0` only `routed`.
+/// matters, with `ff_sh = 0` only `routed`. The activations must fit the kernel's shared stage
+/// ([`moe_down_stage_fits`]; every model of the family does).
 pub fn moe_down<B: Accelerator>(
     b: &mut B,
     routed: GemvType,
@@ -652,6 +672,7 @@ pub fn moe_down<B: Accelerator>(
         row_multiple(d, "ff", routed, s.ff)?;
     }
     row_multiple(d, "ff_sh", shared, s.ff_sh)?;
+    down_stage_fits(d, s)?;
     let r = parts(d, "routed", s.n_used > 0, &[bufs.sel, bufs.down])?;
     let sh = parts(d, "shared", s.ff_sh > 0, &[bufs.down_sh])?;
     need(b, d, "act", bufs.act, s.act_bytes())?;

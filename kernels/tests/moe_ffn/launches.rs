@@ -272,4 +272,39 @@ fn moe_ffn_launch_grids() {
         matches!(e, KernelError::BufferTooSmall { param: "down", .. }),
         "{e}"
     );
+    // Each down block stages the whole `act` in shared memory: 8 slots of 2048 and 2048 shared
+    // (V3, Kimi-K2: 576 q8_1 blocks) fill the stage; a ninth slot is refused before launching.
+    let wide = |n_used| FfnShape {
+        n_embd: 2048,
+        n_expert: 64,
+        n_used,
+        ff: 2048,
+        ff_sh: 2048,
+    };
+    let down_at = |r: &mut Recorder, s: &FfnShape| {
+        let act = s.act_bytes().expect("act");
+        moe_down(
+            r,
+            GemvType::Q4K,
+            GemvType::Q4K,
+            s,
+            &DownBufs {
+                act: &act,
+                sel: Some(&size_of::<ExpertSelection>()),
+                down: Some(&table),
+                down_sh: Some(&(2048 * 8 * 144)),
+                resid: &(2048 * 4),
+                y: &(2048 * 4),
+                norm: None,
+            },
+        )
+    };
+    let before = r.launches.len();
+    down_at(&mut r, &wide(8)).expect("8 slots of 2048 fit the stage");
+    let e = down_at(&mut r, &wide(9)).expect_err("9 slots of 2048 overflow the stage");
+    assert!(
+        matches!(&e, KernelError::Shape { reason, .. } if reason.contains("640 q8_1 blocks")),
+        "{e}"
+    );
+    assert_eq!(r.launches.len(), before + 1, "the refused launch ran");
 }

@@ -746,6 +746,43 @@ fn check_dense<B: Accelerator>(b: &mut B) {
     );
 }
 
+/// The down kernel's activation stage at its edges: 7 slots of 2048 and 320 shared columns are
+/// 458 q8_1 blocks (16,488 bytes), which take two rounds of a block's 16-byte copies (1,024
+/// vectors a round) and end in two single words; the odd slot count runs the single-expert
+/// path, whose slot sits at the end of the routed span. A stage of the wrong span or stride
+/// gives some slot another slot's activations, or none.
+fn check_stage_edges<B: Accelerator>(b: &mut B) {
+    let q8 = GemvType::Q8_0;
+    run_cases(
+        b,
+        "moe_ffn stage edges",
+        &[Case {
+            name: "Q8_0 7 slots of 2048 + 320 shared".into(),
+            types: Types {
+                gate_up: q8,
+                gate_up_sh: q8,
+                down: q8,
+                down_sh: q8,
+            },
+            shape: FfnShape {
+                n_embd: 128,
+                n_expert: 9,
+                n_used: 7,
+                ff: 2048,
+                ff_sh: 320,
+            },
+            route: false,
+            in_place: false,
+        }],
+        &[Tables::Scattered],
+    );
+}
+
+#[test]
+fn moe_ffn_down_stage_edges() {
+    on_every_backend!(check_stage_edges);
+}
+
 #[test]
 fn moe_ffn_small_shapes_every_type() {
     on_every_backend!(check_small);

@@ -115,6 +115,13 @@ pub unsafe fn sts_v4_if(p: bool, a: u32, v: [u32; 4]) {
          z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
 }
 
+/// 4-byte shared store of a `u32` where `p` holds (predicated, no branch); `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn sts_u32_if(p: bool, a: u32, v: u32) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p st.shared.u32 [{a}], {v}; }}",
+         c = in(reg32) p as u32, a = in(reg32) a, v = in(reg32) v, options(nostack));
+}
+
 /// 4-byte shared store of a float where `p` holds (predicated, no branch); `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn sts_f32_if(p: bool, a: u32, v: f32) {

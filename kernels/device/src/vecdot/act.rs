@@ -1,7 +1,8 @@
 //! Where a dot product reads its q8_1 activations ([`ActSource`]): global memory as the blocks
 //! lie in the buffer ([`GlobalAct`], `ld.global.nc`), or a block's shared-memory stage
-//! ([`SharedAct`]), which a gemv block fills once ([`stage_act`]) so that its rows stop reading
-//! the activation from global memory once per row.
+//! ([`SharedAct`]), which a gemv block fills once ([`stage_act`]; the MoE down kernel's every
+//! slot, [`stage_act_wide`]) so that its rows stop reading the activation from global memory
+//! once per row (per warp).
 //!
 //! The stage keeps the blocks as they lie in global memory (36 bytes each) and lanes read it
 //! with 4-byte loads: lanes reading the same word of consecutive blocks are 9 words apart, so 32
@@ -9,7 +10,9 @@
 //! ptxas's allocation, 8-24 more registers per thread for the pair types.
 
 use super::{Q8_BYTES, Q8_QS_OFF};
-use crate::intrinsics::{ld_u32, ld_words, lds_u32_staged, sts_u32, tid};
+use crate::intrinsics::{
+    ld_u32, ld_u32_if, ld_v4_if, ld_words, lds_u32_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
+};
 use core::arch::{asm, global_asm, nvptx};
 use ingot_abi::launch::GEMV_STAGE_BLOCKS;
 
@@ -98,5 +101,43 @@ pub unsafe fn stage_act(x: u64, nblocks: u32, threads: u32) {
         sts_u32(stage + 4 * k, ld_u32(x + 4 * k as u64));
         k += threads;
     }
+    nvptx::_syncthreads();
+}
+
+/// 16-byte loads each thread has in flight per round of [`stage_act_wide`].
+const WIDE_LOADS: u32 = 8;
+
+/// Copies the `nblocks` q8_1 blocks at global address `x` into the shared stage at `stage` (both
+/// 16-byte aligned, the stage room for `nblocks` blocks) and waits for the whole block: afterwards
+/// `SharedAct(stage + 36·j)` reads block `j`. Every thread of the block (`threads` of them) must
+/// call it. For stages of several KB (the MoE down kernel's every slot): each thread issues
+/// [`WIDE_LOADS`] predicated 16-byte loads before its first store, so a round trip to memory
+/// moves `threads · 128` bytes (16 KB for 128 threads) rather than 4 bytes per thread; the last
+/// `36·nblocks mod 16` bytes are a word each for the first threads.
+#[inline(always)]
+pub unsafe fn stage_act_wide(stage: u32, x: u64, nblocks: u32, threads: u32) {
+    let bytes = nblocks * Q8_BYTES as u32;
+    let vecs = bytes / 16;
+    let t = tid();
+    let mut i = t;
+    while i < vecs {
+        let mut v = [[0u32; 4]; WIDE_LOADS as usize];
+        let mut k = 0;
+        while k < WIDE_LOADS {
+            let j = i + k * threads;
+            v[k as usize] = ld_v4_if(j < vecs, x + 16 * j as u64);
+            k += 1;
+        }
+        let mut k = 0;
+        while k < WIDE_LOADS {
+            let j = i + k * threads;
+            sts_v4_if(j < vecs, stage + 16 * j, v[k as usize]);
+            k += 1;
+        }
+        i += WIDE_LOADS * threads;
+    }
+    let w = 4 * vecs + t;
+    let tail = w < bytes / 4;
+    sts_u32_if(tail, stage + 4 * w, ld_u32_if(tail, x + 4 * w as u64));
     nvptx::_syncthreads();
 }
