@@ -175,7 +175,7 @@ fn host_folder_holds_the_layers_below_the_kernels() {
 }
 
 #[test]
-fn the_rules_reject_upward_edges() {
+fn the_host_rule_places_only_layers_1_to_3() {
     assert!(belongs_in_host(2, Family::Ingot));
     assert!(
         !belongs_in_host(7, Family::Ingot),
@@ -183,6 +183,10 @@ fn the_rules_reject_upward_edges() {
     );
     assert!(!belongs_in_host(2, Family::Tool));
     assert!(!belongs_in_host(0, Family::Ingot));
+}
+
+#[test]
+fn the_rules_reject_upward_edges() {
     let layer: HashMap<&str, (u32, Family)> = LAYERS.iter().map(|&(n, l, f)| (n, (l, f))).collect();
     let edge = |from: &str, to: &str, kind: &str| Edge {
         from: from.into(),

@@ -70,12 +70,18 @@ fn expand(s: &str) -> Vec<Vec<String>> {
     paths
 }
 
+/// The first index from `i` that is not whitespace.
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && (b[i] as char).is_whitespace() {
+        i += 1;
+    }
+    i
+}
+
 fn expand_at(b: &[u8], mut i: usize) -> (Vec<Vec<String>>, usize) {
     let mut segs: Vec<String> = Vec::new();
     loop {
-        while i < b.len() && (b[i] as char).is_whitespace() {
-            i += 1;
-        }
+        i = skip_ws(b, i);
         if i < b.len() && b[i] == b'{' {
             let mut out = Vec::new();
             i += 1;
@@ -87,17 +93,13 @@ fn expand_at(b: &[u8], mut i: usize) -> (Vec<Vec<String>>, usize) {
                     p
                 }));
                 i = next;
-                while i < b.len() && (b[i] as char).is_whitespace() {
-                    i += 1;
-                }
+                i = skip_ws(b, i);
                 match b.get(i) {
                     Some(b',') => i += 1,
                     Some(b'}') => return (out, i + 1),
                     _ => return (out, i),
                 }
-                while i < b.len() && (b[i] as char).is_whitespace() {
-                    i += 1;
-                }
+                i = skip_ws(b, i);
                 if b.get(i) == Some(&b'}') {
                     return (out, i + 1);
                 }

@@ -8,7 +8,7 @@
 //! fuses SwiGLU, the q8_1 quantization of the middle and the residual add into two launches.
 
 use ingot_abi::launch::{
-    moe_down_stage_fits, DownArgs, GemvArgs, RmsnormArgs, RmsnormQ8_1F32Args, DOWN_NORM_Q8_1_F32,
+    moe_down_stage_blocks, DownArgs, GemvArgs, RmsnormArgs, RmsnormQ8_1F32Args, DOWN_NORM_Q8_1_F32,
     MOE_DOWN_STAGE_BLOCKS, RMSNORM_Q8_1, RMSNORM_Q8_1_F32,
 };
 use ingot_gguf::{GgmlType, TensorInfo};
@@ -94,16 +94,18 @@ impl NextNorm {
         b: &mut Builder<'_>,
         d: DownFfn,
     ) -> Result<DownArgs<BufRef>, PlanError> {
-        let (n_used, ff, ff_sh) = (u32a(d.n_used), u32a(d.ff), u32a(d.ff_sh));
-        let in_u32 = [d.n_used, d.ff, d.ff_sh].map(|v| u32::try_from(v).is_ok());
-        if in_u32.contains(&false) || !moe_down_stage_fits(n_used, ff, ff_sh) {
+        let staged = match [d.n_used, d.ff, d.ff_sh].map(u32::try_from) {
+            [Ok(n_used), Ok(ff), Ok(ff_sh)] => Some(moe_down_stage_blocks(n_used, ff, ff_sh)),
+            _ => None,
+        };
+        if staged.is_none_or(|blocks| blocks > u64::from(MOE_DOWN_STAGE_BLOCKS)) {
             return Err(PlanError::UnsupportedModel(format!(
                 "a moe_down launch of {} routed slots of {} and {} shared columns stages {} q8_1 \
                  blocks of activations; its shared stage holds {MOE_DOWN_STAGE_BLOCKS}",
                 d.n_used,
                 d.ff,
                 d.ff_sh,
-                (d.n_used as u128 * d.ff as u128 + d.ff_sh as u128) / 32
+                staged.map_or_else(|| "over 2^32".to_string(), |b| b.to_string()),
             )));
         }
         let count = b.act("act.norm_count", 4)?;
@@ -115,9 +117,9 @@ impl NextNorm {
             resid: buf(d.resid),
             y: buf(d.y),
             nrows: u32a(d.nrows),
-            ff,
-            n_used,
-            ff_sh,
+            ff: u32a(d.ff),
+            n_used: u32a(d.n_used),
+            ff_sh: u32a(d.ff_sh),
             n_expert: u32a(d.n_expert),
             norm_w: buf(self.0),
             norm_q8: buf(b.acts.norm_q8),
