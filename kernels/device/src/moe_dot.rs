@@ -73,5 +73,6 @@ macro_rules! rows_dot_lane {
     };
 }
 
+rows_dot_lane!(rows_dot_lane1, 1, [0]);
 rows_dot_lane!(rows_dot_lane2, 2, [0, 1]);
 rows_dot_lane!(rows_dot_lane4, 4, [0, 1, 2, 3]);

@@ -3,11 +3,10 @@
 //! (docs/decode-math.md#moe-ffn), reading expert ids and weights from the device-resident
 //! [`ExpertSelection`] and the q8_1 activations the gate/up kernel wrote.
 //!
-//! Thread mapping: one warp per pair of output rows, `MOE_DOWN_WARPS` warps per block. The warp
-//! walks the routed experts two at a time ([`rows_dot_lane4`]: both rows of both experts in one
-//! pass, four units in flight per lane, each expert's activation loads shared by the two rows),
-//! then the shared experts' rows, accumulating `w_k·partial` per lane, and reduces each row once at
-//! the end. The routed and shared weights may have different types (`R`, `S`): real files store the
+//! Thread mapping: one warp per output row, `MOE_DOWN_WARPS` warps per block. The warp walks the
+//! routed experts two at a time ([`rows_dot_lane2`]: the row of both experts in one pass, two
+//! units in flight per lane), then the shared experts' row, accumulating `w_k·partial` per lane,
+//! and reduces the row once at the end. The routed and shared weights may have different types (`R`, `S`): real files store the
 //! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
 //!
 //! Activations: after its grid-dependency wait the block copies the whole `act` (every slot's
@@ -28,7 +27,7 @@ use crate::intrinsics::{
     bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
 };
 use crate::last_block::{last_block_done, reset};
-use crate::moe_dot::{rows_dot_lane2, rows_dot_lane4};
+use crate::moe_dot::{rows_dot_lane1, rows_dot_lane2};
 use crate::norm_q8::rmsnorm_tail;
 use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{self, stage_act_wide, SharedAct, WeightType, Q8_BYTES};
@@ -83,15 +82,15 @@ unsafe fn slot(mine: (u64, f32), k: u32) -> (u64, f32) {
     (hi << 32 | lo, shfl_idx_f32(mine.1, k))
 }
 
-/// Lines each thread prefetches of its block's shared rows ([`prefetch_then_wait`]): 2 · 128
-/// threads · 128 B = 32 KiB, which covers the block's 8 rows up to 4 KiB per row (V2-Lite's
+/// Lines each thread prefetches of its block's shared rows ([`prefetch_then_wait`]): 128
+/// threads · 128 B = 16 KiB, which covers the block's 4 rows up to 4 KiB per row (V2-Lite's
 /// attention output, 2,048 columns, and shared experts, 2,816 columns, as Q4_K..Q8_0); the
 /// dense FFN's 10,944-column rows are prefetched in part.
-const DOWN_PREFETCH_LINES: u32 = 2;
-
-/// Output rows per warp, as an array length.
-const ROWS: u32 = MOE_DOWN_ROWS_PER_WARP;
-const _: () = assert!(ROWS == 2, "the row pair below is written out for two rows");
+const DOWN_PREFETCH_LINES: u32 = 1;
+const _: () = assert!(
+    MOE_DOWN_ROWS_PER_WARP == 1,
+    "the row loop below is written out for one row per warp"
+);
 
 /// See `ingot_abi::launch::moe` (`MOE_DOWN_*`). Preconditions (checked by the host launcher):
 /// `ff` a multiple of `R::QK` (or `n_used = 0`), `ff_sh` a multiple of `S::QK` (0: no shared
@@ -118,14 +117,12 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     // stays to the end (the norm tail's barriers), and without an early exit ptxas keeps the
     // row loops at the registers they had before the tail (an exit path to a barrier raised
     // them from 96 to 165 on sm_86).
-    let first = bid() * MOE_DOWN_BLOCK_ROWS + (t / WARP_SIZE) * ROWS;
+    let first = bid() * MOE_DOWN_BLOCK_ROWS + t / WARP_SIZE;
     let valid = first < nrows;
-    let r0 = if valid { first } else { nrows - 1 };
-    // A second row past the end (odd nrows) recomputes row r0 and is not stored.
-    let r1 = if r0 + 1 < nrows { r0 + 1 } else { r0 };
+    let r = if valid { first } else { nrows - 1 };
     let nunits = ff / R::QK;
     let row_bytes = nunits as u64 * R::UNIT_BYTES;
-    let (off0, off1) = (r0 as u64 * row_bytes, r1 as u64 * row_bytes);
+    let off = r as u64 * row_bytes;
     let sh_units = ff_sh / S::QK;
     let sh_row_bytes = sh_units as u64 * S::UNIT_BYTES;
 
@@ -156,51 +153,31 @@ unsafe fn rows<R: WeightType, S: WeightType>(
         THREADS,
     );
     let act_per_slot = slot_blocks * Q8_BYTES as u32;
-    // Lane k holds row r0 of slot k's expert; row r1 is `step` bytes after it.
-    let mine = (e0 + off0, w0);
-    let step = off1 - off0;
-    let mut acc = [0.0f32; 2];
+    // Lane k holds row r of slot k's expert.
+    let mine = (e0 + off, w0);
+    let mut acc = 0.0f32;
     let mut k = 0;
     while k + 1 < n_used {
         let (ea, ga) = slot(mine, k);
         let (eb, gb) = slot(mine, k + 1);
         let xa = SharedAct(stage + k * act_per_slot);
         let xb = SharedAct(xa.0 + act_per_slot);
-        let p = rows_dot_lane4::<R, SharedAct>(
-            &[ea, ea + step, eb, eb + step],
-            &[xa, xa, xb, xb],
-            nunits,
-            lane,
-        );
-        acc[0] += ga * p[0] + gb * p[2];
-        acc[1] += ga * p[1] + gb * p[3];
+        let p = rows_dot_lane2::<R, SharedAct>(&[ea, eb], &[xa, xb], nunits, lane);
+        acc += ga * p[0] + gb * p[1];
         k += 2;
     }
     if k < n_used {
         let (ea, ga) = slot(mine, k);
         let xa = SharedAct(stage + k * act_per_slot);
-        let p = rows_dot_lane2::<R, SharedAct>(&[ea, ea + step], &[xa, xa], nunits, lane);
-        acc[0] += ga * p[0];
-        acc[1] += ga * p[1];
+        acc += ga * rows_dot_lane1::<R, SharedAct>(&[ea], &[xa], nunits, lane)[0];
     }
     let xs = SharedAct(stage + n_used * act_per_slot);
-    let p = rows_dot_lane2::<S, SharedAct>(
-        &[
-            down_sh + r0 as u64 * sh_row_bytes,
-            down_sh + r1 as u64 * sh_row_bytes,
-        ],
-        &[xs, xs],
-        sh_units,
-        lane,
-    );
-    let y0 = warp_sum(acc[0] + p[0]);
-    let y1 = warp_sum(acc[1] + p[1]);
+    let p =
+        rows_dot_lane1::<S, SharedAct>(&[down_sh + r as u64 * sh_row_bytes], &[xs], sh_units, lane);
+    let y_r = warp_sum(acc + p[0]);
     if lane == 0 && valid {
-        let a0 = r0 as u64 * 4;
-        st_f32(y + a0, ld_f32_coherent(resid + a0) + y0);
-        if r1 != r0 {
-            st_f32(y + a0 + 4, ld_f32_coherent(resid + a0 + 4) + y1);
-        }
+        let a = r as u64 * 4;
+        st_f32(y + a, ld_f32_coherent(resid + a) + y_r);
     }
 }
 
