@@ -27,7 +27,7 @@ use crate::intrinsics::{
     bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
 };
 use crate::last_block::{last_block_done, reset};
-use crate::moe_dot::{rows_dot_lane1, rows_dot_lane2};
+use crate::moe_dot::{rows_dot_lane1, rows_dot_lane2, staged_row_dot, UNIT_STAGE_BYTES};
 use crate::norm_q8::rmsnorm_tail;
 use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{self, stage_act_wide, SharedAct, WeightType, Q8_BYTES};
@@ -44,6 +44,20 @@ global_asm!(
     ".shared .align 16 .b8 moe_down_act_stage[{bytes}];",
     bytes = const MOE_DOWN_STAGE_BYTES,
 );
+global_asm!(
+    ".shared .align 16 .b8 moe_down_unit_stage[{bytes}];",
+    bytes = const MOE_DOWN_WARPS * UNIT_STAGE_BYTES,
+);
+
+/// Shared address of this warp's unit stage ([`staged_row_dot`]).
+#[inline(always)]
+fn unit_stage(warp: u32) -> u32 {
+    let a: u32;
+    unsafe {
+        asm!("mov.u32 {a}, moe_down_unit_stage;", a = out(reg32) a, options(pure, nomem, nostack));
+    }
+    a + warp * UNIT_STAGE_BYTES
+}
 
 /// Shared address of the activation stage's block 0.
 #[inline(always)]
@@ -155,29 +169,63 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     let act_per_slot = slot_blocks * Q8_BYTES as u32;
     // Lane k holds row r of slot k's expert.
     let mine = (e0 + off, w0);
+    let xs = SharedAct(stage + n_used * act_per_slot);
+    let sh_row = down_sh + r as u64 * sh_row_bytes;
     let mut acc = 0.0f32;
     let mut k = 0;
-    while k + 1 < n_used {
-        let (ea, ga) = slot(mine, k);
-        let (eb, gb) = slot(mine, k + 1);
-        let xa = SharedAct(stage + k * act_per_slot);
-        let xb = SharedAct(xa.0 + act_per_slot);
-        let p = rows_dot_lane2::<R, SharedAct>(&[ea, eb], &[xa, xb], nunits, lane);
-        acc += ga * p[0] + gb * p[1];
-        k += 2;
-    }
-    if k < n_used {
-        let (ea, ga) = slot(mine, k);
-        let xa = SharedAct(stage + k * act_per_slot);
-        acc += ga * rows_dot_lane1::<R, SharedAct>(&[ea], &[xa], nunits, lane)[0];
-    }
-    let xs = SharedAct(stage + n_used * act_per_slot);
-    let p =
-        rows_dot_lane1::<S, SharedAct>(&[down_sh + r as u64 * sh_row_bytes], &[xs], sh_units, lane);
-    let y_r = warp_sum(acc + p[0]);
+    // The 32-element types read each round of units through the warp's unit stage
+    // (`WeightType::STAGED`, a constant: one of the two paths is compiled per kernel). Both
+    // paths add the same products in the same order.
+    let p = if R::STAGED || S::STAGED {
+        let units = unit_stage(t / WARP_SIZE);
+        while k + 1 < n_used {
+            let (ea, ga) = slot(mine, k);
+            let (eb, gb) = slot(mine, k + 1);
+            let xa = SharedAct(stage + k * act_per_slot);
+            let xb = SharedAct(xa.0 + act_per_slot);
+            let pa = row_dot::<R>(ea, xa, nunits, lane, units);
+            let pb = row_dot::<R>(eb, xb, nunits, lane, units);
+            acc += ga * pa + gb * pb;
+            k += 2;
+        }
+        if k < n_used {
+            let (ea, ga) = slot(mine, k);
+            let xa = SharedAct(stage + k * act_per_slot);
+            acc += ga * row_dot::<R>(ea, xa, nunits, lane, units);
+        }
+        row_dot::<S>(sh_row, xs, sh_units, lane, units)
+    } else {
+        while k + 1 < n_used {
+            let (ea, ga) = slot(mine, k);
+            let (eb, gb) = slot(mine, k + 1);
+            let xa = SharedAct(stage + k * act_per_slot);
+            let xb = SharedAct(xa.0 + act_per_slot);
+            let p = rows_dot_lane2::<R, SharedAct>(&[ea, eb], &[xa, xb], nunits, lane);
+            acc += ga * p[0] + gb * p[1];
+            k += 2;
+        }
+        if k < n_used {
+            let (ea, ga) = slot(mine, k);
+            let xa = SharedAct(stage + k * act_per_slot);
+            acc += ga * rows_dot_lane1::<R, SharedAct>(&[ea], &[xa], nunits, lane)[0];
+        }
+        rows_dot_lane1::<S, SharedAct>(&[sh_row], &[xs], sh_units, lane)[0]
+    };
+    let y_r = warp_sum(acc + p);
     if lane == 0 && valid {
         let a = r as u64 * 4;
         st_f32(y + a, ld_f32_coherent(resid + a) + y_r);
+    }
+}
+
+/// Lane `lane`'s partial sum of one row of `T` against `x`: through the warp's unit stage
+/// `units` for [`WeightType::STAGED`] types, else as [`rows_dot_lane1`] (the same bits).
+#[inline(always)]
+unsafe fn row_dot<T: WeightType>(w: u64, x: SharedAct, nunits: u32, lane: u32, units: u32) -> f32 {
+    if T::STAGED {
+        staged_row_dot::<T, SharedAct>(w, x, nunits, lane, units)
+    } else {
+        rows_dot_lane1::<T, SharedAct>(&[w], &[x], nunits, lane)[0]
     }
 }
 

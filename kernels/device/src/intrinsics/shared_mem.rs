@@ -67,6 +67,47 @@ pub unsafe fn lds_u32(a: u32) -> u32 {
     v
 }
 
+/// `N` consecutive 4-byte words from the 4-byte aligned shared address `a`, as [`lds_u32`]
+/// (not `pure`: for a stage that is rewritten between reads of the same address).
+#[inline(always)]
+pub unsafe fn lds_words<const N: usize>(a: u32) -> [u32; N] {
+    let mut w = [0u32; N];
+    let mut i = 0;
+    while i < N {
+        w[i] = lds_u32(a + 4 * i as u32);
+        i += 1;
+    }
+    w
+}
+
+/// Starts copying the 4-byte word at global address `src` to shared address `dst`: see
+/// [`cp_async_u32_if`].
+#[inline(always)]
+pub unsafe fn cp_async_u32(dst: u32, src: u64) {
+    asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src,
+         options(nostack));
+}
+
+/// Where `p` holds, starts copying the 4-byte word at global address `src` to shared address
+/// `dst` (`cp.async.ca`, both 4-byte aligned) without passing through registers; the copy is
+/// complete only after [`cp_async_wait_warp`]. `src` must not be written during the launch.
+#[inline(always)]
+pub unsafe fn cp_async_u32_if(p: bool, dst: u32, src: u64) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p cp.async.ca.shared.global [{d}], [{s}], 4; }}",
+         c = in(reg32) p as u32, d = in(reg32) dst, s = in(reg64) src, options(nostack));
+}
+
+/// Waits for this thread's `cp.async` copies, then meets the warp's other lanes
+/// (`bar.warp.sync`), so every lane reads what every lane copied. The whole warp calls it.
+#[inline(always)]
+pub unsafe fn cp_async_wait_warp() {
+    asm!(
+        "cp.async.wait_all;",
+        "bar.warp.sync 0xffffffff;",
+        options(nostack)
+    );
+}
+
 /// 4-byte shared store of a `u32`; `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn sts_u32(a: u32, v: u32) {

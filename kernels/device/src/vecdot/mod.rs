@@ -104,6 +104,16 @@ pub trait WeightType {
     unsafe fn tail_dot<A: ActSource>(_w: u64, _act: A) -> f32 {
         0.0
     }
+    /// Whether [`Self::load_staged`] reads a unit: one lane per 4-byte aligned unit (the
+    /// 32-element types), so a warp can copy a round of 32 units to shared memory with coalesced
+    /// requests and each lane read its own unit there (`moe_dot::staged_row_dot`).
+    const STAGED: bool = false;
+    /// As [`Self::load`] for the unit whose bytes were copied to shared address `w` (4-byte
+    /// aligned). Only types with [`Self::STAGED`] implement it; the others return the default.
+    #[inline(always)]
+    unsafe fn load_staged<A: ActSource>(_w: u32, _act: A, _part: u32) -> Self::Loads {
+        Self::Loads::default()
+    }
 }
 
 /// `T`'s unit as the launch shapes of `ingot_abi::launch::gemv` see it.

@@ -1,7 +1,7 @@
 //! 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane per pair of blocks.
 
 use super::{ActSource, WeightType};
-use crate::intrinsics::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_words, prmt};
+use crate::intrinsics::{dp4a, f16_to_f32, funnel_r, ld_u16, ld_words, lds_words, prmt};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{
     BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, KVALUES_IQ4NL,
@@ -133,6 +133,14 @@ macro_rules! pair_type {
                 $name::block_dot(l, 0, 0) + $name::block_dot(l, 1, size_of::<$block>())
             }
             const TAIL: bool = true;
+            const STAGED: bool = true;
+            #[inline(always)]
+            unsafe fn load_staged<A: ActSource>(w: u32, act: A, _part: u32) -> Self::Loads {
+                PairLoads {
+                    w: lds_words::<$words>(w),
+                    a: ld_act_pair(act),
+                }
+            }
             #[inline(always)]
             unsafe fn load_shifted<A: ActSource>(w: u64, act: A, _part: u32) -> Self::Loads {
                 let raw = ld_words::<{ $words + 1 }>(w - 2);
