@@ -97,18 +97,19 @@ fn ints4<const N: usize>(w: &[u32; N], off: usize) -> [u32; 4] {
 }
 
 /// The fifth bits of elements `4k..4k+3` (`.0`) and `16+4k..` (`.1`) moved to bit 4 of each
-/// byte, from `vh = qh >> 4k` (ggml's shifts in `vec_dot_q5_0_q8_1`).
+/// byte, from `vh = qh >> 4k`: bits 0..3 of `vh` for `.0` and bits 16..19 for `.1`, the words
+/// ggml's shifts in `vec_dot_q5_0_q8_1` give (the oracle keeps those shifts). One multiply
+/// spreads a nibble `x` over the bytes: `x·0x0204_0810 = x<<4 | x<<11 | x<<18 | x<<25`, four
+/// copies that cannot overlap or carry (`x < 16`), whose bits 4, 12, 20 and 28 are `x`'s bits
+/// 0 to 3; 3 or 4 instructions per word instead of 11.
 #[inline(always)]
 pub fn q5_high_bits(vh: u32) -> (u32, u32) {
-    let lo = ((vh << 4) & 0x10)
-        | ((vh << 11) & 0x1000)
-        | ((vh << 18) & 0x10_0000)
-        | ((vh << 25) & 0x1000_0000);
-    let hi = ((vh >> 12) & 0x10)
-        | ((vh >> 5) & 0x1000)
-        | ((vh << 2) & 0x10_0000)
-        | ((vh << 9) & 0x1000_0000);
-    (lo, hi)
+    const SPREAD: u32 = 0x0204_0810;
+    const BIT4: u32 = 0x1010_1010;
+    (
+        ((vh & 0xF).wrapping_mul(SPREAD)) & BIT4,
+        (((vh >> 16) & 0xF).wrapping_mul(SPREAD)) & BIT4,
+    )
 }
 
 macro_rules! pair_type {
