@@ -194,8 +194,7 @@ fn moe_ffn_rejects_bad_launches() {
 }
 
 /// V2-Lite's MoE layer launches one gate/up block per 32 SwiGLU rows (6·1408 + 2816 rows =
-/// 352 blocks of 8 warps) and one down warp per two output rows (2048 rows = 256 blocks of
-/// 4 warps),
+/// 352 blocks of 8 warps) and one down warp per output row (2048 rows = 512 blocks of 4 warps),
 /// with the kernel of the weight types.
 #[test]
 fn moe_ffn_launch_grids() {
