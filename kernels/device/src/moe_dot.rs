@@ -101,6 +101,12 @@ pub unsafe fn staged_row_dot<T: WeightType, A: ActSource>(
     lane: u32,
     stage: u32,
 ) -> f32 {
+    // Holds for every type this is compiled for: the staged ones fit the stage, one lane each.
+    const {
+        assert!(
+            !T::STAGED || (T::LANES == 1 && T::UNIT_BYTES <= (UNIT_STAGE_BYTES / WARP_SIZE) as u64)
+        )
+    };
     // A constant per type: each copy below unrolls into `words` requests.
     let words = T::UNIT_BYTES as u32 / 4;
     let mine = stage + lane * T::UNIT_BYTES as u32;
