@@ -6,8 +6,9 @@
 //! Thread mapping: one warp per output row, `MOE_DOWN_WARPS` warps per block. The warp walks the
 //! routed experts two at a time ([`rows_dot_lane2`]: the row of both experts in one pass, two
 //! units in flight per lane), then the shared experts' row, accumulating `w_k·partial` per lane,
-//! and reduces the row once at the end. The routed and shared weights may have different types (`R`, `S`): real files store the
-//! 1408-wide expert rows in a 32-element fallback type and the 2816-wide shared rows as a k-quant.
+//! and reduces the row once at the end. The routed and shared weights may have different types
+//! (`R`, `S`): real files store the 1408-wide expert rows in a 32-element fallback type and the
+//! 2816-wide shared rows as a k-quant.
 //!
 //! Activations: after its grid-dependency wait the block copies the whole `act` (every slot's
 //! q8_1 blocks, then the shared experts') into a shared-memory stage ([`stage_act_wide`]), and the
