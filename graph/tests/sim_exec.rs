@@ -2,11 +2,12 @@
 
 mod support;
 
+use ingot_abi::hash::Fnv1a;
 use ingot_gguf::GgufFile;
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::{BufferKind, NodeArg, PlanOptions};
 use ingot_model::{Decoder, ModelError};
-use ingot_synth::{Layout, QuantMix};
+use ingot_synth::{Layout, Preset, QuantMix};
 
 fn model(dir: &std::path::Path) -> GgufFile {
     let path = dir.join("model.gguf");
@@ -179,4 +180,45 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
             "no prefetching {family}* node in {prefetching:?}"
         );
     }
+}
+
+/// FNV-1a of the bits of the residual stream after every layer and of the logits, over 4 greedy
+/// steps of `ingot synth --preset tiny-glm --quant q4_k_m` (seed 42) from token 5, taken with the
+/// kernels of 737461f (2026-12-05).
+const TINY_GLM_TRACE_DIGEST: u64 = 0xbe75_7502_9664_1d43;
+
+/// The decode's bits against a pin: the kernel changes of the bandwidth work (thread mappings,
+/// staged loads, integer tricks) must leave every bit alone, and this holds them to it without a
+/// second build to compare with. The residual stream is hashed too: the 8-bit activations
+/// between layers absorb most one-ulp changes before they reach the logits. tiny-glm runs the
+/// MoE down kernels of three type pairs (Q5_0, Q8_0, Q4_K, their unit stage and norm tails), the
+/// pair, grouped and argmax gemvs, the router and the rope tail. A change meant to move bits
+/// re-pins the digest and says why in its commit.
+#[test]
+fn tiny_glm_decode_matches_its_pinned_bits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny-glm.gguf");
+    support::write_preset(&path, Preset::TinyGlm, Layout::Mla, QuantMix::Q4KM);
+    let file = GgufFile::open(&path).expect("open");
+    let mut exec = SimExecutor::load(&file, PlanOptions::for_ctx(16)).expect("load");
+    let mut digest = Fnv1a::new();
+    let mut token = 5u32;
+    for pos in 0..4 {
+        let trace = exec.step_with_trace(token, pos).expect("decode");
+        for v in trace.layers.iter().flatten().chain(&trace.logits) {
+            digest = digest.bytes(&v.to_bits().to_le_bytes());
+        }
+        token = trace
+            .logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i as u32)
+            .expect("a vocabulary");
+    }
+    assert_eq!(
+        digest.finish(),
+        TINY_GLM_TRACE_DIGEST,
+        "the sim decode's bits changed: if a kernel change means to, re-pin the digest and say why"
+    );
 }
