@@ -172,46 +172,24 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     let mine = (e0 + off, w0);
     let xs = SharedAct(stage + n_used * act_per_slot);
     let sh_row = down_sh + r as u64 * sh_row_bytes;
+    let units = unit_stage(t / WARP_SIZE);
     let mut acc = 0.0f32;
     let mut k = 0;
-    // The 32-element types read each round of units through the warp's unit stage
-    // (`WeightType::STAGED`, a constant: one of the two paths is compiled per kernel). Both
-    // paths add the same products in the same order.
-    let p = if R::STAGED || S::STAGED {
-        let units = unit_stage(t / WARP_SIZE);
-        while k + 1 < n_used {
-            let (ea, ga) = slot(mine, k);
-            let (eb, gb) = slot(mine, k + 1);
-            let xa = SharedAct(stage + k * act_per_slot);
-            let xb = SharedAct(xa.0 + act_per_slot);
-            let pa = row_dot::<R>(ea, xa, nunits, lane, units);
-            let pb = row_dot::<R>(eb, xb, nunits, lane, units);
-            acc += ga * pa + gb * pb;
-            k += 2;
-        }
-        if k < n_used {
-            let (ea, ga) = slot(mine, k);
-            let xa = SharedAct(stage + k * act_per_slot);
-            acc += ga * row_dot::<R>(ea, xa, nunits, lane, units);
-        }
-        row_dot::<S>(sh_row, xs, sh_units, lane, units)
-    } else {
-        while k + 1 < n_used {
-            let (ea, ga) = slot(mine, k);
-            let (eb, gb) = slot(mine, k + 1);
-            let xa = SharedAct(stage + k * act_per_slot);
-            let xb = SharedAct(xa.0 + act_per_slot);
-            let p = rows_dot_lane2::<R, SharedAct>(&[ea, eb], &[xa, xb], nunits, lane);
-            acc += ga * p[0] + gb * p[1];
-            k += 2;
-        }
-        if k < n_used {
-            let (ea, ga) = slot(mine, k);
-            let xa = SharedAct(stage + k * act_per_slot);
-            acc += ga * rows_dot_lane1::<R, SharedAct>(&[ea], &[xa], nunits, lane)[0];
-        }
-        rows_dot_lane1::<S, SharedAct>(&[sh_row], &[xs], sh_units, lane)[0]
-    };
+    while k + 1 < n_used {
+        let (ea, ga) = slot(mine, k);
+        let (eb, gb) = slot(mine, k + 1);
+        let xa = SharedAct(stage + k * act_per_slot);
+        let xb = SharedAct(xa.0 + act_per_slot);
+        let p = pair_dot::<R>([ea, eb], [xa, xb], nunits, lane, units);
+        acc += ga * p[0] + gb * p[1];
+        k += 2;
+    }
+    if k < n_used {
+        let (ea, ga) = slot(mine, k);
+        let xa = SharedAct(stage + k * act_per_slot);
+        acc += ga * row_dot::<R>(ea, xa, nunits, lane, units);
+    }
+    let p = row_dot::<S>(sh_row, xs, sh_units, lane, units);
     let y_r = warp_sum(acc + p);
     if lane == 0 && valid {
         let a = r as u64 * 4;
@@ -219,14 +197,38 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     }
 }
 
-/// Lane `lane`'s partial sum of one row of `T` against `x`: through the warp's unit stage
-/// `units` for [`WeightType::STAGED`] types, else as [`rows_dot_lane1`] (the same bits).
+// The 32-element types (`WeightType::STAGED`, a constant: one path is compiled per type) read
+// each round of units through the warp's unit stage `units`; the others read global memory
+// directly. Both add the same products in the same order.
+
+/// Lane `lane`'s partial sum of one row of `T` against `x` (see above).
 #[inline(always)]
 unsafe fn row_dot<T: WeightType>(w: u64, x: SharedAct, nunits: u32, lane: u32, units: u32) -> f32 {
     if T::STAGED {
         staged_row_dot::<T, SharedAct>(w, x, nunits, lane, units)
     } else {
         rows_dot_lane1::<T, SharedAct>(&[w], &[x], nunits, lane)[0]
+    }
+}
+
+/// Lane `lane`'s partial sums of the same row of two experts (see above): staged rows one after
+/// the other through the one unit stage, the others in lockstep ([`rows_dot_lane2`]: two units
+/// in flight per lane).
+#[inline(always)]
+unsafe fn pair_dot<T: WeightType>(
+    w: [u64; 2],
+    x: [SharedAct; 2],
+    nunits: u32,
+    lane: u32,
+    units: u32,
+) -> [f32; 2] {
+    if T::STAGED {
+        [
+            staged_row_dot::<T, SharedAct>(w[0], x[0], nunits, lane, units),
+            staged_row_dot::<T, SharedAct>(w[1], x[1], nunits, lane, units),
+        ]
+    } else {
+        rows_dot_lane2::<T, SharedAct>(&w, &x, nunits, lane)
     }
 }
 
