@@ -418,17 +418,20 @@ const _: () = assert!(
     "more needs an opt-in launch attribute"
 );
 
-/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: two q8_1
-/// output blocks.
-pub const MERGE_V_B_ROWS: u32 = 64;
+/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: one q8_1
+/// output block, so V2-Lite's 2,048 rows are 128 blocks (64 left half the SMs of an H200 idle
+/// and each k-quant warp two passes). Each row block reads its head's partials once (its two
+/// halves half each), so a V2-Lite head's are read 4 times from L2, not 2.
+pub const MERGE_V_B_ROWS: u32 = 32;
 /// Column parts of each head's latent in `attn_merge_v_b_*` (`GemvType::merge_v_b`): block pairs
-/// split `kv_lora` in halves, each block merging and dotting one half, so the merge reads its
-/// partials twice (once per row block), not once per 32 rows.
+/// split `kv_lora` in halves, each block merging and dotting one half: twice the blocks for
+/// the same partial reads (a head's once per row block).
 pub const MERGE_V_B_SPLIT: u32 = 2;
 
 /// Items (= blocks) of `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings: one per (head,
 /// block of [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
-/// `pair / (d_v / 64)`, rows `64·(pair % (d_v / 64)) ..` of the head), half `b % 2`.
+/// `pair / (d_v / ROWS)`, rows `ROWS·(pair % (d_v / ROWS)) ..` of the head, `ROWS` =
+/// [`MERGE_V_B_ROWS`]), half `b % 2`.
 pub const fn merge_v_b_items(n_head: u32, d_v: u32) -> u32 {
     merge_v_b_pairs(n_head, d_v) * MERGE_V_B_SPLIT
 }
@@ -486,11 +489,11 @@ signature! {
 /// `(part_o, part_ml, state, w, y, scratch, pair_count, n_head, d_v, ctx, max_segments)`,
 /// [`ATTN_MERGE_Q8_1`] and the grouped `attn_v_b` gemv of the type with q8_1 output in one
 /// launch. Each block merges its half of its head's latent exactly as `attn_merge_q8_1` does
-/// (the same q8_1 bits, kept in shared memory), dots it with its 64 rows' half of `w`
+/// (the same q8_1 bits, kept in shared memory), dots it with its [`MERGE_V_B_ROWS`] rows' half of `w`
 /// (`n_head·d_v` rows of `kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from
-/// `h·d_v` on) and parks the 64 sums in `scratch`; the second block of the pair to finish
+/// `h·d_v` on) and parks their sums in `scratch`; the second block of the pair to finish
 /// (`pair_count`: one `u32` per pair, 0 before and after the launch) adds half 0 and half 1 in
-/// that order and writes the rows' two q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid:
+/// that order and writes the rows' q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid:
 /// [`merge_v_b_items`] blocks.
 pub(crate) const fn merge_v_b_kernel(name: &'static str) -> Kernel<MergeVbArgs> {
     Kernel::new(name, [MERGE_THREADS, 1, 1], 1, 0)

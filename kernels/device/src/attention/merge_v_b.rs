@@ -2,21 +2,23 @@
 //! epilogue in one launch (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K`), which saves the step a
 //! node per layer.
 //!
-//! Block `b` is half `b % 2` of pair `b / 2`; a pair is one head `h` and 64 of its `d_v` rows.
+//! Block `b` is half `b % 2` of pair `b / 2`; a pair is one head `h` and `ROWS` (32) of its
+//! `d_v` rows.
 //! 1. Merge: the block merges its half of head `h`'s latent (256 of `MERGE_V_B_KV_LORA` = 512
 //!    dims, two `MERGE_DIMS` slices) with `attn_merge`'s `merge4`, so every dim has the bits
 //!    `attn_merge` gives it, and warp 0 quantizes them into q8_1 blocks in shared memory as
 //!    `attn_merge_q8_1` does: the activation the gemv reads is bit for bit the one the unfused
 //!    path writes to global memory.
-//! 2. Half gemv: the 64 rows' dots over that half (the gemv's thread mapping for a row of
+//! 2. Half gemv: the `ROWS` rows' dots over that half (the gemv's thread mapping for a row of
 //!    256 weights: `row_dot_lane` reading the stage), parked in `scratch`. The width is a
 //!    constant so the unit loop's remainder rounds resolve at compile time (no guard).
 //! 3. The pair's second block to finish (its done counter in `pair_count`) adds half 0 and
-//!    half 1 in that order and quantizes the 64 sums into the rows' two q8_1 blocks of `y`.
+//!    half 1 in that order and quantizes the `ROWS` sums into the rows' q8_1 blocks of `y`.
 //!
 //! Why halves: each of the 4 gemv blocks of a V2-Lite head re-merging the whole head would read
 //! the partials 4 times (8 MB per layer at depth 4096); a block per head would leave 16 blocks
-//! to stream `attn_v_b`. Halves read the partials twice (once per 64-row block) with 64 blocks.
+//! to stream `attn_v_b`. Halves read the partials twice per row block; V2-Lite has 128 blocks
+//! of one 32-row pass each (at depth 0 the merge's fixed work is ~3/4 of a block's).
 //! The sum `half 0 + half 1` is a different f32 association than the unfused gemv's lanes, so
 //! the output is that of the unfused path up to f32 rounding, not to the bit.
 
@@ -107,7 +109,7 @@ unsafe fn merge_v_b<T: WeightType>(
     }
     nvptx::_syncthreads();
 
-    // 2. The pair's 64 rows over this half, in `scratch[pair][half][row]`.
+    // 2. The pair's `ROWS` rows over this half, in `scratch[pair][half][row]`.
     let lanes = gemv_lanes_per_row(HALF_COLS / T::QK, T::LANES);
     let rows_per_warp = WARP_SIZE / lanes;
     let sub = lane % lanes;
@@ -133,7 +135,7 @@ unsafe fn merge_v_b<T: WeightType>(
         first += GEMV_BLOCK_WARPS * rows_per_warp;
     }
 
-    // 3. The pair's last block: half 0 + half 1, quantized; lane `l < 16` owns rows 4l .. 4l+4.
+    // 3. The pair's last block: half 0 + half 1, quantized; lane `l < ROWS/4` owns rows 4l .. 4l+4.
     let count = pair_count + pair as u64 * 4;
     if !last_of(count, GEMV_BLOCK_WARPS, SPLIT) {
         return;
