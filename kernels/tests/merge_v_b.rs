@@ -14,7 +14,7 @@ mod quant_blocks;
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{flash_segments, merge_v_b_pairs, MERGE_V_B_ROWS};
+use ingot_abi::launch::{flash_segments, merge_v_b_pairs, merge_v_b_rows, MERGE_V_B_MIN_ROWS};
 use ingot_kernels::ops::attention::{
     attn_merge_q8_1, attn_merge_v_b, part_ml_bytes, part_o_bytes, AttnShape, MergeBufs, MergeVbBufs,
 };
@@ -119,7 +119,7 @@ fn check<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         attn_merge_v_b(b, ty, s, c.d_v, &bufs, c.max_segments).expect("attn_merge_v_b");
         let name = ty.merge_v_b().name;
         let sums = download_f32(b, &scratch, rows * 2);
-        let pr = MERGE_V_B_ROWS as usize;
+        let pr = merge_v_b_rows(s.n_head as u32, c.d_v as u32) as usize;
         for p in 0..pairs {
             for k in 0..2 {
                 for r in 0..pr {
@@ -207,18 +207,13 @@ fn cases<B: Accelerator>(b: &mut B) {
     }
     for ty in [GemvType::Q8_0, GemvType::Q6K] {
         // A head of one row block, one segment.
-        check(
-            b,
-            &mut rng,
-            &case(ty, 4, 512, MERGE_V_B_ROWS as usize, 17, 3),
-        );
+        check(b, &mut rng, &case(ty, 4, 512, 32, 17, 3));
     }
-    // Three row blocks per head; a deep context over many segments; the first position.
-    check(
-        b,
-        &mut rng,
-        &case(GemvType::Q4K, 2, 512, 3 * MERGE_V_B_ROWS as usize, 40, 2),
-    );
+    // Three row blocks per head; GLM-4.7-Flash's shape (64-row blocks: 20 heads of 256 rows make
+    // 160 blocks of them); a deep context over many segments; the first position.
+    check(b, &mut rng, &case(GemvType::Q4K, 2, 512, 96, 40, 2));
+    assert_eq!(merge_v_b_rows(20, 256), 64);
+    check(b, &mut rng, &case(GemvType::Q4K, 20, 512, 256, 300, 4));
     check(b, &mut rng, &case(GemvType::Q4K, 16, 512, 128, 4096, 66));
     check(b, &mut rng, &case(GemvType::Q5_0, 16, 512, 128, 0, 8));
 }
@@ -247,8 +242,8 @@ fn unsplittable_shapes_are_refused() {
         for (ty, kv_lora, d_v) in [
             // The kernel is built for kv_lora = 512.
             (GemvType::Q8_0, 256, 128),
-            // Rows that are not whole MERGE_V_B_ROWS-row blocks.
-            (GemvType::Q8_0, 512, MERGE_V_B_ROWS as usize * 3 / 2),
+            // Rows that are not whole MERGE_V_B_MIN_ROWS-row blocks.
+            (GemvType::Q8_0, 512, MERGE_V_B_MIN_ROWS as usize * 3 / 2),
         ] {
             let s = AttnShape {
                 n_head: 2,

@@ -24,7 +24,7 @@ use support::gemv_type::ggml;
 use support::{download, f32_bytes, poisoned, upload};
 
 const TY: GemvType = GemvType::Q8_0;
-/// Four heads of 64 value rows: 8 row pairs of `MERGE_V_B_ROWS` = 32 rows, 16 blocks.
+/// Four heads of 64 value rows: 8 row pairs of 32 rows (`merge_v_b_rows`), 16 blocks.
 const N_HEAD: usize = 4;
 const D_V: usize = 64;
 const KV_LORA: usize = 512;

@@ -418,29 +418,58 @@ const _: () = assert!(
     "more needs an opt-in launch attribute"
 );
 
-/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes: one q8_1
-/// output block, so V2-Lite's 2,048 rows are 128 blocks (64 left half the SMs of an H200 idle
-/// and each k-quant warp two passes). Each row block reads its head's partials once (its two
-/// halves half each), so a V2-Lite head's are read 4 times from L2, not 2.
-pub const MERGE_V_B_ROWS: u32 = 32;
+/// Rows of `attn_v_b` one `attn_merge_v_b_*` (`GemvType::merge_v_b`) block computes
+/// ([`merge_v_b_rows`]): two q8_1 output blocks, or one where two leave fewer than
+/// [`MERGE_V_B_FILL_BLOCKS`] blocks.
+pub const MERGE_V_B_ROWS: u32 = 64;
+/// The smaller row block of [`merge_v_b_rows`]: one q8_1 output block.
+pub const MERGE_V_B_MIN_ROWS: u32 = 32;
+/// Blocks below which `attn_merge_v_b_*` halves its row blocks: about one per SM of the largest
+/// card planned for (132 on an H200). V2-Lite's 16 heads of 128 rows are 64 blocks of 64 rows,
+/// which left half an H200's SMs idle and each k-quant warp two row passes; with 32 rows, 128
+/// blocks of one pass (the merge's fixed work, about 3/4 of a block's at depth 0, is then done
+/// twice as often, and a head's partials are read once per row block). GLM-4.7-Flash's 20
+/// heads of 256 rows are 160 blocks of 64 already: halving them would only add merges.
+pub const MERGE_V_B_FILL_BLOCKS: u32 = 128;
+
+/// The rows per block of `attn_merge_v_b_*` for `n_head` heads of `d_v` rows: [`MERGE_V_B_ROWS`]
+/// if `d_v` is whole blocks of them and they make at least [`MERGE_V_B_FILL_BLOCKS`] blocks, else
+/// [`MERGE_V_B_MIN_ROWS`]. The device computes it from its own arguments, so host and device
+/// agree.
+pub const fn merge_v_b_rows(n_head: u32, d_v: u32) -> u32 {
+    let big = n_head as u64 * (d_v / MERGE_V_B_ROWS) as u64 * MERGE_V_B_SPLIT as u64;
+    if d_v.is_multiple_of(MERGE_V_B_ROWS) && big >= MERGE_V_B_FILL_BLOCKS as u64 {
+        MERGE_V_B_ROWS
+    } else {
+        MERGE_V_B_MIN_ROWS
+    }
+}
+// V2-Lite (16 heads of 128 rows) takes 32-row blocks, GLM-4.7-Flash (20 of 256), Kimi-K2 (64 of
+// 128) and V3 (128 of 128) 64-row ones; a d_v of odd 32-row blocks takes 32.
+const _: () = assert!(
+    merge_v_b_rows(16, 128) == 32
+        && merge_v_b_rows(20, 256) == 64
+        && merge_v_b_rows(64, 128) == 64
+        && merge_v_b_rows(128, 128) == 64
+        && merge_v_b_rows(128, 96) == 32
+);
 /// Column parts of each head's latent in `attn_merge_v_b_*` (`GemvType::merge_v_b`): block pairs
 /// split `kv_lora` in halves, each block merging and dotting one half: twice the blocks for
 /// the same partial reads (a head's once per row block).
 pub const MERGE_V_B_SPLIT: u32 = 2;
 
 /// Items (= blocks) of `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings: one per (head,
-/// block of [`MERGE_V_B_ROWS`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2` (head
-/// `pair / (d_v / ROWS)`, rows `ROWS·(pair % (d_v / ROWS)) ..` of the head, `ROWS` =
-/// [`MERGE_V_B_ROWS`]), half `b % 2`.
+/// block of `R` = [`merge_v_b_rows`] rows of `d_v`, half of `kv_lora`). Block `b` is pair `b / 2`
+/// (head `pair / (d_v / R)`, rows `R·(pair % (d_v / R)) ..` of the head), half `b % 2`.
 pub const fn merge_v_b_items(n_head: u32, d_v: u32) -> u32 {
     merge_v_b_pairs(n_head, d_v) * MERGE_V_B_SPLIT
 }
 
 /// Block pairs of `attn_merge_v_b_*` (`GemvType::merge_v_b`): the `u32` done counters `pair_count`
-/// holds, and the `f32` pairs of [`MERGE_V_B_ROWS`] partial rows `scratch` holds (`scratch` is
-/// `pairs · MERGE_V_B_SPLIT · MERGE_V_B_ROWS` floats).
+/// holds, and the `f32` pairs of `R` = [`merge_v_b_rows`] partial rows `scratch` holds (`scratch`
+/// is `pairs · MERGE_V_B_SPLIT · R = n_head · d_v · MERGE_V_B_SPLIT` floats).
 pub const fn merge_v_b_pairs(n_head: u32, d_v: u32) -> u32 {
-    n_head * (d_v / MERGE_V_B_ROWS)
+    n_head * (d_v / merge_v_b_rows(n_head, d_v))
 }
 
 /// The latent width `kv_lora` `attn_merge_v_b_*` (`GemvType::merge_v_b`) and its siblings are built
@@ -452,14 +481,14 @@ pub const MERGE_V_B_KV_LORA: u32 = 512;
 /// latent dims and `d_v` value dims per head with a weight type whose gemv unit is `unit_elems`
 /// weights (`GemvUnit::elems`: 64 for the 32-element types, 256 for k-quants): `kv_lora` is
 /// [`MERGE_V_B_KV_LORA`], each half of it whole merge slices and whole units, and the rows whole
-/// [`MERGE_V_B_ROWS`]-row blocks.
+/// [`MERGE_V_B_MIN_ROWS`]-row blocks.
 pub const fn merge_v_b_fits(kv_lora: u32, d_v: u32, unit_elems: u32) -> bool {
     let half = MERGE_V_B_KV_LORA / MERGE_V_B_SPLIT;
     kv_lora == MERGE_V_B_KV_LORA
         && unit_elems > 0
         && half.is_multiple_of(unit_elems)
         && d_v > 0
-        && d_v.is_multiple_of(MERGE_V_B_ROWS)
+        && d_v.is_multiple_of(MERGE_V_B_MIN_ROWS)
 }
 const _: () = assert!(
     MERGE_V_B_KV_LORA <= FLASH_MAX_LORA
@@ -489,7 +518,7 @@ signature! {
 /// `(part_o, part_ml, state, w, y, scratch, pair_count, n_head, d_v, ctx, max_segments)`,
 /// [`ATTN_MERGE_Q8_1`] and the grouped `attn_v_b` gemv of the type with q8_1 output in one
 /// launch. Each block merges its half of its head's latent exactly as `attn_merge_q8_1` does
-/// (the same q8_1 bits, kept in shared memory), dots it with its [`MERGE_V_B_ROWS`] rows' half of `w`
+/// (the same q8_1 bits, kept in shared memory), dots it with its [`merge_v_b_rows`] rows' half of `w`
 /// (`n_head·d_v` rows of `kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from
 /// `h·d_v` on) and parks their sums in `scratch`; the second block of the pair to finish
 /// (`pair_count`: one `u32` per pair, 0 before and after the launch) adds half 0 and half 1 in
@@ -499,7 +528,11 @@ pub(crate) const fn merge_v_b_kernel(name: &'static str) -> Kernel<MergeVbArgs> 
     Kernel::new(name, [MERGE_THREADS, 1, 1], 1, 0)
 }
 const _: () = assert!(MERGE_THREADS == super::GEMV_BLOCK_WARPS * WARP_SIZE);
-const _: () = assert!(MERGE_V_B_ROWS.is_multiple_of(32) && MERGE_V_B_ROWS / 4 <= WARP_SIZE);
+const _: () = assert!(
+    MERGE_V_B_ROWS.is_multiple_of(MERGE_V_B_MIN_ROWS)
+        && MERGE_V_B_MIN_ROWS.is_multiple_of(32)
+        && MERGE_V_B_ROWS / 4 <= WARP_SIZE
+);
 
 /// How `flash_latent` splits a context: `count` segments of `tokens` rows each (the last one
 /// may be shorter). Device and host derive it from the same inputs, so the merge knows how many

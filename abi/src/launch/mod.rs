@@ -36,8 +36,8 @@ pub use attention::{
     FLASH_PREFILL_MAX_TOKENS, FLASH_PREFILL_ROWS, FLASH_PREFILL_TOKENS,
 };
 pub use attention::{
-    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
-    MERGE_V_B_SPLIT,
+    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, merge_v_b_rows, MERGE_V_B_FILL_BLOCKS,
+    MERGE_V_B_KV_LORA, MERGE_V_B_MIN_ROWS, MERGE_V_B_ROWS, MERGE_V_B_SPLIT,
 };
 pub use attention::{
     AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2RopeArgs,

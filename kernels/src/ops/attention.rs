@@ -26,7 +26,7 @@ use ingot_abi::launch::{
     flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
 };
 use ingot_abi::launch::{
-    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS,
+    merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_MIN_ROWS,
     MERGE_V_B_SPLIT,
 };
 use ingot_abi::launch::{
@@ -496,7 +496,7 @@ pub fn attn_merge_v_b<B: Accelerator>(
             format!(
                 "kv_lora = {} and d_v = {d_v} do not split: the kernel takes kv_lora = \
                  {MERGE_V_B_KV_LORA} in halves of whole {}-weight units, and rows in whole \
-                 {MERGE_V_B_ROWS}-row blocks",
+                 {MERGE_V_B_MIN_ROWS}-row blocks",
                 s.kv_lora,
                 ty.row_multiple()
             ),

@@ -2,23 +2,22 @@
 //! epilogue in one launch (`ingot_abi::launch::ATTN_MERGE_V_B_Q4K`), which saves the step a
 //! node per layer.
 //!
-//! Block `b` is half `b % 2` of pair `b / 2`; a pair is one head `h` and `ROWS` (32) of its
-//! `d_v` rows.
+//! Block `b` is half `b % 2` of pair `b / 2`; a pair is one head `h` and `rows` of its `d_v` rows
+//! (`merge_v_b_rows`: 64, or 32 where 64-row blocks would not fill a large GPU).
 //! 1. Merge: the block merges its half of head `h`'s latent (256 of `MERGE_V_B_KV_LORA` = 512
 //!    dims, two `MERGE_DIMS` slices) with `attn_merge`'s `merge4`, so every dim has the bits
 //!    `attn_merge` gives it, and warp 0 quantizes them into q8_1 blocks in shared memory as
 //!    `attn_merge_q8_1` does: the activation the gemv reads is bit for bit the one the unfused
 //!    path writes to global memory.
-//! 2. Half gemv: the `ROWS` rows' dots over that half (the gemv's thread mapping for a row of
+//! 2. Half gemv: the `rows` rows' dots over that half (the gemv's thread mapping for a row of
 //!    256 weights: `row_dot_lane` reading the stage), parked in `scratch`. The width is a
 //!    constant so the unit loop's remainder rounds resolve at compile time (no guard).
 //! 3. The pair's second block to finish (its done counter in `pair_count`) adds half 0 and
-//!    half 1 in that order and quantizes the `ROWS` sums into the rows' q8_1 blocks of `y`.
+//!    half 1 in that order and quantizes the `rows` sums into the rows' q8_1 blocks of `y`.
 //!
 //! Why halves: each of the 4 gemv blocks of a V2-Lite head re-merging the whole head would read
 //! the partials 4 times (8 MB per layer at depth 4096); a block per head would leave 16 blocks
-//! to stream `attn_v_b`. Halves read the partials twice per row block; V2-Lite has 128 blocks
-//! of one 32-row pass each (at depth 0 the merge's fixed work is ~3/4 of a block's).
+//! to stream `attn_v_b`. Halves read the partials once per row block in all.
 //! The sum `half 0 + half 1` is a different f32 association than the unfused gemv's lanes, so
 //! the output is that of the unfused path up to f32 rounding, not to the bit.
 
@@ -31,8 +30,8 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    gemv_lanes_per_row, GEMV_BLOCK_WARPS, MERGE_DIMS, MERGE_V_B_KV_LORA, MERGE_V_B_ROWS as ROWS,
-    MERGE_V_B_SPLIT as SPLIT, WARP_SIZE,
+    gemv_lanes_per_row, merge_v_b_rows, GEMV_BLOCK_WARPS, MERGE_DIMS, MERGE_V_B_KV_LORA,
+    MERGE_V_B_ROWS as MAX_ROWS, MERGE_V_B_SPLIT as SPLIT, WARP_SIZE,
 };
 use ingot_abi::step::StepState;
 
@@ -47,7 +46,10 @@ global_asm!(
     bytes = const SMEM,
 );
 const _: () = assert!(SPLIT == 2, "the tail adds exactly two halves");
-const _: () = assert!(ROWS / 4 <= WARP_SIZE, "warp 0 quantizes the pair's rows");
+const _: () = assert!(
+    MAX_ROWS / 4 <= WARP_SIZE,
+    "warp 0 quantizes the pair's rows"
+);
 
 #[inline(always)]
 unsafe fn smem_base() -> u32 {
@@ -77,9 +79,10 @@ unsafe fn merge_v_b<T: WeightType>(
     const SLICES: u32 = HALF_COLS / MERGE_DIMS;
     let pair = bid() / SPLIT;
     let half = bid() % SPLIT;
-    let row_blocks = d_v / ROWS;
+    let rows = merge_v_b_rows(n_head, d_v);
+    let row_blocks = d_v / rows;
     let h = pair / row_blocks;
-    let row0 = h * d_v + (pair % row_blocks) * ROWS;
+    let row0 = h * d_v + (pair % row_blocks) * rows;
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
@@ -109,15 +112,15 @@ unsafe fn merge_v_b<T: WeightType>(
     }
     nvptx::_syncthreads();
 
-    // 2. The pair's `ROWS` rows over this half, in `scratch[pair][half][row]`.
+    // 2. The pair's `rows` rows over this half, in `scratch[pair][half][row]`.
     let lanes = gemv_lanes_per_row(HALF_COLS / T::QK, T::LANES);
     let rows_per_warp = WARP_SIZE / lanes;
     let sub = lane % lanes;
     let row_stride = row_bytes::<T>(KV_LORA);
     let w_half = w + half as u64 * row_bytes::<T>(HALF_COLS);
-    let pair_rows = scratch + (pair * SPLIT * ROWS) as u64 * 4;
+    let pair_rows = scratch + (pair * SPLIT * rows) as u64 * 4;
     let mut first = warp * rows_per_warp;
-    while first < ROWS {
+    while first < rows {
         let k = first + lane / lanes;
         let total = sub_sum(
             row_dot_lane::<T, SharedAct>(
@@ -131,19 +134,19 @@ unsafe fn merge_v_b<T: WeightType>(
         );
         // Predicated, not branched: with one unit per half row (k-quants) this is the
         // innermost loop.
-        st_f32_if(sub == 0, pair_rows + ((half * ROWS + k) * 4) as u64, total);
+        st_f32_if(sub == 0, pair_rows + ((half * rows + k) * 4) as u64, total);
         first += GEMV_BLOCK_WARPS * rows_per_warp;
     }
 
-    // 3. The pair's last block: half 0 + half 1, quantized; lane `l < ROWS/4` owns rows 4l .. 4l+4.
+    // 3. The pair's last block: half 0 + half 1, quantized; lane `l < rows/4` owns rows 4l .. 4l+4.
     let count = pair_count + pair as u64 * 4;
     if !last_of(count, GEMV_BLOCK_WARPS, SPLIT) {
         return;
     }
     if warp == 0 {
-        let own = lane < ROWS / 4;
+        let own = lane < rows / 4;
         let a = ld_v4_f32_relaxed_if(own, pair_rows + 16 * lane as u64);
-        let b = ld_v4_f32_relaxed_if(own, pair_rows + (ROWS * 4 + 16 * lane) as u64);
+        let b = ld_v4_f32_relaxed_if(own, pair_rows + (rows * 4 + 16 * lane) as u64);
         let v = [a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]];
         let out = y + (row0 / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64;
         quantize_store(v, out, lane, own);
