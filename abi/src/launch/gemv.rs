@@ -36,6 +36,13 @@ pub const GEMV_BLOCK_WARPS: u32 = 8;
 /// a block's weight bytes are at least this many times what it reads beyond them (the staged
 /// activation plus the type's re-alignment reads, [`GemvUnit::read_bytes`]).
 pub const GEMV_WEIGHT_PER_ACT: u32 = 10;
+/// [`GEMV_WEIGHT_PER_ACT`] of the two-matrix kernels (`GemvType::pair`, and with the rope tail):
+/// a read bound of 1.125. Their launches are the projections before attention, issue-bound and
+/// of few blocks at every shape of the family: V2-Lite's 3,648 Q4_K rows of 2,048 are 152
+/// blocks of 24 rows at 1.10 (the 20 past an H200's 132 SMs double the busiest SM's rows, 48)
+/// and 228 of 16 here (32); the low-rank-query models' 1,344-2,112 rows (GLM-4.7-Flash, V3) are
+/// 56-88 blocks at 1.10 and 84-132 here. The extra activation reads come from L2.
+pub const GEMV_PAIR_WEIGHT_PER_ACT: u32 = 8;
 /// q8_1 blocks a gemv block can stage in shared memory: 16384 activations (every hidden width of
 /// the family, 7168 for V3, and V2-Lite's dense `ffn_down` rows of 10944); the stage holds their
 /// quant ints (32 B each) and `ds` words (4 B), 18 KB, which leaves 5 blocks of 8 warps per SM
@@ -96,9 +103,15 @@ pub struct GemvUnit {
 /// Q3_K 42.
 #[inline]
 pub const fn gemv_min_block_rows(unit: GemvUnit) -> u32 {
+    min_block_rows(unit, GEMV_WEIGHT_PER_ACT)
+}
+
+/// [`gemv_min_block_rows`] with `weight_per_act` in place of [`GEMV_WEIGHT_PER_ACT`].
+#[inline]
+const fn min_block_rows(unit: GemvUnit, weight_per_act: u32) -> u32 {
     let act = 36 * unit.elems / 32;
     let extra = unit.read_bytes - unit.bytes;
-    (GEMV_WEIGHT_PER_ACT * act).div_ceil(unit.bytes - GEMV_WEIGHT_PER_ACT * extra)
+    (weight_per_act * act).div_ceil(unit.bytes - weight_per_act * extra)
 }
 
 /// Passes a warp makes over its rows of `units` units: the fewest with which a block covers
@@ -106,14 +119,32 @@ pub const fn gemv_min_block_rows(unit: GemvUnit) -> u32 {
 /// a launch keeps as many blocks as the 1.10 bound allows.
 #[inline]
 pub const fn gemv_passes(units: u32, unit: GemvUnit) -> u32 {
+    passes(units, unit, GEMV_WEIGHT_PER_ACT)
+}
+
+/// [`gemv_passes`] of the two-matrix kernels, at [`GEMV_PAIR_WEIGHT_PER_ACT`].
+#[inline]
+pub const fn gemv_pair_passes(units: u32, unit: GemvUnit) -> u32 {
+    passes(units, unit, GEMV_PAIR_WEIGHT_PER_ACT)
+}
+
+/// [`gemv_passes`] at `weight_per_act`.
+#[inline]
+const fn passes(units: u32, unit: GemvUnit, weight_per_act: u32) -> u32 {
     let per_pass = GEMV_BLOCK_WARPS * gemv_rows_per_pass(units, unit.lanes);
-    gemv_min_block_rows(unit).div_ceil(per_pass)
+    min_block_rows(unit, weight_per_act).div_ceil(per_pass)
 }
 
 /// Rows one warp computes over all its passes: a gemv item.
 #[inline]
 pub const fn gemv_rows_per_warp(units: u32, unit: GemvUnit) -> u32 {
     gemv_rows_per_pass(units, unit.lanes) * gemv_passes(units, unit)
+}
+
+/// [`gemv_rows_per_warp`] of the two-matrix kernels ([`gemv_pair_passes`]).
+#[inline]
+pub const fn gemv_pair_rows_per_warp(units: u32, unit: GemvUnit) -> u32 {
+    gemv_rows_per_pass(units, unit.lanes) * gemv_pair_passes(units, unit)
 }
 
 /// Consecutive rows one block of [`GEMV_BLOCK_WARPS`] warps computes.

@@ -50,9 +50,10 @@ pub use embed::{
     EMBED_Q4K, EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
 pub use gemv::{
-    gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_passes, gemv_rows_per_pass,
-    gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit,
-    GEMV_BLOCK_WARPS, GEMV_F32, GEMV_STAGE_BLOCKS, GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
+    gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_pair_passes,
+    gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_pass, gemv_rows_per_warp,
+    gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32,
+    GEMV_PAIR_WEIGHT_PER_ACT, GEMV_STAGE_BLOCKS, GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
 pub use head::{
     ArgmaxFinishArgs, ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS,

@@ -315,7 +315,7 @@ fn pair(
     let (wq, q_info, q_cols, q_rows) = gemv_weight(b, &q_name, "gemv")?;
     let (wkv, kv_info, kv_cols, kv_rows) = gemv_weight(b, &kv_name, "gemv")?;
     if q_info.ty == kv_info.ty && q_cols == kv_cols {
-        let items = k::gemv_items(q_info.ty, q_cols, q_rows + kv_rows);
+        let items = k::gemv_pair_items(q_info.ty, q_cols, q_rows + kv_rows);
         let (w0, w1, x, y0, y1) = (buf(wq), buf(wkv), buf(x_q8), buf(y), buf(kv));
         let (ncols, nrows0, nrows1) = (u32a(q_cols), u32a(q_rows), u32a(kv_rows));
         let Some((r, count)) = rope_tail else {

@@ -11,8 +11,9 @@
 use std::marker::PhantomData;
 
 use ingot_abi::launch::{
-    gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args, Gemv2RopeArgs, GemvArgmaxArgs,
-    GemvArgs, GemvGroupedArgs, Kernel, MergeVbArgs, MmqArgs, MmqMoeArgs,
+    gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args,
+    Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, Kernel, MergeVbArgs, MmqArgs,
+    MmqMoeArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -87,6 +88,16 @@ pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
     };
     let units = u32::try_from(ncols / t.row_multiple()).unwrap_or(u32::MAX);
     nrows.div_ceil(gemv_rows_per_warp(units, t.unit()) as usize)
+}
+
+/// Work items (warps) of a two-matrix gemv (`gemv2`, `gemv2_rope`) over `nrows` rows of both
+/// matrices: `ingot_abi::launch::gemv_pair_rows_per_warp`.
+pub fn gemv_pair_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
+    let Some(t) = gemv_ty(ty) else {
+        return nrows;
+    };
+    let units = u32::try_from(ncols / t.row_multiple()).unwrap_or(u32::MAX);
+    nrows.div_ceil(gemv_pair_rows_per_warp(units, t.unit()) as usize)
 }
 
 /// `ty`'s kernel of one kind (`kind` picks it from the registry row), or, for a type without

@@ -21,7 +21,9 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE};
+use ingot_abi::launch::{
+    gemv_lanes_per_row, gemv_pair_passes, gemv_passes, GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE,
+};
 
 /// Threads of a quantized gemv block.
 const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;
@@ -86,13 +88,14 @@ unsafe fn gemv_rows<T: WeightType>(
     before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
 ) {
-    gemv_rows_then::<T, true>(ncols, nrows, x, g, before, row, |_, _| {});
+    gemv_rows_then::<T, true, false>(ncols, nrows, x, g, before, row, |_, _| {});
 }
 
 /// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. `before(first, last)`
 /// runs first, with the block's first and last row: it must end in the grid-dependency wait
 /// ([`prefetch_then_wait`]) and make no global access of its own. Block `b` computes rows
-/// `b·R .. b·R + R` (`R = gemv_block_rows`): pass `p` of warp `w` takes the `32 / lanes` rows
+/// `b·R .. b·R + R` (`R = gemv_block_rows`, with `PAIR` the two-matrix kernels' rows of
+/// `gemv_pair_passes`): pass `p` of warp `w` takes the `32 / lanes` rows
 /// from `b·R + (p·GEMV_BLOCK_WARPS + w)·32/lanes` on. With `EXIT`, a warp whose rows of a pass
 /// all lie past the end stops there; without it, it computes the last row and stores nothing,
 /// for kernels that meet at a barrier afterwards (a last-block-done tail): an early exit into a
@@ -100,7 +103,7 @@ unsafe fn gemv_rows<T: WeightType>(
 /// pair gemv with the rope tail, 80 -> 140 for Q3_K, sm_86). No warp leaves before the staging
 /// barrier.
 #[inline(always)]
-unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
+unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool, const PAIR: bool>(
     ncols: u32,
     nrows: u32,
     x: u64,
@@ -112,7 +115,11 @@ unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool>(
     let nunits = ncols / T::QK;
     let lanes = gemv_lanes_per_row(nunits, T::LANES);
     let per_pass = WARP_SIZE / lanes;
-    let passes = gemv_passes(nunits, gemv_unit::<T>());
+    let passes = if PAIR {
+        gemv_pair_passes(nunits, gemv_unit::<T>())
+    } else {
+        gemv_passes(nunits, gemv_unit::<T>())
+    };
     let row0 = bid() * (GEMV_BLOCK_WARPS * per_pass * passes);
     let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
     before(row0, last);
@@ -189,7 +196,7 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
     nrows1: u32,
 ) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, EXIT>(
+    gemv_rows_then::<T, EXIT, true>(
         ncols,
         nrows0 + nrows1,
         x,
@@ -232,7 +239,7 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
 #[inline(always)]
 unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, true>(
+    gemv_rows_then::<T, true, false>(
         ncols,
         nrows,
         x,

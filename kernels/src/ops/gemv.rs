@@ -7,8 +7,8 @@ use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
-    gemv_block_rows, gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs,
-    KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
+    gemv_block_rows, gemv_pair_rows_per_warp, gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args,
+    GemvArgs, GemvGroupedArgs, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
 };
 pub use ingot_abi::weight_types::GemvType;
 use std::mem::size_of;
@@ -21,6 +21,11 @@ fn units(ty: GemvType, ncols: usize) -> u32 {
 /// Rows one warp computes for rows of `ncols` weights of `ty`.
 fn rows_per_warp(ty: GemvType, ncols: usize) -> u32 {
     gemv_rows_per_warp(units(ty, ncols), ty.unit())
+}
+
+/// Rows one warp of a two-matrix kernel (`GemvType::pair`, and with the rope tail) computes.
+pub(super) fn pair_rows_per_warp(ty: GemvType, ncols: usize) -> u32 {
+    gemv_pair_rows_per_warp(units(ty, ncols), ty.unit())
 }
 
 /// Rows one thread block computes for rows of `ncols` weights of `ty`.
@@ -256,7 +261,8 @@ pub fn gemv2_q8_1<B: Accelerator>(
     let total = nrows0
         .checked_add(nrows1)
         .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
-    let (ncols32, _, warps) = check_rows(d, ty, total, ncols)?;
+    let (ncols32, nrows32, _) = check_rows(d, ty, total, ncols)?;
+    let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
     need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     launch(
         b,

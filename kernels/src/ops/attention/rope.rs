@@ -2,7 +2,7 @@
 //! two-matrix gemv with the rope tail (`gemv2_rope_*`); the shape is the attention's
 //! [`AttnShape`].
 
-use super::super::gemv::{check as check_gemv, check_rows, GemvType};
+use super::super::gemv::{check as check_gemv, check_rows, pair_rows_per_warp, GemvType};
 use super::super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use super::AttnShape;
 use crate::backend::Accelerator;
@@ -165,7 +165,8 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
     let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
     check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
-    let (ncols32, _, warps) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
+    let (ncols32, nrows32, _) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
+    let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
     need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     need(b, d, "count", count, Some(4))?;
     let (nrows0, nrows1) = (to_u32(d, "nrows0", nrows0)?, to_u32(d, "nrows1", nrows1)?);
