@@ -188,11 +188,14 @@ pub const MOE_GATE_UP_ROWS: u32 = 32;
 pub const MOE_GATE_UP_ROWS_PER_WARP: u32 = MOE_GATE_UP_ROWS / MOE_GATE_UP_WARPS;
 const _: () = assert!(MOE_GATE_UP_ROWS.is_multiple_of(MOE_GATE_UP_WARPS));
 
-/// Warps per block of the `moe_down_*` kernels.
-pub const MOE_DOWN_WARPS: u32 = 4;
+/// Warps per block of the `moe_down_*` kernels. Eight: the norm tail, which the last block runs
+/// alone, has twice the threads of a 4-warp block for the same work (its Σx² keeps the order of
+/// 128 threads, `norm_q8::TAIL_ORDER` in the device crate, so its bits do not depend on this),
+/// and each block copies the activation stage once for 8 rows instead of 4.
+pub const MOE_DOWN_WARPS: u32 = 8;
 /// Output rows each `moe_down_*` warp computes. One: a row per warp gives the card twice the
-/// warps of two rows per warp (V2-Lite's 2,048 rows: 512 blocks, 16 resident warps per SM on
-/// an H200 instead of 8, where the warps' latency, not DRAM, bounded the kernel), for about 5%
+/// warps of two rows per warp (V2-Lite's 2,048 rows: 2,048 warps, 16 resident per SM on an
+/// H200 instead of 8, where the warps' latency, not DRAM, bounded the kernel), for about 5%
 /// more instructions (the activations come from the block's shared stage, so two rows sharing
 /// a warp saved only shared-memory loads). Each row's sum is the same, bit for bit, either way.
 pub const MOE_DOWN_ROWS_PER_WARP: u32 = 1;

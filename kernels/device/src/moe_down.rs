@@ -20,7 +20,7 @@
 //! `n_expert − 1`, so a corrupt selection cannot read past the table.
 //!
 //! Norm tail: with `norm` set, the block that finishes last ([`last_block_done`]) normalizes
-//! the updated stream `y` with its four warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)
+//! the updated stream `y` with its eight warps ([`rmsnorm_tail`], the math of `rmsnorm_q8_1`)
 //! into the next gemv's q8_1 input and the router's f32 input, which saves the norm its own
 //! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 

@@ -17,6 +17,7 @@ use crate::intrinsics::{
     bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, pack_low_bytes,
     round_away_i32, shfl_xor_f32, sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
 };
+use crate::intrinsics::{lds_f32, sts_f32_if};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::{offset_of, size_of};
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
@@ -127,19 +128,40 @@ unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
     }
 }
 
+/// Threads whose Σx² order [`rmsnorm_tail`] keeps: it sums as a 128-thread block of its
+/// mapping would, whatever its own size, so the tail's bits do not depend on the launch's block.
+pub(crate) const TAIL_ORDER: u32 = 128;
+
+// Σx² of round `r` of threads `TAIL_ORDER ..` (thread `t` at `4·(t − TAIL_ORDER)`), read by
+// thread `t − TAIL_ORDER`.
+global_asm!(".shared .align 4 .b8 rmsnorm_tail_partner[{bytes}];", bytes = const TAIL_ORDER * 4);
+
+#[inline(always)]
+unsafe fn partner_addr() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, rmsnorm_tail_partner;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
 /// [`rmsnorm_block`] with the f32 output for a row that other blocks of the same launch wrote
-/// (a last-block-done tail): `x` is read with `.relaxed.gpu` loads.
+/// (a last-block-done tail) by a block of `BLOCK` = 2 x [`TAIL_ORDER`] threads: `x` is read
+/// with `.relaxed.gpu` loads.
 ///
 /// Thread mapping: four threads per q8_1 block. Thread `t` takes lane `i = t % 4` of block
 /// `t / 4` (plus `BLOCK/4` blocks per round), i.e. chunks `8b + i` and `8b + i + 4`, so the
 /// quantizer's butterfly adds its first level (elements `e` and `e + 16`) in-thread and two
-/// shuffle levels remain ([`quantize_pair_store`]). A pass is two rounds whose loads are all
-/// issued before any is used. The first pass's `x` and weights stay in registers from the Σx²
-/// loop to the stores, so a row of up to `BLOCK·16` floats (2048 with 128 threads) costs one
-/// memory round trip in all (the last block runs alone: nothing hides its latency); longer
-/// rows re-read their later passes. Every thread runs every pass: blocks past the row compute
-/// on zeros (Σx² adds nothing) and store nothing. Σx² is summed in this mapping's order, not
-/// `rmsnorm_block`'s: the same value within f32 rounding.
+/// shuffle levels remain ([`quantize_pair_store`]). The first round's `x` and weights stay in
+/// registers from the Σx² loop to the stores, so a row of up to `BLOCK·8` floats (2048) costs
+/// one memory round trip in all (the last block runs alone: nothing hides its latency);
+/// longer rows re-read their later rounds. Every thread runs every round: blocks past the row
+/// compute on zeros (Σx² adds nothing) and store nothing.
+///
+/// Σx² order: that of a [`TAIL_ORDER`]-thread block of this mapping, whose thread `t` held this
+/// block's threads `t` and `t + TAIL_ORDER` per round and added their two pair sums before
+/// adding the round to its total: thread `t + TAIL_ORDER` hands its sum to thread `t` through
+/// shared memory, and only the first [`TAIL_ORDER`] threads' totals are reduced. So the bits
+/// are those of the 4-warp tail of before. Not `rmsnorm_block`'s order: the same value within
+/// f32 rounding.
 #[inline(always)]
 pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
     xr: u64,
@@ -149,12 +171,12 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
     n: u32,
     eps: f32,
 ) {
+    const { assert!(BLOCK == 2 * TAIL_ORDER) };
     let t = tid();
     let blocks = n / QK8_1 as u32;
     let round = BLOCK / PAIR_LANES;
-    // Loads written out one by one: an array indexed in a loop went to local memory.
-    let load_pair = |first: u32, k: u32| {
-        let b = first + k * round + t / PAIR_LANES;
+    let load_pair = |first: u32| {
+        let b = first + t / PAIR_LANES;
         let lo = LANES_PER_BLOCK * b + t % PAIR_LANES;
         let live = b < blocks;
         (
@@ -171,17 +193,25 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
         )
     };
     let pair_sq = |(_, x_lo, x_hi): ((u32, bool), [f32; 4], [f32; 4])| sum_sq(x_lo) + sum_sq(x_hi);
+    // Thread `t < TAIL_ORDER`: its round sum plus its partner's; the barriers are uniform.
+    let partner = partner_addr() + 4 * (t % TAIL_ORDER);
+    let with_partner = |own: f32| {
+        sts_f32_if(t >= TAIL_ORDER, partner, own);
+        nvptx::_syncthreads();
+        let sum = own + lds_f32(partner);
+        nvptx::_syncthreads();
+        sum
+    };
 
-    let (p0, p1) = (load_pair(0, 0), load_pair(0, 1));
-    let (g0, g1) = (weights(p0.0), weights(p1.0));
-    let mut ss = pair_sq(p0) + pair_sq(p1);
-    let mut first = 2 * round;
+    let p0 = load_pair(0);
+    let g0 = weights(p0.0);
+    let mut ss = with_partner(pair_sq(p0));
+    let mut first = round;
     while first < blocks {
-        let (a, b) = (load_pair(first, 0), load_pair(first, 1));
-        ss += pair_sq(a) + pair_sq(b);
-        first += 2 * round;
+        ss += with_partner(pair_sq(load_pair(first)));
+        first += round;
     }
-    let scale = 1.0 / sqrt(block_sum::<BLOCK>(ss) / n as f32 + eps);
+    let scale = 1.0 / sqrt(block_sum::<TAIL_ORDER>(ss) / n as f32 + eps);
 
     let store = |((b, live), x_lo, x_hi): ((u32, bool), [f32; 4], [f32; 4]),
                  (g_lo, g_hi): ([f32; 4], [f32; 4])| {
@@ -193,14 +223,12 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
         quantize_pair_store(v_lo, v_hi, yr, b, t % PAIR_LANES, live);
     };
     store(p0, g0);
-    store(p1, g1);
-    let mut first = 2 * round;
+    let mut first = round;
     while first < blocks {
-        let (a, b) = (load_pair(first, 0), load_pair(first, 1));
-        let (ga, gb) = (weights(a.0), weights(b.0));
+        let a = load_pair(first);
+        let ga = weights(a.0);
         store(a, ga);
-        store(b, gb);
-        first += 2 * round;
+        first += round;
     }
 }
 
@@ -220,8 +248,9 @@ fn normalized(x: [f32; 4], g: [f32; 4], scale: f32) -> [f32; 4] {
     ]
 }
 
-/// The sum over the block of every thread's `ss`: per warp with shuffles, then across the
-/// `BLOCK/32` warps through `rmsnorm_q8_1_partials` (one barrier; every thread must call it).
+/// The sum over the first `BLOCK` threads of the block of their `ss`: per warp with shuffles,
+/// then across those `BLOCK/32` warps through `rmsnorm_q8_1_partials` (one barrier; every
+/// thread of the block, at most 8 warps, must call it; warps past `BLOCK` fill unread slots).
 #[inline(always)]
 unsafe fn block_sum<const BLOCK: u32>(ss: f32) -> f32 {
     const { assert!(BLOCK.is_multiple_of(WARP_SIZE) && BLOCK <= 8 * WARP_SIZE) };

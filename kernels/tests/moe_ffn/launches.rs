@@ -247,7 +247,7 @@ fn moe_ffn_launch_grids() {
         r.launches,
         [
             ("moe_gate_up_q4k".to_owned(), [352, 1, 1], [256, 1, 1]),
-            ("moe_down_q5_0_q4k".to_owned(), [512, 1, 1], [128, 1, 1]),
+            ("moe_down_q5_0_q4k".to_owned(), [256, 1, 1], [256, 1, 1]),
         ]
     );
     // One byte short of the down expert table is refused.
