@@ -97,12 +97,11 @@ impl StoreBuf {
         if self.words.is_empty() {
             return;
         }
-        let mut w = a & !3;
-        while w < a + u64::from(size) {
+        // Saturating: `a` may be any address, also one whose access is about to fault.
+        for w in ((a & !3)..a.saturating_add(u64::from(size))).step_by(4) {
             if let Some((bits, m)) = self.words.remove(&w) {
                 write(mem, w, bits, m);
             }
-            w += 4;
         }
     }
 }
