@@ -206,6 +206,50 @@ $L__done:
 }
 "#;
 
+/// Warps of one block waiting on each other: thread 0 (warp 0) spins, with `nanosleep`, until
+/// thread 32 (warp 1) has set a shared flag, then writes `out[0] = flag`. Warp 0 runs first in
+/// order, so the wait ends only if `nanosleep` lets warp 1 run.
+const WARPS: &str = r#"
+.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry warps(
+    .param .u64 p_out
+)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 s_flag[4];
+
+    ld.param.u64 %rd1, [p_out];
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p1, %r1, 32;
+    @%p1 bra $L__set;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra $L__done;
+$L__spin:
+    ld.volatile.shared.u32 %r2, [s_flag];
+    setp.ne.u32 %p3, %r2, 0;
+    @%p3 bra $L__seen;
+    nanosleep.u32 32;
+    bra.uni $L__spin;
+$L__seen:
+    st.global.u32 [%rd1], %r2;
+    bra.uni $L__done;
+$L__set:
+    st.volatile.shared.u32 [s_flag], 7;
+$L__done:
+    ret;
+}
+"#;
+
+/// Step limit of every launch here (warp instructions per block): a block of the safe kernels
+/// executes at most a few thousand (spins included, in every schedule tried), and a block that
+/// spins for ever hits this in milliseconds instead of the default limit's minutes.
+const STEP_LIMIT: u64 = 50_000;
+
 /// Blocks per launch: more than the largest random window (8 resident blocks).
 const BLOCKS: u32 = 32;
 /// Threads per block: three warps.
@@ -227,6 +271,7 @@ fn sim(schedule: Schedule) -> Sim {
     let mut s = Sim::new();
     s.set_schedule(schedule);
     s.set_race_check(0);
+    s.set_step_limit(STEP_LIMIT);
     s
 }
 
@@ -362,16 +407,11 @@ fn a_ticket_fan_in_is_exact_under_every_schedule() {
     assert_eq!(wrong_under(run, &want), Vec::<String>::new());
 }
 
-/// Step limit of the unsafe variant's launches: far above what a block of the safe kernels
-/// executes, small enough that a block spinning for ever hits it in milliseconds.
-const UNSAFE_STEP_LIMIT: u64 = 20_000;
-
-/// Runs the unsafe variant once under `schedule` with [`UNSAFE_STEP_LIMIT`]: `Ok` with every
-/// flag set, or the launch's error.
+/// Runs the unsafe variant once under `schedule`: `Ok` with every flag set, or the launch's
+/// error.
 fn run_by_ctaid(schedule: Schedule) -> Result<(), SimError> {
     let m = Module::parse(BY_CTAID).unwrap_or_else(|e| panic!("{e}"));
     let mut s = sim(schedule);
-    s.set_step_limit(UNSAFE_STEP_LIMIT);
     let flag = zeros(&mut s, BLOCKS);
     s.launch(&m, "by_ctaid", cfg(BLOCKS), &[Arg::Ptr(flag)])?;
     assert_eq!(download(&s, flag, BLOCKS), vec![1; BLOCKS as usize]);
@@ -398,4 +438,24 @@ fn waiting_on_blocks_that_may_not_have_started_is_a_step_limit_fault() {
     // the chain completes; otherwise a block waits on one queued behind it on its own thread.
     let r = run_by_ctaid(Schedule::InOrder);
     assert!(r.is_ok() || is_step_limit(&r), "in order: {r:?}");
+}
+
+#[test]
+fn a_warp_waits_for_another_warp_of_its_block() {
+    let m = Module::parse(WARPS).unwrap_or_else(|e| panic!("{e}"));
+    for schedule in [Schedule::InOrder]
+        .into_iter()
+        .chain(random_seeds().take(10))
+    {
+        let mut s = sim(schedule);
+        let out = zeros(&mut s, 1);
+        let launch = LaunchConfig {
+            grid: [1, 1, 1],
+            block: [64, 1, 1],
+            shared_bytes: 0,
+        };
+        s.launch(&m, "warps", launch, &[Arg::Ptr(out)])
+            .unwrap_or_else(|e| panic!("{schedule}: {e}"));
+        assert_eq!(download(&s, out, 1), [7], "{schedule}");
+    }
 }
