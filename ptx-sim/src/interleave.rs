@@ -12,7 +12,8 @@ use crate::weak::StoreBuf;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Schedule {
     /// Blocks run whole, in parallel on the host's cores; a block's warps run round robin, each
-    /// until it waits at `bar.sync` or exits; global stores are visible at once. Deterministic for
+    /// until it waits at `bar.sync`, sleeps (`nanosleep`) or exits; global stores are visible at
+    /// once. Deterministic for
     /// race-free kernels, and what the counters of `tests/counters.rs` are pinned under.
     #[default]
     InOrder,
