@@ -15,6 +15,8 @@ use crate::{mem_ops, warp_ops};
 pub(crate) enum Yield {
     Barrier,
     Done,
+    /// The warp executed `nanosleep`: it resumes after it, once other warps have had a turn.
+    Sleep,
     /// The warp reached `Block::stop` (random schedule): it resumes at its current pc.
     Preempt,
 }
@@ -104,11 +106,13 @@ pub(crate) fn finish_block(scratch: &mut Scratch, b: Block, warps: Vec<Warp>) {
     }
 }
 
-/// Runs the warps of a block round robin, each until it exits or waits at `bar.sync`, releasing the
-/// barrier when every live warp waits at it.
+/// Runs the warps of a block round robin, each until it exits, sleeps (`nanosleep`) or waits at
+/// `bar.sync`, releasing the barrier when every live warp waits at it.
 fn schedule(b: &mut Block, warps: &mut [Warp]) -> Result<LaunchStats, Box<Fault>> {
     loop {
         let mut waiting = 0;
+        // A warp that slept has not arrived at the barrier: the round goes on without a release.
+        let mut slept = false;
         for w in warps.iter_mut() {
             if w.stack.is_empty() {
                 continue;
@@ -117,12 +121,19 @@ fn schedule(b: &mut Block, warps: &mut [Warp]) -> Result<LaunchStats, Box<Fault>
                 match b.run_warp(w)? {
                     Yield::Barrier => w.at_barrier = true,
                     Yield::Done => continue,
+                    Yield::Sleep => {
+                        slept = true;
+                        continue;
+                    }
                     Yield::Preempt => {
                         unreachable!("the in-order schedule's stop is the step limit")
                     }
                 }
             }
             waiting += 1;
+        }
+        if slept {
+            continue;
         }
         if waiting == 0 {
             return Ok(b.stats);
@@ -249,6 +260,12 @@ impl Block<'_> {
                 Op::Exit => {
                     w.stack.last_mut().expect("top exists").pc = next;
                     Self::exit_lanes(w, exec);
+                }
+                Op::Sleep => {
+                    w.stack.last_mut().expect("top exists").pc = next;
+                    if exec != 0 {
+                        return Ok(Yield::Sleep);
+                    }
                 }
                 Op::Trap => {
                     if exec != 0 {
@@ -430,6 +447,9 @@ impl Block<'_> {
             }
             Op::Nop => Ok(()),
             Op::Fence => {
+                // Blocks on other host threads (in order) see this block's earlier stores before
+                // its later ones; the simulator's memory words are relaxed atomics.
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 if let Some(buf) = &mut self.weak {
                     buf.drain(self.ctx.mem);
                 }
@@ -445,7 +465,7 @@ impl Block<'_> {
                     "unsupported instruction".into(),
                 ))
             }
-            Op::Bra { .. } | Op::Exit | Op::Trap | Op::Bar { .. } => {
+            Op::Bra { .. } | Op::Exit | Op::Trap | Op::Bar { .. } | Op::Sleep => {
                 unreachable!("handled by run_warp")
             }
             op => {

@@ -12,7 +12,8 @@ use crate::weak::StoreBuf;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Schedule {
     /// Blocks run whole, in parallel on the host's cores; a block's warps run round robin, each
-    /// until it waits at `bar.sync` or exits; global stores are visible at once. Deterministic for
+    /// until it waits at `bar.sync`, sleeps (`nanosleep`) or exits; global stores are visible at
+    /// once. Deterministic for
     /// race-free kernels, and what the counters of `tests/counters.rs` are pinned under.
     #[default]
     InOrder,
@@ -60,6 +61,10 @@ impl std::fmt::Display for Schedule {
         }
     }
 }
+
+/// Under [`Pick::Priority`], the priorities of warps whose last quantum ended in `nanosleep` are
+/// below this; those of the others are drawn from the full range (below it at odds 2^-32).
+const AWAKE: u64 = 1 << 32;
 
 /// Most buffered words of exited blocks kept invisible at once (each costs a hash-map entry).
 const MAX_RETIRED_WORDS: usize = 1 << 20;
@@ -163,6 +168,8 @@ pub(crate) fn run_random(
     let mut retired_words = 0;
     let mut next = 0;
     let mut total = LaunchStats::default();
+    // The priority the next warp to sleep gets (see below): lower than every earlier one.
+    let mut sleep_prio = AWAKE;
     let result = loop {
         while resident.len() < window && next < indices.len() {
             let (b, warps) = start_block(
@@ -247,10 +254,27 @@ pub(crate) fn run_random(
         let (b, w) = (&mut r.b, &mut r.warps[j]);
         let run = 1 + rng.below(quantum) as u64;
         b.stop = b.steps.saturating_add(run).min(b.ctx.step_limit);
-        match b.run_warp(w) {
+        let slept = match b.run_warp(w) {
             Err(f) => break Err(f),
-            Ok(Yield::Barrier) => w.at_barrier = true,
-            Ok(Yield::Done | Yield::Preempt) => {}
+            Ok(Yield::Barrier) => {
+                w.at_barrier = true;
+                false
+            }
+            Ok(Yield::Sleep) => true,
+            Ok(Yield::Done | Yield::Preempt) => false,
+        };
+        // A warp that sleeps (a spin-wait) goes behind every other warp, earlier sleepers
+        // included, so sleepers take turns in the order they slept; the first quantum it ends
+        // without sleeping (it has left its spin) draws a full-range priority again. Spinners
+        // that kept or redrew full-range priorities would starve the warp they wait for: the
+        // one that wins redraws, and once the others' draws have drifted low, wins again.
+        if let Pick::Priority { .. } = pick {
+            if slept {
+                sleep_prio = sleep_prio.saturating_sub(1);
+                r.warp_prio[j] = sleep_prio;
+            } else if r.warp_prio[j] < AWAKE {
+                r.warp_prio[j] = rng.next() | AWAKE;
+            }
         }
     };
     // The end of a launch makes every store visible (also after a fault, so that memory holds

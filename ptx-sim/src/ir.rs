@@ -253,6 +253,39 @@ pub(crate) enum BoolOp {
     Xor,
 }
 
+/// The memory-ordering semantics of `ld`, `st`, `atom` and `red` (the PTX memory consistency
+/// model's qualifiers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sem {
+    /// `ld`/`st` without a qualifier, or `.weak`.
+    Weak,
+    /// Strong but unordered: `.relaxed`, `.volatile`, `.mmio`, and `atom`/`red` without a
+    /// qualifier.
+    Relaxed,
+    Acquire,
+    Release,
+    AcqRel,
+}
+
+impl Sem {
+    /// Whether the access orders the thread's earlier accesses before it (`.release`,
+    /// `.acq_rel`): like a fence before it.
+    pub(crate) fn releases(self) -> bool {
+        matches!(self, Sem::Release | Sem::AcqRel)
+    }
+
+    /// Whether the access orders the thread's later accesses after it (`.acquire`, `.acq_rel`).
+    pub(crate) fn acquires(self) -> bool {
+        matches!(self, Sem::Acquire | Sem::AcqRel)
+    }
+
+    /// Whether the access is strong (not [`Sem::Weak`]): a store of it must become visible to
+    /// other blocks without a later fence, so the random schedule does not buffer it.
+    pub(crate) fn strong(self) -> bool {
+        self != Sem::Weak
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AtomOp {
     Add,
@@ -510,12 +543,14 @@ pub(crate) enum Op {
     Ld {
         space: Space,
         ty: Ty,
+        sem: Sem,
         ds: Box<[Option<Reg>]>,
         addr: Addr,
     },
     St {
         space: Space,
         ty: Ty,
+        sem: Sem,
         srcs: Box<[Src]>,
         addr: Addr,
     },
@@ -524,6 +559,7 @@ pub(crate) enum Op {
         space: Space,
         op: AtomOp,
         ty: Ty,
+        sem: Sem,
         d: Option<Reg>,
         addr: Addr,
         b: Src,
@@ -556,9 +592,13 @@ pub(crate) enum Op {
     /// are; it marks the warp as past its wait, before which a kernel that has one may not touch
     /// global memory.
     GridDepWait,
-    /// `fence.*` / `membar.*`: a no-op in the in-order schedule; under
+    /// `fence.*` / `membar.*`: a sequentially consistent host fence in the in-order schedule
+    /// (blocks on other host threads see this block's earlier stores first); under
     /// [`crate::Schedule::Random`] it makes the block's buffered global stores visible.
     Fence,
+    /// `nanosleep`: ends the warp's turn (a spin-wait's way of letting other warps run); the
+    /// warp resumes after it. No time passes in the simulator.
+    Sleep,
     Shfl {
         mode: ShflMode,
         d: Reg,

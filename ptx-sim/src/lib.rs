@@ -12,6 +12,11 @@
 //!   random one replays bit for bit from its seed, with weak global memory, and
 //!   [`Sim::set_race_check`] fails a launch whose result depends on the schedule
 //!   (docs/ptx-sim.md#execution-model).
+//! - Blocks that wait on each other inside a launch make progress in both schedules when they
+//!   wait only on blocks that claimed a lower dynamic ticket (`atom.global.add` at the start);
+//!   a wait on a block that may not have started is a [`FaultKind::StepLimit`] fault, never a
+//!   hang. Spin iterations are counted in [`LaunchStats`], so a spinning kernel's counters depend
+//!   on host timing (docs/ptx-sim.md#blocks-that-wait-on-each-other).
 //! - Every access outside an allocation, misaligned, or into freed memory faults; registers read as
 //!   zero until written (docs/ptx-sim.md#memory).
 //! - [`LaunchStats`] counters are exact and do not depend on the fast paths

@@ -3,7 +3,7 @@
 use crate::alu;
 use crate::coalesce::Accesses;
 use crate::error::Fault;
-use crate::ir::{Addr, Inst, Op, Space};
+use crate::ir::{Addr, Inst, Op, Sem, Space};
 use crate::lanes::lanes;
 use crate::lanes::{map1, Lanes};
 use crate::memory::{Alloc, GlobalMem, MemErr};
@@ -179,6 +179,20 @@ pub(crate) fn exec_mem(
     inst: &Inst,
     exec: u32,
 ) -> Result<(), Box<Fault>> {
+    let sem = match &inst.op {
+        Op::Ld { sem, .. } | Op::St { sem, .. } | Op::Atom { sem, .. } => *sem,
+        _ => Sem::Weak,
+    };
+    // A release access is a fence followed by the access (PTX: `st.release` orders like
+    // `fence.acq_rel; st.relaxed`): the host fence orders this block's earlier stores before it
+    // for blocks on other host threads (in order), and the block's buffered stores become
+    // visible first (random).
+    if sem.releases() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        if let Some(buf) = &mut b.weak {
+            buf.drain(b.ctx.mem);
+        }
+    }
     match &inst.op {
         Op::Ld { .. } => load(b, w, &inst.op, exec)?,
         Op::St { .. } => store(b, w, &inst.op, exec)?,
@@ -190,6 +204,7 @@ pub(crate) fn exec_mem(
             addr,
             b: bsrc,
             c,
+            ..
         } => {
             let size = ty.bytes();
             let addrs = lane_addrs(b, w, &addr);
@@ -267,6 +282,9 @@ pub(crate) fn exec_mem(
         }
         _ => unreachable!("exec_mem is only called for memory instructions"),
     }
+    if sem.acquires() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    }
     Ok(())
 }
 
@@ -278,6 +296,7 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
         ty,
         ds,
         addr,
+        ..
     } = op
     else {
         unreachable!("load is only called for ld");
@@ -363,6 +382,7 @@ fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Faul
     let Op::St {
         space,
         ty,
+        sem,
         srcs,
         addr,
     } = op
@@ -383,9 +403,20 @@ fn store(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Faul
     let addrs = lane_addrs(b, w, addr);
     let mem = b.ctx.mem;
     let mut req = Request::default();
-    // Under the random schedule every global store goes through `Block::store` into the store
-    // buffer.
-    let direct = b.weak.is_none();
+    // Under the random schedule a weak global store goes through `Block::store` into the store
+    // buffer; a strong one (`.relaxed`, `.volatile`, `.release`) goes to memory at once, after
+    // the buffered bytes of its words (the thread's earlier stores there stay before it).
+    let strong = sem.strong();
+    if strong && !b.direct_loads() {
+        for l in lanes(exec) {
+            if let Loc::Global(a) = b.locate(*space, addrs[l]) {
+                if let Some(buf) = &mut b.weak {
+                    buf.drain_range(mem, a, total);
+                }
+            }
+        }
+    }
+    let direct = b.weak.is_none() || strong;
     let fast = if direct {
         warp_global(mem, *space, &addrs, exec, total)
     } else {

@@ -144,6 +144,7 @@ fn writes(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Prefetch { .. }
         | Op::GridDepWait
         | Op::Fence
+        | Op::Sleep
         | Op::Unsupported => {}
     }
 }
@@ -221,6 +222,7 @@ fn reads(op: &Op, mut f: impl FnMut(Reg)) {
         | Op::Nop
         | Op::GridDepWait
         | Op::Fence
+        | Op::Sleep
         | Op::Unsupported => {}
     }
 }

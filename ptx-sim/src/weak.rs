@@ -1,12 +1,14 @@
 //! The weak global-memory model of [`crate::Schedule::Random`]: a store buffer per block.
 //!
-//! A block's plain global stores (`st`, any qualifier) go into its [`StoreBuf`] instead of global
-//! memory; they become visible to other blocks only when the buffer drains: at a fence executed by
-//! any thread of the block (`fence.*`, `membar.*`), at a random later scheduling point (possibly
-//! after the block has exited), and at the end of the launch. The block's own loads see its
-//! buffered bytes over global memory. Atomics act on global memory directly, after draining the
-//! block's buffered bytes of the same words (a thread's store and its later atomic to one address
-//! stay in program order). A drain makes the whole buffer visible at once.
+//! A block's weak global stores (`st` without a qualifier, or `.weak`) go into its [`StoreBuf`]
+//! instead of global memory; they become visible to other blocks only when the buffer drains: at
+//! a fence or release access executed by any thread of the block (`fence.*`, `membar.*`,
+//! `st.release`, `atom`/`red` `.release`/`.acq_rel`), at a random later scheduling point
+//! (possibly after the block has exited), and at the end of the launch. The block's own loads see
+//! its buffered bytes over global memory. Atomics and strong stores (`.relaxed`, `.volatile`,
+//! `.release`) act on global memory directly, after draining the block's buffered bytes of the
+//! same words (a thread's store and its later access to one address stay in program order). A
+//! drain makes the whole buffer visible at once.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -97,12 +99,11 @@ impl StoreBuf {
         if self.words.is_empty() {
             return;
         }
-        let mut w = a & !3;
-        while w < a + u64::from(size) {
+        // Saturating: `a` may be any address, also one whose access is about to fault.
+        for w in ((a & !3)..a.saturating_add(u64::from(size))).step_by(4) {
             if let Some((bits, m)) = self.words.remove(&w) {
                 write(mem, w, bits, m);
             }
-            w += 4;
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use ptx_front::statement::RawInst;
 
-use super::modifiers::{arity, inst_type, mem_class, state_space, vec_width};
+use super::modifiers::{arity, inst_type, mem_class, sem, state_space, vec_width};
 use super::{invalid, unsup, KernelLowering, LResult, LowerErr};
 use crate::ir::*;
 
@@ -20,6 +20,7 @@ impl KernelLowering<'_> {
                 Op::St {
                     space,
                     ty: t,
+                    sem: sem(&r.mods, Sem::Weak),
                     srcs: self.srcs_vec(&ops[1], vec, t)?.into(),
                     addr: self.addr(&ops[0])?,
                 },
@@ -30,6 +31,7 @@ impl KernelLowering<'_> {
                 Op::Ld {
                     space,
                     ty: t,
+                    sem: sem(&r.mods, Sem::Weak),
                     ds: self.regs_vec(&ops[0], vec)?.into(),
                     addr: self.addr(&ops[1])?,
                 },
@@ -96,6 +98,7 @@ impl KernelLowering<'_> {
                 space,
                 op: aop,
                 ty: t,
+                sem: sem(&r.mods, Sem::Relaxed),
                 d,
                 addr: self.addr(&rest[0])?,
                 b: self.src(&rest[1], t)?,

@@ -299,7 +299,8 @@ impl<'a> KernelLowering<'a> {
             "bar" | "barrier" => self.lower_bar(r),
             "membar" | "fence" => Ok((Op::Fence, Class::Other)),
             "prefetch" | "prefetchu" => self.lower_prefetch(r),
-            "pmevent" | "nanosleep" => Ok((Op::Nop, Class::Other)),
+            "pmevent" => Ok((Op::Nop, Class::Other)),
+            "nanosleep" => Ok((Op::Sleep, Class::Other)),
             "griddepcontrol" => match r.mods.first().map(String::as_str) {
                 Some("wait") => Ok((Op::GridDepWait, Class::Other)),
                 Some("launch_dependents") => Ok((Op::Nop, Class::Other)),

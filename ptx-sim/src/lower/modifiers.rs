@@ -107,3 +107,20 @@ pub(super) fn mem_class(space: Space) -> Class {
         _ => Class::Global,
     }
 }
+
+/// The memory-ordering semantics its qualifiers give a memory instruction; `default` when it
+/// names none (weak for `ld`/`st`, relaxed for `atom`/`red`).
+pub(super) fn sem(mods: &[String], default: Sem) -> Sem {
+    mods.iter()
+        .find_map(|m| {
+            Some(match m.as_str() {
+                "weak" => Sem::Weak,
+                "relaxed" | "volatile" | "mmio" => Sem::Relaxed,
+                "acquire" => Sem::Acquire,
+                "release" => Sem::Release,
+                "acq_rel" => Sem::AcqRel,
+                _ => return None,
+            })
+        })
+        .unwrap_or(default)
+}
