@@ -518,8 +518,8 @@ signature! {
 /// `(part_o, part_ml, state, w, y, scratch, pair_count, n_head, d_v, ctx, max_segments)`,
 /// [`ATTN_MERGE_Q8_1`] and the grouped `attn_v_b` gemv of the type with q8_1 output in one
 /// launch. Each block merges its half of its head's latent exactly as `attn_merge_q8_1` does
-/// (the same q8_1 bits, kept in shared memory), dots it with its [`merge_v_b_rows`] rows' half of `w`
-/// (`n_head·d_v` rows of `kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from
+/// (the same q8_1 bits, kept in shared memory), dots it with its [`merge_v_b_rows`] rows' half
+/// of `w` (`n_head·d_v` rows of `kv_lora` = [`MERGE_V_B_KV_LORA`] weights, head `h`'s rows from
 /// `h·d_v` on) and parks their sums in `scratch`; the second block of the pair to finish
 /// (`pair_count`: one `u32` per pair, 0 before and after the launch) adds half 0 and half 1 in
 /// that order and writes the rows' q8_1 blocks of `y`. Requires [`merge_v_b_fits`]. Grid:
