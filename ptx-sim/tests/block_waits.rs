@@ -9,7 +9,9 @@
 //! `b + 1`, by `%ctaid`) may deadlock on a GPU when not every block is resident; the simulator
 //! must end it with a step-limit fault, never hang.
 
-use ptx_sim::{Arg, DevicePtr, FaultKind, LaunchConfig, Module, Schedule, Sim, SimError};
+mod common;
+use common::{cfg, download_u32, one_thread};
+use ptx_sim::{Arg, DevicePtr, FaultKind, Module, Schedule, Sim, SimError};
 
 /// The chain: ticket `t` waits for `flag[t - 1]`, then thread `i` writes
 /// `val[t][i] = val[t - 1][i] + t * 97 + i + 1`, and thread 0 sets `flag[t]` with a release store.
@@ -259,14 +261,6 @@ const PRODUCERS: u32 = 8;
 /// Random schedules each kernel runs under.
 const SEEDS: u64 = 50;
 
-fn cfg(blocks: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid: [blocks, 1, 1],
-        block: [THREADS, 1, 1],
-        shared_bytes: 0,
-    }
-}
-
 fn sim(schedule: Schedule) -> Sim {
     let mut s = Sim::new();
     s.set_schedule(schedule);
@@ -277,24 +271,6 @@ fn sim(schedule: Schedule) -> Sim {
 
 fn zeros(sim: &mut Sim, words: u32) -> DevicePtr {
     sim.alloc(words as usize * 4).unwrap()
-}
-
-fn download(sim: &Sim, p: DevicePtr, words: u32) -> Vec<u32> {
-    let mut b = vec![0u8; words as usize * 4];
-    sim.read(p, &mut b).unwrap();
-    b.chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// Runs `f` on one host thread: the in-order schedule then runs the blocks one after another in
-/// index order.
-fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .expect("a one-thread pool")
-        .install(f)
 }
 
 /// The random schedules each kernel runs under (each draws its own window of 2 to 8 blocks).
@@ -316,10 +292,16 @@ fn run_chain(src: &str, schedule: Schedule) -> Result<Vec<u32>, SimError> {
     let (ticket, flag) = (zeros(&mut s, 1), zeros(&mut s, BLOCKS));
     let (val, order) = (zeros(&mut s, BLOCKS * THREADS), zeros(&mut s, BLOCKS));
     let args = [ticket, flag, val, order].map(Arg::Ptr);
-    s.launch(&m, "chain", cfg(BLOCKS), &args)?;
-    assert_tickets(&download(&s, order, BLOCKS), &format!("chain, {schedule}"));
-    assert_eq!(download(&s, flag, BLOCKS), vec![1; BLOCKS as usize]);
-    Ok(download(&s, val, BLOCKS * THREADS))
+    s.launch(&m, "chain", cfg(BLOCKS, THREADS), &args)?;
+    assert_tickets(
+        &download_u32(&s, order, BLOCKS as usize),
+        &format!("chain, {schedule}"),
+    );
+    assert_eq!(
+        download_u32(&s, flag, BLOCKS as usize),
+        vec![1; BLOCKS as usize]
+    );
+    Ok(download_u32(&s, val, (BLOCKS * THREADS) as usize))
 }
 
 /// `val[t][i] = sum over s <= t of (s * 97 + i + 1)`, wrapping.
@@ -350,10 +332,10 @@ fn run_fan_in(src: &str, schedule: Schedule) -> Result<Vec<u32>, SimError> {
         Arg::Ptr(out),
         Arg::U32(PRODUCERS),
     ];
-    s.launch(&m, "fan_in", cfg(BLOCKS), &args)?;
-    assert_eq!(download(&s, ticket, 1), [BLOCKS]);
-    assert_eq!(download(&s, done, 1), [PRODUCERS]);
-    Ok(download(&s, out, consumers * THREADS))
+    s.launch(&m, "fan_in", cfg(BLOCKS, THREADS), &args)?;
+    assert_eq!(download_u32(&s, ticket, 1), [BLOCKS]);
+    assert_eq!(download_u32(&s, done, 1), [PRODUCERS]);
+    Ok(download_u32(&s, out, (consumers * THREADS) as usize))
 }
 
 /// `out[c][i] = (PRODUCERS + c) + sum over j < PRODUCERS of (j * 1000 + i * 7 + 3)`.
@@ -413,8 +395,11 @@ fn run_by_ctaid(schedule: Schedule) -> Result<(), SimError> {
     let m = Module::parse(BY_CTAID).unwrap_or_else(|e| panic!("{e}"));
     let mut s = sim(schedule);
     let flag = zeros(&mut s, BLOCKS);
-    s.launch(&m, "by_ctaid", cfg(BLOCKS), &[Arg::Ptr(flag)])?;
-    assert_eq!(download(&s, flag, BLOCKS), vec![1; BLOCKS as usize]);
+    s.launch(&m, "by_ctaid", cfg(BLOCKS, THREADS), &[Arg::Ptr(flag)])?;
+    assert_eq!(
+        download_u32(&s, flag, BLOCKS as usize),
+        vec![1; BLOCKS as usize]
+    );
     Ok(())
 }
 
@@ -449,13 +434,8 @@ fn a_warp_waits_for_another_warp_of_its_block() {
     {
         let mut s = sim(schedule);
         let out = zeros(&mut s, 1);
-        let launch = LaunchConfig {
-            grid: [1, 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
-        };
-        s.launch(&m, "warps", launch, &[Arg::Ptr(out)])
+        s.launch(&m, "warps", cfg(1, 64), &[Arg::Ptr(out)])
             .unwrap_or_else(|e| panic!("{schedule}: {e}"));
-        assert_eq!(download(&s, out, 1), [7], "{schedule}");
+        assert_eq!(download_u32(&s, out, 1), [7], "{schedule}");
     }
 }

@@ -5,6 +5,8 @@
 //! fences or the first barrier removed the kernel is wrong on a GPU, yet the in-order schedule
 //! computes the right sums; the random schedule must not.
 
+mod common;
+use common::one_thread;
 use ptx_sim::{Arg, LaunchConfig, Module, Schedule, Sim, SimError};
 
 const KERNEL: &str = r#"
@@ -129,17 +131,6 @@ fn caught_by(ptx: &str, n: u64) -> Vec<u64> {
             run(&mut sim(Schedule::Random { seed }), ptx).map_or(true, |out| out != expected())
         })
         .collect()
-}
-
-/// Runs `f` on one host thread, so that the in-order schedule runs the blocks one after another
-/// in index order (with more threads, blocks run concurrently and a real host race may or may
-/// not expose a missing barrier).
-fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .expect("a one-thread pool")
-        .install(f)
 }
 
 #[test]

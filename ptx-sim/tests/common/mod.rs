@@ -16,6 +16,17 @@ pub fn cfg(grid: u32, block: u32) -> LaunchConfig {
     }
 }
 
+/// Runs `f` on one host thread, so that the in-order schedule runs the blocks one after another
+/// in index order (with more threads, blocks run concurrently and a real host race may or may
+/// not expose a missing barrier).
+pub fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a one-thread pool")
+        .install(f)
+}
+
 pub fn upload_u32(sim: &mut Sim, v: &[u32]) -> DevicePtr {
     let p = sim.alloc(v.len() * 4).unwrap();
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
