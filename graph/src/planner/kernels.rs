@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 
 use ingot_abi::launch::{
     gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args,
-    Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, Kernel, MergeVbArgs, MmqArgs,
-    MmqMoeArgs,
+    Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, MergeVbArgs,
+    MmqArgs, MmqMoeArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -83,21 +83,27 @@ pub fn gemv_row_multiple(ty: GgmlType) -> usize {
 /// Work items (warps) of a gemv over `nrows` rows of `ncols` weights of type `ty`: the same
 /// formula as the kernels' thread mapping (`ingot_abi::launch::gemv_rows_per_warp`).
 pub fn gemv_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
-    let Some(t) = gemv_ty(ty) else {
-        return nrows;
-    };
-    let units = u32::try_from(ncols / t.row_multiple()).unwrap_or(u32::MAX);
-    nrows.div_ceil(gemv_rows_per_warp(units, t.unit()) as usize)
+    items_at(ty, ncols, nrows, gemv_rows_per_warp)
 }
 
 /// Work items (warps) of a two-matrix gemv (`gemv2`, `gemv2_rope`) over `nrows` rows of both
 /// matrices: `ingot_abi::launch::gemv_pair_rows_per_warp`.
 pub fn gemv_pair_items(ty: GgmlType, ncols: usize, nrows: usize) -> usize {
+    items_at(ty, ncols, nrows, gemv_pair_rows_per_warp)
+}
+
+/// `nrows` over the rows per warp `rows_per_warp(units, unit)` gives for `ty`'s rows of `ncols`.
+fn items_at(
+    ty: GgmlType,
+    ncols: usize,
+    nrows: usize,
+    rows_per_warp: fn(u32, GemvUnit) -> u32,
+) -> usize {
     let Some(t) = gemv_ty(ty) else {
         return nrows;
     };
     let units = u32::try_from(ncols / t.row_multiple()).unwrap_or(u32::MAX);
-    nrows.div_ceil(gemv_pair_rows_per_warp(units, t.unit()) as usize)
+    nrows.div_ceil(rows_per_warp(units, t.unit()) as usize)
 }
 
 /// `ty`'s kernel of one kind (`kind` picks it from the registry row), or, for a type without
