@@ -193,14 +193,14 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
         )
     };
     let pair_sq = |(_, x_lo, x_hi): ((u32, bool), [f32; 4], [f32; 4])| sum_sq(x_lo) + sum_sq(x_hi);
-    // Thread `t < TAIL_ORDER`: its round sum plus its partner's; the barriers are uniform.
+    // Thread `t < TAIL_ORDER`: its round sum plus its partner's; the barrier is uniform. A
+    // later round first waits until every thread has read the previous one's slot (so a row of
+    // one round, 2048 floats, meets once here).
     let partner = partner_addr() + 4 * (t % TAIL_ORDER);
     let with_partner = |own: f32| {
         sts_f32_if(t >= TAIL_ORDER, partner, own);
         nvptx::_syncthreads();
-        let sum = own + lds_f32(partner);
-        nvptx::_syncthreads();
-        sum
+        own + lds_f32(partner)
     };
 
     let p0 = load_pair(0);
@@ -208,7 +208,9 @@ pub(crate) unsafe fn rmsnorm_tail<const BLOCK: u32>(
     let mut ss = with_partner(pair_sq(p0));
     let mut first = round;
     while first < blocks {
-        ss += with_partner(pair_sq(load_pair(first)));
+        let own = pair_sq(load_pair(first));
+        nvptx::_syncthreads();
+        ss += with_partner(own);
         first += round;
     }
     let scale = 1.0 / sqrt(block_sum::<TAIL_ORDER>(ss) / n as f32 + eps);
