@@ -15,6 +15,7 @@ use ingot_graph::{BufferKind, NodeArg, Plan};
 use ptx_sim::{LaunchStats, Sim};
 
 use super::sample::{sample_blocks, scale};
+use super::tickets::{count_ticketed, ticket_work, TicketCounts};
 use super::PredictError;
 
 /// One node's counters and how they were obtained.
@@ -31,6 +32,10 @@ pub struct NodeCounts {
     /// Bit `i` set: the launch read the buffer of argument `i` (`Sim::was_read`); a buffer it
     /// only writes is no part of what it must read.
     pub read_args: u64,
+    /// A launch whose blocks take tickets ([`super::tickets`]): its counters by part (`stats`
+    /// is their sum, `tail_warp_instructions` 0: the routing runs before the routed blocks,
+    /// not after every block).
+    pub tickets: Option<TicketCounts>,
 }
 
 /// What a prefill chunk's count needs beyond the decode step's: the chunk's token-count word
@@ -111,9 +116,20 @@ pub fn count_nodes(
         let count = d.params.iter().position(|p| p.name == "count");
         let mut tail_warp_instructions = 0;
         sim.clear_read_marks();
+        let mut tickets = None;
+        let mut blocks_run = sample.len() as u64;
         // A launch with a done counter always runs its last block alone, so its tail's
         // instructions can be told apart from the rows'.
-        let stats = if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
+        let stats = if let Some(w) = ticket_work(n, d) {
+            let ctl = ptrs[w.ctl.buf.0 as usize].offset(w.ctl.offset);
+            let t = count_ticketed(&mut sim, &launch, ctl, &w, max_blocks)?;
+            blocks_run = t.blocks_run;
+            tickets = Some(t);
+            let mut all = t.router;
+            all += t.shared;
+            all += t.routed;
+            all
+        } else if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
             launch(&mut sim, &sample)?
         } else {
             let (last, others) = sample.split_last().expect("a sample holds the last block");
@@ -157,9 +173,10 @@ pub fn count_nodes(
         out.push(NodeCounts {
             stats,
             blocks,
-            blocks_run: sample.len() as u64,
+            blocks_run,
             tail_warp_instructions,
             read_args,
+            tickets,
         });
     }
     Ok(out)

@@ -20,6 +20,7 @@ pub mod resources;
 pub mod sample;
 pub mod speculative;
 pub mod table;
+pub mod tickets;
 
 pub use card::{card_named, card_names, Card, CARDS};
 pub use measurement::{Family, Measurement};

@@ -144,6 +144,28 @@ pub struct NodeLoad {
     /// rows known from the block's index, never a routed expert's (its id is the router's
     /// output).
     pub prefetch_bytes: u64,
+    /// A launch that runs its router first (`GATE_UP_ROUTER`): what must run before its routed
+    /// blocks can start and what they do then. `None` for every other node.
+    pub prefix: Option<PrefixLoad>,
+}
+
+/// The two parts of a launch on the path through its router ([`NodeLoad::prefix`]): the
+/// router's blocks (their rows, then the routing as a tail), and the routed blocks that wait
+/// for it. The rest of the launch (the shared experts' blocks) runs beside the router.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PrefixLoad {
+    pub router_blocks: u64,
+    pub router_warp_instructions: u64,
+    /// The router's weights and input.
+    pub router_dram_bytes: u64,
+    /// The routing, run by the router's last warp after all the others (in
+    /// `router_warp_instructions`).
+    pub routing_tail_warp_instructions: u64,
+    pub waiting_blocks: u64,
+    pub waiting_warp_instructions: u64,
+    /// The routed experts' weights.
+    pub waiting_dram_bytes: u64,
+    pub waiting_reread_bytes: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -168,7 +190,10 @@ pub struct NodeTime {
     /// DRAM time taken out of [`NodeTime::dram_s`] because the node streamed it into L2 before
     /// its wait, while its predecessor ran ([`prefetch_before_wait`]; 0 otherwise).
     pub prefetched_s: f64,
-    /// `max(dram, l2, issue, pcie) + tail + launch`.
+    /// With a [`NodeLoad::prefix`]: the router's time alone (rows and routing), then the routed
+    /// blocks' alone, each on the SMs it has; 0 otherwise.
+    pub critical_s: f64,
+    /// `max(max(dram, l2, issue, pcie) + tail, critical) + launch`.
     pub total_s: f64,
     /// Which of dram/l2/issue/pcie is the largest.
     pub bound: &'static str,
@@ -250,6 +275,40 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
         0.0
     };
     let launch_s = k.launch_in_graph_s.value * (1.0 - hidden);
+    let critical_s = load.prefix.map_or(0.0, |p| {
+        let part = |blocks, warp_instructions, dram_bytes, reread_bytes, tail, host_bytes| {
+            let part = NodeLoad {
+                blocks,
+                warp_instructions,
+                dram_bytes,
+                reread_bytes,
+                tail_warp_instructions: tail,
+                host_bytes,
+                prefetch_bytes: 0,
+                prefix: None,
+                ..*load
+            };
+            let t = node_time(card, k, &part, after_kernel);
+            t.total_s - t.launch_s
+        };
+        let router = part(
+            p.router_blocks,
+            p.router_warp_instructions,
+            p.router_dram_bytes,
+            0,
+            p.routing_tail_warp_instructions,
+            0,
+        );
+        let waiting = part(
+            p.waiting_blocks,
+            p.waiting_warp_instructions,
+            p.waiting_dram_bytes,
+            p.waiting_reread_bytes,
+            0,
+            load.host_bytes,
+        );
+        router + waiting
+    });
     NodeTime {
         dram_s,
         l2_s,
@@ -258,7 +317,8 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
         tail_s,
         pcie_s,
         prefetched_s: 0.0,
-        total_s: longest + tail_s + launch_s,
+        critical_s,
+        total_s: (longest + tail_s).max(critical_s) + launch_s,
         bound,
         occupancy: occ,
         blocks_on_busiest_sm: busiest,
@@ -329,7 +389,7 @@ pub fn prefetch_before_wait(
     NodeTime {
         dram_s,
         prefetched_s,
-        total_s: longest + t.tail_s + t.launch_s,
+        total_s: (longest + t.tail_s).max(t.critical_s) + t.launch_s,
         bound,
         ..*t
     }
@@ -352,6 +412,7 @@ mod tests {
             tail_warp_instructions: 0,
             host_bytes: 0,
             prefetch_bytes: 0,
+            prefix: None,
         }
     }
 
@@ -385,6 +446,39 @@ mod tests {
         // 0.936 GB at 0.9 x 936 GB/s.
         assert!((t.dram_s - 1.0 / 0.9e3).abs() < 1e-12, "{}", t.dram_s);
         assert!((t.total_s - t.dram_s - 0.8e-6).abs() < 1e-15);
+    }
+
+    /// A launch that runs its router first: the routed blocks' path (the router's time, then
+    /// theirs) counts only where it is longer than the whole launch's terms; a slow router
+    /// (one block, so one SM's share of the DRAM bandwidth) makes it the node's time.
+    #[test]
+    fn the_router_path_counts_where_it_is_longer() {
+        let c = card_named("h200").unwrap();
+        let k = constants_for(Some(c));
+        let prefix = |router_blocks| PrefixLoad {
+            router_blocks,
+            router_warp_instructions: 1000,
+            router_dram_bytes: 512 * 1024,
+            routing_tail_warp_instructions: 500,
+            waiting_blocks: 264,
+            waiting_warp_instructions: 100_000,
+            waiting_dram_bytes: 19_000_000,
+            waiting_reread_bytes: 0,
+        };
+        let base = NodeLoad {
+            blocks: 384,
+            warp_instructions: 150_000,
+            dram_bytes: 26_000_000,
+            ..load()
+        };
+        let plain = node_time(c, &k, &base, true);
+        assert_eq!(plain.critical_s, 0.0);
+        let spread = node_time(c, &k, &NodeLoad { prefix: Some(prefix(32)), ..base }, true);
+        assert!(spread.critical_s > 0.0 && spread.critical_s < spread.dram_s);
+        assert_eq!(spread.total_s, plain.total_s);
+        let one = node_time(c, &k, &NodeLoad { prefix: Some(prefix(1)), ..base }, true);
+        assert!(one.critical_s > one.dram_s);
+        assert!((one.total_s - one.critical_s - one.launch_s).abs() < 1e-15);
     }
 
     /// On sm_90 a node after another kernel node hides `early_launch_hidden` of its fixed cost;

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use ingot_abi::launch::KernelDesc;
 use ingot_gguf::Gguf;
 use ingot_graph::build_prefill_plan_for;
 use ingot_graph::planner::build_plan_for;
@@ -14,9 +15,10 @@ use super::card::Card;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::measurement::Measurement;
 use super::model::{
-    node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PREFETCH_LINE_BYTES,
+    node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PrefixLoad, PREFETCH_LINE_BYTES,
 };
 use super::resources::kernel_resources;
+use super::tickets::TicketCounts;
 use super::PredictError;
 
 /// What to plan and count.
@@ -215,6 +217,9 @@ pub(crate) fn table_of(
             tail_warp_instructions: c.tail_warp_instructions,
             host_bytes,
             prefetch_bytes: (c.stats.prefetch_lanes * PREFETCH_LINE_BYTES).min(unique),
+            prefix: c
+                .tickets
+                .map(|t| prefix_load(plan, n, d, &t, routed, reread)),
         });
         let time = opts
             .card
@@ -319,6 +324,38 @@ fn reads_cache(kernel: &str) -> bool {
 /// `tokens` tokens at positions `depth..`: the routed experts' share of their tensors is what
 /// `tokens` evenly routed tokens touch, `min(1, tokens·n_used/n_expert)`, and attention reads
 /// cache rows `0..depth + tokens`.
+/// The router's path through a ticketed launch ([`PrefixLoad`]): the router reads its weights
+/// and input once; the routed blocks read the routed experts' bytes (`routed`) and a share of
+/// the node's re-reads (`reread`) by their share of the rows' instructions.
+fn prefix_load(
+    plan: &Plan,
+    n: &ingot_graph::Node,
+    d: &KernelDesc,
+    t: &TicketCounts,
+    routed: u64,
+    reread: u64,
+) -> PrefixLoad {
+    let bytes = |name: &str| {
+        let i = d.params.iter().position(|p| p.name == name);
+        match i.and_then(|i| n.args.get(i)) {
+            Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes,
+            _ => 0,
+        }
+    };
+    let rows = t.shared.warp_instructions + t.routed.warp_instructions;
+    let share = t.routed.warp_instructions as f64 / rows.max(1) as f64;
+    PrefixLoad {
+        router_blocks: t.work.router,
+        router_warp_instructions: t.router.warp_instructions,
+        router_dram_bytes: bytes("rw") + bytes("rx"),
+        routing_tail_warp_instructions: t.routing_tail_warp_instructions,
+        waiting_blocks: t.work.routed,
+        waiting_warp_instructions: t.routed.warp_instructions,
+        waiting_dram_bytes: routed,
+        waiting_reread_bytes: (reread as f64 * share).round() as u64,
+    }
+}
+
 fn read_split(
     plan: &Plan,
     config: &ModelConfig,

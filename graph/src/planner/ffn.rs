@@ -6,7 +6,8 @@
 //! residual add into two launches.
 
 use ingot_abi::launch::{
-    GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_SEPARATE, MOE_ROUTER_F32,
+    gate_up_items, GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_ROUTER,
+    GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MOE_ROUTER_F32, ROUTE_CTL_WORDS,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
@@ -51,6 +52,16 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             ff_sh: u32a(ff),
             n_expert: 1,
             layout: GATE_UP_SEPARATE,
+            // No router: never read.
+            rw: buf(norm_q8),
+            rx: buf(norm_q8),
+            logits: buf(norm_q8),
+            bias: buf(norm_q8),
+            route_ctl: buf(norm_q8),
+            n_group: 1,
+            n_group_used: 1,
+            route_flags: 0,
+            scale: 1.0,
         },
     )?;
     let ffn = DownFfn {
@@ -76,9 +87,10 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     )
 }
 
-/// MoE FFN on the `ffn_norm` output that `attn_output`'s tail wrote: router, top-k, fused
-/// gate/up/SwiGLU over the selected and shared experts, and the weighted down projection
-/// added to the residual, whose tail writes the next norm ([`NextNorm::after_ffn`]).
+/// MoE FFN on the `ffn_norm` output that `attn_output`'s tail wrote: the router and top-k
+/// (fused into the next launch up to `GATE_UP_ROUTER_MAX_EXPERTS` experts), gate/up/SwiGLU
+/// over the selected and shared experts, and the weighted down projection added to the
+/// residual, whose tail writes the next norm ([`NextNorm::after_ffn`]).
 pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
@@ -141,33 +153,37 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     // pointer.
     let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
     let r = route_scalars(c, flags);
-    // Router gemv and routing in one launch. Its warp counter must be 0 before every launch:
-    // activations are zeroed at allocation and each launch resets it, so one counter serves
+    // Up to `GATE_UP_ROUTER_MAX_EXPERTS` experts the router runs in the gate/up launch
+    // (`GATE_UP_ROUTER`); more (V3, Kimi-K2) in a launch of its own, the router gemv and the
+    // routing together. Either way its control words must be 0 before every launch:
+    // activations are zeroed at allocation and each launch leaves them 0, so one buffer serves
     // every layer and every replay.
-    let count = b.act("act.moe_router_count", 4)?;
-    let args = MoeRouterArgs {
-        w: buf(router),
-        x: buf(norm),
-        logits: buf(router_logits),
-        bias: buf(bias),
-        sel: buf(sel),
-        count: buf(count),
-        ncols: u32a(c.n_embd),
-        n_expert: r.n_expert,
-        n_used: r.n_used,
-        n_group: r.n_group,
-        n_group_used: r.n_group_used,
-        flags: r.flags,
-        scale: r.scale,
-    };
-    b.node(
-        k::fixed(&MOE_ROUTER_F32),
-        label("ffn_gate_inp+moe_route"),
-        Some(il),
-        c.n_expert,
-        args,
-    )?;
-
+    let fused = r.n_expert <= GATE_UP_ROUTER_MAX_EXPERTS;
+    if !fused {
+        let count = b.act("act.moe_router_count", 4)?;
+        let args = MoeRouterArgs {
+            w: buf(router),
+            x: buf(norm),
+            logits: buf(router_logits),
+            bias: buf(bias),
+            sel: buf(sel),
+            count: buf(count),
+            ncols: u32a(c.n_embd),
+            n_expert: r.n_expert,
+            n_used: r.n_used,
+            n_group: r.n_group,
+            n_group_used: r.n_group_used,
+            flags: r.flags,
+            scale: r.scale,
+        };
+        b.node(
+            k::fixed(&MOE_ROUTER_F32),
+            label("ffn_gate_inp+moe_route"),
+            Some(il),
+            c.n_expert,
+            args,
+        )?;
+    }
     // Separate gate and up tensors, or one merged `[gate | up]` tensor read through `gate`
     // (the kernel then loads `up`'s table entry unused; the merged tensor's table stands in).
     let (gate_e, up_e, gate_ty, up_ty, ncols, layout) = match c.gate_up {
@@ -204,11 +220,24 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
+    let ctl = b.act("act.moe_route_ctl", u64::from(ROUTE_CTL_WORDS) * 4)?;
+    let (launch_layout, what) = match fused {
+        true => (layout | GATE_UP_ROUTER, "ffn_gate_inp+moe_gate_up_swiglu"),
+        false => (layout, "moe_gate_up_swiglu"),
+    };
+    let items = gate_up_items(
+        u32a(c.n_expert_used),
+        u32a(ff),
+        u32a(ffs),
+        r.n_expert,
+        launch_layout,
+    )
+    .ok_or_else(|| PlanError::Overflow(label("moe_gate_up items")))?;
     b.node(
         k::moe_gate_up_mixed(gate_ty, gs.ty),
-        label("moe_gate_up_swiglu"),
+        label(what),
         Some(il),
-        c.n_expert_used * ff + ffs,
+        items as usize,
         GateUpArgs {
             x: buf(norm_q8),
             sel: buf(sel),
@@ -222,7 +251,16 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             n_used: u32a(c.n_expert_used),
             ff_sh: u32a(ffs),
             n_expert: u32a(c.n_expert),
-            layout,
+            layout: launch_layout,
+            rw: buf(router),
+            rx: buf(norm),
+            logits: buf(router_logits),
+            bias: buf(bias),
+            route_ctl: buf(ctl),
+            n_group: r.n_group,
+            n_group_used: r.n_group_used,
+            route_flags: r.flags,
+            scale: r.scale,
         },
     )?;
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;

@@ -22,19 +22,23 @@
 //! ids are clamped to `n_expert − 1`, so a corrupt selection cannot read past the tables.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u64, round_away, shfl_idx_u32, silu, st_u32,
-    sts_f32, tid, warp_max_f32, warp_sum,
+    atom_add_u32, bid, f32_to_f16, global, ld_shared_f32, ld_u32_acquire, ld_u32_relaxed, ld_u64,
+    lds_u32, nanosleep, nblocks, red_release_add_u32_if, round_away, shfl_idx_u32, silu, st_u32,
+    sts_f32, sts_u32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
 use crate::prefetch::prefetch_then_wait;
+use crate::router::{router_row_then_route, Routing};
 use crate::vecdot::{self, GlobalAct, WeightType, Q8_BYTES};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::{
-    ExpertSelection, GATE_UP_MERGED, MOE_GATE_UP_ROWS, MOE_GATE_UP_ROWS_PER_WARP, MOE_GATE_UP_WARPS,
+    gate_up_router_blocks, ExpertSelection, GATE_UP_MERGED, GATE_UP_ROUTER_MAX_EXPERTS,
+    MOE_GATE_UP_ROWS, MOE_GATE_UP_ROWS_PER_WARP, MOE_GATE_UP_WARPS, ROUTE_CTL_COUNT,
+    ROUTE_CTL_PASSED, ROUTE_CTL_READY, ROUTE_CTL_TICKET,
 };
-use ingot_abi::launch::WARP_SIZE;
+use ingot_abi::launch::{ROUTER_WARPS, WARP_SIZE};
 
 const _: () = assert!(MOE_GATE_UP_ROWS == QK8_1 as u32 && MOE_GATE_UP_ROWS == WARP_SIZE);
 const _: () = assert!(offset_of!(BlockQ8_1, d) == 0 && offset_of!(BlockQ8_1, s) == 2);
@@ -52,6 +56,16 @@ global_asm!(".shared .align 16 .b8 moe_gate_up_h[128];");
 unsafe fn h_addr() -> u32 {
     let a: u32;
     asm!("mov.u32 {a}, moe_gate_up_h;", a = out(reg32) a, options(pure, nomem, nostack));
+    a
+}
+
+// The block's ticket (a fused launch), written by thread 0.
+global_asm!(".shared .align 4 .b8 moe_gate_up_ticket[4];");
+
+#[inline(always)]
+unsafe fn ticket_addr() -> u32 {
+    let a: u32;
+    asm!("mov.u32 {a}, moe_gate_up_ticket;", a = out(reg32) a, options(pure, nomem, nostack));
     a
 }
 
@@ -88,14 +102,31 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 /// 2,048 columns: 1,152 B as Q4_K, 1,680 B as Q6_K). Wider rows are prefetched in part.
 const GATE_UP_PREFETCH_LINES: u32 = 2;
 
+/// The router a `GATE_UP_ROUTER` launch runs first (see `ingot_abi::launch::moe`): its f32
+/// weights `w` and input `x` (global addresses), its logits buffer, the `route_ctl` words, and
+/// the routing parameters with `sel` as the output.
+pub(crate) struct FusedRouter {
+    pub w: u64,
+    pub x: u64,
+    pub logits: u64,
+    pub ctl: u64,
+    pub routing: Routing,
+}
+
 /// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host launcher):
-/// `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples of 32, grid =
-/// `n_used·ff/32 + ff_sh/32` blocks, `n_expert ≥ 1`. `gate` and `up` are expert tables
-/// (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]` slabs, or with
-/// `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded but unused). The
-/// routed experts' weights are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S` (a block
-/// reads one type, so the branch between the two is uniform per block; without `MIXED` only `R`'s
-/// path exists).
+/// `ncols` a multiple of `R::QK` and `S::QK` (and of 4 with `GATE_UP_ROUTER`), `ff` and
+/// `ff_sh` multiples of 32, grid = `gate_up_items(..) / 32` blocks, `n_expert ≥ 1`. `gate` and
+/// `up` are expert tables (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]`
+/// slabs, or with `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded
+/// but unused). The routed experts' weights are of type `R`, the shared experts' of `S`;
+/// `MIXED` is `R ≠ S` (a block reads one type, so the branch between the two is uniform per
+/// block; without `MIXED` only `R`'s path exists).
+///
+/// A block's work is an index `b` into the row blocks of the unfused launch (routed slots'
+/// first, then the shared experts'), so the output is the same with or without the router.
+/// Unfused, `b` is the block index. Fused, the block's ticket `k` orders the router's blocks
+/// first and the routed slots' last (`b` = `routed_blocks + k − router_blocks` for the shared
+/// ones), and a routed block waits for the routing before it reads `sel`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
@@ -109,44 +140,103 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     ncols: u32,
     ff: u32,
     n_used: u32,
+    ff_sh: u32,
     n_expert: u32,
     layout: u32,
+    router: &FusedRouter,
 ) {
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;
-    let b = bid();
     let row_bytes = (ncols / R::QK) as u64 * R::UNIT_BYTES;
 
     // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions below trap-free.
     let blocks_per_expert = (ff / MOE_GATE_UP_ROWS).max(1);
     let routed_blocks = n_used * blocks_per_expert;
-    let routed = b < routed_blocks;
-    // A shared block's 32 gate and 32 up rows are known from its index: prefetched before the
-    // wait. A routed block's expert id is in `sel`, which the router (the predecessor) writes:
-    // nothing of it may be read before the wait, so it prefetches nothing.
+    let router_blocks = gate_up_router_blocks(n_expert, layout);
+    let fused = router_blocks != 0;
+    let shared_blocks = ff_sh / MOE_GATE_UP_ROWS;
+    // Work of ticket `k` (fused): router block `k`, or row block `b`.
+    let row_block = |k: u32| {
+        let j = k.wrapping_sub(router_blocks);
+        if !fused {
+            k
+        } else if j < shared_blocks {
+            routed_blocks + j
+        } else {
+            j - shared_blocks
+        }
+    };
+    // Before the wait, a block prefetches the weights of the work its index would draw as a
+    // ticket (blocks mostly start in index order; a line prefetched for another block's rows
+    // is still read by the launch). A shared block's 32 gate and 32 up rows and a router
+    // block's rows are known from its work; a routed block's expert id is the router's output:
+    // it prefetches nothing.
     let sh_row_bytes = if MIXED {
         (ncols / S::QK) as u64 * S::UNIT_BYTES
     } else {
         row_bytes
     };
-    let sh_first = b.wrapping_sub(routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
-    let sh_bytes = if routed {
-        0
-    } else {
+    let guess = bid();
+    let router_guess = guess < router_blocks;
+    let gb = row_block(guess);
+    let sh_guess = !router_guess && gb >= routed_blocks;
+    let sh_first = gb.wrapping_sub(routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
+    let sh_bytes = if sh_guess {
         MOE_GATE_UP_ROWS as u64 * sh_row_bytes
+    } else {
+        0
     };
     let (g_sh, u_sh) = (gate_sh + sh_first, up_sh + sh_first);
+    // A router block's rows: `ROUTER_WARPS` f32 rows of `ncols`, from row
+    // `ROUTER_WARPS·guess`, in the span of `gate_sh`'s place.
+    let rw_bytes = ncols as u64 * 4;
+    let rw_first = router.w + (guess * ROUTER_WARPS) as u64 * rw_bytes;
+    let rw_rows = n_expert
+        .saturating_sub(guess * ROUTER_WARPS)
+        .min(ROUTER_WARPS);
+    let first_span = if router_guess {
+        (rw_first, rw_first + rw_rows as u64 * rw_bytes)
+    } else {
+        (g_sh, g_sh + sh_bytes)
+    };
     prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
-        [(g_sh, g_sh + sh_bytes), (u_sh, u_sh + sh_bytes)],
+        [first_span, (u_sh, u_sh + sh_bytes)],
         t,
         MOE_GATE_UP_WARPS * WARP_SIZE,
     );
+    let k = if fused { ticket(router.ctl) } else { bid() };
+    if k < router_blocks {
+        // Warp-uniform: the warps beyond `ROUTER_WARPS` have no router row.
+        if warp >= ROUTER_WARPS {
+            return;
+        }
+        let ctl = router.ctl;
+        let routed = router_row_then_route::<FUSED_SLOTS>(
+            router.w,
+            router.x,
+            ncols,
+            router.logits,
+            ctl + 4 * ROUTE_CTL_COUNT as u64,
+            router_blocks * ROUTER_WARPS,
+            k * ROUTER_WARPS + warp,
+            &router.routing,
+        );
+        // Each lane that stored an entry publishes it: `n_used` release adds in all.
+        red_release_add_u32_if(routed && lane < n_used, ctl + 4 * ROUTE_CTL_READY as u64, 1);
+        return;
+    }
+    let b = row_block(k);
+    let routed = b < routed_blocks;
+    if fused && routed {
+        wait_for_routing(router.ctl, n_used, routed_blocks);
+    }
     let (g_base, u_base, first_row) = if routed {
         let slot = b / blocks_per_expert;
-        // One lane reads the id and broadcasts it: one 4-byte request per warp.
+        // One lane reads the id and broadcasts it: one 4-byte request per warp. A relaxed
+        // load: fused, another block of this launch wrote it.
         let id = if lane == 0 {
-            ld_u32(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * slot as u64)
+            ld_u32_relaxed(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * slot as u64)
         } else {
             0
         };
@@ -177,6 +267,52 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
         quantize_block(v, lane, act + b as u64 * Q8_BYTES);
     }
 }
+
+/// The block's ticket: thread 0 draws it from word [`ROUTE_CTL_TICKET`] of `ctl` (the one that
+/// draws the last sets the word back to 0) and hands it to the block through shared memory.
+#[inline(always)]
+unsafe fn ticket(ctl: u64) -> u32 {
+    let slot = ticket_addr();
+    if tid() == 0 {
+        let a = ctl + 4 * ROUTE_CTL_TICKET as u64;
+        let k = atom_add_u32(a, 1);
+        // Every block has drawn: nothing else touches the word in this launch.
+        if k == nblocks() - 1 {
+            st_u32(a, 0);
+        }
+        sts_u32(slot, k);
+    }
+    nvptx::_syncthreads();
+    lds_u32(slot)
+}
+
+/// Thread 0 waits until the router's lanes have published all `n_used` selection entries (an
+/// acquire spin that sleeps between loads), counts the block among the `routed_blocks` that
+/// have seen them (the last sets both words back to 0), and the barrier hands the acquired
+/// view to the block's other threads.
+#[inline(always)]
+unsafe fn wait_for_routing(ctl: u64, n_used: u32, routed_blocks: u32) {
+    if tid() == 0 {
+        let ready = ctl + 4 * ROUTE_CTL_READY as u64;
+        while ld_u32_acquire(ready) != n_used {
+            nanosleep(ROUTING_WAIT_NS);
+        }
+        let passed = ctl + 4 * ROUTE_CTL_PASSED as u64;
+        // Every routed block has seen the routing: nothing else reads either word.
+        if atom_add_u32(passed, 1) == routed_blocks - 1 {
+            st_u32(ready, 0);
+            st_u32(passed, 0);
+        }
+    }
+    nvptx::_syncthreads();
+}
+
+/// Scores per lane of the fused routing (`GATE_UP_ROUTER_MAX_EXPERTS`).
+const FUSED_SLOTS: usize = (GATE_UP_ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
+
+/// Sleep between two looks at the routing word (nanoseconds): short beside the router's
+/// microsecond, long enough to leave the SM's issue slots to the blocks that compute.
+const ROUTING_WAIT_NS: u32 = 64;
 
 /// Warp `warp`'s `MOE_GATE_UP_ROWS_PER_WARP` SwiGLU values, rows `first..` of the gate and up
 /// matrices at `g_base` and `u_base` (rows of `ncols` weights of `T`), into the block's shared
@@ -236,10 +372,35 @@ macro_rules! gate_up_kernel {
                 ncols: u32,
                 ff: u32,
                 n_used: u32,
-                _ff_sh: u32,
+                ff_sh: u32,
                 n_expert: u32,
                 layout: u32,
+                rw: *const f32,
+                rx: *const f32,
+                logits: *mut f32,
+                bias: *const f32,
+                route_ctl: *mut u32,
+                n_group: u32,
+                n_group_used: u32,
+                route_flags: u32,
+                scale: f32,
             ) {
+                let router = FusedRouter {
+                    w: global(rw),
+                    x: global(rx),
+                    logits: global(logits),
+                    ctl: global(route_ctl),
+                    routing: Routing {
+                        bias,
+                        sel: sel as *mut ExpertSelection,
+                        n_expert,
+                        n_used,
+                        n_group,
+                        n_group_used,
+                        flags: route_flags,
+                        scale,
+                    },
+                };
                 gate_up::<vecdot::$r, vecdot::$s, $mixed>(
                     global(x),
                     global(sel),
@@ -251,8 +412,10 @@ macro_rules! gate_up_kernel {
                     ncols,
                     ff,
                     n_used,
+                    ff_sh,
                     n_expert,
                     layout,
+                    &router,
                 );
             }
         };

@@ -127,7 +127,7 @@ pub unsafe extern "ptx-kernel" fn moe_route(
     flags: u32,
     scale: f32,
 ) {
-    route_any(
+    route_any::<MAX_SLOTS>(
         global(logits),
         |a| ld_u32(a),
         tid(),
@@ -167,7 +167,7 @@ pub unsafe extern "ptx-kernel" fn moe_route_rows(
     if tok >= ld_u32(global(rows)).min(ntok) {
         return;
     }
-    route_any(
+    route_any::<MAX_SLOTS>(
         global(logits) + tok as u64 * n_expert as u64 * 4,
         |a| ld_u32(a),
         tid(),
@@ -263,51 +263,104 @@ pub unsafe extern "ptx-kernel" fn moe_router_f32(
     scale: f32,
 ) {
     let t = tid();
-    let lane = t % WARP_SIZE;
+    let r = Routing {
+        bias,
+        sel,
+        n_expert,
+        n_used,
+        n_group,
+        n_group_used,
+        flags,
+        scale,
+    };
     let row = bid() * ROUTER_WARPS + t / WARP_SIZE;
-    let lg = global(logits);
+    let warps = nblocks() * ROUTER_WARPS;
+    router_row_then_route::<MAX_SLOTS>(
+        global(w),
+        global(x),
+        ncols,
+        global(logits),
+        global(count),
+        warps,
+        row,
+        &r,
+    );
+}
+
+/// The routing parameters of [`moe_route`], and where the selection goes.
+pub(crate) struct Routing {
+    pub bias: *const f32,
+    pub sel: *mut ExpertSelection,
+    pub n_expert: u32,
+    pub n_used: u32,
+    pub n_group: u32,
+    pub n_group_used: u32,
+    pub flags: u32,
+    pub scale: f32,
+}
+
+/// The body of [`moe_router_f32`] for one full warp: router row `row` (when `< r.n_expert`)
+/// `W[row]·x` into `logits[row]` (global addresses `w`, `x`, `lg`; `ncols % 4 == 0`), then the
+/// warp counts itself in the done counter at `count`; the warp that counts last of `warps`
+/// routes all the logits into `r.sel` (`r.n_expert ≤ 32·UPTO`, see [`route_any`]) and sets the
+/// counter back to 0. Returns whether this warp routed: lane `k < r.n_used` then stored entry `k` of the selection.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn router_row_then_route<const UPTO: usize>(
+    w: u64,
+    x: u64,
+    ncols: u32,
+    lg: u64,
+    count: u64,
+    warps: u32,
+    row: u32,
+    r: &Routing,
+) -> bool {
+    let lane = tid() % WARP_SIZE;
     // Warp-uniform; warps past the last row only count themselves.
-    if row < n_expert {
-        let total = f32_row_dot(global(w), global(x), ncols, row, lane);
+    if row < r.n_expert {
+        let total = f32_row_dot(w, x, ncols, row, lane);
         if lane == 0 {
             st_f32(lg + row as u64 * 4, total);
         }
     }
     // Lane 0 (which stored the logit) fences, publishing it, then counts the warp; the warp
     // that sees every other warp counted reads all the logits after an acquiring fence.
-    let cg = global(count as *const u32);
-    let old = shfl_idx_u32(fence_atom_add_u32_if(lane == 0, cg, 1), 0);
-    if old == nblocks() * ROUTER_WARPS - 1 {
-        fence_acq_rel_gpu();
-        route_any(
-            lg,
-            |a| ld_u32_relaxed(a),
-            lane,
-            bias,
-            sel,
-            n_expert,
-            n_used,
-            n_group,
-            n_group_used,
-            flags,
-            scale,
-        );
-        // Every warp has counted: nothing else touches the counter in this launch.
-        if lane == 0 {
-            st_u32(cg, 0);
-        }
+    let old = shfl_idx_u32(fence_atom_add_u32_if(lane == 0, count, 1), 0);
+    if old != warps - 1 {
+        return false;
     }
+    fence_acq_rel_gpu();
+    route_any::<UPTO>(
+        lg,
+        |a| ld_u32_relaxed(a),
+        lane,
+        r.bias,
+        r.sel,
+        r.n_expert,
+        r.n_used,
+        r.n_group,
+        r.n_group_used,
+        r.flags,
+        r.scale,
+    );
+    // Every warp has counted: nothing else touches the counter in this launch.
+    if lane == 0 {
+        st_u32(count, 0);
+    }
+    true
 }
 
 /// The routing of [`moe_route`] by one full warp (`lane` its lane), reading the `n_expert`
 /// logits at global address `lg` with `load`, in the smallest of 2, 4, 8 or 16 slots per lane
-/// that holds `n_expert`. Each size is its own fully unrolled copy, so the routing's serial
+/// that holds `n_expert` (`n_expert ≤ 32·UPTO`; the sizes above `UPTO` are not compiled, so a
+/// kernel that routes few experts keeps the registers of few slots). Each size is its own fully unrolled copy, so the routing's serial
 /// work scales with the model's experts (V2-Lite's 64: 2 slots), not with
 /// [`ROUTER_MAX_EXPERTS`]: in `moe_router_f32` it runs as a tail after every other warp, on the
 /// step's critical path.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn route_any(
+unsafe fn route_any<const UPTO: usize>(
     lg: u64,
     load: impl Fn(u64) -> u32 + Copy,
     lane: u32,
@@ -338,11 +391,11 @@ unsafe fn route_any(
         };
     }
     let slots = n_expert.div_ceil(WARP_SIZE);
-    if slots <= 2 {
+    if slots <= 2 || UPTO <= 2 {
         route_in!(2);
-    } else if slots <= 4 {
+    } else if slots <= 4 || UPTO <= 4 {
         route_in!(4);
-    } else if slots <= 8 {
+    } else if slots <= 8 || UPTO <= 8 {
         route_in!(8);
     } else {
         route_in!(MAX_SLOTS);

@@ -511,6 +511,47 @@ pub fn moe_gate_up_mixed<B: Accelerator>(
     s: &FfnShape,
     bufs: &GateUpBufs<'_, B::Buf>,
 ) -> Result<()> {
+    gate_up(b, routed, shared, s, bufs, None)
+}
+
+/// The router of a fused launch ([`moe_router_gate_up`]): what [`moe_router_f32`] takes.
+pub struct FusedRouterBufs<'a, T> {
+    /// `n_expert × n_embd` f32 router rows.
+    pub w: &'a T,
+    /// `n_embd` f32: the normalized FFN input.
+    pub x: &'a T,
+    /// `n_expert` f32 of scratch for the logits.
+    pub logits: &'a T,
+    /// `n_expert` f32 selection bias, if the routing has one.
+    pub bias: Option<&'a T>,
+    /// [`ROUTE_CTL_WORDS`] `u32` words, 0 before the launch (and after it).
+    pub ctl: &'a T,
+}
+
+/// [`moe_router_f32`] and [`moe_gate_up_mixed`] in one launch (`GATE_UP_ROUTER`): the router's
+/// blocks route into `bufs.sel`, and the routed blocks wait for that routing. `s.n_used` and
+/// `s.n_expert` must be `p`'s, at most `GATE_UP_ROUTER_MAX_EXPERTS`, `s.n_used ≥ 1`, `s.n_embd` a
+/// multiple of 4. The output is the
+/// bits of the two launches.
+pub fn moe_router_gate_up<B: Accelerator>(
+    b: &mut B,
+    (routed, shared): (GemvType, GemvType),
+    s: &FfnShape,
+    bufs: &GateUpBufs<'_, B::Buf>,
+    router: &FusedRouterBufs<'_, B::Buf>,
+    p: &RouteParams,
+) -> Result<()> {
+    gate_up(b, routed, shared, s, bufs, Some((router, p)))
+}
+
+fn gate_up<B: Accelerator>(
+    b: &mut B,
+    routed: GemvType,
+    shared: GemvType,
+    s: &FfnShape,
+    bufs: &GateUpBufs<'_, B::Buf>,
+    router: Option<(&FusedRouterBufs<'_, B::Buf>, &RouteParams)>,
+) -> Result<()> {
     // A part the shape does not use does not choose the kernel.
     let (ty, shared_ty) = match (s.n_used, s.ff_sh) {
         (0, _) => (shared, shared),
@@ -558,10 +599,63 @@ pub fn moe_gate_up_mixed<B: Accelerator>(
         .as_ref()
         .map_or((bufs.x, bufs.x), |sh| (sh[0], sh[1]));
     let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
+    let mut layout = if bufs.merged {
+        GATE_UP_MERGED
+    } else {
+        GATE_UP_SEPARATE
+    };
+    // Unfused, the router arguments are never read: any buffer fills their slots.
+    let (mut rw, mut rx, mut logits, mut bias, mut ctl) = (bufs.x, bufs.x, bufs.x, bufs.x, bufs.x);
+    let (mut flags, mut n_group, mut n_group_used, mut scale) = (0, 1, 1, 1.0);
+    if let Some((r, p)) = router {
+        p.check()?;
+        if p.n_used != s.n_used || p.n_expert != s.n_expert || s.n_used == 0 {
+            return Err(shape(
+                d,
+                format!(
+                    "the router chooses {} of {} experts, the shape has {} of {}",
+                    p.n_used, p.n_expert, s.n_used, s.n_expert
+                ),
+            ));
+        }
+        if !s.n_embd.is_multiple_of(4) {
+            return Err(shape(
+                d,
+                format!("n_embd = {} is not a multiple of 4", s.n_embd),
+            ));
+        }
+        if p.n_expert > GATE_UP_ROUTER_MAX_EXPERTS as usize {
+            return Err(shape(
+                d,
+                format!(
+                    "{} experts: the fused router routes at most {GATE_UP_ROUTER_MAX_EXPERTS} \
+                     (launch moe_router_f32 first)",
+                    p.n_expert
+                ),
+            ));
+        }
+        need(b, d, "rw", r.w, bytes(p.n_expert, s.n_embd, 4))?;
+        need(b, d, "rx", r.x, bytes(s.n_embd, 4, 1))?;
+        need(b, d, "logits", r.logits, Some(p.n_expert * 4))?;
+        if let Some(bias) = r.bias {
+            need(b, d, "bias", bias, Some(p.n_expert * 4))?;
+        }
+        need(b, d, "route_ctl", r.ctl, Some(ROUTE_CTL_WORDS as usize * 4))?;
+        let (f, g, gu) = route_flags(p, r.bias.is_some());
+        (flags, scale) = (f, p.scale);
+        n_group = to_u32(d, "n_group", g)?;
+        n_group_used = to_u32(d, "n_group_used", gu)?;
+        layout |= GATE_UP_ROUTER;
+        // Without ROUTE_BIAS the kernel never reads `bias`; the logits fill the slot.
+        (rw, rx, logits, bias, ctl) = (r.w, r.x, r.logits, r.bias.unwrap_or(r.logits), r.ctl);
+    }
+    let Some(items) = gate_up_items(n_used, ff, ff_sh, n_expert, layout) else {
+        return Err(shape(d, "the launch's item count overflows u32".into()));
+    };
     launch(
         b,
         d,
-        n_used * ff + ff_sh,
+        items,
         GateUpArgs {
             x: bufs.x,
             sel,
@@ -575,11 +669,16 @@ pub fn moe_gate_up_mixed<B: Accelerator>(
             n_used,
             ff_sh,
             n_expert,
-            layout: if bufs.merged {
-                GATE_UP_MERGED
-            } else {
-                GATE_UP_SEPARATE
-            },
+            layout,
+            rw,
+            rx,
+            logits,
+            bias,
+            route_ctl: ctl,
+            n_group,
+            n_group_used,
+            route_flags: flags,
+            scale,
         },
     )
 }

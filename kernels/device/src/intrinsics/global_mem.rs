@@ -311,3 +311,33 @@ pub unsafe fn st_v2_u32(a: u64, v: [u32; 2]) {
     asm!("st.global.v2.u32 [{a}], {{{x}, {y}}};", a = in(reg64) a, x = in(reg32) v[0],
          y = in(reg32) v[1], options(nostack));
 }
+
+/// `atom.relaxed.gpu.global.add.u32` of `v` at `a`, returning the old value: a ticket or a
+/// count that orders no other access (no fence).
+#[inline(always)]
+pub unsafe fn atom_add_u32(a: u64, v: u32) -> u32 {
+    let old: u32;
+    asm!("atom.relaxed.gpu.global.add.u32 {o}, [{a}], {v};", o = out(reg32) old, a = in(reg64) a,
+         v = in(reg32) v, options(nostack));
+    old
+}
+
+/// 4-byte load with `.acquire.gpu` semantics: this thread's later accesses see what the thread
+/// whose release access wrote the value (or a part of it) had written before that access. The
+/// reading side of a wait on another block of the same launch.
+#[inline(always)]
+pub unsafe fn ld_u32_acquire(a: u64) -> u32 {
+    let v: u32;
+    asm!("ld.acquire.gpu.global.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a,
+         options(nostack));
+    v
+}
+
+/// Where `p` holds, `red.release.gpu.global.add.u32` of `v` at `a`: this thread's earlier
+/// stores are visible to a thread that acquires the sum (see [`ld_u32_acquire`]); where it
+/// does not, nothing (no branch).
+#[inline(always)]
+pub unsafe fn red_release_add_u32_if(p: bool, a: u64, v: u32) {
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; @p red.release.gpu.global.add.u32 [{a}], {v}; }}",
+         c = in(reg32) p as u32, a = in(reg64) a, v = in(reg32) v, options(nostack));
+}

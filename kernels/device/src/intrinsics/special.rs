@@ -46,3 +46,10 @@ pub fn lane_id() -> u32 {
     }
     d
 }
+
+/// `nanosleep.u32 ns`: the warp gives up its issue slots for up to about `ns` nanoseconds, so a
+/// spin-wait leaves them to the warps it waits for.
+#[inline(always)]
+pub unsafe fn nanosleep(ns: u32) {
+    asm!("nanosleep.u32 {n};", n = in(reg32) ns, options(nostack));
+}

@@ -1,0 +1,135 @@
+//! Counting a launch whose blocks take tickets: a `moe_gate_up_*` launch with its router
+//! (`GATE_UP_ROUTER`). A block's work is the ticket it draws when it starts, not its index, so
+//! [`super::sample`]'s sample of block indices would run the first tickets' work only; and its
+//! routed blocks wait for the router's, so their counts would include spin loops, which depend
+//! on the schedule, not on the work.
+//!
+//! The router's blocks run first, all of them, as on the GPU: the last of them alone, so the
+//! routing its last warp runs can be told from the rows (the router's tail). Then each sampled
+//! block of the shared experts' and of the routed slots' work runs alone, its ticket written
+//! into the ticket word before the launch; the routing is published by then, so a routed block
+//! passes its wait at the first look and no spin is counted. Each part is sampled and scaled
+//! as [`super::sample`] does. The control words are set back to 0 after the node, as the
+//! launch leaves them.
+
+use ingot_abi::launch::moe::MOE_GATE_UP_ROWS;
+use ingot_abi::launch::{
+    gate_up_router_blocks, KernelDesc, GATE_UP_ROUTER, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS,
+};
+use ingot_graph::{BufRef, Node, NodeArg};
+use ptx_sim::{DevicePtr, LaunchStats, Sim};
+
+use super::sample::{sample_blocks, scale};
+use super::PredictError;
+
+/// The work of a ticketed launch, in ticket order: `router` blocks, `shared` blocks, `routed`
+/// blocks (which wait for the router's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TicketWork {
+    pub ctl: BufRef,
+    pub router: u64,
+    pub shared: u64,
+    pub routed: u64,
+}
+
+/// The counters of a ticketed launch by part.
+#[derive(Clone, Copy, Debug)]
+pub struct TicketCounts {
+    pub work: TicketWork,
+    /// The router's blocks, all run.
+    pub router: LaunchStats,
+    /// What the router's last block ran beyond the mean of the others: the routing.
+    pub routing_tail_warp_instructions: u64,
+    /// The shared experts' and the routed slots' blocks, each scaled from its sample.
+    pub shared: LaunchStats,
+    pub routed: LaunchStats,
+    /// Blocks run in all.
+    pub blocks_run: u64,
+}
+
+/// The ticketed work of node `n` (kernel `d`), or `None` for a launch whose block index is its
+/// work.
+pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
+    let arg = |name: &str| {
+        let i = d.params.iter().position(|p| p.name == name)?;
+        n.args.get(i).copied()
+    };
+    let u32_arg = |name: &str| match arg(name) {
+        Some(NodeArg::U32(v)) => Some(v),
+        _ => None,
+    };
+    let Some(NodeArg::Buf(ctl)) = arg("route_ctl") else {
+        return None;
+    };
+    let layout = u32_arg("layout")?;
+    if layout & GATE_UP_ROUTER == 0 {
+        return None;
+    }
+    let per_expert = u64::from((u32_arg("ff")? / MOE_GATE_UP_ROWS).max(1));
+    Some(TicketWork {
+        ctl,
+        router: u64::from(gate_up_router_blocks(u32_arg("n_expert")?, layout)),
+        shared: u64::from(u32_arg("ff_sh")? / MOE_GATE_UP_ROWS),
+        routed: u64::from(u32_arg("n_used")?) * per_expert,
+    })
+}
+
+/// Runs the ticketed launch of `w` through `launch` (which runs the given block indices of the
+/// node), at most `max_blocks` (≥ 2) sampled blocks per part beyond the router's; `ctl` is the
+/// control words' address.
+pub fn count_ticketed(
+    sim: &mut Sim,
+    launch: &dyn Fn(&mut Sim, &[u64]) -> Result<LaunchStats, PredictError>,
+    ctl: DevicePtr,
+    w: &TicketWork,
+    max_blocks: u64,
+) -> Result<TicketCounts, PredictError> {
+    // The router: tickets 0.. in the order the blocks start; its last block alone.
+    let (router, tail) = match w.router {
+        0 => (LaunchStats::default(), 0),
+        1 => (launch(sim, &[0])?, 0),
+        r => {
+            let first: Vec<u64> = (0..r - 1).collect();
+            let o = launch(sim, &first)?;
+            let l = launch(sim, &[r - 1])?;
+            let mut all = o;
+            all += l;
+            let tail = l
+                .warp_instructions
+                .saturating_sub(o.warp_instructions / (r - 1));
+            (all, tail)
+        }
+    };
+    let mut run = w.router;
+    let mut part = |sim: &mut Sim, from: u64, blocks: u64| -> Result<LaunchStats, PredictError> {
+        if blocks == 0 {
+            return Ok(LaunchStats::default());
+        }
+        let sample = sample_blocks(blocks, max_blocks);
+        run += sample.len() as u64;
+        let mut each = Vec::with_capacity(sample.len());
+        for j in sample {
+            let ticket = w.router + from + j;
+            let word = ctl.offset(u64::from(ROUTE_CTL_TICKET) * 4);
+            sim.write(word, &(ticket as u32).to_le_bytes())?;
+            each.push(launch(sim, &[ticket])?);
+        }
+        let (last, others) = each.split_last().expect("a sample holds a block");
+        let mut o = LaunchStats::default();
+        for s in others {
+            o += *s;
+        }
+        Ok(scale(&o, others.len() as u64, last, blocks))
+    };
+    let shared = part(sim, 0, w.shared)?;
+    let routed = part(sim, w.shared, w.routed)?;
+    sim.write(ctl, &[0u8; ROUTE_CTL_WORDS as usize * 4])?;
+    Ok(TicketCounts {
+        work: *w,
+        router,
+        routing_tail_warp_instructions: tail,
+        shared,
+        routed,
+        blocks_run: run,
+    })
+}
