@@ -111,6 +111,48 @@ pub unsafe fn ld_words4_if(p: bool, a: u64) -> [u32; 4] {
     ]
 }
 
+/// Four aligned words from `a`, as [`ld_words`] but one base register with immediate offsets
+/// (no address arithmetic per word).
+#[inline(always)]
+pub unsafe fn ld_words4_imm(a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.nc.u32 {x}, [{a}]; ld.global.nc.u32 {y}, [{a}+4]; \
+          ld.global.nc.u32 {z}, [{a}+8]; ld.global.nc.u32 {w}, [{a}+12];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// `(ld_u32(a), ld_u16(b))` where `p` holds, zeros elsewhere: two predicated loads under one
+/// predicate; see [`ld_u32_if`].
+#[inline(always)]
+pub unsafe fn ld_u32_u16_if(p: bool, a: u64, b: u64) -> (u32, u32) {
+    let (x, y): (u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {x}, 0; mov.u32 {y}, 0; \
+          @p ld.global.nc.u32 {x}, [{a}]; @p ld.global.nc.u16 {y}, [{b}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, a = in(reg64) a,
+         b = in(reg64) b, options(pure, readonly, nostack));
+    (x, y)
+}
+
+/// Two aligned words from `a` (`a` and `a + 4`), one base register with an immediate offset.
+#[inline(always)]
+pub unsafe fn ld_words2_imm(a: u64) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    asm!("ld.global.nc.u32 {x}, [{a}]; ld.global.nc.u32 {y}, [{a}+4];",
+         x = out(reg32) x, y = out(reg32) y, a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y]
+}
+
+/// The signed bytes at `a` and `a + 4`, sign-extended (`ld.global.nc.s8` into 32-bit registers).
+#[inline(always)]
+pub unsafe fn ld_i8_pair4(a: u64) -> [i32; 2] {
+    let (x, y): (i32, i32);
+    asm!("ld.global.nc.s8 {x}, [{a}]; ld.global.nc.s8 {y}, [{a}+4];",
+         x = out(reg32) x, y = out(reg32) y, a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y]
+}
+
 /// 1-byte read-only load, zero-extended.
 #[inline(always)]
 pub unsafe fn ld_u8(a: u64) -> u32 {

@@ -27,6 +27,18 @@ pub fn funnel_r(lo: u32, hi: u32, sh: u32) -> u32 {
     d
 }
 
+/// `(a & m) | (b & !m)`: the bits of `a` where `m` is set, of `b` elsewhere (one `lop3.b32`).
+#[inline(always)]
+pub fn bitselect(m: u32, a: u32, b: u32) -> u32 {
+    let d: u32;
+    // SAFETY: register-only instruction. LUT 0xE2 = (a & m) | (b & !m) for operands (a, m, b).
+    unsafe {
+        asm!("lop3.b32 {d}, {a}, {m}, {b}, 0xE2;", d = out(reg32) d, a = in(reg32) a,
+             m = in(reg32) m, b = in(reg32) b, options(pure, nomem, nostack));
+    }
+    d
+}
+
 /// `prmt.b32` (default mode): byte `i` of the result is byte `sel.nibble(i) & 7` of `hi:lo`.
 /// Selectors here never set bit 3 of a nibble (sign replication).
 #[inline(always)]

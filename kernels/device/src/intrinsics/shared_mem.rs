@@ -58,6 +58,27 @@ pub unsafe fn lds_u32_staged(a: u32) -> u32 {
     v
 }
 
+/// Four consecutive staged words from `a` (see [`lds_u32_staged`]), one base register with
+/// immediate offsets; `a` 4-byte aligned.
+#[inline(always)]
+pub unsafe fn lds_words4_staged(a: u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.shared.u32 {x}, [{a}]; ld.shared.u32 {y}, [{a}+4]; ld.shared.u32 {z}, [{a}+8]; \
+          ld.shared.u32 {w}, [{a}+12];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg32) a,
+         options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// 2-byte staged shared load (see [`lds_u32_staged`]); `a` 2-byte aligned.
+#[inline(always)]
+pub unsafe fn lds_u16_staged(a: u32) -> u16 {
+    let v: u16;
+    asm!("ld.shared.u16 {v}, [{a}];", v = out(reg16) v, a = in(reg32) a,
+         options(pure, readonly, nostack));
+    v
+}
+
 /// 4-byte shared load of a `u32`; `a` 4-byte aligned.
 #[inline(always)]
 pub unsafe fn lds_u32(a: u32) -> u32 {

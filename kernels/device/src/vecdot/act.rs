@@ -11,7 +11,8 @@
 
 use super::{Q8_BYTES, Q8_QS_OFF};
 use crate::intrinsics::{
-    ld_u32, ld_u32_if, ld_v4_if, ld_words, lds_u32_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
+    f16_to_f32, ld_u32, ld_u32_if, ld_v4_if, ld_words, lds_u16_staged, lds_u32_staged,
+    lds_words4_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use ingot_abi::launch::GEMV_STAGE_BLOCKS;
@@ -39,6 +40,16 @@ pub trait ActSource: Copy {
     unsafe fn ds(self, b: u64) -> u32;
     /// Quant ints `i .. i + N` of block `b` (`i + N ≤ 8`).
     unsafe fn qs<const N: usize>(self, b: u64, i: u64) -> [u32; N];
+    /// `qs::<4>(b, i)`, for a source that can read the four from one base address.
+    #[inline(always)]
+    unsafe fn qs4(self, b: u64, i: u64) -> [u32; 4] {
+        self.qs::<4>(b, i)
+    }
+    /// Block `b`'s scale `d` (the low half of [`Self::ds`]) widened to f32.
+    #[inline(always)]
+    unsafe fn d(self, b: u64) -> f32 {
+        f16_to_f32(self.ds(b))
+    }
 }
 
 /// Blocks in global memory from address `.0` on (4-byte aligned), read with `ld.global.nc`.
@@ -85,6 +96,17 @@ impl ActSource for SharedAct {
             k += 1;
         }
         w
+    }
+    #[inline(always)]
+    unsafe fn qs4(self, b: u64, i: u64) -> [u32; 4] {
+        lds_words4_staged(self.0 + b as u32 * Q8_BYTES as u32 + Q8_QS_OFF as u32 + 4 * i as u32)
+    }
+    #[inline(always)]
+    unsafe fn d(self, b: u64) -> f32 {
+        // `d` is the low half of the block's first word (little-endian).
+        f16_to_f32(u32::from(lds_u16_staged(
+            self.0 + b as u32 * Q8_BYTES as u32,
+        )))
     }
 }
 

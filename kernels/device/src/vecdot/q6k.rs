@@ -7,14 +7,15 @@
 //!
 //! Blocks are 210 bytes (2-byte aligned), so a lane's 16 bytes span five aligned words from
 //! `w & !3`, re-aligned by a funnel shift of `s = 8·(w & 3)`. Each byte is read once per
-//! super-block: lane `p` reads four `ql` words and takes the fifth from lane `p+1` (lane 7 reads
-//! it); `qh` is read by lanes 0, 1, 4, 5 (chunk `(n, p%2)`) and shuffled to lanes 2, 3, 6, 7, each
-//! reader taking its fifth word from the next reader (lane 5 reads it); lane 0 reads `d`.
+//! super-block: lane `p` reads four `ql` words and takes the fifth from lane `p+1` (lane 7 from
+//! lane 0, the first `qh` word); lane `j` reads `qh` words `2j, 2j+1` (each load instruction then
+//! covers 64 contiguous bytes) and a lane takes its chunk's five words from their readers, the
+//! fifth of the last chunk being the word after `qh`, which lane 0 reads with `d`.
 
 use super::{ActSource, WeightType};
 use crate::intrinsics::{
-    dp4a, f16_to_f32, funnel_r, lane_id, ld_u16_if, ld_u32_if, ld_u8, ld_words, ld_words4_if,
-    shfl_idx,
+    bitselect, dp4a, f16_to_f32, funnel_r, lane_id, ld_i8_pair4, ld_u32_u16_if, ld_words2_imm,
+    ld_words4_imm, shfl_idx,
 };
 use core::mem::offset_of;
 use ingot_abi::blocks::BlockQ6K;
@@ -27,14 +28,16 @@ pub struct Q6KLoads {
     /// Funnel shift re-aligning the block: `8·(w & 3)`.
     s: u32,
     ql: [u32; 4],
-    /// Lane 7: the aligned word after the `ql` words; lane 5: after the `qh` words.
+    /// Lane `j`: aligned `qh` words `2j` and `2j + 1`.
+    qh: [u32; 2],
+    /// Lane 0: the aligned word after the `qh` words.
     tail: u32,
-    /// Lanes 0, 1, 4, 5: their `qh` chunk's four aligned words.
-    qh: [u32; 4],
-    sc: [u32; 2],
-    /// Lane 0: `d`.
+    /// Scales `scale_offset` and `+4`, sign-extended.
+    sc: [i32; 2],
+    /// Lane 0: `d` (binary16 bits).
     d: u32,
-    ds: [u32; 2],
+    /// The q8_1 blocks' `d`, widened to f32.
+    d8: [f32; 2],
     u: [[u32; 4]; 2],
 }
 
@@ -72,46 +75,52 @@ impl WeightType for Q6K {
         let so = 8 * n + (p % 4) as u64;
         let bq8 = 4 * n + ((p % 4) / 2) as u64;
         let lo = act.skip(bq8);
-        let hi = lo.skip(2);
         let ints = 4 * (p % 2) as u64;
         let sc = w + offset_of!(BlockQ6K, scales) as u64 + so;
-        // Aligned base of the block; every word read below lies inside the block (the last
-        // `ql` and `qh` tails end at most 2 bytes into `qh` and `scales`).
+        // Aligned base of the block; every word read below lies inside the block (the word
+        // after `qh` lies in `scales`).
         let wa = w & !3;
         let qh_at = wa + offset_of!(BlockQ6K, qh) as u64;
+        let (tail, d) = ld_u32_u16_if(p == 0, qh_at + 64, w + offset_of!(BlockQ6K, d) as u64);
         Q6KLoads {
             s: 8 * (w & 3) as u32,
-            ql: ld_words::<4>(wa + 16 * p as u64),
-            tail: ld_u32_if(p == 7 || p == 5, qh_at + if p == 7 { 0 } else { 64 }),
-            qh: ld_words4_if(p % 4 < 2, qh_at + 32 * n + 16 * (p % 2) as u64),
-            sc: [ld_u8(sc), ld_u8(sc + 4)],
-            d: ld_u16_if(p == 0, w + offset_of!(BlockQ6K, d) as u64),
-            ds: [lo.ds(0), hi.ds(0)],
-            u: [lo.qs::<4>(0, ints), hi.qs::<4>(0, ints)],
+            ql: ld_words4_imm(wa + 16 * p as u64),
+            qh: ld_words2_imm(qh_at + 8 * p as u64),
+            tail,
+            sc: ld_i8_pair4(sc),
+            d,
+            d8: [lo.d(0), lo.d(2)],
+            u: [lo.qs4(0, ints), lo.qs4(2, ints)],
         }
     }
     #[inline(always)]
     fn dot(l: &Q6KLoads, p: u32) -> f32 {
         let base = lane_id() & !7;
-        // ql: the fifth word is the next lane's first (lane 7 read its own).
-        let next = shfl_idx(l.ql[0], base + ((p + 1) & 7));
-        let ql = funnel4(l.ql, if p == 7 { l.tail } else { next }, l.s);
-        // qh: reader lane r = p with bit 1 cleared (0, 1, 4, 5); its successor among the
-        // readers holds the fifth word (lane 5 read its own into `tail`).
-        let r = p & !2;
+        // ql: the fifth word is the next lane's first; lane 7's is `qh` word 0, which lane 0
+        // (pulled by lane 7 alone here) hands out instead of its own.
+        let next = shfl_idx(if p == 0 { l.qh[0] } else { l.ql[0] }, base + ((p + 1) & 7));
+        let ql = funnel4(l.ql, next, l.s);
+        // qh: chunk `c = 2n + p%2` is words `4c .. 4c+4` of lanes `2c` and `2c + 1`; the fifth is
+        // word `4c + 4` of lane `2c + 2`, or for `c = 3` lane 0's `tail` (lane 0 is pulled by
+        // the lanes of chunk 3 alone in that shuffle).
+        let c = 2 * (p / 4) + p % 2;
         let qh_w = [
-            shfl_idx(l.qh[0], base + r),
-            shfl_idx(l.qh[1], base + r),
-            shfl_idx(l.qh[2], base + r),
-            shfl_idx(l.qh[3], base + r),
+            shfl_idx(l.qh[0], base + 2 * c),
+            shfl_idx(l.qh[1], base + 2 * c),
+            shfl_idx(l.qh[0], base + 2 * c + 1),
+            shfl_idx(l.qh[1], base + 2 * c + 1),
         ];
-        let succ = if r == 1 { 4 } else { r + 1 };
-        let qh_next = shfl_idx(l.qh[0], base + (succ & 7));
-        let qh_tail = shfl_idx(l.tail, base + 5);
-        let qh = funnel4(qh_w, if r == 5 { qh_tail } else { qh_next }, l.s);
+        let qh_next = shfl_idx(
+            if p == 0 { l.tail } else { l.qh[0] },
+            base + ((2 * c + 2) & 7),
+        );
+        // Re-aligned and shifted right by `vh_shift` in one funnel shift (`s + vh_shift ≤ 18`):
+        // bits 0-1 of each byte are then the weights' bits 4-5 of half 0, bits 4-5 those of
+        // half 1 (the bits the next word shifts in land in bits 6-7 of the top byte, masked).
+        let vh_shift = 2 * ((p % 4) / 2);
+        let qh = funnel4(qh_w, qh_next, l.s + vh_shift);
         let d = shfl_idx(l.d, base);
 
-        let vh_shift = 2 * ((p % 4) / 2);
         let mut sumf = 0.0f32;
         let mut i = 0;
         while i < 2 {
@@ -121,14 +130,19 @@ impl WeightType for Q6K {
             let mut off = 0;
             let mut t = 0;
             while t < 4 {
-                let vil = (ql[t] >> (4 * i)) & 0x0F0F_0F0F;
-                let vih = ((qh[t] >> (vh_shift + 4 * i as u32)) << 4) & 0x3030_3030;
-                dot = dp4a(vil | vih, l.u[i][t], dot);
+                // q = low nibble of `ql` | 2 bits of `qh` << 4, bytewise: bits 0-1 of each
+                // byte of `h` for half 0 (moved up by 4), bits 4-5 for half 1.
+                let h = qh[t] & 0x3333_3333;
+                let q = if i == 0 {
+                    bitselect(0x0F0F_0F0F, ql[t], h << 4)
+                } else {
+                    bitselect(0x0F0F_0F0F, ql[t] >> 4, h)
+                };
+                dot = dp4a(q, l.u[i][t], dot);
                 off = dp4a(0x2020_2020, l.u[i][t], off);
                 t += 1;
             }
-            let sc = l.sc[i] as u8 as i8 as i32;
-            sumf += f16_to_f32(l.ds[i]) * ((dot - off) * sc) as f32;
+            sumf += l.d8[i] * ((dot - off) * l.sc[i]) as f32;
             i += 1;
         }
         f16_to_f32(d) * sumf
