@@ -280,7 +280,8 @@ fn kernels_in(plan: &ingot_graph::Plan, k: &str) -> usize {
 
 /// A low-rank query (tiny-v3: `attn_q_a`, `attn_q_a_norm`, `attn_q_b`) plans as the first
 /// product beside `attn_kv_a_mqa`, the fused rmsnorm + q8_1 of its output, and the `attn_q_b`
-/// gemv; every other node of the layer is the full-rank plan's.
+/// gemv with the rope as its tail (`gemv2_rope_*` with no second matrix); every other node of
+/// the layer is the full-rank plan's.
 #[test]
 fn low_rank_query_plans_q_a_norm_q_b() {
     for mix in [QuantMix::Q4KM, QuantMix::Q8_0] {
@@ -300,9 +301,12 @@ fn low_rank_query_plans_q_a_norm_q_b() {
                 .position(|l| l.starts_with(&format!("blk.{il} attn_q_a")))
                 .expect("attn_q_a");
             assert!(first < at("attn_q_a_norm"));
-            assert!(at("attn_q_a_norm") < at("attn_q_b"));
-            assert!(at("attn_q_b") < at("rope_kv"));
+            assert!(at("attn_q_a_norm") < at("attn_q_b+rope_kv"));
+            let q_b = &plan.nodes[at("attn_q_b+rope_kv")];
+            assert!(q_b.kernel.starts_with("gemv2_rope_"), "{}", q_b.kernel);
+            assert_eq!(q_b.args[7], NodeArg::U32(0), "no second matrix");
         }
+        assert!(!labels.iter().any(|l| l.ends_with(" rope_kv")), "{labels:?}");
         assert!(!labels.iter().any(|l| l.ends_with(" attn_q")), "{labels:?}");
         let s = plan.summary();
         let file_bytes: u64 = h.tensors.iter().map(|t| t.nbytes).sum();
@@ -346,10 +350,10 @@ fn full_size_family_plans() {
                 assert_eq!(
                     plan.nodes
                         .iter()
-                        .filter(|n| n.label.ends_with(" attn_q_b"))
+                        .filter(|n| n.label.ends_with(" attn_q_b+rope_kv"))
                         .count(),
                     c.n_layer,
-                    "{preset}: one attn_q_b per layer"
+                    "{preset}: one attn_q_b (with the rope) per layer"
                 );
             }
             Err(e) => failures.push(format!("{preset}: {e}")),

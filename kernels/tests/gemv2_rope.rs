@@ -9,9 +9,9 @@ mod quant_blocks;
 mod support;
 
 use ingot_kernels::ops::attention::{
-    gemv2_rope_q8_1, rope_kv_q8_1, AttnShape, CacheType, RopeKvBufs,
+    gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv_q8_1, AttnShape, CacheType, RopeKvBufs,
 };
-use ingot_kernels::ops::gemv::{gemv2_q8_1, GemvType};
+use ingot_kernels::ops::gemv::{gemv2_q8_1, gemv_q8_1, GemvType};
 use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
 use rand::rngs::StdRng;
@@ -153,4 +153,103 @@ fn all_types<B: Accelerator>(b: &mut B) {
 #[test]
 fn gemv2_rope_equals_gemv2_then_rope_kv() {
     on_every_backend!(all_types);
+}
+
+/// A low-rank query's `attn_q_b` with the rope as its tail (`gemv_rope_q8_1`: no second matrix,
+/// `kv` written by an earlier launch) against the plain gemv then `rope_kv_q8_1`, at
+/// GLM-4.7-Flash's head shape (20 heads of 192 + 64, a 512 + 64 latent) and a small one.
+fn low_rank<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("gemv_rope");
+    let glm = AttnShape {
+        n_head: 20,
+        d_nope: 192,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: 64,
+        cache: CacheType::F16,
+    };
+    let small = AttnShape {
+        n_head: 4,
+        d_nope: 32,
+        kv_lora: 64,
+        n_rope: 16,
+        ctx: 64,
+        cache: CacheType::Q8_0,
+    };
+    for (ty, s) in [
+        (GemvType::Q4K, &glm),
+        (GemvType::Q6K, &small),
+        (GemvType::Q8_0, &small),
+    ] {
+        check_low_rank(b, &mut rng, ty, s);
+    }
+}
+
+fn check_low_rank<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: &AttnShape) {
+    let p = v2_lite_rope(s.n_rope);
+    let (eps, mscale) = (1e-6f32, p.rope_mscale());
+    let ncols = 768;
+    let n0 = s.n_head * (s.d_nope + s.n_rope);
+    let w = upload(
+        b,
+        &random_blocks(rng, ggml(ty), n0 * ncols / ty.block_elems()),
+    );
+    let xf = rand_nonzero(rng, ncols, -2.0, 2.0);
+    let x = upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
+    let kv_rows = rand_nonzero(rng, s.row(), -2.0, 2.0);
+    let kv_norm = upload(b, &f32_bytes(&rand_nonzero(rng, s.kv_lora, 0.5, 1.5)));
+    let freq: Vec<u8> = (0..s.n_rope / 2)
+        .flat_map(|i| p.theta(1, i).to_le_bytes())
+        .collect();
+    let rope_freq = upload(b, &freq);
+    let q8_bytes = s.n_head * s.d_nope / 32 * 36;
+    let cache_bytes = s.cache_bytes().unwrap();
+    let count = upload(b, &[0; 4]);
+    let pos = rng.random_range(0..s.ctx);
+    let state = upload(b, &step_state(pos as u32));
+    // [fused, reference]: each its own poisoned outputs and its own copy of kv.
+    let outs: Vec<_> = (0..2)
+        .map(|_| {
+            (
+                poisoned(b, n0 * 4),
+                upload(b, &f32_bytes(&kv_rows)),
+                poisoned(b, s.n_head * s.n_rope * 4),
+                poisoned(b, q8_bytes),
+                poisoned(b, cache_bytes),
+            )
+        })
+        .collect();
+    let bufs = |k: usize| RopeKvBufs {
+        q: &outs[k].0,
+        kv: &outs[k].1,
+        kv_norm: &kv_norm,
+        rope_freq: &rope_freq,
+        state: &state,
+        q_pe: &outs[k].2,
+        cache: &outs[k].4,
+    };
+    let tail = (&outs[0].3, &count);
+    gemv_rope_q8_1(b, ty, &w, &x, ncols, s, &bufs(0), tail, eps, mscale).expect("gemv_rope");
+    gemv_q8_1(b, ty, (&w, &x, &outs[1].0), n0, ncols).expect("gemv");
+    rope_kv_q8_1(b, s, &bufs(1), &outs[1].3, eps, mscale).expect("rope_kv_q8_1");
+    let who = format!("{}: gemv_rope {ty:?} {s:?} pos {pos}", b.name());
+    assert_eq!(download(b, &count), [0; 4], "{who}: done counter not reset");
+    let names = ["q", "kv", "q_pe", "q_nope_q8", "cache"];
+    let [f, r] = [0, 1].map(|k| {
+        let o = &outs[k];
+        [&o.0, &o.1, &o.2, &o.3, &o.4].map(|buf| download(b, buf))
+    });
+    for (i, what) in names.iter().enumerate() {
+        assert!(f[i] == r[i], "{who}: {what} differs");
+    }
+    assert!(
+        f[3].chunks(36).all(|q| q.iter().any(|&v| v != 0xFF)),
+        "{who}: q_nope_q8 not written"
+    );
+    eprintln!("{}: gemv_rope {ty:?} {s:?} ok", b.name());
+}
+
+#[test]
+fn gemv_rope_equals_gemv_then_rope_kv() {
+    on_every_backend!(low_rank);
 }

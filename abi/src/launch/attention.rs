@@ -241,6 +241,8 @@ signature! {
 /// with the same arguments and requirements (a last-block-done tail; `count` a done counter, see
 /// [`KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a warp,
 /// `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as `rope_kv_q8_1`).
+/// `nrows1` may be 0: a low-rank query's `attn_q_b` (`w0`, `q`) with the rope of `kv` as an
+/// earlier launch wrote it (`w1` is then never read).
 pub(crate) const fn gemv2_rope_kernel(name: &'static str) -> Kernel<Gemv2RopeArgs> {
     super::gemv::gemv_kernel(name)
 }

@@ -473,10 +473,26 @@ mod tests {
         };
         let plain = node_time(c, &k, &base, true);
         assert_eq!(plain.critical_s, 0.0);
-        let spread = node_time(c, &k, &NodeLoad { prefix: Some(prefix(32)), ..base }, true);
+        let spread = node_time(
+            c,
+            &k,
+            &NodeLoad {
+                prefix: Some(prefix(32)),
+                ..base
+            },
+            true,
+        );
         assert!(spread.critical_s > 0.0 && spread.critical_s < spread.dram_s);
         assert_eq!(spread.total_s, plain.total_s);
-        let one = node_time(c, &k, &NodeLoad { prefix: Some(prefix(1)), ..base }, true);
+        let one = node_time(
+            c,
+            &k,
+            &NodeLoad {
+                prefix: Some(prefix(1)),
+                ..base
+            },
+            true,
+        );
         assert!(one.critical_s > one.dram_s);
         assert!((one.total_s - one.critical_s - one.launch_s).abs() < 1e-15);
     }

@@ -265,7 +265,7 @@ fn projections(
         )));
     }
     let q_a = b.f32_act("act.q_a", q_lora)?;
-    // The rope needs attn_q_b's output, so it cannot ride on this launch.
+    // The rope needs attn_q_b's output, so it rides on attn_q_b's launch, not on this one.
     pair(b, il, "attn_q_a", x_q8, (q_a, kv), None)?;
     let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
     let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
@@ -283,15 +283,49 @@ fn projections(
         1,
         args,
     )?;
-    gemv_into(
-        b,
-        &name("attn_q_b.weight"),
-        q_a_q8,
-        q,
-        label("attn_q_b"),
-        il,
-    )?;
-    Ok(false)
+    let Some((r, count)) = rope_tail else {
+        gemv_into(
+            b,
+            &name("attn_q_b.weight"),
+            q_a_q8,
+            q,
+            label("attn_q_b"),
+            il,
+        )?;
+        return Ok(false);
+    };
+    // attn_q_b with the rope as its last block's tail: the `gemv2_rope_*` kernel with no
+    // second matrix (`nrows1 = 0`, `w0` in `w1`'s slot; `kv` is attn_kv_a_mqa's, written above).
+    let (w, info, ncols, nrows) = gemv_weight(b, &name("attn_q_b.weight"), "gemv")?;
+    let items = k::gemv_pair_items(info.ty, ncols, nrows);
+    let args = Gemv2RopeArgs {
+        w0: buf(w),
+        w1: buf(w),
+        x: buf(q_a_q8),
+        q: buf(q),
+        kv: buf(kv),
+        ncols: u32a(ncols),
+        nrows0: u32a(nrows),
+        nrows1: 0,
+        kv_norm: r.kv_norm,
+        rope_freq: r.rope_freq,
+        state: r.state,
+        q_pe: r.q_pe,
+        q_nope_q8: r.q_nope_q8,
+        cache: r.cache,
+        count: buf(count),
+        n_head: r.n_head,
+        d_nope: r.d_nope,
+        kv_lora: r.kv_lora,
+        n_rope: r.n_rope,
+        ctx: r.ctx,
+        eps: r.eps,
+        mscale: r.mscale,
+        cache_type: r.cache_type,
+    };
+    let label = label("attn_q_b+rope_kv");
+    b.node(k::gemv2_rope(info.ty), label, Some(il), items, args)?;
+    Ok(true)
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or

@@ -36,7 +36,9 @@ use ingot_abi::step::StepState;
 use std::mem::size_of;
 
 mod rope;
-pub use rope::{gemv2_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs};
+pub use rope::{
+    gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
+};
 
 /// Most segments one step may be split into (bounds `part_o` to 2 GiB at V2-Lite shapes).
 pub const MAX_SEGMENTS: usize = 1 << 16;

@@ -160,11 +160,56 @@ pub fn gemv2_rope_q8_1<B: Accelerator>(
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
+    let (w, t) = ((w0, Some(w1)), (q_nope_q8, count));
+    gemv_rope(b, ty, w, x, ncols, s, bufs, t, eps, mscale)
+}
+
+/// A low-rank query's `attn_q_b` (`w`, into `bufs.q`) against the q8_1 `x` (`ncols` wide), then
+/// [`rope_kv_q8_1`] on `bufs.q` and the `bufs.kv` an earlier launch wrote, in the launch's last
+/// block: the kernel of [`gemv2_rope_q8_1`] with no second matrix (`nrows1 = 0`). `count` as
+/// there.
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_rope_q8_1<B: Accelerator>(
+    b: &mut B,
+    ty: GemvType,
+    w: &B::Buf,
+    x: &B::Buf,
+    ncols: usize,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    tail: (&B::Buf, &B::Buf),
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
+    gemv_rope(b, ty, (w, None), x, ncols, s, bufs, tail, eps, mscale)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemv_rope<B: Accelerator>(
+    b: &mut B,
+    ty: GemvType,
+    (w0, w1): (&B::Buf, Option<&B::Buf>),
+    x: &B::Buf,
+    ncols: usize,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'_, B::Buf>,
+    (q_nope_q8, count): (&B::Buf, &B::Buf),
+    eps: f32,
+    mscale: f32,
+) -> Result<()> {
     let d = ty.pair_rope();
     check_rope(b, d, s, bufs, Some(q_nope_q8), 1, eps, mscale)?;
     let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
-    check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
+    // Without a second matrix the launch computes no kv row (the rope reads `kv` as given),
+    // and `w0` fills `w1`'s slot, never read.
+    let (w1, nrows1) = match w1 {
+        Some(w1) => {
+            check_gemv(b, d, ty, (w1, bufs.kv), nrows1, ncols)?;
+            (w1, nrows1)
+        }
+        None => (w0, 0),
+    };
     let (ncols32, nrows32, _) = check_rows(d, ty, nrows0 + nrows1, ncols)?;
     let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
     need(b, d, "x", x, q8_1_bytes(1, ncols))?;
