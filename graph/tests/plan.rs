@@ -306,7 +306,10 @@ fn low_rank_query_plans_q_a_norm_q_b() {
             assert!(q_b.kernel.starts_with("gemv2_rope_"), "{}", q_b.kernel);
             assert_eq!(q_b.args[7], NodeArg::U32(0), "no second matrix");
         }
-        assert!(!labels.iter().any(|l| l.ends_with(" rope_kv")), "{labels:?}");
+        assert!(
+            !labels.iter().any(|l| l.ends_with(" rope_kv")),
+            "{labels:?}"
+        );
         assert!(!labels.iter().any(|l| l.ends_with(" attn_q")), "{labels:?}");
         let s = plan.summary();
         let file_bytes: u64 = h.tensors.iter().map(|t| t.nbytes).sum();

@@ -303,7 +303,8 @@ pub(crate) struct Routing {
 /// `W[row]·x` into `logits[row]` (global addresses `w`, `x`, `lg`; `ncols % 4 == 0`), then the
 /// warp counts itself in the done counter at `count`; the warp that counts last of `warps`
 /// routes all the logits into `r.sel` (`r.n_expert ≤ 32·UPTO`, see [`route_any`]) and sets the
-/// counter back to 0. Returns whether this warp routed: lane `k < r.n_used` then stored entry `k` of the selection.
+/// counter back to 0. Returns whether this warp routed: lane `k < r.n_used` then stored entry
+/// `k` of the selection.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn router_row_then_route<const UPTO: usize>(
@@ -354,8 +355,9 @@ pub(crate) unsafe fn router_row_then_route<const UPTO: usize>(
 /// The routing of [`moe_route`] by one full warp (`lane` its lane), reading the `n_expert`
 /// logits at global address `lg` with `load`, in the smallest of 2, 4, 8 or 16 slots per lane
 /// that holds `n_expert` (`n_expert ≤ 32·UPTO`; the sizes above `UPTO` are not compiled, so a
-/// kernel that routes few experts keeps the registers of few slots). Each size is its own fully unrolled copy, so the routing's serial
-/// work scales with the model's experts (V2-Lite's 64: 2 slots), not with
+/// kernel that routes few experts keeps the registers of few slots). Each size is its own fully
+/// unrolled copy, so the routing's serial work scales with the model's experts (V2-Lite's 64: 2
+/// slots), not with
 /// [`ROUTER_MAX_EXPERTS`]: in `moe_router_f32` it runs as a tail after every other warp, on the
 /// step's critical path.
 #[inline(always)]
