@@ -74,12 +74,15 @@ pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
     })
 }
 
+/// Runs the given block indices of a node in the simulator.
+pub type LaunchBlocks<'a> = dyn Fn(&mut Sim, &[u64]) -> Result<LaunchStats, PredictError> + 'a;
+
 /// Runs the ticketed launch of `w` through `launch` (which runs the given block indices of the
 /// node), at most `max_blocks` (≥ 2) sampled blocks per part beyond the router's; `ctl` is the
 /// control words' address.
 pub fn count_ticketed(
     sim: &mut Sim,
-    launch: &dyn Fn(&mut Sim, &[u64]) -> Result<LaunchStats, PredictError>,
+    launch: &LaunchBlocks<'_>,
     ctl: DevicePtr,
     w: &TicketWork,
     max_blocks: u64,
