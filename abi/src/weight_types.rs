@@ -21,8 +21,8 @@
 //! guard allowance needs its reason written there). The kernel tests iterate the registry.
 
 use crate::launch::{
-    DownArgs, GateUpArgs, Gemv2Args, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs,
-    GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs, MmqMoeArgs,
+    DownArgs, GateUpArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs,
+    GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs, MmqMoeArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -104,6 +104,9 @@ macro_rules! kernel_name {
     };
     (pair_rope, $t:ident) => {
         concat!("gemv2_rope_", stringify!($t), "_q8_1")
+    };
+    (pair_norm, $t:ident) => {
+        concat!("gemv2_norm_", stringify!($t), "_q8_1")
     };
     (merge_v_b, $t:ident) => {
         concat!("attn_merge_v_b_", stringify!($t))
@@ -292,6 +295,19 @@ macro_rules! define_registry {
                 }
             }
 
+            /// The two-matrix gemv with the `rmsnorm_q8_1` tail on its first output
+            /// (`ingot_abi::launch::attention`'s `gemv2_norm` contract).
+            pub const fn pair_norm(self) -> &'static Kernel<Gemv2NormArgs> {
+                match self {
+                    $(GemvType::$v => {
+                        const D: Kernel<Gemv2NormArgs> = crate::launch::attention::gemv2_norm_kernel(
+                            kernel_name!(pair_norm, $tag),
+                        );
+                        &D
+                    })*
+                }
+            }
+
             /// `attn_merge_q8_1` and the grouped `attn_v_b` gemv with q8_1 output in one launch
             /// (`ingot_abi::launch::attention`'s `attn_merge_v_b` contract).
             pub const fn merge_v_b(self) -> &'static Kernel<MergeVbArgs> {
@@ -422,6 +438,7 @@ macro_rules! define_registry {
                 GemvType::$v.grouped_q8_1_out().desc,
                 GemvType::$v.pair().desc,
                 GemvType::$v.pair_rope().desc,
+                GemvType::$v.pair_norm().desc,
                 GemvType::$v.merge_v_b().desc,
                 GemvType::$v.gate_up().desc,
             )*

@@ -279,9 +279,9 @@ fn kernels_in(plan: &ingot_graph::Plan, k: &str) -> usize {
 }
 
 /// A low-rank query (tiny-v3: `attn_q_a`, `attn_q_a_norm`, `attn_q_b`) plans as the first
-/// product beside `attn_kv_a_mqa`, the fused rmsnorm + q8_1 of its output, and the `attn_q_b`
-/// gemv with the rope as its tail (`gemv2_rope_*` with no second matrix); every other node of
-/// the layer is the full-rank plan's.
+/// product beside `attn_kv_a_mqa` with the fused rmsnorm + q8_1 of its output as the tail
+/// (`gemv2_norm_*`), and the `attn_q_b` gemv with the rope as its tail (`gemv2_rope_*` with no
+/// second matrix); every other node of the layer is the full-rank plan's.
 #[test]
 fn low_rank_query_plans_q_a_norm_q_b() {
     for mix in [QuantMix::Q4KM, QuantMix::Q8_0] {
@@ -296,18 +296,20 @@ fn low_rank_query_plans_q_a_norm_q_b() {
                     .position(|l| *l == format!("blk.{il} {s}"))
                     .unwrap_or_else(|| panic!("{mix}: no node blk.{il} {s} in {labels:?}"))
             };
-            let first = labels
-                .iter()
-                .position(|l| l.starts_with(&format!("blk.{il} attn_q_a")))
-                .expect("attn_q_a");
-            assert!(first < at("attn_q_a_norm"));
-            assert!(at("attn_q_a_norm") < at("attn_q_b+rope_kv"));
+            let first = at("attn_q_a+attn_kv_a_mqa+attn_q_a_norm");
+            let q_a = &plan.nodes[first];
+            assert!(q_a.kernel.starts_with("gemv2_norm_"), "{}", q_a.kernel);
+            assert!(first < at("attn_q_b+rope_kv"));
             let q_b = &plan.nodes[at("attn_q_b+rope_kv")];
             assert!(q_b.kernel.starts_with("gemv2_rope_"), "{}", q_b.kernel);
             assert_eq!(q_b.args[7], NodeArg::U32(0), "no second matrix");
         }
         assert!(
             !labels.iter().any(|l| l.ends_with(" rope_kv")),
+            "{labels:?}"
+        );
+        assert!(
+            !labels.iter().any(|l| l.ends_with(" attn_q_a_norm")),
             "{labels:?}"
         );
         assert!(!labels.iter().any(|l| l.ends_with(" attn_q")), "{labels:?}");

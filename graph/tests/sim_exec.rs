@@ -166,12 +166,12 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
             assert!(same, "{name}: position {pos}: logits differ");
         }
     }
-    // No plain gemv (`gemv_q*`) is a node of these plans (a low-rank query's attn_q_b carries
-    // the rope: `gemv2_rope_*` with no second matrix); kernels/tests/grid_dep.rs runs its
-    // prefetch before the wait.
+    // No plain gemv (`gemv_q*`, `gemv2_q*`) is a node of these plans (a low-rank query's
+    // attn_q_a carries its norm, `gemv2_norm_*`, and attn_q_b the rope, `gemv2_rope_*` with no
+    // second matrix); kernels/tests/grid_dep.rs runs their prefetch before the wait.
     for family in [
         "gemv2_rope_",
-        "gemv2_q",
+        "gemv2_norm_",
         "gemv_grouped_",
         "moe_gate_up_",
         "moe_down_",

@@ -97,6 +97,7 @@ fn the_committed_kernels_each_wait_once_first_or_after_their_prefetches() {
         "gemv_grouped_q4k_q8_1_out",
         "gemv2_q6k_q8_1",
         "gemv2_rope_q4k_q8_1",
+        "gemv2_norm_q4k_q8_1",
         "gemv_argmax_q6k_q8_1",
         "moe_gate_up_q4k",
         "moe_down_q8_0_q6k",

@@ -248,6 +248,39 @@ pub(crate) const fn gemv2_rope_kernel(name: &'static str) -> Kernel<Gemv2RopeArg
 }
 const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == ROPE_KV_THREADS);
 
+signature! {
+    /// The arguments of every `gemv2_norm_*` kernel (`gemv2_norm_kernel`): the two-matrix
+    /// gemv's (`w0, w1, x, y0, y1, ncols, nrows0, nrows1`), then the norm of `y0` that its tail
+    /// writes ([`super::RMSNORM_Q8_1`]'s `w`, `y`, `eps`; `n` is `nrows0`) and the tail's done
+    /// counter.
+    Gemv2NormArgs {
+        w0: ptr,
+        w1: ptr,
+        x: ptr,
+        y0: ptr,
+        y1: ptr,
+        ncols: u32,
+        nrows0: u32,
+        nrows1: u32,
+        norm_w: ptr,
+        y0_q8: ptr,
+        count: ptr,
+        eps: f32,
+    }
+}
+
+/// The descriptor of a `gemv2_norm_*` kernel (`crate::weight_types::GemvType::pair_norm`):
+/// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1, norm_w, y0_q8, count, eps)`, the two-matrix gemv
+/// of the type (a low-rank query's `y0 = attn_q_a·x`, `y1 = attn_kv_a_mqa·x`) whose last block
+/// to finish runs [`super::RMSNORM_Q8_1`] on `y0` (`nrows0` a multiple of 32): `y0_q8 =
+/// q8_1(rmsnorm(y0)·norm_w)`, the bits of that kernel (the tail has its block's thread count,
+/// so the same Σx² order). `count` is a done counter (see [`KernelDesc`]). Launch shape and
+/// items as the plain two-matrix gemv.
+pub(crate) const fn gemv2_norm_kernel(name: &'static str) -> Kernel<Gemv2NormArgs> {
+    super::gemv::gemv_kernel(name)
+}
+const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == super::RMSNORM_Q8_1_THREADS);
+
 /// Threads per block of [`FLASH_LATENT`].
 pub const FLASH_THREADS: u32 = 256;
 /// Cache rows one [`FLASH_LATENT`] block stages in shared memory at a time.

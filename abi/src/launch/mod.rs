@@ -40,8 +40,8 @@ pub use attention::{
     MERGE_V_B_KV_LORA, MERGE_V_B_MIN_ROWS, MERGE_V_B_ROWS, MERGE_V_B_SPLIT,
 };
 pub use attention::{
-    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2RopeArgs,
-    MergeVbArgs, RopeKvArgs, RopeKvQ8_1Args, RopeKvRowsArgs,
+    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2NormArgs,
+    Gemv2RopeArgs, MergeVbArgs, RopeKvArgs, RopeKvQ8_1Args, RopeKvRowsArgs,
 };
 pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
 pub use basic::*;

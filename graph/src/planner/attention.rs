@@ -9,8 +9,8 @@ use ingot_abi::launch::{
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_abi::launch::{
-    AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2RopeArgs, GemvGroupedArgs, MergeVbArgs,
-    RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
+    AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvGroupedArgs,
+    MergeVbArgs, RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -265,24 +265,27 @@ fn projections(
         )));
     }
     let q_a = b.f32_act("act.q_a", q_lora)?;
-    // The rope needs attn_q_b's output, so it rides on attn_q_b's launch, not on this one.
-    pair(b, il, "attn_q_a", x_q8, (q_a, kv), None)?;
     let (q_a_norm, _) = b.weight(&name("attn_q_a_norm.weight"), "rmsnorm", &is_f32)?;
     let q_a_q8 = b.q8_act("act.q_a_q8", q_lora)?;
-    let args = RmsnormArgs {
-        x: buf(q_a),
-        w: buf(q_a_norm),
-        y: buf(q_a_q8),
-        n: u32a(q_lora),
-        eps: c.rms_eps,
-    };
-    b.node(
-        k::fixed(&RMSNORM_Q8_1),
-        label("attn_q_a_norm"),
-        Some(il),
-        1,
-        args,
-    )?;
+    // attn_q_a's norm rides on its launch as the tail (`gemv2_norm_*`); the rope needs
+    // attn_q_b's output, so it rides on attn_q_b's launch.
+    if !pair_norm(b, il, x_q8, (q_a, kv), (q_a_norm, q_a_q8))? {
+        pair(b, il, "attn_q_a", x_q8, (q_a, kv), None)?;
+        let args = RmsnormArgs {
+            x: buf(q_a),
+            w: buf(q_a_norm),
+            y: buf(q_a_q8),
+            n: u32a(q_lora),
+            eps: c.rms_eps,
+        };
+        b.node(
+            k::fixed(&RMSNORM_Q8_1),
+            label("attn_q_a_norm"),
+            Some(il),
+            1,
+            args,
+        )?;
+    }
     let Some((r, count)) = rope_tail else {
         gemv_into(
             b,
@@ -399,6 +402,45 @@ fn pair(
     gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
     Ok(false)
+}
+
+/// `attn_q_a` and `attn_kv_a_mqa` in one `gemv2_norm_*` launch whose last block writes
+/// `q8 = q8_1(rmsnorm(q_a)·norm_w)` (the input of `attn_q_b`), when both weights share a type
+/// and width; returns whether it planned it (the caller plans the gemvs and the norm otherwise).
+fn pair_norm(
+    b: &mut Builder<'_>,
+    il: usize,
+    x_q8: crate::BufId,
+    (q_a, kv): (crate::BufId, crate::BufId),
+    (norm_w, q8): (crate::BufId, crate::BufId),
+) -> Result<bool, PlanError> {
+    let (wq, q_info, q_cols, q_rows) =
+        gemv_weight(b, &format!("blk.{il}.attn_q_a.weight"), "gemv")?;
+    let kv_name = format!("blk.{il}.attn_kv_a_mqa.weight");
+    let (wkv, kv_info, kv_cols, kv_rows) = gemv_weight(b, &kv_name, "gemv")?;
+    if q_info.ty != kv_info.ty || q_cols != kv_cols {
+        return Ok(false);
+    }
+    // A done counter: 0 before every launch, and each launch leaves it 0 (see `KernelDesc`).
+    let count = b.act("act.q_a_norm_count", 4)?;
+    let args = Gemv2NormArgs {
+        w0: buf(wq),
+        w1: buf(wkv),
+        x: buf(x_q8),
+        y0: buf(q_a),
+        y1: buf(kv),
+        ncols: u32a(q_cols),
+        nrows0: u32a(q_rows),
+        nrows1: u32a(kv_rows),
+        norm_w: buf(norm_w),
+        y0_q8: buf(q8),
+        count: buf(count),
+        eps: b.c.rms_eps,
+    };
+    let items = k::gemv_pair_items(q_info.ty, q_cols, q_rows + kv_rows);
+    let label = format!("blk.{il} attn_q_a+attn_kv_a_mqa+attn_q_a_norm");
+    b.node(k::gemv2_norm(q_info.ty), label, Some(il), items, args)?;
+    Ok(true)
 }
 
 /// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer.

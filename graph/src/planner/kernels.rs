@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 
 use ingot_abi::launch::{
     gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args,
-    Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, MergeVbArgs,
-    MmqArgs, MmqMoeArgs,
+    Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
+    MergeVbArgs, MmqArgs, MmqMoeArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -134,6 +134,11 @@ pub(crate) fn gemv2(ty: GgmlType) -> Launch<Gemv2Args> {
 /// The two-matrix gemv with the rope tail (`GemvType::pair_rope`); same items as [`gemv2`].
 pub(crate) fn gemv2_rope(ty: GgmlType) -> Launch<Gemv2RopeArgs> {
     registry_name(ty, "gemv2_rope", |t| Some(t.pair_rope()))
+}
+
+/// The two-matrix gemv with the norm of its first output as the tail (`gemv2_norm_*`).
+pub(crate) fn gemv2_norm(ty: GgmlType) -> Launch<Gemv2NormArgs> {
+    registry_name(ty, "gemv2_norm", |t| Some(t.pair_norm()))
 }
 
 /// `(w, x, y, ncols, nrows, rows_per_group, x_group_stride)`.

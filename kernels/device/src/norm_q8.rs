@@ -14,8 +14,9 @@
 //! `quantize.rs`, so the bits match ggml's quantizer applied to the same floats.
 
 use crate::intrinsics::{
-    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed_if, ld_v4_if, pack_low_bytes,
-    round_away_i32, shfl_xor_f32, sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32, tid, warp_sum,
+    bid, f32_to_f16, global, ld_v4_f32, ld_v4_f32_relaxed, ld_v4_f32_relaxed_if, ld_v4_if,
+    pack_low_bytes, round_away_i32, shfl_xor_f32, sqrt, st_u32, st_v4_f32, st_v4_f32_if, sts_u32,
+    tid, warp_sum,
 };
 use crate::intrinsics::{lds_f32, sts_f32_if};
 use core::arch::{asm, global_asm, nvptx};
@@ -71,7 +72,7 @@ pub unsafe extern "ptx-kernel" fn rmsnorm_q8_1_f32(
 #[inline(always)]
 unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32, eps: f32) {
     let row = bid() as u64;
-    rmsnorm_block::<THREADS, F32>(
+    rmsnorm_block::<THREADS, F32, false>(
         x + row * n as u64 * 4,
         wg,
         y + row * (n / QK8_1 as u32) as u64 * size_of::<BlockQ8_1>() as u64,
@@ -83,10 +84,11 @@ unsafe fn rmsnorm_row<const F32: bool>(x: u64, wg: u64, y: u64, yf: u64, n: u32,
 
 /// One row of `n` floats at `xr` normalized with weights `wg` and quantized to `yr` (`n/32`
 /// q8_1 blocks) by the whole block of `BLOCK` threads (a multiple of 32, at most 256); with
-/// `F32` the normalized floats also go to `yfr`. Every thread of the block must call it (it
-/// holds a barrier).
+/// `F32` the normalized floats also go to `yfr`; with `COHERENT` the row is read with
+/// `.relaxed.gpu` loads (other blocks of the launch wrote it: a last-block-done tail). Every
+/// thread of the block must call it (it holds a barrier).
 #[inline(always)]
-unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
+pub(crate) unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool, const COHERENT: bool>(
     xr: u64,
     wg: u64,
     yr: u64,
@@ -97,10 +99,17 @@ unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
     let t = tid();
     let chunks = n / 4;
 
+    let load_x = |a: u64| {
+        if COHERENT {
+            ld_v4_f32_relaxed(a)
+        } else {
+            ld_v4_f32(a)
+        }
+    };
     let mut ss = 0.0f32;
     let mut i = t;
     while i < chunks {
-        ss += sum_sq(ld_v4_f32(xr + i as u64 * 16));
+        ss += sum_sq(load_x(xr + i as u64 * 16));
         i += BLOCK;
     }
     let scale = 1.0 / sqrt(block_sum::<BLOCK>(ss) / n as f32 + eps);
@@ -116,7 +125,7 @@ unsafe fn rmsnorm_block<const BLOCK: u32, const F32: bool>(
         let in_row = c < chunks;
         let v = if in_row {
             let off = c as u64 * 16;
-            normalized(ld_v4_f32(xr + off), ld_v4_f32(wg + off), scale)
+            normalized(load_x(xr + off), ld_v4_f32(wg + off), scale)
         } else {
             [0.0; 4]
         };

@@ -8,7 +8,7 @@ use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     gemv_block_rows, gemv_pair_rows_per_warp, gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args,
-    GemvArgs, GemvGroupedArgs, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
+    Gemv2NormArgs, GemvArgs, GemvGroupedArgs, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
 };
 pub use ingot_abi::weight_types::GemvType;
 use std::mem::size_of;
@@ -277,6 +277,67 @@ pub fn gemv2_q8_1<B: Accelerator>(
             ncols: ncols32,
             nrows0: to_u32(d, "nrows0", nrows0)?,
             nrows1: to_u32(d, "nrows1", nrows1)?,
+        },
+    )
+}
+
+/// [`gemv2_q8_1`] whose last block also writes `y0_q8 = q8_1(rmsnorm(y0)·norm_w)` (`nrows0`
+/// floats of `norm_w`, `nrows0` a multiple of 32), the bits of `rmsnorm_q8_1` on `y0` (a
+/// low-rank query's `attn_q_a` with its norm, and `attn_kv_a_mqa`). `count` is the tail's done
+/// counter: a `u32` that is 0 before the launch and 0 again after it.
+#[allow(clippy::too_many_arguments)]
+pub fn gemv2_norm_q8_1<B: Accelerator>(
+    b: &mut B,
+    ty: GemvType,
+    (w0, w1): (&B::Buf, &B::Buf),
+    x: &B::Buf,
+    (y0, y1): (&B::Buf, &B::Buf),
+    (nrows0, nrows1): (usize, usize),
+    ncols: usize,
+    (norm_w, y0_q8, count): (&B::Buf, &B::Buf, &B::Buf),
+    eps: f32,
+) -> Result<()> {
+    let d = ty.pair_norm();
+    check(b, d, ty, (w0, y0), nrows0, ncols)?;
+    check(b, d, ty, (w1, y1), nrows1, ncols)?;
+    if nrows0 == 0 || !nrows0.is_multiple_of(32) {
+        return Err(shape(
+            d,
+            format!("nrows0 = {nrows0} is not a positive multiple of 32 (q8_1 blocks)"),
+        ));
+    }
+    if !eps.is_finite() || eps < 0.0 {
+        return Err(shape(
+            d,
+            format!("eps = {eps} is not a finite non-negative number"),
+        ));
+    }
+    let total = nrows0
+        .checked_add(nrows1)
+        .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
+    let (ncols32, nrows32, _) = check_rows(d, ty, total, ncols)?;
+    let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
+    need(b, d, "norm_w", norm_w, Some(nrows0 * 4))?;
+    need(b, d, "y0_q8", y0_q8, q8_1_bytes(1, nrows0))?;
+    need(b, d, "count", count, Some(4))?;
+    launch(
+        b,
+        d,
+        warps,
+        Gemv2NormArgs {
+            w0,
+            w1,
+            x,
+            y0,
+            y1,
+            ncols: ncols32,
+            nrows0: to_u32(d, "nrows0", nrows0)?,
+            nrows1: to_u32(d, "nrows1", nrows1)?,
+            norm_w,
+            y0_q8,
+            count,
+            eps,
         },
     )
 }

@@ -7,11 +7,16 @@
 //!
 //! The tail reads `q` and `kv`, which every block of the launch wrote, with `.relaxed.gpu` loads
 //! after the acquire in [`last_block_done`].
+//!
+//! `gemv2_norm_*`: a low-rank query's two projections (`attn_q_a`, `attn_kv_a_mqa`) with
+//! `rmsnorm_q8_1` of the first (`attn_q_a_norm`, the input of `attn_q_b`) as the tail, on the
+//! gemv's block of `RMSNORM_Q8_1_THREADS` threads: the same Σx² order, the same bits.
 
 use crate::attention::rope_kv::{rope_kv_impl, step_pos, Dims};
 use crate::gemv::gemv2;
 use crate::intrinsics::global;
 use crate::last_block::{last_block_done, reset};
+use crate::norm_q8::rmsnorm_block;
 use crate::vecdot;
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{GEMV_BLOCK_WARPS, WARP_SIZE};
@@ -89,3 +94,54 @@ macro_rules! gemv2_rope_kernels {
 }
 
 ingot_abi::weight_types!(gemv2_rope_kernels);
+
+macro_rules! gemv2_norm_kernels {
+    (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
+        const _: () = {
+        /// See `ingot_abi::launch::attention`'s `gemv2_norm` contract: the two-matrix gemv,
+        /// then `rmsnorm_q8_1` of `y0` by the block that finishes last.
+        #[export_name = ingot_abi::kernel_name!(pair_norm, $tag)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn kernel(
+            w0: *const ingot_abi::blocks::$block,
+            w1: *const ingot_abi::blocks::$block,
+            x: *const BlockQ8_1,
+            y0: *mut f32,
+            y1: *mut f32,
+            ncols: u32,
+            nrows0: u32,
+            nrows1: u32,
+            norm_w: *const f32,
+            y0_q8: *mut BlockQ8_1,
+            count: *mut u32,
+            eps: f32,
+        ) {
+            let y0 = global(y0);
+            // No early exit: every warp reaches the done counter's barriers.
+            gemv2::<vecdot::$v, false>(
+                (global(w0), global(w1)),
+                global(x),
+                (y0, global(y1)),
+                ncols,
+                nrows0,
+                nrows1,
+            );
+            let count = global(count);
+            if !last_block_done(count, GEMV_BLOCK_WARPS) {
+                return;
+            }
+            rmsnorm_block::<{ GEMV_BLOCK_WARPS * WARP_SIZE }, false, true>(
+                y0,
+                global(norm_w),
+                global(y0_q8),
+                0,
+                nrows0,
+                eps,
+            );
+            reset(count);
+        }
+        };
+    )*};
+}
+
+ingot_abi::weight_types!(gemv2_norm_kernels);
