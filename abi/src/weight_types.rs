@@ -283,11 +283,11 @@ macro_rules! define_registry {
             }
 
             /// The two-matrix gemv with the `rope_kv_q8_1` tail
-            /// (`ingot_abi::launch::attention`'s `gemv2_rope` contract).
+            /// (`ingot_abi::launch::projections`'s `gemv2_rope` contract).
             pub const fn pair_rope(self) -> &'static Kernel<Gemv2RopeArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: Kernel<Gemv2RopeArgs> = crate::launch::attention::gemv2_rope_kernel(
+                        const D: Kernel<Gemv2RopeArgs> = crate::launch::projections::gemv2_rope_kernel(
                             kernel_name!(pair_rope, $tag),
                         );
                         &D
@@ -296,11 +296,11 @@ macro_rules! define_registry {
             }
 
             /// The two-matrix gemv with the `rmsnorm_q8_1` tail on its first output
-            /// (`ingot_abi::launch::attention`'s `gemv2_norm` contract).
+            /// (`ingot_abi::launch::projections`'s `gemv2_norm` contract).
             pub const fn pair_norm(self) -> &'static Kernel<Gemv2NormArgs> {
                 match self {
                     $(GemvType::$v => {
-                        const D: Kernel<Gemv2NormArgs> = crate::launch::attention::gemv2_norm_kernel(
+                        const D: Kernel<Gemv2NormArgs> = crate::launch::projections::gemv2_norm_kernel(
                             kernel_name!(pair_norm, $tag),
                         );
                         &D

@@ -19,6 +19,7 @@ pub(crate) mod mmq;
 pub mod moe;
 pub(crate) mod moe_prefill;
 pub(crate) mod norm;
+pub(crate) mod projections;
 mod sig;
 
 pub use attention::{
@@ -40,8 +41,8 @@ pub use attention::{
     MERGE_V_B_KV_LORA, MERGE_V_B_MIN_ROWS, MERGE_V_B_ROWS, MERGE_V_B_SPLIT,
 };
 pub use attention::{
-    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, Gemv2NormArgs,
-    Gemv2RopeArgs, MergeVbArgs, RopeKvArgs, RopeKvQ8_1Args, RopeKvRowsArgs,
+    AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, MergeVbArgs, RopeKvArgs,
+    RopeKvQ8_1Args, RopeKvRowsArgs,
 };
 pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
 pub use basic::*;
@@ -79,6 +80,7 @@ pub use moe_prefill::{
     MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS, MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
 };
 pub use norm::{RmsnormQ8_1F32Args, RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
+pub use projections::{Gemv2NormArgs, Gemv2RopeArgs};
 pub(crate) use sig::signature;
 pub use sig::{Arg, Kernel, Signature};
 

@@ -98,7 +98,7 @@ ingot_abi::weight_types!(gemv2_rope_kernels);
 macro_rules! gemv2_norm_kernels {
     (types { $($v:ident $tag:ident $block:ident $($col:literal)* [$($f16:literal),*];)* } $($rest:tt)*) => {$(
         const _: () = {
-        /// See `ingot_abi::launch::attention`'s `gemv2_norm` contract: the two-matrix gemv,
+        /// See `ingot_abi::launch::projections`'s `gemv2_norm` contract: the two-matrix gemv,
         /// then `rmsnorm_q8_1` of `y0` by the block that finishes last.
         #[export_name = ingot_abi::kernel_name!(pair_norm, $tag)]
         #[allow(clippy::too_many_arguments)]

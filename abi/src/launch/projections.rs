@@ -1,0 +1,86 @@
+//! The attention's projections of the normed token with a last-block-done tail: the two-matrix
+//! gemv with the rope (`gemv2_rope_*`: `attn_q` and `attn_kv_a_mqa`, or a low-rank query's
+//! `attn_q_b` alone) and with the norm of its first output (`gemv2_norm_*`: `attn_q_a` and
+//! `attn_kv_a_mqa`). Their descriptors are built per weight type by `crate::weight_types`.
+
+use super::attention::ROPE_KV_THREADS;
+use super::{signature, Kernel, WARP_SIZE};
+
+signature! {
+    /// The arguments of every `gemv2_rope_*` kernel (`gemv2_rope_kernel`): the two-matrix
+    /// gemv's (`w0, w1, x, q, kv, ncols, nrows0, nrows1`), then [`super::ROPE_KV_Q8_1`]'s that the gemv
+    /// does not already give, and the done counter of the tail.
+    Gemv2RopeArgs {
+        w0: ptr,
+        w1: ptr,
+        x: ptr,
+        q: ptr,
+        kv: ptr,
+        ncols: u32,
+        nrows0: u32,
+        nrows1: u32,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        q_pe: ptr,
+        q_nope_q8: ptr,
+        cache: ptr,
+        count: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+    }
+}
+
+/// The descriptor of a `gemv2_rope_*` kernel (`crate::weight_types::GemvType::pair_rope`):
+/// `(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache,
+/// count, n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type)`, the two-matrix gemv
+/// of the type (`q = attn_q·x`, `nrows0 = n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`,
+/// `nrows1 = kv_lora + n_rope`) whose last block to finish runs [`super::ROPE_KV_Q8_1`] on `q` and `kv`
+/// with the same arguments and requirements (a last-block-done tail; `count` a done counter, see
+/// [`super::KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a warp,
+/// `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as `rope_kv_q8_1`).
+/// `nrows1` may be 0: a low-rank query's `attn_q_b` (`w0`, `q`) with the rope of `kv` as an
+/// earlier launch wrote it (`w1` is then never read).
+pub(crate) const fn gemv2_rope_kernel(name: &'static str) -> Kernel<Gemv2RopeArgs> {
+    super::gemv::gemv_kernel(name)
+}
+const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == ROPE_KV_THREADS);
+
+signature! {
+    /// The arguments of every `gemv2_norm_*` kernel (`gemv2_norm_kernel`): the two-matrix
+    /// gemv's (`w0, w1, x, y0, y1, ncols, nrows0, nrows1`), then the norm of `y0` that its tail
+    /// writes ([`super::RMSNORM_Q8_1`]'s `w`, `y`, `eps`; `n` is `nrows0`) and the tail's done
+    /// counter.
+    Gemv2NormArgs {
+        w0: ptr,
+        w1: ptr,
+        x: ptr,
+        y0: ptr,
+        y1: ptr,
+        ncols: u32,
+        nrows0: u32,
+        nrows1: u32,
+        norm_w: ptr,
+        y0_q8: ptr,
+        count: ptr,
+        eps: f32,
+    }
+}
+
+/// The descriptor of a `gemv2_norm_*` kernel (`crate::weight_types::GemvType::pair_norm`):
+/// `(w0, w1, x, y0, y1, ncols, nrows0, nrows1, norm_w, y0_q8, count, eps)`, the two-matrix gemv
+/// of the type (a low-rank query's `y0 = attn_q_a·x`, `y1 = attn_kv_a_mqa·x`) whose last block
+/// to finish runs [`super::RMSNORM_Q8_1`] on `y0` (`nrows0` a multiple of 32): `y0_q8 =
+/// q8_1(rmsnorm(y0)·norm_w)`, the bits of that kernel (the tail has its block's thread count,
+/// so the same Σx² order). `count` is a done counter (see [`super::KernelDesc`]). Launch shape and
+/// items as the plain two-matrix gemv.
+pub(crate) const fn gemv2_norm_kernel(name: &'static str) -> Kernel<Gemv2NormArgs> {
+    super::gemv::gemv_kernel(name)
+}
+const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == super::RMSNORM_Q8_1_THREADS);
