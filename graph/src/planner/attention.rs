@@ -301,31 +301,8 @@ fn projections(
     // second matrix (`nrows1 = 0`, `w0` in `w1`'s slot; `kv` is attn_kv_a_mqa's, written above).
     let (w, info, ncols, nrows) = gemv_weight(b, &name("attn_q_b.weight"), "gemv")?;
     let items = k::gemv_pair_items(info.ty, ncols, nrows);
-    let args = Gemv2RopeArgs {
-        w0: buf(w),
-        w1: buf(w),
-        x: buf(q_a_q8),
-        q: buf(q),
-        kv: buf(kv),
-        ncols: u32a(ncols),
-        nrows0: u32a(nrows),
-        nrows1: 0,
-        kv_norm: r.kv_norm,
-        rope_freq: r.rope_freq,
-        state: r.state,
-        q_pe: r.q_pe,
-        q_nope_q8: r.q_nope_q8,
-        cache: r.cache,
-        count: buf(count),
-        n_head: r.n_head,
-        d_nope: r.d_nope,
-        kv_lora: r.kv_lora,
-        n_rope: r.n_rope,
-        ctx: r.ctx,
-        eps: r.eps,
-        mscale: r.mscale,
-        cache_type: r.cache_type,
-    };
+    let bufs = (buf(w), buf(w), buf(q_a_q8), buf(q), buf(kv));
+    let args = r.gemv2_args(bufs, (u32a(ncols), u32a(nrows), 0), buf(count));
     let label = label("attn_q_b+rope_kv");
     b.node(k::gemv2_rope(info.ty), label, Some(il), items, args)?;
     Ok(true)
@@ -370,31 +347,7 @@ fn pair(
             b.node(k::gemv2(q_info.ty), label, Some(il), items, args)?;
             return Ok(false);
         };
-        let args = Gemv2RopeArgs {
-            w0,
-            w1,
-            x,
-            q: y0,
-            kv: y1,
-            ncols,
-            nrows0,
-            nrows1,
-            kv_norm: r.kv_norm,
-            rope_freq: r.rope_freq,
-            state: r.state,
-            q_pe: r.q_pe,
-            q_nope_q8: r.q_nope_q8,
-            cache: r.cache,
-            count: buf(count),
-            n_head: r.n_head,
-            d_nope: r.d_nope,
-            kv_lora: r.kv_lora,
-            n_rope: r.n_rope,
-            ctx: r.ctx,
-            eps: r.eps,
-            mscale: r.mscale,
-            cache_type: r.cache_type,
-        };
+        let args = r.gemv2_args((w0, w1, x, y0, y1), (ncols, nrows0, nrows1), buf(count));
         let label = label(&format!("{first}+attn_kv_a_mqa+rope_kv"));
         b.node(k::gemv2_rope(q_info.ty), label, Some(il), items, args)?;
         return Ok(true);
@@ -580,6 +533,44 @@ struct Rope {
     eps: f32,
     mscale: f32,
     cache_type: u32,
+}
+
+impl Rope {
+    /// The arguments of a `gemv2_rope_*` launch: the two-matrix gemv's (`nrows1 = 0`: `w0`
+    /// alone, the rope reading the `kv` an earlier launch wrote), then the rope's and the
+    /// tail's done counter.
+    fn gemv2_args(
+        &self,
+        (w0, w1, x, q, kv): (BufRef, BufRef, BufRef, BufRef, BufRef),
+        (ncols, nrows0, nrows1): (u32, u32, u32),
+        count: BufRef,
+    ) -> Gemv2RopeArgs<BufRef> {
+        Gemv2RopeArgs {
+            w0,
+            w1,
+            x,
+            q,
+            kv,
+            ncols,
+            nrows0,
+            nrows1,
+            kv_norm: self.kv_norm,
+            rope_freq: self.rope_freq,
+            state: self.state,
+            q_pe: self.q_pe,
+            q_nope_q8: self.q_nope_q8,
+            cache: self.cache,
+            count,
+            n_head: self.n_head,
+            d_nope: self.d_nope,
+            kv_lora: self.kv_lora,
+            n_rope: self.n_rope,
+            ctx: self.ctx,
+            eps: self.eps,
+            mscale: self.mscale,
+            cache_type: self.cache_type,
+        }
+    }
 }
 
 pub(crate) enum Absorbed {

@@ -256,14 +256,7 @@ pub fn gemv2_q8_1<B: Accelerator>(
     ncols: usize,
 ) -> Result<()> {
     let d = ty.pair();
-    check(b, d, ty, (w0, y0), nrows0, ncols)?;
-    check(b, d, ty, (w1, y1), nrows1, ncols)?;
-    let total = nrows0
-        .checked_add(nrows1)
-        .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
-    let (ncols32, nrows32, _) = check_rows(d, ty, total, ncols)?;
-    let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
-    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
+    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x, y0, y1), (nrows0, nrows1), ncols)?;
     launch(
         b,
         d,
@@ -279,6 +272,26 @@ pub fn gemv2_q8_1<B: Accelerator>(
             nrows1: to_u32(d, "nrows1", nrows1)?,
         },
     )
+}
+
+/// The checks of a two-matrix launch `d`: each matrix against its output, the rows together
+/// and `x`; returns `ncols` as `u32` and the launch's warps.
+fn check_pair<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    ty: GemvType,
+    (w0, w1, x, y0, y1): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (nrows0, nrows1): (usize, usize),
+    ncols: usize,
+) -> Result<(u32, u32)> {
+    check(b, d, ty, (w0, y0), nrows0, ncols)?;
+    check(b, d, ty, (w1, y1), nrows1, ncols)?;
+    let total = nrows0
+        .checked_add(nrows1)
+        .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
+    let (ncols32, nrows32, _) = check_rows(d, ty, total, ncols)?;
+    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
+    Ok((ncols32, nrows32.div_ceil(pair_rows_per_warp(ty, ncols))))
 }
 
 /// [`gemv2_q8_1`] whose last block also writes `y0_q8 = q8_1(rmsnorm(y0)·norm_w)` (`nrows0`
@@ -298,8 +311,7 @@ pub fn gemv2_norm_q8_1<B: Accelerator>(
     eps: f32,
 ) -> Result<()> {
     let d = ty.pair_norm();
-    check(b, d, ty, (w0, y0), nrows0, ncols)?;
-    check(b, d, ty, (w1, y1), nrows1, ncols)?;
+    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x, y0, y1), (nrows0, nrows1), ncols)?;
     if nrows0 == 0 || !nrows0.is_multiple_of(32) {
         return Err(shape(
             d,
@@ -312,12 +324,6 @@ pub fn gemv2_norm_q8_1<B: Accelerator>(
             format!("eps = {eps} is not a finite non-negative number"),
         ));
     }
-    let total = nrows0
-        .checked_add(nrows1)
-        .ok_or_else(|| shape(d, "nrows0 + nrows1 overflows".into()))?;
-    let (ncols32, nrows32, _) = check_rows(d, ty, total, ncols)?;
-    let warps = nrows32.div_ceil(pair_rows_per_warp(ty, ncols));
-    need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     need(b, d, "norm_w", norm_w, Some(nrows0 * 4))?;
     need(b, d, "y0_q8", y0_q8, q8_1_bytes(1, nrows0))?;
     need(b, d, "count", count, Some(4))?;
