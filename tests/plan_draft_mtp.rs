@@ -25,10 +25,17 @@ fn predicts_each_k_on_tiny_glm() {
         "{stdout}"
     );
     assert!(stdout.contains("acceptance 0.80"), "{stdout}");
-    // One row per k: `k tokens/step ...` with E = 1.8 and 2.44 at the default acceptance.
+    // One row per k: `k tokens/step ...` with E = 1.8 and 2.44 at the default acceptance (its
+    // first field is k alone, and a speed-up column ends in `x |`; a node row's first field is
+    // its index, which may be 1 or 2 too, but it has no such column).
     let rows: Vec<&str> = stdout
         .lines()
-        .filter(|l| l.trim_start().starts_with(['1', '2']) && l.contains('x'))
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|k| k == "1" || k == "2")
+                && l.contains("x |")
+        })
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     assert!(

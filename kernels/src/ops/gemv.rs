@@ -256,7 +256,7 @@ pub fn gemv2_q8_1<B: Accelerator>(
     ncols: usize,
 ) -> Result<()> {
     let d = ty.pair();
-    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x, y0, y1), (nrows0, nrows1), ncols)?;
+    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x), (y0, y1), (nrows0, nrows1), ncols)?;
     launch(
         b,
         d,
@@ -280,7 +280,8 @@ fn check_pair<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     ty: GemvType,
-    (w0, w1, x, y0, y1): (&B::Buf, &B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (w0, w1, x): (&B::Buf, &B::Buf, &B::Buf),
+    (y0, y1): (&B::Buf, &B::Buf),
     (nrows0, nrows1): (usize, usize),
     ncols: usize,
 ) -> Result<(u32, u32)> {
@@ -311,7 +312,7 @@ pub fn gemv2_norm_q8_1<B: Accelerator>(
     eps: f32,
 ) -> Result<()> {
     let d = ty.pair_norm();
-    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x, y0, y1), (nrows0, nrows1), ncols)?;
+    let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x), (y0, y1), (nrows0, nrows1), ncols)?;
     if nrows0 == 0 || !nrows0.is_multiple_of(32) {
         return Err(shape(
             d,
