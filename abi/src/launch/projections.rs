@@ -8,8 +8,8 @@ use super::{signature, Kernel, WARP_SIZE};
 
 signature! {
     /// The arguments of every `gemv2_rope_*` kernel (`gemv2_rope_kernel`): the two-matrix
-    /// gemv's (`w0, w1, x, q, kv, ncols, nrows0, nrows1`), then [`super::ROPE_KV_Q8_1`]'s that the gemv
-    /// does not already give, and the done counter of the tail.
+    /// gemv's (`w0, w1, x, q, kv, ncols, nrows0, nrows1`), then [`super::ROPE_KV_Q8_1`]'s that
+    /// the gemv does not already give, and the done counter of the tail.
     Gemv2RopeArgs {
         w0: ptr,
         w1: ptr,
@@ -41,10 +41,11 @@ signature! {
 /// `(w0, w1, x, q, kv, ncols, nrows0, nrows1, kv_norm, rope_freq, state, q_pe, q_nope_q8, cache,
 /// count, n_head, d_nope, kv_lora, n_rope, ctx, eps, mscale, cache_type)`, the two-matrix gemv
 /// of the type (`q = attn_q·x`, `nrows0 = n_head·(d_nope + n_rope)` rows; `kv = attn_kv_a_mqa·x`,
-/// `nrows1 = kv_lora + n_rope`) whose last block to finish runs [`super::ROPE_KV_Q8_1`] on `q` and `kv`
-/// with the same arguments and requirements (a last-block-done tail; `count` a done counter, see
-/// [`super::KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an item is a warp,
-/// `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as `rope_kv_q8_1`).
+/// `nrows1 = kv_lora + n_rope`) whose last block to finish runs [`super::ROPE_KV_Q8_1`] on `q`
+/// and `kv` with the same arguments and requirements (a last-block-done tail; `count` a done
+/// counter, see [`super::KernelDesc`]). Launch shape and items as the plain two-matrix gemv: an
+/// item is a warp, `GEMV_BLOCK_WARPS` per block (the tail runs on `ROPE_KV_THREADS` threads, as
+/// `rope_kv_q8_1`).
 /// `nrows1` may be 0: a low-rank query's `attn_q_b` (`w0`, `q`) with the rope of `kv` as an
 /// earlier launch wrote it (`w1` is then never read).
 pub(crate) const fn gemv2_rope_kernel(name: &'static str) -> Kernel<Gemv2RopeArgs> {
