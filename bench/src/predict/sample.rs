@@ -1,13 +1,15 @@
 //! Running a large launch on a sample of its blocks and scaling the counters.
 //!
-//! No ingot kernel reads `%nctaid` or another block's results, so a block's work depends only
-//! on its index and the arguments; within a launch the blocks differ only at the edges (a last
-//! partial block of rows, the last split-K segment, the shared expert's rows after the routed
-//! experts'). The sample is therefore evenly spaced over the grid and always holds the first and
-//! the last block: `s` blocks at indices `round(i·(n−1)/(s−1))`. The last block is counted as
-//! itself; the others stand for the `n − 1` blocks before it, so a counter `c` scales as
-//! `c_last + (Σ c_others)·(n−1)/(s−1)`. Exact when the blocks other than the last are alike;
-//! `tests/predict_sample.rs` compares it with full runs.
+//! A block's work depends only on its index and the arguments (a last-block-done tail runs in
+//! the last block, which the sample always holds; a launch whose blocks take tickets and wait
+//! on each other is counted by [`super::tickets`] instead); within a launch the blocks differ
+//! only at the edges (a last partial block of rows, the last split-K segment, the shared
+//! expert's rows after the routed experts'). The sample is therefore evenly spaced over the grid
+//! and always holds the first and the last block: `s` blocks at indices
+//! `round(i·(n−1)/(s−1))`. The last block is counted as itself; the others stand for the
+//! `n − 1` blocks before it, so a counter `c` scales as `c_last + (Σ c_others)·(n−1)/(s−1)`.
+//! Exact when the blocks other than the last are alike; `tests/predict_sample.rs` compares it
+//! with full runs.
 
 use ptx_sim::{ClassCounts, LaunchStats};
 

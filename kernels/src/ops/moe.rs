@@ -12,7 +12,7 @@ use std::mem::size_of;
 
 mod route;
 
-use route::route_flags;
+use route::check_router;
 pub use route::{
     moe_route, moe_route_rows, moe_router_f32, moe_router_logits_rows, Gating, RouteParams,
 };
@@ -329,7 +329,6 @@ fn gate_up<B: Accelerator>(
     let (mut rw, mut rx, mut logits, mut bias, mut ctl) = (bufs.x, bufs.x, bufs.x, bufs.x, bufs.x);
     let (mut flags, mut n_group, mut n_group_used, mut scale) = (0, 1, 1, 1.0);
     if let Some((r, p)) = router {
-        p.check()?;
         if p.n_used != s.n_used || p.n_expert != s.n_expert || s.n_used == 0 {
             return Err(shape(
                 d,
@@ -337,12 +336,6 @@ fn gate_up<B: Accelerator>(
                     "the router chooses {} of {} experts, the shape has {} of {}",
                     p.n_used, p.n_expert, s.n_used, s.n_expert
                 ),
-            ));
-        }
-        if !s.n_embd.is_multiple_of(4) {
-            return Err(shape(
-                d,
-                format!("n_embd = {} is not a multiple of 4", s.n_embd),
             ));
         }
         if p.n_expert > GATE_UP_ROUTER_MAX_EXPERTS as usize {
@@ -355,17 +348,11 @@ fn gate_up<B: Accelerator>(
                 ),
             ));
         }
-        need(b, d, "rw", r.w, bytes(p.n_expert, s.n_embd, 4))?;
-        need(b, d, "rx", r.x, bytes(s.n_embd, 4, 1))?;
-        need(b, d, "logits", r.logits, Some(p.n_expert * 4))?;
-        if let Some(bias) = r.bias {
-            need(b, d, "bias", bias, Some(p.n_expert * 4))?;
-        }
+        let rbufs = (r.w, r.x, r.logits);
+        (flags, n_group, n_group_used) =
+            check_router(b, d, ["rw", "rx"], rbufs, r.bias, s.n_embd, p)?;
         need(b, d, "route_ctl", r.ctl, Some(ROUTE_CTL_WORDS as usize * 4))?;
-        let (f, g, gu) = route_flags(p, r.bias.is_some());
-        (flags, scale) = (f, p.scale);
-        n_group = to_u32(d, "n_group", g)?;
-        n_group_used = to_u32(d, "n_group_used", gu)?;
+        scale = p.scale;
         layout |= GATE_UP_ROUTER;
         // Without ROUTE_BIAS the kernel never reads `bias`; the logits fill the slot.
         (rw, rx, logits, bias, ctl) = (r.w, r.x, r.logits, r.bias.unwrap_or(r.logits), r.ctl);

@@ -5,7 +5,9 @@ use super::super::{bytes, launch, need, shape, to_u32};
 use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::launch::moe::*;
-use ingot_abi::launch::{MoeRouteArgs, MoeRouteRowsArgs, MoeRouterArgs, RouterLogitsRowsArgs};
+use ingot_abi::launch::{
+    KernelDesc, MoeRouteArgs, MoeRouteRowsArgs, MoeRouterArgs, RouterLogitsRowsArgs,
+};
 use std::mem::size_of;
 
 /// How router logits become gating scores (`expert_gating_func`).
@@ -37,7 +39,7 @@ pub struct RouteParams {
 }
 
 impl RouteParams {
-    pub(super) fn check(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         let d = &MOE_ROUTE;
         let max_experts = ROUTER_MAX_EXPERTS as usize;
         if self.n_expert == 0 || self.n_expert > max_experts {
@@ -231,22 +233,10 @@ pub fn moe_router_f32<B: Accelerator>(
     p: &RouteParams,
 ) -> Result<()> {
     let d = &MOE_ROUTER_F32;
-    p.check()?;
-    if ncols == 0 || !ncols.is_multiple_of(4) {
-        return Err(shape(
-            d,
-            format!("ncols = {ncols} is not a positive multiple of 4"),
-        ));
-    }
-    need(b, d, "w", w, bytes(p.n_expert, ncols, 4))?;
-    need(b, d, "x", x, bytes(ncols, 4, 1))?;
-    need(b, d, "logits", logits, Some(p.n_expert * 4))?;
-    if let Some(bias) = bias {
-        need(b, d, "bias", bias, Some(p.n_expert * 4))?;
-    }
+    let (flags, n_group, n_group_used) =
+        check_router(b, d, ["w", "x"], (w, x, logits), bias, ncols, p)?;
     need(b, d, "sel", sel, Some(size_of::<ExpertSelection>()))?;
     need(b, d, "count", count, Some(4))?;
-    let (flags, n_group, n_group_used) = route_flags(p, bias.is_some());
     // Without ROUTE_BIAS the kernel never reads `bias`; any valid buffer fills the slot.
     let bias = bias.unwrap_or(logits);
     let n_expert = to_u32(d, "n_expert", p.n_expert)?;
@@ -264,16 +254,50 @@ pub fn moe_router_f32<B: Accelerator>(
             ncols: to_u32(d, "ncols", ncols)?,
             n_expert,
             n_used: to_u32(d, "n_used", p.n_used)?,
-            n_group: to_u32(d, "n_group", n_group)?,
-            n_group_used: to_u32(d, "n_group_used", n_group_used)?,
+            n_group,
+            n_group_used,
             flags,
             scale: p.scale,
         },
     )
 }
 
+/// The checks of the f32 router gemv with its routing, in `moe_router_f32` or fused into a
+/// gate/up launch (`d`, whose weight and input parameters are named `names`): the routing
+/// parameters, `ncols` a positive multiple of 4, the buffers' lengths. Returns the kernels'
+/// `flags`, `n_group` and `n_group_used`.
+pub(super) fn check_router<B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    names: [&'static str; 2],
+    (w, x, logits): (&B::Buf, &B::Buf, &B::Buf),
+    bias: Option<&B::Buf>,
+    ncols: usize,
+    p: &RouteParams,
+) -> Result<(u32, u32, u32)> {
+    p.check()?;
+    if ncols == 0 || !ncols.is_multiple_of(4) {
+        return Err(shape(
+            d,
+            format!("ncols = {ncols} is not a positive multiple of 4"),
+        ));
+    }
+    need(b, d, names[0], w, bytes(p.n_expert, ncols, 4))?;
+    need(b, d, names[1], x, bytes(ncols, 4, 1))?;
+    need(b, d, "logits", logits, Some(p.n_expert * 4))?;
+    if let Some(bias) = bias {
+        need(b, d, "bias", bias, Some(p.n_expert * 4))?;
+    }
+    let (flags, n_group, n_group_used) = route_flags(p, bias.is_some());
+    Ok((
+        flags,
+        to_u32(d, "n_group", n_group)?,
+        to_u32(d, "n_group_used", n_group_used)?,
+    ))
+}
+
 /// The kernels' `flags` and `(n_group, n_group_used)` (groups off: `(1, 1)`).
-pub(super) fn route_flags(p: &RouteParams, bias: bool) -> (u32, usize, usize) {
+fn route_flags(p: &RouteParams, bias: bool) -> (u32, usize, usize) {
     let mut flags = 0;
     if p.gating == Gating::Sigmoid {
         flags |= ROUTE_SIGMOID;
