@@ -88,9 +88,9 @@ fn measure_needs_a_model_file_and_the_cuda_backend() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// `ingot plan --prefill N` refuses what no executor plans (a size that is no bucket, a model
-/// whose heads are not whole groups of 16) with one line naming it, and plans a bucket of a
-/// model it takes.
+/// `ingot plan --prefill N` refuses what no executor plans (a size that is no bucket, a weight
+/// type without prefill kernels) with one line naming it, and plans a bucket of a model it
+/// takes.
 #[test]
 fn prefill_plans_name_what_they_refuse() {
     let run = |args: &[&str]| ingot().args(args).output().unwrap();
@@ -101,10 +101,18 @@ fn prefill_plans_name_what_they_refuse() {
         err.contains("--prefill 100") && err.contains("512"),
         "{err}"
     );
-    let out = run(&["plan", "--synth", "tiny", "--prefill", "16"]);
+    let out = run(&[
+        "plan",
+        "--synth",
+        "tiny",
+        "--quant",
+        "iq1_s",
+        "--prefill",
+        "16",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("groups of 16"), "{err}");
+    assert!(err.contains("IQ1_S") && err.contains("mmq"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     let out = run(&[
         "plan",

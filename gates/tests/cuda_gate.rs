@@ -158,8 +158,8 @@ fn lite4l_mla_q4_k_m_cuda_vs_cpu() {
     gate(&path, name, Reference::Cpu, 8);
 }
 
-/// [`support::tiny64`] with 16 heads: the prefill attention takes whole groups of 16, so a
-/// model with fewer heads prefills token by token (`graph/tests/sim_prefill.rs` uses the same).
+/// [`support::tiny64`] with 16 heads: one whole head group of the flash kernels
+/// (`graph/tests/sim_prefill.rs` uses the same).
 fn tiny16() -> Dims {
     Dims {
         n_head: 16,

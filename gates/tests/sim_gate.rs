@@ -100,7 +100,7 @@ fn sim_options(vram: Option<ingot_engine::VramBudget>) -> GateOptions {
 }
 
 /// The q8_0 latent cache in the simulator (`--backend sim --cache-type q8_0`): the plan writes
-/// q8_0 rows and reads them with `flash_latent_q8_0`; judged against the CPU backend with the
+/// q8_0 rows and reads them with `flash_latent_mma_q8_0`; judged against the CPU backend with the
 /// same q8_0 cache. The tiny model's 144-value rows end in a block with 16 values of padding.
 #[test]
 fn tiny_mla_q4_k_m_q8_0_cache() {
@@ -114,9 +114,11 @@ fn tiny_mla_q4_k_m_q8_0_cache() {
     };
     let plan = ingot_graph::build_plan(file.header(), opts).expect("plan");
     assert!(
-        plan.nodes.iter().any(|n| n.kernel == "flash_latent_q8_0")
-            && !plan.nodes.iter().any(|n| n.kernel == "flash_latent"),
-        "{name}: the q8_0 plan reads its cache with flash_latent_q8_0"
+        plan.nodes
+            .iter()
+            .any(|n| n.kernel == "flash_latent_mma_q8_0")
+            && !plan.nodes.iter().any(|n| n.kernel == "flash_latent_mma"),
+        "{name}: the q8_0 plan reads its cache with flash_latent_mma_q8_0"
     );
     let opts = GateOptions {
         backend: GateBackend::Sim,

@@ -234,9 +234,12 @@ fn check_against_a_kernel_table() {
     );
 
     let missing = plan
-        .check(lookup, &ptx.replace(".entry flash_latent(", ""))
-        .expect_err("flash_latent removed");
-    assert!(missing.to_string().contains("flash_latent"), "{missing}");
+        .check(lookup, &ptx.replace(".entry flash_latent_mma(", ""))
+        .expect_err("flash_latent_mma removed");
+    assert!(
+        missing.to_string().contains("flash_latent_mma"),
+        "{missing}"
+    );
 
     let mut bad = plan.clone();
     let i = bad
@@ -332,14 +335,14 @@ fn synth_header(preset: Preset, mix: QuantMix) -> ingot_gguf::Gguf {
 
 /// The full-size members of the family plan from their headers alone (no weights) into kernels
 /// the committed PTX exports: DeepSeek-V3 (128 heads, 256 experts in 8 groups), Kimi-K2 (64
-/// heads, 384 experts) and GLM-4.7-Flash (20 heads: two head groups on the scalar kernel).
+/// heads, 384 experts) and GLM-4.7-Flash (20 heads: a head group of 16 and a partial one of 4).
 #[test]
 fn full_size_family_plans() {
     let mut failures = Vec::new();
     for (preset, flash) in [
         (Preset::V3, "flash_latent_mma"),
         (Preset::K2, "flash_latent_mma"),
-        (Preset::Glm47Flash, "flash_latent"),
+        (Preset::Glm47Flash, "flash_latent_mma"),
     ] {
         let h = synth_header(preset, QuantMix::Q4KM);
         match build_plan(&h, PlanOptions::for_ctx(4096)).and_then(|p| {

@@ -10,7 +10,7 @@ use ingot_model::{CpuBackend, Decoder};
 use ingot_synth::{Dims, Layout, Preset, QuantMix};
 use ingot_testdata::Lcg;
 
-/// [`support::tiny64`] with 16 heads (the prefill attention takes whole groups of 16).
+/// [`support::tiny64`] with 16 heads: one whole head group of the flash kernels.
 fn tiny16() -> Dims {
     Dims {
         n_head: 16,
@@ -139,11 +139,13 @@ fn margin(v: &[f32]) -> f32 {
 #[test]
 fn chunks_agree_with_the_cpu_backend_on_the_mixes_and_layouts() {
     // Kimi-K2's structure at tiny dims: 32 heads (two groups of 16), a low-rank query, sigmoid
-    // routing with a selection bias.
+    // routing with a selection bias; GLM-4.7-Flash's: 20 heads (a group of 16 and a partial one
+    // of 4).
     for (preset, layout, mix) in [
         (None, Layout::Mla, QuantMix::Q8_0),
         (None, Layout::Legacy, QuantMix::Q4KM),
         (Some(Preset::TinyK2), Layout::Mla, QuantMix::Q4KM),
+        (Some(Preset::TinyGlm), Layout::Mla, QuantMix::Q4KM),
         // Q3_K, and Q4_0 and Q5_0 where rows do not split into 256-blocks.
         (None, Layout::Mla, QuantMix::Q3KM),
     ] {

@@ -341,14 +341,21 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
         // Head groups: Kimi-K2's 64 heads (4 groups), DeepSeek-V3's 128 (8 groups).
         (64, 512, 64, 100, 2, 1.0),
         (128, 512, 64, 100, 3, 8.0),
+        // A partial last group: GLM-4.7-Flash's 20 heads (16 + 4), 4 heads, 17 (16 + 1).
+        (20, 512, 64, 1, 1, 1.0),
+        (20, 512, 64, 300, 3, 8.0),
+        (4, 128, 64, 40, 2, 1.0),
+        (17, 256, 32, 70, 1, 4.0),
     ];
     // The q8_0 cache (`flash_latent_mma_q8_0`, and `flash_latent_q8_0` beside it): V2-Lite's
-    // rows, deep and split; 80-value rows whose last block is half padding; two head groups.
+    // rows, deep and split; 80-value rows whose last block is half padding; two head groups; a
+    // partial one.
     let q8_0_cases = [
         (16, 512, 64, 300, 2, 1.0),
         (16, 512, 64, 4096, 16, 8.0),
         (16, 64, 16, 40, 1, 1.0),
         (32, 512, 64, 100, 3, 1.0),
+        (20, 512, 64, 100, 2, 1.0),
     ];
     let all = (cases.into_iter().map(|c| (c, CacheType::F16)))
         .chain(q8_0_cases.into_iter().map(|c| (c, CacheType::Q8_0)));
@@ -395,9 +402,7 @@ fn mma_bad_shapes_are_typed_errors() {
         temperature: None,
     };
     for bad in [
-        AttnShape { n_head: 4, ..good },
-        AttnShape { n_head: 15, ..good },
-        AttnShape { n_head: 17, ..good },
+        AttnShape { n_head: 0, ..good },
         AttnShape {
             n_head: 144,
             ..good

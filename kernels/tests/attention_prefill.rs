@@ -297,6 +297,20 @@ fn prefill_cases<B: Accelerator>(b: &mut B) {
             n_head: 32,
             ..case(12, 2, 1.0, CacheType::F16, false)
         },
+        // A partial last group: GLM-4.7-Flash's 20 heads (16 + 4), an odd chunk, both caches;
+        // 8 heads (one group of 8).
+        Case {
+            n_head: 20,
+            ..case(29, 5, 4.0, CacheType::F16, false)
+        },
+        Case {
+            n_head: 20,
+            ..case(3, 4, 1.0, CacheType::Q8_0, true)
+        },
+        Case {
+            n_head: 8,
+            ..case(0, 3, 1.0, CacheType::F16, false)
+        },
     ] {
         let inp = inputs(&mut rng, &case_shape(&c), &c);
         check_case(b, &c, &inp);
@@ -376,8 +390,7 @@ fn bad_shapes_case<B: Accelerator>(b: &mut B) {
         temperature: None,
     };
     for bad in [
-        AttnShape { n_head: 8, ..good },
-        AttnShape { n_head: 24, ..good },
+        AttnShape { n_head: 0, ..good },
         AttnShape {
             n_head: 144,
             ..good

@@ -528,7 +528,8 @@ pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
 /// Threads per block of [`FLASH_LATENT_MMA`]: eight warps.
 pub const FLASH_MMA_THREADS: u32 = 256;
 /// Heads of one [`FLASH_LATENT_MMA`] block: exactly the M = 16 rows of `mma.sync.m16n8k16`.
-/// The kernel requires `n_head` a multiple of it (16, 64, 128: V2-Lite, Kimi-K2, V3).
+/// A last group of fewer heads (GLM-4.7-Flash's 20 = 16 + 4) runs with zero query rows for the
+/// heads the model lacks and stores none of their rows.
 pub const FLASH_MMA_HEADS: u32 = FLASH_GROUP_HEADS;
 /// Bytes between consecutive rows of [`FLASH_LATENT_MMA`]'s shared tile: the widest row
 /// (`FLASH_MAX_ROW` f16) plus 16 bytes, so the eight 16-byte rows of one `ldmatrix` matrix
@@ -567,7 +568,8 @@ pub mod flash_mma_smem {
 /// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate in
 /// f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the tensor
 /// cores rounded to f16 (as llama.cpp's MMA flash attention does), which bounds its precision: see
-/// the kernel's module docs. Requires `n_head` a multiple of 16 up to 128, `kv_lora + n_rope ≤
+/// the kernel's module docs. Requires `n_head ≤ 128` (a last group of fewer than 16 heads is
+/// partial: its missing heads' rows are neither read nor written), `kv_lora + n_rope ≤
 /// 576`, `kv_lora ≤ 512`, both multiples of 8, and `|kq_scale·log2(e)·q| < 65504` for every query
 /// element (the temperature factor included). Heads in groups of 16 as [`FLASH_LATENT`]. Grid:
 /// [`flash_items`] blocks.
@@ -668,8 +670,8 @@ const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 /// f16 rounding of the scaled query and the probabilities). A chunk that does not fit,
 /// `pos0 + ntok > ctx`, reads only row 0 and writes NaN to every output, so an overflow is
 /// visible.
-/// Temperature as [`FLASH_LATENT`], per token at its own position. Requires `n_head` a
-/// multiple of 16 up to 128, `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
+/// Temperature as [`FLASH_LATENT`], per token at its own position. Requires `n_head ≤ 128`
+/// (partial last group as [`FLASH_LATENT_MMA`]), `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
 /// `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and `|kq_scale·log2(e)·q| < 65504`. Grid:
 /// [`flash_prefill_items`] blocks.
 pub const FLASH_LATENT_PREFILL: Kernel<FlashPrefillArgs> = Kernel::new(

@@ -3,9 +3,9 @@
 //! `attn_output` with the residual add.
 
 use ingot_abi::launch::{
-    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1, FLASH_LATENT,
-    FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA,
-    FLASH_MAX_ROW, FLASH_MMA_HEADS, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1, FLASH_LATENT_MMA,
+    FLASH_LATENT_MMA_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, ROPE_KV_Q8_1,
+    TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_abi::launch::{
@@ -105,15 +105,13 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let segs = b.opts.max_segments as usize;
     let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
-    // Tensor cores when the heads fill whole 16-row mma tiles; same arguments and output.
-    // Heads past 16 run in groups of 16, one block per (group, segment).
-    let mma = (c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS);
+    // Tensor cores, heads in groups of 16 rows of the mma tile, one block per (group, segment);
+    // a last partial group (GLM-4.7-Flash's 20 heads) runs its missing heads as zero rows.
     let temperature = temperature_table(b);
-    let (flash_mma, flash_scalar) = match b.opts.cache_type {
-        CacheType::F16 => (&FLASH_LATENT_MMA, &FLASH_LATENT),
-        CacheType::Q8_0 => (&FLASH_LATENT_MMA_Q8_0, &FLASH_LATENT_Q8_0),
+    let flash = match b.opts.cache_type {
+        CacheType::F16 => &FLASH_LATENT_MMA,
+        CacheType::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
     };
-    let flash = if mma { flash_mma } else { flash_scalar };
     let (temp, temperature) = temperature_args(temperature, q_abs);
     let args = FlashLatentArgs {
         q_abs: buf(q_abs),

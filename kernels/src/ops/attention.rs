@@ -19,8 +19,8 @@ pub use ingot_abi::launch::CacheType;
 use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
-    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_MMA_HEADS,
-    FLASH_TILE, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_TILE,
+    TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{
     flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
@@ -271,9 +271,8 @@ fn launch_flash<B: Accelerator>(
 }
 
 /// [`flash_latent`] on tensor cores (see `ingot_abi::launch::FLASH_LATENT_MMA`): same buffers,
-/// segments and output, so [`attn_merge`] follows it unchanged. Only for `n_head` a multiple
-/// of 16 (DeepSeek-V2-Lite 16, Kimi-K2 64, V3 128); other head counts are a
-/// [`crate::KernelError::Shape`] error and use [`flash_latent`]. The query and the
+/// segments and output, so [`attn_merge`] follows it unchanged. Heads in groups of 16, the last
+/// one partial when `n_head` is not a multiple of 16 (GLM-4.7-Flash's 20). The query and the
 /// probabilities enter the tensor cores as f16.
 pub fn flash_latent_mma<B: Accelerator>(
     b: &mut B,
@@ -286,16 +285,6 @@ pub fn flash_latent_mma<B: Accelerator>(
         CacheType::F16 => &FLASH_LATENT_MMA,
         CacheType::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
     };
-    if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
-        return Err(shape(
-            d,
-            format!(
-                "n_head = {} but the tensor-core kernel needs a multiple of {FLASH_MMA_HEADS} \
-                 (use flash_latent)",
-                s.n_head
-            ),
-        ));
-    }
     launch_flash(b, d, s, bufs, max_segments, kq_scale)
 }
 
@@ -317,8 +306,9 @@ pub struct PrefillBufs<'a, T> {
 
 /// Causal attention of a prefill chunk of `ntok` tokens at positions `pos0 .. pos0 + ntok`
 /// (`pos0` read from `bufs.state`) on tensor cores, two tokens × 16 heads per block (see
-/// `ingot_abi::launch::FLASH_LATENT_PREFILL`): normalized output, no merge. `n_head` a
-/// multiple of 16, `ntok` in `1..=512`; `kq_scale` as for [`flash_latent`].
+/// `ingot_abi::launch::FLASH_LATENT_PREFILL`): normalized output, no merge. `n_head` up to 128
+/// (a last group of fewer than 16 heads is partial), `ntok` in `1..=512`; `kq_scale` as for
+/// [`flash_latent`].
 pub fn flash_latent_prefill<B: Accelerator>(
     b: &mut B,
     s: &AttnShape,
@@ -331,15 +321,6 @@ pub fn flash_latent_prefill<B: Accelerator>(
         CacheType::Q8_0 => &FLASH_LATENT_PREFILL_Q8_0,
     };
     s.check(d, true)?;
-    if !s.n_head.is_multiple_of(FLASH_MMA_HEADS as usize) {
-        return Err(shape(
-            d,
-            format!(
-                "n_head = {} is not a multiple of {FLASH_MMA_HEADS}",
-                s.n_head
-            ),
-        ));
-    }
     if ntok == 0 || ntok > FLASH_PREFILL_MAX_TOKENS as usize {
         return Err(shape(
             d,

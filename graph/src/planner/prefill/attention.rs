@@ -4,8 +4,8 @@
 //! with the heads as experts, the causal attention, `attn_output` and the residual add.
 
 use ingot_abi::launch::{
-    flash_prefill_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
-    FLASH_MMA_HEADS, QUANTIZE_Q8_1, ROPE_KV_Q8_1_ROWS,
+    flash_prefill_items, CacheType, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, QUANTIZE_Q8_1,
+    ROPE_KV_Q8_1_ROWS,
 };
 use ingot_abi::launch::{
     FlashPrefillArgs, QuantizeQ8_1Args, RmsnormArgs, RopeKvRowsArgs, RMSNORM_Q8_1,
@@ -25,12 +25,6 @@ use crate::planner::nodes::is_f32;
 pub(crate) fn layer(b: &mut Builder<'_>, acts: &ChunkActs, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     check_shapes(b)?;
-    if !(c.n_head as u32).is_multiple_of(FLASH_MMA_HEADS) {
-        return Err(PlanError::UnsupportedModel(format!(
-            "{} heads: the prefill attention takes whole groups of {FLASH_MMA_HEADS}",
-            c.n_head
-        )));
-    }
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| (format!("blk.{il} {s}"), il);
     let t = acts.t;

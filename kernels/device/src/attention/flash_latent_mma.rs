@@ -1,7 +1,8 @@
 //! `flash_latent_mma`: `flash_latent` on tensor cores (docs/decode-math.md#split-k-attention) for
-//! heads in groups of exactly 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`:
-//! block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`) over segment
-//! `b % max_segments`, so `n_head` is a multiple of 16 (16, 64, 128: V2-Lite, Kimi-K2, V3).
+//! heads in groups of 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block
+//! `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`) below `n_head` over segment
+//! `b % max_segments` (16, 64, 128 heads: V2-Lite, Kimi-K2, V3 in whole groups; GLM-4.7-Flash's 20
+//! as a group of 16 and one of 4, whose 12 missing heads are zero rows never stored).
 //! Same contract as `flash_latent`: a block streams its segment of rows `0..=pos`
 //! ([`flash_segments`]) through shared memory in tiles of `FLASH_TILE` (32) rows, every row read
 //! once for all heads as key and value, keeps a base-2 online softmax per head, and writes the
@@ -99,8 +100,7 @@ unsafe fn stage_query(q: QuerySrc, dst: u32, tid: u32) {
 flash_entry_points! {
     flash_latent_mma_impl;
     /// See the module docs and `ingot_abi::launch::FLASH_LATENT_MMA` for the contract; the host
-    /// launcher checks `n_head` (a multiple of 16 up to 128), the other shape limits and every
-    /// buffer size.
+    /// launcher checks `n_head` (up to 128), the other shape limits and every buffer size.
     flash_latent_mma => false;
     /// [`flash_latent_mma`] over a q8_0 cache (`ingot_abi::launch::FLASH_LATENT_MMA_Q8_0`): each
     /// tile's blocks are widened into the same f16 tile (`super::cache_q8`).
@@ -127,6 +127,9 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let ms = max_segments.max(1);
     let seg = bid() % ms;
     let h0 = bid() / ms * HEADS;
+    // Heads of this group the model has: 16, fewer in a last partial group (`h0 < n_head`: the
+    // launch has one block per group and segment).
+    let heads = n_head.saturating_sub(h0).min(HEADS);
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;
@@ -179,7 +182,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         cache_q8::EMPTY
     };
     let qs = logit_scale(kq_scale, global(temp), temperature, pos) * core::f32::consts::LOG2_E;
-    // The group's 16 heads are consecutive rows of q_abs and q_pe.
+    // The group's heads are consecutive rows of q_abs and q_pe.
     let q = QuerySrc {
         q_abs: global(q_abs) + (h0 * kv_lora) as u64 * 4,
         q_pe: global(q_pe) + (h0 * n_rope) as u64 * 4,
@@ -187,6 +190,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         n_rope,
         tok_rows: 0,
         live_rows: HEADS,
+        heads,
         qs: [qs, qs],
     };
     stage_query(q, tile, tid);
@@ -332,21 +336,23 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         start = next;
     }
 
-    // Rows g and g + 8 of the accumulators; the launcher bounds seg·n_head + h0 + 15 by
-    // max_segments·n_head (n_head a multiple of 16).
+    // Rows g and g + 8 of the accumulators, those of heads the model has: the launcher bounds
+    // seg·n_head + n_head by max_segments·n_head.
     let seg_head = seg * n_head + h0;
     let o_row = global(part_o) + (seg_head + g) as u64 * kv_lora as u64 * 4;
     let o_row8 = o_row + 8 * kv_lora as u64 * 4;
     let mut c = 0;
     while c < V_TILES {
         let d = warp * V_COLS + 8 * c as u32 + 2 * tq;
-        if d < kv_lora {
+        if d < kv_lora && h0 + g < n_head {
             st_v2_f32(o_row + d as u64 * 4, [o[c][0], o[c][1]]);
+        }
+        if d < kv_lora && h0 + g + 8 < n_head {
             st_v2_f32(o_row8 + d as u64 * 4, [o[c][2], o[c][3]]);
         }
         c += 1;
     }
-    if sk == 0 {
+    if sk == 0 && h0 + sh < n_head {
         st_v2_f32(global(part_ml) + (seg_head + sh) as u64 * 8, [m, l]);
     }
 }

@@ -120,7 +120,7 @@ fn rescale(o: &mut Acc, al_g: f32, al_g8: f32) {
 }
 
 /// Stores one token's rows g and g + 8 (global `o_row`, `o_row8`) times `inv`, `inv8`: the
-/// warp's dims below `kv_lora`, nothing unless `live`.
+/// warp's dims below `kv_lora`; row g only if `live`, row g + 8 only if `live8`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn store_rows(
@@ -130,7 +130,7 @@ unsafe fn store_rows(
     warp: u32,
     tq: u32,
     kv_lora: u32,
-    live: bool,
+    (live, live8): (bool, bool),
 ) {
     let mut c = 0;
     while c < V_TILES {
@@ -138,6 +138,8 @@ unsafe fn store_rows(
         let a = o[c];
         if live && d < kv_lora {
             st_v2_f32(o_row + d as u64 * 4, [a[0] * inv, a[1] * inv]);
+        }
+        if live8 && d < kv_lora {
             st_v2_f32(o_row8 + d as u64 * 4, [a[2] * inv8, a[3] * inv8]);
         }
         c += 1;
@@ -224,6 +226,9 @@ unsafe fn prefill_impl<const Q8: bool>(
         return;
     };
     let h0 = bid() / pairs * HEADS;
+    // Heads of this group the model has: 16, fewer in a last partial group (`h0 < n_head`: the
+    // launch has one block per group and token pair).
+    let heads = n_head.saturating_sub(h0).min(HEADS);
     let t0 = (pairs.get() - 1 - bid() % pairs) * TOKENS;
     // Live tokens of the block: 2, or 1 for the last token of an odd `ntok`.
     let live = (ntok - t0).min(TOKENS);
@@ -274,6 +279,7 @@ unsafe fn prefill_impl<const Q8: bool>(
         n_rope,
         tok_rows: n_head,
         live_rows: live * HEADS,
+        heads,
         qs: [qs(p_a), qs(p_b)],
     };
     stage_query(q, tile, tid);
@@ -463,6 +469,17 @@ unsafe fn prefill_impl<const Q8: bool>(
     let p_tok = HEADS * sm::P_STRIDE;
     let inv0 = (inv(al_row), inv(al_row + 8 * sm::P_STRIDE));
     let inv1 = (inv(al_row + p_tok), inv(al_row + p_tok + 8 * sm::P_STRIDE));
-    store_rows(&o0, rows(0), inv0, warp, tq, kv_lora, true);
-    store_rows(&o1, rows(1), inv1, warp, tq, kv_lora, live == TOKENS);
+    // Rows g and g + 8 are heads h0 + g and h0 + g + 8: stored only where the model has them.
+    let (hg, hg8) = (h0 + g < n_head, h0 + g + 8 < n_head);
+    store_rows(&o0, rows(0), inv0, warp, tq, kv_lora, (hg, hg8));
+    let second = live == TOKENS;
+    store_rows(
+        &o1,
+        rows(1),
+        inv1,
+        warp,
+        tq,
+        kv_lora,
+        (second && hg, second && hg8),
+    );
 }

@@ -82,8 +82,10 @@ pub(super) unsafe fn zero_tile(tile: u32, tid: u32) {
 ///
 /// Staged row `r` is head `r % 16` of token `r / 16`: query row `(r / 16)·tok_rows + r % 16`
 /// from `q_abs` (`kv_lora` f32 per row) and `q_pe` (`n_rope` f32 per row), both pointers
-/// already at the first token's first head; rows `≥ live_rows` are staged as zeros.
-/// `qs[r / 16]` is the token's `kq_scale·log2(e)` (with its temperature factor).
+/// already at the first token's first head; rows `≥ live_rows` and rows whose head `r % 16` is
+/// `≥ heads` (the heads of a last, partial group that the model does not have) are staged as
+/// zeros and never read. `qs[r / 16]` is the token's `kq_scale·log2(e)` (with its temperature
+/// factor).
 #[derive(Clone, Copy)]
 pub(super) struct QuerySrc {
     pub q_abs: u64,
@@ -92,6 +94,7 @@ pub(super) struct QuerySrc {
     pub n_rope: u32,
     pub tok_rows: u32,
     pub live_rows: u32,
+    pub heads: u32,
     pub qs: [f32; 2],
 }
 
@@ -110,7 +113,7 @@ pub(super) unsafe fn stage_query_chunk(q: QuerySrc, rows: u32, dst: u32, tid: u3
         q.q_abs + (row * q.kv_lora + d) as u64 * 4,
         q.q_pe + (row * q.n_rope).wrapping_add(d.wrapping_sub(q.kv_lora)) as u64 * 4,
     );
-    let live = r < q.live_rows && d < q.kv_lora + q.n_rope;
+    let live = r < q.live_rows && r % HEADS < q.heads && d < q.kv_lora + q.n_rope;
     let a = ld_v4_if(live, at).map(f32::from_bits);
     let b = ld_v4_if(live, at + 16).map(f32::from_bits);
     let qs = if r < HEADS { q.qs[0] } else { q.qs[1] };
