@@ -671,9 +671,9 @@ const _: () = assert!(flash_prefill_items(16, FLASH_PREFILL_MAX_TOKENS) == 256);
 /// `pos0 + ntok > ctx`, reads only row 0 and writes NaN to every output, so an overflow is
 /// visible.
 /// Temperature as [`FLASH_LATENT`], per token at its own position. Requires `n_head ≤ 128`
-/// (partial last group as [`FLASH_LATENT_MMA`]), `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8,
-/// `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and `|kq_scale·log2(e)·q| < 65504`. Grid:
-/// [`flash_prefill_items`] blocks.
+/// (partial last group as [`FLASH_LATENT_MMA`]), `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`,
+/// both multiples of 8, `1 ≤ ntok ≤` [`FLASH_PREFILL_MAX_TOKENS`] and
+/// `|kq_scale·log2(e)·q| < 65504`. Grid: [`flash_prefill_items`] blocks.
 pub const FLASH_LATENT_PREFILL: Kernel<FlashPrefillArgs> = Kernel::new(
     "flash_latent_prefill",
     [FLASH_MMA_THREADS, 1, 1],

@@ -1,12 +1,11 @@
-//! `flash_latent_mma`: `flash_latent` on tensor cores (docs/decode-math.md#split-k-attention) for
-//! heads in groups of 16, the M = 16 rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block
-//! `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`) below `n_head` over segment
-//! `b % max_segments` (16, 64, 128 heads: V2-Lite, Kimi-K2, V3 in whole groups; GLM-4.7-Flash's 20
-//! as a group of 16 and one of 4, whose 12 missing heads are zero rows never stored).
-//! Same contract as `flash_latent`: a block streams its segment of rows `0..=pos`
-//! ([`flash_segments`]) through shared memory in tiles of `FLASH_TILE` (32) rows, every row read
-//! once for all heads as key and value, keeps a base-2 online softmax per head, and writes the
-//! un-normalized output and `(m, l)` for `attn_merge`.
+//! `flash_latent_mma`: `flash_latent` on tensor cores (docs/decode-math.md#split-k-attention),
+//! heads in groups of 16, the M rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block `b`
+//! serves heads `16g .. 16g + 16` (`g = b / max_segments`) below `n_head` over segment
+//! `b % max_segments`; a last partial group (GLM-4.7-Flash's 20 = 16 + 4) stages zero query rows
+//! for the heads it lacks and never stores them. Same contract as `flash_latent`: a block streams
+//! its segment of rows `0..=pos` ([`flash_segments`]) through shared memory in tiles of
+//! `FLASH_TILE` (32) rows, every row read once for all heads as key and value, keeps a base-2
+//! online softmax per head, and writes the un-normalized output and `(m, l)` for `attn_merge`.
 //!
 //! Per tile, warp `w` of 8:
 //! * scores `S[16 × 32] = Q·Kᵀ`: rows `8(w%4) ..` over half `w/4` of the 576-deep product (18
@@ -27,7 +26,7 @@
 //! at a fixed `FLASH_MMA_ROW_STRIDE`), so the fixed 18 k-steps add exact zeros; tile rows past the
 //! segment get probability 0 and hold finite data. The tile loop holds no branch besides its own
 //! control (predicated loads and stores, a select for the mask) and issues the next tile's global
-//! loads before the current tile's math. 212 registers on sm_86, no spills; the grid is at most one
+//! loads before the current tile's math. 214 registers on sm_86, no spills; the grid is at most one
 //! block per SM per head group (`max_segments`), so occupancy is not the limit.
 
 use super::cache_q8;
