@@ -77,17 +77,28 @@ fn attention_split_fills_the_gpu() {
     // One block per SM at most (a flash block's registers fill an SM), and segments of at
     // least 2 tiles of 32 rows (64 rows).
     let o = PlanOptions::for_device(4096, 82);
-    assert_eq!(o.max_segments, 4096 / 64);
-    assert_eq!(flash_segments(4096, o.max_segments).count, 64);
+    assert_eq!(o.max_segments, 82);
+    assert_eq!(o.flash_split(16), 4096 / 64);
+    assert_eq!(flash_segments(4096, o.flash_split(16) as u32).count, 64);
     let deep = PlanOptions::for_device(32_768, 82);
-    assert_eq!(deep.max_segments, 82);
+    assert_eq!(deep.flash_split(16), 82);
     // Segments are whole tiles: 1024 tiles over at most 82 blocks is 13 tiles each, so 79
     // blocks, one wave on 96% of the SMs.
-    let count = flash_segments(32_768, deep.max_segments).count;
+    let count = flash_segments(32_768, deep.flash_split(16) as u32).count;
     assert_eq!(count, 79, "{count} blocks");
     // A short context never asks for more blocks than it has 64-row segments.
-    assert_eq!(PlanOptions::for_device(100, 132).max_segments, 2);
-    assert_eq!(PlanOptions::for_device(1 << 20, 132).max_segments, 132);
+    assert_eq!(PlanOptions::for_device(100, 132).flash_split(16), 2);
+    assert_eq!(PlanOptions::for_device(1 << 20, 132).flash_split(16), 132);
+    // Head groups share the blocks: GLM-4.7-Flash's 20 heads (2 groups) on 82 SMs take 41
+    // segments each where the context has more, Kimi-K2's 64 (4 groups) 20, V3's 128 (8) 10;
+    // on 132 SMs the 2 groups take 66 each; a short context is not split further.
+    assert_eq!(o.flash_split(20), 41);
+    assert_eq!(o.flash_split(64), 20);
+    assert_eq!(o.flash_split(128), 10);
+    assert_eq!(PlanOptions::for_device(4096, 132).flash_split(20), 64);
+    assert_eq!(PlanOptions::for_device(1 << 20, 132).flash_split(20), 66);
+    assert_eq!(PlanOptions::for_device(100, 82).flash_split(128), 2);
+    assert_eq!(PlanOptions::for_device(100, 4).flash_split(128), 1);
     assert_eq!(
         PlanOptions::for_ctx(4096),
         PlanOptions::for_device(4096, 82)

@@ -31,9 +31,9 @@ fn attn_shape(depth: usize) -> AttnShape {
 }
 
 /// Segments a plan for a `depth`-row context uses on the bench GPU (`graph`'s
-/// `PlanOptions::for_device`).
+/// `PlanOptions::flash_split`).
 fn max_segments(depth: usize) -> usize {
-    ingot_graph::PlanOptions::for_device(depth, lite::BENCH_SMS as u32).max_segments as usize
+    ingot_graph::PlanOptions::for_device(depth, lite::BENCH_SMS as u32).flash_split(lite::N_HEAD)
 }
 
 /// Segments a step at the last row of a `depth`-row cache actually writes.

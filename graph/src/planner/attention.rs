@@ -102,7 +102,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         il,
     )?;
 
-    let segs = b.opts.max_segments as usize;
+    let segs = b.opts.flash_split(b.c.n_head);
     let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
     // Tensor cores, heads in groups of 16 rows of the mma tile, one block per (group, segment);
@@ -197,7 +197,7 @@ fn merge_then_v_b(
     let c = b.c;
     let label = |s: &str| format!("blk.{il} {s}");
     let layer = Some(il);
-    let segs = b.opts.max_segments as usize;
+    let segs = b.opts.flash_split(b.c.n_head);
     // attn_merge writes attn_v_b's q8_1 input itself (its q8_1 epilogue).
     let n_lat = c.n_head * c.kv_lora;
     let o_lat_q8 = b.q8_act("act.o_lat_q8", n_lat)?;

@@ -28,9 +28,10 @@ use builder::Builder;
 pub struct PlanOptions {
     /// Positions the KV cache holds (`--ctx`).
     pub ctx: usize,
-    /// Most blocks `flash_latent` splits the context over. The GPU executor sizes it to fill
-    /// the device (a few blocks per SM); any value ≥ 1 gives the same result up to f32
-    /// summation order.
+    /// Most blocks the flash launch takes: one per SM of the GPU the plan is for. The planner
+    /// splits the context into `min(⌈ctx / 64⌉, max_segments / head groups)` segments (at least
+    /// one; 64 rows = `FLASH_MIN_SEGMENT_TILES` tiles); any value ≥ 1 gives the same result up
+    /// to f32 summation order.
     pub max_segments: u32,
     /// Routed experts beyond VRAM: each MoE layer keeps this many experts in VRAM
     /// slots and the rest in host-mapped memory, read through slot tables. `None`: all in VRAM.
@@ -59,24 +60,34 @@ impl PlanOptions {
         Self::for_device(ctx, TARGET_SM_COUNT)
     }
 
-    /// `ctx` positions with up to one `flash_latent` block per SM of a GPU with `sm_count` SMs,
-    /// and no more segments than a full context of `FLASH_MIN_SEGMENT_TILES`-tile segments can
-    /// use. One, because one is all an SM holds: 256 threads of 214 (`flash_latent_mma`) or 151
-    /// (`flash_latent`) registers take most of an SM's 65536 (sm_86 and sm_90, audit budgets),
-    /// so a second block per SM only ran as a second wave, and each segment costs a partial
-    /// output (`n_head·kv_lora·4` B = 32 KB at V2-Lite shapes) written by the flash and read by
-    /// the merge: at depth 32768 two per SM were 5.4 MB of the 43 MB a layer's attention moved.
+    /// `ctx` positions with up to one flash block per SM of a GPU with `sm_count` SMs. One,
+    /// because one is all an SM holds: 256 threads of 214 registers (`flash_latent_mma`, sm_86
+    /// and sm_90, audit budgets) take most of an SM's 65536, so a second block per SM only ran
+    /// as a second wave, and each segment costs a partial output (`n_head·kv_lora·4` B = 32 KB
+    /// at V2-Lite shapes) written by the flash and read by the merge: at depth 32768 two per SM
+    /// were 5.4 MB of the 43 MB a layer's attention moved. Several head groups share the blocks
+    /// (see [`PlanOptions::max_segments`]).
     pub fn for_device(ctx: usize, sm_count: u32) -> Self {
-        let min_rows =
-            (ingot_abi::launch::FLASH_TILE * ingot_abi::launch::FLASH_MIN_SEGMENT_TILES) as usize;
-        let cap = sm_count.clamp(1, 1024) as usize;
-        let segments = ctx.div_ceil(min_rows).clamp(1, cap) as u32;
+        let segments = sm_count.clamp(1, 1024);
         PlanOptions {
             ctx,
             max_segments: segments,
             expert_cache: None,
             cache_type: CacheType::F16,
         }
+    }
+
+    /// Segments the flash launch splits the context into for `n_head` heads: at most one per
+    /// `FLASH_MIN_SEGMENT_TILES`-tile run of the context, and at most
+    /// [`PlanOptions::max_segments`] blocks shared by the head groups, so the launch stays
+    /// within one block per SM (GLM-4.7-Flash's 2 groups, Kimi-K2's 4 and V3's 8 would otherwise
+    /// run as that many waves and write that many more partial outputs). At least one.
+    pub fn flash_split(&self, n_head: usize) -> usize {
+        use ingot_abi::launch::{flash_head_groups, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
+        let min_rows = (FLASH_TILE * FLASH_MIN_SEGMENT_TILES) as usize;
+        let groups = flash_head_groups(u32::try_from(n_head).unwrap_or(u32::MAX)).max(1);
+        let per_group = (self.max_segments / groups) as usize;
+        self.ctx.div_ceil(min_rows).min(per_group).max(1)
     }
 }
 
