@@ -1,5 +1,5 @@
-//! `moe_gate_up_*` with its router fused in (`GATE_UP_ROUTER`) against the two launches it
-//! replaces, `moe_router_f32` then `moe_gate_up_*`, each proven against its oracle in
+//! `moe_gate_up_router_*` (the gate/up kernel with its router fused in) against the two
+//! launches it replaces, `moe_router_f32` then `moe_gate_up_*`, each proven against its oracle in
 //! `moe_route.rs` and `moe_ffn/`: the logits, the selection and the SwiGLU activations must be
 //! the same bits, on fresh random inputs per launch with every output poisoned.
 //!
