@@ -361,6 +361,17 @@ fn full_size_family_plans() {
                     c.n_layer,
                     "{preset}: one attn_q_b (with the rope) per layer"
                 );
+                // Up to 64 experts the router runs in the gate/up launch; more (V3, Kimi-K2)
+                // route in moe_router_f32 before the plain gate/up kernel (no router code).
+                let fused = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kernel.starts_with("moe_gate_up_router_"))
+                    .count();
+                let apart = kernels_in(&plan, "moe_router_f32");
+                let moe = c.n_moe_layers();
+                let want = if c.n_expert <= 64 { (moe, 0) } else { (0, moe) };
+                assert_eq!((fused, apart), want, "{preset}: {} experts", c.n_expert);
             }
             Err(e) => failures.push(format!("{preset}: {e}")),
         }
