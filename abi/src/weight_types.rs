@@ -8,12 +8,13 @@
 //! ggml type id, the weights per block, the unit of the kernels' thread mapping (lanes per unit,
 //! weights per unit, bytes its lanes read per unit; [`GemvUnit`]), and the byte offsets of the
 //! block's f16 scale fields. Every type gets every per-type kernel (plain, grouped, grouped with
-//! the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE gate/up and
-//! down, which read their routed experts through expert tables); the `mixed_down` rows add MoE down
-//! kernels whose routed and shared weights differ (the llama.cpp mixes,
-//! docs/deepseek2-model.md#quant-mixes), the `mixed_gate_up` rows fused gate/up kernels whose
-//! routed and shared weights differ (the dynamic low-bit files: routed experts in a grid type,
-//! shared experts at 6 bits) and the `argmax` rows the fused lm_head kernels.
+//! the q8_1 epilogue, two-matrix, two-matrix with the rope tail, `attn_merge_v_b`, MoE gate/up
+//! with and without the router in its launch, and down, which read their routed experts through
+//! expert tables); the `mixed_down` rows add MoE down kernels whose routed and shared weights
+//! differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the `mixed_gate_up` rows
+//! fused gate/up kernels (both kinds) whose routed and shared weights differ (the dynamic
+//! low-bit files: routed experts in a grid type, shared experts at 6 bits) and the `argmax` rows
+//! the fused lm_head kernels.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
@@ -21,8 +22,9 @@
 //! guard allowance needs its reason written there). The kernel tests iterate the registry.
 
 use crate::launch::{
-    DownArgs, GateUpArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs,
-    GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs, MmqMoeArgs,
+    DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs,
+    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs,
+    MmqMoeArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -116,6 +118,12 @@ macro_rules! kernel_name {
     };
     (gate_up, $r:ident, $s:ident) => {
         concat!("moe_gate_up_", stringify!($r), "_", stringify!($s))
+    };
+    (gate_up_router, $t:ident) => {
+        concat!("moe_gate_up_router_", stringify!($t))
+    };
+    (gate_up_router, $r:ident, $s:ident) => {
+        concat!("moe_gate_up_router_", stringify!($r), "_", stringify!($s))
     };
     (down, $r:ident, $s:ident) => {
         concat!("moe_down_", stringify!($r), "_", stringify!($s))
@@ -332,6 +340,19 @@ macro_rules! define_registry {
                 }
             }
 
+            /// The fused MoE gate/up/SwiGLU kernel with the router in its launch
+            /// (`ingot_abi::launch::moe`).
+            pub const fn gate_up_router(self) -> &'static Kernel<GateUpRouterArgs> {
+                match self {
+                    $(GemvType::$v => {
+                        const D: Kernel<GateUpRouterArgs> = crate::launch::moe::gate_up_router_kernel(
+                            kernel_name!(gate_up_router, $tag),
+                        );
+                        &D
+                    })*
+                }
+            }
+
             /// The `mixed_down` rows: (routed, shared) down types of the MoE down kernels beyond
             /// every type with itself.
             pub const MIXED_DOWN: &'static [(GemvType, GemvType)] =
@@ -356,6 +377,24 @@ macro_rules! define_registry {
                         Some(&D)
                     })*
                     (r, s) if r as u32 == s as u32 => Some(r.gate_up()),
+                    _ => None,
+                }
+            }
+
+            /// [`Self::gate_up_mixed`] with the router in its launch: the registry has one for
+            /// every pair it has a gate/up kernel for.
+            pub const fn gate_up_router_mixed(
+                routed: GemvType,
+                shared: GemvType,
+            ) -> Option<&'static Kernel<GateUpRouterArgs>> {
+                match (routed, shared) {
+                    $((GemvType::$gv, GemvType::$gsv) => {
+                        const D: Kernel<GateUpRouterArgs> = crate::launch::moe::gate_up_router_kernel(
+                            kernel_name!(gate_up_router, $gt, $gst),
+                        );
+                        Some(&D)
+                    })*
+                    (r, s) if r as u32 == s as u32 => Some(r.gate_up_router()),
                     _ => None,
                 }
             }
@@ -441,6 +480,7 @@ macro_rules! define_registry {
                 GemvType::$v.pair_norm().desc,
                 GemvType::$v.merge_v_b().desc,
                 GemvType::$v.gate_up().desc,
+                GemvType::$v.gate_up_router().desc,
             )*
             $(
                 match GemvType::down(GemvType::$v, GemvType::$v) { Some(d) => d.desc, None => panic!() },
@@ -450,6 +490,10 @@ macro_rules! define_registry {
             )*
             $(
                 match GemvType::gate_up_mixed(GemvType::$gv, GemvType::$gsv) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+                match GemvType::gate_up_router_mixed(GemvType::$gv, GemvType::$gsv) {
                     Some(d) => d.desc,
                     None => panic!(),
                 },
@@ -489,6 +533,25 @@ mod tests {
             Some("moe_down_q5_0_q4k")
         );
         assert_eq!(GemvType::down(GemvType::Q4K, GemvType::Q5_0), None);
+        assert_eq!(GemvType::Iq3S.gate_up().name, "moe_gate_up_iq3_s");
+        assert_eq!(
+            GemvType::Iq3S.gate_up_router().name,
+            "moe_gate_up_router_iq3_s"
+        );
+        assert_eq!(
+            GemvType::gate_up_router_mixed(GemvType::Iq1S, GemvType::Q6K).map(|d| d.name),
+            Some("moe_gate_up_router_iq1_s_q6k")
+        );
+        // The fused kernels cover exactly the pairs the plain ones do.
+        for &r in &GemvType::ALL {
+            for &s in &GemvType::ALL {
+                assert_eq!(
+                    GemvType::gate_up_mixed(r, s).is_some(),
+                    GemvType::gate_up_router_mixed(r, s).is_some(),
+                    "{r:?} with {s:?}"
+                );
+            }
+        }
         assert_eq!(GemvType::Q5_0.argmax(), None);
         assert_eq!(GemvType::Q4K.mmq().map(|d| d.name), Some("mmq_q4k"));
         assert_eq!(

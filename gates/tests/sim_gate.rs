@@ -209,13 +209,14 @@ fn tiny_mla_iq4_xs() {
 }
 
 /// The unsloth-style dynamic mixes: the grid type in the routed experts' gate/up beside Q6_K
-/// shared experts (the mixed gate/up kernel), and the tiny model's 128-wide routed down rows
-/// (IQ4_NL, the fallback) beside Q6_K shared ones.
+/// shared experts (the mixed gate/up kernel, with the router in its launch at the tiny model's
+/// expert count), and the tiny model's 128-wide routed down rows (IQ4_NL, the fallback) beside
+/// Q6_K shared ones.
 #[test]
 fn tiny_mla_iq2_xxs() {
     gate_mix_kernels(
         QuantMix::Iq2Xxs,
-        &["moe_gate_up_iq2_xxs_q6k", "moe_down_iq4_nl_q6k"],
+        &["moe_gate_up_router_iq2_xxs_q6k", "moe_down_iq4_nl_q6k"],
     );
 }
 
@@ -223,7 +224,7 @@ fn tiny_mla_iq2_xxs() {
 fn tiny_mla_iq1_s() {
     gate_mix_kernels(
         QuantMix::Iq1S,
-        &["moe_gate_up_iq1_s_q6k", "moe_down_iq4_nl_q6k"],
+        &["moe_gate_up_router_iq1_s_q6k", "moe_down_iq4_nl_q6k"],
     );
 }
 
@@ -233,7 +234,7 @@ fn tiny_mla_iq1_s() {
 fn tiny_mla_iq3_xxs() {
     gate_mix_kernels(
         QuantMix::Iq3Xxs,
-        &["moe_gate_up_iq3_xxs_q6k", "moe_down_iq4_nl_q6k"],
+        &["moe_gate_up_router_iq3_xxs_q6k", "moe_down_iq4_nl_q6k"],
     );
 }
 

@@ -3,7 +3,7 @@
 
 mod support;
 
-use ingot_abi::launch::{KernelDesc, Param, GATE_UP_ROUTER};
+use ingot_abi::launch::{KernelDesc, Param};
 use ingot_gguf::GgmlType;
 use ingot_graph::{build_plan, BufferKind, NodeArg, PlanError, PlanOptions};
 use ingot_synth::{Layout, Preset, QuantMix};
@@ -41,9 +41,9 @@ fn v2_lite_plan_counts_and_bytes() {
     // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b (attn_merge_v_b, q8_1
     // out), attn_output (whose tail writes ffn_norm), then a dense layer's gate_up and down
     // (7), a MoE layer's gate_up with the router gemv and routing in its launch
-    // (GATE_UP_ROUTER: 64 experts) and down (7); each FFN down launch's tail writes the next
-    // layer's attn_norm (the last layer's: output_norm), so only layer 0 has an attn_norm node
-    // (8 in the dense layer 0). The head is lm_head+argmax and argmax_finish, after the
+    // (moe_gate_up_router_q4k: 64 experts) and down (7); each FFN down launch's tail writes the
+    // next layer's attn_norm (the last layer's: output_norm), so only layer 0 has an attn_norm
+    // node (8 in the dense layer 0). The head is lm_head+argmax and argmax_finish, after the
     // embedding fetch.
     assert_eq!(s.nodes_per_layer[0], 8, "dense layer 0");
     assert_eq!(moe[0], 7, "MoE layer");
@@ -54,8 +54,9 @@ fn v2_lite_plan_counts_and_bytes() {
     let norms = |k: &str| kernels_in(&plan, k);
     assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 1);
     assert_eq!(kernels_in(&plan, "moe_router_f32"), 0);
-    let fused = |n: &&ingot_graph::Node| n.args.get(12) == Some(&NodeArg::U32(GATE_UP_ROUTER));
-    assert_eq!(plan.nodes.iter().filter(fused).count(), 26);
+    assert_eq!(kernels_in(&plan, "moe_gate_up_router_q4k"), 26);
+    // The dense layer's gate/up runs the plain kernel (no router code).
+    assert_eq!(kernels_in(&plan, "moe_gate_up_q4k"), 1);
     assert_eq!(
         kernels_in(&plan, "moe_route") + kernels_in(&plan, "gemv_f32"),
         0
@@ -374,6 +375,17 @@ fn full_size_family_plans() {
                     c.n_layer,
                     "{preset}: one attn_q_b (with the rope) per layer"
                 );
+                // Up to 64 experts the router runs in the gate/up launch; more (V3, Kimi-K2)
+                // route in moe_router_f32 before the plain gate/up kernel (no router code).
+                let fused = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kernel.starts_with("moe_gate_up_router_"))
+                    .count();
+                let apart = kernels_in(&plan, "moe_router_f32");
+                let moe = c.n_moe_layers();
+                let want = if c.n_expert <= 64 { (moe, 0) } else { (0, moe) };
+                assert_eq!((fused, apart), want, "{preset}: {} experts", c.n_expert);
             }
             Err(e) => failures.push(format!("{preset}: {e}")),
         }
@@ -473,14 +485,8 @@ fn merged_gate_up_experts_are_planned() {
                 let NodeArg::Buf(gate) = n.args[2] else {
                     panic!("gate is not a buffer")
                 };
-                // `layout`, without the router's bit.
-                let NodeArg::U32(layout) = n.args[12] else {
-                    panic!("layout is not a u32")
-                };
-                (
-                    plan.buffers[gate.buf.0 as usize].name.clone(),
-                    NodeArg::U32(layout & !GATE_UP_ROUTER),
-                )
+                // `layout`, the 13th argument with or without the router's after it.
+                (plan.buffers[gate.buf.0 as usize].name.clone(), n.args[12])
             })
             .collect();
         (plan.nodes.len(), gate_up)

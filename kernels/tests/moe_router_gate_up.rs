@@ -1,5 +1,5 @@
-//! `moe_gate_up_*` with its router fused in (`GATE_UP_ROUTER`) against the two launches it
-//! replaces, `moe_router_f32` then `moe_gate_up_*`, each proven against its oracle in
+//! `moe_gate_up_router_*` (the gate/up kernel with its router fused in) against the two
+//! launches it replaces, `moe_router_f32` then `moe_gate_up_*`, each proven against its oracle in
 //! `moe_route.rs` and `moe_ffn/`: the logits, the selection and the SwiGLU activations must be
 //! the same bits, on fresh random inputs per launch with every output poisoned.
 //!
@@ -126,13 +126,19 @@ fn floats(rng: &mut StdRng, n: usize, m: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-m..m)).collect()
 }
 
-/// One case's three launch pairs.
-fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, ctl: &B::Buf) {
+/// One case's `launches` launch pairs.
+fn check_case<B: Accelerator>(
+    b: &mut B,
+    rng: &mut StdRng,
+    c: &Case,
+    ctl: &B::Buf,
+    launches: usize,
+) {
     let (s, n) = (&c.s, c.p.n_expert);
     let rows = if c.merged { 2 * s.ff } else { s.ff };
     let slab = rows * s.n_embd / c.routed.block_elems() * c.routed.block_bytes();
     let count = upload(b, &[0u8; 4]);
-    for launch in 0..3 {
+    for launch in 0..launches {
         let w = floats(rng, n * s.n_embd, 0.05);
         let rx = floats(rng, s.n_embd, 1.0);
         let bias = c.bias.then(|| floats(rng, n, 0.5));
@@ -203,9 +209,12 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, ctl: &B::Bu
         );
     }
     eprintln!(
-        "{}: {}: {} experts, {} used, ff {} + {}: 3 fused launches equal the two-launch bits",
+        "{}: {} ({:?}, {:?}): {} experts, {} used, ff {} + {}: {launches} fused launches equal \
+         the two-launch bits",
         b.name(),
         c.name,
+        c.routed,
+        c.shared,
         n,
         c.p.n_used,
         s.ff,
@@ -217,13 +226,55 @@ fn check<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("moe_router_gate_up");
     let ctl = upload(b, &[0u8; ROUTE_CTL_WORDS as usize * 4]);
     for c in cases() {
-        check_case(b, &mut rng, &c, &ctl);
+        check_case(b, &mut rng, &c, &ctl, 3);
     }
 }
 
 #[test]
 fn fused_router_gives_the_bits_of_the_two_launches() {
     on_every_backend!(check);
+}
+
+/// Every (routed, shared) pair of the registry: each type with itself and the `mixed_gate_up`
+/// rows, so each `moe_gate_up_router_*` entry point the planner may pick is run once against
+/// its plain twin after `moe_router_f32` (16 experts, 3 used, a 256-wide row every type takes).
+fn check_every_pair<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("moe_router_gate_up every pair");
+    let ctl = upload(b, &[0u8; ROUTE_CTL_WORDS as usize * 4]);
+    let p = RouteParams {
+        gating: Gating::Softmax,
+        n_expert: 16,
+        n_used: 3,
+        n_group: 1,
+        n_group_used: 1,
+        normalize: true,
+        scale: 1.0,
+    };
+    let s = FfnShape {
+        n_embd: 256,
+        n_expert: p.n_expert,
+        n_used: p.n_used,
+        ff: 32,
+        ff_sh: 32,
+    };
+    let same = GemvType::ALL.iter().map(|&t| (t, t));
+    for (routed, shared) in same.chain(GemvType::MIXED_GATE_UP.iter().copied()) {
+        let c = Case {
+            name: "every pair",
+            routed,
+            shared,
+            merged: false,
+            s,
+            p,
+            bias: false,
+        };
+        check_case(b, &mut rng, &c, &ctl, 1);
+    }
+}
+
+#[test]
+fn every_fused_kernel_gives_the_bits_of_the_two_launches() {
+    on_every_backend!(check_every_pair);
 }
 
 /// More experts than the fused routing holds (V3's 256) are refused, not routed wrongly.

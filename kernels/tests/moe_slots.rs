@@ -381,16 +381,6 @@ fn gate_up_on<B: SlotMemory>(b: &mut B, (ty, ty_sh): (GemvType, GemvType), merge
             KArg::U32(s.ff_sh as u32),
             KArg::U32(s.n_expert as u32),
             KArg::U32(layout),
-            // No router (`GATE_UP_ROUTER` unset): its arguments are never read.
-            KArg::Buf(&x),
-            KArg::Buf(&x),
-            KArg::Buf(&x),
-            KArg::Buf(&x),
-            KArg::Buf(&x),
-            KArg::U32(1),
-            KArg::U32(1),
-            KArg::U32(0),
-            KArg::F32(1.0),
         ];
         outputs.push(run_into(b, d, items, &args, &act, act_len));
     }

@@ -65,15 +65,16 @@ pub use mmq::{
     MMQ_WARP_TOKENS,
 };
 pub use moe::{
-    gate_up_items, gate_up_router_blocks, moe_down_stage_blocks, moe_down_stage_bytes,
-    moe_down_stage_fits, router_logits_rows_items, stacked_expert, DownArgs, ExpertSelection,
-    GateUpArgs, MoeRouteArgs, MoeRouteRowsArgs, MoeRouterArgs, RouterLogitsRowsArgs,
-    DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, EXPERT_TABLE_ENTRY_BYTES, GATE_UP_MERGED, GATE_UP_ROUTER,
-    GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MAX_EXPERTS_USED, MOE_DOWN_BLOCK_ROWS,
-    MOE_DOWN_STAGE_BLOCKS, MOE_DOWN_STAGE_BYTES, MOE_ROUTE, MOE_ROUTER_F32, MOE_ROUTER_LOGITS_ROWS,
-    MOE_ROUTE_ROWS, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS, ROUTER_ROWS_TOKENS, ROUTER_ROWS_WARPS,
-    ROUTER_WARPS, ROUTE_BIAS, ROUTE_CTL_COUNT, ROUTE_CTL_PASSED, ROUTE_CTL_READY, ROUTE_CTL_TICKET,
-    ROUTE_CTL_WORDS, ROUTE_NORMALIZE, ROUTE_SIGMOID,
+    gate_up_items, gate_up_router_blocks, gate_up_router_items, moe_down_stage_blocks,
+    moe_down_stage_bytes, moe_down_stage_fits, router_logits_rows_items, stacked_expert, DownArgs,
+    ExpertSelection, GateUpArgs, GateUpRouterArgs, MoeRouteArgs, MoeRouteRowsArgs, MoeRouterArgs,
+    RouterLogitsRowsArgs, RouterPart, DOWN_NORM_NONE, DOWN_NORM_Q8_1_F32, EXPERT_TABLE_ENTRY_BYTES,
+    GATE_UP_MERGED, GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MAX_EXPERTS_USED,
+    MOE_DOWN_BLOCK_ROWS, MOE_DOWN_STAGE_BLOCKS, MOE_DOWN_STAGE_BYTES, MOE_ROUTE, MOE_ROUTER_F32,
+    MOE_ROUTER_LOGITS_ROWS, MOE_ROUTE_ROWS, ROUTER_MAX_EXPERTS, ROUTER_MAX_GROUPS,
+    ROUTER_ROWS_TOKENS, ROUTER_ROWS_WARPS, ROUTER_WARPS, ROUTE_BIAS, ROUTE_CTL_COUNT,
+    ROUTE_CTL_PASSED, ROUTE_CTL_READY, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS, ROUTE_NORMALIZE,
+    ROUTE_SIGMOID,
 };
 pub use moe_prefill::{
     MoeCombineArgs, MoePairsArgs, MoeSwigluArgs, MOE_COMBINE, MOE_GLUE_PER_THREAD,

@@ -250,6 +250,26 @@ signature! {
         ff_sh: u32,
         n_expert: u32,
         layout: u32,
+    }
+}
+
+signature! {
+    /// The arguments of every `moe_gate_up_router_*` kernel (`gate_up_router_kernel`):
+    /// [`GateUpArgs`], then the router's ([`RouterPart`]).
+    GateUpRouterArgs {
+        x: ptr,
+        sel: ptr,
+        gate: ptr,
+        up: ptr,
+        gate_sh: ptr,
+        up_sh: ptr,
+        act: ptr,
+        ncols: u32,
+        ff: u32,
+        n_used: u32,
+        ff_sh: u32,
+        n_expert: u32,
+        layout: u32,
         rw: ptr,
         rx: ptr,
         logits: ptr,
@@ -259,6 +279,52 @@ signature! {
         n_group_used: u32,
         route_flags: u32,
         scale: f32,
+    }
+}
+
+/// The router's arguments of a `moe_gate_up_router_*` launch ([`GateUpRouterArgs`] after
+/// [`GateUpArgs`]'s): [`MOE_ROUTER_F32`]'s `w`, `x`, `logits` and `bias` as `rw`, `rx`,
+/// `logits`, `bias`, the [`ROUTE_CTL_WORDS`] control words, and its routing scalars.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterPart<P> {
+    pub rw: P,
+    pub rx: P,
+    pub logits: P,
+    pub bias: P,
+    pub route_ctl: P,
+    pub n_group: u32,
+    pub n_group_used: u32,
+    pub route_flags: u32,
+    pub scale: f32,
+}
+
+impl<P: Copy> GateUpRouterArgs<P> {
+    /// The arguments of a fused launch: `g`'s, then the router's `r`.
+    pub const fn new(g: GateUpArgs<P>, r: RouterPart<P>) -> Self {
+        GateUpRouterArgs {
+            x: g.x,
+            sel: g.sel,
+            gate: g.gate,
+            up: g.up,
+            gate_sh: g.gate_sh,
+            up_sh: g.up_sh,
+            act: g.act,
+            ncols: g.ncols,
+            ff: g.ff,
+            n_used: g.n_used,
+            ff_sh: g.ff_sh,
+            n_expert: g.n_expert,
+            layout: g.layout,
+            rw: r.rw,
+            rx: r.rx,
+            logits: r.logits,
+            bias: r.bias,
+            route_ctl: r.route_ctl,
+            n_group: r.n_group,
+            n_group_used: r.n_group_used,
+            route_flags: r.route_flags,
+            scale: r.scale,
+        }
     }
 }
 
@@ -278,27 +344,13 @@ pub const GATE_UP_SEPARATE: u32 = 0;
 /// (`ffn_gate_up_exps`: each expert's `ff` gate rows, then its `ff` up rows); `up` must still be
 /// a table of `n_expert` entries (pass `gate`): the kernel loads its entry and does not use it.
 pub const GATE_UP_MERGED: u32 = 1;
-/// `moe_gate_up_*` `layout` bit: the launch also runs the router ([`MOE_ROUTER_F32`]'s gemv and
-/// routing, with `rw`, `rx`, `logits`, `bias` and the routing scalars in its place, `sel` its
-/// output) in [`gate_up_router_blocks`] extra blocks, so the MoE FFN's first half is one launch.
-///
-/// Blocks claim their work in start order (a ticket, `route_ctl` word [`ROUTE_CTL_TICKET`]):
-/// the router's blocks first, then the shared experts' (which need no routing), then the routed
-/// slots'. A router warp counts itself in word [`ROUTE_CTL_COUNT`]; the warp that counts last
-/// routes, and each lane that stores a selection entry adds 1 to word [`ROUTE_CTL_READY`] with
-/// release semantics. A routed block waits until that word is `n_used` (an acquire spin; it only
-/// waits on blocks with lower tickets, which have started, so every wait ends), then counts
-/// itself in word [`ROUTE_CTL_PASSED`]; the last to pass sets both back to 0. Invariant: the
-/// four words are 0 before and after every launch (a replayed graph needs no reset); launches
-/// sharing them must not overlap. Without this bit a block's index is its work and `sel` must
-/// hold the routing before the launch.
-pub const GATE_UP_ROUTER: u32 = 2;
-/// Most experts a [`GATE_UP_ROUTER`] launch routes (V2-Lite, Moonlight and GLM-4.7-Flash have
-/// 64): four scores per lane. The routing of more (V3's 256, Kimi-K2's 384) holds up to 48 more
-/// registers per thread, which the gate/up rows of every block would pay in occupancy; those
-/// models keep the router in its own launch ([`MOE_ROUTER_F32`]).
+/// Most experts a `moe_gate_up_router_*` launch routes (V2-Lite, Moonlight and GLM-4.7-Flash
+/// have 64): two scores per lane. The routing of more (V3's 256, Kimi-K2's 384) holds up to 48
+/// more registers per thread, which the gate/up rows of every block of that launch would pay
+/// in occupancy; those models keep the router in its own launch ([`MOE_ROUTER_F32`]) and the
+/// plain `moe_gate_up_*` kernels, which hold no router code.
 pub const GATE_UP_ROUTER_MAX_EXPERTS: u32 = 64;
-/// `route_ctl` words (`u32`) of a [`GATE_UP_ROUTER`] launch.
+/// `route_ctl` words (`u32`) of a `moe_gate_up_router_*` launch.
 pub const ROUTE_CTL_WORDS: u32 = 4;
 /// `route_ctl` word: the next ticket.
 pub const ROUTE_CTL_TICKET: u32 = 0;
@@ -309,40 +361,35 @@ pub const ROUTE_CTL_READY: u32 = 2;
 /// `route_ctl` word: routed blocks that have seen the routing.
 pub const ROUTE_CTL_PASSED: u32 = 3;
 
-/// Router blocks of a `moe_gate_up_*` launch: `ceil(n_expert / ROUTER_WARPS)` with
-/// [`GATE_UP_ROUTER`] in `layout`, else 0. Warp `w < ROUTER_WARPS` of router block `k` computes
-/// router row `k·ROUTER_WARPS + w`, as in [`MOE_ROUTER_F32`], and its other warps have no work:
-/// the router's 512 KB (V2-Lite) stream from as many SMs as in that kernel.
-pub const fn gate_up_router_blocks(n_expert: u32, layout: u32) -> u32 {
-    if layout & GATE_UP_ROUTER != 0 {
-        n_expert.div_ceil(ROUTER_WARPS)
-    } else {
-        0
+/// Router blocks of a `moe_gate_up_router_*` launch: `ceil(n_expert / ROUTER_WARPS)`. Warp
+/// `w < ROUTER_WARPS` of router block `k` computes router row `k·ROUTER_WARPS + w`, as in
+/// [`MOE_ROUTER_F32`], and its other warps have no work: the router's 512 KB (V2-Lite) stream
+/// from as many SMs as in that kernel.
+pub const fn gate_up_router_blocks(n_expert: u32) -> u32 {
+    n_expert.div_ceil(ROUTER_WARPS)
+}
+
+/// Items of a `moe_gate_up_*` launch: its `n_used·ff + ff_sh` output rows; `None` on overflow.
+pub const fn gate_up_items(n_used: u32, ff: u32, ff_sh: u32) -> Option<u32> {
+    match n_used.checked_mul(ff) {
+        Some(r) => r.checked_add(ff_sh),
+        None => None,
     }
 }
 
-/// Items of a `moe_gate_up_*` launch: its `n_used·ff + ff_sh` output rows, and
-/// [`MOE_GATE_UP_ROWS`] more per router block ([`gate_up_router_blocks`]); `None` on overflow.
-pub const fn gate_up_items(
-    n_used: u32,
-    ff: u32,
-    ff_sh: u32,
-    n_expert: u32,
-    layout: u32,
-) -> Option<u32> {
-    let rows = match n_used.checked_mul(ff) {
+/// Items of a `moe_gate_up_router_*` launch: [`gate_up_items`], and [`MOE_GATE_UP_ROWS`] more
+/// per router block ([`gate_up_router_blocks`]); `None` on overflow.
+pub const fn gate_up_router_items(n_used: u32, ff: u32, ff_sh: u32, n_expert: u32) -> Option<u32> {
+    let rows = match gate_up_items(n_used, ff, ff_sh) {
         Some(r) => r,
         None => return None,
     };
-    let rows = match rows.checked_add(ff_sh) {
-        Some(r) => r,
-        None => return None,
-    };
-    match gate_up_router_blocks(n_expert, layout).checked_mul(MOE_GATE_UP_ROWS) {
+    match gate_up_router_blocks(n_expert).checked_mul(MOE_GATE_UP_ROWS) {
         Some(r) => rows.checked_add(r),
         None => None,
     }
 }
+
 /// `moe_down_*` `norm` value: no norm tail (`norm_w`, `norm_q8`, `norm_f32`, `count` are never
 /// read).
 pub const DOWN_NORM_NONE: u32 = 0;
@@ -379,10 +426,9 @@ signature! {
 /// `h = silu(gate[e][r]·x)·(up[e][r]·x)`; for the shared experts (`ff_sh` rows of
 /// `gate_sh`/`up_sh`, none if 0) likewise. `x`: `ncols/32` q8_1 blocks; `act` receives `h`
 /// quantized to q8_1 (CUDA `s = Σh`): slot `k`'s `ff/32` blocks at block `k·ff/32`, then the
-/// shared `ff_sh/32`. An item is an output row: launch `n_used·ff + ff_sh` items, and with
-/// [`GATE_UP_ROUTER`] the router's blocks besides ([`gate_up_items`]). The dense FFN is
-/// `n_used = 0` with `ff_sh` its width (the tables are then never read). Without
-/// [`GATE_UP_ROUTER`] the router arguments (`rw` .. `scale`) are never read.
+/// shared `ff_sh/32`. An item is an output row: launch `n_used·ff + ff_sh` items
+/// ([`gate_up_items`]). `sel` must hold the routing before the launch. The dense FFN is
+/// `n_used = 0` with `ff_sh` its width (the tables are then never read).
 ///
 /// **Expert tables.** The routed weight arguments (`gate` and `up` here, `down` of
 /// `down_kernel`) are tables of `n_expert` `u64` device addresses ([`EXPERT_TABLE_ENTRY_BYTES`]
@@ -392,6 +438,32 @@ signature! {
 /// beyond VRAM: a VRAM slot or the host-mapped slab, rewritten by the host between steps. A
 /// block reads each entry it uses once, outside its row loops, so one entry point serves both.
 pub(crate) const fn gate_up_kernel(name: &'static str) -> Kernel<GateUpArgs> {
+    Kernel::new(
+        name,
+        [MOE_GATE_UP_WARPS * WARP_SIZE, 1, 1],
+        MOE_GATE_UP_ROWS,
+        0,
+    )
+}
+
+/// The descriptor of a `moe_gate_up_router_*` kernel
+/// (`crate::weight_types::GemvType::gate_up_router`): a `moe_gate_up_*` launch
+/// ([`gate_up_kernel`], same first 13 parameters and output) that also runs the router
+/// ([`MOE_ROUTER_F32`]'s gemv and routing, with `rw`, `rx`, `logits`, `bias` and the routing
+/// scalars in its place, `sel` its output; [`RouterPart`]) in [`gate_up_router_blocks`] extra
+/// blocks, so the MoE FFN's first half is one launch. Requires `1 ≤ n_used`, `n_expert ≤`
+/// [`GATE_UP_ROUTER_MAX_EXPERTS`], `ncols` a multiple of 4; launch [`gate_up_router_items`].
+///
+/// Blocks claim their work in start order (a ticket, `route_ctl` word [`ROUTE_CTL_TICKET`]):
+/// the router's blocks first, then the shared experts' (which need no routing), then the routed
+/// slots'. A router warp counts itself in word [`ROUTE_CTL_COUNT`]; the warp that counts last
+/// routes, and each lane that stores a selection entry adds 1 to word [`ROUTE_CTL_READY`] with
+/// release semantics. A routed block waits until that word is `n_used` (an acquire spin; it only
+/// waits on blocks with lower tickets, which have started, so every wait ends), then counts
+/// itself in word [`ROUTE_CTL_PASSED`]; the last to pass sets both back to 0. Invariant: the
+/// four words are 0 before and after every launch (a replayed graph needs no reset); launches
+/// sharing them must not overlap.
+pub(crate) const fn gate_up_router_kernel(name: &'static str) -> Kernel<GateUpRouterArgs> {
     Kernel::new(
         name,
         [MOE_GATE_UP_WARPS * WARP_SIZE, 1, 1],

@@ -144,8 +144,8 @@ pub struct NodeLoad {
     /// rows known from the block's index, never a routed expert's (its id is the router's
     /// output).
     pub prefetch_bytes: u64,
-    /// A launch that runs its router first (`GATE_UP_ROUTER`): what must run before its routed
-    /// blocks can start and what they do then. `None` for every other node.
+    /// A launch that runs its router first (`moe_gate_up_router_*`): what must run before its
+    /// routed blocks can start and what they do then. `None` for every other node.
     pub prefix: Option<PrefixLoad>,
 }
 

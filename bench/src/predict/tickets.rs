@@ -1,5 +1,5 @@
-//! Counting a launch whose blocks take tickets: a `moe_gate_up_*` launch with its router
-//! (`GATE_UP_ROUTER`). A block's work is the ticket it draws when it starts, not its index, so
+//! Counting a launch whose blocks take tickets: a `moe_gate_up_router_*` launch (the gate/up
+//! kernel with its router). A block's work is the ticket it draws when it starts, not its index, so
 //! [`super::sample`]'s sample of block indices would run the first tickets' work only; and its
 //! routed blocks wait for the router's, so their counts would include spin loops, which depend
 //! on the schedule, not on the work.
@@ -13,9 +13,7 @@
 //! launch leaves them.
 
 use ingot_abi::launch::moe::MOE_GATE_UP_ROWS;
-use ingot_abi::launch::{
-    gate_up_router_blocks, KernelDesc, GATE_UP_ROUTER, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS,
-};
+use ingot_abi::launch::{gate_up_router_blocks, KernelDesc, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS};
 use ingot_graph::{BufRef, Node, NodeArg};
 use ptx_sim::{DevicePtr, LaunchStats, Sim};
 
@@ -48,7 +46,7 @@ pub struct TicketCounts {
 }
 
 /// The ticketed work of node `n` (kernel `d`), or `None` for a launch whose block index is its
-/// work.
+/// work: the kernels with a `route_ctl` parameter take tickets.
 pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
     let arg = |name: &str| {
         let i = d.params.iter().position(|p| p.name == name)?;
@@ -61,14 +59,10 @@ pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
     let Some(NodeArg::Buf(ctl)) = arg("route_ctl") else {
         return None;
     };
-    let layout = u32_arg("layout")?;
-    if layout & GATE_UP_ROUTER == 0 {
-        return None;
-    }
     let per_expert = u64::from((u32_arg("ff")? / MOE_GATE_UP_ROWS).max(1));
     Some(TicketWork {
         ctl,
-        router: u64::from(gate_up_router_blocks(u32_arg("n_expert")?, layout)),
+        router: u64::from(gate_up_router_blocks(u32_arg("n_expert")?)),
         shared: u64::from(u32_arg("ff_sh")? / MOE_GATE_UP_ROWS),
         routed: u64::from(u32_arg("n_used")?) * per_expert,
     })

@@ -6,8 +6,8 @@
 //! residual add into two launches.
 
 use ingot_abi::launch::{
-    gate_up_items, GateUpArgs, MoeRouterArgs, GATE_UP_MERGED, GATE_UP_ROUTER,
-    GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MOE_ROUTER_F32, ROUTE_CTL_WORDS,
+    gate_up_items, gate_up_router_items, GateUpArgs, GateUpRouterArgs, MoeRouterArgs, RouterPart,
+    GATE_UP_MERGED, GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MOE_ROUTER_F32, ROUTE_CTL_WORDS,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
@@ -52,16 +52,6 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             ff_sh: u32a(ff),
             n_expert: 1,
             layout: GATE_UP_SEPARATE,
-            // No router: never read.
-            rw: buf(norm_q8),
-            rx: buf(norm_q8),
-            logits: buf(norm_q8),
-            bias: buf(norm_q8),
-            route_ctl: buf(norm_q8),
-            n_group: 1,
-            n_group_used: 1,
-            route_flags: 0,
-            scale: 1.0,
         },
     )?;
     let ffn = DownFfn {
@@ -154,10 +144,12 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let bias = cache_bias.or(model_bias).unwrap_or(router_logits);
     let r = route_scalars(c, flags);
     // Up to `GATE_UP_ROUTER_MAX_EXPERTS` experts the router runs in the gate/up launch
-    // (`GATE_UP_ROUTER`); more (V3, Kimi-K2) in a launch of its own, the router gemv and the
-    // routing together. Either way its control words must be 0 before every launch:
-    // activations are zeroed at allocation and each launch leaves them 0, so one buffer serves
-    // every layer and every replay.
+    // (`moe_gate_up_router_*`); more (V3, Kimi-K2) in a launch of its own, the router gemv and
+    // the routing together, before the plain `moe_gate_up_*`, which holds no router code (the
+    // registers of their routing would cost every gate/up block occupancy). Either way the
+    // router's control words must be 0 before every launch: activations are zeroed at
+    // allocation and each launch leaves them 0, so one buffer serves every layer and every
+    // replay.
     let fused = r.n_expert <= GATE_UP_ROUTER_MAX_EXPERTS;
     if !fused {
         let count = b.act("act.moe_router_count", 4)?;
@@ -220,38 +212,26 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     multiple_of_32(&name("ffn_gate_shexp.weight"), ffs)?;
     let mid_q8 = b.q8_act("act.moe_mid_q8", c.n_expert_used * ff + ffs)?;
     let norm_q8 = b.acts.norm_q8;
-    let ctl = b.act("act.moe_route_ctl", u64::from(ROUTE_CTL_WORDS) * 4)?;
-    let (launch_layout, what) = match fused {
-        true => (layout | GATE_UP_ROUTER, "ffn_gate_inp+moe_gate_up_swiglu"),
-        false => (layout, "moe_gate_up_swiglu"),
+    let (n_used, ff32, ffs32) = (u32a(c.n_expert_used), u32a(ff), u32a(ffs));
+    let args = GateUpArgs {
+        x: buf(norm_q8),
+        sel: buf(sel),
+        gate: buf(gate_e),
+        up: buf(up_e),
+        gate_sh: buf(gate_s),
+        up_sh: buf(up_s),
+        act: buf(mid_q8),
+        ncols: u32a(ncols),
+        ff: ff32,
+        n_used,
+        ff_sh: ffs32,
+        n_expert: u32a(c.n_expert),
+        layout,
     };
-    let items = gate_up_items(
-        u32a(c.n_expert_used),
-        u32a(ff),
-        u32a(ffs),
-        r.n_expert,
-        launch_layout,
-    )
-    .ok_or_else(|| PlanError::Overflow(label("moe_gate_up items")))?;
-    b.node(
-        k::moe_gate_up_mixed(gate_ty, gs.ty),
-        label(what),
-        Some(il),
-        items as usize,
-        GateUpArgs {
-            x: buf(norm_q8),
-            sel: buf(sel),
-            gate: buf(gate_e),
-            up: buf(up_e),
-            gate_sh: buf(gate_s),
-            up_sh: buf(up_s),
-            act: buf(mid_q8),
-            ncols: u32a(ncols),
-            ff: u32a(ff),
-            n_used: u32a(c.n_expert_used),
-            ff_sh: u32a(ffs),
-            n_expert: u32a(c.n_expert),
-            layout: launch_layout,
+    let overflow = || PlanError::Overflow(label("moe_gate_up items"));
+    if fused {
+        let ctl = b.act("act.moe_route_ctl", u64::from(ROUTE_CTL_WORDS) * 4)?;
+        let router = RouterPart {
             rw: buf(router),
             rx: buf(norm),
             logits: buf(router_logits),
@@ -261,8 +241,25 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             n_group_used: r.n_group_used,
             route_flags: r.flags,
             scale: r.scale,
-        },
-    )?;
+        };
+        let items = gate_up_router_items(n_used, ff32, ffs32, r.n_expert).ok_or_else(overflow)?;
+        b.node(
+            k::moe_gate_up_router_mixed(gate_ty, gs.ty),
+            label("ffn_gate_inp+moe_gate_up_swiglu"),
+            Some(il),
+            items as usize,
+            GateUpRouterArgs::new(args, router),
+        )?;
+    } else {
+        let items = gate_up_items(n_used, ff32, ffs32).ok_or_else(overflow)?;
+        b.node(
+            k::moe_gate_up_mixed(gate_ty, gs.ty),
+            label("moe_gate_up_swiglu"),
+            Some(il),
+            items as usize,
+            args,
+        )?;
+    }
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
     let down_e = routed(b, down_e)?;
     if cache.is_some() {

@@ -11,9 +11,9 @@
 use std::marker::PhantomData;
 
 use ingot_abi::launch::{
-    gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, Gemv2Args,
-    Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
-    MergeVbArgs, MmqArgs, MmqMoeArgs,
+    gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, GateUpRouterArgs,
+    Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
+    Kernel, MergeVbArgs, MmqArgs, MmqMoeArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -203,6 +203,22 @@ pub(crate) fn moe_gate_up_mixed(routed: GgmlType, shared: GgmlType) -> Launch<Ga
         routed,
         &format!("moe_gate_up with shared {}", shared.name()),
         |r| GemvType::gate_up_mixed(r, s?),
+    )
+}
+
+/// [`moe_gate_up_mixed`] with the router in its launch (`GemvType::gate_up_router_mixed`: the
+/// registry has one for every pair [`moe_gate_up_mixed`] has), `(.., layout, rw, rx, logits,
+/// bias, route_ctl, n_group, n_group_used, route_flags, scale)`; an item is an output row or
+/// a router block's share (`ingot_abi::launch::gate_up_router_items`).
+pub(crate) fn moe_gate_up_router_mixed(
+    routed: GgmlType,
+    shared: GgmlType,
+) -> Launch<GateUpRouterArgs> {
+    let s = gemv_ty(shared);
+    registry_name(
+        routed,
+        &format!("moe_gate_up_router with shared {}", shared.name()),
+        |r| GemvType::gate_up_router_mixed(r, s?),
     )
 }
 

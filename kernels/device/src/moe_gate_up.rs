@@ -20,11 +20,17 @@
 //! a VRAM slot or host-mapped memory), one 8-byte load per table and block, outside the row loops;
 //! with one merged tensor (`GATE_UP_MERGED`) an expert's up rows follow its `ff` gate rows. Expert
 //! ids are clamped to `n_expert − 1`, so a corrupt selection cannot read past the tables.
+//!
+//! Two entry points per type pair: `moe_gate_up_*` ([`gate_up`]: block `b` is row block `b`,
+//! `sel` holds the routing before the launch) and `moe_gate_up_router_*` ([`gate_up_router`]:
+//! the router runs in the launch, blocks take tickets, routed blocks wait for the routing).
+//! The router's code is compiled into the second only: ptxas sizes a kernel's registers for
+//! every path in it, and the first keeps its occupancy for the models that route apart.
 
 use crate::intrinsics::{
-    atom_add_u32, bid, f32_to_f16, global, ld_shared_f32, ld_u32_acquire, ld_u32_relaxed, ld_u64,
-    lds_u32, nanosleep, nblocks, red_release_add_u32_if, round_away, shfl_idx_u32, silu, st_u32,
-    sts_f32, sts_u32, tid, warp_max_f32, warp_sum,
+    atom_add_u32, bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u32_acquire, ld_u32_relaxed,
+    ld_u64, lds_u32, nanosleep, nblocks, red_release_add_u32_if, round_away, shfl_idx_u32, silu,
+    st_u32, sts_f32, sts_u32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
 use crate::prefetch::prefetch_then_wait;
@@ -102,9 +108,66 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 /// 2,048 columns: 1,152 B as Q4_K, 1,680 B as Q6_K). Wider rows are prefetched in part.
 const GATE_UP_PREFETCH_LINES: u32 = 2;
 
-/// The router a `GATE_UP_ROUTER` launch runs first (see `ingot_abi::launch::moe`): its f32
-/// weights `w` and input `x` (global addresses), its logits buffer, the `route_ctl` words, and
-/// the routing parameters with `sel` as the output.
+/// The arguments every entry point takes (`ingot_abi::launch::moe::GateUpArgs`), pointers as
+/// global addresses.
+pub(crate) struct GateUp {
+    pub x: u64,
+    pub sel: u64,
+    pub gate: u64,
+    pub up: u64,
+    pub gate_sh: u64,
+    pub up_sh: u64,
+    pub act: u64,
+    pub ncols: u32,
+    pub ff: u32,
+    pub n_used: u32,
+    pub ff_sh: u32,
+    pub n_expert: u32,
+    pub layout: u32,
+}
+
+/// What a block derives from its arguments before its work (per thread: `t`, `lane`, `warp`).
+struct Block {
+    t: u32,
+    lane: u32,
+    warp: u32,
+    /// Bytes of a routed row (type `R`).
+    row_bytes: u64,
+    /// Row blocks per routed slot.
+    blocks_per_expert: u32,
+    /// Row blocks of the routed slots (`n_used` of them), before the shared experts'.
+    routed_blocks: u32,
+    /// Bytes of a shared-expert row (type `S` where `MIXED`, else `R`).
+    sh_row_bytes: u64,
+}
+
+impl GateUp {
+    #[inline(always)]
+    unsafe fn block<R: WeightType, S: WeightType, const MIXED: bool>(&self) -> Block {
+        let t = tid();
+        let row_bytes = (self.ncols / R::QK) as u64 * R::UNIT_BYTES;
+        // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions by it
+        // trap-free.
+        let blocks_per_expert = (self.ff / MOE_GATE_UP_ROWS).max(1);
+        Block {
+            t,
+            lane: t % WARP_SIZE,
+            warp: t / WARP_SIZE,
+            row_bytes,
+            blocks_per_expert,
+            routed_blocks: self.n_used * blocks_per_expert,
+            sh_row_bytes: if MIXED {
+                (self.ncols / S::QK) as u64 * S::UNIT_BYTES
+            } else {
+                row_bytes
+            },
+        }
+    }
+}
+
+/// The router a `moe_gate_up_router_*` launch runs first (see `ingot_abi::launch::moe`): its
+/// f32 weights `w` and input `x` (global addresses), its logits buffer, the `route_ctl` words,
+/// and the routing parameters with `sel` as the output.
 pub(crate) struct FusedRouter {
     pub w: u64,
     pub x: u64,
@@ -113,55 +176,58 @@ pub(crate) struct FusedRouter {
     pub routing: Routing,
 }
 
-/// See `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by the host launcher):
-/// `ncols` a multiple of `R::QK` and `S::QK` (and of 4 with `GATE_UP_ROUTER`), `ff` and
-/// `ff_sh` multiples of 32, grid = `gate_up_items(..) / 32` blocks, `n_expert ≥ 1`. `gate` and
-/// `up` are expert tables (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]`
-/// slabs, or with `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded
-/// but unused). The routed experts' weights are of type `R`, the shared experts' of `S`;
-/// `MIXED` is `R ≠ S` (a block reads one type, so the branch between the two is uniform per
-/// block; without `MIXED` only `R`'s path exists).
-///
-/// A block's work is an index `b` into the row blocks of the unfused launch (routed slots'
-/// first, then the shared experts'), so the output is the same with or without the router.
-/// Unfused, `b` is the block index. Fused, the block's ticket `k` orders the router's blocks
-/// first and the routed slots' last (`b` = `routed_blocks + k − router_blocks` for the shared
-/// ones), and a routed block waits for the routing before it reads `sel`.
+/// `moe_gate_up_*`: see `ingot_abi::launch::moe` (`MOE_GATE_UP_*`). Preconditions (checked by
+/// the host launcher): `ncols` a multiple of `R::QK` and `S::QK`, `ff` and `ff_sh` multiples
+/// of 32, grid = `gate_up_items(..) / 32` blocks, `n_expert ≥ 1`. `gate` and `up` are expert
+/// tables (`ingot_abi::launch::moe`): `n_expert` addresses of `[ff][ncols]` slabs, or with
+/// `GATE_UP_MERGED` of `gate` `[2·ff][ncols]` slabs (`up`'s entry is then loaded but unused).
+/// The routed experts' weights are of type `R`, the shared experts' of `S`; `MIXED` is `R ≠ S`
+/// (a block reads one type, so the branch between the two is uniform per block; without
+/// `MIXED` only `R`'s path exists). Block `b` computes row block `b`: the routed slots' first,
+/// then the shared experts'; `sel` holds the routing before the launch.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
-    x: u64,
-    sel: u64,
-    gate: u64,
-    up: u64,
-    gate_sh: u64,
-    up_sh: u64,
-    act: u64,
-    ncols: u32,
-    ff: u32,
-    n_used: u32,
-    ff_sh: u32,
-    n_expert: u32,
-    layout: u32,
+unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(a: &GateUp) {
+    let blk = a.block::<R, S, MIXED>();
+    let b = bid();
+    // A shared block's 32 gate and 32 up rows are known from its index: prefetched before the
+    // wait. A routed block's expert id is in `sel`, which the router (the predecessor) writes:
+    // nothing of it may be read before the wait, so it prefetches nothing.
+    let sh_first =
+        b.wrapping_sub(blk.routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * blk.sh_row_bytes;
+    let sh_bytes = if b < blk.routed_blocks {
+        0
+    } else {
+        MOE_GATE_UP_ROWS as u64 * blk.sh_row_bytes
+    };
+    let (g_sh, u_sh) = (a.gate_sh + sh_first, a.up_sh + sh_first);
+    prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
+        [(g_sh, g_sh + sh_bytes), (u_sh, u_sh + sh_bytes)],
+        blk.t,
+        MOE_GATE_UP_WARPS * WARP_SIZE,
+    );
+    row_block::<R, S, MIXED, false>(a, &blk, b);
+}
+
+/// `moe_gate_up_router_*`: [`gate_up`] with the router in the launch (see
+/// `ingot_abi::launch::moe`; `ncols` also a multiple of 4, `n_used ≥ 1`, `n_expert ≤
+/// GATE_UP_ROUTER_MAX_EXPERTS`, grid = `gate_up_router_items(..) / 32` blocks). A block's
+/// work is its ticket `k`: router block `k` for the first `router_blocks` tickets, then the
+/// row blocks of [`gate_up`], the shared experts' first (`b` = `routed_blocks + k −
+/// router_blocks`), the routed slots' last, so the output is the bits of the unfused launch. A
+/// routed block waits for the routing before it reads `sel`.
+#[inline(always)]
+unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
+    a: &GateUp,
     router: &FusedRouter,
 ) {
-    let t = tid();
-    let lane = t % WARP_SIZE;
-    let warp = t / WARP_SIZE;
-    let row_bytes = (ncols / R::QK) as u64 * R::UNIT_BYTES;
-
-    // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions below trap-free.
-    let blocks_per_expert = (ff / MOE_GATE_UP_ROWS).max(1);
-    let routed_blocks = n_used * blocks_per_expert;
-    let router_blocks = gate_up_router_blocks(n_expert, layout);
-    let fused = router_blocks != 0;
-    let shared_blocks = ff_sh / MOE_GATE_UP_ROWS;
-    // Work of ticket `k` (fused): router block `k`, or row block `b`.
-    let row_block = |k: u32| {
+    let blk = a.block::<R, S, MIXED>();
+    let (routed_blocks, sh_row_bytes) = (blk.routed_blocks, blk.sh_row_bytes);
+    let router_blocks = gate_up_router_blocks(a.n_expert);
+    let shared_blocks = a.ff_sh / MOE_GATE_UP_ROWS;
+    // Row block of ticket `k ≥ router_blocks`.
+    let row_block_of = |k: u32| {
         let j = k.wrapping_sub(router_blocks);
-        if !fused {
-            k
-        } else if j < shared_blocks {
+        if j < shared_blocks {
             routed_blocks + j
         } else {
             j - shared_blocks
@@ -172,14 +238,9 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     // is still read by the launch). A shared block's 32 gate and 32 up rows and a router
     // block's rows are known from its work; a routed block's expert id is the router's output:
     // it prefetches nothing.
-    let sh_row_bytes = if MIXED {
-        (ncols / S::QK) as u64 * S::UNIT_BYTES
-    } else {
-        row_bytes
-    };
     let guess = bid();
     let router_guess = guess < router_blocks;
-    let gb = row_block(guess);
+    let gb = row_block_of(guess);
     let sh_guess = !router_guess && gb >= routed_blocks;
     let sh_first = gb.wrapping_sub(routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
     let sh_bytes = if sh_guess {
@@ -187,12 +248,13 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     } else {
         0
     };
-    let (g_sh, u_sh) = (gate_sh + sh_first, up_sh + sh_first);
+    let (g_sh, u_sh) = (a.gate_sh + sh_first, a.up_sh + sh_first);
     // A router block's rows: `ROUTER_WARPS` f32 rows of `ncols`, from row
     // `ROUTER_WARPS·guess`, in the span of `gate_sh`'s place.
-    let rw_bytes = ncols as u64 * 4;
+    let rw_bytes = a.ncols as u64 * 4;
     let rw_first = router.w + (guess * ROUTER_WARPS) as u64 * rw_bytes;
-    let rw_rows = n_expert
+    let rw_rows = a
+        .n_expert
         .saturating_sub(guess * ROUTER_WARPS)
         .min(ROUTER_WARPS);
     let first_span = if router_guess {
@@ -202,69 +264,89 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(
     };
     prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
         [first_span, (u_sh, u_sh + sh_bytes)],
-        t,
+        blk.t,
         MOE_GATE_UP_WARPS * WARP_SIZE,
     );
-    let k = if fused { ticket(router.ctl) } else { bid() };
+    let k = ticket(router.ctl);
     if k < router_blocks {
         // Warp-uniform: the warps beyond `ROUTER_WARPS` have no router row.
-        if warp >= ROUTER_WARPS {
+        if blk.warp >= ROUTER_WARPS {
             return;
         }
         let ctl = router.ctl;
         let routed = router_row_then_route::<FUSED_SLOTS>(
             router.w,
             router.x,
-            ncols,
+            a.ncols,
             router.logits,
             ctl + 4 * ROUTE_CTL_COUNT as u64,
             router_blocks * ROUTER_WARPS,
-            k * ROUTER_WARPS + warp,
+            k * ROUTER_WARPS + blk.warp,
             &router.routing,
         );
         // Each lane that stored an entry publishes it: `n_used` release adds in all.
-        red_release_add_u32_if(routed && lane < n_used, ctl + 4 * ROUTE_CTL_READY as u64, 1);
+        let publish = routed && blk.lane < a.n_used;
+        red_release_add_u32_if(publish, ctl + 4 * ROUTE_CTL_READY as u64, 1);
         return;
     }
-    let b = row_block(k);
-    let routed = b < routed_blocks;
-    if fused && routed {
-        wait_for_routing(router.ctl, n_used, routed_blocks);
+    let b = row_block_of(k);
+    if b < routed_blocks {
+        wait_for_routing(router.ctl, a.n_used, routed_blocks);
     }
+    row_block::<R, S, MIXED, true>(a, &blk, b);
+}
+
+/// Row block `b` of the launch, by the threads of `blk`: the 32 SwiGLU values of routed slot
+/// `b / blocks_per_expert` (below `routed_blocks`) or of the shared experts' rows, quantized
+/// into q8_1 block `b` of `act`. `FUSED`: another block of this launch wrote `sel` (read with
+/// a relaxed load after the wait), else it was written before the launch (read-only cache).
+#[inline(always)]
+unsafe fn row_block<R: WeightType, S: WeightType, const MIXED: bool, const FUSED: bool>(
+    a: &GateUp,
+    blk: &Block,
+    b: u32,
+) {
+    let (lane, warp) = (blk.lane, blk.warp);
+    let (blocks_per_expert, routed_blocks) = (blk.blocks_per_expert, blk.routed_blocks);
+    let routed = b < routed_blocks;
     let (g_base, u_base, first_row) = if routed {
         let slot = b / blocks_per_expert;
-        // One lane reads the id and broadcasts it: one 4-byte request per warp. A relaxed
-        // load: fused, another block of this launch wrote it.
+        // One lane reads the id and broadcasts it: one 4-byte request per warp.
         let id = if lane == 0 {
-            ld_u32_relaxed(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * slot as u64)
+            let p = a.sel + offset_of!(ExpertSelection, ids) as u64 + 4 * slot as u64;
+            if FUSED {
+                ld_u32_relaxed(p)
+            } else {
+                ld_u32(p)
+            }
         } else {
             0
         };
-        let e = shfl_idx_u32(id, 0).min(n_expert - 1) as u64;
+        let e = shfl_idx_u32(id, 0).min(a.n_expert - 1) as u64;
         // Entry e of each table is the first byte of expert e's slab, wherever it lives;
         // merged, its up rows follow its `ff` gate rows. Both entries are loaded whatever the
         // layout, so the layout is a select, not a branch (a branch around the up load cost up
         // to 16 registers on sm_86).
-        let (g, u) = (ld_u64(gate + 8 * e), ld_u64(up + 8 * e));
-        let u = if layout & GATE_UP_MERGED != 0 {
-            g + ff as u64 * row_bytes
+        let (g, u) = (ld_u64(a.gate + 8 * e), ld_u64(a.up + 8 * e));
+        let u = if a.layout & GATE_UP_MERGED != 0 {
+            g + a.ff as u64 * blk.row_bytes
         } else {
             u
         };
         (g, u, (b % blocks_per_expert) * MOE_GATE_UP_ROWS)
     } else {
-        (gate_sh, up_sh, (b - routed_blocks) * MOE_GATE_UP_ROWS)
+        (a.gate_sh, a.up_sh, (b - routed_blocks) * MOE_GATE_UP_ROWS)
     };
     let first = first_row + warp * MOE_GATE_UP_ROWS_PER_WARP;
     if MIXED && !routed {
-        swiglu_rows::<S>(x, g_base, u_base, first, ncols, lane, warp);
+        swiglu_rows::<S>(a.x, g_base, u_base, first, a.ncols, lane, warp);
     } else {
-        swiglu_rows::<R>(x, g_base, u_base, first, ncols, lane, warp);
+        swiglu_rows::<R>(a.x, g_base, u_base, first, a.ncols, lane, warp);
     }
     nvptx::_syncthreads();
     if warp == 0 {
         let v = ld_shared_f32(h_addr() + 4 * lane);
-        quantize_block(v, lane, act + b as u64 * Q8_BYTES);
+        quantize_block(v, lane, a.act + b as u64 * Q8_BYTES);
     }
 }
 
@@ -355,10 +437,65 @@ unsafe fn swiglu_rows<T: WeightType>(
 
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
+// The `GateUp` of an entry point's first 13 parameters.
+macro_rules! gate_up_args {
+    (
+        $x:ident, $sel:ident, $gate:ident, $up:ident, $gate_sh:ident, $up_sh:ident, $act:ident,
+        $ncols:ident, $ff:ident, $n_used:ident, $ff_sh:ident, $n_expert:ident, $layout:ident
+    ) => {
+        GateUp {
+            x: global($x),
+            sel: global($sel),
+            gate: global($gate),
+            up: global($up),
+            gate_sh: global($gate_sh),
+            up_sh: global($up_sh),
+            act: global($act),
+            ncols: $ncols,
+            ff: $ff,
+            n_used: $n_used,
+            ff_sh: $ff_sh,
+            n_expert: $n_expert,
+            layout: $layout,
+        }
+    };
+}
+
 macro_rules! gate_up_kernel {
     ($name:expr, $r:ident, $s:ident, $mixed:literal) => {
         const _: () = {
             /// See [`gate_up`] and `ingot_abi::launch::moe`.
+            #[export_name = $name]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                x: *const BlockQ8_1,
+                sel: *const ExpertSelection,
+                gate: *const u8,
+                up: *const u8,
+                gate_sh: *const u8,
+                up_sh: *const u8,
+                act: *mut BlockQ8_1,
+                ncols: u32,
+                ff: u32,
+                n_used: u32,
+                ff_sh: u32,
+                n_expert: u32,
+                layout: u32,
+            ) {
+                let a = gate_up_args!(
+                    x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
+                    layout
+                );
+                gate_up::<vecdot::$r, vecdot::$s, $mixed>(&a);
+            }
+        };
+    };
+}
+
+macro_rules! gate_up_router_kernel {
+    ($name:expr, $r:ident, $s:ident, $mixed:literal) => {
+        const _: () = {
+            /// See [`gate_up_router`] and `ingot_abi::launch::moe`.
             #[export_name = $name]
             #[allow(clippy::too_many_arguments)]
             pub unsafe extern "ptx-kernel" fn kernel(
@@ -401,22 +538,11 @@ macro_rules! gate_up_kernel {
                         scale,
                     },
                 };
-                gate_up::<vecdot::$r, vecdot::$s, $mixed>(
-                    global(x),
-                    global(sel),
-                    global(gate),
-                    global(up),
-                    global(gate_sh),
-                    global(up_sh),
-                    global(act),
-                    ncols,
-                    ff,
-                    n_used,
-                    ff_sh,
-                    n_expert,
-                    layout,
-                    &router,
+                let a = gate_up_args!(
+                    x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
+                    layout
                 );
+                gate_up_router::<vecdot::$r, vecdot::$s, $mixed>(&a, &router);
             }
         };
     };
@@ -432,9 +558,16 @@ macro_rules! gate_up_kernels {
     ) => {
         $(
             gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $tag), $v, $v, false);
+            gate_up_router_kernel!(ingot_abi::kernel_name!(gate_up_router, $tag), $v, $v, false);
         )*
         $(
             gate_up_kernel!(ingot_abi::kernel_name!(gate_up, $rt, $st), $rv, $sv, true);
+            gate_up_router_kernel!(
+                ingot_abi::kernel_name!(gate_up_router, $rt, $st),
+                $rv,
+                $sv,
+                true
+            );
         )*
     };
 }

@@ -7,7 +7,7 @@ use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::*;
-use ingot_abi::launch::{DownArgs, GateUpArgs, KernelDesc};
+use ingot_abi::launch::{DownArgs, GateUpArgs, GateUpRouterArgs, KernelDesc, RouterPart};
 use std::mem::size_of;
 
 mod route;
@@ -249,11 +249,10 @@ pub struct FusedRouterBufs<'a, T> {
     pub ctl: &'a T,
 }
 
-/// [`moe_router_f32`] and [`moe_gate_up_mixed`] in one launch (`GATE_UP_ROUTER`): the router's
-/// blocks route into `bufs.sel`, and the routed blocks wait for that routing. `s.n_used` and
-/// `s.n_expert` must be `p`'s, at most `GATE_UP_ROUTER_MAX_EXPERTS`, `s.n_used ≥ 1`, `s.n_embd` a
-/// multiple of 4. The output is the
-/// bits of the two launches.
+/// [`moe_router_f32`] and [`moe_gate_up_mixed`] in one launch (`moe_gate_up_router_*`): the
+/// router's blocks route into `bufs.sel`, and the routed blocks wait for that routing.
+/// `s.n_used` and `s.n_expert` must be `p`'s, at most `GATE_UP_ROUTER_MAX_EXPERTS`,
+/// `s.n_used ≥ 1`, `s.n_embd` a multiple of 4. The output is the bits of the two launches.
 pub fn moe_router_gate_up<B: Accelerator>(
     b: &mut B,
     (routed, shared): (GemvType, GemvType),
@@ -279,12 +278,19 @@ fn gate_up<B: Accelerator>(
         (_, 0) => (routed, routed),
         _ => (routed, shared),
     };
-    let Some(d) = GemvType::gate_up_mixed(ty, shared_ty) else {
-        return Err(shape(
+    let missing = || {
+        shape(
             ty.gate_up(),
             format!("no moe_gate_up kernel for routed {ty:?} with shared {shared_ty:?} weights"),
-        ));
+        )
     };
+    let plain = GemvType::gate_up_mixed(ty, shared_ty).ok_or_else(missing)?;
+    let fused = match router {
+        Some(_) => Some(GemvType::gate_up_router_mixed(ty, shared_ty).ok_or_else(missing)?),
+        None => None,
+    };
+    // A fused launch's errors name the fused kernel.
+    let d = fused.map_or(&plain.desc, |k| &k.desc);
     s.check(d)?;
     row_multiple(d, "n_embd", ty, s.n_embd)?;
     row_multiple(d, "n_embd", shared_ty, s.n_embd)?;
@@ -320,75 +326,68 @@ fn gate_up<B: Accelerator>(
         .as_ref()
         .map_or((bufs.x, bufs.x), |sh| (sh[0], sh[1]));
     let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
-    let mut layout = if bufs.merged {
+    let layout = if bufs.merged {
         GATE_UP_MERGED
     } else {
         GATE_UP_SEPARATE
     };
-    // Unfused, the router arguments are never read: any buffer fills their slots.
-    let (mut rw, mut rx, mut logits, mut bias, mut ctl) = (bufs.x, bufs.x, bufs.x, bufs.x, bufs.x);
-    let (mut flags, mut n_group, mut n_group_used, mut scale) = (0, 1, 1, 1.0);
-    if let Some((r, p)) = router {
-        if p.n_used != s.n_used || p.n_expert != s.n_expert || s.n_used == 0 {
-            return Err(shape(
-                d,
-                format!(
-                    "the router chooses {} of {} experts, the shape has {} of {}",
-                    p.n_used, p.n_expert, s.n_used, s.n_expert
-                ),
-            ));
-        }
-        if p.n_expert > GATE_UP_ROUTER_MAX_EXPERTS as usize {
-            return Err(shape(
-                d,
-                format!(
-                    "{} experts: the fused router routes at most {GATE_UP_ROUTER_MAX_EXPERTS} \
-                     (launch moe_router_f32 first)",
-                    p.n_expert
-                ),
-            ));
-        }
-        let rbufs = (r.w, r.x, r.logits);
-        (flags, n_group, n_group_used) =
-            check_router(b, d, ["rw", "rx"], rbufs, r.bias, s.n_embd, p)?;
-        need(b, d, "route_ctl", r.ctl, Some(ROUTE_CTL_WORDS as usize * 4))?;
-        scale = p.scale;
-        layout |= GATE_UP_ROUTER;
-        // Without ROUTE_BIAS the kernel never reads `bias`; the logits fill the slot.
-        (rw, rx, logits, bias, ctl) = (r.w, r.x, r.logits, r.bias.unwrap_or(r.logits), r.ctl);
-    }
-    let Some(items) = gate_up_items(n_used, ff, ff_sh, n_expert, layout) else {
-        return Err(shape(d, "the launch's item count overflows u32".into()));
+    let args = GateUpArgs {
+        x: bufs.x,
+        sel,
+        gate,
+        up,
+        gate_sh,
+        up_sh,
+        act: bufs.act,
+        ncols: n_embd,
+        ff,
+        n_used,
+        ff_sh,
+        n_expert,
+        layout,
     };
-    launch(
-        b,
-        d,
-        items,
-        GateUpArgs {
-            x: bufs.x,
-            sel,
-            gate,
-            up,
-            gate_sh,
-            up_sh,
-            act: bufs.act,
-            ncols: n_embd,
-            ff,
-            n_used,
-            ff_sh,
-            n_expert,
-            layout,
-            rw,
-            rx,
-            logits,
-            bias,
-            route_ctl: ctl,
-            n_group,
-            n_group_used,
-            route_flags: flags,
-            scale,
-        },
-    )
+    let overflow = || shape(d, "the launch's item count overflows u32".into());
+    let (Some((r, p)), Some(fused)) = (router, fused) else {
+        let items = gate_up_items(n_used, ff, ff_sh).ok_or_else(overflow)?;
+        return launch(b, plain, items, args);
+    };
+    if p.n_used != s.n_used || p.n_expert != s.n_expert || s.n_used == 0 {
+        return Err(shape(
+            d,
+            format!(
+                "the router chooses {} of {} experts, the shape has {} of {}",
+                p.n_used, p.n_expert, s.n_used, s.n_expert
+            ),
+        ));
+    }
+    if p.n_expert > GATE_UP_ROUTER_MAX_EXPERTS as usize {
+        return Err(shape(
+            d,
+            format!(
+                "{} experts: the fused router routes at most {GATE_UP_ROUTER_MAX_EXPERTS} \
+                 (launch moe_router_f32 first)",
+                p.n_expert
+            ),
+        ));
+    }
+    let rbufs = (r.w, r.x, r.logits);
+    let (flags, n_group, n_group_used) =
+        check_router(b, d, ["rw", "rx"], rbufs, r.bias, s.n_embd, p)?;
+    need(b, d, "route_ctl", r.ctl, Some(ROUTE_CTL_WORDS as usize * 4))?;
+    let items = gate_up_router_items(n_used, ff, ff_sh, n_expert).ok_or_else(overflow)?;
+    let router = RouterPart {
+        rw: r.w,
+        rx: r.x,
+        logits: r.logits,
+        // Without ROUTE_BIAS the kernel never reads `bias`; the logits fill the slot.
+        bias: r.bias.unwrap_or(r.logits),
+        route_ctl: r.ctl,
+        n_group,
+        n_group_used,
+        route_flags: flags,
+        scale: p.scale,
+    };
+    launch(b, fused, items, GateUpRouterArgs::new(args, router))
 }
 
 /// The buffers of [`moe_down`]. The routed ones are `None` exactly when `n_used = 0`, the

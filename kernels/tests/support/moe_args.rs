@@ -14,7 +14,7 @@ pub struct GateUpWeights {
 }
 
 /// `moe_gate_up_*(x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
-/// layout, ...)` without the router (its arguments are never read; `x` stands in for them).
+/// layout)`.
 pub fn gate_up(
     x: DevicePtr,
     sel: DevicePtr,
@@ -37,15 +37,6 @@ pub fn gate_up(
         Arg::U32(s.ff_sh as u32),
         Arg::U32(s.n_expert as u32),
         Arg::U32(layout),
-        Arg::Ptr(x),
-        Arg::Ptr(x),
-        Arg::Ptr(x),
-        Arg::Ptr(x),
-        Arg::Ptr(x),
-        Arg::U32(1),
-        Arg::U32(1),
-        Arg::U32(0),
-        Arg::F32(1.0),
     ]
 }
 
