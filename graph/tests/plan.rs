@@ -78,7 +78,7 @@ fn attention_split_fills_the_gpu() {
     // One block per SM at most (a flash block's registers fill an SM), and segments of at
     // least 2 tiles of 32 rows (64 rows).
     let o = PlanOptions::for_device(4096, 82);
-    assert_eq!(o.max_segments, 82);
+    assert_eq!(o.flash_blocks, 82);
     assert_eq!(o.flash_split(16), 4096 / 64);
     assert_eq!(flash_segments(4096, o.flash_split(16) as u32).count, 64);
     let deep = PlanOptions::for_device(32_768, 82);

@@ -29,10 +29,10 @@ pub struct PlanOptions {
     /// Positions the KV cache holds (`--ctx`).
     pub ctx: usize,
     /// Most blocks the flash launch takes: one per SM of the GPU the plan is for. The planner
-    /// splits the context into `min(⌈ctx / 64⌉, max_segments / head groups)` segments (at least
+    /// splits the context into `min(⌈ctx / 64⌉, flash_blocks / head groups)` segments (at least
     /// one; 64 rows = `FLASH_MIN_SEGMENT_TILES` tiles); any value ≥ 1 gives the same result up
     /// to f32 summation order.
-    pub max_segments: u32,
+    pub flash_blocks: u32,
     /// Routed experts beyond VRAM: each MoE layer keeps this many experts in VRAM
     /// slots and the rest in host-mapped memory, read through slot tables. `None`: all in VRAM.
     pub expert_cache: Option<ExpertCacheOptions>,
@@ -66,12 +66,11 @@ impl PlanOptions {
     /// as a second wave, and each segment costs a partial output (`n_head·kv_lora·4` B = 32 KB
     /// at V2-Lite shapes) written by the flash and read by the merge: at depth 32768 two per SM
     /// were 5.4 MB of the 43 MB a layer's attention moved. Several head groups share the blocks
-    /// (see [`PlanOptions::max_segments`]).
+    /// (see [`PlanOptions::flash_blocks`]).
     pub fn for_device(ctx: usize, sm_count: u32) -> Self {
-        let segments = sm_count.clamp(1, 1024);
         PlanOptions {
             ctx,
-            max_segments: segments,
+            flash_blocks: sm_count.clamp(1, 1024),
             expert_cache: None,
             cache_type: CacheType::F16,
         }
@@ -79,14 +78,14 @@ impl PlanOptions {
 
     /// Segments the flash launch splits the context into for `n_head` heads: at most one per
     /// `FLASH_MIN_SEGMENT_TILES`-tile run of the context, and at most
-    /// [`PlanOptions::max_segments`] blocks shared by the head groups, so the launch stays
+    /// [`PlanOptions::flash_blocks`] blocks shared by the head groups, so the launch stays
     /// within one block per SM (GLM-4.7-Flash's 2 groups, Kimi-K2's 4 and V3's 8 would otherwise
     /// run as that many waves and write that many more partial outputs). At least one.
     pub fn flash_split(&self, n_head: usize) -> usize {
         use ingot_abi::launch::{flash_head_groups, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
         let min_rows = (FLASH_TILE * FLASH_MIN_SEGMENT_TILES) as usize;
         let groups = flash_head_groups(u32::try_from(n_head).unwrap_or(u32::MAX)).max(1);
-        let per_group = (self.max_segments / groups) as usize;
+        let per_group = (self.flash_blocks / groups) as usize;
         self.ctx.div_ceil(min_rows).min(per_group).max(1)
     }
 }
