@@ -23,8 +23,8 @@
 
 use crate::launch::{
     DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs,
-    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs, MmqArgs,
-    MmqMoeArgs,
+    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs,
+    MergeVbOArgs, MmqArgs, MmqMoeArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -112,6 +112,9 @@ macro_rules! kernel_name {
     };
     (merge_v_b, $t:ident) => {
         concat!("attn_merge_v_b_", stringify!($t))
+    };
+    (merge_v_b_o, $t:ident) => {
+        concat!("attn_merge_v_b_o_", stringify!($t))
     };
     (gate_up, $t:ident) => {
         concat!("moe_gate_up_", stringify!($t))
@@ -329,6 +332,19 @@ macro_rules! define_registry {
                 }
             }
 
+            /// `attn_merge_v_b_*` and `attn_output` (the down kernel of the type with no routed
+            /// slots) in one launch (`ingot_abi::launch::attn_out`).
+            pub const fn merge_v_b_o(self) -> &'static Kernel<MergeVbOArgs> {
+                match self {
+                    $(GemvType::$v => {
+                        const D: Kernel<MergeVbOArgs> = crate::launch::attn_out::merge_v_b_o_kernel(
+                            kernel_name!(merge_v_b_o, $tag),
+                        );
+                        &D
+                    })*
+                }
+            }
+
             /// The fused MoE gate/up/SwiGLU kernel (`ingot_abi::launch::moe`).
             pub const fn gate_up(self) -> &'static Kernel<GateUpArgs> {
                 match self {
@@ -479,6 +495,7 @@ macro_rules! define_registry {
                 GemvType::$v.pair_rope().desc,
                 GemvType::$v.pair_norm().desc,
                 GemvType::$v.merge_v_b().desc,
+                GemvType::$v.merge_v_b_o().desc,
                 GemvType::$v.gate_up().desc,
                 GemvType::$v.gate_up_router().desc,
             )*

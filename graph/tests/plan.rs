@@ -38,16 +38,18 @@ fn v2_lite_plan_counts_and_bytes() {
     let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
     assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
     // With every fused kernel in the committed PTX, a layer is attn_q+kv_a with the rope as
-    // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b (attn_merge_v_b, q8_1
-    // out), attn_output (whose tail writes ffn_norm), then a dense layer's gate_up and down
-    // (7), a MoE layer's gate_up with the router gemv and routing in its launch
-    // (moe_gate_up_router_q4k: 64 experts) and down (7); each FFN down launch's tail writes the
-    // next layer's attn_norm (the last layer's: output_norm), so only layer 0 has an attn_norm
-    // node (8 in the dense layer 0). The head is lm_head+argmax and argmax_finish, after the
-    // embedding fetch.
-    assert_eq!(s.nodes_per_layer[0], 8, "dense layer 0");
-    assert_eq!(moe[0], 7, "MoE layer");
-    assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 27);
+    // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b and attn_output in one
+    // chained launch (attn_merge_v_b_o: attn_v_b and attn_output are both q4k; its tail writes
+    // ffn_norm), then a dense layer's gate_up and down (6), a MoE layer's gate_up with the
+    // router gemv and routing in its launch (moe_gate_up_router_q4k: 64 experts) and down (6);
+    // each FFN down launch's tail writes the next layer's attn_norm (the last layer's:
+    // output_norm), so only layer 0 has an attn_norm node (7 in the dense layer 0). The head
+    // is lm_head+argmax and argmax_finish, after the embedding fetch.
+    assert_eq!(s.nodes_per_layer[0], 7, "dense layer 0");
+    assert_eq!(moe[0], 6, "MoE layer");
+    assert_eq!(kernels_in(&plan, "attn_merge_v_b_o_q4k"), 27);
+    assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 0);
+    assert_eq!(kernels_in(&plan, "moe_down_q4k_q4k"), 0);
     assert_eq!(kernels_in(&plan, "attn_merge_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "gemv2_rope_q4k_q8_1"), 27);
     assert_eq!(kernels_in(&plan, "rope_kv_q8_1"), 0);

@@ -14,7 +14,7 @@ mod quant_blocks;
 mod support;
 
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::launch::{flash_segments, merge_v_b_pairs, merge_v_b_rows, MERGE_V_B_MIN_ROWS};
+use ingot_abi::launch::{merge_v_b_pairs, merge_v_b_rows, MERGE_V_B_MIN_ROWS};
 use ingot_kernels::ops::attention::{
     attn_merge_q8_1, attn_merge_v_b, part_ml_bytes, part_o_bytes, AttnShape, MergeBufs, MergeVbBufs,
 };
@@ -22,8 +22,7 @@ use ingot_kernels::ops::gemv::{gemv_grouped_q8_1, GemvType, Grouping};
 use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
 use rand::rngs::StdRng;
-use rand::Rng;
-use support::attention::{rand_nonzero, step_state};
+use support::attention::{merge_partials, step_state};
 use support::gemv_type::ggml;
 use support::{download, download_f32, f32_bytes, poisoned, upload};
 
@@ -34,22 +33,6 @@ struct Case {
     d_v: usize,
     pos: usize,
     max_segments: usize,
-}
-
-/// The step's partials: `count` segments of random `O` and `(m, l)`, NaN in every slot past
-/// them.
-fn partials(rng: &mut StdRng, c: &Case) -> (Vec<f32>, Vec<f32>) {
-    let s = &c.shape;
-    let count = flash_segments(c.pos as u32 + 1, c.max_segments as u32).count as usize;
-    let per_o = s.n_head * s.kv_lora;
-    let mut o = vec![f32::NAN; c.max_segments * per_o];
-    o[..count * per_o].copy_from_slice(&rand_nonzero(rng, count * per_o, -1.0, 1.0));
-    let mut ml = vec![f32::NAN; c.max_segments * s.n_head * 2];
-    for pair in ml[..count * s.n_head * 2].chunks_exact_mut(2) {
-        pair[0] = rng.random_range(-6.0f32..6.0);
-        pair[1] = rng.random_range(0.25f32..4.0);
-    }
-    (o, ml)
 }
 
 /// Bytes `[k·half .. (k+1)·half)` of every `row`-byte row.
@@ -67,7 +50,7 @@ fn check<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let half = s.kv_lora / 2;
     let row_bytes = s.kv_lora / ty.block_elems() * ty.block_bytes();
     let w = random_blocks(rng, ggml(ty), rows * s.kv_lora / ty.block_elems());
-    let (o, ml) = partials(rng, c);
+    let (o, ml) = merge_partials(rng, &c.shape, c.pos, c.max_segments);
     let part_o = upload(b, &f32_bytes(&o));
     let part_ml = upload(b, &f32_bytes(&ml));
     assert_eq!(Some(o.len() * 4), part_o_bytes(s, c.max_segments));

@@ -11,6 +11,7 @@
 //! `crate::weight_types`, which builds its descriptors from this module's constructors.
 
 pub(crate) mod attention;
+pub(crate) mod attn_out;
 pub(crate) mod basic;
 pub(crate) mod embed;
 pub(crate) mod gemv;
@@ -45,6 +46,10 @@ pub use attention::{
     RopeKvQ8_1Args, RopeKvRowsArgs,
 };
 pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
+pub use attn_out::{
+    merge_v_b_o_items, merge_v_b_o_out_blocks, MergeVbOArgs, CHAIN_CTL_DONE, CHAIN_CTL_PASSED,
+    CHAIN_CTL_TICKET, CHAIN_CTL_WORDS,
+};
 pub use basic::*;
 pub use embed::{
     EmbedArgs, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K,

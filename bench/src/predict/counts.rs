@@ -14,6 +14,7 @@ use ingot_graph::exec::sim::{sim_args, sim_config};
 use ingot_graph::{BufferKind, NodeArg, Plan};
 use ptx_sim::{LaunchStats, Sim};
 
+use super::chain::{chain_work, count_chained, ChainCounts};
 use super::sample::{sample_blocks, scale};
 use super::tickets::{count_ticketed, ticket_work, TicketCounts};
 use super::PredictError;
@@ -36,6 +37,9 @@ pub struct NodeCounts {
     /// is their sum, `tail_warp_instructions` 0: the routing runs before the routed blocks,
     /// not after every block).
     pub tickets: Option<TicketCounts>,
+    /// A chained launch ([`super::chain`]): its counters by part (`stats` is their sum,
+    /// `tail_warp_instructions` the second part's norm tail).
+    pub chain: Option<ChainCounts>,
 }
 
 /// What a prefill chunk's count needs beyond the decode step's: the chunk's token-count word
@@ -117,6 +121,7 @@ pub fn count_nodes(
         let mut tail_warp_instructions = 0;
         sim.clear_read_marks();
         let mut tickets = None;
+        let mut chain = None;
         let mut blocks_run = sample.len() as u64;
         // A launch with a done counter always runs its last block alone, so its tail's
         // instructions can be told apart from the rows'.
@@ -128,6 +133,26 @@ pub fn count_nodes(
             let mut all = t.router;
             all += t.shared;
             all += t.routed;
+            all
+        } else if let Some(w) = chain_work(n, d) {
+            let ptr = |r: &ingot_graph::BufRef| ptrs[r.buf.0 as usize].offset(r.offset);
+            let count = match count.map(|i| &n.args[i]) {
+                Some(NodeArg::Buf(r)) => Some(ptr(r)),
+                _ => None,
+            };
+            let warps = u64::from(d.threads().div_ceil(32));
+            let c = count_chained(
+                &mut sim,
+                &launch,
+                (ptr(&w.ctl), count),
+                &w,
+                (max_blocks, warps),
+            )?;
+            blocks_run = c.blocks_run;
+            tail_warp_instructions = c.tail_warp_instructions;
+            chain = Some(c);
+            let mut all = c.first;
+            all += c.waiting;
             all
         } else if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
             launch(&mut sim, &sample)?
@@ -177,6 +202,7 @@ pub fn count_nodes(
             tail_warp_instructions,
             read_args,
             tickets,
+            chain,
         });
     }
     Ok(out)

@@ -12,6 +12,7 @@
 //! with its origin, all to be fitted when a GPU is lent.
 
 pub mod card;
+pub mod chain;
 pub mod counts;
 pub mod measured;
 pub mod measurement;

@@ -144,28 +144,38 @@ pub struct NodeLoad {
     /// rows known from the block's index, never a routed expert's (its id is the router's
     /// output).
     pub prefetch_bytes: u64,
-    /// A launch that runs its router first (`moe_gate_up_router_*`): what must run before its
-    /// routed blocks can start and what they do then. `None` for every other node.
+    /// A launch in two dependent parts (`moe_gate_up_router_*`: the router, then the routed
+    /// blocks; `attn_merge_v_b_o_*`: the merge, then `attn_output`): what must run before the
+    /// waiting blocks can start and what they do then. `None` for every other node.
     pub prefix: Option<PrefixLoad>,
 }
 
-/// The two parts of a launch on the path through its router ([`NodeLoad::prefix`]): the
-/// router's blocks (their rows, then the routing as a tail), and the routed blocks that wait
-/// for it. The rest of the launch (the shared experts' blocks) runs beside the router.
+/// The two parts of a launch on its dependency path ([`NodeLoad::prefix`]): the first part's
+/// blocks (their work, then their tail: the router's routing), and the blocks that wait for
+/// it. The rest of the launch (the shared experts' blocks of a gate/up launch) runs beside the
+/// first part.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct PrefixLoad {
-    pub router_blocks: u64,
-    pub router_warp_instructions: u64,
-    /// The router's weights and input.
-    pub router_dram_bytes: u64,
-    /// The routing, run by the router's last warp after all the others (in
-    /// `router_warp_instructions`).
-    pub routing_tail_warp_instructions: u64,
+    pub first_blocks: u64,
+    pub first_warp_instructions: u64,
+    /// The first part's DRAM bytes (the router's weights and input; the merge's partials and
+    /// `attn_v_b` weights).
+    pub first_dram_bytes: u64,
+    /// The first part's serial end (the routing, run by the router's last warp after all the
+    /// others; in `first_warp_instructions`).
+    pub first_tail_warp_instructions: u64,
     pub waiting_blocks: u64,
     pub waiting_warp_instructions: u64,
-    /// The routed experts' weights.
+    /// The waiting blocks' DRAM bytes (the routed experts' weights; `attn_output`'s).
     pub waiting_dram_bytes: u64,
     pub waiting_reread_bytes: u64,
+    /// The waiting part's last-block tail (`attn_output`'s norm; in
+    /// `waiting_warp_instructions`).
+    pub waiting_tail_warp_instructions: u64,
+    /// Of `waiting_dram_bytes`, what the waiting blocks prefetch into L2 before they wait (rows
+    /// known from their work: `attn_output`'s, never a routed expert's). The blocks resident
+    /// beside the first part's get [`Constants::weight_prefetch_overlap`] of theirs on time.
+    pub waiting_prefetch_bytes: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -190,8 +200,9 @@ pub struct NodeTime {
     /// DRAM time taken out of [`NodeTime::dram_s`] because the node streamed it into L2 before
     /// its wait, while its predecessor ran ([`prefetch_before_wait`]; 0 otherwise).
     pub prefetched_s: f64,
-    /// With a [`NodeLoad::prefix`]: the router's time alone (rows and routing), then the routed
-    /// blocks' alone, each on the SMs it has; 0 otherwise.
+    /// With a [`NodeLoad::prefix`]: the first part's time alone (with its tail), then the
+    /// waiting blocks' alone (with theirs, less what they prefetched beside the first part),
+    /// each on the SMs it has; 0 otherwise.
     pub critical_s: f64,
     /// `max(max(dram, l2, issue, pcie) + tail, critical) + launch`.
     pub total_s: f64,
@@ -291,23 +302,30 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
             let t = node_time(card, k, &part, after_kernel);
             t.total_s - t.launch_s
         };
-        let router = part(
-            p.router_blocks,
-            p.router_warp_instructions,
-            p.router_dram_bytes,
+        let first = part(
+            p.first_blocks,
+            p.first_warp_instructions,
+            p.first_dram_bytes,
             0,
-            p.routing_tail_warp_instructions,
+            p.first_tail_warp_instructions,
             0,
         );
+        // The waiting blocks that start beside the first part's (the resident slots it leaves)
+        // prefetch their rows while it runs; the others start after it.
+        let slots = (sms * u64::from(occ.blocks_per_sm)).saturating_sub(p.first_blocks);
+        let beside = slots.min(p.waiting_blocks) as f64 / p.waiting_blocks.max(1) as f64;
+        let early = p.waiting_prefetch_bytes.min(p.waiting_dram_bytes) as f64
+            * beside
+            * k.weight_prefetch_overlap.value;
         let waiting = part(
             p.waiting_blocks,
             p.waiting_warp_instructions,
-            p.waiting_dram_bytes,
+            p.waiting_dram_bytes - early.round() as u64,
             p.waiting_reread_bytes,
-            0,
+            p.waiting_tail_warp_instructions,
             load.host_bytes,
         );
-        router + waiting
+        first + waiting
     });
     NodeTime {
         dram_s,
@@ -455,15 +473,17 @@ mod tests {
     fn the_router_path_counts_where_it_is_longer() {
         let c = card_named("h200").unwrap();
         let k = constants_for(Some(c));
-        let prefix = |router_blocks| PrefixLoad {
-            router_blocks,
-            router_warp_instructions: 1000,
-            router_dram_bytes: 512 * 1024,
-            routing_tail_warp_instructions: 500,
+        let prefix = |first_blocks| PrefixLoad {
+            first_blocks,
+            first_warp_instructions: 1000,
+            first_dram_bytes: 512 * 1024,
+            first_tail_warp_instructions: 500,
             waiting_blocks: 264,
             waiting_warp_instructions: 100_000,
             waiting_dram_bytes: 19_000_000,
             waiting_reread_bytes: 0,
+            waiting_tail_warp_instructions: 0,
+            waiting_prefetch_bytes: 0,
         };
         let base = NodeLoad {
             blocks: 384,

@@ -12,6 +12,7 @@ use ingot_model::ModelConfig;
 use serde::Serialize;
 
 use super::card::Card;
+use super::chain::ChainCounts;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::measurement::Measurement;
 use super::model::{
@@ -219,7 +220,10 @@ pub(crate) fn table_of(
             prefetch_bytes: (c.stats.prefetch_lanes * PREFETCH_LINE_BYTES).min(unique),
             prefix: c
                 .tickets
-                .map(|t| prefix_load(plan, n, d, &t, routed, reread)),
+                .map(|t| prefix_load(plan, n, d, &t, routed, reread))
+                .or(c
+                    .chain
+                    .map(|t| chain_prefix(plan, n, d, &t, dram_bytes, reread))),
         });
         let time = opts
             .card
@@ -345,14 +349,49 @@ fn prefix_load(
     let rows = t.shared.warp_instructions + t.routed.warp_instructions;
     let share = t.routed.warp_instructions as f64 / rows.max(1) as f64;
     PrefixLoad {
-        router_blocks: t.work.router,
-        router_warp_instructions: t.router.warp_instructions,
-        router_dram_bytes: bytes("rw") + bytes("rx"),
-        routing_tail_warp_instructions: t.routing_tail_warp_instructions,
+        first_blocks: t.work.router,
+        first_warp_instructions: t.router.warp_instructions,
+        first_dram_bytes: bytes("rw") + bytes("rx"),
+        first_tail_warp_instructions: t.routing_tail_warp_instructions,
         waiting_blocks: t.work.routed,
         waiting_warp_instructions: t.routed.warp_instructions,
         waiting_dram_bytes: routed,
         waiting_reread_bytes: (reread as f64 * share).round() as u64,
+        waiting_tail_warp_instructions: 0,
+        waiting_prefetch_bytes: 0,
+    }
+}
+
+/// The dependency path of a chained launch ([`super::chain`]): the merge, then `attn_output`,
+/// whose weight rows (argument `w_o`) are its DRAM bytes and what its blocks prefetch before
+/// they wait; the merge has the rest of the node's `dram_bytes`. Re-reads split as the warp
+/// instructions do.
+fn chain_prefix(
+    plan: &Plan,
+    n: &ingot_graph::Node,
+    d: &KernelDesc,
+    c: &ChainCounts,
+    dram_bytes: u64,
+    reread: u64,
+) -> PrefixLoad {
+    let i = d.params.iter().position(|p| p.name == "w_o");
+    let w_o = match i.and_then(|i| n.args.get(i)) {
+        Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes.min(dram_bytes),
+        _ => 0,
+    };
+    let all = c.first.warp_instructions + c.waiting.warp_instructions;
+    let share = c.waiting.warp_instructions as f64 / all.max(1) as f64;
+    PrefixLoad {
+        first_blocks: c.work.first,
+        first_warp_instructions: c.first.warp_instructions,
+        first_dram_bytes: dram_bytes - w_o,
+        first_tail_warp_instructions: 0,
+        waiting_blocks: c.work.waiting,
+        waiting_warp_instructions: c.waiting.warp_instructions,
+        waiting_dram_bytes: w_o,
+        waiting_reread_bytes: (reread as f64 * share).round() as u64,
+        waiting_tail_warp_instructions: c.tail_warp_instructions,
+        waiting_prefetch_bytes: w_o,
     }
 }
 

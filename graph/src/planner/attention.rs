@@ -8,6 +8,7 @@ use ingot_abi::launch::{
     TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
+use ingot_abi::launch::{merge_v_b_o_items, MergeVbOArgs, CHAIN_CTL_WORDS};
 use ingot_abi::launch::{
     AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvGroupedArgs,
     MergeVbArgs, RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
@@ -17,7 +18,10 @@ use ingot_model::AttnLayout;
 
 use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::nodes::{gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, NextNorm};
+use super::nodes::{
+    ffn_weight, gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, selection, DownFfn,
+    NextNorm,
+};
 use crate::error::PlanError;
 use crate::node::BufRef;
 use crate::recipe::Recipe;
@@ -164,6 +168,9 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
             ctx: u32a(b.opts.ctx),
             max_segments: u32a(segs),
         };
+        if merge_v_b_o(b, il, (v_b_ty, o_q8), args)? {
+            return Ok(());
+        }
         b.node(
             k::merge_v_b(v_b_ty),
             label("attn_merge+attn_v_b"),
@@ -182,6 +189,74 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         (label("attn_output"), il),
         next,
     )
+}
+
+/// `attn_merge_v_b` (arguments `merge`, weights of `v_b_ty`, output `o_q8`) and `attn_output`
+/// with its residual add and `ffn_norm` tail as one chained launch
+/// (`ingot_abi::launch::attn_out`), where `attn_output` has `v_b_ty` too and takes the merge's
+/// output whole; `false` (no node added) where it does not, and the caller plans the two
+/// launches.
+fn merge_v_b_o(
+    b: &mut Builder<'_>,
+    il: usize,
+    (v_b_ty, o_q8): (GgmlType, crate::BufId),
+    merge: MergeVbArgs<BufRef>,
+) -> Result<bool, PlanError> {
+    let c = b.c;
+    let (w, info, ncols, nrows) = ffn_weight(b, &format!("blk.{il}.attn_output.weight"), "gemv")?;
+    if info.ty != v_b_ty || ncols != c.n_head * c.d_v {
+        return Ok(false);
+    }
+    let sel = selection(b)?;
+    let residual = b.acts.residual;
+    let ffn = DownFfn {
+        act: o_q8,
+        sel,
+        down: w,
+        down_sh: w,
+        resid: residual,
+        y: residual,
+        nrows,
+        ff: ncols,
+        n_used: 0,
+        ff_sh: ncols,
+        n_expert: 1,
+    };
+    let d = NextNorm::ffn(b, il)?.down_args(b, ffn)?;
+    let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
+    let args = MergeVbOArgs {
+        part_o: merge.part_o,
+        part_ml: merge.part_ml,
+        state: merge.state,
+        w: merge.w,
+        y: merge.y,
+        scratch: merge.scratch,
+        pair_count: merge.pair_count,
+        n_head: merge.n_head,
+        d_v: merge.d_v,
+        ctx: merge.ctx,
+        max_segments: merge.max_segments,
+        w_o: d.down_sh,
+        resid: d.resid,
+        out: d.y,
+        nrows: d.nrows,
+        norm_w: d.norm_w,
+        norm_q8: d.norm_q8,
+        norm_f32: d.norm_f32,
+        count: d.count,
+        norm: d.norm,
+        eps: d.eps,
+        chain_ctl: buf(chain_ctl),
+    };
+    let items = merge_v_b_o_items(merge.n_head, merge.d_v, d.nrows);
+    b.node(
+        k::merge_v_b_o(v_b_ty),
+        format!("blk.{il} attn_merge+attn_v_b+attn_output"),
+        Some(il),
+        items as usize,
+        args,
+    )?;
+    Ok(true)
 }
 
 /// `attn_merge` and `attn_v_b` as separate launches (a type or shape `attn_merge_v_b_*` does

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use ingot_abi::launch::{
     gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, GateUpRouterArgs,
     Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
-    Kernel, MergeVbArgs, MmqArgs, MmqMoeArgs,
+    Kernel, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -157,6 +157,13 @@ pub(crate) fn gemv_grouped_q8_out(ty: GgmlType) -> Launch<GemvGroupedArgs> {
 /// (`ingot_abi::launch::merge_v_b_items`).
 pub(crate) fn merge_v_b(ty: GgmlType) -> Launch<MergeVbArgs> {
     registry_name(ty, "attn_merge_v_b", |t| Some(t.merge_v_b()))
+}
+
+/// [`merge_v_b`] and `attn_output` (the down kernel of the type, no routed slots) in one chained
+/// launch (`ingot_abi::launch::MergeVbOArgs`); an item is a block
+/// (`ingot_abi::launch::merge_v_b_o_items`).
+pub(crate) fn merge_v_b_o(ty: GgmlType) -> Launch<MergeVbOArgs> {
+    registry_name(ty, "attn_merge_v_b_o", |t| Some(t.merge_v_b_o()))
 }
 
 /// Embedding fetch `(table, state, y, n, n_vocab)` of row `state.token`, one item per output

@@ -30,3 +30,5 @@ mod vecdot;
 mod attention;
 // (not sorted: see above)
 mod argmax;
+// (not sorted: see above)
+mod chain;

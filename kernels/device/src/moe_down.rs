@@ -25,9 +25,10 @@
 //! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, ld_u64, shfl_idx_f32, shfl_idx_u32, st_f32, tid, warp_sum,
+    bid, global, ld_f32_coherent, ld_u32, ld_u64, nblocks, shfl_idx_f32, shfl_idx_u32, st_f32, tid,
+    warp_sum,
 };
-use crate::last_block::{last_block_done, reset};
+use crate::last_block::{last_of, reset};
 use crate::moe_dot::{rows_dot_lane1, rows_dot_lane2, staged_row_dot, UNIT_STAGE_BYTES};
 use crate::norm_q8::rmsnorm_tail;
 use crate::prefetch::prefetch_then_wait;
@@ -71,7 +72,7 @@ fn stage_base() -> u32 {
 }
 
 /// Threads of a block.
-const THREADS: u32 = MOE_DOWN_WARPS * WARP_SIZE;
+pub(crate) const THREADS: u32 = MOE_DOWN_WARPS * WARP_SIZE;
 
 /// The selection, spread over the warp: lane `k < n_used` holds the address of slot `k`'s
 /// expert (its entry of the expert table at `down`, the id clamped to `n_expert − 1`) and its
@@ -101,7 +102,7 @@ unsafe fn slot(mine: (u64, f32), k: u32) -> (u64, f32) {
 /// threads · 128 B = 16 KiB, which covers the block's 4 rows up to 4 KiB per row (V2-Lite's
 /// attention output, 2,048 columns, and shared experts, 2,816 columns, as Q4_K..Q8_0); the
 /// dense FFN's 10,944-column rows are prefetched in part.
-const DOWN_PREFETCH_LINES: u32 = 1;
+pub(crate) const DOWN_PREFETCH_LINES: u32 = 1;
 const _: () = assert!(
     MOE_DOWN_ROWS_PER_WARP == 1,
     "the row loop below is written out for one row per warp"
@@ -109,11 +110,14 @@ const _: () = assert!(
 
 /// See `ingot_abi::launch::moe` (`MOE_DOWN_*`). Preconditions (checked by the host launcher):
 /// `ff` a multiple of `R::QK` (or `n_used = 0`), `ff_sh` a multiple of `S::QK` (0: no shared
-/// experts), `moe_down_stage_fits(n_used, ff, ff_sh)`, grid = `ceil(nrows /
-/// MOE_DOWN_BLOCK_ROWS)` blocks, `n_expert ≥ 1`.
+/// experts), `moe_down_stage_fits(n_used, ff, ff_sh)`, `ceil(nrows / MOE_DOWN_BLOCK_ROWS)`
+/// row blocks, of which this block computes `blk`, `n_expert ≥ 1`. `CHAINED`: a chained launch
+/// (`crate::attention::merge_v_b_o`) has prefetched the block's rows and waited for `act`,
+/// which another block of the launch wrote.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<R: WeightType, S: WeightType>(
+pub(crate) unsafe fn rows<R: WeightType, S: WeightType, const CHAINED: bool>(
+    blk: u32,
     act: u64,
     sel: u64,
     down: u64,
@@ -132,7 +136,7 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     // stays to the end (the norm tail's barriers), and without an early exit ptxas keeps the
     // row loops at the registers they had before the tail (an exit path to a barrier raised
     // them from 96 to 165 on sm_86).
-    let first = bid() * MOE_DOWN_BLOCK_ROWS + t / WARP_SIZE;
+    let first = blk * MOE_DOWN_BLOCK_ROWS + t / WARP_SIZE;
     let valid = first < nrows;
     let r = if valid { first } else { nrows - 1 };
     let nunits = ff / R::QK;
@@ -144,16 +148,18 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     // The block's shared-expert rows (a dense projection's whole rows, with `n_used = 0`) are
     // known from its index: prefetched before the wait. The routed experts' ids are in `sel`,
     // which the router writes: they cannot be known before the wait.
-    let sh_first = (bid() * MOE_DOWN_BLOCK_ROWS).min(nrows);
-    let sh_end = (sh_first + MOE_DOWN_BLOCK_ROWS).min(nrows);
-    prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>(
-        [(
-            down_sh + sh_first as u64 * sh_row_bytes,
-            down_sh + sh_end as u64 * sh_row_bytes,
-        )],
-        t,
-        THREADS,
-    );
+    if !CHAINED {
+        let sh_first = (blk * MOE_DOWN_BLOCK_ROWS).min(nrows);
+        let sh_end = (sh_first + MOE_DOWN_BLOCK_ROWS).min(nrows);
+        prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>(
+            [(
+                down_sh + sh_first as u64 * sh_row_bytes,
+                down_sh + sh_end as u64 * sh_row_bytes,
+            )],
+            t,
+            THREADS,
+        );
+    }
 
     let (e0, w0) = load_selection(sel, down, lane, n_used, n_expert);
     // The activations are the predecessor's output: staged after the wait (the selection's
@@ -161,7 +167,7 @@ unsafe fn rows<R: WeightType, S: WeightType>(
     // bytes into the stage and the shared experts' blocks after the last slot.
     let slot_blocks = ff / QK8_1 as u32;
     let stage = stage_base();
-    stage_act_wide(
+    stage_act_wide::<CHAINED>(
         stage,
         act,
         n_used * slot_blocks + ff_sh / QK8_1 as u32,
@@ -232,23 +238,42 @@ unsafe fn pair_dot<T: WeightType>(
     }
 }
 
+/// The span of row block `blk`'s rows of the shared (or dense) matrix at `down_sh` (rows of
+/// `ff_sh` weights of `S`), `nrows` rows in all: what the block prefetches before its wait.
+#[inline(always)]
+pub(crate) fn shared_rows<S: WeightType>(
+    blk: u32,
+    down_sh: u64,
+    nrows: u32,
+    ff_sh: u32,
+) -> (u64, u64) {
+    let sh_row_bytes = (ff_sh / S::QK) as u64 * S::UNIT_BYTES;
+    let first = (blk * MOE_DOWN_BLOCK_ROWS).min(nrows);
+    let end = (first + MOE_DOWN_BLOCK_ROWS).min(nrows);
+    (
+        down_sh + first as u64 * sh_row_bytes,
+        down_sh + end as u64 * sh_row_bytes,
+    )
+}
+
 /// The norm tail's arguments (see `ingot_abi::launch::moe`, `MOE_DOWN_*`), still as pointer
 /// parameters: converting them only inside the tail keeps them out of the row loops'
 /// registers.
-struct NormTail {
-    w: *const f32,
-    q8: *mut BlockQ8_1,
-    f32: *mut f32,
-    count: *mut u32,
-    mode: u32,
-    eps: f32,
+pub(crate) struct NormTail {
+    pub w: *const f32,
+    pub q8: *mut BlockQ8_1,
+    pub f32: *mut f32,
+    pub count: *mut u32,
+    pub mode: u32,
+    pub eps: f32,
 }
 
-/// The rows of this block, then the norm tail in the block that finishes last. Preconditions
-/// as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
+/// The rows of row block `blk` of `blocks`, then the norm tail in the block that finishes last.
+/// Preconditions as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn down<R: WeightType, S: WeightType>(
+pub(crate) unsafe fn down<R: WeightType, S: WeightType, const CHAINED: bool>(
+    (blk, blocks): (u32, u32),
     act: u64,
     sel: u64,
     down: u64,
@@ -258,15 +283,15 @@ unsafe fn down<R: WeightType, S: WeightType>(
     (nrows, ff, n_used, ff_sh, n_expert): (u32, u32, u32, u32, u32),
     tail: NormTail,
 ) {
-    rows::<R, S>(
-        act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
+    rows::<R, S, CHAINED>(
+        blk, act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
     );
     // Launch-uniform: without a tail no block waits for the others.
     if tail.mode == DOWN_NORM_NONE {
         return;
     }
     let count = global(tail.count as *const u32);
-    if !last_block_done(count, MOE_DOWN_WARPS) {
+    if !last_of(count, MOE_DOWN_WARPS, blocks) {
         return;
     }
     rmsnorm_tail::<{ MOE_DOWN_WARPS * WARP_SIZE }>(
@@ -305,7 +330,8 @@ macro_rules! down_kernel {
                 norm: u32,
                 eps: f32,
             ) {
-                down::<vecdot::$r, vecdot::$s>(
+                down::<vecdot::$r, vecdot::$s, false>(
+                    (bid(), nblocks()),
                     global(act),
                     global(sel),
                     global(down_w),

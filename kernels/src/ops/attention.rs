@@ -35,7 +35,9 @@ use ingot_abi::launch::{
 use ingot_abi::step::StepState;
 use std::mem::size_of;
 
+mod merge_out;
 mod rope;
+pub use merge_out::{attn_merge_v_b_o, OutputBufs};
 pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
 };
@@ -468,6 +470,21 @@ pub fn attn_merge_v_b<B: Accelerator>(
     max_segments: usize,
 ) -> Result<()> {
     let d = ty.merge_v_b();
+    let (items, args) = merge_v_b_args(b, d, ty, s, d_v, bufs, max_segments)?;
+    launch(b, d, items, args)
+}
+
+/// The checks of [`attn_merge_v_b`] on behalf of kernel `d` (it or a launch holding its
+/// work): its item count and arguments.
+pub(crate) fn merge_v_b_args<'a, B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    ty: GemvType,
+    s: &AttnShape,
+    d_v: usize,
+    bufs: &MergeVbBufs<'a, B::Buf>,
+    max_segments: usize,
+) -> Result<(u32, MergeVbArgs<&'a B::Buf>)> {
     s.check(d, true)?;
     let segs = check_segments(d, max_segments)?;
     let heads = to_u32(d, "n_head", s.n_head)?;
@@ -505,9 +522,7 @@ pub fn attn_merge_v_b<B: Accelerator>(
         rows.and_then(|r| bytes(r, MERGE_V_B_SPLIT as usize, 4)),
     )?;
     need(b, d, "pair_count", bufs.pair_count, bytes(pairs, 1, 4))?;
-    launch(
-        b,
-        d,
+    Ok((
         merge_v_b_items(heads, d_v32),
         MergeVbArgs {
             part_o: bufs.part_o,
@@ -522,7 +537,7 @@ pub fn attn_merge_v_b<B: Accelerator>(
             ctx: to_u32(d, "ctx", s.ctx)?,
             max_segments: segs,
         },
-    )
+    ))
 }
 
 /// The merge kernels' inputs: `flash_latent`'s partials for `max_segments` segments and the

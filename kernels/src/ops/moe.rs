@@ -104,7 +104,7 @@ impl FfnShape {
     }
 }
 
-fn row_multiple(d: &KernelDesc, what: &str, ty: GemvType, len: usize) -> Result<()> {
+pub(crate) fn row_multiple(d: &KernelDesc, what: &str, ty: GemvType, len: usize) -> Result<()> {
     let m = ty.row_multiple();
     if !len.is_multiple_of(m) {
         return Err(shape(
@@ -116,7 +116,12 @@ fn row_multiple(d: &KernelDesc, what: &str, ty: GemvType, len: usize) -> Result<
 }
 
 /// Bytes of `rows` rows of `cols` weights of type `ty`.
-fn weight_bytes(ty: GemvType, experts: usize, rows: usize, cols: usize) -> Option<usize> {
+pub(crate) fn weight_bytes(
+    ty: GemvType,
+    experts: usize,
+    rows: usize,
+    cols: usize,
+) -> Option<usize> {
     bytes(experts, rows, cols / ty.block_elems())?.checked_mul(ty.block_bytes())
 }
 
@@ -444,6 +449,40 @@ fn down_stage_fits(d: &KernelDesc, s: &FfnShape) -> Result<()> {
     ))
 }
 
+/// The norm tail's arguments of kernel `d` over `n_embd` rows (`norm_w, norm_q8, norm_f32,
+/// count, norm, eps`), checked; without a tail, `fill` stands in for the buffers it never reads.
+pub(crate) fn down_norm_args<'a, B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    n_embd: usize,
+    norm: Option<&DownNorm<'a, B::Buf>>,
+    fill: &'a B::Buf,
+) -> Result<NormArgs<'a, B::Buf>> {
+    let Some(n) = norm else {
+        return Ok((fill, fill, fill, fill, DOWN_NORM_NONE, 0.0));
+    };
+    if !n_embd.is_multiple_of(QK8_1) {
+        return Err(shape(
+            d,
+            format!("norm tail over {n_embd} rows: not whole q8_1 blocks"),
+        ));
+    }
+    if !(n.eps.is_finite() && n.eps >= 0.0) {
+        return Err(shape(
+            d,
+            format!("eps = {} is not a finite non-negative number", n.eps),
+        ));
+    }
+    need(b, d, "norm_w", n.w, bytes(n_embd, 4, 1))?;
+    need(b, d, "norm_q8", n.q8, q8_1_bytes(1, n_embd))?;
+    need(b, d, "norm_f32", n.f32, bytes(n_embd, 4, 1))?;
+    need(b, d, "count", n.count, Some(4))?;
+    Ok((n.w, n.q8, n.f32, n.count, DOWN_NORM_Q8_1_F32, n.eps))
+}
+
+/// The norm tail's launch arguments: `(norm_w, norm_q8, norm_f32, count, norm, eps)`.
+pub(crate) type NormArgs<'a, T> = (&'a T, &'a T, &'a T, &'a T, u32, f32);
+
 /// `y = resid + Σ_k w_k·down_{e_k}·act_k + down_sh·act_sh` (docs/decode-math.md#moe-ffn), then
 /// the norm tail when `bufs.norm` is given ([`DownNorm`]), routed down weights of type
 /// `routed`, shared of type `shared`. `ff` must be a multiple of `routed`'s
@@ -500,28 +539,8 @@ pub fn moe_down<B: Accelerator>(
     // A missing part is never read (zero units or zero slots); any buffer fills its slot.
     let (sel, down) = r.as_ref().map_or((bufs.act, bufs.act), |r| (r[0], r[1]));
     let down_sh = sh.as_ref().map_or(bufs.act, |sh| sh[0]);
-    let (norm_w, norm_q8, norm_f32, count, mode, eps) = match &bufs.norm {
-        None => (bufs.act, bufs.act, bufs.act, bufs.act, DOWN_NORM_NONE, 0.0),
-        Some(n) => {
-            if !s.n_embd.is_multiple_of(QK8_1) {
-                return Err(shape(
-                    d,
-                    format!("norm tail over {} rows: not whole q8_1 blocks", s.n_embd),
-                ));
-            }
-            if !(n.eps.is_finite() && n.eps >= 0.0) {
-                return Err(shape(
-                    d,
-                    format!("eps = {} is not a finite non-negative number", n.eps),
-                ));
-            }
-            need(b, d, "norm_w", n.w, bytes(s.n_embd, 4, 1))?;
-            need(b, d, "norm_q8", n.q8, q8_1_bytes(1, s.n_embd))?;
-            need(b, d, "norm_f32", n.f32, bytes(s.n_embd, 4, 1))?;
-            need(b, d, "count", n.count, Some(4))?;
-            (n.w, n.q8, n.f32, n.count, DOWN_NORM_Q8_1_F32, n.eps)
-        }
-    };
+    let (norm_w, norm_q8, norm_f32, count, mode, eps) =
+        down_norm_args(b, d, s.n_embd, bufs.norm.as_ref(), bufs.act)?;
     let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
     launch(
         b,

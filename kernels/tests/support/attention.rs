@@ -198,3 +198,25 @@ pub fn fill_random_rows(rng: &mut StdRng, s: &AttnShape, rows: usize, cache: &mu
             .copy_from_slice(&ingot_model::cache_type::encode_row(s.cache, &values));
     }
 }
+
+/// A step's merge inputs for `flash_latent`'s split of position `pos` over `max_segments`: the
+/// used segments' random `O` and `(m, l)` pairs, NaN in every slot past them.
+#[allow(dead_code)]
+pub fn merge_partials(
+    rng: &mut StdRng,
+    s: &AttnShape,
+    pos: usize,
+    max_segments: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let count = ingot_abi::launch::flash_segments(pos as u32 + 1, max_segments as u32).count;
+    let count = count as usize;
+    let per_o = s.n_head * s.kv_lora;
+    let mut o = vec![f32::NAN; max_segments * per_o];
+    o[..count * per_o].copy_from_slice(&rand_nonzero(rng, count * per_o, -1.0, 1.0));
+    let mut ml = vec![f32::NAN; max_segments * s.n_head * 2];
+    for pair in ml[..count * s.n_head * 2].chunks_exact_mut(2) {
+        pair[0] = rng.random_range(-6.0f32..6.0);
+        pair[1] = rng.random_range(0.25f32..4.0);
+    }
+    (o, ml)
+}

@@ -58,10 +58,12 @@ unsafe fn smem_base() -> u32 {
     a
 }
 
-/// See the module docs and `ingot_abi::launch::ATTN_MERGE_V_B_Q4K` for the contract.
+/// See the module docs and `ingot_abi::launch::ATTN_MERGE_V_B_Q4K` for the contract; this
+/// block computes item `blk` of the launch's `merge_v_b_items`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn merge_v_b<T: WeightType>(
+pub(crate) unsafe fn merge_v_b<T: WeightType>(
+    blk: u32,
     part_o: *const f32,
     part_ml: *const f32,
     state: *const StepState,
@@ -77,8 +79,8 @@ unsafe fn merge_v_b<T: WeightType>(
     const KV_LORA: u32 = MERGE_V_B_KV_LORA;
     const HALF_COLS: u32 = KV_LORA / SPLIT;
     const SLICES: u32 = HALF_COLS / MERGE_DIMS;
-    let pair = bid() / SPLIT;
-    let half = bid() % SPLIT;
+    let pair = blk / SPLIT;
+    let half = blk % SPLIT;
     let rows = merge_v_b_rows(n_head, d_v);
     let row_blocks = d_v / rows;
     let h = pair / row_blocks;
@@ -174,6 +176,7 @@ macro_rules! merge_v_b_kernels {
                 max_segments: u32,
             ) {
                 merge_v_b::<vecdot::$v>(
+                    bid(),
                     part_o,
                     part_ml,
                     state,

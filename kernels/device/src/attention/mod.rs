@@ -51,6 +51,7 @@ mod flash_latent_prefill;
 mod flash_tile;
 mod merge;
 mod merge_v_b;
+mod merge_v_b_o;
 mod projections;
 pub(crate) mod rope_kv;
 mod temperature;

@@ -224,6 +224,16 @@ pub unsafe fn ld_u32_relaxed(a: u64) -> u32 {
     v
 }
 
+/// [`ld_u32_relaxed`] where `p` holds, 0 elsewhere (predicated, no branch).
+#[inline(always)]
+pub unsafe fn ld_u32_relaxed_if(p: bool, a: u64) -> u32 {
+    let v: u32;
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {v}, 0; \
+          @p ld.relaxed.gpu.global.u32 {v}, [{a}]; }}",
+         c = in(reg32) p as u32, v = out(reg32) v, a = in(reg64) a, options(readonly, nostack));
+    v
+}
+
 /// 16-byte load of four floats with `.relaxed.gpu` semantics (see [`ld_u32_relaxed`]) where
 /// `p` holds, zeros elsewhere (predicated, no branch); `a` 16-byte aligned where `p` holds.
 #[inline(always)]

@@ -11,8 +11,8 @@
 
 use super::{Q8_BYTES, Q8_QS_OFF};
 use crate::intrinsics::{
-    f16_to_f32, ld_u32, ld_u32_if, ld_v4_if, ld_words, lds_u16_staged, lds_u32_staged,
-    lds_words4_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
+    f16_to_f32, ld_u32, ld_u32_if, ld_u32_relaxed_if, ld_v4_f32_relaxed_if, ld_v4_if, ld_words,
+    lds_u16_staged, lds_u32_staged, lds_words4_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use ingot_abi::launch::GEMV_STAGE_BLOCKS;
@@ -135,9 +135,11 @@ const WIDE_LOADS: u32 = 8;
 /// call it. For stages of several KB (the MoE down kernel's every slot): each thread issues
 /// [`WIDE_LOADS`] predicated 16-byte loads before its first store, so a round trip to memory
 /// moves `threads · 128` bytes (16 KB for 128 threads) rather than 4 bytes per thread; the last
-/// `36·nblocks mod 16` bytes are a word each for the first threads.
+/// `36·nblocks mod 16` bytes are a word each for the first threads. `COHERENT`: `x` was written
+/// by another block of this launch (and published to this one), so it is read with
+/// `.relaxed.gpu` loads instead of through the non-coherent read-only cache.
 #[inline(always)]
-pub unsafe fn stage_act_wide(stage: u32, x: u64, nblocks: u32, threads: u32) {
+pub unsafe fn stage_act_wide<const COHERENT: bool>(stage: u32, x: u64, nblocks: u32, threads: u32) {
     let bytes = nblocks * Q8_BYTES as u32;
     let vecs = bytes / 16;
     let t = tid();
@@ -147,7 +149,11 @@ pub unsafe fn stage_act_wide(stage: u32, x: u64, nblocks: u32, threads: u32) {
         let mut k = 0;
         while k < WIDE_LOADS {
             let j = i + k * threads;
-            v[k as usize] = ld_v4_if(j < vecs, x + 16 * j as u64);
+            v[k as usize] = if COHERENT {
+                ld_v4_f32_relaxed_if(j < vecs, x + 16 * j as u64).map(f32::to_bits)
+            } else {
+                ld_v4_if(j < vecs, x + 16 * j as u64)
+            };
             k += 1;
         }
         let mut k = 0;
@@ -160,6 +166,11 @@ pub unsafe fn stage_act_wide(stage: u32, x: u64, nblocks: u32, threads: u32) {
     }
     let w = 4 * vecs + t;
     let tail = w < bytes / 4;
-    sts_u32_if(tail, stage + 4 * w, ld_u32_if(tail, x + 4 * w as u64));
+    let word = if COHERENT {
+        ld_u32_relaxed_if(tail, x + 4 * w as u64)
+    } else {
+        ld_u32_if(tail, x + 4 * w as u64)
+    };
+    sts_u32_if(tail, stage + 4 * w, word);
     nvptx::_syncthreads();
 }

@@ -1,0 +1,79 @@
+//! `attn_merge_v_b_o_*`: the attention's last two launches of a layer in one. The blocks of
+//! `attn_merge_v_b_*` ([`super::attention`]) and of `attn_output` (the `moe_down_*` kernel of
+//! the same type with no routed slots, its residual add and `ffn_norm` tail, [`super::moe`])
+//! share a grid; a block's work is the ticket it draws when it starts (word
+//! [`CHAIN_CTL_TICKET`]): the merge's items first, then `attn_output`'s row blocks. A merge
+//! block counts itself in word [`CHAIN_CTL_DONE`] (a release add) once its stores are made;
+//! an `attn_output` block prefetches its weight rows, then waits (an acquire spin) until every
+//! merge block has counted, so its q8_1 input is complete, and counts itself in word
+//! [`CHAIN_CTL_PASSED`]; the last to pass sets both back to 0. A lower ticket was drawn by a
+//! block that has started, so every wait ends (docs/ptx-sim.md, "Blocks that wait on each
+//! other"). Invariant: the [`CHAIN_CTL_WORDS`] words are 0 before the first launch and after
+//! every launch; launches sharing them must not overlap.
+//!
+//! The output is the bits of the two launches it replaces: each part runs the code of its
+//! unfused kernel on the block its ticket names.
+
+use super::moe::{MOE_DOWN_BLOCK_ROWS, MOE_DOWN_WARPS};
+use super::{signature, Kernel, MERGE_THREADS, WARP_SIZE};
+
+/// Control words of one chained launch (`u32`s).
+pub const CHAIN_CTL_WORDS: u32 = 4;
+/// Word of the next ticket; the block that draws the last sets it back to 0.
+pub const CHAIN_CTL_TICKET: u32 = 0;
+/// Word the first part's blocks count themselves in when their stores are made.
+pub const CHAIN_CTL_DONE: u32 = 1;
+/// Word the second part's blocks count themselves in once they have seen the first part done.
+pub const CHAIN_CTL_PASSED: u32 = 2;
+
+signature! {
+    /// The arguments of every `attn_merge_v_b_o_*` kernel: `attn_merge_v_b_*`'s (its q8_1
+    /// output `y` is `attn_output`'s input), then `attn_output`'s weight `w_o` (`nrows` rows of
+    /// `n_head·d_v` columns), residual stream (read at `resid`, written at `out`), its norm
+    /// tail's (as `moe_down_*`'s) and the [`CHAIN_CTL_WORDS`] control words.
+    MergeVbOArgs {
+        part_o: ptr,
+        part_ml: ptr,
+        state: ptr,
+        w: ptr,
+        y: ptr,
+        scratch: ptr,
+        pair_count: ptr,
+        n_head: u32,
+        d_v: u32,
+        ctx: u32,
+        max_segments: u32,
+        w_o: ptr,
+        resid: ptr,
+        out: ptr,
+        nrows: u32,
+        norm_w: ptr,
+        norm_q8: ptr,
+        norm_f32: ptr,
+        count: ptr,
+        norm: u32,
+        eps: f32,
+        chain_ctl: ptr,
+    }
+}
+
+/// Blocks of `attn_output`'s part: [`MOE_DOWN_BLOCK_ROWS`] rows each.
+pub const fn merge_v_b_o_out_blocks(nrows: u32) -> u32 {
+    nrows.div_ceil(MOE_DOWN_BLOCK_ROWS)
+}
+
+/// Blocks of an `attn_merge_v_b_o_*` launch: the merge's [`super::merge_v_b_items`], then
+/// [`merge_v_b_o_out_blocks`]. An item is a block.
+pub const fn merge_v_b_o_items(n_head: u32, d_v: u32, nrows: u32) -> u32 {
+    super::merge_v_b_items(n_head, d_v) + merge_v_b_o_out_blocks(nrows)
+}
+
+/// The descriptor of an `attn_merge_v_b_o_*` kernel (`crate::weight_types::GemvType::merge_v_b_o`,
+/// one per type: `attn_v_b` and `attn_output` of that type). Requires what both parts require:
+/// [`super::merge_v_b_fits`] for the merge, `n_head·d_v` a multiple of the type's block and
+/// [`super::moe_down_stage_fits`]`(0, 0, n_head·d_v)` for `attn_output`, `nrows % 32 == 0`
+/// with a norm tail. Grid: [`merge_v_b_o_items`] blocks.
+pub(crate) const fn merge_v_b_o_kernel(name: &'static str) -> Kernel<MergeVbOArgs> {
+    Kernel::new(name, [MERGE_THREADS, 1, 1], 1, 0)
+}
+const _: () = assert!(MERGE_THREADS == MOE_DOWN_WARPS * WARP_SIZE);
