@@ -27,10 +27,10 @@
 //! The router's code is compiled into the second only: ptxas sizes a kernel's registers for
 //! every path in it, and the first keeps its occupancy for the models that route apart.
 
+use crate::chain::{ticket_at, wait_then_pass};
 use crate::intrinsics::{
-    atom_add_u32, bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u32_acquire, ld_u32_relaxed,
-    ld_u64, lds_u32, nanosleep, nblocks, red_release_add_u32_if, round_away, shfl_idx_u32, silu,
-    st_u32, sts_f32, sts_u32, tid, warp_max_f32, warp_sum,
+    bid, f32_to_f16, global, ld_shared_f32, ld_u32, ld_u32_relaxed, ld_u64, red_release_add_u32_if,
+    round_away, shfl_idx_u32, silu, st_u32, sts_f32, tid, warp_max_f32, warp_sum,
 };
 use crate::moe_dot::rows_dot_lane4;
 use crate::prefetch::prefetch_then_wait;
@@ -62,16 +62,6 @@ global_asm!(".shared .align 16 .b8 moe_gate_up_h[128];");
 unsafe fn h_addr() -> u32 {
     let a: u32;
     asm!("mov.u32 {a}, moe_gate_up_h;", a = out(reg32) a, options(pure, nomem, nostack));
-    a
-}
-
-// The block's ticket (a fused launch), written by thread 0.
-global_asm!(".shared .align 4 .b8 moe_gate_up_ticket[4];");
-
-#[inline(always)]
-unsafe fn ticket_addr() -> u32 {
-    let a: u32;
-    asm!("mov.u32 {a}, moe_gate_up_ticket;", a = out(reg32) a, options(pure, nomem, nostack));
     a
 }
 
@@ -267,7 +257,7 @@ unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
         blk.t,
         MOE_GATE_UP_WARPS * WARP_SIZE,
     );
-    let k = ticket(router.ctl);
+    let k = ticket_at(router.ctl + 4 * ROUTE_CTL_TICKET as u64);
     if k < router_blocks {
         // Warp-uniform: the warps beyond `ROUTER_WARPS` have no router row.
         if blk.warp >= ROUTER_WARPS {
@@ -291,7 +281,14 @@ unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
     }
     let b = row_block_of(k);
     if b < routed_blocks {
-        wait_for_routing(router.ctl, a.n_used, routed_blocks);
+        // Thread 0 waits for the router's lanes to publish all `n_used` selection entries.
+        let (ready, passed) = (ROUTE_CTL_READY as u64, ROUTE_CTL_PASSED as u64);
+        wait_then_pass(
+            router.ctl + 4 * ready,
+            a.n_used,
+            router.ctl + 4 * passed,
+            routed_blocks,
+        );
     }
     row_block::<R, S, MIXED, true>(a, &blk, b);
 }
@@ -350,51 +347,8 @@ unsafe fn row_block<R: WeightType, S: WeightType, const MIXED: bool, const FUSED
     }
 }
 
-/// The block's ticket: thread 0 draws it from word [`ROUTE_CTL_TICKET`] of `ctl` (the one that
-/// draws the last sets the word back to 0) and hands it to the block through shared memory.
-#[inline(always)]
-unsafe fn ticket(ctl: u64) -> u32 {
-    let slot = ticket_addr();
-    if tid() == 0 {
-        let a = ctl + 4 * ROUTE_CTL_TICKET as u64;
-        let k = atom_add_u32(a, 1);
-        // Every block has drawn: nothing else touches the word in this launch.
-        if k == nblocks() - 1 {
-            st_u32(a, 0);
-        }
-        sts_u32(slot, k);
-    }
-    nvptx::_syncthreads();
-    lds_u32(slot)
-}
-
-/// Thread 0 waits until the router's lanes have published all `n_used` selection entries (an
-/// acquire spin that sleeps between loads), counts the block among the `routed_blocks` that
-/// have seen them (the last sets both words back to 0), and the barrier hands the acquired
-/// view to the block's other threads.
-#[inline(always)]
-unsafe fn wait_for_routing(ctl: u64, n_used: u32, routed_blocks: u32) {
-    if tid() == 0 {
-        let ready = ctl + 4 * ROUTE_CTL_READY as u64;
-        while ld_u32_acquire(ready) != n_used {
-            nanosleep(ROUTING_WAIT_NS);
-        }
-        let passed = ctl + 4 * ROUTE_CTL_PASSED as u64;
-        // Every routed block has seen the routing: nothing else reads either word.
-        if atom_add_u32(passed, 1) == routed_blocks - 1 {
-            st_u32(ready, 0);
-            st_u32(passed, 0);
-        }
-    }
-    nvptx::_syncthreads();
-}
-
 /// Scores per lane of the fused routing (`GATE_UP_ROUTER_MAX_EXPERTS`).
 const FUSED_SLOTS: usize = (GATE_UP_ROUTER_MAX_EXPERTS / WARP_SIZE) as usize;
-
-/// Sleep between two looks at the routing word (nanoseconds): short beside the router's
-/// microsecond, long enough to leave the SM's issue slots to the blocks that compute.
-const ROUTING_WAIT_NS: u32 = 64;
 
 /// Warp `warp`'s `MOE_GATE_UP_ROWS_PER_WARP` SwiGLU values, rows `first..` of the gate and up
 /// matrices at `g_base` and `u_base` (rows of `ncols` weights of `T`), into the block's shared
