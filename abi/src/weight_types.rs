@@ -24,7 +24,7 @@
 use crate::launch::{
     DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs,
     GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs,
-    MergeVbOArgs, MmqArgs, MmqMoeArgs,
+    MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -84,6 +84,27 @@ macro_rules! weight_types {
                 Q5K  q5k  BlockQ5K;
                 Q6K  q6k  BlockQ6K;
             }
+            chain_ffn {
+                // gate/up routed, shared     down routed, shared (the llama.cpp mixes')
+                Q4K q4k Q4K q4k               Q5_0 q5_0 Q4K q4k;
+                Q4K q4k Q4K q4k               Q8_0 q8_0 Q6K q6k;
+                Q4K q4k Q4K q4k               Q4K q4k Q4K q4k;
+                Q4K q4k Q4K q4k               Q6K q6k Q6K q6k;
+                Q8_0 q8_0 Q8_0 q8_0           Q8_0 q8_0 Q8_0 q8_0;
+                Q3K q3k Q3K q3k               Q5_0 q5_0 Q4K q4k;
+                Q3K q3k Q3K q3k               Q4K q4k Q4K q4k;
+                Q3K q3k Q3K q3k               Q5K q5k Q5K q5k;
+                Q2K q2k Q2K q2k               Q4_0 q4_0 Q3K q3k;
+                Q2K q2k Q2K q2k               Q3K q3k Q3K q3k;
+                Iq4Xs iq4_xs Iq4Xs iq4_xs     Iq4Nl iq4_nl Iq4Xs iq4_xs;
+                Iq4Xs iq4_xs Iq4Xs iq4_xs     Q5_1 q5_1 Q5K q5k;
+                Iq4Xs iq4_xs Iq4Xs iq4_xs     Iq4Xs iq4_xs Iq4Xs iq4_xs;
+                Iq4Xs iq4_xs Iq4Xs iq4_xs     Q5K q5k Q5K q5k;
+                Iq2Xxs iq2_xxs Q6K q6k        Iq4Nl iq4_nl Q6K q6k;
+                Iq2Xxs iq2_xxs Q6K q6k        Iq2S iq2_s Q6K q6k;
+                Iq2Xxs iq2_xxs Q6K q6k        Iq2Xxs iq2_xxs Q6K q6k;
+                Iq2Xxs iq2_xxs Q6K q6k        Q6K q6k Q6K q6k;
+            }
         }
     };
 }
@@ -131,6 +152,18 @@ macro_rules! kernel_name {
     (down, $r:ident, $s:ident) => {
         concat!("moe_down_", stringify!($r), "_", stringify!($s))
     };
+    (moe_ffn, $gr:ident, $gs:ident, $dr:ident, $ds:ident) => {
+        concat!(
+            "moe_ffn_",
+            stringify!($gr),
+            "_",
+            stringify!($gs),
+            "_",
+            stringify!($dr),
+            "_",
+            stringify!($ds)
+        )
+    };
     (argmax, $t:ident) => {
         concat!("gemv_argmax_", stringify!($t), "_q8_1")
     };
@@ -163,6 +196,8 @@ macro_rules! define_registry {
         mixed_down { $($rv:ident $rt:ident $sv:ident $st:ident;)* }
         mixed_gate_up { $($gv:ident $gt:ident $gsv:ident $gst:ident;)* }
         argmax { $($av:ident $at:ident $ab:ident;)* }
+        chain_ffn { $($fgv:ident $fgt:ident $fgsv:ident $fgst:ident
+                      $fdv:ident $fdt:ident $fdsv:ident $fdst:ident;)* }
         mmq { $($mv:ident $mt:ident;)* }
     ) => {
         /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
@@ -464,6 +499,28 @@ macro_rules! define_registry {
                 }
             }
 
+            /// The MoE FFN in one chained launch (`ingot_abi::launch::moe_ffn`) for gate/up
+            /// weights `gate_up` (routed, shared) and down weights `down` (routed, shared), if
+            /// the registry has that row (`chain_ffn`).
+            pub const fn moe_ffn(
+                gate_up: (GemvType, GemvType),
+                down: (GemvType, GemvType),
+            ) -> Option<&'static Kernel<MoeFfnArgs>> {
+                $(
+                    if gate_up.0 as u32 == GemvType::$fgv as u32
+                        && gate_up.1 as u32 == GemvType::$fgsv as u32
+                        && down.0 as u32 == GemvType::$fdv as u32
+                        && down.1 as u32 == GemvType::$fdsv as u32
+                    {
+                        const D: Kernel<MoeFfnArgs> = crate::launch::moe_ffn::moe_ffn_kernel(
+                            kernel_name!(moe_ffn, $fgt, $fgst, $fdt, $fdst),
+                        );
+                        return Some(&D);
+                    }
+                )*
+                None
+            }
+
             /// The lm_head gemv fused with the argmax (`ingot_abi::launch::head`), if the type
             /// has one.
             pub const fn argmax(self) -> Option<&'static Kernel<GemvArgmaxArgs>> {
@@ -484,6 +541,12 @@ macro_rules! define_registry {
             $read >= ($unit / $qk) * core::mem::size_of::<crate::blocks::$block>() as u32
                 && $unit % $qk == 0
         );)*
+
+        /// The registry's `chain_ffn` rows: the gate/up (routed, shared) and down (routed,
+        /// shared) weight types that have a `moe_ffn_*` kernel ([`GemvType::moe_ffn`]).
+        pub const CHAIN_FFN: &[((GemvType, GemvType), (GemvType, GemvType))] = &[$(
+            ((GemvType::$fgv, GemvType::$fgsv), (GemvType::$fdv, GemvType::$fdsv)),
+        )*];
 
         /// Every kernel the registry names, for the launch table (`crate::kernel_table::KERNELS`).
         pub const KERNELS: &[KernelDesc] = &[
@@ -516,6 +579,15 @@ macro_rules! define_registry {
                 },
             )*
             $(match GemvType::$av.argmax() { Some(d) => d.desc, None => panic!() },)*
+            $(
+                match GemvType::moe_ffn(
+                    (GemvType::$fgv, GemvType::$fgsv),
+                    (GemvType::$fdv, GemvType::$fdsv),
+                ) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+            )*
             $(match GemvType::$mv.mmq() { Some(d) => d.desc, None => panic!() },)*
             $(match GemvType::$mv.mmq_moe() { Some(d) => d.desc, None => panic!() },)*
         ];

@@ -211,13 +211,11 @@ fn tiny_mla_iq4_xs() {
 /// The unsloth-style dynamic mixes: the grid type in the routed experts' gate/up beside Q6_K
 /// shared experts (the mixed gate/up kernel, with the router in its launch at the tiny model's
 /// expert count), and the tiny model's 128-wide routed down rows (IQ4_NL, the fallback) beside
-/// Q6_K shared ones.
+/// Q6_K shared ones. IQ2_XXS's four types have a chained FFN kernel (`moe_ffn_*`), which runs
+/// both; the other two mixes run the two launches.
 #[test]
 fn tiny_mla_iq2_xxs() {
-    gate_mix_kernels(
-        QuantMix::Iq2Xxs,
-        &["moe_gate_up_router_iq2_xxs_q6k", "moe_down_iq4_nl_q6k"],
-    );
+    gate_mix_kernels(QuantMix::Iq2Xxs, &["moe_ffn_iq2_xxs_q6k_iq4_nl_q6k"]);
 }
 
 #[test]

@@ -40,13 +40,13 @@ fn v2_lite_plan_counts_and_bytes() {
     // With every fused kernel in the committed PTX, a layer is attn_q+kv_a with the rope as
     // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b and attn_output in one
     // chained launch (attn_merge_v_b_o: attn_v_b and attn_output are both q4k; its tail writes
-    // ffn_norm), then a dense layer's gate_up and down (6), a MoE layer's gate_up with the
-    // router gemv and routing in its launch (moe_gate_up_router_q4k: 64 experts) and down (6);
-    // each FFN down launch's tail writes the next layer's attn_norm (the last layer's:
+    // ffn_norm), then a dense layer's gate_up and down (6), a MoE layer's FFN in one chained
+    // launch: gate/up with the router gemv and routing, and down (moe_ffn_q4k_q4k_*: 64
+    // experts; 5); each FFN down's tail writes the next layer's attn_norm (the last layer's:
     // output_norm), so only layer 0 has an attn_norm node (7 in the dense layer 0). The head
     // is lm_head+argmax and argmax_finish, after the embedding fetch.
     assert_eq!(s.nodes_per_layer[0], 7, "dense layer 0");
-    assert_eq!(moe[0], 6, "MoE layer");
+    assert_eq!(moe[0], 5, "MoE layer");
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_o_q4k"), 27);
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 0);
     assert_eq!(kernels_in(&plan, "moe_down_q4k_q4k"), 0);
@@ -56,7 +56,11 @@ fn v2_lite_plan_counts_and_bytes() {
     let norms = |k: &str| kernels_in(&plan, k);
     assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 1);
     assert_eq!(kernels_in(&plan, "moe_router_f32"), 0);
-    assert_eq!(kernels_in(&plan, "moe_gate_up_router_q4k"), 26);
+    // The q4_k_m mix's down pairs: q5_0 + q4k and q8_0 + q6k.
+    let chained = kernels_in(&plan, "moe_ffn_q4k_q4k_q5_0_q4k")
+        + kernels_in(&plan, "moe_ffn_q4k_q4k_q8_0_q6k");
+    assert_eq!(chained, 26);
+    assert_eq!(kernels_in(&plan, "moe_gate_up_router_q4k"), 0);
     // The dense layer's gate/up runs the plain kernel (no router code).
     assert_eq!(kernels_in(&plan, "moe_gate_up_q4k"), 1);
     assert_eq!(
@@ -377,12 +381,17 @@ fn full_size_family_plans() {
                     c.n_layer,
                     "{preset}: one attn_q_b (with the rope) per layer"
                 );
-                // Up to 64 experts the router runs in the gate/up launch; more (V3, Kimi-K2)
-                // route in moe_router_f32 before the plain gate/up kernel (no router code).
+                // Up to 64 experts the router runs in the gate/up launch (with the down kernel
+                // chained in where the registry has the types' moe_ffn kernel); more (V3,
+                // Kimi-K2) route in moe_router_f32 before the plain gate/up kernel (no router
+                // code).
                 let fused = plan
                     .nodes
                     .iter()
-                    .filter(|n| n.kernel.starts_with("moe_gate_up_router_"))
+                    .filter(|n| {
+                        n.kernel.starts_with("moe_gate_up_router_")
+                            || n.kernel.starts_with("moe_ffn_")
+                    })
                     .count();
                 let apart = kernels_in(&plan, "moe_router_f32");
                 let moe = c.n_moe_layers();

@@ -18,6 +18,7 @@ pub(crate) mod gemv;
 pub(crate) mod head;
 pub(crate) mod mmq;
 pub mod moe;
+pub(crate) mod moe_ffn;
 pub(crate) mod moe_prefill;
 pub(crate) mod norm;
 pub(crate) mod projections;
@@ -81,6 +82,7 @@ pub use moe::{
     ROUTE_CTL_PASSED, ROUTE_CTL_READY, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS, ROUTE_NORMALIZE,
     ROUTE_SIGMOID,
 };
+pub use moe_ffn::{moe_ffn_items, MoeFfnArgs};
 pub use moe_prefill::{
     MoeCombineArgs, MoePairsArgs, MoeSwigluArgs, MOE_COMBINE, MOE_GLUE_PER_THREAD,
     MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS, MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,

@@ -126,13 +126,16 @@ pub fn count_nodes(
         // A launch with a done counter always runs its last block alone, so its tail's
         // instructions can be told apart from the rows'.
         let stats = if let Some(w) = ticket_work(n, d) {
-            let ctl = ptrs[w.ctl.buf.0 as usize].offset(w.ctl.offset);
-            let t = count_ticketed(&mut sim, &launch, ctl, &w, max_blocks)?;
+            let ptr = |r: &ingot_graph::BufRef| ptrs[r.buf.0 as usize].offset(r.offset);
+            let warps = u64::from(d.threads().div_ceil(32));
+            let t = count_ticketed(&mut sim, &launch, &ptr, &w, (max_blocks, warps))?;
             blocks_run = t.blocks_run;
+            tail_warp_instructions = t.down_tail_warp_instructions;
             tickets = Some(t);
             let mut all = t.router;
             all += t.shared;
             all += t.routed;
+            all += t.down;
             all
         } else if let Some(w) = chain_work(n, d) {
             let ptr = |r: &ingot_graph::BufRef| ptrs[r.buf.0 as usize].offset(r.offset);

@@ -150,32 +150,32 @@ pub struct NodeLoad {
     pub prefix: Option<PrefixLoad>,
 }
 
-/// The two parts of a launch on its dependency path ([`NodeLoad::prefix`]): the first part's
-/// blocks (their work, then their tail: the router's routing), and the blocks that wait for
-/// it. The rest of the launch (the shared experts' blocks of a gate/up launch) runs beside the
-/// first part.
+/// The parts of a launch on its dependency path ([`NodeLoad::prefix`]), each waiting for the
+/// one before: the first part's blocks (their work, then their tail: the router's routing),
+/// the blocks that wait for it, and, in a chained FFN, the down blocks that wait for those.
+/// The rest of the launch (the shared experts' gate/up blocks) runs beside the path.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct PrefixLoad {
-    pub first_blocks: u64,
-    pub first_warp_instructions: u64,
-    /// The first part's DRAM bytes (the router's weights and input; the merge's partials and
-    /// `attn_v_b` weights).
-    pub first_dram_bytes: u64,
-    /// The first part's serial end (the routing, run by the router's last warp after all the
-    /// others; in `first_warp_instructions`).
-    pub first_tail_warp_instructions: u64,
-    pub waiting_blocks: u64,
-    pub waiting_warp_instructions: u64,
-    /// The waiting blocks' DRAM bytes (the routed experts' weights; `attn_output`'s).
-    pub waiting_dram_bytes: u64,
-    pub waiting_reread_bytes: u64,
-    /// The waiting part's last-block tail (`attn_output`'s norm; in
-    /// `waiting_warp_instructions`).
-    pub waiting_tail_warp_instructions: u64,
-    /// Of `waiting_dram_bytes`, what the waiting blocks prefetch into L2 before they wait (rows
-    /// known from their work: `attn_output`'s, never a routed expert's). The blocks resident
-    /// beside the first part's get [`Constants::weight_prefetch_overlap`] of theirs on time.
-    pub waiting_prefetch_bytes: u64,
+    pub first: PathPart,
+    pub waiting: PathPart,
+    pub then: Option<PathPart>,
+}
+
+/// One part of a dependency path ([`PrefixLoad`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PathPart {
+    pub blocks: u64,
+    pub warp_instructions: u64,
+    /// Its DRAM bytes (the router's weights and input; the routed experts'; the merge's
+    /// partials and `attn_v_b`; `attn_output`'s or the down kernel's weights).
+    pub dram_bytes: u64,
+    pub reread_bytes: u64,
+    /// Its serial end (the routing; a norm tail), in `warp_instructions`.
+    pub tail_warp_instructions: u64,
+    /// Of `dram_bytes`, what its blocks prefetch into L2 before they wait (rows known before
+    /// the wait). The blocks resident beside the part before get
+    /// [`Constants::weight_prefetch_overlap`] of theirs on time.
+    pub prefetch_bytes: u64,
 }
 
 /// Resident blocks per SM for a node, and which limit decided it.
@@ -287,13 +287,20 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
     };
     let launch_s = k.launch_in_graph_s.value * (1.0 - hidden);
     let critical_s = load.prefix.map_or(0.0, |p| {
-        let part = |blocks, warp_instructions, dram_bytes, reread_bytes, tail, host_bytes| {
+        let part = |x: &PathPart, before: u64, host_bytes| {
+            // The blocks that start beside the part before (the resident slots it leaves)
+            // prefetch their rows while it runs; the others start after it.
+            let slots = (sms * u64::from(occ.blocks_per_sm)).saturating_sub(before);
+            let beside = slots.min(x.blocks) as f64 / x.blocks.max(1) as f64;
+            let early = x.prefetch_bytes.min(x.dram_bytes) as f64
+                * beside
+                * k.weight_prefetch_overlap.value;
             let part = NodeLoad {
-                blocks,
-                warp_instructions,
-                dram_bytes,
-                reread_bytes,
-                tail_warp_instructions: tail,
+                blocks: x.blocks,
+                warp_instructions: x.warp_instructions,
+                dram_bytes: x.dram_bytes - early.round() as u64,
+                reread_bytes: x.reread_bytes,
+                tail_warp_instructions: x.tail_warp_instructions,
                 host_bytes,
                 prefetch_bytes: 0,
                 prefix: None,
@@ -302,30 +309,10 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
             let t = node_time(card, k, &part, after_kernel);
             t.total_s - t.launch_s
         };
-        let first = part(
-            p.first_blocks,
-            p.first_warp_instructions,
-            p.first_dram_bytes,
-            0,
-            p.first_tail_warp_instructions,
-            0,
-        );
-        // The waiting blocks that start beside the first part's (the resident slots it leaves)
-        // prefetch their rows while it runs; the others start after it.
-        let slots = (sms * u64::from(occ.blocks_per_sm)).saturating_sub(p.first_blocks);
-        let beside = slots.min(p.waiting_blocks) as f64 / p.waiting_blocks.max(1) as f64;
-        let early = p.waiting_prefetch_bytes.min(p.waiting_dram_bytes) as f64
-            * beside
-            * k.weight_prefetch_overlap.value;
-        let waiting = part(
-            p.waiting_blocks,
-            p.waiting_warp_instructions,
-            p.waiting_dram_bytes - early.round() as u64,
-            p.waiting_reread_bytes,
-            p.waiting_tail_warp_instructions,
-            load.host_bytes,
-        );
-        first + waiting
+        let first = part(&p.first, u64::MAX, 0);
+        let waiting = part(&p.waiting, p.first.blocks, load.host_bytes);
+        let then = p.then.map_or(0.0, |t| part(&t, p.waiting.blocks, 0));
+        first + waiting + then
     });
     NodeTime {
         dram_s,
@@ -473,17 +460,21 @@ mod tests {
     fn the_router_path_counts_where_it_is_longer() {
         let c = card_named("h200").unwrap();
         let k = constants_for(Some(c));
-        let prefix = |first_blocks| PrefixLoad {
-            first_blocks,
-            first_warp_instructions: 1000,
-            first_dram_bytes: 512 * 1024,
-            first_tail_warp_instructions: 500,
-            waiting_blocks: 264,
-            waiting_warp_instructions: 100_000,
-            waiting_dram_bytes: 19_000_000,
-            waiting_reread_bytes: 0,
-            waiting_tail_warp_instructions: 0,
-            waiting_prefetch_bytes: 0,
+        let prefix = |router_blocks| PrefixLoad {
+            first: PathPart {
+                blocks: router_blocks,
+                warp_instructions: 1000,
+                dram_bytes: 512 * 1024,
+                tail_warp_instructions: 500,
+                ..PathPart::default()
+            },
+            waiting: PathPart {
+                blocks: 264,
+                warp_instructions: 100_000,
+                dram_bytes: 19_000_000,
+                ..PathPart::default()
+            },
+            then: None,
         };
         let base = NodeLoad {
             blocks: 384,

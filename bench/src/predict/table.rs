@@ -16,7 +16,8 @@ use super::chain::ChainCounts;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::measurement::Measurement;
 use super::model::{
-    node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PrefixLoad, PREFETCH_LINE_BYTES,
+    node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PathPart, PrefixLoad,
+    PREFETCH_LINE_BYTES,
 };
 use super::resources::kernel_resources;
 use super::tickets::TicketCounts;
@@ -220,7 +221,7 @@ pub(crate) fn table_of(
             prefetch_bytes: (c.stats.prefetch_lanes * PREFETCH_LINE_BYTES).min(unique),
             prefix: c
                 .tickets
-                .map(|t| prefix_load(plan, n, d, &t, routed, reread))
+                .map(|t| prefix_load(plan, (config, tokens), n, d, &t, (routed, reread)))
                 .or(c
                     .chain
                     .map(|t| chain_prefix(plan, n, d, &t, dram_bytes, reread))),
@@ -323,42 +324,79 @@ fn reads_cache(kernel: &str) -> bool {
     .any(|d| d.name == kernel)
 }
 
-/// Unique, re-read and routed-expert bytes (of the unique ones) of node `i` (see the module
-/// docs of [`super`]) of a plan that runs
-/// `tokens` tokens at positions `depth..`: the routed experts' share of their tensors is what
-/// `tokens` evenly routed tokens touch, `min(1, tokens·n_used/n_expert)`, and attention reads
-/// cache rows `0..depth + tokens`.
 /// The router's path through a ticketed launch ([`PrefixLoad`]): the router reads its weights
-/// and input once; the routed blocks read the routed experts' bytes (`routed`) and a share of
-/// the node's re-reads (`reread`) by their share of the rows' instructions.
+/// and input once; the routed blocks read the routed experts' gate/up bytes (`routed` less the
+/// down part's) and a share of the node's re-reads (`reread`) by their share of the rows'
+/// instructions. A chained FFN's down blocks follow: they read the down weights (`down`, the
+/// routed slots' share of its tensor, and `down_sh`), which they prefetch before their wait,
+/// and their norm tail.
 fn prefix_load(
     plan: &Plan,
+    (config, tokens): (&ModelConfig, usize),
     n: &ingot_graph::Node,
     d: &KernelDesc,
     t: &TicketCounts,
-    routed: u64,
-    reread: u64,
+    (routed, reread): (u64, u64),
 ) -> PrefixLoad {
-    let bytes = |name: &str| {
-        let i = d.params.iter().position(|p| p.name == name);
-        match i.and_then(|i| n.args.get(i)) {
-            Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes,
-            _ => 0,
+    let bytes = |name: &str| arg_read_bytes(plan, (config, tokens), n, d, name);
+    let rows = t.shared.warp_instructions + t.routed.warp_instructions + t.down.warp_instructions;
+    let share = |w: u64| (reread as f64 * w as f64 / rows.max(1) as f64).round() as u64;
+    let then = (t.work.down > 0).then(|| {
+        let down = bytes("down") + bytes("down_sh");
+        PathPart {
+            blocks: t.work.down,
+            warp_instructions: t.down.warp_instructions,
+            dram_bytes: down,
+            reread_bytes: share(t.down.warp_instructions),
+            tail_warp_instructions: t.down_tail_warp_instructions,
+            prefetch_bytes: down,
         }
-    };
-    let rows = t.shared.warp_instructions + t.routed.warp_instructions;
-    let share = t.routed.warp_instructions as f64 / rows.max(1) as f64;
+    });
+    let routed_down = if then.is_some() { bytes("down") } else { 0 };
     PrefixLoad {
-        first_blocks: t.work.router,
-        first_warp_instructions: t.router.warp_instructions,
-        first_dram_bytes: bytes("rw") + bytes("rx"),
-        first_tail_warp_instructions: t.routing_tail_warp_instructions,
-        waiting_blocks: t.work.routed,
-        waiting_warp_instructions: t.routed.warp_instructions,
-        waiting_dram_bytes: routed,
-        waiting_reread_bytes: (reread as f64 * share).round() as u64,
-        waiting_tail_warp_instructions: 0,
-        waiting_prefetch_bytes: 0,
+        first: PathPart {
+            blocks: t.work.router,
+            warp_instructions: t.router.warp_instructions,
+            dram_bytes: bytes("rw") + bytes("rx"),
+            tail_warp_instructions: t.routing_tail_warp_instructions,
+            ..PathPart::default()
+        },
+        waiting: PathPart {
+            blocks: t.work.routed,
+            warp_instructions: t.routed.warp_instructions,
+            dram_bytes: routed.saturating_sub(routed_down),
+            reread_bytes: share(t.routed.warp_instructions),
+            ..PathPart::default()
+        },
+        then,
+    }
+}
+
+/// Bytes a launch reads through its argument `name`: the buffer's, or through an expert table
+/// the routed slots' share of the tensor it names (0 when that tensor is host-mapped).
+fn arg_read_bytes(
+    plan: &Plan,
+    (config, tokens): (&ModelConfig, usize),
+    n: &ingot_graph::Node,
+    d: &KernelDesc,
+    name: &str,
+) -> u64 {
+    let i = d.params.iter().position(|p| p.name == name);
+    let Some(NodeArg::Buf(r)) = i.and_then(|i| n.args.get(i)) else {
+        return 0;
+    };
+    match plan.buffers[r.buf.0 as usize].kind {
+        BufferKind::ExpertTable { weight, .. } => match plan.buffers[weight.0 as usize].kind {
+            BufferKind::Weight {
+                host_mapped: false, ..
+            } => {
+                let used = (tokens * config.n_expert_used).min(config.n_expert.max(1));
+                let e = config.n_expert.max(1) as u64;
+                plan.buffers[weight.0 as usize].bytes * used as u64 / e
+            }
+            _ => 0,
+        },
+        _ => plan.buffers[r.buf.0 as usize].bytes,
     }
 }
 
@@ -382,19 +420,29 @@ fn chain_prefix(
     let all = c.first.warp_instructions + c.waiting.warp_instructions;
     let share = c.waiting.warp_instructions as f64 / all.max(1) as f64;
     PrefixLoad {
-        first_blocks: c.work.first,
-        first_warp_instructions: c.first.warp_instructions,
-        first_dram_bytes: dram_bytes - w_o,
-        first_tail_warp_instructions: 0,
-        waiting_blocks: c.work.waiting,
-        waiting_warp_instructions: c.waiting.warp_instructions,
-        waiting_dram_bytes: w_o,
-        waiting_reread_bytes: (reread as f64 * share).round() as u64,
-        waiting_tail_warp_instructions: c.tail_warp_instructions,
-        waiting_prefetch_bytes: w_o,
+        first: PathPart {
+            blocks: c.work.first,
+            warp_instructions: c.first.warp_instructions,
+            dram_bytes: dram_bytes - w_o,
+            ..PathPart::default()
+        },
+        waiting: PathPart {
+            blocks: c.work.waiting,
+            warp_instructions: c.waiting.warp_instructions,
+            dram_bytes: w_o,
+            reread_bytes: (reread as f64 * share).round() as u64,
+            tail_warp_instructions: c.tail_warp_instructions,
+            prefetch_bytes: w_o,
+        },
+        then: None,
     }
 }
 
+/// Unique, re-read and routed-expert bytes (of the unique ones) of node `i` (see the module
+/// docs of [`super`]) of a plan that runs
+/// `tokens` tokens at positions `depth..`: the routed experts' share of their tensors is what
+/// `tokens` evenly routed tokens touch, `min(1, tokens·n_used/n_expert)`, and attention reads
+/// cache rows `0..depth + tokens`.
 fn read_split(
     plan: &Plan,
     config: &ModelConfig,

@@ -13,7 +13,10 @@
 //! launch leaves them.
 
 use ingot_abi::launch::moe::MOE_GATE_UP_ROWS;
-use ingot_abi::launch::{gate_up_router_blocks, KernelDesc, ROUTE_CTL_TICKET, ROUTE_CTL_WORDS};
+use ingot_abi::launch::{
+    gate_up_router_blocks, KernelDesc, CHAIN_CTL_DONE, CHAIN_CTL_WORDS, MOE_DOWN_BLOCK_ROWS,
+    ROUTE_CTL_TICKET, ROUTE_CTL_WORDS,
+};
 use ingot_graph::{BufRef, Node, NodeArg};
 use ptx_sim::{DevicePtr, LaunchStats, Sim};
 
@@ -21,13 +24,18 @@ use super::sample::{sample_blocks, scale};
 use super::PredictError;
 
 /// The work of a ticketed launch, in ticket order: `router` blocks, `shared` blocks, `routed`
-/// blocks (which wait for the router's).
+/// blocks (which wait for the router's), and in a chained FFN (`moe_ffn_*`) `down` blocks,
+/// which wait for every gate/up row block (counted in `chain`'s words; their norm tail's
+/// counter is `count`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TicketWork {
     pub ctl: BufRef,
     pub router: u64,
     pub shared: u64,
     pub routed: u64,
+    pub down: u64,
+    pub chain: Option<BufRef>,
+    pub count: Option<BufRef>,
 }
 
 /// The counters of a ticketed launch by part.
@@ -41,6 +49,10 @@ pub struct TicketCounts {
     /// The shared experts' and the routed slots' blocks, each scaled from its sample.
     pub shared: LaunchStats,
     pub routed: LaunchStats,
+    /// A chained FFN's down blocks, scaled from their sample (the norm tail included), and
+    /// what the last of them ran beyond the mean of the others: the norm tail.
+    pub down: LaunchStats,
+    pub down_tail_warp_instructions: u64,
     /// Blocks run in all.
     pub blocks_run: u64,
 }
@@ -59,12 +71,23 @@ pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
     let Some(NodeArg::Buf(ctl)) = arg("route_ctl") else {
         return None;
     };
+    let buf = |name: &str| match arg(name) {
+        Some(NodeArg::Buf(r)) => Some(r),
+        _ => None,
+    };
     let per_expert = u64::from((u32_arg("ff")? / MOE_GATE_UP_ROWS).max(1));
+    let chain = buf("chain_ctl");
     Some(TicketWork {
         ctl,
         router: u64::from(gate_up_router_blocks(u32_arg("n_expert")?)),
         shared: u64::from(u32_arg("ff_sh")? / MOE_GATE_UP_ROWS),
         routed: u64::from(u32_arg("n_used")?) * per_expert,
+        down: match chain {
+            Some(_) => u64::from(u32_arg("nrows")?.div_ceil(MOE_DOWN_BLOCK_ROWS)),
+            None => 0,
+        },
+        chain,
+        count: buf("count"),
     })
 }
 
@@ -72,15 +95,17 @@ pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
 pub type LaunchBlocks<'a> = dyn Fn(&mut Sim, &[u64]) -> Result<LaunchStats, PredictError> + 'a;
 
 /// Runs the ticketed launch of `w` through `launch` (which runs the given block indices of the
-/// node), at most `max_blocks` (≥ 2) sampled blocks per part beyond the router's; `ctl` is the
-/// control words' address.
+/// node), at most `max_blocks` (≥ 2) sampled blocks per part beyond the router's; `ptr` gives
+/// a buffer reference's address (the control words, the norm tail's counter); `warps`: a
+/// block's warps.
 pub fn count_ticketed(
     sim: &mut Sim,
     launch: &LaunchBlocks<'_>,
-    ctl: DevicePtr,
+    ptr: &dyn Fn(&BufRef) -> DevicePtr,
     w: &TicketWork,
-    max_blocks: u64,
+    (max_blocks, warps): (u64, u64),
 ) -> Result<TicketCounts, PredictError> {
+    let ctl = ptr(&w.ctl);
     // The router: tickets 0.. in the order the blocks start; its last block alone.
     let (router, tail) = match w.router {
         0 => (LaunchStats::default(), 0),
@@ -98,6 +123,7 @@ pub fn count_ticketed(
         }
     };
     let mut run = w.router;
+    let ticket_word = ctl.offset(u64::from(ROUTE_CTL_TICKET) * 4);
     let mut part = |sim: &mut Sim, from: u64, blocks: u64| -> Result<LaunchStats, PredictError> {
         if blocks == 0 {
             return Ok(LaunchStats::default());
@@ -107,8 +133,7 @@ pub fn count_ticketed(
         let mut each = Vec::with_capacity(sample.len());
         for j in sample {
             let ticket = w.router + from + j;
-            let word = ctl.offset(u64::from(ROUTE_CTL_TICKET) * 4);
-            sim.write(word, &(ticket as u32).to_le_bytes())?;
+            sim.write(ticket_word, &(ticket as u32).to_le_bytes())?;
             each.push(launch(sim, &[ticket])?);
         }
         let (last, others) = each.split_last().expect("a sample holds a block");
@@ -120,6 +145,41 @@ pub fn count_ticketed(
     };
     let shared = part(sim, 0, w.shared)?;
     let routed = part(sim, w.shared, w.routed)?;
+    let (mut down, mut down_tail) = (LaunchStats::default(), 0);
+    if let (Some(chain), true) = (w.chain, w.down > 0) {
+        let chain = ptr(&chain);
+        // Every gate/up row block has counted (the down blocks then pass their wait at the
+        // first look), and the routing is still published: the sampled routed blocks passed
+        // it without the last of its waiters.
+        let rows = u32::try_from(w.shared + w.routed).unwrap_or(u32::MAX);
+        sim.write(
+            chain.offset(u64::from(CHAIN_CTL_DONE) * 4),
+            &rows.to_le_bytes(),
+        )?;
+        let sample = sample_blocks(w.down, max_blocks);
+        run += sample.len() as u64;
+        let mut each = Vec::with_capacity(sample.len());
+        for (i, &j) in sample.iter().enumerate() {
+            let ticket = w.router + w.shared + w.routed + j;
+            sim.write(ticket_word, &(ticket as u32).to_le_bytes())?;
+            if let (Some(c), true) = (w.count, i + 1 == sample.len()) {
+                let done = u32::try_from((w.down - 1) * warps).unwrap_or(u32::MAX);
+                sim.write(ptr(&c), &done.to_le_bytes())?;
+            }
+            each.push(launch(sim, &[ticket])?);
+        }
+        let (last, others) = each.split_last().expect("a sample holds a block");
+        let mut o = LaunchStats::default();
+        for s in others {
+            o += *s;
+        }
+        if w.count.is_some() && !others.is_empty() {
+            let mean = o.warp_instructions / others.len() as u64;
+            down_tail = last.warp_instructions.saturating_sub(mean);
+        }
+        down = scale(&o, others.len() as u64, last, w.down);
+        sim.write(chain, &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
+    }
     sim.write(ctl, &[0u8; ROUTE_CTL_WORDS as usize * 4])?;
     Ok(TicketCounts {
         work: *w,
@@ -127,6 +187,8 @@ pub fn count_ticketed(
         routing_tail_warp_instructions: tail,
         shared,
         routed,
+        down,
+        down_tail_warp_instructions: down_tail,
         blocks_run: run,
     })
 }

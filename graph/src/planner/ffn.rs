@@ -6,8 +6,9 @@
 //! residual add into two launches.
 
 use ingot_abi::launch::{
-    gate_up_items, gate_up_router_items, GateUpArgs, GateUpRouterArgs, MoeRouterArgs, RouterPart,
-    GATE_UP_MERGED, GATE_UP_ROUTER_MAX_EXPERTS, GATE_UP_SEPARATE, MOE_ROUTER_F32, ROUTE_CTL_WORDS,
+    gate_up_items, gate_up_router_items, moe_ffn_items, GateUpArgs, GateUpRouterArgs, MoeFfnArgs,
+    MoeRouterArgs, RouterPart, CHAIN_CTL_WORDS, GATE_UP_MERGED, GATE_UP_ROUTER_MAX_EXPERTS,
+    GATE_UP_SEPARATE, MOE_ROUTER_F32, ROUTE_CTL_WORDS,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
@@ -80,7 +81,9 @@ pub(crate) fn dense(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
 /// MoE FFN on the `ffn_norm` output that `attn_output`'s tail wrote: the router and top-k
 /// (fused into the next launch up to `GATE_UP_ROUTER_MAX_EXPERTS` experts), gate/up/SwiGLU
 /// over the selected and shared experts, and the weighted down projection added to the
-/// residual, whose tail writes the next norm ([`NextNorm::after_ffn`]).
+/// residual, whose tail writes the next norm ([`NextNorm::after_ffn`]). With the router fused
+/// and no expert cache, gate/up and down are one chained launch (`moe_ffn_*`) where the
+/// registry has the four weight types' row.
 pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
@@ -228,38 +231,6 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         n_expert: u32a(c.n_expert),
         layout,
     };
-    let overflow = || PlanError::Overflow(label("moe_gate_up items"));
-    if fused {
-        let ctl = b.act("act.moe_route_ctl", u64::from(ROUTE_CTL_WORDS) * 4)?;
-        let router = RouterPart {
-            rw: buf(router),
-            rx: buf(norm),
-            logits: buf(router_logits),
-            bias: buf(bias),
-            route_ctl: buf(ctl),
-            n_group: r.n_group,
-            n_group_used: r.n_group_used,
-            route_flags: r.flags,
-            scale: r.scale,
-        };
-        let items = gate_up_router_items(n_used, ff32, ffs32, r.n_expert).ok_or_else(overflow)?;
-        b.node(
-            k::moe_gate_up_router_mixed(gate_ty, gs.ty),
-            label("ffn_gate_inp+moe_gate_up_swiglu"),
-            Some(il),
-            items as usize,
-            GateUpRouterArgs::new(args, router),
-        )?;
-    } else {
-        let items = gate_up_items(n_used, ff32, ffs32).ok_or_else(overflow)?;
-        b.node(
-            k::moe_gate_up_mixed(gate_ty, gs.ty),
-            label("moe_gate_up_swiglu"),
-            Some(il),
-            items as usize,
-            args,
-        )?;
-    }
     let (down_e, down_ty, _, _) = expert(b, &name("ffn_down_exps.weight"))?;
     let down_e = routed(b, down_e)?;
     if cache.is_some() {
@@ -293,13 +264,60 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         ff_sh: ffs,
         n_expert: c.n_expert,
     };
-    let args = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
+    let down = NextNorm::after_ffn(b, il)?.down_args(b, ffn)?;
+    let overflow = || PlanError::Overflow(label("moe_gate_up items"));
+    if fused {
+        let ctl = b.act("act.moe_route_ctl", u64::from(ROUTE_CTL_WORDS) * 4)?;
+        let router = RouterPart {
+            rw: buf(router),
+            rx: buf(norm),
+            logits: buf(router_logits),
+            bias: buf(bias),
+            route_ctl: buf(ctl),
+            n_group: r.n_group,
+            n_group_used: r.n_group_used,
+            route_flags: r.flags,
+            scale: r.scale,
+        };
+        let gate_up = GateUpRouterArgs::new(args, router);
+        // Without an expert cache, the FFN is one chained launch where the registry has the
+        // types' kernel (its down blocks prefetch their routed rows, which are then in VRAM).
+        let chain = k::moe_ffn((gate_ty, gs.ty), (down_ty, ds.ty)).filter(|_| cache.is_none());
+        if let Some(kernel) = chain {
+            let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
+            let items = moe_ffn_items((n_used, ff32, ffs32, r.n_expert), u32a(c.n_embd));
+            return b.node(
+                kernel,
+                label("ffn_gate_inp+moe_gate_up_swiglu+moe_down"),
+                Some(il),
+                items.ok_or_else(overflow)? as usize,
+                MoeFfnArgs::new(gate_up, down, buf(chain_ctl)),
+            );
+        }
+        let items = gate_up_router_items(n_used, ff32, ffs32, r.n_expert).ok_or_else(overflow)?;
+        b.node(
+            k::moe_gate_up_router_mixed(gate_ty, gs.ty),
+            label("ffn_gate_inp+moe_gate_up_swiglu"),
+            Some(il),
+            items as usize,
+            gate_up,
+        )?;
+    } else {
+        let items = gate_up_items(n_used, ff32, ffs32).ok_or_else(overflow)?;
+        b.node(
+            k::moe_gate_up_mixed(gate_ty, gs.ty),
+            label("moe_gate_up_swiglu"),
+            Some(il),
+            items as usize,
+            args,
+        )?;
+    }
     b.node(
         k::moe_down(down_ty, ds.ty),
         label("moe_down"),
         Some(il),
         c.n_embd,
-        args,
+        down,
     )
 }
 

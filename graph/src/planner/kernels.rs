@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use ingot_abi::launch::{
     gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, GateUpRouterArgs,
     Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
-    Kernel, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs,
+    Kernel, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -227,6 +227,17 @@ pub(crate) fn moe_gate_up_router_mixed(
         &format!("moe_gate_up_router with shared {}", shared.name()),
         |r| GemvType::gate_up_router_mixed(r, s?),
     )
+}
+
+/// The MoE FFN in one chained launch (`ingot_abi::launch::MoeFfnArgs`) for gate/up weights
+/// `gate_up` and down weights `down` (routed, shared), where the registry has that row; an item
+/// is a block (`ingot_abi::launch::moe_ffn_items`).
+pub(crate) fn moe_ffn(
+    gate_up: (GgmlType, GgmlType),
+    down: (GgmlType, GgmlType),
+) -> Option<Launch<MoeFfnArgs>> {
+    let t = |g: (GgmlType, GgmlType)| Some((gemv_ty(g.0)?, gemv_ty(g.1)?));
+    GemvType::moe_ffn(t(gate_up)?, t(down)?).map(fixed)
 }
 
 /// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an

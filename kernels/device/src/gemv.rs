@@ -261,7 +261,7 @@ unsafe fn red_max_u64(a: u64, v: u64) {
 
 macro_rules! gemv_argmax_kernels {
     (types { $($t:tt)* } mixed_down { $($m:tt)* } mixed_gate_up { $($g:tt)* }
-     argmax { $($v:ident $tag:ident $block:ident;)* }) => {$(
+     argmax { $($v:ident $tag:ident $block:ident;)* } $($rest:tt)*) => {$(
         const _: () = {
             /// Fused lm_head gemv + argmax; see [`gemv_argmax`] and `ingot_abi::launch::head`.
             #[export_name = ingot_abi::kernel_name!(argmax, $tag)]

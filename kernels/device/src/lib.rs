@@ -32,3 +32,5 @@ mod attention;
 mod argmax;
 // (not sorted: see above)
 mod chain;
+// (not sorted: see above)
+mod moe_ffn;

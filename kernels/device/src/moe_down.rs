@@ -25,8 +25,8 @@
 //! launch; it reads the other blocks' `y` with `.relaxed.gpu` loads.
 
 use crate::intrinsics::{
-    bid, global, ld_f32_coherent, ld_u32, ld_u64, nblocks, shfl_idx_f32, shfl_idx_u32, st_f32, tid,
-    warp_sum,
+    bid, global, ld_f32_coherent, ld_u32, ld_u32_relaxed, ld_u64, nblocks, shfl_idx_f32,
+    shfl_idx_u32, st_f32, tid, warp_sum,
 };
 use crate::last_block::{last_of, reset};
 use crate::moe_dot::{rows_dot_lane1, rows_dot_lane2, staged_row_dot, UNIT_STAGE_BYTES};
@@ -78,11 +78,25 @@ pub(crate) const THREADS: u32 = MOE_DOWN_WARPS * WARP_SIZE;
 /// expert (its entry of the expert table at `down`, the id clamped to `n_expert − 1`) and its
 /// weight, read with one coalesced request per field before any row work, so no expert waits on
 /// a table load of its own.
+/// `CHAINED`: the router ran in this launch, so `sel` is read with `.relaxed.gpu` loads.
 #[inline(always)]
-unsafe fn load_selection(sel: u64, down: u64, lane: u32, n_used: u32, n_expert: u32) -> (u64, f32) {
+pub(crate) unsafe fn load_selection<const CHAINED: bool>(
+    sel: u64,
+    down: u64,
+    lane: u32,
+    n_used: u32,
+    n_expert: u32,
+) -> (u64, f32) {
     if lane < n_used {
-        let id = ld_u32(sel + offset_of!(ExpertSelection, ids) as u64 + 4 * lane as u64);
-        let w = ld_u32(sel + offset_of!(ExpertSelection, weights) as u64 + 4 * lane as u64);
+        let (id, w) = (
+            sel + offset_of!(ExpertSelection, ids) as u64 + 4 * lane as u64,
+            sel + offset_of!(ExpertSelection, weights) as u64 + 4 * lane as u64,
+        );
+        let (id, w) = if CHAINED {
+            (ld_u32_relaxed(id), ld_u32_relaxed(w))
+        } else {
+            (ld_u32(id), ld_u32(w))
+        };
         let e = id.min(n_expert - 1) as u64;
         (ld_u64(down + 8 * e), f32::from_bits(w))
     } else {
@@ -161,7 +175,7 @@ pub(crate) unsafe fn rows<R: WeightType, S: WeightType, const CHAINED: bool>(
         );
     }
 
-    let (e0, w0) = load_selection(sel, down, lane, n_used, n_expert);
+    let (e0, w0) = load_selection::<CHAINED>(sel, down, lane, n_used, n_expert);
     // The activations are the predecessor's output: staged after the wait (the selection's
     // loads are in flight meanwhile). In shared addresses, slot `k` starts `k·act_per_slot`
     // bytes into the stage and the shared experts' blocks after the last slot.

@@ -96,7 +96,7 @@ unsafe fn quantize_block(h: f32, lane: u32, out: u64) {
 /// Lines each thread prefetches per matrix of a shared block ([`prefetch_then_wait`]): 2 · 256
 /// threads · 128 B = 64 KiB, which covers the block's 32 rows up to 2,048 B per row (V2-Lite's
 /// 2,048 columns: 1,152 B as Q4_K, 1,680 B as Q6_K). Wider rows are prefetched in part.
-const GATE_UP_PREFETCH_LINES: u32 = 2;
+pub(crate) const GATE_UP_PREFETCH_LINES: u32 = 2;
 
 /// The arguments every entry point takes (`ingot_abi::launch::moe::GateUpArgs`), pointers as
 /// global addresses.
@@ -201,38 +201,47 @@ unsafe fn gate_up<R: WeightType, S: WeightType, const MIXED: bool>(a: &GateUp) {
 /// `moe_gate_up_router_*`: [`gate_up`] with the router in the launch (see
 /// `ingot_abi::launch::moe`; `ncols` also a multiple of 4, `n_used ≥ 1`, `n_expert ≤
 /// GATE_UP_ROUTER_MAX_EXPERTS`, grid = `gate_up_router_items(..) / 32` blocks). A block's
-/// work is its ticket `k`: router block `k` for the first `router_blocks` tickets, then the
-/// row blocks of [`gate_up`], the shared experts' first (`b` = `routed_blocks + k −
-/// router_blocks`), the routed slots' last, so the output is the bits of the unfused launch. A
-/// routed block waits for the routing before it reads `sel`.
+/// work is its ticket `k` ([`router_item`]); before the wait it prefetches the rows of the
+/// work its index would draw ([`router_spans`]).
 #[inline(always)]
 unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
     a: &GateUp,
     router: &FusedRouter,
 ) {
-    let blk = a.block::<R, S, MIXED>();
-    let (routed_blocks, sh_row_bytes) = (blk.routed_blocks, blk.sh_row_bytes);
+    prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
+        router_spans::<R, S, MIXED>(a, router, bid()),
+        tid(),
+        MOE_GATE_UP_WARPS * WARP_SIZE,
+    );
+    let k = ticket_at(router.ctl + 4 * ROUTE_CTL_TICKET as u64);
+    router_item::<R, S, MIXED>(a, router, k, 0);
+}
+
+/// Blocks of a `moe_gate_up_router_*` launch's work: the router's, then the row blocks.
+#[inline(always)]
+pub(crate) fn router_launch_blocks(a: &GateUp) -> u32 {
+    let per_expert = (a.ff / MOE_GATE_UP_ROWS).max(1);
+    gate_up_router_blocks(a.n_expert) + a.ff_sh / MOE_GATE_UP_ROWS + a.n_used * per_expert
+}
+
+/// The spans a block prefetches before its wait when its index `guess` is the ticket it would
+/// draw (blocks mostly start in index order; a line prefetched for another block's rows is
+/// still read by the launch): a router block's f32 rows, a shared block's 32 gate and 32 up
+/// rows; a routed block's expert id is the router's output, so it prefetches nothing, nor
+/// does a `guess` past the launch's work.
+#[inline(always)]
+pub(crate) unsafe fn router_spans<R: WeightType, S: WeightType, const MIXED: bool>(
+    a: &GateUp,
+    router: &FusedRouter,
+    guess: u32,
+) -> [(u64, u64); 2] {
+    let sh_row_bytes = a.block::<R, S, MIXED>().sh_row_bytes;
     let router_blocks = gate_up_router_blocks(a.n_expert);
     let shared_blocks = a.ff_sh / MOE_GATE_UP_ROWS;
-    // Row block of ticket `k ≥ router_blocks`.
-    let row_block_of = |k: u32| {
-        let j = k.wrapping_sub(router_blocks);
-        if j < shared_blocks {
-            routed_blocks + j
-        } else {
-            j - shared_blocks
-        }
-    };
-    // Before the wait, a block prefetches the weights of the work its index would draw as a
-    // ticket (blocks mostly start in index order; a line prefetched for another block's rows
-    // is still read by the launch). A shared block's 32 gate and 32 up rows and a router
-    // block's rows are known from its work; a routed block's expert id is the router's output:
-    // it prefetches nothing.
-    let guess = bid();
     let router_guess = guess < router_blocks;
-    let gb = row_block_of(guess);
-    let sh_guess = !router_guess && gb >= routed_blocks;
-    let sh_first = gb.wrapping_sub(routed_blocks) as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
+    let j = guess.wrapping_sub(router_blocks);
+    let sh_guess = !router_guess && j < shared_blocks;
+    let sh_first = j as u64 * MOE_GATE_UP_ROWS as u64 * sh_row_bytes;
     let sh_bytes = if sh_guess {
         MOE_GATE_UP_ROWS as u64 * sh_row_bytes
     } else {
@@ -252,12 +261,27 @@ unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
     } else {
         (g_sh, g_sh + sh_bytes)
     };
-    prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(
-        [first_span, (u_sh, u_sh + sh_bytes)],
-        blk.t,
-        MOE_GATE_UP_WARPS * WARP_SIZE,
-    );
-    let k = ticket_at(router.ctl + 4 * ROUTE_CTL_TICKET as u64);
+    [first_span, (u_sh, u_sh + sh_bytes)]
+}
+
+/// The work of ticket `k` (below [`router_launch_blocks`]): router block `k` for the first
+/// `router_blocks` tickets, then the row blocks of [`gate_up`], the shared experts' first (`b`
+/// = `routed_blocks + k − router_blocks`), the routed slots' last, so the output is the bits of
+/// the unfused launch. A routed block waits for the routing before it reads `sel`, counted in
+/// word `ROUTE_CTL_PASSED` among `routed_blocks + extra_waiters` blocks (`extra_waiters`: the
+/// launch's other blocks that wait for the routing). Some of a router block's warps return at
+/// once: the caller must not meet them at a barrier after a router block's work.
+#[inline(always)]
+pub(crate) unsafe fn router_item<R: WeightType, S: WeightType, const MIXED: bool>(
+    a: &GateUp,
+    router: &FusedRouter,
+    k: u32,
+    extra_waiters: u32,
+) {
+    let blk = a.block::<R, S, MIXED>();
+    let routed_blocks = blk.routed_blocks;
+    let router_blocks = gate_up_router_blocks(a.n_expert);
+    let shared_blocks = a.ff_sh / MOE_GATE_UP_ROWS;
     if k < router_blocks {
         // Warp-uniform: the warps beyond `ROUTER_WARPS` have no router row.
         if blk.warp >= ROUTER_WARPS {
@@ -279,18 +303,24 @@ unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
         red_release_add_u32_if(publish, ctl + 4 * ROUTE_CTL_READY as u64, 1);
         return;
     }
-    let b = row_block_of(k);
+    let j = k - router_blocks;
+    let b = if j < shared_blocks {
+        routed_blocks + j
+    } else {
+        j - shared_blocks
+    };
     if b < routed_blocks {
-        // Thread 0 waits for the router's lanes to publish all `n_used` selection entries.
-        let (ready, passed) = (ROUTE_CTL_READY as u64, ROUTE_CTL_PASSED as u64);
-        wait_then_pass(
-            router.ctl + 4 * ready,
-            a.n_used,
-            router.ctl + 4 * passed,
-            routed_blocks,
-        );
+        wait_for_routing(router.ctl, a.n_used, routed_blocks + extra_waiters);
     }
     row_block::<R, S, MIXED, true>(a, &blk, b);
+}
+
+/// Thread 0 waits for the router's lanes to publish all `n_used` selection entries in word
+/// `ROUTE_CTL_READY` of `ctl`, counted among `waiters` blocks ([`wait_then_pass`]).
+#[inline(always)]
+pub(crate) unsafe fn wait_for_routing(ctl: u64, n_used: u32, waiters: u32) {
+    let (ready, passed) = (ROUTE_CTL_READY as u64, ROUTE_CTL_PASSED as u64);
+    wait_then_pass(ctl + 4 * ready, n_used, ctl + 4 * passed, waiters);
 }
 
 /// Row block `b` of the launch, by the threads of `blk`: the 32 SwiGLU values of routed slot

@@ -7,11 +7,13 @@ use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::moe::*;
-use ingot_abi::launch::{DownArgs, GateUpArgs, GateUpRouterArgs, KernelDesc, RouterPart};
+use ingot_abi::launch::{DownArgs, GateUpArgs, GateUpRouterArgs, Kernel, KernelDesc, RouterPart};
 use std::mem::size_of;
 
+mod ffn_chain;
 mod route;
 
+pub use ffn_chain::moe_ffn;
 use route::check_router;
 pub use route::{
     moe_route, moe_route_rows, moe_router_f32, moe_router_logits_rows, Gating, RouteParams,
@@ -277,6 +279,30 @@ fn gate_up<B: Accelerator>(
     bufs: &GateUpBufs<'_, B::Buf>,
     router: Option<(&FusedRouterBufs<'_, B::Buf>, &RouteParams)>,
 ) -> Result<()> {
+    match gate_up_args(b, (routed, shared), s, bufs, router)? {
+        GateUpLaunch::Plain(k, items, args) => launch(b, k, items, args),
+        GateUpLaunch::Router(k, items, args) => launch(b, k, items, args),
+    }
+}
+
+/// A checked gate/up launch: its kernel, item count and arguments.
+pub(crate) enum GateUpLaunch<'a, T> {
+    Plain(&'static Kernel<GateUpArgs>, u32, GateUpArgs<&'a T>),
+    Router(
+        &'static Kernel<GateUpRouterArgs>,
+        u32,
+        GateUpRouterArgs<&'a T>,
+    ),
+}
+
+/// The checks of [`moe_gate_up_mixed`] (without `router`) or [`moe_router_gate_up`].
+pub(crate) fn gate_up_args<'a, B: Accelerator>(
+    b: &B,
+    (routed, shared): (GemvType, GemvType),
+    s: &FfnShape,
+    bufs: &GateUpBufs<'a, B::Buf>,
+    router: Option<(&FusedRouterBufs<'a, B::Buf>, &RouteParams)>,
+) -> Result<GateUpLaunch<'a, B::Buf>> {
     // A part the shape does not use does not choose the kernel.
     let (ty, shared_ty) = match (s.n_used, s.ff_sh) {
         (0, _) => (shared, shared),
@@ -354,7 +380,7 @@ fn gate_up<B: Accelerator>(
     let overflow = || shape(d, "the launch's item count overflows u32".into());
     let (Some((r, p)), Some(fused)) = (router, fused) else {
         let items = gate_up_items(n_used, ff, ff_sh).ok_or_else(overflow)?;
-        return launch(b, plain, items, args);
+        return Ok(GateUpLaunch::Plain(plain, items, args));
     };
     if p.n_used != s.n_used || p.n_expert != s.n_expert || s.n_used == 0 {
         return Err(shape(
@@ -392,7 +418,8 @@ fn gate_up<B: Accelerator>(
         route_flags: flags,
         scale: p.scale,
     };
-    launch(b, fused, items, GateUpRouterArgs::new(args, router))
+    let args = GateUpRouterArgs::new(args, router);
+    Ok(GateUpLaunch::Router(fused, items, args))
 }
 
 /// The buffers of [`moe_down`]. The routed ones are `None` exactly when `n_used = 0`, the
@@ -496,6 +523,17 @@ pub fn moe_down<B: Accelerator>(
     s: &FfnShape,
     bufs: &DownBufs<'_, B::Buf>,
 ) -> Result<()> {
+    let (d, items, args) = down_args(b, (routed, shared), s, bufs)?;
+    launch(b, d, items, args)
+}
+
+/// The checks of [`moe_down`]: its kernel, item count and arguments.
+pub(crate) fn down_args<'a, B: Accelerator>(
+    b: &B,
+    (routed, shared): (GemvType, GemvType),
+    s: &FfnShape,
+    bufs: &DownBufs<'a, B::Buf>,
+) -> Result<(&'static Kernel<DownArgs>, u32, DownArgs<&'a B::Buf>)> {
     let (routed, shared) = match (s.n_used, s.ff_sh) {
         (0, _) => (shared, shared),
         (_, 0) => (routed, routed),
@@ -542,8 +580,7 @@ pub fn moe_down<B: Accelerator>(
     let (norm_w, norm_q8, norm_f32, count, mode, eps) =
         down_norm_args(b, d, s.n_embd, bufs.norm.as_ref(), bufs.act)?;
     let [n_embd, ff, n_used, ff_sh, n_expert] = s.scalars();
-    launch(
-        b,
+    Ok((
         d,
         n_embd,
         DownArgs {
@@ -565,5 +602,5 @@ pub fn moe_down<B: Accelerator>(
             norm: mode,
             eps,
         },
-    )
+    ))
 }
