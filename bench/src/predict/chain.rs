@@ -18,7 +18,7 @@ use ingot_graph::{BufRef, Node, NodeArg};
 use ptx_sim::{DevicePtr, LaunchStats, Sim};
 
 use super::sample::{sample_blocks, scale};
-use super::tickets::LaunchBlocks;
+use super::tickets::{node_arg, LaunchBlocks};
 use super::PredictError;
 
 /// The work of a chained launch, in ticket order: `first` merge items, then `waiting` row
@@ -46,15 +46,11 @@ pub struct ChainCounts {
 /// The chained work of node `n` (kernel `d`), or `None` for any other launch: the kernels with
 /// a `chain_ctl` parameter are chained.
 pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
-    let arg = |name: &str| {
-        let i = d.params.iter().position(|p| p.name == name)?;
-        n.args.get(i).copied()
-    };
-    let u32_arg = |name: &str| match arg(name) {
+    let u32_arg = |name: &str| match node_arg(n, d, name) {
         Some(NodeArg::U32(v)) => Some(v),
         _ => None,
     };
-    let Some(NodeArg::Buf(ctl)) = arg("chain_ctl") else {
+    let Some(NodeArg::Buf(ctl)) = node_arg(n, d, "chain_ctl") else {
         return None;
     };
     Some(ChainWork {

@@ -60,10 +60,7 @@ pub struct TicketCounts {
 /// The ticketed work of node `n` (kernel `d`), or `None` for a launch whose block index is its
 /// work: the kernels with a `route_ctl` parameter take tickets.
 pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
-    let arg = |name: &str| {
-        let i = d.params.iter().position(|p| p.name == name)?;
-        n.args.get(i).copied()
-    };
+    let arg = |name: &str| node_arg(n, d, name);
     let u32_arg = |name: &str| match arg(name) {
         Some(NodeArg::U32(v)) => Some(v),
         _ => None,
@@ -89,6 +86,12 @@ pub fn ticket_work(n: &Node, d: &KernelDesc) -> Option<TicketWork> {
         chain,
         count: buf("count"),
     })
+}
+
+/// Node `n`'s argument for kernel `d`'s parameter `name`.
+pub(crate) fn node_arg(n: &Node, d: &KernelDesc, name: &str) -> Option<NodeArg> {
+    let i = d.params.iter().position(|p| p.name == name)?;
+    n.args.get(i).copied()
 }
 
 /// Runs the given block indices of a node in the simulator.

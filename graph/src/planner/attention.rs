@@ -19,8 +19,7 @@ use ingot_model::AttnLayout;
 use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
 use super::nodes::{
-    ffn_weight, gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, selection, DownFfn,
-    NextNorm,
+    ffn_weight, gemv_add_residual, gemv_into, gemv_weight, is_f32, rmsnorm_q8, DownFfn, NextNorm,
 };
 use crate::error::PlanError;
 use crate::node::BufRef;
@@ -207,21 +206,7 @@ fn merge_v_b_o(
     if info.ty != v_b_ty || ncols != c.n_head * c.d_v {
         return Ok(false);
     }
-    let sel = selection(b)?;
-    let residual = b.acts.residual;
-    let ffn = DownFfn {
-        act: o_q8,
-        sel,
-        down: w,
-        down_sh: w,
-        resid: residual,
-        y: residual,
-        nrows,
-        ff: ncols,
-        n_used: 0,
-        ff_sh: ncols,
-        n_expert: 1,
-    };
+    let ffn = DownFfn::dense(b, o_q8, w, (ncols, nrows))?;
     let d = NextNorm::ffn(b, il)?.down_args(b, ffn)?;
     let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
     let args = MergeVbOArgs {

@@ -147,6 +147,33 @@ pub(crate) struct DownFfn {
     pub n_expert: usize,
 }
 
+impl DownFfn {
+    /// `y = resid + W·x` on the residual stream: the down kernel with no routed slots, `W`
+    /// (`nrows × ncols`) as its shared part (`down` is never read with `n_used = 0`; the
+    /// weight stands in as a valid pointer).
+    pub(crate) fn dense(
+        b: &mut Builder<'_>,
+        x_q8: BufId,
+        w: BufId,
+        (ncols, nrows): (usize, usize),
+    ) -> Result<Self, PlanError> {
+        let (residual, sel) = (b.acts.residual, selection(b)?);
+        Ok(DownFfn {
+            act: x_q8,
+            sel,
+            down: w,
+            down_sh: w,
+            resid: residual,
+            y: residual,
+            nrows,
+            ff: ncols,
+            n_used: 0,
+            ff_sh: ncols,
+            n_expert: 1,
+        })
+    }
+}
+
 /// `(ncols, nrows)` of a weight whose rows are a positive multiple of `m` weights, which
 /// `kernels` (named in the error) need.
 pub(crate) fn weight_shape(
@@ -230,21 +257,7 @@ pub(crate) fn gemv_add_residual(
     next: NextNorm,
 ) -> Result<(), PlanError> {
     let (w, info, ncols, nrows) = ffn_weight(b, name, "gemv")?;
-    let (residual, sel) = (b.acts.residual, selection(b)?);
-    // `down` is never read with n_used = 0; the weight stands in as a valid pointer.
-    let ffn = DownFfn {
-        act: x_q8,
-        sel,
-        down: w,
-        down_sh: w,
-        resid: residual,
-        y: residual,
-        nrows,
-        ff: ncols,
-        n_used: 0,
-        ff_sh: ncols,
-        n_expert: 1,
-    };
+    let ffn = DownFfn::dense(b, x_q8, w, (ncols, nrows))?;
     let args = next.down_args(b, ffn)?;
     b.node(k::moe_down(info.ty, info.ty), label, Some(il), nrows, args)
 }

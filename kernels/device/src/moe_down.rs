@@ -282,6 +282,28 @@ pub(crate) struct NormTail {
     pub eps: f32,
 }
 
+impl NormTail {
+    /// The tail of a down entry point's `norm_*`, `count`, `norm` and `eps` parameters.
+    #[inline(always)]
+    pub(crate) fn new(
+        w: *const f32,
+        q8: *mut BlockQ8_1,
+        f32: *mut f32,
+        count: *mut u32,
+        mode: u32,
+        eps: f32,
+    ) -> Self {
+        NormTail {
+            w,
+            q8,
+            f32,
+            count,
+            mode,
+            eps,
+        }
+    }
+}
+
 /// The rows of row block `blk` of `blocks`, then the norm tail in the block that finishes last.
 /// Preconditions as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
 #[inline(always)]
@@ -353,14 +375,7 @@ macro_rules! down_kernel {
                     global(resid),
                     global(y),
                     (nrows, ff, n_used, ff_sh, n_expert),
-                    NormTail {
-                        w: norm_w,
-                        q8: norm_q8,
-                        f32: norm_f32,
-                        count,
-                        mode: norm,
-                        eps,
-                    },
+                    NormTail::new(norm_w, norm_q8, norm_f32, count, norm, eps),
                 );
             }
         };

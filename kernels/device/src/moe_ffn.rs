@@ -15,11 +15,10 @@ use crate::chain::{done, ticket_at, wait_done};
 use crate::intrinsics::{bid, global, ld_u32_relaxed, ld_u64, prefetch_l2_if, tid};
 use crate::moe_down::{down, shared_rows, NormTail};
 use crate::moe_gate_up::{
-    router_item, router_launch_blocks, router_spans, wait_for_routing, FusedRouter, GateUp,
-    GATE_UP_PREFETCH_LINES,
+    fused_router, gate_up_args, router_item, router_launch_blocks, router_spans, wait_for_routing,
+    FusedRouter, GateUp, GATE_UP_PREFETCH_LINES,
 };
 use crate::prefetch::{prefetch_then_wait, LINE};
-use crate::router::Routing;
 use crate::vecdot::{self, WeightType};
 use core::mem::offset_of;
 use ingot_abi::blocks::BlockQ8_1;
@@ -159,51 +158,31 @@ macro_rules! moe_ffn_kernel {
                 eps: f32,
                 chain_ctl: *mut u32,
             ) {
-                let router = FusedRouter {
-                    w: global(rw),
-                    x: global(rx),
-                    logits: global(logits),
-                    ctl: global(route_ctl),
-                    routing: Routing {
-                        bias,
-                        sel: sel as *mut ExpertSelection,
-                        n_expert,
-                        n_used,
-                        n_group,
-                        n_group_used,
-                        flags: route_flags,
-                        scale,
-                    },
-                };
-                let a = GateUp {
-                    x: global(x),
-                    sel: global(sel),
-                    gate: global(gate),
-                    up: global(up),
-                    gate_sh: global(gate_sh),
-                    up_sh: global(up_sh),
-                    act: global(act),
-                    ncols,
-                    ff,
-                    n_used,
-                    ff_sh,
+                let router = fused_router!(
+                    rw,
+                    rx,
+                    logits,
+                    route_ctl,
+                    bias,
+                    sel,
                     n_expert,
-                    layout,
-                };
+                    n_used,
+                    n_group,
+                    n_group_used,
+                    route_flags,
+                    scale
+                );
+                let a = gate_up_args!(
+                    x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
+                    layout
+                );
                 let d = Down {
                     down: global(down_w),
                     down_sh: global(down_sh),
                     resid: global(resid),
                     y: global(y),
                     nrows,
-                    tail: NormTail {
-                        w: norm_w,
-                        q8: norm_q8,
-                        f32: norm_f32,
-                        count,
-                        mode: norm,
-                        eps,
-                    },
+                    tail: NormTail::new(norm_w, norm_q8, norm_f32, count, norm, eps),
                 };
                 const MIXED: bool = GemvType::$gr as u32 != GemvType::$gs as u32;
                 moe_ffn::<vecdot::$gr, vecdot::$gs, MIXED, vecdot::$dr, vecdot::$ds>(

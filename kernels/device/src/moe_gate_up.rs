@@ -421,13 +421,40 @@ unsafe fn swiglu_rows<T: WeightType>(
 
 const _: () = assert!(MOE_GATE_UP_WARPS * MOE_GATE_UP_ROWS_PER_WARP == MOE_GATE_UP_ROWS);
 
+// The `FusedRouter` of a router entry point's parameters.
+macro_rules! fused_router {
+    (
+        $rw:ident, $rx:ident, $logits:ident, $ctl:ident, $bias:ident, $sel:ident,
+        $n_expert:ident, $n_used:ident, $n_group:ident, $n_group_used:ident, $flags:ident,
+        $scale:ident
+    ) => {
+        $crate::moe_gate_up::FusedRouter {
+            w: global($rw),
+            x: global($rx),
+            logits: global($logits),
+            ctl: global($ctl),
+            routing: $crate::router::Routing {
+                bias: $bias,
+                sel: $sel as *mut ExpertSelection,
+                n_expert: $n_expert,
+                n_used: $n_used,
+                n_group: $n_group,
+                n_group_used: $n_group_used,
+                flags: $flags,
+                scale: $scale,
+            },
+        }
+    };
+}
+pub(crate) use fused_router;
+
 // The `GateUp` of an entry point's first 13 parameters.
 macro_rules! gate_up_args {
     (
         $x:ident, $sel:ident, $gate:ident, $up:ident, $gate_sh:ident, $up_sh:ident, $act:ident,
         $ncols:ident, $ff:ident, $n_used:ident, $ff_sh:ident, $n_expert:ident, $layout:ident
     ) => {
-        GateUp {
+        $crate::moe_gate_up::GateUp {
             x: global($x),
             sel: global($sel),
             gate: global($gate),
@@ -444,6 +471,7 @@ macro_rules! gate_up_args {
         }
     };
 }
+pub(crate) use gate_up_args;
 
 macro_rules! gate_up_kernel {
     ($name:expr, $r:ident, $s:ident, $mixed:literal) => {
@@ -506,22 +534,20 @@ macro_rules! gate_up_router_kernel {
                 route_flags: u32,
                 scale: f32,
             ) {
-                let router = FusedRouter {
-                    w: global(rw),
-                    x: global(rx),
-                    logits: global(logits),
-                    ctl: global(route_ctl),
-                    routing: Routing {
-                        bias,
-                        sel: sel as *mut ExpertSelection,
-                        n_expert,
-                        n_used,
-                        n_group,
-                        n_group_used,
-                        flags: route_flags,
-                        scale,
-                    },
-                };
+                let router = fused_router!(
+                    rw,
+                    rx,
+                    logits,
+                    route_ctl,
+                    bias,
+                    sel,
+                    n_expert,
+                    n_used,
+                    n_group,
+                    n_group_used,
+                    route_flags,
+                    scale
+                );
                 let a = gate_up_args!(
                     x, sel, gate, up, gate_sh, up_sh, act, ncols, ff, n_used, ff_sh, n_expert,
                     layout

@@ -527,13 +527,16 @@ pub fn moe_down<B: Accelerator>(
     launch(b, d, items, args)
 }
 
+/// A checked down launch: its kernel, item count and arguments.
+pub(crate) type DownLaunch<'a, T> = (&'static Kernel<DownArgs>, u32, DownArgs<&'a T>);
+
 /// The checks of [`moe_down`]: its kernel, item count and arguments.
 pub(crate) fn down_args<'a, B: Accelerator>(
     b: &B,
     (routed, shared): (GemvType, GemvType),
     s: &FfnShape,
     bufs: &DownBufs<'a, B::Buf>,
-) -> Result<(&'static Kernel<DownArgs>, u32, DownArgs<&'a B::Buf>)> {
+) -> Result<DownLaunch<'a, B::Buf>> {
     let (routed, shared) = match (s.n_used, s.ff_sh) {
         (0, _) => (shared, shared),
         (_, 0) => (routed, routed),

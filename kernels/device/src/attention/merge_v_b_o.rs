@@ -140,14 +140,7 @@ macro_rules! merge_v_b_o_kernels {
                         resid: global(resid),
                         out: global(out),
                         nrows,
-                        tail: NormTail {
-                            w: norm_w,
-                            q8: norm_q8,
-                            f32: norm_f32,
-                            count,
-                            mode: norm,
-                            eps,
-                        },
+                        tail: NormTail::new(norm_w, norm_q8, norm_f32, count, norm, eps),
                     },
                     global(chain_ctl),
                 );
