@@ -2,7 +2,7 @@
 # Kernel microbenchmarks and end-to-end decode throughput on a GPU machine with a CUDA driver
 # and Python 3 but no Rust toolchain. Uses the bundle of scripts/device-check.sh.
 #
-#   scripts/device-check.sh prepare   # here, with Rust: dist/device-bundle.tar.xz (<= 40 MiB)
+#   scripts/device-check.sh prepare   # here, with Rust: dist/device-bundle.tar.xz (<= 44 MiB)
 #   scripts/device-bench.sh [run]     # on the GPU machine, in the repository root, with the
 #                                     # bundle carried along
 #   scripts/device-bench.sh decode    # model, decode and nodes only (device-check has run the

@@ -6,7 +6,7 @@
 #                                       # the GPU (release, stripped, the sm_90a cubin embedded:
 #                                       # INGOT_CUBIN_ARCHS) into one xz archive,
 #                                       # dist/device-bundle.tar.xz; prints its size and fails
-#                                       # when it and the working tree exceed 40 MiB
+#                                       # when it and the working tree exceed 44 MiB
 #   scripts/device-check.sh [run]       # on the GPU machine, in the repository root, with
 #                                       # dist/device-bundle.tar.xz carried along
 #   scripts/device-check.sh --rehearse  # the whole path (dev-profile bundle, unpack, every step)

@@ -12,8 +12,9 @@
 # MANIFEST (one "size path" line per binary), COMMIT (the commit the binaries were built from,
 # "-dirty" when the tree had changes: the GPU machine's copy of .git may be older than its tree).
 # What one device call may carry, bundle and working tree together: 64 MiB is the tool's hard
-# limit; 40 leaves room for the kernels and fixtures of the next rounds.
-CARRY_MAX_MIB=40
+# limit; 44 leaves room for the kernels and fixtures of the next rounds (40 until the chained
+# kernels of 2026-12-06 put the tree plus the bundle's reserve at 40.2).
+CARRY_MAX_MIB=44
 # The release bundle's share of that, assumed where no release bundle is built (CI's rehearsal
 # builds a dev-profile one): the largest measured so far, 11.6 MiB (aa8fbc1, 2026-12-03, with the
 # sm_90a cubin and the demo model in `ingot`), rounded up; `prepare` checks the real bundle. Less
