@@ -17,8 +17,7 @@ use ingot_abi::launch::{
 use ingot_graph::{BufRef, Node, NodeArg};
 use ptx_sim::{DevicePtr, LaunchStats, Sim};
 
-use super::sample::{sample_blocks, scale};
-use super::tickets::{node_arg, LaunchBlocks};
+use super::tickets::{count_sampled, node_arg, LaunchBlocks, Tickets};
 use super::PredictError;
 
 /// The work of a chained launch, in ticket order: `first` merge items, then `waiting` row
@@ -74,34 +73,18 @@ pub fn count_chained(
     sim.write(ticket, &0u32.to_le_bytes())?;
     let all: Vec<u64> = (0..w.first).collect();
     let first = launch(sim, &all)?;
-    let sample = sample_blocks(w.waiting, max_blocks);
-    let mut each = Vec::with_capacity(sample.len());
-    let last = sample.len() - 1;
-    for (i, &j) in sample.iter().enumerate() {
-        let k = w.first + j;
-        sim.write(ticket, &(k as u32).to_le_bytes())?;
-        if let (Some(c), true) = (count, i == last) {
-            let done = u32::try_from((w.waiting - 1) * warps).unwrap_or(u32::MAX);
-            sim.write(c, &done.to_le_bytes())?;
-        }
-        each.push(launch(sim, &[k])?);
-    }
-    let (l, others) = each.split_last().expect("a sample holds a block");
-    let mut o = LaunchStats::default();
-    for s in others {
-        o += *s;
-    }
-    let tail = match (count, others.len() as u64) {
-        (Some(_), n) if n > 0 => l.warp_instructions.saturating_sub(o.warp_instructions / n),
-        _ => 0,
+    let t = Tickets {
+        word: ticket,
+        first: w.first,
+        blocks: w.waiting,
     };
-    let waiting = scale(&o, others.len() as u64, l, w.waiting);
+    let waiting = count_sampled(sim, launch, &t, count, (max_blocks, warps))?;
     sim.write(ctl, &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
     Ok(ChainCounts {
         work: *w,
         first,
-        waiting,
-        tail_warp_instructions: tail,
-        blocks_run: w.first + sample.len() as u64,
+        waiting: waiting.stats,
+        tail_warp_instructions: waiting.tail_warp_instructions,
+        blocks_run: w.first + waiting.blocks_run,
     })
 }

@@ -97,6 +97,68 @@ pub(crate) fn node_arg(n: &Node, d: &KernelDesc, name: &str) -> Option<NodeArg> 
 /// Runs the given block indices of a node in the simulator.
 pub type LaunchBlocks<'a> = dyn Fn(&mut Sim, &[u64]) -> Result<LaunchStats, PredictError> + 'a;
 
+/// A part of a ticketed launch: `blocks` blocks from ticket `first` on, drawn from the word at
+/// `word`.
+pub struct Tickets {
+    pub word: DevicePtr,
+    pub first: u64,
+    pub blocks: u64,
+}
+
+/// The counters of a sampled part ([`count_sampled`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sampled {
+    /// Scaled to the part's blocks.
+    pub stats: LaunchStats,
+    /// What the last block ran beyond the mean of the others: its norm tail (0 without one).
+    pub tail_warp_instructions: u64,
+    pub blocks_run: u64,
+}
+
+/// Runs a sample of at most `max_blocks` (≥ 2) of part `t`'s blocks, each alone with its ticket
+/// written into the ticket word first (and run at that block index, so its prefetch guesses
+/// its own work), and scales them as [`super::sample`] does. With `count` (a norm tail's done
+/// counter, `warps` per block) the last sampled block runs with the counter at every other
+/// block's warps, so it runs the tail, counted once and told apart.
+pub fn count_sampled(
+    sim: &mut Sim,
+    launch: &LaunchBlocks<'_>,
+    t: &Tickets,
+    count: Option<DevicePtr>,
+    (max_blocks, warps): (u64, u64),
+) -> Result<Sampled, PredictError> {
+    if t.blocks == 0 {
+        return Ok(Sampled::default());
+    }
+    let sample = sample_blocks(t.blocks, max_blocks);
+    let mut each = Vec::with_capacity(sample.len());
+    for (i, &j) in sample.iter().enumerate() {
+        let ticket = t.first + j;
+        sim.write(t.word, &(ticket as u32).to_le_bytes())?;
+        if let (Some(c), true) = (count, i + 1 == sample.len()) {
+            let done = u32::try_from((t.blocks - 1) * warps).unwrap_or(u32::MAX);
+            sim.write(c, &done.to_le_bytes())?;
+        }
+        each.push(launch(sim, &[ticket])?);
+    }
+    let (last, others) = each.split_last().expect("a sample holds a block");
+    let mut o = LaunchStats::default();
+    for s in others {
+        o += *s;
+    }
+    let tail = match (count, others.len() as u64) {
+        (Some(_), n) if n > 0 => last
+            .warp_instructions
+            .saturating_sub(o.warp_instructions / n),
+        _ => 0,
+    };
+    Ok(Sampled {
+        stats: scale(&o, others.len() as u64, last, t.blocks),
+        tail_warp_instructions: tail,
+        blocks_run: sample.len() as u64,
+    })
+}
+
 /// Runs the ticketed launch of `w` through `launch` (which runs the given block indices of the
 /// node), at most `max_blocks` (≥ 2) sampled blocks per part beyond the router's; `ptr` gives
 /// a buffer reference's address (the control words, the norm tail's counter); `warps`: a
@@ -125,62 +187,27 @@ pub fn count_ticketed(
             (all, tail)
         }
     };
-    let mut run = w.router;
     let ticket_word = ctl.offset(u64::from(ROUTE_CTL_TICKET) * 4);
-    let mut part = |sim: &mut Sim, from: u64, blocks: u64| -> Result<LaunchStats, PredictError> {
-        if blocks == 0 {
-            return Ok(LaunchStats::default());
-        }
-        let sample = sample_blocks(blocks, max_blocks);
-        run += sample.len() as u64;
-        let mut each = Vec::with_capacity(sample.len());
-        for j in sample {
-            let ticket = w.router + from + j;
-            sim.write(ticket_word, &(ticket as u32).to_le_bytes())?;
-            each.push(launch(sim, &[ticket])?);
-        }
-        let (last, others) = each.split_last().expect("a sample holds a block");
-        let mut o = LaunchStats::default();
-        for s in others {
-            o += *s;
-        }
-        Ok(scale(&o, others.len() as u64, last, blocks))
+    let part = |sim: &mut Sim, from: u64, blocks: u64, count: Option<DevicePtr>| {
+        let t = Tickets {
+            word: ticket_word,
+            first: w.router + from,
+            blocks,
+        };
+        count_sampled(sim, launch, &t, count, (max_blocks, warps))
     };
-    let shared = part(sim, 0, w.shared)?;
-    let routed = part(sim, w.shared, w.routed)?;
-    let (mut down, mut down_tail) = (LaunchStats::default(), 0);
+    let shared = part(sim, 0, w.shared, None)?;
+    let routed = part(sim, w.shared, w.routed, None)?;
+    let mut down = Sampled::default();
     if let (Some(chain), true) = (w.chain, w.down > 0) {
         let chain = ptr(&chain);
         // Every gate/up row block has counted (the down blocks then pass their wait at the
         // first look), and the routing is still published: the sampled routed blocks passed
         // it without the last of its waiters.
         let rows = u32::try_from(w.shared + w.routed).unwrap_or(u32::MAX);
-        sim.write(
-            chain.offset(u64::from(CHAIN_CTL_DONE) * 4),
-            &rows.to_le_bytes(),
-        )?;
-        let sample = sample_blocks(w.down, max_blocks);
-        run += sample.len() as u64;
-        let mut each = Vec::with_capacity(sample.len());
-        for (i, &j) in sample.iter().enumerate() {
-            let ticket = w.router + w.shared + w.routed + j;
-            sim.write(ticket_word, &(ticket as u32).to_le_bytes())?;
-            if let (Some(c), true) = (w.count, i + 1 == sample.len()) {
-                let done = u32::try_from((w.down - 1) * warps).unwrap_or(u32::MAX);
-                sim.write(ptr(&c), &done.to_le_bytes())?;
-            }
-            each.push(launch(sim, &[ticket])?);
-        }
-        let (last, others) = each.split_last().expect("a sample holds a block");
-        let mut o = LaunchStats::default();
-        for s in others {
-            o += *s;
-        }
-        if w.count.is_some() && !others.is_empty() {
-            let mean = o.warp_instructions / others.len() as u64;
-            down_tail = last.warp_instructions.saturating_sub(mean);
-        }
-        down = scale(&o, others.len() as u64, last, w.down);
+        let done = chain.offset(u64::from(CHAIN_CTL_DONE) * 4);
+        sim.write(done, &rows.to_le_bytes())?;
+        down = part(sim, w.shared + w.routed, w.down, w.count.map(|c| ptr(&c)))?;
         sim.write(chain, &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
     }
     sim.write(ctl, &[0u8; ROUTE_CTL_WORDS as usize * 4])?;
@@ -188,10 +215,10 @@ pub fn count_ticketed(
         work: *w,
         router,
         routing_tail_warp_instructions: tail,
-        shared,
-        routed,
-        down,
-        down_tail_warp_instructions: down_tail,
-        blocks_run: run,
+        shared: shared.stats,
+        routed: routed.stats,
+        down: down.stats,
+        down_tail_warp_instructions: down.tail_warp_instructions,
+        blocks_run: w.router + shared.blocks_run + routed.blocks_run + down.blocks_run,
     })
 }

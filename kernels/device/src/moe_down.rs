@@ -163,16 +163,8 @@ pub(crate) unsafe fn rows<R: WeightType, S: WeightType, const CHAINED: bool>(
     // known from its index: prefetched before the wait. The routed experts' ids are in `sel`,
     // which the router writes: they cannot be known before the wait.
     if !CHAINED {
-        let sh_first = (blk * MOE_DOWN_BLOCK_ROWS).min(nrows);
-        let sh_end = (sh_first + MOE_DOWN_BLOCK_ROWS).min(nrows);
-        prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>(
-            [(
-                down_sh + sh_first as u64 * sh_row_bytes,
-                down_sh + sh_end as u64 * sh_row_bytes,
-            )],
-            t,
-            THREADS,
-        );
+        let span = shared_rows::<S>(blk, down_sh, nrows, ff_sh);
+        prefetch_then_wait::<DOWN_PREFETCH_LINES, 1>([span], t, THREADS);
     }
 
     let (e0, w0) = load_selection::<CHAINED>(sel, down, lane, n_used, n_expert);

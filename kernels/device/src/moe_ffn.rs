@@ -22,10 +22,7 @@ use crate::prefetch::{prefetch_then_wait, LINE};
 use crate::vecdot::{self, WeightType};
 use core::mem::offset_of;
 use ingot_abi::blocks::BlockQ8_1;
-use ingot_abi::launch::moe::{
-    gate_up_router_blocks, ExpertSelection, MOE_DOWN_BLOCK_ROWS, MOE_GATE_UP_ROWS,
-    MOE_GATE_UP_WARPS,
-};
+use ingot_abi::launch::moe::{ExpertSelection, MOE_DOWN_BLOCK_ROWS, MOE_GATE_UP_WARPS};
 use ingot_abi::launch::{ROUTE_CTL_TICKET, WARP_SIZE};
 use ingot_abi::weight_types::GemvType;
 
@@ -72,16 +69,15 @@ unsafe fn moe_ffn<GR, GS, const MIXED: bool, DR, DS>(
         router_item::<GR, GS, MIXED>(a, router, k, down_blocks);
         // Block-uniform: a router block's extra warps have returned; its work is the routing,
         // which the down blocks wait for on its own word.
-        if k >= gate_up_router_blocks(a.n_expert) {
+        if k >= a.router_blocks() {
             done(ctl);
         }
         return;
     }
     let j = k - first;
-    let routed_blocks = a.n_used * (a.ff / MOE_GATE_UP_ROWS).max(1);
-    wait_for_routing(router.ctl, a.n_used, routed_blocks + down_blocks);
+    wait_for_routing(router.ctl, a.n_used, a.routed_blocks() + down_blocks);
     prefetch_routed::<DR>(a, d.down, j, d.nrows);
-    wait_done(ctl, first - gate_up_router_blocks(a.n_expert), down_blocks);
+    wait_done(ctl, first - a.router_blocks(), down_blocks);
     down::<DR, DS, true>(
         (j, down_blocks),
         a.act,

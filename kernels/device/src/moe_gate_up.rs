@@ -132,13 +132,36 @@ struct Block {
 }
 
 impl GateUp {
+    /// Row blocks per routed slot. max(1): ff may be 0 for a dense FFN (n_used = 0); keeps
+    /// the divisions by it trap-free.
+    #[inline(always)]
+    fn blocks_per_expert(&self) -> u32 {
+        (self.ff / MOE_GATE_UP_ROWS).max(1)
+    }
+
+    /// Row blocks of the routed slots.
+    #[inline(always)]
+    pub(crate) fn routed_blocks(&self) -> u32 {
+        self.n_used * self.blocks_per_expert()
+    }
+
+    /// Row blocks of the shared experts.
+    #[inline(always)]
+    pub(crate) fn shared_blocks(&self) -> u32 {
+        self.ff_sh / MOE_GATE_UP_ROWS
+    }
+
+    /// Blocks of the router in a `moe_gate_up_router_*` launch.
+    #[inline(always)]
+    pub(crate) fn router_blocks(&self) -> u32 {
+        gate_up_router_blocks(self.n_expert)
+    }
+
     #[inline(always)]
     unsafe fn block<R: WeightType, S: WeightType, const MIXED: bool>(&self) -> Block {
         let t = tid();
         let row_bytes = (self.ncols / R::QK) as u64 * R::UNIT_BYTES;
-        // max(1): ff may be 0 for a dense FFN (n_used = 0); keeps the divisions by it
-        // trap-free.
-        let blocks_per_expert = (self.ff / MOE_GATE_UP_ROWS).max(1);
+        let blocks_per_expert = self.blocks_per_expert();
         Block {
             t,
             lane: t % WARP_SIZE,
@@ -220,8 +243,8 @@ unsafe fn gate_up_router<R: WeightType, S: WeightType, const MIXED: bool>(
 /// Blocks of a `moe_gate_up_router_*` launch's work: the router's, then the row blocks.
 #[inline(always)]
 pub(crate) fn router_launch_blocks(a: &GateUp) -> u32 {
-    let per_expert = (a.ff / MOE_GATE_UP_ROWS).max(1);
-    gate_up_router_blocks(a.n_expert) + a.ff_sh / MOE_GATE_UP_ROWS + a.n_used * per_expert
+    let per_expert = a.blocks_per_expert();
+    a.router_blocks() + a.shared_blocks() + a.n_used * per_expert
 }
 
 /// The spans a block prefetches before its wait when its index `guess` is the ticket it would
@@ -236,8 +259,7 @@ pub(crate) unsafe fn router_spans<R: WeightType, S: WeightType, const MIXED: boo
     guess: u32,
 ) -> [(u64, u64); 2] {
     let sh_row_bytes = a.block::<R, S, MIXED>().sh_row_bytes;
-    let router_blocks = gate_up_router_blocks(a.n_expert);
-    let shared_blocks = a.ff_sh / MOE_GATE_UP_ROWS;
+    let (router_blocks, shared_blocks) = (a.router_blocks(), a.shared_blocks());
     let router_guess = guess < router_blocks;
     let j = guess.wrapping_sub(router_blocks);
     let sh_guess = !router_guess && j < shared_blocks;
@@ -280,8 +302,7 @@ pub(crate) unsafe fn router_item<R: WeightType, S: WeightType, const MIXED: bool
 ) {
     let blk = a.block::<R, S, MIXED>();
     let routed_blocks = blk.routed_blocks;
-    let router_blocks = gate_up_router_blocks(a.n_expert);
-    let shared_blocks = a.ff_sh / MOE_GATE_UP_ROWS;
+    let (router_blocks, shared_blocks) = (a.router_blocks(), a.shared_blocks());
     if k < router_blocks {
         // Warp-uniform: the warps beyond `ROUTER_WARPS` have no router row.
         if blk.warp >= ROUTER_WARPS {

@@ -7,7 +7,7 @@ use crate::ops::moe::{down_norm_args, row_multiple, weight_bytes, DownNorm};
 use crate::ops::{bytes, launch, need, shape};
 use crate::Result;
 use ingot_abi::launch::{
-    merge_v_b_o_items, merge_v_b_o_out_blocks, moe_down_stage_fits, MergeVbOArgs, CHAIN_CTL_WORDS,
+    merge_v_b_items, merge_v_b_o_out_blocks, moe_down_stage_fits, MergeVbOArgs, CHAIN_CTL_WORDS,
 };
 
 /// `attn_output`'s buffers in [`attn_merge_v_b_o`].
@@ -46,9 +46,10 @@ pub fn attn_merge_v_b_o<B: Accelerator>(
             format!("attn_output's {ncols} columns exceed the down kernel's shared stage"),
         ));
     }
-    let nrows = match u32::try_from(n_embd) {
-        Ok(n) if n > 0 && merge_v_b_o_out_blocks(n) <= u32::MAX / 2 => n,
-        _ => return Err(shape(d, format!("n_embd = {n_embd} rows"))),
+    let nrows = u32::try_from(n_embd).unwrap_or(0);
+    let items = merge_v_b_items(m.n_head, m.d_v).checked_add(merge_v_b_o_out_blocks(nrows));
+    let Some(items) = items.filter(|_| nrows > 0) else {
+        return Err(shape(d, format!("n_embd = {n_embd} rows")));
     };
     need(b, d, "w_o", out.w_o, weight_bytes(ty, 1, n_embd, ncols))?;
     need(b, d, "resid", out.resid, bytes(n_embd, 4, 1))?;
@@ -86,5 +87,5 @@ pub fn attn_merge_v_b_o<B: Accelerator>(
         eps,
         chain_ctl: out.chain_ctl,
     };
-    launch(b, d, merge_v_b_o_items(m.n_head, m.d_v, nrows), args)
+    launch(b, d, items, args)
 }
