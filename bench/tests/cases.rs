@@ -169,19 +169,19 @@ fn moe_required_bytes_are_the_selected_experts_and_the_shared_ones() {
 /// Flash attention at depth 4096 requires the 4096 cache rows of 1152 bytes (512 latent + 64
 /// rope f16) and the query (16 heads × (512 + 64) f32) once, and writes the partials of the
 /// segments it uses: 4096 rows are 128 tiles of 32, at least 2 tiles per segment, so 64
-/// segments (under the 264-block cap), each 16 heads × (512 f32 + an (m, l) pair).
+/// segments (under the 264-block cap), each 16 heads × (512 f16 + an f32 (m, l) pair).
 #[test]
 fn flash_required_bytes_are_the_cache_rows_and_the_query() {
     for kernel in ["flash_latent", "flash_latent_mma"] {
         let c = case(&format!("{kernel}/kv_cache@4096"));
         let (read, written) = c.required_bytes(c.shape).unwrap();
         assert_eq!(read, 4096 * 1152 + 16 * (512 + 64) * 4, "{kernel}");
-        assert_eq!(written, 64 * 16 * (512 * 4 + 8), "{kernel}");
+        assert_eq!(written, 64 * 16 * (512 * 2 + 8), "{kernel}");
     }
     let c = case("flash_latent/kv_cache@1024");
     let (read, written) = c.required_bytes(c.shape).unwrap();
     assert_eq!(read, 1024 * 1152 + 16 * (512 + 64) * 4);
-    assert_eq!(written, 16 * 16 * (512 * 4 + 8));
+    assert_eq!(written, 16 * 16 * (512 * 2 + 8));
 }
 
 /// The prefill products require their tile traffic: `mmq_q4k` at 512 tokens reads the 2048 ×

@@ -335,6 +335,13 @@ fn one_token_case<B: Accelerator>(b: &mut B) {
     let prefill = run_prefill(b, &s, &inp, (c.pos0, 1, false));
     let decode = run_decode(b, &s, &inp, c.pos0);
     // NaN-aware: the outputs start poisoned with NaN, so an unwritten value must fail here.
+    // The decode step's one segment is stored as f16 before the merge: half an f16 ulp of the
+    // value (2^-11 relative, 2^-25 absolute below 2^-14) on top of the two kernels' bounds;
+    // the excess over that allowance is what must stay at or below zero.
+    let excess = ingot_testdata::worst_f64(prefill.iter().zip(&decode).map(|(a, d)| {
+        let allowed = 2.0 * bound + (*d as f64).abs() * 2f64.powi(-11) + 2f64.powi(-25);
+        (*a as f64 - *d as f64).abs() - allowed
+    }));
     let worst = ingot_testdata::worst_f64(
         prefill
             .iter()
@@ -342,10 +349,10 @@ fn one_token_case<B: Accelerator>(b: &mut B) {
             .map(|(a, d)| (*a as f64 - *d as f64).abs()),
     );
     assert!(
-        worst <= 2.0 * bound,
-        "{}: one-token prefill vs decode step: {worst:.2e} > {:.2e}",
+        excess <= 0.0,
+        "{}: one-token prefill vs decode step: {worst:.2e}, {excess:.2e} past 2 x {bound:.2e} \
+         plus the f16 partial",
         b.name(),
-        2.0 * bound
     );
     eprintln!(
         "{}: one-token prefill vs decode at pos {}: max|diff| {worst:.2e}",

@@ -51,9 +51,9 @@ fn check<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     let row_bytes = s.kv_lora / ty.block_elems() * ty.block_bytes();
     let w = random_blocks(rng, ggml(ty), rows * s.kv_lora / ty.block_elems());
     let (o, ml) = merge_partials(rng, &c.shape, c.pos, c.max_segments);
-    let part_o = upload(b, &f32_bytes(&o));
+    let part_o = upload(b, &o);
     let part_ml = upload(b, &f32_bytes(&ml));
-    assert_eq!(Some(o.len() * 4), part_o_bytes(s, c.max_segments));
+    assert_eq!(Some(o.len()), part_o_bytes(s, c.max_segments));
     assert_eq!(Some(ml.len() * 4), part_ml_bytes(s, c.max_segments));
     let state = upload(b, &step_state(c.pos as u32));
 

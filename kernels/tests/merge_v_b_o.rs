@@ -59,7 +59,7 @@ fn check<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, ctl: &B::Buf) {
     };
     let ncols = c.n_head * c.d_v;
     let (o, ml) = merge_partials(rng, &s, c.pos, c.max_segments);
-    let part_o = upload(b, &f32_bytes(&o));
+    let part_o = upload(b, &o);
     let part_ml = upload(b, &f32_bytes(&ml));
     let state = upload(b, &step_state(c.pos as u32));
     let w = upload(

@@ -54,14 +54,18 @@ fn inputs() -> Inputs {
     let mut rng = rand::rngs::StdRng::seed_from_u64(33);
     let s = shape();
     // Every segment slot holds finite values: the kernel reads those below the step's count.
-    let part_o = rand_nonzero(&mut rng, MAX_SEGMENTS * s.n_head * s.kv_lora, -1.0, 1.0);
+    // `part_o` holds f16 normalized outputs.
+    let part_o: Vec<u8> = rand_nonzero(&mut rng, MAX_SEGMENTS * s.n_head * s.kv_lora, -1.0, 1.0)
+        .into_iter()
+        .flat_map(|v| half::f16::from_f32(v).to_le_bytes())
+        .collect();
     let part_ml: Vec<f32> = (0..MAX_SEGMENTS * s.n_head)
         .flat_map(|i| [(i % 7) as f32 - 3.0, 0.5 + (i % 5) as f32])
         .collect();
     let rows = N_HEAD * D_V;
     let w = random_blocks(&mut rng, ggml(TY), rows * KV_LORA / TY.block_elems());
     Inputs {
-        part_o: f32_bytes(&part_o),
+        part_o,
         part_ml: f32_bytes(&part_ml),
         w,
     }

@@ -14,10 +14,10 @@
 //!   holds the `kv_lora + n_rope` values `[rmsnorm(c_t) | rope(k_pe_t)]` (newest mainline order,
 //!   docs/decode-math.md#mla-attention step 6) as f16 or as q8_0 blocks (see [`CacheType`]).
 //! * `q_abs`: `n_head × kv_lora` f32, the output of the grouped `attn_k_b` gemv.
-//! * `part_o`: `max_segments × n_head × kv_lora` f32, un-normalized `Σ_t 2^(s_t − m)·c_t` of each
-//!   segment; `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m`
-//!   the running maximum of the base-2 scores `s_t = kq_scale·log2(e)·(Q·K_t)` and
-//!   `l = Σ_t 2^(s_t − m)`.
+//! * `part_o`: `max_segments × n_head × kv_lora` f16, each segment's normalized output
+//!   `ō = Σ_t 2^(s_t − m)·c_t / l` (a convex combination of cache values: within f16 range);
+//!   `part_ml`: `max_segments × n_head × 2` f32, `(m, l)` per segment and head, with `m` the
+//!   running maximum of the base-2 scores `s_t = kq_scale·log2(e)·(Q·K_t)`, `l = Σ_t 2^(s_t − m)`.
 //! * `o_lat`: `n_head × kv_lora` f32, `softmax(s)·c` per head (the input of the grouped
 //!   `attn_v_b` gemv; head `h`'s slice starts at `h·kv_lora`, a whole number of q8_1 blocks
 //!   when `kv_lora` is a multiple of 32, so `quantize_q8_1` over all `n_head·kv_lora` floats
@@ -320,7 +320,7 @@ pub const fn merge_items(n_head: u32, kv_lora: u32) -> u32 {
 
 /// `attn_merge(part_o, part_ml, state, o_lat, n_head, kv_lora, ctx, max_segments)`: combines the
 /// segments [`FLASH_LATENT`] wrote for this step (their count is re-derived from `pos`) into
-/// `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s`.
+/// `o_lat[h] = Σ_s 2^(m_s − M)·l_s·ō_s / Σ_s 2^(m_s − M)·l_s` with `M = max_s m_s`.
 /// An item is one [`MERGE_DIMS`]-wide slice of one head, block `b` taking head
 /// `b / ceil(kv_lora / MERGE_DIMS)`, slice `b % ceil(kv_lora / MERGE_DIMS)`; see [`merge_items`].
 pub const ATTN_MERGE: Kernel<AttnMergeArgs> =

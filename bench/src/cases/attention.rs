@@ -62,8 +62,8 @@ fn partials(depth: usize, contents: bool) -> [BufSpec; 2] {
     let ml = |n: usize| attn::part_ml_bytes(&s, n).unwrap_or(usize::MAX);
     let (o_contents, ml_contents) = if contents {
         (
-            Contents::F32 {
-                n: o(max) / 4,
+            Contents::F16 {
+                n: o(max) / 2,
                 std: 1.0,
             },
             Contents::SoftmaxStats { pairs: ml(max) / 8 },

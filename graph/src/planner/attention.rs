@@ -106,7 +106,7 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     )?;
 
     let segs = b.opts.flash_split(b.c.n_head);
-    let part_o = b.f32_act("act.part_o", segs * c.n_head * c.kv_lora)?;
+    let part_o = b.f16_act("act.part_o", segs * c.n_head * c.kv_lora)?;
     let part_ml = b.f32_act("act.part_ml", segs * c.n_head * 2)?;
     // Tensor cores, heads in groups of 16 rows of the mma tile, one block per (group, segment);
     // a last partial group (GLM-4.7-Flash's 20 heads) runs its missing heads as zero rows.

@@ -154,6 +154,14 @@ impl<'a> Builder<'a> {
         self.act(name, bytes)
     }
 
+    /// `n` f16 scratch values.
+    pub fn f16_act(&mut self, name: &str, n: usize) -> Result<BufId, PlanError> {
+        let bytes = (n as u64)
+            .checked_mul(2)
+            .ok_or_else(|| PlanError::Overflow(name.into()))?;
+        self.act(name, bytes)
+    }
+
     /// `n` values (a multiple of 32) as q8_1 blocks.
     pub fn q8_act(&mut self, name: &str, n: usize) -> Result<BufId, PlanError> {
         if !n.is_multiple_of(32) {

@@ -42,7 +42,7 @@ pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
 };
 
-/// Most segments one step may be split into (bounds `part_o` to 2 GiB at V2-Lite shapes).
+/// Most segments one step may be split into (bounds `part_o` to 1 GiB at V2-Lite shapes).
 pub const MAX_SEGMENTS: usize = 1 << 16;
 
 /// Most heads [`rope_kv`] accepts (keeps its u32 index math far from overflow).
@@ -142,9 +142,9 @@ impl AttnShape {
     }
 }
 
-/// Bytes of `part_o` for `max_segments` segments.
+/// Bytes of `part_o` (f16) for `max_segments` segments.
 pub fn part_o_bytes(s: &AttnShape, max_segments: usize) -> Option<usize> {
-    bytes(max_segments, s.n_head, s.kv_lora.checked_mul(4)?)
+    bytes(max_segments, s.n_head, s.kv_lora.checked_mul(2)?)
 }
 
 /// Bytes of `part_ml` for `max_segments` segments.

@@ -200,23 +200,117 @@ pub fn fill_random_rows(rng: &mut StdRng, s: &AttnShape, rows: usize, cache: &mu
 }
 
 /// A step's merge inputs for `flash_latent`'s split of position `pos` over `max_segments`: the
-/// used segments' random `O` and `(m, l)` pairs, NaN in every slot past them.
+/// used segments' random normalized outputs `ō` (f16 bytes, as `part_o` holds them) and
+/// `(m, l)` pairs, NaN in every slot past them.
 #[allow(dead_code)]
 pub fn merge_partials(
     rng: &mut StdRng,
     s: &AttnShape,
     pos: usize,
     max_segments: usize,
-) -> (Vec<f32>, Vec<f32>) {
+) -> (Vec<u8>, Vec<f32>) {
     let count = ingot_abi::launch::flash_segments(pos as u32 + 1, max_segments as u32).count;
     let count = count as usize;
     let per_o = s.n_head * s.kv_lora;
-    let mut o = vec![f32::NAN; max_segments * per_o];
-    o[..count * per_o].copy_from_slice(&rand_nonzero(rng, count * per_o, -1.0, 1.0));
+    let mut o = vec![0xFFu8; max_segments * per_o * 2];
+    for (dst, v) in o
+        .chunks_exact_mut(2)
+        .zip(rand_nonzero(rng, count * per_o, -1.0, 1.0))
+    {
+        let h = match f16::from_f32(v) {
+            z if z.to_f32() == 0.0 => f16::ONE,
+            h => h,
+        };
+        dst.copy_from_slice(&h.to_le_bytes());
+    }
     let mut ml = vec![f32::NAN; max_segments * s.n_head * 2];
     for pair in ml[..count * s.n_head * 2].chunks_exact_mut(2) {
         pair[0] = rng.random_range(-6.0f32..6.0);
         pair[1] = rng.random_range(0.25f32..4.0);
     }
     (o, ml)
+}
+
+/// Per segment of `flash_latent`'s split of rows `0..len` over `max_segments`, the normalized
+/// output `ō_s[d] = Σ_{t∈s} w_t·c_t[d] / Σ_{t∈s} w_t` of the first `r` dims, in f64: what the
+/// flash kernels round to f16 into `part_o`. `w`: the rows' softmax weights (any common scale).
+#[allow(dead_code)]
+pub fn segment_means(
+    w: &[f64],
+    cache: &[f64],
+    row: usize,
+    r: usize,
+    max_segments: usize,
+) -> Vec<Vec<f64>> {
+    let len = w.len();
+    let split = ingot_abi::launch::flash_segments(len as u32, max_segments as u32);
+    (0..split.count as usize)
+        .map(|s| {
+            let t0 = s * split.tokens as usize;
+            let rows = t0..(t0 + split.tokens as usize).min(len);
+            let z: f64 = w[rows.clone()].iter().sum();
+            (0..r)
+                .map(|d| rows.clone().map(|t| w[t] * cache[t * row + d]).sum::<f64>() / z)
+                .collect()
+        })
+        .collect()
+}
+
+/// Per latent dim, the most the f16 rounding of the per-segment outputs in `part_o` can move the
+/// merged output: the merge is a convex combination of the rounded `ō_s`, each within half an
+/// f16 ulp (2^-11 relative, 2^-25 absolute below 2^-14) of the f32 value the kernel held, so the
+/// merged error is at most `max_s 2^-11·|ō_s[d]| + 2^-25`. It scales with the segment outputs,
+/// not the cache values (at depth a segment's mean of random rows is small).
+#[allow(dead_code)]
+pub fn f16_partial_bound(means: &[Vec<f64>], r: usize) -> Vec<f64> {
+    (0..r)
+        .map(|d| {
+            means
+                .iter()
+                .fold(0.0f64, |a, m| a.max(m[d].abs() * 2f64.powi(-11)))
+                + 2f64.powi(-25)
+        })
+        .collect()
+}
+
+/// What the flash kernels stored for head `h` of `n_head` against the f64 per-segment outputs
+/// `means` ([`segment_means`]), and the merged output `got` (the head's `kv_lora` values) against
+/// the merge of those stored partials in f64. Each stored `ō_s` may differ from its mean by the
+/// f32 error of the attention tests (2e-5) plus half an f16 ulp; one dropped row moves a 64-row
+/// segment's output by ~|c − ō|/64 ≈ 1e-2, far past that. The merge's f32 sums of ≤ 66 weighted
+/// segments and ex2.approx (2^-22.5 relative) on |ō| ≤ 1.5 stay below 1e-6; 1e-5 is allowed.
+#[allow(dead_code)]
+pub fn check_partials(
+    at: &str,
+    (part, ml): (&[f16], &[f32]),
+    (h, n_head): (usize, usize),
+    means: &[Vec<f64>],
+    got: &[f32],
+) {
+    let kv_lora = got.len();
+    let stored = |seg: usize, d: usize| part[(seg * n_head + h) * kv_lora + d].to_f64();
+    for (seg, mean) in means.iter().enumerate() {
+        for (d, &mv) in mean.iter().enumerate() {
+            let tol = 2e-5 + mv.abs() * 2f64.powi(-11) + 2f64.powi(-25);
+            assert!(
+                (stored(seg, d) - mv).abs() <= tol,
+                "{at}: segment {seg} dim {d}: stored {} vs {mv}",
+                stored(seg, d)
+            );
+        }
+    }
+    let m_of = |seg: usize| ml[(seg * n_head + h) * 2] as f64;
+    let l_of = |seg: usize| ml[(seg * n_head + h) * 2 + 1] as f64;
+    let top = (0..means.len()).map(m_of).fold(f64::NEG_INFINITY, f64::max);
+    let wts: Vec<f64> = (0..means.len())
+        .map(|k| (m_of(k) - top).exp2() * l_of(k))
+        .collect();
+    let den: f64 = wts.iter().sum();
+    for (d, &gv) in got.iter().enumerate() {
+        let merged = (0..means.len()).map(|k| wts[k] * stored(k, d)).sum::<f64>() / den;
+        assert!(
+            (gv as f64 - merged).abs() <= 1e-5,
+            "{at}: dim {d}: merge {gv} vs {merged} from the stored partials"
+        );
+    }
 }

@@ -7,8 +7,8 @@
 //! from global memory once and serves every head: first as the key (all `kv_lora + n_rope`
 //! dims), then as the value (the first `kv_lora` dims). Softmax is online (running max `m` and
 //! sum `l` per head, base 2: scores are pre-multiplied by `kq_scale·log2 e` through the query),
-//! accumulators are f32, and the segment's un-normalized output and `(m, l)` go to `part_o` /
-//! `part_ml` for `attn_merge`.
+//! accumulators are f32, and the segment's normalized output `O/l` (f16) and `(m, l)` go to
+//! `part_o` / `part_ml` for `attn_merge`.
 //!
 //! Head groups: block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`, those below
 //! `n_head`) over segment `b % max_segments`; below, "head `h`" is the `h`-th head of the group.
@@ -33,7 +33,7 @@ use super::cache_q8;
 use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4, ld_v4_f32,
-    lds_v2, lds_v4, lds_v4_f32, st_v2_f32, st_v4_f32, sts_f32, sts_v4, tid,
+    lds_v2, lds_v4, lds_v4_f32, pack_f16x2, st_v2_f32, st_v4_u32, sts_f32, sts_v4, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
@@ -161,7 +161,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
     q_pe: *const f32,
     cache: *const u16,
     state: *const StepState,
-    (part_o, part_ml): (*mut f32, *mut f32),
+    (part_o, part_ml): (*mut u16, *mut f32),
     [n_head, kv_lora, n_rope, ctx, max_segments]: [u32; 5],
     kq_scale: f32,
     temp: *const f32,
@@ -357,6 +357,15 @@ unsafe fn flash_latent_impl<const Q8: bool>(
         start = next;
     }
 
+    // The segment's output normalized, `O_s / l_s` per head, then rounded to f16: every
+    // thread's `l` meets the value role through `ALPHA` (the last tile's readers are past the
+    // first barrier). `l ≥ 1` for a head the model has (its largest score contributes 1).
+    nvptx::_syncthreads();
+    if kl == 0 {
+        sts_f32(smem + flash_smem::ALPHA + h * 4, 1.0 / l);
+    }
+    nvptx::_syncthreads();
+    let inv_l = lds_v4_f32(smem + flash_smem::ALPHA + g * 16);
     // < max_segments·n_head, which the launcher bounds.
     let seg_head = seg * n_head + h0;
     if c * 8 < kv_lora {
@@ -365,9 +374,17 @@ unsafe fn flash_latent_impl<const Q8: bool>(
             let head = g * V_HEADS as u32 + hh as u32;
             if h0 + head < n_head {
                 let a =
-                    global(part_o) + ((seg_head + head) as u64 * kv_lora as u64 + 8 * c as u64) * 4;
-                st_v4_f32(a, [o[hh][0], o[hh][1], o[hh][2], o[hh][3]]);
-                st_v4_f32(a + 16, [o[hh][4], o[hh][5], o[hh][6], o[hh][7]]);
+                    global(part_o) + ((seg_head + head) as u64 * kv_lora as u64 + 8 * c as u64) * 2;
+                let x = |e: usize| o[hh][e] * inv_l[hh];
+                st_v4_u32(
+                    a,
+                    [
+                        pack_f16x2(x(0), x(1)),
+                        pack_f16x2(x(2), x(3)),
+                        pack_f16x2(x(4), x(5)),
+                        pack_f16x2(x(6), x(7)),
+                    ],
+                );
             }
             hh += 1;
         }

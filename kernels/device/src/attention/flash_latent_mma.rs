@@ -5,7 +5,7 @@
 //! for the heads it lacks and never stores them. Same contract as `flash_latent`: a block streams
 //! its segment of rows `0..=pos` ([`flash_segments`]) through shared memory in tiles of
 //! `FLASH_TILE` (32) rows, every row read once for all heads as key and value, keeps a base-2
-//! online softmax per head, and writes the un-normalized output and `(m, l)` for `attn_merge`.
+//! online softmax per head, and writes `O/l` (f16) and `(m, l)` for `attn_merge`.
 //!
 //! Per tile, warp `w` of 8:
 //! * scores `S[16 × 32] = Q·Kᵀ`: rows `8(w%4) ..` over half `w/4` of the 576-deep product (18
@@ -37,8 +37,8 @@ use super::flash_tile::{
 use super::temperature::logit_scale;
 use crate::intrinsics::{
     bid, exp2, f16_to_f32, f32_to_f16, fma, global, half_warp_max, half_warp_sum, ld_u32,
-    ldmatrix_x4, ldmatrix_x4_trans, lds_f32, mma_f16_f32, st_v2_f32, sts_b16, sts_f32_if,
-    sts_v2_f32, tid,
+    ldmatrix_x4, ldmatrix_x4_trans, lds_f32, lds_v4, mma_f16_f32, pack_f16x2, rcp_approx,
+    st_v2_f32, st_v4_u32, sts_b16, sts_f32_if, sts_u32, sts_v2_f32, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
@@ -52,6 +52,10 @@ use ingot_abi::step::StepState;
 global_asm!(".extern .shared .align 16 .b8 flash_latent_mma_smem[];");
 
 const WARPS: u32 = THREADS / 32;
+
+/// 16-byte stores of one head's `part_o` row at the widest latent (`FLASH_MAX_LORA` f16).
+const ROW_STORES: u32 = FLASH_MAX_LORA / 8;
+const _: () = assert!(THREADS.is_multiple_of(ROW_STORES));
 
 /// Chunks of 8 query dims (16 bytes as f16), staged cooperatively once per block.
 const Q_CHUNKS: u32 = HEADS * ROW_CHUNKS;
@@ -114,7 +118,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     q_pe: *const f32,
     cache: *const u16,
     state: *const StepState,
-    (part_o, part_ml): (*mut f32, *mut f32),
+    (part_o, part_ml): (*mut u16, *mut f32),
     [n_head, kv_lora, n_rope, ctx, max_segments]: [u32; 5],
     kq_scale: f32,
     temp: *const f32,
@@ -335,21 +339,50 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         start = next;
     }
 
-    // Rows g and g + 8 of the accumulators, those of heads the model has: the launcher bounds
-    // seg·n_head + n_head by max_segments·n_head.
-    let seg_head = seg * n_head + h0;
-    let o_row = global(part_o) + (seg_head + g) as u64 * kv_lora as u64 * 4;
-    let o_row8 = o_row + 8 * kv_lora as u64 * 4;
+    // The segment's output normalized, `O_s / l_s` per head, then rounded to f16: `1/l` meets
+    // the value warps in the score buffer `S`, which nobody reads after the last tile's softmax
+    // (behind its barrier), so it needs no barrier before; the one after it also ends the last
+    // tile's reads of the tile the rows are staged in below. `l ≥ 1` for a head the model has
+    // (its largest score contributes 1), and `rcp.approx` is within an f32 ulp, far below the
+    // f16 rounding that follows.
+    sts_f32_if(sk == 0, smem + sm::S + sh * 4, rcp_approx(l));
+    nvptx::_syncthreads();
+    let inv_g = lds_f32(smem + sm::S + g * 4);
+    let inv_g8 = lds_f32(smem + sm::S + (g + 8) * 4);
+
+    // Rows g and g + 8 of the accumulators, rounded to f16, meet in the tile (free after the
+    // loop; head `h` at `h·STRIDE`, the query's layout, 4 banks apart per head), so the stores
+    // to `part_o` below are whole 16-byte chunks, a 32-byte sector per pair of lanes.
+    let stage = tile + g * STRIDE + (warp * V_COLS + 2 * tq) * 2;
     let mut c = 0;
     while c < V_TILES {
-        let d = warp * V_COLS + 8 * c as u32 + 2 * tq;
-        if d < kv_lora && h0 + g < n_head {
-            st_v2_f32(o_row + d as u64 * 4, [o[c][0], o[c][1]]);
-        }
-        if d < kv_lora && h0 + g + 8 < n_head {
-            st_v2_f32(o_row8 + d as u64 * 4, [o[c][2], o[c][3]]);
-        }
+        let at = stage + 16 * c as u32;
+        sts_u32(at, pack_f16x2(o[c][0] * inv_g, o[c][1] * inv_g));
+        sts_u32(
+            at + 8 * STRIDE,
+            pack_f16x2(o[c][2] * inv_g8, o[c][3] * inv_g8),
+        );
         c += 1;
+    }
+    nvptx::_syncthreads();
+    // The rows of the heads the model has, 8 dims (16 bytes) per store: thread `tid` takes
+    // chunk `tid % ROW_STORES` of heads `tid / ROW_STORES + j·THREADS / ROW_STORES` (consecutive
+    // threads along a row; shifts, no division; a fixed count, unrolled). The launcher bounds
+    // seg·n_head + n_head by max_segments·n_head and makes `kv_lora` a multiple of 8, so every
+    // row starts 16-byte aligned.
+    let seg_head = seg * n_head + h0;
+    let k = tid % ROW_STORES;
+    let mut j = 0;
+    while j < HEADS / (THREADS / ROW_STORES) {
+        let hr = tid / ROW_STORES + j * (THREADS / ROW_STORES);
+        if hr < heads && 8 * k < kv_lora {
+            let v = lds_v4(tile + hr * STRIDE + 16 * k);
+            st_v4_u32(
+                global(part_o) + ((seg_head + hr) as u64 * kv_lora as u64 + 8 * k as u64) * 2,
+                v,
+            );
+        }
+        j += 1;
     }
     if sk == 0 && h0 + sh < n_head {
         st_v2_f32(global(part_ml) + (seg_head + sh) as u64 * 8, [m, l]);

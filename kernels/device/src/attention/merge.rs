@@ -1,17 +1,18 @@
 //! `attn_merge`: combines the segments `flash_latent` wrote for this step into the normalized
-//! latent attention output (ggml's `flash_attn_combine_results` in base 2):
-//! `o_lat[h] = Σ_s 2^(m_s − M)·O_s / Σ_s 2^(m_s − M)·l_s`, `M = max_s m_s`.
+//! latent attention output (ggml's `flash_attn_combine_results` in base 2): with `ō_s = O_s / l_s`
+//! the segment's normalized output (f16 in `part_o`),
+//! `o_lat[h] = Σ_s 2^(m_s − M)·l_s·ō_s / Σ_s 2^(m_s − M)·l_s`, `M = max_s m_s`.
 //!
 //! Thread mapping: block `b` merges one `MERGE_DIMS`-wide slice of one head (see
 //! `ingot_abi::launch::merge_items`); lane `i` of every warp owns the slice's dims `4i .. 4i+4`.
 //! The segment count is re-derived from `StepState::pos` exactly as `flash_latent` derived it.
 //!
-//! The merge is latency-bound (a deep context's ~65 segments are 32 KB each, L2-resident), so
+//! The merge is latency-bound (a deep context's ~65 segments are 16 KB each, L2-resident), so
 //! it is laid out for memory-level parallelism rather than one serial walk per thread:
 //! 1. `M`: every warp reads the `m_s` of all segments, `MAX_UNROLL` per lane with independent
 //!    predicated loads, and reduces them with a butterfly (`max` is order-independent, so `M`
 //!    and every weight `2^(m_s − M)` are the very values a serial walk gives).
-//! 2. Warp `w` sums the weighted `O_s` and `l_s` of segments `w, w + MERGE_WARPS, ...`, issuing
+//! 2. Warp `w` sums the weighted `ō_s` and `l_s` of segments `w, w + MERGE_WARPS, ...`, issuing
 //!    the loads of `UNROLL` segments before using any (predicated, so no remainder loop and no
 //!    guard in the loop).
 //! 3. The warps' partial sums meet in shared memory and warp 0 adds them in warp order, so the
@@ -21,8 +22,8 @@
 //! 8 consecutive lanes of warp 0, which reduce its scale and sum by shuffles.
 
 use crate::intrinsics::{
-    bid, exp2, fma, global, ld_u32, ld_v2_f32_or, ld_v4_if, lds_f32, lds_v4_f32, st_v4_f32,
-    sts_f32, sts_v4, tid, warp_max_f32,
+    bid, exp2, fma, global, h2_to_f32, ld_u32, ld_v2_f32_or, ld_v2_if, lds_f32, lds_v4_f32,
+    st_v4_f32, sts_f32, sts_v4, tid, warp_max_f32,
 };
 use crate::norm_q8::quantize_store;
 use core::arch::{asm, global_asm, nvptx};
@@ -74,7 +75,7 @@ fn slice(kv_lora: u32) -> (u32, u32) {
 /// See the module docs and `ingot_abi::launch::ATTN_MERGE` for the contract.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn attn_merge(
-    part_o: *const f32,
+    part_o: *const u16,
     part_ml: *const f32,
     state: *const StepState,
     o_lat: *mut f32,
@@ -112,7 +113,7 @@ pub unsafe extern "ptx-kernel" fn attn_merge(
 /// `ingot_abi::launch::ATTN_MERGE_Q8_1`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
-    part_o: *const f32,
+    part_o: *const u16,
     part_ml: *const f32,
     state: *const StepState,
     o_lat_q8: *mut BlockQ8_1,
@@ -155,7 +156,7 @@ pub unsafe extern "ptx-kernel" fn attn_merge_q8_1(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn merge4(
-    part_o: *const f32,
+    part_o: *const u16,
     part_ml: *const f32,
     state: *const StepState,
     n_head: u32,
@@ -200,33 +201,45 @@ pub(crate) unsafe fn merge4(
     // 2. This warp's share of Σ_s 2^(m_s − M)·(O_s, l_s).
     let d = 4 * c;
     let active = d < kv_lora;
-    let po = global(part_o) + (h as u64 * kv_lora as u64 + d as u64) * 4;
-    let po_stride = n_head as u64 * kv_lora as u64 * 4;
+    let po = global(part_o) + (h as u64 * kv_lora as u64 + d as u64) * 2;
+    let po_stride = n_head as u64 * kv_lora as u64 * 2;
     let mut den = 0.0f32;
     let mut acc = [0.0f32; 4];
+    // Addresses of segment `s0` and the step between a warp's segments, advanced per
+    // iteration (no 64-bit multiply per load).
+    let (o_step, ml_step) = (
+        MERGE_WARPS as u64 * po_stride,
+        MERGE_WARPS as u64 * ml_stride,
+    );
+    let mut o_at = po + warp as u64 * po_stride;
+    let mut ml_at = ml + warp as u64 * ml_stride;
     let mut s0 = warp;
     while s0 < count {
         let mut ml_s = [[0.0f32; 2]; UNROLL as usize];
-        let mut o_s = [[0u32; 4]; UNROLL as usize];
+        let mut o_s = [[0u32; 2]; UNROLL as usize];
         let mut j = 0;
         while j < UNROLL {
-            let s = s0 + j * MERGE_WARPS;
-            let p = s < count;
-            ml_s[j as usize] = ld_v2_f32_or(p, ml + s as u64 * ml_stride, ABSENT);
-            o_s[j as usize] = ld_v4_if(p & active, po + s as u64 * po_stride);
+            let p = s0 + j * MERGE_WARPS < count;
+            ml_s[j as usize] = ld_v2_f32_or(p, ml_at + j as u64 * ml_step, ABSENT);
+            o_s[j as usize] = ld_v2_if(p & active, o_at + j as u64 * o_step);
             j += 1;
         }
+        o_at += UNROLL as u64 * o_step;
+        ml_at += UNROLL as u64 * ml_step;
         let mut j = 0;
         while j < UNROLL {
-            // A slot past the last segment has m = -inf, l = 0 and O = 0, so weight
-            // 2^-inf = 0 and it adds exact zeros (acc starts at +0, so no sign of zero changes
-            // either).
+            // A slot past the last segment has m = -inf, l = 0 and ō = 0, so weight
+            // 2^-inf·0 = 0 and it adds exact zeros (acc starts at +0, so no sign of zero
+            // changes either).
             let [m, l] = ml_s[j as usize];
-            let w = exp2(m - mx);
-            den = fma(w, l, den);
+            let w = exp2(m - mx) * l;
+            den += w;
+            let [o0, o1] = h2_to_f32(o_s[j as usize][0]);
+            let [o2, o3] = h2_to_f32(o_s[j as usize][1]);
+            let o = [o0, o1, o2, o3];
             let mut e = 0;
             while e < 4 {
-                acc[e] = fma(w, f32::from_bits(o_s[j as usize][e]), acc[e]);
+                acc[e] = fma(w, o[e], acc[e]);
                 e += 1;
             }
             j += 1;

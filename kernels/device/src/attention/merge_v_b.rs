@@ -64,7 +64,7 @@ unsafe fn smem_base() -> u32 {
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn merge_v_b<T: WeightType>(
     blk: u32,
-    part_o: *const f32,
+    part_o: *const u16,
     part_ml: *const f32,
     state: *const StepState,
     w: u64,
@@ -163,7 +163,7 @@ macro_rules! merge_v_b_kernels {
             #[export_name = ingot_abi::kernel_name!(merge_v_b, $tag)]
             #[allow(clippy::too_many_arguments)]
             pub unsafe extern "ptx-kernel" fn kernel(
-                part_o: *const f32,
+                part_o: *const u16,
                 part_ml: *const f32,
                 state: *const StepState,
                 w: *const ingot_abi::blocks::$block,

@@ -22,7 +22,7 @@ use ingot_abi::step::StepState;
 
 /// `attn_merge_v_b`'s arguments (`ingot_abi::launch::MergeVbArgs`), as the kernel takes them.
 struct Merge {
-    part_o: *const f32,
+    part_o: *const u16,
     part_ml: *const f32,
     state: *const StepState,
     w: u64,
@@ -98,7 +98,7 @@ macro_rules! merge_v_b_o_kernels {
             #[export_name = ingot_abi::kernel_name!(merge_v_b_o, $tag)]
             #[allow(clippy::too_many_arguments)]
             pub unsafe extern "ptx-kernel" fn kernel(
-                part_o: *const f32,
+                part_o: *const u16,
                 part_ml: *const f32,
                 state: *const StepState,
                 w: *const ingot_abi::blocks::$block,

@@ -18,7 +18,7 @@ macro_rules! flash_entry_points {
             q_pe: *const f32,
             cache: *const u16,
             state: *const StepState,
-            part_o: *mut f32,
+            part_o: *mut u16,
             part_ml: *mut f32,
             n_head: u32,
             kv_lora: u32,

@@ -183,6 +183,19 @@ pub fn exp2(x: f32) -> f32 {
     d
 }
 
+/// `1/x` (`rcp.approx.ftz.f32`: one MUFU instruction, within 1 ulp of the rounded reciprocal for
+/// normal `x`; subnormals flush to zero, so `1/0` and `1/subnormal` are +inf).
+#[inline(always)]
+pub fn rcp_approx(x: f32) -> f32 {
+    let d: f32;
+    // SAFETY: register-only instruction.
+    unsafe {
+        asm!("rcp.approx.ftz.f32 {d}, {x};", d = out(reg32) d, x = in(reg32) x,
+             options(pure, nomem, nostack));
+    }
+    d
+}
+
 /// `sin x` for `|x| ≤ π` (`sin.approx.f32`: absolute error ≤ 2^-20.9 there).
 #[inline(always)]
 pub fn sin(x: f32) -> f32 {

@@ -100,6 +100,18 @@ pub unsafe fn ld_v4_if(p: bool, a: u64) -> [u32; 4] {
     [x, y, z, w]
 }
 
+/// 8-byte read-only global load where `p` holds, zeros elsewhere (one predicated
+/// `ld.global.nc.v2.u32`). `a` must be a valid 8-byte aligned global address where `p` holds.
+#[inline(always)]
+pub unsafe fn ld_v2_if(p: bool, a: u64) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {x}, 0; mov.u32 {y}, 0; \
+          @p ld.global.nc.v2.u32 {{{x}, {y}}}, [{a}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y]
+}
+
 /// Four aligned words from `a` where `p` holds, zeros elsewhere; see [`ld_u32_if`].
 #[inline(always)]
 pub unsafe fn ld_words4_if(p: bool, a: u64) -> [u32; 4] {
@@ -355,6 +367,13 @@ pub unsafe fn st_v4_f32(a: u64, v: [f32; 4]) {
 pub unsafe fn st_v2_f32(a: u64, v: [f32; 2]) {
     asm!("st.global.v2.f32 [{a}], {{{x}, {y}}};", a = in(reg64) a, x = in(reg32) v[0],
          y = in(reg32) v[1], options(nostack));
+}
+
+/// 16-byte global store of four words; `a` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn st_v4_u32(a: u64, v: [u32; 4]) {
+    asm!("st.global.v4.u32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg64) a, x = in(reg32) v[0],
+         y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack));
 }
 
 /// 8-byte global store of two words; `a` 8-byte aligned.
