@@ -29,7 +29,7 @@ pub const SYSTEM_LIBS: [&str; 7] = [
 const CALL_LIMIT: u64 = 64 << 20;
 /// The device bundle's size assumed when `dist/device-bundle.tar.xz` is absent: the reserve of
 /// scripts/device-lib.sh (`BUNDLE_RESERVE_MIB`).
-const DEVICE_BUNDLE_RESERVE: u64 = 12 << 20;
+const DEVICE_BUNDLE_RESERVE: u64 = 14 << 20;
 
 /// CUDA_ERROR_NO_DEVICE: what every function of the link-time libcuda stub returns.
 const CUDA_ERROR_NO_DEVICE: u32 = 100;
