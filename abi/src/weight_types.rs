@@ -23,8 +23,8 @@
 
 use crate::launch::{
     DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs,
-    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc, MergeVbArgs,
-    MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc,
+    MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -105,6 +105,12 @@ macro_rules! weight_types {
                 Iq2Xxs iq2_xxs Q6K q6k        Iq2Xxs iq2_xxs Q6K q6k;
                 Iq2Xxs iq2_xxs Q6K q6k        Q6K q6k Q6K q6k;
             }
+            chain_rope_kb {
+                // attn_q (or attn_q_b) and attn_kv_a_mqa   attn_k_b (the llama.cpp mixes')
+                Q4K q4k                                     Q5_0 q5_0;
+                Q8_0 q8_0                                   Q8_0 q8_0;
+                Q3K q3k                                     Q4_0 q4_0;
+            }
         }
     };
 }
@@ -164,6 +170,9 @@ macro_rules! kernel_name {
             stringify!($ds)
         )
     };
+    (pair_rope_kb, $p:ident, $k:ident) => {
+        concat!("gemv2_rope_kb_", stringify!($p), "_", stringify!($k))
+    };
     (argmax, $t:ident) => {
         concat!("gemv_argmax_", stringify!($t), "_q8_1")
     };
@@ -198,6 +207,7 @@ macro_rules! define_registry {
         argmax { $($av:ident $at:ident $ab:ident;)* }
         chain_ffn { $($fgv:ident $fgt:ident $fgsv:ident $fgst:ident
                       $fdv:ident $fdt:ident $fdsv:ident $fdst:ident;)* }
+        chain_rope_kb { $($kpv:ident $kpt:ident $kkv:ident $kkt:ident;)* }
         mmq { $($mv:ident $mt:ident;)* }
     ) => {
         /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
@@ -521,6 +531,22 @@ macro_rules! define_registry {
                 None
             }
 
+            /// `gemv2_rope_*` of this type and `attn_k_b`'s grouped gemv of type `kb` in one
+            /// chained launch (`ingot_abi::launch::projections`), if the registry has that row
+            /// (`chain_rope_kb`).
+            pub const fn pair_rope_kb(self, kb: GemvType) -> Option<&'static Kernel<Gemv2RopeKbArgs>> {
+                $(
+                    if self as u32 == GemvType::$kpv as u32 && kb as u32 == GemvType::$kkv as u32 {
+                        const D: Kernel<Gemv2RopeKbArgs> =
+                            crate::launch::projections::gemv2_rope_kb_kernel(
+                                kernel_name!(pair_rope_kb, $kpt, $kkt),
+                            );
+                        return Some(&D);
+                    }
+                )*
+                None
+            }
+
             /// The lm_head gemv fused with the argmax (`ingot_abi::launch::head`), if the type
             /// has one.
             pub const fn argmax(self) -> Option<&'static Kernel<GemvArgmaxArgs>> {
@@ -547,6 +573,10 @@ macro_rules! define_registry {
         pub const CHAIN_FFN: &[((GemvType, GemvType), (GemvType, GemvType))] = &[$(
             ((GemvType::$fgv, GemvType::$fgsv), (GemvType::$fdv, GemvType::$fdsv)),
         )*];
+
+        /// The registry's `chain_rope_kb` rows: the two-matrix gemv's type and `attn_k_b`'s that
+        /// have a `gemv2_rope_kb_*` kernel ([`GemvType::pair_rope_kb`]).
+        pub const CHAIN_ROPE_KB: &[(GemvType, GemvType)] = &[$((GemvType::$kpv, GemvType::$kkv),)*];
 
         /// Every kernel the registry names, for the launch table (`crate::kernel_table::KERNELS`).
         pub const KERNELS: &[KernelDesc] = &[
@@ -588,6 +618,7 @@ macro_rules! define_registry {
                     None => panic!(),
                 },
             )*
+            $(match GemvType::$kpv.pair_rope_kb(GemvType::$kkv) { Some(d) => d.desc, None => panic!() },)*
             $(match GemvType::$mv.mmq() { Some(d) => d.desc, None => panic!() },)*
             $(match GemvType::$mv.mmq_moe() { Some(d) => d.desc, None => panic!() },)*
         ];

@@ -88,7 +88,7 @@ pub use moe_prefill::{
     MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS, MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
 };
 pub use norm::{RmsnormQ8_1F32Args, RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
-pub use projections::{Gemv2NormArgs, Gemv2RopeArgs};
+pub use projections::{gemv2_rope_kb_blocks, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs};
 pub(crate) use sig::signature;
 pub use sig::{Arg, Kernel, Signature};
 

@@ -85,3 +85,104 @@ pub(crate) const fn gemv2_norm_kernel(name: &'static str) -> Kernel<Gemv2NormArg
     super::gemv::gemv_kernel(name)
 }
 const _: () = assert!(super::GEMV_BLOCK_WARPS * WARP_SIZE == super::RMSNORM_Q8_1_THREADS);
+
+signature! {
+    /// The arguments of every `gemv2_rope_kb_*` kernel (`gemv2_rope_kb_kernel`):
+    /// [`Gemv2RopeArgs`], then `attn_k_b`'s weight `w_kb` (`n_head·kv_lora` rows of `d_nope`
+    /// weights, head `h`'s from row `h·kv_lora`), its output `q_abs` (`n_head·kv_lora` f32) and
+    /// the chain's [`super::CHAIN_CTL_WORDS`] control words.
+    Gemv2RopeKbArgs {
+        w0: ptr,
+        w1: ptr,
+        x: ptr,
+        q: ptr,
+        kv: ptr,
+        ncols: u32,
+        nrows0: u32,
+        nrows1: u32,
+        kv_norm: ptr,
+        rope_freq: ptr,
+        state: ptr,
+        q_pe: ptr,
+        q_nope_q8: ptr,
+        cache: ptr,
+        count: ptr,
+        n_head: u32,
+        d_nope: u32,
+        kv_lora: u32,
+        n_rope: u32,
+        ctx: u32,
+        eps: f32,
+        mscale: f32,
+        cache_type: u32,
+        w_kb: ptr,
+        q_abs: ptr,
+        chain_ctl: ptr,
+    }
+}
+
+impl<P: Copy> Gemv2RopeKbArgs<P> {
+    /// The chained launch's arguments from the `gemv2_rope_*` launch's, `attn_k_b`'s weight and
+    /// output, and the chain's control words.
+    pub fn new(r: Gemv2RopeArgs<P>, (w_kb, q_abs): (P, P), chain_ctl: P) -> Self {
+        Gemv2RopeKbArgs {
+            w0: r.w0,
+            w1: r.w1,
+            x: r.x,
+            q: r.q,
+            kv: r.kv,
+            ncols: r.ncols,
+            nrows0: r.nrows0,
+            nrows1: r.nrows1,
+            kv_norm: r.kv_norm,
+            rope_freq: r.rope_freq,
+            state: r.state,
+            q_pe: r.q_pe,
+            q_nope_q8: r.q_nope_q8,
+            cache: r.cache,
+            count: r.count,
+            n_head: r.n_head,
+            d_nope: r.d_nope,
+            kv_lora: r.kv_lora,
+            n_rope: r.n_rope,
+            ctx: r.ctx,
+            eps: r.eps,
+            mscale: r.mscale,
+            cache_type: r.cache_type,
+            w_kb,
+            q_abs,
+            chain_ctl,
+        }
+    }
+}
+
+/// The two parts of a `gemv2_rope_kb_*` launch, in blocks: the two-matrix gemv's (`nrows`
+/// rows of `units` units of `pair`, as `gemv2_rope_*` runs them) and `attn_k_b`'s (`kb_rows`
+/// rows of `kb_units` units of `kb`, as the grouped gemv runs them).
+#[inline]
+pub const fn gemv2_rope_kb_blocks(
+    (pair, units, nrows): (super::GemvUnit, u32, u32),
+    (kb, kb_units, kb_rows): (super::GemvUnit, u32, u32),
+) -> (u32, u32) {
+    let pair_rows = super::GEMV_BLOCK_WARPS * super::gemv_pair_rows_per_warp(units, pair);
+    (
+        nrows.div_ceil(pair_rows),
+        kb_rows.div_ceil(super::gemv_block_rows(kb_units, kb)),
+    )
+}
+
+/// The descriptor of a `gemv2_rope_kb_*` kernel (`crate::weight_types::GemvType::pair_rope_kb`,
+/// one per registry `chain_rope_kb` row: the pair's type and `attn_k_b`'s):
+/// `gemv2_rope_*` and `attn_k_b`'s grouped gemv (`q_abs[h] = W_kb[h]·q_nope_q8[h]`, groups of
+/// `kv_lora` rows reading `d_nope/32` blocks `d_nope/32` apart) in one chained launch. Every
+/// block draws a ticket (word `CHAIN_CTL_TICKET`): the gemv2's row blocks first, then the
+/// grouped gemv's. The gemv2 block that finishes last runs the rope tail, then counts itself
+/// in word `CHAIN_CTL_DONE` (a release add); a grouped-gemv block prefetches its weight rows,
+/// waits (an acquire spin) for that count, so `q_nope_q8` is complete, and counts itself in
+/// word `CHAIN_CTL_PASSED`; the last to pass sets both back to 0. Requirements: both
+/// launches'. Invariant: the control words are 0 before the first launch and after every
+/// launch; launches sharing them must not overlap. Grid: the sum of
+/// [`gemv2_rope_kb_blocks`]; an item is a block. The output is the bits of the two launches.
+pub(crate) const fn gemv2_rope_kb_kernel(name: &'static str) -> Kernel<Gemv2RopeKbArgs> {
+    Kernel::new(name, [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1], 1, 0)
+}

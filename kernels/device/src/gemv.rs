@@ -22,16 +22,17 @@ use core::mem::size_of;
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
-    gemv_lanes_per_row, gemv_pair_passes, gemv_passes, GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE,
+    gemv_lanes_per_row, gemv_pair_passes, gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_warp,
+    GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE,
 };
 
 /// Threads of a quantized gemv block.
-const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;
+pub(crate) const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;
 
 /// Lines each thread prefetches per weight span ([`prefetch_then_wait`]): 2 · 256 threads ·
 /// 128 B = 64 KiB per block, which covers every block's rows at the V2-Lite shapes (at most 24
 /// rows of 1,680 B, the Q6_K lm_head: 40 KiB).
-const GEMV_PREFETCH_LINES: u32 = 2;
+pub(crate) const GEMV_PREFETCH_LINES: u32 = 2;
 
 /// Prefetches rows `first .. end` of the matrix at `w` (rows of `row_bytes`), then waits for the
 /// predecessor grid: the `before` of the one-matrix gemvs.
@@ -62,11 +63,18 @@ const ONE_GROUP: Groups = Groups {
 /// the group of `first`: row `r` then reads the staged blocks from `(r / rows_per_group − that
 /// group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
 /// (`ingot_abi::launch::gemv_stage_blocks`). Every thread of the block must call it.
+/// `COHERENT`: `x` was written by another block of this launch (see [`stage_act`]).
 #[inline(always)]
-unsafe fn stage_rows(x: u64, g: Groups, ncols: u32, first: u32, last: u32) -> u32 {
+unsafe fn stage_rows<const COHERENT: bool>(
+    x: u64,
+    g: Groups,
+    ncols: u32,
+    first: u32,
+    last: u32,
+) -> u32 {
     let (g0, g1) = (first / g.rows_per_group, last / g.rows_per_group);
     let nblocks = (g1 - g0) * g.stride + ncols / QK8_1 as u32;
-    stage_act(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
+    stage_act::<COHERENT>(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
     g0
 }
 
@@ -88,12 +96,33 @@ unsafe fn gemv_rows<T: WeightType>(
     before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
 ) {
-    gemv_rows_then::<T, true, false>(ncols, nrows, x, g, before, row, |_, _| {});
+    gemv_rows_then::<T, true, false, false>(bid(), ncols, nrows, x, g, before, row, |_, _| {});
 }
 
-/// [`gemv_rows`], then `then(r, y_r)` on the lane that stored row `r`. `before(first, last)`
-/// runs first, with the block's first and last row: it must end in the grid-dependency wait
-/// ([`prefetch_then_wait`]) and make no global access of its own. Block `b` computes rows
+/// Rows `first ..= last` of block `block` of a gemv over `nrows` rows of `ncols` weights of `T`
+/// (`PAIR`: the two-matrix kernels' rows, see [`gemv_rows_then`]).
+#[inline(always)]
+pub(crate) fn block_span<T: WeightType, const PAIR: bool>(
+    block: u32,
+    ncols: u32,
+    nrows: u32,
+) -> (u32, u32) {
+    let nunits = ncols / T::QK;
+    let rows = GEMV_BLOCK_WARPS
+        * if PAIR {
+            gemv_pair_rows_per_warp(nunits, gemv_unit::<T>())
+        } else {
+            gemv_rows_per_warp(nunits, gemv_unit::<T>())
+        };
+    let row0 = block * rows;
+    (row0, (row0 + rows).min(nrows) - 1)
+}
+
+/// [`gemv_rows`] as block `block`, then `then(r, y_r)` on the lane that stored row `r`.
+/// `before(first, last)` runs first, with the block's first and last row: it must end in the
+/// grid-dependency wait ([`prefetch_then_wait`]) and make no global access of its own, unless
+/// the caller waited already. `COHERENT`: stage `x` with coherent loads ([`stage_rows`]).
+/// Block `b` computes rows
 /// `b·R .. b·R + R` (`R = gemv_block_rows`, with `PAIR` the two-matrix kernels' rows of
 /// `gemv_pair_passes`): pass `p` of warp `w` takes the `32 / lanes` rows
 /// from `b·R + (p·GEMV_BLOCK_WARPS + w)·32/lanes` on. With `EXIT`, a warp whose rows of a pass
@@ -103,7 +132,14 @@ unsafe fn gemv_rows<T: WeightType>(
 /// pair gemv with the rope tail, 80 -> 140 for Q3_K, sm_86). No warp leaves before the staging
 /// barrier.
 #[inline(always)]
-unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool, const PAIR: bool>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemv_rows_then<
+    T: WeightType,
+    const EXIT: bool,
+    const PAIR: bool,
+    const COHERENT: bool,
+>(
+    block: u32,
     ncols: u32,
     nrows: u32,
     x: u64,
@@ -120,10 +156,10 @@ unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool, const PAIR: bool>(
     } else {
         gemv_passes(nunits, gemv_unit::<T>())
     };
-    let row0 = bid() * (GEMV_BLOCK_WARPS * per_pass * passes);
+    let row0 = block * (GEMV_BLOCK_WARPS * per_pass * passes);
     let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
     before(row0, last);
-    let g0 = stage_rows(x, g, ncols, row0, last);
+    let g0 = stage_rows::<COHERENT>(x, g, ncols, row0, last);
     let t = tid();
     let lane = t % WARP_SIZE;
     let sub = lane % lanes;
@@ -182,12 +218,82 @@ unsafe fn gemv<T: WeightType>(
     );
 }
 
+/// [`gemv`]'s block `block` in a chained launch: the block prefetched its rows and waited
+/// already, and `x` was written by another block of the launch (read with coherent loads).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemv_chained<T: WeightType>(
+    block: u32,
+    w: u64,
+    x: u64,
+    y: u64,
+    ncols: u32,
+    nrows: u32,
+    rows_per_group: u32,
+    x_group_stride: u32,
+) {
+    let row_bytes = row_bytes::<T>(ncols);
+    let g = Groups {
+        rows_per_group,
+        stride: x_group_stride,
+    };
+    gemv_rows_then::<T, true, false, true>(
+        block,
+        ncols,
+        nrows,
+        x,
+        g,
+        |_, _| {},
+        |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
+        |_, _| {},
+    );
+}
+
 /// Two matrices of the same type and width against one activation vector in one launch
 /// (`attn_q` and `attn_kv_a_mqa`): rows `0..nrows0` of the launch are `w0`'s into `y0`, the
 /// next `nrows1` are `w1`'s into `y1`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
+    w: (u64, u64),
+    x: u64,
+    y: (u64, u64),
+    ncols: u32,
+    nrows0: u32,
+    nrows1: u32,
+) {
+    gemv2_at::<T, EXIT, true>(bid(), w, x, y, ncols, nrows0, nrows1);
+}
+
+/// The weight spans of rows `first ..= last` of a [`gemv2`] launch: those below `nrows0` in
+/// `w0`, the rest in `w1` (either part may be empty: its span then has end <= start).
+#[inline(always)]
+pub(crate) fn gemv2_spans<T: WeightType>(
+    (w0, w1): (u64, u64),
+    ncols: u32,
+    nrows0: u32,
+    (first, last): (u32, u32),
+) -> [(u64, u64); 2] {
+    let row_bytes = row_bytes::<T>(ncols);
+    let end = last + 1;
+    [
+        (
+            w0 + first as u64 * row_bytes,
+            w0 + end.min(nrows0) as u64 * row_bytes,
+        ),
+        (
+            w1 + first.saturating_sub(nrows0) as u64 * row_bytes,
+            w1 + end.saturating_sub(nrows0) as u64 * row_bytes,
+        ),
+    ]
+}
+
+/// [`gemv2`]'s block `block`; with `PREFETCH` it prefetches its rows and waits for its
+/// predecessor grid first, without it the caller did (a chained launch).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: bool>(
+    block: u32,
     (w0, w1): (u64, u64),
     x: u64,
     (y0, y1): (u64, u64),
@@ -196,29 +302,20 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
     nrows1: u32,
 ) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, EXIT, true>(
+    gemv_rows_then::<T, EXIT, true, false>(
+        block,
         ncols,
         nrows0 + nrows1,
         x,
         ONE_GROUP,
         |first, last| {
-            // The block's rows `first ..= last` of the launch: those below `nrows0` in `w0`,
-            // the rest in `w1` (either part may be empty: its span then has end <= start).
-            let end = last + 1;
-            prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(
-                [
-                    (
-                        w0 + first as u64 * row_bytes,
-                        w0 + end.min(nrows0) as u64 * row_bytes,
-                    ),
-                    (
-                        w1 + first.saturating_sub(nrows0) as u64 * row_bytes,
-                        w1 + end.saturating_sub(nrows0) as u64 * row_bytes,
-                    ),
-                ],
-                tid(),
-                THREADS,
-            )
+            if PREFETCH {
+                prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(
+                    gemv2_spans::<T>((w0, w1), ncols, nrows0, (first, last)),
+                    tid(),
+                    THREADS,
+                )
+            }
         },
         |r| {
             let (w, y, i) = if r < nrows0 {
@@ -239,7 +336,8 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
 #[inline(always)]
 unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, true, false>(
+    gemv_rows_then::<T, true, false, false>(
+        bid(),
         ncols,
         nrows,
         x,
@@ -320,7 +418,7 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
     };
     let rbytes = row_bytes::<T>(ncols);
     prefetch_rows(w, rbytes, row0, row0 + ROWS);
-    let g0 = stage_rows(x, g, ncols, row0, row0 + ROWS - 1);
+    let g0 = stage_rows::<false>(x, g, ncols, row0, row0 + ROWS - 1);
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;

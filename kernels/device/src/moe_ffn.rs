@@ -199,6 +199,7 @@ macro_rules! moe_ffn_kernels {
         argmax { $($a:tt)* }
         chain_ffn { $($gr:ident $grt:ident $gs:ident $gst:ident
                       $dr:ident $drt:ident $ds:ident $dst:ident;)* }
+        $($rest:tt)*
     ) => {
         $(
             moe_ffn_kernel!(

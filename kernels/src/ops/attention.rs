@@ -37,10 +37,12 @@ use std::mem::size_of;
 
 mod merge_out;
 mod rope;
+mod rope_kb;
 pub use merge_out::{attn_merge_v_b_o, OutputBufs};
 pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
 };
+pub use rope_kb::{gemv2_rope_kb_q8_1, KbBufs};
 
 /// Most segments one step may be split into (bounds `part_o` to 1 GiB at V2-Lite shapes).
 pub const MAX_SEGMENTS: usize = 1 << 16;

@@ -29,7 +29,7 @@ pub(super) fn pair_rows_per_warp(ty: GemvType, ncols: usize) -> u32 {
 }
 
 /// Rows one thread block computes for rows of `ncols` weights of `ty`.
-fn block_rows(ty: GemvType, ncols: usize) -> u32 {
+pub(super) fn block_rows(ty: GemvType, ncols: usize) -> u32 {
     gemv_block_rows(units(ty, ncols), ty.unit())
 }
 
@@ -156,7 +156,7 @@ pub fn gemv_grouped_q8_1<B: Accelerator>(
 /// Checks `g`, that `x` holds every group's slice and that the slices one thread block of
 /// `block_rows` rows reads fit its stage; returns `(rows_per_group, x_group_stride)` as launch
 /// scalars. `nrows > 0` and `ncols` (checked before).
-fn check_grouping<B: Accelerator>(
+pub(super) fn check_grouping<B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     x: &B::Buf,

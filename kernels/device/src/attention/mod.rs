@@ -53,5 +53,6 @@ mod merge;
 mod merge_v_b;
 mod merge_v_b_o;
 mod projections;
+mod rope_kb;
 pub(crate) mod rope_kv;
 mod temperature;

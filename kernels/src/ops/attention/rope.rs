@@ -188,16 +188,35 @@ pub fn gemv_rope_q8_1<B: Accelerator>(
 fn gemv_rope<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
-    (w0, w1): (&B::Buf, Option<&B::Buf>),
+    w: (&B::Buf, Option<&B::Buf>),
     x: &B::Buf,
     ncols: usize,
     s: &AttnShape,
     bufs: &RopeKvBufs<'_, B::Buf>,
-    (q_nope_q8, count): (&B::Buf, &B::Buf),
+    tail: (&B::Buf, &B::Buf),
     eps: f32,
     mscale: f32,
 ) -> Result<()> {
     let d = ty.pair_rope();
+    let (args, warps) = gemv_rope_args(b, d, ty, w, x, ncols, s, bufs, tail, (eps, mscale))?;
+    launch(b, d, warps, args)
+}
+
+/// The checked arguments of a `gemv2_rope_*` launch (`d` names the kernel in errors) and its
+/// warps.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemv_rope_args<'a, B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    ty: GemvType,
+    (w0, w1): (&'a B::Buf, Option<&'a B::Buf>),
+    x: &'a B::Buf,
+    ncols: usize,
+    s: &AttnShape,
+    bufs: &RopeKvBufs<'a, B::Buf>,
+    (q_nope_q8, count): (&'a B::Buf, &'a B::Buf),
+    (eps, mscale): (f32, f32),
+) -> Result<(Gemv2RopeArgs<&'a B::Buf>, u32)> {
     check_rope(b, d, s, bufs, Some(q_nope_q8), 1, eps, mscale)?;
     let (nrows0, nrows1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     check_gemv(b, d, ty, (w0, bufs.q), nrows0, ncols)?;
@@ -241,7 +260,7 @@ fn gemv_rope<B: Accelerator>(
         mscale: r.mscale,
         cache_type: r.cache_type,
     };
-    launch(b, d, warps, args)
+    Ok((args, warps))
 }
 
 /// The shape, scalar and buffer checks of the rope (`q_nope_q8` only for the q8_1 variants);

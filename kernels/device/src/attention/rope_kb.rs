@@ -1,0 +1,195 @@
+//! `gemv2_rope_kb_*`: `gemv2_rope_*` (the attention's projections with the rope as the last
+//! block's tail, `super::projections`) and `attn_k_b`'s grouped gemv (`q_abs[h] =
+//! W_kb[h]·q_nope_q8[h]`, `crate::gemv`) in one chained launch (`ingot_abi::launch::projections`,
+//! [`crate::chain`]): a node less per layer, and `attn_k_b`'s blocks stream their weight rows
+//! while the projections compute.
+//!
+//! Before its ticket, a block prefetches the rows its index would draw (blocks mostly start in
+//! index order): a gemv2 row block's, or `attn_k_b`'s. Ticket `k < first` is the gemv2's row
+//! block `k`; the one that finishes last among them runs the rope tail (which writes
+//! `q_nope_q8`), then counts itself in the chain's done word. Ticket `first + j` is
+//! `attn_k_b`'s row block `j`, which waits for that count, then runs the grouped gemv staging
+//! `q_nope_q8` with coherent loads. Each part computes the bits of its unfused kernel.
+
+use super::rope_kv::{rope_kv_impl, step_pos, Dims};
+use crate::chain::{done, ticket, wait_done};
+use crate::gemv::{block_span, gemv2_at, gemv2_spans, gemv_chained, GEMV_PREFETCH_LINES, THREADS};
+use crate::intrinsics::{bid, global, tid};
+use crate::last_block::{last_of, reset};
+use crate::prefetch::prefetch_then_wait;
+use crate::vecdot::{self, gemv_unit, row_bytes, WeightType};
+use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::launch::{gemv2_rope_kb_blocks, GEMV_BLOCK_WARPS};
+use ingot_abi::step::StepState;
+
+/// The two-matrix gemv's arguments (`ingot_abi::launch::Gemv2RopeArgs`' first eight).
+struct Pair {
+    w: (u64, u64),
+    x: u64,
+    y: (u64, u64),
+    ncols: u32,
+    nrows0: u32,
+    nrows1: u32,
+}
+
+/// The rope tail's arguments beyond the gemv's outputs.
+struct Tail {
+    kv_norm: u64,
+    rope_freq: u64,
+    state: *const StepState,
+    q_pe: u64,
+    q_nope_q8: u64,
+    cache: u64,
+    count: u64,
+    dims: Dims,
+    eps: f32,
+    mscale: f32,
+}
+
+/// See the module docs and `ingot_abi::launch::projections` for the contract. `attn_k_b` is
+/// the grouped gemv of `n_head·kv_lora` rows of `d_nope` weights of `K`, groups of `kv_lora`
+/// rows reading `d_nope/32` blocks of `q_nope_q8` `d_nope/32` apart.
+#[inline(always)]
+unsafe fn gemv2_rope_kb<P: WeightType, K: WeightType>(
+    p: Pair,
+    r: Tail,
+    (w_kb, q_abs): (u64, u64),
+    ctl: u64,
+) {
+    let d = &r.dims;
+    let nrows = p.nrows0 + p.nrows1;
+    let kb_rows = d.n_head * d.kv_lora;
+    let (first, kb_blocks) = gemv2_rope_kb_blocks(
+        (gemv_unit::<P>(), p.ncols / P::QK, nrows),
+        (gemv_unit::<K>(), d.d_nope / K::QK, kb_rows),
+    );
+    let guess = bid();
+    let spans = if guess < first {
+        gemv2_spans::<P>(
+            p.w,
+            p.ncols,
+            p.nrows0,
+            block_span::<P, true>(guess, p.ncols, nrows),
+        )
+    } else if guess - first < kb_blocks {
+        let (lo, hi) = block_span::<K, false>(guess - first, d.d_nope, kb_rows);
+        let rb = row_bytes::<K>(d.d_nope);
+        [(w_kb + lo as u64 * rb, w_kb + (hi + 1) as u64 * rb), (0, 0)]
+    } else {
+        [(0, 0); 2]
+    };
+    prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(spans, tid(), THREADS);
+    let k = ticket(ctl);
+    if k < first {
+        // No early exit: every warp reaches the done counter's barriers.
+        gemv2_at::<P, false, false>(k, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
+        if !last_of(r.count, GEMV_BLOCK_WARPS, first) {
+            return;
+        }
+        rope_kv_impl::<true, THREADS, true>(
+            p.y.0,
+            p.y.1,
+            r.kv_norm,
+            r.rope_freq,
+            step_pos(r.state),
+            r.q_pe,
+            r.q_nope_q8,
+            r.cache,
+            r.dims,
+            r.eps,
+            r.mscale,
+        );
+        reset(r.count);
+        done(ctl);
+        return;
+    }
+    wait_done(ctl, 1, kb_blocks);
+    let stride = d.d_nope / QK8_1 as u32;
+    gemv_chained::<K>(
+        k - first,
+        w_kb,
+        r.q_nope_q8,
+        q_abs,
+        d.d_nope,
+        kb_rows,
+        d.kv_lora,
+        stride,
+    );
+}
+
+macro_rules! gemv2_rope_kb_kernels {
+    (
+        types { $($t:tt)* } mixed_down { $($m:tt)* } mixed_gate_up { $($g:tt)* }
+        argmax { $($a:tt)* } chain_ffn { $($f:tt)* }
+        chain_rope_kb { $($pv:ident $pt:ident $kv:ident $kt:ident;)* }
+        $($rest:tt)*
+    ) => {$(
+        const _: () = {
+            /// See `ingot_abi::weight_types::GemvType::pair_rope_kb` and the module docs.
+            #[export_name = ingot_abi::kernel_name!(pair_rope_kb, $pt, $kt)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn kernel(
+                w0: *const u8,
+                w1: *const u8,
+                x: *const BlockQ8_1,
+                q: *mut f32,
+                kv: *mut f32,
+                ncols: u32,
+                nrows0: u32,
+                nrows1: u32,
+                kv_norm: *const f32,
+                rope_freq: *const f64,
+                state: *const StepState,
+                q_pe: *mut f32,
+                q_nope_q8: *mut BlockQ8_1,
+                cache: *mut u16,
+                count: *mut u32,
+                n_head: u32,
+                d_nope: u32,
+                kv_lora: u32,
+                n_rope: u32,
+                ctx: u32,
+                eps: f32,
+                mscale: f32,
+                cache_type: u32,
+                w_kb: *const u8,
+                q_abs: *mut f32,
+                chain_ctl: *mut u32,
+            ) {
+                gemv2_rope_kb::<vecdot::$pv, vecdot::$kv>(
+                    Pair {
+                        w: (global(w0), global(w1)),
+                        x: global(x),
+                        y: (global(q), global(kv)),
+                        ncols,
+                        nrows0,
+                        nrows1,
+                    },
+                    Tail {
+                        kv_norm: global(kv_norm),
+                        rope_freq: global(rope_freq),
+                        state,
+                        q_pe: global(q_pe),
+                        q_nope_q8: global(q_nope_q8),
+                        cache: global(cache),
+                        count: global(count),
+                        dims: Dims {
+                            n_head,
+                            d_nope,
+                            kv_lora,
+                            n_rope,
+                            ctx,
+                            cache_type,
+                        },
+                        eps,
+                        mscale,
+                    },
+                    (global(w_kb), global(q_abs)),
+                    global(chain_ctl),
+                );
+            }
+        };
+    )*};
+}
+
+ingot_abi::weight_types!(gemv2_rope_kb_kernels);
