@@ -38,7 +38,7 @@ pub struct NodeCounts {
     /// not after every block).
     pub tickets: Option<TicketCounts>,
     /// A chained launch ([`super::chain`]): its counters by part (`stats` is their sum,
-    /// `tail_warp_instructions` the second part's norm tail).
+    /// `tail_warp_instructions` its one tail: the first part's rope or the second's norm).
     pub chain: Option<ChainCounts>,
 }
 
@@ -152,7 +152,8 @@ pub fn count_nodes(
                 (max_blocks, warps),
             )?;
             blocks_run = c.blocks_run;
-            tail_warp_instructions = c.tail_warp_instructions;
+            // One tail per launch: the rope's (first part) or the norm's (second part).
+            tail_warp_instructions = c.tail_warp_instructions + c.first_tail_warp_instructions;
             chain = Some(c);
             let mut all = c.first;
             all += c.waiting;

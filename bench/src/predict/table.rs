@@ -400,9 +400,10 @@ fn arg_read_bytes(
     }
 }
 
-/// The dependency path of a chained launch ([`super::chain`]): the merge, then `attn_output`,
-/// whose weight rows (argument `w_o`) are its DRAM bytes and what its blocks prefetch before
-/// they wait; the merge has the rest of the node's `dram_bytes`. Re-reads split as the warp
+/// The dependency path of a chained launch ([`super::chain`]): the first part (the merge; the
+/// gemv2 with its rope tail), then the second (`attn_output`; `attn_k_b`), whose weight rows
+/// (argument `w_o`; `w_kb`) are its DRAM bytes and what its blocks prefetch before they wait;
+/// the first part has the rest of the node's `dram_bytes`. Re-reads split as the warp
 /// instructions do.
 fn chain_prefix(
     plan: &Plan,
@@ -412,7 +413,8 @@ fn chain_prefix(
     dram_bytes: u64,
     reread: u64,
 ) -> PrefixLoad {
-    let i = d.params.iter().position(|p| p.name == "w_o");
+    let weight = c.work.kind.waiting_weight();
+    let i = d.params.iter().position(|p| p.name == weight);
     let w_o = match i.and_then(|i| n.args.get(i)) {
         Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes.min(dram_bytes),
         _ => 0,
@@ -424,6 +426,7 @@ fn chain_prefix(
             blocks: c.work.first,
             warp_instructions: c.first.warp_instructions,
             dram_bytes: dram_bytes - w_o,
+            tail_warp_instructions: c.first_tail_warp_instructions,
             ..PathPart::default()
         },
         waiting: PathPart {

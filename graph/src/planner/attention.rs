@@ -10,8 +10,8 @@ use ingot_abi::launch::{
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_abi::launch::{merge_v_b_o_items, MergeVbOArgs, CHAIN_CTL_WORDS};
 use ingot_abi::launch::{
-    AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvGroupedArgs,
-    MergeVbArgs, RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
+    AttnMergeQ8_1Args, FlashLatentArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs,
+    GemvGroupedArgs, MergeVbArgs, RmsnormArgs, RopeKvQ8_1Args, RMSNORM_Q8_1,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::AttnLayout;
@@ -67,10 +67,21 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         mscale: c.rope.rope_mscale(),
         cache_type: b.opts.cache_type.code(),
     };
+    // q_abs[h] = W_UK[h]·q_nope[h] (`attn_k_b`), chained into the projections' launch where
+    // the registry has the pair.
+    let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
+    check_grouped_row(b, k_b, k_b_ty, c.d_nope)?;
+    let q_abs = b.f32_act("act.q_abs", c.n_head * c.kv_lora)?;
+    let kb = Kb {
+        w: k_b,
+        ty: k_b_ty,
+        q_abs,
+    };
     // The paired attn_q + attn_kv_a_mqa launch runs the rope as its last block's tail
     // (`gemv2_rope_*`) when it can; otherwise the rope is a node of its own.
     let count = b.act("act.rope_count", 4)?;
-    if !projections(b, il, norm_q8, (q, kv), Some((rope, count)))? {
+    let tail = projections(b, il, norm_q8, (q, kv), Some((rope, count, kb)))?;
+    if tail == Tail::None {
         let args = RopeKvQ8_1Args {
             q: buf(q),
             kv: buf(kv),
@@ -92,18 +103,18 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         b.node(k::fixed(&ROPE_KV_Q8_1), label("rope_kv"), layer, 1, args)?;
     }
 
-    let (k_b, k_b_ty) = absorbed_weight(b, il, Absorbed::K)?;
-    let stride = c.d_nope / 32;
-    let q_abs = b.f32_act("act.q_abs", c.n_head * c.kv_lora)?;
-    grouped(
-        b,
-        (k_b, k_b_ty),
-        q_nope_q8,
-        q_abs,
-        (c.d_nope, c.n_head * c.kv_lora, c.kv_lora, stride),
-        label("attn_k_b"),
-        il,
-    )?;
+    if tail != Tail::RopeKb {
+        let stride = c.d_nope / 32;
+        grouped(
+            b,
+            (k_b, k_b_ty),
+            q_nope_q8,
+            q_abs,
+            (c.d_nope, c.n_head * c.kv_lora, c.kv_lora, stride),
+            label("attn_k_b"),
+            il,
+        )?;
+    }
 
     let segs = b.opts.flash_split(b.c.n_head);
     let part_o = b.f16_act("act.part_o", segs * c.n_head * c.kv_lora)?;
@@ -309,8 +320,8 @@ fn projections(
     il: usize,
     x_q8: crate::BufId,
     (q, kv): (crate::BufId, crate::BufId),
-    rope_tail: Option<(Rope, crate::BufId)>,
-) -> Result<bool, PlanError> {
+    rope_tail: Option<(Rope, crate::BufId, Kb)>,
+) -> Result<Tail, PlanError> {
     let c = b.c;
     let name = |s: &str| format!("blk.{il}.{s}");
     let label = |s: &str| format!("blk.{il} {s}");
@@ -344,7 +355,7 @@ fn projections(
             args,
         )?;
     }
-    let Some((r, count)) = rope_tail else {
+    let Some((r, count, kb)) = rope_tail else {
         gemv_into(
             b,
             &name("attn_q_b.weight"),
@@ -353,17 +364,56 @@ fn projections(
             label("attn_q_b"),
             il,
         )?;
-        return Ok(false);
+        return Ok(Tail::None);
     };
     // attn_q_b with the rope as its last block's tail: the `gemv2_rope_*` kernel with no
     // second matrix (`nrows1 = 0`, `w0` in `w1`'s slot; `kv` is attn_kv_a_mqa's, written above).
     let (w, info, ncols, nrows) = gemv_weight(b, &name("attn_q_b.weight"), "gemv")?;
-    let items = k::gemv_pair_items(info.ty, ncols, nrows);
     let bufs = (buf(w), buf(w), buf(q_a_q8), buf(q), buf(kv));
     let args = r.gemv2_args(bufs, (u32a(ncols), u32a(nrows), 0), buf(count));
-    let label = label("attn_q_b+rope_kv");
-    b.node(k::gemv2_rope(info.ty), label, Some(il), items, args)?;
-    Ok(true)
+    rope_node(b, (il, label("attn_q_b+rope_kv")), info.ty, (ncols, nrows), args, kb)
+}
+
+/// `attn_k_b` as the projections' chained launch takes it: its weight, type and output.
+#[derive(Clone, Copy)]
+struct Kb {
+    w: crate::BufId,
+    ty: GgmlType,
+    q_abs: crate::BufId,
+}
+
+/// What the projections' last launch runs beyond the products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// Nothing: the caller plans the rope and `attn_k_b`.
+    None,
+    /// The rope (`gemv2_rope_*`): the caller plans `attn_k_b`.
+    Rope,
+    /// The rope, then `attn_k_b` in the same chained launch (`gemv2_rope_kb_*`).
+    RopeKb,
+}
+
+/// The `gemv2_rope_*` launch `args` of pair type `ty` over `nrows` rows of `ncols`, chained with
+/// `attn_k_b` (`kb`) into one `gemv2_rope_kb_*` launch where the registry has that pair.
+fn rope_node(
+    b: &mut Builder<'_>,
+    (il, label): (usize, String),
+    ty: GgmlType,
+    (ncols, nrows): (usize, usize),
+    args: Gemv2RopeArgs<BufRef>,
+    kb: Kb,
+) -> Result<Tail, PlanError> {
+    let c = b.c;
+    let kb_shape = (c.d_nope, c.n_head * c.kv_lora);
+    if let Some((launch, items)) = k::gemv2_rope_kb((ty, kb.ty), (ncols, nrows), kb_shape) {
+        let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
+        let args = Gemv2RopeKbArgs::new(args, (buf(kb.w), buf(kb.q_abs)), buf(chain_ctl));
+        b.node(launch, format!("{label}+attn_k_b"), Some(il), items, args)?;
+        return Ok(Tail::RopeKb);
+    }
+    let items = k::gemv_pair_items(ty, ncols, nrows);
+    b.node(k::gemv2_rope(ty), label, Some(il), items, args)?;
+    Ok(Tail::Rope)
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
@@ -377,8 +427,8 @@ fn pair(
     first: &str,
     x_q8: crate::BufId,
     (y, kv): (crate::BufId, crate::BufId),
-    rope_tail: Option<(Rope, crate::BufId)>,
-) -> Result<bool, PlanError> {
+    rope_tail: Option<(Rope, crate::BufId, Kb)>,
+) -> Result<Tail, PlanError> {
     let (q_name, kv_name) = (
         format!("blk.{il}.{first}.weight"),
         format!("blk.{il}.attn_kv_a_mqa.weight"),
@@ -390,7 +440,7 @@ fn pair(
         let items = k::gemv_pair_items(q_info.ty, q_cols, q_rows + kv_rows);
         let (w0, w1, x, y0, y1) = (buf(wq), buf(wkv), buf(x_q8), buf(y), buf(kv));
         let (ncols, nrows0, nrows1) = (u32a(q_cols), u32a(q_rows), u32a(kv_rows));
-        let Some((r, count)) = rope_tail else {
+        let Some((r, count, kb)) = rope_tail else {
             let args = Gemv2Args {
                 w0,
                 w1,
@@ -403,16 +453,15 @@ fn pair(
             };
             let label = label(&format!("{first}+attn_kv_a_mqa"));
             b.node(k::gemv2(q_info.ty), label, Some(il), items, args)?;
-            return Ok(false);
+            return Ok(Tail::None);
         };
         let args = r.gemv2_args((w0, w1, x, y0, y1), (ncols, nrows0, nrows1), buf(count));
         let label = label(&format!("{first}+attn_kv_a_mqa+rope_kv"));
-        b.node(k::gemv2_rope(q_info.ty), label, Some(il), items, args)?;
-        return Ok(true);
+        return rope_node(b, (il, label), q_info.ty, (q_cols, q_rows + kv_rows), args, kb);
     }
     gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;
-    Ok(false)
+    Ok(Tail::None)
 }
 
 /// `attn_q_a` and `attn_kv_a_mqa` in one `gemv2_norm_*` launch whose last block writes

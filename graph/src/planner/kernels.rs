@@ -11,8 +11,9 @@
 use std::marker::PhantomData;
 
 use ingot_abi::launch::{
-    gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs, GateUpArgs, GateUpRouterArgs,
-    Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
+    gemv2_rope_kb_blocks, gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs,
+    GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs,
+    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
     Kernel, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 use ingot_abi::weight_types::GemvType;
@@ -134,6 +135,24 @@ pub(crate) fn gemv2(ty: GgmlType) -> Launch<Gemv2Args> {
 /// The two-matrix gemv with the rope tail (`GemvType::pair_rope`); same items as [`gemv2`].
 pub(crate) fn gemv2_rope(ty: GgmlType) -> Launch<Gemv2RopeArgs> {
     registry_name(ty, "gemv2_rope", |t| Some(t.pair_rope()))
+}
+
+/// `gemv2_rope_*` of `ty` (`nrows` rows of `ncols`) and `attn_k_b`'s grouped gemv of `kb`
+/// (`kb_rows` rows of `kb_cols`) in one chained launch (`ingot_abi::launch::Gemv2RopeKbArgs`),
+/// where the registry has that row, with its items: blocks, the two parts' sum.
+pub(crate) fn gemv2_rope_kb(
+    (ty, kb): (GgmlType, GgmlType),
+    (ncols, nrows): (usize, usize),
+    (kb_cols, kb_rows): (usize, usize),
+) -> Option<(Launch<Gemv2RopeKbArgs>, usize)> {
+    let (t, k) = (gemv_ty(ty)?, gemv_ty(kb)?);
+    let d = t.pair_rope_kb(k)?;
+    let u = |x: usize| u32::try_from(x).ok();
+    let (first, waiting) = gemv2_rope_kb_blocks(
+        (t.unit(), u(ncols / t.row_multiple())?, u(nrows)?),
+        (k.unit(), u(kb_cols / k.row_multiple())?, u(kb_rows)?),
+    );
+    Some((fixed(d), first as usize + waiting as usize))
 }
 
 /// The two-matrix gemv with the norm of its first output as the tail (`gemv2_norm_*`).
