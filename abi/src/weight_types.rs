@@ -13,8 +13,9 @@
 //! expert tables); the `mixed_down` rows add MoE down kernels whose routed and shared weights
 //! differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the `mixed_gate_up` rows
 //! fused gate/up kernels (both kinds) whose routed and shared weights differ (the dynamic
-//! low-bit files: routed experts in a grid type, shared experts at 6 bits) and the `argmax` rows
-//! the fused lm_head kernels.
+//! low-bit files: routed experts in a grid type, shared experts at 6 bits), the `argmax` rows
+//! the fused lm_head kernels, and the `chain_ffn` and `chain_rope_kb` rows the chained launches
+//! (`moe_ffn_*`; `gemv2_rope_kb_*`) of a llama.cpp mix's types.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and

@@ -38,20 +38,23 @@ fn v2_lite_plan_counts_and_bytes() {
     let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
     assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
     // With every fused kernel in the committed PTX, a layer is attn_q+kv_a with the rope as
-    // its tail (gemv2_rope), attn_k_b, flash, the merge with attn_v_b and attn_output in one
-    // chained launch (attn_merge_v_b_o: attn_v_b and attn_output are both q4k; its tail writes
-    // ffn_norm), then a dense layer's gate_up and down (6), a MoE layer's FFN in one chained
-    // launch: gate/up with the router gemv and routing, and down (moe_ffn_q4k_q4k_*: 64
-    // experts; 5); each FFN down's tail writes the next layer's attn_norm (the last layer's:
-    // output_norm), so only layer 0 has an attn_norm node (7 in the dense layer 0). The head
-    // is lm_head+argmax and argmax_finish, after the embedding fetch.
-    assert_eq!(s.nodes_per_layer[0], 7, "dense layer 0");
-    assert_eq!(moe[0], 5, "MoE layer");
+    // its tail and attn_k_b in one chained launch (gemv2_rope_kb: q4k pair, q5_0 attn_k_b),
+    // flash, the merge with attn_v_b and attn_output in one chained launch (attn_merge_v_b_o:
+    // attn_v_b and attn_output are both q4k; its tail writes ffn_norm), then a dense layer's
+    // gate_up and down (5), a MoE layer's FFN in one chained launch: gate/up with the router
+    // gemv and routing, and down (moe_ffn_q4k_q4k_*: 64 experts; 4); each FFN down's tail
+    // writes the next layer's attn_norm (the last layer's: output_norm), so only layer 0 has
+    // an attn_norm node (6 in the dense layer 0). The head is lm_head+argmax and
+    // argmax_finish, after the embedding fetch.
+    assert_eq!(s.nodes_per_layer[0], 6, "dense layer 0");
+    assert_eq!(moe[0], 4, "MoE layer");
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_o_q4k"), 27);
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 0);
     assert_eq!(kernels_in(&plan, "moe_down_q4k_q4k"), 0);
     assert_eq!(kernels_in(&plan, "attn_merge_q8_1"), 0);
-    assert_eq!(kernels_in(&plan, "gemv2_rope_q4k_q8_1"), 27);
+    assert_eq!(kernels_in(&plan, "gemv2_rope_kb_q4k_q5_0"), 27);
+    assert_eq!(kernels_in(&plan, "gemv2_rope_q4k_q8_1"), 0);
+    assert_eq!(kernels_in(&plan, "gemv_grouped_q5_0_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "rope_kv_q8_1"), 0);
     let norms = |k: &str| kernels_in(&plan, k);
     assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 1);
@@ -158,10 +161,14 @@ fn unsupported_weight_type_names_the_tensor() {
 /// The tiny preset's rows of 32 weights are refused with an error naming the tensor.
 #[test]
 fn rows_the_gemv_cannot_take_name_the_tensor() {
-    // The preset's attn_k_b rows of 32 (one q8_1 block) suit the grouped gemv.
+    // The preset's attn_k_b rows of 32 (one q8_1 block) suit the grouped gemv (chained into
+    // the projections' launch: `gemv2_rope_kb_q4k_q5_0`).
     let h = support::header(Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
     let plan = build_plan(&h, PlanOptions::for_ctx(64)).expect("tiny plan");
-    assert!(plan.nodes.iter().any(|n| n.label == "blk.0 attn_k_b"));
+    assert!(plan
+        .nodes
+        .iter()
+        .any(|n| n.label == "blk.0 attn_q+attn_kv_a_mqa+rope_kv+attn_k_b"));
     // Expert rows of 96 (an odd number of 32-weight blocks) do not suit the fused MoE kernels,
     // which take 64-weight units.
     let dims = ingot_synth::Dims {

@@ -371,7 +371,14 @@ fn projections(
     let (w, info, ncols, nrows) = gemv_weight(b, &name("attn_q_b.weight"), "gemv")?;
     let bufs = (buf(w), buf(w), buf(q_a_q8), buf(q), buf(kv));
     let args = r.gemv2_args(bufs, (u32a(ncols), u32a(nrows), 0), buf(count));
-    rope_node(b, (il, label("attn_q_b+rope_kv")), info.ty, (ncols, nrows), args, kb)
+    rope_node(
+        b,
+        (il, label("attn_q_b+rope_kv")),
+        info.ty,
+        (ncols, nrows),
+        args,
+        kb,
+    )
 }
 
 /// `attn_k_b` as the projections' chained launch takes it: its weight, type and output.
@@ -457,7 +464,14 @@ fn pair(
         };
         let args = r.gemv2_args((w0, w1, x, y0, y1), (ncols, nrows0, nrows1), buf(count));
         let label = label(&format!("{first}+attn_kv_a_mqa+rope_kv"));
-        return rope_node(b, (il, label), q_info.ty, (q_cols, q_rows + kv_rows), args, kb);
+        return rope_node(
+            b,
+            (il, label),
+            q_info.ty,
+            (q_cols, q_rows + kv_rows),
+            args,
+            kb,
+        );
     }
     gemv_into(b, &q_name, x_q8, y, label(first), il)?;
     gemv_into(b, &kv_name, x_q8, kv, label("attn_kv_a_mqa"), il)?;

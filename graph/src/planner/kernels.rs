@@ -13,8 +13,8 @@ use std::marker::PhantomData;
 use ingot_abi::launch::{
     gemv2_rope_kb_blocks, gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs,
     GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs,
-    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit,
-    Kernel, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, MergeVbArgs, MergeVbOArgs,
+    MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
