@@ -107,8 +107,10 @@ macro_rules! weight_types {
                 Iq2Xxs iq2_xxs Q6K q6k        Q6K q6k Q6K q6k;
             }
             chain_rope_kb {
-                // attn_q (or attn_q_b) and attn_kv_a_mqa   attn_k_b (the llama.cpp mixes')
+                // attn_q (or attn_q_b) and attn_kv_a_mqa   attn_k_b (the llama.cpp mixes'; Q8_0
+                // as derived from a legacy file's attn_kv_b)
                 Q4K q4k                                     Q5_0 q5_0;
+                Q4K q4k                                     Q8_0 q8_0;
                 Q8_0 q8_0                                   Q8_0 q8_0;
                 Q3K q3k                                     Q4_0 q4_0;
             }

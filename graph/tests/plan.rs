@@ -321,15 +321,26 @@ fn low_rank_query_plans_q_a_norm_q_b() {
             let at = |s: &str| {
                 labels
                     .iter()
-                    .position(|l| *l == format!("blk.{il} {s}"))
+                    .position(|l| l.starts_with(&format!("blk.{il} {s}")))
                     .unwrap_or_else(|| panic!("{mix}: no node blk.{il} {s} in {labels:?}"))
             };
             let first = at("attn_q_a+attn_kv_a_mqa+attn_q_a_norm");
             let q_a = &plan.nodes[first];
             assert!(q_a.kernel.starts_with("gemv2_norm_"), "{}", q_a.kernel);
-            assert!(first < at("attn_q_b+rope_kv"));
-            let q_b = &plan.nodes[at("attn_q_b+rope_kv")];
+            // attn_k_b chained in where the registry has the pair (q8_0's Q8_0 + Q8_0; not
+            // the tiny q4_k_m's Q5_0 attn_q_b).
+            let rope = at("attn_q_b+rope_kv");
+            assert!(first < rope);
+            let q_b = &plan.nodes[rope];
             assert!(q_b.kernel.starts_with("gemv2_rope_"), "{}", q_b.kernel);
+            let chained = q_b.label.ends_with("+attn_k_b");
+            assert_eq!(
+                chained,
+                q_b.kernel.starts_with("gemv2_rope_kb_"),
+                "{}",
+                q_b.label
+            );
+            assert_eq!(chained, mix == QuantMix::Q8_0, "{}", q_b.kernel);
             assert_eq!(q_b.args[7], NodeArg::U32(0), "no second matrix");
         }
         assert!(
@@ -383,7 +394,7 @@ fn full_size_family_plans() {
                 assert_eq!(
                     plan.nodes
                         .iter()
-                        .filter(|n| n.label.ends_with(" attn_q_b+rope_kv"))
+                        .filter(|n| n.label.contains(" attn_q_b+rope_kv"))
                         .count(),
                     c.n_layer,
                     "{preset}: one attn_q_b (with the rope) per layer"
