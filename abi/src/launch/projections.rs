@@ -173,16 +173,18 @@ pub const fn gemv2_rope_kb_blocks(
 
 /// The descriptor of a `gemv2_rope_kb_*` kernel (`crate::weight_types::GemvType::pair_rope_kb`,
 /// one per registry `chain_rope_kb` row: the pair's type and `attn_k_b`'s):
-/// `gemv2_rope_*` and `attn_k_b`'s grouped gemv (`q_abs[h] = W_kb[h]·q_nope_q8[h]`, groups of
-/// `kv_lora` rows reading `d_nope/32` blocks `d_nope/32` apart) in one chained launch. Every
-/// block draws a ticket (word `CHAIN_CTL_TICKET`): the gemv2's row blocks first, then the
-/// grouped gemv's. The gemv2 block that finishes last runs the rope tail, then counts itself
-/// in word `CHAIN_CTL_DONE` (a release add); a grouped-gemv block prefetches its weight rows,
-/// waits (an acquire spin) for that count, so `q_nope_q8` is complete, and counts itself in
-/// word `CHAIN_CTL_PASSED`; the last to pass sets both back to 0. Requirements: both
-/// launches'. Invariant: the control words are 0 before the first launch and after every
-/// launch; launches sharing them must not overlap. Grid: the sum of
-/// [`gemv2_rope_kb_blocks`]; an item is a block. The output is the bits of the two launches.
+/// `gemv2_rope_*` and `attn_k_b`'s grouped gemv (`q_abs[h] = W_kb[h]·q8_1(q_nope[h])`, groups of
+/// `kv_lora` rows) in one chained launch. Every block draws a ticket (word `CHAIN_CTL_TICKET`):
+/// the gemv2's row blocks first, then the grouped gemv's. A gemv2 row block counts itself in
+/// word `CHAIN_CTL_DONE` (a release add) once its rows are stored, and the last of them
+/// (`count`) runs the rope tail without writing `q_nope_q8` (an argument it never touches); a
+/// grouped-gemv block prefetches its weight rows, waits (an acquire spin) until every gemv2 row
+/// block has counted, quantizes its heads' `q_nope` from `q` into its stage (the bits
+/// `rope_kv_q8_1` writes to `q_nope_q8`) and counts itself in word `CHAIN_CTL_PASSED`; the last
+/// to pass sets both back to 0. Requirements: both launches'. Invariant: the control words are
+/// 0 before the first launch and after every launch; launches sharing them must not overlap.
+/// Grid: the sum of [`gemv2_rope_kb_blocks`]; an item is a block. The outputs are the bits of
+/// the two launches.
 pub(crate) const fn gemv2_rope_kb_kernel(name: &'static str) -> Kernel<Gemv2RopeKbArgs> {
     Kernel::new(name, [super::GEMV_BLOCK_WARPS * WARP_SIZE, 1, 1], 1, 0)
 }

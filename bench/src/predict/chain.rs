@@ -8,15 +8,14 @@
 //! pair's sum runs as on the GPU; the launch leaves the done word at the merge's count). The
 //! gemv2's blocks of `gemv2_rope_kb_*` are sampled instead, each alone with its ticket written
 //! into the ticket word, the last with the rope tail's counter at every other block's: it runs
-//! the tail (told apart from the rows, as [`super::counts`] does for any done counter) and
-//! counts the part done. Then each sampled waiting block runs alone, its ticket written: the
-//! done word already holds the count it waits for, so it passes at the first look and no spin
-//! is counted; `attn_output`'s last sampled block runs its norm tail the same way. The control
+//! the tail (told apart from the rows, as [`super::counts`] does for any done counter). Then
+//! each sampled waiting block runs alone, its ticket written and the done word set to the first
+//! part's count, so it passes at the first look and no spin is counted; `attn_output`'s last sampled block runs its norm tail the same way. The control
 //! words are set back to 0 after the node.
 
 use ingot_abi::launch::{
-    gemv2_rope_kb_blocks, merge_v_b_items, merge_v_b_o_out_blocks, KernelDesc, CHAIN_CTL_TICKET,
-    CHAIN_CTL_WORDS,
+    gemv2_rope_kb_blocks, merge_v_b_items, merge_v_b_o_out_blocks, KernelDesc, CHAIN_CTL_DONE,
+    CHAIN_CTL_TICKET, CHAIN_CTL_WORDS,
 };
 use ingot_abi::weight_types::{GemvType, CHAIN_ROPE_KB};
 use ingot_graph::{BufRef, Node, NodeArg};
@@ -31,7 +30,7 @@ pub enum ChainKind {
     /// `attn_merge_v_b_o_*`: merge items, then `attn_output`'s row blocks (weight `w_o`).
     MergeOutput,
     /// `gemv2_rope_kb_*`: the gemv2's row blocks (the last runs the rope tail), then
-    /// `attn_k_b`'s (weight `w_kb`).
+    /// `attn_k_b`'s (weight `w_kb`), which wait for the rows only: the tail runs beside them.
     RopeKb,
 }
 
@@ -141,6 +140,12 @@ pub fn count_chained(
             (s.stats, s.tail_warp_instructions, s.blocks_run, None)
         }
     };
+    // Every first-part block has counted (the sampled ones alone left a part of the count).
+    let done = ctl.offset(u64::from(CHAIN_CTL_DONE) * 4);
+    sim.write(
+        done,
+        &u32::try_from(w.first).unwrap_or(u32::MAX).to_le_bytes(),
+    )?;
     let t = Tickets {
         word: ticket,
         first: w.first,

@@ -401,7 +401,7 @@ fn arg_read_bytes(
 }
 
 /// The dependency path of a chained launch ([`super::chain`]): the first part (the merge; the
-/// gemv2 with its rope tail), then the second (`attn_output`; `attn_k_b`), whose weight rows
+/// gemv2's rows), then the second (`attn_output`; `attn_k_b`), whose weight rows
 /// (argument `w_o`; `w_kb`) are its DRAM bytes and what its blocks prefetch before they wait;
 /// the first part has the rest of the node's `dram_bytes`. Re-reads split as the warp
 /// instructions do.
@@ -426,7 +426,8 @@ fn chain_prefix(
             blocks: c.work.first,
             warp_instructions: c.first.warp_instructions,
             dram_bytes: dram_bytes - w_o,
-            tail_warp_instructions: c.first_tail_warp_instructions,
+            // The waiting blocks wait for the first part's rows, not for its tail (the rope's
+            // runs beside `attn_k_b`): the tail is the launch's, `NodeLoad::tail_warp_instructions`.
             ..PathPart::default()
         },
         waiting: PathPart {

@@ -10,8 +10,9 @@
 //! ([`prefetch_then_wait`]: on sm_90 the weight stream then overlaps the predecessor).
 //! The per-type math and each lane's share of a unit are in [`crate::vecdot`].
 
+use crate::intrinsics::ld_v4_f32_relaxed_if;
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
-use crate::norm_q8::quantize_store;
+use crate::norm_q8::{quantize_store, quantize_store_shared};
 use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{
     self, gemv_unit, row_bytes, row_dot_lane, stage_act, stage_base, SharedAct, WeightType,
@@ -48,7 +49,7 @@ unsafe fn prefetch_rows(w: u64, row_bytes: u64, first: u32, end: u32) {
 /// How a launch's rows read the activation: row `r` reads `ncols/32` q8_1 blocks from block
 /// `(r / rows_per_group) · stride` of `x` on (`rows_per_group ≥ 1`).
 #[derive(Clone, Copy)]
-struct Groups {
+pub(crate) struct Groups {
     rows_per_group: u32,
     stride: u32,
 }
@@ -63,18 +64,41 @@ const ONE_GROUP: Groups = Groups {
 /// the group of `first`: row `r` then reads the staged blocks from `(r / rows_per_group − that
 /// group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
 /// (`ingot_abi::launch::gemv_stage_blocks`). Every thread of the block must call it.
-/// `COHERENT`: `x` was written by another block of this launch (see [`stage_act`]).
 #[inline(always)]
-unsafe fn stage_rows<const COHERENT: bool>(
-    x: u64,
-    g: Groups,
-    ncols: u32,
-    first: u32,
-    last: u32,
-) -> u32 {
+unsafe fn stage_rows(x: u64, g: Groups, ncols: u32, first: u32, last: u32) -> u32 {
     let (g0, g1) = (first / g.rows_per_group, last / g.rows_per_group);
     let nblocks = (g1 - g0) * g.stride + ncols / QK8_1 as u32;
-    stage_act::<COHERENT>(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
+    stage_act(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
+    g0
+}
+
+/// [`stage_rows`] for the grouped gemv of `attn_k_b` whose activation is the q8_1 of each head's
+/// `q_nope`, quantized here from the f32 query `q` (head `h`'s `q_nope` at float `h·q_stride`,
+/// `d_nope = 32·g.stride` floats; groups of `g.rows_per_group` rows, one per head) instead of
+/// read from a buffer: `quantize_q8_1`'s bits (`quantize_store_shared`), the blocks the rope
+/// tail would write. `q` was written by other blocks of the launch (published to this one), so
+/// it is read with coherent loads. Every thread of the block must call it.
+#[inline(always)]
+pub(crate) unsafe fn stage_q_nope(q: u64, q_stride: u32, g: Groups, first: u32, last: u32) -> u32 {
+    const LANES: u32 = QK8_1 as u32 / 4;
+    let (g0, g1) = (first / g.rows_per_group, last / g.rows_per_group);
+    let chunks = ((g1 - g0) * g.stride + g.stride) * LANES;
+    let stage = stage_base();
+    let t = tid();
+    // Whole warps take every round: the quantization's shuffles span a block's 8 lanes. A lane
+    // past the last chunk quantizes zeros into a stage block no row reads (the rounds cover
+    // at most `GEMV_STAGE_BLOCKS` blocks: the host checked the staged span, a multiple of 32
+    // blocks above it is still inside the stage).
+    let mut c = t;
+    while c < chunks.next_multiple_of(THREADS) {
+        let (b, l) = (c / LANES, c % LANES);
+        let head = g0 + b / g.stride;
+        let at = q + ((head * q_stride + (b % g.stride) * QK8_1 as u32 + 4 * l) as u64) * 4;
+        let v = ld_v4_f32_relaxed_if(c < chunks, at);
+        quantize_store_shared(v, stage, c);
+        c += THREADS;
+    }
+    nvptx::_syncthreads();
     g0
 }
 
@@ -96,7 +120,8 @@ unsafe fn gemv_rows<T: WeightType>(
     before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
 ) {
-    gemv_rows_then::<T, true, false, false>(bid(), ncols, nrows, x, g, before, row, |_, _| {});
+    let stage = |first, last| stage_rows(x, g, ncols, first, last);
+    gemv_rows_then::<T, true, false>(bid(), ncols, nrows, g, before, stage, row, |_, _| {});
 }
 
 /// Rows `first ..= last` of block `block` of a gemv over `nrows` rows of `ncols` weights of `T`
@@ -121,8 +146,8 @@ pub(crate) fn block_span<T: WeightType, const PAIR: bool>(
 /// [`gemv_rows`] as block `block`, then `then(r, y_r)` on the lane that stored row `r`.
 /// `before(first, last)` runs first, with the block's first and last row: it must end in the
 /// grid-dependency wait ([`prefetch_then_wait`]) and make no global access of its own, unless
-/// the caller waited already. `COHERENT`: stage `x` with coherent loads ([`stage_rows`]).
-/// Block `b` computes rows
+/// the caller waited already. `stage(first, last)` then stages the activation blocks of those
+/// rows and returns the group of `first` ([`stage_rows`]). Block `b` computes rows
 /// `b·R .. b·R + R` (`R = gemv_block_rows`, with `PAIR` the two-matrix kernels' rows of
 /// `gemv_pair_passes`): pass `p` of warp `w` takes the `32 / lanes` rows
 /// from `b·R + (p·GEMV_BLOCK_WARPS + w)·32/lanes` on. With `EXIT`, a warp whose rows of a pass
@@ -133,18 +158,13 @@ pub(crate) fn block_span<T: WeightType, const PAIR: bool>(
 /// barrier.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemv_rows_then<
-    T: WeightType,
-    const EXIT: bool,
-    const PAIR: bool,
-    const COHERENT: bool,
->(
+unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool, const PAIR: bool>(
     block: u32,
     ncols: u32,
     nrows: u32,
-    x: u64,
     g: Groups,
     before: impl FnOnce(u32, u32),
+    stage: impl FnOnce(u32, u32) -> u32,
     row: impl Fn(u32) -> (u64, u64),
     then: impl Fn(u32, f32),
 ) {
@@ -159,7 +179,7 @@ unsafe fn gemv_rows_then<
     let row0 = block * (GEMV_BLOCK_WARPS * per_pass * passes);
     let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
     before(row0, last);
-    let g0 = stage_rows::<COHERENT>(x, g, ncols, row0, last);
+    let g0 = stage(row0, last);
     let t = tid();
     let lane = t % WARP_SIZE;
     let sub = lane % lanes;
@@ -218,32 +238,33 @@ unsafe fn gemv<T: WeightType>(
     );
 }
 
-/// [`gemv`]'s block `block` in a chained launch: the block prefetched its rows and waited
-/// already, and `x` was written by another block of the launch (read with coherent loads).
+/// `attn_k_b`'s grouped gemv (`n_head·kv_lora` rows of `d_nope` weights of `T` at `w`, into `y`)
+/// as block `block` of a chained launch, its activation quantized from the f32 query `q` of
+/// heads `q_stride` floats apart ([`stage_q_nope`]); the block prefetched its rows and waited
+/// already.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemv_chained<T: WeightType>(
+pub(crate) unsafe fn gemv_q_nope<T: WeightType>(
     block: u32,
     w: u64,
-    x: u64,
+    (q, q_stride): (u64, u32),
     y: u64,
-    ncols: u32,
+    d_nope: u32,
     nrows: u32,
-    rows_per_group: u32,
-    x_group_stride: u32,
+    kv_lora: u32,
 ) {
-    let row_bytes = row_bytes::<T>(ncols);
+    let row_bytes = row_bytes::<T>(d_nope);
     let g = Groups {
-        rows_per_group,
-        stride: x_group_stride,
+        rows_per_group: kv_lora,
+        stride: d_nope / QK8_1 as u32,
     };
-    gemv_rows_then::<T, true, false, true>(
+    gemv_rows_then::<T, true, false>(
         block,
-        ncols,
+        d_nope,
         nrows,
-        x,
         g,
         |_, _| {},
+        |first, last| stage_q_nope(q, q_stride, g, first, last),
         |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |_, _| {},
     );
@@ -302,11 +323,10 @@ pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: b
     nrows1: u32,
 ) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, EXIT, true, false>(
+    gemv_rows_then::<T, EXIT, true>(
         block,
         ncols,
         nrows0 + nrows1,
-        x,
         ONE_GROUP,
         |first, last| {
             if PREFETCH {
@@ -317,6 +337,7 @@ pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: b
                 )
             }
         },
+        |first, last| stage_rows(x, ONE_GROUP, ncols, first, last),
         |r| {
             let (w, y, i) = if r < nrows0 {
                 (w0, y0, r)
@@ -336,13 +357,13 @@ pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: b
 #[inline(always)]
 unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, true, false, false>(
+    gemv_rows_then::<T, true, false>(
         bid(),
         ncols,
         nrows,
-        x,
         ONE_GROUP,
         |first, last| prefetch_rows(w, row_bytes, first, last + 1),
+        |first, last| stage_rows(x, ONE_GROUP, ncols, first, last),
         |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
     );
@@ -418,7 +439,7 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
     };
     let rbytes = row_bytes::<T>(ncols);
     prefetch_rows(w, rbytes, row0, row0 + ROWS);
-    let g0 = stage_rows::<false>(x, g, ncols, row0, row0 + ROWS - 1);
+    let g0 = stage_rows(x, g, ncols, row0, row0 + ROWS - 1);
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;

@@ -6,19 +6,21 @@
 //!
 //! Before its ticket, a block prefetches the rows its index would draw (blocks mostly start in
 //! index order): a gemv2 row block's, or `attn_k_b`'s. Ticket `k < first` is the gemv2's row
-//! block `k`; the one that finishes last among them runs the rope tail (which writes
-//! `q_nope_q8`), then counts itself in the chain's done word. Ticket `first + j` is
-//! `attn_k_b`'s row block `j`, which waits for that count, then runs the grouped gemv staging
-//! `q_nope_q8` with coherent loads. Each part computes the bits of its unfused kernel.
+//! block `k`, which counts itself in the chain's done word once its rows are stored; the one
+//! that finishes last among them runs the rope tail (without `q_nope_q8`, which nothing reads).
+//! Ticket `first + j` is `attn_k_b`'s row block `j`, which waits for every gemv2 row block,
+//! then quantizes its heads' `q_nope` from `q` into its stage itself (the bits the rope tail
+//! writes to `q_nope_q8` in the unfused launch) and runs the grouped gemv: the rope tail runs
+//! beside it, off its path. Each part computes the bits of its unfused kernel.
 
 use super::rope_kv::{rope_kv_impl, step_pos, Dims};
 use crate::chain::{done, ticket, wait_done};
-use crate::gemv::{block_span, gemv2_at, gemv2_spans, gemv_chained, GEMV_PREFETCH_LINES, THREADS};
+use crate::gemv::{block_span, gemv2_at, gemv2_spans, gemv_q_nope, GEMV_PREFETCH_LINES, THREADS};
 use crate::intrinsics::{bid, global, tid};
 use crate::last_block::{last_of, reset};
 use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{self, gemv_unit, row_bytes, WeightType};
-use ingot_abi::blocks::{BlockQ8_1, QK8_1};
+use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{gemv2_rope_kb_blocks, GEMV_BLOCK_WARPS};
 use ingot_abi::step::StepState;
 
@@ -38,7 +40,6 @@ struct Tail {
     rope_freq: u64,
     state: *const StepState,
     q_pe: u64,
-    q_nope_q8: u64,
     cache: u64,
     count: u64,
     dims: Dims,
@@ -83,37 +84,36 @@ unsafe fn gemv2_rope_kb<P: WeightType, K: WeightType>(
     if k < first {
         // No early exit: every warp reaches the done counter's barriers.
         gemv2_at::<P, false, false>(k, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
+        done(ctl);
         if !last_of(r.count, GEMV_BLOCK_WARPS, first) {
             return;
         }
-        rope_kv_impl::<true, THREADS, true>(
+        rope_kv_impl::<false, THREADS, true>(
             p.y.0,
             p.y.1,
             r.kv_norm,
             r.rope_freq,
             step_pos(r.state),
             r.q_pe,
-            r.q_nope_q8,
+            0,
             r.cache,
             r.dims,
             r.eps,
             r.mscale,
         );
         reset(r.count);
-        done(ctl);
         return;
     }
-    wait_done(ctl, 1, kb_blocks);
-    let stride = d.d_nope / QK8_1 as u32;
-    gemv_chained::<K>(
+    wait_done(ctl, first, kb_blocks);
+    let q_stride = d.d_nope + d.n_rope;
+    gemv_q_nope::<K>(
         k - first,
         w_kb,
-        r.q_nope_q8,
+        (p.y.0, q_stride),
         q_abs,
         d.d_nope,
         kb_rows,
         d.kv_lora,
-        stride,
     );
 }
 
@@ -141,7 +141,7 @@ macro_rules! gemv2_rope_kb_kernels {
                 rope_freq: *const f64,
                 state: *const StepState,
                 q_pe: *mut f32,
-                q_nope_q8: *mut BlockQ8_1,
+                _q_nope_q8: *mut BlockQ8_1,
                 cache: *mut u16,
                 count: *mut u32,
                 n_head: u32,
@@ -170,7 +170,6 @@ macro_rules! gemv2_rope_kb_kernels {
                         rope_freq: global(rope_freq),
                         state,
                         q_pe: global(q_pe),
-                        q_nope_q8: global(q_nope_q8),
                         cache: global(cache),
                         count: global(count),
                         dims: Dims {

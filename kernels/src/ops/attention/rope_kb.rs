@@ -22,9 +22,10 @@ pub struct KbBufs<'a, T> {
 }
 
 /// [`super::gemv2_rope_q8_1`] (or, with `w1 = None`, [`super::gemv_rope_q8_1`]) of weight type
-/// `ty`, then `attn_k_b` of type `kb` on the `q_nope_q8` its tail writes, in one chained launch:
-/// the bits of those two launches (`attn_k_b` as the grouped gemv with groups of `kv_lora` rows
-/// reading `d_nope/32` blocks `d_nope/32` apart).
+/// `ty`, then `attn_k_b` of type `kb` on the q8_1 of each head's `q_nope`, in one chained launch:
+/// the bits of those two launches in `q`, `kv`, `q_pe`, the cache and `q_abs` (`attn_k_b` as the
+/// grouped gemv with groups of `kv_lora` rows reading `d_nope/32` blocks `d_nope/32` apart,
+/// quantized by its blocks from `q`). `tail.0` (`q_nope_q8`) is checked but not written.
 #[allow(clippy::too_many_arguments)]
 pub fn gemv2_rope_kb_q8_1<B: Accelerator>(
     b: &mut B,
