@@ -50,8 +50,9 @@ fn counters_and_argument_checks() {
             checked += 1;
         }
     }
-    // Per layer attn_q (with attn_kv_a_mqa when paired), attn_k_b, attn_v_b; and lm_head.
-    let expected = 3 * 3 + 1;
+    // Per layer attn_q (with attn_kv_a_mqa when paired, and attn_k_b chained in:
+    // `gemv2_rope_kb_*`), attn_v_b; and lm_head.
+    let expected = 3 * 2 + 1;
     assert!(checked >= expected, "{checked} gemv nodes checked");
 
     let vocab = exec.config().vocab as u32;
@@ -168,9 +169,11 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
     }
     // No plain gemv (`gemv_q*`, `gemv2_q*`) is a node of these plans (a low-rank query's
     // attn_q_a carries its norm, `gemv2_norm_*`, and attn_q_b the rope, `gemv2_rope_*` with no
-    // second matrix); kernels/tests/grid_dep.rs runs their prefetch before the wait.
+    // second matrix; tiny64's projections take attn_k_b in, `gemv2_rope_kb_*`);
+    // kernels/tests/grid_dep.rs runs their prefetch before the wait.
     for family in [
         "gemv2_rope_",
+        "gemv2_rope_kb_",
         "gemv2_norm_",
         "gemv_grouped_",
         "moe_gate_up_",
