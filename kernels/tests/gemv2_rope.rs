@@ -16,27 +16,9 @@ use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{rand_nonzero, step_state, v2_lite_rope};
+use support::attention::{rand_nonzero, rope_inputs, step_state, v2_lite_rope};
 use support::gemv_type::ggml;
 use support::{download, f32_bytes, poisoned, upload};
-
-/// A random non-zero activation of `ncols` as q8_1, the latent norm's weights and V2-Lite's
-/// rope frequencies at `s`'s rope width, uploaded.
-fn inputs<B: Accelerator>(
-    b: &mut B,
-    rng: &mut StdRng,
-    s: &AttnShape,
-    ncols: usize,
-) -> (B::Buf, B::Buf, B::Buf) {
-    let p = v2_lite_rope(s.n_rope);
-    let xf = rand_nonzero(rng, ncols, -2.0, 2.0);
-    let x = upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
-    let kv_norm = upload(b, &f32_bytes(&rand_nonzero(rng, s.kv_lora, 0.5, 1.5)));
-    let freq: Vec<u8> = (0..s.n_rope / 2)
-        .flat_map(|i| p.theta(1, i).to_le_bytes())
-        .collect();
-    (x, kv_norm, upload(b, &freq))
-}
 
 /// The fused launch at `pos` (twice: `pos` and `pos + 1`, one shared counter) against
 /// `gemv2_q8_1` + `rope_kv_q8_1` on fresh buffers.
@@ -48,7 +30,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: &Att
     let (n0, n1) = (s.n_head * (s.d_nope + s.n_rope), s.row());
     let w0 = upload(b, &random_blocks(rng, ggml(ty), n0 * nb));
     let w1 = upload(b, &random_blocks(rng, ggml(ty), n1 * nb));
-    let (x, kv_norm, rope_freq) = inputs(b, rng, s, ncols);
+    let (x, kv_norm, rope_freq) = rope_inputs(b, rng, s, ncols);
     let q8_bytes = s.n_head * s.d_nope / 32 * 36;
     let cache_bytes = s.cache_bytes().unwrap();
     let count = upload(b, &[0; 4]);
@@ -206,7 +188,7 @@ fn check_low_rank<B: Accelerator>(b: &mut B, rng: &mut StdRng, ty: GemvType, s: 
         b,
         &random_blocks(rng, ggml(ty), n0 * ncols / ty.block_elems()),
     );
-    let (x, kv_norm, rope_freq) = inputs(b, rng, s, ncols);
+    let (x, kv_norm, rope_freq) = rope_inputs(b, rng, s, ncols);
     let kv_rows = rand_nonzero(rng, s.row(), -2.0, 2.0);
     let q8_bytes = s.n_head * s.d_nope / 32 * 36;
     let cache_bytes = s.cache_bytes().unwrap();

@@ -27,7 +27,7 @@ use ingot_kernels::Accelerator;
 use quant_blocks::random_blocks;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::attention::{rand_nonzero, step_state, v2_lite_rope};
+use support::attention::{rand_nonzero, rope_inputs, step_state, v2_lite_rope};
 use support::gemv_type::ggml;
 use support::{download, f32_bytes, poisoned, upload};
 
@@ -64,13 +64,7 @@ fn check<B: Accelerator>(
         b,
         &random_blocks(rng, ggml(kb), kb_rows * s.d_nope / kb.block_elems()),
     );
-    let xf = rand_nonzero(rng, ncols, -2.0, 2.0);
-    let x = upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
-    let kv_norm = upload(b, &f32_bytes(&rand_nonzero(rng, s.kv_lora, 0.5, 1.5)));
-    let freq: Vec<u8> = (0..s.n_rope / 2)
-        .flat_map(|i| p.theta(1, i).to_le_bytes())
-        .collect();
-    let rope_freq = upload(b, &freq);
+    let (x, kv_norm, rope_freq) = rope_inputs(b, rng, s, ncols);
     let kv_rows = f32_bytes(&rand_nonzero(rng, n1, -2.0, 2.0));
     let count = upload(b, &[0; 4]);
     let q8_bytes = s.n_head * s.d_nope / 32 * 36;

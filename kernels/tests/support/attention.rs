@@ -42,6 +42,27 @@ pub fn v2_lite_rope(n_rot: usize) -> RopeParams {
     }
 }
 
+/// The rope's inputs for `s` and an activation of `ncols`, uploaded: a random non-zero
+/// activation as q8_1, the latent norm's weights, V2-Lite's rope frequencies at `s`'s width.
+pub fn rope_inputs<B: ingot_kernels::Accelerator>(
+    b: &mut B,
+    rng: &mut StdRng,
+    s: &AttnShape,
+    ncols: usize,
+) -> (B::Buf, B::Buf, B::Buf) {
+    let p = v2_lite_rope(s.n_rope);
+    let xf = rand_nonzero(rng, ncols, -2.0, 2.0);
+    let x = super::upload(b, bytemuck::cast_slice(&ingot_quant::quantize_q8_1(&xf)));
+    let kv_norm = super::upload(
+        b,
+        &super::f32_bytes(&rand_nonzero(rng, s.kv_lora, 0.5, 1.5)),
+    );
+    let freq: Vec<u8> = (0..s.n_rope / 2)
+        .flat_map(|i| p.theta(1, i).to_le_bytes())
+        .collect();
+    (x, kv_norm, super::upload(b, &freq))
+}
+
 /// The bytes of a `StepState` at `pos` (token 11, nothing decoded yet).
 pub fn step_state(pos: u32) -> Vec<u8> {
     bytemuck::bytes_of(&StepState {
