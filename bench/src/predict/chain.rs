@@ -10,8 +10,9 @@
 //! into the ticket word, the last with the rope tail's counter at every other block's: it runs
 //! the tail (told apart from the rows, as [`super::counts`] does for any done counter). Then
 //! each sampled waiting block runs alone, its ticket written and the done word set to the first
-//! part's count, so it passes at the first look and no spin is counted; `attn_output`'s last sampled block runs its norm tail the same way. The control
-//! words are set back to 0 after the node.
+//! part's count, so it passes at the first look and no spin is counted; `attn_output`'s last
+//! sampled block runs its norm tail the same way. The control words are set back to 0 after
+//! the node.
 
 use ingot_abi::launch::{
     gemv2_rope_kb_blocks, merge_v_b_items, merge_v_b_o_out_blocks, KernelDesc, CHAIN_CTL_DONE,

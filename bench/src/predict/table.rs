@@ -427,7 +427,8 @@ fn chain_prefix(
             warp_instructions: c.first.warp_instructions,
             dram_bytes: dram_bytes - w_o,
             // The waiting blocks wait for the first part's rows, not for its tail (the rope's
-            // runs beside `attn_k_b`): the tail is the launch's, `NodeLoad::tail_warp_instructions`.
+            // runs beside `attn_k_b`): the tail is the launch's
+            // (`NodeLoad::tail_warp_instructions`).
             ..PathPart::default()
         },
         waiting: PathPart {
