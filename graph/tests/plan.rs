@@ -83,12 +83,13 @@ fn v2_lite_plan_counts_and_bytes() {
 
 #[test]
 fn attention_split_fills_the_gpu() {
-    use ingot_abi::launch::flash_segments;
-    // One block per SM at most (a flash block's registers fill an SM), and segments of at
-    // least 2 tiles of 32 rows (64 rows).
+    use ingot_abi::launch::{flash_block_heads, flash_segments};
+    // One block per SM at most (a flash block's registers fill an SM) whatever the context:
+    // segments of at least 2 tiles of 32 rows (64 rows), and the blocks a context leaves
+    // without a segment share the heads of those that have one.
     let o = PlanOptions::for_device(4096, 82);
     assert_eq!(o.flash_blocks, 82);
-    assert_eq!(o.flash_split(16), 4096 / 64);
+    assert_eq!(o.flash_split(16), 82);
     assert_eq!(flash_segments(4096, o.flash_split(16) as u32).count, 64);
     let deep = PlanOptions::for_device(32_768, 82);
     assert_eq!(deep.flash_split(16), 82);
@@ -96,18 +97,25 @@ fn attention_split_fills_the_gpu() {
     // blocks, one wave on 96% of the SMs.
     let count = flash_segments(32_768, deep.flash_split(16) as u32).count;
     assert_eq!(count, 79, "{count} blocks");
-    // A short context never asks for more blocks than it has 64-row segments.
-    assert_eq!(PlanOptions::for_device(100, 132).flash_split(16), 2);
+    // A short context: one segment at depth 0, its 16 heads one a block; 4 segments (depth
+    // 200), one head a block (64 blocks of the 82); 32 segments (depth 2000), 8 heads a block;
+    // 64 segments, 16 heads a block.
+    let short = PlanOptions::for_device(100, 132).flash_split(16) as u32;
+    assert_eq!(short, 132);
+    assert_eq!(flash_block_heads(flash_segments(1, short).count, short), 1);
+    assert_eq!(flash_block_heads(flash_segments(201, 82).count, 82), 1);
+    assert_eq!(flash_block_heads(flash_segments(2001, 82).count, 82), 8);
+    assert_eq!(flash_block_heads(flash_segments(4096, 82).count, 82), 16);
     assert_eq!(PlanOptions::for_device(1 << 20, 132).flash_split(16), 132);
     // Head groups share the blocks: GLM-4.7-Flash's 20 heads (2 groups) on 82 SMs take 41
-    // segments each where the context has more, Kimi-K2's 64 (4 groups) 20, V3's 128 (8) 10;
-    // on 132 SMs the 2 groups take 66 each; a short context is not split further.
+    // each, Kimi-K2's 64 (4 groups) 20, V3's 128 (8) 10; on 132 SMs the 2 groups take 66
+    // each; at least one.
     assert_eq!(o.flash_split(20), 41);
     assert_eq!(o.flash_split(64), 20);
     assert_eq!(o.flash_split(128), 10);
-    assert_eq!(PlanOptions::for_device(4096, 132).flash_split(20), 64);
+    assert_eq!(PlanOptions::for_device(4096, 132).flash_split(20), 66);
     assert_eq!(PlanOptions::for_device(1 << 20, 132).flash_split(20), 66);
-    assert_eq!(PlanOptions::for_device(100, 82).flash_split(128), 2);
+    assert_eq!(PlanOptions::for_device(100, 82).flash_split(128), 10);
     assert_eq!(PlanOptions::for_device(100, 4).flash_split(128), 1);
     assert_eq!(
         PlanOptions::for_ctx(4096),

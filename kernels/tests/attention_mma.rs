@@ -380,6 +380,70 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
     }
 }
 
+/// A segment's heads shared by spare blocks (`ingot_abi::launch::flash_block`) change no bit:
+/// every head's rows of the score and value products are its own, so `max_segments` = `count`
+/// (16 heads a block) and `count·2^j` (16 >> j heads a block, j = 1..4) give the same `o_lat`,
+/// bit for bit, for both kernels and both cache types, at depths of one and several segments
+/// (the split's `count` is the same for every `max_segments` tried: asserted).
+fn head_split_cases<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("flash head split");
+    for (n_head, depth, cache) in [
+        (16, 0, CacheType::F16),
+        (16, 40, CacheType::F16),
+        (16, 200, CacheType::F16),
+        (20, 0, CacheType::F16),
+        (20, 100, CacheType::F16),
+        (32, 70, CacheType::F16),
+        (16, 0, CacheType::Q8_0),
+        (20, 200, CacheType::Q8_0),
+    ] {
+        let s = AttnShape {
+            n_head,
+            d_nope: 128,
+            kv_lora: 512,
+            n_rope: 64,
+            ctx: depth + 3,
+            cache,
+        };
+        let len = depth + 1;
+        let mut cache_bytes = vec![0xFFu8; s.cache_bytes().unwrap()];
+        fill_random_rows(&mut rng, &s, len, &mut cache_bytes);
+        let bufs = (
+            upload(b, &f32_bytes(&rand_vec(&mut rng, n_head * s.kv_lora, 4.0))),
+            upload(b, &f32_bytes(&rand_vec(&mut rng, n_head * s.n_rope, 4.0))),
+            upload(b, &cache_bytes),
+            upload(b, &step_state(depth as u32)),
+        );
+        let refs = (&bufs.0, &bufs.1, &bufs.2, &bufs.3);
+        // The most segments the context splits into: FLASH_MIN_SEGMENT_TILES tiles each.
+        let count = split_at(depth as u32, 1 << 16).count as usize;
+        for mma in [true, false] {
+            let whole = run(b, &s, refs, count, mma);
+            for j in 1..=4 {
+                let ms = count << j;
+                assert_eq!(split_at(depth as u32, ms as u32).count as usize, count);
+                let heads = ingot_abi::launch::flash_block_heads(count as u32, ms as u32);
+                assert_eq!(heads, 16 >> j, "max_segments {ms}");
+                let shared = run(b, &s, refs, ms, mma);
+                let same = whole
+                    .iter()
+                    .zip(&shared)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "H={n_head} depth {depth} {cache:?} mma {mma}: {heads} heads a block \
+                     (max_segments {ms}) differ from 16 (max_segments {count})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn head_split_changes_no_bit() {
+    on_every_backend!(head_split_cases);
+}
+
 #[test]
 fn flash_latent_mma_matches_references_and_scalar_kernel() {
     on_every_backend!(mma_cases);

@@ -28,6 +28,8 @@
 //! and `max_segments` are fixed when a graph is captured. A step with `pos ≥ ctx` writes no cache
 //! row and the merge writes NaN to `o_lat`, so an overflowing context is visible, never silent.
 
+#[cfg(doc)]
+use super::flash_split::{flash_block, flash_segments};
 use super::{signature, Kernel, KernelDesc, WARP_SIZE};
 use crate::blocks::QK8_0;
 
@@ -244,20 +246,22 @@ pub const fn flash_head_groups(n_head: u32) -> u32 {
     n_head.div_ceil(FLASH_GROUP_HEADS)
 }
 
-/// Items (= blocks) of [`FLASH_LATENT`] / [`FLASH_LATENT_MMA`]: one per (head group, potential
-/// segment). Block `b` serves head group `b / max_segments` (heads `16·g .. 16·g + 16`, those
-/// below `n_head`) and segment `b % max_segments`; `max_segments = 0` counts as 1.
+/// Items (= blocks) of [`FLASH_LATENT`] / [`FLASH_LATENT_MMA`]: `max_segments` per head group.
+/// Block `b` serves heads of group `b / max_segments` (heads `16·g .. 16·g + 16`, those below
+/// `n_head`) over one segment, all 16 or a share of them while the split leaves blocks spare
+/// ([`flash_block`]); `max_segments = 0` counts as 1.
 pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
     let ms = if max_segments == 0 { 1 } else { max_segments };
     flash_head_groups(n_head) * ms
 }
 
 /// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of every head to the
-/// cache rows of segment `b` of `0..=pos` (see [`flash_segments`]) and writes that segment's
-/// `part_o` and `part_ml`; blocks without a segment exit at once. With more than
-/// [`FLASH_GROUP_HEADS`] heads the heads run in groups of 16, one block per (group, segment): see
-/// [`flash_items`]; the output layout does not depend on the grouping. Requires `n_head ≤ 128`,
+/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of its heads to the
+/// cache rows of its segment of `0..=pos` (see [`flash_segments`], [`flash_block`]) and writes
+/// those heads' rows of that segment's `part_o` and `part_ml`; blocks without work exit at once.
+/// Heads run in groups of 16, `max_segments` blocks per group (see [`flash_items`]), a segment's
+/// heads shared by several of them while the split leaves blocks spare; the output layout does
+/// not depend on the grouping or the sharing. Requires `n_head ≤ 128`,
 /// `kv_lora + n_rope ≤ 576`, `kv_lora ≤ 512`, both multiples of 8. Grid: [`flash_items`] blocks (an
 /// item is one potential segment of one head group).
 ///
@@ -489,41 +493,6 @@ const _: () = assert!(
         && MERGE_V_B_MIN_ROWS.is_multiple_of(32)
         && MERGE_V_B_ROWS / 4 <= WARP_SIZE
 );
-
-/// How `flash_latent` splits a context: `count` segments of `tokens` rows each (the last one
-/// may be shorter). Device and host derive it from the same inputs, so the merge knows how many
-/// segments hold work without any extra buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlashSplit {
-    pub count: u32,
-    pub tokens: u32,
-}
-
-/// The split of a context of `len` rows (`pos + 1`) over at most `max_segments` blocks.
-///
-/// Segments are whole tiles and hold at least [`FLASH_MIN_SEGMENT_TILES`] tiles unless the
-/// context is shorter; beyond `max_segments · FLASH_MIN_SEGMENT_TILES` tiles they grow instead of
-/// multiplying. So a short context runs in one block (one merge input), and a long one spreads
-/// its rows evenly over up to `max_segments` blocks, which the host sizes to fill the GPU: the
-/// cache bytes of a step are then streamed by every SM at once, which is what keeps a deep
-/// context's attention cost proportional to its bytes (docs/decode-math.md#split-k-attention).
-/// `max_segments = 0` counts as 1.
-pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
-    let max_segments = if max_segments == 0 { 1 } else { max_segments };
-    let tiles = if len == 0 {
-        1
-    } else {
-        len.div_ceil(FLASH_TILE)
-    };
-    let mut per = tiles.div_ceil(max_segments);
-    if per < FLASH_MIN_SEGMENT_TILES {
-        per = FLASH_MIN_SEGMENT_TILES;
-    }
-    FlashSplit {
-        count: tiles.div_ceil(per),
-        tokens: per.saturating_mul(FLASH_TILE),
-    }
-}
 
 /// Threads per block of [`FLASH_LATENT_MMA`]: eight warps.
 pub const FLASH_MMA_THREADS: u32 = 256;

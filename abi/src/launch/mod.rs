@@ -14,6 +14,7 @@ pub(crate) mod attention;
 pub(crate) mod attn_out;
 pub(crate) mod basic;
 pub(crate) mod embed;
+pub(crate) mod flash_split;
 pub(crate) mod gemv;
 pub(crate) mod head;
 pub(crate) mod mmq;
@@ -25,11 +26,11 @@ pub(crate) mod projections;
 mod sig;
 
 pub use attention::{
-    flash_head_groups, flash_items, flash_segments, flash_smem, merge_items, FlashSplit,
-    ATTN_MAX_ROPE, ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_GROUP_HEADS, FLASH_LATENT, FLASH_MAX_HEADS,
-    FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_THREADS, FLASH_TILE, MERGE_DIMS,
-    MERGE_THREADS, MERGE_WARPS, ROPE_KV, ROPE_KV_Q8_1, ROPE_KV_Q8_1_ROWS, ROPE_KV_THREADS,
-    TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    flash_head_groups, flash_items, flash_smem, merge_items, ATTN_MAX_ROPE, ATTN_MERGE,
+    ATTN_MERGE_Q8_1, FLASH_GROUP_HEADS, FLASH_LATENT, FLASH_MAX_HEADS, FLASH_MAX_LORA,
+    FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_THREADS, FLASH_TILE, MERGE_DIMS, MERGE_THREADS,
+    MERGE_WARPS, ROPE_KV, ROPE_KV_Q8_1, ROPE_KV_Q8_1_ROWS, ROPE_KV_THREADS, TEMPERATURE_NONE,
+    TEMPERATURE_TABLE,
 };
 pub use attention::{
     flash_mma_smem, FLASH_LATENT_MMA, FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS,
@@ -56,6 +57,7 @@ pub use embed::{
     EmbedArgs, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K,
     EMBED_Q4K, EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
+pub use flash_split::{flash_block, flash_block_heads, flash_segments, FlashBlock, FlashSplit};
 pub use gemv::{
     gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_pair_passes,
     gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_pass, gemv_rows_per_warp,

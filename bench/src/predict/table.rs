@@ -3,11 +3,11 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ingot_abi::launch::KernelDesc;
+use ingot_abi::launch::{flash_block, flash_segments, FlashSplit, KernelDesc};
 use ingot_gguf::Gguf;
 use ingot_graph::build_prefill_plan_for;
 use ingot_graph::planner::build_plan_for;
-use ingot_graph::{BufferKind, ExpertCacheOptions, NodeArg, Plan, PlanOptions};
+use ingot_graph::{BufferKind, ExpertCacheOptions, Node, NodeArg, Plan, PlanOptions};
 use ingot_model::ModelConfig;
 use serde::Serialize;
 
@@ -20,7 +20,7 @@ use super::model::{
     PREFETCH_LINE_BYTES,
 };
 use super::resources::kernel_resources;
-use super::tickets::TicketCounts;
+use super::tickets::{node_arg, TicketCounts};
 use super::PredictError;
 
 /// What to plan and count.
@@ -200,14 +200,16 @@ pub(crate) fn table_of(
     let mut rows = Vec::with_capacity(plan.nodes.len());
     for (i, ((n, d), c)) in plan.nodes.iter().zip(&descs).zip(&counts).enumerate() {
         let res = kernel_resources(arch, &n.kernel)?;
-        let (unique, reread, routed) = read_split(plan, config, i, (opts.depth, tokens), c);
+        let split = split_of(n, d, opts.depth);
+        let (unique, reread, routed) =
+            read_split(plan, config, (i, d, split), (opts.depth, tokens), c);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;
         let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
         let dram_bytes = unique + 32 * c.stats.sectors_written + (cold - host_bytes);
         let shared_bytes = res.static_shared + d.shared_bytes;
         let load = opts.card.map(|_| NodeLoad {
-            blocks: c.blocks,
+            blocks: split.map_or(c.blocks, |s| busy_blocks(n, s, c.blocks)),
             threads_per_block: d.threads(),
             // A kernel missing from the budgets is charged the most registers a thread
             // can have, so its occupancy is not overstated.
@@ -304,6 +306,51 @@ fn config_name(gguf: &Gguf) -> String {
             _ => None,
         })
         .unwrap_or_else(|| "(unnamed)".into())
+}
+
+/// The split-K attention state of a decode flash launch or of a merge that reads its output
+/// (the launches with a `max_segments` parameter) at cache position `depth`.
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    n_head: u32,
+    max_segments: u32,
+    at: FlashSplit,
+}
+
+impl Split {
+    /// Segments the step writes and reads.
+    fn live(&self) -> u64 {
+        u64::from(self.at.count.min(self.max_segments.max(1)))
+    }
+}
+
+fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
+    let u = |name: &str| match node_arg(n, d, name) {
+        Some(NodeArg::U32(v)) => Some(v),
+        _ => None,
+    };
+    let max_segments = u("max_segments")?;
+    let len = u32::try_from(depth + 1).ok()?;
+    Some(Split {
+        n_head: u("n_head")?,
+        max_segments,
+        at: flash_segments(len, max_segments),
+    })
+}
+
+/// Blocks of node `n` (a `blocks`-block launch with split `s`) that have work: a flash
+/// launch's blocks without a segment and heads ([`flash_block`]) exit at once, so the time terms
+/// spread the launch's bytes and instructions over the blocks that run them. A merge's blocks
+/// all work (its grid covers heads × dims, not segments).
+fn busy_blocks(n: &Node, s: Split, blocks: u64) -> u64 {
+    if !reads_cache(&n.kernel) {
+        return blocks;
+    }
+    let b = u32::try_from(blocks).unwrap_or(u32::MAX);
+    (0..b)
+        .filter(|&b| flash_block(b, s.n_head, s.max_segments, s.at).is_some())
+        .count()
+        .max(1) as u64
 }
 
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).
@@ -451,10 +498,19 @@ fn chain_prefix(
 fn read_split(
     plan: &Plan,
     config: &ModelConfig,
-    i: usize,
+    (i, d, split): (usize, &KernelDesc, Option<Split>),
     (depth, tokens): (usize, usize),
     c: &NodeCounts,
 ) -> (u64, u64, u64) {
+    // The split's outputs hold `max_segments` segments, of which the step at `depth` writes and
+    // reads the first `count`.
+    let parts: Vec<u32> = ["part_o", "part_ml"]
+        .iter()
+        .filter_map(|name| match node_arg(&plan.nodes[i], d, name) {
+            Some(NodeArg::Buf(r)) => Some(r.buf.0),
+            _ => None,
+        })
+        .collect();
     // The buffers the launch read (an output it only writes is no part of its read footprint).
     let bufs: BTreeSet<u32> = plan.nodes[i]
         .args
@@ -509,7 +565,10 @@ fn read_split(
                     decl.bytes / plan.ctx as u64 * ((depth + tokens) as u64).min(plan.ctx as u64)
                 }
                 BufferKind::KvCache { .. } => 0,
-                _ => decl.bytes,
+                _ => match split.filter(|_| parts.contains(&b)) {
+                    Some(sp) => decl.bytes / u64::from(sp.max_segments.max(1)) * sp.live(),
+                    None => decl.bytes,
+                },
             }
         })
         .sum::<u64>()

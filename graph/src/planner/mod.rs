@@ -76,17 +76,18 @@ impl PlanOptions {
         }
     }
 
-    /// Segments the flash launch splits the context into for `n_head` heads: at most one per
-    /// `FLASH_MIN_SEGMENT_TILES`-tile run of the context, and at most
-    /// [`PlanOptions::flash_blocks`] blocks shared by the head groups, so the launch stays
-    /// within one block per SM (GLM-4.7-Flash's 2 groups, Kimi-K2's 4 and V3's 8 would otherwise
-    /// run as that many waves and write that many more partial outputs). At least one.
+    /// Blocks per head group of the flash launch (its `max_segments`) for `n_head` heads:
+    /// [`PlanOptions::flash_blocks`] shared by the head groups, so the launch stays within one
+    /// block per SM (GLM-4.7-Flash's 2 groups, Kimi-K2's 4 and V3's 8 would otherwise run as
+    /// that many waves and write that many more partial outputs). At least one. Not bounded by
+    /// the context: while it holds fewer segments than blocks, the group's spare blocks share
+    /// its heads ([`flash_block`](ingot_abi::launch::flash_block)), so a short or middling
+    /// context still spreads its query, its rows' reads and its output over the SMs; blocks
+    /// without work exit at once.
     pub fn flash_split(&self, n_head: usize) -> usize {
-        use ingot_abi::launch::{flash_head_groups, FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
-        let min_rows = (FLASH_TILE * FLASH_MIN_SEGMENT_TILES) as usize;
+        use ingot_abi::launch::flash_head_groups;
         let groups = flash_head_groups(u32::try_from(n_head).unwrap_or(u32::MAX)).max(1);
-        let per_group = (self.flash_blocks / groups) as usize;
-        self.ctx.div_ceil(min_rows).min(per_group).max(1)
+        ((self.flash_blocks / groups) as usize).max(1)
     }
 }
 

@@ -10,8 +10,8 @@
 //! accumulators are f32, and the segment's normalized output `O/l` (f16) and `(m, l)` go to
 //! `part_o` / `part_ml` for `attn_merge`.
 //!
-//! Head groups: block `b` serves heads `16g .. 16g + 16` (`g = b / max_segments`, those below
-//! `n_head`) over segment `b % max_segments`; below, "head `h`" is the `h`-th head of the group.
+//! Head groups: block `b` serves heads of group `b / max_segments` over a segment (16 or fewer:
+//! [`flash_block`]); below, "head `h`" is the `h`-th head from the block's first, `h0`.
 //!
 //! Thread roles (256 threads):
 //! * score: head `h = tid/16`, lane `k = tid%16` holds the scaled query dims `4(k + 16j) + e`
@@ -40,8 +40,8 @@ use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::blocks::QK8_0;
 use ingot_abi::launch::{
-    flash_segments, flash_smem, CacheType, FLASH_GROUP_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW,
-    FLASH_THREADS, FLASH_TILE,
+    flash_block, flash_segments, flash_smem, CacheType, FlashBlock, FLASH_GROUP_HEADS,
+    FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_THREADS, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
 
@@ -168,20 +168,18 @@ unsafe fn flash_latent_impl<const Q8: bool>(
     temperature: u32,
 ) {
     let tid = tid();
-    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
-    // into (head group, segment) without overflow; max(1) keeps the division trap-free.
-    let ms = max_segments.max(1);
-    let seg = bid() % ms;
-    let h0 = bid() / ms * FLASH_GROUP_HEADS;
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;
     }
     let len = pos + 1;
     let split = flash_segments(len, max_segments);
-    if seg >= split.count {
+    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
+    // into (head group, heads, segment) without overflow.
+    let Some(FlashBlock { seg, h0, heads }) = flash_block(bid(), n_head, max_segments, split)
+    else {
         return;
-    }
+    };
     let t0 = seg * split.tokens;
     let t1 = t0.saturating_add(split.tokens).min(len);
     let row = kv_lora + n_rope;
@@ -215,7 +213,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
     let kl = tid % SCORE_LANES;
     let qs = logit_scale(kq_scale, global(temp), temperature, pos) * core::f32::consts::LOG2_E;
     let mut q = [[0.0f32; 4]; Q_CHUNKS];
-    if h0 + h < n_head {
+    if h < heads {
         let qh = h0 + h;
         let mut j = 0;
         while j < Q_CHUNKS {
@@ -372,7 +370,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
         let mut hh = 0;
         while hh < V_HEADS {
             let head = g * V_HEADS as u32 + hh as u32;
-            if h0 + head < n_head {
+            if head < heads {
                 let a =
                     global(part_o) + ((seg_head + head) as u64 * kv_lora as u64 + 8 * c as u64) * 2;
                 let x = |e: usize| o[hh][e] * inv_l[hh];
@@ -389,7 +387,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
             hh += 1;
         }
     }
-    if kl == 0 && h0 + h < n_head {
+    if kl == 0 && h < heads {
         st_v2_f32(global(part_ml) + (seg_head + h) as u64 * 8, [m, l]);
     }
 }

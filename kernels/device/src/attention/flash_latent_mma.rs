@@ -1,8 +1,8 @@
 //! `flash_latent_mma`: `flash_latent` on tensor cores (docs/decode-math.md#split-k-attention),
 //! heads in groups of 16, the M rows of `mma.sync.m16n8k16.row.col.f32.f16.f16.f32`: block `b`
-//! serves heads `16g .. 16g + 16` (`g = b / max_segments`) below `n_head` over segment
-//! `b % max_segments`; a last partial group (GLM-4.7-Flash's 20 = 16 + 4) stages zero query rows
-//! for the heads it lacks and never stores them. Same contract as `flash_latent`: a block streams
+//! serves heads of group `b / max_segments` over one segment ([`flash_block`]: 16, or fewer while
+//! the split leaves blocks spare, or in a last partial group: GLM-4.7-Flash's 20 = 16 + 4); the
+//! other rows are zero query rows, never stored. Same contract as `flash_latent`: a block streams
 //! its segment of rows `0..=pos` ([`flash_segments`]) through shared memory in tiles of
 //! `FLASH_TILE` (32) rows, every row read once for all heads as key and value, keeps a base-2
 //! online softmax per head, and writes `O/l` (f16) and `(m, l)` for `attn_merge`.
@@ -44,7 +44,8 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use core::num::NonZeroU32;
 use ingot_abi::launch::{
-    flash_mma_smem as sm, flash_segments, CacheType, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_TILE,
+    flash_block, flash_mma_smem as sm, flash_segments, CacheType, FlashBlock, FLASH_MAX_LORA,
+    FLASH_MAX_ROW, FLASH_TILE,
 };
 use ingot_abi::step::StepState;
 
@@ -125,23 +126,18 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     temperature: u32,
 ) {
     let tid = tid();
-    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
-    // into (head group, segment) without overflow; max(1) keeps the division trap-free.
-    let ms = max_segments.max(1);
-    let seg = bid() % ms;
-    let h0 = bid() / ms * HEADS;
-    // Heads of this group the model has: 16, fewer in a last partial group (`h0 < n_head`: the
-    // launch has one block per group and segment).
-    let heads = n_head.saturating_sub(h0).min(HEADS);
     let pos = ld_u32(global(state) + POS_OFF);
     if pos >= ctx {
         return;
     }
     let len = pos + 1;
     let split = flash_segments(len, max_segments);
-    if seg >= split.count {
+    // The launcher bounds max_segments by 2^16 and n_head by 128, so the block index splits
+    // into (head group, heads, segment) without overflow.
+    let Some(FlashBlock { seg, h0, heads }) = flash_block(bid(), n_head, max_segments, split)
+    else {
         return;
-    }
+    };
     let t0 = seg * split.tokens;
     let t1 = t0.saturating_add(split.tokens).min(len);
     // The launcher guarantees a non-empty row; the early exit only keeps the division below
@@ -384,7 +380,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         }
         j += 1;
     }
-    if sk == 0 && h0 + sh < n_head {
+    if sk == 0 && sh < heads {
         st_v2_f32(global(part_ml) + (seg_head + sh) as u64 * 8, [m, l]);
     }
 }
