@@ -77,9 +77,10 @@ const _: () = assert!(FLASH_GROUP_HEADS.is_power_of_two());
 
 /// The work of block `b` of a flash launch over `n_head` heads
 /// ([`flash_items`](super::flash_items) blocks, the group's `max_segments` of them consecutive)
-/// at the split `split`; `None` for a block without work. Within a group, block `j` serves segment `j % count` and the `j / count`-th run of
-/// [`flash_block_heads`] heads; the blocks past `count · 16 / heads` and those whose heads are
-/// all past `n_head` (a last partial group) have none.
+/// at the split `split`; `None` for a block without work. Within a group, block `j` serves
+/// segment `j % count` and the `j / count`-th run of [`flash_block_heads`] heads; the blocks past
+/// `count · 16 / heads` and those whose heads are all past `n_head` (a last partial group) have
+/// none.
 pub const fn flash_block(
     b: u32,
     n_head: u32,

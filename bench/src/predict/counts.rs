@@ -15,6 +15,7 @@ use ingot_graph::{BufferKind, NodeArg, Plan};
 use ptx_sim::{LaunchStats, Sim};
 
 use super::chain::{chain_work, count_chained, ChainCounts};
+use super::flash::working_blocks;
 use super::sample::{sample_blocks, scale};
 use super::tickets::{count_ticketed, ticket_work, TicketCounts};
 use super::PredictError;
@@ -25,6 +26,9 @@ pub struct NodeCounts {
     /// Counters of the whole launch (scaled from the sample when `blocks_run < blocks`).
     pub stats: LaunchStats,
     pub blocks: u64,
+    /// Blocks with work: `blocks` but for a decode flash launch, whose blocks without a segment
+    /// exit at once ([`super::flash`]); `stats` counts those with work only.
+    pub blocks_working: u64,
     pub blocks_run: u64,
     /// Warp instructions of the launch's last-block-done tail (a kernel with a `count`
     /// parameter): what the block that ran it executed beyond the mean of the others. They are
@@ -109,6 +113,7 @@ pub fn count_nodes(
         let cfg = sim_config(n, d);
         let args = sim_args(n, &ptrs);
         let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
+        let work = working_blocks(n, d, depth, blocks);
         let sample = sample_blocks(blocks, max_blocks);
         let launch = |sim: &mut Sim, which: &[u64]| {
             sim.launch_blocks(module, &n.kernel, cfg, &args, which)
@@ -158,6 +163,22 @@ pub fn count_nodes(
             let mut all = c.first;
             all += c.waiting;
             all
+        } else if let Some(work) = work.as_ref().filter(|_| count.is_none()) {
+            // The working blocks alone, sampled and scaled as a grid of their own.
+            let n_work = work.len() as u64;
+            let which: Vec<u64> = sample_blocks(n_work, max_blocks)
+                .into_iter()
+                .map(|i| work[i as usize])
+                .collect();
+            blocks_run = which.len() as u64;
+            if blocks_run == n_work {
+                launch(&mut sim, &which)?
+            } else {
+                let (last, others) = which.split_last().expect("at least one working block");
+                let o = launch(&mut sim, others)?;
+                let l = launch(&mut sim, std::slice::from_ref(last))?;
+                scale(&o, others.len() as u64, &l, n_work)
+            }
         } else if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
             launch(&mut sim, &sample)?
         } else {
@@ -202,6 +223,7 @@ pub fn count_nodes(
         out.push(NodeCounts {
             stats,
             blocks,
+            blocks_working: work.map_or(blocks, |w| w.len() as u64),
             blocks_run,
             tail_warp_instructions,
             read_args,

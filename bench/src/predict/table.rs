@@ -3,17 +3,18 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ingot_abi::launch::{flash_block, flash_segments, FlashSplit, KernelDesc};
+use ingot_abi::launch::KernelDesc;
 use ingot_gguf::Gguf;
 use ingot_graph::build_prefill_plan_for;
 use ingot_graph::planner::build_plan_for;
-use ingot_graph::{BufferKind, ExpertCacheOptions, Node, NodeArg, Plan, PlanOptions};
+use ingot_graph::{BufferKind, ExpertCacheOptions, NodeArg, Plan, PlanOptions};
 use ingot_model::ModelConfig;
 use serde::Serialize;
 
 use super::card::Card;
 use super::chain::ChainCounts;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
+use super::flash::{reads_cache, split_of, Split};
 use super::measurement::Measurement;
 use super::model::{
     node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PathPart, PrefixLoad,
@@ -209,7 +210,7 @@ pub(crate) fn table_of(
         let dram_bytes = unique + 32 * c.stats.sectors_written + (cold - host_bytes);
         let shared_bytes = res.static_shared + d.shared_bytes;
         let load = opts.card.map(|_| NodeLoad {
-            blocks: split.map_or(c.blocks, |s| busy_blocks(n, s, c.blocks)),
+            blocks: c.blocks_working,
             threads_per_block: d.threads(),
             // A kernel missing from the budgets is charged the most registers a thread
             // can have, so its occupancy is not overstated.
@@ -306,69 +307,6 @@ fn config_name(gguf: &Gguf) -> String {
             _ => None,
         })
         .unwrap_or_else(|| "(unnamed)".into())
-}
-
-/// The split-K attention state of a decode flash launch or of a merge that reads its output
-/// (the launches with a `max_segments` parameter) at cache position `depth`.
-#[derive(Clone, Copy, Debug)]
-struct Split {
-    n_head: u32,
-    max_segments: u32,
-    at: FlashSplit,
-}
-
-impl Split {
-    /// Segments the step writes and reads.
-    fn live(&self) -> u64 {
-        u64::from(self.at.count.min(self.max_segments.max(1)))
-    }
-}
-
-fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
-    let u = |name: &str| match node_arg(n, d, name) {
-        Some(NodeArg::U32(v)) => Some(v),
-        _ => None,
-    };
-    let max_segments = u("max_segments")?;
-    let len = u32::try_from(depth + 1).ok()?;
-    Some(Split {
-        n_head: u("n_head")?,
-        max_segments,
-        at: flash_segments(len, max_segments),
-    })
-}
-
-/// Blocks of node `n` (a `blocks`-block launch with split `s`) that have work: a flash
-/// launch's blocks without a segment and heads ([`flash_block`]) exit at once, so the time terms
-/// spread the launch's bytes and instructions over the blocks that run them. A merge's blocks
-/// all work (its grid covers heads × dims, not segments).
-fn busy_blocks(n: &Node, s: Split, blocks: u64) -> u64 {
-    if !reads_cache(&n.kernel) {
-        return blocks;
-    }
-    let b = u32::try_from(blocks).unwrap_or(u32::MAX);
-    (0..b)
-        .filter(|&b| flash_block(b, s.n_head, s.max_segments, s.at).is_some())
-        .count()
-        .max(1) as u64
-}
-
-/// Whether `kernel` reads the latent cache (rows `0..=depth`).
-fn reads_cache(kernel: &str) -> bool {
-    use ingot_abi::launch::{
-        FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_PREFILL,
-        FLASH_LATENT_PREFILL_Q8_0, FLASH_LATENT_Q8_0,
-    };
-    [
-        FLASH_LATENT.desc,
-        FLASH_LATENT_MMA.desc,
-        FLASH_LATENT_Q8_0.desc,
-        FLASH_LATENT_MMA_Q8_0.desc,
-        FLASH_LATENT_PREFILL.desc,
-        FLASH_LATENT_PREFILL_Q8_0.desc,
-    ]
-    .iter()
-    .any(|d| d.name == kernel)
 }
 
 /// The router's path through a ticketed launch ([`PrefixLoad`]): the router reads its weights
