@@ -15,7 +15,7 @@ use super::tickets::node_arg;
 /// The split-K attention state of a decode flash launch or of a merge that reads its output
 /// (the launches with a `max_segments` parameter) at cache position `depth`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Split {
+pub struct Split {
     n_head: u32,
     pub max_segments: u32,
     at: FlashSplit,
@@ -29,7 +29,7 @@ impl Split {
 }
 
 /// The split of node `n` (kernel `d`) at `depth`; `None` for a launch without `max_segments`.
-pub(crate) fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
+pub fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
     let u = |name: &str| match node_arg(n, d, name) {
         Some(NodeArg::U32(v)) => Some(v),
         _ => None,
@@ -46,7 +46,7 @@ pub(crate) fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> 
 /// The indices of the blocks of node `n` (kernel `d`, a `blocks`-block launch) that have work
 /// at `depth`, ascending, for a decode flash launch; `None` for every other launch (a merge's
 /// blocks all work: its grid covers heads × dims, not segments). At least one block.
-pub(crate) fn working_blocks(
+pub fn working_blocks(
     n: &Node,
     d: &KernelDesc,
     depth: usize,
@@ -65,7 +65,7 @@ pub(crate) fn working_blocks(
 }
 
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).
-pub(crate) fn reads_cache(kernel: &str) -> bool {
+pub fn reads_cache(kernel: &str) -> bool {
     use ingot_abi::launch::{
         FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_PREFILL,
         FLASH_LATENT_PREFILL_Q8_0, FLASH_LATENT_Q8_0,

@@ -14,7 +14,7 @@
 pub mod card;
 pub mod chain;
 pub mod counts;
-mod flash;
+pub mod flash;
 pub mod measured;
 pub mod measurement;
 pub mod model;
