@@ -29,7 +29,7 @@
 //! row and the merge writes NaN to `o_lat`, so an overflowing context is visible, never silent.
 
 #[cfg(doc)]
-use super::flash_split::{flash_block, flash_segments};
+use super::{flash_block, flash_segments};
 use super::{signature, Kernel, KernelDesc, WARP_SIZE};
 use crate::blocks::QK8_0;
 

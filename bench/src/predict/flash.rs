@@ -46,12 +46,7 @@ pub fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
 /// The indices of the blocks of node `n` (kernel `d`, a `blocks`-block launch) that have work
 /// at `depth`, ascending, for a decode flash launch; `None` for every other launch (a merge's
 /// blocks all work: its grid covers heads × dims, not segments). At least one block.
-pub fn working_blocks(
-    n: &Node,
-    d: &KernelDesc,
-    depth: usize,
-    blocks: u64,
-) -> Option<Vec<u64>> {
+pub fn working_blocks(n: &Node, d: &KernelDesc, depth: usize, blocks: u64) -> Option<Vec<u64>> {
     if !reads_cache(&n.kernel) {
         return None;
     }
