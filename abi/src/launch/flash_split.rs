@@ -18,7 +18,7 @@ pub struct FlashSplit {
 ///
 /// Segments are whole tiles and hold at least [`FLASH_MIN_SEGMENT_TILES`] tiles unless the
 /// context is shorter; beyond `max_segments · FLASH_MIN_SEGMENT_TILES` tiles they grow instead of
-/// multiplying. So a short context runs in one block (one merge input), and a long one spreads
+/// multiplying. So a short context is one segment (one merge input), and a long one spreads
 /// its rows evenly over up to `max_segments` blocks, which the host sizes to fill the GPU: the
 /// cache bytes of a step are then streamed by every SM at once, which is what keeps a deep
 /// context's attention cost proportional to its bytes (docs/decode-math.md#split-k-attention).
@@ -56,7 +56,7 @@ pub struct FlashBlock {
 /// (16 heads × 2.3 KB) and partial output (16 × 1 KB) then move through one SM. Split, each
 /// block stages, attends and stores only its heads; every head's arithmetic is the same (rows of
 /// the score and value products are independent), so the output does not depend on the split.
-/// A long context (`count ≥ max_segments / 2`) keeps 16 heads a block: each block streams its
+/// A long context (`2·count > max_segments`) keeps 16 heads a block: each block streams its
 /// segment's rows once for all of them.
 pub const fn flash_block_heads(count: u32, max_segments: u32) -> u32 {
     FLASH_GROUP_HEADS >> flash_head_shift(count, max_segments)
