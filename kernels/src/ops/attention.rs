@@ -18,9 +18,8 @@ use ingot_abi::blocks::QK8_1;
 pub use ingot_abi::launch::CacheType;
 use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
-    ATTN_MERGE_Q8_1, FLASH_GROUP_HEADS, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0,
-    FLASH_LATENT_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES,
-    FLASH_TILE, TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
+    FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{
     flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
@@ -152,17 +151,6 @@ pub fn part_o_bytes(s: &AttnShape, max_segments: usize) -> Option<usize> {
 /// Bytes of `part_ml` for `max_segments` segments.
 pub fn part_ml_bytes(s: &AttnShape, max_segments: usize) -> Option<usize> {
     bytes(max_segments, s.n_head, 8)
-}
-
-/// A `max_segments` for graphs that serve contexts up to `ctx` rows on a GPU with `sm_count`
-/// SMs: one block per SM once the context is long enough to give each SM a full segment
-/// (`FLASH_MIN_SEGMENT_TILES` tiles), fewer for short caches, but at least
-/// `FLASH_GROUP_HEADS` where the SMs allow, so a short context's heads can spread over blocks
-/// (`ingot_abi::launch::flash_block`).
-pub fn recommended_max_segments(ctx: usize, sm_count: usize) -> usize {
-    let per = (FLASH_MIN_SEGMENT_TILES * FLASH_TILE) as usize;
-    let segments = ctx.div_ceil(per).max(FLASH_GROUP_HEADS as usize);
-    segments.clamp(1, sm_count.clamp(1, MAX_SEGMENTS))
 }
 
 /// How a step at position `pos` is split (the same function the kernels evaluate).
