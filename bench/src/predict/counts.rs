@@ -23,7 +23,7 @@ use super::PredictError;
 /// One node's counters and how they were obtained.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeCounts {
-    /// Counters of the whole launch (scaled from the sample when `blocks_run < blocks`).
+    /// Counters of the whole launch (scaled from the sample when `blocks_run < blocks_working`).
     pub stats: LaunchStats,
     pub blocks: u64,
     /// Blocks with work: `blocks` but for a decode flash launch, whose blocks without a segment
@@ -113,8 +113,14 @@ pub fn count_nodes(
         let cfg = sim_config(n, d);
         let args = sim_args(n, &ptrs);
         let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
+        // The blocks the counters stand for: the grid, or a decode flash launch's working
+        // blocks (the others exit at once), sampled as a grid of their own.
         let work = working_blocks(n, d, depth, blocks);
-        let sample = sample_blocks(blocks, max_blocks);
+        let runs = work.as_ref().map_or(blocks, |w| w.len() as u64);
+        let sample: Vec<u64> = sample_blocks(runs, max_blocks)
+            .into_iter()
+            .map(|i| work.as_ref().map_or(i, |w| w[i as usize]))
+            .collect();
         let launch = |sim: &mut Sim, which: &[u64]| {
             sim.launch_blocks(module, &n.kernel, cfg, &args, which)
                 .map_err(|source| PredictError::Sim {
@@ -163,23 +169,7 @@ pub fn count_nodes(
             let mut all = c.first;
             all += c.waiting;
             all
-        } else if let Some(work) = work.as_ref().filter(|_| count.is_none()) {
-            // The working blocks alone, sampled and scaled as a grid of their own.
-            let n_work = work.len() as u64;
-            let which: Vec<u64> = sample_blocks(n_work, max_blocks)
-                .into_iter()
-                .map(|i| work[i as usize])
-                .collect();
-            blocks_run = which.len() as u64;
-            if blocks_run == n_work {
-                launch(&mut sim, &which)?
-            } else {
-                let (last, others) = which.split_last().expect("at least one working block");
-                let o = launch(&mut sim, others)?;
-                let l = launch(&mut sim, std::slice::from_ref(last))?;
-                scale(&o, others.len() as u64, &l, n_work)
-            }
-        } else if sample.len() as u64 == blocks && (count.is_none() || blocks == 1) {
+        } else if sample.len() as u64 == runs && (count.is_none() || runs == 1) {
             launch(&mut sim, &sample)?
         } else {
             let (last, others) = sample.split_last().expect("a sample holds the last block");
@@ -190,7 +180,7 @@ pub fn count_nodes(
             if let Some(i) = count {
                 if let NodeArg::Buf(r) = &n.args[i] {
                     let warps = u64::from(d.threads().div_ceil(32));
-                    let done = u32::try_from((blocks - 1) * warps).unwrap_or(u32::MAX);
+                    let done = u32::try_from((runs - 1) * warps).unwrap_or(u32::MAX);
                     sim.write(ptrs[r.buf.0 as usize].offset(r.offset), &done.to_le_bytes())?;
                 }
             }
@@ -199,7 +189,7 @@ pub fn count_nodes(
                 let mean = o.warp_instructions / others.len() as u64;
                 tail_warp_instructions = l.warp_instructions.saturating_sub(mean);
             }
-            scale(&o, others.len() as u64, &l, blocks)
+            scale(&o, others.len() as u64, &l, runs)
         };
         let read_args = n
             .args
@@ -223,7 +213,7 @@ pub fn count_nodes(
         out.push(NodeCounts {
             stats,
             blocks,
-            blocks_working: work.map_or(blocks, |w| w.len() as u64),
+            blocks_working: runs,
             blocks_run,
             tail_warp_instructions,
             read_args,
