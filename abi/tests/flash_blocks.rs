@@ -1,5 +1,6 @@
 //! `flash_block`: the blocks of a flash launch cover every (segment, head) of the split at a
-//! position exactly once, within their group, and a block's heads stay within 16.
+//! position exactly once, within their group, and a block's heads stay within 16. And the
+//! spans it hands ahead (`flash_handoff_bytes`).
 
 use ingot_abi::launch::{
     flash_block, flash_block_heads, flash_items, flash_segments, FLASH_GROUP_HEADS,
@@ -48,4 +49,30 @@ fn spare_blocks_share_heads() {
     assert_eq!(flash_block_heads(1, 1), 16);
     // Zero blocks counts as one.
     assert_eq!(flash_block_heads(1, 0), 16);
+}
+
+/// The spans a flash launch hands ahead take each buffer's first bytes, the first buffer first,
+/// never more than `FLASH_HANDOFF_MAX_BYTES` together, and all of both when they fit.
+#[test]
+fn handoff_spans_fill_the_cap_in_order() {
+    use ingot_abi::launch::{flash_handoff_bytes, FLASH_HANDOFF_MAX_BYTES};
+    let max = u64::from(FLASH_HANDOFF_MAX_BYTES);
+    for (a, b) in [
+        (0, 0),
+        (1, 2),
+        (1000, max),
+        (max - 1, 5),
+        (max, 7),
+        (max + 9, max),
+        (u64::MAX, 3),
+    ] {
+        let [x, y] = flash_handoff_bytes(a, b);
+        let (x, y) = (u64::from(x), u64::from(y));
+        assert_eq!(x, a.min(max), "({a}, {b})");
+        assert_eq!(y, b.min(max - x), "({a}, {b})");
+        assert!(x + y <= max);
+        if a.saturating_add(b) <= max {
+            assert_eq!((x, y), (a, b));
+        }
+    }
 }

@@ -470,12 +470,17 @@ fn attention_temperature_is_a_per_position_table() {
             .iter()
             .filter(|n| n.kernel.starts_with("flash_latent"))
             .map(|n| {
+                // The flash kernels' parameters by name (`FlashLatentArgs`).
+                let at = |name: &str| {
+                    let params = ingot_abi::launch::FLASH_LATENT_MMA.desc.params;
+                    n.args[params.iter().position(|p| p.name == name).unwrap()]
+                };
                 (
-                    n.args.get(n.args.len() - 2).and_then(|a| match a {
+                    match at("temp") {
                         NodeArg::Buf(r) => Some(r.buf.0 as usize),
                         _ => None,
-                    }),
-                    *n.args.last().unwrap(),
+                    },
+                    at("temperature"),
                 )
             })
             .collect()

@@ -381,6 +381,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         part_o: &part_o,
         part_ml: &part_ml,
         temperature: temp_buf.as_ref(),
+        ahead: [None, None],
     };
     let t = std::time::Instant::now();
     flash_latent(b, s, &fb, c.max_segments, kq_scale).expect("flash_latent");
@@ -592,6 +593,7 @@ fn bad_shapes_are_typed_errors() {
         part_o: &big,
         part_ml: &big,
         temperature: None,
+        ahead: [None, None],
     };
     for bad in [
         AttnShape {
@@ -710,6 +712,7 @@ fn overflow_case<B: Accelerator>(b: &mut B) {
         part_o: &part_o,
         part_ml: &part_ml,
         temperature: None,
+        ahead: [None, None],
     };
     flash_latent(b, &s, &fb, 2, 0.1).expect("flash_latent");
     let mb = MergeBufs {

@@ -139,7 +139,19 @@ fn run_scaled<B: Accelerator>(
     bufs: (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
     max_segments: usize,
     mma: bool,
+    scale: (f32, Option<&B::Buf>),
+) -> Vec<f32> {
+    run_ahead(b, s, bufs, (max_segments, mma), scale, [None, None])
+}
+
+/// [`run_scaled`] with weights handed ahead (`FlashBufs::ahead`).
+fn run_ahead<B: Accelerator>(
+    b: &mut B,
+    s: &AttnShape,
+    bufs: (&B::Buf, &B::Buf, &B::Buf, &B::Buf),
+    (max_segments, mma): (usize, bool),
     (kq, temperature): (f32, Option<&B::Buf>),
+    ahead: [Option<&B::Buf>; 2],
 ) -> Vec<f32> {
     let (q_abs, q_pe, cache, state) = bufs;
     let part_o = poisoned(b, part_o_bytes(s, max_segments).unwrap());
@@ -153,6 +165,7 @@ fn run_scaled<B: Accelerator>(
         part_o: &part_o,
         part_ml: &part_ml,
         temperature,
+        ahead,
     };
     if mma {
         flash_latent_mma(b, s, &fb, max_segments, kq).expect("flash_latent_mma");
@@ -444,6 +457,126 @@ fn head_split_changes_no_bit() {
     on_every_backend!(head_split_cases);
 }
 
+/// Weights handed ahead change no bit: both kernels, both cache types, one segment and several,
+/// two spans of random bytes (one shorter than a grid's reach, one longer) against none.
+fn handoff_cases<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("flash handoff");
+    let a: Vec<u8> = (0..100_000).map(|_| rng.random()).collect();
+    let w: Vec<u8> = (0..4 << 20).map(|_| rng.random()).collect();
+    let (wa, wb) = (upload(b, &a), upload(b, &w));
+    for (depth, cache, segs) in [
+        (0, CacheType::F16, 4),
+        (150, CacheType::F16, 3),
+        (90, CacheType::Q8_0, 8),
+    ] {
+        let s = AttnShape {
+            n_head: 16,
+            d_nope: 128,
+            kv_lora: 512,
+            n_rope: 64,
+            ctx: depth + 3,
+            cache,
+        };
+        let mut cache_bytes = vec![0xFFu8; s.cache_bytes().unwrap()];
+        fill_random_rows(&mut rng, &s, depth + 1, &mut cache_bytes);
+        let bufs = (
+            upload(b, &f32_bytes(&rand_vec(&mut rng, 16 * s.kv_lora, 4.0))),
+            upload(b, &f32_bytes(&rand_vec(&mut rng, 16 * s.n_rope, 4.0))),
+            upload(b, &cache_bytes),
+            upload(b, &step_state(depth as u32)),
+        );
+        let refs = (&bufs.0, &bufs.1, &bufs.2, &bufs.3);
+        for mma in [true, false] {
+            let scale = (kq_scale(&s), None);
+            let plain = run_ahead(b, &s, refs, (segs, mma), scale, [None, None]);
+            let ahead = run_ahead(b, &s, refs, (segs, mma), scale, [Some(&wa), Some(&wb)]);
+            assert!(
+                plain
+                    .iter()
+                    .zip(&ahead)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "depth {depth} {cache:?} mma {mma}: weights handed ahead changed the output"
+            );
+        }
+    }
+}
+
+#[test]
+fn weights_handed_ahead_change_no_bit() {
+    on_every_backend!(handoff_cases);
+}
+
+/// The weights handed ahead are asked for line by line, each line of a span once over the grid
+/// (`FLASH_HANDOFF_LINES_PER_THREAD` lines per thread and span at most: a longer span is cut),
+/// and a span that runs past its buffer faults in the simulator: the plan-level sim runs check
+/// every prefetch address against the launch's buffers.
+#[cfg(feature = "sim")]
+#[test]
+fn weights_handed_ahead_are_prefetched_once_each() {
+    use ingot_abi::launch::{
+        flash_items, FLASH_HANDOFF_LINES_PER_THREAD, FLASH_LATENT_MMA, FLASH_MMA_THREADS,
+    };
+    use ptx_sim::{Arg, LaunchConfig, Sim, SimError};
+
+    let module = ingot_kernels::backend::sim::module().expect("the committed PTX parses");
+    let segs = 4;
+    let grid = flash_items(16, segs);
+    let reach = (grid * FLASH_MMA_THREADS * FLASH_HANDOFF_LINES_PER_THREAD * 128) as usize;
+    let (n_a, n_b) = (100_000usize, reach + 4096);
+    let launch = |b_bytes: usize, b_alloc: usize| {
+        let mut sim = Sim::new();
+        let q_abs = sim.alloc(16 * 512 * 4).unwrap();
+        let q_pe = sim.alloc(16 * 64 * 4).unwrap();
+        let cache = sim.alloc(8 * 576 * 2).unwrap();
+        let state = sim.alloc(16).unwrap();
+        sim.write(state, &step_state(2)).unwrap();
+        let part_o = sim.alloc(segs as usize * 16 * 512 * 2).unwrap();
+        let part_ml = sim.alloc(segs as usize * 16 * 8).unwrap();
+        let wa = sim.alloc(n_a).unwrap();
+        let wb = sim.alloc(b_alloc).unwrap();
+        let args = [
+            Arg::Ptr(q_abs),
+            Arg::Ptr(q_pe),
+            Arg::Ptr(cache),
+            Arg::Ptr(state),
+            Arg::Ptr(part_o),
+            Arg::Ptr(part_ml),
+            Arg::U32(16),
+            Arg::U32(512),
+            Arg::U32(64),
+            Arg::U32(8),
+            Arg::U32(segs),
+            Arg::F32(0.1),
+            Arg::Ptr(q_abs),
+            Arg::U32(0),
+            Arg::Ptr(wa),
+            Arg::U32(n_a as u32),
+            Arg::Ptr(wb),
+            Arg::U32(b_bytes as u32),
+        ];
+        let cfg = LaunchConfig {
+            grid: [grid, 1, 1],
+            block: FLASH_LATENT_MMA.desc.block,
+            shared_bytes: FLASH_LATENT_MMA.desc.shared_bytes,
+        };
+        sim.launch(module, FLASH_LATENT_MMA.desc.name, cfg, &args)
+    };
+    let stats = launch(n_b, n_b).expect("runs");
+    assert_eq!(
+        stats.prefetch_lanes as usize,
+        n_a.div_ceil(128) + reach / 128
+    );
+    let stats = launch(1000, n_b).expect("runs");
+    assert_eq!(
+        stats.prefetch_lanes as usize,
+        n_a.div_ceil(128) + 1000usize.div_ceil(128)
+    );
+    match launch(n_b, 1000) {
+        Err(SimError::Fault(f)) => assert!(f.detail.contains("prefetch"), "{}", f.detail),
+        other => panic!("a span past its buffer must fault, got {other:?}"),
+    }
+}
+
 #[test]
 fn flash_latent_mma_matches_references_and_scalar_kernel() {
     on_every_backend!(mma_cases);
@@ -471,6 +604,7 @@ fn mma_bad_shapes_are_typed_errors() {
         part_o: &big,
         part_ml: &big,
         temperature: None,
+        ahead: [None, None],
     };
     for bad in [
         AttnShape { n_head: 0, ..good },

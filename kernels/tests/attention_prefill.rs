@@ -141,6 +141,7 @@ fn run_decode<B: Accelerator>(b: &mut B, s: &AttnShape, inp: &Inputs, pos: usize
         part_o: &part_o,
         part_ml: &part_ml,
         temperature: None,
+        ahead: [None, None],
     };
     flash_latent_mma(b, s, &fb, 1, kq_scale(s)).expect("flash_latent_mma");
     let mb = MergeBufs {

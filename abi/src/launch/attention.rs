@@ -256,7 +256,8 @@ pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
 }
 
 /// `flash_latent(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale, temp, temperature)`: block `b` attends the query of its heads to the
+/// max_segments, kq_scale, temp, temperature, next_a, next_a_bytes, next_b, next_b_bytes)`:
+/// block `b` attends the query of its heads to the
 /// cache rows of its segment of `0..=pos` (see [`flash_segments`], [`flash_block`]) and writes
 /// those heads' rows of that segment's `part_o` and `part_ml`; blocks without work exit at once.
 /// Heads run in groups of 16, `max_segments` blocks per group (see [`flash_items`]), a segment's
@@ -271,6 +272,13 @@ pub const fn flash_items(n_head: u32, max_segments: u32) -> u32 {
 /// [`TEMPERATURE_NONE`] it is `kq_scale` and `temp` is never read. A table, not a formula: the
 /// position advances on the device inside a captured graph, and the host's factors are the
 /// reference's to the bit.
+///
+/// Weights handed ahead: before anything else the launch's threads, all of its blocks together,
+/// prefetch into L2 the first `next_a_bytes` of `next_a` and the first `next_b_bytes` of
+/// `next_b` (the next launches' weights, [`FLASH_HANDOFF_MAX_BYTES`] at most together; 0
+/// bytes prefetch nothing), and the cache rows are read with the L2 evict-first priority, so
+/// they do not push those lines out. Prefetching is a hint: nothing it touches is read or
+/// written, and the output does not depend on it.
 pub const FLASH_LATENT: Kernel<FlashLatentArgs> =
     Kernel::new("flash_latent", [FLASH_THREADS, 1, 1], 1, flash_smem::BYTES);
 
@@ -291,8 +299,37 @@ signature! {
         kq_scale: f32,
         temp: ptr,
         temperature: u32,
+        next_a: ptr,
+        next_a_bytes: u32,
+        next_b: ptr,
+        next_b_bytes: u32,
     }
 }
+
+/// Most weight bytes a flash launch prefetches for the launches after it ([`FLASH_LATENT`]'s
+/// `next_a_bytes + next_b_bytes`): half the L2 of the smallest card ingot targets (RTX 3090 and
+/// A6000: 6 MiB), so the lines stay beside what else the step keeps there, and about what such
+/// a card's DRAM moves while a short context's flash runs and the next node starts (~3.4 us at
+/// ~840 GB/s; docs/prediction-model.md). Prefetched as at most
+/// [`FLASH_HANDOFF_LINES_PER_THREAD`] lines per thread and span, which covers it in full from
+/// 48 blocks of [`FLASH_THREADS`] on (`3 MiB / (2 · 256 · 128 B)`).
+pub const FLASH_HANDOFF_MAX_BYTES: u32 = 3 << 20;
+
+/// The bytes a flash launch prefetches of two buffers of `a` and `b` bytes handed ahead
+/// (`next_a_bytes`, `next_b_bytes`): each buffer's first bytes, the first buffer first, at most
+/// [`FLASH_HANDOFF_MAX_BYTES`] together. The planner and the launcher both size the spans here.
+pub const fn flash_handoff_bytes(a: u64, b: u64) -> [u32; 2] {
+    let max = FLASH_HANDOFF_MAX_BYTES as u64;
+    let a = if a < max { a } else { max };
+    let left = max - a;
+    let b = if b < left { b } else { left };
+    [a as u32, b as u32]
+}
+
+/// Lines of 128 bytes each thread of a flash launch prefetches per span of
+/// [`FLASH_HANDOFF_MAX_BYTES`]: a constant, so the prefetch unrolls into predicated instructions
+/// and no loop.
+pub const FLASH_HANDOFF_LINES_PER_THREAD: u32 = 2;
 
 /// [`FLASH_LATENT`] over a [`CacheType::Q8_0`] cache: same parameters, limits, grid and
 /// output. Each tile's q8_0 blocks are widened into the same shared f16 tile (`f16(q·d)`, one
@@ -531,8 +568,9 @@ pub mod flash_mma_smem {
 }
 
 /// `flash_latent_mma(q_abs, q_pe, cache, state, part_o, part_ml, n_head, kv_lora, n_rope, ctx,
-/// max_segments, kq_scale, temp, temperature)`: [`FLASH_LATENT`] on tensor cores, with the same
-/// parameters, the same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
+/// max_segments, kq_scale, temp, temperature, next_a, next_a_bytes, next_b, next_b_bytes)`:
+/// [`FLASH_LATENT`] on tensor cores, with the same parameters (the weights handed ahead
+/// included), the same segments ([`flash_segments`]) and the same `part_o` / `part_ml` output, so
 /// [`ATTN_MERGE`] combines it unchanged. The 16 heads are the M side of
 /// `mma.sync.m16n8k16.f32.f16.f16.f32`: scores `S = Q·Kᵀ` and the output `O += P·V` accumulate in
 /// f32, while the scaled query `kq_scale·log2(e)·q` and the probabilities `P` enter the tensor

@@ -26,8 +26,8 @@ pub(crate) mod projections;
 mod sig;
 
 pub use attention::{
-    flash_head_groups, flash_items, flash_smem, merge_items, ATTN_MAX_ROPE, ATTN_MERGE,
-    ATTN_MERGE_Q8_1, FLASH_GROUP_HEADS, FLASH_LATENT, FLASH_MAX_HEADS, FLASH_MAX_LORA,
+    flash_handoff_bytes, flash_head_groups, flash_items, flash_smem, merge_items, ATTN_MAX_ROPE,
+    ATTN_MERGE, ATTN_MERGE_Q8_1, FLASH_GROUP_HEADS, FLASH_LATENT, FLASH_MAX_HEADS, FLASH_MAX_LORA,
     FLASH_MAX_ROW, FLASH_MIN_SEGMENT_TILES, FLASH_THREADS, FLASH_TILE, MERGE_DIMS, MERGE_THREADS,
     MERGE_WARPS, ROPE_KV, ROPE_KV_Q8_1, ROPE_KV_Q8_1_ROWS, ROPE_KV_THREADS, TEMPERATURE_NONE,
     TEMPERATURE_TABLE,
@@ -47,7 +47,10 @@ pub use attention::{
     AttnMergeArgs, AttnMergeQ8_1Args, FlashLatentArgs, FlashPrefillArgs, MergeVbArgs, RopeKvArgs,
     RopeKvQ8_1Args, RopeKvRowsArgs,
 };
-pub use attention::{CacheType, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0};
+pub use attention::{
+    CacheType, FLASH_HANDOFF_LINES_PER_THREAD, FLASH_HANDOFF_MAX_BYTES, FLASH_LATENT_MMA_Q8_0,
+    FLASH_LATENT_Q8_0,
+};
 pub use attn_out::{
     merge_v_b_o_items, merge_v_b_o_out_blocks, MergeVbOArgs, CHAIN_CTL_DONE, CHAIN_CTL_PASSED,
     CHAIN_CTL_TICKET, CHAIN_CTL_WORDS,

@@ -132,6 +132,7 @@ fn flash_bufs(b: &[Buf]) -> FlashBufs<'_, Buf> {
         part_o: &b[4],
         part_ml: &b[5],
         temperature: None,
+        ahead: [None, None],
     }
 }
 

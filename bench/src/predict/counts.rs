@@ -44,6 +44,10 @@ pub struct NodeCounts {
     /// A chained launch ([`super::chain`]): its counters by part (`stats` is their sum,
     /// `tail_warp_instructions` its one tail: the first part's rope or the second's norm).
     pub chain: Option<ChainCounts>,
+    /// Prefetch lanes of the blocks without work of a decode flash launch (every one of them
+    /// runs: a few instructions each), which `stats` leaves out: they hand the next launches'
+    /// weights ahead like the working blocks ([`super::flash`]). 0 for every other launch.
+    pub idle_prefetch_lanes: u64,
 }
 
 /// What a prefill chunk's count needs beyond the decode step's: the chunk's token-count word
@@ -191,6 +195,18 @@ pub fn count_nodes(
             }
             scale(&o, others.len() as u64, &l, runs)
         };
+        // The blocks without work run for their prefetches alone (they read nothing).
+        let idle: Vec<u64> = match &work {
+            Some(w) => (0..blocks)
+                .filter(|b| w.binary_search(b).is_err())
+                .collect(),
+            None => Vec::new(),
+        };
+        let idle_prefetch_lanes = if idle.is_empty() {
+            0
+        } else {
+            launch(&mut sim, &idle)?.prefetch_lanes
+        };
         let read_args = n
             .args
             .iter()
@@ -219,6 +235,7 @@ pub fn count_nodes(
             read_args,
             tickets,
             chain,
+            idle_prefetch_lanes,
         });
     }
     Ok(out)

@@ -8,7 +8,7 @@
 //! launch.
 
 use ingot_abi::launch::{flash_block, flash_segments, FlashSplit, KernelDesc};
-use ingot_graph::{Node, NodeArg};
+use ingot_graph::{BufferKind, Node, NodeArg, Plan};
 
 use super::tickets::node_arg;
 
@@ -57,6 +57,56 @@ pub fn working_blocks(n: &Node, d: &KernelDesc, depth: usize, blocks: u64) -> Op
         .map(u64::from)
         .collect();
     (!work.is_empty()).then_some(work)
+}
+
+/// The most bytes node `n` (kernel `d`) hands ahead to the launch after it (its `next_a_bytes
+/// + next_b_bytes`: a decode flash launch, `ingot_abi::launch::FLASH_LATENT`); `None` for a
+/// launch without weights handed ahead.
+pub fn handoff_max(n: &Node, d: &KernelDesc) -> Option<u64> {
+    let u = |name: &str| match node_arg(n, d, name) {
+        Some(NodeArg::U32(v)) => Some(u64::from(v)),
+        _ => None,
+    };
+    Some(u("next_a_bytes")? + u("next_b_bytes")?)
+}
+
+/// The node of `plan` that node `i` (kernel `d`) hands its weights to: the first after it whose
+/// arguments name the buffer of its `next_a`; `None` for a launch without weights handed ahead,
+/// or with none (0 bytes) to hand.
+pub fn handoff_target(plan: &Plan, i: usize, d: &KernelDesc) -> Option<usize> {
+    let n = &plan.nodes[i];
+    if handoff_max(n, d)? == 0 {
+        return None;
+    }
+    let Some(NodeArg::Buf(a)) = node_arg(n, d, "next_a") else {
+        return None;
+    };
+    (i + 1..plan.nodes.len()).find(|&j| {
+        plan.nodes[j]
+            .args
+            .iter()
+            .any(|x| matches!(x, NodeArg::Buf(r) if r.buf == a.buf))
+    })
+}
+
+/// The latent-cache bytes node `i` of `plan` reads evict-first over a context of `len` rows: a
+/// decode flash launch's (its tile loads are `.cs`); 0 for every other node.
+pub fn streamed_cache_bytes(plan: &Plan, i: usize, len: usize) -> u64 {
+    let n = &plan.nodes[i];
+    if !reads_cache(&n.kernel) || n.kernel.contains("prefill") {
+        return 0;
+    }
+    n.args
+        .iter()
+        .filter_map(|a| match a {
+            NodeArg::Buf(r) => match plan.buffers[r.buf.0 as usize].kind {
+                BufferKind::KvCache { .. } => Some(&plan.buffers[r.buf.0 as usize]),
+                _ => None,
+            },
+            _ => None,
+        })
+        .map(|b| b.bytes / plan.ctx.max(1) as u64 * len.min(plan.ctx) as u64)
+        .sum()
 }
 
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).

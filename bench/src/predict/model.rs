@@ -144,6 +144,14 @@ pub struct NodeLoad {
     /// rows known from the block's index, never a routed expert's (its id is the router's
     /// output).
     pub prefetch_bytes: u64,
+    /// Weight bytes the node's blocks prefetch into L2 for the node after it (the simulator's
+    /// prefetched lines of a launch with weights handed ahead, [`super::handoff`]); 0 for every
+    /// other node.
+    pub handoff_bytes: u64,
+    /// Of `dram_bytes`, what the node reads with the evict-first priority (a decode flash
+    /// launch's cache rows): lines L2 gives up first, so they do not push out the lines handed
+    /// ahead.
+    pub streamed_bytes: u64,
     /// A launch in two dependent parts (`moe_gate_up_router_*`: the router, then the routed
     /// blocks; `attn_merge_v_b_o_*`: the merge, then `attn_output`): what must run before the
     /// waiting blocks can start and what they do then. `None` for every other node.
@@ -303,6 +311,8 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
                 tail_warp_instructions: x.tail_warp_instructions,
                 host_bytes,
                 prefetch_bytes: 0,
+                handoff_bytes: 0,
+                streamed_bytes: 0,
                 prefix: None,
                 ..*load
             };
@@ -417,6 +427,8 @@ mod tests {
             tail_warp_instructions: 0,
             host_bytes: 0,
             prefetch_bytes: 0,
+            handoff_bytes: 0,
+            streamed_bytes: 0,
             prefix: None,
         }
     }

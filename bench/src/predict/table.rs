@@ -14,7 +14,10 @@ use serde::Serialize;
 use super::card::Card;
 use super::chain::ChainCounts;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
-use super::flash::{reads_cache, split_of, Split};
+use super::flash::{
+    handoff_max, handoff_target, reads_cache, split_of, streamed_cache_bytes, Split,
+};
+use super::handoff::handed_ahead;
 use super::measurement::Measurement;
 use super::model::{
     node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PathPart, PrefixLoad,
@@ -204,6 +207,8 @@ pub(crate) fn table_of(
         let split = split_of(n, d, opts.depth);
         let (unique, reread, routed) =
             read_split(plan, config, (i, d, split), (opts.depth, tokens), c);
+        let handoff = handoff_max(n, d);
+        let cache = streamed_cache_bytes(plan, i, opts.depth + tokens);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;
         let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
@@ -221,7 +226,16 @@ pub(crate) fn table_of(
             reread_bytes: reread,
             tail_warp_instructions: c.tail_warp_instructions,
             host_bytes,
-            prefetch_bytes: (c.stats.prefetch_lanes * PREFETCH_LINE_BYTES).min(unique),
+            // A launch that hands weights ahead prefetches none of its own.
+            prefetch_bytes: if handoff.is_some() {
+                0
+            } else {
+                (c.stats.prefetch_lanes * PREFETCH_LINE_BYTES).min(unique)
+            },
+            handoff_bytes: handoff.map_or(0, |max| {
+                ((c.stats.prefetch_lanes + c.idle_prefetch_lanes) * PREFETCH_LINE_BYTES).min(max)
+            }),
+            streamed_bytes: if handoff.is_some() { cache } else { 0 },
             prefix: c
                 .tickets
                 .map(|t| prefix_load(plan, (config, tokens), n, d, &t, (routed, reread)))
@@ -264,13 +278,37 @@ pub(crate) fn table_of(
         k_all.weight_prefetch_overlap.value = 1.0;
         let alone: Vec<Option<(NodeLoad, NodeTime)>> =
             rows.iter().map(|r| r.load.zip(r.time)).collect();
+        // The node each launch hands weights ahead to, and from where.
+        let mut source = vec![None; alone.len()];
+        for (i, d) in descs.iter().enumerate() {
+            if let Some(j) = handoff_target(plan, i, d) {
+                source[j] = Some(i);
+            }
+        }
         for (i, a) in alone.iter().enumerate() {
             let Some((load, t)) = *a else { continue };
             without_s += t.total_s;
             all_on_time_s += t.total_s;
             if let Some((prev_load, prev)) = i.checked_sub(1).and_then(|p| alone[p]) {
-                let with = prefetch_before_wait(card, k, &load, &t, &prev_load, &prev);
-                let all = prefetch_before_wait(card, &k_all, &load, &t, &prev_load, &prev);
+                // Both fill the predecessor's idle DRAM time: the better one counts, never both.
+                let between: Vec<(NodeLoad, NodeTime)> = source[i]
+                    .map_or(&[][..], |s| &alone[s..i])
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                let both = |k: &Constants| {
+                    let wait = prefetch_before_wait(card, k, &load, &t, &prev_load, &prev);
+                    let chained = counts[i].chain.is_some();
+                    let ahead = handed_ahead(card, k, (&load, &t), &between, (true, chained));
+                    if ahead.total_s < wait.total_s {
+                        ahead
+                    } else {
+                        wait
+                    }
+                };
+                let with = both(k);
+                let all = both(&k_all);
                 all_on_time_s += all.total_s - t.total_s;
                 rows[i].time = Some(with);
             }

@@ -3,9 +3,9 @@
 //! `attn_output` with the residual add.
 
 use ingot_abi::launch::{
-    flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1, FLASH_LATENT_MMA,
-    FLASH_LATENT_MMA_Q8_0, FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, ROPE_KV_Q8_1,
-    TEMPERATURE_NONE, TEMPERATURE_TABLE,
+    flash_handoff_bytes, flash_items, merge_items, CacheType, ATTN_MAX_ROPE, ATTN_MERGE_Q8_1,
+    FLASH_HANDOFF_MAX_BYTES, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_MAX_HEADS,
+    FLASH_MAX_LORA, FLASH_MAX_ROW, ROPE_KV_Q8_1, TEMPERATURE_NONE, TEMPERATURE_TABLE,
 };
 use ingot_abi::launch::{merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_SPLIT};
 use ingot_abi::launch::{merge_v_b_o_items, MergeVbOArgs, CHAIN_CTL_WORDS};
@@ -24,6 +24,45 @@ use super::nodes::{
 use crate::error::PlanError;
 use crate::node::BufRef;
 use crate::recipe::Recipe;
+
+/// The weights the flash launch hands ahead ([`FlashLatentArgs`]'s `next_a`, `next_b`), which
+/// depend on nothing and are read from the start of their launch: the merge's (`attn_v_b`,
+/// `attn_output`) when they alone outweigh [`FLASH_HANDOFF_MAX_BYTES`], so lines handed past
+/// them would not outlive their stream in the smallest L2 (6 MiB, twice the handoff); otherwise
+/// the first rows of layer `il`'s FFN gate and up matrices (the shared expert's in a MoE layer,
+/// the dense FFN's otherwise): a small merge's launch is set by its two dependent parts more than
+/// by its bytes (docs/prediction-model.md), the FFN's streams throughout. `None` for a layer
+/// without them. `v_b`: the layer's `attn_v_b` (a derived buffer in the legacy layout, declared
+/// once).
+fn weights_ahead(
+    b: &mut Builder<'_>,
+    il: usize,
+    v_b: crate::BufId,
+) -> Result<Option<[crate::BufId; 2]>, PlanError> {
+    let name = |s: &str| format!("blk.{il}.{s}");
+    if let Ok(o) = b.tensor(&name("attn_output.weight")) {
+        if b.buffer_bytes(v_b) + o.nbytes > u64::from(FLASH_HANDOFF_MAX_BYTES) {
+            let (w_o, _) = b.weight(&name("attn_output.weight"), "gemv", &k::gemv_type)?;
+            return Ok(Some([v_b, w_o]));
+        }
+    }
+    // The roles the FFN's planner names them by, so a refusal reads the same.
+    for (gate, up, role) in [
+        (
+            "ffn_gate_shexp.weight",
+            "ffn_up_shexp.weight",
+            "shared expert",
+        ),
+        ("ffn_gate.weight", "ffn_up.weight", "dense FFN"),
+    ] {
+        if b.tensor(&name(gate)).is_ok() && b.tensor(&name(up)).is_ok() {
+            let (g, _) = b.weight(&name(gate), role, &k::gemv_type)?;
+            let (u, _) = b.weight(&name(up), role, &k::gemv_type)?;
+            return Ok(Some([g, u]));
+        }
+    }
+    Ok(None)
+}
 
 /// Appends layer `il`'s attention; the residual buffer holds `x + attn(x)` afterwards, and the
 /// norm buffers its `ffn_norm` (the `attn_output` launch's tail).
@@ -127,6 +166,10 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         CacheType::Q8_0 => &FLASH_LATENT_MMA_Q8_0,
     };
     let (temp, temperature) = temperature_args(temperature, q_abs);
+    let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
+    let ahead = weights_ahead(b, il, v_b)?;
+    let ahead_bytes = |i: usize| ahead.map_or(0, |a| b.buffer_bytes(a[i]));
+    let [next_a_bytes, next_b_bytes] = flash_handoff_bytes(ahead_bytes(0), ahead_bytes(1));
     let args = FlashLatentArgs {
         q_abs: buf(q_abs),
         q_pe: buf(q_pe),
@@ -142,6 +185,11 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         kq_scale: c.kq_scale,
         temp,
         temperature,
+        // Nothing handed ahead: 0 bytes of the query.
+        next_a: buf(ahead.map_or(q_abs, |a| a[0])),
+        next_a_bytes,
+        next_b: buf(ahead.map_or(q_abs, |a| a[1])),
+        next_b_bytes,
     };
     b.node(
         k::fixed(flash),
@@ -150,7 +198,6 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         flash_items(c.n_head as u32, segs as u32) as usize,
         args,
     )?;
-    let (v_b, v_b_ty) = absorbed_weight(b, il, Absorbed::V)?;
     let n_o = c.n_head * c.d_v;
     let o_q8 = b.q8_act("act.o_q8", n_o)?;
     let merge_args = [part_o, part_ml, step];

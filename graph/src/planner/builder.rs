@@ -128,6 +128,11 @@ impl<'a> Builder<'a> {
         self.buffers[id.0 as usize].name.clone()
     }
 
+    /// The size of buffer `id`, bytes.
+    pub fn buffer_bytes(&self, id: BufId) -> u64 {
+        self.buffers[id.0 as usize].bytes
+    }
+
     /// The buffer declared under `name`, if any.
     pub fn existing(&self, name: &str) -> Option<BufId> {
         self.by_name.get(name).copied()

@@ -6,11 +6,17 @@
 //! the DRAM stream then overlaps the predecessor instead of starting after it. On `sm_86` the
 //! wait is a comment, and the prefetches run just before the loads of the same lines.
 //!
+//! A launch can also prefetch for the launches after it ([`prefetch_ahead_then_wait`]): the
+//! flash kernels, whose short-context DRAM stream is small, hand the next weights ahead.
+//!
 //! [`prefetch_then_wait`] is the whole protocol: the prefetches, then the wait marker, then the
 //! launch marker (the order the rewrite gives kernels without markers). A kernel that calls it
 //! must make no global access before it: ptx-sim faults on one in the rewritten PTX.
 
-use crate::intrinsics::{grid_dep_launch_marker, grid_dep_wait_marker, prefetch_l2_if};
+use crate::intrinsics::{
+    bid, global, grid_dep_launch_marker, grid_dep_wait_marker, nblocks, prefetch_l2_if, tid,
+};
+use ingot_abi::launch::FLASH_HANDOFF_LINES_PER_THREAD;
 
 /// Bytes between a thread's prefetch addresses: the L2 line (128 bytes on sm_80 to sm_90; the
 /// PTX ISA defines `prefetch` as bringing in the line that holds the address).
@@ -46,4 +52,28 @@ pub(crate) unsafe fn prefetch_then_wait<const K: u32, const N: usize>(
     }
     grid_dep_wait_marker();
     grid_dep_launch_marker();
+}
+
+/// [`prefetch_then_wait`] over the whole grid, for the launches that come after this one: the
+/// first `bytes` of each span `(pointer, bytes)` (a generic pointer to global memory), shared by
+/// every thread of every block (`threads_per_block` each, block-major), at most
+/// `FLASH_HANDOFF_LINES_PER_THREAD` lines per thread and span. A launch whose own DRAM stream
+/// leaves the bandwidth idle (a short context's attention) streams its successors' weights
+/// into L2 this way; on `sm_86`, where nothing launches early, it is the only way a weight
+/// stream can start before its kernel does.
+#[inline(always)]
+pub(crate) unsafe fn prefetch_ahead_then_wait<const N: usize>(
+    spans: [(*const u8, u32); N],
+    threads_per_block: u32,
+) {
+    let t = bid().wrapping_mul(threads_per_block).wrapping_add(tid());
+    let threads = nblocks().wrapping_mul(threads_per_block);
+    let mut lines = [(0u64, 0u64); N];
+    let mut s = 0;
+    while s < N {
+        let a = global(spans[s].0);
+        lines[s] = (a, a + spans[s].1 as u64);
+        s += 1;
+    }
+    prefetch_then_wait::<FLASH_HANDOFF_LINES_PER_THREAD, N>(lines, t, threads);
 }

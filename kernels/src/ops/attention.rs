@@ -17,12 +17,13 @@ use crate::Result;
 use ingot_abi::blocks::QK8_1;
 pub use ingot_abi::launch::CacheType;
 use ingot_abi::launch::{
+    flash_handoff_bytes, flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0,
+    FLASH_PREFILL_MAX_TOKENS,
+};
+use ingot_abi::launch::{
     flash_items, flash_segments, merge_items, FlashSplit, KernelDesc, ATTN_MAX_ROPE, ATTN_MERGE,
     ATTN_MERGE_Q8_1, FLASH_LATENT, FLASH_LATENT_MMA, FLASH_LATENT_MMA_Q8_0, FLASH_LATENT_Q8_0,
     FLASH_MAX_HEADS, FLASH_MAX_LORA, FLASH_MAX_ROW, TEMPERATURE_NONE, TEMPERATURE_TABLE,
-};
-use ingot_abi::launch::{
-    flash_prefill_items, FLASH_LATENT_PREFILL, FLASH_LATENT_PREFILL_Q8_0, FLASH_PREFILL_MAX_TOKENS,
 };
 use ingot_abi::launch::{
     merge_v_b_fits, merge_v_b_items, merge_v_b_pairs, MERGE_V_B_KV_LORA, MERGE_V_B_MIN_ROWS,
@@ -175,6 +176,10 @@ pub struct FlashBufs<'a, T> {
     /// `ctx` f32 attention-temperature factors, one per position (the logit scale at `pos` is
     /// `kq_scale · temperature[pos]`), or `None` for models without a temperature.
     pub temperature: Option<&'a T>,
+    /// Weights the next launches read (`attn_v_b`, `attn_output`), which the launch prefetches
+    /// into L2 (their first bytes, `ingot_abi::launch::flash_handoff_bytes`); a hint that
+    /// changes no output. `[None, None]`: nothing.
+    pub ahead: [Option<&'a T>; 2],
 }
 
 fn check_segments(d: &KernelDesc, max_segments: usize) -> Result<u32> {
@@ -236,6 +241,8 @@ fn launch_flash<B: Accelerator>(
         need(b, d, "temperature", t, s.ctx.checked_mul(4))?;
     }
     let n_head = to_u32(d, "n_head", s.n_head)?;
+    let len = |x: Option<&B::Buf>| x.map_or(0, |x| b.buf_len(x) as u64);
+    let [next_a_bytes, next_b_bytes] = flash_handoff_bytes(len(bufs.ahead[0]), len(bufs.ahead[1]));
     launch(
         b,
         d,
@@ -261,6 +268,11 @@ fn launch_flash<B: Accelerator>(
             } else {
                 TEMPERATURE_NONE
             },
+            // A span of 0 bytes prefetches nothing: the query stands in as its pointer.
+            next_a: bufs.ahead[0].unwrap_or(bufs.q_abs),
+            next_a_bytes,
+            next_b: bufs.ahead[1].unwrap_or(bufs.q_abs),
+            next_b_bytes,
         },
     )
 }

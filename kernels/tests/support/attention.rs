@@ -165,6 +165,11 @@ pub fn flash_on_sim(
         // No temperature: `temp` is never read.
         q_abs,
         Arg::U32(ingot_abi::launch::TEMPERATURE_NONE),
+        // No weights handed ahead: 0 bytes of the query.
+        q_abs,
+        Arg::U32(0),
+        q_abs,
+        Arg::U32(0),
     ];
     let cfg = LaunchConfig {
         grid: desc.grid(max_segments),

@@ -7,8 +7,8 @@
 //! past `width` are 0.
 
 use crate::intrinsics::{
-    f32_to_f16, ld_u16_if, ld_v4_when, mul_f16x2, prmt, round_away_i32, st_u16_if, st_u8,
-    sts_v4_if, sub_f16x2, warp_max_f32,
+    f32_to_f16, ld_u16_if, ld_u16_stream_if, ld_v4_stream_when, ld_v4_when, mul_f16x2, prmt,
+    round_away_i32, st_u16_if, st_u8, sts_v4_if, sub_f16x2, warp_max_f32,
 };
 use core::num::NonZeroU32;
 use ingot_abi::blocks::QK8_0;
@@ -86,19 +86,36 @@ impl Map {
 
 /// Issues this thread's loads of the first `units` blocks of the tile at `src` (global);
 /// blocks past `units` are predicated off, and [`store_tile`] skips them with the same
-/// predicate.
+/// predicate. With `STREAM` the rows are read evict-first (a decode step reads each once:
+/// `ld_v4_stream_when`); a prefill chunk's blocks share them, so they stay in L2.
 #[inline(always)]
-pub(crate) unsafe fn load_tile(src: u64, units: u32, map: &Map, tid: u32) -> Staged {
+pub(crate) unsafe fn load_tile<const STREAM: bool>(
+    src: u64,
+    units: u32,
+    map: &Map,
+    tid: u32,
+) -> Staged {
     let mut r = [([0u32; 8], 0u32); UNITS_PER_THREAD];
     let mut k = 0;
     while k < UNITS_PER_THREAD {
         let live = tid + k as u32 * FLASH_THREADS < units;
         let at = src + map.quants[k] as u64;
-        let lo = ld_v4_when(live, at);
-        let hi = ld_v4_when(live, at + 16);
+        let (lo, hi, scale) = if STREAM {
+            (
+                ld_v4_stream_when(live, at),
+                ld_v4_stream_when(live, at + 16),
+                ld_u16_stream_if(live, src + map.scale[k] as u64),
+            )
+        } else {
+            (
+                ld_v4_when(live, at),
+                ld_v4_when(live, at + 16),
+                ld_u16_if(live, src + map.scale[k] as u64),
+            )
+        };
         r[k] = (
             [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]],
-            ld_u16_if(live, src + map.scale[k] as u64),
+            scale,
         );
         k += 1;
     }

@@ -32,8 +32,9 @@
 use super::cache_q8;
 use super::temperature::logit_scale;
 use crate::intrinsics::{
-    bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4, ld_v4_f32,
-    lds_v2, lds_v4, lds_v4_f32, pack_f16x2, st_v2_f32, st_v4_u32, sts_f32, sts_v4, tid,
+    bid, exp2, fma, global, h2_to_f32, half_warp_max, half_warp_sum, ld_u32, ld_v4_f32,
+    ld_v4_stream, lds_v2, lds_v4, lds_v4_f32, pack_f16x2, st_v2_f32, st_v4_u32, sts_f32, sts_v4,
+    tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
@@ -78,15 +79,15 @@ unsafe fn smem_base() -> u32 {
 type Staged = [[u32; 4]; PER_THREAD];
 
 /// Issues this thread's loads of the `chunks` 16-byte chunks of a tile starting at `src` (the
-/// tile's rows are contiguous in the cache). A full tile of the widest rows takes the
-/// unguarded path.
+/// tile's rows are contiguous in the cache), evict-first (a step reads each row once). A full
+/// tile of the widest rows takes the unguarded path.
 #[inline(always)]
 unsafe fn load_tile(src: u64, chunks: u32, tid: u32) -> Staged {
     let mut r = [[0u32; 4]; PER_THREAD];
     if chunks == TILE_CHUNKS {
         let mut k = 0;
         while k < PER_THREAD {
-            r[k] = ld_v4(src + (tid + k as u32 * FLASH_THREADS) as u64 * 16);
+            r[k] = ld_v4_stream(src + (tid + k as u32 * FLASH_THREADS) as u64 * 16);
             k += 1;
         }
     } else {
@@ -94,7 +95,7 @@ unsafe fn load_tile(src: u64, chunks: u32, tid: u32) -> Staged {
         while k < PER_THREAD {
             let i = tid + k as u32 * FLASH_THREADS;
             if i < chunks {
-                r[k] = ld_v4(src + i as u64 * 16);
+                r[k] = ld_v4_stream(src + i as u64 * 16);
             }
             k += 1;
         }
@@ -247,7 +248,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
         load_tile(src + start as u64 * row_bytes as u64, chunks_of(first), tid)
     };
     let mut staged8 = if Q8 {
-        cache_q8::load_tile(
+        cache_q8::load_tile::<true>(
             src + start as u64 * row_bytes as u64,
             q8_map.units(first),
             &q8_map,
@@ -271,7 +272,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
             let rows = (t1 - next).min(FLASH_TILE);
             let at = src + next as u64 * row_bytes as u64;
             if Q8 {
-                staged8 = cache_q8::load_tile(at, q8_map.units(rows), &q8_map, tid);
+                staged8 = cache_q8::load_tile::<true>(at, q8_map.units(rows), &q8_map, tid);
             } else {
                 staged = load_tile(at, chunks_of(rows), tid);
             }

@@ -164,14 +164,14 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let mut staged = if Q8 {
         [[0; 4]; PER_THREAD]
     } else {
-        load_tile(
+        load_tile::<true>(
             src + start as u64 * row_bytes,
             first * row_chunks.get(),
             tid,
         )
     };
     let mut staged8 = if Q8 {
-        cache_q8::load_tile(
+        cache_q8::load_tile::<true>(
             src + start as u64 * row_bytes,
             q8_map.units(first),
             &q8_map,
@@ -250,14 +250,14 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
             0
         };
         if Q8 {
-            staged8 = cache_q8::load_tile(
+            staged8 = cache_q8::load_tile::<true>(
                 src + next as u64 * row_bytes,
                 q8_map.units(n_next),
                 &q8_map,
                 tid,
             );
         } else {
-            staged = load_tile(
+            staged = load_tile::<true>(
                 src + next as u64 * row_bytes,
                 n_next * row_chunks.get(),
                 tid,

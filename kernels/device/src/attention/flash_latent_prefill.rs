@@ -261,10 +261,10 @@ unsafe fn prefill_impl<const Q8: bool>(
     let mut staged = if Q8 {
         [[0; 4]; PER_THREAD]
     } else {
-        load_tile(src, first * row_chunks.get(), tid)
+        load_tile::<false>(src, first * row_chunks.get(), tid)
     };
     let mut staged8 = if Q8 {
-        cache_q8::load_tile(src, q8_map.units(first), &q8_map, tid)
+        cache_q8::load_tile::<false>(src, q8_map.units(first), &q8_map, tid)
     } else {
         cache_q8::EMPTY
     };
@@ -354,14 +354,14 @@ unsafe fn prefill_impl<const Q8: bool>(
             0
         };
         if Q8 {
-            staged8 = cache_q8::load_tile(
+            staged8 = cache_q8::load_tile::<false>(
                 src + next as u64 * row_bytes,
                 q8_map.units(n_next),
                 &q8_map,
                 tid,
             );
         } else {
-            staged = load_tile(
+            staged = load_tile::<false>(
                 src + next as u64 * row_bytes,
                 n_next * row_chunks.get(),
                 tid,

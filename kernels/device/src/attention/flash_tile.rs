@@ -3,7 +3,9 @@
 //! rows, `FLASH_MMA_THREADS` threads) and staging the scaled f16 query, one head per row, before
 //! its fragments are loaded into registers.
 
-use crate::intrinsics::{ld_v4_if, ld_v4_when, pack_f16x2, select_u64, sts_v4_if};
+use crate::intrinsics::{
+    ld_v4_if, ld_v4_stream_when, ld_v4_when, pack_f16x2, select_u64, sts_v4_if,
+};
 use core::num::NonZeroU32;
 use ingot_abi::launch::{
     FLASH_MAX_ROW, FLASH_MMA_HEADS, FLASH_MMA_ROW_STRIDE, FLASH_MMA_THREADS, FLASH_TILE,
@@ -30,14 +32,20 @@ pub(super) type Dst = [u32; PER_THREAD];
 
 /// Loads this thread's chunks of the first `chunks` 16-byte chunks of a tile starting at `src`
 /// (a tile's rows are contiguous in the cache); chunks past `chunks` are predicated off and
-/// left undefined: [`store_tile`] skips them with the same predicate.
+/// left undefined: [`store_tile`] skips them with the same predicate. With `STREAM` the rows
+/// are read evict-first (a decode step reads each once); a prefill chunk's blocks share them.
 #[inline(always)]
-pub(super) unsafe fn load_tile(src: u64, chunks: u32, tid: u32) -> Staged {
+pub(super) unsafe fn load_tile<const STREAM: bool>(src: u64, chunks: u32, tid: u32) -> Staged {
     let mut r = [[0u32; 4]; PER_THREAD];
     let mut k = 0;
     while k < PER_THREAD {
         let i = tid + k as u32 * THREADS;
-        r[k] = ld_v4_when(i < chunks, src + i as u64 * 16);
+        let at = src + i as u64 * 16;
+        r[k] = if STREAM {
+            ld_v4_stream_when(i < chunks, at)
+        } else {
+            ld_v4_when(i < chunks, at)
+        };
         k += 1;
     }
     r

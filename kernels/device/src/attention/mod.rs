@@ -8,7 +8,8 @@
 //! with `flash_latent_mma`.
 
 /// The `#[no_mangle]` entry points of a flash kernel body `impl::<Q8>` (f16 cache, or q8_0 with
-/// `Q8`), all with the parameters of `ingot_abi::launch::FLASH_LATENT`.
+/// `Q8`), all with the parameters of `ingot_abi::launch::FLASH_LATENT`: each prefetches the
+/// weights handed ahead, then runs the body.
 macro_rules! flash_entry_points {
     ($body:ident; $($(#[$doc:meta])* $name:ident => $q8:literal;)*) => {$(
         $(#[$doc])*
@@ -28,7 +29,17 @@ macro_rules! flash_entry_points {
             kq_scale: f32,
             temp: *const f32,
             temperature: u32,
+            next_a: *const u8,
+            next_a_bytes: u32,
+            next_b: *const u8,
+            next_b_bytes: u32,
         ) {
+            // The next launches' weights first: they depend on nothing, and while a short
+            // context's attention runs the DRAM has little else to do.
+            $crate::prefetch::prefetch_ahead_then_wait(
+                [(next_a, next_a_bytes), (next_b, next_b_bytes)],
+                ingot_abi::launch::FLASH_THREADS,
+            );
             $body::<$q8>(
                 q_abs,
                 q_pe,

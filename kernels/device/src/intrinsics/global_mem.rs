@@ -311,6 +311,41 @@ pub unsafe fn ld_v4_when(p: bool, a: u64) -> [u32; 4] {
     [x, y, z, w]
 }
 
+/// [`ld_v4_when`] for data read once (a latent-cache row): `.cs`, "cache streaming", allocates
+/// the line evict-first in L1 and L2 (PTX ISA, cache operators), so a stream of such rows does
+/// not push out lines others will read (weights prefetched for the next launch). (The
+/// `.L2::evict_first` qualifier would say the same, but ptxas takes it only on 32-byte loads.)
+#[inline(always)]
+pub unsafe fn ld_v4_stream_when(p: bool, a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; \
+          @p ld.global.cs.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}]; }}",
+         c = in(reg32) p as u32, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z,
+         w = out(reg32) w, a = in(reg64) a, options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// [`ld_v4`] for data read once; see [`ld_v4_stream_when`].
+#[inline(always)]
+pub unsafe fn ld_v4_stream(a: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    asm!("ld.global.cs.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+         x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    [x, y, z, w]
+}
+
+/// [`ld_u16_if`] for data read once; see [`ld_v4_stream_when`].
+#[inline(always)]
+pub unsafe fn ld_u16_stream_if(p: bool, a: u64) -> u32 {
+    let v: u32;
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c}, 0; mov.u32 {v}, 0; \
+          @p ld.global.cs.nc.u16 {v}, [{a}]; }}",
+         c = in(reg32) p as u32, v = out(reg32) v, a = in(reg64) a,
+         options(pure, readonly, nostack));
+    v
+}
+
 /// 16-byte global store of four floats where `p` holds (predicated, no branch); `a` 16-byte
 /// aligned there.
 #[inline(always)]
