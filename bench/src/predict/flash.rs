@@ -59,9 +59,9 @@ pub fn working_blocks(n: &Node, d: &KernelDesc, depth: usize, blocks: u64) -> Op
     (!work.is_empty()).then_some(work)
 }
 
-/// The most bytes node `n` (kernel `d`) hands ahead to the launch after it (its `next_a_bytes
-/// + next_b_bytes`: a decode flash launch, `ingot_abi::launch::FLASH_LATENT`); `None` for a
-/// launch without weights handed ahead.
+/// The most bytes node `n` (kernel `d`) hands ahead to a later launch (the sum of its
+/// `next_a_bytes` and `next_b_bytes`: a decode flash launch, `ingot_abi::launch::FLASH_LATENT`);
+/// `None` for a launch without weights handed ahead.
 pub fn handoff_max(n: &Node, d: &KernelDesc) -> Option<u64> {
     let u = |name: &str| match node_arg(n, d, name) {
         Some(NodeArg::U32(v)) => Some(u64::from(v)),

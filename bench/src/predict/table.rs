@@ -113,11 +113,11 @@ pub struct Prediction {
     pub bound_pcie: usize,
     /// tok/s if the step streamed its DRAM bytes at full peak bandwidth and nothing else.
     pub dram_limit_tok_s: f64,
-    /// DRAM time the weight prefetch before the wait moved out of the nodes, summed, at
-    /// [`Constants::weight_prefetch_overlap`] (what it saves is less: most nodes are not
-    /// DRAM-bound).
+    /// DRAM time the weight prefetch before the wait and the weights handed ahead moved out of
+    /// the nodes, summed, at [`Constants::weight_prefetch_overlap`] (what it saves is less: most
+    /// nodes are not DRAM-bound).
     pub prefetched_s: f64,
-    /// The step without the weight prefetch's overlap (its instructions still counted).
+    /// The step without either prefetch's overlap (their instructions still counted).
     pub without_prefetch_s: f64,
     /// The step with all of each node's prefetchable stream on time: the mechanism's bound.
     pub all_prefetch_on_time_s: f64,
@@ -267,9 +267,10 @@ pub(crate) fn table_of(
             measured_s: None,
         });
     }
-    // The weight prefetch before the wait, node by node against its predecessor's time alone;
-    // the step without it, and with all of each node's prefetchable stream on time (the
-    // mechanism's bound), for the comparison the prediction prints.
+    // The weight prefetch before the wait and the weights handed ahead, node by node against
+    // the times alone of the launches before it; the step without them, and with all of each
+    // node's prefetchable stream on time (the mechanisms' bound), for the comparison the
+    // prediction prints.
     let mut without_s = 0.0;
     let mut all_on_time_s = 0.0;
     if let Some(card) = opts.card {
@@ -740,10 +741,17 @@ impl fmt::Display for PlanTable {
                     p.constants.early_launch_hidden.value * 100.0,
                     p.constants.launch_in_graph_s.value * 1e6
                 )?;
+            }
+            if p.prefetched_s > 0.0 {
+                let what = if p.card.early_launch() {
+                    "weight prefetch before the wait and weights handed ahead"
+                } else {
+                    "weights handed ahead (no early launch on this card)"
+                };
                 write!(
                     f,
-                    "\nweight prefetch before the wait: {:.1} us per {unit} saved ({:.1} us of DRAM time \
-                     moved before the waits) with {:.0}% of what each node could stream ASSUMED on time \
+                    "\n{what}: {:.1} us per {unit} saved ({:.1} us of DRAM time moved before the \
+                     nodes start) with {:.0}% of what each node could stream ASSUMED on time \
                      (weight_prefetch_overlap, not yet measured); with all of it on time {:.1} us = {:.1} tok/s",
                     (p.without_prefetch_s - p.step_s) * 1e6,
                     p.prefetched_s * 1e6,
