@@ -102,18 +102,10 @@ mod tests {
     fn load(dram_bytes: u64, warp_instructions: u64) -> NodeLoad {
         NodeLoad {
             blocks: 82,
-            threads_per_block: 256,
             registers: 64,
-            shared_bytes: 0,
             warp_instructions,
             dram_bytes,
-            reread_bytes: 0,
-            tail_warp_instructions: 0,
-            host_bytes: 0,
-            prefetch_bytes: 0,
-            handoff_bytes: 0,
-            streamed_bytes: 0,
-            prefix: None,
+            ..crate::predict::model::tests::load()
         }
     }
 

@@ -411,11 +411,12 @@ pub fn prefetch_before_wait(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::predict::card::card_named;
 
-    fn load() -> NodeLoad {
+    /// An empty node of 4 blocks per SM of a 3090 (328), 256 threads of 32 registers.
+    pub(crate) fn load() -> NodeLoad {
         NodeLoad {
             blocks: 82 * 4,
             threads_per_block: 256,

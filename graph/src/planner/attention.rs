@@ -564,7 +564,8 @@ fn pair_norm(
     Ok(true)
 }
 
-/// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer.
+/// A grouped gemv `(ncols, nrows, rows_per_group, x_group_stride)` over a weight buffer whose
+/// rows the caller has checked ([`check_grouped_row`]).
 fn grouped(
     b: &mut Builder<'_>,
     (w, ty): (crate::BufId, GgmlType),
@@ -574,7 +575,6 @@ fn grouped(
     label: String,
     il: usize,
 ) -> Result<(), PlanError> {
-    check_grouped_row(b, w, ty, ncols)?;
     b.node(
         k::gemv_grouped(ty),
         label,
