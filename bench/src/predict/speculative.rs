@@ -175,7 +175,10 @@ pub fn predict_speculative(
 
 /// The decode step's nodes as one batched verify (the module's assumptions): routed bytes times
 /// `routed_growth`, other bytes once, instructions and re-reads times `m` (the positions; 1 for
-/// the bound where they do not grow).
+/// the bound where they do not grow). The DRAM bytes a node's prefetch moved before it started in
+/// the decode step (its weights handed ahead, or prefetched before its wait) are moved here too:
+/// the same weights and kernels, and the launches before it run longer, so their idle windows
+/// are no shorter; the node's time is then recomputed, so an issue-bound verify node gains nothing.
 fn verify_time(
     decode: &PlanTable,
     card: &super::card::Card,
@@ -187,10 +190,17 @@ fn verify_time(
     decode
         .rows
         .iter()
-        .filter_map(|r| r.load.map(|l| (r, l)))
-        .map(|(r, mut l)| {
+        .filter_map(|r| r.load.zip(r.time).map(|(l, t)| (r, l, t)))
+        .map(|(r, mut l, t)| {
+            let alone = node_time(card, &opts.constants, &l, r.index > 0);
+            let moved = if alone.dram_s > 0.0 {
+                (t.prefetched_s / alone.dram_s * l.dram_bytes as f64).round() as u64
+            } else {
+                0
+            };
             let other = l.dram_bytes - r.routed_bytes;
-            l.dram_bytes = other + (r.routed_bytes as f64 * routed_growth).round() as u64;
+            l.dram_bytes = (other + (r.routed_bytes as f64 * routed_growth).round() as u64)
+                .saturating_sub(moved);
             l.reread_bytes *= m64;
             l.warp_instructions *= m64;
             l.tail_warp_instructions *= m64;
