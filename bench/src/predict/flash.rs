@@ -30,14 +30,10 @@ impl Split {
 
 /// The split of node `n` (kernel `d`) at `depth`; `None` for a launch without `max_segments`.
 pub fn split_of(n: &Node, d: &KernelDesc, depth: usize) -> Option<Split> {
-    let u = |name: &str| match node_arg(n, d, name) {
-        Some(NodeArg::U32(v)) => Some(v),
-        _ => None,
-    };
-    let max_segments = u("max_segments")?;
+    let max_segments = u32_arg(n, d, "max_segments")?;
     let len = u32::try_from(depth + 1).ok()?;
     Some(Split {
-        n_head: u("n_head")?,
+        n_head: u32_arg(n, d, "n_head")?,
         max_segments,
         at: flash_segments(len, max_segments),
     })
@@ -63,11 +59,16 @@ pub fn working_blocks(n: &Node, d: &KernelDesc, depth: usize, blocks: u64) -> Op
 /// `next_a_bytes` and `next_b_bytes`: a decode flash launch, `ingot_abi::launch::FLASH_LATENT`);
 /// `None` for a launch without weights handed ahead.
 pub fn handoff_max(n: &Node, d: &KernelDesc) -> Option<u64> {
-    let u = |name: &str| match node_arg(n, d, name) {
-        Some(NodeArg::U32(v)) => Some(u64::from(v)),
+    let a = u32_arg(n, d, "next_a_bytes")?;
+    Some(u64::from(a) + u64::from(u32_arg(n, d, "next_b_bytes")?))
+}
+
+/// Node `n`'s `u32` argument `name` (kernel `d`); `None` for a launch without it.
+fn u32_arg(n: &Node, d: &KernelDesc, name: &str) -> Option<u32> {
+    match node_arg(n, d, name) {
+        Some(NodeArg::U32(v)) => Some(v),
         _ => None,
-    };
-    Some(u("next_a_bytes")? + u("next_b_bytes")?)
+    }
 }
 
 /// The node of `plan` that node `i` (kernel `d`) hands its weights to: the first after it whose
@@ -89,24 +90,25 @@ pub fn handoff_target(plan: &Plan, i: usize, d: &KernelDesc) -> Option<usize> {
     })
 }
 
-/// The latent-cache bytes node `i` of `plan` reads evict-first over a context of `len` rows: a
-/// decode flash launch's (its tile loads are `.cs`); 0 for every other node.
-pub fn streamed_cache_bytes(plan: &Plan, i: usize, len: usize) -> u64 {
-    let n = &plan.nodes[i];
-    if !reads_cache(&n.kernel) || n.kernel.contains("prefill") {
-        return 0;
-    }
-    n.args
+/// The latent-cache bytes node `i` of `plan` reads over a context of `len` rows: the rows
+/// `0..len` of each cache buffer among its arguments (for a launch that reads the cache,
+/// [`reads_cache`]; a decode flash launch reads them evict-first, its tile loads being `.cs`).
+pub fn cache_read_bytes(plan: &Plan, i: usize, len: usize) -> u64 {
+    plan.nodes[i]
+        .args
         .iter()
         .filter_map(|a| match a {
-            NodeArg::Buf(r) => match plan.buffers[r.buf.0 as usize].kind {
-                BufferKind::KvCache { .. } => Some(&plan.buffers[r.buf.0 as usize]),
-                _ => None,
-            },
+            NodeArg::Buf(r) => Some(&plan.buffers[r.buf.0 as usize]),
             _ => None,
         })
-        .map(|b| b.bytes / plan.ctx.max(1) as u64 * len.min(plan.ctx) as u64)
+        .filter(|b| matches!(b.kind, BufferKind::KvCache { .. }))
+        .map(|b| cache_rows_bytes(plan, b.bytes, len))
         .sum()
+}
+
+/// Bytes of rows `0..len` of a cache buffer of `bytes` bytes (`plan.ctx` rows).
+pub fn cache_rows_bytes(plan: &Plan, bytes: u64, len: usize) -> u64 {
+    bytes / plan.ctx.max(1) as u64 * len.min(plan.ctx) as u64
 }
 
 /// Whether `kernel` reads the latent cache (rows `0..=depth`).

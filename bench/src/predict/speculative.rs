@@ -192,9 +192,10 @@ fn verify_time(
         .iter()
         .filter_map(|r| r.load.zip(r.time).map(|(l, t)| (r, l, t)))
         .map(|(r, mut l, t)| {
-            let alone = node_time(card, &opts.constants, &l, r.index > 0);
-            let moved = if alone.dram_s > 0.0 {
-                (t.prefetched_s / alone.dram_s * l.dram_bytes as f64).round() as u64
+            // The node's DRAM time alone is what is left plus what was moved.
+            let alone_dram_s = t.dram_s + t.prefetched_s;
+            let moved = if alone_dram_s > 0.0 {
+                (t.prefetched_s / alone_dram_s * l.dram_bytes as f64).round() as u64
             } else {
                 0
             };

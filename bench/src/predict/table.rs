@@ -15,7 +15,7 @@ use super::card::Card;
 use super::chain::ChainCounts;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::flash::{
-    handoff_max, handoff_target, reads_cache, split_of, streamed_cache_bytes, Split,
+    cache_read_bytes, cache_rows_bytes, handoff_max, handoff_target, reads_cache, split_of, Split,
 };
 use super::handoff::handed_ahead;
 use super::measurement::Measurement;
@@ -208,7 +208,6 @@ pub(crate) fn table_of(
         let (unique, reread, routed) =
             read_split(plan, config, (i, d, split), (opts.depth, tokens), c);
         let handoff = handoff_max(n, d);
-        let cache = streamed_cache_bytes(plan, i, opts.depth + tokens);
         // Cold-cache host bytes, split by the hit rate between the link and the VRAM slots.
         let cold = c.stats.host_bytes_fetched;
         let host_bytes = (cold as f64 * (1.0 - hit_rate)).round() as u64;
@@ -235,7 +234,8 @@ pub(crate) fn table_of(
             handoff_bytes: handoff.map_or(0, |max| {
                 ((c.stats.prefetch_lanes + c.idle_prefetch_lanes) * PREFETCH_LINE_BYTES).min(max)
             }),
-            streamed_bytes: if handoff.is_some() { cache } else { 0 },
+            // Its cache rows are read evict-first (the flash kernels' `.cs` tile loads).
+            streamed_bytes: handoff.map_or(0, |_| cache_read_bytes(plan, i, opts.depth + tokens)),
             prefix: c
                 .tickets
                 .map(|t| prefix_load(plan, (config, tokens), n, d, &t, (routed, reread)))
@@ -298,9 +298,9 @@ pub(crate) fn table_of(
                     .flatten()
                     .copied()
                     .collect();
+                let chained = counts[i].chain.is_some();
                 let both = |k: &Constants| {
                     let wait = prefetch_before_wait(card, k, &load, &t, &prev_load, &prev);
-                    let chained = counts[i].chain.is_some();
                     let ahead = handed_ahead(card, k, (&load, &t), &between, (true, chained));
                     if ahead.total_s < wait.total_s {
                         ahead
@@ -539,7 +539,7 @@ fn read_split(
                 // Only attention reads the cache; the rope (alone or as a gemv's tail) writes
                 // one row and reads none, so the cache is no part of its read footprint.
                 BufferKind::KvCache { .. } if reads_cache(&plan.nodes[i].kernel) => {
-                    decl.bytes / plan.ctx as u64 * ((depth + tokens) as u64).min(plan.ctx as u64)
+                    cache_rows_bytes(plan, decl.bytes, depth + tokens)
                 }
                 BufferKind::KvCache { .. } => 0,
                 _ => match split.filter(|_| parts.contains(&b)) {

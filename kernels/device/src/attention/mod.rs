@@ -35,7 +35,8 @@ macro_rules! flash_entry_points {
             next_b_bytes: u32,
         ) {
             // The next launches' weights first: they depend on nothing, and while a short
-            // context's attention runs the DRAM has little else to do.
+            // context's attention runs the DRAM has little else to do. Both flash kernels run
+            // blocks of `FLASH_THREADS` (asserted below).
             $crate::prefetch::prefetch_ahead_then_wait(
                 [(next_a, next_a_bytes), (next_b, next_b_bytes)],
                 ingot_abi::launch::FLASH_THREADS,
@@ -54,6 +55,9 @@ macro_rules! flash_entry_points {
         }
     )*};
 }
+
+// `flash_entry_points!` spreads the weights handed ahead over `FLASH_THREADS` threads a block.
+const _: () = assert!(ingot_abi::launch::FLASH_THREADS == ingot_abi::launch::FLASH_MMA_THREADS);
 
 mod cache_q8;
 mod flash_latent;
