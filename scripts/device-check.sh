@@ -21,7 +21,9 @@
 #   model          `ingot synth` lite-4l q4_k_m (a tiny model instead when smoke found no GPU)
 #   gate           the captured CUDA graph vs the oracle (tiny models) and vs the CPU backend
 #                  (lite-4l, 16 heads: the flash_latent_mma path); the batched prefill's chunk
-#                  graphs vs the CPU chunked prefill (tiny16_prefill_chunks_cuda_vs_cpu)
+#                  graphs vs the CPU chunked prefill (tiny16_prefill_chunks_cuda_vs_cpu); the
+#                  NextN/MTP block vs the oracle and greedy with drafts vs without
+#                  (cuda_mtp_drafts_change_no_token: the trained model, tiny-glm)
 #   gate_q8_0      `ingot gate --backend cuda --cache-type q8_0`: the q8_0 latent cache's plan vs
 #                  the CPU backend with a q8_0 cache
 #   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons;
@@ -97,6 +99,9 @@ run() {
     local bin=$work/bundle/bin tests=$work/bundle/tests
 
     export INGOT_REQUIRE_GPU=1 INGOT_GPU_ONLY=1 RUST_BACKTRACE=1
+    # The test binaries were built elsewhere: the golden models (the trained model and tiny-glm
+    # of the gate's drafting case) are the carried tree's.
+    export INGOT_GOLDEN_DIR=$PWD/testdata/golden
     export CUDA_CACHE_PATH=$work/cuda-cache INGOT_JIT_LOG=$out/jit-info.log
     mkdir -p "$CUDA_CACHE_PATH"
 

@@ -4,7 +4,9 @@
 //! path that only 16-head models use) against the CPU backend.
 //!
 //! The batched prefill is gated on a 16-head tiny model: the GPU's prefill chunks
-//! against the CPU backend's chunked prefill, then a decode step after them.
+//! against the CPU backend's chunked prefill, then a decode step after them. The NextN/MTP block
+//! against the oracle, and greedy output with drafts against greedy without, on the trained model
+//! and tiny-glm.
 //!
 //! Without a GPU each test says so and passes; with `INGOT_REQUIRE_GPU=1` (set by
 //! `scripts/device-check.sh`) it fails instead, before any model is made. The lite-4l model is
@@ -14,6 +16,9 @@
 
 #[path = "../../graph/tests/support/mod.rs"]
 mod support;
+
+#[path = "../../graph/tests/support/drafting.rs"]
+mod drafting;
 
 use std::path::PathBuf;
 
@@ -390,4 +395,33 @@ fn lite4l_early_launches_give_the_logits_of_plain_launches() {
         }
     }
     println!("{name}: {} steps, every logit bit-identical", early.len());
+}
+
+/// The NextN/MTP block on the GPU (`graph/src/exec/cuda/mtp.rs`), on the trained model (Q8_0, an
+/// MoE block that drafts well) and tiny-glm (f32, 20 heads, random drafts): the block against
+/// the oracle on the oracle's hidden states within the simulator's bands (the GPU runs the same
+/// PTX; `drafting::check_bands` says why they hold), then greedy with k = 1, 2, 3 drafts equal
+/// to greedy without, token for token, on the GPU.
+#[test]
+fn cuda_mtp_drafts_change_no_token() {
+    let name = "the NextN/MTP block on the GPU";
+    if !gpu_present(name) {
+        return;
+    }
+    let trained = drafting::trained_ids(18);
+    mtp_case("trained-rust-std", &trained, 15, &trained[..12], 16);
+    let tiny_glm = [&drafting::TINY_GLM_PROMPT[..], &[33]].concat();
+    mtp_case("tiny-glm-f32", &tiny_glm, 8, &drafting::TINY_GLM_PROMPT, 8);
+}
+
+/// The block against the oracle over `ids[..=last + 1]`, then `n` greedy tokens after `prompt`
+/// with and without drafts.
+fn mtp_case(model: &str, ids: &[u32], last: usize, prompt: &[u32], n: usize) {
+    let file = drafting::open(model);
+    let opts = ingot_graph::PlanOptions::for_ctx(drafting::CTX);
+    let (mut gpu, _) = CudaExecutor::load(&file, opts, false)
+        .unwrap_or_else(|e| panic!("{model}: cuda load: {e}"));
+    drafting::check_bands(model, drafting::compare(model, &mut gpu, ids, last));
+    let total = drafting::check_equal(model, "the GPU", &mut gpu, prompt, n);
+    assert!(total.drafted > 0, "{model}: {total:?}");
 }

@@ -6,7 +6,12 @@ pub mod expert_cache;
 pub mod host_embedding;
 pub mod sim;
 
-use ingot_model::ModelError;
+use ingot_abi::launch::KernelDesc;
+use ingot_gguf::GgufFile;
+use ingot_model::{Decoder, Forward, ModelConfig, ModelError, Rows};
+
+use crate::planner::mtp::{build_mtp_plan_for, MtpPlan};
+use crate::planner::PlanOptions;
 
 /// Executor failures surface through [`ingot_model::Decoder`] as a model error that carries
 /// the executor's message.
@@ -138,6 +143,67 @@ pub(crate) fn prefill_in_chunks(
         }
     }
     Ok(())
+}
+
+/// The NextN/MTP block's plan for an executor, checked against the committed PTX, or why the
+/// model has none (no NextN block, a file stripped of its tensors, a shape or type the kernels do
+/// not take): a decoder that cannot draft still decodes. Both executors load it by this.
+pub(crate) fn mtp_plan_or_why(
+    config: &ModelConfig,
+    file: &GgufFile,
+    opts: PlanOptions,
+) -> Result<(MtpPlan, Vec<&'static KernelDesc>), String> {
+    if config.n_nextn == 0 {
+        return Err(
+            "the model has no NextN/MTP block (nextn_predict_layers is 0), so it cannot draft"
+                .into(),
+        );
+    }
+    let mtp = build_mtp_plan_for(config, file.header(), opts)
+        .map_err(|e| format!("the NextN/MTP block cannot be planned: {e}"))?;
+    let descs = mtp
+        .plan
+        .check_committed()
+        .map_err(|e| format!("the NextN/MTP block's plan: {e}"))?;
+    Ok((mtp, descs))
+}
+
+/// [`Decoder::forward_rows`] of an executor whose prefill plans norm only their last row: every
+/// position's hidden state and logits from decode steps, one by one. With [`Rows::Last`] and a
+/// batched prefill (`prefill`) the prompt then runs again as [`Decoder::prefill_last`]'s chunks,
+/// whose logits and cache rows are returned and kept, so a drafted generation continues from the
+/// plain one's state bit for bit; the hidden states (read only by the MTP block, which only
+/// drafts) stay the decode steps'.
+pub(crate) fn forward_rows_by_steps(
+    dec: &mut impl Decoder,
+    tokens: &[u32],
+    start_pos: usize,
+    rows: Rows,
+    prefill: bool,
+) -> Result<Forward, ModelError> {
+    if tokens.is_empty() {
+        return Err(ModelError::EmptyPrompt);
+    }
+    let (d, vocab) = (dec.config().n_embd, dec.config().vocab);
+    let mut out = Forward {
+        n: tokens.len(),
+        hidden: Vec::with_capacity(tokens.len() * d),
+        logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
+    };
+    for (i, &t) in tokens.iter().enumerate() {
+        let logits = dec.decode(t, start_pos + i)?;
+        if rows == Rows::All || i + 1 == tokens.len() {
+            out.logits.extend_from_slice(logits);
+        }
+        let h = dec.hidden().ok_or_else(|| {
+            ModelError::Unsupported("the decode plan has no act.norm to read".into())
+        })?;
+        out.hidden.extend_from_slice(h);
+    }
+    if rows == Rows::Last && prefill {
+        out.logits = dec.prefill_last(tokens, start_pos)?;
+    }
+    Ok(out)
 }
 
 /// Rejects a greedy run of `n` steps from `pos` (already checked by

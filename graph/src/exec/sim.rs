@@ -541,40 +541,15 @@ impl Decoder for SimExecutor {
         self.hidden.as_deref()
     }
 
-    /// Every position's hidden state and logits from decode steps, one by one (the prefill
-    /// plans norm only their last row). With [`Rows::Last`] the prompt then runs again as
-    /// [`Decoder::prefill_last`]'s chunks, whose logits and cache rows are returned and kept, so
-    /// a drafted generation continues from the plain one's state bit for bit; the hidden states
-    /// (read only by the MTP block, which only drafts) stay the decode steps'.
+    /// See `exec::forward_rows_by_steps`.
     fn forward_rows(
         &mut self,
         tokens: &[u32],
         start_pos: usize,
         rows: Rows,
     ) -> Result<Forward, ModelError> {
-        if tokens.is_empty() {
-            return Err(ModelError::EmptyPrompt);
-        }
-        let (d, vocab) = (self.config.n_embd, self.config.vocab);
-        let mut out = Forward {
-            n: tokens.len(),
-            hidden: Vec::with_capacity(tokens.len() * d),
-            logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
-        };
-        for (i, &t) in tokens.iter().enumerate() {
-            self.step(t, start_pos + i).map_err(super::to_model_error)?;
-            if rows == Rows::All || i + 1 == tokens.len() {
-                out.logits.extend_from_slice(&self.logits);
-            }
-            let h = self.hidden.as_deref().ok_or_else(|| {
-                ModelError::Unsupported("the decode plan has no act.norm to read".into())
-            })?;
-            out.hidden.extend_from_slice(h);
-        }
-        if rows == Rows::Last && self.prefill.is_ok() {
-            out.logits = self.prefill_last(tokens, start_pos)?;
-        }
-        Ok(out)
+        let prefill = self.prefill.is_ok();
+        super::forward_rows_by_steps(self, tokens, start_pos, rows, prefill)
     }
 
     fn mtp_ready(&self) -> Result<(), ModelError> {

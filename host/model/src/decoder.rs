@@ -144,7 +144,7 @@ impl Forward {
 
 fn no_mtp_backend() -> ModelError {
     ModelError::Unsupported(
-        "this backend does not run the NextN/MTP block (the cpu, oracle and sim backends do)"
+        "this backend does not run the NextN/MTP block (the cpu, oracle, sim and cuda backends do)"
             .into(),
     )
 }

@@ -39,12 +39,16 @@ pub(super) enum Failed<'t> {
         pos: usize,
         head: bool,
     },
+    /// A step or the head of the NextN/MTP block at MTP position `pos`.
+    Mtp {
+        pos: usize,
+    },
 }
 
 impl Failed<'_> {
     fn pos(self) -> usize {
         match self {
-            Failed::Step { pos, .. } | Failed::Chunk { pos, .. } => pos,
+            Failed::Step { pos, .. } | Failed::Chunk { pos, .. } | Failed::Mtp { pos } => pos,
         }
     }
 
@@ -54,6 +58,7 @@ impl Failed<'_> {
             Failed::Chunk { tokens, pos, .. } => {
                 format!("the prefill chunk of {} tokens at pos {pos}", tokens.len())
             }
+            Failed::Mtp { pos } => format!("the NextN/MTP block at MTP position {pos}"),
         }
     }
 }
@@ -78,8 +83,16 @@ impl CudaExecutor {
         }
     }
 
-    /// Loads the model again in a fresh context and runs `failed` node by node.
+    /// Loads the model again in a fresh context and runs `failed` node by node. The NextN/MTP
+    /// block's input (a hidden state the host no longer holds) cannot be replayed: its fault is
+    /// left to an eager run from the start.
     fn localise(&self, failed: Failed<'_>) -> String {
+        if let Failed::Mtp { pos } = failed {
+            return format!(
+                "the NextN/MTP block's replay at MTP position {pos} faulted; decode from the start \
+                 with {EAGER_VAR}=1 to name its failing node"
+            );
+        }
         let plans = self.prefill.as_deref().unwrap_or(&[]);
         let rerun = || -> Result<(), ExecError> {
             let file = GgufFile::open(&self.path).map_err(|e| ExecError::Weight {
@@ -101,6 +114,8 @@ impl CudaExecutor {
                     pos,
                     head,
                 } => d.run_chunk(plans, k, tokens, pos, head, true)?,
+                // Answered above without a re-run.
+                Failed::Mtp { .. } => {}
             }
             Ok(())
         };

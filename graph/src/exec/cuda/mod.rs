@@ -14,7 +14,8 @@
 //! By concern: this file holds the executor and its public API; `upload` the device state
 //! (`Loaded`) and how it is allocated and filled; `replay` the decode step on the device
 //! (capture, replay, node-by-node runs, the StepState and the expert cache between steps);
-//! `prefill` the batched prefill's plans and chunks; `fault` eager mode ([`EAGER_VAR`]) and the
+//! `prefill` the batched prefill's plans and chunks; `mtp` the NextN/MTP block (the drafter of
+//! `--draft mtp`); `fault` eager mode ([`EAGER_VAR`]) and the
 //! localisation of a failed replay; `timing` the per-node and per-replay measurements; `launch`
 //! the node launches themselves; `slots` the expert cache's view of GPU memory. The executor is
 //! unusable after a failed replay (`dev` is `None`).
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use ingot_abi::step::StepState;
 use ingot_cuda::{Gpu, JitReport};
 use ingot_gguf::GgufFile;
-use ingot_model::{check_step, Decoder, ModelConfig, ModelError};
+use ingot_model::{check_step, Decoder, Forward, ModelConfig, ModelError, Rows};
 
 use crate::error::ExecError;
 use crate::plan::Plan;
@@ -32,6 +33,7 @@ use crate::planner::{build_plan_for, PlanOptions};
 
 mod fault;
 mod launch;
+mod mtp;
 mod prefill;
 mod prefill_run;
 mod replay;
@@ -43,6 +45,7 @@ pub use fault::EAGER_VAR;
 pub use timing::StepTiming;
 
 use fault::{eager_requested, Failed};
+use mtp::{f32s, MtpHost};
 use prefill::{prefill_own_bytes, prefill_plans, PrefillHost};
 use upload::Loaded;
 
@@ -66,6 +69,19 @@ pub struct CudaExecutor {
     device_name: String,
     /// The batched prefill's plans, ascending by bucket, or why there are none.
     prefill: Result<Vec<PrefillHost>, String>,
+    /// The decode plan's `act.norm` (the final hidden state), read back after each step while
+    /// the NextN/MTP block is loaded.
+    norm: Option<crate::BufId>,
+    /// The final hidden state of the last decode step; `None` after a prefill chunk, a
+    /// pipelined greedy run or a reset, and without the block.
+    hidden: Option<Vec<f32>>,
+    /// The NextN/MTP block's plan (on the device as `Loaded::mtp`), or why it cannot draft.
+    mtp: Result<MtpHost, String>,
+    /// MTP positions the block's cache holds (`0..mtp_filled`).
+    mtp_filled: usize,
+    /// The last block step's output after `shared_head_norm`; `None` before the first.
+    mtp_hidden: Option<Vec<f32>>,
+    mtp_logits: Vec<f32>,
 }
 
 /// Where a loaded executor stands; printed by `ingot run -v`.
@@ -114,7 +130,22 @@ impl CudaExecutor {
         let summary = plan.summary();
         let device_name = gpu.name()?;
         let eager = eager_requested();
-        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
+        let (mut dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
+        let mtp = match crate::exec::mtp_plan_or_why(&config, file, opts) {
+            Ok(p) => {
+                let host = MtpHost::new(p, &plan);
+                dev.open_mtp(file, &host)?.map(|d| {
+                    dev.mtp = Some(d);
+                    host
+                })
+            }
+            Err(why) => Err(why),
+        };
+        let norm = plan
+            .buffers
+            .iter()
+            .position(|b| b.name == "act.norm")
+            .map(|i| crate::BufId(i as u32));
         let info = CudaInfo {
             device: device_name.clone(),
             nodes: summary.nodes,
@@ -140,6 +171,12 @@ impl CudaExecutor {
             dev: Some(Box::new(dev)),
             device_name,
             prefill,
+            norm,
+            hidden: None,
+            mtp,
+            mtp_filled: 0,
+            mtp_hidden: None,
+            mtp_logits: Vec::new(),
         };
         Ok((exec, info))
     }
@@ -202,6 +239,8 @@ impl CudaExecutor {
         check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
         let n = self.plan.vocab * 4;
         let plan = &self.plan;
+        let norm = self.norm;
+        self.hidden = None;
         let result = self
             .dev
             .as_deref_mut()
@@ -211,12 +250,25 @@ impl CudaExecutor {
                 d.run(plan)?;
                 let logits = &d.bufs[plan.logits.0 as usize];
                 d.gpu.copy_to_pinned(logits, 0, &mut d.logits_out, 0, n)?;
+                // The block's input, only while it is loaded.
+                let read_hidden = match (norm, d.mtp.as_mut()) {
+                    (Some(b), Some(m)) => {
+                        let src = &d.bufs[b.0 as usize];
+                        d.gpu
+                            .copy_to_pinned(src, 0, &mut m.decode_hidden, 0, plan.n_embd * 4)?;
+                        true
+                    }
+                    _ => false,
+                };
                 d.gpu.record(&d.events[0])?;
                 d.events[0].synchronize()?;
-                d.update_experts()
+                d.update_experts()?;
+                let hidden = d.mtp.as_ref().filter(|_| read_hidden);
+                Ok(hidden.map(|m| f32s(m.decode_hidden.bytes(), plan.n_embd)))
             });
-        if let Err(e) = result {
-            return Err(self.after_failure(e, Failed::Step { token, pos }));
+        match result {
+            Ok(h) => self.hidden = h,
+            Err(e) => return Err(self.after_failure(e, Failed::Step { token, pos })),
         }
         self.read_logits()?;
         self.filled = pos + 1;
@@ -245,6 +297,8 @@ impl CudaExecutor {
             ));
         }
         crate::exec::check_greedy_span(self.plan.ctx, pos, n)?;
+        // No hidden state is read back between pipelined replays.
+        self.hidden = None;
         let plan = &self.plan;
         let result = self
             .dev
@@ -309,6 +363,9 @@ impl Decoder for CudaExecutor {
 
     fn reset(&mut self) {
         self.filled = 0;
+        self.hidden = None;
+        self.mtp_filled = 0;
+        self.mtp_hidden = None;
     }
 
     /// In chunks of the prefill plans ([`CudaExecutor::prefill_chunked`]).
@@ -323,5 +380,108 @@ impl Decoder for CudaExecutor {
             .as_deref()
             .and_then(|d| d.experts.as_ref())
             .map(|(c, _)| c.routing())
+    }
+
+    /// Read back only while the NextN/MTP block is loaded (its input).
+    fn hidden(&self) -> Option<&[f32]> {
+        self.hidden.as_deref()
+    }
+
+    /// See `exec::forward_rows_by_steps`.
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: Rows,
+    ) -> Result<Forward, ModelError> {
+        let prefill = self.prefill.is_ok();
+        crate::exec::forward_rows_by_steps(self, tokens, start_pos, rows, prefill)
+    }
+
+    fn mtp_ready(&self) -> Result<(), ModelError> {
+        self.mtp
+            .as_ref()
+            .map(|_| ())
+            .map_err(|why| ModelError::Unsupported(why.clone()))
+    }
+
+    fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<(), ModelError> {
+        self.run_mtp_step(hidden, token, pos)
+            .map_err(crate::exec::to_model_error)
+    }
+
+    fn mtp_logits(&mut self) -> Result<&[f32], ModelError> {
+        self.run_mtp_logits().map_err(crate::exec::to_model_error)?;
+        Ok(&self.mtp_logits)
+    }
+
+    fn mtp_hidden(&self) -> Option<&[f32]> {
+        self.mtp_hidden.as_deref()
+    }
+}
+
+impl CudaExecutor {
+    /// [`Decoder::mtp_step`]: the block at MTP position `pos` on `hidden` and `token`.
+    fn run_mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<(), ExecError> {
+        let host = self
+            .mtp
+            .as_ref()
+            .map_err(|why| ModelError::Unsupported(why.clone()))?;
+        let plan = &host.mtp.plan;
+        check_step(&self.config, plan.ctx, self.mtp_filled, token, pos)?;
+        if hidden.len() != plan.n_embd {
+            return Err(ModelError::Unsupported(format!(
+                "MTP hidden state of {} values, expected n_embd = {}",
+                hidden.len(),
+                plan.n_embd
+            ))
+            .into());
+        }
+        // Invalid until the block has run: a failed step leaves no output to read.
+        self.mtp_hidden = None;
+        let eager = self.eager;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| d.run_mtp_block(host, (hidden, token, pos), eager));
+        match result {
+            Ok(h) => {
+                self.mtp_hidden = Some(h);
+                self.mtp_filled = pos + 1;
+                Ok(())
+            }
+            Err(e) => Err(self.after_failure(e, Failed::Mtp { pos })),
+        }
+    }
+
+    /// [`Decoder::mtp_logits`]: the head on the last block step's output, into `mtp_logits`.
+    fn run_mtp_logits(&mut self) -> Result<(), ExecError> {
+        let host = self
+            .mtp
+            .as_ref()
+            .map_err(|why| ModelError::Unsupported(why.clone()))?;
+        if self.mtp_hidden.is_none() {
+            return Err(ModelError::Unsupported(
+                "MTP logits asked for before an MTP step ran".into(),
+            )
+            .into());
+        }
+        let eager = self.eager;
+        let result = self
+            .dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| d.run_mtp_head(host, eager));
+        match result {
+            Ok(l) => {
+                self.mtp_logits = l;
+                Ok(())
+            }
+            Err(e) => {
+                let pos = self.mtp_filled.saturating_sub(1);
+                Err(self.after_failure(e, Failed::Mtp { pos }))
+            }
+        }
     }
 }

@@ -54,6 +54,8 @@ impl CudaExecutor {
             Err(e) => return Err(ExecError::Prefill(format!("no prefill plan: {e}"))),
         };
         let eager = self.eager;
+        // A chunk runs no decode step: the decode plan's hidden state is stale.
+        self.hidden = None;
         let result = self
             .dev
             .as_deref_mut()

@@ -13,6 +13,7 @@ use ingot_cuda::{
 use ingot_gguf::GgufFile;
 
 use super::launch::shapes_of;
+use super::mtp::DevMtp;
 use super::prefill::{prefill_own_bytes, DevPrefill, PrefillHost};
 use super::slots::CudaSlots;
 use super::{IN_FLIGHT, STATE_BYTES};
@@ -25,7 +26,7 @@ use crate::weights::initial_bytes;
 
 /// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
 /// the graph's own resources and cudarc's bookkeeping.
-const VRAM_HEADROOM: u64 = 512 << 20;
+pub(super) const VRAM_HEADROOM: u64 = 512 << 20;
 
 /// Bytes of the unused device buffer that stands at a host-mapped buffer's index in `bufs`.
 const MAPPED_PLACEHOLDER: usize = 256;
@@ -56,6 +57,8 @@ pub(super) struct Loaded {
     pub(super) experts: Option<(ExpertCache<Fence>, CopyStream)>,
     /// The batched prefill; `None` when the executor has no prefill plan.
     pub(super) prefill: Option<DevPrefill>,
+    /// The NextN/MTP block; `None` when the executor cannot draft.
+    pub(super) mtp: Option<DevMtp>,
 }
 
 impl Loaded {
@@ -142,6 +145,7 @@ impl Loaded {
             mapped,
             experts: None,
             prefill,
+            mtp: None,
         };
         let addrs: Vec<u64> = dev
             .bufs

@@ -11,7 +11,7 @@ use super::{alloc_with_twins, launch, launches, Launch};
 use crate::error::ExecError;
 use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
-use crate::planner::mtp::{build_mtp_plan_for, MtpPlan};
+use crate::planner::mtp::MtpPlan;
 use crate::planner::PlanOptions;
 
 /// The MTP plan loaded beside a decode plan.
@@ -40,19 +40,9 @@ impl SimMtp {
         opts: PlanOptions,
         decode: (&Plan, &[DevicePtr]),
     ) -> Result<Result<Self, String>, ExecError> {
-        if config.n_nextn == 0 {
-            return Ok(Err(
-                "the model has no NextN/MTP block (nextn_predict_layers is 0), so it cannot draft"
-                    .into(),
-            ));
-        }
-        let mtp = match build_mtp_plan_for(config, file.header(), opts) {
+        let (mtp, descs) = match crate::exec::mtp_plan_or_why(config, file, opts) {
             Ok(p) => p,
-            Err(e) => return Ok(Err(format!("the NextN/MTP block cannot be planned: {e}"))),
-        };
-        let descs = match mtp.plan.check_committed() {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(format!("the NextN/MTP block's plan: {e}"))),
+            Err(why) => return Ok(Err(why)),
         };
         let twins = crate::exec::shared_initialized(decode.0, &mtp.plan);
         let ptrs = alloc_with_twins(sim, file, &mtp.plan, twins, Some(decode.1))?;
