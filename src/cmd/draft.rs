@@ -15,9 +15,10 @@ pub enum Draft {
 #[derive(clap::Args, Clone)]
 pub struct DraftArgs {
     /// Speculative decoding: draft tokens with the model's NextN/MTP block and verify them in one
-    /// batched step. Greedy (--temp 0) output is the same token for token as without it; sampling
-    /// keeps the sampler's distribution (speculative-sampling acceptance), not its seeded token
-    /// stream.
+    /// step of k + 1 positions (batched on the cpu backend; on sim and cuda a decode step per
+    /// position, so there it saves no time yet). Greedy (--temp 0) output is the same token for
+    /// token as without it; sampling keeps the sampler's distribution (speculative-sampling
+    /// acceptance), not its seeded token stream.
     #[arg(long, value_enum)]
     pub draft: Option<Draft>,
     /// Drafts per step, 1 to 3: with more than 1 the MTP block is chained on its own output.
