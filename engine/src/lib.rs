@@ -290,9 +290,16 @@ fn describe_cuda(info: &CudaInfo) -> String {
         ),
         Err(why) => format!("prefill replays the graph once per prompt token ({why})"),
     };
+    let draft = match &info.draft {
+        Ok(bytes) => format!(
+            "--draft mtp: the NextN/MTP block loaded ({:.1} MiB)",
+            mib(*bytes)
+        ),
+        Err(why) => format!("no --draft mtp: {why}"),
+    };
     format!(
         "cuda: {}; kernels: {}; one graph of {} nodes (at most {} per layer{}); {:.1} MiB of VRAM \
-         for weights, cache and activations, uploaded in {:.2} s; {prefill}",
+         for weights, cache and activations, uploaded in {:.2} s; {prefill}; {draft}",
         info.device,
         info.jit.summary(),
         info.nodes,

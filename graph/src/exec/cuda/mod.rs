@@ -104,6 +104,9 @@ pub struct CudaInfo {
     pub prefill_bytes: u64,
     /// The prefill buckets loaded (ascending), or why prompts run token by token.
     pub prefill: Result<Vec<usize>, String>,
+    /// Device bytes of the NextN/MTP block's own buffers (`--draft mtp`), or why it cannot
+    /// draft.
+    pub draft: Result<u64, String>,
 }
 
 impl CudaExecutor {
@@ -159,6 +162,10 @@ impl CudaExecutor {
             prefill: match &prefill {
                 Ok(p) => Ok(p.iter().map(|h| h.pre.ntok).collect()),
                 Err(e) => Err(e.clone()),
+            },
+            draft: match &mtp {
+                Ok(h) => Ok(h.own_bytes()),
+                Err(why) => Err(why.clone()),
             },
         };
         let exec = CudaExecutor {
