@@ -168,6 +168,25 @@ pub(crate) fn mtp_plan_or_why(
     Ok((mtp, descs))
 }
 
+/// The checks of [`Decoder::mtp_step`] both executors make before running the block of `plan`:
+/// `pos` against the `filled` MTP rows and the context, the token, the hidden state's length.
+pub(crate) fn check_mtp_step(
+    config: &ModelConfig,
+    plan: &crate::Plan,
+    filled: usize,
+    (hidden, token, pos): (&[f32], u32, usize),
+) -> Result<(), ModelError> {
+    ingot_model::check_step(config, plan.ctx, filled, token, pos)?;
+    if hidden.len() != plan.n_embd {
+        return Err(ModelError::Unsupported(format!(
+            "MTP hidden state of {} values, expected n_embd = {}",
+            hidden.len(),
+            plan.n_embd
+        )));
+    }
+    Ok(())
+}
+
 /// [`Decoder::forward_rows`] of an executor whose prefill plans norm only their last row: every
 /// position's hidden state and logits from decode steps, one by one. With [`Rows::Last`] and a
 /// batched prefill (`prefill`) the prompt then runs again as [`Decoder::prefill_last`]'s chunks,
@@ -181,25 +200,7 @@ pub(crate) fn forward_rows_by_steps(
     rows: Rows,
     prefill: bool,
 ) -> Result<Forward, ModelError> {
-    if tokens.is_empty() {
-        return Err(ModelError::EmptyPrompt);
-    }
-    let (d, vocab) = (dec.config().n_embd, dec.config().vocab);
-    let mut out = Forward {
-        n: tokens.len(),
-        hidden: Vec::with_capacity(tokens.len() * d),
-        logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
-    };
-    for (i, &t) in tokens.iter().enumerate() {
-        let logits = dec.decode(t, start_pos + i)?;
-        if rows == Rows::All || i + 1 == tokens.len() {
-            out.logits.extend_from_slice(logits);
-        }
-        let h = dec.hidden().ok_or_else(|| {
-            ModelError::Unsupported("the decode plan has no act.norm to read".into())
-        })?;
-        out.hidden.extend_from_slice(h);
-    }
+    let mut out = ingot_model::forward_by_decode(dec, tokens, start_pos, rows)?;
     if rows == Rows::Last && prefill {
         out.logits = dec.prefill_last(tokens, start_pos)?;
     }

@@ -57,25 +57,7 @@ pub trait Decoder {
     /// one, bit for bit; with [`Rows::Last`] they are [`Decoder::prefill_last`]'s (a backend that
     /// overrides one overrides both). The default decodes one by one.
     fn forward_rows(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
-        if tokens.is_empty() {
-            return Err(ModelError::EmptyPrompt);
-        }
-        let (d, vocab) = (self.config().n_embd, self.config().vocab);
-        let mut out = Forward {
-            n: tokens.len(),
-            hidden: Vec::with_capacity(tokens.len() * d),
-            logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
-        };
-        for (i, &t) in tokens.iter().enumerate() {
-            let last = i + 1 == tokens.len();
-            let logits = self.decode(t, start_pos + i)?;
-            if rows == Rows::All || last {
-                out.logits.extend_from_slice(logits);
-            }
-            let h = self.hidden().ok_or_else(no_mtp_backend)?;
-            out.hidden.extend_from_slice(h);
-        }
-        Ok(out)
+        forward_by_decode(self, tokens, start_pos, rows)
     }
 
     /// Whether [`Decoder::mtp_step`] can run: `Err` names why not (a model without a NextN/MTP
@@ -105,6 +87,41 @@ pub trait Decoder {
     fn mtp_hidden(&self) -> Option<&[f32]> {
         None
     }
+}
+
+/// [`Decoder::forward_rows`] by [`Decoder::decode`], one position at a time: every position's
+/// hidden state, and the logits of every position ([`Rows::All`]) or of the last. The trait's
+/// default, and the verify of the executors that have no batched one.
+pub fn forward_by_decode<D: Decoder + ?Sized>(
+    dec: &mut D,
+    tokens: &[u32],
+    start_pos: usize,
+    rows: Rows,
+) -> Result<Forward> {
+    if tokens.is_empty() {
+        return Err(ModelError::EmptyPrompt);
+    }
+    let (d, vocab) = (dec.config().n_embd, dec.config().vocab);
+    let mut out = Forward {
+        n: tokens.len(),
+        hidden: Vec::with_capacity(tokens.len() * d),
+        logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
+    };
+    for (i, &t) in tokens.iter().enumerate() {
+        let logits = dec.decode(t, start_pos + i)?;
+        if rows == Rows::All || i + 1 == tokens.len() {
+            out.logits.extend_from_slice(logits);
+        }
+        let h = dec.hidden().ok_or_else(|| {
+            ModelError::Unsupported(
+                "no final hidden state after a decode step: the backend keeps it only while it \
+                 can run the NextN/MTP block"
+                    .into(),
+            )
+        })?;
+        out.hidden.extend_from_slice(h);
+    }
+    Ok(out)
 }
 
 /// Which positions' logits [`Decoder::forward_rows`] returns.

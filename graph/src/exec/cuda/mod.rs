@@ -434,16 +434,8 @@ impl CudaExecutor {
             .mtp
             .as_ref()
             .map_err(|why| ModelError::Unsupported(why.clone()))?;
-        let plan = &host.mtp.plan;
-        check_step(&self.config, plan.ctx, self.mtp_filled, token, pos)?;
-        if hidden.len() != plan.n_embd {
-            return Err(ModelError::Unsupported(format!(
-                "MTP hidden state of {} values, expected n_embd = {}",
-                hidden.len(),
-                plan.n_embd
-            ))
-            .into());
-        }
+        let input = (hidden, token, pos);
+        crate::exec::check_mtp_step(&self.config, &host.mtp.plan, self.mtp_filled, input)?;
         // Invalid until the block has run: a failed step leaves no output to read.
         self.mtp_hidden = None;
         let eager = self.eager;
@@ -451,7 +443,7 @@ impl CudaExecutor {
             .dev
             .as_deref_mut()
             .ok_or(ExecError::Faulted)
-            .and_then(|d| d.run_mtp_block(host, (hidden, token, pos), eager));
+            .and_then(|d| d.run_mtp_block(host, input, eager));
         match result {
             Ok(h) => {
                 self.mtp_hidden = Some(h);

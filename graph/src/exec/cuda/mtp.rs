@@ -18,15 +18,13 @@ use ingot_cuda::{DeviceBuffer, Graph, LaunchShape, MappedBuffer, PinnedBuffer};
 use ingot_gguf::GgufFile;
 
 use super::launch::{capture_nodes, decode_place, launch_nodes, shapes_of, Pace, Place};
-use super::prefill::Slot;
+use super::prefill::{own_slots, Slot};
 use super::upload::{Loaded, VRAM_HEADROOM};
 use super::STATE_BYTES;
-use crate::buffer::BufferKind;
 use crate::error::ExecError;
 use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
 use crate::planner::mtp::MtpPlan;
-use crate::weights::initial_bytes;
 use crate::BufId;
 
 /// The block's plan as the host holds it.
@@ -87,27 +85,7 @@ impl Loaded {
         for k in &plan.summary().kernels {
             self.module.prepare(k)?;
         }
-        let mut slots = Vec::with_capacity(host.twins.len());
-        for (decl, twin) in plan.buffers.iter().zip(&host.twins) {
-            if let Some(j) = *twin {
-                slots.push(Slot::Shared(j));
-                continue;
-            }
-            if let BufferKind::Weight {
-                host_mapped: true, ..
-            } = decl.kind
-            {
-                return Ok(Err(format!(
-                    "{}: a host-mapped weight of the NextN/MTP block's own",
-                    decl.name
-                )));
-            }
-            let b = self.gpu.alloc(decl.bytes as usize)?;
-            if let Some(bytes) = initial_bytes(file, decl)? {
-                self.gpu.upload(&b, &bytes)?;
-            }
-            slots.push(Slot::Own(b));
-        }
+        let slots = own_slots(&self.gpu, file, plan, &host.twins)?;
         let embedding = if plan.host_embedding {
             Some(HostEmbedding::of_tensor(
                 file,
@@ -137,69 +115,29 @@ impl Loaded {
     pub(super) fn run_mtp_block(
         &mut self,
         host: &MtpHost,
-        (hidden, token, pos): (&[f32], u32, usize),
+        input: (&[f32], u32, usize),
         eager: bool,
     ) -> Result<Vec<f32>, ExecError> {
-        let Loaded {
-            gpu,
-            module,
-            bufs,
-            mapped,
-            mtp,
-            events,
-            ..
-        } = self;
-        let dm = mtp.as_mut().ok_or(ExecError::Faulted)?;
-        let plan = &host.mtp.plan;
-        let (bufs, mapped, slots) = (&*bufs, &*mapped, &dm.slots);
-        let place = |i: usize| mtp_place(bufs, mapped, slots, i);
-        let dev = |id: BufId| own_device(&place, id);
-        let nodes = 0..host.mtp.head_start;
-        if !eager && dm.body.is_none() {
-            let g = capture_nodes(gpu, module, plan, nodes.clone(), &dm.shapes, &place)?;
-            dm.body = Some(g);
-        }
-        // The previous step was waited for, so the staging is free.
-        dm.hidden_in
-            .bytes_mut()
-            .copy_from_slice(bytemuck::cast_slice(hidden));
-        gpu.copy_from_pinned(
-            &dm.hidden_in,
-            0,
-            dev(host.mtp.hidden_in)?,
-            0,
-            hidden.len() * 4,
-        )?;
-        let state = StepState {
-            token,
-            pos: pos as u32,
-            next_token: 0,
-            steps_done: 0,
-        };
-        dm.state_in
-            .bytes_mut()
-            .copy_from_slice(bytemuck::bytes_of(&state));
-        gpu.copy_from_pinned(&dm.state_in, 0, dev(plan.step)?, 0, STATE_BYTES)?;
-        if let Some(e) = &dm.embedding {
-            let row = e.row(token)?;
-            dm.row_in.bytes_mut()[..row.len()].copy_from_slice(&row);
-            gpu.copy_from_pinned(&dm.row_in, 0, dev(plan.residual)?, 0, row.len())?;
-        }
-        match &dm.body {
-            Some(g) => g.launch()?,
-            None => launch_nodes(gpu, module, plan, nodes, &dm.shapes, &place, Pace::Sync)?,
-        }
-        let out = dev(host.mtp.hidden_out)?;
-        gpu.copy_to_pinned(out, 0, &mut dm.hidden_out, 0, plan.n_embd * 4)?;
-        gpu.record(&events[0])?;
-        events[0].synchronize()?;
-        Ok(f32s(dm.hidden_out.bytes(), plan.n_embd))
+        self.run_mtp(host, Some(input), eager)
     }
 
     /// Runs the block's head on the last block step's output and waits; returns the logits.
     pub(super) fn run_mtp_head(
         &mut self,
         host: &MtpHost,
+        eager: bool,
+    ) -> Result<Vec<f32>, ExecError> {
+        self.run_mtp(host, None, eager)
+    }
+
+    /// The block (with its `input`: hidden state, token, MTP position) or, without one, the
+    /// head: its graph captured at first use (before anything of the run is enqueued), the
+    /// block's inputs uploaded, the replay (or the nodes one by one when `eager`), the output
+    /// copied back, waited for.
+    fn run_mtp(
+        &mut self,
+        host: &MtpHost,
+        input: Option<(&[f32], u32, usize)>,
         eager: bool,
     ) -> Result<Vec<f32>, ExecError> {
         let Loaded {
@@ -212,24 +150,78 @@ impl Loaded {
             logits_out,
             ..
         } = self;
-        let dm = mtp.as_mut().ok_or(ExecError::Faulted)?;
+        let DevMtp {
+            slots,
+            shapes,
+            body,
+            head,
+            embedding,
+            hidden_in,
+            row_in,
+            state_in,
+            hidden_out,
+            ..
+        } = mtp.as_mut().ok_or(ExecError::Faulted)?;
         let plan = &host.mtp.plan;
-        let (bufs, mapped, slots) = (&*bufs, &*mapped, &dm.slots);
+        let (bufs, mapped, slots) = (&*bufs, &*mapped, &*slots);
         let place = |i: usize| mtp_place(bufs, mapped, slots, i);
-        let nodes = host.mtp.head_start..plan.nodes.len();
-        if !eager && dm.head.is_none() {
-            let g = capture_nodes(gpu, module, plan, nodes.clone(), &dm.shapes, &place)?;
-            dm.head = Some(g);
+        let dev = |id: BufId| own_device(&place, id);
+        let (nodes, graph, out, len, staging) = match input {
+            Some(_) => (
+                0..host.mtp.head_start,
+                body,
+                host.mtp.hidden_out,
+                plan.n_embd,
+                hidden_out,
+            ),
+            None => (
+                host.mtp.head_start..plan.nodes.len(),
+                head,
+                plan.logits,
+                plan.vocab,
+                logits_out,
+            ),
+        };
+        if !eager && graph.is_none() {
+            *graph = Some(capture_nodes(
+                gpu,
+                module,
+                plan,
+                nodes.clone(),
+                shapes,
+                &place,
+            )?);
         }
-        match &dm.head {
+        if let Some((hidden, token, pos)) = input {
+            // The previous run was waited for, so the staging is free.
+            hidden_in
+                .bytes_mut()
+                .copy_from_slice(bytemuck::cast_slice(hidden));
+            gpu.copy_from_pinned(hidden_in, 0, dev(host.mtp.hidden_in)?, 0, hidden.len() * 4)?;
+            let state = StepState {
+                token,
+                pos: pos as u32,
+                next_token: 0,
+                steps_done: 0,
+            };
+            state_in
+                .bytes_mut()
+                .copy_from_slice(bytemuck::bytes_of(&state));
+            gpu.copy_from_pinned(state_in, 0, dev(plan.step)?, 0, STATE_BYTES)?;
+            if let Some(e) = embedding {
+                let row = e.row(token)?;
+                row_in.bytes_mut()[..row.len()].copy_from_slice(&row);
+                gpu.copy_from_pinned(row_in, 0, dev(plan.residual)?, 0, row.len())?;
+            }
+        }
+        match graph {
             Some(g) => g.launch()?,
-            None => launch_nodes(gpu, module, plan, nodes, &dm.shapes, &place, Pace::Sync)?,
+            None => launch_nodes(gpu, module, plan, nodes, shapes, &place, Pace::Sync)?,
         }
-        let logits = own_device(&place, plan.logits)?;
-        gpu.copy_to_pinned(logits, 0, logits_out, 0, plan.vocab * 4)?;
+        gpu.copy_to_pinned(dev(out)?, 0, staging, 0, len * 4)?;
         gpu.record(&events[0])?;
         events[0].synchronize()?;
-        Ok(f32s(logits_out.bytes(), plan.vocab))
+        Ok(f32s(staging.bytes(), len))
     }
 }
 

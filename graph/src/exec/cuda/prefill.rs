@@ -104,6 +104,39 @@ pub(super) fn prefill_own_bytes(plans: &[PrefillHost]) -> u64 {
         .sum()
 }
 
+/// A second plan's buffers (a prefill chunk's, the NextN/MTP block's) on the device: the decode
+/// plan's where `twins` names one, otherwise its own, allocated and filled with its initial bytes.
+/// Only the decode plan keeps weights in host memory (the routed experts beyond VRAM).
+pub(super) fn own_slots(
+    gpu: &Gpu,
+    file: &GgufFile,
+    plan: &Plan,
+    twins: &[Option<usize>],
+) -> Result<Vec<Slot>, ExecError> {
+    let mut slots = Vec::with_capacity(twins.len());
+    for (decl, twin) in plan.buffers.iter().zip(twins) {
+        if let Some(j) = *twin {
+            slots.push(Slot::Shared(j));
+            continue;
+        }
+        if let BufferKind::Weight {
+            host_mapped: true, ..
+        } = decl.kind
+        {
+            return Err(ExecError::Weight {
+                name: decl.name.clone(),
+                reason: "a host-mapped weight outside the decode plan".into(),
+            });
+        }
+        let b = gpu.alloc(decl.bytes as usize)?;
+        if let Some(bytes) = initial_bytes(file, decl)? {
+            gpu.upload(&b, &bytes)?;
+        }
+        slots.push(Slot::Own(b));
+    }
+    Ok(slots)
+}
+
 impl DevPrefill {
     /// Allocates each prefill plan's own buffers (uploading any initial bytes; the shared
     /// ones are the decode plan's), the host staging and the embedding table. `None` without
@@ -118,27 +151,7 @@ impl DevPrefill {
         };
         let mut chunks = Vec::with_capacity(plans.len());
         for h in plans {
-            let mut slots = Vec::with_capacity(h.twins.len());
-            for (decl, twin) in h.pre.plan.buffers.iter().zip(&h.twins) {
-                if let Some(j) = *twin {
-                    slots.push(Slot::Shared(j));
-                    continue;
-                }
-                if let BufferKind::Weight {
-                    host_mapped: true, ..
-                } = decl.kind
-                {
-                    return Err(ExecError::Prefill(format!(
-                        "{}: a host-mapped weight of the prefill plan's own",
-                        decl.name
-                    )));
-                }
-                let b = gpu.alloc(decl.bytes as usize)?;
-                if let Some(bytes) = initial_bytes(file, decl)? {
-                    gpu.upload(&b, &bytes)?;
-                }
-                slots.push(Slot::Own(b));
-            }
+            let slots = own_slots(gpu, file, &h.pre.plan, &h.twins)?;
             chunks.push(DevChunk {
                 slots,
                 shapes: shapes_of(&h.pre.plan, &h.descs),

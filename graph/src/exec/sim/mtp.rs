@@ -4,7 +4,7 @@
 
 use ingot_abi::step::StepState;
 use ingot_gguf::GgufFile;
-use ingot_model::{check_step, ModelConfig, ModelError};
+use ingot_model::{ModelConfig, ModelError};
 use ptx_sim::{DevicePtr, LaunchStats, Module, Sim};
 
 use super::{alloc_with_twins, launch, launches, Launch};
@@ -93,15 +93,7 @@ impl SimMtp {
         (hidden, token, pos): (&[f32], u32, usize),
     ) -> Result<(), ExecError> {
         let plan = &self.mtp.plan;
-        check_step(config, plan.ctx, self.filled, token, pos)?;
-        if hidden.len() != plan.n_embd {
-            return Err(ModelError::Unsupported(format!(
-                "MTP hidden state of {} values, expected n_embd = {}",
-                hidden.len(),
-                plan.n_embd
-            ))
-            .into());
-        }
+        crate::exec::check_mtp_step(config, plan, self.filled, (hidden, token, pos))?;
         let ptr = |b: crate::BufId| self.ptrs[b.0 as usize];
         let write = |sim: &mut Sim, at: DevicePtr, bytes: &[u8]| {
             sim.write(at, bytes).map_err(ExecError::SimSetup)
