@@ -15,7 +15,7 @@
 //! (`Loaded`) and how it is allocated and filled; `replay` the decode step on the device
 //! (capture, replay, node-by-node runs, the StepState and the expert cache between steps);
 //! `prefill` the batched prefill's plans and chunks; `mtp` the NextN/MTP block (the drafter of
-//! `--draft mtp`); `fault` eager mode ([`EAGER_VAR`]) and the
+//! `--draft mtp`, run by `mtp_run`); `fault` eager mode ([`EAGER_VAR`]) and the
 //! localisation of a failed replay; `timing` the per-node and per-replay measurements; `launch`
 //! the node launches themselves; `slots` the expert cache's view of GPU memory. The executor is
 //! unusable after a failed replay (`dev` is `None`).
@@ -34,6 +34,7 @@ use crate::planner::{build_plan_for, PlanOptions};
 mod fault;
 mod launch;
 mod mtp;
+mod mtp_run;
 mod prefill;
 mod prefill_run;
 mod replay;
@@ -48,6 +49,10 @@ use fault::{eager_requested, Failed};
 use mtp::{f32s, MtpHost};
 use prefill::{prefill_own_bytes, prefill_plans, PrefillHost};
 use upload::Loaded;
+
+/// Device memory kept free beyond the plans' buffers: the context, the JIT-compiled module,
+/// the graphs' own resources and cudarc's bookkeeping.
+const VRAM_HEADROOM: u64 = 512 << 20;
 
 /// Pipelined greedy decoding keeps this many step results in flight.
 const IN_FLIGHT: usize = 2;

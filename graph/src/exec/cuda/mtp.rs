@@ -13,14 +13,12 @@
 //! hidden state (`act.norm`) back: the block's input.
 
 use ingot_abi::launch::KernelDesc;
-use ingot_abi::step::StepState;
-use ingot_cuda::{DeviceBuffer, Graph, LaunchShape, MappedBuffer, PinnedBuffer};
+use ingot_cuda::{DeviceBuffer, Gpu, Graph, LaunchShape, MappedBuffer, Module, PinnedBuffer};
 use ingot_gguf::GgufFile;
 
-use super::launch::{capture_nodes, decode_place, launch_nodes, shapes_of, Pace, Place};
+use super::launch::{decode_place, shapes_of, Place};
 use super::prefill::{own_slots, Slot};
-use super::upload::{Loaded, VRAM_HEADROOM};
-use super::STATE_BYTES;
+use super::{STATE_BYTES, VRAM_HEADROOM};
 use crate::error::ExecError;
 use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
@@ -49,32 +47,33 @@ impl MtpHost {
 
 /// The block on the device.
 pub(super) struct DevMtp {
-    slots: Vec<Slot>,
-    shapes: Vec<LaunchShape>,
-    body: Option<Graph>,
-    head: Option<Graph>,
+    pub(super) slots: Vec<Slot>,
+    pub(super) shapes: Vec<LaunchShape>,
+    pub(super) body: Option<Graph>,
+    pub(super) head: Option<Graph>,
     /// The embedding rows, for a plan without a device fetch.
-    embedding: Option<HostEmbedding>,
+    pub(super) embedding: Option<HostEmbedding>,
     /// Host staging: the hidden state in, the embedding row, the StepState, the block's output,
     /// and the decode plan's final hidden state after each decode step.
-    hidden_in: PinnedBuffer,
-    row_in: PinnedBuffer,
-    state_in: PinnedBuffer,
-    hidden_out: PinnedBuffer,
+    pub(super) hidden_in: PinnedBuffer,
+    pub(super) row_in: PinnedBuffer,
+    pub(super) state_in: PinnedBuffer,
+    pub(super) hidden_out: PinnedBuffer,
     pub(super) decode_hidden: PinnedBuffer,
 }
 
-impl Loaded {
+impl DevMtp {
     /// Allocates the block's own buffers (uploading their initial bytes) and its staging, and
     /// prepares its kernels; `Ok(Err(why))` when the free memory cannot hold them beside the
     /// headroom (nothing is allocated then).
-    pub(super) fn open_mtp(
-        &mut self,
+    pub(super) fn open(
+        gpu: &Gpu,
+        module: &mut Module,
         file: &GgufFile,
         host: &MtpHost,
     ) -> Result<Result<DevMtp, String>, ExecError> {
         let own = host.own_bytes();
-        let (free, _total) = self.gpu.mem_info()?;
+        let (free, _total) = gpu.mem_info()?;
         if own + VRAM_HEADROOM > free as u64 {
             return Ok(Err(format!(
                 "too little free GPU memory for the NextN/MTP block: it needs {own} bytes beside \
@@ -83,9 +82,9 @@ impl Loaded {
         }
         let plan = &host.mtp.plan;
         for k in &plan.summary().kernels {
-            self.module.prepare(k)?;
+            module.prepare(k)?;
         }
-        let slots = own_slots(&self.gpu, file, plan, &host.twins)?;
+        let slots = own_slots(gpu, file, plan, &host.twins)?;
         let embedding = if plan.host_embedding {
             Some(HostEmbedding::of_tensor(
                 file,
@@ -102,131 +101,17 @@ impl Loaded {
             body: None,
             head: None,
             embedding,
-            hidden_in: self.gpu.alloc_pinned(row)?,
-            row_in: self.gpu.alloc_pinned(row)?,
-            state_in: self.gpu.alloc_pinned(STATE_BYTES)?,
-            hidden_out: self.gpu.alloc_pinned(row)?,
-            decode_hidden: self.gpu.alloc_pinned(row)?,
+            hidden_in: gpu.alloc_pinned(row)?,
+            row_in: gpu.alloc_pinned(row)?,
+            state_in: gpu.alloc_pinned(STATE_BYTES)?,
+            hidden_out: gpu.alloc_pinned(row)?,
+            decode_hidden: gpu.alloc_pinned(row)?,
         }))
-    }
-
-    /// Runs the block on `hidden` with `token` at MTP position `pos` and waits; returns its
-    /// output after `shared_head_norm`. `eager`: node by node with a synchronisation after each.
-    pub(super) fn run_mtp_block(
-        &mut self,
-        host: &MtpHost,
-        input: (&[f32], u32, usize),
-        eager: bool,
-    ) -> Result<Vec<f32>, ExecError> {
-        self.run_mtp(host, Some(input), eager)
-    }
-
-    /// Runs the block's head on the last block step's output and waits; returns the logits.
-    pub(super) fn run_mtp_head(
-        &mut self,
-        host: &MtpHost,
-        eager: bool,
-    ) -> Result<Vec<f32>, ExecError> {
-        self.run_mtp(host, None, eager)
-    }
-
-    /// The block (with its `input`: hidden state, token, MTP position) or, without one, the
-    /// head: its graph captured at first use (before anything of the run is enqueued), the
-    /// block's inputs uploaded, the replay (or the nodes one by one when `eager`), the output
-    /// copied back, waited for.
-    fn run_mtp(
-        &mut self,
-        host: &MtpHost,
-        input: Option<(&[f32], u32, usize)>,
-        eager: bool,
-    ) -> Result<Vec<f32>, ExecError> {
-        let Loaded {
-            gpu,
-            module,
-            bufs,
-            mapped,
-            mtp,
-            events,
-            logits_out,
-            ..
-        } = self;
-        let DevMtp {
-            slots,
-            shapes,
-            body,
-            head,
-            embedding,
-            hidden_in,
-            row_in,
-            state_in,
-            hidden_out,
-            ..
-        } = mtp.as_mut().ok_or(ExecError::Faulted)?;
-        let plan = &host.mtp.plan;
-        let (bufs, mapped, slots) = (&*bufs, &*mapped, &*slots);
-        let place = |i: usize| mtp_place(bufs, mapped, slots, i);
-        let dev = |id: BufId| own_device(&place, id);
-        let (nodes, graph, out, len, staging) = match input {
-            Some(_) => (
-                0..host.mtp.head_start,
-                body,
-                host.mtp.hidden_out,
-                plan.n_embd,
-                hidden_out,
-            ),
-            None => (
-                host.mtp.head_start..plan.nodes.len(),
-                head,
-                plan.logits,
-                plan.vocab,
-                logits_out,
-            ),
-        };
-        if !eager && graph.is_none() {
-            *graph = Some(capture_nodes(
-                gpu,
-                module,
-                plan,
-                nodes.clone(),
-                shapes,
-                &place,
-            )?);
-        }
-        if let Some((hidden, token, pos)) = input {
-            // The previous run was waited for, so the staging is free.
-            hidden_in
-                .bytes_mut()
-                .copy_from_slice(bytemuck::cast_slice(hidden));
-            gpu.copy_from_pinned(hidden_in, 0, dev(host.mtp.hidden_in)?, 0, hidden.len() * 4)?;
-            let state = StepState {
-                token,
-                pos: pos as u32,
-                next_token: 0,
-                steps_done: 0,
-            };
-            state_in
-                .bytes_mut()
-                .copy_from_slice(bytemuck::bytes_of(&state));
-            gpu.copy_from_pinned(state_in, 0, dev(plan.step)?, 0, STATE_BYTES)?;
-            if let Some(e) = embedding {
-                let row = e.row(token)?;
-                row_in.bytes_mut()[..row.len()].copy_from_slice(&row);
-                gpu.copy_from_pinned(row_in, 0, dev(plan.residual)?, 0, row.len())?;
-            }
-        }
-        match graph {
-            Some(g) => g.launch()?,
-            None => launch_nodes(gpu, module, plan, nodes, shapes, &place, Pace::Sync)?,
-        }
-        gpu.copy_to_pinned(dev(out)?, 0, staging, 0, len * 4)?;
-        gpu.record(&events[0])?;
-        events[0].synchronize()?;
-        Ok(f32s(staging.bytes(), len))
     }
 }
 
 /// Where buffer `i` of the block's plan is: the decode plan's twin or its own.
-fn mtp_place<'a>(
+pub(super) fn mtp_place<'a>(
     bufs: &'a [DeviceBuffer],
     mapped: &[Option<MappedBuffer>],
     slots: &'a [Slot],
@@ -239,7 +124,7 @@ fn mtp_place<'a>(
 }
 
 /// The device buffer of `id` (one the host copies to or from, never host-mapped).
-fn own_device<'a>(
+pub(super) fn own_device<'a>(
     place: &dyn Fn(usize) -> Place<'a>,
     id: BufId,
 ) -> Result<&'a DeviceBuffer, ExecError> {

@@ -16,17 +16,13 @@ use super::launch::shapes_of;
 use super::mtp::DevMtp;
 use super::prefill::{prefill_own_bytes, DevPrefill, PrefillHost};
 use super::slots::CudaSlots;
-use super::{IN_FLIGHT, STATE_BYTES};
+use super::{IN_FLIGHT, STATE_BYTES, VRAM_HEADROOM};
 use crate::buffer::BufferKind;
 use crate::error::ExecError;
 use crate::exec::expert_cache::ExpertCache;
 use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
 use crate::weights::initial_bytes;
-
-/// Device memory kept free beyond the plan's buffers: the context, the JIT-compiled module,
-/// the graph's own resources and cudarc's bookkeeping.
-pub(super) const VRAM_HEADROOM: u64 = 512 << 20;
 
 /// Bytes of the unused device buffer that stands at a host-mapped buffer's index in `bufs`.
 const MAPPED_PLACEHOLDER: usize = 256;
