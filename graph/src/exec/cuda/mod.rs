@@ -46,7 +46,7 @@ pub use fault::EAGER_VAR;
 pub use timing::StepTiming;
 
 use fault::{eager_requested, Failed};
-use mtp::{f32s, MtpHost};
+use mtp::{f32s, DevMtp, MtpHost};
 use prefill::{prefill_own_bytes, prefill_plans, PrefillHost};
 use upload::Loaded;
 
@@ -142,7 +142,7 @@ impl CudaExecutor {
         let mtp = match crate::exec::mtp_plan_or_why(&config, file, opts) {
             Ok(p) => {
                 let host = MtpHost::new(p, &plan);
-                dev.open_mtp(file, &host)?.map(|d| {
+                DevMtp::open(&dev.gpu, &mut dev.module, file, &host)?.map(|d| {
                     dev.mtp = Some(d);
                     host
                 })

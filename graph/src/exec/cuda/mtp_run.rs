@@ -1,8 +1,6 @@
-//! Running the NextN/MTP block on the device (docs in `mtp.rs`): its loading after the decode
-//! plan ([`Loaded::open_mtp`]) and a run of the block or its head.
+//! Running the NextN/MTP block on the device (docs in `mtp.rs`): the block or its head.
 
 use ingot_abi::step::StepState;
-use ingot_gguf::GgufFile;
 
 use super::launch::{capture_nodes, launch_nodes, Pace};
 use super::mtp::{f32s, mtp_place, own_device, DevMtp, MtpHost};
@@ -12,16 +10,6 @@ use crate::error::ExecError;
 use crate::BufId;
 
 impl Loaded {
-    /// Loads the block beside the decode plan ([`DevMtp::open`]); `Ok(Err(why))` when it cannot
-    /// draft.
-    pub(super) fn open_mtp(
-        &mut self,
-        file: &GgufFile,
-        host: &MtpHost,
-    ) -> Result<Result<DevMtp, String>, ExecError> {
-        DevMtp::open(&self.gpu, &mut self.module, file, host)
-    }
-
     /// Runs the block on `hidden` with `token` at MTP position `pos` and waits; returns its
     /// output after `shared_head_norm`. `eager`: node by node with a synchronisation after each.
     pub(super) fn run_mtp_block(
