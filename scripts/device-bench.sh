@@ -28,6 +28,10 @@
 #           between CUDA events (median of 20 reps) beside its predicted time, the graph replay
 #           and the eager step of the same run, and measured/predicted per kernel; the full
 #           table is in the step's log
+#   draft   `ingot bench --backend cuda --draft mtp --draft-max K` (K = 1, 3) on the trained model
+#           (testdata/golden, unpacked with Python's lzma): greedy with and without the NextN/MTP
+#           block's drafts, acceptance, tokens per step, the speed-up (the verify is a decode step
+#           per position: a small model's launch-bound steps, not a V2-Lite figure)
 # peer mode instead (deadline 9 minutes; INGOT_DEVICE_DEADLINE_S sets another):
 #   peer-load    llama-bench from the peer bundle loads and sees the GPU (scripts/device-peer.sh)
 #   model        as above
@@ -128,6 +132,18 @@ fi
     run_step "nodes-d$depth" 150 fig_nodes "$bin/ingot" plan -m "$model" --backend cuda --measure \
         --reps 20 --depth "$depth" --predict h200
 done
+if [[ $mode == run || $mode == decode ]]; then
+    trained=$work/trained-rust-std.gguf
+    if python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        testdata/golden/trained-rust-std/model.gguf.xz "$trained"; then
+        for k in 1 3; do
+            run_step "draft-k$k" 60 fig_draft "$bin/ingot" bench -m "$trained" --backend cuda \
+                -p 16 -n 128 --reps 3 --draft mtp --draft-max "$k"
+        done
+    else
+        record draft 1 0 "cannot unpack testdata/golden/trained-rust-std/model.gguf.xz"
+    fi
+fi
 
 summarize device-bench "$out/device-bench.json"
 code=$?

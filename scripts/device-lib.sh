@@ -239,6 +239,11 @@ fig_bench() {
     grep -m 1 -oE 'bench (valid|INVALID)' "$1"
 }
 fig_nodes() { grep -m 1 -o 'measured d[0-9]*: node sum [^(]*' "$1"; }
+# `ingot bench --draft mtp`'s drafted rows: t/s, acceptance, tokens per step, speed-up.
+fig_draft() {
+    awk -F'|' '/^\|.* mtp k[0-9]/ {for (i = 5; i <= 9; i++) gsub(/^ +| +$/, "", $i);
+        printf "%s%s: %s t/s, acceptance %s, %s tokens/step, %s", sep, $5, $6, $7, $8, $9; sep="; "}' "$1"
+}
 # scripts/device-peer.sh's verdict or summary: its last "peer: " line.
 fig_peer() { grep '^peer: ' "$1" | tail -n 1 | sed 's/^peer: //'; }
 fig_none() { :; }
