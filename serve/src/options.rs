@@ -59,6 +59,10 @@ pub struct ServeOptions {
     /// a near-tie; `false` (`--no-prompt-cache`) starts every request from an empty cache and
     /// decides nothing by what came before.
     pub prompt_cache: bool,
+    /// Drafts per step of speculative decoding with the model's NextN/MTP block (`--draft mtp
+    /// --draft-max K`); `None` decodes without. A request with `ignore_eos` decodes without (the
+    /// drafter cannot ban a token). Greedy requests get the text they get without drafts.
+    pub draft: Option<usize>,
 }
 
 /// The cpu backend's prefill attention form while the prompt cache is on: the one form whose
@@ -82,6 +86,7 @@ impl ServeOptions {
             allowed_hosts: Vec::new(),
             body_timeout: DEFAULT_BODY_TIMEOUT,
             prompt_cache: true,
+            draft: None,
         }
     }
 }

@@ -73,7 +73,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
     let metrics = Arc::new(Metrics::default());
     let path = opts.model.clone();
     let (backend, ctx, log, budget) = (opts.backend, opts.ctx, opts.log, opts.vram_budget);
-    let (cache_type, prompt_cache) = (opts.cache_type, opts.prompt_cache);
+    let (cache_type, prompt_cache, draft) = (opts.cache_type, opts.prompt_cache, opts.draft);
     let worker_metrics = metrics.clone();
     std::thread::Builder::new()
         .name("ingot-decoder".into())
@@ -110,6 +110,12 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                     mla_form: form,
                 }
                 .open(&file)?;
+                if draft.is_some() {
+                    // Refused before the server listens, as `ingot run` refuses.
+                    engine.decoder.mtp_ready().map_err(|e| {
+                        ServeError::Options(format!("--draft mtp on backend {backend}: {e}"))
+                    })?;
+                }
                 Ok((tok, template, engine, ctx))
             })();
             match opened {
@@ -133,6 +139,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                         worker_metrics,
                         log,
                         prompt_cache,
+                        draft,
                     );
                 }
             }

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use ingot_model::speculative::SpecStats;
 use ingot_model::{Decoder, GenerateOptions, Generator};
 use ingot_tokenizer::Tokenizer;
 use tokio::sync::mpsc::{Receiver, UnboundedSender};
@@ -47,6 +48,7 @@ pub fn run(
     metrics: Arc<Metrics>,
     log: bool,
     prompt_cache: bool,
+    draft: Option<usize>,
 ) {
     // Tokens whose rows the cache holds, at positions 0..cached.len().
     let mut cached: Vec<u32> = Vec::new();
@@ -61,7 +63,7 @@ pub fn run(
             continue;
         }
         metrics.busy.store(1, Ordering::Relaxed);
-        let outcome = generate(&mut *decoder, &tok, ctx, &job, &mut cached, &metrics);
+        let outcome = generate(&mut *decoder, &tok, ctx, &job, &mut cached, &metrics, draft);
         metrics.busy.store(0, Ordering::Relaxed);
         match outcome {
             Ok(report) => {
@@ -69,8 +71,11 @@ pub fn run(
                     metrics.cancelled.fetch_add(1, Ordering::Relaxed);
                 }
                 if log {
+                    let drafts = report.drafts.map_or(String::new(), |s| {
+                        format!(", {} of {} drafts accepted", s.accepted, s.drafted)
+                    });
                     eprintln!(
-                        "request: prompt {} tokens ({} from the cache), {} generated, {:.1} tok/s{}",
+                        "request: prompt {} tokens ({} from the cache), {} generated, {:.1} tok/s{drafts}{}",
                         job.prompt.len(),
                         report.reused,
                         report.generated,
@@ -97,10 +102,13 @@ struct Report {
     generated: usize,
     tokens_per_s: f64,
     cancelled: bool,
+    /// The drafts' counts when the job decoded with drafts.
+    drafts: Option<SpecStats>,
 }
 
 /// One job, as `ingot run` decodes ([`Generator`]), past the prefix `cached` holds; `cached` is
-/// left holding the tokens whose rows the cache then has.
+/// left holding the tokens whose rows the cache then has. With `draft` drafts per step (not for
+/// a job with `ignore_eos`, which the drafter cannot honour) the prompt is prefilled whole.
 fn generate(
     dec: &mut dyn Decoder,
     tok: &Tokenizer,
@@ -108,13 +116,14 @@ fn generate(
     job: &Job,
     cached: &mut Vec<u32>,
     metrics: &Metrics,
+    draft: Option<usize>,
 ) -> Result<Report, ingot_model::ModelError> {
     let prompt = &job.prompt;
     let opts = GenerateOptions {
         sampler: job.generation.sampler,
         max_tokens: job.generation.max_tokens,
         stops: job.generation.stops.clone(),
-        draft: None,
+        draft: draft.filter(|_| !job.generation.ignore_eos),
         ignore_eos: job.generation.ignore_eos,
     };
     let mut gen = Generator::start(dec, tok, ctx, prompt, cached, opts)?;
@@ -138,6 +147,7 @@ fn generate(
         }
     }
     let generated = gen.generated();
+    let drafts = gen.draft_stats();
     if !cancelled {
         let (tail, finish) = gen.finish();
         let _ = send(tail);
@@ -161,5 +171,6 @@ fn generate(
         generated,
         tokens_per_s,
         cancelled,
+        drafts,
     })
 }

@@ -57,6 +57,8 @@ pub struct Args {
     pub experts: super::experts::ExpertArgs,
     #[command(flatten)]
     pub cache: super::cache::CacheArgs,
+    #[command(flatten)]
+    pub draft: super::draft::DraftArgs,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -83,6 +85,7 @@ pub fn run(a: Args) -> Result<()> {
         allowed_hosts,
         body_timeout: ingot_serve::DEFAULT_BODY_TIMEOUT,
         prompt_cache: !a.no_prompt_cache,
+        draft: a.draft.k()?,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .map_err(|e| match e {

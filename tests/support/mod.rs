@@ -90,6 +90,17 @@ impl Server {
         Server::spawn(serve, dir)
     }
 
+    /// `ingot serve -m MODEL --port 0 -q` with `extra` arguments.
+    pub fn serve(model: &std::path::Path, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut serve = Command::new(EXE);
+        serve
+            .args(["serve", "--port", "0", "-q", "-m"])
+            .arg(model)
+            .args(extra);
+        Server::spawn(serve, dir)
+    }
+
     /// `ingot demo --serve` on a free port, its model unpacked into a fresh cache directory.
     pub fn demo() -> Server {
         let dir = tempfile::tempdir().unwrap();
