@@ -1,6 +1,6 @@
 //! `ingot serve --draft mtp` as a user runs it: the trained model (whose NextN/MTP block drafts
-//! well) served with drafts answers a greedy completion with the text it gives without them, for
-//! both endpoints' shapes (plain and streamed); a model without a NextN/MTP block is refused
+//! well) served with drafts answers a greedy completion with the text it gives without them, plain
+//! and streamed, and counts its drafts in `/metrics`; a model without a NextN/MTP block is refused
 //! before the server listens, naming the flag and the reason. Every wait is bounded.
 
 mod support;
@@ -47,7 +47,24 @@ fn served_drafts_change_no_greedy_text() {
         let drafted = Server::serve(&model, &args);
         assert_eq!(completion(&drafted.addr), want, "--draft-max {k}");
         assert_eq!(streamed(&drafted.addr), want, "--draft-max {k}, streamed");
+        let (drafts, accepted) = (
+            metric(&drafted.addr, "ingot_drafts_total"),
+            metric(&drafted.addr, "ingot_drafts_accepted_total"),
+        );
+        assert!(drafts > 0 && accepted <= drafts, "{accepted} of {drafts}");
     }
+    assert_eq!(metric(&plain.addr, "ingot_drafts_total"), 0);
+}
+
+/// A counter of `GET /metrics`.
+fn metric(addr: &str, name: &str) -> u64 {
+    let (status, body) = http(addr, "GET", "/metrics", "");
+    assert!(status.contains(" 200 "), "{status} {body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in {body}"))
+        .parse()
+        .expect("an integer counter")
 }
 
 #[cfg(unix)]

@@ -21,6 +21,9 @@ pub struct Metrics {
     decode_us: AtomicU64,
     /// The last finished job's decode rate, as f64 bits.
     last_rate: AtomicU64,
+    /// NextN/MTP drafts verified, and those accepted (`--draft mtp`).
+    drafted: AtomicU64,
+    accepted: AtomicU64,
     by_status: Mutex<BTreeMap<u16, u64>>,
 }
 
@@ -43,6 +46,11 @@ impl Metrics {
             self.last_rate
                 .store((tokens as f64 / secs).to_bits(), Ordering::Relaxed);
         }
+    }
+
+    pub fn add_drafts(&self, drafted: usize, accepted: usize) {
+        self.drafted.fetch_add(drafted as u64, Ordering::Relaxed);
+        self.accepted.fetch_add(accepted as u64, Ordering::Relaxed);
     }
 
     pub fn count_status(&self, status: u16) {
@@ -97,6 +105,18 @@ impl Metrics {
             "gauge",
             "Decode rate of the last finished job.",
             format!("{}", f64::from_bits(self.last_rate.load(Ordering::Relaxed))),
+        );
+        metric(
+            "ingot_drafts_total",
+            "counter",
+            "NextN/MTP draft tokens verified (--draft mtp).",
+            load(&self.drafted),
+        );
+        metric(
+            "ingot_drafts_accepted_total",
+            "counter",
+            "NextN/MTP draft tokens the verify step accepted.",
+            load(&self.accepted),
         );
         metric(
             "ingot_queue_depth",

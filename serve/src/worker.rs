@@ -148,6 +148,9 @@ fn generate(
     }
     let generated = gen.generated();
     let drafts = gen.draft_stats();
+    if let Some(s) = &drafts {
+        metrics.add_drafts(s.drafted, s.accepted);
+    }
     if !cancelled {
         let (tail, finish) = gen.finish();
         let _ = send(tail);
