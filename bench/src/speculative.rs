@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use ingot_model::speculative::{SpecStats, Speculative};
-use ingot_model::{Decoder, ModelError, Sampler, SamplerConfig};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats};
+use ingot_model::{Decoder, ModelError};
 
 use crate::decode::{mean_sd, token_at, Meta};
 
@@ -104,20 +104,9 @@ impl SpecBench {
     }
 
     fn plain(&self, dec: &mut dyn Decoder, prompt: &[u32]) -> Result<(Vec<u32>, f64), ModelError> {
-        dec.reset();
-        let mut sampler = Sampler::new(SamplerConfig::greedy());
-        let mut history = prompt.to_vec();
-        let last = dec.prefill_last(prompt, 0)?;
-        let mut next = sampler.sample(&last, &history);
-        history.push(next);
-        let start = Instant::now();
-        for i in 1..self.n_gen {
-            let logits = dec.decode(next, prompt.len() + i - 1)?;
-            next = sampler.sample(logits, &history);
-            history.push(next);
-        }
-        let tps = (self.n_gen - 1) as f64 / start.elapsed().as_secs_f64();
-        Ok((history[prompt.len()..].to_vec(), tps))
+        let mut start = Instant::now();
+        let out = greedy_plain(dec, prompt, self.n_gen, || start = Instant::now())?;
+        Ok((out, self.rate(start)))
     }
 
     fn drafted(
@@ -125,17 +114,15 @@ impl SpecBench {
         dec: &mut dyn Decoder,
         prompt: &[u32],
     ) -> Result<(Vec<u32>, f64, SpecStats), ModelError> {
-        dec.reset();
-        let mut sampler = Sampler::new(SamplerConfig::greedy());
-        let mut spec = Speculative::start(dec, &mut sampler, prompt, self.draft_max, self.ctx)?;
-        let mut out = spec.fresh().to_vec();
-        let start = Instant::now();
-        while out.len() < self.n_gen {
-            let fresh = spec.step(self.n_gen - out.len())?;
-            out.extend_from_slice(fresh);
-        }
-        let tps = (self.n_gen - 1) as f64 / start.elapsed().as_secs_f64();
-        Ok((out, tps, spec.stats()))
+        let mut start = Instant::now();
+        let shape = (self.n_gen, self.draft_max, self.ctx);
+        let (out, stats) = greedy_drafted(dec, prompt, shape, || start = Instant::now())?;
+        Ok((out, self.rate(start), stats))
+    }
+
+    /// Tokens per second of the `n_gen − 1` tokens after the first, from `start`.
+    fn rate(&self, start: Instant) -> f64 {
+        (self.n_gen - 1) as f64 / start.elapsed().as_secs_f64()
     }
 }
 

@@ -3,8 +3,8 @@
 //! oracle on the oracle's hidden states, and greedy output with drafts against greedy without.
 
 use ingot_gguf::GgufFile;
-use ingot_model::speculative::{SpecStats, Speculative};
-use ingot_model::{Decoder, Oracle, Sampler, SamplerConfig};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats};
+use ingot_model::{Decoder, Oracle};
 
 /// The context every drafting test decodes in.
 pub const CTX: usize = 64;
@@ -112,40 +112,6 @@ pub fn check_bands(model: &str, [hidden, mtp_hidden, logits]: [f32; 3]) {
     );
 }
 
-/// Greedy without drafts as `ingot run` decodes: prefill (the backend's chunks), then one token
-/// per step.
-fn plain_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
-    dec.reset();
-    let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut history = prompt.to_vec();
-    let last = dec.prefill_last(prompt, 0).unwrap();
-    let mut next = sampler.sample(&last, &history);
-    let mut out = Vec::new();
-    while out.len() < n {
-        out.push(next);
-        history.push(next);
-        if out.len() == n {
-            break;
-        }
-        let logits = dec.decode(next, prompt.len() + out.len() - 1).unwrap();
-        next = sampler.sample(logits, &history);
-    }
-    out
-}
-
-fn spec_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize, k: usize) -> (Vec<u32>, SpecStats) {
-    dec.reset();
-    let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, CTX).unwrap();
-    let mut out = spec.fresh().to_vec();
-    while out.len() < n {
-        let fresh = spec.step(n - out.len()).unwrap();
-        out.extend_from_slice(fresh);
-    }
-    assert_eq!(out.len(), n, "a step handed out more than asked");
-    (out, spec.stats())
-}
-
 /// Greedy with k = 1, 2, 3 drafts equals greedy without, token for token, on `dec` (named
 /// `backend`); returns the drafts counted over the three.
 pub fn check_equal(
@@ -155,10 +121,11 @@ pub fn check_equal(
     prompt: &[u32],
     n: usize,
 ) -> SpecStats {
-    let plain = plain_greedy(dec, prompt, n);
+    let plain = greedy_plain(dec, prompt, n, || ()).unwrap();
     let mut total = SpecStats::default();
     for k in 1..=3 {
-        let (spec, stats) = spec_greedy(dec, prompt, n, k);
+        let (spec, stats) = greedy_drafted(dec, prompt, (n, k, CTX), || ()).unwrap();
+        assert_eq!(spec.len(), n, "a step handed out more than asked");
         assert_eq!(
             spec, plain,
             "{model}: greedy with {k} drafts differs from plain greedy on {backend}"

@@ -26,7 +26,7 @@ use std::borrow::BorrowMut;
 
 use crate::decoder::{Decoder, Rows};
 use crate::error::{ModelError, Result};
-use crate::sampling::Sampler;
+use crate::sampling::{Sampler, SamplerConfig};
 
 /// Most drafts per step (`--draft-max`): DeepSeek-V3 and GLM ship one MTP block, and chaining it
 /// further than a few positions only guesses worse.
@@ -302,6 +302,58 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         self.mtp_valid = self.mtp_valid.max(end);
         Ok(())
     }
+}
+
+/// Greedy decoding without drafts as `ingot run` decodes, from a reset decoder: the prompt
+/// prefilled ([`Decoder::prefill_last`]), then one decode step a token; the first `n` tokens
+/// after `prompt`. `first` is called once the first token is chosen (a bench starts its clock
+/// there, past the prefill).
+pub fn greedy_plain(
+    dec: &mut dyn Decoder,
+    prompt: &[u32],
+    n: usize,
+    mut first: impl FnMut(),
+) -> Result<Vec<u32>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    dec.reset();
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
+    let mut history = prompt.to_vec();
+    let last = dec.prefill_last(prompt, 0)?;
+    history.push(sampler.sample(&last, &history));
+    first();
+    while history.len() < prompt.len() + n {
+        let pos = history.len() - 1;
+        let logits = dec.decode(history[pos], pos)?;
+        let next = sampler.sample(logits, &history);
+        history.push(next);
+    }
+    Ok(history[prompt.len()..].to_vec())
+}
+
+/// [`greedy_plain`] with `k` drafts a step ([`Speculative`], a context of `ctx` positions): the
+/// same tokens (exactly `n`: a step hands out at most what is asked), and the drafts' counts.
+/// `first` as for [`greedy_plain`].
+pub fn greedy_drafted(
+    dec: &mut dyn Decoder,
+    prompt: &[u32],
+    (n, k, ctx): (usize, usize, usize),
+    mut first: impl FnMut(),
+) -> Result<(Vec<u32>, SpecStats)> {
+    if n == 0 {
+        return Ok((Vec::new(), SpecStats::default()));
+    }
+    dec.reset();
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
+    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx)?;
+    let mut out = spec.fresh().to_vec();
+    first();
+    while out.len() < n {
+        let fresh = spec.step(n - out.len())?;
+        out.extend_from_slice(fresh);
+    }
+    Ok((out, spec.stats()))
 }
 
 fn no_mass() -> ModelError {

@@ -13,7 +13,7 @@ mod common;
 
 use common::argmax;
 use ingot_gguf::GgufFile;
-use ingot_model::speculative::{SpecStats, Speculative};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats, Speculative};
 use ingot_model::{CpuBackend, Decoder, Oracle, Rows, Sampler, SamplerConfig};
 
 const TRAINED: &str = "trained-rust-std";
@@ -170,24 +170,8 @@ fn trained_prompt(len: usize) -> Vec<u32> {
     window0(&mtp_reference())[..len].to_vec()
 }
 
-/// Greedy without drafts, as `ingot run` decodes: prefill, then one token per step.
 fn plain_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize) -> Vec<u32> {
-    dec.reset();
-    let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut history = prompt.to_vec();
-    let last = dec.prefill_last(prompt, 0).unwrap();
-    let mut next = sampler.sample(&last, &history);
-    let mut out = Vec::new();
-    while out.len() < n {
-        out.push(next);
-        history.push(next);
-        if out.len() == n {
-            break;
-        }
-        let logits = dec.decode(next, prompt.len() + out.len() - 1).unwrap();
-        next = sampler.sample(logits, &history);
-    }
-    out
+    greedy_plain(dec, prompt, n, || ()).unwrap()
 }
 
 fn spec_greedy(dec: &mut dyn Decoder, prompt: &[u32], n: usize, k: usize) -> (Vec<u32>, SpecStats) {
@@ -201,16 +185,9 @@ fn spec_greedy_in(
     k: usize,
     ctx: usize,
 ) -> (Vec<u32>, SpecStats) {
-    dec.reset();
-    let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx).unwrap();
-    let mut out = spec.fresh().to_vec();
-    while out.len() < n {
-        let fresh = spec.step(n - out.len()).unwrap();
-        out.extend_from_slice(fresh);
-    }
+    let (out, stats) = greedy_drafted(dec, prompt, (n, k, ctx), || ()).unwrap();
     assert_eq!(out.len(), n, "a step handed out more than asked");
-    (out, spec.stats())
+    (out, stats)
 }
 
 /// With k = 1 each step's draft is the MTP block's guess from the verified sequence; replays the
