@@ -31,6 +31,11 @@ fn a_chunk_is_counted_with_every_expert_it_touches_and_timed_per_token() {
     assert_eq!(table.tokens, 64);
     let p = table.prediction.as_ref().expect("a prediction");
     assert!((p.tok_s - 64.0 / p.step_s).abs() <= 1e-9 * p.tok_s);
+    // The floor is the chunk's bytes at the efficient bandwidth, and the step is not below it.
+    let efficient = card.dram_gbps * 1e9 * DEFAULT_CONSTANTS.dram_efficiency.value;
+    assert!((p.dram_floor_s - table.dram_bytes as f64 / efficient).abs() <= 1e-9 * p.step_s);
+    assert!(p.step_s >= p.dram_floor_s);
+    assert!(table.to_string().contains("where the time goes"));
     // 64 tokens × 6 slots over 64 experts touch every expert: the gate product of each MoE
     // layer reads at least the whole stacked tensor once.
     let gate_bytes = h

@@ -113,6 +113,9 @@ pub struct Prediction {
     pub bound_pcie: usize,
     /// tok/s if the step streamed its DRAM bytes at full peak bandwidth and nothing else.
     pub dram_limit_tok_s: f64,
+    /// The step's DRAM bytes at the efficient bandwidth the node times assume
+    /// ([`Constants::dram_efficiency`]), seconds: no overlap brings the step below it.
+    pub dram_floor_s: f64,
     /// DRAM time the weight prefetch before the wait and the weights handed ahead moved out of
     /// the nodes, summed, at [`Constants::weight_prefetch_overlap`] (what it saves is less: most
     /// nodes are not DRAM-bound).
@@ -604,6 +607,7 @@ fn predict(
         bound_issue: count("issue"),
         bound_pcie: count("pcie"),
         dram_limit_tok_s: tokens as f64 * card.dram_gbps * 1e9 / dram.max(1) as f64,
+        dram_floor_s: floor,
         prefetched_s: times.iter().map(|t| t.prefetched_s).sum(),
         without_prefetch_s,
         all_prefetch_on_time_s,
@@ -732,6 +736,18 @@ impl fmt::Display for PlanTable {
                 p.bound_issue,
                 p.bound_pcie,
                 p.dram_limit_tok_s
+            )?;
+            // What is neither the DRAM floor nor the node cost: instructions, tails and
+            // dependent parts beyond their bytes, less what the prefetches moved.
+            write!(
+                f,
+                "\nwhere the time goes: {:.1} us the DRAM bytes at the assumed efficient bandwidth \
+                 ({:.0}% of {:.0} GB/s), {:.1} us the nodes' fixed cost, {:.1} us the rest",
+                p.dram_floor_s * 1e6,
+                p.constants.dram_efficiency.value * 100.0,
+                p.card.dram_gbps,
+                p.launch_s * 1e6,
+                (p.step_s - p.dram_floor_s - p.launch_s) * 1e6
             )?;
             if p.card.early_launch() {
                 write!(
