@@ -292,7 +292,7 @@ fn describe_cuda(info: &CudaInfo) -> String {
     };
     let draft = match &info.draft {
         Ok(bytes) => format!(
-            "--draft mtp: the NextN/MTP block loaded ({:.1} MiB)",
+            "--draft mtp: the NextN/MTP block ({:.1} MiB of VRAM from its first draft)",
             mib(*bytes)
         ),
         Err(why) => format!("no --draft mtp: {why}"),

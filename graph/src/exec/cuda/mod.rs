@@ -74,13 +74,16 @@ pub struct CudaExecutor {
     device_name: String,
     /// The batched prefill's plans, ascending by bucket, or why there are none.
     prefill: Result<Vec<PrefillHost>, String>,
-    /// The decode plan's `act.norm` (the final hidden state), read back after each step while
-    /// the NextN/MTP block is loaded.
+    /// The decode plan's `act.norm` (the final hidden state).
     norm: Option<crate::BufId>,
-    /// The final hidden state of the last decode step; `None` after a prefill chunk, a
-    /// pipelined greedy run or a reset, and without the block.
+    /// Read `act.norm` back after each decode step: set by drafting (a verify, an MTP step) or
+    /// [`CudaExecutor::keep_hidden`]; a plain decode copies nothing more than its logits.
+    keep_hidden: bool,
+    /// The final hidden state of the last decode step while `keep_hidden`; `None` otherwise and
+    /// after a prefill chunk, a pipelined greedy run or a reset.
     hidden: Option<Vec<f32>>,
-    /// The NextN/MTP block's plan (on the device as `Loaded::mtp`), or why it cannot draft.
+    /// The NextN/MTP block's plan (on the device as `Loaded::mtp` from its first step), or why
+    /// it cannot draft.
     mtp: Result<MtpHost, String>,
     /// MTP positions the block's cache holds (`0..mtp_filled`).
     mtp_filled: usize,
@@ -109,8 +112,8 @@ pub struct CudaInfo {
     pub prefill_bytes: u64,
     /// The prefill buckets loaded (ascending), or why prompts run token by token.
     pub prefill: Result<Vec<usize>, String>,
-    /// Device bytes of the NextN/MTP block's own buffers (`--draft mtp`), or why it cannot
-    /// draft.
+    /// Device bytes of the NextN/MTP block's own buffers (`--draft mtp`; allocated at its first
+    /// draft), or why it cannot draft.
     pub draft: Result<u64, String>,
 }
 
@@ -138,17 +141,8 @@ impl CudaExecutor {
         let summary = plan.summary();
         let device_name = gpu.name()?;
         let eager = eager_requested();
-        let (mut dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
-        let mtp = match crate::exec::mtp_plan_or_why(&config, file, opts) {
-            Ok(p) => {
-                let host = MtpHost::new(p, &plan);
-                DevMtp::open(&dev.gpu, &mut dev.module, file, &host)?.map(|d| {
-                    dev.mtp = Some(d);
-                    host
-                })
-            }
-            Err(why) => Err(why),
-        };
+        let (dev, upload_s) = Loaded::open(gpu, file, &plan, &descs, pf, progress, !eager)?;
+        let mtp = crate::exec::mtp_plan_or_why(&config, file, opts).map(|p| MtpHost::new(p, &plan));
         let norm = plan
             .buffers
             .iter()
@@ -184,6 +178,7 @@ impl CudaExecutor {
             device_name,
             prefill,
             norm,
+            keep_hidden: false,
             hidden: None,
             mtp,
             mtp_filled: 0,
@@ -251,7 +246,7 @@ impl CudaExecutor {
         check_step(&self.config, self.plan.ctx, self.filled, token, pos)?;
         let n = self.plan.vocab * 4;
         let plan = &self.plan;
-        let norm = self.norm;
+        let norm = self.norm.filter(|_| self.keep_hidden);
         self.hidden = None;
         let result = self
             .dev
@@ -262,21 +257,16 @@ impl CudaExecutor {
                 d.run(plan)?;
                 let logits = &d.bufs[plan.logits.0 as usize];
                 d.gpu.copy_to_pinned(logits, 0, &mut d.logits_out, 0, n)?;
-                // The block's input, only while it is loaded.
-                let read_hidden = match (norm, d.mtp.as_mut()) {
-                    (Some(b), Some(m)) => {
-                        let src = &d.bufs[b.0 as usize];
-                        d.gpu
-                            .copy_to_pinned(src, 0, &mut m.decode_hidden, 0, plan.n_embd * 4)?;
-                        true
-                    }
-                    _ => false,
-                };
+                // The MTP block's input, only while drafting.
+                if let Some(b) = norm {
+                    let src = &d.bufs[b.0 as usize];
+                    d.gpu
+                        .copy_to_pinned(src, 0, &mut d.hidden_out, 0, plan.n_embd * 4)?;
+                }
                 d.gpu.record(&d.events[0])?;
                 d.events[0].synchronize()?;
                 d.update_experts()?;
-                let hidden = d.mtp.as_ref().filter(|_| read_hidden);
-                Ok(hidden.map(|m| f32s(m.decode_hidden.bytes(), plan.n_embd)))
+                Ok(norm.map(|_| f32s(d.hidden_out.bytes(), plan.n_embd)))
             });
         match result {
             Ok(h) => self.hidden = h,
@@ -394,27 +384,37 @@ impl Decoder for CudaExecutor {
             .map(|(c, _)| c.routing())
     }
 
-    /// Read back only while the NextN/MTP block is loaded (its input).
+    /// Read back only while drafting ([`CudaExecutor::keep_hidden`]).
     fn hidden(&self) -> Option<&[f32]> {
         self.hidden.as_deref()
     }
 
-    /// See `exec::forward_rows_by_steps`.
+    /// See `exec::forward_rows_by_steps`; the steps' hidden states are read back from now on.
     fn forward_rows(
         &mut self,
         tokens: &[u32],
         start_pos: usize,
         rows: Rows,
     ) -> Result<Forward, ModelError> {
+        self.keep_hidden();
         let prefill = self.prefill.is_ok();
         crate::exec::forward_rows_by_steps(self, tokens, start_pos, rows, prefill)
     }
 
+    /// The block's plan, and (before its first step) whether the free memory holds it.
     fn mtp_ready(&self) -> Result<(), ModelError> {
-        self.mtp
+        let host = self
+            .mtp
             .as_ref()
-            .map(|_| ())
-            .map_err(|why| ModelError::Unsupported(why.clone()))
+            .map_err(|why| ModelError::Unsupported(why.clone()))?;
+        match self.dev.as_deref() {
+            Some(d) if d.mtp.is_none() => match DevMtp::fits(&d.gpu, host) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(why)) => Err(ModelError::Unsupported(why)),
+                Err(e) => Err(crate::exec::to_model_error(e)),
+            },
+            _ => Ok(()),
+        }
     }
 
     fn mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<(), ModelError> {
@@ -433,7 +433,14 @@ impl Decoder for CudaExecutor {
 }
 
 impl CudaExecutor {
-    /// [`Decoder::mtp_step`]: the block at MTP position `pos` on `hidden` and `token`.
+    /// Reads each decode step's final hidden state back from now on ([`Decoder::hidden`]), as
+    /// drafting does by itself: one `n_embd` copy a step more.
+    pub fn keep_hidden(&mut self) {
+        self.keep_hidden = true;
+    }
+
+    /// [`Decoder::mtp_step`]: the block at MTP position `pos` on `hidden` and `token`; the first
+    /// step allocates and uploads the block (`mtp.rs`), from the model file reopened.
     fn run_mtp_step(&mut self, hidden: &[f32], token: u32, pos: usize) -> Result<(), ExecError> {
         let host = self
             .mtp
@@ -441,6 +448,13 @@ impl CudaExecutor {
             .map_err(|why| ModelError::Unsupported(why.clone()))?;
         let input = (hidden, token, pos);
         crate::exec::check_mtp_step(&self.config, &host.mtp.plan, self.mtp_filled, input)?;
+        self.keep_hidden = true;
+        let path = &self.path;
+        self.dev
+            .as_deref_mut()
+            .ok_or(ExecError::Faulted)?
+            .open_mtp(path, host)?
+            .map_err(ModelError::Unsupported)?;
         // Invalid until the block has run: a failed step leaves no output to read.
         self.mtp_hidden = None;
         let eager = self.eager;

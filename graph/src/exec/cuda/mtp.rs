@@ -2,15 +2,17 @@
 //! [`MtpPlan`] the simulator runs, on the decode plan's buffers where a weight or constant is
 //! declared alike ([`crate::exec::shared_initialized`]: the embedding, the lm_head, the rope
 //! tables) and on its own otherwise (the block's weights, its latent cache and step state, its
-//! activations). It is loaded after the decode plan, only when the free memory then holds its
-//! own buffers and the headroom: a decoder that cannot draft still decodes, and says why.
+//! activations). The plan is built at load; its buffers are allocated and uploaded at its first
+//! step, only when the free memory then holds them and the headroom (`mtp_ready` asks the same
+//! first), so a decoder that never drafts spends no VRAM on it, and one that cannot draft still
+//! decodes, and says why.
 //!
 //! Two graphs, each captured at its first use (never in eager mode): the block (nodes
 //! `..head_start`) and the head. A step uploads the hidden state, the StepState and (without a
 //! fetch kernel) the token's embedding row through pinned memory, replays the block, copies its
 //! output (after `shared_head_norm`) back and waits; the head runs only when its logits are
-//! asked for. While the block is loaded, every decode step also copies the decode plan's final
-//! hidden state (`act.norm`) back: the block's input.
+//! asked for. The block's input, the decode plan's final hidden state (`act.norm`), is copied
+//! back after each decode step once drafting has begun (`CudaExecutor`'s `keep_hidden`).
 
 use ingot_abi::launch::KernelDesc;
 use ingot_cuda::{DeviceBuffer, Gpu, Graph, LaunchShape, MappedBuffer, Module, PinnedBuffer};
@@ -53,25 +55,17 @@ pub(super) struct DevMtp {
     pub(super) head: Option<Graph>,
     /// The embedding rows, for a plan without a device fetch.
     pub(super) embedding: Option<HostEmbedding>,
-    /// Host staging: the hidden state in, the embedding row, the StepState, the block's output,
-    /// and the decode plan's final hidden state after each decode step.
+    /// Host staging: the hidden state in, the embedding row, the StepState, the block's output.
     pub(super) hidden_in: PinnedBuffer,
     pub(super) row_in: PinnedBuffer,
     pub(super) state_in: PinnedBuffer,
     pub(super) hidden_out: PinnedBuffer,
-    pub(super) decode_hidden: PinnedBuffer,
 }
 
 impl DevMtp {
-    /// Allocates the block's own buffers (uploading their initial bytes) and its staging, and
-    /// prepares its kernels; `Ok(Err(why))` when the free memory cannot hold them beside the
-    /// headroom (nothing is allocated then).
-    pub(super) fn open(
-        gpu: &Gpu,
-        module: &mut Module,
-        file: &GgufFile,
-        host: &MtpHost,
-    ) -> Result<Result<DevMtp, String>, ExecError> {
+    /// Whether the free memory holds the block's own buffers beside the headroom; `Ok(Err(why))`
+    /// when not.
+    pub(super) fn fits(gpu: &Gpu, host: &MtpHost) -> Result<Result<(), String>, ExecError> {
         let own = host.own_bytes();
         let (free, _total) = gpu.mem_info()?;
         if own + VRAM_HEADROOM > free as u64 {
@@ -79,6 +73,21 @@ impl DevMtp {
                 "too little free GPU memory for the NextN/MTP block: it needs {own} bytes beside \
                  the decode plan (and {VRAM_HEADROOM} of headroom), {free} are free; lower --ctx"
             )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Allocates the block's own buffers (uploading their initial bytes) and its staging, and
+    /// prepares its kernels; `Ok(Err(why))` when it does not [`fit`](DevMtp::fits) (nothing is
+    /// allocated then).
+    pub(super) fn open(
+        gpu: &Gpu,
+        module: &mut Module,
+        file: &GgufFile,
+        host: &MtpHost,
+    ) -> Result<Result<DevMtp, String>, ExecError> {
+        if let Err(why) = Self::fits(gpu, host)? {
+            return Ok(Err(why));
         }
         let plan = &host.mtp.plan;
         for k in &plan.summary().kernels {
@@ -105,7 +114,6 @@ impl DevMtp {
             row_in: gpu.alloc_pinned(row)?,
             state_in: gpu.alloc_pinned(STATE_BYTES)?,
             hidden_out: gpu.alloc_pinned(row)?,
-            decode_hidden: gpu.alloc_pinned(row)?,
         }))
     }
 }
@@ -136,10 +144,7 @@ pub(super) fn own_device<'a>(
     }
 }
 
-/// The first `n` little-endian f32 of `bytes`.
+/// The first `n` f32 of `bytes` (a staging buffer the device wrote).
 pub(super) fn f32s(bytes: &[u8], n: usize) -> Vec<f32> {
-    bytes[..n * 4]
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
+    bytemuck::pod_collect_to_vec(&bytes[..n * 4])
 }

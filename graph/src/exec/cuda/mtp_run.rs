@@ -1,6 +1,10 @@
-//! Running the NextN/MTP block on the device (docs in `mtp.rs`): the block or its head.
+//! Running the NextN/MTP block on the device (docs in `mtp.rs`): its loading at the first step,
+//! then the block or its head.
+
+use std::path::Path;
 
 use ingot_abi::step::StepState;
+use ingot_gguf::GgufFile;
 
 use super::launch::{capture_nodes, launch_nodes, Pace};
 use super::mtp::{f32s, mtp_place, own_device, DevMtp, MtpHost};
@@ -10,6 +14,24 @@ use crate::error::ExecError;
 use crate::BufId;
 
 impl Loaded {
+    /// Allocates and uploads the block at its first step ([`DevMtp::open`], from the model file
+    /// at `path` reopened); `Ok(Err(why))` when the free memory cannot hold it.
+    pub(super) fn open_mtp(
+        &mut self,
+        path: &Path,
+        host: &MtpHost,
+    ) -> Result<Result<(), String>, ExecError> {
+        if self.mtp.is_some() {
+            return Ok(Ok(()));
+        }
+        let file = GgufFile::open(path).map_err(|e| ExecError::Weight {
+            name: path.display().to_string(),
+            reason: format!("reopening the model for the NextN/MTP block: {e}"),
+        })?;
+        let opened = DevMtp::open(&self.gpu, &mut self.module, &file, host)?;
+        Ok(opened.map(|m| self.mtp = Some(m)))
+    }
+
     /// Runs the block on `hidden` with `token` at MTP position `pos` and waits; returns its
     /// output after `shared_head_norm`. `eager`: node by node with a synchronisation after each.
     pub(super) fn run_mtp_block(

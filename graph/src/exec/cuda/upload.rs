@@ -1,7 +1,8 @@
 //! The plan's state on one device and how it gets there: every buffer allocated once at its
 //! declared size and its initial bytes uploaded (host-mapped buffers, the routed experts outside
 //! VRAM, filled in place), the PTX loaded and every kernel the plans name resolved, the expert
-//! cache set up, and the decode nodes captured. Nothing is allocated after load.
+//! cache set up, and the decode nodes captured. Nothing is allocated after load but the NextN/MTP
+//! block's buffers, at its first draft (`mtp.rs`: checked against the free memory then).
 
 use std::time::Instant;
 
@@ -53,8 +54,10 @@ pub(super) struct Loaded {
     pub(super) experts: Option<(ExpertCache<Fence>, CopyStream)>,
     /// The batched prefill; `None` when the executor has no prefill plan.
     pub(super) prefill: Option<DevPrefill>,
-    /// The NextN/MTP block; `None` when the executor cannot draft.
+    /// The NextN/MTP block; `None` until its first step.
     pub(super) mtp: Option<DevMtp>,
+    /// Host staging of the decode plan's final hidden state (`act.norm`, n_embd f32).
+    pub(super) hidden_out: PinnedBuffer,
 }
 
 impl Loaded {
@@ -129,6 +132,7 @@ impl Loaded {
             state_in: gpu.alloc_pinned(STATE_BYTES)?,
             state_out: gpu.alloc_pinned(STATE_BYTES * IN_FLIGHT)?,
             logits_out: gpu.alloc_pinned(plan.vocab * 4)?,
+            hidden_out: gpu.alloc_pinned(plan.n_embd * 4)?,
             events: (0..IN_FLIGHT)
                 .map(|_| gpu.event(false))
                 .collect::<Result<_, _>>()?,
