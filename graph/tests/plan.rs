@@ -85,18 +85,19 @@ fn v2_lite_plan_counts_and_bytes() {
 fn attention_split_fills_the_gpu() {
     use ingot_abi::launch::{flash_block_heads, flash_segments};
     // One block per SM at most (a flash block's registers fill an SM) whatever the context:
-    // segments of at least 2 tiles of 32 rows (64 rows), and the blocks a context leaves
-    // without a segment share the heads of those that have one.
+    // while the blocks a context leaves without a segment can share the heads of those that
+    // have one, segments of at least 2 tiles of 32 rows (64 rows); past that, every block a
+    // segment of whole tiles.
     let o = PlanOptions::for_device(4096, 82);
     assert_eq!(o.flash_blocks, 82);
     assert_eq!(o.flash_split(16), 82);
-    assert_eq!(flash_segments(4096, o.flash_split(16) as u32).count, 64);
+    // 128 tiles: 64 segments of 2 would leave 18 SMs idle; 82 of 1-2 tiles fill them.
+    assert_eq!(flash_segments(4096, o.flash_split(16) as u32).count, 82);
     let deep = PlanOptions::for_device(32_768, 82);
     assert_eq!(deep.flash_split(16), 82);
-    // Segments are whole tiles: 1024 tiles over at most 82 blocks is 13 tiles each, so 79
-    // blocks, one wave on 96% of the SMs.
+    // 1024 tiles over 82 blocks: 12-13 tiles each, every SM streaming.
     let count = flash_segments(32_768, deep.flash_split(16) as u32).count;
-    assert_eq!(count, 79, "{count} blocks");
+    assert_eq!(count, 82, "{count} blocks");
     // A short context: one segment at depth 0, its 16 heads one a block; 4 segments (depth
     // 200), one head a block (64 blocks of the 82); 32 segments (depth 2000), 8 heads a block;
     // 64 segments, 16 heads a block.

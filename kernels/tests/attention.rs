@@ -459,7 +459,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         c.depth
     );
     eprintln!(
-        "{}: H={} R={} P={} depth {} max_segments {} → {} segment(s) of {} rows: max |err| {worst:.2e}, {:.2?}",
+        "{}: H={} R={} P={} depth {} max_segments {} → {} segment(s) over {} tiles: max |err| {worst:.2e}, {:.2?}",
         b.name(),
         s.n_head,
         s.kv_lora,
@@ -467,7 +467,7 @@ fn check_attention<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         c.depth,
         c.max_segments,
         split.count,
-        split.tokens,
+        split.tiles,
         elapsed
     );
 }
@@ -560,11 +560,27 @@ fn segments_cover_the_context() {
                 s.count >= 1 && s.count <= max_segments,
                 "{len}/{max_segments}: {s:?}"
             );
-            assert_eq!(s.tokens % FLASH_TILE, 0);
-            assert!(s.tokens >= FLASH_MIN_SEGMENT_TILES * FLASH_TILE);
-            // Every row in exactly one segment, no empty segment.
-            assert!(s.count as u64 * s.tokens as u64 >= len as u64);
-            assert!(((s.count - 1) as u64) * (s.tokens as u64) < len as u64);
+            assert_eq!(s.tiles, len.div_ceil(FLASH_TILE));
+            // Segments tile the rows in order, none empty, none past len, none longer than
+            // the busiest block's share of a plain ⌈tiles / max_segments⌉ split (or, while
+            // spare blocks share heads, FLASH_MIN_SEGMENT_TILES).
+            let most = s.tiles.div_ceil(max_segments).max(FLASH_MIN_SEGMENT_TILES) * FLASH_TILE;
+            let mut next = 0;
+            for seg in 0..s.count {
+                let (t0, t1) = s.rows(seg, len);
+                assert!(
+                    t0 == next && t1 > t0 && t1 - t0 <= most,
+                    "{len}/{max_segments}: {s:?} {seg}"
+                );
+                next = t1;
+            }
+            assert_eq!(next, len, "{len}/{max_segments}: {s:?}");
+            // Short contexts keep whole minimum segments (one merge input at depth 0).
+            if 2 * s.tiles.div_ceil(FLASH_MIN_SEGMENT_TILES) <= max_segments {
+                assert_eq!(s.count, s.tiles.div_ceil(FLASH_MIN_SEGMENT_TILES));
+            } else {
+                assert_eq!(s.count, s.tiles.min(max_segments), "{len}/{max_segments}");
+            }
         }
     }
 }
@@ -762,11 +778,11 @@ fn flash_latent_traffic_at_depth_4096() {
             "each cache row once, the query once per segment, the position once per thread"
         );
         eprintln!(
-            "flash_latent depth 4096, max_segments {max_segments}: {} segments × {} rows; read {} B \
+            "flash_latent depth 4096, max_segments {max_segments}: {} segments over {} tiles; read {} B \
              vs {} B must-read = {:.3} (cache rows alone: {:.3}); {:.2} sectors per global request (loads and stores); \
              {} warp instr, {} shared bank conflicts",
             split.count,
-            split.tokens,
+            split.tiles,
             st.global_bytes_read,
             reads.must(),
             st.global_bytes_read as f64 / reads.must() as f64,

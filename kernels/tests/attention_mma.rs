@@ -331,7 +331,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
     }
     let split = split_at(pos as u32, c.max_segments as u32);
     eprintln!(
-        "{}: H={h_n} R={r} P={} depth {} q_amp {} max_segments {} → {}×{} rows: max|err| exact {worst_exact:.2e}, \
+        "{}: H={h_n} R={r} P={} depth {} q_amp {} max_segments {} → {} segments over {} tiles: max|err| exact {worst_exact:.2e}, \
          f16-query {worst_q16:.2e} (RMS {worst_rms:.2e}, {:.0}% of bound), vs scalar {worst_scalar:.2e}; \
          mma {t_mma:.2?}, scalar {t_scalar:.2?}",
         b.name(),
@@ -340,7 +340,7 @@ fn check_case<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case) {
         c.q_amp,
         c.max_segments,
         split.count,
-        split.tokens,
+        split.tiles,
         100.0 * rms_ratio,
     );
 }
@@ -757,12 +757,12 @@ fn flash_latent_mma_traffic_at_depth_4096() {
             // 8 warps × (18 + 16) mma per 32-row tile; depth 4096 is whole tiles.
             assert_eq!(st.by_class.tensor * 32, len * 8 * 34);
             eprintln!(
-                "flash_latent_mma depth 4096, max_segments {max_segments}: {} segments × {} rows; \
+                "flash_latent_mma depth 4096, max_segments {max_segments}: {} segments over {} tiles; \
                  read {} B vs {} B must-read = {:.3} (cache rows alone: {:.3}); \
                  {:.2} sectors per global request; {:.2} mma per cache row; \
                  {} shared requests, {} bank conflicts",
                 split.count,
-                split.tokens,
+                split.tiles,
                 st.global_bytes_read,
                 reads.must(),
                 st.global_bytes_read as f64 / reads.must() as f64,

@@ -220,12 +220,11 @@ pub const FLASH_MAX_HEADS: u32 = 128;
 pub const FLASH_MAX_ROW: u32 = 576;
 /// Widest latent `kv_lora` [`FLASH_LATENT`] supports.
 pub const FLASH_MAX_LORA: u32 = 512;
-/// Fewest tiles a segment holds before the context is split further. Each segment costs a
-/// re-read of the query (`n_head·576·4` B ≈ 36 KB at V2-Lite shapes, L2-resident) and a partial
-/// output (`n_head·kv_lora·4` B = 32 KB, written and merged), against 36 KB of f16 cache per
-/// tile. Two tiles keep that overhead near the cache bytes it streams while a 4096-deep context
-/// still splits into 64 blocks; eight tiles left it at 16 blocks, which cannot fill a GPU of
-/// 80+ SMs, and the step's attention time is then bound by a fifth of the SMs, not by bytes.
+/// Fewest tiles a segment holds while spare blocks can still share the segments' heads
+/// (`flash_segments`). Each segment costs a re-read of the query (`n_head·576·4` B ≈ 36 KB at
+/// V2-Lite shapes, L2-resident) and a partial output (`n_head·kv_lora·2` B = 16 KB, written and
+/// merged), against 36 KB of f16 cache per tile. Past that point every block takes a segment,
+/// of 1 tile or more: an idle SM costs the step more than a partial output.
 pub const FLASH_MIN_SEGMENT_TILES: u32 = 2;
 
 /// Byte offsets of [`FLASH_LATENT`]'s dynamic shared memory.

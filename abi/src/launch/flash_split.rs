@@ -5,23 +5,47 @@
 use super::attention::FLASH_GROUP_HEADS;
 use super::attention::{FLASH_MIN_SEGMENT_TILES, FLASH_TILE};
 
-/// How `flash_latent` splits a context: `count` segments of `tokens` rows each (the last one
-/// may be shorter). Device and host derive it from the same inputs, so the merge knows how many
-/// segments hold work without any extra buffer.
+/// How `flash_latent` splits a context of `len` rows (`tiles` tiles of [`FLASH_TILE`] rows):
+/// `count` segments of whole tiles, as even as whole tiles allow ([`FlashSplit::rows`]). Device
+/// and host derive it from the same inputs, so the merge knows how many segments hold work
+/// without any extra buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashSplit {
     pub count: u32,
-    pub tokens: u32,
+    pub tiles: u32,
+}
+
+impl FlashSplit {
+    /// Rows `t0 .. t1` of segment `seg < count` of a context of `len` rows: tiles
+    /// `⌊seg·tiles/count⌋ .. ⌊(seg+1)·tiles/count⌋`, so segments differ by at most one tile, none
+    /// is empty (`count ≤ tiles`), and the last ends at `len`. The products fit `u64`.
+    pub const fn rows(self, seg: u32, len: u32) -> (u32, u32) {
+        let t0 = self.first_tile(seg).saturating_mul(FLASH_TILE);
+        let t1 = self.first_tile(seg + 1).saturating_mul(FLASH_TILE);
+        (
+            if t0 < len { t0 } else { len },
+            if t1 < len { t1 } else { len },
+        )
+    }
+
+    /// The first tile of segment `seg` (`tiles` for `seg = count`).
+    const fn first_tile(self, seg: u32) -> u32 {
+        let count = if self.count == 0 { 1 } else { self.count };
+        (seg as u64 * self.tiles as u64 / count as u64) as u32
+    }
 }
 
 /// The split of a context of `len` rows (`pos + 1`) over at most `max_segments` blocks.
 ///
-/// Segments are whole tiles and hold at least [`FLASH_MIN_SEGMENT_TILES`] tiles unless the
-/// context is shorter; beyond `max_segments · FLASH_MIN_SEGMENT_TILES` tiles they grow instead of
-/// multiplying. So a short context is one segment (one merge input), and a long one spreads
-/// its rows evenly over up to `max_segments` blocks, which the host sizes to fill the GPU: the
-/// cache bytes of a step are then streamed by every SM at once, which is what keeps a deep
-/// context's attention cost proportional to its bytes (docs/decode-math.md#split-k-attention).
+/// Segments are whole tiles. While [`flash_block_heads`] can still share each segment's heads
+/// among spare blocks (`2·count ≤ max_segments`), a segment holds
+/// [`FLASH_MIN_SEGMENT_TILES`] tiles unless the context is shorter, so a short context is one
+/// segment (one merge input). Past that, every block takes a segment (`count = max_segments`,
+/// or one tile each while there are fewer tiles): a segment then holds `⌈tiles/max_segments⌉`
+/// tiles at most, as many as the busiest block held with fewer segments, so no block streams
+/// more rows, and the step's cache bytes are streamed by every SM at once (at 4,096 rows on 82
+/// SMs: 82 segments of 1-2 tiles, where 2-tile segments left 17 SMs idle). That is what keeps a
+/// deep context's attention cost proportional to its bytes (docs/decode-math.md#split-k-attention).
 /// `max_segments = 0` counts as 1.
 pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
     let max_segments = if max_segments == 0 { 1 } else { max_segments };
@@ -30,14 +54,15 @@ pub const fn flash_segments(len: u32, max_segments: u32) -> FlashSplit {
     } else {
         len.div_ceil(FLASH_TILE)
     };
-    let mut per = tiles.div_ceil(max_segments);
-    if per < FLASH_MIN_SEGMENT_TILES {
-        per = FLASH_MIN_SEGMENT_TILES;
-    }
-    FlashSplit {
-        count: tiles.div_ceil(per),
-        tokens: per.saturating_mul(FLASH_TILE),
-    }
+    let short = tiles.div_ceil(FLASH_MIN_SEGMENT_TILES);
+    let count = if (short as u64) * 2 <= max_segments as u64 {
+        short
+    } else if tiles < max_segments {
+        tiles
+    } else {
+        max_segments
+    };
+    FlashSplit { count, tiles }
 }
 
 /// What one block of a flash launch serves: segment `seg` of the split, heads `h0 .. h0 + heads`

@@ -272,8 +272,8 @@ pub fn segment_means(
     let split = ingot_abi::launch::flash_segments(len as u32, max_segments as u32);
     (0..split.count as usize)
         .map(|s| {
-            let t0 = s * split.tokens as usize;
-            let rows = t0..(t0 + split.tokens as usize).min(len);
+            let (t0, t1) = split.rows(s as u32, len as u32);
+            let rows = t0 as usize..t1 as usize;
             let z: f64 = w[rows.clone()].iter().sum();
             (0..r)
                 .map(|d| rows.clone().map(|t| w[t] * cache[t * row + d]).sum::<f64>() / z)

@@ -181,8 +181,7 @@ unsafe fn flash_latent_impl<const Q8: bool>(
     else {
         return;
     };
-    let t0 = seg * split.tokens;
-    let t1 = t0.saturating_add(split.tokens).min(len);
+    let (t0, t1) = split.rows(seg, len);
     let row = kv_lora + n_rope;
     // Bytes between rows of the cache (`row_bytes`) and of the shared tile (`tile_stride`): a
     // q8_0 tile holds whole blocks, so its rows are `32·blocks` values apart, the zero quants

@@ -138,8 +138,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     else {
         return;
     };
-    let t0 = seg * split.tokens;
-    let t1 = t0.saturating_add(split.tokens).min(len);
+    let (t0, t1) = split.rows(seg, len);
     // The launcher guarantees a non-empty row; the early exit only keeps the division below
     // free of a trap.
     let Some(row_chunks) = NonZeroU32::new((kv_lora + n_rope) / 8) else {
