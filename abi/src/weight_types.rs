@@ -23,9 +23,9 @@
 //! guard allowance needs its reason written there). The kernel tests iterate the registry.
 
 use crate::launch::{
-    DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs,
-    Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, KernelDesc,
-    MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs,
+    Gemv2RopeArgs, Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
+    KernelDesc, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -175,6 +175,9 @@ macro_rules! kernel_name {
     };
     (pair_rope_kb, $p:ident, $k:ident) => {
         concat!("gemv2_rope_kb_", stringify!($p), "_", stringify!($k))
+    };
+    (pair_norm_rope_kb, $p:ident, $k:ident) => {
+        concat!("gemv2_norm_rope_kb_", stringify!($p), "_", stringify!($k))
     };
     (argmax, $t:ident) => {
         concat!("gemv_argmax_", stringify!($t), "_q8_1")
@@ -550,6 +553,25 @@ macro_rules! define_registry {
                 None
             }
 
+            /// `gemv2_norm_*` and `gemv2_rope_kb_*` (`attn_k_b` of type `kb`), every product
+            /// before `attn_k_b` of this type, in one chained launch
+            /// (`ingot_abi::launch::projections`), if the registry has that row (`chain_rope_kb`).
+            pub const fn pair_norm_rope_kb(
+                self,
+                kb: GemvType,
+            ) -> Option<&'static Kernel<Gemv2NormRopeKbArgs>> {
+                $(
+                    if self as u32 == GemvType::$kpv as u32 && kb as u32 == GemvType::$kkv as u32 {
+                        const D: Kernel<Gemv2NormRopeKbArgs> =
+                            crate::launch::projections::gemv2_norm_rope_kb_kernel(
+                                kernel_name!(pair_norm_rope_kb, $kpt, $kkt),
+                            );
+                        return Some(&D);
+                    }
+                )*
+                None
+            }
+
             /// The lm_head gemv fused with the argmax (`ingot_abi::launch::head`), if the type
             /// has one.
             pub const fn argmax(self) -> Option<&'static Kernel<GemvArgmaxArgs>> {
@@ -622,6 +644,12 @@ macro_rules! define_registry {
                 },
             )*
             $(match GemvType::$kpv.pair_rope_kb(GemvType::$kkv) { Some(d) => d.desc, None => panic!() },)*
+            $(
+                match GemvType::$kpv.pair_norm_rope_kb(GemvType::$kkv) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+            )*
             $(match GemvType::$mv.mmq() { Some(d) => d.desc, None => panic!() },)*
             $(match GemvType::$mv.mmq_moe() { Some(d) => d.desc, None => panic!() },)*
         ];

@@ -13,9 +13,19 @@
 //! done counter: they must be 0 again after each launch. The simulator backend race-checks
 //! every launch under random schedules, so an `attn_k_b` block reading `q` before every row
 //! block published its rows would show as a schedule-dependent result.
+//!
+//! The same for `gemv2_norm_rope_kb_*` (a low-rank query's three projection launches in one)
+//! against `gemv2_norm_*` (checked against `gemv2` + `rmsnorm_q8_1` in `gemv2_norm.rs`) then
+//! `gemv2_rope_kb_*` with `attn_q_b` alone on the norm's q8_1 (checked above), in the `norm`
+//! module: `q_a` and the norm's q8_1 too, both control words' sets and both done counters back
+//! at 0; an `attn_q_b` block reading the norm's q8_1 before the tail published it would show
+//! under the random schedules.
 
 mod quant_blocks;
 mod support;
+// After `support`: it uses its macros.
+#[path = "gemv2_rope_kb/norm.rs"]
+mod norm;
 
 use ingot_abi::launch::CHAIN_CTL_WORDS;
 use ingot_abi::weight_types::CHAIN_ROPE_KB;

@@ -93,7 +93,10 @@ pub use moe_prefill::{
     MOE_GLUE_THREADS, MOE_PAIRS, MOE_PAIRS_THREADS, MOE_PAIRS_WARPS, MOE_SWIGLU_Q8_1,
 };
 pub use norm::{RmsnormQ8_1F32Args, RMSNORM_Q8_1, RMSNORM_Q8_1_F32, RMSNORM_Q8_1_THREADS};
-pub use projections::{gemv2_rope_kb_blocks, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs};
+pub use projections::{
+    gemv2_norm_blocks, gemv2_rope_kb_blocks, Gemv2NormArgs, Gemv2NormRopeKbArgs, Gemv2RopeArgs,
+    Gemv2RopeKbArgs,
+};
 pub(crate) use sig::signature;
 pub use sig::{Arg, Kernel, Signature};
 

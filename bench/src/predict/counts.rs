@@ -159,19 +159,15 @@ pub fn count_nodes(
                 _ => None,
             };
             let warps = u64::from(d.threads().div_ceil(32));
-            let c = count_chained(
-                &mut sim,
-                &launch,
-                (ptr(&w.ctl), count),
-                &w,
-                (max_blocks, warps),
-            )?;
+            let c = count_chained(&mut sim, &launch, &ptr, count, &w, (max_blocks, warps))?;
             blocks_run = c.blocks_run;
-            // One tail per launch: the rope's (first part) or the norm's (second part).
+            // The tails: the rope's (first part) or the norm's (second part); or both (the
+            // norm's first, the rope's second).
             tail_warp_instructions = c.tail_warp_instructions + c.first_tail_warp_instructions;
             chain = Some(c);
             let mut all = c.first;
             all += c.waiting;
+            all += c.then;
             all
         } else if sample.len() as u64 == runs && (count.is_none() || runs == 1) {
             launch(&mut sim, &sample)?

@@ -12,7 +12,7 @@ use ingot_model::ModelConfig;
 use serde::Serialize;
 
 use super::card::Card;
-use super::chain::ChainCounts;
+use super::chain::chain_prefix;
 use super::counts::{count_nodes, ChunkCount, NodeCounts};
 use super::flash::{
     cache_read_bytes, cache_rows_bytes, handoff_max, handoff_target, reads_cache, split_of, Split,
@@ -424,49 +424,6 @@ fn arg_read_bytes(
             _ => 0,
         },
         _ => plan.buffers[r.buf.0 as usize].bytes,
-    }
-}
-
-/// The dependency path of a chained launch ([`super::chain`]): the first part (the merge; the
-/// gemv2's rows), then the second (`attn_output`; `attn_k_b`), whose weight rows
-/// (argument `w_o`; `w_kb`) are its DRAM bytes and what its blocks prefetch before they wait;
-/// the first part has the rest of the node's `dram_bytes`. Re-reads split as the warp
-/// instructions do.
-fn chain_prefix(
-    plan: &Plan,
-    n: &ingot_graph::Node,
-    d: &KernelDesc,
-    c: &ChainCounts,
-    dram_bytes: u64,
-    reread: u64,
-) -> PrefixLoad {
-    let weight = c.work.kind.waiting_weight();
-    let i = d.params.iter().position(|p| p.name == weight);
-    let w_o = match i.and_then(|i| n.args.get(i)) {
-        Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes.min(dram_bytes),
-        _ => 0,
-    };
-    let all = c.first.warp_instructions + c.waiting.warp_instructions;
-    let share = c.waiting.warp_instructions as f64 / all.max(1) as f64;
-    PrefixLoad {
-        first: PathPart {
-            blocks: c.work.first,
-            warp_instructions: c.first.warp_instructions,
-            dram_bytes: dram_bytes - w_o,
-            // The waiting blocks wait for the first part's rows, not for its tail (the rope's
-            // runs beside `attn_k_b`): the tail is the launch's
-            // (`NodeLoad::tail_warp_instructions`).
-            ..PathPart::default()
-        },
-        waiting: PathPart {
-            blocks: c.work.waiting,
-            warp_instructions: c.waiting.warp_instructions,
-            dram_bytes: w_o,
-            reread_bytes: (reread as f64 * share).round() as u64,
-            tail_warp_instructions: c.tail_warp_instructions,
-            prefetch_bytes: w_o,
-        },
-        then: None,
     }
 }
 

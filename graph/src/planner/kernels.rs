@@ -11,10 +11,10 @@
 use std::marker::PhantomData;
 
 use ingot_abi::launch::{
-    gemv2_rope_kb_blocks, gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs, EmbedArgs,
-    GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2RopeArgs, Gemv2RopeKbArgs,
-    GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel, MergeVbArgs, MergeVbOArgs,
-    MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    gemv2_norm_blocks, gemv2_rope_kb_blocks, gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs,
+    EmbedArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs,
+    Gemv2RopeArgs, Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
+    MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -153,6 +153,24 @@ pub(crate) fn gemv2_rope_kb(
         (k.unit(), u(kb_cols / k.row_multiple())?, u(kb_rows)?),
     );
     Some((fixed(d), first as usize + waiting as usize))
+}
+
+/// `gemv2_norm_*` (`norm_rows` rows of `norm_cols`) in front of [`gemv2_rope_kb`] (a low-rank
+/// query's `attn_q_b` alone, `nrows` rows of `ncols`), every product before `attn_k_b` of `ty`,
+/// in one chained launch (`ingot_abi::launch::Gemv2NormRopeKbArgs`), where the registry has that
+/// row, with its items: blocks, the three parts' sum.
+pub(crate) fn gemv2_norm_rope_kb(
+    (ty, kb): (GgmlType, GgmlType),
+    (norm_cols, norm_rows): (usize, usize),
+    (ncols, nrows): (usize, usize),
+    (kb_cols, kb_rows): (usize, usize),
+) -> Option<(Launch<Gemv2NormRopeKbArgs>, usize)> {
+    let (t, k) = (gemv_ty(ty)?, gemv_ty(kb)?);
+    let d = t.pair_norm_rope_kb(k)?;
+    let (_, parts) = gemv2_rope_kb((ty, kb), (ncols, nrows), (kb_cols, kb_rows))?;
+    let u = |x: usize| u32::try_from(x).ok();
+    let norm = gemv2_norm_blocks(t.unit(), u(norm_cols / t.row_multiple())?, u(norm_rows)?);
+    Some((fixed(d), norm as usize + parts))
 }
 
 /// The two-matrix gemv with the norm of its first output as the tail (`gemv2_norm_*`).

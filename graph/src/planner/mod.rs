@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod mtp;
 mod nodes;
 pub mod prefill;
+mod projections;
 
 use ingot_gguf::Gguf;
 use ingot_model::{CacheType, ModelConfig};

@@ -64,11 +64,18 @@ const ONE_GROUP: Groups = Groups {
 /// the group of `first`: row `r` then reads the staged blocks from `(r / rows_per_group − that
 /// group) · stride` on ([`staged_row`]). The host checked that the span fits the stage
 /// (`ingot_abi::launch::gemv_stage_blocks`). Every thread of the block must call it.
+/// `COHERENT`: another block of this launch wrote `x` ([`stage_act`]).
 #[inline(always)]
-unsafe fn stage_rows(x: u64, g: Groups, ncols: u32, first: u32, last: u32) -> u32 {
+unsafe fn stage_rows<const COHERENT: bool>(
+    x: u64,
+    g: Groups,
+    ncols: u32,
+    first: u32,
+    last: u32,
+) -> u32 {
     let (g0, g1) = (first / g.rows_per_group, last / g.rows_per_group);
     let nblocks = (g1 - g0) * g.stride + ncols / QK8_1 as u32;
-    stage_act(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
+    stage_act::<COHERENT>(x + (g0 * g.stride) as u64 * Q8_BYTES, nblocks, THREADS);
     g0
 }
 
@@ -120,7 +127,7 @@ unsafe fn gemv_rows<T: WeightType>(
     before: impl FnOnce(u32, u32),
     row: impl Fn(u32) -> (u64, u64),
 ) {
-    let stage = |first, last| stage_rows(x, g, ncols, first, last);
+    let stage = |first, last| stage_rows::<false>(x, g, ncols, first, last);
     gemv_rows_then::<T, true, false>(bid(), ncols, nrows, g, before, stage, row, |_, _| {});
 }
 
@@ -283,7 +290,7 @@ pub(crate) unsafe fn gemv2<T: WeightType, const EXIT: bool>(
     nrows0: u32,
     nrows1: u32,
 ) {
-    gemv2_at::<T, EXIT, true>(bid(), w, x, y, ncols, nrows0, nrows1);
+    gemv2_at::<T, EXIT, true, false>(bid(), w, x, y, ncols, nrows0, nrows1);
 }
 
 /// The weight spans of rows `first ..= last` of a [`gemv2`] launch: those below `nrows0` in
@@ -310,10 +317,16 @@ pub(crate) fn gemv2_spans<T: WeightType>(
 }
 
 /// [`gemv2`]'s block `block`; with `PREFETCH` it prefetches its rows and waits for its
-/// predecessor grid first, without it the caller did (a chained launch).
+/// predecessor grid first, without it the caller did (a chained launch). `COHERENT`: another
+/// block of this launch wrote `x` ([`stage_act`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: bool>(
+pub(crate) unsafe fn gemv2_at<
+    T: WeightType,
+    const EXIT: bool,
+    const PREFETCH: bool,
+    const COHERENT: bool,
+>(
     block: u32,
     (w0, w1): (u64, u64),
     x: u64,
@@ -337,7 +350,7 @@ pub(crate) unsafe fn gemv2_at<T: WeightType, const EXIT: bool, const PREFETCH: b
                 )
             }
         },
-        |first, last| stage_rows(x, ONE_GROUP, ncols, first, last),
+        |first, last| stage_rows::<COHERENT>(x, ONE_GROUP, ncols, first, last),
         |r| {
             let (w, y, i) = if r < nrows0 {
                 (w0, y0, r)
@@ -363,7 +376,7 @@ unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: 
         nrows,
         ONE_GROUP,
         |first, last| prefetch_rows(w, row_bytes, first, last + 1),
-        |first, last| stage_rows(x, ONE_GROUP, ncols, first, last),
+        |first, last| stage_rows::<false>(x, ONE_GROUP, ncols, first, last),
         |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
     );
@@ -439,7 +452,7 @@ unsafe fn gemv_q8_1_out<T: WeightType>(
     };
     let rbytes = row_bytes::<T>(ncols);
     prefetch_rows(w, rbytes, row0, row0 + ROWS);
-    let g0 = stage_rows(x, g, ncols, row0, row0 + ROWS - 1);
+    let g0 = stage_rows::<false>(x, g, ncols, row0, row0 + ROWS - 1);
     let t = tid();
     let lane = t % WARP_SIZE;
     let warp = t / WARP_SIZE;

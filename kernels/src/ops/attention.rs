@@ -42,7 +42,7 @@ pub use merge_out::{attn_merge_v_b_o, OutputBufs};
 pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
 };
-pub use rope_kb::{gemv2_rope_kb_q8_1, KbBufs};
+pub use rope_kb::{gemv2_norm_rope_kb_q8_1, gemv2_rope_kb_q8_1, KbBufs, NormBufs};
 
 /// Most segments one step may be split into (bounds `part_o` to 1 GiB at V2-Lite shapes).
 pub const MAX_SEGMENTS: usize = 1 << 16;

@@ -303,15 +303,34 @@ fn check_pair<B: Accelerator>(
 pub fn gemv2_norm_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
-    (w0, w1): (&B::Buf, &B::Buf),
+    w: (&B::Buf, &B::Buf),
     x: &B::Buf,
-    (y0, y1): (&B::Buf, &B::Buf),
-    (nrows0, nrows1): (usize, usize),
+    y: (&B::Buf, &B::Buf),
+    nrows: (usize, usize),
     ncols: usize,
-    (norm_w, y0_q8, count): (&B::Buf, &B::Buf, &B::Buf),
+    tail: (&B::Buf, &B::Buf, &B::Buf),
     eps: f32,
 ) -> Result<()> {
     let d = ty.pair_norm();
+    let (args, warps) = gemv2_norm_args(b, &d.desc, ty, w, x, y, nrows, ncols, tail, eps)?;
+    launch(b, d, warps, args)
+}
+
+/// [`gemv2_norm_q8_1`]'s arguments checked against the descriptor `d` it is launched (or
+/// chained) as, and the launch's warps.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemv2_norm_args<'a, B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    ty: GemvType,
+    (w0, w1): (&'a B::Buf, &'a B::Buf),
+    x: &'a B::Buf,
+    (y0, y1): (&'a B::Buf, &'a B::Buf),
+    (nrows0, nrows1): (usize, usize),
+    ncols: usize,
+    (norm_w, y0_q8, count): (&'a B::Buf, &'a B::Buf, &'a B::Buf),
+    eps: f32,
+) -> Result<(Gemv2NormArgs<&'a B::Buf>, u32)> {
     let (ncols32, warps) = check_pair(b, d, ty, (w0, w1, x), (y0, y1), (nrows0, nrows1), ncols)?;
     if nrows0 == 0 || !nrows0.is_multiple_of(32) {
         return Err(shape(
@@ -328,25 +347,21 @@ pub fn gemv2_norm_q8_1<B: Accelerator>(
     need(b, d, "norm_w", norm_w, Some(nrows0 * 4))?;
     need(b, d, "y0_q8", y0_q8, q8_1_bytes(1, nrows0))?;
     need(b, d, "count", count, Some(4))?;
-    launch(
-        b,
-        d,
-        warps,
-        Gemv2NormArgs {
-            w0,
-            w1,
-            x,
-            y0,
-            y1,
-            ncols: ncols32,
-            nrows0: to_u32(d, "nrows0", nrows0)?,
-            nrows1: to_u32(d, "nrows1", nrows1)?,
-            norm_w,
-            y0_q8,
-            count,
-            eps,
-        },
-    )
+    let args = Gemv2NormArgs {
+        w0,
+        w1,
+        x,
+        y0,
+        y1,
+        ncols: ncols32,
+        nrows0: to_u32(d, "nrows0", nrows0)?,
+        nrows1: to_u32(d, "nrows1", nrows1)?,
+        norm_w,
+        y0_q8,
+        count,
+        eps,
+    };
+    Ok((args, warps))
 }
 
 /// `y = W·x` in f32: `W` is `nrows × ncols` floats, `x` `ncols` floats, `y` `nrows` floats;

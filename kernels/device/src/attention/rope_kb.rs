@@ -25,96 +25,141 @@ use ingot_abi::launch::{gemv2_rope_kb_blocks, GEMV_BLOCK_WARPS};
 use ingot_abi::step::StepState;
 
 /// The two-matrix gemv's arguments (`ingot_abi::launch::Gemv2RopeArgs`' first eight).
-struct Pair {
-    w: (u64, u64),
-    x: u64,
-    y: (u64, u64),
-    ncols: u32,
-    nrows0: u32,
-    nrows1: u32,
+pub(super) struct Pair {
+    pub w: (u64, u64),
+    pub x: u64,
+    pub y: (u64, u64),
+    pub ncols: u32,
+    pub nrows0: u32,
+    pub nrows1: u32,
 }
 
 /// The rope tail's arguments beyond the gemv's outputs.
-struct Tail {
-    kv_norm: u64,
-    rope_freq: u64,
-    state: *const StepState,
-    q_pe: u64,
-    cache: u64,
-    count: u64,
-    dims: Dims,
-    eps: f32,
-    mscale: f32,
+pub(super) struct Tail {
+    pub kv_norm: u64,
+    pub rope_freq: u64,
+    pub state: *const StepState,
+    pub q_pe: u64,
+    pub cache: u64,
+    pub count: u64,
+    pub dims: Dims,
+    pub eps: f32,
+    pub mscale: f32,
+}
+
+/// The chain's parts in blocks: the gemv2's row blocks (`first`), then `attn_k_b`'s.
+#[inline(always)]
+pub(super) fn rope_kb_blocks<P: WeightType, K: WeightType>(p: &Pair, d: &Dims) -> (u32, u32) {
+    gemv2_rope_kb_blocks(
+        (gemv_unit::<P>(), p.ncols / P::QK, p.nrows0 + p.nrows1),
+        (gemv_unit::<K>(), d.d_nope / K::QK, d.n_head * d.kv_lora),
+    )
+}
+
+/// The weight rows block `j` of the chain (ticket order: the gemv2's first) reads, to prefetch
+/// before its ticket; nothing past the last block.
+#[inline(always)]
+pub(super) fn rope_kb_spans<P: WeightType, K: WeightType>(
+    j: u32,
+    p: &Pair,
+    d: &Dims,
+    w_kb: u64,
+    (first, kb_blocks): (u32, u32),
+) -> [(u64, u64); 2] {
+    let kb_rows = d.n_head * d.kv_lora;
+    if j < first {
+        gemv2_spans::<P>(
+            p.w,
+            p.ncols,
+            p.nrows0,
+            block_span::<P, true>(j, p.ncols, p.nrows0 + p.nrows1),
+        )
+    } else if j - first < kb_blocks {
+        let (lo, hi) = block_span::<K, false>(j - first, d.d_nope, kb_rows);
+        let rb = row_bytes::<K>(d.d_nope);
+        [(w_kb + lo as u64 * rb, w_kb + (hi + 1) as u64 * rb), (0, 0)]
+    } else {
+        [(0, 0); 2]
+    }
+}
+
+/// Block `j` of the chain (ticket order, after the caller's prefetch and wait): a gemv2 row
+/// block ([`rows_then_rope`]) or an `attn_k_b` block ([`kb_block`]).
+#[inline(always)]
+unsafe fn rope_kb_part<P: WeightType, K: WeightType>(
+    j: u32,
+    p: Pair,
+    r: Tail,
+    kb: (u64, u64),
+    ctl: u64,
+    (first, kb_blocks): (u32, u32),
+) {
+    if j < first {
+        // No early exit: every warp reaches the done counter's barriers.
+        gemv2_at::<P, false, false, false>(j, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
+        rows_then_rope(&p, r, ctl, first);
+    } else {
+        kb_block::<K>(j - first, &p, &r.dims, kb, ctl, (first, kb_blocks));
+    }
+}
+
+/// After a gemv2 row block stored its rows: counts it done, and the last of the `first` row
+/// blocks runs the rope tail. Every thread of the block calls it.
+#[inline(always)]
+pub(super) unsafe fn rows_then_rope(p: &Pair, r: Tail, ctl: u64, first: u32) {
+    done(ctl);
+    if !last_of(r.count, GEMV_BLOCK_WARPS, first) {
+        return;
+    }
+    rope_kv_impl::<false, THREADS, true>(
+        p.y.0,
+        p.y.1,
+        r.kv_norm,
+        r.rope_freq,
+        step_pos(r.state),
+        r.q_pe,
+        0,
+        r.cache,
+        r.dims,
+        r.eps,
+        r.mscale,
+    );
+    reset(r.count);
+}
+
+/// `attn_k_b`'s row block `i`: waits for every gemv2 row block, then runs the grouped gemv on
+/// the q8_1 of `q_nope` it quantizes from `q` itself.
+#[inline(always)]
+pub(super) unsafe fn kb_block<K: WeightType>(
+    i: u32,
+    p: &Pair,
+    d: &Dims,
+    (w_kb, q_abs): (u64, u64),
+    ctl: u64,
+    (first, kb_blocks): (u32, u32),
+) {
+    wait_done(ctl, first, kb_blocks);
+    gemv_q_nope::<K>(
+        i,
+        w_kb,
+        (p.y.0, d.d_nope + d.n_rope),
+        q_abs,
+        d.d_nope,
+        d.n_head * d.kv_lora,
+        d.kv_lora,
+    );
 }
 
 /// See the module docs and `ingot_abi::launch::projections` for the contract. `attn_k_b` is
 /// the grouped gemv of `n_head·kv_lora` rows of `d_nope` weights of `K`, groups of `kv_lora`
 /// rows reading `d_nope/32` blocks of `q_nope_q8` `d_nope/32` apart.
 #[inline(always)]
-unsafe fn gemv2_rope_kb<P: WeightType, K: WeightType>(
-    p: Pair,
-    r: Tail,
-    (w_kb, q_abs): (u64, u64),
-    ctl: u64,
-) {
-    let d = &r.dims;
-    let nrows = p.nrows0 + p.nrows1;
-    let kb_rows = d.n_head * d.kv_lora;
-    let (first, kb_blocks) = gemv2_rope_kb_blocks(
-        (gemv_unit::<P>(), p.ncols / P::QK, nrows),
-        (gemv_unit::<K>(), d.d_nope / K::QK, kb_rows),
-    );
-    let guess = bid();
-    let spans = if guess < first {
-        gemv2_spans::<P>(
-            p.w,
-            p.ncols,
-            p.nrows0,
-            block_span::<P, true>(guess, p.ncols, nrows),
-        )
-    } else if guess - first < kb_blocks {
-        let (lo, hi) = block_span::<K, false>(guess - first, d.d_nope, kb_rows);
-        let rb = row_bytes::<K>(d.d_nope);
-        [(w_kb + lo as u64 * rb, w_kb + (hi + 1) as u64 * rb), (0, 0)]
-    } else {
-        [(0, 0); 2]
-    };
+unsafe fn gemv2_rope_kb<P: WeightType, K: WeightType>(p: Pair, r: Tail, kb: (u64, u64), ctl: u64) {
+    let parts = rope_kb_blocks::<P, K>(&p, &r.dims);
+    let spans = rope_kb_spans::<P, K>(bid(), &p, &r.dims, kb.0, parts);
     prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(spans, tid(), THREADS);
     let k = ticket(ctl);
-    if k < first {
-        // No early exit: every warp reaches the done counter's barriers.
-        gemv2_at::<P, false, false>(k, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
-        done(ctl);
-        if !last_of(r.count, GEMV_BLOCK_WARPS, first) {
-            return;
-        }
-        rope_kv_impl::<false, THREADS, true>(
-            p.y.0,
-            p.y.1,
-            r.kv_norm,
-            r.rope_freq,
-            step_pos(r.state),
-            r.q_pe,
-            0,
-            r.cache,
-            r.dims,
-            r.eps,
-            r.mscale,
-        );
-        reset(r.count);
-        return;
-    }
-    wait_done(ctl, first, kb_blocks);
-    let q_stride = d.d_nope + d.n_rope;
-    gemv_q_nope::<K>(
-        k - first,
-        w_kb,
-        (p.y.0, q_stride),
-        q_abs,
-        d.d_nope,
-        kb_rows,
-        d.kv_lora,
-    );
+    rope_kb_part::<P, K>(k, p, r, kb, ctl, parts);
 }
 
 macro_rules! gemv2_rope_kb_kernels {

@@ -11,8 +11,9 @@
 
 use super::{Q8_BYTES, Q8_QS_OFF};
 use crate::intrinsics::{
-    f16_to_f32, ld_u32, ld_u32_if, ld_u32_relaxed_if, ld_v4_f32_relaxed_if, ld_v4_if, ld_words,
-    lds_u16_staged, lds_u32_staged, lds_words4_staged, sts_u32, sts_u32_if, sts_v4_if, tid,
+    f16_to_f32, ld_u32, ld_u32_if, ld_u32_relaxed, ld_u32_relaxed_if, ld_v4_f32_relaxed_if,
+    ld_v4_if, ld_words, lds_u16_staged, lds_u32_staged, lds_words4_staged, sts_u32, sts_u32_if,
+    sts_v4_if, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
 use ingot_abi::launch::GEMV_STAGE_BLOCKS;
@@ -114,13 +115,21 @@ impl ActSource for SharedAct {
 /// into the stage and waits for the whole block: afterwards `SharedAct(stage_base() + 36·j)`
 /// reads block `j`. Every thread of the block (`threads` of them) must call it. Thread `t`
 /// copies words `t, t + threads, …`, so each warp reads 128 consecutive bytes per request.
+/// `COHERENT`: `x` was written by another block of this launch (and published to this one), so
+/// it is read with `.relaxed.gpu` loads instead of through the non-coherent read-only cache.
 #[inline(always)]
-pub unsafe fn stage_act(x: u64, nblocks: u32, threads: u32) {
+pub unsafe fn stage_act<const COHERENT: bool>(x: u64, nblocks: u32, threads: u32) {
     let words = nblocks * (Q8_BYTES / 4) as u32;
     let stage = stage_base();
     let mut k = tid();
     while k < words {
-        sts_u32(stage + 4 * k, ld_u32(x + 4 * k as u64));
+        let at = x + 4 * k as u64;
+        let v = if COHERENT {
+            ld_u32_relaxed(at)
+        } else {
+            ld_u32(at)
+        };
+        sts_u32(stage + 4 * k, v);
         k += threads;
     }
     nvptx::_syncthreads();
