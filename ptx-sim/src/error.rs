@@ -87,6 +87,9 @@ pub enum FaultKind {
     /// A global memory access by a warp that has not yet executed the kernel's
     /// `griddepcontrol.wait`: on sm_90 it could read what the previous kernel has not yet written.
     BeforeGridDependencyWait,
+    /// An `ld.global.nc` (or `ldu`) of a word a store of the same launch wrote: the non-coherent
+    /// cache may serve a line fetched before that store, so such data needs a coherent load.
+    NonCoherentRead,
 }
 
 impl fmt::Display for FaultKind {
@@ -102,6 +105,7 @@ impl fmt::Display for FaultKind {
             FaultKind::BeforeGridDependencyWait => {
                 "global memory access before griddepcontrol.wait"
             }
+            FaultKind::NonCoherentRead => "non-coherent load of memory this launch wrote",
         })
     }
 }

@@ -544,6 +544,10 @@ pub(crate) enum Op {
         space: Space,
         ty: Ty,
         sem: Sem,
+        /// `.nc` (or `ldu`): may read through the non-coherent cache, so the memory must not be
+        /// written during the kernel (a store of the same launch to a word it reads faults:
+        /// [`crate::FaultKind::NonCoherentRead`]).
+        nc: bool,
         ds: Box<[Option<Reg>]>,
         addr: Addr,
     },

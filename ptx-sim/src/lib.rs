@@ -463,6 +463,7 @@ impl Sim {
         if self.mem.any_host_mapped {
             self.mem.reset_fetched();
         }
+        self.mem.begin_launch();
         let ctx = state::LaunchCtx {
             kernel: k,
             mem: &self.mem,

@@ -294,6 +294,7 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     let Op::Ld {
         space,
         ty,
+        nc,
         ds,
         addr,
         ..
@@ -323,6 +324,12 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     };
     if let Some((alloc, offs)) = fast {
         alloc.mark_read();
+        if *nc {
+            if let Some(l) = lanes(exec).find(|&l| alloc.stored_this_launch(offs[l], total.into()))
+            {
+                return Err(non_coherent(b, w, l, addrs[l]));
+            }
+        }
         for l in lanes(exec) {
             req.global.push(addrs[l], total);
         }
@@ -345,6 +352,15 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
             return Err(b.mem_fault(w, l, MemErr::Misaligned, loc, total));
         }
         req.add(loc, total);
+        if let (true, Loc::Global(a)) = (*nc, loc) {
+            let stored = mem.region(a).is_some_and(|al| {
+                let off = a & SLOT_MASK;
+                off + u64::from(total) <= al.len() && al.stored_this_launch(off, total.into())
+            });
+            if stored {
+                return Err(non_coherent(b, w, l, a));
+            }
+        }
         let fast = match loc {
             Loc::Global(a) if direct => global_range(mem, &mut cache, a, total),
             _ => None,
@@ -374,6 +390,20 @@ fn load(b: &mut Block, w: &mut Warp, op: &Op, exec: u32) -> Result<(), Box<Fault
     }
     b.finish(&req, false);
     Ok(())
+}
+
+/// The fault of lane `l`'s non-coherent load at global address `a`, which a store of the same
+/// launch wrote.
+fn non_coherent(b: &Block, w: &Warp, l: usize, a: u64) -> Box<Fault> {
+    b.fault(
+        w,
+        l,
+        crate::FaultKind::NonCoherentRead,
+        Some(a),
+        "ld.global.nc/ldu of a word this launch stored: the read-only cache may serve it stale; \
+         load it with .relaxed.gpu (or without .nc)"
+            .into(),
+    )
 }
 
 /// `st` of one scalar or vector per lane, warp-wide on the fast path when every lane hits one

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::error::SimError;
 use crate::module_vars::ModuleVars;
@@ -46,9 +46,39 @@ pub(crate) struct Alloc {
     /// Whether a kernel stored to (or atomically updated) the allocation since the last
     /// [`GlobalMem::clear_written`].
     written: AtomicBool,
+    /// Per word, the launch ([`GlobalMem::begin_launch`]'s number) that last stored to it (0:
+    /// none); zeroed pages cost nothing until a word is written.
+    word_launch: Box<[AtomicU32]>,
+    /// The launch that last stored to any word: a load from an allocation no kernel of the
+    /// current launch wrote checks no word.
+    last_launch: AtomicU32,
+    /// The current launch's number, shared by every allocation of the [`GlobalMem`].
+    launch: Arc<AtomicU32>,
 }
 
 impl Alloc {
+    /// Records that the current launch stored to the words covering `bytes` bytes at `off`.
+    #[inline]
+    fn note_store(&self, off: u64, bytes: u64) {
+        let e = self.launch.load(Relaxed);
+        if self.last_launch.load(Relaxed) != e {
+            self.last_launch.store(e, Relaxed);
+        }
+        for w in off / 4..(off + bytes).div_ceil(4) {
+            self.word_launch[w as usize].store(e, Relaxed);
+        }
+    }
+
+    /// Whether a kernel of the current launch stored to a word of the `bytes` bytes at `off`
+    /// (inside the allocation).
+    #[inline]
+    pub(crate) fn stored_this_launch(&self, off: u64, bytes: u64) -> bool {
+        let e = self.launch.load(Relaxed);
+        self.last_launch.load(Relaxed) == e
+            && (off / 4..(off + bytes).div_ceil(4))
+                .any(|w| self.word_launch[w as usize].load(Relaxed) == e)
+    }
+
     /// Records that a kernel wrote the allocation (one relaxed load when already recorded).
     #[inline]
     pub(crate) fn mark_written(&self) {
@@ -60,6 +90,7 @@ impl Alloc {
     /// Replaces the bytes of `mask` in the word at byte offset `off` (a multiple of 4, inside
     /// the allocation) with those of `bits`.
     pub(crate) fn store_masked(&self, off: u64, bits: u32, mask: u32) {
+        self.note_store(off, 4);
         let w = &self.words[(off / 4) as usize];
         if mask == u32::MAX {
             w.store(bits, Relaxed);
@@ -103,6 +134,7 @@ impl Alloc {
     /// Stores a 1-, 2-, 4- or 8-byte value at `off`, under the same conditions as [`Alloc::load`].
     #[inline]
     pub(crate) fn store(&self, off: u64, size: u32, v: u64) {
+        self.note_store(off, u64::from(size));
         let w = (off / 4) as usize;
         match size {
             8 => {
@@ -134,6 +166,8 @@ pub(crate) struct GlobalMem {
     live_bytes: u64,
     pub(crate) limit: u64,
     wide_atomics: Mutex<()>,
+    /// The current launch's number (see [`Alloc::stored_this_launch`]); 0 before the first.
+    launch: Arc<AtomicU32>,
 }
 
 impl GlobalMem {
@@ -145,7 +179,13 @@ impl GlobalMem {
             live_bytes: 0,
             limit,
             wide_atomics: Mutex::new(()),
+            launch: Arc::new(AtomicU32::new(0)),
         }
+    }
+
+    /// Starts a launch: stores from here on belong to it ([`Alloc::stored_this_launch`]).
+    pub(crate) fn begin_launch(&self) {
+        self.launch.fetch_add(1, Relaxed);
     }
 
     /// Allocates `bytes` zeroed bytes of host-mapped memory (see [`Alloc`]) and returns the base
@@ -281,6 +321,9 @@ impl GlobalMem {
             fetched: None,
             read: AtomicBool::new(false),
             written: AtomicBool::new(false),
+            word_launch: bytemuck::allocation::zeroed_slice_box(nwords),
+            last_launch: AtomicU32::new(0),
+            launch: Arc::clone(&self.launch),
         })
     }
 
@@ -381,6 +424,7 @@ impl GlobalMem {
         let (a, off) = self.find(addr, u64::from(size))?;
         a.mark_read();
         a.mark_written();
+        a.note_store(off, u64::from(size));
         let w = (off / 4) as usize;
         if size == 4 {
             let old = a.words[w]

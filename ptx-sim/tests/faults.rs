@@ -227,3 +227,61 @@ fn global_access_before_grid_dependency_wait() {
         .expect("no wait, no rule");
     assert_eq!(&out[..32], &input[..32]);
 }
+
+/// `ld.global.nc` (and `ldu`) may read through the non-coherent cache, which the kernel must
+/// not write for the launch's lifetime: a non-coherent load of a word a store of the same launch
+/// wrote (any thread, any block; here another thread's, after the barrier that orders it) is a
+/// fault naming the load's line and address. A coherent load of it runs, and so does a
+/// non-coherent load of a word only the host or an earlier launch wrote, or of the neighbour of
+/// a written word.
+#[test]
+fn non_coherent_load_of_memory_this_launch_wrote() {
+    // Thread t stores its input to out[t]; after the barrier, thread t reads out[t ^ 1].
+    let body = |load: &str| {
+        format!(
+            "ld.global.u32 %r2, [%rd3];\n st.global.u32 [%rd4], %r2;\n bar.sync 0;\n \
+             xor.b32 %r3, %r1, 1;\n mul.wide.u32 %rd6, %r3, 4;\n add.s64 %rd7, %rd2, %rd6;\n \
+             {load} %r4, [%rd7];\n st.global.u32 [%rd4+128], %r4;"
+        )
+    };
+    for load in [
+        "ld.global.nc.u32",
+        "ldu.global.u32",
+        "ld.global.nc.L1::no_allocate.u32",
+    ] {
+        let src = body(load);
+        let f = fault_of(&src, 32);
+        assert_eq!(f.kind, FaultKind::NonCoherentRead, "{load}");
+        assert_eq!(f.ptx_line, line_of(&src, load), "{load}");
+        // Base of the output allocation (slot 2) plus thread 0's word of its neighbour's.
+        assert_eq!(f.address, Some((2u64 << 36) + 4), "{load}");
+        let msg = SimError::Fault(Box::new(f)).to_string();
+        assert!(msg.contains("non-coherent"), "{msg}");
+    }
+    let input: Vec<u32> = (0..64).map(|i| 7 * i + 1).collect();
+    for load in ["ld.global.u32", "ld.relaxed.gpu.global.u32"] {
+        let (out, _) = run_io(&kernel(&body(load)), "k", 32, &input, 64).expect(load);
+        let swapped: Vec<u32> = (0..32).map(|t| input[t ^ 1]).collect();
+        assert_eq!(out[32..], swapped[..], "{load}");
+    }
+    // Only the host wrote the input: a non-coherent load of it runs; so does one of a word
+    // beside the stored ones (out[32 + t] is stored only after the load).
+    let plain = "ld.global.nc.u32 %r2, [%rd3];\n st.global.u32 [%rd4], %r2;\n \
+                 ld.global.nc.u32 %r5, [%rd4+128];\n st.global.u32 [%rd4+128], %r5;";
+    let (out, _) = run_io(&kernel(plain), "k", 32, &input, 64).expect("host-written input");
+    assert_eq!(out[..32], input[..32]);
+    // A second launch may read what the first wrote.
+    let m = Module::parse(&ptx(&kernel(
+        "ld.global.nc.u32 %r2, [%rd3];\n st.global.u32 [%rd4], %r2;",
+    )))
+    .expect("module");
+    let mut sim = Sim::new();
+    let a = upload_u32(&mut sim, &input);
+    let b = upload_u32(&mut sim, &[0; 64]);
+    let c = upload_u32(&mut sim, &[0; 64]);
+    sim.launch(&m, "k", cfg(1, 32), &[Arg::Ptr(a), Arg::Ptr(b)])
+        .expect("first launch");
+    sim.launch(&m, "k", cfg(1, 32), &[Arg::Ptr(b), Arg::Ptr(c)])
+        .expect("the next launch reads the first's output non-coherently");
+    assert_eq!(download_u32(&sim, c, 32), input[..32]);
+}

@@ -32,6 +32,7 @@ impl KernelLowering<'_> {
                     space,
                     ty: t,
                     sem: sem(&r.mods, Sem::Weak),
+                    nc: op == "ldu" || r.mods.iter().any(|m| m == "nc"),
                     ds: self.regs_vec(&ops[0], vec)?.into(),
                     addr: self.addr(&ops[1])?,
                 },
