@@ -39,7 +39,7 @@ pub enum ChainKind {
     /// `gemv2_norm_rope_kb_*`: the first products' row blocks (the last runs the norm tail),
     /// then `attn_q_b`'s (weight `w0`), which wait for the norm (the last of them runs the rope
     /// tail), then `attn_k_b`'s (weight `w_kb`), which wait for `attn_q_b`'s rows.
-    NormRopeKb,
+    NormRopeKb(NormWork),
 }
 
 impl ChainKind {
@@ -48,7 +48,7 @@ impl ChainKind {
         match self {
             ChainKind::MergeOutput => "w_o",
             ChainKind::RopeKb => "w_kb",
-            ChainKind::NormRopeKb => "w0",
+            ChainKind::NormRopeKb(_) => "w0",
         }
     }
 }
@@ -70,7 +70,6 @@ pub struct ChainWork {
     pub first: u64,
     pub waiting: u64,
     pub then: u64,
-    pub norm: Option<NormWork>,
 }
 
 /// The counters of a chained launch by part.
@@ -123,15 +122,14 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
             ),
         );
         return Some(ChainWork {
-            kind: ChainKind::NormRopeKb,
+            kind: ChainKind::NormRopeKb(NormWork {
+                count,
+                ctl: norm_ctl,
+            }),
             ctl,
             first: u64::from(norm),
             waiting: u64::from(waiting),
             then: u64::from(then),
-            norm: Some(NormWork {
-                count,
-                ctl: norm_ctl,
-            }),
         });
     }
     if node_arg(n, d, "w_kb").is_some() {
@@ -155,7 +153,6 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
             first: u64::from(first),
             waiting: u64::from(waiting),
             then: 0,
-            norm: None,
         });
     }
     Some(ChainWork {
@@ -164,7 +161,6 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
         first: u64::from(merge_v_b_items(u32_arg("n_head")?, u32_arg("d_v")?)),
         waiting: u64::from(merge_v_b_o_out_blocks(u32_arg("nrows")?)),
         then: 0,
-        norm: None,
     })
 }
 
@@ -192,20 +188,19 @@ pub fn count_chained(
         };
         count_sampled(sim, launch, &t, count, (max_blocks, warps))
     };
-    let (first, first_tail, first_run, count) = match (w.kind, w.norm) {
-        (ChainKind::MergeOutput, _) => {
+    let (first, first_tail, first_run, count) = match w.kind {
+        ChainKind::MergeOutput => {
             sim.write(ticket, &0u32.to_le_bytes())?;
             let all: Vec<u64> = (0..w.first).collect();
             (launch(sim, &all)?, 0, w.first, count)
         }
-        // Only `NormRopeKb` has a norm part ([`chain_work`]).
-        (_, Some(norm)) => {
+        ChainKind::NormRopeKb(norm) => {
             let s = part(sim, 0, w.first, Some(ptr(&norm.count)))?;
             // The norm's last block counted itself; every `attn_q_b` block passes.
             sim.write(done(ptr(&norm.ctl)), &1u32.to_le_bytes())?;
             (s.stats, s.tail_warp_instructions, s.blocks_run, count)
         }
-        (_, None) => {
+        ChainKind::RopeKb => {
             let s = part(sim, 0, w.first, count)?;
             (s.stats, s.tail_warp_instructions, s.blocks_run, None)
         }
@@ -223,7 +218,7 @@ pub fn count_chained(
         (then, then_run) = (s.stats, s.blocks_run);
     }
     sim.write(ctl, &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
-    if let Some(norm) = w.norm {
+    if let ChainKind::NormRopeKb(norm) = w.kind {
         sim.write(ptr(&norm.ctl), &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
     }
     Ok(ChainCounts {
@@ -268,7 +263,7 @@ pub fn chain_prefix(
     let share = |w: u64| (reread as f64 * w as f64 / all.max(1) as f64).round() as u64;
     // The norm's tail is on the path (`attn_q_b` waits for it); the rope's runs beside the part
     // after it and is the launch's (`NodeLoad::tail_warp_instructions`).
-    let norm_tail = if c.work.kind == ChainKind::NormRopeKb {
+    let norm_tail = if let ChainKind::NormRopeKb(_) = c.work.kind {
         c.first_tail_warp_instructions
     } else {
         0

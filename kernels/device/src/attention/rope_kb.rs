@@ -83,26 +83,6 @@ pub(super) fn rope_kb_spans<P: WeightType, K: WeightType>(
     }
 }
 
-/// Block `j` of the chain (ticket order, after the caller's prefetch and wait): a gemv2 row
-/// block ([`rows_then_rope`]) or an `attn_k_b` block ([`kb_block`]).
-#[inline(always)]
-unsafe fn rope_kb_part<P: WeightType, K: WeightType>(
-    j: u32,
-    p: Pair,
-    r: Tail,
-    kb: (u64, u64),
-    ctl: u64,
-    (first, kb_blocks): (u32, u32),
-) {
-    if j < first {
-        // No early exit: every warp reaches the done counter's barriers.
-        gemv2_at::<P, false, false, false>(j, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
-        rows_then_rope(&p, r, ctl, first);
-    } else {
-        kb_block::<K>(j - first, &p, &r.dims, kb, ctl, (first, kb_blocks));
-    }
-}
-
 /// After a gemv2 row block stored its rows: counts it done, and the last of the `first` row
 /// blocks runs the rope tail. Every thread of the block calls it.
 #[inline(always)]
@@ -159,7 +139,13 @@ unsafe fn gemv2_rope_kb<P: WeightType, K: WeightType>(p: Pair, r: Tail, kb: (u64
     let spans = rope_kb_spans::<P, K>(bid(), &p, &r.dims, kb.0, parts);
     prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(spans, tid(), THREADS);
     let k = ticket(ctl);
-    rope_kb_part::<P, K>(k, p, r, kb, ctl, parts);
+    if k < parts.0 {
+        // No early exit: every warp reaches the done counter's barriers.
+        gemv2_at::<P, false, false, false>(k, p.w, p.x, p.y, p.ncols, p.nrows0, p.nrows1);
+        rows_then_rope(&p, r, ctl, parts.0);
+    } else {
+        kb_block::<K>(k - parts.0, &p, &r.dims, kb, ctl, parts);
+    }
 }
 
 macro_rules! gemv2_rope_kb_kernels {
