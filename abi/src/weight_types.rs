@@ -14,8 +14,9 @@
 //! differ (the llama.cpp mixes, docs/deepseek2-model.md#quant-mixes), the `mixed_gate_up` rows
 //! fused gate/up kernels (both kinds) whose routed and shared weights differ (the dynamic
 //! low-bit files: routed experts in a grid type, shared experts at 6 bits), the `argmax` rows
-//! the fused lm_head kernels, and the `chain_ffn` and `chain_rope_kb` rows the chained launches
-//! (`moe_ffn_*`; `gemv2_rope_kb_*`) of a llama.cpp mix's types.
+//! the fused lm_head kernels, and the `chain_ffn`, `chain_rope_kb` and `chain_ffn_rope_kb` rows
+//! the chained launches (`moe_ffn_*`; `gemv2_rope_kb_*`; both in one, `moe_ffn_rope_kb_*`) of a
+//! llama.cpp mix's types.
 //!
 //! Adding a type: its block struct in `blocks.rs`, a row here, its `WeightType` impl in the
 //! device crate's `vecdot/` (a file, and its `mod`/`use` lines), then `cargo xtask kernels` and
@@ -25,7 +26,7 @@
 use crate::launch::{
     DownArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs,
     Gemv2RopeArgs, Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
-    KernelDesc, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    KernelDesc, MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs, MoeFfnRopeKbArgs,
 };
 
 /// Calls macro `$m` with the registry's rows (see the module docs for the columns). The device
@@ -114,6 +115,14 @@ macro_rules! weight_types {
                 Q8_0 q8_0                                   Q8_0 q8_0;
                 Q3K q3k                                     Q4_0 q4_0;
             }
+            chain_ffn_rope_kb {
+                // a `chain_ffn` row, then a `chain_rope_kb` row: the mixes that plan both
+                // (`ingot plan --synth v2-lite` at q4_k_m, q8_0, q3_k_m)
+                Q4K q4k Q4K q4k Q5_0 q5_0 Q4K q4k             Q4K q4k Q5_0 q5_0;
+                Q4K q4k Q4K q4k Q8_0 q8_0 Q6K q6k             Q4K q4k Q5_0 q5_0;
+                Q8_0 q8_0 Q8_0 q8_0 Q8_0 q8_0 Q8_0 q8_0       Q8_0 q8_0 Q8_0 q8_0;
+                Q3K q3k Q3K q3k Q5_0 q5_0 Q4K q4k             Q3K q3k Q4_0 q4_0;
+            }
         }
     };
 }
@@ -173,6 +182,22 @@ macro_rules! kernel_name {
             stringify!($ds)
         )
     };
+    (moe_ffn_rope_kb, $gr:ident, $gs:ident, $dr:ident, $ds:ident, $p:ident, $k:ident) => {
+        concat!(
+            "moe_ffn_rope_kb_",
+            stringify!($gr),
+            "_",
+            stringify!($gs),
+            "_",
+            stringify!($dr),
+            "_",
+            stringify!($ds),
+            "_",
+            stringify!($p),
+            "_",
+            stringify!($k)
+        )
+    };
     (pair_rope_kb, $p:ident, $k:ident) => {
         concat!("gemv2_rope_kb_", stringify!($p), "_", stringify!($k))
     };
@@ -214,6 +239,9 @@ macro_rules! define_registry {
         chain_ffn { $($fgv:ident $fgt:ident $fgsv:ident $fgst:ident
                       $fdv:ident $fdt:ident $fdsv:ident $fdst:ident;)* }
         chain_rope_kb { $($kpv:ident $kpt:ident $kkv:ident $kkt:ident;)* }
+        chain_ffn_rope_kb { $($cgv:ident $cgt:ident $cgsv:ident $cgst:ident
+                              $cdv:ident $cdt:ident $cdsv:ident $cdst:ident
+                              $cpv:ident $cpt:ident $ckv:ident $ckt:ident;)* }
         mmq { $($mv:ident $mt:ident;)* }
     ) => {
         /// A weight type the quantized gemv and MoE kernels take (the registry's rows).
@@ -553,6 +581,33 @@ macro_rules! define_registry {
                 None
             }
 
+            /// A MoE FFN (`gate_up`, `down` as in [`Self::moe_ffn`]) and the next layer's
+            /// projections (`pair`, `kb` as in [`Self::pair_rope_kb`]) in one chained launch
+            /// (`ingot_abi::launch::ffn_rope_kb`), if the registry has that row
+            /// (`chain_ffn_rope_kb`).
+            pub const fn moe_ffn_rope_kb(
+                gate_up: (GemvType, GemvType),
+                down: (GemvType, GemvType),
+                (pair, kb): (GemvType, GemvType),
+            ) -> Option<&'static Kernel<MoeFfnRopeKbArgs>> {
+                $(
+                    if gate_up.0 as u32 == GemvType::$cgv as u32
+                        && gate_up.1 as u32 == GemvType::$cgsv as u32
+                        && down.0 as u32 == GemvType::$cdv as u32
+                        && down.1 as u32 == GemvType::$cdsv as u32
+                        && pair as u32 == GemvType::$cpv as u32
+                        && kb as u32 == GemvType::$ckv as u32
+                    {
+                        const D: Kernel<MoeFfnRopeKbArgs> =
+                            crate::launch::ffn_rope_kb::moe_ffn_rope_kb_kernel(kernel_name!(
+                                moe_ffn_rope_kb, $cgt, $cgst, $cdt, $cdst, $cpt, $ckt
+                            ));
+                        return Some(&D);
+                    }
+                )*
+                None
+            }
+
             /// `gemv2_norm_*` and `gemv2_rope_kb_*` (`attn_k_b` of type `kb`), every product
             /// before `attn_k_b` of this type, in one chained launch
             /// (`ingot_abi::launch::projections`), if the registry has that row (`chain_rope_kb`).
@@ -603,6 +658,15 @@ macro_rules! define_registry {
         /// have a `gemv2_rope_kb_*` kernel ([`GemvType::pair_rope_kb`]).
         pub const CHAIN_ROPE_KB: &[(GemvType, GemvType)] = &[$((GemvType::$kpv, GemvType::$kkv),)*];
 
+        /// The registry's `chain_ffn_rope_kb` rows: a `chain_ffn` row's types and a
+        /// `chain_rope_kb` row's that have a `moe_ffn_rope_kb_*` kernel
+        /// ([`GemvType::moe_ffn_rope_kb`]).
+        pub const CHAIN_FFN_ROPE_KB: &[FfnRopeKbRow] = &[$((
+            (GemvType::$cgv, GemvType::$cgsv),
+            (GemvType::$cdv, GemvType::$cdsv),
+            (GemvType::$cpv, GemvType::$ckv),
+        ),)*];
+
         /// Every kernel the registry names, for the launch table (`crate::kernel_table::KERNELS`).
         pub const KERNELS: &[KernelDesc] = &[
             $(
@@ -650,79 +714,31 @@ macro_rules! define_registry {
                     None => panic!(),
                 },
             )*
+            $(
+                match GemvType::moe_ffn_rope_kb(
+                    (GemvType::$cgv, GemvType::$cgsv),
+                    (GemvType::$cdv, GemvType::$cdsv),
+                    (GemvType::$cpv, GemvType::$ckv),
+                ) {
+                    Some(d) => d.desc,
+                    None => panic!(),
+                },
+            )*
             $(match GemvType::$mv.mmq() { Some(d) => d.desc, None => panic!() },)*
             $(match GemvType::$mv.mmq_moe() { Some(d) => d.desc, None => panic!() },)*
         ];
     };
 }
 
+/// A `chain_ffn_rope_kb` row: the FFN's gate/up and down (routed, shared) types, then the
+/// projections' pair and `attn_k_b` types.
+pub type FfnRopeKbRow = (
+    (GemvType, GemvType),
+    (GemvType, GemvType),
+    (GemvType, GemvType),
+);
+
 weight_types!(with_mmq_rows);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_are_distinct_and_round_trip() {
-        for (i, &t) in GemvType::ALL.iter().enumerate() {
-            assert_eq!(GemvType::from_ggml_id(t.ggml_id()), Some(t));
-            for &u in &GemvType::ALL[i + 1..] {
-                assert_ne!(t.tag(), u.tag());
-                assert_ne!(t.ggml_id(), u.ggml_id());
-            }
-            assert_eq!(t.unit().elems as usize % t.block_elems(), 0);
-            // d first; every field inside the block, two bytes apart at least.
-            let f = t.f16_fields();
-            assert_eq!(f.is_empty(), t.is_float() || t == GemvType::Iq1M);
-            assert!(f.iter().all(|&o| o + 2 <= t.block_bytes()));
-            assert!(f.windows(2).all(|w| w[0].abs_diff(w[1]) >= 2));
-        }
-        assert_eq!(GemvType::from_ggml_id(9), None); // Q8_1: activations only
-        assert_eq!(GemvType::Q4K.plain().name, "gemv_q4k_q8_1");
-        assert_eq!(
-            GemvType::down(GemvType::Q5_0, GemvType::Q4K).map(|d| d.name),
-            Some("moe_down_q5_0_q4k")
-        );
-        assert_eq!(GemvType::down(GemvType::Q4K, GemvType::Q5_0), None);
-        assert_eq!(GemvType::Iq3S.gate_up().name, "moe_gate_up_iq3_s");
-        assert_eq!(
-            GemvType::Iq3S.gate_up_router().name,
-            "moe_gate_up_router_iq3_s"
-        );
-        assert_eq!(
-            GemvType::gate_up_router_mixed(GemvType::Iq1S, GemvType::Q6K).map(|d| d.name),
-            Some("moe_gate_up_router_iq1_s_q6k")
-        );
-        // The fused kernels cover exactly the pairs the plain ones do.
-        for &r in &GemvType::ALL {
-            for &s in &GemvType::ALL {
-                assert_eq!(
-                    GemvType::gate_up_mixed(r, s).is_some(),
-                    GemvType::gate_up_router_mixed(r, s).is_some(),
-                    "{r:?} with {s:?}"
-                );
-            }
-        }
-        assert_eq!(GemvType::Q5_0.argmax(), None);
-        assert_eq!(GemvType::Q4K.mmq().map(|d| d.name), Some("mmq_q4k"));
-        assert_eq!(
-            GemvType::Iq4Nl.mmq_moe().map(|d| d.name),
-            Some("mmq_moe_iq4_nl")
-        );
-        assert!(GemvType::ALL
-            .iter()
-            .all(|t| t.mmq().is_some() == GemvType::MMQ.contains(t)
-                && t.mmq_moe().is_some() == t.mmq().is_some()));
-    }
-
-    #[test]
-    fn kernel_names_are_unique() {
-        for (i, a) in KERNELS.iter().enumerate() {
-            assert!(
-                KERNELS[i + 1..].iter().all(|b| b.name != a.name),
-                "{}",
-                a.name
-            );
-        }
-    }
-}
+mod tests;

@@ -8,11 +8,17 @@
 //! The down blocks wait for the routing and for every gate/up row block: in ptx-sim each launch
 //! also runs under random schedules (the kernel tests' race check). The control words and
 //! counters, zeroed once, serve every launch and must read 0 after each.
+//!
+//! The same for `moe_ffn_rope_kb_*` (the FFN and the next layer's projections in one launch)
+//! against `moe_ffn_*` then `gemv2_rope_kb_*`, in the `rope_kb` module.
 
 mod support;
 
 #[path = "quant_blocks/mod.rs"]
 mod quant_blocks;
+// After `support`: it uses its macros.
+#[path = "moe_ffn_chain/rope_kb.rs"]
+mod rope_kb;
 
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::{ExpertSelection, CHAIN_CTL_WORDS, ROUTE_CTL_WORDS};
@@ -216,4 +222,30 @@ fn check<B: Accelerator>(b: &mut B) {
 #[test]
 fn chained_ffn_gives_the_bits_of_the_three_launches() {
     on_every_backend!(check);
+}
+
+fn check_next<B: Accelerator>(b: &mut B) {
+    rope_kb::check_rows(b, &mut support::rng("moe_ffn_rope_kb"));
+}
+
+#[test]
+fn ffn_with_the_next_projections_gives_the_bits_of_the_two_launches() {
+    on_every_backend!(check_next);
+}
+
+/// The norm signal's publication under many schedules, every launch included: the default
+/// race check runs the chained launches (over its size limit) in order only.
+#[test]
+fn the_projections_read_the_published_norm_under_many_schedules() {
+    #[cfg(feature = "sim")]
+    {
+        let mut b = ingot_kernels::backend::sim::SimAccelerator::new().expect("ptx-sim backend");
+        b.sim_mut().set_race_check(8);
+        b.sim_mut().set_race_check_limit(u64::MAX);
+        rope_kb::check_rows(&mut b, &mut support::rng("moe_ffn_rope_kb_schedules"));
+        let c = b.sim_mut().race_check_counts();
+        eprintln!("{c:?}");
+    }
+    #[cfg(not(feature = "sim"))]
+    eprintln!("skipped: ingot-kernels built without feature `sim`");
 }

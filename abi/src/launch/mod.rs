@@ -14,6 +14,7 @@ pub(crate) mod attention;
 pub(crate) mod attn_out;
 pub(crate) mod basic;
 pub(crate) mod embed;
+pub(crate) mod ffn_rope_kb;
 pub(crate) mod flash_split;
 pub(crate) mod gemv;
 pub(crate) mod head;
@@ -60,6 +61,7 @@ pub use embed::{
     EmbedArgs, EMBED_BF16, EMBED_F16, EMBED_F32, EMBED_IQ4_NL, EMBED_PER_THREAD, EMBED_Q3K,
     EMBED_Q4K, EMBED_Q4_0, EMBED_Q5K, EMBED_Q5_0, EMBED_Q5_1, EMBED_Q6K, EMBED_Q8_0, EMBED_THREADS,
 };
+pub use ffn_rope_kb::MoeFfnRopeKbArgs;
 pub use flash_split::{flash_block, flash_block_heads, flash_segments, FlashBlock, FlashSplit};
 pub use gemv::{
     gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_pair_passes,

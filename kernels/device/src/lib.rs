@@ -34,3 +34,5 @@ mod argmax;
 mod chain;
 // (not sorted: see above)
 mod moe_ffn;
+// (not sorted: see above)
+mod moe_ffn_rope_kb;

@@ -43,10 +43,6 @@ use ingot_abi::launch::moe::{
 use ingot_abi::launch::WARP_SIZE;
 
 global_asm!(
-    ".shared .align 16 .b8 moe_down_act_stage[{bytes}];",
-    bytes = const MOE_DOWN_STAGE_BYTES,
-);
-global_asm!(
     ".shared .align 16 .b8 moe_down_unit_stage[{bytes}];",
     bytes = const MOE_DOWN_WARPS * UNIT_STAGE_BYTES,
 );
@@ -61,15 +57,13 @@ fn unit_stage(warp: u32) -> u32 {
     a + warp * UNIT_STAGE_BYTES
 }
 
-/// Shared address of the activation stage's block 0.
+/// Shared address of the activation stage's block 0: the gemv kernels' stage, sized for this
+/// kernel's [`MOE_DOWN_STAGE_BYTES`] too (`crate::vecdot::STAGE_BYTES`).
 #[inline(always)]
 fn stage_base() -> u32 {
-    let a: u32;
-    unsafe {
-        asm!("mov.u32 {a}, moe_down_act_stage;", a = out(reg32) a, options(pure, nomem, nostack));
-    }
-    a
+    vecdot::stage_base()
 }
+const _: () = assert!(vecdot::STAGE_BYTES >= MOE_DOWN_STAGE_BYTES);
 
 /// Threads of a block.
 pub(crate) const THREADS: u32 = MOE_DOWN_WARPS * WARP_SIZE;
@@ -296,8 +290,9 @@ impl NormTail {
     }
 }
 
-/// The rows of row block `blk` of `blocks`, then the norm tail in the block that finishes last.
-/// Preconditions as [`rows`], plus `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
+/// The rows of row block `blk` of `blocks`, then the norm tail in the block that finishes last;
+/// whether this block ran it (block-uniform). Preconditions as [`rows`], plus
+/// `nrows % 32 == 0` when `tail.mode` is not `DOWN_NORM_NONE`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn down<R: WeightType, S: WeightType, const CHAINED: bool>(
@@ -310,17 +305,17 @@ pub(crate) unsafe fn down<R: WeightType, S: WeightType, const CHAINED: bool>(
     y: u64,
     (nrows, ff, n_used, ff_sh, n_expert): (u32, u32, u32, u32, u32),
     tail: NormTail,
-) {
+) -> bool {
     rows::<R, S, CHAINED>(
         blk, act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert,
     );
     // Launch-uniform: without a tail no block waits for the others.
     if tail.mode == DOWN_NORM_NONE {
-        return;
+        return false;
     }
     let count = global(tail.count as *const u32);
     if !last_of(count, MOE_DOWN_WARPS, blocks) {
-        return;
+        return false;
     }
     rmsnorm_tail::<{ MOE_DOWN_WARPS * WARP_SIZE }>(
         y,
@@ -331,6 +326,7 @@ pub(crate) unsafe fn down<R: WeightType, S: WeightType, const CHAINED: bool>(
         tail.eps,
     );
     reset(count);
+    true
 }
 
 macro_rules! down_kernel {

@@ -29,13 +29,89 @@ use ingot_abi::weight_types::GemvType;
 const THREADS: u32 = MOE_GATE_UP_WARPS * WARP_SIZE;
 
 /// The down kernel's arguments beyond the gate/up's.
-struct Down {
-    down: u64,
-    down_sh: u64,
-    resid: u64,
-    y: u64,
-    nrows: u32,
-    tail: NormTail,
+pub(crate) struct Down {
+    pub down: u64,
+    pub down_sh: u64,
+    pub resid: u64,
+    pub y: u64,
+    pub nrows: u32,
+    pub tail: NormTail,
+}
+
+/// The chained FFN's blocks: the gate/up launch's (the router's, the shared experts' and the
+/// routed slots' row blocks), then the down kernel's.
+#[inline(always)]
+pub(crate) fn ffn_blocks(a: &GateUp, d: &Down) -> (u32, u32) {
+    (
+        router_launch_blocks(a),
+        d.nrows.div_ceil(MOE_DOWN_BLOCK_ROWS),
+    )
+}
+
+/// The weight rows FFN block `guess` (of [`ffn_blocks`]) would draw, to prefetch before its
+/// ticket: a gate/up block's ([`router_spans`]), a down block's shared-expert rows.
+#[inline(always)]
+pub(crate) unsafe fn ffn_spans<GR, GS, const MIXED: bool, DS>(
+    a: &GateUp,
+    router: &FusedRouter,
+    d: &Down,
+    (guess, first): (u32, u32),
+) -> [(u64, u64); 2]
+where
+    GR: WeightType,
+    GS: WeightType,
+    DS: WeightType,
+{
+    if guess < first {
+        router_spans::<GR, GS, MIXED>(a, router, guess)
+    } else {
+        [
+            shared_rows::<DS>(guess - first, d.down_sh, d.nrows, a.ff_sh),
+            (0, 0),
+        ]
+    }
+}
+
+/// The work of FFN ticket `k` (below the sum of `blocks`, the [`ffn_blocks`]); whether this
+/// block ran the down kernel's norm tail (block-uniform). See the module docs.
+#[inline(always)]
+pub(crate) unsafe fn ffn_block<GR, GS, const MIXED: bool, DR, DS>(
+    a: &GateUp,
+    router: &FusedRouter,
+    d: Down,
+    (ctl, (first, down_blocks)): (u64, (u32, u32)),
+    k: u32,
+) -> bool
+where
+    GR: WeightType,
+    GS: WeightType,
+    DR: WeightType,
+    DS: WeightType,
+{
+    if k < first {
+        router_item::<GR, GS, MIXED>(a, router, k, down_blocks);
+        // Block-uniform: a router block's extra warps have returned; its work is the routing,
+        // which the down blocks wait for on its own word.
+        if k >= a.router_blocks() {
+            done(ctl);
+        }
+        return false;
+    }
+    let j = k - first;
+    wait_for_routing(router.ctl, a.n_used, a.routed_blocks() + down_blocks);
+    prefetch_routed::<DR>(a, d.down, j, d.nrows);
+    wait_done(ctl, first - a.router_blocks(), down_blocks);
+    down::<DR, DS, true>(
+        (j, down_blocks),
+        a.act,
+        a.sel,
+        d.down,
+        d.down_sh,
+        d.resid,
+        d.y,
+        (d.nrows, a.ff, a.n_used, a.ff_sh, a.n_expert),
+        d.tail,
+    )
 }
 
 /// See the module docs and `ingot_abi::launch::moe_ffn` for the contract. `GR`/`GS`: the
@@ -52,43 +128,11 @@ unsafe fn moe_ffn<GR, GS, const MIXED: bool, DR, DS>(
     DR: WeightType,
     DS: WeightType,
 {
-    let first = router_launch_blocks(a);
-    let down_blocks = d.nrows.div_ceil(MOE_DOWN_BLOCK_ROWS);
-    let guess = bid();
-    let spans = if guess < first {
-        router_spans::<GR, GS, MIXED>(a, router, guess)
-    } else {
-        [
-            shared_rows::<DS>(guess - first, d.down_sh, d.nrows, a.ff_sh),
-            (0, 0),
-        ]
-    };
+    let blocks = ffn_blocks(a, &d);
+    let spans = ffn_spans::<GR, GS, MIXED, DS>(a, router, &d, (bid(), blocks.0));
     prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(spans, tid(), THREADS);
     let k = ticket_at(router.ctl + 4 * ROUTE_CTL_TICKET as u64);
-    if k < first {
-        router_item::<GR, GS, MIXED>(a, router, k, down_blocks);
-        // Block-uniform: a router block's extra warps have returned; its work is the routing,
-        // which the down blocks wait for on its own word.
-        if k >= a.router_blocks() {
-            done(ctl);
-        }
-        return;
-    }
-    let j = k - first;
-    wait_for_routing(router.ctl, a.n_used, a.routed_blocks() + down_blocks);
-    prefetch_routed::<DR>(a, d.down, j, d.nrows);
-    wait_done(ctl, first - a.router_blocks(), down_blocks);
-    down::<DR, DS, true>(
-        (j, down_blocks),
-        a.act,
-        a.sel,
-        d.down,
-        d.down_sh,
-        d.resid,
-        d.y,
-        (d.nrows, a.ff, a.n_used, a.ff_sh, a.n_expert),
-        d.tail,
-    );
+    ffn_block::<GR, GS, MIXED, DR, DS>(a, router, d, (ctl, blocks), k);
 }
 
 /// Prefetches row block `j`'s rows (of `nrows`) of each routed slot's down slab (type `T`,

@@ -37,7 +37,7 @@ use std::mem::size_of;
 
 mod merge_out;
 mod rope;
-mod rope_kb;
+pub(crate) mod rope_kb;
 pub use merge_out::{attn_merge_v_b_o, OutputBufs};
 pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,

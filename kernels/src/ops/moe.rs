@@ -13,7 +13,7 @@ use std::mem::size_of;
 mod ffn_chain;
 mod route;
 
-pub use ffn_chain::moe_ffn;
+pub use ffn_chain::{moe_ffn, moe_ffn_rope_kb, NextProjections};
 use route::check_router;
 pub use route::{
     moe_route, moe_route_rows, moe_router_f32, moe_router_logits_rows, Gating, RouteParams,

@@ -69,6 +69,6 @@ mod merge_v_b;
 mod merge_v_b_o;
 mod norm_rope_kb;
 mod projections;
-mod rope_kb;
+pub(crate) mod rope_kb;
 pub(crate) mod rope_kv;
 mod temperature;

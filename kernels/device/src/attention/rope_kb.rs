@@ -25,7 +25,7 @@ use ingot_abi::launch::{gemv2_rope_kb_blocks, GEMV_BLOCK_WARPS};
 use ingot_abi::step::StepState;
 
 /// The two-matrix gemv's arguments (`ingot_abi::launch::Gemv2RopeArgs`' first eight).
-pub(super) struct Pair {
+pub(crate) struct Pair {
     pub w: (u64, u64),
     pub x: u64,
     pub y: (u64, u64),
@@ -35,7 +35,7 @@ pub(super) struct Pair {
 }
 
 /// The rope tail's arguments beyond the gemv's outputs.
-pub(super) struct Tail {
+pub(crate) struct Tail {
     pub kv_norm: u64,
     pub rope_freq: u64,
     pub state: *const StepState,
@@ -49,7 +49,7 @@ pub(super) struct Tail {
 
 /// The chain's parts in blocks: the gemv2's row blocks (`first`), then `attn_k_b`'s.
 #[inline(always)]
-pub(super) fn rope_kb_blocks<P: WeightType, K: WeightType>(p: &Pair, d: &Dims) -> (u32, u32) {
+pub(crate) fn rope_kb_blocks<P: WeightType, K: WeightType>(p: &Pair, d: &Dims) -> (u32, u32) {
     gemv2_rope_kb_blocks(
         (gemv_unit::<P>(), p.ncols / P::QK, p.nrows0 + p.nrows1),
         (gemv_unit::<K>(), d.d_nope / K::QK, d.n_head * d.kv_lora),
@@ -59,7 +59,7 @@ pub(super) fn rope_kb_blocks<P: WeightType, K: WeightType>(p: &Pair, d: &Dims) -
 /// The weight rows block `j` of the chain (ticket order: the gemv2's first) reads, to prefetch
 /// before its ticket; nothing past the last block.
 #[inline(always)]
-pub(super) fn rope_kb_spans<P: WeightType, K: WeightType>(
+pub(crate) fn rope_kb_spans<P: WeightType, K: WeightType>(
     j: u32,
     p: &Pair,
     d: &Dims,
@@ -86,7 +86,7 @@ pub(super) fn rope_kb_spans<P: WeightType, K: WeightType>(
 /// After a gemv2 row block stored its rows: counts it done, and the last of the `first` row
 /// blocks runs the rope tail. Every thread of the block calls it.
 #[inline(always)]
-pub(super) unsafe fn rows_then_rope(p: &Pair, r: Tail, ctl: u64, first: u32) {
+pub(crate) unsafe fn rows_then_rope(p: &Pair, r: Tail, ctl: u64, first: u32) {
     done(ctl);
     if !last_of(r.count, GEMV_BLOCK_WARPS, first) {
         return;
@@ -110,7 +110,7 @@ pub(super) unsafe fn rows_then_rope(p: &Pair, r: Tail, ctl: u64, first: u32) {
 /// `attn_k_b`'s row block `i`: waits for every gemv2 row block, then runs the grouped gemv on
 /// the q8_1 of `q_nope` it quantizes from `q` itself.
 #[inline(always)]
-pub(super) unsafe fn kb_block<K: WeightType>(
+pub(crate) unsafe fn kb_block<K: WeightType>(
     i: u32,
     p: &Pair,
     d: &Dims,

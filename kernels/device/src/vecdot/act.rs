@@ -16,11 +16,24 @@ use crate::intrinsics::{
     sts_v4_if, tid,
 };
 use core::arch::{asm, global_asm, nvptx};
-use ingot_abi::launch::GEMV_STAGE_BLOCKS;
+use ingot_abi::launch::{GEMV_STAGE_BLOCKS, MOE_DOWN_STAGE_BYTES};
+
+/// Bytes of the activation stage: a gemv's [`GEMV_STAGE_BLOCKS`] blocks, or the MoE down
+/// kernel's stage (`crate::moe_down`, which stages there too), whichever is larger. One array
+/// for both, so a chained launch whose blocks run a gemv or a down kernel
+/// (`moe_ffn_rope_kb_*`) holds one stage, not two.
+pub const STAGE_BYTES: u32 = {
+    let gemv = GEMV_STAGE_BLOCKS * Q8_BYTES as u32;
+    if gemv > MOE_DOWN_STAGE_BYTES {
+        gemv
+    } else {
+        MOE_DOWN_STAGE_BYTES
+    }
+};
 
 global_asm!(
     ".shared .align 16 .b8 gemv_act_stage[{bytes}];",
-    bytes = const GEMV_STAGE_BLOCKS * Q8_BYTES as u32,
+    bytes = const STAGE_BYTES,
 );
 
 /// Shared address of staged block 0.

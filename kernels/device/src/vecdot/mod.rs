@@ -41,7 +41,9 @@ mod q2k;
 mod q3k;
 mod q6k;
 
-pub use act::{stage_act, stage_act_wide, stage_base, ActSource, GlobalAct, SharedAct};
+pub use act::{
+    stage_act, stage_act_wide, stage_base, ActSource, GlobalAct, SharedAct, STAGE_BYTES,
+};
 pub use float::{Bf16, F16, F32};
 pub use iq1::{Iq1M, Iq1S};
 pub use iq2::{Iq2S, Iq2Xs, Iq2Xxs};

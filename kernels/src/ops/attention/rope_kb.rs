@@ -153,12 +153,12 @@ fn no_chain(ty: GemvType, kb: GemvType) -> crate::KernelError {
 }
 
 /// A `gemv2_rope_kb_*` launch's arguments and its parts in blocks.
-type RopeKb<'a, B> = (Gemv2RopeKbArgs<&'a <B as Accelerator>::Buf>, (u32, u32));
+pub(crate) type RopeKb<'a, B> = (Gemv2RopeKbArgs<&'a <B as Accelerator>::Buf>, (u32, u32));
 
 /// The `gemv2_rope_kb_*` arguments checked against the descriptor `d` they are launched (or
 /// chained) as, and the chain's parts in blocks.
 #[allow(clippy::too_many_arguments)]
-fn rope_kb_args<'a, B: Accelerator>(
+pub(crate) fn rope_kb_args<'a, B: Accelerator>(
     b: &B,
     d: &KernelDesc,
     (ty, kb): (GemvType, GemvType),
