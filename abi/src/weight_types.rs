@@ -117,9 +117,12 @@ macro_rules! weight_types {
             }
             chain_ffn_rope_kb {
                 // a `chain_ffn` row, then a `chain_rope_kb` row: the mixes that plan both
-                // (`ingot plan --synth v2-lite` at q4_k_m, q8_0, q3_k_m)
+                // (`ingot plan --synth v2-lite` at q4_k_m, q8_0, q3_k_m, either layout)
                 Q4K q4k Q4K q4k Q5_0 q5_0 Q4K q4k             Q4K q4k Q5_0 q5_0;
                 Q4K q4k Q4K q4k Q8_0 q8_0 Q6K q6k             Q4K q4k Q5_0 q5_0;
+                // a legacy file's attn_k_b, derived from attn_kv_b as Q8_0
+                Q4K q4k Q4K q4k Q5_0 q5_0 Q4K q4k             Q4K q4k Q8_0 q8_0;
+                Q4K q4k Q4K q4k Q8_0 q8_0 Q6K q6k             Q4K q4k Q8_0 q8_0;
                 Q8_0 q8_0 Q8_0 q8_0 Q8_0 q8_0 Q8_0 q8_0       Q8_0 q8_0 Q8_0 q8_0;
                 Q3K q3k Q3K q3k Q5_0 q5_0 Q4K q4k             Q3K q3k Q4_0 q4_0;
             }

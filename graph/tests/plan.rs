@@ -34,35 +34,55 @@ fn v2_lite_plan_counts_and_bytes() {
     assert_eq!(s.weight_bytes, file_bytes);
     // 27 layers x ctx rows x (512 + 64) f16.
     assert_eq!(s.kv_cache_bytes, 27 * ctx as u64 * 576 * 2);
-    // All MoE layers have the same structure.
-    let moe: Vec<usize> = s.nodes_per_layer[1..].to_vec();
-    assert!(moe.iter().all(|&n| n == moe[0]), "{moe:?}");
     // With every fused kernel in the committed PTX, a layer is attn_q+kv_a with the rope as
     // its tail and attn_k_b in one chained launch (gemv2_rope_kb: q4k pair, q5_0 attn_k_b),
     // flash, the merge with attn_v_b and attn_output in one chained launch (attn_merge_v_b_o:
     // attn_v_b and attn_output are both q4k; its tail writes ffn_norm), then a dense layer's
     // gate_up and down (5), a MoE layer's FFN in one chained launch: gate/up with the router
-    // gemv and routing, and down (moe_ffn_q4k_q4k_*: 64 experts; 4); each FFN down's tail
+    // gemv and routing, and down (moe_ffn_q4k_q4k_*: 64 experts); each FFN down's tail
     // writes the next layer's attn_norm (the last layer's: output_norm), so only layer 0 has
-    // an attn_norm node (6 in the dense layer 0). The head is lm_head+argmax and
-    // argmax_finish, after the embedding fetch.
+    // an attn_norm node (6 in the dense layer 0). A MoE layer's FFN and the next layer's
+    // projections are one launch (moe_ffn_rope_kb_*, the FFN's layer's node): layer 1's
+    // projections follow the dense FFN (4 nodes), every later layer's join the FFN before
+    // (3). The head is lm_head+argmax and argmax_finish, after the embedding fetch.
     assert_eq!(s.nodes_per_layer[0], 6, "dense layer 0");
-    assert_eq!(moe[0], 4, "MoE layer");
+    assert_eq!(s.nodes_per_layer[1], 4, "the first MoE layer");
+    assert!(s.nodes_per_layer[2..].iter().all(|&n| n == 3), "{s:?}");
+    let joined = |p: &ingot_graph::Plan| {
+        p.nodes
+            .iter()
+            .filter(|n| n.kernel.starts_with("moe_ffn_rope_kb_q4k_q4k_"))
+            .count()
+    };
+    assert_eq!(joined(&plan), 25);
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_o_q4k"), 27);
     assert_eq!(kernels_in(&plan, "attn_merge_v_b_q4k"), 0);
     assert_eq!(kernels_in(&plan, "moe_down_q4k_q4k"), 0);
     assert_eq!(kernels_in(&plan, "attn_merge_q8_1"), 0);
-    assert_eq!(kernels_in(&plan, "gemv2_rope_kb_q4k_q5_0"), 27);
+    assert_eq!(kernels_in(&plan, "gemv2_rope_kb_q4k_q5_0"), 2);
+    // Kept apart (`chain_layers` off): every MoE layer 4 nodes, the same launches otherwise.
+    let apart = build_plan(
+        &h,
+        PlanOptions {
+            chain_layers: false,
+            ..PlanOptions::for_ctx(ctx)
+        },
+    )
+    .expect("plan");
+    let a = apart.summary();
+    assert!(a.nodes_per_layer[1..].iter().all(|&n| n == 4), "{a:?}");
+    assert_eq!((joined(&apart), a.nodes), (0, s.nodes + 25));
+    assert_eq!(kernels_in(&apart, "gemv2_rope_kb_q4k_q5_0"), 27);
     assert_eq!(kernels_in(&plan, "gemv2_rope_q4k_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "gemv_grouped_q5_0_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "rope_kv_q8_1"), 0);
     let norms = |k: &str| kernels_in(&plan, k);
     assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 1);
     assert_eq!(kernels_in(&plan, "moe_router_f32"), 0);
-    // The q4_k_m mix's down pairs: q5_0 + q4k and q8_0 + q6k.
+    // The q4_k_m mix's down pairs: q5_0 + q4k and q8_0 + q6k; the last layer's FFN alone.
     let chained = kernels_in(&plan, "moe_ffn_q4k_q4k_q5_0_q4k")
         + kernels_in(&plan, "moe_ffn_q4k_q4k_q8_0_q6k");
-    assert_eq!(chained, 26);
+    assert_eq!((chained, joined(&plan)), (1, 25));
     assert_eq!(kernels_in(&plan, "moe_gate_up_router_q4k"), 0);
     // The dense layer's gate/up runs the plain kernel (no router code).
     assert_eq!(kernels_in(&plan, "moe_gate_up_q4k"), 1);

@@ -187,6 +187,57 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
     }
 }
 
+/// A MoE layer's FFN and the next layer's projections in one launch (`moe_ffn_rope_kb_*`,
+/// `PlanOptions::chain_layers`) give the logits and every layer's residual stream of the plan
+/// with the two launches, bit for bit, on the tiny model at each mix whose types have the
+/// kernel (one join per plan: layer 1's FFN with layer 2's projections).
+#[test]
+fn ffn_and_next_projections_in_one_launch_give_the_same_bits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for mix in [QuantMix::Q4KM, QuantMix::Q3KM, QuantMix::Q8_0] {
+        let path = dir.path().join(format!("tiny-{mix}.gguf"));
+        support::write_preset(&path, Preset::Tiny, Layout::Mla, mix);
+        let file = GgufFile::open(&path).expect("open");
+        let two = PlanOptions {
+            chain_layers: false,
+            ..PlanOptions::for_ctx(8)
+        };
+        let mut joined = SimExecutor::load(&file, PlanOptions::for_ctx(8)).expect("load");
+        let mut apart = SimExecutor::load(&file, two).expect("load");
+        let count = |e: &SimExecutor| {
+            e.plan()
+                .nodes
+                .iter()
+                .filter(|n| n.kernel.starts_with("moe_ffn_rope_kb_"))
+                .count()
+        };
+        assert_eq!((count(&joined), count(&apart)), (1, 0), "{mix}: joins");
+        assert_eq!(
+            joined.plan().nodes.len() + 1,
+            apart.plan().nodes.len(),
+            "{mix}: a node less"
+        );
+        for (pos, token) in [11u32, 200, 7, 300].into_iter().enumerate() {
+            let a = apart.step_with_trace(token, pos).expect("two launches");
+            let j = joined.step_with_trace(token, pos).expect("one launch");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (l, (x, y)) in a.layers.iter().zip(&j.layers).enumerate() {
+                assert_eq!(
+                    bits(x),
+                    bits(y),
+                    "{mix}: position {pos}: layer {l}'s residual"
+                );
+            }
+            assert_eq!(a.layers.len(), j.layers.len());
+            assert_eq!(
+                bits(&a.logits),
+                bits(&j.logits),
+                "{mix}: position {pos}: logits"
+            );
+        }
+    }
+}
+
 /// FNV-1a of the bits of the residual stream after every layer and of the logits, over 4 greedy
 /// steps of `ingot synth --preset tiny-glm --quant q4_k_m` (seed 42) from token 5, taken
 /// 2026-12-06 when the flash's per-segment outputs became f16, normalized (`part_o`: one more

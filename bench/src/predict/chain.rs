@@ -17,10 +17,10 @@
 //! `attn_k_b`'s. The control words are set back to 0 after the node.
 
 use ingot_abi::launch::{
-    gemv2_norm_blocks, gemv2_rope_kb_blocks, merge_v_b_items, merge_v_b_o_out_blocks, KernelDesc,
-    CHAIN_CTL_DONE, CHAIN_CTL_TICKET, CHAIN_CTL_WORDS,
+    gemv2_norm_blocks, gemv2_rope_kb_blocks, merge_v_b_items, merge_v_b_o_out_blocks,
+    moe_ffn_items, KernelDesc, CHAIN_CTL_DONE, CHAIN_CTL_TICKET, CHAIN_CTL_WORDS, ROUTE_CTL_TICKET,
 };
-use ingot_abi::weight_types::{GemvType, CHAIN_ROPE_KB};
+use ingot_abi::weight_types::{GemvType, CHAIN_FFN_ROPE_KB, CHAIN_ROPE_KB};
 use ingot_graph::{BufRef, Node, NodeArg, Plan};
 use ptx_sim::{DevicePtr, LaunchStats, Sim};
 
@@ -70,6 +70,18 @@ pub struct ChainWork {
     pub first: u64,
     pub waiting: u64,
     pub then: u64,
+    /// Where the chain is the second launch of a joined node (`moe_ffn_rope_kb_*`,
+    /// [`super::joined`]): the node's ticket word and the tickets before the chain's (the
+    /// FFN's), and the control words of the norm signal its first part waits for.
+    pub joined: Option<JoinedChain>,
+}
+
+/// See [`ChainWork::joined`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinedChain {
+    pub ticket: BufRef,
+    pub before: u64,
+    pub norm_ctl: BufRef,
 }
 
 /// The counters of a chained launch by part.
@@ -99,6 +111,49 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
         Some(NodeArg::U32(v)) => Some(v),
         _ => None,
     };
+    if let (Some(NodeArg::Buf(kb_ctl)), Some(NodeArg::Buf(route)), Some(NodeArg::Buf(norm))) = (
+        node_arg(n, d, "kb_ctl"),
+        node_arg(n, d, "route_ctl"),
+        node_arg(n, d, "norm_ctl"),
+    ) {
+        let (_, _, (ty, kb)) = CHAIN_FFN_ROPE_KB.iter().copied().find(|&(g, dn, r)| {
+            GemvType::moe_ffn_rope_kb(g, dn, r).is_some_and(|k| k.name == d.name)
+        })?;
+        let units = |t: GemvType, n: u32| n / t.row_multiple() as u32;
+        let ffn = moe_ffn_items(
+            (
+                u32_arg("n_used")?,
+                u32_arg("ff")?,
+                u32_arg("ff_sh")?,
+                u32_arg("n_expert")?,
+            ),
+            u32_arg("nrows")?,
+        )?;
+        let nrows = u32_arg("nrows0")? + u32_arg("nrows1")?;
+        let (first, waiting) = gemv2_rope_kb_blocks(
+            (ty.unit(), units(ty, u32_arg("kb_ncols")?), nrows),
+            (
+                kb.unit(),
+                units(kb, u32_arg("d_nope")?),
+                u32_arg("n_head")? * u32_arg("kv_lora")?,
+            ),
+        );
+        return Some(ChainWork {
+            kind: ChainKind::RopeKb,
+            ctl: kb_ctl,
+            first: u64::from(first),
+            waiting: u64::from(waiting),
+            then: 0,
+            joined: Some(JoinedChain {
+                ticket: BufRef {
+                    offset: route.offset + u64::from(ROUTE_CTL_TICKET) * 4,
+                    ..route
+                },
+                before: u64::from(ffn),
+                norm_ctl: norm,
+            }),
+        });
+    }
     let Some(NodeArg::Buf(ctl)) = node_arg(n, d, "chain_ctl") else {
         return None;
     };
@@ -130,6 +185,7 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
             first: u64::from(norm),
             waiting: u64::from(waiting),
             then: u64::from(then),
+            joined: None,
         });
     }
     if node_arg(n, d, "w_kb").is_some() {
@@ -153,6 +209,7 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
             first: u64::from(first),
             waiting: u64::from(waiting),
             then: 0,
+            joined: None,
         });
     }
     Some(ChainWork {
@@ -161,6 +218,7 @@ pub fn chain_work(n: &Node, d: &KernelDesc) -> Option<ChainWork> {
         first: u64::from(merge_v_b_items(u32_arg("n_head")?, u32_arg("d_v")?)),
         waiting: u64::from(merge_v_b_o_out_blocks(u32_arg("nrows")?)),
         then: 0,
+        joined: None,
     })
 }
 
@@ -178,12 +236,19 @@ pub fn count_chained(
     (max_blocks, warps): (u64, u64),
 ) -> Result<ChainCounts, PredictError> {
     let ctl = ptr(&w.ctl);
-    let ticket = ctl.offset(u64::from(CHAIN_CTL_TICKET) * 4);
+    let (ticket, before) = match w.joined {
+        Some(j) => (ptr(&j.ticket), j.before),
+        None => (ctl.offset(u64::from(CHAIN_CTL_TICKET) * 4), 0),
+    };
     let done = |c: DevicePtr| c.offset(u64::from(CHAIN_CTL_DONE) * 4);
+    // A joined chain's first part waits for the norm signal: published, so no spin is counted.
+    if let Some(j) = w.joined {
+        sim.write(done(ptr(&j.norm_ctl)), &1u32.to_le_bytes())?;
+    }
     let part = |sim: &mut Sim, first, blocks, count| {
         let t = Tickets {
             word: ticket,
-            first,
+            first: before + first,
             blocks,
         };
         count_sampled(sim, launch, &t, count, (max_blocks, warps))
@@ -218,6 +283,10 @@ pub fn count_chained(
         (then, then_run) = (s.stats, s.blocks_run);
     }
     sim.write(ctl, &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
+    if let Some(j) = w.joined {
+        sim.write(ptr(&j.norm_ctl), &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
+        sim.write(ticket, &0u32.to_le_bytes())?;
+    }
     if let ChainKind::NormRopeKb(norm) = w.kind {
         sim.write(ptr(&norm.ctl), &[0u8; CHAIN_CTL_WORDS as usize * 4])?;
     }

@@ -17,7 +17,7 @@ use ptx_sim::{LaunchStats, Sim};
 use super::chain::{chain_work, count_chained, ChainCounts};
 use super::flash::working_blocks;
 use super::sample::{sample_blocks, scale};
-use super::tickets::{count_ticketed, ticket_work, TicketCounts};
+use super::tickets::{count_ticketed, node_arg, ticket_work, TicketCounts};
 use super::PredictError;
 
 /// One node's counters and how they were obtained.
@@ -151,6 +151,19 @@ pub fn count_nodes(
             all += t.shared;
             all += t.routed;
             all += t.down;
+            // A joined node's second launch (`moe_ffn_rope_kb_*`: the next layer's projections,
+            // tickets after the FFN's; their rope tail's counter is `rope_count`).
+            if let Some(w) = chain_work(n, d).filter(|w| w.joined.is_some()) {
+                let rope = match node_arg(n, d, "rope_count") {
+                    Some(NodeArg::Buf(r)) => Some(ptr(&r)),
+                    _ => None,
+                };
+                let c = count_chained(&mut sim, &launch, &ptr, rope, &w, (max_blocks, warps))?;
+                blocks_run += c.blocks_run;
+                all += c.first;
+                all += c.waiting;
+                chain = Some(c);
+            }
             all
         } else if let Some(w) = chain_work(n, d) {
             let ptr = |r: &ingot_graph::BufRef| ptrs[r.buf.0 as usize].offset(r.offset);

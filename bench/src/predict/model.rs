@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::card::Card;
+pub use super::joined::NextLoad;
 
 /// A constant of the model that is not a published figure: its value, where it came from, and
 /// that it is to be fitted when a GPU is lent (the device bench then prints predicted beside
@@ -156,6 +157,9 @@ pub struct NodeLoad {
     /// blocks; `attn_merge_v_b_o_*`: the merge, then `attn_output`): what must run before the
     /// waiting blocks can start and what they do then. `None` for every other node.
     pub prefix: Option<PrefixLoad>,
+    /// A second launch's work in the node's grid after this one's (`moe_ffn_rope_kb_*`,
+    /// [`super::joined`]); the fields above are the first's. `None` for every other node.
+    pub next: Option<NextLoad>,
 }
 
 /// The parts of a launch on its dependency path ([`NodeLoad::prefix`]), each waiting for the
@@ -252,6 +256,9 @@ pub fn occupancy(card: &Card, k: &Constants, load: &NodeLoad) -> Occupancy {
 /// graph, so on a card with early launch [`Constants::early_launch_hidden`] of its fixed cost
 /// is hidden.
 pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool) -> NodeTime {
+    if let Some(next) = load.next {
+        return super::joined::joined_time(card, k, load, &next, after_kernel);
+    }
     let occ = occupancy(card, k, load);
     let sms = u64::from(card.sms);
     let blocks = load.blocks.max(1);
@@ -314,6 +321,7 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
                 handoff_bytes: 0,
                 streamed_bytes: 0,
                 prefix: None,
+                next: None,
                 ..*load
             };
             let t = node_time(card, k, &part, after_kernel);
@@ -431,6 +439,7 @@ pub(crate) mod tests {
             handoff_bytes: 0,
             streamed_bytes: 0,
             prefix: None,
+            next: None,
         }
     }
 

@@ -20,7 +20,7 @@ use super::flash::{
 use super::handoff::handed_ahead;
 use super::measurement::Measurement;
 use super::model::{
-    node_time, prefetch_before_wait, Constants, NodeLoad, NodeTime, PathPart, PrefixLoad,
+    node_time, prefetch_before_wait, Constants, NextLoad, NodeLoad, NodeTime, PathPart, PrefixLoad,
     PREFETCH_LINE_BYTES,
 };
 use super::resources::kernel_resources;
@@ -245,6 +245,11 @@ pub(crate) fn table_of(
                 .or(c
                     .chain
                     .map(|t| chain_prefix(plan, n, d, &t, dram_bytes, reread))),
+            next: None,
+        });
+        let load = load.map(|l| match (c.tickets, c.chain) {
+            (Some(_), Some(chain)) => joined_load(plan, n, d, l, &chain),
+            _ => l,
         });
         let time = opts
             .card
@@ -301,7 +306,8 @@ pub(crate) fn table_of(
                     .flatten()
                     .copied()
                     .collect();
-                let chained = counts[i].chain.is_some();
+                // A joined node's handed rows are its FFN's, whose routed path keeps its bytes.
+                let chained = counts[i].chain.is_some() && counts[i].tickets.is_none();
                 let both = |k: &Constants| {
                     let wait = prefetch_before_wait(card, k, &load, &t, &prev_load, &prev);
                     let ahead = handed_ahead(card, k, (&load, &t), &between, (true, chained));
@@ -349,6 +355,52 @@ fn config_name(gguf: &Gguf) -> String {
             _ => None,
         })
         .unwrap_or_else(|| "(unnamed)".into())
+}
+
+/// A joined node's load (`moe_ffn_rope_kb_*`, [`super::joined`]): `l`, counted over the whole
+/// node, split into the FFN's part and the projections' (`chain`, the second launch's counters).
+/// The projections' DRAM bytes are their weights and small inputs (`w0`, `w1`, `w_kb`,
+/// `kv_norm`, `rope_freq`) and the sectors they write; their re-reads their share of the warp
+/// instructions; their prefetch what their blocks prefetched; their tail the rope's. The FFN's
+/// part keeps the rest, its path and its norm tail.
+fn joined_load(
+    plan: &Plan,
+    n: &ingot_graph::Node,
+    d: &KernelDesc,
+    l: NodeLoad,
+    chain: &super::chain::ChainCounts,
+) -> NodeLoad {
+    let bytes = |name: &str| match node_arg(n, d, name) {
+        Some(NodeArg::Buf(r)) => plan.buffers[r.buf.0 as usize].bytes,
+        _ => 0,
+    };
+    let mut parts = chain.first;
+    parts += chain.waiting;
+    let written = 32 * parts.sectors_written;
+    let weights = ["w0", "w1", "w_kb", "kv_norm", "rope_freq"];
+    let dram = (weights.iter().map(|w| bytes(w)).sum::<u64>() + written).min(l.dram_bytes);
+    let instructions = parts.warp_instructions.min(l.warp_instructions);
+    let reread = (l.reread_bytes as f64 * instructions as f64 / l.warp_instructions.max(1) as f64)
+        .round() as u64;
+    let prefetch = (parts.prefetch_lanes * PREFETCH_LINE_BYTES).min(dram);
+    let next = NextLoad {
+        blocks: chain.work.first + chain.work.waiting,
+        warp_instructions: instructions,
+        dram_bytes: dram,
+        reread_bytes: reread,
+        tail_warp_instructions: chain.first_tail_warp_instructions,
+        prefetch_bytes: prefetch,
+        prefix: Some(chain_prefix(plan, n, d, chain, dram, reread)),
+    };
+    NodeLoad {
+        blocks: l.blocks.saturating_sub(next.blocks),
+        warp_instructions: l.warp_instructions - instructions,
+        dram_bytes: l.dram_bytes - dram,
+        reread_bytes: l.reread_bytes - reread,
+        prefetch_bytes: l.prefetch_bytes.saturating_sub(prefetch),
+        next: Some(next),
+        ..l
+    }
 }
 
 /// The router's path through a ticketed launch ([`PrefixLoad`]): the router reads its weights

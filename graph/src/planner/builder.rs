@@ -39,6 +39,18 @@ pub(crate) struct Builder<'a> {
     pub host_embedding: bool,
     pub device_argmax: bool,
     expert_layers: Vec<crate::plan::ExpertCacheLayer>,
+    /// The chained MoE FFN planned last, while it is the last node: the next layer's
+    /// projections may join its launch (`super::projections`).
+    pub(super) last_ffn: Option<ChainedFfn>,
+}
+
+/// A `moe_ffn_*` node: its weights' (routed, shared) gate/up and down types, its arguments and
+/// its index.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChainedFfn {
+    pub types: ((GgmlType, GgmlType), (GgmlType, GgmlType)),
+    pub args: ingot_abi::launch::MoeFfnArgs<BufRef>,
+    pub node: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -70,6 +82,7 @@ impl<'a> Builder<'a> {
             host_embedding: false,
             device_argmax: false,
             expert_layers: Vec::new(),
+            last_ffn: None,
         };
         b.acts = Acts {
             residual: b.f32_act("act.residual", c.n_embd)?,

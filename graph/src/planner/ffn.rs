@@ -13,7 +13,7 @@ use ingot_abi::launch::{
 use ingot_gguf::GgmlType;
 use ingot_model::config::ExpertGateUp;
 
-use super::builder::{buf, u32a, Builder};
+use super::builder::{buf, u32a, Builder, ChainedFfn};
 use super::kernels as k;
 use super::nodes::{
     ffn_weight, is_f32, model_routing, route_scalars, selection, DownFfn, NextNorm,
@@ -286,13 +286,20 @@ pub(crate) fn moe(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         if let Some(kernel) = chain {
             let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
             let items = moe_ffn_items((n_used, ff32, ffs32, r.n_expert), u32a(c.n_embd));
-            return b.node(
+            let args = MoeFfnArgs::new(gate_up, down, buf(chain_ctl));
+            b.node(
                 kernel,
                 label("ffn_gate_inp+moe_gate_up_swiglu+moe_down"),
                 Some(il),
                 items.ok_or_else(overflow)? as usize,
-                MoeFfnArgs::new(gate_up, down, buf(chain_ctl)),
-            );
+                args,
+            )?;
+            b.last_ffn = Some(ChainedFfn {
+                types: ((gate_ty, gs.ty), (down_ty, ds.ty)),
+                args,
+                node: b.nodes.len() - 1,
+            });
+            return Ok(());
         }
         let items = gate_up_router_items(n_used, ff32, ffs32, r.n_expert).ok_or_else(overflow)?;
         b.node(

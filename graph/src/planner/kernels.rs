@@ -14,7 +14,7 @@ use ingot_abi::launch::{
     gemv2_norm_blocks, gemv2_rope_kb_blocks, gemv_pair_rows_per_warp, gemv_rows_per_warp, DownArgs,
     EmbedArgs, GateUpArgs, GateUpRouterArgs, Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs,
     Gemv2RopeArgs, Gemv2RopeKbArgs, GemvArgmaxArgs, GemvArgs, GemvGroupedArgs, GemvUnit, Kernel,
-    MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs,
+    MergeVbArgs, MergeVbOArgs, MmqArgs, MmqMoeArgs, MoeFfnArgs, MoeFfnRopeKbArgs,
 };
 use ingot_abi::weight_types::GemvType;
 use ingot_gguf::GgmlType;
@@ -275,6 +275,17 @@ pub(crate) fn moe_ffn(
 ) -> Option<Launch<MoeFfnArgs>> {
     let t = |g: (GgmlType, GgmlType)| Some((gemv_ty(g.0)?, gemv_ty(g.1)?));
     GemvType::moe_ffn(t(gate_up)?, t(down)?).map(fixed)
+}
+
+/// The MoE FFN of [`moe_ffn`] and the next layer's `gemv2_rope_kb_*` of `pair` (its pair's type
+/// and `attn_k_b`'s) in one chained launch (`ingot_abi::launch::MoeFfnRopeKbArgs`), where the
+/// registry has that row; an item is a block.
+pub(crate) fn moe_ffn_rope_kb(
+    (gate_up, down): ((GgmlType, GgmlType), (GgmlType, GgmlType)),
+    pair: (GgmlType, GgmlType),
+) -> Option<Launch<MoeFfnRopeKbArgs>> {
+    let t = |g: (GgmlType, GgmlType)| Some((gemv_ty(g.0)?, gemv_ty(g.1)?));
+    GemvType::moe_ffn_rope_kb(t(gate_up)?, t(down)?, t(pair)?).map(fixed)
 }
 
 /// `(act, sel, down, down_sh, resid, y, nrows, ff, n_used, ff_sh, n_expert)`; an item is an

@@ -39,6 +39,10 @@ pub struct PlanOptions {
     pub expert_cache: Option<ExpertCacheOptions>,
     /// How the latent cache stores its rows (`--cache-type`).
     pub cache_type: CacheType,
+    /// A chained MoE FFN and the next layer's chained projections run as one launch
+    /// (`moe_ffn_rope_kb_*`) where the registry has the row; `false` keeps them two (the same
+    /// bits: the tests compare both plans).
+    pub chain_layers: bool,
 }
 
 /// Slots per MoE layer and the policy that fills them.
@@ -74,6 +78,7 @@ impl PlanOptions {
             flash_blocks: sm_count.clamp(1, 1024),
             expert_cache: None,
             cache_type: CacheType::F16,
+            chain_layers: true,
         }
     }
 

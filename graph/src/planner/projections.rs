@@ -3,8 +3,8 @@
 //! last launch where the registry has the kernels (`ingot_abi::launch::projections`).
 
 use ingot_abi::launch::{
-    Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs, Gemv2RopeArgs, Gemv2RopeKbArgs, RmsnormArgs,
-    CHAIN_CTL_WORDS, RMSNORM_Q8_1,
+    Gemv2Args, Gemv2NormArgs, Gemv2NormRopeKbArgs, Gemv2RopeArgs, Gemv2RopeKbArgs,
+    MoeFfnRopeKbArgs, RmsnormArgs, CHAIN_CTL_WORDS, DOWN_NORM_NONE, RMSNORM_Q8_1,
 };
 use ingot_gguf::GgmlType;
 
@@ -126,14 +126,59 @@ fn rope_node(
     let c = b.c;
     let kb_shape = (c.d_nope, c.n_head * c.kv_lora);
     if let Some((launch, items)) = k::gemv2_rope_kb((ty, kb.ty), (ncols, nrows), kb_shape) {
+        let label = format!("{label}+attn_k_b");
+        if after_ffn(b, (ty, kb), args, (&label, items))? {
+            return Ok(Tail::RopeKb);
+        }
         let chain_ctl = b.act("act.chain_ctl", u64::from(CHAIN_CTL_WORDS) * 4)?;
         let args = Gemv2RopeKbArgs::new(args, (buf(kb.w), buf(kb.q_abs)), buf(chain_ctl));
-        b.node(launch, format!("{label}+attn_k_b"), Some(il), items, args)?;
+        b.node(launch, label, Some(il), items, args)?;
         return Ok(Tail::RopeKb);
     }
     let items = k::gemv_pair_items(ty, ncols, nrows);
     b.node(k::gemv2_rope(ty), label, Some(il), items, args)?;
     Ok(Tail::Rope)
+}
+
+/// The chained projections (`args`, `items` blocks) joined to the chained MoE FFN that is the
+/// plan's last node (`moe_ffn_rope_kb_*`, `ingot_abi::launch::ffn_rope_kb`) where
+/// [`super::PlanOptions::chain_layers`] allows, the registry has the row and the FFN's norm tail
+/// writes their activation; whether they were. The joined node is the FFN's layer's: the
+/// residual stream holds that layer's output after it, as after the FFN alone. Its control
+/// words: the FFN's, the projections' own (`act.kb_ctl`: the two parts run in one launch, so
+/// not the shared `act.chain_ctl`) and the norm signal's.
+fn after_ffn(
+    b: &mut Builder<'_>,
+    (ty, kb): (GgmlType, Kb),
+    args: Gemv2RopeArgs<BufRef>,
+    (label, items): (&str, usize),
+) -> Result<bool, PlanError> {
+    let Some(f) = b
+        .last_ffn
+        .filter(|f| b.opts.chain_layers && f.node + 1 == b.nodes.len())
+    else {
+        return Ok(false);
+    };
+    let Some(launch) = k::moe_ffn_rope_kb(f.types, (ty, kb.ty)) else {
+        return Ok(false);
+    };
+    if f.args.norm == DOWN_NORM_NONE || f.args.norm_q8 != args.x {
+        return Ok(false);
+    }
+    let words = u64::from(CHAIN_CTL_WORDS) * 4;
+    let kb_ctl = b.act("act.kb_ctl", words)?;
+    let norm_ctl = b.act("act.norm_ctl", words)?;
+    let rope = Gemv2RopeKbArgs::new(args, (buf(kb.w), buf(kb.q_abs)), buf(kb_ctl));
+    let ffn = b.nodes.pop().expect("the FFN node is the last");
+    b.last_ffn = None;
+    b.node(
+        launch,
+        format!("{}+{label}", ffn.label),
+        ffn.layer,
+        ffn.items as usize + items,
+        MoeFfnRopeKbArgs::new(f.args, rope, buf(norm_ctl)),
+    )?;
+    Ok(true)
 }
 
 /// `y = W_{first}·x` and `kv = W_kv_a·x` for the query's first product `first` (`attn_q` or
