@@ -27,8 +27,11 @@ fn counters_and_argument_checks() {
     let mut checked = 0;
     for (n, s) in plan.nodes.iter().zip(stats) {
         assert!(s.warp_instructions > 0, "{} ran no instruction", n.label);
-        // A plain, grouped, paired or lm_head gemv reads each of its weights at least once.
-        if n.kernel.starts_with("gemv") && n.kernel != "gemv_f32" {
+        // A plain, grouped, paired or lm_head gemv reads each of its weights at least once; so
+        // does a MoE FFN joined with the next projections (its routed experts come through
+        // expert tables, not weight arguments).
+        let gemv = n.kernel.starts_with("gemv") && n.kernel != "gemv_f32";
+        if gemv || n.kernel.starts_with("moe_ffn_rope_kb_") {
             let weights: u64 = n
                 .args
                 .iter()
@@ -51,7 +54,8 @@ fn counters_and_argument_checks() {
         }
     }
     // Per layer attn_q (with attn_kv_a_mqa when paired, and attn_k_b chained in:
-    // `gemv2_rope_kb_*`), attn_v_b; and lm_head.
+    // `gemv2_rope_kb_*`, or joined to the FFN before: `moe_ffn_rope_kb_*`), attn_v_b; and
+    // lm_head.
     let expected = 3 * 2 + 1;
     assert!(checked >= expected, "{checked} gemv nodes checked");
 
@@ -127,8 +131,9 @@ fn prefetches_before_its_wait(kernel: &str) -> bool {
 
 /// The decode step with the kernels a Hopper card runs under programmatic dependent launch (each
 /// waits on its predecessor; `ingot_kernels::grid_dep`) gives the same logits, bit for bit, as the
-/// sm_86 kernels, on a dense + MoE model (softmax routing) and on tiny-v3 (sigmoid routing with
-/// groups, low-rank query), and no kernel touches global memory before its wait (the simulator
+/// sm_86 kernels, on a dense + MoE model (softmax routing), on tiny-v3 (sigmoid routing with
+/// groups, low-rank query) and on the tiny preset (a MoE FFN joined with the next layer's
+/// projections), and no kernel touches global memory before its wait (the simulator
 /// faults if one does). The plans include every family that prefetches its weights before the
 /// wait (the attention projections with their rope tail, the attention output and FFN down
 /// projections, the gate/up of the shared experts and dense FFNs, the lm_head), so those
@@ -145,8 +150,12 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
         QuantMix::Q4KM,
     );
     let v3 = GgufFile::open(&v3_path).expect("open");
+    // The tiny preset: a MoE FFN joined with the next layer's projections.
+    let joined_path = dir.path().join("tiny.gguf");
+    support::write_preset(&joined_path, Preset::Tiny, Layout::Mla, QuantMix::Q4KM);
+    let joined = GgufFile::open(&joined_path).expect("open");
     let mut prefetching = std::collections::BTreeSet::new();
-    for (name, file) in [("tiny64", &tiny), ("tiny-v3", &v3)] {
+    for (name, file) in [("tiny64", &tiny), ("tiny-v3", &v3), ("tiny", &joined)] {
         let mut plain = SimExecutor::load(file, PlanOptions::for_ctx(8)).expect("load");
         let mut hopper = SimExecutor::load(file, PlanOptions::for_ctx(8)).expect("load");
         hopper.use_hopper_kernels().expect("sm_90 module");
@@ -179,6 +188,7 @@ fn hopper_kernels_waiting_on_their_predecessor_give_the_same_logits() {
         "moe_gate_up_",
         "moe_down_",
         "gemv_argmax_",
+        "moe_ffn_rope_kb_",
     ] {
         assert!(
             prefetching.iter().any(|k| k.starts_with(family)),

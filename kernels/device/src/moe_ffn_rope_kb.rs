@@ -25,7 +25,7 @@ use crate::intrinsics::{bid, global, tid};
 use crate::moe_down::NormTail;
 use crate::moe_ffn::{ffn_block, ffn_blocks, ffn_spans, Down};
 use crate::moe_gate_up::{fused_router, gate_up_args, FusedRouter, GateUp, GATE_UP_PREFETCH_LINES};
-use crate::prefetch::prefetch_then_wait;
+use crate::prefetch::{mark_wait, prefetch_spans};
 use crate::vecdot::{self, WeightType};
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::launch::moe::{ExpertSelection, MOE_GATE_UP_WARPS};
@@ -66,13 +66,15 @@ unsafe fn moe_ffn_rope_kb<GR, GS, const MIXED: bool, DR, DS, P, K>(
     let ffn = blocks.0 + blocks.1;
     let parts = rope_kb_blocks::<P, K>(&pr.pair, &pr.tail.dims);
     let guess = bid();
+    // Each part's rows, then the kernel's one wait.
     if guess < ffn {
         let spans = ffn_spans::<GR, GS, MIXED, DS>(a, router, &d, (guess, blocks.0));
-        prefetch_then_wait::<GATE_UP_PREFETCH_LINES, 2>(spans, tid(), THREADS);
+        prefetch_spans::<GATE_UP_PREFETCH_LINES, 2>(spans, tid(), THREADS);
     } else {
         let spans = rope_kb_spans::<P, K>(guess - ffn, &pr.pair, &pr.tail.dims, pr.kb.0, parts);
-        prefetch_then_wait::<GEMV_PREFETCH_LINES, 2>(spans, tid(), THREADS);
+        prefetch_spans::<GEMV_PREFETCH_LINES, 2>(spans, tid(), THREADS);
     }
+    mark_wait();
     let k = ticket_at(router.ctl + 4 * ROUTE_CTL_TICKET as u64);
     if k < ffn {
         if ffn_block::<GR, GS, MIXED, DR, DS>(a, router, d, (ffn_ctl, blocks), k) {

@@ -39,6 +39,19 @@ pub(crate) unsafe fn prefetch_then_wait<const K: u32, const N: usize>(
     t: u32,
     threads: u32,
 ) {
+    prefetch_spans::<K, N>(spans, t, threads);
+    mark_wait();
+}
+
+/// [`prefetch_then_wait`]'s prefetches alone: for a kernel whose blocks choose between two
+/// spans' prefetches, each branch prefetching its own, then one [`mark_wait`] after both (a
+/// kernel holds one wait).
+#[inline(always)]
+pub(crate) unsafe fn prefetch_spans<const K: u32, const N: usize>(
+    spans: [(u64, u64); N],
+    t: u32,
+    threads: u32,
+) {
     let mut s = 0;
     while s < N {
         let (start, end) = spans[s];
@@ -50,6 +63,12 @@ pub(crate) unsafe fn prefetch_then_wait<const K: u32, const N: usize>(
         }
         s += 1;
     }
+}
+
+/// [`prefetch_then_wait`]'s markers alone: the grid-dependency wait, then the point from which
+/// dependents may launch.
+#[inline(always)]
+pub(crate) unsafe fn mark_wait() {
     grid_dep_wait_marker();
     grid_dep_launch_marker();
 }
