@@ -71,7 +71,7 @@ pub struct ChainWork {
     pub waiting: u64,
     pub then: u64,
     /// Where the chain is the second launch of a joined node (`moe_ffn_rope_kb_*`,
-    /// [`super::joined`]): the node's ticket word and the tickets before the chain's (the
+    /// [`super::model::NextLoad`]): the node's ticket word and the tickets before the chain's (the
     /// FFN's), and the control words of the norm signal its first part waits for.
     pub joined: Option<JoinedChain>,
 }

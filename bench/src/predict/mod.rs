@@ -16,7 +16,6 @@ pub mod chain;
 pub mod counts;
 pub mod flash;
 pub mod handoff;
-pub mod joined;
 pub mod measured;
 pub mod measurement;
 pub mod model;

@@ -3,7 +3,6 @@
 use serde::Serialize;
 
 use super::card::Card;
-pub use super::joined::NextLoad;
 
 /// A constant of the model that is not a published figure: its value, where it came from, and
 /// that it is to be fitted when a GPU is lent (the device bench then prints predicted beside
@@ -158,7 +157,7 @@ pub struct NodeLoad {
     /// waiting blocks can start and what they do then. `None` for every other node.
     pub prefix: Option<PrefixLoad>,
     /// A second launch's work in the node's grid after this one's (`moe_ffn_rope_kb_*`,
-    /// [`super::joined`]); the fields above are the first's. `None` for every other node.
+    /// [`NextLoad`]); the fields above are the first's. `None` for every other node.
     pub next: Option<NextLoad>,
 }
 
@@ -171,6 +170,22 @@ pub struct PrefixLoad {
     pub first: PathPart,
     pub waiting: PathPart,
     pub then: Option<PathPart>,
+}
+
+/// The second launch's work in a joined node ([`NodeLoad::next`], timed by `joined_time`): its own
+/// counts, on the node's threads, registers and shared memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct NextLoad {
+    pub blocks: u64,
+    pub warp_instructions: u64,
+    pub dram_bytes: u64,
+    pub reread_bytes: u64,
+    /// Its own last-block-done tail (the rope's), in `warp_instructions`.
+    pub tail_warp_instructions: u64,
+    /// Of `dram_bytes`, the weight rows its blocks prefetch before they wait.
+    pub prefetch_bytes: u64,
+    /// Its own dependency path (the projections' rows, then `attn_k_b`).
+    pub prefix: Option<PrefixLoad>,
 }
 
 /// One part of a dependency path ([`PrefixLoad`]).
@@ -257,7 +272,7 @@ pub fn occupancy(card: &Card, k: &Constants, load: &NodeLoad) -> Occupancy {
 /// is hidden.
 pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool) -> NodeTime {
     if let Some(next) = load.next {
-        return super::joined::joined_time(card, k, load, &next, after_kernel);
+        return joined_time(card, k, load, &next, after_kernel);
     }
     let occ = occupancy(card, k, load);
     let sms = u64::from(card.sms);
@@ -348,6 +363,77 @@ pub fn node_time(card: &Card, k: &Constants, load: &NodeLoad, after_kernel: bool
     }
 }
 
+/// A launch that runs two launches' work in one grid, the second's blocks waiting for the
+/// first's tail (`moe_ffn_rope_kb_*`, `ingot_abi::launch::ffn_rope_kb`: a MoE layer's FFN, whose
+/// down tail writes the next layer's normed token, then that layer's projections). Each part is
+/// counted and timed as the launch it replaces ([`node_time`] on its own load);
+/// the joined node costs one node cost, and the second part's first wave, resident while only
+/// the first part's tail block runs, streams the weight rows it prefetches before its wait in
+/// that window: [`Constants::weight_prefetch_overlap`] of what the window carries at the card's
+/// efficient DRAM bandwidth arrives on time (the same assumed share as every other prefetch).
+/// The blocks of the second part that start before the first part's last wave ends are not
+/// credited: the first part's stream then keeps the DRAM busy.
+///
+/// The time of `load` (the first part) joined with `next` (as above): the first
+/// part's time, then the second's without a node cost of its own and with the bytes its first
+/// wave streamed during the first part's tail taken out of its DRAM stream and of its path's
+/// first part. The result's path (`critical_s`) is the whole node less its node cost; its DRAM,
+/// L2, issue and tail terms are the parts' sums.
+fn joined_time(
+    card: &Card,
+    k: &Constants,
+    load: &NodeLoad,
+    next: &NextLoad,
+    after_kernel: bool,
+) -> NodeTime {
+    let first_load = NodeLoad {
+        next: None,
+        ..*load
+    };
+    let first = node_time(card, k, &first_load, after_kernel);
+    let occ = occupancy(card, k, load);
+    let slots = (u64::from(card.sms) * u64::from(occ.blocks_per_sm)).saturating_sub(1);
+    let wave = slots.min(next.blocks) as f64 / next.blocks.max(1) as f64;
+    let rate = card.dram_gbps * 1e9 * k.dram_efficiency.value;
+    let early = (next.prefetch_bytes.min(next.dram_bytes) as f64 * wave).min(first.tail_s * rate)
+        * k.weight_prefetch_overlap.value;
+    let early = early.round() as u64;
+    let second_load = NodeLoad {
+        blocks: next.blocks,
+        warp_instructions: next.warp_instructions,
+        dram_bytes: next.dram_bytes - early.min(next.dram_bytes),
+        reread_bytes: next.reread_bytes,
+        tail_warp_instructions: next.tail_warp_instructions,
+        host_bytes: 0,
+        prefetch_bytes: 0,
+        handoff_bytes: 0,
+        streamed_bytes: 0,
+        prefix: next.prefix.map(|p| PrefixLoad {
+            first: PathPart {
+                dram_bytes: p.first.dram_bytes - early.min(p.first.dram_bytes),
+                ..p.first
+            },
+            ..p
+        }),
+        next: None,
+        ..*load
+    };
+    let second = node_time(card, k, &second_load, after_kernel);
+    let path = (first.total_s - first.launch_s) + (second.total_s - second.launch_s);
+    NodeTime {
+        dram_s: first.dram_s + second.dram_s,
+        l2_s: first.l2_s + second.l2_s,
+        issue_s: first.issue_s + second.issue_s,
+        launch_s: first.launch_s,
+        tail_s: first.tail_s + second.tail_s,
+        pcie_s: first.pcie_s,
+        prefetched_s: 0.0,
+        critical_s: path,
+        total_s: path + first.launch_s,
+        ..first
+    }
+}
+
 /// `t` (the time of `load` alone, after a kernel node) with the part of its DRAM stream that its
 /// prefetch moves before its grid-dependency wait taken out; `prev` and `prev_load`: its
 /// predecessor's time alone and load. Unchanged on a card without early launch, where a block
@@ -419,294 +505,4 @@ pub fn prefetch_before_wait(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::predict::card::card_named;
-
-    /// An empty node of 4 blocks per SM of a 3090 (328), 256 threads of 32 registers.
-    pub(crate) fn load() -> NodeLoad {
-        NodeLoad {
-            blocks: 82 * 4,
-            threads_per_block: 256,
-            registers: 32,
-            shared_bytes: 0,
-            warp_instructions: 0,
-            dram_bytes: 0,
-            reread_bytes: 0,
-            tail_warp_instructions: 0,
-            host_bytes: 0,
-            prefetch_bytes: 0,
-            handoff_bytes: 0,
-            streamed_bytes: 0,
-            prefix: None,
-            next: None,
-        }
-    }
-
-    #[test]
-    fn host_link_bytes_take_pcie_time() {
-        let c = card_named("3090").unwrap();
-        let k = DEFAULT_CONSTANTS;
-        // 100 MB over the link dwarfs 1 MB from DRAM: the node is link-bound.
-        let l = NodeLoad {
-            dram_bytes: 1_000_000,
-            host_bytes: 100_000_000,
-            ..load()
-        };
-        let t = node_time(c, &k, &l, true);
-        let want = 1e8 / (c.pcie_gbps * 1e9 * crate::replay::PCIE_EFFICIENCY);
-        assert!((t.pcie_s - want).abs() < 1e-12);
-        assert_eq!(t.bound, "pcie");
-        assert!((t.total_s - t.pcie_s - t.launch_s).abs() < 1e-12);
-    }
-
-    #[test]
-    fn streaming_node_is_dram_bound_at_the_efficient_bandwidth() {
-        let c = card_named("3090").unwrap();
-        let k = DEFAULT_CONSTANTS;
-        let l = NodeLoad {
-            dram_bytes: 936_000_000,
-            ..load()
-        };
-        let t = node_time(c, &k, &l, true);
-        assert_eq!(t.bound, "dram");
-        // 0.936 GB at 0.9 x 936 GB/s.
-        assert!((t.dram_s - 1.0 / 0.9e3).abs() < 1e-12, "{}", t.dram_s);
-        assert!((t.total_s - t.dram_s - 0.8e-6).abs() < 1e-15);
-    }
-
-    /// A launch that runs its router first: the routed blocks' path (the router's time, then
-    /// theirs) counts only where it is longer than the whole launch's terms; a slow router
-    /// (one block, so one SM's share of the DRAM bandwidth) makes it the node's time.
-    #[test]
-    fn the_router_path_counts_where_it_is_longer() {
-        let c = card_named("h200").unwrap();
-        let k = constants_for(Some(c));
-        let prefix = |router_blocks| PrefixLoad {
-            first: PathPart {
-                blocks: router_blocks,
-                warp_instructions: 1000,
-                dram_bytes: 512 * 1024,
-                tail_warp_instructions: 500,
-                ..PathPart::default()
-            },
-            waiting: PathPart {
-                blocks: 264,
-                warp_instructions: 100_000,
-                dram_bytes: 19_000_000,
-                ..PathPart::default()
-            },
-            then: None,
-        };
-        let base = NodeLoad {
-            blocks: 384,
-            warp_instructions: 150_000,
-            dram_bytes: 26_000_000,
-            ..load()
-        };
-        let plain = node_time(c, &k, &base, true);
-        assert_eq!(plain.critical_s, 0.0);
-        let spread = node_time(
-            c,
-            &k,
-            &NodeLoad {
-                prefix: Some(prefix(32)),
-                ..base
-            },
-            true,
-        );
-        assert!(spread.critical_s > 0.0 && spread.critical_s < spread.dram_s);
-        assert_eq!(spread.total_s, plain.total_s);
-        let one = node_time(
-            c,
-            &k,
-            &NodeLoad {
-                prefix: Some(prefix(1)),
-                ..base
-            },
-            true,
-        );
-        assert!(one.critical_s > one.dram_s);
-        assert!((one.total_s - one.critical_s - one.launch_s).abs() < 1e-15);
-    }
-
-    /// On sm_90 a node after another kernel node hides `early_launch_hidden` of its fixed cost;
-    /// the graph's first node and every node on an sm_86 card pay it whole.
-    #[test]
-    fn early_launch_hides_part_of_the_node_cost_on_hopper_only() {
-        let (h200, r3090) = (card_named("h200").unwrap(), card_named("3090").unwrap());
-        assert!(h200.early_launch() && card_named("h100").unwrap().early_launch());
-        assert!(!r3090.early_launch() && !card_named("4090").unwrap().early_launch());
-        let l = NodeLoad {
-            dram_bytes: 1_000_000,
-            ..load()
-        };
-        let k = constants_for(Some(h200));
-        let (first, later) = (
-            node_time(h200, &k, &l, false),
-            node_time(h200, &k, &l, true),
-        );
-        assert_eq!(first.launch_s, k.launch_in_graph_s.value);
-        let hidden = k.launch_in_graph_s.value * k.early_launch_hidden.value;
-        assert!((first.total_s - later.total_s - hidden).abs() < 1e-15);
-        let k = constants_for(Some(r3090));
-        assert_eq!(
-            node_time(r3090, &k, &l, true).launch_s,
-            k.launch_in_graph_s.value
-        );
-    }
-
-    /// A DRAM-bound node of 8 MB (every block resident at once) prefetching 4 MB of it, after a
-    /// predecessor `prev` of `prev_bytes` DRAM bytes and `prev_issue` of issue time.
-    fn prefetching(card: &Card, prefetch: u64, prev_bytes: u64, prev_issue: f64) -> [NodeTime; 3] {
-        let k = constants_for(Some(card));
-        let l = NodeLoad {
-            blocks: u64::from(card.sms),
-            dram_bytes: 8_000_000,
-            prefetch_bytes: prefetch,
-            ..load()
-        };
-        let prev_load = NodeLoad {
-            blocks: u64::from(card.sms),
-            dram_bytes: prev_bytes,
-            ..load()
-        };
-        let mut prev = node_time(card, &k, &prev_load, true);
-        prev.issue_s = prev_issue;
-        let t = node_time(card, &k, &l, true);
-        [
-            t,
-            prev,
-            prefetch_before_wait(card, &k, &l, &t, &prev_load, &prev),
-        ]
-    }
-
-    /// After a predecessor that leaves DRAM idle for its whole body (issue-bound, no bytes), a
-    /// node's prefetch streams through the whole node cost (`h·L` beside the predecessor, `(1 −
-    /// h)·L` while it completes) at the node's DRAM rate, of which the assumed share arrives:
-    /// that much DRAM time leaves the node.
-    #[test]
-    fn a_prefetch_moves_the_window_times_the_assumed_share() {
-        let h200 = card_named("h200").unwrap();
-        let k = constants_for(Some(h200));
-        let [t, _, with] = prefetching(h200, 4_000_000, 0, 10e-6);
-        let rate = 8e6 / t.dram_s;
-        let window = k.launch_in_graph_s.value;
-        let want = (4e6f64).min(window * rate) * k.weight_prefetch_overlap.value / rate;
-        assert!(want > 0.0 && want < t.dram_s);
-        assert!((with.prefetched_s - want).abs() < 1e-15, "{with:?}");
-        assert!((with.dram_s - (t.dram_s - want)).abs() < 1e-15);
-        assert!(
-            (t.total_s - with.total_s - want).abs() < 1e-15,
-            "DRAM-bound: all of it saved"
-        );
-        // A predecessor streaming DRAM for its whole body leaves only the completion part.
-        let [_, prev, busy] = prefetching(h200, 8_000_000, 40_000_000, 0.0);
-        assert_eq!(prev.bound, "dram");
-        let hidden = k.early_launch_hidden.value;
-        let want = (1.0 - hidden) * k.launch_in_graph_s.value * k.weight_prefetch_overlap.value;
-        assert!((busy.prefetched_s - want).abs() < 1e-15, "{busy:?}");
-    }
-
-    /// What cannot help does not: no early launch (sm_86 prefetches just before its own reads),
-    /// nothing prefetched (routed experts, whose ids the predecessor writes), a predecessor whose
-    /// reads fill the L2 (the prefetched lines would be evicted), an issue-bound node (its DRAM
-    /// time shrinks, its time does not).
-    #[test]
-    fn a_prefetch_saves_nothing_where_it_cannot_help() {
-        let (h200, r3090) = (card_named("h200").unwrap(), card_named("3090").unwrap());
-        let [t, _, with] = prefetching(r3090, 4_000_000, 0, 10e-6);
-        assert_eq!(with, t);
-        let [t, _, with] = prefetching(h200, 0, 0, 10e-6);
-        assert_eq!(with, t);
-        let [t, _, with] = prefetching(h200, 4_000_000, h200.l2_bytes, 10e-6);
-        assert_eq!(with.prefetched_s, 0.0);
-        assert_eq!(with.total_s, t.total_s);
-        let k = constants_for(Some(h200));
-        let l = NodeLoad {
-            blocks: u64::from(h200.sms),
-            dram_bytes: 1_000_000,
-            prefetch_bytes: 1_000_000,
-            ..load()
-        };
-        let mut t = node_time(h200, &k, &l, true);
-        t.issue_s = 5.0 * t.dram_s;
-        t.bound = "issue";
-        t.total_s = t.issue_s + t.launch_s;
-        let with = prefetch_before_wait(h200, &k, &l, &t, &l, &t);
-        assert!(with.prefetched_s > 0.0);
-        assert_eq!((with.total_s, with.bound), (t.total_s, "issue"));
-    }
-
-    #[test]
-    fn occupancy_takes_the_tightest_limit() {
-        let c = card_named("3090").unwrap();
-        let k = DEFAULT_CONSTANTS;
-        // 256 threads x 32 regs: 8 warps x 1024 regs -> 8 blocks by registers, 6 by warps.
-        assert_eq!(occupancy(c, &k, &load()).blocks_per_sm, 6);
-        assert_eq!(occupancy(c, &k, &load()).limit, "warps");
-        // 128 registers: 4096 per warp x 8 warps -> 2 blocks.
-        let heavy = NodeLoad {
-            registers: 128,
-            ..load()
-        };
-        assert_eq!(occupancy(c, &k, &heavy).blocks_per_sm, 2);
-        // 40 KB shared + 1 KB reserved -> 2 blocks in 100 KB.
-        let smem = NodeLoad {
-            shared_bytes: 40 * 1024,
-            ..load()
-        };
-        assert_eq!(occupancy(c, &k, &smem).limit, "shared memory");
-        assert_eq!(occupancy(c, &k, &smem).blocks_per_sm, 2);
-    }
-
-    #[test]
-    fn a_tail_is_serial_and_leaves_the_spread_part() {
-        let c = card_named("3090").unwrap();
-        let k = DEFAULT_CONSTANTS;
-        let clock = c.boost_clock_ghz * 1e9;
-        let spread = NodeLoad {
-            blocks: 82,
-            warp_instructions: 82 * 4000,
-            ..load()
-        };
-        // The same launch plus a 6000-instruction tail in one block of 8 warps: the rows'
-        // issue time is unchanged and the tail adds 6000 / (4 schedulers x clock x 0.5).
-        let with_tail = NodeLoad {
-            warp_instructions: 82 * 4000 + 6000,
-            tail_warp_instructions: 6000,
-            ..spread
-        };
-        let (a, b) = (
-            node_time(c, &k, &spread, true),
-            node_time(c, &k, &with_tail, true),
-        );
-        assert!((a.issue_s - b.issue_s).abs() < 1e-15);
-        assert!((b.tail_s - 6000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
-        assert!((b.total_s - a.total_s - b.tail_s).abs() < 1e-15);
-    }
-
-    #[test]
-    fn issue_time_counts_waves_and_latency_hiding() {
-        let c = card_named("3090").unwrap();
-        let k = DEFAULT_CONSTANTS;
-        let clock = c.boost_clock_ghz * 1e9;
-        // One block per SM of 8 warps: 2 warps per scheduler, half of the 4 needed.
-        let l = NodeLoad {
-            blocks: 82,
-            warp_instructions: 82 * 4000,
-            ..load()
-        };
-        let t = node_time(c, &k, &l, true);
-        assert!((t.issue_s - 4000.0 / (4.0 * clock * 0.5)).abs() < 1e-15);
-        // One more block than SMs: the busiest SM runs two (a second wave's worth).
-        let l2 = NodeLoad {
-            blocks: 83,
-            warp_instructions: 83 * 4000,
-            ..load()
-        };
-        let t2 = node_time(c, &k, &l2, true);
-        assert_eq!(t2.blocks_on_busiest_sm, 2);
-        assert!((t2.issue_s - 8000.0 / (4.0 * clock)).abs() < 1e-15);
-    }
-}
+pub(crate) mod tests;

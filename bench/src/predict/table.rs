@@ -357,8 +357,8 @@ fn config_name(gguf: &Gguf) -> String {
         .unwrap_or_else(|| "(unnamed)".into())
 }
 
-/// A joined node's load (`moe_ffn_rope_kb_*`, [`super::joined`]): `l`, counted over the whole
-/// node, split into the FFN's part and the projections' (`chain`, the second launch's counters).
+/// A joined node's load (`moe_ffn_rope_kb_*`, [`NextLoad`]): `l`, counted over the whole node,
+/// split into the FFN's part and the projections' (`chain`, the second launch's counters).
 /// The projections' DRAM bytes are their weights and small inputs (`w0`, `w1`, `w_kb`,
 /// `kv_norm`, `rope_freq`) and the sectors they write; their re-reads their share of the warp
 /// instructions; their prefetch what their blocks prefetched; their tail the rope's. The FFN's
