@@ -23,6 +23,11 @@
 #           programmatic dependent launch), so the two rows measure what early launch gains:
 #           the earlier start and the weight prefetch before each kernel's wait together (with
 #           INGOT_NO_PDL the prefetches still run, just before their own loads)
+#   decode_no_l2_streaming
+#           depth 0 with INGOT_NO_L2_STREAMING=1: no launch gets its L2 streaming window (the
+#           merge's attn_output read evict-first so the FFN rows the flash handed ahead stay in
+#           L2); against the decode row's depth 0 it measures that window (the decode rows run
+#           with it). On an H200's 50 MB L2 little is expected: the 6 MB of a 3090 is the case
 #   nodes-d0, nodes-d4096
 #           `ingot plan --measure --predict h200` on it: every node of one decode step timed
 #           between CUDA events (median of 20 reps) beside its predicted time, the graph replay
@@ -127,6 +132,8 @@ elif [[ $mode != nodes ]]; then
         --depths 0,1024,4096 -n 64 --reps 5
     INGOT_NO_PDL=1 run_step decode_no_pdl 150 fig_decode "$bin/ingot" bench -m "$model" \
         --backend cuda --depths 0,4096 -n 64 --reps 5
+    INGOT_NO_L2_STREAMING=1 run_step decode_no_l2_streaming 90 fig_decode "$bin/ingot" bench \
+        -m "$model" --backend cuda --depths 0 -n 64 --reps 3
 fi
 [[ $mode == peer ]] || for depth in 0 4096; do
     run_step "nodes-d$depth" 150 fig_nodes "$bin/ingot" plan -m "$model" --backend cuda --measure \

@@ -47,4 +47,10 @@ pub struct Node {
     /// Work items (see the kernel's descriptor for what an item is); positive.
     pub items: u32,
     pub args: Vec<NodeArg>,
+    /// A weight buffer among `args` that the launch reads once and nothing after it reads
+    /// again in the step: the CUDA executor gives the launch an L2 access policy window over it
+    /// with the streaming property (evict-first), so its lines give way before those an earlier
+    /// launch handed ahead to a later one (`ingot_abi::launch::FLASH_LATENT`'s `next_a`). Only a
+    /// hint: the bits do not depend on it. `None` for most launches.
+    pub l2_streaming: Option<BufId>,
 }

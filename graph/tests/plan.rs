@@ -581,3 +581,29 @@ fn merged_gate_up_experts_are_planned() {
         );
     }
 }
+
+/// The flash launch hands the FFN's first weight rows ahead past the merge; the merge streams its
+/// `attn_output` weight evict-first (`Node::l2_streaming`) so those lines stay in L2. Exactly the
+/// merge launches carry the mark, each on the `attn_output` weight among its own arguments.
+#[test]
+fn the_merge_streams_attn_output_past_the_lines_handed_ahead() {
+    let h = support::header(Preset::V2Lite, Layout::Mla, QuantMix::Q4KM);
+    let plan = build_plan(&h, PlanOptions::for_ctx(256)).expect("v2-lite plan");
+    let mut marked = 0;
+    for n in &plan.nodes {
+        let Some(w) = n.l2_streaming else {
+            continue;
+        };
+        marked += 1;
+        assert!(n.kernel.starts_with("attn_merge_v_b_o_"), "{}", n.kernel);
+        let layer = n.layer.expect("a layer's merge");
+        let decl = &plan.buffers[w.0 as usize];
+        assert_eq!(decl.name, format!("blk.{layer}.attn_output.weight"));
+        assert!(matches!(decl.kind, BufferKind::Weight { .. }));
+        assert!(n
+            .args
+            .iter()
+            .any(|a| matches!(a, NodeArg::Buf(r) if r.buf == w)));
+    }
+    assert_eq!(marked, 27);
+}

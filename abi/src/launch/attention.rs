@@ -306,13 +306,17 @@ signature! {
 }
 
 /// Most weight bytes a flash launch prefetches for the launches after it ([`FLASH_LATENT`]'s
-/// `next_a_bytes + next_b_bytes`): half the L2 of the smallest card ingot targets (RTX 3090 and
-/// A6000: 6 MiB), so the lines stay beside what else the step keeps there, and about what such
-/// a card's DRAM moves while a short context's flash runs and the next node starts (~3.4 us at
-/// ~840 GB/s; docs/prediction-model.md). Prefetched as at most
+/// `next_a_bytes + next_b_bytes`): two thirds of the L2 of the smallest card ingot targets (RTX
+/// 3090 and A6000: 6 MiB). The lines stay beside what the step keeps there meanwhile because the
+/// launch between the flash and the FFN the lines are for reads its largest weight with the L2
+/// streaming property (`ingot_graph::Node::l2_streaming`: evict-first, like the flash's own
+/// cache rows), and 4 MiB is about what such a card's DRAM moves while a short context's flash
+/// and that merge run and the next two nodes start (~4.8 us at ~840 GB/s, PREDICTED by
+/// docs/prediction-model.md, not measured). Prefetched as at most
 /// [`FLASH_HANDOFF_LINES_PER_THREAD`] lines per thread and span, which covers it in full from
-/// 48 blocks of [`FLASH_THREADS`] on (`3 MiB / (2 · 256 · 128 B)`).
-pub const FLASH_HANDOFF_MAX_BYTES: u32 = 3 << 20;
+/// 64 blocks of [`FLASH_THREADS`] on (`4 MiB / (2 · 256 · 128 B)`; the planner's split gives
+/// every targeted card one block per SM, 82 or more).
+pub const FLASH_HANDOFF_MAX_BYTES: u32 = 4 << 20;
 
 /// The bytes a flash launch prefetches of two buffers of `a` and `b` bytes handed ahead
 /// (`next_a_bytes`, `next_b_bytes`): each buffer's first bytes, the first buffer first, at most

@@ -237,8 +237,12 @@ pub(crate) fn table_of(
             handoff_bytes: handoff.map_or(0, |max| {
                 ((c.stats.prefetch_lanes + c.idle_prefetch_lanes) * PREFETCH_LINE_BYTES).min(max)
             }),
-            // Its cache rows are read evict-first (the flash kernels' `.cs` tile loads).
-            streamed_bytes: handoff.map_or(0, |_| cache_read_bytes(plan, i, opts.depth + tokens)),
+            // Read evict-first: a flash launch's cache rows (its `.cs` tile loads), a weight
+            // in the launch's L2 streaming window (`Node::l2_streaming`, read whole).
+            streamed_bytes: (handoff.map_or(0, |_| cache_read_bytes(plan, i, opts.depth + tokens))
+                + n.l2_streaming
+                    .map_or(0, |w| plan.buffers[w.0 as usize].bytes))
+            .min(dram_bytes),
             prefix: c
                 .tickets
                 .map(|t| prefix_load(plan, (config, tokens), n, d, &t, (routed, reread)))

@@ -26,7 +26,8 @@ use crate::recipe::Recipe;
 /// The weights the flash launch hands ahead ([`FlashLatentArgs`]'s `next_a`, `next_b`), which
 /// depend on nothing and are read from the start of their launch: the merge's (`attn_v_b`,
 /// `attn_output`) when they alone outweigh [`FLASH_HANDOFF_MAX_BYTES`], so lines handed past
-/// them would not outlive their stream in the smallest L2 (6 MiB, twice the handoff); otherwise
+/// them would not outlive their stream in the smallest L2 (6 MiB; the merge streams
+/// `attn_output` evict-first, [`crate::Node::l2_streaming`], but not `attn_v_b`); otherwise
 /// the first rows of layer `il`'s FFN gate and up matrices (the shared expert's in a MoE layer,
 /// the dense FFN's otherwise): a small merge's launch is set by its two dependent parts more than
 /// by its bytes (docs/prediction-model.md), the FFN's streams throughout. `None` for a layer
@@ -297,6 +298,9 @@ fn merge_v_b_o(
         items as usize,
         args,
     )?;
+    // Its largest stream, read once: the lines the flash launch handed ahead to the FFN past
+    // this launch stay in L2 while it runs (`weights_ahead`).
+    b.stream_in_l2(w);
     Ok(true)
 }
 

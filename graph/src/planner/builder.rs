@@ -371,8 +371,20 @@ impl<'a> Builder<'a> {
             layer,
             items,
             args: list,
+            l2_streaming: None,
         });
         Ok(())
+    }
+
+    /// Marks weight `w`, an argument of the node appended last, as read once in L2
+    /// ([`Node::l2_streaming`]).
+    pub(crate) fn stream_in_l2(&mut self, w: BufId) {
+        let n = self.nodes.last_mut().expect("a node was appended");
+        debug_assert!(n
+            .args
+            .iter()
+            .any(|a| matches!(a, NodeArg::Buf(r) if r.buf == w)));
+        n.l2_streaming = Some(w);
     }
 }
 

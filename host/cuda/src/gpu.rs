@@ -18,6 +18,49 @@ use std::sync::Arc;
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Largest L2 access policy window the device takes, in bytes; 0 where it takes none or
+    /// [`NO_L2_STREAMING`] is set (then [`LaunchOptions::l2_streaming`] is ignored).
+    l2_window_max: usize,
+}
+
+/// Set (to anything but `0`), [`Gpu::new`] gives no launch an L2 access policy window
+/// ([`LaunchOptions::l2_streaming`] is ignored): the baseline the streaming hint is measured
+/// against, and a way around a driver that refuses it.
+pub const NO_L2_STREAMING: &str = "INGOT_NO_L2_STREAMING";
+
+/// How [`Gpu::launch_node`] enqueues a kernel.
+#[derive(Clone, Copy, Default)]
+pub struct LaunchOptions<'a> {
+    /// The operation enqueued just before on the stream is a kernel launch: as
+    /// [`Gpu::launch_after_kernel`].
+    pub after_kernel: bool,
+    /// A buffer the kernel reads once, which nothing after it in the step reads again: the
+    /// launch gets an L2 access policy window over it (its first
+    /// `CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE` bytes) whose hits and misses both take
+    /// the streaming property, so its lines are the first L2 gives up and lines an earlier
+    /// launch prefetched for a later one stay. A hint to the cache only: the results do not
+    /// depend on it. In a captured graph it becomes the kernel node's attribute.
+    pub l2_streaming: Option<&'a DeviceBuffer>,
+}
+
+/// The access policy window [`LaunchOptions::l2_streaming`] gives a launch: `len` bytes from
+/// device address `base`, at most `max` of them (the device's limit), every line streaming;
+/// `None` where the device takes no window or there are no bytes.
+pub(crate) fn streaming_window(
+    base: u64,
+    len: usize,
+    max: usize,
+) -> Option<sys::CUaccessPolicyWindow> {
+    if max == 0 || len == 0 {
+        return None;
+    }
+    Some(sys::CUaccessPolicyWindow {
+        base_ptr: base as *mut c_void,
+        num_bytes: len.min(max),
+        hitRatio: 1.0,
+        hitProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
+        missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
+    })
 }
 
 /// Device memory, `len` bytes, freed on drop. Allocations are at least 256-byte aligned.
@@ -79,7 +122,24 @@ impl Gpu {
         // SAFETY: called before any buffer exists; all work is ordered on the one stream below.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().call("cuStreamCreate")?;
-        Ok(Self { ctx, stream })
+        // A driver that cannot say takes no window: the hint is dropped, nothing else.
+        let l2_window_max = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE)
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|_| !env_set(NO_L2_STREAMING))
+            .unwrap_or(0);
+        Ok(Self {
+            ctx,
+            stream,
+            l2_window_max,
+        })
+    }
+
+    /// Largest L2 access policy window a launch gets, in bytes (0: none, see
+    /// [`LaunchOptions::l2_streaming`]).
+    pub fn l2_window_max(&self) -> usize {
+        self.l2_window_max
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -176,7 +236,7 @@ impl Gpu {
         shape: LaunchShape,
         args: &[Arg<'_>],
     ) -> Result<(), CudaError> {
-        self.launch_with(module, name, shape, args, false)
+        self.launch_node(module, name, shape, args, LaunchOptions::default())
     }
 
     /// As [`Gpu::launch`], for a kernel enqueued right after another kernel on this stream: when
@@ -193,8 +253,28 @@ impl Gpu {
         shape: LaunchShape,
         args: &[Arg<'_>],
     ) -> Result<(), CudaError> {
-        let early = module.early_launch();
-        self.launch_with(module, name, shape, args, early)
+        let opts = LaunchOptions {
+            after_kernel: true,
+            l2_streaming: None,
+        };
+        self.launch_node(module, name, shape, args, opts)
+    }
+
+    /// As [`Gpu::launch`], with the options `opts` ([`LaunchOptions`]).
+    pub fn launch_node(
+        &self,
+        module: &mut Module,
+        name: &str,
+        shape: LaunchShape,
+        args: &[Arg<'_>],
+        opts: LaunchOptions<'_>,
+    ) -> Result<(), CudaError> {
+        let programmatic = opts.after_kernel && module.early_launch();
+        let window = opts.l2_streaming.and_then(|b| {
+            let base = b.slice.device_ptr(&self.stream).0;
+            streaming_window(base, b.len(), self.l2_window_max)
+        });
+        self.launch_with(module, name, shape, args, programmatic, window)
     }
 
     fn launch_with(
@@ -204,6 +284,7 @@ impl Gpu {
         shape: LaunchShape,
         args: &[Arg<'_>],
         programmatic: bool,
+        window: Option<sys::CUaccessPolicyWindow>,
     ) -> Result<(), CudaError> {
         let func = module.function(name)?;
         // One 8-byte slot per argument; the driver reads as many bytes as the parameter has.
@@ -224,7 +305,7 @@ impl Gpu {
             .collect();
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
-        if !programmatic {
+        if !programmatic && window.is_none() {
             // SAFETY: every parameter pointer addresses a live slot holding the value in its
             // low bytes (little-endian), which is what cuLaunchKernel reads for 4- and 8-byte
             // params.
@@ -240,10 +321,22 @@ impl Gpu {
             }
             .call("cuLaunchKernel");
         }
-        // SAFETY: an all-zero attribute is a valid value of the plain C union.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
+        let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::with_capacity(2);
+        if programmatic {
+            // SAFETY: an all-zero attribute is a valid value of the plain C union.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id =
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(attr);
+        }
+        if let Some(w) = window {
+            // SAFETY: as above.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
+            attr.value.accessPolicyWindow = w;
+            attrs.push(attr);
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: gx,
             gridDimY: gy,
@@ -253,16 +346,24 @@ impl Gpu {
             blockDimZ: bz,
             sharedMemBytes: shape.shared_bytes,
             hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
         };
         self.ctx.bind_to_thread().call("cuCtxSetCurrent")?;
-        // SAFETY: `config` and `attr` outlive the call; the parameter slots as in the plain
+        // A driver error names the window, the one attribute a user can drop.
+        let call = match window {
+            Some(_) => {
+                "cuLaunchKernelEx with an L2 access policy window (INGOT_NO_L2_STREAMING=1 \
+                        launches without it)"
+            }
+            None => "cuLaunchKernelEx",
+        };
+        // SAFETY: `config` and `attrs` outlive the call; the parameter slots as in the plain
         // launch; `extra` is null.
         unsafe {
             sys::cuLaunchKernelEx(&config, func, params.as_mut_ptr(), std::ptr::null_mut()).result()
         }
-        .call("cuLaunchKernelEx")
+        .call(call)
     }
 
     /// Enqueues a device-to-device copy of `min(src.len(), dst.len())` bytes on the stream.
@@ -295,6 +396,11 @@ impl Gpu {
         end.synchronize().call("cuEventSynchronize")?;
         start.elapsed_ms(&end).call("cuEventElapsedTime")
     }
+}
+
+/// Whether environment variable `var` is set to anything but empty or `0`.
+fn env_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 fn check_len(op: &'static str, buf: &DeviceBuffer, host: usize) -> Result<(), CudaError> {
@@ -338,5 +444,21 @@ mod tests {
             }
             Err(e) => panic!("unexpected error opening the GPU: {e}"),
         }
+    }
+
+    /// The window covers the buffer from its start, cut at the device's limit, every line
+    /// streaming (hit and miss alike); a device without windows, or no bytes, gets none.
+    #[test]
+    fn a_streaming_window_covers_the_buffer_up_to_the_limit() {
+        let w = streaming_window(0x7f00_0000_0000, 2_359_296, 134_213_632).expect("a window");
+        assert_eq!(w.base_ptr as u64, 0x7f00_0000_0000);
+        assert_eq!(w.num_bytes, 2_359_296);
+        assert_eq!(w.hitRatio, 1.0);
+        let streaming = sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING;
+        assert_eq!((w.hitProp, w.missProp), (streaming, streaming));
+        let cut = streaming_window(4096, 1 << 30, 1 << 20).expect("a window");
+        assert_eq!(cut.num_bytes, 1 << 20);
+        assert!(streaming_window(4096, 1 << 20, 0).is_none());
+        assert!(streaming_window(4096, 0, 1 << 20).is_none());
     }
 }

@@ -15,7 +15,7 @@ mod mapped;
 mod module;
 
 pub use error::CudaError;
-pub use gpu::{Arg, DeviceBuffer, Gpu, LaunchShape};
+pub use gpu::{Arg, DeviceBuffer, Gpu, LaunchOptions, LaunchShape, NO_L2_STREAMING};
 pub use graph::{Event, Graph, PinnedBuffer};
 pub use image::ModuleSource;
 pub use mapped::{CopyStream, Fence, MappedBuffer};

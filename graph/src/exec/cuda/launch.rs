@@ -4,7 +4,9 @@
 use std::ops::Range;
 
 use ingot_abi::launch::KernelDesc;
-use ingot_cuda::{Arg, DeviceBuffer, Event, Gpu, Graph, LaunchShape, MappedBuffer, Module};
+use ingot_cuda::{
+    Arg, DeviceBuffer, Event, Gpu, Graph, LaunchOptions, LaunchShape, MappedBuffer, Module,
+};
 
 use crate::error::{ExecError, NodeFailure};
 use crate::node::{Node, NodeArg};
@@ -46,6 +48,23 @@ pub(super) fn node_args<'a>(n: &Node, place: &dyn Fn(usize) -> Place<'a>) -> Vec
         .collect()
 }
 
+/// How node `n` is launched: `after_kernel` as [`LaunchOptions::after_kernel`], and its
+/// [`Node::l2_streaming`] weight where that is in VRAM (a host-mapped buffer gets no window).
+fn launch_options<'a>(
+    n: &Node,
+    place: &dyn Fn(usize) -> Place<'a>,
+    after_kernel: bool,
+) -> LaunchOptions<'a> {
+    let l2_streaming = n.l2_streaming.and_then(|w| match place(w.0 as usize) {
+        Place::Dev(b) => Some(b),
+        Place::Mapped(_) => None,
+    });
+    LaunchOptions {
+        after_kernel,
+        l2_streaming,
+    }
+}
+
 /// Captures nodes `range` of `plan` into one graph (uploaded), their buffers where `place`
 /// says.
 pub(super) fn capture_nodes<'a>(
@@ -62,11 +81,8 @@ pub(super) fn capture_nodes<'a>(
         let (n, args) = (&plan.nodes[i], node_args(&plan.nodes[i], place));
         // Only kernels are captured, so every node but the first follows a kernel: on a module
         // whose kernels wait on their predecessor it is a programmatic edge (PDL).
-        if i == first {
-            gpu.launch(module, &n.kernel, shapes[i], &args)
-        } else {
-            gpu.launch_after_kernel(module, &n.kernel, shapes[i], &args)
-        }
+        let opts = launch_options(n, place, i != first);
+        gpu.launch_node(module, &n.kernel, shapes[i], &args, opts)
     });
     // The capture must end whatever happened, or the stream stays in capture mode.
     let graph = gpu.end_capture();
@@ -90,13 +106,14 @@ pub(super) fn launch_nodes<'a>(
     for i in range {
         let (n, shape) = (&plan.nodes[i], shapes[i]);
         let args = node_args(n, place);
+        let opts = launch_options(n, place, false);
         let done = match pace {
             Pace::Sync => gpu
-                .launch(module, &n.kernel, shape, &args)
+                .launch_node(module, &n.kernel, shape, &args, opts)
                 .and_then(|()| gpu.synchronize()),
             Pace::Marks(marks) => gpu
                 .record(&marks[i])
-                .and_then(|()| gpu.launch(module, &n.kernel, shape, &args)),
+                .and_then(|()| gpu.launch_node(module, &n.kernel, shape, &args, opts)),
         };
         if let Err(source) = done {
             return Err(node_error(plan, i, shape, source));
@@ -209,6 +226,7 @@ mod tests {
                 NodeArg::U32(2048),
                 NodeArg::F32(0.5),
             ],
+            l2_streaming: None,
         };
         let plan = Plan {
             buffers: vec![buf("act.residual"), buf("blk.3.attn_q.weight")],
