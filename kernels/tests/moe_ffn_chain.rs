@@ -52,6 +52,66 @@ struct Ctl<T> {
     norm_count: T,
 }
 
+/// An FFN's random inputs and weights on the device (router weights and input, the q8_1
+/// activation, the routed slabs behind their expert tables, the shared experts, the residual and
+/// the norm weights), drawn from `rng` in one fixed order.
+struct FfnInputs<T> {
+    router_w: T,
+    router_x: T,
+    x: T,
+    /// The routed slabs the tables point into: kept alive as long as the tables.
+    _slabs: [T; 3],
+    gate: T,
+    up: T,
+    gate_sh: T,
+    up_sh: T,
+    down: T,
+    down_sh: T,
+    resid: T,
+    norm_w: T,
+}
+
+fn ffn_inputs<B: Accelerator>(
+    b: &mut B,
+    rng: &mut StdRng,
+    ((gr, gs), (dr, ds)): Types,
+    (s, p): (&FfnShape, &RouteParams),
+) -> FfnInputs<B::Buf> {
+    let (n, e) = (s.n_embd, p.n_expert);
+    let w = floats(rng, e * n, -0.05, 0.05);
+    let rx = floats(rng, n, -1.0, 1.0);
+    let x = ingot_quant::quantize_q8_1(&floats(rng, n, -1.0, 1.0));
+    let up_slab = s.ff * n / gr.block_elems() * gr.block_bytes();
+    let down_slab = n * s.ff / dr.block_elems() * dr.block_bytes();
+    let (router_w, router_x) = (upload(b, &f32_bytes(&w)), upload(b, &f32_bytes(&rx)));
+    let x = upload(b, bytemuck::cast_slice::<BlockQ8_1, u8>(&x));
+    let gsl = upload(b, &blocks(rng, gr, e * s.ff, n));
+    let usl = upload(b, &blocks(rng, gr, e * s.ff, n));
+    let gate = expert_table(b, &gsl, e, up_slab).expect("gate table");
+    let up = expert_table(b, &usl, e, up_slab).expect("up table");
+    let gate_sh = upload(b, &blocks(rng, gs, s.ff_sh, n));
+    let up_sh = upload(b, &blocks(rng, gs, s.ff_sh, n));
+    let dsl = upload(b, &blocks(rng, dr, e * n, s.ff));
+    let down = expert_table(b, &dsl, e, down_slab).expect("down table");
+    let down_sh = upload(b, &blocks(rng, ds, n, s.ff_sh));
+    let resid = upload(b, &f32_bytes(&floats(rng, n, -2.0, 2.0)));
+    let norm_w = upload(b, &f32_bytes(&floats(rng, n, 0.5, 1.5)));
+    FfnInputs {
+        router_w,
+        router_x,
+        x,
+        _slabs: [gsl, usl, dsl],
+        gate,
+        up,
+        gate_sh,
+        up_sh,
+        down,
+        down_sh,
+        resid,
+        norm_w,
+    }
+}
+
 fn check_case<B: Accelerator>(
     b: &mut B,
     rng: &mut StdRng,
@@ -60,24 +120,7 @@ fn check_case<B: Accelerator>(
     ctl: &Ctl<B::Buf>,
 ) {
     let (n, e) = (s.n_embd, p.n_expert);
-    let w = floats(rng, e * n, -0.05, 0.05);
-    let rx = floats(rng, n, -1.0, 1.0);
-    let x = ingot_quant::quantize_q8_1(&floats(rng, n, -1.0, 1.0));
-    let up_slab = s.ff * n / gr.block_elems() * gr.block_bytes();
-    let down_slab = n * s.ff / dr.block_elems() * dr.block_bytes();
-    let (wb, rxb) = (upload(b, &f32_bytes(&w)), upload(b, &f32_bytes(&rx)));
-    let xb = upload(b, bytemuck::cast_slice::<BlockQ8_1, u8>(&x));
-    let gsl = upload(b, &blocks(rng, gr, e * s.ff, n));
-    let usl = upload(b, &blocks(rng, gr, e * s.ff, n));
-    let gt = expert_table(b, &gsl, e, up_slab).expect("gate table");
-    let ut = expert_table(b, &usl, e, up_slab).expect("up table");
-    let gsh = upload(b, &blocks(rng, gs, s.ff_sh, n));
-    let ush = upload(b, &blocks(rng, gs, s.ff_sh, n));
-    let dsl = upload(b, &blocks(rng, dr, e * n, s.ff));
-    let dt = expert_table(b, &dsl, e, down_slab).expect("down table");
-    let dsh = upload(b, &blocks(rng, ds, n, s.ff_sh));
-    let resid = upload(b, &f32_bytes(&floats(rng, n, -2.0, 2.0)));
-    let norm_w = upload(b, &f32_bytes(&floats(rng, n, 0.5, 1.5)));
+    let i = ffn_inputs(b, rng, ((gr, gs), (dr, ds)), (s, p));
     let sel_bytes = std::mem::size_of::<ExpertSelection>();
     let act_bytes = s.act_bytes().expect("act bytes");
     // Each path's outputs, poisoned: logits, sel, act, y, norm q8, norm f32.
@@ -94,24 +137,24 @@ fn check_case<B: Accelerator>(
     let paths = [outs(b), outs(b)];
     for (k, o) in paths.iter().enumerate() {
         let gu = GateUpBufs {
-            x: &xb,
+            x: &i.x,
             sel: Some(&o[1]),
-            gate: Some(&gt),
-            up: Some(&ut),
+            gate: Some(&i.gate),
+            up: Some(&i.up),
             merged: false,
-            gate_sh: Some(&gsh),
-            up_sh: Some(&ush),
+            gate_sh: Some(&i.gate_sh),
+            up_sh: Some(&i.up_sh),
             act: &o[2],
         };
         let down = DownBufs {
             act: &o[2],
             sel: Some(&o[1]),
-            down: Some(&dt),
-            down_sh: Some(&dsh),
-            resid: &resid,
+            down: Some(&i.down),
+            down_sh: Some(&i.down_sh),
+            resid: &i.resid,
             y: &o[3],
             norm: Some(DownNorm {
-                w: &norm_w,
+                w: &i.norm_w,
                 q8: &o[4],
                 f32: &o[5],
                 count: &ctl.norm_count,
@@ -119,14 +162,14 @@ fn check_case<B: Accelerator>(
             }),
         };
         if k == 0 {
-            let lw = (&wb, &rxb, &o[0]);
+            let lw = (&i.router_w, &i.router_x, &o[0]);
             moe_router_f32(b, lw, None, &o[1], &ctl.router_count, n, p).expect("router");
             moe_gate_up_mixed(b, gr, gs, s, &gu).expect("gate/up");
             moe_down(b, dr, ds, s, &down).expect("down");
         } else {
             let router = FusedRouterBufs {
-                w: &wb,
-                x: &rxb,
+                w: &i.router_w,
+                x: &i.router_x,
                 logits: &o[0],
                 bias: None,
                 ctl: &ctl.route,

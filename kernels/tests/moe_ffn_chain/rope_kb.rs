@@ -10,15 +10,14 @@
 //! norm's q8_1 before the tail published it would show under the simulator's random schedules.
 
 use super::support::attention::{rope_inputs, step_state, v2_lite_rope};
-use super::support::{download, f32_bytes, poisoned, upload};
-use super::{blocks, floats, Ctl, Types};
-use ingot_abi::blocks::BlockQ8_1;
+use super::support::{download, poisoned, upload};
+use super::{blocks, ffn_inputs, Ctl, Types};
 use ingot_abi::launch::{ExpertSelection, CHAIN_CTL_WORDS, ROUTE_CTL_WORDS};
 use ingot_abi::weight_types::{FfnRopeKbRow, CHAIN_FFN_ROPE_KB};
 use ingot_kernels::ops::attention::{gemv2_rope_kb_q8_1, AttnShape, CacheType, KbBufs, RopeKvBufs};
 use ingot_kernels::ops::moe::{
-    expert_table, moe_ffn, moe_ffn_rope_kb, DownBufs, DownNorm, FfnShape, FusedRouterBufs,
-    GateUpBufs, Gating, NextProjections, RouteParams,
+    moe_ffn, moe_ffn_rope_kb, DownBufs, DownNorm, FfnShape, FusedRouterBufs, GateUpBufs, Gating,
+    NextProjections, RouteParams,
 };
 use ingot_kernels::Accelerator;
 use rand::rngs::StdRng;
@@ -55,24 +54,7 @@ fn check_row<B: Accelerator>(
     let ((gr, gs), (dr, ds)): Types = (gate_up, down);
     let (n, e, a) = (s.n_embd, p.n_expert, &ATTN);
     // The FFN's inputs and weights.
-    let w = floats(rng, e * n, -0.05, 0.05);
-    let rx = floats(rng, n, -1.0, 1.0);
-    let x = ingot_quant::quantize_q8_1(&floats(rng, n, -1.0, 1.0));
-    let up_slab = s.ff * n / gr.block_elems() * gr.block_bytes();
-    let down_slab = n * s.ff / dr.block_elems() * dr.block_bytes();
-    let (wb, rxb) = (upload(b, &f32_bytes(&w)), upload(b, &f32_bytes(&rx)));
-    let xb = upload(b, bytemuck::cast_slice::<BlockQ8_1, u8>(&x));
-    let gsl = upload(b, &blocks(rng, gr, e * s.ff, n));
-    let usl = upload(b, &blocks(rng, gr, e * s.ff, n));
-    let gt = expert_table(b, &gsl, e, up_slab).expect("gate table");
-    let ut = expert_table(b, &usl, e, up_slab).expect("up table");
-    let gsh = upload(b, &blocks(rng, gs, s.ff_sh, n));
-    let ush = upload(b, &blocks(rng, gs, s.ff_sh, n));
-    let dsl = upload(b, &blocks(rng, dr, e * n, s.ff));
-    let dt = expert_table(b, &dsl, e, down_slab).expect("down table");
-    let dsh = upload(b, &blocks(rng, ds, n, s.ff_sh));
-    let resid = upload(b, &f32_bytes(&floats(rng, n, -2.0, 2.0)));
-    let norm_w = upload(b, &f32_bytes(&floats(rng, n, 0.5, 1.5)));
+    let i = ffn_inputs(b, rng, ((gr, gs), (dr, ds)), (s, p));
     // The projections' weights and inputs (their activation is the FFN's norm q8_1).
     let rope = v2_lite_rope(a.n_rope);
     let (eps, mscale) = (1e-6f32, rope.rope_mscale());
@@ -108,24 +90,24 @@ fn check_row<B: Accelerator>(
         let state = upload(b, &step_state(pos as u32));
         for (k, o) in paths.iter().enumerate() {
             let gu = GateUpBufs {
-                x: &xb,
+                x: &i.x,
                 sel: Some(&o[1]),
-                gate: Some(&gt),
-                up: Some(&ut),
+                gate: Some(&i.gate),
+                up: Some(&i.up),
                 merged: false,
-                gate_sh: Some(&gsh),
-                up_sh: Some(&ush),
+                gate_sh: Some(&i.gate_sh),
+                up_sh: Some(&i.up_sh),
                 act: &o[2],
             };
             let dn = DownBufs {
                 act: &o[2],
                 sel: Some(&o[1]),
-                down: Some(&dt),
-                down_sh: Some(&dsh),
-                resid: &resid,
+                down: Some(&i.down),
+                down_sh: Some(&i.down_sh),
+                resid: &i.resid,
                 y: &o[3],
                 norm: Some(DownNorm {
-                    w: &norm_w,
+                    w: &i.norm_w,
                     q8: &o[4],
                     f32: &o[5],
                     count: &ctl.norm_count,
@@ -133,8 +115,8 @@ fn check_row<B: Accelerator>(
                 }),
             };
             let router = FusedRouterBufs {
-                w: &wb,
-                x: &rxb,
+                w: &i.router_w,
+                x: &i.router_x,
                 logits: &o[0],
                 bias: None,
                 ctl: &ctl.route,
