@@ -23,27 +23,30 @@ use crate::error::PlanError;
 use crate::node::BufRef;
 use crate::recipe::Recipe;
 
+/// L2 of the smallest card ingot targets (RTX 3090, A6000: 6 MiB).
+const SMALLEST_L2_BYTES: u64 = 6 << 20;
+
 /// The weights the flash launch hands ahead ([`FlashLatentArgs`]'s `next_a`, `next_b`), which
-/// depend on nothing and are read from the start of their launch: the merge's (`attn_v_b`,
-/// `attn_output`) when they alone outweigh [`FLASH_HANDOFF_MAX_BYTES`], so lines handed past
-/// them would not outlive their stream in the smallest L2 (6 MiB; the merge streams
-/// `attn_output` evict-first, [`crate::Node::l2_streaming`], but not `attn_v_b`); otherwise
-/// the first rows of layer `il`'s FFN gate and up matrices (the shared expert's in a MoE layer,
-/// the dense FFN's otherwise): a small merge's launch is set by its two dependent parts more than
-/// by its bytes (docs/prediction-model.md), the FFN's streams throughout. `None` for a layer
-/// without them. `v_b`: the layer's `attn_v_b` (a derived buffer in the legacy layout, declared
-/// once).
+/// depend on nothing and are read from the start of their launch: the first rows of layer `il`'s
+/// FFN gate and up matrices (the shared expert's in a MoE layer, the dense FFN's otherwise),
+/// past the merge's launch, whose `attn_output` is read evict-first ([`crate::Node::l2_streaming`])
+/// so the handed lines keep their L2 room beside its `attn_v_b`; but the merge's own
+/// (`attn_v_b`, `attn_output`) where `attn_v_b` and the handoff ([`FLASH_HANDOFF_MAX_BYTES`])
+/// together would not fit the smallest L2. A small merge's launch is set by its two dependent
+/// parts more than by its bytes (docs/prediction-model.md), the FFN's streams throughout. `None`
+/// for a layer without them. `v_b`: the layer's `attn_v_b` (a derived buffer in the legacy
+/// layout, declared once).
 fn weights_ahead(
     b: &mut Builder<'_>,
     il: usize,
     v_b: crate::BufId,
 ) -> Result<Option<[crate::BufId; 2]>, PlanError> {
     let name = |s: &str| format!("blk.{il}.{s}");
-    if let Ok(o) = b.tensor(&name("attn_output.weight")) {
-        if b.buffer_bytes(v_b) + o.nbytes > u64::from(FLASH_HANDOFF_MAX_BYTES) {
-            let (w_o, _) = b.weight(&name("attn_output.weight"), "gemv", &k::gemv_type)?;
-            return Ok(Some([v_b, w_o]));
-        }
+    if b.tensor(&name("attn_output.weight")).is_ok()
+        && b.buffer_bytes(v_b) + u64::from(FLASH_HANDOFF_MAX_BYTES) > SMALLEST_L2_BYTES
+    {
+        let (w_o, _) = b.weight(&name("attn_output.weight"), "gemv", &k::gemv_type)?;
+        return Ok(Some([v_b, w_o]));
     }
     // The roles the FFN's planner names them by, so a refusal reads the same.
     for (gate, up, role) in [
@@ -244,7 +247,11 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
         o_q8,
         (label("attn_output"), il),
         next,
-    )
+    )?;
+    // Read once, as in the chained launch (`merge_v_b_o`).
+    let (w_o, _) = b.weight(&name("attn_output.weight"), "gemv", &k::gemv_type)?;
+    b.stream_in_l2(w_o);
+    Ok(())
 }
 
 /// `attn_merge_v_b` (arguments `merge`, weights of `v_b_ty`, output `o_q8`) and `attn_output`
