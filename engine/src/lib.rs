@@ -297,9 +297,16 @@ fn describe_cuda(info: &CudaInfo) -> String {
         ),
         Err(why) => format!("no --draft mtp: {why}"),
     };
+    let l2 = match info.l2_window_max {
+        0 => "no L2 streaming window".to_string(),
+        n => format!(
+            "attn_output read evict-first (L2 windows up to {:.1} MiB)",
+            mib(n as u64)
+        ),
+    };
     format!(
         "cuda: {}; kernels: {}; one graph of {} nodes (at most {} per layer{}); {:.1} MiB of VRAM \
-         for weights, cache and activations, uploaded in {:.2} s; {prefill}; {draft}",
+         for weights, cache and activations, uploaded in {:.2} s; {l2}; {prefill}; {draft}",
         info.device,
         info.jit.summary(),
         info.nodes,

@@ -129,11 +129,41 @@ impl Gpu {
             .and_then(|n| usize::try_from(n).ok())
             .filter(|_| !env_set(NO_L2_STREAMING))
             .unwrap_or(0);
-        Ok(Self {
+        let mut gpu = Self {
             ctx,
             stream,
             l2_window_max,
-        })
+        };
+        if !gpu.window_taken() {
+            gpu.l2_window_max = 0;
+        }
+        Ok(gpu)
+    }
+
+    /// Whether the driver takes a streaming window ([`streaming_window`]) at all: set on the
+    /// stream over a scratch buffer, then cleared (a window of no bytes), before any capture. A
+    /// launch whose window the driver refused would fail its graph's capture; a refusal here only
+    /// drops the hint.
+    fn window_taken(&self) -> bool {
+        let Ok(scratch) = self.alloc(4096) else {
+            return false;
+        };
+        let base = scratch.slice.device_ptr(&self.stream).0;
+        let Some(w) = streaming_window(base, scratch.len(), self.l2_window_max) else {
+            return false;
+        };
+        let set = |w: sys::CUaccessPolicyWindow| {
+            // SAFETY: an all-zero value is a valid value of the plain C union.
+            let mut v: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+            v.accessPolicyWindow = w;
+            let id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
+            // SAFETY: the stream is this device's and not capturing; `v` outlives the call.
+            unsafe { sys::cuStreamSetAttribute(self.stream.cu_stream(), id, &v) }.result()
+        };
+        let taken = set(w).is_ok();
+        // Cleared whatever happened: the stream's launches carry no window of their own.
+        let cleared = set(sys::CUaccessPolicyWindow { num_bytes: 0, ..w }).is_ok();
+        taken && cleared
     }
 
     /// Largest L2 access policy window a launch gets, in bytes (0: none, see

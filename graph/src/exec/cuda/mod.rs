@@ -107,6 +107,10 @@ pub struct CudaInfo {
     /// The graph's nodes start before their predecessor has finished (programmatic dependent
     /// launch: sm_90 and later, unless `INGOT_NO_PDL` is set).
     pub early_launch: bool,
+    /// Largest L2 access policy window a launch marked [`crate::Node::l2_streaming`] gets, in
+    /// bytes; 0 where the device or driver takes none or `INGOT_NO_L2_STREAMING` is set (the
+    /// launches then run without the hint).
+    pub l2_window_max: usize,
     /// Device bytes of the prefill plans' own buffers (their activations), part of what was
     /// checked against the free memory; 0 without a batched prefill.
     pub prefill_bytes: u64,
@@ -157,6 +161,7 @@ impl CudaExecutor {
             jit: dev.module.jit_report().clone(),
             eager,
             early_launch: dev.module.early_launch() && !eager,
+            l2_window_max: dev.gpu.l2_window_max(),
             prefill_bytes: prefill_own_bytes(pf),
             prefill: match &prefill {
                 Ok(p) => Ok(p.iter().map(|h| h.pre.ntok).collect()),
