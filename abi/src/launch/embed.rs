@@ -4,8 +4,10 @@ use super::{signature, Kernel, KernelDesc};
 
 /// Threads per block of the embedding kernels.
 pub const EMBED_THREADS: u32 = 256;
-/// Elements each embedding thread writes (a block covers `EMBED_THREADS · EMBED_PER_THREAD`).
-pub const EMBED_PER_THREAD: u32 = 8;
+/// Elements each embedding thread writes (a block covers `EMBED_THREADS · EMBED_PER_THREAD`):
+/// one, so a row of `n` elements runs as `n / 256` blocks on as many SMs (8 for V2-Lite's 2048)
+/// rather than one block's eight dependent rounds on one SM.
+pub const EMBED_PER_THREAD: u32 = 1;
 
 signature! {
     /// The arguments of every embedding kernel.
