@@ -161,7 +161,7 @@ impl Gpu {
             unsafe { sys::cuStreamSetAttribute(self.stream.cu_stream(), id, &v) }.result()
         };
         let taken = set(w).is_ok();
-        // Cleared whatever happened: the stream's launches carry no window of their own.
+        // Cleared whatever happened: a window left on the stream would apply to every launch.
         let cleared = set(sys::CUaccessPolicyWindow { num_bytes: 0, ..w }).is_ok();
         taken && cleared
     }
