@@ -176,14 +176,9 @@ pub struct PrefixLoad {
 /// counts, on the node's threads, registers and shared memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct NextLoad {
-    pub blocks: u64,
-    pub warp_instructions: u64,
-    pub dram_bytes: u64,
-    pub reread_bytes: u64,
-    /// Its own last-block-done tail (the rope's), in `warp_instructions`.
-    pub tail_warp_instructions: u64,
-    /// Of `dram_bytes`, the weight rows its blocks prefetch before they wait.
-    pub prefetch_bytes: u64,
+    /// Its counts: its tail is the rope's; its prefetch the weight rows its blocks prefetch
+    /// before they wait.
+    pub work: PathPart,
     /// Its own dependency path (the projections' rows, then `attn_k_b`).
     pub prefix: Option<PrefixLoad>,
 }
@@ -393,17 +388,18 @@ fn joined_time(
     let first = node_time(card, k, &first_load, after_kernel);
     let occ = occupancy(card, k, load);
     let slots = (u64::from(card.sms) * u64::from(occ.blocks_per_sm)).saturating_sub(1);
-    let wave = slots.min(next.blocks) as f64 / next.blocks.max(1) as f64;
+    let w = &next.work;
+    let wave = slots.min(w.blocks) as f64 / w.blocks.max(1) as f64;
     let rate = card.dram_gbps * 1e9 * k.dram_efficiency.value;
-    let early = (next.prefetch_bytes.min(next.dram_bytes) as f64 * wave).min(first.tail_s * rate)
+    let early = (w.prefetch_bytes.min(w.dram_bytes) as f64 * wave).min(first.tail_s * rate)
         * k.weight_prefetch_overlap.value;
     let early = early.round() as u64;
     let second_load = NodeLoad {
-        blocks: next.blocks,
-        warp_instructions: next.warp_instructions,
-        dram_bytes: next.dram_bytes - early.min(next.dram_bytes),
-        reread_bytes: next.reread_bytes,
-        tail_warp_instructions: next.tail_warp_instructions,
+        blocks: w.blocks,
+        warp_instructions: w.warp_instructions,
+        dram_bytes: w.dram_bytes - early.min(w.dram_bytes),
+        reread_bytes: w.reread_bytes,
+        tail_warp_instructions: w.tail_warp_instructions,
         host_bytes: 0,
         prefetch_bytes: 0,
         handoff_bytes: 0,

@@ -388,16 +388,18 @@ fn joined_load(
         .round() as u64;
     let prefetch = (parts.prefetch_lanes * PREFETCH_LINE_BYTES).min(dram);
     let next = NextLoad {
-        blocks: chain.work.first + chain.work.waiting,
-        warp_instructions: instructions,
-        dram_bytes: dram,
-        reread_bytes: reread,
-        tail_warp_instructions: chain.first_tail_warp_instructions,
-        prefetch_bytes: prefetch,
+        work: PathPart {
+            blocks: chain.work.first + chain.work.waiting,
+            warp_instructions: instructions,
+            dram_bytes: dram,
+            reread_bytes: reread,
+            tail_warp_instructions: chain.first_tail_warp_instructions,
+            prefetch_bytes: prefetch,
+        },
         prefix: Some(chain_prefix(plan, n, d, chain, dram, reread)),
     };
     NodeLoad {
-        blocks: l.blocks.saturating_sub(next.blocks),
+        blocks: l.blocks.saturating_sub(next.work.blocks),
         warp_instructions: l.warp_instructions - instructions,
         dram_bytes: l.dram_bytes - dram,
         reread_bytes: l.reread_bytes - reread,

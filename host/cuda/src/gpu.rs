@@ -31,8 +31,12 @@ pub const NO_L2_STREAMING: &str = "INGOT_NO_L2_STREAMING";
 /// How [`Gpu::launch_node`] enqueues a kernel.
 #[derive(Clone, Copy, Default)]
 pub struct LaunchOptions<'a> {
-    /// The operation enqueued just before on the stream is a kernel launch: as
-    /// [`Gpu::launch_after_kernel`].
+    /// The operation enqueued just before on the stream is a kernel launch (the caller
+    /// guarantees it): when the module launches early ([`Module::early_launch`]) the kernel is
+    /// launched with programmatic stream serialization (Hopper's programmatic dependent launch),
+    /// so its blocks may start while the previous kernel's last blocks run and its launch latency
+    /// overlaps them; otherwise it is an ordinary launch. In a captured graph this makes a
+    /// programmatic edge.
     pub after_kernel: bool,
     /// A buffer the kernel reads once, which nothing after it in the step reads again: the
     /// launch gets an L2 access policy window over it (its first
@@ -267,27 +271,6 @@ impl Gpu {
         args: &[Arg<'_>],
     ) -> Result<(), CudaError> {
         self.launch_node(module, name, shape, args, LaunchOptions::default())
-    }
-
-    /// As [`Gpu::launch`], for a kernel enqueued right after another kernel on this stream: when
-    /// `module` launches early ([`Module::early_launch`]) it is launched with
-    /// programmatic stream serialization (Hopper's programmatic dependent launch), so its blocks
-    /// may start while the previous kernel's last blocks run and its launch latency overlaps
-    /// them; otherwise it is an ordinary launch. In a captured graph this makes a programmatic
-    /// edge. The caller guarantees that the operation enqueued just before on the stream is a
-    /// kernel launch.
-    pub fn launch_after_kernel(
-        &self,
-        module: &mut Module,
-        name: &str,
-        shape: LaunchShape,
-        args: &[Arg<'_>],
-    ) -> Result<(), CudaError> {
-        let opts = LaunchOptions {
-            after_kernel: true,
-            l2_streaming: None,
-        };
-        self.launch_node(module, name, shape, args, opts)
     }
 
     /// As [`Gpu::launch`], with the options `opts` ([`LaunchOptions`]).

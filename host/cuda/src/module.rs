@@ -66,7 +66,7 @@ pub struct Module {
     /// Every kernel executes `griddepcontrol.wait` before touching memory other kernels write
     /// (`ingot_kernels::grid_dep`), so it may be launched before its predecessor finishes.
     waits_on_predecessor: bool,
-    /// Launches after a kernel start early ([`crate::Gpu::launch_after_kernel`]); only ever true
+    /// Launches after a kernel start early ([`crate::LaunchOptions::after_kernel`]); only ever true
     /// when `waits_on_predecessor`.
     early_launch: bool,
 }
@@ -177,7 +177,7 @@ impl Module {
 
     /// Declares that every kernel of this module waits on its predecessor grid before touching
     /// memory other kernels write (the caller built it so: `ingot_kernels::grid_dep`), which lets
-    /// [`crate::Gpu::launch_after_kernel`] start it early.
+    /// [`crate::LaunchOptions::after_kernel`] start it early.
     /// Early launches start on.
     pub fn with_grid_dependencies(mut self) -> Self {
         self.waits_on_predecessor = true;

@@ -305,17 +305,20 @@ fn one_node_cost_and_the_tail_window() {
         ..load()
     };
     let next = NextLoad {
-        blocks: 300,
-        warp_instructions: 2_000_000,
-        dram_bytes: 5_000_000,
-        prefetch_bytes: 5_000_000,
-        ..NextLoad::default()
+        work: PathPart {
+            blocks: 300,
+            warp_instructions: 2_000_000,
+            dram_bytes: 5_000_000,
+            prefetch_bytes: 5_000_000,
+            ..PathPart::default()
+        },
+        prefix: None,
     };
     let alone = |l: &NodeLoad| node_time(c, &k, l, true);
     let second = NodeLoad {
-        blocks: next.blocks,
-        warp_instructions: next.warp_instructions,
-        dram_bytes: next.dram_bytes,
+        blocks: next.work.blocks,
+        warp_instructions: next.work.warp_instructions,
+        dram_bytes: next.work.dram_bytes,
         ..load()
     };
     let (a, b) = (alone(&ffn), alone(&second));
@@ -352,7 +355,10 @@ fn one_node_cost_and_the_tail_window() {
         (
             ffn,
             NextLoad {
-                prefetch_bytes: 0,
+                work: PathPart {
+                    prefetch_bytes: 0,
+                    ..next.work
+                },
                 ..next
             },
         ),
