@@ -21,6 +21,11 @@ pub(crate) enum Yield {
     Preempt,
 }
 
+/// The byte every block's shared memory starts as: a GPU leaves it undefined (an earlier block's
+/// data), so a kernel must not rely on zeros; `0xFF` reads as NaN in f16 and f32 and as all ones
+/// in integers, which a read before a write cannot mistake for a neutral value.
+pub(crate) const SHARED_POISON: u8 = 0xFF;
+
 pub(crate) fn run_block(
     ctx: &LaunchCtx,
     ctaid: [u32; 3],
@@ -44,7 +49,7 @@ pub(crate) fn start_block<'a>(
     let nwarps = nthreads.div_ceil(32);
     let mut shared = std::mem::take(&mut scratch.shared);
     shared.clear();
-    shared.resize((k.static_shared + ctx.dyn_smem) as usize, 0);
+    shared.resize((k.static_shared + ctx.dyn_smem) as usize, SHARED_POISON);
     let b = Block {
         ctx,
         ctaid,

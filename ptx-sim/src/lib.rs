@@ -18,7 +18,8 @@
 //!   hang. Spin iterations are counted in [`LaunchStats`], so a spinning kernel's counters depend
 //!   on host timing (docs/ptx-sim.md#blocks-that-wait-on-each-other).
 //! - Every access outside an allocation, misaligned, or into freed memory faults; registers read as
-//!   zero until written (docs/ptx-sim.md#memory).
+//!   zero until written; shared memory starts as `0xFF` bytes in every block (NaN as f16 or f32),
+//!   as undefined as a GPU's (docs/ptx-sim.md#memory).
 //! - [`LaunchStats`] counters are exact and do not depend on the fast paths
 //!   (docs/ptx-sim.md#counters).
 //! - f32 `.rn` arithmetic is bit-exact with the GPU; `mma.sync` and the `.approx` functions are

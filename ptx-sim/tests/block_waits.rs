@@ -209,7 +209,8 @@ $L__done:
 "#;
 
 /// Warps of one block waiting on each other: thread 0 (warp 0) spins, with `nanosleep`, until
-/// thread 32 (warp 1) has set a shared flag, then writes `out[0] = flag`. Warp 0 runs first in
+/// thread 32 (warp 1) has set a shared flag to 7 (shared memory starts undefined, so it waits for
+/// that value, not for a non-zero one), then writes `out[0] = flag`. Warp 0 runs first in
 /// order, so the wait ends only if `nanosleep` lets warp 1 run.
 const WARPS: &str = r#"
 .version 8.0
@@ -233,7 +234,7 @@ const WARPS: &str = r#"
     @%p2 bra $L__done;
 $L__spin:
     ld.volatile.shared.u32 %r2, [s_flag];
-    setp.ne.u32 %p3, %r2, 0;
+    setp.eq.u32 %p3, %r2, 7;
     @%p3 bra $L__seen;
     nanosleep.u32 32;
     bra.uni $L__spin;

@@ -1,7 +1,7 @@
 //! Divergence, reconvergence, loops and barriers.
 mod common;
 use common::*;
-use ptx_sim::{FaultKind, SimError};
+use ptx_sim::{Arg, FaultKind, Module, Sim, SimError};
 
 #[test]
 fn nested_if_else_reconverges() {
@@ -95,6 +95,35 @@ fn shared_memory_producer_consumer_across_warps() {
     // Consecutive words: no bank conflicts for either the store or the load.
     assert_eq!(stats.shared_bank_conflicts, 0);
     assert_eq!(stats.shared_requests, 8);
+}
+
+#[test]
+fn shared_memory_starts_poisoned_in_every_block() {
+    // Each of 4 blocks reads its thread's word of `tile` before any write, stores what it saw to
+    // out[32·ctaid + tid], then writes the word: a later block (on one host thread, the same
+    // scratch buffers) must see neither that write nor zeros.
+    let body = "
+    .shared .align 4 .b8 tile[128];
+    mov.u32 %r2, %ctaid.x;
+    mad.lo.u32 %r3, %r2, 32, %r1;
+    mul.wide.u32 %rd6, %r3, 4;
+    add.s64 %rd7, %rd2, %rd6;
+    mov.u32 %r7, tile;
+    shl.b32 %r6, %r1, 2;
+    add.u32 %r8, %r7, %r6;
+    ld.shared.u32 %r10, [%r8];
+    st.global.u32 [%rd7], %r10;
+    st.shared.u32 [%r8], %r1;";
+    let m = Module::parse(&ptx(&kernel(body))).unwrap();
+    let out = one_thread(|| {
+        let mut sim = Sim::new();
+        let i = upload_u32(&mut sim, &[0; 32]);
+        let o = upload_u32(&mut sim, &[0; 128]);
+        sim.launch(&m, "k", cfg(4, 32), &[Arg::Ptr(i), Arg::Ptr(o)])
+            .unwrap();
+        download_u32(&sim, o, 128)
+    });
+    assert!(out.iter().all(|&w| w == u32::MAX), "{out:x?}");
 }
 
 #[test]

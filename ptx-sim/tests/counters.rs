@@ -180,7 +180,8 @@ fn mix_counters_and_output_are_pinned() {
             [760, 1200, 24, 43, 18, 24, 4, 2, 2, 0]
         )
     );
-    assert_eq!(hash, 0x14e1_71d7_68d3_33af);
+    // The output includes words of `tile` no thread wrote, which start as 0xFF bytes.
+    assert_eq!(hash, 0x6b68_1a6f_fd02_9607);
 }
 
 #[test]
