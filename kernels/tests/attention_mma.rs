@@ -366,6 +366,8 @@ fn mma_cases<B: Accelerator>(b: &mut B) {
         (20, 512, 64, 300, 3, 8.0),
         (4, 128, 64, 40, 2, 1.0),
         (17, 256, 32, 70, 1, 4.0),
+        // 12 heads in a block of 16: rows 8-11 live, 12-15 skipped (softmax, stores).
+        (12, 512, 64, 40, 1, 1.0),
     ];
     // The q8_0 cache (`flash_latent_mma_q8_0`, and `flash_latent_q8_0` beside it): V2-Lite's
     // rows, deep and split; 80-value rows whose last block is half padding; two head groups; a

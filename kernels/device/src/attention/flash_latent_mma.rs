@@ -31,8 +31,8 @@
 
 use super::cache_q8;
 use super::flash_tile::{
-    load_tile, stage_query_chunk, store_tile, tile_dst, zero_tile, QuerySrc, HEADS, PER_THREAD,
-    ROW_CHUNKS, STRIDE, THREADS,
+    load_tile, stage_query_chunk, store_tile, tile_dst_below, zero_query_chunk, zero_tile_rows, QuerySrc,
+    HEADS, PER_THREAD, ROW_CHUNKS, STRIDE, THREADS,
 };
 use super::temperature::logit_scale;
 use crate::intrinsics::{
@@ -80,6 +80,8 @@ const _: () = assert!(V_TILES.is_multiple_of(2) && PV_STEPS == 2);
 /// Softmax role: lane `k` of head `h` keeps scores `k` and `k + 16` of the tile.
 const SOFTMAX_LANES: u32 = 16;
 const _: () = assert!(SOFTMAX_LANES * HEADS == THREADS && FLASH_TILE == 2 * SOFTMAX_LANES);
+/// The query is staged in the tile's first `HEADS` rows.
+const _: () = assert!(HEADS <= FLASH_TILE);
 
 const POS_OFF: u64 = offset_of!(StepState, pos) as u64;
 
@@ -90,15 +92,27 @@ unsafe fn smem_base() -> u32 {
     a
 }
 
-/// Stages the whole query (one block-wide pass, written out so it needs no loop).
+/// Stages the whole query (one block-wide pass, written out so it needs no loop). A warp whose
+/// chunks of a pass all lie in rows past `q.heads` (a short context's blocks serve 1 to 8 heads,
+/// [`flash_block`]) writes their zeros without the loads: the test is warp-uniform, and the rows
+/// of the heads the block has are staged as before.
 #[inline(always)]
 unsafe fn stage_query(q: QuerySrc, dst: u32, tid: u32) {
     const _: () = assert!(Q_PER_THREAD == 5);
-    stage_query_chunk(q, HEADS, dst, tid, 0);
-    stage_query_chunk(q, HEADS, dst, tid, 1);
-    stage_query_chunk(q, HEADS, dst, tid, 2);
-    stage_query_chunk(q, HEADS, dst, tid, 3);
-    stage_query_chunk(q, HEADS, dst, tid, 4);
+    let live = q.heads * ROW_CHUNKS;
+    let first = tid & !31;
+    let pass = |k: u32| {
+        if first + k * THREADS < live {
+            stage_query_chunk(q, HEADS, dst, tid, k);
+        } else {
+            zero_query_chunk(HEADS, dst, tid, k);
+        }
+    };
+    pass(0);
+    pass(1);
+    pass(2);
+    pass(3);
+    pass(4);
 }
 
 flash_entry_points! {
@@ -212,8 +226,13 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
         j += 1;
     }
     nvptx::_syncthreads();
-    zero_tile(tile, tid);
-    let dst = tile_dst(row_chunks, tid);
+    // Every tile row the stores below do not write must hold finite data (a row past `n` gets
+    // probability 0, and 0·NaN would not vanish): rows `heads .. 16` already hold the query's
+    // zero rows; the rest are zeroed, the query's rows once their fragments are loaded.
+    zero_tile_rows(tile, (0, heads), tid);
+    zero_tile_rows(tile, (HEADS, FLASH_TILE), tid);
+    // The widest tile of the segment bounds the chunks a tile stores.
+    let dst = tile_dst_below(row_chunks, tid, (t1 - t0).min(FLASH_TILE) * row_chunks.get());
 
     // Score B fragments: matrices = tile rows `8·nt ..` × 4 consecutive 8-dim groups.
     let s_lane = tile + (8 * nt + lr) * STRIDE + (half_dims + 8 * lm) * 2;
@@ -228,6 +247,7 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let sh = tid / SOFTMAX_LANES;
     let sk = tid % SOFTMAX_LANES;
     let s_in = smem + sm::S + sh * sm::S_STRIDE + sk * 4;
+    let softmax_live = (tid & !31) / SOFTMAX_LANES < heads;
     let mut m = f32::NEG_INFINITY;
     let mut l = 0.0f32;
 
@@ -241,39 +261,41 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
             store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
         }
         nvptx::_syncthreads();
-        // The next tile's loads; all predicated off after the last tile.
+        // The next tile's loads, none after the last tile (block-uniform).
         let next = start + n;
-        let n_next = if next < t1 {
-            (t1 - next).min(FLASH_TILE)
-        } else {
-            0
-        };
-        if Q8 {
-            staged8 = cache_q8::load_tile::<true>(
-                src + next as u64 * row_bytes,
-                q8_map.units(n_next),
-                &q8_map,
-                tid,
-            );
-        } else {
-            staged = load_tile::<true>(
-                src + next as u64 * row_bytes,
-                n_next * row_chunks.get(),
-                tid,
-            );
+        if next < t1 {
+            let n_next = (t1 - next).min(FLASH_TILE);
+            if Q8 {
+                staged8 = cache_q8::load_tile::<true>(
+                    src + next as u64 * row_bytes,
+                    q8_map.units(n_next),
+                    &q8_map,
+                    tid,
+                );
+            } else {
+                staged = load_tile::<true>(
+                    src + next as u64 * row_bytes,
+                    n_next * row_chunks.get(),
+                    tid,
+                );
+            }
         }
 
-        // Partial scores of 8 rows over half of the dims.
-        let mut s = [0.0f32; 4];
-        let mut j = 0;
-        while j < HALF_STEPS / 2 {
-            let b = ldmatrix_x4(s_lane + j as u32 * 64);
-            s = mma_f16_f32(qf[2 * j], [b[0], b[1]], s);
-            s = mma_f16_f32(qf[2 * j + 1], [b[2], b[3]], s);
-            j += 1;
+        // Partial scores of 8 rows over half of the dims. A warp whose rows are all past `n`
+        // (a short context's last tile) skips them, warp-uniform: the softmax masks those rows
+        // whatever `S` holds there.
+        if 8 * nt < n {
+            let mut s = [0.0f32; 4];
+            let mut j = 0;
+            while j < HALF_STEPS / 2 {
+                let b = ldmatrix_x4(s_lane + j as u32 * 64);
+                s = mma_f16_f32(qf[2 * j], [b[0], b[1]], s);
+                s = mma_f16_f32(qf[2 * j + 1], [b[2], b[3]], s);
+                j += 1;
+            }
+            sts_v2_f32(s_out, [s[0], s[1]]);
+            sts_v2_f32(s_out + 8 * sm::S_STRIDE, [s[2], s[3]]);
         }
-        sts_v2_f32(s_out, [s[0], s[1]]);
-        sts_v2_f32(s_out + 8 * sm::S_STRIDE, [s[2], s[3]]);
         nvptx::_syncthreads();
 
         // Online softmax; rows past `n` get −inf, i.e. probability 0 (a select: their
@@ -288,18 +310,23 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
                 f32::NEG_INFINITY
             }
         };
-        let s_lo = score(sk);
-        let s_hi = score(sk + SOFTMAX_LANES);
-        let m_new = m.max(half_warp_max(s_lo.max(s_hi)));
-        let alpha = exp2(m - m_new);
-        let p_lo = f32_to_f16(exp2(s_lo - m_new));
-        let p_hi = f32_to_f16(exp2(s_hi - m_new));
-        l = fma(l, alpha, half_warp_sum(f16_to_f32(p_lo) + f16_to_f32(p_hi)));
-        m = m_new;
-        let p_row = smem + sm::P + sh * sm::P_STRIDE;
-        sts_b16(p_row + sk * 2, p_lo);
-        sts_b16(p_row + (sk + SOFTMAX_LANES) * 2, p_hi);
-        sts_f32_if(sk == 0, smem + sm::ALPHA + sh * 4, alpha);
+        // A warp whose two heads the block does not have skips them (warp-uniform): their
+        // probability rows and factors only reach output rows that are never stored (the rows
+        // of the products are independent).
+        if softmax_live {
+            let s_lo = score(sk);
+            let s_hi = score(sk + SOFTMAX_LANES);
+            let m_new = m.max(half_warp_max(s_lo.max(s_hi)));
+            let alpha = exp2(m - m_new);
+            let p_lo = f32_to_f16(exp2(s_lo - m_new));
+            let p_hi = f32_to_f16(exp2(s_hi - m_new));
+            l = fma(l, alpha, half_warp_sum(f16_to_f32(p_lo) + f16_to_f32(p_hi)));
+            m = m_new;
+            let p_row = smem + sm::P + sh * sm::P_STRIDE;
+            sts_b16(p_row + sk * 2, p_lo);
+            sts_b16(p_row + (sk + SOFTMAX_LANES) * 2, p_hi);
+            sts_f32_if(sk == 0, smem + sm::ALPHA + sh * 4, alpha);
+        }
         nvptx::_syncthreads();
 
         // O = α·O + P·V for the warp's 64 latent dims.
@@ -351,13 +378,23 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let stage = tile + g * STRIDE + (warp * V_COLS + 2 * tq) * 2;
     let mut c = 0;
     while c < V_TILES {
-        let at = stage + 16 * c as u32;
-        sts_u32(at, pack_f16x2(o[c][0] * inv_g, o[c][1] * inv_g));
         sts_u32(
-            at + 8 * STRIDE,
-            pack_f16x2(o[c][2] * inv_g8, o[c][3] * inv_g8),
+            stage + 16 * c as u32,
+            pack_f16x2(o[c][0] * inv_g, o[c][1] * inv_g),
         );
         c += 1;
+    }
+    // Rows g + 8 are heads 8 to 15, which a block of at most 8 heads does not have
+    // (block-uniform).
+    if heads > 8 {
+        let mut c = 0;
+        while c < V_TILES {
+            sts_u32(
+                stage + 16 * c as u32 + 8 * STRIDE,
+                pack_f16x2(o[c][2] * inv_g8, o[c][3] * inv_g8),
+            );
+            c += 1;
+        }
     }
     nvptx::_syncthreads();
     // The rows of the heads the model has, 8 dims (16 bytes) per store: thread `tid` takes
@@ -369,6 +406,10 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let k = tid % ROW_STORES;
     let mut j = 0;
     while j < HEADS / (THREADS / ROW_STORES) {
+        // No later pass holds a head the block has (block-uniform).
+        if j * (THREADS / ROW_STORES) >= heads {
+            break;
+        }
         let hr = tid / ROW_STORES + j * (THREADS / ROW_STORES);
         if hr < heads && 8 * k < kv_lora {
             let v = lds_v4(tile + hr * STRIDE + 16 * k);

@@ -55,9 +55,20 @@ pub(super) unsafe fn load_tile<const STREAM: bool>(src: u64, chunks: u32, tid: u
 /// `row·STRIDE`. (`NonZeroU32` division carries no divide-by-zero trap.)
 #[inline(always)]
 pub(super) fn tile_dst(row_chunks: NonZeroU32, tid: u32) -> Dst {
+    tile_dst_below(row_chunks, tid, u32::MAX)
+}
+
+/// [`tile_dst`] for tiles of at most `chunks` chunks: a warp stops at the first pass whose chunks
+/// all lie past them (warp-uniform) and leaves the later destinations 0, which [`store_tile`]
+/// never uses for such a tile (its predicate is off for every one of those chunks).
+#[inline(always)]
+pub(super) fn tile_dst_below(row_chunks: NonZeroU32, tid: u32, chunks: u32) -> Dst {
     let mut d = [0u32; PER_THREAD];
     let mut k = 0;
     while k < PER_THREAD {
+        if (tid & !31) + k as u32 * THREADS >= chunks {
+            break;
+        }
         let i = tid + k as u32 * THREADS;
         d[k] = (i / row_chunks) * STRIDE + (i % row_chunks) * 16;
         k += 1;
@@ -71,6 +82,23 @@ pub(super) unsafe fn store_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, t
     let mut k = 0;
     while k < PER_THREAD {
         sts_v4_if(tid + (k as u32) * THREADS < chunks, tile + dst[k], r[k]);
+        k += 1;
+    }
+}
+
+/// Zeroes rows `from .. to` (at most [`FLASH_TILE`]) of the tile region, with the bytes past each
+/// row; a warp stops at the first pass that holds none of them (warp-uniform).
+#[inline(always)]
+pub(super) unsafe fn zero_tile_rows(tile: u32, (from, to): (u32, u32), tid: u32) {
+    const _: () = assert!(STRIDE.is_multiple_of(16));
+    let (lo, hi) = (from * (STRIDE / 16), to * (STRIDE / 16));
+    let mut k = 0;
+    while k < ZERO_PER_THREAD {
+        if lo + (tid & !31) + k * THREADS >= hi {
+            break;
+        }
+        let i = lo + tid + k * THREADS;
+        sts_v4_if(i < hi, tile + i * 16, [0; 4]);
         k += 1;
     }
 }
@@ -104,6 +132,15 @@ pub(super) struct QuerySrc {
     pub live_rows: u32,
     pub heads: u32,
     pub qs: [f32; 2],
+}
+
+/// What [`stage_query_chunk`] writes for chunk `k` when its row is one of the heads the model
+/// does not have (or past `live_rows`): zeros, without the loads and the scaling.
+#[inline(always)]
+pub(super) unsafe fn zero_query_chunk(rows: u32, dst: u32, tid: u32, k: u32) {
+    let i = tid + k * THREADS;
+    let (r, c) = (i / ROW_CHUNKS, i % ROW_CHUNKS);
+    sts_v4_if(i < rows * ROW_CHUNKS, dst + r * STRIDE + c * 16, [0; 4]);
 }
 
 /// Writes this thread's chunk `k` of the first `rows` staged query rows as f16 to `dst`, row
