@@ -435,7 +435,13 @@ pub const CASES: &[Case] = &[
             ]
         },
         launch: |d, b, s| {
-            ops::embed::embed(d, EmbedType::Q4K, (&b[0], &b[1], &b[2]), s.cols, s.rows)
+            ops::embed::embed(
+                d,
+                EmbedType::Q4K,
+                (&b[0], &b[1], &b[2]),
+                (s.cols, s.rows),
+                None,
+            )
         },
     },
     Case {

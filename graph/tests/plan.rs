@@ -40,12 +40,13 @@ fn v2_lite_plan_counts_and_bytes() {
     // attn_v_b and attn_output are both q4k; its tail writes ffn_norm), then a dense layer's
     // gate_up and down (5), a MoE layer's FFN in one chained launch: gate/up with the router
     // gemv and routing, and down (moe_ffn_q4k_q4k_*: 64 experts); each FFN down's tail
-    // writes the next layer's attn_norm (the last layer's: output_norm), so only layer 0 has
-    // an attn_norm node (6 in the dense layer 0). A MoE layer's FFN and the next layer's
+    // writes the next layer's attn_norm (the last layer's: output_norm), and the embedding
+    // fetch's tail writes layer 0's, so no layer has an attn_norm node (5 in the dense layer
+    // 0). A MoE layer's FFN and the next layer's
     // projections are one launch (moe_ffn_rope_kb_*, the FFN's layer's node): layer 1's
     // projections follow the dense FFN (4 nodes), every later layer's join the FFN before
     // (3). The head is lm_head+argmax and argmax_finish, after the embedding fetch.
-    assert_eq!(s.nodes_per_layer[0], 6, "dense layer 0");
+    assert_eq!(s.nodes_per_layer[0], 5, "dense layer 0");
     assert_eq!(s.nodes_per_layer[1], 4, "the first MoE layer");
     assert!(s.nodes_per_layer[2..].iter().all(|&n| n == 3), "{s:?}");
     let joined = |p: &ingot_graph::Plan| {
@@ -77,7 +78,20 @@ fn v2_lite_plan_counts_and_bytes() {
     assert_eq!(kernels_in(&plan, "gemv_grouped_q5_0_q8_1"), 0);
     assert_eq!(kernels_in(&plan, "rope_kv_q8_1"), 0);
     let norms = |k: &str| kernels_in(&plan, k);
-    assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 1);
+    assert_eq!(norms("rmsnorm_q8_1") + norms("rmsnorm_q8_1_f32"), 0);
+    // The embedding fetch (the first node) writes layer 0's attn_norm.
+    let embed = &plan.nodes[0];
+    let d = ingot_abi::launch::EMBED_Q4K.desc;
+    let mode = d
+        .params
+        .iter()
+        .position(|p| p.name == "norm")
+        .expect("a norm parameter");
+    assert_eq!(embed.kernel, d.name);
+    assert!(matches!(
+        embed.args[mode],
+        ingot_graph::NodeArg::U32(ingot_abi::launch::DOWN_NORM_Q8_1_F32)
+    ));
     assert_eq!(kernels_in(&plan, "moe_router_f32"), 0);
     // The q4_k_m mix's down pairs: q5_0 + q4k and q8_0 + q6k; the last layer's FFN alone.
     let chained = kernels_in(&plan, "moe_ffn_q4k_q4k_q5_0_q4k")

@@ -8,6 +8,8 @@ use half::{bf16, f16};
 use ingot_abi::step::StepState;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::embed::{embed, EmbedType};
+use ingot_kernels::ops::moe::DownNorm;
+use ingot_kernels::ops::norm::rmsnorm_q8_1_f32;
 use ingot_kernels::Accelerator;
 use rand::Rng;
 use support::{download, download_f32, poisoned, upload};
@@ -76,7 +78,7 @@ fn check<B: Accelerator>(b: &mut B) {
             let token = rng.random_range(0..n_vocab);
             let sb = upload(b, &state(token as u32));
             let yb = poisoned(b, (n + 16) * 4);
-            embed(b, ty, (&tb, &sb, &yb), n, n_vocab).expect("launch");
+            embed(b, ty, (&tb, &sb, &yb), (n, n_vocab), None).expect("launch");
             let y = download_f32(b, &yb, n);
             let mut want = vec![0f32; n];
             ingot_quant::dequantize_row(
@@ -105,7 +107,7 @@ fn check<B: Accelerator>(b: &mut B) {
 
             // An out-of-range token writes NaNs and reads no row.
             let sb = upload(b, &state(n_vocab as u32));
-            embed(b, ty, (&tb, &sb, &yb), n, n_vocab).expect("launch");
+            embed(b, ty, (&tb, &sb, &yb), (n, n_vocab), None).expect("launch");
             assert!(
                 download_f32(b, &yb, n).iter().all(|v| v.is_nan()),
                 "{}: {ty:?} out-of-range token",
@@ -121,6 +123,75 @@ fn embedding_rows_match_dequantize_row() {
     on_every_backend!(check);
 }
 
+/// The norm tail writes what `rmsnorm_q8_1_f32` writes from the same row, bit for bit (q8_1
+/// blocks and floats), with the row itself unchanged, and leaves its counter at 0 so a second
+/// launch (a replay) does it again: widths of 8 and 10 blocks and of one, several types.
+fn norm_tail_cases<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("embed norm tail");
+    for (ty, n, n_vocab) in [
+        (EmbedType::Q4K, 2048usize, 5usize),
+        (EmbedType::F16, 2560, 3),
+        (EmbedType::Q8_0, 32, 4),
+    ] {
+        let table = random_table(&mut rng, ty, n_vocab, n);
+        let w: Vec<f32> = (0..n).map(|_| rng.random_range(0.5f32..1.5)).collect();
+        let eps = 1e-6;
+        let (tb, wb) = (
+            upload(b, &table),
+            upload(b, &bytemuck::cast_slice(&w).to_vec()),
+        );
+        let q8_bytes = n / 32 * 36;
+        for token in [1u32, 2] {
+            let sb = upload(b, &state(token));
+            let yb = poisoned(b, n * 4);
+            let (q8, f32s, count) = (
+                poisoned(b, q8_bytes),
+                poisoned(b, n * 4),
+                upload(b, &[0; 4]),
+            );
+            let tail = DownNorm {
+                w: &wb,
+                q8: &q8,
+                f32: &f32s,
+                count: &count,
+                eps,
+            };
+            for _ in 0..2 {
+                embed(b, ty, (&tb, &sb, &yb), (n, n_vocab), Some(&tail)).expect("launch");
+                assert_eq!(download(b, &count), [0; 4], "{}: {ty:?} counter", b.name());
+            }
+            let (want_q8, want_f32) = (poisoned(b, q8_bytes), poisoned(b, n * 4));
+            rmsnorm_q8_1_f32(b, (&yb, &wb, &want_q8, &want_f32), 1, n, eps).expect("rmsnorm");
+            assert_eq!(
+                download(b, &q8),
+                download(b, &want_q8),
+                "{}: {ty:?} n={n} q8_1",
+                b.name()
+            );
+            assert_eq!(
+                download(b, &f32s),
+                download(b, &want_f32),
+                "{}: {ty:?} n={n}",
+                b.name()
+            );
+            // The row is the plain fetch's.
+            let plain = poisoned(b, n * 4);
+            embed(b, ty, (&tb, &sb, &plain), (n, n_vocab), None).expect("launch");
+            assert_eq!(
+                download(b, &yb),
+                download(b, &plain),
+                "{}: {ty:?} row",
+                b.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_norm_tail_writes_rmsnorm_q8_1_bits() {
+    on_every_backend!(norm_tail_cases);
+}
+
 #[test]
 fn bad_embedding_shapes_are_typed_errors() {
     #[cfg(feature = "sim")]
@@ -130,13 +201,13 @@ fn bad_embedding_shapes_are_typed_errors() {
         let s = b.alloc(16).expect("alloc");
         let y = b.alloc(4096).expect("alloc");
         // 100 is not a whole number of Q4_K super-blocks.
-        assert!(embed(&mut b, EmbedType::Q4K, (&t, &s, &y), 100, 1).is_err());
+        assert!(embed(&mut b, EmbedType::Q4K, (&t, &s, &y), (100, 1), None).is_err());
         // The table is too small for 9 rows of 256 Q4_K elements.
-        assert!(embed(&mut b, EmbedType::Q4K, (&t, &s, &y), 256, 9).is_err());
+        assert!(embed(&mut b, EmbedType::Q4K, (&t, &s, &y), (256, 9), None).is_err());
         // No vocabulary.
-        assert!(embed(&mut b, EmbedType::F32, (&t, &s, &y), 4, 0).is_err());
+        assert!(embed(&mut b, EmbedType::F32, (&t, &s, &y), (4, 0), None).is_err());
         // The state buffer must hold a StepState.
         let small = b.alloc(8).expect("alloc");
-        assert!(embed(&mut b, EmbedType::F32, (&t, &small, &y), 4, 1).is_err());
+        assert!(embed(&mut b, EmbedType::F32, (&t, &small, &y), (4, 1), None).is_err());
     }
 }

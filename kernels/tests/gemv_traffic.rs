@@ -276,6 +276,13 @@ fn norm_embed_argmax_traffic() {
                 Arg::Ptr(out),
                 Arg::U32(n),
                 Arg::U32(rows),
+                // No norm tail (`DOWN_NORM_NONE`): the row's traffic alone.
+                Arg::Ptr(out),
+                Arg::Ptr(out),
+                Arg::Ptr(out),
+                Arg::Ptr(out),
+                Arg::U32(ingot_abi::launch::DOWN_NORM_NONE),
+                Arg::F32(0.0),
             ],
         );
         let must = u64::from(bytes_per_row);

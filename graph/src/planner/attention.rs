@@ -76,8 +76,9 @@ pub(crate) fn layer(b: &mut Builder<'_>, il: usize) -> Result<(), PlanError> {
     let layer = Some(il);
     let (norm_q8, step) = (b.acts.norm_q8, b.acts.step);
 
-    // Later layers find their attn_norm written by the previous FFN's down launch.
-    if il == 0 {
+    // Later layers find their attn_norm written by the previous FFN's down launch, the first
+    // by the embedding fetch's tail where it has one.
+    if il == 0 && !b.first_norm_written {
         let (attn_norm, _) = b.weight(&name("attn_norm.weight"), "rmsnorm", &is_f32)?;
         rmsnorm_q8(b, attn_norm, label("attn_norm"), layer, false)?;
     }

@@ -37,6 +37,8 @@ pub(crate) struct Builder<'a> {
     pub(super) nodes: Vec<Node>,
     pub acts: Acts,
     pub host_embedding: bool,
+    /// The embedding fetch's tail writes layer 0's `attn_norm` (`super::head::embedding`).
+    pub first_norm_written: bool,
     pub device_argmax: bool,
     expert_layers: Vec<crate::plan::ExpertCacheLayer>,
     /// The chained MoE FFN planned last, while it is the last node: the next layer's
@@ -80,6 +82,7 @@ impl<'a> Builder<'a> {
                 logits: BufId(0),
             },
             host_embedding: false,
+            first_norm_written: false,
             device_argmax: false,
             expert_layers: Vec::new(),
             last_ffn: None,

@@ -2,18 +2,21 @@
 
 use ingot_abi::launch::{
     ArgmaxFinishArgs, ArgmaxStepArgs, EmbedArgs, GemvArgmaxArgs, GemvArgs, ARGMAX_FINISH,
-    ARGMAX_STEP,
+    ARGMAX_STEP, DOWN_NORM_NONE,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
 
 use super::builder::{buf, u32a, Builder};
 use super::kernels as k;
-use super::nodes::{gemv_weight, rmsnorm_q8};
+use super::nodes::{gemv_weight, rmsnorm_q8, NextNorm, NormTailArgs};
+use crate::buffer::BufId;
 use crate::error::PlanError;
+use crate::node::BufRef;
 
 /// `residual = token_embd[state.token]`, dequantized: a node when the PTX has the fetch kernel
-/// for the embedding's type, otherwise a host step before each replay.
+/// for the embedding's type, otherwise a host step before each replay. The node's tail also
+/// writes layer 0's `attn_norm` ([`Builder::first_norm_written`]), so that norm needs no node.
 pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let (w, info) = b.weight(TOKEN_EMBD, "embedding fetch", &|t| {
         ingot_quant::can_dequantize(t)
@@ -24,19 +27,42 @@ pub(crate) fn embedding(b: &mut Builder<'_>) -> Result<(), PlanError> {
         return Ok(());
     }
     let (residual, step, n, vocab) = (b.acts.residual, b.acts.step, b.c.n_embd, b.c.vocab);
+    let tail = match b.c.n_layer {
+        0 => None,
+        _ => Some(NextNorm::first_layer(b)?.tail(b)?),
+    };
+    b.first_norm_written = tail.is_some();
     b.node(
         kernel,
         "token_embd".into(),
         None,
         n,
-        EmbedArgs {
-            table: buf(w),
-            state: buf(step),
-            y: buf(residual),
-            n: u32a(n),
-            n_vocab: u32a(vocab),
-        },
+        embed_args((w, step, residual), (n, vocab), tail),
     )
+}
+
+/// An embedding fetch's arguments: `(table, state, y)`, `(n, n_vocab)`, and its norm tail's
+/// (without one the row stands in for the buffers the kernel never reads).
+pub(crate) fn embed_args(
+    (table, state, y): (BufId, BufId, BufId),
+    (n, n_vocab): (usize, usize),
+    tail: Option<NormTailArgs>,
+) -> EmbedArgs<BufRef> {
+    let (norm_w, norm_q8, norm_f32, count, norm, eps) =
+        tail.unwrap_or((buf(y), buf(y), buf(y), buf(y), DOWN_NORM_NONE, 0.0));
+    EmbedArgs {
+        table: buf(table),
+        state: buf(state),
+        y: buf(y),
+        n: u32a(n),
+        n_vocab: u32a(n_vocab),
+        norm_w,
+        norm_q8,
+        norm_f32,
+        count,
+        norm,
+        eps,
+    }
 }
 
 /// `logits = W_out·output_norm(residual)` and the greedy choice on the device: the fused

@@ -23,12 +23,13 @@
 //! expert cache).
 
 use ingot_abi::blocks::BlockQ8_1;
-use ingot_abi::launch::{EmbedArgs, GemvArgs, RmsnormArgs, RMSNORM_Q8_1};
+use ingot_abi::launch::{GemvArgs, RmsnormArgs, RMSNORM_Q8_1};
 use ingot_gguf::{GgmlType, Gguf};
 use ingot_model::tensors::TOKEN_EMBD;
 use ingot_model::ModelConfig;
 
 use super::builder::{buf, buf_at, u32a, Builder};
+use super::head::embed_args;
 use super::kernels as k;
 use super::nodes::{gemv_weight, nextn_name, rmsnorm_q8};
 use super::{attention, ffn, PlanOptions};
@@ -101,13 +102,7 @@ pub fn build_mtp_plan_for(
             label("nextn embed"),
             Some(il),
             d,
-            EmbedArgs {
-                table: buf(w),
-                state: buf(step),
-                y: buf(residual),
-                n: u32a(d),
-                n_vocab: u32a(c.vocab),
-            },
+            embed_args((w, step, residual), (d, c.vocab), None),
         )?;
     } else {
         b.host_embedding = true;

@@ -58,8 +58,8 @@ pub(crate) fn rmsnorm_q8(
     b.node(k::fixed(&RMSNORM_Q8_1), label, layer, 1, args)
 }
 
-/// The norm a residual-updating `moe_down` launch writes in its tail (the next part's input),
-/// by its weights.
+/// The norm a residual-updating `moe_down` launch (or the embedding fetch) writes in its tail
+/// (the next part's input), by its weights.
 #[derive(Clone, Copy)]
 pub(crate) struct NextNorm(BufId);
 
@@ -68,6 +68,13 @@ impl NextNorm {
     pub fn ffn(b: &mut Builder<'_>, il: usize) -> Result<Self, PlanError> {
         let name = format!("blk.{il}.ffn_norm.weight");
         Ok(NextNorm(b.weight(&name, "rmsnorm", &is_f32)?.0))
+    }
+
+    /// Layer 0's `attn_norm`, written by the embedding fetch's tail.
+    pub fn first_layer(b: &mut Builder<'_>) -> Result<Self, PlanError> {
+        Ok(NextNorm(
+            b.weight("blk.0.attn_norm.weight", "rmsnorm", &is_f32)?.0,
+        ))
     }
 
     /// What follows layer `il`'s FFN: the next layer's `attn_norm`, `output_norm` after the
@@ -108,7 +115,7 @@ impl NextNorm {
                 staged.map_or_else(|| "over 2^32".to_string(), |b| b.to_string()),
             )));
         }
-        let count = b.act("act.norm_count", 4)?;
+        let (norm_w, norm_q8, norm_f32, count, norm, eps) = self.tail(b)?;
         Ok(DownArgs {
             act: buf(d.act),
             sel: buf(d.sel),
@@ -121,15 +128,34 @@ impl NextNorm {
             n_used: u32a(d.n_used),
             ff_sh: u32a(d.ff_sh),
             n_expert: u32a(d.n_expert),
-            norm_w: buf(self.0),
-            norm_q8: buf(b.acts.norm_q8),
-            norm_f32: buf(b.acts.norm),
-            count: buf(count),
-            norm: DOWN_NORM_Q8_1_F32,
-            eps: b.c.rms_eps,
+            norm_w,
+            norm_q8,
+            norm_f32,
+            count,
+            norm,
+            eps,
         })
     }
+
+    /// A norm tail's arguments `(norm_w, norm_q8, norm_f32, count, norm, eps)`: the outputs are
+    /// the shared `act.norm_q8` and `act.norm` (the router's f32 input). One done counter serves
+    /// every launch: activations are zeroed at allocation and each launch leaves it at 0.
+    pub(crate) fn tail(self, b: &mut Builder<'_>) -> Result<NormTailArgs, PlanError> {
+        let count = b.act("act.norm_count", 4)?;
+        Ok((
+            buf(self.0),
+            buf(b.acts.norm_q8),
+            buf(b.acts.norm),
+            buf(count),
+            DOWN_NORM_Q8_1_F32,
+            b.c.rms_eps,
+        ))
+    }
 }
+
+/// `(norm_w, norm_q8, norm_f32, count, norm, eps)` of a launch with a norm tail
+/// ([`NextNorm::tail`]).
+pub(crate) type NormTailArgs = (BufRef, BufRef, BufRef, BufRef, u32, f32);
 
 /// The FFN part of a `moe_down_*` launch (all but its norm tail, [`NextNorm::down_args`]):
 /// buffers and dimensions as the kernel names them.

@@ -9,17 +9,23 @@
 //! its block (scales re-read per element, served by L1): the row is a few KB once per token, so
 //! this trades bandwidth nobody needs for one simple decoder per type.
 //!
+//! With a norm tail (`ingot_abi::launch::embed`) the block that finishes last normalizes the row
+//! for the first layer: `rmsnorm_q8_1`'s code and order ([`rmsnorm_block`]), so its bits.
+//!
 //! Products that ggml rounds separately (`d·sc·q − dmin·m`, `q·d + m`) use explicitly rounded
 //! PTX instructions, which ptxas never contracts into an FMA, to stay bit-identical to the CPU.
 
 use crate::intrinsics::{bid, f16_to_f32, global, ld_u32, st_f32, tid};
+use crate::last_block::{last_of, reset};
+use crate::moe_down::NormTail;
+use crate::norm_q8::rmsnorm_block;
 use core::arch::asm;
 use core::mem::offset_of;
 use ingot_abi::blocks::{
     get_scale_min_k4, q3k_scale, BlockIq4Nl, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, BlockQ8_0, KVALUES_IQ4NL,
+    BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL,
 };
-use ingot_abi::launch::{EMBED_PER_THREAD, EMBED_THREADS};
+use ingot_abi::launch::{DOWN_NORM_NONE, EMBED_PER_THREAD, EMBED_THREADS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 /// `a·b` rounded to nearest, never fused with a following add.
@@ -244,6 +250,7 @@ unsafe fn embed<T: RowType>(
     y: *mut f32,
     n: u32,
     n_vocab: u32,
+    tail: NormTail,
 ) {
     let token = ld_u32(global(state) + offset_of!(StepState, token) as u64);
     let valid = token < n_vocab;
@@ -264,20 +271,54 @@ unsafe fn embed<T: RowType>(
         }
         k += 1;
     }
+    // Launch-uniform: without a tail no block waits for the others.
+    if tail.mode == DOWN_NORM_NONE {
+        return;
+    }
+    let count = global(tail.count as *const u32);
+    let blocks = n.div_ceil(EMBED_THREADS * EMBED_PER_THREAD);
+    if !last_of(count, EMBED_THREADS / WARP_SIZE, blocks) {
+        return;
+    }
+    // `rmsnorm_q8_1`'s block and order (`EMBED_THREADS` is its block size), reading the row the
+    // other blocks wrote with coherent loads.
+    rmsnorm_block::<EMBED_THREADS, true, true>(
+        yg,
+        global(tail.w),
+        global(tail.q8),
+        global(tail.f32),
+        n,
+        tail.eps,
+    );
+    reset(count);
 }
 
 macro_rules! embed_kernel {
     ($name:ident, $ty:ty, $block:ty) => {
         /// See [`embed`] and `ingot_abi::launch::embed`.
         #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $name(
             table: *const $block,
             state: *const StepState,
             y: *mut f32,
             n: u32,
             n_vocab: u32,
+            norm_w: *const f32,
+            norm_q8: *mut BlockQ8_1,
+            norm_f32: *mut f32,
+            count: *mut u32,
+            norm: u32,
+            eps: f32,
         ) {
-            embed::<$ty>(table, state, y, n, n_vocab);
+            embed::<$ty>(
+                table,
+                state,
+                y,
+                n,
+                n_vocab,
+                NormTail::new(norm_w, norm_q8, norm_f32, count, norm, eps),
+            );
         }
     };
 }

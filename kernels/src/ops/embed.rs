@@ -1,5 +1,6 @@
 //! Checked launches of the embedding kernels (`ingot_abi::launch` family `embed`).
 
+use super::moe::{down_norm_args, DownNorm};
 use super::{bytes, launch, need, shape, to_u32};
 use crate::backend::Accelerator;
 use crate::Result;
@@ -87,13 +88,14 @@ impl EmbedType {
 /// `y = row StepState.token of table`, dequantized: `table` holds `n_vocab` rows of `n`
 /// elements of type `ty` (`n` a positive multiple of the type's block size), `state` one
 /// [`StepState`], `y` `n` floats. The token is read on the device; one outside `0..n_vocab`
-/// yields a NaN row.
+/// yields a NaN row. With `norm`, the launch's last block also writes the row's norm
+/// ([`DownNorm`]: `n` a multiple of 32), with the bits of `rmsnorm_q8_1`.
 pub fn embed<B: Accelerator>(
     b: &mut B,
     ty: EmbedType,
     (table, state, y): (&B::Buf, &B::Buf, &B::Buf),
-    n: usize,
-    n_vocab: usize,
+    (n, n_vocab): (usize, usize),
+    norm: Option<&DownNorm<'_, B::Buf>>,
 ) -> Result<()> {
     let d = ty.kernel();
     let (qk, bb) = ty.block();
@@ -111,6 +113,7 @@ pub fn embed<B: Accelerator>(
     need(b, d, "table", table, bytes(n_vocab, n / qk, bb))?;
     need(b, d, "state", state, Some(size_of::<StepState>()))?;
     need(b, d, "y", y, bytes(n, 4, 1))?;
+    let (norm_w, norm_q8, norm_f32, count, norm, eps) = down_norm_args(b, d, n, norm, y)?;
     launch(
         b,
         d,
@@ -121,6 +124,12 @@ pub fn embed<B: Accelerator>(
             y,
             n: n32,
             n_vocab: vocab32,
+            norm_w,
+            norm_q8,
+            norm_f32,
+            count,
+            norm,
+            eps,
         },
     )
 }
