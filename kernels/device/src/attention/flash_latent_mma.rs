@@ -251,114 +251,133 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     let mut m = f32::NEG_INFINITY;
     let mut l = 0.0f32;
 
-    loop {
-        let n = (t1 - start).min(FLASH_TILE);
-        // The previous tile's readers (and the zeroing) are done before it is overwritten.
-        nvptx::_syncthreads();
-        if Q8 {
-            cache_q8::store_tile(tile, &staged8, q8_map.units(n), &q8_map, tid);
-        } else {
-            store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
-        }
-        nvptx::_syncthreads();
-        // The next tile's loads, none after the last tile (block-uniform).
-        let next = start + n;
-        if next < t1 {
-            let n_next = (t1 - next).min(FLASH_TILE);
+    // One tile: stored into shared memory, the next one's loads issued, scores, softmax and the
+    // value products; whether another tile follows. Written as a macro so the first tile runs
+    // its own copy (`$first`): `O` and `l` start at 0 there and `α = 0`, so its products start
+    // from zero instead of scaling zeros (the same bits), and `O` needs no zeroing before.
+    macro_rules! tile_step {
+        ($first:expr) => {{
+            let n = (t1 - start).min(FLASH_TILE);
+            // The previous tile's readers (and the zeroing) are done before it is overwritten.
+            nvptx::_syncthreads();
             if Q8 {
-                staged8 = cache_q8::load_tile::<true>(
-                    src + next as u64 * row_bytes,
-                    q8_map.units(n_next),
-                    &q8_map,
-                    tid,
-                );
+                cache_q8::store_tile(tile, &staged8, q8_map.units(n), &q8_map, tid);
             } else {
-                staged = load_tile::<true>(
-                    src + next as u64 * row_bytes,
-                    n_next * row_chunks.get(),
-                    tid,
-                );
+                store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
             }
-        }
-
-        // Partial scores of 8 rows over half of the dims. A warp whose rows are all past `n`
-        // (a short context's last tile) skips them, warp-uniform: the softmax masks those rows
-        // whatever `S` holds there.
-        if 8 * nt < n {
-            let mut s = [0.0f32; 4];
-            let mut j = 0;
-            while j < HALF_STEPS / 2 {
-                let b = ldmatrix_x4(s_lane + j as u32 * 64);
-                s = mma_f16_f32(qf[2 * j], [b[0], b[1]], s);
-                s = mma_f16_f32(qf[2 * j + 1], [b[2], b[3]], s);
-                j += 1;
+            nvptx::_syncthreads();
+            // The next tile's loads, none after the last tile (block-uniform).
+            let next = start + n;
+            if next < t1 {
+                let n_next = (t1 - next).min(FLASH_TILE);
+                if Q8 {
+                    staged8 = cache_q8::load_tile::<true>(
+                        src + next as u64 * row_bytes,
+                        q8_map.units(n_next),
+                        &q8_map,
+                        tid,
+                    );
+                } else {
+                    staged = load_tile::<true>(
+                        src + next as u64 * row_bytes,
+                        n_next * row_chunks.get(),
+                        tid,
+                    );
+                }
             }
-            sts_v2_f32(s_out, [s[0], s[1]]);
-            sts_v2_f32(s_out + 8 * sm::S_STRIDE, [s[2], s[3]]);
-        }
-        nvptx::_syncthreads();
 
-        // Online softmax; rows past `n` get −inf, i.e. probability 0 (a select: their
-        // partial scores are finite, computed from zeroed or stale rows). Row 0 of the tile is
-        // always present, so `m_new` is finite.
-        let score = |t: u32| {
-            let at = s_in + (t - sk) * 4;
-            let s = lds_f32(at) + lds_f32(at + sm::S_HALF);
-            if t < n {
-                s
+            // Partial scores of 8 rows over half of the dims. A warp whose rows are all past `n`
+            // (a short context's last tile) skips them, warp-uniform: the softmax masks those rows
+            // whatever `S` holds there.
+            if 8 * nt < n {
+                let mut s = [0.0f32; 4];
+                let mut j = 0;
+                while j < HALF_STEPS / 2 {
+                    let b = ldmatrix_x4(s_lane + j as u32 * 64);
+                    s = mma_f16_f32(qf[2 * j], [b[0], b[1]], s);
+                    s = mma_f16_f32(qf[2 * j + 1], [b[2], b[3]], s);
+                    j += 1;
+                }
+                sts_v2_f32(s_out, [s[0], s[1]]);
+                sts_v2_f32(s_out + 8 * sm::S_STRIDE, [s[2], s[3]]);
+            }
+            nvptx::_syncthreads();
+
+            // Online softmax; rows past `n` get −inf, i.e. probability 0 (a select: their
+            // partial scores are finite, computed from zeroed or stale rows). Row 0 of the tile is
+            // always present, so `m_new` is finite.
+            let score = |t: u32| {
+                let at = s_in + (t - sk) * 4;
+                let s = lds_f32(at) + lds_f32(at + sm::S_HALF);
+                if t < n {
+                    s
+                } else {
+                    f32::NEG_INFINITY
+                }
+            };
+            // A warp whose two heads the block does not have skips them (warp-uniform): their
+            // probability rows and factors only reach output rows that are never stored (the rows
+            // of the products are independent).
+            if softmax_live {
+                let s_lo = score(sk);
+                let s_hi = score(sk + SOFTMAX_LANES);
+                let m_new = m.max(half_warp_max(s_lo.max(s_hi)));
+                let alpha = exp2(m - m_new);
+                let p_lo = f32_to_f16(exp2(s_lo - m_new));
+                let p_hi = f32_to_f16(exp2(s_hi - m_new));
+                let sum = half_warp_sum(f16_to_f32(p_lo) + f16_to_f32(p_hi));
+                // The first tile: `α = 2^(−∞) = 0` and `l = 0`, so `fma` would return `sum`.
+                l = if $first { sum } else { fma(l, alpha, sum) };
+                m = m_new;
+                let p_row = smem + sm::P + sh * sm::P_STRIDE;
+                sts_b16(p_row + sk * 2, p_lo);
+                sts_b16(p_row + (sk + SOFTMAX_LANES) * 2, p_hi);
+                sts_f32_if(sk == 0 && !$first, smem + sm::ALPHA + sh * 4, alpha);
+            }
+            nvptx::_syncthreads();
+
+            // O = α·O + P·V for the warp's 64 latent dims; the first tile's `α·O` is 0 (`O = 0`,
+            // `α = 0`), so it starts the products from zero instead.
+            if !$first {
+                let al_g = lds_f32(smem + sm::ALPHA + g * 4);
+                let al_g8 = lds_f32(smem + sm::ALPHA + (g + 8) * 4);
+                let mut c = 0;
+                while c < V_TILES {
+                    o[c] = [
+                        o[c][0] * al_g,
+                        o[c][1] * al_g,
+                        o[c][2] * al_g8,
+                        o[c][3] * al_g8,
+                    ];
+                    c += 1;
+                }
+            }
+            let pa = [ldmatrix_x4(p_lane), ldmatrix_x4(p_lane + 32)];
+            let mut c = 0;
+            while c < V_TILES {
+                let mut ks = 0;
+                while ks < PV_STEPS {
+                    let b = ldmatrix_x4_trans(v_lane + ks as u32 * 16 * STRIDE + c as u32 * 16);
+                    let fresh = $first && ks == 0;
+                    let acc = |x: [f32; 4]| if fresh { [0.0; 4] } else { x };
+                    o[c] = mma_f16_f32(pa[ks], [b[0], b[1]], acc(o[c]));
+                    o[c + 1] = mma_f16_f32(pa[ks], [b[2], b[3]], acc(o[c + 1]));
+                    ks += 1;
+                }
+                c += 2;
+            }
+
+            if next < t1 {
+                start = next;
+                true
             } else {
-                f32::NEG_INFINITY
+                false
             }
-        };
-        // A warp whose two heads the block does not have skips them (warp-uniform): their
-        // probability rows and factors only reach output rows that are never stored (the rows
-        // of the products are independent).
-        if softmax_live {
-            let s_lo = score(sk);
-            let s_hi = score(sk + SOFTMAX_LANES);
-            let m_new = m.max(half_warp_max(s_lo.max(s_hi)));
-            let alpha = exp2(m - m_new);
-            let p_lo = f32_to_f16(exp2(s_lo - m_new));
-            let p_hi = f32_to_f16(exp2(s_hi - m_new));
-            l = fma(l, alpha, half_warp_sum(f16_to_f32(p_lo) + f16_to_f32(p_hi)));
-            m = m_new;
-            let p_row = smem + sm::P + sh * sm::P_STRIDE;
-            sts_b16(p_row + sk * 2, p_lo);
-            sts_b16(p_row + (sk + SOFTMAX_LANES) * 2, p_hi);
-            sts_f32_if(sk == 0, smem + sm::ALPHA + sh * 4, alpha);
-        }
-        nvptx::_syncthreads();
-
-        // O = α·O + P·V for the warp's 64 latent dims.
-        let al_g = lds_f32(smem + sm::ALPHA + g * 4);
-        let al_g8 = lds_f32(smem + sm::ALPHA + (g + 8) * 4);
-        let mut c = 0;
-        while c < V_TILES {
-            o[c] = [
-                o[c][0] * al_g,
-                o[c][1] * al_g,
-                o[c][2] * al_g8,
-                o[c][3] * al_g8,
-            ];
-            c += 1;
-        }
-        let pa = [ldmatrix_x4(p_lane), ldmatrix_x4(p_lane + 32)];
-        let mut c = 0;
-        while c < V_TILES {
-            let mut ks = 0;
-            while ks < PV_STEPS {
-                let b = ldmatrix_x4_trans(v_lane + ks as u32 * 16 * STRIDE + c as u32 * 16);
-                o[c] = mma_f16_f32(pa[ks], [b[0], b[1]], o[c]);
-                o[c + 1] = mma_f16_f32(pa[ks], [b[2], b[3]], o[c + 1]);
-                ks += 1;
-            }
-            c += 2;
-        }
-
-        if next >= t1 {
-            break;
-        }
-        start = next;
+        }};
+    }
+    let mut more = tile_step!(true);
+    while more {
+        more = tile_step!(false);
     }
 
     // The segment's output normalized, `O_s / l_s` per head, then rounded to f16: `1/l` meets
