@@ -31,7 +31,7 @@
 
 use super::cache_q8;
 use super::flash_tile::{
-    load_tile, stage_query_chunk, store_tile, tile_dst_below, zero_query_chunk, zero_tile_rows, QuerySrc,
+    load_tile, stage_query_chunk, store_first_tile, store_tile, tile_dst_below, zero_query_chunk, zero_tile_rows, QuerySrc,
     HEADS, PER_THREAD, ROW_CHUNKS, STRIDE, THREADS,
 };
 use super::temperature::logit_scale;
@@ -263,7 +263,12 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
             if Q8 {
                 cache_q8::store_tile(tile, &staged8, q8_map.units(n), &q8_map, tid);
             } else {
-                store_tile(tile, &staged, &dst, n * row_chunks.get(), tid);
+                let chunks = n * row_chunks.get();
+                if $first {
+                    store_first_tile(tile, &staged, &dst, chunks, tid);
+                } else {
+                    store_tile(tile, &staged, &dst, chunks, tid);
+                }
             }
             nvptx::_syncthreads();
             // The next tile's loads, none after the last tile (block-uniform).

@@ -86,6 +86,21 @@ pub(super) unsafe fn store_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, t
     }
 }
 
+/// [`store_tile`] for a segment's first tile (run once per block, outside the tile loop): a warp
+/// stops at the first pass whose chunks all lie past `chunks` (warp-uniform), so a short
+/// context's one-row tile costs one pass, not [`PER_THREAD`].
+#[inline(always)]
+pub(super) unsafe fn store_first_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, tid: u32) {
+    let mut k = 0;
+    while k < PER_THREAD {
+        if (tid & !31) + k as u32 * THREADS >= chunks {
+            break;
+        }
+        sts_v4_if(tid + (k as u32) * THREADS < chunks, tile + dst[k], r[k]);
+        k += 1;
+    }
+}
+
 /// Zeroes rows `from .. to` (at most [`FLASH_TILE`]) of the tile region, with the bytes past each
 /// row; a warp stops at the first pass that holds none of them (warp-uniform).
 #[inline(always)]
