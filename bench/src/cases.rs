@@ -613,7 +613,6 @@ pub const CASES: &[Case] = &[
         launch: |d, b, s| ops::head::argmax_step(d, &b[0], &b[1], s.cols),
     },
     head::GEMV_ARGMAX_Q6K,
-    head::ARGMAX_FINISH,
     // A 512-token prefill chunk of a layer, in plan order.
     prefill::MMQ_MOE_Q5_0,
     prefill::FLASH_PREFILL_0,

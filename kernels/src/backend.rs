@@ -9,7 +9,7 @@
 //! So a kernel built only from those is **bit-identical** on both:
 //! `embed_*`, `rmsnorm_*`, `quantize_q8_1`, every `gemv*` (plain, `gemv2`, grouped, `_out`,
 //! `gemv_f32`, and `gemv_argmax`, whose one atomic is an integer max of a packed key),
-//! `moe_down_*`, `argmax_step`, `argmax_finish`, and `mmq_*`, whose tensor-core `mma` is the
+//! `moe_down_*`, `argmax_step`, and `mmq_*`, whose tensor-core `mma` is the
 //! integer one (`s8·s8 → s32`, exact: its sums stay inside `i32`).
 //!
 //! **Not bit-identical**, compared with a tolerance, because the GPU's result is

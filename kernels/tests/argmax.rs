@@ -8,7 +8,7 @@ use ingot_abi::blocks::QK8_1;
 use ingot_abi::step::StepState;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::gemv::GemvType;
-use ingot_kernels::ops::head::{argmax_finish, argmax_step, gemv_argmax_q8_1};
+use ingot_kernels::ops::head::{argmax_step, gemv_argmax_q8_1};
 use ingot_kernels::Accelerator;
 use rand::Rng;
 use support::{download, f32_bytes, upload};
@@ -105,7 +105,8 @@ fn argmax_is_exact_and_advances_the_state() {
 }
 
 /// The fused lm_head: random weight rows with the best row copied to a lower index (a planted
-/// exact tie: identical bytes give identical bits), replayed twice on the same accumulator.
+/// exact tie: identical bytes give identical bits), replayed twice on the same accumulator and
+/// counter (its last block advances the state and resets both).
 fn check_fused<B: Accelerator>(b: &mut B) {
     let mut rng = support::rng("gemv_argmax");
     for (ty, gg, nrows, ncols) in [
@@ -141,9 +142,10 @@ fn check_fused<B: Accelerator>(b: &mut B) {
             steps_done: 4,
         };
         let sb = upload(b, bytemuck::bytes_of(&start));
+        let count = upload(b, &[0u8; 4]);
         for replay in 0..2u32 {
-            gemv_argmax_q8_1(b, ty, (&wb, &xb, &yb), &acc, nrows, ncols).expect("gemv");
-            argmax_finish(b, &acc, &sb).expect("finish");
+            gemv_argmax_q8_1(b, ty, (&wb, &xb, &yb), (&acc, &sb, &count), nrows, ncols)
+                .expect("gemv");
             let y: Vec<f32> = download(b, &yb)
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -189,6 +191,12 @@ fn check_fused<B: Accelerator>(b: &mut B) {
                 b.name()
             );
             assert_eq!(download(b, &acc), [0u8; 8], "{}: acc not reset", b.name());
+            assert_eq!(
+                download(b, &count),
+                [0u8; 4],
+                "{}: counter not reset",
+                b.name()
+            );
         }
         eprintln!(
             "{}: gemv_argmax {ty:?} {nrows}x{ncols}: best row {best} copied to {low}, 2 replays",

@@ -136,10 +136,7 @@ fn norm_tail_cases<B: Accelerator>(b: &mut B) {
         let table = random_table(&mut rng, ty, n_vocab, n);
         let w: Vec<f32> = (0..n).map(|_| rng.random_range(0.5f32..1.5)).collect();
         let eps = 1e-6;
-        let (tb, wb) = (
-            upload(b, &table),
-            upload(b, &bytemuck::cast_slice(&w).to_vec()),
-        );
+        let (tb, wb) = (upload(b, &table), upload(b, bytemuck::cast_slice(&w)));
         let q8_bytes = n / 32 * 36;
         for token in [1u32, 2] {
             let sb = upload(b, &state(token));

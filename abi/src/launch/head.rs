@@ -1,6 +1,6 @@
 //! The output head: greedy next-token choice and the step-state advance, either after a plain
-//! lm_head gemv ([`ARGMAX_STEP`] over the logits) or fused into it (`GEMV_ARGMAX_*` folding each
-//! row into a 64-bit atomic maximum, then [`ARGMAX_FINISH`]).
+//! lm_head gemv ([`ARGMAX_STEP`] over the logits) or fused into it (`gemv_argmax_*` folding each
+//! row into a 64-bit atomic maximum, the advance in its last block).
 
 use super::{signature, Kernel, KernelDesc};
 
@@ -21,26 +21,28 @@ signature! {
 
 signature! {
     /// The arguments of the `gemv_argmax_*` kernels (`crate::weight_types::GemvType::argmax`).
-    GemvArgmaxArgs { w: ptr, x: ptr, y: ptr, ncols: u32, nrows: u32, acc: ptr }
+    GemvArgmaxArgs {
+        w: ptr,
+        x: ptr,
+        y: ptr,
+        ncols: u32,
+        nrows: u32,
+        acc: ptr,
+        state: ptr,
+        count: ptr,
+    }
 }
 
 /// The descriptor of a `gemv_argmax_*` kernel (`crate::weight_types::GemvType::argmax`):
-/// `(w, x, y, ncols, nrows, acc: *mut u64)`, the plain gemv of the type (same grid: an item is a
-/// warp), each row also folded into `*acc` as the key `orderable(logit) << 32 | !row` by
-/// `red.global.max.u64`. `*acc` must be 0 before; [`ARGMAX_FINISH`] consumes and resets it.
+/// `(w, x, y, ncols, nrows, acc: *mut u64, state: *mut StepState, count: *mut u32)`, the plain
+/// gemv of the type (same grid: an item is a warp), each row also folded into `*acc` as the
+/// key `orderable(logit) << 32 | !row` by `red.global.max.u64`. The block that finishes last
+/// turns `*acc` into the next token as [`ARGMAX_STEP`] does (`next_token` and `token`; `pos`
+/// and `steps_done` grow by one) and sets `*acc` back to 0. `*acc` must be 0 before; `count`
+/// is a done counter (see [`super::KernelDesc`]): 0 before and after every launch.
 pub(crate) const fn gemv_argmax_kernel(name: &'static str) -> Kernel<GemvArgmaxArgs> {
     super::gemv::gemv_kernel(name)
 }
 
-/// `argmax_finish(acc: *mut u64, state: *mut StepState)`: the token in the key `*acc` becomes
-/// `next_token` and `token`, `pos` and `steps_done` grow by one, and `*acc` is reset to 0. One
-/// thread; one item.
-pub const ARGMAX_FINISH: Kernel<ArgmaxFinishArgs> = Kernel::new("argmax_finish", [1, 1, 1], 1, 0);
-
-signature! {
-    /// The arguments of [`ARGMAX_FINISH`].
-    ArgmaxFinishArgs { acc: ptr, state: ptr }
-}
-
 /// The kernels of this family.
-pub const ALL: &[KernelDesc] = &[ARGMAX_STEP.desc, ARGMAX_FINISH.desc];
+pub const ALL: &[KernelDesc] = &[ARGMAX_STEP.desc];

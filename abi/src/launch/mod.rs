@@ -69,9 +69,7 @@ pub use gemv::{
     gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32,
     GEMV_PAIR_WEIGHT_PER_ACT, GEMV_STAGE_BLOCKS, GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
-pub use head::{
-    ArgmaxFinishArgs, ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_FINISH, ARGMAX_STEP, ARGMAX_THREADS,
-};
+pub use head::{ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_STEP, ARGMAX_THREADS};
 pub use mmq::{
     mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqArgs,
     MmqMoeArgs, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS,

@@ -1,5 +1,5 @@
 //! The lm_head path with the argmax fused into the gemv: `gemv_argmax` folds every logit row
-//! into an 8-byte accumulator, `argmax_finish` turns it into the next token.
+//! into an 8-byte accumulator, and its last block turns it into the next token.
 
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops;
@@ -10,22 +10,18 @@ use super::{gemv_buffers, lite, step_state, BufSpec, Case, Contents, Shape};
 /// Bytes of the argmax accumulator (a packed value and index).
 const ACC_BYTES: usize = 8;
 
-/// The accumulator, allocated zeroed (the empty state `argmax_finish` leaves behind), read
-/// and reset by `argmax_finish`.
-fn accumulator() -> BufSpec {
-    BufSpec::new("acc", Contents::Output { bytes: ACC_BYTES })
-}
-
-/// The accumulator as the gemv sees it: 8 bytes of bookkeeping folded by atomics (one per
-/// thread block), not counted as required traffic, like the step state.
+/// The accumulator, allocated zeroed (the state the launch leaves behind): 8 bytes of
+/// bookkeeping folded by atomics (one per thread block), not counted as required traffic, like
+/// the step state.
 fn folded_accumulator() -> BufSpec {
     BufSpec {
         moved: Some(0),
-        ..accumulator()
+        ..BufSpec::new("acc", Contents::Output { bytes: ACC_BYTES })
     }
 }
 
-/// `output` (Q6_K, 102400 × 2048) with the argmax folded in.
+/// `output` (Q6_K, 102400 × 2048) with the argmax folded in; its last block advances the step
+/// state.
 pub const GEMV_ARGMAX_Q6K: Case = Case {
     kernel: "gemv_argmax_q6k_q8_1",
     tensor: "output",
@@ -36,6 +32,12 @@ pub const GEMV_ARGMAX_Q6K: Case = Case {
     buffers: |s| {
         let mut b = gemv_buffers(GgmlType::Q6K, s);
         b.push(folded_accumulator());
+        b.push(step_state(0));
+        // The done counter, 0 before and after the launch.
+        b.push(BufSpec {
+            moved: Some(0),
+            ..BufSpec::new("count", Contents::Output { bytes: 4 })
+        });
         b
     },
     launch: |d, b, s| {
@@ -43,18 +45,9 @@ pub const GEMV_ARGMAX_Q6K: Case = Case {
             d,
             GemvType::Q6K,
             (&b[0], &b[1], &b[2]),
-            &b[3],
+            (&b[3], &b[4], &b[5]),
             s.rows,
             s.cols,
         )
     },
-};
-
-/// The next token from the accumulator; the step state advances.
-pub const ARGMAX_FINISH: Case = Case {
-    kernel: "argmax_finish",
-    tensor: "logits",
-    shape: Shape { rows: 1, cols: 1 },
-    buffers: |_| vec![accumulator(), step_state(0)],
-    launch: |d, b, _| ops::head::argmax_finish(d, &b[0], &b[1]),
 };

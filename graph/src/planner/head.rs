@@ -1,8 +1,7 @@
 //! The parts outside the layers: the embedding fetch and the output head.
 
 use ingot_abi::launch::{
-    ArgmaxFinishArgs, ArgmaxStepArgs, EmbedArgs, GemvArgmaxArgs, GemvArgs, ARGMAX_FINISH,
-    ARGMAX_STEP, DOWN_NORM_NONE,
+    ArgmaxStepArgs, EmbedArgs, GemvArgmaxArgs, GemvArgs, ARGMAX_STEP, DOWN_NORM_NONE,
 };
 use ingot_gguf::GgmlType;
 use ingot_model::tensors::{OUTPUT_NORM, TOKEN_EMBD};
@@ -66,8 +65,8 @@ pub(crate) fn embed_args(
 }
 
 /// `logits = W_out·output_norm(residual)` and the greedy choice on the device: the fused
-/// `gemv_argmax_*` then `argmax_finish` for the types that have it, otherwise the plain gemv
-/// then `argmax_step`. Either way the last node writes `StepState.next_token` (= `token`) and
+/// `gemv_argmax_*` (its last block advances the state) for the types that have it, otherwise
+/// the plain gemv then `argmax_step`. Either way the last node writes `StepState.next_token` (= `token`) and
 /// advances `pos`, so replays follow each other without the host; the logits stay in their
 /// buffer for other samplers.
 pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
@@ -84,12 +83,15 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     let items = k::gemv_items(info.ty, ncols, nrows);
     let fused = k::gemv_argmax(info.ty);
     if k::available(&fused.name) {
-        // The 64-bit argmax key must hold 0 before the fused gemv: activations are zeroed at
-        // allocation and `argmax_finish` resets it, so every replay finds it at 0.
+        // The 64-bit argmax key and the done counter must hold 0 before the fused gemv:
+        // activations are zeroed at allocation and the launch's last block resets both, so
+        // every replay finds them at 0.
         let acc = b.act("act.argmax_key", 8)?;
-        b.node(
+        let count = b.act("act.argmax_count", 4)?;
+        b.device_argmax = true;
+        return b.node(
             fused,
-            "output".into(),
+            "output+argmax".into(),
             None,
             items,
             GemvArgmaxArgs {
@@ -99,17 +101,8 @@ pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
                 ncols: u32a(ncols),
                 nrows: u32a(nrows),
                 acc: buf(acc),
-            },
-        )?;
-        b.device_argmax = true;
-        return b.node(
-            k::fixed(&ARGMAX_FINISH),
-            "argmax".into(),
-            None,
-            1,
-            ArgmaxFinishArgs {
-                acc: buf(acc),
                 state: buf(step),
+                count: buf(count),
             },
         );
     }

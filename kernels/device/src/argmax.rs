@@ -10,8 +10,13 @@
 //! `t, t + THREADS, …` (16-byte loads) and threads `0..n%4` the scalar tail; keys are reduced per
 //! warp with shuffles, then across warps through a static shared array; thread 0 writes the
 //! state. The kernel keeps no state between launches, so replays need no reset.
+//!
+//! [`finish`] is the same advance as the tail of the fused lm_head gemv (`gemv_argmax_*`), from
+//! the key its rows folded into an 8-byte atomic maximum.
 
-use crate::intrinsics::{global, ld_u32, ld_v4_f32, shfl_xor_f32, st_u32, tid};
+use crate::intrinsics::{
+    global, ld_u32, ld_u64_relaxed, ld_v4_f32, shfl_xor_f32, st_u32, st_u64, tid,
+};
 use core::arch::{asm, global_asm, nvptx};
 use core::mem::offset_of;
 use ingot_abi::launch::{ARGMAX_THREADS as THREADS, WARP_SIZE};
@@ -99,17 +104,18 @@ pub unsafe extern "ptx-kernel" fn argmax_step(logits: *const f32, state: *mut St
     }
 }
 
-/// `acc`: the running maximum key of a fused lm_head gemv (`gemv_argmax_*`), 0 before the
-/// gemv; `state`: one `StepState`. One thread: turns the key into the next token, advances the
-/// state as `argmax_step` does, and resets `acc` to 0 so the next replay starts clean.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn argmax_finish(acc: *mut u64, state: *mut StepState) {
+/// The tail of a fused lm_head gemv (`gemv_argmax_*`), run by its last block after every other
+/// block has counted itself done: thread 0 turns the running maximum key at `acc` (global
+/// address) into the next token, advances `state` as `argmax_step` does, and sets `acc` back to
+/// 0 so the next replay starts clean. The key is read with a `.relaxed.gpu` load: the other
+/// blocks' atomic maxima reached it before they counted themselves done.
+#[inline(always)]
+pub(crate) unsafe fn finish(acc: u64, state: *mut StepState) {
     if tid() != 0 {
         return;
     }
-    // Plain loads: `acc` and the state are written by this kernel.
-    let best = core::ptr::read_volatile(acc);
-    core::ptr::write_volatile(acc, 0);
+    let best = ld_u64_relaxed(acc);
+    st_u64(acc, 0);
     advance(state, !(best as u32));
 }
 

@@ -12,6 +12,7 @@
 
 use crate::intrinsics::ld_v4_f32_relaxed_if;
 use crate::intrinsics::{bid, global, ld_v4_f32, st_f32, sub_sum, tid, warp_sum};
+use crate::last_block::{last_block_done, reset};
 use crate::norm_q8::{quantize_store, quantize_store_shared};
 use crate::prefetch::prefetch_then_wait;
 use crate::vecdot::{
@@ -22,6 +23,7 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::blocks::QK8_1;
+use ingot_abi::step::StepState;
 use ingot_abi::launch::{
     gemv_lanes_per_row, gemv_pair_passes, gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_warp,
     GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE,
@@ -365,12 +367,19 @@ pub(crate) unsafe fn gemv2_at<
 
 /// The lm_head gemv fused with the greedy choice: as the plain gemv (logits still go to `y`),
 /// and each row's key (`argmax::key`: larger logit, then lower index) is folded into `*acc`
-/// with a 64-bit atomic maximum. `*acc` must be 0 before the launch; `argmax_finish` reads it,
-/// advances the step state and resets it, so a replayed graph needs no separate reset.
+/// with a 64-bit atomic maximum. `*acc` must be 0 before the launch; the block that finishes
+/// last (`count`, a done counter) turns it into the next token, advances the step state and
+/// sets `*acc` and the counter back to 0 (`argmax::finish`), so a replayed graph needs no
+/// separate launch or reset. Warps past the last row compute it and store nothing (no early
+/// exit before the tail's barriers, see [`gemv_rows_then`]).
 #[inline(always)]
-unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: u32, acc: u64) {
+unsafe fn gemv_argmax<T: WeightType>(
+    (w, x, y): (u64, u64, u64),
+    (ncols, nrows): (u32, u32),
+    (acc, state, count): (u64, *mut StepState, u64),
+) {
     let row_bytes = row_bytes::<T>(ncols);
-    gemv_rows_then::<T, true, false>(
+    gemv_rows_then::<T, false, false>(
         bid(),
         ncols,
         nrows,
@@ -380,6 +389,10 @@ unsafe fn gemv_argmax<T: WeightType>(w: u64, x: u64, y: u64, ncols: u32, nrows: 
         |r| (w + r as u64 * row_bytes, y + r as u64 * 4),
         |r, v| red_max_u64(acc, crate::argmax::key(v, r)),
     );
+    if last_block_done(count, GEMV_BLOCK_WARPS) {
+        crate::argmax::finish(acc, state);
+        reset(count);
+    }
 }
 
 /// `*a = max(*a, v)` on global memory (`atom.global.max.u64`; the old value is unused, so
@@ -404,8 +417,14 @@ macro_rules! gemv_argmax_kernels {
                 ncols: u32,
                 nrows: u32,
                 acc: *mut u64,
+                state: *mut StepState,
+                count: *mut u32,
             ) {
-                gemv_argmax::<vecdot::$v>(global(w), global(x), global(y), ncols, nrows, global(acc));
+                gemv_argmax::<vecdot::$v>(
+                    (global(w), global(x), global(y)),
+                    (ncols, nrows),
+                    (global(acc), state, global(count)),
+                );
             }
         };
     )*};

@@ -1,14 +1,12 @@
 //! Checked launches of the greedy head (`ingot_abi::launch` family `head`): either the lm_head
 //! [`super::gemv::gemv_q8_1`] then [`argmax_step`] over the logits, or the fused
-//! [`gemv_argmax_q8_1`] then [`argmax_finish`].
+//! [`gemv_argmax_q8_1`], whose last block advances the state.
 
 use super::gemv::{check, GemvType};
 use super::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::backend::Accelerator;
 use crate::Result;
-use ingot_abi::launch::{
-    ArgmaxFinishArgs, ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_FINISH, ARGMAX_STEP,
-};
+use ingot_abi::launch::{ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_STEP};
 use ingot_abi::step::StepState;
 use std::mem::size_of;
 
@@ -41,13 +39,15 @@ pub fn argmax_step<B: Accelerator>(
 }
 
 /// The lm_head gemv `y = W·x` (as [`super::gemv::gemv_q8_1`]) that also folds every row into
-/// the 8-byte accumulator `acc`, which must hold 0 (allocate it zeroed once; [`argmax_finish`]
-/// resets it). Types without a fused kernel are a [`crate::KernelError::Shape`] error.
+/// the 8-byte accumulator `acc`, then, in the launch's last block, turns it into the next token
+/// and advances `state` exactly as [`argmax_step`] does. `acc` and the 4-byte done counter
+/// `count` must hold 0 (allocate them zeroed once; the launch leaves both at 0). Types without a
+/// fused kernel are a [`crate::KernelError::Shape`] error.
 pub fn gemv_argmax_q8_1<B: Accelerator>(
     b: &mut B,
     ty: GemvType,
     (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
-    acc: &B::Buf,
+    (acc, state, count): (&B::Buf, &B::Buf, &B::Buf),
     nrows: usize,
     ncols: usize,
 ) -> Result<()> {
@@ -61,6 +61,8 @@ pub fn gemv_argmax_q8_1<B: Accelerator>(
     let (ncols32, nrows32, warps) = check(b, d, ty, (w, y), nrows, ncols)?;
     need(b, d, "x", x, q8_1_bytes(1, ncols))?;
     need(b, d, "acc", acc, Some(8))?;
+    need(b, d, "state", state, Some(size_of::<StepState>()))?;
+    need(b, d, "count", count, Some(4))?;
     launch(
         b,
         d,
@@ -72,15 +74,8 @@ pub fn gemv_argmax_q8_1<B: Accelerator>(
             ncols: ncols32,
             nrows: nrows32,
             acc,
+            state,
+            count,
         },
     )
-}
-
-/// Turns the accumulator of [`gemv_argmax_q8_1`] into the next token and advances the step
-/// state exactly as [`argmax_step`] does; resets the accumulator to 0.
-pub fn argmax_finish<B: Accelerator>(b: &mut B, acc: &B::Buf, state: &B::Buf) -> Result<()> {
-    let d = &ARGMAX_FINISH;
-    need(b, d, "acc", acc, Some(8))?;
-    need(b, d, "state", state, Some(size_of::<StepState>()))?;
-    launch(b, d, 1, ArgmaxFinishArgs { acc, state })
 }

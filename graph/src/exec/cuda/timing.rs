@@ -69,8 +69,9 @@ impl CudaExecutor {
     /// Repeating is valid because a step at a fixed position is idempotent: before every run
     /// the StepState is rewritten to `{token, pos, next_token: 0, steps_done: 0}` (exactly as
     /// [`CudaExecutor::step`] does), every activation is written before it is read within the
-    /// step, the argmax key is left at 0 by `argmax_finish`, and the step writes only cache
-    /// row `pos` (with the same values each time, from the same token and rows `0..pos`).
+    /// step, the argmax key and its done counter are left at 0 by the fused lm_head's last
+    /// block, and the step writes only cache row `pos` (with the same values each time, from
+    /// the same token and rows `0..pos`).
     /// The graph replays after the first advance the position themselves (the argmax kernel
     /// does) and write rows `pos + 1..pos + replays`, which no step at `pos` reads.
     ///

@@ -236,6 +236,15 @@ pub unsafe fn ld_u32_relaxed(a: u64) -> u32 {
     v
 }
 
+/// 8-byte load with `.relaxed.gpu` semantics (see [`ld_u32_relaxed`]); `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_u64_relaxed(a: u64) -> u64 {
+    let v: u64;
+    asm!("ld.relaxed.gpu.global.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a,
+         options(readonly, nostack));
+    v
+}
+
 /// [`ld_u32_relaxed`] where `p` holds, 0 elsewhere (predicated, no branch).
 #[inline(always)]
 pub unsafe fn ld_u32_relaxed_if(p: bool, a: u64) -> u32 {
@@ -373,6 +382,12 @@ pub unsafe fn st_u16_if(p: bool, a: u64, v: u32) {
 #[inline(always)]
 pub unsafe fn st_u32(a: u64, v: u32) {
     asm!("st.global.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v, options(nostack));
+}
+
+/// 8-byte store to global memory; `a` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn st_u64(a: u64, v: u64) {
+    asm!("st.global.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v, options(nostack));
 }
 
 /// 4-byte store of a float to global memory; `a` 4-byte aligned.
