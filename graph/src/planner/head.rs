@@ -66,9 +66,9 @@ pub(crate) fn embed_args(
 
 /// `logits = W_out·output_norm(residual)` and the greedy choice on the device: the fused
 /// `gemv_argmax_*` (its last block advances the state) for the types that have it, otherwise
-/// the plain gemv then `argmax_step`. Either way the last node writes `StepState.next_token` (= `token`) and
-/// advances `pos`, so replays follow each other without the host; the logits stay in their
-/// buffer for other samplers.
+/// the plain gemv then `argmax_step`. Either way the last node writes `StepState.next_token`
+/// (= `token`) and advances `pos`, so replays follow each other without the host; the logits
+/// stay in their buffer for other samplers.
 pub(crate) fn output(b: &mut Builder<'_>) -> Result<(), PlanError> {
     // The last layer's FFN down launch wrote output_norm in its tail; a model without layers
     // needs the node.
