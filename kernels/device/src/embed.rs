@@ -16,7 +16,7 @@
 //! PTX instructions, which ptxas never contracts into an FMA, to stay bit-identical to the CPU.
 
 use crate::intrinsics::{bid, f16_to_f32, global, ld_u32, st_f32, tid};
-use crate::last_block::{last_of, reset};
+use crate::last_block::{last_block_done, reset};
 use crate::moe_down::NormTail;
 use crate::norm_q8::rmsnorm_block;
 use core::arch::asm;
@@ -276,8 +276,7 @@ unsafe fn embed<T: RowType>(
         return;
     }
     let count = global(tail.count as *const u32);
-    let blocks = n.div_ceil(EMBED_THREADS * EMBED_PER_THREAD);
-    if !last_of(count, EMBED_THREADS / WARP_SIZE, blocks) {
+    if !last_block_done(count, EMBED_THREADS / WARP_SIZE) {
         return;
     }
     // `rmsnorm_q8_1`'s block and order (`EMBED_THREADS` is its block size), reading the row the

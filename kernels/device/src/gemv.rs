@@ -23,11 +23,11 @@ use core::arch::{asm, global_asm, nvptx};
 use core::mem::size_of;
 use ingot_abi::blocks::BlockQ8_1;
 use ingot_abi::blocks::QK8_1;
-use ingot_abi::step::StepState;
 use ingot_abi::launch::{
     gemv_lanes_per_row, gemv_pair_passes, gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_warp,
     GEMV_BLOCK_WARPS, GEMV_WARPS, WARP_SIZE,
 };
+use ingot_abi::step::StepState;
 
 /// Threads of a quantized gemv block.
 pub(crate) const THREADS: u32 = GEMV_BLOCK_WARPS * WARP_SIZE;

@@ -31,8 +31,8 @@
 
 use super::cache_q8;
 use super::flash_tile::{
-    load_tile, stage_query_chunk, store_first_tile, store_tile, tile_dst_below, zero_query_chunk, zero_tile_rows, QuerySrc,
-    HEADS, PER_THREAD, ROW_CHUNKS, STRIDE, THREADS,
+    load_tile, stage_query_chunk, store_first_tile, store_tile, tile_dst_below, warp_pass_live,
+    zero_query_chunk, zero_tile_rows, QuerySrc, HEADS, PER_THREAD, ROW_CHUNKS, STRIDE, THREADS,
 };
 use super::temperature::logit_scale;
 use crate::intrinsics::{
@@ -100,9 +100,8 @@ unsafe fn smem_base() -> u32 {
 unsafe fn stage_query(q: QuerySrc, dst: u32, tid: u32) {
     const _: () = assert!(Q_PER_THREAD == 5);
     let live = q.heads * ROW_CHUNKS;
-    let first = tid & !31;
     let pass = |k: u32| {
-        if first + k * THREADS < live {
+        if warp_pass_live(tid, k, live) {
             stage_query_chunk(q, HEADS, dst, tid, k);
         } else {
             zero_query_chunk(HEADS, dst, tid, k);
@@ -232,7 +231,11 @@ unsafe fn flash_latent_mma_impl<const Q8: bool>(
     zero_tile_rows(tile, (0, heads), tid);
     zero_tile_rows(tile, (HEADS, FLASH_TILE), tid);
     // The widest tile of the segment bounds the chunks a tile stores.
-    let dst = tile_dst_below(row_chunks, tid, (t1 - t0).min(FLASH_TILE) * row_chunks.get());
+    let dst = tile_dst_below(
+        row_chunks,
+        tid,
+        (t1 - t0).min(FLASH_TILE) * row_chunks.get(),
+    );
 
     // Score B fragments: matrices = tile rows `8·nt ..` × 4 consecutive 8-dim groups.
     let s_lane = tile + (8 * nt + lr) * STRIDE + (half_dims + 8 * lm) * 2;

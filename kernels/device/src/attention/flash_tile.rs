@@ -51,6 +51,14 @@ pub(super) unsafe fn load_tile<const STREAM: bool>(src: u64, chunks: u32, tid: u
     r
 }
 
+/// Whether pass `k` of this thread's warp (chunks `(tid & !31) + k·THREADS ..`, `THREADS` apart
+/// per pass) holds a chunk below `end`: the same answer for every lane of the warp, so a branch
+/// on it never diverges. A pass it rules out has every lane's chunk at or past `end`.
+#[inline(always)]
+pub(super) fn warp_pass_live(tid: u32, k: u32, end: u32) -> bool {
+    (tid & !31) + k * THREADS < end
+}
+
 /// Where chunk `i` of a tile of packed cache rows goes: row `i / row_chunks` to offset
 /// `row·STRIDE`. (`NonZeroU32` division carries no divide-by-zero trap.)
 #[inline(always)]
@@ -66,7 +74,7 @@ pub(super) fn tile_dst_below(row_chunks: NonZeroU32, tid: u32, chunks: u32) -> D
     let mut d = [0u32; PER_THREAD];
     let mut k = 0;
     while k < PER_THREAD {
-        if (tid & !31) + k as u32 * THREADS >= chunks {
+        if !warp_pass_live(tid, k as u32, chunks) {
             break;
         }
         let i = tid + k as u32 * THREADS;
@@ -93,7 +101,7 @@ pub(super) unsafe fn store_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, t
 pub(super) unsafe fn store_first_tile(tile: u32, r: &Staged, dst: &Dst, chunks: u32, tid: u32) {
     let mut k = 0;
     while k < PER_THREAD {
-        if (tid & !31) + k as u32 * THREADS >= chunks {
+        if !warp_pass_live(tid, k as u32, chunks) {
             break;
         }
         sts_v4_if(tid + (k as u32) * THREADS < chunks, tile + dst[k], r[k]);
@@ -109,7 +117,7 @@ pub(super) unsafe fn zero_tile_rows(tile: u32, (from, to): (u32, u32), tid: u32)
     let (lo, hi) = (from * (STRIDE / 16), to * (STRIDE / 16));
     let mut k = 0;
     while k < ZERO_PER_THREAD {
-        if lo + (tid & !31) + k * THREADS >= hi {
+        if !warp_pass_live(tid, k, hi - lo) {
             break;
         }
         let i = lo + tid + k * THREADS;
