@@ -1,6 +1,8 @@
 //! `ingot plan --predict CARD --draft-mtp K` through the real binary, on tiny-glm's header (an MoE
 //! NextN/MTP block): the decode table, then one PREDICTED row per k with its speed-up; a `K` out
 //! of range, an acceptance outside 0..=1 and a model without a NextN block are refused in one line.
+//! With `--routing-trace`, the verify's distinct experts come from a trace of the trained model
+//! (`ingot run --trace-routing`); a trace of another expert shape, or too short, is refused.
 
 use std::process::Command;
 
@@ -67,6 +69,93 @@ fn bad_arguments_and_models_without_a_block_are_refused() {
             "no NextN/MTP block",
         ),
     ] {
+        let out = plan(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// Records the trained model's routing over `n` generated tokens into `dir/name`.
+fn trace(
+    model: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    n: &str,
+) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_ingot"))
+        .args(["run", "-m"])
+        .arg(model)
+        .args([
+            "-c",
+            "256",
+            "-p",
+            "impl<T: Clone> Clone for Box<T> {",
+            "-n",
+            n,
+        ])
+        .args(["--temp", "0", "--backend", "cpu", "--trace-routing"])
+        .arg(&path)
+        .output()
+        .expect("start ingot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn a_routing_trace_gives_the_measured_overlap() {
+    let model = ingot_testdata::golden_model("trained-rust-std");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let long = trace(&model, dir.path(), "long.rtr", "40");
+    let out = plan(&[
+        "-m",
+        model.to_str().expect("utf-8 path"),
+        "--draft-mtp",
+        "2",
+        "--routing-trace",
+        long.to_str().expect("utf-8 path"),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("MEASURED on a routing trace"), "{stdout}");
+    // 39 generated tokens after the first (the prompt's last token's successor is the first
+    // decode record): 38 windows of 2 and 37 of 3; uniform 2 of 4 gives 3.00 and 3.50.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("routing trace"))
+        .expect("the trace's line");
+    assert!(line.contains("this model"), "{line}");
+    assert!(line.contains("(3.00,") && line.contains("(3.50,"), "{line}");
+    assert!(line.contains(" windows)"), "{line}");
+    assert!(stdout.contains("1.50x needs"), "{stdout}");
+
+    let short = trace(&model, dir.path(), "short.rtr", "2");
+    for (args, want) in [
+        (
+            vec!["-m", model.to_str().expect("utf-8"), "--draft-mtp", "1"],
+            "holds no run of 2 consecutive generated tokens (it records 1)",
+        ),
+        (
+            vec!["--synth", "tiny-glm", "--draft-mtp", "1"],
+            "record the trace on the model being predicted",
+        ),
+    ] {
+        let trace = if want.contains("consecutive") {
+            &short
+        } else {
+            &long
+        };
+        let mut args = args;
+        args.extend(["--routing-trace", trace.to_str().expect("utf-8")]);
         let out = plan(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");

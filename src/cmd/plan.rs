@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use ingot_bench::decode::{fill, token_at};
+use ingot_bench::predict::routing_overlap::{Routing, RoutingOverlap};
 use ingot_bench::predict::{
     card_named, card_names, constants_for, measured, plan_and_predict_speculative, plan_table,
-    TableOptions,
+    SpecOptions, TableOptions,
 };
 use ingot_engine::BackendKind;
 use ingot_gguf::GgufFile;
@@ -97,6 +98,15 @@ pub struct Args {
     /// Acceptance per draft assumed by --draft-mtp, 0 to 1.
     #[arg(long, default_value_t = 0.8, requires = "draft_mtp")]
     acceptance: f64,
+    /// With --draft-mtp: take the verify's distinct experts per layer from a routing trace of
+    /// the model (`ingot run --backend cpu --trace-routing FILE`: windows of consecutive
+    /// generated tokens) instead of assuming uniform, independent routing.
+    #[arg(long, value_name = "FILE", requires = "draft_mtp")]
+    routing_trace: Option<PathBuf>,
+    /// With --draft-mtp: the speed-up whose needs are solved for (the most distinct experts per
+    /// layer a verify may read to reach it).
+    #[arg(long, default_value_t = 1.5, requires = "draft_mtp")]
+    speedup_target: f64,
     #[command(flatten)]
     cache: super::cache::CacheArgs,
 }
@@ -196,6 +206,11 @@ pub fn run(a: Args) -> Result<()> {
             "--acceptance {} is not in 0..=1",
             a.acceptance
         );
+        ensure!(
+            a.speedup_target.is_finite() && a.speedup_target > 0.0,
+            "--speedup-target {} is not a positive speed-up",
+            a.speedup_target
+        );
     }
     if let Some(n) = a.prefill {
         ensure!(
@@ -294,7 +309,17 @@ pub fn run(a: Args) -> Result<()> {
         prefill: a.prefill,
     };
     if let Some(k) = a.draft_mtp {
-        let (table, spec) = plan_and_predict_speculative(&header, opts, k, a.acceptance)?;
+        let routing = match &a.routing_trace {
+            Some(path) => Routing::Measured(RoutingOverlap::for_model(path, &header, k + 1)?),
+            None => Routing::Uniform,
+        };
+        let spec = SpecOptions {
+            max_k: k,
+            acceptance: a.acceptance,
+            routing,
+            target: a.speedup_target,
+        };
+        let (table, spec) = plan_and_predict_speculative(&header, opts, &spec)?;
         let mut out = std::io::stdout().lock();
         if a.json {
             let both = serde_json::json!({ "plan": table, "speculative": spec });

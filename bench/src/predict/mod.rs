@@ -20,6 +20,7 @@ pub mod measured;
 pub mod measurement;
 pub mod model;
 pub mod resources;
+pub mod routing_overlap;
 pub mod sample;
 pub mod speculative;
 pub mod table;
@@ -28,7 +29,7 @@ pub mod tickets;
 pub use card::{card_named, card_names, Card, CARDS};
 pub use measurement::{Family, Measurement};
 pub use model::{constants_for, Constants, NodeTime, DEFAULT_CONSTANTS};
-pub use speculative::{plan_and_predict_speculative, SpecPrediction};
+pub use speculative::{plan_and_predict_speculative, SpecOptions, SpecPrediction};
 pub use table::{plan_table, NodeRow, PlanTable, Prediction, TableOptions};
 
 /// Why a plan could not be counted or predicted.

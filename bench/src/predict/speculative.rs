@@ -18,10 +18,12 @@
 //!   exception: `k + 1` tokens route to more distinct experts, so each MoE node's routed bytes
 //!   grow by `D(k + 1) / n_used`, `D(m)` the expected distinct experts per layer of `m` tokens
 //!   that each pick `n_used` of `n_expert` **uniformly and independently**
-//!   ([`expected_distinct_experts`]; real routing of neighbouring tokens overlaps more, which
-//!   would make the verify cheaper). ingot has no such kernels yet: its executors verify by
-//!   `k + 1` decode steps (bit-identical to decoding, which greedy equality needs), which the
-//!   report also prices ([`SpecRow::speedup_one_by_one`]).
+//!   ([`expected_distinct_experts`]), or `D` **measured** on a routing trace of the real model
+//!   ([`RoutingOverlap`]). ingot has no such kernels yet: its executors verify by `k + 1` decode
+//!   steps (bit-identical to decoding), also priced ([`SpecRow::speedup_one_by_one`]).
+//! - **What a target needs** ([`SpecRow::needs`]): the most distinct experts per layer the verify
+//!   may read for a given speed-up (bisection: the step's time rises with them), with the kernels
+//!   as assumed and with bytes-only kernels; none where even fully shared experts miss it.
 //! - **The MTP block** is the planner's MTP plan ([`ingot_graph::build_mtp_plan_for`]) counted like
 //!   the decode plan: its nodes before the head, then the lm_head gemv.
 
@@ -32,6 +34,7 @@ use ingot_model::ModelConfig;
 use serde::Serialize;
 
 use super::model::node_time;
+pub use super::routing_overlap::{expected_distinct_experts, Routing, RoutingOverlap};
 use super::table::{plan_options, plan_table, table_of, PlanTable, TableOptions};
 use super::PredictError;
 
@@ -39,17 +42,6 @@ use super::PredictError;
 /// (in `0..=1`) independently while every draft before it was: `Σ_{i=0..k} a^i`.
 pub fn expected_tokens(k: usize, a: f64) -> f64 {
     (0..=k).map(|i| a.powi(i as i32)).sum()
-}
-
-/// Expected distinct experts a layer reads for `m` tokens that each pick `n_used` of `n_expert`
-/// uniformly and independently: `n_expert · (1 − (1 − n_used / n_expert)^m)` (an expert is
-/// missed by one token with probability `1 − n_used / n_expert`).
-pub fn expected_distinct_experts(n_expert: usize, n_used: usize, m: usize) -> f64 {
-    if n_expert == 0 {
-        return 0.0;
-    }
-    let miss = 1.0 - n_used as f64 / n_expert as f64;
-    n_expert as f64 * (1.0 - miss.powi(m as i32))
 }
 
 /// One `k` of the prediction.
@@ -78,6 +70,23 @@ pub struct SpecRow {
     /// positions (a batched kernel that shares every weight load and dequantization across
     /// them), routed experts as assumed.
     pub speedup_bytes_only: f64,
+    /// The most distinct experts per MoE layer the verify may read for the step to reach
+    /// [`SpecPrediction::target`]: with the kernels as assumed, and with bytes-only kernels;
+    /// `None` where even `n_used` (the positions sharing every expert) misses it.
+    pub needs: [Option<f64>; 2],
+}
+
+/// What a speculative prediction assumes beyond the decode table.
+#[derive(Clone, Debug)]
+pub struct SpecOptions {
+    /// Drafts per step, `1..=max_k` predicted.
+    pub max_k: usize,
+    /// Acceptance per draft, in `0..=1`.
+    pub acceptance: f64,
+    /// Where the verify's distinct experts come from.
+    pub routing: Routing,
+    /// The speed-up [`SpecRow::needs`] solves for (issue 41 asks 1.5).
+    pub target: f64,
 }
 
 /// The prediction for `k = 1..=K` at one acceptance.
@@ -92,19 +101,20 @@ pub struct SpecPrediction {
     pub mtp_head_s: f64,
     pub n_expert: usize,
     pub n_expert_used: usize,
+    pub routing: Routing,
+    pub target: f64,
     pub rows: Vec<SpecRow>,
 }
 
-/// Predicts speculative decoding with `1..=max_k` drafts at acceptance `a` for the model `gguf`
-/// on `opts.card` (required), from its decode table (`decode`, as [`plan_table`] gives it for
-/// `opts`).
+/// Predicts speculative decoding as `spec` says for the model `gguf` on `opts.card` (required),
+/// from its decode table (`decode`, as [`plan_table`] gives it for `opts`).
 pub fn predict_speculative(
     gguf: &Gguf,
     opts: TableOptions,
     decode: &PlanTable,
-    max_k: usize,
-    a: f64,
+    spec: &SpecOptions,
 ) -> Result<SpecPrediction, PredictError> {
+    let (max_k, a) = (spec.max_k, spec.acceptance);
     let card = opts.card.ok_or(PredictError::Speculative(
         "the speculative prediction needs a card (--predict)".into(),
     ))?;
@@ -134,11 +144,18 @@ pub fn predict_speculative(
     let rows = (1..=max_k)
         .map(|k| {
             let m = k + 1;
-            let distinct = expected_distinct_experts(n_expert, n_used, m);
+            let distinct = spec.routing.distinct(n_expert, n_used, m);
             let verify_s = verify_time(decode, card, opts, m, distinct / n_used as f64);
             let e = expected_tokens(k, a);
             let drafts_s = k as f64 * (mtp_block_s + mtp_head_s);
             let catch_up_s = (e - 1.0) * mtp_block_s;
+            let needs = [m, 1].map(|m_instr| {
+                let speedup = |growth: f64| {
+                    let verify = verify_time(decode, card, opts, m_instr, growth);
+                    e * decode_s / (verify + drafts_s + catch_up_s)
+                };
+                max_growth_for(speedup, spec.target, m as f64).map(|g| g * n_used as f64)
+            });
             let step_s = verify_s + drafts_s + catch_up_s;
             let one_by_one = m as f64 * decode_s + drafts_s + catch_up_s;
             let same = verify_time(decode, card, opts, m, 1.0) + drafts_s + catch_up_s;
@@ -157,6 +174,7 @@ pub fn predict_speculative(
                 speedup_one_by_one: e * decode_s / one_by_one,
                 speedup_same_experts: e * decode_s / same,
                 speedup_bytes_only: e * decode_s / bytes_only,
+                needs,
             }
         })
         .collect();
@@ -169,8 +187,32 @@ pub fn predict_speculative(
         mtp_head_s,
         n_expert,
         n_expert_used: n_used,
+        routing: spec.routing.clone(),
+        target: spec.target,
         rows,
     })
+}
+
+/// The largest routed growth `g` in `1..=max` (distinct experts over `n_used`) at which
+/// `speedup(g)`, non-increasing in `g`, still reaches `target`; `None` where `speedup(1)` misses
+/// it. Bisection to a millionth of the range.
+fn max_growth_for(speedup: impl Fn(f64) -> f64, target: f64, max: f64) -> Option<f64> {
+    if speedup(1.0) < target {
+        return None;
+    }
+    if speedup(max) >= target {
+        return Some(max);
+    }
+    let (mut ok, mut miss) = (1.0, max);
+    while miss - ok > 1e-6 * max {
+        let mid = 0.5 * (ok + miss);
+        if speedup(mid) >= target {
+            ok = mid;
+        } else {
+            miss = mid;
+        }
+    }
+    Some(ok)
 }
 
 /// The decode step's nodes as one batched verify (the module's assumptions): routed bytes times
@@ -213,14 +255,41 @@ fn verify_time(
 impl fmt::Display for SpecPrediction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = |s: f64| s * 1e6;
+        let routing = match &self.routing {
+            Routing::Uniform => "ASSUMED uniformly and independently routed",
+            Routing::Measured(_) => "MEASURED on a routing trace (below)",
+        };
         writeln!(
             f,
             "PREDICTED speculative decoding with the NextN/MTP block (model, not a measurement) on {}, \
              depth {}: acceptance {:.2} per draft, ASSUMED independent; verify = one batched decode \
              step (weights once, instructions x positions; ingot has no such kernels yet); routed \
-             experts ASSUMED uniformly and independently routed ({} of {} per token)",
+             experts {routing} ({} of {} per token)",
             self.card, self.depth, self.acceptance, self.n_expert_used, self.n_expert
         )?;
+        if let Routing::Measured(o) = &self.routing {
+            let same = if o.same_model {
+                "this model"
+            } else {
+                "another model of the same expert shape"
+            };
+            write!(
+                f,
+                "routing trace {} (recorded on {:?}, {same}): distinct experts per MoE layer over \
+                 m consecutive generated tokens, measured (uniform):",
+                o.trace, o.model
+            )?;
+            for (i, d) in o.distinct.iter().enumerate().skip(1) {
+                write!(
+                    f,
+                    " m={} {d:.2} ({:.2}, {} windows)",
+                    i + 1,
+                    o.uniform[i],
+                    o.windows[i]
+                )?;
+            }
+            writeln!(f)?;
+        }
         writeln!(
             f,
             "plain decode step {:.1} us ({:.1} tok/s); MTP block {:.1} us + its lm_head {:.1} us",
@@ -229,9 +298,10 @@ impl fmt::Display for SpecPrediction {
             us(self.mtp_block_s),
             us(self.mtp_head_s)
         )?;
+        let target = format!("{:.2}x needs", self.target);
         writeln!(
             f,
-            "{:>2} {:>11} {:>13} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8} | {:>9} {:>8} {:>10}",
+            "{:>2} {:>11} {:>13} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8} | {:>9} {:>8} {:>10} | {:>17}",
             "k",
             "tokens/step",
             "experts/layer",
@@ -243,12 +313,14 @@ impl fmt::Display for SpecPrediction {
             "vs plain",
             "k+1 steps",
             "overlap",
-            "bytes only"
+            "bytes only",
+            target
         )?;
+        let need = |n: Option<f64>| n.map_or("none".to_string(), |d| format!("{d:.2}"));
         for r in &self.rows {
             writeln!(
                 f,
-                "{:>2} {:>11.3} {:>13.2} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>7.1} {:>7.2}x | {:>8.2}x {:>7.2}x {:>9.2}x",
+                "{:>2} {:>11.3} {:>13.2} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>7.1} {:>7.2}x | {:>8.2}x {:>7.2}x {:>9.2}x | {:>8} {:>8}",
                 r.k,
                 r.tokens_per_step,
                 r.distinct_experts,
@@ -260,14 +332,19 @@ impl fmt::Display for SpecPrediction {
                 r.speedup,
                 r.speedup_one_by_one,
                 r.speedup_same_experts,
-                r.speedup_bytes_only
+                r.speedup_bytes_only,
+                need(r.needs[0]),
+                need(r.needs[1])
             )?;
         }
         write!(
             f,
             "vs plain with the verify as k+1 decode steps (what the sim executor runs today); as assumed \
              but the k+1 tokens sharing their routed experts (overlap); or with instructions and \
-             re-reads not growing with the positions (bytes only)"
+             re-reads not growing with the positions (bytes only). {target}: the most distinct experts \
+             per MoE layer the verify may read for {:.2}x, with the kernels as assumed / bytes only \
+             (none: not even with every expert shared)",
+            self.target
         )
     }
 }
@@ -276,14 +353,13 @@ impl fmt::Display for SpecPrediction {
 pub fn plan_and_predict_speculative(
     gguf: &Gguf,
     opts: TableOptions,
-    max_k: usize,
-    a: f64,
+    spec: &SpecOptions,
 ) -> Result<(PlanTable, SpecPrediction), PredictError> {
     // A model without a block is refused before the decode step's counts (minutes at full size).
     let config = ModelConfig::from_gguf(gguf)?;
     ingot_graph::build_mtp_plan_for(&config, gguf, plan_options(&opts))?;
     let decode = plan_table(gguf, opts)?;
-    let spec = predict_speculative(gguf, opts, &decode, max_k, a)?;
+    let spec = predict_speculative(gguf, opts, &decode, spec)?;
     Ok((decode, spec))
 }
 
@@ -335,7 +411,15 @@ mod tests {
             cache_type: ingot_model::CacheType::F16,
             prefill: None,
         };
-        let (decode, spec) = plan_and_predict_speculative(&gguf, opts, 3, 0.8).expect("predict");
+        let spec_opts = |max_k, acceptance, routing| SpecOptions {
+            max_k,
+            acceptance,
+            routing,
+            target: 1.5,
+        };
+        let (decode, spec) =
+            plan_and_predict_speculative(&gguf, opts, &spec_opts(3, 0.8, Routing::Uniform))
+                .expect("predict");
         let one = verify_time(&decode, card, opts, 1, 1.0);
         assert!((one - spec.decode_s).abs() < 1e-12 * spec.decode_s.max(1.0));
         assert!(spec.mtp_block_s > 0.0 && spec.mtp_head_s > 0.0);
@@ -352,48 +436,67 @@ mod tests {
             assert!(r.speedup_one_by_one < r.speedup && r.speedup <= r.speedup_same_experts);
             assert!(r.speedup <= r.speedup_bytes_only);
         }
-        let none = predict_speculative(&gguf, opts, &decode, 1, 0.0).expect("predict at 0");
+        let at =
+            |k, a, routing| predict_speculative(&gguf, opts, &decode, &spec_opts(k, a, routing));
+        let none = at(1, 0.0, Routing::Uniform).expect("predict at 0");
         assert!(none.rows[0].speedup < 1.0);
-        assert!(predict_speculative(&gguf, opts, &decode, 1, 1.5).is_err());
+        assert!(
+            none.rows[0].needs == [None, None],
+            "acceptance 0 never pays"
+        );
+        assert!(at(1, 1.5, Routing::Uniform).is_err());
+        // What the target needs: where the bisection found a bound inside the range, the step
+        // at exactly that routing reaches the target and a little more routing misses it.
+        let n_used = spec.n_expert_used as f64;
+        for r in &spec.rows {
+            let m = r.k + 1;
+            let e = r.tokens_per_step;
+            for (d, m_instr) in r.needs.iter().zip([m, 1]) {
+                let Some(d) = *d else { continue };
+                assert!((n_used..=m as f64 * n_used).contains(&d), "k {}: {d}", r.k);
+                let speedup = |g: f64| {
+                    let v = verify_time(&decode, card, opts, m_instr, g);
+                    e * spec.decode_s / (v + r.drafts_s + r.catch_up_s)
+                };
+                let g = d / n_used;
+                assert!(speedup(g) >= spec.target - 1e-12, "k {}", r.k);
+                if g < m as f64 {
+                    assert!(
+                        speedup(g + 1e-3) < spec.target,
+                        "k {}: not the largest",
+                        r.k
+                    );
+                }
+            }
+        }
+        // A measured overlap equal to the uniform expectation predicts the same rows.
+        let uniform: Vec<f64> = (1..=4)
+            .map(|m| expected_distinct_experts(spec.n_expert, spec.n_expert_used, m))
+            .collect();
+        let measured = Routing::Measured(RoutingOverlap {
+            trace: "t".into(),
+            model: "m".into(),
+            same_model: true,
+            n_expert: spec.n_expert,
+            n_expert_used: spec.n_expert_used,
+            distinct: uniform.clone(),
+            windows: vec![1; 4],
+            uniform,
+        });
+        let again = at(3, 0.8, measured).expect("predict measured");
+        for (a, b) in spec.rows.iter().zip(&again.rows) {
+            assert_eq!(a.step_s, b.step_s);
+        }
     }
 
-    /// One token reads its `n_used` experts; many tokens tend to all of them; two tokens of
-    /// GLM-4.7-Flash's 4 of 64 read 4 + 4·60/64 = 7.75 on average (the second token's experts
-    /// each miss the first's with probability 60/64). Checked against a direct simulation of
-    /// uniform routing.
+    /// The bisection finds the crossing of a known decreasing speed-up, and says when the whole
+    /// range reaches the target or none of it does.
     #[test]
-    fn distinct_experts_under_uniform_routing() {
-        assert!((expected_distinct_experts(64, 4, 1) - 4.0).abs() < 1e-12);
-        assert!((expected_distinct_experts(64, 4, 2) - 7.75).abs() < 1e-12);
-        assert!((expected_distinct_experts(64, 4, 1000) - 64.0).abs() < 1e-9);
-        assert_eq!(expected_distinct_experts(0, 0, 3), 0.0);
-        // Monte Carlo: m tokens each draw 4 distinct of 64 (a partial Fisher-Yates shuffle).
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
-        for m in [2, 3, 4] {
-            let trials = 20_000;
-            let mut total = 0usize;
-            for _ in 0..trials {
-                let mut seen = [false; 64];
-                for _ in 0..m {
-                    let mut pool: Vec<usize> = (0..64).collect();
-                    for i in 0..4 {
-                        let j = i + next(64 - i);
-                        pool.swap(i, j);
-                        seen[pool[i]] = true;
-                    }
-                }
-                total += seen.iter().filter(|&&s| s).count();
-            }
-            let mean = total as f64 / trials as f64;
-            let want = expected_distinct_experts(64, 4, m);
-            // The mean of 20,000 draws of a count with standard deviation < 2: within 0.05.
-            assert!((mean - want).abs() < 0.05, "m {m}: {mean} vs {want}");
-        }
+    fn max_growth_for_finds_the_crossing() {
+        // 2 / g reaches 1.5 up to g = 4/3.
+        let g = max_growth_for(|g| 2.0 / g, 1.5, 4.0).expect("reachable");
+        assert!((g - 4.0 / 3.0).abs() < 1e-5, "{g}");
+        assert_eq!(max_growth_for(|g| 10.0 / g, 1.5, 4.0), Some(4.0));
+        assert_eq!(max_growth_for(|g| 1.2 / g, 1.5, 4.0), None);
     }
 }
