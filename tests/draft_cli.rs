@@ -14,24 +14,8 @@ fn run(model: &std::path::Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn run_on(backend: &str, n: &str, model: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    Command::new(EXE)
-        .args(["run", "-m"])
-        .arg(model)
-        .args([
-            "-c",
-            "256",
-            "-p",
-            "pub fn main() {",
-            "-n",
-            n,
-            "--temp",
-            "0",
-            "--backend",
-            backend,
-        ])
-        .args(extra)
-        .output()
-        .expect("start ingot")
+    let extra: Vec<&std::ffi::OsStr> = extra.iter().map(std::ffi::OsStr::new).collect();
+    support::greedy_run(model, ("pub fn main() {", n), backend, &extra)
 }
 
 /// The sim backend (the MTP block's plan in ptx-sim): 12 tokens, k = 2, the same text as without

@@ -4,10 +4,12 @@
 //! With `--routing-trace`, the verify's distinct experts come from a trace of the trained model
 //! (`ingot run --trace-routing`); a trace of another expert shape, or too short, is refused.
 
+mod support;
+
 use std::process::Command;
 
 fn plan(extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ingot"))
+    Command::new(support::EXE)
         .args(["plan", "--predict", "3090", "--max-blocks", "4"])
         .args(extra)
         .output()
@@ -85,21 +87,13 @@ fn trace(
     n: &str,
 ) -> std::path::PathBuf {
     let path = dir.join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_ingot"))
-        .args(["run", "-m"])
-        .arg(model)
-        .args([
-            "-c",
-            "256",
-            "-p",
-            "impl<T: Clone> Clone for Box<T> {",
-            "-n",
-            n,
-        ])
-        .args(["--temp", "0", "--backend", "cpu", "--trace-routing"])
-        .arg(&path)
-        .output()
-        .expect("start ingot");
+    let prompt = ("impl<T: Clone> Clone for Box<T> {", n);
+    let out = support::greedy_run(
+        model,
+        prompt,
+        "cpu",
+        &["--trace-routing".as_ref(), path.as_os_str()],
+    );
     assert!(
         out.status.success(),
         "{}",

@@ -1,6 +1,7 @@
 //! Shared by the tests that run `ingot` as a process: a bounded HTTP/1.0 request, a server on the
 //! tiny synthetic model at a free port on 127.0.0.1 (learned from its "listening on" line), killed
-//! on drop, and the Python interpreter with the packages `cargo xtask tools` installs.
+//! on drop, the Python interpreter with the packages `cargo xtask tools` installs, and a greedy
+//! `ingot run`.
 
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
@@ -14,6 +15,24 @@ use std::time::Duration;
 pub const EXE: &str = env!("CARGO_BIN_EXE_ingot");
 /// Bound of every wait on the server.
 pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// `ingot run -m model -c 256 -p prompt -n n --temp 0 --backend backend` and `extra`: a greedy run
+/// within the trained model's 256-position context.
+pub fn greedy_run(
+    model: &std::path::Path,
+    (prompt, n): (&str, &str),
+    backend: &str,
+    extra: &[&std::ffi::OsStr],
+) -> std::process::Output {
+    Command::new(EXE)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-c", "256", "-p", prompt, "-n", n, "--temp", "0"])
+        .args(["--backend", backend])
+        .args(extra)
+        .output()
+        .expect("start ingot")
+}
 
 /// One HTTP/1.0 request; returns the status line and the body.
 pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
