@@ -59,6 +59,26 @@ fn drafted_run_prints_the_plain_greedy_text() {
         );
         assert!(err.contains("drafts accepted"), "{err}");
     }
+    // A pruned draft head: the same text, its prefix named; an empty one or one past the
+    // model's 1,024 ids refused in one line.
+    let pruned = run(&model, &["--draft", "mtp", "--draft-vocab", "512"]);
+    let err = String::from_utf8_lossy(&pruned.stderr);
+    assert!(pruned.status.success(), "{err}");
+    assert_eq!(pruned.stdout, plain.stdout);
+    assert!(err.contains("among the first 512 ids"), "{err}");
+    for (n, want) in [
+        ("0", "--draft-vocab 0: drafts need at least one token id"),
+        (
+            "5000",
+            "a draft vocabulary of 5000 tokens: the model has 1024",
+        ),
+    ] {
+        let out = run(&model, &["--draft", "mtp", "--draft-vocab", n]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{n}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
 }
 
 #[test]

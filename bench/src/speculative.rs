@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, Drafts, SpecStats};
 use ingot_model::{Decoder, ModelError};
 
 use crate::decode::{mean_sd, token_at, Meta};
@@ -23,8 +23,8 @@ pub struct SpecBench {
     /// Tokens generated per repetition (at least 2).
     pub n_gen: usize,
     pub reps: usize,
-    /// Drafts per step of the drafted runs, `1..=MAX_DRAFT`.
-    pub draft_max: usize,
+    /// The drafted runs' drafts (`k` in `1..=MAX_DRAFT`).
+    pub drafts: Drafts,
     /// The decoder's context: prompt + generation fit in it.
     pub ctx: usize,
 }
@@ -73,7 +73,7 @@ impl SpecBench {
             stats: SpecStats::default(),
         };
         let mut drafted = SpecResult {
-            k: self.draft_max,
+            k: self.drafts.k,
             ..plain.clone()
         };
         for rep in 0..self.reps {
@@ -95,7 +95,7 @@ impl SpecBench {
                 rep + 1,
                 self.reps,
                 plain.samples[rep],
-                self.draft_max,
+                self.drafts.k,
                 stats.acceptance(),
                 stats.tokens_per_step()
             ));
@@ -115,7 +115,7 @@ impl SpecBench {
         prompt: &[u32],
     ) -> Result<(Vec<u32>, f64, SpecStats), ModelError> {
         let mut start = Instant::now();
-        let shape = (self.n_gen, self.draft_max, self.ctx);
+        let shape = (self.n_gen, self.drafts, self.ctx);
         let (out, stats) = greedy_drafted(dec, prompt, shape, || start = Instant::now())?;
         Ok((out, self.rate(start), stats))
     }

@@ -62,7 +62,7 @@ pub struct ServeOptions {
     /// Drafts per step of speculative decoding with the model's NextN/MTP block (`--draft mtp
     /// --draft-max K`); `None` decodes without. A request with `ignore_eos` decodes without (the
     /// drafter cannot ban a token). Greedy requests get the text they get without drafts.
-    pub draft: Option<usize>,
+    pub draft: Option<ingot_model::speculative::Drafts>,
 }
 
 /// The cpu backend's prefill attention form while the prompt cache is on: the one form whose

@@ -34,8 +34,11 @@ pub fn serve_blocking(opts: &ServeOptions, addr: SocketAddr) -> Result<(), Serve
             .map_err(io(&format!("binding {addr}")))?;
         let local = listener.local_addr().map_err(io("local address"))?;
         let (kind, description) = service.backend();
-        let drafts = opts.draft.map_or(String::new(), |k| {
-            format!(", --draft mtp with {k} draft(s) per step")
+        let drafts = opts.draft.map_or(String::new(), |d| {
+            let vocab = d
+                .vocab
+                .map_or(String::new(), |n| format!(" among the first {n} ids"));
+            format!(", --draft mtp with {} draft(s) per step{vocab}", d.k)
         });
         eprintln!(
             "ingot serve: model {:?} on backend {kind} ({description}), ctx {}, queue {}{drafts}",

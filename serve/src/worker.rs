@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ingot_model::speculative::SpecStats;
+use ingot_model::speculative::{Drafts, SpecStats};
 use ingot_model::{Decoder, GenerateOptions, Generator};
 use ingot_tokenizer::Tokenizer;
 use tokio::sync::mpsc::{Receiver, UnboundedSender};
@@ -48,7 +48,7 @@ pub fn run(
     metrics: Arc<Metrics>,
     log: bool,
     prompt_cache: bool,
-    draft: Option<usize>,
+    draft: Option<Drafts>,
 ) {
     // Tokens whose rows the cache holds, at positions 0..cached.len().
     let mut cached: Vec<u32> = Vec::new();
@@ -116,7 +116,7 @@ fn generate(
     job: &Job,
     cached: &mut Vec<u32>,
     metrics: &Metrics,
-    draft: Option<usize>,
+    draft: Option<Drafts>,
 ) -> Result<Report, ingot_model::ModelError> {
     let prompt = &job.prompt;
     let opts = GenerateOptions {

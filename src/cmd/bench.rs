@@ -160,13 +160,13 @@ pub fn run(a: Args) -> Result<()> {
         a.n_gen,
         a.reps
     );
-    if let Some(k) = a.draft.k()? {
+    if let Some(drafts) = a.draft.drafts()? {
         ensure!(!a.json, "--json is not available with --draft");
         let bench = ingot_bench::speculative::SpecBench {
             n_prompt: a.n_prompt.first().copied().unwrap_or(0),
             n_gen: a.n_gen,
             reps: a.reps,
-            draft_max: k,
+            drafts,
             ctx,
         };
         let results = bench

@@ -151,6 +151,7 @@ pub fn run(a: Args) -> Result<()> {
         draft: super::draft::DraftArgs {
             draft: None,
             draft_max: 1,
+            draft_vocab: None,
         },
         ignore_eos: false,
         temp,

@@ -2,7 +2,7 @@
 //! model's own NextN/MTP block as the drafter.
 
 use anyhow::{bail, Result};
-use ingot_model::speculative::MAX_DRAFT;
+use ingot_model::speculative::{Drafts, MAX_DRAFT};
 
 /// Where draft tokens come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -24,17 +24,29 @@ pub struct DraftArgs {
     /// Drafts per step, 1 to 3: with more than 1 the MTP block is chained on its own output.
     #[arg(long, default_value_t = 1, requires = "draft")]
     pub draft_max: usize,
+    /// Draft among the first N token ids only (a pruned draft head: its lm_head reads N rows of
+    /// the vocabulary's). The verify still reads every id, so greedy output does not change; the
+    /// acceptance may.
+    #[arg(long, value_name = "N", requires = "draft")]
+    pub draft_vocab: Option<usize>,
 }
 
 impl DraftArgs {
-    /// The drafts per step when `--draft` is given, after checking `--draft-max`.
-    pub fn k(&self) -> Result<Option<usize>> {
+    /// The drafts when `--draft` is given, after checking `--draft-max` and `--draft-vocab`
+    /// (against the model's vocabulary when the drafter starts).
+    pub fn drafts(&self) -> Result<Option<Drafts>> {
+        if self.draft_vocab == Some(0) {
+            bail!("--draft-vocab 0: drafts need at least one token id to choose from");
+        }
         if !(1..=MAX_DRAFT).contains(&self.draft_max) {
             bail!(
                 "--draft-max {} is out of range 1..={MAX_DRAFT}",
                 self.draft_max
             );
         }
-        Ok(self.draft.map(|Draft::Mtp| self.draft_max))
+        Ok(self.draft.map(|Draft::Mtp| Drafts {
+            k: self.draft_max,
+            vocab: self.draft_vocab,
+        }))
     }
 }

@@ -107,6 +107,10 @@ pub struct Args {
     /// layer a verify may read to reach it).
     #[arg(long, default_value_t = 1.5, requires = "draft_mtp")]
     speedup_target: f64,
+    /// With --draft-mtp: drafts among the first N token ids only (`ingot run --draft-vocab`), the
+    /// MTP head's rows scaled to N (DERIVED).
+    #[arg(long, value_name = "N", requires = "draft_mtp")]
+    draft_vocab: Option<usize>,
     #[command(flatten)]
     cache: super::cache::CacheArgs,
 }
@@ -318,6 +322,7 @@ pub fn run(a: Args) -> Result<()> {
             acceptance: a.acceptance,
             routing,
             target: a.speedup_target,
+            draft_vocab: a.draft_vocab,
         };
         let (table, spec) = plan_and_predict_speculative(&header, opts, &spec)?;
         let mut out = std::io::stdout().lock();

@@ -123,11 +123,11 @@ pub fn run(mut a: Args) -> Result<()> {
     a.sampler_config(0)
         .validate()
         .map_err(|e| anyhow::anyhow!(e.message(e.param.flag())))?;
-    let draft_k = a.draft.k()?;
-    if draft_k.is_some() && a.ignore_eos {
+    let drafts = a.draft.drafts()?;
+    if drafts.is_some() && a.ignore_eos {
         bail!("--draft mtp and --ignore-eos cannot be combined: the drafts' verify does not mask tokens");
     }
-    if draft_k.is_some() && a.trace_routing.is_some() {
+    if drafts.is_some() && a.trace_routing.is_some() {
         bail!("--draft mtp and --trace-routing cannot be combined: the trace records one token per step");
     }
     let (backend, why_cpu) = a.backend.resolve();
@@ -205,7 +205,7 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         None => None,
     };
-    if draft_k.is_some() {
+    if drafts.is_some() {
         // Refused before anything is printed: a model without a block, or a backend that cannot run
         // it.
         dec.mtp_ready()
@@ -215,7 +215,7 @@ pub fn run(mut a: Args) -> Result<()> {
         sampler: a.sampler_config(seed),
         max_tokens: Some(a.n_predict),
         stops: Vec::new(),
-        draft: draft_k,
+        draft: drafts,
         ignore_eos: a.ignore_eos,
     };
     let t0 = Instant::now();
@@ -274,9 +274,13 @@ pub fn run(mut a: Args) -> Result<()> {
         a.backend,
         if context_full { "; stopped: context full" } else { "" }
     );
-    if let (Some(k), Some(st)) = (draft_k, stats) {
+    if let (Some(d), Some(st)) = (drafts, stats) {
+        let vocab = d
+            .vocab
+            .map_or(String::new(), |n| format!(" among the first {n} ids"));
         eprintln!(
-            "draft mtp, up to {k} per step: {} verify steps, {} of {} drafts accepted ({:.1}%), {:.2} tokens per step",
+            "draft mtp, up to {} per step{vocab}: {} verify steps, {} of {} drafts accepted ({:.1}%), {:.2} tokens per step",
+            d.k,
             st.steps,
             st.accepted,
             st.drafted,

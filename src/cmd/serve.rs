@@ -85,7 +85,7 @@ pub fn run(a: Args) -> Result<()> {
         allowed_hosts,
         body_timeout: ingot_serve::DEFAULT_BODY_TIMEOUT,
         prompt_cache: !a.no_prompt_cache,
-        draft: a.draft.k()?,
+        draft: a.draft.drafts()?,
     };
     ingot_serve::serve_blocking(&opts, SocketAddr::new(a.host, a.port))
         .map_err(|e| match e {

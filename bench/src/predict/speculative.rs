@@ -87,6 +87,9 @@ pub struct SpecOptions {
     pub routing: Routing,
     /// The speed-up [`SpecRow::needs`] solves for (issue 41 asks 1.5).
     pub target: f64,
+    /// Drafts chosen among the first `n` token ids ([`ingot_model::speculative::Drafts`]): the
+    /// MTP head's rows scaled by `n / vocab` ([`pruned_head_time`]); `None`: the whole head.
+    pub draft_vocab: Option<usize>,
 }
 
 /// The prediction for `k = 1..=K` at one acceptance.
@@ -103,6 +106,9 @@ pub struct SpecPrediction {
     pub n_expert_used: usize,
     pub routing: Routing,
     pub target: f64,
+    /// [`SpecOptions::draft_vocab`], and the model's vocabulary.
+    pub draft_vocab: Option<usize>,
+    pub vocab: usize,
     pub rows: Vec<SpecRow>,
 }
 
@@ -138,7 +144,20 @@ pub fn predict_speculative(
             .sum()
     };
     let mtp_block_s = node_s(&mtp_table, 0..mtp.head_start);
-    let mtp_head_s = node_s(&mtp_table, mtp.head_start..mtp_table.rows.len());
+    let head_rows = mtp.head_start..mtp_table.rows.len();
+    let mtp_head_s = match spec.draft_vocab {
+        None => node_s(&mtp_table, head_rows),
+        Some(n) if (1..=config.vocab).contains(&n) => {
+            let frac = n as f64 / config.vocab as f64;
+            pruned_head_time(&mtp_table.rows[head_rows], card, opts, frac)
+        }
+        Some(n) => {
+            return Err(PredictError::Speculative(format!(
+                "a draft vocabulary of {n} tokens: the model has {}",
+                config.vocab
+            )))
+        }
+    };
     let decode_s = node_s(decode, 0..decode.rows.len());
     let (n_expert, n_used) = (config.n_expert, config.n_expert_used.max(1));
     let rows = (1..=max_k)
@@ -189,8 +208,42 @@ pub fn predict_speculative(
         n_expert_used: n_used,
         routing: spec.routing.clone(),
         target: spec.target,
+        draft_vocab: spec.draft_vocab,
+        vocab: config.vocab,
         rows,
     })
+}
+
+/// The MTP head's nodes (`rows`, gemvs over the vocabulary's rows) with only the first `frac` of
+/// their rows: DERIVED, not simulated: each node's blocks, instructions and bytes scaled by
+/// `frac` (a gemv's work is per row), its fixed cost kept, its time recomputed; the bytes its
+/// prefetch moved ahead in the table are moved in the same share.
+fn pruned_head_time(
+    rows: &[super::table::NodeRow],
+    card: &super::card::Card,
+    opts: TableOptions,
+    frac: f64,
+) -> f64 {
+    let scale = |v: u64| (v as f64 * frac).round() as u64;
+    rows.iter()
+        .filter_map(|r| r.load.zip(r.time).map(|(l, t)| (r, l, t)))
+        .map(|(r, mut l, t)| {
+            let alone_dram_s = t.dram_s + t.prefetched_s;
+            let moved = if alone_dram_s > 0.0 {
+                (t.prefetched_s / alone_dram_s * l.dram_bytes as f64).round() as u64
+            } else {
+                0
+            };
+            l.blocks = ((l.blocks as f64 * frac).ceil() as u64).max(1);
+            l.dram_bytes = scale(l.dram_bytes).saturating_sub(scale(moved));
+            l.reread_bytes = scale(l.reread_bytes);
+            l.warp_instructions = scale(l.warp_instructions);
+            l.tail_warp_instructions = scale(l.tail_warp_instructions);
+            l.prefetch_bytes = scale(l.prefetch_bytes);
+            l.streamed_bytes = scale(l.streamed_bytes);
+            node_time(card, &opts.constants, &l, r.index > 0).total_s
+        })
+        .sum()
 }
 
 /// The largest routed growth `g` in `1..=max` (distinct experts over `n_used`) at which
@@ -290,9 +343,15 @@ impl fmt::Display for SpecPrediction {
             }
             writeln!(f)?;
         }
+        let pruned = self.draft_vocab.map_or(String::new(), |n| {
+            format!(
+                " (drafts among the first {n} of {} ids: the head's rows scaled, DERIVED)",
+                self.vocab
+            )
+        });
         writeln!(
             f,
-            "plain decode step {:.1} us ({:.1} tok/s); MTP block {:.1} us + its lm_head {:.1} us",
+            "plain decode step {:.1} us ({:.1} tok/s); MTP block {:.1} us + its lm_head {:.1} us{pruned}",
             us(self.decode_s),
             1.0 / self.decode_s,
             us(self.mtp_block_s),
@@ -416,6 +475,7 @@ mod tests {
             acceptance,
             routing,
             target: 1.5,
+            draft_vocab: None,
         };
         let (decode, spec) =
             plan_and_predict_speculative(&gguf, opts, &spec_opts(3, 0.8, Routing::Uniform))
@@ -487,6 +547,24 @@ mod tests {
         for (a, b) in spec.rows.iter().zip(&again.rows) {
             assert_eq!(a.step_s, b.step_s);
         }
+        // A pruned head: the whole vocabulary is the table's head; a quarter of it costs no more
+        // (tiny-glm's 512-row head is all fixed cost), nor does any step; none or more than the
+        // vocabulary is refused.
+        let pruned = |n| {
+            let o = SpecOptions {
+                draft_vocab: Some(n),
+                ..spec_opts(3, 0.8, Routing::Uniform)
+            };
+            predict_speculative(&gguf, opts, &decode, &o)
+        };
+        let whole = pruned(spec.vocab).expect("whole");
+        assert!((whole.mtp_head_s - spec.mtp_head_s).abs() < 1e-9 * spec.mtp_head_s);
+        let quarter = pruned(spec.vocab / 4).expect("a quarter");
+        assert!(quarter.mtp_head_s <= spec.mtp_head_s);
+        for (a, b) in spec.rows.iter().zip(&quarter.rows) {
+            assert!(b.step_s <= a.step_s && b.speedup >= a.speedup, "k {}", a.k);
+        }
+        assert!(pruned(0).is_err() && pruned(spec.vocab + 1).is_err());
     }
 
     /// The bisection finds the crossing of a known decreasing speed-up, and says when the whole

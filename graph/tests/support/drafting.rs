@@ -3,7 +3,7 @@
 //! oracle on the oracle's hidden states, and greedy output with drafts against greedy without.
 
 use ingot_gguf::GgufFile;
-use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, Drafts, SpecStats};
 use ingot_model::{Decoder, Oracle};
 
 /// The context every drafting test decodes in.
@@ -124,7 +124,7 @@ pub fn check_equal(
     let plain = greedy_plain(dec, prompt, n, || ()).unwrap();
     let mut total = SpecStats::default();
     for k in 1..=3 {
-        let (spec, stats) = greedy_drafted(dec, prompt, (n, k, CTX), || ()).unwrap();
+        let (spec, stats) = greedy_drafted(dec, prompt, (n, Drafts::new(k), CTX), || ()).unwrap();
         assert_eq!(spec.len(), n, "a step handed out more than asked");
         assert_eq!(
             spec, plain,

@@ -13,7 +13,7 @@ use ingot_tokenizer::{StreamDecoder, Tokenizer};
 use crate::decoder::Decoder;
 use crate::error::{ModelError, Result};
 use crate::sampling::{Sampler, SamplerConfig};
-use crate::speculative::{SpecStats, Speculative};
+use crate::speculative::{Drafts, SpecStats, Speculative};
 
 /// What to generate, besides the prompt.
 #[derive(Debug, Clone, Default)]
@@ -24,8 +24,8 @@ pub struct GenerateOptions {
     pub max_tokens: Option<usize>,
     /// Text that ends generation; neither it nor anything after it is handed out.
     pub stops: Vec<String>,
-    /// MTP drafts per step (speculative decoding, [`Speculative`]); `None`: one token per decode.
-    pub draft: Option<usize>,
+    /// MTP drafts (speculative decoding, [`Speculative`]); `None`: one token per decode.
+    pub draft: Option<Drafts>,
     /// Never choose an end-of-generation token (their logits taken as −∞, as llama.cpp's
     /// `--ignore-eos` and llama-server's `ignore_eos` do): generation runs to the budget or a stop
     /// string. Not with drafts.
@@ -120,8 +120,8 @@ impl<'a, 'f> Generator<'a, 'f> {
                 "ignoring the end-of-generation token with MTP drafts".into(),
             ));
         }
-        if let Some(k) = opts.draft {
-            let spec = Speculative::start(dec, sampler, prompt, k, ctx)?;
+        if let Some(drafts) = opts.draft {
+            let spec = Speculative::start_with(dec, sampler, prompt, drafts, ctx)?;
             let queue = spec.fresh().iter().copied().collect();
             let source = Source::Drafted {
                 spec: Box::new(spec),

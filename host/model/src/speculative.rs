@@ -32,6 +32,24 @@ use crate::sampling::{Sampler, SamplerConfig};
 /// further than a few positions only guesses worse.
 pub const MAX_DRAFT: usize = 3;
 
+/// How a generation drafts: `k` drafts per step (`1..=`[`MAX_DRAFT`]), each chosen among the
+/// token ids below `vocab` only (every id when `None`). A prefix of the vocabulary is what a
+/// pruned draft head computes: the lm_head's first `vocab` rows (BPE vocabularies number their
+/// tokens roughly by merge order, so the frequent ones come first). The verify still reads the
+/// whole vocabulary, so greedy output does not change; only acceptance can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drafts {
+    pub k: usize,
+    pub vocab: Option<usize>,
+}
+
+impl Drafts {
+    /// `k` drafts per step over the whole vocabulary.
+    pub fn new(k: usize) -> Drafts {
+        Drafts { k, vocab: None }
+    }
+}
+
 /// Counts over a generation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpecStats {
@@ -83,6 +101,8 @@ pub struct Speculative<'a, 'f, S = &'a mut Sampler> {
     /// A greedy sampler (temperature 0): drafts are the MTP block's argmax and acceptance is
     /// equality.
     greedy: bool,
+    /// Drafts are chosen among ids `0..draft_vocab` ([`Drafts::vocab`]).
+    draft_vocab: usize,
     stats: SpecStats,
 }
 
@@ -127,8 +147,32 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
             mtp_valid: m - 1,
             fresh: vec![first],
             greedy,
+            draft_vocab: vocab,
             stats: SpecStats::default(),
         })
+    }
+
+    /// [`Speculative::start`] with [`Drafts`]: `drafts.vocab`, when given, must be in
+    /// `1..=vocab`.
+    pub fn start_with(
+        dec: &'a mut (dyn Decoder + 'f),
+        sampler: S,
+        prompt: &[u32],
+        drafts: Drafts,
+        max_ctx: usize,
+    ) -> Result<Self> {
+        let vocab = dec.config().vocab;
+        if let Some(n) = drafts.vocab {
+            if !(1..=vocab).contains(&n) {
+                return Err(ModelError::Unsupported(format!(
+                    "a draft vocabulary of {n} tokens: the model has {vocab}, drafts choose among \
+                     the first 1 to {vocab}"
+                )));
+            }
+        }
+        let mut spec = Self::start(dec, sampler, prompt, drafts.k, max_ctx)?;
+        spec.draft_vocab = drafts.vocab.unwrap_or(vocab);
+        Ok(spec)
     }
 
     /// The tokens the last call chose, in order.
@@ -171,10 +215,21 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
                 self.dec.mtp_step(&h, tokens[i], n - 1 + i)?;
                 let logits = self.dec.mtp_logits()?;
                 let d = if self.greedy {
-                    argmax(logits)
+                    argmax(&logits[..self.draft_vocab])
                 } else {
                     // The draft's context: the history, then the drafts before it.
                     let ctx: Vec<u32> = self.history.iter().chain(&tokens[1..]).copied().collect();
+                    // Ids past the draft vocabulary get no mass (q stays vocabulary-long, so the
+                    // residual `p − q` keeps their `p`).
+                    let masked;
+                    let logits = if self.draft_vocab < vocab {
+                        let mut m = logits.to_vec();
+                        m[self.draft_vocab..].fill(f32::NEG_INFINITY);
+                        masked = m;
+                        &masked[..]
+                    } else {
+                        logits
+                    };
                     let mut qi = Vec::new();
                     self.sampler
                         .borrow_mut()
@@ -332,13 +387,13 @@ pub fn greedy_plain(
     Ok(history[prompt.len()..].to_vec())
 }
 
-/// [`greedy_plain`] with `k` drafts a step ([`Speculative`], a context of `ctx` positions): the
-/// same tokens (exactly `n`: a step hands out at most what is asked), and the drafts' counts.
-/// `first` as for [`greedy_plain`].
+/// [`greedy_plain`] with `drafts` ([`Speculative`], a context of `ctx` positions): the same
+/// tokens (exactly `n`: a step hands out at most what is asked), and the drafts' counts. `first`
+/// as for [`greedy_plain`].
 pub fn greedy_drafted(
     dec: &mut dyn Decoder,
     prompt: &[u32],
-    (n, k, ctx): (usize, usize, usize),
+    (n, drafts, ctx): (usize, Drafts, usize),
     mut first: impl FnMut(),
 ) -> Result<(Vec<u32>, SpecStats)> {
     if n == 0 {
@@ -346,7 +401,7 @@ pub fn greedy_drafted(
     }
     dec.reset();
     let mut sampler = Sampler::new(SamplerConfig::greedy());
-    let mut spec = Speculative::start(dec, &mut sampler, prompt, k, ctx)?;
+    let mut spec = Speculative::start_with(dec, &mut sampler, prompt, drafts, ctx)?;
     let mut out = spec.fresh().to_vec();
     first();
     while out.len() < n {

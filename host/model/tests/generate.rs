@@ -4,6 +4,7 @@
 
 use ingot_gguf::GgufFile;
 use ingot_model::generate::{Finish, GenerateOptions, Generator};
+use ingot_model::speculative::Drafts;
 use ingot_model::{CpuBackend, Decoder, MlaForm, Sampler, SamplerConfig};
 use ingot_tokenizer::Tokenizer;
 
@@ -107,7 +108,7 @@ fn drafts_and_a_warm_start_change_no_token() {
     let cold = collect(gen);
 
     let opts = GenerateOptions {
-        draft: Some(2),
+        draft: Some(Drafts::new(2)),
         ..greedy(32)
     };
     let mut gen = Generator::start(&mut cpu, &tok, CTX, &prompt, &[], opts).expect("start");
@@ -161,7 +162,7 @@ fn ignore_eos_runs_the_whole_budget_with_the_same_tokens_before_it() {
     }
     let opts = GenerateOptions {
         ignore_eos: true,
-        draft: Some(1),
+        draft: Some(Drafts::new(1)),
         ..greedy(8)
     };
     let prompt = tok.encode("fn", true, false);

@@ -13,7 +13,7 @@ mod common;
 
 use common::argmax;
 use ingot_gguf::GgufFile;
-use ingot_model::speculative::{greedy_drafted, greedy_plain, SpecStats, Speculative};
+use ingot_model::speculative::{greedy_drafted, greedy_plain, Drafts, SpecStats, Speculative};
 use ingot_model::{CpuBackend, Decoder, Oracle, Rows, Sampler, SamplerConfig};
 
 const TRAINED: &str = "trained-rust-std";
@@ -185,7 +185,7 @@ fn spec_greedy_in(
     k: usize,
     ctx: usize,
 ) -> (Vec<u32>, SpecStats) {
-    let (out, stats) = greedy_drafted(dec, prompt, (n, k, ctx), || ()).unwrap();
+    let (out, stats) = greedy_drafted(dec, prompt, (n, Drafts::new(k), ctx), || ()).unwrap();
     assert_eq!(out.len(), n, "a step handed out more than asked");
     (out, stats)
 }
@@ -255,6 +255,43 @@ fn drafted_greedy_equals_plain_greedy_on_the_trained_model() {
             total.accepted > 0 && total.accepted < total.drafted,
             "{name}: {total:?}"
         );
+    }
+}
+
+/// Drafts among a prefix of the vocabulary (a pruned draft head) leave greedy output unchanged;
+/// a draft can only be accepted as an id below the prefix, so with a prefix of one id (token 0)
+/// no more drafts are accepted than the output has zeros. A prefix of 0 or past the vocabulary is
+/// refused.
+#[test]
+fn a_draft_vocabulary_prefix_changes_acceptance_only() {
+    let file = open(TRAINED);
+    let prompt = trained_prompt(24);
+    let mut cpu = CpuBackend::load(&file, CTX).unwrap();
+    let plain = plain_greedy(&mut cpu, &prompt, 48);
+    let vocab = cpu.config().vocab;
+    for n in [1, 256, vocab / 2, vocab] {
+        for k in [1, 3] {
+            let drafts = Drafts { k, vocab: Some(n) };
+            let (out, stats) = greedy_drafted(&mut cpu, &prompt, (48, drafts, CTX), || ()).unwrap();
+            assert_eq!(out, plain, "k {k}, draft vocabulary {n}");
+            let below = out.iter().filter(|&&t| (t as usize) < n).count();
+            assert!(stats.accepted <= below, "k {k}, {n}: {stats:?}");
+            if n == vocab {
+                let (_, full) = spec_greedy(&mut cpu, &prompt, 48, k);
+                assert_eq!(stats, full, "a prefix of the whole vocabulary is no prefix");
+            }
+        }
+    }
+    for n in [0, vocab + 1] {
+        let mut sampler = Sampler::new(SamplerConfig::greedy());
+        let drafts = Drafts {
+            k: 1,
+            vocab: Some(n),
+        };
+        let err = Speculative::start_with(&mut cpu, &mut sampler, &prompt, drafts, CTX)
+            .err()
+            .expect("an empty or too large draft vocabulary");
+        assert!(err.to_string().contains("draft vocabulary of"), "{err}");
     }
 }
 
