@@ -70,6 +70,17 @@ fn bad_arguments_and_models_without_a_block_are_refused() {
             vec!["--synth", "tiny", "--draft-mtp", "1"],
             "no NextN/MTP block",
         ),
+        (
+            vec![
+                "--synth",
+                "tiny-glm",
+                "--draft-mtp",
+                "1",
+                "--draft-vocab",
+                "600",
+            ],
+            "a draft vocabulary of 600 tokens: the model has 512",
+        ),
     ] {
         let out = plan(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

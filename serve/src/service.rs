@@ -110,11 +110,13 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                     mla_form: form,
                 }
                 .open(&file)?;
-                if draft.is_some() {
+                if let Some(d) = draft {
                     // Refused before the server listens, as `ingot run` refuses.
-                    engine.decoder.mtp_ready().map_err(|e| {
-                        ServeError::Options(format!("--draft mtp on backend {backend}: {e}"))
-                    })?;
+                    let refused =
+                        |e| ServeError::Options(format!("--draft mtp on backend {backend}: {e}"));
+                    engine.decoder.mtp_ready().map_err(refused)?;
+                    d.check_vocab(engine.decoder.config().vocab)
+                        .map_err(refused)?;
                 }
                 Ok((tok, template, engine, ctx))
             })();

@@ -144,18 +144,13 @@ pub fn predict_speculative(
             .sum()
     };
     let mtp_block_s = node_s(&mtp_table, 0..mtp.head_start);
+    check_draft_vocab(spec.draft_vocab, config.vocab)?;
     let head_rows = mtp.head_start..mtp_table.rows.len();
     let mtp_head_s = match spec.draft_vocab {
         None => node_s(&mtp_table, head_rows),
-        Some(n) if (1..=config.vocab).contains(&n) => {
+        Some(n) => {
             let frac = n as f64 / config.vocab as f64;
             pruned_head_time(&mtp_table.rows[head_rows], card, opts, frac)
-        }
-        Some(n) => {
-            return Err(PredictError::Speculative(format!(
-                "a draft vocabulary of {n} tokens: the model has {}",
-                config.vocab
-            )))
         }
     };
     let decode_s = node_s(decode, 0..decode.rows.len());
@@ -212,6 +207,14 @@ pub fn predict_speculative(
         vocab: config.vocab,
         rows,
     })
+}
+
+/// Refuses a draft vocabulary outside the model's `1..=vocab`, in the drafter's words.
+fn check_draft_vocab(n: Option<usize>, vocab: usize) -> Result<(), PredictError> {
+    let drafts = ingot_model::speculative::Drafts { k: 1, vocab: n };
+    drafts
+        .check_vocab(vocab)
+        .map_err(|e| PredictError::Speculative(e.to_string()))
 }
 
 /// The MTP head's nodes (`rows`, gemvs over the vocabulary's rows) with only the first `frac` of
@@ -417,6 +420,7 @@ pub fn plan_and_predict_speculative(
     // A model without a block is refused before the decode step's counts (minutes at full size).
     let config = ModelConfig::from_gguf(gguf)?;
     ingot_graph::build_mtp_plan_for(&config, gguf, plan_options(&opts))?;
+    check_draft_vocab(spec.draft_vocab, config.vocab)?;
     let decode = plan_table(gguf, opts)?;
     let spec = predict_speculative(gguf, opts, &decode, spec)?;
     Ok((decode, spec))

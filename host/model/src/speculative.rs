@@ -48,6 +48,17 @@ impl Drafts {
     pub fn new(k: usize) -> Drafts {
         Drafts { k, vocab: None }
     }
+
+    /// Refuses a draft vocabulary outside `1..=vocab` (the model's).
+    pub fn check_vocab(&self, vocab: usize) -> Result<()> {
+        match self.vocab {
+            Some(n) if !(1..=vocab).contains(&n) => Err(ModelError::Unsupported(format!(
+                "a draft vocabulary of {n} tokens: the model has {vocab}, drafts choose among the \
+                 first 1 to {vocab}"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Counts over a generation.
@@ -162,14 +173,7 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         max_ctx: usize,
     ) -> Result<Self> {
         let vocab = dec.config().vocab;
-        if let Some(n) = drafts.vocab {
-            if !(1..=vocab).contains(&n) {
-                return Err(ModelError::Unsupported(format!(
-                    "a draft vocabulary of {n} tokens: the model has {vocab}, drafts choose among \
-                     the first 1 to {vocab}"
-                )));
-            }
-        }
+        drafts.check_vocab(vocab)?;
         let mut spec = Self::start(dec, sampler, prompt, drafts.k, max_ctx)?;
         spec.draft_vocab = drafts.vocab.unwrap_or(vocab);
         Ok(spec)
