@@ -325,6 +325,37 @@ gemv_kernel!(GEMV_IQ3_S, Iq3S, Iq3S);
 gemv_kernel!(GEMV_IQ1_S, Iq1S, Iq1S);
 gemv_kernel!(GEMV_IQ1_M, Iq1M, Iq1M);
 
+/// Buffers of the `m`-column Q4_K gemv ([`ops::gemv::gemv_cols_q4k`]): the weights once, `m`
+/// activation columns and `m` output columns.
+fn gemv_cols_buffers(m: usize, s: Shape) -> Vec<BufSpec> {
+    let mut b = gemv_buffers(GgmlType::Q4K, s);
+    b[1] = BufSpec::new("x", Contents::ActQ8_1 { n: m * s.cols });
+    b[2] = BufSpec::new(
+        "y",
+        Contents::Output {
+            bytes: m * s.rows * 4,
+        },
+    );
+    b
+}
+
+/// The `m`-column Q4_K gemv (a speculative verify's shape), `m` = 2, 3, 4.
+macro_rules! gemv_cols_kernel {
+    ($name:ident, $m:literal) => {
+        pub const $name: GemvKernel = GemvKernel {
+            kernel: ingot_abi::launch::GEMV_COLS_Q4K[$m - 2].desc.name,
+            buffers: |s| gemv_cols_buffers($m, s),
+            launch: |d, b, s| {
+                ops::gemv::gemv_cols_q4k(d, $m, (&b[0], &b[1], &b[2]), s.rows, s.cols)
+            },
+        };
+    };
+}
+
+gemv_cols_kernel!(GEMV_COLS2_Q4K, 2);
+gemv_cols_kernel!(GEMV_COLS3_Q4K, 3);
+gemv_cols_kernel!(GEMV_COLS4_Q4K, 4);
+
 /// A `y = W·x` bench of tensor `tensor`: `W` is `rows × cols`, `x` q8_1, `y` f32.
 const fn gemv(k: &GemvKernel, tensor: &'static str, rows: usize, cols: usize) -> Case {
     Case {
@@ -556,6 +587,11 @@ pub const CASES: &[Case] = &[
     attention::V_B_Q8_1_OUT,
     attention::MERGE_V_B_Q4K,
     gemv(&GEMV_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    // The same matrix against 2, 3, 4 activation columns in one weight stream (issue 41's
+    // verify): instructions per column against the plain gemv's.
+    gemv(&GEMV_COLS2_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_COLS3_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
+    gemv(&GEMV_COLS4_Q4K, "attn_output", lite::N_EMBD, lite::N_EMBD),
     // The same matrix in the other weight types of the llama.cpp mixes.
     gemv(&GEMV_Q5K, "attn_output", lite::N_EMBD, lite::N_EMBD),
     gemv(&GEMV_Q5_0, "attn_output", lite::N_EMBD, lite::N_EMBD),

@@ -240,3 +240,33 @@ fn chunk_routing_sorts_every_choice() {
         assert!(!std::mem::replace(&mut seen[p as usize], true));
     }
 }
+
+/// `SHARED_WEIGHT_COLUMN_COST`, which the speculative prediction applies to a verify's nodes, is
+/// what the `m`-column Q4_K gemv costs in the simulator: each column past the first adds that
+/// share of the plain gemv's warp instructions on `attn_output` (2048 x 2048), within 0.01 (the
+/// constant rounds the three measurements to two decimals).
+#[test]
+fn shared_weight_column_cost_is_the_kernels() {
+    use ingot_bench::predict::speculative::SHARED_WEIGHT_COLUMN_COST;
+    let mut dev = Device::sim().unwrap();
+    let mut instr = |kernel: &str| {
+        let case = CASES
+            .iter()
+            .find(|c| c.kernel == kernel && c.tensor == "attn_output")
+            .unwrap_or_else(|| panic!("no {kernel}/attn_output case"));
+        sim::run_case(&mut dev, case)
+            .unwrap()
+            .stats
+            .warp_instructions as f64
+    };
+    let plain = instr("gemv_q4k_q8_1");
+    for m in 2..=4 {
+        let cols = instr(&format!("gemv_cols{m}_q4k"));
+        let per_column = (cols - plain) / ((m - 1) as f64 * plain);
+        eprintln!("{m} columns: {cols} warp instructions, {per_column:.4} of the plain gemv's per extra column");
+        assert!(
+            (per_column - SHARED_WEIGHT_COLUMN_COST).abs() <= 0.01,
+            "{m} columns: {per_column:.4} per column, the prediction assumes {SHARED_WEIGHT_COLUMN_COST}"
+        );
+    }
+}

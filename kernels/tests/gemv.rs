@@ -1,4 +1,5 @@
-//! `gemv_q4k_q8_1` / `gemv_q3k_q8_1` against the CPU oracle `ingot_quant::vec_dot_q8_1`.
+//! `gemv_q4k_q8_1` / `gemv_q3k_q8_1` against the CPU oracle `ingot_quant::vec_dot_q8_1`, and
+//! the `m`-column Q4_K gemv (a speculative verify's) against the plain one, bit for bit.
 //!
 //! Weights are random bytes in valid blocks (every scale/min/high-bit pattern occurs), with
 //! random f16 super-block scales; activations are random floats quantized by the CPU q8_1
@@ -9,7 +10,7 @@ mod support;
 use half::f16;
 use ingot_abi::blocks::{get_scale_min_k4, q3k_scale, BlockQ3K, BlockQ4K, BlockQ8_1, QK8_1, QK_K};
 use ingot_gguf::GgmlType;
-use ingot_kernels::{ops, Accelerator};
+use ingot_kernels::{ops, Accelerator, KernelError};
 use rand::Rng;
 use support::{download_f32, poisoned, upload};
 
@@ -166,4 +167,84 @@ fn gemv_q4k_matches_oracle() {
 #[test]
 fn gemv_q3k_matches_oracle() {
     on_every_backend!(check_q3k);
+}
+
+/// `gemv_colsM_q4k` (M = 2, 3, 4 activation columns against one Q4_K weight stream) against
+/// the plain Q4_K gemv run on each column alone, bit for bit (so the oracle check above carries
+/// over): shapes `(nrows, ncols)`: a partial last thread block (37 rows), a row of 5 super-blocks (an odd
+/// tail after the two-unit loop), one super-block per row (4 rows per warp pass), the model
+/// width and a wider row.
+const COLUMN_SHAPES: [(usize, usize); 5] = [(37, 2048), (5, 1280), (6, 256), (40, 2048), (9, 3072)];
+
+fn check_columns<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("gemv_cols_q4k");
+    for (nrows, ncols) in COLUMN_SHAPES {
+        let w: Vec<BlockQ4K> = (0..nrows * ncols / QK_K)
+            .map(|_| random_q4k(&mut rng))
+            .collect();
+        let wb = upload(b, bytemuck::cast_slice(&w));
+        for m in 2..=4 {
+            // Each column's own activations, and the m of them one after the other.
+            let mut all = Vec::new();
+            let mut want = Vec::new();
+            for _ in 0..m {
+                let xf: Vec<f32> = (0..ncols).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+                let act = ingot_quant::quantize_q8_1(&xf);
+                let xb = upload(b, bytemuck::cast_slice(&act));
+                let yb = poisoned(b, nrows * 4);
+                ops::gemv_q4k_q8_1(b, &wb, &xb, &yb, nrows, ncols).expect("plain gemv");
+                want.extend(download_f32(b, &yb, nrows));
+                all.extend_from_slice(&act);
+            }
+            let xb = upload(b, bytemuck::cast_slice(&all));
+            let yb = poisoned(b, m * nrows * 4);
+            ops::gemv::gemv_cols_q4k(b, m, (&wb, &xb, &yb), nrows, ncols).expect("columns");
+            let got = download_f32(b, &yb, m * nrows);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "{}: {m} columns {nrows}x{ncols}: column {} row {}: {g} against the plain \
+                     gemv's {w}",
+                    b.name(),
+                    i / nrows,
+                    i % nrows
+                );
+            }
+        }
+        eprintln!(
+            "{}: gemv_cols_q4k {nrows}x{ncols}: 2-4 columns equal the plain gemv's",
+            b.name()
+        );
+    }
+}
+
+#[test]
+fn columns_equal_the_plain_gemv_bit_for_bit() {
+    on_every_backend!(check_columns);
+}
+
+/// Refused before any launch, each naming the problem: one or five columns, and four columns of
+/// 4,352 weights (544 staged blocks, over the 512 a block stages).
+#[test]
+fn bad_column_counts_and_stage_overflows_are_refused() {
+    let mut rec = support::recorder::Recorder::default();
+    let (nrows, ncols) = (8, 4352);
+    let w = rec.alloc(nrows * ncols / QK_K * 144).unwrap();
+    let x = rec.alloc(4 * ncols / QK8_1 * 36).unwrap();
+    let y = rec.alloc(4 * nrows * 4).unwrap();
+    for (m, ncols, want) in [
+        (1, 256, "1 columns: the kernels take 2 to 4"),
+        (5, 256, "5 columns: the kernels take 2 to 4"),
+        (4, 4352, "a block stages at most 512 q8_1 blocks"),
+    ] {
+        let err =
+            ops::gemv::gemv_cols_q4k(&mut rec, m, (&w, &x, &y), nrows, ncols).expect_err("refused");
+        assert!(matches!(err, KernelError::Shape { .. }), "{err}");
+        assert!(err.to_string().contains(want), "{m}, {ncols}: {err}");
+    }
+    assert!(
+        rec.launches.is_empty(),
+        "a refused launch reached the backend"
+    );
 }

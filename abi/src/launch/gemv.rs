@@ -218,8 +218,26 @@ pub(crate) const fn q8_1_out_kernel(name: &'static str) -> Kernel<GemvGroupedArg
 pub const GEMV_F32: Kernel<GemvArgs> =
     Kernel::new("gemv_f32", [GEMV_WARPS * WARP_SIZE, 1, 1], GEMV_WARPS, 0);
 
+/// `gemv_colsM_q4k(w, x, y, ncols, nrows)`, `M` = 2, 3, 4 ([`GEMV_COLS_MIN`] + index): one Q4_K
+/// weight stream against `M` q8_1 columns, `y[c·nrows + r] = Σ W[r]·x_c` with column `c` of `x`
+/// from q8_1 block `c·ncols/32` on: a speculative verify's gemv. The plain Q4_K gemv's launch
+/// shape and thread mapping (an item is a warp), each column's bits the plain gemv's; the block
+/// stages every column, so `M·ncols/32 ≤` [`GEMV_STAGE_BLOCKS`].
+pub const GEMV_COLS_Q4K: [Kernel<GemvArgs>; 3] = [
+    gemv_kernel("gemv_cols2_q4k"),
+    gemv_kernel("gemv_cols3_q4k"),
+    gemv_kernel("gemv_cols4_q4k"),
+];
+/// Columns of [`GEMV_COLS_Q4K`]`[0]`.
+pub const GEMV_COLS_MIN: usize = 2;
+
 /// The kernels of this family (the per-type quantized ones are in `crate::weight_types`).
-pub const ALL: &[KernelDesc] = &[GEMV_F32.desc];
+pub const ALL: &[KernelDesc] = &[
+    GEMV_F32.desc,
+    GEMV_COLS_Q4K[0].desc,
+    GEMV_COLS_Q4K[1].desc,
+    GEMV_COLS_Q4K[2].desc,
+];
 
 #[cfg(test)]
 mod tests {

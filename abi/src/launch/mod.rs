@@ -66,8 +66,9 @@ pub use flash_split::{flash_block, flash_block_heads, flash_segments, FlashBlock
 pub use gemv::{
     gemv_block_rows, gemv_lanes_per_row, gemv_min_block_rows, gemv_pair_passes,
     gemv_pair_rows_per_warp, gemv_passes, gemv_rows_per_pass, gemv_rows_per_warp,
-    gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit, GEMV_BLOCK_WARPS, GEMV_F32,
-    GEMV_PAIR_WEIGHT_PER_ACT, GEMV_STAGE_BLOCKS, GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
+    gemv_stage_blocks, Gemv2Args, GemvArgs, GemvGroupedArgs, GemvUnit, GEMV_BLOCK_WARPS,
+    GEMV_COLS_MIN, GEMV_COLS_Q4K, GEMV_F32, GEMV_PAIR_WEIGHT_PER_ACT, GEMV_STAGE_BLOCKS,
+    GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
 pub use head::{ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_STEP, ARGMAX_THREADS};
 pub use mmq::{

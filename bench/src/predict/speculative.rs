@@ -44,6 +44,40 @@ pub fn expected_tokens(k: usize, a: f64) -> f64 {
     (0..=k).map(|i| a.powi(i as i32)).sum()
 }
 
+/// Warp instructions each column past the first adds to a gemv that reads its weights once for
+/// all columns, over the one-column gemv's: MEASURED in ptx-sim on `gemv_colsM_q4k`
+/// (`cargo bench -p ingot-bench --bench kernels -- attn_output`, V2-Lite's `attn_output`, 2048 x
+/// 2048 Q4_K: 692,820 warp instructions for the plain gemv, 1,042,296 / 1,382,220 / 1,735,136
+/// for 2 / 3 / 4 columns, 0.50 of a column each; test
+/// `shared_weight_column_cost_is_the_kernels`). The prediction applies it to every node of the
+/// verify, which only that gemv has measured (DERIVED for the others).
+pub const SHARED_WEIGHT_COLUMN_COST: f64 = 0.50;
+
+/// What the verify's kernels do with the `m` positions' work.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum VerifyKernels {
+    /// Each decode kernel's warp instructions and re-read bytes times `m` (the model's
+    /// assumption).
+    AsAssumed,
+    /// Weights loaded and unpacked once for every position: instructions times
+    /// `1 + SHARED_WEIGHT_COLUMN_COST·(m − 1)`, re-read bytes (the activations) times `m`.
+    SharedWeights,
+    /// Instructions and re-reads not growing at all (a bound).
+    BytesOnly,
+}
+
+impl VerifyKernels {
+    /// `(instruction growth, re-read growth)` for `m` positions.
+    fn growth(self, m: usize) -> (f64, f64) {
+        let m = m as f64;
+        match self {
+            VerifyKernels::AsAssumed => (m, m),
+            VerifyKernels::SharedWeights => (1.0 + SHARED_WEIGHT_COLUMN_COST * (m - 1.0), m),
+            VerifyKernels::BytesOnly => (1.0, 1.0),
+        }
+    }
+}
+
 /// One `k` of the prediction.
 #[derive(Clone, Debug, Serialize)]
 pub struct SpecRow {
@@ -70,10 +104,12 @@ pub struct SpecRow {
     /// positions (a batched kernel that shares every weight load and dequantization across
     /// them), routed experts as assumed.
     pub speedup_bytes_only: f64,
+    /// With [`VerifyKernels::SharedWeights`], routed experts as assumed.
+    pub speedup_shared_weights: f64,
     /// The most distinct experts per MoE layer the verify may read for the step to reach
-    /// [`SpecPrediction::target`]: with the kernels as assumed, and with bytes-only kernels;
-    /// `None` where even `n_used` (the positions sharing every expert) misses it.
-    pub needs: [Option<f64>; 2],
+    /// [`SpecPrediction::target`]: with the kernels as assumed, sharing weights (measured), and
+    /// bytes-only; `None` where even `n_used` (the positions sharing every expert) misses it.
+    pub needs: [Option<f64>; 3],
 }
 
 /// What a speculative prediction assumes beyond the decode table.
@@ -159,22 +195,26 @@ pub fn predict_speculative(
         .map(|k| {
             let m = k + 1;
             let distinct = spec.routing.distinct(n_expert, n_used, m);
-            let verify_s = verify_time(decode, card, opts, m, distinct / n_used as f64);
+            let growth = distinct / n_used as f64;
+            let verify = |kernels, routed| verify_time(decode, card, opts, (kernels, m), routed);
+            let verify_s = verify(VerifyKernels::AsAssumed, growth);
             let e = expected_tokens(k, a);
             let drafts_s = k as f64 * (mtp_block_s + mtp_head_s);
             let catch_up_s = (e - 1.0) * mtp_block_s;
-            let needs = [m, 1].map(|m_instr| {
-                let speedup = |growth: f64| {
-                    let verify = verify_time(decode, card, opts, m_instr, growth);
-                    e * decode_s / (verify + drafts_s + catch_up_s)
-                };
+            let needs = [
+                VerifyKernels::AsAssumed,
+                VerifyKernels::SharedWeights,
+                VerifyKernels::BytesOnly,
+            ]
+            .map(|kernels| {
+                let speedup = |g: f64| e * decode_s / (verify(kernels, g) + drafts_s + catch_up_s);
                 max_growth_for(speedup, spec.target, m as f64).map(|g| g * n_used as f64)
             });
             let step_s = verify_s + drafts_s + catch_up_s;
             let one_by_one = m as f64 * decode_s + drafts_s + catch_up_s;
-            let same = verify_time(decode, card, opts, m, 1.0) + drafts_s + catch_up_s;
-            let growth = distinct / n_used as f64;
-            let bytes_only = verify_time(decode, card, opts, 1, growth) + drafts_s + catch_up_s;
+            let same = verify(VerifyKernels::AsAssumed, 1.0) + drafts_s + catch_up_s;
+            let bytes_only = verify(VerifyKernels::BytesOnly, growth) + drafts_s + catch_up_s;
+            let shared = verify(VerifyKernels::SharedWeights, growth) + drafts_s + catch_up_s;
             SpecRow {
                 k,
                 tokens_per_step: e,
@@ -188,6 +228,7 @@ pub fn predict_speculative(
                 speedup_one_by_one: e * decode_s / one_by_one,
                 speedup_same_experts: e * decode_s / same,
                 speedup_bytes_only: e * decode_s / bytes_only,
+                speedup_shared_weights: e * decode_s / shared,
                 needs,
             }
         })
@@ -271,9 +312,9 @@ fn max_growth_for(speedup: impl Fn(f64) -> f64, target: f64, max: f64) -> Option
     Some(ok)
 }
 
-/// The decode step's nodes as one batched verify (the module's assumptions): routed bytes times
-/// `routed_growth`, other bytes once, instructions and re-reads times `m` (the positions; 1 for
-/// the bound where they do not grow). The DRAM bytes a node's prefetch moved before it started in
+/// The decode step's nodes as one batched verify of `m` positions (the module's assumptions):
+/// routed bytes times `routed_growth`, other bytes once, instructions and re-reads grown as
+/// `kernels` says ([`VerifyKernels::growth`]). The DRAM bytes a node's prefetch moved before it started in
 /// the decode step (its weights handed ahead, or prefetched before its wait) are moved here too:
 /// the same weights and kernels, and the launches before it run longer, so their idle windows
 /// are no shorter; the node's time is then recomputed, so an issue-bound verify node gains nothing.
@@ -281,10 +322,11 @@ fn verify_time(
     decode: &PlanTable,
     card: &super::card::Card,
     opts: TableOptions,
-    m: usize,
+    (kernels, m): (VerifyKernels, usize),
     routed_growth: f64,
 ) -> f64 {
-    let m64 = m as u64;
+    let (instr, reread) = kernels.growth(m);
+    let grow = |v: u64, by: f64| (v as f64 * by).round() as u64;
     decode
         .rows
         .iter()
@@ -300,9 +342,9 @@ fn verify_time(
             let other = l.dram_bytes - r.routed_bytes;
             l.dram_bytes = (other + (r.routed_bytes as f64 * routed_growth).round() as u64)
                 .saturating_sub(moved);
-            l.reread_bytes *= m64;
-            l.warp_instructions *= m64;
-            l.tail_warp_instructions *= m64;
+            l.reread_bytes = grow(l.reread_bytes, reread);
+            l.warp_instructions = grow(l.warp_instructions, instr);
+            l.tail_warp_instructions = grow(l.tail_warp_instructions, instr);
             node_time(card, &opts.constants, &l, r.index > 0).total_s
         })
         .sum()
@@ -363,7 +405,7 @@ impl fmt::Display for SpecPrediction {
         let target = format!("{:.2}x needs", self.target);
         writeln!(
             f,
-            "{:>2} {:>11} {:>13} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8} | {:>9} {:>8} {:>10} | {:>17}",
+            "{:>2} {:>11} {:>13} {:>9} {:>9} {:>11} {:>9} {:>7} {:>8} | {:>9} {:>8} {:>8} {:>10} | {:>26}",
             "k",
             "tokens/step",
             "experts/layer",
@@ -375,6 +417,7 @@ impl fmt::Display for SpecPrediction {
             "vs plain",
             "k+1 steps",
             "overlap",
+            "shared w",
             "bytes only",
             target
         )?;
@@ -382,7 +425,7 @@ impl fmt::Display for SpecPrediction {
         for r in &self.rows {
             writeln!(
                 f,
-                "{:>2} {:>11.3} {:>13.2} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>7.1} {:>7.2}x | {:>8.2}x {:>7.2}x {:>9.2}x | {:>8} {:>8}",
+                "{:>2} {:>11.3} {:>13.2} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>7.1} {:>7.2}x | {:>8.2}x {:>7.2}x {:>7.2}x {:>9.2}x | {:>8} {:>8} {:>8}",
                 r.k,
                 r.tokens_per_step,
                 r.distinct_experts,
@@ -394,19 +437,23 @@ impl fmt::Display for SpecPrediction {
                 r.speedup,
                 r.speedup_one_by_one,
                 r.speedup_same_experts,
+                r.speedup_shared_weights,
                 r.speedup_bytes_only,
                 need(r.needs[0]),
-                need(r.needs[1])
+                need(r.needs[1]),
+                need(r.needs[2])
             )?;
         }
         write!(
             f,
             "vs plain with the verify as k+1 decode steps (what the sim executor runs today); as assumed \
-             but the k+1 tokens sharing their routed experts (overlap); or with instructions and \
-             re-reads not growing with the positions (bytes only). {target}: the most distinct experts \
-             per MoE layer the verify may read for {:.2}x, with the kernels as assumed / bytes only \
-             (none: not even with every expert shared)",
-            self.target
+             but the k+1 tokens sharing their routed experts (overlap); with kernels reading each \
+             weight once for every position, each position past the first {:.2} of a decode \
+             kernel's instructions (shared w: MEASURED on the Q4_K gemv, DERIVED for the other \
+             nodes); or with instructions and re-reads not growing with the positions (bytes only). \
+             {target}: the most distinct experts per MoE layer the verify may read for {:.2}x, with \
+             the kernels as assumed / shared w / bytes only (none: not even with every expert shared)",
+            SHARED_WEIGHT_COLUMN_COST, self.target
         )
     }
 }
@@ -484,7 +531,7 @@ mod tests {
         let (decode, spec) =
             plan_and_predict_speculative(&gguf, opts, &spec_opts(3, 0.8, Routing::Uniform))
                 .expect("predict");
-        let one = verify_time(&decode, card, opts, 1, 1.0);
+        let one = verify_time(&decode, card, opts, (VerifyKernels::AsAssumed, 1), 1.0);
         assert!((one - spec.decode_s).abs() < 1e-12 * spec.decode_s.max(1.0));
         assert!(spec.mtp_block_s > 0.0 && spec.mtp_head_s > 0.0);
         for r in &spec.rows {
@@ -498,14 +545,15 @@ mod tests {
                 r.k
             );
             assert!(r.speedup_one_by_one < r.speedup && r.speedup <= r.speedup_same_experts);
-            assert!(r.speedup <= r.speedup_bytes_only);
+            assert!(r.speedup <= r.speedup_shared_weights);
+            assert!(r.speedup_shared_weights <= r.speedup_bytes_only);
         }
         let at =
             |k, a, routing| predict_speculative(&gguf, opts, &decode, &spec_opts(k, a, routing));
         let none = at(1, 0.0, Routing::Uniform).expect("predict at 0");
         assert!(none.rows[0].speedup < 1.0);
         assert!(
-            none.rows[0].needs == [None, None],
+            none.rows[0].needs == [None, None, None],
             "acceptance 0 never pays"
         );
         assert!(at(1, 1.5, Routing::Uniform).is_err());
@@ -515,11 +563,16 @@ mod tests {
         for r in &spec.rows {
             let m = r.k + 1;
             let e = r.tokens_per_step;
-            for (d, m_instr) in r.needs.iter().zip([m, 1]) {
+            let kernels = [
+                VerifyKernels::AsAssumed,
+                VerifyKernels::SharedWeights,
+                VerifyKernels::BytesOnly,
+            ];
+            for (d, kernels) in r.needs.iter().zip(kernels) {
                 let Some(d) = *d else { continue };
                 assert!((n_used..=m as f64 * n_used).contains(&d), "k {}: {d}", r.k);
                 let speedup = |g: f64| {
-                    let v = verify_time(&decode, card, opts, m_instr, g);
+                    let v = verify_time(&decode, card, opts, (kernels, m), g);
                     e * spec.decode_s / (v + r.drafts_s + r.catch_up_s)
                 };
                 let g = d / n_used;

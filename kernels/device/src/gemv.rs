@@ -40,7 +40,7 @@ pub(crate) const GEMV_PREFETCH_LINES: u32 = 2;
 /// Prefetches rows `first .. end` of the matrix at `w` (rows of `row_bytes`), then waits for the
 /// predecessor grid: the `before` of the one-matrix gemvs.
 #[inline(always)]
-unsafe fn prefetch_rows(w: u64, row_bytes: u64, first: u32, end: u32) {
+pub(crate) unsafe fn prefetch_rows(w: u64, row_bytes: u64, first: u32, end: u32) {
     prefetch_then_wait::<GEMV_PREFETCH_LINES, 1>(
         [(w + first as u64 * row_bytes, w + end as u64 * row_bytes)],
         tid(),

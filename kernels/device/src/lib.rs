@@ -11,6 +11,7 @@
 
 mod embed;
 mod gemv;
+mod gemv_cols;
 mod intrinsics;
 mod last_block;
 mod mmq;

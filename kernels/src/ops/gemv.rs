@@ -8,7 +8,8 @@ use crate::Result;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
 use ingot_abi::launch::{
     gemv_block_rows, gemv_pair_rows_per_warp, gemv_rows_per_warp, gemv_stage_blocks, Gemv2Args,
-    Gemv2NormArgs, GemvArgs, GemvGroupedArgs, KernelDesc, GEMV_F32, GEMV_STAGE_BLOCKS,
+    Gemv2NormArgs, GemvArgs, GemvGroupedArgs, KernelDesc, GEMV_COLS_MIN, GEMV_COLS_Q4K, GEMV_F32,
+    GEMV_STAGE_BLOCKS,
 };
 pub use ingot_abi::weight_types::GemvType;
 use std::mem::size_of;
@@ -113,6 +114,68 @@ pub fn gemv_q8_1<B: Accelerator>(
     launch(
         b,
         d,
+        warps,
+        GemvArgs {
+            w,
+            x,
+            y,
+            ncols: ncols32,
+            nrows: nrows32,
+        },
+    )
+}
+
+/// `y_c = W·x_c` for `m` columns (2 to 4) against one Q4_K weight stream
+/// ([`GEMV_COLS_Q4K`]): `W` as for [`gemv_q8_1`], `x` the `m` columns' q8_1 blocks one after
+/// the other (`ncols/32` each), `y` `m·nrows` floats, column `c` from float `c·nrows`. Each
+/// column's values are [`gemv_q8_1`]'s bits on that column.
+pub fn gemv_cols_q4k<B: Accelerator>(
+    b: &mut B,
+    m: usize,
+    (w, x, y): (&B::Buf, &B::Buf, &B::Buf),
+    nrows: usize,
+    ncols: usize,
+) -> Result<()> {
+    let ty = GemvType::Q4K;
+    let Some(k) = m
+        .checked_sub(GEMV_COLS_MIN)
+        .and_then(|i| GEMV_COLS_Q4K.get(i))
+    else {
+        return Err(shape(
+            &GEMV_COLS_Q4K[0],
+            format!(
+                "{m} columns: the kernels take {GEMV_COLS_MIN} to {}",
+                GEMV_COLS_MIN + GEMV_COLS_Q4K.len() - 1
+            ),
+        ));
+    };
+    let (ncols32, nrows32, warps) = check_rows(k, ty, nrows, ncols)?;
+    if m * (ncols / QK8_1) > GEMV_STAGE_BLOCKS as usize {
+        return Err(shape(
+            k,
+            format!(
+                "{m} columns of {ncols}: a block stages at most {GEMV_STAGE_BLOCKS} q8_1 blocks"
+            ),
+        ));
+    }
+    need(
+        b,
+        k,
+        "w",
+        w,
+        bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()),
+    )?;
+    need(b, k, "x", x, q8_1_bytes(m, ncols))?;
+    need(
+        b,
+        k,
+        "y",
+        y,
+        nrows.checked_mul(m).and_then(|n| bytes(n, 4, 1)),
+    )?;
+    launch(
+        b,
+        k,
         warps,
         GemvArgs {
             w,

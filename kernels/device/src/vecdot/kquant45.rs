@@ -18,22 +18,22 @@ use ingot_abi::weight_types::GemvType;
 #[derive(Default)]
 pub struct KLoads {
     /// Header word `c − HEAD_LANE` for the four lanes that read one, else 0.
-    head: u32,
-    qs: [u32; 4],
+    pub(crate) head: u32,
+    pub(crate) qs: [u32; 4],
     /// Q5_K: `qh` chunk `c` for lanes 0 and 1, else zeros.
-    qh: [u32; 4],
-    ds: [u32; 2],
-    u: [[u32; 4]; 2],
+    pub(crate) qh: [u32; 4],
+    pub(crate) ds: [u32; 2],
+    pub(crate) u: [[u32; 4]; 2],
 }
 
 /// First of the four lanes that read a header word: Q4_K lanes 0..4, Q5_K lanes 4..8 (lanes 0
 /// and 1 read Q5_K's `qh`).
-const Q4K_HEAD_LANE: u32 = 0;
+pub(crate) const Q4K_HEAD_LANE: u32 = 0;
 const Q5K_HEAD_LANE: u32 = 4;
 
 /// Lane `c`'s activations: `ds` and ints `4·(c%2) ..+4` of blocks `2p` and `2p+1`, `p = c/2`.
 #[inline(always)]
-unsafe fn k_act<A: ActSource>(act: A, c: u32) -> ([u32; 2], [[u32; 4]; 2]) {
+pub(crate) unsafe fn k_act<A: ActSource>(act: A, c: u32) -> ([u32; 2], [[u32; 4]; 2]) {
     let lo = act.skip(2 * (c / 2) as u64);
     let hi = lo.skip(1);
     let i = 4 * (c % 2) as u64;
@@ -42,14 +42,14 @@ unsafe fn k_act<A: ActSource>(act: A, c: u32) -> ([u32; 2], [[u32; 4]; 2]) {
 
 /// Lane `c`'s header word if it is one of the four header lanes starting at `first`.
 #[inline(always)]
-unsafe fn k_head_word(w: u64, c: u32, first: u32) -> u32 {
+pub(crate) unsafe fn k_head_word(w: u64, c: u32, first: u32) -> u32 {
     let k = c.wrapping_sub(first);
     ld_u32_if(k < 4, w + 4 * (k % 4) as u64)
 }
 
 /// The whole 16-byte header, gathered from the group's four header lanes.
 #[inline(always)]
-fn k_header(own: u32, first: u32) -> [u32; 4] {
+pub(crate) fn k_header(own: u32, first: u32) -> [u32; 4] {
     let base = (lane_id() & !7) + first;
     [
         shfl_idx(own, base),
@@ -81,7 +81,12 @@ pub fn k_scales(head: &[u32; 4], c: u32) -> (u32, u32) {
 /// `d·Σ d8·sc·dot − dmin·Σ d8·m·Σq8` over the lane's two sub-blocks; `hbit(k)` = the bit-4
 /// words of int `k` for the low and high nibbles.
 #[inline(always)]
-fn k_dot(l: &KLoads, head: &[u32; 4], c: u32, hbit: impl Fn(usize) -> (u32, u32)) -> f32 {
+pub(crate) fn k_dot(
+    l: &KLoads,
+    head: &[u32; 4],
+    c: u32,
+    hbit: impl Fn(usize) -> (u32, u32),
+) -> f32 {
     let (sc, m) = k_scales(head, c);
     let mut dot_lo = 0;
     let mut dot_hi = 0;

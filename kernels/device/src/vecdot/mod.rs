@@ -49,6 +49,7 @@ pub use iq1::{Iq1M, Iq1S};
 pub use iq2::{Iq2S, Iq2Xs, Iq2Xxs};
 pub use iq3::{Iq3S, Iq3Xxs};
 pub use iq4xs::Iq4Xs;
+pub(crate) use kquant45::{k_act, k_dot, k_head_word, k_header, KLoads, Q4K_HEAD_LANE};
 pub use kquant45::{k_scales, Q4K, Q5K};
 pub use pair::{iq4nl_values, q5_high_bits, Iq4Nl, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 pub use q2k::Q2K;
