@@ -171,9 +171,9 @@ fn gemv_q3k_matches_oracle() {
 
 /// `gemv_colsM_q4k` (M = 2, 3, 4 activation columns against one Q4_K weight stream) against
 /// the plain Q4_K gemv run on each column alone, bit for bit (so the oracle check above carries
-/// over): shapes `(nrows, ncols)`: a partial last thread block (37 rows), a row of 5 super-blocks (an odd
-/// tail after the two-unit loop), one super-block per row (4 rows per warp pass), the model
-/// width and a wider row.
+/// over), at shapes `(nrows, ncols)`: a partial last thread block (37 rows), a row of 5
+/// super-blocks (an odd tail after the two-unit loop), one super-block per row (4 rows per warp
+/// pass), the model width and a wider row.
 const COLUMN_SHAPES: [(usize, usize); 5] = [(37, 2048), (5, 1280), (6, 256), (40, 2048), (9, 3072)];
 
 fn check_columns<B: Accelerator>(b: &mut B) {

@@ -1,7 +1,8 @@
 //! Matrix-vector products for batch-1 decode: quantized weights times a q8_1 activation vector
 //! (per weight type a plain, a grouped, a grouped with q8_1 output and a two-matrix kernel, named
 //! and described per type by `crate::weight_types::GemvType`; the fused lm_head + argmax kernels
-//! are in `head`), and an f32 gemv for the MoE router.
+//! are in `head`), an f32 gemv for the MoE router, and the `M`-column Q4_K gemv of a speculative
+//! verify ([`GEMV_COLS_Q4K`]).
 //!
 //! Thread mapping shared by the quantized kernels: a group of [`gemv_lanes_per_row`] lanes
 //! computes one output row (a whole warp for rows of 1024 weights or more; fewer lanes, several

@@ -124,7 +124,7 @@ pub struct SpecOptions {
     /// The speed-up [`SpecRow::needs`] solves for (issue 41 asks 1.5).
     pub target: f64,
     /// Drafts chosen among the first `n` token ids ([`ingot_model::speculative::Drafts`]): the
-    /// MTP head's rows scaled by `n / vocab` ([`pruned_head_time`]); `None`: the whole head.
+    /// MTP head's rows scaled by `n / vocab` (`pruned_head_time`); `None`: the whole head.
     pub draft_vocab: Option<usize>,
 }
 
@@ -314,8 +314,9 @@ fn max_growth_for(speedup: impl Fn(f64) -> f64, target: f64, max: f64) -> Option
 
 /// The decode step's nodes as one batched verify of `m` positions (the module's assumptions):
 /// routed bytes times `routed_growth`, other bytes once, instructions and re-reads grown as
-/// `kernels` says ([`VerifyKernels::growth`]). The DRAM bytes a node's prefetch moved before it started in
-/// the decode step (its weights handed ahead, or prefetched before its wait) are moved here too:
+/// `kernels` says ([`VerifyKernels::growth`]). The DRAM bytes a node's prefetch moved before it
+/// started in the decode step (its weights handed ahead, or prefetched before its wait) are moved
+/// here too:
 /// the same weights and kernels, and the launches before it run longer, so their idle windows
 /// are no shorter; the node's time is then recomputed, so an issue-bound verify node gains nothing.
 fn verify_time(
