@@ -269,6 +269,26 @@ fn pruned_head_time(
     frac: f64,
 ) -> f64 {
     let scale = |v: u64| (v as f64 * frac).round() as u64;
+    retimed(rows, card, opts, |_, l, moved| {
+        l.blocks = ((l.blocks as f64 * frac).ceil() as u64).max(1);
+        l.dram_bytes = scale(l.dram_bytes).saturating_sub(scale(moved));
+        l.reread_bytes = scale(l.reread_bytes);
+        l.warp_instructions = scale(l.warp_instructions);
+        l.tail_warp_instructions = scale(l.tail_warp_instructions);
+        l.prefetch_bytes = scale(l.prefetch_bytes);
+        l.streamed_bytes = scale(l.streamed_bytes);
+    })
+}
+
+/// The summed time of `rows` (those with a load and a time) after `edit(row, load, moved)`
+/// changes each load; `moved` is the DRAM bytes the node's prefetch moved before it started in
+/// the table (its share `prefetched_s` of the node's DRAM time alone, `dram_s + prefetched_s`).
+fn retimed(
+    rows: &[super::table::NodeRow],
+    card: &super::card::Card,
+    opts: TableOptions,
+    edit: impl Fn(&super::table::NodeRow, &mut super::model::NodeLoad, u64),
+) -> f64 {
     rows.iter()
         .filter_map(|r| r.load.zip(r.time).map(|(l, t)| (r, l, t)))
         .map(|(r, mut l, t)| {
@@ -278,13 +298,7 @@ fn pruned_head_time(
             } else {
                 0
             };
-            l.blocks = ((l.blocks as f64 * frac).ceil() as u64).max(1);
-            l.dram_bytes = scale(l.dram_bytes).saturating_sub(scale(moved));
-            l.reread_bytes = scale(l.reread_bytes);
-            l.warp_instructions = scale(l.warp_instructions);
-            l.tail_warp_instructions = scale(l.tail_warp_instructions);
-            l.prefetch_bytes = scale(l.prefetch_bytes);
-            l.streamed_bytes = scale(l.streamed_bytes);
+            edit(r, &mut l, moved);
             node_time(card, &opts.constants, &l, r.index > 0).total_s
         })
         .sum()
@@ -328,27 +342,14 @@ fn verify_time(
 ) -> f64 {
     let (instr, reread) = kernels.growth(m);
     let grow = |v: u64, by: f64| (v as f64 * by).round() as u64;
-    decode
-        .rows
-        .iter()
-        .filter_map(|r| r.load.zip(r.time).map(|(l, t)| (r, l, t)))
-        .map(|(r, mut l, t)| {
-            // The node's DRAM time alone is what is left plus what was moved.
-            let alone_dram_s = t.dram_s + t.prefetched_s;
-            let moved = if alone_dram_s > 0.0 {
-                (t.prefetched_s / alone_dram_s * l.dram_bytes as f64).round() as u64
-            } else {
-                0
-            };
-            let other = l.dram_bytes - r.routed_bytes;
-            l.dram_bytes = (other + (r.routed_bytes as f64 * routed_growth).round() as u64)
-                .saturating_sub(moved);
-            l.reread_bytes = grow(l.reread_bytes, reread);
-            l.warp_instructions = grow(l.warp_instructions, instr);
-            l.tail_warp_instructions = grow(l.tail_warp_instructions, instr);
-            node_time(card, &opts.constants, &l, r.index > 0).total_s
-        })
-        .sum()
+    retimed(&decode.rows, card, opts, |r, l, moved| {
+        let other = l.dram_bytes - r.routed_bytes;
+        l.dram_bytes =
+            (other + (r.routed_bytes as f64 * routed_growth).round() as u64).saturating_sub(moved);
+        l.reread_bytes = grow(l.reread_bytes, reread);
+        l.warp_instructions = grow(l.warp_instructions, instr);
+        l.tail_warp_instructions = grow(l.tail_warp_instructions, instr);
+    })
 }
 
 impl fmt::Display for SpecPrediction {
