@@ -104,9 +104,10 @@ impl RoutingOverlap {
     ) -> Result<RoutingOverlap, OverlapError> {
         let config = ingot_model::ModelConfig::from_gguf(gguf)?;
         let trace = Trace::open(path)?;
-        let moe_layers = (0..config.n_layer)
-            .filter(|&il| config.is_moe_layer(il))
-            .count();
+        // The layers a trace of this model would record, as the trace's writer lists them.
+        let moe_layers = ingot_model::trace::TraceHeader::new(gguf, &config)
+            .moe_layers
+            .len();
         let same_model = trace.check_model(gguf).is_ok();
         RoutingOverlap::from_trace(
             &trace,
