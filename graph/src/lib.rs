@@ -30,4 +30,5 @@ pub use planner::mtp::{build_mtp_plan_for, MtpPlan};
 pub use planner::prefill::{
     build_prefill_plan, build_prefill_plan_for, prefill_chunks, Chunk, PrefillPlan, PREFILL_BUCKETS,
 };
+pub use planner::verify::{build_verify_plan, VerifyPlan, MAX_VERIFY_COLUMNS};
 pub use planner::{build_plan, ExpertCacheOptions, PlanOptions};

@@ -1,6 +1,7 @@
 //! The plan interpreted in ptx-sim: node by node, with the simulator's counters per node.
 
 mod mtp;
+mod verify;
 
 use ingot_abi::step::StepState;
 use ingot_gguf::GgufFile;
@@ -48,6 +49,8 @@ pub struct SimExecutor {
     hidden: Option<Vec<f32>>,
     /// The NextN/MTP block's plan, or why the model has none.
     mtp: Result<mtp::SimMtp, String>,
+    /// The speculative verify's plans, or why there are none.
+    verify: Result<verify::SimVerify, String>,
 }
 
 /// The prefill plans of a [`SimExecutor`], one per bucket that fits the context, sharing the
@@ -169,6 +172,7 @@ impl SimExecutor {
         };
         let prefill = SimPrefill::load_all(&mut sim, file, &config, opts, (&plan, &ptrs))?;
         let mtp = mtp::SimMtp::load(&mut sim, file, &config, opts, (&plan, &ptrs))?;
+        let verify = verify::SimVerify::load(&mut sim, file, (&plan, &ptrs))?;
         let norm = plan
             .buffers
             .iter()
@@ -178,6 +182,7 @@ impl SimExecutor {
             norm,
             hidden: None,
             mtp,
+            verify,
             experts,
             prefill,
             embedding: HostEmbedding::for_plan(file, &plan)?,
@@ -402,6 +407,42 @@ impl SimExecutor {
         }
     }
 
+    /// The verify plan of `m` positions with its counters summed over every verify of that width
+    /// so far, or why there is none.
+    pub fn verify_stats(&self, m: usize) -> Result<(&crate::VerifyPlan, &[LaunchStats]), String> {
+        let v = self.verify.as_ref().map_err(String::clone)?;
+        v.plan(m)
+            .ok_or_else(|| format!("no verify plan of {m} positions"))
+    }
+
+    /// [`Decoder::forward_rows`] with [`Rows::All`] as one verify plan (`tokens`: 2 to
+    /// [`crate::MAX_VERIFY_COLUMNS`]); every position is checked before anything runs.
+    fn run_verify(&mut self, tokens: &[u32], start_pos: usize) -> Result<Forward, ExecError> {
+        for (i, &t) in tokens.iter().enumerate() {
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
+        }
+        let v = (self.verify.as_mut())
+            .map_err(|why| ExecError::Step(ModelError::Unsupported(why.clone())))?;
+        // Invalid until the verify has run: a failed one leaves no state to read.
+        self.hidden = None;
+        let cols = v.run(
+            (&mut self.sim, self.module),
+            &self.config,
+            self.embedding.as_ref(),
+            (tokens, start_pos),
+        )?;
+        let (n, vocab, d) = (tokens.len(), self.config.vocab, self.config.n_embd);
+        self.logits = cols.logits[(n - 1) * vocab..].to_vec();
+        self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
+        self.filled = start_pos + n;
+        Ok(Forward {
+            n,
+            hidden: cols.hidden,
+            logits: cols.logits,
+        })
+    }
+
     fn run_node(&mut self, i: usize) -> Result<(), ExecError> {
         let l = &self.launches[i];
         self.stats[i] += launch(&mut self.sim, self.module, l, i, &self.plan.nodes[i].label)?;
@@ -541,13 +582,21 @@ impl Decoder for SimExecutor {
         self.hidden.as_deref()
     }
 
-    /// See `exec::forward_rows_by_steps`.
+    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] (a speculative verify) as
+    /// one verify plan, when the decode plan has them; otherwise see
+    /// `exec::forward_rows_by_steps`.
     fn forward_rows(
         &mut self,
         tokens: &[u32],
         start_pos: usize,
         rows: Rows,
     ) -> Result<Forward, ModelError> {
+        let batched = (2..=crate::MAX_VERIFY_COLUMNS).contains(&tokens.len());
+        if rows == Rows::All && batched && self.verify.is_ok() {
+            return self
+                .run_verify(tokens, start_pos)
+                .map_err(super::to_model_error);
+        }
         let prefill = self.prefill.is_ok();
         super::forward_rows_by_steps(self, tokens, start_pos, rows, prefill)
     }

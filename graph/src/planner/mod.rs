@@ -1,7 +1,8 @@
 //! Building the decode plan from a model configuration and the file's tensor table.
 //!
 //! One function per part of the step (embedding, attention, FFN, head) appends its nodes
-//! (`head`, `attention`, `ffn`; `mtp` and `prefill` build the other plans from the same parts).
+//! (`head`, `attention`, `ffn`; `mtp` and `prefill` build the other plans from the same parts,
+//! `verify` widens a decode plan to several positions).
 //! What they share: `builder` (the `Builder`: buffer declarations, node creation, argument
 //! constructors), `nodes` (the node helpers every part uses), `kernels` (kernel names and work
 //! items). Kernel arguments follow the parameter lists in `ingot_abi::launch`; [`Plan::check`]
@@ -16,6 +17,7 @@ pub mod mtp;
 mod nodes;
 pub mod prefill;
 mod projections;
+pub mod verify;
 
 use ingot_gguf::Gguf;
 use ingot_model::{CacheType, ModelConfig};

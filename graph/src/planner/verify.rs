@@ -1,0 +1,255 @@
+//! The plan of a speculative verify step: `m` consecutive positions of the decode plan in one
+//! node list, each position a *column* with its own copy of every activation and its own step
+//! state, all columns on the decode plan's weights and latent caches.
+//!
+//! ```text
+//! for each node k of the decode plan:        (node-major: node k of every column, then node k+1)
+//!     for each column i in 0..m:             node k on column i's activations and step state i
+//! step state i = { token: t_i, pos: p + i }  (written by the host; the argmax node of column i
+//!                                             writes its next_token)
+//! ```
+//!
+//! Why the columns' bits are the decode plan's, step by step: every node reads only its own
+//! column's activations and step state, the weights, and the latent caches; the only thing a
+//! column reads that another writes is a cache row, and column `i` reads rows `0..=p + i` of a
+//! layer, whose rows `p..p + i` columns `0..i` write with an earlier node of that layer (the
+//! decode plan writes a layer's row before it attends over it). A node runs the same kernel on
+//! the same bytes as in the decode step of position `p + i` after positions `p..p + i` were
+//! decoded, so its output is that step's, bit for bit (`graph/tests/sim_verify.rs` checks it in
+//! ptx-sim against decode steps). Node-major order is what lets a kernel with a multi-column
+//! variant (`gemv_colsM_q4k`) replace a node's `m` copies by one launch that reads the weights
+//! once; the plan has no such replacement yet, so today it costs `m` decode steps' launches in
+//! one graph.
+//!
+//! Not planned: a decode plan with an expert cache (the host rewrites its slot tables from one
+//! step's routing between steps; a verify reads `m` routings at once).
+
+use crate::buffer::{BufId, BufferDecl, BufferKind};
+use crate::error::PlanError;
+use crate::node::{BufRef, Node, NodeArg};
+use crate::plan::Plan;
+
+/// Columns a verify plan holds at most: the positions of [`ingot_model::speculative::MAX_DRAFT`] drafts and
+/// the token before them.
+pub const MAX_VERIFY_COLUMNS: usize = ingot_model::speculative::MAX_DRAFT + 1;
+
+/// Bytes each column's copy of a buffer is aligned to (the widest vector load a kernel makes is
+/// 16 bytes; 256 keeps every copy on its own cache lines).
+pub const COLUMN_ALIGN: u64 = 256;
+
+/// The verify plan of `columns` positions and where each column's copy of a buffer lives.
+#[derive(Clone, Debug)]
+pub struct VerifyPlan {
+    /// `residual`, `logits` and `step` name column 0's copies; column `i`'s copy of a widened
+    /// buffer starts [`VerifyPlan::stride`] bytes after column `i - 1`'s.
+    pub plan: Plan,
+    pub columns: usize,
+    /// Per buffer: bytes between consecutive columns' copies, 0 for a buffer every column
+    /// shares (weights, constants, the latent caches).
+    pub strides: Vec<u64>,
+    /// The decode plan's `act.norm` (each column's final hidden state, f32), if it has one.
+    pub norm: Option<BufId>,
+}
+
+impl VerifyPlan {
+    /// Column `column`'s copy of buffer `buf`, at its start.
+    pub fn at(&self, buf: BufId, column: usize) -> BufRef {
+        BufRef {
+            buf,
+            offset: self.strides[buf.0 as usize] * column as u64,
+        }
+    }
+}
+
+/// Builds the verify plan of `columns` positions (2 to [`MAX_VERIFY_COLUMNS`]) from the decode
+/// plan `decode`. The step state becomes an activation (`verify.steps`, one
+/// [`ingot_abi::step::StepState`] per column) that the host writes before each verify, so the
+/// decode plan's own step state is untouched by it.
+pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, PlanError> {
+    if !(2..=MAX_VERIFY_COLUMNS).contains(&columns) {
+        return Err(PlanError::UnsupportedModel(format!(
+            "a verify step of {columns} positions: the verify plan takes 2 to \
+             {MAX_VERIFY_COLUMNS} (1 to {} drafts and the token before them)",
+            ingot_model::speculative::MAX_DRAFT
+        )));
+    }
+    if decode.expert_cache.is_some() {
+        return Err(PlanError::UnsupportedModel(
+            "a batched verify with an expert cache: the cache's slot tables follow one step's \
+             routing, a verify reads several (drafts are verified one position at a time)"
+                .into(),
+        ));
+    }
+    let mut strides = Vec::with_capacity(decode.buffers.len());
+    let mut buffers = Vec::with_capacity(decode.buffers.len());
+    for b in &decode.buffers {
+        let (decl, stride) = widen(b, columns)?;
+        buffers.push(decl);
+        strides.push(stride);
+    }
+    let mut nodes = Vec::with_capacity(decode.nodes.len() * columns);
+    for n in &decode.nodes {
+        for i in 0..columns {
+            nodes.push(on_column(n, i, &strides));
+        }
+    }
+    let norm = decode
+        .buffers
+        .iter()
+        .position(|b| b.name == "act.norm")
+        .map(|i| BufId(i as u32));
+    Ok(VerifyPlan {
+        plan: Plan {
+            buffers,
+            nodes,
+            expert_cache: None,
+            ..decode.clone()
+        },
+        columns,
+        strides,
+        norm,
+    })
+}
+
+/// Buffer `b` as the verify plan declares it, with its column stride: activations and the step
+/// state one aligned copy per column, everything else as declared (and shared by the columns).
+fn widen(b: &BufferDecl, columns: usize) -> Result<(BufferDecl, u64), PlanError> {
+    let name = match b.kind {
+        BufferKind::Activation => b.name.clone(),
+        BufferKind::StepState => "verify.steps".to_owned(),
+        _ => return Ok((b.clone(), 0)),
+    };
+    let overflow = || PlanError::Overflow(format!("{} x {columns} columns", b.name));
+    let stride = b
+        .bytes
+        .checked_next_multiple_of(COLUMN_ALIGN)
+        .ok_or_else(overflow)?;
+    let bytes = stride.checked_mul(columns as u64).ok_or_else(overflow)?;
+    let decl = BufferDecl {
+        name,
+        kind: BufferKind::Activation,
+        bytes,
+    };
+    Ok((decl, stride))
+}
+
+/// Node `n` of the decode plan on column `column`: each buffer argument moved to that column's
+/// copy (offsets within a copy unchanged).
+fn on_column(n: &Node, column: usize, strides: &[u64]) -> Node {
+    let args = n
+        .args
+        .iter()
+        .map(|a| match *a {
+            NodeArg::Buf(r) => NodeArg::Buf(BufRef {
+                buf: r.buf,
+                offset: r.offset + strides[r.buf.0 as usize] * column as u64,
+            }),
+            other => other,
+        })
+        .collect();
+    Node {
+        label: format!("{} [position +{column}]", n.label),
+        args,
+        ..n.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(name: &str, kind: BufferKind, bytes: u64) -> BufferDecl {
+        BufferDecl {
+            name: name.into(),
+            kind,
+            bytes,
+        }
+    }
+
+    fn plan() -> Plan {
+        let at = |b: u32, offset| {
+            NodeArg::Buf(BufRef {
+                buf: BufId(b),
+                offset,
+            })
+        };
+        let node = |kernel: &str, args| Node {
+            kernel: kernel.into(),
+            label: kernel.into(),
+            layer: Some(0),
+            items: 1,
+            args,
+            l2_streaming: None,
+        };
+        Plan {
+            buffers: vec![
+                decl("step", BufferKind::StepState, 16),
+                decl("kv.0", BufferKind::KvCache { layer: 0 }, 1024),
+                decl("act.residual", BufferKind::Activation, 300),
+                decl("rope", BufferKind::Constant { data: vec![0; 8] }, 8),
+            ],
+            nodes: vec![
+                node("a", vec![at(0, 0), at(1, 64), at(2, 40), NodeArg::U32(7)]),
+                node("b", vec![at(3, 4), at(2, 0)]),
+            ],
+            n_layer: 1,
+            ctx: 16,
+            vocab: 8,
+            n_embd: 8,
+            residual: BufId(2),
+            logits: BufId(2),
+            step: BufId(0),
+            host_embedding: false,
+            device_argmax: false,
+            expert_cache: None,
+        }
+    }
+
+    /// Activations and the step state get one aligned copy per column; the caches and constants
+    /// stay one; nodes run node-major, each copy's buffer arguments moved to its column and its
+    /// scalars unchanged.
+    #[test]
+    fn columns_get_their_own_activations_and_share_the_rest() {
+        let v = build_verify_plan(&plan(), 3).expect("plan");
+        assert_eq!(v.strides, [256, 0, 512, 0]);
+        let bytes: Vec<u64> = v.plan.buffers.iter().map(|b| b.bytes).collect();
+        assert_eq!(bytes, [768, 1024, 1536, 8]);
+        assert_eq!(v.plan.buffers[0].name, "verify.steps");
+        assert_eq!(v.plan.buffers[0].kind, BufferKind::Activation);
+        let kernels: Vec<&str> = v.plan.nodes.iter().map(|n| n.kernel.as_str()).collect();
+        assert_eq!(kernels, ["a", "a", "a", "b", "b", "b"]);
+        let off = |n: usize, a: usize| match v.plan.nodes[n].args[a] {
+            NodeArg::Buf(r) => r.offset,
+            ref other => panic!("{other:?}"),
+        };
+        assert_eq!([off(2, 0), off(2, 1), off(2, 2)], [512, 64, 1064]);
+        assert_eq!(v.plan.nodes[2].args[3], NodeArg::U32(7));
+        assert_eq!([off(4, 0), off(4, 1)], [4, 512]);
+        assert_eq!(v.at(BufId(2), 2).offset, 1024);
+    }
+
+    /// One column, more than `MAX_VERIFY_COLUMNS`, and a plan with an expert cache are refused
+    /// with the reason.
+    #[test]
+    fn what_it_cannot_verify_is_refused() {
+        for m in [0, 1, MAX_VERIFY_COLUMNS + 1] {
+            match build_verify_plan(&plan(), m) {
+                Err(PlanError::UnsupportedModel(msg)) => assert!(msg.contains("2 to"), "{msg}"),
+                other => panic!("{m} columns: {other:?}"),
+            }
+        }
+        let mut cached = plan();
+        cached.expert_cache = Some(crate::ExpertCachePlan {
+            slots: 1,
+            policy: ingot_model::expert_cache::Policy::Lru,
+            n_expert: 2,
+            n_expert_used: 1,
+            route_bonus: 0.0,
+            layers: Vec::new(),
+        });
+        match build_verify_plan(&cached, 2) {
+            Err(PlanError::UnsupportedModel(msg)) => assert!(msg.contains("expert cache"), "{msg}"),
+            other => panic!("expert cache: {other:?}"),
+        }
+    }
+}

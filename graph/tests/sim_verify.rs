@@ -1,0 +1,129 @@
+//! The speculative verify plan (`planner::verify`, run by `SimExecutor::forward_rows`) against
+//! decode steps, bit for bit: the logits and final hidden state of every position of a verify of
+//! 2, 3 and 4 positions equal those of decoding the same tokens one by one, and the cache rows
+//! it writes equal theirs (the decode after it, and a verify that rewinds over its last row,
+//! still agree). On the Q4_K_M tiny-glm synth (the chained MoE-and-projections launches, the
+//! argmax gemv), tiny64 (one expert group, the paired projections) and the trained model
+//! (Q8_0). Exact equality is the claim: each column runs the decode plan's kernels on the same
+//! bytes, so no tolerance applies.
+
+mod support;
+
+use ingot_gguf::GgufFile;
+use ingot_graph::exec::sim::SimExecutor;
+use ingot_graph::PlanOptions;
+use ingot_model::{forward_by_decode, Decoder, Forward, Rows};
+use ingot_synth::{Layout, Preset, QuantMix};
+
+const CTX: usize = 16;
+
+/// Bits of `a` and `b` equal, or a message naming the first difference.
+fn same_bits(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+        panic!(
+            "{what}: element {i} is {} by the verify, {} by decode steps",
+            a[i], b[i]
+        );
+    }
+}
+
+fn same_forward(what: &str, verify: &Forward, steps: &Forward) {
+    assert_eq!(verify.n, steps.n, "{what}");
+    same_bits(&format!("{what} logits"), &verify.logits, &steps.logits);
+    same_bits(&format!("{what} hidden"), &verify.hidden, &steps.hidden);
+}
+
+/// A prompt decoded on two executors, then verifies of 2, 3 and 4 tokens on one against decode
+/// steps on the other, each starting on the previous one's last row (a rewind), then one more
+/// decode on both.
+fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
+    let load = || SimExecutor::load(file, PlanOptions::for_ctx(CTX)).expect("sim load");
+    let (mut batched, mut steps) = (load(), load());
+    let mut ids = vocab_ids.iter().copied().cycle();
+    let mut pos = 0;
+    for _ in 0..2 {
+        let t = ids.next().unwrap();
+        batched.decode(t, pos).expect("prompt");
+        steps.decode(t, pos).expect("prompt");
+        pos += 1;
+    }
+    for m in 2..=4 {
+        let tokens: Vec<u32> = ids.by_ref().take(m).collect();
+        let v = batched
+            .forward_rows(&tokens, pos, Rows::All)
+            .expect("verify");
+        let s = forward_by_decode(&mut steps, &tokens, pos, Rows::All).expect("steps");
+        same_forward(&format!("{name}, {m} positions at {pos}"), &v, &s);
+        same_bits(
+            &format!("{name} hidden()"),
+            batched.hidden().unwrap(),
+            steps.hidden().unwrap(),
+        );
+        let (plan, stats) = batched.verify_stats(m).expect("verify plan");
+        assert_eq!(plan.plan.nodes.len(), stats.len());
+        for (n, st) in plan.plan.nodes.iter().zip(stats) {
+            assert!(st.warp_instructions > 0, "{name}: {} never ran", n.label);
+        }
+        pos += m - 1;
+    }
+    let t = ids.next().unwrap();
+    let a = batched.decode(t, pos).expect("decode after").to_vec();
+    same_bits(
+        &format!("{name}, decode after the verifies"),
+        &a,
+        steps.decode(t, pos).unwrap(),
+    );
+}
+
+#[test]
+fn verify_equals_decode_steps_on_tiny_glm_q4km() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny-glm.gguf");
+    support::write_preset(&path, Preset::TinyGlm, Layout::Mla, QuantMix::Q4KM);
+    let file = GgufFile::open(&path).expect("open");
+    check(
+        "tiny-glm q4_k_m",
+        &file,
+        &[5, 300, 17, 100, 42, 7, 511, 90, 3, 64],
+    );
+}
+
+#[test]
+fn verify_equals_decode_steps_on_tiny64_q4km() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny64.gguf");
+    support::write_model(&path, &support::tiny64(), Layout::Mla, QuantMix::Q4KM, 3);
+    let file = GgufFile::open(&path).expect("open");
+    check("tiny64", &file, &[510, 3, 77, 12, 200, 9, 31, 450]);
+}
+
+#[test]
+fn verify_equals_decode_steps_on_the_trained_model() {
+    let path = ingot_testdata::golden_model("trained-rust-std");
+    let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    check(
+        "trained-rust-std",
+        &file,
+        &[1022, 40, 600, 13, 255, 801, 7, 99],
+    );
+}
+
+/// A verify whose first position leaves a gap in the cache, or whose last falls past the
+/// context, is refused before anything runs, and the executor still decodes.
+#[test]
+fn verify_refuses_positions_the_cache_cannot_take() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny64.gguf");
+    support::write_model(&path, &support::tiny64(), Layout::Mla, QuantMix::Q4KM, 3);
+    let file = GgufFile::open(&path).expect("open");
+    let mut dec = SimExecutor::load(&file, PlanOptions::for_ctx(CTX)).expect("sim load");
+    dec.decode(5, 0).expect("decode");
+    let gap = dec.forward_rows(&[1, 2], 2, Rows::All).expect_err("a gap");
+    assert!(gap.to_string().contains("position"), "{gap}");
+    let past = dec
+        .forward_rows(&[1, 2, 3], CTX - 2, Rows::All)
+        .expect_err("past the end");
+    assert!(past.to_string().contains("position"), "{past}");
+    dec.decode(6, 1).expect("still decodes");
+}
