@@ -23,7 +23,8 @@
 #                  (lite-4l, 16 heads: the flash_latent_mma path); the batched prefill's chunk
 #                  graphs vs the CPU chunked prefill (tiny16_prefill_chunks_cuda_vs_cpu); the
 #                  NextN/MTP block vs the oracle and greedy with drafts vs without
-#                  (cuda_mtp_drafts_change_no_token: the trained model, tiny-glm)
+#                  (cuda_mtp_drafts_change_no_token: the trained model, tiny-glm); the verify
+#                  graph vs decode steps bit for bit (lite4l_verify_graph_equals_decode_steps)
 #   gate_q8_0      `ingot gate --backend cuda --cache-type q8_0`: the q8_0 latent cache's plan vs
 #                  the CPU backend with a q8_0 cache
 #   kernels:<test> every kernel test with a GPU half, GPU halves only, sim-vs-GPU comparisons;

@@ -6,7 +6,7 @@
 //! The batched prefill is gated on a 16-head tiny model: the GPU's prefill chunks
 //! against the CPU backend's chunked prefill, then a decode step after them. The NextN/MTP block
 //! against the oracle, and greedy output with drafts against greedy without, on the trained model
-//! and tiny-glm.
+//! and tiny-glm; the speculative verify graph against decode steps, bit for bit, on lite-4l.
 //!
 //! Without a GPU each test says so and passes; with `INGOT_REQUIRE_GPU=1` (set by
 //! `scripts/device-check.sh`) it fails instead, before any model is made. The lite-4l model is
@@ -426,4 +426,47 @@ fn mtp_case(model: &str, ids: &[u32], last: usize, prompt: &[u32], n: usize) {
     drafting::check_bands(model, drafting::compare(model, &mut gpu, ids, last));
     let total = drafting::check_equal(model, "the GPU", &mut gpu, prompt, n);
     assert!(total.drafted > 0, "{model}: {total:?}");
+}
+
+/// The speculative verify graph (`graph/src/exec/cuda/verify.rs`): on lite-4l (the mma flash,
+/// the chained MoE-and-projections launches), verifies of 2, 3 and 4 positions give every
+/// position's logits and hidden state bit for bit as decode steps of the same tokens at the same
+/// positions over the same cache (the steps run second and rewrite the rows the verify wrote),
+/// as `graph/tests/sim_verify.rs` proves in the simulator.
+#[test]
+fn lite4l_verify_graph_equals_decode_steps() {
+    let name = "lite-4l q4_k_m, verify graph vs decode steps";
+    if !gpu_present(name) {
+        return;
+    }
+    let (_dir, path) = lite4l();
+    let file = GgufFile::open(&path).expect("open lite-4l");
+    let (mut gpu, _) = CudaExecutor::load(&file, ingot_graph::PlanOptions::for_ctx(64), false)
+        .unwrap_or_else(|e| panic!("{name}: cuda load: {e}"));
+    gpu.prefill_last(PROMPT, 0)
+        .unwrap_or_else(|e| panic!("{name}: prefill: {e}"));
+    let mut pos = PROMPT.len();
+    let tokens = [7u32, 300, 42, 1000];
+    for m in 2..=4 {
+        let t = &tokens[..m];
+        let verify = gpu
+            .forward_rows(t, pos, ingot_model::Rows::All)
+            .unwrap_or_else(|e| panic!("{name}: verify of {m}: {e}"));
+        let steps = ingot_model::forward_by_decode(&mut gpu, t, pos, ingot_model::Rows::All)
+            .unwrap_or_else(|e| panic!("{name}: steps of {m}: {e}"));
+        for (what, a, b) in [
+            ("logits", &verify.logits, &steps.logits),
+            ("hidden", &verify.hidden, &steps.hidden),
+        ] {
+            assert_eq!(a.len(), b.len(), "{name}: {m} positions, {what}");
+            if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+                panic!(
+                    "{name}: {m} positions at {pos}, {what} {i}: {} vs {}",
+                    a[i], b[i]
+                );
+            }
+        }
+        pos += 1;
+    }
+    println!("{name}: verifies of 2, 3 and 4 positions bit-identical to decode steps");
 }

@@ -90,7 +90,12 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
     let mut nodes = Vec::with_capacity(decode.nodes.len() * columns);
     for n in &decode.nodes {
         for i in 0..columns {
-            nodes.push(on_column(n, i, &strides));
+            let mut node = on_column(n, i, &strides);
+            if i + 1 < columns {
+                // The next column reads the same weights: only the last copy streams them past.
+                node.l2_streaming = None;
+            }
+            nodes.push(node);
         }
     }
     let norm = decode

@@ -43,12 +43,20 @@ pub(super) enum Failed<'t> {
     Mtp {
         pos: usize,
     },
+    /// A speculative verify of `n` positions at `pos..`.
+    Verify {
+        n: usize,
+        pos: usize,
+    },
 }
 
 impl Failed<'_> {
     fn pos(self) -> usize {
         match self {
-            Failed::Step { pos, .. } | Failed::Chunk { pos, .. } | Failed::Mtp { pos } => pos,
+            Failed::Step { pos, .. }
+            | Failed::Chunk { pos, .. }
+            | Failed::Mtp { pos }
+            | Failed::Verify { pos, .. } => pos,
         }
     }
 
@@ -59,6 +67,7 @@ impl Failed<'_> {
                 format!("the prefill chunk of {} tokens at pos {pos}", tokens.len())
             }
             Failed::Mtp { pos } => format!("the NextN/MTP block at MTP position {pos}"),
+            Failed::Verify { n, pos } => format!("the verify of {n} positions at pos {pos}"),
         }
     }
 }
@@ -84,13 +93,14 @@ impl CudaExecutor {
     }
 
     /// Loads the model again in a fresh context and runs `failed` node by node. The NextN/MTP
-    /// block's input (a hidden state the host no longer holds) cannot be replayed: its fault is
-    /// left to an eager run from the start.
+    /// block's input (a hidden state the host no longer holds) and a verify (the cache rows of
+    /// its prefix) cannot be replayed: their faults are left to an eager run from the start.
     fn localise(&self, failed: Failed<'_>) -> String {
-        if let Failed::Mtp { pos } = failed {
+        if let Failed::Mtp { .. } | Failed::Verify { .. } = failed {
             return format!(
-                "the NextN/MTP block's replay at MTP position {pos} faulted; decode from the start \
-                 with {EAGER_VAR}=1 to name its failing node"
+                "the replay of {} faulted; decode from the start with {EAGER_VAR}=1 to name its \
+                 failing node",
+                failed.describe()
             );
         }
         let plans = self.prefill.as_deref().unwrap_or(&[]);
@@ -115,7 +125,7 @@ impl CudaExecutor {
                     head,
                 } => d.run_chunk(plans, k, tokens, pos, head, true)?,
                 // Answered above without a re-run.
-                Failed::Mtp { .. } => {}
+                Failed::Mtp { .. } | Failed::Verify { .. } => {}
             }
             Ok(())
         };

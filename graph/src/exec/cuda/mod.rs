@@ -41,6 +41,7 @@ mod replay;
 mod slots;
 mod timing;
 mod upload;
+mod verify;
 
 pub use fault::EAGER_VAR;
 pub use timing::StepTiming;
@@ -49,6 +50,7 @@ use fault::{eager_requested, Failed};
 use mtp::{f32s, DevMtp, MtpHost};
 use prefill::{prefill_own_bytes, prefill_plans, PrefillHost};
 use upload::Loaded;
+use verify::VerifyHost;
 
 /// Device memory kept free beyond the plans' buffers: the context, the JIT-compiled module,
 /// the graphs' own resources and cudarc's bookkeeping.
@@ -90,6 +92,9 @@ pub struct CudaExecutor {
     /// The last block step's output after `shared_head_norm`; `None` before the first.
     mtp_hidden: Option<Vec<f32>>,
     mtp_logits: Vec<f32>,
+    /// The speculative verify's plans (a width on the device from its first verify), or why
+    /// drafts are verified one decode step at a time.
+    verify: Result<VerifyHost, String>,
 }
 
 /// Where a loaded executor stands; printed by `ingot run -v`.
@@ -152,6 +157,7 @@ impl CudaExecutor {
             .iter()
             .position(|b| b.name == "act.norm")
             .map(|i| crate::BufId(i as u32));
+        let verify = VerifyHost::new(&plan)?;
         let info = CudaInfo {
             device: device_name.clone(),
             nodes: summary.nodes,
@@ -189,6 +195,7 @@ impl CudaExecutor {
             mtp_filled: 0,
             mtp_hidden: None,
             mtp_logits: Vec::new(),
+            verify,
         };
         Ok((exec, info))
     }
@@ -394,7 +401,9 @@ impl Decoder for CudaExecutor {
         self.hidden.as_deref()
     }
 
-    /// See `exec::forward_rows_by_steps`; the steps' hidden states are read back from now on.
+    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] (a speculative verify)
+    /// as one verify graph (`verify.rs`); otherwise see `exec::forward_rows_by_steps`. The steps'
+    /// hidden states are read back from now on.
     fn forward_rows(
         &mut self,
         tokens: &[u32],
@@ -402,6 +411,12 @@ impl Decoder for CudaExecutor {
         rows: Rows,
     ) -> Result<Forward, ModelError> {
         self.keep_hidden();
+        let batched = (2..=crate::MAX_VERIFY_COLUMNS).contains(&tokens.len());
+        if rows == Rows::All && batched && self.verify.is_ok() {
+            return self
+                .run_verify(tokens, start_pos)
+                .map_err(crate::exec::to_model_error);
+        }
         let prefill = self.prefill.is_ok();
         crate::exec::forward_rows_by_steps(self, tokens, start_pos, rows, prefill)
     }
@@ -476,6 +491,49 @@ impl CudaExecutor {
             }
             Err(e) => Err(self.after_failure(e, Failed::Mtp { pos })),
         }
+    }
+
+    /// [`Decoder::forward_rows`]'s verify: every position checked before anything runs, then
+    /// one replay of the verify graph of `tokens.len()` positions (`verify.rs`).
+    fn run_verify(&mut self, tokens: &[u32], start_pos: usize) -> Result<Forward, ExecError> {
+        for (i, &t) in tokens.iter().enumerate() {
+            let filled = if i == 0 { self.filled } else { start_pos + i };
+            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
+        }
+        let host = (self.verify.as_ref()).map_err(|why| ModelError::Unsupported(why.clone()))?;
+        let d = self.dev.as_deref_mut().ok_or(ExecError::Faulted)?;
+        if !d.verify_open(tokens.len()) {
+            let file = GgufFile::open(&self.path).map_err(|e| ExecError::Weight {
+                name: self.path.display().to_string(),
+                reason: format!("reopening the model for the verify: {e}"),
+            })?;
+            d.open_verify(host, &file, tokens.len())?;
+        }
+        // Invalid until the verify has run: a failed one leaves no state to read.
+        self.hidden = None;
+        let eager = self.eager;
+        let result = (self.dev.as_deref_mut())
+            .ok_or(ExecError::Faulted)
+            .and_then(|d| d.run_verify(host, (tokens, start_pos), eager));
+        let cols = match result {
+            Ok(c) => c,
+            Err(e) => {
+                let failed = Failed::Verify {
+                    n: tokens.len(),
+                    pos: start_pos,
+                };
+                return Err(self.after_failure(e, failed));
+            }
+        };
+        let (n, vocab, d) = (tokens.len(), self.config.vocab, self.config.n_embd);
+        self.logits.copy_from_slice(&cols.logits[(n - 1) * vocab..]);
+        self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
+        self.filled = start_pos + n;
+        Ok(Forward {
+            n,
+            hidden: cols.hidden,
+            logits: cols.logits,
+        })
     }
 
     /// [`Decoder::mtp_logits`]: the head on the last block step's output, into `mtp_logits`.

@@ -139,7 +139,7 @@ pub(super) fn own_device<'a>(
     match place(id.0 as usize) {
         Place::Dev(b) => Ok(b),
         Place::Mapped(_) => Err(ExecError::NeedsHost(
-            "a buffer the NextN/MTP block's host copies touch is host-mapped",
+            "a buffer the host copies to or from (the NextN/MTP block's, the verify's) is host-mapped",
         )),
     }
 }

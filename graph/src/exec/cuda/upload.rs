@@ -56,6 +56,8 @@ pub(super) struct Loaded {
     pub(super) prefill: Option<DevPrefill>,
     /// The NextN/MTP block; `None` until its first step.
     pub(super) mtp: Option<DevMtp>,
+    /// The speculative verify of `m` positions at index `m - 2`; `None` until its first use.
+    pub(super) verify: Vec<Option<super::verify::DevVerify>>,
     /// Host staging of the decode plan's final hidden state (`act.norm`, n_embd f32).
     pub(super) hidden_out: PinnedBuffer,
 }
@@ -146,6 +148,7 @@ impl Loaded {
             experts: None,
             prefill,
             mtp: None,
+            verify: Vec::new(),
         };
         let addrs: Vec<u64> = dev
             .bufs
