@@ -432,7 +432,8 @@ fn mtp_case(model: &str, ids: &[u32], last: usize, prompt: &[u32], n: usize) {
 /// the chained MoE-and-projections launches), verifies of 2, 3 and 4 positions give every
 /// position's logits and hidden state bit for bit as decode steps of the same tokens at the same
 /// positions over the same cache (the steps run second and rewrite the rows the verify wrote),
-/// as `graph/tests/sim_verify.rs` proves in the simulator.
+/// as `graph/tests/sim_verify.rs` proves in the simulator; an argmax verify's tokens are the
+/// host's argmax of those logits.
 #[test]
 fn lite4l_verify_graph_equals_decode_steps() {
     let name = "lite-4l q4_k_m, verify graph vs decode steps";
@@ -466,6 +467,17 @@ fn lite4l_verify_graph_equals_decode_steps() {
                 );
             }
         }
+        // Each position's argmax copied back from the device (its step state) is the host's.
+        let a = gpu
+            .forward_rows(t, pos, ingot_model::Rows::Argmax)
+            .unwrap_or_else(|e| panic!("{name}: argmax verify of {m}: {e}"));
+        let vocab = steps.logits.len() / m;
+        let want: Vec<u32> = steps
+            .logits
+            .chunks_exact(vocab)
+            .map(ingot_model::argmax)
+            .collect();
+        assert_eq!(a.argmax, want, "{name}: {m} positions at {pos}, argmax");
         pos += 1;
     }
     println!("{name}: verifies of 2, 3 and 4 positions bit-identical to decode steps");

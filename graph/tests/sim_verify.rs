@@ -4,15 +4,16 @@
 //! it writes equal theirs (the decode after it, and a verify that rewinds over its last row,
 //! still agree). On the Q4_K_M tiny-glm synth (the chained MoE-and-projections launches, the
 //! argmax gemv), tiny64 (one expert group, the paired projections) and the trained model
-//! (Q8_0). Exact equality is the claim: each column runs the decode plan's kernels on the same
-//! bytes, so no tolerance applies.
+//! (Q8_0). The argmax verify's tokens (each position's step state, written by the plan's argmax
+//! kernel) equal the host's argmax of the decode steps' logits. Exact equality is the claim:
+//! each column runs the decode plan's kernels on the same bytes, so no tolerance applies.
 
 mod support;
 
 use ingot_gguf::GgufFile;
 use ingot_graph::exec::sim::SimExecutor;
 use ingot_graph::PlanOptions;
-use ingot_model::{forward_by_decode, Decoder, Forward, Rows};
+use ingot_model::{argmax, forward_by_decode, Decoder, Forward, ModelConfig, Rows};
 use ingot_synth::{Layout, Preset, QuantMix};
 
 const CTX: usize = 16;
@@ -28,6 +29,10 @@ fn same_bits(what: &str, a: &[f32], b: &[f32]) {
     }
 }
 
+fn file_vocab(file: &GgufFile) -> usize {
+    ModelConfig::from_gguf(file.header()).expect("config").vocab
+}
+
 fn same_forward(what: &str, verify: &Forward, steps: &Forward) {
     assert_eq!(verify.n, steps.n, "{what}");
     same_bits(&format!("{what} logits"), &verify.logits, &steps.logits);
@@ -40,6 +45,8 @@ fn same_forward(what: &str, verify: &Forward, steps: &Forward) {
 fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
     let load = || SimExecutor::load(file, PlanOptions::for_ctx(CTX)).expect("sim load");
     let (mut batched, mut steps) = (load(), load());
+    // Each model's plan takes the argmax on the device, so the argmax verify reads step states.
+    assert!(batched.plan().device_argmax, "{name}: no device argmax");
     let mut ids = vocab_ids.iter().copied().cycle();
     let mut pos = 0;
     for _ in 0..2 {
@@ -55,6 +62,26 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
             .expect("verify");
         let s = forward_by_decode(&mut steps, &tokens, pos, Rows::All).expect("steps");
         same_forward(&format!("{name}, {m} positions at {pos}"), &v, &s);
+        // The device's argmax of each position (its step state's next_token) is the host's on
+        // the same logits, and the hidden states come with it.
+        let a = batched
+            .forward_rows(&tokens, pos, Rows::Argmax)
+            .expect("argmax verify");
+        let want: Vec<u32> = s
+            .logits
+            .chunks_exact(file_vocab(file))
+            .map(argmax)
+            .collect();
+        assert_eq!(a.argmax, want, "{name}: {m} positions at {pos}, argmax");
+        assert!(
+            a.logits.is_empty(),
+            "{name}: an argmax verify returns no logits"
+        );
+        same_bits(
+            &format!("{name} argmax-verify hidden"),
+            &a.hidden,
+            &s.hidden,
+        );
         same_bits(
             &format!("{name} hidden()"),
             batched.hidden().unwrap(),

@@ -19,8 +19,10 @@
 //!   grow by `D(k + 1) / n_used`, `D(m)` the expected distinct experts per layer of `m` tokens
 //!   that each pick `n_used` of `n_expert` **uniformly and independently**
 //!   ([`expected_distinct_experts`]), or `D` **measured** on a routing trace of the real model
-//!   ([`RoutingOverlap`]). ingot has no such kernels yet: its executors verify by `k + 1` decode
-//!   steps (bit-identical to decoding), also priced ([`SpecRow::speedup_one_by_one`]).
+//!   ([`RoutingOverlap`]). ingot has no such kernels yet: its verify graph
+//!   ([`ingot_graph::build_verify_plan`]) runs each decode node once per position (bit-identical
+//!   to decoding, no weight load shared), priced as `k + 1` decode steps
+//!   ([`SpecRow::speedup_one_by_one`]).
 //! - **What a target needs** ([`SpecRow::needs`]): the most distinct experts per layer the verify
 //!   may read for a given speed-up (bisection: the step's time rises with them), with the kernels
 //!   as assumed and with bytes-only kernels; none where even fully shared experts miss it.
@@ -95,7 +97,8 @@ pub struct SpecRow {
     pub tok_s: f64,
     /// `tok_s` over plain decoding's.
     pub speedup: f64,
-    /// The same with the verify as `k + 1` decode steps (today's executors).
+    /// The same with the verify as `k + 1` decode steps: today's verify graph, each decode node
+    /// once per position.
     pub speedup_one_by_one: f64,
     /// The bound of perfectly overlapping routing: the `k + 1` tokens read only `n_used` experts
     /// per layer between them (the batched verify otherwise as assumed).
@@ -448,7 +451,8 @@ impl fmt::Display for SpecPrediction {
         }
         write!(
             f,
-            "vs plain with the verify as k+1 decode steps (what the sim executor runs today); as assumed \
+            "vs plain with the verify as k+1 decode steps (what the verify graph runs today: each decode \
+             node once per position); as assumed \
              but the k+1 tokens sharing their routed experts (overlap); with kernels reading each \
              weight once for every position, each position past the first {:.2} of a decode \
              kernel's instructions (shared w: MEASURED on the Q4_K gemv, DERIVED for the other \

@@ -415,9 +415,15 @@ impl SimExecutor {
             .ok_or_else(|| format!("no verify plan of {m} positions"))
     }
 
-    /// [`Decoder::forward_rows`] with [`Rows::All`] as one verify plan (`tokens`: 2 to
-    /// [`crate::MAX_VERIFY_COLUMNS`]); every position is checked before anything runs.
-    fn run_verify(&mut self, tokens: &[u32], start_pos: usize) -> Result<Forward, ExecError> {
+    /// [`Decoder::forward_rows`] with [`Rows::All`] or [`Rows::Argmax`] as one verify plan
+    /// (`tokens`: 2 to [`crate::MAX_VERIFY_COLUMNS`]); every position is checked before anything
+    /// runs. The argmax is the device's (each column's `next_token`) where the plan takes it.
+    fn run_verify(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: Rows,
+    ) -> Result<Forward, ExecError> {
         for (i, &t) in tokens.iter().enumerate() {
             let filled = if i == 0 { self.filled } else { start_pos + i };
             check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
@@ -436,10 +442,20 @@ impl SimExecutor {
         self.logits = cols.logits[(n - 1) * vocab..].to_vec();
         self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
         self.filled = start_pos + n;
-        Ok(Forward {
+        let all = Forward {
             n,
             hidden: cols.hidden,
             logits: cols.logits,
+            argmax: Vec::new(),
+        };
+        Ok(match (rows, cols.argmax) {
+            (Rows::Argmax, Some(argmax)) => Forward {
+                logits: Vec::new(),
+                argmax,
+                ..all
+            },
+            (Rows::Argmax, None) => all.into_argmax(vocab),
+            _ => all,
         })
     }
 
@@ -582,8 +598,8 @@ impl Decoder for SimExecutor {
         self.hidden.as_deref()
     }
 
-    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] (a speculative verify) as
-    /// one verify plan, when the decode plan has them; otherwise see
+    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] or [`Rows::Argmax`] (a
+    /// speculative verify) as one verify plan, when the decode plan has them; otherwise see
     /// `exec::forward_rows_by_steps`.
     fn forward_rows(
         &mut self,
@@ -592,9 +608,9 @@ impl Decoder for SimExecutor {
         rows: Rows,
     ) -> Result<Forward, ModelError> {
         let batched = (2..=crate::MAX_VERIFY_COLUMNS).contains(&tokens.len());
-        if rows == Rows::All && batched && self.verify.is_ok() {
+        if rows != Rows::Last && batched && self.verify.is_ok() {
             return self
-                .run_verify(tokens, start_pos)
+                .run_verify(tokens, start_pos, rows)
                 .map_err(super::to_model_error);
         }
         let prefill = self.prefill.is_ok();

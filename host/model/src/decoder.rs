@@ -90,8 +90,9 @@ pub trait Decoder {
 }
 
 /// [`Decoder::forward_rows`] by [`Decoder::decode`], one position at a time: every position's
-/// hidden state, and the logits of every position ([`Rows::All`]) or of the last. The trait's
-/// default, and the verify of the executors that have no batched one.
+/// hidden state, and the logits of every position ([`Rows::All`]), of the last, or their argmax
+/// ([`Rows::Argmax`]). The trait's default, and the verify of the executors that have no batched
+/// one.
 pub fn forward_by_decode<D: Decoder + ?Sized>(
     dec: &mut D,
     tokens: &[u32],
@@ -106,11 +107,15 @@ pub fn forward_by_decode<D: Decoder + ?Sized>(
         n: tokens.len(),
         hidden: Vec::with_capacity(tokens.len() * d),
         logits: Vec::with_capacity(vocab * if rows == Rows::All { tokens.len() } else { 1 }),
+        argmax: Vec::new(),
     };
     for (i, &t) in tokens.iter().enumerate() {
         let logits = dec.decode(t, start_pos + i)?;
-        if rows == Rows::All || i + 1 == tokens.len() {
-            out.logits.extend_from_slice(logits);
+        match rows {
+            Rows::All => out.logits.extend_from_slice(logits),
+            Rows::Last if i + 1 == tokens.len() => out.logits.extend_from_slice(logits),
+            Rows::Last => {}
+            Rows::Argmax => out.argmax.push(argmax(logits)),
         }
         let h = dec.hidden().ok_or_else(|| {
             ModelError::Unsupported(
@@ -129,6 +134,9 @@ pub fn forward_by_decode<D: Decoder + ?Sized>(
 pub enum Rows {
     All,
     Last,
+    /// Every position's [`argmax`] instead of its logits (a greedy verify without penalties: a
+    /// backend whose graph takes the argmax on the device copies back one token per position).
+    Argmax,
 }
 
 /// What [`Decoder::forward_rows`] returns for `n` positions.
@@ -137,8 +145,10 @@ pub struct Forward {
     pub n: usize,
     /// `n × n_embd`, position-major: each position's final hidden state (after `output_norm`).
     pub hidden: Vec<f32>,
-    /// `n × vocab` ([`Rows::All`]) or `vocab` ([`Rows::Last`]).
+    /// `n × vocab` ([`Rows::All`]), `vocab` ([`Rows::Last`]), empty ([`Rows::Argmax`]).
     pub logits: Vec<f32>,
+    /// Each position's [`argmax`] with [`Rows::Argmax`], empty otherwise.
+    pub argmax: Vec<u32>,
 }
 
 impl Forward {
@@ -157,6 +167,27 @@ impl Forward {
     pub fn last_logits(&self, vocab: usize) -> &[f32] {
         &self.logits[self.logits.len() - vocab..]
     }
+
+    /// A [`Rows::All`] forward as [`Rows::Argmax`] returns it: each position's [`argmax`] on the
+    /// host, the logits dropped.
+    pub fn into_argmax(mut self, vocab: usize) -> Forward {
+        self.argmax = self.logits.chunks_exact(vocab).map(argmax).collect();
+        self.logits = Vec::new();
+        self
+    }
+}
+
+/// Highest logit, lowest id among ties, NaN never winning: the greedy sampler's pick without
+/// penalties, and the device argmax kernel's (`kernels/device/src/argmax.rs`) except in a row
+/// with no number above −inf (the sampler then keeps id 0, the kernel ranks NaN below −inf).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = (0u32, f32::NEG_INFINITY);
+    for (i, &l) in logits.iter().enumerate() {
+        if l > best.1 {
+            best = (i as u32, l);
+        }
+    }
+    best.0
 }
 
 fn no_mtp_backend() -> ModelError {

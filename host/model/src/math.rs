@@ -505,15 +505,10 @@ unsafe fn dot_tile<const FUSED: bool>(
     out
 }
 
-/// Index of the largest value; the lowest index wins ties and NaN never wins.
+/// Index of the largest value; the lowest index wins ties and NaN never wins
+/// ([`crate::argmax`], the greedy sampler's rule, as an index).
 pub fn argmax(v: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] || v[best].is_nan() {
-            best = i;
-        }
-    }
-    best
+    crate::decoder::argmax(v) as usize
 }
 
 #[cfg(test)]

@@ -131,6 +131,15 @@ impl SamplerConfig {
         Ok(())
     }
 
+    /// Whether the penalties change any logit (a repeat, frequency or presence penalty over a
+    /// window of at least one token).
+    pub fn has_penalties(&self) -> bool {
+        let any = self.repeat_penalty != 1.0
+            || self.frequency_penalty != 0.0
+            || self.presence_penalty != 0.0;
+        any && self.repeat_last_n > 0
+    }
+
     /// Argmax decoding without penalties.
     pub fn greedy() -> Self {
         SamplerConfig {
@@ -288,10 +297,7 @@ impl Sampler {
     /// `count·frequency + presence`.
     fn apply_penalties(&mut self, history: &[u32]) {
         let cfg = &self.config;
-        let active = cfg.repeat_penalty != 1.0
-            || cfg.frequency_penalty != 0.0
-            || cfg.presence_penalty != 0.0;
-        if !active || cfg.repeat_last_n == 0 || history.is_empty() {
+        if !cfg.has_penalties() || history.is_empty() {
             return;
         }
         let n = self.candidates.len();

@@ -24,7 +24,7 @@
 
 use std::borrow::BorrowMut;
 
-use crate::decoder::{Decoder, Rows};
+use crate::decoder::{argmax, Decoder, Forward, Rows};
 use crate::error::{ModelError, Result};
 use crate::sampling::{Sampler, SamplerConfig};
 
@@ -255,10 +255,17 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
             // below.
             self.mtp_valid = n;
         }
-        let fwd = self.dec.forward_rows(&tokens, n, Rows::All)?;
+        // A greedy verify without penalties needs only each position's argmax (a graph that takes
+        // it on the device copies back one token per position, not the logits).
+        let rows = if self.greedy && !self.sampler.borrow_mut().config().has_penalties() {
+            Rows::Argmax
+        } else {
+            Rows::All
+        };
+        let fwd = self.dec.forward_rows(&tokens, n, rows)?;
         self.fresh.clear();
         let accepted = if self.greedy {
-            self.accept_greedy(&tokens, |j| fwd.logits_at(j, vocab))
+            self.accept_greedy(&tokens, &fwd)
         } else {
             self.accept_sampled(&tokens, &q, |j| fwd.logits_at(j, vocab))?
         };
@@ -275,13 +282,17 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
         Ok(&self.fresh)
     }
 
-    /// Greedy acceptance: the sampler's pick at each position in order, kept while it is the draft.
-    /// Returns the accepted drafts; the picks are in `fresh` and `history`.
-    fn accept_greedy<'l>(&mut self, tokens: &[u32], logits: impl Fn(usize) -> &'l [f32]) -> usize {
-        let k = tokens.len() - 1;
+    /// Greedy acceptance: the pick at each position in order (the verify's argmax, or the
+    /// sampler's on its logits), kept while it is the draft. Returns the accepted drafts; the
+    /// picks are in `fresh` and `history`.
+    fn accept_greedy(&mut self, tokens: &[u32], fwd: &Forward) -> usize {
+        let (k, vocab) = (tokens.len() - 1, self.dec.config().vocab);
         let mut accepted = 0;
         for j in 0..=k {
-            let y = self.sampler.borrow_mut().sample(logits(j), &self.history);
+            let y = match fwd.argmax.get(j) {
+                Some(&y) => y,
+                None => (self.sampler.borrow_mut()).sample(fwd.logits_at(j, vocab), &self.history),
+            };
             self.history.push(y);
             self.fresh.push(y);
             if j < k && y == tokens[j + 1] {
@@ -423,15 +434,4 @@ fn no_mass() -> ModelError {
 
 fn no_hidden() -> ModelError {
     ModelError::Unsupported("the backend ran the MTP block but gave no hidden state".into())
-}
-
-/// Highest logit, lowest id among ties; NaN never wins (the greedy sampler's rule).
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = (0u32, f32::NEG_INFINITY);
-    for (i, &l) in logits.iter().enumerate() {
-        if l > best.1 {
-            best = (i as u32, l);
-        }
-    }
-    best.0
 }

@@ -367,6 +367,12 @@ fn cpu_verify_rows_are_the_decode_steps_bit_for_bit() {
             "hidden state of row {j}"
         );
     }
+    // The argmax rows: each position's pick, the same hidden states, no logits.
+    let am = cpu.forward_rows(&prompt[16..], 16, Rows::Argmax).unwrap();
+    let picks: Vec<u32> = want[16..].iter().map(|(l, _)| ingot_model::argmax(l)).collect();
+    assert_eq!(am.argmax, picks);
+    assert!(am.logits.is_empty());
+    assert_eq!(am.hidden, fwd.hidden);
 }
 
 #[test]
@@ -386,4 +392,39 @@ fn a_model_without_an_mtp_block_or_too_many_drafts_are_refused() {
         .err()
         .expect("four drafts");
     assert!(err.to_string().contains("1 to 3"), "{err}");
+}
+
+/// Greedy with penalties: the verify returns every position's logits (the penalties need them;
+/// `Rows::Argmax` is only for plain greedy), and the drafted tokens are still the plain loop's.
+#[test]
+fn greedy_with_penalties_drafted_equals_plain() {
+    let file = open(TRAINED);
+    let prompt = trained_prompt(12);
+    let cfg = SamplerConfig {
+        repeat_penalty: 1.3,
+        frequency_penalty: 0.2,
+        ..SamplerConfig::greedy()
+    };
+    assert!(cfg.has_penalties());
+    let n = 24;
+    let mut cpu = CpuBackend::load(&file, CTX).unwrap();
+    let mut plain = Sampler::new(cfg);
+    let mut history = prompt.clone();
+    let last = cpu.prefill_last(&prompt, 0).unwrap();
+    history.push(plain.sample(&last, &history));
+    while history.len() < prompt.len() + n {
+        let pos = history.len() - 1;
+        let logits = cpu.decode(history[pos], pos).unwrap().to_vec();
+        let next = plain.sample(&logits, &history);
+        history.push(next);
+    }
+    cpu.reset();
+    let mut sampler = Sampler::new(cfg);
+    let mut spec = Speculative::start(&mut cpu, &mut sampler, &prompt, 2, CTX).unwrap();
+    let mut out = spec.fresh().to_vec();
+    while out.len() < n {
+        out.extend_from_slice(spec.step(n - out.len()).unwrap());
+    }
+    assert_eq!(out, history[prompt.len()..]);
+    assert!(spec.stats().accepted > 0, "{:?}", spec.stats());
 }

@@ -401,9 +401,9 @@ impl Decoder for CudaExecutor {
         self.hidden.as_deref()
     }
 
-    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] (a speculative verify)
-    /// as one verify graph (`verify.rs`); otherwise see `exec::forward_rows_by_steps`. The steps'
-    /// hidden states are read back from now on.
+    /// 2 to [`crate::MAX_VERIFY_COLUMNS`] positions with [`Rows::All`] or [`Rows::Argmax`] (a
+    /// speculative verify) as one verify graph (`verify.rs`); otherwise see
+    /// `exec::forward_rows_by_steps`. The steps' hidden states are read back from now on.
     fn forward_rows(
         &mut self,
         tokens: &[u32],
@@ -412,9 +412,9 @@ impl Decoder for CudaExecutor {
     ) -> Result<Forward, ModelError> {
         self.keep_hidden();
         let batched = (2..=crate::MAX_VERIFY_COLUMNS).contains(&tokens.len());
-        if rows == Rows::All && batched && self.verify.is_ok() {
+        if rows != Rows::Last && batched && self.verify.is_ok() {
             return self
-                .run_verify(tokens, start_pos)
+                .run_verify(tokens, start_pos, rows)
                 .map_err(crate::exec::to_model_error);
         }
         let prefill = self.prefill.is_ok();
@@ -494,8 +494,15 @@ impl CudaExecutor {
     }
 
     /// [`Decoder::forward_rows`]'s verify: every position checked before anything runs, then
-    /// one replay of the verify graph of `tokens.len()` positions (`verify.rs`).
-    fn run_verify(&mut self, tokens: &[u32], start_pos: usize) -> Result<Forward, ExecError> {
+    /// one replay of the verify graph of `tokens.len()` positions (`verify.rs`). With
+    /// [`Rows::Argmax`] and a device argmax only each position's token and hidden state come back
+    /// (the executor's logits then stay the last decode step's).
+    fn run_verify(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        rows: Rows,
+    ) -> Result<Forward, ExecError> {
         for (i, &t) in tokens.iter().enumerate() {
             let filled = if i == 0 { self.filled } else { start_pos + i };
             check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
@@ -514,7 +521,7 @@ impl CudaExecutor {
         let eager = self.eager;
         let result = (self.dev.as_deref_mut())
             .ok_or(ExecError::Faulted)
-            .and_then(|d| d.run_verify(host, (tokens, start_pos), eager));
+            .and_then(|d| d.run_verify(host, (tokens, start_pos), (rows == Rows::Argmax, eager)));
         let cols = match result {
             Ok(c) => c,
             Err(e) => {
@@ -526,13 +533,21 @@ impl CudaExecutor {
             }
         };
         let (n, vocab, d) = (tokens.len(), self.config.vocab, self.config.n_embd);
-        self.logits.copy_from_slice(&cols.logits[(n - 1) * vocab..]);
+        if let Some(last) = cols.logits.get((n - 1) * vocab..) {
+            self.logits.copy_from_slice(last);
+        }
         self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
         self.filled = start_pos + n;
-        Ok(Forward {
+        let all = Forward {
             n,
             hidden: cols.hidden,
             logits: cols.logits,
+            argmax: Vec::new(),
+        };
+        Ok(match (rows, cols.argmax) {
+            (Rows::Argmax, Some(argmax)) => Forward { argmax, ..all },
+            (Rows::Argmax, None) => all.into_argmax(vocab),
+            _ => all,
         })
     }
 

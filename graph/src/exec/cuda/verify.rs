@@ -61,17 +61,21 @@ pub(super) struct DevVerify {
     slots: Vec<Slot>,
     shapes: Vec<LaunchShape>,
     graph: Option<Graph>,
-    /// Host staging: the step states and embedding rows in, the logits and hidden states out.
+    /// Host staging: the step states and embedding rows in, the logits (or the step states)
+    /// and hidden states out.
     states_in: PinnedBuffer,
     rows_in: PinnedBuffer,
     logits_out: PinnedBuffer,
+    states_out: PinnedBuffer,
     hidden_out: PinnedBuffer,
 }
 
-/// What one verify returns: each position's logits and final hidden state, position-major.
+/// What one verify returns, position-major: each position's final hidden state, and its logits
+/// or (asked for, with a device argmax) its argmax, `logits` then empty.
 pub(super) struct Columns {
     pub(super) logits: Vec<f32>,
     pub(super) hidden: Vec<f32>,
+    pub(super) argmax: Option<Vec<u32>>,
 }
 
 impl Loaded {
@@ -108,6 +112,7 @@ impl Loaded {
             states_in: self.gpu.alloc_pinned(m * STATE_BYTES)?,
             rows_in: self.gpu.alloc_pinned(m * d)?,
             logits_out: self.gpu.alloc_pinned(m * vocab)?,
+            states_out: self.gpu.alloc_pinned(m * STATE_BYTES)?,
             hidden_out: self.gpu.alloc_pinned(m * d)?,
         });
         Ok(())
@@ -122,12 +127,14 @@ impl Loaded {
 
     /// Runs `tokens` (2 to [`MAX_VERIFY_COLUMNS`], checked against the cache) at `pos..` as one
     /// verify, opened by [`Loaded::open_verify`], and waits; its graph is captured at first use.
-    /// `eager`: node by node with a synchronisation after each.
+    /// `argmax`: copy back each position's argmax (its step state's `next_token`) instead of its
+    /// logits, where the plan takes it on the device. `eager`: node by node with a
+    /// synchronisation after each.
     pub(super) fn run_verify(
         &mut self,
         host: &VerifyHost,
         (tokens, pos): (&[u32], usize),
-        eager: bool,
+        (argmax, eager): (bool, bool),
     ) -> Result<Columns, ExecError> {
         let m = tokens.len();
         let (Some((v, _, _)), true) = (host.get(m), self.verify_open(m)) else {
@@ -207,9 +214,21 @@ impl Loaded {
         }
         gpu.record(&events[0])?;
         events[0].synchronize()?;
+        let hidden = f32s(dv.hidden_out.bytes(), m * plan.n_embd);
+        if argmax {
+            let states: &[StepState] =
+                bytemuck::cast_slice(&dv.states_out.bytes()[..m * STATE_BYTES]);
+            let argmax = states.iter().map(|s| s.next_token).collect();
+            return Ok(Columns {
+                logits: Vec::new(),
+                hidden,
+                argmax: Some(argmax),
+            });
+        }
         Ok(Columns {
             logits: f32s(dv.logits_out.bytes(), m * plan.vocab),
-            hidden: f32s(dv.hidden_out.bytes(), m * plan.n_embd),
+            hidden,
+            argmax: None,
         })
     }
 }

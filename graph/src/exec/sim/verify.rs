@@ -28,10 +28,12 @@ struct Loaded {
     stats: Vec<LaunchStats>,
 }
 
-/// What one verify leaves: each column's logits and final hidden state, position-major.
+/// What one verify leaves: each column's logits and final hidden state, position-major, and
+/// with a device argmax each column's `next_token`.
 pub(super) struct Columns {
     pub logits: Vec<f32>,
     pub hidden: Vec<f32>,
+    pub argmax: Option<Vec<u32>>,
 }
 
 impl SimVerify {
@@ -116,6 +118,7 @@ impl SimVerify {
         let mut out = Columns {
             logits: vec![0.0; tokens.len() * vocab],
             hidden: vec![0.0; tokens.len() * d],
+            argmax: None,
         };
         let get = |at: DevicePtr, into: &mut [f32]| {
             sim.read(at, bytemuck::cast_slice_mut(into))
@@ -127,6 +130,16 @@ impl SimVerify {
                 &mut out.logits[i * vocab..][..vocab],
             )?;
             get(addr(norm, i), &mut out.hidden[i * d..][..d])?;
+        }
+        if v.plan.device_argmax {
+            let mut states = Vec::with_capacity(tokens.len());
+            for i in 0..tokens.len() {
+                let mut s = StepState::default();
+                sim.read(addr(v.plan.step, i), bytemuck::bytes_of_mut(&mut s))
+                    .map_err(ExecError::SimSetup)?;
+                states.push(s.next_token);
+            }
+            out.argmax = Some(states);
         }
         Ok(out)
     }

@@ -93,14 +93,19 @@ impl<'f> CpuBackend<'f> {
     }
 
     fn forward_checked(&mut self, tokens: &[u32], start_pos: usize, rows: Rows) -> Result<Forward> {
+        if rows == Rows::Argmax {
+            let all = self.forward_checked(tokens, start_pos, Rows::All)?;
+            return Ok(all.into_argmax(self.config.vocab));
+        }
         let (form, ubatch, want) = match rows {
-            Rows::All => (MlaForm::Absorbed, tokens.len(), Want::ALL),
+            Rows::All | Rows::Argmax => (MlaForm::Absorbed, tokens.len(), Want::ALL),
             Rows::Last => (self.mla_form, DEFAULT_UBATCH, Want::HIDDEN),
         };
         let mut out = Forward {
             n: tokens.len(),
             hidden: Vec::with_capacity(tokens.len() * self.config.n_embd),
             logits: Vec::new(),
+            argmax: Vec::new(),
         };
         for (i, chunk) in tokens.chunks(ubatch).enumerate() {
             let last = (i + 1) * ubatch >= tokens.len();
