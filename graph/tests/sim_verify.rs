@@ -4,7 +4,8 @@
 //! it writes equal theirs (the decode after it, and a verify that rewinds over its last row,
 //! still agree). On the Q4_K_M tiny-glm synth (the chained MoE-and-projections launches, the
 //! argmax gemv), tiny64 (one expert group, the paired projections) and the trained model
-//! (Q8_0). The argmax verify's tokens (each position's step state, written by the plan's argmax
+//! (Q8_0), whose heads (Q6_K, Q8_0) run as one multi-column launch (`gemv_argmax_colsM_*`). The
+//! argmax verify's tokens (each position's step state, written by the plan's argmax
 //! kernel) equal the host's argmax of the decode steps' logits. Exact equality is the claim:
 //! each column runs the decode plan's kernels on the same bytes, so no tolerance applies.
 
@@ -89,6 +90,15 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
         );
         let (plan, stats) = batched.verify_stats(m).expect("verify plan");
         assert_eq!(plan.plan.nodes.len(), stats.len());
+        // The head runs as one launch over the columns; every other node once per column.
+        let heads: Vec<&str> = (plan.plan.nodes.iter())
+            .filter(|n| n.kernel.starts_with("gemv_argmax"))
+            .map(|n| n.kernel.as_str())
+            .collect();
+        assert_eq!(heads.len(), 1, "{name}: {heads:?}");
+        assert!(heads[0].starts_with(&format!("gemv_argmax_cols{m}_")), "{name}: {heads:?}");
+        let others = batched.plan().nodes.len() - 1;
+        assert_eq!(plan.plan.nodes.len(), others * m + 1, "{name}");
         for (n, st) in plan.plan.nodes.iter().zip(stats) {
             assert!(st.warp_instructions > 0, "{name}: {} never ran", n.label);
         }

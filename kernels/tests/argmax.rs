@@ -1,5 +1,5 @@
 //! `argmax_step`: exact argmax with planted ties, NaNs and signed zeros, and the step-state
-//! advance.
+//! advance; the fused lm_head argmax, alone and on the columns of a speculative verify.
 
 mod quant_blocks;
 mod support;
@@ -208,4 +208,111 @@ fn check_fused<B: Accelerator>(b: &mut B) {
 #[test]
 fn fused_lm_head_argmax_is_exact_and_replays() {
     on_every_backend!(check_fused);
+}
+
+/// The fused head on the columns of a speculative verify: `m` = 2, 3, 4 columns of random
+/// activations, each column's copy of every buffer `stride` bytes after the previous one with
+/// poisoned padding between them, against the one-column kernel run on each column alone: every
+/// logit and the step state bit for bit (the kernel's claim: the same arithmetic per column), the
+/// padding untouched, the keys and counter reset; then a replay.
+fn check_fused_cols<B: Accelerator>(b: &mut B) {
+    use ingot_kernels::ops::head::{gemv_argmax_cols_q8_1, ColumnStrides};
+    let mut rng = support::rng("gemv_argmax_cols");
+    for (ty, gg, nrows, ncols) in [
+        (GemvType::Q6K, GgmlType::Q6K, 600usize, 2048usize),
+        (GemvType::Q8_0, GgmlType::Q8_0, 333, 512),
+    ] {
+        let w = quant_blocks::random_blocks(&mut rng, gg, nrows * ncols / ty.block_elems());
+        let wb = upload(b, &w);
+        let q8_len = ncols / QK8_1 * 36;
+        // Strides past each column's length (with a poisoned gap) and 256-aligned as a verify plan
+        // lays them out.
+        let s = ColumnStrides {
+            x: q8_len.next_multiple_of(256) + 256,
+            y: (nrows * 4).next_multiple_of(256) + 256,
+            acc: 256,
+            state: 256,
+        };
+        for m in 2..=4usize {
+            let start = |c: usize| StepState {
+                token: 3 + c as u32,
+                pos: 10 + c as u32,
+                next_token: 0,
+                steps_done: 7,
+            };
+            let mut x = vec![0xA5u8; s.x * m];
+            let mut states = vec![0x5Au8; s.state * m];
+            let mut want = Vec::new();
+            for c in 0..m {
+                let xf: Vec<f32> = (0..ncols).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+                let act = ingot_quant::quantize_q8_1(&xf);
+                let bytes: &[u8] = bytemuck::cast_slice(&act);
+                x[c * s.x..][..q8_len].copy_from_slice(bytes);
+                let st = start(c);
+                states[c * s.state..][..16].copy_from_slice(bytemuck::bytes_of(&st));
+                // The one-column kernel on this column alone.
+                let (xb, yb) = (upload(b, bytes), upload(b, &vec![0xFF; nrows * 4]));
+                let (acc, count) = (upload(b, &[0u8; 8]), upload(b, &[0u8; 4]));
+                let sb = upload(b, bytemuck::bytes_of(&st));
+                gemv_argmax_q8_1(b, ty, (&wb, &xb, &yb), (&acc, &sb, &count), nrows, ncols)
+                    .expect("one column");
+                want.push((download(b, &yb), download(b, &sb)));
+            }
+            let xb = upload(b, &x);
+            let y_init = vec![0xFFu8; s.y * m];
+            let yb = upload(b, &y_init);
+            let mut acc_init = vec![0x77u8; s.acc * m];
+            for c in 0..m {
+                acc_init[c * s.acc..][..8].fill(0);
+            }
+            let acc = upload(b, &acc_init);
+            let sb = upload(b, &states);
+            let count = upload(b, &[0u8; 4]);
+            let bufs = ((&wb, &xb, &yb), (&acc, &sb, &count));
+            gemv_argmax_cols_q8_1(b, ty, m, bufs.0, bufs.1, s, (nrows, ncols)).expect("columns");
+            let (y, st, keys) = (download(b, &yb), download(b, &sb), download(b, &acc));
+            for (c, (wy, ws)) in want.iter().enumerate() {
+                let what = format!("{}: {ty:?} {nrows}x{ncols}, column {c} of {m}", b.name());
+                assert!(y[c * s.y..][..nrows * 4] == wy[..], "{what}: logits differ");
+                assert_eq!(st[c * s.state..][..16], ws[..], "{what}: step state");
+                assert!(y[c * s.y + nrows * 4..][..s.y - nrows * 4].iter().all(|&v| v == 0xFF));
+                assert!(st[c * s.state + 16..][..s.state - 16].iter().all(|&v| v == 0x5A));
+                assert_eq!(keys[c * s.acc..][..8], [0u8; 8], "{what}: key not reset");
+                assert!(keys[c * s.acc + 8..][..s.acc - 8].iter().all(|&v| v == 0x77));
+            }
+            assert_eq!(download(b, &count), [0u8; 4], "counter not reset");
+            // A replay from the advanced states advances them once more.
+            gemv_argmax_cols_q8_1(b, ty, m, bufs.0, bufs.1, s, (nrows, ncols)).expect("replay");
+            let again = download(b, &sb);
+            for (c, (_, ws)) in want.iter().enumerate() {
+                let mut s1: StepState = *bytemuck::from_bytes(&ws[..16]);
+                s1.pos += 1;
+                s1.steps_done += 1;
+                assert_eq!(again[c * s.state..][..16], *bytemuck::bytes_of(&s1), "replay");
+            }
+        }
+        eprintln!("{}: gemv_argmax_cols {ty:?} {nrows}x{ncols}: 2-4 columns", b.name());
+    }
+    // Refusals: a type without the kernel, one or five columns, a stride shorter than a column.
+    let one = upload(b, &[0u8; 4096]);
+    let ok = ColumnStrides {
+        x: 256,
+        y: 256,
+        acc: 256,
+        state: 256,
+    };
+    let run = |b: &mut B, ty, m, st| {
+        gemv_argmax_cols_q8_1(b, ty, m, (&one, &one, &one), (&one, &one, &one), st, (4, 256))
+    };
+    assert!(run(b, GemvType::Q4K, 2, ok).is_err());
+    assert!(run(b, GemvType::Q8_0, 1, ok).is_err());
+    assert!(run(b, GemvType::Q8_0, 5, ok).is_err());
+    let short = ColumnStrides { x: 36, ..ok };
+    let err = run(b, GemvType::Q8_0, 2, short).expect_err("short stride");
+    assert!(err.to_string().contains("x stride 36"), "{err}");
+}
+
+#[test]
+fn fused_lm_head_on_verify_columns_equals_one_column() {
+    on_every_backend!(check_fused_cols);
 }

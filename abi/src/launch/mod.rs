@@ -70,7 +70,10 @@ pub use gemv::{
     GEMV_COLS_MIN, GEMV_COLS_Q4K, GEMV_F32, GEMV_PAIR_WEIGHT_PER_ACT, GEMV_STAGE_BLOCKS,
     GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
-pub use head::{ArgmaxStepArgs, GemvArgmaxArgs, ARGMAX_STEP, ARGMAX_THREADS};
+pub use head::{
+    gemv_argmax_cols, ArgmaxStepArgs, GemvArgmaxArgs, GemvArgmaxColsArgs, ARGMAX_STEP, ARGMAX_THREADS,
+    GEMV_ARGMAX_COLS, GEMV_ARGMAX_COLS_MIN,
+};
 pub use mmq::{
     mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqArgs,
     MmqMoeArgs, MMQ_K_STEP, MMQ_MOE_PAIRS, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS, MMQ_WARPS,

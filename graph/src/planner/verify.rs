@@ -17,9 +17,10 @@
 //! the same bytes as in the decode step of position `p + i` after positions `p..p + i` were
 //! decoded, so its output is that step's, bit for bit (`graph/tests/sim_verify.rs` checks it in
 //! ptx-sim against decode steps). Node-major order is what lets a kernel with a multi-column
-//! variant (`gemv_colsM_q4k`) replace a node's `m` copies by one launch that reads the weights
-//! once; the plan has no such replacement yet, so today it costs `m` decode steps' launches in
-//! one graph.
+//! variant replace a node's `m` copies by one launch that streams the weights once: the fused
+//! lm_head and argmax (`gemv_argmax_colsM_*`, Q6_K and Q8_0 heads) is the first; every other
+//! node still runs once per column, so the plan costs `m` decode steps' launches less the
+//! head's repeated weight stream.
 //!
 //! Not planned: a decode plan with an expert cache (the host rewrites its slot tables from one
 //! step's routing between steps; a verify reads `m` routings at once).
@@ -89,6 +90,10 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
     }
     let mut nodes = Vec::with_capacity(decode.nodes.len() * columns);
     for n in &decode.nodes {
+        if let Some(head) = head_on_columns(n, columns, &strides) {
+            nodes.push(head);
+            continue;
+        }
         for i in 0..columns {
             let mut node = on_column(n, i, &strides);
             if i + 1 < columns {
@@ -113,6 +118,57 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
         columns,
         strides,
         norm,
+    })
+}
+
+/// The fused lm_head and argmax node `n` (`gemv_argmax_*`) as one launch over `columns` columns
+/// (`gemv_argmax_colsM_*`, each column's bits the one-column kernel's, the weights streamed
+/// once), where the type has that kernel and the columns fit its activation stage; `None`
+/// otherwise (the node is then copied per column).
+fn head_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Node> {
+    use ingot_abi::launch::{GEMV_ARGMAX_COLS, GEMV_ARGMAX_COLS_MIN, GEMV_STAGE_BLOCKS};
+    let (_, kernels) = GEMV_ARGMAX_COLS
+        .iter()
+        .find(|(ty, _)| ty.argmax().is_some_and(|k| k.desc.name == n.kernel))?;
+    let k = kernels.get(columns.checked_sub(GEMV_ARGMAX_COLS_MIN)?)?;
+    if !super::kernels::available(k.desc.name) {
+        return None;
+    }
+    // `gemv_argmax_*`'s parameters (`GemvArgmaxArgs`).
+    let [w, x, y, ncols, nrows, acc, state, count] = n.args[..] else {
+        return None;
+    };
+    let NodeArg::U32(width) = ncols else {
+        return None;
+    };
+    if columns as u64 * u64::from(width / 32) > u64::from(GEMV_STAGE_BLOCKS) {
+        return None;
+    }
+    let stride = |a: NodeArg| match a {
+        NodeArg::Buf(r) => u32::try_from(strides[r.buf.0 as usize])
+            .ok()
+            .filter(|&s| s > 0)
+            .map(NodeArg::U32),
+        _ => None,
+    };
+    Some(Node {
+        kernel: k.desc.name.to_owned(),
+        label: format!("{} [{columns} positions]", n.label),
+        args: vec![
+            w,
+            x,
+            y,
+            acc,
+            state,
+            count,
+            ncols,
+            nrows,
+            stride(x)?,
+            stride(y)?,
+            stride(acc)?,
+            stride(state)?,
+        ],
+        ..n.clone()
     })
 }
 

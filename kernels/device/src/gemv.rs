@@ -398,7 +398,7 @@ unsafe fn gemv_argmax<T: WeightType>(
 /// `*a = max(*a, v)` on global memory (`atom.global.max.u64`; the old value is unused, so
 /// ptxas emits a reduction, no round trip).
 #[inline(always)]
-unsafe fn red_max_u64(a: u64, v: u64) {
+pub(crate) unsafe fn red_max_u64(a: u64, v: u64) {
     let _old: u64;
     asm!("atom.global.max.u64 {o}, [{a}], {v};", o = out(reg64) _old, a = in(reg64) a,
          v = in(reg64) v, options(nostack));

@@ -12,6 +12,7 @@
 mod embed;
 mod gemv;
 mod gemv_cols;
+mod head_cols;
 mod intrinsics;
 mod last_block;
 mod mmq;
