@@ -19,10 +19,10 @@
 //!   grow by `D(k + 1) / n_used`, `D(m)` the expected distinct experts per layer of `m` tokens
 //!   that each pick `n_used` of `n_expert` **uniformly and independently**
 //!   ([`expected_distinct_experts`]), or `D` **measured** on a routing trace of the real model
-//!   ([`RoutingOverlap`]). ingot has no such kernels yet: its verify graph
-//!   ([`ingot_graph::build_verify_plan`]) runs each decode node once per position (bit-identical
-//!   to decoding, no weight load shared), priced as `k + 1` decode steps
-//!   ([`SpecRow::speedup_one_by_one`]).
+//!   ([`RoutingOverlap`]). ingot has such a kernel for the lm_head only: its verify graph
+//!   ([`ingot_graph::build_verify_plan`], bit-identical to decoding) runs every other decode node
+//!   once per position, priced as built ([`SpecRow::speedup_built`]: those nodes `k + 1` times,
+//!   the head's weights once and its instructions `k + 1` times).
 //! - **What a target needs** ([`SpecRow::needs`]): the most distinct experts per layer the verify
 //!   may read for a given speed-up (bisection: the step's time rises with them), with the kernels
 //!   as assumed and with bytes-only kernels; none where even fully shared experts miss it.
@@ -97,9 +97,14 @@ pub struct SpecRow {
     pub tok_s: f64,
     /// `tok_s` over plain decoding's.
     pub speedup: f64,
-    /// The same with the verify as `k + 1` decode steps: today's verify graph, each decode node
-    /// once per position.
+    /// The same with the verify as `k + 1` decode steps (an executor without a verify plan).
     pub speedup_one_by_one: f64,
+    /// The same with the verify graph as built ([`ingot_graph::build_verify_plan`]): each decode
+    /// node once per position, except a head with a multi-column kernel, which streams its
+    /// weights once and repeats its instructions per position.
+    pub speedup_built: f64,
+    /// Whether that verify graph runs the head as one multi-column launch.
+    pub head_fused: bool,
     /// The bound of perfectly overlapping routing: the `k + 1` tokens read only `n_used` experts
     /// per layer between them (the batched verify otherwise as assumed).
     pub speedup_same_experts: f64,
@@ -193,6 +198,7 @@ pub fn predict_speculative(
         }
     };
     let decode_s = node_s(decode, 0..decode.rows.len());
+    let decode_plan = ingot_graph::planner::build_plan_for(&config, gguf, plan_options(&opts))?;
     let (n_expert, n_used) = (config.n_expert, config.n_expert_used.max(1));
     let rows = (1..=max_k)
         .map(|k| {
@@ -215,6 +221,9 @@ pub fn predict_speculative(
             });
             let step_s = verify_s + drafts_s + catch_up_s;
             let one_by_one = m as f64 * decode_s + drafts_s + catch_up_s;
+            let fused = fused_head(&decode_plan, m);
+            let built = built_verify_time(decode, card, opts, (m, fused.as_deref()));
+            let built = built + drafts_s + catch_up_s;
             let same = verify(VerifyKernels::AsAssumed, 1.0) + drafts_s + catch_up_s;
             let bytes_only = verify(VerifyKernels::BytesOnly, growth) + drafts_s + catch_up_s;
             let shared = verify(VerifyKernels::SharedWeights, growth) + drafts_s + catch_up_s;
@@ -229,6 +238,8 @@ pub fn predict_speculative(
                 tok_s: e / step_s,
                 speedup: e * decode_s / step_s,
                 speedup_one_by_one: e * decode_s / one_by_one,
+                speedup_built: e * decode_s / built,
+                head_fused: fused.is_some(),
                 speedup_same_experts: e * decode_s / same,
                 speedup_bytes_only: e * decode_s / bytes_only,
                 speedup_shared_weights: e * decode_s / shared,
@@ -329,6 +340,36 @@ fn max_growth_for(speedup: impl Fn(f64) -> f64, target: f64, max: f64) -> Option
     Some(ok)
 }
 
+/// The decode kernel of the head the verify plan of `m` positions runs as one multi-column launch
+/// (`gemv_argmax_colsM_*`), if it does.
+fn fused_head(decode: &ingot_graph::Plan, m: usize) -> Option<String> {
+    let verify = ingot_graph::build_verify_plan(decode, m).ok()?;
+    let &k = verify.fused.first()?;
+    Some(decode.nodes[k].kernel.clone())
+}
+
+/// The verify graph of `m` positions as [`ingot_graph::build_verify_plan`] builds it: every node
+/// of the decode table `m` times, except the head (decode kernel `fused`, when the plan fuses
+/// it), whose weights stream once while its instructions and re-reads grow `m` times (what
+/// `gemv_argmax_colsM_*` does: each column a one-column kernel's work).
+fn built_verify_time(
+    decode: &PlanTable,
+    card: &super::card::Card,
+    opts: TableOptions,
+    (m, fused): (usize, Option<&str>),
+) -> f64 {
+    let grow = |v: u64| v * m as u64;
+    let (head, rest): (Vec<_>, Vec<_>) = (decode.rows.iter().cloned())
+        .partition(|r| Some(r.kernel.as_str()) == fused);
+    let rest_s: f64 = rest.iter().filter_map(|r| r.time.map(|t| t.total_s)).sum();
+    let head_s = retimed(&head, card, opts, |_, l, _| {
+        l.reread_bytes = grow(l.reread_bytes);
+        l.warp_instructions = grow(l.warp_instructions);
+        l.tail_warp_instructions = grow(l.tail_warp_instructions);
+    });
+    m as f64 * rest_s + head_s
+}
+
 /// The decode step's nodes as one batched verify of `m` positions (the module's assumptions):
 /// routed bytes times `routed_growth`, other bytes once, instructions and re-reads grown as
 /// `kernels` says ([`VerifyKernels::growth`]). The DRAM bytes a node's prefetch moved before it
@@ -366,7 +407,8 @@ impl fmt::Display for SpecPrediction {
             f,
             "PREDICTED speculative decoding with the NextN/MTP block (model, not a measurement) on {}, \
              depth {}: acceptance {:.2} per draft, ASSUMED independent; verify = one batched decode \
-             step (weights once, instructions x positions; ingot has no such kernels yet); routed \
+             step (weights once, instructions x positions; ingot's verify graph does this for the lm_head \
+             only, the \"built\" column); routed \
              experts {routing} ({} of {} per token)",
             self.card, self.depth, self.acceptance, self.n_expert_used, self.n_expert
         )?;
@@ -420,7 +462,7 @@ impl fmt::Display for SpecPrediction {
             "step us",
             "tok/s",
             "vs plain",
-            "k+1 steps",
+            "built",
             "overlap",
             "shared w",
             "bytes only",
@@ -440,7 +482,7 @@ impl fmt::Display for SpecPrediction {
                 us(r.step_s),
                 r.tok_s,
                 r.speedup,
-                r.speedup_one_by_one,
+                r.speedup_built,
                 r.speedup_same_experts,
                 r.speedup_shared_weights,
                 r.speedup_bytes_only,
@@ -451,8 +493,8 @@ impl fmt::Display for SpecPrediction {
         }
         write!(
             f,
-            "vs plain with the verify as k+1 decode steps (what the verify graph runs today: each decode \
-             node once per position); as assumed \
+            "vs plain with the verify graph as built (each decode node once per position, the lm_head \
+             one launch streaming its weights once where it has a multi-column kernel); as assumed \
              but the k+1 tokens sharing their routed experts (overlap); with kernels reading each \
              weight once for every position, each position past the first {:.2} of a decode \
              kernel's instructions (shared w: MEASURED on the Q4_K gemv, DERIVED for the other \
@@ -551,6 +593,10 @@ mod tests {
                 r.k
             );
             assert!(r.speedup_one_by_one < r.speedup && r.speedup <= r.speedup_same_experts);
+            // The built graph saves the head's repeated weight stream, no more: between k + 1
+            // steps and the batched verify.
+            assert!(r.head_fused, "k {}: the synthetic model's head has a column kernel", r.k);
+            assert!(r.speedup_one_by_one < r.speedup_built && r.speedup_built < r.speedup);
             assert!(r.speedup <= r.speedup_shared_weights);
             assert!(r.speedup_shared_weights <= r.speedup_bytes_only);
         }

@@ -50,6 +50,9 @@ pub struct VerifyPlan {
     pub strides: Vec<u64>,
     /// The decode plan's `act.norm` (each column's final hidden state, f32), if it has one.
     pub norm: Option<BufId>,
+    /// Indices of the decode plan's nodes that run as one multi-column launch (the others run
+    /// once per column).
+    pub fused: Vec<usize>,
 }
 
 impl VerifyPlan {
@@ -89,9 +92,11 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
         strides.push(stride);
     }
     let mut nodes = Vec::with_capacity(decode.nodes.len() * columns);
-    for n in &decode.nodes {
+    let mut fused = Vec::new();
+    for (k, n) in decode.nodes.iter().enumerate() {
         if let Some(head) = head_on_columns(n, columns, &strides) {
             nodes.push(head);
+            fused.push(k);
             continue;
         }
         for i in 0..columns {
@@ -118,6 +123,7 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
         columns,
         strides,
         norm,
+        fused,
     })
 }
 
