@@ -649,6 +649,9 @@ pub const CASES: &[Case] = &[
         launch: |d, b, s| ops::head::argmax_step(d, &b[0], &b[1], s.cols),
     },
     head::GEMV_ARGMAX_Q6K,
+    head::GEMV_ARGMAX_COLS2_Q6K,
+    head::GEMV_ARGMAX_COLS3_Q6K,
+    head::GEMV_ARGMAX_COLS4_Q6K,
     // A 512-token prefill chunk of a layer, in plan order.
     prefill::MMQ_MOE_Q5_0,
     prefill::FLASH_PREFILL_0,

@@ -96,7 +96,10 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
             .map(|n| n.kernel.as_str())
             .collect();
         assert_eq!(heads.len(), 1, "{name}: {heads:?}");
-        assert!(heads[0].starts_with(&format!("gemv_argmax_cols{m}_")), "{name}: {heads:?}");
+        assert!(
+            heads[0].starts_with(&format!("gemv_argmax_cols{m}_")),
+            "{name}: {heads:?}"
+        );
         assert_eq!(plan.fused.len(), 1, "{name}: the head alone is fused");
         let others = batched.plan().nodes.len() - 1;
         assert_eq!(plan.plan.nodes.len(), others * m + 1, "{name}");

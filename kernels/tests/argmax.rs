@@ -275,10 +275,16 @@ fn check_fused_cols<B: Accelerator>(b: &mut B) {
                 let what = format!("{}: {ty:?} {nrows}x{ncols}, column {c} of {m}", b.name());
                 assert!(y[c * s.y..][..nrows * 4] == wy[..], "{what}: logits differ");
                 assert_eq!(st[c * s.state..][..16], ws[..], "{what}: step state");
-                assert!(y[c * s.y + nrows * 4..][..s.y - nrows * 4].iter().all(|&v| v == 0xFF));
-                assert!(st[c * s.state + 16..][..s.state - 16].iter().all(|&v| v == 0x5A));
+                assert!(y[c * s.y + nrows * 4..][..s.y - nrows * 4]
+                    .iter()
+                    .all(|&v| v == 0xFF));
+                assert!(st[c * s.state + 16..][..s.state - 16]
+                    .iter()
+                    .all(|&v| v == 0x5A));
                 assert_eq!(keys[c * s.acc..][..8], [0u8; 8], "{what}: key not reset");
-                assert!(keys[c * s.acc + 8..][..s.acc - 8].iter().all(|&v| v == 0x77));
+                assert!(keys[c * s.acc + 8..][..s.acc - 8]
+                    .iter()
+                    .all(|&v| v == 0x77));
             }
             assert_eq!(download(b, &count), [0u8; 4], "counter not reset");
             // A replay from the advanced states advances them once more.
@@ -288,10 +294,17 @@ fn check_fused_cols<B: Accelerator>(b: &mut B) {
                 let mut s1: StepState = *bytemuck::from_bytes(&ws[..16]);
                 s1.pos += 1;
                 s1.steps_done += 1;
-                assert_eq!(again[c * s.state..][..16], *bytemuck::bytes_of(&s1), "replay");
+                assert_eq!(
+                    again[c * s.state..][..16],
+                    *bytemuck::bytes_of(&s1),
+                    "replay"
+                );
             }
         }
-        eprintln!("{}: gemv_argmax_cols {ty:?} {nrows}x{ncols}: 2-4 columns", b.name());
+        eprintln!(
+            "{}: gemv_argmax_cols {ty:?} {nrows}x{ncols}: 2-4 columns",
+            b.name()
+        );
     }
     // Refusals: a type without the kernel, one or five columns, a stride shorter than a column.
     let one = upload(b, &[0u8; 4096]);
@@ -302,7 +315,15 @@ fn check_fused_cols<B: Accelerator>(b: &mut B) {
         state: 256,
     };
     let run = |b: &mut B, ty, m, st| {
-        gemv_argmax_cols_q8_1(b, ty, m, (&one, &one, &one), (&one, &one, &one), st, (4, 256))
+        gemv_argmax_cols_q8_1(
+            b,
+            ty,
+            m,
+            (&one, &one, &one),
+            (&one, &one, &one),
+            st,
+            (4, 256),
+        )
     };
     assert!(run(b, GemvType::Q4K, 2, ok).is_err());
     assert!(run(b, GemvType::Q8_0, 1, ok).is_err());

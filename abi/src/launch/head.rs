@@ -72,7 +72,10 @@ signature! {
 /// done counter. The plain gemv's launch shape (an item is a warp); each column's logits and
 /// token are the one-column kernel's bits; the weights stream from DRAM once for all columns.
 /// The block stages every column: `M·ncols/32 ≤` [`super::GEMV_STAGE_BLOCKS`].
-pub const GEMV_ARGMAX_COLS: [(crate::weight_types::GemvType, [Kernel<GemvArgmaxColsArgs>; 3]); 2] = [
+pub const GEMV_ARGMAX_COLS: [(
+    crate::weight_types::GemvType,
+    [Kernel<GemvArgmaxColsArgs>; 3],
+); 2] = [
     (
         crate::weight_types::GemvType::Q6K,
         [

@@ -369,7 +369,10 @@ fn cpu_verify_rows_are_the_decode_steps_bit_for_bit() {
     }
     // The argmax rows: each position's pick, the same hidden states, no logits.
     let am = cpu.forward_rows(&prompt[16..], 16, Rows::Argmax).unwrap();
-    let picks: Vec<u32> = want[16..].iter().map(|(l, _)| ingot_model::argmax(l)).collect();
+    let picks: Vec<u32> = want[16..]
+        .iter()
+        .map(|(l, _)| ingot_model::argmax(l))
+        .collect();
     assert_eq!(am.argmax, picks);
     assert!(am.logits.is_empty());
     assert_eq!(am.hidden, fwd.hidden);

@@ -127,7 +127,9 @@ pub fn gemv_argmax_cols_q8_1<B: Accelerator>(
     if m * (ncols / QK8_1) > GEMV_STAGE_BLOCKS as usize {
         return Err(shape(
             d,
-            format!("{m} columns of {ncols}: a block stages at most {GEMV_STAGE_BLOCKS} q8_1 blocks"),
+            format!(
+                "{m} columns of {ncols}: a block stages at most {GEMV_STAGE_BLOCKS} q8_1 blocks"
+            ),
         ));
     }
     let state_bytes = size_of::<StepState>();
@@ -149,9 +151,18 @@ pub fn gemv_argmax_cols_q8_1<B: Accelerator>(
         scalars[i] = to_u32(d, what, stride)?;
     }
     let span = |stride: usize, len: Option<usize>| {
-        stride.checked_mul(m - 1).zip(len).and_then(|(a, b)| a.checked_add(b))
+        stride
+            .checked_mul(m - 1)
+            .zip(len)
+            .and_then(|(a, b)| a.checked_add(b))
     };
-    need(b, d, "w", w, bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()))?;
+    need(
+        b,
+        d,
+        "w",
+        w,
+        bytes(nrows, ncols / ty.block_elems(), ty.block_bytes()),
+    )?;
     need(b, d, "x", x, span(strides.x, q8_1_bytes(1, ncols)))?;
     need(b, d, "y", y, span(strides.y, bytes(nrows, 4, 1)))?;
     need(b, d, "acc", acc, span(strides.acc, Some(8)))?;
