@@ -743,5 +743,26 @@ pub type FfnRopeKbRow = (
 
 weight_types!(with_mmq_rows);
 
+impl GemvType {
+    /// The fused head on `m` columns of a speculative verify
+    /// (`crate::launch::head::GEMV_ARGMAX_COLS_Q6K`), if the type has it: Q6_K and Q8_0 heads,
+    /// 2 to 4 columns.
+    pub const fn argmax_cols(
+        self,
+        m: usize,
+    ) -> Option<&'static Kernel<crate::launch::GemvArgmaxColsArgs>> {
+        use crate::launch::{GEMV_ARGMAX_COLS_MIN, GEMV_ARGMAX_COLS_Q6K, GEMV_ARGMAX_COLS_Q8_0};
+        let kernels = match self {
+            GemvType::Q6K => &GEMV_ARGMAX_COLS_Q6K,
+            GemvType::Q8_0 => &GEMV_ARGMAX_COLS_Q8_0,
+            _ => return None,
+        };
+        match m.checked_sub(GEMV_ARGMAX_COLS_MIN) {
+            Some(i) if i < kernels.len() => Some(&kernels[i]),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

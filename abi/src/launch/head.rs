@@ -45,7 +45,7 @@ pub(crate) const fn gemv_argmax_kernel(name: &'static str) -> Kernel<GemvArgmaxA
 }
 
 signature! {
-    /// The arguments of the [`GEMV_ARGMAX_COLS`] kernels; every stride in bytes.
+    /// The arguments of the [`GEMV_ARGMAX_COLS_Q6K`] kernels; every stride in bytes.
     GemvArgmaxColsArgs {
         w: ptr,
         x: ptr,
@@ -64,55 +64,38 @@ signature! {
 
 /// `gemv_argmax_colsM_T_q8_1(w, x, y, acc, state, count, ncols, nrows, x_stride, y_stride,
 /// acc_stride, state_stride)`, `M` = 2, 3, 4 ([`GEMV_ARGMAX_COLS_MIN`] + index) per lm_head type
-/// `T` (Q6_K, the llama.cpp mixes' head, and Q8_0): the `gemv_argmax_*` kernel of `T` on `M`
-/// columns, a speculative verify's head. Column `c` reads its q8_1 activation at `x + c·x_stride`
-/// and writes its logits at `y + c·y_stride`, its key at `acc + c·acc_stride` and its step state
-/// at `state + c·state_stride` (each as the one-column kernel does: every key 0 before, the last
-/// block turns each into its column's next token and resets it); `count` is the launch's one
-/// done counter. The plain gemv's launch shape (an item is a warp); each column's logits and
-/// token are the one-column kernel's bits; the weights stream from DRAM once for all columns.
-/// The block stages every column: `M·ncols/32 ≤` [`super::GEMV_STAGE_BLOCKS`].
-pub const GEMV_ARGMAX_COLS: [(
-    crate::weight_types::GemvType,
-    [Kernel<GemvArgmaxColsArgs>; 3],
-); 2] = [
-    (
-        crate::weight_types::GemvType::Q6K,
-        [
-            super::gemv::gemv_kernel("gemv_argmax_cols2_q6k_q8_1"),
-            super::gemv::gemv_kernel("gemv_argmax_cols3_q6k_q8_1"),
-            super::gemv::gemv_kernel("gemv_argmax_cols4_q6k_q8_1"),
-        ],
-    ),
-    (
-        crate::weight_types::GemvType::Q8_0,
-        [
-            super::gemv::gemv_kernel("gemv_argmax_cols2_q8_0_q8_1"),
-            super::gemv::gemv_kernel("gemv_argmax_cols3_q8_0_q8_1"),
-            super::gemv::gemv_kernel("gemv_argmax_cols4_q8_0_q8_1"),
-        ],
-    ),
+/// `T` ([`GEMV_ARGMAX_COLS_Q6K`], the llama.cpp mixes' head, and [`GEMV_ARGMAX_COLS_Q8_0`]; by
+/// type: `crate::weight_types::GemvType::argmax_cols`): the `gemv_argmax_*` kernel of `T` on `M`
+/// columns, a speculative verify's head. Column `c` reads its q8_1 activation at
+/// `x + c·x_stride` and writes its logits at `y + c·y_stride`, its key at `acc + c·acc_stride`
+/// and its step state at `state + c·state_stride` (each as the one-column kernel does: every key
+/// 0 before, the last block turns each into its column's next token and resets it); `count` is
+/// the launch's one done counter. The plain gemv's launch shape (an item is a warp); each
+/// column's logits and token are the one-column kernel's bits; the weights stream from DRAM once
+/// for all columns. The block stages every column: `M·ncols/32 ≤` [`super::GEMV_STAGE_BLOCKS`].
+pub const GEMV_ARGMAX_COLS_Q6K: [Kernel<GemvArgmaxColsArgs>; 3] = [
+    super::gemv::gemv_kernel("gemv_argmax_cols2_q6k_q8_1"),
+    super::gemv::gemv_kernel("gemv_argmax_cols3_q6k_q8_1"),
+    super::gemv::gemv_kernel("gemv_argmax_cols4_q6k_q8_1"),
 ];
 
-/// Columns of each type's first [`GEMV_ARGMAX_COLS`] kernel.
-pub const GEMV_ARGMAX_COLS_MIN: usize = 2;
+/// [`GEMV_ARGMAX_COLS_Q6K`] for Q8_0 heads.
+pub const GEMV_ARGMAX_COLS_Q8_0: [Kernel<GemvArgmaxColsArgs>; 3] = [
+    super::gemv::gemv_kernel("gemv_argmax_cols2_q8_0_q8_1"),
+    super::gemv::gemv_kernel("gemv_argmax_cols3_q8_0_q8_1"),
+    super::gemv::gemv_kernel("gemv_argmax_cols4_q8_0_q8_1"),
+];
 
-/// The [`GEMV_ARGMAX_COLS`] kernel of `m` columns for lm_head type `ty`, if there is one.
-pub fn gemv_argmax_cols(
-    ty: crate::weight_types::GemvType,
-    m: usize,
-) -> Option<&'static Kernel<GemvArgmaxColsArgs>> {
-    let (_, ks) = GEMV_ARGMAX_COLS.iter().find(|(t, _)| *t == ty)?;
-    ks.get(m.checked_sub(GEMV_ARGMAX_COLS_MIN)?)
-}
+/// Columns of each type's first multi-column head kernel.
+pub const GEMV_ARGMAX_COLS_MIN: usize = 2;
 
 /// The kernels of this family.
 pub const ALL: &[KernelDesc] = &[
     ARGMAX_STEP.desc,
-    GEMV_ARGMAX_COLS[0].1[0].desc,
-    GEMV_ARGMAX_COLS[0].1[1].desc,
-    GEMV_ARGMAX_COLS[0].1[2].desc,
-    GEMV_ARGMAX_COLS[1].1[0].desc,
-    GEMV_ARGMAX_COLS[1].1[1].desc,
-    GEMV_ARGMAX_COLS[1].1[2].desc,
+    GEMV_ARGMAX_COLS_Q6K[0].desc,
+    GEMV_ARGMAX_COLS_Q6K[1].desc,
+    GEMV_ARGMAX_COLS_Q6K[2].desc,
+    GEMV_ARGMAX_COLS_Q8_0[0].desc,
+    GEMV_ARGMAX_COLS_Q8_0[1].desc,
+    GEMV_ARGMAX_COLS_Q8_0[2].desc,
 ];

@@ -71,8 +71,8 @@ pub use gemv::{
     GEMV_UNITS_IN_FLIGHT, GEMV_WEIGHT_PER_ACT,
 };
 pub use head::{
-    gemv_argmax_cols, ArgmaxStepArgs, GemvArgmaxArgs, GemvArgmaxColsArgs, ARGMAX_STEP,
-    ARGMAX_THREADS, GEMV_ARGMAX_COLS, GEMV_ARGMAX_COLS_MIN,
+    ArgmaxStepArgs, GemvArgmaxArgs, GemvArgmaxColsArgs, ARGMAX_STEP, ARGMAX_THREADS,
+    GEMV_ARGMAX_COLS_MIN, GEMV_ARGMAX_COLS_Q6K, GEMV_ARGMAX_COLS_Q8_0,
 };
 pub use mmq::{
     mmq_items, mmq_moe_first_slot, mmq_moe_items, mmq_moe_pair_slots, mmq_token_tiles, MmqArgs,

@@ -86,11 +86,14 @@ fn head_cols_buffers(m: usize, s: Shape) -> Vec<BufSpec> {
 }
 
 /// `output` (Q6_K, 102400 × 2048) on the `m` columns of a speculative verify
-/// (`gemv_argmax_colsM_q6k_q8_1`, `GEMV_ARGMAX_COLS[0]` being Q6_K's row), `m` = 2, 3, 4.
+/// (`gemv_argmax_colsM_q6k_q8_1`), `m` = 2, 3, 4.
 macro_rules! head_cols_case {
     ($name:ident, $m:literal) => {
         pub const $name: Case = Case {
-            kernel: ingot_abi::launch::GEMV_ARGMAX_COLS[0].1[$m - 2].desc.name,
+            kernel: match GemvType::Q6K.argmax_cols($m) {
+                Some(k) => k.desc.name,
+                None => panic!("Q6_K has a multi-column head"),
+            },
             tensor: "output",
             shape: Shape {
                 rows: lite::VOCAB,

@@ -30,8 +30,8 @@ use crate::error::PlanError;
 use crate::node::{BufRef, Node, NodeArg};
 use crate::plan::Plan;
 
-/// Columns a verify plan holds at most: the positions of [`ingot_model::speculative::MAX_DRAFT`] drafts and
-/// the token before them.
+/// Columns a verify plan holds at most: the positions of
+/// [`ingot_model::speculative::MAX_DRAFT`] drafts and the token before them.
 pub const MAX_VERIFY_COLUMNS: usize = ingot_model::speculative::MAX_DRAFT + 1;
 
 /// Bytes each column's copy of a buffer is aligned to (the widest vector load a kernel makes is
@@ -42,7 +42,7 @@ pub const COLUMN_ALIGN: u64 = 256;
 #[derive(Clone, Debug)]
 pub struct VerifyPlan {
     /// `residual`, `logits` and `step` name column 0's copies; column `i`'s copy of a widened
-    /// buffer starts [`VerifyPlan::stride`] bytes after column `i - 1`'s.
+    /// buffer starts its [`VerifyPlan::strides`] entry bytes after column `i - 1`'s.
     pub plan: Plan,
     pub columns: usize,
     /// Per buffer: bytes between consecutive columns' copies, 0 for a buffer every column
@@ -132,11 +132,11 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
 /// once), where the type has that kernel and the columns fit its activation stage; `None`
 /// otherwise (the node is then copied per column).
 fn head_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Node> {
-    use ingot_abi::launch::{GEMV_ARGMAX_COLS, GEMV_ARGMAX_COLS_MIN, GEMV_STAGE_BLOCKS};
-    let (_, kernels) = GEMV_ARGMAX_COLS
-        .iter()
-        .find(|(ty, _)| ty.argmax().is_some_and(|k| k.desc.name == n.kernel))?;
-    let k = kernels.get(columns.checked_sub(GEMV_ARGMAX_COLS_MIN)?)?;
+    use ingot_abi::launch::GEMV_STAGE_BLOCKS;
+    use ingot_abi::weight_types::GemvType;
+    let ty =
+        (GemvType::ALL.iter()).find(|ty| ty.argmax().is_some_and(|k| k.desc.name == n.kernel))?;
+    let k = ty.argmax_cols(columns)?;
     if !super::kernels::available(k.desc.name) {
         return None;
     }

@@ -108,7 +108,7 @@ unsafe fn gemv_argmax_cols<T: WeightType, const M: usize>(
 macro_rules! head_cols_kernels {
     ($($name:literal $v:ident $block:ident $m:literal;)*) => {$(
         const _: () = {
-            /// [`gemv_argmax_cols`]; `ingot_abi::launch::GEMV_ARGMAX_COLS`.
+            /// [`gemv_argmax_cols`]; `ingot_abi::launch::GEMV_ARGMAX_COLS_Q6K`.
             #[export_name = $name]
             pub unsafe extern "ptx-kernel" fn kernel(
                 w: *const ingot_abi::blocks::$block,

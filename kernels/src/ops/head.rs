@@ -9,8 +9,8 @@ use crate::backend::Accelerator;
 use crate::Result;
 use ingot_abi::blocks::QK8_1;
 use ingot_abi::launch::{
-    gemv_argmax_cols, ArgmaxStepArgs, GemvArgmaxArgs, GemvArgmaxColsArgs, ARGMAX_STEP,
-    GEMV_ARGMAX_COLS_MIN, GEMV_STAGE_BLOCKS,
+    ArgmaxStepArgs, GemvArgmaxArgs, GemvArgmaxColsArgs, ARGMAX_STEP, GEMV_ARGMAX_COLS_MIN,
+    GEMV_STAGE_BLOCKS,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -112,7 +112,7 @@ pub fn gemv_argmax_cols_q8_1<B: Accelerator>(
     (nrows, ncols): (usize, usize),
 ) -> Result<()> {
     let plain = ty.plain();
-    let k = gemv_argmax_cols(ty, m).ok_or_else(|| {
+    let k = ty.argmax_cols(m).ok_or_else(|| {
         shape(
             plain,
             format!(

@@ -15,7 +15,8 @@
 //! (`Loaded`) and how it is allocated and filled; `replay` the decode step on the device
 //! (capture, replay, node-by-node runs, the StepState and the expert cache between steps);
 //! `prefill` the batched prefill's plans and chunks; `mtp` the NextN/MTP block (the drafter of
-//! `--draft mtp`, run by `mtp_run`); `fault` eager mode ([`EAGER_VAR`]) and the
+//! `--draft mtp`, run by `mtp_run`); `verify` the speculative verify's graphs (run by
+//! `verify_run`); `fault` eager mode ([`EAGER_VAR`]) and the
 //! localisation of a failed replay; `timing` the per-node and per-replay measurements; `launch`
 //! the node launches themselves; `slots` the expert cache's view of GPU memory. The executor is
 //! unusable after a failed replay (`dev` is `None`).
@@ -42,6 +43,7 @@ mod slots;
 mod timing;
 mod upload;
 mod verify;
+mod verify_run;
 
 pub use fault::EAGER_VAR;
 pub use timing::StepTiming;
