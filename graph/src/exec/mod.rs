@@ -122,11 +122,7 @@ pub(crate) fn prefill_in_chunks(
         return Err(ModelError::EmptyPrompt.into());
     }
     let (ctx, filled) = exec.ctx_filled();
-    // Token `i > 0` follows token `i − 1`.
-    for (i, &t) in tokens.iter().enumerate() {
-        let filled = if i == 0 { filled } else { start_pos + i };
-        ingot_model::check_step(exec.config(), ctx, filled, t, start_pos + i)?;
-    }
+    ingot_model::check_span(exec.config(), ctx, filled, tokens, start_pos)?;
     let buckets = exec.buckets();
     let chunks = crate::prefill_chunks(tokens.len(), start_pos, ctx, &buckets);
     let last = chunks.len() - 1;
@@ -205,6 +201,32 @@ pub(crate) fn forward_rows_by_steps(
         out.logits = dec.prefill_last(tokens, start_pos)?;
     }
     Ok(out)
+}
+
+/// What a verify of `n` positions returns for `rows` ([`Rows::All`] or [`Rows::Argmax`]) from the
+/// columns an executor read back: every position's hidden state, and its logits, or its argmax
+/// (the device's where `argmax` holds it, else the host's on the logits).
+pub(crate) fn verify_rows(
+    n: usize,
+    (hidden, logits, argmax): (Vec<f32>, Vec<f32>, Option<Vec<u32>>),
+    rows: Rows,
+    vocab: usize,
+) -> Forward {
+    let all = Forward {
+        n,
+        hidden,
+        logits,
+        argmax: Vec::new(),
+    };
+    match (rows, argmax) {
+        (Rows::Argmax, Some(argmax)) => Forward {
+            logits: Vec::new(),
+            argmax,
+            ..all
+        },
+        (Rows::Argmax, None) => all.into_argmax(vocab),
+        _ => all,
+    }
 }
 
 /// Rejects a greedy run of `n` steps from `pos` (already checked by

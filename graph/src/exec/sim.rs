@@ -424,10 +424,7 @@ impl SimExecutor {
         start_pos: usize,
         rows: Rows,
     ) -> Result<Forward, ExecError> {
-        for (i, &t) in tokens.iter().enumerate() {
-            let filled = if i == 0 { self.filled } else { start_pos + i };
-            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
-        }
+        ingot_model::check_span(&self.config, self.plan.ctx, self.filled, tokens, start_pos)?;
         let v = (self.verify.as_mut())
             .map_err(|why| ExecError::Step(ModelError::Unsupported(why.clone())))?;
         // Invalid until the verify has run: a failed one leaves no state to read.
@@ -442,21 +439,8 @@ impl SimExecutor {
         self.logits = cols.logits[(n - 1) * vocab..].to_vec();
         self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
         self.filled = start_pos + n;
-        let all = Forward {
-            n,
-            hidden: cols.hidden,
-            logits: cols.logits,
-            argmax: Vec::new(),
-        };
-        Ok(match (rows, cols.argmax) {
-            (Rows::Argmax, Some(argmax)) => Forward {
-                logits: Vec::new(),
-                argmax,
-                ..all
-            },
-            (Rows::Argmax, None) => all.into_argmax(vocab),
-            _ => all,
-        })
+        let read = (cols.hidden, cols.logits, cols.argmax);
+        Ok(super::verify_rows(n, read, rows, vocab))
     }
 
     fn run_node(&mut self, i: usize) -> Result<(), ExecError> {

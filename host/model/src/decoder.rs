@@ -215,6 +215,23 @@ pub(crate) fn cache_len(c: &ModelConfig, max_ctx: usize) -> Result<usize> {
         .ok_or_else(|| err("cache size overflows".into()))
 }
 
+/// [`check_step`] for `tokens` fed at `start_pos..` in one call (a prompt chunk, a verify): token
+/// `i > 0` follows token `i − 1`, so only the first may rewind. Nothing is run by the caller
+/// before every position passed.
+pub fn check_span(
+    c: &ModelConfig,
+    max_ctx: usize,
+    filled: usize,
+    tokens: &[u32],
+    start_pos: usize,
+) -> Result<()> {
+    for (i, &t) in tokens.iter().enumerate() {
+        let filled = if i == 0 { filled } else { start_pos + i };
+        check_step(c, max_ctx, filled, t, start_pos + i)?;
+    }
+    Ok(())
+}
+
 /// Rejects a token outside the vocabulary or a position outside the context or past the cache:
 /// the argument checks every [`Decoder`] makes before a step (`max_ctx` positions fit the cache,
 /// `filled` of them hold rows; `pos == filled` appends, `pos < filled` rewinds).

@@ -34,7 +34,7 @@ pub mod trace;
 pub use cache_type::CacheType;
 pub use config::{AttnLayout, GatingFunc, ModelConfig, DEFAULT_CTX};
 pub use cpu::{CpuBackend, MlaForm};
-pub use decoder::{argmax, check_step, forward_by_decode, Decoder, Forward, Rows};
+pub use decoder::{argmax, check_span, check_step, forward_by_decode, Decoder, Forward, Rows};
 pub use error::ModelError;
 pub use generate::{Finish, GenerateOptions, Generator, Piece};
 pub use oracle::{DecodeTrace, Oracle};

@@ -152,6 +152,43 @@ pub(crate) fn block_span<T: WeightType, const PAIR: bool>(
     (row0, (row0 + rows).min(nrows) - 1)
 }
 
+/// The thread mapping of block `block` of a gemv over `nrows` rows of `ncols` weights of `T`
+/// (`PAIR`: the two-matrix kernels' passes), [`gemv_rows_then`]'s: `lanes` lanes per row,
+/// `per_pass = 32 / lanes` rows per warp and pass, `passes` passes, the block's first and last
+/// row. The multi-column kernels map their threads by it.
+pub(crate) struct RowMap {
+    pub lanes: u32,
+    pub per_pass: u32,
+    pub passes: u32,
+    pub row0: u32,
+    pub last: u32,
+}
+
+#[inline(always)]
+pub(crate) fn row_map<T: WeightType, const PAIR: bool>(
+    block: u32,
+    ncols: u32,
+    nrows: u32,
+) -> RowMap {
+    let nunits = ncols / T::QK;
+    let lanes = gemv_lanes_per_row(nunits, T::LANES);
+    let per_pass = WARP_SIZE / lanes;
+    let passes = if PAIR {
+        gemv_pair_passes(nunits, gemv_unit::<T>())
+    } else {
+        gemv_passes(nunits, gemv_unit::<T>())
+    };
+    let row0 = block * (GEMV_BLOCK_WARPS * per_pass * passes);
+    let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
+    RowMap {
+        lanes,
+        per_pass,
+        passes,
+        row0,
+        last,
+    }
+}
+
 /// [`gemv_rows`] as block `block`, then `then(r, y_r)` on the lane that stored row `r`.
 /// `before(first, last)` runs first, with the block's first and last row: it must end in the
 /// grid-dependency wait ([`prefetch_then_wait`]) and make no global access of its own, unless
@@ -177,6 +214,8 @@ unsafe fn gemv_rows_then<T: WeightType, const EXIT: bool, const PAIR: bool>(
     row: impl Fn(u32) -> (u64, u64),
     then: impl Fn(u32, f32),
 ) {
+    // `row_map`'s arithmetic, written out: computed through it, ptxas allocated 1-8 more
+    // registers in five `gemv2_*` kernels and 6 more SASS instructions in a hot loop (tried).
     let nunits = ncols / T::QK;
     let lanes = gemv_lanes_per_row(nunits, T::LANES);
     let per_pass = WARP_SIZE / lanes;

@@ -13,16 +13,14 @@
 //! - The block stages all `M` columns (`M · ncols/32` q8_1 blocks, column `c` from staged block
 //!   `c · ncols/32` on); the host checked they fit the stage.
 
-use crate::gemv::{prefetch_rows, THREADS};
+use crate::gemv::{prefetch_rows, row_map, RowMap, THREADS};
 use crate::intrinsics::{st_f32, sub_sum, tid};
 use crate::vecdot::{
     k_act, k_dot, k_head_word, k_header, row_bytes, stage_act, stage_base, ActSource, KLoads,
     SharedAct, WeightType, Q4K, Q4K_HEAD_LANE, Q8_BYTES,
 };
 use ingot_abi::blocks::BlockQ4K;
-use ingot_abi::launch::{
-    gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, GEMV_UNITS_IN_FLIGHT, WARP_SIZE,
-};
+use ingot_abi::launch::{GEMV_BLOCK_WARPS, GEMV_UNITS_IN_FLIGHT, WARP_SIZE};
 
 /// What a lane loads of one Q4_K unit's weights: its header word (four lanes of eight) and its
 /// 16-byte `qs` chunk.
@@ -81,12 +79,14 @@ pub(crate) unsafe fn gemv_cols<const M: usize>(
     nrows: u32,
 ) {
     let nunits = ncols / Q4K::QK;
-    let lanes = gemv_lanes_per_row(nunits, Q4K::LANES);
-    let per_pass = WARP_SIZE / lanes;
-    let passes = gemv_passes(nunits, Q4K::UNIT);
+    let RowMap {
+        lanes,
+        per_pass,
+        passes,
+        row0,
+        last,
+    } = row_map::<Q4K, false>(block, ncols, nrows);
     let row_bytes = row_bytes::<Q4K>(ncols);
-    let row0 = block * (GEMV_BLOCK_WARPS * per_pass * passes);
-    let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
     prefetch_rows(w, row_bytes, row0, last + 1);
     let col_blocks = ncols / 32;
     stage_act::<false>(x, M as u32 * col_blocks, THREADS);

@@ -18,14 +18,14 @@
 //!   after it; warps past the last row compute it and store nothing (no exit before the tail).
 
 use crate::argmax::{finish, key};
-use crate::gemv::{prefetch_rows, red_max_u64, THREADS};
+use crate::gemv::{prefetch_rows, red_max_u64, row_map, RowMap, THREADS};
 use crate::intrinsics::{bid, global, ld_u32, st_f32, sts_u32, sub_sum, tid};
 use crate::last_block::{last_block_done, reset};
 use crate::vecdot::Q8_BYTES;
-use crate::vecdot::{self, gemv_unit, row_bytes, row_dot_lane, stage_base, SharedAct, WeightType};
+use crate::vecdot::{self, row_bytes, row_dot_lane, stage_base, SharedAct, WeightType};
 use core::arch::nvptx;
 use ingot_abi::blocks::{BlockQ8_1, QK8_1};
-use ingot_abi::launch::{gemv_lanes_per_row, gemv_passes, GEMV_BLOCK_WARPS, WARP_SIZE};
+use ingot_abi::launch::{GEMV_BLOCK_WARPS, WARP_SIZE};
 use ingot_abi::step::StepState;
 
 /// Copies the `ncols/32` q8_1 blocks of each of the `M` columns at `x + c·x_stride` into the
@@ -60,13 +60,14 @@ unsafe fn gemv_argmax_cols<T: WeightType, const M: usize>(
     (acc, state, count): (u64, *mut StepState, u64),
     (x_stride, y_stride, acc_stride, state_stride): (u32, u32, u32, u32),
 ) {
-    let nunits = ncols / T::QK;
-    let lanes = gemv_lanes_per_row(nunits, T::LANES);
-    let per_pass = WARP_SIZE / lanes;
-    let passes = gemv_passes(nunits, gemv_unit::<T>());
+    let RowMap {
+        lanes,
+        per_pass,
+        passes,
+        row0,
+        last,
+    } = row_map::<T, false>(bid(), ncols, nrows);
     let row_bytes = row_bytes::<T>(ncols);
-    let row0 = bid() * (GEMV_BLOCK_WARPS * per_pass * passes);
-    let last = (row0 + GEMV_BLOCK_WARPS * per_pass * passes).min(nrows) - 1;
     prefetch_rows(w, row_bytes, row0, last + 1);
     let col_bytes = stage_columns::<M>(x, x_stride, ncols);
     let t = tid();

@@ -505,10 +505,7 @@ impl CudaExecutor {
         start_pos: usize,
         rows: Rows,
     ) -> Result<Forward, ExecError> {
-        for (i, &t) in tokens.iter().enumerate() {
-            let filled = if i == 0 { self.filled } else { start_pos + i };
-            check_step(&self.config, self.plan.ctx, filled, t, start_pos + i)?;
-        }
+        ingot_model::check_span(&self.config, self.plan.ctx, self.filled, tokens, start_pos)?;
         let host = (self.verify.as_ref()).map_err(|why| ModelError::Unsupported(why.clone()))?;
         let d = self.dev.as_deref_mut().ok_or(ExecError::Faulted)?;
         if !d.verify_open(tokens.len()) {
@@ -540,17 +537,8 @@ impl CudaExecutor {
         }
         self.hidden = Some(cols.hidden[(n - 1) * d..].to_vec());
         self.filled = start_pos + n;
-        let all = Forward {
-            n,
-            hidden: cols.hidden,
-            logits: cols.logits,
-            argmax: Vec::new(),
-        };
-        Ok(match (rows, cols.argmax) {
-            (Rows::Argmax, Some(argmax)) => Forward { argmax, ..all },
-            (Rows::Argmax, None) => all.into_argmax(vocab),
-            _ => all,
-        })
+        let read = (cols.hidden, cols.logits, cols.argmax);
+        Ok(crate::exec::verify_rows(n, read, rows, vocab))
     }
 
     /// [`Decoder::mtp_logits`]: the head on the last block step's output, into `mtp_logits`.

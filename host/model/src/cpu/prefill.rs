@@ -23,7 +23,7 @@ use super::matmul::Activation;
 use super::weights::{DenseFfn, Ffn, Layer, MoeFfn, QueryProj};
 use super::CpuBackend;
 use crate::config::ModelConfig;
-use crate::decoder::{check_step, Forward, Rows};
+use crate::decoder::{check_span, Forward, Rows};
 use crate::error::Result;
 use crate::math::{rmsnorm, rmsnorm_in_place, swiglu_in_place};
 
@@ -129,12 +129,7 @@ impl<'f> CpuBackend<'f> {
         if tokens.is_empty() {
             return Err(crate::error::ModelError::EmptyPrompt);
         }
-        for (i, &t) in tokens.iter().enumerate() {
-            // Token `i > 0` follows token `i − 1`.
-            let filled = if i == 0 { self.filled } else { start_pos + i };
-            check_step(&self.config, self.max_ctx, filled, t, start_pos + i)?;
-        }
-        Ok(())
+        check_span(&self.config, self.max_ctx, self.filled, tokens, start_pos)
     }
 
     /// One chunk at `start..start + tokens.len()`, attention in `form`; returns what `want` asks
