@@ -142,6 +142,10 @@ pub struct OpenOptions {
     pub cache_type: CacheType,
     /// The cpu backend's prefill attention form; other backends take only `Auto`.
     pub mla_form: MlaForm,
+    /// The sim and cuda backends: the NextN/MTP head computes only the first `n` logits, all that
+    /// drafts among the first `n` ids read (`--draft-vocab`); `None`: the whole vocabulary. The
+    /// other backends compute every logit.
+    pub mtp_head_rows: Option<usize>,
 }
 
 impl Default for OpenOptions {
@@ -153,6 +157,7 @@ impl Default for OpenOptions {
             vram_budget: None,
             cache_type: CacheType::F16,
             mla_form: MlaForm::Auto,
+            mtp_head_rows: None,
         }
     }
 }
@@ -241,6 +246,7 @@ impl OpenOptions {
         Ok(PlanOptions {
             expert_cache,
             cache_type: self.cache_type,
+            mtp_head_rows: self.mtp_head_rows,
             ..PlanOptions::for_ctx(self.ctx)
         })
     }

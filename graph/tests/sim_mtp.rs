@@ -98,3 +98,65 @@ fn sim_without_an_mtp_block_refuses_to_draft() {
     assert!(dec.mtp_logits().is_err());
     assert!(dec.mtp_hidden().is_none());
 }
+
+/// A head of the first 512 rows (`PlanOptions::mtp_head_rows`, what `--draft-vocab 512` loads):
+/// its 512 logits are the whole head's bit for bit (a gemv row does not depend on the launch's
+/// row count), greedy with drafts among those ids equals greedy without, and drafts among more
+/// ids than the head computes are refused.
+#[test]
+fn sim_pruned_mtp_head_computes_its_rows_and_refuses_more() {
+    use ingot_model::speculative::{greedy_drafted, greedy_plain, Drafts, Speculative};
+    use ingot_model::{Sampler, SamplerConfig};
+    const ROWS: usize = 512;
+    let file = open("trained-rust-std");
+    let mut whole = sim(&file);
+    let mut pruned = SimExecutor::load(
+        &file,
+        PlanOptions {
+            mtp_head_rows: Some(ROWS),
+            ..PlanOptions::for_ctx(CTX)
+        },
+    )
+    .expect("sim load");
+    assert_eq!(pruned.mtp_head_rows(), Some(ROWS));
+    assert_eq!(whole.mtp_head_rows(), None);
+    let ids = trained_ids(6);
+    for dec in [&mut whole, &mut pruned] {
+        for (i, &t) in ids.iter().enumerate() {
+            dec.decode(t, i).expect("decode");
+        }
+    }
+    let h = whole.hidden().expect("hidden").to_vec();
+    let a: Vec<u32> = {
+        whole.mtp_step(&h, 7, 0).expect("mtp");
+        whole.mtp_logits().expect("logits")[..ROWS]
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    pruned.mtp_step(&h, 7, 0).expect("mtp");
+    let b: Vec<u32> = pruned.mtp_logits().expect("logits")[..ROWS]
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert_eq!(
+        a, b,
+        "the pruned head's logits are the whole head's first {ROWS}"
+    );
+    let prompt = trained_ids(12);
+    let plain = greedy_plain(&mut pruned, &prompt, 12, || {}).expect("plain");
+    let drafts = Drafts {
+        k: 2,
+        vocab: Some(ROWS),
+    };
+    let (drafted, stats) =
+        greedy_drafted(&mut pruned, &prompt, (12, drafts, CTX), || {}).expect("drafted");
+    assert_eq!(drafted, plain);
+    assert!(stats.drafted > 0, "{stats:?}");
+    pruned.reset();
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
+    let err = Speculative::start(&mut pruned, &mut sampler, &prompt, 1, CTX)
+        .err()
+        .expect("drafts among the whole vocabulary must be refused");
+    assert!(err.to_string().contains("only the first 512"), "{err}");
+}

@@ -108,6 +108,7 @@ pub fn load(opts: &ServeOptions) -> Result<Service, ServeError> {
                     vram_budget: budget,
                     cache_type,
                     mla_form: form,
+                    mtp_head_rows: draft.and_then(|d| d.vocab),
                 }
                 .open(&file)?;
                 if let Some(d) = draft {

@@ -140,6 +140,7 @@ pub fn run(a: Args) -> Result<()> {
         std::io::stdout().flush()?;
     }
     let load = Instant::now();
+    let drafts = a.draft.drafts()?;
     let mut engine = OpenOptions {
         backend,
         ctx,
@@ -147,6 +148,7 @@ pub fn run(a: Args) -> Result<()> {
         vram_budget: a.experts.budget()?,
         cache_type: a.cache.cache_type,
         mla_form: a.mla.mla_form,
+        mtp_head_rows: drafts.and_then(|d| d.vocab),
     }
     .open(&file)
     .map_err(super::engine_error)?;
@@ -160,7 +162,7 @@ pub fn run(a: Args) -> Result<()> {
         a.n_gen,
         a.reps
     );
-    if let Some(drafts) = a.draft.drafts()? {
+    if let Some(drafts) = drafts {
         ensure!(!a.json, "--json is not available with --draft");
         let bench = ingot_bench::speculative::SpecBench {
             n_prompt: a.n_prompt.first().copied().unwrap_or(0),

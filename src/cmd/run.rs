@@ -175,6 +175,7 @@ pub fn run(mut a: Args) -> Result<()> {
         vram_budget: a.experts.budget()?,
         cache_type: a.cache.cache_type,
         mla_form: a.mla.mla_form,
+        mtp_head_rows: drafts.and_then(|d| d.vocab),
     }
     .open(&file)
     .map_err(super::engine_error)?;

@@ -634,6 +634,11 @@ impl Decoder for SimExecutor {
     fn mtp_hidden(&self) -> Option<&[f32]> {
         self.mtp.as_ref().ok().and_then(|m| m.hidden())
     }
+
+    fn mtp_head_rows(&self) -> Option<usize> {
+        let rows = self.mtp.as_ref().ok()?.plan().head_rows;
+        (rows < self.config.vocab).then_some(rows)
+    }
 }
 
 /// Runs one resolved launch; a failure names node `i` by `label`.

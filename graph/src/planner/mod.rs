@@ -45,6 +45,9 @@ pub struct PlanOptions {
     /// (`moe_ffn_rope_kb_*`) where the registry has the row; `false` keeps them two (the same
     /// bits: the tests compare both plans).
     pub chain_layers: bool,
+    /// Rows of the NextN/MTP block's lm_head the block's plan computes: drafts chosen among the
+    /// first `n` token ids (`--draft-vocab`) need no more. `None`: the whole vocabulary.
+    pub mtp_head_rows: Option<usize>,
 }
 
 /// Slots per MoE layer and the policy that fills them.
@@ -81,6 +84,7 @@ impl PlanOptions {
             expert_cache: None,
             cache_type: CacheType::F16,
             chain_layers: true,
+            mtp_head_rows: None,
         }
     }
 

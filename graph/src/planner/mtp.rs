@@ -55,6 +55,9 @@ pub struct MtpPlan {
     pub embed_tensor: String,
     /// The block index (`n_layer`).
     pub block: usize,
+    /// Logits the head computes: the first `head_rows` of the vocabulary
+    /// ([`PlanOptions::mtp_head_rows`]); the rest of the logits buffer is never written.
+    pub head_rows: usize,
 }
 
 /// Builds the plan of the model's first NextN/MTP block (block `n_layer`) at `opts.ctx`
@@ -169,18 +172,29 @@ pub fn build_mtp_plan_for(
             reason: format!("{ncols} x {nrows}, expected {d} x {}", c.vocab),
         });
     }
+    // Drafts among the first `rows` ids read only those logits: the head's first `rows` rows
+    // (each row's bits do not depend on how many rows the launch has).
+    let rows = match opts.mtp_head_rows {
+        None => nrows,
+        Some(r) if (1..=nrows).contains(&r) => r,
+        Some(r) => {
+            return Err(PlanError::UnsupportedModel(format!(
+                "an MTP head of {r} rows: the vocabulary has {nrows}"
+            )))
+        }
+    };
     let (norm_q8, logits, hidden_out) = (b.acts.norm_q8, b.acts.logits, b.acts.norm);
     b.node(
         k::gemv(info.ty),
         label("nextn head"),
         None,
-        k::gemv_items(info.ty, ncols, nrows),
+        k::gemv_items(info.ty, ncols, rows),
         GemvArgs {
             w: buf(w),
             x: buf(norm_q8),
             y: buf(logits),
             ncols: u32a(ncols),
-            nrows: u32a(nrows),
+            nrows: u32a(rows),
         },
     )?;
     let mut plan = b.finish();
@@ -194,6 +208,7 @@ pub fn build_mtp_plan_for(
         hidden_out,
         embed_tensor,
         block: il,
+        head_rows: rows,
     })
 }
 

@@ -77,9 +77,16 @@ pub trait Decoder {
     }
 
     /// The lm_head (`shared_head_head`, or the model's output matrix) on the last
-    /// [`Decoder::mtp_step`]'s output.
+    /// [`Decoder::mtp_step`]'s output: `vocab` values, of which only the first
+    /// [`Decoder::mtp_head_rows`] hold logits when the head is pruned.
     fn mtp_logits(&mut self) -> Result<&[f32]> {
         Err(no_mtp_backend())
+    }
+
+    /// `Some(n)` when the NextN/MTP head computes only the first `n < vocab` logits (a decoder
+    /// loaded for drafts among the first `n` ids); `None`: all of them.
+    fn mtp_head_rows(&self) -> Option<usize> {
+        None
     }
 
     /// The last [`Decoder::mtp_step`]'s output after `shared_head_norm` (`n_embd` values): the

@@ -123,11 +123,31 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
     /// `max_ctx` (the decoder's context).
     pub fn start(
         dec: &'a mut (dyn Decoder + 'f),
-        mut sampler: S,
+        sampler: S,
         prompt: &[u32],
         k: usize,
         max_ctx: usize,
     ) -> Result<Self> {
+        let vocab = dec.config().vocab;
+        Self::start_among(dec, sampler, prompt, (k, vocab), max_ctx)
+    }
+
+    /// [`Speculative::start`] with drafts among the first `draft_vocab` ids, refused past the
+    /// rows the decoder's MTP head computes ([`Decoder::mtp_head_rows`]).
+    fn start_among(
+        dec: &'a mut (dyn Decoder + 'f),
+        mut sampler: S,
+        prompt: &[u32],
+        (k, draft_vocab): (usize, usize),
+        max_ctx: usize,
+    ) -> Result<Self> {
+        if let Some(rows) = dec.mtp_head_rows().filter(|&r| draft_vocab > r) {
+            return Err(ModelError::Unsupported(format!(
+                "drafts among the first {draft_vocab} token ids, but this decoder's NextN/MTP head \
+                 computes only the first {rows} (it was loaded for --draft-vocab {rows}); draft \
+                 among at most {rows}"
+            )));
+        }
         if !(1..=MAX_DRAFT).contains(&k) {
             return Err(ModelError::Unsupported(format!(
                 "{k} drafts per step: speculative decoding drafts 1 to {MAX_DRAFT}"
@@ -158,7 +178,7 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
             mtp_valid: m - 1,
             fresh: vec![first],
             greedy,
-            draft_vocab: vocab,
+            draft_vocab,
             stats: SpecStats::default(),
         })
     }
@@ -174,9 +194,8 @@ impl<'a, 'f, S: BorrowMut<Sampler>> Speculative<'a, 'f, S> {
     ) -> Result<Self> {
         let vocab = dec.config().vocab;
         drafts.check_vocab(vocab)?;
-        let mut spec = Self::start(dec, sampler, prompt, drafts.k, max_ctx)?;
-        spec.draft_vocab = drafts.vocab.unwrap_or(vocab);
-        Ok(spec)
+        let among = drafts.vocab.unwrap_or(vocab);
+        Self::start_among(dec, sampler, prompt, (drafts.k, among), max_ctx)
     }
 
     /// The tokens the last call chose, in order.

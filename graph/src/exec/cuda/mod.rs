@@ -143,6 +143,7 @@ impl CudaExecutor {
         let opts = PlanOptions {
             expert_cache: opts.expert_cache,
             cache_type: opts.cache_type,
+            mtp_head_rows: opts.mtp_head_rows,
             ..PlanOptions::for_device(opts.ctx, gpu.sm_count()?)
         };
         let plan = build_plan_for(&config, file.header(), opts)?;
@@ -451,6 +452,11 @@ impl Decoder for CudaExecutor {
 
     fn mtp_hidden(&self) -> Option<&[f32]> {
         self.mtp_hidden.as_deref()
+    }
+
+    fn mtp_head_rows(&self) -> Option<usize> {
+        let rows = self.mtp.as_ref().ok()?.mtp.head_rows;
+        (rows < self.config.vocab).then_some(rows)
     }
 }
 
