@@ -81,10 +81,10 @@ impl DevMtp {
     /// prepares its kernels; `Ok(Err(why))` when it does not [`fit`](DevMtp::fits) (nothing is
     /// allocated then).
     pub(super) fn open(
-        gpu: &Gpu,
-        module: &mut Module,
+        (gpu, module): (&Gpu, &mut Module),
         file: &GgufFile,
         host: &MtpHost,
+        decode: &dyn Fn(usize) -> u64,
     ) -> Result<Result<DevMtp, String>, ExecError> {
         if let Err(why) = Self::fits(gpu, host)? {
             return Ok(Err(why));
@@ -93,7 +93,7 @@ impl DevMtp {
         for k in &plan.summary().kernels {
             module.prepare(k)?;
         }
-        let slots = own_slots(gpu, file, plan, &host.twins)?;
+        let slots = own_slots(gpu, file, plan, (&host.twins, decode))?;
         let embedding = if plan.host_embedding {
             Some(HostEmbedding::of_tensor(
                 file,

@@ -28,7 +28,11 @@ impl Loaded {
             name: path.display().to_string(),
             reason: format!("reopening the model for the NextN/MTP block: {e}"),
         })?;
-        let opened = DevMtp::open(&self.gpu, &mut self.module, &file, host)?;
+        let addrs: Vec<u64> = (0..self.bufs.len())
+            .map(|j| self.decode_address(j))
+            .collect();
+        let decode = |j: usize| addrs[j];
+        let opened = DevMtp::open((&self.gpu, &mut self.module), &file, host, &decode)?;
         Ok(opened.map(|m| self.mtp = Some(m)))
     }
 

@@ -104,14 +104,17 @@ pub(super) fn prefill_own_bytes(plans: &[PrefillHost]) -> u64 {
         .sum()
 }
 
-/// A second plan's buffers (a prefill chunk's, the NextN/MTP block's) on the device: the decode
-/// plan's where `twins` names one, otherwise its own, allocated and filled with its initial bytes.
-/// Only the decode plan keeps weights in host memory (the routed experts beyond VRAM).
+/// A second plan's buffers (a prefill chunk's, the NextN/MTP block's, a verify's) on the device:
+/// the decode plan's where `twins` names one (its device address `decode(j)`), otherwise its own,
+/// allocated and filled with its initial bytes; its own expert tables are then written as the
+/// decode plan's are at load (the identity table over each routed tensor, [`Plan::expert_tables`]),
+/// which no initial bytes hold. Only the decode plan keeps weights in host memory (the routed
+/// experts beyond VRAM).
 pub(super) fn own_slots(
     gpu: &Gpu,
     file: &GgufFile,
     plan: &Plan,
-    twins: &[Option<usize>],
+    (twins, decode): (&[Option<usize>], &dyn Fn(usize) -> u64),
 ) -> Result<Vec<Slot>, ExecError> {
     let mut slots = Vec::with_capacity(twins.len());
     for (decl, twin) in plan.buffers.iter().zip(twins) {
@@ -134,6 +137,15 @@ pub(super) fn own_slots(
         }
         slots.push(Slot::Own(b));
     }
+    let addr = |b: crate::BufId| match &slots[b.0 as usize] {
+        Slot::Shared(j) => decode(*j),
+        Slot::Own(d) => gpu.device_address(d),
+    };
+    for (t, entries) in plan.expert_tables(addr) {
+        if let Slot::Own(d) = &slots[t.0 as usize] {
+            gpu.upload(d, bytemuck::cast_slice(&entries))?;
+        }
+    }
     Ok(slots)
 }
 
@@ -145,13 +157,14 @@ impl DevPrefill {
         gpu: &Gpu,
         file: &GgufFile,
         plans: &[PrefillHost],
+        decode: &dyn Fn(usize) -> u64,
     ) -> Result<Option<Self>, ExecError> {
         let Some(first) = plans.first() else {
             return Ok(None);
         };
         let mut chunks = Vec::with_capacity(plans.len());
         for h in plans {
-            let slots = own_slots(gpu, file, &h.pre.plan, &h.twins)?;
+            let slots = own_slots(gpu, file, &h.pre.plan, (&h.twins, decode))?;
             chunks.push(DevChunk {
                 slots,
                 shapes: shapes_of(&h.pre.plan, &h.descs),

@@ -63,6 +63,14 @@ pub(super) struct Loaded {
 }
 
 impl Loaded {
+    /// The device address of the decode plan's buffer `j` (host-mapped or in VRAM).
+    pub(super) fn decode_address(&self, j: usize) -> u64 {
+        match &self.mapped[j] {
+            Some(m) => m.device_address(),
+            None => self.gpu.device_address(&self.bufs[j]),
+        }
+    }
+
     /// Uploads the plan's buffers to `gpu` and the prefill plans' own ones, loads the PTX,
     /// and captures the decode nodes into one graph when `capture` (the prefill graphs are
     /// captured at their first use). Returns the upload's wall time in seconds too.
@@ -122,7 +130,11 @@ impl Loaded {
             bufs.push(b);
             mapped.push(None);
         }
-        let prefill = DevPrefill::open(&gpu, file, prefill)?;
+        let decode = |j: usize| match &mapped[j] {
+            Some(m) => m.device_address(),
+            None => gpu.device_address(&bufs[j]),
+        };
+        let prefill = DevPrefill::open(&gpu, file, prefill, &decode)?;
         bar.finish_and_clear();
         let upload_s = started.elapsed().as_secs_f64();
         let shapes = shapes_of(plan, descs);
@@ -150,15 +162,7 @@ impl Loaded {
             mtp: None,
             verify: Vec::new(),
         };
-        let addrs: Vec<u64> = dev
-            .bufs
-            .iter()
-            .zip(&dev.mapped)
-            .map(|(b, m)| match m {
-                Some(m) => m.device_address(),
-                None => dev.gpu.device_address(b),
-            })
-            .collect();
+        let addrs: Vec<u64> = (0..dev.bufs.len()).map(|j| dev.decode_address(j)).collect();
         for (t, entries) in plan.expert_tables(|b| addrs[b.0 as usize]) {
             dev.gpu
                 .upload(&dev.bufs[t.0 as usize], bytemuck::cast_slice(&entries))?;

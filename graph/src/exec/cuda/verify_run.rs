@@ -40,8 +40,12 @@ impl Loaded {
             self.module.prepare(k)?;
         }
         let (d, vocab) = (plan.n_embd * 4, plan.vocab * 4);
+        let addrs: Vec<u64> = (0..self.bufs.len())
+            .map(|j| self.decode_address(j))
+            .collect();
+        let decode = |j: usize| addrs[j];
         self.verify[m - 2] = Some(DevVerify {
-            slots: own_slots(&self.gpu, file, plan, twins)?,
+            slots: own_slots(&self.gpu, file, plan, (twins, &decode))?,
             shapes: shapes_of(plan, descs),
             graph: None,
             states_in: self.gpu.alloc_pinned(m * STATE_BYTES)?,
