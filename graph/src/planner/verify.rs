@@ -117,14 +117,35 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
         plan: Plan {
             buffers,
             nodes,
+            n_layer: decode.n_layer,
+            ctx: decode.ctx,
+            vocab: decode.vocab,
+            n_embd: decode.n_embd,
+            residual: decode.residual,
+            logits: decode.logits,
+            step: decode.step,
+            host_embedding: decode.host_embedding,
+            device_argmax: decode.device_argmax,
             expert_cache: None,
-            ..decode.clone()
         },
         columns,
         strides,
         norm,
         fused,
     })
+}
+
+/// The verify plans of 2 to [`MAX_VERIFY_COLUMNS`] positions of `decode` (index `m - 2`), or why
+/// it has none (an expert cache, no final hidden state to hand the drafter): what both executors
+/// load beside the decode plan.
+pub fn verify_plans(decode: &Plan) -> Result<Vec<VerifyPlan>, String> {
+    (2..=MAX_VERIFY_COLUMNS)
+        .map(|m| match build_verify_plan(decode, m) {
+            Ok(v) if v.norm.is_none() => Err("the decode plan keeps no final hidden state".into()),
+            Ok(v) => Ok(v),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect()
 }
 
 /// The fused lm_head and argmax node `n` (`gemv_argmax_*`) as one launch over `columns` columns

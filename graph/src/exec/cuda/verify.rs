@@ -1,5 +1,5 @@
 //! The speculative verify on the device (`Decoder::forward_rows` of 2 to
-//! [`MAX_VERIFY_COLUMNS`] positions with every position's logits): the [`VerifyPlan`]s the
+//! [`crate::MAX_VERIFY_COLUMNS`] positions with every position's logits): the [`VerifyPlan`]s the
 //! simulator runs (`graph/tests/sim_verify.rs` proves them bit for bit the decode steps'), on the
 //! decode plan's weights and latent caches ([`crate::exec::shared_buffers`]) and their own
 //! activations and step states. Planned at load; a width's activations are allocated at its
@@ -17,9 +17,9 @@ use ingot_cuda::{Graph, LaunchShape, PinnedBuffer};
 use super::prefill::Slot;
 use crate::error::ExecError;
 use crate::plan::Plan;
-use crate::planner::verify::{build_verify_plan, VerifyPlan, MAX_VERIFY_COLUMNS};
+use crate::planner::verify::{verify_plans, VerifyPlan};
 
-/// The verify plans of 2 to [`MAX_VERIFY_COLUMNS`] positions as the host holds them (index
+/// The verify plans of 2 to [`crate::MAX_VERIFY_COLUMNS`] positions as the host holds them (index
 /// `m - 2`).
 pub(super) struct VerifyHost {
     plans: Vec<HostPlan>,
@@ -33,15 +33,12 @@ impl VerifyHost {
     /// The plans of `decode`, checked against the committed PTX, or why there are none (an
     /// expert cache, a decode plan without `act.norm`).
     pub(super) fn new(decode: &Plan) -> Result<Result<Self, String>, ExecError> {
+        let verifies = match verify_plans(decode) {
+            Ok(v) => v,
+            Err(why) => return Ok(Err(why)),
+        };
         let mut plans = Vec::new();
-        for m in 2..=MAX_VERIFY_COLUMNS {
-            let v = match build_verify_plan(decode, m) {
-                Ok(v) if v.norm.is_none() => {
-                    return Ok(Err("the decode plan keeps no final hidden state".into()))
-                }
-                Ok(v) => v,
-                Err(e) => return Ok(Err(e.to_string())),
-            };
+        for v in verifies {
             let descs = v.plan.check_committed()?;
             let twins = crate::exec::shared_buffers(decode, &v.plan)?;
             plans.push((v, descs, twins));

@@ -133,15 +133,15 @@ impl Loaded {
         }
         let vocab = plan.vocab * 4;
         let norm = v.norm.expect("checked by VerifyHost::new");
+        // Each position's argmax (its step state) instead of its logits, where the plan takes it.
+        let argmax = argmax && plan.device_argmax;
         for i in 0..m {
-            let at = v.at(plan.logits, i);
-            gpu.copy_to_pinned(
-                dev(at.buf)?,
-                at.offset as usize,
-                &mut dv.logits_out,
-                i * vocab,
-                vocab,
-            )?;
+            let (buf, out, len) = match argmax {
+                true => (plan.step, &mut dv.states_out, STATE_BYTES),
+                false => (plan.logits, &mut dv.logits_out, vocab),
+            };
+            let at = v.at(buf, i);
+            gpu.copy_to_pinned(dev(at.buf)?, at.offset as usize, out, i * len, len)?;
             let at = v.at(norm, i);
             gpu.copy_to_pinned(
                 dev(at.buf)?,

@@ -12,7 +12,7 @@ use super::{alloc_buffers, launch, launches, Launch};
 use crate::error::ExecError;
 use crate::exec::host_embedding::HostEmbedding;
 use crate::plan::Plan;
-use crate::planner::verify::{build_verify_plan, VerifyPlan, MAX_VERIFY_COLUMNS};
+use crate::planner::verify::{verify_plans, VerifyPlan, MAX_VERIFY_COLUMNS};
 
 /// The verify plans of 2 to [`MAX_VERIFY_COLUMNS`] positions loaded beside a decode plan.
 pub(super) struct SimVerify {
@@ -44,15 +44,12 @@ impl SimVerify {
         file: &GgufFile,
         decode: (&Plan, &[DevicePtr]),
     ) -> Result<Result<Self, String>, ExecError> {
+        let verifies = match verify_plans(decode.0) {
+            Ok(v) => v,
+            Err(why) => return Ok(Err(why)),
+        };
         let mut plans = Vec::new();
-        for m in 2..=MAX_VERIFY_COLUMNS {
-            let verify = match build_verify_plan(decode.0, m) {
-                Ok(v) if v.norm.is_none() => {
-                    return Ok(Err("the decode plan keeps no final hidden state".into()))
-                }
-                Ok(v) => v,
-                Err(e) => return Ok(Err(e.to_string())),
-            };
+        for verify in verifies {
             let descs = verify.plan.check_committed()?;
             let ptrs = alloc_buffers(sim, file, &verify.plan, Some(decode))?;
             plans.push(Loaded {
