@@ -14,6 +14,7 @@ pub const KERNELS: &[&[KernelDesc]] = &[
     launch::embed::ALL,
     launch::norm::ALL,
     launch::head::ALL,
+    launch::attn_out::ALL,
     launch::moe_prefill::ALL,
     crate::weight_types::KERNELS,
 ];

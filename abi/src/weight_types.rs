@@ -762,6 +762,24 @@ impl GemvType {
             _ => None,
         }
     }
+
+    /// The chained merge and `attn_output` on `m` columns of a speculative verify
+    /// (`crate::launch::attn_out::MERGE_V_B_O_COLS_Q4K`), if the type has it: Q4_K, 2 to 4
+    /// columns.
+    pub const fn merge_v_b_o_cols(
+        self,
+        m: usize,
+    ) -> Option<&'static Kernel<crate::launch::MergeVbOColsArgs>> {
+        use crate::launch::{MERGE_V_B_O_COLS_MIN, MERGE_V_B_O_COLS_Q4K};
+        let kernels = match self {
+            GemvType::Q4K => &MERGE_V_B_O_COLS_Q4K,
+            _ => return None,
+        };
+        match m.checked_sub(MERGE_V_B_O_COLS_MIN) {
+            Some(i) if i < kernels.len() => Some(&kernels[i]),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

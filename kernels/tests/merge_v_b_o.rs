@@ -16,7 +16,8 @@ mod support;
 
 use ingot_abi::launch::{merge_v_b_pairs, CHAIN_CTL_DONE, CHAIN_CTL_WORDS};
 use ingot_kernels::ops::attention::{
-    attn_merge_v_b, attn_merge_v_b_o, AttnShape, CacheType, MergeVbBufs, OutputBufs,
+    attn_merge_v_b, attn_merge_v_b_o, attn_merge_v_b_o_cols, AttnShape, CacheType, MergeOutStrides,
+    MergeVbBufs, OutputBufs,
 };
 use ingot_kernels::ops::gemv::GemvType;
 use ingot_kernels::ops::moe::{moe_down, DownBufs, DownNorm, FfnShape};
@@ -206,6 +207,259 @@ fn cases<B: Accelerator>(b: &mut B) {
 #[test]
 fn chained_launch_gives_the_bits_of_the_two_launches() {
     on_every_backend!(cases);
+}
+
+/// Bytes of a column's copy in the multi-column test: its `len` bytes and at least 16 poisoned
+/// ones after them, 256-aligned as the verify plan aligns them.
+fn column_stride(len: usize) -> usize {
+    (len + 16).next_multiple_of(256)
+}
+
+/// `cols` laid out one per `stride` bytes, the gaps poisoned.
+fn columns(cols: &[Vec<u8>], stride: usize) -> Vec<u8> {
+    let mut v = vec![0xFF; stride * cols.len()];
+    for (c, col) in cols.iter().enumerate() {
+        v[c * stride..c * stride + col.len()].copy_from_slice(col);
+    }
+    v
+}
+
+/// `attn_merge_v_b_o_colsM_q4k` on `m` columns against the one-column launch on each column
+/// alone: every column's merge output, residual stream and norm tail outputs must be that
+/// launch's bits, and every byte between columns must stay poisoned. Each column has its own
+/// partials, position and residual, so a column that reads another's input, or writes into
+/// another's copy, fails. The launch runs twice on the same control words and counters, which
+/// must be 0 after each.
+fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize, ctl: &B::Buf) {
+    let ty = c.ty;
+    let s = AttnShape {
+        n_head: c.n_head,
+        d_nope: 128,
+        kv_lora: 512,
+        n_rope: 64,
+        ctx: c.pos + m + 2,
+        cache: CacheType::F16,
+    };
+    let ncols = c.n_head * c.d_v;
+    let w = upload(
+        b,
+        &random_blocks(rng, ggml(ty), ncols * 512 / ty.block_elems()),
+    );
+    let w_o = upload(
+        b,
+        &random_blocks(rng, ggml(ty), c.n_embd * ncols / ty.block_elems()),
+    );
+    let norm_w = upload(b, &f32_bytes(&rand_nonzero(rng, c.n_embd, 0.5, 1.5)));
+    // Per column: partials of its own length, its position, its residual.
+    let (mut part_o, mut part_ml, mut state, mut resid) = (vec![], vec![], vec![], vec![]);
+    for col in 0..m {
+        let pos = c.pos + col;
+        let (o, ml) = merge_partials(rng, &s, pos, c.max_segments);
+        part_o.push(o);
+        part_ml.push(f32_bytes(&ml));
+        state.push(step_state(pos as u32));
+        resid.push(f32_bytes(&rand_nonzero(rng, c.n_embd, -2.0, 2.0)));
+    }
+    let pairs = merge_v_b_pairs(c.n_head as u32, c.d_v as u32) as usize;
+    let (y_bytes, f_bytes, q8_bytes) = (ncols / 32 * 36, c.n_embd * 4, c.n_embd / 32 * 36);
+    let scratch_bytes = ncols * 2 * 4;
+    let count = upload(b, &[0u8; 4]);
+
+    // The one-column launch on each column alone.
+    let mut want: Vec<Outputs> = Vec::new();
+    for col in 0..m {
+        let (po, pm) = (upload(b, &part_o[col]), upload(b, &part_ml[col]));
+        let (st, rs) = (upload(b, &state[col]), upload(b, &resid[col]));
+        let (y, scratch, out) = (
+            poisoned(b, y_bytes),
+            poisoned(b, scratch_bytes),
+            poisoned(b, f_bytes),
+        );
+        let (norm_q8, norm_f32) = (poisoned(b, q8_bytes), poisoned(b, f_bytes));
+        let pair_count = upload(b, &vec![0u8; pairs * 4]);
+        let merge = MergeVbBufs {
+            part_o: &po,
+            part_ml: &pm,
+            state: &st,
+            w: &w,
+            y: &y,
+            scratch: &scratch,
+            pair_count: &pair_count,
+        };
+        let norm = c.norm.then_some(DownNorm {
+            w: &norm_w,
+            q8: &norm_q8,
+            f32: &norm_f32,
+            count: &count,
+            eps: 1e-6,
+        });
+        let o = OutputBufs {
+            w_o: &w_o,
+            resid: &rs,
+            out: &out,
+            norm,
+            chain_ctl: ctl,
+        };
+        let shape = (&s, c.d_v, c.max_segments);
+        attn_merge_v_b_o(b, ty, shape, &merge, c.n_embd, &o).expect("attn_merge_v_b_o");
+        want.push(Outputs {
+            y: download(b, &y),
+            out: download(b, &out),
+            norm_q8: download(b, &norm_q8),
+            norm_f32: download(b, &norm_f32),
+        });
+    }
+
+    let strides = MergeOutStrides {
+        part_o: column_stride(part_o[m - 1].len()),
+        part_ml: column_stride(part_ml[m - 1].len()),
+        state: column_stride(state[0].len()),
+        y: column_stride(y_bytes),
+        scratch: column_stride(scratch_bytes),
+        pair_count: column_stride(pairs * 4),
+        resid: column_stride(f_bytes),
+        out: column_stride(f_bytes),
+        norm_q8: column_stride(q8_bytes),
+        norm_f32: column_stride(f_bytes),
+    };
+    let po = upload(b, &columns(&part_o, strides.part_o));
+    let pm = upload(b, &columns(&part_ml, strides.part_ml));
+    let st = upload(b, &columns(&state, strides.state));
+    let rs = upload(b, &columns(&resid, strides.resid));
+    let pair_count = upload(b, &vec![0u8; strides.pair_count * m]);
+    let name = ty.merge_v_b_o_cols(m).expect("kernel").name;
+    for launch in 0..2 {
+        let y = poisoned(b, strides.y * m);
+        let scratch = poisoned(b, strides.scratch * m);
+        let out = poisoned(b, strides.out * m);
+        let norm_q8 = poisoned(b, strides.norm_q8 * m);
+        let norm_f32 = poisoned(b, strides.norm_f32 * m);
+        let merge = MergeVbBufs {
+            part_o: &po,
+            part_ml: &pm,
+            state: &st,
+            w: &w,
+            y: &y,
+            scratch: &scratch,
+            pair_count: &pair_count,
+        };
+        let norm = c.norm.then_some(DownNorm {
+            w: &norm_w,
+            q8: &norm_q8,
+            f32: &norm_f32,
+            count: &count,
+            eps: 1e-6,
+        });
+        let o = OutputBufs {
+            w_o: &w_o,
+            resid: &rs,
+            out: &out,
+            norm,
+            chain_ctl: ctl,
+        };
+        let shape = (&s, c.d_v, c.max_segments);
+        attn_merge_v_b_o_cols(b, ty, m, shape, &merge, c.n_embd, &o, strides)
+            .expect("attn_merge_v_b_o_cols");
+        for (what, buf) in [("pair", &pair_count), ("tail", &count), ("chain", ctl)] {
+            let words = download(b, buf);
+            assert!(
+                words.iter().all(|&v| v == 0),
+                "{}: {name} {c:?}: the {what} counters were left {words:?}",
+                b.name()
+            );
+        }
+        let mut outputs = vec![
+            (
+                "y",
+                download(b, &y),
+                strides.y,
+                want.iter().map(|w| &w.y).collect::<Vec<_>>(),
+            ),
+            (
+                "out",
+                download(b, &out),
+                strides.out,
+                want.iter().map(|w| &w.out).collect::<Vec<_>>(),
+            ),
+        ];
+        if c.norm {
+            outputs.push((
+                "norm_q8",
+                download(b, &norm_q8),
+                strides.norm_q8,
+                want.iter().map(|w| &w.norm_q8).collect::<Vec<_>>(),
+            ));
+            outputs.push((
+                "norm_f32",
+                download(b, &norm_f32),
+                strides.norm_f32,
+                want.iter().map(|w| &w.norm_f32).collect::<Vec<_>>(),
+            ));
+        }
+        for (what, got, stride, wants) in outputs {
+            for (col, w) in wants.into_iter().enumerate() {
+                let g = &got[col * stride..(col + 1) * stride];
+                if let Some(i) = (0..w.len()).find(|&i| g[i] != w[i]) {
+                    panic!(
+                        "{}: {name} {c:?} launch {launch}: column {col} {what} byte {i}: \
+                         {:#04x} vs the one-column launch's {:#04x}",
+                        b.name(),
+                        g[i],
+                        w[i]
+                    );
+                }
+                assert!(
+                    g[w.len()..].iter().all(|&v| v == 0xFF),
+                    "{}: {name} {c:?}: written past column {col}'s {what}",
+                    b.name()
+                );
+            }
+        }
+    }
+    eprintln!(
+        "{}: {name} {c:?}: each column the one-column launch's bits",
+        b.name()
+    );
+}
+
+fn column_cases<B: Accelerator>(b: &mut B) {
+    let mut rng = support::rng("merge_v_b_o_cols");
+    let ctl = upload(b, &[0u8; CHAIN_CTL_WORDS as usize * 4]);
+    let case = |n_head, d_v, n_embd, norm| Case {
+        ty: GemvType::Q4K,
+        n_head,
+        d_v,
+        pos: 300,
+        max_segments: 4,
+        n_embd,
+        norm,
+    };
+    // V2-Lite's attention with its norm tail on 2, 3 and 4 positions; GLM-4.7-Flash's 20 heads
+    // of 256 value dims on 3 (4 columns of 5,120 overflow the stage); two heads with a partial
+    // last row block and no tail.
+    for m in 2..=4 {
+        check_columns(b, &mut rng, &case(16, 128, 2048, true), m, &ctl);
+    }
+    check_columns(b, &mut rng, &case(20, 256, 256, true), 3, &ctl);
+    check_columns(b, &mut rng, &case(2, 128, 152, false), 2, &ctl);
+}
+
+#[test]
+fn columns_launch_gives_each_column_the_one_column_bits() {
+    on_every_backend!(column_cases);
+}
+
+/// What the multi-column launch cannot take is refused before anything runs: a type without
+/// the kernel, 4 columns of GLM-4.7-Flash's 5,120 (past the stage), a stride shorter than its
+/// column.
+#[test]
+fn columns_launch_refuses_what_it_cannot_take() {
+    assert!(GemvType::Q8_0.merge_v_b_o_cols(2).is_none());
+    assert!(GemvType::Q4K.merge_v_b_o_cols(1).is_none());
+    assert!(GemvType::Q4K.merge_v_b_o_cols(5).is_none());
+    assert!(!ingot_abi::launch::merge_v_b_o_cols_fit(4, 20 * 256));
+    assert!(ingot_abi::launch::merge_v_b_o_cols_fit(3, 20 * 256));
+    assert!(ingot_abi::launch::merge_v_b_o_cols_fit(4, 16 * 128));
 }
 
 /// The control words must be 0 before a launch: with the done word already past the merge's

@@ -14,8 +14,8 @@
 //! The output is the bits of the two launches it replaces: each part runs the code of its
 //! unfused kernel on the block its ticket names.
 
-use super::moe::{MOE_DOWN_BLOCK_ROWS, MOE_DOWN_WARPS};
-use super::{signature, Kernel, MERGE_THREADS, WARP_SIZE};
+use super::moe::{MOE_DOWN_BLOCK_ROWS, MOE_DOWN_STAGE_BYTES, MOE_DOWN_WARPS};
+use super::{signature, Kernel, KernelDesc, MERGE_THREADS, WARP_SIZE};
 
 /// Control words of one chained launch (`u32`s).
 pub const CHAIN_CTL_WORDS: u32 = 4;
@@ -77,3 +77,84 @@ pub(crate) const fn merge_v_b_o_kernel(name: &'static str) -> Kernel<MergeVbOArg
     Kernel::new(name, [MERGE_THREADS, 1, 1], 1, 0)
 }
 const _: () = assert!(MERGE_THREADS == MOE_DOWN_WARPS * WARP_SIZE);
+
+signature! {
+    /// The arguments of the [`MERGE_V_B_O_COLS_Q4K`] kernels: [`MergeVbOArgs`]' with every
+    /// per-position buffer at its column 0, then the bytes between consecutive columns' copies
+    /// of each of those buffers (`chain_ctl`, `count` and the weights are the launch's own).
+    MergeVbOColsArgs {
+        part_o: ptr,
+        part_ml: ptr,
+        state: ptr,
+        w: ptr,
+        y: ptr,
+        scratch: ptr,
+        pair_count: ptr,
+        n_head: u32,
+        d_v: u32,
+        ctx: u32,
+        max_segments: u32,
+        w_o: ptr,
+        resid: ptr,
+        out: ptr,
+        nrows: u32,
+        norm_w: ptr,
+        norm_q8: ptr,
+        norm_f32: ptr,
+        count: ptr,
+        norm: u32,
+        eps: f32,
+        chain_ctl: ptr,
+        part_o_stride: u32,
+        part_ml_stride: u32,
+        state_stride: u32,
+        y_stride: u32,
+        scratch_stride: u32,
+        pair_count_stride: u32,
+        resid_stride: u32,
+        out_stride: u32,
+        norm_q8_stride: u32,
+        norm_f32_stride: u32,
+    }
+}
+
+/// `attn_merge_v_b_o_colsM_q4k`, `M` = 2, 3, 4 ([`MERGE_V_B_O_COLS_MIN`] + index): the
+/// `attn_merge_v_b_o_q4k` launch on the `M` positions of a speculative verify, each position a
+/// column with its own copy of every per-position buffer (at column 0's address plus `c` times
+/// its stride, [`MergeVbOColsArgs`]). Tickets `c·items + i` (`items` =
+/// [`super::merge_v_b_items`]) are item `i` of column `c`'s merge; then [`MOE_DOWN_BLOCK_ROWS`]
+/// `attn_output` rows a block, each warp's row dotted with every column's staged activation from
+/// one weight stream; the block that finishes last runs each column's norm tail in column order.
+/// Each column's outputs are the one-column launch's bits. Requires what that launch requires,
+/// and [`merge_v_b_o_cols_fit`]. Grid: [`merge_v_b_o_cols_items`] blocks.
+pub const MERGE_V_B_O_COLS_Q4K: [Kernel<MergeVbOColsArgs>; 3] = [
+    Kernel::new("attn_merge_v_b_o_cols2_q4k", [MERGE_THREADS, 1, 1], 1, 0),
+    Kernel::new("attn_merge_v_b_o_cols3_q4k", [MERGE_THREADS, 1, 1], 1, 0),
+    Kernel::new("attn_merge_v_b_o_cols4_q4k", [MERGE_THREADS, 1, 1], 1, 0),
+];
+
+/// Columns of the first multi-column `attn_merge_v_b_o` kernel.
+pub const MERGE_V_B_O_COLS_MIN: usize = 2;
+
+/// Blocks of an `attn_merge_v_b_o_colsM_*` launch: `m` merges, then [`merge_v_b_o_out_blocks`].
+pub const fn merge_v_b_o_cols_items(m: u32, n_head: u32, d_v: u32, nrows: u32) -> u32 {
+    m * super::merge_v_b_items(n_head, d_v) + merge_v_b_o_out_blocks(nrows)
+}
+
+/// Bytes of one column's q8_1 activation (`ncols` values) in the down stage: its blocks,
+/// rounded up to 16 so the next column's copy starts 16-byte aligned (the stage's vector stores).
+pub const fn merge_v_b_o_cols_stage_stride(ncols: u32) -> u32 {
+    (ncols / 32 * 36).next_multiple_of(16)
+}
+
+/// Whether `m` columns of `ncols` values fit the down stage ([`MOE_DOWN_STAGE_BYTES`]).
+pub const fn merge_v_b_o_cols_fit(m: u32, ncols: u32) -> bool {
+    m as u64 * merge_v_b_o_cols_stage_stride(ncols) as u64 <= MOE_DOWN_STAGE_BYTES as u64
+}
+
+/// The kernels of this family beside the registry's one-column `attn_merge_v_b_o_*`.
+pub const ALL: &[KernelDesc] = &[
+    MERGE_V_B_O_COLS_Q4K[0].desc,
+    MERGE_V_B_O_COLS_Q4K[1].desc,
+    MERGE_V_B_O_COLS_Q4K[2].desc,
+];

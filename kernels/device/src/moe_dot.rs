@@ -76,6 +76,7 @@ macro_rules! rows_dot_lane {
 
 rows_dot_lane!(rows_dot_lane1, 1, [0]);
 rows_dot_lane!(rows_dot_lane2, 2, [0, 1]);
+rows_dot_lane!(rows_dot_lane3, 3, [0, 1, 2]);
 rows_dot_lane!(rows_dot_lane4, 4, [0, 1, 2, 3]);
 
 /// Bytes of one warp's unit stage for [`staged_row_dot`]: a round of 32 units of the widest

@@ -38,7 +38,7 @@ use std::mem::size_of;
 mod merge_out;
 mod rope;
 pub(crate) mod rope_kb;
-pub use merge_out::{attn_merge_v_b_o, OutputBufs};
+pub use merge_out::{attn_merge_v_b_o, attn_merge_v_b_o_cols, MergeOutStrides, OutputBufs};
 pub use rope::{
     gemv2_rope_q8_1, gemv_rope_q8_1, rope_kv, rope_kv_q8_1, rope_kv_q8_1_rows, RopeKvBufs,
 };

@@ -21,27 +21,27 @@ use ingot_abi::launch::{merge_v_b_items, merge_v_b_o_out_blocks};
 use ingot_abi::step::StepState;
 
 /// `attn_merge_v_b`'s arguments (`ingot_abi::launch::MergeVbArgs`), as the kernel takes them.
-struct Merge {
-    part_o: *const u16,
-    part_ml: *const f32,
-    state: *const StepState,
-    w: u64,
-    y: u64,
-    scratch: u64,
-    pair_count: u64,
-    n_head: u32,
-    d_v: u32,
-    ctx: u32,
-    max_segments: u32,
+pub(super) struct Merge {
+    pub part_o: *const u16,
+    pub part_ml: *const f32,
+    pub state: *const StepState,
+    pub w: u64,
+    pub y: u64,
+    pub scratch: u64,
+    pub pair_count: u64,
+    pub n_head: u32,
+    pub d_v: u32,
+    pub ctx: u32,
+    pub max_segments: u32,
 }
 
 /// `attn_output`'s arguments: a dense down launch on the merge's `y`.
-struct Output {
-    w_o: u64,
-    resid: u64,
-    out: u64,
-    nrows: u32,
-    tail: NormTail,
+pub(super) struct Output {
+    pub w_o: u64,
+    pub resid: u64,
+    pub out: u64,
+    pub nrows: u32,
+    pub tail: NormTail,
 }
 
 /// See the module docs and `ingot_abi::launch::attn_out` for the contract.

@@ -67,6 +67,7 @@ mod flash_tile;
 mod merge;
 mod merge_v_b;
 mod merge_v_b_o;
+mod merge_v_b_o_cols;
 mod norm_rope_kb;
 mod projections;
 pub(crate) mod rope_kb;
