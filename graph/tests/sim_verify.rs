@@ -42,8 +42,9 @@ fn same_forward(what: &str, verify: &Forward, steps: &Forward) {
 
 /// A prompt decoded on two executors, then verifies of 2, 3 and 4 tokens on one against decode
 /// steps on the other, each starting on the previous one's last row (a rewind), then one more
-/// decode on both.
-fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
+/// decode on both. `fused`: beside the head, the `(one-column, multi-column)` kernel name
+/// prefixes whose every node the verify plan must run as one launch.
+fn check(name: &str, file: &GgufFile, vocab_ids: &[u32], fused: &[(&str, &str)]) {
     let load = || SimExecutor::load(file, PlanOptions::for_ctx(CTX)).expect("sim load");
     let (mut batched, mut steps) = (load(), load());
     // Each model's plan takes the argmax on the device, so the argmax verify reads step states.
@@ -90,7 +91,8 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
         );
         let (plan, stats) = batched.verify_stats(m).expect("verify plan");
         assert_eq!(plan.plan.nodes.len(), stats.len());
-        // The head runs as one launch over the columns; every other node once per column.
+        // The head, and each family in `fused` with its layers, run as one launch over the
+        // columns; every other node once per column.
         let heads: Vec<&str> = (plan.plan.nodes.iter())
             .filter(|n| n.kernel.starts_with("gemv_argmax"))
             .map(|n| n.kernel.as_str())
@@ -100,9 +102,22 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32]) {
             heads[0].starts_with(&format!("gemv_argmax_cols{m}_")),
             "{name}: {heads:?}"
         );
-        assert_eq!(plan.fused.len(), 1, "{name}: the head alone is fused");
-        let others = batched.plan().nodes.len() - 1;
-        assert_eq!(plan.plan.nodes.len(), others * m + 1, "{name}");
+        let mut want_fused = 1;
+        for (one, cols) in fused {
+            let unfused = (batched.plan().nodes.iter())
+                .filter(|n| n.kernel.starts_with(one))
+                .count();
+            let cols = format!("{cols}{m}_");
+            let launches = (plan.plan.nodes.iter())
+                .filter(|n| n.kernel.starts_with(&cols))
+                .count();
+            assert!(unfused > 0, "{name}: no {one} node to fuse");
+            assert_eq!(launches, unfused, "{name}: {cols} launches");
+            want_fused += unfused;
+        }
+        assert_eq!(plan.fused.len(), want_fused, "{name}: fused nodes");
+        let others = batched.plan().nodes.len() - want_fused;
+        assert_eq!(plan.plan.nodes.len(), others * m + want_fused, "{name}");
         for (n, st) in plan.plan.nodes.iter().zip(stats) {
             assert!(st.warp_instructions > 0, "{name}: {} never ran", n.label);
         }
@@ -127,6 +142,7 @@ fn verify_equals_decode_steps_on_tiny_glm_q4km() {
         "tiny-glm q4_k_m",
         &file,
         &[5, 300, 17, 100, 42, 7, 511, 90, 3, 64],
+        &[],
     );
 }
 
@@ -136,7 +152,7 @@ fn verify_equals_decode_steps_on_tiny64_q4km() {
     let path = dir.path().join("tiny64.gguf");
     support::write_model(&path, &support::tiny64(), Layout::Mla, QuantMix::Q4KM, 3);
     let file = GgufFile::open(&path).expect("open");
-    check("tiny64", &file, &[510, 3, 77, 12, 200, 9, 31, 450]);
+    check("tiny64", &file, &[510, 3, 77, 12, 200, 9, 31, 450], &[]);
 }
 
 #[test]
@@ -147,6 +163,23 @@ fn verify_equals_decode_steps_on_the_trained_model() {
         "trained-rust-std",
         &file,
         &[1022, 40, 600, 13, 255, 801, 7, 99],
+        &[],
+    );
+}
+
+/// tiny64 at V2-Lite's latent width (`kv_lora` = 512): its chained merge and `attn_output`
+/// (`attn_merge_v_b_o_q4k`) run as one launch over the columns.
+#[test]
+fn verify_equals_decode_steps_on_tiny512_q4km() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny512.gguf");
+    support::write_model(&path, &support::tiny512(), Layout::Mla, QuantMix::Q4KM, 3);
+    let file = GgufFile::open(&path).expect("open");
+    check(
+        "tiny512",
+        &file,
+        &[77, 510, 12, 3, 450, 31, 200, 9],
+        &[("attn_merge_v_b_o_q4k", "attn_merge_v_b_o_cols")],
     );
 }
 

@@ -18,9 +18,10 @@
 //! decoded, so its output is that step's, bit for bit (`graph/tests/sim_verify.rs` checks it in
 //! ptx-sim against decode steps). Node-major order is what lets a kernel with a multi-column
 //! variant replace a node's `m` copies by one launch that streams the weights once: the fused
-//! lm_head and argmax (`gemv_argmax_colsM_*`, Q6_K and Q8_0 heads) is the first; every other
-//! node still runs once per column, so the plan costs `m` decode steps' launches less the
-//! head's repeated weight stream.
+//! lm_head and argmax (`gemv_argmax_colsM_*`, Q6_K and Q8_0 heads) and the chained merge and
+//! `attn_output` (`attn_merge_v_b_o_colsM_*`, Q4_K); every other node still runs once per
+//! column, so the plan costs `m` decode steps' launches less those nodes' repeated weight
+//! streams.
 //!
 //! Not planned: a decode plan with an expert cache (the host rewrites its slot tables from one
 //! step's routing between steps; a verify reads `m` routings at once).
@@ -94,8 +95,10 @@ pub fn build_verify_plan(decode: &Plan, columns: usize) -> Result<VerifyPlan, Pl
     let mut nodes = Vec::with_capacity(decode.nodes.len() * columns);
     let mut fused = Vec::new();
     for (k, n) in decode.nodes.iter().enumerate() {
-        if let Some(head) = head_on_columns(n, columns, &strides) {
-            nodes.push(head);
+        let one_launch = head_on_columns(n, columns, &strides)
+            .or_else(|| merge_out_on_columns(n, columns, &strides));
+        if let Some(node) = one_launch {
+            nodes.push(node);
             fused.push(k);
             continue;
         }
@@ -195,6 +198,57 @@ fn head_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Node> {
             stride(acc)?,
             stride(state)?,
         ],
+        ..n.clone()
+    })
+}
+
+/// The chained merge and `attn_output` node `n` (`attn_merge_v_b_o_*`) as one launch over
+/// `columns` columns (`attn_merge_v_b_o_colsM_*`: each column's bits the one-column launch's,
+/// `attn_output`'s rows streamed once), where the type has that kernel and the columns fit its
+/// stage; `None` otherwise (the node is then copied per column). The launch's control words and
+/// norm-tail counter are column 0's.
+fn merge_out_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Node> {
+    use ingot_abi::launch::{merge_v_b_o_cols_fit, merge_v_b_o_cols_items};
+    use ingot_abi::weight_types::GemvType;
+    let ty = (GemvType::ALL.iter()).find(|ty| ty.merge_v_b_o().name == n.kernel)?;
+    let k = ty.merge_v_b_o_cols(columns)?;
+    if !super::kernels::available(k.desc.name) {
+        return None;
+    }
+    // `attn_merge_v_b_o_*`'s parameters (`MergeVbOArgs`).
+    let [part_o, part_ml, state, _w, y, scratch, pair_count, n_head, d_v, _ctx, _segs, _w_o, resid, out, nrows, _norm_w, norm_q8, norm_f32, _count, norm, _eps, _ctl] =
+        n.args[..]
+    else {
+        return None;
+    };
+    let (NodeArg::U32(heads), NodeArg::U32(dv), NodeArg::U32(rows)) = (n_head, d_v, nrows) else {
+        return None;
+    };
+    let m = u32::try_from(columns).ok()?;
+    if !merge_v_b_o_cols_fit(m, heads.checked_mul(dv)?) {
+        return None;
+    }
+    let stride = |a: NodeArg| match a {
+        NodeArg::Buf(r) => u32::try_from(strides[r.buf.0 as usize])
+            .ok()
+            .filter(|&s| s > 0)
+            .map(NodeArg::U32),
+        _ => None,
+    };
+    let mut args = n.args.clone();
+    for a in [part_o, part_ml, state, y, scratch, pair_count, resid, out] {
+        args.push(stride(a)?);
+    }
+    // Without a norm tail its buffers are stand-ins the kernel never reads.
+    let tail = norm != NodeArg::U32(ingot_abi::launch::DOWN_NORM_NONE);
+    for a in [norm_q8, norm_f32] {
+        args.push(if tail { stride(a)? } else { NodeArg::U32(0) });
+    }
+    Some(Node {
+        kernel: k.desc.name.to_owned(),
+        label: format!("{} [{columns} positions]", n.label),
+        items: merge_v_b_o_cols_items(m, heads, dv, rows),
+        args,
         ..n.clone()
     })
 }
