@@ -652,6 +652,10 @@ pub const CASES: &[Case] = &[
     head::GEMV_ARGMAX_COLS2_Q6K,
     head::GEMV_ARGMAX_COLS3_Q6K,
     head::GEMV_ARGMAX_COLS4_Q6K,
+    attention::MERGE_V_B_O_Q4K,
+    attention::MERGE_V_B_O_COLS2_Q4K,
+    attention::MERGE_V_B_O_COLS3_Q4K,
+    attention::MERGE_V_B_O_COLS4_Q4K,
     // A 512-token prefill chunk of a layer, in plan order.
     prefill::MMQ_MOE_Q5_0,
     prefill::FLASH_PREFILL_0,

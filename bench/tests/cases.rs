@@ -308,3 +308,37 @@ fn fused_head_columns_cost_what_the_prediction_says() {
         );
     }
 }
+
+/// `MERGE_OUT_COLUMN_COST`, which the "built" column applies to the verify's chained merge and
+/// `attn_output`, is what `attn_merge_v_b_o_colsM_q4k` costs in the simulator: each column past
+/// the first adds that share of the one-column launch's warp instructions (V2-Lite's attention
+/// at depth 1), within 0.03.
+#[test]
+fn fused_merge_out_columns_cost_what_the_prediction_says() {
+    use ingot_bench::predict::speculative::MERGE_OUT_COLUMN_COST;
+    let mut dev = Device::sim().unwrap();
+    let mut instr = |kernel: &str| {
+        let case = CASES
+            .iter()
+            .find(|c| c.kernel == kernel)
+            .unwrap_or_else(|| panic!("no {kernel} case"));
+        sim::run_case(&mut dev, case)
+            .unwrap()
+            .stats
+            .warp_instructions as f64
+    };
+    let plain = instr("attn_merge_v_b_o_q4k");
+    for m in 2..=4 {
+        let cols = instr(&format!("attn_merge_v_b_o_cols{m}_q4k"));
+        let per_column = (cols - plain) / ((m - 1) as f64 * plain);
+        eprintln!(
+            "{m} columns: {cols} warp instructions, {per_column:.4} of the one-column launch's \
+             per extra column"
+        );
+        assert!(
+            (per_column - MERGE_OUT_COLUMN_COST).abs() <= 0.03,
+            "{m} columns: {per_column:.4} per column, the prediction assumes \
+             {MERGE_OUT_COLUMN_COST}"
+        );
+    }
+}

@@ -8,9 +8,11 @@
 use ingot_abi::launch::merge_v_b_pairs;
 use ingot_gguf::GgmlType;
 use ingot_kernels::ops::attention::{
-    self as attn, AttnShape, CacheType, FlashBufs, MergeBufs, MergeVbBufs, RopeKvBufs,
+    self as attn, AttnShape, CacheType, FlashBufs, MergeBufs, MergeOutStrides, MergeVbBufs,
+    OutputBufs, RopeKvBufs,
 };
 use ingot_kernels::ops::gemv::GemvType;
+use ingot_kernels::ops::moe::DownNorm;
 use ingot_kernels::{ops, KernelError};
 
 use super::{
@@ -473,3 +475,177 @@ pub const MERGE_V_B_Q4K: Case = Case {
         )
     },
 };
+
+/// Cache depth of the `attn_merge_v_b_o` cases: one row, the depth-0 step the speculative
+/// prediction prices.
+const MERGE_OUT_DEPTH: usize = 1;
+
+/// `(part_o, part_ml)` bytes of one column at [`MERGE_OUT_DEPTH`].
+fn merge_out_partial_bytes() -> (usize, usize) {
+    let s = attn_shape(MERGE_OUT_DEPTH);
+    let max = max_segments(MERGE_OUT_DEPTH);
+    let at = |b: Option<usize>| b.unwrap_or(usize::MAX);
+    (
+        at(attn::part_o_bytes(&s, max)),
+        at(attn::part_ml_bytes(&s, max)),
+    )
+}
+
+/// Buffers of `attn_merge_v_b_o_q4k` on `m` columns (1: the one-column launch): the weights
+/// once, every per-position buffer `m` copies end to end (strides of exactly one column), each
+/// column's step state zeroed (token 0 at position 0, bookkeeping as `step_state`).
+fn merge_out_buffers(m: usize) -> Vec<BufSpec> {
+    let rows = lite::N_HEAD * lite::D_V;
+    let out = |param, bytes| BufSpec::new(param, Contents::Output { bytes });
+    let bookkeeping = |param, bytes| BufSpec {
+        moved: Some(0),
+        ..out(param, bytes)
+    };
+    let [part_o, part_ml] = partials(MERGE_OUT_DEPTH, true);
+    let (o, ml) = merge_out_partial_bytes();
+    let pairs = merge_v_b_pairs(lite::N_HEAD as u32, lite::D_V as u32) as usize;
+    vec![
+        BufSpec {
+            contents: Contents::F16 {
+                n: m * o / 2,
+                std: 1.0,
+            },
+            moved: part_o.moved.map(|b| m * b),
+            ..part_o
+        },
+        BufSpec {
+            contents: Contents::SoftmaxStats { pairs: m * ml / 8 },
+            moved: part_ml.moved.map(|b| m * b),
+            ..part_ml
+        },
+        bookkeeping("state", m * 16),
+        q4k_weights("w", rows, lite::KV_LORA),
+        out("y", m * q8_1_bytes(rows)),
+        out("scratch", m * rows * 2 * 4),
+        // The pairs' done counters, 0 before and after the launch.
+        bookkeeping("pair_count", m * pairs * 4),
+        q4k_weights("w_o", lite::N_EMBD, rows),
+        BufSpec::new(
+            "resid",
+            Contents::F32 {
+                n: m * lite::N_EMBD,
+                std: 1.0,
+            },
+        ),
+        out("out", m * lite::N_EMBD * 4),
+        BufSpec::new(
+            "norm_w",
+            Contents::F32 {
+                n: lite::N_EMBD,
+                std: 1.0,
+            },
+        ),
+        out("norm_q8", m * q8_1_bytes(lite::N_EMBD)),
+        out("norm_f32", m * lite::N_EMBD * 4),
+        // The tail's done counter and the chain's control words, 0 before and after.
+        bookkeeping("count", 4),
+        bookkeeping("chain_ctl", 16),
+    ]
+}
+
+/// [`merge_out_buffers`]`(m)` launched: `attn_merge_v_b_o_q4k` for one column, else
+/// `attn_merge_v_b_o_colsM_q4k`.
+fn merge_out_launch(d: &mut Device, b: &[Buf], m: usize) -> Result<(), KernelError> {
+    let merge = MergeVbBufs {
+        part_o: &b[0],
+        part_ml: &b[1],
+        state: &b[2],
+        w: &b[3],
+        y: &b[4],
+        scratch: &b[5],
+        pair_count: &b[6],
+    };
+    let norm = Some(DownNorm {
+        w: &b[10],
+        q8: &b[11],
+        f32: &b[12],
+        count: &b[13],
+        eps: lite::RMS_EPS,
+    });
+    let o = OutputBufs {
+        w_o: &b[7],
+        resid: &b[8],
+        out: &b[9],
+        norm,
+        chain_ctl: &b[14],
+    };
+    let s = attn_shape(MERGE_OUT_DEPTH);
+    let shape = (&s, lite::D_V, max_segments(MERGE_OUT_DEPTH));
+    if m == 1 {
+        return attn::attn_merge_v_b_o(d, GemvType::Q4K, shape, &merge, lite::N_EMBD, &o);
+    }
+    let rows = lite::N_HEAD * lite::D_V;
+    let (part_o, part_ml) = merge_out_partial_bytes();
+    let pairs = merge_v_b_pairs(lite::N_HEAD as u32, lite::D_V as u32) as usize;
+    let strides = MergeOutStrides {
+        part_o,
+        part_ml,
+        state: 16,
+        y: q8_1_bytes(rows),
+        scratch: rows * 2 * 4,
+        pair_count: pairs * 4,
+        resid: lite::N_EMBD * 4,
+        out: lite::N_EMBD * 4,
+        norm_q8: q8_1_bytes(lite::N_EMBD),
+        norm_f32: lite::N_EMBD * 4,
+    };
+    attn::attn_merge_v_b_o_cols(
+        d,
+        GemvType::Q4K,
+        m,
+        shape,
+        &merge,
+        lite::N_EMBD,
+        &o,
+        strides,
+    )
+}
+
+/// `attn_merge_v_b_o_*` cases: the merge at depth 1, `attn_v_b` and `attn_output` (Q4_K) with
+/// its residual add and norm tail, on `$m` columns (1: the one-column launch the decode plan
+/// runs).
+macro_rules! merge_out_case {
+    ($(#[$doc:meta])* $name:ident, $kernel:literal, $m:literal) => {
+        $(#[$doc])*
+        pub const $name: Case = Case {
+            kernel: $kernel,
+            tensor: "attn_v_b+attn_output",
+            shape: Shape {
+                rows: MERGE_OUT_DEPTH,
+                cols: lite::CACHE_ROW,
+            },
+            buffers: |_| merge_out_buffers($m),
+            launch: |d, b, _| merge_out_launch(d, b, $m),
+        };
+    };
+}
+
+merge_out_case!(
+    /// The chained merge and `attn_output` of one position.
+    MERGE_V_B_O_Q4K,
+    "attn_merge_v_b_o_q4k",
+    1
+);
+merge_out_case!(
+    /// [`MERGE_V_B_O_Q4K`] on a verify's 2 positions.
+    MERGE_V_B_O_COLS2_Q4K,
+    "attn_merge_v_b_o_cols2_q4k",
+    2
+);
+merge_out_case!(
+    /// [`MERGE_V_B_O_Q4K`] on a verify's 3 positions.
+    MERGE_V_B_O_COLS3_Q4K,
+    "attn_merge_v_b_o_cols3_q4k",
+    3
+);
+merge_out_case!(
+    /// [`MERGE_V_B_O_Q4K`] on a verify's 4 positions.
+    MERGE_V_B_O_COLS4_Q4K,
+    "attn_merge_v_b_o_cols4_q4k",
+    4
+);

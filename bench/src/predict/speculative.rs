@@ -62,6 +62,11 @@ pub const SHARED_WEIGHT_COLUMN_COST: f64 = 0.50;
 /// are the shared part; test `fused_head_columns_cost_what_the_prediction_says`).
 pub const HEAD_COLUMN_COST: f64 = 0.86;
 
+/// Share of `attn_merge_v_b_o_q4k`'s warp instructions each verify column past the first adds
+/// in `attn_merge_v_b_o_colsM_q4k` (MEASURED in the simulator: bench test
+/// `fused_merge_out_columns_cost_what_the_prediction_says`).
+pub const MERGE_OUT_COLUMN_COST: f64 = 0.79;
+
 /// What the verify's kernels do with the `m` positions' work.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum VerifyKernels {
@@ -107,11 +112,11 @@ pub struct SpecRow {
     /// The same with the verify as `k + 1` decode steps (an executor without a verify plan).
     pub speedup_one_by_one: f64,
     /// The same with the verify graph as built ([`ingot_graph::build_verify_plan`]): each decode
-    /// node once per position, except a head with a multi-column kernel, which streams its
-    /// weights once and repeats its instructions per position.
+    /// node once per position, except the nodes with a multi-column kernel, which stream their
+    /// weights once and repeat a measured share of their instructions per position.
     pub speedup_built: f64,
-    /// Whether that verify graph runs the head as one multi-column launch.
-    pub head_fused: bool,
+    /// Decode nodes that verify graph runs as one multi-column launch each.
+    pub fused_nodes: usize,
     /// The bound of perfectly overlapping routing: the `k + 1` tokens read only `n_used` experts
     /// per layer between them (the batched verify otherwise as assumed).
     pub speedup_same_experts: f64,
@@ -150,6 +155,8 @@ pub struct SpecPrediction {
     pub acceptance: f64,
     pub depth: usize,
     pub decode_s: f64,
+    /// Nodes of the decode plan.
+    pub decode_nodes: usize,
     /// The MTP block's nodes before its head, and its head (the lm_head gemv).
     pub mtp_block_s: f64,
     pub mtp_head_s: f64,
@@ -228,8 +235,8 @@ pub fn predict_speculative(
             });
             let step_s = verify_s + drafts_s + catch_up_s;
             let one_by_one = m as f64 * decode_s + drafts_s + catch_up_s;
-            let fused = fused_head(&decode_plan, m);
-            let built = built_verify_time(decode, card, opts, (m, fused.as_deref()));
+            let fused = fused_nodes(&decode_plan, m);
+            let built = built_verify_time(decode, card, opts, (m, &fused));
             let built = built + drafts_s + catch_up_s;
             let same = verify(VerifyKernels::AsAssumed, 1.0) + drafts_s + catch_up_s;
             let bytes_only = verify(VerifyKernels::BytesOnly, growth) + drafts_s + catch_up_s;
@@ -246,7 +253,7 @@ pub fn predict_speculative(
                 speedup: e * decode_s / step_s,
                 speedup_one_by_one: e * decode_s / one_by_one,
                 speedup_built: e * decode_s / built,
-                head_fused: fused.is_some(),
+                fused_nodes: fused.len(),
                 speedup_same_experts: e * decode_s / same,
                 speedup_bytes_only: e * decode_s / bytes_only,
                 speedup_shared_weights: e * decode_s / shared,
@@ -259,6 +266,7 @@ pub fn predict_speculative(
         acceptance: a,
         depth: opts.depth,
         decode_s,
+        decode_nodes: decode_plan.nodes.len(),
         mtp_block_s,
         mtp_head_s,
         n_expert,
@@ -347,36 +355,52 @@ fn max_growth_for(speedup: impl Fn(f64) -> f64, target: f64, max: f64) -> Option
     Some(ok)
 }
 
-/// The decode kernel of the head the verify plan of `m` positions runs as one multi-column launch
-/// (`gemv_argmax_colsM_*`), if it does.
-fn fused_head(decode: &ingot_graph::Plan, m: usize) -> Option<String> {
-    let verify = ingot_graph::build_verify_plan(decode, m).ok()?;
-    let &k = verify.fused.first()?;
-    Some(decode.nodes[k].kernel.clone())
+/// The decode nodes (indices) the verify plan of `m` positions runs as one multi-column launch
+/// each, with the share of their instructions each column past the first adds: the fused head
+/// [`HEAD_COLUMN_COST`], the chained merge and `attn_output` [`MERGE_OUT_COLUMN_COST`] (both
+/// measured); a family without a measured share is priced as whole columns (1.0).
+fn fused_nodes(decode: &ingot_graph::Plan, m: usize) -> Vec<(usize, f64)> {
+    let Ok(verify) = ingot_graph::build_verify_plan(decode, m) else {
+        return Vec::new();
+    };
+    let cost = |kernel: &str| {
+        if kernel.starts_with("gemv_argmax") {
+            HEAD_COLUMN_COST
+        } else if kernel.starts_with("attn_merge_v_b_o") {
+            MERGE_OUT_COLUMN_COST
+        } else {
+            1.0
+        }
+    };
+    (verify.fused.iter())
+        .map(|&k| (k, cost(&decode.nodes[k].kernel)))
+        .collect()
 }
 
 /// The verify graph of `m` positions as [`ingot_graph::build_verify_plan`] builds it: every node
-/// of the decode table `m` times, except the head (decode kernel `fused`, when the plan fuses
-/// it), whose weights stream from DRAM once, each column past the first re-reading them (from
-/// L1 or L2) and adding [`HEAD_COLUMN_COST`] of its instructions (what `gemv_argmax_colsM_*`
-/// does: each column a one-column kernel's row dots).
+/// of the decode table `m` times, except the `fused` ones (node index, instruction share per
+/// extra column: [`fused_nodes`]), whose weights stream from DRAM once, each column past the
+/// first re-reading them (from L1 or L2) and adding that share of its instructions (what the
+/// multi-column kernels do: each column a one-column kernel's dots).
 fn built_verify_time(
     decode: &PlanTable,
     card: &super::card::Card,
     opts: TableOptions,
-    (m, fused): (usize, Option<&str>),
+    (m, fused): (usize, &[(usize, f64)]),
 ) -> f64 {
     let extra = (m - 1) as f64;
-    let grow = |v: u64| (v as f64 * (1.0 + HEAD_COLUMN_COST * extra)).round() as u64;
-    let (head, rest): (Vec<_>, Vec<_>) =
-        (decode.rows.iter().cloned()).partition(|r| Some(r.kernel.as_str()) == fused);
+    let share = |r: &super::table::NodeRow| fused.iter().find(|f| f.0 == r.index).map(|f| f.1);
+    let (one, rest): (Vec<_>, Vec<_>) =
+        (decode.rows.iter().cloned()).partition(|r| share(r).is_some());
     let rest_s: f64 = rest.iter().filter_map(|r| r.time.map(|t| t.total_s)).sum();
-    let head_s = retimed(&head, card, opts, |_, l, _| {
+    let one_s = retimed(&one, card, opts, |r, l, _| {
+        let by = 1.0 + share(r).unwrap_or(1.0) * extra;
+        let grow = |v: u64| (v as f64 * by).round() as u64;
         l.reread_bytes += (l.dram_bytes as f64 * extra).round() as u64;
         l.warp_instructions = grow(l.warp_instructions);
         l.tail_warp_instructions = grow(l.tail_warp_instructions);
     });
-    m as f64 * rest_s + head_s
+    m as f64 * rest_s + one_s
 }
 
 /// The decode step's nodes as one batched verify of `m` positions (the module's assumptions):
@@ -416,8 +440,8 @@ impl fmt::Display for SpecPrediction {
             f,
             "PREDICTED speculative decoding with the NextN/MTP block (model, not a measurement) on {}, \
              depth {}: acceptance {:.2} per draft, ASSUMED independent; verify = one batched decode \
-             step (weights once, instructions x positions; ingot's verify graph does this for the lm_head \
-             only, the \"built\" column); routed \
+             step (weights once, instructions x positions; ingot's verify graph does this for the nodes \
+             with a multi-column kernel only, the \"built\" column); routed \
              experts {routing} ({} of {} per token)",
             self.card, self.depth, self.acceptance, self.n_expert_used, self.n_expert
         )?;
@@ -478,6 +502,10 @@ impl fmt::Display for SpecPrediction {
             target
         )?;
         let need = |n: Option<f64>| n.map_or("none".to_string(), |d| format!("{d:.2}"));
+        let fused = (self.rows.iter())
+            .map(|r| r.fused_nodes.to_string())
+            .collect::<Vec<_>>()
+            .join("/");
         for r in &self.rows {
             writeln!(
                 f,
@@ -502,15 +530,18 @@ impl fmt::Display for SpecPrediction {
         }
         write!(
             f,
-            "vs plain with the verify graph as built (each decode node once per position, the lm_head \
-             one launch streaming its weights once where it has a multi-column kernel); as assumed \
+            "vs plain with the verify graph as built (each decode node once per position, a node with \
+             a multi-column kernel one launch streaming its weights once: the lm_head and the \
+             attention's merge and output, {fused} of {} nodes here for k = 1, 2, ...); as assumed \
              but the k+1 tokens sharing their routed experts (overlap); with kernels reading each \
              weight once for every position, each position past the first {:.2} of a decode \
              kernel's instructions (shared w: MEASURED on the Q4_K gemv, DERIVED for the other \
              nodes); or with instructions and re-reads not growing with the positions (bytes only). \
              {target}: the most distinct experts per MoE layer the verify may read for {:.2}x, with \
              the kernels as assumed / shared w / bytes only (none: not even with every expert shared)",
-            SHARED_WEIGHT_COLUMN_COST, self.target
+            self.decode_nodes,
+            SHARED_WEIGHT_COLUMN_COST,
+            self.target
         )
     }
 }
@@ -605,7 +636,7 @@ mod tests {
             // The built graph saves the head's repeated weight stream, no more: between k + 1
             // steps and the batched verify.
             assert!(
-                r.head_fused,
+                r.fused_nodes >= 1,
                 "k {}: the synthetic model's head has a column kernel",
                 r.k
             );
