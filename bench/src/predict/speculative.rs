@@ -144,7 +144,8 @@ pub struct SpecOptions {
     /// The speed-up [`SpecRow::needs`] solves for (issue 41 asks 1.5).
     pub target: f64,
     /// Drafts chosen among the first `n` token ids ([`ingot_model::speculative::Drafts`]): the
-    /// MTP head's rows scaled by `n / vocab` (`pruned_head_time`); `None`: the whole head.
+    /// MTP block's plan computes those rows of its head (`PlanOptions::mtp_head_rows`, as
+    /// `--draft-vocab` loads it); `None`: the whole head.
     pub draft_vocab: Option<usize>,
 }
 
@@ -193,7 +194,11 @@ pub fn predict_speculative(
         ));
     }
     let config = ModelConfig::from_gguf(gguf)?;
-    let mtp = ingot_graph::build_mtp_plan_for(&config, gguf, plan_options(&opts))?;
+    check_draft_vocab(spec.draft_vocab, config.vocab)?;
+    // The block's plan as `--draft-vocab` loads it: a pruned head is planned with its rows.
+    let mut mtp_opts = plan_options(&opts);
+    mtp_opts.mtp_head_rows = spec.draft_vocab;
+    let mtp = ingot_graph::build_mtp_plan_for(&config, gguf, mtp_opts)?;
     let mtp_table = table_of(gguf, &config, &mtp.plan, opts, None)?;
     let node_s = |t: &PlanTable, r: std::ops::Range<usize>| -> f64 {
         t.rows[r]
@@ -202,15 +207,7 @@ pub fn predict_speculative(
             .sum()
     };
     let mtp_block_s = node_s(&mtp_table, 0..mtp.head_start);
-    check_draft_vocab(spec.draft_vocab, config.vocab)?;
-    let head_rows = mtp.head_start..mtp_table.rows.len();
-    let mtp_head_s = match spec.draft_vocab {
-        None => node_s(&mtp_table, head_rows),
-        Some(n) => {
-            let frac = n as f64 / config.vocab as f64;
-            pruned_head_time(&mtp_table.rows[head_rows], card, opts, frac)
-        }
-    };
+    let mtp_head_s = node_s(&mtp_table, mtp.head_start..mtp_table.rows.len());
     let decode_s = node_s(decode, 0..decode.rows.len());
     let decode_plan = ingot_graph::planner::build_plan_for(&config, gguf, plan_options(&opts))?;
     let (n_expert, n_used) = (config.n_expert, config.n_expert_used.max(1));
@@ -285,28 +282,6 @@ fn check_draft_vocab(n: Option<usize>, vocab: usize) -> Result<(), PredictError>
     drafts
         .check_vocab(vocab)
         .map_err(|e| PredictError::Speculative(e.to_string()))
-}
-
-/// The MTP head's nodes (`rows`, gemvs over the vocabulary's rows) with only the first `frac` of
-/// their rows: DERIVED, not simulated: each node's blocks, instructions and bytes scaled by
-/// `frac` (a gemv's work is per row), its fixed cost kept, its time recomputed; the bytes its
-/// prefetch moved ahead in the table are moved in the same share.
-fn pruned_head_time(
-    rows: &[super::table::NodeRow],
-    card: &super::card::Card,
-    opts: TableOptions,
-    frac: f64,
-) -> f64 {
-    let scale = |v: u64| (v as f64 * frac).round() as u64;
-    retimed(rows, card, opts, |_, l, moved| {
-        l.blocks = ((l.blocks as f64 * frac).ceil() as u64).max(1);
-        l.dram_bytes = scale(l.dram_bytes).saturating_sub(scale(moved));
-        l.reread_bytes = scale(l.reread_bytes);
-        l.warp_instructions = scale(l.warp_instructions);
-        l.tail_warp_instructions = scale(l.tail_warp_instructions);
-        l.prefetch_bytes = scale(l.prefetch_bytes);
-        l.streamed_bytes = scale(l.streamed_bytes);
-    })
 }
 
 /// The summed time of `rows` (those with a load and a time) after `edit(row, load, moved)`
@@ -470,7 +445,7 @@ impl fmt::Display for SpecPrediction {
         }
         let pruned = self.draft_vocab.map_or(String::new(), |n| {
             format!(
-                " (drafts among the first {n} of {} ids: the head's rows scaled, DERIVED)",
+                " (drafts among the first {n} of {} ids: the head planned with those rows, as --draft-vocab loads it)",
                 self.vocab
             )
         });
@@ -718,6 +693,52 @@ mod tests {
             assert!(b.step_s <= a.step_s && b.speedup >= a.speedup, "k {}", a.k);
         }
         assert!(pruned(0).is_err() && pruned(spec.vocab + 1).is_err());
+    }
+
+    /// A gemv over fewer rows than its tensor (a pruned draft head) is charged those rows' bytes
+    /// from DRAM, not the tensor's: GLM-4.7-Flash's Q6_K head (2,048 wide) planned at 32,768 of
+    /// its 154,880 rows reads 32,768 rows, against every row unpruned.
+    #[test]
+    fn a_pruned_head_is_charged_its_rows_only() {
+        use ingot_synth::{Layout, Preset, QuantMix, SynthOptions};
+        let gguf = ingot_synth::header(&SynthOptions {
+            preset: Preset::Glm47Flash,
+            layout: Layout::Mla,
+            mix: QuantMix::Q4KM,
+            seed: 0,
+        })
+        .expect("header");
+        let card = crate::predict::card_named("3090").expect("card");
+        let opts = TableOptions {
+            ctx: 128,
+            depth: 0,
+            card: Some(card),
+            max_blocks: 64,
+            constants: crate::predict::constants_for(Some(card)),
+            expert_cache: None,
+            cache_type: ingot_model::CacheType::F16,
+            prefill: None,
+        };
+        let config = ModelConfig::from_gguf(&gguf).expect("config");
+        let head_dram = |rows: Option<usize>| {
+            let mut po = plan_options(&opts);
+            po.mtp_head_rows = rows;
+            let mtp = ingot_graph::build_mtp_plan_for(&config, &gguf, po).expect("mtp plan");
+            let t = table_of(&gguf, &config, &mtp.plan, opts, None).expect("table");
+            let head = &t.rows[mtp.head_start..];
+            assert_eq!(head.len(), 1, "one head node");
+            assert!(head[0].kernel.starts_with("gemv_q6k"), "{}", head[0].kernel);
+            head[0].dram_bytes
+        };
+        let row = ingot_gguf::GgmlType::Q6K.row_bytes(2048).expect("row") as u64;
+        // Beside the rows: the logits written (128 KiB) and the activation, the step state and
+        // the counters, well under 2 MB.
+        let pruned = head_dram(Some(32_768));
+        assert!(
+            (32_768 * row..=32_768 * row + (2 << 20)).contains(&pruned),
+            "{pruned} bytes for 32,768 rows of {row}"
+        );
+        assert!(head_dram(None) >= 154_880 * row);
     }
 
     /// The bisection finds the crossing of a known decreasing speed-up, and says when the whole

@@ -548,6 +548,12 @@ fn read_split(
             }
         })
         .sum();
+    // A gemv reads the first `nrows` rows of its weight, which may be fewer than the tensor's
+    // (a pruned draft head): only those are its footprint.
+    let gemv_w = match node_arg(&plan.nodes[i], d, "w") {
+        Some(NodeArg::Buf(r)) => Some(r.buf.0),
+        _ => None,
+    };
     let footprint: u64 = bufs
         .into_iter()
         .map(|b| {
@@ -560,6 +566,10 @@ fn read_split(
                     cache_rows_bytes(plan, decl.bytes, depth + tokens)
                 }
                 BufferKind::KvCache { .. } => 0,
+                BufferKind::Weight { ty, .. } if Some(b) == gemv_w => {
+                    gemv_rows_bytes(&plan.nodes[i], d, *ty)
+                        .map_or(decl.bytes, |r| r.min(decl.bytes))
+                }
                 _ => match split.filter(|_| parts.contains(&b)) {
                     Some(sp) => decl.bytes / u64::from(sp.max_segments.max(1)) * sp.live(),
                     None => decl.bytes,
@@ -571,6 +581,18 @@ fn read_split(
     let read = 32 * c.stats.sectors_read;
     let unique = footprint.min(read);
     (unique, read - unique, routed.min(unique))
+}
+
+/// Bytes of the rows a gemv node `n` (parameters `w`, `ncols`, `nrows`) reads of its weight of
+/// type `ty`: `nrows` rows of `ncols` values; `None` for a node without those parameters.
+fn gemv_rows_bytes(n: &ingot_graph::Node, d: &KernelDesc, ty: ingot_gguf::GgmlType) -> Option<u64> {
+    let (Some(NodeArg::U32(ncols)), Some(NodeArg::U32(nrows))) =
+        (node_arg(n, d, "ncols"), node_arg(n, d, "nrows"))
+    else {
+        return None;
+    };
+    ty.row_bytes(u64::from(ncols))?
+        .checked_mul(u64::from(nrows))
 }
 
 fn node_counts(plan: &Plan, config: &ModelConfig) -> NodeCountLine {
