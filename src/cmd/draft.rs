@@ -15,8 +15,10 @@ pub enum Draft {
 #[derive(clap::Args, Clone)]
 pub struct DraftArgs {
     /// Speculative decoding: draft tokens with the model's NextN/MTP block and verify them in one
-    /// step of k + 1 positions (batched on the cpu backend; on sim and cuda a decode step per
-    /// position, so there it saves no time yet). Greedy (--temp 0) output is the same token for
+    /// step of k + 1 positions (batched on the cpu backend; on sim and cuda one verify graph in
+    /// which only the lm_head and the attention output read their weights once, every other
+    /// launch runs per position: `ingot plan --draft-mtp` predicts it slower than plain decoding
+    /// on a GPU). Greedy (--temp 0) output is the same token for
     /// token as without it; sampling keeps the sampler's distribution (speculative-sampling
     /// acceptance), not its seeded token stream.
     #[arg(long, value_enum)]

@@ -53,10 +53,9 @@ pub use attention::{
     FLASH_LATENT_Q8_0,
 };
 pub use attn_out::{
-    merge_v_b_o_cols_fit, merge_v_b_o_cols_items, merge_v_b_o_cols_stage_stride,
-    merge_v_b_o_items, merge_v_b_o_out_blocks, MergeVbOArgs, MergeVbOColsArgs, CHAIN_CTL_DONE,
-    CHAIN_CTL_PASSED, CHAIN_CTL_TICKET, CHAIN_CTL_WORDS, MERGE_V_B_O_COLS_MIN,
-    MERGE_V_B_O_COLS_Q4K,
+    merge_v_b_o_cols_fit, merge_v_b_o_cols_items, merge_v_b_o_cols_stage_stride, merge_v_b_o_items,
+    merge_v_b_o_out_blocks, MergeVbOArgs, MergeVbOColsArgs, CHAIN_CTL_DONE, CHAIN_CTL_PASSED,
+    CHAIN_CTL_TICKET, CHAIN_CTL_WORDS, MERGE_V_B_O_COLS_MIN, MERGE_V_B_O_COLS_Q4K,
 };
 pub use basic::*;
 pub use embed::{
