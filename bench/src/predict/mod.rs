@@ -15,6 +15,7 @@ pub mod card;
 pub mod chain;
 pub mod counts;
 pub mod flash;
+pub mod footprint;
 pub mod handoff;
 pub mod measured;
 pub mod measurement;
