@@ -730,7 +730,7 @@ mod tests {
             assert!(head[0].kernel.starts_with("gemv_q6k"), "{}", head[0].kernel);
             head[0].dram_bytes
         };
-        let row = ingot_gguf::GgmlType::Q6K.row_bytes(2048).expect("row") as u64;
+        let row = ingot_gguf::GgmlType::Q6K.row_bytes(2048).expect("row");
         // Beside the rows: the logits written (128 KiB) and the activation, the step state and
         // the counters, well under 2 MB.
         let pruned = head_dram(Some(32_768));
