@@ -276,14 +276,10 @@ fn shared_weight_column_cost_is_the_kernels() {
     }
 }
 
-/// `HEAD_COLUMN_COST`, which the speculative prediction's "built" column applies to the verify's
-/// fused head, is what `gemv_argmax_colsM_q6k_q8_1` costs in the simulator: each column past the
-/// first adds that share of the one-column head's warp instructions on `output` (Q6_K 102400 x
-/// 2048 as the simulator runs it), within 0.03 (the three measurements fall from 0.88 to 0.85
-/// as the shared staging and tail spread over more columns).
-#[test]
-fn fused_head_columns_cost_what_the_prediction_says() {
-    use ingot_bench::predict::speculative::HEAD_COLUMN_COST;
+/// The share of the one-column case `plain`'s warp instructions each column past the first adds
+/// in the multi-column case `cols(m)`, m = 2, 3, 4, in the simulator: within `tolerance` of
+/// `want`, the constant the speculative prediction's "built" column applies.
+fn column_cost_is(plain: &str, cols: impl Fn(usize) -> String, (want, tolerance): (f64, f64)) {
     let mut dev = Device::sim().unwrap();
     let mut instr = |kernel: &str| {
         let case = CASES
@@ -295,50 +291,45 @@ fn fused_head_columns_cost_what_the_prediction_says() {
             .stats
             .warp_instructions as f64
     };
-    let plain = instr("gemv_argmax_q6k_q8_1");
+    let one = instr(plain);
     for m in 2..=4 {
-        let cols = instr(&format!("gemv_argmax_cols{m}_q6k_q8_1"));
-        let per_column = (cols - plain) / ((m - 1) as f64 * plain);
+        let kernel = cols(m);
+        let all = instr(&kernel);
+        let per_column = (all - one) / ((m - 1) as f64 * one);
         eprintln!(
-            "{m} columns: {cols} warp instructions, {per_column:.4} of the head's per extra column"
+            "{kernel}: {all} warp instructions, {per_column:.4} of {plain}'s per extra column"
         );
         assert!(
-            (per_column - HEAD_COLUMN_COST).abs() <= 0.03,
-            "{m} columns: {per_column:.4} per column, the prediction assumes {HEAD_COLUMN_COST}"
+            (per_column - want).abs() <= tolerance,
+            "{kernel}: {per_column:.4} per column, the prediction assumes {want}"
         );
     }
 }
 
-/// `MERGE_OUT_COLUMN_COST`, which the "built" column applies to the verify's chained merge and
-/// `attn_output`, is what `attn_merge_v_b_o_colsM_q4k` costs in the simulator: each column past
-/// the first adds that share of the one-column launch's warp instructions (V2-Lite's attention
-/// at depth 1), within 0.03.
+/// `HEAD_COLUMN_COST` is what `gemv_argmax_colsM_q6k_q8_1` costs on `output` (Q6_K 102400 x
+/// 2048 as the simulator runs it), within 0.03; the three measurements fall from 0.88 to 0.85
+/// as the shared staging and tail spread over more columns.
+#[test]
+fn fused_head_columns_cost_what_the_prediction_says() {
+    use ingot_bench::predict::speculative::HEAD_COLUMN_COST;
+    column_cost_is(
+        "gemv_argmax_q6k_q8_1",
+        |m| format!("gemv_argmax_cols{m}_q6k_q8_1"),
+        (HEAD_COLUMN_COST, 0.03),
+    );
+}
+
+/// `MERGE_OUT_COLUMN_COST` is what `attn_merge_v_b_o_colsM_q4k` costs on V2-Lite's attention at
+/// depth 1 (the merges are per column, and so are the row dots' instructions), within 0.05: the
+/// output blocks' waits for the merge spin a number of instructions that depends on how the
+/// simulator interleaves the blocks, which moves the share by a few hundredths run to run
+/// (0.754 to 0.812 over four runs).
 #[test]
 fn fused_merge_out_columns_cost_what_the_prediction_says() {
     use ingot_bench::predict::speculative::MERGE_OUT_COLUMN_COST;
-    let mut dev = Device::sim().unwrap();
-    let mut instr = |kernel: &str| {
-        let case = CASES
-            .iter()
-            .find(|c| c.kernel == kernel)
-            .unwrap_or_else(|| panic!("no {kernel} case"));
-        sim::run_case(&mut dev, case)
-            .unwrap()
-            .stats
-            .warp_instructions as f64
-    };
-    let plain = instr("attn_merge_v_b_o_q4k");
-    for m in 2..=4 {
-        let cols = instr(&format!("attn_merge_v_b_o_cols{m}_q4k"));
-        let per_column = (cols - plain) / ((m - 1) as f64 * plain);
-        eprintln!(
-            "{m} columns: {cols} warp instructions, {per_column:.4} of the one-column launch's \
-             per extra column"
-        );
-        assert!(
-            (per_column - MERGE_OUT_COLUMN_COST).abs() <= 0.03,
-            "{m} columns: {per_column:.4} per column, the prediction assumes \
-             {MERGE_OUT_COLUMN_COST}"
-        );
-    }
+    column_cost_is(
+        "attn_merge_v_b_o_q4k",
+        |m| format!("attn_merge_v_b_o_cols{m}_q4k"),
+        (MERGE_OUT_COLUMN_COST, 0.05),
+    );
 }
