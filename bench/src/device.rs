@@ -73,6 +73,20 @@ impl Device {
         }))
     }
 
+    /// The PTX simulator running every launch under `schedule`: `Schedule::Random` interleaves
+    /// blocks on one host thread in an order fixed by its seed, so the instructions a block
+    /// spends waiting for another are the same every run (under the default in-order schedule
+    /// blocks run on the host's cores and those depend on its timing).
+    pub fn sim_with(schedule: ptx_sim::Schedule) -> Result<Device> {
+        let mut sim = ptx_sim::Sim::new();
+        sim.set_schedule(schedule);
+        Ok(Device::Sim(SimDevice {
+            sim,
+            module: ingot_kernels::backend::sim::module()?,
+            last: None,
+        }))
+    }
+
     /// GPU `ordinal`; [`ingot_cuda::CudaError::NoDriver`] / `NoDevice` when there is none.
     pub fn gpu(ordinal: usize) -> Result<Device, ingot_cuda::CudaError> {
         let gpu = ingot_cuda::Gpu::new(ordinal)?;

@@ -224,12 +224,76 @@ fn columns(cols: &[Vec<u8>], stride: usize) -> Vec<u8> {
     v
 }
 
+/// One launch's per-position buffers: one column's, or `m` columns' laid end to end.
+struct PerPosition<T> {
+    part_o: T,
+    part_ml: T,
+    state: T,
+    resid: T,
+    y: T,
+    scratch: T,
+    out: T,
+    norm_q8: T,
+    norm_f32: T,
+    pair_count: T,
+}
+
+/// The weights, the norm tail's counter and the control words every launch of a case shares.
+struct Shared<'a, T> {
+    w: &'a T,
+    w_o: &'a T,
+    norm_w: &'a T,
+    count: &'a T,
+    ctl: &'a T,
+}
+
+/// `attn_merge_v_b_o` on `p` alone (`cols` `None`), or its `m`-column launch at `strides`.
+fn launch_on<B: Accelerator>(
+    b: &mut B,
+    c: &Case,
+    s: &AttnShape,
+    sh: &Shared<'_, B::Buf>,
+    p: &PerPosition<B::Buf>,
+    cols: Option<(usize, MergeOutStrides)>,
+) -> ingot_kernels::Result<()> {
+    let merge = MergeVbBufs {
+        part_o: &p.part_o,
+        part_ml: &p.part_ml,
+        state: &p.state,
+        w: sh.w,
+        y: &p.y,
+        scratch: &p.scratch,
+        pair_count: &p.pair_count,
+    };
+    let norm = c.norm.then_some(DownNorm {
+        w: sh.norm_w,
+        q8: &p.norm_q8,
+        f32: &p.norm_f32,
+        count: sh.count,
+        eps: 1e-6,
+    });
+    let o = OutputBufs {
+        w_o: sh.w_o,
+        resid: &p.resid,
+        out: &p.out,
+        norm,
+        chain_ctl: sh.ctl,
+    };
+    let shape = (s, c.d_v, c.max_segments);
+    match cols {
+        None => attn_merge_v_b_o(b, c.ty, shape, &merge, c.n_embd, &o),
+        Some((m, strides)) => {
+            attn_merge_v_b_o_cols(b, c.ty, m, shape, &merge, c.n_embd, &o, strides)
+        }
+    }
+}
+
 /// `attn_merge_v_b_o_colsM_q4k` on `m` columns against the one-column launch on each column
 /// alone: every column's merge output, residual stream and norm tail outputs must be that
 /// launch's bits, and every byte between columns must stay poisoned. Each column has its own
 /// partials, position and residual, so a column that reads another's input, or writes into
-/// another's copy, fails. The launch runs twice on the same control words and counters, which
-/// must be 0 after each.
+/// another's copy, fails. The launch runs twice on the same control words and norm-tail counter;
+/// they and the pairs' counters must be 0 after each.
 fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize, ctl: &B::Buf) {
     let ty = c.ty;
     let s = AttnShape {
@@ -264,49 +328,35 @@ fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize
     let (y_bytes, f_bytes, q8_bytes) = (ncols / 32 * 36, c.n_embd * 4, c.n_embd / 32 * 36);
     let scratch_bytes = ncols * 2 * 4;
     let count = upload(b, &[0u8; 4]);
+    let shared = Shared {
+        w: &w,
+        w_o: &w_o,
+        norm_w: &norm_w,
+        count: &count,
+        ctl,
+    };
 
     // The one-column launch on each column alone.
     let mut want: Vec<Outputs> = Vec::new();
     for col in 0..m {
-        let (po, pm) = (upload(b, &part_o[col]), upload(b, &part_ml[col]));
-        let (st, rs) = (upload(b, &state[col]), upload(b, &resid[col]));
-        let (y, scratch, out) = (
-            poisoned(b, y_bytes),
-            poisoned(b, scratch_bytes),
-            poisoned(b, f_bytes),
-        );
-        let (norm_q8, norm_f32) = (poisoned(b, q8_bytes), poisoned(b, f_bytes));
-        let pair_count = upload(b, &vec![0u8; pairs * 4]);
-        let merge = MergeVbBufs {
-            part_o: &po,
-            part_ml: &pm,
-            state: &st,
-            w: &w,
-            y: &y,
-            scratch: &scratch,
-            pair_count: &pair_count,
+        let p = PerPosition {
+            part_o: upload(b, &part_o[col]),
+            part_ml: upload(b, &part_ml[col]),
+            state: upload(b, &state[col]),
+            resid: upload(b, &resid[col]),
+            y: poisoned(b, y_bytes),
+            scratch: poisoned(b, scratch_bytes),
+            out: poisoned(b, f_bytes),
+            norm_q8: poisoned(b, q8_bytes),
+            norm_f32: poisoned(b, f_bytes),
+            pair_count: upload(b, &vec![0u8; pairs * 4]),
         };
-        let norm = c.norm.then_some(DownNorm {
-            w: &norm_w,
-            q8: &norm_q8,
-            f32: &norm_f32,
-            count: &count,
-            eps: 1e-6,
-        });
-        let o = OutputBufs {
-            w_o: &w_o,
-            resid: &rs,
-            out: &out,
-            norm,
-            chain_ctl: ctl,
-        };
-        let shape = (&s, c.d_v, c.max_segments);
-        attn_merge_v_b_o(b, ty, shape, &merge, c.n_embd, &o).expect("attn_merge_v_b_o");
+        launch_on(b, c, &s, &shared, &p, None).expect("attn_merge_v_b_o");
         want.push(Outputs {
-            y: download(b, &y),
-            out: download(b, &out),
-            norm_q8: download(b, &norm_q8),
-            norm_f32: download(b, &norm_f32),
+            y: download(b, &p.y),
+            out: download(b, &p.out),
+            norm_q8: download(b, &p.norm_q8),
+            norm_f32: download(b, &p.norm_f32),
         });
     }
 
@@ -322,45 +372,32 @@ fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize
         norm_q8: column_stride(q8_bytes),
         norm_f32: column_stride(f_bytes),
     };
-    let po = upload(b, &columns(&part_o, strides.part_o));
-    let pm = upload(b, &columns(&part_ml, strides.part_ml));
-    let st = upload(b, &columns(&state, strides.state));
-    let rs = upload(b, &columns(&resid, strides.resid));
-    let pair_count = upload(b, &vec![0u8; strides.pair_count * m]);
+    let (po, pm) = (
+        columns(&part_o, strides.part_o),
+        columns(&part_ml, strides.part_ml),
+    );
+    let (st, rs) = (
+        columns(&state, strides.state),
+        columns(&resid, strides.resid),
+    );
     let name = ty.merge_v_b_o_cols(m).expect("kernel").name;
     for launch in 0..2 {
-        let y = poisoned(b, strides.y * m);
-        let scratch = poisoned(b, strides.scratch * m);
-        let out = poisoned(b, strides.out * m);
-        let norm_q8 = poisoned(b, strides.norm_q8 * m);
-        let norm_f32 = poisoned(b, strides.norm_f32 * m);
-        let merge = MergeVbBufs {
-            part_o: &po,
-            part_ml: &pm,
-            state: &st,
-            w: &w,
-            y: &y,
-            scratch: &scratch,
-            pair_count: &pair_count,
+        let p = PerPosition {
+            part_o: upload(b, &po),
+            part_ml: upload(b, &pm),
+            state: upload(b, &st),
+            resid: upload(b, &rs),
+            y: poisoned(b, strides.y * m),
+            scratch: poisoned(b, strides.scratch * m),
+            out: poisoned(b, strides.out * m),
+            norm_q8: poisoned(b, strides.norm_q8 * m),
+            norm_f32: poisoned(b, strides.norm_f32 * m),
+            pair_count: upload(b, &vec![0u8; strides.pair_count * m]),
         };
-        let norm = c.norm.then_some(DownNorm {
-            w: &norm_w,
-            q8: &norm_q8,
-            f32: &norm_f32,
-            count: &count,
-            eps: 1e-6,
-        });
-        let o = OutputBufs {
-            w_o: &w_o,
-            resid: &rs,
-            out: &out,
-            norm,
-            chain_ctl: ctl,
-        };
-        let shape = (&s, c.d_v, c.max_segments);
-        attn_merge_v_b_o_cols(b, ty, m, shape, &merge, c.n_embd, &o, strides)
-            .expect("attn_merge_v_b_o_cols");
-        for (what, buf) in [("pair", &pair_count), ("tail", &count), ("chain", ctl)] {
+        launch_on(b, c, &s, &shared, &p, Some((m, strides))).expect("attn_merge_v_b_o_cols");
+        let (y, out, norm_q8, norm_f32, pair_count) =
+            (&p.y, &p.out, &p.norm_q8, &p.norm_f32, &p.pair_count);
+        for (what, buf) in [("pair", pair_count), ("tail", &count), ("chain", ctl)] {
             let words = download(b, buf);
             assert!(
                 words.iter().all(|&v| v == 0),
@@ -371,13 +408,13 @@ fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize
         let mut outputs = vec![
             (
                 "y",
-                download(b, &y),
+                download(b, y),
                 strides.y,
                 want.iter().map(|w| &w.y).collect::<Vec<_>>(),
             ),
             (
                 "out",
-                download(b, &out),
+                download(b, out),
                 strides.out,
                 want.iter().map(|w| &w.out).collect::<Vec<_>>(),
             ),
@@ -385,13 +422,13 @@ fn check_columns<B: Accelerator>(b: &mut B, rng: &mut StdRng, c: &Case, m: usize
         if c.norm {
             outputs.push((
                 "norm_q8",
-                download(b, &norm_q8),
+                download(b, norm_q8),
                 strides.norm_q8,
                 want.iter().map(|w| &w.norm_q8).collect::<Vec<_>>(),
             ));
             outputs.push((
                 "norm_f32",
-                download(b, &norm_f32),
+                download(b, norm_f32),
                 strides.norm_f32,
                 want.iter().map(|w| &w.norm_f32).collect::<Vec<_>>(),
             ));

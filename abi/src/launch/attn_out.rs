@@ -118,6 +118,50 @@ signature! {
     }
 }
 
+impl<P> MergeVbOColsArgs<P> {
+    /// The one-column launch's arguments `a` (every per-position buffer at column 0) on columns
+    /// `strides` bytes apart, in the order of the stride parameters: `part_o`, `part_ml`,
+    /// `state`, `y`, `scratch`, `pair_count`, `resid`, `out`, `norm_q8`, `norm_f32`.
+    pub fn on_columns(a: MergeVbOArgs<P>, strides: [u32; 10]) -> Self {
+        let [part_o_stride, part_ml_stride, state_stride, y_stride, scratch_stride, pair_count_stride, resid_stride, out_stride, norm_q8_stride, norm_f32_stride] =
+            strides;
+        MergeVbOColsArgs {
+            part_o: a.part_o,
+            part_ml: a.part_ml,
+            state: a.state,
+            w: a.w,
+            y: a.y,
+            scratch: a.scratch,
+            pair_count: a.pair_count,
+            n_head: a.n_head,
+            d_v: a.d_v,
+            ctx: a.ctx,
+            max_segments: a.max_segments,
+            w_o: a.w_o,
+            resid: a.resid,
+            out: a.out,
+            nrows: a.nrows,
+            norm_w: a.norm_w,
+            norm_q8: a.norm_q8,
+            norm_f32: a.norm_f32,
+            count: a.count,
+            norm: a.norm,
+            eps: a.eps,
+            chain_ctl: a.chain_ctl,
+            part_o_stride,
+            part_ml_stride,
+            state_stride,
+            y_stride,
+            scratch_stride,
+            pair_count_stride,
+            resid_stride,
+            out_stride,
+            norm_q8_stride,
+            norm_f32_stride,
+        }
+    }
+}
+
 /// `attn_merge_v_b_o_colsM_q4k`, `M` = 2, 3, 4 ([`MERGE_V_B_O_COLS_MIN`] + index): the
 /// `attn_merge_v_b_o_q4k` launch on the `M` positions of a speculative verify, each position a
 /// column with its own copy of every per-position buffer (at column 0's address plus `c` times

@@ -7,9 +7,9 @@ use crate::ops::moe::{down_norm_args, row_multiple, weight_bytes, DownNorm};
 use crate::ops::{bytes, launch, need, q8_1_bytes, shape, to_u32};
 use crate::Result;
 use ingot_abi::launch::{
-    merge_v_b_items, merge_v_b_o_cols_fit, merge_v_b_o_cols_items, merge_v_b_o_out_blocks,
-    merge_v_b_pairs, moe_down_stage_fits, MergeVbOArgs, MergeVbOColsArgs, CHAIN_CTL_WORDS,
-    MERGE_V_B_O_COLS_MIN, MERGE_V_B_SPLIT,
+    merge_v_b_items, merge_v_b_o_cols_fit, merge_v_b_o_out_blocks, merge_v_b_pairs,
+    moe_down_stage_fits, KernelDesc, MergeVbOArgs, MergeVbOColsArgs, CHAIN_CTL_WORDS,
+    DOWN_NORM_NONE, MERGE_V_B_O_COLS_MIN, MERGE_V_B_SPLIT,
 };
 use ingot_abi::step::StepState;
 use std::mem::size_of;
@@ -40,9 +40,7 @@ pub fn attn_merge_v_b_o<B: Accelerator>(
     out: &OutputBufs<'_, B::Buf>,
 ) -> Result<()> {
     let d = ty.merge_v_b_o();
-    let (_, m) = merge_v_b_args(b, d, ty, s, d_v, merge, max_segments)?;
-    let ncols = s.n_head * d_v;
-    row_multiple(d, "n_head·d_v", ty, ncols)?;
+    let (args, ncols) = merge_out_args(b, d, ty, (s, d_v, max_segments), merge, n_embd, out)?;
     let ncols32 = u32::try_from(ncols).unwrap_or(u32::MAX);
     if !moe_down_stage_fits(0, 0, ncols32) {
         return Err(shape(
@@ -50,14 +48,36 @@ pub fn attn_merge_v_b_o<B: Accelerator>(
             format!("attn_output's {ncols} columns exceed the down kernel's shared stage"),
         ));
     }
-    let nrows = u32::try_from(n_embd).unwrap_or(0);
-    let items = merge_v_b_items(m.n_head, m.d_v).checked_add(merge_v_b_o_out_blocks(nrows));
-    let Some(items) = items.filter(|_| nrows > 0) else {
-        return Err(shape(d, format!("n_embd = {n_embd} rows")));
-    };
-    need(b, d, "w_o", out.w_o, weight_bytes(ty, 1, n_embd, ncols))?;
     need(b, d, "resid", out.resid, bytes(n_embd, 4, 1))?;
     need(b, d, "out", out.out, bytes(n_embd, 4, 1))?;
+    let items =
+        merge_v_b_items(args.n_head, args.d_v).checked_add(merge_v_b_o_out_blocks(args.nrows));
+    let Some(items) = items else {
+        return Err(shape(d, format!("n_embd = {n_embd} rows")));
+    };
+    launch(b, d, items, args)
+}
+
+/// The checks and arguments both `attn_merge_v_b_o` launchers share, on behalf of kernel `d`:
+/// the merge's, `attn_output`'s weight and row count, the control words and the norm tail (its
+/// per-position buffers at one column); the width `n_head·d_v`.
+fn merge_out_args<'a, B: Accelerator>(
+    b: &B,
+    d: &KernelDesc,
+    ty: GemvType,
+    (s, d_v, max_segments): (&AttnShape, usize, usize),
+    merge: &MergeVbBufs<'a, B::Buf>,
+    n_embd: usize,
+    out: &OutputBufs<'a, B::Buf>,
+) -> Result<(MergeVbOArgs<&'a B::Buf>, usize)> {
+    let (_, m) = merge_v_b_args(b, d, ty, s, d_v, merge, max_segments)?;
+    let ncols = s.n_head * d_v;
+    row_multiple(d, "n_head·d_v", ty, ncols)?;
+    let nrows = u32::try_from(n_embd).unwrap_or(0);
+    if nrows == 0 {
+        return Err(shape(d, format!("n_embd = {n_embd} rows")));
+    }
+    need(b, d, "w_o", out.w_o, weight_bytes(ty, 1, n_embd, ncols))?;
     need(
         b,
         d,
@@ -91,7 +111,7 @@ pub fn attn_merge_v_b_o<B: Accelerator>(
         eps,
         chain_ctl: out.chain_ctl,
     };
-    launch(b, d, items, args)
+    Ok((args, ncols))
 }
 
 /// Bytes between consecutive columns' copies of each per-position buffer of
@@ -140,31 +160,13 @@ pub fn attn_merge_v_b_o_cols<B: Accelerator>(
         )
     })?;
     let d = &k.desc;
-    let (_, a) = merge_v_b_args(b, d, ty, s, d_v, merge, max_segments)?;
-    let ncols = s.n_head * d_v;
-    row_multiple(d, "n_head·d_v", ty, ncols)?;
-    let ncols32 = u32::try_from(ncols).unwrap_or(u32::MAX);
-    if !merge_v_b_o_cols_fit(m as u32, ncols32) {
+    let (a, ncols) = merge_out_args(b, d, ty, (s, d_v, max_segments), merge, n_embd, out)?;
+    if !merge_v_b_o_cols_fit(m as u32, u32::try_from(ncols).unwrap_or(u32::MAX)) {
         return Err(shape(
             d,
             format!("{m} columns of attn_output's {ncols}: more than the down kernel's stage"),
         ));
     }
-    let nrows = u32::try_from(n_embd).unwrap_or(0);
-    let items = merge_v_b_o_cols_items(m as u32, a.n_head, a.d_v, nrows);
-    if nrows == 0 {
-        return Err(shape(d, format!("n_embd = {n_embd} rows")));
-    }
-    need(b, d, "w_o", out.w_o, weight_bytes(ty, 1, n_embd, ncols))?;
-    need(
-        b,
-        d,
-        "chain_ctl",
-        out.chain_ctl,
-        bytes(CHAIN_CTL_WORDS as usize, 4, 1),
-    )?;
-    let (norm_w, norm_q8, norm_f32, count, norm, eps) =
-        down_norm_args(b, d, n_embd, out.norm.as_ref(), out.w_o)?;
     let pairs = merge_v_b_pairs(a.n_head, a.d_v) as usize;
     let f32s = bytes(n_embd, 4, 1);
     let columns = [
@@ -201,14 +203,14 @@ pub fn attn_merge_v_b_o_cols<B: Accelerator>(
         ),
         ("resid", strides.resid, f32s, out.resid),
         ("out", strides.out, f32s, out.out),
-        ("norm_q8", strides.norm_q8, q8_1_bytes(1, n_embd), norm_q8),
-        ("norm_f32", strides.norm_f32, f32s, norm_f32),
+        ("norm_q8", strides.norm_q8, q8_1_bytes(1, n_embd), a.norm_q8),
+        ("norm_f32", strides.norm_f32, f32s, a.norm_f32),
     ];
     let mut scalars = [0u32; 10];
     for (i, (what, stride, len, buf)) in columns.into_iter().enumerate() {
         let len = len.unwrap_or(usize::MAX);
         // Without a norm tail its buffers stand in for nothing: no column of them is read.
-        let unused = norm == ingot_abi::launch::DOWN_NORM_NONE && what.starts_with("norm_");
+        let unused = a.norm == DOWN_NORM_NONE && what.starts_with("norm_");
         if !unused && (stride < len || !stride.is_multiple_of(16)) {
             return Err(shape(
                 d,
@@ -221,41 +223,11 @@ pub fn attn_merge_v_b_o_cols<B: Accelerator>(
         }
         scalars[i] = to_u32(d, what, stride)?;
     }
-    let [part_o_stride, part_ml_stride, state_stride, y_stride, scratch_stride, pair_count_stride, resid_stride, out_stride, norm_q8_stride, norm_f32_stride] =
-        scalars;
-    let args = MergeVbOColsArgs {
-        part_o: a.part_o,
-        part_ml: a.part_ml,
-        state: a.state,
-        w: a.w,
-        y: a.y,
-        scratch: a.scratch,
-        pair_count: a.pair_count,
-        n_head: a.n_head,
-        d_v: a.d_v,
-        ctx: a.ctx,
-        max_segments: a.max_segments,
-        w_o: out.w_o,
-        resid: out.resid,
-        out: out.out,
-        nrows,
-        norm_w,
-        norm_q8,
-        norm_f32,
-        count,
-        norm,
-        eps,
-        chain_ctl: out.chain_ctl,
-        part_o_stride,
-        part_ml_stride,
-        state_stride,
-        y_stride,
-        scratch_stride,
-        pair_count_stride,
-        resid_stride,
-        out_stride,
-        norm_q8_stride,
-        norm_f32_stride,
+    // `merge_v_b_o_cols_items`, checked.
+    let items = (merge_v_b_items(a.n_head, a.d_v).checked_mul(m as u32))
+        .and_then(|i| i.checked_add(merge_v_b_o_out_blocks(a.nrows)));
+    let Some(items) = items else {
+        return Err(shape(d, format!("{m} columns, n_embd = {n_embd} rows")));
     };
-    launch(b, k, items, args)
+    launch(b, k, items, MergeVbOColsArgs::on_columns(a, scalars))
 }
