@@ -108,9 +108,15 @@ fn check(name: &str, file: &GgufFile, vocab_ids: &[u32], fused: &[(&str, &str)])
                 .filter(|n| n.kernel.starts_with(one))
                 .count();
             let cols = format!("{cols}{m}_");
-            let launches = (plan.plan.nodes.iter())
+            let launches: Vec<_> = (plan.plan.nodes.iter())
                 .filter(|n| n.kernel.starts_with(&cols))
-                .count();
+                .collect();
+            // Its columns read the weights of its streaming hint again.
+            assert!(
+                launches.iter().all(|n| n.l2_streaming.is_none()),
+                "{name}: {cols} streams a weight its columns re-read"
+            );
+            let launches = launches.len();
             assert!(unfused > 0, "{name}: no {one} node to fuse");
             assert_eq!(launches, unfused, "{name}: {cols} launches");
             want_fused += unfused;

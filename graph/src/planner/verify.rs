@@ -249,6 +249,8 @@ fn merge_out_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Nod
         label: format!("{} [{columns} positions]", n.label),
         items: merge_v_b_o_cols_items(m, heads, dv, rows),
         args,
+        // Each column's merge reads `attn_v_b` again: no longer a stream read once.
+        l2_streaming: None,
         ..n.clone()
     })
 }
