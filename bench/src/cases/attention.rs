@@ -428,6 +428,20 @@ pub const V_B_Q8_1_OUT: Case = Case {
     },
 };
 
+/// The merge's buffers in the order the merge cases declare them: `part_o`, `part_ml`, `state`,
+/// `w`, `y`, `scratch`, `pair_count`.
+fn merge_bufs(b: &[Buf]) -> MergeVbBufs<'_, Buf> {
+    MergeVbBufs {
+        part_o: &b[0],
+        part_ml: &b[1],
+        state: &b[2],
+        w: &b[3],
+        y: &b[4],
+        scratch: &b[5],
+        pair_count: &b[6],
+    }
+}
+
 /// The merge of a depth-4096 step and `attn_v_b` (Q4_K) in one launch
 /// (`attn_merge_v_b_q4k`): [`MERGE_Q8_1`] and [`V_B_Q8_1_OUT`] as the plan runs them now.
 pub const MERGE_V_B_Q4K: Case = Case {
@@ -456,15 +470,7 @@ pub const MERGE_V_B_Q4K: Case = Case {
         ]
     },
     launch: |d, b, s| {
-        let bufs = MergeVbBufs {
-            part_o: &b[0],
-            part_ml: &b[1],
-            state: &b[2],
-            w: &b[3],
-            y: &b[4],
-            scratch: &b[5],
-            pair_count: &b[6],
-        };
+        let bufs = merge_bufs(b);
         attn::attn_merge_v_b(
             d,
             GemvType::Q4K,
@@ -551,15 +557,7 @@ fn merge_out_buffers(m: usize) -> Vec<BufSpec> {
 /// [`merge_out_buffers`]`(m)` launched: `attn_merge_v_b_o_q4k` for one column, else
 /// `attn_merge_v_b_o_colsM_q4k`.
 fn merge_out_launch(d: &mut Device, b: &[Buf], m: usize) -> Result<(), KernelError> {
-    let merge = MergeVbBufs {
-        part_o: &b[0],
-        part_ml: &b[1],
-        state: &b[2],
-        w: &b[3],
-        y: &b[4],
-        scratch: &b[5],
-        pair_count: &b[6],
-    };
+    let merge = merge_bufs(b);
     let norm = Some(DownNorm {
         w: &b[10],
         q8: &b[11],

@@ -174,13 +174,7 @@ fn head_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Node> {
     if columns as u64 * u64::from(width / 32) > u64::from(GEMV_STAGE_BLOCKS) {
         return None;
     }
-    let stride = |a: NodeArg| match a {
-        NodeArg::Buf(r) => u32::try_from(strides[r.buf.0 as usize])
-            .ok()
-            .filter(|&s| s > 0)
-            .map(NodeArg::U32),
-        _ => None,
-    };
+    let stride = |a| column_stride(a, strides);
     Some(Node {
         kernel: k.desc.name.to_owned(),
         label: format!("{} [{columns} positions]", n.label),
@@ -228,13 +222,7 @@ fn merge_out_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Nod
     if !merge_v_b_o_cols_fit(m, heads.checked_mul(dv)?) {
         return None;
     }
-    let stride = |a: NodeArg| match a {
-        NodeArg::Buf(r) => u32::try_from(strides[r.buf.0 as usize])
-            .ok()
-            .filter(|&s| s > 0)
-            .map(NodeArg::U32),
-        _ => None,
-    };
+    let stride = |a| column_stride(a, strides);
     let mut args = n.args.clone();
     for a in [part_o, part_ml, state, y, scratch, pair_count, resid, out] {
         args.push(stride(a)?);
@@ -253,6 +241,18 @@ fn merge_out_on_columns(n: &Node, columns: usize, strides: &[u64]) -> Option<Nod
         l2_streaming: None,
         ..n.clone()
     })
+}
+
+/// The column stride of buffer argument `a` as a `u32` launch argument; `None` for a buffer the
+/// columns share (stride 0), a stride past `u32`, or a scalar.
+fn column_stride(a: NodeArg, strides: &[u64]) -> Option<NodeArg> {
+    match a {
+        NodeArg::Buf(r) => u32::try_from(strides[r.buf.0 as usize])
+            .ok()
+            .filter(|&s| s > 0)
+            .map(NodeArg::U32),
+        _ => None,
+    }
 }
 
 /// Buffer `b` as the verify plan declares it, with its column stride: activations and the step

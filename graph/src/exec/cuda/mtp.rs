@@ -84,7 +84,7 @@ impl DevMtp {
         (gpu, module): (&Gpu, &mut Module),
         file: &GgufFile,
         host: &MtpHost,
-        decode: &dyn Fn(usize) -> u64,
+        decode: &[u64],
     ) -> Result<Result<DevMtp, String>, ExecError> {
         if let Err(why) = Self::fits(gpu, host)? {
             return Ok(Err(why));

@@ -28,10 +28,7 @@ impl Loaded {
             name: path.display().to_string(),
             reason: format!("reopening the model for the NextN/MTP block: {e}"),
         })?;
-        let addrs: Vec<u64> = (0..self.bufs.len())
-            .map(|j| self.decode_address(j))
-            .collect();
-        let decode = |j: usize| addrs[j];
+        let decode = self.decode_addresses();
         let opened = DevMtp::open((&self.gpu, &mut self.module), &file, host, &decode)?;
         Ok(opened.map(|m| self.mtp = Some(m)))
     }

@@ -105,7 +105,7 @@ pub(super) fn prefill_own_bytes(plans: &[PrefillHost]) -> u64 {
 }
 
 /// A second plan's buffers (a prefill chunk's, the NextN/MTP block's, a verify's) on the device:
-/// the decode plan's where `twins` names one (its device address `decode(j)`), otherwise its own,
+/// the decode plan's where `twins` names one (at its device address `decode[j]`), otherwise its own,
 /// allocated and filled with its initial bytes; its own expert tables are then written as the
 /// decode plan's are at load (the identity table over each routed tensor, [`Plan::expert_tables`]),
 /// which no initial bytes hold. Only the decode plan keeps weights in host memory (the routed
@@ -114,7 +114,7 @@ pub(super) fn own_slots(
     gpu: &Gpu,
     file: &GgufFile,
     plan: &Plan,
-    (twins, decode): (&[Option<usize>], &dyn Fn(usize) -> u64),
+    (twins, decode): (&[Option<usize>], &[u64]),
 ) -> Result<Vec<Slot>, ExecError> {
     let mut slots = Vec::with_capacity(twins.len());
     for (decl, twin) in plan.buffers.iter().zip(twins) {
@@ -138,7 +138,7 @@ pub(super) fn own_slots(
         slots.push(Slot::Own(b));
     }
     let addr = |b: crate::BufId| match &slots[b.0 as usize] {
-        Slot::Shared(j) => decode(*j),
+        Slot::Shared(j) => decode[*j],
         Slot::Own(d) => gpu.device_address(d),
     };
     for (t, entries) in plan.expert_tables(addr) {
@@ -157,7 +157,7 @@ impl DevPrefill {
         gpu: &Gpu,
         file: &GgufFile,
         plans: &[PrefillHost],
-        decode: &dyn Fn(usize) -> u64,
+        decode: &[u64],
     ) -> Result<Option<Self>, ExecError> {
         let Some(first) = plans.first() else {
             return Ok(None);

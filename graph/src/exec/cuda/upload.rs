@@ -62,13 +62,22 @@ pub(super) struct Loaded {
     pub(super) hidden_out: PinnedBuffer,
 }
 
-impl Loaded {
-    /// The device address of the decode plan's buffer `j` (host-mapped or in VRAM).
-    pub(super) fn decode_address(&self, j: usize) -> u64 {
-        match &self.mapped[j] {
+/// The device address of each of the decode plan's buffers: `bufs[j]`, or where a host-mapped
+/// buffer `mapped[j]` is seen from the device.
+fn device_addresses(gpu: &Gpu, bufs: &[DeviceBuffer], mapped: &[Option<MappedBuffer>]) -> Vec<u64> {
+    (bufs.iter().zip(mapped))
+        .map(|(b, m)| match m {
             Some(m) => m.device_address(),
-            None => self.gpu.device_address(&self.bufs[j]),
-        }
+            None => gpu.device_address(b),
+        })
+        .collect()
+}
+
+impl Loaded {
+    /// The device address of each of the decode plan's buffers (host-mapped or in VRAM), which a
+    /// second plan's buffers shared with it point to ([`super::prefill::own_slots`]).
+    pub(super) fn decode_addresses(&self) -> Vec<u64> {
+        device_addresses(&self.gpu, &self.bufs, &self.mapped)
     }
 
     /// Uploads the plan's buffers to `gpu` and the prefill plans' own ones, loads the PTX,
@@ -130,11 +139,8 @@ impl Loaded {
             bufs.push(b);
             mapped.push(None);
         }
-        let decode = |j: usize| match &mapped[j] {
-            Some(m) => m.device_address(),
-            None => gpu.device_address(&bufs[j]),
-        };
-        let prefill = DevPrefill::open(&gpu, file, prefill, &decode)?;
+        let addrs = device_addresses(&gpu, &bufs, &mapped);
+        let prefill = DevPrefill::open(&gpu, file, prefill, &addrs)?;
         bar.finish_and_clear();
         let upload_s = started.elapsed().as_secs_f64();
         let shapes = shapes_of(plan, descs);
@@ -162,7 +168,6 @@ impl Loaded {
             mtp: None,
             verify: Vec::new(),
         };
-        let addrs: Vec<u64> = (0..dev.bufs.len()).map(|j| dev.decode_address(j)).collect();
         for (t, entries) in plan.expert_tables(|b| addrs[b.0 as usize]) {
             dev.gpu
                 .upload(&dev.bufs[t.0 as usize], bytemuck::cast_slice(&entries))?;

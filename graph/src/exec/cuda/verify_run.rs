@@ -40,10 +40,7 @@ impl Loaded {
             self.module.prepare(k)?;
         }
         let (d, vocab) = (plan.n_embd * 4, plan.vocab * 4);
-        let addrs: Vec<u64> = (0..self.bufs.len())
-            .map(|j| self.decode_address(j))
-            .collect();
-        let decode = |j: usize| addrs[j];
+        let decode = self.decode_addresses();
         self.verify[m - 2] = Some(DevVerify {
             slots: own_slots(&self.gpu, file, plan, (twins, &decode))?,
             shapes: shapes_of(plan, descs),
