@@ -108,8 +108,8 @@ pub(super) fn prefill_own_bytes(plans: &[PrefillHost]) -> u64 {
 /// the decode plan's where `twins` names one (at its device address `decode[j]`), otherwise its
 /// own, allocated and filled with its initial bytes; its own expert tables are then written as
 /// the decode plan's are at load (the identity table over each routed tensor,
-/// [`Plan::expert_tables`]), which no initial bytes hold. Only the decode plan keeps weights in host memory (the routed
-/// experts beyond VRAM).
+/// [`Plan::expert_tables`]), which no initial bytes hold. Only the decode plan keeps weights in
+/// host memory (the routed experts beyond VRAM).
 pub(super) fn own_slots(
     gpu: &Gpu,
     file: &GgufFile,
