@@ -12,9 +12,12 @@
 //! 5. `cargo clippy --workspace --all-targets -- -D warnings` (its own check build, no codegen);
 //! 6. `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`: broken or private
 //!    intra-doc links fail (the dependencies' metadata is clippy's);
-//! 7. `cargo test --workspace` (built by step 3);
+//! 7. `cargo test --workspace` (built by step 3): each test binary, and the doc tests;
 //! 8. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
 //!    fail only because no GPU was found (see [`crate::rehearse`]).
+//!
+//! Steps 4 to 8 run side by side as one pool of jobs ([`crate::pool`]), each test binary a job,
+//! since one after another they left a core idle for minutes.
 //!
 //! Steps 3 to 7 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
 //! ([`crate::paths::tool_env`]): `ptx-audit` and its tests do not search for them.
@@ -29,25 +32,31 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::pool::{self, Job};
 use crate::{kernels, paths, rehearse, tools};
 
 /// Runs cargo with the tools' paths in the environment.
 fn cargo(args: &[&str]) -> Result<()> {
-    cargo_with(args, &[])
-}
-
-/// [`cargo`] with more environment variables.
-fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(args)
-        .envs(paths::tool_env())
-        .envs(env.iter().copied())
-        .status()?;
+    let status = cargo_command(args, &[]).status()?;
     if !status.success() {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// The cargo that runs this task (`CARGO`), else the one on `PATH`.
+fn cargo_path() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// `cargo ARGS` with the tools' paths and `env` in its environment.
+fn cargo_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(cargo_path());
+    command
+        .args(args)
+        .envs(paths::tool_env())
+        .envs(env.iter().copied());
+    command
 }
 
 /// The workspace's test build: `cargo test --workspace --no-run`.
@@ -56,8 +65,7 @@ const TEST_BUILD: [&str; 3] = ["test", "--workspace", "--no-run"];
 /// The path of binary `name` of the workspace's test build (building what is not built yet):
 /// the build `cargo test --workspace` runs, so its binaries share every dependency with the tests.
 fn workspace_binary(name: &str) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
+    let out = Command::new(cargo_path())
         .args(TEST_BUILD)
         .args(["--quiet", "--message-format=json-render-diagnostics"])
         .envs(paths::tool_env())
@@ -92,6 +100,50 @@ pub fn audit(args: &[&str]) -> Result<()> {
     cargo(&full)
 }
 
+/// Steps 4 to 8 and the doc tests as one pool of jobs ([`pool`]), each test binary a job.
+fn side_by_side() -> Result<()> {
+    let cargo = cargo_path();
+    let mut audit = Command::new(workspace_binary("ptx-audit")?);
+    audit.arg("check").envs(paths::tool_env());
+    let clippy = [
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ];
+    let doc = (
+        ["doc", "--workspace", "--no-deps", "--quiet"],
+        [("RUSTDOCFLAGS", "-D warnings")],
+    );
+    let mut jobs = vec![
+        Job::step("ptx-audit check", "cargo xtask audit check", audit, false),
+        Job::step(
+            "clippy",
+            "cargo clippy --workspace --all-targets -- -D warnings",
+            cargo_command(&clippy, &[]),
+            true,
+        ),
+        Job::step(
+            "rustdoc",
+            "RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps",
+            cargo_command(&doc.0, &doc.1),
+            true,
+        ),
+        Job::step(
+            "doc tests",
+            "cargo test --workspace --doc",
+            cargo_command(&["test", "--workspace", "--doc"], &[]),
+            true,
+        ),
+        rehearse::job(),
+    ];
+    jobs.extend(pool::test_binaries(&cargo, &TEST_BUILD)?);
+    pool::run(jobs)
+}
+
 /// Which CPU kernel instruction sets this machine ran in the tests (the ISA-pinned tests compare
 /// every one the CPU has with the scalar kernels) and which it could not.
 fn cpu_isa_line() -> String {
@@ -110,43 +162,11 @@ fn cpu_isa_line() -> String {
 }
 
 pub fn run() -> Result<()> {
-    let steps: [(&str, &dyn Fn() -> Result<()>); 8] = [
+    let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
         ("tools", &tools::install),
         ("kernels --check", &kernels::check),
         ("cargo test --workspace --no-run", &|| cargo(&TEST_BUILD)),
-        ("ptx-audit check", &|| {
-            let exe = workspace_binary("ptx-audit")?;
-            let status = Command::new(&exe)
-                .arg("check")
-                .envs(paths::tool_env())
-                .status()
-                .with_context(|| format!("running {}", exe.display()))?;
-            if !status.success() {
-                bail!("`ptx-audit check` failed ({status})");
-            }
-            Ok(())
-        }),
-        ("clippy", &|| {
-            cargo(&[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--quiet",
-                "--",
-                "-D",
-                "warnings",
-            ])
-        }),
-        ("rustdoc", &|| {
-            cargo_with(
-                &["doc", "--workspace", "--no-deps", "--quiet"],
-                &[("RUSTDOCFLAGS", "-D warnings")],
-            )
-        }),
-        ("cargo test --workspace", &|| {
-            cargo(&["test", "--workspace"])
-        }),
-        ("device-check --rehearse", &rehearse::run),
+        ("the rest side by side", &side_by_side),
     ];
     let mut failed = Vec::new();
     for (name, step) in steps {

@@ -6,6 +6,7 @@ mod gate;
 mod kernels;
 mod paths;
 mod peer;
+mod pool;
 mod rehearse;
 mod sass;
 mod tools;

@@ -5,36 +5,36 @@
 //! binary, a timeout, a script error) fails CI. With a GPU present the real check runs and must
 //! pass (exit 0).
 
-use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use anyhow::{bail, Result};
+use std::process::{Command, Output};
+
+use crate::pool::Job;
 
 /// The device script's exit status when every failing step failed because no GPU was found.
 const NO_GPU_EXIT: i32 = 3;
 
-pub fn run() -> Result<()> {
+/// The rehearsal as a job of the gate's pool, judged by [`judge`] on its exit status and last
+/// line of output; in the cargo lane, as its bundle is built with cargo.
+pub fn job() -> Job {
     let script = crate::paths::workspace_root()
         .join("scripts")
         .join("device-check.sh");
-    let mut child = Command::new("bash")
-        .arg(&script)
-        .arg("--rehearse")
-        .env_remove("OUT")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {} --rehearse", script.display()))?;
-    let stdout = child.stdout.take().context("the script's stdout")?;
-    let mut last = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.context("reading the script's output")?;
-        println!("{line}");
-        if !line.trim().is_empty() {
-            last = line;
-        }
-    }
-    let status = child.wait().context("waiting for the device script")?;
-    judge(status.code(), &last)
+    let mut command = Command::new("bash");
+    command.arg(&script).arg("--rehearse").env_remove("OUT");
+    let mut job = Job::step(
+        "device-check --rehearse",
+        "scripts/device-check.sh --rehearse",
+        command,
+        true,
+    );
+    job.judge = judged;
+    job
+}
+
+fn judged(out: &Output) -> Result<()> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
+    judge(out.status.code(), last.unwrap_or_default())
 }
 
 /// Whether the rehearsal ended as it must; `last` is its last non-empty line of output.

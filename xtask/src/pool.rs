@@ -1,0 +1,252 @@
+//! The gate's steps after the workspace's test build, run side by side: the audit, clippy,
+//! rustdoc, the device-check rehearsal, the doc tests and every test binary of that build.
+//!
+//! Run one after another (as `cargo test` runs its binaries) they left a core idle for minutes:
+//! a binary whose last test is long runs it alone (`cargo test --workspace` used 1.62 cores of
+//! 2; docs/perf.md, "CI gate"). Here they are jobs taken by as many workers as the machine has
+//! cores, the longest known first ([`LONG`]).
+//!
+//! Invariants:
+//! - a test binary runs as cargo runs it: from its package's directory, with cargo's package
+//!   variables (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `CARGO_PKG_VERSION`) and the tools'
+//!   paths ([`paths::tool_env`]), libtest choosing its threads;
+//! - the binaries are cargo's own (its JSON messages of the test build), never a list kept here:
+//!   [`LONG`] only orders them, and a name in it that no longer exists changes nothing;
+//! - a job's output is captured and printed whole when it ends, under its heading, so no two
+//!   jobs' lines interleave;
+//! - jobs in the cargo lane (cargo commands, which lock the build directory) never run at the
+//!   same time, so no worker sits blocked on cargo's lock;
+//! - every job runs even if another failed; the step fails naming each failed job and the
+//!   command that reruns it alone.
+
+use anyhow::{bail, Context, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::paths;
+
+/// Jobs that ran longest in a clean CI run (2026-12-07, the 2-core VM, each alone: clippy 87 s,
+/// sim_gate 83, the rehearsal 96 with its bundle, the audit 72, moe_ffn_chain 38, mmq 38,
+/// moe_ffn 38, sim_mtp 35, rustdoc 34, attention_mma 28, sim_verify 22), started first so that
+/// no long one starts last and runs alone. Order only: a stale entry costs time, not coverage.
+const LONG: [&str; 13] = [
+    "clippy",
+    "sim_gate",
+    "device-check --rehearse",
+    "ptx-audit check",
+    "moe_ffn_chain",
+    "mmq",
+    "moe_ffn",
+    "sim_mtp",
+    "rustdoc",
+    "attention_mma",
+    "sim_verify",
+    "merge_v_b",
+    "cases",
+];
+
+/// Whether a job's run passed, from its exit status and output.
+pub type Judge = fn(&Output) -> Result<()>;
+
+/// One job: a command, its name (a test target's name, or a gate step's), what to print above
+/// its output, how to rerun it alone, and whether it is a cargo command.
+pub struct Job {
+    pub name: String,
+    pub heading: String,
+    pub rerun: String,
+    pub command: Command,
+    pub cargo_lane: bool,
+    pub judge: Judge,
+}
+
+impl Job {
+    /// A gate step: headed and judged by its exit status.
+    pub fn step(name: &str, rerun: &str, command: Command, cargo_lane: bool) -> Job {
+        Job {
+            name: name.into(),
+            heading: format!("\n==> xtask test: {name}"),
+            rerun: rerun.into(),
+            command,
+            cargo_lane,
+            judge: exit_status,
+        }
+    }
+}
+
+/// Passes on a zero exit status.
+pub fn exit_status(out: &Output) -> Result<()> {
+    if !out.status.success() {
+        bail!("{}", out.status);
+    }
+    Ok(())
+}
+
+/// Runs `jobs` (see the module docs); the error names every failed job.
+pub fn run(mut jobs: Vec<Job>) -> Result<()> {
+    let rank = |j: &Job| LONG.iter().position(|l| *l == j.name).unwrap_or(LONG.len());
+    jobs.sort_by_key(rank); // stable: the given order within a rank
+    let total = jobs.len();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    println!("{total} jobs on {workers} workers, the longest known first");
+    let queue = Mutex::new((jobs, false)); // (jobs not started, the cargo lane busy)
+    let failed = Mutex::new(Vec::new());
+    let finished = Mutex::new(0usize);
+    let next = || {
+        let mut q = queue.lock().unwrap();
+        let lane_busy = q.1;
+        let i = q.0.iter().position(|j| !(j.cargo_lane && lane_busy))?;
+        let job = q.0.remove(i);
+        q.1 |= job.cargo_lane;
+        Some(job)
+    };
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(total) {
+            s.spawn(|| {
+                while let Some(mut job) = next() {
+                    let start = Instant::now();
+                    let out = job.command.output();
+                    let secs = start.elapsed().as_secs_f64();
+                    if job.cargo_lane {
+                        queue.lock().unwrap().1 = false;
+                    }
+                    // Held while printing: one job's lines at a time.
+                    let mut done = finished.lock().unwrap();
+                    *done += 1;
+                    println!("{}", job.heading);
+                    let verdict = out.context("could not start it").and_then(|o| {
+                        print!("{}", String::from_utf8_lossy(&o.stdout));
+                        eprint!("{}", String::from_utf8_lossy(&o.stderr));
+                        (job.judge)(&o)
+                    });
+                    match verdict {
+                        Ok(()) => println!("==> {}: ok ({secs:.0} s, {done}/{total})", job.name),
+                        Err(e) => {
+                            println!(
+                                "==> {}: FAILED ({secs:.0} s, {done}/{total}): {e:#}",
+                                job.name
+                            );
+                            failed.lock().unwrap().push(job.rerun);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap();
+    if !failed.is_empty() {
+        bail!(
+            "{} of {total} jobs failed; rerun each alone with:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// The test binaries of `cargo <test_build>` (built already: this only reads cargo's
+/// messages), as jobs in cargo's order.
+pub fn test_binaries(cargo: &str, test_build: &[&str]) -> Result<Vec<Job>> {
+    let packages = packages(cargo)?;
+    let out = Command::new(cargo)
+        .args(test_build)
+        .args(["--quiet", "--message-format=json-render-diagnostics"])
+        .envs(paths::tool_env())
+        .output()
+        .context("running cargo")?;
+    if !out.status.success() {
+        bail!(
+            "`cargo {}` failed ({}): {}",
+            test_build.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let root = paths::workspace_root();
+    let mut jobs = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let m: serde_json::Value = serde_json::from_str(line).context("cargo's JSON message")?;
+        let (Some(exe), true) = (
+            m["executable"].as_str(),
+            m["reason"] == "compiler-artifact" && m["profile"]["test"] == true,
+        ) else {
+            continue;
+        };
+        let manifest = Path::new(m["manifest_path"].as_str().unwrap_or_default());
+        let (package, version) = packages
+            .get(manifest)
+            .with_context(|| format!("no package of {}", manifest.display()))?;
+        let dir = manifest.parent().unwrap_or(&root);
+        let target = &m["target"];
+        let name = target["name"].as_str().unwrap_or_default();
+        let kind = target["kind"][0].as_str().unwrap_or_default();
+        let src = Path::new(target["src_path"].as_str().unwrap_or_default());
+        let src = src.strip_prefix(dir).unwrap_or(src).display();
+        let shown = Path::new(exe)
+            .strip_prefix(&root)
+            .unwrap_or(Path::new(exe))
+            .display();
+        let (heading, rerun) = match kind {
+            "test" => (
+                format!("     Running {src} ({shown})"),
+                format!("cargo test -p {package} --test {name}"),
+            ),
+            "bin" | "example" | "bench" => (
+                format!("     Running unittests {src} ({shown})"),
+                format!("cargo test -p {package} --{kind} {name}"),
+            ),
+            _ => (
+                format!("     Running unittests {src} ({shown})"),
+                format!("cargo test -p {package} --lib"),
+            ),
+        };
+        let mut command = Command::new(exe);
+        command
+            .current_dir(dir)
+            .env("CARGO", cargo)
+            .env("CARGO_MANIFEST_DIR", dir)
+            .env("CARGO_PKG_NAME", package)
+            .env("CARGO_PKG_VERSION", version)
+            .envs(paths::tool_env());
+        jobs.push(Job {
+            name: name.into(),
+            heading,
+            rerun,
+            command,
+            cargo_lane: false,
+            judge: exit_status,
+        });
+    }
+    if jobs.is_empty() {
+        bail!("`cargo {}` listed no test binaries", test_build.join(" "));
+    }
+    Ok(jobs)
+}
+
+/// The workspace's packages by manifest path: name and version.
+fn packages(cargo: &str) -> Result<HashMap<PathBuf, (String, String)>> {
+    let out = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!("`cargo metadata` failed ({})", out.status);
+    }
+    let m: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("cargo metadata's JSON")?;
+    let packages = m["packages"]
+        .as_array()
+        .context("cargo metadata: no packages")?;
+    Ok(packages
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (
+                PathBuf::from(field("manifest_path")),
+                (field("name"), field("version")),
+            )
+        })
+        .collect())
+}
