@@ -28,11 +28,13 @@ use std::time::Instant;
 
 use crate::paths;
 
-/// Jobs that ran longest in a clean CI run (2026-12-07, the 2-core VM, each alone: clippy 87 s,
-/// sim_gate 83, the rehearsal 96 with its bundle, the audit 72, moe_ffn_chain 38, mmq 38,
-/// moe_ffn 38, sim_mtp 35, rustdoc 34, attention_mma 28, sim_verify 22), started first so that
-/// no long one starts last and runs alone. Order only: a stale entry costs time, not coverage.
-const LONG: [&str; 13] = [
+/// Jobs that ran longest in clean CI runs on the 2-core VM, each alone (2026-12-07: the
+/// rehearsal 96 s with its bundle, clippy 87-90, sim_gate 83, the audit 72-79, rustdoc 34-69,
+/// moe_ffn_chain 38, mmq 38, moe_ffn 38, sim_mtp 35, ingot_bench's unit tests 34, attention_mma
+/// 28, sim_verify 22, merge_v_b 20, cases 20, sim_prefill 19, trained_model 14, project_kernels
+/// 13, expert_cache 13), started first so that no long one starts last and runs alone. Order
+/// only: a stale entry costs time, not coverage.
+const LONG: [&str; 18] = [
     "clippy",
     "sim_gate",
     "device-check --rehearse",
@@ -42,10 +44,15 @@ const LONG: [&str; 13] = [
     "moe_ffn",
     "sim_mtp",
     "rustdoc",
+    "ingot_bench",
     "attention_mma",
     "sim_verify",
     "merge_v_b",
     "cases",
+    "sim_prefill",
+    "trained_model",
+    "project_kernels",
+    "expert_cache",
 ];
 
 /// Whether a job's run passed, from its exit status and output.
@@ -249,4 +256,59 @@ fn packages(cargo: &str) -> Result<HashMap<PathBuf, (String, String)>> {
             )
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exit_status, run, Job};
+    use std::process::Command;
+
+    fn shell(name: &str, script: &str, cargo_lane: bool) -> Job {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        Job {
+            name: name.into(),
+            heading: format!("job {name}"),
+            rerun: format!("rerun {name}"),
+            command,
+            cargo_lane,
+            judge: exit_status,
+        }
+    }
+
+    /// Lane jobs each hold a directory while they run (`mkdir` fails if it exists, and the job
+    /// with it), so two overlapping would fail one; a failing job stops no other, and the error
+    /// names its rerun command and no other. (With one core there is one worker, and nothing to
+    /// overlap.)
+    #[test]
+    fn lane_jobs_never_overlap_and_a_failure_runs_the_rest() {
+        let dir = scratch_dir();
+        let lock = dir.join("lock");
+        let hold = format!("mkdir {0} || exit 7; sleep 0.2; rmdir {0}", lock.display());
+        let mut jobs: Vec<Job> = (0..4)
+            .map(|i| shell(&format!("lane{i}"), &hold, true))
+            .collect();
+        jobs.push(shell("fails", "exit 1", false));
+        for i in 0..3 {
+            let mark = dir.join(format!("ran{i}"));
+            let script = format!("sleep 0.1; touch {}", mark.display());
+            jobs.push(shell(&format!("free{i}"), &script, false));
+        }
+        let err = run(jobs).expect_err("one job failed").to_string();
+        assert!(err.contains("rerun fails"), "{err}");
+        assert!(!err.contains("rerun lane"), "lane jobs overlapped: {err}");
+        for i in 0..3 {
+            assert!(
+                dir.join(format!("ran{i}")).exists(),
+                "job free{i} did not run"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn scratch_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-pool-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 }
