@@ -62,9 +62,10 @@ fn cargo_command(args: &[&str], env: &[(&str, &str)]) -> Command {
 /// The workspace's test build: `cargo test --workspace --no-run`.
 const TEST_BUILD: [&str; 3] = ["test", "--workspace", "--no-run"];
 
-/// The path of binary `name` of the workspace's test build (building what is not built yet):
-/// the build `cargo test --workspace` runs, so its binaries share every dependency with the tests.
-fn workspace_binary(name: &str) -> Result<PathBuf> {
+/// The compiler-artifact messages of the workspace's test build (building what is not built
+/// yet): the build `cargo test --workspace` runs, so its binaries share every dependency with the
+/// tests.
+fn test_build_artifacts() -> Result<Vec<serde_json::Value>> {
     let out = Command::new(cargo_path())
         .args(TEST_BUILD)
         .args(["--quiet", "--message-format=json-render-diagnostics"])
@@ -76,10 +77,20 @@ fn workspace_binary(name: &str) -> Result<PathBuf> {
         bail!("`cargo {}` failed ({})", TEST_BUILD.join(" "), out.status);
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut artifacts = Vec::new();
     for line in stdout.lines().filter(|l| l.starts_with('{')) {
         let m: serde_json::Value = serde_json::from_str(line).context("cargo's JSON message")?;
-        let is_bin = m["reason"] == "compiler-artifact"
-            && m["target"]["name"] == name
+        if m["reason"] == "compiler-artifact" {
+            artifacts.push(m);
+        }
+    }
+    Ok(artifacts)
+}
+
+/// The path of binary `name` among the test build's `artifacts`.
+fn workspace_binary(artifacts: &[serde_json::Value], name: &str) -> Result<PathBuf> {
+    for m in artifacts {
+        let is_bin = m["target"]["name"] == name
             && m["target"]["kind"] == serde_json::json!(["bin"])
             && m["profile"]["test"] == false;
         if let (true, Some(exe)) = (is_bin, m["executable"].as_str()) {
@@ -102,8 +113,8 @@ pub fn audit(args: &[&str]) -> Result<()> {
 
 /// Steps 4 to 8 and the doc tests as one pool of jobs ([`pool`]), each test binary a job.
 fn side_by_side() -> Result<()> {
-    let cargo = cargo_path();
-    let mut audit = Command::new(workspace_binary("ptx-audit")?);
+    let artifacts = test_build_artifacts()?;
+    let mut audit = Command::new(workspace_binary(&artifacts, "ptx-audit")?);
     audit.arg("check").envs(paths::tool_env());
     let clippy = [
         "clippy",
@@ -140,7 +151,7 @@ fn side_by_side() -> Result<()> {
         ),
         rehearse::job(),
     ];
-    jobs.extend(pool::test_binaries(&cargo, &TEST_BUILD)?);
+    jobs.extend(pool::test_binaries(&cargo_path(), &artifacts)?);
     pool::run(jobs)
 }
 

@@ -102,11 +102,12 @@ pub fn run(mut jobs: Vec<Job>) -> Result<()> {
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!("{total} jobs on {workers} workers, the longest known first");
     let queue = Mutex::new((jobs, false)); // (jobs not started, the cargo lane busy)
-    let failed = Mutex::new(Vec::new());
-    let finished = Mutex::new(0usize);
+    let finished = Mutex::new((0usize, Vec::new())); // (jobs ended, reruns of the failed)
     let next = || {
         let mut q = queue.lock().unwrap();
         let lane_busy = q.1;
+        // None while only cargo-lane jobs remain and the lane is busy: this worker ends, and
+        // the worker holding the lane runs them one after another, as it must.
         let i = q.0.iter().position(|j| !(j.cargo_lane && lane_busy))?;
         let job = q.0.remove(i);
         q.1 |= job.cargo_lane;
@@ -123,8 +124,9 @@ pub fn run(mut jobs: Vec<Job>) -> Result<()> {
                         queue.lock().unwrap().1 = false;
                     }
                     // Held while printing: one job's lines at a time.
-                    let mut done = finished.lock().unwrap();
-                    *done += 1;
+                    let mut ended = finished.lock().unwrap();
+                    ended.0 += 1;
+                    let done = ended.0;
                     println!("{}", job.heading);
                     let verdict = out.context("could not start it").and_then(|o| {
                         print!("{}", String::from_utf8_lossy(&o.stdout));
@@ -138,14 +140,14 @@ pub fn run(mut jobs: Vec<Job>) -> Result<()> {
                                 "==> {}: FAILED ({secs:.0} s, {done}/{total}): {e:#}",
                                 job.name
                             );
-                            failed.lock().unwrap().push(job.rerun);
+                            ended.1.push(job.rerun);
                         }
                     }
                 }
             });
         }
     });
-    let failed = failed.into_inner().unwrap();
+    let failed = finished.into_inner().unwrap().1;
     if !failed.is_empty() {
         bail!(
             "{} of {total} jobs failed; rerun each alone with:\n  {}",
@@ -156,32 +158,14 @@ pub fn run(mut jobs: Vec<Job>) -> Result<()> {
     Ok(())
 }
 
-/// The test binaries of `cargo <test_build>` (built already: this only reads cargo's
-/// messages), as jobs in cargo's order.
-pub fn test_binaries(cargo: &str, test_build: &[&str]) -> Result<Vec<Job>> {
+/// The test binaries among the workspace test build's compiler-artifact messages, as jobs in
+/// cargo's order.
+pub fn test_binaries(cargo: &str, artifacts: &[serde_json::Value]) -> Result<Vec<Job>> {
     let packages = packages(cargo)?;
-    let out = Command::new(cargo)
-        .args(test_build)
-        .args(["--quiet", "--message-format=json-render-diagnostics"])
-        .envs(paths::tool_env())
-        .output()
-        .context("running cargo")?;
-    if !out.status.success() {
-        bail!(
-            "`cargo {}` failed ({}): {}",
-            test_build.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     let root = paths::workspace_root();
     let mut jobs = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let m: serde_json::Value = serde_json::from_str(line).context("cargo's JSON message")?;
-        let (Some(exe), true) = (
-            m["executable"].as_str(),
-            m["reason"] == "compiler-artifact" && m["profile"]["test"] == true,
-        ) else {
+    for m in artifacts {
+        let (Some(exe), true) = (m["executable"].as_str(), m["profile"]["test"] == true) else {
             continue;
         };
         let manifest = Path::new(m["manifest_path"].as_str().unwrap_or_default());
@@ -230,7 +214,7 @@ pub fn test_binaries(cargo: &str, test_build: &[&str]) -> Result<Vec<Job>> {
         });
     }
     if jobs.is_empty() {
-        bail!("`cargo {}` listed no test binaries", test_build.join(" "));
+        bail!("the test build listed no test binaries");
     }
     Ok(jobs)
 }
