@@ -4,22 +4,23 @@
 //! if any step failed, and names which:
 //! 1. install the tools the kernel build, audit and tests need (nightly rust-src, ptxas/cuobjdump
 //!    wheels, the `openai` Python client);
-//! 2. rebuild the PTX from the device sources and fail on drift from the committed file;
-//! 3. `cargo test --workspace --no-run`: the one build of the workspace (debug profile) that the
-//!    steps below share;
+//! 2. `cargo test --workspace --no-run`: the one build of the workspace (debug profile) that the
+//!    steps below share (`.ci/run` has built it before this gate starts);
+//! 3. `kernels --check`: rebuild the PTX from the device sources (nightly, its own target
+//!    directory) and fail on drift from the committed file;
 //! 4. `ptx-audit check`, run from that build: hot-loop instruction counts, guards, traps,
 //!    registers, spills vs budgets;
 //! 5. `cargo clippy --workspace --all-targets -- -D warnings` (its own check build, no codegen);
 //! 6. `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`: broken or private
 //!    intra-doc links fail (the dependencies' metadata is clippy's);
-//! 7. `cargo test --workspace` (built by step 3): each test binary, and the doc tests;
+//! 7. `cargo test --workspace` (built by step 2): each test binary, and the doc tests;
 //! 8. `scripts/device-check.sh --rehearse`: the GPU check's whole path without a GPU, which must
 //!    fail only because no GPU was found (see [`crate::rehearse`]).
 //!
-//! Steps 4 to 8 run side by side as one pool of jobs ([`crate::pool`]), each test binary a job,
+//! Steps 3 to 8 run side by side as one pool of jobs ([`crate::pool`]), each test binary a job,
 //! since one after another they left a core idle for minutes.
 //!
-//! Steps 3 to 7 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
+//! Steps 2 and 4 to 7 get the tools' paths in `INGOT_PTXAS`/`INGOT_CUOBJDUMP`/`INGOT_NVDISASM`
 //! ([`crate::paths::tool_env`]): `ptx-audit` and its tests do not search for them.
 //!
 //! Nothing is compiled twice: `ptx-audit` is the test build's binary, not `cargo run -p
@@ -33,7 +34,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::pool::{self, Job};
-use crate::{kernels, paths, rehearse, tools};
+use crate::{paths, rehearse, tools};
 
 /// Runs cargo with the tools' paths in the environment.
 fn cargo(args: &[&str]) -> Result<()> {
@@ -111,9 +112,27 @@ pub fn audit(args: &[&str]) -> Result<()> {
     cargo(&full)
 }
 
-/// Steps 4 to 8 and the doc tests as one pool of jobs ([`pool`]), each test binary a job.
+/// Steps 3 to 8 and the doc tests as one pool of jobs ([`pool`]), each test binary a job.
 fn side_by_side() -> Result<()> {
-    let artifacts = test_build_artifacts()?;
+    // The drift check as this binary runs it (`kernels::check`): a process of its own, so its
+    // output is captured like every job's. Not in the cargo lane: its nightly cargo builds in
+    // kernels/device/target, so it takes no lock the workspace's cargo commands hold.
+    let mut drift = Command::new(std::env::current_exe().context("this xtask binary's path")?);
+    drift.args(["kernels", "--check"]);
+    let drift = Job::step(
+        "kernels --check",
+        "cargo xtask kernels --check",
+        drift,
+        false,
+    );
+    let artifacts = match test_build_artifacts() {
+        Ok(artifacts) => artifacts,
+        // Without the build only the drift check can run; its verdict is reported too.
+        Err(build) => match pool::run(vec![drift]) {
+            Ok(()) => return Err(build),
+            Err(check) => bail!("{build:#}; {check:#}"),
+        },
+    };
     let mut audit = Command::new(workspace_binary(&artifacts, "ptx-audit")?);
     audit.arg("check").envs(paths::tool_env());
     let clippy = [
@@ -130,6 +149,7 @@ fn side_by_side() -> Result<()> {
         [("RUSTDOCFLAGS", "-D warnings")],
     );
     let mut jobs = vec![
+        drift,
         Job::step("ptx-audit check", "cargo xtask audit check", audit, false),
         Job::step(
             "clippy",
@@ -173,9 +193,8 @@ fn cpu_isa_line() -> String {
 }
 
 pub fn run() -> Result<()> {
-    let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
+    let steps: [(&str, &dyn Fn() -> Result<()>); 3] = [
         ("tools", &tools::install),
-        ("kernels --check", &kernels::check),
         ("cargo test --workspace --no-run", &|| cargo(&TEST_BUILD)),
         ("the rest side by side", &side_by_side),
     ];

@@ -14,8 +14,9 @@ mod tools;
 use anyhow::{bail, Result};
 
 const USAGE: &str = "usage: cargo xtask <command>
-  test             the whole gate CI runs: tools, kernels --check, the workspace's test build,
-                   ptx-audit check, clippy, rustdoc, cargo test, scripts/device-check.sh --rehearse
+  test             the whole gate CI runs: tools, the workspace's test build, then side by side
+                   kernels --check, ptx-audit check, clippy, rustdoc, cargo test and
+                   scripts/device-check.sh --rehearse
   kernels          rebuild kernels/ptx/ingot.ptx.xz from kernels/device (nightly, build-std);
                    the text is left at target/ptx/ingot.ptx
   kernels --check  rebuild into target/ and fail if the committed PTX differs
