@@ -30,10 +30,11 @@ use crate::paths;
 
 /// Jobs that ran longest in clean CI runs on the 2-core VM, each alone (2026-12-07: the
 /// rehearsal 96 s with its bundle, clippy 87-90, sim_gate 83, the audit 72-79, rustdoc 34-69,
-/// the drift check 39-53, moe_ffn_chain 38, mmq 38, moe_ffn 38, sim_mtp 35, ingot_bench's unit tests 34, attention_mma
-/// 28, sim_verify 22, merge_v_b 20, cases 20, sim_prefill 19, gemv2_rope_kb 14, trained_model 14,
-/// project_kernels 13, expert_cache 13, merge_v_b_o 11, attention 9), started first so that no
-/// long one starts last and runs alone. Order only: a stale entry costs time, not coverage.
+/// the drift check 39-53, moe_ffn_chain 38, mmq 38, moe_ffn 38, sim_mtp 35, ingot_bench's unit
+/// tests 34, attention_mma 28, sim_verify 22, merge_v_b 20, cases 20, sim_prefill 19,
+/// gemv2_rope_kb 14, trained_model 14, project_kernels 13, expert_cache 13, merge_v_b_o 11,
+/// attention 9), started first so that no long one starts last and runs alone. Order only: a
+/// stale entry costs time, not coverage.
 const LONG: [&str; 22] = [
     "clippy",
     "sim_gate",
